@@ -1,0 +1,1 @@
+"""Pluggable components behind interfaces (lexicons, sentiment, embedders, judges, ...)."""

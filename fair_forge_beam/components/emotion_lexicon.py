@@ -1,0 +1,143 @@
+"""Emotion lexicons for Humanity (spec §6.5): pluggable, loaded once per worker.
+
+The default, :class:`NRCLexPackageLexicon`, reads the English NRC Emotion Lexicon that the
+``nrclex`` PyPI package installs (``nrclex/data/nrc_en.json``) — offline, no download.
+
+Licence: the NRC Word-Emotion Association Lexicon (Mohammad & Turney, 2013, National Research
+Council Canada) is free for **non-commercial research and educational use only**; commercial
+use needs a licence from NRC Canada. Cite: Saif M. Mohammad and Peter D. Turney,
+"Crowdsourcing a Word-Emotion Association Lexicon", Computational Intelligence 29(3), 2013.
+This project does not ship the lexicon; it reads the copy installed by ``nrclex``.
+
+Bring another lexicon by subclassing :class:`EmotionLexicon` (e.g. a commercially licensed
+one), or load the upstream multi-language CSV with :class:`NRCCsvLexicon`.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.resources
+import json
+from abc import ABC, abstractmethod
+from typing import Mapping, Optional
+
+from fair_forge_beam.schemas.languages import normalize_language
+
+__all__ = ["EMOTIONS", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
+
+#: Plutchik's eight emotions, in the order of every count vector (spec §6.5).
+EMOTIONS: tuple[str, ...] = ("anger", "anticipation", "disgust", "fear", "joy", "sadness", "surprise", "trust")
+_INDEX = {e: i for i, e in enumerate(EMOTIONS)}
+
+NRC_LICENCE = (
+    "NRC Word-Emotion Association Lexicon (Mohammad & Turney 2013, National Research Council Canada): "
+    "free for non-commercial research and educational use only; commercial use requires a licence from NRC Canada."
+)
+
+
+def _indices(emotions) -> tuple[int, ...]:
+    return tuple(sorted({_INDEX[e.strip().lower()] for e in emotions if e.strip().lower() in _INDEX}))
+
+
+class EmotionLexicon(ABC):
+    """token -> emotions, per language. Subclasses implement :meth:`load`.
+
+    ``table(language)`` returns ``{lower-case token: tuple of emotion indices into EMOTIONS}``
+    or ``None`` when the lexicon has no entries for that language.
+    """
+
+    name: str = "custom"
+    licence: str = "unspecified"
+
+    def __init__(self):
+        self._tables: Optional[dict[str, dict[str, tuple[int, ...]]]] = None
+
+    @abstractmethod
+    def load(self) -> Mapping[str, Mapping[str, tuple[int, ...]]]:
+        """Return ``{canonical language: {token: emotion indices}}``."""
+
+    def _ensure(self):
+        if self._tables is None:
+            self._tables = {normalize_language(k): dict(v) for k, v in self.load().items()}
+        return self._tables
+
+    @property
+    def languages(self) -> frozenset[str]:
+        return frozenset(self._ensure())
+
+    def table(self, language: str) -> Optional[dict[str, tuple[int, ...]]]:
+        return self._ensure().get(normalize_language(language))
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tables"] = None  # reloaded once per worker, never shipped in the pipeline graph
+        return state
+
+
+class NRCLexPackageLexicon(EmotionLexicon):
+    """English NRC Emotion Lexicon from the installed ``nrclex`` package (6,468 words).
+
+    The package's ``positive``/``negative`` sentiment tags are dropped; the 8 emotions are kept.
+
+    Raises:
+        RuntimeError: (on first use) ``nrclex`` is not installed.
+    """
+
+    name = "NRC Emotion Lexicon (nrclex 4.1.0 package copy, English)"
+    licence = NRC_LICENCE
+
+    def load(self):
+        try:
+            text = importlib.resources.files("nrclex").joinpath("data/nrc_en.json").read_text(encoding="utf-8")
+        except (ModuleNotFoundError, FileNotFoundError) as exc:
+            raise RuntimeError(
+                "the default emotion lexicon needs the 'nrclex' package (pip install nrclex==4.1.0), "
+                "or pass your own EmotionLexicon"
+            ) from exc
+        data = json.loads(text)
+        table = {}
+        for word, emotions in data.items():
+            idx = _indices(emotions)
+            if idx:
+                table[str(word).lower()] = idx
+        return {"english": table}
+
+
+class NRCCsvLexicon(EmotionLexicon):
+    """The upstream multi-language NRC CSV (``;``-separated; columns ``english;french;...;Trust``).
+
+    As upstream (spec §6.5): key = lower-cased word of the language column, value = emotions
+    flagged 1; **later duplicate keys overwrite earlier ones**. Rows with no emotion are kept as
+    "no emotion" entries (they overwrite too).
+    """
+
+    licence = NRC_LICENCE
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self.name = f"NRC Emotion Lexicon CSV ({path})"
+
+    def load(self):
+        with open(self.path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f, delimiter=";")
+            emo_cols = {c: c.strip().lower() for c in (reader.fieldnames or []) if c.strip().lower() in _INDEX}
+            lang_cols = [c for c in (reader.fieldnames or []) if c not in emo_cols]
+            tables: dict[str, dict[str, tuple[int, ...]]] = {normalize_language(c): {} for c in lang_cols}
+            for row in reader:
+                idx = _indices([emo for col, emo in emo_cols.items() if str(row.get(col, "")).strip() == "1"])
+                for col in lang_cols:
+                    word = str(row.get(col) or "").strip().lower()
+                    if word:
+                        tables[normalize_language(col)][word] = idx
+        return tables
+
+
+class DictEmotionLexicon(EmotionLexicon):
+    """A lexicon from a Python mapping ``{language: {word: [emotions]}}`` (tests, small custom lists)."""
+
+    def __init__(self, entries: Mapping[str, Mapping[str, list[str]]], name: str = "dict", licence: str = "user-supplied"):
+        super().__init__()
+        self.entries, self.name, self.licence = {k: dict(v) for k, v in entries.items()}, name, licence
+
+    def load(self):
+        return {lang: {w.lower(): _indices(e) for w, e in words.items()} for lang, words in self.entries.items()}

@@ -1,0 +1,127 @@
+"""Element types that travel through the pipeline (DESIGN §3).
+
+Pydantic validates at the edge (read); inside the graph elements are compact ``NamedTuple``s
+with registered deterministic JSON coders (pickled pydantic models halve throughput and are
+non-deterministic as shuffle keys, DESIGN §9).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple, Optional
+
+import apache_beam as beam
+
+__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "dead_letter"]
+
+
+class Interaction(NamedTuple):
+    """One interaction with its session header.
+
+    ``element_id`` = ``"{session_id}/{assistant_id}/{turn_index}"`` — stable across runs and
+    runners. (DESIGN §3 writes ``session_id/turn_index``; the upstream BestOf example reuses one
+    ``session_id`` for four assistants, so the assistant is part of the id.) ``turn_index`` is
+    the 0-based position in the conversation, fixed at read time.
+    """
+
+    element_id: str
+    session_id: str
+    assistant_id: str
+    language: str
+    context: str
+    turn_index: int
+    qa_id: str
+    query: str
+    assistant: str
+    ground_truth_assistant: Optional[str]
+    observation: Optional[str]
+    weight: Optional[float]
+    agentic: Optional[dict]
+    ground_truth_agentic: Optional[dict]
+    logprobs: Optional[dict]
+    event_time: Optional[float] = None
+
+    @property
+    def session_key(self) -> str:
+        """Key of the session (``session_id`` + ``assistant_id``)."""
+        return f"{self.session_id}/{self.assistant_id}"
+
+
+def make_element_id(session_id: str, assistant_id: str, turn_index: int) -> str:
+    return f"{session_id}/{assistant_id}/{turn_index}"
+
+
+class DeadLetter(NamedTuple):
+    """A record that could not be processed: where, why, and the original record (``raw``)."""
+
+    stage: str
+    reason: str
+    element_id: Optional[str]
+    raw: str
+
+    def to_dict(self) -> dict:
+        return self._asdict()
+
+
+class QualityWarning(NamedTuple):
+    """A data-quality finding that did not stop processing (e.g. duplicate ``qa_id``)."""
+
+    kind: str
+    key: str
+    message: str
+
+
+def dead_letter(stage: str, reason: str, raw: Any, element_id: Optional[str] = None, max_raw: int = 100_000) -> DeadLetter:
+    """Build a :class:`DeadLetter`; non-string ``raw`` is JSON-encoded, long text truncated."""
+    if not isinstance(raw, str):
+        try:
+            raw = json.dumps(raw, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            raw = repr(raw)
+    if len(raw) > max_raw:
+        raw = raw[:max_raw] + f"... [truncated, {len(raw)} characters in all]"
+    return DeadLetter(stage=stage, reason=reason, element_id=element_id, raw=raw)
+
+
+class _JsonTupleCoder(beam.coders.Coder):
+    """Deterministic JSON coder for a NamedTuple type."""
+
+    def __init__(self, cls):
+        self._cls = cls
+
+    def encode(self, value):
+        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+    def decode(self, encoded):
+        return self._cls(*json.loads(encoded.decode("utf-8")))
+
+    def is_deterministic(self):
+        return True
+
+    def to_type_hint(self):
+        return self._cls
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._cls is other._cls
+
+    def __hash__(self):
+        return hash((type(self), self._cls))
+
+
+class InteractionCoder(_JsonTupleCoder):
+    def __init__(self):
+        super().__init__(Interaction)
+
+
+class DeadLetterCoder(_JsonTupleCoder):
+    def __init__(self):
+        super().__init__(DeadLetter)
+
+
+class QualityWarningCoder(_JsonTupleCoder):
+    def __init__(self):
+        super().__init__(QualityWarning)
+
+
+beam.coders.registry.register_coder(Interaction, InteractionCoder)
+beam.coders.registry.register_coder(DeadLetter, DeadLetterCoder)
+beam.coders.registry.register_coder(QualityWarning, QualityWarningCoder)

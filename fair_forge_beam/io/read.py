@@ -1,0 +1,411 @@
+"""``ReadInteractions``: retrievers and files -> validated ``Interaction`` elements.
+
+Sources (DESIGN §3):
+
+* a user :class:`~fair_forge_beam.io.retriever.Retriever` class (+ kwargs), all three
+  iteration levels, generator-based ones included;
+* file patterns (any Beam filesystem), format by extension:
+
+  | extension                        | layout                                             | split         |
+  |----------------------------------|----------------------------------------------------|---------------|
+  | ``.json`` (``.gz``)              | a list of sessions (or one session object)         | per file      |
+  | ``.jsonl``/``.ndjson`` (``.gz``) | one session **or** one ``StreamedBatch`` per line  | byte ranges   |
+  | ``.parquet``                     | one row per session (nested ``conversation``), per | row groups    |
+  |                                  | ``StreamedBatch`` (``metadata``/``batch``) or flat |               |
+
+Every interaction gets a stable ``turn_index``: its position in ``conversation`` for session
+records; for streamed records (one interaction each), the rank within its session of
+``(turn_index field if given, source file, position in file)`` — never arrival order.
+
+Outputs (a dict of PCollections): ``interactions`` (:class:`Interaction`), ``dead_letter``
+(:class:`DeadLetter` ``{stage: "read", reason, element_id, raw}``) and ``quality``
+(:class:`QualityWarning`, e.g. duplicate ``qa_id`` within a session — case-002).
+"""
+from __future__ import annotations
+
+import collections.abc
+import json
+import logging
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filebasedsource import FileBasedSource
+from apache_beam.io.filesystems import FileSystems
+from pydantic import ValidationError
+
+from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, make_element_id
+from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.schemas.common import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
+
+__all__ = ["ReadInteractions", "detect_format", "records_to_interactions"]
+
+log = logging.getLogger(__name__)
+
+DEAD = "dead_letter"
+QUALITY = "quality"
+_STREAMED = "streamed"
+
+_JSONL_EXT = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+_JSON_EXT = (".json", ".json.gz")
+_PARQUET_EXT = (".parquet", ".pq")
+
+
+def detect_format(path: str) -> Optional[str]:
+    """``"jsonl"``, ``"json"``, ``"parquet"`` or ``None`` from a file name."""
+    p = path.lower()
+    if p.endswith(_JSONL_EXT):
+        return "jsonl"
+    if p.endswith(_JSON_EXT):
+        return "json"
+    if p.endswith(_PARQUET_EXT):
+        return "parquet"
+    return None
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e.get("loc", ())) or "record"
+            parts.append(f"{loc}: {e.get('msg')}")
+        return "; ".join(parts)
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ------------------------------------------------------------------ record -> interactions
+def _interaction(meta: SessionMetadata, b: Batch, turn_index: int) -> Interaction:
+    return Interaction(
+        element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
+        session_id=meta.session_id,
+        assistant_id=meta.assistant_id,
+        language=meta.language or "english",
+        context=meta.context,
+        turn_index=turn_index,
+        qa_id=b.qa_id,
+        query=b.query,
+        assistant=b.assistant,
+        ground_truth_assistant=b.ground_truth_assistant,
+        observation=b.observation,
+        weight=b.weight,
+        agentic=b.agentic,
+        ground_truth_agentic=b.ground_truth_agentic,
+        logprobs=b.logprobs,
+    )
+
+
+def _is_streamed(rec: dict) -> bool:
+    return "batch" in rec and "metadata" in rec
+
+
+def _flat_to_streamed(rec: dict) -> dict:
+    header = {k: rec[k] for k in ("session_id", "assistant_id", "language", "context") if k in rec}
+    body = {k: v for k, v in rec.items() if k not in header and k != "turn_index"}
+    out = {"metadata": header, "batch": body}
+    if rec.get("turn_index") is not None:
+        out["turn_index"] = rec["turn_index"]
+    return out
+
+
+class _ParseRecord(beam.DoFn):
+    """``(source, position, payload)`` -> interactions of session records; streamed records
+    go out keyed by session for ordering; failures go to the dead letter."""
+
+    def process(self, item):
+        source, position, payload = item
+        return self._dispatch(source, position, payload)
+
+    def _dispatch(self, source, position, payload):
+        if isinstance(payload, (bytes, str)):
+            text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else payload
+            if not text.strip():
+                return []  # blank line: not a record
+            try:
+                rec = json.loads(text)
+            except ValueError as exc:
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON at {source}:{position}: {exc}", text))]
+        else:
+            rec = payload
+        return self._record(source, position, rec)
+
+    def _record(self, source, position, rec):
+        if hasattr(rec, "model_dump"):  # pydantic objects from a retriever
+            rec = rec.model_dump()
+        if not isinstance(rec, dict):
+            return [
+                beam.pvalue.TaggedOutput(
+                    DEAD, dead_letter("read", f"record at {source}:{position} is a {type(rec).__name__}, not an object", rec)
+                )
+            ]
+        if "conversation" in rec:
+            return list(self._session(source, position, rec))
+        if not _is_streamed(rec):
+            rec = _flat_to_streamed(rec)
+        try:
+            sb = StreamedBatch.model_validate(rec)
+        except ValidationError as exc:
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), rec))]
+        key = f"{sb.metadata.session_id}\x00{sb.metadata.assistant_id}"
+        order = (sb.turn_index if sb.turn_index is not None else -1, str(source), int(position))
+        return [beam.pvalue.TaggedOutput(_STREAMED, (key, (order, sb.metadata.model_dump(), sb.batch.model_dump())))]
+
+    def _session(self, source, position, rec):
+        header = {k: v for k, v in rec.items() if k != "conversation"}
+        try:
+            meta = SessionMetadata.model_validate(header)
+        except ValidationError as exc:
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec))
+            return
+        conv = rec.get("conversation")
+        if not isinstance(conv, list):
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", "conversation must be a list", rec))
+            return
+        if not conv:
+            yield beam.pvalue.TaggedOutput(
+                DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec)
+            )
+            return
+        seen: dict[str, int] = {}
+        for i, raw_batch in enumerate(conv):
+            eid = make_element_id(meta.session_id, meta.assistant_id, i)
+            try:
+                if not isinstance(raw_batch, dict):
+                    raise ValueError(f"interaction must be an object, got {type(raw_batch).__name__}")
+                b = Batch.model_validate(raw_batch)
+            except (ValidationError, ValueError) as exc:
+                yield beam.pvalue.TaggedOutput(
+                    DEAD, dead_letter("read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]}, eid)
+                )
+                continue
+            seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+            yield _interaction(meta, b, i)
+        for qa_id, count in sorted(seen.items()):
+            if count > 1:
+                yield beam.pvalue.TaggedOutput(
+                    QUALITY,
+                    QualityWarning(
+                        "duplicate_qa_id",
+                        f"{meta.session_id}/{meta.assistant_id}",
+                        f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
+                        "interactions are identified by turn index, all are kept",
+                    ),
+                )
+
+
+class _OrderStreamed(beam.DoFn):
+    """Assign ``turn_index`` to a session's streamed records by their stable order key."""
+
+    def process(self, kv):
+        _, items = kv
+        items = sorted(items, key=lambda it: it[0])
+        seen: dict[str, int] = {}
+        for i, (_, meta_d, batch_d) in enumerate(items):
+            meta = SessionMetadata.model_validate(meta_d)
+            b = Batch.model_validate(batch_d)
+            seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+            yield _interaction(meta, b, i)
+        for qa_id, count in sorted(seen.items()):
+            if count > 1:
+                yield beam.pvalue.TaggedOutput(
+                    QUALITY,
+                    QualityWarning(
+                        "duplicate_qa_id",
+                        f"{items[0][1]['session_id']}/{items[0][1]['assistant_id']}",
+                        f"qa_id {qa_id!r} appears {count} times; all are kept",
+                    ),
+                )
+
+
+def records_to_interactions(records: beam.PCollection, label: str = "Parse") -> dict:
+    """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``."""
+    parsed = records | f"{label}Records" >> beam.ParDo(_ParseRecord()).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
+    ordered = (
+        parsed[_STREAMED]
+        | f"{label}GroupStreamed" >> beam.GroupByKey()
+        | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(QUALITY, main="main")
+    )
+    interactions = (parsed.main, ordered.main) | f"{label}FlattenInteractions" >> beam.Flatten()
+    quality = (parsed[QUALITY], ordered[QUALITY]) | f"{label}FlattenQuality" >> beam.Flatten()
+    return {"interactions": interactions, "dead_letter": parsed[DEAD], "quality": quality}
+
+
+# ------------------------------------------------------------------ file sources
+class _JsonLinesSource(FileBasedSource):
+    """Splittable line source yielding ``(file, byte offset, line)``; the offset is the stable
+    position of a line (uncompressed files split by byte range; ``.gz`` files do not split)."""
+
+    def __init__(self, file_pattern: str):
+        super().__init__(file_pattern, splittable=True, validate=False)
+
+    def read_records(self, file_name, offset_range_tracker):
+        if detect_format(file_name) != "jsonl":
+            return
+        start = offset_range_tracker.start_position()
+        with self.open_file(file_name) as f:
+            pos = 0
+            if start > 0:
+                f.seek(start - 1)
+                skipped = f.readline()  # finish the line that straddles the split point
+                pos = start - 1 + len(skipped)
+            while True:
+                if not offset_range_tracker.try_claim(pos):
+                    return
+                line = f.readline()
+                if not line:
+                    return
+                yield (file_name, pos, line)
+                pos += len(line)
+
+
+class _ReadJsonFile(beam.DoFn):
+    def process(self, readable):
+        path = readable.metadata.path
+        raw = readable.read()
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            text = raw.decode("utf-8", errors="replace")
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON file {path}: {exc}", text))]
+        items = data if isinstance(data, list) else [data]
+        return [(path, i, rec) for i, rec in enumerate(items)]
+
+
+class _ParquetRowGroups(beam.DoFn):
+    def process(self, metadata):
+        import pyarrow.parquet as pq
+
+        with FileSystems.open(metadata.path) as f:
+            n = pq.ParquetFile(f).num_row_groups
+        for rg in range(n):
+            yield (metadata.path, rg)
+
+
+class _ReadParquetRowGroup(beam.DoFn):
+    def process(self, item):
+        import pyarrow.parquet as pq
+
+        path, rg = item
+        with FileSystems.open(path) as f:
+            pf = pq.ParquetFile(f)
+            offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
+            table = pf.read_row_group(rg)
+        for i, row in enumerate(table.to_pylist()):
+            yield (path, offset + i, {k: v for k, v in row.items() if v is not None})
+
+
+# ------------------------------------------------------------------ retrievers
+class _RunRetriever(beam.DoFn):
+    def __init__(self, retriever_cls, kwargs):
+        self.retriever_cls, self.kwargs = retriever_cls, dict(kwargs or {})
+
+    def process(self, _):
+        retriever = self.retriever_cls(**self.kwargs)
+        level = IterationLevel(retriever.iteration_level)
+        data = retriever.load_dataset()
+        if level == IterationLevel.FULL_DATASET and isinstance(data, collections.abc.Iterator):
+            raise ValueError(
+                f"{self.retriever_cls.__name__}.load_dataset() returned an iterator but iteration_level is "
+                "FULL_DATASET: return a list, or set iteration_level to STREAM_SESSIONS / STREAM_BATCHES"
+            )
+        source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
+        for i, item in enumerate(data):
+            yield (source, i, item)
+
+
+# ------------------------------------------------------------------ the PTransform
+class ReadInteractions(beam.PTransform):
+    """Read interactions from a retriever or from files.
+
+    Args:
+        file_patterns: one glob or a list of globs (local, ``gs://``, ...). Each pattern's files
+            must share one format (by extension, or ``file_format``).
+        retriever: a :class:`Retriever` subclass; instantiated on a worker with
+            ``retriever_kwargs``.
+        retriever_kwargs: keyword arguments for the retriever.
+        file_format: ``"auto"`` (by extension), ``"json"``, ``"jsonl"`` or ``"parquet"``.
+
+    Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
+
+    Raises:
+        ValueError: (at construction / expansion, before the pipeline runs) neither or both
+            sources given, a pattern that matches no file, an unknown format.
+    """
+
+    def __init__(
+        self,
+        file_patterns: Union[str, Sequence[str], None] = None,
+        retriever: Optional[type] = None,
+        retriever_kwargs: Optional[dict] = None,
+        file_format: str = "auto",
+    ):
+        super().__init__()
+        if (file_patterns is None) == (retriever is None):
+            raise ValueError("give exactly one of file_patterns or retriever")
+        if retriever is not None and not (isinstance(retriever, type) and issubclass(retriever, Retriever)):
+            raise ValueError(f"retriever must be a Retriever subclass, got {retriever!r}")
+        if file_format not in ("auto", "json", "jsonl", "parquet"):
+            raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {file_format!r}")
+        self.patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns or [])
+        self.retriever, self.retriever_kwargs, self.file_format = retriever, retriever_kwargs or {}, file_format
+        self._formats = self._resolve_formats() if self.patterns else {}
+
+    def _resolve_formats(self) -> dict[str, str]:
+        out = {}
+        for pattern in self.patterns:
+            files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+            if not files:
+                raise ValueError(f"no input file matches {pattern!r}")
+            if self.file_format != "auto":
+                out[pattern] = self.file_format
+                continue
+            fmts = {detect_format(f) for f in files}
+            if None in fmts:
+                bad = sorted(f for f in files if detect_format(f) is None)[:3]
+                raise ValueError(
+                    f"cannot tell the format of {bad} (pattern {pattern!r}); use .json, .jsonl, .ndjson, .parquet "
+                    "(optionally .gz for JSON) or pass file_format"
+                )
+            if len(fmts) > 1:
+                raise ValueError(f"pattern {pattern!r} mixes formats {sorted(fmts)}; give one pattern per format")
+            out[pattern] = fmts.pop()
+        return out
+
+    def expand(self, pbegin):
+        p = pbegin.pipeline if hasattr(pbegin, "pipeline") else pbegin
+        record_pcolls, dead_pcolls = [], []
+        if self.retriever is not None:
+            record_pcolls.append(
+                p
+                | "RetrieverSeed" >> beam.Create([None])
+                | "RunRetriever" >> beam.ParDo(_RunRetriever(self.retriever, self.retriever_kwargs))
+                | "SpreadRetrieved" >> beam.Reshuffle()
+            )
+        for i, (pattern, fmt) in enumerate(self._formats.items()):
+            lbl = f"Input{i}"
+            if fmt == "jsonl":
+                record_pcolls.append(p | f"{lbl}ReadJsonl" >> beam.io.Read(_JsonLinesSource(pattern)))
+            elif fmt == "json":
+                res = (
+                    p
+                    | f"{lbl}Pattern" >> beam.Create([pattern])
+                    | f"{lbl}Match" >> fileio.MatchAll()
+                    | f"{lbl}Spread" >> beam.Reshuffle()
+                    | f"{lbl}Open" >> fileio.ReadMatches()
+                    | f"{lbl}ReadJson" >> beam.ParDo(_ReadJsonFile()).with_outputs(DEAD, main="main")
+                )
+                record_pcolls.append(res.main)
+                dead_pcolls.append(res[DEAD])
+            else:
+                record_pcolls.append(
+                    p
+                    | f"{lbl}Pattern" >> beam.Create([pattern])
+                    | f"{lbl}Match" >> fileio.MatchAll()
+                    | f"{lbl}RowGroups" >> beam.ParDo(_ParquetRowGroups())
+                    | f"{lbl}Spread" >> beam.Reshuffle()
+                    | f"{lbl}ReadParquet" >> beam.ParDo(_ReadParquetRowGroup())
+                )
+        records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
+        out = records_to_interactions(records)
+        if dead_pcolls:
+            out["dead_letter"] = (out["dead_letter"], *dead_pcolls) | "FlattenReadDead" >> beam.Flatten()
+        return out

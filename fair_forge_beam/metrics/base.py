@@ -1,0 +1,103 @@
+"""What every metric shares: the ``PTransform`` base, slice keys and the upstream-style ``run``."""
+from __future__ import annotations
+
+import inspect
+import tempfile
+from typing import Any, ClassVar, Optional, Sequence
+
+import apache_beam as beam
+
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.frequentist import FrequentistMode
+
+__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS"]
+
+#: slice dimensions a metric can be keyed by (DESIGN §5).
+SLICE_FIELDS = ("overall", "assistant_id", "language")
+
+
+def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
+    """Slice keys of one element: ``"overall"``, ``"assistant_id=<id>"``, ``"language=<name>"``."""
+    keys = []
+    for s in slices:
+        if s == "overall":
+            keys.append("overall")
+        else:
+            keys.append(f"{s}={getattr(element, s)}")
+    return keys
+
+
+class MetricResults(list):
+    """The upstream result list (one object per interaction, spec §6.x) plus the aggregates.
+
+    Attributes:
+        sessions: session-level result objects.
+        slices: slice-level result objects (``overall``, per assistant, per language).
+        dead_letter: records that could not be read or scored (dicts ``{stage, reason, element_id, raw}``).
+        quality: data-quality warnings (dicts ``{kind, key, message}``).
+    """
+
+    def __init__(self, items=(), sessions=(), slices=(), dead_letter=(), quality=()):
+        super().__init__(items)
+        self.sessions, self.slices = list(sessions), list(slices)
+        self.dead_letter, self.quality = list(dead_letter), list(quality)
+
+
+class MetricTransform(beam.PTransform):
+    """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
+
+    Subclasses set ``name`` and the schemas and implement ``expand``.
+    """
+
+    name: ClassVar[str] = "metric"
+    interaction_schema: ClassVar[Any] = None
+    session_schema: ClassVar[Any] = None
+    slice_schema: ClassVar[Any] = None
+
+    def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_FIELDS):
+        super().__init__()
+        if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
+            raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
+        bad = [s for s in slices if s not in SLICE_FIELDS]
+        if bad:
+            raise ValueError(f"unknown slices {bad}; choose from {list(SLICE_FIELDS)}")
+        self.mode = statistical_mode or FrequentistMode()
+        self.slices = tuple(slices)
+
+    @classmethod
+    def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run: read ``retriever`` (a :class:`Retriever` subclass), compute,
+        return a :class:`MetricResults` (a list of per-interaction result objects with
+        ``.sessions``, ``.slices``, ``.dead_letter`` and ``.quality``).
+
+        Keyword arguments this metric's constructor accepts configure the metric; the rest are
+        passed to the retriever (as upstream). The pipeline runs on ``FnApiRunner`` unless
+        ``pipeline_args`` names another runner.
+        """
+        from fair_forge_beam.io.read import ReadInteractions
+        from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
+
+        params = inspect.signature(cls.__init__).parameters
+        metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
+        retriever_kwargs = {k: v for k, v in kwargs.items() if k not in metric_kwargs}
+        transform = cls(**metric_kwargs)
+        with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
+            with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+                read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs)
+                res = read["interactions"] | cls.__name__ >> transform
+                dead = (read["dead_letter"], res["dead_letter"]) | "FlattenDead" >> beam.Flatten()
+                quality = (read["quality"], res["quality"]) | "FlattenQuality" >> beam.Flatten()
+                for name, pc in (("interactions", res["interactions"]), ("sessions", res["sessions"]),
+                                 ("slices", res["slices"]), ("dead_letter", dead), ("quality", quality)):
+                    write_jsonl(pc, f"{tmp}/{name}", f"Collect{name}")
+            order = lambda r: (r.get("session_id", ""), r.get("assistant_id", ""), r.get("turn_index", 0))
+            items = sorted(read_jsonl_shards(f"{tmp}/interactions"), key=order)
+            sessions = sorted(read_jsonl_shards(f"{tmp}/sessions"), key=order)
+            slices = sorted(read_jsonl_shards(f"{tmp}/slices"), key=lambda r: r["slice"])
+            return MetricResults(
+                [cls.interaction_schema.model_validate(r) for r in items],
+                [cls.session_schema.model_validate(r) for r in sessions],
+                [cls.slice_schema.model_validate(r) for r in slices],
+                read_jsonl_shards(f"{tmp}/dead_letter"),
+                read_jsonl_shards(f"{tmp}/quality"),
+            )

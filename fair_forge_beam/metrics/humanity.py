@@ -1,0 +1,336 @@
+"""Humanity: emotional entropy and emotion alignment with the reference answer (spec §6.5).
+
+Per interaction (exactly as spec §6.5): tokens = lower-cased ``\\b\\w+\\b`` matches of the
+answer; each token found in the emotion lexicon adds 1 to each of its emotions; the
+distribution is ``P(e) = count_e / Σ counts`` (all 0 with no hit); entropy
+``H = −Σ_{P>0} P log₂ P`` (bits, 0…3); Spearman's ρ between the reference answer's and the
+answer's 8-vectors (``scipy.stats.spearmanr``, average ranks), 0 when either vector has zero
+variance, rounded to 3 decimals.
+
+Beyond the original: session aggregates (weighted mean, spec §3.4 weights) and slice
+aggregates (overall / per assistant / per language) of entropy and Spearman through the
+statistical mode, with Bayesian-bootstrap credible intervals in Bayesian mode, and the pooled
+emotion distribution per slice (Dirichlet posterior).
+
+Graph: ``Interaction`` → score ``DoFn`` (lexicon loaded once per worker) → per-session
+``GroupByKey`` (sorted by turn index) → per-slice ``CombinePerKey`` (exact sufficient
+statistics) → estimator ``ParDo`` (seeded by key).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Iterable, NamedTuple, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+from scipy import stats as sps
+
+from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
+from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import MetricTransform, slice_keys
+from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import (
+    BootstrapMeanCombineFn,
+    CategoryCountCombineFn,
+    estimate_bootstrap_means,
+    estimate_distribution,
+    session_mean_estimates,
+)
+from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.seeding import RowCache
+
+__all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
+
+_TOKEN = re.compile(r"\b\w+\b")
+DEAD = "dead_letter"
+QUALITY = "quality"
+UNITS = "units"
+
+
+# ------------------------------------------------------------------ per-interaction formulas
+def tokenize(text: Optional[str]) -> list[str]:
+    """Lower-cased ``\\b\\w+\\b`` tokens (spec §6.5): "Hello, World! This is a test." -> 6 tokens."""
+    return _TOKEN.findall(text.lower()) if text else []
+
+
+def emotion_counts(text: Optional[str], table: dict) -> tuple[int, ...]:
+    """Count vector over :data:`EMOTIONS`: +1 per emotion of every token found in ``table``."""
+    counts = [0] * len(EMOTIONS)
+    for tok in tokenize(text):
+        for i in table.get(tok, ()):
+            counts[i] += 1
+    return tuple(counts)
+
+
+def emotion_distribution(counts: Sequence[int]) -> list[float]:
+    """``count_e / Σ counts`` (all zeros when the total is 0)."""
+    total = sum(counts)
+    return [c / total for c in counts] if total else [0.0] * len(counts)
+
+
+def emotional_entropy(distribution: Sequence[float]) -> float:
+    """Shannon entropy in bits, ``−Σ_{P>0} P log₂ P``; 0 for a zero or one-hot vector, 3 for uniform over 8."""
+    return -math.fsum(p * math.log2(p) for p in distribution if p > 0)
+
+
+@functools.lru_cache(maxsize=65536)
+def _spearman_cached(gt_counts: tuple, counts: tuple) -> float:
+    rho = sps.spearmanr(np.asarray(gt_counts, dtype=float), np.asarray(counts, dtype=float)).statistic
+    return round(float(rho), 3)
+
+
+def spearman_alignment(gt_counts: Sequence[int], counts: Sequence[int]) -> float:
+    """Spearman's ρ between two emotion vectors, rounded to 3 decimals; 0 on zero variance.
+
+    Ranks of proportions equal ranks of counts, so counts are compared (and cached).
+    """
+    gt, a = tuple(gt_counts), tuple(counts)
+    if len(set(gt)) <= 1 or len(set(a)) <= 1:
+        return 0.0
+    return _spearman_cached(gt, a)
+
+
+# ------------------------------------------------------------------ elements
+class HumanityScore(NamedTuple):
+    element_id: str
+    session_id: str
+    assistant_id: str
+    language: str
+    turn_index: int
+    qa_id: str
+    weight: Optional[float]
+    entropy: float
+    spearman: float
+    counts: tuple
+
+
+class _JsonCoder(beam.coders.Coder):
+    def encode(self, value):
+        import json
+
+        return json.dumps(list(value), separators=(",", ":")).encode()
+
+    def decode(self, encoded):
+        import json
+
+        v = json.loads(encoded)
+        v[-1] = tuple(v[-1])
+        return HumanityScore(*v)
+
+    def is_deterministic(self):
+        return True
+
+
+beam.coders.registry.register_coder(HumanityScore, _JsonCoder)
+
+
+def _interaction_record(s: HumanityScore) -> dict:
+    dist = emotion_distribution(s.counts)
+    rec = {
+        "metric": "humanity",
+        "level": "interaction",
+        "element_id": s.element_id,
+        "session_id": s.session_id,
+        "assistant_id": s.assistant_id,
+        "language": s.language,
+        "turn_index": s.turn_index,
+        "qa_id": s.qa_id,
+        "humanity_assistant_emotional_entropy": s.entropy,
+        "humanity_ground_truth_spearman": s.spearman,
+    }
+    for e, p in zip(EMOTIONS, dist):
+        rec[f"humanity_assistant_{e}"] = p
+    return rec
+
+
+class _ScoreHumanity(beam.DoFn):
+    def __init__(self, lexicon: EmotionLexicon):
+        self.lexicon = lexicon
+
+    def setup(self):
+        self.lexicon.languages  # load the lexicon once per worker
+
+    def process(self, x: Interaction):
+        table = self.lexicon.table(x.language)
+        if table is None:
+            known = ", ".join(sorted(self.lexicon.languages)) or "none"
+            return [
+                beam.pvalue.TaggedOutput(
+                    DEAD,
+                    dead_letter(
+                        "humanity",
+                        f"no emotion lexicon for language {x.language!r} (lexicon covers: {known})",
+                        x._asdict(),
+                        x.element_id,
+                    ),
+                )
+            ]
+        counts = emotion_counts(x.assistant, table)
+        gt_counts = emotion_counts(x.ground_truth_assistant, table)
+        return [
+            HumanityScore(
+                element_id=x.element_id,
+                session_id=x.session_id,
+                assistant_id=x.assistant_id,
+                language=x.language,
+                turn_index=x.turn_index,
+                qa_id=x.qa_id,
+                weight=x.weight,
+                entropy=emotional_entropy(emotion_distribution(counts)),
+                spearman=spearman_alignment(gt_counts, counts),
+                counts=counts,
+            )
+        ]
+
+
+class _SessionAggregate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, slices: Sequence[str]):
+        self.mode, self.slices = mode, tuple(slices)
+
+    def setup(self):
+        self._rows = RowCache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
+        self._freq = FrequentistMode()
+
+    def process(self, kv):
+        session_key, items = kv
+        items = sorted(items, key=lambda s: (s.turn_index, s.element_id))
+        first = items[0]
+        out = []
+        turns = [s.turn_index for s in items]
+        if len(set(turns)) != len(turns):
+            out.append(
+                beam.pvalue.TaggedOutput(
+                    QUALITY,
+                    QualityWarning(
+                        "duplicate_element_id",
+                        session_key,
+                        "the same session (session_id, assistant_id) appears in several records; turn indices repeat",
+                    ),
+                )
+            )
+        scores = np.array([[s.entropy, s.spearman] for s in items], dtype=np.float64)
+        weights = [s.weight for s in items]
+        point, warning = session_mean_estimates(scores, weights, turns, self._freq)
+        if warning:
+            out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", session_key, warning)))
+        if self.mode.is_bayesian:
+            est, _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
+        else:
+            est = point
+        out.append(
+            {
+                "metric": "humanity",
+                "level": "session",
+                "session_id": first.session_id,
+                "assistant_id": first.assistant_id,
+                "language": first.language,
+                "n_interactions": len(items),
+                "mean_entropy": est[0].model_dump(),
+                "mean_spearman": est[1].model_dump(),
+            }
+        )
+        unit = (session_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
+        for key in slice_keys(self.slices, first):
+            out.append(beam.pvalue.TaggedOutput(UNITS, (key, unit)))
+        return out
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, lexicon: EmotionLexicon, max_units: int):
+        self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
+
+    def setup(self):
+        self._rows = RowCache(self.mode.seed, "humanity|sessions", self.mode.replicate_count, max_rows=2 * self.max_units + 64)
+
+    def process(self, kv):
+        key, grouped = kv
+        means = list(grouped["means"])
+        counts = list(grouped["emotions"])
+        if not means:
+            return
+        st = means[0]
+        est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
+        dist = estimate_distribution(counts[0] if counts else (0,) * len(EMOTIONS), EMOTIONS, self.mode)
+        rec = HumanitySliceMetric(
+            slice=key,
+            mode=self.mode.get_result_type(),
+            n_interactions=st.n_items,
+            n_sessions=st.n_units,
+            mean_entropy=est[0],
+            mean_spearman=est[1],
+            emotion_distribution=dist,
+            resampling=(
+                None
+                if not self.mode.is_bayesian
+                else (f"session hash buckets ({self.max_units})" if st.bucketed else "sessions")
+            ),
+            lexicon=self.lexicon.name,
+            lexicon_licence=self.lexicon.licence,
+        )
+        yield {"metric": "humanity", "level": "slice", **rec.model_dump()}
+
+
+class Humanity(MetricTransform):
+    """``PCollection[Interaction]`` → Humanity results.
+
+    Args:
+        statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode` (or any
+            :class:`StatisticalMode`).
+        lexicon: an :class:`EmotionLexicon`; default :class:`NRCLexPackageLexicon` (English;
+            NRC terms: non-commercial research/educational use only).
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        max_units: sessions kept individually per slice before hash-bucket pooling.
+
+    Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
+    :class:`HumanityMetric`), ``sessions`` (:class:`HumanitySessionMetric`), ``slices``
+    (:class:`HumanitySliceMetric`), ``dead_letter`` (interactions in a language the lexicon
+    lacks) and ``quality``.
+    """
+
+    name = "humanity"
+    headline_columns = ("mean_entropy", "mean_spearman")
+    interaction_schema = HumanityMetric
+    session_schema = HumanitySessionMetric
+    slice_schema = HumanitySliceMetric
+
+    def __init__(
+        self,
+        statistical_mode: Optional[StatisticalMode] = None,
+        lexicon: Optional[EmotionLexicon] = None,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        max_units: int = 2048,
+    ):
+        super().__init__(statistical_mode, slices)
+        self.lexicon = lexicon or NRCLexPackageLexicon()
+        self.max_units = int(max_units)
+
+    def expand(self, interactions):
+        scored = interactions | "ScoreHumanity" >> beam.ParDo(_ScoreHumanity(self.lexicon)).with_outputs(DEAD, main="main")
+        per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
+        sessions = (
+            scored.main
+            | "KeyBySession" >> beam.Map(lambda s: (f"{s.session_id}/{s.assistant_id}", s))
+            | "GroupSessions" >> beam.GroupByKey()
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.slices)).with_outputs(UNITS, QUALITY, main="main")
+        )
+        means = sessions[UNITS] | "CombineSliceMeans" >> beam.CombinePerKey(BootstrapMeanCombineFn(2, self.max_units))
+        emotions = (
+            scored.main
+            | "EmotionsBySlice" >> beam.FlatMap(lambda s, sl: [(k, s.counts) for k in slice_keys(sl, s)], self.slices)
+            | "CombineSliceEmotions" >> beam.CombinePerKey(CategoryCountCombineFn(EMOTIONS))
+        )
+        slices = (
+            {"means": means, "emotions": emotions}
+            | "JoinSlices" >> beam.CoGroupByKey()
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.lexicon, self.max_units))
+        )
+        return {
+            "interactions": per_qa,
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": scored[DEAD],
+            "quality": sessions[QUALITY],
+        }

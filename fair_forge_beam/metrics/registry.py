@@ -1,0 +1,63 @@
+"""Metric names usable from the main job (``--metrics``) and how to build each transform."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import pyarrow as pa
+
+from fair_forge_beam.statistical.base import StatisticalMode
+
+__all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
+
+
+def _humanity(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.emotion_lexicon import NRCCsvLexicon
+    from fair_forge_beam.metrics.humanity import Humanity
+
+    lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
+    return Humanity(statistical_mode=mode, lexicon=lexicon)
+
+
+def _humanity_fields() -> list[pa.Field]:
+    from fair_forge_beam.components.emotion_lexicon import EMOTIONS
+
+    return [
+        pa.field("humanity_assistant_emotional_entropy", pa.float64()),
+        pa.field("humanity_ground_truth_spearman", pa.float64()),
+        *[pa.field(f"humanity_assistant_{e}", pa.float64()) for e in EMOTIONS],
+    ]
+
+
+#: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
+METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
+    "humanity": (_humanity, _humanity_fields),
+}
+
+BASE_FIELDS = [
+    pa.field("metric", pa.string()),
+    pa.field("element_id", pa.string()),
+    pa.field("session_id", pa.string()),
+    pa.field("assistant_id", pa.string()),
+    pa.field("language", pa.string()),
+    pa.field("turn_index", pa.int64()),
+    pa.field("qa_id", pa.string()),
+]
+
+
+def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = None):
+    """Build the transform of metric ``name``.
+
+    Raises:
+        ValueError: unknown metric name (lists the known ones).
+    """
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; available: {', '.join(sorted(METRICS))}")
+    return METRICS[name][0](mode, options or {})
+
+
+def interaction_parquet_fields(names) -> pa.Schema:
+    """Union Parquet schema of the per-interaction rows of the given metrics."""
+    fields = list(BASE_FIELDS)
+    for n in names:
+        fields.extend(METRICS[n][1]())
+    return pa.schema(fields)

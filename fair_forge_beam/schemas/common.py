@@ -1,0 +1,170 @@
+"""Common data schemas, field-compatible with the original library (spec §1).
+
+The original's JSON datasets load unchanged: field names and defaults are kept
+(``qa_id``, ``assistant``, ``ground_truth_assistant``, ``weight``, ``agentic``, ...).
+Differences, all on the side of safety:
+
+* ``ground_truth_assistant`` is optional (the original requires it although its docs say
+  otherwise, spec §1.1).
+* ``weight`` must be finite and ``>= 0``: ``NaN``, ``Infinity`` and negative weights are
+  rejected with a message naming the field (case-003).
+* ``language`` is normalised to one canonical lower-case English name (``en``, ``English``,
+  ``english`` -> ``english``); an unknown language is kept as given (lower-cased) and can be
+  reported, never a crash (see :func:`normalize_language`).
+"""
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fair_forge_beam.schemas.languages import normalize_language
+
+__all__ = [
+    "Batch",
+    "Dataset",
+    "SessionMetadata",
+    "StreamedBatch",
+    "IterationLevel",
+    "Logprobs",
+    "BaseMetric",
+    "Estimate",
+]
+
+
+class IterationLevel(str, enum.Enum):
+    """How a :class:`~fair_forge_beam.io.retriever.Retriever` yields its data (spec §2)."""
+
+    FULL_DATASET = "full_dataset"
+    STREAM_SESSIONS = "stream_sessions"
+    STREAM_BATCHES = "stream_batches"
+
+
+class Batch(BaseModel):
+    """One interaction: a user query and the assistant's answer (spec §1.1)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    qa_id: str
+    query: str
+    assistant: str
+    ground_truth_assistant: Optional[str] = None
+    observation: Optional[str] = None
+    agentic: Optional[dict[str, Any]] = Field(default_factory=dict)
+    ground_truth_agentic: Optional[dict[str, Any]] = Field(default_factory=dict)
+    logprobs: Optional[dict[str, Any]] = Field(default_factory=dict)
+    weight: Optional[float] = None
+
+    @field_validator("qa_id", mode="before")
+    @classmethod
+    def _qa_id_to_str(cls, v: Any) -> Any:
+        # Upstream files sometimes carry integer ids; keep them as strings.
+        if isinstance(v, (int,)) and not isinstance(v, bool):
+            return str(v)
+        return v
+
+    @field_validator("weight")
+    @classmethod
+    def _finite_nonnegative_weight(cls, v: Optional[float]) -> Optional[float]:
+        if v is None:
+            return v
+        if not math.isfinite(v):
+            raise ValueError(f"weight must be a finite number >= 0, got {v!r}")
+        if v < 0:
+            raise ValueError(f"weight must be >= 0, got {v!r}")
+        return v
+
+
+class _SessionHeader(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: str
+    assistant_id: str
+    language: Optional[str] = "english"
+    context: str = ""
+
+    @field_validator("session_id", "assistant_id", mode="before")
+    @classmethod
+    def _id_to_str(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v
+
+    @field_validator("session_id", "assistant_id")
+    @classmethod
+    def _non_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must be a non-empty string")
+        return v
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _normalise_language(cls, v: Any) -> Any:
+        if v is None:
+            return "english"
+        if not isinstance(v, str):
+            raise ValueError(f"language must be a string, got {type(v).__name__}")
+        return normalize_language(v)
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _none_context(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+
+class SessionMetadata(_SessionHeader):
+    """Session header carried by every streamed interaction (spec §1.3)."""
+
+
+class Dataset(_SessionHeader):
+    """One session: a conversation between a user and one assistant (spec §1.2)."""
+
+    conversation: list[Batch]
+
+
+class StreamedBatch(BaseModel):
+    """One interaction plus its session header (spec §1.3).
+
+    ``turn_index`` is an extension: when given it fixes the interaction's position in its
+    conversation; otherwise the position comes from the order of the source (see
+    :mod:`fair_forge_beam.io.read`).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: SessionMetadata
+    batch: Batch
+    turn_index: Optional[int] = Field(default=None, ge=0)
+
+
+class Logprobs(BaseModel):
+    """Token log-probabilities (defined upstream, unused by any metric)."""
+
+    tokens: list[str] = Field(default_factory=list)
+    token_logprobs: list[float] = Field(default_factory=list)
+
+
+class BaseMetric(BaseModel):
+    """Base of every metric output: the session it belongs to (spec §1.4)."""
+
+    session_id: str
+    assistant_id: str
+
+
+class Estimate(BaseModel):
+    """One estimate of a statistic over ``n`` units.
+
+    Frequentist: ``mean`` is the point estimate and the interval is ``None``. Bayesian:
+    ``mean`` is the posterior (or Bayesian-bootstrap) mean and ``[ci_low, ci_high]`` the
+    equal-tailed credible interval at the mode's ``ci_level``. ``mean is None`` marks "no
+    data" (n = 0), never a fake 0.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    n: int = 0

@@ -1,0 +1,524 @@
+"""Mergeable sufficient statistics (Beam ``CombineFn``s) and the estimators that read them.
+
+DESIGN §4. A metric keys its scores by slice and combines them with one of these
+``CombineFn``s; the estimator (a pure function of the merged statistics, the
+:class:`~fair_forge_beam.statistical.base.StatisticalMode` and the key) runs in a ``ParDo``
+after ``CombinePerKey`` and seeds its draws from the key.
+
+| need                         | CombineFn                      | estimator                     |
+|------------------------------|--------------------------------|-------------------------------|
+| a rate                       | :class:`RateCombineFn`         | :func:`estimate_rate`         |
+| category counts (declared)   | :class:`CategoryCountCombineFn`| :func:`estimate_distribution`,|
+|                              |                                | :func:`estimate_divergence`   |
+| session weighted mean §18.2  | :class:`SessionWeightedMeanCombineFn` | :func:`weighted_mean_from_stats` |
+| slice mean + uncertainty     | :class:`BootstrapMeanCombineFn`| :func:`estimate_bootstrap_means` |
+
+Every accumulator is exact (integers, or floats summed exactly — :mod:`.exact`), so merge
+order, bundle order and worker count never change an output bit.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+from scipy import stats
+
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode, check_counts
+from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
+from fair_forge_beam.statistical.seeding import RowCache, exponential_rows, stable_hash64
+
+__all__ = [
+    "RateCombineFn",
+    "CategoryCountCombineFn",
+    "WeightedMeanStats",
+    "SessionWeightedMeanCombineFn",
+    "BootstrapStats",
+    "BootstrapMeanCombineFn",
+    "resolve_weights",
+    "weighted_mean_from_stats",
+    "estimate_rate",
+    "estimate_distribution",
+    "estimate_divergence",
+    "estimate_bootstrap_means",
+    "session_mean_estimates",
+]
+
+
+# ------------------------------------------------------------------------------ rates
+class RateCombineFn(beam.CombineFn):
+    """Counts ``(k, n)`` of a rate. Input: a bool (one trial) or a ``(successes, trials)`` pair.
+
+    Accumulator: a ``(k, n)`` tuple of Python ints. Output: ``(k, n)``.
+
+    Raises:
+        ValueError: (in ``add_input``) invalid counts (case-004).
+    """
+
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add_input(self, acc, element):
+        if isinstance(element, (bool, np.bool_)):
+            k, n = int(element), 1
+        else:
+            k, n = check_counts(*element)
+        return (acc[0] + k, acc[1] + n)
+
+    def merge_accumulators(self, accumulators):
+        k = n = 0
+        for a in accumulators:
+            k += a[0]
+            n += a[1]
+        return (k, n)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def estimate_rate(k: int, n: int, mode: StatisticalMode) -> Estimate:
+    """Rate estimate from counts.
+
+    Frequentist: ``k/n`` (``None`` when ``n = 0``). Bayesian (Beta(a, b) prior from the mode,
+    default Beta(1, 1)): exact posterior mean ``(a+k)/(a+b+n)`` and exact ``beta.ppf``
+    quantiles; ``n = 0`` gives the prior. Other distribution modes: their
+    ``rate_estimation`` summary.
+    """
+    k, n = check_counts(k, n)
+    if not mode.is_bayesian:
+        r = mode.rate_estimation(k, n)
+        return Estimate(mean=None if r is None else float(r), n=n)
+    a = float(getattr(mode, "beta_prior_a", 1.0)) + k
+    b = float(getattr(mode, "beta_prior_b", 1.0)) + (n - k)
+    if hasattr(mode, "beta_prior_a"):
+        alpha = (1.0 - mode.ci_level) / 2.0
+        lo, hi = stats.beta.ppf([alpha, 1.0 - alpha], a, b)
+        return Estimate(mean=a / (a + b), ci_low=float(lo), ci_high=float(hi), n=n)
+    s = mode.rate_estimation(k, n)
+    return Estimate(mean=s.get("mean"), ci_low=s.get("ci_low"), ci_high=s.get("ci_high"), n=n)
+
+
+# ------------------------------------------------------------------------------ categories
+class CategoryCountCombineFn(beam.CombineFn):
+    """Count vector over a **declared** category set (zeros included).
+
+    Input: a category name, a mapping category -> non-negative integer count, or a count
+    vector aligned with ``categories``.
+    Accumulator/output: a tuple of ints aligned with ``categories``.
+
+    Raises:
+        ValueError: empty or duplicated category set; (in ``add_input``) an undeclared
+            category or a negative / non-integer count.
+    """
+
+    def __init__(self, categories: Sequence[str]):
+        cats = list(categories)
+        if not cats or len(set(cats)) != len(cats):
+            raise ValueError(f"categories must be a non-empty list of distinct names, got {cats!r}")
+        self.categories = tuple(cats)
+        self._index = {c: i for i, c in enumerate(cats)}
+
+    def create_accumulator(self):
+        return (0,) * len(self.categories)
+
+    def _index_of(self, c):
+        try:
+            return self._index[c]
+        except KeyError:
+            raise ValueError(f"category {c!r} is not in the declared set {list(self.categories)!r}") from None
+
+    def add_input(self, acc, element):
+        out = list(acc)
+        if isinstance(element, str):
+            out[self._index_of(element)] += 1
+            return tuple(out)
+        if isinstance(element, (list, tuple)):
+            if len(element) != len(out):
+                raise ValueError(f"count vector has {len(element)} entries, expected {len(out)}")
+            for i, v in enumerate(element):
+                if isinstance(v, bool) or int(v) != v or v < 0:
+                    raise ValueError(f"count for category {self.categories[i]!r} must be a non-negative integer, got {v!r}")
+                out[i] += int(v)
+            return tuple(out)
+        for c, v in element.items():
+            if isinstance(v, bool) or int(v) != v or v < 0:
+                raise ValueError(f"count for category {c!r} must be a non-negative integer, got {v!r}")
+            out[self._index_of(c)] += int(v)
+        return tuple(out)
+
+    def merge_accumulators(self, accumulators):
+        out = [0] * len(self.categories)
+        for a in accumulators:
+            for i, v in enumerate(a):
+                out[i] += v
+        return tuple(out)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode: StatisticalMode) -> dict[str, Estimate]:
+    """Per-category proportion estimates from a declared count vector.
+
+    Frequentist: ``c_k / N`` (``None`` when ``N = 0``). Bayesian: ``p ~ Dirichlet(α₀ + c)``
+    with the marginal ``p_k ~ Beta(α₀ + c_k, Kα₀ + N − α₀ − c_k)``: exact mean and quantiles.
+    """
+    counts = [int(c) for c in counts]
+    total = sum(counts)
+    out: dict[str, Estimate] = {}
+    if not mode.is_bayesian:
+        for c, v in zip(categories, counts):
+            out[c] = Estimate(mean=(v / total) if total else None, n=total)
+        return out
+    a0 = float(getattr(mode, "dirichlet_prior", 1.0))
+    alpha = (1.0 - mode.ci_level) / 2.0
+    K = len(counts)
+    for c, v in zip(categories, counts):
+        a = a0 + v
+        b = K * a0 + total - a
+        lo, hi = stats.beta.ppf([alpha, 1.0 - alpha], a, b)
+        out[c] = Estimate(mean=a / (a + b), ci_low=float(lo), ci_high=float(hi), n=total)
+    return out
+
+
+def estimate_divergence(
+    counts: Sequence[int], categories: Sequence[str], reference: Mapping[str, float], mode: StatisticalMode
+) -> Estimate:
+    """Total variation distance of the observed distribution from ``reference``.
+
+    Frequentist: proportions ``c/N`` vs the (renormalised) reference; ``None`` when ``N = 0``.
+    Bayesian: the mode's ``distribution_divergence`` on the counts (declared zeros included).
+    """
+    counts = [int(c) for c in counts]
+    total = sum(counts)
+    ref_total = float(sum(reference.get(c, 0.0) for c in categories))
+    ref = {c: (float(reference.get(c, 0.0)) / ref_total if ref_total else 1.0 / len(categories)) for c in categories}
+    if not mode.is_bayesian:
+        if total == 0:
+            return Estimate(mean=None, n=0)
+        obs = {c: v / total for c, v in zip(categories, counts)}
+        return Estimate(mean=float(mode.distribution_divergence(obs, ref)), n=total)
+    s = mode.distribution_divergence(dict(zip(categories, counts)), ref)
+    return Estimate(mean=s["mean"], ci_low=s["ci_low"], ci_high=s["ci_high"], n=total)
+
+
+# ------------------------------------------------------------------------------ weights
+def resolve_weights(weights: Sequence[Optional[float]]) -> tuple[list[float], Optional[str]]:
+    """Resolve a session's interaction weights (spec §3.4), by position (not by ``qa_id``).
+
+    Returns ``(resolved, warning)``: resolved weights sum to 1 (empty list for ``n = 0``) and
+    ``warning`` says why given weights were replaced by equal ones (``None`` otherwise).
+
+    | case                                   | result                                   |
+    |----------------------------------------|------------------------------------------|
+    | no weights                             | ``1/n`` each                             |
+    | all given, ``|Σw − 1| ≤ 1e-6``         | as given                                 |
+    | all given, other sum                   | ``1/n`` each + warning                   |
+    | mixed, ``Σw ≥ 1``                      | ``1/n`` each + warning                   |
+    | mixed, ``Σw < 1``                      | given kept; others ``(1 − Σw)/|U|``      |
+
+    Upstream keys weights by ``qa_id``, so duplicate ids collapse; here position is the key
+    (case-002).
+    """
+    n = len(weights)
+    if n == 0:
+        return [], None
+    given = [w for w in weights if w is not None]
+    if not given:
+        return [1.0 / n] * n, None
+    total = math.fsum(given)
+    if len(given) == n:
+        if abs(total - 1.0) <= 1e-6:
+            return [float(w) for w in weights], None
+        return [1.0 / n] * n, f"weights sum to {total!r}, not 1: equal weights used"
+    if total >= 1.0:
+        return [1.0 / n] * n, f"given weights sum to {total!r} >= 1 with unweighted interactions: equal weights used"
+    share = (1.0 - total) / (n - len(given))
+    return [float(w) if w is not None else share for w in weights], None
+
+
+class WeightedMeanStats:
+    """Sufficient statistics of a session's weighted mean (spec §18.2), summed exactly.
+
+    Fields (exact sums in units of 2**-1074): ``n``, ``S = Σ s``, ``n_w``, ``W = Σ w``,
+    ``WS = Σ w s`` (weighted items), ``S_u = Σ s`` (unweighted items).
+    """
+
+    __slots__ = ("n", "S", "n_w", "W", "WS", "S_u")
+
+    def __init__(self):
+        self.n = self.S = self.n_w = self.W = self.WS = self.S_u = 0
+
+    def add(self, score: float, weight: Optional[float]) -> "WeightedMeanStats":
+        s = to_exact(score)
+        self.n += 1
+        self.S += s
+        if weight is None:
+            self.S_u += s
+        else:
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+            self.n_w += 1
+            self.W += to_exact(weight)
+            self.WS += to_exact(float(weight) * float(score))
+        return self
+
+    def merge(self, other: "WeightedMeanStats") -> "WeightedMeanStats":
+        for f in self.__slots__:
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, WeightedMeanStats) and all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    def __reduce__(self):
+        return (_rebuild_wms, (tuple(getattr(self, f) for f in self.__slots__),))
+
+
+def _rebuild_wms(values):
+    s = WeightedMeanStats()
+    for f, v in zip(WeightedMeanStats.__slots__, values):
+        setattr(s, f, v)
+    return s
+
+
+def weighted_mean_from_stats(st: WeightedMeanStats) -> Optional[float]:
+    """Session weighted mean with upstream weight semantics (spec §3.4 + §3.5, via §18.2).
+
+    ``None`` for an empty session (upstream: 0.0 or a crash).
+    """
+    if st.n == 0:
+        return None
+    plain = exact_ratio(st.S, st.n << 1074) if st.S else 0.0
+    if st.n_w == 0:
+        return plain
+    W = from_exact(st.W)
+    n_u = st.n - st.n_w
+    if n_u == 0:
+        if abs(W - 1.0) <= 1e-6 and st.W != 0:
+            return exact_ratio(st.WS, st.W)
+        return plain
+    if W >= 1.0:
+        return plain
+    return from_exact(st.WS) + (1.0 - W) * exact_ratio(st.S_u, n_u << 1074)
+
+
+class SessionWeightedMeanCombineFn(beam.CombineFn):
+    """``CombineFn`` over ``(score, weight_or_None)`` giving the session weighted mean (§18.2).
+
+    Output: the :class:`WeightedMeanStats` (read with :func:`weighted_mean_from_stats`).
+    """
+
+    def create_accumulator(self):
+        return WeightedMeanStats()
+
+    def add_input(self, acc, element):
+        score, weight = element
+        return acc.add(float(score), None if weight is None else float(weight))
+
+    def merge_accumulators(self, accumulators):
+        out = WeightedMeanStats()
+        for a in accumulators:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+# ------------------------------------------------------------------------------ bootstrap
+class BootstrapStats:
+    """Exact per-unit sums for a Bayesian bootstrap of weighted means of ``m`` values.
+
+    ``units`` maps a unit key (e.g. a session) to ``[n_items, W, WV_1, ..., WV_m]`` (exact
+    sums). Once more than ``max_units`` distinct units are seen, units are pooled into
+    ``max_units`` hash buckets (``stable_hash64(unit) % max_units``; random groups, independent
+    of the data) and the bootstrap runs over buckets: a grouped Bayesian bootstrap whose
+    interval converges to the unit-level one, at O(1) cost per unit and O(B · max_units) per
+    estimate. The final state depends only on the multiset of inputs, never on merge order.
+    """
+
+    __slots__ = ("m", "max_units", "bucketed", "units", "n_units")
+
+    def __init__(self, m: int, max_units: int):
+        self.m, self.max_units = m, max_units
+        self.bucketed = False
+        self.units: dict = {}
+        self.n_units = 0
+
+    def _bucket(self, unit: str) -> int:
+        return stable_hash64("bootstrap-bucket", unit) % self.max_units
+
+    def _add_entry(self, key, entry, source_bucketed: bool):
+        if self.bucketed and not source_bucketed:
+            key = self._bucket(key)
+        cur = self.units.get(key)
+        if cur is None:
+            self.units[key] = list(entry)
+        else:
+            for i, v in enumerate(entry):
+                cur[i] += v
+        if not self.bucketed and len(self.units) > self.max_units:
+            self._to_buckets()
+
+    def _to_buckets(self):
+        old = self.units
+        self.units, self.bucketed = {}, True
+        for k, e in old.items():
+            self._add_entry(k, e, source_bucketed=False)
+
+    def add(self, unit: str, weight: float, values: Sequence[float], n_items: int = 1) -> "BootstrapStats":
+        if len(values) != self.m:
+            raise ValueError(f"expected {self.m} values, got {len(values)}")
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+        entry = [int(n_items), to_exact(weight)] + [to_exact(float(weight) * float(v)) for v in values]
+        self.n_units += 1
+        self._add_entry(str(unit), entry, source_bucketed=False)
+        return self
+
+    def merge(self, other: "BootstrapStats") -> "BootstrapStats":
+        if other.bucketed and not self.bucketed:
+            self._to_buckets()
+        for k, e in other.units.items():
+            self._add_entry(k, e, source_bucketed=other.bucketed)
+        self.n_units += other.n_units
+        return self
+
+    @property
+    def n_items(self) -> int:
+        return sum(e[0] for e in self.units.values())
+
+    def __reduce__(self):
+        return (_rebuild_bs, (self.m, self.max_units, self.bucketed, self.units, self.n_units))
+
+
+def _rebuild_bs(m, max_units, bucketed, units, n_units):
+    s = BootstrapStats(m, max_units)
+    s.bucketed, s.units, s.n_units = bucketed, units, n_units
+    return s
+
+
+class BootstrapMeanCombineFn(beam.CombineFn):
+    """Mergeable statistics of ``m`` weighted means with Bayesian-bootstrap uncertainty.
+
+    Input: ``(unit_key, weight, (v_1, ..., v_m))`` or ``(unit_key, weight, values, n_items)``
+    — one resampling unit (a session: weight = its interaction count, values = its mean
+    scores, ``n_items`` = its interactions, default 1). Output: :class:`BootstrapStats`; read
+    it with :func:`estimate_bootstrap_means`.
+
+    Args:
+        n_values: ``m``.
+        max_units: units kept individually before hash-bucket pooling (default 2048).
+    """
+
+    def __init__(self, n_values: int, max_units: int = 2048):
+        if n_values < 1 or max_units < 1:
+            raise ValueError("n_values and max_units must be >= 1")
+        self.n_values, self.max_units = int(n_values), int(max_units)
+
+    def create_accumulator(self):
+        return BootstrapStats(self.n_values, self.max_units)
+
+    def add_input(self, acc, element):
+        return acc.add(element[0], float(element[1]), element[2], element[3] if len(element) > 3 else 1)
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _summaries(mode: StatisticalMode, replicates: np.ndarray, n: int) -> Estimate:
+    s = mode.summarize(replicates)
+    return Estimate(mean=s["mean"], ci_low=s["ci_low"], ci_high=s["ci_high"], n=n)
+
+
+def estimate_bootstrap_means(
+    st: BootstrapStats, mode: StatisticalMode, namespace: str = "bootstrap", rows: Optional[RowCache] = None
+) -> list[Estimate]:
+    """Estimates of the ``m`` weighted means ``Σ WV_j / Σ W`` of a :class:`BootstrapStats`.
+
+    Frequentist: the exact ratio. Bayesian: Rubin's (1981) Bayesian bootstrap over units —
+    per replicate ``b``, ``Σ_u g_ub WV_ju / Σ_u g_ub W_u`` with ``g_ub ~ Exp(1)`` from a
+    stream keyed by ``(seed, namespace, unit)`` (or ``(seed, namespace, bucket)`` once pooled)
+    — summarised by the mode (mean, percentile interval). Keying by unit, not by slice, makes
+    every slice a ratio within one joint Bayesian-bootstrap draw over the population, and lets a
+    worker reuse a unit's draws across slices (``rows``). ``n`` of each estimate =
+    interactions. Empty statistics or zero total weight give ``Estimate(mean=None)``.
+    """
+    n_items = st.n_items
+    units = sorted(st.units.keys())
+    W_total = sum(st.units[u][1] for u in units)
+    if not units or W_total == 0:
+        return [Estimate(mean=None, n=n_items) for _ in range(st.m)]
+    if not mode.is_bayesian:
+        return [
+            Estimate(mean=exact_ratio(sum(st.units[u][2 + j] for u in units), W_total), n=n_items)
+            for j in range(st.m)
+        ]
+    if len(units) == 1:  # degenerate posterior: every replicate is the unit's own mean
+        u = units[0]
+        vals = [exact_ratio(st.units[u][2 + j], st.units[u][1]) for j in range(st.m)]
+        return [Estimate(mean=v, ci_low=v, ci_high=v, n=n_items) for v in vals]
+    B = mode.replicate_count
+    if rows is None or rows.n != B or rows.seed != mode.seed or rows.namespace != namespace:
+        rows = RowCache(mode.seed, namespace, B, max_rows=len(units))
+    G = rows.rows(units)
+    W = np.array([from_exact(st.units[u][1]) for u in units])
+    den = (G * W[:, None]).sum(axis=0)
+    out = []
+    for j in range(st.m):
+        V = np.array([from_exact(st.units[u][2 + j]) for u in units])
+        num = (G * V[:, None]).sum(axis=0)
+        out.append(_summaries(mode, num / den, n_items))
+    return out
+
+
+def session_mean_estimates(
+    scores: np.ndarray,
+    weights: Sequence[Optional[float]],
+    positions: Sequence[int],
+    mode: StatisticalMode,
+    rows: Optional[RowCache] = None,
+) -> tuple[list[Estimate], Optional[str]]:
+    """Per-session weighted means of ``m`` score columns, computed directly from the raw list.
+
+    ``scores``: array ``(n, m)`` in conversation order; ``weights``: the raw ``weight`` fields;
+    ``positions``: the turn indices. Frequentist: spec §3.4/§3.5 exactly (via
+    :class:`WeightedMeanStats`, the same arithmetic as :class:`SessionWeightedMeanCombineFn`).
+    Bayesian: Bayesian bootstrap over the session's interactions with resolved weights ``ŵ``:
+    replicate ``b`` = ``Σ g_ib ŵ_i s_i / Σ g_ib ŵ_i``; rows ``g_i`` come from ``rows`` (common
+    random numbers keyed by turn index, see :class:`RowCache`). ``n = 1`` gives the score
+    itself as mean and both interval ends.
+
+    Returns ``(estimates, weight_warning)``.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n = scores.shape[0]
+    m = scores.shape[1] if scores.ndim == 2 else 0
+    resolved, warning = resolve_weights(list(weights))
+    if n == 0:
+        return [Estimate(mean=None, n=0) for _ in range(m)], warning
+    if not mode.is_bayesian:
+        out = []
+        for j in range(m):
+            st = WeightedMeanStats()
+            for i in range(n):
+                st.add(float(scores[i, j]), weights[i])
+            out.append(Estimate(mean=weighted_mean_from_stats(st), n=n))
+        return out, warning
+    if rows is None:
+        rows = RowCache(mode.seed, "within-session", mode.replicate_count)
+    w = np.asarray(resolved, dtype=np.float64)
+    if n == 1:
+        return [Estimate(mean=float(scores[0, j]), ci_low=float(scores[0, j]), ci_high=float(scores[0, j]), n=1) for j in range(m)], warning
+    G = rows.rows(list(positions)) * w[:, None]
+    den = G.sum(axis=0)
+    return [_summaries(mode, (G * scores[:, j][:, None]).sum(axis=0) / den, n) for j in range(m)], warning

@@ -1,0 +1,87 @@
+"""Frequentist mode: point estimates (spec §4.2)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from fair_forge_beam.statistical.base import StatisticalMode, check_count_map, check_counts
+
+__all__ = ["FrequentistMode"]
+
+
+class FrequentistMode(StatisticalMode):
+    """Point estimates; every primitive returns a float (or ``None`` for "no data").
+
+    Differences from upstream (spec §17/case-004): invalid counts raise ``ValueError``;
+    ``rate_estimation(0, 0)`` returns ``None`` (no data) instead of a fake ``0.0``.
+    """
+
+    def get_result_type(self) -> str:
+        return "point_estimate"
+
+    def rate_estimation(self, successes: int, trials: int) -> Optional[float]:
+        """``successes / trials`` in [0, 1]; ``None`` when ``trials == 0``.
+
+        Raises:
+            ValueError: negative counts or ``successes > trials``.
+        """
+        s, t = check_counts(successes, trials)
+        if t == 0:
+            return None
+        return s / t
+
+    def distribution_divergence(
+        self,
+        observed: Mapping[str, float],
+        reference: Mapping[str, float],
+        divergence_type: str = "total_variation",
+    ) -> float:
+        """Total variation distance ``½ Σ_k |p_k − q_k|`` over the union of keys (spec §4.2).
+
+        ``observed`` must already be proportions (nothing is renormalised, as upstream);
+        missing keys count as 0. Range [0, 1] for proper distributions.
+
+        Raises:
+            NotImplementedError: ``divergence_type`` other than ``"total_variation"``.
+            ValueError: a negative or non-finite entry.
+        """
+        if divergence_type != "total_variation":
+            raise NotImplementedError(f"divergence_type {divergence_type!r} is not supported")
+        check_count_map("observed", observed)
+        check_count_map("reference", reference)
+        keys = list(dict.fromkeys([*observed.keys(), *reference.keys()]))
+        return 0.5 * sum(abs(float(observed.get(k, 0.0)) - float(reference.get(k, 0.0))) for k in keys)
+
+    def aggregate_metrics(self, metrics: Mapping[str, Any], weights: Mapping[str, float]) -> float:
+        """Normalised weighted sum ``Σ_k m_k w_k / Σ w`` (spec §4.2); ``0.0`` if ``Σ w == 0``.
+
+        Summary dicts in ``metrics`` contribute their ``mean``.
+
+        Raises:
+            KeyError: a metric has no weight.
+            ValueError: a negative or non-finite weight.
+        """
+        check_count_map("weights", weights)
+        total = float(sum(weights.values()))
+        if total == 0:
+            return 0.0
+        acc = 0.0
+        for k, v in metrics.items():
+            value = v["mean"] if isinstance(v, dict) else v
+            acc += float(value) * float(weights[k]) / total
+        return acc
+
+    def dispersion_metric(self, values: Mapping[str, Any], center: str = "mean") -> float:
+        """Mean absolute deviation ``(1/m) Σ |v − c|`` around the mean or median; 0.0 if empty.
+
+        Raises:
+            ValueError: unknown ``center``.
+        """
+        if center not in ("mean", "median"):
+            raise ValueError(f"Unknown center type {center!r}; use 'mean' or 'median'")
+        vals = np.array([v["mean"] if isinstance(v, dict) else v for v in values.values()], dtype=np.float64)
+        if vals.size == 0:
+            return 0.0
+        c = float(np.mean(vals)) if center == "mean" else float(np.median(vals))
+        return float(np.mean(np.abs(vals - c)))

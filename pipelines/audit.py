@@ -1,0 +1,150 @@
+"""The main job: read conversations, run metrics, write results.
+
+    python -m pipelines.audit --output out/ --mode bayesian
+    fair-forge-beam --input 'data/*.jsonl' --metrics humanity --mode frequentist --output out/
+
+Without ``--input`` it reads the example data shipped inside the package (the original
+library's MIT examples and a slice of Anthropic's MIT hh-rlhf harmless test conversations).
+Unknown ``--flags`` are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...);
+the runner defaults to ``FnApiRunner`` in-memory.
+
+Writes to ``--output``: ``results.json`` (summary, slice and session aggregates; identical for
+the same input and seed on every runner), ``results.parquet`` (one row per scored
+interaction), ``dead_letter.jsonl`` (every rejected record with stage, reason and the original
+record), ``data_quality.jsonl`` (warnings) and ``run_info.json`` (runner, versions, timing).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from typing import Optional, Sequence
+
+log = logging.getLogger("fair_forge_beam.audit")
+
+
+def default_inputs() -> list[str]:
+    base = importlib.resources.files("fair_forge_beam").joinpath("data/examples")
+    return [str(base.joinpath("fair_forge_examples.json")), str(base.joinpath("hh_rlhf_harmless_test_slice.jsonl"))]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fair_forge_beam.metrics.registry import METRICS
+
+    p = argparse.ArgumentParser(
+        prog="fair-forge-beam",
+        description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
+        "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
+    )
+    p.add_argument("--input", action="append", metavar="GLOB",
+                   help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable. "
+                        "Default: the example data shipped with the package")
+    p.add_argument("--input-format", default="auto", choices=["auto", "json", "jsonl", "parquet"])
+    p.add_argument("--metrics", default="humanity",
+                   help=f"comma-separated metrics to run (available: {', '.join(sorted(METRICS))}; default humanity)")
+    p.add_argument("--mode", default="frequentist", choices=["frequentist", "bayesian"], help="statistical mode")
+    p.add_argument("--seed", type=int, default=42, help="seed of every keyed random stream (Bayesian mode)")
+    p.add_argument("--mc-samples", type=int, default=5000, help="Monte-Carlo draws / bootstrap replicates")
+    p.add_argument("--ci-level", type=float, default=0.95, help="credible-interval level")
+    p.add_argument("--output", default="fair_forge_output", help="output folder (created if missing)")
+    p.add_argument("--emotion-lexicon-csv", help="NRC-format multi-language CSV for Humanity instead of the nrclex copy")
+    p.add_argument("--quiet", action="store_true", help="do not print the summary table")
+    return p
+
+
+def _mode(args):
+    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+
+    if args.mode == "bayesian":
+        return BayesianMode(mc_samples=args.mc_samples, ci_level=args.ci_level, rng_seed=args.seed)
+    return FrequentistMode()
+
+
+def _fmt(est: Optional[dict]) -> str:
+    if not est or est.get("mean") is None:
+        return "n/a"
+    if est.get("ci_low") is None:
+        return f"{est['mean']:.4f}"
+    return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
+
+
+def run(argv: Optional[Sequence[str]] = None) -> dict:
+    """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments."""
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
+    from fair_forge_beam.reports.results import assemble_results, write_outputs
+    from fair_forge_beam.runner import pipeline_options
+
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if not metrics:
+        parser.error("--metrics is empty")
+    inputs = args.input or default_inputs()
+    try:
+        mode = _mode(args)
+        transforms = {m: build_metric(m, mode, {"emotion_lexicon_csv": args.emotion_lexicon_csv}) for m in metrics}
+        reader = ReadInteractions(inputs, file_format=args.input_format)
+    except ValueError as exc:
+        parser.error(str(exc))
+    options = pipeline_options(beam_args)
+    runner = options.view_as(StandardOptions).runner
+    out = args.output.rstrip("/")
+    parts = f"{out}/_parts"
+    FileSystems.mkdirs(out) if not FileSystems.exists(out) else None
+    started = time.time()
+    log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
+    with beam.Pipeline(options=options) as p:
+        read = p | "Read" >> reader
+        results = {m: read["interactions"] | f"Metric_{m}" >> t for m, t in transforms.items()}
+        write_outputs(read, results, out, parts, interaction_parquet_fields(metrics))
+    elapsed = time.time() - started
+    doc = assemble_results(
+        out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms,
+        run_info={"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])},
+    )
+    if not args.quiet:
+        print(summary_table(doc, out))
+    return doc
+
+
+def summary_table(doc: dict, out: str) -> str:
+    s = doc["summary"]
+    lines = [
+        f"fair_forge_beam audit: mode {doc['config']['mode']}, seed {doc['config']['seed']}",
+        f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
+        f"{s['data_quality_warnings']} data-quality warnings",
+    ]
+    for name, m in doc["metrics"].items():
+        ms = s["metrics"][name]
+        reasons = "; ".join(f"{r}: {c}" for r, c in ms["not_scored_reasons"].items())
+        lines.append(f"{name}: {ms['scored']} interactions scored, {ms['not_scored']} not scored" + (f" ({reasons})" if reasons else ""))
+        heads = m.get("headline_columns", [])
+        width = max([len(r["slice"]) for r in m["slices"]] + [10])
+        lines.append("  " + "slice".ljust(width) + "  " + "n".rjust(7) + "".join(f"  {h:<34}" for h in heads))
+        for r in m["slices"]:
+            vals = "".join(f"  {_fmt(r.get(h)):<34}" for h in heads)
+            lines.append("  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + vals)
+    lines.append(f"outputs: {out}/results.json, {out}/results.parquet, {out}/dead_letter.jsonl, {out}/data_quality.jsonl")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda r: "apitools not found" not in r.getMessage())
+    run(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

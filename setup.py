@@ -1,0 +1,31 @@
+"""Packaging for fair_forge_beam.
+
+Install with ``pip install -e .``; Beam worker processes import the installed package
+(never ``__main__``), so every DoFn and coder lives inside ``fair_forge_beam``.
+"""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+
+def _requirements() -> list[str]:
+    lines = (HERE / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+setup(
+    name="fair_forge_beam",
+    version="0.1.0",
+    description="Fairness, safety and quality metrics for AI assistants as Apache Beam pipelines",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["fair_forge_beam", "fair_forge_beam.*", "pipelines", "pipelines.*"]),
+    package_data={"fair_forge_beam": ["data/examples/*", "data/*.md"]},
+    include_package_data=True,
+    install_requires=_requirements(),
+    entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},
+    license="MIT",
+)
