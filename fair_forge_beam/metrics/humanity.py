@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import typing
 from typing import Iterable, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
@@ -40,7 +41,7 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_estimates,
 )
 from fair_forge_beam.statistical.frequentist import FrequentistMode
-from fair_forge_beam.statistical.seeding import RowCache
+from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
@@ -76,16 +77,46 @@ def emotional_entropy(distribution: Sequence[float]) -> float:
     return -math.fsum(p * math.log2(p) for p in distribution if p > 0)
 
 
+def _doubled_average_ranks(v: Sequence[int]) -> list[int]:
+    """2 × average ranks (1-based; ties share the mean rank), as exact integers."""
+    n = len(v)
+    order = sorted(range(n), key=v.__getitem__)
+    out = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = i + j + 2
+        i = j + 1
+    return out
+
+
 @functools.lru_cache(maxsize=65536)
 def _spearman_cached(gt_counts: tuple, counts: tuple) -> float:
-    rho = sps.spearmanr(np.asarray(gt_counts, dtype=float), np.asarray(counts, dtype=float)).statistic
-    return round(float(rho), 3)
+    # Spearman's rho = Pearson correlation of the average ranks (what scipy.stats.spearmanr
+    # computes), evaluated with exact integer sums of doubled ranks; one rounding in the sqrt and
+    # one in the division. Where the 3-decimal rounding could depend on the last bits (a value
+    # within 1e-9 of a rounding boundary), scipy itself decides, so results always equal
+    # round(scipy.stats.spearmanr(...).statistic, 3).
+    x, y = _doubled_average_ranks(gt_counts), _doubled_average_ranks(counts)
+    n = len(x)
+    sx, sy = sum(x), sum(y)
+    cov = n * sum(a * b for a, b in zip(x, y)) - sx * sy
+    vx = n * sum(a * a for a in x) - sx * sx
+    vy = n * sum(b * b for b in y) - sy * sy
+    rho = cov / math.sqrt(vx * vy)
+    scaled = abs(rho) * 1000.0
+    if abs(scaled - math.floor(scaled) - 0.5) < 1e-6:
+        rho = float(sps.spearmanr(np.asarray(gt_counts, dtype=float), np.asarray(counts, dtype=float)).statistic)
+    return round(max(-1.0, min(1.0, rho)), 3)
 
 
 def spearman_alignment(gt_counts: Sequence[int], counts: Sequence[int]) -> float:
-    """Spearman's ρ between two emotion vectors, rounded to 3 decimals; 0 on zero variance.
-
-    Ranks of proportions equal ranks of counts, so counts are compared (and cached).
+    """Spearman's ρ between two emotion vectors (average ranks), rounded to 3 decimals; 0 when
+    either vector has zero variance (spec §6.5). Equals ``round(scipy.stats.spearmanr(gt,
+    answer).statistic, 3)``; ranks of proportions equal ranks of counts, so counts are compared.
     """
     gt, a = tuple(gt_counts), tuple(counts)
     if len(set(gt)) <= 1 or len(set(a)) <= 1:
@@ -191,7 +222,7 @@ class _SessionAggregate(beam.DoFn):
         self.mode, self.slices = mode, tuple(slices)
 
     def setup(self):
-        self._rows = RowCache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
+        self._rows = shared_row_cache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
         self._freq = FrequentistMode()
 
     def process(self, kv):
@@ -233,8 +264,9 @@ class _SessionAggregate(beam.DoFn):
             }
         )
         unit = (session_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
+        counts = [sum(c) for c in zip(*(s.counts for s in items))]
         for key in slice_keys(self.slices, first):
-            out.append(beam.pvalue.TaggedOutput(UNITS, (key, unit)))
+            out.append(beam.pvalue.TaggedOutput(UNITS, (key, (unit, counts))))
         return out
 
 
@@ -243,17 +275,12 @@ class _SliceEstimate(beam.DoFn):
         self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
 
     def setup(self):
-        self._rows = RowCache(self.mode.seed, "humanity|sessions", self.mode.replicate_count, max_rows=2 * self.max_units + 64)
+        self._rows = shared_row_cache(self.mode.seed, "humanity|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
     def process(self, kv):
-        key, grouped = kv
-        means = list(grouped["means"])
-        counts = list(grouped["emotions"])
-        if not means:
-            return
-        st = means[0]
+        key, (st, counts) = kv
         est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
-        dist = estimate_distribution(counts[0] if counts else (0,) * len(EMOTIONS), EMOTIONS, self.mode)
+        dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),
@@ -265,7 +292,7 @@ class _SliceEstimate(beam.DoFn):
             resampling=(
                 None
                 if not self.mode.is_bayesian
-                else (f"session hash buckets ({self.max_units})" if st.bucketed else "sessions")
+                else f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
             ),
             lexicon=self.lexicon.name,
             lexicon_licence=self.lexicon.licence,
@@ -282,7 +309,7 @@ class Humanity(MetricTransform):
         lexicon: an :class:`EmotionLexicon`; default :class:`NRCLexPackageLexicon` (English;
             NRC terms: non-commercial research/educational use only).
         slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
-        max_units: sessions kept individually per slice before hash-bucket pooling.
+        max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
 
     Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
     :class:`HumanityMetric`), ``sessions`` (:class:`HumanitySessionMetric`), ``slices``
@@ -301,7 +328,7 @@ class Humanity(MetricTransform):
         statistical_mode: Optional[StatisticalMode] = None,
         lexicon: Optional[EmotionLexicon] = None,
         slices: Sequence[str] = ("overall", "assistant_id", "language"),
-        max_units: int = 2048,
+        max_units: int = 1024,
     ):
         super().__init__(statistical_mode, slices)
         self.lexicon = lexicon or NRCLexPackageLexicon()
@@ -312,19 +339,19 @@ class Humanity(MetricTransform):
         per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
         sessions = (
             scored.main
-            | "KeyBySession" >> beam.Map(lambda s: (f"{s.session_id}/{s.assistant_id}", s))
+            | "KeyBySession" >> beam.Map(lambda s: (f"{s.session_id}/{s.assistant_id}", s)).with_output_types(
+                typing.Tuple[str, HumanityScore]
+            )
             | "GroupSessions" >> beam.GroupByKey()
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.slices)).with_outputs(UNITS, QUALITY, main="main")
         )
-        means = sessions[UNITS] | "CombineSliceMeans" >> beam.CombinePerKey(BootstrapMeanCombineFn(2, self.max_units))
-        emotions = (
-            scored.main
-            | "EmotionsBySlice" >> beam.FlatMap(lambda s, sl: [(k, s.counts) for k in slice_keys(sl, s)], self.slices)
-            | "CombineSliceEmotions" >> beam.CombinePerKey(CategoryCountCombineFn(EMOTIONS))
-        )
         slices = (
-            {"means": means, "emotions": emotions}
-            | "JoinSlices" >> beam.CoGroupByKey()
+            sessions[UNITS]
+            | "CombineSlices" >> beam.CombinePerKey(
+                beam.combiners.TupleCombineFn(
+                    BootstrapMeanCombineFn(2, self.max_units), CategoryCountCombineFn(EMOTIONS)
+                )
+            )
             | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.lexicon, self.max_units))
         )
         return {

@@ -63,15 +63,15 @@ def percentile_interval(samples: np.ndarray, alpha: float) -> tuple[float, float
     computed with one ``numpy.partition`` instead of a full sort (5x faster at n = 5000).
     """
     n = samples.size
-    pos = [alpha * (n - 1), (1.0 - alpha) * (n - 1)]
-    kth = sorted({min(int(np.floor(p)), n - 1) for p in pos} | {min(int(np.floor(p)) + 1, n - 1) for p in pos})
-    part = np.partition(samples, kth)
+    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
+    lo = [min(int(np.floor(p)), n - 1) for p in pos]
+    part = np.partition(samples, sorted(set(lo)))
     out = []
-    for p in pos:
-        lo = min(int(np.floor(p)), n - 1)
-        hi = min(lo + 1, n - 1)
-        t = p - lo
-        a, b = float(part[lo]), float(part[hi])
+    for p, k in zip(pos, lo):
+        t = p - k
+        a = float(part[k])
+        # the next order statistic is the smallest value after position k
+        b = float(part[k + 1 :].min()) if k + 1 < n else a
         out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
     return out[0], out[1]
 

@@ -28,7 +28,7 @@ from scipy import stats
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode, check_counts
 from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
-from fair_forge_beam.statistical.seeding import RowCache, exponential_rows, stable_hash64
+from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stable_hash64
 
 __all__ = [
     "RateCombineFn",
@@ -121,7 +121,7 @@ class CategoryCountCombineFn(beam.CombineFn):
         self._index = {c: i for i, c in enumerate(cats)}
 
     def create_accumulator(self):
-        return (0,) * len(self.categories)
+        return [0] * len(self.categories)
 
     def _index_of(self, c):
         try:
@@ -130,33 +130,36 @@ class CategoryCountCombineFn(beam.CombineFn):
             raise ValueError(f"category {c!r} is not in the declared set {list(self.categories)!r}") from None
 
     def add_input(self, acc, element):
-        out = list(acc)
         if isinstance(element, str):
-            out[self._index_of(element)] += 1
-            return tuple(out)
+            acc[self._index_of(element)] += 1
+            return acc
         if isinstance(element, (list, tuple)):
-            if len(element) != len(out):
-                raise ValueError(f"count vector has {len(element)} entries, expected {len(out)}")
+            if len(element) != len(acc):
+                raise ValueError(f"count vector has {len(element)} entries, expected {len(acc)}")
             for i, v in enumerate(element):
-                if isinstance(v, bool) or int(v) != v or v < 0:
+                if type(v) is not int:
+                    if isinstance(v, bool) or int(v) != v:
+                        raise ValueError(f"count for category {self.categories[i]!r} must be a non-negative integer, got {v!r}")
+                    v = int(v)
+                if v < 0:
                     raise ValueError(f"count for category {self.categories[i]!r} must be a non-negative integer, got {v!r}")
-                out[i] += int(v)
-            return tuple(out)
+                acc[i] += v
+            return acc
         for c, v in element.items():
             if isinstance(v, bool) or int(v) != v or v < 0:
                 raise ValueError(f"count for category {c!r} must be a non-negative integer, got {v!r}")
-            out[self._index_of(c)] += int(v)
-        return tuple(out)
+            acc[self._index_of(c)] += int(v)
+        return acc
 
     def merge_accumulators(self, accumulators):
         out = [0] * len(self.categories)
         for a in accumulators:
             for i, v in enumerate(a):
                 out[i] += v
-        return tuple(out)
+        return out
 
     def extract_output(self, acc):
-        return acc
+        return tuple(acc)
 
 
 def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode: StatisticalMode) -> dict[str, Estimate]:
@@ -330,14 +333,19 @@ class SessionWeightedMeanCombineFn(beam.CombineFn):
 
 # ------------------------------------------------------------------------------ bootstrap
 class BootstrapStats:
-    """Exact per-unit sums for a Bayesian bootstrap of weighted means of ``m`` values.
+    """Exact per-unit sums for a grouped Bayesian bootstrap of weighted means of ``m`` values.
 
-    ``units`` maps a unit key (e.g. a session) to ``[n_items, W, WV_1, ..., WV_m]`` (exact
-    sums). Once more than ``max_units`` distinct units are seen, units are pooled into
-    ``max_units`` hash buckets (``stable_hash64(unit) % max_units``; random groups, independent
-    of the data) and the bootstrap runs over buckets: a grouped Bayesian bootstrap whose
-    interval converges to the unit-level one, at O(1) cost per unit and O(B · max_units) per
-    estimate. The final state depends only on the multiset of inputs, never on merge order.
+    Every unit (e.g. a session) belongs to one of ``max_units`` hash buckets
+    (``stable_hash64(unit) % max_units``: random groups, independent of the data) and the
+    bootstrap weight of a unit is the weight of its bucket. ``units`` maps a unit key to
+    ``[n_items, W, WV_1, ..., WV_m]`` (exact sums) while there are at most ``max_units`` units,
+    and a bucket index to the same sums afterwards (memory bound ``max_units`` entries). Both
+    representations give the same estimate bit for bit, and the final state depends only on
+    the multiset of inputs, never on merge order. With fewer units than buckets, collisions are
+    rare and the bootstrap is (almost always exactly) Rubin's unit-level Bayesian bootstrap;
+    with more, it is a Bayesian bootstrap over ``max_units`` random groups of units, whose
+    interval converges to the unit-level one (O(1) cost per unit, O(B · max_units) per
+    estimate, the rows shared by all slices).
     """
 
     __slots__ = ("m", "max_units", "bucketed", "units", "n_units")
@@ -349,7 +357,7 @@ class BootstrapStats:
         self.n_units = 0
 
     def _bucket(self, unit: str) -> int:
-        return stable_hash64("bootstrap-bucket", unit) % self.max_units
+        return bucket_of(unit, self.max_units)
 
     def _add_entry(self, key, entry, source_bucketed: bool):
         if self.bucketed and not source_bucketed:
@@ -395,6 +403,11 @@ class BootstrapStats:
         return (_rebuild_bs, (self.m, self.max_units, self.bucketed, self.units, self.n_units))
 
 
+def bucket_of(unit: str, buckets: int) -> int:
+    """Stable bucket index of a unit key."""
+    return stable_hash64("bootstrap-bucket", str(unit)) % buckets
+
+
 def _rebuild_bs(m, max_units, bucketed, units, n_units):
     s = BootstrapStats(m, max_units)
     s.bucketed, s.units, s.n_units = bucketed, units, n_units
@@ -411,10 +424,11 @@ class BootstrapMeanCombineFn(beam.CombineFn):
 
     Args:
         n_values: ``m``.
-        max_units: units kept individually before hash-bucket pooling (default 2048).
+        max_units: number of hash buckets of units (default 1024); also the number of units kept
+            individually before the accumulator pools them.
     """
 
-    def __init__(self, n_values: int, max_units: int = 2048):
+    def __init__(self, n_values: int, max_units: int = 1024):
         if n_values < 1 or max_units < 1:
             raise ValueError("n_values and max_units must be >= 1")
         self.n_values, self.max_units = int(n_values), int(max_units)
@@ -445,37 +459,48 @@ def estimate_bootstrap_means(
 ) -> list[Estimate]:
     """Estimates of the ``m`` weighted means ``Σ WV_j / Σ W`` of a :class:`BootstrapStats`.
 
-    Frequentist: the exact ratio. Bayesian: Rubin's (1981) Bayesian bootstrap over units —
-    per replicate ``b``, ``Σ_u g_ub WV_ju / Σ_u g_ub W_u`` with ``g_ub ~ Exp(1)`` from a
-    stream keyed by ``(seed, namespace, unit)`` (or ``(seed, namespace, bucket)`` once pooled)
-    — summarised by the mode (mean, percentile interval). Keying by unit, not by slice, makes
-    every slice a ratio within one joint Bayesian-bootstrap draw over the population, and lets a
-    worker reuse a unit's draws across slices (``rows``). ``n`` of each estimate =
-    interactions. Empty statistics or zero total weight give ``Estimate(mean=None)``.
+    Frequentist: the exact ratio. Bayesian: Rubin's (1981) Bayesian bootstrap over the unit
+    buckets — per replicate ``b``, ``Σ_k g_kb WV_jk / Σ_k g_kb W_k`` with ``g_kb ~ Exp(1)``
+    (normalised: Dirichlet(1, ..., 1)) from a stream keyed by ``(seed, namespace, bucket k)``
+    — summarised by the mode (mean, percentile interval). Keying by bucket, not by slice, makes
+    every slice a ratio within one joint draw over the population and lets a worker reuse the
+    rows across slices (``rows``). ``n`` of each estimate = interactions. Empty statistics or
+    zero total weight give ``Estimate(mean=None)``; a single unit gives its own mean with a
+    degenerate interval.
     """
     n_items = st.n_items
-    units = sorted(st.units.keys())
-    W_total = sum(st.units[u][1] for u in units)
-    if not units or W_total == 0:
+    W_total = sum(e[1] for e in st.units.values())
+    if not st.units or W_total == 0:
         return [Estimate(mean=None, n=n_items) for _ in range(st.m)]
     if not mode.is_bayesian:
         return [
-            Estimate(mean=exact_ratio(sum(st.units[u][2 + j] for u in units), W_total), n=n_items)
+            Estimate(mean=exact_ratio(sum(e[2 + j] for e in st.units.values()), W_total), n=n_items)
             for j in range(st.m)
         ]
-    if len(units) == 1:  # degenerate posterior: every replicate is the unit's own mean
-        u = units[0]
-        vals = [exact_ratio(st.units[u][2 + j], st.units[u][1]) for j in range(st.m)]
+    if len(st.units) == 1:  # degenerate posterior: every replicate is the unit's own mean
+        (e,) = st.units.values()
+        vals = [exact_ratio(e[2 + j], e[1]) for j in range(st.m)]
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=n_items) for v in vals]
+    # exact per-bucket sums (identical for the unit and the bucket representation)
+    buckets: dict[int, list[int]] = {}
+    for key, e in st.units.items():
+        b = key if st.bucketed else bucket_of(key, st.max_units)
+        cur = buckets.get(b)
+        if cur is None:
+            buckets[b] = list(e)
+        else:
+            for i, v in enumerate(e):
+                cur[i] += v
+    keys = sorted(buckets)
     B = mode.replicate_count
     if rows is None or rows.n != B or rows.seed != mode.seed or rows.namespace != namespace:
-        rows = RowCache(mode.seed, namespace, B, max_rows=len(units))
-    G = rows.rows(units)
-    W = np.array([from_exact(st.units[u][1]) for u in units])
+        rows = shared_row_cache(mode.seed, namespace, B, max_rows=st.max_units)
+    G = rows.rows(keys)
+    W = np.array([from_exact(buckets[k][1]) for k in keys])
     den = (G * W[:, None]).sum(axis=0)
     out = []
     for j in range(st.m):
-        V = np.array([from_exact(st.units[u][2 + j]) for u in units])
+        V = np.array([from_exact(buckets[k][2 + j]) for k in keys])
         num = (G * V[:, None]).sum(axis=0)
         out.append(_summaries(mode, num / den, n_items))
     return out
@@ -496,7 +521,8 @@ def session_mean_estimates(
     Bayesian: Bayesian bootstrap over the session's interactions with resolved weights ``ŵ``:
     replicate ``b`` = ``Σ g_ib ŵ_i s_i / Σ g_ib ŵ_i``; rows ``g_i`` come from ``rows`` (common
     random numbers keyed by turn index, see :class:`RowCache`). ``n = 1`` gives the score
-    itself as mean and both interval ends.
+    itself as mean and both interval ends; ``n = 2`` is computed exactly (closed form, see
+    :func:`_two_point_posterior`).
 
     Returns ``(estimates, weight_warning)``.
     """
@@ -514,11 +540,43 @@ def session_mean_estimates(
                 st.add(float(scores[i, j]), weights[i])
             out.append(Estimate(mean=weighted_mean_from_stats(st), n=n))
         return out, warning
-    if rows is None:
-        rows = RowCache(mode.seed, "within-session", mode.replicate_count)
     w = np.asarray(resolved, dtype=np.float64)
     if n == 1:
         return [Estimate(mean=float(scores[0, j]), ci_low=float(scores[0, j]), ci_high=float(scores[0, j]), n=1) for j in range(m)], warning
+    if n == 2 and hasattr(mode, "ci_level"):
+        return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
+    if rows is None:
+        rows = RowCache(mode.seed, "within-session", mode.replicate_count)
     G = rows.rows(list(positions)) * w[:, None]
     den = G.sum(axis=0)
-    return [_summaries(mode, (G * scores[:, j][:, None]).sum(axis=0) / den, n) for j in range(m)], warning
+    # elementwise products summed along the interaction axis (no BLAS: the same bits on every CPU)
+    reps = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) / den
+    return [_summaries(mode, reps[j], n) for j in range(m)], warning
+
+
+def _two_point_posterior(s: np.ndarray, w: np.ndarray, ci_level: float) -> Estimate:
+    """Exact Bayesian-bootstrap posterior of a two-interaction weighted mean.
+
+    With Dirichlet(1, 1) weights ``(U, 1 − U)``, ``U ~ Uniform(0, 1)``, the replicate is
+    ``T(U) = (U a1 + (1−U) a2) / (U b1 + (1−U) b2)`` with ``a = ŵ s``, ``b = ŵ``: monotone in
+    ``U``, so its quantiles are ``T(α)`` and ``T(1 − α)`` and its mean has a closed form —
+    exact, with no Monte-Carlo error.
+    """
+    a1, a2 = float(w[0] * s[0]), float(w[1] * s[1])
+    b1, b2 = float(w[0]), float(w[1])
+    alpha = (1.0 - ci_level) / 2.0
+
+    def T(u):
+        return (u * a1 + (1 - u) * a2) / (u * b1 + (1 - u) * b2)
+
+    if b1 == 0 or b2 == 0:  # one interaction carries no weight: the other's score, exactly
+        v = float(s[0] if b2 == 0 else s[1])
+        return Estimate(mean=v, ci_low=v, ci_high=v, n=2)
+    if b1 == b2:
+        mean = (a1 + a2) / (b1 + b2)
+    else:
+        d = b1 - b2
+        r = (a1 - a2) / d
+        mean = r + (a2 - b2 * r) * math.log(b1 / b2) / d
+    lo, hi = sorted((T(alpha), T(1.0 - alpha)))
+    return Estimate(mean=float(mean), ci_low=float(lo), ci_high=float(hi), n=2)

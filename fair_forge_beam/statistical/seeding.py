@@ -20,7 +20,7 @@ import numpy as np
 
 Part = Union[str, int, bytes]
 
-__all__ = ["stable_hash64", "stable_hash128", "estimator_rng", "exponential_rows", "RowCache"]
+__all__ = ["stable_hash64", "stable_hash128", "estimator_rng", "exponential_rows", "RowCache", "shared_row_cache"]
 
 
 def _encode(parts: Iterable[Part]) -> bytes:
@@ -103,3 +103,17 @@ class RowCache:
                 self._rows.move_to_end(u)
             out[i] = r
         return out
+
+
+_SHARED: dict = {}
+
+
+def shared_row_cache(seed: int, namespace: str, n: int, max_rows: int) -> RowCache:
+    """Process-wide :class:`RowCache` for ``(seed, namespace, n)``: every DoFn instance of a worker
+    process reuses the same rows (they are a pure function of the key, so sharing is safe)."""
+    key = (int(seed), namespace, int(n))
+    cache = _SHARED.get(key)
+    if cache is None or cache.max_rows < max_rows:
+        cache = RowCache(seed, namespace, n, max_rows=max_rows)
+        _SHARED[key] = cache
+    return cache
