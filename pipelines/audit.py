@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-samples", type=int, default=5000, help="Monte-Carlo draws / bootstrap replicates")
     p.add_argument("--ci-level", type=float, default=0.95, help="credible-interval level")
     p.add_argument("--output", default="fair_forge_output", help="output folder (created if missing)")
+    p.add_argument("--slice-bootstrap", default="buckets", choices=["buckets", "gamma"],
+                   help="Bayesian slice intervals: sessions pooled in hash buckets (fast, default) or per-session "
+                        "Gamma(1) weights (mc_samples draws per session)")
     p.add_argument("--emotion-lexicon-csv", help="NRC-format multi-language CSV for Humanity instead of the nrclex copy")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
@@ -91,7 +94,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     inputs = args.input or default_inputs()
     try:
         mode = _mode(args)
-        transforms = {m: build_metric(m, mode, {"emotion_lexicon_csv": args.emotion_lexicon_csv}) for m in metrics}
+        transforms = {m: build_metric(m, mode, {"emotion_lexicon_csv": args.emotion_lexicon_csv, "slice_bootstrap": args.slice_bootstrap}) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)
     except ValueError as exc:
         parser.error(str(exc))

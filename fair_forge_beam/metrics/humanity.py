@@ -36,7 +36,10 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     CategoryCountCombineFn,
+    GammaBootstrapCombineFn,
+    GammaBootstrapStats,
     estimate_bootstrap_means,
+    estimate_gamma_bootstrap_means,
     estimate_distribution,
     session_mean_estimates,
 )
@@ -279,7 +282,12 @@ class _SliceEstimate(beam.DoFn):
 
     def process(self, kv):
         key, (st, counts) = kv
-        est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
+        if isinstance(st, GammaBootstrapStats):
+            est = estimate_gamma_bootstrap_means(st, self.mode)
+            resampling = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
+        else:
+            est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
+            resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,
@@ -289,11 +297,7 @@ class _SliceEstimate(beam.DoFn):
             mean_entropy=est[0],
             mean_spearman=est[1],
             emotion_distribution=dist,
-            resampling=(
-                None
-                if not self.mode.is_bayesian
-                else f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
-            ),
+            resampling=resampling if self.mode.is_bayesian else None,
             lexicon=self.lexicon.name,
             lexicon_licence=self.lexicon.licence,
         )
@@ -310,6 +314,9 @@ class Humanity(MetricTransform):
             NRC terms: non-commercial research/educational use only).
         slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
+        slice_bootstrap: ``"buckets"`` (default: sessions pooled into ``max_units`` hash buckets,
+            O(1) work per session) or ``"gamma"`` (DESIGN §4's accumulator: ``mc_samples``
+            Gamma(1) draws per session keyed by the session, O(mc_samples) per session).
 
     Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
     :class:`HumanityMetric`), ``sessions`` (:class:`HumanitySessionMetric`), ``slices``
@@ -329,10 +336,19 @@ class Humanity(MetricTransform):
         lexicon: Optional[EmotionLexicon] = None,
         slices: Sequence[str] = ("overall", "assistant_id", "language"),
         max_units: int = 1024,
+        slice_bootstrap: str = "buckets",
     ):
         super().__init__(statistical_mode, slices)
+        if slice_bootstrap not in ("buckets", "gamma"):
+            raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {slice_bootstrap!r}")
         self.lexicon = lexicon or NRCLexPackageLexicon()
         self.max_units = int(max_units)
+        self.slice_bootstrap = slice_bootstrap
+
+    def _means_combiner(self):
+        if self.slice_bootstrap == "gamma" and self.mode.is_bayesian:
+            return GammaBootstrapCombineFn(2, self.mode, "humanity|sessions-gamma")
+        return BootstrapMeanCombineFn(2, self.max_units)
 
     def expand(self, interactions):
         scored = interactions | "ScoreHumanity" >> beam.ParDo(_ScoreHumanity(self.lexicon)).with_outputs(DEAD, main="main")
@@ -348,9 +364,7 @@ class Humanity(MetricTransform):
         slices = (
             sessions[UNITS]
             | "CombineSlices" >> beam.CombinePerKey(
-                beam.combiners.TupleCombineFn(
-                    BootstrapMeanCombineFn(2, self.max_units), CategoryCountCombineFn(EMOTIONS)
-                )
+                beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS))
             )
             | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.lexicon, self.max_units))
         )

@@ -15,7 +15,7 @@ def _humanity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.humanity import Humanity
 
     lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
-    return Humanity(statistical_mode=mode, lexicon=lexicon)
+    return Humanity(statistical_mode=mode, lexicon=lexicon, slice_bootstrap=options.get("slice_bootstrap", "buckets"))
 
 
 def _humanity_fields() -> list[pa.Field]:
