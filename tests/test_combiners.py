@@ -409,6 +409,8 @@ def test_combine_fns_in_pipeline_match_direct(test_pipeline):
         return {k: fn.extract_output(_accumulate(fn, vs)) for k, vs in out.items()}
 
     bfn = C.BootstrapMeanCombineFn(n_values=1, max_units=3)
+    gfn = C.GammaBootstrapCombineFn(n_values=1, mode=BayesianMode(mc_samples=200))
+    gamma_exp = sorted((k, _gbs_state(v)) for k, v in direct(gfn, boot_items).items())
     rate_exp = sorted(direct(C.RateCombineFn(), rate_items).items())
     cat_exp = sorted(direct(C.CategoryCountCombineFn(CATS), cat_items).items())
     boot_direct = direct(bfn, boot_items)
@@ -425,17 +427,99 @@ def test_combine_fns_in_pipeline_match_direct(test_pipeline):
         assert_that(boots | "state" >> beam.MapTuple(lambda k, v: (k, _bs_state(v))), equal_to(boot_exp), label="boots ok")
         est = boots | "est" >> beam.MapTuple(lambda k, v: (k, tuple(C.estimate_bootstrap_means(v, mode))))
         assert_that(est, equal_to(est_exp), label="estimates ok")
+        gammas = p | "gammas" >> beam.Create(boot_items, reshuffle=True) | "gc" >> beam.CombinePerKey(gfn)
+        assert_that(gammas | "gstate" >> beam.MapTuple(lambda k, v: (k, _gbs_state(v))), equal_to(gamma_exp), label="gamma ok")
 
 
-@given(items=st.lists(_unit_item, min_size=1, max_size=12), max_units=st.sampled_from([3, 5, 100]))
+@given(
+    items=st.lists(
+        st.tuples(
+            st.integers(0, 400).map(lambda i: f"unit-{i}"),
+            st.floats(min_value=0.0, max_value=5.0, allow_nan=False),
+            st.tuples(st.floats(-10, 10, allow_nan=False), st.floats(-10, 10, allow_nan=False)),
+            st.integers(1, 4),
+        ),
+        min_size=C.EXACT_UNITS + 1,
+        max_size=C.EXACT_UNITS + 40,
+    ),
+    max_units=st.sampled_from([3, 5, 100, 1024]),
+)
 def test_bootstrap_unit_and_bucket_representations_agree(items, max_units):
-    """DESIGN/docstring: the per-unit and the pooled (bucket) representation of the same inputs
-    give the same estimates bit for bit."""
+    """``BootstrapStats`` docstring: above ``EXACT_UNITS`` units, the per-unit and the pooled
+    (bucket) representation of the same inputs give the same estimates bit for bit (weights are
+    per bucket, sums are exact). Several units that all hash to one bucket form a degenerate
+    posterior: the interval is exactly ``[mean, mean]`` in both representations."""
     fn = C.BootstrapMeanCombineFn(n_values=2, max_units=max_units)
     acc = _accumulate(fn, items)
+    if len(acc.units) <= C.EXACT_UNITS and not acc.bucketed:
+        return  # duplicates left too few distinct units: the per-unit regime (next test)
     pooled = pickle.loads(pickle.dumps(acc))
     if not pooled.bucketed:
         pooled._to_buckets()
     assert pooled.bucketed and len(pooled.units) <= max_units
     mode = BayesianMode(mc_samples=200)
     assert C.estimate_bootstrap_means(acc, mode) == C.estimate_bootstrap_means(pooled, mode)
+
+
+def test_bootstrap_few_units_get_their_own_weights():
+    """Up to ``EXACT_UNITS`` units, no hash collision can pool two units: two sessions whose keys
+    share a bucket still get a non-degenerate interval (Rubin's unit-level bootstrap)."""
+    max_units = 4
+    keys = [f"s{i}" for i in range(200)]
+    b0 = [k for k in keys if C.bucket_of(k, max_units) == C.bucket_of(keys[0], max_units)][:2]
+    fn = C.BootstrapMeanCombineFn(n_values=1, max_units=max_units)
+    acc = _accumulate(fn, [(b0[0], 1.0, (0.0,), 1), (b0[1], 1.0, (1.0,), 1)])
+    (est,) = C.estimate_bootstrap_means(acc, BayesianMode(mc_samples=2000))
+    assert est.ci_low < 0.1 and est.ci_high > 0.9 and abs(est.mean - 0.5) < 0.03
+
+
+# =============================================================================== per-unit Gamma bootstrap
+def _gbs_state(g: C.GammaBootstrapStats):
+    return (g.m, g.B, g.seed, g.namespace, g.hi.tolist(), g.lo.tolist(), g.n_units, g.n_items, g.W, list(g.WV))
+
+
+@given(items=st.lists(_unit_item, max_size=25), data=st.data())
+def test_gamma_bootstrap_combine_any_merge_order(items, data):
+    mode = BayesianMode(mc_samples=200)
+    fn = C.GammaBootstrapCombineFn(n_values=2, mode=mode)
+    ref = fn.extract_output(_accumulate(fn, items))
+    got = _merged_state(fn, data, items)
+    assert got == ref
+    assert _gbs_state(got) == _gbs_state(ref)
+    assert _gbs_state(pickle.loads(pickle.dumps(got))) == _gbs_state(ref)
+    coder = fn.get_accumulator_coder()
+    assert _gbs_state(coder.decode(coder.encode(got))) == _gbs_state(ref)
+    assert C.estimate_gamma_bootstrap_means(got, mode) == C.estimate_gamma_bootstrap_means(ref, mode)
+    freq = C.estimate_gamma_bootstrap_means(got, FrequentistMode())
+    assert freq == C.estimate_gamma_bootstrap_means(ref, FrequentistMode())
+    # the frequentist reading is the exact weighted mean, like BootstrapMeanCombineFn's
+    bfn = C.BootstrapMeanCombineFn(n_values=2)
+    assert freq == C.estimate_bootstrap_means(_accumulate(bfn, items), FrequentistMode())
+    assert got.n_units == len(items) and got.n_items == sum(x[3] for x in items)
+
+
+def test_gamma_bootstrap_pickled_combine_fn_draws_the_same_rows():
+    """The CombineFn drops its row cache when pickled (as Beam does); draws stay keyed."""
+    mode = BayesianMode(mc_samples=300)
+    items = [(f"s{i}", 1.0 + i % 3, (i / 10.0,)) for i in range(12)]
+    fn = C.GammaBootstrapCombineFn(n_values=1, mode=mode)
+    a = _accumulate(fn, items)
+    b = _accumulate(pickle.loads(pickle.dumps(fn)), items)
+    assert a == b
+    (e,) = C.estimate_gamma_bootstrap_means(a, mode)
+    (f,) = C.estimate_gamma_bootstrap_means(a, FrequentistMode())
+    assert e.ci_low < f.mean < e.ci_high
+    assert e.mean == pytest.approx(f.mean, abs=0.05)
+
+
+def test_gamma_bootstrap_single_unit_fed_as_several_inputs_is_degenerate():
+    """One resampling unit (a session fed interaction by interaction, all with the same unit
+    key) has a point-mass posterior: every replicate is ``Σ g w v / Σ g w`` with the same
+    ``g``, i.e. the unit's weighted mean. The single-input case returns it exactly
+    (``mean = ci_low = ci_high``); the same unit split over several inputs must do the same,
+    not return fixed-point noise around it."""
+    mode = BayesianMode(mc_samples=200)
+    fn = C.GammaBootstrapCombineFn(n_values=1, mode=mode)
+    acc = _accumulate(fn, [("s1", 1.0, (0.5,)), ("s1", 2.0, (0.5,))])
+    (e,) = C.estimate_gamma_bootstrap_means(acc, mode)
+    assert (e.mean, e.ci_low, e.ci_high) == (0.5, 0.5, 0.5)

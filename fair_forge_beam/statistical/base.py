@@ -36,15 +36,26 @@ def check_counts(successes: Any, trials: Any) -> tuple[int, int]:
     """
     for name, v in (("successes", successes), ("trials", trials)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            if isinstance(v, (float, np.floating)) and float(v).is_integer():
-                continue
-            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+            if not (isinstance(v, (float, np.floating)) and float(v).is_integer()):
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
         if v < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
     s, t = int(successes), int(trials)
     if s > t:
         raise ValueError(f"successes must be <= trials, got successes={s!r} > trials={t!r}")
     return s, t
+
+
+def check_count(name: str, v: Any) -> int:
+    """Validate one category count: a non-negative integer (an integer-valued finite float is
+    accepted); the message names ``name`` and the value (case-004)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float, np.floating)):
+        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():  # NaN, inf, 1.5
+        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    if v < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    return int(v)
 
 
 def check_count_map(name: str, values: Mapping[str, Number]) -> None:

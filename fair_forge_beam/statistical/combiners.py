@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.statistical.base import StatisticalMode, check_counts
+from fair_forge_beam.statistical.base import StatisticalMode, check_count, check_counts
 from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
 from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stable_hash64
 
@@ -140,18 +140,10 @@ class CategoryCountCombineFn(beam.CombineFn):
             if len(element) != len(acc):
                 raise ValueError(f"count vector has {len(element)} entries, expected {len(acc)}")
             for i, v in enumerate(element):
-                if type(v) is not int:
-                    if isinstance(v, bool) or int(v) != v:
-                        raise ValueError(f"count for category {self.categories[i]!r} must be a non-negative integer, got {v!r}")
-                    v = int(v)
-                if v < 0:
-                    raise ValueError(f"count for category {self.categories[i]!r} must be a non-negative integer, got {v!r}")
-                acc[i] += v
+                acc[i] += v if type(v) is int and v >= 0 else check_count(f"count for category {self.categories[i]!r}", v)
             return acc
         for c, v in element.items():
-            if isinstance(v, bool) or int(v) != v or v < 0:
-                raise ValueError(f"count for category {c!r} must be a non-negative integer, got {v!r}")
-            acc[self._index_of(c)] += int(v)
+            acc[self._index_of(c)] += check_count(f"count for category {c!r}", v)
         return acc
 
     def merge_accumulators(self, accumulators):
@@ -171,7 +163,7 @@ def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode
     Frequentist: ``c_k / N`` (``None`` when ``N = 0``). Bayesian: ``p ~ Dirichlet(α₀ + c)``
     with the marginal ``p_k ~ Beta(α₀ + c_k, Kα₀ + N − α₀ − c_k)``: exact mean and quantiles.
     """
-    counts = [int(c) for c in counts]
+    counts = [check_count(f"counts[{c!r}]", v) for c, v in zip(categories, counts)]
     total = sum(counts)
     out: dict[str, Estimate] = {}
     if not mode.is_bayesian:
@@ -197,7 +189,7 @@ def estimate_divergence(
     Frequentist: proportions ``c/N`` vs the (renormalised) reference; ``None`` when ``N = 0``.
     Bayesian: the mode's ``distribution_divergence`` on the counts (declared zeros included).
     """
-    counts = [int(c) for c in counts]
+    counts = [check_count(f"counts[{c!r}]", v) for c, v in zip(categories, counts)]
     total = sum(counts)
     ref_total = float(sum(reference.get(c, 0.0) for c in categories))
     ref = {c: (float(reference.get(c, 0.0)) / ref_total if ref_total else 1.0 / len(categories)) for c in categories}
@@ -227,10 +219,16 @@ def resolve_weights(weights: Sequence[Optional[float]]) -> tuple[list[float], Op
 
     Upstream keys weights by ``qa_id``, so duplicate ids collapse; here position is the key
     (case-002).
+
+    Raises:
+        ValueError: a weight that is negative, NaN or infinite (case-003).
     """
     n = len(weights)
     if n == 0:
         return [], None
+    for i, w in enumerate(weights):
+        if w is not None and (not math.isfinite(w) or w < 0):
+            raise ValueError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
     given = [w for w in weights if w is not None]
     if not given:
         return [1.0 / n] * n, None
@@ -344,11 +342,11 @@ class BootstrapStats:
     ``[n_items, W, WV_1, ..., WV_m]`` (exact sums) while there are at most ``max_units`` units,
     and a bucket index to the same sums afterwards (memory bound ``max_units`` entries). Both
     representations give the same estimate bit for bit, and the final state depends only on
-    the multiset of inputs, never on merge order. With fewer units than buckets, collisions are
-    rare and the bootstrap is (almost always exactly) Rubin's unit-level Bayesian bootstrap;
-    with more, it is a Bayesian bootstrap over ``max_units`` random groups of units, whose
-    interval converges to the unit-level one (O(1) cost per unit, O(B · max_units) per
-    estimate, the rows shared by all slices).
+    the multiset of inputs, never on merge order. Up to :data:`EXACT_UNITS` (64) units, every
+    unit gets its own keyed weights: exactly Rubin's unit-level Bayesian bootstrap. Beyond, it is
+    a Bayesian bootstrap over ``max_units`` random groups of units (few collisions while units
+    are fewer than buckets), whose interval converges to the unit-level one — O(1) cost per
+    unit, O(B · max_units) per estimate, the rows shared by all slices.
     """
 
     __slots__ = ("m", "max_units", "bucketed", "units", "n_units")
@@ -404,6 +402,10 @@ class BootstrapStats:
 
     def __reduce__(self):
         return (_rebuild_bs, (self.m, self.max_units, self.bucketed, self.units, self.n_units))
+
+
+#: slices with at most this many units get per-unit bootstrap weights (no bucket pooling)
+EXACT_UNITS = 64
 
 
 def bucket_of(unit: str, buckets: int) -> int:
@@ -480,10 +482,17 @@ def estimate_bootstrap_means(
             Estimate(mean=exact_ratio(sum(e[2 + j] for e in st.units.values()), W_total), n=n_items)
             for j in range(st.m)
         ]
-    if len(st.units) == 1:  # degenerate posterior: every replicate is the unit's own mean
+    if len(st.units) == 1:  # one unit: every replicate is its own mean
         (e,) = st.units.values()
         vals = [exact_ratio(e[2 + j], e[1]) for j in range(st.m)]
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=n_items) for v in vals]
+    B = mode.replicate_count
+    if not st.bucketed and len(st.units) <= EXACT_UNITS:
+        # few units: each gets its own keyed weights (exactly Rubin's unit-level bootstrap; no
+        # hash collision can merge two of a handful of sessions)
+        keys = sorted(st.units)
+        unit_rows = shared_row_cache(mode.seed, namespace + "|unit", B, max_rows=4 * EXACT_UNITS)
+        return _ratio_replicates(mode, unit_rows.rows(keys), [st.units[k] for k in keys], st.m, n_items)
     # exact per-bucket sums (identical for the unit and the bucket representation)
     buckets: dict[int, list[int]] = {}
     for key, e in st.units.items():
@@ -494,16 +503,23 @@ def estimate_bootstrap_means(
         else:
             for i, v in enumerate(e):
                 cur[i] += v
+    if len(buckets) == 1:  # degenerate posterior: every replicate is the bucket's own mean
+        (e,) = buckets.values()
+        vals = [exact_ratio(e[2 + j], e[1]) for j in range(st.m)]
+        return [Estimate(mean=v, ci_low=v, ci_high=v, n=n_items) for v in vals]
     keys = sorted(buckets)
-    B = mode.replicate_count
     if rows is None or rows.n != B or rows.seed != mode.seed or rows.namespace != namespace:
         rows = shared_row_cache(mode.seed, namespace, B, max_rows=st.max_units)
-    G = rows.rows(keys)
-    W = np.array([from_exact(buckets[k][1]) for k in keys])
+    return _ratio_replicates(mode, rows.rows(keys), [buckets[k] for k in keys], st.m, n_items)
+
+
+def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: int, n_items: int) -> list[Estimate]:
+    """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (rows of ``G`` align with ``entries``)."""
+    W = np.array([from_exact(e[1]) for e in entries])
     den = (G * W[:, None]).sum(axis=0)
     out = []
-    for j in range(st.m):
-        V = np.array([from_exact(buckets[k][2 + j]) for k in keys])
+    for j in range(m):
+        V = np.array([from_exact(e[2 + j]) for e in entries])
         num = (G * V[:, None]).sum(axis=0)
         out.append(_summaries(mode, num / den, n_items))
     return out
@@ -542,7 +558,7 @@ class GammaBootstrapStats:
     (:func:`_to_limbs`), so merging is associative bit for bit. Size: ``2·(m+1)·B`` int64.
     """
 
-    __slots__ = ("m", "B", "seed", "namespace", "hi", "lo", "n_units", "n_items", "W", "WV")
+    __slots__ = ("m", "B", "seed", "namespace", "hi", "lo", "n_units", "n_items", "W", "WV", "unit0", "multi")
 
     def __init__(self, m: int, B: int, seed: int, namespace: str):
         self.m, self.B, self.seed, self.namespace = m, B, int(seed), namespace
@@ -551,6 +567,16 @@ class GammaBootstrapStats:
         self.n_units = self.n_items = 0
         self.W = 0
         self.WV = [0] * m
+        self.unit0: Optional[str] = None  # smallest unit key seen
+        self.multi = False  # more than one distinct unit key seen
+
+    def _see(self, unit: Optional[str], multi: bool) -> None:
+        if unit is None:
+            return
+        if self.unit0 is not None and unit != self.unit0:
+            self.multi = True
+        self.unit0 = unit if self.unit0 is None else min(self.unit0, unit)
+        self.multi = self.multi or multi
 
     def add(self, unit: str, weight: float, values: Sequence[float], n_items: int, rows: RowCache) -> "GammaBootstrapStats":
         if len(values) != self.m:
@@ -566,6 +592,7 @@ class GammaBootstrapStats:
         self.hi += hi
         self.lo += lo
         self.n_units += 1
+        self._see(str(unit), False)
         self.n_items += int(n_items)
         self.W += to_exact(float(weight))
         for j, v in enumerate(values):
@@ -576,6 +603,7 @@ class GammaBootstrapStats:
         self.hi += other.hi
         self.lo += other.lo
         self.n_units += other.n_units
+        self._see(other.unit0, other.multi)
         self.n_items += other.n_items
         self.W += other.W
         self.WV = [a + b for a, b in zip(self.WV, other.WV)]
@@ -586,16 +614,18 @@ class GammaBootstrapStats:
             isinstance(other, GammaBootstrapStats)
             and np.array_equal(self.hi, other.hi)
             and np.array_equal(self.lo, other.lo)
-            and (self.n_units, self.n_items, self.W, self.WV) == (other.n_units, other.n_items, other.W, other.WV)
+            and (self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi)
+            == (other.n_units, other.n_items, other.W, other.WV, other.unit0, other.multi)
         )
 
     def __reduce__(self):
-        return (_rebuild_gbs, (self.m, self.B, self.seed, self.namespace, self.hi, self.lo, self.n_units, self.n_items, self.W, self.WV))
+        return (_rebuild_gbs, (self.m, self.B, self.seed, self.namespace, self.hi, self.lo, self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi))
 
 
-def _rebuild_gbs(m, B, seed, namespace, hi, lo, n_units, n_items, W, WV):
+def _rebuild_gbs(m, B, seed, namespace, hi, lo, n_units, n_items, W, WV, unit0=None, multi=True):
     s = GammaBootstrapStats(m, B, seed, namespace)
     s.hi, s.lo, s.n_units, s.n_items, s.W, s.WV = hi, lo, n_units, n_items, W, list(WV)
+    s.unit0, s.multi = unit0, multi
     return s
 
 
@@ -646,7 +676,7 @@ def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMod
         return [Estimate(mean=None, n=st.n_items) for _ in range(st.m)]
     if not mode.is_bayesian:
         return [Estimate(mean=exact_ratio(st.WV[j], st.W), n=st.n_items) for j in range(st.m)]
-    if st.n_units == 1:
+    if not st.multi:  # one distinct unit: point-mass posterior
         vals = [exact_ratio(st.WV[j], st.W) for j in range(st.m)]
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=st.n_items) for v in vals]
     sums = _from_limbs(st.hi, st.lo)

@@ -17,6 +17,9 @@ class FrequentistMode(StatisticalMode):
     ``rate_estimation(0, 0)`` returns ``None`` (no data) instead of a fake ``0.0``.
     """
 
+    def __repr__(self) -> str:
+        return "FrequentistMode()"
+
     def get_result_type(self) -> str:
         return "point_estimate"
 
