@@ -624,6 +624,38 @@ def test_pipeline_bayesian_is_reproducible_and_seed_dependent():
         assert_that(joined, check)
 
 
+def test_sessions_are_keyed_by_session_and_assistant_without_collisions(test_pipeline):
+    """A session is (session_id, assistant_id). Ids may contain "/" (e.g. "2024/05/chat-1"):
+    ("a/b", "c") and ("a", "b/c") are two different sessions of two different assistants and
+    must not be merged; one session_id shared by two assistants gives two sessions, too."""
+    xs = [
+        ix("a/b", "c", 0, "happy"),
+        ix("a", "b/c", 0, "angry"),
+        ix("shared", "x", 0, "sad"),
+        ix("shared", "y", 0, "glad"),
+    ]
+
+    def check_slices(actual):
+        got = {r["slice"]: (r["n_sessions"], r["n_interactions"]) for r in actual}
+        assert got == {
+            "overall": (4, 4),
+            "assistant_id=c": (1, 1),
+            "assistant_id=b/c": (1, 1),
+            "assistant_id=x": (1, 1),
+            "assistant_id=y": (1, 1),
+        }, got
+
+    with test_pipeline as p:
+        res = p | beam.Create(xs) | Humanity(lexicon=_dict_lexicon(), slices=("overall", "assistant_id"))
+        assert_that(
+            res["sessions"] | beam.Map(lambda r: (r["session_id"], r["assistant_id"], r["n_interactions"])),
+            equal_to([("a/b", "c", 1), ("a", "b/c", 1), ("shared", "x", 1), ("shared", "y", 1)]),
+            label="sessions",
+        )
+        assert_that(res["slices"], check_slices, label="slices")
+        assert_that(res["quality"], is_empty(), label="quality")
+
+
 # ============================================================================ dead letter, licence
 def test_language_without_lexicon_goes_to_dead_letter(test_pipeline):
     raw = json.loads(importlib.resources.files("nrclex").joinpath("data/nrc_en.json").read_text(encoding="utf-8"))

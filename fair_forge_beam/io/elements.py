@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Optional
 
 import apache_beam as beam
 
-__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "dead_letter"]
+__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter"]
 
 
 class Interaction(NamedTuple):
@@ -42,12 +42,19 @@ class Interaction(NamedTuple):
 
     @property
     def session_key(self) -> str:
-        """Key of the session (``session_id`` + ``assistant_id``)."""
-        return f"{self.session_id}/{self.assistant_id}"
+        """Unambiguous grouping key of the session (see :func:`session_unit_key`)."""
+        return session_unit_key(self.session_id, self.assistant_id)
 
 
 def make_element_id(session_id: str, assistant_id: str, turn_index: int) -> str:
+    """Display id of an interaction. Not a grouping key: ids containing ``/`` can make two
+    different (session, assistant) pairs print alike; group with :func:`session_unit_key`."""
     return f"{session_id}/{assistant_id}/{turn_index}"
+
+
+def session_unit_key(session_id: str, assistant_id: str) -> str:
+    """Unambiguous key of a session (JSON array of ``[session_id, assistant_id]``)."""
+    return json.dumps([session_id, assistant_id], ensure_ascii=False, separators=(",", ":"))
 
 
 class DeadLetter(NamedTuple):

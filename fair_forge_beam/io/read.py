@@ -34,7 +34,14 @@ from apache_beam.io.filebasedsource import FileBasedSource
 from apache_beam.io.filesystems import FileSystems
 from pydantic import ValidationError
 
-from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, make_element_id
+from fair_forge_beam.io.elements import (
+    DeadLetter,
+    Interaction,
+    QualityWarning,
+    dead_letter,
+    make_element_id,
+    session_unit_key,
+)
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
 
@@ -145,7 +152,7 @@ class _ParseRecord(beam.DoFn):
             sb = StreamedBatch.model_validate(rec)
         except ValidationError as exc:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), rec))]
-        key = f"{sb.metadata.session_id}\x00{sb.metadata.assistant_id}"
+        key = session_unit_key(sb.metadata.session_id, sb.metadata.assistant_id)
         order = (sb.turn_index if sb.turn_index is not None else -1, str(source), int(position))
         return [beam.pvalue.TaggedOutput(_STREAMED, (key, (order, sb.metadata.model_dump(), sb.batch.model_dump())))]
 

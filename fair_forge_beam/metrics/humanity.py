@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats as sps
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
-from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter
+from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, session_unit_key
 from fair_forge_beam.metrics.base import MetricTransform, slice_keys
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -229,9 +229,10 @@ class _SessionAggregate(beam.DoFn):
         self._freq = FrequentistMode()
 
     def process(self, kv):
-        session_key, items = kv
+        unit_key, items = kv
         items = sorted(items, key=lambda s: (s.turn_index, s.element_id))
         first = items[0]
+        session_key = f"{first.session_id}/{first.assistant_id}"  # display key for warnings
         out = []
         turns = [s.turn_index for s in items]
         if len(set(turns)) != len(turns):
@@ -266,7 +267,7 @@ class _SessionAggregate(beam.DoFn):
                 "mean_spearman": est[1].model_dump(),
             }
         )
-        unit = (session_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
+        unit = (unit_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
         counts = [sum(c) for c in zip(*(s.counts for s in items))]
         for key in slice_keys(self.slices, first):
             out.append(beam.pvalue.TaggedOutput(UNITS, (key, (unit, counts))))
@@ -355,7 +356,7 @@ class Humanity(MetricTransform):
         per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
         sessions = (
             scored.main
-            | "KeyBySession" >> beam.Map(lambda s: (f"{s.session_id}/{s.assistant_id}", s)).with_output_types(
+            | "KeyBySession" >> beam.Map(lambda s: (session_unit_key(s.session_id, s.assistant_id), s)).with_output_types(
                 typing.Tuple[str, HumanityScore]
             )
             | "GroupSessions" >> beam.GroupByKey()
