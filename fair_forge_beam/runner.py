@@ -13,7 +13,7 @@ import json
 import os
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 __all__ = ["pipeline_options", "write_jsonl", "read_jsonl_shards", "to_json_line"]

@@ -77,7 +77,7 @@ def _fmt(est: Optional[dict]) -> str:
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments."""
-    import apache_beam as beam
+    from fair_forge_beam._beam import beam
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import StandardOptions
 

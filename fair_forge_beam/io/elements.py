@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, Optional
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 
 __all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter"]
 

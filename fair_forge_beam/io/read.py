@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Any, Iterable, Optional, Sequence, Union
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource
 from apache_beam.io.filesystems import FileSystems
@@ -245,8 +245,6 @@ class _JsonLinesSource(FileBasedSource):
         super().__init__(file_pattern, splittable=True, validate=False)
 
     def read_records(self, file_name, offset_range_tracker):
-        if detect_format(file_name) != "jsonl":
-            return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
             pos = 0

@@ -5,7 +5,7 @@ import inspect
 import tempfile
 from typing import Any, ClassVar, Optional, Sequence
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode

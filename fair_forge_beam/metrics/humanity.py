@@ -24,7 +24,7 @@ import re
 import typing
 from typing import Iterable, NamedTuple, Optional, Sequence
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 import numpy as np
 from scipy import stats as sps
 

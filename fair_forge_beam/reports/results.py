@@ -14,7 +14,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Any, Optional
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-import apache_beam as beam
+from fair_forge_beam._beam import beam
 import numpy as np
 from scipy import stats
 
@@ -232,7 +232,10 @@ def resolve_weights(weights: Sequence[Optional[float]]) -> tuple[list[float], Op
     given = [w for w in weights if w is not None]
     if not given:
         return [1.0 / n] * n, None
-    total = math.fsum(given)
+    try:
+        total = math.fsum(given)
+    except OverflowError:  # e.g. two weights of 1e308: the sum is certainly not 1
+        total = math.inf
     if len(given) == n:
         if abs(total - 1.0) <= 1e-6:
             return [float(w) for w in weights], None
@@ -266,7 +269,10 @@ class WeightedMeanStats:
                 raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
             self.n_w += 1
             self.W += to_exact(weight)
-            self.WS += to_exact(float(weight) * float(score))
+            ws = float(weight) * float(score)
+            # w*s overflows float64 for finite w, s (w = 1e308, s > 1.8): add the exact product
+            # then (such weights never sum to 1, so WS is only read through an exact ratio).
+            self.WS += to_exact(ws) if math.isfinite(ws) else (to_exact(weight) * s) >> 1074
         return self
 
     def merge(self, other: "WeightedMeanStats") -> "WeightedMeanStats":
@@ -298,7 +304,10 @@ def weighted_mean_from_stats(st: WeightedMeanStats) -> Optional[float]:
     plain = exact_ratio(st.S, st.n << 1074) if st.S else 0.0
     if st.n_w == 0:
         return plain
-    W = from_exact(st.W)
+    try:
+        W = from_exact(st.W)
+    except OverflowError:  # Σw above the float range: certainly not 1
+        W = math.inf
     n_u = st.n - st.n_w
     if n_u == 0:
         if abs(W - 1.0) <= 1e-6 and st.W != 0:

@@ -1,0 +1,179 @@
+"""Acceptance test of the main job on dirty input (DESIGN §8): a run never crashes on bad
+records and never loses one silently; configuration errors fail fast with exit code 2."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORDS = ["happy", "angry", "trust", "fear", "joy", "sad", "surprise", "hope", "calm", "friend", "thank", "worried"]
+N_SESSIONS = 100
+
+
+def _sentence(rng: random.Random) -> str:
+    return "I " + " and ".join(rng.sample(WORDS, rng.randint(1, 4))) + " about it."
+
+
+def make_dirty_jsonl(path: Path, seed: int = 11) -> dict:
+    """100 valid sessions (1-4 turns) with 5 malformed lines mixed in."""
+    rng = random.Random(seed)
+    sessions = []
+    for i in range(N_SESSIONS):
+        sessions.append(
+            {
+                "session_id": f"sess-{i:03d}",
+                "assistant_id": f"assistant-{i % 3}",
+                "language": rng.choice(["english", "en", "EN", "English"]),
+                "context": "You are a helpful assistant.",
+                "conversation": [
+                    {
+                        "qa_id": f"q{t}",
+                        "query": f"How do you feel about item {t}?",
+                        "assistant": _sentence(rng),
+                        "ground_truth_assistant": _sentence(rng) if rng.random() < 0.7 else None,
+                    }
+                    for t in range(rng.randint(1, 4))
+                ],
+            }
+        )
+    missing_sid = {"assistant_id": "assistant-0", "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "I am happy"}]}
+    as_list = [{"session_id": "in-a-list", "assistant_id": "assistant-0", "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "happy"}]}]
+    bad_weight = {"session_id": "bad-weight", "assistant_id": "assistant-1", "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "I fear", "weight": -1}]}
+    bad_lines = [
+        ("invalid JSON", '{"session_id": "broken", "assistant_id": "assistant-2" "conversation": []}'),
+        ("session_id", json.dumps(missing_sid)),
+        ("list", json.dumps(as_list)),
+        ("weight", json.dumps(bad_weight)),
+        ("invalid JSON", json.dumps({**sessions[0], "session_id": "truncated"})[:57]),
+    ]
+    lines = [json.dumps(s) for s in sessions]
+    for k, (_, text) in enumerate(bad_lines):
+        lines.insert(7 + 19 * k, text)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {
+        "sessions": sessions,
+        "n_interactions": sum(len(s["conversation"]) for s in sessions),
+        "element_ids": sorted(f"{s['session_id']}/{s['assistant_id']}/{t}" for s in sessions for t in range(len(s["conversation"]))),
+        "bad": bad_lines,
+    }
+
+
+@pytest.fixture(scope="module")
+def dirty(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dirty")
+    info = make_dirty_jsonl(d / "conversations.jsonl")
+    info["path"] = d / "conversations.jsonl"
+    return info
+
+
+@pytest.fixture(scope="module")
+def audit_run(dirty, tmp_path_factory):
+    from pipelines.audit import run
+
+    out = tmp_path_factory.mktemp("audit") / "out"
+    doc = run(["--input", str(dirty["path"]), "--output", str(out), "--quiet"])
+    return doc, out
+
+
+def test_run_returns_and_counts_every_record(dirty, audit_run):
+    doc, out = audit_run
+    s = doc["summary"]
+    assert s["rejected_at_read"] == 5
+    assert sum(s["rejected_at_read_reasons"].values()) == 5
+    assert s["interactions_read"] == dirty["n_interactions"]
+    assert s["metrics"]["humanity"]["scored"] == dirty["n_interactions"]
+    assert s["metrics"]["humanity"]["not_scored"] == 0
+    sessions = doc["metrics"]["humanity"]["sessions"]
+    assert len(sessions) == N_SESSIONS
+    expected = {(x["session_id"], x["assistant_id"]): len(x["conversation"]) for x in dirty["sessions"]}
+    assert {(r["session_id"], r["assistant_id"]): r["n_interactions"] for r in sessions} == expected
+    assert {r["language"] for r in sessions} == {"english"}
+    overall = [r for r in doc["metrics"]["humanity"]["slices"] if r["slice"] == "overall"]
+    assert overall and overall[0]["n_interactions"] == dirty["n_interactions"] and overall[0]["n_sessions"] == N_SESSIONS
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == doc
+
+
+def test_dead_letter_file_has_stage_reason_and_raw(dirty, audit_run):
+    _, out = audit_run
+    lines = [ln for ln in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()]
+    assert len(lines) == 5
+    records = [json.loads(ln) for ln in lines]
+    for r in records:
+        assert r["stage"] == "read"
+        assert isinstance(r["reason"], str) and r["reason"]
+        assert isinstance(r["raw"], str) and r["raw"]
+    # each malformed line is there once, with its original text (or the record it parses to)
+    remaining = list(records)
+    for fragment, text in dirty["bad"]:
+        hits = [r for r in remaining if fragment in r["reason"] and (r["raw"].rstrip("\n") == text or _same_json(r["raw"], text))]
+        assert len(hits) == 1, (fragment, text, remaining)
+        remaining.remove(hits[0])
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return json.loads(a) == json.loads(b)
+    except ValueError:
+        return False
+
+
+def test_parquet_has_one_row_per_scored_interaction(dirty, audit_run):
+    pq = pytest.importorskip("pyarrow.parquet")
+    doc, out = audit_run
+    table = pq.read_table(out / "results.parquet")
+    assert table.num_rows == doc["summary"]["metrics"]["humanity"]["scored"] == dirty["n_interactions"]
+    assert sorted(table.column("element_id").to_pylist()) == dirty["element_ids"]
+    assert set(table.column("metric").to_pylist()) == {"humanity"}
+
+
+def _cli(args, cwd, timeout=180):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run([sys.executable, "-m", "pipelines.audit", *args], cwd=str(cwd), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_exit_code_and_summary(dirty, tmp_path):
+    out = tmp_path / "cli_out"
+    proc = _cli(["--input", str(dirty["path"]), "--output", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "5 rejected" in proc.stdout, proc.stdout
+    assert f"{dirty['n_interactions']} interactions read" in proc.stdout
+    assert f"{dirty['n_interactions']} interactions scored" in proc.stdout
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["rejected_at_read"] == 5
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_unknown_metric_fails_fast_listing_available_metrics(dirty, tmp_path):
+    out = tmp_path / "never"
+    proc = _cli(["--input", str(dirty["path"]), "--output", str(out), "--metrics", "nosuchmetric"], tmp_path)
+    assert proc.returncode == 2
+    assert "nosuchmetric" in proc.stderr
+    assert "available" in proc.stderr and "humanity" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists(), "a configuration error must stop before the pipeline writes anything"
+
+
+def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
+    """Same parser path as the CLI (``main`` only adds logging set-up), without a second
+    interpreter start."""
+    from pipelines.audit import run
+
+    out = tmp_path / "never"
+    pattern = str(tmp_path / "no-such-dir" / "*.jsonl")
+    with pytest.raises(SystemExit) as ei:
+        run(["--input", pattern, "--output", str(out), "--quiet"])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "no input file matches" in err and pattern in err
+    assert "usage:" in err
+    assert not out.exists()
+    with pytest.raises(SystemExit) as ei:
+        run(["--input", pattern, "--metrics", " , ", "--quiet"])
+    assert ei.value.code == 2
+    assert "--metrics" in capsys.readouterr().err
