@@ -10,7 +10,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 
-__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS"]
+__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
@@ -25,6 +25,67 @@ def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
         else:
             keys.append(f"{s}={getattr(element, s)}")
     return keys
+
+
+def slice_cell(element: Any) -> tuple:
+    """The finest slice cell of an element: ``(assistant_id, language)``."""
+    return (element.assistant_id, element.language)
+
+
+class _MergeCombineFn(beam.CombineFn):
+    """Combines *outputs* of ``inner`` (accumulators) by merging them."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def create_accumulator(self):
+        return self.inner.create_accumulator()
+
+    def add_input(self, acc, element):
+        return self.inner.merge_accumulators([acc, element])
+
+    def merge_accumulators(self, accumulators):
+        return self.inner.merge_accumulators(accumulators)
+
+    def extract_output(self, acc):
+        return self.inner.extract_output(acc)
+
+
+class CombineSlices(beam.PTransform):
+    """``(cell, value)`` → ``(slice key, combined)`` for every requested slice, by roll-up.
+
+    Values are first combined once per finest cell ``(assistant_id, language)``; the cells'
+    accumulators are then merged into the slices (``overall``, ``assistant_id=…``,
+    ``language=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
+    however many slices are asked for. ``combine_fn.extract_output`` must return an accumulator
+    (true of every CombineFn in :mod:`fair_forge_beam.statistical.combiners`).
+    """
+
+    def __init__(self, combine_fn: beam.CombineFn, slices: Sequence[str]):
+        super().__init__()
+        self.combine_fn, self.slices = combine_fn, tuple(slices)
+
+    def expand(self, pcoll):
+        slices = self.slices
+
+        def to_slices(kv):
+            (assistant_id, language), acc = kv
+            keys = slice_keys(slices, _Cell(assistant_id, language))
+            return [(k, acc) for k in keys]
+
+        return (
+            pcoll
+            | "CombineCells" >> beam.CombinePerKey(self.combine_fn)
+            | "CellsToSlices" >> beam.FlatMap(to_slices)
+            | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(self.combine_fn))
+        )
+
+
+class _Cell:
+    __slots__ = ("assistant_id", "language")
+
+    def __init__(self, assistant_id, language):
+        self.assistant_id, self.language = assistant_id, language
 
 
 class MetricResults(list):

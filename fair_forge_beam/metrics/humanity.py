@@ -19,6 +19,7 @@ statistics) → estimator ``ParDo`` (seeded by key).
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import typing
@@ -30,7 +31,7 @@ from scipy import stats as sps
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
 from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, session_unit_key
-from fair_forge_beam.metrics.base import MetricTransform, slice_keys
+from fair_forge_beam.metrics.base import CombineSlices, MetricTransform
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -141,26 +142,6 @@ class HumanityScore(NamedTuple):
     counts: tuple
 
 
-class _JsonCoder(beam.coders.Coder):
-    def encode(self, value):
-        import json
-
-        return json.dumps(list(value), separators=(",", ":")).encode()
-
-    def decode(self, encoded):
-        import json
-
-        v = json.loads(encoded)
-        v[-1] = tuple(v[-1])
-        return HumanityScore(*v)
-
-    def is_deterministic(self):
-        return True
-
-
-beam.coders.registry.register_coder(HumanityScore, _JsonCoder)
-
-
 def _interaction_record(s: HumanityScore) -> dict:
     dist = emotion_distribution(s.counts)
     rec = {
@@ -220,6 +201,11 @@ class _ScoreHumanity(beam.DoFn):
         ]
 
 
+def _session_keyed(s: HumanityScore):
+    key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
+    return key, (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
+
+
 class _SessionAggregate(beam.DoFn):
     def __init__(self, mode: StatisticalMode, slices: Sequence[str]):
         self.mode, self.slices = mode, tuple(slices)
@@ -229,12 +215,14 @@ class _SessionAggregate(beam.DoFn):
         self._freq = FrequentistMode()
 
     def process(self, kv):
-        unit_key, items = kv
-        items = sorted(items, key=lambda s: (s.turn_index, s.element_id))
-        first = items[0]
-        session_key = f"{first.session_id}/{first.assistant_id}"  # display key for warnings
+        unit_key, values = kv
+        # values travel as small plain tuples (Beam's fast primitive coder):
+        # (turn_index, weight, entropy, spearman, counts); the session header is in the key
+        session_id, assistant_id, language = json.loads(unit_key)
+        items = sorted(values, key=lambda v: (v[0], v[2], v[3]))
+        session_key = f"{session_id}/{assistant_id}"  # display key for warnings
         out = []
-        turns = [s.turn_index for s in items]
+        turns = [v[0] for v in items]
         if len(set(turns)) != len(turns):
             out.append(
                 beam.pvalue.TaggedOutput(
@@ -246,8 +234,8 @@ class _SessionAggregate(beam.DoFn):
                     ),
                 )
             )
-        scores = np.array([[s.entropy, s.spearman] for s in items], dtype=np.float64)
-        weights = [s.weight for s in items]
+        scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
+        weights = [v[1] for v in items]
         point, warning = session_mean_estimates(scores, weights, turns, self._freq)
         if warning:
             out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", session_key, warning)))
@@ -259,18 +247,17 @@ class _SessionAggregate(beam.DoFn):
             {
                 "metric": "humanity",
                 "level": "session",
-                "session_id": first.session_id,
-                "assistant_id": first.assistant_id,
-                "language": first.language,
+                "session_id": session_id,
+                "assistant_id": assistant_id,
+                "language": language,
                 "n_interactions": len(items),
                 "mean_entropy": est[0].model_dump(),
                 "mean_spearman": est[1].model_dump(),
             }
         )
         unit = (unit_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
-        counts = [sum(c) for c in zip(*(s.counts for s in items))]
-        for key in slice_keys(self.slices, first):
-            out.append(beam.pvalue.TaggedOutput(UNITS, (key, (unit, counts))))
+        counts = [sum(c) for c in zip(*(v[4] for v in items))]
+        out.append(beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, counts))))
         return out
 
 
@@ -356,16 +343,16 @@ class Humanity(MetricTransform):
         per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
         sessions = (
             scored.main
-            | "KeyBySession" >> beam.Map(lambda s: (session_unit_key(s.session_id, s.assistant_id), s)).with_output_types(
-                typing.Tuple[str, HumanityScore]
+            | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
+                typing.Tuple[str, typing.Tuple[typing.Any, ...]]
             )
             | "GroupSessions" >> beam.GroupByKey()
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.slices)).with_outputs(UNITS, QUALITY, main="main")
         )
         slices = (
             sessions[UNITS]
-            | "CombineSlices" >> beam.CombinePerKey(
-                beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS))
+            | "CombineSlices" >> CombineSlices(
+                beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)), self.slices
             )
             | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.lexicon, self.max_units))
         )

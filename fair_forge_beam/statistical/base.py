@@ -87,6 +87,21 @@ def percentile_interval(samples: np.ndarray, alpha: float) -> tuple[float, float
     return out[0], out[1]
 
 
+def percentile_intervals(samples: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise :func:`percentile_interval` of a ``(rows, n)`` array (one partition call)."""
+    n = samples.shape[1]
+    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
+    ks = [min(int(np.floor(p)), n - 1) for p in pos]
+    part = np.partition(samples, sorted(set(ks)), axis=1)
+    out = []
+    for p, k in zip(pos, ks):
+        t = p - k
+        a = part[:, k]
+        b = part[:, k + 1 :].min(axis=1) if k + 1 < n else a
+        out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
+    return out[0], out[1]
+
+
 def empty_summary(mc_samples: int = 0) -> Summary:
     """The marked-empty summary: no data. ``mean``/``ci_*`` are ``None``, ``samples`` empty."""
     return {"mean": None, "ci_low": None, "ci_high": None, "samples": np.zeros(0)}

@@ -18,6 +18,7 @@ order, bundle order and worker count never change an output bit.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -26,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.statistical.base import StatisticalMode, check_count, check_counts
+from fair_forge_beam.statistical.base import StatisticalMode, check_count, check_counts, percentile_intervals
 from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
 from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stable_hash64
 
@@ -417,8 +418,9 @@ class BootstrapStats:
 EXACT_UNITS = 64
 
 
+@functools.lru_cache(maxsize=16384)
 def bucket_of(unit: str, buckets: int) -> int:
-    """Stable bucket index of a unit key."""
+    """Stable bucket index of a unit key (cached: a session is added to several slices)."""
     return stable_hash64("bootstrap-bucket", str(unit)) % buckets
 
 
@@ -733,11 +735,17 @@ def session_mean_estimates(
         return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
     if rows is None:
         rows = RowCache(mode.seed, "within-session", mode.replicate_count)
-    G = rows.rows(list(positions)) * w[:, None]
+    pos = list(positions)
+    raw = rows.prefix(n) if pos == list(range(n)) else rows.rows(pos)
+    G = raw * w[:, None]
     den = G.sum(axis=0)
     # elementwise products summed along the interaction axis (no BLAS: the same bits on every CPU)
     reps = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) / den
-    return [_summaries(mode, reps[j], n) for j in range(m)], warning
+    if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary
+        return [_summaries(mode, reps[j], n) for j in range(m)], warning
+    lo, hi = percentile_intervals(reps, (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0)
+    means = reps.mean(axis=1)
+    return [Estimate(mean=float(means[j]), ci_low=float(lo[j]), ci_high=float(hi[j]), n=n) for j in range(m)], warning
 
 
 def _two_point_posterior(s: np.ndarray, w: np.ndarray, ci_level: float) -> Estimate:

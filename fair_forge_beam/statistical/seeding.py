@@ -90,6 +90,15 @@ class RowCache:
         self.seed, self.namespace, self.n, self.max_rows = int(seed), namespace, int(n), max_rows
         self._rows: "OrderedDict[Part, np.ndarray]" = OrderedDict()
 
+    def prefix(self, k: int) -> np.ndarray:
+        """Read-only ``(k, n)`` matrix of the rows of units ``0 .. k-1`` (turn indices), cached."""
+        pre = getattr(self, "_prefix", None)
+        if pre is None or pre.shape[0] < k:
+            pre = self.rows(list(range(max(k, 8))))
+            pre.setflags(write=False)
+            self._prefix = pre
+        return pre[:k]
+
     def rows(self, units: Sequence[Part]) -> np.ndarray:
         out = np.empty((len(units), self.n), dtype=np.float64)
         for i, u in enumerate(units):
