@@ -114,6 +114,21 @@ def _flat_to_streamed(rec: dict) -> dict:
     return out
 
 
+def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
+    """One data-quality warning per ``qa_id`` that repeats within a session (case-002)."""
+    for qa_id, count in sorted(qa_counts.items()):
+        if count > 1:
+            yield beam.pvalue.TaggedOutput(
+                QUALITY,
+                QualityWarning(
+                    "duplicate_qa_id",
+                    f"{meta.session_id}/{meta.assistant_id}",
+                    f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
+                    "interactions are identified by turn index, all are kept",
+                ),
+            )
+
+
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter."""
@@ -186,17 +201,7 @@ class _ParseRecord(beam.DoFn):
                 continue
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
             yield _interaction(meta, b, i)
-        for qa_id, count in sorted(seen.items()):
-            if count > 1:
-                yield beam.pvalue.TaggedOutput(
-                    QUALITY,
-                    QualityWarning(
-                        "duplicate_qa_id",
-                        f"{meta.session_id}/{meta.assistant_id}",
-                        f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
-                        "interactions are identified by turn index, all are kept",
-                    ),
-                )
+        yield from _duplicate_qa_warnings(meta, seen)
 
 
 class _OrderStreamed(beam.DoFn):
@@ -206,21 +211,14 @@ class _OrderStreamed(beam.DoFn):
         _, items = kv
         items = sorted(items, key=lambda it: it[0])
         seen: dict[str, int] = {}
+        meta = None
         for i, (_, meta_d, batch_d) in enumerate(items):
             meta = SessionMetadata.model_validate(meta_d)
             b = Batch.model_validate(batch_d)
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
             yield _interaction(meta, b, i)
-        for qa_id, count in sorted(seen.items()):
-            if count > 1:
-                yield beam.pvalue.TaggedOutput(
-                    QUALITY,
-                    QualityWarning(
-                        "duplicate_qa_id",
-                        f"{items[0][1]['session_id']}/{items[0][1]['assistant_id']}",
-                        f"qa_id {qa_id!r} appears {count} times; all are kept",
-                    ),
-                )
+        if meta is not None:
+            yield from _duplicate_qa_warnings(meta, seen)
 
 
 def records_to_interactions(records: beam.PCollection, label: str = "Parse") -> dict:

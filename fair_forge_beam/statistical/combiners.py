@@ -319,6 +319,19 @@ def weighted_mean_from_stats(st: WeightedMeanStats) -> Optional[float]:
     return from_exact(st.WS) + (1.0 - W) * exact_ratio(st.S_u, n_u << 1074)
 
 
+def _merge_into_new(self, accumulators):
+    """``merge_accumulators`` for accumulators with a ``merge`` method: merge into a fresh one."""
+    out = self.create_accumulator()
+    for a in accumulators:
+        out.merge(a)
+    return out
+
+
+def _identity(self, acc):
+    """``extract_output`` that returns the statistics themselves (the estimator runs later)."""
+    return acc
+
+
 class SessionWeightedMeanCombineFn(beam.CombineFn):
     """``CombineFn`` over ``(score, weight_or_None)`` giving the session weighted mean (§18.2).
 
@@ -332,14 +345,8 @@ class SessionWeightedMeanCombineFn(beam.CombineFn):
         score, weight = element
         return acc.add(float(score), None if weight is None else float(weight))
 
-    def merge_accumulators(self, accumulators):
-        out = WeightedMeanStats()
-        for a in accumulators:
-            out.merge(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
+    merge_accumulators = _merge_into_new
+    extract_output = _identity
 
 
 # ------------------------------------------------------------------------------ bootstrap
@@ -455,14 +462,8 @@ class BootstrapMeanCombineFn(beam.CombineFn):
     def add_input(self, acc, element):
         return acc.add(element[0], float(element[1]), element[2], element[3] if len(element) > 3 else 1)
 
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out.merge(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
+    merge_accumulators = _merge_into_new
+    extract_output = _identity
 
 
 def _summaries(mode: StatisticalMode, replicates: np.ndarray, n: int) -> Estimate:
@@ -670,14 +671,8 @@ class GammaBootstrapCombineFn(beam.CombineFn):
     def add_input(self, acc, element):
         return acc.add(element[0], float(element[1]), element[2], element[3] if len(element) > 3 else 1, self._cache())
 
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out.merge(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
+    merge_accumulators = _merge_into_new
+    extract_output = _identity
 
 
 def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMode) -> list[Estimate]:
