@@ -19,12 +19,49 @@ import argparse
 import importlib.resources
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
 from typing import Optional, Sequence
 
 log = logging.getLogger("fair_forge_beam.audit")
+
+
+class _LazyFileSystems:
+    """Beam's FileSystems, imported on first use (keeps ``--help`` fast)."""
+
+    def __getattr__(self, name):
+        from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+        from apache_beam.io.filesystems import FileSystems as _fs
+
+        return getattr(_fs, name)
+
+
+FileSystems = _LazyFileSystems()
+
+
+OUTPUT_FILES = ("results.json", "results.parquet", "dead_letter.jsonl", "data_quality.jsonl", "run_info.json")
+
+
+def unknown_beam_options(args: Sequence[str]) -> list[str]:
+    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    seen, stack = set(), list(PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        stack.extend(cls.__subclasses__())
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:
+            pass  # an option registered twice by two classes
+    _, rest = parser.parse_known_args(list(args))
+    return [a for a in rest if a.startswith("-")]
 
 
 def default_inputs() -> list[str]:
@@ -78,7 +115,6 @@ def _fmt(est: Optional[dict]) -> str:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments."""
     from fair_forge_beam._beam import beam
-    from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import StandardOptions
 
     from fair_forge_beam.io.read import ReadInteractions
@@ -88,6 +124,13 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        parser.error(
+            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job (see --help) nor a Beam pipeline option"
+        )
+    if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
+        parser.error(f"--emotion-lexicon-csv: file not found: {args.emotion_lexicon_csv}")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     if not metrics:
         parser.error("--metrics is empty")
@@ -100,9 +143,18 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         parser.error(str(exc))
     options = pipeline_options(beam_args)
     runner = options.view_as(StandardOptions).runner
-    out = args.output.rstrip("/")
+    out = args.output.rstrip("/") or "."
     parts = f"{out}/_parts"
-    FileSystems.mkdirs(out) if not FileSystems.exists(out) else None
+    if os.path.isfile(out):
+        parser.error(f"--output must be a folder, but {out} is a file")
+    if not FileSystems.exists(out):
+        FileSystems.mkdirs(out)
+    # never mix this run's outputs with a previous run's (a stale results.json, leftover parts)
+    stale = [f"{out}/{n}" for n in OUTPUT_FILES if FileSystems.exists(f"{out}/{n}")]
+    if FileSystems.exists(parts):
+        stale.append(parts)
+    if stale:
+        FileSystems.delete(stale)
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:
@@ -122,7 +174,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 def summary_table(doc: dict, out: str) -> str:
     s = doc["summary"]
     lines = [
-        f"fair_forge_beam audit: mode {doc['config']['mode']}, seed {doc['config']['seed']}",
+        f"fair_forge_beam audit: mode {doc['config']['mode']}"
+        + (f", seed {doc['config']['seed']}, {doc['config']['mc_samples']} draws" if doc["config"]["mode"] == "bayesian" else ""),
         f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
         f"{s['data_quality_warnings']} data-quality warnings",
     ]
@@ -136,7 +189,7 @@ def summary_table(doc: dict, out: str) -> str:
         for r in m["slices"]:
             vals = "".join(f"  {_fmt(r.get(h)):<34}" for h in heads)
             lines.append("  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + vals)
-    lines.append(f"outputs: {out}/results.json, {out}/results.parquet, {out}/dead_letter.jsonl, {out}/data_quality.jsonl")
+    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in OUTPUT_FILES))
     return "\n".join(lines)
 
 

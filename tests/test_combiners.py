@@ -478,7 +478,29 @@ def _gbs_state(g: C.GammaBootstrapStats):
     return (g.m, g.B, g.seed, g.namespace, g.hi.tolist(), g.lo.tolist(), g.n_units, g.n_items, g.W, list(g.WV))
 
 
-@given(items=st.lists(_unit_item, max_size=25), data=st.data())
+# GammaBootstrapCombineFn's documented domain: weight 0 or >= GAMMA_MIN_WEIGHT (2**-16)
+_gamma_unit_item = st.tuples(
+    st.sampled_from([f"u{i}" for i in range(7)]),
+    st.one_of(st.just(0.0), st.floats(min_value=C.GAMMA_MIN_WEIGHT, max_value=5.0, allow_nan=False)),
+    st.tuples(st.floats(-10, 10, allow_nan=False), st.floats(-10, 10, allow_nan=False)),
+    st.integers(1, 4),
+)
+
+
+def test_gamma_bootstrap_rejects_weights_below_its_resolution():
+    """Weights too small for the exact fixed-point sums raise (they used to give NaN estimates)."""
+    mode = BayesianMode(mc_samples=200)
+    fn = C.GammaBootstrapCombineFn(n_values=2, mode=mode)
+    with pytest.raises(ValueError, match="weight"):
+        fn.add_input(fn.create_accumulator(), ("u0", 1e-30, (1.0, 2.0), 1))
+    acc = fn.create_accumulator()
+    for it in [("u0", 0.0, (0.0, 0.0), 1), ("u1", C.GAMMA_MIN_WEIGHT, (1.0, 2.0), 1), ("u2", C.GAMMA_MIN_WEIGHT, (3.0, 0.0), 1)]:
+        acc = fn.add_input(acc, it)
+    for est in C.estimate_gamma_bootstrap_means(acc, mode):
+        assert est.mean is not None and math.isfinite(est.mean) and est.ci_low <= est.ci_high
+
+
+@given(items=st.lists(_gamma_unit_item, max_size=25), data=st.data())
 def test_gamma_bootstrap_combine_any_merge_order(items, data):
     mode = BayesianMode(mc_samples=200)
     fn = C.GammaBootstrapCombineFn(n_values=2, mode=mode)

@@ -590,7 +590,7 @@ def dead_letters_carry_stage_reason_and_raw(d, p, ex):
     ex.that(out["dead_letter"], dead_letter_matcher(specs), "dead_letter")
     ex.that(
         out["dead_letter"] | "dead_strict_json" >> beam.Map(lambda dl: sorted(json.loads(json.dumps(dl.to_dict(), allow_nan=False)))),
-        equal_to([["element_id", "raw", "reason", "stage"]] * len(specs)),
+        equal_to([["element_id", "raw", "reason", "source", "stage"]] * len(specs)),
         "strict_json",
     )
 

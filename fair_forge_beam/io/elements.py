@@ -46,10 +46,14 @@ class Interaction(NamedTuple):
         return session_unit_key(self.session_id, self.assistant_id)
 
 
+def _esc(part: str) -> str:
+    return part.replace("%", "%25").replace("/", "%2F")
+
+
 def make_element_id(session_id: str, assistant_id: str, turn_index: int) -> str:
-    """Display id of an interaction. Not a grouping key: ids containing ``/`` can make two
-    different (session, assistant) pairs print alike; group with :func:`session_unit_key`."""
-    return f"{session_id}/{assistant_id}/{turn_index}"
+    """``"{session_id}/{assistant_id}/{turn_index}"``, with ``%`` and ``/`` inside the ids
+    percent-encoded (``%25``, ``%2F``) so that two different sessions never share an id."""
+    return f"{_esc(session_id)}/{_esc(assistant_id)}/{turn_index}"
 
 
 def session_unit_key(session_id: str, assistant_id: str) -> str:
@@ -58,12 +62,14 @@ def session_unit_key(session_id: str, assistant_id: str) -> str:
 
 
 class DeadLetter(NamedTuple):
-    """A record that could not be processed: where, why, and the original record (``raw``)."""
+    """A record that could not be processed: the stage, why, where (``source`` = ``file:position``
+    or the retriever) and the original record (``raw``)."""
 
     stage: str
     reason: str
     element_id: Optional[str]
     raw: str
+    source: Optional[str] = None
 
     def to_dict(self) -> dict:
         return self._asdict()
@@ -77,7 +83,9 @@ class QualityWarning(NamedTuple):
     message: str
 
 
-def dead_letter(stage: str, reason: str, raw: Any, element_id: Optional[str] = None, max_raw: int = 100_000) -> DeadLetter:
+def dead_letter(
+    stage: str, reason: str, raw: Any, element_id: Optional[str] = None, source: Optional[str] = None, max_raw: int = 100_000
+) -> DeadLetter:
     """Build a :class:`DeadLetter`; non-string ``raw`` is JSON-encoded, long text truncated."""
     if not isinstance(raw, str):
         try:
@@ -86,7 +94,7 @@ def dead_letter(stage: str, reason: str, raw: Any, element_id: Optional[str] = N
             raw = repr(raw)
     if len(raw) > max_raw:
         raw = raw[:max_raw] + f"... [truncated, {len(raw)} characters in all]"
-    return DeadLetter(stage=stage, reason=reason, element_id=element_id, raw=raw)
+    return DeadLetter(stage=stage, reason=reason, element_id=element_id, raw=raw, source=source)
 
 
 class _JsonTupleCoder(beam.coders.Coder):

@@ -26,11 +26,12 @@ from __future__ import annotations
 import collections.abc
 import json
 import logging
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from pydantic import ValidationError
 
@@ -56,6 +57,13 @@ _STREAMED = "streamed"
 _JSONL_EXT = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 _JSON_EXT = (".json", ".json.gz")
 _PARQUET_EXT = (".parquet", ".pq")
+
+
+class ReadError(NamedTuple):
+    """A failure while reading a file (not a record): becomes a dead letter naming the file."""
+
+    reason: str
+    raw: str
 
 
 def detect_format(path: str) -> Optional[str]:
@@ -138,53 +146,87 @@ class _ParseRecord(beam.DoFn):
         return self._dispatch(source, position, payload)
 
     def _dispatch(self, source, position, payload):
+        where = f"{source}:{position}"
+        if isinstance(payload, ReadError):
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", payload.reason, payload.raw, source=where))]
         if isinstance(payload, (bytes, str)):
-            text = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else payload
+            if isinstance(payload, bytes):
+                try:
+                    text = payload.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return [
+                        beam.pvalue.TaggedOutput(
+                            DEAD,
+                            dead_letter("read", f"line is not valid UTF-8: {exc}", payload.decode("utf-8", "replace"), source=where),
+                        )
+                    ]
+            else:
+                text = payload
+            text = text.lstrip("\ufeff")  # a UTF-8 byte-order mark is not data
             if not text.strip():
                 return []  # blank line: not a record
             try:
                 rec = json.loads(text)
             except ValueError as exc:
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON at {source}:{position}: {exc}", text))]
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON: {exc}", text, source=where))]
         else:
             rec = payload
-        return self._record(source, position, rec)
+        return self._record(where, rec, (str(source), int(position)))
 
-    def _record(self, source, position, rec):
+    def _record(self, where, rec, position_key=("", 0)):
         if hasattr(rec, "model_dump"):  # pydantic objects from a retriever
             rec = rec.model_dump()
         if not isinstance(rec, dict):
             return [
                 beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"record at {source}:{position} is a {type(rec).__name__}, not an object", rec)
+                    DEAD, dead_letter("read", f"record is a {type(rec).__name__}, not an object", rec, source=where)
                 )
             ]
         if "conversation" in rec:
-            return list(self._session(source, position, rec))
+            return list(self._session(where, rec))
+        original = rec
         if not _is_streamed(rec):
+            if "conversations" in rec or "session_id" not in rec:
+                hint = " (found 'conversations': did you mean 'conversation'?)" if "conversations" in rec else ""
+                return [
+                    beam.pvalue.TaggedOutput(
+                        DEAD,
+                        dead_letter(
+                            "read",
+                            "not a session (needs 'conversation'), a StreamedBatch ('metadata' + 'batch') or a flat "
+                            f"interaction ('session_id', 'assistant_id', 'qa_id', 'query', 'assistant'){hint}",
+                            original,
+                            source=where,
+                        ),
+                    )
+                ]
             rec = _flat_to_streamed(rec)
         try:
             sb = StreamedBatch.model_validate(rec)
         except ValidationError as exc:
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), rec))]
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), original, source=where))]
         key = session_unit_key(sb.metadata.session_id, sb.metadata.assistant_id)
-        order = (sb.turn_index if sb.turn_index is not None else -1, str(source), int(position))
-        return [beam.pvalue.TaggedOutput(_STREAMED, (key, (order, sb.metadata.model_dump(), sb.batch.model_dump())))]
+        order = (sb.turn_index if sb.turn_index is not None else -1, *position_key)
+        return [
+            beam.pvalue.TaggedOutput(
+                _STREAMED, (key, (order, sb.turn_index, sb.metadata.model_dump(), sb.batch.model_dump()))
+            )
+        ]
 
-    def _session(self, source, position, rec):
+    def _session(self, where, rec):
         header = {k: v for k, v in rec.items() if k != "conversation"}
         try:
             meta = SessionMetadata.model_validate(header)
         except ValidationError as exc:
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec))
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec, source=where))
             return
         conv = rec.get("conversation")
         if not isinstance(conv, list):
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", "conversation must be a list", rec))
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", "conversation must be a list", rec, source=where))
             return
         if not conv:
             yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec)
+                DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
         seen: dict[str, int] = {}
@@ -196,7 +238,10 @@ class _ParseRecord(beam.DoFn):
                 b = Batch.model_validate(raw_batch)
             except (ValidationError, ValueError) as exc:
                 yield beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]}, eid)
+                    DEAD,
+                    dead_letter(
+                        "read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]}, eid, where
+                    ),
                 )
                 continue
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
@@ -211,14 +256,27 @@ class _OrderStreamed(beam.DoFn):
         _, items = kv
         items = sorted(items, key=lambda it: it[0])
         seen: dict[str, int] = {}
+        explicit: dict[int, int] = {}
         meta = None
-        for i, (_, meta_d, batch_d) in enumerate(items):
+        for i, (_, given_turn, meta_d, batch_d) in enumerate(items):
             meta = SessionMetadata.model_validate(meta_d)
             b = Batch.model_validate(batch_d)
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+            if given_turn is not None:
+                explicit[given_turn] = explicit.get(given_turn, 0) + 1
             yield _interaction(meta, b, i)
         if meta is not None:
             yield from _duplicate_qa_warnings(meta, seen)
+            for turn, count in sorted(explicit.items()):
+                if count > 1:
+                    yield beam.pvalue.TaggedOutput(
+                        QUALITY,
+                        QualityWarning(
+                            "duplicate_turn_index",
+                            f"{meta.session_id}/{meta.assistant_id}",
+                            f"turn_index {turn} is given {count} times; they are ordered by file position",
+                        ),
+                    )
 
 
 def records_to_interactions(records: beam.PCollection, label: str = "Parse") -> dict:
@@ -243,6 +301,9 @@ class _JsonLinesSource(FileBasedSource):
         super().__init__(file_pattern, splittable=True, validate=False)
 
     def read_records(self, file_name, offset_range_tracker):
+        if file_name.lower().endswith(".gz"):
+            yield from self._read_gzip(file_name, offset_range_tracker)
+            return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
             pos = 0
@@ -260,15 +321,51 @@ class _JsonLinesSource(FileBasedSource):
                 pos += len(line)
 
 
+    @staticmethod
+    def _read_gzip(file_name, offset_range_tracker):
+        # Python's gzip module checks the CRC and the end of the stream, so a truncated or
+        # corrupt file becomes a dead letter naming the file instead of a silent partial read.
+        import gzip
+        import zlib
+
+        pos = 0
+        if not offset_range_tracker.try_claim(0):
+            return
+        try:
+            with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
+                fileobj=raw
+            ) as f:
+                for line in f:
+                    yield (file_name, pos, line)
+                    pos += len(line)
+        except (OSError, EOFError, zlib.error) as exc:
+            yield (
+                file_name,
+                pos,
+                ReadError(
+                    f"cannot read compressed file {file_name} after {pos} decompressed bytes ({type(exc).__name__}: {exc}); "
+                    "records after this point are missing",
+                    "",
+                ),
+            )
+
+
 class _ReadJsonFile(beam.DoFn):
     def process(self, readable):
         path = readable.metadata.path
-        raw = readable.read()
         try:
-            data = json.loads(raw.decode("utf-8"))
+            raw = readable.read()
+        except Exception as exc:  # noqa: BLE001 - corrupt compressed data: the reason names it
+            return [
+                beam.pvalue.TaggedOutput(
+                    DEAD, dead_letter("read", f"cannot read file {path} ({type(exc).__name__}: {exc})", "", source=path)
+                )
+            ]
+        try:
+            data = json.loads(raw.decode("utf-8-sig"))
         except (ValueError, UnicodeDecodeError) as exc:
             text = raw.decode("utf-8", errors="replace")
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON file {path}: {exc}", text))]
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON file {path}: {exc}", text, source=path))]
         items = data if isinstance(data, list) else [data]
         return [(path, i, rec) for i, rec in enumerate(items)]
 
@@ -277,10 +374,12 @@ class _ParquetRowGroups(beam.DoFn):
     def process(self, metadata):
         import pyarrow.parquet as pq
 
-        with FileSystems.open(metadata.path) as f:
-            n = pq.ParquetFile(f).num_row_groups
-        for rg in range(n):
-            yield (metadata.path, rg)
+        try:
+            with FileSystems.open(metadata.path) as f:
+                n = pq.ParquetFile(f).num_row_groups
+        except Exception as exc:  # noqa: BLE001 - not a Parquet file, truncated, ...
+            return [(metadata.path, ("error", f"{type(exc).__name__}: {exc}"))]
+        return [(metadata.path, rg) for rg in range(n)]
 
 
 class _ReadParquetRowGroup(beam.DoFn):
@@ -288,12 +387,16 @@ class _ReadParquetRowGroup(beam.DoFn):
         import pyarrow.parquet as pq
 
         path, rg = item
-        with FileSystems.open(path) as f:
-            pf = pq.ParquetFile(f)
-            offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
-            table = pf.read_row_group(rg)
-        for i, row in enumerate(table.to_pylist()):
-            yield (path, offset + i, {k: v for k, v in row.items() if v is not None})
+        if isinstance(rg, tuple):
+            return [(path, 0, ReadError(f"cannot read Parquet file {path} ({rg[1]})", ""))]
+        try:
+            with FileSystems.open(path) as f:
+                pf = pq.ParquetFile(f)
+                offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
+                table = pf.read_row_group(rg)
+        except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
+            return [(path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))]
+        return [(path, offset + i, {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table.to_pylist())]
 
 
 # ------------------------------------------------------------------ retrievers

@@ -78,7 +78,8 @@ def emotion_distribution(counts: Sequence[int]) -> list[float]:
 
 def emotional_entropy(distribution: Sequence[float]) -> float:
     """Shannon entropy in bits, ``−Σ_{P>0} P log₂ P``; 0 for a zero or one-hot vector, 3 for uniform over 8."""
-    return -math.fsum(p * math.log2(p) for p in distribution if p > 0)
+    h = -math.fsum(p * math.log2(p) for p in distribution if p > 0)
+    return h if h > 0 else 0.0  # never -0.0
 
 
 def _doubled_average_ranks(v: Sequence[int]) -> list[int]:
@@ -273,9 +274,16 @@ class _SliceEstimate(beam.DoFn):
         if isinstance(st, GammaBootstrapStats):
             est = estimate_gamma_bootstrap_means(st, self.mode)
             resampling = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
+            single = not st.multi
         else:
             est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
             resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
+            single = len(st.units) == 1
+        if single and self.mode.is_bayesian:
+            # one session: resampling sessions cannot estimate between-session uncertainty, and a
+            # zero-width interval would claim certainty; the session's own interval is in `sessions`
+            est = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in est]
+            resampling = "single session: no slice interval (see the session's interval)"
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from importlib import metadata
 from typing import Any, Optional
@@ -99,6 +100,7 @@ def assemble_results(out: str, parts: str, metrics, mode, inputs, transforms, ru
     dead = [json.loads(x) for x in read_text_shards(f"{out}/dead_letter.jsonl")]
     quality = [json.loads(x) for x in read_text_shards(f"{out}/data_quality.jsonl")]
     by_stage = Counter(d["stage"] for d in dead)
+    quality.sort(key=lambda q: (q["kind"], q["key"], q["message"]))
     doc: dict[str, Any] = {
         "config": {
             "inputs": list(inputs),
@@ -151,8 +153,19 @@ def assemble_results(out: str, parts: str, metrics, mode, inputs, transforms, ru
     return doc
 
 
-def _reason_counts(records) -> dict:
-    c = Counter()
-    for d in records:
-        c[d["reason"] if len(d["reason"]) <= 120 else d["reason"][:117] + "..."] += 1
-    return dict(c.most_common(20))
+def _reason_kind(reason: str) -> str:
+    """Group reasons that differ only in numbers (positions, indices)."""
+    kind = re.sub(r"\d+", "N", reason)
+    return kind if len(kind) <= 160 else kind[:157] + "..."
+
+
+def _reason_counts(records, top: int = 20) -> dict:
+    """Counts per reason kind, most frequent first, ties by text (deterministic); the rest in
+    one ``"other (K kinds)"`` entry so the counts always add up."""
+    c = Counter(_reason_kind(d["reason"]) for d in records)
+    ranked = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:top])
+    rest = ranked[top:]
+    if rest:
+        out[f"other ({len(rest)} kinds)"] = sum(v for _, v in rest)
+    return out

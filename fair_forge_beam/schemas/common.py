@@ -65,6 +65,13 @@ class Batch(BaseModel):
             return str(v)
         return v
 
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _weight_is_a_number(cls, v: Any) -> Any:
+        if isinstance(v, (bool, str)):
+            raise ValueError(f"weight must be a number, got {type(v).__name__} {v!r}")
+        return v
+
     @field_validator("weight")
     @classmethod
     def _finite_nonnegative_weight(cls, v: Optional[float]) -> Optional[float]:

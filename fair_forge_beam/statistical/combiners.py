@@ -540,6 +540,9 @@ def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: in
 # ------------------------------------------------------------------ per-unit Gamma bootstrap
 _FIX = 2.0**32  # fixed-point scale of the exact replicate sums
 _FIX_LIMIT = 2.0**30
+#: smallest positive unit weight GammaBootstrapCombineFn accepts (2**-16): below it, g·w would
+#: fall under the 2**-32 resolution of the exact fixed-point sums.
+GAMMA_MIN_WEIGHT = 2.0**-16
 
 
 def _to_limbs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -595,6 +598,11 @@ class GammaBootstrapStats:
             raise ValueError(f"expected {self.m} values, got {len(values)}")
         if not math.isfinite(weight) or weight < 0:
             raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+        if 0 < weight < GAMMA_MIN_WEIGHT:
+            raise ValueError(
+                f"weight {weight!r} is below {GAMMA_MIN_WEIGHT!r}, the smallest positive weight the exact fixed-point "
+                "sums resolve; rescale the weights (e.g. use interaction counts) or use BootstrapMeanCombineFn"
+            )
         g = rows.rows([str(unit)])[0]
         contrib = np.empty((self.m + 1, self.B))
         contrib[0] = g * float(weight)
@@ -647,7 +655,8 @@ class GammaBootstrapCombineFn(beam.CombineFn):
     Input: ``(unit_key, weight, values)`` or ``(unit_key, weight, values, n_items)``. Each input
     costs ``B`` keyed draws (``mc_samples``); the accumulator holds ``2·(m+1)·B`` integers. Use
     :class:`BootstrapMeanCombineFn` (hash-bucketed, O(1) per unit) when that cost matters; see
-    the README for measured figures. Output: :class:`GammaBootstrapStats`, read with
+    the README for measured figures. Positive unit weights must be at least
+    :data:`GAMMA_MIN_WEIGHT` (2⁻¹⁶) — use counts, not tiny fractions — else ``ValueError``. Output: :class:`GammaBootstrapStats`, read with
     :func:`estimate_gamma_bootstrap_means`.
     """
 
@@ -686,7 +695,8 @@ def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMod
         vals = [exact_ratio(st.WV[j], st.W) for j in range(st.m)]
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=st.n_items) for v in vals]
     sums = _from_limbs(st.hi, st.lo)
-    return [_summaries(mode, sums[j + 1] / sums[0], st.n_items) for j in range(st.m)]
+    ok = sums[0] > 0  # a replicate whose weights all rounded to 0 carries no information
+    return [_summaries(mode, sums[j + 1][ok] / sums[0][ok], st.n_items) for j in range(st.m)]
 
 
 def session_mean_estimates(
