@@ -71,12 +71,12 @@ class GenerateShard(beam.DoFn):
             s += 1
 
 
-def run_once(n: int, mode, beam_args) -> float:
+def run_once(n: int, mode, beam_args, slice_bootstrap: str = "buckets") -> float:
     shards = max(1, n // 2000)
     start = time.perf_counter()
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
         inter = p | beam.Create(range(shards)) | beam.Reshuffle() | beam.ParDo(GenerateShard(n // shards))
-        res = inter | Humanity(statistical_mode=mode)
+        res = inter | Humanity(statistical_mode=mode, slice_bootstrap=slice_bootstrap)
         for name in ("interactions", "sessions", "slices"):
             res[name] | f"Count{name}" >> beam.combiners.Count.Globally()
     return time.perf_counter() - start
@@ -87,15 +87,16 @@ def main(argv=None):
     ap.add_argument("--n", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--modes", nargs="+", default=["frequentist", "bayesian"])
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--slice-bootstrap", default="buckets", choices=["buckets", "gamma"])
     args, beam_args = ap.parse_known_args(argv)
     rows = []
     for n in args.n:
         times = {}
         for m in args.modes:
             mode = FrequentistMode() if m == "frequentist" else BayesianMode(rng_seed=42)
-            best = min(run_once(n, mode, beam_args) for _ in range(args.repeat))
+            best = min(run_once(n, mode, beam_args, args.slice_bootstrap) for _ in range(args.repeat))
             times[m] = best
-            rows.append({"n": n, "mode": m, "seconds": round(best, 2), "interactions_per_s": round(n / best)})
+            rows.append({"n": n, "mode": m, "slice_bootstrap": args.slice_bootstrap, "seconds": round(best, 2), "interactions_per_s": round(n / best)})
             print(json.dumps(rows[-1]), flush=True)
         if "frequentist" in times and "bayesian" in times:
             print(json.dumps({"n": n, "bayesian_over_frequentist": round(times["bayesian"] / times["frequentist"], 3)}), flush=True)

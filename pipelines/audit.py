@@ -185,10 +185,15 @@ def summary_table(doc: dict, out: str) -> str:
         lines.append(f"{name}: {ms['scored']} interactions scored, {ms['not_scored']} not scored" + (f" ({reasons})" if reasons else ""))
         heads = m.get("headline_columns", [])
         width = max([len(r["slice"]) for r in m["slices"]] + [10])
-        lines.append("  " + "slice".ljust(width) + "  " + "n".rjust(7) + "".join(f"  {h:<34}" for h in heads))
+        lines.append(
+            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h:<34}" for h in heads)
+        )
         for r in m["slices"]:
             vals = "".join(f"  {_fmt(r.get(h)):<34}" for h in heads)
-            lines.append("  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + vals)
+            lines.append(
+                "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
+                + str(r.get("n_sessions", "")).rjust(8) + vals
+            )
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in OUTPUT_FILES))
     return "\n".join(lines)
 
