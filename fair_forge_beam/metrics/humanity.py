@@ -220,7 +220,8 @@ class _SessionAggregate(beam.DoFn):
         # values travel as small plain tuples (Beam's fast primitive coder):
         # (turn_index, weight, entropy, spearman, counts); the session header is in the key
         session_id, assistant_id, language = json.loads(unit_key)
-        items = sorted(values, key=lambda v: (v[0], v[2], v[3]))
+        # total order (duplicated turn indices from repeated records included): never arrival order
+        items = sorted(values, key=lambda v: (v[0], v[1] is None, v[1] or 0.0, v[2], v[3], tuple(v[4])))
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
         out = []
         turns = [v[0] for v in items]
