@@ -1,0 +1,1 @@
+"""Rendering and writing results (JSON, Parquet; HTML report planned)."""
