@@ -202,6 +202,29 @@ class _ScoreHumanity(beam.DoFn):
         ]
 
 
+class _CollectSession(beam.CombineFn):
+    """Groups a session's score tuples like ``GroupByKey``, but lifted: a session's interactions
+    (read from one record, so in one bundle) are pre-combined before the shuffle, which then
+    moves one list per session instead of one element per interaction. Order is restored
+    downstream by sorting on the turn index."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, element):
+        acc.append(element)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        out = []
+        for a in accumulators:
+            out.extend(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
 def _session_keyed(s: HumanityScore):
     key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
     return key, (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
@@ -355,7 +378,7 @@ class Humanity(MetricTransform):
             | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
                 typing.Tuple[str, typing.Tuple[typing.Any, ...]]
             )
-            | "GroupSessions" >> beam.GroupByKey()
+            | "GroupSessions" >> beam.CombinePerKey(_CollectSession())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.slices)).with_outputs(UNITS, QUALITY, main="main")
         )
         slices = (
