@@ -122,19 +122,23 @@ def _flat_to_streamed(rec: dict) -> dict:
     return out
 
 
-def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
-    """One data-quality warning per ``qa_id`` that repeats within a session (case-002)."""
-    for qa_id, count in sorted(qa_counts.items()):
+def _repeat_warnings(meta: SessionMetadata, kind: str, counts: dict, describe):
+    """One data-quality warning per key counted more than once in a session (case-002)."""
+    for key, count in sorted(counts.items()):
         if count > 1:
             yield beam.pvalue.TaggedOutput(
-                QUALITY,
-                QualityWarning(
-                    "duplicate_qa_id",
-                    f"{meta.session_id}/{meta.assistant_id}",
-                    f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
-                    "interactions are identified by turn index, all are kept",
-                ),
+                QUALITY, QualityWarning(kind, f"{meta.session_id}/{meta.assistant_id}", describe(key, count))
             )
+
+
+def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
+    return _repeat_warnings(
+        meta,
+        "duplicate_qa_id",
+        qa_counts,
+        lambda qa_id, count: f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
+        "interactions are identified by turn index, all are kept",
+    )
 
 
 class _ParseRecord(beam.DoFn):
@@ -267,16 +271,12 @@ class _OrderStreamed(beam.DoFn):
             yield _interaction(meta, b, i)
         if meta is not None:
             yield from _duplicate_qa_warnings(meta, seen)
-            for turn, count in sorted(explicit.items()):
-                if count > 1:
-                    yield beam.pvalue.TaggedOutput(
-                        QUALITY,
-                        QualityWarning(
-                            "duplicate_turn_index",
-                            f"{meta.session_id}/{meta.assistant_id}",
-                            f"turn_index {turn} is given {count} times; they are ordered by file position",
-                        ),
-                    )
+            yield from _repeat_warnings(
+                meta,
+                "duplicate_turn_index",
+                explicit,
+                lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position",
+            )
 
 
 def records_to_interactions(records: beam.PCollection, label: str = "Parse") -> dict:

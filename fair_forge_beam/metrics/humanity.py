@@ -231,8 +231,8 @@ def _session_keyed(s: HumanityScore):
 
 
 class _SessionAggregate(beam.DoFn):
-    def __init__(self, mode: StatisticalMode, slices: Sequence[str]):
-        self.mode, self.slices = mode, tuple(slices)
+    def __init__(self, mode: StatisticalMode):
+        self.mode = mode
 
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
@@ -379,7 +379,7 @@ class Humanity(MetricTransform):
                 typing.Tuple[str, typing.Tuple[typing.Any, ...]]
             )
             | "GroupSessions" >> beam.CombinePerKey(_CollectSession())
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.slices)).with_outputs(UNITS, QUALITY, main="main")
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode)).with_outputs(UNITS, QUALITY, main="main")
         )
         slices = (
             sessions[UNITS]

@@ -40,30 +40,23 @@ def check_k(k) -> int:
     return k
 
 
-def pass_at_k_plugin(n: int, c: int, k: int) -> Optional[float]:
-    """Plug-in pass@k ``1 − (1 − c/n)^k`` in [0, 1]; ``None`` when ``n = 0``."""
+def _plugin_rate(n: int, c: int, k: int) -> Optional[float]:
+    """Validated ``p = c/n`` for the plug-in estimators; ``None`` when ``n = 0``."""
     c, n = check_counts(c, n)
-    k = check_k(k)
-    if n == 0:
-        return None
-    if c == 0:
-        return 0.0
-    if c >= n:
-        return 1.0
-    return 1.0 - (1.0 - c / n) ** k
+    check_k(k)
+    return None if n == 0 else c / n
+
+
+def pass_at_k_plugin(n: int, c: int, k: int) -> Optional[float]:
+    """Plug-in pass@k ``1 − (1 − c/n)^k`` in [0, 1] (0 when ``c = 0``, 1 when ``c = n``); ``None`` when ``n = 0``."""
+    p = _plugin_rate(n, c, k)
+    return None if p is None else 1.0 - (1.0 - p) ** k
 
 
 def pass_pow_k_plugin(n: int, c: int, k: int) -> Optional[float]:
-    """Plug-in pass^k ``(c/n)^k`` in [0, 1]; ``None`` when ``n = 0``."""
-    c, n = check_counts(c, n)
-    k = check_k(k)
-    if n == 0:
-        return None
-    if c == 0:
-        return 0.0
-    if c >= n:
-        return 1.0
-    return (c / n) ** k
+    """Plug-in pass^k ``(c/n)^k`` in [0, 1] (0 when ``c = 0``, 1 when ``c = n``); ``None`` when ``n = 0``."""
+    p = _plugin_rate(n, c, k)
+    return None if p is None else p**k
 
 
 def pass_at_k_unbiased(n: int, c: int, k: int) -> Optional[float]:
