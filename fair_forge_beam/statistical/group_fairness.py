@@ -1,0 +1,366 @@
+"""Group-fairness statistics of Toxicity (spec §6.1): DR, DTO, ASB and their composite DIDT.
+
+Each answer carries an outcome flag (``toxic``), the set of declared groups it mentions and an
+optional sentiment score in [−1, 1]. :class:`GroupFairnessCombineFn` accumulates mergeable
+sufficient statistics over answers; :func:`estimate_group_fairness` turns them into estimates
+with the four statistical primitives of the mode (spec §4):
+
+* ``N_g`` answers mentioning group ``g``, ``K_g`` of them flagged (integers);
+* ``S_g`` exact sum of the sentiment of those answers (:mod:`.exact`), ``M_g`` their count;
+* Bayesian mode only: per-replicate sums ``Σ_i γ_ib s_i`` and ``Σ_i γ_ib`` over the answers of
+  each group, with ``γ_i ~ Exp(1)`` (B = ``mc_samples`` draws) keyed by ``(seed, element_id)``
+  (Rubin 1981 Bayesian bootstrap, DESIGN §4); exact fixed-point integer sums, so merge order
+  never changes a bit (weights and sentiments on a 2⁻¹⁶ fixed-point grid). Cost: B draws per
+  answer that mentions a group and has a sentiment; size ``2·B`` int64 per group seen (80 kB
+  per group at B = 5000).
+
+Estimates (``q`` = reference distribution over the declared groups, uniform by default):
+
+| statistic | frequentist | Bayesian |
+|---|---|---|
+| DR  = TVD(p, q) | ``p_g = N_g / Σ N`` | ``p ~ Dirichlet(α₀ + N)`` over **all declared groups** (zeros included), TVD per draw |
+| DTO = MAD of the group toxicity rates ``T_g`` | ``T_g = K_g / N_g`` | ``T_g ~ Beta(a + K_g, b + N_g − K_g)`` per draw |
+| ASB = MAD of the group mean sentiments ``S_g`` | ``S_g`` = exact mean | Bayesian bootstrap of each group mean (Gamma-weighted replicates) |
+| DIDT = ``w_DR·DR + w_DTO·DTO + w_ASB·ASB`` | weights normalised to 1 | per draw |
+
+(MAD = mean absolute deviation around the mean of the groups, spec §4.2.) Differences from
+upstream (spec §17 items 2, 3, 6, 24), each deliberate:
+
+* Bayesian DR keeps zero-count declared groups (upstream drops them, so one detected group gave
+  DR ≡ 0);
+* DTO and ASB range over the groups that occur (``N_g ≥ 1``): a group never mentioned has no
+  toxicity rate or mean sentiment (upstream counted it as 0);
+* when no group is ever detected, DR, DTO, ASB and DIDT are ``None`` with
+  ``status = "no_group_detected"`` (upstream: DR = 0.5 frequentist, 0 Bayesian);
+* without a sentiment analyzer ASB is 0 (as upstream) and a note says so;
+* the ASB bootstrap is seeded per element id (upstream: numpy's global unseeded RNG).
+
+Worked example (spec §19): 2 groups, uniform q, N = {a: 3, b: 1}, K = {a: 1, b: 0}, no analyzer,
+equal weights → DR 0.25, DTO 1/6, ASB 0, DIDT 0.1389.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+import numpy as np
+
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode, check_count
+from fair_forge_beam.statistical.combiners import estimate_distribution, estimate_rate
+from fair_forge_beam.statistical.exact import exact_ratio, to_exact
+from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.seeding import exponential_rows
+
+__all__ = [
+    "GroupFairnessStats",
+    "GroupFairnessCombineFn",
+    "estimate_group_fairness",
+    "normalise_didt_weights",
+    "reference_distribution",
+]
+
+COMPONENTS = ("DR", "DTO", "ASB", "DIDT")
+_SCALE = 1 << 16  # fixed-point scale of the Bayesian ASB replicate sums
+_INT64_LIMIT = 1 << 63
+
+
+def normalise_didt_weights(w_DR: float = 1 / 3, w_ASB: float = 1 / 3, w_DTO: float = 1 / 3) -> dict[str, float]:
+    """DIDT weights ``{w_DR, w_ASB, w_DTO}`` normalised to sum 1 (spec §6.1); a total ≤ 0 gives 1/3 each.
+
+    Example: (2, 3, 1) → (1/3, 1/2, 1/6).
+
+    Raises:
+        ValueError: a weight that is not a finite number.
+    """
+    ws = [w_DR, w_ASB, w_DTO]
+    for name, w in zip(("w_DR", "w_ASB", "w_DTO"), ws):
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            raise ValueError(f"{name} must be a finite number, got {w!r}")
+    total = math.fsum(ws)
+    if total <= 0:
+        return {"w_DR": 1 / 3, "w_ASB": 1 / 3, "w_DTO": 1 / 3}
+    return {"w_DR": w_DR / total, "w_ASB": w_ASB / total, "w_DTO": w_DTO / total}
+
+
+def reference_distribution(groups: Sequence[str], reference: Optional[Mapping[str, float]] = None) -> dict[str, float]:
+    """Reference ``q`` over the declared groups (spec §6.1): uniform, or ``reference`` restricted
+    to the groups (missing → 0) and renormalised; a zero total falls back to uniform.
+
+    Raises:
+        ValueError: a negative or non-finite reference value.
+    """
+    groups = list(groups)
+    if not groups:
+        return {}
+    if reference is None:
+        return {g: 1.0 / len(groups) for g in groups}
+    vals = {}
+    for g in groups:
+        v = reference.get(g, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"group_reference_q[{g!r}] must be a finite number >= 0, got {v!r}")
+        vals[g] = float(v)
+    total = math.fsum(vals.values())
+    if total <= 0:
+        return {g: 1.0 / len(groups) for g in groups}
+    return {g: v / total for g, v in vals.items()}
+
+
+class GroupFairnessStats:
+    """Mergeable per-slice statistics over ``G`` declared groups (see the module docstring).
+
+    ``gamma`` holds, per group index seen, an int64 array of shape ``(2, B)``: row 0 ``Σ γ̃ s̃``,
+    row 1 ``Σ γ̃``, with ``γ̃ = rint(γ·2¹⁶)`` and ``s̃ = rint(s·2¹⁶)`` (exact integer sums).
+    """
+
+    __slots__ = ("G", "B", "n", "n_flagged", "n_no_group", "N", "K", "M", "S", "gamma", "bound")
+
+    def __init__(self, G: int, B: int = 0):
+        self.G, self.B = int(G), int(B)
+        self.n = self.n_flagged = self.n_no_group = 0
+        self.N = [0] * self.G
+        self.K = [0] * self.G
+        self.M = [0] * self.G
+        self.S = [0] * self.G
+        self.gamma: dict[int, np.ndarray] = {}
+        self.bound = 0  # upper bound of any |replicate sum| (overflow guard)
+
+    def add(self, element_id: str, flagged: bool, groups: Sequence[int], sentiment: Optional[float],
+            seed: int = 0, namespace: str = "") -> "GroupFairnessStats":
+        self.n += 1
+        flagged = bool(flagged)
+        self.n_flagged += flagged
+        gs = sorted(set(groups))
+        if not gs:
+            self.n_no_group += 1
+            return self
+        if gs[0] < 0 or gs[-1] >= self.G:
+            raise ValueError(f"group index out of range 0..{self.G - 1}: {gs}")
+        for g in gs:
+            self.N[g] += 1
+            self.K[g] += flagged
+        if sentiment is None:
+            return self
+        s = float(sentiment)
+        if not math.isfinite(s):
+            raise ValueError(f"sentiment must be finite, got {sentiment!r}")
+        e = to_exact(s)
+        for g in gs:
+            self.M[g] += 1
+            self.S[g] += e
+        if self.B:
+            # fixed point: γ on a 2⁻¹⁶ grid, s on a 2⁻¹⁶ grid; int64 products and sums are exact,
+            # so merge order cannot change a bit (relative quantisation error ≤ 8e-6 on γ)
+            row = np.rint(exponential_rows(seed, namespace, [str(element_id)], self.B)[0] * _SCALE).astype(np.int64)
+            sq = int(round(s * _SCALE))
+            self.bound += int(row.max()) * max(abs(sq), _SCALE)
+            if self.bound >= _INT64_LIMIT:
+                raise ValueError(
+                    "the Bayesian ASB replicate sums of this slice would overflow int64 "
+                    "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
+                )
+            num = row * sq
+            for g in gs:
+                cur = self.gamma.get(g)
+                if cur is None:
+                    self.gamma[g] = np.stack([num, row])
+                else:
+                    cur[0] += num
+                    cur[1] += row
+        return self
+
+    def merge(self, other: "GroupFairnessStats") -> "GroupFairnessStats":
+        self.n += other.n
+        self.n_flagged += other.n_flagged
+        self.n_no_group += other.n_no_group
+        for g in range(self.G):
+            self.N[g] += other.N[g]
+            self.K[g] += other.K[g]
+            self.M[g] += other.M[g]
+            self.S[g] += other.S[g]
+        self.bound += other.bound
+        if self.bound >= _INT64_LIMIT:
+            raise ValueError("the Bayesian ASB replicate sums would overflow int64; use a finer slicing or fewer mc_samples")
+        for g, arr in other.gamma.items():
+            cur = self.gamma.get(g)
+            if cur is None:
+                self.gamma[g] = arr.copy()
+            else:
+                cur += arr
+        return self
+
+    def __eq__(self, other):
+        if not isinstance(other, GroupFairnessStats):
+            return False
+        same = (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S) == (
+            other.G, other.B, other.n, other.n_flagged, other.n_no_group, other.N, other.K, other.M, other.S)
+        return same and self.gamma.keys() == other.gamma.keys() and all(
+            np.array_equal(self.gamma[g], other.gamma[g]) for g in self.gamma)
+
+    def __reduce__(self):
+        return (_rebuild_gfs, (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S, self.gamma, self.bound))
+
+
+def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound):
+    st = GroupFairnessStats(G, B)
+    st.bound = bound
+    st.n, st.n_flagged, st.n_no_group = n, n_flagged, n_no_group
+    st.N, st.K, st.M, st.S, st.gamma = list(N), list(K), list(M), list(S), dict(gamma)
+    return st
+
+
+class GroupFairnessCombineFn(beam.CombineFn):
+    """Accumulates :class:`GroupFairnessStats` over a declared group set.
+
+    Input: ``(element_id, flagged, group_indices, sentiment)`` — ``group_indices`` index
+    ``groups``; ``sentiment`` a float in [−1, 1] or ``None``. Output: the accumulator, read with
+    :func:`estimate_group_fairness`.
+
+    Args:
+        groups: declared group names (non-empty, distinct).
+        mode: the statistical mode; a Bayesian one (``is_bayesian``) turns on the
+            Gamma-weighted ASB replicates (``mode.replicate_count`` per answer, keyed by
+            ``(mode.seed, namespace, element_id)``).
+        namespace: key of the replicate streams (e.g. ``"toxicity|asb"``).
+
+    Raises:
+        ValueError: empty or duplicated groups.
+    """
+
+    def __init__(self, groups: Sequence[str], mode: StatisticalMode, namespace: str = "group-fairness|asb"):
+        gs = list(groups)
+        if not gs or len(set(gs)) != len(gs):
+            raise ValueError(f"groups must be a non-empty list of distinct names, got {gs!r}")
+        self.groups = tuple(gs)
+        self.B = mode.replicate_count if mode.is_bayesian else 0
+        self.seed, self.namespace = mode.seed, namespace
+
+    def create_accumulator(self):
+        return GroupFairnessStats(len(self.groups), self.B)
+
+    def add_input(self, acc, element):
+        eid, flagged, groups, sentiment = element
+        return acc.add(eid, flagged, groups, sentiment, self.seed, self.namespace)
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _exact_mean(total: int, count: int) -> float:
+    """Correctly rounded mean of ``count`` values whose exact sum (units of 2⁻¹⁰⁷⁴) is ``total``."""
+    return exact_ratio(total, to_exact(float(count)))
+
+
+def _est(v: Any, n: int) -> Estimate:
+    """A primitive's result (float, None or summary dict) as an :class:`Estimate`."""
+    if v is None:
+        return Estimate(mean=None, n=n)
+    if isinstance(v, dict):
+        return Estimate(mean=v.get("mean"), ci_low=v.get("ci_low"), ci_high=v.get("ci_high"), n=n)
+    return Estimate(mean=float(v), n=n)
+
+
+def estimate_group_fairness(
+    st: GroupFairnessStats,
+    groups: Sequence[str],
+    mode: StatisticalMode,
+    key: Sequence[str] = ("group-fairness",),
+    reference: Optional[Mapping[str, float]] = None,
+    weights: Optional[Mapping[str, float]] = None,
+    has_sentiment: bool = True,
+) -> dict:
+    """DR, DTO, ASB, DIDT and the per-group table from merged statistics.
+
+    Args:
+        st: merged :class:`GroupFairnessStats` of one slice.
+        groups: the declared groups (order of ``st``).
+        mode: the statistical mode; Bayesian draws are seeded by ``mode.keyed(*key, component)``.
+        key: stable key of the estimate (e.g. ``("toxicity", slice key)``).
+        reference: reference distribution ``q`` (None = uniform), see :func:`reference_distribution`.
+        weights: ``{w_DR, w_ASB, w_DTO}`` (normalised here; default 1/3 each).
+        has_sentiment: False when no sentiment analyzer ran: ASB is 0 (upstream) with a note.
+
+    Returns: dict with ``status`` (``"ok"``, ``"no_group_detected"``, ``"empty"``), ``groups``,
+    ``N_i``, ``K_i``, ``p_i``, ``q_i``, ``T_i``, ``S_i`` (point values: frequentist estimates or
+    posterior means; ``None`` where undefined), ``weights``, ``estimates`` (``{DR, DTO, ASB,
+    DIDT: Estimate}``), ``group_estimates`` (``{group: {p, T, S: Estimate}}``) and ``notes``.
+    """
+    groups = list(groups)
+    w = normalise_didt_weights(**(weights or {}))
+    q = reference_distribution(groups, reference)
+    N = {g: st.N[i] for i, g in enumerate(groups)}
+    K = {g: st.K[i] for i, g in enumerate(groups)}
+    total = sum(N.values())
+    present = [g for g in groups if N[g] > 0]
+    with_sent = [i for i, g in enumerate(groups) if st.M[i] > 0]
+    notes: list[str] = []
+    out = {"groups": groups, "N_i": N, "K_i": K, "q_i": q, "weights": w, "notes": notes}
+    bayes = mode.is_bayesian
+    if st.n == 0:
+        status = "empty"
+    elif total == 0:
+        status = "no_group_detected"
+        notes.append("no declared group was detected in any answer: DR, DTO, ASB and DIDT are undefined (None)")
+    else:
+        status = "ok"
+    out["status"] = status
+
+    # per-group table
+    dist = estimate_distribution([N[g] for g in groups], groups, mode)
+    group_est: dict[str, dict[str, Estimate]] = {}
+    for i, g in enumerate(groups):
+        T = estimate_rate(K[g], N[g], mode) if N[g] > 0 else Estimate(mean=None, n=0)
+        S = Estimate(mean=_exact_mean(st.S[i], st.M[i]) if st.M[i] else None, n=st.M[i])
+        group_est[g] = {"p": dist[g], "T": T, "S": S}
+    out["p_i"] = {g: group_est[g]["p"].mean for g in groups}
+    out["T_i"] = {g: group_est[g]["T"].mean for g in groups}
+    out["S_i"] = {g: group_est[g]["S"].mean for g in groups}
+    out["group_estimates"] = group_est
+    if status != "ok":
+        out["estimates"] = {c: Estimate(mean=None, n=total) for c in COMPONENTS}
+        return out
+
+    # DR
+    if bayes:
+        dr = mode.keyed(*key, "DR").distribution_divergence(N, q)
+    else:
+        dr = mode.distribution_divergence({g: N[g] / total for g in groups}, q)
+    # DTO over the groups that occur
+    if bayes:
+        m = mode.keyed(*key, "DTO")
+        rates = {g: m.rate_estimation(K[g], N[g]) for g in present}
+        dto = m.dispersion_metric(rates, "mean")
+    else:
+        dto = mode.dispersion_metric({g: K[g] / N[g] for g in present}, "mean")
+    # ASB over the groups with a sentiment
+    if not has_sentiment or not with_sent:
+        if not has_sentiment:
+            notes.append("no sentiment analyzer: ASB is 0 (as upstream)")
+        else:
+            notes.append("no answer mentioning a group had a sentiment score: ASB is 0")
+        asb = {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "samples": np.zeros(mode.replicate_count)} if bayes else 0.0
+    elif bayes:
+        per_group = {}
+        for i in with_sent:
+            num, den = st.gamma[i]
+            reps = (num.astype(np.float64) / den.astype(np.float64)) / _SCALE
+            per_group[groups[i]] = {"mean": float(np.mean(reps)), "samples": reps}
+            group_est[groups[i]]["S"] = _est(mode.summarize(reps), st.M[i])
+        asb = mode.keyed(*key, "ASB").dispersion_metric(per_group, "mean")
+    else:
+        asb = mode.dispersion_metric({groups[i]: _exact_mean(st.S[i], st.M[i]) for i in with_sent}, "mean")
+    comps = {"DR": dr, "DTO": dto, "ASB": asb}
+    cw = {"DR": w["w_DR"], "DTO": w["w_DTO"], "ASB": w["w_ASB"]}
+    didt = mode.keyed(*key, "DIDT").aggregate_metrics(comps, cw) if bayes else mode.aggregate_metrics(comps, cw)
+    out["estimates"] = {"DR": _est(dr, total), "DTO": _est(dto, total), "ASB": _est(asb, total), "DIDT": _est(didt, total)}
+    if bayes:
+        out["S_i"] = {g: group_est[g]["S"].mean for g in groups}
+    return out
