@@ -1,0 +1,45 @@
+"""LLM judge: OpenAI-compatible chat endpoints through Beam ``RunInference`` (DESIGN §6).
+
+Names are loaded on first use (importing this package imports neither Beam nor ``openai``)::
+
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
+
+* :mod:`.handler` — ``OpenAIJudgeHandler`` (a ``RemoteModelHandler``), ``JudgeRequest`` /
+  ``JudgeResult``, ``RunJudge`` (results + dead letters);
+* :mod:`.cache` — persistent content-addressed SQLite cache;
+* :mod:`.parsing` — ``<think>`` capture, JSON extraction, schema validation;
+* :mod:`.prompts` — prompt templates that are safe for user text.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "OpenAIJudgeHandler": "handler",
+    "RunJudge": "handler",
+    "JudgeOutputs": "handler",
+    "JudgeRequest": "handler",
+    "JudgeResult": "handler",
+    "JudgeTransientError": "handler",
+    "judge_request": "handler",
+    "judge_counters": "handler",
+    "COUNTER_NAMES": "handler",
+    "STRUCTURED_MODES": "handler",
+    "SQLiteJudgeCache": "cache",
+    "cache_key": "cache",
+    "default_cache_path": "cache",
+    "split_reasoning": "parsing",
+    "iter_json_objects": "parsing",
+    "parse_structured": "parsing",
+    "resolve_schema": "parsing",
+    "PromptTemplate": "prompts",
+    "chat_messages": "prompts",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

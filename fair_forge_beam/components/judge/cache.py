@@ -1,0 +1,126 @@
+"""Persistent content-addressed cache of judge answers (SQLite).
+
+The key is a SHA-256 over the canonical JSON of everything that determines an answer — the
+model name (not the endpoint URL, so the same model behind another host shares answers), the
+messages, the sampling parameters, the output schema's JSON Schema and the sample index — so a
+re-run or a resumed run asks the endpoint only for what is missing. Only validated answers are
+stored; errors never are.
+
+Several worker processes may share one file on a local disk: WAL journal (readers never block
+the writer), a busy timeout, and one short autocommit statement per read or write. Network file
+systems do not support WAL; give each machine its own file there.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+__all__ = ["SQLiteJudgeCache", "cache_key", "default_cache_path", "DEFAULT_CACHE", "CACHE_ENV"]
+
+DEFAULT_CACHE = "default"
+"""Sentinel for the default cache location (see :func:`default_cache_path`)."""
+
+CACHE_ENV = "FAIR_FORGE_JUDGE_CACHE"
+_KEY_VERSION = 1
+
+
+def default_cache_path() -> str:
+    """``$FAIR_FORGE_JUDGE_CACHE`` if set, else ``$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3``
+    (``~/.cache`` when ``XDG_CACHE_HOME`` is unset). Resolved on the worker."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fair_forge_beam", "judge-cache.sqlite3")
+
+
+def cache_key(
+    model: str,
+    messages: Sequence[Sequence[str]],
+    params: Optional[Mapping[str, Any]],
+    schema: Optional[Mapping[str, Any]],
+    sample_index: int,
+) -> str:
+    """64-hex-digit SHA-256 of the canonical JSON (sorted keys, no whitespace, UTF-8) of
+    ``[version, model, [[role, content], …], params, schema JSON, sample_index]``."""
+    doc = [_KEY_VERSION, model, [[r, c] for r, c in messages], dict(params or {}), schema, int(sample_index)]
+    blob = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class SQLiteJudgeCache:
+    """Key → JSON answer record, in one SQLite file (created with its folder if missing).
+
+    Thread-safe: each thread gets its own connection. ``get`` returns None for a missing or
+    unreadable record; ``put`` keeps the first record stored for a key (a concurrent duplicate
+    is ignored, so every reader sees one answer per key). Raises ``sqlite3.Error`` when the
+    file cannot be opened or written.
+    """
+
+    def __init__(self, path: str, timeout_s: float = 30.0):
+        self.path = str(path)
+        self.timeout_s = float(timeout_s)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: list[sqlite3.Connection] = []
+        self._conn()  # open now: a bad path fails at setup, not at the first element
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL DEFAULT (julianday('now')))")
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def get(self, key: str) -> Optional[dict]:
+        row = self._conn().execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        blob = json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        self._conn().execute("INSERT OR IGNORE INTO answers (key, value) VALUES (?, ?)", (key, blob))
+
+    def __contains__(self, key: str) -> bool:
+        return self._conn().execute("SELECT 1 FROM answers WHERE key = ?", (key,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Remove records; returns how many existed."""
+        conn = self._conn()
+        n = 0
+        for k in keys:
+            n += conn.execute("DELETE FROM answers WHERE key = ?", (k,)).rowcount
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"SQLiteJudgeCache({self.path!r})"

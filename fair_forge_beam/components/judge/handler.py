@@ -1,0 +1,822 @@
+"""LLM judge over OpenAI-compatible Chat Completions endpoints, as a Beam ``RemoteModelHandler``.
+
+Use it through ``RunInference`` (or :class:`RunJudge`, which adds the dead-letter split)::
+
+    handler = OpenAIJudgeHandler("my-model", base_url="http://localhost:8000/v1",
+                                 output_schema=ContextJudgeOutput, cache_path="judge.sqlite3")
+    out = requests | RunJudge(handler)          # out.results: JudgeResult, out.dead_letters: DeadLetter
+
+Retries happen in two layers, both from maintained code:
+
+* per HTTP call, the ``openai`` client retries 408/409/429/5xx, timeouts and connection errors
+  with exponential backoff and honours ``Retry-After`` / ``retry-after-ms`` (``client_retries``);
+* per batch, Beam's ``RemoteModelHandler`` retries with exponential backoff (first wait about
+  5 s) and feeds its client-side adaptive throttler (``num_retries``, ``throttle_delay_secs``).
+  A batch is retried only when some of its calls failed transiently; calls that already
+  succeeded are kept and not sent again. On the last attempt the calls still failing become
+  failed results, so one bad call never takes its batch-mates to the dead letter.
+
+Answers that never validate, permanent HTTP errors and calls that stay failing become
+:class:`JudgeResult` with ``error`` set; :class:`RunJudge` turns them into
+:class:`~fair_forge_beam.io.elements.DeadLetter` records (stage ``"judge"``) with the reason and the
+raw answer. Nothing is ever scored 0 silently.
+
+The API key is read from the environment (``api_key_env``) on the worker when the client is
+created; it is not an attribute of the handler, so it is never pickled into the pipeline graph,
+and it is scrubbed from every error text.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
+
+from fair_forge_beam._beam import beam
+from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
+
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
+from fair_forge_beam.components.judge.parsing import (
+    json_schema_response_format,
+    parse_structured,
+    resolve_schema,
+    schema_instruction,
+    schema_ref,
+    split_reasoning,
+)
+from fair_forge_beam.io.elements import DeadLetter, dead_letter
+
+__all__ = [
+    "JudgeRequest",
+    "JudgeResult",
+    "JudgeOutputs",
+    "JudgeTransientError",
+    "OpenAIJudgeHandler",
+    "RunJudge",
+    "judge_request",
+    "judge_counters",
+    "STRUCTURED_MODES",
+    "COUNTER_NAMES",
+]
+
+_LOG = logging.getLogger(__name__)
+
+STRUCTURED_MODES = ("json_schema", "json_object", "text")
+"""Structured-output modes, strongest first; ``"auto"`` starts at the first and steps down when the
+server answers HTTP 400 to a mode and the next one works (remembered per worker process)."""
+
+COUNTER_NAMES = ("requests", "calls", "cache_hits", "retries", "results", "failures", "prompt_tokens", "completion_tokens")
+"""Beam counters in the handler's namespace. ``requests``: HTTP requests sent (= what the server
+receives). ``calls``: elements that needed the endpoint (first request of each). ``retries``:
+``requests - calls`` (client retries, batch retries, re-asks after invalid answers, fallback
+re-sends). ``cache_hits`` + ``calls`` = elements; ``results`` + ``failures`` = elements.
+Tokens: as reported by the server, for calls actually made (cache hits add none)."""
+
+_FORBIDDEN_PARAMS = frozenset({"model", "messages", "response_format", "stream", "n"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Element types
+# ----------------------------------------------------------------------------------------------
+class JudgeRequest(NamedTuple):
+    """One judge call.
+
+    ``key``: unique id of the call (e.g. ``f"{element_id}#{sample_index}"``); results and dead
+    letters carry it. ``messages``: ``((role, content), …)``, roles ``system`` / ``developer`` /
+    ``user`` / ``assistant``. ``schema``: pydantic model class, registered name or
+    ``"module:ClassName"``; None → the handler's ``output_schema`` (and None there → free text).
+    ``sample_index``: ≥ 0, distinguishes repeated samples of one prompt (part of the cache key).
+    ``element_id``: the interaction the call belongs to (for the dead letter).
+    """
+
+    key: str
+    messages: tuple
+    schema: Union[None, str, type] = None
+    sample_index: int = 0
+    element_id: Optional[str] = None
+
+
+class JudgeResult(NamedTuple):
+    """Outcome of one judge call.
+
+    ``parsed``: the validated answer as a JSON-compatible dict (None without a schema or on
+    error). ``answer``: the content without reasoning blocks. ``reasoning``: ``reasoning_content``
+    sent by the server and ``<think>`` blocks, joined. ``raw``: the content as received (on error:
+    the last raw answer or response body, possibly empty). ``prompt_tokens`` /
+    ``completion_tokens``: usage of the answer (for a cache hit, the usage when it was first
+    asked; on error, all attempts). ``cached``: served from the cache. ``error``: None on
+    success, else the reason.
+    """
+
+    key: str
+    element_id: Optional[str]
+    sample_index: int
+    parsed: Optional[dict]
+    answer: str
+    reasoning: str
+    raw: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    model: str
+    error: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def judge_request(
+    key: str,
+    messages: Iterable[Union[Mapping[str, str], Sequence[str]]],
+    schema: Union[None, str, type] = None,
+    sample_index: int = 0,
+    element_id: Optional[str] = None,
+) -> JudgeRequest:
+    """Build a :class:`JudgeRequest`; messages may be ``{"role", "content"}`` dicts or pairs.
+
+    Raises ``ValueError`` on an empty key, no messages, an unknown role, non-text content or a
+    negative sample index."""
+    from fair_forge_beam.components.judge.prompts import ROLES
+
+    if not isinstance(key, str) or not key:
+        raise ValueError("key must be a non-empty string")
+    msgs = []
+    for m in messages:
+        role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m)
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}; expected one of {ROLES}")
+        if not isinstance(content, str):
+            raise ValueError(f"message content must be text, got {type(content).__name__}")
+        msgs.append((role, content))
+    if not msgs:
+        raise ValueError("a judge request needs at least one message")
+    if int(sample_index) < 0:
+        raise ValueError("sample_index must be >= 0")
+    return JudgeRequest(key, tuple(msgs), schema, int(sample_index), element_id)
+
+
+class _JudgeRequestCoder(beam.coders.Coder):
+    """Deterministic JSON coder; a schema class travels as ``"module:ClassName"``."""
+
+    def encode(self, value: JudgeRequest) -> bytes:
+        schema = value.schema
+        if isinstance(schema, type):
+            schema = schema_ref(schema)
+        doc = [value.key, [list(m) for m in value.messages], schema, value.sample_index, value.element_id]
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def decode(self, encoded: bytes) -> JudgeRequest:
+        key, msgs, schema, sample, eid = json.loads(encoded.decode("utf-8"))
+        return JudgeRequest(key, tuple(tuple(m) for m in msgs), schema, sample, eid)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return JudgeRequest
+
+
+class _JudgeResultCoder(beam.coders.Coder):
+    def encode(self, value: JudgeResult) -> bytes:
+        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def decode(self, encoded: bytes) -> JudgeResult:
+        return JudgeResult(*json.loads(encoded.decode("utf-8")))
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return JudgeResult
+
+
+beam.coders.registry.register_coder(JudgeRequest, _JudgeRequestCoder)
+beam.coders.registry.register_coder(JudgeResult, _JudgeResultCoder)
+
+
+class JudgeTransientError(RuntimeError):
+    """Some calls of a batch failed transiently (429/5xx/timeout/connection) after the client's
+    retries; raised from ``request`` so that Beam retries the batch with backoff and throttles."""
+
+
+def _retry_transient_only(exc: Exception) -> bool:
+    return isinstance(exc, JudgeTransientError)
+
+
+# ----------------------------------------------------------------------------------------------
+# The worker-side client
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class _Tally:
+    requests: int = 0
+
+
+@dataclass
+class _Outcome:
+    result: Optional[JudgeResult] = None  # success or permanent failure
+    transient: Optional[str] = None  # reason, when the call may succeed later
+    requests: int = 0
+    cache_hit: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _BadAnswer(Exception):
+    """The server answered 200 but the answer is unusable (re-ask, then dead letter)."""
+
+    def __init__(self, reason: str, raw: str, prompt_tokens: int = 0, completion_tokens: int = 0):
+        super().__init__(reason)
+        self.reason, self.raw = reason, raw
+        self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
+
+
+class _Pacer:
+    """Spaces HTTP requests at least ``60 / per_minute`` seconds apart (per worker process)."""
+
+    def __init__(self, per_minute: float):
+        self.interval = 60.0 / float(per_minute)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            time.sleep(slot - now)
+
+
+@dataclass
+class _Config:
+    model: str
+    base_url: Optional[str]
+    api_key_env: str
+    output_schema: Any
+    schemas: dict
+    params: dict
+    structured_output: str
+    strict_schema: bool
+    cache_path: Optional[str]
+    request_timeout: float
+    max_concurrency: int
+    requests_per_minute: Optional[float]
+    client_retries: int
+    invalid_answer_retries: int
+    default_headers: dict = field(default_factory=dict)
+
+
+class _JudgeClient:
+    """Worker-side state shared by every DoFn thread of a process: the ``openai`` client (with a
+    request hook that counts and paces HTTP requests), the thread pool, the cache and the
+    structured-output mode the server was found to support."""
+
+    def __init__(self, cfg: _Config, api_key: str):
+        import openai
+
+        self.cfg = cfg
+        self._openai_mod = openai
+        self._secret = api_key
+        self._local = threading.local()
+        self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
+        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]})
+        self.client = openai.OpenAI(
+            api_key=api_key,
+            base_url=cfg.base_url,
+            timeout=cfg.request_timeout,
+            max_retries=cfg.client_retries,
+            http_client=http_client,
+            default_headers=cfg.default_headers or None,
+        )
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-judge")
+        self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        self._mode_lock = threading.Lock()
+        self.mode = "json_schema" if cfg.structured_output == "auto" else cfg.structured_output
+
+    # -- hooks / helpers -------------------------------------------------------------------
+    def _on_request(self, request) -> None:  # httpx request hook: runs in the calling thread
+        if self._pacer is not None:
+            self._pacer.wait()
+        tally = getattr(self._local, "tally", None)
+        if tally is not None:
+            tally.requests += 1
+
+    def scrub(self, text: Any) -> str:
+        text = "" if text is None else str(text)
+        if self._secret and len(self._secret) >= 4:
+            text = text.replace(self._secret, "***")
+        return text
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        try:
+            self.client.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- one call ----------------------------------------------------------------------------
+    def judge(self, req: JudgeRequest, params: Mapping[str, Any]) -> _Outcome:
+        tally = _Tally()
+        self._local.tally = tally
+        try:
+            out = self._judge(req, params)
+        finally:
+            self._local.tally = None
+        out.requests = tally.requests
+        return out
+
+    def _judge(self, req: JudgeRequest, params: Mapping[str, Any]) -> _Outcome:
+        cfg = self.cfg
+        eid = req.element_id
+
+        def failure(reason: str, raw: str = "", pt: int = 0, ct: int = 0) -> _Outcome:
+            res = JudgeResult(req.key, eid, req.sample_index, None, "", "", self.scrub(raw), pt, ct, False, cfg.model, self.scrub(reason))
+            return _Outcome(result=res, prompt_tokens=pt, completion_tokens=ct)
+
+        try:
+            schema = resolve_schema(req.schema if req.schema is not None else cfg.output_schema, cfg.schemas)
+        except ValueError as exc:
+            return failure(str(exc))
+        schema_json = schema.model_json_schema() if schema is not None else None
+        key = cache_key(cfg.model, req.messages, params, schema_json, req.sample_index)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                res = JudgeResult(
+                    req.key, eid, req.sample_index, hit.get("parsed"), hit.get("answer", ""), hit.get("reasoning", ""),
+                    hit.get("raw", ""), int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)), True, cfg.model,
+                )
+                return _Outcome(result=res, cache_hit=True)
+
+        openai = self._openai_mod
+        pt = ct = 0
+        last_reason, last_raw = "", ""
+        try:
+            for _ask in range(1 + cfg.invalid_answer_retries):
+                try:
+                    content, reasoning_field, finish, p_tok, c_tok = self._ask(req, schema, params)
+                except _BadAnswer as bad:
+                    pt, ct = pt + bad.prompt_tokens, ct + bad.completion_tokens
+                    last_reason, last_raw = bad.reason, bad.raw
+                    continue
+                pt, ct = pt + p_tok, ct + c_tok
+                think, answer = split_reasoning(content)
+                reasoning = "\n\n".join(x for x in (reasoning_field.strip(), think) if x)
+                parsed = None
+                if schema is not None:
+                    obj, why = parse_structured(answer, schema)
+                    if obj is None:
+                        if finish == "length":
+                            why += " (finish_reason=length: the answer was cut off; raise max_tokens)"
+                        last_reason, last_raw = why, content
+                        continue
+                    parsed = obj.model_dump(mode="json")
+                record = {
+                    "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,
+                    "prompt_tokens": p_tok, "completion_tokens": c_tok,
+                }
+                if self.cache is not None:
+                    self.cache.put(key, record)
+                res = JudgeResult(req.key, eid, req.sample_index, parsed, answer, reasoning, content, pt, ct, False, cfg.model)
+                return _Outcome(result=res, prompt_tokens=pt, completion_tokens=ct)
+            asks = 1 + cfg.invalid_answer_retries
+            return failure(f"invalid answer after {asks} attempt(s): {last_reason}", last_raw, pt, ct)
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+            out = _Outcome(transient=self._describe(exc))
+        except openai.APIStatusError as exc:
+            if exc.status_code in (408, 409):
+                out = _Outcome(transient=self._describe(exc))
+            else:
+                return failure(self._describe(exc), self._body_text(exc), pt, ct)
+        out.prompt_tokens, out.completion_tokens = pt, ct
+        return out
+
+    def _describe(self, exc: Exception) -> str:
+        openai = self._openai_mod
+        if isinstance(exc, openai.APITimeoutError):
+            return f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"connection error: {self.scrub(exc)}"
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (401, 403):
+                return f"HTTP {status}: authentication failed (check the key in ${self.cfg.api_key_env})"
+            return f"HTTP {status}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
+        return self.scrub(f"{type(exc).__name__}: {exc}")[:2000]
+
+    def _body_text(self, exc) -> str:
+        try:
+            if exc.status_code in (401, 403):
+                return ""
+            return self.scrub(exc.response.text)
+        except Exception:
+            return ""
+
+    def _ask(self, req: JudgeRequest, schema, params: Mapping[str, Any]):
+        """One question, walking down the structured-output modes on HTTP 400 when ``auto``.
+
+        Returns ``(content, reasoning_content, finish_reason, prompt_tokens, completion_tokens)``;
+        raises ``_BadAnswer`` for an unusable 200 and ``openai`` errors otherwise."""
+        openai = self._openai_mod
+        base = [{"role": r, "content": c} for r, c in req.messages]
+        if schema is None:
+            modes = [None]
+        else:
+            start = self.mode
+            modes = list(STRUCTURED_MODES[STRUCTURED_MODES.index(start):]) if self.cfg.structured_output == "auto" else [start]
+        last_exc: Optional[Exception] = None
+        for mode in modes:
+            kwargs = dict(params)
+            messages = base
+            if mode == "json_schema":
+                kwargs["response_format"] = json_schema_response_format(schema, self.cfg.strict_schema)
+            elif mode in ("json_object", "text"):
+                messages = _with_instruction(base, schema_instruction(schema))
+                if mode == "json_object":
+                    kwargs["response_format"] = {"type": "json_object"}
+            try:
+                raw = self.client.chat.completions.with_raw_response.create(model=self.cfg.model, messages=messages, **kwargs)
+            except openai.BadRequestError as exc:
+                last_exc = exc
+                if mode is None or mode == modes[-1]:
+                    raise
+                continue
+            if mode is not None and mode != modes[0]:
+                with self._mode_lock:  # remember only a step down that worked
+                    if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
+                        _LOG.info("judge endpoint rejected response_format %r; using %r from now on", self.mode, mode)
+                        self.mode = mode
+            return self._read(raw)
+        raise last_exc  # pragma: no cover - the loop always returns or raises
+
+    def _read(self, raw):
+        body = raw.http_response.text
+        try:
+            completion = raw.parse()
+            choice = completion.choices[0] if completion.choices else None
+        except Exception as exc:
+            raise _BadAnswer(f"response body is not a chat completion ({type(exc).__name__}: {exc})", self.scrub(body)) from None
+        usage = getattr(completion, "usage", None)
+        p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
+        c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+        if choice is None or choice.message is None:
+            raise _BadAnswer("response has no choices", self.scrub(body), p_tok, c_tok)
+        msg = choice.message
+        extra = msg.model_extra or {}
+        reasoning_field = extra.get("reasoning_content") or extra.get("reasoning") or ""
+        if not isinstance(reasoning_field, str):
+            reasoning_field = json.dumps(reasoning_field, ensure_ascii=False)
+        content = msg.content
+        if not content:
+            refusal = getattr(msg, "refusal", None)
+            reason = f"model refused: {refusal}" if refusal else f"empty answer (finish_reason={choice.finish_reason})"
+            raise _BadAnswer(reason, self.scrub(body), p_tok, c_tok)
+        return content, reasoning_field, choice.finish_reason, p_tok, c_tok
+
+    def __del__(self):  # pragma: no cover - process teardown
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _with_instruction(messages: list, instruction: str) -> list:
+    """Append the instruction to the first system message, or add one in front (some chat
+    templates accept a single system message only)."""
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m["role"] == "system":
+            m["content"] = f"{m['content']}\n\n{instruction}"
+            return out
+    return [{"role": "system", "content": instruction}] + out
+
+
+# ----------------------------------------------------------------------------------------------
+# The handler
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class _BatchState:
+    keys: tuple
+    attempt: int = 0
+    done: dict = field(default_factory=dict)  # batch index -> JudgeResult
+    sent: set = field(default_factory=set)  # batch indices that already sent a request
+
+
+class OpenAIJudgeHandler(RemoteModelHandler):
+    """``RemoteModelHandler`` for OpenAI-compatible ``/v1/chat/completions`` (OpenAI, vLLM,
+    Ollama, llama.cpp server, Groq, …): ``JudgeRequest`` in, ``JudgeResult`` out.
+
+    Args:
+      model: model name sent to the server; also part of the cache key.
+      base_url: endpoint root including ``/v1`` (None → api.openai.com).
+      api_key_env: environment variable holding the key, read on the worker. When unset, a
+        placeholder is sent if ``base_url`` is given (local servers need none); with no
+        ``base_url`` the client creation raises ``ValueError``.
+      output_schema: default pydantic model (class, registered name or ``"module:ClassName"``)
+        for requests whose ``schema`` is None; None → free-text answers.
+      schemas: ``{name: model class}`` registry for names used in requests.
+      params: sampling parameters sent with every call (``temperature``, ``max_tokens``,
+        ``seed``, ``top_p``, ``extra_body``, …); part of the cache key. ``model``, ``messages``,
+        ``response_format``, ``stream`` and ``n`` are not allowed (``ValueError``).
+      structured_output: ``"auto"`` (JSON-schema ``response_format``, stepping down to
+        ``json_object`` + schema in the prompt, then to plain text + schema in the prompt, when
+        the server answers 400), or one of ``"json_schema"``, ``"json_object"``, ``"text"``.
+      strict_schema: send ``strict: true`` with the JSON schema (OpenAI then requires every field
+        to be required and ``additionalProperties: false``).
+      cache_path: SQLite file; ``"default"`` → :func:`~.cache.default_cache_path` on the worker;
+        None → no cache.
+      request_timeout: seconds per HTTP request (> 0).
+      max_concurrency: HTTP calls in flight per worker process (≥ 1).
+      requests_per_minute: optional cap on HTTP requests (retries included) per worker process.
+      client_retries: retries per HTTP call inside the ``openai`` client (Retry-After honoured).
+      num_retries: Beam's batch-level retries (exponential backoff from about 5 s).
+      throttle_delay_secs: Beam's adaptive-throttling wait (s).
+      invalid_answer_retries: extra asks when an answer does not validate (≥ 0).
+      min_batch_size / max_batch_size: ``BatchElements`` bounds (defaults: ``max_concurrency``
+        and 4 × ``max_concurrency``); a batch's calls run concurrently, so a batch smaller than
+        ``max_concurrency`` leaves capacity unused (the last batch of a bundle may be smaller).
+      namespace: namespace of the Beam counters (:data:`COUNTER_NAMES`) and of Beam's logs.
+      rate_limiter: optional Beam ``RateLimiter`` (e.g. a global Envoy limit), applied per batch.
+      default_headers: extra HTTP headers (do not put secrets here: they would be pickled).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: Optional[str] = None,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        output_schema: Union[None, str, type] = None,
+        schemas: Optional[Mapping[str, type]] = None,
+        params: Optional[Mapping[str, Any]] = None,
+        structured_output: str = "auto",
+        strict_schema: bool = False,
+        cache_path: Optional[str] = DEFAULT_CACHE,
+        request_timeout: float = 60.0,
+        max_concurrency: int = 16,
+        requests_per_minute: Optional[float] = None,
+        client_retries: int = 3,
+        num_retries: int = 3,
+        throttle_delay_secs: int = 5,
+        invalid_answer_retries: int = 1,
+        min_batch_size: Optional[int] = None,
+        max_batch_size: Optional[int] = None,
+        namespace: str = "fair_forge_beam.judge",
+        rate_limiter=None,
+        default_headers: Optional[Mapping[str, str]] = None,
+    ):
+        if not model:
+            raise ValueError("model is required")
+        if structured_output not in ("auto",) + STRUCTURED_MODES:
+            raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}, got {structured_output!r}")
+        params = dict(params or {})
+        _check_params(params)
+        if request_timeout is None or request_timeout <= 0:
+            raise ValueError("request_timeout must be > 0 seconds")
+        if int(max_concurrency) < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if requests_per_minute is not None and requests_per_minute <= 0:
+            raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
+        if min(int(client_retries), int(num_retries), int(invalid_answer_retries)) < 0:
+            raise ValueError("retry counts must be >= 0")
+        if not api_key_env:
+            raise ValueError("api_key_env must name an environment variable")
+        if output_schema is not None:
+            resolve_schema(output_schema, schemas)  # fail fast on a bad default schema
+        max_batch_size = int(max_batch_size or 4 * int(max_concurrency))
+        min_batch_size = int(min_batch_size or min(int(max_concurrency), max_batch_size))
+        if not 1 <= min_batch_size <= max_batch_size:
+            raise ValueError("need 1 <= min_batch_size <= max_batch_size")
+        super().__init__(
+            namespace=namespace,
+            num_retries=int(num_retries),
+            throttle_delay_secs=throttle_delay_secs,
+            retry_filter=_retry_transient_only,
+            rate_limiter=rate_limiter,
+        )
+        self._cfg = _Config(
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            output_schema=output_schema,
+            schemas=dict(schemas or {}),
+            params=params,
+            structured_output=structured_output,
+            strict_schema=bool(strict_schema),
+            cache_path=cache_path,
+            request_timeout=float(request_timeout),
+            max_concurrency=int(max_concurrency),
+            requests_per_minute=requests_per_minute,
+            client_retries=int(client_retries),
+            invalid_answer_retries=int(invalid_answer_retries),
+            default_headers=dict(default_headers or {}),
+        )
+        self._namespace = namespace
+        self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
+        self._runtime = None
+
+    # -- pickling: runtime state (locks, per-batch bookkeeping) never travels -----------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_runtime"] = None
+        return state
+
+    def _rt(self):
+        if self._runtime is None:
+            self._runtime = {"lock": threading.Lock(), "batches": {}, "counters": {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}}
+        return self._runtime
+
+    # -- ModelHandler API ----------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self._cfg.model
+
+    def create_client(self) -> _JudgeClient:
+        """Build the worker-side client; reads the API key from ``api_key_env`` here (never
+        before, never stored on the handler). Raises ``ValueError`` when the key is missing
+        for api.openai.com and ``sqlite3.Error`` when the cache file cannot be opened."""
+        import dataclasses
+        import os
+
+        cfg = self._cfg
+        api_key = os.environ.get(cfg.api_key_env, "")
+        if not api_key:
+            if cfg.base_url is None:
+                raise ValueError(f"no API key: set the environment variable {cfg.api_key_env} (or give base_url for a local server)")
+            api_key = "not-needed"
+        if cfg.cache_path == DEFAULT_CACHE:
+            cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
+        return _JudgeClient(cfg, api_key)
+
+    def batch_elements_kwargs(self) -> Mapping[str, Any]:
+        return dict(self._batch_kwargs)
+
+    def get_metrics_namespace(self) -> str:
+        return self._namespace
+
+    def get_num_bytes(self, batch: Sequence[JudgeRequest]) -> int:
+        return sum(len(c.encode("utf-8")) for r in batch for _, c in r.messages)
+
+    def validate_inference_args(self, inference_args: Optional[dict[str, Any]]):
+        if inference_args:
+            _check_params(inference_args)
+
+    def request(self, batch: Sequence[JudgeRequest], model: _JudgeClient, inference_args: Optional[dict[str, Any]] = None) -> list[JudgeResult]:
+        """Judge a batch: cached answers first, the rest concurrently (≤ ``max_concurrency``).
+
+        Returns one :class:`JudgeResult` per request, in order. Raises
+        :class:`JudgeTransientError` when some calls failed transiently and Beam has retries
+        left (the successful ones are kept for the retry)."""
+        rt = self._rt()
+        params = dict(self._cfg.params, **(inference_args or {}))
+        keys = tuple(r.key for r in batch)
+        with rt["lock"]:
+            st = rt["batches"].get(id(batch))
+            if st is None or st.keys != keys:
+                st = rt["batches"][id(batch)] = _BatchState(keys)
+        st.attempt += 1
+        final = st.attempt > self.num_retries
+        c = rt["counters"]
+        try:
+            todo = [i for i in range(len(batch)) if i not in st.done]
+            futures = [(i, model.executor.submit(model.judge, batch[i], params)) for i in todo]
+            pending: list[str] = []
+            for i, fut in futures:
+                out: _Outcome = fut.result()
+                if out.cache_hit:
+                    c["cache_hits"].inc()
+                if out.requests:
+                    first = 0 if i in st.sent else 1
+                    st.sent.add(i)
+                    c["requests"].inc(out.requests)
+                    if first:
+                        c["calls"].inc()
+                    if out.requests - first:
+                        c["retries"].inc(out.requests - first)
+                if out.prompt_tokens:
+                    c["prompt_tokens"].inc(out.prompt_tokens)
+                if out.completion_tokens:
+                    c["completion_tokens"].inc(out.completion_tokens)
+                if out.result is not None:
+                    st.done[i] = out.result
+                elif final:
+                    req = batch[i]
+                    st.done[i] = JudgeResult(
+                        req.key, req.element_id, req.sample_index, None, "", "", "", out.prompt_tokens, out.completion_tokens, False,
+                        self._cfg.model, f"{out.transient} (still failing after {st.attempt} batch attempt(s))",
+                    )
+                else:
+                    pending.append(f"{batch[i].key}: {out.transient}")
+            if pending:
+                raise JudgeTransientError(f"{len(pending)} of {len(batch)} judge calls failed transiently; first: {pending[0]}")
+        except JudgeTransientError:
+            raise
+        except BaseException:
+            with rt["lock"]:
+                rt["batches"].pop(id(batch), None)
+            raise
+        with rt["lock"]:
+            rt["batches"].pop(id(batch), None)
+        results = [st.done[i] for i in range(len(batch))]
+        for r in results:
+            c["failures" if r.error is not None else "results"].inc()
+        return results
+
+
+def judge_counters(pipeline_result, namespace: str = "fair_forge_beam.judge") -> dict[str, int]:
+    """The judge's Beam counters (:data:`COUNTER_NAMES`, zero when never incremented) from a
+    finished ``PipelineResult``, committed values summed over steps."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    out = {n: 0 for n in COUNTER_NAMES}
+    for c in pipeline_result.metrics().query(MetricsFilter().with_namespace(namespace))["counters"]:
+        name = c.key.metric.name
+        if name in out:
+            out[name] += int(c.committed or 0)
+    return out
+
+
+def _check_params(params: Mapping[str, Any]) -> None:
+    bad = sorted(set(params) & _FORBIDDEN_PARAMS)
+    if bad:
+        raise ValueError(f"parameters {bad} are set by the judge itself and cannot be passed")
+
+
+# ----------------------------------------------------------------------------------------------
+# The transform with the dead-letter split
+# ----------------------------------------------------------------------------------------------
+class JudgeOutputs(NamedTuple):
+    """Outputs of :class:`RunJudge`: ``results`` (``JudgeResult`` with ``error is None``) and
+    ``dead_letters`` (``DeadLetter``, stage ``"judge"``)."""
+
+    results: Any
+    dead_letters: Any
+
+
+def _request_raw(req: JudgeRequest) -> str:
+    return json.dumps({"key": req.key, "messages": [list(m) for m in req.messages], "sample_index": req.sample_index}, ensure_ascii=False)
+
+
+class _SplitResults(beam.DoFn):
+    DEAD = "dead_letters"
+
+    def process(self, res):
+        if isinstance(res, JudgeResult) and res.error is None:
+            yield res
+        elif isinstance(res, JudgeResult):
+            yield beam.pvalue.TaggedOutput(
+                self.DEAD, dead_letter("judge", res.error, res.raw or "", element_id=res.element_id or res.key, source=f"judge:{res.key}")
+            )
+        else:  # pragma: no cover - a handler returned something unexpected
+            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("judge", f"unexpected output type {type(res).__name__}", repr(res)))
+
+
+class _BatchFailureToDeadLetters(beam.DoFn):
+    """A whole batch that raised after Beam's retries (e.g. a bug, or transient failures when
+    retries ran out outside ``request``): one dead letter per request, counted as failures."""
+
+    def __init__(self, namespace: str):
+        self._namespace = namespace
+
+    def setup(self):
+        self._failures = beam.metrics.Metrics.counter(self._namespace, "failures")
+
+    def process(self, failed):
+        batch, exc = failed
+        reason = f"batch failed: {type(exc).__name__}: {exc}"[:2000]
+        for req in batch:
+            self._failures.inc()
+            if isinstance(req, JudgeRequest):
+                yield dead_letter("judge", reason, _request_raw(req), element_id=req.element_id or req.key, source=f"judge:{req.key}")
+            else:  # pragma: no cover
+                yield dead_letter("judge", reason, repr(req))
+
+
+class RunJudge(beam.PTransform):
+    """``PCollection[JudgeRequest]`` → :class:`JudgeOutputs` (results, dead letters).
+
+    ``RunInference(handler).with_exception_handling()`` plus the split of failed results into
+    :class:`~fair_forge_beam.io.elements.DeadLetter` records. ``inference_args`` are extra
+    sampling parameters for every call (part of the cache key).
+    """
+
+    def __init__(self, handler: OpenAIJudgeHandler, inference_args: Optional[Mapping[str, Any]] = None, label_prefix: str = "Judge"):
+        super().__init__()
+        self._handler = handler
+        self._inference_args = dict(inference_args) if inference_args else None
+        self._prefix = label_prefix
+
+    def expand(self, requests):
+        p = self._prefix
+        main, other = requests | f"{p}RunInference" >> RunInference(self._handler, inference_args=self._inference_args).with_exception_handling()
+        split = main | f"{p}Split" >> beam.ParDo(_SplitResults()).with_outputs(_SplitResults.DEAD, main="results")
+        failed = other.failed_inferences | f"{p}BatchFailures" >> beam.ParDo(_BatchFailureToDeadLetters(self._handler.get_metrics_namespace()))
+        dead = (split[_SplitResults.DEAD], failed) | f"{p}DeadLetters" >> beam.Flatten()
+        return JudgeOutputs(split.results, dead)

@@ -1,0 +1,85 @@
+"""Prompt rendering that is safe for user text.
+
+Only *our* templates are templates. A template declares its slots; values are inserted by
+jinja2 (sandboxed, strict about missing slots) and are never re-parsed, so a user query or a
+previous answer containing ``{``, ``}``, ``{{ … }}`` or ``{% … %}`` reaches the model verbatim.
+User turns and chat history are passed as message contents and are never templated at all
+(the original library ran them through an f-string template, spec §17 item 13).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+__all__ = ["PromptTemplate", "chat_messages", "ROLES"]
+
+ROLES = ("system", "developer", "user", "assistant")
+
+
+class PromptTemplate:
+    """A jinja2 template with declared slots.
+
+    Args:
+      source: template text; slots are written ``{{ name }}``. Literal single braces (JSON
+        examples) need no escaping; a literal ``{{`` in the template itself does
+        (``{{ '{{' }}``).
+      slots: the slot names. None → the names the template uses. When given, a template using
+        a name not declared raises ``ValueError`` at construction.
+
+    Raises ``jinja2.TemplateSyntaxError`` for an invalid template.
+    """
+
+    def __init__(self, source: str, slots: Optional[Iterable[str]] = None):
+        from jinja2 import StrictUndefined, meta
+        from jinja2.sandbox import SandboxedEnvironment
+
+        env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        used = meta.find_undeclared_variables(env.parse(source))
+        if slots is None:
+            declared = frozenset(used)
+        else:
+            declared = frozenset(slots)
+            undeclared = sorted(used - declared)
+            if undeclared:
+                raise ValueError(f"template uses undeclared slots {undeclared}; declared: {sorted(declared)}")
+        self.source = source
+        self.slots = declared
+        self._template = env.from_string(source)
+
+    def render(self, values: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> str:
+        """Fill every declared slot (from ``values`` and/or keywords); ``None`` renders as empty
+        text, other values with ``str()``. Raises ``ValueError`` on a missing or unknown slot."""
+        given = dict(values or {}, **kwargs)
+        missing = sorted(self.slots - given.keys())
+        unknown = sorted(given.keys() - self.slots)
+        if missing or unknown:
+            raise ValueError(f"prompt slots: missing {missing}, unknown {unknown}")
+        return self._template.render({k: "" if v is None else str(v) for k, v in given.items()})
+
+    def __getstate__(self):
+        return {"source": self.source, "slots": sorted(self.slots)}
+
+    def __setstate__(self, state):
+        self.__init__(state["source"], state["slots"])
+
+    def __repr__(self) -> str:
+        return f"PromptTemplate(slots={sorted(self.slots)})"
+
+
+def chat_messages(
+    system: Optional[str], user: str, history: Sequence[tuple[str, str]] = ()
+) -> tuple[tuple[str, str], ...]:
+    """Messages as ``((role, content), …)``: the system prompt (if any), the history turns
+    verbatim (``(role, content)`` pairs, oldest first), then the user turn. No text is templated.
+    Raises ``ValueError`` on an unknown role or non-string content."""
+    out: list[tuple[str, str]] = []
+    if system:
+        out.append(("system", system))
+    for role, content in history:
+        out.append((role, content))
+    out.append(("user", user))
+    for role, content in out:
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}; expected one of {ROLES}")
+        if not isinstance(content, str):
+            raise ValueError(f"message content must be text, got {type(content).__name__}")
+    return tuple(out)
