@@ -1,0 +1,986 @@
+"""Cluster profiling for Toxicity (spec §6.1 "Clustering"): UMAP + HDBSCAN over answer embeddings,
+then the toxic-word ratio of every cluster.
+
+What it computes
+----------------
+Every answer is a :class:`ClusterInput` ``(element_id, embedding, toxic_words, total_words)``.
+The embeddings are reduced with UMAP (McInnes, Healy & Melville 2018, "UMAP: Uniform Manifold
+Approximation and Projection for Dimension Reduction", arXiv:1802.03426) and clustered with
+HDBSCAN (Campello, Moulavi & Sander 2013, "Density-Based Clustering Based on Hierarchical Density
+Estimates", PAKDD; ``sklearn.cluster.HDBSCAN``, excess-of-mass selection). For every label ``c``
+(``-1`` = noise) the profile reports
+
+    score_c = Σ_{i in c} toxic_words_i / Σ_{i in c} total_words_i      (0.0 when the sum of words is 0)
+
+a ratio in ``[0, 1]`` computed from exact integer sums.
+
+Upstream parameter names (spec §6.1 constructor table) map as: ``toxicity_min_cluster_size`` →
+``min_cluster_size``, ``toxicity_cluster_selection_epsilon`` → ``cluster_selection_epsilon``,
+``toxicity_cluster_use_latent_space`` → ``use_latent_space``, ``umap_*`` unchanged, and
+``toxicity_cluster_selection_method`` → ``metric``: upstream passes that value to HDBSCAN as its
+*distance metric*, not as its cluster-selection method (spec §17 item 7); HDBSCAN's selection
+method stays "eom". The name here says what the value does.
+
+Why a bounded global stage (spec §17 item 30, §18.3)
+----------------------------------------------------
+UMAP and HDBSCAN need the whole matrix in one process and cannot be combined from partial
+results. So the stage is fitted on at most ``cap`` points:
+
+1. every point gets a key ``stable_hash64(seed, "cluster-sample", element_id)`` (BLAKE2b, never
+   Python's salted ``hash()``);
+2. one mergeable, bounded ``CombineGlobally`` (:class:`SmallestKeysCombineFn`: the count and a
+   heap of the ``cap`` smallest 64-bit keys, memory O(cap) integers, like ``Top.Smallest``) gives
+   the threshold key; the points whose key is at or below it form the fitted sample (all points
+   when n ≤ cap);
+3. the sample is read by the single fitting DoFn as a list side input (O(cap) points), sorted by
+   ``element_id`` (then by the embedding bytes and word counts, so even duplicate ids have one
+   order) and fitted once;
+4. the other points are assigned in parallel with the fitted model as a side input (below);
+5. ``(toxic_words, total_words)`` are summed per label with a ``CombinePerKey`` of integers.
+
+Assignment of points outside the sample
+---------------------------------------
+sklearn's HDBSCAN has no ``approximate_predict``. Points outside the sample are assigned by:
+
+* **latent coordinates**: ``UMAP.transform`` of the new points into the fitted embedding (UMAP's own
+  out-of-sample method);
+* **label**: a majority vote of the HDBSCAN labels of the ``k`` nearest *fitted* points
+  (``k = assign_neighbors``, default ``min_cluster_size``, at most the number of fitted points),
+  searched exactly with ``sklearn.neighbors.NearestNeighbors`` in the space HDBSCAN clustered
+  (the UMAP latent space, or the raw embeddings when ``use_latent_space=False``) under HDBSCAN's
+  ``metric``. Noise (``-1``) is a label like any other in the vote, so a point whose neighbours
+  are mostly noise stays noise. Ties: the label with the smaller sum of distances among its voters,
+  then the smaller label. Neighbours at equal distance are ordered by their position in the sorted
+  sample.
+
+UMAP's ``transform`` of one point depends on the other points transformed with it (one shared
+random stream, batch-dependent epoch count). To keep results independent of Beam's bundling, the
+points to assign are grouped into canonical batches — bucket ``key % n_buckets`` with
+``n_buckets = ceil((n − cap) / assign_batch_size)`` from the global count — and each batch is
+sorted by ``element_id`` before the transform. Same input ⇒ same batches ⇒ same coordinates and
+labels on every runner and bundle order.
+
+Small and degenerate inputs (spec §17 item 21)
+----------------------------------------------
+* no points → one profile with ``status="empty"``;
+* fewer than ``max(min_cluster_size, 5)`` points (upstream crashes below 5 answers): nothing is
+  fitted, every point is labelled ``-1`` (noise — what HDBSCAN does with fewer points than
+  ``min_cluster_size``), ``status="too_few"``;
+* UMAP is fitted on the *distinct* embeddings (duplicates share one position; identical rows made
+  UMAP invent structure or crash in our checks) with ``n_neighbors`` lowered to
+  ``distinct − 1`` when there are not more distinct points than ``umap_n_neighbors``
+  (recorded in ``params.umap.n_neighbors_used``). With fewer than ``max(5, n_components + 2)``
+  distinct embeddings UMAP is skipped and HDBSCAN clusters the raw embeddings (noted in
+  ``notes``); if UMAP fails or returns non-finite coordinates, likewise;
+* UMAP is fitted only when its output is used (``use_latent_space=True`` or ``points_path``);
+  upstream fits it always.
+
+Outputs of :class:`ClusterProfile` (a dict of PCollections)
+-----------------------------------------------------------
+* ``"profile"``: exactly one ``dict`` (see :func:`build_profile` for the fields); raw embeddings
+  and coordinates never go into it;
+* ``"assignments"``: one :class:`ClusterAssignment` per clustered point;
+* ``"dead_letter"``: :class:`~fair_forge_beam.io.elements.DeadLetter` for points that cannot be
+  clustered (non-finite or non-1-D embedding, impossible word counts, an embedding dimension
+  other than the sample's);
+* with ``points_path``: one Parquet file (``WriteToParquet``, one shard, exactly that path) with a
+  row per point: ``element_id``, ``embedding`` (list<float32>), ``latent`` (list<float32>, null
+  when UMAP was not fitted), ``x``, ``y`` (the first two latent coordinates, upstream's
+  ``latent_space`` when ``n_components=2``), ``cluster_label``, ``fitted``, ``toxic_words``,
+  ``total_words``. Row order in the file is not defined; its set of rows is deterministic.
+
+Costs (see ``benchmarks/bench_clustering.py``): one worker fits UMAP on ≤ cap points
+(single-threaded: ``random_state`` forces ``n_jobs=1``); umap-learn compiles its numba kernels on
+first use (≈25–35 s per process); with ``numba_cache=True`` (default) the compiled kernels of umap
+and pynndescent that can be cached are written to numba's on-disk cache so later processes load
+them in well under a second (pynndescent's per-index search closures cannot be cached).
+
+Heavy libraries (umap, numba, pynndescent, sklearn) are imported only inside the DoFns and the
+fitting functions, never when this module is imported.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import pickle
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple, Optional
+
+import numpy as np
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.io.elements import DeadLetter, dead_letter
+from fair_forge_beam.statistical.seeding import stable_hash64
+
+__all__ = [
+    "ClusterInput",
+    "ClusterAssignment",
+    "ClusterConfig",
+    "ClusterProfile",
+    "FitOutcome",
+    "AssignModel",
+    "fit_clusters",
+    "knn_vote",
+    "sample_key",
+    "build_profile",
+    "SmallestKeysCombineFn",
+    "MIN_POINTS",
+    "POINTS_SCHEMA_FIELDS",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: Fewest points the stage clusters (below it: ``status="too_few"``; upstream crashes below 5).
+MIN_POINTS = 5
+
+STAGE = "cluster_profile"
+PROFILE, ASSIGNMENTS, DEAD = "profile", "assignments", "dead_letter"
+_MODEL, _SUMMARY, _LABELLED = "model", "summary", "labelled"
+
+#: Columns of the optional points file, in order.
+POINTS_SCHEMA_FIELDS = ("element_id", "embedding", "latent", "x", "y", "cluster_label", "fitted", "toxic_words", "total_words")
+
+
+class ClusterInput(NamedTuple):
+    """One answer to cluster.
+
+    ``embedding``: 1-D float vector ``(d,)`` (converted to float32); ``toxic_words`` and
+    ``total_words``: integer token counts with ``0 ≤ toxic_words ≤ total_words``.
+    ``element_id`` must be unique (it keys the sample and the output rows).
+    """
+
+    element_id: str
+    embedding: np.ndarray
+    toxic_words: int
+    total_words: int
+
+
+class ClusterAssignment(NamedTuple):
+    """The label of one point: ``cluster_label`` (``-1`` = noise), whether the point was in the
+    fitted sample (``fitted``) or assigned afterwards, and its UMAP coordinates (``latent``, a
+    tuple of ``n_components`` floats; ``None`` when UMAP was not fitted)."""
+
+    element_id: str
+    cluster_label: int
+    fitted: bool
+    latent: Optional[tuple]
+
+
+class _Labelled(NamedTuple):
+    element_id: str
+    cluster_label: int
+    toxic_words: int
+    total_words: int
+    fitted: bool
+    latent: Optional[tuple]
+    embedding: Optional[np.ndarray]  # kept only when the points file is written
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Parameters of the stage (see :class:`ClusterProfile` for their meaning)."""
+
+    min_cluster_size: int = 5
+    cluster_selection_epsilon: float = 0.01
+    metric: str = "euclidean"
+    use_latent_space: bool = True
+    umap_n_components: int = 2
+    umap_n_neighbors: int = 15
+    umap_min_dist: float = 0.1
+    umap_random_state: int = 42
+    umap_metric: str = "cosine"
+    cap: int = 50_000
+    seed: int = 42
+    assign_neighbors: Optional[int] = None
+    assign_batch_size: int = 4096
+    need_latent: bool = True  # fit UMAP at all (use_latent_space or a points file)
+    numba_cache: bool = True
+
+    @property
+    def min_points(self) -> int:
+        """Fewest points that are clustered: ``max(min_cluster_size, MIN_POINTS)``."""
+        return max(self.min_cluster_size, MIN_POINTS)
+
+    @property
+    def k(self) -> int:
+        return self.assign_neighbors if self.assign_neighbors is not None else self.min_cluster_size
+
+    def validate(self) -> None:
+        def pos_int(name, v, low=1):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+
+        pos_int("min_cluster_size", self.min_cluster_size, 2)
+        pos_int("umap_n_components", self.umap_n_components, 1)
+        pos_int("umap_n_neighbors", self.umap_n_neighbors, 2)
+        pos_int("assign_batch_size", self.assign_batch_size, 1)
+        if self.assign_neighbors is not None:
+            pos_int("assign_neighbors", self.assign_neighbors, 1)
+        pos_int("cap", self.cap, self.min_points)
+        for name in ("cluster_selection_epsilon", "umap_min_dist"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        for name in ("metric", "umap_metric"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v:
+                raise ValueError(f"{name} must be a metric name (str), got {v!r}")
+        if not isinstance(self.umap_random_state, (int, np.integer)) or isinstance(self.umap_random_state, bool):
+            raise ValueError(f"umap_random_state must be an int, got {self.umap_random_state!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+
+    def hdbscan_params(self) -> dict:
+        return {
+            "min_cluster_size": int(self.min_cluster_size),
+            "min_samples": None,
+            "cluster_selection_epsilon": float(self.cluster_selection_epsilon),
+            "metric": self.metric,
+            "cluster_selection_method": "eom",
+        }
+
+    def umap_params(self) -> dict:
+        return {
+            "n_components": int(self.umap_n_components),
+            "n_neighbors": int(self.umap_n_neighbors),
+            "min_dist": float(self.umap_min_dist),
+            "random_state": int(self.umap_random_state),
+            "metric": self.umap_metric,
+            "n_jobs": 1,
+        }
+
+
+# ------------------------------------------------------------------ heavy imports (lazy)
+_NUMBA_LOCK = threading.Lock()
+_NUMBA_CACHED = False
+
+
+def _enable_numba_cache() -> int:
+    """Turn on numba's on-disk cache for the compiled kernels of umap and pynndescent.
+
+    umap-learn declares most of its ``numba.njit`` kernels without ``cache=True``, so every new
+    process spends ≈25–35 s compiling them. This enables caching on those module-level dispatchers
+    (numba keys the cache by source file and signature and invalidates it when the file changes);
+    kernels numba cannot cache just keep compiling. Returns the number of dispatchers switched."""
+    global _NUMBA_CACHED
+    with _NUMBA_LOCK:
+        if _NUMBA_CACHED:
+            return 0
+        from numba.core.caching import NullCache
+        from numba.core.registry import CPUDispatcher
+
+        n = 0
+        for name, mod in list(sys.modules.items()):
+            if mod is None or not (name.startswith("umap.") or name.startswith("pynndescent.")):
+                continue
+            for obj in list(vars(mod).values()):
+                if (
+                    isinstance(obj, CPUDispatcher)
+                    and isinstance(obj._cache, NullCache)
+                    and getattr(obj.py_func, "__module__", None) == name
+                ):
+                    try:
+                        obj.enable_caching()
+                        n += 1
+                    except Exception:  # a kernel numba cannot cache keeps compiling
+                        pass
+        _NUMBA_CACHED = True
+        return n
+
+
+def _import_umap(numba_cache: bool = True):
+    """``import umap`` (≈3–8 s: numba, pynndescent, sklearn) with the numba cache switched on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import umap  # noqa: F401  (heavy; only here)
+    if numba_cache:
+        _enable_numba_cache()
+    return umap
+
+
+class _Quiet:
+    """Capture library warnings (UMAP's n_jobs override, sklearn FutureWarnings) and log them at
+    DEBUG level instead of printing them per call."""
+
+    def __enter__(self):
+        self._cm = warnings.catch_warnings(record=True)
+        self.records = self._cm.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._cm.__exit__(*exc)
+        for w in self.records:
+            _LOG.debug("clustering: %s: %s", getattr(w.category, "__name__", "Warning"), w.message)
+        return False
+
+
+# ------------------------------------------------------------------ pure functions
+def sample_key(seed: int, element_id: str) -> int:
+    """64-bit sampling key of a point: ``stable_hash64(seed, "cluster-sample", element_id)``.
+    The ``cap`` points with the smallest keys form the fitted sample."""
+    return stable_hash64(int(seed), "cluster-sample", element_id)
+
+
+def _order_key(p: ClusterInput) -> tuple:
+    """Canonical order of points: element_id, then content (only matters for duplicate ids)."""
+    return (p.element_id, p.embedding.tobytes(), p.toxic_words, p.total_words)
+
+
+def knn_vote(neigh_labels: np.ndarray, neigh_dists: np.ndarray) -> np.ndarray:
+    """Majority label of each row's neighbours.
+
+    ``neigh_labels``, ``neigh_dists``: ``(b, k)`` arrays (labels int, distances ≥ 0). Per row the
+    label with most voters wins; ties go to the label with the smaller sum of voter distances, then
+    to the smaller label. Returns ``(b,)`` int64."""
+    L = np.asarray(neigh_labels, dtype=np.int64)
+    D = np.asarray(neigh_dists, dtype=np.float64)
+    if L.ndim != 2 or L.shape != D.shape:
+        raise ValueError(f"labels and distances must be (b, k) arrays of one shape, got {L.shape} and {D.shape}")
+    if L.shape[0] == 0:
+        return np.empty(0, dtype=np.int64)
+    same = L[:, :, None] == L[:, None, :]  # (b, k, k)
+    votes = same.sum(axis=2)
+    dsum = (same * D[:, None, :]).sum(axis=2)
+    # lexsort: the last key is the primary one -> most votes, then least distance, then smallest label
+    order = np.lexsort((L, dsum, -votes), axis=-1)
+    return L[np.arange(L.shape[0]), order[:, 0]]
+
+
+def _sorted_neighbours(dists: np.ndarray, idx: np.ndarray) -> tuple:
+    """Order each row's neighbours by (distance, index) so equal distances have one order."""
+    order = np.lexsort((idx, dists), axis=-1)
+    rows = np.arange(dists.shape[0])[:, None]
+    return dists[rows, order], idx[rows, order]
+
+
+@dataclass
+class FitOutcome:
+    """Result of :func:`fit_clusters` on ``n`` sorted points.
+
+    ``labels``: ``(n,)`` int64 HDBSCAN labels (``-1`` = noise); ``latent``: ``(n, n_components)``
+    float32 UMAP coordinates or ``None``; ``umap_model``: the fitted ``umap.UMAP`` or ``None``;
+    ``space``: ``"latent"`` or ``"embedding"`` (what HDBSCAN clustered); ``umap_info``: what was
+    fitted (JSON-able); ``notes``: deterministic remarks (skips, fallbacks)."""
+
+    status: str
+    labels: np.ndarray
+    latent: Optional[np.ndarray]
+    umap_model: Any
+    space: str
+    umap_info: dict
+    notes: list
+
+
+def fit_clusters(X: np.ndarray, cfg: ClusterConfig) -> FitOutcome:
+    """Fit UMAP (optional) and HDBSCAN on the rows of ``X`` (``(n, d)`` float32, already in the
+    canonical order). Never raises for small or degenerate inputs (see the module docstring)."""
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = X.shape[0]
+    umap_info = dict(cfg.umap_params(), fitted=False, n_neighbors_used=None, distinct_points=None)
+    notes: list = []
+    if n == 0:
+        return FitOutcome("empty", np.empty(0, np.int64), None, None, "none", umap_info, notes)
+    if n < cfg.min_points:
+        notes.append(f"{n} points < {cfg.min_points} = max(min_cluster_size, {MIN_POINTS}): not clustered, all labelled -1 (noise)")
+        return FitOutcome("too_few", np.full(n, -1, np.int64), None, None, "none", umap_info, notes)
+
+    latent = None
+    model = None
+    if cfg.need_latent:
+        _, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        # distinct rows in order of first occurrence (the canonical point order), not byte order
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        U = X[first[order]]
+        inv = rank[inverse]
+        m = U.shape[0]
+        umap_info["distinct_points"] = int(m)
+        min_umap = max(MIN_POINTS, cfg.umap_n_components + 2)
+        if m < min_umap:
+            notes.append(f"UMAP skipped: {m} distinct embeddings < {min_umap}; HDBSCAN clustered the raw embeddings")
+        else:
+            nn = min(cfg.umap_n_neighbors, m - 1)
+            umap_info["n_neighbors_used"] = int(nn)
+            if nn < cfg.umap_n_neighbors:
+                notes.append(f"UMAP n_neighbors lowered from {cfg.umap_n_neighbors} to {nn} ({m} distinct embeddings)")
+            umap = _import_umap(cfg.numba_cache)
+            try:
+                with _Quiet():
+                    model = umap.UMAP(
+                        n_components=cfg.umap_n_components,
+                        n_neighbors=nn,
+                        min_dist=cfg.umap_min_dist,
+                        random_state=cfg.umap_random_state,
+                        metric=cfg.umap_metric,
+                        n_jobs=1,
+                        verbose=False,
+                    )
+                    emb = np.asarray(model.fit_transform(U), dtype=np.float32)
+                if not np.isfinite(emb).all():
+                    bad = int((~np.isfinite(emb).all(axis=1)).sum())
+                    notes.append(f"UMAP gave non-finite coordinates for {bad} points; HDBSCAN clustered the raw embeddings")
+                    model = None
+                else:
+                    latent = emb[inv]
+                    umap_info["fitted"] = True
+            except Exception as e:  # degrade visibly rather than lose the whole run
+                notes.append(f"UMAP failed ({type(e).__name__}: {str(e)[:200]}); HDBSCAN clustered the raw embeddings")
+                model = None
+
+    space = "latent" if (cfg.use_latent_space and latent is not None) else "embedding"
+    if cfg.use_latent_space and latent is None:
+        notes.append("use_latent_space=True but no UMAP coordinates: clustered the raw embeddings")
+    data = latent if space == "latent" else X
+    from sklearn.cluster import HDBSCAN
+
+    with _Quiet():
+        labels = HDBSCAN(
+            min_cluster_size=cfg.min_cluster_size,
+            cluster_selection_epsilon=float(cfg.cluster_selection_epsilon),
+            metric=cfg.metric,
+            copy=True,
+        ).fit_predict(np.asarray(data, dtype=np.float64))
+    return FitOutcome("ok", np.asarray(labels, dtype=np.int64), latent, model, space, umap_info, notes)
+
+
+class AssignModel:
+    """What the assignment of non-sampled points needs: the fitted points in the clustered space
+    (``(n_fit, D)``), their labels, the fitted UMAP (or ``None``) and the vote size ``k``.
+
+    :meth:`assign` is deterministic for a given batch (same rows in the same order ⇒ same output)
+    and thread-safe (UMAP's search index keeps per-call workspaces, so transforms are serialised).
+    """
+
+    def __init__(self, points: np.ndarray, labels: np.ndarray, space: str, metric: str, k: int, umap_model: Any, dim: int, need_latent: bool):
+        self.points = np.ascontiguousarray(points, dtype=np.float64)
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.space, self.metric, self.dim, self.need_latent = space, metric, int(dim), need_latent
+        self.k = int(min(k, self.points.shape[0]))
+        self.umap_model = umap_model
+        self._nn = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_nn"] = None
+        d.pop("_lock", None)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._lock = threading.Lock()
+
+    def _index(self):
+        if self._nn is None:
+            from sklearn.neighbors import NearestNeighbors
+
+            self._nn = NearestNeighbors(n_neighbors=self.k, metric=self.metric).fit(self.points)
+        return self._nn
+
+    def assign(self, X: np.ndarray) -> tuple:
+        """Labels ``(b,)`` int64 and latent ``(b, n_components)`` float32 (or ``None``) of the rows
+        of ``X`` (``(b, dim)``). Rows whose UMAP coordinates are not finite get label ``-1``."""
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        b = X.shape[0]
+        latent = None
+        with self._lock:
+            if self.umap_model is not None and (self.need_latent or self.space == "latent"):
+                with _Quiet():
+                    latent = np.asarray(self.umap_model.transform(X), dtype=np.float32)
+            labels = np.full(b, -1, dtype=np.int64)
+            query = latent if self.space == "latent" else X
+            ok = np.isfinite(query).all(axis=1)
+            if ok.any() and self.k > 0:
+                with _Quiet():
+                    dists, idx = self._index().kneighbors(np.asarray(query[ok], dtype=np.float64))
+                dists, idx = _sorted_neighbours(dists, idx)
+                labels[ok] = knn_vote(self.labels[idx], dists)
+        return labels, latent
+
+
+# ------------------------------------------------------------------ profile record
+def _label_key(label: int) -> str:
+    return str(int(label))
+
+
+def build_profile(n_valid: int, summary: dict, sums: Iterable, cfg: ClusterConfig, n_rejected: int = 0) -> dict:
+    """The one profile record.
+
+    Fields: ``status`` ("ok" | "too_few" | "empty"); ``n_points`` (points clustered =
+    ``n_fitted + n_assigned``); ``n_fitted`` (points in the fitted sample; in "too_few" the points
+    labelled without a fit); ``n_assigned`` (points labelled by the nearest-neighbour vote);
+    ``n_rejected`` (dead letters); ``sampled`` (more valid points than ``cap``); ``cap``; ``seed``;
+    ``n_clusters`` (labels ≥ 0); ``cluster_profiling`` ``{label: toxic/total}`` (labels as strings
+    of ints, ``"-1"`` = noise, sorted by label; 0.0 when a cluster has no words);
+    ``cluster_sizes`` ``{label: points}``; ``cluster_word_counts`` ``{label: [toxic, total]}``;
+    ``params`` (HDBSCAN and UMAP parameters used); ``clustered_space`` ("latent" | "embedding" |
+    "none"); ``method`` (how points were labelled); ``notes``.
+
+    ``sums``: ``(("label", c), (toxic_words, total_words, points, assigned_points))`` integer tuples,
+    plus ``(("rejected",), (0, 0, dead letters, 0))``; ``n_rejected`` is added to the latter."""
+    per = {}
+    n_rejected = int(n_rejected)
+    for key, (toxic, total, count, assigned) in sums:
+        if key[0] == "rejected":
+            n_rejected += int(count)
+        else:
+            per[int(key[1])] = (int(toxic), int(total), int(count), int(assigned))
+    labels = sorted(per)
+    n_points = sum(v[2] for v in per.values())
+    n_assigned = sum(v[3] for v in per.values())
+    k = summary.get("k")
+    status = summary["status"]
+    sampled = int(n_valid) > cfg.cap
+    if status == "empty":
+        method = "no points"
+    elif status == "too_few":
+        method = f"too few points to cluster (fewer than {cfg.min_points}); every point labelled -1 (noise)"
+    elif not sampled:
+        method = "all points fitted: UMAP + HDBSCAN labels (no assignment needed)"
+    else:
+        space = "UMAP latent space" if summary["clustered_space"] == "latent" else "embedding space"
+        method = (
+            f"fitted on a deterministic sample of {cfg.cap} points (smallest BLAKE2b keys of (seed, element_id)); "
+            f"other points: UMAP transform into the fitted latent space in canonical batches, then the majority "
+            f"HDBSCAN label of their {k} nearest fitted points in the {space} ({cfg.metric}); ties: smaller sum of "
+            f"distances, then smaller label; noise (-1) votes like a label"
+        )
+    return {
+        "status": status,
+        "n_points": n_points,
+        "n_fitted": n_points - n_assigned,
+        "n_assigned": n_assigned,
+        "n_rejected": int(n_rejected),
+        "sampled": sampled,
+        "cap": int(cfg.cap),
+        "seed": int(cfg.seed),
+        "n_clusters": sum(1 for c in labels if c >= 0),
+        "cluster_profiling": {_label_key(c): (per[c][0] / per[c][1] if per[c][1] else 0.0) for c in labels},
+        "cluster_sizes": {_label_key(c): per[c][2] for c in labels},
+        "cluster_word_counts": {_label_key(c): [per[c][0], per[c][1]] for c in labels},
+        "params": {
+            "hdbscan": cfg.hdbscan_params(),
+            "umap": summary["umap"],
+            "use_latent_space": bool(cfg.use_latent_space),
+            "assign_neighbors": k,
+            "assign_batch_size": int(cfg.assign_batch_size),
+        },
+        "clustered_space": summary["clustered_space"],
+        "method": method,
+        "notes": list(summary["notes"]),
+    }
+
+
+# ------------------------------------------------------------------ DoFns
+class _Validate(beam.DoFn):
+    """Checks one :class:`ClusterInput`; emits ``(sample_key, point)`` with a float32 embedding,
+    or a dead letter."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def process(self, p):
+        eid = getattr(p, "element_id", None)
+        try:
+            element_id, emb, toxic, total = p
+        except (TypeError, ValueError):
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, "not a ClusterInput (element_id, embedding, toxic_words, total_words)", repr(p)[:1000]))
+            return
+        if not isinstance(element_id, str) or not element_id:
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, "element_id must be a non-empty string", repr(element_id)[:1000]))
+            return
+        try:
+            e = np.asarray(emb, dtype=np.float32)
+        except (TypeError, ValueError):
+            e = None
+        reason = None
+        if e is None or e.ndim != 1 or e.size == 0:
+            reason = "embedding must be a non-empty 1-D numeric vector"
+        elif not np.isfinite(e).all():
+            reason = "embedding has non-finite values"
+        elif not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (toxic, total)) or not (0 <= toxic <= total):
+            reason = "toxic_words and total_words must be integers with 0 <= toxic_words <= total_words"
+        if reason:
+            raw = {"element_id": element_id, "toxic_words": repr(toxic), "total_words": repr(total), "embedding_shape": list(np.shape(emb)) if e is not None else None}
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, reason, raw, element_id))
+            return
+        yield (sample_key(self.seed, element_id), ClusterInput(element_id, np.ascontiguousarray(e), int(toxic), int(total)))
+
+
+class _Route(beam.DoFn):
+    """Sampled points (key ≤ threshold) to the fit; the others keyed by a canonical batch."""
+
+    def __init__(self, batch_size: int, cap: int):
+        self.batch_size, self.cap = batch_size, cap
+
+    def process(self, kp, sample):
+        n_valid, threshold = sample
+        key, p = kp
+        if threshold is not None and key <= threshold:
+            yield p
+        else:
+            n_buckets = max(1, -(-max(n_valid - self.cap, 1) // self.batch_size))
+            yield beam.pvalue.TaggedOutput("pending", (key % n_buckets, (key, p)))
+
+
+def _points_dim(points: list) -> tuple:
+    """The sample's embedding dimension (most frequent; ties: smallest) and the odd points."""
+    dims: dict = {}
+    for p in points:
+        dims[p.embedding.shape[0]] = dims.get(p.embedding.shape[0], 0) + 1
+    if not dims:
+        return None, points, []
+    dim = min(dims, key=lambda d: (-dims[d], d))
+    return dim, [p for p in points if p.embedding.shape[0] == dim], [p for p in points if p.embedding.shape[0] != dim]
+
+
+class _Fit(beam.DoFn):
+    """Fits the sample (a list side input of ≤ cap points; runs once, in one worker). Outputs: labelled sample points
+    (main), the pickled :class:`AssignModel` (``model``), a JSON-able summary (``summary``)."""
+
+    def __init__(self, cfg: ClusterConfig, keep_embeddings: bool):
+        self.cfg, self.keep_embeddings = cfg, keep_embeddings
+
+    def setup(self):
+        if self.cfg.need_latent:
+            _import_umap(self.cfg.numba_cache)
+
+    def process(self, _trigger, points):
+        cfg = self.cfg
+        points = sorted(points, key=_order_key)
+        dim, points, odd = _points_dim(points)
+        for p in odd:
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+                STAGE, f"embedding dimension {p.embedding.shape[0]} differs from the sample's {dim}",
+                {"element_id": p.element_id, "embedding_shape": list(p.embedding.shape)}, p.element_id))
+        X = np.stack([p.embedding for p in points]) if points else np.empty((0, 0), np.float32)
+        fit = fit_clusters(X, cfg)
+        for i, p in enumerate(points):
+            yield _Labelled(
+                p.element_id, int(fit.labels[i]), p.toxic_words, p.total_words, True,
+                tuple(float(v) for v in fit.latent[i]) if fit.latent is not None else None,
+                p.embedding if self.keep_embeddings else None,
+            )
+        model = None
+        if fit.status == "ok":
+            space_points = fit.latent if fit.space == "latent" else X
+            model = AssignModel(space_points, fit.labels, fit.space, cfg.metric, cfg.k, fit.umap_model, dim, cfg.need_latent)
+        blob = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+        token = hashlib.blake2b(blob, digest_size=16).hexdigest()
+        yield beam.pvalue.TaggedOutput(_MODEL, (token, blob))
+        yield beam.pvalue.TaggedOutput(_SUMMARY, {
+            "status": fit.status,
+            "clustered_space": fit.space,
+            "umap": fit.umap_info,
+            "notes": fit.notes,
+            "k": int(min(cfg.k, len(points))) if fit.status == "ok" else None,
+        })
+
+
+class _Holder:
+    """Weak-referenceable holder for a decoded model (``apache_beam.utils.shared.Shared``)."""
+
+    def __init__(self, model):
+        self.model = model
+
+
+class _Assign(beam.DoFn):
+    """Labels one canonical batch of non-sampled points with the fitted model (side input).
+
+    The model is decoded once per process and token (``Shared``), not per bundle. umap is
+    imported on the first batch rather than in ``setup`` so that workers which never receive a
+    batch (the usual case: n ≤ cap) do not pay the import."""
+
+    def __init__(self, keep_embeddings: bool, numba_cache: bool):
+        self.keep_embeddings, self.numba_cache = keep_embeddings, numba_cache
+        self._token, self._holder = None, None
+
+    def setup(self):
+        from apache_beam.utils.shared import Shared
+
+        self._shared = Shared()
+
+    def _model(self, model_kv) -> Optional[AssignModel]:
+        token, blob = model_kv
+        if token != self._token:
+            def load():
+                return _Holder(pickle.loads(blob))
+
+            self._holder = self._shared.acquire(load, tag=token)
+            self._token = token
+        return self._holder.model
+
+    def process(self, kv, model_kv):
+        _, items = kv
+        pts = sorted((p for _, p in items), key=_order_key)
+        if not pts:
+            return
+        model = self._model(model_kv)
+        if model is not None and model.umap_model is not None:
+            _import_umap(self.numba_cache)  # already imported by unpickling; switches the numba cache on
+        if model is None:  # cannot happen when the sample is complete; never lose points silently
+            for p in pts:
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, "no fitted model to assign the point", {"element_id": p.element_id}, p.element_id))
+            return
+        good = [p for p in pts if p.embedding.shape[0] == model.dim]
+        for p in pts:
+            if p.embedding.shape[0] != model.dim:
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+                    STAGE, f"embedding dimension {p.embedding.shape[0]} differs from the sample's {model.dim}",
+                    {"element_id": p.element_id, "embedding_shape": list(p.embedding.shape)}, p.element_id))
+        if not good:
+            return
+        labels, latent = model.assign(np.stack([p.embedding for p in good]))
+        for i, p in enumerate(good):
+            lat = None
+            if latent is not None and np.isfinite(latent[i]).all():
+                lat = tuple(float(v) for v in latent[i])
+            yield _Labelled(p.element_id, int(labels[i]), p.toxic_words, p.total_words, False, lat,
+                            p.embedding if self.keep_embeddings else None)
+
+
+class SmallestKeysCombineFn(beam.CombineFn):
+    """Count of the points and the ``cap`` smallest 64-bit sampling keys (a bounded, mergeable
+    accumulator: ``[count, max-heap of ≤ cap keys]``; memory O(cap) integers, not O(n)).
+
+    Output ``(n, threshold)``: ``threshold`` is the largest of the ``cap`` smallest keys (every
+    point with ``key <= threshold`` is in the sample), ``None`` when there are no points."""
+
+    def __init__(self, cap: int):
+        self.cap = int(cap)
+
+    def create_accumulator(self):
+        return [0, []]
+
+    def add_input(self, acc, key):
+        import heapq
+
+        acc[0] += 1
+        heap = acc[1]
+        if len(heap) < self.cap:
+            heapq.heappush(heap, -key)
+        elif -key > heap[0]:
+            heapq.heapreplace(heap, -key)
+        return acc
+
+    def merge_accumulators(self, accs):
+        import heapq
+        import itertools
+
+        accs = list(accs)
+        n = sum(a[0] for a in accs)
+        keys = heapq.nsmallest(self.cap, itertools.chain.from_iterable((-k for k in a[1]) for a in accs))
+        heap = [-k for k in keys]
+        heapq.heapify(heap)
+        return [n, heap]
+
+    def extract_output(self, acc):
+        return acc[0], (-acc[1][0] if acc[1] else None)
+
+
+class _SumInts(beam.CombineFn):
+    """Element-wise sum of fixed-length integer tuples (exact, order-free)."""
+
+    def __init__(self, width: int):
+        self.width = width
+
+    def create_accumulator(self):
+        return [0] * self.width
+
+    def add_input(self, acc, x):
+        for i, v in enumerate(x):
+            acc[i] += v
+        return acc
+
+    def merge_accumulators(self, accs):
+        out = [0] * self.width
+        for a in accs:
+            for i, v in enumerate(a):
+                out[i] += v
+        return out
+
+    def extract_output(self, acc):
+        return tuple(acc)
+
+
+def _to_row(x: _Labelled) -> dict:
+    lat = list(x.latent) if x.latent is not None else None
+    return {
+        "element_id": x.element_id,
+        "embedding": x.embedding.tolist() if x.embedding is not None else None,
+        "latent": lat,
+        "x": lat[0] if lat is not None and len(lat) >= 1 else None,
+        "y": lat[1] if lat is not None and len(lat) >= 2 else None,
+        "cluster_label": int(x.cluster_label),
+        "fitted": bool(x.fitted),
+        "toxic_words": int(x.toxic_words),
+        "total_words": int(x.total_words),
+    }
+
+
+def points_schema():
+    """pyarrow schema of the points file (imports pyarrow)."""
+    import pyarrow as pa
+
+    return pa.schema([
+        ("element_id", pa.string()),
+        ("embedding", pa.list_(pa.float32())),
+        ("latent", pa.list_(pa.float32())),
+        ("x", pa.float32()),
+        ("y", pa.float32()),
+        ("cluster_label", pa.int64()),
+        ("fitted", pa.bool_()),
+        ("toxic_words", pa.int64()),
+        ("total_words", pa.int64()),
+    ])
+
+
+def _check_metrics(cfg: ClusterConfig) -> None:
+    """Fail fast (at pipeline construction) on a metric name HDBSCAN or UMAP does not accept."""
+    from sklearn.cluster import HDBSCAN
+
+    probe = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [1.0, 1.1], [1.2, 1.0], [1.1, 1.3]])
+    try:
+        with _Quiet():
+            HDBSCAN(min_cluster_size=2, metric=cfg.metric, copy=True).fit(probe)
+    except Exception as e:
+        raise ValueError(f"metric={cfg.metric!r} (upstream toxicity_cluster_selection_method) is not a distance HDBSCAN accepts: {e}") from None
+    if cfg.need_latent:
+        _import_umap(cfg.numba_cache)
+        from umap import distances
+
+        if cfg.umap_metric not in distances.named_distances:
+            raise ValueError(f"umap_metric={cfg.umap_metric!r} is not a UMAP metric; use one of {sorted(distances.named_distances)}")
+
+
+class ClusterProfile(beam.PTransform):
+    """UMAP + HDBSCAN cluster profiling of answer embeddings as a bounded global Beam stage.
+
+    Input: ``PCollection[ClusterInput]``. Output: ``{"profile", "assignments", "dead_letter"}``
+    (plus ``"points_written"`` with ``points_path``); see the module docstring.
+
+    Args:
+        min_cluster_size: HDBSCAN ``min_cluster_size`` (≥ 2; upstream
+            ``toxicity_min_cluster_size``, default 5). ``min_samples`` stays HDBSCAN's default
+            (= ``min_cluster_size``).
+        cluster_selection_epsilon: HDBSCAN ``cluster_selection_epsilon`` (≥ 0, distance units of
+            the clustered space; default 0.01).
+        metric: HDBSCAN's distance metric (default "euclidean"). Upstream calls this
+            ``toxicity_cluster_selection_method`` but passes it as ``metric`` (spec §17 item 7).
+            Also the metric of the nearest-neighbour vote for non-sampled points.
+        use_latent_space: cluster the UMAP coordinates (True) or the raw embeddings (False).
+        umap_n_components, umap_n_neighbors, umap_min_dist, umap_random_state, umap_metric:
+            UMAP parameters (defaults 2, 15, 0.1, 42, "cosine"); ``n_jobs=1`` (deterministic).
+        cap: most points UMAP/HDBSCAN are fitted on (default 50,000; ≥ ``max(min_cluster_size, 5)``).
+            Memory of the fitting worker grows with ``cap × d`` (50,000 × 384 float32 ≈ 77 MB,
+            several copies inside UMAP).
+        seed: seed of the sampling keys (default 42; ``None`` → 42).
+        points_path: optional Parquet file path for the per-point rows (one file, exactly this
+            path); ``None`` writes nothing.
+        assign_neighbors: ``k`` of the vote for non-sampled points (default ``min_cluster_size``).
+        assign_batch_size: target points per canonical assignment batch (default 4096).
+        numba_cache: enable numba's on-disk cache for umap/pynndescent kernels (default True).
+
+    Raises:
+        ValueError: invalid parameters (at construction) or metric names HDBSCAN/UMAP do not
+            know (when the transform is applied).
+    """
+
+    def __init__(
+        self,
+        min_cluster_size: int = 5,
+        cluster_selection_epsilon: float = 0.01,
+        metric: str = "euclidean",
+        use_latent_space: bool = True,
+        umap_n_components: int = 2,
+        umap_n_neighbors: int = 15,
+        umap_min_dist: float = 0.1,
+        umap_random_state: int = 42,
+        umap_metric: str = "cosine",
+        cap: int = 50_000,
+        seed: Optional[int] = 42,
+        points_path: Optional[str] = None,
+        assign_neighbors: Optional[int] = None,
+        assign_batch_size: int = 4096,
+        numba_cache: bool = True,
+        label: Optional[str] = None,
+    ):
+        super().__init__(label)
+        self.points_path = points_path
+        self.cfg = ClusterConfig(
+            min_cluster_size=min_cluster_size,
+            cluster_selection_epsilon=cluster_selection_epsilon,
+            metric=metric,
+            use_latent_space=bool(use_latent_space),
+            umap_n_components=umap_n_components,
+            umap_n_neighbors=umap_n_neighbors,
+            umap_min_dist=umap_min_dist,
+            umap_random_state=umap_random_state,
+            umap_metric=umap_metric,
+            cap=cap,
+            seed=42 if seed is None else seed,
+            assign_neighbors=assign_neighbors,
+            assign_batch_size=assign_batch_size,
+            need_latent=bool(use_latent_space) or points_path is not None,
+            numba_cache=bool(numba_cache),
+        )
+        self.cfg.validate()
+        if points_path is not None and (not isinstance(points_path, str) or not points_path):
+            raise ValueError(f"points_path must be a file path or None, got {points_path!r}")
+
+    def expand(self, pcoll):
+        cfg = self.cfg
+        _check_metrics(cfg)
+        keep = self.points_path is not None
+        checked = pcoll | "Validate" >> beam.ParDo(_Validate(cfg.seed)).with_outputs(DEAD, main="ok")
+        valid = checked.ok
+        # (n, threshold): one bounded combiner gives the count and the cap smallest keys
+        sample = (
+            valid
+            | "SampleKeys" >> beam.Map(lambda kp: kp[0])
+            | "CountAndSmallestKeys" >> beam.CombineGlobally(SmallestKeysCombineFn(cfg.cap))
+        )
+        routed = valid | "Route" >> beam.ParDo(
+            _Route(cfg.assign_batch_size, cfg.cap), sample=beam.pvalue.AsSingleton(sample)
+        ).with_outputs("pending", main="sample")
+        # the fit runs once (on one trigger element) and reads the ≤ cap sampled
+        # points as a side input: gathered in one worker, O(cap) memory
+        fitted = pcoll.pipeline | "FitTrigger" >> beam.Create([None]) | "Fit" >> beam.ParDo(_Fit(cfg, keep), points=beam.pvalue.AsList(routed.sample)).with_outputs(
+            _MODEL, _SUMMARY, DEAD, main=_LABELLED
+        )
+        assigned = (
+            routed.pending
+            | "CanonicalBatches" >> beam.GroupByKey()
+            | "Assign" >> beam.ParDo(_Assign(keep, cfg.numba_cache), model_kv=beam.pvalue.AsSingleton(fitted[_MODEL])).with_outputs(DEAD, main=_LABELLED)
+        )
+        labelled = (fitted[_LABELLED], assigned[_LABELLED]) | "AllLabelled" >> beam.Flatten()
+        dead = (checked[DEAD], fitted[DEAD], assigned[DEAD]) | "AllDead" >> beam.Flatten()
+        sums = (
+            (
+                labelled | "PerLabel" >> beam.Map(lambda x: (("label", x.cluster_label), (x.toxic_words, x.total_words, 1, 0 if x.fitted else 1))),
+                dead | "PerRejected" >> beam.Map(lambda _: (("rejected",), (0, 0, 1, 0))),
+            )
+            | "CountParts" >> beam.Flatten()
+            | "SumPerLabel" >> beam.CombinePerKey(_SumInts(4))
+        )
+        profile = sample | "BuildProfile" >> beam.Map(
+            lambda nt, summary, sums: build_profile(nt[0], summary, sums, cfg),
+            summary=beam.pvalue.AsSingleton(fitted[_SUMMARY]),
+            sums=beam.pvalue.AsList(sums),
+        )
+        assignments = labelled | "Assignments" >> beam.Map(lambda x: ClusterAssignment(x.element_id, x.cluster_label, x.fitted, x.latent))
+        out = {PROFILE: profile, ASSIGNMENTS: assignments, DEAD: dead}
+        if self.points_path is not None:
+            out["points_written"] = (
+                labelled
+                | "PointRows" >> beam.Map(_to_row)
+                | "WritePoints" >> beam.io.WriteToParquet(self.points_path, points_schema(), num_shards=1, shard_name_template="")
+            )
+        return out
