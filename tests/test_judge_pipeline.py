@@ -3,6 +3,7 @@ fault injection with counters that add up, the cache (re-run, resume after a kil
 user text, the structured-output fallback chain and request concurrency."""
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -102,7 +103,8 @@ def test_fault_injection_every_request_is_a_result_or_a_dead_letter(tmp_path):
 
         # HTTP requests: 34 clean + 10×2 (429) + 2 (429, 1 s) + 3 (503, 503, 200) + 2 (timeout, 200)
         # + 2 batch attempts × 3 client attempts (500) + 2 asks (malformed) + 2 asks (invalid)
-        assert sent == 34 + 20 + 2 + 3 + 2 + 6 + 2 + 2 == 71
+        per_prompt = sorted(collections.Counter(r.prompt.split("number ")[1] for r in srv.requests).items())
+        assert sent == 34 + 20 + 2 + 3 + 2 + 6 + 2 + 2 == 71, (per_prompt, by_status)
         # (the timed-out request is never answered: the server is still sleeping on it)
         assert by_status == {200: 34 + 10 + 1 + 1 + 1 + 2 + 2, 429: 11, 503: 2, 500: 6}
         # Retry-After: 1 was honoured

@@ -211,7 +211,7 @@ class ScriptedOpenAIServer:
         if self._httpd is not None:
             raise RuntimeError("server already started")
         self._stop.clear()
-        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _Handler)
+        httpd = _Server(("127.0.0.1", self._port), _Handler)
         httpd.daemon_threads = True
         httpd.scripted = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -342,6 +342,13 @@ class ScriptedOpenAIServer:
         return not (seconds > 0 and self._stop.wait(seconds))
 
 
+class _Server(ThreadingHTTPServer):
+    # the default listen backlog (5) drops connections when a client opens many at once; the
+    # client then sees a connect timeout for a request the server never received
+    request_queue_size = 256
+    daemon_threads = True
+
+
 def _error_body(status: int, message: str, typ: str) -> bytes:
     return json.dumps({"error": {"message": message, "type": typ, "param": None, "code": status}}).encode()
 
@@ -349,6 +356,9 @@ def _error_body(status: int, message: str, typ: str) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ScriptedOpenAI/1.0"
+    # headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and the
+    # client's delayed ACK add ~40 ms to every keep-alive answer
+    disable_nagle_algorithm = True
 
     def log_message(self, format, *args):  # noqa: A002 - silence the default stderr access log
         pass

@@ -43,6 +43,7 @@ from fair_forge_beam.components.judge.parsing import (
     parse_structured,
     resolve_schema,
     schema_instruction,
+    schema_json,
     schema_ref,
     split_reasoning,
 )
@@ -344,8 +345,7 @@ class _JudgeClient:
             schema = resolve_schema(req.schema if req.schema is not None else cfg.output_schema, cfg.schemas)
         except ValueError as exc:
             return failure(str(exc))
-        schema_json = schema.model_json_schema() if schema is not None else None
-        key = cache_key(cfg.model, req.messages, params, schema_json, req.sample_index)
+        key = cache_key(cfg.model, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:

@@ -6,6 +6,7 @@ without a hand-written parser.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import re
@@ -21,6 +22,7 @@ __all__ = [
     "json_schema_response_format",
     "resolve_schema",
     "schema_ref",
+    "schema_json",
 ]
 
 _OPEN = r"<(?:think|thinking|reasoning)>"
@@ -113,11 +115,22 @@ def parse_structured(answer: str, schema: type[BaseModel]) -> tuple[Optional[Bas
     return None, f"answer does not match schema {schema.__name__}: {first_error}"
 
 
+@functools.lru_cache(maxsize=256)
+def _schema_json_text(schema: type[BaseModel]) -> str:
+    return json.dumps(schema.model_json_schema(), ensure_ascii=False, sort_keys=True)
+
+
+def schema_json(schema: type[BaseModel]) -> dict:
+    """``schema.model_json_schema()``, computed once per class (a fresh copy on every call)."""
+    return json.loads(_schema_json_text(schema))
+
+
+@functools.lru_cache(maxsize=256)
 def schema_instruction(schema: type[BaseModel]) -> str:
     """The instruction appended to the system prompt when the server cannot enforce the schema
     itself (``json_object`` and plain-text modes). Mentions JSON (``json_object`` mode on OpenAI
     requires the word) and embeds the schema's JSON Schema."""
-    js = json.dumps(schema.model_json_schema(), ensure_ascii=False, indent=2, sort_keys=True)
+    js = json.dumps(schema_json(schema), ensure_ascii=False, indent=2, sort_keys=True)
     return (
         "Give your final answer as a single JSON object that validates against the JSON Schema "
         "below. Write nothing after that JSON object.\n"
@@ -132,7 +145,7 @@ def json_schema_response_format(schema: type[BaseModel], strict: bool = False) -
     """``response_format`` for the Chat Completions API's JSON-schema structured output
     (name limited to 64 characters of ``[a-zA-Z0-9_-]``)."""
     name = _NAME_RE.sub("_", schema.__name__)[:64] or "answer"
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema.model_json_schema(), "strict": bool(strict)}}
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema_json(schema), "strict": bool(strict)}}
 
 
 def schema_ref(schema: type[BaseModel]) -> str:
