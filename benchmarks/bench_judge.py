@@ -71,6 +71,12 @@ def server_in_subprocess(latency_s: float):
         proc.wait(10)
 
 
+@contextlib.contextmanager
+def server_in_process(latency_s: float):
+    with ScriptedOpenAIServer(answer, latency=latency_s) as srv:
+        yield srv.base_url
+
+
 def run_once(base_url: str, n: int, concurrency: int, cache_path) -> tuple[float, dict]:
     handler = OpenAIJudgeHandler(
         "bench-model", base_url, output_schema=BenchVerdict, cache_path=cache_path, max_concurrency=concurrency,
@@ -102,7 +108,7 @@ def main(argv=None) -> int:
     if args.server == "subprocess":
         server = server_in_subprocess(latency_s)
     else:
-        server = contextlib.nullcontext(ScriptedOpenAIServer(answer, latency=latency_s).start().base_url)
+        server = server_in_process(latency_s)
     rows = []
     with server as base_url:
         run_once(base_url, 16, 16, None)  # warm-up: imports (openai), first pipeline

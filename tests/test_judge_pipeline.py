@@ -327,3 +327,19 @@ def test_handler_rejects_bad_configuration():
         judge_request("k", [("robot", "x")])
     with pytest.raises(ValueError):
         judge_request("", [("user", "x")])
+
+
+class _BrokenHandler(OpenAIJudgeHandler):
+    """A handler whose request raises something that is not a call failure (a bug)."""
+
+    def request(self, batch, model, inference_args=None):
+        raise RuntimeError("unexpected bug")
+
+
+def test_a_batch_that_raises_sends_every_request_to_the_dead_letter(tmp_path):
+    handler = _BrokenHandler("judge-model", "http://127.0.0.1:9/v1", cache_path=None, num_retries=0, api_key_env="FFB_TEST_UNSET_KEY")
+    results, dead, counters = run_judge(handler, make_requests(["a", "b", "c"]), tmp_path)
+    assert not results and len(dead) == 3 and counters["failures"] == 3
+    assert {d["element_id"] for d in dead} == {"s/a/0", "s/a/1", "s/a/2"}
+    assert all(d["reason"].startswith("batch failed: RuntimeError('unexpected bug')") for d in dead)
+    assert all('"messages"' in d["raw"] for d in dead)

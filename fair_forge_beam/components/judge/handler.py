@@ -47,7 +47,7 @@ from fair_forge_beam.components.judge.parsing import (
     schema_ref,
     split_reasoning,
 )
-from fair_forge_beam.io.elements import DeadLetter, dead_letter
+from fair_forge_beam.io.elements import dead_letter
 
 __all__ = [
     "JudgeRequest",
@@ -75,6 +75,7 @@ receives). ``calls``: elements that needed the endpoint (first request of each).
 re-sends). ``cache_hits`` + ``calls`` = elements; ``results`` + ``failures`` = elements.
 Tokens: as reported by the server, for calls actually made (cache hits add none)."""
 
+_RUNTIME_LOCK = threading.Lock()
 _FORBIDDEN_PARAMS = frozenset({"model", "messages", "response_format", "stream", "n"})
 
 
@@ -204,7 +205,10 @@ class JudgeTransientError(RuntimeError):
 
 
 def _retry_transient_only(exc: Exception) -> bool:
-    return isinstance(exc, JudgeTransientError)
+    """Beam's retry filter: transient call failures and Beam's own rate-limit refusals."""
+    from apache_beam.ml.inference.base import RateLimitExceeded
+
+    return isinstance(exc, (JudgeTransientError, RateLimitExceeded))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -630,7 +634,9 @@ class OpenAIJudgeHandler(RemoteModelHandler):
 
     def _rt(self):
         if self._runtime is None:
-            self._runtime = {"lock": threading.Lock(), "batches": {}, "counters": {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}}
+            with _RUNTIME_LOCK:
+                if self._runtime is None:
+                    self._runtime = {"lock": threading.Lock(), "batches": {}, "counters": {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}}
         return self._runtime
 
     # -- ModelHandler API ----------------------------------------------------------------------
@@ -790,7 +796,11 @@ class _BatchFailureToDeadLetters(beam.DoFn):
 
     def process(self, failed):
         batch, exc = failed
-        reason = f"batch failed: {type(exc).__name__}: {exc}"[:2000]
+        if isinstance(exc, tuple) and len(exc) >= 2:  # (exception type, repr, traceback lines)
+            reason = f"batch failed: {exc[1]}"
+        else:
+            reason = f"batch failed: {type(exc).__name__}: {exc}"
+        reason = reason[:2000]
         for req in batch:
             self._failures.inc()
             if isinstance(req, JudgeRequest):
