@@ -18,6 +18,7 @@ from fair_forge_beam.metrics.clustering import (
     MIN_POINTS,
     ClusterInput,
     ClusterProfile,
+    SmallestKeysCombineFn,
     knn_vote,
     sample_key,
 )
@@ -260,6 +261,26 @@ def test_knn_vote_majority_and_tie_breaks():
     assert knn_vote(labels, dists).tolist() == [2, 1, 1, -1]
     assert knn_vote(np.array([[4, 3]]), np.array([[0.5, 0.5]])).tolist() == [3]
     assert knn_vote(np.empty((0, 3)), np.empty((0, 3))).tolist() == []
+
+
+def test_smallest_keys_combiner_is_bounded_and_merge_order_free():
+    fn = SmallestKeysCombineFn(cap=7)
+    keys = [sample_key(1, f"e{i}") for i in range(100)]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        parts = np.array_split(rng.permutation(len(keys)), rng.integers(1, 6))  # 64-bit keys stay Python ints
+        accs = []
+        for part in parts:
+            acc = fn.create_accumulator()
+            for i in part:
+                acc = fn.add_input(acc, keys[i])
+            assert len(acc[1]) <= 7
+            accs.append(acc)
+        rng.shuffle(accs)
+        assert fn.extract_output(fn.merge_accumulators(accs)) == (100, sorted(keys)[6])
+    assert fn.extract_output(fn.create_accumulator()) == (0, None)
+    few = fn.add_input(fn.create_accumulator(), 5)
+    assert fn.extract_output(few) == (1, 5)
 
 
 def test_sample_key_is_stable_and_seeded():

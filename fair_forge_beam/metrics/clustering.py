@@ -106,6 +106,7 @@ import math
 import pickle
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Optional
@@ -113,7 +114,8 @@ from typing import Any, Iterable, NamedTuple, Optional
 import numpy as np
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.elements import DeadLetter, dead_letter
+from apache_beam.metrics import Metrics
+from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.statistical.seeding import stable_hash64
 
 __all__ = [
@@ -459,7 +461,7 @@ class AssignModel:
     """
 
     def __init__(self, points: np.ndarray, labels: np.ndarray, space: str, metric: str, k: int, umap_model: Any, dim: int, need_latent: bool):
-        self.points = np.ascontiguousarray(points, dtype=np.float64)
+        self.points = np.ascontiguousarray(points, dtype=np.float32)  # (n_fit, 2) latent or (n_fit, d) raw
         self.labels = np.asarray(labels, dtype=np.int64)
         self.space, self.metric, self.dim, self.need_latent = space, metric, int(dim), need_latent
         self.k = int(min(k, self.points.shape[0]))
@@ -499,7 +501,7 @@ class AssignModel:
             ok = np.isfinite(query).all(axis=1)
             if ok.any() and self.k > 0:
                 with _Quiet():
-                    dists, idx = self._index().kneighbors(np.asarray(query[ok], dtype=np.float64))
+                    dists, idx = self._index().kneighbors(np.ascontiguousarray(query[ok], dtype=np.float32))
                 dists, idx = _sorted_neighbours(dists, idx)
                 labels[ok] = knn_vote(self.labels[idx], dists)
         return labels, latent
@@ -587,7 +589,6 @@ class _Validate(beam.DoFn):
         self.seed = seed
 
     def process(self, p):
-        eid = getattr(p, "element_id", None)
         try:
             element_id, emb, toxic, total = p
         except (TypeError, ValueError):
@@ -654,14 +655,19 @@ class _Fit(beam.DoFn):
 
     def process(self, _trigger, points):
         cfg = self.cfg
+        t0 = time.perf_counter()
         points = sorted(points, key=_order_key)
+        Metrics.distribution(STAGE, "gather_sample_ms").update(int((time.perf_counter() - t0) * 1000))
         dim, points, odd = _points_dim(points)
         for p in odd:
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
                 STAGE, f"embedding dimension {p.embedding.shape[0]} differs from the sample's {dim}",
                 {"element_id": p.element_id, "embedding_shape": list(p.embedding.shape)}, p.element_id))
         X = np.stack([p.embedding for p in points]) if points else np.empty((0, 0), np.float32)
+        t0 = time.perf_counter()
         fit = fit_clusters(X, cfg)
+        Metrics.distribution(STAGE, "fit_ms").update(int((time.perf_counter() - t0) * 1000))
+        Metrics.counter(STAGE, "points_fitted").inc(len(points))
         for i, p in enumerate(points):
             yield _Labelled(
                 p.element_id, int(fit.labels[i]), p.toxic_words, p.total_words, True,
@@ -737,7 +743,10 @@ class _Assign(beam.DoFn):
                     {"element_id": p.element_id, "embedding_shape": list(p.embedding.shape)}, p.element_id))
         if not good:
             return
+        t0 = time.perf_counter()
         labels, latent = model.assign(np.stack([p.embedding for p in good]))
+        Metrics.distribution(STAGE, "assign_batch_ms").update(int((time.perf_counter() - t0) * 1000))
+        Metrics.counter(STAGE, "points_assigned").inc(len(good))
         for i, p in enumerate(good):
             lat = None
             if latent is not None and np.isfinite(latent[i]).all():
