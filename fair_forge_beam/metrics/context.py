@@ -1,0 +1,109 @@
+"""Context: does each answer stay within the assistant's context? (spec §6.3).
+
+Per interaction, one LLM-judge call (:class:`~fair_forge_beam.components.judge.RunJudge`) with
+the prompt of :mod:`~fair_forge_beam.components.judge.prompts_quality`: the session's
+``context``, the question, the answer, the **real reference answer** (``ground_truth_assistant``;
+upstream shows the answer itself there, spec §17 item 1) and, when present, the
+``observation``. The answer is validated against :class:`ContextJudgeOutput` (``score`` ∈
+[0, 1], ``insight``).
+
+Per session: weighted mean of the scores with the spec §3.4 weight rules (frequentist: exactly
+§3.5 via the §18.2 sufficient statistics; Bayesian: Bayesian bootstrap over the session's
+interactions — Rubin 1981, Dirichlet(1,…,1) weights keyed by turn, percentile interval — in
+place of upstream's multinomial resampling). Per slice (overall / assistant / language): the
+mean of session means weighted by scored interactions, Bayesian bootstrap over sessions.
+
+Failed judgements (HTTP errors after retries, answers that never validate) go to the dead
+letter (stage ``"context"``, reason and raw text), are excluded from every mean and counted in
+``n_failed``.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any, Mapping, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.prompts_quality import context_messages
+from fair_forge_beam.io.elements import Interaction
+from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.schemas.context import ContextInteraction, ContextJudgeOutput, ContextMetric, ContextSliceMetric
+from fair_forge_beam.statistical.base import StatisticalMode
+
+__all__ = ["Context"]
+
+
+def _request_and_meta(x: Interaction):
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    skey = session_key(x.session_id, x.assistant_id, x.language)
+    messages = context_messages(x.context, x.query, x.assistant, x.ground_truth_assistant, x.observation)
+    key = request_key(skey, x.turn_index, messages)
+    req = judge_request(key, messages, schema=ContextJudgeOutput, element_id=x.element_id)
+    return req, (skey, (key, x.turn_index, x.element_id, x.qa_id, x.weight, {}))
+
+
+class Context(JudgedMetric):
+    """``PCollection[Interaction]`` → Context results.
+
+    Args:
+        judge: an :class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler`, or a mapping of
+            its arguments (``{"model": ..., "base_url": ..., "cache_path": ...}``). Required
+            (``ValueError`` otherwise, before any pipeline is built).
+        statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
+        inference_args: extra sampling parameters for every judge call (part of the cache key).
+
+    Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
+    :class:`ContextInteraction`, ``context_awareness`` ∈ [0, 1]), ``sessions``
+    (:class:`ContextMetric`), ``slices`` (:class:`ContextSliceMetric`), ``dead_letter`` (failed
+    judgements) and ``quality``.
+
+    ``Context.run(MyRetriever, judge=..., statistical_mode=...)`` returns one
+    :class:`ContextMetric` per session with its interactions (as upstream).
+    """
+
+    name = "context"
+    headline_columns = ("context_awareness",)
+    interaction_schema = ContextInteraction
+    session_schema = ContextMetric
+    slice_schema = ContextSliceMetric
+    judge_schema = ContextJudgeOutput
+    score_fields = ("score",)
+
+    def __init__(
+        self,
+        judge: Any = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        max_units: int = 1024,
+        inference_args: Optional[Mapping[str, Any]] = None,
+    ):
+        super().__init__(judge, statistical_mode, slices, max_units, inference_args)
+
+    def make_requests(self, interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest
+
+        pairs = interactions | "BuildRequests" >> beam.Map(_request_and_meta)
+        requests = pairs | "Requests" >> beam.Map(lambda p: p[0]).with_output_types(JudgeRequest)
+        metas = pairs | "Metas" >> beam.Map(lambda p: p[1]).with_output_types(typing.Tuple[str, typing.Any])
+        return requests, metas, None
+
+    @staticmethod
+    def interaction_record(scores: tuple, insight: str, reasoning: Optional[str], extra: dict) -> dict:
+        return {"context_awareness": scores[0], "insight": insight, "reasoning": reasoning}
+
+    @staticmethod
+    def session_fields(estimates: list) -> dict:
+        (e,) = estimates
+        return {
+            "context_awareness": e.mean,
+            "context_awareness_ci_low": e.ci_low,
+            "context_awareness_ci_high": e.ci_high,
+            "estimate": e.model_dump(),
+        }
+
+    @staticmethod
+    def slice_fields(estimates: list) -> dict:
+        (e,) = estimates
+        return {"context_awareness": e}

@@ -1,0 +1,326 @@
+"""Shared wiring of the LLM-judged metrics (Context, Conversational).
+
+Graph (after a metric has turned interactions into judge requests)::
+
+    requests ──► RunJudge ──► results ──► scores (validated answer → score tuple) ─┐
+                    │                                                             ├─ CoGroupByKey(session)
+                    └──► dead letters (stage = metric name)        metas ─────────┘        │
+                                                                                            ▼
+          interaction records, session record (weighted mean, spec §3.4/§3.5/§18.2; Bayesian
+          bootstrap in Bayesian mode), unit per session ──► CombineSlices ──► slice estimate
+
+A request key is ``"<session key>#<turn index>#<digest of the messages>"``: results find their
+session without a second join, and two records of the same turn with the same prompt share a
+verdict. An interaction whose judgement failed (HTTP error after retries, answer that never
+validates) has no result: it is in the dead letter with the judge's reason and raw text, it is
+left out of every mean and counted in ``n_failed`` of its session and slices — never scored 0.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.io.elements import QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means, session_mean_estimates
+from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.seeding import shared_row_cache
+
+__all__ = ["JudgedMetric", "build_judge", "session_key", "request_key", "META", "QUALITY"]
+
+META = "meta"
+QUALITY = "quality"
+DEAD = "dead_letter"
+UNITS = "units"
+INTERACTIONS = "interactions"
+
+
+def session_key(session_id: str, assistant_id: str, language: str) -> str:
+    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``."""
+    return json.dumps([session_id, assistant_id, language], ensure_ascii=False, separators=(",", ":"))
+
+
+def request_key(skey: str, turn_index: int, messages: Sequence[tuple[str, str]]) -> str:
+    """``"<session key>#<turn index>#<16 hex digits of BLAKE2b(messages)>"``."""
+    digest = hashlib.blake2b(json.dumps([list(m) for m in messages], ensure_ascii=False).encode("utf-8"), digest_size=8)
+    return f"{skey}#{int(turn_index)}#{digest.hexdigest()}"
+
+
+def session_of_key(key: str) -> str:
+    """The session key of a request key (inverse of :func:`request_key`)."""
+    return key.rsplit("#", 2)[0]
+
+
+def build_judge(judge: Any, schema: type):
+    """An ``OpenAIJudgeHandler`` from ``judge``: a handler (returned as is) or a mapping of its
+    constructor arguments (``model`` required; ``output_schema`` defaults to ``schema``).
+
+    Raises ``ValueError`` when ``judge`` is None or of another type (configuration errors fail
+    before the pipeline starts)."""
+    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+
+    if judge is None:
+        raise ValueError(
+            "this metric needs an LLM judge: pass judge=OpenAIJudgeHandler(model, base_url=...) or "
+            "judge={'model': ..., 'base_url': ...} (any OpenAI-compatible endpoint)"
+        )
+    if isinstance(judge, OpenAIJudgeHandler):
+        return judge
+    if isinstance(judge, Mapping):
+        kwargs = dict(judge)
+        kwargs.setdefault("output_schema", schema)
+        return OpenAIJudgeHandler(**kwargs)
+    raise ValueError(f"judge must be an OpenAIJudgeHandler or a mapping of its arguments, got {type(judge).__name__}")
+
+
+# ----------------------------------------------------------------------------------------------
+class _ToScores(beam.DoFn):
+    """Validated judge answer → ``(session key, (request key, scores, insight, reasoning))``."""
+
+    def __init__(self, metric: str, fields: Sequence[str]):
+        self.metric, self.fields = metric, tuple(fields)
+
+    def process(self, res):
+        parsed = res.parsed or {}
+        try:
+            scores = tuple(float(parsed[f]) for f in self.fields)
+            if not all(np.isfinite(scores)):
+                raise ValueError("non-finite score")
+        except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
+            yield beam.pvalue.TaggedOutput(
+                DEAD, dead_letter(self.metric, f"judge answer has no usable scores ({exc})", res.raw, res.element_id, f"judge:{res.key}")
+            )
+            return
+        insight = str(parsed.get("insight", ""))
+        yield session_of_key(res.key), (res.key, scores, insight, res.reasoning or None)
+
+
+def _restage(metric: str):
+    def f(d):
+        return d._replace(stage=metric, reason=f"judge: {d.reason}")
+
+    return f
+
+
+class _SessionAggregate(beam.DoFn):
+    """Joins a session's metas and verdicts; emits interaction records, the session record, the
+    session's slice unit and data-quality warnings."""
+
+    def __init__(self, metric: "JudgedMetric"):
+        self.name = metric.name
+        self.mode = metric.mode
+        self.fields = metric.score_fields
+        self.interaction_record = metric.interaction_record
+        self.session_fields = metric.session_fields
+
+    def setup(self):
+        self._freq = FrequentistMode()
+        self._rows = shared_row_cache(self.mode.seed, f"{self.name}|within-session", self.mode.replicate_count, max_rows=256)
+        self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
+        self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
+
+    def process(self, kv):
+        skey, grouped = kv
+        session_id, assistant_id, language = json.loads(skey)
+        # meta: (request key, turn_index, element_id, qa_id, weight, extra dict)
+        metas = sorted(grouped[META], key=lambda m: (m[1], m[0], m[2], m[3]))
+        verdicts: dict[str, tuple] = {}
+        for v in sorted(grouped["verdicts"], key=lambda v: (v[0], v[1], v[2], v[3] or "")):
+            verdicts.setdefault(v[0], v)
+        display = f"{session_id}/{assistant_id}"
+        turns_all = [m[1] for m in metas]
+        if len(set(turns_all)) != len(turns_all):
+            yield beam.pvalue.TaggedOutput(
+                QUALITY,
+                QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat"),
+            )
+        scored = [(m, verdicts[m[0]]) for m in metas if m[0] in verdicts]
+        n_failed = len(metas) - len(scored)
+        if n_failed:
+            self._not_scored.inc(n_failed)
+        if scored:
+            self._scored.inc(len(scored))
+        base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
+        for m, v in scored:
+            rec = {**base, "level": "interaction", "element_id": m[2], "turn_index": m[1], "qa_id": m[3]}
+            rec.update(self.interaction_record(v[1], v[2], v[3], m[5]))
+            yield beam.pvalue.TaggedOutput(INTERACTIONS, rec)
+        m_dims = len(self.fields)
+        if scored:
+            scores = np.array([v[1] for _, v in scored], dtype=np.float64).reshape(len(scored), m_dims)
+            weights = [m[4] for m, _ in scored]
+            turns = [m[1] for m, _ in scored]
+            point, warning = session_mean_estimates(scores, weights, turns, self._freq)
+            if warning:
+                yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", display, warning))
+            if self.mode.is_bayesian:
+                est, _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
+            else:
+                est = point
+            unit = (skey, float(len(scored)), tuple(e.mean for e in point), len(scored))
+        else:
+            from fair_forge_beam.schemas.common import Estimate
+
+            est = [Estimate(mean=None, n=0) for _ in range(m_dims)]
+            unit = None
+        yield {**base, "level": "session", "n_interactions": len(scored), "n_failed": n_failed, **self.session_fields(est)}
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, n_failed)))
+
+
+class ScoredFailedCombineFn(beam.CombineFn):
+    """Session units with Bayesian-bootstrap statistics (:class:`BootstrapMeanCombineFn`) plus a
+    count of failed interactions. Input ``(unit or None, n_failed)``; accumulator and output
+    ``[BootstrapStats, n_failed]`` (output = accumulator, as :class:`CombineSlices` needs)."""
+
+    def __init__(self, n_values: int, max_units: int = 1024):
+        self.inner = BootstrapMeanCombineFn(n_values, max_units)
+
+    def create_accumulator(self):
+        return [self.inner.create_accumulator(), 0]
+
+    def add_input(self, acc, element):
+        unit, failed = element
+        if unit is not None:
+            acc[0] = self.inner.add_input(acc[0], unit)
+        acc[1] += int(failed)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return [self.inner.merge_accumulators([a[0] for a in accs]), sum(a[1] for a in accs)]
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, metric: "JudgedMetric"):
+        self.name, self.mode, self.max_units = metric.name, metric.mode, metric.max_units
+        self.slice_fields, self.slice_schema = metric.slice_fields, metric.slice_schema
+        self.judge_model = metric.judge.model_name
+
+    def setup(self):
+        self._rows = shared_row_cache(self.mode.seed, f"{self.name}|sessions", self.mode.replicate_count, max_rows=self.max_units)
+
+    def process(self, kv):
+        key, (st, failed) = kv
+        est = estimate_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
+        resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
+        if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
+            # one session: no between-session uncertainty to estimate (its own interval is in `sessions`)
+            est = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in est]
+            resampling = "single session: no slice interval (see the session's interval)"
+        rec = self.slice_schema(
+            slice=key,
+            mode=self.mode.get_result_type(),
+            n_interactions=st.n_items,
+            n_sessions=st.n_units,
+            n_failed=int(failed),
+            resampling=resampling if self.mode.is_bayesian else None,
+            judge_model=self.judge_model,
+            **self.slice_fields(est),
+        )
+        yield {"metric": self.name, "level": "slice", **rec.model_dump()}
+
+
+# ----------------------------------------------------------------------------------------------
+class JudgedMetric(MetricTransform):
+    """Base of metrics scored by an LLM judge: subclasses build the requests and map the
+    validated answers to ``score_fields``; this class runs the judge, joins verdicts to their
+    sessions, aggregates and slices.
+
+    Subclass contract: ``judge_schema`` (pydantic class of the answer), ``score_fields`` (names
+    of the answer's score fields, in order), ``make_requests(interactions)`` → ``(requests,
+    metas, quality)`` where ``metas`` are ``(session key, (request key, turn_index, element_id,
+    qa_id, weight, extra))`` and ``quality`` a PCollection of warnings or None, and the three
+    record builders ``interaction_record``, ``session_fields``, ``slice_fields``.
+    """
+
+    judge_schema: ClassVar[type] = None
+    score_fields: ClassVar[tuple] = ()
+
+    def __init__(
+        self,
+        judge: Any = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        max_units: int = 1024,
+        inference_args: Optional[Mapping[str, Any]] = None,
+    ):
+        super().__init__(statistical_mode, slices)
+        self.judge = build_judge(judge, self.judge_schema)
+        if int(max_units) < 1:
+            raise ValueError("max_units must be >= 1")
+        self.max_units = int(max_units)
+        self.inference_args = dict(inference_args) if inference_args else None
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    def make_requests(self, interactions):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def interaction_record(scores: tuple, insight: str, reasoning: Optional[str], extra: dict) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    def session_fields(estimates: list) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    def slice_fields(estimates: list) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- graph -----------------------------------------------------------------------------------
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        requests, metas, quality = self.make_requests(interactions)
+        judged = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
+        verdicts = judged.results | "ToScores" >> beam.ParDo(_ToScores(self.name, self.score_fields)).with_outputs(DEAD, main="main")
+        dead = (
+            (judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(self.name)), verdicts[DEAD])
+            | "FlattenDead" >> beam.Flatten()
+        )
+        sessions = (
+            {META: metas, "verdicts": verdicts.main}
+            | "JoinSessions" >> beam.CoGroupByKey()
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self)).with_outputs(UNITS, QUALITY, INTERACTIONS, main="main")
+        )
+        slices = (
+            sessions[UNITS]
+            | "CombineSlices" >> CombineSlices(ScoredFailedCombineFn(len(self.score_fields), self.max_units), self.slices)
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
+        )
+        qualities = [sessions[QUALITY]] + ([quality] if quality is not None else [])
+        return {
+            "interactions": sessions[INTERACTIONS],
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": dead,
+            "quality": qualities | "FlattenQuality" >> beam.Flatten(),
+        }
+
+    @classmethod
+    def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run (see :meth:`MetricTransform.run`); ``judge=`` is required.
+
+        Returns a :class:`MetricResults` whose list holds **one session object per session**
+        (as upstream), each with its scored ``interactions`` nested, in turn order;
+        ``.interactions``, ``.sessions``, ``.slices``, ``.dead_letter``, ``.quality`` as usual."""
+        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs)
+        per_qa = list(res)  # run_returns == "interactions": the per-interaction objects
+        by_session: dict[tuple, list] = {}
+        for r in sorted(per_qa, key=lambda r: (r.turn_index, r.element_id)):
+            by_session.setdefault((r.session_id, r.assistant_id, r.language), []).append(r)
+        sessions = [
+            s.model_copy(update={"interactions": by_session.get((s.session_id, s.assistant_id, s.language), [])})
+            for s in res.sessions
+        ]
+        out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
+        out.interactions = per_qa
+        return out

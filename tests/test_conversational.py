@@ -1,0 +1,194 @@
+"""Conversational (spec §6.4) against the scripted OpenAI-compatible server on 127.0.0.1: the
+judge's scores are computed from the prompt (history length, markers, required language), so
+every number is known; history order is checked with shuffled input."""
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from conftest import FNAPI
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge import OpenAIJudgeHandler
+from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY
+from fair_forge_beam.io.elements import Interaction, make_element_id
+from fair_forge_beam.metrics.conversational import Conversational, _turn, session_requests
+from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+from fair_forge_beam.schemas.conversational import (
+    DIMENSIONS,
+    RESULT_FIELDS,
+    ConversationalJudgeOutput,
+    ConversationalMetric,
+    ConversationalSliceMetric,
+)
+from fair_forge_beam.statistical.bayesian import BayesianMode
+from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+BRACES = 'Show me {"a": {b}} then {{ x }}'
+
+
+def section(text: str, name: str) -> str:
+    m = re.search(rf"^{re.escape(name)}:\n(.*?)(?:\n\n[A-Z][A-Za-z ()]+:\n|\Z)", text, re.S | re.M)
+    return m.group(1).rstrip("\n") if m else ""
+
+
+def grice_judge(req):
+    """memory = number of earlier turns shown; relation = the ``[r=x]`` marker of the answer;
+    language = 10 when the rubric asks for spanish, else 2; ``[bad]`` → an out-of-range score;
+    the insight lists the earlier questions in the order the judge saw them."""
+    system = req.messages[0]["content"]
+    case = [m["content"] for m in req.messages if m["role"] == "user"][-1]
+    history = section(case, "EARLIER TURNS (oldest first)")
+    earlier = re.findall(r"^User: (.*)$", history, re.M) if history != NO_HISTORY else []
+    answer = section(case, "ASSISTANT ANSWER (to judge)")
+    if "[bad]" in answer:
+        return {**dict.fromkeys(DIMENSIONS, 5.0), "memory": 11.0, "insight": "oops"}
+    rel = float(re.search(r"\[r=([0-9.]+)\]", answer).group(1))
+    scores = {d: 7.0 for d in DIMENSIONS}
+    scores.update(memory=float(len(earlier)), relation_maxim=rel, language=10.0 if "written in spanish" in system else 2.0)
+    return {**scores, "insight": " | ".join(earlier) + f" || Q<{section(case, 'CURRENT QUESTION')}> REF<{section(case, 'REFERENCE ANSWER')}>"}
+
+
+def ix(session_id, turn, answer, gt=None, weight=None, query=None, language="spanish", assistant_id="bot"):
+    return Interaction(
+        element_id=make_element_id(session_id, assistant_id, turn),
+        session_id=session_id,
+        assistant_id=assistant_id,
+        language=language,
+        context="",
+        turn_index=turn,
+        qa_id=f"{session_id}-{turn}",
+        query=query if query is not None else f"{session_id} question {turn}",
+        assistant=answer,
+        ground_truth_assistant=gt,
+        observation=None,
+        weight=weight,
+        agentic=None,
+        ground_truth_agentic=None,
+        logprobs=None,
+    )
+
+
+def handler_for(srv, tmp_path, **kw):
+    kw.setdefault("cache_path", str(tmp_path / "cache.sqlite3"))
+    kw.setdefault("num_retries", 0)
+    kw.setdefault("client_retries", 0)
+    kw.setdefault("api_key_env", "FFB_TEST_UNSET_KEY")
+    return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
+
+
+def run_metric(metric, interactions, out):
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    p = TestPipeline(runner=FNAPI, blocking=True)
+    res = p | beam.Create(interactions) | metric
+    names = ("interactions", "sessions", "slices", "dead_letter", "quality")
+    for name in names:
+        write_jsonl(res[name], str(out / name), f"W{name}")
+    p.run().wait_until_finish()
+    return {name: read_jsonl_shards(str(out / name)) for name in names}
+
+
+RELEVANCE = [8.0, 6.0, 9.0, 4.0, 10.0]
+LONG = [ix("L", t, f"answer {t} [r={RELEVANCE[t]}]", gt=f"reference {t}") for t in range(5)]
+LONG[2] = LONG[2]._replace(query=BRACES)
+OTHER = [
+    ix("E", 0, "hello [r=5]", language="english", assistant_id="b2"),
+    ix("E", 1, "this one fails [bad]", language="english", assistant_id="b2"),
+    ix("E", 2, "bye [r=3]", language="english", assistant_id="b2"),
+]
+
+
+def test_history_is_turn_order_scores_dead_letter_and_frequentist_means(tmp_path):
+    data = LONG + OTHER
+    random.Random(11).shuffle(data)  # arrival order must not matter
+    assert [x.turn_index for x in data if x.session_id == "L"] != list(range(5))
+    with ScriptedOpenAIServer(grice_judge) as srv:
+        res = run_metric(Conversational(judge=handler_for(srv, tmp_path)), data, tmp_path / "run")
+        sent = list(srv.requests)
+
+    per = {r["element_id"]: r for r in res["interactions"]}
+    assert set(per) == {x.element_id for x in data} - {"E/b2/1"}
+    for t in range(5):
+        r = per[f"L/bot/{t}"]
+        # the judge saw exactly the earlier turns, oldest first
+        earlier = " | ".join(LONG[k].query for k in range(t))
+        assert r["insight"].startswith(earlier + " || Q<")
+        assert r["history_turns"] == t and r["conversational_memory"] == float(t)
+        assert r["conversational_relation_maxim"] == RELEVANCE[t]
+        assert r["conversational_language"] == 10.0  # the session is spanish
+        assert f"REF<reference {t}>" in r["insight"]  # real reference answer in the slot
+    assert f"Q<{BRACES}>" in per["L/bot/2"]["insight"]
+    # later turns show the braces query verbatim in their history
+    assert BRACES in per["L/bot/4"]["insight"]
+    assert per["E/b2/2"]["conversational_language"] == 2.0
+    # the earlier answers (not judge verdicts) are in the history text
+    last = [m for r in sent for m in r.messages if m["role"] == "user" and "answer 3 [r=4.0]" in m["content"] and "CURRENT QUESTION:\nL question 4" in m["content"]]
+    assert len(last) == 1
+    assert last[0]["content"].index("[Turn 1]\nUser: L question 0\nAssistant: answer 0") < last[0]["content"].index("[Turn 4]")
+    assert not any('"memory"' in m["content"] for r in sent for m in r.messages if m["role"] != "system")
+
+    sessions = {s["session_id"]: ConversationalMetric.model_validate(s) for s in res["sessions"]}
+    L, E = sessions["L"], sessions["E"]
+    assert L.n_interactions == 5 and L.n_failed == 0
+    assert L.conversational_relation_maxim.mean == pytest.approx(np.mean(RELEVANCE), abs=1e-12)
+    assert L.conversational_memory.mean == pytest.approx(2.0, abs=1e-12)
+    assert L.conversational_quality_maxim.mean == pytest.approx(7.0) and L.conversational_quality_maxim.ci_low is None
+    # the invalid answer is dead-lettered, excluded from the means (not a 0) and counted
+    assert E.n_interactions == 2 and E.n_failed == 1
+    assert E.conversational_relation_maxim.mean == pytest.approx(4.0)
+    assert E.conversational_memory.mean == pytest.approx((0 + 2) / 2)  # turn 2 still saw both earlier turns
+    (dead,) = res["dead_letter"]
+    assert dead["stage"] == "conversational" and dead["element_id"] == "E/b2/1"
+    assert "invalid answer" in dead["reason"] and "11.0" in dead["raw"]
+
+    slices = {s["slice"]: ConversationalSliceMetric.model_validate(s) for s in res["slices"]}
+    ov = slices["overall"]
+    assert ov.n_interactions == 7 and ov.n_sessions == 2 and ov.n_failed == 1
+    assert ov.conversational_relation_maxim.mean == pytest.approx((sum(RELEVANCE) + 5 + 3) / 7, abs=1e-12)
+    assert slices["language=english"].n_failed == 1 and slices["language=spanish"].n_failed == 0
+
+
+def test_bayesian_session_intervals_bracket_the_mean(tmp_path):
+    data = [x._replace(weight=w) for x, w in zip(LONG, [0.4, 0.1, 0.2, 0.2, 0.1])]
+    data += [ix("M", t, f"m{t} [r={(3 * t) % 11}]") for t in range(6)]
+    random.Random(5).shuffle(data)
+    with ScriptedOpenAIServer(grice_judge) as srv:
+        res = run_metric(Conversational(judge=handler_for(srv, tmp_path), statistical_mode=BayesianMode(mc_samples=500)), data, tmp_path / "b")
+    sessions = {s["session_id"]: ConversationalMetric.model_validate(s) for s in res["sessions"]}
+    L = sessions["L"]
+    for f in RESULT_FIELDS:
+        e = getattr(L, f)
+        assert e.n == 5 and e.ci_low <= e.mean <= e.ci_high
+    rel = L.conversational_relation_maxim
+    assert rel.ci_low < rel.mean < rel.ci_high and min(RELEVANCE) <= rel.ci_low and rel.ci_high <= max(RELEVANCE)
+    # a constant dimension has a zero-width interval at the constant
+    assert (L.conversational_quality_maxim.ci_low, L.conversational_quality_maxim.ci_high) == pytest.approx((7.0, 7.0))
+    ov = [ConversationalSliceMetric.model_validate(s) for s in res["slices"] if s["slice"] == "overall"][0]
+    assert ov.mode == "distribution" and ov.n_sessions == 2
+    assert ov.conversational_relation_maxim.ci_low <= ov.conversational_relation_maxim.mean <= ov.conversational_relation_maxim.ci_high
+    assert not res["dead_letter"]
+
+
+def test_session_requests_are_independent_sorted_and_bounded():
+    skey, _ = _turn(LONG[0])
+    turns = [_turn(x)[1] for x in reversed(LONG)]
+    reqs = session_requests(skey, turns)
+    assert [m[1][1] for _, m in reqs] == [0, 1, 2, 3, 4] and [m[1][5]["history_turns"] for _, m in reqs] == [0, 1, 2, 3, 4]
+    assert NO_HISTORY in reqs[0][0].messages[1][1]
+    # same input, any order -> identical requests (so each is cached on its own)
+    assert session_requests(skey, random.Random(1).sample(turns, len(turns))) == reqs
+    bounded = session_requests(skey, turns, max_history_turns=2)
+    case = bounded[4][0].messages[1][1]
+    assert f"[Turn 3]\nUser: {BRACES}" in case and "[Turn 4]\nUser: L question 3" in case and "question 1\n" not in case
+    assert all(NO_HISTORY in r.messages[1][1] for r, _ in session_requests(skey, turns, chat_history=False))
+    assert len({r.key for r, _ in reqs}) == 5
+    with pytest.raises(ValueError):
+        Conversational(judge={"model": "m", "base_url": "http://127.0.0.1:9/v1"}, max_history_turns=-1)
+    with pytest.raises(ValueError, match="needs an LLM judge"):
+        Conversational()
+    with pytest.raises(Exception):
+        ConversationalJudgeOutput(**dict.fromkeys(DIMENSIONS, 10.5), insight="x")
+
