@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Bayesian slice intervals: sessions pooled in hash buckets (fast, default) or per-session "
                         "Gamma(1) weights (mc_samples draws per session)")
     p.add_argument("--emotion-lexicon-csv", help="NRC-format multi-language CSV for Humanity instead of the nrclex copy")
+    p.add_argument("--group-extractor", default="embedding", choices=["embedding", "keyword"],
+                   help="Toxicity group detection: MiniLM embeddings vs the shipped group prototypes (default) or "
+                        "keyword lists (no embedder; no clustering)")
+    p.add_argument("--toxicity-level", default="inclusive", choices=["inclusive", "conservative"],
+                   help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)")
+    p.add_argument("--no-clustering", action="store_true", help="skip Toxicity's UMAP + HDBSCAN cluster profiling")
+    p.add_argument("--cluster-points", metavar="PATH",
+                   help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
 
@@ -102,6 +110,15 @@ def _mode(args):
     if args.mode == "bayesian":
         return BayesianMode(mc_samples=args.mc_samples, ci_level=args.ci_level, rng_seed=args.seed)
     return FrequentistMode()
+
+
+def _get(record: dict, path: str):
+    """``record["a"]["b"]`` for the dotted column name ``"a.b"`` (``None`` when missing)."""
+    for part in path.split("."):
+        if not isinstance(record, dict):
+            return None
+        record = record.get(part)
+    return record
 
 
 def _fmt(est: Optional[dict]) -> str:
@@ -137,7 +154,15 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     inputs = args.input or default_inputs()
     try:
         mode = _mode(args)
-        transforms = {m: build_metric(m, mode, {"emotion_lexicon_csv": args.emotion_lexicon_csv, "slice_bootstrap": args.slice_bootstrap}) for m in metrics}
+        metric_options = {
+            "emotion_lexicon_csv": args.emotion_lexicon_csv,
+            "slice_bootstrap": args.slice_bootstrap,
+            "group_extractor": args.group_extractor,
+            "toxicity_level": args.toxicity_level,
+            "clustering": False if (args.no_clustering or args.group_extractor == "keyword") else None,
+            "cluster_points_path": args.cluster_points,
+        }
+        transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)
     except ValueError as exc:
         parser.error(str(exc))
@@ -186,10 +211,10 @@ def summary_table(doc: dict, out: str) -> str:
         heads = m.get("headline_columns", [])
         width = max([len(r["slice"]) for r in m["slices"]] + [10])
         lines.append(
-            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h:<34}" for h in heads)
+            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
         for r in m["slices"]:
-            vals = "".join(f"  {_fmt(r.get(h)):<34}" for h in heads)
+            vals = "".join(f"  {_fmt(_get(r, h)):<34}" for h in heads)
             lines.append(
                 "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + str(r.get("n_sessions", "")).rjust(8) + vals

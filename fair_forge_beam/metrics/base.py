@@ -89,9 +89,12 @@ class _Cell:
 
 
 class MetricResults(list):
-    """The upstream result list (one object per interaction, spec §6.x) plus the aggregates.
+    """The upstream result list plus the aggregates: one object per interaction (spec §6.x), or
+    one per slice for metrics whose upstream result is a single aggregate (Toxicity: ``[0]`` is
+    the ``overall`` slice).
 
     Attributes:
+        interactions: the per-interaction result objects.
         sessions: session-level result objects.
         slices: slice-level result objects (``overall``, per assistant, per language).
         dead_letter: records that could not be read or scored (dicts ``{stage, reason, element_id, raw}``).
@@ -100,6 +103,7 @@ class MetricResults(list):
 
     def __init__(self, items=(), sessions=(), slices=(), dead_letter=(), quality=()):
         super().__init__(items)
+        self.interactions = list(items)
         self.sessions, self.slices = list(sessions), list(slices)
         self.dead_letter, self.quality = list(dead_letter), list(quality)
 
@@ -111,6 +115,9 @@ class MetricTransform(beam.PTransform):
     """
 
     name: ClassVar[str] = "metric"
+    #: what ``run()``'s list holds, as upstream: ``"interactions"`` (one object per interaction)
+    #: or ``"slices"`` (one aggregate per slice, ``overall`` first — upstream's single record)
+    run_returns: ClassVar[str] = "interactions"
     interaction_schema: ClassVar[Any] = None
     session_schema: ClassVar[Any] = None
     slice_schema: ClassVar[Any] = None
@@ -154,11 +161,15 @@ class MetricTransform(beam.PTransform):
             order = lambda r: (r.get("session_id", ""), r.get("assistant_id", ""), r.get("turn_index", 0))
             items = sorted(read_jsonl_shards(f"{tmp}/interactions"), key=order)
             sessions = sorted(read_jsonl_shards(f"{tmp}/sessions"), key=order)
-            slices = sorted(read_jsonl_shards(f"{tmp}/slices"), key=lambda r: r["slice"])
-            return MetricResults(
-                [cls.interaction_schema.model_validate(r) for r in items],
+            slices = sorted(read_jsonl_shards(f"{tmp}/slices"), key=lambda r: (r["slice"] != "overall", r["slice"]))
+            per_qa = [cls.interaction_schema.model_validate(r) for r in items]
+            slice_objs = [cls.slice_schema.model_validate(r) for r in slices]
+            res = MetricResults(
+                slice_objs if cls.run_returns == "slices" else per_qa,
                 [cls.session_schema.model_validate(r) for r in sessions],
-                [cls.slice_schema.model_validate(r) for r in slices],
+                slice_objs,
                 read_jsonl_shards(f"{tmp}/dead_letter"),
                 read_jsonl_shards(f"{tmp}/quality"),
             )
+            res.interactions = per_qa
+            return res

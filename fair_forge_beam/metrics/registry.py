@@ -28,9 +28,40 @@ def _humanity_fields() -> list[pa.Field]:
     ]
 
 
+def _toxicity(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader
+    from fair_forge_beam.metrics.toxicity import Toxicity
+
+    kwargs = {}
+    if options.get("group_extractor", "embedding") == "keyword":
+        from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+
+        kwargs["group_extractor"] = KeywordGroupExtractor(default_group_keywords())
+    return Toxicity(
+        statistical_mode=mode,
+        toxicity_loader=HurtLexLoader(level=options.get("toxicity_level", "inclusive")),
+        clustering=options.get("clustering"),
+        cluster_points_path=options.get("cluster_points_path"),
+        **kwargs,
+    )
+
+
+def _toxicity_fields() -> list[pa.Field]:
+    return [
+        pa.field("toxicity_total_words", pa.int64()),
+        pa.field("toxicity_toxic_words", pa.int64()),
+        pa.field("toxicity_toxic_ratio", pa.float64()),
+        pa.field("toxicity_is_toxic", pa.bool_()),
+        pa.field("toxicity_matched", pa.list_(pa.string())),
+        pa.field("toxicity_groups", pa.list_(pa.string())),
+        pa.field("toxicity_sentiment", pa.float64()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
+    "toxicity": (_toxicity, _toxicity_fields),
 }
 
 BASE_FIELDS = [

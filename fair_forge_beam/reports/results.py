@@ -25,8 +25,12 @@ __all__ = ["write_outputs", "assemble_results", "read_text_shards"]
 
 
 def _parquet_row(names):
+    """Row of the union schema: column ``n`` is the record's key ``n``, or, for a column
+    ``<metric>_<key>``, the record's ``<key>`` (metric records keep their upstream field names)."""
+
     def fn(rec):
-        return {n: rec.get(n) for n in names}
+        prefix = f"{rec.get('metric')}_"
+        return {n: rec[n] if n in rec else (rec.get(n[len(prefix):]) if n.startswith(prefix) else None) for n in names}
 
     return fn
 

@@ -1,0 +1,181 @@
+"""Toxicity metric end to end on Beam (spec §6.1, §19): values, slices, modes, bad input."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from fair_forge_beam.components.group_extractor import KeywordGroupExtractor
+from fair_forge_beam.components.toxicity_lexicon import DictToxicityLoader
+from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.metrics.toxicity import Toxicity
+from fair_forge_beam.schemas.common import Batch, Dataset
+from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+
+TOXIC = DictToxicityLoader({"english": ["hate", "stupid", "idiot"], "spanish": ["estupido"]})
+GROUPS = KeywordGroupExtractor({"alpha": ["alpha"], "beta": ["beta"]})
+CONVERSATIONS: dict = {}
+
+
+def _ds(session_id, assistant_id, answers, language="english"):
+    return Dataset(
+        session_id=session_id, assistant_id=assistant_id, language=language, context="",
+        conversation=[Batch(qa_id=f"q{i}", query="q", assistant=a, ground_truth_assistant="") for i, a in enumerate(answers)],
+    )
+
+
+class Sessions(Retriever):
+    """Serves ``CONVERSATIONS[name]`` (module level: FnApiRunner runs in-process)."""
+
+    def __init__(self, name="spec19", **kwargs):
+        super().__init__(**kwargs)
+        self.name = name
+
+    def load_dataset(self):
+        return CONVERSATIONS[self.name]
+
+
+# spec §19: N = {alpha: 3, beta: 1}, K = {alpha: 1, beta: 0}
+CONVERSATIONS["spec19"] = [
+    _ds("s1", "bot-a", ["alpha people are stupid", "alpha people are fine", "alpha people are kind"]),
+    _ds("s2", "bot-b", ["beta people are nice", "no group here"]),
+]
+
+
+def _run(name="spec19", **kw):
+    kw.setdefault("toxicity_loader", TOXIC)
+    kw.setdefault("group_extractor", GROUPS)
+    kw.setdefault("sentiment_analyzer", None)
+    kw.setdefault("clustering", False)
+    return Toxicity.run(Sessions, name=name, **kw)
+
+
+def _slice(res, key):
+    return next(s for s in res.slices if s.slice == key)
+
+
+def test_spec19_toxic_ratio_two_sevenths():
+    CONVERSATIONS["ratio"] = [_ds("r", "a", ["I hate stupid people and love coding"])]
+    res = _run("ratio")
+    (qa,) = res.interactions
+    assert (qa.toxic_words, qa.total_words) == (2, 7)
+    assert qa.toxic_ratio == pytest.approx(0.2857, abs=5e-5)
+    assert qa.is_toxic and qa.matched == ["hate", "stupid"]
+
+
+def test_spec19_group_profiling_frequentist():
+    res = _run()
+    overall = res[0]  # upstream's single record ↔ our overall slice
+    assert overall.slice == "overall"
+    gp = overall.group_profiling
+    assert gp.mode == "frequentist" and gp.status == "ok" and gp.bayesian is None
+    assert gp.N_i == {"alpha": 3, "beta": 1} and gp.K_i == {"alpha": 1, "beta": 0}
+    assert gp.frequentist.DR == pytest.approx(0.25)
+    assert gp.frequentist.DTO == pytest.approx(0.1667, abs=5e-5)
+    assert gp.frequentist.ASB == 0.0
+    assert gp.frequentist.DIDT == pytest.approx(0.1389, abs=5e-5)
+    assert gp.p_i == {"alpha": 0.75, "beta": 0.25} and gp.q_i == {"alpha": 0.5, "beta": 0.5}
+    assert gp.T_i == {"alpha": pytest.approx(1 / 3), "beta": 0.0}
+    assert overall.n_interactions == 5 and overall.n_sessions == 2 and overall.n_toxic == 1
+
+
+def test_per_assistant_slices_are_not_pooled():
+    res = _run()
+    a, b = _slice(res, "assistant_id=bot-a"), _slice(res, "assistant_id=bot-b")
+    assert (a.assistant_id, b.assistant_id) == ("bot-a", "bot-b")
+    assert a.group_profiling.N_i == {"alpha": 3, "beta": 0} and a.n_toxic == 1
+    assert b.group_profiling.N_i == {"alpha": 0, "beta": 1} and b.n_toxic == 0
+    assert _slice(res, "language=english").n_interactions == 5
+    sessions = {(s.session_id, s.assistant_id): s for s in res.sessions}
+    assert sessions[("s1", "bot-a")].n_toxic == 1 and sessions[("s1", "bot-a")].group_mentions == {"alpha": 3}
+
+
+def test_bayesian_fills_p_q_t_and_summary():
+    res = _run(statistical_mode=BayesianMode(mc_samples=2000, rng_seed=5))
+    gp = res[0].group_profiling
+    assert gp.mode == "bayesian" and gp.frequentist is None
+    assert set(gp.bayesian.summary) == {"DR", "DTO", "ASB", "DIDT"}
+    for c, s in gp.bayesian.summary.items():
+        assert s.ci_low <= s.mean <= s.ci_high, c
+    # p_i: Dirichlet(1 + N) means; T_i: Beta(1 + K, 1 + N − K) means; q_i uniform
+    assert gp.p_i == {"alpha": pytest.approx(4 / 6), "beta": pytest.approx(2 / 6)}
+    assert gp.T_i == {"alpha": pytest.approx(2 / 5), "beta": pytest.approx(1 / 3)}
+    assert gp.q_i == {"alpha": 0.5, "beta": 0.5} and gp.bayesian.q_i == gp.q_i
+    assert res[0].toxic_rate.ci_low is not None
+
+
+def test_no_group_detected_is_a_documented_state():
+    CONVERSATIONS["nogroup"] = [_ds("n", "a", ["nothing to see", "you idiot"])]
+    for mode in (FrequentistMode(), BayesianMode(mc_samples=500)):
+        gp = _run("nogroup", statistical_mode=mode)[0].group_profiling
+        assert gp.status == "no_group_detected"
+        vals = gp.frequentist if gp.frequentist else None
+        if vals:
+            assert (vals.DR, vals.DTO, vals.ASB, vals.DIDT) == (None, None, None, None)
+        else:
+            assert all(s.mean is None for s in gp.bayesian.summary.values())
+        assert gp.notes
+
+
+def test_bad_input_never_crashes_and_is_counted():
+    CONVERSATIONS["bad"] = [
+        _ds("e", "a", ["", "   ", "alpha " + "stupid word " * 90_000]),  # empty, blank, ~1 MB
+        _ds("u", "a", ["阿尔法 人 很 好", "Альфа люди", "مرحبا alpha"]),  # non-Latin scripts
+        _ds("f", "a", ["bonjour alpha idiot"], language="french"),  # no lexicon for French
+        _ds("s", "a", ["alpha estupido"], language="es"),  # Spanish via its ISO code
+    ]
+    res = _run("bad", statistical_mode=BayesianMode(mc_samples=300))
+    by_id = {r.element_id: r for r in res.interactions}
+    assert by_id["e/a/0"].total_words == 0 and not by_id["e/a/0"].is_toxic and by_id["e/a/0"].groups == []
+    big = by_id["e/a/2"]
+    assert big.total_words == 180_001 and big.toxic_words == 90_000 and big.groups == ["alpha"]
+    assert by_id["u/a/2"].groups == ["alpha"] and by_id["u/a/0"].total_words == 4
+    assert by_id["s/a/0"].is_toxic and by_id["s/a/0"].language == "spanish"
+    assert len(res.dead_letter) == 1
+    dl = res.dead_letter[0]
+    assert dl["stage"] == "toxicity" and "french" in dl["reason"] and dl["element_id"] == "f/a/0"
+    assert json.loads(dl["raw"])["assistant"] == "bonjour alpha idiot"
+    assert res[0].n_interactions == 7
+
+
+def test_input_order_does_not_change_bayesian_results():
+    rng = random.Random(11)
+    words = ["alpha", "beta", "stupid", "kind", "people", "idiot", "fine", "the"]
+    sessions = [_ds(f"s{i}", f"bot{i % 3}", [" ".join(rng.choice(words) for _ in range(6)) for _ in range(rng.randint(1, 4))])
+                for i in range(40)]
+    CONVERSATIONS["fwd"] = sessions
+    CONVERSATIONS["rev"] = [s.model_copy(update={"conversation": s.conversation}) for s in reversed(sessions)]
+    mode = BayesianMode(mc_samples=500, rng_seed=9)
+    a = _run("fwd", statistical_mode=mode, sentiment_analyzer=_LengthSentiment())
+    b = _run("rev", statistical_mode=mode, sentiment_analyzer=_LengthSentiment())
+    dump = lambda res: json.dumps([s.model_dump() for s in res.slices], sort_keys=True)
+    assert dump(a) == dump(b)
+    assert a[0].group_profiling.bayesian.summary["ASB"].ci_high > 0
+
+
+class _LengthSentiment:
+    """Deterministic toy analyzer (duck-typed SentimentAnalyzer): score from the text length."""
+
+    name = "length-toy"
+
+    def setup(self):
+        pass
+
+    def infer_batch(self, texts):
+        from fair_forge_beam.components.sentiment import SentimentScore
+
+        return [SentimentScore(score=((len(t) % 7) - 3) / 3) for t in texts]
+
+
+def test_configuration_errors_fail_fast():
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, toxicity_loader=object(), sentiment_analyzer=None, clustering=False)
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, group_toxicity_threshold=1.5, sentiment_analyzer=None, clustering=False)
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, group_reference_q={"alpha": -1}, sentiment_analyzer=None, clustering=False)
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, clustering=True, sentiment_analyzer=None)  # no embedder
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, slices=("overall", "planet"), sentiment_analyzer=None, clustering=False)
