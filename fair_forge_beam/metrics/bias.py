@@ -1,0 +1,391 @@
+"""Bias: rate of guardian-flagged answers per protected attribute (spec §6.2).
+
+Per interaction and attribute the guardian says biased / not biased. Per attribute, over the
+interactions of a session or slice that got a verdict: ``n`` = verdicts, ``k`` = flagged, rate
+through :func:`~fair_forge_beam.statistical.combiners.estimate_rate` — frequentist ``k/n``,
+Bayesian the exact Beta(a+k, b+n−k) posterior mean and ``beta.ppf`` equal-tailed interval
+(spec §4.3, §19: k=2, n=10, Beta(1,1) prior → 0.25 [0.0602, 0.5178]).
+
+Differences from the original (spec §6.2, §17):
+
+* a failed guardian call or an answer without a label is **not** a verdict: it goes to the dead
+  letter with the reason and is left out of ``n`` (counted in ``n_failed``), never counted as
+  unbiased;
+* one record per session (not per ``batch()`` call) plus slices (overall, per assistant, per
+  language), and the rates of the Bayesian mode are exact (no Monte-Carlo mean);
+* LLM guardians run through the judge (``RunInference``): concurrent calls, persistent cache,
+  retries honouring ``Retry-After``, counters in the ``fair_forge_beam.guardian`` namespace.
+
+Graph: ``Interaction`` × attributes → judge requests → :class:`RunJudge` → parse → per-session
+``CombinePerKey`` (a session's outcomes in one list) → session estimates and per-interaction
+records → ``(k, n)`` per attribute rolled up to slices with :class:`RateCombineFn` → estimates.
+A guardian that is not an :class:`LLMGuardian` is called from a ``DoFn`` instead of the judge.
+"""
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Optional, Sequence, Union
+
+from fair_forge_beam._beam import beam
+
+from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import SLICE_FIELDS, CombineSlices, MetricTransform
+from fair_forge_beam.schemas.bias import (
+    AttributeBiasRate,
+    BiasInteractionMetric,
+    BiasMetric,
+    BiasSliceMetric,
+    GuardianInteraction,
+)
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import RateCombineFn, estimate_rate
+
+__all__ = ["Bias"]
+
+DEAD = "dead_letter"
+QUALITY = "quality"
+UNITS = "units"
+INTERACTIONS = "interactions"
+STAGE = "bias"
+
+
+# ------------------------------------------------------------------ request keys
+def _request_key(x: Interaction, attribute: str) -> str:
+    """Judge request key carrying what the verdict needs downstream (no join after the judge)."""
+    return json.dumps(
+        [attribute, x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _parse_key(key: str) -> Optional[list]:
+    try:
+        v = json.loads(key)
+    except (TypeError, ValueError):
+        return None
+    return v if isinstance(v, list) and len(v) == 7 else None
+
+
+def _outcome(meta: list, is_biased: Optional[bool], certainty: Optional[float]):
+    """``(session key, (turn_index, element_id, qa_id, attribute, is_biased|None, certainty|None))``;
+    ``is_biased is None`` marks a failed call."""
+    attribute, element_id, session_id, assistant_id, language, turn_index, qa_id = meta
+    key = json.dumps([session_id, assistant_id, language], ensure_ascii=False, separators=(",", ":"))
+    return key, (int(turn_index), element_id, qa_id, attribute, is_biased, certainty)
+
+
+# ------------------------------------------------------------------ scoring DoFns
+class _MakeRequests(beam.DoFn):
+    def __init__(self, guardian: LLMGuardian, attributes: Sequence[str]):
+        self.guardian, self.attributes = guardian, tuple(attributes)
+
+    def process(self, x: Interaction):
+        for a in self.attributes:
+            yield self.guardian.request(_request_key(x, a), x.query, x.assistant, a, x.context, element_id=x.element_id)
+
+
+class _ParseVerdicts(beam.DoFn):
+    """``JudgeResult`` → outcome; an answer without a label → failure outcome + dead letter."""
+
+    def __init__(self, guardian: LLMGuardian):
+        self.guardian = guardian
+
+    def process(self, res):
+        meta = _parse_key(res.key)
+        if meta is None:  # pragma: no cover - keys are made by _MakeRequests
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"unknown guardian request key {res.key!r}", res.raw, res.element_id))
+            return
+        try:
+            v = self.guardian.parse(res.answer, meta[0], getattr(res, "logprobs", None))
+        except GuardianParseError as exc:
+            yield beam.pvalue.TaggedOutput(
+                DEAD,
+                dead_letter(STAGE, f"unparseable guardian answer for {meta[0]!r}: {exc}", res.raw or res.answer, meta[1], source=f"guardian:{meta[0]}"),
+            )
+            yield _outcome(meta, None, None)
+            return
+        yield _outcome(meta, bool(v.is_biased), float(v.certainty))
+
+
+class _JudgeFailures(beam.DoFn):
+    """Judge dead letters → bias dead letters (reason names the attribute) + failure outcomes."""
+
+    def process(self, d):
+        src = d.source or ""
+        meta = _parse_key(src[len("judge:"):]) if src.startswith("judge:") else None
+        if meta is None:
+            yield beam.pvalue.TaggedOutput(DEAD, d._replace(stage=STAGE, reason=f"guardian call failed: {d.reason}"))
+            return
+        yield beam.pvalue.TaggedOutput(
+            DEAD, dead_letter(STAGE, f"guardian call failed for {meta[0]!r}: {d.reason}", d.raw, meta[1], source=f"guardian:{meta[0]}")
+        )
+        yield _outcome(meta, None, None)
+
+
+class _DirectGuardian(beam.DoFn):
+    """Calls ``guardian.is_biased`` for each attribute (guardians that are not LLM guardians)."""
+
+    def __init__(self, guardian: Guardian, attributes: Sequence[str]):
+        self.guardian, self.attributes = guardian, tuple(attributes)
+
+    def process(self, x: Interaction):
+        for a in self.attributes:
+            meta = [a, x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id]
+            try:
+                v = self.guardian.is_biased(question=x.query, answer=x.assistant, attribute=a, context=x.context)
+                certainty = float(v.certainty)
+                if not 0.0 <= certainty <= 1.0:
+                    raise ValueError(f"certainty {certainty!r} outside [0, 1]")
+                biased = bool(v.is_biased)
+            except Exception as exc:  # one bad call never stops the run
+                yield beam.pvalue.TaggedOutput(
+                    DEAD,
+                    dead_letter(STAGE, f"guardian failed for {a!r}: {type(exc).__name__}: {exc}", x._asdict(), x.element_id, source=f"guardian:{a}"),
+                )
+                yield _outcome(meta, None, None)
+                continue
+            yield _outcome(meta, biased, certainty)
+
+
+# ------------------------------------------------------------------ aggregation
+class _CollectSession(beam.CombineFn):
+    """A session's outcomes as one list (lifted ``GroupByKey``); sorted downstream."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, element):
+        acc.append(element)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        out = []
+        for a in accumulators:
+            out.extend(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _SumCombineFn(beam.CombineFn):
+    """Integer sum whose output is its accumulator (as :class:`CombineSlices` requires)."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, acc, element):
+        return acc + int(element)
+
+    def merge_accumulators(self, accumulators):
+        return sum(accumulators)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _rates(counts: Sequence[tuple], failures: Sequence[tuple], attributes: Sequence[str], mode: StatisticalMode) -> list[AttributeBiasRate]:
+    out = []
+    for a, (k, n), (f, _) in zip(attributes, counts, failures):
+        est = estimate_rate(k, n, mode)
+        out.append(
+            AttributeBiasRate(protected_attribute=a, n_samples=n, k_biased=k, rate=est.mean, ci_low=est.ci_low, ci_high=est.ci_high, n_failed=f)
+        )
+    return out
+
+
+class _SessionAggregate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, attributes: Sequence[str]):
+        self.mode, self.attributes = mode, tuple(attributes)
+
+    def process(self, kv):
+        key, values = kv
+        session_id, assistant_id, language = json.loads(key)
+        index = {a: i for i, a in enumerate(self.attributes)}
+        # total order, never arrival order: turn, element, declared attribute order, outcome
+        items = sorted(values, key=lambda v: (v[0], v[1], v[2], index.get(v[3], len(index)), v[3], v[4] is None, bool(v[4]), v[5] or 0.0))
+        A = len(self.attributes)
+        k, n, f = [0] * A, [0] * A, [0] * A
+        per_attr: dict[str, list] = {a: [] for a in self.attributes}
+        per_qa: dict[tuple, dict] = {}
+        seen: set = set()
+        duplicated = False
+        for turn, element_id, qa_id, attr, biased, certainty in items:
+            i = index[attr]
+            if (turn, element_id, attr) in seen:
+                duplicated = True
+            seen.add((turn, element_id, attr))
+            rec = per_qa.setdefault((turn, element_id, qa_id), {"ok": [], "failed": []})
+            if biased is None:
+                f[i] += 1
+                rec["failed"].append(attr)
+                continue
+            n[i] += 1
+            k[i] += int(biased)
+            gi = GuardianInteraction(qa_id=qa_id, attribute=attr, is_biased=biased, certainty=certainty, element_id=element_id)
+            per_attr[attr].append(gi)
+            rec["ok"].append(gi)
+        for (turn, element_id, qa_id), rec in per_qa.items():
+            yield beam.pvalue.TaggedOutput(
+                INTERACTIONS,
+                {
+                    "metric": "bias",
+                    "level": "interaction",
+                    **BiasInteractionMetric(
+                        session_id=session_id, assistant_id=assistant_id, language=language, qa_id=qa_id, element_id=element_id,
+                        turn_index=turn, guardian_interactions=rec["ok"], failed_attributes=rec["failed"],
+                    ).model_dump(),
+                },
+            )
+        if duplicated:
+            yield beam.pvalue.TaggedOutput(
+                QUALITY,
+                QualityWarning(
+                    "duplicate_element_id",
+                    f"{session_id}/{assistant_id}",
+                    "the same session (session_id, assistant_id) appears in several records; interactions were judged more than once",
+                ),
+            )
+        counts = list(zip(k, n))
+        fails = [(f[i], n[i] + f[i]) for i in range(A)]
+        session = BiasMetric(
+            session_id=session_id,
+            assistant_id=assistant_id,
+            language=language,
+            n_interactions=len(per_qa),
+            attribute_rates=_rates(counts, fails, self.attributes, self.mode),
+            guardian_interactions={a: v for a, v in per_attr.items()},
+        )
+        yield {"metric": "bias", "level": "session", **session.model_dump()}
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (1, len(per_qa), *counts, *fails)))
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, attributes: Sequence[str], guardian_name: str):
+        self.mode, self.attributes, self.guardian_name = mode, tuple(attributes), guardian_name
+
+    def process(self, kv):
+        key, acc = kv
+        A = len(self.attributes)
+        n_sessions, n_interactions = acc[0], acc[1]
+        counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
+        rec = BiasSliceMetric(
+            slice=key,
+            mode=self.mode.get_result_type(),
+            n_interactions=n_interactions,
+            n_sessions=n_sessions,
+            attribute_rates=_rates(counts, fails, self.attributes, self.mode),
+            guardian=self.guardian_name,
+        )
+        yield {"metric": "bias", "level": "slice", **rec.model_dump()}
+
+
+# ------------------------------------------------------------------ the transform
+class Bias(MetricTransform):
+    """``PCollection[Interaction]`` → Bias results.
+
+    Args:
+        guardian: a :class:`~fair_forge_beam.components.guardian.Guardian` instance (e.g.
+            ``LlamaGuard("llama-guard3", "http://localhost:8000/v1")``), or a Guardian class,
+            instantiated as ``guardian(config=config)`` (upstream style). Required.
+        statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode` (or any
+            :class:`StatisticalMode`).
+        attributes: protected attributes to check (default: the original's five,
+            :data:`~fair_forge_beam.components.guardian.PROTECTED_ATTRIBUTES`); an LLM guardian
+            must have a definition for each.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        config: the guardian's configuration when ``guardian`` is a class
+            (:class:`~fair_forge_beam.components.guardian.GuardianLLMConfig`).
+        inference_args: extra sampling parameters for every guardian call (part of the cache key).
+
+    Raises ``ValueError`` (before any pipeline runs) for a missing guardian, no or duplicated
+    attributes, or an attribute the guardian has no definition for.
+
+    Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
+    :class:`BiasInteractionMetric`), ``sessions`` (:class:`BiasMetric`), ``slices``
+    (:class:`BiasSliceMetric`), ``dead_letter`` (failed guardian calls, unlabelled answers; stage
+    ``"bias"``) and ``quality``. ``Bias.run(...)`` returns the slices, ``overall`` first, so
+    ``metrics[0].attribute_rates[i].rate / ci_low / ci_high`` read as upstream.
+    """
+
+    name = "bias"
+    run_returns = "slices"
+    headline_columns = ("attribute_rates",)
+    interaction_schema = BiasInteractionMetric
+    session_schema = BiasMetric
+    slice_schema = BiasSliceMetric
+
+    def __init__(
+        self,
+        guardian: Union[Guardian, type, None] = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        attributes: Optional[Sequence[str]] = None,
+        slices: Sequence[str] = SLICE_FIELDS,
+        config: Any = None,
+        inference_args: Optional[dict] = None,
+    ):
+        super().__init__(statistical_mode, slices)
+        if isinstance(guardian, type):
+            if not issubclass(guardian, Guardian):
+                raise ValueError(f"guardian must be a Guardian subclass or instance, got {guardian!r}")
+            guardian = guardian(config=config) if config is not None else guardian()
+        elif guardian is None:
+            raise ValueError(
+                "Bias needs a guardian, e.g. Bias(guardian=LlamaGuard('llama-guard3', 'http://localhost:8000/v1'))"
+            )
+        elif not isinstance(guardian, Guardian):
+            raise ValueError(f"guardian must be a Guardian, got {type(guardian).__name__}")
+        attrs = tuple(PROTECTED_ATTRIBUTES if attributes is None else attributes)
+        if not attrs:
+            raise ValueError("attributes must name at least one protected attribute")
+        if len(set(attrs)) != len(attrs):
+            raise ValueError(f"duplicated attributes in {list(attrs)}")
+        for a in attrs:
+            if not isinstance(a, str) or not a:
+                raise ValueError(f"attribute names must be non-empty strings, got {a!r}")
+            if isinstance(guardian, LLMGuardian):
+                try:
+                    guardian.definition(a)
+                except KeyError as exc:
+                    raise ValueError(str(exc.args[0])) from None
+        self.guardian = guardian
+        self.attributes = attrs
+        self.inference_args = dict(inference_args) if inference_args else None
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        g = self.guardian
+        if isinstance(g, LLMGuardian):
+            requests = interactions | "GuardianRequests" >> beam.ParDo(_MakeRequests(g, self.attributes))
+            judged = requests | "Guardian" >> RunJudge(g.handler, inference_args=self.inference_args, label_prefix="Guardian")
+            parsed = judged.results | "ParseVerdicts" >> beam.ParDo(_ParseVerdicts(g)).with_outputs(DEAD, main="main")
+            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
+            outcomes = (parsed.main, failed.main) | "Outcomes" >> beam.Flatten()
+            dead = (parsed[DEAD], failed[DEAD]) | "DeadLetters" >> beam.Flatten()
+        else:
+            direct = interactions | "Guardian" >> beam.ParDo(_DirectGuardian(g, self.attributes)).with_outputs(DEAD, main="main")
+            outcomes, dead = direct.main, direct[DEAD]
+        sessions = (
+            outcomes
+            | "TypeOutcomes" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
+            | "GroupSessions" >> beam.CombinePerKey(_CollectSession())
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.attributes)).with_outputs(INTERACTIONS, UNITS, QUALITY, main="main")
+        )
+        A = len(self.attributes)
+        combine = beam.combiners.TupleCombineFn(_SumCombineFn(), _SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)])
+        slices = (
+            sessions[UNITS]
+            | "CombineSlices" >> CombineSlices(combine, self.slices)
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.attributes, g.describe()))
+        )
+        return {
+            "interactions": sessions[INTERACTIONS],
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": dead,
+            "quality": sessions[QUALITY],
+        }
