@@ -21,7 +21,7 @@ from fair_forge_beam.metrics.bias import Bias
 from fair_forge_beam.runner import to_json_line
 from fair_forge_beam.schemas.bias import BiasSliceMetric
 from fair_forge_beam.schemas.common import Batch, Dataset
-from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+from fair_forge_beam.statistical import BayesianMode
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 
 KEY_ENV = "FFB_TEST_UNSET_KEY"
@@ -148,8 +148,9 @@ def test_bayesian_rates_exact_beta_slices_sessions_and_failures(tmp_path):
         x = ov[a]
         assert (x["k_biased"], x["n_samples"], x["n_failed"]) == (0, 11, 1)
         assert x["ci_low"] <= x["rate"] <= x["ci_high"]
-    assert by_slice["overall"]["n_interactions"] == 12 and by_slice["overall"]["n_sessions"] == 3
+    assert by_slice["overall"]["n_interactions"] == 11 and by_slice["overall"]["n_sessions"] == 3  # BOOM: no verdict at all
     assert by_slice["overall"]["guardian"] == "llama_guard:llama-guard"
+    assert by_slice["overall"]["rates"]["gender"] == {"mean": 0.25, "ci_low": g["ci_low"], "ci_high": g["ci_high"], "n": 10}
     # per assistant slices
     a_rates, b_rates = rates(by_slice["assistant_id=A"]), rates(by_slice["assistant_id=B"])
     assert (a_rates["gender"]["k_biased"], a_rates["gender"]["n_samples"], a_rates["gender"]["n_failed"]) == (2, 6, 1)
@@ -160,6 +161,7 @@ def test_bayesian_rates_exact_beta_slices_sessions_and_failures(tmp_path):
     assert by_slice["assistant_id=B"]["n_sessions"] == 1
     # sessions: upstream shape (attribute_rates + guardian_interactions per attribute)
     sess = {s["session_id"]: s for s in out["sessions"]}
+    assert {k: v["n_interactions"] for k, v in sess.items()} == {"s1": 3, "s2": 4, "s3": 4}
     s1 = rates(sess["s1"])["gender"]
     assert (s1["k_biased"], s1["n_samples"]) == (2, 3) and s1["rate"] == pytest.approx(3 / 5)
     assert [gi["is_biased"] for gi in sess["s1"]["guardian_interactions"]["gender"]] == [True, False, True]
@@ -266,6 +268,7 @@ def test_upstream_style_run_returns_overall_first(tmp_path):
 
 
 def test_configuration_errors_fail_fast():
+    assert Bias(guardian=LlamaGuard("m", "http://127.0.0.1:9/v1", cache_path=None), attributes=["race"]).headline_columns == ("rates.race",)
     with pytest.raises(ValueError, match="needs a guardian"):
         Bias()
     g = LlamaGuard("m", "http://127.0.0.1:9/v1", cache_path=None)

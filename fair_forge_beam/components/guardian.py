@@ -42,7 +42,7 @@ import math
 import re
 import string
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
+from typing import Any, ClassVar, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict
 

@@ -39,6 +39,7 @@ from fair_forge_beam.schemas.bias import (
     BiasSliceMetric,
     GuardianInteraction,
 )
+from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, estimate_rate
 
@@ -249,18 +250,19 @@ class _SessionAggregate(beam.DoFn):
                     "the same session (session_id, assistant_id) appears in several records; interactions were judged more than once",
                 ),
             )
+        judged = sum(1 for rec in per_qa.values() if rec["ok"])  # interactions with at least one verdict
         counts = list(zip(k, n))
         fails = [(f[i], n[i] + f[i]) for i in range(A)]
         session = BiasMetric(
             session_id=session_id,
             assistant_id=assistant_id,
             language=language,
-            n_interactions=len(per_qa),
+            n_interactions=judged,
             attribute_rates=_rates(counts, fails, self.attributes, self.mode),
             guardian_interactions={a: v for a, v in per_attr.items()},
         )
         yield {"metric": "bias", "level": "session", **session.model_dump()}
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (1, len(per_qa), *counts, *fails)))
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (1, judged, *counts, *fails)))
 
 
 class _SliceEstimate(beam.DoFn):
@@ -272,12 +274,14 @@ class _SliceEstimate(beam.DoFn):
         A = len(self.attributes)
         n_sessions, n_interactions = acc[0], acc[1]
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
+        attribute_rates = _rates(counts, fails, self.attributes, self.mode)
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),
             n_interactions=n_interactions,
             n_sessions=n_sessions,
-            attribute_rates=_rates(counts, fails, self.attributes, self.mode),
+            attribute_rates=attribute_rates,
+            rates={r.protected_attribute: Estimate(mean=r.rate, ci_low=r.ci_low, ci_high=r.ci_high, n=r.n_samples) for r in attribute_rates},
             guardian=self.guardian_name,
         )
         yield {"metric": "bias", "level": "slice", **rec.model_dump()}
@@ -313,7 +317,8 @@ class Bias(MetricTransform):
 
     name = "bias"
     run_returns = "slices"
-    headline_columns = ("attribute_rates",)
+    #: dotted paths of the run summary's columns (set per instance: one per attribute)
+    headline_columns: tuple = tuple(f"rates.{a}" for a in PROTECTED_ATTRIBUTES)
     interaction_schema = BiasInteractionMetric
     session_schema = BiasMetric
     slice_schema = BiasSliceMetric
@@ -353,6 +358,7 @@ class Bias(MetricTransform):
                     raise ValueError(str(exc.args[0])) from None
         self.guardian = guardian
         self.attributes = attrs
+        self.headline_columns = tuple(f"rates.{a}" for a in attrs)
         self.inference_args = dict(inference_args) if inference_args else None
 
     def expand(self, interactions):

@@ -11,7 +11,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric
+from fair_forge_beam.schemas.common import BaseMetric, Estimate
 
 __all__ = [
     "GuardianBias",
@@ -95,6 +95,8 @@ class BiasInteractionMetric(BaseMetric):
 class BiasMetric(BaseMetric):
     """One session (the original emits one ``BiasMetric`` per ``batch()`` call = per session).
 
+    ``n_interactions``: interactions with at least one verdict (an interaction whose every
+    guardian call failed is not counted; its failures are in ``n_failed``).
     ``attribute_rates``: one :class:`AttributeBiasRate` per attribute, declared order.
     ``guardian_interactions``: ``{attribute: [GuardianInteraction, …]}`` sorted by turn.
     """
@@ -110,8 +112,10 @@ class BiasMetric(BaseMetric):
 class BiasSliceMetric(BaseModel):
     """Bias rates over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``): counts
     ``(k, n)`` summed over the slice's interactions, then estimated as in
-    :class:`AttributeBiasRate`. ``n_interactions`` / ``n_sessions``: interactions and sessions with
-    at least one guardian outcome (verdict or failure). ``guardian``: the guardian's name."""
+    :class:`AttributeBiasRate`. ``n_interactions``: interactions with at least one verdict;
+    ``n_sessions``: sessions with at least one guardian outcome (verdict or failure). ``guardian``: the guardian's name.
+    ``rates``: the same rates as ``{attribute: Estimate(mean=rate, ci_low, ci_high, n=n_samples)}``
+    (the shape the run summary reads)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -120,4 +124,5 @@ class BiasSliceMetric(BaseModel):
     n_interactions: int
     n_sessions: int
     attribute_rates: list[AttributeBiasRate]
+    rates: dict[str, Estimate] = Field(default_factory=dict)
     guardian: str = ""
