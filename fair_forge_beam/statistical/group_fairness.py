@@ -152,8 +152,9 @@ class GroupFairnessStats:
             self.S[g] += e
         if self.B:
             # fixed point: γ on a 2⁻¹⁶ grid, s on a 2⁻¹⁶ grid; int64 products and sums are exact,
-            # so merge order cannot change a bit (relative quantisation error ≤ 8e-6 on γ)
-            row = np.rint(exponential_rows(seed, namespace, [str(element_id)], self.B)[0] * _SCALE).astype(np.int64)
+            # so merge order cannot change a bit (relative quantisation error ≤ 8e-6 on γ; γ̃ ≥ 1 so a
+            # replicate's denominator is never 0)
+            row = np.maximum(np.rint(exponential_rows(seed, namespace, [str(element_id)], self.B)[0] * _SCALE), 1.0).astype(np.int64)
             sq = int(round(s * _SCALE))
             self.bound += int(row.max()) * max(abs(sq), _SCALE)
             if self.bound >= _INT64_LIMIT:
