@@ -175,3 +175,19 @@ def test_invalid_inputs():
         fn.add_input(fn.create_accumulator(), ("e", False, [3], None))
     with pytest.raises(ValueError):
         fn.add_input(fn.create_accumulator(), ("e", False, [0], float("nan")))
+
+
+def test_single_answer_group_with_a_tiny_gamma_draw_is_finite():
+    """Regression: a draw below the 2⁻¹⁶ fixed-point step once gave a 0/0 replicate (NaN ASB)."""
+    from fair_forge_beam.statistical.seeding import exponential_rows
+
+    mode = BayesianMode(mc_samples=5000)
+    eid = next(f"e{i}" for i in range(10_000)
+               if exponential_rows(mode.seed, "ns", [f"e{i}"], 5000)[0].min() < 2.0**-17)
+    fn = GroupFairnessCombineFn(["a", "b"], mode, "ns")
+    acc = _acc(fn, [(eid, False, [0], 0.4), ("other", False, [1], -0.2), ("third", False, [1], 0.1)])
+    r = estimate_group_fairness(acc, ["a", "b"], mode, key=("t", "x"))
+    S = r["group_estimates"]["a"]["S"]
+    # one answer: every replicate is its sentiment (on the 2⁻¹⁶ fixed-point grid of the sums)
+    assert (S.mean, S.ci_low, S.ci_high) == (pytest.approx(0.4, abs=2e-5),) * 3
+    assert all(np.isfinite([e.mean, e.ci_low, e.ci_high]).all() for e in r["estimates"].values())
