@@ -100,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clustering", action="store_true", help="skip Toxicity's UMAP + HDBSCAN cluster profiling")
     p.add_argument("--cluster-points", metavar="PATH",
                    help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file")
+    j = p.add_argument_group("LLM judge and guardian (metrics context, conversational, bias)")
+    j.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1")
+    j.add_argument("--judge-model", help="judge model name as the endpoint knows it")
+    j.add_argument("--judge-api-key-env", default="OPENAI_API_KEY",
+                   help="environment variable holding the judge's API key (never logged or written)")
+    j.add_argument("--judge-cache", help="SQLite cache of judge/guardian answers (default $FAIR_FORGE_JUDGE_CACHE or "
+                                         "the user cache folder); a re-run makes no repeated calls")
+    j.add_argument("--judge-max-concurrency", type=int, help="concurrent requests per worker (16)")
+    j.add_argument("--judge-requests-per-minute", type=float, help="request-rate limit per worker")
+    j.add_argument("--guardian-base-url", help="OpenAI-compatible endpoint of the guardian model (metric bias)")
+    j.add_argument("--guardian-model", help="guardian model name, e.g. llama-guard3:8b")
+    j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
+                   help="prompt convention of the guardian")
+    j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
 
@@ -161,6 +175,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "toxicity_level": args.toxicity_level,
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword") else None,
             "cluster_points_path": args.cluster_points,
+            **{k: getattr(args, k) for k in (
+                "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
+                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)

@@ -58,10 +58,91 @@ def _toxicity_fields() -> list[pa.Field]:
     ]
 
 
+def _judge_config(options: dict, metric: str) -> dict:
+    """The judge handler's arguments from the main job's ``--judge-*`` options.
+
+    Raises:
+        ValueError: no ``--judge-base-url`` / ``--judge-model`` (before any pipeline is built).
+    """
+    base_url, model = options.get("judge_base_url"), options.get("judge_model")
+    if not base_url or not model:
+        raise ValueError(
+            f"metric {metric!r} needs an LLM judge: pass --judge-base-url and --judge-model (any OpenAI-compatible "
+            "endpoint: OpenAI, vLLM, Ollama, llama.cpp server, Groq); the API key is read from the environment "
+            "variable named by --judge-api-key-env (default OPENAI_API_KEY)"
+        )
+    cfg = {
+        "model": model,
+        "base_url": base_url,
+        "api_key_env": options.get("judge_api_key_env") or "OPENAI_API_KEY",
+        "cache_path": options.get("judge_cache") or "default",
+    }
+    if options.get("judge_max_concurrency") is not None:
+        cfg["max_concurrency"] = int(options["judge_max_concurrency"])
+    if options.get("judge_requests_per_minute") is not None:
+        cfg["requests_per_minute"] = float(options["judge_requests_per_minute"])
+    return cfg
+
+
+def _context(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.context import Context
+
+    return Context(judge=_judge_config(options, "context"), statistical_mode=mode)
+
+
+def _context_fields() -> list[pa.Field]:
+    return [pa.field("context_awareness", pa.float64()), pa.field("insight", pa.string()), pa.field("reasoning", pa.string())]
+
+
+def _conversational(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.conversational import Conversational
+
+    return Conversational(judge=_judge_config(options, "conversational"), statistical_mode=mode)
+
+
+def _conversational_fields() -> list[pa.Field]:
+    from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+
+    return [*(pa.field(f, pa.float64()) for f in RESULT_FIELDS), pa.field("insight", pa.string()),
+            pa.field("reasoning", pa.string()), pa.field("history_turns", pa.int64())]
+
+
+def _bias(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.guardian import make_guardian
+    from fair_forge_beam.metrics.bias import Bias
+
+    base_url, model = options.get("guardian_base_url"), options.get("guardian_model")
+    if not base_url or not model:
+        raise ValueError(
+            "metric 'bias' needs a guardian endpoint: pass --guardian-base-url (e.g. http://localhost:8000/v1) and "
+            "--guardian-model (e.g. llama-guard3:8b); the API key is read from the environment variable named by "
+            "--guardian-api-key-env (default OPENAI_API_KEY)"
+        )
+    guardian = make_guardian(
+        options.get("guardian_kind") or "llama_guard",
+        model,
+        base_url,
+        api_key_env=options.get("guardian_api_key_env") or "OPENAI_API_KEY",
+        cache_path=options.get("judge_cache") or "default",
+    )
+    return Bias(guardian=guardian, statistical_mode=mode)
+
+
+def _bias_fields() -> list[pa.Field]:
+    verdict = pa.struct([
+        pa.field("qa_id", pa.string()), pa.field("attribute", pa.string()), pa.field("is_biased", pa.bool_()),
+        pa.field("certainty", pa.float64()), pa.field("element_id", pa.string()),
+    ])
+    return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
     "toxicity": (_toxicity, _toxicity_fields),
+    "bias": (_bias, _bias_fields),
+    "context": (_context, _context_fields),
+    "conversational": (_conversational, _conversational_fields),
 }
 
 BASE_FIELDS = [
@@ -89,6 +170,10 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
 def interaction_parquet_fields(names) -> pa.Schema:
     """Union Parquet schema of the per-interaction rows of the given metrics."""
     fields = list(BASE_FIELDS)
+    seen = {f.name for f in fields}
     for n in names:
-        fields.extend(METRICS[n][1]())
+        for f in METRICS[n][1]():
+            if f.name not in seen:  # e.g. "insight" of both Context and Conversational
+                seen.add(f.name)
+                fields.append(f)
     return pa.schema(fields)
