@@ -179,3 +179,30 @@ def test_configuration_errors_fail_fast():
         Toxicity(group_extractor=GROUPS, clustering=True, sentiment_analyzer=None)  # no embedder
     with pytest.raises(ValueError):
         Toxicity(group_extractor=GROUPS, slices=("overall", "planet"), sentiment_analyzer=None, clustering=False)
+
+
+def test_cluster_profiling_on_overall_with_tiny_and_normal_inputs(tmp_path):
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.components.embedder import HashingEmbedder
+
+    CONVERSATIONS["tiny"] = [_ds("t", "a", ["alpha idiot", "beta fine", "", "hello"])]
+    res = _run("tiny", embedder=HashingEmbedder(dim=16), clustering=True)
+    assert res[0].clustering["status"] == "too_few"  # fewer than 5 answers: no crash (upstream crashes)
+    assert res[0].cluster_profiling is not None
+
+    rng = random.Random(3)
+    topics = [["alpha", "stupid", "idiot"], ["beta", "kind", "fine"], ["weather", "sunny", "rain"]]
+    CONVERSATIONS["clusters"] = [
+        _ds(f"c{i}", f"bot{i % 2}", [" ".join(rng.choice(topics[i % 3]) for _ in range(8)) for _ in range(3)])
+        for i in range(30)
+    ]
+    points = tmp_path / "points.parquet"
+    res = _run("clusters", embedder=HashingEmbedder(dim=32), clustering=True, cluster_points_path=str(points),
+               statistical_mode=BayesianMode(mc_samples=300))
+    overall = res[0]
+    assert overall.clustering["status"] == "ok" and overall.clustering["n_points"] == 90
+    assert overall.cluster_profiling and all(0.0 <= v <= 1.0 for v in overall.cluster_profiling.values())
+    assert all(s.cluster_profiling is None for s in res.slices if s.slice != "overall")
+    assert pq.read_table(points).num_rows == 90
+    assert "embedding" not in json.dumps(overall.clustering)

@@ -555,8 +555,10 @@ class Toxicity(MetricTransform):
                 )
             )
             joined["cluster"] = profile["profile"] | "ClusterToOverall" >> beam.Map(lambda r: ("overall", r))
+            dead = (scored[DEAD], profile["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
         else:
             joined["cluster"] = interactions.pipeline | "NoClusters" >> beam.Create([])
+            dead = scored[DEAD]
         slices = (
             joined
             | "JoinSliceParts" >> beam.CoGroupByKey()
@@ -569,6 +571,6 @@ class Toxicity(MetricTransform):
             "interactions": per_qa,
             "sessions": sessions.main,
             "slices": slices,
-            "dead_letter": scored[DEAD],
+            "dead_letter": dead,
             "quality": empty_quality,
         }
