@@ -36,8 +36,30 @@ Outputs are then bit-identical for any batch composition and any number of Beam 
 same CPU type and library versions. Different CPU models or library builds can still differ in
 the last bits (MKL picks kernels per CPU): consumers that threshold scores round them first
 (see :class:`~fair_forge_beam.components.group_extractor.EmbeddingGroupExtractor`).
-``batch_invariant=False`` restores the plain ``SentenceTransformer.encode`` (faster on many cores,
-not bit-reproducible). Measured cost: see ``benchmarks/`` and the project README.
+``batch_invariant=False`` restores the plain ``SentenceTransformer.encode`` (faster when torch may
+use several cores, not bit-reproducible).
+
+Check on 2,000 real texts (ToxiGen seeds + hh-rlhf answers): 300 probe texts encoded alone, in
+one batch of 300, and inside random batches of 7, 64 and 256 of the 2,000 gave identical bits
+in every case (300/300); with plain ``encode`` in random batches of 64, 10 of 100 probes were
+bit-identical to their encoding alone (cosine ≥ 0.99999994 all the same).
+
+Cost (texts/s on the same 2,000 texts, 2-core machine, best of 3 interleaved runs;
+``python benchmarks/toxigen_groups.py --speed``):
+
+======================================  ==================  ===================
+configuration                           batches of 256      one batch of 2,000
+======================================  ==================  ===================
+plain ``encode``, 2 threads              76                 123
+plain ``encode``, 1 thread               40                  64
+batch-invariant (default), 1 thread      66                  82
+length-grouped, 2 threads (not exact)    87                 133
+======================================  ==================  ===================
+
+Removing padding more than pays for the extra forward calls; the cost of invariance is the
+single thread (−13 % at the metric's batch size of 256 on this machine). On Beam workers that run
+one SDK process per core, one torch thread per process is the usual setting anyway (and avoids
+oversubscription: the 2-thread runs dropped to 4–13 texts/s while other processes were busy).
 """
 from __future__ import annotations
 
