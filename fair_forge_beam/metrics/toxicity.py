@@ -25,7 +25,6 @@ not clustered); answers in a language the lexicon lacks go to the dead letter wi
 from __future__ import annotations
 
 import json
-import typing
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -56,6 +55,8 @@ __all__ = ["Toxicity", "ToxicityScore"]
 
 DEAD = "dead_letter"
 EMBEDDINGS = "embeddings"
+SESSIONS = "sessions"
+CELLS = "cells"
 _DEFAULT = object()  # "use the default component"
 #: characters of an answer given to the group extractor and the sentiment analyzer (the lexicon
 #: sees the whole answer); MiniLM reads 256 word pieces anyway
@@ -104,9 +105,10 @@ def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:
 class _ScoreToxicity(beam.DoFn):
     """Scores a batch of interactions; dead-letters what it cannot score (never raises)."""
 
-    def __init__(self, matcher, extractor, embedder, sentiment, threshold: float, cluster: bool):
+    def __init__(self, matcher, extractor, embedder, sentiment, threshold: float, cluster: bool, sentiment_for_all: bool):
         self.matcher, self.extractor, self.embedder = matcher, extractor, embedder
         self.sentiment, self.threshold, self.cluster = sentiment, threshold, cluster
+        self.sentiment_for_all = sentiment_for_all
 
     def setup(self):
         self.matcher.languages  # lexicon files read once per worker
@@ -144,18 +146,22 @@ class _ScoreToxicity(beam.DoFn):
                 dets = self.extractor.detect_batch(live_texts, use)
             else:
                 dets = []
-            sents = self.sentiment.infer_batch(texts) if self.sentiment is not None else None
+            det_of = dict(zip(live, dets))
+            present = {i: tuple(j for j, g in enumerate(self._groups) if g in d and d[g].present) for i, d in det_of.items()}
+            # ASB only uses the sentiment of answers that mention a group: the analyzer (VADER:
+            # ~0.1 ms per answer, the costliest per-answer step) runs on those unless asked for all
+            need = [i for i in range(len(ok)) if self.sentiment_for_all or present.get(i)]
+            sents = dict(zip(need, self.sentiment.infer_batch([texts[i] for i in need]))) if self.sentiment is not None and need else {}
         except Exception as exc:  # noqa: BLE001
             reason = f"toxicity scoring failed for the batch: {type(exc).__name__}: {exc}"
             return out + [beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", reason, x._asdict(), x.element_id)) for x, _ in ok]
-        det_of = dict(zip(live, dets))
         emb_of = {i: emb[j] for j, i in enumerate(live)} if emb is not None else {}
         for i, (x, m) in enumerate(ok):
             d = det_of.get(i, {})
-            gi = tuple(j for j, g in enumerate(self._groups) if g in d and d[g].present)
+            gi = present.get(i, ())
             toxic = m.is_toxic(self.threshold)
-            sentiment = float(sents[i].score) if sents is not None else None
-            out.append(ToxicityScore(
+            sentiment = float(sents[i].score) if i in sents else None
+            score = ToxicityScore(
                 element_id=x.element_id,
                 session_id=x.session_id,
                 assistant_id=x.assistant_id,
@@ -170,7 +176,11 @@ class _ScoreToxicity(beam.DoFn):
                 groups=gi,
                 group_scores=tuple(round(float(d[self._groups[j]].score), 6) for j in gi),
                 sentiment=sentiment,
-            ))
+            )
+            # one fused step: the per-interaction record and the session- and cell-keyed values
+            out.append(_interaction_record(score, self._groups))
+            out.append(beam.pvalue.TaggedOutput(SESSIONS, _session_keyed(score)))
+            out.append(beam.pvalue.TaggedOutput(CELLS, _slice_value(score)))
             if self.cluster and i in emb_of:
                 out.append(beam.pvalue.TaggedOutput(EMBEDDINGS, (x.element_id, emb_of[i], m.toxic_tokens, m.tokens)))
         return out
@@ -376,6 +386,8 @@ class Toxicity(MetricTransform):
         group_reference_q: reference distribution over groups for DR (None = uniform).
         sentiment_analyzer: a :class:`SentimentAnalyzer`; default VADER; ``None`` = none
             (ASB is then 0, as upstream).
+        sentiment_for_all: score the sentiment of every answer (default False: only of answers
+            that mention a group — the only ones ASB uses; the others get ``sentiment=None``).
         w_DR, w_ASB, w_DTO: DIDT weights (normalised; 1/3 each).
         clustering: run cluster profiling (default: True when an embedder is available).
         toxicity_min_cluster_size (5), toxicity_cluster_selection_epsilon (0.01),
@@ -418,6 +430,7 @@ class Toxicity(MetricTransform):
         group_toxicity_threshold: float = 0.0,
         group_reference_q: Optional[Mapping[str, float]] = None,
         sentiment_analyzer: Any = _DEFAULT,
+        sentiment_for_all: bool = False,
         w_DR: float = 1 / 3,
         w_ASB: float = 1 / 3,
         w_DTO: float = 1 / 3,
@@ -465,6 +478,7 @@ class Toxicity(MetricTransform):
 
             sentiment_analyzer = VaderSentimentAnalyzer()
         self.sentiment = sentiment_analyzer
+        self.sentiment_for_all = bool(sentiment_for_all)
         thr = group_toxicity_threshold
         if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= thr < 1.0:
             raise ValueError(f"group_toxicity_threshold must be a number in [0, 1), got {thr!r}")
@@ -508,21 +522,20 @@ class Toxicity(MetricTransform):
         groups = self.groups
         scored = (
             interactions
-            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+            | "Batch" >> beam.BatchElements(min_batch_size=min(64, self.batch_size), max_batch_size=self.batch_size)
             | "ScoreToxicity" >> beam.ParDo(
-                _ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold, self.clustering)
-            ).with_outputs(DEAD, EMBEDDINGS, main="main")
+                _ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
+                               self.clustering, self.sentiment_for_all)
+            ).with_outputs(DEAD, EMBEDDINGS, SESSIONS, CELLS, main="main")
         )
-        per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record, groups)
+        per_qa = scored.main
         sessions = (
-            scored.main
-            | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(typing.Tuple[str, typing.Tuple[bool, typing.Tuple[int, ...]]])
+            scored[SESSIONS]
             | "CombineSessions" >> beam.CombinePerKey(_SessionCountsCombineFn())
             | "SessionRecords" >> beam.ParDo(_SessionRecord(self.mode, groups)).with_outputs("cells", main="main")
         )
         stats = (
-            scored.main
-            | "KeyByCell" >> beam.Map(_slice_value)
+            scored[CELLS]
             | "CombineSlices" >> CombineSlices(
                 beam.combiners.TupleCombineFn(
                     GroupFairnessCombineFn(groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()

@@ -34,7 +34,8 @@ class ToxicityMetric(BaseMetric):
     * ``matched``: the matched lemmas (distinct, sorted).
     * ``groups``: the declared groups detected in the answer; ``group_scores``: the extractor's
       score of each detected group (cosine similarity in [−1, 1], or 1.0 for a keyword match).
-    * ``sentiment``: the analyzer's score in [−1, 1] (``None`` without an analyzer).
+    * ``sentiment``: the analyzer's score in [−1, 1]; ``None`` without an analyzer, and (by default)
+      for answers that mention no group, whose sentiment ASB does not use.
     """
 
     model_config = ConfigDict(extra="ignore")
