@@ -10,7 +10,8 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 
-__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell"]
+__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell",
+           "CollectList", "SumCombineFn"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
@@ -30,6 +31,45 @@ def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
 def slice_cell(element: Any) -> tuple:
     """The finest slice cell of an element: ``(assistant_id, language)``."""
     return (element.assistant_id, element.language)
+
+
+class CollectList(beam.CombineFn):
+    """Groups values into one list per key like ``GroupByKey``, but lifted: a key's values that
+    arrive in one bundle (a session read from one record) are pre-combined before the shuffle,
+    which then moves one list per key instead of one element per value. The list is in no
+    particular order: sort it downstream (by turn index), never rely on arrival order."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, element):
+        acc.append(element)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        out = []
+        for a in accumulators:
+            out.extend(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class SumCombineFn(beam.CombineFn):
+    """Integer sum whose output is its accumulator (as :class:`CombineSlices` requires)."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, acc, element):
+        return acc + int(element)
+
+    def merge_accumulators(self, accumulators):
+        return sum(accumulators)
+
+    def extract_output(self, acc):
+        return acc
 
 
 class _MergeCombineFn(beam.CombineFn):

@@ -31,7 +31,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import SLICE_FIELDS, CombineSlices, MetricTransform
+from fair_forge_beam.metrics.base import SLICE_FIELDS, CollectList, CombineSlices, MetricTransform, SumCombineFn
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
     BiasInteractionMetric,
@@ -152,42 +152,6 @@ class _DirectGuardian(beam.DoFn):
 
 
 # ------------------------------------------------------------------ aggregation
-class _CollectSession(beam.CombineFn):
-    """A session's outcomes as one list (lifted ``GroupByKey``); sorted downstream."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class _SumCombineFn(beam.CombineFn):
-    """Integer sum whose output is its accumulator (as :class:`CombineSlices` requires)."""
-
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, acc, element):
-        return acc + int(element)
-
-    def merge_accumulators(self, accumulators):
-        return sum(accumulators)
-
-    def extract_output(self, acc):
-        return acc
-
-
 def _rates(counts: Sequence[tuple], failures: Sequence[tuple], attributes: Sequence[str], mode: StatisticalMode) -> list[AttributeBiasRate]:
     out = []
     for a, (k, n), (f, _) in zip(attributes, counts, failures):
@@ -378,11 +342,11 @@ class Bias(MetricTransform):
         sessions = (
             outcomes
             | "TypeOutcomes" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(_CollectSession())
+            | "GroupSessions" >> beam.CombinePerKey(CollectList())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.attributes)).with_outputs(INTERACTIONS, UNITS, QUALITY, main="main")
         )
         A = len(self.attributes)
-        combine = beam.combiners.TupleCombineFn(_SumCombineFn(), _SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)])
+        combine = beam.combiners.TupleCombineFn(SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)])
         slices = (
             sessions[UNITS]
             | "CombineSlices" >> CombineSlices(combine, self.slices)

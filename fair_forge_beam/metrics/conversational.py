@@ -29,6 +29,7 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
+from fair_forge_beam.metrics.base import CollectList
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
@@ -43,26 +44,6 @@ from fair_forge_beam.statistical.base import StatisticalMode
 __all__ = ["Conversational", "session_requests"]
 
 REQUESTS = "requests"
-
-
-class _Collect(beam.CombineFn):
-    """Lifted grouping of a session's turns (one list per session crosses the shuffle)."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
 
 
 def _turn(x: Interaction):
@@ -166,7 +147,7 @@ class Conversational(JudgedMetric):
         pairs = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(_Collect())
+            | "GroupSessions" >> beam.CombinePerKey(CollectList())
             | "BuildRequests" >> beam.FlatMap(lambda kv: session_requests(kv[0], kv[1], chat_history, max_turns))
         )
         requests = pairs | "Requests" >> beam.Map(lambda p: p[0]).with_output_types(JudgeRequest)

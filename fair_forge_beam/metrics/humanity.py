@@ -31,7 +31,7 @@ from scipy import stats as sps
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
 from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, session_unit_key
-from fair_forge_beam.metrics.base import CombineSlices, MetricTransform
+from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -202,29 +202,6 @@ class _ScoreHumanity(beam.DoFn):
         ]
 
 
-class _CollectSession(beam.CombineFn):
-    """Groups a session's score tuples like ``GroupByKey``, but lifted: a session's interactions
-    (read from one record, so in one bundle) are pre-combined before the shuffle, which then
-    moves one list per session instead of one element per interaction. Order is restored
-    downstream by sorting on the turn index."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
 def _session_keyed(s: HumanityScore):
     key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
     return key, (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
@@ -378,7 +355,7 @@ class Humanity(MetricTransform):
             | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
                 typing.Tuple[str, typing.Tuple[typing.Any, ...]]
             )
-            | "GroupSessions" >> beam.CombinePerKey(_CollectSession())
+            | "GroupSessions" >> beam.CombinePerKey(CollectList())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode)).with_outputs(UNITS, QUALITY, main="main")
         )
         slices = (

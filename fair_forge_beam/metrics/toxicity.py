@@ -31,7 +31,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import Interaction, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricTransform
+from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn
 from fair_forge_beam.schemas.toxicity import (
     BayesianGroupProfiling,
     FrequentistGroupProfiling,
@@ -186,11 +186,27 @@ class _ScoreToxicity(beam.DoFn):
         return out
 
 
-class _LexiconCountsCombineFn(beam.CombineFn):
-    """``(toxic_words, total_words, categories)`` summed; accumulator ``[toxic, total, {cat: n}]``."""
+class _CountsCombineFn(beam.CombineFn):
+    """Accumulator ``[a, b, {key: n}]`` of integer sums; subclasses say how an input adds."""
 
     def create_accumulator(self):
         return [0, 0, {}]
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            out[0] += a[0]
+            out[1] += a[1]
+            for k, n in a[2].items():
+                out[2][k] = out[2].get(k, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _LexiconCountsCombineFn(_CountsCombineFn):
+    """``(toxic_words, total_words, categories)`` summed: ``[toxic, total, {category: matches}]``."""
 
     def add_input(self, acc, element):
         toxic, total, cats = element
@@ -200,24 +216,9 @@ class _LexiconCountsCombineFn(beam.CombineFn):
             acc[2][c] = acc[2].get(c, 0) + n
         return acc
 
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out[0] += a[0]
-            out[1] += a[1]
-            for c, n in a[2].items():
-                out[2][c] = out[2].get(c, 0) + n
-        return out
 
-    def extract_output(self, acc):
-        return acc
-
-
-class _SessionCountsCombineFn(beam.CombineFn):
-    """Per session: ``[n, n_toxic, {group index: answers}]``."""
-
-    def create_accumulator(self):
-        return [0, 0, {}]
+class _SessionCountsCombineFn(_CountsCombineFn):
+    """Per session: ``[n, n_toxic, {group index: answers}]`` from ``(is_toxic, groups)``."""
 
     def add_input(self, acc, element):
         toxic, groups = element
@@ -225,32 +226,6 @@ class _SessionCountsCombineFn(beam.CombineFn):
         acc[1] += bool(toxic)
         for g in groups:
             acc[2][g] = acc[2].get(g, 0) + 1
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out[0] += a[0]
-            out[1] += a[1]
-            for g, n in a[2].items():
-                out[2][g] = out[2].get(g, 0) + n
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class _SumCombineFn(beam.CombineFn):
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, acc, element):
-        return acc + element
-
-    def merge_accumulators(self, accumulators):
-        return sum(accumulators)
-
-    def extract_output(self, acc):
         return acc
 
 
@@ -543,7 +518,7 @@ class Toxicity(MetricTransform):
                 self.slices,
             )
         )
-        session_counts = sessions.cells | "CountSessions" >> CombineSlices(_SumCombineFn(), self.slices)
+        session_counts = sessions.cells | "CountSessions" >> CombineSlices(SumCombineFn(), self.slices)
         joined = {"stats": stats, "sessions": session_counts}
         if self.clustering:
             from fair_forge_beam.metrics.clustering import ClusterInput, ClusterProfile
