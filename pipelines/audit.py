@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fair-forge-beam",
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
+        allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
     )
     p.add_argument("--input", action="append", metavar="GLOB",
                    help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable. "

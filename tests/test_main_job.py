@@ -227,3 +227,12 @@ def test_bad_arguments_fail_fast(tmp_path):
     with pytest.raises(SystemExit) as exc:
         audit.run(["--quiet", "--metrics", "no_such_metric", "--output", str(tmp_path)])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("argv", [["--mod", "bayesian"], ["--metric", "humanity"], ["--moed", "bayesian"]])
+def test_abbreviated_or_misspelt_flags_are_usage_errors(tmp_path, argv, capsys):
+    """``--mod`` must not silently expand to ``--mode`` (argparse's default prefix matching)."""
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", *argv, "--output", str(tmp_path)])
+    assert exc.value.code == 2
+    assert argv[0] in capsys.readouterr().err
