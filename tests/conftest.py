@@ -31,3 +31,33 @@ def shared_dir() -> Path:
     if not SHARED.exists():
         pytest.skip(f"shared data folder not found at {SHARED}")
     return SHARED
+
+
+# ------------------------------------------------------------------ judged-metric test helpers
+def handler_for(srv, tmp_path, **kw):
+    """An ``OpenAIJudgeHandler`` for the scripted server ``srv``: own cache file, no retries, no key."""
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler
+
+    kw.setdefault("cache_path", str(tmp_path / "cache.sqlite3"))
+    kw.setdefault("num_retries", 0)
+    kw.setdefault("client_retries", 0)
+    kw.setdefault("api_key_env", "FFB_TEST_UNSET_KEY")
+    return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
+
+
+METRIC_OUTPUTS = ("interactions", "sessions", "slices", "dead_letter", "quality")
+
+
+def run_metric(metric, interactions, out):
+    """Run ``metric`` over ``interactions`` on FnApiRunner; its outputs as lists of dicts."""
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+
+    p = TestPipeline(runner=FNAPI, blocking=True)
+    res = p | beam.Create(interactions) | metric
+    for name in METRIC_OUTPUTS:
+        write_jsonl(res[name], str(out / name), f"W{name}")
+    p.run().wait_until_finish()
+    return {name: read_jsonl_shards(str(out / name)) for name in METRIC_OUTPUTS}

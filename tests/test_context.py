@@ -7,14 +7,11 @@ import re
 
 import pytest
 
-from conftest import FNAPI
-from fair_forge_beam._beam import beam
-from fair_forge_beam.components.judge import OpenAIJudgeHandler
+from conftest import handler_for, run_metric
 from fair_forge_beam.components.judge.prompts_quality import NO_REFERENCE, context_messages
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.context import Context
-from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
 from fair_forge_beam.schemas.common import Batch, Dataset
 from fair_forge_beam.schemas.context import ContextJudgeOutput, ContextMetric, ContextSliceMetric
 from fair_forge_beam.statistical.bayesian import BayesianMode
@@ -58,25 +55,6 @@ def ix(session_id, turn, answer, gt, weight=None, query="What are the opening ho
         ground_truth_agentic=None,
         logprobs=None,
     )
-
-
-def handler_for(srv, tmp_path, **kw):
-    kw.setdefault("cache_path", str(tmp_path / "cache.sqlite3"))
-    kw.setdefault("num_retries", 0)
-    kw.setdefault("client_retries", 0)
-    kw.setdefault("api_key_env", "FFB_TEST_UNSET_KEY")
-    return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
-
-
-def run_metric(metric, interactions, out):
-    from apache_beam.testing.test_pipeline import TestPipeline
-
-    p = TestPipeline(runner=FNAPI, blocking=True)
-    res = p | beam.Create(interactions) | metric
-    for name in ("interactions", "sessions", "slices", "dead_letter", "quality"):
-        write_jsonl(res[name], str(out / name), f"W{name}")
-    p.run().wait_until_finish()
-    return {name: read_jsonl_shards(str(out / name)) for name in ("interactions", "sessions", "slices", "dead_letter", "quality")}
 
 
 DATA = [
