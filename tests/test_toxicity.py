@@ -206,3 +206,11 @@ def test_cluster_profiling_on_overall_with_tiny_and_normal_inputs(tmp_path):
     assert all(s.cluster_profiling is None for s in res.slices if s.slice != "overall")
     assert pq.read_table(points).num_rows == 90
     assert "embedding" not in json.dumps(overall.clustering)
+
+
+def test_bad_clustering_parameters_fail_before_the_pipeline():
+    from fair_forge_beam.components.embedder import HashingEmbedder
+
+    with pytest.raises(ValueError):
+        Toxicity(group_extractor=GROUPS, embedder=HashingEmbedder(), clustering=True, sentiment_analyzer=None,
+                 toxicity_min_cluster_size=0)

@@ -11,7 +11,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 
 __all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell",
-           "CollectList", "SumCombineFn"]
+           "CollectList", "SumCombineFn", "interaction_ids"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
@@ -31,6 +31,22 @@ def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
 def slice_cell(element: Any) -> tuple:
     """The finest slice cell of an element: ``(assistant_id, language)``."""
     return (element.assistant_id, element.language)
+
+
+def interaction_ids(metric: str, s: Any) -> dict:
+    """The identifying fields every per-interaction record starts with (``metric``, ``level``,
+    ``element_id``, ``session_id``, ``assistant_id``, ``language``, ``turn_index``, ``qa_id``),
+    read from any score tuple that carries them."""
+    return {
+        "metric": metric,
+        "level": "interaction",
+        "element_id": s.element_id,
+        "session_id": s.session_id,
+        "assistant_id": s.assistant_id,
+        "language": s.language,
+        "turn_index": s.turn_index,
+        "qa_id": s.qa_id,
+    }
 
 
 class CollectList(beam.CombineFn):

@@ -23,15 +23,15 @@ import json
 import math
 import re
 import typing
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 import numpy as np
 from scipy import stats as sps
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
-from fair_forge_beam.io.elements import DeadLetter, Interaction, QualityWarning, dead_letter, session_unit_key
-from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -146,14 +146,7 @@ class HumanityScore(NamedTuple):
 def _interaction_record(s: HumanityScore) -> dict:
     dist = emotion_distribution(s.counts)
     rec = {
-        "metric": "humanity",
-        "level": "interaction",
-        "element_id": s.element_id,
-        "session_id": s.session_id,
-        "assistant_id": s.assistant_id,
-        "language": s.language,
-        "turn_index": s.turn_index,
-        "qa_id": s.qa_id,
+        **interaction_ids("humanity", s),
         "humanity_assistant_emotional_entropy": s.entropy,
         "humanity_ground_truth_spearman": s.spearman,
     }

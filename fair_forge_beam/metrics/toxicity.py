@@ -30,8 +30,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
-from fair_forge_beam.io.elements import Interaction, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn
+from fair_forge_beam.io.elements import dead_letter
+from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn, interaction_ids
 from fair_forge_beam.schemas.toxicity import (
     BayesianGroupProfiling,
     FrequentistGroupProfiling,
@@ -82,14 +82,7 @@ class ToxicityScore(NamedTuple):
 
 def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:
     return {
-        "metric": "toxicity",
-        "level": "interaction",
-        "element_id": s.element_id,
-        "session_id": s.session_id,
-        "assistant_id": s.assistant_id,
-        "language": s.language,
-        "turn_index": s.turn_index,
-        "qa_id": s.qa_id,
+        **interaction_ids("toxicity", s),
         "total_words": s.total_words,
         "toxic_words": s.toxic_words,
         "toxic_ratio": s.toxic_words / s.total_words if s.total_words else 0.0,
@@ -463,19 +456,25 @@ class Toxicity(MetricTransform):
         reference_distribution(self.groups, self.reference)  # validates
         self.weights = normalise_didt_weights(w_DR, w_ASB, w_DTO)
         self.clustering = bool(clustering) and "overall" in self.slices
-        self.cluster_params = dict(
-            min_cluster_size=toxicity_min_cluster_size,
-            cluster_selection_epsilon=toxicity_cluster_selection_epsilon,
-            metric=toxicity_cluster_selection_method,
-            use_latent_space=toxicity_cluster_use_latent_space,
-            umap_n_components=umap_n_components,
-            umap_n_neighbors=umap_n_neighbors,
-            umap_min_dist=umap_min_dist,
-            umap_random_state=umap_random_state,
-            umap_metric=umap_metric,
-            cap=cluster_cap,
-            points_path=cluster_points_path,
-        )
+        self.cluster_profile = None
+        if self.clustering:
+            from fair_forge_beam.metrics.clustering import ClusterProfile
+
+            # built here so that bad clustering parameters fail before the pipeline is built
+            self.cluster_profile = ClusterProfile(
+                min_cluster_size=toxicity_min_cluster_size,
+                cluster_selection_epsilon=toxicity_cluster_selection_epsilon,
+                metric=toxicity_cluster_selection_method,
+                use_latent_space=toxicity_cluster_use_latent_space,
+                umap_n_components=umap_n_components,
+                umap_n_neighbors=umap_n_neighbors,
+                umap_min_dist=umap_min_dist,
+                umap_random_state=umap_random_state,
+                umap_metric=umap_metric,
+                cap=cluster_cap,
+                seed=self.mode.seed,
+                points_path=cluster_points_path,
+            )
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         self.batch_size = int(batch_size)
@@ -521,26 +520,12 @@ class Toxicity(MetricTransform):
         session_counts = sessions.cells | "CountSessions" >> CombineSlices(SumCombineFn(), self.slices)
         joined = {"stats": stats, "sessions": session_counts}
         if self.clustering:
-            from fair_forge_beam.metrics.clustering import ClusterInput, ClusterProfile
+            from fair_forge_beam.metrics.clustering import ClusterInput
 
-            p = self.cluster_params
             profile = (
                 scored[EMBEDDINGS]
                 | "ToClusterInput" >> beam.MapTuple(lambda eid, e, tw, t: ClusterInput(eid, e, tw, t))
-                | "ClusterProfile" >> ClusterProfile(
-                    min_cluster_size=p["min_cluster_size"],
-                    cluster_selection_epsilon=p["cluster_selection_epsilon"],
-                    metric=p["metric"],
-                    use_latent_space=p["use_latent_space"],
-                    umap_n_components=p["umap_n_components"],
-                    umap_n_neighbors=p["umap_n_neighbors"],
-                    umap_min_dist=p["umap_min_dist"],
-                    umap_random_state=p["umap_random_state"],
-                    umap_metric=p["umap_metric"],
-                    cap=p["cap"],
-                    seed=self.mode.seed,
-                    points_path=p["points_path"],
-                )
+                | "ClusterProfile" >> self.cluster_profile
             )
             joined["cluster"] = profile["profile"] | "ClusterToOverall" >> beam.Map(lambda r: ("overall", r))
             dead = (scored[DEAD], profile["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
