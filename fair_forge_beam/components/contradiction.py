@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from typing import NamedTuple, Optional, Sequence
 
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
-from fair_forge_beam.schemas.regulatory import CHUNK_VERDICTS, RegulatoryJudgeOutput  # noqa: F401 - re-exported
+from fair_forge_beam.schemas.regulatory import RegulatoryJudgeOutput
 
 __all__ = [
     "ChunkCheck",
