@@ -23,7 +23,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=find_packages(include=["fair_forge_beam", "fair_forge_beam.*", "pipelines", "pipelines.*"]),
-    package_data={"fair_forge_beam": ["data/examples/*", "data/hurtlex/*", "data/groups/*", "data/*.md"]},
+    package_data={"fair_forge_beam": ["data/examples/*", "data/hurtlex/*", "data/groups/*", "data/regulatory/*.md", "data/regulatory/*/*", "data/*.md"]},
     include_package_data=True,
     install_requires=_requirements(),
     entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},

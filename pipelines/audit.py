@@ -115,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
                    help="prompt convention of the guardian")
     j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
+    r = p.add_argument_group("Regulatory (uses the --judge-* options)")
+    r.add_argument("--regulatory-corpus", metavar="PATH",
+                   help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name "
+                        "('airline' = the tau-bench airline policy, default; 'callcenter')")
+    r.add_argument("--chunk-size", type=int, help="corpus chunk size in characters (1000)")
+    r.add_argument("--chunk-overlap", type=int, help="characters shared by neighbouring chunks (100; < chunk size)")
+    r.add_argument("--regulatory-top-k", type=int, help="chunks kept per retrieval, for the query and the answer each (10)")
+    r.add_argument("--regulatory-threshold", type=float, help="minimum cosine similarity of a retrieved chunk (0.3)")
+    r.add_argument("--regulatory-embedder", default="minilm", choices=["minilm", "hashing"],
+                   help="chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
 
@@ -178,7 +188,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "cluster_points_path": args.cluster_points,
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
-                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env")},
+                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
+                "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
+                "regulatory_embedder")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)

@@ -136,6 +136,44 @@ def _bias_fields() -> list[pa.Field]:
     return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
 
 
+def _regulatory(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.corpus import PACKAGED_CORPORA, packaged_corpus
+    from fair_forge_beam.components.embedder import HashingEmbedder
+    from fair_forge_beam.metrics.regulatory import Regulatory
+
+    corpus = options.get("regulatory_corpus") or "airline"
+    connector = packaged_corpus(corpus) if corpus in PACKAGED_CORPORA else corpus
+    kwargs = {}
+    for opt, arg in (("chunk_size", "chunk_size"), ("chunk_overlap", "chunk_overlap"),
+                     ("regulatory_top_k", "top_k"), ("regulatory_threshold", "similarity_threshold"),
+                     ("regulatory_compliance_threshold", "compliance_threshold")):
+        if options.get(opt) is not None:
+            kwargs[arg] = options[opt]
+    if options.get("regulatory_embedder") == "hashing":
+        kwargs["embedder"] = HashingEmbedder(dim=256)
+    try:
+        return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
+    except FileNotFoundError as exc:
+        raise ValueError(f"--regulatory-corpus: {exc}") from None
+
+
+def _regulatory_fields() -> list[pa.Field]:
+    chunk = pa.struct([
+        pa.field("text", pa.string()), pa.field("source", pa.string()), pa.field("chunk_index", pa.int64()),
+        pa.field("similarity", pa.float64()), pa.field("checker_score", pa.float64()), pa.field("verdict", pa.string()),
+        pa.field("insight", pa.string()),
+    ])
+    return [
+        pa.field("regulatory_compliance_score", pa.float64()),
+        pa.field("regulatory_verdict", pa.string()),
+        pa.field("regulatory_supporting_chunks", pa.int64()),
+        pa.field("regulatory_contradicting_chunks", pa.int64()),
+        pa.field("regulatory_irrelevant_chunks", pa.int64()),
+        pa.field("regulatory_retrieved_chunks", pa.list_(chunk)),
+        pa.field("insight", pa.string()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -143,6 +181,7 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "bias": (_bias, _bias_fields),
     "context": (_context, _context_fields),
     "conversational": (_conversational, _conversational_fields),
+    "regulatory": (_regulatory, _regulatory_fields),
 }
 
 BASE_FIELDS = [
