@@ -11,7 +11,8 @@ allowed): a JSON list of ``{task_id, trial, reward, info{task{actions, ...}}, tr
 * each ``user`` message opens a turn (``query``); the assistant's ``tool_calls`` up to the next
   user message become ``agentic.tools_used`` (``tool_name``, ``parameters`` = the parsed JSON
   arguments — unparsable arguments are kept as ``{"__unparsed_arguments__": text}`` so they
-  never match —, ``result`` = the ``tool`` message answering the call id, ``step`` = 1-based
+  never match —, ``result`` = the first unanswered ``tool`` message with the call's id (ids repeat inside
+  some trajectories), ``step`` = 1-based
   position in the turn); the last assistant text of the turn is ``assistant``;
   ``final_answer_uses_tools`` is true when that text comes after the turn's last tool result;
 * every turn carries ``agentic.task_id`` (string), ``agentic.trial`` and ``agentic.reward``
@@ -126,7 +127,7 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
     session_id = f"tau_bench-task{task_id}-trial{trial}"
     traj = rec.get("traj") or []
     context = next((m.get("content") or "" for m in traj if isinstance(m, dict) and m.get("role") == "system"), "")
-    results = {m.get("tool_call_id"): m.get("content") for m in traj if isinstance(m, dict) and m.get("role") == "tool"}
+    pending: dict = {}  # call id -> calls still waiting for their result (ids repeat inside a trajectory)
     turns: list[dict] = []
     for m in traj:
         if not isinstance(m, dict):
@@ -142,16 +143,21 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
         if role == "assistant":
             for call in m.get("tool_calls") or []:
                 fn = (call or {}).get("function") or {}
-                t["tools"].append({
+                entry = {
                     "tool_name": fn.get("name") or UNPARSED,
                     "parameters": _arguments(fn.get("arguments")),
-                    "result": results.get((call or {}).get("id")),
+                    "result": None,
                     "step": len(t["tools"]) + 1,
-                })
+                }
+                t["tools"].append(entry)
+                pending.setdefault((call or {}).get("id"), []).append(entry)
             if m.get("content"):
                 t["answer"], t["answer_pos"] = m["content"], t["pos"]
         elif role == "tool":
             t["last_tool"] = t["pos"]
+            waiting = pending.get(m.get("tool_call_id")) or []
+            if waiting:
+                waiting.pop(0)["result"] = m.get("content")
     actions = ((rec.get("info") or {}).get("task") or {}).get("actions") or []
     expected = [
         {"tool_name": a.get("name") or UNPARSED, "parameters": a.get("kwargs") or {}, "step": i + 1}
