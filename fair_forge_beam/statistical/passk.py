@@ -1,6 +1,6 @@
 """pass@k and pass^k estimators (spec §6.7; Chen et al. 2021; Yao et al. 2024).
 
-Groundwork for the Agentic metric: pure functions of counts, validated up front.
+Statistics of the Agentic metric: pure functions of counts, validated up front.
 
 * Plug-in (the original's per-conversation values, spec §6.7): with ``p = c/n``,
   ``pass@k = 1 − (1 − p)^k`` and ``pass^k = p^k`` (0 when ``c = 0``, 1 when ``c = n``); ``k`` may
@@ -14,6 +14,11 @@ Groundwork for the Agentic metric: pure functions of counts, validated up front.
   quantities are monotone in ``p``, so their equal-tailed credible intervals are the transforms
   of the exact Beta quantiles — no Monte Carlo. Spec §19: n=3, c=1, Beta(1,1) prior →
   means 0.7143 / 0.1143.
+* Over many units (tasks with repeated trials, or conversations): :class:`PassCountsCombineFn`
+  merges integer ``(n, c)`` statistics per slice in any order; :func:`pass_k_curve` averages the
+  per-unit estimators over units (τ-bench's per-task average) and, in Bayesian mode, gives the
+  closed-form posterior mean of that average with a Monte-Carlo credible interval (no closed
+  form) whose draws are keyed by ``(seed, key, n, c)``.
 """
 from __future__ import annotations
 
