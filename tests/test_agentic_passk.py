@@ -136,3 +136,24 @@ def test_empty_and_invalid():
             pass_k_curve({(3, 1): 1}, [bad], FrequentistMode())
     with pytest.raises(ValueError):
         pass_k_curve({(3, 4): 1}, [1], FrequentistMode())
+
+
+@given(conversations, st.lists(st.integers(0, 3), min_size=25, max_size=25), st.randoms(use_true_random=False))
+def test_agentic_slice_combiner_merge_order_does_not_matter(convs, failed, rnd):
+    from fair_forge_beam.metrics.agentic import _SliceCombineFn
+
+    fn = _SliceCombineFn()
+    items = list(zip(convs, failed))
+    whole = _combine(fn, [items])
+    rnd.shuffle(items)
+    half = len(items) // 2
+    assert _combine(fn, [items[half:], items[:half]]) == whole
+    assert whole[1] == sum(f for _, f in zip(convs, failed))
+
+
+def test_bayesian_curve_large_cells_are_chunked_and_deterministic():
+    mode = BayesianMode(mc_samples=500, rng_seed=3)
+    hist = {(4, 2): 600, (4, 4): 10}
+    a = pass_k_curve(hist, [2], mode, ("k",))[0]
+    assert a == pass_k_curve(dict(reversed(list(hist.items()))), [2], mode, ("k",))[0]
+    assert a.pass_pow_k.ci_low < a.pass_pow_k.mean < a.pass_pow_k.ci_high and a.pass_pow_k.n == 610

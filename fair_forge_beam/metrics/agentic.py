@@ -113,15 +113,11 @@ class _Score(beam.DoFn):
         self.weights, self.tool_threshold = metric.tool_weights, metric.tool_threshold
 
     def process(self, x: Interaction):
-        from fair_forge_beam.components.judge.handler import judge_request
-        from fair_forge_beam.components.judge.prompts_agentic import agentic_messages
-
         skey = session_key(x.session_id, x.assistant_id, x.language)
-        tool, tool_error = None, None
+        tool = None
         try:
             tool = tool_correctness(x.agentic, x.ground_truth_agentic, self.weights, self.tool_threshold)
         except ToolTraceError as exc:
-            tool_error = str(exc)
             raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
             yield beam.pvalue.TaggedOutput(
                 DEAD, dead_letter(TOOLS_STAGE, f"tool correctness not computed: {exc}", raw, x.element_id)
@@ -133,7 +129,6 @@ class _Score(beam.DoFn):
             "qa_id": x.qa_id,
             "task_id": None if task is None else str(task),
             "tool": tool,
-            "tool_error": tool_error,
             "agentic": x.agentic,
             "ground_truth_agentic": x.ground_truth_agentic,
             "score": None,
@@ -161,6 +156,9 @@ class _Score(beam.DoFn):
             if not gt or not gt.strip():
                 fail = "no ground_truth_assistant to judge the answer against"
             else:
+                from fair_forge_beam.components.judge.handler import judge_request
+                from fair_forge_beam.components.judge.prompts_agentic import agentic_messages
+
                 messages = agentic_messages(x.query, x.assistant, gt)
                 key = request_key(skey, x.turn_index, messages)
                 meta["request_key"] = key

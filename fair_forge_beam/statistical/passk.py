@@ -171,6 +171,9 @@ def task_histogram(tasks: Mapping[Any, tuple[int, int]]) -> dict[tuple[int, int]
     return out
 
 
+_CHUNK = 256
+
+
 class CurvePoint(NamedTuple):
     """pass@k and pass^k at one ``k`` over a set of units (tasks or conversations)."""
 
@@ -260,9 +263,10 @@ def pass_k_curve(
     for n, c, count in cells:
         a, b = a0 + c, b0 + n - c
         rng = estimator_rng(mode.seed, *[str(x) for x in key], "passk", n, c)
-        p = rng.beta(a, b, size=(count, draws))[None, :, :]
-        sum_pw += np.sum(p**kk, axis=1)
-        sum_at += np.sum(1.0 - (1.0 - p) ** kk, axis=1)
+        for start in range(0, count, _CHUNK):  # bounded memory: _CHUNK units × draws at a time
+            p = rng.beta(a, b, size=(min(_CHUNK, count - start), draws))[None, :, :]
+            sum_pw += np.sum(p**kk, axis=1)
+            sum_at += np.sum(1.0 - (1.0 - p) ** kk, axis=1)
         base = special.betaln(a, b)
         for i, k in enumerate(ks):
             mean_pw[i].append(count * math.exp(special.betaln(a + k, b) - base))
