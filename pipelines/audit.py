@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="GLOB",
                    help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable. "
                         "Default: the example data shipped with the package")
-    p.add_argument("--input-format", default="auto", choices=["auto", "json", "jsonl", "parquet"])
+    p.add_argument("--input-format", default="auto", choices=["auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"],
+                   help="tau_bench / bfcl: read τ-bench trajectories or BFCL multi-turn files with the loaders of "
+                        "fair_forge_beam.io.agentic_sources")
     p.add_argument("--metrics", default="humanity",
                    help=f"comma-separated metrics to run (available: {', '.join(sorted(METRICS))}; default humanity)")
     p.add_argument("--mode", default="frequentist", choices=["frequentist", "bayesian"], help="statistical mode")
@@ -101,6 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clustering", action="store_true", help="skip Toxicity's UMAP + HDBSCAN cluster profiling")
     p.add_argument("--cluster-points", metavar="PATH",
                    help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file")
+    a = p.add_argument_group("Agentic (pass@k, pass^k, tool correctness)")
+    a.add_argument("--agentic-k", type=int, default=3, help="attempts k of pass@k / pass^k (default 3)")
+    a.add_argument("--agentic-correctness", choices=["judge", "label", "tools"],
+                   help="correctness of an interaction: LLM judge, a label in the data, or tool correctness "
+                        "(default: judge when --judge-base-url is given, else label)")
+    a.add_argument("--agentic-label-field", default="agentic.reward",
+                   help="dotted path of the correctness label (default agentic.reward: τ-bench's reward)")
+    a.add_argument("--agentic-task-field", default="agentic.task_id",
+                   help="dotted path of the task id grouping repeated trials (default agentic.task_id)")
+    a.add_argument("--agentic-threshold", type=float, default=0.7, help="correct when score >= threshold (0.7)")
     j = p.add_argument_group("LLM judge and guardian (metrics context, conversational, bias)")
     j.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1")
     j.add_argument("--judge-model", help="judge model name as the endpoint knows it")
@@ -190,10 +202,19 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
                 "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
                 "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
-                "regulatory_embedder")},
+                "regulatory_embedder",
+                "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
-        reader = ReadInteractions(inputs, file_format=args.input_format)
+        if args.input_format in ("tau_bench", "bfcl"):
+            from fair_forge_beam.io.agentic_sources import agentic_retriever
+
+            if not args.input:
+                raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
+            retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs)
+            reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs)
+        else:
+            reader = ReadInteractions(inputs, file_format=args.input_format)
     except ValueError as exc:
         parser.error(str(exc))
     options = pipeline_options(beam_args)

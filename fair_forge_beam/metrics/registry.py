@@ -174,6 +174,34 @@ def _regulatory_fields() -> list[pa.Field]:
     ]
 
 
+def _agentic(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.agentic import Agentic
+
+    source = options.get("agentic_correctness") or ("judge" if options.get("judge_base_url") else "label")
+    return Agentic(
+        k=options.get("agentic_k", 3),
+        judge=_judge_config(options, "agentic") if source == "judge" else None,
+        correctness_source=source,
+        label_field=options.get("agentic_label_field") or "agentic.reward",
+        task_field=options.get("agentic_task_field") or "agentic.task_id",
+        threshold=options.get("agentic_threshold", 0.7),
+        statistical_mode=mode,
+    )
+
+
+def _agentic_fields() -> list[pa.Field]:
+    tool = pa.struct([
+        pa.field("tool_selection_accuracy", pa.float64()), pa.field("parameter_accuracy", pa.float64()),
+        pa.field("sequence_correct", pa.float64()), pa.field("result_utilization", pa.float64()),
+        pa.field("overall_correctness", pa.float64()), pa.field("is_correct", pa.bool_()), pa.field("reasoning", pa.string()),
+    ])
+    return [
+        pa.field("agentic_task_id", pa.string()), pa.field("agentic_correctness_source", pa.string()),
+        pa.field("agentic_correctness_score", pa.float64()), pa.field("agentic_is_correct", pa.bool_()),
+        pa.field("agentic_tool_correctness", tool), pa.field("reasoning", pa.string()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -182,6 +210,7 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "context": (_context, _context_fields),
     "conversational": (_conversational, _conversational_fields),
     "regulatory": (_regulatory, _regulatory_fields),
+    "agentic": (_agentic, _agentic_fields),
 }
 
 BASE_FIELDS = [
