@@ -41,7 +41,7 @@ import posixpath
 import tomllib
 from typing import Any, Optional, Sequence
 
-__all__ = ["ConfigError", "expand_argv", "load_config", "add_audit_config_arguments", "parse_slices",
+__all__ = ["ConfigError", "expand_argv", "load_config", "add_audit_config_arguments", "parse_slices", "is_template_launch",
            "TEMPLATE_EXCLUDED"]
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option
@@ -264,3 +264,12 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     if rest:
         raise ConfigError(f"--config {known.config}: not understood: {' '.join(rest)}")
     return job + beam_argv + argv, gates
+
+
+def is_template_launch(options) -> bool:
+    """Whether the run only writes a Dataflow job graph (``--template_location``, as the Flex
+    Template launcher does) instead of running the job: then the driver has no results to
+    assemble and no gates to evaluate."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    return bool(options.view_as(GoogleCloudOptions).template_location)

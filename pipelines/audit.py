@@ -158,7 +158,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.reports.results import assemble_results, write_outputs
     from fair_forge_beam.runner import pipeline_options
 
-    from fair_forge_beam.audit_config import expand_argv, parse_slices
+    from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
 
     parser = build_parser()
@@ -218,6 +218,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         read = p | "Read" >> reader
         results = {m: read["interactions"] | f"Metric_{m}" >> t for m, t in transforms.items()}
         write_outputs(read, results, out, parts, interaction_parquet_fields(metrics))
+    if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
+        log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
+        return {}
     elapsed = time.time() - started
     doc = assemble_results(
         out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms,
