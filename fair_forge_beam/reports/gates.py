@@ -282,6 +282,8 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
     Raises:
         GateConfigError: one message listing every problem, each naming its gate.
     """
+    if not gates:
+        return
     fields = gate_fields()
     problems = []
     for g in gates:
