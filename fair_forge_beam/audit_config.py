@@ -9,6 +9,8 @@ holds what the command line would, plus gates (:mod:`fair_forge_beam.reports.gat
     seed = 42                                 # --seed
     slices = ["overall", "assistant_id"]      # --slices (overall is always computed)
     output = "out/nightly"                    # --output; relative to this file's folder
+    gates = ["toxicity DIDT ci_high <= 0.2", "bias rate ci_high <= 0.1 for every attribute"]
+    # or [[gates]] tables (metric, field, stat, op, threshold, slices, key, for_every, if_undefined)
 
     [options]                                 # any other option of the main job, by long name
     group-extractor = "keyword"
@@ -17,9 +19,6 @@ holds what the command line would, plus gates (:mod:`fair_forge_beam.reports.gat
 
     [beam]                                    # Beam pipeline options
     runner = "FlinkRunner"
-
-    gates = ["toxicity DIDT ci_high <= 0.2", "bias rate ci_high <= 0.1 for every attribute"]
-    # or [[gates]] tables (metric, field, stat, op, threshold, slices, key, for_every, if_undefined)
 
 Precedence: command-line flags override the file (``--input`` on the command line replaces the
 file's inputs); ``--gate`` adds gates to the file's. Every value is checked by the main job's own
@@ -187,6 +186,9 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         raise ConfigError(f"--config {path}: [options] must be a table")
     for k, v in options.items():
         name = k if k in actions else k.replace("_", "-")
+        if k in TOP_LEVEL or k == "gates":
+            raise ConfigError(f"--config {path}: {k!r} is inside [options]; in TOML, top-level keys (inputs, "
+                              "metrics, mode, seed, slices, output, gates) must come before the first [table]")
         if name not in actions or name in NOT_IN_CONFIG:
             raise ConfigError(f"--config {path}: [options] {k!r} is not an option of the main job that a config "
                               "file can set (see fair-forge-beam --help)")

@@ -201,6 +201,7 @@ direct_num_workers = 2
     ('[options]\nno-such-flag = 1', "'no-such-flag' is not an option"),
     ('[options]\nno-clustering = "yes please"', "expected true or false"),
     ('mode = "bayesian', "not valid TOML"),
+    ('[options]\nmc-samples = 300\ngates = ["toxicity DIDT ci_high <= 0.2"]', "must come before the first [table]"),
 ])
 def test_bad_config_values_name_the_file(tmp_path, body, message):
     cfg = _write(tmp_path / "bad.toml", body + "\n")
@@ -338,3 +339,22 @@ def test_bias_gate_for_every_attribute_through_main(tmp_path, monkeypatch, capsy
                         "sexual_orientation": "pass"}
     ok = [c for c in report["gates"][0]["checks"] if c["key"] == "race"][0]
     assert abs(ok["ci_high"] - stats.beta.ppf(0.975, 1, 4)) < 1e-9
+
+
+def _check_config(path: Path, argv=()):
+    parser = audit.build_parser()
+    expanded, config_gates = expand_argv(parser, ["--config", str(path), *argv])
+    args, beam_args = parser.parse_known_args(expanded)
+    assert audit.unknown_beam_options(beam_args) == []
+    metrics = [m for m in args.metrics.split(",") if m]
+    return resolve_gates(config_gates + (args.gate or []), metrics, args.mode == "bayesian", parse_slices(args.slices))
+
+
+def test_documented_configs_are_valid(tmp_path):
+    """templates/audit.example.toml and the README's config example load and their gates apply."""
+    gates = _check_config(REPO / "templates" / "audit.example.toml")
+    assert [g.label for g in gates] == ["toxicity-didt", "toxic-answers-per-assistant"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8").split("## Scheduled audits and gates", 1)[1]
+    toml_text = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    gates = _check_config(_write(tmp_path / "readme.toml", toml_text))
+    assert [g.text for g in gates][-1] == "bias rate ci_high <= 0.1 for every attribute"
