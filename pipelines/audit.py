@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--regulatory-embedder", default="minilm", choices=["minilm", "hashing"],
                    help="chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
+    from fair_forge_beam.audit_config import add_audit_config_arguments
+
+    add_audit_config_arguments(p)  # --config, --gate, --slices (scheduled audits)
     return p
 
 
@@ -167,7 +170,8 @@ def _fmt(est: Optional[dict]) -> str:
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments."""
+    """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments
+    or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
@@ -176,8 +180,15 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.reports.results import assemble_results, write_outputs
     from fair_forge_beam.runner import pipeline_options
 
+    from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
+    from fair_forge_beam.reports.gates import check_gates, resolve_gates
+
     parser = build_parser()
-    args, beam_args = parser.parse_known_args(argv)
+    try:  # --config file and template-style --name=value spellings
+        effective_argv, config_gates = expand_argv(parser, list(sys.argv[1:] if argv is None else argv))
+    except ValueError as exc:
+        parser.error(str(exc))
+    args, beam_args = parser.parse_known_args(effective_argv)
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(
@@ -191,6 +202,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     inputs = args.input or default_inputs()
     try:
         mode = _mode(args)
+        slice_dims = parse_slices(args.slices)
+        gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims)
         metric_options = {
             "emotion_lexicon_csv": args.emotion_lexicon_csv,
             "slice_bootstrap": args.slice_bootstrap,
@@ -198,6 +211,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "toxicity_level": args.toxicity_level,
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword") else None,
             "cluster_points_path": args.cluster_points,
+            "slices": slice_dims,
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
                 "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
@@ -226,7 +240,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if not FileSystems.exists(out):
         FileSystems.mkdirs(out)
     # never mix this run's outputs with a previous run's (a stale results.json, leftover parts)
-    stale = [f"{out}/{n}" for n in OUTPUT_FILES if FileSystems.exists(f"{out}/{n}")]
+    stale = [f"{out}/{n}" for n in OUTPUT_FILES + ("gates.json",) if FileSystems.exists(f"{out}/{n}")]
     if FileSystems.exists(parts):
         stale.append(parts)
     if stale:
@@ -237,6 +251,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         read = p | "Read" >> reader
         results = {m: read["interactions"] | f"Metric_{m}" >> t for m, t in transforms.items()}
         write_outputs(read, results, out, parts, interaction_parquet_fields(metrics))
+    if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
+        log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
+        return {}
     elapsed = time.time() - started
     doc = assemble_results(
         out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms,
@@ -244,6 +261,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     )
     if not args.quiet:
         print(summary_table(doc, out))
+    if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
+        check_gates(doc, gates, out, quiet=args.quiet)
     return doc
 
 

@@ -232,7 +232,10 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
     """
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; available: {', '.join(sorted(METRICS))}")
-    return METRICS[name][0](mode, options or {})
+    transform = METRICS[name][0](mode, options or {})
+    if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
+        transform.slices = tuple(options["slices"])
+    return transform
 
 
 def interaction_parquet_fields(names) -> pa.Schema:
