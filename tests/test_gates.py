@@ -118,6 +118,15 @@ def test_overall_gate_pass_and_fail():
     assert "95% credible interval [0.1, 0.18]" in msg and "mean 0.15" in msg
 
 
+def test_agentic_and_regulatory_estimates_are_gateable():
+    doc = _doc(agentic=[{"slice": "overall", "pass_pow_k": _est(0.2, 0.12, 0.21)}],
+               regulatory=[{"slice": "overall", "compliance_rate": _est(0.8, 0.4, 0.99)}])
+    ok, bad = evaluate_gates(doc, [parse_gate("agentic pass_pow_k ci_low >= 0.1"),
+                                   parse_gate("regulatory compliance_rate ci_low >= 0.5")])
+    assert (ok.status, ok.value) == ("pass", 0.12)
+    assert (bad.status, bad.value) == ("fail", 0.4)
+
+
 def test_every_slice_gate_fails_on_one_slice_and_on_undefined_estimates():
     gate = parse_gate("toxicity DIDT ci_high <= 0.2 in every assistant_id")
     checks = evaluate_gates(_doc(toxicity=TOX), [gate])

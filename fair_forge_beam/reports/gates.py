@@ -112,6 +112,8 @@ def gate_fields() -> dict[str, dict[str, FieldSpec]]:
         "bias": {"rate": FieldSpec("rates", "attribute", tuple(str(a) for a in PROTECTED_ATTRIBUTES))},
         "context": {"context_awareness": FieldSpec("context_awareness")},
         "conversational": {f: FieldSpec(f) for f in RESULT_FIELDS},
+        "regulatory": {"compliance_rate": FieldSpec("compliance_rate")},
+        "agentic": {f: FieldSpec(f) for f in ("success_rate", "pass_at_k", "pass_pow_k")},
     }
 
 
