@@ -115,6 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
                    help="prompt convention of the guardian")
     j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
+    b = p.add_argument_group("BestOf (metric bestof; needs the --judge-* options)")
+    b.add_argument("--bestof-mode", default="king", choices=["king", "all_pairs"],
+                   help="king of the hill (N-1 sequential matches per block, as the original) or all pairs "
+                        "(N(N-1)/2 parallel matches, Bradley-Terry ranking)")
+    b.add_argument("--bestof-order", metavar="A,B,C",
+                   help="declared contest order of assistant ids (others follow, sorted); default: sorted ids")
+    b.add_argument("--bestof-block", default="session", choices=["session", "qa"],
+                   help="compare whole conversations per session_id, or each question (session_id, qa_id)")
+    b.add_argument("--bestof-criteria", help="extra judging criteria added to the BestOf rubric")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
 
@@ -178,7 +187,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "cluster_points_path": args.cluster_points,
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
-                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env")},
+                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
+                "bestof_mode", "bestof_order", "bestof_block", "bestof_criteria")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)

@@ -136,6 +136,28 @@ def _bias_fields() -> list[pa.Field]:
     return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
 
 
+def _bestof(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.best_of import BestOf
+
+    return BestOf(
+        judge=_judge_config(options, "bestof"),
+        statistical_mode=mode,
+        mode=options.get("bestof_mode") or "king",
+        contestant_order=options.get("bestof_order") or None,
+        block=options.get("bestof_block") or "session",
+        criteria=options.get("bestof_criteria") or None,
+    )
+
+
+def _bestof_fields() -> list[pa.Field]:
+    return [
+        pa.field("bestof_block_id", pa.string()), pa.field("bestof_round", pa.int64()),
+        pa.field("bestof_left_id", pa.string()), pa.field("bestof_right_id", pa.string()),
+        pa.field("bestof_winner_id", pa.string()), pa.field("bestof_confidence", pa.float64()),
+        pa.field("bestof_verdict", pa.string()), pa.field("bestof_judged", pa.bool_()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -143,6 +165,7 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "bias": (_bias, _bias_fields),
     "context": (_context, _context_fields),
     "conversational": (_conversational, _conversational_fields),
+    "bestof": (_bestof, _bestof_fields),
 }
 
 BASE_FIELDS = [
