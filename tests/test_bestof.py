@@ -203,7 +203,12 @@ def test_hh_rlhf_pairs_through_run_with_a_retriever(tmp_path, shared_dir):
     assert len(res.interactions) == 25 and res.dead_letter == [] and res.quality == []
 
 
-def test_configuration_errors_fail_before_the_pipeline():
+def test_configuration_errors_fail_before_the_pipeline(tmp_path, capsys):
+    from pipelines import audit
+
+    with pytest.raises(SystemExit) as exc:  # the main job without a judge endpoint: usage error
+        audit.run(["--quiet", "--metrics", "bestof", "--output", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "--judge-base-url" in capsys.readouterr().err
     with pytest.raises(ValueError, match="judge"):
         BestOf()
     judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
