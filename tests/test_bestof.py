@@ -51,7 +51,8 @@ DATA = [
     # S3: first match gets HTTP 500 → dead letter, block failed, z never judged
     ix("S3", "x", 0, "x [q=1]"), ix("S3", "y", 0, "y [q=2] [boom]"), ix("S3", "z", 0, "z [q=5]"),
     # S4: the judge names neither A nor B → re-asked, then dead letter
-    ix("S4", "g", 0, "g [q=1] [garbage]"), ix("S4", "h", 0, "h [q=1]"),
+    # (and h answered another question: a data-quality warning, judged all the same)
+    ix("S4", "g", 0, "g [q=1] [garbage]"), ix("S4", "h", 0, "h [q=1]", qa="other"),
     # S5: two turns each, Spanish: p (1 + 1) beats r (0 + 1); turns rendered in turn order
     ix("S5", "p", 0, "p0 [q=1]", "spanish"), ix("S5", "p", 1, "p1 [q=1]", "spanish"),
     ix("S5", "r", 0, "r0 [q=0]", "spanish"), ix("S5", "r", 1, "r1 [q=1]", "spanish"),
@@ -82,8 +83,9 @@ def test_king_of_the_hill_shuffle_tie_walkover_and_failures(tmp_path):
         # are sent again — the 500 once, the invalid answer twice (ask + one re-ask)
         assert srv.count() == 3
         srv.reset_counts()
-        r3 = run_metric(BestOf(judge=handler, contestant_order="c,a,b"), [x for x in DATA if x.session_id == "S1"], tmp_path / "r3")
-        assert srv.count() == 2  # c–a and c–b are new pairs
+        r3 = run_metric(BestOf(judge=handler, contestant_order="c,a,b", block="qa"),
+                        [x for x in DATA if x.session_id in ("S1", "S5")], tmp_path / "r3")
+        assert srv.count() == 4  # c–a, c–b and S5's two questions one at a time are new prompts
 
     b1, b2 = by_block(r1), by_block(r2)
     assert b1 == b2 and sorted(map(json.dumps, r1["interactions"])) == sorted(map(json.dumps, r2["interactions"]))
@@ -109,7 +111,7 @@ def test_king_of_the_hill_shuffle_tie_walkover_and_failures(tmp_path):
     assert set(dead) == {"S3", "S4"} and all(d["stage"] == "bestof" for d in dead.values())
     assert "HTTP 500" in dead["S3"]["reason"] and "assistant_g" in dead["S4"]["raw"]
     quality = {q["kind"] for q in r1["quality"]}
-    assert quality == {"bestof_walkover"}
+    assert quality == {"bestof_walkover", "bestof_question_mismatch"}
     # slices: overall and per language; 3 judged matches (a–b, b–c, p–r), 2 failures
     sl = {s["slice"]: s for s in r1["slices"]}
     assert set(sl) == {"overall", "language=english", "language=spanish"}
@@ -121,9 +123,14 @@ def test_king_of_the_hill_shuffle_tie_walkover_and_failures(tmp_path):
     assert o["mle_exists"] is False and all(r["strength"]["mean"] is None for r in o["ranking"])
     assert all(BestOfSliceMetric.model_validate(s) for s in r1["slices"])
     # declared order: c is king first; c beats a, ties b → c wins
-    s1c = by_block(r3)["S1"]
+    b3 = {tuple(json.loads(s["block_id"])): s for s in r3["sessions"]}
+    s1c = b3[("S1", "q0")]
     assert s1c["contestants"] == ["c", "a", "b"] and s1c["bestof_winner_id"] == "c"
     assert [c["winner_id"] for c in s1c["bestof_contests"]] == ["c", "tie"]
+    # block="qa": one block per question; p beats r on q0, ties on q1 (the king p stays)
+    assert (b3[("S5", "q0")]["bestof_winner_id"], b3[("S5", "q1")]["bestof_winner_id"]) == ("p", "p")
+    assert b3[("S5", "q1")]["qa_id"] == "q1" and b3[("S5", "q1")]["bestof_contests"][0]["winner_id"] == "tie"
+    assert {q["kind"] for q in r3["quality"]} == {"bestof_undeclared_contestant"}
 
 
 def length_judge(req):
@@ -143,24 +150,35 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     sessions = json.loads(src.read_text(encoding="utf-8"))
     lengths = {s["assistant_id"]: len(render_contestant([(b["query"], b["assistant"], b.get("ground_truth_assistant"))
                                                          for b in s["conversation"]])) for s in sessions}
+    # plus a block whose only match gets answers that never validate: dead-lettered, counted,
+    # the block has no winner
+    extra = [{"session_id": "zz-fail", "assistant_id": aid, "context": "", "conversation": [
+        {"qa_id": "1", "query": "Hi", "assistant": f"{aid} says hello [boom]"}]} for aid in ("u1", "u2")]
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(sessions + extra), encoding="utf-8")
     expected = sorted(lengths, key=lambda a: -lengths[a])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    with ScriptedOpenAIServer(length_judge) as srv:
-        doc = audit.run(["--quiet", f"--runner={FNAPI}", "--input", str(src), "--output", str(tmp_path / "out"),
+    with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")]) as srv:
+        doc = audit.run(["--quiet", f"--runner={FNAPI}", "--input", str(inp), "--output", str(tmp_path / "out"),
                          "--metrics", "bestof", "--bestof-mode", "all_pairs", "--bestof-order", "assistant_delta",
                          "--mode", "bayesian", "--mc-samples", "1000", "--judge-base-url", srv.base_url,
                          "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
-        assert srv.count() == 6  # 4 assistants → 6 independent matches
+        assert srv.count() == 8  # 4 assistants → 6 independent matches, + the failing one asked twice
     m = doc["metrics"]["bestof"]
-    (block,) = m["sessions"]
+    block, failed = m["sessions"]
+    assert (failed["session_id"], failed["status"], failed["n_failed"], failed["bestof_winner_id"]) == ("zz-fail", "failed", 1, None)
+    dead = [json.loads(x) for x in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(dead) == 1 and dead[0]["stage"] == "bestof" and "invalid answer" in dead[0]["reason"]
     assert block["contestants"] == ["assistant_delta", "assistant_alpha", "assistant_beta", "assistant_gamma"]
     assert block["status"] == "decided" and block["bestof_winner_id"] == expected[0]
     assert block["points"] == {a: float(3 - expected.index(a)) for a in expected}
-    assert doc["summary"]["metrics"]["bestof"] == {"scored": 12, "not_scored": 0, "not_scored_reasons": {}}
+    summary = doc["summary"]["metrics"]["bestof"]
+    assert summary["scored"] == 14 and summary["not_scored"] == 1
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
-    ranking = overall["ranking"]
-    assert [r["assistant_id"] for r in ranking] == expected
+    assert overall["n_failed"] == 1 and overall["n_blocks"] == 2
+    ranking = [r for r in overall["ranking"] if r["assistant_id"] not in ("u1", "u2")]
+    assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["u1", "u2"]  # no matches: last
     # Bayesian: strengths exist although the MLE does not (a transitive order); ordered, with
     # credible intervals around them and P(best) summing to 1
     assert overall["mle_exists"] is False and "Laplace" in overall["estimator"]

@@ -142,8 +142,9 @@ class BTFit(NamedTuple):
     """Result of :func:`fit_bradley_terry`.
 
     ``players``: ids (sorted). ``beta``: log-strengths, sum 0 (None when the MLE does not
-    exist). ``cov``: covariance of ``beta`` (Wald: pseudo-inverse of the Fisher information;
-    Bayesian: Laplace approximation), None with ``beta``. ``mle_exists``: Ford's condition.
+    exist). ``cov``: covariance of ``beta`` as centred strengths (Wald: pseudo-inverse of the
+    Fisher information; Bayesian: Laplace approximation ``C H⁻¹ C`` with ``C = I − 11ᵀ/n``, the
+    common shift being unidentified by the data), None with ``beta``. ``mle_exists``: Ford's condition.
     ``converged``: optimiser status. ``loglik``: ``ℓ(β)`` at the estimate (ties as half wins).
     ``prior_sd``: σ of the Gaussian prior, None for the MLE. ``message``: why ``beta`` is None.
     """
@@ -239,7 +240,11 @@ def fit_bradley_terry(players: Sequence[str], pairs: Iterable, prior_sd: Optiona
     if prior_sd is None:
         cov = np.linalg.pinv(h, hermitian=True)
     else:
-        cov = np.linalg.inv(h)
+        # the data identify only differences: report the posterior of the centred strengths
+        # β − mean(β) (C Σ C, C = I − 11ᵀ/n); otherwise every marginal interval would carry the
+        # prior's variance of the common shift
+        c = np.eye(n) - 1.0 / n
+        cov = c @ np.linalg.inv(h) @ c
     cov = 0.5 * (cov + cov.T)
     loglik = -float(np.sum(w * np.logaddexp(0.0, -(beta[:, None] - beta[None, :]))))
     return BTFit(players, beta, cov, exists, ok, loglik, prior_sd, "" if ok else "optimiser did not converge")
