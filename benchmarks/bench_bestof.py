@@ -47,6 +47,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=200)
     ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--assistants", type=int, default=8)
+    ap.add_argument("--blocks", type=int, default=20)
     ap.add_argument("--shared", default=os.environ.get("FAIR_FORGE_SHARED", "../shared"))
     args = ap.parse_args()
     path = Path(args.shared) / "data" / "hh_rlhf" / "harmless-base_test.jsonl.gz"
@@ -61,6 +63,26 @@ def main() -> None:
                   + ", ".join(f"{r.assistant_id} W{r.wins}/L{r.losses}/T{r.ties} β={r.strength.mean:+.3f} "
                               f"[{r.strength.ci_low:+.3f}, {r.strength.ci_high:+.3f}] P(best)={r.prob_best:.3f}"
                               for r in top.ranking))
+    # synthetic: --assistants assistants × --blocks blocks, quality marker = index (+ noise by block)
+    from conftest import run_metric
+    from fair_forge_beam.io.elements import Interaction, make_element_id
+
+    data = []
+    for blk in range(args.blocks):
+        for k in range(args.assistants):
+            q = k + ((blk * 7 + k * 3) % 5)  # not transitive everywhere: some upsets
+            aid = f"bot{k:02d}"
+            data.append(Interaction(make_element_id(f"s{blk}", aid, 0), f"s{blk}", aid, "english", "", 0, "q0",
+                                    f"question {blk}", f"{aid} answer [q={q}]", None, None, None, None, None, None))
+    for mode in ("king", "all_pairs"):
+        with tempfile.TemporaryDirectory() as tmp, ScriptedOpenAIServer(marker, latency=args.latency) as srv:
+            t = time.perf_counter()
+            res = run_metric(BestOf(judge=handler_for(srv, Path(tmp)), mode=mode, statistical_mode=BayesianMode(mc_samples=2000),
+                                    slices=("overall",)), data, Path(tmp) / "out")
+            dt = time.perf_counter() - t
+            (top,) = res["slices"]
+            print(f"synthetic {args.assistants}x{args.blocks} {mode:9s}: {srv.count()} requests, {dt:.1f} s wall; top 3: "
+                  + ", ".join(f"{r['assistant_id']} β={r['strength']['mean']:+.2f} P(best)={r['prob_best']:.2f}" for r in top["ranking"][:3]))
 
 
 if __name__ == "__main__":
