@@ -68,6 +68,7 @@ def test_contest_order_is_declared_then_sorted_never_arrival():
     assert contest_order({"c", "a", "b", "d"}, ["c", "x", "a", "c"]) == ["c", "a", "b", "d"]
 
 
+@pytest.mark.slow
 def test_king_of_the_hill_shuffle_tie_walkover_and_failures(tmp_path):
     faults = [Fault("server_error", match="[boom]", retry_after=None)]
     with ScriptedOpenAIServer(marker_judge, faults=faults) as srv:
@@ -140,6 +141,7 @@ def length_judge(req):
     return {"winner": winner, "verdict": f"{len(a)} vs {len(b)}", "confidence": 0.7, "reasoning": {}}
 
 
+@pytest.mark.slow
 def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir, monkeypatch):
     import pyarrow.parquet as pq
 
@@ -188,6 +190,20 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     assert sum(r["prob_best"] for r in ranking) == pytest.approx(1.0)
     assert ranking[0]["prob_best"] == max(r["prob_best"] for r in ranking)
     assert ranking[0]["rating"] == pytest.approx(1000 + 400 * means[0] / math.log(10))
+    # same input shuffled, on two SDK worker processes: the same matches, winners and numbers
+    # (the judge cache is shared, so the re-run also shows that the prompts are identical)
+    shuffled = tmp_path / "shuffled.json"
+    mixed = list(sessions + extra)
+    random.Random(5).shuffle(mixed)
+    shuffled.write_text(json.dumps(mixed), encoding="utf-8")
+    with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")]) as srv:
+        doc2 = audit.run(["--quiet", f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing",
+                          "--input", str(shuffled), "--output", str(tmp_path / "out2"),
+                          "--metrics", "bestof", "--bestof-mode", "all_pairs", "--bestof-order", "assistant_delta",
+                          "--mode", "bayesian", "--mc-samples", "1000", "--judge-base-url", srv.base_url,
+                          "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
+        assert srv.count() == 2  # only the never-cached failure is asked again
+    assert doc2["metrics"] == doc["metrics"]
     rows = pq.read_table(tmp_path / "out" / "results.parquet").to_pylist()
     assert len(rows) == 6 and {r["metric"] for r in rows} == {"bestof"}
     assert sorted(r["bestof_round"] for r in rows) == [1, 2, 3, 4, 5, 6]
