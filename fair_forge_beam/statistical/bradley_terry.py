@@ -45,9 +45,10 @@ __all__ = [
     "BTFit",
     "fit_bradley_terry",
     "rank_probabilities",
+    "strength_intervals",
+    "elo_scale",
+    "counts_by_player",
 ]
-
-TIE = None  # outcome value of a tie in :func:`pair_outcome`
 
 
 def pair_outcome(a: str, b: str, winner: Optional[str]) -> tuple[tuple[str, str], tuple[int, int, int]]:
@@ -285,9 +286,6 @@ def elo_scale(beta: float) -> float:
     return 1000.0 + 400.0 * beta / math.log(10.0)
 
 
-__all__ += ["strength_intervals", "elo_scale"]
-
-
 def counts_by_player(players: Sequence[str], pairs: Iterable) -> Mapping[str, tuple[int, int, int]]:
     """``{player: (wins, losses, ties)}`` from pairwise counts."""
     out = {p: [0, 0, 0] for p in players}
@@ -299,6 +297,3 @@ def counts_by_player(players: Sequence[str], pairs: Iterable) -> Mapping[str, tu
         out[hi][1] += x
         out[hi][2] += t
     return {p: tuple(v) for p, v in out.items()}
-
-
-__all__ += ["counts_by_player"]
