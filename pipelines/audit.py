@@ -137,6 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--regulatory-threshold", type=float, help="minimum cosine similarity of a retrieved chunk (0.3)")
     r.add_argument("--regulatory-embedder", default="minilm", choices=["minilm", "hashing"],
                    help="chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder")
+    b = p.add_argument_group("BestOf (metric bestof; needs the --judge-* options)")
+    b.add_argument("--bestof-mode", default="king", choices=["king", "all_pairs"],
+                   help="king of the hill (N-1 sequential matches per block, as the original) or all pairs "
+                        "(N(N-1)/2 parallel matches, Bradley-Terry ranking)")
+    b.add_argument("--bestof-order", metavar="A,B,C",
+                   help="declared contest order of assistant ids (others follow, sorted); default: sorted ids")
+    b.add_argument("--bestof-block", default="session", choices=["session", "qa"],
+                   help="compare whole conversations per session_id, or each question (session_id, qa_id)")
+    b.add_argument("--bestof-criteria", help="extra judging criteria added to the BestOf rubric")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     from fair_forge_beam.audit_config import add_audit_config_arguments
 
@@ -217,7 +226,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
                 "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
                 "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
                 "regulatory_embedder",
-                "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold")},
+                "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold",
+                "bestof_mode", "bestof_order", "bestof_block", "bestof_criteria")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         if args.input_format in ("tau_bench", "bfcl"):

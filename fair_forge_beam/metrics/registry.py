@@ -202,6 +202,28 @@ def _agentic_fields() -> list[pa.Field]:
     ]
 
 
+def _bestof(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.best_of import BestOf
+
+    return BestOf(
+        judge=_judge_config(options, "bestof"),
+        statistical_mode=mode,
+        mode=options.get("bestof_mode") or "king",
+        contestant_order=options.get("bestof_order") or None,
+        block=options.get("bestof_block") or "session",
+        criteria=options.get("bestof_criteria") or None,
+    )
+
+
+def _bestof_fields() -> list[pa.Field]:
+    return [
+        pa.field("bestof_block_id", pa.string()), pa.field("bestof_round", pa.int64()),
+        pa.field("bestof_left_id", pa.string()), pa.field("bestof_right_id", pa.string()),
+        pa.field("bestof_winner_id", pa.string()), pa.field("bestof_confidence", pa.float64()),
+        pa.field("bestof_verdict", pa.string()), pa.field("bestof_judged", pa.bool_()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -211,6 +233,7 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "conversational": (_conversational, _conversational_fields),
     "regulatory": (_regulatory, _regulatory_fields),
     "agentic": (_agentic, _agentic_fields),
+    "bestof": (_bestof, _bestof_fields),
 }
 
 BASE_FIELDS = [

@@ -114,6 +114,7 @@ def gate_fields() -> dict[str, dict[str, FieldSpec]]:
         "conversational": {f: FieldSpec(f) for f in RESULT_FIELDS},
         "regulatory": {"compliance_rate": FieldSpec("compliance_rate")},
         "agentic": {f: FieldSpec(f) for f in ("success_rate", "pass_at_k", "pass_pow_k")},
+        "bestof": {"leader_win_rate": FieldSpec("leader_win_rate")},
     }
 
 
