@@ -115,6 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
                    help="prompt convention of the guardian")
     j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
+    v = p.add_argument_group("Vision and PromptEvaluator")
+    v.add_argument("--similarity-embedder", default="minilm", choices=["minilm", "hashing"],
+                   help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (default) or hashed tokens (no model)")
+    v.add_argument("--vision-threshold", type=float, help="vision: similarity below which a frame is a hallucination (0.75)")
+    v.add_argument("--seed-prompt", help="prompt_evaluator: the system prompt under test")
+    v.add_argument("--seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file")
+    v.add_argument("--prompt-k", type=int, help="prompt_evaluator: generations per query (10; must be >= 1)")
+    v.add_argument("--prompt-tau", type=float, help="prompt_evaluator: cosine threshold for 'same meaning' (0.80)")
+    v.add_argument("--prompt-jq-objective", help="prompt_evaluator: turn on judge quality (JQ) with these criteria; "
+                                                 "the judge is --judge-* if given, else the generator")
+    v.add_argument("--generator-base-url", help="prompt_evaluator: OpenAI-compatible endpoint that generates the answers "
+                                                "(default: --judge-base-url)")
+    v.add_argument("--generator-model", help="prompt_evaluator: generator model name (default: --judge-model)")
+    v.add_argument("--generator-api-key-env", help="environment variable holding the generator's API key "
+                                                   "(default: --judge-api-key-env)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     return p
 
@@ -179,6 +194,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
                 "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env")},
+            **{k: getattr(args, k) for k in (
+                "similarity_embedder", "vision_threshold", "seed_prompt", "seed_prompt_file", "prompt_k", "prompt_tau",
+                "prompt_jq_objective", "generator_base_url", "generator_model", "generator_api_key_env")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         reader = ReadInteractions(inputs, file_format=args.input_format)

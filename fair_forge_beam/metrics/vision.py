@@ -181,7 +181,7 @@ class _SessionAggregate(beam.DoFn):
         rate = estimate_rate(k, n, self.mode)
         mean, lo, hi = _r4(mean_est.mean), _r4(float(sims.min())), _r4(float(sims.max()))
         rec = VisionSessionMetric(
-            session_id=session_id, assistant_id=assistant_id, language=language, n_frames=n,
+            session_id=session_id, assistant_id=assistant_id, language=language, n_frames=n, n_interactions=n,
             mean_similarity=mean, mean_similarity_ci_low=_r4(mean_est.ci_low), mean_similarity_ci_high=_r4(mean_est.ci_high),
             min_similarity=lo, max_similarity=hi,
             hallucination_rate=_r4(rate.mean), hallucination_rate_ci_low=_r4(rate.ci_low), hallucination_rate_ci_high=_r4(rate.ci_high),

@@ -92,6 +92,7 @@ class VisionSessionMetric(BaseMetric):
 
     language: str = "english"
     n_frames: int
+    n_interactions: int = 0  # = n_frames (the name every session record shares)
     mean_similarity: float
     mean_similarity_ci_low: Optional[float] = None
     mean_similarity_ci_high: Optional[float] = None
