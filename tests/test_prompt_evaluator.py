@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +27,11 @@ from fair_forge_beam.components.constraints import (
 from fair_forge_beam.components.embedder import HashingEmbedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, make_element_id
+from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.base import SumCombineFn
 from fair_forge_beam.metrics.prompt_evaluator import OptionalCombineFn, PromptEvaluator, generation_messages
+from fair_forge_beam.schemas.common import Dataset
+from fair_forge_beam.schemas.prompt_evaluator import PromptEvaluatorMetric
 from fair_forge_beam.statistical.bayesian import BayesianMode
 from fair_forge_beam.statistical.combiners import RateCombineFn
 from fair_forge_beam.statistical.consistency import csr_estimate, normalized_semantic_entropy
@@ -242,3 +246,31 @@ def test_main_job_runs_vision_and_prompt_evaluator(tmp_path, shared_dir):
     with pytest.raises(SystemExit):
         run(["--metrics", "prompt_evaluator", "--seed-prompt", "x", "--prompt-k", "0", "--generator-base-url",
              "http://127.0.0.1:9/v1", "--generator-model", "m", "--output", str(tmp_path / "o3"), "--quiet"])
+
+
+class Sushi(Retriever):
+    """The original's prompt-evaluator experiment data (10 single-turn sessions, Spanish)."""
+
+    def load_dataset(self):
+        return [Dataset.model_validate(d) for d in json.loads(Path(self.kwargs["path"]).read_text())]
+
+
+def test_upstream_style_run_on_the_sushi_dataset(tmp_path, shared_dir):
+    path = shared_dir / "data/fair_forge_examples/dataset_sushi_es.json"
+    two = ["Lamentamos mucho lo sucedido con tu pedido", "Horario de atencion de lunes a viernes"]
+
+    def generator(req):
+        return two[(req.attempt - 1) % 2]
+
+    with ScriptedOpenAIServer(generator) as srv:
+        res = PromptEvaluator.run(
+            Sushi, path=str(path), model=handler_for(srv, tmp_path), seed_prompt="Sos el asistente de un local de sushi.",
+            embedder=HashingEmbedder(dim=1024), k=2, constraints=[KeywordConstraint("lamentamos")],
+        )
+    assert [type(m) for m in res] == [PromptEvaluatorMetric] * 10
+    assert [m.session_id for m in res] == sorted(m.session_id for m in res)
+    for m in res:  # two different answers per query: CSR 1/2, SE_n = ln 2 / ln 2 = 1
+        assert (m.n_queries, m.csr, m.stability, m.icr, m.k) == (1, 0.5, 0.0, 0.5, 2)
+        assert m.interactions[0].n_clusters == 2 and m.rss is not None
+        assert "CSR 0.5000" in str(m)
+    assert res.slices[0].slice == "overall" and res.slices[0].n_interactions == 10 and not res.dead_letter
