@@ -274,3 +274,35 @@ def test_upstream_style_run_on_the_sushi_dataset(tmp_path, shared_dir):
         assert m.interactions[0].n_clusters == 2 and m.rss is not None
         assert "CSR 0.5000" in str(m)
     assert res.slices[0].slice == "overall" and res.slices[0].n_interactions == 10 and not res.dead_letter
+
+
+def test_bayesian_results_identical_across_runners_and_input_order(tmp_path, shared_dir):
+    """DESIGN §4: same input + seed ⇒ the same results in memory and on 2 worker processes, with the
+    sessions in another order (the second run reads every generation back from the cache)."""
+    from pipelines.audit import run
+
+    sessions = json.loads((shared_dir / "data/fair_forge_examples/dataset_sushi_es.json").read_text())
+    fwd, rev = tmp_path / "fwd.json", tmp_path / "rev.json"
+    fwd.write_text(json.dumps(sessions))
+    rev.write_text(json.dumps(sessions[::-1]))
+    answers = ["Lamentamos mucho lo sucedido", "Lamentamos mucho lo sucedido con tu pedido", "Horario de lunes a viernes"]
+
+    def generator(req):  # queries of even prompt length get three different answers, the others two alike
+        if len(req.prompt) % 2 == 0:
+            return ["Uno", "Dos", "Tres"][(req.attempt - 1) % 3]
+        return answers[(req.attempt - 1) % 3]
+
+    common = ["--metrics", "vision,prompt_evaluator", "--mode", "bayesian", "--seed", "5", "--mc-samples", "500",
+              "--similarity-embedder", "hashing", "--prompt-k", "3", "--prompt-tau", "0.5", "--seed-prompt", "Sos un bot de sushi.",
+              "--judge-cache", str(tmp_path / "c.sqlite3"), "--quiet"]
+    with ScriptedOpenAIServer(generator) as srv:
+        gen = ["--generator-base-url", srv.base_url, "--generator-model", "gen"]
+        a = run([*common, *gen, "--input", str(fwd), "--output", str(tmp_path / "a")])
+        b = run([*common, *gen, "--input", str(rev), "--output", str(tmp_path / "b"),
+                 "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner", "--direct_num_workers=2",
+                 "--direct_running_mode=multi_processing"])
+        assert srv.count() == 3 * len(sessions)  # the second run made no call
+    assert a["metrics"] == b["metrics"] and a["summary"] == b["summary"]
+    (overall,) = [s for s in a["metrics"]["prompt_evaluator"]["slices"] if s["slice"] == "overall"]
+    assert overall["n_interactions"] == len(sessions)
+    assert overall["csr"]["ci_low"] < overall["csr"]["mean"] < overall["csr"]["ci_high"]  # sessions differ: a real interval

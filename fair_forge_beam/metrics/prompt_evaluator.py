@@ -9,7 +9,10 @@ Per query (an interaction; its ``assistant`` is ignored, as upstream):
    OpenAI-compatible handler (:class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler`,
    free-text answers) with its retries, throttling and content-addressed cache. The sample index
    is part of the cache key, so the K samples are K distinct cache entries and a re-run reads
-   all of them back: same input + same cache → identical results, with no call.
+   all of them back: same input + same cache → identical results, with no call. Two queries
+   with identical messages (same prompt, context and query) share their samples. Servers are
+   not asked for a per-sample ``seed`` (the handler sends one parameter set for every request;
+   a shared seed would make the K samples identical): reproducibility comes from the cache.
 2. The K answers (and the reference answer, when non-empty) are embedded in one call; pairwise
    cosines (:func:`~fair_forge_beam.components.similarity.cosine_matrix`, rounded to 6 decimals);
    **clusters** = connected components of "cosine ≥ τ" (single linkage, spec §6.10 step 3).
