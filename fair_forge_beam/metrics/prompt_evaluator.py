@@ -4,13 +4,16 @@ one system prompt? (spec §6.10).
 Per query (an interaction; its ``assistant`` is ignored, as upstream):
 
 1. **K generations**, fanned out as K Beam elements: request ``i`` (0 ≤ i < K) has key
-   ``"<element_id>#gen#<i>"`` and ``sample_index = i``, system message = the seed prompt (plus
+   ``"<prompt key>#gen#<i>"`` (:func:`prompt_key`: a digest of the messages) and
+   ``sample_index = i``, system message = the seed prompt (plus
    ``"\\n\\n" + context`` when the session has one), user message = the query; sent through the
    OpenAI-compatible handler (:class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler`,
    free-text answers) with its retries, throttling and content-addressed cache. The sample index
    is part of the cache key, so the K samples are K distinct cache entries and a re-run reads
-   all of them back: same input + same cache → identical results, with no call. Two queries
-   with identical messages (same prompt, context and query) share their samples. Servers are
+   all of them back: same input + same cache → identical results, with no call. Queries with
+   identical messages (same prompt, context and query) are generated once and share their K
+   samples (a ``CombinePerKey`` before the calls, a join after), so duplicates can never race
+   each other for a cache entry. Servers are
    not asked for a per-sample ``seed`` (the handler sends one parameter set for every request;
    a shared seed would make the K samples identical): reproducibility comes from the cache.
 2. The K answers (and the reference answer, when non-empty) are embedded in one call; pairwise
@@ -39,6 +42,7 @@ dead-lettered (stage ``prompt_evaluator``); a failed generation is dead-lettered
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import typing
@@ -79,6 +83,7 @@ META = "meta"
 GENS = "generations"
 JQREQ = "jq_requests"
 PARTIAL = "partial"
+LINKS = "links"
 GEN_SEP = "#gen#"
 JQ_SEP = "#jq#"
 
@@ -135,22 +140,49 @@ def _r4(v: Optional[float]) -> Optional[float]:
 
 
 # ----------------------------------------------------------------------------------- fan-out
+def prompt_key(messages: Sequence[Sequence[str]]) -> str:
+    """24 hex digits of BLAKE2b over the JSON of the generation messages: queries with the same
+    key share their K samples."""
+    blob = json.dumps([list(m) for m in messages], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(blob.encode("utf-8"), digest_size=12).hexdigest()
+
+
 class _FanOut(beam.DoFn):
-    """``Interaction`` → K generation requests + ``(query key, Interaction)`` meta, or a dead letter."""
+    """``Interaction`` → K ``(prompt key#gen#i, (element_id, messages))`` sample slots, the
+    ``(element_id, Interaction)`` meta and the ``(prompt key, element_id)`` link; or a dead letter."""
 
     def __init__(self, seed_prompt: str, k: int):
         self.seed_prompt, self.k = seed_prompt, k
 
     def process(self, x: Interaction):
-        from fair_forge_beam.components.judge.handler import judge_request
-
         if not (x.query or "").strip():
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(NAME, "empty query: nothing to generate an answer for", x._asdict(), x.element_id))
             return
         messages = generation_messages(self.seed_prompt, x.context, x.query)
+        pkey = prompt_key(messages)
         yield beam.pvalue.TaggedOutput(META, (x.element_id, x))
+        yield beam.pvalue.TaggedOutput(LINKS, (pkey, x.element_id))
         for i in range(self.k):
-            yield judge_request(f"{x.element_id}{GEN_SEP}{i}", messages, schema=None, sample_index=i, element_id=x.element_id)
+            yield f"{pkey}{GEN_SEP}{i}", (x.element_id, messages)
+
+
+def _to_request(kv):
+    """One request per distinct (prompt, sample index); its ``element_id`` is the smallest
+    element id among the queries that share the prompt (named in a dead letter)."""
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    key, (element_id, messages) = kv
+    return judge_request(key, messages, schema=None, sample_index=int(key.rpartition(GEN_SEP)[2]), element_id=element_id)
+
+
+def _link_generations(kv):
+    """``(prompt key, {links, generations})`` → ``(element_id, (sample index, answer))`` for every
+    query with that prompt."""
+    _, grouped = kv
+    gens = sorted(grouped[GENS])
+    for element_id in sorted(set(grouped[LINKS])):
+        for g in gens:
+            yield element_id, g
 
 
 def _restage(stage: str):
@@ -326,7 +358,7 @@ class _SliceEstimate(beam.DoFn):
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "prompt_evaluator|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
-    def _est(self, st, m):
+    def _est(self, st):
         out = estimate_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
         if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
             out = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in out]
@@ -334,8 +366,8 @@ class _SliceEstimate(beam.DoFn):
 
     def process(self, kv):
         key, (main, rss, icr, jq, (big, ns), failed) = kv
-        csr, stab = self._est(main, 2)
-        (e_rss,), (e_icr,), (e_jq,) = self._est(rss, 1), self._est(icr, 1), self._est(jq, 1)
+        csr, stab = self._est(main)
+        (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
         rec = PromptEvaluatorSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=main.n_units,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
@@ -439,10 +471,20 @@ class PromptEvaluator(MetricTransform):
     def expand(self, interactions):
         from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
 
-        fan = interactions | "FanOut" >> beam.ParDo(_FanOut(self.seed_prompt, self.k)).with_outputs(META, DEAD, main="requests")
-        requests = fan.requests | "AsRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
+        fan = interactions | "FanOut" >> beam.ParDo(_FanOut(self.seed_prompt, self.k)).with_outputs(META, LINKS, DEAD, main="slots")
+        requests = (
+            fan.slots
+            | "OnePerPromptAndSample" >> beam.CombinePerKey(min)  # identical prompts share their samples
+            | "ToRequests" >> beam.Map(_to_request).with_output_types(JudgeRequest)
+        )
         gen = requests | "Generate" >> RunJudge(self.generator, inference_args=self.generation_args, label_prefix="Generate")
-        gens = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+        by_prompt = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+        links = fan[LINKS] | "Links" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, str])
+        gens = (
+            {LINKS: links, GENS: by_prompt}
+            | "JoinPrompts" >> beam.CoGroupByKey()
+            | "ToQueries" >> beam.FlatMap(_link_generations).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+        )
         metas = fan[META] | "Metas" >> beam.Map(lambda m: m).with_output_types(typing.Tuple[str, Interaction])
         scored = (
             {META: metas, GENS: gens}
