@@ -55,6 +55,8 @@ TEMPLATE_EXCLUDED = {
     "help": "argparse's help; prints and exits",
     "gate": "repeatable; a template parameter holds one value: put gates in the --config file",
     "bestof_criteria": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
+    "seed_prompt": "free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file",
+    "prompt_jq_objective": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
 }
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 SLICE_DIMENSIONS = ("overall", "assistant_id", "language")

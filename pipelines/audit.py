@@ -146,6 +146,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--bestof-block", default="session", choices=["session", "qa"],
                    help="compare whole conversations per session_id, or each question (session_id, qa_id)")
     b.add_argument("--bestof-criteria", help="extra judging criteria added to the BestOf rubric")
+    v = p.add_argument_group("Vision and PromptEvaluator")
+    v.add_argument("--similarity-embedder", default="minilm", choices=["minilm", "hashing"],
+                   help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (default) or hashed tokens (no model)")
+    v.add_argument("--vision-threshold", type=float, help="vision: similarity below which a frame is a hallucination (0.75)")
+    v.add_argument("--seed-prompt", help="prompt_evaluator: the system prompt under test")
+    v.add_argument("--seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file")
+    v.add_argument("--prompt-k", type=int, help="prompt_evaluator: generations per query (10; must be >= 1)")
+    v.add_argument("--prompt-tau", type=float, help="prompt_evaluator: cosine threshold for 'same meaning' (0.80)")
+    v.add_argument("--prompt-jq-objective", help="prompt_evaluator: turn on judge quality (JQ) with these criteria; "
+                                                 "the judge is --judge-* if given, else the generator")
+    v.add_argument("--generator-base-url", help="prompt_evaluator: OpenAI-compatible endpoint that generates the answers "
+                                                "(default: --judge-base-url)")
+    v.add_argument("--generator-model", help="prompt_evaluator: generator model name (default: --judge-model)")
+    v.add_argument("--generator-api-key-env", help="environment variable holding the generator's API key "
+                                                   "(default: --judge-api-key-env)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     from fair_forge_beam.audit_config import add_audit_config_arguments
 
@@ -228,6 +243,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
                 "regulatory_embedder",
                 "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold",
                 "bestof_mode", "bestof_order", "bestof_block", "bestof_criteria")},
+            **{k: getattr(args, k) for k in (
+                "similarity_embedder", "vision_threshold", "seed_prompt", "seed_prompt_file", "prompt_k", "prompt_tau",
+                "prompt_jq_objective", "generator_base_url", "generator_model", "generator_api_key_env")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         if args.input_format in ("tau_bench", "bfcl"):

@@ -224,6 +224,75 @@ def _bestof_fields() -> list[pa.Field]:
     ]
 
 
+def _similarity_embedder(options: dict):
+    """``--similarity-embedder``: all-MiniLM-L6-v2 (default) or the hashing embedder (no model)."""
+    if options.get("similarity_embedder") == "hashing":
+        from fair_forge_beam.components.embedder import HashingEmbedder
+
+        return HashingEmbedder(dim=1024)
+    from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+def _vision(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
+    from fair_forge_beam.metrics.vision import Vision
+
+    threshold = options.get("vision_threshold")
+    return Vision(scorer=EmbeddingSimilarityScorer(_similarity_embedder(options)), statistical_mode=mode,
+                  threshold=0.75 if threshold is None else threshold)
+
+
+def _vision_fields() -> list[pa.Field]:
+    return [pa.field("vision_similarity_score", pa.float64()), pa.field("vision_is_hallucination", pa.bool_())]
+
+
+def _prompt_evaluator(mode: StatisticalMode, options: dict):
+    """PromptEvaluator from ``--seed-prompt``/``--seed-prompt-file``, ``--prompt-*`` and the
+    generator endpoint (``--generator-*``, each defaulting to the matching ``--judge-*`` flag).
+
+    Raises:
+        ValueError: no seed prompt, no generator endpoint, bad k / tau (before any pipeline).
+    """
+    from fair_forge_beam.metrics.prompt_evaluator import PromptEvaluator
+
+    seed_prompt = options.get("seed_prompt")
+    if options.get("seed_prompt_file"):
+        try:
+            with open(options["seed_prompt_file"], encoding="utf-8") as f:
+                seed_prompt = f.read()
+        except OSError as exc:
+            raise ValueError(f"--seed-prompt-file: cannot read {options['seed_prompt_file']}: {exc}") from None
+    if not seed_prompt or not seed_prompt.strip():
+        raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
+    gen = {k: options.get(k.replace("judge_", "generator_")) or options.get(k)
+           for k in ("judge_base_url", "judge_model", "judge_api_key_env", "judge_max_concurrency", "judge_requests_per_minute")}
+    gen["judge_cache"] = options.get("judge_cache")
+    if not gen["judge_base_url"] or not gen["judge_model"]:
+        raise ValueError("metric 'prompt_evaluator' needs a generator: pass --generator-base-url and --generator-model "
+                         "(or the --judge-* flags, which they default to)")
+    generator = dict(_judge_config(gen, "prompt_evaluator"), output_schema=None)
+    objective = options.get("prompt_jq_objective")
+    judge = None
+    if objective and options.get("judge_base_url") and options.get("judge_model"):
+        judge = _judge_config(options, "prompt_evaluator")
+    tau = options.get("prompt_tau")
+    return PromptEvaluator(
+        model=generator, seed_prompt=seed_prompt, embedder=_similarity_embedder(options),
+        k=10 if options.get("prompt_k") is None else options["prompt_k"], tau=0.80 if tau is None else tau,
+        jq_enabled=bool(objective), objective=objective or "", judge=judge, statistical_mode=mode,
+    )
+
+
+def _prompt_evaluator_fields() -> list[pa.Field]:
+    return [
+        *(pa.field(f"prompt_evaluator_{f}", pa.float64()) for f in ("csr", "stability", "semantic_entropy", "rss", "icr", "jq")),
+        pa.field("prompt_evaluator_n_clusters", pa.int64()),
+        pa.field("prompt_evaluator_n_samples", pa.int64()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -234,6 +303,8 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "regulatory": (_regulatory, _regulatory_fields),
     "agentic": (_agentic, _agentic_fields),
     "bestof": (_bestof, _bestof_fields),
+    "vision": (_vision, _vision_fields),
+    "prompt_evaluator": (_prompt_evaluator, _prompt_evaluator_fields),
 }
 
 BASE_FIELDS = [

@@ -115,6 +115,8 @@ def gate_fields() -> dict[str, dict[str, FieldSpec]]:
         "regulatory": {"compliance_rate": FieldSpec("compliance_rate")},
         "agentic": {f: FieldSpec(f) for f in ("success_rate", "pass_at_k", "pass_pow_k")},
         "bestof": {"leader_win_rate": FieldSpec("leader_win_rate")},
+        "vision": {f: FieldSpec(f) for f in ("mean_similarity", "hallucination_rate")},
+        "prompt_evaluator": {f: FieldSpec(f) for f in ("csr", "stability", "rss", "icr", "jq", "csr_pooled")},
     }
 
 
