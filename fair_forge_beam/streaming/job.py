@@ -29,6 +29,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms import window as _window
+from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.runner import pipeline_options, to_json_line
@@ -108,7 +109,10 @@ def write_windowed(read: dict, results: dict, out: str) -> None:
         r["dead_letter"] | f"DeadWindow_{name}" >> beam.WindowInto(_window.GlobalWindows()) for name, r in results.items()
     ]
     _write(
-        tuple(dead) | "FlattenDead" >> beam.Flatten() | "DeadLetterWindows" >> beam.WindowInto(_window.FixedWindows(60)),
+        tuple(dead)
+        | "FlattenDead" >> beam.Flatten()
+        | "ArrivalTime" >> beam.Map(lambda d: _window.TimestampedValue(d, Timestamp.now()))
+        | "DeadLetterWindows" >> beam.WindowInto(_window.FixedWindows(60)),
         out, "dead_letter", "dead_letter",
     )
 

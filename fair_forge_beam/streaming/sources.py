@@ -7,7 +7,7 @@ interaction is stamped with its event time (:class:`~fair_forge_beam.streaming.e
 
 | source | Beam primitive | watermark |
 |---|---|---|
-| :class:`StreamingRetriever` | a splittable ``DoFn`` over positions ``0, 1, 2, …`` of the retriever's iterator | follows the records' event times (``MonotonicWatermarkEstimator``) |
+| :class:`StreamingRetriever` | a splittable ``DoFn`` over positions ``0, 1, 2, …`` of the retriever's iterator | the highest event time emitted so far (``ManualWatermarkEstimator``) |
 | :class:`WatchJsonl` | ``fileio.MatchContinuously`` (``PeriodicImpulse`` + ``MatchAll``), each file read once (a stateful ``DoFn`` keyed by path), ``ReadMatches`` | the poll time |
 | :class:`KafkaRecords` | ``ReadFromKafka`` (cross-language; its expansion service jar comes from Maven Central at pipeline construction) | the broker's create time |
 | :class:`PubSubRecords` | ``ReadFromPubSub`` (needs ``apache-beam[gcp]``; runs natively on Dataflow) | Pub/Sub's, by publish time or ``timestamp_attribute`` |
@@ -28,10 +28,11 @@ from fair_forge_beam._beam import beam
 from apache_beam.io import fileio
 from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
-from apache_beam.io.watermark_estimators import MonotonicWatermarkEstimator
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+from apache_beam.transforms.core import WatermarkEstimatorProvider
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.window import TimestampedValue
-from apache_beam.utils.timestamp import MAX_TIMESTAMP, Duration, Timestamp
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
@@ -74,6 +75,16 @@ class _PositionsProvider(RestrictionProvider):
         return None  # on drain: stop reading
 
 
+class _HighestTimestampSoFar(WatermarkEstimatorProvider):
+    """Watermark = the highest event time emitted so far (starts at the minimum timestamp)."""
+
+    def initial_estimator_state(self, element, restriction):
+        return MIN_TIMESTAMP
+
+    def create_watermark_estimator(self, state):
+        return ManualWatermarkEstimator(state)
+
+
 def _as_dict(item: Any) -> Any:
     return item.model_dump() if hasattr(item, "model_dump") else item
 
@@ -101,7 +112,7 @@ class _ReadRetrieverFn(beam.DoFn):
         self,
         element,
         tracker=beam.DoFn.RestrictionParam(_PositionsProvider()),
-        watermark=beam.DoFn.WatermarkEstimatorParam(MonotonicWatermarkEstimator.default_provider()),
+        watermark=beam.DoFn.WatermarkEstimatorParam(_HighestTimestampSoFar()),
     ):
         position = tracker.current_restriction().start
         it = self._iterator_at(position)
@@ -114,7 +125,10 @@ class _ReadRetrieverFn(beam.DoFn):
             if not tracker.try_claim(position):
                 return
             rec = _as_dict(item)
-            yield TimestampedValue((self.source, position, rec), self._timestamp(rec))
+            ts = self._timestamp(rec)
+            yield TimestampedValue((self.source, position, rec), ts)
+            if ts > watermark.current_watermark():
+                watermark.set_watermark(ts)
             position += 1
         self._open = (position, it)
         tracker.defer_remainder()
