@@ -161,6 +161,25 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--generator-model", help="prompt_evaluator: generator model name (default: --judge-model)")
     v.add_argument("--generator-api-key-env", help="environment variable holding the generator's API key "
                                                    "(default: --judge-api-key-env)")
+    s = p.add_argument_group("streaming sources and event-time windows (see fair_forge_beam.streaming)")
+    s.add_argument("--window", metavar="SPEC",
+                   help="per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, "
+                        "sliding:1h,5m, session:10m); writes <output>/windows/*.jsonl")
+    s.add_argument("--early-firing", metavar="DURATION", help="early (speculative) panes every DURATION of processing time, e.g. 30s")
+    s.add_argument("--allowed-lateness", metavar="DURATION", help="late elements update their window for DURATION after it closes, e.g. 10m")
+    s.add_argument("--timestamp-field", default="timestamp",
+                   help="interaction field holding the event time (epoch seconds or ISO 8601; default timestamp)")
+    s.add_argument("--timestamp-policy", default="dead_letter", choices=["dead_letter", "processing_time"],
+                   help="a record without a readable timestamp: reject it (default) or use the processing time")
+    s.add_argument("--watch", metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB")
+    s.add_argument("--watch-interval", default="10s", metavar="DURATION", help="time between two matches of --watch")
+    s.add_argument("--watch-stop-after", metavar="DURATION", help="stop watching after DURATION (default: never)")
+    s.add_argument("--kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)")
+    s.add_argument("--kafka-topic", action="append", metavar="TOPIC", help="Kafka topic to read; repeatable")
+    s.add_argument("--kafka-expansion-service", metavar="HOST:PORT", help="running Beam expansion service for ReadFromKafka")
+    s.add_argument("--pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription")
+    s.add_argument("--pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic")
+    s.add_argument("--pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     from fair_forge_beam.audit_config import add_audit_config_arguments
 
@@ -224,6 +243,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if not metrics:
         parser.error("--metrics is empty")
     inputs = args.input or default_inputs()
+    from fair_forge_beam.streaming.job import is_windowed_run
+
+    windowed = is_windowed_run(args)
     try:
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
@@ -233,7 +255,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "slice_bootstrap": args.slice_bootstrap,
             "group_extractor": args.group_extractor,
             "toxicity_level": args.toxicity_level,
-            "clustering": False if (args.no_clustering or args.group_extractor == "keyword") else None,
+            "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
             "cluster_points_path": args.cluster_points,
             "slices": slice_dims,
             **{k: getattr(args, k) for k in (
@@ -248,17 +270,30 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
                 "prompt_jq_objective", "generator_base_url", "generator_model", "generator_api_key_env")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
-        if args.input_format in ("tau_bench", "bfcl"):
+        if args.input_format in ("tau_bench", "bfcl") and not windowed:
             from fair_forge_beam.io.agentic_sources import agentic_retriever
 
             if not args.input:
                 raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
             retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs)
             reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs)
+        elif windowed:
+            from fair_forge_beam.streaming.job import build_source, run_windowed
+            from fair_forge_beam.streaming.windows import WindowSpec
+
+            if not args.window:
+                raise ValueError("a streaming source needs --window (e.g. --window fixed:1h)")
+            if gates:
+                raise ValueError("gates apply to batch audits (results.json); a windowed run writes per-window "
+                                 "results and evaluates no gate: drop --gate / the config's gates, or --window")
+            WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
+            build_source(args, inputs)  # argument errors here, as usage errors
         else:
             reader = ReadInteractions(inputs, file_format=args.input_format)
     except ValueError as exc:
         parser.error(str(exc))
+    if windowed:
+        return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     options = pipeline_options(beam_args)
     runner = options.view_as(StandardOptions).runner
     out = args.output.rstrip("/") or "."

@@ -115,6 +115,10 @@ class CombineSlices(beam.PTransform):
     ``language=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
     however many slices are asked for. ``combine_fn.extract_output`` must return an accumulator
     (true of every CombineFn in :mod:`fair_forge_beam.statistical.combiners`).
+
+    In windows that can fire several panes (early firings, allowed lateness), the input carries
+    per-pane deltas and the slice merge accumulates them, so every output pane covers all the
+    window has received so far (see :mod:`fair_forge_beam.streaming.windows`).
     """
 
     def __init__(self, combine_fn: beam.CombineFn, slices: Sequence[str]):
@@ -129,12 +133,18 @@ class CombineSlices(beam.PTransform):
             keys = slice_keys(slices, _Cell(assistant_id, language))
             return [(k, acc) for k in keys]
 
-        return (
+        from fair_forge_beam.streaming.windows import EmptyPaneSafeCombineFn, accumulating_windowing, needs_accumulating_merge
+
+        panes = needs_accumulating_merge(pcoll.windowing)
+        cell_fn = EmptyPaneSafeCombineFn(self.combine_fn) if panes else self.combine_fn
+        cells = (
             pcoll
-            | "CombineCells" >> beam.CombinePerKey(self.combine_fn)
+            | "CombineCells" >> beam.CombinePerKey(cell_fn)
             | "CellsToSlices" >> beam.FlatMap(to_slices)
-            | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(self.combine_fn))
         )
+        if panes:
+            cells = cells | "AccumulateWindow" >> accumulating_windowing(pcoll.windowing)
+        return cells | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(cell_fn))
 
 
 class _Cell:

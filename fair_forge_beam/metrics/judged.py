@@ -126,6 +126,8 @@ class _SessionAggregate(beam.DoFn):
 
     def process(self, kv):
         skey, grouped = kv
+        if next(iter(grouped[META]), None) is None and next(iter(grouped["verdicts"]), None) is None:
+            return  # an empty pane of a window that fired before (nothing new in it)
         session_id, assistant_id, language = json.loads(skey)
         # meta: (request key, turn_index, element_id, qa_id, weight, extra dict)
         metas = sorted(grouped[META], key=lambda m: (m[1], m[0], m[2], m[3]))
