@@ -60,7 +60,7 @@ from fair_forge_beam.components.tool_correctness import (
     tool_correctness,
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -284,28 +284,12 @@ class _Conversation(beam.DoFn):
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), ((task, n, c), n_failed)))
 
 
-class _SliceCombineFn(beam.CombineFn):
+class _SliceCombineFn(WithFailedCount):
     """``((task, n, c), n_failed)`` per conversation → ``[PassCountsCombineFn accumulator,
     n_failed]`` (integers only; output = accumulator, as :class:`CombineSlices` needs)."""
 
     def __init__(self):
-        self.inner = PassCountsCombineFn()
-
-    def create_accumulator(self):
-        return [self.inner.create_accumulator(), 0]
-
-    def add_input(self, acc, element):
-        unit, failed = element
-        acc[0] = self.inner.add_input(acc[0], unit)
-        acc[1] += int(failed)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        accs = list(accumulators)
-        return [self.inner.merge_accumulators([a[0] for a in accs]), sum(a[1] for a in accs)]
-
-    def extract_output(self, acc):
-        return acc
+        super().__init__(PassCountsCombineFn())
 
 
 def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str) -> dict:

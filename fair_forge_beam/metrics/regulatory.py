@@ -49,7 +49,7 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.metrics.judged import build_judge, session_key
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -121,21 +121,8 @@ class ChunkIndex:
         return len({c.source for c in self.chunks})
 
 
-class _IndexCombineFn(beam.CombineFn):
+class _IndexCombineFn(CollectList):
     """``(CorpusChunk, vector)`` pairs → :class:`ChunkIndex` (sorted: arrival order never matters)."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
 
     def extract_output(self, acc):
         items = sorted(acc, key=lambda e: (e[0].source, e[0].chunk_index))
@@ -625,16 +612,5 @@ class Regulatory(MetricTransform):
         session** (upstream: one per session), each with its checked ``interactions`` nested in
         turn order; ``.interactions``, ``.sessions``, ``.slices``, ``.dead_letter``, ``.quality``
         as usual."""
-        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs)
-        per_qa = list(res)
-        by_session: dict[tuple, list] = {}
-        for r in sorted(per_qa, key=lambda r: (r.turn_index, r.element_id)):
-            by_session.setdefault((r.session_id, r.assistant_id, r.language), []).append(r)
-        sessions = [
-            s.model_copy(update={"interactions": by_session.get((s.session_id, s.assistant_id, s.language), [])})
-            for s in res.sessions
-        ]
-        out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
-        out.interactions = per_qa
-        return out
+        return nest_session_interactions(super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs))
 
