@@ -122,11 +122,11 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
     n_estimate_rows = n_flags = 0
     for rec in m.get("slices", []):
         counts = counts_for(name, rec)
-        cells = []
+        head_cells = {}
         for path, est in iter_estimates(name, rec, heads):
             flag = inconclusive(name, path, est, rec, width, level, counts)
             if path in heads:
-                cells.append({"text": _fmt_est(est), "n": est.get("n"), "flag": flag})
+                head_cells[path] = {"text": _fmt_est(est), "n": est.get("n"), "flag": flag}
             n_estimate_rows += 1
             if len(all_rows) < MAX_ESTIMATE_ROWS:
                 all_rows.append({"slice": rec.get("slice"), "estimate": path, "text": _fmt_est(est), "n": est.get("n"),
@@ -135,7 +135,8 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
                 n_flags += 1
                 flags.append({"slice": rec.get("slice"), "estimate": path, "headline": path in heads, **flag})
         table.append({"slice": rec.get("slice"), "n_interactions": rec.get("n_interactions"),
-                      "n_sessions": rec.get("n_sessions"), "cells": cells})
+                      "n_sessions": rec.get("n_sessions"),
+                      "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]})
     flags.sort(key=lambda f: (not f["headline"],))  # headline estimates first, then slice order
     ms = (summary.get("metrics") or {}).get(name, {})
     return {
