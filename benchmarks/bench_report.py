@@ -68,35 +68,46 @@ def main(argv=None) -> int:
     p.add_argument("--mode", default="bayesian", choices=["bayesian", "frequentist"])
     p.add_argument("--workdir", help="keep the input and run here (default: a temporary folder)")
     p.add_argument("--repeat", type=int, default=3, help="report renders to time (best is reported)")
+    p.add_argument("--run-dir", help="render an existing run folder instead of generating and running one")
     args = p.parse_args(argv)
 
     from pipelines import audit
 
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(args.workdir or tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        data, out = work / f"bench_{args.n}.jsonl", work / f"run_{args.n}_{args.mode}"
-        t0 = time.perf_counter()
-        sessions = write_input(data, args.n)
-        print(f"input: {args.n} interactions in {sessions} sessions ({time.perf_counter() - t0:.1f} s)")
-        t0 = time.perf_counter()
-        audit.run(["--quiet", "--no-report", "--input", str(data), "--metrics", "humanity,toxicity",
-                   "--group-extractor", "keyword", "--mode", args.mode, "--output", str(out)])
-        print(f"main job without report: {time.perf_counter() - t0:.1f} s; "
-              f"results.json {os.path.getsize(out / 'results.json') / 1e6:.1f} MB")
-        from fair_forge_beam.reports.html import write_report
-
-        times = []
-        for _ in range(args.repeat):
+        if args.run_dir:
+            out = Path(args.run_dir)
+        else:
+            work = Path(args.workdir or tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            data, out = work / f"bench_{args.n}.jsonl", work / f"run_{args.n}_{args.mode}"
             t0 = time.perf_counter()
-            path = write_report(str(out))
-            times.append(time.perf_counter() - t0)
-        size = os.path.getsize(path)
-        print(f"report.html: {size / 1e6:.3f} MB; render (read results.json + dead letter, plots, template): "
-              f"best {min(times):.2f} s, all {', '.join(f'{t:.2f}' for t in times)} s")
+            sessions = write_input(data, args.n)
+            print(f"input: {args.n} interactions in {sessions} sessions ({time.perf_counter() - t0:.1f} s)")
+            t0 = time.perf_counter()
+            audit.run(["--quiet", "--no-report", "--input", str(data), "--metrics", "humanity,toxicity",
+                       "--group-extractor", "keyword", "--mode", args.mode, "--output", str(out)])
+            print(f"main job without report: {time.perf_counter() - t0:.1f} s")
+        print(f"results.json {os.path.getsize(out / 'results.json') / 1e6:.1f} MB")
+        from fair_forge_beam.reports.html import write_report
+        from fair_forge_beam.reports.load import read_results
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        doc = read_results(str(out))
+        print(f"read results.json: {time.perf_counter() - t0:.2f} s wall, {time.process_time() - c0:.2f} s CPU")
+        for label, kw in (("from the folder (reads results.json)", {}), ("from the loaded results (as the main job)", {"doc": doc})):
+            walls, cpus = [], []
+            for _ in range(args.repeat):
+                t0, c0 = time.perf_counter(), time.process_time()
+                path = write_report(str(out), **kw)
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+            print(f"render {label}: best {min(walls):.2f} s wall / {min(cpus):.2f} s CPU "
+                  f"(all wall: {', '.join(f'{t:.2f}' for t in walls)})")
+        print(f"report.html: {os.path.getsize(path) / 1e6:.3f} MB")
         load = chromium_load_seconds(path)
         if load is not None:
             print(f"chromium load + layout: {load:.2f} s")
+        print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (2 cores)")
     return 0
 
 

@@ -67,6 +67,17 @@ def _new(nrows=1, ncols=1, width=7.5, height=None, **kw):
         return plt.subplots(nrows, ncols, figsize=(width, height or 3.0), squeeze=False, **kw)
 
 
+def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, wspace: float = 0.12) -> None:
+    """Margins from the longest y tick label (``label_chars`` characters) and fixed heights, set
+    directly: cheaper than ``tight_layout``, which draws the figure once more to measure it."""
+    w, h = fig.get_size_inches()
+    left = min(0.55, (label_chars * 5.4 + 16) / (w * 72))
+    right = 1 - min(0.3, (140 if legend else 12) / (w * 72))
+    bottom = min(0.4, (40 if xlabels else 22) / (h * 72))
+    top = 1 - min(0.3, 22 / (h * 72))
+    fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top, wspace=wspace)
+
+
 def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES) -> tuple[list[dict], int]:
     """``overall`` first, then the other slices by ``n_interactions`` (descending, then name);
     at most ``limit``. Returns ``(chosen, number left out)``."""
@@ -150,7 +161,7 @@ def session_histograms(values: dict[str, Sequence[float]], bins: int = 20, xlabe
         ax.set_title(f"{name} (sessions: {vals.size})")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("sessions")
-    fig.tight_layout()
+    fit(fig, 9, wspace=0.3)
     return fig
 
 
@@ -166,7 +177,7 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
     for i, (ax, p) in enumerate(zip(axes[0], paths)):
         interval_panel(ax, labels if i == 0 else [""] * len(labels), [_get(s, p) for s in chosen],
                        title=(titles or paths)[i], color=f"C{i % 10}", xlim=(xlims or {}).get(p))
-    fig.tight_layout()
+    fit(fig, max(len(_short(lbl)) for lbl in labels), wspace=0.08)
     return fig, left
 
 
@@ -196,7 +207,7 @@ def plot_humanity(metric: dict, config: dict) -> list:
             fig, ax = _new(height=0.42 * len(emotions) + 1.2)
             grouped_intervals(ax[0][0], emotions, [(s["slice"], [(s.get("emotion_distribution") or {}).get(e) for e in emotions]) for s in chosen],
                               xlabel="share of emotion words")
-            fig.tight_layout()
+            fit(fig, max(len(e) for e in emotions), legend=True)
             out.append(("Emotion distribution per slice" + _left_note(left), fig))
         fig, left = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
                                   ["mean emotional entropy (bits)", "mean Spearman ρ vs reference"])
@@ -231,7 +242,7 @@ def plot_toxicity(metric: dict, config: dict) -> list:
             axes[0][0].grid(axis="x", alpha=0.3)
             interval_panel(axes[0][1], [""] * len(groups), [(ge.get(g) or {}).get("T") for g in groups],
                            title="T_i: toxic share of those answers", color="C3", xlim=(0, 1))
-            fig.tight_layout()
+            fit(fig, max(len(_short(g)) for g in groups), wspace=0.05)
             out.append((f"Groups, overall slice (toxicity threshold {gp.get('toxicity_threshold')})", fig))
     if slices:
         fig, left = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)})
@@ -262,7 +273,7 @@ def plot_bias(metric: dict, config: dict) -> list:
     fig, ax = _new(height=0.45 * len(attrs) + 1.2)
     grouped_intervals(ax[0][0], attrs, [(s["slice"], [(s.get("rates") or {}).get(a) for a in attrs]) for s in chosen],
                       xlabel="share of interactions flagged", xlim=(0, 1))
-    fig.tight_layout()
+    fit(fig, max(len(_short(a)) for a in attrs), legend=True)
     return [("Bias rate per protected attribute" + _left_note(left), fig)]
 
 
@@ -292,7 +303,7 @@ def plot_conversational(metric: dict, config: dict) -> list:
         fig, ax = _new(height=0.45 * len(dims) + 1.2)
         grouped_intervals(ax[0][0], [d.replace("conversational_", "") for d in dims],
                           [(s["slice"], [s.get(d) for d in dims]) for s in chosen], xlabel="judge score (0–10)", xlim=(0, 10))
-        fig.tight_layout()
+        fit(fig, 15, legend=True)
         out.append(("Conversational dimensions per slice" + _left_note(left), fig))
     sessions = metric.get("sessions") or []
     if sessions and dims:
@@ -302,7 +313,9 @@ def plot_conversational(metric: dict, config: dict) -> list:
         ax[0][0].set_xticks(range(1, len(dims) + 1))
         ax[0][0].set_xticklabels([d.replace("conversational_", "") for d in dims], rotation=30, ha="right")
         ax[0][0].set_ylabel("session mean (0–10)")
-        fig.tight_layout()
+        fig.set_size_inches(7.5, 3.4)
+        fit(fig, 6)
+        fig.subplots_adjust(bottom=0.3)
         out.append((f"Session means per dimension ({len(sessions)} sessions; boxes: quartiles, whiskers: 1.5 IQR)", fig))
     return out
 
