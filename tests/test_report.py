@@ -418,3 +418,21 @@ def test_judge_counters_read_from_the_pipeline_result(test_pipeline):
     assert counters["judge"]["calls"] == 3 and counters["judge"]["prompt_tokens"] == 30
     assert counters["judge"]["cache_hits"] == 0
     assert audit._judge_counters(None) == {}
+
+
+def test_metric_without_plot_function_gets_its_headline_estimates_plotted():
+    """A metric the report does not know (e.g. one added later) is rendered generically."""
+    est = lambda m, lo, hi, n: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n}  # noqa: E731
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95},
+           "summary": {"metrics": {"newmetric": {"scored": 12, "not_scored": 0}}},
+           "metrics": {"newmetric": {"headline_columns": ["score.pass_k"], "slices": [
+               {"slice": "overall", "n_interactions": 12, "n_sessions": 4,
+                "score": {"pass_k": est(0.5, 0.2, 0.8, 12), "other": est(0.1, 0.05, 0.15, 12)}},
+               {"slice": "assistant_id=a", "n_interactions": 2, "n_sessions": 1, "score": {}},
+           ]}}}
+    html = render_report(doc)
+    assert "Headline estimates per slice with intervals" in html and html.count("<svg") == 1
+    assert "0.5000 [0.2000, 0.8000]" in html  # headline cell
+    assert "score.other" in html  # in the all-estimates table
+    # width 0.6 > 0.2: flagged, 12 · (0.6/0.2)² = 108 interactions needed
+    assert "<td class=\"num\">108</td>" in html

@@ -80,8 +80,8 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
         if rel <= width:
             return None
         factor = (rel / width) ** 2
-        return {"width": w, "relative_width": rel, "n": n, "n_needed": math.ceil(n * factor) if n else None,
-                "interactions_needed": math.ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
+        return {"width": w, "relative_width": rel, "n": n, "n_needed": _ceil(n * factor) if n else None,
+                "interactions_needed": _ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
     kn = (counts or {}).get(path)
     if kn and kn[1] > 0:
         k, m = kn
@@ -90,11 +90,16 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
         w = 2 * z * math.sqrt(p * (1 - p) / mt)
         if w <= width:
             return None
-        needed = math.ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
+        needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
         return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
-                "interactions_needed": math.ceil(n_int * needed / m) if n_int else None,
+                "interactions_needed": _ceil(n_int * needed / m) if n_int else None,
                 "method": "Wald width at p̃=(k+1)/(n+2)"}
     return None
+
+
+def _ceil(x: float) -> int:
+    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109)."""
+    return math.ceil(round(x, 6))
 
 
 def _fmt(x, digits: int = 4) -> str:

@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; before pyplot is imported anywhere in this process
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
@@ -223,7 +224,8 @@ def plot_humanity(metric: dict, config: dict) -> list:
 
 def plot_toxicity(metric: dict, config: dict) -> list:
     """Per group of the ``overall`` slice: mentions N_i and toxicity rate T_i with interval;
-    per slice: toxic-answer rate and DR/DTO/ASB/DIDT with intervals; session toxic rates."""
+    per slice: toxic-answer rate and DR/DTO/ASB/DIDT with intervals; the toxic-word ratio per
+    answer cluster (when clustering ran); session toxic rates."""
     out = []
     slices = metric.get("slices") or []
     overall = next((s for s in slices if s.get("slice") == "overall"), slices[0] if slices else None)
@@ -250,6 +252,27 @@ def plot_toxicity(metric: dict, config: dict) -> list:
         fig, left = _slice_panels(slices, ["estimates.DR", "estimates.DTO", "estimates.ASB", "estimates.DIDT"],
                                   ["DR", "DTO", "ASB", "DIDT"])
         out.append(("Group disparity scores per slice (0 = no disparity)" + _left_note(left), fig))
+    clusters = (overall or {}).get("cluster_profiling") or {}
+    if clusters:
+        sizes = ((overall.get("clustering") or {}).get("cluster_sizes") or {})
+        labels = sorted(clusters, key=lambda c: (len(c), c))
+        fig, ax = _new(height=2.8)
+        a = ax[0][0]
+        for noise, color in ((False, "C1"), (True, "0.5")):
+            pick = [c for c in labels if (c == "-1") == noise]
+            if pick:
+                a.scatter([sizes.get(c, 1) for c in pick], [clusters[c] for c in pick], s=14, color=color,
+                          label="noise (-1)" if noise else "clusters")
+        a.set_xscale("log")
+        a.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # no mathtext
+        a.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        a.set_xlabel("answers in the cluster")
+        a.set_ylabel("toxic-word ratio")
+        a.legend(fontsize=7, frameon=False)
+        a.grid(alpha=0.3)
+        fit(fig, 6)
+        out.append((f"Toxic-word ratio per answer cluster, overall slice ({len(clusters)} clusters incl. noise; "
+                    "UMAP + HDBSCAN)", fig))
     sessions = metric.get("sessions") or []
     if sessions:
         out.append(("Distribution of session toxic-answer rates", session_histograms(
