@@ -295,9 +295,10 @@ def test_template_escapes_everything_from_the_data(runs):
 
 
 def test_svg_is_inline_and_self_contained():
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots()
+    fig = Figure()
+    ax = fig.subplots()
     ax.plot([0, 1], [0, 1])
     ax.set_title(XSS_SCRIPT)
     svg = figure_svg(fig, "t")

@@ -1,4 +1,7 @@
-"""Plots of the HTML report: inline SVG from matplotlib (Agg), one function per metric.
+"""Plots of the HTML report: inline SVG from matplotlib, one function per metric.
+
+Figures are plain ``matplotlib.figure.Figure`` objects rendered by the SVG backend: pyplot is
+never imported, so no GUI backend is selected and the host's matplotlib state is untouched.
 
 :data:`PLOTS` maps a metric name to a function ``(metric, config) -> [(caption, Figure)]``
 where ``metric`` is the metric's object in ``results.json`` (``headline_columns``,
@@ -18,11 +21,9 @@ import re
 from typing import Callable, Optional, Sequence
 
 import matplotlib
-
-matplotlib.use("Agg")  # no display; before pyplot is imported anywhere in this process
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.ticker
+import numpy as np
+from matplotlib.figure import Figure
 
 __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
            "plot_generic", "metric_figures"]
@@ -48,13 +49,12 @@ _ID = re.compile(r'\bid="([^"]+)"')
 def figure_svg(fig, uid: str) -> str:
     """The figure as an ``<svg>`` element for inline use (no XML prolog or DOCTYPE, no
     metadata, every ``id`` prefixed with ``uid`` so that several plots in one page never share
-    an id); closes the figure. Deterministic for the same figure and ``uid``."""
+    an id). Deterministic for the same figure and ``uid``."""
     uid = re.sub(r"[^A-Za-z0-9_-]", "_", uid)
     buf = io.StringIO()
     with matplotlib.rc_context({**_RC, "svg.hashsalt": uid}):
         fig.savefig(buf, format="svg",
                     metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     ids = set(_ID.findall(svg))
@@ -64,8 +64,11 @@ def figure_svg(fig, uid: str) -> str:
 
 
 def _new(nrows=1, ncols=1, width=7.5, height=None, **kw):
+    """A figure and its axes (2-D array). Plain ``Figure`` objects, never pyplot: no global
+    figure registry, no GUI backend, the host application's matplotlib settings untouched."""
     with matplotlib.rc_context(_RC):
-        return plt.subplots(nrows, ncols, figsize=(width, height or 3.0), squeeze=False, **kw)
+        fig = Figure(figsize=(width, height or 3.0))
+        return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
 
 def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, wspace: float = 0.12) -> None:
