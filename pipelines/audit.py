@@ -11,7 +11,10 @@ the runner defaults to ``FnApiRunner`` in-memory.
 Writes to ``--output``: ``results.json`` (summary, slice and session aggregates; identical for
 the same input and seed on every runner), ``results.parquet`` (one row per scored
 interaction), ``dead_letter.jsonl`` (every rejected record with stage, reason and the original
-record), ``data_quality.jsonl`` (warnings) and ``run_info.json`` (runner, versions, timing).
+record), ``data_quality.jsonl`` (warnings), ``run_info.json`` (runner, versions, timing, judge
+counters) and ``report.html`` (the self-contained audit report; ``--no-report`` skips it). With
+``--compare RUN_DIR`` the report gets a comparison with that earlier run, also written as
+``comparison.json``.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ class _LazyFileSystems:
 FileSystems = _LazyFileSystems()
 
 
-OUTPUT_FILES = ("results.json", "results.parquet", "dead_letter.jsonl", "data_quality.jsonl", "run_info.json")
+OUTPUT_FILES = ("results.json", "results.parquet", "dead_letter.jsonl", "data_quality.jsonl", "run_info.json",
+                "report.html", "comparison.json")
 
 
 def unknown_beam_options(args: Sequence[str]) -> list[str]:
@@ -180,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription")
     s.add_argument("--pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic")
     s.add_argument("--pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time")
+    r = p.add_argument_group("report")
+    r.add_argument("--no-report", action="store_true", help="do not write report.html")
+    r.add_argument("--compare", metavar="RUN_DIR",
+                   help="compare this run with an earlier run's output folder (its results.json): a comparison "
+                        "section in report.html and comparison.json")
+    r.add_argument("--inconclusive-width", type=float, default=0.2,
+                   help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive (default 0.2)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary table")
     from fair_forge_beam.audit_config import add_audit_config_arguments
 
@@ -246,6 +257,16 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.streaming.job import is_windowed_run
 
     windowed = is_windowed_run(args)
+    if not 0 < args.inconclusive_width <= 1:
+        parser.error(f"--inconclusive-width must be in (0, 1], got {args.inconclusive_width}")
+    baseline = None
+    if args.compare:
+        from fair_forge_beam.reports.load import read_results
+
+        try:  # read before this run's output folder is cleaned (it may be the same folder)
+            baseline = read_results(args.compare)
+        except (FileNotFoundError, ValueError) as exc:
+            parser.error(f"--compare: {exc}")
     try:
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
@@ -318,18 +339,50 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}
     elapsed = time.time() - started
+    info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
+    counters = _judge_counters(getattr(p, "result", None))
+    if counters:
+        info["judge_counters"] = counters
     doc = assemble_results(
-        out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms,
-        run_info={"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])},
+        out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms, run_info=info,
     )
+    written = [n for n in OUTPUT_FILES if n not in ("report.html", "comparison.json")]
+    if not args.no_report:
+        from fair_forge_beam.reports.html import write_report
+
+        write_report(out, compare_with=baseline, inconclusive_width=args.inconclusive_width, doc=doc)
+        written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
+    elif baseline is not None:
+        from fair_forge_beam.reports.compare import compare_runs
+
+        with FileSystems.create(f"{out}/comparison.json") as f:
+            f.write(json.dumps(compare_runs(doc, baseline), indent=2, ensure_ascii=False).encode("utf-8"))
+        written.append("comparison.json")
     if not args.quiet:
-        print(summary_table(doc, out))
+        print(summary_table(doc, out, written))
     if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
         check_gates(doc, gates, out, quiet=args.quiet)
     return doc
 
 
-def summary_table(doc: dict, out: str) -> str:
+def _judge_counters(result) -> dict:
+    """Judge and guardian Beam counters of the finished pipeline (only roles that were used)."""
+    if result is None:
+        return {}
+    from fair_forge_beam.components.judge import judge_counters
+
+    out = {}
+    for role in ("judge", "guardian"):
+        try:
+            c = judge_counters(result, f"fair_forge_beam.{role}")
+        except Exception:  # noqa: BLE001 - a runner without metrics support: counters not recorded
+            continue
+        if any(c.values()):
+            out[role] = c
+    return out
+
+
+def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
     s = doc["summary"]
     lines = [
         f"fair_forge_beam audit: mode {doc['config']['mode']}"
@@ -352,7 +405,7 @@ def summary_table(doc: dict, out: str) -> str:
                 "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + str(r.get("n_sessions", "")).rjust(8) + vals
             )
-    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in OUTPUT_FILES))
+    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(lines)
 
 
