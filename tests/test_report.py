@@ -437,3 +437,30 @@ def test_metric_without_plot_function_gets_its_headline_estimates_plotted():
     assert "score.other" in html  # in the all-estimates table
     # width 0.6 > 0.2: flagged, 12 · (0.6/0.2)² = 108 interactions needed
     assert "<td class=\"num\">108</td>" in html
+
+
+def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions():
+    """Agentic's pass^k-against-k plot, BestOf's ranking plot; the new metrics' rates have a
+    better side and counts behind them (comparison verdicts, Wald widths)."""
+    from fair_forge_beam.reports.estimates import counts_for, direction
+
+    est = lambda m, lo, hi, n: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n}  # noqa: E731
+    curve = [{"k": k, "pass_at_k": est(1 - 0.6 ** k, 0.3, 0.9, 50), "pass_pow_k": est(0.4 ** k, 0.01, 0.5, 50),
+              "conversation_pass_at_k": est(None, None, None, 0), "conversation_pass_pow_k": est(None, None, None, 0)}
+             for k in range(1, 5)]
+    ranking = [{"assistant_id": "gpt-x", "rank": 1, "strength": est(0.4, 0.1, 0.7, 30), "win_rate": 0.7},
+               {"assistant_id": "<b>bold</b>", "rank": 2, "strength": est(-0.4, -0.7, -0.1, 30), "win_rate": 0.3}]
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95},
+           "summary": {"metrics": {"agentic": {"scored": 200, "not_scored": 0}, "bestof": {"scored": 60, "not_scored": 0}}},
+           "metrics": {
+               "agentic": {"headline_columns": ["pass_pow_k"], "slices": [
+                   {"slice": "overall", "n_interactions": 200, "pass_pow_k": curve[2]["pass_pow_k"], "curve": curve}]},
+               "bestof": {"headline_columns": ["leader_win_rate"], "slices": [
+                   {"slice": "overall", "n_interactions": 60, "n_contests": 30, "leader_win_rate": est(0.7, 0.5, 0.85, 30),
+                    "ranking": ranking}]}}}
+    html = render_report(doc)
+    assert "pass^k and pass@k against k" in html and "BestOf ranking, overall (30 contests)" in html
+    assert "<b>bold</b>" not in html
+    assert direction("agentic", "pass_pow_k") == 1 and direction("vision", "hallucination_rate") == -1
+    assert counts_for("regulatory", {"n_compliant": 3, "n_non_compliant": 1}) == {"compliance_rate": (3, 4)}
+    assert counts_for("vision", {"n_hallucinations": 2, "n_interactions": 9}) == {"hallucination_rate": (2, 9)}

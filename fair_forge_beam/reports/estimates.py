@@ -49,6 +49,14 @@ DIRECTIONS: dict[str, list[tuple[str, int]]] = {
     # judge scores: higher = better (spec §6.3, §6.4)
     "context": [("context_awareness", +1)],
     "conversational": [("conversational_*", +1)],
+    # conversation success, pass@k and pass^k (spec §6.7): higher = better
+    "agentic": [("success_rate", +1), ("pass_at_k", +1), ("pass_pow_k", +1)],
+    # COMPLIANT share of decided interactions (spec §6.8)
+    "regulatory": [("compliance_rate", +1)],
+    # similarity to the reference description, hallucinated-frame share (spec §6.9)
+    "vision": [("mean_similarity", +1), ("hallucination_rate", -1)],
+    # consistency of K generations and constraint compliance (spec §6.10): higher = more consistent
+    "prompt_evaluator": [("csr", +1), ("csr_pooled", +1), ("stability", +1), ("icr", +1), ("jq", +1)],
 }
 
 #: metric -> [(path pattern, length of the natural value range)]; unlisted estimates: 1
@@ -84,10 +92,22 @@ def _bias_counts(rec: dict) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _regulatory_counts(rec: dict) -> dict[str, tuple[int, int]]:
+    k, bad = rec.get("n_compliant"), rec.get("n_non_compliant")
+    return {"compliance_rate": (k, k + bad)} if isinstance(k, int) and isinstance(bad, int) else {}
+
+
+def _vision_counts(rec: dict) -> dict[str, tuple[int, int]]:
+    k, n = rec.get("n_hallucinations"), rec.get("n_interactions")
+    return {"hallucination_rate": (k, n)} if isinstance(k, int) and isinstance(n, int) else {}
+
+
 #: metric -> function(slice record) -> {estimate path: (successes k, trials n)} for rate estimates
 COUNTS: dict[str, Callable[[dict], dict[str, tuple[int, int]]]] = {
     "toxicity": _toxicity_counts,
     "bias": _bias_counts,
+    "regulatory": _regulatory_counts,
+    "vision": _vision_counts,
 }
 
 

@@ -346,6 +346,54 @@ def plot_conversational(metric: dict, config: dict) -> list:
     return out
 
 
+def plot_agentic(metric: dict, config: dict) -> list:
+    """pass@k and pass^k against k (1…k) for the largest slices, with their intervals."""
+    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("curve")], 6)
+    if not chosen:
+        return []
+    fig, axes = _new(1, 2, height=2.8)
+    for ax, key, title in ((axes[0][0], "pass_pow_k", "pass^k (every one of k trials succeeds)"),
+                           (axes[0][1], "pass_at_k", "pass@k (at least one of k trials succeeds)")):
+        for j, s in enumerate(chosen):
+            pts = [(p["k"], p.get(key) or {}) for p in s["curve"]]
+            ks = [k for k, e in pts if e.get("mean") is not None]
+            ax.plot(ks, [e["mean"] for _, e in pts if e.get("mean") is not None], "o-", color=f"C{j % 10}", ms=3.5,
+                    lw=1.2, label=_short(s["slice"]))
+            bars = [(k, e["ci_low"], e["ci_high"]) for k, e in pts if e.get("ci_low") is not None and e.get("ci_high") is not None]
+            if bars:
+                kb, lo, hi = zip(*bars)
+                ax.vlines([k + 0.04 * (j - len(chosen) / 2) for k in kb], lo, hi, colors=f"C{j % 10}", lw=1.6, alpha=0.6)
+        ax.set_title(title)
+        ax.set_xlabel("k")
+        ax.set_ylim(0, 1)
+        ax.set_xticks(sorted({p["k"] for s in chosen for p in s["curve"]}))
+        ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fit(fig, 4, legend=True, wspace=0.25)
+    return [("pass^k and pass@k against k, per task over its trials" + _left_note(left), fig)]
+
+
+def plot_bestof(metric: dict, config: dict) -> list:
+    """The ranking of each of the largest slices: Bradley–Terry log-strength with its interval
+    (win rate where no strength exists)."""
+    out = []
+    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("ranking")], 3)
+    for s in chosen:
+        ranking = sorted(s["ranking"], key=lambda r: r.get("rank", 0))
+        labels = [f"{r.get('rank')}. {r.get('assistant_id')}" for r in ranking]
+        has_strength = any((r.get("strength") or {}).get("mean") is not None for r in ranking)
+        ests = [r.get("strength") if has_strength else {"mean": r.get("win_rate"), "ci_low": None, "ci_high": None}
+                for r in ranking]
+        fig, ax = _new(height=0.32 * len(labels) + 1.2)
+        interval_panel(ax[0][0], labels, ests, xlabel="Bradley–Terry log-strength (0 = average)" if has_strength else "win rate",
+                       xlim=None if has_strength else (0, 1))
+        fit(fig, max(len(_short(lbl)) for lbl in labels))
+        out.append((f"BestOf ranking, {s['slice']} ({s.get('n_contests', 0)} contests)", fig))
+    if out and left:
+        out[-1] = (out[-1][0] + _left_note(left), out[-1][1])
+    return out
+
+
 #: metric name -> plot function ``(metric, config) -> [(caption, Figure)]``
 PLOTS: dict[str, Callable[[dict, dict], list]] = {
     "humanity": plot_humanity,
@@ -353,6 +401,8 @@ PLOTS: dict[str, Callable[[dict, dict], list]] = {
     "bias": plot_bias,
     "context": plot_context,
     "conversational": plot_conversational,
+    "agentic": plot_agentic,
+    "bestof": plot_bestof,
 }
 
 
