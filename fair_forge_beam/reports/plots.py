@@ -352,8 +352,8 @@ def plot_agentic(metric: dict, config: dict) -> list:
     if not chosen:
         return []
     fig, axes = _new(1, 2, height=2.8)
-    for ax, key, title in ((axes[0][0], "pass_pow_k", "pass^k (every one of k trials succeeds)"),
-                           (axes[0][1], "pass_at_k", "pass@k (at least one of k trials succeeds)")):
+    for ax, key, title in ((axes[0][0], "pass_pow_k", "pass^k: all k trials succeed"),
+                           (axes[0][1], "pass_at_k", "pass@k: one of k succeeds")):
         for j, s in enumerate(chosen):
             pts = [(p["k"], p.get(key) or {}) for p in s["curve"]]
             ks = [k for k, e in pts if e.get("mean") is not None]
@@ -369,7 +369,7 @@ def plot_agentic(metric: dict, config: dict) -> list:
         ax.set_xticks(sorted({p["k"] for s in chosen for p in s["curve"]}))
         ax.grid(alpha=0.3)
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    fit(fig, 4, legend=True, wspace=0.25)
+    fit(fig, 4, legend=True, wspace=0.35)
     return [("pass^k and pass@k against k, per task over its trials" + _left_note(left), fig)]
 
 
