@@ -3,7 +3,7 @@ FnApiRunner in-memory, FnApiRunner with 2 worker processes, Flink (Beam's job se
 cluster) and Prism (Beam's Go runner).
 
 The audit is the main job with ``--metrics humanity,toxicity --group-extractor keyword --mode
-bayesian --seed 7`` on the shipped examples (2,341 sessions' worth of interactions). Compared
+bayesian --seed 7`` on the shipped examples (2,042 interactions in 809 sessions). Compared
 across runners: ``results.json`` byte for byte (summary, slice posteriors and credible
 intervals, sessions), the dead letter as a multiset of lines, and the rows of
 ``results.parquet`` as a multiset (file order is the runner's business).
@@ -12,7 +12,9 @@ Flink and Prism need artifacts fetched by ``.ci/get_runners.sh`` (see
 ``fair_forge_beam/testing/runners.py``). Missing locally: skipped. Missing under ``CI=true``:
 the test fails — unless the script recorded that the registry does not serve the artifact at
 all, in which case it is skipped with the registry's answer (nothing in this repository can
-make the runner exist). Select the suite with ``-m runners``. Each runner's audit runs once
+make the runner exist). A fifth run, ``prism_workers``, has Prism hand bundles to SDK workers
+in separate ``python`` processes (EXTERNAL environment, Beam's worker pool), which import the
+installed package. Select the suite with ``-m runners``. Each runner's audit runs once
 per module; Prism's job server is started once per process (Beam's shared handle).
 """
 from __future__ import annotations
@@ -66,7 +68,11 @@ def audits(tmp_path_factory):
         if name not in cache:
             _require(name)
             out = tmp_path_factory.mktemp(f"audit-{name}")
-            audit.run([*ARGS, "--output", str(out), *rn.runner_args(name)])
+            if name == "prism_workers":
+                with rn.WorkerPool() as pool:
+                    audit.run([*ARGS, "--output", str(out), *rn.runner_args(name, worker_pool=pool)])
+            else:
+                audit.run([*ARGS, "--output", str(out), *rn.runner_args(name)])
             cache[name] = _outputs(out)
         return cache[name]
 
@@ -87,7 +93,7 @@ def test_reference_audit_is_meaningful(audits):
     assert didt["ci_low"] <= didt["mean"] <= didt["ci_high"]
 
 
-@pytest.mark.parametrize("runner", ["multi_process", "prism", "flink"])
+@pytest.mark.parametrize("runner", ["multi_process", "prism", "flink", "prism_workers"])
 def test_identical_to_in_memory(audits, runner):
     ref = audits("in_memory")
     got = audits(runner)
@@ -99,9 +105,9 @@ def test_identical_to_in_memory(audits, runner):
 
 def test_runner_args_never_download():
     """Prism is always given by path, and the two direct modes never use multi-threading."""
-    for name in rn.RUNNERS:
+    for name in rn.RUNNERS + rn.EXTRA_RUNNERS:
         try:
-            args = rn.runner_args(name)
+            args = rn.runner_args(name, worker_pool="localhost:1")
         except FileNotFoundError:
             continue
         assert not any("multi_threading" in a for a in args)

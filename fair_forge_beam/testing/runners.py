@@ -23,22 +23,30 @@ The four runners of the identity suite (``RUNNERS``):
 * ``prism`` — ``PrismRunner`` (Beam's Go runner), LOOPBACK workers.
 
 LOOPBACK runs the Python SDK harness inside the submitting process, so user code is imported
-from the same installed package as the driver's.
+from the same installed package as the driver's. ``EXTRA_RUNNERS`` adds ``prism_workers``:
+Prism with an EXTERNAL environment served by :class:`WorkerPool` (Beam's
+``worker_pool_main``), whose SDK workers are separate ``python`` processes importing the
+installed package.
 """
 from __future__ import annotations
 
 import os
 import re
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Optional
 
 __all__ = [
     "RUNNERS", "FNAPI", "cache_dir", "beam_version", "prism_binary", "flink_job_server_jar",
-    "unavailable_reason", "missing_reason", "runner_args",
+    "unavailable_reason", "missing_reason", "runner_args", "EXTRA_RUNNERS", "WorkerPool",
 ]
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 RUNNERS = ("in_memory", "multi_process", "flink", "prism")
+EXTRA_RUNNERS = ("prism_workers",)
 _FLINK_JAR = re.compile(r"beam-runners-flink-(?P<flink>[0-9.]+)-job-server-(?P<beam>[0-9][^/]*)\.jar$")
 
 
@@ -87,22 +95,23 @@ def missing_reason(name: str) -> Optional[str]:
     """Why runner ``name`` cannot run here, or ``None`` when it can."""
     if name in ("in_memory", "multi_process"):
         return None
-    if name == "prism":
+    if name in ("prism", "prism_workers"):
         found = prism_binary()
     elif name == "flink":
         found = flink_job_server_jar()
     else:
-        raise ValueError(f"unknown runner {name!r}; known: {', '.join(RUNNERS)}")
+        raise ValueError(f"unknown runner {name!r}; known: {', '.join(RUNNERS + EXTRA_RUNNERS)}")
     if found is not None:
         return None
     return f"{name}: no artifact in {cache_dir()} (run .ci/get_runners.sh)"
 
 
-def runner_args(name: str) -> list[str]:
-    """Beam pipeline options selecting runner ``name`` (one of ``RUNNERS``).
+def runner_args(name: str, worker_pool: Optional[str] = None) -> list[str]:
+    """Beam pipeline options selecting runner ``name`` (one of ``RUNNERS`` or ``EXTRA_RUNNERS``).
 
-    Raises ``ValueError`` for an unknown name and ``FileNotFoundError`` when the runner's
-    artifact is missing (see :func:`missing_reason`).
+    ``worker_pool`` is the ``host:port`` of a running :class:`WorkerPool`, required for
+    ``prism_workers``. Raises ``ValueError`` for an unknown name or a missing ``worker_pool``
+    and ``FileNotFoundError`` when the runner's artifact is missing (see :func:`missing_reason`).
     """
     if name == "in_memory":
         return [f"--runner={FNAPI}"]
@@ -111,8 +120,13 @@ def runner_args(name: str) -> list[str]:
     reason = missing_reason(name)
     if reason:
         raise FileNotFoundError(reason)
-    if name == "prism":
-        return ["--runner=PrismRunner", f"--prism_location={prism_binary()}", "--prism_log_level=warn"]
+    if name in ("prism", "prism_workers"):
+        args = ["--runner=PrismRunner", f"--prism_location={prism_binary()}", "--prism_log_level=warn"]
+        if name == "prism":
+            return args
+        if not worker_pool:
+            raise ValueError("prism_workers needs the address of a running WorkerPool")
+        return [*args, "--environment_type=EXTERNAL", f"--environment_config={worker_pool}"]
     jar = flink_job_server_jar()
     m = _FLINK_JAR.search(jar.name)
     flink = m["flink"] if m else None
@@ -121,3 +135,48 @@ def runner_args(name: str) -> list[str]:
         *([f"--flink_version={flink}"] if flink else []),
         "--environment_type=LOOPBACK", "--parallelism=2",
     ]
+
+
+class WorkerPool:
+    """Beam's Python worker pool (``apache_beam.runners.worker.worker_pool_main``) on
+    127.0.0.1, as a context manager whose value is its ``host:port``.
+
+    A runner given ``--environment_type=EXTERNAL --environment_config=<address>`` asks it for
+    SDK workers; each is a new ``python`` process (the one on ``PATH``) importing the installed
+    package. Raises ``RuntimeError`` when the pool does not listen within ``timeout`` seconds.
+    The pool process is ended on exit.
+    """
+
+    def __init__(self, timeout: float = 60.0):
+        self.timeout = timeout
+        self.proc: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker pool exited with code {self.proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return f"localhost:{port}"
+            except OSError:
+                time.sleep(0.2)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"worker pool did not listen on port {port} within {self.timeout} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
