@@ -135,3 +135,7 @@ def test_missing_artifact_fails_under_ci(monkeypatch, tmp_path):
     monkeypatch.setattr(sys.modules[__name__], "IN_CI", True)
     with pytest.raises(outcomes.Skipped, match="not found: v9.9.9"):
         _require("prism")
+    with pytest.raises(outcomes.Skipped, match="not found: v9.9.9"):
+        _require("prism_workers")
+    monkeypatch.setenv("FAIR_FORGE_PRISM", "/bin/true")  # any executable file counts as present
+    assert rn.missing_reason("prism") is None

@@ -84,8 +84,8 @@ def flink_job_server_jar() -> Optional[Path]:
 
 def unavailable_reason(name: str) -> Optional[str]:
     """The registry's "not served" answer recorded by ``.ci/get_runners.sh`` for ``name``
-    (``"flink"`` or ``"prism"``), or ``None`` when none was recorded."""
-    path = cache_dir() / f"{name}.unavailable"
+    (``"flink"`` or ``"prism"``; ``"prism_workers"`` reads Prism's), or ``None`` when none was recorded."""
+    path = cache_dir() / f"{'prism' if name == 'prism_workers' else name}.unavailable"
     if not path.is_file():
         return None
     return path.read_text(encoding="utf-8").strip() or "(no detail)"
