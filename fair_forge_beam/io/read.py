@@ -89,7 +89,7 @@ def _error_text(exc: Exception) -> str:
 
 
 # ------------------------------------------------------------------ record -> interactions
-def _interaction(meta: SessionMetadata, b: Batch, turn_index: int) -> Interaction:
+def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None) -> Interaction:
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
         session_id=meta.session_id,
@@ -106,6 +106,7 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int) -> Interactio
         agentic=b.agentic,
         ground_truth_agentic=b.ground_truth_agentic,
         logprobs=b.logprobs,
+        event_time=event_time,
     )
 
 
@@ -143,7 +144,32 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
 
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
-    go out keyed by session for ordering; failures go to the dead letter."""
+    go out keyed by session for ordering; failures go to the dead letter.
+
+    With ``timestamp_field``, each interaction's event time is read from that field (see
+    :mod:`fair_forge_beam.streaming.event_time`); a missing or unreadable one is a dead letter
+    (``timestamp_policy="dead_letter"``) or left for processing time. With ``streaming``, a
+    streamed record is not grouped with its session (an unbounded stream has no "all records
+    of a session"): it needs an explicit ``turn_index``, or goes to the dead letter.
+    """
+
+    def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False):
+        self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
+
+    def _event_time(self, *places):
+        """``(seconds or None, error reason or None)`` of the timestamp field in ``places``."""
+        if not self.timestamp_field:
+            return None, None
+        from fair_forge_beam.streaming.event_time import find_timestamp, parse_timestamp
+
+        value = find_timestamp(self.timestamp_field, *places)
+        try:
+            return parse_timestamp(value), None
+        except ValueError as exc:
+            if self.timestamp_policy == "processing_time":
+                return None, None
+            what = "missing" if value is None else "unreadable"
+            return None, f"timestamp field {self.timestamp_field!r} {what}: {exc}"
 
     def process(self, item):
         source, position, payload = item
@@ -209,11 +235,29 @@ class _ParseRecord(beam.DoFn):
             sb = StreamedBatch.model_validate(rec)
         except ValidationError as exc:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), original, source=where))]
+        event_time, bad_time = self._event_time(rec.get("batch"), rec.get("metadata"), rec)
+        if bad_time:
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", bad_time, original, source=where))]
+        if self.streaming:
+            if sb.turn_index is None:
+                return [
+                    beam.pvalue.TaggedOutput(
+                        DEAD,
+                        dead_letter(
+                            "read",
+                            "a streamed record needs an explicit turn_index in a streaming run (records of an unbounded "
+                            "stream cannot be ranked within their session)",
+                            original,
+                            source=where,
+                        ),
+                    )
+                ]
+            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time)]
         key = session_unit_key(sb.metadata.session_id, sb.metadata.assistant_id)
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key)
         return [
             beam.pvalue.TaggedOutput(
-                _STREAMED, (key, (order, sb.turn_index, sb.metadata.model_dump(), sb.batch.model_dump()))
+                _STREAMED, (key, (order, sb.turn_index, sb.metadata.model_dump(), sb.batch.model_dump(), event_time))
             )
         ]
 
@@ -248,8 +292,14 @@ class _ParseRecord(beam.DoFn):
                     ),
                 )
                 continue
+            event_time, bad_time = self._event_time(raw_batch, header)
+            if bad_time:
+                yield beam.pvalue.TaggedOutput(
+                    DEAD, dead_letter("read", f"conversation[{i}]: {bad_time}", {**header, "conversation": [raw_batch]}, eid, where)
+                )
+                continue
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
-            yield _interaction(meta, b, i)
+            yield _interaction(meta, b, i, event_time)
         yield from _duplicate_qa_warnings(meta, seen)
 
 
@@ -262,13 +312,13 @@ class _OrderStreamed(beam.DoFn):
         seen: dict[str, int] = {}
         explicit: dict[int, int] = {}
         meta = None
-        for i, (_, given_turn, meta_d, batch_d) in enumerate(items):
+        for i, (_, given_turn, meta_d, batch_d, event_time) in enumerate(items):
             meta = SessionMetadata.model_validate(meta_d)
             b = Batch.model_validate(batch_d)
             seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
             if given_turn is not None:
                 explicit[given_turn] = explicit.get(given_turn, 0) + 1
-            yield _interaction(meta, b, i)
+            yield _interaction(meta, b, i, event_time)
         if meta is not None:
             yield from _duplicate_qa_warnings(meta, seen)
             yield from _repeat_warnings(
@@ -279,9 +329,25 @@ class _OrderStreamed(beam.DoFn):
             )
 
 
-def records_to_interactions(records: beam.PCollection, label: str = "Parse") -> dict:
-    """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``."""
-    parsed = records | f"{label}Records" >> beam.ParDo(_ParseRecord()).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
+def records_to_interactions(
+    records: beam.PCollection,
+    label: str = "Parse",
+    timestamp_field: Optional[str] = None,
+    timestamp_policy: str = "dead_letter",
+    streaming: bool = False,
+) -> dict:
+    """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
+
+    ``timestamp_field`` / ``timestamp_policy``: read each interaction's event time (see
+    :class:`_ParseRecord`); ``streaming``: unbounded input (streamed records need a
+    ``turn_index``; no session grouping before the metrics' windows).
+    """
+    if timestamp_policy not in ("dead_letter", "processing_time"):
+        raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
+    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming)
+    parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
+    if streaming:
+        return {"interactions": parsed.main, "dead_letter": parsed[DEAD], "quality": parsed[QUALITY]}
     ordered = (
         parsed[_STREAMED]
         | f"{label}GroupStreamed" >> beam.GroupByKey()
@@ -429,6 +495,10 @@ class ReadInteractions(beam.PTransform):
             ``retriever_kwargs``.
         retriever_kwargs: keyword arguments for the retriever.
         file_format: ``"auto"`` (by extension), ``"json"``, ``"jsonl"`` or ``"parquet"``.
+        timestamp_field: read each interaction's event time from this field (see
+            :mod:`fair_forge_beam.streaming.event_time`); ``None`` (default): no event time.
+        timestamp_policy: ``"dead_letter"`` (default: a record without a readable timestamp is
+            rejected) or ``"processing_time"``.
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -443,8 +513,13 @@ class ReadInteractions(beam.PTransform):
         retriever: Optional[type] = None,
         retriever_kwargs: Optional[dict] = None,
         file_format: str = "auto",
+        timestamp_field: Optional[str] = None,
+        timestamp_policy: str = "dead_letter",
     ):
         super().__init__()
+        if timestamp_policy not in ("dead_letter", "processing_time"):
+            raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
+        self.timestamp_field, self.timestamp_policy = timestamp_field, timestamp_policy
         if (file_patterns is None) == (retriever is None):
             raise ValueError("give exactly one of file_patterns or retriever")
         if retriever is not None and not (isinstance(retriever, type) and issubclass(retriever, Retriever)):
@@ -511,7 +586,7 @@ class ReadInteractions(beam.PTransform):
                     | f"{lbl}ReadParquet" >> beam.ParDo(_ReadParquetRowGroup())
                 )
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
-        out = records_to_interactions(records)
+        out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy)
         if dead_pcolls:
             out["dead_letter"] = (out["dead_letter"], *dead_pcolls) | "FlattenReadDead" >> beam.Flatten()
         return out

@@ -11,7 +11,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 
 __all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell",
-           "CollectList", "SumCombineFn", "interaction_ids"]
+           "CollectList", "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
@@ -72,6 +72,52 @@ class CollectList(beam.CombineFn):
         return acc
 
 
+class WithFailedCount(beam.CombineFn):
+    """An inner ``CombineFn`` of per-session units plus a count of failed interactions.
+
+    Input ``(unit or None, n_failed)`` (``None``: a session with nothing scored); accumulator and
+    output ``[inner accumulator, n_failed]`` (output = accumulator, as :class:`CombineSlices`
+    needs). Merging is the inner merge and an integer sum, so order never matters."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def create_accumulator(self):
+        return [self.inner.create_accumulator(), 0]
+
+    def add_input(self, acc, element):
+        unit, failed = element
+        if unit is not None:
+            acc[0] = self.inner.add_input(acc[0], unit)
+        acc[1] += int(failed)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return [self.inner.merge_accumulators([a[0] for a in accs]), sum(a[1] for a in accs)]
+
+    def extract_output(self, acc):
+        return acc
+
+
+def nest_session_interactions(res: "MetricResults") -> "MetricResults":
+    """Upstream shape of a one-shot run whose list holds per-interaction objects: one session
+    object per session, each with its ``interactions`` nested in turn order (ties by element
+    id). ``.interactions`` keeps the flat list; sessions, slices, dead letter and quality are
+    unchanged."""
+    per_qa = list(res)
+    by_session: dict[tuple, list] = {}
+    for r in sorted(per_qa, key=lambda r: (r.turn_index, r.element_id)):
+        by_session.setdefault((r.session_id, r.assistant_id, r.language), []).append(r)
+    sessions = [
+        s.model_copy(update={"interactions": by_session.get((s.session_id, s.assistant_id, s.language), [])})
+        for s in res.sessions
+    ]
+    out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
+    out.interactions = per_qa
+    return out
+
+
 class SumCombineFn(beam.CombineFn):
     """Integer sum whose output is its accumulator (as :class:`CombineSlices` requires)."""
 
@@ -115,6 +161,10 @@ class CombineSlices(beam.PTransform):
     ``language=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
     however many slices are asked for. ``combine_fn.extract_output`` must return an accumulator
     (true of every CombineFn in :mod:`fair_forge_beam.statistical.combiners`).
+
+    In windows that can fire several panes (early firings, allowed lateness), the input carries
+    per-pane deltas and the slice merge accumulates them, so every output pane covers all the
+    window has received so far (see :mod:`fair_forge_beam.streaming.windows`).
     """
 
     def __init__(self, combine_fn: beam.CombineFn, slices: Sequence[str]):
@@ -129,12 +179,18 @@ class CombineSlices(beam.PTransform):
             keys = slice_keys(slices, _Cell(assistant_id, language))
             return [(k, acc) for k in keys]
 
-        return (
+        from fair_forge_beam.streaming.windows import EmptyPaneSafeCombineFn, accumulating_windowing, needs_accumulating_merge
+
+        panes = needs_accumulating_merge(pcoll.windowing)
+        cell_fn = EmptyPaneSafeCombineFn(self.combine_fn) if panes else self.combine_fn
+        cells = (
             pcoll
-            | "CombineCells" >> beam.CombinePerKey(self.combine_fn)
+            | "CombineCells" >> beam.CombinePerKey(cell_fn)
             | "CellsToSlices" >> beam.FlatMap(to_slices)
-            | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(self.combine_fn))
         )
+        if panes:
+            cells = cells | "AccumulateWindow" >> accumulating_windowing(pcoll.windowing)
+        return cells | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(cell_fn))
 
 
 class _Cell:

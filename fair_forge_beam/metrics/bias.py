@@ -168,6 +168,8 @@ class _SessionAggregate(beam.DoFn):
 
     def process(self, kv):
         key, values = kv
+        if not values:
+            return  # an empty pane of a window that fired before (nothing new in it)
         session_id, assistant_id, language = json.loads(key)
         index = {a: i for i, a in enumerate(self.attributes)}
         # total order, never arrival order: turn, element, declared attribute order, outcome

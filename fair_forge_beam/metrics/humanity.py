@@ -210,6 +210,8 @@ class _SessionAggregate(beam.DoFn):
 
     def process(self, kv):
         unit_key, values = kv
+        if not values:
+            return []  # an empty pane of a window that fired before (nothing new in it)
         # values travel as small plain tuples (Beam's fast primitive coder):
         # (turn_index, weight, entropy, spearman, counts); the session header is in the key
         session_id, assistant_id, language = json.loads(unit_key)

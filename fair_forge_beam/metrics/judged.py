@@ -25,7 +25,7 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount, nest_session_interactions
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means, session_mean_estimates
 from fair_forge_beam.statistical.frequentist import FrequentistMode
@@ -126,6 +126,8 @@ class _SessionAggregate(beam.DoFn):
 
     def process(self, kv):
         skey, grouped = kv
+        if next(iter(grouped[META]), None) is None and next(iter(grouped["verdicts"]), None) is None:
+            return  # an empty pane of a window that fired before (nothing new in it)
         session_id, assistant_id, language = json.loads(skey)
         # meta: (request key, turn_index, element_id, qa_id, weight, extra dict)
         metas = sorted(grouped[META], key=lambda m: (m[1], m[0], m[2], m[3]))
@@ -172,30 +174,13 @@ class _SessionAggregate(beam.DoFn):
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, n_failed)))
 
 
-class ScoredFailedCombineFn(beam.CombineFn):
+class ScoredFailedCombineFn(WithFailedCount):
     """Session units with Bayesian-bootstrap statistics (:class:`BootstrapMeanCombineFn`) plus a
     count of failed interactions. Input ``(unit or None, n_failed)``; accumulator and output
     ``[BootstrapStats, n_failed]`` (output = accumulator, as :class:`CombineSlices` needs)."""
 
     def __init__(self, n_values: int, max_units: int = 1024):
-        self.inner = BootstrapMeanCombineFn(n_values, max_units)
-
-    def create_accumulator(self):
-        return [self.inner.create_accumulator(), 0]
-
-    def add_input(self, acc, element):
-        unit, failed = element
-        if unit is not None:
-            acc[0] = self.inner.add_input(acc[0], unit)
-        acc[1] += int(failed)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        accs = list(accumulators)
-        return [self.inner.merge_accumulators([a[0] for a in accs]), sum(a[1] for a in accs)]
-
-    def extract_output(self, acc):
-        return acc
+        super().__init__(BootstrapMeanCombineFn(n_values, max_units))
 
 
 class _SliceEstimate(beam.DoFn):
@@ -312,15 +297,4 @@ class JudgedMetric(MetricTransform):
         Returns a :class:`MetricResults` whose list holds **one session object per session**
         (as upstream), each with its scored ``interactions`` nested, in turn order;
         ``.interactions``, ``.sessions``, ``.slices``, ``.dead_letter``, ``.quality`` as usual."""
-        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs)
-        per_qa = list(res)  # run_returns == "interactions": the per-interaction objects
-        by_session: dict[tuple, list] = {}
-        for r in sorted(per_qa, key=lambda r: (r.turn_index, r.element_id)):
-            by_session.setdefault((r.session_id, r.assistant_id, r.language), []).append(r)
-        sessions = [
-            s.model_copy(update={"interactions": by_session.get((s.session_id, s.assistant_id, s.language), [])})
-            for s in res.sessions
-        ]
-        out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
-        out.interactions = per_qa
-        return out
+        return nest_session_interactions(super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs))

@@ -136,6 +136,163 @@ def _bias_fields() -> list[pa.Field]:
     return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
 
 
+def _regulatory(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.corpus import PACKAGED_CORPORA, packaged_corpus
+    from fair_forge_beam.components.embedder import HashingEmbedder
+    from fair_forge_beam.metrics.regulatory import Regulatory
+
+    corpus = options.get("regulatory_corpus") or "airline"
+    connector = packaged_corpus(corpus) if corpus in PACKAGED_CORPORA else corpus
+    kwargs = {}
+    for opt, arg in (("chunk_size", "chunk_size"), ("chunk_overlap", "chunk_overlap"),
+                     ("regulatory_top_k", "top_k"), ("regulatory_threshold", "similarity_threshold"),
+                     ("regulatory_compliance_threshold", "compliance_threshold")):
+        if options.get(opt) is not None:
+            kwargs[arg] = options[opt]
+    if options.get("regulatory_embedder") == "hashing":
+        kwargs["embedder"] = HashingEmbedder(dim=256)
+    try:
+        return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
+    except FileNotFoundError as exc:
+        raise ValueError(f"--regulatory-corpus: {exc}") from None
+
+
+def _regulatory_fields() -> list[pa.Field]:
+    chunk = pa.struct([
+        pa.field("text", pa.string()), pa.field("source", pa.string()), pa.field("chunk_index", pa.int64()),
+        pa.field("similarity", pa.float64()), pa.field("checker_score", pa.float64()), pa.field("verdict", pa.string()),
+        pa.field("insight", pa.string()),
+    ])
+    return [
+        pa.field("regulatory_compliance_score", pa.float64()),
+        pa.field("regulatory_verdict", pa.string()),
+        pa.field("regulatory_supporting_chunks", pa.int64()),
+        pa.field("regulatory_contradicting_chunks", pa.int64()),
+        pa.field("regulatory_irrelevant_chunks", pa.int64()),
+        pa.field("regulatory_retrieved_chunks", pa.list_(chunk)),
+        pa.field("insight", pa.string()),
+    ]
+
+
+def _agentic(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.agentic import Agentic
+
+    source = options.get("agentic_correctness") or ("judge" if options.get("judge_base_url") else "label")
+    return Agentic(
+        k=options.get("agentic_k", 3),
+        judge=_judge_config(options, "agentic") if source == "judge" else None,
+        correctness_source=source,
+        label_field=options.get("agentic_label_field") or "agentic.reward",
+        task_field=options.get("agentic_task_field") or "agentic.task_id",
+        threshold=options.get("agentic_threshold", 0.7),
+        statistical_mode=mode,
+    )
+
+
+def _agentic_fields() -> list[pa.Field]:
+    tool = pa.struct([
+        pa.field("tool_selection_accuracy", pa.float64()), pa.field("parameter_accuracy", pa.float64()),
+        pa.field("sequence_correct", pa.float64()), pa.field("result_utilization", pa.float64()),
+        pa.field("overall_correctness", pa.float64()), pa.field("is_correct", pa.bool_()), pa.field("reasoning", pa.string()),
+    ])
+    return [
+        pa.field("agentic_task_id", pa.string()), pa.field("agentic_correctness_source", pa.string()),
+        pa.field("agentic_correctness_score", pa.float64()), pa.field("agentic_is_correct", pa.bool_()),
+        pa.field("agentic_tool_correctness", tool), pa.field("reasoning", pa.string()),
+    ]
+
+
+def _bestof(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.best_of import BestOf
+
+    return BestOf(
+        judge=_judge_config(options, "bestof"),
+        statistical_mode=mode,
+        mode=options.get("bestof_mode") or "king",
+        contestant_order=options.get("bestof_order") or None,
+        block=options.get("bestof_block") or "session",
+        criteria=options.get("bestof_criteria") or None,
+    )
+
+
+def _bestof_fields() -> list[pa.Field]:
+    return [
+        pa.field("bestof_block_id", pa.string()), pa.field("bestof_round", pa.int64()),
+        pa.field("bestof_left_id", pa.string()), pa.field("bestof_right_id", pa.string()),
+        pa.field("bestof_winner_id", pa.string()), pa.field("bestof_confidence", pa.float64()),
+        pa.field("bestof_verdict", pa.string()), pa.field("bestof_judged", pa.bool_()),
+    ]
+
+
+def _similarity_embedder(options: dict):
+    """``--similarity-embedder``: all-MiniLM-L6-v2 (default) or the hashing embedder (no model)."""
+    if options.get("similarity_embedder") == "hashing":
+        from fair_forge_beam.components.embedder import HashingEmbedder
+
+        return HashingEmbedder(dim=1024)
+    from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+def _vision(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
+    from fair_forge_beam.metrics.vision import Vision
+
+    threshold = options.get("vision_threshold")
+    return Vision(scorer=EmbeddingSimilarityScorer(_similarity_embedder(options)), statistical_mode=mode,
+                  threshold=0.75 if threshold is None else threshold)
+
+
+def _vision_fields() -> list[pa.Field]:
+    return [pa.field("vision_similarity_score", pa.float64()), pa.field("vision_is_hallucination", pa.bool_())]
+
+
+def _prompt_evaluator(mode: StatisticalMode, options: dict):
+    """PromptEvaluator from ``--seed-prompt``/``--seed-prompt-file``, ``--prompt-*`` and the
+    generator endpoint (``--generator-*``, each defaulting to the matching ``--judge-*`` flag).
+
+    Raises:
+        ValueError: no seed prompt, no generator endpoint, bad k / tau (before any pipeline).
+    """
+    from fair_forge_beam.metrics.prompt_evaluator import PromptEvaluator
+
+    seed_prompt = options.get("seed_prompt")
+    if options.get("seed_prompt_file"):
+        try:
+            with open(options["seed_prompt_file"], encoding="utf-8") as f:
+                seed_prompt = f.read()
+        except OSError as exc:
+            raise ValueError(f"--seed-prompt-file: cannot read {options['seed_prompt_file']}: {exc}") from None
+    if not seed_prompt or not seed_prompt.strip():
+        raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
+    gen = {k: options.get(k.replace("judge_", "generator_")) or options.get(k)
+           for k in ("judge_base_url", "judge_model", "judge_api_key_env", "judge_max_concurrency", "judge_requests_per_minute")}
+    gen["judge_cache"] = options.get("judge_cache")
+    if not gen["judge_base_url"] or not gen["judge_model"]:
+        raise ValueError("metric 'prompt_evaluator' needs a generator: pass --generator-base-url and --generator-model "
+                         "(or the --judge-* flags, which they default to)")
+    generator = dict(_judge_config(gen, "prompt_evaluator"), output_schema=None)
+    objective = options.get("prompt_jq_objective")
+    judge = None
+    if objective and options.get("judge_base_url") and options.get("judge_model"):
+        judge = _judge_config(options, "prompt_evaluator")
+    tau = options.get("prompt_tau")
+    return PromptEvaluator(
+        model=generator, seed_prompt=seed_prompt, embedder=_similarity_embedder(options),
+        k=10 if options.get("prompt_k") is None else options["prompt_k"], tau=0.80 if tau is None else tau,
+        jq_enabled=bool(objective), objective=objective or "", judge=judge, statistical_mode=mode,
+    )
+
+
+def _prompt_evaluator_fields() -> list[pa.Field]:
+    return [
+        *(pa.field(f"prompt_evaluator_{f}", pa.float64()) for f in ("csr", "stability", "semantic_entropy", "rss", "icr", "jq")),
+        pa.field("prompt_evaluator_n_clusters", pa.int64()),
+        pa.field("prompt_evaluator_n_samples", pa.int64()),
+    ]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -143,6 +300,11 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "bias": (_bias, _bias_fields),
     "context": (_context, _context_fields),
     "conversational": (_conversational, _conversational_fields),
+    "regulatory": (_regulatory, _regulatory_fields),
+    "agentic": (_agentic, _agentic_fields),
+    "bestof": (_bestof, _bestof_fields),
+    "vision": (_vision, _vision_fields),
+    "prompt_evaluator": (_prompt_evaluator, _prompt_evaluator_fields),
 }
 
 BASE_FIELDS = [
@@ -164,7 +326,10 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
     """
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; available: {', '.join(sorted(METRICS))}")
-    return METRICS[name][0](mode, options or {})
+    transform = METRICS[name][0](mode, options or {})
+    if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
+        transform.slices = tuple(options["slices"])
+    return transform
 
 
 def interaction_parquet_fields(names) -> pa.Schema:

@@ -32,6 +32,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn, interaction_ids
+from fair_forge_beam.streaming.windows import is_windowed, window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
     BayesianGroupProfiling,
     FrequentistGroupProfiling,
@@ -234,12 +235,41 @@ def _session_keyed(s: ToxicityScore):
     return key, (s.is_toxic, s.groups)
 
 
+class _PairCombineFn(beam.CombineFn):
+    """Two CombineFns side by side over ``(a or None, b or None)`` inputs (``None``: nothing
+    for that side); output = the two accumulators (as :class:`CombineSlices` needs)."""
+
+    def __init__(self, first: beam.CombineFn, second: beam.CombineFn):
+        self.fns = (first, second)
+
+    def create_accumulator(self):
+        return [fn.create_accumulator() for fn in self.fns]
+
+    def add_input(self, acc, element):
+        for i, (fn, v) in enumerate(zip(self.fns, element)):
+            if v is not None:
+                acc[i] = fn.add_input(acc[i], v)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return [fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)]
+
+    def extract_output(self, acc):
+        return [fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+
+
 class _SessionRecord(beam.DoFn):
     def __init__(self, mode: StatisticalMode, groups: Sequence[str]):
         self.mode, self.groups = mode, tuple(groups)
 
     def process(self, kv):
         key, (n, n_toxic, mentions) = kv
+        if n == 0:
+            return []  # an empty pane of a window that fired before (nothing new in it)
+        return self._records(key, n, n_toxic, mentions)
+
+    def _records(self, key, n, n_toxic, mentions):
         session_id, assistant_id, language = json.loads(key)
         rec = ToxicitySessionMetric(
             session_id=session_id,
@@ -263,7 +293,7 @@ class _EstimateSlice(beam.DoFn):
         self.mode, self.groups, self.reference, self.weights = mode, tuple(groups), reference, weights
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
-    def process(self, kv):
+    def process(self, kv, window=beam.DoFn.WindowParam):
         key, parts = kv
         stats = list(parts["stats"])
         if not stats:
@@ -272,7 +302,7 @@ class _EstimateSlice(beam.DoFn):
         n_sessions = sum(parts["sessions"])
         cluster = list(parts["cluster"])
         fair = estimate_group_fairness(
-            gf, self.groups, self.mode, key=("toxicity", key), reference=self.reference,
+            gf, self.groups, self.mode, key=("toxicity", key, *window_seed_parts(window)), reference=self.reference,
             weights=self.weights, has_sentiment=self.has_sentiment,
         )
         est = fair["estimates"]
@@ -508,6 +538,8 @@ class Toxicity(MetricTransform):
             | "CombineSessions" >> beam.CombinePerKey(_SessionCountsCombineFn())
             | "SessionRecords" >> beam.ParDo(_SessionRecord(self.mode, groups)).with_outputs("cells", main="main")
         )
+        if is_windowed(interactions):
+            return self._expand_windowed(interactions, scored, sessions)
         stats = (
             scored[CELLS]
             | "CombineSlices" >> CombineSlices(
@@ -545,5 +577,40 @@ class Toxicity(MetricTransform):
             "sessions": sessions.main,
             "slices": slices,
             "dead_letter": dead,
+            "quality": empty_quality,
+        }
+
+    def _expand_windowed(self, interactions, scored, sessions):
+        """Per event-time window: the slice statistics and the session counts go through one
+        :class:`CombineSlices` (no join, whose panes would not line up); no cluster profiling.
+
+        Raises:
+            ValueError: ``clustering=True`` (cluster profiling needs the whole dataset).
+        """
+        if self.clustering:
+            raise ValueError("Toxicity cluster profiling is not available per window: pass clustering=False "
+                             "(main job: --no-clustering or --group-extractor keyword)")
+        stats_fn = beam.combiners.TupleCombineFn(
+            GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()
+        )
+        slices = (
+            (
+                scored[CELLS] | "TagStats" >> beam.MapTuple(lambda cell, v: (cell, (v, None))),
+                sessions.cells | "TagSessions" >> beam.MapTuple(lambda cell, v: (cell, (None, v))),
+            )
+            | "FlattenSliceParts" >> beam.Flatten()
+            | "CombineSlices" >> CombineSlices(_PairCombineFn(stats_fn, SumCombineFn()), self.slices)
+            | "SliceParts" >> beam.MapTuple(lambda key, acc: (key, {"stats": [acc[0]], "sessions": [acc[1]], "cluster": []}))
+            | "EstimateSlices" >> beam.ParDo(_EstimateSlice(
+                self.mode, self.groups, self.reference, self.weights, self.threshold, self.sentiment is not None,
+                self._describe(),
+            ))
+        )
+        empty_quality = interactions | "NoQuality" >> beam.FlatMap(lambda _: [])
+        return {
+            "interactions": scored.main,
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": scored[DEAD],
             "quality": empty_quality,
         }

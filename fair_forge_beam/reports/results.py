@@ -114,6 +114,8 @@ def assemble_results(out: str, parts: str, metrics, mode, inputs, transforms, ru
             "seed": getattr(mode, "rng_seed", None),
             "mc_samples": getattr(mode, "mc_samples", None),
             "ci_level": getattr(mode, "ci_level", None),
+            "beta_prior_a": getattr(mode, "beta_prior_a", None),
+            "beta_prior_b": getattr(mode, "beta_prior_b", None),
         },
         "summary": {
             "interactions_read": n_read,

@@ -1,6 +1,6 @@
 """pass@k and pass^k estimators (spec §6.7; Chen et al. 2021; Yao et al. 2024).
 
-Groundwork for the Agentic metric: pure functions of counts, validated up front.
+Statistics of the Agentic metric: pure functions of counts, validated up front.
 
 * Plug-in (the original's per-conversation values, spec §6.7): with ``p = c/n``,
   ``pass@k = 1 − (1 − p)^k`` and ``pass^k = p^k`` (0 when ``c = 0``, 1 when ``c = n``); ``k`` may
@@ -14,19 +14,29 @@ Groundwork for the Agentic metric: pure functions of counts, validated up front.
   quantities are monotone in ``p``, so their equal-tailed credible intervals are the transforms
   of the exact Beta quantiles — no Monte Carlo. Spec §19: n=3, c=1, Beta(1,1) prior →
   means 0.7143 / 0.1143.
+* Over many units (tasks with repeated trials, or conversations): :class:`PassCountsCombineFn`
+  merges integer ``(n, c)`` statistics per slice in any order; :func:`pass_k_curve` averages the
+  per-unit estimators over units (τ-bench's per-task average) and, in Bayesian mode, gives the
+  closed-form posterior mean of that average with a Monte-Carlo credible interval (no closed
+  form) whose draws are keyed by ``(seed, key, n, c)``.
 """
 from __future__ import annotations
 
 import math
 from math import comb
-from typing import Optional
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
+import numpy as np
 from scipy import special, stats
 
-from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.statistical.base import StatisticalMode, check_counts
+from fair_forge_beam._beam import beam
 
-__all__ = ["check_k", "pass_at_k_plugin", "pass_pow_k_plugin", "pass_at_k_unbiased", "pass_pow_k_unbiased", "pass_k_estimates"]
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode, check_counts, percentile_interval
+from fair_forge_beam.statistical.seeding import estimator_rng
+
+__all__ = ["check_k", "pass_at_k_plugin", "pass_pow_k_plugin", "pass_at_k_unbiased", "pass_pow_k_unbiased", "pass_k_estimates",
+           "PassCountsCombineFn", "task_histogram", "CurvePoint", "pass_k_curve"]
 
 
 def check_k(k) -> int:
@@ -98,3 +108,178 @@ def pass_k_estimates(n: int, c: int, k: int, mode: StatisticalMode) -> tuple[Est
     at = Estimate(mean=mean_at, ci_low=1.0 - (1.0 - p_lo) ** k, ci_high=1.0 - (1.0 - p_hi) ** k, n=n)
     pw = Estimate(mean=mean_pow, ci_low=p_lo**k, ci_high=p_hi**k, n=n)
     return at, pw
+
+
+# ----------------------------------------------------------------------------------------------
+# Mergeable (n, c) statistics and estimators over many conversations / tasks
+# ----------------------------------------------------------------------------------------------
+class PassCountsCombineFn(beam.CombineFn):
+    """Mergeable pass@k statistics of a slice, from one element per conversation.
+
+    Input: ``(task_id or None, n, c)`` — a conversation with ``n`` scored interactions of which
+    ``c`` are correct, and the task it is a trial of. A conversation is a *successful trial*
+    when ``n > 0`` and ``c == n``.
+
+    Accumulator (and output, as :class:`~fair_forge_beam.metrics.base.CombineSlices` needs):
+    ``{"conversations": {(n, c): count}, "tasks": {task_id: (trials, successes)},
+    "untasked": int, "empty": int}`` — integers only, so any merge order gives the same
+    accumulator. Conversations with ``n = 0`` count in ``empty`` and are no trial. Memory is
+    O(distinct (n, c) pairs + tasks).
+
+    Raises ``ValueError`` (from :func:`check_counts`) on impossible counts.
+    """
+
+    def create_accumulator(self):
+        return {"conversations": {}, "tasks": {}, "untasked": 0, "empty": 0}
+
+    def add_input(self, acc, element):
+        task, n, c = element
+        c, n = check_counts(c, n)
+        conv = acc["conversations"]
+        conv[(n, c)] = conv.get((n, c), 0) + 1
+        if n == 0:
+            acc["empty"] += 1
+        elif task is None:
+            acc["untasked"] += 1
+        else:
+            t, s = acc["tasks"].get(task, (0, 0))
+            acc["tasks"][task] = (t + 1, s + (1 if c == n else 0))
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            for key, v in a["conversations"].items():
+                out["conversations"][key] = out["conversations"].get(key, 0) + v
+            for task, (t, s) in a["tasks"].items():
+                t0, s0 = out["tasks"].get(task, (0, 0))
+                out["tasks"][task] = (t0 + t, s0 + s)
+            out["untasked"] += a["untasked"]
+            out["empty"] += a["empty"]
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def task_histogram(tasks: Mapping[Any, tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """``{task: (trials, successes)}`` → ``{(n, c): number of tasks}`` (tasks with the same counts
+    are exchangeable for every estimator here)."""
+    out: dict[tuple[int, int], int] = {}
+    for n, c in tasks.values():
+        out[(int(n), int(c))] = out.get((int(n), int(c)), 0) + 1
+    return out
+
+
+_CHUNK = 256
+
+
+class CurvePoint(NamedTuple):
+    """pass@k and pass^k at one ``k`` over a set of units (tasks or conversations)."""
+
+    k: int
+    pass_at_k: Estimate
+    pass_pow_k: Estimate
+
+
+def _check_hist(hist: Mapping[tuple[int, int], int]) -> list[tuple[int, int, int]]:
+    cells = []
+    for (n, c), count in sorted(hist.items()):
+        c, n = check_counts(c, n)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"unit count of (n={n}, c={c}) must be a non-negative integer, got {count!r}")
+        if count and n > 0:
+            cells.append((n, c, count))
+    return cells
+
+
+def pass_k_curve(
+    hist: Mapping[tuple[int, int], int],
+    ks: Sequence[int],
+    mode: StatisticalMode,
+    key: Sequence[Any] = (),
+    estimator: str = "unbiased",
+) -> list[CurvePoint]:
+    """pass@k and pass^k averaged over units (τ-bench's per-task average), for every ``k`` in ``ks``.
+
+    Args:
+        hist: ``{(n, c): number of units}``; units with ``n = 0`` are ignored.
+        ks: attempt counts (each a positive integer).
+        mode: frequentist or Bayesian.
+        key: stable key of the estimate (metric, slice, level) — seeds the Monte-Carlo draws.
+        estimator: frequentist estimator per unit: ``"unbiased"`` (Chen et al. 2021 / Yao et al.
+            2024; only units with ``n ≥ k`` count, ``n`` of the estimate says how many) or
+            ``"plugin"`` (spec §6.7, every unit).
+
+    Frequentist: the mean over units of the per-unit estimator (``mean = None`` when no unit
+    qualifies). Bayesian: each unit's success probability ``p_u ~ Beta(a + c, b + n − c)``
+    independently; the estimand is ``mean_u p_u^k`` (pass^k) and ``mean_u 1 − (1 − p_u)^k``
+    (pass@k). Its posterior mean is the mean of the closed-form unit means (exact); its credible
+    interval has no closed form and comes from ``mc_samples`` joint draws: per ``(n, c)`` cell one
+    generator seeded by ``(seed, *key, n, c)`` (:func:`estimator_rng`), so the result does not
+    depend on the order of units or on the other cells; draws are shared across ``k``. Cost
+    O(units × mc_samples). Every unit counts (``k`` may exceed ``n``).
+
+    Raises:
+        ValueError: invalid ``k``, counts or estimator name.
+    """
+    ks = [check_k(k) for k in ks]
+    if estimator not in ("unbiased", "plugin"):
+        raise ValueError(f"estimator must be 'unbiased' or 'plugin', got {estimator!r}")
+    cells = _check_hist(hist)
+    units = sum(count for _, _, count in cells)
+    if not mode.is_bayesian:
+        one = pass_at_k_unbiased if estimator == "unbiased" else pass_at_k_plugin
+        pow_ = pass_pow_k_unbiased if estimator == "unbiased" else pass_pow_k_plugin
+        out = []
+        for k in ks:
+            at, pw, m = [], [], 0
+            for n, c, count in cells:
+                a = one(n, c, k)
+                if a is None:
+                    continue
+                at.append(a * count)
+                pw.append(pow_(n, c, k) * count)
+                m += count
+            out.append(
+                CurvePoint(
+                    k,
+                    Estimate(mean=math.fsum(at) / m if m else None, n=m),
+                    Estimate(mean=math.fsum(pw) / m if m else None, n=m),
+                )
+            )
+        return out
+    if units == 0:
+        return [CurvePoint(k, Estimate(mean=None, n=0), Estimate(mean=None, n=0)) for k in ks]
+    a0 = float(getattr(mode, "beta_prior_a", 1.0))
+    b0 = float(getattr(mode, "beta_prior_b", 1.0))
+    alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
+    draws = mode.replicate_count
+    sum_at = np.zeros((len(ks), draws))
+    sum_pw = np.zeros((len(ks), draws))
+    mean_at = [[] for _ in ks]
+    mean_pw = [[] for _ in ks]
+    kk = np.asarray(ks, dtype=np.float64)[:, None, None]
+    for n, c, count in cells:
+        a, b = a0 + c, b0 + n - c
+        rng = estimator_rng(mode.seed, *[str(x) for x in key], "passk", n, c)
+        for start in range(0, count, _CHUNK):  # bounded memory: _CHUNK units × draws at a time
+            p = rng.beta(a, b, size=(min(_CHUNK, count - start), draws))[None, :, :]
+            sum_pw += np.sum(p**kk, axis=1)
+            sum_at += np.sum(1.0 - (1.0 - p) ** kk, axis=1)
+        base = special.betaln(a, b)
+        for i, k in enumerate(ks):
+            mean_pw[i].append(count * math.exp(special.betaln(a + k, b) - base))
+            mean_at[i].append(count * (1.0 - math.exp(special.betaln(a, b + k) - base)))
+    out = []
+    for i, k in enumerate(ks):
+        at_lo, at_hi = percentile_interval(sum_at[i] / units, alpha)
+        pw_lo, pw_hi = percentile_interval(sum_pw[i] / units, alpha)
+        out.append(
+            CurvePoint(
+                k,
+                Estimate(mean=math.fsum(mean_at[i]) / units, ci_low=at_lo, ci_high=at_hi, n=units),
+                Estimate(mean=math.fsum(mean_pw[i]) / units, ci_low=pw_lo, ci_high=pw_hi, n=units),
+            )
+        )
+    return out

@@ -1,0 +1,280 @@
+"""Audit config files (TOML) and template-style arguments for the main job.
+
+``fair-forge-beam --config audit.toml [flags]`` reads a TOML file (Python's ``tomllib``) that
+holds what the command line would, plus gates (:mod:`fair_forge_beam.reports.gates`)::
+
+    inputs = ["logs/*.jsonl"]                 # --input, repeated; relative to this file's folder
+    metrics = ["humanity", "toxicity"]        # --metrics
+    mode = "bayesian"                         # --mode
+    seed = 42                                 # --seed
+    slices = ["overall", "assistant_id"]      # --slices (overall is always computed)
+    output = "out/nightly"                    # --output; relative to this file's folder
+    gates = ["toxicity DIDT ci_high <= 0.2", "bias rate ci_high <= 0.1 for every attribute"]
+    # or [[gates]] tables (metric, field, stat, op, threshold, slices, key, for_every, if_undefined)
+
+    [options]                                 # any other option of the main job, by long name
+    group-extractor = "keyword"
+    mc-samples = 2000
+    no-clustering = true
+
+    [beam]                                    # Beam pipeline options
+    runner = "FlinkRunner"
+
+Precedence: command-line flags override the file (``--input`` on the command line replaces the
+file's inputs); ``--gate`` adds gates to the file's. Every value is checked by the main job's own
+argument parser (types, choices), so a bad value fails as it would on the command line, with the
+config file named in the message. Local relative paths in the file are relative to the file's
+folder (so a cron job can run from any directory); the file itself may be on any Beam filesystem
+(``gs://...``).
+
+Template-style arguments: Dataflow Flex Templates pass every parameter as ``--name=value`` with
+the parameter's name as given in ``templates/metadata.json`` (underscores, e.g.
+``--mc_samples=2000``) and booleans as ``--no_clustering=true``; :func:`expand_argv` rewrites
+them to the main job's spelling (``--mc-samples=2000``, ``--no-clustering``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import posixpath
+import tomllib
+from typing import Any, Optional, Sequence
+
+__all__ = ["ConfigError", "expand_argv", "load_config", "add_audit_config_arguments", "parse_slices", "is_template_launch",
+           "TEMPLATE_EXCLUDED"]
+
+#: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option
+TOP_LEVEL = {"inputs": "input", "input": "input", "metrics": "metrics", "mode": "mode", "seed": "seed",
+             "slices": "slices", "output": "output"}
+#: options whose local relative paths are taken relative to the config file's folder
+PATH_OPTIONS = {"input", "output", "emotion-lexicon-csv", "cluster-points", "judge-cache"}
+#: options that cannot be set from a config file (``config``: no nesting; ``gate``: use ``gates``)
+NOT_IN_CONFIG = {"help", "config", "gate"}
+#: main-job options deliberately absent from the Flex Template metadata, with the reason
+TEMPLATE_EXCLUDED = {
+    "help": "argparse's help; prints and exits",
+    "gate": "repeatable; a template parameter holds one value: put gates in the --config file",
+    "bestof_criteria": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
+    "seed_prompt": "free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file",
+    "prompt_jq_objective": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
+}
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
+SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used (message names the file and the key)."""
+
+
+def add_audit_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the scheduled-audit options (``--config``, ``--gate``, ``--slices``) in their own group."""
+    g = parser.add_argument_group("scheduled audits (config file and gates; exit code 3 when a gate fails)")
+    g.add_argument("--config", metavar="TOML",
+                   help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], "
+                        "gates); command-line flags override it")
+    g.add_argument("--gate", action="append", metavar="EXPR",
+                   help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every "
+                        "attribute' (repeatable; added to the config's gates)")
+    g.add_argument("--slices", default=",".join(SLICE_DIMENSIONS),
+                   help="comma-separated slice dimensions to aggregate: overall, assistant_id, language "
+                        "(overall is always included; default all)")
+
+
+def parse_slices(text: str) -> tuple[str, ...]:
+    """``"assistant_id,language"`` → ``("overall", "assistant_id", "language")`` (overall first, always).
+
+    Raises:
+        ConfigError: an unknown dimension.
+    """
+    dims = [s.strip() for s in str(text).split(",") if s.strip()]
+    bad = [d for d in dims if d not in SLICE_DIMENSIONS]
+    if bad:
+        raise ConfigError(f"--slices: unknown slice dimension(s) {bad}; choose from {', '.join(SLICE_DIMENSIONS)}")
+    return tuple(d for d in SLICE_DIMENSIONS if d == "overall" or d in dims)
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Long option name without dashes (``mc-samples``) → its argparse action."""
+    out = {}
+    for a in parser._actions:  # argparse has no public accessor for its actions
+        for s in a.option_strings:
+            if s.startswith("--"):
+                out[s[2:]] = a
+    return out
+
+
+def _is_flag(action: argparse.Action) -> bool:
+    return action.nargs == 0  # store_true / store_false / store_const
+
+
+def _to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"--{name}: expected true or false, got {value!r}")
+
+
+def normalise_template_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """Rewrite template-style ``--mc_samples=2000`` / ``--no_clustering=true`` to the main job's
+    spelling; other arguments (Beam options such as ``--temp_location``) are left as they are.
+
+    Raises:
+        ConfigError: a boolean option with a value that is not true/false.
+    """
+    actions = _actions(parser)
+    out = []
+    for arg in argv:
+        if not arg.startswith("--") or arg == "--":
+            out.append(arg)
+            continue
+        name, eq, value = arg[2:].partition("=")
+        canon = name if name in actions else name.replace("_", "-")
+        action = actions.get(canon)
+        if action is None:  # a Beam option (underscored by Beam's convention): untouched
+            out.append(arg)
+            continue
+        if _is_flag(action) and eq:
+            if _to_bool(canon, value):
+                out.append(f"--{canon}")
+            continue
+        out.append(f"--{canon}" + (f"={value}" if eq else ""))
+    return out
+
+
+def _resolve(path: str, base: Optional[str]) -> str:
+    if base is None or "://" in path or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(base, path))
+
+
+def load_config(path: str) -> dict:
+    """Read a TOML audit config from any Beam filesystem.
+
+    Raises:
+        ConfigError: missing file or invalid TOML (with line and column).
+    """
+    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        with FileSystems.open(path) as f:
+            raw = f.read()
+    except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
+        raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
+
+
+def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> tuple[list[str], list[str], list]:
+    """A config's content as ``(job_argv, beam_argv, gates)``.
+
+    Raises:
+        ConfigError: unknown keys, options that cannot be set from a file, values of the wrong kind.
+    """
+    actions = _actions(parser)
+    base = None if "://" in path else os.path.dirname(os.path.abspath(path))
+    unknown = sorted(set(config) - set(TOP_LEVEL) - {"options", "beam", "gates"})
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown key(s) {unknown}; top-level keys are "
+                          f"{', '.join(sorted(TOP_LEVEL))}, [options], [beam] and gates")
+    items: list[tuple[str, Any]] = [(TOP_LEVEL[k], v) for k, v in config.items() if k in TOP_LEVEL]
+    options = config.get("options", {})
+    if not isinstance(options, dict):
+        raise ConfigError(f"--config {path}: [options] must be a table")
+    for k, v in options.items():
+        name = k if k in actions else k.replace("_", "-")
+        if k in TOP_LEVEL or k == "gates":
+            raise ConfigError(f"--config {path}: {k!r} is inside [options]; in TOML, top-level keys (inputs, "
+                              "metrics, mode, seed, slices, output, gates) must come before the first [table]")
+        if name not in actions or name in NOT_IN_CONFIG:
+            raise ConfigError(f"--config {path}: [options] {k!r} is not an option of the main job that a config "
+                              "file can set (see fair-forge-beam --help)")
+        items.append((name, v))
+    job: list[str] = []
+    for name, value in items:
+        action = actions[name]
+        where = f"--config {path}: {name}"
+        if _is_flag(action):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            if value:
+                job.append(f"--{name}")
+            continue
+        values = value if isinstance(value, list) else [value]
+        if isinstance(action, argparse._AppendAction):
+            pass
+        elif isinstance(value, list):
+            values = [",".join(str(v) for v in value)]  # --metrics / --slices: comma-separated
+        for v in values:
+            if isinstance(v, (dict, list)):
+                raise ConfigError(f"{where}: expected a value, got {v!r}")
+            v = str(v).lower() if isinstance(v, bool) else str(v)
+            if name in PATH_OPTIONS:
+                v = _resolve(v, base)
+            job.append(f"--{name}={v}")
+    beam_opts = config.get("beam", {})
+    if not isinstance(beam_opts, dict):
+        raise ConfigError(f"--config {path}: [beam] must be a table of Beam pipeline options")
+    beam_argv = []
+    for k, v in beam_opts.items():
+        if isinstance(v, bool):
+            if v:
+                beam_argv.append(f"--{k}")
+        elif isinstance(v, list):
+            beam_argv.extend(f"--{k}={x}" for x in v)
+        else:
+            beam_argv.append(f"--{k}={v}")
+    gates = config.get("gates", [])
+    if not isinstance(gates, list):
+        raise ConfigError(f"--config {path}: gates must be a list of gate texts or [[gates]] tables")
+    return job, beam_argv, gates
+
+
+def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list]:
+    """The effective arguments of a run: template-style spellings normalised and the ``--config``
+    file's content put before the command line's flags (so those override it).
+
+    Returns:
+        ``(argv, config_gates)``: arguments for ``parser.parse_known_args`` and the file's gates
+        (texts or tables, for :func:`fair_forge_beam.reports.gates.make_gate`).
+
+    Raises:
+        ConfigError: unreadable or invalid config file (the main job exits 2).
+    """
+    argv = normalise_template_args(parser, argv)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config")
+    pre.add_argument("--input", action="append")
+    known, _ = pre.parse_known_args(argv)
+    if not known.config:
+        return argv, []
+    job, beam_argv, gates = config_to_argv(parser, load_config(known.config), known.config)
+    if known.input:  # the command line's inputs replace the file's
+        job = [a for a in job if not a.startswith("--input=")]
+    # check the file's values on their own first, so an error names the file
+    check = argparse.ArgumentParser(add_help=False, allow_abbrev=False, parents=[], exit_on_error=False)
+    for a in parser._actions:
+        if a.option_strings and a.dest != "help":
+            check._add_action(a)
+    try:
+        _, rest = check.parse_known_args(job)
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"--config {known.config}: {exc}") from None
+    if rest:
+        raise ConfigError(f"--config {known.config}: not understood: {' '.join(rest)}")
+    return job + beam_argv + argv, gates
+
+
+def is_template_launch(options) -> bool:
+    """Whether the run only writes a Dataflow job graph (``--template_location``, as the Flex
+    Template launcher does) instead of running the job: then the driver has no results to
+    assemble and no gates to evaluate."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    return bool(options.view_as(GoogleCloudOptions).template_location)

@@ -1,0 +1,386 @@
+"""Loaders of public agent benchmarks into sessions of our schema (for the Agentic metric).
+
+Two sources (mapping of ``../shared/data/README.md``):
+
+**τ-bench historical trajectories** (Yao et al. 2024; e.g. ``gpt-4o-airline.json``, ``.gz``
+allowed): a JSON list of ``{task_id, trial, reward, info{task{actions, ...}}, traj}``.
+
+* one session per trajectory: ``session_id = "tau_bench-task<task_id>-trial<trial>"``,
+  ``assistant_id`` given (default ``"gpt-4o"``: all trials of one agent share it, so per-task
+  trials meet in every slice), ``context`` = the system message;
+* each ``user`` message opens a turn (``query``); the assistant's ``tool_calls`` up to the next
+  user message become ``agentic.tools_used`` (``tool_name``, ``parameters`` = the parsed JSON
+  arguments — unparsable arguments are kept as ``{"__unparsed_arguments__": text}`` so they
+  never match —, ``result`` = the first unanswered ``tool`` message with the call's id (ids repeat inside
+  some trajectories), ``step`` = 1-based
+  position in the turn); the last assistant text of the turn is ``assistant``;
+  ``final_answer_uses_tools`` is true when that text comes after the turn's last tool result;
+* every turn carries ``agentic.task_id`` (string), ``agentic.trial`` and ``agentic.reward``
+  (the trajectory's reward, repeated on each turn: use ``label_field="agentic.reward"``);
+* ``info.task.actions`` → ``ground_truth_agentic = {"expected_tools": [{tool_name, parameters,
+  step}], "tool_sequence_matters": False}`` on the **last** turn (τ-bench grades the final
+  database state, not the order of calls). No reference answers (``ground_truth_assistant``
+  is ``None``).
+
+**BFCL multi-turn** (Berkeley Function-Calling Leaderboard, e.g. ``BFCL_v4_multi_turn_base.json``):
+JSON lines ``{id, question: [[{role, content}], ...], involved_classes, ...}`` and the answer
+file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_truth: [[
+"func(arg=...)", ...], ...]}``.
+
+* one session per ``id`` (``assistant_id`` = ``"ground_truth"``, ``"none"`` or the result file's
+  name), one turn per ``question`` element (``query`` = its user messages joined);
+* ``ground_truth[i]`` parsed with :mod:`ast` (never evaluated): keyword arguments by name,
+  positional ones named after the function's parameters from ``multi_turn_func_doc/`` when that
+  folder is next to the file (else ``arg0``, ``arg1`` …) → ``ground_truth_agentic =
+  {"expected_tools": [...], "tool_sequence_matters": True}``;
+* there are no model answers: ``tools_used="ground_truth"`` copies the ground truth (a
+  perfect-score fixture), ``"none"`` leaves tools empty, or a path to a BFCL-style result file
+  (JSON lines ``{id, result}``, one list of call strings — or of steps of them — per turn);
+  ``assistant`` is ``""``; ``agentic.task_id`` = ``id``.
+
+Records a loader cannot map (not an object, no trajectory, an unparsable call) are never
+dropped silently: a session-level problem raises nothing but yields the session with what could
+be read, and an unparsable ground-truth call becomes a call named ``"<unparsed>"`` with its text
+in ``parameters``, so it counts as a mismatch.
+
+Usable three ways: as functions (:func:`tau_bench_sessions`, :func:`bfcl_sessions`), as
+retrievers (``Agentic.run(TauBenchRetriever, k=4, path=..., correctness_source="label")``) and
+from the main job (``--input-format tau_bench|bfcl``); ``python -m
+fair_forge_beam.io.agentic_sources tau_bench IN OUT.jsonl`` writes our JSONL.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import io
+import json
+import os
+import sys
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
+from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.schemas.common import IterationLevel
+
+__all__ = [
+    "tau_bench_sessions",
+    "bfcl_sessions",
+    "parse_call",
+    "TauBenchRetriever",
+    "BfclRetriever",
+    "AGENTIC_INPUT_FORMATS",
+    "agentic_retriever",
+]
+
+UNPARSED = "<unparsed>"
+
+
+def _open_text(path: str) -> str:
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        data = f.read()
+    if path.lower().endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8-sig")
+
+
+def _json_records(text: str) -> list:
+    """A JSON list, one JSON object, or JSON lines."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return json.loads(stripped)
+    try:
+        obj = json.loads(stripped)
+        return [obj]
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
+    from apache_beam.io.filesystems import FileSystems
+
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    files = []
+    for p in pats:
+        matched = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)
+        if not matched:
+            raise ValueError(f"no input file matches {p!r}")
+        files.extend(matched)
+    return files
+
+
+# ------------------------------------------------------------------ τ-bench
+def _arguments(text: Any) -> dict:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"__unparsed_arguments__": text}
+
+
+def _tau_session(rec: dict, assistant_id: str) -> dict:
+    task_id, trial = rec.get("task_id"), rec.get("trial")
+    session_id = f"tau_bench-task{task_id}-trial{trial}"
+    traj = rec.get("traj") or []
+    context = next((m.get("content") or "" for m in traj if isinstance(m, dict) and m.get("role") == "system"), "")
+    pending: dict = {}  # call id -> calls still waiting for their result (ids repeat inside a trajectory)
+    turns: list[dict] = []
+    for m in traj:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "user":
+            turns.append({"query": m.get("content") or "", "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
+            continue
+        if not turns:
+            continue
+        t = turns[-1]
+        t["pos"] += 1
+        if role == "assistant":
+            for call in m.get("tool_calls") or []:
+                fn = (call or {}).get("function") or {}
+                entry = {
+                    "tool_name": fn.get("name") or UNPARSED,
+                    "parameters": _arguments(fn.get("arguments")),
+                    "result": None,
+                    "step": len(t["tools"]) + 1,
+                }
+                t["tools"].append(entry)
+                pending.setdefault((call or {}).get("id"), []).append(entry)
+            if m.get("content"):
+                t["answer"], t["answer_pos"] = m["content"], t["pos"]
+        elif role == "tool":
+            t["last_tool"] = t["pos"]
+            waiting = pending.get(m.get("tool_call_id")) or []
+            if waiting:
+                waiting.pop(0)["result"] = m.get("content")
+    actions = ((rec.get("info") or {}).get("task") or {}).get("actions") or []
+    expected = [
+        {"tool_name": a.get("name") or UNPARSED, "parameters": a.get("kwargs") or {}, "step": i + 1}
+        for i, a in enumerate(actions) if isinstance(a, dict)
+    ]
+    conversation = []
+    for i, t in enumerate(turns):
+        conversation.append({
+            "qa_id": f"{session_id}-turn{i}",
+            "query": t["query"],
+            "assistant": t["answer"],
+            "ground_truth_assistant": None,
+            "agentic": {
+                "task_id": None if task_id is None else str(task_id),
+                "trial": trial,
+                "reward": rec.get("reward"),
+                "tools_used": t["tools"],
+                "final_answer_uses_tools": bool(t["tools"]) and t["answer_pos"] > t["last_tool"],
+            },
+            "ground_truth_agentic": (
+                {"expected_tools": expected, "tool_sequence_matters": False} if i == len(turns) - 1 else {}
+            ),
+        })
+    return {"session_id": session_id, "assistant_id": assistant_id, "language": "english", "context": context, "conversation": conversation}
+
+
+def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt-4o") -> list[dict]:
+    """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
+    file then record order. A record that is not an object is returned as is (the reader
+    dead-letters it). Raises ``ValueError`` for a pattern matching no file, invalid JSON."""
+    out = []
+    for f in _expand(path):
+        for rec in _json_records(_open_text(f)):
+            out.append(_tau_session(rec, assistant_id) if isinstance(rec, dict) else rec)
+    return out
+
+
+# ------------------------------------------------------------------ BFCL
+def _func_name(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def parse_call(text: str, signatures: Optional[dict] = None) -> dict:
+    """``"f(a, b=2)"`` → ``{"tool_name": "f", "parameters": {...}}`` with :mod:`ast` (literals
+    only, nothing evaluated). Positional arguments take their names from ``signatures[f]`` (list
+    of parameter names), else ``arg0``, ``arg1``…. Unparsable text → ``{"tool_name":
+    "<unparsed>", "parameters": {"text": text}}``."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        if not isinstance(node, ast.Call):
+            raise ValueError("not a call")
+        name = _func_name(node.func)
+        names = (signatures or {}).get(name.rsplit(".", 1)[-1], [])
+        params = {}
+        for i, a in enumerate(node.args):
+            params[names[i] if i < len(names) else f"arg{i}"] = ast.literal_eval(a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise ValueError("**kwargs")
+            params[kw.arg] = ast.literal_eval(kw.value)
+        return {"tool_name": name, "parameters": params}
+    except (SyntaxError, ValueError, TypeError, AttributeError, MemoryError, RecursionError):
+        return {"tool_name": UNPARSED, "parameters": {"text": text}}
+
+
+def _signatures(folder: str) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    docs = os.path.join(folder, "multi_turn_func_doc")
+    if not FileSystems.exists(docs):
+        return {}
+    out = {}
+    for f in _expand(os.path.join(docs, "*.json")):
+        for d in _json_records(_open_text(f)):
+            if isinstance(d, dict) and isinstance(d.get("parameters"), dict):
+                out.setdefault(d.get("name"), list((d["parameters"].get("properties") or {}).keys()))
+    return out
+
+
+def _calls(turn: Any, signatures: dict) -> list[dict]:
+    flat: list = []
+
+    def walk(x):
+        if isinstance(x, list):
+            for y in x:
+                walk(y)
+        else:
+            flat.append(x)
+
+    walk(turn if turn is not None else [])
+    calls = []
+    for x in flat:
+        if isinstance(x, str):
+            c = parse_call(x, signatures)
+        elif isinstance(x, dict) and len(x) == 1:
+            name, args = next(iter(x.items()))
+            c = {"tool_name": str(name), "parameters": args if isinstance(args, dict) else {"value": args}}
+        else:
+            c = {"tool_name": UNPARSED, "parameters": {"text": json.dumps(x, default=str)}}
+        c["step"] = len(calls) + 1
+        calls.append(c)
+    return calls
+
+
+def bfcl_sessions(
+    path: Union[str, Sequence[str]], answers_path: Optional[str] = None, tools_used: str = "ground_truth"
+) -> list[dict]:
+    """Sessions of BFCL multi-turn question files (see the module docstring).
+
+    Args:
+        path: question file(s) (globs).
+        answers_path: the ground-truth file; default ``possible_answer_<name>`` next to the
+            question file, else ``possible_answer/<name>``.
+        tools_used: ``"ground_truth"``, ``"none"`` or a result file path.
+
+    Raises ``ValueError`` for a missing file or an unknown ``tools_used``.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    out = []
+    for f in _expand(path):
+        folder, name = os.path.split(f)
+        ans = answers_path
+        if ans is None:
+            cands = [os.path.join(folder, f"possible_answer_{name}"), os.path.join(folder, "possible_answer", name)]
+            ans = next((c for c in cands if FileSystems.exists(c)), None)
+            if ans is None:
+                raise ValueError(f"no BFCL answer file for {f}: looked for {cands}; pass answers_path")
+        truth = {r["id"]: r.get("ground_truth") for r in _json_records(_open_text(ans)) if isinstance(r, dict) and "id" in r}
+        signatures = _signatures(folder)
+        if tools_used in ("ground_truth", "none"):
+            results, assistant_id = None, tools_used
+        else:
+            results = {r["id"]: r.get("result") for r in _json_records(_open_text(tools_used)) if isinstance(r, dict) and "id" in r}
+            assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
+        for rec in _json_records(_open_text(f)):
+            if not isinstance(rec, dict) or "id" not in rec:
+                out.append(rec)
+                continue
+            sid = str(rec["id"])
+            gt = truth.get(rec["id"]) or []
+            res = None if results is None else (results.get(rec["id"]) or [])
+            conversation = []
+            for i, msgs in enumerate(rec.get("question") or []):
+                msgs = msgs if isinstance(msgs, list) else [msgs]
+                query = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict) and m.get("role") == "user")
+                expected = _calls(gt[i] if i < len(gt) else [], signatures)
+                if tools_used == "ground_truth":
+                    used = [dict(c) for c in expected]
+                elif tools_used == "none":
+                    used = []
+                else:
+                    used = _calls(res[i] if i < len(res) else [], signatures)
+                conversation.append({
+                    "qa_id": f"{sid}-turn{i}",
+                    "query": query,
+                    "assistant": "",
+                    "ground_truth_assistant": None,
+                    "agentic": {"task_id": sid, "tools_used": used, "final_answer_uses_tools": bool(used)},
+                    "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True},
+                })
+            out.append({
+                "session_id": sid,
+                "assistant_id": assistant_id,
+                "language": "english",
+                "context": "BFCL multi-turn task; APIs: " + ", ".join(rec.get("involved_classes") or []),
+                "conversation": conversation,
+            })
+    return out
+
+
+# ------------------------------------------------------------------ retrievers
+class TauBenchRetriever(Retriever):
+    """Retriever over τ-bench trajectory files: kwargs ``path`` (glob or list of globs) and
+    ``assistant_id`` (default ``"gpt-4o"``)."""
+
+    def load_dataset(self):
+        return tau_bench_sessions(self.kwargs["path"], self.kwargs.get("assistant_id", "gpt-4o"))
+
+
+class BfclRetriever(Retriever):
+    """Retriever over BFCL multi-turn files: kwargs ``path``, ``answers_path``, ``tools_used``."""
+
+    def load_dataset(self):
+        return bfcl_sessions(self.kwargs["path"], self.kwargs.get("answers_path"), self.kwargs.get("tools_used", "ground_truth"))
+
+
+AGENTIC_INPUT_FORMATS = {"tau_bench": TauBenchRetriever, "bfcl": BfclRetriever}
+
+
+def agentic_retriever(fmt: str, inputs: Sequence[str]):
+    """``(retriever class, kwargs)`` of the main job's ``--input-format tau_bench|bfcl``.
+
+    Raises ``ValueError`` for an unknown format or inputs matching no file (before the pipeline)."""
+    if fmt not in AGENTIC_INPUT_FORMATS:
+        raise ValueError(f"unknown agentic input format {fmt!r}; choose from {sorted(AGENTIC_INPUT_FORMATS)}")
+    _expand(inputs)
+    return AGENTIC_INPUT_FORMATS[fmt], {"path": list(inputs)}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Converter: ``python -m fair_forge_beam.io.agentic_sources {tau_bench,bfcl} INPUT OUTPUT.jsonl``."""
+    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.io.agentic_sources", description=main.__doc__)
+    p.add_argument("format", choices=sorted(AGENTIC_INPUT_FORMATS))
+    p.add_argument("input", help="input file or glob")
+    p.add_argument("output", help="JSONL file of sessions in our schema ('-' = stdout)")
+    p.add_argument("--assistant-id", default="gpt-4o", help="τ-bench: assistant_id of every session")
+    p.add_argument("--answers", help="BFCL: ground-truth file (default possible_answer_<name> next to the input)")
+    p.add_argument("--tools-used", default="ground_truth", help="BFCL: ground_truth, none or a result file")
+    args = p.parse_args(argv)
+    if args.format == "tau_bench":
+        sessions = tau_bench_sessions(args.input, args.assistant_id)
+    else:
+        sessions = bfcl_sessions(args.input, args.answers, args.tools_used)
+    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with io.open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,456 @@
+"""Agentic: answer correctness, tool correctness, pass@k and pass^k (spec §6.7).
+
+Graph::
+
+    interactions ──► Score (DoFn) ──► metas (session key) ─────────────────────┐
+                       │  tool correctness (deterministic), label or tool      │
+                       │  correctness, judge request                           ├─ CoGroupByKey(session)
+                       ├──► judge requests ──► RunJudge ──► verdicts ──────────┘          │
+                       └──► dead letter (no label, no reference, bad tool trace, judge failure)
+                                                                                          ▼
+         interaction records, conversation record (n, c, plug-in pass@k / pass^k), trial unit
+                                              │ (task id, n, c) keyed by (assistant, language)
+                                              ▼
+            CombineSlices(PassCountsCombineFn) ──► per-slice estimator (seeded by slice key)
+
+**Correctness of an interaction** (``correctness_source``):
+
+* ``"judge"`` — an LLM judge scores the answer against ``ground_truth_assistant``
+  (:class:`AnswerCorrectnessOutput`, ``correctness_score`` ∈ [0, 1]);
+* ``"label"`` — a value already in the data, e.g. τ-bench's ``reward``, read from
+  ``label_field`` (dotted path into the interaction, default ``agentic.reward``); booleans count
+  as 0/1, numbers must lie in [0, 1];
+* ``"tools"`` — the interaction's tool ``overall_correctness``.
+
+The interaction is correct iff the score ≥ ``threshold`` (inclusive, default 0.7). An
+interaction without a usable correctness (judge failure, no reference answer, missing or invalid
+label, no tool ground truth in ``"tools"`` mode) goes to the dead letter (stage ``"agentic"``)
+and is left out of ``n`` — never scored 0 (upstream scores judge failures 0.0).
+
+**Tool correctness** (:mod:`fair_forge_beam.components.tool_correctness`) per interaction and
+for the whole conversation (all turns' calls in ``(turn_index, step)`` order). A malformed trace
+(a call without ``tool_name``, non-object ``parameters``, ...) gives ``tool_correctness = None``
+and a dead letter with stage ``"agentic_tools"``; the interaction keeps its answer correctness.
+A call without ``parameters`` is valid (``{}``).
+
+**Per conversation**: ``n`` scored interactions, ``c`` correct; plug-in pass@k = ``1 − (1 −
+c/n)^k``, pass^k = ``(c/n)^k`` (spec §6.7; Bayesian: closed-form posterior means and exact
+intervals, :func:`~fair_forge_beam.statistical.passk.pass_k_estimates`). Order comes from
+``turn_index`` and the calls' ``step`` fields, never from arrival.
+
+**Per task over trials** (slices): conversations with the same task id (``task_field``, default
+``agentic.task_id``) are trials of that task; a trial succeeds when all its scored interactions
+are correct. Frequentist: unbiased pass@k / pass^k per task (Chen et al. 2021; Yao et al.
+2024), averaged over tasks with ≥ k trials; Bayesian: Beta posterior per task, closed-form mean
+of the task average, Monte-Carlo interval seeded by ``(seed, metric, slice)``
+(:func:`~fair_forge_beam.statistical.passk.pass_k_curve`). Empty input gives an ``overall``
+slice with ``n = 0`` and ``None`` estimates.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.tool_correctness import (
+    ToolTraceError,
+    conversation_tool_calls,
+    normalise_tool_weights,
+    tool_correctness,
+)
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount
+from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
+from fair_forge_beam.schemas.agentic import (
+    AgenticInteraction,
+    AgenticMetric,
+    AgenticSliceMetric,
+    AnswerCorrectnessOutput,
+    PassKPoint,
+)
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, task_histogram
+
+__all__ = ["Agentic", "read_path", "SOURCES"]
+
+SOURCES = ("judge", "label", "tools")
+DEAD = "dead_letter"
+QUALITY = "quality"
+REQUESTS = "requests"
+UNITS = "units"
+INTERACTIONS = "interactions"
+TOOLS_STAGE = "agentic_tools"
+
+
+def read_path(x: Interaction, path: str) -> Any:
+    """Value at the dotted ``path`` of an interaction (``"agentic.reward"`` →
+    ``x.agentic["reward"]``); ``None`` when any part is missing."""
+    first, *rest = path.split(".")
+    value = getattr(x, first, None)
+    for part in rest:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _label_score(value: Any) -> float:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0:
+        return float(value)
+    raise ValueError(f"must be a boolean or a number in [0, 1], got {value!r}")
+
+
+class _Score(beam.DoFn):
+    """Interaction → ``(session key, meta)``; judge requests; dead letters."""
+
+    def __init__(self, metric: "Agentic"):
+        self.name, self.source = metric.name, metric.correctness_source
+        self.label_field, self.task_field = metric.label_field, metric.task_field
+        self.weights, self.tool_threshold = metric.tool_weights, metric.tool_threshold
+
+    def process(self, x: Interaction):
+        skey = session_key(x.session_id, x.assistant_id, x.language)
+        tool = None
+        try:
+            tool = tool_correctness(x.agentic, x.ground_truth_agentic, self.weights, self.tool_threshold)
+        except ToolTraceError as exc:
+            raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
+            yield beam.pvalue.TaggedOutput(
+                DEAD, dead_letter(TOOLS_STAGE, f"tool correctness not computed: {exc}", raw, x.element_id)
+            )
+        task = read_path(x, self.task_field) if self.task_field else None
+        meta = {
+            "turn_index": x.turn_index,
+            "element_id": x.element_id,
+            "qa_id": x.qa_id,
+            "task_id": None if task is None else str(task),
+            "tool": tool,
+            "agentic": x.agentic,
+            "ground_truth_agentic": x.ground_truth_agentic,
+            "score": None,
+            "reasoning": None,
+            "request_key": None,
+        }
+        fail = None
+        if self.source == "label":
+            value = read_path(x, self.label_field)
+            if value is None:
+                fail = f"no correctness label at {self.label_field!r}"
+            else:
+                try:
+                    meta["score"] = _label_score(value)
+                except ValueError as exc:
+                    fail = f"label {self.label_field!r} {exc}"
+        elif self.source == "tools":
+            if tool is None:
+                fail = "no tool correctness (no ground_truth_agentic.expected_tools, or a malformed trace)"
+            else:
+                meta["score"] = tool["overall_correctness"]
+                meta["reasoning"] = tool["reasoning"]
+        else:
+            gt = x.ground_truth_assistant
+            if not gt or not gt.strip():
+                fail = "no ground_truth_assistant to judge the answer against"
+            else:
+                from fair_forge_beam.components.judge.handler import judge_request
+                from fair_forge_beam.components.judge.prompts_agentic import agentic_messages
+
+                messages = agentic_messages(x.query, x.assistant, gt)
+                key = request_key(skey, x.turn_index, messages)
+                meta["request_key"] = key
+                yield beam.pvalue.TaggedOutput(
+                    REQUESTS, judge_request(key, messages, schema=AnswerCorrectnessOutput, element_id=x.element_id)
+                )
+        if fail:
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(self.name, fail, x._asdict(), x.element_id))
+        yield skey, meta
+
+
+class _ToVerdict(beam.DoFn):
+    """Validated judge answer → ``(session key, (request key, score, reasoning))``."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def process(self, res):
+        parsed = res.parsed or {}
+        try:
+            score = float(parsed["correctness_score"])
+            if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+                raise ValueError(f"score {score} outside [0, 1]")
+        except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
+            yield beam.pvalue.TaggedOutput(
+                DEAD, dead_letter(self.name, f"judge answer has no usable correctness_score ({exc})", res.raw, res.element_id)
+            )
+            return
+        reasoning = str(parsed.get("reasoning") or "") or (res.reasoning or None)
+        yield session_of_key(res.key), (res.key, score, reasoning)
+
+
+def _restage(name: str):
+    def f(d):
+        return d._replace(stage=name, reason=f"judge: {d.reason}")
+
+    return f
+
+
+def _tool_model(t: Optional[dict]) -> Optional[dict]:
+    return None if t is None else dict(t)
+
+
+class _Conversation(beam.DoFn):
+    """A session's metas (+ verdicts) → interaction records, the conversation record, its trial
+    unit and data-quality warnings."""
+
+    def __init__(self, metric: "Agentic"):
+        self.name, self.mode, self.k = metric.name, metric.mode, metric.k
+        self.threshold, self.source = metric.threshold, metric.correctness_source
+        self.weights, self.tool_threshold = metric.tool_weights, metric.tool_threshold
+
+    def setup(self):
+        self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
+        self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
+
+    def process(self, kv):
+        skey, grouped = kv
+        session_id, assistant_id, language = json.loads(skey)
+        display = f"{session_id}/{assistant_id}"
+        metas = sorted(grouped["meta"], key=lambda m: (m["turn_index"], m["element_id"]))
+        verdicts: dict[str, tuple] = {}
+        for v in sorted(grouped["verdicts"], key=lambda v: (v[0], v[1], v[2] or "")):
+            verdicts.setdefault(v[0], v)
+        turns = [m["turn_index"] for m in metas]
+        if len(set(turns)) != len(turns):
+            yield beam.pvalue.TaggedOutput(
+                QUALITY, QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat")
+            )
+        tasks = sorted({m["task_id"] for m in metas if m["task_id"] is not None})
+        if len(tasks) > 1:
+            yield beam.pvalue.TaggedOutput(
+                QUALITY, QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {tasks[0]!r}")
+            )
+        task = tasks[0] if tasks else None
+        base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
+        scores, correct_turns, tool_scores = [], [], []
+        n_failed = 0
+        for m in metas:
+            score, reasoning = m["score"], m["reasoning"]
+            if m["request_key"] is not None:
+                v = verdicts.get(m["request_key"])
+                if v is not None:
+                    score, reasoning = v[1], v[2]
+            if score is None:
+                n_failed += 1
+                continue
+            ok = score >= self.threshold
+            scores.append(score)
+            tool_scores.append(_tool_model(m["tool"]))
+            if ok:
+                correct_turns.append(m["turn_index"])
+            yield beam.pvalue.TaggedOutput(INTERACTIONS, {
+                **base, "level": "interaction", "element_id": m["element_id"], "turn_index": m["turn_index"],
+                "qa_id": m["qa_id"], "task_id": task, "correctness_source": self.source, "correctness_score": score,
+                "is_correct": ok, "tool_correctness": _tool_model(m["tool"]), "reasoning": reasoning,
+            })
+        n, c = len(scores), len(correct_turns)
+        if n:
+            self._scored.inc(n)
+        if n_failed:
+            self._not_scored.inc(n_failed)
+        conv_tool = None
+        try:
+            trace = conversation_tool_calls([(m["turn_index"], m["agentic"], m["ground_truth_agentic"]) for m in metas])
+            if trace is not None:
+                ag, gt, used, expected = trace
+                conv_tool = tool_correctness(ag, gt, self.weights, self.tool_threshold, used=used, expected=expected)
+        except ToolTraceError:
+            conv_tool = None  # the interaction's trace is already in the dead letter (stage agentic_tools)
+        if n:
+            at, pw = pass_k_estimates(n, c, self.k, self.mode)
+        else:
+            at = pw = Estimate(mean=None, n=0)
+        yield {
+            **base, "level": "session", "task_id": task, "n_interactions": n, "n_failed": n_failed,
+            "total_interactions": n, "correct_interactions": c, "is_fully_correct": bool(n and c == n),
+            "threshold": self.threshold, "correctness_scores": scores, "correct_indices": correct_turns,
+            "tool_correctness_scores": tool_scores, "conversation_tool_correctness": conv_tool, "k": self.k,
+            "pass_at_k": at.mean, "pass_at_k_ci_low": at.ci_low, "pass_at_k_ci_high": at.ci_high,
+            "pass_pow_k": pw.mean, "pass_pow_k_ci_low": pw.ci_low, "pass_pow_k_ci_high": pw.ci_high,
+        }
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), ((task, n, c), n_failed)))
+
+
+class _SliceCombineFn(WithFailedCount):
+    """``((task, n, c), n_failed)`` per conversation → ``[PassCountsCombineFn accumulator,
+    n_failed]`` (integers only; output = accumulator, as :class:`CombineSlices` needs)."""
+
+    def __init__(self):
+        super().__init__(PassCountsCombineFn())
+
+
+def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str) -> dict:
+    """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts."""
+    conv = counts["conversations"]
+    ks = list(range(1, k + 1))
+    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, mode, (name, key, "tasks"), "unbiased")
+    conv_curve = pass_k_curve(conv, ks, mode, (name, key, "conversations"), "plugin")
+    curve = [
+        PassKPoint(k=t.k, pass_at_k=t.pass_at_k, pass_pow_k=t.pass_pow_k,
+                   conversation_pass_at_k=cv.pass_at_k, conversation_pass_pow_k=cv.pass_pow_k)
+        for t, cv in zip(task_curve, conv_curve)
+    ]
+    trials = sum(cnt for (n, _), cnt in conv.items() if n > 0)
+    successes = sum(cnt for (n, c), cnt in conv.items() if n > 0 and c == n)
+    rate = pass_k_estimates(trials, successes, 1, mode)[1] if trials else Estimate(mean=None, n=0)
+    rec = AgenticSliceMetric(
+        slice=key,
+        mode=mode.get_result_type(),
+        k=k,
+        n_interactions=sum(n * cnt for (n, _), cnt in conv.items()),
+        n_correct=sum(c * cnt for (_, c), cnt in conv.items()),
+        n_failed=int(n_failed),
+        n_sessions=sum(conv.values()),
+        n_fully_correct=successes,
+        n_tasks=len(counts["tasks"]),
+        n_sessions_without_task=counts["untasked"],
+        success_rate=rate,
+        pass_at_k=curve[-1].pass_at_k,
+        pass_pow_k=curve[-1].pass_pow_k,
+        curve=curve,
+        correctness_source=source,
+    )
+    return {"metric": name, "level": "slice", **rec.model_dump()}
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, metric: "Agentic"):
+        self.name, self.k, self.mode, self.source = metric.name, metric.k, metric.mode, metric.correctness_source
+
+    def process(self, kv):
+        key, (counts, failed) = kv
+        yield slice_record(self.name, key, counts, failed, self.k, self.mode, self.source)
+
+
+class Agentic(MetricTransform):
+    """``PCollection[Interaction]`` → Agentic results (module docstring for the formulas).
+
+    Args:
+        k: attempts in pass@k / pass^k; a positive integer (``ValueError`` otherwise, case-005).
+            ``k`` may exceed a conversation's ``n`` (plug-in) or a task's trials (the unbiased
+            estimator then leaves that task out; the Bayesian one keeps it).
+        judge: :class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler` or a mapping of its
+            arguments; needed for ``correctness_source="judge"``. ``model`` is an alias (the
+            original's argument name).
+        correctness_source: ``"judge"``, ``"label"`` or ``"tools"``; ``None`` → ``"judge"`` when a
+            judge is given, else ``"label"``.
+        label_field: dotted path of the label (default ``"agentic.reward"``).
+        task_field: dotted path of the task id (default ``"agentic.task_id"``; ``None`` → no task
+            grouping).
+        threshold: correctness cut-off in [0, 1] (inclusive; default 0.7).
+        tool_threshold: tool ``is_correct`` cut-off in [0, 1] (default 1.0).
+        tool_weights: weights of selection / parameters / sequence / utilization (normalised).
+        statistical_mode, slices: as every metric.
+        inference_args: extra sampling parameters for the judge (part of the cache key).
+
+    Returns (``expand``): dict of PCollections ``interactions`` (:class:`AgenticInteraction`
+    dicts), ``sessions`` (:class:`AgenticMetric`), ``slices`` (:class:`AgenticSliceMetric`),
+    ``dead_letter`` and ``quality``.
+
+    Raises:
+        ValueError: invalid ``k``, thresholds, weights or source; ``"judge"`` without a judge.
+    """
+
+    name = "agentic"
+    headline_columns = ("success_rate", "pass_at_k", "pass_pow_k")
+    interaction_schema = AgenticInteraction
+    session_schema = AgenticMetric
+    slice_schema = AgenticSliceMetric
+
+    def __init__(
+        self,
+        k: int = None,
+        judge: Any = None,
+        correctness_source: Optional[str] = None,
+        label_field: str = "agentic.reward",
+        task_field: Optional[str] = "agentic.task_id",
+        threshold: float = 0.7,
+        tool_threshold: float = 1.0,
+        tool_weights: Optional[Mapping[str, float]] = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        inference_args: Optional[Mapping[str, Any]] = None,
+        model: Any = None,
+    ):
+        super().__init__(statistical_mode, slices)
+        if k is None:
+            raise ValueError("Agentic needs k (the number of attempts in pass@k / pass^k), e.g. Agentic(k=3)")
+        self.k = check_k(k)
+        judge = judge if judge is not None else model
+        source = correctness_source or ("judge" if judge is not None else "label")
+        if source not in SOURCES:
+            raise ValueError(f"correctness_source must be one of {SOURCES}, got {correctness_source!r}")
+        for nm, v in (("threshold", threshold), ("tool_threshold", tool_threshold)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
+                raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
+        if not label_field or not isinstance(label_field, str):
+            raise ValueError("label_field must be a dotted path such as 'agentic.reward'")
+        self.correctness_source = source
+        self.judge = build_judge(judge, AnswerCorrectnessOutput) if source == "judge" else None
+        self.label_field, self.task_field = label_field, task_field or None
+        self.threshold, self.tool_threshold = float(threshold), float(tool_threshold)
+        self.tool_weights = normalise_tool_weights(tool_weights)
+        self.inference_args = dict(inference_args) if inference_args else None
+
+    def expand(self, interactions):
+        scored = interactions | "Score" >> beam.ParDo(_Score(self)).with_outputs(REQUESTS, DEAD, main="metas")
+        dead = [scored[DEAD]]
+        if self.correctness_source == "judge":
+            from fair_forge_beam.components.judge.handler import RunJudge
+
+            judged = scored[REQUESTS] | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
+            verdicts = judged.results | "ToVerdicts" >> beam.ParDo(_ToVerdict(self.name)).with_outputs(DEAD, main="main")
+            dead += [judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(self.name)), verdicts[DEAD]]
+            grouped = {"meta": scored.metas, "verdicts": verdicts.main} | "JoinSessions" >> beam.CoGroupByKey()
+        else:
+            grouped = (
+                scored.metas
+                | "GroupSessions" >> beam.GroupByKey()
+                | "AsJoined" >> beam.MapTuple(lambda key, metas: (key, {"meta": list(metas), "verdicts": []}))
+            )
+        conv = grouped | "Conversations" >> beam.ParDo(_Conversation(self)).with_outputs(UNITS, QUALITY, INTERACTIONS, main="main")
+        slices = (
+            conv[UNITS]
+            | "CombineSlices" >> CombineSlices(_SliceCombineFn(), self.slices)
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
+        )
+        name, k, mode, source = self.name, self.k, self.mode, self.correctness_source
+        empty = (
+            interactions
+            | "CountInput" >> beam.combiners.Count.Globally()
+            | "EmptyOverall" >> beam.FlatMap(
+                lambda count: [slice_record(name, "overall", PassCountsCombineFn().create_accumulator(), 0, k, mode, source)]
+                if count == 0 else []
+            )
+        )
+        return {
+            "interactions": conv[INTERACTIONS],
+            "sessions": conv.main,
+            "slices": (slices, empty) | "AllSlices" >> beam.Flatten(),
+            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
+            "quality": conv[QUALITY],
+        }
+
+    @classmethod
+    def run(cls, retriever, k: int = None, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run: ``Agentic.run(MyRetriever, k=3, judge=...)`` (or
+        ``correctness_source="label"``). Returns a :class:`MetricResults` holding **one**
+        :class:`AgenticMetric` **per conversation** (as upstream), with ``.interactions``,
+        ``.sessions``, ``.slices``, ``.dead_letter``, ``.quality``."""
+        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, k=k, **kwargs)
+        out = MetricResults(res.sessions, res.sessions, res.slices, res.dead_letter, res.quality)
+        out.interactions = res.interactions
+        return out

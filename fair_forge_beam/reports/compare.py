@@ -1,0 +1,246 @@
+"""Comparison of two runs: for every shared metric, slice and estimate, the difference
+(current − baseline) with its interval and a verdict.
+
+    from fair_forge_beam.reports.compare import compare_runs
+    cmp = compare_runs("out/after", "out/before")          # or results.json dicts
+    python -m fair_forge_beam.reports.compare out/after out/before   # prints a table
+
+Methods, chosen per estimate (the one used is named in each row's ``method``):
+
+* ``beta_posterior`` — a rate with stored counts ``(k, n)`` (:data:`~.estimates.COUNTS`) in a
+  Bayesian current run: the posterior of the difference of two independent
+  Beta(a+k, b+n−k) posteriors (prior ``Beta(a, b)`` from the run's config, default Beta(1, 1)),
+  from ``draws`` Monte-Carlo draws per run keyed by ``(seed, "compare", metric, slice, estimate,
+  side)`` (:func:`~fair_forge_beam.statistical.seeding.estimator_rng`): same inputs and seed →
+  the same numbers; interval = equal-tailed quantiles at ``ci_level``.
+* ``agresti_caffo`` — the same rate in a frequentist current run: Agresti & Caffo (2000)
+  interval for a difference of proportions (one success and one failure added to each run, then
+  the Wald interval); the reported difference is the raw ``k1/n1 − k2/n2``.
+* ``normal_from_intervals`` — any other estimate whose two runs both carry an interval: normal
+  approximation, each run's standard error read off its interval as
+  ``(ci_high − ci_low) / (2 z)`` with ``z`` the normal quantile of its ``ci_level``; difference
+  interval ``Δ ± z √(se₁² + se₂²)``. An approximation: bootstrap intervals of skewed statistics
+  are not symmetric.
+* ``no_interval`` — point estimates without interval (frequentist means): the difference
+  only; verdict "no detectable difference" when it is exactly 0, else "not assessable".
+
+Verdict: the interval of the difference lies above 0 → the current run is *higher*; below 0 →
+*lower*; else "no detectable difference". With a known direction (:data:`~.estimates.DIRECTIONS`)
+higher/lower become "better"/"worse" (toxic rate, DIDT, bias rates: lower is better; judge
+scores, Spearman agreement: higher is better); estimates without a direction keep
+"higher"/"lower".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+from scipy import stats
+
+from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
+from fair_forge_beam.statistical.seeding import estimator_rng
+
+__all__ = ["compare_runs", "comparison_table", "VERDICTS", "main"]
+
+BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
+HIGHER, LOWER = "higher", "lower"
+NOT_ASSESSABLE, NOT_ESTIMABLE = "not assessable (no interval)", "not estimable (no value)"
+#: every verdict a row can carry
+VERDICTS = (BETTER, WORSE, SAME, HIGHER, LOWER, NOT_ASSESSABLE, NOT_ESTIMABLE)
+
+METHOD_NOTES = {
+    "beta_posterior": "posterior of the difference of two independent Beta posteriors of the stored counts "
+                      "(Monte-Carlo draws keyed by seed, metric, slice and estimate)",
+    "agresti_caffo": "Agresti–Caffo normal interval for a difference of two proportions from the stored counts",
+    "normal_from_intervals": "normal approximation: standard errors read off each run's interval "
+                             "((ci_high − ci_low) / 2z), difference ± z·√(se₁² + se₂²)",
+    "no_interval": "point estimates without interval: the difference only",
+}
+
+
+def _doc(run: Union[str, dict]) -> dict:
+    if isinstance(run, dict):
+        return run
+    from fair_forge_beam.reports.load import read_results
+
+    return read_results(run)
+
+
+def _z(level: Optional[float]) -> float:
+    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
+
+
+def _has_interval(e: dict) -> bool:
+    return e.get("ci_low") is not None and e.get("ci_high") is not None
+
+
+def _verdict(lo: float, hi: float, sign: int) -> str:
+    if lo > 0:
+        return BETTER if sign > 0 else WORSE if sign < 0 else HIGHER
+    if hi < 0:
+        return WORSE if sign > 0 else BETTER if sign < 0 else LOWER
+    return SAME
+
+
+def _compare_estimate(metric, slice_key, path, cur, base, cur_counts, base_counts, cfg_c, cfg_b, seed, draws, level):
+    sign = direction(metric, path)
+    row: dict[str, Any] = {
+        "metric": metric, "slice": slice_key, "estimate": path,
+        "direction": {1: "higher is better", -1: "lower is better", 0: "no better side"}[sign],
+        "current": {k: cur.get(k) for k in ("mean", "ci_low", "ci_high", "n")},
+        "baseline": {k: base.get(k) for k in ("mean", "ci_low", "ci_high", "n")},
+    }
+    if cur.get("mean") is None or base.get("mean") is None:  # one run has no value (both: no row)
+        row.update(difference=None, method=None, verdict=NOT_ESTIMABLE)
+        return row
+    z = _z(level)
+    kc, kb = cur_counts.get(path), base_counts.get(path)
+    if kc and kb and kc[1] > 0 and kb[1] > 0:
+        (k1, n1), (k2, n2) = kc, kb
+        if cfg_c.get("mode") == "bayesian":
+            a = float(cfg_c.get("beta_prior_a") or 1.0)
+            b = float(cfg_c.get("beta_prior_b") or 1.0)
+            d1 = estimator_rng(seed, "compare", metric, slice_key, path, "current").beta(a + k1, b + n1 - k1, draws)
+            d2 = estimator_rng(seed, "compare", metric, slice_key, path, "baseline").beta(a + k2, b + n2 - k2, draws)
+            diff = d1 - d2
+            q = (1 - level) / 2
+            lo, hi = (float(x) for x in np.quantile(diff, [q, 1 - q]))
+            mean = float(diff.mean())
+            row.update(method="beta_posterior", p_current_higher=float((diff > 0).mean()))
+        else:
+            p1, p2 = (k1 + 1) / (n1 + 2), (k2 + 1) / (n2 + 2)
+            se = math.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
+            mean = k1 / n1 - k2 / n2
+            lo, hi = p1 - p2 - z * se, p1 - p2 + z * se
+            row.update(method="agresti_caffo")
+    elif _has_interval(cur) and _has_interval(base):
+        se1 = (cur["ci_high"] - cur["ci_low"]) / (2 * _z(cfg_c.get("ci_level")))
+        se2 = (base["ci_high"] - base["ci_low"]) / (2 * _z(cfg_b.get("ci_level")))
+        mean = cur["mean"] - base["mean"]
+        half = z * math.sqrt(se1 * se1 + se2 * se2)
+        lo, hi = mean - half, mean + half
+        row.update(method="normal_from_intervals")
+    else:
+        mean = cur["mean"] - base["mean"]
+        row.update(method="no_interval", difference={"mean": mean, "ci_low": None, "ci_high": None},
+                   verdict=SAME if mean == 0 else NOT_ASSESSABLE)
+        return row
+    row["difference"] = {"mean": mean, "ci_low": lo, "ci_high": hi}
+    row["verdict"] = _verdict(lo, hi, sign)
+    return row
+
+
+def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,
+                 draws: int = 20000, seed: Optional[int] = None) -> dict:
+    """Compare two runs (run folders, ``results.json`` paths or their loaded dicts).
+
+    Args:
+        current: the run judged (e.g. the new assistant, or after a change).
+        baseline: the run it is compared with.
+        ci_level: level of the difference intervals (default: the current run's ``ci_level``,
+            else 0.95); in (0, 1).
+        draws: Monte-Carlo draws per posterior (``beta_posterior``); at least 100.
+        seed: seed of the keyed draws (default: the current run's seed, else 42).
+
+    Returns:
+        ``{"current": {inputs, mode}, "baseline": {…}, "ci_level", "methods": {method: note},
+        "rows": [{metric, slice, estimate, direction, current, baseline, difference: {mean,
+        ci_low, ci_high}, method, verdict[, p_current_higher]}], "verdicts": {metric: {verdict:
+        count}}, "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
+        / "only_in_baseline": metric names}``. ``difference`` is
+        current − baseline in the estimate's units. Rows cover the metrics, slices and estimates
+        both runs have, in the current run's order; output is deterministic.
+
+    Raises:
+        ValueError: ``ci_level`` outside (0, 1) or ``draws`` < 100.
+        FileNotFoundError: a run folder without ``results.json``.
+    """
+    a, b = _doc(current), _doc(baseline)
+    cfg_c, cfg_b = a.get("config", {}), b.get("config", {})
+    level = float(ci_level if ci_level is not None else (cfg_c.get("ci_level") or 0.95))
+    if not 0 < level < 1:
+        raise ValueError(f"ci_level must be in (0, 1), got {level}")
+    if draws < 100:
+        raise ValueError(f"draws must be at least 100, got {draws}")
+    seed = int(seed if seed is not None else (cfg_c.get("seed") if cfg_c.get("seed") is not None else 42))
+    rows: list[dict] = []
+    verdicts: dict[str, dict[str, int]] = {}
+    no_value = 0
+    for metric, m in a["metrics"].items():
+        if metric not in b["metrics"]:
+            continue
+        base_slices = {s["slice"]: s for s in b["metrics"][metric].get("slices", [])}
+        tally: Counter = Counter()
+        for rec in m.get("slices", []):
+            other = base_slices.get(rec["slice"])
+            if other is None:
+                continue
+            base_est = dict(iter_estimates(metric, other))
+            cur_counts, base_counts = counts_for(metric, rec), counts_for(metric, other)
+            for path, est in iter_estimates(metric, rec, m.get("headline_columns")):
+                if path not in base_est:
+                    continue
+                if est.get("mean") is None and base_est[path].get("mean") is None:
+                    no_value += 1  # undefined in both runs (e.g. a group never mentioned): nothing to compare
+                    continue
+                row = _compare_estimate(metric, rec["slice"], path, est, base_est[path], cur_counts, base_counts,
+                                        cfg_c, cfg_b, seed, draws, level)
+                rows.append(row)
+                tally[row["verdict"]] += 1
+        verdicts[metric] = dict(sorted(tally.items()))
+    return {
+        "current": {"inputs": cfg_c.get("inputs"), "mode": cfg_c.get("mode")},
+        "baseline": {"inputs": cfg_b.get("inputs"), "mode": cfg_b.get("mode")},
+        "ci_level": level,
+        "seed": seed,
+        "draws": draws,
+        "methods": {k: METHOD_NOTES[k] for k in sorted({r["method"] for r in rows if r["method"]})},
+        "rows": rows,
+        "verdicts": verdicts,
+        "undefined_in_both": no_value,
+        "only_in_current": sorted(set(a["metrics"]) - set(b["metrics"])),
+        "only_in_baseline": sorted(set(b["metrics"]) - set(a["metrics"])),
+    }
+
+
+def _f(x) -> str:
+    return "n/a" if x is None else f"{x:+.4f}"
+
+
+def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
+    """Plain-text table of a :func:`compare_runs` result (one line per row)."""
+    lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
+    for metric, tally in cmp["verdicts"].items():
+        lines.append(f"{metric}: " + ", ".join(f"{v}: {c}" for v, c in tally.items()))
+    for r in cmp["rows"]:
+        if only_detectable and r["verdict"] in (SAME, NOT_ESTIMABLE, NOT_ASSESSABLE):
+            continue
+        d = r["difference"] or {}
+        lines.append(f"  {r['metric']:<14} {r['slice']:<28} {r['estimate']:<40} {_f(d.get('mean'))} "
+                     f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}  ({r['method']})")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.reports.compare",
+                                description="Compare two fair_forge_beam runs (current − baseline).")
+    p.add_argument("current", help="run folder (or results.json) judged")
+    p.add_argument("baseline", help="run folder (or results.json) compared with")
+    p.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    p.add_argument("--all", action="store_true", help="list every row, not only detectable differences")
+    args = p.parse_args(argv)
+    cmp = compare_runs(args.current, args.baseline)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(cmp, f, indent=2, ensure_ascii=False)
+    print(comparison_table(cmp, only_detectable=not args.all))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""The self-contained HTML audit report (``report.html``), rendered on the driver after the pipeline.
+
+    from fair_forge_beam.reports.html import write_report
+    write_report("out/")                                   # -> out/report.html
+    write_report("out/", compare_with="out_before/")      # + a comparison section
+
+Input: the run folder's ``results.json``, ``run_info.json`` and ``dead_letter.jsonl``. Output:
+one HTML file with inline CSS and inline SVG plots — no script, no external font, image or
+style sheet, so it opens offline in any browser. The template is
+``fair_forge_beam/templates/report.html.j2`` (package data; ``templates/report.html.j2`` in the
+repository is a link to it), rendered by jinja2 with autoescaping on: every value from the
+data (slice names, reasons, raw dead-letter records) is escaped; the SVG plots are produced by
+matplotlib, which escapes their text itself.
+
+Sections: run header (inputs, records read/rejected, metrics, mode, seed, runner, versions,
+judge/guardian and their call counters, lexicon licences); per metric a slice table (the
+headline estimates first; every estimate in a collapsible table), plots
+(:mod:`fair_forge_beam.reports.plots`) and the inconclusive flags; the dead-letter summary;
+optionally the comparison with another run (:mod:`fair_forge_beam.reports.compare`).
+
+**Inconclusive — collect more data.** An estimate is flagged when its interval is wider than
+``inconclusive_width`` (default 0.2) on its natural scale divided by the scale's length
+(:data:`~fair_forge_beam.reports.estimates.RANGES`: e.g. a 0–10 judge score counts width/10).
+The number of interactions needed uses ``width ∝ 1/√n``: ``n_needed ≈ n_obs · (w_obs /
+w_target)²`` for the estimate's own units, scaled to the slice's interactions in the same
+ratio. Frequentist runs have no intervals; rates with stored counts ``(k, n)`` are then checked
+with the Wald width ``2z·√(p̃(1−p̃)/ñ)`` at ``p̃ = (k+1)/(n+2)``, ``ñ = n+2``, and
+``n_needed = (2z)²·p̃(1−p̃)/w²``. Both are approximations (normal, rate held at its observed value).
+"""
+from __future__ import annotations
+
+import math
+from importlib import metadata
+from typing import Any, Optional, Union
+
+from scipy import stats
+
+from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
+
+__all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS"]
+
+DEFAULT_INCONCLUSIVE_WIDTH = 0.2
+#: flagged estimates listed per metric (the rest are counted)
+MAX_FLAGS = 60
+#: rows of the per-metric "all estimates" table (the rest are counted; load_results has them all)
+MAX_ESTIMATE_ROWS = 600
+#: comparison rows listed (detectable differences first)
+MAX_COMPARE_ROWS = 200
+
+_REPORT_PACKAGES = ("jinja2", "matplotlib", "pandas")
+
+
+def _z(level: Optional[float]) -> float:
+    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
+
+
+def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
+                 counts: Optional[dict] = None) -> Optional[dict]:
+    """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
+
+    Args:
+        metric, path: metric name and dotted estimate path (for :data:`RANGES`).
+        est: the estimate ``{mean, ci_low, ci_high, n}``.
+        record: its slice record (``n_interactions`` scales the needed sample).
+        width: target interval width on a 0–1 scale, > 0.
+        ci_level: the run's interval level (frequentist Wald check; default 0.95).
+        counts: ``{path: (k, n)}`` of the record (:func:`counts_for`).
+
+    Returns:
+        ``{"width", "relative_width", "n", "n_needed", "interactions_needed", "method"}``.
+    """
+    if est.get("mean") is None:
+        return None
+    n = est.get("n") or 0
+    n_int = record.get("n_interactions") or n
+    scale = value_range(metric, path)
+    if est.get("ci_low") is not None and est.get("ci_high") is not None:
+        w = float(est["ci_high"]) - float(est["ci_low"])
+        rel = w / scale
+        if rel <= width:
+            return None
+        factor = (rel / width) ** 2
+        return {"width": w, "relative_width": rel, "n": n, "n_needed": _ceil(n * factor) if n else None,
+                "interactions_needed": _ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
+    kn = (counts or {}).get(path)
+    if kn and kn[1] > 0:
+        k, m = kn
+        p, mt = (k + 1) / (m + 2), m + 2
+        z = _z(ci_level)
+        w = 2 * z * math.sqrt(p * (1 - p) / mt)
+        if w <= width:
+            return None
+        needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
+        return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
+                "interactions_needed": _ceil(n_int * needed / m) if n_int else None,
+                "method": "Wald width at p̃=(k+1)/(n+2)"}
+    return None
+
+
+def _ceil(x: float) -> int:
+    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109)."""
+    return math.ceil(round(x, 6))
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _fmt_est(e: Optional[dict]) -> str:
+    if not e or e.get("mean") is None:
+        return "n/a"
+    if e.get("ci_low") is None or e.get("ci_high") is None:
+        return _fmt(e["mean"])
+    return f"{_fmt(e['mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]"
+
+
+def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool) -> dict:
+    from fair_forge_beam.reports.plots import metric_figures
+
+    heads = list(m.get("headline_columns") or [])
+    level = config.get("ci_level")
+    table, all_rows, flags = [], [], []
+    n_estimate_rows = n_flags = 0
+    for rec in m.get("slices", []):
+        counts = counts_for(name, rec)
+        head_cells = {}
+        for path, est in iter_estimates(name, rec, heads):
+            flag = inconclusive(name, path, est, rec, width, level, counts)
+            if path in heads:
+                head_cells[path] = {"text": _fmt_est(est), "n": est.get("n"), "flag": flag}
+            n_estimate_rows += 1
+            if len(all_rows) < MAX_ESTIMATE_ROWS:
+                all_rows.append({"slice": rec.get("slice"), "estimate": path, "text": _fmt_est(est), "n": est.get("n"),
+                                 "flag": flag})
+            if flag:
+                n_flags += 1
+                flags.append({"slice": rec.get("slice"), "estimate": path, "headline": path in heads, **flag})
+        table.append({"slice": rec.get("slice"), "n_interactions": rec.get("n_interactions"),
+                      "n_sessions": rec.get("n_sessions"),
+                      "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]})
+    flags.sort(key=lambda f: (not f["headline"],))  # headline estimates first, then slice order
+    ms = (summary.get("metrics") or {}).get(name, {})
+    return {
+        "name": name,
+        "headline": heads,
+        "table": table,
+        "all_rows": all_rows,
+        "all_rows_left": n_estimate_rows - len(all_rows),
+        "flags": flags[:MAX_FLAGS],
+        "flags_left": n_flags - min(n_flags, MAX_FLAGS),
+        "n_flags": n_flags,
+        "scored": ms.get("scored"),
+        "not_scored": ms.get("not_scored"),
+        "not_scored_reasons": ms.get("not_scored_reasons") or {},
+        "figures": metric_figures(name, m, config) if with_plots else [],
+        "n_sessions_total": len(m.get("sessions") or []),
+    }
+
+
+def _models(doc: dict, run_info: dict) -> list[dict]:
+    """Judge / guardian models named by the slices, with the run's Beam counters when recorded."""
+    out = []
+    counters = run_info.get("judge_counters") or {}
+    for name, m in doc["metrics"].items():
+        rec = (m.get("slices") or [{}])[0]
+        for field, kind in (("judge_model", "judge"), ("guardian", "guardian")):
+            if rec.get(field):
+                out.append({"metric": name, "kind": kind, "model": rec[field], "counters": counters.get(kind)})
+    return out
+
+
+def _licences(doc: dict) -> list[dict]:
+    seen, out = set(), []
+    for name, m in doc["metrics"].items():
+        lex, lic = m.get("lexicon"), m.get("lexicon_licence")
+        if not lex:
+            rec = (m.get("slices") or [{}])[0]
+            lex, lic = rec.get("lexicon"), rec.get("lexicon_licence")
+        if lex and (lex, lic) not in seen:
+            seen.add((lex, lic))
+            out.append({"metric": name, "lexicon": lex, "licence": lic})
+    return out
+
+
+def _versions(run_info: dict) -> dict:
+    v = dict(run_info.get("versions") or {})
+    for pkg in _REPORT_PACKAGES:
+        try:
+            v.setdefault(pkg, metadata.version(pkg))
+        except metadata.PackageNotFoundError:
+            pass
+    return v
+
+
+def _comparison_view(cmp: dict) -> dict:
+    detect = ("better", "worse", "higher", "lower")
+    rows = sorted(cmp["rows"], key=lambda r: (r["verdict"] not in detect,))
+    shown = rows[:MAX_COMPARE_ROWS]
+    return {
+        **{k: cmp[k] for k in ("current", "baseline", "ci_level", "methods", "verdicts", "undefined_in_both",
+                               "only_in_current", "only_in_baseline", "seed", "draws")},
+        "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]),
+                  "difference_text": _fmt_est(r["difference"])} for r in shown],
+        "rows_left": len(rows) - len(shown),
+        "n_detectable": sum(1 for r in rows if r["verdict"] in detect),
+    }
+
+
+def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Optional[dict] = None,
+                  comparison: Optional[dict] = None, inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH,
+                  with_plots: bool = True, title: str = "fair_forge_beam audit report") -> str:
+    """The report as an HTML string.
+
+    Args:
+        doc: the content of ``results.json``.
+        run_info: the content of ``run_info.json`` (runner, seconds, versions, judge counters).
+        dead_letters: :func:`~fair_forge_beam.reports.load.dead_letter_summary` of the run.
+        comparison: :func:`~fair_forge_beam.reports.compare.compare_runs` result (optional).
+        inconclusive_width: target interval width on a 0–1 scale, in (0, 1].
+        with_plots: draw the SVG plots (off: tables only, faster).
+
+    Raises:
+        ValueError: ``inconclusive_width`` outside (0, 1].
+    """
+    from jinja2 import Environment, PackageLoader
+
+    if not 0 < inconclusive_width <= 1:
+        raise ValueError(f"inconclusive_width must be in (0, 1], got {inconclusive_width}")
+    run_info = run_info or {}
+    config, summary = doc.get("config", {}), doc.get("summary", {})
+    env = Environment(loader=PackageLoader("fair_forge_beam", "templates"), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = _fmt
+    sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots) for n, m in doc["metrics"].items()]
+    return env.get_template("report.html.j2").render(
+        title=title,
+        config=config,
+        summary=summary,
+        run_info=run_info,
+        versions=_versions(run_info),
+        models=_models(doc, run_info),
+        licences=_licences(doc),
+        metrics=sections,
+        dead=dead_letters or {"total": 0, "by_stage": {}, "by_reason": [], "first": [], "unreadable": 0},
+        comparison=_comparison_view(comparison) if comparison else None,
+        width=inconclusive_width,
+        z=_z(config.get("ci_level")),
+    )
+
+
+def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Union[str, dict, None] = None,
+                 inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
+                 run_info: Optional[dict] = None, with_plots: bool = True) -> str:
+    """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
+
+    Args:
+        run_dir: folder with ``results.json``, ``run_info.json``, ``dead_letter.jsonl``.
+        out_path: where to write (default ``<run_dir>/report.html``); any Beam filesystem.
+        compare_with: a baseline run (folder or loaded ``results.json``) to compare with; the
+            comparison is also written next to the report as ``comparison.json``.
+        inconclusive_width: see :func:`render_report`.
+        doc / run_info: already-loaded ``results.json`` / ``run_info.json`` (skips reading).
+
+    Raises:
+        FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
+    """
+    import json
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.reports.compare import compare_runs
+    from fair_forge_beam.reports.load import dead_letter_summary, read_results, read_run_info
+
+    run_dir = run_dir.rstrip("/") or "."
+    doc = doc if doc is not None else read_results(run_dir)
+    run_info = run_info if run_info is not None else read_run_info(run_dir)
+    cmp = None
+    if compare_with is not None:
+        cmp = compare_runs(doc, compare_with)
+        with FileSystems.create(f"{run_dir}/comparison.json") as f:
+            f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    html = render_report(doc, run_info, dead_letter_summary(run_dir), cmp, inconclusive_width, with_plots)
+    out_path = out_path or f"{run_dir}/report.html"
+    with FileSystems.create(out_path) as f:
+        f.write(html.encode("utf-8"))
+    return out_path

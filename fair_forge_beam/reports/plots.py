@@ -1,0 +1,414 @@
+"""Plots of the HTML report: inline SVG from matplotlib, one function per metric.
+
+Figures are plain ``matplotlib.figure.Figure`` objects rendered by the SVG backend: pyplot is
+never imported, so no GUI backend is selected and the host's matplotlib state is untouched.
+
+:data:`PLOTS` maps a metric name to a function ``(metric, config) -> [(caption, Figure)]``
+where ``metric`` is the metric's object in ``results.json`` (``headline_columns``,
+``slices``, ``sessions``, ``lexicon`` …) and ``config`` the run's ``config``. A metric without
+an entry gets :func:`plot_generic` (its headline estimates per slice). To add a metric's plots,
+write one such function and add it to :data:`PLOTS`; the helpers :func:`interval_panel`,
+:func:`grouped_intervals` and :func:`session_histograms` draw estimates with their intervals.
+
+Plots use aggregates only (slice estimates, histograms of session values), so their size does
+not grow with the number of interactions; at most :data:`MAX_SLICES` slices are drawn per panel
+(``overall`` first, then the largest), the captions say when some were left out.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Callable, Optional, Sequence
+
+import matplotlib
+import matplotlib.ticker
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
+           "plot_generic", "metric_figures"]
+
+#: most slices drawn in one panel
+MAX_SLICES = 12
+
+#: matplotlib settings for self-contained SVG: text as <text> in a generic font family (no font
+#: files, no URLs), "$" not read as math, ids salted per figure (set in figure_svg)
+_RC = {
+    "svg.fonttype": "none",
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "text.parse_math": False,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "figure.dpi": 72,
+}
+
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def figure_svg(fig, uid: str) -> str:
+    """The figure as an ``<svg>`` element for inline use (no XML prolog or DOCTYPE, no
+    metadata, every ``id`` prefixed with ``uid`` so that several plots in one page never share
+    an id). Deterministic for the same figure and ``uid``."""
+    uid = re.sub(r"[^A-Za-z0-9_-]", "_", uid)
+    buf = io.StringIO()
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": uid}):
+        fig.savefig(buf, format="svg",
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    ids = set(_ID.findall(svg))
+    svg = _ID.sub(lambda m: f'id="{uid}-{m.group(1)}"', svg)
+    svg = re.sub(r'(url\(#|xlink:href="#)([^)"]+)', lambda m: m.group(1) + (f"{uid}-{m.group(2)}" if m.group(2) in ids else m.group(2)), svg)
+    return svg.replace("<svg ", '<svg class="plot" role="img" ', 1)
+
+
+def _new(nrows=1, ncols=1, width=7.5, height=None, **kw):
+    """A figure and its axes (2-D array). Plain ``Figure`` objects, never pyplot: no global
+    figure registry, no GUI backend, the host application's matplotlib settings untouched."""
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(width, height or 3.0))
+        return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, wspace: float = 0.12) -> None:
+    """Margins from the longest y tick label (``label_chars`` characters) and fixed heights, set
+    directly: cheaper than ``tight_layout``, which draws the figure once more to measure it."""
+    w, h = fig.get_size_inches()
+    left = min(0.55, (label_chars * 5.4 + 16) / (w * 72))
+    right = 1 - min(0.3, (140 if legend else 12) / (w * 72))
+    bottom = min(0.4, (40 if xlabels else 22) / (h * 72))
+    top = 1 - min(0.3, 22 / (h * 72))
+    fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top, wspace=wspace)
+
+
+def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES) -> tuple[list[dict], int]:
+    """``overall`` first, then the other slices by ``n_interactions`` (descending, then name);
+    at most ``limit``. Returns ``(chosen, number left out)``."""
+    ordered = sorted(slices, key=lambda s: (s.get("slice") != "overall", -(s.get("n_interactions") or 0), str(s.get("slice"))))
+    return ordered[:limit], max(0, len(ordered) - limit)
+
+
+def _get(rec: dict, path: str):
+    for part in path.split("."):
+        if not isinstance(rec, dict):
+            return None
+        rec = rec.get(part)
+    return rec
+
+
+def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
+    """Points at ``mean`` and bars from ``ci_low`` to ``ci_high`` for one series, as two artists."""
+    pts = [(y, e["mean"]) for y, e in zip(ys, estimates) if e and e.get("mean") is not None]
+    bars = [(y, e["ci_low"], e["ci_high"]) for y, e in zip(ys, estimates)
+            if e and e.get("mean") is not None and e.get("ci_low") is not None and e.get("ci_high") is not None]
+    if bars:
+        yb, lo, hi = zip(*bars)
+        ax.hlines(yb, lo, hi, colors=color, lw=lw, alpha=0.6)
+    if pts:
+        yp, m = zip(*pts)
+        ax.plot(m, yp, "o", color=color, ms=ms, label=label, linestyle="none")
+
+
+def interval_panel(ax, labels: Sequence[str], estimates: Sequence[Optional[dict]], title: str = "",
+                   xlabel: str = "", color: str = "C0", xlim: Optional[tuple] = None) -> None:
+    """Horizontal point-and-interval chart: one row per label, the point at ``mean`` and a bar
+    from ``ci_low`` to ``ci_high`` (point only without interval; "n/a" without value)."""
+    y = np.arange(len(labels))[::-1]
+    _draw_series(ax, y, estimates, color, 4, 2)
+    for yi, est in zip(y, estimates):
+        if not est or est.get("mean") is None:
+            ax.text(0.01, yi, "n/a", va="center", transform=ax.get_yaxis_transform(), color="0.5")
+    ax.set_yticks(y)
+    ax.set_yticklabels([_short(lbl) for lbl in labels])
+    ax.set_ylim(-0.7, len(labels) - 0.3)
+    if xlim:
+        ax.set_xlim(*xlim)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str, Sequence[Optional[dict]]]],
+                      title: str = "", xlabel: str = "", xlim: Optional[tuple] = None) -> None:
+    """Several series of estimates over the same categories (rows), slightly offset, with a
+    legend: e.g. the emotion shares of several slices."""
+    k = max(1, len(series))
+    y0 = np.arange(len(categories))[::-1].astype(float)
+    for j, (label, ests) in enumerate(series):
+        off = (j - (k - 1) / 2) * (0.7 / k)
+        _draw_series(ax, y0 + off, ests, f"C{j % 10}", 3.5, 1.6, label=_short(label))
+    ax.set_yticks(y0)
+    ax.set_yticklabels([_short(c) for c in categories])
+    ax.set_ylim(-0.7, len(categories) - 0.3)
+    if xlim:
+        ax.set_xlim(*xlim)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    if series:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+def session_histograms(values: dict[str, Sequence[float]], bins: int = 20, xlabel: str = "session value",
+                       ranges: Optional[dict[str, tuple]] = None):
+    """One histogram per named list of session values (``None`` values dropped); the figure
+    holds only bin counts, whatever the number of sessions."""
+    names = list(values)
+    fig, axes = _new(1, max(1, len(names)), height=2.4)
+    for ax, name in zip(axes[0], names):
+        vals = np.asarray([v for v in values[name] if v is not None], dtype=float)
+        if vals.size:
+            ax.hist(vals, bins=bins, range=(ranges or {}).get(name), color="C0", alpha=0.8)
+        else:
+            ax.text(0.5, 0.5, "no sessions", ha="center", transform=ax.transAxes, color="0.5")
+        ax.set_title(f"{name} (sessions: {vals.size})")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("sessions")
+    fit(fig, 9, wspace=0.3)
+    return fig
+
+
+def _short(s, n: int = 34) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] = None, xlims=None):
+    chosen, left = pick_slices(slices)
+    labels = [s["slice"] for s in chosen]
+    fig, axes = _new(1, len(paths), height=0.32 * len(labels) + 1.2)
+    for i, (ax, p) in enumerate(zip(axes[0], paths)):
+        interval_panel(ax, labels if i == 0 else [""] * len(labels), [_get(s, p) for s in chosen],
+                       title=(titles or paths)[i], color=f"C{i % 10}", xlim=(xlims or {}).get(p))
+    fit(fig, max(len(_short(lbl)) for lbl in labels), wspace=0.08)
+    return fig, left
+
+
+def _left_note(left: int) -> str:
+    return f" ({left} smaller slices not drawn)" if left else ""
+
+
+# ----------------------------------------------------------------------------------- metrics
+def plot_generic(metric: dict, config: dict) -> list:
+    """Headline estimates (``headline_columns``) per slice with their intervals."""
+    heads = list(metric.get("headline_columns") or [])[:4]
+    if not heads or not metric.get("slices"):
+        return []
+    fig, left = _slice_panels(metric["slices"], heads)
+    return [("Headline estimates per slice with intervals" + _left_note(left), fig)]
+
+
+def plot_humanity(metric: dict, config: dict) -> list:
+    """Emotion distributions (pooled emotion-word shares, Dirichlet intervals in Bayesian mode)
+    of the largest slices; mean entropy and Spearman ρ per slice; session distributions."""
+    out = []
+    slices = metric.get("slices") or []
+    if slices:
+        chosen, left = pick_slices(slices, 6)
+        emotions = list((chosen[0].get("emotion_distribution") or {}).keys())
+        if emotions:
+            fig, ax = _new(height=0.42 * len(emotions) + 1.2)
+            grouped_intervals(ax[0][0], emotions, [(s["slice"], [(s.get("emotion_distribution") or {}).get(e) for e in emotions]) for s in chosen],
+                              xlabel="share of emotion words")
+            fit(fig, max(len(e) for e in emotions), legend=True)
+            out.append(("Emotion distribution per slice" + _left_note(left), fig))
+        fig, left = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
+                                  ["mean emotional entropy (bits)", "mean Spearman ρ vs reference"])
+        out.append(("Entropy and reference agreement per slice" + _left_note(left), fig))
+    sessions = metric.get("sessions") or []
+    if sessions:
+        out.append(("Distribution of session means", session_histograms(
+            {"mean entropy (bits)": [_get(s, "mean_entropy.mean") for s in sessions],
+             "mean Spearman ρ": [_get(s, "mean_spearman.mean") for s in sessions]},
+            ranges={"mean entropy (bits)": (0, 3), "mean Spearman ρ": (-1, 1)})))
+    return out
+
+
+def plot_toxicity(metric: dict, config: dict) -> list:
+    """Per group of the ``overall`` slice: mentions N_i and toxicity rate T_i with interval;
+    per slice: toxic-answer rate and DR/DTO/ASB/DIDT with intervals; the toxic-word ratio per
+    answer cluster (when clustering ran); session toxic rates."""
+    out = []
+    slices = metric.get("slices") or []
+    overall = next((s for s in slices if s.get("slice") == "overall"), slices[0] if slices else None)
+    if overall:
+        gp = overall.get("group_profiling") or {}
+        groups = list(gp.get("groups") or [])
+        if groups:
+            n_i = gp.get("N_i") or {}
+            ge = gp.get("group_estimates") or {}
+            fig, axes = _new(1, 2, height=0.3 * len(groups) + 1.2, gridspec_kw={"width_ratios": [1, 2]})
+            y = np.arange(len(groups))[::-1]
+            axes[0][0].barh(y, [n_i.get(g, 0) for g in groups], color="C7")
+            axes[0][0].set_yticks(y)
+            axes[0][0].set_yticklabels(groups)
+            axes[0][0].set_title("N_i: answers mentioning the group")
+            axes[0][0].grid(axis="x", alpha=0.3)
+            interval_panel(axes[0][1], [""] * len(groups), [(ge.get(g) or {}).get("T") for g in groups],
+                           title="T_i: toxic share of those answers", color="C3", xlim=(0, 1))
+            fit(fig, max(len(_short(g)) for g in groups), wspace=0.05)
+            out.append((f"Groups, overall slice (toxicity threshold {gp.get('toxicity_threshold')})", fig))
+    if slices:
+        fig, left = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)})
+        out.append(("Toxic-answer rate per slice" + _left_note(left), fig))
+        fig, left = _slice_panels(slices, ["estimates.DR", "estimates.DTO", "estimates.ASB", "estimates.DIDT"],
+                                  ["DR", "DTO", "ASB", "DIDT"])
+        out.append(("Group disparity scores per slice (0 = no disparity)" + _left_note(left), fig))
+    clusters = (overall or {}).get("cluster_profiling") or {}
+    if clusters:
+        sizes = ((overall.get("clustering") or {}).get("cluster_sizes") or {})
+        labels = sorted(clusters, key=lambda c: (len(c), c))
+        fig, ax = _new(height=2.8)
+        a = ax[0][0]
+        for noise, color in ((False, "C1"), (True, "0.5")):
+            pick = [c for c in labels if (c == "-1") == noise]
+            if pick:
+                a.scatter([sizes.get(c, 1) for c in pick], [clusters[c] for c in pick], s=14, color=color,
+                          label="noise (-1)" if noise else "clusters")
+        a.set_xscale("log")
+        a.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))  # no mathtext
+        a.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        a.set_xlabel("answers in the cluster")
+        a.set_ylabel("toxic-word ratio")
+        a.legend(fontsize=7, frameon=False)
+        a.grid(alpha=0.3)
+        fit(fig, 6)
+        out.append((f"Toxic-word ratio per answer cluster, overall slice ({len(clusters)} clusters incl. noise; "
+                    "UMAP + HDBSCAN)", fig))
+    sessions = metric.get("sessions") or []
+    if sessions:
+        out.append(("Distribution of session toxic-answer rates", session_histograms(
+            {"toxic rate": [_get(s, "toxic_rate.mean") for s in sessions]}, ranges={"toxic rate": (0, 1)})))
+    return out
+
+
+def plot_bias(metric: dict, config: dict) -> list:
+    """Guardian-flagged rate per protected attribute (rows) for the largest slices (series)."""
+    slices = metric.get("slices") or []
+    if not slices:
+        return []
+    chosen, left = pick_slices(slices, 6)
+    attrs = []
+    for s in chosen:
+        for a in (s.get("rates") or {}):
+            if a not in attrs:
+                attrs.append(a)
+    if not attrs:
+        return []
+    fig, ax = _new(height=0.45 * len(attrs) + 1.2)
+    grouped_intervals(ax[0][0], attrs, [(s["slice"], [(s.get("rates") or {}).get(a) for a in attrs]) for s in chosen],
+                      xlabel="share of interactions flagged", xlim=(0, 1))
+    fit(fig, max(len(_short(a)) for a in attrs), legend=True)
+    return [("Bias rate per protected attribute" + _left_note(left), fig)]
+
+
+def plot_context(metric: dict, config: dict) -> list:
+    """Context awareness (0–1) per slice; distribution of session scores."""
+    out = []
+    if metric.get("slices"):
+        fig, left = _slice_panels(metric["slices"], ["context_awareness"], ["context awareness (0–1)"],
+                                  {"context_awareness": (0, 1)})
+        out.append(("Context awareness per slice" + _left_note(left), fig))
+    sessions = metric.get("sessions") or []
+    if sessions:
+        out.append(("Distribution of session context awareness", session_histograms(
+            {"context awareness": [s.get("context_awareness") for s in sessions]}, ranges={"context awareness": (0, 1)})))
+    return out
+
+
+def plot_conversational(metric: dict, config: dict) -> list:
+    """The seven judge dimensions (0–10) for the largest slices; session means per dimension."""
+    from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+
+    out = []
+    slices = metric.get("slices") or []
+    dims = [f for f in RESULT_FIELDS if any(f in s for s in slices)]
+    if slices and dims:
+        chosen, left = pick_slices(slices, 6)
+        fig, ax = _new(height=0.45 * len(dims) + 1.2)
+        grouped_intervals(ax[0][0], [d.replace("conversational_", "") for d in dims],
+                          [(s["slice"], [s.get(d) for d in dims]) for s in chosen], xlabel="judge score (0–10)", xlim=(0, 10))
+        fit(fig, 15, legend=True)
+        out.append(("Conversational dimensions per slice" + _left_note(left), fig))
+    sessions = metric.get("sessions") or []
+    if sessions and dims:
+        fig, ax = _new(height=2.8)
+        data = [[v for v in (_get(s, f"{d}.mean") for s in sessions) if v is not None] for d in dims]
+        ax[0][0].boxplot([d if d else [np.nan] for d in data], showfliers=False)
+        ax[0][0].set_xticks(range(1, len(dims) + 1))
+        ax[0][0].set_xticklabels([d.replace("conversational_", "") for d in dims], rotation=30, ha="right")
+        ax[0][0].set_ylabel("session mean (0–10)")
+        fig.set_size_inches(7.5, 3.4)
+        fit(fig, 6)
+        fig.subplots_adjust(bottom=0.3)
+        out.append((f"Session means per dimension ({len(sessions)} sessions; boxes: quartiles, whiskers: 1.5 IQR)", fig))
+    return out
+
+
+def plot_agentic(metric: dict, config: dict) -> list:
+    """pass@k and pass^k against k (1…k) for the largest slices, with their intervals."""
+    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("curve")], 6)
+    if not chosen:
+        return []
+    fig, axes = _new(1, 2, height=2.8)
+    for ax, key, title in ((axes[0][0], "pass_pow_k", "pass^k (every one of k trials succeeds)"),
+                           (axes[0][1], "pass_at_k", "pass@k (at least one of k trials succeeds)")):
+        for j, s in enumerate(chosen):
+            pts = [(p["k"], p.get(key) or {}) for p in s["curve"]]
+            ks = [k for k, e in pts if e.get("mean") is not None]
+            ax.plot(ks, [e["mean"] for _, e in pts if e.get("mean") is not None], "o-", color=f"C{j % 10}", ms=3.5,
+                    lw=1.2, label=_short(s["slice"]))
+            bars = [(k, e["ci_low"], e["ci_high"]) for k, e in pts if e.get("ci_low") is not None and e.get("ci_high") is not None]
+            if bars:
+                kb, lo, hi = zip(*bars)
+                ax.vlines([k + 0.04 * (j - len(chosen) / 2) for k in kb], lo, hi, colors=f"C{j % 10}", lw=1.6, alpha=0.6)
+        ax.set_title(title)
+        ax.set_xlabel("k")
+        ax.set_ylim(0, 1)
+        ax.set_xticks(sorted({p["k"] for s in chosen for p in s["curve"]}))
+        ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fit(fig, 4, legend=True, wspace=0.25)
+    return [("pass^k and pass@k against k, per task over its trials" + _left_note(left), fig)]
+
+
+def plot_bestof(metric: dict, config: dict) -> list:
+    """The ranking of each of the largest slices: Bradley–Terry log-strength with its interval
+    (win rate where no strength exists)."""
+    out = []
+    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("ranking")], 3)
+    for s in chosen:
+        ranking = sorted(s["ranking"], key=lambda r: r.get("rank", 0))
+        labels = [f"{r.get('rank')}. {r.get('assistant_id')}" for r in ranking]
+        has_strength = any((r.get("strength") or {}).get("mean") is not None for r in ranking)
+        ests = [r.get("strength") if has_strength else {"mean": r.get("win_rate"), "ci_low": None, "ci_high": None}
+                for r in ranking]
+        fig, ax = _new(height=0.32 * len(labels) + 1.2)
+        interval_panel(ax[0][0], labels, ests, xlabel="Bradley–Terry log-strength (0 = average)" if has_strength else "win rate",
+                       xlim=None if has_strength else (0, 1))
+        fit(fig, max(len(_short(lbl)) for lbl in labels))
+        out.append((f"BestOf ranking, {s['slice']} ({s.get('n_contests', 0)} contests)", fig))
+    if out and left:
+        out[-1] = (out[-1][0] + _left_note(left), out[-1][1])
+    return out
+
+
+#: metric name -> plot function ``(metric, config) -> [(caption, Figure)]``
+PLOTS: dict[str, Callable[[dict, dict], list]] = {
+    "humanity": plot_humanity,
+    "toxicity": plot_toxicity,
+    "bias": plot_bias,
+    "context": plot_context,
+    "conversational": plot_conversational,
+    "agentic": plot_agentic,
+    "bestof": plot_bestof,
+}
+
+
+def metric_figures(name: str, metric: dict, config: dict) -> list[tuple[str, str]]:
+    """``[(caption, inline svg)]`` for one metric (its :data:`PLOTS` entry or :func:`plot_generic`)."""
+    fn = PLOTS.get(name, plot_generic)
+    with matplotlib.rc_context(_RC):
+        figs = fn(metric, config)
+    return [(caption, figure_svg(fig, f"{name}-{i}")) for i, (caption, fig) in enumerate(figs)]

@@ -1,0 +1,299 @@
+"""Bradley–Terry ranking from pairwise verdicts: mergeable counts and the estimator.
+
+Model (Bradley & Terry 1952; the same model as Zermelo 1929 and arena-style leaderboards):
+contestant ``i`` has a log-strength ``β_i`` and beats ``j`` with probability
+``σ(β_i − β_j) = 1 / (1 + exp(−(β_i − β_j)))``. Strengths are identified by ``Σ β_i = 0``.
+
+**Ties count as half a win for each side** (the usual convention of arena leaderboards; the
+Davidson 1970 tie model is not used). With ``w_ij`` the wins of ``i`` over ``j`` plus half
+their ties, the log-likelihood is ``ℓ(β) = Σ_{i≠j} w_ij · log σ(β_i − β_j)``.
+
+* **Sufficient statistics**: the integer counts ``(wins_a, wins_b, ties)`` per unordered pair,
+  held by :class:`PairwiseCountCombineFn` (a Beam ``CombineFn``; integer sums, so merge order
+  and sharding never change a bit).
+* **Frequentist** (:func:`fit_bradley_terry` with ``prior_sd=None``): maximum-likelihood
+  estimate; Wald intervals from the inverse Fisher information (Moore–Penrose pseudo-inverse,
+  which is the covariance of the sum-to-zero estimate). The MLE exists iff the "has beaten or
+  tied" directed graph is strongly connected (Ford 1957; Hunter 2004, Assumption 1); when it is
+  not (e.g. one contestant never lost), no strength is reported (``mle_exists=False``) instead
+  of a diverging number.
+* **Bayesian** (``prior_sd=σ``): independent ``N(0, σ²)`` priors on ``β``; the posterior is
+  approximated by the Laplace approximation ``N(β_MAP, H⁻¹)`` (``H`` = Hessian of the negative
+  log-posterior at the mode). Credible intervals are the exact normal quantiles of that
+  approximation; rank probabilities (``P(best)``, mean rank) come from MC draws of it, seeded by
+  key (:func:`~fair_forge_beam.statistical.seeding.estimator_rng`), never by arrival order.
+
+The fit is convex; it uses ``scipy.optimize.minimize`` (trust-region with the exact Hessian).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+from scipy import optimize, sparse, stats
+from scipy.sparse import csgraph
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.statistical.seeding import estimator_rng
+
+__all__ = [
+    "PairwiseCountCombineFn",
+    "pair_outcome",
+    "win_matrix",
+    "ford_condition",
+    "BTFit",
+    "fit_bradley_terry",
+    "rank_probabilities",
+    "strength_intervals",
+    "elo_scale",
+    "counts_by_player",
+]
+
+
+def pair_outcome(a: str, b: str, winner: Optional[str]) -> tuple[tuple[str, str], tuple[int, int, int]]:
+    """One verdict as ``((lo, hi), (wins_lo, wins_hi, ties))`` with ``lo < hi`` (sorted ids).
+
+    ``winner`` is ``a``, ``b`` or ``None`` (tie). Raises ``ValueError`` when ``a == b`` or the
+    winner is neither contestant."""
+    if a == b:
+        raise ValueError(f"a contestant cannot meet itself ({a!r})")
+    lo, hi = (a, b) if a < b else (b, a)
+    if winner is None:
+        return (lo, hi), (0, 0, 1)
+    if winner == lo:
+        return (lo, hi), (1, 0, 0)
+    if winner == hi:
+        return (lo, hi), (0, 1, 0)
+    raise ValueError(f"winner {winner!r} is neither {a!r} nor {b!r}")
+
+
+class PairwiseCountCombineFn(beam.CombineFn):
+    """Pairwise verdict counts, the sufficient statistics of the Bradley–Terry likelihood.
+
+    Input: ``(a, b, winner)`` (``winner`` = ``a``, ``b`` or ``None`` for a tie) or
+    ``(a, None, None)`` to register a contestant without a comparison (e.g. a walkover).
+    Accumulator: ``(players: dict[id, 1], pairs: dict[(lo, hi), [wins_lo, wins_hi, ties]])`` —
+    Python ints only. Output: ``(players, pairs)`` as sorted tuples
+    ``((id, …), (((lo, hi), (w_lo, w_hi, t)), …))``, identical for any merge order.
+
+    Raises ``ValueError`` on a self-match or a winner that is not one of the two.
+    """
+
+    def create_accumulator(self):
+        return ({}, {})
+
+    def add_input(self, acc, element):
+        players, pairs = acc
+        a, b, winner = element
+        players[a] = 1
+        if b is None:
+            return acc
+        players[b] = 1
+        key, (x, y, t) = pair_outcome(a, b, winner)
+        c = pairs.setdefault(key, [0, 0, 0])
+        c[0] += x
+        c[1] += y
+        c[2] += t
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        players: dict = {}
+        pairs: dict = {}
+        for p, q in accumulators:
+            players.update(p)
+            for k, v in q.items():
+                c = pairs.setdefault(k, [0, 0, 0])
+                c[0] += v[0]
+                c[1] += v[1]
+                c[2] += v[2]
+        return (players, pairs)
+
+    def extract_output(self, acc):
+        players, pairs = acc
+        return tuple(sorted(players)), tuple((k, tuple(pairs[k])) for k in sorted(pairs))
+
+
+def win_matrix(players: Sequence[str], pairs: Iterable) -> np.ndarray:
+    """``W[i, j]`` = wins of ``players[i]`` over ``players[j]`` plus half their ties (float64).
+
+    ``pairs``: ``((lo, hi), (w_lo, w_hi, ties))`` items as output by
+    :class:`PairwiseCountCombineFn`. Raises ``KeyError`` for a pair naming an unknown player."""
+    idx = {p: i for i, p in enumerate(players)}
+    w = np.zeros((len(players), len(players)), dtype=np.float64)
+    for (lo, hi), (x, y, t) in pairs:
+        i, j = idx[lo], idx[hi]
+        w[i, j] += x + 0.5 * t
+        w[j, i] += y + 0.5 * t
+    return w
+
+
+def ford_condition(w: np.ndarray) -> bool:
+    """True iff the graph "i has beaten or tied j" (``w[i, j] > 0``) is strongly connected —
+    the condition for the Bradley–Terry MLE to exist and be unique (Ford 1957; Hunter 2004).
+    A single player: True (trivially, β = 0)."""
+    n = w.shape[0]
+    if n <= 1:
+        return True
+    k, _ = csgraph.connected_components(sparse.csr_matrix(w > 0), directed=True, connection="strong")
+    return k == 1
+
+
+class BTFit(NamedTuple):
+    """Result of :func:`fit_bradley_terry`.
+
+    ``players``: ids (sorted). ``beta``: log-strengths, sum 0 (None when the MLE does not
+    exist). ``cov``: covariance of ``beta`` as centred strengths (Wald: pseudo-inverse of the
+    Fisher information; Bayesian: Laplace approximation ``C H⁻¹ C`` with ``C = I − 11ᵀ/n``, the
+    common shift being unidentified by the data), None with ``beta``. ``mle_exists``: Ford's condition.
+    ``converged``: optimiser status. ``loglik``: ``ℓ(β)`` at the estimate (ties as half wins).
+    ``prior_sd``: σ of the Gaussian prior, None for the MLE. ``message``: why ``beta`` is None.
+    """
+
+    players: tuple
+    beta: Optional[np.ndarray]
+    cov: Optional[np.ndarray]
+    mle_exists: bool
+    converged: bool
+    loglik: Optional[float]
+    prior_sd: Optional[float]
+    message: str = ""
+
+
+def _objective(w: np.ndarray, prior_sd: Optional[float]):
+    n = w.shape[0]
+    tot = w + w.T  # games (ties as 2 × ½)
+    prec = 0.0 if prior_sd is None else 1.0 / (prior_sd * prior_sd)
+
+    def probs(beta):
+        d = beta[:, None] - beta[None, :]
+        return 1.0 / (1.0 + np.exp(-d))  # p[i, j] = P(i beats j)
+
+    def f(beta):
+        d = beta[:, None] - beta[None, :]
+        # -log σ(d) = log(1 + exp(-d)), computed stably
+        return float(np.sum(w * np.logaddexp(0.0, -d)) + 0.5 * prec * beta @ beta)
+
+    def grad(beta):
+        p = probs(beta)
+        return -(w.sum(axis=1) - (tot * p).sum(axis=1)) + prec * beta
+
+    def hess(beta):
+        p = probs(beta)
+        v = tot * p * p.T  # n_ij p_ij (1 - p_ij), symmetric
+        h = -v
+        h[np.diag_indices(n)] = v.sum(axis=1) - np.diag(v) + prec
+        return h
+
+    return f, grad, hess
+
+
+def fit_bradley_terry(players: Sequence[str], pairs: Iterable, prior_sd: Optional[float] = None) -> BTFit:
+    """Fit the Bradley–Terry model (ties as half wins) to pairwise counts.
+
+    Args:
+        players: contestant ids; order defines the order of ``beta`` (callers pass them sorted).
+        pairs: ``((lo, hi), (w_lo, w_hi, ties))`` items (:class:`PairwiseCountCombineFn` output).
+        prior_sd: None → maximum likelihood (frequentist); σ > 0 → MAP under ``N(0, σ²)`` priors
+            with the Laplace covariance (Bayesian).
+
+    Returns:
+        :class:`BTFit`. No players → empty fit; one player → ``beta = [0]`` with zero variance;
+        the MLE without Ford's condition → ``beta = None`` and a message naming the cause.
+
+    Raises:
+        ValueError: ``prior_sd`` not a finite number > 0, or a pair with an unknown player.
+    """
+    players = tuple(players)
+    if prior_sd is not None and not (np.isfinite(prior_sd) and prior_sd > 0):
+        raise ValueError(f"prior_sd must be a finite number > 0 (or None), got {prior_sd!r}")
+    try:
+        w = win_matrix(players, pairs)
+    except KeyError as exc:
+        raise ValueError(f"pair names a player not in players: {exc}") from None
+    n = len(players)
+    exists = ford_condition(w)
+    if n == 0:
+        return BTFit(players, np.zeros(0), np.zeros((0, 0)), True, True, 0.0, prior_sd, "no contestants")
+    if prior_sd is None and not exists:
+        return BTFit(players, None, None, False, False, None, None,
+                     "the maximum-likelihood strengths do not exist: some contestants never lost (or never won) "
+                     "against the rest (Ford's condition fails)")
+    f, grad, hess = _objective(w, prior_sd)
+    if n == 1:
+        beta = np.zeros(1)
+        ok = True
+    else:
+        if prior_sd is None:
+            # the likelihood is shift-invariant: fit with β_0 = 0 (positive-definite Hessian),
+            # then report the sum-0 point
+            full = lambda x: np.concatenate(([0.0], x))
+            res = optimize.minimize(lambda x: f(full(x)), np.zeros(n - 1), jac=lambda x: grad(full(x))[1:],
+                                    hess=lambda x: hess(full(x))[1:, 1:], method="trust-exact", options={"gtol": 1e-9})
+            beta = full(res.x)
+            beta = beta - beta.mean()
+        else:
+            res = optimize.minimize(f, np.zeros(n), jac=grad, hess=hess, method="trust-exact", options={"gtol": 1e-9})
+            beta = res.x
+        # trust-exact may stop with "bad approximation" once the gradient is at rounding level
+        ok = bool(res.success) or float(np.max(np.abs(res.jac))) < 1e-7 * max(1.0, float(w.sum()))
+    h = hess(beta)
+    if prior_sd is None:
+        cov = np.linalg.pinv(h, hermitian=True)
+    else:
+        # the data identify only differences: report the posterior of the centred strengths
+        # β − mean(β) (C Σ C, C = I − 11ᵀ/n); otherwise every marginal interval would carry the
+        # prior's variance of the common shift
+        c = np.eye(n) - 1.0 / n
+        cov = c @ np.linalg.inv(h) @ c
+    cov = 0.5 * (cov + cov.T)
+    loglik = -float(np.sum(w * np.logaddexp(0.0, -(beta[:, None] - beta[None, :]))))
+    return BTFit(players, beta, cov, exists, ok, loglik, prior_sd, "" if ok else "optimiser did not converge")
+
+
+def strength_intervals(fit: BTFit, level: float = 0.95) -> list[tuple[float, float]]:
+    """Equal-tailed normal intervals ``β_i ± z·sd_i`` at ``level`` (Wald for the MLE, Laplace
+    credible interval for the MAP). Raises ``ValueError`` when the fit has no ``beta``."""
+    if fit.beta is None:
+        raise ValueError("no strengths to give intervals for")
+    z = float(stats.norm.ppf(0.5 + level / 2.0))
+    sd = np.sqrt(np.clip(np.diag(fit.cov), 0.0, None))
+    return [(float(b - z * s), float(b + z * s)) for b, s in zip(fit.beta, sd)]
+
+
+def rank_probabilities(fit: BTFit, draws: int, seed: int, *key) -> tuple[np.ndarray, np.ndarray]:
+    """``(P(best), mean rank)`` per player from ``draws`` samples of ``N(beta, cov)``.
+
+    Rank 1 = strongest; exact ties between draws are impossible in practice (continuous).
+    The generator is :func:`estimator_rng` ``(seed, *key)``: same key → same numbers on every
+    worker and runner. Raises ``ValueError`` when the fit has no ``beta``."""
+    if fit.beta is None:
+        raise ValueError("no strengths to rank")
+    n = len(fit.beta)
+    if n == 1:
+        return np.ones(1), np.ones(1)
+    rng = estimator_rng(seed, *[str(k) for k in key])
+    z = rng.multivariate_normal(fit.beta, fit.cov, size=int(draws), method="eigh")
+    order = np.argsort(-z, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    rows = np.arange(z.shape[0])[:, None]
+    ranks[rows, order] = np.arange(1, n + 1)[None, :]
+    return (ranks == 1).mean(axis=0), ranks.mean(axis=0)
+
+
+def elo_scale(beta: float) -> float:
+    """Log-strength on the Elo scale used by arena leaderboards: ``1000 + 400·β / ln 10``."""
+    return 1000.0 + 400.0 * beta / math.log(10.0)
+
+
+def counts_by_player(players: Sequence[str], pairs: Iterable) -> Mapping[str, tuple[int, int, int]]:
+    """``{player: (wins, losses, ties)}`` from pairwise counts."""
+    out = {p: [0, 0, 0] for p in players}
+    for (lo, hi), (x, y, t) in pairs:
+        out[lo][0] += x
+        out[lo][1] += y
+        out[lo][2] += t
+        out[hi][0] += y
+        out[hi][1] += x
+        out[hi][2] += t
+    return {p: tuple(v) for p, v in out.items()}

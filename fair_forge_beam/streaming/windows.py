@@ -1,0 +1,294 @@
+"""Event-time windows for metrics: parsing ``--window``, triggers, and window/pane fields.
+
+Window specifications (main job ``--window``):
+
+| spec                 | Beam ``WindowFn``                          |
+|----------------------|--------------------------------------------|
+| ``fixed:1h``         | ``FixedWindows(3600)``                     |
+| ``sliding:1h,5m``    | ``SlidingWindows(size=3600, period=300)``  |
+| ``session:10m``      | ``Sessions(gap_size=600)``                 |
+
+Durations are an integer or decimal number followed by ``ms``, ``s``, ``m``, ``h`` or ``d``
+(``90s``, ``1.5h``); a bare number is seconds.
+
+How a metric aggregates inside a window (multi-stage aggregation):
+
+A metric groups several times (interactions → sessions → slice cells → slices). With early
+firings or late data, a stage that *accumulates* would re-send the whole window content with
+every pane and the next stage would count it again. So the metric's input is windowed in
+**discarding** mode (every pane of an intermediate stage carries only what is new), and the
+last combine before the estimator — :class:`~fair_forge_beam.metrics.base.CombineSlices`'
+slice merge — is re-windowed in **accumulating** mode (:func:`accumulating_windowing`): each
+slice record then describes everything the window has received so far (an early pane the part
+seen until then, the on-time pane the whole window, each late pane the window updated with
+its late elements). The windows themselves are kept (:class:`KeepWindows`; for session windows
+a late element that widens a session merges with the earlier panes of that session).
+
+Consequence for session-level records: a conversation's turns that arrive in different panes
+are grouped in different panes; the slice's interaction counts and means add up exactly, but
+``n_sessions`` counts a session once per pane in which it received turns.
+
+Seeds: an estimator's random draws are keyed by ``(seed, metric, slice key, component)`` and,
+when windowed, by the window bounds (:func:`window_seed_parts`) — never by arrival or pane
+order. In the global window the key is unchanged, so batch results stay identical.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from fair_forge_beam._beam import beam
+from apache_beam.coders import coders as _coders
+from apache_beam.transforms import trigger as _trigger
+from apache_beam.transforms import window as _window
+from apache_beam.transforms.core import Windowing
+from apache_beam.utils.timestamp import Duration
+from apache_beam.utils.windowed_value import PaneInfoTiming
+
+__all__ = [
+    "parse_duration",
+    "WindowSpec",
+    "KeepWindows",
+    "is_windowed",
+    "needs_accumulating_merge",
+    "EmptyPaneSafeCombineFn",
+    "accumulating_windowing",
+    "window_fields",
+    "window_seed_parts",
+    "AddWindowFields",
+]
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Seconds in ``"90s"``, ``"10m"``, ``"1.5h"``, ``"250ms"``, ``"2d"`` or ``"30"`` (seconds).
+
+    Raises:
+        ValueError: not a non-negative number with one of the units ms, s, m, h, d.
+    """
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"{what}: cannot read {text!r} as a duration; use e.g. 30s, 10m, 1h, 1.5h, 250ms or 2d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A parsed ``--window`` value plus early firing and allowed lateness (seconds).
+
+    Attributes:
+        kind: ``"fixed"``, ``"sliding"`` or ``"session"``.
+        size: window size (fixed, sliding) or gap (session), seconds, > 0.
+        period: sliding period, seconds, > 0 and ≤ size (``None`` otherwise).
+        early_firing: processing-time delay of early panes, whole seconds ≥ 1 (``None``: no
+            early panes).
+        allowed_lateness: how long after the watermark passes a window's end late elements
+            still update it (0: late elements are dropped by Beam).
+    """
+
+    kind: str
+    size: float
+    period: Optional[float] = None
+    early_firing: Optional[float] = None
+    allowed_lateness: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str, early_firing: Optional[str] = None, allowed_lateness: Optional[str] = None) -> "WindowSpec":
+        """``"fixed:1h"``, ``"sliding:1h,5m"`` or ``"session:10m"`` (+ ``"30s"``, ``"10m"``).
+
+        Raises:
+            ValueError: unknown kind, bad or non-positive durations, a sliding period larger
+                than its size; the message names the accepted forms.
+        """
+        kind, _, rest = str(text).partition(":")
+        kind = kind.strip().lower()
+        forms = "fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, sliding:1h,5m, session:10m)"
+        if kind not in ("fixed", "sliding", "session") or not rest.strip():
+            raise ValueError(f"--window {text!r}: expected {forms}")
+        parts = [p.strip() for p in rest.split(",")]
+        period = None
+        if kind == "sliding":
+            if len(parts) != 2:
+                raise ValueError(f"--window {text!r}: a sliding window needs SIZE,PERIOD (e.g. sliding:1h,5m)")
+            size, period = parse_duration(parts[0], "--window size"), parse_duration(parts[1], "--window period")
+            if period <= 0 or period > size:
+                raise ValueError(f"--window {text!r}: the period must be > 0 and at most the size")
+        else:
+            if len(parts) != 1:
+                raise ValueError(f"--window {text!r}: expected {forms}")
+            size = parse_duration(parts[0], "--window size")
+        if size <= 0:
+            raise ValueError(f"--window {text!r}: the size must be > 0")
+        early = parse_duration(early_firing, "--early-firing") if early_firing else None
+        if early is not None and (early < 1 or early != int(early)):
+            raise ValueError(f"--early-firing {early_firing!r}: must be a whole number of seconds >= 1 (e.g. 30s, 1m)")
+        lateness = parse_duration(allowed_lateness, "--allowed-lateness") if allowed_lateness else 0.0
+        return cls(kind, size, period, early, lateness)
+
+    def window_fn(self) -> _window.WindowFn:
+        if self.kind == "fixed":
+            return _window.FixedWindows(self.size)
+        if self.kind == "sliding":
+            return _window.SlidingWindows(self.size, self.period)
+        return _window.Sessions(self.size)
+
+    def trigger(self):
+        """``AfterWatermark`` with processing-time early panes and one late pane per late element
+        (each only when configured); Beam's default trigger when neither is."""
+        if self.early_firing is None and self.allowed_lateness <= 0:
+            return _trigger.DefaultTrigger()
+        return _trigger.AfterWatermark(
+            early=_trigger.AfterProcessingTime(int(self.early_firing)) if self.early_firing else None,
+            late=_trigger.AfterCount(1) if self.allowed_lateness > 0 else None,
+        )
+
+    def window_into(self, label: str = "Window") -> beam.PTransform:
+        """The ``WindowInto`` of a metric's input (discarding mode; see the module docstring)."""
+        return label >> beam.WindowInto(
+            self.window_fn(),
+            trigger=self.trigger(),
+            accumulation_mode=_trigger.AccumulationMode.DISCARDING,
+            allowed_lateness=Duration.of(self.allowed_lateness),
+        )
+
+
+class KeepWindows(_window.NonMergingWindowFn):
+    """Keeps every element in the (interval) window it already has: re-windowing a grouped
+    PCollection only to change its trigger or accumulation mode."""
+
+    def assign(self, context):
+        return [context.window]
+
+    def get_window_coder(self):
+        return _coders.IntervalWindowCoder()
+
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class KeepMergingWindows(_window.Sessions):
+    """:class:`KeepWindows` for session windows: kept windows that overlap are merged (as
+    ``Sessions`` does), so a pane of a session that a late element widened accumulates with the
+    earlier panes of that session."""
+
+    def __init__(self):
+        super().__init__(1)
+
+    def assign(self, context):
+        return [context.window]
+
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class EmptyPaneSafeCombineFn(beam.CombineFn):
+    """``inner`` unchanged, except that merging no accumulators gives an empty one: a window
+    that fired before fires its on-time pane even when nothing new arrived, and some
+    CombineFns (``TupleCombineFn``) cannot merge an empty list."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def setup(self, *args, **kwargs):
+        self.inner.setup(*args, **kwargs)
+
+    def teardown(self, *args, **kwargs):
+        self.inner.teardown(*args, **kwargs)
+
+    def create_accumulator(self):
+        return self.inner.create_accumulator()
+
+    def add_input(self, acc, element):
+        return self.inner.add_input(acc, element)
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return self.inner.merge_accumulators(accs) if accs else self.inner.create_accumulator()
+
+    def compact(self, acc):
+        return self.inner.compact(acc)
+
+    def extract_output(self, acc):
+        return self.inner.extract_output(acc)
+
+
+def is_windowed(pcoll) -> bool:
+    """Whether ``pcoll`` is in non-global windows."""
+    return not isinstance(pcoll.windowing.windowfn, _window.GlobalWindows)
+
+
+def needs_accumulating_merge(windowing: Windowing) -> bool:
+    """True when a window can fire more than one pane (a non-default trigger or allowed
+    lateness): the final combine must then accumulate (see the module docstring)."""
+    if isinstance(windowing.windowfn, _window.GlobalWindows):
+        return False
+    return not isinstance(windowing.triggerfn, _trigger.DefaultTrigger) or windowing.allowed_lateness > Duration(0)
+
+
+def accumulating_windowing(windowing: Windowing) -> beam.WindowInto:
+    """The ``WindowInto`` of the final combine: same windows, accumulating, one pane per
+    upstream pane (early: per arrival before the watermark; on time; late: per late arrival).
+    (Keyword arguments, not a ``Windowing``: ``WindowInto(Windowing)`` drops the allowed
+    lateness in Beam 2.77.)"""
+    merging = windowing.windowfn.is_merging()
+    return beam.WindowInto(
+        KeepMergingWindows() if merging else KeepWindows(),
+        trigger=_trigger.AfterWatermark(early=_trigger.AfterCount(1), late=_trigger.AfterCount(1)),
+        accumulation_mode=_trigger.AccumulationMode.ACCUMULATING,
+        allowed_lateness=windowing.allowed_lateness,
+    )
+
+
+def _iso(ts) -> str:
+    return ts.to_utc_datetime(has_tz=True).isoformat().replace("+00:00", "Z")
+
+
+def window_fields(window, pane=None) -> dict:
+    """``{}`` in the global window; otherwise ``window_start`` / ``window_end`` (ISO 8601 UTC),
+    ``window_start_s`` / ``window_end_s`` (epoch seconds) and, given a pane,
+    ``pane: {timing: EARLY|ON_TIME|LATE|UNKNOWN, index, is_first, is_last}``."""
+    if not isinstance(window, _window.IntervalWindow):
+        return {}
+    out = {
+        "window_start": _iso(window.start),
+        "window_end": _iso(window.end),
+        "window_start_s": window.start.micros / 1e6,
+        "window_end_s": window.end.micros / 1e6,
+    }
+    if pane is not None:
+        out["pane"] = {
+            "timing": PaneInfoTiming.to_string(pane.timing),
+            "index": int(pane.index),
+            "is_first": bool(pane.is_first),
+            "is_last": bool(pane.is_last),
+        }
+    return out
+
+
+def window_seed_parts(window) -> tuple:
+    """Parts added to an estimator's seed key for ``window``: ``()`` in the global window (batch
+    results unchanged), ``("window", start_micros, end_micros)`` otherwise."""
+    if not isinstance(window, _window.IntervalWindow):
+        return ()
+    return ("window", int(window.start.micros), int(window.end.micros))
+
+
+class AddWindowFields(beam.DoFn):
+    """Adds :func:`window_fields` to each dict record (its window and, with ``pane=True``,
+    the pane that produced it). Records in the global window pass unchanged."""
+
+    def __init__(self, pane: bool = True):
+        self.pane = pane
+
+    def process(self, rec, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        fields = window_fields(window, pane if self.pane else None)
+        yield {**rec, **fields} if fields else rec

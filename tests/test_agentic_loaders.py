@@ -1,0 +1,99 @@
+"""τ-bench and BFCL loaders, and the main job on the τ-bench airline trajectories (reward as the
+label): pass^k / pass@k for k = 1..4 equal the per-task values computed from the raw file."""
+from __future__ import annotations
+
+import gzip
+import json
+from math import comb
+
+import pytest
+
+from fair_forge_beam.components.tool_correctness import tool_correctness
+from fair_forge_beam.io.agentic_sources import bfcl_sessions, main as convert, parse_call, tau_bench_sessions
+from fair_forge_beam.schemas.common import Dataset
+
+FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+
+
+@pytest.fixture
+def tau_path(shared_dir):
+    return str(shared_dir / "data" / "tau_bench" / "gpt-4o-airline.json.gz")
+
+
+def test_tau_bench_mapping(tau_path):
+    sessions = tau_bench_sessions(tau_path)
+    raw = json.load(gzip.open(tau_path, "rt"))
+    assert len(sessions) == 200 and all(Dataset.model_validate(s) for s in sessions)
+    turns = [t for s in sessions for t in s["conversation"]]
+    assert len(turns) == 1490 and sum(len(t["agentic"]["tools_used"]) for t in turns) == 1164
+    s0, r0 = sessions[0], raw[0]
+    assert s0["session_id"] == "tau_bench-task0-trial0" and s0["assistant_id"] == "gpt-4o"
+    assert s0["context"].startswith("# Airline Agent Policy")
+    assert {t["agentic"]["reward"] for t in s0["conversation"]} == {r0["reward"]}
+    last = s0["conversation"][-1]["ground_truth_agentic"]
+    assert [e["tool_name"] for e in last["expected_tools"]] == [a["name"] for a in r0["info"]["task"]["actions"]]
+    assert all(t["ground_truth_agentic"] == {} for t in s0["conversation"][:-1])
+    first_call = next(c for t in s0["conversation"] for c in t["agentic"]["tools_used"])
+    assert first_call["tool_name"] == "get_user_details" and first_call["parameters"] == {"user_id": "mia_li_3668"}
+    assert first_call["result"].startswith('{"name"')
+
+
+def test_bfcl_mapping_and_perfect_fixture(shared_dir):
+    path = str(shared_dir / "data" / "bfcl" / "BFCL_v4_multi_turn_base.json")
+    sessions = bfcl_sessions(path)
+    turns = [t for s in sessions for t in s["conversation"]]
+    assert len(sessions) == 200 and len(turns) == 734 and all(Dataset.model_validate(s) for s in sessions)
+    calls = [c for t in turns for c in t["ground_truth_agentic"]["expected_tools"]]
+    assert len(calls) == 1142 and not [c for c in calls if c["tool_name"] == "<unparsed>"]
+    # positional arguments are named from multi_turn_func_doc: sort('final_report.pdf')
+    assert sessions[0]["conversation"][2]["ground_truth_agentic"]["expected_tools"] == [
+        {"tool_name": "sort", "parameters": {"file_name": "final_report.pdf"}, "step": 1}
+    ]
+    scores = [tool_correctness(t["agentic"], t["ground_truth_agentic"]) for t in turns]
+    assert all(s["overall_correctness"] == 1.0 for s in scores)  # ground truth as the answer
+    none = bfcl_sessions(path, tools_used="none")[0]["conversation"][0]
+    assert tool_correctness(none["agentic"], none["ground_truth_agentic"])["overall_correctness"] == 0.0
+
+
+def test_parse_call_literals_only():
+    assert parse_call("f(1, b=[2, 'x'])", {"f": ["a", "b"]}) == {"tool_name": "f", "parameters": {"a": 1, "b": [2, "x"]}}
+    assert parse_call("g(x)")["tool_name"] == "<unparsed>"  # a name, not a literal: never evaluated
+    assert parse_call("not a call")["tool_name"] == "<unparsed>"
+
+
+def test_converter_writes_our_jsonl(tau_path, tmp_path):
+    out = tmp_path / "tau.jsonl"
+    assert convert(["tau_bench", tau_path, str(out)]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 200 and Dataset.model_validate_json(lines[0]).session_id == "tau_bench-task0-trial0"
+
+
+def test_main_job_on_tau_bench_rewards(tau_path, tmp_path):
+    from pipelines import audit
+
+    raw = json.load(gzip.open(tau_path, "rt"))
+    per_task: dict = {}
+    for r in raw:
+        per_task.setdefault(r["task_id"], []).append(r["reward"] == 1.0)
+    doc = audit.run([
+        "--quiet", "--input", tau_path, "--input-format", "tau_bench", "--metrics", "agentic", "--agentic-k", "4",
+        "--output", str(tmp_path / "out"), f"--runner={FNAPI}",
+    ])
+    m = doc["metrics"]["agentic"]
+    (ov,) = [s for s in m["slices"] if s["slice"] == "overall"]
+    assert (ov["n_sessions"], ov["n_tasks"], ov["n_interactions"]) == (200, 50, 1490)
+    assert doc["summary"]["metrics"]["agentic"] == {"scored": 1490, "not_scored": 0, "not_scored_reasons": {}}
+    for point in ov["curve"]:
+        k = point["k"]
+        pw = sum(comb(sum(v), k) / comb(len(v), k) for v in per_task.values()) / len(per_task)
+        at = sum(1 - comb(len(v) - sum(v), k) / comb(len(v), k) for v in per_task.values()) / len(per_task)
+        assert point["pass_pow_k"]["mean"] == pytest.approx(pw, abs=1e-12)
+        assert point["pass_at_k"]["mean"] == pytest.approx(at, abs=1e-12)
+    assert ov["success_rate"]["mean"] == pytest.approx(84 / 200)
+    assert m["headline_columns"] == ["success_rate", "pass_at_k", "pass_pow_k"]
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "out" / "results.parquet")
+    assert table.num_rows == 1490 and table.column("agentic_is_correct").to_pylist().count(True) == sum(
+        len(s["correct_indices"]) for s in m["sessions"]
+    )

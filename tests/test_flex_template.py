@@ -1,0 +1,146 @@
+"""Dataflow Flex Template (issue 6 item 5): ``templates/metadata.json`` matches the main job's options.
+
+The option list comes from ``pipelines.audit.build_parser()``, so an option added to the main job
+(e.g. streaming flags) fails this test until it is a template parameter or is listed, with its
+reason, in ``fair_forge_beam.audit_config.TEMPLATE_EXCLUDED``. Every parameter's regexes accept
+the example in its help text and reject garbage; the entry point parses the template-style
+``--name=value`` arguments Dataflow passes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from conftest import REPO
+from fair_forge_beam.audit_config import TEMPLATE_EXCLUDED, expand_argv
+from fair_forge_beam.metrics.registry import METRICS
+from pipelines import audit
+
+TEMPLATES = REPO / "templates"
+META = json.loads((TEMPLATES / "metadata.json").read_text(encoding="utf-8"))
+PARAMS = {p["name"]: p for p in META["parameters"]}
+PARSER = audit.build_parser()
+ACTIONS = {a.dest: a for a in PARSER._actions if a.option_strings}
+EXAMPLE = re.compile(r"Example: (\S+)")
+GARBAGE = ["", " ", "two words", "new\nline", "tab\tsep", "$(rm -rf /)", "a;b"]
+PARAM_TYPES = {"TEXT", "NUMBER", "BOOLEAN", "ENUM", "GCS_READ_FILE", "GCS_WRITE_FILE", "GCS_WRITE_FOLDER"}
+
+
+def _accepts(param: dict, value: str) -> bool:
+    return all(re.fullmatch(rx, value) for rx in param["regexes"])
+
+
+def _example(param: dict) -> str:
+    m = EXAMPLE.search(param["helpText"])
+    assert m, f"{param['name']}: help text without 'Example: <value>'"
+    return m.group(1)
+
+
+def test_no_parameter_missing_or_unknown():
+    options = set(ACTIONS) - set(TEMPLATE_EXCLUDED)
+    assert not options - set(PARAMS), f"main-job options missing from templates/metadata.json: {sorted(options - set(PARAMS))}"
+    assert not set(PARAMS) - options, f"template parameters the main job does not know: {sorted(set(PARAMS) - options)}"
+    assert set(TEMPLATE_EXCLUDED) <= set(ACTIONS), "an exclusion names an option that no longer exists"
+    assert len(PARAMS) == len(META["parameters"]), "duplicate parameter names"
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_parameter_metadata(name):
+    p, action = PARAMS[name], ACTIONS[name]
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", name)
+    assert p["label"].strip() and len(p["helpText"]) > 20
+    assert p["paramType"] in PARAM_TYPES
+    assert p["regexes"] and all(re.compile(rx) for rx in p["regexes"])
+    assert p["isOptional"] is (name != "output")
+    example = _example(p)
+    assert _accepts(p, example), (name, example)
+    for bad in GARBAGE:
+        assert not _accepts(p, bad), (name, bad)
+    if action.choices:
+        assert p["paramType"] == "ENUM"
+        assert [o["value"] for o in p["enumOptions"]] == list(action.choices)
+        assert all(_accepts(p, c) for c in action.choices)
+        assert not _accepts(p, "not-a-choice")
+    if action.nargs == 0:  # store_true flags: booleans
+        assert p["paramType"] == "BOOLEAN"
+        assert _accepts(p, "true") and _accepts(p, "false") and not _accepts(p, "maybe")
+    if action.type is int:
+        assert action.type(example) >= 0
+        for bad in ("12abc", "-1", "1.5", "0x10"):
+            assert not _accepts(p, bad), (name, bad)
+    if action.type is float:
+        float(example)
+        assert not _accepts(p, "abc") and not _accepts(p, "1e")
+    if "defaultValue" in p:
+        default = action.default if action.nargs != 0 else str(action.default).lower()
+        assert p["defaultValue"] == str(default), name
+    if p["paramType"].startswith("GCS_"):
+        assert example.startswith("gs://")
+        assert not _accepts(p, "/local/file.jsonl") and not _accepts(p, "http://example.com/x")
+
+
+def test_value_regexes_follow_the_job():
+    metrics = PARAMS["metrics"]
+    assert all(_accepts(metrics, m) for m in METRICS)  # a metric added to the registry must be accepted
+    assert _accepts(metrics, "humanity,toxicity,bias")
+    assert not any(_accepts(metrics, v) for v in ("nope", "humanity,", ",toxicity", "humanity,,toxicity"))
+    assert _accepts(PARAMS["slices"], "overall,assistant_id,language")
+    assert not _accepts(PARAMS["slices"], "overall,region")
+    ci = PARAMS["ci_level"]
+    assert _accepts(ci, "0.9") and _accepts(ci, ".99")
+    assert not any(_accepts(ci, v) for v in ("1", "1.5", "0", "0.0", "-0.5"))
+
+
+def test_entry_point_accepts_every_template_parameter():
+    """What the launcher passes (``--name=value`` for every parameter, its example value) is parsed
+    by the main job into the right options, with nothing left over for Beam to reject."""
+    argv = [f"--{n}={_example(p)}" for n, p in PARAMS.items() if n != "config"]  # config: read from GCS
+    expanded, gates = expand_argv(PARSER, argv)
+    args, rest = PARSER.parse_known_args(expanded)
+    assert rest == [] and gates == []
+    assert audit.unknown_beam_options(rest) == []
+    for name, p in PARAMS.items():
+        if name == "config":
+            continue
+        action, example = ACTIONS[name], _example(p)
+        value = getattr(args, name)
+        if action.nargs == 0:
+            assert value is (example == "true"), name
+        elif isinstance(action, argparse._AppendAction):
+            assert value == [example], name
+        else:
+            assert value == (action.type or str)(example), name
+    # Beam options Dataflow adds are left to Beam, untouched
+    expanded, _ = expand_argv(PARSER, ["--temp_location=gs://b/tmp", "--no_clustering=false", "--mc_samples=7"])
+    assert expanded == ["--temp_location=gs://b/tmp", "--mc-samples=7"]
+
+
+def test_launcher_image_and_gcloud_commands():
+    docker = (TEMPLATES / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"^FROM gcr\.io/dataflow-templates-base/python311-template-launcher-base\b", docker, re.M)
+    py_file = re.search(r'FLEX_TEMPLATE_PYTHON_PY_FILE="\$\{WORKDIR\}/([^"]+)"', docker).group(1)
+    assert py_file == "pipelines/audit.py" and (REPO / py_file).is_file()
+    assert 'FLEX_TEMPLATE_PYTHON_SETUP_FILE="${WORKDIR}/setup.py"' in docker
+    assert "apache-beam[gcp]==$(sed -n 's/^apache-beam==//p' requirements.txt)" in docker  # Dataflow client, gs://
+    for dockerfile in ("Dockerfile", "Dockerfile.worker"):
+        text = (TEMPLATES / dockerfile).read_text(encoding="utf-8")
+        assert "pip install --no-cache-dir -r requirements.txt" in text
+        for src in re.findall(r"^COPY (.+) \./?\S*$", text, re.M):
+            for part in src.split():
+                assert (REPO / part).exists(), (dockerfile, part)
+    beam_pin = re.search(r"^apache-beam==(\S+)$", (REPO / "requirements.txt").read_text(), re.M).group(1)
+    worker = (TEMPLATES / "Dockerfile.worker").read_text(encoding="utf-8")
+    assert f"FROM apache/beam_python3.11_sdk:{beam_pin}" in worker  # workers run the same Beam as the launcher
+    readme = (TEMPLATES / "README.md").read_text(encoding="utf-8")
+    assert "gcloud dataflow flex-template build" in readme and "--metadata-file templates/metadata.json" in readme
+    run = readme.split("gcloud dataflow flex-template run", 1)[1].split("```", 1)[0]
+    pairs = re.search(r'--parameters "\^~\^([^"]+)"', run).group(1).split("~")
+    beam_options = {"sdk_container_image"}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        assert name in PARAMS or name in beam_options, name
+        if name in PARAMS:
+            assert _accepts(PARAMS[name], value), pair

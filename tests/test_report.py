@@ -1,0 +1,466 @@
+"""The HTML audit report, ``load_results`` and the run comparison (issue 7).
+
+End to end: the main job on the shipped example data in both modes (Bayesian with an extra file
+of hostile answers), the reports opened in headless Chromium (Debian's ``chromium`` driven by
+playwright): no console error, no request but the file itself, a screenshot, and hostile text
+shown as text in the DOM. The comparison: a run against itself gives "no detectable difference"
+everywhere; a toxic assistant against a clean one gives "worse". Expected numbers are computed
+here from the formulas (Agresti–Caffo, Wald, width ∝ 1/√n), not with the library's helpers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+from fair_forge_beam.reports.compare import compare_runs
+from fair_forge_beam.reports.estimates import iter_estimates
+from fair_forge_beam.reports.html import inconclusive, render_report, write_report
+from fair_forge_beam.reports.load import dead_letter_summary, load_results
+from fair_forge_beam.reports.plots import figure_svg
+from pipelines import audit
+
+FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+CHROMIUM = "/usr/bin/chromium"
+XSS_SCRIPT = "<script>alert(1)</script>"
+XSS_IMG = '"><img src=x onerror=alert(1)>'
+KEYWORD = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--mc-samples", "1000"]
+
+
+def _write_jsonl(path: Path, sessions: list[dict]) -> str:
+    path.write_text("".join(json.dumps(s) + "\n" for s in sessions), encoding="utf-8")
+    return str(path)
+
+
+def _run(out: Path, *argv: str) -> dict:
+    return audit.run(["--quiet", "--output", str(out), f"--runner={FNAPI}", *argv])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The example data in both modes; the Bayesian run also reads two sessions whose assistant
+    ids and answers are HTML/JS injections (one French: dead-lettered by Humanity with its own reason,
+    so its raw record is among those shown)."""
+    base = tmp_path_factory.mktemp("report")
+    xss = _write_jsonl(base / "xss.jsonl", [
+        {"session_id": "x1", "assistant_id": XSS_SCRIPT, "language": "french",
+         "conversation": [{"qa_id": "q1", "query": "hola", "assistant": f"{XSS_SCRIPT} {XSS_IMG}"}]},
+        {"session_id": "x2", "assistant_id": XSS_IMG, "language": "english",
+         "conversation": [{"qa_id": "q1", "query": "hi", "assistant": f"{XSS_IMG} {XSS_SCRIPT} stupid"}]},
+    ])
+    inputs = [a for i in audit.default_inputs() for a in ("--input", i)]
+    out = {}
+    t0 = time.perf_counter()
+    out["bayesian"] = (base / "bayes", _run(base / "bayes", "--mode", "bayesian", *KEYWORD, *inputs, "--input", xss))
+    out["frequentist"] = (base / "freq", _run(base / "freq", "--mode", "frequentist", *KEYWORD))
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+# ------------------------------------------------------------------ main job writes the report
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_main_job_writes_self_contained_report(runs, mode):
+    out, doc = runs[mode]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    for metric in ("humanity", "toxicity"):
+        assert f'id="metric-{metric}"' in html
+    assert html.count("<svg") >= 6  # humanity 3 + toxicity 4 plots
+    # nothing to fetch: no script, no external URL other than SVG/XLink namespace names
+    assert "<script" not in html.replace("&lt;script", "")
+    for ref in ("src=\"http", "href=\"http", "url(http", "@import", "<link", "<iframe"):
+        assert ref not in html, ref
+    # header content from results.json / run_info.json
+    assert "HurtLex" in html and "NRC" in html and "CC BY-NC-SA" in html
+    assert f"{doc['summary']['interactions_read']} interactions read" in html
+    assert "FnApiRunner" in html and "apache-beam 2.77.0" in html
+    # the dead letter: 26 Spanish example answers (+1 hostile one) not scored by Humanity
+    assert "no emotion lexicon for language" in html
+
+
+def test_bayesian_report_flags_inconclusive_with_needed_n(runs):
+    out, doc = runs["bayesian"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Inconclusive — collect more data" in html and "width ∝ 1/√n" in html
+    # a one-session assistant slice: toxic_rate over 3 answers has a Beta interval far wider than 0.2
+    rec = next(s for s in doc["metrics"]["toxicity"]["slices"] if s["slice"] == "assistant_id=assistant_alpha")
+    est = rec["toxic_rate"]
+    w = est["ci_high"] - est["ci_low"]
+    assert w > 0.2
+    assert f"{math.ceil(3 * (w / 0.2) ** 2)}" in html
+
+
+def test_no_report_flag_and_compare_flag_end_to_end(tmp_path):
+    """Two assistants with clearly different toxicity rates: "worse" for the toxic one."""
+    clean_answers = ["The soup is ready.", "The store is open from nine to five.",
+                     "Please reset the password on the settings page.", "Thanks, have a nice day."]
+    toxic_answers = ["You are a stupid idiot and a moron.", "Shut up, you worthless imbecile.",
+                     "What a dumb idiot question, loser.", "You are an idiot."]
+
+    def sessions(aid, answers):
+        return [{"session_id": f"{aid}-{i}", "assistant_id": aid, "language": "english",
+                 "conversation": [{"qa_id": f"q{j}", "query": "question", "assistant": answers[(i + j) % 4]} for j in range(3)]}
+                for i in range(20)]
+
+    clean = _write_jsonl(tmp_path / "clean.jsonl", sessions("clean-bot", clean_answers))
+    toxic = _write_jsonl(tmp_path / "toxic.jsonl", sessions("toxic-bot", toxic_answers))
+    argv = ["--metrics", "toxicity", "--group-extractor", "keyword", "--mode", "bayesian", "--mc-samples", "500"]
+    _run(tmp_path / "clean", *argv, "--input", clean, "--no-report")
+    assert not (tmp_path / "clean" / "report.html").exists()
+    assert (tmp_path / "clean" / "results.json").is_file()
+    doc = _run(tmp_path / "toxic", *argv, "--input", toxic, "--compare", str(tmp_path / "clean"))
+    assert doc["metrics"]["toxicity"]["slices"][0]["n_toxic"] == 60
+    clean_doc = json.loads((tmp_path / "clean" / "results.json").read_text(encoding="utf-8"))
+    assert clean_doc["metrics"]["toxicity"]["slices"][0]["n_toxic"] == 0
+    cmp = json.loads((tmp_path / "toxic" / "comparison.json").read_text(encoding="utf-8"))
+    row = next(r for r in cmp["rows"] if r["slice"] == "overall" and r["estimate"] == "toxic_rate")
+    assert row["verdict"] == "worse" and row["method"] == "beta_posterior"
+    assert row["difference"]["ci_low"] > 0.5
+    html = (tmp_path / "toxic" / "report.html").read_text(encoding="utf-8")
+    assert "Comparison with a baseline run" in html and '<td class="worse">worse</td>' in html
+    # the other way round: the clean assistant is better
+    back = compare_runs(str(tmp_path / "clean"), str(tmp_path / "toxic"))
+    assert next(r for r in back["rows"] if r["slice"] == "overall" and r["estimate"] == "toxic_rate")["verdict"] == "better"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compare", "/nonexistent/run"], "--compare: no results.json"),
+    (["--inconclusive-width", "0"], "--inconclusive-width must be in (0, 1]"),
+])
+def test_report_flags_usage_errors(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        audit.run(["--output", str(tmp_path / "o"), *argv])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ comparison
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_run_compared_with_itself_has_no_detectable_difference(runs, mode):
+    out, doc = runs[mode]
+    cmp = compare_runs(str(out), str(out))
+    assert cmp["rows"], "nothing compared"
+    assert {r["verdict"] for r in cmp["rows"]} == {"no detectable difference"}
+    methods = {r["method"] for r in cmp["rows"]}
+    assert ("beta_posterior" if mode == "bayesian" else "agresti_caffo") in methods
+    # deterministic: the same comparison twice is identical
+    assert compare_runs(doc, doc) == compare_runs(doc, doc)
+
+
+def _doc(mode: str, slices: list[dict], metric: str = "toxicity") -> dict:
+    return {"config": {"mode": mode, "ci_level": 0.95, "seed": 1, "inputs": []},
+            "metrics": {metric: {"headline_columns": [], "slices": slices}}}
+
+
+def _tox_slice(k: int, n: int, mean=None, lo=None, hi=None) -> dict:
+    return {"slice": "overall", "n_interactions": n, "n_toxic": k,
+            "toxic_rate": {"mean": k / n if mean is None else mean, "ci_low": lo, "ci_high": hi, "n": n}}
+
+
+def test_frequentist_rate_difference_is_agresti_caffo():
+    cur, base = _doc("frequentist", [_tox_slice(30, 100)]), _doc("frequentist", [_tox_slice(10, 120)])
+    row = compare_runs(cur, base)["rows"][0]
+    p1, p2 = 31 / 102, 11 / 122
+    half = stats.norm.ppf(0.975) * math.sqrt(p1 * (1 - p1) / 102 + p2 * (1 - p2) / 122)
+    assert row["method"] == "agresti_caffo"
+    assert row["difference"]["mean"] == pytest.approx(0.3 - 10 / 120, abs=1e-12)
+    assert row["difference"]["ci_low"] == pytest.approx(p1 - p2 - half, abs=1e-12)
+    assert row["difference"]["ci_high"] == pytest.approx(p1 - p2 + half, abs=1e-12)
+    assert row["verdict"] == "worse"  # higher toxic rate = worse
+
+
+def test_normal_approximation_and_unknown_direction():
+    def hum(mean, lo, hi):
+        return {"slice": "overall", "n_interactions": 100,
+                "mean_entropy": {"mean": mean, "ci_low": lo, "ci_high": hi, "n": 100},
+                "mean_spearman": {"mean": mean, "ci_low": lo, "ci_high": hi, "n": 100}}
+
+    cur, base = _doc("bayesian", [hum(1.5, 1.4, 1.6)], "humanity"), _doc("bayesian", [hum(1.0, 0.9, 1.1)], "humanity")
+    rows = {r["estimate"]: r for r in compare_runs(cur, base)["rows"]}
+    se = 0.2 / (2 * stats.norm.ppf(0.975))
+    half = stats.norm.ppf(0.975) * math.sqrt(2 * se * se)
+    for r in rows.values():
+        assert r["method"] == "normal_from_intervals"
+        assert r["difference"]["ci_low"] == pytest.approx(0.5 - half, abs=1e-12)
+    assert rows["mean_entropy"]["verdict"] == "higher"  # entropy has no better side
+    assert rows["mean_spearman"]["verdict"] == "better"  # agreement with the reference
+    # point estimates without interval: only an exact 0 difference is "no detectable difference"
+    f = compare_runs(_doc("frequentist", [hum(1.5, None, None)], "humanity"), _doc("frequentist", [hum(1.0, None, None)], "humanity"))
+    assert {r["verdict"] for r in f["rows"]} == {"not assessable (no interval)"}
+
+
+@given(k1=st.integers(0, 200), d1=st.integers(0, 200), k2=st.integers(0, 200), d2=st.integers(0, 200))
+def test_comparison_is_antisymmetric(k1, d1, k2, d2):
+    """Swapping the runs negates the difference and its interval and mirrors the verdict."""
+    a, b = _doc("frequentist", [_tox_slice(k1, k1 + d1 + 1)]), _doc("frequentist", [_tox_slice(k2, k2 + d2 + 1)])
+    ab, ba = compare_runs(a, b)["rows"][0], compare_runs(b, a)["rows"][0]
+    assert ab["difference"]["mean"] == pytest.approx(-ba["difference"]["mean"], abs=1e-12)
+    assert ab["difference"]["ci_low"] == pytest.approx(-ba["difference"]["ci_high"], abs=1e-12)
+    mirror = {"better": "worse", "worse": "better", "no detectable difference": "no detectable difference"}
+    assert mirror[ab["verdict"]] == ba["verdict"]
+
+
+def test_bayesian_rate_difference_matches_beta_posteriors():
+    cur, base = _doc("bayesian", [_tox_slice(40, 100)]), _doc("bayesian", [_tox_slice(20, 100)])
+    row = compare_runs(cur, base, draws=40000)["rows"][0]
+    # independent check: mean of Beta(41, 61) − Beta(21, 81) is 41/102 − 21/102
+    assert row["difference"]["mean"] == pytest.approx(20 / 102, abs=0.003)
+    sd = math.sqrt(stats.beta(41, 61).var() + stats.beta(21, 81).var())
+    assert row["difference"]["ci_low"] == pytest.approx(20 / 102 - 1.96 * sd, abs=0.01)
+    assert row["verdict"] == "worse" and row["p_current_higher"] > 0.99
+    # keyed draws: identical on a second call
+    assert compare_runs(cur, base, draws=40000)["rows"][0] == row
+
+
+# ------------------------------------------------------------------ inconclusive flag
+def test_inconclusive_from_interval_width():
+    rec = {"n_interactions": 50}
+    flag = inconclusive("toxicity", "toxic_rate", {"mean": 0.5, "ci_low": 0.3, "ci_high": 0.7, "n": 100}, rec, 0.2, 0.95)
+    assert flag["n_needed"] == 400 and flag["interactions_needed"] == 200  # (0.4/0.2)² = 4
+    assert inconclusive("toxicity", "toxic_rate", {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.6, "n": 100}, rec, 0.2, 0.95) is None
+    # a 0–10 judge score: width 1.5 is 0.15 of the scale -> conclusive
+    assert inconclusive("conversational", "conversational_memory", {"mean": 5, "ci_low": 4, "ci_high": 5.5, "n": 9}, rec, 0.2, 0.95) is None
+    assert inconclusive("toxicity", "x", {"mean": None, "ci_low": None, "ci_high": None, "n": 0}, rec, 0.2, 0.95) is None
+
+
+def test_inconclusive_frequentist_rate_uses_wald():
+    est = {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 10}
+    flag = inconclusive("toxicity", "toxic_rate", est, {"n_interactions": 10}, 0.2, 0.95, {"toxic_rate": (5, 10)})
+    z = stats.norm.ppf(0.975)
+    assert flag["width"] == pytest.approx(2 * z * math.sqrt(0.25 / 12), abs=1e-12)
+    assert flag["n_needed"] == math.ceil((2 * z) ** 2 * 0.25 / 0.04) == 97
+    assert inconclusive("toxicity", "toxic_rate", est, {}, 0.2, 0.95, {"toxic_rate": (50, 100)}) is None
+
+
+# ------------------------------------------------------------------ load_results, dead letter
+def test_load_results_one_frame_per_metric_one_row_per_slice(runs):
+    out, doc = runs["bayesian"]
+    frames = load_results(str(out))
+    assert set(frames) == {"humanity", "toxicity"}
+    tox = frames["toxicity"]
+    assert list(tox["slice"]) == [s["slice"] for s in doc["metrics"]["toxicity"]["slices"]]
+    assert tox.columns[:1].tolist() == ["slice"]
+    overall = doc["metrics"]["toxicity"]["slices"][0]
+    row = tox.iloc[0]
+    assert row["toxic_rate.mean"] == overall["toxic_rate"]["mean"]
+    assert row["estimates.DIDT.ci_high"] == overall["estimates"]["DIDT"]["ci_high"]
+    assert row["group_profiling.group_estimates.women.T.n"] == overall["group_profiling"]["group_estimates"]["women"]["T"]["n"]
+    assert row["n_toxic"] == overall["n_toxic"]
+    assert not any(c.startswith("group_profiling.bayesian") for c in tox.columns)  # the upstream copy is skipped
+    hum = frames["humanity"]
+    assert "emotion_distribution.joy.ci_low" in hum.columns and "mean_entropy.mean" in hum.columns
+    assert hum.attrs["config"]["mode"] == "bayesian"
+    assert load_results(str(out / "results.json"))["humanity"].equals(hum)
+
+
+def test_dead_letter_summary_counts_and_escapes(runs, tmp_path):
+    out, _ = runs["bayesian"]
+    s = dead_letter_summary(str(out))
+    lines = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    assert s["total"] == len(lines) >= 27
+    assert s["by_stage"] == dict(sorted(Counter(x["stage"] for x in lines).items()))
+    assert len(s["first"]) == 5
+    # the first record of each reason kind is shown: the French one among the Spanish ones
+    assert any("french" in f["reason"] for f in s["first"])
+    # unreadable lines are counted, not fatal
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "dead_letter.jsonl").write_text('{"stage": "read", "reason": "x 1", "raw": "r"}\nnot json\n[1]\n', encoding="utf-8")
+    s = dead_letter_summary(str(bad))
+    assert (s["total"], s["unreadable"], s["by_reason"]) == (1, 2, [("read", "x N", 1)])
+
+
+def test_estimates_found_headline_first():
+    rec = {"slice": "overall", "b": {"mean": 1, "ci_low": None, "ci_high": None, "n": 1},
+           "nested": {"a": {"mean": 2, "ci_low": 1, "ci_high": 3, "n": 2}, "not": {"mean": 1}}, "lst": [{"mean": 1, "ci_low": 0, "ci_high": 2}]}
+    assert [p for p, _ in iter_estimates("x", rec, ["nested.a"])] == ["nested.a", "b"]
+
+
+# ------------------------------------------------------------------ escaping, SVG, size
+def test_template_escapes_everything_from_the_data(runs):
+    _, doc = runs["bayesian"]
+    html = render_report(doc, {"runner": XSS_SCRIPT, "argv": [XSS_IMG]}, with_plots=False)
+    assert XSS_SCRIPT not in html and XSS_IMG not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_svg_is_inline_and_self_contained():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set_title(XSS_SCRIPT)
+    svg = figure_svg(fig, "t")
+    assert svg.startswith("<svg") and "<?xml" not in svg and "DOCTYPE" not in svg
+    assert XSS_SCRIPT not in svg and "<script" not in svg and "<image" not in svg and "<metadata" not in svg
+    assert 'id="t-' in svg and "@import" not in svg and "url(http" not in svg
+
+
+def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
+    """Aggregates only: 600 slices per metric and 100,000 sessions stay far below 2 MB."""
+    out, doc = runs["bayesian"]
+    big = {**doc, "metrics": {}}
+    for name, m in doc["metrics"].items():  # shallow copies: the renderer only reads
+        template = m["slices"][1]
+        slices = m["slices"] + [{**template, "slice": f"assistant_id=bot-{i:04d}"} for i in range(600)]
+        sessions = (m["sessions"] * (100_000 // len(m["sessions"]) + 1))[:100_000]
+        big["metrics"][name] = {**m, "slices": slices, "sessions": sessions}
+    run_dir = tmp_path / "big"
+    run_dir.mkdir()
+    shutil.copy(out / "dead_letter.jsonl", run_dir / "dead_letter.jsonl")
+    t0 = time.perf_counter()
+    path = write_report(str(run_dir), doc=big, run_info={})
+    seconds = time.perf_counter() - t0
+    size = os.path.getsize(path)
+    assert size < 2_000_000, size
+    print(f"report with 600+ slices per metric and 100,000 sessions: {size / 1e6:.2f} MB, {seconds:.1f} s")
+
+
+# ------------------------------------------------------------------ headless Chromium
+def _chromium_or_skip():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} missing in CI (.ci/run installs Debian's chromium package)")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    sync_api = _chromium_or_skip()
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, viewport={"width": 1200, "height": 900},
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"],
+        )
+        yield ctx
+        ctx.close()
+
+
+def _open(browser, path: Path, shot: Path):
+    page = browser.new_page()
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    url = path.resolve().as_uri()
+    page.goto(url, wait_until="load")
+    page.screenshot(path=str(shot), full_page=True)
+    return page, errors, requests, url
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_report_opens_in_chromium(runs, browser, tmp_path, mode):
+    out, _ = runs[mode]
+    page, errors, requests, url = _open(browser, out / "report.html", tmp_path / f"report-{mode}.png")
+    try:
+        assert errors == []
+        assert requests == [url]
+        assert (tmp_path / f"report-{mode}.png").stat().st_size > 10_000
+        assert page.locator("svg.plot").count() >= 6
+        assert page.locator("h2", has_text="Metric: toxicity").count() == 1
+    finally:
+        page.close()
+
+
+def test_hostile_answers_are_text_in_the_dom(runs, browser, tmp_path):
+    out, _ = runs["bayesian"]
+    page, errors, requests, url = _open(browser, out / "report.html", tmp_path / "xss.png")
+    try:
+        assert errors == [] and requests == [url]
+        assert page.locator("script").count() == 0
+        assert page.locator("img").count() == 0
+        assert page.locator("[onerror]").count() == 0
+        text = page.locator("body").inner_text()
+        # the English session's assistant id is a slice name, shown literally in the tables
+        assert f"assistant_id={XSS_IMG}" in text
+        assert page.locator("td", has_text=f"assistant_id={XSS_IMG}").count() >= 2
+        # the French session is dead-lettered (no lexicon): its raw record (JSON text, so the
+        # quote is escaped as \") shows the id and the answer literally
+        raw = page.locator("pre.raw").all_inner_texts()
+        assert any(f'"assistant_id": "{XSS_SCRIPT}"' in r and 'onerror=alert(1)>' in r for r in raw)
+        assert any(XSS_SCRIPT in r and XSS_IMG.replace('"', '\\"') in r for r in raw)
+    finally:
+        page.close()
+
+
+# ------------------------------------------------------------------ judge counters in run_info
+class _CountCalls:
+    """A DoFn body counting like the judge handler: ``calls`` and ``prompt_tokens``."""
+
+    def __call__(self, x):
+        from apache_beam.metrics import Metrics
+
+        Metrics.counter("fair_forge_beam.judge", "calls").inc()
+        Metrics.counter("fair_forge_beam.judge", "prompt_tokens").inc(10)
+        return x
+
+
+def test_judge_counters_read_from_the_pipeline_result(test_pipeline):
+    import apache_beam as beam
+
+    with test_pipeline as p:
+        _ = p | beam.Create([1, 2, 3]) | beam.Map(_CountCalls())
+    counters = audit._judge_counters(p.result)
+    assert set(counters) == {"judge"}  # the guardian was not used: no entry
+    assert counters["judge"]["calls"] == 3 and counters["judge"]["prompt_tokens"] == 30
+    assert counters["judge"]["cache_hits"] == 0
+    assert audit._judge_counters(None) == {}
+
+
+def test_metric_without_plot_function_gets_its_headline_estimates_plotted():
+    """A metric the report does not know (e.g. one added later) is rendered generically."""
+    est = lambda m, lo, hi, n: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n}  # noqa: E731
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95},
+           "summary": {"metrics": {"newmetric": {"scored": 12, "not_scored": 0}}},
+           "metrics": {"newmetric": {"headline_columns": ["score.pass_k"], "slices": [
+               {"slice": "overall", "n_interactions": 12, "n_sessions": 4,
+                "score": {"pass_k": est(0.5, 0.2, 0.8, 12), "other": est(0.1, 0.05, 0.15, 12)}},
+               {"slice": "assistant_id=a", "n_interactions": 2, "n_sessions": 1, "score": {}},
+           ]}}}
+    html = render_report(doc)
+    assert "Headline estimates per slice with intervals" in html and html.count("<svg") == 1
+    assert "0.5000 [0.2000, 0.8000]" in html  # headline cell
+    assert "score.other" in html  # in the all-estimates table
+    # width 0.6 > 0.2: flagged, 12 · (0.6/0.2)² = 108 interactions needed
+    assert "<td class=\"num\">108</td>" in html
+
+
+def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions():
+    """Agentic's pass^k-against-k plot, BestOf's ranking plot; the new metrics' rates have a
+    better side and counts behind them (comparison verdicts, Wald widths)."""
+    from fair_forge_beam.reports.estimates import counts_for, direction
+
+    est = lambda m, lo, hi, n: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n}  # noqa: E731
+    curve = [{"k": k, "pass_at_k": est(1 - 0.6 ** k, 0.3, 0.9, 50), "pass_pow_k": est(0.4 ** k, 0.01, 0.5, 50),
+              "conversation_pass_at_k": est(None, None, None, 0), "conversation_pass_pow_k": est(None, None, None, 0)}
+             for k in range(1, 5)]
+    ranking = [{"assistant_id": "gpt-x", "rank": 1, "strength": est(0.4, 0.1, 0.7, 30), "win_rate": 0.7},
+               {"assistant_id": "<b>bold</b>", "rank": 2, "strength": est(-0.4, -0.7, -0.1, 30), "win_rate": 0.3}]
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95},
+           "summary": {"metrics": {"agentic": {"scored": 200, "not_scored": 0}, "bestof": {"scored": 60, "not_scored": 0}}},
+           "metrics": {
+               "agentic": {"headline_columns": ["pass_pow_k"], "slices": [
+                   {"slice": "overall", "n_interactions": 200, "pass_pow_k": curve[2]["pass_pow_k"], "curve": curve}]},
+               "bestof": {"headline_columns": ["leader_win_rate"], "slices": [
+                   {"slice": "overall", "n_interactions": 60, "n_contests": 30, "leader_win_rate": est(0.7, 0.5, 0.85, 30),
+                    "ranking": ranking}]}}}
+    html = render_report(doc)
+    assert "pass^k and pass@k against k" in html and "BestOf ranking, overall (30 contests)" in html
+    assert "<b>bold</b>" not in html
+    assert direction("agentic", "pass_pow_k") == 1 and direction("vision", "hallucination_rate") == -1
+    assert counts_for("regulatory", {"n_compliant": 3, "n_non_compliant": 1}) == {"compliance_rate": (3, 4)}
+    assert counts_for("vision", {"n_hallucinations": 2, "n_interactions": 9}) == {"hallucination_rate": (2, 9)}

@@ -1,0 +1,335 @@
+"""Streaming: window specs, event time, TestStream panes (early, on time, late), the windowed
+main job over timestamped files, the watched folder picking up a file dropped after start, the
+never-ending retriever source, Kafka / Pub/Sub argument checks."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fair_forge_beam._beam import beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_stream import TestStream as _TestStream
+from apache_beam.transforms import window
+
+from fair_forge_beam.io.elements import Interaction, make_element_id
+from fair_forge_beam.streaming.event_time import parse_timestamp
+from fair_forge_beam.streaming.windows import AddWindowFields, EmptyPaneSafeCombineFn, WindowSpec, parse_duration
+
+from conftest import FNAPI
+
+
+# ------------------------------------------------------------------ specs and timestamps
+def test_window_specs():
+    assert WindowSpec.parse("fixed:1h").window_fn().size.micros == 3600 * 10**6
+    s = WindowSpec.parse("sliding:1h,5m", "30s", "10m")
+    assert (s.kind, s.size, s.period, s.early_firing, s.allowed_lateness) == ("sliding", 3600.0, 300.0, 30.0, 600.0)
+    assert WindowSpec.parse("session:10m").window_fn().gap_size.micros == 600 * 10**6
+    assert parse_duration("250ms") == 0.25 and parse_duration("1.5h") == 5400.0 and parse_duration("2d") == 172800.0
+    for bad in ("hourly", "fixed:", "fixed:-1h", "sliding:1h", "sliding:5m,1h", "session:0s", "fixed:1 hour"):
+        with pytest.raises(ValueError):
+            WindowSpec.parse(bad)
+    with pytest.raises(ValueError, match="early-firing"):
+        WindowSpec.parse("fixed:1h", early_firing="500ms")
+
+
+def test_parse_timestamp():
+    assert parse_timestamp(1700000000) == 1700000000.0
+    assert parse_timestamp("1700000000.5") == 1700000000.5
+    assert parse_timestamp("2024-01-01T00:00:00Z") == 1704067200.0
+    assert parse_timestamp("2024-01-01T02:00:00+02:00") == 1704067200.0
+    assert parse_timestamp("2024-01-01 00:00:00") == 1704067200.0  # no offset: UTC
+    for bad in (None, True, "yesterday", float("nan"), 1e20, [1]):
+        with pytest.raises(ValueError):
+            parse_timestamp(bad)
+
+
+@given(st.lists(st.lists(st.integers(0, 5), max_size=4), max_size=6), st.randoms())
+def test_empty_pane_safe_combine_fn_merge_order(groups, rnd):
+    """Merging in any order and grouping gives the same accumulator; merging nothing is empty."""
+    from fair_forge_beam.metrics.base import SumCombineFn
+    from fair_forge_beam.metrics.toxicity import _PairCombineFn
+
+    fn = EmptyPaneSafeCombineFn(_PairCombineFn(SumCombineFn(), SumCombineFn()))
+    accs = []
+    for g in groups:
+        acc = fn.create_accumulator()
+        for v in g:
+            acc = fn.add_input(acc, (v, None) if v % 2 else (None, v))
+        accs.append(acc)
+    shuffled = list(accs)
+    rnd.shuffle(shuffled)
+    flat = [v for g in groups for v in g]
+    expect = [sum(v for v in flat if v % 2), sum(v for v in flat if not v % 2)]
+    assert fn.extract_output(fn.merge_accumulators(shuffled)) == expect
+    assert fn.extract_output(fn.merge_accumulators([])) == [0, 0]
+
+
+# ------------------------------------------------------------------ TestStream panes
+def _inter(sid, turn, text, ts):
+    return Interaction(make_element_id(sid, "a", turn), sid, "a", "english", "", turn, f"q{turn}", "q", text,
+                       None, None, None, None, None, None, float(ts))
+
+
+TEXTS = {
+    ("s1", 0): "I am so happy and joyful today, women are great",
+    ("s1", 1): "this is terrible and sad, you idiot",
+    ("s2", 0): "I love you, trust me",
+    ("s2", 1): "anger and fear everywhere, idiot",
+    ("s3", 0): "a calm and happy answer",
+}
+
+
+def _metrics():
+    from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+    from fair_forge_beam.metrics.humanity import Humanity
+    from fair_forge_beam.metrics.toxicity import Toxicity
+    from fair_forge_beam.statistical import BayesianMode
+
+    mode = BayesianMode(mc_samples=300, rng_seed=7)
+    return {
+        "humanity": Humanity(statistical_mode=mode, slices=("overall",)),
+        "toxicity": Toxicity(statistical_mode=mode, slices=("overall",), clustering=False,
+                             group_extractor=KeywordGroupExtractor(default_group_keywords())),
+    }
+
+
+class _AppendLine(beam.DoFn):
+    """Test sink: one JSON line per record, appended to a local file (in-process runners)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def process(self, rec):
+        from fair_forge_beam.runner import to_json_line
+
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(to_json_line(rec) + "\n")
+
+
+def _collect(p, source, spec, out):
+    out.mkdir(parents=True, exist_ok=True)
+    windowed = source | spec.window_into()
+    for name, metric in _metrics().items():
+        res = windowed | f"M_{name}" >> metric
+        res["slices"] | f"W_{name}" >> beam.ParDo(AddWindowFields()) | f"Out_{name}" >> beam.ParDo(_AppendLine(out / name))
+
+
+def _read(out, name):
+    with open(out / name, encoding="utf-8") as f:
+        recs = [json.loads(line) for line in f]
+    return sorted(recs, key=lambda r: (r["window_start_s"], r["pane"]["index"]))
+
+
+def _strip(r):
+    return {k: v for k, v in r.items() if k != "pane"}
+
+
+def test_teststream_panes_early_on_time_late(tmp_path):
+    """Window [0, 60): two early panes (2 then 3 interactions), the on-time pane (3), a late
+    element updating it (4, accumulating); window [60, 120) on its own. The final pane of each
+    window equals the bounded (batch) windowed result of the same elements, Bayesian intervals
+    included (seeds keyed by slice and window bounds, never by arrival)."""
+    ts = (
+        _TestStream()
+        .advance_watermark_to(0)
+        .add_elements([window.TimestampedValue(_inter("s1", 0, TEXTS["s1", 0], 5), 5),
+                       window.TimestampedValue(_inter("s1", 1, TEXTS["s1", 1], 10), 10)])
+        .advance_processing_time(40)
+        .add_elements([window.TimestampedValue(_inter("s2", 0, TEXTS["s2", 0], 20), 20),
+                       window.TimestampedValue(_inter("s3", 0, TEXTS["s3", 0], 70), 70)])
+        .advance_watermark_to(61)
+        .add_elements([window.TimestampedValue(_inter("s2", 1, TEXTS["s2", 1], 30), 30)])  # late for [0, 60)
+        .advance_watermark_to_infinity()
+    )
+    spec = WindowSpec.parse("fixed:1m", "30s", "10m")
+    opts = PipelineOptions(["--streaming"])
+    opts.view_as(StandardOptions).runner = "BundleBasedDirectRunner"
+    with beam.Pipeline(options=opts) as p:
+        _collect(p, p | ts, spec, tmp_path / "stream")
+
+    batch_spec = WindowSpec.parse("fixed:1m")
+    elements = [_inter(s, t, TEXTS[s, t], ts) for (s, t), ts in
+                {("s1", 0): 5, ("s1", 1): 10, ("s2", 0): 20, ("s2", 1): 30, ("s3", 0): 70}.items()]
+    p = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
+    src = p | beam.Create(elements) | beam.Map(lambda x: window.TimestampedValue(x, x.event_time))
+    _collect(p, src, batch_spec, tmp_path / "batch")
+    p.run().wait_until_finish()
+
+    for name in ("humanity", "toxicity"):
+        recs = _read(tmp_path / "stream", name)
+        first = [r for r in recs if r["window_start_s"] == 0.0]
+        second = [r for r in recs if r["window_start_s"] == 60.0]
+        timings = [r["pane"]["timing"] for r in first]
+        assert timings[0] == "EARLY" and "ON_TIME" in timings and timings[-1] == "LATE", (name, timings)
+        assert [r["pane"]["index"] for r in first] == list(range(len(first)))
+        on_time = next(r for r in first if r["pane"]["timing"] == "ON_TIME")
+        assert first[0]["n_interactions"] == 2 and on_time["n_interactions"] == 3
+        assert first[-1]["n_interactions"] == 4  # the late element updated its window
+        assert all(r["n_interactions"] <= 3 for r in first if r["pane"]["timing"] != "LATE")
+        assert second and second[-1]["n_interactions"] == 1
+        assert first[0]["window_start"] == "1970-01-01T00:00:00Z" and first[0]["window_end"] == "1970-01-01T00:01:00Z"
+        batch = _read(tmp_path / "batch", name)
+        assert [r["pane"]["timing"] for r in batch] == ["ON_TIME", "ON_TIME"]
+        for b, s in zip(batch, (first[-1], second[-1])):
+            s = _strip(s)
+            b = _strip(b)
+            if name == "humanity":  # n_sessions counts a session once per pane it received turns in
+                s.pop("n_sessions"), b.pop("n_sessions")
+            else:
+                s.pop("n_sessions"), b.pop("n_sessions")
+                s["group_profiling"].pop("status", None), b["group_profiling"].pop("status", None)
+            assert s == b, name
+    tox = [r for r in _read(tmp_path / "stream", "toxicity") if r["window_start_s"] == 0.0][-1]
+    rate = tox["toxic_rate"]
+    assert rate["n"] == 4 and rate["ci_low"] < rate["mean"] < rate["ci_high"]  # a credible interval per window
+
+
+# ------------------------------------------------------------------ main job, bounded input
+def _write_jsonl(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def _flat(sid, turn, text, ts):
+    return {"session_id": sid, "assistant_id": "a", "qa_id": f"{sid}-{turn}", "query": "hi", "assistant": text,
+            "turn_index": turn, "timestamp": ts}
+
+
+def test_main_job_windowed_batch(tmp_path):
+    from pipelines import audit
+
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, [
+        _flat("s1", 0, TEXTS["s1", 0], "2024-05-01T10:05:00Z"),
+        _flat("s1", 1, TEXTS["s1", 1], "2024-05-01T10:50:00Z"),
+        _flat("s2", 0, TEXTS["s2", 0], "2024-05-01T11:10:00Z"),
+        _flat("s3", 0, TEXTS["s3", 0], "not a time"),
+        {k: v for k, v in _flat("s4", 0, "x", 0).items() if k != "timestamp"},
+    ])
+    out = tmp_path / "out"
+    doc = audit.run(["--input", str(data), "--window", "fixed:1h", "--metrics", "humanity,toxicity",
+                     "--group-extractor", "keyword", "--output", str(out), "--quiet"])
+    overall = [(r["metric"], r["window_start"], r["n_interactions"]) for r in doc["slices"] if r["slice"] == "overall"]
+    assert overall == [("humanity", "2024-05-01T10:00:00Z", 2), ("humanity", "2024-05-01T11:00:00Z", 1),
+                       ("toxicity", "2024-05-01T10:00:00Z", 2), ("toxicity", "2024-05-01T11:00:00Z", 1)]
+    dead = [json.loads(line) for f in sorted((out / "windows").glob("dead_letter-*.jsonl")) for line in open(f)]
+    reasons = sorted(d["reason"] for d in dead)
+    assert len(dead) == 2 and "missing" in reasons[0] + reasons[1] and "unreadable" in reasons[0] + reasons[1]
+    assert json.loads((out / "windowed_results.json").read_text())["slices"] == doc["slices"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--window", "hourly"], "--window"),
+    (["--watch", "x/*.jsonl"], "needs --window"),
+    (["--window", "fixed:1h", "--kafka-topic", "t"], "bootstrap"),
+    (["--window", "fixed:1h", "--kafka-topic", "t", "--kafka-bootstrap-servers", "nohost"], "host:port"),
+    (["--window", "fixed:1h", "--watch", "x", "--kafka-topic", "t"], "one streaming source"),
+    (["--window", "fixed:1h", "--early-firing", "soon"], "early-firing"),
+])
+def test_main_job_streaming_usage_errors(argv, message, tmp_path, capsys):
+    from pipelines import audit
+
+    with pytest.raises(SystemExit) as e:
+        audit.run([*argv, "--output", str(tmp_path / "o"), "--quiet"])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ watched folder
+def test_watch_picks_up_file_dropped_after_start(tmp_path):
+    """A streaming run over an empty folder; a file dropped 3 s after start is read, its bad
+    record dead-lettered and its window's result written; the watch stops by itself."""
+    from pipelines import audit
+
+    folder = tmp_path / "incoming"
+    folder.mkdir()
+    out = tmp_path / "out"
+    result: dict = {}
+
+    def run():
+        try:
+            result["doc"] = audit.run(["--watch", str(folder / "*.jsonl"), "--watch-interval", "1s",
+                                       "--watch-stop-after", "8s", "--window", "fixed:1m", "--metrics", "humanity",
+                                       "--output", str(out), "--quiet"])
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            result["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    started = time.time()
+    t.start()
+    time.sleep(3)
+    assert not list(out.glob("windows/humanity-slices-*"))  # nothing before the file arrives
+    now = time.time()
+    tmp = folder / "batch.part"
+    _write_jsonl(tmp, [_flat("s1", 0, TEXTS["s1", 0], now), _flat("s1", 1, TEXTS["s1", 1], now),
+                       _flat("s2", 0, TEXTS["s2", 0], "bad time")])
+    os.rename(tmp, folder / "batch.jsonl")  # appears complete
+    t.join(timeout=50)
+    assert not t.is_alive(), "the watch did not stop"
+    assert "error" not in result, result.get("error")
+    overall = [r for r in result["doc"]["slices"] if r["slice"] == "overall"]
+    assert len(overall) == 1 and overall[0]["n_interactions"] == 2
+    assert overall[0]["window_start_s"] <= now < overall[0]["window_end_s"]
+    dead = [json.loads(line) for f in out.glob("windows/dead_letter-*.jsonl") for line in open(f)]
+    assert len(dead) == 1 and "unreadable" in dead[0]["reason"]
+    assert time.time() - started < 55
+
+
+# ------------------------------------------------------------------ never-ending retriever
+def test_streaming_retriever_source(test_pipeline):
+    """The splittable DoFn reads a retriever's iterator across checkpoints (records_per_bundle
+    = 3), each record once; a record without turn_index is dead-lettered."""
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.io.read import records_to_interactions
+    from fair_forge_beam.streaming.sources import ReadStreamingRetriever
+    from fair_forge_beam.testing import streaming_retrievers as sr
+
+    with test_pipeline as p:
+        recs = p | ReadStreamingRetriever(sr.CountingRetriever, {"n": 10}, records_per_bundle=3)
+        res = records_to_interactions(recs, timestamp_field="timestamp", streaming=True)
+        assert_that(res["interactions"] | beam.Map(lambda x: (x.element_id, x.event_time)),
+                    equal_to([(make_element_id(f"s{i % 3}", "a", i // 3), 1000.0 + i) for i in range(10) if i != 7]),
+                    label="interactions")
+        assert_that(res["dead_letter"] | beam.Map(lambda d: "turn_index" in d.reason), equal_to([True]), label="dead")
+
+
+def test_streaming_retriever_must_be_subclass():
+    from fair_forge_beam.io.retriever import Retriever
+    from fair_forge_beam.streaming.sources import ReadStreamingRetriever
+
+    class Plain(Retriever):
+        def load_dataset(self):
+            return []
+
+    with pytest.raises(ValueError, match="StreamingRetriever"):
+        ReadStreamingRetriever(Plain)
+
+
+# ------------------------------------------------------------------ Kafka and Pub/Sub
+def test_kafka_and_pubsub_construction():
+    from fair_forge_beam.streaming.sources import KafkaRecords, PubSubRecords
+
+    k = KafkaRecords("127.0.0.1:9092,127.0.0.2:9093", ["interactions"], {"group.id": "audit"}, max_num_records=10)
+    assert type(k.read).__name__ == "ReadFromKafka"
+    assert k.consumer_config == {"bootstrap.servers": "127.0.0.1:9092,127.0.0.2:9093", "auto.offset.reset": "earliest",
+                                 "group.id": "audit"}
+    for kwargs, msg in [({"bootstrap_servers": "", "topics": "t"}, "bootstrap"),
+                        ({"bootstrap_servers": "broker", "topics": "t"}, "host:port"),
+                        ({"bootstrap_servers": "h:1", "topics": []}, "topic"),
+                        ({"bootstrap_servers": "h:1", "topics": "t", "max_num_records": 0}, "max_num_records")]:
+        with pytest.raises(ValueError, match=msg):
+            KafkaRecords(**kwargs)
+    ps = PubSubRecords(subscription="projects/audit-project/subscriptions/interactions")
+    assert type(ps.read).__name__ == "ReadFromPubSub"
+    with pytest.raises(ValueError, match="exactly one"):
+        PubSubRecords()
+    with pytest.raises(ValueError):
+        PubSubRecords(subscription="not-a-path")
