@@ -20,6 +20,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Mapping, Optional
 
+from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key, file_key
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = ["EMOTIONS", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
@@ -42,7 +43,12 @@ class EmotionLexicon(ABC):
     """token -> emotions, per language. Subclasses implement :meth:`load`.
 
     ``table(language)`` returns ``{lower-case token: tuple of emotion indices into EMOTIONS}``
-    or ``None`` when the lexicon has no entries for that language.
+    or ``None`` when the lexicon has no entries for that language. The tables are read-only.
+
+    ``shared_key()`` — hashable identity of the loaded tables, or ``None`` (default for custom
+    subclasses: each instance loads its own). With a key the tables are loaded once per worker
+    process and shared by every instance and thread
+    (:func:`~fair_forge_beam.components.shared_resources.acquire`).
     """
 
     name: str = "custom"
@@ -55,9 +61,17 @@ class EmotionLexicon(ABC):
     def load(self) -> Mapping[str, Mapping[str, tuple[int, ...]]]:
         """Return ``{canonical language: {token: emotion indices}}``."""
 
+    def shared_key(self) -> Optional[tuple]:
+        """Identity of the loaded tables for per-process sharing; ``None`` = not shared."""
+        return None
+
+    def _build(self) -> SharedDict:
+        return SharedDict({normalize_language(k): dict(v) for k, v in self.load().items()})
+
     def _ensure(self):
         if self._tables is None:
-            self._tables = {normalize_language(k): dict(v) for k, v in self.load().items()}
+            key = self.shared_key()
+            self._tables = self._build() if key is None else acquire(("emotion-lexicon", type(self).__qualname__, *key), self._build)
         return self._tables
 
     @property
@@ -84,6 +98,9 @@ class NRCLexPackageLexicon(EmotionLexicon):
 
     name = "NRC Emotion Lexicon (nrclex 4.1.0 package copy, English)"
     licence = NRC_LICENCE
+
+    def shared_key(self) -> tuple:
+        return ()
 
     def load(self):
         try:
@@ -117,6 +134,10 @@ class NRCCsvLexicon(EmotionLexicon):
         self.path = path
         self.name = f"NRC Emotion Lexicon CSV ({path})"
 
+    def shared_key(self) -> Optional[tuple]:
+        key = file_key(self.path)  # path, size and mtime: an edited file is read again
+        return None if key is None else key
+
     def load(self):
         with open(self.path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f, delimiter=";")
@@ -138,6 +159,10 @@ class DictEmotionLexicon(EmotionLexicon):
     def __init__(self, entries: Mapping[str, Mapping[str, list[str]]], name: str = "dict", licence: str = "user-supplied"):
         super().__init__()
         self.entries, self.name, self.licence = {k: dict(v) for k, v in entries.items()}, name, licence
+
+    def shared_key(self) -> Optional[tuple]:
+        digest = content_key(self.entries)
+        return None if digest is None else (digest,)
 
     def load(self):
         return {lang: {w.lower(): _indices(e) for w, e in words.items()} for lang, words in self.entries.items()}

@@ -266,14 +266,36 @@ class EmbeddingGroupExtractor(GroupExtractor):
         return state
 
     def setup(self) -> None:
+        """Load the embedder and compute the prototype embeddings (idempotent).
+
+        Shared per worker process (:func:`~fair_forge_beam.components.shared_resources.acquire`):
+        the embedder's model under its ``shared_key()``, the read-only ``(n_prototypes, d)``
+        array under ``("group-prototypes", embedder.encode_key(), prototypes, normalize)`` when the
+        embedder has an ``encode_key()`` (else computed per instance, as before).
+
+        Raises:
+            ValueError: the embedder returned an array of the wrong shape.
+        """
         if self._proto is None:
             self.embedder.load()
-            p = np.asarray(self.embedder.encode(self._flat))
-            if p.ndim != 2 or p.shape[0] != len(self._flat):
-                raise ValueError(f"embedder returned prototype embeddings of shape {p.shape}, expected ({len(self._flat)}, d)")
-            if self.normalize_embeddings:
-                p = l2_normalize(p)
-            self._proto = np.ascontiguousarray(p, dtype=np.float64)
+            ekey = self.embedder.encode_key()
+            if ekey is None:
+                self._proto = self._prototype_array()
+            else:
+                from fair_forge_beam.components.shared_resources import acquire
+
+                key = ("group-prototypes", ekey, tuple(self._flat), self.normalize_embeddings)
+                self._proto = acquire(key, self._prototype_array)
+
+    def _prototype_array(self) -> np.ndarray:
+        p = np.asarray(self.embedder.encode(self._flat))
+        if p.ndim != 2 or p.shape[0] != len(self._flat):
+            raise ValueError(f"embedder returned prototype embeddings of shape {p.shape}, expected ({len(self._flat)}, d)")
+        if self.normalize_embeddings:
+            p = l2_normalize(p)
+        p = np.array(p, dtype=np.float64, order="C")  # a fresh array of its own: shared, so read-only
+        p.flags.writeable = False
+        return p
 
     @property
     def prototype_embeddings(self) -> np.ndarray:

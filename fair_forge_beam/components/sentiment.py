@@ -106,7 +106,10 @@ class VaderSentimentAnalyzer(SentimentAnalyzer):
     only whitespace scores ``0.0`` (neutral) without calling VADER.
 
     The analyzer (lexicon dictionaries, ~7.5k entries) is built once per process in ``setup``
-    (or on first ``infer``) and dropped when pickled.
+    (or on first ``infer``) and dropped when pickled. It is shared by every instance in the
+    process (:func:`~fair_forge_beam.components.shared_resources.acquire`, key ``("vader",)``;
+    the threshold only labels scores): ``polarity_scores`` only reads the analyzer's
+    dictionaries, so concurrent use from several threads is safe.
 
     Args:
         threshold: label cut-off in [0, 1).
@@ -138,7 +141,9 @@ class VaderSentimentAnalyzer(SentimentAnalyzer):
                 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
             except ImportError as exc:
                 raise RuntimeError(f"VaderSentimentAnalyzer needs the package vaderSentiment: pip install vaderSentiment==3.3.2 ({exc})") from exc
-            self._analyzer = SentimentIntensityAnalyzer()
+            from fair_forge_beam.components.shared_resources import acquire
+
+            self._analyzer = acquire(("vader",), SentimentIntensityAnalyzer)
 
     def label_of(self, score: float) -> str:
         """``"positive"`` / ``"negative"`` / ``"neutral"`` for a compound score."""

@@ -81,6 +81,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
+from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = [
@@ -188,6 +189,11 @@ class ToxicityLoader(ABC):
     ``entries(language)`` returns the (cached) list of :class:`ToxicEntry` or ``None`` when the
     lexicon has nothing for that language. The cache is dropped when pickled, so it is
     reloaded once per worker and never shipped in the pipeline graph.
+
+    ``shared_key()`` — hashable identity of the loaded tables, or ``None`` (default for custom
+    subclasses: each instance loads its own). With a key the tables (read-only) are loaded once
+    per worker process and shared by every instance and thread
+    (:func:`~fair_forge_beam.components.shared_resources.acquire`).
     """
 
     name: str = "custom"
@@ -200,12 +206,20 @@ class ToxicityLoader(ABC):
     def load(self) -> Mapping[str, Iterable[ToxicEntry]]:
         """Return ``{language: [ToxicEntry, ...]}`` (language names in any form)."""
 
+    def shared_key(self) -> Optional[tuple]:
+        """Identity of the loaded tables for per-process sharing; ``None`` = not shared."""
+        return None
+
+    def _build(self) -> SharedDict:
+        tables = SharedDict()
+        for lang, entries in self.load().items():
+            tables.setdefault(normalize_language(lang), []).extend(ToxicEntry(*e) for e in entries)
+        return tables
+
     def _ensure(self) -> dict[str, list[ToxicEntry]]:
         if self._tables is None:
-            tables: dict[str, list[ToxicEntry]] = {}
-            for lang, entries in self.load().items():
-                tables.setdefault(normalize_language(lang), []).extend(ToxicEntry(*e) for e in entries)
-            self._tables = tables
+            key = self.shared_key()
+            self._tables = self._build() if key is None else acquire(("toxicity-lexicon", type(self).__qualname__, *key), self._build)
         return self._tables
 
     @property
@@ -254,6 +268,9 @@ class HurtLexLoader(ToxicityLoader):
         stop = "neutral group terms excluded" if self.exclude_neutral_group_terms else "all terms"
         self.name = f"HurtLex 1.2 (valeriobasile/hurtlex@{HURTLEX_COMMIT[:7]}, level={level}, {stop})"
 
+    def shared_key(self) -> tuple:
+        return (self.level, self.exclude_neutral_group_terms, self._languages)
+
     @staticmethod
     def read_rows(language: str) -> list[dict[str, str]]:
         """All rows of the packaged TSV for ``language`` (unfiltered), as dicts of the header columns."""
@@ -287,6 +304,10 @@ class DictToxicityLoader(ToxicityLoader):
         super().__init__()
         self.raw = {k: (dict(v) if isinstance(v, Mapping) else {w: "" for w in v}) for k, v in entries.items()}
         self.name, self.licence = name, licence
+
+    def shared_key(self) -> Optional[tuple]:
+        digest = content_key(self.raw)
+        return None if digest is None else (digest,)
 
     def load(self):
         return {lang: [ToxicEntry(w, c) for w, c in words.items()] for lang, words in self.raw.items()}
@@ -341,7 +362,12 @@ class ToxicLexiconMatcher:
     """Counts toxic tokens with a :class:`ToxicityLoader`; the index is built once per worker.
 
     Build it in the pipeline (cheap: nothing is loaded until the first :meth:`match`); pickling
-    drops the loaded entries and indexes, which are rebuilt lazily on the worker.
+    drops the loaded entries and indexes, which are rebuilt lazily on the worker. When the loader
+    has a ``shared_key()`` the per-language indexes are shared by every matcher of the worker
+    process with that loader configuration
+    (:func:`~fair_forge_beam.components.shared_resources.acquire`); they are read-only once
+    built, and a language's index is added with ``dict.setdefault`` (atomic), so concurrent
+    threads always use one index per language.
     """
 
     def __init__(self, loader: Optional[ToxicityLoader] = None):
@@ -362,10 +388,11 @@ class ToxicLexiconMatcher:
 
     def _index(self, language: str) -> Optional[_Index]:
         if self._indexes is None:
-            self._indexes = {}
+            key = self.loader.shared_key()
+            self._indexes = SharedDict() if key is None else acquire(("toxicity-index", type(self.loader).__qualname__, *key), SharedDict)
         if language not in self._indexes:
             entries = self.loader.entries(language)
-            self._indexes[language] = None if entries is None else _Index(entries)
+            self._indexes.setdefault(language, None if entries is None else _Index(entries))
         return self._indexes[language]
 
     def match(self, text: str, language: Optional[str] = "english") -> Optional[LexiconMatch]:
