@@ -179,18 +179,19 @@ class CombineSlices(beam.PTransform):
             keys = slice_keys(slices, _Cell(assistant_id, language))
             return [(k, acc) for k in keys]
 
+        from fair_forge_beam.streaming.combine import combine_per_key
         from fair_forge_beam.streaming.windows import EmptyPaneSafeCombineFn, accumulating_windowing, needs_accumulating_merge
 
         panes = needs_accumulating_merge(pcoll.windowing)
         cell_fn = EmptyPaneSafeCombineFn(self.combine_fn) if panes else self.combine_fn
         cells = (
             pcoll
-            | "CombineCells" >> beam.CombinePerKey(cell_fn)
+            | "CombineCells" >> combine_per_key(cell_fn, pcoll)
             | "CellsToSlices" >> beam.FlatMap(to_slices)
         )
         if panes:
             cells = cells | "AccumulateWindow" >> accumulating_windowing(pcoll.windowing)
-        return cells | "MergeSlices" >> beam.CombinePerKey(_MergeCombineFn(cell_fn))
+        return cells | "MergeSlices" >> combine_per_key(_MergeCombineFn(cell_fn), cells)
 
 
 class _Cell:

@@ -46,6 +46,7 @@ from fair_forge_beam.statistical.combiners import (
 )
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
+from fair_forge_beam.streaming.combine import combine_per_key
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
@@ -345,12 +346,12 @@ class Humanity(MetricTransform):
     def expand(self, interactions):
         scored = interactions | "ScoreHumanity" >> beam.ParDo(_ScoreHumanity(self.lexicon)).with_outputs(DEAD, main="main")
         per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
+        keyed = scored.main | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
+            typing.Tuple[str, typing.Tuple[typing.Any, ...]]
+        )
         sessions = (
-            scored.main
-            | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
-                typing.Tuple[str, typing.Tuple[typing.Any, ...]]
-            )
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            keyed
+            | "GroupSessions" >> combine_per_key(CollectList(), keyed)
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode)).with_outputs(UNITS, QUALITY, main="main")
         )
         slices = (

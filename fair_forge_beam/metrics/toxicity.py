@@ -32,6 +32,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn, interaction_ids
+from fair_forge_beam.streaming.combine import combine_per_key
 from fair_forge_beam.streaming.windows import is_windowed, window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
     BayesianGroupProfiling,
@@ -535,7 +536,7 @@ class Toxicity(MetricTransform):
         per_qa = scored.main
         sessions = (
             scored[SESSIONS]
-            | "CombineSessions" >> beam.CombinePerKey(_SessionCountsCombineFn())
+            | "CombineSessions" >> combine_per_key(_SessionCountsCombineFn(), scored[SESSIONS])
             | "SessionRecords" >> beam.ParDo(_SessionRecord(self.mode, groups)).with_outputs("cells", main="main")
         )
         if is_windowed(interactions):
