@@ -268,6 +268,14 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
     try:
+        if not args.window and (args.early_firing or args.allowed_lateness):
+            raise ValueError("--early-firing / --allowed-lateness shape the panes of --window: give --window too")
+        options = pipeline_options(beam_args)
+        runner = options.view_as(StandardOptions).runner
+        if isinstance(runner, str):  # an unknown runner is a usage error, not a traceback from beam.Pipeline
+            from apache_beam.runners.runner import create_runner
+
+            create_runner(runner)
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
         gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims)
@@ -315,8 +323,6 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         parser.error(str(exc))
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
-    options = pipeline_options(beam_args)
-    runner = options.view_as(StandardOptions).runner
     out = args.output.rstrip("/") or "."
     parts = f"{out}/_parts"
     if os.path.isfile(out):

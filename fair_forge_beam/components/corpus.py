@@ -123,7 +123,8 @@ class LocalCorpusConnector(CorpusConnector):
 
     Raises:
         FileNotFoundError: (at construction) ``path`` does not exist.
-        UnicodeDecodeError: (at ``load_documents``) a file is not valid UTF-8.
+        ValueError: (at ``load_documents``) a file is not valid UTF-8 text or cannot be read; the
+            message names the file.
 
     An existing folder with no matching file gives ``[]`` and a logged warning (the metric then
     dead-letters every interaction with the reason "empty corpus", never crashes).
@@ -150,7 +151,14 @@ class LocalCorpusConnector(CorpusConnector):
         files = self._files()
         if not files:
             _LOG.warning("regulatory corpus %s holds no %s files", self.path, "/".join(self.suffixes))
-        return [RegulatoryDocument(p.read_text(encoding="utf-8"), name) for name, p in files]
+        docs = []
+        for name, p in files:
+            try:
+                docs.append(RegulatoryDocument(p.read_text(encoding="utf-8"), name))
+            except (UnicodeDecodeError, OSError) as exc:
+                raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({type(exc).__name__}: {exc}); "
+                                 "remove it or convert it to .md/.txt") from None
+        return docs
 
     def __repr__(self) -> str:
         return f"LocalCorpusConnector({str(self.path)!r})"

@@ -116,13 +116,22 @@ def tool_calls(calls: Any, field: str) -> list[dict]:
         step = c.get("step", i + 1)
         if step is None:
             step = i + 1
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
-            raise ToolTraceError(f"{field}[{i}].step must be an integer, got {step!r}")
+        if not _is_step(step):
+            raise ToolTraceError(f"{field}[{i}].step must be an integer (|step| <= 2**53), got {step!r}")
         out.append({"tool_name": name, "parameters": dict(params), "step": int(step), "_pos": i})
     out.sort(key=lambda c: (c["step"], c["_pos"]))
     for c in out:
         del c["_pos"]
     return out
+
+
+def _is_step(v: Any) -> bool:
+    """An integer (or integral float) step within 2**53 (larger ints overflow float arithmetic)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return abs(v) <= 2**53
+    return math.isfinite(v) and v.is_integer() and abs(v) <= 2**53
 
 
 def _by_name(calls: Sequence[dict]) -> dict[str, list[dict]]:

@@ -77,6 +77,9 @@ UNPARSED = "<unparsed>"
 
 
 def _open_text(path: str) -> str:
+    """The file's UTF-8 text. Raises ``OSError`` / ``EOFError`` / ``zlib.error`` (unreadable or
+    truncated ``.gz``) and ``UnicodeDecodeError``; :func:`_file_records` turns them into a
+    :class:`~fair_forge_beam.io.read.ReadError`."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
@@ -87,16 +90,59 @@ def _open_text(path: str) -> str:
     return data.decode("utf-8-sig")
 
 
-def _json_records(text: str) -> list:
-    """A JSON list, one JSON object, or JSON lines."""
+def _json_records(text: str, path: str = "") -> list:
+    """A JSON list, one JSON object, or JSON lines. What cannot be parsed becomes a
+    :class:`~fair_forge_beam.io.read.ReadError`: the whole file (empty, or a list / object that
+    is not valid JSON) or, for JSON lines, each invalid line (the other lines still load)."""
+    from fair_forge_beam.io.read import ReadError
+
     stripped = text.lstrip()
+    if not stripped:
+        return [ReadError(f"{path}: empty file, no records", "")]
     if stripped.startswith("["):
-        return json.loads(stripped)
+        try:
+            value = json.loads(stripped)
+        except ValueError as exc:
+            return [ReadError(f"{path}: invalid JSON file ({exc}); no record of it was read", text)]
+        return value if isinstance(value, list) else [value]
     try:
         obj = json.loads(stripped)
         return [obj]
     except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        pass
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError as exc:
+            out.append(ReadError(f"{path} line {n}: invalid JSON ({exc})", line))
+    return out
+
+
+def _file_records(path: str) -> list:
+    """:func:`_json_records` of one file; a file that cannot be read or decoded (missing,
+    truncated ``.gz``, not UTF-8) is one :class:`~fair_forge_beam.io.read.ReadError` naming it."""
+    import zlib
+
+    from fair_forge_beam.io.read import ReadError
+
+    try:
+        text = _open_text(path)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        return [ReadError(f"{path}: cannot read the file ({type(exc).__name__}: {exc}); no record of it was read", "")]
+    return _json_records(text, path)
+
+
+def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
+    from fair_forge_beam.io.read import ReadError
+
+    try:
+        raw = json.dumps(rec, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        raw = repr(rec)
+    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({type(exc).__name__}: {exc})", raw)
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
@@ -127,6 +173,8 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
     task_id, trial = rec.get("task_id"), rec.get("trial")
     session_id = f"tau_bench-task{task_id}-trial{trial}"
     traj = rec.get("traj") or []
+    if not isinstance(traj, list):
+        raise TypeError(f"traj must be a list of messages, got {type(traj).__name__}")
     context = next((m.get("content") or "" for m in traj if isinstance(m, dict) and m.get("role") == "system"), "")
     pending: dict = {}  # call id -> calls still waiting for their result (ids repeat inside a trajectory)
     turns: list[dict] = []
@@ -142,7 +190,12 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
         t = turns[-1]
         t["pos"] += 1
         if role == "assistant":
-            for call in m.get("tool_calls") or []:
+            calls = m.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
+            for call in calls:
+                if not isinstance(call or {}, dict) or not isinstance((call or {}).get("function") or {}, dict):
+                    raise TypeError(f"a tool call must be an object with a 'function' object, got {call!r}")
                 fn = (call or {}).get("function") or {}
                 entry = {
                     "tool_name": fn.get("name") or UNPARSED,
@@ -160,6 +213,8 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
             if waiting:
                 waiting.pop(0)["result"] = m.get("content")
     actions = ((rec.get("info") or {}).get("task") or {}).get("actions") or []
+    if not isinstance(actions, list):
+        raise TypeError(f"info.task.actions must be a list, got {type(actions).__name__}")
     expected = [
         {"tool_name": a.get("name") or UNPARSED, "parameters": a.get("kwargs") or {}, "step": i + 1}
         for i, a in enumerate(actions) if isinstance(a, dict)
@@ -188,11 +243,20 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
 def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt-4o") -> list[dict]:
     """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
     file then record order. A record that is not an object is returned as is (the reader
-    dead-letters it). Raises ``ValueError`` for a pattern matching no file, invalid JSON."""
+    dead-letters it); an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
+    and a record whose fields have the wrong types are returned as
+    :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record).
+    Raises ``ValueError`` for a pattern matching no file."""
     out = []
     for f in _expand(path):
-        for rec in _json_records(_open_text(f)):
-            out.append(_tau_session(rec, assistant_id) if isinstance(rec, dict) else rec)
+        for i, rec in enumerate(_file_records(f)):
+            if not isinstance(rec, dict):
+                out.append(rec)
+                continue
+            try:
+                out.append(_tau_session(rec, assistant_id))
+            except (AttributeError, TypeError, ValueError) as exc:
+                out.append(_record_error("τ-bench", f, i, rec, exc))
     return out
 
 
@@ -232,8 +296,8 @@ def _signatures(folder: str) -> dict:
         return {}
     out = {}
     for f in _expand(os.path.join(docs, "*.json")):
-        for d in _json_records(_open_text(f)):
-            if isinstance(d, dict) and isinstance(d.get("parameters"), dict):
+        for d in _file_records(f):  # an unreadable doc only costs parameter names (arg0, arg1, ...)
+            if isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("parameters"), dict):
                 out.setdefault(d.get("name"), list((d["parameters"].get("properties") or {}).keys()))
     return out
 
@@ -263,6 +327,22 @@ def _calls(turn: Any, signatures: dict) -> list[dict]:
     return calls
 
 
+def _bfcl_answer_file(question_file: str, answers_path: Optional[str] = None) -> str:
+    """The ground-truth file of a BFCL question file. Raises ``ValueError`` when there is none."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if answers_path is not None:
+        if not FileSystems.exists(answers_path):
+            raise ValueError(f"BFCL answer file not found: {answers_path}")
+        return answers_path
+    folder, name = os.path.split(question_file)
+    cands = [os.path.join(folder, f"possible_answer_{name}"), os.path.join(folder, "possible_answer", name)]
+    ans = next((c for c in cands if FileSystems.exists(c)), None)
+    if ans is None:
+        raise ValueError(f"no BFCL answer file for {question_file}: looked for {cands}; pass answers_path")
+    return ans
+
+
 def bfcl_sessions(
     path: Union[str, Sequence[str]], answers_path: Optional[str] = None, tools_used: str = "ground_truth"
 ) -> list[dict]:
@@ -274,60 +354,87 @@ def bfcl_sessions(
             question file, else ``possible_answer/<name>``.
         tools_used: ``"ground_truth"``, ``"none"`` or a result file path.
 
-    Raises ``ValueError`` for a missing file or an unknown ``tools_used``.
-    """
-    from apache_beam.io.filesystems import FileSystems
+    Unreadable files and lines (truncated, not UTF-8, invalid JSON) and records with fields of
+    the wrong type are returned as :class:`~fair_forge_beam.io.read.ReadError` (dead letters);
+    a question whose ground truth is missing gets no ``expected_tools``.
 
+    Raises ``ValueError`` for a missing question or answer file.
+    """
     out = []
     for f in _expand(path):
         folder, name = os.path.split(f)
-        ans = answers_path
-        if ans is None:
-            cands = [os.path.join(folder, f"possible_answer_{name}"), os.path.join(folder, "possible_answer", name)]
-            ans = next((c for c in cands if FileSystems.exists(c)), None)
-            if ans is None:
-                raise ValueError(f"no BFCL answer file for {f}: looked for {cands}; pass answers_path")
-        truth = {r["id"]: r.get("ground_truth") for r in _json_records(_open_text(ans)) if isinstance(r, dict) and "id" in r}
+        ans = _bfcl_answer_file(f, answers_path)
+        truth = {}
+        for r in _file_records(ans):
+            if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
+                truth[r["id"]] = r.get("ground_truth")
+            else:  # an unreadable answer line or file: dead letter; its question gets no ground truth
+                out.append(r)
         signatures = _signatures(folder)
         if tools_used in ("ground_truth", "none"):
             results, assistant_id = None, tools_used
         else:
-            results = {r["id"]: r.get("result") for r in _json_records(_open_text(tools_used)) if isinstance(r, dict) and "id" in r}
+            results = {}
+            for r in _file_records(tools_used):
+                if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
+                    results[r["id"]] = r.get("result")
+                else:
+                    out.append(r)
             assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
-        for rec in _json_records(_open_text(f)):
+        for n, rec in enumerate(_file_records(f)):
             if not isinstance(rec, dict) or "id" not in rec:
                 out.append(rec)
                 continue
-            sid = str(rec["id"])
-            gt = truth.get(rec["id"]) or []
-            res = None if results is None else (results.get(rec["id"]) or [])
-            conversation = []
-            for i, msgs in enumerate(rec.get("question") or []):
-                msgs = msgs if isinstance(msgs, list) else [msgs]
-                query = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict) and m.get("role") == "user")
-                expected = _calls(gt[i] if i < len(gt) else [], signatures)
-                if tools_used == "ground_truth":
-                    used = [dict(c) for c in expected]
-                elif tools_used == "none":
-                    used = []
-                else:
-                    used = _calls(res[i] if i < len(res) else [], signatures)
-                conversation.append({
-                    "qa_id": f"{sid}-turn{i}",
-                    "query": query,
-                    "assistant": "",
-                    "ground_truth_assistant": None,
-                    "agentic": {"task_id": sid, "tools_used": used, "final_answer_uses_tools": bool(used)},
-                    "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True},
-                })
-            out.append({
-                "session_id": sid,
-                "assistant_id": assistant_id,
-                "language": "english",
-                "context": "BFCL multi-turn task; APIs: " + ", ".join(rec.get("involved_classes") or []),
-                "conversation": conversation,
-            })
+            try:
+                out.append(_bfcl_session(rec, truth, results, tools_used, assistant_id, signatures))
+            except (AttributeError, TypeError, ValueError) as exc:
+                out.append(_record_error("BFCL", f, n, rec, exc))
     return out
+
+
+def _bfcl_session(rec: dict, truth: dict, results: Optional[dict], tools_used: str, assistant_id: str, signatures: dict) -> dict:
+    """One BFCL question record → a session. A question without a ground-truth entry gets no
+    ``expected_tools`` (tool correctness not applicable), never an empty expectation that an
+    empty trace would match perfectly. Raises ``TypeError`` for fields of the wrong type."""
+    if not isinstance(rec["id"], (str, int)) or isinstance(rec["id"], bool):
+        raise TypeError(f"id must be a string or an integer, got {type(rec['id']).__name__}")
+    questions = rec.get("question") or []
+    if not isinstance(questions, list):
+        raise TypeError(f"question must be a list of turns, got {type(questions).__name__}")
+    sid = str(rec["id"])
+    has_truth = rec["id"] in truth
+    gt = truth.get(rec["id"]) or []
+    if not isinstance(gt, list):
+        raise TypeError(f"ground_truth of {sid!r} must be a list (one entry per turn), got {type(gt).__name__}")
+    res = None if results is None else (results.get(rec["id"]) or [])
+    if res is not None and not isinstance(res, list):
+        raise TypeError(f"result of {sid!r} must be a list (one entry per turn), got {type(res).__name__}")
+    conversation = []
+    for i, msgs in enumerate(questions):
+        msgs = msgs if isinstance(msgs, list) else [msgs]
+        query = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict) and m.get("role") == "user")
+        expected = _calls(gt[i] if i < len(gt) else [], signatures)
+        if tools_used == "ground_truth":
+            used = [dict(c) for c in expected]
+        elif tools_used == "none":
+            used = []
+        else:
+            used = _calls(res[i] if i < len(res) else [], signatures)
+        conversation.append({
+            "qa_id": f"{sid}-turn{i}",
+            "query": query,
+            "assistant": "",
+            "ground_truth_assistant": None,
+            "agentic": {"task_id": sid, "tools_used": used, "final_answer_uses_tools": bool(used)},
+            "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True} if has_truth else {},
+        })
+    return {
+        "session_id": sid,
+        "assistant_id": assistant_id,
+        "language": "english",
+        "context": "BFCL multi-turn task; APIs: " + ", ".join(str(c) for c in rec.get("involved_classes") or []),
+        "conversation": conversation,
+    }
 
 
 # ------------------------------------------------------------------ retrievers
@@ -352,10 +459,14 @@ AGENTIC_INPUT_FORMATS = {"tau_bench": TauBenchRetriever, "bfcl": BfclRetriever}
 def agentic_retriever(fmt: str, inputs: Sequence[str]):
     """``(retriever class, kwargs)`` of the main job's ``--input-format tau_bench|bfcl``.
 
-    Raises ``ValueError`` for an unknown format or inputs matching no file (before the pipeline)."""
+    Raises ``ValueError`` for an unknown format, inputs matching no file or (BFCL) a question file
+    without its answer file — before the pipeline."""
     if fmt not in AGENTIC_INPUT_FORMATS:
         raise ValueError(f"unknown agentic input format {fmt!r}; choose from {sorted(AGENTIC_INPUT_FORMATS)}")
-    _expand(inputs)
+    files = _expand(inputs)
+    if fmt == "bfcl":
+        for f in files:
+            _bfcl_answer_file(f)
     return AGENTIC_INPUT_FORMATS[fmt], {"path": list(inputs)}
 
 
@@ -373,7 +484,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sessions = tau_bench_sessions(args.input, args.assistant_id)
     else:
         sessions = bfcl_sessions(args.input, args.answers, args.tools_used)
-    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions)
+    from fair_forge_beam.io.read import ReadError
+
+    for bad in (s for s in sessions if isinstance(s, ReadError)):
+        sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
+    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
     if args.output == "-":
         sys.stdout.write(text)
     else:

@@ -76,6 +76,8 @@ from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass
 __all__ = ["Agentic", "read_path", "SOURCES"]
 
 SOURCES = ("judge", "label", "tools")
+#: largest accepted ``k``: every slice reports a curve of k points (k = 1..k)
+MAX_K = 1000
 DEAD = "dead_letter"
 QUALITY = "quality"
 REQUESTS = "requests"
@@ -339,7 +341,8 @@ class Agentic(MetricTransform):
     """``PCollection[Interaction]`` → Agentic results (module docstring for the formulas).
 
     Args:
-        k: attempts in pass@k / pass^k; a positive integer (``ValueError`` otherwise, case-005).
+        k: attempts in pass@k / pass^k; an integer in [1, ``MAX_K`` = 1000] (``ValueError``
+            otherwise, case-005; the slice curve has one point per k).
             ``k`` may exceed a conversation's ``n`` (plug-in) or a task's trials (the unbiased
             estimator then leaves that task out; the Bayesian one keeps it).
         judge: :class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler` or a mapping of its
@@ -389,6 +392,8 @@ class Agentic(MetricTransform):
         if k is None:
             raise ValueError("Agentic needs k (the number of attempts in pass@k / pass^k), e.g. Agentic(k=3)")
         self.k = check_k(k)
+        if self.k > MAX_K:
+            raise ValueError(f"k must be at most {MAX_K} (the pass@k curve has one point per k), got {k!r}")
         judge = judge if judge is not None else model
         source = correctness_source or ("judge" if judge is not None else "label")
         if source not in SOURCES:

@@ -86,16 +86,21 @@ PARTIAL = "partial"
 LINKS = "links"
 GEN_SEP = "#gen#"
 JQ_SEP = "#jq#"
+#: largest accepted number of generations per query
+MAX_K = 1000
 
 
 def check_k(k: Any) -> int:
     """Validate the number of generations per query.
 
     Raises:
-        ValueError: ``k`` is not an integer ≥ 1 (``0``, ``-1``, ``2.5``, ``True`` …).
+        ValueError: ``k`` is not an integer in [1, ``MAX_K`` = 1000] (``0``, ``-1``, ``2.5``,
+            ``True``, ``10**8`` …): K generations per query and K² cosines per query.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer (generations per query), got {k!r}")
+    if k > MAX_K:
+        raise ValueError(f"k must be at most {MAX_K} generations per query (K calls and K² cosines each), got {k!r}")
     return int(k)
 
 

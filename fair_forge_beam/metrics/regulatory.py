@@ -479,7 +479,8 @@ class Regulatory(MetricTransform):
     Raises:
         ValueError: (at construction, before any pipeline is built) missing corpus or checker,
             both ``judge`` and ``checker``, overlap ≥ chunk size, a threshold or ``top_k`` out of
-            range, an embedder that does not normalise.
+            range, an embedder that does not normalise, a corpus file that is not UTF-8 text (the
+            corpus is read here, once).
         FileNotFoundError: a corpus path that does not exist.
 
     Returns (``expand``): dict of PCollections ``interactions`` (dicts shaped as
@@ -517,6 +518,7 @@ class Regulatory(MetricTransform):
         if corpus is None:
             raise ValueError("Regulatory needs a policy corpus: corpus=<folder of .md/.txt files> or a CorpusConnector")
         self.connector = _connector(corpus)
+        self.documents = list(self.connector.load_documents())  # an unreadable corpus fails here, not in the pipeline
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
         if not -1.0 <= float(similarity_threshold) <= 1.0:
@@ -551,7 +553,7 @@ class Regulatory(MetricTransform):
 
     def expand(self, interactions):
         p = interactions.pipeline
-        docs = self.connector.load_documents()
+        docs = self.documents
         chunker = self.chunker
         index = (
             p

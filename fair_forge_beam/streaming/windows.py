@@ -63,16 +63,24 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 
 
+#: longest accepted duration, seconds (100 Julian years)
+MAX_DURATION = 100 * 365.25 * 86400.0
+
+
 def parse_duration(text: str, what: str = "duration") -> float:
     """Seconds in ``"90s"``, ``"10m"``, ``"1.5h"``, ``"250ms"``, ``"2d"`` or ``"30"`` (seconds).
 
     Raises:
-        ValueError: not a non-negative number with one of the units ms, s, m, h, d.
+        ValueError: not a non-negative number with one of the units ms, s, m, h, d, or longer
+            than ``MAX_DURATION`` (100 years: Beam cannot represent windows far beyond that).
     """
     m = _DURATION.match(str(text))
     if not m:
         raise ValueError(f"{what}: cannot read {text!r} as a duration; use e.g. 30s, 10m, 1h, 1.5h, 250ms or 2d")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not seconds <= MAX_DURATION:
+        raise ValueError(f"{what}: {text!r} is longer than 100 years ({MAX_DURATION:g} s), the longest duration accepted")
+    return seconds
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,114 @@
+"""Hostile arguments and traces: each case below crashed a run with a traceback, hung, or was
+ignored silently. Now a bad argument is a usage error (exit code 2, a clear message, no
+traceback) and a bad trace a dead letter. All cases fail before any pipeline runs (fast)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fair_forge_beam.components.tool_correctness import ToolTraceError, tool_calls, tool_correctness
+from pipelines import audit
+
+
+@pytest.fixture
+def small_input(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "conversation": [
+        {"qa_id": "1", "query": "What is the refund policy?", "assistant": "24 hours.", "agentic": {"reward": 1}}]}) + "\n",
+        encoding="utf-8")
+    return p
+
+
+def _usage_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        audit.run(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+# ---------------------------------------------------------------- tool traces
+@pytest.mark.parametrize("step", [10**400, -(10**400)])
+def test_huge_integer_step_is_a_trace_error_not_an_overflow(step):
+    with pytest.raises(ToolTraceError, match="step"):
+        tool_calls([{"tool_name": "calc", "step": step}], "agentic.tools_used")
+    with pytest.raises(ToolTraceError):
+        tool_correctness({"tools_used": [{"tool_name": "calc", "step": step}]}, {"expected_tools": [{"tool_name": "calc"}]})
+
+
+# ---------------------------------------------------------------- main-job arguments
+@pytest.mark.parametrize("runner", ["--runner=Bogus", "--runner=5"])
+def test_unknown_runner_is_a_usage_error(small_input, tmp_path, capsys, runner):
+    err = _usage_error(["--quiet", runner, "--input", str(small_input), "--output", str(tmp_path / "o")], capsys)
+    assert "runner" in err
+
+
+def test_unknown_runner_in_config_is_a_usage_error(small_input, tmp_path, capsys):
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text('[beam]\nrunner = "NoSuchRunner"\n', encoding="utf-8")
+    err = _usage_error(["--quiet", "--config", str(cfg), "--input", str(small_input), "--output", str(tmp_path / "o")], capsys)
+    assert "NoSuchRunner" in err
+
+
+@pytest.mark.parametrize("spec", ["fixed:99999999999999999999h", "sliding:99999999999999999999d,1h", "session:1e15d"])
+def test_window_beyond_beam_timestamps_is_a_usage_error(small_input, tmp_path, capsys, spec):
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), "--window", spec], capsys)
+    assert "--window" in err
+
+
+@pytest.mark.parametrize("flag", [["--early-firing", "5s"], ["--allowed-lateness", "10m"]])
+def test_window_options_without_window_are_a_usage_error(small_input, tmp_path, capsys, flag):
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), *flag], capsys)
+    assert flag[0] in err and "--window" in err
+
+
+def test_huge_agentic_k_is_a_usage_error(small_input, tmp_path, capsys):
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), "--metrics", "agentic",
+                        "--agentic-k", "100000000"], capsys)
+    assert "k" in err and "1000" in err
+
+
+def test_huge_prompt_k_is_a_usage_error(small_input, tmp_path, capsys):
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), "--metrics",
+                        "prompt_evaluator", "--seed-prompt", "x", "--prompt-k", "100000000", "--similarity-embedder", "hashing",
+                        "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"], capsys)
+    assert "k" in err and "1000" in err
+
+
+def test_agentic_and_prompt_evaluator_reject_huge_k_in_the_python_api():
+    from fair_forge_beam.metrics.agentic import Agentic
+    from fair_forge_beam.metrics.prompt_evaluator import check_k
+
+    with pytest.raises(ValueError, match="1000"):
+        Agentic(k=10**8, correctness_source="label")
+    assert Agentic(k=1000, correctness_source="label").k == 1000
+    with pytest.raises(ValueError, match="1000"):
+        check_k(10**8)
+    assert check_k(1000) == 1000 and check_k(1) == 1
+
+
+# ---------------------------------------------------------------- Regulatory corpus
+@pytest.fixture
+def binary_corpus(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    (d / "a-policy.md").write_text("Refunds are possible within 24 hours of booking.\n", encoding="utf-8")
+    (d / "b-scan.md").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x00binary")
+    return d
+
+
+def test_binary_corpus_file_is_a_usage_error(small_input, tmp_path, capsys, binary_corpus):
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), "--metrics", "regulatory",
+                        "--regulatory-corpus", str(binary_corpus), "--regulatory-embedder", "hashing",
+                        "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"], capsys)
+    assert "b-scan.md" in err
+
+
+def test_binary_corpus_file_fails_at_construction(binary_corpus):
+    from fair_forge_beam.components.embedder import HashingEmbedder
+    from fair_forge_beam.metrics.regulatory import Regulatory
+
+    with pytest.raises(ValueError, match="b-scan.md"):
+        Regulatory(corpus=str(binary_corpus), embedder=HashingEmbedder(), judge={"model": "m", "base_url": "http://127.0.0.1:9/v1"})
