@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
                                          "the user cache folder); a re-run makes no repeated calls")
     j.add_argument("--judge-max-concurrency", type=int, help="concurrent requests per worker (16)")
     j.add_argument("--judge-requests-per-minute", type=float, help="request-rate limit per worker")
+    j.add_argument("--judge-timeout", type=float, metavar="SECONDS",
+                   help="seconds per HTTP request to the judge / generator (60); with --judge-retries it bounds "
+                        "how long a hanging endpoint can hold a batch")
+    j.add_argument("--judge-retries", type=int, metavar="N",
+                   help="retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none)")
     j.add_argument("--guardian-base-url", help="OpenAI-compatible endpoint of the guardian model (metric bias)")
     j.add_argument("--guardian-model", help="guardian model name, e.g. llama-guard3:8b")
     j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
@@ -289,7 +294,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "slices": slice_dims,
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
-                "judge_requests_per_minute", "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
+                "judge_requests_per_minute", "judge_timeout", "judge_retries",
+                "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
                 "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
                 "regulatory_embedder",
                 "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold",

@@ -83,3 +83,27 @@ def test_judge_metric_without_endpoint_is_a_clear_usage_error(tmp_path, capsys):
             audit.run(["--quiet", "--metrics", metric, "--output", str(tmp_path / metric)])
         assert exc.value.code == 2
         assert flag in capsys.readouterr().err
+
+
+def test_hanging_judge_is_bounded_by_judge_timeout_and_retries(tmp_path, monkeypatch, capsys):
+    """A judge that never answers one prompt in time: with --judge-timeout 1 --judge-retries 0
+    that interaction is dead-lettered (a time-out reason) and the run ends instead of waiting
+    30 s per attempt."""
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")
+    with ScriptedOpenAIServer(answer, faults=[Fault("slow", match="Hello! How can I help?", delay=30.0)]) as srv:
+        argv = ["--quiet", f"--runner={FNAPI}", "--input", str(tmp_path / "in.json"), "--output", str(tmp_path / "out"),
+                "--metrics", "context", "--judge-base-url", srv.base_url, "--judge-model", "judge-model",
+                "--judge-cache", str(tmp_path / "c.sqlite"), "--judge-timeout", "1", "--judge-retries", "0"]
+        started = time.monotonic()
+        doc = audit.run(argv)
+        elapsed = time.monotonic() - started
+    ms = doc["summary"]["metrics"]["context"]
+    assert ms["not_scored"] >= 1 and ms["scored"] + ms["not_scored"] == doc["summary"]["interactions_read"]
+    assert any("timeout" in r or "timed out" in r.lower() for r in ms["not_scored_reasons"]), ms["not_scored_reasons"]
+    assert elapsed < 150, elapsed  # unbounded: 30 s × 4 client attempts × Beam's batch retries
+    with pytest.raises(SystemExit) as exc:
+        audit.run(argv[:-4] + ["--judge-timeout", "0"])
+    assert exc.value.code == 2 and "--judge-timeout" in capsys.readouterr().err

@@ -81,6 +81,14 @@ def _judge_config(options: dict, metric: str) -> dict:
         cfg["max_concurrency"] = int(options["judge_max_concurrency"])
     if options.get("judge_requests_per_minute") is not None:
         cfg["requests_per_minute"] = float(options["judge_requests_per_minute"])
+    if options.get("judge_timeout") is not None:
+        if not options["judge_timeout"] > 0:
+            raise ValueError(f"--judge-timeout must be > 0 seconds, got {options['judge_timeout']}")
+        cfg["request_timeout"] = float(options["judge_timeout"])
+    if options.get("judge_retries") is not None:
+        if options["judge_retries"] < 0:
+            raise ValueError(f"--judge-retries must be >= 0, got {options['judge_retries']}")
+        cfg["client_retries"] = int(options["judge_retries"])
     return cfg
 
 
@@ -118,12 +126,16 @@ def _bias(mode: StatisticalMode, options: dict):
             "--guardian-model (e.g. llama-guard3:8b); the API key is read from the environment variable named by "
             "--guardian-api-key-env (default OPENAI_API_KEY)"
         )
+    # --judge-timeout / --judge-retries bound the guardian's HTTP calls too
+    cfg = _judge_config({**options, "judge_base_url": base_url, "judge_model": model}, "bias")
+    limits = {k: v for k, v in cfg.items() if k in ("request_timeout", "client_retries")}
     guardian = make_guardian(
         options.get("guardian_kind") or "llama_guard",
         model,
         base_url,
         api_key_env=options.get("guardian_api_key_env") or "OPENAI_API_KEY",
         cache_path=options.get("judge_cache") or "default",
+        **limits,
     )
     return Bias(guardian=guardian, statistical_mode=mode)
 
@@ -267,7 +279,8 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
     if not seed_prompt or not seed_prompt.strip():
         raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
     gen = {k: options.get(k.replace("judge_", "generator_")) or options.get(k)
-           for k in ("judge_base_url", "judge_model", "judge_api_key_env", "judge_max_concurrency", "judge_requests_per_minute")}
+           for k in ("judge_base_url", "judge_model", "judge_api_key_env", "judge_max_concurrency", "judge_requests_per_minute",
+                     "judge_timeout", "judge_retries")}
     gen["judge_cache"] = options.get("judge_cache")
     if not gen["judge_base_url"] or not gen["judge_model"]:
         raise ValueError("metric 'prompt_evaluator' needs a generator: pass --generator-base-url and --generator-model "
