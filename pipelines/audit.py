@@ -334,7 +334,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if os.path.isfile(out):
         parser.error(f"--output must be a folder, but {out} is a file")
     if not FileSystems.exists(out):
-        FileSystems.mkdirs(out)
+        try:
+            FileSystems.mkdirs(out)
+        except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
+            parser.error(f"--output: cannot create folder {out}: {exc}")
     # never mix this run's outputs with a previous run's (a stale results.json, leftover parts)
     stale = [f"{out}/{n}" for n in OUTPUT_FILES + ("gates.json",) if FileSystems.exists(f"{out}/{n}")]
     if FileSystems.exists(parts):

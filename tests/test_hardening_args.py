@@ -64,6 +64,13 @@ def test_window_options_without_window_are_a_usage_error(small_input, tmp_path, 
     assert flag[0] in err and "--window" in err
 
 
+def test_output_under_a_file_is_a_usage_error(small_input, tmp_path, capsys):
+    """A parent of --output is a file (fresh-clone trial: was an OSError traceback, exit 1)."""
+    (tmp_path / "outfile").write_text("x", encoding="utf-8")
+    err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "outfile" / "sub")], capsys)
+    assert "--output" in err and "cannot create folder" in err
+
+
 def test_huge_agentic_k_is_a_usage_error(small_input, tmp_path, capsys):
     err = _usage_error(["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o"), "--metrics", "agentic",
                         "--agentic-k", "100000000"], capsys)

@@ -186,7 +186,7 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
 
 
 def _left_note(left: int) -> str:
-    return f" ({left} smaller slices not drawn)" if left else ""
+    return f" ({left} smaller slice{'s' if left != 1 else ''} not drawn)" if left else ""
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -252,8 +252,9 @@ def plot_toxicity(metric: dict, config: dict) -> list:
     if slices:
         fig, left = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)})
         out.append(("Toxic-answer rate per slice" + _left_note(left), fig))
-        fig, left = _slice_panels(slices, ["estimates.DR", "estimates.DTO", "estimates.ASB", "estimates.DIDT"],
-                                  ["DR", "DTO", "ASB", "DIDT"])
+        paths = ["estimates.DR", "estimates.DTO", "estimates.ASB", "estimates.DIDT"]
+        # every score lies in [0, 1] (spec §6.1): a common axis from 0 keeps "no disparity" in view
+        fig, left = _slice_panels(slices, paths, ["DR", "DTO", "ASB", "DIDT"], {p: (-0.02, 1.02) for p in paths})
         out.append(("Group disparity scores per slice (0 = no disparity)" + _left_note(left), fig))
     clusters = (overall or {}).get("cluster_profiling") or {}
     if clusters:
