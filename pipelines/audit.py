@@ -405,6 +405,9 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
         f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
         f"{s['data_quality_warnings']} data-quality warnings",
     ]
+    if not s["interactions_read"]:
+        lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
+                     "see dead_letter.jsonl); the metrics below have nothing to report")
     for name, m in doc["metrics"].items():
         ms = s["metrics"][name]
         reasons = "; ".join(f"{r}: {c}" for r, c in ms["not_scored_reasons"].items())

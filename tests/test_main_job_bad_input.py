@@ -177,3 +177,15 @@ def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
         run(["--input", pattern, "--metrics", " , ", "--quiet"])
     assert ei.value.code == 2
     assert "--metrics" in capsys.readouterr().err
+
+
+def test_empty_input_says_nothing_was_read(tmp_path, capsys):
+    """An empty JSONL file: the run succeeds, and the summary says no interaction was read
+    (fresh-clone trial: it printed an empty table with no warning)."""
+    from pipelines.audit import run
+
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    doc = run(["--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"), "--no-report",
+               "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"])
+    assert doc["summary"]["interactions_read"] == 0
+    assert "warning: no interaction was read" in capsys.readouterr().out
