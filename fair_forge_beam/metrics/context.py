@@ -20,14 +20,13 @@ letter (stage ``"context"``, reason and raw text), are excluded from every mean 
 from __future__ import annotations
 
 import typing
-from typing import Any, Mapping, Optional, Sequence
+from typing import Optional
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import context_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
 from fair_forge_beam.schemas.context import ContextInteraction, ContextJudgeOutput, ContextMetric, ContextSliceMetric
-from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["Context"]
 
@@ -70,16 +69,6 @@ class Context(JudgedMetric):
     slice_schema = ContextSliceMetric
     judge_schema = ContextJudgeOutput
     score_fields = ("score",)
-
-    def __init__(
-        self,
-        judge: Any = None,
-        statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
-        max_units: int = 1024,
-        inference_args: Optional[Mapping[str, Any]] = None,
-    ):
-        super().__init__(judge, statistical_mode, slices, max_units, inference_args)
 
     def make_requests(self, interactions):
         from fair_forge_beam.components.judge.handler import JudgeRequest

@@ -110,6 +110,18 @@ def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
         ax.plot(m, yp, "o", color=color, ms=ms, label=label, linestyle="none")
 
 
+def _row_axes(ax, y, labels: Sequence[str], title: str, xlabel: str, xlim: Optional[tuple]) -> None:
+    """One labelled row per ``y`` position, optional x limits, title, x label, vertical grid."""
+    ax.set_yticks(y)
+    ax.set_yticklabels([_short(lbl) for lbl in labels])
+    ax.set_ylim(-0.7, len(labels) - 0.3)
+    if xlim:
+        ax.set_xlim(*xlim)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+
+
 def interval_panel(ax, labels: Sequence[str], estimates: Sequence[Optional[dict]], title: str = "",
                    xlabel: str = "", color: str = "C0", xlim: Optional[tuple] = None) -> None:
     """Horizontal point-and-interval chart: one row per label, the point at ``mean`` and a bar
@@ -119,14 +131,7 @@ def interval_panel(ax, labels: Sequence[str], estimates: Sequence[Optional[dict]
     for yi, est in zip(y, estimates):
         if not est or est.get("mean") is None:
             ax.text(0.01, yi, "n/a", va="center", transform=ax.get_yaxis_transform(), color="0.5")
-    ax.set_yticks(y)
-    ax.set_yticklabels([_short(lbl) for lbl in labels])
-    ax.set_ylim(-0.7, len(labels) - 0.3)
-    if xlim:
-        ax.set_xlim(*xlim)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
+    _row_axes(ax, y, labels, title, xlabel, xlim)
 
 
 def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str, Sequence[Optional[dict]]]],
@@ -138,14 +143,7 @@ def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str,
     for j, (label, ests) in enumerate(series):
         off = (j - (k - 1) / 2) * (0.7 / k)
         _draw_series(ax, y0 + off, ests, f"C{j % 10}", 3.5, 1.6, label=_short(label))
-    ax.set_yticks(y0)
-    ax.set_yticklabels([_short(c) for c in categories])
-    ax.set_ylim(-0.7, len(categories) - 0.3)
-    if xlim:
-        ax.set_xlim(*xlim)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
+    _row_axes(ax, y0, categories, title, xlabel, xlim)
     if series:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
