@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "keyword lists (no embedder; no clustering)")
     p.add_argument("--toxicity-level", default="inclusive", choices=["inclusive", "conservative"],
                    help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)")
+    p.add_argument("--toxicity-group-set", default="declared", choices=["declared", "observed"],
+                   help="Toxicity DR's group set, in both modes: every declared group, zero counts included (default), "
+                        "or only the groups detected (the original's Bayesian DR)")
     p.add_argument("--no-clustering", action="store_true", help="skip Toxicity's UMAP + HDBSCAN cluster profiling")
     p.add_argument("--cluster-points", metavar="PATH",
                    help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file")
@@ -289,6 +292,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "slice_bootstrap": args.slice_bootstrap,
             "group_extractor": args.group_extractor,
             "toxicity_level": args.toxicity_level,
+            "toxicity_group_set": args.toxicity_group_set,
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
             "cluster_points_path": args.cluster_points,
             "slices": slice_dims,

@@ -62,7 +62,8 @@ class TestFrequentistPrimitives:
 
     def test_mad_empty_and_unknown_centre(self):
         m = FrequentistMode()
-        assert m.dispersion_metric({}) == 0.0
+        # issue 13 item 9: empty input is "no data" in both modes (was 0.0 here, None in Bayesian mode)
+        assert m.dispersion_metric({}) is None
         with pytest.raises(ValueError, match="Unknown center"):
             m.dispersion_metric({"a": 1.0}, center="mode")
 
@@ -72,7 +73,8 @@ class TestFrequentistPrimitives:
 
     def test_aggregate_zero_total_and_missing_weight(self):
         m = FrequentistMode()
-        assert m.aggregate_metrics({"x": 0.3}, {"x": 0.0}) == 0.0
+        # issue 13 item 9: zero total weight is "no data" in both modes (was 0.0 here, None in Bayesian mode)
+        assert m.aggregate_metrics({"x": 0.3}, {"x": 0.0}) is None
         with pytest.raises(KeyError):
             m.aggregate_metrics({"x": 0.3, "y": 0.5}, {"x": 1.0})
         # extra weight keys still count in the total (spec §4.2)

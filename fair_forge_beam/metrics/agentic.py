@@ -71,6 +71,7 @@ from fair_forge_beam.schemas.agentic import (
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import single_session, slice_estimate
 from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, task_histogram
 
 __all__ = ["Agentic", "read_path", "SOURCES"]
@@ -308,6 +309,12 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     trials = sum(cnt for (n, _), cnt in conv.items() if n > 0)
     successes = sum(cnt for (n, c), cnt in conv.items() if n > 0 and c == n)
     rate = pass_k_estimates(trials, successes, 1, mode)[1] if trials else Estimate(mean=None, n=0)
+    n_sessions = sum(conv.values())
+    if single_session(n_sessions, mode):  # the one-session rule (statistical/slices.py)
+        rate = slice_estimate(rate, n_sessions, mode)
+        curve = [p.model_copy(update={f: slice_estimate(getattr(p, f), n_sessions, mode) for f in
+                                      ("pass_at_k", "pass_pow_k", "conversation_pass_at_k", "conversation_pass_pow_k")})
+                 for p in curve]
     rec = AgenticSliceMetric(
         slice=key,
         mode=mode.get_result_type(),
@@ -315,7 +322,7 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
         n_interactions=sum(n * cnt for (n, _), cnt in conv.items()),
         n_correct=sum(c * cnt for (_, c), cnt in conv.items()),
         n_failed=int(n_failed),
-        n_sessions=sum(conv.values()),
+        n_sessions=n_sessions,
         n_fully_correct=successes,
         n_tasks=len(counts["tasks"]),
         n_sessions_without_task=counts["untasked"],

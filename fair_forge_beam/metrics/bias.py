@@ -42,6 +42,7 @@ from fair_forge_beam.schemas.bias import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, estimate_rate
+from fair_forge_beam.statistical.slices import single_session
 
 __all__ = ["Bias"]
 
@@ -241,6 +242,8 @@ class _SliceEstimate(beam.DoFn):
         n_sessions, n_interactions = acc[0], acc[1]
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
+        if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)
+            attribute_rates = [r.model_copy(update={"ci_low": None, "ci_high": None}) for r in attribute_rates]
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

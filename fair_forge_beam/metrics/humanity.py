@@ -34,6 +34,7 @@ from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import slice_estimates, slice_resampling
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     CategoryCountCombineFn,
@@ -270,17 +271,15 @@ class _SliceEstimate(beam.DoFn):
         key, (st, counts) = kv
         if isinstance(st, GammaBootstrapStats):
             est = estimate_gamma_bootstrap_means(st, self.mode)
-            resampling = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
-            single = not st.multi
+            default = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
+            n_sessions = st.n_units if st.multi else min(st.n_units, 1)
         else:
             est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
-            resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
-            single = len(st.units) == 1
-        if single and self.mode.is_bayesian:
-            # one session: resampling sessions cannot estimate between-session uncertainty, and a
-            # zero-width interval would claim certainty; the session's own interval is in `sessions`
-            est = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in est]
-            resampling = "single session: no slice interval (see the session's interval)"
+            default = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
+            n_sessions = st.n_units if st.bucketed else len(st.units)
+        # the one-session rule (statistical/slices.py): no slice interval, the session's own is in `sessions`
+        est = slice_estimates(est, n_sessions, self.mode)
+        resampling = slice_resampling(default, n_sessions, self.mode)
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,
@@ -290,7 +289,7 @@ class _SliceEstimate(beam.DoFn):
             mean_entropy=est[0],
             mean_spearman=est[1],
             emotion_distribution=dist,
-            resampling=resampling if self.mode.is_bayesian else None,
+            resampling=resampling,
             lexicon=self.lexicon.name,
             lexicon_licence=self.lexicon.licence,
         )

@@ -27,6 +27,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount, nest_session_interactions
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import slice_estimates, slice_resampling
 from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means, session_mean_estimates
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
@@ -195,18 +196,17 @@ class _SliceEstimate(beam.DoFn):
     def process(self, kv):
         key, (st, failed) = kv
         est = estimate_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
-        resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
-        if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
-            # one session: no between-session uncertainty to estimate (its own interval is in `sessions`)
-            est = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in est]
-            resampling = "single session: no slice interval (see the session's interval)"
+        n_sessions = st.n_units if st.bucketed else len(st.units)
+        # the one-session rule (statistical/slices.py): no slice interval, the session's own is in `sessions`
+        est = slice_estimates(est, n_sessions, self.mode)
+        resampling = slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode)
         rec = self.slice_schema(
             slice=key,
             mode=self.mode.get_result_type(),
             n_interactions=st.n_items,
             n_sessions=st.n_units,
             n_failed=int(failed),
-            resampling=resampling if self.mode.is_bayesian else None,
+            resampling=resampling,
             judge_model=self.judge_model,
             **self.slice_fields(est),
         )

@@ -63,6 +63,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import slice_estimate, slice_estimates, slice_resampling
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     RateCombineFn,
@@ -365,19 +366,19 @@ class _SliceEstimate(beam.DoFn):
 
     def _est(self, st):
         out = estimate_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
-        if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
-            out = [e.model_copy(update={"ci_low": None, "ci_high": None}) for e in out]
-        return out
+        # the one-session rule (statistical/slices.py)
+        return slice_estimates(out, st.n_units if st.bucketed else len(st.units), self.mode)
 
     def process(self, kv):
         key, (main, rss, icr, jq, (big, ns), failed) = kv
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
+        n_sessions = main.n_units if main.bucketed else len(main.units)
         rec = PromptEvaluatorSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=main.n_units,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
-            csr_pooled=estimate_rate(big, ns, self.mode),
-            resampling=f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)" if self.mode.is_bayesian else None,
+            csr_pooled=slice_estimate(estimate_rate(big, ns, self.mode), n_sessions, self.mode),
+            resampling=slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )
         yield {"metric": NAME, "level": "slice", **rec.model_dump()}

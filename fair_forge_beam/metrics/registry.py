@@ -42,6 +42,7 @@ def _toxicity(mode: StatisticalMode, options: dict):
         toxicity_loader=HurtLexLoader(level=options.get("toxicity_level", "inclusive")),
         clustering=options.get("clustering"),
         cluster_points_path=options.get("cluster_points_path"),
+        group_set=options.get("toxicity_group_set", "declared"),
         **kwargs,
     )
 

@@ -60,6 +60,7 @@ from fair_forge_beam.schemas.regulatory import (
 )
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import CategoryCountCombineFn, estimate_rate, session_mean_estimates
+from fair_forge_beam.statistical.slices import slice_estimate
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
@@ -413,7 +414,8 @@ class _SliceEstimate(beam.DoFn):
         key, vec = kv
         c = dict(zip(SLICE_COUNTS, vec))
         n_rate = c["compliant"] + c["non_compliant"]
-        rate = estimate_rate(c["compliant"], n_rate, self.mode)
+        # the one-session rule (statistical/slices.py)
+        rate = slice_estimate(estimate_rate(c["compliant"], n_rate, self.mode), c["sessions"], self.mode)
         if n_chunks == 0:
             status = "empty_corpus"
         elif n_rate == 0:

@@ -45,8 +45,10 @@ from fair_forge_beam.schemas.toxicity import (
     ToxicitySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import slice_estimate
 from fair_forge_beam.statistical.combiners import estimate_rate
 from fair_forge_beam.statistical.group_fairness import (
+    GROUP_SETS,
     GroupFairnessCombineFn,
     estimate_group_fairness,
     normalise_didt_weights,
@@ -290,8 +292,9 @@ def _summary(e) -> IntervalSummary:
 
 
 class _EstimateSlice(beam.DoFn):
-    def __init__(self, mode, groups, reference, weights, threshold, has_sentiment, describe: dict):
+    def __init__(self, mode, groups, reference, weights, threshold, has_sentiment, describe: dict, group_set: str = "declared"):
         self.mode, self.groups, self.reference, self.weights = mode, tuple(groups), reference, weights
+        self.group_set = group_set
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
     def process(self, kv, window=beam.DoFn.WindowParam):
@@ -304,9 +307,13 @@ class _EstimateSlice(beam.DoFn):
         cluster = list(parts["cluster"])
         fair = estimate_group_fairness(
             gf, self.groups, self.mode, key=("toxicity", key, *window_seed_parts(window)), reference=self.reference,
-            weights=self.weights, has_sentiment=self.has_sentiment,
+            weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
         )
-        est = fair["estimates"]
+        # the one-session rule (statistical/slices.py): every estimate of a one-session slice has no interval
+        est = {c: slice_estimate(e, n_sessions, self.mode) for c, e in fair["estimates"].items()}
+        fair["group_estimates"] = {
+            g: {k: slice_estimate(e, n_sessions, self.mode) for k, e in v.items()} for g, v in fair["group_estimates"].items()
+        }
         bayes = self.mode.is_bayesian
         profiling = GroupProfiling(
             mode="bayesian" if bayes else "frequentist",
@@ -338,7 +345,7 @@ class _EstimateSlice(beam.DoFn):
             n_interactions=gf.n,
             n_sessions=n_sessions,
             n_toxic=gf.n_flagged,
-            toxic_rate=estimate_rate(gf.n_flagged, gf.n, self.mode),
+            toxic_rate=slice_estimate(estimate_rate(gf.n_flagged, gf.n, self.mode), n_sessions, self.mode),
             toxic_words=toxic_words,
             total_words=total_words,
             categories=dict(sorted(cats.items())),
@@ -400,6 +407,10 @@ class Toxicity(MetricTransform):
             labels (never put into the result record).
         slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
         batch_size: most answers per scoring batch (``BatchElements``; 256).
+        group_set: DR's group set in both modes: ``"declared"`` (default; every declared group,
+            zero counts included, spec §6.1's frequentist definition) or ``"observed"`` (groups
+            detected at least once: the original's Bayesian DR). See
+            :func:`~fair_forge_beam.statistical.group_fairness.estimate_group_fairness`.
 
     Raises:
         ValueError: an invalid argument (bad loader, weights, reference, slice names).
@@ -447,6 +458,7 @@ class Toxicity(MetricTransform):
         cluster_points_path: Optional[str] = None,
         slices: Sequence[str] = ("overall", "assistant_id", "language"),
         batch_size: int = 256,
+        group_set: str = "declared",
     ):
         super().__init__(statistical_mode, slices)
         self.matcher = ToxicLexiconMatcher(_resolve_loader(toxicity_loader))
@@ -486,6 +498,9 @@ class Toxicity(MetricTransform):
         self.reference = dict(group_reference_q) if group_reference_q is not None else None
         reference_distribution(self.groups, self.reference)  # validates
         self.weights = normalise_didt_weights(w_DR, w_ASB, w_DTO)
+        if group_set not in GROUP_SETS:
+            raise ValueError(f"group_set must be one of {GROUP_SETS}, got {group_set!r}")
+        self.group_set = group_set
         self.clustering = bool(clustering) and "overall" in self.slices
         self.cluster_profile = None
         if self.clustering:
@@ -569,7 +584,7 @@ class Toxicity(MetricTransform):
             joined
             | "JoinSliceParts" >> beam.CoGroupByKey()
             | "EstimateSlices" >> beam.ParDo(_EstimateSlice(
-                self.mode, groups, self.reference, self.weights, self.threshold, self.sentiment is not None, self._describe()
+                self.mode, groups, self.reference, self.weights, self.threshold, self.sentiment is not None, self._describe(), self.group_set,
             ))
         )
         empty_quality = interactions.pipeline | "NoQuality" >> beam.Create([])
@@ -604,7 +619,7 @@ class Toxicity(MetricTransform):
             | "SliceParts" >> beam.MapTuple(lambda key, acc: (key, {"stats": [acc[0]], "sessions": [acc[1]], "cluster": []}))
             | "EstimateSlices" >> beam.ParDo(_EstimateSlice(
                 self.mode, self.groups, self.reference, self.weights, self.threshold, self.sentiment is not None,
-                self._describe(),
+                self._describe(), self.group_set,
             ))
         )
         empty_quality = interactions | "NoQuality" >> beam.FlatMap(lambda _: [])

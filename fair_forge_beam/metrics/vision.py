@@ -45,6 +45,7 @@ from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.slices import slice_estimate, slice_resampling
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     RateCombineFn,
@@ -231,15 +232,15 @@ class _SliceEstimate(beam.DoFn):
     def process(self, kv):
         key, (st, (k, n), (lo, hi)) = kv
         (mean,) = estimate_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
-        resampling = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
-        if self.mode.is_bayesian and len(st.units) == 1 and not st.bucketed:
-            mean = mean.model_copy(update={"ci_low": None, "ci_high": None})
-            resampling = "single session: no slice interval (see the session's interval)"
+        n_sessions = st.n_units if st.bucketed else len(st.units)
+        # the one-session rule (statistical/slices.py), for the mean and the pooled rate alike
+        mean = slice_estimate(mean, n_sessions, self.mode)
+        resampling = slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode)
         rec = VisionSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=st.n_units,
             threshold=self.threshold, mean_similarity=mean, min_similarity=lo, max_similarity=hi,
-            hallucination_rate=estimate_rate(k, n, self.mode), n_hallucinations=k,
-            resampling=resampling if self.mode.is_bayesian else None, scorer=self.scorer_name,
+            hallucination_rate=slice_estimate(estimate_rate(k, n, self.mode), n_sessions, self.mode), n_hallucinations=k,
+            resampling=resampling, scorer=self.scorer_name,
         )
         yield {"metric": NAME, "level": "slice", **rec.model_dump()}
 

@@ -26,7 +26,9 @@ or, in an audit config file (TOML), the same as a table::
 Semantics:
 
 * the value checked is ``slice_record[path][stat]`` of every selected slice record (and every
-  key of a keyed field); the gate passes when ``value op threshold`` holds for all of them;
+  key of a keyed field); the gate passes when ``value op threshold`` holds for all of them,
+  where a value within ``1e-9·max(1, |threshold|)`` of the threshold counts as equal to it
+  (:func:`compare`: ``<=``/``>=`` pass, ``<``/``>`` fail) — float noise never decides a gate;
 * a selected slice absent from the results (e.g. the metric scored nothing) fails the gate;
 * an undefined estimate (``mean``/interval ``null``, e.g. DIDT with no group detected) fails the
   gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json``;
@@ -64,12 +66,34 @@ __all__ = [
     "resolve_gates",
     "check_gates",
     "make_gate",
+    "compare",
+    "GATE_RTOL",
 ]
 
 #: exit code of the main job when at least one gate fails (2 is argparse's usage / config error)
 GATE_FAILED_EXIT_CODE = 3
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+
+#: relative tolerance of gate comparisons: a value within ``GATE_RTOL·max(1, |threshold|)`` of
+#: the threshold counts as equal to it (floats carry rounding of ~1e-16 relative; estimates are
+#: reported to far fewer digits than 1e-9)
+GATE_RTOL = 1e-9
+
+
+def compare(value: float, op: str, threshold: float, rtol: float = GATE_RTOL) -> bool:
+    """``value op threshold`` where values within ``rtol·max(1, |threshold|)`` of the threshold
+    count as equal to it: ``<=``/``>=`` pass on them, ``<``/``>`` fail on them.
+
+    Example: ``compare(1.5000000000000002, "<=", 1.5)`` is True; ``compare(1.4999999999999998, "<", 1.5)`` is False.
+
+    Raises:
+        KeyError: an unknown ``op``.
+    """
+    tol = rtol * max(1.0, abs(threshold))
+    if abs(value - threshold) <= tol:
+        return op in ("<=", ">=")
+    return _OPS[op](value, threshold)
 _OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
 _STATS = ("mean", "ci_low", "ci_high")
 _INTERVAL_STATS = ("ci_low", "ci_high")
@@ -436,7 +460,7 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate]) -> list[GateCheck]:
                               else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
                     checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
                     continue
-                ok = _OPS[g.op](float(value), g.threshold)
+                ok = compare(float(value), g.op, g.threshold)
                 checks.append(GateCheck(**base, slice=slice_key, key=key, value=float(value), **info,
                                         status="pass" if ok else "fail"))
     return checks

@@ -156,7 +156,9 @@ class BayesianMode(StatisticalMode):
         """Weighted sum applied per MC draw, then summarised (spec §4.3).
 
         Weights are normalised to sum 1; a metric without samples counts as a constant; names
-        missing from ``weights`` get weight 0. Total weight 0 -> empty summary.
+        missing from ``weights`` get weight 0. Total weight 0, or a metric of positive weight that
+        is undefined (``None`` or an empty summary), gives the empty summary — the same rule as
+        :meth:`FrequentistMode.aggregate_metrics`.
 
         Raises:
             ValueError: a negative or non-finite weight.
@@ -169,19 +171,25 @@ class BayesianMode(StatisticalMode):
         for k, v in metrics.items():
             w = float(weights.get(k, 0.0)) / total
             if w:
+                if v is None or (isinstance(v, dict) and v.get("mean") is None):
+                    return empty_summary()
                 acc = acc + w * self._samples_of(v)
         return self.summarize(acc)
 
     def dispersion_metric(self, values: Mapping[str, Any], center: str = "mean") -> Summary:
         """Mean absolute deviation around the per-draw mean or median, summarised (spec §4.3).
 
+        Empty ``values`` give the empty summary (no data), as :meth:`FrequentistMode.dispersion_metric`
+        gives ``None``; undefined values (``None`` or an empty summary) are left out.
+
         Raises:
             ValueError: unknown ``center``.
         """
         if center not in ("mean", "median"):
             raise ValueError(f"Unknown center type {center!r}; use 'mean' or 'median'")
-        if not values:
+        live = [v for v in values.values() if v is not None and not (isinstance(v, dict) and v.get("mean") is None)]
+        if not live:
             return empty_summary()
-        mat = np.stack([self._samples_of(v) for v in values.values()])  # (groups, draws)
+        mat = np.stack([self._samples_of(v) for v in live])  # (groups, draws)
         c = mat.mean(axis=0) if center == "mean" else np.median(mat, axis=0)
         return self.summarize(np.abs(mat - c[None, :]).mean(axis=0))

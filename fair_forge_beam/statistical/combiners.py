@@ -532,15 +532,29 @@ def estimate_bootstrap_means(
     return _ratio_replicates(mode, rows.rows(keys), [buckets[k] for k in keys], st.m, n_items)
 
 
+def _clip_to_units(reps: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Replicates of a weighted mean clipped to ``[lo, hi]``, the range of the unit means.
+
+    A replicate ``Σ g v / Σ g`` is a convex combination of the unit means, so it lies in their
+    range; float rounding can step outside by an ulp (five sessions of 1.5 gave
+    ``[1.4999999999999998, 1.5000000000000002]``). Clipping restores the exact range, so a
+    degenerate sample (all units equal) has the exact degenerate interval ``[v, v]``.
+    """
+    return np.clip(reps, lo, hi)
+
+
 def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: int, n_items: int) -> list[Estimate]:
-    """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (rows of ``G`` align with ``entries``)."""
+    """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (rows of ``G`` align with ``entries``),
+    clipped to the range of the units' own means (:func:`_clip_to_units`)."""
     W = np.array([from_exact(e[1]) for e in entries])
     den = (G * W[:, None]).sum(axis=0)
     out = []
     for j in range(m):
         V = np.array([from_exact(e[2 + j]) for e in entries])
         num = (G * V[:, None]).sum(axis=0)
-        out.append(_summaries(mode, num / den, n_items))
+        means = [exact_ratio(e[2 + j], e[1]) for e in entries if e[1] != 0]
+        reps = _clip_to_units(num / den, min(means), max(means)) if means else num / den
+        out.append(_summaries(mode, reps, n_items))
     return out
 
 
@@ -580,7 +594,7 @@ class GammaBootstrapStats:
     (:func:`_to_limbs`), so merging is associative bit for bit. Size: ``2·(m+1)·B`` int64.
     """
 
-    __slots__ = ("m", "B", "seed", "namespace", "hi", "lo", "n_units", "n_items", "W", "WV", "unit0", "multi")
+    __slots__ = ("m", "B", "seed", "namespace", "hi", "lo", "n_units", "n_items", "W", "WV", "unit0", "multi", "vmin", "vmax")
 
     def __init__(self, m: int, B: int, seed: int, namespace: str):
         self.m, self.B, self.seed, self.namespace = m, B, int(seed), namespace
@@ -591,6 +605,8 @@ class GammaBootstrapStats:
         self.WV = [0] * m
         self.unit0: Optional[str] = None  # smallest unit key seen
         self.multi = False  # more than one distinct unit key seen
+        self.vmin: list = [None] * m  # range of the unit values of positive weight (clips replicates)
+        self.vmax: list = [None] * m
 
     def _see(self, unit: Optional[str], multi: bool) -> None:
         if unit is None:
@@ -624,7 +640,15 @@ class GammaBootstrapStats:
         self.W += to_exact(float(weight))
         for j, v in enumerate(values):
             self.WV[j] += to_exact(float(weight) * float(v))
+            if weight > 0:
+                self._range(j, float(v), float(v))
         return self
+
+    def _range(self, j: int, lo: Optional[float], hi: Optional[float]) -> None:
+        if lo is None:
+            return
+        self.vmin[j] = lo if self.vmin[j] is None else min(self.vmin[j], lo)
+        self.vmax[j] = hi if self.vmax[j] is None else max(self.vmax[j], hi)
 
     def merge(self, other: "GammaBootstrapStats") -> "GammaBootstrapStats":
         self.hi += other.hi
@@ -634,6 +658,8 @@ class GammaBootstrapStats:
         self.n_items += other.n_items
         self.W += other.W
         self.WV = [a + b for a, b in zip(self.WV, other.WV)]
+        for j in range(self.m):
+            self._range(j, other.vmin[j], other.vmax[j])
         return self
 
     def __eq__(self, other):
@@ -641,18 +667,19 @@ class GammaBootstrapStats:
             isinstance(other, GammaBootstrapStats)
             and np.array_equal(self.hi, other.hi)
             and np.array_equal(self.lo, other.lo)
-            and (self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi)
-            == (other.n_units, other.n_items, other.W, other.WV, other.unit0, other.multi)
+            and (self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi, self.vmin, self.vmax)
+            == (other.n_units, other.n_items, other.W, other.WV, other.unit0, other.multi, other.vmin, other.vmax)
         )
 
     def __reduce__(self):
-        return (_rebuild_gbs, (self.m, self.B, self.seed, self.namespace, self.hi, self.lo, self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi))
+        return (_rebuild_gbs, (self.m, self.B, self.seed, self.namespace, self.hi, self.lo, self.n_units, self.n_items, self.W, self.WV, self.unit0, self.multi, self.vmin, self.vmax))
 
 
-def _rebuild_gbs(m, B, seed, namespace, hi, lo, n_units, n_items, W, WV, unit0=None, multi=True):
+def _rebuild_gbs(m, B, seed, namespace, hi, lo, n_units, n_items, W, WV, unit0=None, multi=True, vmin=None, vmax=None):
     s = GammaBootstrapStats(m, B, seed, namespace)
     s.hi, s.lo, s.n_units, s.n_items, s.W, s.WV = hi, lo, n_units, n_items, W, list(WV)
     s.unit0, s.multi = unit0, multi
+    s.vmin, s.vmax = list(vmin or [None] * m), list(vmax or [None] * m)
     return s
 
 
@@ -703,7 +730,13 @@ def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMod
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=st.n_items) for v in vals]
     sums = _from_limbs(st.hi, st.lo)
     ok = sums[0] > 0  # a replicate whose weights all rounded to 0 carries no information
-    return [_summaries(mode, sums[j + 1][ok] / sums[0][ok], st.n_items) for j in range(st.m)]
+    out = []
+    for j in range(st.m):
+        reps = sums[j + 1][ok] / sums[0][ok]
+        if st.vmin[j] is not None:  # convex combinations of the unit values (see _clip_to_units)
+            reps = _clip_to_units(reps, st.vmin[j], st.vmax[j])
+        out.append(_summaries(mode, reps, st.n_items))
+    return out
 
 
 def session_mean_estimates(
@@ -753,6 +786,9 @@ def session_mean_estimates(
     den = G.sum(axis=0)
     # elementwise products summed along the interaction axis (no BLAS: the same bits on every CPU)
     reps = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) / den
+    live = w > 0
+    if live.any():  # convex combinations of the weighted scores: clip rounding (see _clip_to_units)
+        reps = np.clip(reps, scores[live].min(axis=0)[:, None], scores[live].max(axis=0)[:, None])
     if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary
         return [_summaries(mode, reps[j], n) for j in range(m)], warning
     lo, hi = percentile_intervals(reps, (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0)

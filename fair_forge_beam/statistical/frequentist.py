@@ -56,10 +56,12 @@ class FrequentistMode(StatisticalMode):
         keys = list(dict.fromkeys([*observed.keys(), *reference.keys()]))
         return 0.5 * sum(abs(float(observed.get(k, 0.0)) - float(reference.get(k, 0.0))) for k in keys)
 
-    def aggregate_metrics(self, metrics: Mapping[str, Any], weights: Mapping[str, float]) -> float:
-        """Normalised weighted sum ``Σ_k m_k w_k / Σ w`` (spec §4.2); ``0.0`` if ``Σ w == 0``.
+    def aggregate_metrics(self, metrics: Mapping[str, Any], weights: Mapping[str, float]) -> Optional[float]:
+        """Normalised weighted sum ``Σ_k m_k w_k / Σ w`` (spec §4.2).
 
-        Summary dicts in ``metrics`` contribute their ``mean``.
+        Summary dicts in ``metrics`` contribute their ``mean``. ``None`` (no data) when
+        ``Σ w == 0`` or a metric of positive weight is undefined (``None``) — the same rule as
+        :meth:`BayesianMode.aggregate_metrics` (upstream returns 0.0 for ``Σ w == 0``).
 
         Raises:
             KeyError: a metric has no weight.
@@ -68,23 +70,33 @@ class FrequentistMode(StatisticalMode):
         check_count_map("weights", weights)
         total = float(sum(weights.values()))
         if total == 0:
-            return 0.0
+            return None
         acc = 0.0
         for k, v in metrics.items():
             value = v["mean"] if isinstance(v, dict) else v
-            acc += float(value) * float(weights[k]) / total
+            w = float(weights[k])
+            if value is None:
+                if w:
+                    return None
+                continue
+            acc += float(value) * w / total
         return acc
 
-    def dispersion_metric(self, values: Mapping[str, Any], center: str = "mean") -> float:
-        """Mean absolute deviation ``(1/m) Σ |v − c|`` around the mean or median; 0.0 if empty.
+    def dispersion_metric(self, values: Mapping[str, Any], center: str = "mean") -> Optional[float]:
+        """Mean absolute deviation ``(1/m) Σ |v − c|`` around the mean or median.
+
+        ``None`` (no data) for empty ``values`` — the same rule as
+        :meth:`BayesianMode.dispersion_metric` (upstream returns 0.0). Undefined values
+        (``None``) are left out.
 
         Raises:
             ValueError: unknown ``center``.
         """
         if center not in ("mean", "median"):
             raise ValueError(f"Unknown center type {center!r}; use 'mean' or 'median'")
-        vals = np.array([v["mean"] if isinstance(v, dict) else v for v in values.values()], dtype=np.float64)
+        raw = [v["mean"] if isinstance(v, dict) else v for v in values.values()]
+        vals = np.array([v for v in raw if v is not None], dtype=np.float64)
         if vals.size == 0:
-            return 0.0
+            return None
         c = float(np.mean(vals)) if center == "mean" else float(np.median(vals))
         return float(np.mean(np.abs(vals - c)))

@@ -59,6 +59,7 @@ __all__ = [
     "estimate_group_fairness",
     "normalise_didt_weights",
     "reference_distribution",
+    "GROUP_SETS",
 ]
 
 COMPONENTS = ("DR", "DTO", "ASB", "DIDT")
@@ -269,6 +270,24 @@ def _est(v: Any, n: int) -> Estimate:
     return Estimate(mean=float(v), n=n)
 
 
+GROUP_SETS = ("declared", "observed")
+
+
+def _dr_mode(mode: StatisticalMode, n_groups: int, key: Sequence[str]) -> StatisticalMode:
+    """The mode DR's Dirichlet draws use: ``dirichlet_prior`` is the **total** prior mass, spread
+    as ``α₀/K`` over the ``K`` groups of the group set (Perks' prior, W. Perks 1947).
+
+    A symmetric Dirichlet(α₀) per group would add ``K·α₀`` pseudo-mentions distributed exactly as
+    the uniform reference, pulling DR toward 0 ("no disparity") more, the more groups are
+    declared: with 18 declared groups and 10 mentions, 18 of 28 pseudo-observations said
+    "uniform", and the frequentist DR fell outside the credible interval (issue 19).
+    """
+    m = mode.keyed(*key, "DR")
+    if hasattr(m, "dirichlet_prior") and n_groups > 0:
+        m.dirichlet_prior = float(m.dirichlet_prior) / n_groups
+    return m
+
+
 def estimate_group_fairness(
     st: GroupFairnessStats,
     groups: Sequence[str],
@@ -277,8 +296,24 @@ def estimate_group_fairness(
     reference: Optional[Mapping[str, float]] = None,
     weights: Optional[Mapping[str, float]] = None,
     has_sentiment: bool = True,
+    group_set: str = "declared",
 ) -> dict:
     """DR, DTO, ASB, DIDT and the per-group table from merged statistics.
+
+    One estimand in both modes: the frequentist value is the plug-in estimate of the quantity
+    whose posterior the Bayesian mode summarises.
+
+    * DR = TVD(p, q) over the **group set**: ``"declared"`` (default: every declared group, zero
+      counts included — spec §6.1 defines ``p_g = N_g/ΣN`` and the sum over all of ``G``, and
+      spec §17 item 2 names dropping zero-count groups a bug) or ``"observed"`` (groups with
+      ``N_g ≥ 1``, ``q`` restricted and renormalised: the original's Bayesian DR). Bayesian:
+      ``p ~ Dirichlet(α₀/K + N)`` over the same set (see :func:`_dr_mode`).
+    * DTO = MAD of ``T_g = K_g/N_g`` over the groups that occur; Bayesian ``T_g ~ Beta``.
+    * ASB = MAD of the groups' mean sentiments over the groups with a sentiment; Bayesian
+      bootstrap of each mean.
+    * A dispersion over fewer than two groups is undefined: DTO / ASB are ``None`` with a note
+      naming the groups seen (never "no disparity"); DIDT is then ``None`` too. The observed set
+      with fewer than two groups leaves DR undefined likewise.
 
     Args:
         st: merged :class:`GroupFairnessStats` of one slice.
@@ -288,22 +323,31 @@ def estimate_group_fairness(
         reference: reference distribution ``q`` (None = uniform), see :func:`reference_distribution`.
         weights: ``{w_DR, w_ASB, w_DTO}`` (normalised here; default 1/3 each).
         has_sentiment: False when no sentiment analyzer ran: ASB is 0 (upstream) with a note.
+        group_set: ``"declared"`` or ``"observed"`` (DR's group set, see above).
 
     Returns: dict with ``status`` (``"ok"``, ``"no_group_detected"``, ``"empty"``), ``groups``,
-    ``N_i``, ``K_i``, ``p_i``, ``q_i``, ``T_i``, ``S_i`` (point values: frequentist estimates or
-    posterior means; ``None`` where undefined), ``weights``, ``estimates`` (``{DR, DTO, ASB,
-    DIDT: Estimate}``), ``group_estimates`` (``{group: {p, T, S: Estimate}}``) and ``notes``.
+    ``group_set``, ``N_i``, ``K_i``, ``p_i``, ``q_i``, ``T_i``, ``S_i`` (point values:
+    frequentist estimates or posterior means; ``None`` where undefined), ``weights``,
+    ``estimates`` (``{DR, DTO, ASB, DIDT: Estimate}``), ``group_estimates`` (``{group: {p, T, S:
+    Estimate}}``) and ``notes``.
+
+    Raises:
+        ValueError: an unknown ``group_set``.
     """
+    if group_set not in GROUP_SETS:
+        raise ValueError(f"group_set must be one of {GROUP_SETS}, got {group_set!r}")
     groups = list(groups)
     w = normalise_didt_weights(**(weights or {}))
-    q = reference_distribution(groups, reference)
     N = {g: st.N[i] for i, g in enumerate(groups)}
     K = {g: st.K[i] for i, g in enumerate(groups)}
     total = sum(N.values())
     present = [g for g in groups if N[g] > 0]
+    dr_groups = groups if group_set == "declared" else present
+    q_all = reference_distribution(groups, reference)
+    q = q_all if group_set == "declared" else reference_distribution(present, {g: q_all[g] for g in present} if reference is not None else None)
     with_sent = [i for i, g in enumerate(groups) if st.M[i] > 0]
     notes: list[str] = []
-    out = {"groups": groups, "N_i": N, "K_i": K, "q_i": q, "weights": w, "notes": notes}
+    out = {"groups": groups, "group_set": group_set, "N_i": N, "K_i": K, "q_i": q_all, "weights": w, "notes": notes}
     bayes = mode.is_bayesian
     if st.n == 0:
         status = "empty"
@@ -314,13 +358,14 @@ def estimate_group_fairness(
         status = "ok"
     out["status"] = status
 
-    # per-group table
-    dist = estimate_distribution([N[g] for g in groups], groups, mode)
+    # per-group table (p over the DR group set, with DR's prior)
+    dist_mode = _dr_mode(mode, len(dr_groups), key) if bayes else mode
+    dist = estimate_distribution([N[g] for g in dr_groups], dr_groups, dist_mode) if dr_groups else {}
     group_est: dict[str, dict[str, Estimate]] = {}
     for i, g in enumerate(groups):
         T = estimate_rate(K[g], N[g], mode) if N[g] > 0 else Estimate(mean=None, n=0)
         S = Estimate(mean=_exact_mean(st.S[i], st.M[i]) if st.M[i] else None, n=st.M[i])
-        group_est[g] = {"p": dist[g], "T": T, "S": S}
+        group_est[g] = {"p": dist.get(g, Estimate(mean=None, n=total)), "T": T, "S": S}
     out["p_i"] = {g: group_est[g]["p"].mean for g in groups}
     out["T_i"] = {g: group_est[g]["T"].mean for g in groups}
     out["S_i"] = {g: group_est[g]["S"].mean for g in groups}
@@ -329,25 +374,37 @@ def estimate_group_fairness(
         out["estimates"] = {c: Estimate(mean=None, n=total) for c in COMPONENTS}
         return out
 
-    # DR
-    if bayes:
-        dr = mode.keyed(*key, "DR").distribution_divergence(N, q)
+    def _seen(names):
+        return ", ".join(names) if names else "none"
+
+    # DR over the group set
+    if group_set == "observed":
+        notes.append(f"DR over the observed groups only ({_seen(present)}): the original's Bayesian group set")
+    if group_set == "observed" and len(present) < 2:
+        dr = None
+        notes.append(f"DR over the observed groups is undefined with fewer than two groups (seen: {_seen(present)})")
+    elif bayes:
+        dr = _dr_mode(mode, len(dr_groups), key).distribution_divergence({g: N[g] for g in dr_groups}, q)
     else:
-        dr = mode.distribution_divergence({g: N[g] / total for g in groups}, q)
+        dr = mode.distribution_divergence({g: N[g] / total for g in dr_groups}, q)
     # DTO over the groups that occur
-    if bayes:
+    if len(present) < 2:
+        dto = None
+        notes.append(f"DTO is undefined: a dispersion needs at least two groups (seen: {_seen(present)})")
+    elif bayes:
         m = mode.keyed(*key, "DTO")
         rates = {g: m.rate_estimation(K[g], N[g]) for g in present}
         dto = m.dispersion_metric(rates, "mean")
     else:
         dto = mode.dispersion_metric({g: K[g] / N[g] for g in present}, "mean")
     # ASB over the groups with a sentiment
-    if not has_sentiment or not with_sent:
-        if not has_sentiment:
-            notes.append("no sentiment analyzer: ASB is 0 (as upstream)")
-        else:
-            notes.append("no answer mentioning a group had a sentiment score: ASB is 0")
+    if not has_sentiment:
+        notes.append("no sentiment analyzer: ASB is 0 (as upstream)")
         asb = {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "samples": np.zeros(mode.replicate_count)} if bayes else 0.0
+    elif len(with_sent) < 2:
+        asb = None
+        notes.append("ASB is undefined: a dispersion needs at least two groups with a sentiment score "
+                     f"(seen: {_seen([groups[i] for i in with_sent])})")
     elif bayes:
         per_group = {}
         for i in with_sent:
@@ -361,6 +418,9 @@ def estimate_group_fairness(
     comps = {"DR": dr, "DTO": dto, "ASB": asb}
     cw = {"DR": w["w_DR"], "DTO": w["w_DTO"], "ASB": w["w_ASB"]}
     didt = mode.keyed(*key, "DIDT").aggregate_metrics(comps, cw) if bayes else mode.aggregate_metrics(comps, cw)
+    if _est(didt, total).mean is None:
+        undefined = [c for c in ("DR", "DTO", "ASB") if _est(comps[c], total).mean is None and cw[c] > 0]
+        notes.append(f"DIDT is undefined: its component(s) {', '.join(undefined)} are undefined")
     out["estimates"] = {"DR": _est(dr, total), "DTO": _est(dto, total), "ASB": _est(asb, total), "DIDT": _est(didt, total)}
     if bayes:
         out["S_i"] = {g: group_est[g]["S"].mean for g in groups}
