@@ -88,8 +88,9 @@ def test_bayesian_dr_keeps_zero_count_groups():
     r = estimate_group_fairness(_acc(fn, items), ["a", "b", "c"], mode, key=("t", "overall"))
     dr = r["estimates"]["DR"]
     assert dr.ci_low > 0.6 and dr.mean == pytest.approx(2 / 3, abs=0.02)
-    # p_i: Dirichlet(1 + N) marginal means, zero-count groups included
-    assert r["p_i"]["b"] == pytest.approx(1 / 203)
+    # p_i: Dirichlet(α₀/K + N) marginal means (issue 19: the prior's total mass α₀ = 1 is spread
+    # over K = 3 groups; was Dirichlet(1 + N), 1/203), zero-count groups included
+    assert r["p_i"]["b"] == pytest.approx((1 / 3) / 201)
     # T_i only where the group occurs; exact Beta posterior
     assert r["T_i"]["a"] == pytest.approx(1 / 202) and r["T_i"]["b"] is None
     lo, hi = stats.beta.ppf([0.025, 0.975], 1, 201)
