@@ -283,8 +283,25 @@ class _Conversation(beam.DoFn):
             "tool_correctness_scores": tool_scores, "conversation_tool_correctness": conv_tool, "k": self.k,
             "pass_at_k": at.mean, "pass_at_k_ci_low": at.ci_low, "pass_at_k_ci_high": at.ci_high,
             "pass_pow_k": pw.mean, "pass_pow_k_ci_low": pw.ci_low, "pass_pow_k_ci_high": pw.ci_high,
+            "pass_k_note": pass_k_note(n, c, self.k, self.mode),
         }
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), ((task, n, c), n_failed)))
+
+
+def pass_k_note(n: int, c: int, k: int, mode: StatisticalMode) -> Optional[str]:
+    """Bayesian mode: the sentence that says why pass@k / pass^k differ from ``is_fully_correct``
+    (issue 13 item 9). ``is_fully_correct`` records what was observed (all ``n`` interactions
+    correct); pass^k is the posterior mean of ``p^k``, the chance that ``k`` new attempts all
+    succeed, with ``p ~ Beta(a + c, b + n − c)`` — one success out of one does not make ``p = 1``
+    (c = n = 1, k = 3, Beta(1, 1): pass^3 = E[p³] = 0.4). ``None`` in frequentist mode (the
+    plug-in ``(c/n)^k`` is 1 exactly when the conversation is fully correct) and for ``n = 0``."""
+    if not mode.is_bayesian or n == 0:
+        return None
+    a = float(getattr(mode, "beta_prior_a", 1.0)) + c
+    b = float(getattr(mode, "beta_prior_b", 1.0)) + n - c
+    return (f"pass@{k} and pass^{k} are posterior means for {k} new attempts with the success probability "
+            f"p ~ Beta({a:g}, {b:g}) from {c} of {n} interactions correct; is_fully_correct records only the "
+            f"observed {c}/{n}, so the two differ when few interactions were seen")
 
 
 class _SliceCombineFn(WithFailedCount):

@@ -101,6 +101,9 @@ class AgenticMetric(BaseMetric):
     pass_pow_k: Optional[float] = None
     pass_pow_k_ci_low: Optional[float] = None
     pass_pow_k_ci_high: Optional[float] = None
+    #: Bayesian mode: why pass^k may differ from ``is_fully_correct`` (both are kept; they answer
+    #: different questions). ``None`` in frequentist mode, where the plug-in agrees with it.
+    pass_k_note: Optional[str] = None
 
 
 class PassKPoint(BaseModel):

@@ -543,6 +543,18 @@ def _clip_to_units(reps: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(reps, lo, hi)
 
 
+def _range_summary(mode: StatisticalMode, reps: np.ndarray, lo: float, hi: float, n: int) -> Estimate:
+    """The mode's summary of replicates that lie in ``[lo, hi]``, kept there: a degenerate range
+    (``lo == hi``) gives exactly ``[v, v]`` with mean ``v``; the mean is clipped too (a float mean
+    of equal values can differ from them in the last bit)."""
+    if lo == hi:
+        return Estimate(mean=float(lo), ci_low=float(lo), ci_high=float(lo), n=n)
+    e = _summaries(mode, _clip_to_units(reps, lo, hi), n)
+    if e.mean is not None:
+        e = e.model_copy(update={"mean": min(max(e.mean, lo), hi)})
+    return e
+
+
 def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: int, n_items: int) -> list[Estimate]:
     """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (rows of ``G`` align with ``entries``),
     clipped to the range of the units' own means (:func:`_clip_to_units`)."""
@@ -553,8 +565,8 @@ def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: in
         V = np.array([from_exact(e[2 + j]) for e in entries])
         num = (G * V[:, None]).sum(axis=0)
         means = [exact_ratio(e[2 + j], e[1]) for e in entries if e[1] != 0]
-        reps = _clip_to_units(num / den, min(means), max(means)) if means else num / den
-        out.append(_summaries(mode, reps, n_items))
+        out.append(_range_summary(mode, num / den, min(means), max(means), n_items) if means
+                   else _summaries(mode, num / den, n_items))
     return out
 
 
@@ -734,8 +746,9 @@ def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMod
     for j in range(st.m):
         reps = sums[j + 1][ok] / sums[0][ok]
         if st.vmin[j] is not None:  # convex combinations of the unit values (see _clip_to_units)
-            reps = _clip_to_units(reps, st.vmin[j], st.vmax[j])
-        out.append(_summaries(mode, reps, st.n_items))
+            out.append(_range_summary(mode, reps, st.vmin[j], st.vmax[j], st.n_items))
+        else:
+            out.append(_summaries(mode, reps, st.n_items))
     return out
 
 
@@ -788,7 +801,10 @@ def session_mean_estimates(
     reps = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) / den
     live = w > 0
     if live.any():  # convex combinations of the weighted scores: clip rounding (see _clip_to_units)
-        reps = np.clip(reps, scores[live].min(axis=0)[:, None], scores[live].max(axis=0)[:, None])
+        s_lo, s_hi = scores[live].min(axis=0), scores[live].max(axis=0)
+        if type(mode).summarize is StatisticalMode.summarize:
+            return [_range_summary(mode, reps[j], float(s_lo[j]), float(s_hi[j]), n) for j in range(m)], warning
+        reps = np.clip(reps, s_lo[:, None], s_hi[:, None])
     if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary
         return [_summaries(mode, reps[j], n) for j in range(m)], warning
     lo, hi = percentile_intervals(reps, (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0)

@@ -142,35 +142,35 @@ class GroupFairnessStats:
         for g in gs:
             self.N[g] += 1
             self.K[g] += flagged
-        if sentiment is None:
-            return self
-        s = float(sentiment)
-        if not math.isfinite(s):
-            raise ValueError(f"sentiment must be finite, got {sentiment!r}")
-        e = to_exact(s)
-        for g in gs:
-            self.M[g] += 1
-            self.S[g] += e
+        if sentiment is not None:
+            s = float(sentiment)
+            if not math.isfinite(s):
+                raise ValueError(f"sentiment must be finite, got {sentiment!r}")
+            e = to_exact(s)
+            for g in gs:
+                self.M[g] += 1
+                self.S[g] += e
         if self.B:
             # fixed point: γ on a 2⁻¹⁶ grid, s on a 2⁻¹⁶ grid; int64 products and sums are exact,
             # so merge order cannot change a bit (relative quantisation error ≤ 8e-6 on γ; γ̃ ≥ 1 so a
-            # replicate's denominator is never 0)
+            # replicate's denominator is never 0). Rows: Σγ̃s̃, Σγ̃ over the answers with a sentiment
+            # (ASB); Σγ̃·flag, Σγ̃ over every answer mentioning the group (DTO).
             row = np.maximum(np.rint(exponential_rows(seed, namespace, [str(element_id)], self.B)[0] * _SCALE), 1.0).astype(np.int64)
-            sq = int(round(s * _SCALE))
+            sq = int(round(float(sentiment) * _SCALE)) if sentiment is not None else 0
             self.bound += int(row.max()) * max(abs(sq), _SCALE)
             if self.bound >= _INT64_LIMIT:
                 raise ValueError(
-                    "the Bayesian ASB replicate sums of this slice would overflow int64 "
+                    "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
                     "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
                 )
-            num = row * sq
+            has_s = 1 if sentiment is not None else 0
+            upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
             for g in gs:
                 cur = self.gamma.get(g)
                 if cur is None:
-                    self.gamma[g] = np.stack([num, row])
+                    self.gamma[g] = upd.copy()
                 else:
-                    cur[0] += num
-                    cur[1] += row
+                    cur += upd
         return self
 
     def merge(self, other: "GroupFairnessStats") -> "GroupFairnessStats":
@@ -393,7 +393,13 @@ def estimate_group_fairness(
         notes.append(f"DTO is undefined: a dispersion needs at least two groups (seen: {_seen(present)})")
     elif bayes:
         m = mode.keyed(*key, "DTO")
-        rates = {g: m.rate_estimation(K[g], N[g]) for g in present}
+        # Bayesian bootstrap of each group's rate over its answers (the same keyed γ as ASB):
+        # replicate b is Σγ·flag / Σγ — centred on K_g/N_g, as the frequentist DTO
+        rates = {}
+        for g in present:
+            arr = st.gamma[groups.index(g)]
+            reps = arr[2].astype(np.float64) / arr[3].astype(np.float64)
+            rates[g] = {"mean": float(np.mean(reps)), "samples": reps}
         dto = m.dispersion_metric(rates, "mean")
     else:
         dto = mode.dispersion_metric({g: K[g] / N[g] for g in present}, "mean")
@@ -408,7 +414,7 @@ def estimate_group_fairness(
     elif bayes:
         per_group = {}
         for i in with_sent:
-            num, den = st.gamma[i]
+            num, den = st.gamma[i][0], st.gamma[i][1]
             reps = (num.astype(np.float64) / den.astype(np.float64)) / _SCALE
             per_group[groups[i]] = {"mean": float(np.mean(reps)), "samples": reps}
             group_est[groups[i]]["S"] = _est(mode.summarize(reps), st.M[i])

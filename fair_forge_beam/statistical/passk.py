@@ -208,7 +208,7 @@ def pass_k_curve(
         mode: frequentist or Bayesian.
         key: stable key of the estimate (metric, slice, level) — seeds the Monte-Carlo draws.
         estimator: frequentist estimator per unit: ``"unbiased"`` (Chen et al. 2021 / Yao et al.
-            2024; only units with ``n ≥ k`` count, ``n`` of the estimate says how many) or
+            2024; only units with ``n ≥ k`` count, in both modes, ``n`` of the estimate says how many) or
             ``"plugin"`` (spec §6.7, every unit).
 
     Frequentist: the mean over units of the per-unit estimator (``mean = None`` when no unit
@@ -218,7 +218,14 @@ def pass_k_curve(
     interval has no closed form and comes from ``mc_samples`` joint draws: per ``(n, c)`` cell one
     generator seeded by ``(seed, *key, n, c)`` (:func:`estimator_rng`), so the result does not
     depend on the order of units or on the other cells; draws are shared across ``k``. Cost
-    O(units × mc_samples). Every unit counts (``k`` may exceed ``n``).
+    O(units × mc_samples).
+
+    Units counted (one rule, both modes): with ``estimator="unbiased"`` a unit counts at ``k``
+    only when it has ``n ≥ k`` trials — the unbiased estimator is undefined below, and the
+    Bayesian estimand is the mean over the same units (``n`` of each estimate says how many);
+    ``mean = None`` when no unit qualifies. With ``"plugin"`` every unit counts (``k`` may exceed
+    ``n``). Example: one task with 0 of 2 trials correct, k = 5 → pass@5 ``None`` in both modes
+    (before, the Bayesian mode reported 0.625).
 
     Raises:
         ValueError: invalid ``k``, counts or estimator name.
@@ -251,6 +258,9 @@ def pass_k_curve(
         return out
     if units == 0:
         return [CurvePoint(k, Estimate(mean=None, n=0), Estimate(mean=None, n=0)) for k in ks]
+    # the unit rule of both modes: with the unbiased estimator a unit counts at k only when it has
+    # n >= k trials (the estimand is the mean over those units); with the plug-in, every unit
+    eligible = [[estimator == "plugin" or n >= k for k in ks] for n, _, _ in cells]
     a0 = float(getattr(mode, "beta_prior_a", 1.0))
     b0 = float(getattr(mode, "beta_prior_b", 1.0))
     alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
@@ -259,27 +269,37 @@ def pass_k_curve(
     sum_pw = np.zeros((len(ks), draws))
     mean_at = [[] for _ in ks]
     mean_pw = [[] for _ in ks]
+    used = [0 for _ in ks]
     kk = np.asarray(ks, dtype=np.float64)[:, None, None]
-    for n, c, count in cells:
+    for (n, c, count), ok in zip(cells, eligible):
+        if not any(ok):
+            continue
+        mask = np.asarray(ok, dtype=np.float64)[:, None]
         a, b = a0 + c, b0 + n - c
         rng = estimator_rng(mode.seed, *[str(x) for x in key], "passk", n, c)
         for start in range(0, count, _CHUNK):  # bounded memory: _CHUNK units × draws at a time
             p = rng.beta(a, b, size=(min(_CHUNK, count - start), draws))[None, :, :]
-            sum_pw += np.sum(p**kk, axis=1)
-            sum_at += np.sum(1.0 - (1.0 - p) ** kk, axis=1)
+            sum_pw += mask * np.sum(p**kk, axis=1)
+            sum_at += mask * np.sum(1.0 - (1.0 - p) ** kk, axis=1)
         base = special.betaln(a, b)
         for i, k in enumerate(ks):
-            mean_pw[i].append(count * math.exp(special.betaln(a + k, b) - base))
-            mean_at[i].append(count * (1.0 - math.exp(special.betaln(a, b + k) - base)))
+            if ok[i]:
+                used[i] += count
+                mean_pw[i].append(count * math.exp(special.betaln(a + k, b) - base))
+                mean_at[i].append(count * (1.0 - math.exp(special.betaln(a, b + k) - base)))
     out = []
     for i, k in enumerate(ks):
-        at_lo, at_hi = percentile_interval(sum_at[i] / units, alpha)
-        pw_lo, pw_hi = percentile_interval(sum_pw[i] / units, alpha)
+        m = used[i]
+        if m == 0:
+            out.append(CurvePoint(k, Estimate(mean=None, n=0), Estimate(mean=None, n=0)))
+            continue
+        at_lo, at_hi = percentile_interval(sum_at[i] / m, alpha)
+        pw_lo, pw_hi = percentile_interval(sum_pw[i] / m, alpha)
         out.append(
             CurvePoint(
                 k,
-                Estimate(mean=math.fsum(mean_at[i]) / units, ci_low=at_lo, ci_high=at_hi, n=units),
-                Estimate(mean=math.fsum(mean_pw[i]) / units, ci_low=pw_lo, ci_high=pw_hi, n=units),
+                Estimate(mean=math.fsum(mean_at[i]) / m, ci_low=at_lo, ci_high=at_hi, n=m),
+                Estimate(mean=math.fsum(mean_pw[i]) / m, ci_low=pw_lo, ci_high=pw_hi, n=m),
             )
         )
     return out
