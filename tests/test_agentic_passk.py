@@ -106,12 +106,15 @@ def test_bayesian_curve_closed_form_mean_and_keyed_interval():
         k = pt.k
         means = []
         for (n, c), count in hist.items():
+            if n < k:  # issue 13 item 9: a task with fewer than k trials is left out, as in frequentist mode
+                continue
             a, b = 1 + c, 1 + n - c
             means += [np.exp(special.betaln(a + k, b) - special.betaln(a, b))] * count
         assert pt.pass_pow_k.mean == pytest.approx(np.mean(means), abs=1e-12)
         assert pt.pass_pow_k.ci_low < pt.pass_pow_k.mean < pt.pass_pow_k.ci_high
         assert pt.pass_at_k.ci_low < pt.pass_at_k.mean < pt.pass_at_k.ci_high
-        assert pt.pass_pow_k.n == 4  # every task counts, also where k > n
+        # the tasks with n >= k (was: every task, also where k > n — the old rule, replaced)
+        assert pt.pass_pow_k.n == (4 if k <= 2 else 3)
     # same key, any insertion order of the histogram: bit-identical
     items = list(hist.items())
     random.Random(1).shuffle(items)
@@ -121,7 +124,7 @@ def test_bayesian_curve_closed_form_mean_and_keyed_interval():
     assert other.pass_pow_k.mean == curve[3].pass_pow_k.mean and other.pass_pow_k.ci_low != curve[3].pass_pow_k.ci_low
     # the MC interval matches an independent simulation of the task average
     rng = np.random.default_rng(0)
-    sims = np.mean([rng.beta(1 + c, 1 + n - c, 200_000) ** 4 for (n, c), cnt in hist.items() for _ in range(cnt)], axis=0)
+    sims = np.mean([rng.beta(1 + c, 1 + n - c, 200_000) ** 4 for (n, c), cnt in hist.items() if n >= 4 for _ in range(cnt)], axis=0)
     assert curve[3].pass_pow_k.ci_low == pytest.approx(np.quantile(sims, 0.025), abs=0.01)
     assert curve[3].pass_pow_k.ci_high == pytest.approx(np.quantile(sims, 0.975), abs=0.01)
 

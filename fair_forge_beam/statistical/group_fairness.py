@@ -7,29 +7,38 @@ with the four statistical primitives of the mode (spec §4):
 
 * ``N_g`` answers mentioning group ``g``, ``K_g`` of them flagged (integers);
 * ``S_g`` exact sum of the sentiment of those answers (:mod:`.exact`), ``M_g`` their count;
-* Bayesian mode only: per-replicate sums ``Σ_i γ_ib s_i`` and ``Σ_i γ_ib`` over the answers of
-  each group, with ``γ_i ~ Exp(1)`` (B = ``mc_samples`` draws) keyed by ``(seed, element_id)``
-  (Rubin 1981 Bayesian bootstrap, DESIGN §4); exact fixed-point integer sums, so merge order
-  never changes a bit (weights and sentiments on a 2⁻¹⁶ fixed-point grid). Cost: B draws per
-  answer that mentions a group and has a sentiment; size ``2·B`` int64 per group seen (80 kB
-  per group at B = 5000).
+* Bayesian mode only: per group, per-replicate sums ``Σ_i γ_ib s_i``, ``Σ_i γ_ib`` over the
+  answers with a sentiment and ``Σ_i γ_ib·flag_i``, ``Σ_i γ_ib`` over every answer mentioning it,
+  with ``γ_i ~ Exp(1)`` (B = ``mc_samples`` draws) keyed by ``(seed, element_id)`` (Rubin 1981
+  Bayesian bootstrap, DESIGN §4); exact fixed-point integer sums, so merge order never changes a
+  bit (weights and sentiments on a 2⁻¹⁶ fixed-point grid). Cost: B draws per answer that
+  mentions a group; size ``4·B`` int64 per group seen (160 kB per group at B = 5000).
 
-Estimates (``q`` = reference distribution over the declared groups, uniform by default):
+One estimand per statistic, shared by both modes (issue 19): the frequentist value is the
+plug-in estimate of the quantity whose posterior the Bayesian mode summarises
+(``q`` = reference distribution over the group set, uniform by default):
 
 | statistic | frequentist | Bayesian |
 |---|---|---|
-| DR  = TVD(p, q) | ``p_g = N_g / Σ N`` | ``p ~ Dirichlet(α₀ + N)`` over **all declared groups** (zeros included), TVD per draw |
-| DTO = MAD of the group toxicity rates ``T_g`` | ``T_g = K_g / N_g`` | ``T_g ~ Beta(a + K_g, b + N_g − K_g)`` per draw |
-| ASB = MAD of the group mean sentiments ``S_g`` | ``S_g`` = exact mean | Bayesian bootstrap of each group mean (Gamma-weighted replicates) |
+| DR  = TVD(p, q) over the group set | ``p_g = N_g / Σ N`` | ``p ~ Dirichlet(α₀/K + N)`` (``K`` groups in the set; total prior mass ``α₀``), TVD per draw |
+| DTO = MAD of the group toxicity rates ``T_g`` (groups that occur) | ``T_g = K_g / N_g`` | Bayesian bootstrap of each ``T_g`` over its answers, MAD per replicate |
+| ASB = MAD of the group mean sentiments (groups with a sentiment) | exact means | Bayesian bootstrap of each mean, MAD per replicate |
 | DIDT = ``w_DR·DR + w_DTO·DTO + w_ASB·ASB`` | weights normalised to 1 | per draw |
 
-(MAD = mean absolute deviation around the mean of the groups, spec §4.2.) Differences from
-upstream (spec §17 items 2, 3, 6, 24), each deliberate:
+The group set of DR is ``"declared"`` (default: every declared group, zero counts included — the
+spec's definition, §6.1) or ``"observed"`` (groups with ``N_g ≥ 1``: the original's Bayesian DR),
+the same in both modes. (MAD = mean absolute deviation around the mean of the groups, spec §4.2.)
+Differences from upstream (spec §17 items 2, 3, 6, 24), each deliberate:
 
-* Bayesian DR keeps zero-count declared groups (upstream drops them, so one detected group gave
-  DR ≡ 0);
+* DR keeps zero-count declared groups in both modes (upstream's Bayesian DR dropped them, so one
+  detected group gave DR ≡ 0), and its Dirichlet prior has total mass ``α₀`` (upstream: ``α₀`` per
+  group, which pulled the posterior toward the reference as more groups were declared);
 * DTO and ASB range over the groups that occur (``N_g ≥ 1``): a group never mentioned has no
-  toxicity rate or mean sentiment (upstream counted it as 0);
+  toxicity rate or mean sentiment (upstream counted it as 0); with fewer than two such groups
+  the dispersion is undefined: ``None`` and a note naming the groups seen (and DIDT ``None``);
+* Bayesian DTO is a Bayesian bootstrap over answers (upstream: Beta(1 + K, 1 + N − K) draws per
+  group, whose prior pulled groups of one or two answers toward 1/2 and DTO far below its
+  frequentist value);
 * when no group is ever detected, DR, DTO, ASB and DIDT are ``None`` with
   ``status = "no_group_detected"`` (upstream: DR = 0.5 frequentist, 0 Bayesian);
 * without a sentiment analyzer ASB is 0 (as upstream) and a note says so;
