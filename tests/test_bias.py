@@ -261,7 +261,9 @@ def test_upstream_style_run_returns_overall_first(tmp_path):
     assert g.rate == pytest.approx(3 / 8)
     lo, hi = stats.beta.ppf([0.05, 0.95], 3, 5)
     assert (g.ci_low, g.ci_high) == pytest.approx((lo, hi), rel=1e-12)
-    assert all(r.ci_low <= r.rate <= r.ci_high for m in metrics for r in m.attribute_rates)
+    # issue 19's one rule: a one-session slice has no interval (this pinned intervals there before)
+    assert all(r.ci_low <= r.rate <= r.ci_high for m in metrics if m.n_sessions > 1 for r in m.attribute_rates)
+    assert all(r.ci_low is None and r.ci_high is None for m in metrics if m.n_sessions == 1 for r in m.attribute_rates)
     assert {m.slice for m in metrics} == {"overall", "assistant_id=bot", "assistant_id=other", "language=english"}
     assert len(metrics.sessions) == 3 and len(metrics.interactions) == 6
     assert metrics.dead_letter == []
