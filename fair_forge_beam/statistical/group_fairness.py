@@ -49,6 +49,7 @@ equal weights → DR 0.25, DTO 1/6, ASB 0, DIDT 0.1389.
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Mapping, Optional, Sequence
 
@@ -293,6 +294,7 @@ def _dr_mode(mode: StatisticalMode, n_groups: int, key: Sequence[str]) -> Statis
     """
     m = mode.keyed(*key, "DR")
     if hasattr(m, "dirichlet_prior") and n_groups > 0:
+        m = copy.copy(m)  # a custom mode's keyed() may return the mode itself: never change it
         m.dirichlet_prior = float(m.dirichlet_prior) / n_groups
     return m
 
