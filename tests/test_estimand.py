@@ -203,3 +203,14 @@ def test_toxicity_one_session_slice_has_no_interval_like_every_metric():
     for c, s in solo.group_profiling.bayesian.summary.items():
         assert s.mean is not None and s.ci_low is None and s.ci_high is None, c
     assert pair.toxic_rate.ci_low is not None and pair.group_profiling.bayesian.summary["DIDT"].ci_low is not None
+
+
+def test_group_set_option_reaches_toxicity_from_the_command_line():
+    from fair_forge_beam.metrics.registry import build_metric
+    from pipelines import audit
+
+    assert audit.build_parser().parse_args(["--toxicity-group-set", "observed"]).toxicity_group_set == "observed"
+    assert audit.build_parser().parse_args([]).toxicity_group_set == "declared"
+    opts = {"group_extractor": "keyword", "clustering": False}
+    assert build_metric("toxicity", F, opts).group_set == "declared"
+    assert build_metric("toxicity", F, {**opts, "toxicity_group_set": "observed"}).group_set == "observed"
