@@ -92,12 +92,14 @@ def test_bayesian_report_flags_inconclusive_with_needed_n(runs):
     out, doc = runs["bayesian"]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "Inconclusive — collect more data" in html and "width ∝ 1/√n" in html
-    # a one-session assistant slice: toxic_rate over 3 answers has a Beta interval far wider than 0.2
-    rec = next(s for s in doc["metrics"]["toxicity"]["slices"] if s["slice"] == "assistant_id=assistant_alpha")
+    # a small assistant slice: toxic_rate over 10 answers has a Beta interval wider than 0.2 (a
+    # one-session slice has no interval since issue 19's one rule; this test used one before)
+    rec = next(s for s in doc["metrics"]["toxicity"]["slices"] if s["slice"] == "assistant_id=sushi_bot")
+    assert rec["n_sessions"] > 1
     est = rec["toxic_rate"]
     w = est["ci_high"] - est["ci_low"]
     assert w > 0.2
-    assert f"{math.ceil(3 * (w / 0.2) ** 2)}" in html
+    assert f"{math.ceil(est['n'] * (w / 0.2) ** 2)}" in html
 
 
 def test_no_report_flag_and_compare_flag_end_to_end(tmp_path):
