@@ -161,7 +161,6 @@ def _bad_replies(good: dict, field: str) -> dict:
         "list of two verdicts": json.dumps([good, other]),
         "two conflicting blocks": f"{g}\nOn reflection:\n{json.dumps(other)}",
         "repeated key": g[:-1] + f', "{field}": {json.dumps(other[field])}}}',
-        "cut by the token limit": Reply(content=g, finish_reason="length"),
     }
 
 
@@ -186,8 +185,17 @@ def test_strict_typing_every_judged_metric(tmp_path, metric, mode):
         assert out[k].error is not None and out[k].parsed is None, (metric, k, out[k].parsed)
         assert out[k].error.startswith("invalid answer"), (k, out[k].error)
     assert "ambiguous" in out["two conflicting blocks"].error
-    assert "finish_reason=length" in out["cut by the token limit"].error
     assert "list of verdicts" in out["list of verdicts"].error
+
+
+@pytest.mark.parametrize("metric", sorted(CASES))
+def test_a_reply_cut_by_the_token_limit_is_never_scored(tmp_path, metric):
+    schema, messages, good, field = CASES[metric]
+    reqs = [judge_request("cut", messages, schema=schema), judge_request("whole", list(messages) + [("user", "[whole]")], schema=schema)]
+    with ScriptedOpenAIServer(lambda req: json.dumps(good) if "[whole]" in req.prompt else Reply(content=json.dumps(good), finish_reason="length")) as srv:
+        cut, whole = ask(srv, tmp_path, reqs)
+    assert whole.error is None and whole.parsed[field] == good[field]
+    assert cut.parsed is None and "finish_reason=length" in cut.error
 
 
 def test_strictly_rejected_answers_are_dead_letters_in_the_metric(tmp_path):

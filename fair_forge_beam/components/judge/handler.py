@@ -23,7 +23,12 @@ raw answer. Nothing is ever scored 0 silently.
 
 The API key is read from the environment (``api_key_env``) on the worker when the client is
 created; it is not an attribute of the handler, so it is never pickled into the pipeline graph,
-and it is scrubbed from every error text.
+and it is scrubbed (:mod:`.secrets`) from every answer, reasoning text, raw body, logprob token
+and error as they arrive, so no result, dead letter or cache entry holds it.
+
+Answers are read under one rule (:func:`~.parsing.parse_verdict`): echoed data fences are cut
+out, structured output first, never the first object found, ambiguity / lists / cut replies
+rejected, strict pydantic validation.
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.parsing import (
+    is_whole_json,
     json_schema_response_format,
     parse_verdict,
     strip_echoes,
@@ -381,13 +387,16 @@ class _JudgeClient:
                     last_reason, last_raw = bad.reason, bad.raw
                     continue
                 pt, ct = pt + p_tok, ct + c_tok
-                # echoed data fences go first: a planted </think> or verdict inside them is inert
-                extra = (schema_instruction(schema),) if schema is not None else ()
-                think, answer = split_reasoning(strip_echoes(content, req.messages, extra))
+                structured = schema is not None and mode in ("json_schema", "json_object")
+                think, answer = split_reasoning(content)
+                if not (structured and is_whole_json(answer)):
+                    # echoed data fences go first: a planted </think> or verdict inside them is inert
+                    extra = (schema_instruction(schema),) if schema is not None else ()
+                    think, answer = split_reasoning(strip_echoes(content, req.messages, extra))
                 reasoning = "\n\n".join(x for x in (reasoning_field.strip(), think) if x)
                 parsed = None
                 if schema is not None:
-                    obj, why = parse_verdict(answer, schema, structured=mode in ("json_schema", "json_object"), finish_reason=finish)
+                    obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish)
                     if obj is None:
                         last_reason, last_raw = why, content
                         continue

@@ -9,8 +9,9 @@ which a judge answer becomes a score:
 
 1. Text we put in the prompt from outside (questions, answers, references, contexts, history)
    sits between *data fences* (:func:`fence`) whose marker carries a BLAKE2b digest of the fenced
-   text, so user text cannot write the closing marker of its own block. Before anything is read,
-   every echoed data block (and every verbatim echo of a fenced message) is cut out of the answer
+   text, so user text cannot write the closing marker of its own block. Unless the reply is one
+   JSON value answering a JSON-mode request (rule 3), every echoed data block (and every
+   verbatim echo of a fenced message) is cut out of it before anything is read
    (:func:`strip_echoes`); an opened block that is never closed cuts to the end.
 2. A reply cut by the token limit (``finish_reason == "length"``) is rejected, complete or not.
 3. Structured output first: when the server enforced a JSON mode and the whole answer is one
@@ -37,7 +38,9 @@ from pydantic import BaseModel, ValidationError
 __all__ = [
     "fence",
     "strip_echoes",
+    "unfence",
     "parse_verdict",
+    "is_whole_json",
     "split_reasoning",
     "iter_json_objects",
     "parse_structured",
@@ -149,6 +152,19 @@ def _blocks(text: str) -> Iterator[tuple[str, str, str]]:
             pos = j + len(end_marker)
         else:
             pos = m.end()
+
+
+def unfence(text: str) -> str:
+    """``text`` with every genuine data block replaced by its inner text (markers removed);
+    for reading prompts in tests and logs. Blocks nested inside blocks are unwrapped too."""
+    out = text or ""
+    while True:
+        blocks = list(_blocks(out))
+        if not blocks:
+            return out
+        for lab, n, whole in blocks:
+            inner = whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")]
+            out = out.replace(whole, inner)
 
 
 def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Iterable[str] = ()) -> str:
@@ -275,6 +291,27 @@ def _validate_strict(obj: Any, schema: type[BaseModel]) -> tuple[Optional[BaseMo
 
 
 _MD_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_NOTHING = object()
+
+
+def _whole_json(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` (stripped; a Markdown code fence around it allowed) is one
+    JSON value and nothing else, else ``(False, None)``."""
+    body = (text or "").strip()
+    m = _MD_FENCE_RE.match(body)
+    if m:
+        body = m.group(1).strip()
+    try:
+        whole, end = _STRICT_DECODER.raw_decode(body, 0)
+    except (ValueError, RecursionError):
+        return False, None
+    return (True, whole) if not body[end:].strip() else (False, None)
+
+
+def is_whole_json(text: str) -> bool:
+    """``text`` is one JSON value and nothing else (what a server enforcing a JSON mode sends).
+    The judge handler then reads it as it is; otherwise echoes are cut out first."""
+    return _whole_json(text)[0]
 
 
 def parse_verdict(
@@ -297,15 +334,7 @@ def parse_verdict(
         return None, "the reply was cut by the token limit (finish_reason=length); cut replies are never scored (raise max_tokens)"
     text = (answer or "").strip()
     if structured:
-        body = text
-        m = _MD_FENCE_RE.match(body)
-        if m:
-            body = m.group(1).strip()
-        try:
-            whole, end = _STRICT_DECODER.raw_decode(body, 0)
-            complete = not body[end:].strip()
-        except (ValueError, RecursionError):
-            whole, complete = None, False
+        complete, whole = _whole_json(text)
         if complete:
             if isinstance(whole, dict):
                 obj, why = _validate_strict(whole, schema)
