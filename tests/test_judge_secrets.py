@@ -124,6 +124,9 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
         client = handler.create_client()
         again = handler.request(reqs, client)  # from the cache
         client.close()
+    for f in [f for f in tmp_path.rglob("*") if f.is_file()]:
+        data = f.read_bytes()
+        assert key.encode() not in data and escaped.encode() not in data, f
     results = {r["key"]: r for r in read_jsonl_shards(str(tmp_path / "out" / "results"))}
     dead = read_jsonl_shards(str(tmp_path / "out" / "dead"))
     assert sorted(results) == ["free", "k0", "k1", "k2"] and [d["element_id"] for d in dead] == ["e3"]
@@ -132,9 +135,6 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
     assert "***" in results["k2"]["reasoning"] and results["k2"]["logprobs"]["content"][0]["token"] == "***"
     assert results["free"]["answer"] == "free text with ***"
     assert all(r.cached for r in again if r.error is None) and not any(key in repr(r) for r in again)
-    for f in [f for f in tmp_path.rglob("*") if f.is_file()]:
-        data = f.read_bytes()
-        assert key.encode() not in data and escaped.encode() not in data, f
 
 
 def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_path, monkeypatch, capsys):
@@ -168,9 +168,11 @@ def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_pat
         assert srv.authorizations[f"Bearer {key}"] == srv.count() > 0
     stdout = capsys.readouterr().out
     assert "audit" in stdout and key not in stdout
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    for f in files:
+        assert key.encode() not in f.read_bytes(), f
     s = doc["summary"]["metrics"]
     assert s["context"]["scored"] == 1 and s["conversational"]["scored"] == 1 and s["context"]["not_scored"] == 1
-    files = [f for f in tmp_path.rglob("*") if f.is_file()]
     names = {f.name for f in files}
     assert {"results.json", "results.parquet", "dead_letter.jsonl", "report.html", "run_info.json"} <= names
     assert any(n.startswith("cache.sqlite3") for n in names)
@@ -178,8 +180,6 @@ def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_pat
     assert "means it was not measured" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     dead = (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8")
     assert "***" in dead  # the invalid answers are there, masked
-    for f in files:
-        assert key.encode() not in f.read_bytes(), f
 
 
 def test_scrub_function_masks_every_form():
