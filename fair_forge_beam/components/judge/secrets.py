@@ -8,6 +8,7 @@ in the forms it takes inside JSON text (``\\/`` and ``\\uXXXX`` escapes).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -20,15 +21,20 @@ MASK = "***"
 MIN_SECRET_LEN = 8
 
 _ENVS: set[str] = set()
+_ENVS_SNAPSHOT: frozenset = frozenset()
 _LOCK = threading.Lock()
 #: environment variable listing the registered key-variable *names* (comma-separated), so that
 #: worker processes started from this one know them too; it never holds a key
 NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 
 
-def _forms(secret: str) -> list[str]:
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=True)[1:-1], secret.replace("/", "\\/")}
-    return sorted((f for f in forms if f), key=len, reverse=True)
+@functools.lru_cache(maxsize=64)
+def _forms(secrets: tuple) -> tuple:
+    """Every form of every secret, longest first."""
+    forms = set()
+    for secret in secrets:
+        forms |= {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=True)[1:-1], secret.replace("/", "\\/")}
+    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
 
 
 def scrub(value: Any, secrets: Iterable[str]) -> Any:
@@ -38,10 +44,10 @@ def scrub(value: Any, secrets: Iterable[str]) -> Any:
     other types are returned as they are). Secrets shorter than :data:`MIN_SECRET_LEN` characters
     are ignored. Never raises for any input.
     """
-    secs = [s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN]
+    secs = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
     if not secs:
         return value
-    forms = [f for s in secs for f in _forms(s)]
+    forms = _forms(secs)
 
     def _do(v: Any) -> Any:
         if isinstance(v, str):
@@ -68,18 +74,24 @@ def register_secret_env(name: str) -> None:
     if name and "," not in str(name):
         with _LOCK:
             _ENVS.add(str(name))
+            global _ENVS_SNAPSHOT
+            _ENVS_SNAPSHOT = frozenset(_ENVS)
             names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) | _ENVS
             os.environ[NAMES_ENV] = ",".join(sorted(names))
 
 
 def secret_envs() -> frozenset:
     """The registered variable names (this process and :data:`NAMES_ENV`) plus ``OPENAI_API_KEY``."""
-    with _LOCK:
-        inherited = set(filter(None, os.environ.get(NAMES_ENV, "").split(",")))
-        return frozenset(_ENVS | inherited | {"OPENAI_API_KEY"})
+    return _names(_ENVS_SNAPSHOT, os.environ.get(NAMES_ENV, ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _names(mine: frozenset, inherited: str) -> frozenset:
+    return frozenset(mine | set(filter(None, inherited.split(","))) | {"OPENAI_API_KEY"})
 
 
 def scrub_known(value: Any) -> Any:
     """:func:`scrub` with the current values of the registered key variables (read now, from
     this process's environment; never stored)."""
-    return scrub(value, [os.environ.get(n, "") for n in secret_envs()])
+    env = os.environ
+    return scrub(value, [v for v in (env.get(n) for n in secret_envs()) if v])
