@@ -186,9 +186,12 @@ def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Ite
         if not isinstance(content, str):
             continue
         found = False
-        for lab, n, _ in _blocks(content):
-            keys[(lab, n)] = None
-            found = True
+        todo = [content]
+        while todo:  # blocks nested in blocks count too (a quoted inner block is cut as well)
+            for lab, n, whole in _blocks(todo.pop()):
+                keys[(lab, n)] = None
+                found = True
+                todo.append(whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")])
         if found:
             verbatim.append(content)
     if not keys and not verbatim:
