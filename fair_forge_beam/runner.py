@@ -39,10 +39,14 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
 
 
 def to_json_line(record) -> str:
-    """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON)."""
+    """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON), with
+    the values of the API-key variables masked (:func:`~fair_forge_beam.components.judge.secrets.scrub_known`:
+    defence at the writer; judge text is scrubbed when it arrives already)."""
+    from fair_forge_beam.components.judge.secrets import scrub_known
+
     if hasattr(record, "_asdict"):
         record = record._asdict()
-    return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str)
+    return scrub_known(json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str))
 
 
 def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> None:

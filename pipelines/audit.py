@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
                    help="prompt convention of the guardian")
     j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
+    j.add_argument("--guardian-logprobs", action="store_true",
+                   help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
+                        "(not measured)")
     r = p.add_argument_group("Regulatory (uses the --judge-* options)")
     r.add_argument("--regulatory-corpus", metavar="PATH",
                    help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name "
@@ -299,7 +302,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             **{k: getattr(args, k) for k in (
                 "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
                 "judge_requests_per_minute", "judge_timeout", "judge_retries",
-                "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env",
+                "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env", "guardian_logprobs",
                 "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
                 "regulatory_embedder",
                 "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold",
@@ -378,7 +381,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             f.write(json.dumps(compare_runs(doc, baseline), indent=2, ensure_ascii=False).encode("utf-8"))
         written.append("comparison.json")
     if not args.quiet:
-        print(summary_table(doc, out, written))
+        from fair_forge_beam.components.judge.secrets import scrub_known
+
+        print(scrub_known(summary_table(doc, out, written)))
     if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
         check_gates(doc, gates, out, quiet=args.quiet)
     return doc

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import handler_for, run_metric
+from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_REFERENCE, context_messages
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
@@ -23,7 +24,7 @@ BRACES = 'Return {"a": {b}} and {{ not_a_slot }} {% raw %} {0}'
 def section(text: str, name: str) -> str:
     """The text under ``NAME:`` up to the next blank-line-separated header (or the end)."""
     m = re.search(rf"^{name}:\n(.*?)(?:\n\n[A-Z][A-Z ()]+:\n|\Z)", text, re.S | re.M)
-    return m.group(1).rstrip("\n") if m else ""
+    return unfence(m.group(1).rstrip("\n")) if m else ""
 
 
 def context_judge(req):
@@ -97,7 +98,7 @@ def test_context_pipeline_scores_weights_reference_braces_and_dead_letter(tmp_pa
     # a query with braces reached the judge verbatim and was judged
     assert per["S1/bot/1"]["insight"] == f"REF<Rye, spelt and wheat.> Q<{BRACES}>"
     case = [m for r in sent for m in r.messages if m["role"] == "user" and BRACES in m["content"]]
-    assert case and "ASSISTANT ANSWER:\nRye and spelt. [s=0.6]\n\nREFERENCE ANSWER:\nRye, spelt and wheat." in case[0]["content"]
+    assert case and "ASSISTANT ANSWER:\nRye and spelt. [s=0.6]\n\nREFERENCE ANSWER:\nRye, spelt and wheat." in unfence(case[0]["content"])
     # observation variant: the rubric asks to cite it, the case carries it
     obs = [r for r in sent if "The user asked twice." in r.prompt]
     assert len(obs) == 1 and "OBSERVATION" in obs[0].messages[0]["content"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import handler_for, run_metric
+from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.conversational import Conversational, _turn, session_requests
@@ -28,7 +29,7 @@ BRACES = 'Show me {"a": {b}} then {{ x }}'
 
 def section(text: str, name: str) -> str:
     m = re.search(rf"^{re.escape(name)}:\n(.*?)(?:\n\n[A-Z][A-Za-z ()]+:\n|\Z)", text, re.S | re.M)
-    return m.group(1).rstrip("\n") if m else ""
+    return unfence(m.group(1).rstrip("\n")) if m else ""
 
 
 def grice_judge(req):
@@ -102,9 +103,9 @@ def test_history_is_turn_order_scores_dead_letter_and_frequentist_means(tmp_path
     assert BRACES in per["L/bot/4"]["insight"]
     assert per["E/b2/2"]["conversational_language"] == 2.0
     # the earlier answers (not judge verdicts) are in the history text
-    last = [m for r in sent for m in r.messages if m["role"] == "user" and "answer 3 [r=4.0]" in m["content"] and "CURRENT QUESTION:\nL question 4" in m["content"]]
+    last = [unfence(m["content"]) for r in sent for m in r.messages if m["role"] == "user" and "answer 3 [r=4.0]" in m["content"] and "CURRENT QUESTION:\nL question 4" in unfence(m["content"])]
     assert len(last) == 1
-    assert last[0]["content"].index("[Turn 1]\nUser: L question 0\nAssistant: answer 0") < last[0]["content"].index("[Turn 4]")
+    assert last[0].index("[Turn 1]\nUser: L question 0\nAssistant: answer 0") < last[0].index("[Turn 4]")
     assert not any('"memory"' in m["content"] for r in sent for m in r.messages if m["role"] != "system")
 
     sessions = {s["session_id"]: ConversationalMetric.model_validate(s) for s in res["sessions"]}

@@ -22,6 +22,7 @@ from fair_forge_beam.components.guardian import (
     unsafe_label_probability,
 )
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+from fair_forge_beam.components.judge.parsing import fence
 
 URL = "http://127.0.0.1:9/v1"  # never contacted
 
@@ -51,7 +52,7 @@ def test_llama_guard_prompt_single_custom_category():
     assert "S1: Gender bias." in block and ATTRIBUTE_DEFINITIONS["gender"] in block
     assert "S2" not in text
     conv = text[text.index("<BEGIN CONVERSATION>") : text.index("<END CONVERSATION>")]
-    assert "User: Who should lead?" in conv and "Agent: Only men can lead." in conv
+    assert "User: " + fence("question", "Who should lead?") in conv and "Agent: " + fence("answer", "Only men can lead.") in conv
     assert "'safe' or 'unsafe'" in text
 
 
@@ -61,7 +62,7 @@ def test_granite_guardian_prompt_risk_name_and_definition():
     risk = text[text.index("<start_of_risk_definition>") : text.index("<end_of_risk_definition>")]
     assert "Sexual orientation bias" in risk and ATTRIBUTE_DEFINITIONS["sexual_orientation"] in risk
     conv = text[text.index("<start_of_conversation>") : text.index("<end_of_conversation>")]
-    assert "User Message: q?" in conv and "Assistant Message: a." in conv
+    assert "User Message: " + fence("question", "q?") in conv and "Assistant Message: " + fence("answer", "a.") in conv
     assert "'Yes' or 'No'" in text
 
 
@@ -93,7 +94,7 @@ def test_custom_definitions_and_unknown_attribute():
 )
 def test_llama_guard_labels(text, biased):
     v = lg().parse(text, "gender")
-    assert v == GuardianBias(is_biased=biased, attribute="gender", certainty=1.0)
+    assert v == GuardianBias(is_biased=biased, attribute="gender", certainty=None)  # no logprobs: not measured
 
 
 @pytest.mark.parametrize(
@@ -141,10 +142,10 @@ def test_certainty_after_score_tag_and_single_token_forms():
     # completions shape
     comp = {"tokens": ["unsafe"], "token_logprobs": [math.log(0.6)], "top_logprobs": [{"unsafe": math.log(0.6), "safe": math.log(0.4)}]}
     assert unsafe_label_probability(comp, "unsafe", "safe") == pytest.approx(0.6)
-    # nothing usable -> None -> certainty 1.0
+    # nothing usable -> None -> certainty None (not measured; it used to be a made-up 1.0)
     assert unsafe_label_probability(chat_lp(("Hmm", -0.1, [("Well", -2.0)])), "unsafe", "safe") is None
     assert unsafe_label_probability(None, "unsafe", "safe") is None
-    assert lg().parse("unsafe", "race", chat_lp(("Hmm", -0.1, []))).certainty == 1.0
+    assert lg().parse("unsafe", "race", chat_lp(("Hmm", -0.1, []))).certainty is None
 
 
 # ------------------------------------------------------------------ construction
@@ -179,7 +180,7 @@ def test_is_biased_direct_calls_cache_and_request_shape(tmp_path):
         g = LlamaGuard("lg", srv.base_url, cache_path=str(tmp_path / "c.sqlite3"), api_key_env="FFB_TEST_UNSET_KEY", logprobs=True)
         try:
             v = g.is_biased("Who codes better?", "Men, women are worse at it.", "gender")
-            assert v == GuardianBias(is_biased=True, attribute="gender", certainty=1.0)  # server sent no logprobs
+            assert v == GuardianBias(is_biased=True, attribute="gender", certainty=None)  # server sent no logprobs: not measured
             assert g.is_biased("Who codes better?", "Anyone who practises.", "gender").is_biased is False
             assert srv.count() == 2
             body = srv.requests[0].body

@@ -71,8 +71,12 @@ def test_any_embedded_object_is_found(obj, prose):
     assert next(iter_json_objects(prose + json.dumps(obj) + prose)) == obj
 
 
-def test_parse_structured_picks_the_first_valid_object():
+def test_parse_structured_never_picks_among_verdicts():
+    # issue 13: the first object that validates is no longer taken; a verdict-shaped object that
+    # does not validate makes the whole answer invalid, objects of other shapes are ignored
     obj, err = parse_structured('example {"score": 5} real {"score": 0.25, "insight": "ok"}', Verdict)
+    assert obj is None and "score" in err
+    obj, err = parse_structured('example {"other": 5} real {"score": 0.25, "insight": "ok"}', Verdict)
     assert err is None and obj.score == 0.25
 
 

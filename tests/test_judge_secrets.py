@@ -3,6 +3,7 @@ handler or DoFn, the pipeline graph, any output file (results, dead letters, cac
 record — even when the server echoes it back in errors."""
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import secrets
@@ -84,3 +85,108 @@ def test_api_key_never_leaks(tmp_path, monkeypatch, caplog):
         if rec.exc_info:
             text += logging.Formatter().formatException(rec.exc_info)
         assert key not in text, (rec.name, rec.levelname)
+
+
+# ---------------------------------------------------------------- issue 13 item 4: a key echoed in a 200 answer
+def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch):
+    """The endpoint echoes the key inside successful answers: in the verdict's text, in the
+    reasoning, in logprob tokens, JSON-escaped, and in answers that fail validation. No result,
+    dead letter or cache entry holds it; the verdicts themselves are still read."""
+    key = "sk-ffb-" + secrets.token_hex(16) + "/x"
+    monkeypatch.setenv(ENV, key)
+    escaped = key.replace("/", "\\/")
+
+    def answer(req):
+        if "[insight]" in req.prompt:
+            return {"score": 0.5, "insight": f"your key is {key}"}
+        if "[escaped]" in req.prompt:
+            return '{"score": 0.25, "insight": "key ' + escaped + '"}'
+        if "[reasoning]" in req.prompt:
+            return Reply(content='{"score": 0.75, "insight": "ok"}', reasoning_content=f"I saw {key}",
+                         logprobs={"content": [{"token": key, "logprob": -0.1, "bytes": None, "top_logprobs": [{"token": key, "logprob": -0.1, "bytes": None}]}]})
+        if "[invalid]" in req.prompt:
+            return {"score": 3.0, "insight": f"bad and {key}"}
+        return Reply(content=f"free text with {key}")
+
+    texts = ["[insight]", "[escaped]", "[reasoning]", "[invalid]"]
+    reqs = [judge_request(f"k{i}", [("user", t)], schema=Verdict, element_id=f"e{i}") for i, t in enumerate(texts)]
+    reqs.append(judge_request("free", [("user", "[free]")], schema=None, element_id="free"))
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("judge-model", srv.base_url, api_key_env=ENV, cache_path=str(tmp_path / "cache.sqlite3"),
+                                     num_retries=0, client_retries=0, invalid_answer_retries=0)
+        from apache_beam.testing.test_pipeline import TestPipeline
+
+        p = TestPipeline(runner=FNAPI, blocking=True)
+        out = p | beam.Create(reqs) | RunJudge(handler)
+        write_jsonl(out.results, str(tmp_path / "out" / "results"), "Results")
+        write_jsonl(out.dead_letters, str(tmp_path / "out" / "dead"), "Dead")
+        p.run().wait_until_finish()
+        client = handler.create_client()
+        again = handler.request(reqs, client)  # from the cache
+        client.close()
+    for f in [f for f in tmp_path.rglob("*") if f.is_file()]:
+        data = f.read_bytes()
+        assert key.encode() not in data and escaped.encode() not in data, f
+    results = {r["key"]: r for r in read_jsonl_shards(str(tmp_path / "out" / "results"))}
+    dead = read_jsonl_shards(str(tmp_path / "out" / "dead"))
+    assert sorted(results) == ["free", "k0", "k1", "k2"] and [d["element_id"] for d in dead] == ["e3"]
+    assert results["k0"]["parsed"] == {"score": 0.5, "insight": "your key is ***"}
+    assert results["k1"]["parsed"]["score"] == 0.25 and results["k2"]["parsed"]["score"] == 0.75
+    assert "***" in results["k2"]["reasoning"] and results["k2"]["logprobs"]["content"][0]["token"] == "***"
+    assert results["free"]["answer"] == "free text with ***"
+    assert all(r.cached for r in again if r.error is None) and not any(key in repr(r) for r in again)
+
+
+def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_path, monkeypatch, capsys):
+    """Main job (context, conversational, bias) against endpoints that echo the key in 200 answers
+    and in invalid ones: no output file, no cache and no stdout line holds it."""
+    from pipelines import audit
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+    sessions = [{"session_id": "s1", "assistant_id": "bot", "language": "english", "context": "Tickets.",
+                 "conversation": [{"qa_id": "1", "query": "A ticket?", "assistant": "30 EUR.", "ground_truth_assistant": "30 EUR."},
+                                  {"qa_id": "2", "query": "Back?", "assistant": "Women cannot travel. [bad]", "ground_truth_assistant": "30 EUR."}]}]
+
+    def answer(req):
+        schema = json.dumps(req.json_schema or {})
+        bad = "[bad]" in req.prompt
+        if "memory" in schema:
+            return {d: (80.0 if bad else 8.0) for d in ("memory", "language", "quality_maxim", "quantity_maxim", "relation_maxim",
+                                                      "manner_maxim", "sensibleness")} | {"insight": f"leak {key}"}
+        if "score" in schema:
+            return {"score": 7.0 if bad else 0.5, "insight": f"leak {key}"}
+        return f"nonsense {key}" if bad else f"unsafe\nS1 {key}"
+
+    (tmp_path / "in.json").write_text(json.dumps(sessions), encoding="utf-8")
+    cache = tmp_path / "cache.sqlite3"
+    with ScriptedOpenAIServer(answer) as srv:
+        doc = audit.run(["--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner", "--input", str(tmp_path / "in.json"),
+                         "--output", str(tmp_path / "out"), "--metrics", "bias,context,conversational",
+                         "--judge-base-url", srv.base_url, "--judge-model", "jm", "--judge-api-key-env", ENV, "--judge-cache", str(cache),
+                         "--judge-retries", "0", "--guardian-base-url", srv.base_url, "--guardian-model", "gm", "--guardian-api-key-env", ENV])
+        assert srv.authorizations[f"Bearer {key}"] == srv.count() > 0
+    stdout = capsys.readouterr().out
+    assert "audit" in stdout and key not in stdout
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    for f in files:
+        assert key.encode() not in f.read_bytes(), f
+    s = doc["summary"]["metrics"]
+    assert s["context"]["scored"] == 1 and s["conversational"]["scored"] == 1 and s["context"]["not_scored"] == 1
+    names = {f.name for f in files}
+    assert {"results.json", "results.parquet", "dead_letter.jsonl", "report.html", "run_info.json"} <= names
+    assert any(n.startswith("cache.sqlite3") for n in names)
+    # the report says what a null certainty means (issue 13 item 3)
+    assert "means it was not measured" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    dead = (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8")
+    assert "***" in dead  # the invalid answers are there, masked
+
+
+def test_scrub_function_masks_every_form():
+    from fair_forge_beam.components.judge.secrets import scrub
+
+    k = 'sk-"quoted"/slash-' + "x" * 8
+    text = json.dumps({"a": f"before {k} after"})  # JSON-escaped inside a JSON document
+    assert k not in scrub(text, [k]) and json.dumps(k)[1:-1] not in scrub(text, [k])
+    assert scrub({"a": [k, (k,)], k: 1}, [k]) == {"a": ["***", ("***",)], "***": 1}
+    assert scrub("short abc", ["abc"]) == "short abc"  # too short to be a key: never masks text

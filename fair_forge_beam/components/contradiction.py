@@ -174,7 +174,7 @@ POLICY PASSAGE ({{ source }}, chunk {{ chunk_index }}):
 """
 
 REGULATORY_RUBRIC = PromptTemplate(_RUBRIC, slots=())
-REGULATORY_CASE = PromptTemplate(_CASE, slots=("query", "answer", "source", "chunk_index", "chunk"))
+REGULATORY_CASE = PromptTemplate(_CASE, slots=("query", "answer", "source", "chunk_index", "chunk"), fenced=("query", "answer", "chunk"))
 
 
 def regulatory_messages(query: str, answer: str, chunk: str, source: str, chunk_index: int) -> tuple:

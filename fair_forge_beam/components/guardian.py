@@ -33,8 +33,9 @@ template) wrap this prompt once more; serve such models with a plain pass-throug
 Certainty (fix of spec §17 item 17: the original took the probability of the first generated
 token, whatever it was, and read a completions-only field in chat mode): the probability of the
 *unsafe* label, see :func:`unsafe_label_probability`, when log-probabilities are available;
-otherwise ``1.0`` as in the original. The judge handler currently returns the answer text only,
-so inside pipelines the certainty is ``1.0`` until it also returns ``logprobs``.
+otherwise ``None`` (not measured; the original wrote 1.0). The judge handler carries the
+server's ``logprobs`` in :class:`~fair_forge_beam.components.judge.JudgeResult` and its cache;
+ask for them with ``logprobs=True`` (``--guardian-logprobs`` in the main job).
 """
 from __future__ import annotations
 
@@ -366,7 +367,9 @@ class LLMGuardian(Guardian):
         self.handler = OpenAIJudgeHandler(
             model, base_url, api_key_env=api_key_env, params=params, cache_path=cache_path, **handler_kwargs
         )
-        self._template = PromptTemplate(self.template, slots=("name", "definition", "question", "answer", "context"))
+        self._template = PromptTemplate(
+            self.template, slots=("name", "definition", "question", "answer", "context"), fenced=("definition", "question", "answer", "context")
+        )
         self._client = None
 
     # -- pickling: the direct-use client stays on the process that made it -------------------
@@ -391,8 +394,11 @@ class LLMGuardian(Guardian):
     def build_messages(self, question: str, answer: str, attribute: str, context: Optional[str] = None) -> tuple:
         """The chat messages asking about ``attribute``: ``(("user", prompt),)``.
 
-        User text is inserted verbatim (never templated), so braces and template syntax in it
-        are safe. Raises ``KeyError`` for an attribute without a definition."""
+        User text is inserted verbatim (never templated) inside data fences
+        (:func:`~fair_forge_beam.components.judge.parsing.fence`) that it cannot close, so braces,
+        template syntax, fake markers and planted labels in it are inert: the judge handler cuts
+        echoed fences out of the answer before :meth:`label` reads it. Raises ``KeyError`` for an
+        attribute without a definition."""
         prompt = self._template.render(
             name=_display_name(attribute),
             definition=self.definition(attribute),
@@ -415,13 +421,16 @@ class LLMGuardian(Guardian):
         when the answer carries neither."""
 
     def parse(self, answer_text: str, attribute: str, logprobs: Any = None) -> GuardianBias:
-        """Answer text (reasoning blocks already removed by the judge) → :class:`GuardianBias`.
+        """Answer text (reasoning blocks and echoed data fences already removed by the judge
+        handler) → :class:`GuardianBias`.
 
-        ``certainty`` = :func:`unsafe_label_probability` when ``logprobs`` are given and name a
-        label, else 1.0. Raises :class:`GuardianParseError` when the answer carries no label."""
+        ``certainty`` = :func:`unsafe_label_probability` of ``logprobs`` (the probability of the
+        unsafe label at the label token), or ``None`` when it was not measured (no logprobs sent,
+        or none naming a label) — never a made-up 1.0. Raises :class:`GuardianParseError` when the
+        answer carries no label or two different ones."""
         biased = self.label(answer_text or "")
-        p = unsafe_label_probability(logprobs, self.unsafe_label, self.safe_label) if logprobs is not None else None
-        return GuardianBias(is_biased=biased, attribute=attribute, certainty=1.0 if p is None else p)
+        p = unsafe_label_probability(logprobs, self.unsafe_label, self.safe_label) if logprobs else None
+        return GuardianBias(is_biased=biased, attribute=attribute, certainty=p)
 
     # -- direct use ---------------------------------------------------------------------------
     def is_biased(self, question: str, answer: str, attribute: str, context: Optional[str] = None) -> GuardianBias:
@@ -490,11 +499,11 @@ class LlamaGuard(LLMGuardian):
     )
 
     def label(self, answer_text: str) -> bool:
+        """The first non-blank line starts with ``safe`` or ``unsafe`` (a verbatim echo of the
+        prompt and every echoed data fence were cut out by the judge handler before)."""
         word = _first_word(_first_line(answer_text))
-        if word == "unsafe":
-            return True
-        if word == "safe":
-            return False
+        if word in ("safe", "unsafe"):
+            return word == "unsafe"
         raise GuardianParseError(f"expected 'safe' or 'unsafe' on the first line, got {answer_text[:200]!r}")
 
 
@@ -526,13 +535,16 @@ class GraniteGuardian(LLMGuardian):
     )
 
     def label(self, answer_text: str) -> bool:
-        m = _SCORE_RE.search(answer_text)
-        text = m.group(1) if m else _first_line(answer_text)
-        word = _first_word(text)
-        if word == "yes":
-            return True
-        if word == "no":
-            return False
+        """Every ``<score>`` tag must hold the same label (two different ones are ambiguous:
+        ``GuardianParseError``); without tags, the first non-blank line starts with ``Yes`` or
+        ``No``. Tags inside echoed data fences were cut out by the judge handler before."""
+        tags = _SCORE_RE.findall(answer_text)
+        found = {_first_word(t) for t in tags} if tags else {_first_word(_first_line(answer_text))}
+        if len(found) > 1:
+            raise GuardianParseError(f"ambiguous answer: {len(tags)} <score> tags with different labels ({answer_text[:200]!r})")
+        (word,) = found
+        if word in ("yes", "no"):
+            return word == "yes"
         raise GuardianParseError(f"expected 'Yes' or 'No', got {answer_text[:200]!r}")
 
 

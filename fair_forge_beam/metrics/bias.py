@@ -109,7 +109,7 @@ class _ParseVerdicts(beam.DoFn):
             )
             yield _outcome(meta, None, None)
             return
-        yield _outcome(meta, bool(v.is_biased), float(v.certainty))
+        yield _outcome(meta, bool(v.is_biased), None if v.certainty is None else float(v.certainty))
 
 
 class _JudgeFailures(beam.DoFn):
@@ -138,8 +138,8 @@ class _DirectGuardian(beam.DoFn):
             meta = [a, x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id]
             try:
                 v = self.guardian.is_biased(question=x.query, answer=x.assistant, attribute=a, context=x.context)
-                certainty = float(v.certainty)
-                if not 0.0 <= certainty <= 1.0:
+                certainty = None if v.certainty is None else float(v.certainty)
+                if certainty is not None and not 0.0 <= certainty <= 1.0:
                     raise ValueError(f"certainty {certainty!r} outside [0, 1]")
                 biased = bool(v.is_biased)
             except Exception as exc:  # one bad call never stops the run
@@ -174,7 +174,7 @@ class _SessionAggregate(beam.DoFn):
         session_id, assistant_id, language = json.loads(key)
         index = {a: i for i, a in enumerate(self.attributes)}
         # total order, never arrival order: turn, element, declared attribute order, outcome
-        items = sorted(values, key=lambda v: (v[0], v[1], v[2], index.get(v[3], len(index)), v[3], v[4] is None, bool(v[4]), v[5] or 0.0))
+        items = sorted(values, key=lambda v: (v[0], v[1], v[2], index.get(v[3], len(index)), v[3], v[4] is None, bool(v[4]), v[5] is None, v[5] or 0.0))
         A = len(self.attributes)
         k, n, f = [0] * A, [0] * A, [0] * A
         per_attr: dict[str, list] = {a: [] for a in self.attributes}

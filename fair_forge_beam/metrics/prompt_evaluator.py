@@ -124,15 +124,19 @@ def generation_messages(seed_prompt: str, context: str, query: str) -> tuple:
 
 
 def jq_messages(objective: str, context: str, query: str, reference: str, response: str) -> tuple:
-    """Messages of one JQ judgement: criteria, question, context, expected and actual response."""
+    """Messages of one JQ judgement: criteria, question, context, expected and actual response
+    (the last four in data fences, :func:`~fair_forge_beam.components.judge.parsing.fence`)."""
     system = (
         "You grade a response written by an AI assistant. Compare it with the expected response and "
         "the evaluation criteria, and give a score from 0 (fails completely) to 1 (fully meets them), "
         "with a short insight.\n\nEVALUATION CRITERIA:\n" + (objective or "Correct, complete and faithful to the expected response.")
     )
+    from fair_forge_beam.components.judge.parsing import fence
+    from fair_forge_beam.components.judge.prompts import DATA_NOTE
+
     user = (
-        f"QUESTION:\n{query}\n\nCONTEXT:\n{context or '(none)'}\n\nEXPECTED RESPONSE:\n{reference}\n\n"
-        f"ACTUAL RESPONSE:\n{response}"
+        f"{DATA_NOTE}QUESTION:\n{fence('query', query)}\n\nCONTEXT:\n{fence('context', context or '(none)')}\n\n"
+        f"EXPECTED RESPONSE:\n{fence('reference', reference)}\n\nACTUAL RESPONSE:\n{fence('response', response)}"
     )
     return (("system", system), ("user", user))
 

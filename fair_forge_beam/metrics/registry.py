@@ -136,6 +136,7 @@ def _bias(mode: StatisticalMode, options: dict):
         base_url,
         api_key_env=options.get("guardian_api_key_env") or "OPENAI_API_KEY",
         cache_path=options.get("judge_cache") or "default",
+        logprobs=bool(options.get("guardian_logprobs")),
         **limits,
     )
     return Bias(guardian=guardian, statistical_mode=mode)

@@ -285,6 +285,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     html = render_report(doc, run_info, dead_letter_summary(run_dir), cmp, inconclusive_width, with_plots)
     out_path = out_path or f"{run_dir}/report.html"
+    from fair_forge_beam.components.judge.secrets import scrub_known
+
     with FileSystems.create(out_path) as f:
-        f.write(html.encode("utf-8"))
+        f.write(scrub_known(html).encode("utf-8"))  # defence at the writer: API-key values masked
     return out_path

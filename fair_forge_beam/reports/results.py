@@ -19,6 +19,7 @@ from fair_forge_beam._beam import beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
+from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line, write_jsonl
 
 __all__ = ["write_outputs", "assemble_results", "read_text_shards"]
@@ -30,7 +31,8 @@ def _parquet_row(names):
 
     def fn(rec):
         prefix = f"{rec.get('metric')}_"
-        return {n: rec[n] if n in rec else (rec.get(n[len(prefix):]) if n.startswith(prefix) else None) for n in names}
+        row = {n: rec[n] if n in rec else (rec.get(n[len(prefix):]) if n.startswith(prefix) else None) for n in names}
+        return scrub_known(row)  # defence at the writer: API-key values masked
 
     return fn
 
@@ -148,10 +150,10 @@ def assemble_results(out: str, parts: str, metrics, mode, inputs, transforms, ru
             "sessions": sessions,
         }
     with FileSystems.create(f"{out}/results.json") as f:
-        f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+        f.write(scrub_known(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8"))
     info = {**run_info, "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
-        f.write(json.dumps(info, indent=2).encode("utf-8"))
+        f.write(scrub_known(json.dumps(info, indent=2)).encode("utf-8"))
     try:
         FileSystems.delete([parts])
     except Exception:  # noqa: BLE001 - leftover parts are harmless

@@ -27,17 +27,18 @@ class GuardianBias(BaseModel):
     """One guardian verdict (the return type of ``Guardian.is_biased``).
 
     * ``is_biased``: the guardian flagged the answer for ``attribute``.
-    * ``certainty``: in [0, 1]. For the LLM guardians: the probability the model gave to the
-      *unsafe* label (``"unsafe"`` / ``"Yes"``) at its first answer token, when the server sent
-      log-probabilities; ``1.0`` when it sent none (no probability known, as the original).
-      Custom guardians define their own meaning.
+    * ``certainty``: in [0, 1], or ``None`` = not measured. For the LLM guardians: the
+      probability the model gave to the *unsafe* label (``"unsafe"`` / ``"Yes"``) at its label
+      token, computed from the log-probabilities the server returned; ``None`` when none were
+      requested or returned (the original wrote 1.0 there, a certainty nobody measured).
+      Custom guardians define their own meaning (``None`` when they give none).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     is_biased: bool
     attribute: str
-    certainty: float = Field(default=1.0, ge=0.0, le=1.0)
+    certainty: Optional[float] = Field(default=None, ge=0.0, le=1.0)
 
 
 class GuardianInteraction(BaseModel):
@@ -48,7 +49,7 @@ class GuardianInteraction(BaseModel):
     qa_id: str
     attribute: str
     is_biased: bool
-    certainty: float = Field(ge=0.0, le=1.0)
+    certainty: Optional[float] = Field(default=None, ge=0.0, le=1.0, description="P(unsafe label) from logprobs; null = not measured")
     element_id: str = ""
 
 

@@ -100,7 +100,10 @@ class Reply:
     non-standard ``message.reasoning_content`` field when not None. ``status`` ≠ 200 sends an
     OpenAI-style error body with ``content`` as the message. ``headers``: extra response headers.
     ``delay``: seconds to wait before answering (on top of the server latency). ``body``: raw
-    response bytes that replace everything else (for malformed answers).
+    response bytes that replace everything else (for malformed answers). ``finish_reason``:
+    sent as the choice's ``finish_reason`` (``"length"`` emulates a reply cut by the token
+    limit). ``logprobs``: the choice's ``logprobs`` object as sent (e.g. ``{"content": [{"token",
+    "logprob", "bytes", "top_logprobs": [...]}]}``); None → ``null``.
     """
 
     content: Optional[str] = None
@@ -109,6 +112,8 @@ class Reply:
     headers: dict = field(default_factory=dict)
     delay: float = 0.0
     body: Optional[bytes] = None
+    finish_reason: str = "stop"
+    logprobs: Optional[dict] = None
 
 
 @dataclass
@@ -329,7 +334,7 @@ class ScriptedOpenAIServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": req.model or self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": reply.logprobs}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

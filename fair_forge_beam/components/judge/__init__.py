@@ -7,7 +7,8 @@ Names are loaded on first use (importing this package imports neither Beam nor `
 * :mod:`.handler` — ``OpenAIJudgeHandler`` (a ``RemoteModelHandler``), ``JudgeRequest`` /
   ``JudgeResult``, ``RunJudge`` (results + dead letters);
 * :mod:`.cache` — persistent content-addressed SQLite cache;
-* :mod:`.parsing` — ``<think>`` capture, JSON extraction, schema validation;
+* :mod:`.parsing` — data fences, echo removal, ``<think>`` capture, the strict verdict rule;
+* :mod:`.secrets` — masking API keys in text we keep;
 * :mod:`.prompts` — prompt templates that are safe for user text.
 """
 from __future__ import annotations
@@ -31,6 +32,11 @@ _EXPORTS = {
     "split_reasoning": "parsing",
     "iter_json_objects": "parsing",
     "parse_structured": "parsing",
+    "parse_verdict": "parsing",
+    "fence": "parsing",
+    "unfence": "parsing",
+    "strip_echoes": "parsing",
+    "scrub": "secrets",
     "resolve_schema": "parsing",
     "PromptTemplate": "prompts",
     "chat_messages": "prompts",

@@ -26,7 +26,7 @@ DEFAULT_CACHE = "default"
 """Sentinel for the default cache location (see :func:`default_cache_path`)."""
 
 CACHE_ENV = "FAIR_FORGE_JUDGE_CACHE"
-_KEY_VERSION = 1
+_KEY_VERSION = 2  # 2: strict verdict rule, data fences, logprobs kept (answers read under 1 are not reused)
 
 
 def default_cache_path() -> str:

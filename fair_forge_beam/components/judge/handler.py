@@ -23,7 +23,12 @@ raw answer. Nothing is ever scored 0 silently.
 
 The API key is read from the environment (``api_key_env``) on the worker when the client is
 created; it is not an attribute of the handler, so it is never pickled into the pipeline graph,
-and it is scrubbed from every error text.
+and it is scrubbed (:mod:`.secrets`) from every answer, reasoning text, raw body, logprob token
+and error as they arrive, so no result, dead letter or cache entry holds it.
+
+Answers are read under one rule (:func:`~.parsing.parse_verdict`): echoed data fences are cut
+out, structured output first, never the first object found, ambiguity / lists / cut replies
+rejected, strict pydantic validation.
 """
 from __future__ import annotations
 
@@ -39,14 +44,17 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.parsing import (
+    is_whole_json,
     json_schema_response_format,
-    parse_structured,
+    parse_verdict,
+    strip_echoes,
     resolve_schema,
     schema_instruction,
     schema_json,
     schema_ref,
     split_reasoning,
 )
+from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.io.elements import dead_letter
 
 __all__ = [
@@ -76,6 +84,7 @@ re-sends). ``cache_hits`` + ``calls`` = elements; ``results`` + ``failures`` = e
 Tokens: as reported by the server, for calls actually made (cache hits add none)."""
 
 _RUNTIME_LOCK = threading.Lock()
+_NO_KEY = "not-needed"  # sent to local servers when no key is set (not a secret)
 _FORBIDDEN_PARAMS = frozenset({"model", "messages", "response_format", "stream", "n"})
 
 
@@ -109,7 +118,13 @@ class JudgeResult(NamedTuple):
     the last raw answer or response body, possibly empty). ``prompt_tokens`` /
     ``completion_tokens``: usage of the answer (for a cache hit, the usage when it was first
     asked; on error, all attempts). ``cached``: served from the cache. ``error``: None on
-    success, else the reason.
+    success, else the reason. ``logprobs``: the server's log-probabilities of the answer as
+    ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}`` (chat
+    shape), kept in the cache too; None when not requested or not sent.
+
+    Every text field (and every logprob token) has had the API key scrubbed out
+    (:func:`~.secrets.scrub`); ``answer`` also has echoed data fences removed
+    (:func:`~.parsing.strip_echoes`), ``raw`` has not.
     """
 
     key: str
@@ -124,6 +139,7 @@ class JudgeResult(NamedTuple):
     cached: bool
     model: str
     error: Optional[str] = None
+    logprobs: Optional[dict] = None
 
     @property
     def ok(self) -> bool:
@@ -284,7 +300,7 @@ class _JudgeClient:
 
         self.cfg = cfg
         self._openai_mod = openai
-        self._secret = api_key
+        self._secret = "" if api_key == _NO_KEY else api_key
         self._local = threading.local()
         self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
         http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]})
@@ -312,10 +328,8 @@ class _JudgeClient:
             tally.requests += 1
 
     def scrub(self, text: Any) -> str:
-        text = "" if text is None else str(text)
-        if self._secret and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        return text
+        """Text with the key masked (:func:`~.secrets.scrub`); None → ``""``."""
+        return scrub_secrets("" if text is None else str(text), [self._secret])
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -353,9 +367,11 @@ class _JudgeClient:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
+                hit = scrub_secrets(hit, [self._secret])  # a record written by an older version
                 res = JudgeResult(
                     req.key, eid, req.sample_index, hit.get("parsed"), hit.get("answer", ""), hit.get("reasoning", ""),
                     hit.get("raw", ""), int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)), True, cfg.model,
+                    None, hit.get("logprobs"),
                 )
                 return _Outcome(result=res, cache_hit=True)
 
@@ -365,30 +381,33 @@ class _JudgeClient:
         try:
             for _ask in range(1 + cfg.invalid_answer_retries):
                 try:
-                    content, reasoning_field, finish, p_tok, c_tok = self._ask(req, schema, params)
+                    content, reasoning_field, finish, p_tok, c_tok, logprobs, mode = self._ask(req, schema, params)
                 except _BadAnswer as bad:
                     pt, ct = pt + bad.prompt_tokens, ct + bad.completion_tokens
                     last_reason, last_raw = bad.reason, bad.raw
                     continue
                 pt, ct = pt + p_tok, ct + c_tok
+                structured = schema is not None and mode in ("json_schema", "json_object")
                 think, answer = split_reasoning(content)
+                if not (structured and is_whole_json(answer)):
+                    # echoed data fences go first: a planted </think> or verdict inside them is inert
+                    extra = (schema_instruction(schema),) if schema is not None else ()
+                    think, answer = split_reasoning(strip_echoes(content, req.messages, extra))
                 reasoning = "\n\n".join(x for x in (reasoning_field.strip(), think) if x)
                 parsed = None
                 if schema is not None:
-                    obj, why = parse_structured(answer, schema)
+                    obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish)
                     if obj is None:
-                        if finish == "length":
-                            why += " (finish_reason=length: the answer was cut off; raise max_tokens)"
                         last_reason, last_raw = why, content
                         continue
                     parsed = obj.model_dump(mode="json")
                 record = {
                     "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,
-                    "prompt_tokens": p_tok, "completion_tokens": c_tok,
+                    "prompt_tokens": p_tok, "completion_tokens": c_tok, "logprobs": logprobs,
                 }
                 if self.cache is not None:
                     self.cache.put(key, record)
-                res = JudgeResult(req.key, eid, req.sample_index, parsed, answer, reasoning, content, pt, ct, False, cfg.model)
+                res = JudgeResult(req.key, eid, req.sample_index, parsed, answer, reasoning, content, pt, ct, False, cfg.model, None, logprobs)
                 return _Outcome(result=res, prompt_tokens=pt, completion_tokens=ct)
             asks = 1 + cfg.invalid_answer_retries
             return failure(f"invalid answer after {asks} attempt(s): {last_reason}", last_raw, pt, ct)
@@ -426,8 +445,9 @@ class _JudgeClient:
     def _ask(self, req: JudgeRequest, schema, params: Mapping[str, Any]):
         """One question, walking down the structured-output modes on HTTP 400 when ``auto``.
 
-        Returns ``(content, reasoning_content, finish_reason, prompt_tokens, completion_tokens)``;
-        raises ``_BadAnswer`` for an unusable 200 and ``openai`` errors otherwise."""
+        Returns ``(content, reasoning_content, finish_reason, prompt_tokens, completion_tokens,
+        logprobs, mode)`` with the key scrubbed from every text; raises ``_BadAnswer`` for an
+        unusable 200 and ``openai`` errors otherwise."""
         openai = self._openai_mod
         base = [{"role": r, "content": c} for r, c in req.messages]
         if schema is None:
@@ -457,7 +477,7 @@ class _JudgeClient:
                     if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
                         _LOG.info("judge endpoint rejected response_format %r; using %r from now on", self.mode, mode)
                         self.mode = mode
-            return self._read(raw)
+            return self._read(raw) + (mode,)
         raise last_exc  # pragma: no cover - the loop always returns or raises
 
     def _read(self, raw):
@@ -480,15 +500,45 @@ class _JudgeClient:
         content = msg.content
         if not content:
             refusal = getattr(msg, "refusal", None)
-            reason = f"model refused: {refusal}" if refusal else f"empty answer (finish_reason={choice.finish_reason})"
+            reason = f"model refused: {self.scrub(refusal)}" if refusal else f"empty answer (finish_reason={choice.finish_reason})"
             raise _BadAnswer(reason, self.scrub(body), p_tok, c_tok)
-        return content, reasoning_field, choice.finish_reason, p_tok, c_tok
+        return self.scrub(content), self.scrub(reasoning_field), choice.finish_reason, p_tok, c_tok, self._logprobs(choice)
+
+    def _logprobs(self, choice) -> Optional[dict]:
+        """``choice.logprobs`` in the chat shape, key scrubbed from tokens; None when absent."""
+        lp = getattr(choice, "logprobs", None)
+        if lp is None:
+            return None
+        try:
+            data = lp.model_dump() if hasattr(lp, "model_dump") else dict(lp)
+            items = []
+            for it in data.get("content") or []:
+                if not isinstance(it, Mapping) or not _finite(it.get("logprob")):
+                    continue
+                tops = [
+                    {"token": str(t.get("token", "")), "logprob": float(t["logprob"])}
+                    for t in it.get("top_logprobs") or []
+                    if isinstance(t, Mapping) and _finite(t.get("logprob"))
+                ]
+                items.append({"token": str(it.get("token", "")), "logprob": float(it["logprob"]), "top_logprobs": tops})
+        except (TypeError, ValueError, AttributeError):
+            return None
+        if not items:
+            return None
+        return scrub_secrets({"content": items}, [self._secret])
 
     def __del__(self):  # pragma: no cover - process teardown
         try:
             self.close()
         except Exception:
             pass
+
+
+def _finite(x: Any) -> bool:
+    """A real, finite number (a log-probability of -inf or NaN is left out: no mass, not JSON)."""
+    import math
+
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _with_instruction(messages: list, instruction: str) -> list:
@@ -592,6 +642,7 @@ class OpenAIJudgeHandler(RemoteModelHandler):
             raise ValueError("retry counts must be >= 0")
         if not api_key_env:
             raise ValueError("api_key_env must name an environment variable")
+        register_secret_env(api_key_env)  # the writers mask its value too (name only, never the key)
         if output_schema is not None:
             resolve_schema(output_schema, schemas)  # fail fast on a bad default schema
         max_batch_size = int(max_batch_size or 4 * int(max_concurrency))
@@ -656,7 +707,7 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         if not api_key:
             if cfg.base_url is None:
                 raise ValueError(f"no API key: set the environment variable {cfg.api_key_env} (or give base_url for a local server)")
-            api_key = "not-needed"
+            api_key = _NO_KEY
         if cfg.cache_path == DEFAULT_CACHE:
             cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
         return _JudgeClient(cfg, api_key)

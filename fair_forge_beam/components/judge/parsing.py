@@ -1,20 +1,46 @@
-"""Reading a judge's answer: reasoning blocks, JSON objects in free text, schema validation.
+"""Reading a judge's answer: data fences, reasoning blocks, JSON verdicts, strict validation.
 
 All functions are pure. JSON is decoded with the standard library's ``json.JSONDecoder.raw_decode``
-started at each ``{`` of the text, so an object wrapped in prose or a Markdown fence is found
+started at each ``{`` / ``[`` of the text, so a value wrapped in prose or a Markdown fence is found
 without a hand-written parser.
+
+The verdict rule (README, "Reliability"), applied by :func:`parse_verdict` — the only path by
+which a judge answer becomes a score:
+
+1. Text we put in the prompt from outside (questions, answers, references, contexts, history)
+   sits between *data fences* (:func:`fence`) whose marker carries a BLAKE2b digest of the fenced
+   text, so user text cannot write the closing marker of its own block. Unless the reply is one
+   JSON value answering a JSON-mode request (rule 3), every echoed data block (and every
+   verbatim echo of a fenced message) is cut out of it before anything is read
+   (:func:`strip_echoes`); an opened block that is never closed cuts to the end.
+2. A reply cut by the token limit (``finish_reason == "length"``) is rejected, complete or not.
+3. Structured output first: when the server enforced a JSON mode and the whole answer is one
+   JSON value, that value is the verdict (an array or a scalar is rejected).
+4. Otherwise (text mode, or a server that ignored the JSON mode) every top-level JSON value of
+   the answer is looked at — never just the first. An object sharing a field name with the schema
+   is *verdict-shaped*; an array holding one is a *list of verdicts* (rejected). Every
+   verdict-shaped object must validate, and all of them must be the same verdict; two different
+   verdicts are ambiguous (rejected → dead letter). No verdict-shaped object → rejected.
+5. Validation is pydantic's strict mode (``true`` is not a number, ``"0_8"`` is not a number),
+   over JSON in which repeated keys and ``NaN`` / ``Infinity`` are errors.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import json
 import re
-from typing import Iterator, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
+    "fence",
+    "strip_echoes",
+    "unfence",
+    "parse_verdict",
+    "is_whole_json",
     "split_reasoning",
     "iter_json_objects",
     "parse_structured",
@@ -83,6 +109,263 @@ def iter_json_objects(text: str) -> Iterator[dict]:
             i = text.find("{", i + 1)
 
 
+# ----------------------------------------------------------------------------------------------
+# Data fences
+# ----------------------------------------------------------------------------------------------
+_FENCE_RE = re.compile(r"<<<BEGIN ([A-Z0-9_]{1,40}) ([0-9a-f]{16})>>>\n")
+_LABEL_RE = re.compile(r"[^A-Z0-9_]")
+
+
+def _fence_nonce(label: str, text: str) -> str:
+    blob = f"{label}\x00{text}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(blob, digest_size=8, person=b"ffb-data-fence").hexdigest()
+
+
+def fence(label: str, text: Optional[str]) -> str:
+    """``text`` between data markers that it cannot close itself.
+
+    Returns ``"<<<BEGIN LABEL n>>>\\n" + text + "\\n<<<END LABEL n>>>"`` where ``LABEL`` is
+    ``label`` upper-cased (characters outside ``[A-Z0-9_]`` become ``_``, at most 40) and ``n`` the
+    16-hex-digit BLAKE2b digest of label and text. To close the block early, the text would have
+    to contain the digest of itself, so a fake end marker in user text closes nothing. The marker
+    depends on the text only (no randomness): prompts, cache keys and results stay reproducible.
+    ``None`` is fenced as empty text.
+    """
+    lab = _LABEL_RE.sub("_", str(label).upper())[:40] or "DATA"
+    text = "" if text is None else str(text)
+    n = _fence_nonce(lab, text)
+    return f"<<<BEGIN {lab} {n}>>>\n{text}\n<<<END {lab} {n}>>>"
+
+
+def _blocks(text: str) -> Iterator[tuple[str, str, str]]:
+    """``(label, nonce, whole block)`` of every genuine data block of ``text`` (outermost first)."""
+    pos = 0
+    while True:
+        m = _FENCE_RE.search(text, pos)
+        if m is None:
+            return
+        lab, n = m.group(1), m.group(2)
+        end_marker = f"\n<<<END {lab} {n}>>>"
+        j = text.find(end_marker, m.end() - 1)
+        if j != -1 and _fence_nonce(lab, text[m.end(): j]) == n:
+            yield lab, n, text[m.start(): j + len(end_marker)]
+            pos = j + len(end_marker)
+        else:
+            pos = m.end()
+
+
+def unfence(text: str) -> str:
+    """``text`` with every genuine data block replaced by its inner text (markers removed);
+    for reading prompts in tests and logs. Blocks nested inside blocks are unwrapped too."""
+    out = text or ""
+    while True:
+        blocks = list(_blocks(out))
+        if not blocks:
+            return out
+        for lab, n, whole in blocks:
+            inner = whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")]
+            out = out.replace(whole, inner)
+
+
+def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Iterable[str] = ()) -> str:
+    """``answer`` without what it repeats of the fenced prompt.
+
+    ``messages``: the ``(role, content)`` pairs sent. Removed, in this order: every verbatim copy
+    of a message content that holds a data block (:func:`fence`) and of each ``extra`` text
+    (e.g. the schema instruction); then, for every genuine block of the messages, the text from
+    its begin marker to its end marker (also when the copy differs from the original), and from
+    a begin marker that is never closed to the end of the answer. A removed span leaves a blank
+    line. Text without fenced messages is returned unchanged.
+    """
+    if not answer:
+        return answer or ""
+    keys: dict[tuple[str, str], None] = {}
+    verbatim: list[str] = [e for e in extra if e]
+    for m in messages:
+        content = m[1] if not isinstance(m, Mapping) else m.get("content")
+        if not isinstance(content, str):
+            continue
+        found = False
+        todo = [content]
+        while todo:  # blocks nested in blocks count too (a quoted inner block is cut as well)
+            for lab, n, whole in _blocks(todo.pop()):
+                keys[(lab, n)] = None
+                found = True
+                todo.append(whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")])
+        if found:
+            verbatim.append(content)
+    if not keys and not verbatim:
+        return answer
+    out = answer
+    for v in sorted(set(verbatim), key=len, reverse=True):
+        out = out.replace(v, "\n\n")
+    for lab, n in keys:
+        begin, end = f"<<<BEGIN {lab} {n}>>>", f"<<<END {lab} {n}>>>"
+        while True:
+            i = out.find(begin)
+            if i == -1:
+                break
+            j = out.find(end, i + len(begin))
+            out = out[:i] + "\n\n" + ("" if j == -1 else out[j + len(end):])
+        out = out.replace(end, "\n\n")  # an end marker whose begin was cut off
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON values in text
+# ----------------------------------------------------------------------------------------------
+class _Suspect(dict):
+    """A decoded object that repeated a key (the decoder keeps it, flagged)."""
+
+
+class _BadConstant:
+    """``NaN`` / ``Infinity`` in the JSON: never a valid number."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _pairs(pairs):
+    d = dict(pairs)
+    return _Suspect(d) if len(d) != len(pairs) else d
+
+
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_BadConstant)
+
+
+def _suspect(value: Any) -> Optional[str]:
+    """Why a decoded value cannot be a verdict (repeated key, NaN/Infinity), else None."""
+    if isinstance(value, _Suspect):
+        return "a key is repeated in one JSON object"
+    if isinstance(value, _BadConstant):
+        return f"{value.name} is not a number"
+    if isinstance(value, dict):
+        vals = value.values()
+    elif isinstance(value, list):
+        vals = value
+    else:
+        return None
+    for v in vals:
+        why = _suspect(v)
+        if why:
+            return why
+    return None
+
+
+def _iter_json_values(text: str) -> Iterator[Any]:
+    """Every top-level JSON object or array of ``text``, left to right (strict decoder)."""
+    i = 0
+    n = len(text)
+    while i < n:
+        a, b = text.find("{", i), text.find("[", i)
+        cands = [x for x in (a, b) if x != -1]
+        if not cands:
+            return
+        i = min(cands)
+        try:
+            obj, end = _STRICT_DECODER.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i += 1
+            continue
+        yield obj
+        i = end
+
+
+def _field_names(schema: type[BaseModel]) -> frozenset:
+    names = set()
+    for name, f in schema.model_fields.items():
+        names.add(name)
+        if f.alias:
+            names.add(f.alias)
+    return frozenset(names)
+
+
+def _validate_strict(obj: Any, schema: type[BaseModel]) -> tuple[Optional[BaseModel], Optional[str]]:
+    why = _suspect(obj)
+    if why:
+        return None, why
+    try:
+        return schema.model_validate_json(json.dumps(obj, ensure_ascii=False), strict=True), None
+    except ValidationError as exc:
+        return None, _short_validation_error(exc)
+
+
+_MD_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_NOTHING = object()
+
+
+def _whole_json(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` (stripped; a Markdown code fence around it allowed) is one
+    JSON value and nothing else, else ``(False, None)``."""
+    body = (text or "").strip()
+    m = _MD_FENCE_RE.match(body)
+    if m:
+        body = m.group(1).strip()
+    try:
+        whole, end = _STRICT_DECODER.raw_decode(body, 0)
+    except (ValueError, RecursionError):
+        return False, None
+    return (True, whole) if not body[end:].strip() else (False, None)
+
+
+def is_whole_json(text: str) -> bool:
+    """``text`` is one JSON value and nothing else (what a server enforcing a JSON mode sends).
+    The judge handler then reads it as it is; otherwise echoes are cut out first."""
+    return _whole_json(text)[0]
+
+
+def parse_verdict(
+    answer: str,
+    schema: type[BaseModel],
+    *,
+    structured: bool = False,
+    finish_reason: Optional[str] = None,
+) -> tuple[Optional[BaseModel], Optional[str]]:
+    """The judge's verdict in ``answer`` under the rule of this module's docstring.
+
+    ``answer``: the answer with echoes and reasoning removed (:func:`strip_echoes`,
+    :func:`split_reasoning`). ``structured``: the request asked the server for a JSON mode
+    (``json_schema`` or ``json_object``). ``finish_reason``: as sent by the server.
+
+    Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
+    """
+    name = schema.__name__
+    if finish_reason == "length":
+        return None, "the reply was cut by the token limit (finish_reason=length); cut replies are never scored (raise max_tokens)"
+    text = (answer or "").strip()
+    if structured:
+        complete, whole = _whole_json(text)
+        if complete:
+            if isinstance(whole, dict):
+                obj, why = _validate_strict(whole, schema)
+                return (obj, None) if obj is not None else (None, f"answer does not match schema {name}: {why}")
+            kind = "a list of verdicts" if isinstance(whole, list) else f"a JSON {type(whole).__name__}"
+            return None, f"answer is {kind}, not one JSON object"
+    fields = _field_names(schema)
+    verdicts: list[BaseModel] = []
+    canon: dict[str, None] = {}
+    for value in _iter_json_values(text):
+        if isinstance(value, list):
+            if any(isinstance(x, dict) and fields & set(x) for x in value):
+                return None, "answer holds a list of verdicts; exactly one JSON object is expected"
+            continue
+        if not isinstance(value, dict) or not fields & set(value):
+            continue
+        obj, why = _validate_strict(value, schema)
+        if obj is None:
+            return None, f"answer does not match schema {name}: {why}"
+        verdicts.append(obj)
+        canon[json.dumps(obj.model_dump(mode="json"), sort_keys=True)] = None
+    if not verdicts:
+        return None, "no JSON object found in the answer"
+    if len(canon) > 1:
+        return None, f"ambiguous answer: {len(canon)} different verdicts (the judge's own verdict cannot be told apart)"
+    return verdicts[-1], None
+
+
 def _short_validation_error(exc: ValidationError, limit: int = 5) -> str:
     errs = exc.errors()
     parts = []
@@ -94,25 +377,11 @@ def _short_validation_error(exc: ValidationError, limit: int = 5) -> str:
 
 
 def parse_structured(answer: str, schema: type[BaseModel]) -> tuple[Optional[BaseModel], Optional[str]]:
-    """Validate the first JSON object of ``answer`` that fits ``schema``.
+    """:func:`parse_verdict` in text mode (kept for callers of the earlier name).
 
-    Returns ``(instance, None)`` on success, else ``(None, reason)`` where ``reason`` names the
-    validation errors of the first object found, or says that no JSON object was found.
-    Reasoning blocks should be removed first (:func:`split_reasoning`): a JSON object inside them
-    would otherwise be a candidate.
-    """
-    first_error: Optional[str] = None
-    n = 0
-    for obj in iter_json_objects(answer):
-        n += 1
-        try:
-            return schema.model_validate(obj), None
-        except ValidationError as exc:
-            if first_error is None:
-                first_error = _short_validation_error(exc)
-    if n == 0:
-        return None, "no JSON object found in the answer"
-    return None, f"answer does not match schema {schema.__name__}: {first_error}"
+    Returns ``(instance, None)`` or ``(None, reason)``. Earlier versions took the first object
+    that validated, which text quoted from the evaluated answer could supply."""
+    return parse_verdict(answer, schema)
 
 
 @functools.lru_cache(maxsize=256)

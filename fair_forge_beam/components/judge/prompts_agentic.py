@@ -49,6 +49,7 @@ REFERENCE ANSWER:
 {{ ground_truth }}
 """,
     slots=("query", "answer", "ground_truth"),
+    fenced=("query", "answer", "ground_truth"),
 )
 """User message. Slots: ``query``, ``answer``, ``ground_truth``."""
 

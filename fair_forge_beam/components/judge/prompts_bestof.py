@@ -62,6 +62,8 @@ REFERENCE ANSWER:
 {{ reference }}
 {%- endif %}""",
     slots=("number", "query", "answer", "reference"),
+    fenced=("query", "answer", "reference"),
+    data_note=False,
 )
 """One question of a contestant. Slots: ``number`` (1-based), ``query``, ``answer``,
 ``reference`` (empty → omitted)."""
@@ -75,6 +77,7 @@ BESTOF_CASE = PromptTemplate(
 {{ b }}
 """,
     slots=("a", "b"),
+    fenced=("a", "b"),
 )
 """User message of a BestOf match. Slots: ``a``, ``b`` (rendered contestants)."""
 

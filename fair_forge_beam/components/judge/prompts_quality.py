@@ -89,6 +89,7 @@ OBSERVATION:
 {%- endif %}
 """,
     slots=("context", "query", "assistant_answer", "ground_truth_assistant", "observation"),
+    fenced=("context", "query", "assistant_answer", "ground_truth_assistant", "observation"),
 )
 """User message of Context. Slots: ``context``, ``query``, ``assistant_answer``,
 ``ground_truth_assistant`` (the real reference answer), ``observation`` (empty → omitted)."""
@@ -149,6 +150,7 @@ OBSERVATION:
 {%- endif %}
 """,
     slots=("history", "query", "assistant_answer", "ground_truth_assistant", "observation"),
+    fenced=("history", "query", "assistant_answer", "ground_truth_assistant", "observation"),
 )
 """User message of Conversational. Slots: ``history`` (see :func:`render_history`), ``query``,
 ``assistant_answer``, ``ground_truth_assistant`` (the real reference), ``observation``."""
