@@ -72,18 +72,20 @@ class FlinkCluster:
 
     ``workdir``: folder for configuration, logs and scratch (a new temporary folder when ``None``;
     kept after :meth:`stop` so that logs survive failures — :attr:`log_dir`). ``timeout``: seconds
-    to wait for the cluster and the job server. Artifacts default to the runner cache
+    to wait for the cluster and the job server. ``tm_memory``/``jm_memory``: each process's total
+    memory; ``tm_network``: a TaskManager's network buffer memory (Flink sizes). Artifacts default to the runner cache
     (:func:`fair_forge_beam.testing.runners.flink_artifacts`). :meth:`start` raises
     ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
     a process exits or the cluster is not ready in time; it stops what it started before raising.
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
-                 tm_memory: str = "1280m", jm_memory: str = "1024m"):
+                 tm_memory: str = "1600m", jm_memory: str = "1024m",
+                 tm_network: str = "320m"):
         self.task_managers = task_managers
         self.workdir = Path(workdir) if workdir else None
         self.timeout = timeout
-        self.tm_memory, self.jm_memory = tm_memory, jm_memory
+        self.tm_memory, self.jm_memory, self.tm_network = tm_memory, jm_memory, tm_network
         self.procs: list[subprocess.Popen] = []
         self.pids: list[int] = []
         self.rest_port = self.job_port = self.artifact_port = 0
@@ -125,6 +127,13 @@ class FlinkCluster:
             "jobmanager.rpc.port": rpc_port, "jobmanager.memory.process.size": self.jm_memory,
             "taskmanager.bind-host": "127.0.0.1", "taskmanager.host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": 1, "taskmanager.memory.process.size": self.tm_memory,
+            # Beam's batch translation writes blocking (sort-shuffle) partitions, each of which
+            # takes taskmanager.network.sort-shuffle.min-buffers (default 512) network buffers:
+            # with the defaults the audit failed with "Insufficient number of network buffers:
+            # required 512" (also with 320 MB of network memory). 64 buffers per partition and a
+            # fixed network memory make room for all of the job's partitions.
+            "taskmanager.network.sort-shuffle.min-buffers": 64,
+            "taskmanager.memory.network.min": self.tm_network, "taskmanager.memory.network.max": self.tm_network,
             "parallelism.default": self.task_managers,
             "rest.address": "127.0.0.1", "rest.bind-address": "127.0.0.1", "rest.port": self.rest_port,
             "io.tmp.dirs": str(self.workdir / "tmp"), "web.tmpdir": str(self.workdir / "tmp"),
