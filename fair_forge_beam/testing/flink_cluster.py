@@ -111,7 +111,7 @@ class FlinkCluster:
             "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / "beam-boot")}, separators=(",", ":")),
             f"--parallelism={self.task_managers}",
             # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
-            # the job's ~170 tasks per TaskManager starts (and tears down) its own boot + python
+            # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
             # worker, re-importing the package and reloading models every time.
             "--environment_cache_millis=60000",
         ]
