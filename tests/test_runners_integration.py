@@ -1,26 +1,34 @@
-"""Acceptance (issue 6, item 3): the same audit gives identical outputs on four runners —
-FnApiRunner in-memory, FnApiRunner with 2 worker processes, Flink (Beam's job server, embedded
-cluster) and Prism (Beam's Go runner).
+"""Acceptance (issues 6 and 12): the same audit gives identical outputs on four runners —
+FnApiRunner in-memory, FnApiRunner with 2 worker processes, a real Flink cluster (JobManager +
+2 TaskManagers, parallelism 2, Beam's job server, PROCESS workers) and Prism (Beam's Go runner).
 
-The audit is the main job with ``--metrics humanity,toxicity --group-extractor keyword --mode
-bayesian --seed 7`` on the shipped examples (2,042 interactions in 809 sessions). Compared
-across runners: ``results.json`` byte for byte (summary, slice posteriors and credible
+Two audits, each the main job on the shipped examples (2,042 interactions in 809 sessions):
+
+* ``keyword`` — ``--metrics humanity,toxicity --group-extractor keyword --mode bayesian --seed 7``;
+* ``embedding`` — README's main command (its defaults: MiniLM group detection and cluster
+  profiling) with ``--mode bayesian --seed 7`` and fewer draws (``--mc-samples 1000``).
+
+Compared across runners: ``results.json`` byte for byte (summary, slice posteriors and credible
 intervals, sessions), the dead letter as a multiset of lines, and the rows of
 ``results.parquet`` as a multiset (file order is the runner's business).
 
 Flink and Prism need artifacts fetched by ``.ci/get_runners.sh`` (see
-``fair_forge_beam/testing/runners.py``). Missing locally: skipped. Missing under ``CI=true``:
+``fair_forge_beam/testing/runners.py``); the Flink cluster is started once per module by a
+fixture and always stopped, its logs kept under pytest's temporary folder (and quoted when the
+cluster fails to start). Missing locally: skipped. Missing under ``CI=true``:
 the test fails — unless the script recorded that the registry does not serve the artifact at
 all, in which case it is skipped with the registry's answer (nothing in this repository can
 make the runner exist). A fifth run, ``prism_workers``, has Prism hand bundles to SDK workers
 in separate ``python`` processes (EXTERNAL environment, Beam's worker pool), which import the
-installed package. Select the suite with ``-m runners``. Each runner's audit runs once
-per module; Prism's job server is started once per process (Beam's shared handle).
+installed package (keyword audit only: it repeats Prism with other workers). Select the suite
+with ``-m runners``. Each (audit, runner) pair runs once per module; Prism's job server is
+started once per process (Beam's shared handle).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,8 +40,12 @@ from pipelines import audit
 
 pytestmark = [pytest.mark.runners, pytest.mark.slow]
 
-ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
-        "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
+COMMON = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity"]
+COMMANDS = {
+    "keyword": [*COMMON, "--group-extractor", "keyword"],
+    "embedding": COMMON,  # README's main command: the embedding group extractor is the default
+}
+ARGS = COMMANDS["keyword"]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
@@ -60,28 +72,62 @@ def _outputs(out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def audits(tmp_path_factory):
-    """``runner name -> outputs``, each runner's audit run at most once per module."""
-    cache: dict[str, dict] = {}
+def flink_cluster(tmp_path_factory):
+    """``() -> FlinkCluster``: a JobManager + 2 TaskManagers + job server, started on first use
+    (at most once per module) and stopped when the module ends; logs under ``flink-cluster*/log``."""
+    from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
-    def get(name: str) -> dict:
-        if name not in cache:
+    holder: dict = {}
+
+    def get() -> FlinkCluster:
+        if "error" in holder:
+            pytest.fail(holder["error"])
+        if "cluster" not in holder:
+            cluster = FlinkCluster(task_managers=2, workdir=tmp_path_factory.mktemp("flink-cluster"))
+            try:
+                holder["cluster"] = cluster.start()
+            except (RuntimeError, FileNotFoundError) as e:
+                holder["error"] = f"the Flink cluster did not start: {e}"
+                pytest.fail(holder["error"])
+        return holder["cluster"]
+
+    yield get
+    if "cluster" in holder:
+        holder["cluster"].stop()
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory, flink_cluster):
+    """``(runner name, command) -> outputs``, each pair's audit run at most once per module."""
+    cache: dict[tuple, dict] = {}
+
+    def get(name: str, command: str = "keyword") -> dict:
+        key = (name, command)
+        if key not in cache:
             _require(name)
-            out = tmp_path_factory.mktemp(f"audit-{name}")
+            out = tmp_path_factory.mktemp(f"audit-{command}-{name}")
+            args = [*COMMANDS[command], "--output", str(out)]
             if name == "prism_workers":
                 with rn.WorkerPool() as pool:
-                    audit.run([*ARGS, "--output", str(out), *rn.runner_args(name, worker_pool=pool)])
+                    audit.run([*args, *rn.runner_args(name, worker_pool=pool)])
+            elif name == "flink":
+                cluster = flink_cluster()
+                try:
+                    audit.run([*args, *rn.runner_args(name, flink_cluster=cluster)])
+                except Exception as e:
+                    raise AssertionError(f"the audit failed on Flink: {e}\n{cluster.log_tail()}") from e
             else:
-                audit.run([*ARGS, "--output", str(out), *rn.runner_args(name)])
-            cache[name] = _outputs(out)
-        return cache[name]
+                audit.run([*args, *rn.runner_args(name)])
+            cache[key] = _outputs(out)
+        return cache[key]
 
     return get
 
 
-def test_reference_audit_is_meaningful(audits):
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_reference_audit_is_meaningful(audits, command):
     """The in-memory reference: both metrics scored, Bayesian intervals, dead letters counted."""
-    doc = json.loads(audits("in_memory")["results"])
+    doc = json.loads(audits("in_memory", command)["results"])
     assert doc["config"]["mode"] == "bayesian" and doc["config"]["seed"] == 7
     assert set(doc["metrics"]) == {"humanity", "toxicity"}
     s = doc["summary"]
@@ -93,22 +139,29 @@ def test_reference_audit_is_meaningful(audits):
     assert didt["ci_low"] <= didt["mean"] <= didt["ci_high"]
 
 
-@pytest.mark.parametrize("runner", ["multi_process", "prism", "flink", "prism_workers"])
-def test_identical_to_in_memory(audits, runner):
-    ref = audits("in_memory")
-    got = audits(runner)
-    assert got["results"] == ref["results"], f"results.json differs between in_memory and {runner}"
+@pytest.mark.parametrize("runner, command", [
+    *[(r, "keyword") for r in ("multi_process", "prism", "flink", "prism_workers")],
+    *[(r, "embedding") for r in ("multi_process", "prism", "flink")],
+])
+def test_identical_to_in_memory(audits, runner, command):
+    ref = audits("in_memory", command)
+    got = audits(runner, command)
+    assert got["results"] == ref["results"], f"results.json of the {command} audit differs between in_memory and {runner}"
     assert got["dead_letter"] == ref["dead_letter"]
     assert got["parquet_schema"] == ref["parquet_schema"]
     assert got["parquet_rows"] == ref["parquet_rows"]
 
 
 def test_runner_args_never_download():
-    """Prism is always given by path, and the two direct modes never use multi-threading."""
+    """Prism is always given by path, the two direct modes never use multi-threading, and Flink
+    needs a started cluster."""
     for name in rn.RUNNERS + rn.EXTRA_RUNNERS:
         try:
             args = rn.runner_args(name, worker_pool="localhost:1")
         except FileNotFoundError:
+            continue
+        except ValueError:
+            assert name == "flink"
             continue
         assert not any("multi_threading" in a for a in args)
         if name == "prism":
@@ -139,3 +192,31 @@ def test_missing_artifact_fails_under_ci(monkeypatch, tmp_path):
         _require("prism_workers")
     monkeypatch.setenv("FAIR_FORGE_PRISM", "/bin/true")  # any executable file counts as present
     assert rn.missing_reason("prism") is None
+
+
+def test_flink_missing_fails_under_ci(monkeypatch, tmp_path):
+    """Flink's three artifacts: any one missing fails under CI=true (naming it), unless the
+    fetch script recorded the registry's "not served" answer, which the skip quotes."""
+    import _pytest.outcomes as outcomes
+
+    monkeypatch.setenv("FAIR_FORGE_RUNNERS_DIR", str(tmp_path))
+    monkeypatch.setattr(sys.modules[__name__], "IN_CI", True)
+    with pytest.raises(outcomes.Failed, match="CI=true.*flink_home, job_server_lib, boot"):
+        _require("flink")
+    home = tmp_path / f"flink-{rn.FLINK_VERSION}"
+    lib = tmp_path / "flink-job-server" / "lib"
+    for d in (home, lib):
+        d.mkdir(parents=True)
+        (d / ".complete").touch()
+    with pytest.raises(outcomes.Failed, match=r"missing boot\b"):
+        _require("flink")
+    (tmp_path / "flink.unavailable").write_text("Flink 1.19.3: No matching distribution found\n", encoding="utf-8")
+    with pytest.raises(outcomes.Skipped, match="No matching distribution found"):
+        _require("flink")
+    boot = tmp_path / f"beam-python-boot-v{rn.beam_version()}"
+    boot.write_text("#!/bin/sh\n", encoding="utf-8")
+    boot.chmod(0o755)
+    if shutil.which("java"):
+        assert rn.missing_reason("flink") is None
+        with pytest.raises(ValueError, match="FlinkCluster"):
+            rn.runner_args("flink")

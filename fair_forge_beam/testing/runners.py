@@ -5,13 +5,18 @@
 
 * ``prism-v<beam version>`` — Beam's Prism runner, built with ``go install`` from the Go module
   proxy (``github.com/apache/beam/sdks/v2/go/cmd/prism`` at the installed Beam's tag);
-* ``beam-runners-flink-<flink>-job-server-<beam version>.jar`` — Beam's Flink job server from
-  Maven Central (an embedded Flink cluster, ``--flink_master=[local]``);
+* ``flink-<version>/`` — a standalone Flink distribution (1.19.3), unpacked from the
+  ``apache-flink-libraries`` sdist and the ``apache-flink`` wheel of the Python package registry
+  (downloaded with ``pip download --no-deps``, never installed: apache-flink pins apache-beam<2.49);
+* ``flink-job-server/lib/`` — the classpath of Beam's Flink job server, assembled by
+  ``mvn dependency:copy-dependencies`` over ``.ci/flink/pom.xml`` (beam-runners-flink-1.19 2.70.0
+  plus beam-runners-java-job-service 2.65.0; Beam's prebuilt job-server jar is not served);
+* ``beam-python-boot-v<beam version>`` — Beam's Python SDK boot binary (``go install
+  github.com/apache/beam/sdks/v2/python/container@v<beam>``), the PROCESS workers' command;
 * ``<name>.unavailable`` — written instead when the registry answered that it does not serve
   the artifact (a definitive "not found", not a time-out); its text is the registry's answer.
 
-``$FAIR_FORGE_PRISM`` / ``$FAIR_FORGE_FLINK_JOB_SERVER_JAR`` point at artifacts obtained
-elsewhere. Nothing here downloads anything: Prism is always given by path
+``$FAIR_FORGE_PRISM`` points at a Prism binary obtained elsewhere. Nothing here downloads anything: Prism is always given by path
 (``--prism_location``), so Beam never tries its own download.
 
 The four runners of the identity suite (``RUNNERS``):
@@ -19,11 +24,13 @@ The four runners of the identity suite (``RUNNERS``):
 * ``in_memory`` — FnApiRunner, one process;
 * ``multi_process`` — FnApiRunner with 2 worker processes
   (``--direct_running_mode=multi_processing``; never ``multi_threading``, DESIGN §9);
-* ``flink`` — ``FlinkRunner`` through Beam's job server, embedded cluster, LOOPBACK workers;
+* ``flink`` — a real Flink cluster (JobManager + 2 TaskManagers, :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster`)
+  reached with ``PortableRunner`` through Beam's job server, parallelism 2, PROCESS workers
+  (separate ``python`` processes started by the TaskManagers, importing the installed package);
 * ``prism`` — ``PrismRunner`` (Beam's Go runner), LOOPBACK workers.
 
-LOOPBACK runs the Python SDK harness inside the submitting process, so user code is imported
-from the same installed package as the driver's. ``EXTRA_RUNNERS`` adds ``prism_workers``:
+Prism's LOOPBACK runs the Python SDK harness inside the submitting process, so user code is
+imported from the same installed package as the driver's. ``EXTRA_RUNNERS`` adds ``prism_workers``:
 Prism with an EXTERNAL environment served by :class:`WorkerPool` (Beam's
 ``worker_pool_main``), whose SDK workers are separate ``python`` processes importing the
 installed package.
@@ -31,7 +38,7 @@ installed package.
 from __future__ import annotations
 
 import os
-import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -40,14 +47,14 @@ from pathlib import Path
 from typing import Optional
 
 __all__ = [
-    "RUNNERS", "FNAPI", "cache_dir", "beam_version", "prism_binary", "flink_job_server_jar",
+    "RUNNERS", "FNAPI", "cache_dir", "beam_version", "prism_binary", "flink_artifacts", "FLINK_VERSION",
     "unavailable_reason", "missing_reason", "runner_args", "EXTRA_RUNNERS", "WorkerPool",
 ]
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 RUNNERS = ("in_memory", "multi_process", "flink", "prism")
 EXTRA_RUNNERS = ("prism_workers",)
-_FLINK_JAR = re.compile(r"beam-runners-flink-(?P<flink>[0-9.]+)-job-server-(?P<beam>[0-9][^/]*)\.jar$")
+FLINK_VERSION = "1.19.3"  # the distribution .ci/get_runners.sh unpacks ($FAIR_FORGE_FLINK_DIST_VERSION)
 
 
 def cache_dir() -> Path:
@@ -70,16 +77,19 @@ def prism_binary() -> Optional[Path]:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def flink_job_server_jar() -> Optional[Path]:
-    """Path of Beam's Flink job-server jar for the installed Beam version, or ``None``."""
-    env = os.environ.get("FAIR_FORGE_FLINK_JOB_SERVER_JAR")
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    jars = sorted(
-        p for p in cache_dir().glob("beam-runners-flink-*-job-server-*.jar")
-        if (m := _FLINK_JAR.search(p.name)) and m["beam"] == beam_version()
-    )
-    return jars[-1] if jars else None
+def flink_artifacts() -> dict[str, Optional[Path]]:
+    """The three Flink artifacts in the cache, each a path or ``None`` when missing (incomplete):
+    ``flink_home`` (the distribution), ``job_server_lib`` (the job server's jar folder) and
+    ``boot`` (Beam's Python boot binary for the installed Beam version)."""
+    d = cache_dir()
+    home = d / f"flink-{os.environ.get('FAIR_FORGE_FLINK_DIST_VERSION', FLINK_VERSION)}"
+    lib = d / "flink-job-server" / "lib"
+    boot = d / f"beam-python-boot-v{beam_version()}"
+    return {
+        "flink_home": home if (home / ".complete").is_file() else None,
+        "job_server_lib": lib if (lib / ".complete").is_file() else None,
+        "boot": boot if boot.is_file() and os.access(boot, os.X_OK) else None,
+    }
 
 
 def unavailable_reason(name: str) -> Optional[str]:
@@ -98,7 +108,11 @@ def missing_reason(name: str) -> Optional[str]:
     if name in ("prism", "prism_workers"):
         found = prism_binary()
     elif name == "flink":
-        found = flink_job_server_jar()
+        missing = [k for k, v in flink_artifacts().items() if v is None]
+        if not missing and shutil.which("java"):
+            return None
+        what = ", ".join(missing) if missing else "java on PATH"
+        return f"{name}: missing {what} in {cache_dir()} (run .ci/get_runners.sh)"
     else:
         raise ValueError(f"unknown runner {name!r}; known: {', '.join(RUNNERS + EXTRA_RUNNERS)}")
     if found is not None:
@@ -106,11 +120,13 @@ def missing_reason(name: str) -> Optional[str]:
     return f"{name}: no artifact in {cache_dir()} (run .ci/get_runners.sh)"
 
 
-def runner_args(name: str, worker_pool: Optional[str] = None) -> list[str]:
+def runner_args(name: str, worker_pool: Optional[str] = None, flink_cluster=None) -> list[str]:
     """Beam pipeline options selecting runner ``name`` (one of ``RUNNERS`` or ``EXTRA_RUNNERS``).
 
     ``worker_pool`` is the ``host:port`` of a running :class:`WorkerPool`, required for
-    ``prism_workers``. Raises ``ValueError`` for an unknown name or a missing ``worker_pool``
+    ``prism_workers``; ``flink_cluster`` a started
+    :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster`, required for ``flink``.
+    Raises ``ValueError`` for an unknown name or a missing ``worker_pool``/``flink_cluster``
     and ``FileNotFoundError`` when the runner's artifact is missing (see :func:`missing_reason`).
     """
     if name == "in_memory":
@@ -127,14 +143,9 @@ def runner_args(name: str, worker_pool: Optional[str] = None) -> list[str]:
         if not worker_pool:
             raise ValueError("prism_workers needs the address of a running WorkerPool")
         return [*args, "--environment_type=EXTERNAL", f"--environment_config={worker_pool}"]
-    jar = flink_job_server_jar()
-    m = _FLINK_JAR.search(jar.name)
-    flink = m["flink"] if m else None
-    return [
-        "--runner=FlinkRunner", "--flink_master=[local]", f"--flink_job_server_jar={jar}",
-        *([f"--flink_version={flink}"] if flink else []),
-        "--environment_type=LOOPBACK", "--parallelism=2",
-    ]
+    if flink_cluster is None:
+        raise ValueError("flink needs a started FlinkCluster (fair_forge_beam.testing.flink_cluster)")
+    return flink_cluster.runner_args()
 
 
 class WorkerPool:

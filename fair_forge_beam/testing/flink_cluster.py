@@ -1,0 +1,367 @@
+"""A real standalone Flink cluster on this machine, with Beam's Flink job server in front of it.
+
+Built from the artifacts ``.ci/get_runners.sh`` caches (see :mod:`fair_forge_beam.testing.runners`):
+
+* ``flink-<version>/`` — a Flink 1.19 distribution (``bin/``, ``conf/``, ``lib/``), unpacked from
+  the ``apache-flink-libraries`` sdist and the ``apache-flink`` wheel (downloaded, never installed);
+* ``flink-job-server/lib/`` — the classpath of ``org.apache.beam.runners.flink.FlinkJobServerDriver``
+  (``.ci/flink/pom.xml``);
+* ``beam-python-boot-v<beam>`` — Beam's Python SDK boot binary, the command of
+  ``--environment_type=PROCESS`` workers.
+
+:class:`FlinkCluster` starts one JobManager, ``task_managers`` TaskManagers (one slot each, so
+the default parallelism equals their number) and the job server, all bound to 127.0.0.1 on free
+ports, with their configuration, logs, pid files, artifact staging and worker scratch space in
+one working folder. A pipeline submits to it with the options of :meth:`FlinkCluster.runner_args`
+(``PortableRunner`` to the job server, PROCESS workers). Each TaskManager starts its SDK workers as
+``python -m apache_beam.runners.worker.sdk_worker_main`` through a small wrapper that puts the
+launching interpreter (``sys.executable``) first on ``PATH`` and sets
+``RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1`` (no per-worker virtualenv), so workers import the
+installed package, and ``PYTHONPATH`` when the cluster was started with one.
+
+PROCESS is the environment that works with more than one TaskManager JVM: with LOOPBACK or
+EXTERNAL each TaskManager names its first worker ``1-1`` and they stop each other's workers.
+
+Command line (the cluster outlives the command; ``stop`` ends exactly the processes ``start`` began)::
+
+    python -m fair_forge_beam.testing.flink_cluster start --dir /tmp/ffb-flink
+    python -m pipelines.audit ... $(python -m fair_forge_beam.testing.flink_cluster args --dir /tmp/ffb-flink)
+    python -m fair_forge_beam.testing.flink_cluster stop --dir /tmp/ffb-flink
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["FlinkCluster", "free_port", "main"]
+
+_JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
+_STATE = "cluster.json"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS's choice for port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _set(doc: dict, dotted: str, value) -> None:
+    """Set ``doc["a"]["b"]["c"] = value`` for ``dotted = "a.b.c"``, creating the nested maps
+    (Flink 1.19's ``config.yaml`` nests its keys)."""
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        doc = doc.setdefault(p, {})
+    doc[leaf] = value
+
+
+class FlinkCluster:
+    """JobManager + ``task_managers`` TaskManagers + Beam's Flink job server, as a context manager.
+
+    ``workdir``: folder for configuration, logs and scratch (a new temporary folder when ``None``;
+    kept after :meth:`stop` so that logs survive failures — :attr:`log_dir`). ``timeout``: seconds
+    to wait for the cluster and the job server. ``tm_memory``/``jm_memory``: each process's total
+    memory; ``tm_network``: a TaskManager's network buffer memory (Flink sizes). Artifacts default to the runner cache
+    (:func:`fair_forge_beam.testing.runners.flink_artifacts`). :meth:`start` raises
+    ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
+    a process exits or the cluster is not ready in time; it stops what it started before raising.
+    """
+
+    def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
+                 tm_memory: str = "1600m", jm_memory: str = "1024m",
+                 tm_network: str = "320m"):
+        self.task_managers = task_managers
+        self.workdir = Path(workdir) if workdir else None
+        self.timeout = timeout
+        self.tm_memory, self.jm_memory, self.tm_network = tm_memory, jm_memory, tm_network
+        self.procs: list[subprocess.Popen] = []
+        self.pids: list[int] = []
+        self.rest_port = self.job_port = self.artifact_port = 0
+
+    # ---- paths
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "log"
+
+    @property
+    def job_endpoint(self) -> str:
+        return f"localhost:{self.job_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def runner_args(self) -> list[str]:
+        """Beam pipeline options that run a pipeline on this cluster (parallelism = TaskManagers)."""
+        return [
+            "--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}",
+            "--environment_type=PROCESS",
+            "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / "beam-boot")}, separators=(",", ":")),
+            f"--parallelism={self.task_managers}",
+            # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
+            # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
+            # worker, re-importing the package and reloading models every time.
+            "--environment_cache_millis=60000",
+        ]
+
+    # ---- start
+    def _write_config(self, home: Path) -> Path:
+        import yaml
+
+        conf = self.workdir / "conf"
+        if conf.exists():
+            shutil.rmtree(conf)
+        shutil.copytree(home / "conf", conf)
+        doc = yaml.safe_load((conf / "config.yaml").read_text(encoding="utf-8")) or {}
+        self.rest_port, rpc_port = free_port(), free_port()
+        for key, value in {
+            "jobmanager.bind-host": "127.0.0.1", "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": rpc_port, "jobmanager.memory.process.size": self.jm_memory,
+            "taskmanager.bind-host": "127.0.0.1", "taskmanager.host": "127.0.0.1",
+            "taskmanager.numberOfTaskSlots": 1, "taskmanager.memory.process.size": self.tm_memory,
+            # Beam's batch translation writes blocking (sort-shuffle) partitions, each of which
+            # takes taskmanager.network.sort-shuffle.min-buffers (default 512) network buffers:
+            # with the defaults the audit failed with "Insufficient number of network buffers:
+            # required 512" (also with 320 MB of network memory). 64 buffers per partition and a
+            # fixed network memory make room for all of the job's partitions.
+            "taskmanager.network.sort-shuffle.min-buffers": 64,
+            "taskmanager.memory.network.min": self.tm_network, "taskmanager.memory.network.max": self.tm_network,
+            "parallelism.default": self.task_managers,
+            "rest.address": "127.0.0.1", "rest.bind-address": "127.0.0.1", "rest.port": self.rest_port,
+            # A loaded 2-core machine (CI, six engineers) answered a submitTask call after more
+            # than the default 10 s ask timeout, failing the job: allow minutes, not seconds.
+            "pekko.ask.timeout": "120 s", "heartbeat.timeout": 180000,
+            "io.tmp.dirs": str(self.workdir / "tmp"), "web.tmpdir": str(self.workdir / "tmp"),
+            "env.pid.dir": str(self.workdir / "pid"), "env.log.dir": str(self.log_dir),
+        }.items():
+            _set(doc, key, value)
+        (conf / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=True), encoding="utf-8")
+        return conf
+
+    def _write_worker_command(self, boot: Path) -> None:
+        bindir = self.workdir / "bin"
+        bindir.mkdir(parents=True, exist_ok=True)
+        py = bindir / "python"
+        if py.is_symlink() or py.exists():
+            py.unlink()
+        py.symlink_to(sys.executable)  # the boot binary runs "python" from PATH
+        script = bindir / "beam-boot"
+        script.write_text(
+            "#!/bin/sh\n"
+            "# Beam's Python boot binary, running the interpreter that started this cluster.\n"
+            f"PATH='{bindir}':'{Path(sys.executable).parent}':\"$PATH\"\n"
+            "RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1\n"
+            "export PATH RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT\n"
+            f"exec '{boot}' --semi_persist_dir='{self.workdir / 'worker'}' \"$@\"\n",
+            encoding="utf-8")
+        script.chmod(0o755)
+
+    def _spawn(self, name: str, cmd: list[str], env: dict) -> None:
+        log = open(self.log_dir / f"{name}.out", "ab")
+        try:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True)
+        finally:
+            log.close()
+        self.procs.append(proc)
+        self.pids.append(proc.pid)
+
+    def _check_alive(self) -> None:
+        for p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"a cluster process exited with code {p.returncode} ({p.args[0]}):\n{self.log_tail()}")
+
+    def _get_json(self, path: str):
+        with urllib.request.urlopen(self.rest_url + path, timeout=5) as r:
+            return json.load(r)
+
+    def start(self) -> "FlinkCluster":
+        from fair_forge_beam.testing import runners as rn
+
+        art = rn.flink_artifacts()
+        missing = [k for k, v in art.items() if v is None]
+        if missing:
+            raise FileNotFoundError(f"Flink artifacts missing ({', '.join(missing)}) in {rn.cache_dir()} "
+                                    f"(run .ci/get_runners.sh)")
+        java = shutil.which("java")
+        if not java:
+            raise FileNotFoundError("no java on PATH (Flink needs a JDK 11 or 17)")
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="ffb-flink-"))
+        for sub in ("log", "tmp", "pid", "worker", "artifacts"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        home = art["flink_home"]
+        conf = self._write_config(home)
+        self._write_worker_command(art["boot"])
+        env = {**os.environ, "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(self.log_dir),
+               "FLINK_PID_DIR": str(self.workdir / "pid")}
+        try:
+            self._spawn("jobmanager", [str(home / "bin" / "jobmanager.sh"), "start-foreground"], env)
+            for i in range(self.task_managers):
+                self._spawn(f"taskmanager-{i}", [str(home / "bin" / "taskmanager.sh"), "start-foreground"], env)
+            self._wait(self._task_managers_registered, "TaskManagers to register")
+            self.job_port, self.artifact_port = free_port(), free_port()
+            import yaml
+
+            java_opts = yaml.safe_load((conf / "config.yaml").read_text())["env"]["java"]["opts"]["all"].split()
+            self._spawn("job-server", [
+                java, "-Xmx512m", *java_opts, "-cp", f"{art['job_server_lib']}/*", _JOB_SERVER_MAIN,
+                f"--flink-master=127.0.0.1:{self.rest_port}", f"--flink-conf-dir={conf}",
+                "--job-host=localhost", f"--job-port={self.job_port}", f"--artifact-port={self.artifact_port}",
+                "--expansion-port=-1", f"--artifacts-dir={self.workdir / 'artifacts'}",
+            ], env)
+            self._wait(self._job_server_listens, "the job server to listen")
+        except BaseException:
+            self.stop()
+            raise
+        self._save_state()
+        return self
+
+    def _task_managers_registered(self) -> bool:
+        try:
+            return len(self._get_json("/taskmanagers").get("taskmanagers", [])) >= self.task_managers
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+
+    def _job_server_listens(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.job_port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def _wait(self, ready, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if ready():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"timed out after {self.timeout:.0f} s waiting for {what}:\n{self.log_tail()}")
+
+    # ---- state (for the command line)
+    def _save_state(self) -> None:
+        (self.workdir / _STATE).write_text(json.dumps({
+            "pids": self.pids, "task_managers": self.task_managers, "rest_port": self.rest_port,
+            "job_port": self.job_port, "artifact_port": self.artifact_port}), encoding="utf-8")
+
+    @classmethod
+    def attach(cls, workdir: os.PathLike) -> "FlinkCluster":
+        """The cluster recorded in ``workdir`` by a :meth:`start` of another process."""
+        state = json.loads((Path(workdir) / _STATE).read_text(encoding="utf-8"))
+        c = cls(task_managers=state["task_managers"], workdir=workdir)
+        c.pids, c.rest_port = state["pids"], state["rest_port"]
+        c.job_port, c.artifact_port = state["job_port"], state["artifact_port"]
+        return c
+
+    # ---- stop
+    def stop(self, timeout: float = 30.0) -> None:
+        """End the processes this cluster started (each one's process group: the JVM, and the SDK
+        workers a TaskManager started), job server first. Idempotent; logs are kept."""
+        for pid in reversed(self.pids):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + timeout
+        for pid in reversed(self.pids):
+            while time.monotonic() < deadline and _alive(pid, self.procs):
+                time.sleep(0.2)
+            if _alive(pid, self.procs):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs, self.pids = [], []
+        if self.workdir is not None and (self.workdir / _STATE).exists():
+            (self.workdir / _STATE).unlink()
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of each log file of the cluster (for failure messages)."""
+        if self.workdir is None or not self.log_dir.is_dir():
+            return ""
+        out = []
+        for f in sorted(self.log_dir.iterdir()):
+            if f.is_file() and f.suffix in (".out", ".log"):
+                text = f.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+                out.append(f"--- {f}\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def __enter__(self) -> "FlinkCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _alive(pid: int, procs: list[subprocess.Popen]) -> bool:
+    for p in procs:
+        if p.pid == pid:
+            return p.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie of another parent counts as ended
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m fair_forge_beam.testing.flink_cluster",
+        description="Start or stop a local Flink cluster (JobManager, TaskManagers, Beam job server) "
+                    "from the artifacts of .ci/get_runners.sh.")
+    ap.add_argument("action", choices=["start", "stop", "args"])
+    ap.add_argument("--dir", required=True, help="working folder: configuration, logs, state")
+    ap.add_argument("--task-managers", type=int, default=2)
+    a = ap.parse_args(argv)
+    if a.action == "start":
+        if (Path(a.dir) / _STATE).exists():
+            print(f"a cluster is already recorded in {a.dir}; stop it first", file=sys.stderr)
+            return 2
+        try:
+            c = FlinkCluster(task_managers=a.task_managers, workdir=a.dir).start()
+        except (FileNotFoundError, RuntimeError) as e:
+            print(f"could not start the cluster: {e}", file=sys.stderr)
+            return 1
+        c.procs = []  # the processes outlive this command
+        print(f"Flink cluster up: web UI {c.rest_url}, job server {c.job_endpoint}, logs {c.log_dir}")
+        print("pipeline options: " + " ".join(c.runner_args()))
+        return 0
+    try:
+        c = FlinkCluster.attach(a.dir)
+    except FileNotFoundError:
+        print(f"no cluster recorded in {a.dir}", file=sys.stderr)
+        return 1
+    if a.action == "args":
+        print(" ".join(c.runner_args()))
+    else:
+        c.stop()
+        print(f"stopped; logs kept in {c.log_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
