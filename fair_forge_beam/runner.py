@@ -42,7 +42,10 @@ def to_json_line(record) -> str:
     """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON)."""
     if hasattr(record, "_asdict"):
         record = record._asdict()
-    return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str)
+    from fair_forge_beam.io.edge import scrub_json_text
+
+    # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
+    return scrub_json_text(json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str))
 
 
 def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> None:
