@@ -76,6 +76,31 @@ class ReadError(NamedTuple):
     raw: str
 
 
+def checked_record(item: Any) -> Any:
+    """An object record (JSON file element, Parquet row, retriever item) made safe to cross a
+    Beam boundary, or a :class:`ReadError` saying why it cannot be.
+
+    Pydantic objects are dumped; dicts and lists pass :func:`fair_forge_beam.io.edge.check_value`
+    (nesting bound, no lone surrogate, JSON values — Parquet timestamps become ISO 8601 text);
+    text with a lone surrogate is rejected; other text and bytes are parsed later. Coders
+    cannot encode a lone surrogate and recurse into nesting, so this runs before any output.
+    """
+    try:
+        if hasattr(item, "model_dump"):
+            item = item.model_dump()
+        if isinstance(item, str):
+            if edge.has_surrogates(item):
+                raise edge.RecordRejected(edge._surrogate_reason("record text", item))
+            return item
+        if isinstance(item, (bytes, ReadError)):
+            return item
+        return edge.check_value(item, convert=True)
+    except edge.RecordRejected as exc:
+        return ReadError(str(exc), dead_letter("read", "", item).raw)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return ReadError(f"cannot read record ({type(exc).__name__}: {exc})", f"<{type(item).__name__}>")
+
+
 def detect_format(path: str) -> Optional[str]:
     """``"jsonl"``, ``"json"``, ``"parquet"`` or ``None`` from a file name."""
     p = path.lower()
@@ -572,11 +597,9 @@ class _ReadJsonFile(beam.DoFn):
         # a string element is a value, not JSON text to parse again (it would be read as a
         # record, or "" dropped as a blank line): it is a dead letter like any non-object
         return [
-            beam.pvalue.TaggedOutput(
-                DEAD, dead_letter("read", "record is a str, not an object", rec, source=f"{path}:{i}")
-            )
+            (path, i, ReadError("record is a str, not an object", dead_letter("read", "", rec).raw))
             if isinstance(rec, str)
-            else (path, i, rec)
+            else (path, i, checked_record(rec))
             for i, rec in enumerate(items)
         ]
 
@@ -607,7 +630,10 @@ class _ReadParquetRowGroup(beam.DoFn):
                 table = pf.read_row_group(rg)
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
             return [(path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))]
-        return [(path, offset + i, {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table.to_pylist())]
+        return [
+            (path, offset + i, checked_record({k: v for k, v in row.items() if v is not None}))
+            for i, row in enumerate(table.to_pylist())
+        ]
 
 
 # ------------------------------------------------------------------ retrievers
@@ -626,7 +652,7 @@ class _RunRetriever(beam.DoFn):
             )
         source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
         for i, item in enumerate(data):
-            yield (source, i, item)
+            yield (source, i, checked_record(item))
 
 
 # ------------------------------------------------------------------ the PTransform

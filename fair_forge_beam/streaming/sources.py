@@ -124,7 +124,9 @@ class _ReadRetrieverFn(beam.DoFn):
                 return
             if not tracker.try_claim(position):
                 return
-            rec = _as_dict(item)
+            from fair_forge_beam.io.read import checked_record
+
+            rec = checked_record(_as_dict(item))  # hostile records become ReadErrors here, before any coder
             ts = self._timestamp(rec)
             yield TimestampedValue((self.source, position, rec), ts)
             if ts > watermark.current_watermark():
