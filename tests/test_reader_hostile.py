@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fair_forge_beam.io.retriever import Retriever
 from tests.conftest import FNAPI
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,15 +148,38 @@ def test_json_file_with_one_record_too_deep_keeps_the_others(tmp_path):
     assert dead[0]["source"] == f"{f}:1"
 
 
-def test_retriever_and_parquet_records_get_the_same_checks(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class HostileRetriever(Retriever):
+    """Python objects straight from a user's loader: no JSON text in between."""
 
-    t = pa.table({"session_id": ["p1", "p2"], "assistant_id": ["a", "a"], "qa_id": ["q", "q"], "query": ["h", "h"],
-                  "assistant": ["happy", "sad"]})
-    pq.write_table(t, tmp_path / "ok.parquet")
-    inter, dead, _ = _read_outputs(str(tmp_path / "ok.parquet"), tmp_path)
-    assert sorted(x["element_id"] for x in inter) == ["p1/a/0", "p2/a/0"] and not dead
+    def load_dataset(self):
+        deep: list = []
+        for _ in range(5000):  # built without recursion, deeper than any coder can follow
+            deep = [deep]
+        bad_qa = _session("r-sur")
+        bad_qa["conversation"][0]["qa_id"] = "q\ud800"
+        dated = _session("r-date")
+        dated["conversation"][0]["agentic"] = {"at": dt.datetime(2024, 1, 1, 12), "cost": __import__("decimal").Decimal("1.5")}
+        return [_session("r-ok"), bad_qa, {**_session("r-deep"), "context": "", "extra": deep}, dated]
+
+
+def test_retriever_records_get_the_same_checks(tmp_path):
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+
+    out = tmp_path / "out"
+
+    def build(p):
+        res = p | ReadInteractions(retriever=HostileRetriever)
+        write_jsonl(res["interactions"] | "I" >> beam.Map(lambda x: x._asdict()), str(out / "i"), "I")
+        write_jsonl(res["dead_letter"], str(out / "d"), "D")
+
+    _run(build)  # main: UnicodeEncodeError / RecursionError in the coder
+    inter, dead = read_jsonl_shards(str(out / "i")), read_jsonl_shards(str(out / "d"))
+    assert sorted(x["element_id"] for x in inter) == ["r-date/a/0", "r-ok/a/0"]
+    dated = next(x for x in inter if x["session_id"] == "r-date")
+    assert dated["agentic"] == {"at": "2024-01-01T12:00:00+00:00", "cost": 1.5}
+    assert sorted(d["reason"].split(" ")[0] for d in dead) == ["conversation.0.qa_id", "nested"]
 
 
 # ============================================================== item 6: the main job
