@@ -307,7 +307,7 @@ class _ParseRecord(beam.DoFn):
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         return [
             beam.pvalue.TaggedOutput(
-                _STREAMED, (key, (order, sb.turn_index, sb.metadata.model_dump(), sb.batch.model_dump(), event_time, 1, False))
+                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time)), 1, False))
             )
         ]
 
@@ -357,10 +357,15 @@ class _ParseRecord(beam.DoFn):
                 key = session_unit_key(meta.session_id, meta.assistant_id)
                 order = (-1, *position_key, i)
                 yield beam.pvalue.TaggedOutput(
-                    _STREAMED, (key, (order, None, meta.model_dump(), b.model_dump(), event_time, len(conv), True))
+                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time)), len(conv), True))
                 )
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
+
+
+class _SessionKey(NamedTuple):
+    session_id: str
+    assistant_id: str
 
 
 class _OrderStreamed(beam.DoFn):
@@ -392,17 +397,19 @@ class _OrderStreamed(beam.DoFn):
         session_records: dict[tuple, None] = {}
         n_streamed = 0
         meta = None
-        for order, given_turn, meta_d, batch_d, event_time, _, from_session in items:
-            meta = SessionMetadata.model_validate(meta_d)
-            b = Batch.model_validate(batch_d)
-            seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+        for order, given_turn, fields, _, from_session in items:
+            # validated when parsed: only the turn index (and so the element id) is set here
+            x = Interaction(*fields)
+            turn = first_slot[tuple(order[:3])] + order[3]
+            meta = _SessionKey(x.session_id, x.assistant_id)
+            seen[x.qa_id] = seen.get(x.qa_id, 0) + 1
             if given_turn is not None:
                 explicit[given_turn] = explicit.get(given_turn, 0) + 1
             if from_session:
                 session_records.setdefault(tuple(order[1:3]), None)
             else:
                 n_streamed += 1
-            yield _interaction(meta, b, first_slot[tuple(order[:3])] + order[3], event_time)
+            yield x._replace(turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
         if meta is None:
             return
         if len(session_records) > 1 or (session_records and n_streamed):
