@@ -1,7 +1,8 @@
 """Humanity: emotional entropy and emotion alignment with the reference answer (spec §6.5).
 
-Per interaction (exactly as spec §6.5): tokens = lower-cased ``\\b\\w+\\b`` matches of the
-answer; each token found in the emotion lexicon adds 1 to each of its emotions; the
+Per interaction (spec §6.5): tokens = lower-cased ``\\b\\w+\\b`` matches of the answer after
+the shared normalisation (:mod:`fair_forge_beam.components.text`: NFKC, zero-width characters
+and soft hyphens dropped, a contraction such as "don't" one word — issue 13 item 10); each token found in the emotion lexicon adds 1 to each of its emotions; the
 distribution is ``P(e) = count_e / Σ counts`` (all 0 with no hit); entropy
 ``H = −Σ_{P>0} P log₂ P`` (bits, 0…3); Spearman's ρ between the reference answer's and the
 answer's 8-vectors (``scipy.stats.spearmanr``, average ranks), 0 when either vector has zero
