@@ -46,7 +46,11 @@ def to_json_line(record) -> str:
 
     if hasattr(record, "_asdict"):
         record = record._asdict()
-    return scrub_known(json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=str))
+    from fair_forge_beam.io.edge import scrub_json_text
+
+    # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
+    return scrub_known(scrub_json_text(json.dumps(record, ensure_ascii=False, allow_nan=False,
+                                                  separators=(",", ":"), default=str)))
 
 
 def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> None:

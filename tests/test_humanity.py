@@ -286,9 +286,16 @@ def test_tokeniser_spec_example():
     assert toks == _ref_tokens("Hello, World! This is a test.")
 
 
-@given(st.lists(st.sampled_from(list("aBc_9 ,.!?'-\tÉé日本") + ["happy", "Angry", "WOW"]), max_size=30).map("".join))
+@given(st.lists(st.sampled_from(list("aBc_9 ,.!?-\tÉé日本") + ["happy", "Angry", "WOW"]), max_size=30).map("".join))
 def test_tokeniser_matches_regex_lowercase(text):
+    # without apostrophes, invisible characters or compatibility forms: upstream's regex exactly
     assert tokenize(text) == re.findall(r"\b\w+\b", text.lower())
+
+
+@given(st.lists(st.sampled_from(list("aBc_9 ,.!?'-\tÉé日本") + ["happy", "Angry", "WOW", "don't"]), max_size=30).map("".join))
+def test_tokeniser_keeps_contractions(text):
+    # issue 13 item 10: an apostrophe between word characters joins them into one word
+    assert tokenize(text) == re.findall(r"\w+(?:'\w+)*", text.lower())
 
 
 def test_emotion_set_is_the_spec_set():

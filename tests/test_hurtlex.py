@@ -176,7 +176,8 @@ def test_toxigen_table_matches_docstring(shared_dir):
     got = {(lvl, exc): (round(100 * n, 1), round(100 * h, 1)) for lvl, exc, n, h in rates}
     assert got == {
         ("inclusive", False): (74.4, 77.2),
-        ("inclusive", True): (42.1, 55.1),
+        # 54.8 (was 55.1): "can’t" is one word now, no longer the HurtLex lemma "can" (issue 13 item 10)
+        ("inclusive", True): (42.1, 54.8),
         ("conservative", False): (42.4, 58.4),
         ("conservative", True): (19.9, 34.1),
     }

@@ -21,9 +21,10 @@ from abc import ABC, abstractmethod
 from typing import Mapping, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key, file_key
+from fair_forge_beam.components.text import normalize_text, tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
-__all__ = ["EMOTIONS", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
+__all__ = ["EMOTIONS", "tokenize", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
 
 #: Plutchik's eight emotions, in the order of every count vector (spec §6.5).
 EMOTIONS: tuple[str, ...] = ("anger", "anticipation", "disgust", "fear", "joy", "sadness", "surprise", "trust")
@@ -39,10 +40,25 @@ def _indices(emotions) -> tuple[int, ...]:
     return tuple(sorted({_INDEX[e.strip().lower()] for e in emotions if e.strip().lower() in _INDEX}))
 
 
+def _normalized_table(table: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Entries keyed as text tokens are (:func:`~fair_forge_beam.components.text.normalize_text`:
+    NFKC, invisible characters dropped, lower case), so an entry written with decomposed accents
+    or full-width letters is found; entries that become equal are merged (union of emotions)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for word, idx in table.items():
+        key = normalize_text(word).strip()
+        if key in out and out[key] != tuple(idx):
+            out[key] = tuple(sorted(set(out[key]) | set(idx)))
+        else:
+            out.setdefault(key, tuple(idx))
+    return out
+
+
 class EmotionLexicon(ABC):
     """token -> emotions, per language. Subclasses implement :meth:`load`.
 
-    ``table(language)`` returns ``{lower-case token: tuple of emotion indices into EMOTIONS}``
+    ``table(language)`` returns ``{normalised token: tuple of emotion indices into EMOTIONS}``
+    (keys normalised like the text, :func:`fair_forge_beam.components.text.normalize_text`)
     or ``None`` when the lexicon has no entries for that language. The tables are read-only.
 
     ``shared_key()`` — hashable identity of the loaded tables, or ``None`` (default for custom
@@ -66,7 +82,7 @@ class EmotionLexicon(ABC):
         return None
 
     def _build(self) -> SharedDict:
-        return SharedDict({normalize_language(k): dict(v) for k, v in self.load().items()})
+        return SharedDict({normalize_language(k): _normalized_table(v) for k, v in self.load().items()})
 
     def _ensure(self):
         if self._tables is None:

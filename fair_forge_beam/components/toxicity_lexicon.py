@@ -12,7 +12,10 @@ Pieces:
 
 Matching (differs from upstream on purpose, spec §17 item 8):
 
-* text tokens = ``re.findall(r"\\b\\w+\\b", text.lower())`` (Unicode ``\\w``) — as upstream;
+* text tokens = :func:`fair_forge_beam.components.text.tokenize` (shared with Humanity): NFKC,
+  invisible characters (zero-width, soft hyphen) dropped, lower case, Unicode ``\\w`` runs,
+  contractions ("don't") one word except in elision languages (Italian "l'idiota" → ``l
+  idiota``) — upstream's ``\\b\\w+\\b`` for any other text (issue 13 item 10);
 * each lemma is tokenised the same way, so **multi-word lemmas** ("gag reel") and **hyphenated
   lemmas** ("half-wit" → ``half wit``) are matched as token n-grams; upstream only ever matched
   single-token lemmas. Lemmas with no ``\\w`` character (the emoji rows of HurtLex) can never
@@ -54,7 +57,7 @@ reproduce with ``python -m fair_forge_beam.components.toxicity_lexicon <seed_sen
 level           neutral group terms  neutral with ≥1 match  hate with ≥1 match
 ==============  ===================  =====================  ==================
 inclusive       kept (= upstream*)   74.4 %                 77.2 %
-inclusive       excluded (default)   42.1 %                 55.1 %
+inclusive       excluded (default)   42.1 %                 54.8 %
 conservative    kept                 42.4 %                 58.4 %
 conservative    excluded             19.9 %                 34.1 %
 ==============  ===================  =====================  ==================
@@ -76,12 +79,12 @@ from __future__ import annotations
 import csv
 import importlib.resources
 import io
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key
+from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = [
@@ -114,12 +117,11 @@ HURTLEX_FILES: dict[str, str] = {
 }
 LEVELS = ("inclusive", "conservative")
 
-_TOKEN_RE = re.compile(r"\b\w+\b")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased ``\\b\\w+\\b`` tokens (Unicode), as upstream (spec §6.1 step 6)."""
-    return _TOKEN_RE.findall(text.lower())
+def tokenize(text: str, language: Optional[str] = None) -> list[str]:
+    """Normalised word tokens shared with Humanity's NRC lookup
+    (:func:`fair_forge_beam.components.text.tokenize`: NFKC, invisible characters dropped,
+    contractions kept as one word except in elision languages, lower case)."""
+    return _shared_tokenize(text, language)
 
 
 #: Case-001 stop list: neutral descriptors of groups/people, per canonical language.
@@ -161,18 +163,19 @@ NEUTRAL_GROUP_TERMS: dict[str, frozenset[str]] = {
 }
 
 
-def _lemma_key(lemma: str) -> tuple[str, ...]:
-    return tuple(tokenize(lemma))
+def _lemma_key(lemma: str, language: Optional[str] = None) -> tuple[str, ...]:
+    return tuple(tokenize(lemma, language))
 
 
 _NEUTRAL_KEYS: dict[str, frozenset[tuple[str, ...]]] = {
-    lang: frozenset(_lemma_key(t) for t in terms) for lang, terms in NEUTRAL_GROUP_TERMS.items()
+    lang: frozenset(_lemma_key(t, lang) for t in terms) for lang, terms in NEUTRAL_GROUP_TERMS.items()
 }
 
 
 def is_neutral_group_term(lemma: str, language: str) -> bool:
     """True when ``lemma`` (compared after tokenisation) is on the case-001 stop list for ``language``."""
-    return _lemma_key(lemma) in _NEUTRAL_KEYS.get(normalize_language(language), frozenset())
+    lang = normalize_language(language)
+    return _lemma_key(lemma, lang) in _NEUTRAL_KEYS.get(lang, frozenset())
 
 
 class ToxicEntry(NamedTuple):
@@ -289,7 +292,7 @@ class HurtLexLoader(ToxicityLoader):
                 if self.level == "conservative" and level != "conservative":
                     continue
                 lemma = (row.get("lemma") or "").strip()
-                if not lemma or _lemma_key(lemma) in stop:
+                if not lemma or _lemma_key(lemma, lang) in stop:
                     continue
                 entries.append(ToxicEntry(lemma, (row.get("category") or "").strip(), level))
             out[lang] = entries
@@ -342,11 +345,11 @@ class _Index:
 
     __slots__ = ("table", "lengths")
 
-    def __init__(self, entries: Iterable[ToxicEntry]):
+    def __init__(self, entries: Iterable[ToxicEntry], language: Optional[str] = None):
         cats: dict[tuple[str, ...], dict[str, None]] = {}
         display: dict[tuple[str, ...], str] = {}
         for e in entries:
-            key = _lemma_key(e.lemma)
+            key = _lemma_key(e.lemma, language)
             if not key:  # emoji-only lemmas: no \w token, can never match
                 continue
             display.setdefault(key, e.lemma.strip().lower())
@@ -392,7 +395,7 @@ class ToxicLexiconMatcher:
             self._indexes = SharedDict() if key is None else acquire(("toxicity-index", type(self.loader).__qualname__, *key), SharedDict)
         if language not in self._indexes:
             entries = self.loader.entries(language)
-            self._indexes.setdefault(language, None if entries is None else _Index(entries))
+            self._indexes.setdefault(language, None if entries is None else _Index(entries, language))
         return self._indexes[language]
 
     def match(self, text: str, language: Optional[str] = "english") -> Optional[LexiconMatch]:
@@ -401,10 +404,11 @@ class ToxicLexiconMatcher:
         ``language`` is normalised (``"en"``, ``"English"`` → ``"english"``); ``None`` or ``""``
         means ``"english"`` as upstream (spec §6.1 step 5).
         """
-        index = self._index(normalize_language(language or "english"))
+        language = normalize_language(language or "english")
+        index = self._index(language)
         if index is None:
             return None
-        toks = tokenize(text or "")
+        toks = tokenize(text or "", language)
         n = len(toks)
         matched: list[tuple[str, str]] = []
         categories: dict[str, int] = {}

@@ -86,15 +86,34 @@ class QualityWarning(NamedTuple):
 def dead_letter(
     stage: str, reason: str, raw: Any, element_id: Optional[str] = None, source: Optional[str] = None, max_raw: int = 100_000
 ) -> DeadLetter:
-    """Build a :class:`DeadLetter`; non-string ``raw`` is JSON-encoded, long text truncated."""
+    """Build a :class:`DeadLetter`; non-string ``raw`` is JSON-encoded, long text truncated.
+
+    Never raises on hostile input: a ``raw`` too deeply nested to serialise is replaced by a
+    note saying so, and lone surrogates in any of the strings are replaced by their visible
+    escape text (``\\ud800``, :func:`~fair_forge_beam.io.edge.scrub_surrogates`), so the dead
+    letter can always be written as UTF-8.
+    """
+    from fair_forge_beam.io.edge import scrub_json_text, scrub_surrogates
+
     if not isinstance(raw, str):
         try:
-            raw = json.dumps(raw, ensure_ascii=False, default=str)
+            raw = scrub_json_text(json.dumps(raw, ensure_ascii=False, default=str))
+        except RecursionError:
+            raw = f"<{type(raw).__name__} nested too deeply to reproduce>"
         except (TypeError, ValueError):
-            raw = repr(raw)
+            try:
+                raw = repr(raw)
+            except RecursionError:
+                raw = f"<{type(raw).__name__} nested too deeply to reproduce>"
     if len(raw) > max_raw:
         raw = raw[:max_raw] + f"... [truncated, {len(raw)} characters in all]"
-    return DeadLetter(stage=stage, reason=reason, element_id=element_id, raw=raw, source=source)
+    return DeadLetter(
+        stage=scrub_surrogates(stage),
+        reason=scrub_surrogates(reason),
+        element_id=scrub_surrogates(element_id),
+        raw=scrub_surrogates(raw),
+        source=scrub_surrogates(source),
+    )
 
 
 class _JsonTupleCoder(beam.coders.Coder):
@@ -103,11 +122,15 @@ class _JsonTupleCoder(beam.coders.Coder):
     def __init__(self, cls):
         self._cls = cls
 
+    # "surrogatepass": a lone surrogate that reached an element (e.g. in a judge's reply)
+    # round-trips through the coder instead of failing the bundle; writers scrub it.
     def encode(self, value):
-        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+            "utf-8", "surrogatepass"
+        )
 
     def decode(self, encoded):
-        return self._cls(*json.loads(encoded.decode("utf-8")))
+        return self._cls(*json.loads(encoded.decode("utf-8", "surrogatepass")))
 
     def is_deterministic(self):
         return True

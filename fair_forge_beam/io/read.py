@@ -13,9 +13,18 @@ Sources (DESIGN §3):
   | ``.parquet``                     | one row per session (nested ``conversation``), per | row groups    |
   |                                  | ``StreamedBatch`` (``metadata``/``batch``) or flat |               |
 
-Every interaction gets a stable ``turn_index``: its position in ``conversation`` for session
-records; for streamed records (one interaction each), the rank within its session of
-``(turn_index field if given, source file, position in file)`` — never arrival order.
+Every interaction gets a stable ``turn_index``: the rank within its session (key
+``(session_id, assistant_id)``) of ``(declared turn_index or -1, source file, position in the
+file, position in the record's conversation)`` — never arrival order. A session held in one
+record keeps its conversation positions 0, 1, ...; a session split over several records or
+files gets one numbering over all of them (distinct records keep distinct element ids), with a
+``session_split`` data-quality warning. (Streaming runs, which cannot wait for "all records of
+a session", use the conversation position or the declared ``turn_index`` as they come.)
+
+Edge checks (:mod:`fair_forge_beam.io.edge`): records nested deeper than
+:data:`~fair_forge_beam.io.edge.MAX_NESTING` levels, strings with lone surrogates, values with
+no JSON form are dead letters; Parquet timestamps become ISO 8601 strings (event time reads
+them); JSON text in UTF-16/UTF-32 (BOM, or the zero-byte pattern of RFC 8259 §8.1) is decoded.
 
 Outputs (a dict of PCollections): ``interactions`` (:class:`Interaction`), ``dead_letter``
 (:class:`DeadLetter` ``{stage: "read", reason, element_id, raw}``) and ``quality``
@@ -43,6 +52,7 @@ from fair_forge_beam.io.elements import (
     make_element_id,
     session_unit_key,
 )
+from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
 
@@ -64,6 +74,31 @@ class ReadError(NamedTuple):
 
     reason: str
     raw: str
+
+
+def checked_record(item: Any) -> Any:
+    """An object record (JSON file element, Parquet row, retriever item) made safe to cross a
+    Beam boundary, or a :class:`ReadError` saying why it cannot be.
+
+    Pydantic objects are dumped; dicts and lists pass :func:`fair_forge_beam.io.edge.check_value`
+    (nesting bound, no lone surrogate, JSON values — Parquet timestamps become ISO 8601 text);
+    text with a lone surrogate is rejected; other text and bytes are parsed later. Coders
+    cannot encode a lone surrogate and recurse into nesting, so this runs before any output.
+    """
+    try:
+        if hasattr(item, "model_dump"):
+            item = item.model_dump()
+        if isinstance(item, str):
+            if edge.has_surrogates(item):
+                raise edge.RecordRejected(edge._surrogate_reason("record text", item))
+            return item
+        if isinstance(item, (bytes, ReadError)):
+            return item
+        return edge.check_value(item, convert=True)
+    except edge.RecordRejected as exc:
+        return ReadError(str(exc), dead_letter("read", "", item).raw)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return ReadError(f"cannot read record ({type(exc).__name__}: {exc})", f"<{type(item).__name__}>")
 
 
 def detect_format(path: str) -> Optional[str]:
@@ -196,11 +231,26 @@ class _ParseRecord(beam.DoFn):
             if not text.strip():
                 return []  # blank line: not a record
             try:
-                rec = json.loads(text)
+                rec = edge.loads(text)
+            except edge.RecordRejected as exc:
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", str(exc), text, source=where))]
             except ValueError as exc:
                 return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON: {exc}", text, source=where))]
         else:
-            rec = payload
+            # objects from Parquet rows or a retriever: the same edge checks as parsed text;
+            # Parquet/Python temporal and decimal values become JSON values (ISO 8601, float)
+            try:
+                if hasattr(payload, "model_dump"):  # pydantic objects from a retriever
+                    payload = payload.model_dump()
+                rec = edge.check_value(payload, convert=True)
+            except edge.RecordRejected as exc:
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", str(exc), payload, source=where))]
+            except (RecursionError, ValueError, TypeError) as exc:
+                return [
+                    beam.pvalue.TaggedOutput(
+                        DEAD, dead_letter("read", f"cannot read record ({type(exc).__name__}: {exc})", repr(type(payload)), source=where)
+                    )
+                ]
         return self._record(where, rec, (str(source), int(position)))
 
     def _record(self, where, rec, position_key=("", 0)):
@@ -213,7 +263,7 @@ class _ParseRecord(beam.DoFn):
                 )
             ]
         if "conversation" in rec:
-            return list(self._session(where, rec))
+            return list(self._session(where, rec, position_key))
         original = rec
         if not _is_streamed(rec):
             if "conversations" in rec or "session_id" not in rec:
@@ -254,14 +304,14 @@ class _ParseRecord(beam.DoFn):
                 ]
             return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time)]
         key = session_unit_key(sb.metadata.session_id, sb.metadata.assistant_id)
-        order = (sb.turn_index if sb.turn_index is not None else -1, *position_key)
+        order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         return [
             beam.pvalue.TaggedOutput(
-                _STREAMED, (key, (order, sb.turn_index, sb.metadata.model_dump(), sb.batch.model_dump(), event_time))
+                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time)), 1, False))
             )
         ]
 
-    def _session(self, where, rec):
+    def _session(self, where, rec, position_key=("", 0)):
         header = {k: v for k, v in rec.items() if k != "conversation"}
         try:
             meta = SessionMetadata.model_validate(header)
@@ -298,35 +348,94 @@ class _ParseRecord(beam.DoFn):
                     DEAD, dead_letter("read", f"conversation[{i}]: {bad_time}", {**header, "conversation": [raw_batch]}, eid, where)
                 )
                 continue
-            seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
-            yield _interaction(meta, b, i, event_time)
-        yield from _duplicate_qa_warnings(meta, seen)
+            if self.streaming:
+                seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+                yield _interaction(meta, b, i, event_time)
+            else:
+                # ranked with every other record of the same session (it may be split over
+                # records or files): no declared turn, then file, position, place in the record
+                key = session_unit_key(meta.session_id, meta.assistant_id)
+                order = (-1, *position_key, i)
+                yield beam.pvalue.TaggedOutput(
+                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time)), len(conv), True))
+                )
+        if self.streaming:
+            yield from _duplicate_qa_warnings(meta, seen)
+
+
+class _SessionKey(NamedTuple):
+    session_id: str
+    assistant_id: str
 
 
 class _OrderStreamed(beam.DoFn):
-    """Assign ``turn_index`` to a session's streamed records by their stable order key."""
+    """Assign ``turn_index`` to all interactions of one session — from session records and
+    from streamed/flat records alike — in a stable order that never depends on arrival.
+
+    Records are ordered by ``(declared turn_index or -1, source, position in source)``; a
+    session record occupies as many turn slots as its ``conversation`` has entries (rejected
+    ones included, so a session in one record keeps its conversation positions), a streamed
+    record one slot. ``turn_index`` = the record's first slot + the position in the record:
+    distinct records always get distinct turn indices, hence distinct element ids.
+
+    Data-quality warnings: a session found in several session records (e.g. split over two
+    files), a repeated declared ``turn_index``, a repeated ``qa_id``.
+    """
 
     def process(self, kv):
         _, items = kv
         items = sorted(items, key=lambda it: it[0])
+        slots: dict[tuple, int] = {}  # record key -> number of turn slots, in record order
+        for order, *_rest, n_slots, _ in items:
+            slots.setdefault(tuple(order[:3]), n_slots)
+        first_slot, nxt = {}, 0
+        for rk, n in slots.items():
+            first_slot[rk] = nxt
+            nxt += n
         seen: dict[str, int] = {}
         explicit: dict[int, int] = {}
+        session_records: dict[tuple, None] = {}
+        n_streamed = 0
         meta = None
-        for i, (_, given_turn, meta_d, batch_d, event_time) in enumerate(items):
-            meta = SessionMetadata.model_validate(meta_d)
-            b = Batch.model_validate(batch_d)
-            seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
+        for order, given_turn, fields, _, from_session in items:
+            # validated when parsed: only the turn index (and so the element id) is set here
+            x = Interaction(*fields)
+            turn = first_slot[tuple(order[:3])] + order[3]
+            meta = _SessionKey(x.session_id, x.assistant_id)
+            seen[x.qa_id] = seen.get(x.qa_id, 0) + 1
             if given_turn is not None:
                 explicit[given_turn] = explicit.get(given_turn, 0) + 1
-            yield _interaction(meta, b, i, event_time)
-        if meta is not None:
-            yield from _duplicate_qa_warnings(meta, seen)
-            yield from _repeat_warnings(
-                meta,
-                "duplicate_turn_index",
-                explicit,
-                lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position",
+            if from_session:
+                session_records.setdefault(tuple(order[1:3]), None)
+            else:
+                n_streamed += 1
+            yield x._replace(turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
+        if meta is None:
+            return
+        if len(session_records) > 1 or (session_records and n_streamed):
+            places = [f"{src}:{pos}" for src, pos in session_records]
+            files = sorted({src for src, _ in session_records})
+            parts = f"{len(session_records)} session records ({', '.join(places[:5])}{', ...' if len(places) > 5 else ''})"
+            if n_streamed:
+                parts += f" and {n_streamed} single-interaction records"
+            yield beam.pvalue.TaggedOutput(
+                QUALITY,
+                QualityWarning(
+                    "session_split",
+                    f"{meta.session_id}/{meta.assistant_id}",
+                    f"session {meta.session_id!r} of assistant {meta.assistant_id!r} is found in {parts}"
+                    f"{' across ' + str(len(files)) + ' files' if len(files) > 1 else ''}; they are merged into one "
+                    "session whose turns are numbered by (declared turn_index, file, position in file, position in "
+                    "the conversation), so every interaction keeps its own element_id",
+                ),
             )
+        yield from _duplicate_qa_warnings(meta, seen)
+        yield from _repeat_warnings(
+            meta,
+            "duplicate_turn_index",
+            explicit,
+            lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position",
+        )
 
 
 def records_to_interactions(
@@ -372,6 +481,14 @@ class _JsonLinesSource(FileBasedSource):
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
+            encoding = edge.text_encoding(f.read(4))
+            f.seek(0)
+            if encoding not in ("utf-8", "utf-8-sig"):
+                # UTF-16/32 lines cannot be cut at b"\n": the reader of the first range decodes
+                # the whole file; the readers of later ranges have nothing to do
+                if start == 0 and offset_range_tracker.try_claim(0):
+                    yield from _decoded_lines(file_name, f.read(), encoding)
+                return
             pos = 0
             if start > 0:
                 f.seek(start - 1)
@@ -401,6 +518,10 @@ class _JsonLinesSource(FileBasedSource):
             with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
                 fileobj=raw
             ) as f:
+                encoding = edge.text_encoding(f.peek(4)[:4])
+                if encoding not in ("utf-8", "utf-8-sig"):
+                    yield from _decoded_lines(file_name, f.read(), encoding)
+                    return
                 for line in f:
                     yield (file_name, pos, line)
                     pos += len(line)
@@ -416,6 +537,25 @@ class _JsonLinesSource(FileBasedSource):
             )
 
 
+def _decoded_lines(file_name: str, data: bytes, encoding: str):
+    """``(file, character offset, line text)`` of a whole JSON Lines file in a UTF-16/UTF-32
+    ``encoding`` (the BOM, if any, is dropped); a file that does not decode is one
+    :class:`ReadError` naming the file and the encoding."""
+    try:
+        text = data.decode(encoding).lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        yield (
+            file_name,
+            0,
+            ReadError(f"file {file_name} looks like {encoding.upper()} (by its first bytes) but does not decode as it: {exc}", ""),
+        )
+        return
+    pos = 0
+    for line in text.split("\n"):
+        yield (file_name, pos, line)
+        pos += len(line) + 1
+
+
 class _ReadJsonFile(beam.DoFn):
     def process(self, readable):
         path = readable.metadata.path
@@ -427,13 +567,48 @@ class _ReadJsonFile(beam.DoFn):
                     DEAD, dead_letter("read", f"cannot read file {path} ({type(exc).__name__}: {exc})", "", source=path)
                 )
             ]
+        encoding = edge.text_encoding(raw)
         try:
-            data = json.loads(raw.decode("utf-8-sig"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            text = raw.decode("utf-8", errors="replace")
+            text = raw.decode(encoding).lstrip("\ufeff")
+        except UnicodeDecodeError as exc:
+            return [
+                beam.pvalue.TaggedOutput(
+                    DEAD,
+                    dead_letter(
+                        "read", f"JSON file {path} is not valid {encoding.upper()} text: {exc}", raw.decode("utf-8", "replace"), source=path
+                    ),
+                )
+            ]
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            # one element too deep to parse must not take the others with it: parse them one by one
+            parts = edge.split_top_level_array(text)
+            if parts is None:
+                return [
+                    beam.pvalue.TaggedOutput(
+                        DEAD,
+                        dead_letter(
+                            "read",
+                            f"JSON file {path} is nested deeper than the JSON parser can follow "
+                            f"(records are limited to {edge.MAX_NESTING} levels)",
+                            text,
+                            source=path,
+                        ),
+                    )
+                ]
+            return [(path, i, part) for i, part in enumerate(parts)]
+        except ValueError as exc:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON file {path}: {exc}", text, source=path))]
         items = data if isinstance(data, list) else [data]
-        return [(path, i, rec) for i, rec in enumerate(items)]
+        # a string element is a value, not JSON text to parse again (it would be read as a
+        # record, or "" dropped as a blank line): it is a dead letter like any non-object
+        return [
+            (path, i, ReadError("record is a str, not an object", dead_letter("read", "", rec).raw))
+            if isinstance(rec, str)
+            else (path, i, checked_record(rec))
+            for i, rec in enumerate(items)
+        ]
 
 
 class _ParquetRowGroups(beam.DoFn):
@@ -462,7 +637,10 @@ class _ReadParquetRowGroup(beam.DoFn):
                 table = pf.read_row_group(rg)
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
             return [(path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))]
-        return [(path, offset + i, {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table.to_pylist())]
+        return [
+            (path, offset + i, checked_record({k: v for k, v in row.items() if v is not None}))
+            for i, row in enumerate(table.to_pylist())
+        ]
 
 
 # ------------------------------------------------------------------ retrievers
@@ -481,7 +659,7 @@ class _RunRetriever(beam.DoFn):
             )
         source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
         for i, item in enumerate(data):
-            yield (source, i, item)
+            yield (source, i, checked_record(item))
 
 
 # ------------------------------------------------------------------ the PTransform

@@ -1,7 +1,8 @@
 """Humanity: emotional entropy and emotion alignment with the reference answer (spec §6.5).
 
-Per interaction (exactly as spec §6.5): tokens = lower-cased ``\\b\\w+\\b`` matches of the
-answer; each token found in the emotion lexicon adds 1 to each of its emotions; the
+Per interaction (spec §6.5): tokens = lower-cased ``\\b\\w+\\b`` matches of the answer after
+the shared normalisation (:mod:`fair_forge_beam.components.text`: NFKC, zero-width characters
+and soft hyphens dropped, a contraction such as "don't" one word — issue 13 item 10); each token found in the emotion lexicon adds 1 to each of its emotions; the
 distribution is ``P(e) = count_e / Σ counts`` (all 0 with no hit); entropy
 ``H = −Σ_{P>0} P log₂ P`` (bits, 0…3); Spearman's ρ between the reference answer's and the
 answer's 8-vectors (``scipy.stats.spearmanr``, average ranks), 0 when either vector has zero
@@ -21,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import typing
 from typing import NamedTuple, Optional, Sequence
 
@@ -30,6 +30,8 @@ import numpy as np
 from scipy import stats as sps
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
+from fair_forge_beam.components.text import tokenize as _shared_tokenize
+from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
@@ -51,22 +53,24 @@ from fair_forge_beam.streaming.combine import combine_per_key
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
-_TOKEN = re.compile(r"\b\w+\b")
 DEAD = "dead_letter"
 QUALITY = "quality"
 UNITS = "units"
 
 
 # ------------------------------------------------------------------ per-interaction formulas
-def tokenize(text: Optional[str]) -> list[str]:
-    """Lower-cased ``\\b\\w+\\b`` tokens (spec §6.5): "Hello, World! This is a test." -> 6 tokens."""
-    return _TOKEN.findall(text.lower()) if text else []
+def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
+    """Normalised word tokens, shared with Toxicity's HurtLex matching
+    (:func:`fair_forge_beam.components.text.tokenize`: NFKC, zero-width characters and soft
+    hyphens dropped, lower case, contractions one word): "Hello, World! This is a test." -> 6
+    tokens (spec §6.5); "I don't know." -> ``["i", "don't", "know"]``."""
+    return _shared_tokenize(text, language)
 
 
-def emotion_counts(text: Optional[str], table: dict) -> tuple[int, ...]:
+def emotion_counts(text: Optional[str], table: dict, language: Optional[str] = None) -> tuple[int, ...]:
     """Count vector over :data:`EMOTIONS`: +1 per emotion of every token found in ``table``."""
     counts = [0] * len(EMOTIONS)
-    for tok in tokenize(text):
+    for tok in tokenize(text, language):
         for i in table.get(tok, ()):
             counts[i] += 1
     return tuple(counts)
@@ -179,8 +183,9 @@ class _ScoreHumanity(beam.DoFn):
                     ),
                 )
             ]
-        counts = emotion_counts(x.assistant, table)
-        gt_counts = emotion_counts(x.ground_truth_assistant, table)
+        lang = normalize_language(x.language)
+        counts = emotion_counts(x.assistant, table, lang)
+        gt_counts = emotion_counts(x.ground_truth_assistant, table, lang)
         return [
             HumanityScore(
                 element_id=x.element_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from fair_forge_beam.schemas.common import BaseMetric, Estimate
 
@@ -33,15 +33,31 @@ class AnswerCorrectnessOutput(BaseModel):
 
 
 class ToolCorrectnessScore(BaseModel):
-    """Deterministic tool-use correctness (spec §6.7); every number in [0, 1]."""
+    """Deterministic tool-use correctness (spec §6.7); every number in [0, 1].
 
-    tool_selection_accuracy: float = Field(ge=0.0, le=1.0)
+    ``tool_selection_accuracy`` is the original's ``tool_selection_correct`` (renamed here: it
+    is a fraction, not a flag). The original name stays readable: it is accepted when building
+    or validating a score (``ToolCorrectnessScore(tool_selection_correct=0.5, ...)``,
+    ``model_validate`` of a dict written by the original) and is an attribute of every score;
+    outputs use ``tool_selection_accuracy``. README "Differences" lists every renamed field.
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    tool_selection_accuracy: float = Field(
+        ge=0.0, le=1.0, validation_alias=AliasChoices("tool_selection_accuracy", "tool_selection_correct")
+    )
     parameter_accuracy: float = Field(ge=0.0, le=1.0)
     sequence_correct: float = Field(ge=0.0, le=1.0)
     result_utilization: float = Field(ge=0.0, le=1.0)
     overall_correctness: float = Field(ge=0.0, le=1.0)
     is_correct: bool
     reasoning: str = ""
+
+    @property
+    def tool_selection_correct(self) -> float:
+        """The original's name of :attr:`tool_selection_accuracy` (same value)."""
+        return self.tool_selection_accuracy
 
 
 class AgenticInteraction(BaseMetric):

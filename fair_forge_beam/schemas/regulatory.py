@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from fair_forge_beam.schemas.common import BaseMetric, Estimate
 
@@ -46,18 +46,26 @@ class RegulatoryChunk(BaseModel):
 
     ``similarity``: cosine similarity of the chunk to the query or the answer (the higher of the
     two), rounded to 4 decimals, in [−1, 1] (≥ the retrieval threshold); ``checker_score`` ∈
-    [0, 1]: the checker's confidence (judge) or reranker score (reranker checker).
+    [0, 1]: the checker's confidence (judge) or reranker score (reranker checker) — the
+    original's ``reranker_score``, still accepted under that name and readable as an attribute.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     text: str
     source: str
     chunk_index: int
     similarity: float = Field(ge=-1.0, le=1.0)
-    checker_score: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    checker_score: Optional[float] = Field(
+        default=None, ge=0.0, le=1.0, validation_alias=AliasChoices("checker_score", "reranker_score")
+    )
     verdict: Literal["SUPPORTS", "CONTRADICTS", "IRRELEVANT"]
     insight: str = ""
+
+    @property
+    def reranker_score(self) -> Optional[float]:
+        """The original's name of :attr:`checker_score` (same value)."""
+        return self.checker_score
 
 
 class RegulatoryInteraction(BaseMetric):

@@ -124,7 +124,9 @@ class _ReadRetrieverFn(beam.DoFn):
                 return
             if not tracker.try_claim(position):
                 return
-            rec = _as_dict(item)
+            from fair_forge_beam.io.read import checked_record
+
+            rec = checked_record(_as_dict(item))  # hostile records become ReadErrors here, before any coder
             ts = self._timestamp(rec)
             yield TimestampedValue((self.source, position, rec), ts)
             if ts > watermark.current_watermark():
@@ -186,12 +188,23 @@ class _ReadLines(beam.DoFn):
     position); an unreadable file → one ``ReadError`` record naming it."""
 
     def process(self, readable):
-        from fair_forge_beam.io.read import ReadError
+        from fair_forge_beam.io import edge
+        from fair_forge_beam.io.read import ReadError, _decoded_lines
 
         path = readable.metadata.path
         try:
             with readable.open() as f:
+                head = f.read(4)
+                encoding = edge.text_encoding(head)
+                if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16/32: decode the whole file
+                    yield from _decoded_lines(path, head + f.read(), encoding)
+                    return
+                first = head + (f.readline() if head else b"")
+                *complete, tail = first.split(b"\n")
                 pos = 0
+                for line in [c + b"\n" for c in complete] + ([tail] if tail else []):
+                    yield (path, pos, line)
+                    pos += len(line)
                 for line in f:
                     yield (path, pos, line)
                     pos += len(line)

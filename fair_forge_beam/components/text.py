@@ -1,0 +1,69 @@
+"""One text normaliser and tokeniser for every lexicon (NRC emotions for Humanity, HurtLex for
+Toxicity), applied to the answers and to the lexicon entries alike.
+
+:func:`normalize_text`, in this order:
+
+1. invisible format characters are removed (list below) and typographic apostrophes
+   (U+2019, U+02BC, U+2018) become ``'``;
+2. Unicode NFKC (UAX #15): full-width and other compatibility forms fold to their ordinary
+   letters (``"ＨＡＴＥ"`` → ``"HATE"``, ``"ﬁ"`` → ``"fi"``), and a letter followed by combining
+   accents composes to the precomposed letter (``"e\\u0301"`` → ``"é"``), so both spellings of
+   a word are one token;
+   The format characters removed: soft hyphen U+00AD, zero-width space / non-joiner
+   / joiner U+200B–U+200D, word joiner U+2060, BOM U+FEFF, the other invisible operators and
+   bidirectional marks (U+061C, U+180E, U+200E–U+200F, U+202A–U+202E, U+2061–U+2064,
+   U+2066–U+2069) — so ``"h\\u200bate"`` and ``"hat\\u00ade"`` read as ``"hate"``;
+3. lower case (``str.lower``).
+
+:func:`tokenize` then takes words as runs of Unicode word characters (``\\w``) joined by
+apostrophes: ``"I don't know."`` → ``["i", "don't", "know"]`` — a contraction stays one word,
+so it no longer counts as the lexicon entry ``"don"`` (upstream's ``\\b\\w+\\b`` split it into
+``"don"`` and ``"t"``). In languages that elide articles and prepositions with an apostrophe
+(:data:`ELISION_LANGUAGES`: Italian, French, Catalan, Portuguese) the apostrophe separates
+words instead, as upstream: ``"l'idiota"`` → ``["l", "idiota"]``. Apostrophes and quotes at
+the edges of a word are not part of it (``"'hello'"`` → ``["hello"]``).
+
+Text without apostrophes, format characters or compatibility forms tokenises exactly as
+upstream's ``re.findall(r"\\b\\w+\\b", text.lower())`` (spec §6.1 step 6, §6.5).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Optional
+
+__all__ = ["ELISION_LANGUAGES", "normalize_text", "tokenize"]
+
+#: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
+#: in which an apostrophe marks elision between two words rather than a contraction.
+ELISION_LANGUAGES = frozenset({"italian", "french", "catalan", "portuguese"})
+
+_INVISIBLE = "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
+             "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
+_TRANSLATE = {ord(c): None for c in _INVISIBLE}
+_TRANSLATE.update({0x2019: "'", 0x02BC: "'", 0x2018: "'"})
+
+_WORD = re.compile(r"\w+(?:'\w+)*")
+_WORD_ELISION = re.compile(r"\w+")
+
+
+def normalize_text(text: Optional[str]) -> str:
+    """NFKC, invisible format characters removed, typographic apostrophes as ``'``, lower case
+    (see the module docstring). ``None`` → ``""``."""
+    if not text:
+        return ""
+    return unicodedata.normalize("NFKC", text.translate(_TRANSLATE)).translate(_TRANSLATE).lower()
+
+
+def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
+    """Words of :func:`normalize_text` ``(text)``: ``\\w`` runs joined by inner apostrophes
+    (contractions are one word), except in :data:`ELISION_LANGUAGES` where ``'`` separates.
+
+    ``language``: a canonical language name (``"english"``, ``"italian"``, ...) or ``None``
+    (contractions kept, the English rule). Returns ``[]`` for ``None`` or empty text.
+    """
+    norm = normalize_text(text)
+    if not norm:
+        return []
+    pattern = _WORD_ELISION if language in ELISION_LANGUAGES else _WORD
+    return pattern.findall(norm)

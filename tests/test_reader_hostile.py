@@ -1,0 +1,388 @@
+"""Issue 13 items 6, 7 and 11: no record can crash a run; one session split over two files;
+encodings and types at the edge. Every test here failed on main before the fix (main: a
+``RecursionError`` / ``UnicodeEncodeError`` ended the pipeline, a UTF-16 file gave a phantom
+record, a Parquet timestamp was a dead letter, a split session repeated an element id)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fair_forge_beam.io.retriever import Retriever
+from tests.conftest import FNAPI
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _session(sid, n=1, aid="a", **extra):
+    return {
+        "session_id": sid,
+        "assistant_id": aid,
+        "language": "english",
+        "context": "",
+        "conversation": [
+            {"qa_id": f"q{t}", "query": f"question {t}", "assistant": "I am happy and I trust you"} for t in range(n)
+        ],
+        **extra,
+    }
+
+
+DEEP_ARRAY = "[" * 10_000 + "]" * 10_000
+DEEP_FIELD = json.dumps(
+    {**_session("deep-field"), "conversation": [{"qa_id": "q0", "query": "q", "assistant": "a", "agentic": {"x": json.loads("[" * 600 + "]" * 600)}}]}
+)
+SURROGATE_LINES = {
+    "session_id": '{"session_id":"s\\ud800","assistant_id":"a","conversation":[{"qa_id":"q0","query":"h","assistant":"happy"}]}',
+    "qa_id": '{"session_id":"s-qa","assistant_id":"a","conversation":[{"qa_id":"q\\ud800","query":"h","assistant":"happy"}]}',
+    "language": '{"session_id":"s-lang","assistant_id":"a","language":"en\\udfff","conversation":[{"qa_id":"q0","query":"h","assistant":"happy"}]}',
+    # a record that is rejected for another reason and also holds a surrogate (main: UnicodeEncodeError on write)
+    "dead": '{"session_id":"s-dead\\ud800","assistant_id":"a","conversations":[]}',
+}
+
+
+def _run(pipeline_fn):
+    """Build and run a pipeline on FnApiRunner; ``pipeline_fn(p)`` attaches the checks."""
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    p = TestPipeline(runner=FNAPI, blocking=True)
+    pipeline_fn(p)
+    p.run().wait_until_finish()
+
+
+def _read_outputs(pattern, tmp_path, **kw):
+    """(interactions, dead letters, quality warnings) of ``ReadInteractions(pattern)``, as lists."""
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+
+    out = tmp_path / "out"
+
+    def build(p):
+        res = p | ReadInteractions(pattern, **kw)
+        write_jsonl(res["interactions"] | "I" >> beam.Map(lambda x: x._asdict()), str(out / "i"), "I")
+        write_jsonl(res["dead_letter"], str(out / "d"), "D")
+        write_jsonl(res["quality"], str(out / "q"), "Q")
+
+    _run(build)
+    return tuple(read_jsonl_shards(str(out / n)) for n in ("i", "d", "q"))
+
+
+# ============================================================== item 6: hostile records
+def test_edge_loads_bounds_nesting_and_rejects_surrogates():
+    from fair_forge_beam.io import edge
+
+    with pytest.raises(edge.RecordRejected, match="nested more than 64 levels"):
+        edge.loads(DEEP_ARRAY)
+    with pytest.raises(edge.RecordRejected, match=r"conversation\.0\.agentic"):
+        edge.loads(DEEP_FIELD)
+    for field, line in SURROGATE_LINES.items():
+        with pytest.raises(edge.RecordRejected, match="lone surrogate U\\+D[8F]"):
+            edge.loads(line)
+    # a surrogate *pair* is one character, not an error; 64 levels are allowed, 65 are not
+    assert edge.loads('{"a": "\\ud83d\\ude00"}') == {"a": "\U0001F600"}
+    assert edge.loads("[" * 64 + "]" * 64) is not None
+    with pytest.raises(edge.RecordRejected):
+        edge.loads("[" * 65 + "]" * 65)
+
+
+def test_split_top_level_array_respects_strings():
+    from fair_forge_beam.io.edge import split_top_level_array
+
+    assert split_top_level_array('[1, {"a": "x,]\\"["}, [[2, 3]] ]') == ["1", ' {"a": "x,]\\"["}', " [[2, 3]] "]
+    assert split_top_level_array("[]") == []
+    assert split_top_level_array('{"a": 1}') is None
+    assert split_top_level_array("[1] [2]") is None
+
+
+def test_dead_letter_and_json_lines_are_always_utf8():
+    from fair_forge_beam.io.elements import DeadLetterCoder, dead_letter
+    from fair_forge_beam.runner import to_json_line
+
+    nested: list = []
+    for _ in range(sys.getrecursionlimit() + 100):  # deeper than json.dumps can follow (Beam may raise the limit)
+        nested = [nested]
+    d = dead_letter("read", "bad \ud800 reason", {"session_id": "s\udc00"}, "e\ud800", "f\ud800")
+    line = to_json_line(d)
+    line.encode("utf-8")  # main: UnicodeEncodeError
+    back = json.loads(line)
+    assert back["reason"] == "bad \\ud800 reason" and back["element_id"] == "e\\ud800"
+    assert json.loads(back["raw"]) == {"session_id": "s\\udc00"}
+    assert dead_letter("read", "deep", nested).raw == "<list nested too deeply to reproduce>"
+    # the coder round-trips a surrogate that reached an element (e.g. from a judge reply)
+    from fair_forge_beam.io.elements import DeadLetter
+
+    raw = DeadLetter("judge", "r", None, "x\ud800y")
+    assert DeadLetterCoder().decode(DeadLetterCoder().encode(raw)) == raw
+    assert to_json_line({"reasoning": "x\ud800"}).encode("utf-8")
+
+
+def test_hostile_jsonl_records_are_dead_letters_and_good_ones_read(tmp_path):
+    lines = [json.dumps(_session("g1", 2)), DEEP_FIELD, DEEP_ARRAY, json.dumps(_session("g2"))]
+    lines += list(SURROGATE_LINES.values()) + [json.dumps(_session("g3"))]
+    f = tmp_path / "hostile.jsonl"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    inter, dead, _ = _read_outputs(str(f), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["g1/a/0", "g1/a/1", "g2/a/0", "g3/a/0"]
+    reasons = sorted(d["reason"].split(" (")[0].split(";")[0] for d in dead)
+    assert len(dead) == 6
+    assert sum("nested more than 64 levels deep" in d["reason"] for d in dead) == 2
+    for field in ("session_id", "conversation.0.qa_id", "language"):
+        assert any(d["reason"].startswith(f"{field} holds a lone surrogate") for d in dead), (field, reasons)
+    for d in dead:
+        json.dumps(d, ensure_ascii=False).encode("utf-8")
+
+
+def test_json_file_with_one_record_too_deep_keeps_the_others(tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text("[" + json.dumps(_session("j1")) + "," + DEEP_ARRAY + "," + json.dumps(_session("j2")) + "]", encoding="utf-8")
+    inter, dead, _ = _read_outputs(str(f), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["j1/a/0", "j2/a/0"]
+    assert len(dead) == 1 and "nested more than 64 levels" in dead[0]["reason"]
+    assert dead[0]["source"] == f"{f}:1"
+
+
+class HostileRetriever(Retriever):
+    """Python objects straight from a user's loader: no JSON text in between."""
+
+    def load_dataset(self):
+        deep: list = []
+        for _ in range(5000):  # built without recursion, deeper than any coder can follow
+            deep = [deep]
+        bad_qa = _session("r-sur")
+        bad_qa["conversation"][0]["qa_id"] = "q\ud800"
+        dated = _session("r-date")
+        dated["conversation"][0]["agentic"] = {"at": dt.datetime(2024, 1, 1, 12), "cost": __import__("decimal").Decimal("1.5")}
+        return [_session("r-ok"), bad_qa, {**_session("r-deep"), "context": "", "extra": deep}, dated]
+
+
+def test_retriever_records_get_the_same_checks(tmp_path):
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+
+    out = tmp_path / "out"
+
+    def build(p):
+        res = p | ReadInteractions(retriever=HostileRetriever)
+        write_jsonl(res["interactions"] | "I" >> beam.Map(lambda x: x._asdict()), str(out / "i"), "I")
+        write_jsonl(res["dead_letter"], str(out / "d"), "D")
+
+    _run(build)  # main: UnicodeEncodeError / RecursionError in the coder
+    inter, dead = read_jsonl_shards(str(out / "i")), read_jsonl_shards(str(out / "d"))
+    assert sorted(x["element_id"] for x in inter) == ["r-date/a/0", "r-ok/a/0"]
+    dated = next(x for x in inter if x["session_id"] == "r-date")
+    assert dated["agentic"] == {"at": "2024-01-01T12:00:00+00:00", "cost": 1.5}
+    assert sorted(d["reason"].split(" ")[0] for d in dead) == ["conversation.0.qa_id", "nested"]
+
+
+# ============================================================== item 6: the main job
+def test_main_job_survives_hostile_records(tmp_path):
+    lines = [json.dumps(_session("g1", 2)), DEEP_FIELD, DEEP_ARRAY, json.dumps(_session("g2"))]
+    lines += list(SURROGATE_LINES.values()) + [json.dumps(_session("g3"))]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # item 7 in the same run: session "g1" continues in a second file
+    (tmp_path / "in" / "b.jsonl").write_text(json.dumps(_session("g1", 1)) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "pipelines.audit", "--input", str(tmp_path / "in" / "*.jsonl"), "--metrics", "humanity",
+         "--output", str(out), "--no-report"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    dead = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(dead) == 6
+    import pyarrow.parquet as pq
+
+    ids = pq.read_table(out / "results.parquet").column("element_id").to_pylist()
+    assert sorted(ids) == ["g1/a/0", "g1/a/1", "g1/a/2", "g2/a/0", "g3/a/0"]
+    quality = [json.loads(x) for x in (out / "data_quality.jsonl").read_text(encoding="utf-8").splitlines()]
+    # both records of g1 hold a "q0": the split and the repeated qa_id are both reported
+    assert sorted(q["kind"] for q in quality if q["key"] == "g1/a") == ["duplicate_qa_id", "session_split"]
+
+
+# ============================================================== item 7: one session, two files
+def test_session_split_over_two_files_keeps_distinct_ids(tmp_path):
+    a = _session("S", 2)
+    b = {**_session("S", 1), "conversation": [{"qa_id": "q9", "query": "x", "assistant": "I fear it"}]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(a) + "\n", encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(json.dumps(b) + "\n", encoding="utf-8")
+    inter, dead, quality = _read_outputs(str(tmp_path / "*.jsonl"), tmp_path)
+    got = sorted((x["element_id"], x["qa_id"], x["turn_index"]) for x in inter)
+    # ranked by (declared turn: none, file, position, place in the conversation)
+    assert got == [("S/a/0", "q0", 0), ("S/a/1", "q1", 1), ("S/a/2", "q9", 2)]
+    assert not dead
+    split = [q for q in quality if q["kind"] == "session_split"]
+    assert len(split) == 1 and split[0]["key"] == "S/a" and "2 session records" in split[0]["message"]
+
+
+def test_session_record_and_streamed_record_of_one_session(tmp_path):
+    rows = [json.dumps(_session("S", 2)),
+            json.dumps({"session_id": "S", "assistant_id": "a", "qa_id": "late", "query": "q", "assistant": "x"})]
+    (tmp_path / "m.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    inter, _, quality = _read_outputs(str(tmp_path / "m.jsonl"), tmp_path)
+    assert sorted((x["element_id"], x["qa_id"]) for x in inter) == [("S/a/0", "q0"), ("S/a/1", "q1"), ("S/a/2", "late")]
+    assert [q["kind"] for q in quality] == ["session_split"]
+
+
+def test_one_session_record_keeps_conversation_positions(tmp_path):
+    s = _session("S", 3)
+    s["conversation"][1]["weight"] = -1  # rejected: the others keep positions 0 and 2
+    (tmp_path / "s.jsonl").write_text(json.dumps(s) + "\n", encoding="utf-8")
+    inter, dead, quality = _read_outputs(str(tmp_path / "s.jsonl"), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["S/a/0", "S/a/2"]
+    assert len(dead) == 1 and not quality
+
+
+# ============================================================== item 11: encodings, types
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-8-sig"])
+def test_utf16_and_utf32_jsonl_read_as_text(tmp_path, encoding):
+    text = "\n".join(json.dumps(_session(f"u{i}"), ensure_ascii=False) for i in range(3)) + "\n"
+    f = tmp_path / "u.jsonl"
+    f.write_bytes(text.encode(encoding))
+    inter, dead, _ = _read_outputs(str(f), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["u0/a/0", "u1/a/0", "u2/a/0"]
+    assert dead == []
+
+
+def test_utf16_json_and_gzip_jsonl(tmp_path):
+    import gzip
+
+    (tmp_path / "u.json").write_bytes(json.dumps([_session("j0"), _session("j1")]).encode("utf-16"))
+    inter, dead, _ = _read_outputs(str(tmp_path / "u.json"), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["j0/a/0", "j1/a/0"] and not dead
+    text = "\n".join(json.dumps(_session(f"z{i}")) for i in range(2))
+    (tmp_path / "z.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-16")))
+    inter, dead, _ = _read_outputs(str(tmp_path / "z.jsonl.gz"), tmp_path / "gz")
+    assert sorted(x["element_id"] for x in inter) == ["z0/a/0", "z1/a/0"] and not dead
+
+
+def test_bom_marked_file_that_does_not_decode_is_one_dead_letter(tmp_path):
+    f = tmp_path / "bad.jsonl"
+    f.write_bytes(b"\xff\xfe" + "{}".encode("utf-16-le") + b"\x00\xd8")  # UTF-16LE BOM, then a cut surrogate
+    inter, dead, _ = _read_outputs(str(f), tmp_path)
+    assert inter == [] and len(dead) == 1
+    assert "looks like UTF-16" in dead[0]["reason"] and str(f) in dead[0]["reason"]
+
+
+@pytest.mark.parametrize("unit,tz", [("us", None), ("ns", None), ("ms", "UTC"), ("s", "Europe/Rome")])
+def test_parquet_timestamp_column_is_event_time(tmp_path, unit, tz):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    when = [dt.datetime(2024, 1, 1, 12, 0, 0), dt.datetime(2024, 1, 2, 0, 0, 30)]
+    arr = pa.array(when, pa.timestamp(unit))
+    if tz:
+        arr = pa.array([w.replace(tzinfo=dt.timezone.utc) for w in when], pa.timestamp(unit, tz=tz))
+    t = pa.table({"session_id": ["p1", "p2"], "assistant_id": ["a", "a"], "qa_id": ["q", "q"], "query": ["h", "h"],
+                  "assistant": ["happy", "sad"], "created": arr, "day": pa.array([dt.date(2024, 1, 1)] * 2, pa.date32())})
+    pq.write_table(t, tmp_path / "ts.parquet")
+    inter, dead, _ = _read_outputs(str(tmp_path / "ts.parquet"), tmp_path, timestamp_field="created")
+    assert dead == []
+    got = sorted((x["element_id"], x["event_time"]) for x in inter)
+    assert got == [("p1/a/0", 1704110400.0), ("p2/a/0", 1704153630.0)]
+
+
+# ============================================================== item 6: reader fuzz test
+_SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+def _valid_session(draw, i):
+    n = draw(st.integers(1, 3))
+    conv = [{"qa_id": draw(_SAFE_TEXT), "query": draw(_SAFE_TEXT), "assistant": draw(_SAFE_TEXT)} for _ in range(n)]
+    return {"session_id": f"s{i}-" + draw(_SAFE_TEXT), "assistant_id": "a" + draw(_SAFE_TEXT), "conversation": conv}, n
+
+
+@st.composite
+def _records(draw):
+    """A list of ``(json text, interactions it holds)``: 0 means the record must be a dead letter."""
+    out = []
+    for i in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["valid", "valid", "deep_array", "deep_field", "surrogate", "junk_json", "not_json"]))
+        if kind == "valid":
+            rec, n = _valid_session(draw, i)
+            out.append((json.dumps(rec, ensure_ascii=draw(st.booleans())), n))
+        elif kind == "deep_array":
+            d = draw(st.sampled_from([65, 200, 999, 1001, 5000]))
+            out.append(("[" * d + "]" * d, 0))
+        elif kind == "deep_field":
+            rec, _ = _valid_session(draw, i)
+            d = draw(st.sampled_from([70, 600, 2000]))
+            text = json.dumps(rec)
+            out.append((text[:-1] + ', "extra": ' + "{\"k\":" * d + "1" + "}" * d + "}", 0))
+        elif kind == "surrogate":
+            rec, _ = _valid_session(draw, i)
+            field = draw(st.sampled_from(["session_id", "assistant_id", "qa_id", "query", "assistant", "language", "key"]))
+            lone = draw(st.sampled_from(["\\ud800", "\\udbff", "\\udc00", "\\udfff"]))
+            if field in ("session_id", "assistant_id", "language"):
+                rec[field] = "MARK"
+            elif field == "key":
+                rec["conversation"][0]["MARK"] = 1
+            else:
+                rec["conversation"][0][field] = "MARK"
+            out.append((json.dumps(rec).replace("MARK", "x" + lone + "y", 1), 0))
+        elif kind == "junk_json":
+            v = draw(st.recursive(st.none() | st.booleans() | st.integers() | _SAFE_TEXT,
+                                  lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "x"]), c, max_size=3),
+                                  max_leaves=6))
+            out.append((json.dumps(v), 0))
+        else:
+            junk = draw(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\ufeff"), min_size=1, max_size=20))
+            if not junk.strip():
+                junk = "x" + junk
+            try:
+                json.loads(junk)
+                junk = "{" + junk  # make sure it is not JSON
+            except ValueError:
+                pass
+            out.append((junk, 0))
+    return out
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(records=_records(), encoding=st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32-be"]))
+def test_fuzz_readers_never_crash_and_account_for_every_record(tmp_path_factory, records, encoding):
+    """JSONL (in several encodings) and JSON files of hostile records: the run completes, and
+    interactions read + records dead-lettered = what the input holds; element ids are unique."""
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    d = tmp_path_factory.mktemp("fuzz")
+    (d / "f.jsonl").write_bytes(("\n".join(t for t, _ in records) + "\n").encode(encoding))
+    json_records = [t for t, _ in records if not _is_junk(t)]
+    (d / "f.json").write_text("[" + ",".join(json_records) + "]", encoding="utf-8")
+    expected_jsonl = (sum(n for _, n in records), sum(1 for _, n in records if n == 0))
+    expected_json = (sum(n for t, n in records if not _is_junk(t)), sum(1 for t, n in records if n == 0 and not _is_junk(t)))
+
+    def unique(ids):
+        assert len(ids) == len(set(ids)), ids
+
+    def build(p):
+        for label, pattern, (n_inter, n_dead) in (("L", "f.jsonl", expected_jsonl), ("J", "f.json", expected_json)):
+            res = p | f"{label}Read" >> ReadInteractions(str(d / pattern))
+            assert_that(res["interactions"] | f"{label}CountI" >> beam.combiners.Count.Globally(), equal_to([n_inter]), label=f"{label}I")
+            assert_that(res["dead_letter"] | f"{label}CountD" >> beam.combiners.Count.Globally(), equal_to([n_dead]), label=f"{label}D")
+            ids = res["interactions"] | f"{label}Ids" >> beam.Map(lambda x: x.element_id)
+            assert_that(ids | f"{label}All" >> beam.combiners.ToList(), lambda got: [unique(g) for g in got], label=f"{label}U")
+            # every dead letter can be written as UTF-8
+            res["dead_letter"] | f"{label}Utf8" >> beam.Map(lambda x: json.dumps(x._asdict(), ensure_ascii=False).encode("utf-8"))
+
+    _run(build)
+
+
+def _is_junk(text: str) -> bool:
+    """Lines that are not JSON cannot be elements of a JSON file; they are left out of it."""
+    try:
+        json.loads(text)
+    except RecursionError:
+        return False
+    except ValueError:
+        return True
+    return False
