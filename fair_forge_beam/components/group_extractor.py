@@ -200,7 +200,9 @@ class EmbeddingGroupExtractor(GroupExtractor):
 
     For a text with embedding ``e`` and a group ``g`` with prototype embeddings ``p_1..p_m``:
     ``score_g = round(max_j e·p_j, 6)`` and ``present = score_g ≥ threshold_g``;
-    ``best_prototype``/``best_prototype_index`` = the first ``j`` reaching the maximum. With
+    ``best_prototype``/``best_prototype_index`` = the first ``j`` reaching the maximum. A text
+    longer than the embedder's window (MiniLM: 256 word pieces) is read in windows and ``e·p_j``
+    is the best over its windows (:meth:`similarities`), never just its beginning. With
     ``normalize_embeddings`` (default) ``e`` and ``p_j`` are L2-normalised first (norm clipped at
     1e-12, as upstream), so the dot product is the cosine similarity, in [−1, 1].
 
@@ -304,7 +306,13 @@ class EmbeddingGroupExtractor(GroupExtractor):
         return self._proto
 
     def similarities(self, texts: Sequence[str], embeddings: Optional[np.ndarray] = None) -> np.ndarray:
-        """``(n, n_prototypes)`` similarities, rounded to 6 decimals (float64)."""
+        """``(n, n_prototypes)`` similarities, rounded to 6 decimals (float64).
+
+        A text the embedder reads in several windows (``embedder.window_counts(texts)[i] > 1``:
+        longer than the model's ``max_seq_length``) gets, per prototype, the best similarity over
+        its windows (``embedder.encode_windows``), so a group mentioned only late in a long answer
+        is still seen; ``embeddings`` (the pooled vectors) are then used for the other texts only.
+        """
         texts = check_texts(texts)
         self.setup()
         e = self.embedder.encode(texts) if embeddings is None else np.asarray(embeddings)
@@ -312,7 +320,17 @@ class EmbeddingGroupExtractor(GroupExtractor):
             raise ValueError(f"embeddings must have shape ({len(texts)}, {self._proto.shape[1]}), got {e.shape}")
         if self.normalize_embeddings:
             e = l2_normalize(e)
-        return np.round(e.astype(np.float64) @ self._proto.T, SCORE_DECIMALS)
+        sims = np.round(e.astype(np.float64) @ self._proto.T, SCORE_DECIMALS)
+        # long texts: a group mentioned in any window counts (the best window, not the mean)
+        counts = self.embedder.window_counts(texts)
+        long = [i for i, c in enumerate(counts) if c > 1]
+        if long:
+            for i, w in zip(long, self.embedder.encode_windows([texts[i] for i in long])):
+                w = np.asarray(w)
+                if self.normalize_embeddings:
+                    w = l2_normalize(w)
+                sims[i] = np.round(w.astype(np.float64) @ self._proto.T, SCORE_DECIMALS).max(axis=0)
+        return sims
 
     def _detect(self, texts, embeddings):
         sims = self.similarities(texts, embeddings)
@@ -339,6 +357,7 @@ class EmbeddingGroupExtractor(GroupExtractor):
             "thresholds": dict(self.thresholds),
             "normalize_embeddings": self.normalize_embeddings,
             "score_decimals": SCORE_DECIMALS,
+            "long_texts": "best similarity over the embedder's windows (see encode_windows)",
             "prototypes_per_group": {g: len(self.group_prototypes[g]) for g in self._groups},
         }
 

@@ -390,9 +390,44 @@ class FitOutcome:
     notes: list
 
 
+def _single_threaded():
+    """Context: BLAS/OpenMP pools limited to one thread (``threadpoolctl``) and numba's thread
+    count set to 1 (restored after), so the fit and the assignment cannot depend on how many
+    threads the worker offers (UMAP's spectral initialisation runs ARPACK on BLAS; pynndescent and
+    umap kernels are numba-parallel)."""
+    from contextlib import ExitStack, contextmanager
+
+    from threadpoolctl import threadpool_limits
+
+    @contextmanager
+    def numba_one():
+        try:
+            import numba
+        except ImportError:  # pragma: no cover - umap needs numba
+            yield
+            return
+        prev = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            yield
+        finally:
+            numba.set_num_threads(prev)
+
+    stack = ExitStack()
+    stack.enter_context(threadpool_limits(limits=1))
+    stack.enter_context(numba_one())
+    return stack
+
+
 def fit_clusters(X: np.ndarray, cfg: ClusterConfig) -> FitOutcome:
     """Fit UMAP (optional) and HDBSCAN on the rows of ``X`` (``(n, d)`` float32, already in the
-    canonical order). Never raises for small or degenerate inputs (see the module docstring)."""
+    canonical order). Never raises for small or degenerate inputs (see the module docstring).
+    Runs single-threaded (BLAS, OpenMP, numba), so its output depends on ``X`` and ``cfg`` only."""
+    with _single_threaded():
+        return _fit_clusters(X, cfg)
+
+
+def _fit_clusters(X: np.ndarray, cfg: ClusterConfig) -> FitOutcome:
     X = np.ascontiguousarray(X, dtype=np.float32)
     n = X.shape[0]
     umap_info = dict(cfg.umap_params(), fitted=False, n_neighbors_used=None, distinct_points=None)
@@ -504,7 +539,7 @@ class AssignModel:
         X = np.ascontiguousarray(X, dtype=np.float32)
         b = X.shape[0]
         latent = None
-        with self._lock:
+        with self._lock, _single_threaded():
             if self.umap_model is not None and (self.need_latent or self.space == "latent"):
                 with _Quiet():
                     latent = np.asarray(self.umap_model.transform(X), dtype=np.float32)
