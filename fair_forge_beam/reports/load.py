@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 from fair_forge_beam.reports.estimates import iter_estimates
 
 __all__ = ["load_results", "read_results", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
-           "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "load_sessions", "session_files"]
+           "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files"]
 
 #: slice fields that are not data (constant per metric or free text)
 _META_FIELDS = ("metric", "level")
@@ -138,6 +138,13 @@ def iter_sessions(run_dir: str, metric: str, batch_size: int = 4096) -> Iterator
                     yield json.loads(rec)
 
 
+def read_sessions(run_dir: str, metric: str) -> list[dict]:
+    """``metric``'s session records as a list sorted by ``(session_id, assistant_id)`` (the order
+    ``results.json`` held them in before they moved to shards). Memory grows with the sessions:
+    use :func:`iter_sessions` for large runs."""
+    return sorted(iter_sessions(run_dir, metric), key=lambda r: (str(r.get("session_id")), str(r.get("assistant_id"))))
+
+
 def load_sessions(run_dir: str, metric: str):
     """``metric``'s session aggregates as a pandas ``DataFrame``, one row per session, sorted by
     ``session_id`` then ``assistant_id``; nested fields flattened to dotted columns
@@ -145,7 +152,7 @@ def load_sessions(run_dir: str, metric: str):
     use :func:`iter_sessions` for large runs."""
     import pandas as pd
 
-    recs = sorted(iter_sessions(run_dir, metric), key=lambda r: (str(r.get("session_id")), str(r.get("assistant_id"))))
+    recs = read_sessions(run_dir, metric)
     return pd.json_normalize(recs) if recs else pd.DataFrame()
 
 
