@@ -10,8 +10,10 @@ measured on a runner where it only submits: **Prism with EXTERNAL workers** — 
 runs the job (shuffle, state) in its own process, and the SDK workers are separate ``python``
 processes started by Beam's worker pool (``fair_forge_beam.testing.runners.WorkerPool``). The
 main job runs in a child process through a small wrapper that calls ``pipelines.audit.main``
-and, at exit, records ``getrusage(RUSAGE_SELF).ru_maxrss``: the peak resident set of that one
-process (its own pages only: not Prism's, not the workers'). Everything the launcher does is
+and records ``getrusage(RUSAGE_SELF).ru_maxrss``, the peak resident set of that one process (its
+own pages only: not Prism's, not the workers'), twice: when the launcher starts reading
+``results.json`` (the job has ended: building, submitting and waiting) and at exit (the whole
+launcher). Everything the launcher does is
 inside the measurement: building the graph, submitting, waiting, reading ``results.json``,
 writing ``run_info.json`` and rendering ``report.html`` (which streams the session shards).
 
@@ -44,13 +46,20 @@ from fair_forge_beam.testing import runners as rn  # noqa: E402
 
 WRAPPER = """
 import json, os, resource, sys
+import fair_forge_beam.reports.load as load
 from pipelines import audit
+marks = {}
+read_results = load.read_results
+def _mark(path):  # the launcher reads results.json right after the pipeline ends
+    marks.setdefault("after_pipeline_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return read_results(path)
+load.read_results = _mark
 code = 1
 try:
     code = audit.main(sys.argv[1:])
 finally:
     with open(os.environ["FFB_RSS_OUT"], "w") as f:
-        json.dump({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "code": code}, f)
+        json.dump({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "code": code, **marks}, f)
 """
 
 
@@ -71,7 +80,9 @@ def measure(data: Path, out: Path, runner: str, mc_samples: int, env: dict) -> d
         raise RuntimeError(f"audit failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     rss = json.loads(rss_file.read_text())
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    after = rss.get("after_pipeline_kb")
     return {"wall_s": wall, "maxrss_mb": rss["maxrss_kb"] / 1024, "read": doc["summary"]["interactions_read"],
+            "pipeline_mb": after / 1024 if after else float("nan"),
             "results_json_kb": (out / "results.json").stat().st_size / 1024}
 
 
@@ -92,15 +103,16 @@ def main(argv=None) -> int:
         os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the worker pool's processes too
     print(f"Beam {rn.beam_version()}; cores {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; runner "
           f"{args.runner}; code {args.code_root or 'installed / PYTHONPATH'}; mc_samples {args.mc_samples}")
-    print(f"{'interactions':>12} {'sessions':>9} {'launcher peak RSS':>18} {'wall s':>8} {'results.json':>13}", flush=True)
+    print(f"{'interactions':>12} {'sessions':>9} {'peak RSS until the job ended':>29} {'peak RSS, whole launcher':>25} "
+          f"{'wall s':>8} {'results.json':>13}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ffb-bench-launcher-", dir=args.tmp) as tmp:
         for n in args.n:
             data = Path(tmp) / f"sessions-{n}.jsonl"
             n_sessions = write_sessions(data, n)
             r = measure(data, Path(tmp) / f"out-{n}", args.runner, args.mc_samples, env)
             assert r["read"] == n, r
-            print(f"{n:>12,} {n_sessions:>9,} {r['maxrss_mb']:>15.1f} MB {r['wall_s']:>8.1f} {r['results_json_kb']:>10.1f} kB",
-                  flush=True)
+            print(f"{n:>12,} {n_sessions:>9,} {r['pipeline_mb']:>26.1f} MB {r['maxrss_mb']:>22.1f} MB {r['wall_s']:>8.1f} "
+                  f"{r['results_json_kb']:>10.1f} kB", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -144,7 +144,7 @@ def test_cli_exit_code_and_summary(dirty, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "5 rejected" in proc.stdout, proc.stdout
     assert f"{dirty['n_interactions']} interactions read" in proc.stdout
-    assert f"{dirty['n_interactions']} interactions scored" in proc.stdout
+    assert f"humanity: interactions: {dirty['n_interactions']} scored, 0 not scored (of {dirty['n_interactions']} read)" in proc.stdout
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert doc["summary"]["rejected_at_read"] == 5
     assert "Traceback" not in proc.stderr
