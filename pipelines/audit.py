@@ -8,11 +8,14 @@ library's MIT examples and a slice of Anthropic's MIT hh-rlhf harmless test conv
 Unknown ``--flags`` are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...);
 the runner defaults to ``FnApiRunner`` in-memory.
 
-Writes to ``--output``: ``results.json`` (summary, slice and session aggregates; identical for
-the same input and seed on every runner), ``results.parquet`` (one row per scored
-interaction), ``dead_letter.jsonl`` (every rejected record with stage, reason and the original
-record), ``data_quality.jsonl`` (warnings), ``run_info.json`` (runner, versions, timing, judge
-counters) and ``report.html`` (the self-contained audit report; ``--no-report`` skips it). With
+Writes to ``--output``, from the pipeline itself (layout: ``fair_forge_beam.reports.results``):
+``results.json`` (config, summary, slice aggregates; identical for the same input and seed on
+every runner) and folders of shards: ``results.parquet/`` (one row per scored interaction),
+``sessions/<metric>/`` (session aggregates, Parquet), ``dead_letter/`` (every rejected record
+with stage, reason and the original record) and ``data_quality/`` (warnings). After a local run
+the launcher reads back ``results.json`` only and writes ``run_info.json`` (runner, versions,
+timing, judge counters) and ``report.html`` (the self-contained audit report; ``--no-report``
+skips it). With
 ``--compare RUN_DIR`` the report gets a comparison with that earlier run, also written as
 ``comparison.json``.
 """
@@ -400,10 +403,6 @@ def _judge_counters(result) -> dict:
     return out
 
 
-def _plural(n: int, unit: str) -> str:
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
-
-
 def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
     """The summary lines of one metric, one unit per line, each unit named: interactions
     (scored / not scored of those read), then dead letters (with what one dead letter stands
@@ -430,7 +429,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
     ]
     if not s["interactions_read"]:
         lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
-                     "see dead_letter.jsonl); the metrics below have nothing to report")
+                     "see dead_letter/); the metrics below have nothing to report")
     for name, m in doc["metrics"].items():
         lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
         heads = m.get("headline_columns", [])
