@@ -75,15 +75,16 @@ def measure(data: Path, out: Path, runner: str, mc_samples: int, env: dict) -> d
     cmd = [sys.executable, "-c", WRAPPER, *AUDIT, "--mc-samples", str(mc_samples), "--input", str(data),
            "--output", str(out)]
     env = {**env, "FFB_RSS_OUT": str(rss_file)}
+    cwd = str(out.parent)  # ``python -c`` puts its working folder first on sys.path: never a checkout
     t0 = time.perf_counter()
     if runner == "prism_workers":
         with rn.WorkerPool() as pool:  # the pool inherits os.environ (PYTHONPATH set by main)
             # Beam's job-service timeout (300 s by default) also bounds the job's state stream: a longer
             # Prism job fails with DEADLINE_EXCEEDED unless it is raised
             proc = subprocess.run([*cmd, *rn.runner_args(runner, worker_pool=pool), "--job_server_timeout=86400"],
-                                  capture_output=True, text=True, env=env)
+                                  capture_output=True, text=True, env=env, cwd=cwd)
     else:
-        proc = subprocess.run([*cmd, *rn.runner_args(runner)], capture_output=True, text=True, env=env)
+        proc = subprocess.run([*cmd, *rn.runner_args(runner)], capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"audit failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
