@@ -360,7 +360,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         return {}
     elapsed = time.time() - started
     info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
-    counters = _judge_counters(getattr(p, "result", None))
+    # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
+    called = args.judge_base_url or args.guardian_base_url or args.generator_base_url
+    counters = _judge_counters(getattr(p, "result", None)) if called else {}
     if counters:
         info["judge_counters"] = counters
     from fair_forge_beam.reports.load import read_results

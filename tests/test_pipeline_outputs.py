@@ -196,3 +196,31 @@ def test_bestof_summary_lines_name_matches_not_interactions():
         "bestof: interactions: 14 scored, 0 not scored (of 14 read)",
         "  dead letters: 1 failed matches (one per judge call between two contestants) (judge: invalid answer: 1)",
     ]
+
+
+# ------------------------------------------------------------------ what the launcher loads
+_LAUNCHER = """
+import json, sys
+from pipelines import audit
+audit.run(sys.argv[1:])
+print(json.dumps(sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules)))
+"""
+
+
+def test_launcher_of_a_keyword_run_never_imports_torch(tmp_path):
+    """After the job the launcher reads results.json, renders the report and asks for judge
+    counters only when an endpoint was called: importing the judge package pulled in torch
+    (about 0.5 GB of the launcher's peak memory) for runs without any judge."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, "--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity",
+                           "--group-extractor", "keyword", "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "out" / "report.html").is_file()
