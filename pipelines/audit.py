@@ -8,11 +8,14 @@ library's MIT examples and a slice of Anthropic's MIT hh-rlhf harmless test conv
 Unknown ``--flags`` are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...);
 the runner defaults to ``FnApiRunner`` in-memory.
 
-Writes to ``--output``: ``results.json`` (summary, slice and session aggregates; identical for
-the same input and seed on every runner), ``results.parquet`` (one row per scored
-interaction), ``dead_letter.jsonl`` (every rejected record with stage, reason and the original
-record), ``data_quality.jsonl`` (warnings), ``run_info.json`` (runner, versions, timing, judge
-counters) and ``report.html`` (the self-contained audit report; ``--no-report`` skips it). With
+Writes to ``--output``, from the pipeline itself (layout: ``fair_forge_beam.reports.results``):
+``results.json`` (config, summary, slice aggregates; identical for the same input and seed on
+every runner) and folders of shards: ``results.parquet/`` (one row per scored interaction),
+``sessions/<metric>/`` (session aggregates, Parquet), ``dead_letter/`` (every rejected record
+with stage, reason and the original record) and ``data_quality/`` (warnings). After a local run
+the launcher reads back ``results.json`` only and writes ``run_info.json`` (runner, versions,
+timing, judge counters) and ``report.html`` (the self-contained audit report; ``--no-report``
+skips it). With
 ``--compare RUN_DIR`` the report gets a comparison with that earlier run, also written as
 ``comparison.json``.
 """
@@ -44,8 +47,11 @@ class _LazyFileSystems:
 FileSystems = _LazyFileSystems()
 
 
-OUTPUT_FILES = ("results.json", "results.parquet", "dead_letter.jsonl", "data_quality.jsonl", "run_info.json",
+#: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
+OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
                 "report.html", "comparison.json")
+#: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
+STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts")
 
 
 def unknown_beam_options(args: Sequence[str]) -> list[str]:
@@ -242,7 +248,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     from fair_forge_beam.io.read import ReadInteractions
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
-    from fair_forge_beam.reports.results import assemble_results, write_outputs
+    from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
     from fair_forge_beam.runner import pipeline_options
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
@@ -337,7 +343,6 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     out = args.output.rstrip("/") or "."
-    parts = f"{out}/_parts"
     if os.path.isfile(out):
         parser.error(f"--output must be a folder, but {out} is a file")
     if not FileSystems.exists(out):
@@ -345,10 +350,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             FileSystems.mkdirs(out)
         except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
             parser.error(f"--output: cannot create folder {out}: {exc}")
-    # never mix this run's outputs with a previous run's (a stale results.json, leftover parts)
-    stale = [f"{out}/{n}" for n in OUTPUT_FILES + ("gates.json",) if FileSystems.exists(f"{out}/{n}")]
-    if FileSystems.exists(parts):
-        stale.append(parts)
+    # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
+    stale = [f"{out}/{n.rstrip('/')}" for n in OUTPUT_FILES + STALE_OUTPUTS if FileSystems.exists(f"{out}/{n.rstrip('/')}")]
     if stale:
         FileSystems.delete(stale)
     started = time.time()
@@ -356,23 +359,28 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     with beam.Pipeline(options=options) as p:
         read = p | "Read" >> reader
         results = {m: read["interactions"] | f"Metric_{m}" >> t for m, t in transforms.items()}
-        write_outputs(read, results, out, parts, interaction_parquet_fields(metrics))
+        # every output, results.json included, is written by the pipeline (a Flex Template launch too)
+        write_outputs(read, results, out, interaction_parquet_fields(metrics),
+                      results_config(metrics, mode, inputs), metric_static(transforms))
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}
     elapsed = time.time() - started
     info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
-    counters = _judge_counters(getattr(p, "result", None))
+    # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
+    called = args.judge_base_url or args.guardian_base_url or args.generator_base_url
+    counters = _judge_counters(getattr(p, "result", None)) if called else {}
     if counters:
         info["judge_counters"] = counters
-    doc = assemble_results(
-        out, parts, metrics=metrics, mode=mode, inputs=inputs, transforms=transforms, run_info=info,
-    )
+    from fair_forge_beam.reports.load import read_results
+
+    doc = read_results(out)  # the small results.json only: no record is read back here
+    info = write_run_info(out, info)
     written = [n for n in OUTPUT_FILES if n not in ("report.html", "comparison.json")]
     if not args.no_report:
         from fair_forge_beam.reports.html import write_report
 
-        write_report(out, compare_with=baseline, inconclusive_width=args.inconclusive_width, doc=doc)
+        write_report(out, compare_with=baseline, inconclusive_width=args.inconclusive_width, doc=doc, run_info=info)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam.reports.compare import compare_runs
@@ -406,6 +414,22 @@ def _judge_counters(result) -> dict:
     return out
 
 
+def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
+    """The summary lines of one metric, one unit per line, each unit named: interactions
+    (scored / not scored of those read), then dead letters (with what one dead letter stands
+    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
+    scored = ms.get("interactions_scored", ms.get("scored", 0))
+    not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
+    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read)"]
+    dead = ms.get("dead_letters", ms.get("not_scored", 0))
+    reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
+    if dead:
+        why = "; ".join(f"{r}: {c}" for r, c in reasons.items())
+        unit = ms.get("dead_letter_unit") or "dead-lettered records"
+        lines.append(f"  dead letters: {dead} {unit}" + (f" ({why})" if why else ""))
+    return lines
+
+
 def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
     s = doc["summary"]
     lines = [
@@ -416,11 +440,9 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
     ]
     if not s["interactions_read"]:
         lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
-                     "see dead_letter.jsonl); the metrics below have nothing to report")
+                     "see dead_letter/); the metrics below have nothing to report")
     for name, m in doc["metrics"].items():
-        ms = s["metrics"][name]
-        reasons = "; ".join(f"{r}: {c}" for r, c in ms["not_scored_reasons"].items())
-        lines.append(f"{name}: {ms['scored']} interactions scored, {ms['not_scored']} not scored" + (f" ({reasons})" if reasons else ""))
+        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
         heads = m.get("headline_columns", [])
         width = max([len(r["slice"]) for r in m["slices"]] + [10])
         lines.append(

@@ -7,6 +7,7 @@ import json
 from math import comb
 
 import pytest
+from fair_forge_beam.reports.load import read_sessions
 
 from fair_forge_beam.components.tool_correctness import tool_correctness
 from fair_forge_beam.io.agentic_sources import bfcl_sessions, main as convert, parse_call, tau_bench_sessions
@@ -82,7 +83,9 @@ def test_main_job_on_tau_bench_rewards(tau_path, tmp_path):
     m = doc["metrics"]["agentic"]
     (ov,) = [s for s in m["slices"] if s["slice"] == "overall"]
     assert (ov["n_sessions"], ov["n_tasks"], ov["n_interactions"]) == (200, 50, 1490)
-    assert doc["summary"]["metrics"]["agentic"] == {"scored": 1490, "not_scored": 0, "not_scored_reasons": {}}
+    ms = doc["summary"]["metrics"]["agentic"]
+    assert (ms["scored"], ms["interactions_scored"], ms["interactions_not_scored"], ms["dead_letters"], ms["dead_letter_reasons"]) == (
+        1490, 1490, 0, 0, {})
     for point in ov["curve"]:
         k = point["k"]
         pw = sum(comb(sum(v), k) / comb(len(v), k) for v in per_task.values()) / len(per_task)
@@ -95,5 +98,5 @@ def test_main_job_on_tau_bench_rewards(tau_path, tmp_path):
 
     table = pq.read_table(tmp_path / "out" / "results.parquet")
     assert table.num_rows == 1490 and table.column("agentic_is_correct").to_pylist().count(True) == sum(
-        len(s["correct_indices"]) for s in m["sessions"]
+        len(s["correct_indices"]) for s in read_sessions(str(tmp_path / "out"), "agentic")
     )

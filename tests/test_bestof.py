@@ -11,6 +11,7 @@ import random
 import re
 
 import pytest
+from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warnings, read_sessions
 
 from conftest import FNAPI, handler_for, run_metric
 from fair_forge_beam.io.elements import Interaction, make_element_id
@@ -167,15 +168,15 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
                          "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
         assert srv.count() == 8  # 4 assistants → 6 independent matches, + the failing one asked twice
     m = doc["metrics"]["bestof"]
-    block, failed = m["sessions"]
+    block, failed = read_sessions(str(tmp_path / "out"), "bestof")
     assert (failed["session_id"], failed["status"], failed["n_failed"], failed["bestof_winner_id"]) == ("zz-fail", "failed", 1, None)
-    dead = [json.loads(x) for x in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    dead = list(iter_dead_letters(str(tmp_path / "out")))
     assert len(dead) == 1 and dead[0]["stage"] == "bestof" and "invalid answer" in dead[0]["reason"]
     assert block["contestants"] == ["assistant_delta", "assistant_alpha", "assistant_beta", "assistant_gamma"]
     assert block["status"] == "decided" and block["bestof_winner_id"] == expected[0]
     assert block["points"] == {a: float(3 - expected.index(a)) for a in expected}
     summary = doc["summary"]["metrics"]["bestof"]
-    assert summary["scored"] == 14 and summary["not_scored"] == 1
+    assert summary["scored"] == 14 and summary["dead_letters"] == 1
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
     assert overall["n_failed"] == 1 and overall["n_blocks"] == 2

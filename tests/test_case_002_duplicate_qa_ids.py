@@ -10,6 +10,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
+from fair_forge_beam.reports.load import iter_dead_letters, iter_jsonl_lines, iter_quality_warnings, read_sessions
 
 from fair_forge_beam.io.read import ReadInteractions
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
@@ -109,10 +110,10 @@ def test_main_job_reports_the_duplicate_once_and_scores_three(tmp_path):
     assert s["data_quality_by_kind"].get("duplicate_qa_id") == 1
     assert s["data_quality_warnings"] == sum(s["data_quality_by_kind"].values())
     assert s["metrics"]["humanity"]["scored"] == 3
-    quality = [json.loads(line) for line in (out / "data_quality.jsonl").read_text().splitlines() if line.strip()]
+    quality = list(iter_quality_warnings(str(out)))
     assert [q["kind"] for q in quality].count("duplicate_qa_id") == 1
 
-    sessions = doc["metrics"]["humanity"]["sessions"]
+    sessions = read_sessions(str(out), "humanity")
     assert len(sessions) == 1
     sess = sessions[0]
     assert (sess["session_id"], sess["assistant_id"], sess["n_interactions"]) == ("dup-session", "bot", 3)

@@ -12,6 +12,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
+from fair_forge_beam.reports.load import iter_dead_letters, iter_jsonl_lines, iter_quality_warnings, read_sessions
 
 from fair_forge_beam.io.read import ReadInteractions
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
@@ -115,9 +116,11 @@ def _check_outputs_are_finite(out_dir, doc):
     parsed = strict_json(text)  # raises on NaN / Infinity
     assert parsed == json.loads(json.dumps(doc))
     assert all(math.isfinite(v) for v in all_numbers(parsed))
-    for line in (out_dir / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            strict_json(line)
+    for line in iter_jsonl_lines(str(out_dir), "dead_letter"):
+        strict_json(line)
+    for name in doc["metrics"]:  # the session aggregates (Parquet shards): standard JSON, finite
+        for rec in pq.read_table(out_dir / "sessions" / name).column("record").to_pylist():
+            assert all(math.isfinite(v) for v in all_numbers(strict_json(rec)))
     for row in pq.read_table(out_dir / "results.parquet").to_pylist():
         for k, v in row.items():
             if isinstance(v, float):
@@ -146,7 +149,7 @@ def test_main_job_rejects_bad_weights_and_writes_only_finite_numbers(tmp_path, m
     assert all("weight" in reason for reason in s["rejected_at_read_reasons"])
     assert s["interactions_read"] == 1 + 2 + 2 + 2
     assert s["metrics"]["humanity"]["scored"] == 7
-    sessions = {r["session_id"]: r for r in doc["metrics"]["humanity"]["sessions"]}
+    sessions = {r["session_id"]: r for r in read_sessions(str(out), "humanity")}
     assert sorted(sessions) == ["big-alone", "big-mixed", "fine", "plain"]
     assert sessions["big-alone"]["mean_entropy"]["mean"] == 0.0
     _check_outputs_are_finite(out, doc)
@@ -188,6 +191,6 @@ def test_main_job_with_1e308_weights_on_high_scores_completes_with_finite_output
     doc = run(["--input", str(path), "--output", str(out), "--quiet"])
     assert doc["summary"]["rejected_at_read"] == 0
     assert doc["summary"]["metrics"]["humanity"]["scored"] == 4
-    sessions = {r["session_id"]: r for r in doc["metrics"]["humanity"]["sessions"]}
+    sessions = {r["session_id"]: r for r in read_sessions(str(out), "humanity")}
     assert sessions["big-high"]["mean_entropy"]["mean"] > 1.8
     _check_outputs_are_finite(out, doc)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fair_forge_beam.reports.load import iter_dead_letters
 
 from fair_forge_beam.io.agentic_sources import bfcl_sessions, tau_bench_sessions
 from fair_forge_beam.io.read import ReadError
@@ -123,6 +124,6 @@ def test_main_job_counts_every_unreadable_tau_bench_file(tmp_path):
                      "--metrics", "agentic", "--output", str(tmp_path / "out")])
     s = doc["summary"]
     assert s["interactions_read"] == 1 and s["rejected_at_read"] == 2
-    dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()]
+    dead = list(iter_dead_letters(str(tmp_path / "out")))
     assert sorted(d["stage"] for d in dead) == ["read", "read"]
     assert any("b-trunc.json" in d["reason"] for d in dead)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warnings, read_sessions
 
 from pipelines import audit
 
@@ -69,9 +70,13 @@ def test_example_data_shape():
 def test_finishes_in_time_and_writes_all_outputs(run):
     assert run["seconds"] < MAX_SECONDS, f"main job took {run['seconds']:.1f} s"
     out = run["out"]
-    for name in ("results.json", "results.parquet", "dead_letter.jsonl", "run_info.json"):
+    for name in ("results.json", "run_info.json"):
         assert (out / name).is_file(), name
-    assert not (out / "_parts").exists()  # temporary parts removed
+    for name in ("results.parquet", "sessions/humanity", "dead_letter", "data_quality"):  # folders of shards
+        assert sorted(p.suffix for p in (out / name).iterdir()) and all(
+            re.fullmatch(r"part-\d{5}-of-\d{5}\.(parquet|jsonl)", p.name) for p in (out / name).iterdir()), name
+    assert not (out / "_parts").exists() and not (out / "dead_letter.jsonl").exists()  # no driver-side parts
+    assert "sessions" not in run["doc"]["metrics"]["humanity"]  # session aggregates live in sessions/<metric>/
     on_disk = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert on_disk == run["doc"]
 
@@ -109,8 +114,7 @@ def test_results_parquet_one_row_per_scored_interaction(run):
 
 
 def test_dead_letter_holds_the_26_spanish_interactions(run):
-    lines = [ln for ln in (run["out"] / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()]
-    dead = [json.loads(ln) for ln in lines]
+    dead = list(iter_dead_letters(str(run["out"])))
     assert len(dead) == 26
     assert sorted(d["element_id"] for d in dead) == sorted(EXAMPLES["spanish"])
     for d in dead:
@@ -134,16 +138,19 @@ def test_results_json_summary_is_consistent(run):
     hs = s["metrics"]["humanity"]
     assert s["interactions_read"] == len(EXAMPLES["all"]) == 2042
     assert s["rejected_at_read"] == 0
-    assert s["interactions_read"] == hs["scored"] + hs["not_scored"]
-    assert hs["not_scored"] == 26 and sum(hs["not_scored_reasons"].values()) == 26
-    assert all("spanish" in reason for reason in hs["not_scored_reasons"])
+    assert s["interactions_read"] == hs["scored"] + hs["interactions_not_scored"]
+    assert hs["dead_letters"] == hs["interactions_not_scored"]  # Humanity: one dead letter per interaction
+    assert hs["interactions_not_scored"] == 26 and hs["interactions_scored"] + 26 == doc["summary"]["interactions_read"]
+    assert hs["dead_letters"] == 26 and sum(hs["dead_letter_reasons"].values()) == 26
+    assert all("spanish" in reason for reason in hs["dead_letter_reasons"])
     m = doc["metrics"]["humanity"]
     slices = {r["slice"]: r for r in m["slices"]}
     assert m["slices"][0]["slice"] == "overall"
     ov = slices["overall"]
     assert ov["n_interactions"] == hs["scored"]
-    assert ov["n_sessions"] == len(m["sessions"])
-    assert sum(x["n_interactions"] for x in m["sessions"]) == hs["scored"]
+    sessions = read_sessions(str(run["out"]), "humanity")
+    assert ov["n_sessions"] == len(sessions)
+    assert sum(x["n_interactions"] for x in sessions) == hs["scored"]
     by_assistant = [r for k, r in slices.items() if k.startswith("assistant_id=")]
     assert sum(r["n_interactions"] for r in by_assistant) == hs["scored"]
     assert sum(r["n_sessions"] for r in by_assistant) == ov["n_sessions"]
@@ -180,7 +187,7 @@ def test_bayesian_intervals_in_results(bayesian):
                 assert e["mean"] is not None and e["ci_low"] is None and e["ci_high"] is None, (r["slice"], k, e)
                 continue
             assert e["ci_low"] is not None and e["ci_low"] - 1e-12 <= e["mean"] <= e["ci_high"] + 1e-12, (r["slice"], k, e)
-    for s in doc["metrics"]["humanity"]["sessions"]:
+    for s in read_sessions(str(bayesian["out"]), "humanity"):
         e = s["mean_entropy"]
         assert e["ci_low"] - 1e-12 <= e["mean"] <= e["ci_high"] + 1e-12
         if s["n_interactions"] == 1:
@@ -220,7 +227,7 @@ def test_python_m_pipelines_audit_quiet(tmp_path):
     assert "fair_forge_beam audit:" not in res.stdout  # --quiet: no summary table
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert doc["summary"]["interactions_read"] == 2042
-    assert (out / "results.parquet").is_file() and (out / "dead_letter.jsonl").is_file() and (out / "run_info.json").is_file()
+    assert (out / "results.parquet").is_dir() and (out / "dead_letter").is_dir() and (out / "run_info.json").is_file()
 
 
 def test_bad_arguments_fail_fast(tmp_path):

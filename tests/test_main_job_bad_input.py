@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fair_forge_beam.reports.load import iter_jsonl_lines, read_sessions
 
 WORDS = ["happy", "angry", "trust", "fear", "joy", "sad", "surprise", "hope", "calm", "friend", "thank", "worried"]
 N_SESSIONS = 100
@@ -87,8 +88,8 @@ def test_run_returns_and_counts_every_record(dirty, audit_run):
     assert sum(s["rejected_at_read_reasons"].values()) == 5
     assert s["interactions_read"] == dirty["n_interactions"]
     assert s["metrics"]["humanity"]["scored"] == dirty["n_interactions"]
-    assert s["metrics"]["humanity"]["not_scored"] == 0
-    sessions = doc["metrics"]["humanity"]["sessions"]
+    assert s["metrics"]["humanity"]["interactions_not_scored"] == 0 and s["metrics"]["humanity"]["dead_letters"] == 0
+    sessions = read_sessions(str(out), "humanity")
     assert len(sessions) == N_SESSIONS
     expected = {(x["session_id"], x["assistant_id"]): len(x["conversation"]) for x in dirty["sessions"]}
     assert {(r["session_id"], r["assistant_id"]): r["n_interactions"] for r in sessions} == expected
@@ -100,7 +101,7 @@ def test_run_returns_and_counts_every_record(dirty, audit_run):
 
 def test_dead_letter_file_has_stage_reason_and_raw(dirty, audit_run):
     _, out = audit_run
-    lines = [ln for ln in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()]
+    lines = list(iter_jsonl_lines(str(out), "dead_letter"))
     assert len(lines) == 5
     records = [json.loads(ln) for ln in lines]
     for r in records:
@@ -143,7 +144,7 @@ def test_cli_exit_code_and_summary(dirty, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "5 rejected" in proc.stdout, proc.stdout
     assert f"{dirty['n_interactions']} interactions read" in proc.stdout
-    assert f"{dirty['n_interactions']} interactions scored" in proc.stdout
+    assert f"humanity: interactions: {dirty['n_interactions']} scored, 0 not scored (of {dirty['n_interactions']} read)" in proc.stdout
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert doc["summary"]["rejected_at_read"] == 5
     assert "Traceback" not in proc.stderr

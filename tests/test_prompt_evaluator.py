@@ -237,12 +237,12 @@ def test_main_job_runs_vision_and_prompt_evaluator(tmp_path, shared_dir):
     # 2 generations per distinct prompt; both frames ask "Describe the frame." and share theirs
     assert n_requests == 2 * (len(prompts) + 1)
     pe = doc["summary"]["metrics"]["prompt_evaluator"]
-    assert pe["scored"] == n_gepa + 2 and pe["not_scored"] == 0
+    assert pe["scored"] == n_gepa + 2 and pe["dead_letters"] == 0
     (overall,) = [s for s in doc["metrics"]["prompt_evaluator"]["slices"] if s["slice"] == "overall"]
     assert overall["csr"]["mean"] == 1.0 and overall["stability"]["mean"] == 1.0  # one fixed answer
     vis = doc["summary"]["metrics"]["vision"]
     no_ref = sum(1 for s in json.loads(gepa.read_text()) for t in s["conversation"] if not t.get("ground_truth_assistant"))
-    assert vis["not_scored"] == 1 + no_ref  # frame_002 (no reference); the gepa turns' empty descriptions score 0
+    assert vis["dead_letters"] == 1 + no_ref  # frame_002 (no reference); the gepa turns' empty descriptions score 0
     assert vis["scored"] == 1 + n_gepa - no_ref
     with pytest.raises(SystemExit):
         run(["--metrics", "prompt_evaluator", "--output", str(tmp_path / "o2"), "--quiet"])  # no seed prompt

@@ -399,7 +399,7 @@ def test_main_job_regulatory(tmp_path, monkeypatch, shared_dir):
         judge_args = ["--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite")]
         doc = audit.run(base + judge_args + ["--output", str(tmp_path / "out")])
     s = doc["summary"]["metrics"]["regulatory"]
-    assert s["scored"] + s["not_scored"] == 3 and s["scored"] == 3
+    assert s["scored"] + s["dead_letters"] == 3 and s["scored"] == 3
     (overall, *_) = doc["metrics"]["regulatory"]["slices"]
     assert overall["slice"] == "overall" and overall["corpus_chunks"] >= 3 and overall["n_interactions"] == 3
     import pyarrow.parquet as pq

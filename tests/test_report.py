@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fair_forge_beam.reports.load import iter_jsonl_lines
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
@@ -268,13 +269,13 @@ def test_load_results_one_frame_per_metric_one_row_per_slice(runs):
 def test_dead_letter_summary_counts_and_escapes(runs, tmp_path):
     out, _ = runs["bayesian"]
     s = dead_letter_summary(str(out))
-    lines = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = [json.loads(x) for x in iter_jsonl_lines(str(out), "dead_letter")]
     assert s["total"] == len(lines) >= 27
     assert s["by_stage"] == dict(sorted(Counter(x["stage"] for x in lines).items()))
     assert len(s["first"]) == 5
     # the first record of each reason kind is shown: the French one among the Spanish ones
     assert any("french" in f["reason"] for f in s["first"])
-    # unreadable lines are counted, not fatal
+    # unreadable lines are counted, not fatal (here in a run folder of the older single-file layout)
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "dead_letter.jsonl").write_text('{"stage": "read", "reason": "x 1", "raw": "r"}\nnot json\n[1]\n', encoding="utf-8")
@@ -310,22 +311,36 @@ def test_svg_is_inline_and_self_contained():
 
 
 def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
-    """Aggregates only: 600 slices per metric and 100,000 sessions stay far below 2 MB."""
+    """Aggregates only: 600 slices per metric and 100,000 sessions (in two Parquet shards per
+    metric, streamed by the report) stay far below 2 MB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.reports.results import SESSION_SCHEMA
+
     out, doc = runs["bayesian"]
+    run_dir = tmp_path / "big"
+    run_dir.mkdir()
+    shutil.copytree(out / "dead_letter", run_dir / "dead_letter")
     big = {**doc, "metrics": {}}
     for name, m in doc["metrics"].items():  # shallow copies: the renderer only reads
         template = m["slices"][1]
         slices = m["slices"] + [{**template, "slice": f"assistant_id=bot-{i:04d}"} for i in range(600)]
-        sessions = (m["sessions"] * (100_000 // len(m["sessions"]) + 1))[:100_000]
-        big["metrics"][name] = {**m, "slices": slices, "sessions": sessions}
-    run_dir = tmp_path / "big"
-    run_dir.mkdir()
-    shutil.copy(out / "dead_letter.jsonl", run_dir / "dead_letter.jsonl")
+        big["metrics"][name] = {**m, "slices": slices}
+        shard = pq.read_table(out / "sessions" / name).to_pylist()
+        rows = (shard * (100_000 // len(shard) + 1))[:100_000]
+        (run_dir / "sessions" / name).mkdir(parents=True)
+        for i in range(2):
+            pq.write_table(pa.Table.from_pylist(rows[i::2], schema=SESSION_SCHEMA),
+                           run_dir / "sessions" / name / f"part-0000{i}-of-00002.parquet")
     t0 = time.perf_counter()
     path = write_report(str(run_dir), doc=big, run_info={})
     seconds = time.perf_counter() - t0
     size = os.path.getsize(path)
     assert size < 2_000_000, size
+    html = Path(path).read_text(encoding="utf-8")
+    assert "(sessions: 100000)" in html  # every session of the shards is in the histograms
+    assert "100000 sessions" in html
     print(f"report with 600+ slices per metric and 100,000 sessions: {size / 1e6:.2f} MB, {seconds:.1f} s")
 
 

@@ -9,8 +9,9 @@ Two audits, each the main job on the shipped examples (2,042 interactions in 809
   profiling) with ``--mode bayesian --seed 7`` and fewer draws (``--mc-samples 1000``).
 
 Compared across runners: ``results.json`` byte for byte (summary, slice posteriors and credible
-intervals, sessions), the dead letter as a multiset of lines, and the rows of
-``results.parquet`` as a multiset (file order is the runner's business).
+intervals), the session aggregates (``sessions/<metric>/`` shards) as a multiset of records, the
+dead letter as a multiset of lines, and the rows of ``results.parquet`` as a multiset (file
+order and sharding are the runner's business).
 
 Flink and Prism need artifacts fetched by ``.ci/get_runners.sh`` (see
 ``fair_forge_beam/testing/runners.py``); the Flink cluster is started once per module by a
@@ -34,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fair_forge_beam.reports.load import iter_jsonl_lines
 
 from fair_forge_beam.testing import runners as rn
 from pipelines import audit
@@ -66,9 +68,11 @@ def _outputs(out: Path) -> dict:
 
     table = pq.read_table(out / "results.parquet")
     rows = Counter(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
-    dead = Counter(ln for ln in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip())
+    dead = Counter(iter_jsonl_lines(str(out), "dead_letter"))
+    sessions = {m: Counter(pq.read_table(out / "sessions" / m).column("record").to_pylist())
+                for m in ("humanity", "toxicity")}  # session aggregates: their shards, as multisets of records
     return {"results": (out / "results.json").read_bytes(), "dead_letter": dead, "parquet_rows": rows,
-            "parquet_schema": table.schema.to_string()}
+            "parquet_schema": table.schema.to_string(), "sessions": sessions}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +138,9 @@ def test_reference_audit_is_meaningful(audits, command):
     assert s["interactions_read"] > 1000
     for name in ("humanity", "toxicity"):
         assert s["metrics"][name]["scored"] > 0
-        assert s["metrics"][name]["scored"] + s["metrics"][name]["not_scored"] == s["interactions_read"] - s["rejected_at_read"]
+        ms = s["metrics"][name]
+        assert ms["scored"] + ms["dead_letters"] == s["interactions_read"] - s["rejected_at_read"]
+        assert ms["interactions_scored"] + ms["interactions_not_scored"] == s["interactions_read"]
     didt = doc["metrics"]["toxicity"]["slices"][0]["group_profiling"]["bayesian"]["summary"]["DIDT"]
     assert didt["ci_low"] <= didt["mean"] <= didt["ci_high"]
 
@@ -150,6 +156,7 @@ def test_identical_to_in_memory(audits, runner, command):
     assert got["dead_letter"] == ref["dead_letter"]
     assert got["parquet_schema"] == ref["parquet_schema"]
     assert got["parquet_rows"] == ref["parquet_rows"]
+    assert got["sessions"] == ref["sessions"], f"session aggregates differ between in_memory and {runner}"
 
 
 def test_runner_args_never_download():

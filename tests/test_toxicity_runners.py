@@ -44,7 +44,7 @@ def test_toxicity_runs_with_humanity_on_one_read(in_memory):
     assert sum(gp["N_i"].values()) > 0
     # every interaction read is scored by toxicity or in its dead letter
     ms = doc["summary"]["metrics"]["toxicity"]
-    assert ms["scored"] + ms["not_scored"] == doc["summary"]["interactions_read"] - doc["summary"]["rejected_at_read"]
+    assert ms["scored"] + ms["dead_letters"] == doc["summary"]["interactions_read"] - doc["summary"]["rejected_at_read"]
 
 
 @pytest.mark.slow

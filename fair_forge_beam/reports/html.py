@@ -4,7 +4,8 @@
     write_report("out/")                                   # -> out/report.html
     write_report("out/", compare_with="out_before/")      # + a comparison section
 
-Input: the run folder's ``results.json``, ``run_info.json`` and ``dead_letter.jsonl``. Output:
+Input: the run folder's ``results.json``, ``run_info.json``, its dead-letter shards (counted,
+streamed) and its session shards (binned, streamed: the session histograms). Output:
 one HTML file with inline CSS and inline SVG plots — no script, no external font, image or
 style sheet, so it opens offline in any browser. The template is
 ``fair_forge_beam/templates/report.html.j2`` (package data; ``templates/report.html.j2`` in the
@@ -153,12 +154,41 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         "flags": flags[:MAX_FLAGS],
         "flags_left": n_flags - min(n_flags, MAX_FLAGS),
         "n_flags": n_flags,
-        "scored": ms.get("scored"),
-        "not_scored": ms.get("not_scored"),
-        "not_scored_reasons": ms.get("not_scored_reasons") or {},
+        "scored": ms.get("interactions_scored", ms.get("scored")),
+        "not_scored": ms.get("interactions_not_scored"),
+        "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
+        "dead_letter_unit": ms.get("dead_letter_unit") or "dead-lettered records",
+        "dead_letter_reasons": ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {},
         "figures": metric_figures(name, m, config) if with_plots else [],
-        "n_sessions_total": len(m.get("sessions") or []),
+        "n_sessions_total": _n_sessions(m),
     }
+
+
+def _n_sessions(m: dict) -> Optional[int]:
+    dist = m.get("session_distributions")
+    if dist is not None:
+        return dist["n_sessions"]
+    if m.get("sessions") is not None:
+        return len(m["sessions"])
+    return None
+
+
+def with_session_distributions(doc: dict, run_dir: Optional[str]) -> dict:
+    """``doc`` with each metric's binned session values (:func:`~.plots.session_distributions`)
+    read from the run's ``sessions/<metric>/`` Parquet shards, streamed: the report's memory
+    does not grow with the number of sessions. Metrics that already carry ``sessions`` or
+    ``session_distributions`` (documents built in memory) are left as they are."""
+    from fair_forge_beam.reports.load import iter_sessions, session_files
+    from fair_forge_beam.reports.plots import session_distributions
+
+    if not run_dir:
+        return doc
+    metrics = {}
+    for name, m in doc.get("metrics", {}).items():
+        if m.get("sessions") is None and m.get("session_distributions") is None and session_files(run_dir, name):
+            m = {**m, "session_distributions": session_distributions(name, iter_sessions(run_dir, name))}
+        metrics[name] = m
+    return {**doc, "metrics": metrics}
 
 
 def _models(doc: dict, run_info: dict) -> list[dict]:
@@ -258,7 +288,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
-        run_dir: folder with ``results.json``, ``run_info.json``, ``dead_letter.jsonl``.
+        run_dir: the run folder (``results.json``, ``run_info.json``, ``dead_letter/`` and
+            ``sessions/`` shards).
         out_path: where to write (default ``<run_dir>/report.html``); any Beam filesystem.
         compare_with: a baseline run (folder or loaded ``results.json``) to compare with; the
             comparison is also written next to the report as ``comparison.json``.
@@ -283,7 +314,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         cmp = compare_runs(doc, compare_with)
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-    html = render_report(doc, run_info, dead_letter_summary(run_dir), cmp, inconclusive_width, with_plots)
+    html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
+                         inconclusive_width, with_plots)
     out_path = out_path or f"{run_dir}/report.html"
     from fair_forge_beam.components.judge.secrets import scrub_known
 

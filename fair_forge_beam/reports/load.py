@@ -1,19 +1,24 @@
 """Reading a finished run back: ``load_results`` for analysts, and the pieces the report needs.
 
-A run folder is what the main job writes to ``--output``: ``results.json``, ``run_info.json``,
-``dead_letter.jsonl`` (and ``results.parquet``, ``data_quality.jsonl``). Paths may be local or
-any Beam filesystem (``gs://…``).
+A run folder is what the main job writes to ``--output`` (layout:
+:data:`fair_forge_beam.reports.results.LAYOUT`): ``results.json``, ``run_info.json`` and folders
+of shards — ``results.parquet/``, ``sessions/<metric>/``, ``dead_letter/``, ``data_quality/``.
+Everything here streams the shards (one file, one record batch or one line at a time), so
+memory does not grow with the number of sessions or dead letters, except :func:`load_sessions`,
+which builds a DataFrame by request. Paths may be local or any Beam filesystem (``gs://…``).
+Run folders of the older single-file layout (``dead_letter.jsonl``) are read too.
 """
 from __future__ import annotations
 
 import io
 import json
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from fair_forge_beam.reports.estimates import iter_estimates
 
-__all__ = ["load_results", "read_results", "read_run_info", "dead_letter_summary", "results_path"]
+__all__ = ["load_results", "read_results", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
+           "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files"]
 
 #: slice fields that are not data (constant per metric or free text)
 _META_FIELDS = ("metric", "level")
@@ -64,6 +69,93 @@ def read_run_info(run_dir: str) -> dict:
         return json.loads(f.read().decode("utf-8"))
 
 
+def _match(pattern: str) -> list[str]:
+    from fair_forge_beam._beam import beam  # noqa: F401
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    except Exception:  # noqa: BLE001 - Beam raises when nothing matches on some filesystems
+        return []
+
+
+def _run_dir(path: str) -> str:
+    path = path.rstrip("/") or "."
+    return path.rsplit("/", 1)[0] if path.endswith(".json") else path
+
+
+def iter_jsonl_lines(run_dir: str, name: str) -> Iterator[str]:
+    """Non-empty lines of the run's ``<name>/part-*.jsonl`` shards (file-name order), or of the
+    older single file ``<name>.jsonl``; streamed."""
+    run_dir = _run_dir(run_dir)
+    paths = _match(f"{run_dir}/{name}/part-*.jsonl")
+    legacy = f"{run_dir}/{name}.jsonl"
+    if _exists(legacy):
+        paths.append(legacy)
+    for p in paths:
+        with _open(p) as raw:
+            for line in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
+                if line.strip():
+                    yield line.rstrip("\n")
+
+
+def iter_dead_letters(run_dir: str) -> Iterator[dict]:
+    """Every dead letter of a run (``{stage, reason, element_id, raw, source}``), streamed from
+    the ``dead_letter/`` shards; lines that are not JSON objects are skipped (see
+    :func:`dead_letter_summary` for a count of them)."""
+    for line in iter_jsonl_lines(run_dir, "dead_letter"):
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            yield d
+
+
+def iter_quality_warnings(run_dir: str) -> Iterator[dict]:
+    """Every data-quality warning of a run (``{kind, key, message}``), streamed."""
+    for line in iter_jsonl_lines(run_dir, "data_quality"):
+        yield json.loads(line)
+
+
+def session_files(run_dir: str, metric: str) -> list[str]:
+    """Paths of the Parquet shards holding ``metric``'s session aggregates (file-name order)."""
+    return _match(f"{_run_dir(run_dir)}/sessions/{metric}/part-*.parquet")
+
+
+def iter_sessions(run_dir: str, metric: str, batch_size: int = 4096) -> Iterator[dict]:
+    """``metric``'s session aggregates (the records ``Metric.run()`` returns under
+    ``"sessions"``), streamed from the run's ``sessions/<metric>/`` Parquet shards one record
+    batch at a time; order is the shards' (sort if you need one). A metric without session
+    shards yields nothing."""
+    import pyarrow.parquet as pq
+
+    for p in session_files(run_dir, metric):
+        with _open(p) as f:
+            pf = pq.ParquetFile(f)
+            for batch in pf.iter_batches(batch_size=batch_size, columns=["record"]):
+                for rec in batch.column(0).to_pylist():
+                    yield json.loads(rec)
+
+
+def read_sessions(run_dir: str, metric: str) -> list[dict]:
+    """``metric``'s session records as a list sorted by ``(session_id, assistant_id)`` (the order
+    ``results.json`` held them in before they moved to shards). Memory grows with the sessions:
+    use :func:`iter_sessions` for large runs."""
+    return sorted(iter_sessions(run_dir, metric), key=lambda r: (str(r.get("session_id")), str(r.get("assistant_id"))))
+
+
+def load_sessions(run_dir: str, metric: str):
+    """``metric``'s session aggregates as a pandas ``DataFrame``, one row per session, sorted by
+    ``session_id`` then ``assistant_id``; nested fields flattened to dotted columns
+    (``mean_entropy.mean``, …) by ``pandas.json_normalize``. Memory grows with the sessions:
+    use :func:`iter_sessions` for large runs."""
+    import pandas as pd
+
+    recs = read_sessions(run_dir, metric)
+    return pd.json_normalize(recs) if recs else pd.DataFrame()
+
+
 def load_results(path: str) -> dict[str, Any]:
     """One pandas ``DataFrame`` per metric of a run, one row per slice.
 
@@ -78,7 +170,8 @@ def load_results(path: str) -> dict[str, Any]:
         ``toxic_rate.mean``, ``estimates.DIDT.ci_high``, ``emotion_distribution.joy.n``. Missing
         values are ``NaN``/``None``; frequentist intervals are ``None`` (no interval). Rows are in
         the file's order (``overall`` first). Per-session and per-interaction rows are not loaded
-        (read ``results.parquet`` with pandas for those). ``DataFrame.attrs`` holds the run's
+        (:func:`load_sessions` / :func:`iter_sessions` for sessions; ``pandas.read_parquet`` of the
+        ``results.parquet`` folder for interactions). ``DataFrame.attrs`` holds the run's
         ``config`` and the metric's ``headline_columns``.
 
     Raises:
@@ -107,50 +200,45 @@ def load_results(path: str) -> dict[str, Any]:
 
 
 def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) -> dict:
-    """Counts of ``dead_letter.jsonl`` per stage and reason, and the first few records.
+    """Counts of the run's dead letters (``dead_letter/`` shards) per stage and reason, and the first few records.
 
-    Streams the file once (memory independent of its size). Reasons that differ only in
+    Streams the shards once (memory independent of its size). Reasons that differ only in
     numbers are counted together (as ``results.json`` does). Returns ``{"total", "by_stage":
     {stage: count}, "by_reason": [(stage, reason, count)] (most frequent first, at most 50, the
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; the first record of each reason kind, up to ``first``, then the next records in
-    file order), "unreadable": lines that were not JSON objects}``. A missing file gives
+    file order), "unreadable": lines that were not JSON objects}``. No dead-letter shards give
     zero counts.
     """
     from fair_forge_beam.reports.results import _reason_kind
 
-    p = f"{run_dir.rstrip('/')}/dead_letter.jsonl"
     by_stage: Counter = Counter()
     by_reason: Counter = Counter()
     kinds: dict[tuple, dict] = {}  # the first record of each of the first `first` reason kinds
     extra: list[dict] = []  # the first records that were not picked above
     unreadable = 0
-    if _exists(p):
-        with _open(p) as raw:
-            for line in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
-                if not line.strip():
-                    continue
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    d = None
-                if not isinstance(d, dict):
-                    unreadable += 1
-                    continue
-                stage, reason = str(d.get("stage", "?")), _reason_kind(str(d.get("reason", "?")))
-                by_stage[stage] += 1
-                by_reason[(stage, reason)] += 1
-                new_kind = (stage, reason) not in kinds and len(kinds) < first
-                if new_kind or len(extra) < first:
-                    r = d.get("raw")
-                    r = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
-                    cut = len(r) > max_raw_chars
-                    ex = {"stage": stage, "reason": str(d.get("reason", "")), "element_id": d.get("element_id"),
-                          "raw": r[:max_raw_chars] + (" …" if cut else ""), "truncated": cut}
-                    if new_kind:
-                        kinds[(stage, reason)] = ex
-                    else:
-                        extra.append(ex)
+    for line in iter_jsonl_lines(run_dir, "dead_letter"):
+        try:
+            d = json.loads(line)
+        except ValueError:
+            d = None
+        if not isinstance(d, dict):
+            unreadable += 1
+            continue
+        stage, reason = str(d.get("stage", "?")), _reason_kind(str(d.get("reason", "?")))
+        by_stage[stage] += 1
+        by_reason[(stage, reason)] += 1
+        new_kind = (stage, reason) not in kinds and len(kinds) < first
+        if new_kind or len(extra) < first:
+            r = d.get("raw")
+            r = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
+            cut = len(r) > max_raw_chars
+            ex = {"stage": stage, "reason": str(d.get("reason", "")), "element_id": d.get("element_id"),
+                  "raw": r[:max_raw_chars] + (" …" if cut else ""), "truncated": cut}
+            if new_kind:
+                kinds[(stage, reason)] = ex
+            else:
+                extra.append(ex)
     ranked = sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))
     rows = [(s, r, c) for (s, r), c in ranked[:50]]
     if len(ranked) > 50:

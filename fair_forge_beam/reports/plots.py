@@ -5,7 +5,9 @@ never imported, so no GUI backend is selected and the host's matplotlib state is
 
 :data:`PLOTS` maps a metric name to a function ``(metric, config) -> [(caption, Figure)]``
 where ``metric`` is the metric's object in ``results.json`` (``headline_columns``,
-``slices``, ``sessions``, ``lexicon`` …) and ``config`` the run's ``config``. A metric without
+``slices``, ``lexicon`` …) plus ``session_distributions`` (binned session values streamed from
+the run's session shards by :func:`session_distributions`; or an in-memory ``sessions`` list)
+and ``config`` the run's ``config``. A metric without
 an entry gets :func:`plot_generic` (its headline estimates per slice). To add a metric's plots,
 write one such function and add it to :data:`PLOTS`; the helpers :func:`interval_panel`,
 :func:`grouped_intervals` and :func:`session_histograms` draw estimates with their intervals.
@@ -26,6 +28,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
+           "session_distributions",
            "plot_generic", "metric_figures"]
 
 #: most slices drawn in one panel
@@ -148,6 +151,119 @@ def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str,
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
+#: bins of the session histograms; the conversational box plots use finer bins (quartiles to 0.01 on 0–10)
+SESSION_BINS = 20
+_BOX_BINS = 1000
+
+
+def _session_specs(metric: str) -> list:
+    """Session values the report draws for ``metric``: ``[(label, dotted path, (lo, hi), bins)]``."""
+    if metric == "humanity":
+        return [("mean entropy (bits)", "mean_entropy.mean", (0, 3), SESSION_BINS),
+                ("mean Spearman ρ", "mean_spearman.mean", (-1, 1), SESSION_BINS)]
+    if metric == "toxicity":
+        return [("toxic rate", "toxic_rate.mean", (0, 1), SESSION_BINS)]
+    if metric == "context":
+        return [("context awareness", "context_awareness", (0, 1), SESSION_BINS)]
+    if metric == "conversational":
+        from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+
+        return [(d, f"{d}.mean", (0, 10), _BOX_BINS) for d in RESULT_FIELDS]
+    return []
+
+
+def session_distributions(metric: str, sessions) -> dict:
+    """Binned session values of ``metric`` from an iterable of session records, streamed: the
+    result holds bin counts only, so memory does not grow with the number of sessions.
+
+    Returns ``{"n_sessions": int, "values": {label: {"counts": [int], "range": (lo, hi), "n":
+    values present, "lo"/"hi": smallest/largest value in range or None}}}``. Values outside the
+    range are left out of the counts (as ``numpy.histogram`` does), ``None`` values are not
+    counted in ``n``.
+    """
+    specs = _session_specs(metric)
+    acc = {label: {"counts": np.zeros(bins, dtype=np.int64), "range": rng, "n": 0, "lo": None, "hi": None}
+           for label, _, rng, bins in specs}
+    n_sessions = 0
+    buf: dict[str, list] = {label: [] for label, *_ in specs}
+
+    def flush():
+        for label, _, rng, bins in specs:
+            if buf[label]:
+                vals = np.asarray(buf[label], dtype=float)
+                a = acc[label]
+                a["counts"] += np.histogram(vals, bins=bins, range=rng)[0]
+                a["n"] += vals.size
+                inside = vals[(vals >= rng[0]) & (vals <= rng[1])]
+                if inside.size:
+                    lo, hi = float(inside.min()), float(inside.max())
+                    a["lo"] = lo if a["lo"] is None else min(a["lo"], lo)
+                    a["hi"] = hi if a["hi"] is None else max(a["hi"], hi)
+                buf[label] = []
+
+    for rec in sessions:
+        n_sessions += 1
+        for label, path, _, _ in specs:
+            v = _get(rec, path)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                buf[label].append(v)
+        if n_sessions % 65536 == 0:
+            flush()
+    flush()
+    return {"n_sessions": n_sessions, "values": acc}
+
+
+def _distributions(name: str, metric: dict) -> Optional[dict]:
+    """The metric's binned session values: precomputed (``session_distributions``, as the report
+    attaches them from the session shards) or computed from an in-memory ``sessions`` list."""
+    if metric.get("session_distributions") is not None:
+        return metric["session_distributions"]
+    if metric.get("sessions"):
+        return session_distributions(name, metric["sessions"])
+    return None
+
+
+def _histograms_from_counts(values: dict, xlabel: str = "session value"):
+    """One histogram per entry of :func:`session_distributions`'s ``values``."""
+    names = list(values)
+    fig, axes = _new(1, max(1, len(names)), height=2.4)
+    for ax, name in zip(axes[0], names):
+        v = values[name]
+        counts = np.asarray(v["counts"])
+        edges = np.linspace(v["range"][0], v["range"][1], counts.size + 1)
+        if v["n"]:
+            ax.hist(edges[:-1], bins=edges, weights=counts, color="C0", alpha=0.8)
+        else:
+            ax.text(0.5, 0.5, "no sessions", ha="center", transform=ax.transAxes, color="0.5")
+        ax.set_title(f"{name} (sessions: {v['n']})")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("sessions")
+    fit(fig, 9, wspace=0.3)
+    return fig
+
+
+def _box_stats(v: dict, label: str) -> dict:
+    """Box-plot statistics (quartiles, 1.5 IQR whiskers) read off fine bin counts (bin centres)."""
+    counts = np.asarray(v["counts"])
+    total = int(counts.sum())
+    if not total:
+        return {"label": label, "med": np.nan, "q1": np.nan, "q3": np.nan, "whislo": np.nan, "whishi": np.nan}
+    edges = np.linspace(v["range"][0], v["range"][1], counts.size + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
+    cum = np.cumsum(counts)
+
+    def q(p):
+        return float(centres[np.searchsorted(cum, p * total, side="left").clip(0, counts.size - 1)])
+
+    q1, med, q3 = q(0.25), q(0.5), q(0.75)
+    iqr = q3 - q1
+    present = centres[counts > 0]
+    lo = present[present >= q1 - 1.5 * iqr]
+    hi = present[present <= q3 + 1.5 * iqr]
+    return {"label": label, "med": med, "q1": q1, "q3": q3, "whislo": float(lo.min()) if lo.size else q1,
+            "whishi": float(hi.max()) if hi.size else q3}
+
+
 def session_histograms(values: dict[str, Sequence[float]], bins: int = 20, xlabel: str = "session value",
                        ranges: Optional[dict[str, tuple]] = None):
     """One histogram per named list of session values (``None`` values dropped); the figure
@@ -214,12 +330,9 @@ def plot_humanity(metric: dict, config: dict) -> list:
         fig, left = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
                                   ["mean emotional entropy (bits)", "mean Spearman ρ vs reference"])
         out.append(("Entropy and reference agreement per slice" + _left_note(left), fig))
-    sessions = metric.get("sessions") or []
-    if sessions:
-        out.append(("Distribution of session means", session_histograms(
-            {"mean entropy (bits)": [_get(s, "mean_entropy.mean") for s in sessions],
-             "mean Spearman ρ": [_get(s, "mean_spearman.mean") for s in sessions]},
-            ranges={"mean entropy (bits)": (0, 3), "mean Spearman ρ": (-1, 1)})))
+    dist = _distributions("humanity", metric)
+    if dist and dist["n_sessions"]:
+        out.append(("Distribution of session means", _histograms_from_counts(dist["values"])))
     return out
 
 
@@ -275,10 +388,9 @@ def plot_toxicity(metric: dict, config: dict) -> list:
         fit(fig, 6)
         out.append((f"Toxic-word ratio per answer cluster, overall slice ({len(clusters)} clusters incl. noise; "
                     "UMAP + HDBSCAN)", fig))
-    sessions = metric.get("sessions") or []
-    if sessions:
-        out.append(("Distribution of session toxic-answer rates", session_histograms(
-            {"toxic rate": [_get(s, "toxic_rate.mean") for s in sessions]}, ranges={"toxic rate": (0, 1)})))
+    dist = _distributions("toxicity", metric)
+    if dist and dist["n_sessions"]:
+        out.append(("Distribution of session toxic-answer rates", _histograms_from_counts(dist["values"])))
     return out
 
 
@@ -309,10 +421,9 @@ def plot_context(metric: dict, config: dict) -> list:
         fig, left = _slice_panels(metric["slices"], ["context_awareness"], ["context awareness (0–1)"],
                                   {"context_awareness": (0, 1)})
         out.append(("Context awareness per slice" + _left_note(left), fig))
-    sessions = metric.get("sessions") or []
-    if sessions:
-        out.append(("Distribution of session context awareness", session_histograms(
-            {"context awareness": [s.get("context_awareness") for s in sessions]}, ranges={"context awareness": (0, 1)})))
+    dist = _distributions("context", metric)
+    if dist and dist["n_sessions"]:
+        out.append(("Distribution of session context awareness", _histograms_from_counts(dist["values"])))
     return out
 
 
@@ -330,18 +441,17 @@ def plot_conversational(metric: dict, config: dict) -> list:
                           [(s["slice"], [s.get(d) for d in dims]) for s in chosen], xlabel="judge score (0–10)", xlim=(0, 10))
         fit(fig, 15, legend=True)
         out.append(("Conversational dimensions per slice" + _left_note(left), fig))
-    sessions = metric.get("sessions") or []
-    if sessions and dims:
+    dist = _distributions("conversational", metric)
+    if dist and dist["n_sessions"] and dims:
         fig, ax = _new(height=2.8)
-        data = [[v for v in (_get(s, f"{d}.mean") for s in sessions) if v is not None] for d in dims]
-        ax[0][0].boxplot([d if d else [np.nan] for d in data], showfliers=False)
+        ax[0][0].bxp([_box_stats(dist["values"][d], str(i + 1)) for i, d in enumerate(dims)], showfliers=False)
         ax[0][0].set_xticks(range(1, len(dims) + 1))
         ax[0][0].set_xticklabels([d.replace("conversational_", "") for d in dims], rotation=30, ha="right")
         ax[0][0].set_ylabel("session mean (0–10)")
         fig.set_size_inches(7.5, 3.4)
         fit(fig, 6)
         fig.subplots_adjust(bottom=0.3)
-        out.append((f"Session means per dimension ({len(sessions)} sessions; boxes: quartiles, whiskers: 1.5 IQR)", fig))
+        out.append((f"Session means per dimension ({dist['n_sessions']} sessions; boxes: quartiles, whiskers: 1.5 IQR)", fig))
     return out
 
 

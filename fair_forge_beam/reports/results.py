@@ -1,11 +1,27 @@
-"""Writing results: Beam sinks for the large outputs, a driver-side step for ``results.json``.
+"""Writing results: every output of the main job is written by the pipeline itself, in shards.
 
-* ``results.parquet`` — one row per scored interaction, all metrics (union schema, nulls where
-  a metric does not apply), written by Beam's ``WriteToParquet`` (pyarrow);
-* ``dead_letter.jsonl`` / ``data_quality.jsonl`` — written by Beam's ``WriteToText``;
-* ``results.json`` — config, summary, per-metric slice and session aggregates; deterministic
-  (sorted, no timings), so the same input and seed give the same file on every runner;
-* ``run_info.json`` — runner, timing, package versions, arguments.
+Layout of ``--output`` (:data:`LAYOUT`):
+
+* ``results.json`` — config, summary and per-metric slice aggregates. Combined to one element
+  inside the pipeline (:class:`ResultsDocFn` over the slice records and counts) and written by
+  Beam; deterministic (sorted, no timings), so the same input and seed give the same bytes on
+  every runner and worker count. Its size grows with the number of slices, never with the
+  number of sessions or interactions.
+* ``results.parquet/part-SSSSS-of-NNNNN.parquet`` — one row per scored interaction, all metrics
+  (union schema, nulls where a metric does not apply), written by Beam's ``WriteToParquet``
+  (pyarrow record batches). A folder of shards: ``pyarrow.parquet.read_table`` and
+  ``pandas.read_parquet`` read the folder as one table.
+* ``sessions/<metric>/part-SSSSS-of-NNNNN.parquet`` — one row per session (or BestOf block):
+  ``session_id``, ``assistant_id``, ``n_interactions`` and ``record``, the session aggregate as a
+  JSON object (its fields differ per metric); read them with
+  :func:`fair_forge_beam.reports.load.iter_sessions` / ``load_sessions``.
+* ``dead_letter/part-SSSSS-of-NNNNN.jsonl`` and ``data_quality/part-…jsonl`` — rejected records
+  ``{stage, reason, element_id, raw, source}`` and data-quality warnings, by ``WriteToText``.
+* ``run_info.json`` — runner, timing, package versions, arguments (written by the launching
+  process after a local run; a Flex Template launch has no such process).
+
+The launching process never reads a record back: it reads ``results.json`` only, so its memory
+does not grow with sessions, interactions or dead letters (DESIGN.md §7).
 """
 from __future__ import annotations
 
@@ -13,16 +29,51 @@ import json
 import re
 from collections import Counter
 from importlib import metadata
-from typing import Any, Optional
+from typing import Any, Iterable
 
 from fair_forge_beam._beam import beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.components.judge.secrets import scrub_known
-from fair_forge_beam.runner import to_json_line, write_jsonl
+from fair_forge_beam.runner import to_json_line
 
-__all__ = ["write_outputs", "assemble_results", "read_text_shards"]
+__all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
+           "write_run_info", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS",
+           "read_text_shards"]
+
+#: where each output lives under ``--output`` (shard folders end in ``/``)
+LAYOUT = {
+    "results": "results.json",
+    "interactions": "results.parquet/",
+    "sessions": "sessions/",
+    "dead_letter": "dead_letter/",
+    "data_quality": "data_quality/",
+    "run_info": "run_info.json",
+}
+
+#: Parquet schema of the session shards (``record``: the full session aggregate as JSON)
+SESSION_SCHEMA = pa.schema([
+    ("metric", pa.string()),
+    ("session_id", pa.string()),
+    ("assistant_id", pa.string()),
+    ("n_interactions", pa.int64()),
+    ("record", pa.string()),
+])
+
+#: what one dead letter of a metric's stage stands for, when it is not one interaction
+DEAD_LETTER_UNITS = {
+    "bias": "failed guardian verdicts (one per interaction and protected attribute)",
+    "bestof": "failed matches (one per judge call between two contestants)",
+}
+_DEFAULT_UNIT = "records dead-lettered at this metric's stage (failed judge calls or unscorable interactions)"
+
+
+def _field(rec, name: str):
+    """``rec.name`` for NamedTuples, ``rec[name]`` for dicts (``None`` when missing)."""
+    if isinstance(rec, dict):
+        return rec.get(name)
+    return getattr(rec, name, None)
 
 
 def _parquet_row(names):
@@ -37,51 +88,90 @@ def _parquet_row(names):
     return fn
 
 
-def write_outputs(read: dict, results: dict, out: str, parts: str, parquet_schema: pa.Schema) -> None:
-    """Attach the sinks of the main job to the pipeline."""
-    dead = [read["dead_letter"]] + [r["dead_letter"] for r in results.values()]
-    quality = [read["quality"]] + [r["quality"] for r in results.values()]
-    (
-        tuple(dead)
-        | "FlattenDeadLetter" >> beam.Flatten()
-        | "DeadLetterJson" >> beam.Map(to_json_line)
-        | "WriteDeadLetter" >> beam.io.WriteToText(f"{out}/dead_letter.jsonl", num_shards=1, shard_name_template="")
-    )
-    (
-        tuple(quality)
-        | "FlattenQuality" >> beam.Flatten()
-        | "QualityJson" >> beam.Map(to_json_line)
-        | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality.jsonl", num_shards=1, shard_name_template="")
-    )
-    names = parquet_schema.names
-    rows = [r["interactions"] for r in results.values()]
-    (
-        tuple(rows)
-        | "FlattenInteractionRows" >> beam.Flatten()
-        | "ParquetRows" >> beam.Map(_parquet_row(names))
-        | "WriteParquet" >> beam.io.WriteToParquet(
-            f"{out}/results.parquet", parquet_schema, num_shards=1, shard_name_template=""
-        )
-    )
-    (
-        read["interactions"]
-        | "CountRead" >> beam.combiners.Count.Globally()
-        | "CountJson" >> beam.Map(lambda c: json.dumps({"interactions_read": c}))
-        | "WriteCount" >> beam.io.WriteToText(f"{parts}/count", file_name_suffix=".json")
-    )
-    for name, r in results.items():
-        write_jsonl(r["sessions"], f"{parts}/{name}-sessions", f"Sessions_{name}")
-        write_jsonl(r["slices"], f"{parts}/{name}-slices", f"Slices_{name}")
+def _session_row(name: str):
+    def fn(rec) -> dict:
+        n = rec.get("n_interactions")
+        return {"metric": name, "session_id": None if rec.get("session_id") is None else str(rec["session_id"]),
+                "assistant_id": None if rec.get("assistant_id") is None else str(rec["assistant_id"]),
+                "n_interactions": int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None,
+                "record": to_json_line(rec)}
+
+    return fn
 
 
-def read_text_shards(pattern: str) -> list[str]:
-    """Lines of every file matching ``pattern`` (any Beam filesystem), in file-name order."""
-    lines: list[str] = []
-    matches = FileSystems.match([pattern])[0].metadata_list
-    for m in sorted(matches, key=lambda m: m.path):
-        with FileSystems.open(m.path) as f:
-            lines.extend(ln for ln in f.read().decode("utf-8").splitlines() if ln.strip())
-    return lines
+def results_config(metrics, mode, inputs) -> dict:
+    """The ``config`` object of ``results.json`` (known before the pipeline runs)."""
+    return {
+        "inputs": list(inputs),
+        "metrics": list(metrics),
+        "mode": "bayesian" if mode.is_bayesian else "frequentist",
+        "statistical_mode": repr(mode),
+        "seed": getattr(mode, "rng_seed", None),
+        "mc_samples": getattr(mode, "mc_samples", None),
+        "ci_level": getattr(mode, "ci_level", None),
+        "beta_prior_a": getattr(mode, "beta_prior_a", None),
+        "beta_prior_b": getattr(mode, "beta_prior_b", None),
+    }
+
+
+def metric_static(transforms: dict) -> dict:
+    """Per metric, the fields of ``results.json`` fixed by the metric's configuration."""
+    out = {}
+    for name, t in transforms.items():
+        lex = getattr(t, "lexicon", None)
+        out[name] = {"headline_columns": list(getattr(t, "headline_columns", ())),
+                     "lexicon": getattr(lex, "name", None), "lexicon_licence": getattr(lex, "licence", None)}
+    return out
+
+
+# ----------------------------------------------------------------------------- results.json
+class ResultsDocFn(beam.CombineFn):
+    """Combines the small parts of a run into the ``results.json`` document.
+
+    Input elements are tagged tuples ``(kind, key, value)``:
+    ``("read", None, 1)`` per interaction read; ``("dead", (stage, reason kind), 1)`` per dead
+    letter; ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
+    session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
+    (plain JSON values). The accumulator holds integer counters and the slice records only, so
+    its size grows with the number of slices and reason kinds, never with sessions or
+    interactions; integer sums make merge order irrelevant. ``extract_output`` sorts everything
+    (slices: ``overall`` first, then by key), so the document is the same on every runner.
+    """
+
+    def __init__(self, config: dict, static: dict):
+        self.config, self.static = config, static
+
+    def create_accumulator(self):
+        return {"read": 0, "dead": Counter(), "quality": Counter(), "scored": Counter(), "slices": {}}
+
+    def add_input(self, acc, el):
+        kind, key, value = el
+        if kind == "read":
+            acc["read"] += value
+        elif kind == "dead":
+            acc["dead"][tuple(key)] += value
+        elif kind == "quality":
+            acc["quality"][key] += value
+        elif kind == "scored":
+            acc["scored"][key] += value
+        elif kind == "slice":
+            acc["slices"].setdefault(key, []).append(value)
+        return acc
+
+    def merge_accumulators(self, accs):
+        accs = iter(accs)
+        out = next(accs)
+        for a in accs:
+            out["read"] += a["read"]
+            for k in ("dead", "quality", "scored"):
+                out[k].update(a[k])
+            for m, recs in a["slices"].items():
+                out["slices"].setdefault(m, []).extend(recs)
+        return out
+
+    def extract_output(self, acc):
+        return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
+                                 acc["slices"])
 
 
 def _slice_order(r):
@@ -89,6 +179,122 @@ def _slice_order(r):
     return (0 if s == "overall" else 1, s)
 
 
+def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, quality: Counter, scored: Counter,
+                      slices: dict) -> dict:
+    """The ``results.json`` document from the combined counts (see :class:`ResultsDocFn`).
+
+    ``summary.metrics.<name>`` names one unit per field: ``interactions_scored`` (interactions
+    that entered the metric's aggregates, the sum of its sessions' ``n_interactions``; also
+    under the older key ``scored``), ``interactions_not_scored`` (interactions read that did not:
+    ``interactions_read − interactions_scored``, never below 0), ``dead_letters`` (records the
+    metric's stage dead-lettered; :data:`DEAD_LETTER_UNITS` says what one stands for, e.g. one
+    failed guardian verdict per interaction *and* attribute for Bias) and
+    ``dead_letter_reasons`` (counts per reason kind, adding up to ``dead_letters``).
+    """
+    by_stage: Counter = Counter()
+    for (stage, _), c in dead.items():
+        by_stage[stage] += c
+    doc: dict[str, Any] = {
+        "config": config,
+        "summary": {
+            "interactions_read": n_read,
+            "rejected_at_read": by_stage.get("read", 0),
+            "rejected_at_read_reasons": _ranked({r: c for (s, r), c in dead.items() if s == "read"}),
+            "data_quality_warnings": sum(quality.values()),
+            "data_quality_by_kind": dict(sorted(quality.items())),
+            "metrics": {},
+        },
+        "metrics": {},
+    }
+    for name, st in static.items():
+        n_scored = int(scored.get(name, 0))
+        n_dead = by_stage.get(name, 0)
+        doc["summary"]["metrics"][name] = {
+            "scored": n_scored,
+            "interactions_scored": n_scored,
+            "interactions_not_scored": max(n_read - n_scored, 0),
+            "dead_letters": n_dead,
+            "dead_letter_unit": DEAD_LETTER_UNITS.get(name, _DEFAULT_UNIT),
+            "dead_letter_reasons": _ranked({r: c for (s, r), c in dead.items() if s == name}),
+        }
+        doc["metrics"][name] = {**st, "slices": sorted(slices.get(name, []), key=_slice_order)}
+    return doc
+
+
+def results_json_bytes(doc: dict) -> bytes:
+    """``results.json``'s exact bytes (UTF-8, indent 2, no NaN, no trailing newline)."""
+    return scrub_known(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8")
+
+
+def _tag(kind: str, key=None):
+    return lambda _: (kind, key, 1)
+
+
+def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
+                  static: dict) -> None:
+    """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
+
+    Args:
+        read: ``ReadInteractions`` outputs (``interactions``, ``dead_letter``, ``quality``).
+        results: ``{metric name: metric outputs}`` (``interactions``, ``sessions``, ``slices``,
+            ``dead_letter``, ``quality``).
+        out: the output folder (any Beam filesystem).
+        parquet_schema: union schema of the per-interaction rows.
+        config / static: :func:`results_config` and :func:`metric_static` of the run.
+    """
+    dead = (
+        tuple([read["dead_letter"]] + [r["dead_letter"] for r in results.values()])
+        | "FlattenDeadLetter" >> beam.Flatten()
+    )
+    quality = (
+        tuple([read["quality"]] + [r["quality"] for r in results.values()])
+        | "FlattenQuality" >> beam.Flatten()
+    )
+    (
+        dead
+        | "DeadLetterJson" >> beam.Map(to_json_line)
+        | "WriteDeadLetter" >> beam.io.WriteToText(f"{out}/dead_letter/part", file_name_suffix=".jsonl")
+    )
+    (
+        quality
+        | "QualityJson" >> beam.Map(to_json_line)
+        | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality/part", file_name_suffix=".jsonl")
+    )
+    names = parquet_schema.names
+    (
+        tuple(r["interactions"] for r in results.values())
+        | "FlattenInteractionRows" >> beam.Flatten()
+        | "ParquetRows" >> beam.Map(_parquet_row(names))
+        | "WriteParquet" >> beam.io.WriteToParquet(f"{out}/results.parquet/part", parquet_schema,
+                                                   file_name_suffix=".parquet")
+    )
+    parts = [
+        read["interactions"] | "TagRead" >> beam.Map(_tag("read")),
+        dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
+        quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
+    ]
+    for name, r in results.items():
+        (
+            r["sessions"]
+            | f"SessionRows_{name}" >> beam.Map(_session_row(name))
+            | f"WriteSessions_{name}" >> beam.io.WriteToParquet(f"{out}/sessions/{name}/part", SESSION_SCHEMA,
+                                                                file_name_suffix=".parquet")
+        )
+        parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
+            lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
+        parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(
+            lambda s, m=name: ("slice", m, json.loads(to_json_line(s)))))
+    (
+        tuple(parts)
+        | "FlattenResultParts" >> beam.Flatten()
+        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static))
+        | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8"))
+        | "WriteResultsJson" >> beam.io.WriteToText(f"{out}/results.json", num_shards=1, shard_name_template="",
+                                                    append_trailing_newlines=False)
+    )
+
+
+# ----------------------------------------------------------------------------- driver side
 def _versions() -> dict:
     out = {}
     for pkg in ("fair_forge_beam", "apache-beam", "numpy", "scipy", "pyarrow", "pydantic", "nrclex"):
@@ -99,66 +305,25 @@ def _versions() -> dict:
     return out
 
 
-def assemble_results(out: str, parts: str, metrics, mode, inputs, transforms, run_info: dict) -> dict:
-    """Build ``results.json`` (and ``run_info.json``) from the pipeline's outputs; remove the parts."""
-    counts = [json.loads(x) for x in read_text_shards(f"{parts}/count*")]
-    n_read = sum(c["interactions_read"] for c in counts)
-    dead = [json.loads(x) for x in read_text_shards(f"{out}/dead_letter.jsonl")]
-    quality = [json.loads(x) for x in read_text_shards(f"{out}/data_quality.jsonl")]
-    by_stage = Counter(d["stage"] for d in dead)
-    quality.sort(key=lambda q: (q["kind"], q["key"], q["message"]))
-    doc: dict[str, Any] = {
-        "config": {
-            "inputs": list(inputs),
-            "metrics": list(metrics),
-            "mode": "bayesian" if mode.is_bayesian else "frequentist",
-            "statistical_mode": repr(mode),
-            "seed": getattr(mode, "rng_seed", None),
-            "mc_samples": getattr(mode, "mc_samples", None),
-            "ci_level": getattr(mode, "ci_level", None),
-            "beta_prior_a": getattr(mode, "beta_prior_a", None),
-            "beta_prior_b": getattr(mode, "beta_prior_b", None),
-        },
-        "summary": {
-            "interactions_read": n_read,
-            "rejected_at_read": by_stage.get("read", 0),
-            "rejected_at_read_reasons": _reason_counts(d for d in dead if d["stage"] == "read"),
-            "data_quality_warnings": len(quality),
-            "data_quality_by_kind": dict(sorted(Counter(q["kind"] for q in quality).items())),
-            "metrics": {},
-        },
-        "metrics": {},
-    }
-    for name in metrics:
-        sessions = [json.loads(x) for x in read_text_shards(f"{parts}/{name}-sessions*")]
-        slices = [json.loads(x) for x in read_text_shards(f"{parts}/{name}-slices*")]
-        sessions.sort(key=lambda r: (r["session_id"], r["assistant_id"]))
-        slices.sort(key=_slice_order)
-        t = transforms[name]
-        not_scored = [d for d in dead if d["stage"] == name]
-        scored = sum(s["n_interactions"] for s in sessions)
-        doc["summary"]["metrics"][name] = {
-            "scored": scored,
-            "not_scored": len(not_scored),
-            "not_scored_reasons": _reason_counts(not_scored),
-        }
-        doc["metrics"][name] = {
-            "headline_columns": list(getattr(t, "headline_columns", ())),
-            "lexicon": getattr(getattr(t, "lexicon", None), "name", None),
-            "lexicon_licence": getattr(getattr(t, "lexicon", None), "licence", None),
-            "slices": slices,
-            "sessions": sessions,
-        }
-    with FileSystems.create(f"{out}/results.json") as f:
-        f.write(scrub_known(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8"))
+def write_run_info(out: str, run_info: dict) -> dict:
+    """Write ``run_info.json`` (``run_info`` plus package versions); returns what was written."""
     info = {**run_info, "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
         f.write(scrub_known(json.dumps(info, indent=2)).encode("utf-8"))
-    try:
-        FileSystems.delete([parts])
-    except Exception:  # noqa: BLE001 - leftover parts are harmless
-        pass
-    return doc
+    return info
+
+
+def read_text_shards(pattern: str) -> Iterable[str]:
+    """Non-empty lines of every file matching ``pattern`` (any Beam filesystem), file-name order,
+    streamed (one line in memory at a time)."""
+    import io
+
+    matches = FileSystems.match([pattern])[0].metadata_list
+    for m in sorted(matches, key=lambda m: m.path):
+        with FileSystems.open(m.path) as raw:
+            for ln in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
+                if ln.strip():
+                    yield ln.rstrip("\n")
 
 
 def _reason_kind(reason: str) -> str:
@@ -167,13 +332,17 @@ def _reason_kind(reason: str) -> str:
     return kind if len(kind) <= 160 else kind[:157] + "..."
 
 
-def _reason_counts(records, top: int = 20) -> dict:
+def _ranked(counts: dict, top: int = 20) -> dict:
     """Counts per reason kind, most frequent first, ties by text (deterministic); the rest in
     one ``"other (K kinds)"`` entry so the counts always add up."""
-    c = Counter(_reason_kind(d["reason"]) for d in records)
-    ranked = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     out = dict(ranked[:top])
     rest = ranked[top:]
     if rest:
         out[f"other ({len(rest)} kinds)"] = sum(v for _, v in rest)
     return out
+
+
+def _reason_counts(records, top: int = 20) -> dict:
+    """:func:`_ranked` of the reason kinds of ``records`` (dicts with ``reason``)."""
+    return _ranked(Counter(_reason_kind(d["reason"]) for d in records), top)
