@@ -40,7 +40,7 @@ def _clustering(doc: dict) -> dict:
 
     def walk(x):
         if isinstance(x, dict):
-            if "cluster_profiling" in x and "n_clusters" in x:
+            if "n_clusters" in x and "params" in x:
                 found.append(x)
             for v in x.values():
                 walk(v)
@@ -55,7 +55,8 @@ def _clustering(doc: dict) -> dict:
 
 def test_default_audit_runs_the_embedding_and_clustering_path(runs):
     doc = json.loads(runs("in_memory"))
-    prof = _clustering(doc)
+    prof = doc["metrics"]["toxicity"]["slices"][0]["clustering"]
+    assert prof == _clustering(doc)
     assert prof["status"] == "ok" and prof["n_clusters"] > 1 and prof["params"]["umap"]["fitted"]
     assert prof["n_points"] == 2015  # every non-empty shipped answer embedded and clustered
     # duplicate answers got one vector each: as many distinct points as distinct non-empty answers
