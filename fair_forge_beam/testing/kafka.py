@@ -15,10 +15,10 @@ Built from the artifacts ``.ci/get_kafka.sh`` caches next to the runners of
   --experiments=use_deprecated_read``: KafkaIO then runs inside the Flink TaskManager JVMs (no
   Docker, no Java boot binary), and unbounded reads advance the watermark (without
   ``use_deprecated_read`` records arrive but no window fires).
-* :class:`KafkaFlinkCluster` — :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` with
-  1 GB of metaspace per TaskManager (each Kafka job loads ~200 jars into a new class loader;
-  with Flink's default a TaskManager died of ``OutOfMemoryError: Metaspace`` after a few jobs),
-  and :func:`cancel_flink_jobs` (Flink's REST API: cancelling through Beam's ``PortableRunner``
+* :class:`KafkaFlinkCluster` — :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` whose
+  job server runs on the expansion service's classpath, with 1 GB of metaspace per TaskManager
+  (each Kafka job loads ~200 jars into a new class loader; with Flink's default a TaskManager
+  died of ``OutOfMemoryError: Metaspace`` after a few jobs), and :func:`cancel_flink_jobs` (Flink's REST API: cancelling through Beam's ``PortableRunner``
   leaves the job running on the cluster).
 
 Every process is started in its own session and ended, with its children, by ``stop()``.
@@ -204,6 +204,9 @@ class KafkaBroker(_JavaProcesses):
             "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
             "transaction.state.log.min.isr": 1, "share.coordinator.state.topic.replication.factor": 1,
             "group.initial.rebalance.delay.ms": 0,
+            # Retention counts from the messages' timestamps: with the default (7 days) the broker
+            # deleted, minutes after start, a topic whose messages carried older event times.
+            "log.retention.ms": -1,
         }
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
@@ -314,16 +317,36 @@ class ExpansionService(_JavaProcesses):
 
 
 class KafkaFlinkCluster(FlinkCluster):
-    """:class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` whose TaskManagers have
-    ``metaspace`` of metaspace (default 1 GB) on top of the same heap and network memory (the
-    process size grows by the difference to Flink's default, 256 MB)."""
+    """:class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` for KafkaIO jobs.
+
+    * Beam's job server runs on the ``kafka-expansion/lib`` classpath (the job server's own plus
+      the expansion service, KafkaIO, the Java harness, jamm and kafka-clients): a job submitted to
+      the cluster carries the job server's classpath as its user jars, and the EMBEDDED Java
+      environment of KafkaIO runs from them inside the TaskManagers (with the job server's own
+      classpath: ``NoClassDefFoundError: org/apache/beam/fn/harness/Caches``).
+    * Each TaskManager has ``metaspace_mb`` of metaspace (default 1 GB; each job loads ~200 jars
+      into a new class loader) on top of the same heap and network memory (the process size grows
+      by the difference to Flink's default, 256 MB).
+
+    Raises ``FileNotFoundError`` from :meth:`start` when the Kafka artifacts are missing.
+    """
 
     def __init__(self, *args, metaspace_mb: int = 1024, **kwargs):
         super().__init__(*args, **kwargs)
         self.metaspace_mb = int(metaspace_mb)
-        total = int(self.tm_memory.rstrip("m")) if self.tm_memory.endswith("m") else None
-        if total is not None:
-            self.tm_memory = f"{total + max(0, self.metaspace_mb - 256)}m"
+        if self.tm_memory.endswith("m"):
+            self.tm_memory = f"{int(self.tm_memory[:-1]) + max(0, self.metaspace_mb - 256)}m"
+
+    def start(self) -> "KafkaFlinkCluster":
+        if kafka_artifacts()["expansion_lib"] is None:
+            raise FileNotFoundError(missing_reason() or "kafka-expansion/lib missing (run .ci/get_kafka.sh)")
+        return super().start()
+
+    def _spawn(self, name: str, cmd: list[str], env: dict) -> None:
+        if name == "job-server" and "-cp" in cmd:
+            cmd = list(cmd)
+            cmd[cmd.index("-cp") + 1] = f"{kafka_artifacts()['expansion_lib']}/*"
+        super()._spawn(name, cmd, env)
 
     def _write_config(self, home: Path) -> Path:
         import yaml
