@@ -239,8 +239,8 @@ def test_streaming_audit_on_flink(stack, tmp_path):
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
     try:
         submitted = time.monotonic()
-        _wait_for(lambda: kf.running_flink_jobs(stack.cluster.rest_url), 240, "the job to be submitted", proc, log)
-        _wait_for(lambda: _job_running(stack.cluster.rest_url), 240, "the job's tasks to run", proc, log, stack.cluster)
+        _wait_for(lambda: kf.running_flink_jobs(stack.cluster.rest_url), 600, "the job to be submitted", proc, log)
+        _wait_for(lambda: _job_running(stack.cluster.rest_url), 300, "the job's tasks to run", proc, log, stack.cluster)
         print(f"\nstreaming job running {time.monotonic() - submitted:.1f} s after submission")
         batches, timings = [_sessions(200, 40), _sessions(240, 40)], []
         for batch in batches:
@@ -298,3 +298,37 @@ def test_missing_artifacts_fail_under_ci(monkeypatch, tmp_path):
     monkeypatch.setattr(sys.modules[__name__], "IN_CI", True)
     with pytest.raises(outcomes.Skipped, match="Could not find artifact x:y:4.1.0"):
         _require()
+
+
+def test_message_time_and_dead_letters_in_process():
+    """Without a broker: KafkaIO's records (as ``ReadFromKafka`` yields them, element timestamp
+    = message timestamp) → interactions whose event time is the message timestamp with
+    ``--kafka-event-time message``; malformed values are dead letters naming topic, partition
+    and offset."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    from apache_beam.transforms.window import TimestampedValue
+
+    from fair_forge_beam.streaming.job import _ParseStream
+    from fair_forge_beam.streaming.sources import _kafka_record
+
+    session = {"session_id": "s1", "assistant_id": "a", "language": "english", "context": "",
+               "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "hello"},
+                                {"qa_id": "q1", "query": "bye", "assistant": "goodbye"}]}
+    rows = [("live", 0, 7, json.dumps(session).encode(), 1700000000.25), ("live", 1, 3, b"{oops", 1700000001.0),
+            ("live", 1, 4, None, 1700000002.0), ("live", 0, 8, b"\xff", 1700000003.0)]
+
+    class FakeKafka(beam.PTransform):
+        def expand(self, pbegin):
+            return (pbegin | beam.Create(rows)
+                    | beam.Map(lambda r: TimestampedValue(beam.Row(topic=r[0], partition=r[1], offset=r[2], value=r[3]), r[4]))
+                    | beam.Map(_kafka_record))
+
+    with TestPipeline(runner=rn.FNAPI) as p:
+        out = p | _ParseStream(FakeKafka(), None, "dead_letter", message_time=True)
+        assert_that(out["interactions"] | beam.Map(lambda x: (x.element_id, x.event_time)),
+                    equal_to([("s1/a/0", 1700000000.25), ("s1/a/1", 1700000000.25)]), label="times")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.source, d.reason.split(":")[0])),
+                    equal_to([("kafka:live/1:3", "invalid JSON"), ("kafka:live/1:4", "record is a NoneType, not an object"),
+                              ("kafka:live/0:8", "line is not valid UTF-8")]), label="dead")
