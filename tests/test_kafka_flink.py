@@ -5,16 +5,17 @@ on 127.0.0.1, Beam's Java expansion service with KafkaIO (EMBEDDED environment: 
 the TaskManagers), and a Flink 1.19 cluster (JobManager + 2 TaskManagers, 1 GB metaspace each,
 Beam's job server, PROCESS Python workers). Messages are sessions of the shipped hh-rlhf slice
 as JSON values, written by kafka-python; the audit is the main job
-(``--metrics humanity,toxicity --group-extractor keyword``).
+(``--metrics toxicity --group-extractor keyword``; the identity suite of
+``tests/test_runners_integration.py`` covers more metrics on Flink).
 
 * bounded: ``--kafka-max-records`` reads every message of a 2-partition topic (sessions with a
   payload ``timestamp``, plus malformed messages) on Flink; the per-window results equal the
   in-memory run over a JSONL file of the same sessions, and every malformed message is a dead
   letter naming its topic, partition and offset;
 * unbounded: ``python -m pipelines.audit`` runs a streaming job (message timestamps as event
-  time, ``--window fixed:10s``) on the cluster; a batch produced while it runs appears in its
-  window's results, then a second batch, produced after the first window's results were
-  written, appears in a later window; the final pane of each window equals the in-memory run
+  time, ``--window fixed:10s``) on the cluster; a batch of 40 sessions produced while it runs
+  appears in its window's results, then a second batch (200), produced after the first window's
+  results were written, appears in a later window; the final pane of each window equals the in-memory run
   over the same records. The job is cancelled through Flink's REST API.
 
 Printed (``-s``): throughput of the bounded read (messages/s, whole job, start-up included) and
@@ -47,7 +48,7 @@ pytestmark = [pytest.mark.runners, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = ROOT / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
-AUDIT = ["--quiet", "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
+AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword"]  # one metric: half the Flink graph
 IN_CI = os.environ.get("CI", "").lower() == "true"
 BASE = 1767225600  # 2026-01-01T00:00:00Z: payload times of the bounded topic
 BAD = (b"{not json", b"\xff\xfe not utf-8", b"[1, 2, 3]")
@@ -242,17 +243,17 @@ def test_streaming_audit_on_flink(stack, tmp_path):
         _wait_for(lambda: kf.running_flink_jobs(stack.cluster.rest_url), 600, "the job to be submitted", proc, log)
         _wait_for(lambda: _job_running(stack.cluster.rest_url), 300, "the job's tasks to run", proc, log, stack.cluster)
         print(f"\nstreaming job running {time.monotonic() - submitted:.1f} s after submission")
-        batches, timings = [_sessions(200, 40), _sessions(240, 40)], []
+        batches, timings = [_sessions(200, 40), _sessions(240, 200)], []
         for batch in batches:
             start, _ = _produce_in_one_window(stack.broker, topic, batch)
             sent = time.time()
-            _wait_for(lambda: _windows_written(out).get(start) == {"humanity", "toxicity"}, 240,
+            _wait_for(lambda: _windows_written(out).get(start) == {"toxicity"}, 240,
                       f"the results of window {start}", proc, log, stack.cluster)
             done = time.time()
             timings.append((start, done - (start + WINDOW_S), done - sent))
-        for start, after_end, after_send in timings:
-            print(f"window {start:.0f}: results {after_end:.1f} s after the window's end, "
-                  f"{after_send:.1f} s after its messages were sent")
+        for batch, (start, after_end, after_send) in zip(batches, timings):
+            print(f"window {start:.0f}: {len(batch)} messages, results {after_end:.1f} s after the window's end, "
+                  f"{after_send:.1f} s after its messages were sent ({len(batch) / after_send:.1f} messages/s at least)")
         assert timings[1][0] > timings[0][0], "the second batch must land in a later window"
         # a moment for any further pane, then compare every window written
         time.sleep(2)
