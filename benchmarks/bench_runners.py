@@ -13,10 +13,16 @@ to the first runner's.
 Runners (``--runners``; default the four of the identity suite, ``prism_workers`` on request):
 see ``fair_forge_beam/testing/runners.py`` (Flink and Prism need
 ``.ci/get_runners.sh`` first; a runner whose artifact is missing is reported and skipped).
+``flink`` is a real local cluster — JobManager, 2 TaskManagers (parallelism 2), Beam's job
+server, PROCESS workers — started once before its first run; its start-up is reported apart and
+not timed, and the CPU of its JVMs and workers is not counted (only the submitting process's).
+The last column gives each runner's wall time over the first runner's (the in-memory reference
+by default), measured in the same run of this script.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.resources
 import json
 import os
@@ -67,7 +73,7 @@ def cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_once(runner: str, data: Path, out: Path, mc_samples: int) -> tuple[float, float, float, bytes]:
+def run_once(runner: str, data: Path, out: Path, mc_samples: int, flink=None) -> tuple[float, float, float, bytes]:
     cmd = [sys.executable, "-m", "pipelines.audit", *AUDIT, "--mc-samples", str(mc_samples),
            "--input", str(data), "--output", str(out)]
     if runner == "prism_workers":
@@ -77,7 +83,7 @@ def run_once(runner: str, data: Path, out: Path, mc_samples: int) -> tuple[float
             wall, cpu = time.perf_counter() - t0, cpu_children() - cpu0
     else:
         cpu0, t0 = cpu_children(), time.perf_counter()
-        proc = subprocess.run([*cmd, *rn.runner_args(runner)], capture_output=True, text=True)
+        proc = subprocess.run([*cmd, *rn.runner_args(runner, flink_cluster=flink)], capture_output=True, text=True)
         wall, cpu = time.perf_counter() - t0, cpu_children() - cpu0
     if proc.returncode != 0:
         raise RuntimeError(f"{runner} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -94,24 +100,33 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     print(f"Beam {rn.beam_version()}; cores {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; "
           f"mc_samples {args.mc_samples}")
-    print(f"{'n':>8} {'runner':<14} {'wall s':>8} {'pipeline s':>10} {'interactions/s':>14} {'CPU s':>7}  identical")
-    with tempfile.TemporaryDirectory(prefix="ffb-bench-runners-") as tmp:
+    print(f"{'n':>8} {'runner':<14} {'wall s':>8} {'pipeline s':>10} {'interactions/s':>14} {'CPU s':>7}  identical  wall/ref")
+    with tempfile.TemporaryDirectory(prefix="ffb-bench-runners-") as tmp, contextlib.ExitStack() as stack:
+        flink = None
         for n in args.n:
             data = Path(tmp) / f"sessions-{n}.jsonl"
             write_sessions(data, n)
-            ref = None
+            ref = ref_wall = None
             for runner in args.runners:
                 missing = rn.missing_reason(runner)
                 if missing:
                     print(f"{n:>8} {runner:<14} skipped: {rn.unavailable_reason(runner) or missing}", flush=True)
                     continue
-                runs = [run_once(runner, data, Path(tmp) / f"out-{n}-{runner}-{i}", args.mc_samples)
+                if runner == "flink" and flink is None:
+                    from fair_forge_beam.testing.flink_cluster import FlinkCluster
+
+                    t0 = time.perf_counter()
+                    flink = stack.enter_context(FlinkCluster(task_managers=2, workdir=Path(tmp) / "flink"))
+                    print(f"{'':>8} (Flink cluster: JobManager + 2 TaskManagers + job server up in "
+                          f"{time.perf_counter() - t0:.1f} s, not timed)", flush=True)
+                runs = [run_once(runner, data, Path(tmp) / f"out-{n}-{runner}-{i}", args.mc_samples, flink)
                         for i in range(args.repeat)]
                 wall, pipe, cpu, res = min(runs, key=lambda r: r[0])
                 ref = res if ref is None else ref
+                ref_wall = wall if ref_wall is None else ref_wall
                 same = all(r[3] == ref for r in runs)
                 print(f"{n:>8} {runner:<14} {wall:>8.1f} {pipe:>10.1f} {n / wall:>14,.0f} {cpu:>7.1f}  "
-                      f"{'yes' if same else 'NO'}"
+                      f"{'yes' if same else 'NO':<9}  {wall / ref_wall:.2f}"
                       + (f"   (all wall: {', '.join(f'{r[0]:.1f}' for r in runs)})" if len(runs) > 1 else ""),
                       flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")

@@ -110,6 +110,10 @@ class FlinkCluster:
             "--environment_type=PROCESS",
             "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / "beam-boot")}, separators=(",", ":")),
             f"--parallelism={self.task_managers}",
+            # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
+            # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
+            # worker, re-importing the package and reloading models every time.
+            "--environment_cache_millis=60000",
         ]
 
     # ---- start
@@ -136,6 +140,9 @@ class FlinkCluster:
             "taskmanager.memory.network.min": self.tm_network, "taskmanager.memory.network.max": self.tm_network,
             "parallelism.default": self.task_managers,
             "rest.address": "127.0.0.1", "rest.bind-address": "127.0.0.1", "rest.port": self.rest_port,
+            # A loaded 2-core machine (CI, six engineers) answered a submitTask call after more
+            # than the default 10 s ask timeout, failing the job: allow minutes, not seconds.
+            "pekko.ask.timeout": "120 s", "heartbeat.timeout": 180000,
             "io.tmp.dirs": str(self.workdir / "tmp"), "web.tmpdir": str(self.workdir / "tmp"),
             "env.pid.dir": str(self.workdir / "pid"), "env.log.dir": str(self.log_dir),
         }.items():
