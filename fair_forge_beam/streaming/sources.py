@@ -39,8 +39,7 @@ from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.streaming.event_time import find_timestamp, parse_timestamp
 
 __all__ = [
-    "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "KAFKA_EVENT_TIMES",
-    "PubSubRecords",
+    "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
 ]
 
 _END = 2**62  # positions of an endless iterator
@@ -240,9 +239,6 @@ class WatchJsonl(beam.PTransform):
 
 
 # ------------------------------------------------------------------ Kafka
-KAFKA_EVENT_TIMES = ("field", "message")
-
-
 class KafkaRecords(beam.PTransform):
     """``PBegin`` → ``(f"kafka:{topic}/{partition}", offset, value bytes)`` from Kafka topics,
     through Beam's cross-language ``ReadFromKafka`` (Java KafkaIO; needs a JVM, and an expansion
