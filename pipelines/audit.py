@@ -198,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)")
     s.add_argument("--kafka-topic", action="append", metavar="TOPIC", help="Kafka topic to read; repeatable")
     s.add_argument("--kafka-expansion-service", metavar="HOST:PORT", help="running Beam expansion service for ReadFromKafka")
+    s.add_argument("--kafka-event-time", default="field", choices=["field", "message"],
+                   help="Kafka event time: the payload's --timestamp-field (default) or the message timestamp")
+    s.add_argument("--kafka-max-records", type=int, metavar="N",
+                   help="read N Kafka records, then end (a bounded run: back-fills, tests)")
     s.add_argument("--pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription")
     s.add_argument("--pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic")
     s.add_argument("--pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time")

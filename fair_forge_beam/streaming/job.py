@@ -15,8 +15,10 @@ window and pane (``fileio.WriteToFiles``) under ``<output>/windows/``:
 
 A bounded run (files given with ``--input`` plus ``--window``) ends like a batch run and also
 writes ``windowed_results.json``: every slice record, sorted by metric, window, slice and
-pane. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka, Pub/Sub) runs until
-cancelled; pass ``--streaming`` to Beam (set automatically for these sources).
+pane. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka without
+``--kafka-max-records``, Pub/Sub) runs until cancelled; pass ``--streaming`` to Beam (set
+automatically for these sources). Kafka's event time is the ``--timestamp-field`` of the payload
+(``--kafka-event-time field``, default) or the message timestamp (``--kafka-event-time message``).
 """
 from __future__ import annotations
 
@@ -71,7 +73,11 @@ def build_source(args, inputs):
     elif args.kafka_topic:
         from fair_forge_beam.streaming.sources import KafkaRecords
 
-        records = KafkaRecords(args.kafka_bootstrap_servers, args.kafka_topic, expansion_service=args.kafka_expansion_service)
+        records = KafkaRecords(args.kafka_bootstrap_servers, args.kafka_topic, expansion_service=args.kafka_expansion_service,
+                               max_num_records=getattr(args, "kafka_max_records", None))
+        if getattr(args, "kafka_event_time", "field") == "message":
+            return _ParseStream(records, None, policy, message_time=True), not records.bounded
+        return _ParseStream(records, ts_field, policy), not records.bounded
     else:
         from fair_forge_beam.streaming.sources import PubSubRecords
 
@@ -80,14 +86,23 @@ def build_source(args, inputs):
 
 
 class _ParseStream(beam.PTransform):
-    def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy):
+    """Records → ``{interactions, dead_letter, quality}``; with ``message_time`` each interaction's
+    event time is its element timestamp (Kafka's message timestamp), not a payload field."""
+
+    def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy, message_time: bool = False):
         super().__init__()
         self.records, self.timestamp_field, self.timestamp_policy = records, timestamp_field, timestamp_policy
+        self.message_time = message_time
 
     def expand(self, pbegin):
         recs = pbegin | "Records" >> self.records
-        return records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                       streaming=True)
+        out = records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
+                                      streaming=True)
+        if self.message_time:
+            from fair_forge_beam.streaming.sources import MessageEventTime
+
+            out = {**out, "interactions": out["interactions"] | "MessageEventTime" >> beam.ParDo(MessageEventTime())}
+        return out
 
 
 def _write(pcoll, out: str, prefix: str, label: str):

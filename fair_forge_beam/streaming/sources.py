@@ -9,7 +9,7 @@ interaction is stamped with its event time (:class:`~fair_forge_beam.streaming.e
 |---|---|---|
 | :class:`StreamingRetriever` | a splittable ``DoFn`` over positions ``0, 1, 2, …`` of the retriever's iterator | the highest event time emitted so far (``ManualWatermarkEstimator``) |
 | :class:`WatchJsonl` | ``fileio.MatchContinuously`` (``PeriodicImpulse`` + ``MatchAll``), each file read once (a stateful ``DoFn`` keyed by path), ``ReadMatches`` | the poll time |
-| :class:`KafkaRecords` | ``ReadFromKafka`` (cross-language; its expansion service jar comes from Maven Central at pipeline construction) | the broker's create time |
+| :class:`KafkaRecords` | ``ReadFromKafka`` (cross-language: a running expansion service, or its jar from Maven Central at pipeline construction) | the messages' timestamps (``CreateTime``), then the wall clock when a partition has no backlog |
 | :class:`PubSubRecords` | ``ReadFromPubSub`` (needs ``apache-beam[gcp]``; runs natively on Dataflow) | Pub/Sub's, by publish time or ``timestamp_attribute`` |
 
 Why the file source does not use ``MatchContinuously``'s own de-duplication: in Beam 2.77 it is
@@ -38,7 +38,9 @@ from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.streaming.event_time import find_timestamp, parse_timestamp
 
-__all__ = ["StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "PubSubRecords"]
+__all__ = [
+    "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
+]
 
 _END = 2**62  # positions of an endless iterator
 
@@ -252,16 +254,30 @@ class WatchJsonl(beam.PTransform):
 # ------------------------------------------------------------------ Kafka
 class KafkaRecords(beam.PTransform):
     """``PBegin`` → ``(f"kafka:{topic}/{partition}", offset, value bytes)`` from Kafka topics,
-    through Beam's cross-language ``ReadFromKafka`` (Java; needs a JVM, and its expansion
-    service jar — fetched from Maven Central when the pipeline is built, unless
-    ``expansion_service`` names a running one). Record timestamps: the broker's create time.
+    through Beam's cross-language ``ReadFromKafka`` (Java KafkaIO; needs a JVM, and an expansion
+    service: ``expansion_service`` names a running one, otherwise Beam fetches its expansion
+    service jar from Maven Central when the pipeline is built).
+
+    Each record's value is one JSON object — a session, a ``StreamedBatch`` record or a flat
+    interaction — parsed by :func:`fair_forge_beam.io.read.records_to_interactions`; a message
+    that is not (not UTF-8, invalid JSON, a tombstone with no value, the wrong shape) becomes a
+    dead letter whose ``source`` is ``kafka:<topic>/<partition>:<offset>``.
+
+    Element timestamps are the messages' Kafka timestamps (``CreateTime``: set by the producer,
+    or by the producer's client when it sends); KafkaIO's watermark follows them and, once a
+    partition has no backlog, the wall clock. Event time is then either that timestamp
+    (``event_time="message"``: :class:`MessageEventTime` copies it into the interaction) or a
+    payload field (``"field"``, the main job's ``--timestamp-field``): payload times older than
+    the watermark are late data (dropped unless ``--allowed-lateness`` covers them), so
+    producers should set the message timestamp to the payload's.
 
     Args:
         bootstrap_servers: ``host:port[,host:port...]``.
         topics: one topic or a list.
-        consumer_config: more Kafka consumer settings (``group.id``, ``auto.offset.reset``, ...).
+        consumer_config: more Kafka consumer settings (``group.id``, ``auto.offset.reset``, ...;
+            default ``auto.offset.reset=earliest``).
         expansion_service: ``host:port`` of a running expansion service (optional).
-        max_num_records: stop after this many records (tests, back-fills).
+        max_num_records: stop after this many records — a bounded read (tests, back-fills).
 
     Raises:
         ValueError: no or malformed bootstrap servers, no topic, a non-positive
@@ -289,12 +305,13 @@ class KafkaRecords(beam.PTransform):
 
         config = {"bootstrap.servers": ",".join(servers), "auto.offset.reset": "earliest", **(consumer_config or {})}
         self.consumer_config, self.topics = config, topics
+        self.bounded = max_num_records is not None
         self.read = ReadFromKafka(
             consumer_config=config,
             topics=topics,
             with_metadata=True,
             timestamp_policy=ReadFromKafka.create_time_policy,
-            max_num_records=max_num_records,
+            max_num_records=int(max_num_records) if max_num_records is not None else None,
             expansion_service=expansion_service,
         )
 
@@ -302,8 +319,21 @@ class KafkaRecords(beam.PTransform):
         return (
             pbegin
             | "ReadFromKafka" >> self.read
-            | "KafkaRecords" >> beam.Map(lambda r: (f"kafka:{r.topic}/{r.partition}", int(r.offset), r.value))
+            | "KafkaRecords" >> beam.Map(_kafka_record)
         )
+
+
+def _kafka_record(r) -> tuple:
+    """A KafkaIO record with metadata → ``(f"kafka:{topic}/{partition}", offset, value)``."""
+    return (f"kafka:{r.topic}/{int(r.partition)}", int(r.offset), r.value)
+
+
+class MessageEventTime(beam.DoFn):
+    """``Interaction`` → the same with ``event_time`` = its element timestamp (for Kafka, the
+    message's timestamp), in seconds since the epoch; the element keeps that timestamp."""
+
+    def process(self, x, ts=beam.DoFn.TimestampParam):
+        yield TimestampedValue(x._replace(event_time=float(ts.micros) / 1e6), ts)
 
 
 # ------------------------------------------------------------------ Pub/Sub

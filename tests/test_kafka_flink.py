@@ -1,0 +1,335 @@
+"""Acceptance (issue 18): audits read from a real Kafka topic on a real Flink cluster.
+
+One stack per module (:mod:`fair_forge_beam.testing.kafka`): a Kafka 4.1 broker in KRaft mode
+on 127.0.0.1, Beam's Java expansion service with KafkaIO (EMBEDDED environment: KafkaIO runs in
+the TaskManagers), and a Flink 1.19 cluster (JobManager + 2 TaskManagers, 1 GB metaspace each,
+Beam's job server, PROCESS Python workers). Messages are sessions of the shipped hh-rlhf slice
+as JSON values, written by kafka-python; the audit is the main job
+(``--metrics toxicity --group-extractor keyword``; the identity suite of
+``tests/test_runners_integration.py`` covers more metrics on Flink).
+
+* bounded: ``--kafka-max-records`` reads every message of a 2-partition topic (sessions with a
+  payload ``timestamp``, plus malformed messages) on Flink; the per-window results equal the
+  in-memory run over a JSONL file of the same sessions, and every malformed message is a dead
+  letter naming its topic, partition and offset;
+* unbounded: ``python -m pipelines.audit`` runs a streaming job (message timestamps as event
+  time, ``--window fixed:10s``) on the cluster; a batch of 40 sessions produced while it runs
+  appears in its window's results, then a second batch (200), produced after the first window's
+  results were written, appears in a later window; the final pane of each window equals the in-memory run
+  over the same records. The job is cancelled through Flink's REST API.
+
+Printed (``-s``): throughput of the bounded read (messages/s, whole job, start-up included) and
+the latency of each streamed window (window end → its results on disk; first message → results).
+
+Teardown cancels every job and stops every process the module started, and fails if one
+survives. Artifacts come from ``.ci/get_runners.sh`` and ``.ci/get_kafka.sh``; missing here:
+skipped; missing under ``CI=true``: failed — unless a script recorded the registry's "not
+served" answer, which the skip quotes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fair_forge_beam.streaming.job import read_windowed
+from fair_forge_beam.testing import kafka as kf
+from fair_forge_beam.testing import runners as rn
+from pipelines import audit
+
+pytestmark = [pytest.mark.runners, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+SESSIONS = ROOT / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword"]  # one metric: half the Flink graph
+IN_CI = os.environ.get("CI", "").lower() == "true"
+BASE = 1767225600  # 2026-01-01T00:00:00Z: payload times of the bounded topic
+BAD = (b"{not json", b"\xff\xfe not utf-8", b"[1, 2, 3]")
+WINDOW_S = 10
+
+
+def _require() -> None:
+    reasons = [r for r in (rn.missing_reason("flink"), kf.missing_reason()) if r]
+    if not reasons:
+        return
+    refused = [r for r in (rn.unavailable_reason("flink"), kf.unavailable_reason()) if r]
+    if refused:
+        pytest.skip(f"the registry does not serve an artifact: {'; '.join(refused)}")
+    if IN_CI:
+        pytest.fail(f"CI=true and {'; '.join(reasons)}")
+    pytest.skip("; ".join(reasons))
+
+
+def _sessions(start: int, n: int) -> list[dict]:
+    lines = SESSIONS.read_text(encoding="utf-8").splitlines()[start:start + n]
+    assert len(lines) == n
+    return [json.loads(ln) for ln in lines]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """Broker, expansion service and Flink cluster, started once; teardown cancels the jobs,
+    stops all three and checks that none of their processes is left."""
+    _require()
+    root = tmp_path_factory.mktemp("kafka-flink")
+    parts = [kf.KafkaBroker(root / "broker"), kf.ExpansionService(root / "expansion"),
+             kf.KafkaFlinkCluster(task_managers=2, workdir=root / "flink")]
+    started = []
+    try:
+        for part in parts:
+            started.append(part.start())
+    except (RuntimeError, FileNotFoundError) as e:
+        for part in reversed(started):
+            part.stop()
+        pytest.fail(f"the Kafka/Flink stack did not start: {e}")
+    broker, expansion, cluster = parts
+    yield SimpleNamespace(broker=broker, expansion=expansion, cluster=cluster)
+    pids = [p.pid for p in broker.procs + expansion.procs] + list(cluster.pids)
+    try:
+        kf.cancel_flink_jobs(cluster.rest_url)
+    finally:
+        for part in reversed(parts):
+            part.stop()
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"processes still running after cleanup: {left}"
+
+
+def _produce(broker, topic: str, values: list[tuple[bytes, int]]) -> list:
+    """Send ``(value, timestamp ms)`` pairs; the brokers' acknowledgements, in order."""
+    producer = broker.producer(linger_ms=5)
+    try:
+        futures = [producer.send(topic, value, timestamp_ms=ts) for value, ts in values]
+        producer.flush(timeout=60)
+        return [f.get(timeout=60) for f in futures]
+    finally:
+        producer.close()
+
+
+def _reference(tmp: Path, records: list[dict], window: str) -> list[dict]:
+    """Slice records of the in-memory windowed run over a JSONL file of ``records``."""
+    path = tmp / "reference.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp / "reference"
+    audit.run([*AUDIT, "--input", str(path), "--window", window, "--output", str(out),
+               f"--runner={rn.FNAPI}"])
+    return json.loads((out / "windowed_results.json").read_text(encoding="utf-8"))["slices"]
+
+
+def _dead_letters(out: Path) -> list[dict]:
+    return [json.loads(ln) for f in sorted((out / "windows").glob("dead_letter-*.jsonl"))
+            for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def _final_panes(slices: list[dict]) -> dict:
+    """``(metric, window start, slice) -> record without pane`` of each window's last pane."""
+    last: dict = {}
+    for r in slices:
+        key = (r["metric"], r["window_start_s"], json.dumps(r.get("slice"), sort_keys=True), r.get("assistant_id"))
+        if key not in last or r["pane"]["index"] > last[key]["pane"]["index"]:
+            last[key] = r
+    return {k: {f: v for f, v in r.items() if f != "pane"} for k, r in last.items()}
+
+
+def test_bounded_read_on_flink_equals_file_run(stack, tmp_path):
+    """Every message of a 2-partition topic read on Flink (``--kafka-max-records``): per-window
+    results equal the in-memory run over the same sessions; malformed messages are dead
+    letters naming topic, partition and offset."""
+    topic = "bounded"
+    stack.broker.create_topic(topic, partitions=2)
+    records = _sessions(0, 200)
+    for i, r in enumerate(records):
+        r["timestamp"] = BASE + 3 * i  # 200 sessions over 10 one-minute windows
+    values = [(json.dumps(r).encode(), int(r["timestamp"] * 1000)) for r in records]
+    values += [(b, BASE * 1000) for b in BAD]
+    acks = _produce(stack.broker, topic, values)
+    assert {a.partition for a in acks} == {0, 1}
+    out = tmp_path / "flink"
+    started = time.monotonic()
+    try:
+        audit.run([*AUDIT, "--window", "fixed:1m", "--kafka-bootstrap-servers", stack.broker.bootstrap,
+                   "--kafka-topic", topic, "--kafka-expansion-service", stack.expansion.address,
+                   "--kafka-max-records", str(len(values)), "--output", str(out), *stack.cluster.runner_args()])
+    except Exception as e:
+        raise AssertionError(f"the bounded Kafka audit failed on Flink: {e}\n{stack.cluster.log_tail()}") from e
+    seconds = time.monotonic() - started
+    print(f"\nbounded Kafka read on Flink: {len(values)} messages in {seconds:.1f} s "
+          f"({len(values) / seconds:.1f} messages/s, job start-up included)")
+    got = json.loads((out / "windowed_results.json").read_text(encoding="utf-8"))["slices"]
+    ref = _reference(tmp_path, records, "fixed:1m")
+    assert len({r["window_start_s"] for r in ref}) == 10
+    assert got == ref
+    dead = _dead_letters(out)
+    expected = {f"kafka:{topic}/{a.partition}:{a.offset}" for a in acks[-len(BAD):]}
+    assert {d["source"] for d in dead} == expected, dead
+    assert len(dead) == len(BAD) and all(d["stage"] == "read" for d in dead)
+    reasons = sorted(d["reason"].split(":")[0] for d in dead)
+    assert reasons == ["invalid JSON", "line is not valid UTF-8", "record is a list, not an object"]
+
+
+def _wait_for(predicate, timeout: float, what: str, proc=None, log: Path = None, cluster=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the streaming audit exited ({proc.returncode}) while waiting for {what}:\n"
+                                 f"{log.read_text(errors='replace')[-3000:] if log else ''}")
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n"
+                         f"{log.read_text(errors='replace')[-3000:] if log else ''}\n"
+                         f"{cluster.log_tail(15) if cluster else ''}")
+
+
+def _windows_written(out: Path) -> dict:
+    """``window start -> set of metrics`` with slice results on disk."""
+    seen = defaultdict(set)
+    if (out / "windows").is_dir():
+        for r in read_windowed(str(out), "slices"):
+            seen[r["window_start_s"]].add(r["metric"])
+    return seen
+
+
+def _produce_in_one_window(broker, topic: str, records: list[dict]) -> tuple[float, list]:
+    """Wait until at least 4 s are left in the current window, then send ``records`` stamped
+    (message timestamp and payload ``timestamp``) with the current time; returns the window's start."""
+    while True:
+        now = time.time()
+        start = now - now % WINDOW_S
+        if now - start >= 0.5 and start + WINDOW_S - now >= 4:
+            break
+        time.sleep(0.1)
+    values = []
+    for r in records:
+        ts_ms = int(time.time() * 1000)
+        r["timestamp"] = ts_ms / 1000
+        values.append((json.dumps(r).encode(), ts_ms))
+    acks = _produce(broker, topic, values)
+    assert all(r["timestamp"] < start + WINDOW_S for r in records), "the batch did not fit in one window"
+    return start, acks
+
+
+def test_streaming_audit_on_flink(stack, tmp_path):
+    """An unbounded read on Flink: batches produced while the job runs appear in their
+    window's results; each window's final pane equals the in-memory run over the same records."""
+    topic = "live"
+    stack.broker.create_topic(topic, partitions=2)
+    out = tmp_path / "stream"
+    log = tmp_path / "stream.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    cmd = [sys.executable, "-m", "pipelines.audit", *AUDIT, "--window", f"fixed:{WINDOW_S}s",
+           "--kafka-bootstrap-servers", stack.broker.bootstrap, "--kafka-topic", topic,
+           "--kafka-expansion-service", stack.expansion.address, "--kafka-event-time", "message",
+           "--output", str(out), *stack.cluster.runner_args()]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        submitted = time.monotonic()
+        _wait_for(lambda: kf.running_flink_jobs(stack.cluster.rest_url), 600, "the job to be submitted", proc, log)
+        _wait_for(lambda: _job_running(stack.cluster.rest_url), 300, "the job's tasks to run", proc, log, stack.cluster)
+        print(f"\nstreaming job running {time.monotonic() - submitted:.1f} s after submission")
+        batches, timings = [_sessions(200, 40), _sessions(240, 200)], []
+        for batch in batches:
+            start, _ = _produce_in_one_window(stack.broker, topic, batch)
+            sent = time.time()
+            _wait_for(lambda: _windows_written(out).get(start) == {"toxicity"}, 240,
+                      f"the results of window {start}", proc, log, stack.cluster)
+            done = time.time()
+            timings.append((start, done - (start + WINDOW_S), done - sent))
+        for batch, (start, after_end, after_send) in zip(batches, timings):
+            print(f"window {start:.0f}: {len(batch)} messages, results {after_end:.1f} s after the window's end, "
+                  f"{after_send:.1f} s after its messages were sent ({len(batch) / after_send:.1f} messages/s at least)")
+        assert timings[1][0] > timings[0][0], "the second batch must land in a later window"
+        # a moment for any further pane, then compare every window written
+        time.sleep(2)
+        got = _final_panes(read_windowed(str(out), "slices"))
+    finally:
+        cancelled = kf.cancel_flink_jobs(stack.cluster.rest_url)
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert cancelled, "the streaming job was not running at cleanup"
+    ref = _final_panes(_reference(tmp_path, batches[0] + batches[1], f"fixed:{WINDOW_S}s"))
+    assert {k[1] for k in ref} == {t[0] for t in timings}
+    assert got == ref
+    panes = {r["pane"]["timing"] for r in read_windowed(str(out), "slices")}
+    assert panes == {"ON_TIME"}
+
+
+def _job_running(rest_url: str) -> bool:
+    """Whether every task of the cluster's running job is RUNNING (Flink REST)."""
+    ids = kf.running_flink_jobs(rest_url)
+    if not ids:
+        return False
+    doc = kf._rest(f"{rest_url}/jobs/{ids[0]}")
+    return doc.get("state") == "RUNNING" and all(v.get("status") == "RUNNING" for v in doc.get("vertices", []))
+
+
+def test_missing_artifacts_fail_under_ci(monkeypatch, tmp_path):
+    """An empty artifact cache: skip locally, fail under CI=true, skip with the registry's
+    answer when .ci/get_kafka.sh recorded one."""
+    import _pytest.outcomes as outcomes
+
+    monkeypatch.setenv("FAIR_FORGE_RUNNERS_DIR", str(tmp_path))
+    monkeypatch.setattr(sys.modules[__name__], "IN_CI", True)
+    with pytest.raises(outcomes.Failed, match="CI=true.*broker_lib, expansion_lib, expansion_classes"):
+        _require()
+    monkeypatch.setattr(sys.modules[__name__], "IN_CI", False)
+    with pytest.raises(outcomes.Skipped, match="get_kafka.sh"):
+        _require()
+    (tmp_path / "kafka.unavailable").write_text("kafka-broker: Could not find artifact x:y:4.1.0\n", encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "IN_CI", True)
+    with pytest.raises(outcomes.Skipped, match="Could not find artifact x:y:4.1.0"):
+        _require()
+
+
+def test_message_time_and_dead_letters_in_process():
+    """Without a broker: KafkaIO's records (as ``ReadFromKafka`` yields them, element timestamp
+    = message timestamp) → interactions whose event time is the message timestamp with
+    ``--kafka-event-time message``; malformed values are dead letters naming topic, partition
+    and offset."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    from apache_beam.transforms.window import TimestampedValue
+
+    from fair_forge_beam.streaming.job import _ParseStream
+    from fair_forge_beam.streaming.sources import _kafka_record
+
+    session = {"session_id": "s1", "assistant_id": "a", "language": "english", "context": "",
+               "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "hello"},
+                                {"qa_id": "q1", "query": "bye", "assistant": "goodbye"}]}
+    rows = [("live", 0, 7, json.dumps(session).encode(), 1700000000.25), ("live", 1, 3, b"{oops", 1700000001.0),
+            ("live", 1, 4, None, 1700000002.0), ("live", 0, 8, b"\xff", 1700000003.0)]
+
+    class FakeKafka(beam.PTransform):
+        def expand(self, pbegin):
+            return (pbegin | beam.Create(rows)
+                    | beam.Map(lambda r: TimestampedValue(beam.Row(topic=r[0], partition=r[1], offset=r[2], value=r[3]), r[4]))
+                    | beam.Map(_kafka_record))
+
+    with TestPipeline(runner=rn.FNAPI) as p:
+        out = p | _ParseStream(FakeKafka(), None, "dead_letter", message_time=True)
+        assert_that(out["interactions"] | beam.Map(lambda x: (x.element_id, x.event_time)),
+                    equal_to([("s1/a/0", 1700000000.25), ("s1/a/1", 1700000000.25)]), label="times")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.source, d.reason.split(":")[0])),
+                    equal_to([("kafka:live/1:3", "invalid JSON"), ("kafka:live/1:4", "record is a NoneType, not an object"),
+                              ("kafka:live/0:8", "line is not valid UTF-8")]), label="dead")
