@@ -172,13 +172,17 @@ def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_pat
     for f in files:
         assert key.encode() not in f.read_bytes(), f
     s = doc["summary"]["metrics"]
-    assert s["context"]["scored"] == 1 and s["conversational"]["scored"] == 1 and s["context"]["not_scored"] == 1
+    assert s["context"]["scored"] == 1 and s["conversational"]["scored"] == 1
+    assert s["context"]["interactions_not_scored"] == 1 and s["context"]["dead_letters"] == 1
     names = {f.name for f in files}
-    assert {"results.json", "results.parquet", "dead_letter.jsonl", "report.html", "run_info.json"} <= names
+    out_entries = {f.relative_to(tmp_path / "out").parts[0] for f in files if (tmp_path / "out") in f.parents}
+    assert {"results.json", "results.parquet", "dead_letter", "report.html", "run_info.json"} <= out_entries
     assert any(n.startswith("cache.sqlite3") for n in names)
     # the report says what a null certainty means (issue 13 item 3)
     assert "means it was not measured" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
-    dead = (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8")
+    from fair_forge_beam.reports.load import iter_jsonl_lines
+
+    dead = "\n".join(iter_jsonl_lines(str(tmp_path / "out"), "dead_letter"))
     assert "***" in dead  # the invalid answers are there, masked
 
 

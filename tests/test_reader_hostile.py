@@ -196,13 +196,15 @@ def test_main_job_survives_hostile_records(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    dead = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    from fair_forge_beam.reports.load import iter_jsonl_lines, iter_quality_warnings
+
+    dead = [json.loads(x) for x in iter_jsonl_lines(str(out), "dead_letter")]  # every line valid JSON
     assert len(dead) == 6
     import pyarrow.parquet as pq
 
     ids = pq.read_table(out / "results.parquet").column("element_id").to_pylist()
     assert sorted(ids) == ["g1/a/0", "g1/a/1", "g1/a/2", "g2/a/0", "g3/a/0"]
-    quality = [json.loads(x) for x in (out / "data_quality.jsonl").read_text(encoding="utf-8").splitlines()]
+    quality = list(iter_quality_warnings(str(out)))
     # both records of g1 hold a "q0": the split and the repeated qa_id are both reported
     assert sorted(q["kind"] for q in quality if q["key"] == "g1/a") == ["duplicate_qa_id", "session_split"]
 
