@@ -215,3 +215,19 @@ def test_bad_clustering_parameters_fail_before_the_pipeline():
     with pytest.raises(ValueError):
         Toxicity(group_extractor=GROUPS, embedder=HashingEmbedder(), clustering=True, sentiment_analyzer=None,
                  toxicity_min_cluster_size=0)
+
+
+def test_an_answer_cut_before_group_detection_is_told():
+    """Issue 13 item 12: an answer longer than MAX_ANALYSIS_CHARS is cut before group detection and
+    sentiment; the cut is one ``answer_truncated`` data-quality warning, never silent."""
+    from fair_forge_beam.metrics.toxicity import MAX_ANALYSIS_CHARS
+
+    long_answer = "word " * (MAX_ANALYSIS_CHARS // 5) + "alpha people are stupid"
+    CONVERSATIONS["cut"] = [_ds("c", "a", [long_answer, "alpha people are stupid"])]
+    res = _run("cut")
+    warnings = [q for q in res.quality if q["kind"] == "answer_truncated"]
+    assert [q["key"] for q in warnings] == ["c/a/0"]
+    assert str(len(long_answer)) in warnings[0]["message"] and str(MAX_ANALYSIS_CHARS) in warnings[0]["message"]
+    by_id = {r.element_id: r for r in res.interactions}
+    assert by_id["c/a/0"].toxic_words == 1  # the lexicon still reads the whole answer
+    assert by_id["c/a/0"].groups == [] and by_id["c/a/1"].groups == ["alpha"]

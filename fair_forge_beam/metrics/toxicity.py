@@ -30,7 +30,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
-from fair_forge_beam.io.elements import dead_letter
+from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn, interaction_ids
 from fair_forge_beam.streaming.combine import combine_per_key
 from fair_forge_beam.streaming.windows import is_windowed, window_seed_parts
@@ -63,8 +63,10 @@ SESSIONS = "sessions"
 CELLS = "cells"
 _DEFAULT = object()  # "use the default component"
 #: characters of an answer given to the group extractor and the sentiment analyzer (the lexicon
-#: sees the whole answer); MiniLM reads 256 word pieces anyway
+#: sees the whole answer; the embedder reads what it is given in windows of 256 word pieces). A
+#: longer answer is cut, and the cut is told: one ``answer_truncated`` data-quality warning each.
 MAX_ANALYSIS_CHARS = 20_000
+QUALITY = "quality"
 
 
 class ToxicityScore(NamedTuple):
@@ -131,6 +133,12 @@ class _ScoreToxicity(beam.DoFn):
                     "toxicity", f"no toxicity lexicon for language {x.language!r} (lexicon covers: {known})", x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
+            n_chars = len(x.assistant or "")
+            if n_chars > MAX_ANALYSIS_CHARS:
+                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                    "answer_truncated", x.element_id,
+                    f"answer of {n_chars} characters: Toxicity's group detection and sentiment read its first "
+                    f"{MAX_ANALYSIS_CHARS} characters (the lexicon reads all of it)")))
         if not ok:
             return out
         texts = [(x.assistant or "")[:MAX_ANALYSIS_CHARS] for x, _ in ok]
@@ -546,7 +554,7 @@ class Toxicity(MetricTransform):
             | "ScoreToxicity" >> beam.ParDo(
                 _ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
                                self.clustering, self.sentiment_for_all)
-            ).with_outputs(DEAD, EMBEDDINGS, SESSIONS, CELLS, main="main")
+            ).with_outputs(DEAD, EMBEDDINGS, SESSIONS, CELLS, QUALITY, main="main")
         )
         per_qa = scored.main
         sessions = (
@@ -587,13 +595,12 @@ class Toxicity(MetricTransform):
                 self.mode, groups, self.reference, self.weights, self.threshold, self.sentiment is not None, self._describe(), self.group_set,
             ))
         )
-        empty_quality = interactions.pipeline | "NoQuality" >> beam.Create([])
         return {
             "interactions": per_qa,
             "sessions": sessions.main,
             "slices": slices,
             "dead_letter": dead,
-            "quality": empty_quality,
+            "quality": scored[QUALITY],
         }
 
     def _expand_windowed(self, interactions, scored, sessions):
@@ -622,11 +629,10 @@ class Toxicity(MetricTransform):
                 self._describe(), self.group_set,
             ))
         )
-        empty_quality = interactions | "NoQuality" >> beam.FlatMap(lambda _: [])
         return {
             "interactions": scored.main,
             "sessions": sessions.main,
             "slices": slices,
             "dead_letter": scored[DEAD],
-            "quality": empty_quality,
+            "quality": scored[QUALITY],
         }
