@@ -459,7 +459,15 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
                 + str(r.get("n_sessions", "")).rjust(8) + vals
             )
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
-    return "\n".join(lines)
+    return "\n".join(_printable(ln) for ln in lines)
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, carriage return, ANSI escape, bidi
+    override, ...) written as its Python escape: slice labels come from the data, and a record must
+    not be able to forge a summary line or drive the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                                                   for c in text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -388,3 +388,38 @@ def _is_junk(text: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+# ============================================================== relative patterns
+def test_relative_pattern_without_a_folder_is_read(tmp_path, monkeypatch):
+    """``--input 'x_*.jsonl'`` typed in the data's folder: Beam's local file system matches no glob
+    without a folder part, and a worker of a distributed runner has another working directory, so
+    patterns are made absolute where the user typed them (found by a fresh-user trial)."""
+    from fair_forge_beam.io.read import absolute_pattern
+    from pipelines import audit
+
+    for name in ("x_a.jsonl", "x_b.jsonl"):
+        (tmp_path / name).write_text(json.dumps(_session(name[:3])) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert absolute_pattern("x_*.jsonl") == str(tmp_path / "x_*.jsonl")
+    assert absolute_pattern("gs://bucket/x_*.jsonl") == "gs://bucket/x_*.jsonl"
+    doc = audit.run([f"--runner={FNAPI}", "--quiet", "--input", "x_*.jsonl", "--metrics", "humanity",
+                     "--output", str(tmp_path / "out"), "--no-report"])
+    assert doc["summary"]["interactions_read"] == 2
+
+
+def test_summary_escapes_control_characters_from_the_data():
+    """A slice label from the data (assistant_id) holding a newline or an ANSI escape cannot forge a
+    summary line or drive the terminal (found by a fresh-user trial)."""
+    from pipelines.audit import summary_table
+
+    label = "assistant_id=evil\nassistant_id=hh-chosen 991 400 0.0000\x1b[2J\u202e"
+    doc = {"config": {"mode": "frequentist"},
+           "summary": {"interactions_read": 1, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {"humanity": {"interactions_scored": 1, "scored": 1, "interactions_not_scored": 0,
+                                                "dead_letters": 0, "dead_letter_reasons": {}}}},
+           "metrics": {"humanity": {"headline_columns": [], "slices": [{"slice": label, "n_interactions": 1, "n_sessions": 1}]}}}
+    text = summary_table(doc, "out")
+    assert "\x1b" not in text and "\u202e" not in text
+    assert not any(ln.lstrip().startswith("assistant_id=hh-chosen") for ln in text.splitlines())
+    assert "evil\\nassistant_id=hh-chosen" in text and "\\x1b[2J" in text

@@ -148,7 +148,9 @@ def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
     from apache_beam.io.filesystems import FileSystems
 
-    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    from fair_forge_beam.io.read import absolute_pattern
+
+    pats = [absolute_pattern(p) for p in ([patterns] if isinstance(patterns, str) else list(patterns))]
     files = []
     for p in pats:
         matched = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)

@@ -101,6 +101,18 @@ def checked_record(item: Any) -> Any:
         return ReadError(f"cannot read record ({type(exc).__name__}: {exc})", f"<{type(item).__name__}>")
 
 
+def absolute_pattern(pattern: str) -> str:
+    """A local file pattern made absolute (``"x_*.jsonl"`` → ``"/cwd/x_*.jsonl"``); a pattern with a
+    scheme (``gs://``, ``s3://``, ``hdfs://``) is returned unchanged. Beam's local file system does
+    not match a glob without a folder part, and a worker of a distributed runner has its own
+    working directory: patterns are resolved once, where the user typed them."""
+    import os
+
+    if "://" in pattern:
+        return pattern
+    return os.path.abspath(os.path.expanduser(pattern))
+
+
 def detect_format(path: str) -> Optional[str]:
     """``"jsonl"``, ``"json"``, ``"parquet"`` or ``None`` from a file name."""
     p = path.lower()
@@ -704,7 +716,7 @@ class ReadInteractions(beam.PTransform):
             raise ValueError(f"retriever must be a Retriever subclass, got {retriever!r}")
         if file_format not in ("auto", "json", "jsonl", "parquet"):
             raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {file_format!r}")
-        self.patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns or [])
+        self.patterns = [absolute_pattern(p) for p in ([file_patterns] if isinstance(file_patterns, str) else list(file_patterns or []))]
         self.retriever, self.retriever_kwargs, self.file_format = retriever, retriever_kwargs or {}, file_format
         self._formats = self._resolve_formats() if self.patterns else {}
 
