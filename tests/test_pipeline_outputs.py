@@ -78,7 +78,7 @@ def test_summary_table_is_derived_from_results_json(local_run, capsys):
     assert on_disk == doc and all("sessions" not in m for m in on_disk["metrics"].values())
     table = audit.summary_table(on_disk, str(out))
     assert "humanity: interactions: 2016 scored, 26 not scored (of 2042 read)" in table
-    assert "  dead letters: 26 records dead-lettered at this metric's stage" in table
+    assert "  dead letters: 26 interactions this metric could not score" in table
     assert "toxicity: interactions: 2042 scored, 0 not scored (of 2042 read)" in table
     # the session shards hold what results.json used to: one record per session, counts adding up
     for name in ("humanity", "toxicity"):

@@ -66,7 +66,7 @@ DEAD_LETTER_UNITS = {
     "bias": "failed guardian verdicts (one per interaction and protected attribute)",
     "bestof": "failed matches (one per judge call between two contestants)",
 }
-_DEFAULT_UNIT = "records dead-lettered at this metric's stage (failed judge calls or unscorable interactions)"
+_DEFAULT_UNIT = "interactions this metric could not score"
 
 
 def _field(rec, name: str):
