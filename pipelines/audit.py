@@ -222,9 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _mode(args):
     from fair_forge_beam.statistical import BayesianMode, FrequentistMode
 
-    if args.mode == "bayesian":
-        return BayesianMode(mc_samples=args.mc_samples, ci_level=args.ci_level, rng_seed=args.seed)
-    return FrequentistMode()
+    # built in both modes, so a bad --mc-samples / --ci-level / --seed is a usage error in either
+    bayesian = BayesianMode(mc_samples=args.mc_samples, ci_level=args.ci_level, rng_seed=args.seed)
+    return bayesian if args.mode == "bayesian" else FrequentistMode()
 
 
 def _get(record: dict, path: str):

@@ -119,3 +119,14 @@ def test_binary_corpus_file_fails_at_construction(binary_corpus):
 
     with pytest.raises(ValueError, match="b-scan.md"):
         Regulatory(corpus=str(binary_corpus), embedder=HashingEmbedder(), judge={"model": "m", "base_url": "http://127.0.0.1:9/v1"})
+
+
+@pytest.mark.parametrize("bad", [["--ci-level", "1.5"], ["--ci-level", "0"], ["--mc-samples", "-5"], ["--mc-samples", "10"]])
+def test_statistical_options_are_checked_in_frequentist_mode_too(bad, tmp_path):
+    """A bad --ci-level or --mc-samples was silently accepted with --mode frequentist (a fresh-user
+    trial); it is the same usage error in both modes."""
+    from pipelines import audit
+
+    with pytest.raises(SystemExit) as e:
+        audit.run(["--mode", "frequentist", "--metrics", "humanity", "--output", str(tmp_path / "o"), *bad])
+    assert e.value.code == 2
