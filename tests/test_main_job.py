@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -205,8 +204,10 @@ def test_results_json_has_no_run_specific_values(run):
 
 
 def test_console_script_help():
-    exe = shutil.which("fair-forge-beam")
-    assert exe, "console script fair-forge-beam is not installed"
+    # the console script installed next to this interpreter (never looked up on PATH: the venv
+    # need not be activated)
+    exe = Path(sys.executable).parent / "fair-forge-beam"
+    assert exe.is_file(), f"console script fair-forge-beam is not installed next to {sys.executable}"
     res = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     for flag in ("--input", "--metrics", "--mode", "--seed", "--mc-samples", "--output", "--quiet"):

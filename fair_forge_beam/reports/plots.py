@@ -266,21 +266,19 @@ def _box_stats(v: dict, label: str) -> dict:
 
 def session_histograms(values: dict[str, Sequence[float]], bins: int = 20, xlabel: str = "session value",
                        ranges: Optional[dict[str, tuple]] = None):
-    """One histogram per named list of session values (``None`` values dropped); the figure
-    holds only bin counts, whatever the number of sessions."""
-    names = list(values)
-    fig, axes = _new(1, max(1, len(names)), height=2.4)
-    for ax, name in zip(axes[0], names):
-        vals = np.asarray([v for v in values[name] if v is not None], dtype=float)
-        if vals.size:
-            ax.hist(vals, bins=bins, range=(ranges or {}).get(name), color="C0", alpha=0.8)
-        else:
-            ax.text(0.5, 0.5, "no sessions", ha="center", transform=ax.transAxes, color="0.5")
-        ax.set_title(f"{name} (sessions: {vals.size})")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("sessions")
-    fit(fig, 9, wspace=0.3)
-    return fig
+    """One histogram per named list of session values (``None`` values dropped); the values are
+    binned first (``numpy.histogram``) and drawn by the same code as the report's streamed bins,
+    so the figure holds only bin counts, whatever the number of sessions."""
+    binned = {}
+    for name, vs in values.items():
+        vals = np.asarray([v for v in vs if v is not None], dtype=float)
+        rng = (ranges or {}).get(name)
+        if rng is None:
+            lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 1.0)
+            rng = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)  # numpy's rule for a single value
+        counts, _ = np.histogram(vals, bins=bins, range=rng)
+        binned[name] = {"counts": counts, "range": rng, "n": int(vals.size)}
+    return _histograms_from_counts(binned, xlabel)
 
 
 def _short(s, n: int = 34) -> str:
