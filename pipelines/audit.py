@@ -252,6 +252,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     from fair_forge_beam.io.read import ReadInteractions
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
+    from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
     from fair_forge_beam.runner import pipeline_options
 
@@ -362,7 +363,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:
         read = p | "Read" >> reader
-        results = {m: read["interactions"] | f"Metric_{m}" >> t for m, t in transforms.items()}
+        results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         write_outputs(read, results, out, interaction_parquet_fields(metrics),
                       results_config(metrics, mode, inputs), metric_static(transforms))

@@ -13,16 +13,16 @@ aggregates (overall / per assistant / per language) of entropy and Spearman thro
 statistical mode, with Bayesian-bootstrap credible intervals in Bayesian mode, and the pooled
 emotion distribution per slice (Dirichlet posterior).
 
-Graph: ``Interaction`` → score ``DoFn`` (lexicon loaded once per worker) → per-session
-``GroupByKey`` (sorted by turn index) → per-slice ``CombinePerKey`` (exact sufficient
-statistics) → estimator ``ParDo`` (seeded by key).
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`Humanity.spec`): a score ``DoFn``
+(lexicon loaded once per worker), a session reducer over the session's scores in turn order,
+the slice combiners (bootstrap means, emotion counts) and an estimator seeded by key; the
+engine builds the graph.
 """
 from __future__ import annotations
 
 import functools
 import json
 import math
-import typing
 from typing import NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -33,7 +33,8 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricTransform, interaction_ids
+from fair_forge_beam.engine import Engine, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import slice_estimates, slice_resampling
@@ -49,13 +50,11 @@ from fair_forge_beam.statistical.combiners import (
 )
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
-from fair_forge_beam.streaming.combine import combine_per_key
+from fair_forge_beam.streaming.windows import is_windowed
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
 DEAD = "dead_letter"
-QUALITY = "quality"
-UNITS = "units"
 
 
 # ------------------------------------------------------------------ per-interaction formulas
@@ -202,12 +201,26 @@ class _ScoreHumanity(beam.DoFn):
         ]
 
 
-def _session_keyed(s: HumanityScore):
-    key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
-    return key, (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
+def _session_value(s: HumanityScore) -> tuple:
+    # small plain tuples (Beam's fast primitive coder); the session header is in the engine's key
+    return (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
 
 
-class _SessionAggregate(beam.DoFn):
+def _session_order(v: tuple) -> tuple:
+    # a total order (duplicated turn indices from repeated records included): never arrival order
+    return (v[0], v[1] is None, v[1] or 0.0, v[2], v[3], tuple(v[4]))
+
+
+def _unit_key(key: tuple) -> str:
+    """The session's resampling-unit key: the JSON text of ``[session_id, assistant_id,
+    language]``, the seed input of its bootstrap weights (kept byte-identical)."""
+    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+class _SessionReducer(SessionReducer):
+    """Session record (weighted means of entropy and Spearman, spec §3.4 weights) and the slice
+    unit ``((unit key, n, (mean entropy, mean spearman), n), emotion counts)``."""
+
     def __init__(self, mode: StatisticalMode):
         self.mode = mode
 
@@ -215,65 +228,50 @@ class _SessionAggregate(beam.DoFn):
         self._rows = shared_row_cache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
         self._freq = FrequentistMode()
 
-    def process(self, kv):
-        unit_key, values = kv
-        if not values:
-            return []  # an empty pane of a window that fired before (nothing new in it)
-        # values travel as small plain tuples (Beam's fast primitive coder):
-        # (turn_index, weight, entropy, spearman, counts); the session header is in the key
-        session_id, assistant_id, language = json.loads(unit_key)
-        # total order (duplicated turn indices from repeated records included): never arrival order
-        items = sorted(values, key=lambda v: (v[0], v[1] is None, v[1] or 0.0, v[2], v[3], tuple(v[4])))
+    def reduce(self, key, items):
+        session_id, assistant_id, language = key
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
-        out = []
+        warnings = []
         turns = [v[0] for v in items]
         if len(set(turns)) != len(turns):
-            out.append(
-                beam.pvalue.TaggedOutput(
-                    QUALITY,
-                    QualityWarning(
-                        "duplicate_element_id",
-                        session_key,
-                        "the same session (session_id, assistant_id) appears in several records; turn indices repeat",
-                    ),
-                )
-            )
+            warnings.append(QualityWarning(
+                "duplicate_element_id",
+                session_key,
+                "the same session (session_id, assistant_id) appears in several records; turn indices repeat",
+            ))
         scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
         weights = [v[1] for v in items]
         point, warning = session_mean_estimates(scores, weights, turns, self._freq)
         if warning:
-            out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", session_key, warning)))
+            warnings.append(QualityWarning("weights", session_key, warning))
         if self.mode.is_bayesian:
             est, _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
         else:
             est = point
-        out.append(
-            {
-                "metric": "humanity",
-                "level": "session",
-                "session_id": session_id,
-                "assistant_id": assistant_id,
-                "language": language,
-                "n_interactions": len(items),
-                "mean_entropy": est[0].model_dump(),
-                "mean_spearman": est[1].model_dump(),
-            }
-        )
-        unit = (unit_key, float(len(items)), (point[0].mean, point[1].mean), len(items))
+        rec = {
+            "metric": "humanity",
+            "level": "session",
+            "session_id": session_id,
+            "assistant_id": assistant_id,
+            "language": language,
+            "n_interactions": len(items),
+            "mean_entropy": est[0].model_dump(),
+            "mean_spearman": est[1].model_dump(),
+        }
+        unit = (_unit_key(key), float(len(items)), (point[0].mean, point[1].mean), len(items))
         counts = [sum(c) for c in zip(*(v[4] for v in items))]
-        out.append(beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, counts))))
-        return out
+        return rec, (unit, counts), warnings
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, lexicon: EmotionLexicon, max_units: int):
         self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
 
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "humanity|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
-    def process(self, kv):
-        key, (st, counts) = kv
+    def estimate(self, key, accs, window, aux):
+        st, counts = accs[1]
         if isinstance(st, GammaBootstrapStats):
             est = estimate_gamma_bootstrap_means(st, self.mode)
             default = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
@@ -298,7 +296,7 @@ class _SliceEstimate(beam.DoFn):
             lexicon=self.lexicon.name,
             lexicon_licence=self.lexicon.licence,
         )
-        yield {"metric": "humanity", "level": "slice", **rec.model_dump()}
+        return [{"metric": "humanity", "level": "slice", **rec.model_dump()}]
 
 
 class Humanity(MetricTransform):
@@ -347,28 +345,21 @@ class Humanity(MetricTransform):
             return GammaBootstrapCombineFn(2, self.mode, "humanity|sessions-gamma")
         return BootstrapMeanCombineFn(2, self.max_units)
 
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`."""
+        return MetricSpec(
+            name=self.name,
+            scorer=_ScoreHumanity(self.lexicon),
+            interaction_record=_interaction_record,
+            session_value=_session_value,
+            session_order=_session_order,
+            session_reducer=_SessionReducer(self.mode),
+            session_slice_combine=beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)),
+            estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
+            slices=self.slices,
+            schemas={"interaction": HumanityMetric, "session": HumanitySessionMetric, "slice": HumanitySliceMetric},
+            options={"max_units": self.max_units, "slice_bootstrap": self.slice_bootstrap, "lexicon": self.lexicon.name},
+        )
+
     def expand(self, interactions):
-        scored = interactions | "ScoreHumanity" >> beam.ParDo(_ScoreHumanity(self.lexicon)).with_outputs(DEAD, main="main")
-        per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record)
-        keyed = scored.main | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(
-            typing.Tuple[str, typing.Tuple[typing.Any, ...]]
-        )
-        sessions = (
-            keyed
-            | "GroupSessions" >> combine_per_key(CollectList(), keyed)
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode)).with_outputs(UNITS, QUALITY, main="main")
-        )
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(
-                beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)), self.slices
-            )
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.lexicon, self.max_units))
-        )
-        return {
-            "interactions": per_qa,
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": scored[DEAD],
-            "quality": sessions[QUALITY],
-        }
+        return (interactions | "Engine" >> Engine([self.spec(is_windowed(interactions))]))[self.name]

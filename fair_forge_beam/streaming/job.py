@@ -33,6 +33,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms import window as _window
 from apache_beam.utils.timestamp import Timestamp
 
+from fair_forge_beam.engine import apply_metrics
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.runner import pipeline_options, to_json_line
 from fair_forge_beam.streaming.event_time import AssignEventTime
@@ -171,7 +172,7 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
             | "EventTime" >> beam.ParDo(AssignEventTime())
             | spec.window_into("Window")
         )
-        results = {m: windowed | f"Metric_{m}" >> t for m, t in transforms.items()}
+        results = apply_metrics(windowed, transforms)  # engine metrics share their shuffles
         write_windowed(read, results, out)
     doc = {
         "config": {

@@ -1,0 +1,466 @@
+"""One metric engine: a metric declares its scorer, combiners and estimator; the engine builds the graph.
+
+A metric is a :class:`MetricSpec` (after TFMA's metrics evaluator, where each metric declares
+its computations and the evaluator derives one combiner per slice for all of them):
+
+* ``scorer`` — a ``DoFn`` from one ``Interaction`` (or, with ``batch_size``, a list of them) to
+  score tuples; what it cannot score it yields as ``TaggedOutput("dead_letter", …)``, data
+  warnings as ``TaggedOutput("quality", …)``, anything for an auxiliary stage as
+  ``TaggedOutput("aux", …)``. A score tuple carries ``session_id``, ``assistant_id`` and
+  ``language``.
+* ``interaction_record(score) -> dict`` — its per-interaction output record.
+* ``session_value(score)`` and ``session_combine`` — what one interaction adds to its session,
+  combined by a ``CombineFn`` (``None``: the session's values as a list, sorted by
+  ``session_order``, a total order — never arrival order).
+* ``session_reducer.reduce(key, combined)`` — ``key`` is the tuple ``(session_id,
+  assistant_id, language)``; returns ``(session record or None, slice value or None,
+  [QualityWarning, …])``.
+* ``cell_value(score)`` + ``interaction_slice_combine`` and/or ``session_slice_combine`` — the
+  per-slice statistics (``CombineFn``\\ s from :mod:`fair_forge_beam.statistical` whose
+  ``extract_output`` is their accumulator).
+* ``estimator.estimate(slice_key, (interaction_acc, session_acc), window, aux)`` — the slice
+  records (either accumulator is ``None`` when nothing reached that side of the slice).
+
+:class:`Engine` owns the rest, for every metric of a run at once:
+
+``Interaction`` → per metric: scorer (+ ``BatchElements``) fused with the routing of its
+outputs → **one** per-session ``CombinePerKey`` over all metrics (key: the tuple
+``(session_id, assistant_id, language)``; accumulator: one slot per metric) → one session
+``DoFn`` → **one** :class:`~fair_forge_beam.metrics.base.CombineSlices` over all metrics (key:
+the finest cell, rolled up into ``overall``, ``assistant_id=…``, ``language=…``) → one estimator
+``DoFn``. Windowed input goes through the same graph: the per-key combines group per window
+(:func:`~fair_forge_beam.streaming.combine.combine_per_key`) and ``CombineSlices`` accumulates
+panes. Output: per metric the dict of PCollections ``interactions``, ``sessions``, ``slices``,
+``dead_letter``, ``quality`` that legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`
+s return, so the writers do not know which graph built them.
+
+Slice dimensions: a cell is the tuple of the values of :data:`CELL_FIELDS`; a slice key is
+``"overall"`` or ``"<field>=<value>"``. Another session-level field (a metadata field the user
+names) becomes a dimension by adding it to the session key and to ``CELL_FIELDS``: keying is the
+only place that knows the fields.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+
+__all__ = [
+    "MetricSpec",
+    "SessionReducer",
+    "SliceEstimator",
+    "Engine",
+    "FusedCombineFn",
+    "PairCombineFn",
+    "apply_metrics",
+    "engine_spec",
+    "DEAD",
+    "QUALITY",
+    "AUX",
+]
+
+DEAD = "dead_letter"
+QUALITY = "quality"
+AUX = "aux"
+
+#: fields of the finest slice cell, in order (DESIGN §5)
+CELL_FIELDS = ("assistant_id", "language")
+
+
+class SessionReducer:
+    """Turns one session's combined value into its record. Override :meth:`reduce`;
+    :meth:`setup` runs once per worker (row caches, lexicons)."""
+
+    def setup(self) -> None:
+        pass
+
+    def reduce(self, key: tuple, combined: Any) -> tuple:
+        """``key`` = ``(session_id, assistant_id, language)`` → ``(record dict or None, slice
+        value or None, list of QualityWarning)``."""
+        raise NotImplementedError
+
+
+class SliceEstimator:
+    """Turns one slice's accumulators into its records. Override :meth:`estimate`."""
+
+    def setup(self) -> None:
+        pass
+
+    def estimate(self, key: str, accs: tuple, window, aux: Sequence) -> list:
+        """``key`` = slice key, ``accs`` = ``(interaction-side acc or None, session-side acc or
+        None)``, ``window`` = the Beam window, ``aux`` = the metric's auxiliary records (empty
+        list without an auxiliary stage) → list of slice record dicts."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """Declaration of one metric for :class:`Engine` (see the module docstring).
+
+    Attributes:
+        name: metric name (``"humanity"``); tags and labels of its part of the graph.
+        scorer: ``DoFn`` producing score tuples (see the module docstring).
+        interaction_record: score → per-interaction record dict.
+        session_value: score → what it adds to its session (``None``: the metric has no sessions).
+        session_reducer: :class:`SessionReducer`.
+        session_combine: ``CombineFn`` of session values; ``None`` collects them in a list sorted by
+            ``session_order``.
+        session_order: total-order key of session values (for ``session_combine=None``).
+        cell_value: score → its contribution to its slice cell (``None``: none).
+        interaction_slice_combine: ``CombineFn`` of ``cell_value``\\ s (output = accumulator).
+        session_slice_combine: ``CombineFn`` of the reducer's slice values (output = accumulator).
+        estimator: :class:`SliceEstimator`.
+        slices: slice dimensions (``"overall"``, ``"assistant_id"``, ``"language"``).
+        batch_size: score batches of at most this many interactions (``BatchElements``); ``None``:
+            one interaction per call.
+        aux: optional ``PCollection[aux values] -> (PCollection[record], PCollection[dead letter])``
+            run on the scorer's ``"aux"`` output (batch only); its records reach the estimator.
+        schemas: ``{"interaction": …, "session": …, "slice": …}`` pydantic result models.
+        options: the metric's settings (for description only).
+    """
+
+    name: str
+    scorer: beam.DoFn
+    interaction_record: Callable[[Any], dict]
+    session_value: Optional[Callable[[Any], Any]]
+    session_reducer: Optional[SessionReducer]
+    estimator: SliceEstimator
+    session_combine: Optional[beam.CombineFn] = None
+    session_order: Optional[Callable[[Any], Any]] = None
+    cell_value: Optional[Callable[[Any], Any]] = None
+    interaction_slice_combine: Optional[beam.CombineFn] = None
+    session_slice_combine: Optional[beam.CombineFn] = None
+    slices: tuple = ("overall", "assistant_id", "language")
+    batch_size: Optional[int] = None
+    aux: Optional[Callable[[Any], tuple]] = None
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ combiners
+def _merge_slots(fns, accs: list) -> list:
+    """Slot-wise merge of sparse accumulators. A slot is merged as if every accumulator held one
+    (``None`` = empty): when the first accumulator lacks it, the merge goes into a fresh one, so
+    an inner ``merge_accumulators`` that mutates its first argument never writes into an input
+    (``CombineSlices`` sends one cell accumulator to several slices)."""
+    out = [None] * len(fns)
+    for i, fn in enumerate(fns):
+        parts = [a[i] for a in accs if a[i] is not None]
+        if not parts:
+            continue
+        if accs[0][i] is None:
+            parts.insert(0, fn.create_accumulator())
+        out[i] = fn.merge_accumulators(parts)
+    return out
+
+
+class PairCombineFn(beam.CombineFn):
+    """Two ``CombineFn``\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
+    for that side); output ``[acc_a, acc_b]`` (a side without a ``CombineFn`` stays ``None``).
+    Merging merges each side, so order never matters."""
+
+    def __init__(self, first: Optional[beam.CombineFn], second: Optional[beam.CombineFn]):
+        self.fns = (first, second)
+
+    def create_accumulator(self):
+        return [None if fn is None else fn.create_accumulator() for fn in self.fns]
+
+    def add_input(self, acc, element):
+        for i, v in enumerate(element):
+            if v is not None:
+                acc[i] = self.fns[i].add_input(acc[i], v)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return [None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)]
+
+    def extract_output(self, acc):
+        return [None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+
+
+class _ListFn(beam.CombineFn):
+    """Values as a list (lifted: values of one bundle pre-combine before the shuffle)."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, element):
+        acc.append(element)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        out = []
+        for a in accumulators:
+            out.extend(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class FusedCombineFn(beam.CombineFn):
+    """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per
+    slot (``None`` until the slot received a value), output the slots' outputs (``None`` for
+    slots that received nothing). Like Beam's ``TupleCombineFn``, but sparse: an element feeds
+    one slot, and a key that only one metric saw costs nothing for the others."""
+
+    def __init__(self, fns: Sequence[beam.CombineFn]):
+        self.fns = tuple(fns)
+
+    def setup(self, *args, **kwargs):
+        for fn in self.fns:
+            fn.setup(*args, **kwargs)
+
+    def teardown(self, *args, **kwargs):
+        for fn in self.fns:
+            fn.teardown(*args, **kwargs)
+
+    def create_accumulator(self):
+        return [None] * len(self.fns)
+
+    def add_input(self, acc, element):
+        slot, value = element
+        fn = self.fns[slot]
+        a = acc[slot]
+        acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        return _merge_slots(self.fns, list(accumulators))
+
+    def compact(self, acc):
+        return [None if a is None else fn.compact(a) for fn, a in zip(self.fns, acc)]
+
+    def extract_output(self, acc):
+        return [None if a is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+
+
+# ------------------------------------------------------------------ DoFns
+def _session_key(s) -> tuple:
+    return (s.session_id, s.assistant_id, s.language)
+
+
+@beam.typehints.with_output_types(Any)
+class _ScoreAndRoute(beam.DoFn):
+    """The metric's scorer, with each score routed in the same step: its interaction record
+    (main), its session value (``"sessions"``: ``(session key, (slot, value))``) and its cell
+    value (``"cells"``: ``(cell, (slot, (value, None)))``). Dead letters, warnings and auxiliary
+    values pass through."""
+
+    def __init__(self, spec: MetricSpec, slot: int):
+        self.spec, self.slot = spec, slot
+
+    def setup(self):
+        self.spec.scorer.setup()
+
+    def teardown(self):
+        self.spec.scorer.teardown()
+
+    def process(self, element):
+        spec, slot = self.spec, self.slot
+        record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
+        tagged = beam.pvalue.TaggedOutput
+        for out in spec.scorer.process(element) or ():
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield out
+                continue
+            yield record(out)
+            if session_value is not None:
+                yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
+            if cell_value is not None:
+                yield tagged("cells", ((out.assistant_id, out.language), (slot, (cell_value(out), None))))
+
+
+@beam.typehints.with_output_types(Any)
+class _ReduceSessions(beam.DoFn):
+    """``(session key, [combined per slot])`` → per metric its session record
+    (``"s<slot>"``), its warnings (``"q<slot>"``) and its slice value (main: ``(cell, (slot,
+    (None, value)))``)."""
+
+    def __init__(self, specs: Sequence[MetricSpec], slots: Sequence[int]):
+        self.specs, self.slots = tuple(specs), tuple(slots)
+
+    def setup(self):
+        for spec in self.specs:
+            if spec.session_reducer is not None:
+                spec.session_reducer.setup()
+        self._orders = [spec.session_order if spec.session_combine is None else None for spec in self.specs]
+
+    def process(self, kv):
+        key, combined = kv
+        tagged = beam.pvalue.TaggedOutput
+        cell = (key[1], key[2])
+        for i, (spec, slot) in enumerate(zip(self.specs, self.slots)):
+            value = combined[slot]
+            if value is None:
+                continue  # no interaction of this session for this metric (or an empty pane)
+            order = self._orders[i]
+            if order is not None:
+                value = sorted(value, key=order)
+            rec, slice_value, warnings = spec.session_reducer.reduce(key, value)
+            for w in warnings:
+                yield tagged(f"q{slot}", w)
+            if rec is not None:
+                yield tagged(f"s{slot}", rec)
+            if slice_value is not None:
+                yield (cell, (slot, (None, slice_value)))
+
+
+@beam.typehints.with_output_types(Any)
+class _EstimateSlices(beam.DoFn):
+    """``(slice key, [accumulators per slot])`` → per metric its slice records (``"r<slot>"``)."""
+
+    def __init__(self, specs: Sequence[MetricSpec]):
+        self.specs = tuple(specs)
+
+    def setup(self):
+        for spec in self.specs:
+            spec.estimator.setup()
+
+    def _estimate(self, kv, window, aux):
+        key, accs = kv
+        for slot, spec in enumerate(self.specs):
+            acc = accs[slot]
+            if acc is None:
+                continue
+            for rec in spec.estimator.estimate(key, tuple(acc), window, aux.get(slot, ()) if aux else ()):
+                yield beam.pvalue.TaggedOutput(f"r{slot}", rec)
+
+    def process(self, kv, window=beam.DoFn.WindowParam):
+        return self._estimate(kv, window, None)
+
+
+class _EstimateSlicesWithAux(_EstimateSlices):
+    def process(self, kv, aux, window=beam.DoFn.WindowParam):
+        by_slot: dict = {}
+        for slot, rec in aux:
+            by_slot.setdefault(slot, []).append(rec)
+        return self._estimate(kv, window, by_slot)
+
+
+# ------------------------------------------------------------------ the engine
+class Engine(beam.PTransform):
+    """``PCollection[Interaction]`` → ``{metric name: {"interactions", "sessions", "slices",
+    "dead_letter", "quality"}}`` for the declared metrics, with one session shuffle and one
+    slice shuffle for all of them (see the module docstring).
+
+    Args:
+        specs: :class:`MetricSpec`\\ s with distinct names and the same ``slices``.
+
+    Raises:
+        ValueError: duplicate names or different slice dimensions.
+    """
+
+    def __init__(self, specs: Sequence[MetricSpec]):
+        super().__init__()
+        self.specs = tuple(specs)
+        names = [s.name for s in self.specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Engine: duplicate metric names {names}")
+        if len({s.slices for s in self.specs}) > 1:
+            raise ValueError("Engine: every metric of one engine needs the same slices")
+
+    def expand(self, interactions):
+        from fair_forge_beam.metrics.base import CombineSlices
+        from fair_forge_beam.streaming.combine import combine_per_key
+
+        p = interactions.pipeline
+        specs = self.specs
+        out: dict = {}
+        session_inputs, cell_inputs, aux_records = [], [], []
+        for slot, spec in enumerate(specs):
+            n = spec.name
+            src = interactions
+            if spec.batch_size:
+                src = src | f"{n}/Batch" >> beam.BatchElements(
+                    min_batch_size=min(64, spec.batch_size), max_batch_size=spec.batch_size)
+            scored = src | f"{n}/Score" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
+                DEAD, QUALITY, AUX, "sessions", "cells", main="main")
+            dead = scored[DEAD]
+            if spec.aux is not None:
+                aux_out, aux_dead = spec.aux(scored[AUX])
+                aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
+                dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
+            out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY]]}
+            if spec.session_value is not None:
+                session_inputs.append(scored["sessions"])
+            if spec.cell_value is not None:
+                cell_inputs.append(scored["cells"])
+
+        with_sessions = [slot for slot, s in enumerate(specs) if s.session_value is not None]
+        session_parts = None
+        if session_inputs:
+            flat = session_inputs[0] if len(session_inputs) == 1 else (
+                tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
+            fused = FusedCombineFn([s.session_combine or _ListFn() for s in specs])
+            session_parts = (
+                flat
+                | "CombineSessions" >> combine_per_key(fused, flat)
+                | "ReduceSessions" >> beam.ParDo(
+                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions)
+                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions], main="cells")
+            )
+            cell_inputs.append(session_parts.cells)
+        for slot, spec in enumerate(specs):
+            n = spec.name
+            if session_parts is not None and slot in with_sessions:
+                out[n]["sessions"] = session_parts[f"s{slot}"]
+                out[n]["quality"].append(session_parts[f"q{slot}"])
+            else:
+                out[n]["sessions"] = p | f"{n}/NoSessions" >> beam.Create([])
+
+        pair_fns = [PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs]
+        if cell_inputs:
+            flat = cell_inputs[0] if len(cell_inputs) == 1 else tuple(cell_inputs) | "FlattenCellValues" >> beam.Flatten()
+            slices = flat | "CombineSlices" >> CombineSlices(FusedCombineFn(pair_fns), specs[0].slices)
+            if aux_records:
+                aux = aux_records[0] if len(aux_records) == 1 else tuple(aux_records) | "FlattenAux" >> beam.Flatten()
+                est = slices | "EstimateSlices" >> beam.ParDo(
+                    _EstimateSlicesWithAux(specs), beam.pvalue.AsList(aux)
+                ).with_outputs(*[f"r{i}" for i in range(len(specs))])
+            else:
+                est = slices | "EstimateSlices" >> beam.ParDo(_EstimateSlices(specs)).with_outputs(
+                    *[f"r{i}" for i in range(len(specs))])
+        for slot, spec in enumerate(specs):
+            n = spec.name
+            out[n]["slices"] = est[f"r{slot}"] if cell_inputs else p | f"{n}/NoSlices" >> beam.Create([])
+            q = out[n]["quality"]
+            out[n]["quality"] = q[0] if len(q) == 1 else tuple(q) | f"{n}/FlattenQuality" >> beam.Flatten()
+        return out
+
+
+def engine_spec(transform, interactions=None) -> Optional[MetricSpec]:
+    """The :class:`MetricSpec` of a metric transform that declares one (``transform.spec(windowed)``),
+    else ``None`` (a legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`)."""
+    fn = getattr(transform, "spec", None)
+    if fn is None:
+        return None
+    from fair_forge_beam.streaming.windows import is_windowed
+
+    return fn(windowed=is_windowed(interactions) if interactions is not None else False)
+
+
+def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_") -> dict:
+    """Applies the main job's metric transforms to ``interactions``: metrics that declare a
+    :class:`MetricSpec` run in one :class:`Engine` (one per set of slice dimensions), the
+    others as their own ``PTransform`` (label ``label_prefix + name``). Returns ``{name: dict of
+    PCollections}`` in the order of ``transforms``."""
+    specs, groups, legacy = {}, {}, {}
+    for name, t in transforms.items():
+        spec = engine_spec(t, interactions)
+        if spec is None:
+            legacy[name] = t
+        else:
+            specs[name] = spec
+            groups.setdefault(spec.slices, []).append(name)
+    results = {}
+    for i, (slices, names) in enumerate(groups.items()):
+        label = "Engine" if i == 0 else f"Engine{i}"
+        res = interactions | label >> Engine([specs[n] for n in names])
+        for n, s in zip(names, [specs[n] for n in names]):
+            results[n] = res[s.name]
+    for name, t in legacy.items():
+        results[name] = interactions | f"{label_prefix}{name}" >> t
+    return {name: results[name] for name in transforms}
