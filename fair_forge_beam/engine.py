@@ -106,7 +106,8 @@ class MetricSpec:
         session_reducer: :class:`SessionReducer`.
         session_combine: ``CombineFn`` of session values; ``None`` collects them in a list sorted by
             ``session_order``.
-        session_order: total-order key of session values (for ``session_combine=None``).
+        session_order: total-order key of session values (for ``session_combine=None``; default:
+            the values' own order).
         cell_value: score → its contribution to its slice cell (``None``: none).
         interaction_slice_combine: ``CombineFn`` of ``cell_value``\\ s (output = accumulator).
         session_slice_combine: ``CombineFn`` of the reducer's slice values (output = accumulator).
@@ -156,7 +157,7 @@ def _merge_slots(fns, accs: list) -> list:
 
 
 class PairCombineFn(beam.CombineFn):
-    """Two ``CombineFn``\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
+    """Two ``CombineFn``\\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
     for that side); output ``[acc_a, acc_b]`` (a side without a ``CombineFn`` stays ``None``).
     Merging merges each side, so order never matters."""
 
@@ -286,7 +287,7 @@ class _ReduceSessions(beam.DoFn):
         for spec in self.specs:
             if spec.session_reducer is not None:
                 spec.session_reducer.setup()
-        self._orders = [spec.session_order if spec.session_combine is None else None for spec in self.specs]
+        self._lists = [spec.session_combine is None for spec in self.specs]
 
     def process(self, kv):
         key, combined = kv
@@ -296,9 +297,8 @@ class _ReduceSessions(beam.DoFn):
             value = combined[slot]
             if value is None:
                 continue  # no interaction of this session for this metric (or an empty pane)
-            order = self._orders[i]
-            if order is not None:
-                value = sorted(value, key=order)
+            if self._lists[i]:  # a total order of the values, never arrival order
+                value = sorted(value, key=spec.session_order)
             rec, slice_value, warnings = spec.session_reducer.reduce(key, value)
             for w in warnings:
                 yield tagged(f"q{slot}", w)

@@ -10,7 +10,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 
-__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "slice_cell",
+__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices",
            "CollectList", "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
@@ -26,11 +26,6 @@ def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
         else:
             keys.append(f"{s}={getattr(element, s)}")
     return keys
-
-
-def slice_cell(element: Any) -> tuple:
-    """The finest slice cell of an element: ``(assistant_id, language)``."""
-    return (element.assistant_id, element.language)
 
 
 def interaction_ids(metric: str, s: Any) -> dict:
@@ -224,7 +219,11 @@ class MetricResults(list):
 class MetricTransform(beam.PTransform):
     """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
 
-    Subclasses set ``name`` and the schemas and implement ``expand``.
+    Subclasses set ``name`` and the schemas, and either declare the metric for the engine — a
+    method ``spec(windowed=False)`` returning a :class:`~fair_forge_beam.engine.MetricSpec`; the
+    inherited ``expand`` then runs :class:`~fair_forge_beam.engine.Engine` with just this metric,
+    and the main job fuses it with the run's other engine metrics — or implement ``expand``
+    themselves (legacy graphs).
     """
 
     name: ClassVar[str] = "metric"
@@ -244,6 +243,15 @@ class MetricTransform(beam.PTransform):
             raise ValueError(f"unknown slices {bad}; choose from {list(SLICE_FIELDS)}")
         self.mode = statistical_mode or FrequentistMode()
         self.slices = tuple(slices)
+
+    def expand(self, interactions):
+        spec = getattr(self, "spec", None)
+        if spec is None:
+            raise NotImplementedError(f"{type(self).__name__} declares no spec() and implements no expand()")
+        from fair_forge_beam.engine import Engine
+        from fair_forge_beam.streaming.windows import is_windowed
+
+        return (interactions | "Engine" >> Engine([spec(windowed=is_windowed(interactions))]))[self.name]
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

@@ -33,7 +33,7 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import Engine, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -50,7 +50,6 @@ from fair_forge_beam.statistical.combiners import (
 )
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
-from fair_forge_beam.streaming.windows import is_windowed
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
@@ -360,6 +359,3 @@ class Humanity(MetricTransform):
             schemas={"interaction": HumanityMetric, "session": HumanitySessionMetric, "slice": HumanitySliceMetric},
             options={"max_units": self.max_units, "slice_bootstrap": self.slice_bootstrap, "lexicon": self.lexicon.name},
         )
-
-    def expand(self, interactions):
-        return (interactions | "Engine" >> Engine([self.spec(is_windowed(interactions))]))[self.name]

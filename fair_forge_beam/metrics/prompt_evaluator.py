@@ -388,10 +388,6 @@ class _SliceEstimate(beam.DoFn):
         yield {"metric": NAME, "level": "slice", **rec.model_dump()}
 
 
-def _interaction_out(kv):
-    return kv[1]
-
-
 # ----------------------------------------------------------------------------------- transform
 class PromptEvaluator(MetricTransform):
     """``PCollection[Interaction]`` → PromptEvaluator results (spec §6.10).

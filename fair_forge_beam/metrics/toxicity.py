@@ -24,16 +24,15 @@ not clustered); answers in a language the lexicon lacks go to the dead letter wi
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricTransform, SumCombineFn, interaction_ids
-from fair_forge_beam.streaming.combine import combine_per_key
-from fair_forge_beam.streaming.windows import is_windowed, window_seed_parts
+from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform, SumCombineFn, interaction_ids
+from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
     BayesianGroupProfiling,
     FrequentistGroupProfiling,
@@ -58,9 +57,6 @@ from fair_forge_beam.statistical.group_fairness import (
 __all__ = ["Toxicity", "ToxicityScore"]
 
 DEAD = "dead_letter"
-EMBEDDINGS = "embeddings"
-SESSIONS = "sessions"
-CELLS = "cells"
 _DEFAULT = object()  # "use the default component"
 #: characters of an answer given to the group extractor and the sentiment analyzer (the lexicon
 #: sees the whole answer; the embedder reads what it is given in windows of 256 word pieces). A
@@ -182,12 +178,9 @@ class _ScoreToxicity(beam.DoFn):
                 group_scores=tuple(round(float(d[self._groups[j]].score), 6) for j in gi),
                 sentiment=sentiment,
             )
-            # one fused step: the per-interaction record and the session- and cell-keyed values
-            out.append(_interaction_record(score, self._groups))
-            out.append(beam.pvalue.TaggedOutput(SESSIONS, _session_keyed(score)))
-            out.append(beam.pvalue.TaggedOutput(CELLS, _slice_value(score)))
+            out.append(score)  # the engine routes it (record, session value, cell value)
             if self.cluster and i in emb_of:
-                out.append(beam.pvalue.TaggedOutput(EMBEDDINGS, (x.element_id, emb_of[i], m.toxic_tokens, m.tokens)))
+                out.append(beam.pvalue.TaggedOutput(AUX, (x.element_id, emb_of[i], m.toxic_tokens, m.tokens)))
         return out
 
 
@@ -234,54 +227,39 @@ class _SessionCountsCombineFn(_CountsCombineFn):
         return acc
 
 
-def _slice_value(s: ToxicityScore):
-    return (s.assistant_id, s.language), (
-        (s.element_id, s.is_toxic, s.groups, s.sentiment),
-        (s.toxic_words, s.total_words, s.categories),
-    )
+def _cell_value(s: ToxicityScore) -> tuple:
+    return (s.element_id, s.is_toxic, s.groups, s.sentiment), (s.toxic_words, s.total_words, s.categories)
 
 
-def _session_keyed(s: ToxicityScore):
-    key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
-    return key, (s.is_toxic, s.groups)
+def _session_value(s: ToxicityScore) -> tuple:
+    return (s.is_toxic, s.groups)
 
 
-class _PairCombineFn(beam.CombineFn):
-    """Two CombineFns side by side over ``(a or None, b or None)`` inputs (``None``: nothing
-    for that side); output = the two accumulators (as :class:`CombineSlices` needs)."""
+class _InteractionRecord:
+    """Score → :class:`ToxicityMetric`-shaped dict (group indices named)."""
 
-    def __init__(self, first: beam.CombineFn, second: beam.CombineFn):
-        self.fns = (first, second)
+    def __init__(self, groups: Sequence[str]):
+        self.groups = tuple(groups)
 
-    def create_accumulator(self):
-        return [fn.create_accumulator() for fn in self.fns]
-
-    def add_input(self, acc, element):
-        for i, (fn, v) in enumerate(zip(self.fns, element)):
-            if v is not None:
-                acc[i] = fn.add_input(acc[i], v)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        accs = list(accumulators)
-        return [fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)]
-
-    def extract_output(self, acc):
-        return [fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+    def __call__(self, s: ToxicityScore) -> dict:
+        return _interaction_record(s, self.groups)
 
 
-class _SessionRecord(beam.DoFn):
+#: two CombineFns side by side (the engine's; the name kept for callers)
+_PairCombineFn = PairCombineFn
+
+
+class _SessionReducer(SessionReducer):
+    """Session record (toxic rate, group mentions); each session adds 1 to its cell's session count."""
+
     def __init__(self, mode: StatisticalMode, groups: Sequence[str]):
         self.mode, self.groups = mode, tuple(groups)
 
-    def process(self, kv):
-        key, (n, n_toxic, mentions) = kv
+    def reduce(self, key, combined):
+        n, n_toxic, mentions = combined
         if n == 0:
-            return []  # an empty pane of a window that fired before (nothing new in it)
-        return self._records(key, n, n_toxic, mentions)
-
-    def _records(self, key, n, n_toxic, mentions):
-        session_id, assistant_id, language = json.loads(key)
+            return None, None, []  # an empty pane of a window that fired before (nothing new in it)
+        session_id, assistant_id, language = key
         rec = ToxicitySessionMetric(
             session_id=session_id,
             assistant_id=assistant_id,
@@ -291,28 +269,24 @@ class _SessionRecord(beam.DoFn):
             toxic_rate=estimate_rate(n_toxic, n, self.mode),
             group_mentions={self.groups[g]: c for g, c in sorted(mentions.items())},
         )
-        yield {"metric": "toxicity", "level": "session", **rec.model_dump()}
-        yield beam.pvalue.TaggedOutput("cells", ((assistant_id, language), 1))
+        return {"metric": "toxicity", "level": "session", **rec.model_dump()}, 1, []
 
 
 def _summary(e) -> IntervalSummary:
     return IntervalSummary(mean=e.mean, ci_low=e.ci_low, ci_high=e.ci_high)
 
 
-class _EstimateSlice(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, mode, groups, reference, weights, threshold, has_sentiment, describe: dict, group_set: str = "declared"):
         self.mode, self.groups, self.reference, self.weights = mode, tuple(groups), reference, weights
         self.group_set = group_set
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
-    def process(self, kv, window=beam.DoFn.WindowParam):
-        key, parts = kv
-        stats = list(parts["stats"])
-        if not stats:
-            return
-        gf, (toxic_words, total_words, cats) = stats[0]
-        n_sessions = sum(parts["sessions"])
-        cluster = list(parts["cluster"])
+    def estimate(self, key, accs, window, aux):
+        return [self._record(key, accs[0], accs[1] or 0, list(aux) if key == "overall" else [], window)]
+
+    def _record(self, key, stats, n_sessions, cluster, window):
+        gf, (toxic_words, total_words, cats) = stats
         fair = estimate_group_fairness(
             gf, self.groups, self.mode, key=("toxicity", key, *window_seed_parts(window)), reference=self.reference,
             weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
@@ -364,7 +338,7 @@ class _EstimateSlice(beam.DoFn):
         )
         out = rec.model_dump()
         out["estimates"] = {c: est[c].model_dump() for c in ("DR", "DTO", "ASB", "DIDT")}
-        yield {"metric": "toxicity", "level": "slice", **out}
+        return {"metric": "toxicity", "level": "slice", **out}
 
 
 def _resolve_loader(loader) -> ToxicityLoader:
@@ -546,93 +520,45 @@ class Toxicity(MetricTransform):
             "sentiment_analyzer": getattr(self.sentiment, "name", None) if self.sentiment is not None else None,
         }
 
-    def expand(self, interactions):
-        groups = self.groups
-        scored = (
-            interactions
-            | "Batch" >> beam.BatchElements(min_batch_size=min(64, self.batch_size), max_batch_size=self.batch_size)
-            | "ScoreToxicity" >> beam.ParDo(
-                _ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
-                               self.clustering, self.sentiment_for_all)
-            ).with_outputs(DEAD, EMBEDDINGS, SESSIONS, CELLS, QUALITY, main="main")
-        )
-        per_qa = scored.main
-        sessions = (
-            scored[SESSIONS]
-            | "CombineSessions" >> combine_per_key(_SessionCountsCombineFn(), scored[SESSIONS])
-            | "SessionRecords" >> beam.ParDo(_SessionRecord(self.mode, groups)).with_outputs("cells", main="main")
-        )
-        if is_windowed(interactions):
-            return self._expand_windowed(interactions, scored, sessions)
-        stats = (
-            scored[CELLS]
-            | "CombineSlices" >> CombineSlices(
-                beam.combiners.TupleCombineFn(
-                    GroupFairnessCombineFn(groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()
-                ),
-                self.slices,
-            )
-        )
-        session_counts = sessions.cells | "CountSessions" >> CombineSlices(SumCombineFn(), self.slices)
-        joined = {"stats": stats, "sessions": session_counts}
-        if self.clustering:
-            from fair_forge_beam.metrics.clustering import ClusterInput
-
-            profile = (
-                scored[EMBEDDINGS]
-                | "ToClusterInput" >> beam.MapTuple(lambda eid, e, tw, t: ClusterInput(eid, e, tw, t))
-                | "ClusterProfile" >> self.cluster_profile
-            )
-            joined["cluster"] = profile["profile"] | "ClusterToOverall" >> beam.Map(lambda r: ("overall", r))
-            dead = (scored[DEAD], profile["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
-        else:
-            joined["cluster"] = interactions.pipeline | "NoClusters" >> beam.Create([])
-            dead = scored[DEAD]
-        slices = (
-            joined
-            | "JoinSliceParts" >> beam.CoGroupByKey()
-            | "EstimateSlices" >> beam.ParDo(_EstimateSlice(
-                self.mode, groups, self.reference, self.weights, self.threshold, self.sentiment is not None, self._describe(), self.group_set,
-            ))
-        )
-        return {
-            "interactions": per_qa,
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": dead,
-            "quality": scored[QUALITY],
-        }
-
-    def _expand_windowed(self, interactions, scored, sessions):
-        """Per event-time window: the slice statistics and the session counts go through one
-        :class:`CombineSlices` (no join, whose panes would not line up); no cluster profiling.
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`.
 
         Raises:
-            ValueError: ``clustering=True`` (cluster profiling needs the whole dataset).
+            ValueError: ``windowed`` with clustering on (cluster profiling needs the whole dataset).
         """
-        if self.clustering:
+        if windowed and self.clustering:
             raise ValueError("Toxicity cluster profiling is not available per window: pass clustering=False "
                              "(main job: --no-clustering or --group-extractor keyword)")
-        stats_fn = beam.combiners.TupleCombineFn(
-            GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()
-        )
-        slices = (
-            (
-                scored[CELLS] | "TagStats" >> beam.MapTuple(lambda cell, v: (cell, (v, None))),
-                sessions.cells | "TagSessions" >> beam.MapTuple(lambda cell, v: (cell, (None, v))),
-            )
-            | "FlattenSliceParts" >> beam.Flatten()
-            | "CombineSlices" >> CombineSlices(_PairCombineFn(stats_fn, SumCombineFn()), self.slices)
-            | "SliceParts" >> beam.MapTuple(lambda key, acc: (key, {"stats": [acc[0]], "sessions": [acc[1]], "cluster": []}))
-            | "EstimateSlices" >> beam.ParDo(_EstimateSlice(
+        return MetricSpec(
+            name=self.name,
+            scorer=_ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
+                                  self.clustering, self.sentiment_for_all),
+            batch_size=self.batch_size,
+            interaction_record=_InteractionRecord(self.groups),
+            session_value=_session_value,
+            session_combine=_SessionCountsCombineFn(),
+            session_reducer=_SessionReducer(self.mode, self.groups),
+            cell_value=_cell_value,
+            interaction_slice_combine=beam.combiners.TupleCombineFn(
+                GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()),
+            session_slice_combine=SumCombineFn(),
+            estimator=_SliceEstimator(
                 self.mode, self.groups, self.reference, self.weights, self.threshold, self.sentiment is not None,
-                self._describe(), self.group_set,
-            ))
+                self._describe(), self.group_set),
+            slices=self.slices,
+            aux=self._cluster_stage if self.clustering else None,
+            schemas={"interaction": ToxicityMetric, "session": ToxicitySessionMetric, "slice": ToxicitySliceMetric},
+            options={"threshold": self.threshold, "group_set": self.group_set, "batch_size": self.batch_size,
+                     "clustering": self.clustering, **self._describe()},
         )
-        return {
-            "interactions": scored.main,
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": scored[DEAD],
-            "quality": scored[QUALITY],
-        }
+
+    def _cluster_stage(self, embeddings):
+        """``(element_id, embedding, toxic_words, total_words)`` → (cluster profile records, dead letters)."""
+        from fair_forge_beam.metrics.clustering import ClusterInput
+
+        profile = (
+            embeddings
+            | "ToClusterInput" >> beam.MapTuple(lambda eid, e, tw, t: ClusterInput(eid, e, tw, t))
+            | "ClusterProfile" >> self.cluster_profile
+        )
+        return profile["profile"], profile["dead_letter"]

@@ -1,0 +1,195 @@
+"""The metric engine (fair_forge_beam/engine.py): declarations, fused shuffles, tuple session
+keys, turn order, the sparse fused CombineFn, and README's worked example run as written."""
+from __future__ import annotations
+
+import copy
+import re
+import sys
+import types
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fair_forge_beam.engine import Engine, FusedCombineFn, MetricSpec, SessionReducer, SliceEstimator, apply_metrics
+from fair_forge_beam.io.elements import Interaction, make_element_id
+from fair_forge_beam.metrics.base import SumCombineFn
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _inter(sid, aid, turn, text, language="english"):
+    return Interaction(make_element_id(sid, aid, turn), sid, aid, language, "", turn, f"q{turn}", "q", text,
+                       None, None, None, None, None, None)
+
+
+INPUT = [
+    _inter("s1", "a", 1, "one"),
+    _inter("s1", "a", 0, "one two three"),
+    _inter("s2", "b", 0, "one two three four five"),
+]
+
+
+def _readme_example():
+    """README's "How to add a metric" code block, executed as a module."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### How to add a metric", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    mod = types.ModuleType("readme_words_example")
+    sys.modules[mod.__name__] = mod  # pickled by reference, as an installed module would be
+    exec(compile(code, "README.md", "exec"), mod.__dict__)
+    return mod
+
+
+def test_readme_worked_example_runs_and_gives_exact_means(test_pipeline):
+    mod = _readme_example()
+    with test_pipeline as p:
+        res = p | beam.Create(INPUT) | "Metric" >> mod.Words()
+        slices = res["slices"] | "SliceMeans" >> beam.Map(lambda r: (r["slice"], r["mean_words"]["mean"]))
+        # words per interaction = Σ session weight × session mean / Σ weight = total words / interactions
+        assert_that(slices, equal_to([("overall", 3.0), ("assistant_id=a", 2.0), ("assistant_id=b", 5.0),
+                                      ("language=english", 3.0)]), label="slices")
+        sessions = res["sessions"] | "SessionMeans" >> beam.Map(lambda r: (r["session_id"], r["mean_words"]))
+        assert_that(sessions, equal_to([("s1", 2.0), ("s2", 5.0)]), label="sessions")
+        assert_that(res["interactions"] | "WordCounts" >> beam.Map(lambda r: (r["element_id"], r["words"])),
+                    equal_to([(x.element_id, len(x.assistant.split())) for x in INPUT]), label="interactions")
+
+
+class _Turns(SessionReducer):
+    """Records the key it was given and the turns in the order it received them."""
+
+    def reduce(self, key, values):
+        return {"key": key, "turns": [t for t, _ in values]}, None, []
+
+
+class _NoSlices(SliceEstimator):
+    def estimate(self, key, accs, window, aux):
+        return []
+
+
+class _Score(beam.DoFn):
+    def process(self, x):
+        if x.assistant == "bad":
+            yield beam.pvalue.TaggedOutput("dead_letter", {"stage": "t", "reason": "bad", "element_id": x.element_id})
+            return
+        yield x
+
+
+def _turn_spec(name, order):
+    return MetricSpec(
+        name=name, scorer=_Score(), interaction_record=lambda x: x.element_id,
+        session_value=lambda x: (x.turn_index, x.assistant), session_order=order,
+        session_reducer=_Turns(), estimator=_NoSlices(),
+        cell_value=lambda x: 1, interaction_slice_combine=SumCombineFn(),
+    )
+
+
+def test_sessions_keyed_by_tuple_and_ordered_by_the_declared_order_never_arrival(test_pipeline):
+    rows = INPUT + [_inter("s1", "a", 2, "two words"), _inter("s2", "b", 1, "bad")]
+    with test_pipeline as p:
+        res = p | beam.Create(rows) | Engine([_turn_spec("up", lambda v: v[0]), _turn_spec("down", lambda v: -v[0])])
+        assert_that(res["up"]["sessions"], equal_to([
+            {"key": ("s1", "a", "english"), "turns": [0, 1, 2]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
+            label="up")
+        assert_that(res["down"]["sessions"], equal_to([
+            {"key": ("s1", "a", "english"), "turns": [2, 1, 0]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
+            label="down")
+        assert_that(res["down"]["dead_letter"] | beam.Map(lambda d: d["element_id"]),
+                    equal_to([make_element_id("s2", "b", 1)]), label="dead")
+
+
+def _combines(pipeline) -> list[str]:
+    proto = pipeline.to_runner_api()
+    return sorted(t.unique_name for t in proto.components.transforms.values()
+                  if t.spec.urn == "beam:transform:combine_per_key:v1")
+
+
+def test_humanity_and_toxicity_share_one_session_and_one_slice_shuffle():
+    from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+    from fair_forge_beam.metrics.humanity import Humanity
+    from fair_forge_beam.metrics.toxicity import Toxicity
+
+    transforms = {
+        "humanity": Humanity(),
+        "toxicity": Toxicity(clustering=False, group_extractor=KeywordGroupExtractor(default_group_keywords())),
+    }
+    p = beam.Pipeline()
+    res = apply_metrics(p | beam.Create(INPUT), transforms)
+    assert set(res) == {"humanity", "toxicity"}
+    assert all(set(r) == {"interactions", "sessions", "slices", "dead_letter", "quality"} for r in res.values())
+    # one combine by session, one by cell, one merging cells into slices — for both metrics
+    assert _combines(p) == ["Engine/CombineSessions", "Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
+    grouped = [t.unique_name for t in p.to_runner_api().components.transforms.values()
+               if t.spec.urn == "beam:transform:group_by_key:v1" and not t.unique_name.startswith("Create/")]
+    assert sorted(grouped) == ["Engine/CombineSessions/GroupByKey", "Engine/CombineSlices/CombineCells/GroupByKey",
+                               "Engine/CombineSlices/MergeSlices/GroupByKey"]  # no join, no per-metric shuffle
+
+
+# ------------------------------------------------------------------ the sparse fused CombineFn
+class _SortedList(beam.CombineFn):
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, v):
+        acc.append(v)
+        return acc
+
+    def merge_accumulators(self, accs):
+        accs = list(accs)
+        for a in accs[1:]:
+            accs[0].extend(a)  # mutates its first argument, as Beam allows
+        return accs[0]
+
+    def extract_output(self, acc):
+        return sorted(acc)
+
+
+_element = st.tuples(st.integers(0, 2), st.integers(-5, 5))
+
+
+@given(st.lists(st.lists(_element, max_size=5), max_size=6), st.randoms())
+def test_fused_combine_fn_is_order_free_and_sparse(groups, rnd):
+    fn = FusedCombineFn([SumCombineFn(), _SortedList(), SumCombineFn()])
+    accs = []
+    for g in groups:
+        acc = fn.create_accumulator()
+        for e in g:
+            acc = fn.add_input(acc, e)
+        accs.append(acc)
+    rnd.shuffle(accs)
+    while len(accs) > 1:  # a random merge tree
+        i = rnd.randrange(len(accs) - 1)
+        accs[i:i + 2] = [fn.merge_accumulators(accs[i:i + 2])]
+    out = fn.extract_output(accs[0] if accs else fn.create_accumulator())
+    flat = [e for g in groups for e in g]
+    expect = [
+        sum(v for s, v in flat if s == 0) if any(s == 0 for s, _ in flat) else None,
+        sorted(v for s, v in flat if s == 1) if any(s == 1 for s, _ in flat) else None,
+        sum(v for s, v in flat if s == 2) if any(s == 2 for s, _ in flat) else None,
+    ]
+    assert out == expect
+
+
+@given(st.lists(st.lists(_element, max_size=4), min_size=2, max_size=5))
+def test_fused_merge_into_an_accumulator_without_the_slot_leaves_the_inputs_alone(groups):
+    fn = FusedCombineFn([SumCombineFn(), _SortedList(), SumCombineFn()])
+    accs = []
+    for g in groups:
+        acc = fn.create_accumulator()
+        for e in g:
+            acc = fn.add_input(acc, e)
+        accs.append(acc)
+    inputs = copy.deepcopy(accs[1:])
+    fn.merge_accumulators([fn.create_accumulator(), *accs[1:]])  # CombineSlices' roll-up merges so
+    assert accs[1:] == inputs
+
+
+def test_engine_rejects_duplicate_names_and_mixed_slices():
+    with pytest.raises(ValueError, match="duplicate"):
+        Engine([_turn_spec("x", None), _turn_spec("x", None)])
+    other = MetricSpec(**{**_turn_spec("y", None).__dict__, "slices": ("overall",)})
+    with pytest.raises(ValueError, match="same slices"):
+        Engine([_turn_spec("x", None), other])
