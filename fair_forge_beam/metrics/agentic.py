@@ -297,8 +297,9 @@ def pass_k_note(n: int, c: int, k: int, mode: StatisticalMode) -> Optional[str]:
     plug-in ``(c/n)^k`` is 1 exactly when the conversation is fully correct) and for ``n = 0``."""
     if not mode.is_bayesian or n == 0:
         return None
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + c
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + n - c
+    a0, b0 = mode.beta_prior()
+    a = a0 + c
+    b = b0 + n - c
     return (f"pass@{k} and pass^{k} are posterior means for {k} new attempts with the success probability "
             f"p ~ Beta({a:g}, {b:g}) from {c} of {n} interactions correct; is_fully_correct records only the "
             f"observed {c}/{n}, so the two differ when few interactions were seen")

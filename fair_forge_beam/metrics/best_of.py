@@ -383,7 +383,7 @@ class _RankSlice(beam.DoFn):
     def process(self, kv):
         key, ((players, pairs), blocks, n_blocks, n_interactions, n_failed) = kv
         bayes = self.mode.is_bayesian
-        level = float(getattr(self.mode, "ci_level", 0.95))
+        level = float(self.mode.ci_level)
         wlt = counts_by_player(players, pairs)
         compared = sorted({p for (lo, hi), _ in pairs for p in (lo, hi)})
         fit = fit_bradley_terry(compared, pairs, self.prior_sd if bayes else None)

@@ -102,10 +102,11 @@ def estimate_rate(k: int, n: int, mode: StatisticalMode) -> Estimate:
     if not mode.is_bayesian:
         r = mode.rate_estimation(k, n)
         return Estimate(mean=None if r is None else float(r), n=n)
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + k
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + (n - k)
-    if hasattr(mode, "beta_prior_a"):
-        lo, hi = _beta_interval((1.0 - mode.ci_level) / 2.0, a, b)
+    if mode.beta_prior_a is not None:
+        a0, b0 = mode.beta_prior()
+        a = a0 + k
+        b = b0 + (n - k)
+        lo, hi = _beta_interval(mode.tail_probability, a, b)
         return Estimate(mean=a / (a + b), ci_low=lo, ci_high=hi, n=n)
     s = mode.rate_estimation(k, n)
     return Estimate(mean=s.get("mean"), ci_low=s.get("ci_low"), ci_high=s.get("ci_high"), n=n)
@@ -178,8 +179,8 @@ def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode
         for c, v in zip(categories, counts):
             out[c] = Estimate(mean=(v / total) if total else None, n=total)
         return out
-    a0 = float(getattr(mode, "dirichlet_prior", 1.0))
-    alpha = (1.0 - mode.ci_level) / 2.0
+    a0 = mode.dirichlet_concentration()
+    alpha = mode.tail_probability
     K = len(counts)
     for c, v in zip(categories, counts):
         a = a0 + v
@@ -789,7 +790,7 @@ def session_mean_estimates(
     w = np.asarray(resolved, dtype=np.float64)
     if n == 1:
         return [Estimate(mean=float(scores[0, j]), ci_low=float(scores[0, j]), ci_high=float(scores[0, j]), n=1) for j in range(m)], warning
-    if n == 2 and hasattr(mode, "ci_level"):
+    if n == 2:
         return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
     if rows is None:
         rows = RowCache(mode.seed, "within-session", mode.replicate_count)
@@ -807,7 +808,7 @@ def session_mean_estimates(
         reps = np.clip(reps, s_lo[:, None], s_hi[:, None])
     if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary
         return [_summaries(mode, reps[j], n) for j in range(m)], warning
-    lo, hi = percentile_intervals(reps, (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0)
+    lo, hi = percentile_intervals(reps, mode.tail_probability)
     means = reps.mean(axis=1)
     return [Estimate(mean=float(means[j]), ci_low=float(lo[j]), ci_high=float(hi[j]), n=n) for j in range(m)], warning
 

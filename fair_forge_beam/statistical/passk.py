@@ -98,9 +98,10 @@ def pass_k_estimates(n: int, c: int, k: int, mode: StatisticalMode) -> tuple[Est
     k = check_k(k)
     if not mode.is_bayesian:
         return Estimate(mean=pass_at_k_plugin(n, c, k), n=n), Estimate(mean=pass_pow_k_plugin(n, c, k), n=n)
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + c
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + n - c
-    alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
+    a0, b0 = mode.beta_prior()
+    a = a0 + c
+    b = b0 + n - c
+    alpha = mode.tail_probability
     p_lo, p_hi = stats.beta.ppf([alpha, 1.0 - alpha], a, b)
     base = special.betaln(a, b)
     mean_pow = math.exp(special.betaln(a + k, b) - base)
@@ -261,9 +262,8 @@ def pass_k_curve(
     # the unit rule of both modes: with the unbiased estimator a unit counts at k only when it has
     # n >= k trials (the estimand is the mean over those units); with the plug-in, every unit
     eligible = [[estimator == "plugin" or n >= k for k in ks] for n, _, _ in cells]
-    a0 = float(getattr(mode, "beta_prior_a", 1.0))
-    b0 = float(getattr(mode, "beta_prior_b", 1.0))
-    alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
+    a0, b0 = mode.beta_prior()
+    alpha = mode.tail_probability
     draws = mode.replicate_count
     sum_at = np.zeros((len(ks), draws))
     sum_pw = np.zeros((len(ks), draws))
