@@ -116,9 +116,11 @@ class StatisticalMode(ABC):
     """
 
     #: Level in (0, 1) of every interval a mode reports (credible level of a distribution mode).
-    #: A point-estimate mode (:class:`FrequentistMode`) reports no intervals, so there the level
-    #: changes no number: it is the nominal level a caller gets from :meth:`summarize` and the
-    #: value ``results.json`` records in its ``config``; it stays 0.95.
+    #: A point-estimate mode (:class:`FrequentistMode`) has it too, fixed at 0.95 (the CLI's
+    #: ``--ci-level`` does not set it): its estimates carry no intervals, except the Wald intervals
+    #: of BestOf's Bradley–Terry strengths (:func:`~fair_forge_beam.statistical.bradley_terry.estimate_bradley_terry`),
+    #: which use it; it is also the level :meth:`summarize` uses and the ``ci_level`` that
+    #: ``results.json`` records in its ``config``.
     ci_level: float = 0.95
     #: Beta(a, b) prior of rates; ``None``: the mode declares none (a point-estimate mode, or a
     #: custom distribution mode whose own ``rate_estimation`` is used). Read with :meth:`beta_prior`.

@@ -19,8 +19,19 @@ from typing import Iterable, Optional, TypeVar
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import BootstrapStats, estimate_bootstrap_means
+from fair_forge_beam.statistical.seeding import RowCache
 
-__all__ = ["SINGLE_SESSION_NOTE", "single_session", "slice_estimate", "slice_estimates", "slice_resampling"]
+__all__ = [
+    "SINGLE_SESSION_NOTE",
+    "single_session",
+    "slice_estimate",
+    "slice_estimates",
+    "slice_resampling",
+    "bootstrap_sessions",
+    "slice_bootstrap_means",
+    "bootstrap_resampling",
+]
 
 #: the ``resampling`` text of a one-session slice
 SINGLE_SESSION_NOTE = "single session: no slice interval (see the session's interval)"
@@ -51,3 +62,26 @@ def slice_resampling(default: str, n_sessions: Optional[int], mode: StatisticalM
     if not mode.is_bayesian:
         return None
     return SINGLE_SESSION_NOTE if single_session(n_sessions, mode) else default
+
+
+# ------------------------------------------------------------------------ the slice bootstrap
+def bootstrap_sessions(st: BootstrapStats) -> int:
+    """Number of sessions (units) merged into ``st``: the unit count once hash-bucketed, else the
+    number of distinct unit keys."""
+    return st.n_units if st.bucketed else len(st.units)
+
+
+def slice_bootstrap_means(
+    st: BootstrapStats, mode: StatisticalMode, namespace: str, rows: Optional[RowCache] = None
+) -> list[Estimate]:
+    """The slice means of a :class:`BootstrapMeanCombineFn` output: one :class:`Estimate` per
+    value column, from :func:`estimate_bootstrap_means` (Bayesian bootstrap over sessions in a
+    distribution mode, the exact weighted mean in a point-estimate mode) with the one-session rule
+    applied. ``namespace`` and ``rows`` as there (the keyed stream and a worker's row cache)."""
+    return slice_estimates(estimate_bootstrap_means(st, mode, namespace, rows), bootstrap_sessions(st), mode)
+
+
+def bootstrap_resampling(max_units: int, n_sessions: Optional[int], mode: StatisticalMode) -> Optional[str]:
+    """The ``resampling`` text of a slice estimated by :func:`slice_bootstrap_means` with
+    ``max_units`` hash buckets (see :func:`slice_resampling`)."""
+    return slice_resampling(f"Bayesian bootstrap over sessions ({max_units} hash buckets)", n_sessions, mode)
