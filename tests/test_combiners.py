@@ -669,3 +669,35 @@ def test_session_mean_and_point_estimates_is_the_two_calls(mode):
     assert (points, warning) == C.session_mean_estimates(scores, weights, turns, FrequentistMode())
     assert est == C.session_mean_estimates(scores, weights, turns, mode)[0]
     assert (est is points) == (not mode.is_bayesian)
+
+
+def test_slice_bootstrap_path_reads_both_statistics():
+    """One slice-bootstrap path (statistical/slices.py): hash-bucketed and Gamma statistics,
+    the one-session rule and the resampling text, in both modes."""
+    from fair_forge_beam.statistical.slices import (
+        GAMMA_RESAMPLING, SINGLE_SESSION_NOTE, bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means,
+        slice_means_combiner,
+    )
+
+    bayes, freq = BayesianMode(mc_samples=200, rng_seed=4), FrequentistMode()
+    units = [(f"s{i}", 1.0, (0.1 * i, 1.0 - 0.05 * i), 1) for i in range(12)]
+    one = [("s0", 1.0, (0.3, 0.6), 1), ("s0", 1.0, (0.5, 0.2), 1)]
+    assert isinstance(slice_means_combiner(2, freq, 64, "gamma"), C.BootstrapMeanCombineFn)
+    assert isinstance(slice_means_combiner(2, bayes, 64, "buckets"), C.BootstrapMeanCombineFn)
+    with pytest.raises(ValueError):
+        slice_means_combiner(2, bayes, 64, "poisson")
+    for method in ("buckets", "gamma"):
+        fn = slice_means_combiner(2, bayes, 64, method, "ns-gamma")
+        st_ = _accumulate(fn, units)
+        direct = (C.estimate_gamma_bootstrap_means(st_, bayes) if method == "gamma"
+                  else C.estimate_bootstrap_means(st_, bayes, "ns"))
+        assert bootstrap_sessions(st_) == 12
+        assert slice_bootstrap_means(st_, bayes, "ns") == direct
+        assert bootstrap_resampling(st_, bayes) == (GAMMA_RESAMPLING if method == "gamma"
+                                                     else "Bayesian bootstrap over sessions (64 hash buckets)")
+        assert bootstrap_resampling(st_, freq) is None
+        single = _accumulate(fn, one)
+        assert bootstrap_sessions(single) == 1
+        assert all(e.ci_low is None and e.ci_high is None and e.mean is not None
+                   for e in slice_bootstrap_means(single, bayes, "ns"))
+        assert bootstrap_resampling(single, bayes) == SINGLE_SESSION_NOTE
