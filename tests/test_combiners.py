@@ -545,3 +545,159 @@ def test_gamma_bootstrap_single_unit_fed_as_several_inputs_is_degenerate():
     acc = _accumulate(fn, [("s1", 1.0, (0.5,)), ("s1", 2.0, (0.5,))])
     (e,) = C.estimate_gamma_bootstrap_means(acc, mode)
     assert (e.mean, e.ci_low, e.ci_high) == (0.5, 0.5, 0.5)
+
+
+# ====================================================== building blocks moved from metrics/ (issue 14)
+from hypothesis import settings  # noqa: E402
+
+from fair_forge_beam.statistical.bradley_terry import SliceStatsCombineFn  # noqa: E402
+from fair_forge_beam.statistical.passk import PassCountsCombineFn  # noqa: E402
+
+
+def _merged_output(fn, data, items):
+    """Partition ``items``, accumulate each part, merge in a random grouping and order (pickled
+    in between), then extract."""
+    accs = [pickle.loads(pickle.dumps(_accumulate(fn, part))) for part in _partitions(data, items)]
+    return fn.extract_output(_merge_randomly(fn, data, accs))
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.integers(0, 10**12), max_size=40), data=st.data())
+def test_sum_combine_any_merge_order(items, data):
+    fn = C.SumCombineFn()
+    got = _merged_output(fn, data, items)
+    assert got == sum(items) and type(got) is int
+    # the output is an accumulator (CombineSlices merges outputs) and add_inputs adds values
+    assert fn.merge_accumulators([got, fn.add_inputs(fn.create_accumulator(), [3, 4])]) == sum(items) + 7
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.one_of(st.none(), _rate_item), max_size=40), data=st.data())
+def test_optional_combine_any_merge_order(items, data):
+    fn = C.OptionalCombineFn(C.RateCombineFn())
+    real = [x for x in items if x is not None]
+    assert _merged_output(fn, data, items) == C.RateCombineFn().extract_output(_accumulate(C.RateCombineFn(), real))
+
+
+_unit = st.tuples(
+    st.integers(0, 30).map(lambda i: f"s{i}"), st.integers(1, 5).map(float),
+    st.tuples(st.floats(0, 1, allow_nan=False)), st.integers(1, 4),
+)
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.tuples(st.one_of(st.none(), _unit), st.integers(0, 3)), max_size=40), data=st.data())
+def test_with_failed_count_any_merge_order_matches_the_metrics_base_one(items, data):
+    from fair_forge_beam.metrics.base import WithFailedCount as OldWithFailedCount
+
+    fn = C.WithFailedCount(C.BootstrapMeanCombineFn(1, max_units=8))
+    st_, failed = _merged_output(fn, data, items)
+    old_st, old_failed = OldWithFailedCount(C.BootstrapMeanCombineFn(1, max_units=8)).extract_output(
+        _accumulate(OldWithFailedCount(C.BootstrapMeanCombineFn(1, max_units=8)), items))
+    assert failed == old_failed == sum(f for _, f in items)
+    assert _bs_state(st_) == _bs_state(old_st)
+    mode = BayesianMode(mc_samples=200, rng_seed=3)
+    assert C.estimate_bootstrap_means(st_, mode, "ns") == C.estimate_bootstrap_means(old_st, mode, "ns")
+    # the output is an accumulator: merging outputs equals combining everything at once
+    again = fn.merge_accumulators([fn.extract_output(_accumulate(fn, items)), fn.create_accumulator()])
+    assert _bs_state(again[0]) == _bs_state(st_) and again[1] == failed
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.tuples(st.one_of(st.none(), st.tuples(st.sampled_from("ab"), st.integers(0, 3)).map(
+    lambda t: (t[0], 3, t[1]))), st.integers(0, 2)), max_size=30), data=st.data())
+def test_with_failed_count_of_pass_counts_any_merge_order(items, data):
+    fn = C.WithFailedCount(PassCountsCombineFn())
+    ref = fn.extract_output(_accumulate(fn, items))
+    assert _merged_output(fn, data, items) == ref
+    assert ref[1] == sum(f for _, f in items)
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.floats(-1, 1, allow_nan=False).flatmap(lambda a: st.tuples(st.just(a), st.floats(a, 1))),
+                      max_size=30), data=st.data())
+def test_min_max_combine_any_merge_order(items, data):
+    got = _merged_output(C.MinMaxCombineFn(), data, items)
+    assert got == ([min(a for a, _ in items), max(b for _, b in items)] if items else [None, None])
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.tuples(st.integers(0, 5), st.text(max_size=3)), max_size=30), data=st.data())
+def test_sorted_list_combine_any_merge_order(items, data):
+    fn = C.SortedListCombineFn(lambda x: x, finish=tuple)
+    assert _merged_output(fn, data, items) == tuple(sorted(items))
+    assert C.SortedListCombineFn(lambda x: -x[0]).extract_output(list(items)) == sorted(items, key=lambda x: -x[0])
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.permutations(["a", "b", "c"]).flatmap(lambda ps: st.tuples(
+    st.just(tuple(ps[:2])), st.sampled_from([ps[0], ps[1], None]), st.just(((ps[0], ps[1], ps[0]),)),
+    st.integers(1, 5), st.integers(0, 2))), max_size=25), data=st.data())
+def test_bestof_slice_stats_any_merge_order(items, data):
+    fn = SliceStatsCombineFn()
+    ref = fn.extract_output(_accumulate(fn, items))
+    assert _merged_output(fn, data, items) == ref
+    assert ref[2] == len(items) and ref[4] == sum(u[4] for u in items)
+
+
+def test_moved_building_blocks_in_pipeline_match_direct(test_pipeline):
+    """Lifted combines (reshuffled input, accumulator coders) give the direct values."""
+    rng = np.random.default_rng(5)
+    units = [("k1" if i % 2 else "k2", (None if i % 7 == 0 else (f"s{i % 9}", 1.0, (float(rng.random()),), 1), i % 3))
+             for i in range(90)]
+    mm = [("k1" if i % 2 else "k2", (float(v), float(v) + 0.5)) for i, v in enumerate(rng.random(60))]
+    fn = C.WithFailedCount(C.BootstrapMeanCombineFn(1, max_units=4))
+    exp = {}
+    for k, v in units:
+        exp.setdefault(k, []).append(v)
+    exp_w = sorted((k, (_bs_state(o[0]), o[1])) for k, o in ((k, fn.extract_output(_accumulate(fn, vs))) for k, vs in exp.items()))
+    exp_mm = sorted((k, [min(a for kk, (a, _) in mm if kk == k), max(b for kk, (_, b) in mm if kk == k)]) for k in ("k1", "k2"))
+    with test_pipeline as p:
+        w = p | "units" >> beam.Create(units, reshuffle=True) | "wf" >> beam.CombinePerKey(fn)
+        assert_that(w | beam.MapTuple(lambda k, o: (k, (_bs_state(o[0]), o[1]))), equal_to(exp_w), label="with failed")
+        m = p | "mm" >> beam.Create(mm, reshuffle=True) | "mmc" >> beam.CombinePerKey(C.MinMaxCombineFn())
+        assert_that(m, equal_to(exp_mm), label="minmax")
+        s = p | "sums" >> beam.Create([("k", i) for i in range(50)], reshuffle=True) | "sc" >> beam.CombinePerKey(C.SumCombineFn())
+        assert_that(s, equal_to([("k", 1225)]), label="sum")
+
+
+@pytest.mark.parametrize("mode", [FrequentistMode(), BayesianMode(mc_samples=300, rng_seed=9)])
+def test_session_mean_and_point_estimates_is_the_two_calls(mode):
+    scores = np.array([[0.2], [0.9], [0.4], [0.7]])
+    weights, turns = [None, 0.5, None, None], [0, 1, 2, 3]
+    est, points, warning = C.session_mean_and_point_estimates(scores, weights, turns, mode)
+    assert (points, warning) == C.session_mean_estimates(scores, weights, turns, FrequentistMode())
+    assert est == C.session_mean_estimates(scores, weights, turns, mode)[0]
+    assert (est is points) == (not mode.is_bayesian)
+
+
+def test_slice_bootstrap_path_reads_both_statistics():
+    """One slice-bootstrap path (statistical/slices.py): hash-bucketed and Gamma statistics,
+    the one-session rule and the resampling text, in both modes."""
+    from fair_forge_beam.statistical.slices import (
+        GAMMA_RESAMPLING, SINGLE_SESSION_NOTE, bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means,
+        slice_means_combiner,
+    )
+
+    bayes, freq = BayesianMode(mc_samples=200, rng_seed=4), FrequentistMode()
+    units = [(f"s{i}", 1.0, (0.1 * i, 1.0 - 0.05 * i), 1) for i in range(12)]
+    one = [("s0", 1.0, (0.3, 0.6), 1), ("s0", 1.0, (0.5, 0.2), 1)]
+    assert isinstance(slice_means_combiner(2, freq, 64, "gamma"), C.BootstrapMeanCombineFn)
+    assert isinstance(slice_means_combiner(2, bayes, 64, "buckets"), C.BootstrapMeanCombineFn)
+    with pytest.raises(ValueError):
+        slice_means_combiner(2, bayes, 64, "poisson")
+    for method in ("buckets", "gamma"):
+        fn = slice_means_combiner(2, bayes, 64, method, "ns-gamma")
+        st_ = _accumulate(fn, units)
+        direct = (C.estimate_gamma_bootstrap_means(st_, bayes) if method == "gamma"
+                  else C.estimate_bootstrap_means(st_, bayes, "ns"))
+        assert bootstrap_sessions(st_) == 12
+        assert slice_bootstrap_means(st_, bayes, "ns") == direct
+        assert bootstrap_resampling(st_, bayes) == (GAMMA_RESAMPLING if method == "gamma"
+                                                     else "Bayesian bootstrap over sessions (64 hash buckets)")
+        assert bootstrap_resampling(st_, freq) is None
+        single = _accumulate(fn, one)
+        assert bootstrap_sessions(single) == 1
+        assert all(e.ci_low is None and e.ci_high is None and e.mean is not None
+                   for e in slice_bootstrap_means(single, bayes, "ns"))
+        assert bootstrap_resampling(single, bayes) == SINGLE_SESSION_NOTE

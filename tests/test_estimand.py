@@ -214,3 +214,22 @@ def test_group_set_option_reaches_toxicity_from_the_command_line():
     opts = {"group_extractor": "keyword", "clustering": False}
     assert build_metric("toxicity", F, opts).group_set == "declared"
     assert build_metric("toxicity", F, {**opts, "toxicity_group_set": "observed"}).group_set == "observed"
+
+
+def test_profiling_blocks_match_the_toxicity_record_fields():
+    """statistical/group_fairness.profiling_blocks: the mode-dependent part of Toxicity's
+    group_profiling, as Toxicity builds it today (issue 14: no is_bayesian in metric modules)."""
+    from fair_forge_beam.schemas.common import Estimate
+    from fair_forge_beam.schemas.toxicity import BayesianGroupProfiling, FrequentistGroupProfiling
+    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+    from fair_forge_beam.statistical.group_fairness import profiling_blocks
+
+    est = {c: Estimate(mean=0.1 * i, ci_low=0.05 * i, ci_high=0.2 * i, n=7) for i, c in enumerate(("DR", "DTO", "ASB", "DIDT"), 1)}
+    f = profiling_blocks(est, {"a": 0.5, "b": 0.5}, FrequentistMode())
+    assert f["mode"] == "frequentist" and f["bayesian"] is None
+    assert FrequentistGroupProfiling(**f["frequentist"]) == FrequentistGroupProfiling(DR=0.1, DTO=0.2, ASB=0.30000000000000004, DIDT=0.4)
+    b = profiling_blocks(est, {"a": 0.5, "b": 0.5}, BayesianMode(mc_samples=300, ci_level=0.9, dirichlet_prior=0.5))
+    assert b["mode"] == "bayesian" and b["frequentist"] is None
+    got = BayesianGroupProfiling(**b["bayesian"])
+    assert (got.priors, got.mc_samples, got.ci_level, got.q_i) == (0.5, 300, 0.9, {"a": 0.5, "b": 0.5})
+    assert got.summary["ASB"].model_dump() == {"mean": est["ASB"].mean, "ci_low": est["ASB"].ci_low, "ci_high": est["ASB"].ci_high}

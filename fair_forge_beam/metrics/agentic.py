@@ -60,7 +60,7 @@ from fair_forge_beam.components.tool_correctness import (
     tool_correctness,
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -72,7 +72,8 @@ from fair_forge_beam.schemas.agentic import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import single_session, slice_estimate
-from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, task_histogram
+from fair_forge_beam.statistical.combiners import WithFailedCount
+from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, pass_k_note, task_histogram
 
 __all__ = ["Agentic", "read_path", "SOURCES"]
 
@@ -288,28 +289,10 @@ class _Conversation(beam.DoFn):
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), ((task, n, c), n_failed)))
 
 
-def pass_k_note(n: int, c: int, k: int, mode: StatisticalMode) -> Optional[str]:
-    """Bayesian mode: the sentence that says why pass@k / pass^k differ from ``is_fully_correct``
-    (issue 13 item 9). ``is_fully_correct`` records what was observed (all ``n`` interactions
-    correct); pass^k is the posterior mean of ``p^k``, the chance that ``k`` new attempts all
-    succeed, with ``p ~ Beta(a + c, b + n − c)`` — one success out of one does not make ``p = 1``
-    (c = n = 1, k = 3, Beta(1, 1): pass^3 = E[p³] = 0.4). ``None`` in frequentist mode (the
-    plug-in ``(c/n)^k`` is 1 exactly when the conversation is fully correct) and for ``n = 0``."""
-    if not mode.is_bayesian or n == 0:
-        return None
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + c
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + n - c
-    return (f"pass@{k} and pass^{k} are posterior means for {k} new attempts with the success probability "
-            f"p ~ Beta({a:g}, {b:g}) from {c} of {n} interactions correct; is_fully_correct records only the "
-            f"observed {c}/{n}, so the two differ when few interactions were seen")
-
-
-class _SliceCombineFn(WithFailedCount):
-    """``((task, n, c), n_failed)`` per conversation → ``[PassCountsCombineFn accumulator,
-    n_failed]`` (integers only; output = accumulator, as :class:`CombineSlices` needs)."""
-
-    def __init__(self):
-        super().__init__(PassCountsCombineFn())
+def _SliceCombineFn() -> WithFailedCount:
+    """The slice CombineFn: ``((task, n, c), n_failed)`` per conversation → ``(PassCountsCombineFn
+    accumulator, n_failed)`` (integers only; output = accumulator, as :class:`CombineSlices` needs)."""
+    return WithFailedCount(PassCountsCombineFn())
 
 
 def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str) -> dict:

@@ -58,7 +58,7 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CollectList, MetricResults, MetricTransform
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
 from fair_forge_beam.schemas.best_of import (
     BestOfContestRecord,
@@ -69,12 +69,10 @@ from fair_forge_beam.schemas.best_of import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.bradley_terry import (
-    PairwiseCountCombineFn,
+    SliceStatsCombineFn,
     counts_by_player,
     elo_scale,
-    fit_bradley_terry,
-    rank_probabilities,
-    strength_intervals,
+    estimate_bradley_terry,
 )
 
 __all__ = ["BestOf", "Block", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
@@ -328,51 +326,6 @@ class _AllPairsBlock(beam.DoFn):
             yield from _finish(block, "all_pairs", "tied", None, contests, 0, points)
 
 
-class SliceStatsCombineFn(beam.CombineFn):
-    """Per slice: pairwise verdict counts (:class:`PairwiseCountCombineFn`) plus block counts.
-
-    Input: a block unit ``(contestants, winner or None, pairs ((left, right, winner or None), …),
-    n_interactions, n_failed)``. Accumulator: ``[pairwise accumulator, {id: [blocks, blocks_won]},
-    n_blocks, n_interactions, n_failed]`` — integers only, so merge order never changes a bit.
-    Output: ``(players, pairs)`` of the pairwise counts, ``((id, blocks, won), …)`` sorted,
-    ``n_blocks``, ``n_interactions``, ``n_failed``.
-    """
-
-    def __init__(self):
-        self.pairs = PairwiseCountCombineFn()
-
-    def create_accumulator(self):
-        return [self.pairs.create_accumulator(), {}, 0, 0, 0]
-
-    def add_input(self, acc, unit):
-        contestants, winner, pairs, n_interactions, n_failed = unit
-        for c in contestants:
-            acc[0] = self.pairs.add_input(acc[0], (c, None, None))
-            e = acc[1].setdefault(c, [0, 0])
-            e[0] += 1
-            e[1] += int(c == winner)
-        for p in pairs:
-            acc[0] = self.pairs.add_input(acc[0], tuple(p))
-        acc[2] += 1
-        acc[3] += int(n_interactions)
-        acc[4] += int(n_failed)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        accs = list(accumulators)
-        blocks: dict = {}
-        for a in accs:
-            for k, (n, w) in a[1].items():
-                e = blocks.setdefault(k, [0, 0])
-                e[0] += n
-                e[1] += w
-        return [self.pairs.merge_accumulators([a[0] for a in accs]), blocks, sum(a[2] for a in accs),
-                sum(a[3] for a in accs), sum(a[4] for a in accs)]
-
-    def extract_output(self, acc):
-        return (self.pairs.extract_output(acc[0]), tuple((k, *acc[1][k]) for k in sorted(acc[1])), acc[2], acc[3], acc[4])
-
-
 class _RankSlice(beam.DoFn):
     """Slice statistics → :class:`BestOfSliceMetric` (Bradley–Terry ranking)."""
 
@@ -382,20 +335,9 @@ class _RankSlice(beam.DoFn):
 
     def process(self, kv):
         key, ((players, pairs), blocks, n_blocks, n_interactions, n_failed) = kv
-        bayes = self.mode.is_bayesian
-        level = float(getattr(self.mode, "ci_level", 0.95))
         wlt = counts_by_player(players, pairs)
-        compared = sorted({p for (lo, hi), _ in pairs for p in (lo, hi)})
-        fit = fit_bradley_terry(compared, pairs, self.prior_sd if bayes else None)
-        strengths: dict[str, Estimate] = {}
-        extra: dict[str, tuple] = {}
-        if fit.beta is not None and len(compared):
-            ivs = strength_intervals(fit, level)
-            for p, b, (lo, hi) in zip(compared, fit.beta, ivs):
-                strengths[p] = Estimate(mean=float(b), ci_low=lo, ci_high=hi, n=sum(wlt[p]))
-            if bayes:
-                pb, mr = rank_probabilities(fit, self.mode.replicate_count, self.mode.seed, "bestof", key, "bradley-terry")
-                extra = {p: (float(x), float(y)) for p, x, y in zip(compared, pb, mr)}
+        bt = estimate_bradley_terry(pairs, wlt, self.mode, self.prior_sd, "bestof", key, "bradley-terry")
+        fit, strengths, extra = bt.fit, bt.strengths, bt.ranks
         bmap = {k: (n, w) for k, n, w in blocks}
         rows = []
         for p in players:
@@ -417,14 +359,7 @@ class _RankSlice(beam.DoFn):
         rows.sort(key=order)
         for k, r in enumerate(rows, start=1):
             r["rank"] = k
-        if bayes:
-            estimator = (f"Bradley-Terry, ties as half wins; Gaussian prior N(0, {self.prior_sd}^2) on log-strengths, "
-                         f"Laplace-approximation posterior, {level:.0%} credible intervals; P(best) and mean rank from "
-                         f"{self.mode.replicate_count} draws seeded by slice")
-        else:
-            estimator = f"Bradley-Terry maximum likelihood, ties as half wins; {level:.0%} Wald intervals (Fisher information)"
-            if fit.beta is None:
-                estimator += f"; no strengths: {fit.message}; ranked by win rate"
+        estimator = bt.estimator
         leader = rows[0] if rows else None
         rec = BestOfSliceMetric(
             slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,
@@ -516,7 +451,7 @@ class BestOf(MetricTransform):
         built = (
             interactions
             | "KeyByBlock" >> beam.Map(lambda x, f=block_key(self.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
-            | "CollectBlocks" >> beam.CombinePerKey(CollectList())
+            | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "BuildBlocks" >> beam.ParDo(_BuildBlock(self.contestant_order, self.bestof_mode)).with_outputs(
                 QUALITY, CONTESTS, UNITS, main="main")
         )

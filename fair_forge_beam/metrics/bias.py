@@ -31,7 +31,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import SLICE_FIELDS, CollectList, CombineSlices, MetricTransform, SumCombineFn
+from fair_forge_beam.metrics.base import SLICE_FIELDS, CombineSlices, MetricTransform
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
     BiasInteractionMetric,
@@ -41,7 +41,7 @@ from fair_forge_beam.schemas.bias import (
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import RateCombineFn, estimate_rate
+from fair_forge_beam.statistical.combiners import RateCombineFn, SumCombineFn, estimate_rate
 from fair_forge_beam.statistical.slices import single_session
 
 __all__ = ["Bias"]
@@ -347,7 +347,7 @@ class Bias(MetricTransform):
         sessions = (
             outcomes
             | "TypeOutcomes" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.attributes)).with_outputs(INTERACTIONS, UNITS, QUALITY, main="main")
         )
         A = len(self.attributes)

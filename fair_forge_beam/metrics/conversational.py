@@ -29,7 +29,6 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
-from fair_forge_beam.metrics.base import CollectList
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
@@ -147,7 +146,7 @@ class Conversational(JudgedMetric):
         pairs = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "BuildRequests" >> beam.FlatMap(lambda kv: session_requests(kv[0], kv[1], chat_history, max_turns))
         )
         requests = pairs | "Requests" >> beam.Map(lambda p: p[0]).with_output_types(JudgeRequest)

@@ -25,11 +25,10 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, WithFailedCount, nest_session_interactions
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimates, slice_resampling
-from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means, session_mean_estimates
-from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
+from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, WithFailedCount, session_mean_and_point_estimates
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["JudgedMetric", "build_judge", "session_key", "request_key", "META", "QUALITY"]
@@ -120,7 +119,6 @@ class _SessionAggregate(beam.DoFn):
         self.session_fields = metric.session_fields
 
     def setup(self):
-        self._freq = FrequentistMode()
         self._rows = shared_row_cache(self.mode.seed, f"{self.name}|within-session", self.mode.replicate_count, max_rows=256)
         self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
         self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
@@ -158,13 +156,9 @@ class _SessionAggregate(beam.DoFn):
             scores = np.array([v[1] for _, v in scored], dtype=np.float64).reshape(len(scored), m_dims)
             weights = [m[4] for m, _ in scored]
             turns = [m[1] for m, _ in scored]
-            point, warning = session_mean_estimates(scores, weights, turns, self._freq)
+            est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
             if warning:
                 yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", display, warning))
-            if self.mode.is_bayesian:
-                est, _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
-            else:
-                est = point
             unit = (skey, float(len(scored)), tuple(e.mean for e in point), len(scored))
         else:
             from fair_forge_beam.schemas.common import Estimate
@@ -173,15 +167,6 @@ class _SessionAggregate(beam.DoFn):
             unit = None
         yield {**base, "level": "session", "n_interactions": len(scored), "n_failed": n_failed, **self.session_fields(est)}
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, n_failed)))
-
-
-class ScoredFailedCombineFn(WithFailedCount):
-    """Session units with Bayesian-bootstrap statistics (:class:`BootstrapMeanCombineFn`) plus a
-    count of failed interactions. Input ``(unit or None, n_failed)``; accumulator and output
-    ``[BootstrapStats, n_failed]`` (output = accumulator, as :class:`CombineSlices` needs)."""
-
-    def __init__(self, n_values: int, max_units: int = 1024):
-        super().__init__(BootstrapMeanCombineFn(n_values, max_units))
 
 
 class _SliceEstimate(beam.DoFn):
@@ -195,11 +180,9 @@ class _SliceEstimate(beam.DoFn):
 
     def process(self, kv):
         key, (st, failed) = kv
-        est = estimate_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
-        n_sessions = st.n_units if st.bucketed else len(st.units)
-        # the one-session rule (statistical/slices.py): no slice interval, the session's own is in `sessions`
-        est = slice_estimates(est, n_sessions, self.mode)
-        resampling = slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode)
+        # the one-session rule applied (statistical/slices.py): the session's own interval is in `sessions`
+        est = slice_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
+        resampling = bootstrap_resampling(st, self.mode)
         rec = self.slice_schema(
             slice=key,
             mode=self.mode.get_result_type(),
@@ -278,7 +261,7 @@ class JudgedMetric(MetricTransform):
         )
         slices = (
             sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(ScoredFailedCombineFn(len(self.score_fields), self.max_units), self.slices)
+            | "CombineSlices" >> CombineSlices(WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)), self.slices)
             | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
         )
         qualities = [sessions[QUALITY]] + ([quality] if quality is not None else [])

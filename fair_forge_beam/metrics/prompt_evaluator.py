@@ -55,7 +55,7 @@ from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, CollectList, MetricResults, MetricTransform, SumCombineFn
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
     PromptEvaluatorMetric,
@@ -63,11 +63,12 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimate, slice_estimates, slice_resampling
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
+    OptionalCombineFn,
     RateCombineFn,
-    estimate_bootstrap_means,
+    SumCombineFn,
     estimate_rate,
     session_mean_estimates,
 )
@@ -293,27 +294,6 @@ class _FinishJQ(beam.DoFn):
 
 
 # ----------------------------------------------------------------------------------- sessions
-class OptionalCombineFn(beam.CombineFn):
-    """Wraps ``inner``: ``None`` inputs are skipped, everything else goes to ``inner``.
-    Accumulator and output are ``inner``'s (so it works in :class:`CombineSlices` when
-    ``inner``'s output is its accumulator)."""
-
-    def __init__(self, inner: beam.CombineFn):
-        self.inner = inner
-
-    def create_accumulator(self):
-        return self.inner.create_accumulator()
-
-    def add_input(self, acc, element):
-        return acc if element is None else self.inner.add_input(acc, element)
-
-    def merge_accumulators(self, accumulators):
-        return self.inner.merge_accumulators(accumulators)
-
-    def extract_output(self, acc):
-        return self.inner.extract_output(acc)
-
-
 class _SessionAggregate(beam.DoFn):
     def __init__(self, metric: "PromptEvaluator"):
         self.mode, self.k, self.tau, self.seed_prompt = metric.mode, metric.k, metric.tau, metric.seed_prompt
@@ -369,20 +349,18 @@ class _SliceEstimate(beam.DoFn):
         self._rows = shared_row_cache(self.mode.seed, "prompt_evaluator|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
     def _est(self, st):
-        out = estimate_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
-        # the one-session rule (statistical/slices.py)
-        return slice_estimates(out, st.n_units if st.bucketed else len(st.units), self.mode)
+        return slice_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
 
     def process(self, kv):
         key, (main, rss, icr, jq, (big, ns), failed) = kv
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
-        n_sessions = main.n_units if main.bucketed else len(main.units)
+        n_sessions = bootstrap_sessions(main)
         rec = PromptEvaluatorSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=main.n_units,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
             csr_pooled=slice_estimate(estimate_rate(big, ns, self.mode), n_sessions, self.mode),
-            resampling=slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode),
+            resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )
         yield {"metric": NAME, "level": "slice", **rec.model_dump()}
@@ -513,7 +491,7 @@ class PromptEvaluator(MetricTransform):
         per_qa = keyed | "InteractionRecords" >> beam.FlatMap(lambda kv: [] if "failed" in kv[1] else [kv[1]])
         sessions = (
             keyed
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self)).with_outputs(UNITS, main="main")
         )
         combiner = beam.combiners.TupleCombineFn(

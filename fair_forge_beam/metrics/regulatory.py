@@ -49,7 +49,7 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.metrics.judged import build_judge, session_key
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -59,9 +59,13 @@ from fair_forge_beam.schemas.regulatory import (
     RegulatorySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import CategoryCountCombineFn, estimate_rate, session_mean_estimates
+from fair_forge_beam.statistical.combiners import (
+    CategoryCountCombineFn,
+    SortedListCombineFn,
+    estimate_rate,
+    session_mean_and_point_estimates,
+)
 from fair_forge_beam.statistical.slices import slice_estimate
-from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
@@ -122,14 +126,20 @@ class ChunkIndex:
         return len({c.source for c in self.chunks})
 
 
-class _IndexCombineFn(CollectList):
-    """``(CorpusChunk, vector)`` pairs → :class:`ChunkIndex` (sorted: arrival order never matters)."""
+def _chunk_order(item) -> tuple:
+    return (item[0].source, item[0].chunk_index)
 
-    def extract_output(self, acc):
-        items = sorted(acc, key=lambda e: (e[0].source, e[0].chunk_index))
-        if not items:
-            return ChunkIndex([], np.zeros((0, 0), dtype=np.float32))
-        return ChunkIndex([e[0] for e in items], np.stack([np.asarray(e[1], dtype=np.float32) for e in items]))
+
+def _chunk_index(items) -> ChunkIndex:
+    if not items:
+        return ChunkIndex([], np.zeros((0, 0), dtype=np.float32))
+    return ChunkIndex([e[0] for e in items], np.stack([np.asarray(e[1], dtype=np.float32) for e in items]))
+
+
+def _IndexCombineFn() -> SortedListCombineFn:
+    """``(CorpusChunk, vector)`` pairs → :class:`ChunkIndex` (sorted by source and chunk index:
+    arrival order never matters)."""
+    return SortedListCombineFn(_chunk_order, _chunk_index)
 
 
 class _EmbedChunks(beam.DoFn):
@@ -312,7 +322,6 @@ class _SessionAggregate(beam.DoFn):
         self.mode, self.threshold = mode, float(threshold)
 
     def setup(self):
-        self._freq = FrequentistMode()
         self._rows = shared_row_cache(self.mode.seed, f"{STAGE}|within-session", self.mode.replicate_count, max_rows=256)
         self._scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "scored")
         self._not_scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "not_scored")
@@ -393,10 +402,7 @@ class _SessionAggregate(beam.DoFn):
         scores = np.array([[s[2]] for s in scored], dtype=np.float64)
         weights = [s[1] for s in scored]
         turns = [s[0] for s in scored]
-        (point,), _ = session_mean_estimates(scores, weights, turns, self._freq)
-        est = point
-        if self.mode.is_bayesian:
-            (est,), _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
+        (est,), _, _ = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
         if all(s[3] == "IRRELEVANT" for s in scored):
             verdict = "IRRELEVANT"
         else:
@@ -589,7 +595,7 @@ class Regulatory(MetricTransform):
         sessions = (
             [retrieved.metas, *verdicts]
             | "FlattenSessionItems" >> beam.Flatten()
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.compliance_threshold)).with_outputs(
                 UNITS, QUALITY, INTERACTIONS, main="main")
         )

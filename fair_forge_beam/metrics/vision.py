@@ -27,7 +27,7 @@ error or a non-finite score dead-letters that frame only. Empty conversations ar
 read time (dead letter ``read``); upstream divides by zero there (spec §17 item 19).
 
 Graph: ``Interaction`` → ``BatchElements`` → score ``DoFn`` (scorer loaded once per worker,
-one scorer call per batch) → per-session ``CombinePerKey(CollectList)`` sorted by turn index →
+one scorer call per batch) → per-session ``CombinePerKey(ToListCombineFn)`` sorted by turn index →
 session estimator (keyed bootstrap rows) → ``CombineSlices`` → slice estimator.
 """
 from __future__ import annotations
@@ -42,14 +42,14 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CollectList, CombineSlices, MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimate, slice_resampling
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
+    MinMaxCombineFn,
     RateCombineFn,
-    estimate_bootstrap_means,
     estimate_rate,
     session_mean_estimates,
 )
@@ -203,25 +203,6 @@ class _SessionAggregate(beam.DoFn):
         yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, (k, n), (float(sims.min()), float(sims.max())))))
 
 
-class MinMaxCombineFn(beam.CombineFn):
-    """``[min, max]`` of floats (``[None, None]`` when empty); accumulator = output, order-free."""
-
-    def create_accumulator(self):
-        return [None, None]
-
-    def add_input(self, acc, element):
-        lo, hi = element
-        return self.merge_accumulators([acc, [lo, hi]])
-
-    def merge_accumulators(self, accumulators):
-        los = [a[0] for a in accumulators if a[0] is not None]
-        his = [a[1] for a in accumulators if a[1] is not None]
-        return [min(los) if los else None, max(his) if his else None]
-
-    def extract_output(self, acc):
-        return acc
-
-
 class _SliceEstimate(beam.DoFn):
     def __init__(self, mode: StatisticalMode, threshold: float, max_units: int, scorer_name: str):
         self.mode, self.threshold, self.max_units, self.scorer_name = mode, threshold, max_units, scorer_name
@@ -231,11 +212,10 @@ class _SliceEstimate(beam.DoFn):
 
     def process(self, kv):
         key, (st, (k, n), (lo, hi)) = kv
-        (mean,) = estimate_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
-        n_sessions = st.n_units if st.bucketed else len(st.units)
         # the one-session rule (statistical/slices.py), for the mean and the pooled rate alike
-        mean = slice_estimate(mean, n_sessions, self.mode)
-        resampling = slice_resampling(f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)", n_sessions, self.mode)
+        (mean,) = slice_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
+        n_sessions = bootstrap_sessions(st)
+        resampling = bootstrap_resampling(st, self.mode)
         rec = VisionSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=st.n_units,
             threshold=self.threshold, mean_similarity=mean, min_similarity=lo, max_similarity=hi,
@@ -313,7 +293,7 @@ class Vision(MetricTransform):
         sessions = (
             scored.main
             | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(CollectList())
+            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
             | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.threshold, self.scorer.name)).with_outputs(
                 UNITS, QUALITY, main="main")
         )

@@ -106,11 +106,11 @@ def results_config(metrics, mode, inputs) -> dict:
         "metrics": list(metrics),
         "mode": "bayesian" if mode.is_bayesian else "frequentist",
         "statistical_mode": repr(mode),
-        "seed": getattr(mode, "rng_seed", None),
-        "mc_samples": getattr(mode, "mc_samples", None),
-        "ci_level": getattr(mode, "ci_level", None),
-        "beta_prior_a": getattr(mode, "beta_prior_a", None),
-        "beta_prior_b": getattr(mode, "beta_prior_b", None),
+        "seed": mode.rng_seed,
+        "mc_samples": mode.mc_samples,
+        "ci_level": mode.ci_level,
+        "beta_prior_a": mode.beta_prior_a,
+        "beta_prior_b": mode.beta_prior_b,
     }
 
 

@@ -5,7 +5,8 @@ mode (for example the Wilson-interval mode of the upstream docs) subclasses
 :class:`StatisticalMode`, implements the four primitives and ``get_result_type`` and plugs in
 unchanged; the Beam estimators additionally call :meth:`StatisticalMode.keyed` (reseed per
 key, default: no-op) and :meth:`StatisticalMode.summarize` (default: mean and equal-tailed
-percentile interval at ``ci_level``).
+percentile interval at ``ci_level``). Every mode carries ``ci_level``, the priors, ``mc_samples``
+and the seeds as attributes (class defaults here; ``None`` where a mode does not use one).
 """
 from __future__ import annotations
 
@@ -114,8 +115,26 @@ class StatisticalMode(ABC):
     ``{"mean", "ci_low", "ci_high", "samples"}``.
     """
 
-    #: credible / confidence level used by :meth:`summarize`.
+    #: Level in (0, 1) of every interval a mode reports (credible level of a distribution mode).
+    #: A point-estimate mode (:class:`FrequentistMode`) has it too, fixed at 0.95 (the CLI's
+    #: ``--ci-level`` does not set it): its estimates carry no intervals, except the Wald intervals
+    #: of BestOf's Bradley–Terry strengths (:func:`~fair_forge_beam.statistical.bradley_terry.estimate_bradley_terry`),
+    #: which use it; it is also the level :meth:`summarize` uses and the ``ci_level`` that
+    #: ``results.json`` records in its ``config``.
     ci_level: float = 0.95
+    #: Beta(a, b) prior of rates; ``None``: the mode declares none (a point-estimate mode, or a
+    #: custom distribution mode whose own ``rate_estimation`` is used). Read with :meth:`beta_prior`.
+    beta_prior_a: Optional[float] = None
+    beta_prior_b: Optional[float] = None
+    #: symmetric Dirichlet concentration of category distributions; ``None``: none declared.
+    #: Read with :meth:`dirichlet_concentration`.
+    dirichlet_prior: Optional[float] = None
+    #: Monte-Carlo draws / bootstrap replicates; ``None``: the mode draws nothing. Read with
+    #: :attr:`replicate_count`.
+    mc_samples: Optional[int] = None
+    #: seed as given (``None``: none given) and the seed in use; read with :attr:`seed`.
+    rng_seed: Optional[int] = None
+    effective_seed: Optional[int] = None
 
     @abstractmethod
     def rate_estimation(self, successes: int, trials: int) -> Any:
@@ -162,20 +181,35 @@ class StatisticalMode(ABC):
         samples = np.asarray(samples, dtype=np.float64)
         if samples.size == 0:
             return empty_summary()
-        level = float(getattr(self, "ci_level", 0.95))
-        alpha = (1.0 - level) / 2.0
+        alpha = self.tail_probability
         lo, hi = percentile_interval(samples, alpha)
         return {"mean": float(np.mean(samples)), "ci_low": lo, "ci_high": hi, "samples": samples}
 
     @property
+    def tail_probability(self) -> float:
+        """``(1 − ci_level) / 2``: the probability outside each end of an equal-tailed interval."""
+        return (1.0 - float(self.ci_level)) / 2.0
+
+    def beta_prior(self) -> tuple[float, float]:
+        """``(a, b)`` of the Beta prior of rates: the mode's, or Beta(1, 1) (uniform) when it
+        declares none (spec §4.3 default)."""
+        a = 1.0 if self.beta_prior_a is None else float(self.beta_prior_a)
+        b = 1.0 if self.beta_prior_b is None else float(self.beta_prior_b)
+        return a, b
+
+    def dirichlet_concentration(self) -> float:
+        """Symmetric Dirichlet concentration α₀: the mode's, or 1.0 when it declares none."""
+        return 1.0 if self.dirichlet_prior is None else float(self.dirichlet_prior)
+
+    @property
     def replicate_count(self) -> int:
-        """Number of bootstrap replicates / MC draws (``mc_samples``; 5000 if absent)."""
-        return int(getattr(self, "mc_samples", 5000))
+        """Number of bootstrap replicates / MC draws (``mc_samples``; 5000 if None)."""
+        return 5000 if self.mc_samples is None else int(self.mc_samples)
 
     @property
     def seed(self) -> int:
-        """Seed of the keyed random streams (``rng_seed``; 42 if absent or None)."""
-        s = getattr(self, "effective_seed", None)
+        """Seed of the keyed random streams (``effective_seed``, else ``rng_seed``; 42 if both None)."""
+        s = self.effective_seed
         if s is None:
-            s = getattr(self, "rng_seed", None)
+            s = self.rng_seed
         return 42 if s is None else int(s)

@@ -35,10 +35,15 @@ from scipy import optimize, sparse, stats
 from scipy.sparse import csgraph
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.schemas.common import Estimate
+from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = [
     "PairwiseCountCombineFn",
+    "SliceStatsCombineFn",
+    "BTEstimate",
+    "estimate_bradley_terry",
     "pair_outcome",
     "win_matrix",
     "ford_condition",
@@ -112,6 +117,51 @@ class PairwiseCountCombineFn(beam.CombineFn):
     def extract_output(self, acc):
         players, pairs = acc
         return tuple(sorted(players)), tuple((k, tuple(pairs[k])) for k in sorted(pairs))
+
+
+class SliceStatsCombineFn(beam.CombineFn):
+    """Per slice: pairwise verdict counts (:class:`PairwiseCountCombineFn`) plus block counts.
+
+    Input: a block unit ``(contestants, winner or None, pairs ((left, right, winner or None), …),
+    n_interactions, n_failed)``. Accumulator: ``[pairwise accumulator, {id: [blocks, blocks_won]},
+    n_blocks, n_interactions, n_failed]`` — integers only, so merge order never changes a bit.
+    Output: ``(players, pairs)`` of the pairwise counts, ``((id, blocks, won), …)`` sorted,
+    ``n_blocks``, ``n_interactions``, ``n_failed``.
+    """
+
+    def __init__(self):
+        self.pairs = PairwiseCountCombineFn()
+
+    def create_accumulator(self):
+        return [self.pairs.create_accumulator(), {}, 0, 0, 0]
+
+    def add_input(self, acc, unit):
+        contestants, winner, pairs, n_interactions, n_failed = unit
+        for c in contestants:
+            acc[0] = self.pairs.add_input(acc[0], (c, None, None))
+            e = acc[1].setdefault(c, [0, 0])
+            e[0] += 1
+            e[1] += int(c == winner)
+        for p in pairs:
+            acc[0] = self.pairs.add_input(acc[0], tuple(p))
+        acc[2] += 1
+        acc[3] += int(n_interactions)
+        acc[4] += int(n_failed)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        blocks: dict = {}
+        for a in accs:
+            for k, (n, w) in a[1].items():
+                e = blocks.setdefault(k, [0, 0])
+                e[0] += n
+                e[1] += w
+        return [self.pairs.merge_accumulators([a[0] for a in accs]), blocks, sum(a[2] for a in accs),
+                sum(a[3] for a in accs), sum(a[4] for a in accs)]
+
+    def extract_output(self, acc):
+        return (self.pairs.extract_output(acc[0]), tuple((k, *acc[1][k]) for k in sorted(acc[1])), acc[2], acc[3], acc[4])
 
 
 def win_matrix(players: Sequence[str], pairs: Iterable) -> np.ndarray:
@@ -297,3 +347,51 @@ def counts_by_player(players: Sequence[str], pairs: Iterable) -> Mapping[str, tu
         out[hi][1] += x
         out[hi][2] += t
     return {p: tuple(v) for p, v in out.items()}
+
+
+class BTEstimate(NamedTuple):
+    """A slice's Bradley–Terry estimate: the ``fit``, per compared player its log-strength
+    :class:`Estimate` (``strengths``; interval at the mode's ``ci_level``), per player
+    ``(P(best), mean rank)`` (``ranks``; distribution modes only, else empty) and the sentence
+    that names the ``estimator``."""
+
+    fit: BTFit
+    strengths: dict
+    ranks: dict
+    estimator: str
+
+
+def estimate_bradley_terry(pairs, wlt: Mapping[str, tuple[int, int, int]], mode: StatisticalMode,
+                           prior_sd: float, *key) -> BTEstimate:
+    """Bradley–Terry strengths of the players met in ``pairs`` (``((lo, hi), (w_lo, w_hi, ties))``
+    counts, ties as half wins), in ``mode``.
+
+    Point-estimate mode: maximum likelihood with Wald intervals from the Fisher information at
+    ``mode.ci_level`` (the one frequentist estimate that carries an interval). Distribution mode:
+    Gaussian prior N(0, ``prior_sd``²) on log-strengths, Laplace-approximation posterior with
+    ``ci_level`` credible intervals, and P(best) / mean rank from ``mode.replicate_count`` draws
+    seeded by ``(mode.seed, *key)`` (:func:`rank_probabilities`). ``wlt``: per player
+    ``(wins, losses, ties)`` (:func:`counts_by_player`), whose sum is each estimate's ``n``.
+    """
+    bayes = mode.is_bayesian
+    level = float(mode.ci_level)
+    compared = sorted({p for (lo, hi), _ in pairs for p in (lo, hi)})
+    fit = fit_bradley_terry(compared, pairs, prior_sd if bayes else None)
+    strengths: dict = {}
+    ranks: dict = {}
+    if fit.beta is not None and len(compared):
+        ivs = strength_intervals(fit, level)
+        for p, b, (lo, hi) in zip(compared, fit.beta, ivs):
+            strengths[p] = Estimate(mean=float(b), ci_low=lo, ci_high=hi, n=sum(wlt[p]))
+        if bayes:
+            pb, mr = rank_probabilities(fit, mode.replicate_count, mode.seed, *key)
+            ranks = {p: (float(x), float(y)) for p, x, y in zip(compared, pb, mr)}
+    if bayes:
+        estimator = (f"Bradley-Terry, ties as half wins; Gaussian prior N(0, {prior_sd}^2) on log-strengths, "
+                     f"Laplace-approximation posterior, {level:.0%} credible intervals; P(best) and mean rank from "
+                     f"{mode.replicate_count} draws seeded by slice")
+    else:
+        estimator = f"Bradley-Terry maximum likelihood, ties as half wins; {level:.0%} Wald intervals (Fisher information)"
+        if fit.beta is None:
+            estimator += f"; no strengths: {fit.message}; ranked by win rate"
+    return BTEstimate(fit, strengths, ranks, estimator)

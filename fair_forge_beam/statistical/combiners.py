@@ -28,10 +28,16 @@ from scipy import stats
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode, check_count, check_counts, percentile_intervals
+from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
 from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stable_hash64
 
 __all__ = [
+    "SumCombineFn",
+    "OptionalCombineFn",
+    "WithFailedCount",
+    "MinMaxCombineFn",
+    "SortedListCombineFn",
     "RateCombineFn",
     "CategoryCountCombineFn",
     "WeightedMeanStats",
@@ -48,7 +54,97 @@ __all__ = [
     "estimate_divergence",
     "estimate_bootstrap_means",
     "session_mean_estimates",
+    "session_mean_and_point_estimates",
 ]
+
+
+#: the point-estimate mode of the plug-in values every mode also needs (slice units)
+_POINT_MODE = FrequentistMode()
+
+
+# ------------------------------------------------------------------------------ building blocks
+# Every CombineFn below has its output equal to its accumulator (or an accumulator of the
+# same CombineFn), as ``CombineSlices`` needs: cell accumulators are merged into slices.
+class SumCombineFn(beam.combiners.CountCombineFn):
+    """Integer sum: Beam's ``CountCombineFn`` (accumulator = output = a Python int, merge =
+    ``sum``) adding each element's integer value instead of 1. Order-free (integers)."""
+
+    def add_input(self, acc, element):
+        return acc + int(element)
+
+    def add_inputs(self, acc, elements):
+        return acc + sum(int(e) for e in elements)
+
+
+class OptionalCombineFn(beam.CombineFn):
+    """Wraps ``inner``: ``None`` inputs are skipped, everything else goes to ``inner``.
+    Accumulator and output are ``inner``'s (so it works in ``CombineSlices`` when ``inner``'s
+    output is its accumulator)."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def create_accumulator(self):
+        return self.inner.create_accumulator()
+
+    def add_input(self, acc, element):
+        return acc if element is None else self.inner.add_input(acc, element)
+
+    def merge_accumulators(self, accumulators):
+        return self.inner.merge_accumulators(accumulators)
+
+    def extract_output(self, acc):
+        return self.inner.extract_output(acc)
+
+
+class WithFailedCount(beam.combiners.TupleCombineFn):
+    """An inner ``CombineFn`` of per-session units plus a count of failed interactions: Beam's
+    ``TupleCombineFn`` of ``OptionalCombineFn(inner)`` and :class:`SumCombineFn`.
+
+    Input ``(unit or None, n_failed)`` (``None``: a session with nothing scored); output
+    ``(inner output, n_failed)``, itself an accumulator of this CombineFn when ``inner``'s output
+    is its accumulator. Merging is the inner merge and an integer sum, so order never matters."""
+
+    def __init__(self, inner: beam.CombineFn):
+        super().__init__(OptionalCombineFn(inner), SumCombineFn())
+
+
+class MinMaxCombineFn(beam.CombineFn):
+    """``[min, max]`` of ``(lo, hi)`` float pairs (``[None, None]`` when empty); accumulator =
+    output, order-free (min and max are exact)."""
+
+    def create_accumulator(self):
+        return [None, None]
+
+    def add_input(self, acc, element):
+        lo, hi = element
+        return self.merge_accumulators([acc, [lo, hi]])
+
+    def merge_accumulators(self, accumulators):
+        accumulators = list(accumulators)  # read twice: an iterator would leave ``max`` empty
+        los = [a[0] for a in accumulators if a[0] is not None]
+        his = [a[1] for a in accumulators if a[1] is not None]
+        return [min(los) if los else None, max(his) if his else None]
+
+    def extract_output(self, acc):
+        return acc
+
+
+@beam.typehints.with_input_types(Any)
+@beam.typehints.with_output_types(Any)
+class SortedListCombineFn(beam.combiners.ToListCombineFn):
+    """Beam's ``ToListCombineFn`` whose output is ``finish(sorted(values, key=sort_key))``, so
+    arrival and merge order never show in the output (``finish`` defaults to ``list``). The output
+    is not an accumulator: use it where the list is consumed once (a side input). Its output type
+    is ``Any`` (``finish`` decides it), not the list type of ``ToListCombineFn``, so Beam never
+    encodes it with a list coder."""
+
+    def __init__(self, sort_key, finish=None):
+        self.sort_key, self.finish = sort_key, finish
+
+    def extract_output(self, acc):
+        items = sorted(acc, key=self.sort_key)
+        return items if self.finish is None else self.finish(items)
 
 
 # ------------------------------------------------------------------------------ rates
@@ -102,10 +198,11 @@ def estimate_rate(k: int, n: int, mode: StatisticalMode) -> Estimate:
     if not mode.is_bayesian:
         r = mode.rate_estimation(k, n)
         return Estimate(mean=None if r is None else float(r), n=n)
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + k
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + (n - k)
-    if hasattr(mode, "beta_prior_a"):
-        lo, hi = _beta_interval((1.0 - mode.ci_level) / 2.0, a, b)
+    if mode.beta_prior_a is not None:
+        a0, b0 = mode.beta_prior()
+        a = a0 + k
+        b = b0 + (n - k)
+        lo, hi = _beta_interval(mode.tail_probability, a, b)
         return Estimate(mean=a / (a + b), ci_low=lo, ci_high=hi, n=n)
     s = mode.rate_estimation(k, n)
     return Estimate(mean=s.get("mean"), ci_low=s.get("ci_low"), ci_high=s.get("ci_high"), n=n)
@@ -178,8 +275,8 @@ def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode
         for c, v in zip(categories, counts):
             out[c] = Estimate(mean=(v / total) if total else None, n=total)
         return out
-    a0 = float(getattr(mode, "dirichlet_prior", 1.0))
-    alpha = (1.0 - mode.ci_level) / 2.0
+    a0 = mode.dirichlet_concentration()
+    alpha = mode.tail_probability
     K = len(counts)
     for c, v in zip(categories, counts):
         a = a0 + v
@@ -789,7 +886,7 @@ def session_mean_estimates(
     w = np.asarray(resolved, dtype=np.float64)
     if n == 1:
         return [Estimate(mean=float(scores[0, j]), ci_low=float(scores[0, j]), ci_high=float(scores[0, j]), n=1) for j in range(m)], warning
-    if n == 2 and hasattr(mode, "ci_level"):
+    if n == 2:
         return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
     if rows is None:
         rows = RowCache(mode.seed, "within-session", mode.replicate_count)
@@ -807,9 +904,30 @@ def session_mean_estimates(
         reps = np.clip(reps, s_lo[:, None], s_hi[:, None])
     if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary
         return [_summaries(mode, reps[j], n) for j in range(m)], warning
-    lo, hi = percentile_intervals(reps, (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0)
+    lo, hi = percentile_intervals(reps, mode.tail_probability)
     means = reps.mean(axis=1)
     return [Estimate(mean=float(means[j]), ci_low=float(lo[j]), ci_high=float(hi[j]), n=n) for j in range(m)], warning
+
+
+def session_mean_and_point_estimates(
+    scores: np.ndarray,
+    weights: Sequence[Optional[float]],
+    positions: Sequence[int],
+    mode: StatisticalMode,
+    rows: Optional[RowCache] = None,
+) -> tuple[list[Estimate], list[Estimate], Optional[str]]:
+    """A session's weighted means in ``mode`` and as frequentist point estimates, in one call.
+
+    Arguments as :func:`session_mean_estimates`. Returns ``(estimates, points, weight_warning)``:
+    ``points`` are the exact weighted means (spec §3.4/§3.5, what a session contributes to its
+    slice's bootstrap); ``estimates`` are ``points`` themselves in a point-estimate mode, else the
+    mode's within-session Bayesian bootstrap (:func:`session_mean_estimates`).
+    """
+    points, warning = session_mean_estimates(scores, weights, positions, _POINT_MODE)
+    if not mode.is_bayesian:
+        return points, points, warning
+    estimates, _ = session_mean_estimates(scores, weights, positions, mode, rows)
+    return estimates, points, warning
 
 
 def _two_point_posterior(s: np.ndarray, w: np.ndarray, ci_level: float) -> Estimate:

@@ -70,6 +70,7 @@ __all__ = [
     "normalise_didt_weights",
     "reference_distribution",
     "GROUP_SETS",
+    "profiling_blocks",
 ]
 
 COMPONENTS = ("DR", "DTO", "ASB", "DIDT")
@@ -442,3 +443,24 @@ def estimate_group_fairness(
     if bayes:
         out["S_i"] = {g: group_est[g]["S"].mean for g in groups}
     return out
+
+
+def profiling_blocks(estimates: Mapping[str, Estimate], q_i: Optional[Mapping[str, float]], mode: StatisticalMode) -> dict:
+    """The mode-dependent part of Toxicity's ``group_profiling`` record (upstream's shape), as
+    plain dicts: ``{"mode", "frequentist", "bayesian"}``.
+
+    ``estimates``: the slice's ``DR``, ``DTO``, ``ASB`` and ``DIDT`` estimates (one-session rule
+    already applied); ``q_i``: the reference distribution. Point-estimate mode:
+    ``mode="frequentist"``, ``frequentist`` = the four point values, ``bayesian=None``.
+    Distribution mode: ``mode="bayesian"``, ``frequentist=None``, ``bayesian`` = the Dirichlet
+    concentration (``priors``), ``mc_samples``, ``ci_level``, ``q_i`` and per component
+    ``{mean, ci_low, ci_high}``.
+    """
+    if not mode.is_bayesian:
+        return {"mode": "frequentist", "frequentist": {c: estimates[c].mean for c in ("DR", "ASB", "DTO", "DIDT")},
+                "bayesian": None}
+    summary = {c: {"mean": estimates[c].mean, "ci_low": estimates[c].ci_low, "ci_high": estimates[c].ci_high}
+               for c in ("DR", "DTO", "ASB", "DIDT")}
+    return {"mode": "bayesian", "frequentist": None,
+            "bayesian": {"priors": mode.dirichlet_concentration(), "mc_samples": mode.replicate_count,
+                         "ci_level": float(mode.ci_level), "q_i": q_i, "summary": summary}}

@@ -36,7 +36,7 @@ from fair_forge_beam.statistical.base import StatisticalMode, check_counts, perc
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = ["check_k", "pass_at_k_plugin", "pass_pow_k_plugin", "pass_at_k_unbiased", "pass_pow_k_unbiased", "pass_k_estimates",
-           "PassCountsCombineFn", "task_histogram", "CurvePoint", "pass_k_curve"]
+           "pass_k_note", "PassCountsCombineFn", "task_histogram", "CurvePoint", "pass_k_curve"]
 
 
 def check_k(k) -> int:
@@ -98,9 +98,10 @@ def pass_k_estimates(n: int, c: int, k: int, mode: StatisticalMode) -> tuple[Est
     k = check_k(k)
     if not mode.is_bayesian:
         return Estimate(mean=pass_at_k_plugin(n, c, k), n=n), Estimate(mean=pass_pow_k_plugin(n, c, k), n=n)
-    a = float(getattr(mode, "beta_prior_a", 1.0)) + c
-    b = float(getattr(mode, "beta_prior_b", 1.0)) + n - c
-    alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
+    a0, b0 = mode.beta_prior()
+    a = a0 + c
+    b = b0 + n - c
+    alpha = mode.tail_probability
     p_lo, p_hi = stats.beta.ppf([alpha, 1.0 - alpha], a, b)
     base = special.betaln(a, b)
     mean_pow = math.exp(special.betaln(a + k, b) - base)
@@ -261,9 +262,8 @@ def pass_k_curve(
     # the unit rule of both modes: with the unbiased estimator a unit counts at k only when it has
     # n >= k trials (the estimand is the mean over those units); with the plug-in, every unit
     eligible = [[estimator == "plugin" or n >= k for k in ks] for n, _, _ in cells]
-    a0 = float(getattr(mode, "beta_prior_a", 1.0))
-    b0 = float(getattr(mode, "beta_prior_b", 1.0))
-    alpha = (1.0 - float(getattr(mode, "ci_level", 0.95))) / 2.0
+    a0, b0 = mode.beta_prior()
+    alpha = mode.tail_probability
     draws = mode.replicate_count
     sum_at = np.zeros((len(ks), draws))
     sum_pw = np.zeros((len(ks), draws))
@@ -303,3 +303,20 @@ def pass_k_curve(
             )
         )
     return out
+
+
+def pass_k_note(n: int, c: int, k: int, mode: StatisticalMode) -> Optional[str]:
+    """Bayesian mode: the sentence that says why pass@k / pass^k differ from ``is_fully_correct``
+    (issue 13 item 9). ``is_fully_correct`` records what was observed (all ``n`` interactions
+    correct); pass^k is the posterior mean of ``p^k``, the chance that ``k`` new attempts all
+    succeed, with ``p ~ Beta(a + c, b + n − c)`` — one success out of one does not make ``p = 1``
+    (c = n = 1, k = 3, Beta(1, 1): pass^3 = E[p³] = 0.4). ``None`` in frequentist mode (the
+    plug-in ``(c/n)^k`` is 1 exactly when the conversation is fully correct) and for ``n = 0``."""
+    if not mode.is_bayesian or n == 0:
+        return None
+    a0, b0 = mode.beta_prior()
+    a = a0 + c
+    b = b0 + n - c
+    return (f"pass@{k} and pass^{k} are posterior means for {k} new attempts with the success probability "
+            f"p ~ Beta({a:g}, {b:g}) from {c} of {n} interactions correct; is_fully_correct records only the "
+            f"observed {c}/{n}, so the two differ when few interactions were seen")

@@ -15,12 +15,35 @@ intervals, so the rule only touches distribution modes.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, TypeVar
+from typing import Iterable, Optional, TypeVar, Union
+
+from fair_forge_beam._beam import beam
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import (
+    BootstrapMeanCombineFn,
+    BootstrapStats,
+    GammaBootstrapCombineFn,
+    GammaBootstrapStats,
+    estimate_bootstrap_means,
+    estimate_gamma_bootstrap_means,
+)
+from fair_forge_beam.statistical.seeding import RowCache
 
-__all__ = ["SINGLE_SESSION_NOTE", "single_session", "slice_estimate", "slice_estimates", "slice_resampling"]
+__all__ = [
+    "SINGLE_SESSION_NOTE",
+    "single_session",
+    "slice_estimate",
+    "slice_estimates",
+    "slice_resampling",
+    "GAMMA_RESAMPLING",
+    "SLICE_BOOTSTRAPS",
+    "slice_means_combiner",
+    "bootstrap_sessions",
+    "slice_bootstrap_means",
+    "bootstrap_resampling",
+]
 
 #: the ``resampling`` text of a one-session slice
 SINGLE_SESSION_NOTE = "single session: no slice interval (see the session's interval)"
@@ -51,3 +74,61 @@ def slice_resampling(default: str, n_sessions: Optional[int], mode: StatisticalM
     if not mode.is_bayesian:
         return None
     return SINGLE_SESSION_NOTE if single_session(n_sessions, mode) else default
+
+
+# ------------------------------------------------------------------------ the slice bootstrap
+#: the ``resampling`` text of a slice bootstrapped with Gamma(1) weights (:class:`GammaBootstrapCombineFn`)
+GAMMA_RESAMPLING = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
+SLICE_BOOTSTRAPS = ("buckets", "gamma")
+
+
+def slice_means_combiner(n_values: int, mode: StatisticalMode, max_units: int = 1024, method: str = "buckets",
+                         namespace: str = "gamma-bootstrap") -> beam.CombineFn:
+    """The CombineFn of a slice's session means (unit = the session): :class:`BootstrapMeanCombineFn`
+    (``max_units`` hash buckets), or with ``method="gamma"`` in a distribution mode
+    :class:`GammaBootstrapCombineFn` (Gamma(1) weights keyed by session, stream ``namespace``);
+    a point-estimate mode needs no draws and always gets the former. Read its output with
+    :func:`slice_bootstrap_means`.
+
+    Raises:
+        ValueError: unknown ``method``.
+    """
+    if method not in SLICE_BOOTSTRAPS:
+        raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {method!r}")
+    if method == "gamma" and mode.is_bayesian:
+        return GammaBootstrapCombineFn(n_values, mode, namespace)
+    return BootstrapMeanCombineFn(n_values, max_units)
+
+
+def bootstrap_sessions(st: Union[BootstrapStats, GammaBootstrapStats]) -> int:
+    """Number of sessions (units) merged into ``st``: for :class:`BootstrapStats` the unit count
+    once hash-bucketed, else the number of distinct unit keys; for :class:`GammaBootstrapStats`
+    the unit count, or at most 1 when every input came from one unit."""
+    if isinstance(st, GammaBootstrapStats):
+        return st.n_units if st.multi else min(st.n_units, 1)
+    return st.n_units if st.bucketed else len(st.units)
+
+
+def slice_bootstrap_means(
+    st: Union[BootstrapStats, GammaBootstrapStats], mode: StatisticalMode, namespace: str, rows: Optional[RowCache] = None
+) -> list[Estimate]:
+    """The slice means of a :func:`slice_means_combiner` output: one :class:`Estimate` per value
+    column (:func:`estimate_bootstrap_means` — Bayesian bootstrap over sessions in a distribution
+    mode, the exact weighted mean in a point-estimate mode — or :func:`estimate_gamma_bootstrap_means`),
+    with the one-session rule applied. ``namespace`` and ``rows``: the keyed stream and a worker's
+    row cache of :func:`estimate_bootstrap_means` (unused for Gamma statistics)."""
+    if isinstance(st, GammaBootstrapStats):
+        est = estimate_gamma_bootstrap_means(st, mode)
+    else:
+        est = estimate_bootstrap_means(st, mode, namespace, rows)
+    return slice_estimates(est, bootstrap_sessions(st), mode)
+
+
+def bootstrap_resampling(st: Union[BootstrapStats, GammaBootstrapStats], mode: StatisticalMode) -> Optional[str]:
+    """The ``resampling`` text of a slice estimated by :func:`slice_bootstrap_means` (see
+    :func:`slice_resampling`): names the hash buckets (``st.max_units``) or the Gamma weights."""
+    if isinstance(st, GammaBootstrapStats):
+        default = GAMMA_RESAMPLING
+    else:
+        default = f"Bayesian bootstrap over sessions ({st.max_units} hash buckets)"
+    return slice_resampling(default, bootstrap_sessions(st), mode)
