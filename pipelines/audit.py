@@ -31,6 +31,10 @@ import time
 from collections import Counter
 from typing import Optional, Sequence
 
+from fair_forge_beam.reports.output_folder import OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder  # noqa: F401
+from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
+    dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
+
 log = logging.getLogger("fair_forge_beam.audit")
 
 
@@ -45,13 +49,6 @@ class _LazyFileSystems:
 
 
 FileSystems = _LazyFileSystems()
-
-
-#: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
-OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
-                "report.html", "comparison.json")
-#: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
-STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts")
 
 
 def unknown_beam_options(args: Sequence[str]) -> list[str]:
@@ -227,23 +224,6 @@ def _mode(args):
     return bayesian if args.mode == "bayesian" else FrequentistMode()
 
 
-def _get(record: dict, path: str):
-    """``record["a"]["b"]`` for the dotted column name ``"a.b"`` (``None`` when missing)."""
-    for part in path.split("."):
-        if not isinstance(record, dict):
-            return None
-        record = record.get(part)
-    return record
-
-
-def _fmt(est: Optional[dict]) -> str:
-    if not est or est.get("mean") is None:
-        return "n/a"
-    if est.get("ci_low") is None:
-        return f"{est['mean']:.4f}"
-    return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
-
-
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments
     or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
@@ -346,18 +326,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         parser.error(str(exc))
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
-    out = args.output.rstrip("/") or "."
-    if os.path.isfile(out):
-        parser.error(f"--output must be a folder, but {out} is a file")
-    if not FileSystems.exists(out):
-        try:
-            FileSystems.mkdirs(out)
-        except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
-            parser.error(f"--output: cannot create folder {out}: {exc}")
-    # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
-    stale = [f"{out}/{n.rstrip('/')}" for n in OUTPUT_FILES + STALE_OUTPUTS if FileSystems.exists(f"{out}/{n.rstrip('/')}")]
-    if stale:
-        FileSystems.delete(stale)
+    try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
+        out = prepare_output_folder(args.output, FileSystems)
+    except ValueError as exc:
+        parser.error(str(exc))
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:
@@ -416,58 +388,6 @@ def _judge_counters(result) -> dict:
         if any(c.values()):
             out[role] = c
     return out
-
-
-def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
-    """The summary lines of one metric, one unit per line, each unit named: interactions
-    (scored / not scored of those read), then dead letters (with what one dead letter stands
-    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
-    scored = ms.get("interactions_scored", ms.get("scored", 0))
-    not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
-    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read)"]
-    dead = ms.get("dead_letters", ms.get("not_scored", 0))
-    reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
-    if dead:
-        why = "; ".join(f"{r}: {c}" for r, c in reasons.items())
-        unit = ms.get("dead_letter_unit") or "dead-lettered records"
-        lines.append(f"  dead letters: {dead} {unit}" + (f" ({why})" if why else ""))
-    return lines
-
-
-def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
-    s = doc["summary"]
-    lines = [
-        f"fair_forge_beam audit: mode {doc['config']['mode']}"
-        + (f", seed {doc['config']['seed']}, {doc['config']['mc_samples']} draws" if doc["config"]["mode"] == "bayesian" else ""),
-        f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
-        f"{s['data_quality_warnings']} data-quality warnings",
-    ]
-    if not s["interactions_read"]:
-        lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
-                     "see dead_letter/); the metrics below have nothing to report")
-    for name, m in doc["metrics"].items():
-        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
-        heads = m.get("headline_columns", [])
-        width = max([len(r["slice"]) for r in m["slices"]] + [10])
-        lines.append(
-            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
-        )
-        for r in m["slices"]:
-            vals = "".join(f"  {_fmt(_get(r, h)):<34}" for h in heads)
-            lines.append(
-                "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
-                + str(r.get("n_sessions", "")).rjust(8) + vals
-            )
-    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
-    return "\n".join(_printable(ln) for ln in lines)
-
-
-def _printable(text: str) -> str:
-    """``text`` with every non-printable character (newline, carriage return, ANSI escape, bidi
-    override, ...) written as its Python escape: slice labels come from the data, and a record must
-    not be able to forge a summary line or drive the terminal."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                                                   for c in text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
