@@ -5,6 +5,7 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
+from fair_forge_beam.schemas.arrow import union_fields
 from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
@@ -20,12 +21,10 @@ def _humanity(mode: StatisticalMode, options: dict):
 
 def _humanity_fields() -> list[pa.Field]:
     from fair_forge_beam.components.emotion_lexicon import EMOTIONS
+    from fair_forge_beam.schemas.humanity import HumanityMetric
 
-    return [
-        pa.field("humanity_assistant_emotional_entropy", pa.float64()),
-        pa.field("humanity_ground_truth_spearman", pa.float64()),
-        *[pa.field(f"humanity_assistant_{e}", pa.float64()) for e in EMOTIONS],
-    ]
+    return union_fields([(HumanityMetric, ["humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
+                                           *(f"humanity_assistant_{e}" for e in EMOTIONS)], "")])
 
 
 def _toxicity(mode: StatisticalMode, options: dict):
@@ -48,15 +47,10 @@ def _toxicity(mode: StatisticalMode, options: dict):
 
 
 def _toxicity_fields() -> list[pa.Field]:
-    return [
-        pa.field("toxicity_total_words", pa.int64()),
-        pa.field("toxicity_toxic_words", pa.int64()),
-        pa.field("toxicity_toxic_ratio", pa.float64()),
-        pa.field("toxicity_is_toxic", pa.bool_()),
-        pa.field("toxicity_matched", pa.list_(pa.string())),
-        pa.field("toxicity_groups", pa.list_(pa.string())),
-        pa.field("toxicity_sentiment", pa.float64()),
-    ]
+    from fair_forge_beam.schemas.toxicity import ToxicityMetric
+
+    return union_fields([(ToxicityMetric, ["total_words", "toxic_words", "toxic_ratio", "is_toxic", "matched", "groups",
+                                           "sentiment"], "toxicity_")])
 
 
 def _judge_config(options: dict, metric: str) -> dict:
@@ -100,7 +94,9 @@ def _context(mode: StatisticalMode, options: dict):
 
 
 def _context_fields() -> list[pa.Field]:
-    return [pa.field("context_awareness", pa.float64()), pa.field("insight", pa.string()), pa.field("reasoning", pa.string())]
+    from fair_forge_beam.schemas.context import ContextInteraction
+
+    return union_fields([(ContextInteraction, ["context_awareness", "insight", "reasoning"], "")])
 
 
 def _conversational(mode: StatisticalMode, options: dict):
@@ -110,10 +106,9 @@ def _conversational(mode: StatisticalMode, options: dict):
 
 
 def _conversational_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+    from fair_forge_beam.schemas.conversational import RESULT_FIELDS, ConversationalInteraction
 
-    return [*(pa.field(f, pa.float64()) for f in RESULT_FIELDS), pa.field("insight", pa.string()),
-            pa.field("reasoning", pa.string()), pa.field("history_turns", pa.int64())]
+    return union_fields([(ConversationalInteraction, [*RESULT_FIELDS, "insight", "reasoning", "history_turns"], "")])
 
 
 def _bias(mode: StatisticalMode, options: dict):
@@ -143,11 +138,9 @@ def _bias(mode: StatisticalMode, options: dict):
 
 
 def _bias_fields() -> list[pa.Field]:
-    verdict = pa.struct([
-        pa.field("qa_id", pa.string()), pa.field("attribute", pa.string()), pa.field("is_biased", pa.bool_()),
-        pa.field("certainty", pa.float64()), pa.field("element_id", pa.string()),
-    ])
-    return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
+    from fair_forge_beam.schemas.bias import BiasInteractionMetric
+
+    return union_fields([(BiasInteractionMetric, ["guardian_interactions", "failed_attributes"], "bias_")])
 
 
 def _regulatory(mode: StatisticalMode, options: dict):
@@ -172,20 +165,13 @@ def _regulatory(mode: StatisticalMode, options: dict):
 
 
 def _regulatory_fields() -> list[pa.Field]:
-    chunk = pa.struct([
-        pa.field("text", pa.string()), pa.field("source", pa.string()), pa.field("chunk_index", pa.int64()),
-        pa.field("similarity", pa.float64()), pa.field("checker_score", pa.float64()), pa.field("verdict", pa.string()),
-        pa.field("insight", pa.string()),
+    from fair_forge_beam.schemas.regulatory import RegulatoryInteraction
+
+    return union_fields([
+        (RegulatoryInteraction, ["compliance_score", "verdict", "supporting_chunks", "contradicting_chunks",
+                                 "irrelevant_chunks", "retrieved_chunks"], "regulatory_"),
+        (RegulatoryInteraction, ["insight"], ""),
     ])
-    return [
-        pa.field("regulatory_compliance_score", pa.float64()),
-        pa.field("regulatory_verdict", pa.string()),
-        pa.field("regulatory_supporting_chunks", pa.int64()),
-        pa.field("regulatory_contradicting_chunks", pa.int64()),
-        pa.field("regulatory_irrelevant_chunks", pa.int64()),
-        pa.field("regulatory_retrieved_chunks", pa.list_(chunk)),
-        pa.field("insight", pa.string()),
-    ]
 
 
 def _agentic(mode: StatisticalMode, options: dict):
@@ -204,16 +190,13 @@ def _agentic(mode: StatisticalMode, options: dict):
 
 
 def _agentic_fields() -> list[pa.Field]:
-    tool = pa.struct([
-        pa.field("tool_selection_accuracy", pa.float64()), pa.field("parameter_accuracy", pa.float64()),
-        pa.field("sequence_correct", pa.float64()), pa.field("result_utilization", pa.float64()),
-        pa.field("overall_correctness", pa.float64()), pa.field("is_correct", pa.bool_()), pa.field("reasoning", pa.string()),
+    from fair_forge_beam.schemas.agentic import AgenticInteraction
+
+    return union_fields([
+        (AgenticInteraction, ["task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"],
+         "agentic_"),
+        (AgenticInteraction, ["reasoning"], ""),
     ])
-    return [
-        pa.field("agentic_task_id", pa.string()), pa.field("agentic_correctness_source", pa.string()),
-        pa.field("agentic_correctness_score", pa.float64()), pa.field("agentic_is_correct", pa.bool_()),
-        pa.field("agentic_tool_correctness", tool), pa.field("reasoning", pa.string()),
-    ]
 
 
 def _bestof(mode: StatisticalMode, options: dict):
@@ -230,12 +213,10 @@ def _bestof(mode: StatisticalMode, options: dict):
 
 
 def _bestof_fields() -> list[pa.Field]:
-    return [
-        pa.field("bestof_block_id", pa.string()), pa.field("bestof_round", pa.int64()),
-        pa.field("bestof_left_id", pa.string()), pa.field("bestof_right_id", pa.string()),
-        pa.field("bestof_winner_id", pa.string()), pa.field("bestof_confidence", pa.float64()),
-        pa.field("bestof_verdict", pa.string()), pa.field("bestof_judged", pa.bool_()),
-    ]
+    from fair_forge_beam.schemas.best_of import BestOfContestRecord
+
+    return union_fields([(BestOfContestRecord, ["block_id", "round", "left_id", "right_id", "winner_id", "confidence",
+                                                "verdict", "judged"], "bestof_")])
 
 
 def _similarity_embedder(options: dict):
@@ -259,7 +240,9 @@ def _vision(mode: StatisticalMode, options: dict):
 
 
 def _vision_fields() -> list[pa.Field]:
-    return [pa.field("vision_similarity_score", pa.float64()), pa.field("vision_is_hallucination", pa.bool_())]
+    from fair_forge_beam.schemas.vision import VisionInteraction
+
+    return union_fields([(VisionInteraction, ["similarity_score", "is_hallucination"], "vision_")])
 
 
 def _prompt_evaluator(mode: StatisticalMode, options: dict):
@@ -301,11 +284,10 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
 
 
 def _prompt_evaluator_fields() -> list[pa.Field]:
-    return [
-        *(pa.field(f"prompt_evaluator_{f}", pa.float64()) for f in ("csr", "stability", "semantic_entropy", "rss", "icr", "jq")),
-        pa.field("prompt_evaluator_n_clusters", pa.int64()),
-        pa.field("prompt_evaluator_n_samples", pa.int64()),
-    ]
+    from fair_forge_beam.schemas.prompt_evaluator import QuerySampleMetrics
+
+    return union_fields([(QuerySampleMetrics, ["csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters",
+                                               "n_samples"], "prompt_evaluator_")])
 
 
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
