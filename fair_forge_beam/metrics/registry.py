@@ -5,10 +5,15 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
+from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.arrow import union_fields
 from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
+
+_M = "fair_forge_beam.metrics"
+_JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
+_GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
 
 
 def _humanity(mode: StatisticalMode, options: dict):
@@ -16,7 +21,7 @@ def _humanity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.humanity import Humanity
 
     lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
-    return Humanity(statistical_mode=mode, lexicon=lexicon, slice_bootstrap=options.get("slice_bootstrap", "buckets"))
+    return Humanity(statistical_mode=mode, lexicon=lexicon, **constructor_kwargs(f"{_M}.humanity:Humanity", options))
 
 
 def _humanity_fields() -> list[pa.Field]:
@@ -32,16 +37,16 @@ def _toxicity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.toxicity import Toxicity
 
     kwargs = {}
-    if options.get("group_extractor", "embedding") == "keyword":
+    if value(options, "group_extractor") == "keyword":
         from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
 
         kwargs["group_extractor"] = KeywordGroupExtractor(default_group_keywords())
+    loader = HurtLexLoader(**constructor_kwargs("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader", options))
     return Toxicity(
         statistical_mode=mode,
-        toxicity_loader=HurtLexLoader(level=options.get("toxicity_level", "inclusive")),
-        clustering=options.get("clustering"),
-        cluster_points_path=options.get("cluster_points_path"),
-        group_set=options.get("toxicity_group_set", "declared"),
+        toxicity_loader=loader,
+        clustering=options.get("clustering"),  # computed by the main job (--no-clustering, keyword groups, windows)
+        **constructor_kwargs(f"{_M}.toxicity:Toxicity", options),
         **kwargs,
     )
 
@@ -66,25 +71,13 @@ def _judge_config(options: dict, metric: str) -> dict:
             "endpoint: OpenAI, vLLM, Ollama, llama.cpp server, Groq); the API key is read from the environment "
             "variable named by --judge-api-key-env (default OPENAI_API_KEY)"
         )
-    cfg = {
+    validate({k: options.get(k) for k in ("judge_timeout", "judge_retries")})  # also when built without the CLI
+    return {
         "model": model,
         "base_url": base_url,
-        "api_key_env": options.get("judge_api_key_env") or "OPENAI_API_KEY",
-        "cache_path": options.get("judge_cache") or "default",
+        "cache_path": options.get("judge_cache") or "default",  # "default": the handler's cache folder on the worker
+        **constructor_kwargs(_JUDGE, options),
     }
-    if options.get("judge_max_concurrency") is not None:
-        cfg["max_concurrency"] = int(options["judge_max_concurrency"])
-    if options.get("judge_requests_per_minute") is not None:
-        cfg["requests_per_minute"] = float(options["judge_requests_per_minute"])
-    if options.get("judge_timeout") is not None:
-        if not options["judge_timeout"] > 0:
-            raise ValueError(f"--judge-timeout must be > 0 seconds, got {options['judge_timeout']}")
-        cfg["request_timeout"] = float(options["judge_timeout"])
-    if options.get("judge_retries") is not None:
-        if options["judge_retries"] < 0:
-            raise ValueError(f"--judge-retries must be >= 0, got {options['judge_retries']}")
-        cfg["client_retries"] = int(options["judge_retries"])
-    return cfg
 
 
 def _context(mode: StatisticalMode, options: dict):
@@ -126,12 +119,11 @@ def _bias(mode: StatisticalMode, options: dict):
     cfg = _judge_config({**options, "judge_base_url": base_url, "judge_model": model}, "bias")
     limits = {k: v for k, v in cfg.items() if k in ("request_timeout", "client_retries")}
     guardian = make_guardian(
-        options.get("guardian_kind") or "llama_guard",
+        value(options, "guardian_kind"),
         model,
         base_url,
-        api_key_env=options.get("guardian_api_key_env") or "OPENAI_API_KEY",
-        cache_path=options.get("judge_cache") or "default",
-        logprobs=bool(options.get("guardian_logprobs")),
+        cache_path=cfg["cache_path"],
+        **constructor_kwargs(_GUARDIAN, options),
         **limits,
     )
     return Bias(guardian=guardian, statistical_mode=mode)
@@ -148,15 +140,10 @@ def _regulatory(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.embedder import HashingEmbedder
     from fair_forge_beam.metrics.regulatory import Regulatory
 
-    corpus = options.get("regulatory_corpus") or "airline"
+    corpus = value(options, "regulatory_corpus")
     connector = packaged_corpus(corpus) if corpus in PACKAGED_CORPORA else corpus
-    kwargs = {}
-    for opt, arg in (("chunk_size", "chunk_size"), ("chunk_overlap", "chunk_overlap"),
-                     ("regulatory_top_k", "top_k"), ("regulatory_threshold", "similarity_threshold"),
-                     ("regulatory_compliance_threshold", "compliance_threshold")):
-        if options.get(opt) is not None:
-            kwargs[arg] = options[opt]
-    if options.get("regulatory_embedder") == "hashing":
+    kwargs = constructor_kwargs(f"{_M}.regulatory:Regulatory", options)
+    if value(options, "regulatory_embedder") == "hashing":
         kwargs["embedder"] = HashingEmbedder(dim=256)
     try:
         return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
@@ -177,15 +164,12 @@ def _regulatory_fields() -> list[pa.Field]:
 def _agentic(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.agentic import Agentic
 
+    # unset --agentic-correctness: the judge when an endpoint is given, else the data's label
     source = options.get("agentic_correctness") or ("judge" if options.get("judge_base_url") else "label")
     return Agentic(
-        k=options.get("agentic_k", 3),
         judge=_judge_config(options, "agentic") if source == "judge" else None,
-        correctness_source=source,
-        label_field=options.get("agentic_label_field") or "agentic.reward",
-        task_field=options.get("agentic_task_field") or "agentic.task_id",
-        threshold=options.get("agentic_threshold", 0.7),
         statistical_mode=mode,
+        **{**constructor_kwargs(f"{_M}.agentic:Agentic", options), "correctness_source": source},
     )
 
 
@@ -202,14 +186,8 @@ def _agentic_fields() -> list[pa.Field]:
 def _bestof(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.best_of import BestOf
 
-    return BestOf(
-        judge=_judge_config(options, "bestof"),
-        statistical_mode=mode,
-        mode=options.get("bestof_mode") or "king",
-        contestant_order=options.get("bestof_order") or None,
-        block=options.get("bestof_block") or "session",
-        criteria=options.get("bestof_criteria") or None,
-    )
+    return BestOf(judge=_judge_config(options, "bestof"), statistical_mode=mode,
+                  **constructor_kwargs(f"{_M}.best_of:BestOf", options))
 
 
 def _bestof_fields() -> list[pa.Field]:
@@ -221,7 +199,7 @@ def _bestof_fields() -> list[pa.Field]:
 
 def _similarity_embedder(options: dict):
     """``--similarity-embedder``: all-MiniLM-L6-v2 (default) or the hashing embedder (no model)."""
-    if options.get("similarity_embedder") == "hashing":
+    if value(options, "similarity_embedder") == "hashing":
         from fair_forge_beam.components.embedder import HashingEmbedder
 
         return HashingEmbedder(dim=1024)
@@ -234,9 +212,8 @@ def _vision(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
     from fair_forge_beam.metrics.vision import Vision
 
-    threshold = options.get("vision_threshold")
     return Vision(scorer=EmbeddingSimilarityScorer(_similarity_embedder(options)), statistical_mode=mode,
-                  threshold=0.75 if threshold is None else threshold)
+                  **constructor_kwargs(f"{_M}.vision:Vision", options))
 
 
 def _vision_fields() -> list[pa.Field]:
@@ -275,12 +252,10 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
     judge = None
     if objective and options.get("judge_base_url") and options.get("judge_model"):
         judge = _judge_config(options, "prompt_evaluator")
-    tau = options.get("prompt_tau")
-    return PromptEvaluator(
-        model=generator, seed_prompt=seed_prompt, embedder=_similarity_embedder(options),
-        k=10 if options.get("prompt_k") is None else options["prompt_k"], tau=0.80 if tau is None else tau,
-        jq_enabled=bool(objective), objective=objective or "", judge=judge, statistical_mode=mode,
-    )
+    kwargs = constructor_kwargs(f"{_M}.prompt_evaluator:PromptEvaluator", options)
+    kwargs.update(seed_prompt=seed_prompt, objective=objective or "")  # --seed-prompt-file read above
+    return PromptEvaluator(model=generator, embedder=_similarity_embedder(options), jq_enabled=bool(objective), judge=judge,
+                           statistical_mode=mode, **kwargs)
 
 
 def _prompt_evaluator_fields() -> list[pa.Field]:
