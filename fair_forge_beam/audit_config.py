@@ -40,44 +40,21 @@ import posixpath
 import tomllib
 from typing import Any, Optional, Sequence
 
-__all__ = ["ConfigError", "expand_argv", "load_config", "add_audit_config_arguments", "parse_slices", "is_template_launch",
-           "TEMPLATE_EXCLUDED"]
+__all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-#: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option
-TOP_LEVEL = {"inputs": "input", "input": "input", "metrics": "metrics", "mode": "mode", "seed": "seed",
-             "slices": "slices", "output": "output"}
-#: options whose local relative paths are taken relative to the config file's folder
-PATH_OPTIONS = {"input", "output", "emotion-lexicon-csv", "cluster-points", "judge-cache"}
-#: options that cannot be set from a config file (``config``: no nesting; ``gate``: use ``gates``)
-NOT_IN_CONFIG = {"help", "config", "gate"}
-#: main-job options deliberately absent from the Flex Template metadata, with the reason
-TEMPLATE_EXCLUDED = {
-    "help": "argparse's help; prints and exits",
-    "gate": "repeatable; a template parameter holds one value: put gates in the --config file",
-    "bestof_criteria": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
-    "seed_prompt": "free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file",
-    "prompt_jq_objective": "free text with spaces, which no safe parameter regex admits: put it in the --config file",
-}
+from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys
+
+#: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
+#: options whose local relative paths are taken relative to the config file's folder; options that
+#: cannot be set from a config file (``config``: no nesting; ``gate``: use ``gates``) — all three
+#: from the declarations in :mod:`fair_forge_beam.options` (``TEMPLATE_EXCLUDED`` too)
+TOP_LEVEL, PATH_OPTIONS, NOT_IN_CONFIG = config_keys()
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
 SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
 
 
 class ConfigError(ValueError):
     """A config file that cannot be used (message names the file and the key)."""
-
-
-def add_audit_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the scheduled-audit options (``--config``, ``--gate``, ``--slices``) in their own group."""
-    g = parser.add_argument_group("scheduled audits (config file and gates; exit code 3 when a gate fails)")
-    g.add_argument("--config", metavar="TOML",
-                   help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], "
-                        "gates); command-line flags override it")
-    g.add_argument("--gate", action="append", metavar="EXPR",
-                   help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every "
-                        "attribute' (repeatable; added to the config's gates)")
-    g.add_argument("--slices", default=",".join(SLICE_DIMENSIONS),
-                   help="comma-separated slice dimensions to aggregate: overall, assistant_id, language "
-                        "(overall is always included; default all)")
 
 
 def parse_slices(text: str) -> tuple[str, ...]:

@@ -31,6 +31,10 @@ import time
 from collections import Counter
 from typing import Optional, Sequence
 
+from fair_forge_beam.reports.output_folder import OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder  # noqa: F401
+from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
+    dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
+
 log = logging.getLogger("fair_forge_beam.audit")
 
 
@@ -45,13 +49,6 @@ class _LazyFileSystems:
 
 
 FileSystems = _LazyFileSystems()
-
-
-#: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
-OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
-                "report.html", "comparison.json")
-#: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
-STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts")
 
 
 def unknown_beam_options(args: Sequence[str]) -> list[str]:
@@ -88,160 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
     )
-    p.add_argument("--input", action="append", metavar="GLOB",
-                   help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable. "
-                        "Default: the example data shipped with the package")
-    p.add_argument("--input-format", default="auto", choices=["auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"],
-                   help="tau_bench / bfcl: read τ-bench trajectories or BFCL multi-turn files with the loaders of "
-                        "fair_forge_beam.io.agentic_sources")
-    p.add_argument("--metrics", default="humanity",
-                   help=f"comma-separated metrics to run (available: {', '.join(sorted(METRICS))}; default humanity)")
-    p.add_argument("--mode", default="frequentist", choices=["frequentist", "bayesian"], help="statistical mode")
-    p.add_argument("--seed", type=int, default=42, help="seed of every keyed random stream (Bayesian mode)")
-    p.add_argument("--mc-samples", type=int, default=5000, help="Monte-Carlo draws / bootstrap replicates")
-    p.add_argument("--ci-level", type=float, default=0.95, help="credible-interval level")
-    p.add_argument("--output", default="fair_forge_output", help="output folder (created if missing)")
-    p.add_argument("--slice-bootstrap", default="buckets", choices=["buckets", "gamma"],
-                   help="Bayesian slice intervals: sessions pooled in hash buckets (fast, default) or per-session "
-                        "Gamma(1) weights (mc_samples draws per session)")
-    p.add_argument("--emotion-lexicon-csv", help="NRC-format multi-language CSV for Humanity instead of the nrclex copy")
-    p.add_argument("--group-extractor", default="embedding", choices=["embedding", "keyword"],
-                   help="Toxicity group detection: MiniLM embeddings vs the shipped group prototypes (default) or "
-                        "keyword lists (no embedder; no clustering)")
-    p.add_argument("--toxicity-level", default="inclusive", choices=["inclusive", "conservative"],
-                   help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)")
-    p.add_argument("--toxicity-group-set", default="declared", choices=["declared", "observed"],
-                   help="Toxicity DR's group set, in both modes: every declared group, zero counts included (default), "
-                        "or only the groups detected (the original's Bayesian DR)")
-    p.add_argument("--no-clustering", action="store_true", help="skip Toxicity's UMAP + HDBSCAN cluster profiling")
-    p.add_argument("--cluster-points", metavar="PATH",
-                   help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file")
-    a = p.add_argument_group("Agentic (pass@k, pass^k, tool correctness)")
-    a.add_argument("--agentic-k", type=int, default=3, help="attempts k of pass@k / pass^k (default 3)")
-    a.add_argument("--agentic-correctness", choices=["judge", "label", "tools"],
-                   help="correctness of an interaction: LLM judge, a label in the data, or tool correctness "
-                        "(default: judge when --judge-base-url is given, else label)")
-    a.add_argument("--agentic-label-field", default="agentic.reward",
-                   help="dotted path of the correctness label (default agentic.reward: τ-bench's reward)")
-    a.add_argument("--agentic-task-field", default="agentic.task_id",
-                   help="dotted path of the task id grouping repeated trials (default agentic.task_id)")
-    a.add_argument("--agentic-threshold", type=float, default=0.7, help="correct when score >= threshold (0.7)")
-    j = p.add_argument_group("LLM judge and guardian (metrics context, conversational, bias)")
-    j.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1")
-    j.add_argument("--judge-model", help="judge model name as the endpoint knows it")
-    j.add_argument("--judge-api-key-env", default="OPENAI_API_KEY",
-                   help="environment variable holding the judge's API key (never logged or written)")
-    j.add_argument("--judge-cache", help="SQLite cache of judge/guardian answers (default $FAIR_FORGE_JUDGE_CACHE or "
-                                         "the user cache folder); a re-run makes no repeated calls")
-    j.add_argument("--judge-max-concurrency", type=int, help="concurrent requests per worker (16)")
-    j.add_argument("--judge-requests-per-minute", type=float, help="request-rate limit per worker")
-    j.add_argument("--judge-timeout", type=float, metavar="SECONDS",
-                   help="seconds per HTTP request to the judge / generator (60); with --judge-retries it bounds "
-                        "how long a hanging endpoint can hold a batch")
-    j.add_argument("--judge-retries", type=int, metavar="N",
-                   help="retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none)")
-    j.add_argument("--guardian-base-url", help="OpenAI-compatible endpoint of the guardian model (metric bias)")
-    j.add_argument("--guardian-model", help="guardian model name, e.g. llama-guard3:8b")
-    j.add_argument("--guardian-kind", default="llama_guard", choices=["llama_guard", "granite_guardian"],
-                   help="prompt convention of the guardian")
-    j.add_argument("--guardian-api-key-env", default="OPENAI_API_KEY", help="environment variable holding its API key")
-    j.add_argument("--guardian-logprobs", action="store_true",
-                   help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
-                        "(not measured)")
-    r = p.add_argument_group("Regulatory (uses the --judge-* options)")
-    r.add_argument("--regulatory-corpus", metavar="PATH",
-                   help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name "
-                        "('airline' = the tau-bench airline policy, default; 'callcenter')")
-    r.add_argument("--chunk-size", type=int, help="corpus chunk size in characters (1000)")
-    r.add_argument("--chunk-overlap", type=int, help="characters shared by neighbouring chunks (100; < chunk size)")
-    r.add_argument("--regulatory-top-k", type=int, help="chunks kept per retrieval, for the query and the answer each (10)")
-    r.add_argument("--regulatory-threshold", type=float, help="minimum cosine similarity of a retrieved chunk (0.3)")
-    r.add_argument("--regulatory-embedder", default="minilm", choices=["minilm", "hashing"],
-                   help="chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder")
-    b = p.add_argument_group("BestOf (metric bestof; needs the --judge-* options)")
-    b.add_argument("--bestof-mode", default="king", choices=["king", "all_pairs"],
-                   help="king of the hill (N-1 sequential matches per block, as the original) or all pairs "
-                        "(N(N-1)/2 parallel matches, Bradley-Terry ranking)")
-    b.add_argument("--bestof-order", metavar="A,B,C",
-                   help="declared contest order of assistant ids (others follow, sorted); default: sorted ids")
-    b.add_argument("--bestof-block", default="session", choices=["session", "qa"],
-                   help="compare whole conversations per session_id, or each question (session_id, qa_id)")
-    b.add_argument("--bestof-criteria", help="extra judging criteria added to the BestOf rubric")
-    v = p.add_argument_group("Vision and PromptEvaluator")
-    v.add_argument("--similarity-embedder", default="minilm", choices=["minilm", "hashing"],
-                   help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (default) or hashed tokens (no model)")
-    v.add_argument("--vision-threshold", type=float, help="vision: similarity below which a frame is a hallucination (0.75)")
-    v.add_argument("--seed-prompt", help="prompt_evaluator: the system prompt under test")
-    v.add_argument("--seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file")
-    v.add_argument("--prompt-k", type=int, help="prompt_evaluator: generations per query (10; must be >= 1)")
-    v.add_argument("--prompt-tau", type=float, help="prompt_evaluator: cosine threshold for 'same meaning' (0.80)")
-    v.add_argument("--prompt-jq-objective", help="prompt_evaluator: turn on judge quality (JQ) with these criteria; "
-                                                 "the judge is --judge-* if given, else the generator")
-    v.add_argument("--generator-base-url", help="prompt_evaluator: OpenAI-compatible endpoint that generates the answers "
-                                                "(default: --judge-base-url)")
-    v.add_argument("--generator-model", help="prompt_evaluator: generator model name (default: --judge-model)")
-    v.add_argument("--generator-api-key-env", help="environment variable holding the generator's API key "
-                                                   "(default: --judge-api-key-env)")
-    s = p.add_argument_group("streaming sources and event-time windows (see fair_forge_beam.streaming)")
-    s.add_argument("--window", metavar="SPEC",
-                   help="per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, "
-                        "sliding:1h,5m, session:10m); writes <output>/windows/*.jsonl")
-    s.add_argument("--early-firing", metavar="DURATION", help="early (speculative) panes every DURATION of processing time, e.g. 30s")
-    s.add_argument("--allowed-lateness", metavar="DURATION", help="late elements update their window for DURATION after it closes, e.g. 10m")
-    s.add_argument("--timestamp-field", default="timestamp",
-                   help="interaction field holding the event time (epoch seconds or ISO 8601; default timestamp)")
-    s.add_argument("--timestamp-policy", default="dead_letter", choices=["dead_letter", "processing_time"],
-                   help="a record without a readable timestamp: reject it (default) or use the processing time")
-    s.add_argument("--watch", metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB")
-    s.add_argument("--watch-interval", default="10s", metavar="DURATION", help="time between two matches of --watch")
-    s.add_argument("--watch-stop-after", metavar="DURATION", help="stop watching after DURATION (default: never)")
-    s.add_argument("--kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)")
-    s.add_argument("--kafka-topic", action="append", metavar="TOPIC", help="Kafka topic to read; repeatable")
-    s.add_argument("--kafka-expansion-service", metavar="HOST:PORT", help="running Beam expansion service for ReadFromKafka")
-    s.add_argument("--kafka-event-time", default="field", choices=["field", "message"],
-                   help="Kafka event time: the payload's --timestamp-field (default) or the message timestamp")
-    s.add_argument("--kafka-max-records", type=int, metavar="N",
-                   help="read N Kafka records, then end (a bounded run: back-fills, tests)")
-    s.add_argument("--pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription")
-    s.add_argument("--pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic")
-    s.add_argument("--pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time")
-    r = p.add_argument_group("report")
-    r.add_argument("--no-report", action="store_true", help="do not write report.html")
-    r.add_argument("--compare", metavar="RUN_DIR",
-                   help="compare this run with an earlier run's output folder (its results.json): a comparison "
-                        "section in report.html and comparison.json")
-    r.add_argument("--inconclusive-width", type=float, default=0.2,
-                   help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive (default 0.2)")
-    p.add_argument("--quiet", action="store_true", help="do not print the summary table")
-    from fair_forge_beam.audit_config import add_audit_config_arguments
+    from fair_forge_beam.options import add_arguments
 
-    add_audit_config_arguments(p)  # --config, --gate, --slices (scheduled audits)
+    add_arguments(p, METRICS)  # every option, declared once in fair_forge_beam.options
     return p
 
 
 def _mode(args):
     from fair_forge_beam.statistical import BayesianMode, FrequentistMode
 
+    from fair_forge_beam.options import constructor_kwargs
+
     # built in both modes, so a bad --mc-samples / --ci-level / --seed is a usage error in either
-    bayesian = BayesianMode(mc_samples=args.mc_samples, ci_level=args.ci_level, rng_seed=args.seed)
+    bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", vars(args)))
     return bayesian if args.mode == "bayesian" else FrequentistMode()
-
-
-def _get(record: dict, path: str):
-    """``record["a"]["b"]`` for the dotted column name ``"a.b"`` (``None`` when missing)."""
-    for part in path.split("."):
-        if not isinstance(record, dict):
-            return None
-        record = record.get(part)
-    return record
-
-
-def _fmt(est: Optional[dict]) -> str:
-    if not est or est.get("mean") is None:
-        return "n/a"
-    if est.get("ci_low") is None:
-        return f"{est['mean']:.4f}"
-    return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -279,8 +136,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.streaming.job import is_windowed_run
 
     windowed = is_windowed_run(args)
-    if not 0 < args.inconclusive_width <= 1:
-        parser.error(f"--inconclusive-width must be in (0, 1], got {args.inconclusive_width}")
+    from fair_forge_beam.options import validate
+
+    try:  # the declared validations (--judge-timeout > 0, --inconclusive-width in (0, 1], ...)
+        validate(args)
+    except ValueError as exc:
+        parser.error(str(exc))
     baseline = None
     if args.compare:
         from fair_forge_beam.reports.load import read_results
@@ -301,26 +162,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
         gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims)
-        metric_options = {
-            "emotion_lexicon_csv": args.emotion_lexicon_csv,
-            "slice_bootstrap": args.slice_bootstrap,
-            "group_extractor": args.group_extractor,
-            "toxicity_level": args.toxicity_level,
-            "toxicity_group_set": args.toxicity_group_set,
+        metric_options = {  # every option by its dest; the registry takes what each metric needs
+            **vars(args),
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
-            "cluster_points_path": args.cluster_points,
             "slices": slice_dims,
-            **{k: getattr(args, k) for k in (
-                "judge_base_url", "judge_model", "judge_api_key_env", "judge_cache", "judge_max_concurrency",
-                "judge_requests_per_minute", "judge_timeout", "judge_retries",
-                "guardian_base_url", "guardian_model", "guardian_kind", "guardian_api_key_env", "guardian_logprobs",
-                "regulatory_corpus", "chunk_size", "chunk_overlap", "regulatory_top_k", "regulatory_threshold",
-                "regulatory_embedder",
-                "agentic_k", "agentic_correctness", "agentic_label_field", "agentic_task_field", "agentic_threshold",
-                "bestof_mode", "bestof_order", "bestof_block", "bestof_criteria")},
-            **{k: getattr(args, k) for k in (
-                "similarity_embedder", "vision_threshold", "seed_prompt", "seed_prompt_file", "prompt_k", "prompt_tau",
-                "prompt_jq_objective", "generator_base_url", "generator_model", "generator_api_key_env")},
         }
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         if args.input_format in ("tau_bench", "bfcl") and not windowed:
@@ -347,18 +192,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         parser.error(str(exc))
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
-    out = args.output.rstrip("/") or "."
-    if os.path.isfile(out):
-        parser.error(f"--output must be a folder, but {out} is a file")
-    if not FileSystems.exists(out):
-        try:
-            FileSystems.mkdirs(out)
-        except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
-            parser.error(f"--output: cannot create folder {out}: {exc}")
-    # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
-    stale = [f"{out}/{n.rstrip('/')}" for n in OUTPUT_FILES + STALE_OUTPUTS if FileSystems.exists(f"{out}/{n.rstrip('/')}")]
-    if stale:
-        FileSystems.delete(stale)
+    try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
+        out = prepare_output_folder(args.output, FileSystems)
+    except ValueError as exc:
+        parser.error(str(exc))
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:
@@ -417,58 +254,6 @@ def _judge_counters(result) -> dict:
         if any(c.values()):
             out[role] = c
     return out
-
-
-def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
-    """The summary lines of one metric, one unit per line, each unit named: interactions
-    (scored / not scored of those read), then dead letters (with what one dead letter stands
-    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
-    scored = ms.get("interactions_scored", ms.get("scored", 0))
-    not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
-    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read)"]
-    dead = ms.get("dead_letters", ms.get("not_scored", 0))
-    reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
-    if dead:
-        why = "; ".join(f"{r}: {c}" for r, c in reasons.items())
-        unit = ms.get("dead_letter_unit") or "dead-lettered records"
-        lines.append(f"  dead letters: {dead} {unit}" + (f" ({why})" if why else ""))
-    return lines
-
-
-def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
-    s = doc["summary"]
-    lines = [
-        f"fair_forge_beam audit: mode {doc['config']['mode']}"
-        + (f", seed {doc['config']['seed']}, {doc['config']['mc_samples']} draws" if doc["config"]["mode"] == "bayesian" else ""),
-        f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
-        f"{s['data_quality_warnings']} data-quality warnings",
-    ]
-    if not s["interactions_read"]:
-        lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
-                     "see dead_letter/); the metrics below have nothing to report")
-    for name, m in doc["metrics"].items():
-        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
-        heads = m.get("headline_columns", [])
-        width = max([len(r["slice"]) for r in m["slices"]] + [10])
-        lines.append(
-            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
-        )
-        for r in m["slices"]:
-            vals = "".join(f"  {_fmt(_get(r, h)):<34}" for h in heads)
-            lines.append(
-                "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
-                + str(r.get("n_sessions", "")).rjust(8) + vals
-            )
-    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
-    return "\n".join(_printable(ln) for ln in lines)
-
-
-def _printable(text: str) -> str:
-    """``text`` with every non-printable character (newline, carriage return, ANSI escape, bidi
-    override, ...) written as its Python escape: slice labels come from the data, and a record must
-    not be able to forge a summary line or drive the terminal."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                                                   for c in text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

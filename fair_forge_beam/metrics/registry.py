@@ -5,9 +5,15 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
+from fair_forge_beam.options import constructor_kwargs, validate, value
+from fair_forge_beam.schemas.arrow import union_fields
 from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
+
+_M = "fair_forge_beam.metrics"
+_JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
+_GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
 
 
 def _humanity(mode: StatisticalMode, options: dict):
@@ -15,17 +21,15 @@ def _humanity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.humanity import Humanity
 
     lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
-    return Humanity(statistical_mode=mode, lexicon=lexicon, slice_bootstrap=options.get("slice_bootstrap", "buckets"))
+    return Humanity(statistical_mode=mode, lexicon=lexicon, **constructor_kwargs(f"{_M}.humanity:Humanity", options))
 
 
 def _humanity_fields() -> list[pa.Field]:
     from fair_forge_beam.components.emotion_lexicon import EMOTIONS
+    from fair_forge_beam.schemas.humanity import HumanityMetric
 
-    return [
-        pa.field("humanity_assistant_emotional_entropy", pa.float64()),
-        pa.field("humanity_ground_truth_spearman", pa.float64()),
-        *[pa.field(f"humanity_assistant_{e}", pa.float64()) for e in EMOTIONS],
-    ]
+    return union_fields([(HumanityMetric, ["humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
+                                           *(f"humanity_assistant_{e}" for e in EMOTIONS)], "")])
 
 
 def _toxicity(mode: StatisticalMode, options: dict):
@@ -33,30 +37,25 @@ def _toxicity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.toxicity import Toxicity
 
     kwargs = {}
-    if options.get("group_extractor", "embedding") == "keyword":
+    if value(options, "group_extractor") == "keyword":
         from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
 
         kwargs["group_extractor"] = KeywordGroupExtractor(default_group_keywords())
+    loader = HurtLexLoader(**constructor_kwargs("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader", options))
     return Toxicity(
         statistical_mode=mode,
-        toxicity_loader=HurtLexLoader(level=options.get("toxicity_level", "inclusive")),
-        clustering=options.get("clustering"),
-        cluster_points_path=options.get("cluster_points_path"),
-        group_set=options.get("toxicity_group_set", "declared"),
+        toxicity_loader=loader,
+        clustering=options.get("clustering"),  # computed by the main job (--no-clustering, keyword groups, windows)
+        **constructor_kwargs(f"{_M}.toxicity:Toxicity", options),
         **kwargs,
     )
 
 
 def _toxicity_fields() -> list[pa.Field]:
-    return [
-        pa.field("toxicity_total_words", pa.int64()),
-        pa.field("toxicity_toxic_words", pa.int64()),
-        pa.field("toxicity_toxic_ratio", pa.float64()),
-        pa.field("toxicity_is_toxic", pa.bool_()),
-        pa.field("toxicity_matched", pa.list_(pa.string())),
-        pa.field("toxicity_groups", pa.list_(pa.string())),
-        pa.field("toxicity_sentiment", pa.float64()),
-    ]
+    from fair_forge_beam.schemas.toxicity import ToxicityMetric
+
+    return union_fields([(ToxicityMetric, ["total_words", "toxic_words", "toxic_ratio", "is_toxic", "matched", "groups",
+                                           "sentiment"], "toxicity_")])
 
 
 def _judge_config(options: dict, metric: str) -> dict:
@@ -72,25 +71,13 @@ def _judge_config(options: dict, metric: str) -> dict:
             "endpoint: OpenAI, vLLM, Ollama, llama.cpp server, Groq); the API key is read from the environment "
             "variable named by --judge-api-key-env (default OPENAI_API_KEY)"
         )
-    cfg = {
+    validate({k: options.get(k) for k in ("judge_timeout", "judge_retries")})  # also when built without the CLI
+    return {
         "model": model,
         "base_url": base_url,
-        "api_key_env": options.get("judge_api_key_env") or "OPENAI_API_KEY",
-        "cache_path": options.get("judge_cache") or "default",
+        "cache_path": options.get("judge_cache") or "default",  # "default": the handler's cache folder on the worker
+        **constructor_kwargs(_JUDGE, options),
     }
-    if options.get("judge_max_concurrency") is not None:
-        cfg["max_concurrency"] = int(options["judge_max_concurrency"])
-    if options.get("judge_requests_per_minute") is not None:
-        cfg["requests_per_minute"] = float(options["judge_requests_per_minute"])
-    if options.get("judge_timeout") is not None:
-        if not options["judge_timeout"] > 0:
-            raise ValueError(f"--judge-timeout must be > 0 seconds, got {options['judge_timeout']}")
-        cfg["request_timeout"] = float(options["judge_timeout"])
-    if options.get("judge_retries") is not None:
-        if options["judge_retries"] < 0:
-            raise ValueError(f"--judge-retries must be >= 0, got {options['judge_retries']}")
-        cfg["client_retries"] = int(options["judge_retries"])
-    return cfg
 
 
 def _context(mode: StatisticalMode, options: dict):
@@ -100,7 +87,9 @@ def _context(mode: StatisticalMode, options: dict):
 
 
 def _context_fields() -> list[pa.Field]:
-    return [pa.field("context_awareness", pa.float64()), pa.field("insight", pa.string()), pa.field("reasoning", pa.string())]
+    from fair_forge_beam.schemas.context import ContextInteraction
+
+    return union_fields([(ContextInteraction, ["context_awareness", "insight", "reasoning"], "")])
 
 
 def _conversational(mode: StatisticalMode, options: dict):
@@ -110,10 +99,9 @@ def _conversational(mode: StatisticalMode, options: dict):
 
 
 def _conversational_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+    from fair_forge_beam.schemas.conversational import RESULT_FIELDS, ConversationalInteraction
 
-    return [*(pa.field(f, pa.float64()) for f in RESULT_FIELDS), pa.field("insight", pa.string()),
-            pa.field("reasoning", pa.string()), pa.field("history_turns", pa.int64())]
+    return union_fields([(ConversationalInteraction, [*RESULT_FIELDS, "insight", "reasoning", "history_turns"], "")])
 
 
 def _bias(mode: StatisticalMode, options: dict):
@@ -131,23 +119,20 @@ def _bias(mode: StatisticalMode, options: dict):
     cfg = _judge_config({**options, "judge_base_url": base_url, "judge_model": model}, "bias")
     limits = {k: v for k, v in cfg.items() if k in ("request_timeout", "client_retries")}
     guardian = make_guardian(
-        options.get("guardian_kind") or "llama_guard",
+        value(options, "guardian_kind"),
         model,
         base_url,
-        api_key_env=options.get("guardian_api_key_env") or "OPENAI_API_KEY",
-        cache_path=options.get("judge_cache") or "default",
-        logprobs=bool(options.get("guardian_logprobs")),
+        cache_path=cfg["cache_path"],
+        **constructor_kwargs(_GUARDIAN, options),
         **limits,
     )
     return Bias(guardian=guardian, statistical_mode=mode)
 
 
 def _bias_fields() -> list[pa.Field]:
-    verdict = pa.struct([
-        pa.field("qa_id", pa.string()), pa.field("attribute", pa.string()), pa.field("is_biased", pa.bool_()),
-        pa.field("certainty", pa.float64()), pa.field("element_id", pa.string()),
-    ])
-    return [pa.field("bias_guardian_interactions", pa.list_(verdict)), pa.field("bias_failed_attributes", pa.list_(pa.string()))]
+    from fair_forge_beam.schemas.bias import BiasInteractionMetric
+
+    return union_fields([(BiasInteractionMetric, ["guardian_interactions", "failed_attributes"], "bias_")])
 
 
 def _regulatory(mode: StatisticalMode, options: dict):
@@ -155,15 +140,10 @@ def _regulatory(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.embedder import HashingEmbedder
     from fair_forge_beam.metrics.regulatory import Regulatory
 
-    corpus = options.get("regulatory_corpus") or "airline"
+    corpus = value(options, "regulatory_corpus")
     connector = packaged_corpus(corpus) if corpus in PACKAGED_CORPORA else corpus
-    kwargs = {}
-    for opt, arg in (("chunk_size", "chunk_size"), ("chunk_overlap", "chunk_overlap"),
-                     ("regulatory_top_k", "top_k"), ("regulatory_threshold", "similarity_threshold"),
-                     ("regulatory_compliance_threshold", "compliance_threshold")):
-        if options.get(opt) is not None:
-            kwargs[arg] = options[opt]
-    if options.get("regulatory_embedder") == "hashing":
+    kwargs = constructor_kwargs(f"{_M}.regulatory:Regulatory", options)
+    if value(options, "regulatory_embedder") == "hashing":
         kwargs["embedder"] = HashingEmbedder(dim=256)
     try:
         return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
@@ -172,75 +152,54 @@ def _regulatory(mode: StatisticalMode, options: dict):
 
 
 def _regulatory_fields() -> list[pa.Field]:
-    chunk = pa.struct([
-        pa.field("text", pa.string()), pa.field("source", pa.string()), pa.field("chunk_index", pa.int64()),
-        pa.field("similarity", pa.float64()), pa.field("checker_score", pa.float64()), pa.field("verdict", pa.string()),
-        pa.field("insight", pa.string()),
+    from fair_forge_beam.schemas.regulatory import RegulatoryInteraction
+
+    return union_fields([
+        (RegulatoryInteraction, ["compliance_score", "verdict", "supporting_chunks", "contradicting_chunks",
+                                 "irrelevant_chunks", "retrieved_chunks"], "regulatory_"),
+        (RegulatoryInteraction, ["insight"], ""),
     ])
-    return [
-        pa.field("regulatory_compliance_score", pa.float64()),
-        pa.field("regulatory_verdict", pa.string()),
-        pa.field("regulatory_supporting_chunks", pa.int64()),
-        pa.field("regulatory_contradicting_chunks", pa.int64()),
-        pa.field("regulatory_irrelevant_chunks", pa.int64()),
-        pa.field("regulatory_retrieved_chunks", pa.list_(chunk)),
-        pa.field("insight", pa.string()),
-    ]
 
 
 def _agentic(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.agentic import Agentic
 
+    # unset --agentic-correctness: the judge when an endpoint is given, else the data's label
     source = options.get("agentic_correctness") or ("judge" if options.get("judge_base_url") else "label")
     return Agentic(
-        k=options.get("agentic_k", 3),
         judge=_judge_config(options, "agentic") if source == "judge" else None,
-        correctness_source=source,
-        label_field=options.get("agentic_label_field") or "agentic.reward",
-        task_field=options.get("agentic_task_field") or "agentic.task_id",
-        threshold=options.get("agentic_threshold", 0.7),
         statistical_mode=mode,
+        **{**constructor_kwargs(f"{_M}.agentic:Agentic", options), "correctness_source": source},
     )
 
 
 def _agentic_fields() -> list[pa.Field]:
-    tool = pa.struct([
-        pa.field("tool_selection_accuracy", pa.float64()), pa.field("parameter_accuracy", pa.float64()),
-        pa.field("sequence_correct", pa.float64()), pa.field("result_utilization", pa.float64()),
-        pa.field("overall_correctness", pa.float64()), pa.field("is_correct", pa.bool_()), pa.field("reasoning", pa.string()),
+    from fair_forge_beam.schemas.agentic import AgenticInteraction
+
+    return union_fields([
+        (AgenticInteraction, ["task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"],
+         "agentic_"),
+        (AgenticInteraction, ["reasoning"], ""),
     ])
-    return [
-        pa.field("agentic_task_id", pa.string()), pa.field("agentic_correctness_source", pa.string()),
-        pa.field("agentic_correctness_score", pa.float64()), pa.field("agentic_is_correct", pa.bool_()),
-        pa.field("agentic_tool_correctness", tool), pa.field("reasoning", pa.string()),
-    ]
 
 
 def _bestof(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.best_of import BestOf
 
-    return BestOf(
-        judge=_judge_config(options, "bestof"),
-        statistical_mode=mode,
-        mode=options.get("bestof_mode") or "king",
-        contestant_order=options.get("bestof_order") or None,
-        block=options.get("bestof_block") or "session",
-        criteria=options.get("bestof_criteria") or None,
-    )
+    return BestOf(judge=_judge_config(options, "bestof"), statistical_mode=mode,
+                  **constructor_kwargs(f"{_M}.best_of:BestOf", options))
 
 
 def _bestof_fields() -> list[pa.Field]:
-    return [
-        pa.field("bestof_block_id", pa.string()), pa.field("bestof_round", pa.int64()),
-        pa.field("bestof_left_id", pa.string()), pa.field("bestof_right_id", pa.string()),
-        pa.field("bestof_winner_id", pa.string()), pa.field("bestof_confidence", pa.float64()),
-        pa.field("bestof_verdict", pa.string()), pa.field("bestof_judged", pa.bool_()),
-    ]
+    from fair_forge_beam.schemas.best_of import BestOfContestRecord
+
+    return union_fields([(BestOfContestRecord, ["block_id", "round", "left_id", "right_id", "winner_id", "confidence",
+                                                "verdict", "judged"], "bestof_")])
 
 
 def _similarity_embedder(options: dict):
     """``--similarity-embedder``: all-MiniLM-L6-v2 (default) or the hashing embedder (no model)."""
-    if options.get("similarity_embedder") == "hashing":
+    if value(options, "similarity_embedder") == "hashing":
         from fair_forge_beam.components.embedder import HashingEmbedder
 
         return HashingEmbedder(dim=1024)
@@ -253,13 +212,14 @@ def _vision(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
     from fair_forge_beam.metrics.vision import Vision
 
-    threshold = options.get("vision_threshold")
     return Vision(scorer=EmbeddingSimilarityScorer(_similarity_embedder(options)), statistical_mode=mode,
-                  threshold=0.75 if threshold is None else threshold)
+                  **constructor_kwargs(f"{_M}.vision:Vision", options))
 
 
 def _vision_fields() -> list[pa.Field]:
-    return [pa.field("vision_similarity_score", pa.float64()), pa.field("vision_is_hallucination", pa.bool_())]
+    from fair_forge_beam.schemas.vision import VisionInteraction
+
+    return union_fields([(VisionInteraction, ["similarity_score", "is_hallucination"], "vision_")])
 
 
 def _prompt_evaluator(mode: StatisticalMode, options: dict):
@@ -292,20 +252,17 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
     judge = None
     if objective and options.get("judge_base_url") and options.get("judge_model"):
         judge = _judge_config(options, "prompt_evaluator")
-    tau = options.get("prompt_tau")
-    return PromptEvaluator(
-        model=generator, seed_prompt=seed_prompt, embedder=_similarity_embedder(options),
-        k=10 if options.get("prompt_k") is None else options["prompt_k"], tau=0.80 if tau is None else tau,
-        jq_enabled=bool(objective), objective=objective or "", judge=judge, statistical_mode=mode,
-    )
+    kwargs = constructor_kwargs(f"{_M}.prompt_evaluator:PromptEvaluator", options)
+    kwargs.update(seed_prompt=seed_prompt, objective=objective or "")  # --seed-prompt-file read above
+    return PromptEvaluator(model=generator, embedder=_similarity_embedder(options), jq_enabled=bool(objective), judge=judge,
+                           statistical_mode=mode, **kwargs)
 
 
 def _prompt_evaluator_fields() -> list[pa.Field]:
-    return [
-        *(pa.field(f"prompt_evaluator_{f}", pa.float64()) for f in ("csr", "stability", "semantic_entropy", "rss", "icr", "jq")),
-        pa.field("prompt_evaluator_n_clusters", pa.int64()),
-        pa.field("prompt_evaluator_n_samples", pa.int64()),
-    ]
+    from fair_forge_beam.schemas.prompt_evaluator import QuerySampleMetrics
+
+    return union_fields([(QuerySampleMetrics, ["csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters",
+                                               "n_samples"], "prompt_evaluator_")])
 
 
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)

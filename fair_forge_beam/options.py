@@ -1,0 +1,652 @@
+"""Every option of the main job, declared once.
+
+One :class:`Option` per option holds its name, type, default, help, validation, the constructor
+argument it feeds (``feeds``) and its Dataflow Flex Template parameter (``template``). From
+these declarations come:
+
+* the argparse flags of ``fair-forge-beam`` (:func:`add_arguments`; ``--help`` shows each
+  default),
+* the keys an audit config file accepts (:func:`config_keys`, used by
+  :mod:`fair_forge_beam.audit_config`),
+* ``templates/metadata.json`` (:func:`template_metadata`; ``python -m fair_forge_beam.options
+  --write-template-metadata`` regenerates the checked-in file, a test compares them),
+* the keyword arguments of each metric constructor (:func:`constructor_kwargs`, used by
+  :mod:`fair_forge_beam.metrics.registry`); a test checks every fed constructor's default
+  against the declared one with :func:`inspect.signature`.
+
+Option values live under their argparse ``dest`` (``mc_samples`` for ``--mc-samples``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "option", "add_arguments", "validate", "value",
+           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES"]
+
+_BOOL_RE = "^(true|false)$"
+_GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
+_WORD = "^[A-Za-z0-9][A-Za-z0-9._:/@+=,*-]*$"
+_URL = "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/%+-]*)?$"
+_DECIMAL = "^[0-9]*\\.?[0-9]+$"
+_COUNT = "^[0-9]{1,9}$"
+
+
+@dataclass(frozen=True)
+class Template:
+    """The option as a Flex Template parameter (``templates/metadata.json``).
+
+    ``help`` is the Cloud Console text and ends with ``Example: <value>`` (a test checks that the
+    regex accepts the example); ``{metrics}`` / ``{metrics_re}`` in ``help`` / ``regex`` stand
+    for the registered metric names (comma list / regex alternation). ``required``: the only
+    non-optional parameter is the output folder."""
+
+    label: str
+    param_type: str  # TEXT, NUMBER, BOOLEAN, ENUM, GCS_READ_FILE, GCS_WRITE_FILE, GCS_WRITE_FOLDER
+    regex: str
+    help: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the main job.
+
+    Attributes:
+        name: long flag without dashes (``mc-samples``); the value's key is :attr:`dest`.
+        help: ``--help`` text without the default (added from ``default`` / ``default_note``).
+        type: ``str``, ``int``, ``float`` or ``bool`` (``bool``: a ``store_true`` flag).
+        default: the value when not given; ``None``: not given (see ``default_note``).
+        default_note: what an unset option (``default=None``) means, shown as its default.
+        choices: allowed values (argparse choices; the template's ENUM options).
+        metavar: argparse metavar.
+        repeatable: ``action="append"``.
+        validate: ``value -> error message or None``, run on the parsed value when it is not
+            ``None`` (one-line usage error).
+        feeds: ``"module:Callable.argument"`` constructor arguments the value is passed to.
+        template: a :class:`Template`, or the reason the option is not a template parameter.
+        path: a local relative path in a config file is taken relative to the file's folder.
+        in_config: a config file may set it (``[options]`` or a top-level key).
+        config_keys: top-level keys of a config file that set it (``inputs``, ``metrics`` ...).
+    """
+
+    name: str
+    help: str
+    type: type = str
+    default: Any = None
+    default_note: Optional[str] = None
+    choices: tuple = ()
+    metavar: Optional[str] = None
+    repeatable: bool = False
+    validate: Optional[Callable[[Any], Optional[str]]] = None
+    feeds: tuple[str, ...] = ()
+    template: Any = None
+    path: bool = False
+    in_config: bool = True
+    config_keys: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name}"
+
+    def help_text(self, **fmt) -> str:
+        text = self.help.format(**fmt) if fmt else self.help
+        if self.type is bool or self.repeatable and self.default is None and self.default_note is None:
+            return text
+        if self.default is not None:
+            return f"{text} (default: {self.default})"
+        return f"{text} (default: {self.default_note})" if self.default_note else text
+
+
+@dataclass(frozen=True)
+class Group:
+    """An argparse group (``title`` ``None``: the parser's own options)."""
+
+    title: Optional[str]
+    options: tuple[Option, ...] = field(default_factory=tuple)
+
+
+def _positive(flag: str, unit: str = ""):
+    return lambda v: None if v > 0 else f"{flag} must be > 0{unit}, got {v}"
+
+
+def _non_negative(flag: str):
+    return lambda v: None if v >= 0 else f"{flag} must be >= 0, got {v}"
+
+
+def _unit_interval(flag: str):
+    return lambda v: None if 0 < v <= 1 else f"{flag} must be in (0, 1], got {v}"
+
+
+_JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
+_GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
+
+
+_H = "fair_forge_beam.metrics.humanity:Humanity"
+_T = "fair_forge_beam.metrics.toxicity:Toxicity"
+_AG = "fair_forge_beam.metrics.agentic:Agentic"
+_BO = "fair_forge_beam.metrics.best_of:BestOf"
+_V = "fair_forge_beam.metrics.vision:Vision"
+_PE = "fair_forge_beam.metrics.prompt_evaluator:PromptEvaluator"
+_RE = "fair_forge_beam.metrics.regulatory:Regulatory"
+_BAYES = "fair_forge_beam.statistical.bayesian:BayesianMode"
+
+#: main-job options deliberately absent from the Flex Template metadata, with the reason
+_NO_TEMPLATE_FREE_TEXT = "free text with spaces, which no safe parameter regex admits: put it in the --config file"
+
+GROUPS: tuple[Group, ...] = (
+    Group(None, (
+        Option("input", metavar="GLOB", repeatable=True, path=True, config_keys=("inputs", "input"),
+               help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable",
+               default_note="the example data shipped with the package",
+               template=Template("Input files", "GCS_READ_FILE", _GCS_FILE,
+                                 "Conversation files to audit: one Cloud Storage file pattern (.json, .jsonl, .ndjson, "
+                                 ".parquet; .gz for JSON). Example: gs://my-bucket/logs/2025-01-01/*.jsonl")),
+        Option("input-format", default="auto", choices=("auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"),
+               help="tau_bench / bfcl: read τ-bench trajectories or BFCL multi-turn files with the loaders of "
+                    "fair_forge_beam.io.agentic_sources",
+               template=Template("Input format", "ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$",
+                                 "File format; auto picks it from the file extension. Example: jsonl")),
+        Option("metrics", default="humanity", config_keys=("metrics",),
+               help="comma-separated metrics to run (available: {metrics})",
+               template=Template("Metrics", "TEXT", "^({metrics_re})(,({metrics_re}))*$",
+                                 "Comma-separated metrics to run ({metrics}). Example: humanity,toxicity (in gcloud's "
+                                 "--parameters use the ^~^ delimiter, see templates/README.md)")),
+        Option("mode", default="frequentist", choices=("frequentist", "bayesian"), config_keys=("mode",),
+               help="statistical mode",
+               template=Template("Statistical mode", "ENUM", "^(frequentist|bayesian)$",
+                                 "frequentist (point values) or bayesian (posterior means and credible intervals). "
+                                 "Example: bayesian")),
+        Option("seed", type=int, default=42, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
+               help="seed of every keyed random stream (Bayesian mode)",
+               template=Template("Seed", "NUMBER", "^[0-9]{1,18}$",
+                                 "Seed of every keyed random stream (Bayesian mode): same input and seed, same results. "
+                                 "Example: 42")),
+        Option("mc-samples", type=int, default=5000, feeds=(f"{_BAYES}.mc_samples",),
+               help="Monte-Carlo draws / bootstrap replicates",
+               template=Template("Monte-Carlo draws", "NUMBER", "^[1-9][0-9]{0,8}$",
+                                 "Monte-Carlo draws / bootstrap replicates per estimate. Example: 5000")),
+        Option("ci-level", type=float, default=0.95, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
+               template=Template("Credible-interval level", "NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$",
+                                 "Level of the credible intervals, strictly between 0 and 1. Example: 0.95")),
+        Option("output", default="fair_forge_output", path=True, config_keys=("output",),
+               help="output folder (created if missing)",
+               template=Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\n\\r]*)?$",
+                                 "Cloud Storage folder for results.json and the shard folders results.parquet/, sessions/, "
+                                 "dead_letter/, data_quality/ (run_info.json and gates.json when a driver waits for the "
+                                 "job). Example: gs://my-bucket/audits/2025-01-01", required=True)),
+        Option("slice-bootstrap", default="buckets", choices=("buckets", "gamma"), feeds=(f"{_H}.slice_bootstrap",),
+               help="Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) weights "
+                    "(mc_samples draws per session)",
+               template=Template("Slice resampling", "ENUM", "^(buckets|gamma)$",
+                                 "Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) "
+                                 "weights. Example: buckets")),
+        Option("emotion-lexicon-csv", path=True,
+               help="NRC-format multi-language CSV for Humanity", default_note="the nrclex copy",
+               template=Template("Emotion lexicon CSV", "GCS_READ_FILE", _GCS_FILE,
+                                 "NRC-format multi-language CSV for Humanity instead of the packaged NRC copy. "
+                                 "Example: gs://my-bucket/lexicons/nrc.csv")),
+        Option("group-extractor", default="embedding", choices=("embedding", "keyword"),
+               help="Toxicity group detection: MiniLM embeddings vs the shipped group prototypes, or keyword lists "
+                    "(no embedder; no clustering)",
+               template=Template("Toxicity group extractor", "ENUM", "^(embedding|keyword)$",
+                                 "Toxicity group detection: MiniLM embeddings vs the shipped group prototypes, or keyword "
+                                 "lists. Example: keyword")),
+        Option("toxicity-level", default="inclusive", choices=("inclusive", "conservative"),
+               feeds=("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader.level",),
+               help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)",
+               template=Template("HurtLex level", "ENUM", "^(inclusive|conservative)$",
+                                 "HurtLex level filter for Toxicity (inclusive = all entries). Example: inclusive")),
+        Option("toxicity-group-set", default="declared", choices=("declared", "observed"), feeds=(f"{_T}.group_set",),
+               help="Toxicity DR's group set, in both modes: every declared group, zero counts included, or only the "
+                    "groups detected (observed: the original's Bayesian DR)",
+               template=Template("Toxicity DR group set", "ENUM", "^(declared|observed)$",
+                                 "Toxicity DR's group set, in both modes: every declared group, zero counts included "
+                                 "(declared), or only the groups detected (observed, the original's Bayesian DR). "
+                                 "Example: declared")),
+        Option("no-clustering", type=bool, help="skip Toxicity's UMAP + HDBSCAN cluster profiling",
+               template=Template("Skip clustering", "BOOLEAN", _BOOL_RE,
+                                 "true skips Toxicity's UMAP + HDBSCAN cluster profiling. Example: true")),
+        Option("cluster-points", metavar="PATH", path=True, feeds=(f"{_T}.cluster_points_path",),
+               help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file",
+               template=Template("Cluster points file", "GCS_WRITE_FILE", _GCS_FILE,
+                                 "Parquet file for Toxicity's per-answer embeddings, 2-D coordinates and cluster labels. "
+                                 "Example: gs://my-bucket/audits/2025-01-01/cluster_points.parquet")),
+    )),
+    Group("Agentic (pass@k, pass^k, tool correctness)", (
+        Option("agentic-k", type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
+               template=Template("Agentic k", "NUMBER", _COUNT, "Attempts k of pass@k / pass^k (default 3). Example: 3")),
+        Option("agentic-correctness", choices=("judge", "label", "tools"), feeds=(f"{_AG}.correctness_source",),
+               help="correctness of an interaction: LLM judge, a label in the data, or tool correctness",
+               default_note="judge when --judge-base-url is given, else label",
+               template=Template("Agentic correctness", "ENUM", "^(judge|label|tools)$",
+                                 "Correctness of an interaction: LLM judge, a label in the data, or tool correctness "
+                                 "(default: judge when --judge-base-url is given, else label). Example: judge")),
+        Option("agentic-label-field", default="agentic.reward", feeds=(f"{_AG}.label_field",),
+               help="dotted path of the correctness label (agentic.reward: τ-bench's reward)",
+               template=Template("Agentic label field", "TEXT", _WORD,
+                                 "Dotted path of the correctness label (default agentic.reward: τ-bench's reward). "
+                                 "Example: agentic.reward")),
+        Option("agentic-task-field", default="agentic.task_id", feeds=(f"{_AG}.task_field",),
+               help="dotted path of the task id grouping repeated trials",
+               template=Template("Agentic task field", "TEXT", _WORD,
+                                 "Dotted path of the task id grouping repeated trials (default agentic.task_id). "
+                                 "Example: agentic.task_id")),
+        Option("agentic-threshold", type=float, default=0.7, feeds=(f"{_AG}.threshold",),
+               help="correct when score >= threshold",
+               template=Template("Agentic threshold", "NUMBER", _DECIMAL,
+                                 "Correct when score >= threshold (0.7). Example: 0.7")),
+    )),
+    Group("LLM judge and guardian (metrics context, conversational, bias)", (
+        Option("judge-base-url", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
+               template=Template("Judge endpoint", "TEXT", _URL,
+                                 "OpenAI-compatible endpoint of the LLM judge (metrics context, conversational). "
+                                 "Example: https://judge.example.com/v1")),
+        Option("judge-model", help="judge model name as the endpoint knows it",
+               template=Template("Judge model", "TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+                                 "Judge model name as the endpoint knows it. Example: gpt-4o-mini")),
+        Option("judge-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
+               help="environment variable holding the judge's API key (never logged or written)",
+               template=Template("Judge API key variable", "TEXT", "^[A-Za-z_][A-Za-z0-9_]*$",
+                                 "Name of the environment variable holding the judge's API key on the workers (the key "
+                                 "itself is never a parameter). Example: OPENAI_API_KEY")),
+        Option("judge-cache", path=True,
+               help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
+               default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
+               template=Template("Judge cache", "TEXT", "^/[A-Za-z0-9._/+-]+$",
+                                 "SQLite cache file of judge/guardian answers on each worker's disk. "
+                                 "Example: /tmp/fair_forge_judge_cache.sqlite3")),
+        Option("judge-max-concurrency", type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
+               help="concurrent requests per worker",
+               template=Template("Judge concurrency", "NUMBER", "^[1-9][0-9]{0,8}$",
+                                 "Concurrent judge requests per worker. Example: 16")),
+        Option("judge-requests-per-minute", type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
+               help="request-rate limit per worker", default_note="no limit",
+               template=Template("Judge rate limit", "NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$",
+                                 "Judge request-rate limit per worker (requests per minute). Example: 600")),
+        Option("judge-timeout", type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
+               validate=_positive("--judge-timeout", " seconds"),
+               help="seconds per HTTP request to the judge / guardian / generator; with --judge-retries it bounds how "
+                    "long a hanging endpoint can hold a batch",
+               template=Template("Judge timeout", "NUMBER", _DECIMAL,
+                                 "Seconds per HTTP request to the judge / generator (60); with --judge-retries it bounds "
+                                 "how long a hanging endpoint can hold a batch. Example: 60")),
+        Option("judge-retries", type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
+               validate=_non_negative("--judge-retries"),
+               help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none)",
+               template=Template("Judge retries", "NUMBER", _COUNT,
+                                 "Retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none). "
+                                 "Example: 3")),
+        Option("guardian-base-url", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
+               template=Template("Guardian endpoint", "TEXT", _URL,
+                                 "OpenAI-compatible endpoint of the guardian model (metric bias). "
+                                 "Example: https://guardian.example.com/v1")),
+        Option("guardian-model", help="guardian model name, e.g. llama-guard3:8b",
+               template=Template("Guardian model", "TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+                                 "Guardian model name. Example: llama-guard3:8b")),
+        Option("guardian-kind", default="llama_guard", choices=("llama_guard", "granite_guardian"),
+               help="prompt convention of the guardian",
+               template=Template("Guardian kind", "ENUM", "^(llama_guard|granite_guardian)$",
+                                 "Prompt convention of the guardian. Example: llama_guard")),
+        Option("guardian-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
+               help="environment variable holding its API key",
+               template=Template("Guardian API key variable", "TEXT", "^[A-Za-z_][A-Za-z0-9_]*$",
+                                 "Name of the environment variable holding the guardian's API key on the workers. "
+                                 "Example: OPENAI_API_KEY")),
+        Option("guardian-logprobs", type=bool, feeds=(f"{_GUARDIAN}.logprobs",),
+               help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
+                    "(not measured)",
+               template=Template("Guardian log-probabilities", "BOOLEAN", _BOOL_RE,
+                                 "true asks the guardian for log-probabilities, so certainty = P(unsafe label); false "
+                                 "leaves certainty null (not measured). Example: true")),
+    )),
+    Group("Regulatory (uses the --judge-* options)", (
+        Option("regulatory-corpus", metavar="PATH", default="airline",
+               help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
+                    "tau-bench airline policy; 'callcenter')",
+               template=Template("Regulatory corpus", "TEXT", _WORD,
+                                 "Policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' "
+                                 "= the tau-bench airline policy, default; 'callcenter'). Example: airline")),
+        Option("chunk-size", type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
+               help="corpus chunk size in characters",
+               template=Template("Chunk size", "NUMBER", _COUNT, "Corpus chunk size in characters (1000). Example: 1000")),
+        Option("chunk-overlap", type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
+               help="characters shared by neighbouring chunks (< chunk size)",
+               template=Template("Chunk overlap", "NUMBER", _COUNT,
+                                 "Characters shared by neighbouring chunks (100; < chunk size). Example: 100")),
+        Option("regulatory-top-k", type=int, default=10, feeds=(f"{_RE}.top_k",),
+               help="chunks kept per retrieval, for the query and the answer each",
+               template=Template("Regulatory top k", "NUMBER", _COUNT,
+                                 "Chunks kept per retrieval, for the query and the answer each (10). Example: 10")),
+        Option("regulatory-threshold", type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
+               help="minimum cosine similarity of a retrieved chunk",
+               template=Template("Regulatory threshold", "NUMBER", _DECIMAL,
+                                 "Minimum cosine similarity of a retrieved chunk (0.3). Example: 0.3")),
+        Option("regulatory-embedder", default="minilm", choices=("minilm", "hashing"),
+               help="chunk/query embedder: all-MiniLM-L6-v2 (minilm) or the model-free hashing embedder",
+               template=Template("Regulatory embedder", "ENUM", "^(minilm|hashing)$",
+                                 "Chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder. "
+                                 "Example: minilm")),
+    )),
+    Group("BestOf (metric bestof; needs the --judge-* options)", (
+        Option("bestof-mode", default="king", choices=("king", "all_pairs"), feeds=(f"{_BO}.mode",),
+               help="king of the hill (N-1 sequential matches per block, as the original) or all pairs (N(N-1)/2 "
+                    "parallel matches, Bradley-Terry ranking)",
+               template=Template("Bestof mode", "ENUM", "^(king|all_pairs)$",
+                                 "King of the hill (N-1 sequential matches per block, as the original) or all pairs "
+                                 "(N(N-1)/2 parallel matches, Bradley-Terry ranking). Example: king")),
+        Option("bestof-order", metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
+               help="declared contest order of assistant ids (others follow, sorted)", default_note="sorted ids",
+               template=Template("Bestof order", "TEXT", _WORD,
+                                 "Declared contest order of assistant ids (others follow, sorted); default: sorted ids. "
+                                 "Example: gpt-4o,claude-3")),
+        Option("bestof-block", default="session", choices=("session", "qa"), feeds=(f"{_BO}.block",),
+               help="compare whole conversations per session_id, or each question (session_id, qa_id)",
+               template=Template("Bestof block", "ENUM", "^(session|qa)$",
+                                 "Compare whole conversations per session_id, or each question (session_id, qa_id). "
+                                 "Example: session")),
+        Option("bestof-criteria", feeds=(f"{_BO}.criteria",), help="extra judging criteria added to the BestOf rubric",
+               template=_NO_TEMPLATE_FREE_TEXT),
+    )),
+    Group("Vision and PromptEvaluator", (
+        Option("similarity-embedder", default="minilm", choices=("minilm", "hashing"),
+               help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (minilm) or hashed tokens (no model)",
+               template=Template("Similarity embedder", "ENUM", "^(minilm|hashing)$",
+                                 "Embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (default) or hashed tokens "
+                                 "(no model). Example: minilm")),
+        Option("vision-threshold", type=float, default=0.75, feeds=(f"{_V}.threshold",),
+               help="vision: similarity below which a frame is a hallucination",
+               template=Template("Vision threshold", "NUMBER", _DECIMAL,
+                                 "Vision: similarity below which a frame is a hallucination (0.75). Example: 0.75")),
+        Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
+               template="free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file"),
+        Option("seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
+               template=Template("Seed prompt file", "TEXT", _WORD,
+                                 "Prompt_evaluator: read the system prompt from this file. Example: gs://bucket/prompt.txt")),
+        Option("prompt-k", type=int, default=10, feeds=(f"{_PE}.k",),
+               help="prompt_evaluator: generations per query (must be >= 1)",
+               template=Template("Prompt k", "NUMBER", _COUNT,
+                                 "Prompt_evaluator: generations per query (10; must be >= 1). Example: 10")),
+        Option("prompt-tau", type=float, default=0.8, feeds=(f"{_PE}.tau",),
+               help="prompt_evaluator: cosine threshold for 'same meaning'",
+               template=Template("Prompt tau", "NUMBER", _DECIMAL,
+                                 "Prompt_evaluator: cosine threshold for 'same meaning' (0.80). Example: 0.8")),
+        Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
+               help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
+                    "else the generator",
+               template=_NO_TEMPLATE_FREE_TEXT),
+        Option("generator-base-url", default_note="--judge-base-url",
+               help="prompt_evaluator: OpenAI-compatible endpoint that generates the answers",
+               template=Template("Generator base url", "TEXT", _WORD,
+                                 "Prompt_evaluator: OpenAI-compatible endpoint that generates the answers (default: "
+                                 "--judge-base-url). Example: https://gen.example.com/v1")),
+        Option("generator-model", default_note="--judge-model", help="prompt_evaluator: generator model name",
+               template=Template("Generator model", "TEXT", _WORD,
+                                 "Prompt_evaluator: generator model name (default: --judge-model). Example: gpt-4o-mini")),
+        Option("generator-api-key-env", default_note="--judge-api-key-env",
+               help="environment variable holding the generator's API key",
+               template=Template("Generator api key env", "TEXT", _WORD,
+                                 "Environment variable holding the generator's API key (default: --judge-api-key-env). "
+                                 "Example: OPENAI_API_KEY")),
+    )),
+    Group("streaming sources and event-time windows (see fair_forge_beam.streaming)", (
+        Option("window", metavar="SPEC",
+               help="per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, sliding:1h,5m, "
+                    "session:10m); writes <output>/windows/*.jsonl",
+               template=Template("Window", "TEXT", _WORD,
+                                 "Per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, "
+                                 "sliding:1h,5m, session:10m); writes <output>/windows/*.jsonl. Example: fixed:1h")),
+        Option("early-firing", metavar="DURATION",
+               help="early (speculative) panes every DURATION of processing time, e.g. 30s",
+               template=Template("Early firing", "TEXT", _WORD,
+                                 "Early (speculative) panes every DURATION of processing time, e.g. 30s. Example: 30s")),
+        Option("allowed-lateness", metavar="DURATION",
+               help="late elements update their window for DURATION after it closes, e.g. 10m",
+               template=Template("Allowed lateness", "TEXT", _WORD,
+                                 "Late elements update their window for DURATION after it closes, e.g. 10m. Example: 10m")),
+        Option("timestamp-field", default="timestamp",
+               help="interaction field holding the event time (epoch seconds or ISO 8601)",
+               template=Template("Timestamp field", "TEXT", _WORD,
+                                 "Interaction field holding the event time (epoch seconds or ISO 8601; default timestamp). "
+                                 "Example: timestamp")),
+        Option("timestamp-policy", default="dead_letter", choices=("dead_letter", "processing_time"),
+               help="a record without a readable timestamp: reject it (dead_letter) or use the processing time",
+               template=Template("Timestamp policy", "ENUM", "^(dead_letter|processing_time)$",
+                                 "A record without a readable timestamp: reject it (default) or use the processing time. "
+                                 "Example: dead_letter")),
+        Option("watch", metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB",
+               template=Template("Watch", "TEXT", _WORD,
+                                 "Streaming: read new JSONL files appearing under GLOB. Example: gs://bucket/incoming/*.jsonl")),
+        Option("watch-interval", default="10s", metavar="DURATION", help="time between two matches of --watch",
+               template=Template("Watch interval", "TEXT", _WORD, "Time between two matches of --watch. Example: 10s")),
+        Option("watch-stop-after", metavar="DURATION", help="stop watching after DURATION", default_note="never",
+               template=Template("Watch stop after", "TEXT", _WORD,
+                                 "Stop watching after DURATION (default: never). Example: 1h")),
+        Option("kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)",
+               template=Template("Kafka bootstrap servers", "TEXT", _WORD,
+                                 "Streaming: Kafka brokers (ReadFromKafka). Example: 10.0.0.1:9092")),
+        Option("kafka-topic", repeatable=True, metavar="TOPIC", help="Kafka topic to read; repeatable",
+               template=Template("Kafka topic", "TEXT", _WORD, "Kafka topic to read; repeatable. Example: interactions")),
+        Option("kafka-expansion-service", metavar="HOST:PORT", help="running Beam expansion service for ReadFromKafka",
+               template=Template("Kafka expansion service", "TEXT", _WORD,
+                                 "Running Beam expansion service for ReadFromKafka. Example: localhost:8097")),
+        Option("kafka-event-time", default="field", choices=("field", "message"),
+               help="Kafka event time: the payload's --timestamp-field (field) or the message timestamp",
+               template=Template("Kafka event time", "ENUM", "^(field|message)$",
+                                 "Event time of a Kafka message: the payload's timestamp field (field) or the message "
+                                 "timestamp (message). Example: message")),
+        Option("kafka-max-records", type=int, metavar="N",
+               help="read N Kafka records, then end (a bounded run: back-fills, tests)",
+               template=Template("Kafka records to read", "NUMBER", "^[1-9][0-9]{0,11}$",
+                                 "Read this many Kafka records, then end (a bounded run). Example: 1000")),
+        Option("pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription",
+               template=Template("Pubsub subscription", "TEXT", _WORD,
+                                 "Streaming: Pub/Sub subscription. Example: projects/p/subscriptions/s")),
+        Option("pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic",
+               template=Template("Pubsub topic", "TEXT", _WORD, "Streaming: Pub/Sub topic. Example: projects/p/topics/t")),
+        Option("pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time",
+               template=Template("Pubsub timestamp attribute", "TEXT", _WORD,
+                                 "Pub/Sub attribute holding the event time. Example: ts")),
+    )),
+    Group("report", (
+        Option("no-report", type=bool, help="do not write report.html",
+               template=Template("No report", "BOOLEAN", _BOOL_RE, "Do not write report.html. Example: true")),
+        Option("compare", metavar="RUN_DIR",
+               help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
+                    "report.html and comparison.json",
+               template=Template("Compare", "TEXT", _WORD,
+                                 "Compare this run with an earlier run's output folder (its results.json): a comparison "
+                                 "section in report.html and comparison.json. Example: gs://bucket/audits/2026-11-29")),
+        Option("inconclusive-width", type=float, default=0.2, validate=_unit_interval("--inconclusive-width"),
+               help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive",
+               template=Template("Inconclusive width", "NUMBER", _DECIMAL,
+                                 "Flag estimates whose interval is wider than this (0-1 scale) as inconclusive (default "
+                                 "0.2). Example: 0.2")),
+    )),
+    Group(None, (
+        Option("quiet", type=bool, help="do not print the summary table",
+               template=Template("Quiet", "BOOLEAN", _BOOL_RE, "true: no summary table in the launcher log. Example: false")),
+    )),
+    Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
+        Option("config", metavar="TOML", in_config=False,
+               help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], gates); "
+                    "command-line flags override it",
+               template=Template("Audit config", "GCS_READ_FILE", _GCS_FILE,
+                                 "Audit config file (TOML: inputs, metrics, mode, seed, slices, output, options, gates); "
+                                 "the other parameters override it. Example: gs://my-bucket/audits/nightly.toml")),
+        Option("gate", metavar="EXPR", repeatable=True, in_config=False,
+               help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every attribute' "
+                    "(repeatable; added to the config's gates)",
+               template="repeatable; a template parameter holds one value: put gates in the --config file"),
+        Option("slices", default="overall,assistant_id,language", config_keys=("slices",),
+               help="comma-separated slice dimensions to aggregate: overall, assistant_id, language (overall is always "
+                    "included)",
+               template=Template("Slices", "TEXT", "^(overall|assistant_id|language)(,(overall|assistant_id|language))*$",
+                                 "Comma-separated slice dimensions (overall, assistant_id, language; overall is always "
+                                 "included). Example: overall,assistant_id")),
+    )),
+)
+
+OPTIONS: dict[str, Option] = {o.dest: o for g in GROUPS for o in g.options}
+assert len(OPTIONS) == sum(len(g.options) for g in GROUPS), "an option declared twice"
+
+#: template parameters that are not given, with the reason (derived from the declarations)
+TEMPLATE_EXCLUDED: dict[str, str] = {"help": "argparse's help; prints and exits",
+                                     **{d: o.template for d, o in OPTIONS.items() if isinstance(o.template, str)}}
+
+#: declared defaults that differ from a fed constructor's default on purpose (the test skips these;
+#: reported, not changed here: the constructors belong to the metric modules)
+KNOWN_DEFAULT_MISMATCHES: dict[str, str] = {
+    f"{_AG}.k": "the library's Agentic(k=...) has no default (k is required, as upstream); the main job's default is 3",
+}
+
+TEMPLATE_NAME = "fair-forge-beam audit"
+TEMPLATE_DESCRIPTION = ("Audit AI-assistant conversation logs on Cloud Storage with fair_forge_beam: fairness, safety and "
+                        "quality metrics (Humanity, Toxicity, Bias, Context, Conversational) with credible intervals, "
+                        "written to a Cloud Storage folder.")
+
+
+def option(dest: str) -> Option:
+    """The declaration of option ``dest`` (``"mc_samples"`` or ``"mc-samples"``).
+
+    Raises:
+        KeyError: no such option.
+    """
+    return OPTIONS[dest.replace("-", "_")]
+
+
+def _metric_names(metrics: Optional[Sequence[str]]) -> list[str]:
+    if metrics is None:
+        from fair_forge_beam.metrics.registry import METRICS
+
+        metrics = METRICS
+    return sorted(metrics)
+
+
+def add_arguments(parser: argparse.ArgumentParser, metrics: Optional[Sequence[str]] = None) -> None:
+    """Add every declared option to ``parser``, in declaration order, in its group.
+
+    ``metrics``: the metric names listed in ``--metrics``'s help (default: the registry's)."""
+    fmt = {"metrics": ", ".join(_metric_names(metrics))}
+    groups: dict[Optional[str], Any] = {None: parser}
+    for g in GROUPS:
+        target = groups.setdefault(g.title, parser.add_argument_group(g.title) if g.title else parser)
+        for o in g.options:
+            help_text = o.help_text(**fmt) if "{" in o.help else o.help_text()
+            if o.type is bool:
+                target.add_argument(o.flag, action="store_true", help=help_text)
+                continue
+            kwargs: dict[str, Any] = {"help": help_text.replace("%", "%%")}
+            if o.repeatable:
+                kwargs["action"] = "append"
+            if o.type is not str:
+                kwargs["type"] = o.type
+            if o.default is not None:
+                kwargs["default"] = o.default
+            if o.choices:
+                kwargs["choices"] = list(o.choices)
+            if o.metavar:
+                kwargs["metavar"] = o.metavar
+            target.add_argument(o.flag, **kwargs)
+
+
+def validate(args: Any) -> None:
+    """Run each declared validation on the parsed ``args`` (an ``argparse.Namespace`` or a mapping).
+
+    Raises:
+        ValueError: the first failing option's one-line message, e.g.
+            ``--judge-timeout must be > 0 seconds, got 0.0``.
+    """
+    get = args.get if isinstance(args, Mapping) else (lambda k: getattr(args, k, None))
+    for d, o in OPTIONS.items():
+        v = get(d)
+        if o.validate is not None and v is not None:
+            msg = o.validate(v)
+            if msg:
+                raise ValueError(msg)
+
+
+def value(options: Mapping[str, Any], dest: str) -> Any:
+    """``options[dest]``, or the declared default when it is missing, ``None`` or ``""`` (an empty
+    value from a config file or template means "not given"); a flag (``type=bool``) is ``True`` or
+    ``False``.
+
+    Raises:
+        KeyError: ``dest`` is not a declared option.
+    """
+    o, v = option(dest), options.get(dest)
+    if o.type is bool:
+        return bool(v)
+    return o.default if v is None or v == "" else v
+
+
+def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``target`` (``"module:Callable"``) from the options that feed it.
+
+    Each declared ``feeds`` entry ``"module:Callable.arg"`` gives ``arg = value(options, dest)``;
+    options left ``None`` with no declared default are not passed (the callable's own default applies).
+    """
+    out = {}
+    for d, o in OPTIONS.items():
+        for f in o.feeds:
+            owner, _, arg = f.rpartition(".")
+            if owner == target:
+                v = value(options, d)
+                if v is not None:
+                    out[arg] = v
+    return out
+
+
+def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
+    """What an audit config file may hold: ``(top-level key → option name, options whose relative
+    paths are relative to the file, option names a file cannot set)``."""
+    top = {k: o.name for o in OPTIONS.values() for k in o.config_keys}
+    paths = {o.name for o in OPTIONS.values() if o.path}
+    return top, paths, {"help"} | {o.name for o in OPTIONS.values() if not o.in_config}
+
+
+def template_metadata(metrics: Optional[Sequence[str]] = None) -> dict:
+    """The Flex Template metadata (the content of ``templates/metadata.json``) from the declarations."""
+    names = _metric_names(metrics)
+    fmt = {"metrics": ", ".join(names), "metrics_re": "|".join(names)}
+    params = []
+    for o in OPTIONS.values():
+        t = o.template
+        if not isinstance(t, Template):
+            continue
+        p: dict[str, Any] = {"name": o.dest, "label": t.label, "helpText": t.help.format(**fmt) if "{" in t.help else t.help,
+                             "isOptional": not t.required, "paramType": t.param_type,
+                             "regexes": [t.regex.format(**fmt) if "{metrics" in t.regex else t.regex]}
+        if o.choices:
+            p["enumOptions"] = [{"value": c, "label": c} for c in o.choices]
+        if o.type is bool:
+            p["defaultValue"] = "false"
+        elif o.default is not None and not t.required:
+            p["defaultValue"] = str(o.default)
+        params.append(p)
+    return {"name": TEMPLATE_NAME, "description": TEMPLATE_DESCRIPTION, "streaming": False, "parameters": params}
+
+
+def template_metadata_text(metrics: Optional[Sequence[str]] = None) -> str:
+    """:func:`template_metadata` as the checked-in file's text (2-space JSON, UTF-8, final newline)."""
+    return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m fair_forge_beam.options --write-template-metadata templates/metadata.json``."""
+    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.options")
+    p.add_argument("--write-template-metadata", metavar="PATH", required=True)
+    args = p.parse_args(argv)
+    with open(args.write_template_metadata, "w", encoding="utf-8") as f:
+        f.write(template_metadata_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""The main job's ``--output`` folder: what a run writes there and how a reused folder is
+prepared (created if missing, this layout's and older layouts' outputs removed first, so a
+run's outputs never mix with a previous run's). Works on every Beam filesystem."""
+from __future__ import annotations
+
+import os
+
+__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "prepare_output_folder"]
+
+#: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
+OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
+                "report.html", "comparison.json")
+#: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
+STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts")
+
+
+def prepare_output_folder(output: str, filesystems=None) -> str:
+    """Create ``output`` if missing and delete the outputs of an earlier run in it.
+
+    Args:
+        output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
+        filesystems: Beam's ``FileSystems`` or a stand-in with ``exists``/``mkdirs``/``delete``
+            (default: Beam's, imported here).
+
+    Returns:
+        The normalised folder path.
+
+    Raises:
+        ValueError: ``output`` is a file, or the folder cannot be created (one-line message for
+            a usage error).
+    """
+    if filesystems is None:
+        from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+        from apache_beam.io.filesystems import FileSystems as filesystems
+    out = output.rstrip("/") or "."
+    if os.path.isfile(out):
+        raise ValueError(f"--output must be a folder, but {out} is a file")
+    if not filesystems.exists(out):
+        try:
+            filesystems.mkdirs(out)
+        except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
+            raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
+    stale = [f"{out}/{n.rstrip('/')}" for n in OUTPUT_FILES + STALE_OUTPUTS if filesystems.exists(f"{out}/{n.rstrip('/')}")]
+    if stale:
+        filesystems.delete(stale)
+    return out

@@ -1,0 +1,87 @@
+"""The main job's console summary: one header, per metric the scored / not-scored counts, the
+dead letters and a table of slice estimates (the ``headline_columns`` each metric declares).
+
+Input is the content of ``results.json`` (:mod:`fair_forge_beam.reports.results`); nothing here
+reads records. Slice labels come from the data, so every printed line is passed through
+:func:`printable` (no forged lines, no terminal escapes).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from fair_forge_beam.reports.output_folder import OUTPUT_FILES
+
+__all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
+
+
+def dotted_get(record: dict, path: str):
+    """``record["a"]["b"]`` for the dotted column name ``"a.b"`` (``None`` when missing)."""
+    for part in path.split("."):
+        if not isinstance(record, dict):
+            return None
+        record = record.get(part)
+    return record
+
+
+def format_estimate(est: Optional[dict]) -> str:
+    """``"mean [ci_low, ci_high]"`` with 4 decimals, ``"mean"`` without an interval, ``"n/a"``
+    for a missing estimate or mean."""
+    if not est or est.get("mean") is None:
+        return "n/a"
+    if est.get("ci_low") is None:
+        return f"{est['mean']:.4f}"
+    return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
+
+
+def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
+    """The summary lines of one metric, one unit per line, each unit named: interactions
+    (scored / not scored of those read), then dead letters (with what one dead letter stands
+    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
+    scored = ms.get("interactions_scored", ms.get("scored", 0))
+    not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
+    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read)"]
+    dead = ms.get("dead_letters", ms.get("not_scored", 0))
+    reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
+    if dead:
+        why = "; ".join(f"{r}: {c}" for r, c in reasons.items())
+        unit = ms.get("dead_letter_unit") or "dead-lettered records"
+        lines.append(f"  dead letters: {dead} {unit}" + (f" ({why})" if why else ""))
+    return lines
+
+
+def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
+    """The printed summary of a run from its ``results.json`` content ``doc``; ``files`` are the
+    outputs listed under ``out`` on the last line."""
+    s = doc["summary"]
+    lines = [
+        f"fair_forge_beam audit: mode {doc['config']['mode']}"
+        + (f", seed {doc['config']['seed']}, {doc['config']['mc_samples']} draws" if doc["config"]["mode"] == "bayesian" else ""),
+        f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
+        f"{s['data_quality_warnings']} data-quality warnings",
+    ]
+    if not s["interactions_read"]:
+        lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
+                     "see dead_letter/); the metrics below have nothing to report")
+    for name, m in doc["metrics"].items():
+        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
+        heads = m.get("headline_columns", [])
+        width = max([len(r["slice"]) for r in m["slices"]] + [10])
+        lines.append(
+            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
+        )
+        for r in m["slices"]:
+            vals = "".join(f"  {format_estimate(dotted_get(r, h)):<34}" for h in heads)
+            lines.append(
+                "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
+                + str(r.get("n_sessions", "")).rjust(8) + vals
+            )
+    lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
+    return "\n".join(printable(ln) for ln in lines)
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, carriage return, ANSI escape, bidi
+    override, ...) written as its Python escape: slice labels come from the data, and a record must
+    not be able to forge a summary line or drive the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                                                   for c in text)

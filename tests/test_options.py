@@ -1,0 +1,129 @@
+"""Typed options declared once (issue 14 item 3): ``fair_forge_beam.options`` generates the
+argparse flags, the config-file keys, the Flex Template metadata and the metric constructors'
+keyword arguments; the constructors' defaults equal the declared ones."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from fair_forge_beam import options as O
+from fair_forge_beam.audit_config import ConfigError, config_to_argv
+from pipelines import audit
+
+PARSER = audit.build_parser()
+ACTIONS = {a.dest: a for a in PARSER._actions if a.option_strings and a.dest != "help"}
+FEEDS = sorted({f for o in O.OPTIONS.values() for f in o.feeds})
+
+
+def test_checked_in_template_metadata_is_the_generated_one():
+    text = (REPO / "templates" / "metadata.json").read_text(encoding="utf-8")
+    assert text == O.template_metadata_text(), (
+        "templates/metadata.json is stale: python -m fair_forge_beam.options --write-template-metadata "
+        "templates/metadata.json")
+
+
+def test_parser_is_the_declarations():
+    assert list(ACTIONS) == list(O.OPTIONS)
+    for dest, o in O.OPTIONS.items():
+        a = ACTIONS[dest]
+        assert a.option_strings == [o.flag]
+        if o.type is bool:
+            assert a.nargs == 0 and a.default is False
+            continue
+        assert a.default == o.default and (a.type or str) is o.type, dest
+        assert list(a.choices or ()) == list(o.choices), dest
+
+
+def _target(feed: str):
+    owner, _, arg = feed.rpartition(".")
+    module, _, name = owner.partition(":")
+    return getattr(importlib.import_module(module), name), arg
+
+
+@pytest.mark.parametrize("feed", FEEDS)
+def test_constructor_default_equals_the_declared_default(feed):
+    cls, arg = _target(feed)
+    params = inspect.signature(cls).parameters
+    assert arg in params, f"{feed}: no such argument"
+    (o,) = [o for o in O.OPTIONS.values() if feed in o.feeds]
+    declared = bool(o.default) if o.type is bool else o.default
+    if feed in O.KNOWN_DEFAULT_MISMATCHES:
+        pytest.skip(O.KNOWN_DEFAULT_MISMATCHES[feed])
+    default = params[arg].default
+    if o.default is None and o.type is not bool:  # unset: the constructor must accept "not given"
+        assert default is None or default is inspect.Parameter.empty or default == "", feed
+    else:
+        assert default == declared, f"{feed}: constructor default {default!r}, declared {declared!r}"
+
+
+def test_constructor_kwargs_use_the_declared_defaults():
+    vision = "fair_forge_beam.metrics.vision:Vision"
+    assert O.constructor_kwargs(vision, {}) == {"threshold": 0.75}
+    assert O.constructor_kwargs(vision, {"vision_threshold": 0.5}) == {"threshold": 0.5}
+    reg = O.constructor_kwargs("fair_forge_beam.metrics.regulatory:Regulatory", {"regulatory_top_k": 4})
+    assert reg == {"chunk_size": 1000, "chunk_overlap": 100, "top_k": 4, "similarity_threshold": 0.3}
+    assert O.value({"bestof_mode": ""}, "bestof_mode") == "king"  # empty = not given, as from a config file
+    assert O.value({}, "guardian_logprobs") is False
+
+
+def test_registry_has_no_second_default():
+    src = (REPO / "fair_forge_beam" / "metrics" / "registry.py").read_text(encoding="utf-8")
+    import re
+
+    assert not re.search(r"options\.get\([^()]*,", src), "options.get(name, default): declare the default instead"
+    for literal in ("0.75", "0.80", "0.7", '"king"', '"session"', '"airline"', '"inclusive"', '"declared"',
+                    '"buckets"', '"agentic.reward"', '"llama_guard"', '"OPENAI_API_KEY"'):
+        assert literal not in src.split("def build_metric")[0].split("_M = ")[1], literal
+
+
+def test_help_shows_the_defaults():
+    out = subprocess.run([sys.executable, "-m", "pipelines.audit", "--help"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    flat = " ".join(out.split())
+    for text in ("Monte-Carlo draws / bootstrap replicates (default: 5000)", "(default: 0.75)",
+                 "prompt_evaluator: generations per query (must be >= 1) (default: 10)",
+                 "(default: judge when --judge-base-url is given, else label)",
+                 "statistical mode (default: frequentist)"):
+        assert text in flat, text
+
+
+def test_validation_is_a_one_line_usage_error(capsys):
+    with pytest.raises(ValueError, match=r"^--judge-timeout must be > 0 seconds, got 0.0$"):
+        O.validate({"judge_timeout": 0.0})
+    with pytest.raises(ValueError, match=r"^--judge-retries must be >= 0, got -1$"):
+        O.validate({"judge_retries": -1})
+    O.validate(PARSER.parse_args([]))  # the defaults are valid
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--judge-retries", "-1", "--output", "unused"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--judge-retries must be >= 0, got -1" in err and len(err.strip().splitlines()[-1]) < 200
+
+
+def _sample(o):
+    if o.type is bool:
+        return True
+    if o.choices:
+        return o.choices[-1]
+    return {int: 1, float: 0.5}.get(o.type, "x")
+
+
+def test_every_declared_option_is_a_config_key(tmp_path):
+    for dest, o in O.OPTIONS.items():
+        # a top-level option by its (first) top-level key, any other under [options]
+        cfg = {o.config_keys[0]: _sample(o)} if o.config_keys else {"options": {o.name: _sample(o)}}
+        if not o.in_config:
+            with pytest.raises(ConfigError):
+                config_to_argv(PARSER, cfg, str(tmp_path / "a.toml"))
+            continue
+        job, _, _ = config_to_argv(PARSER, cfg, str(tmp_path / "a.toml"))
+        args, rest = PARSER.parse_known_args(job)
+        assert rest == [], dest
+        got = getattr(args, dest)
+        assert (got[0] if o.repeatable else got) == (str(tmp_path / "x") if o.path else _sample(o)), dest
+    top, paths, never = O.config_keys()
+    assert top["inputs"] == "input" and "output" in paths and never == {"help", "config", "gate"}
