@@ -86,3 +86,84 @@ def test_custom_analyzer_default_batch():
     a = Length()
     a.setup()
     assert [s.score for s in a.infer_batch(["abc", "a" * 20])] == [0.3, 1.0]
+
+
+# --------------------------------------------------------------------------- VADER's fast path
+_VADER_WORDS = (
+    "no not never without doubt so this kind of sort least at very but good great bad awful hate love "
+    "isn't don't can't ain't nor or the a it is was HATE GOOD really extremely barely kinda "
+    "bad ass kiss of death the bomb yeah right cut the mustard hand to mouth back handed "
+    ":) :( :-D <3 ! ? !! ??? . , 😀 😡 friend enemy safe danger happy sad "
+    "kiss death die to for just enough bus stop beating heart shit bomb yeah right".split()
+)
+
+
+def _stock_compound(text: str) -> float:
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    global _STOCK
+    try:
+        _STOCK
+    except NameError:
+        _STOCK = SentimentIntensityAnalyzer()
+    return min(1.0, max(-1.0, float(_STOCK.polarity_scores(text)["compound"])))
+
+
+def test_vader_fast_path_matches_stock_vader_on_crafted_texts():
+    """The analyzer's VADER gives bit-identical compounds to vaderSentiment's own analyzer: on
+    VADER's rules for negation ("never so", "without doubt", n't, "no"), idioms, boosters,
+    "kind of", "least", "but", capitals, punctuation and emoji, at every position of the text
+    (start, middle, end: the window edges)."""
+    va = VaderSentimentAnalyzer()
+    texts = [
+        "I do not hate it", "It is never so good", "without doubt this is great", "No good at all",
+        "He is not bad ass", "the kiss of death", "yeah right, great", "kind of good but really awful",
+        "at least it works", "very least good", "least good", "GOOD job, it is bad", "I can't say it isn't good!!",
+        "no, not never without doubt so this good", "😀 great 😡 awful", "It cut the mustard. Hand to mouth, sadly",
+        "good", "not good", "never good", "a b c good", "so this never good bad", "nor or no good",
+        "It was back handed but kinda great???",
+        # idioms and booster bigrams one, two and three words before the sentiment word
+        "kiss of death good", "a kind of x good", "sort of the good", "just enough a great", "yeah right x good",
+        "the bomb a good", "to die for good", "x kind of good", "good kind of", "we kind of a good", "bad ass good x",
+        "beating heart happy", "good bus stop", "hate the shit", "love kiss of death", "never kind of x good",
+    ]
+    for t in texts:
+        assert va.infer(t).score == _stock_compound(t), t
+
+
+def test_vader_fast_path_matches_stock_vader_on_random_texts():
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    va = VaderSentimentAnalyzer()
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(st.lists(st.sampled_from(_VADER_WORDS), min_size=0, max_size=40))
+    def check(words):
+        t = " ".join(words)
+        if t.strip():
+            assert va.infer(t).score == _stock_compound(t)
+
+    check()
+
+
+def test_vader_cost_is_linear_in_text_length(monkeypatch):
+    """vaderSentiment 3.3.2 lower-cases the whole text again in its negation and idiom checks,
+    once per sentiment word (quadratic in the length); the analyzer hands those checks only the
+    words they read (at most 6 around the sentiment word), so a long text costs linear time."""
+    import vaderSentiment.vaderSentiment as vs
+
+    base = vs.SentimentIntensityAnalyzer
+    seen = []
+    for name in ("_negation_check", "_special_idioms_check"):
+        real = getattr(base, name)
+
+        def spy(valence, words, *rest, _real=real):
+            seen.append(len(words))
+            return _real(valence, words, *rest)
+
+        monkeypatch.setattr(base, name, staticmethod(spy))
+    va = VaderSentimentAnalyzer()
+    text = " ".join(["not", "so", "good", "friend", "awful", "very"] * 50)
+    va.infer(text)
+    assert seen and max(seen) <= 6, max(seen)

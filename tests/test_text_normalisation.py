@@ -76,3 +76,21 @@ def test_no_invisible_character_left_in_tokens(text):
     for tok in tokenize(text):
         assert not re.search("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]", tok)
         assert tok == tok.lower() or tok.lower() != tok.lower().lower()
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60)
+       | st.text(alphabet=st.sampled_from("aB '’\u200bÉe\u0301ﬁＨ\u00ad.,!\t\n"), max_size=30))
+def test_ascii_fast_path_is_the_full_normalisation(text):
+    """ASCII text skips NFKC and the format-character tables (nothing in them is ASCII): the
+    result is the full pipeline's, for ASCII and mixed text alike."""
+    full = unicodedata.normalize("NFKC", text.translate(_FULL_TABLE)).translate(_FULL_TABLE).lower()
+    assert normalize_text(text) == full
+
+
+def _full_table():
+    from fair_forge_beam.components import text as text_mod
+
+    return text_mod._TRANSLATE
+
+
+_FULL_TABLE = _full_table()

@@ -299,12 +299,6 @@ class EmbeddingGroupExtractor(GroupExtractor):
         p.flags.writeable = False
         return p
 
-    @property
-    def prototype_embeddings(self) -> np.ndarray:
-        """``(n_prototypes, d)`` float64, groups' prototypes concatenated in declared order."""
-        self.setup()
-        return self._proto
-
     def similarities(self, texts: Sequence[str], embeddings: Optional[np.ndarray] = None) -> np.ndarray:
         """``(n, n_prototypes)`` similarities, rounded to 6 decimals (float64).
 

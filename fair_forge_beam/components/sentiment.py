@@ -94,6 +94,38 @@ class SentimentAnalyzer(ABC):
         return [self.infer(t) for t in _check_texts(texts)]
 
 
+def _windowed_vader(base: type) -> type:
+    """``base`` (vaderSentiment's ``SentimentIntensityAnalyzer``) with its two per-word checks
+    handed only the words they read.
+
+    For every sentiment word at position ``i`` VADER 3.3.2 calls ``_negation_check(valence,
+    words, start_i, i)`` (only when ``i > start_i``; it then reads positions ``i-3 … i``, never below 0) and
+    ``_special_idioms_check(valence, words, i)`` (only when ``i > 2``; it reads ``i-3 … i+2``),
+    and each first lower-cases the *whole* word list: quadratic in the text length. Here they
+    get the slice ``words[max(0, i-3) : i+1]`` / ``words[i-3 : i+3]`` with ``i`` shifted accordingly: the same
+    words at the same relative positions, and the same "is there a word after ``i``" length
+    tests, so VADER's own code computes the same valence (tests compare against the stock
+    analyzer). Calls VADER never makes (``i <= start_i``; idioms at ``i < 3``), where a negative
+    position would wrap around the list, go to the original with the whole list.
+    """
+
+    class WindowedSentimentIntensityAnalyzer(base):
+        @staticmethod
+        def _negation_check(valence, words_and_emoticons, start_i, i):
+            if i <= start_i:
+                return base._negation_check(valence, words_and_emoticons, start_i, i)
+            lo = max(0, i - 3)
+            return base._negation_check(valence, words_and_emoticons[lo:i + 1], start_i, i - lo)
+
+        @staticmethod
+        def _special_idioms_check(valence, words_and_emoticons, i):
+            if i < 3:
+                return base._special_idioms_check(valence, words_and_emoticons, i)
+            return base._special_idioms_check(valence, words_and_emoticons[i - 3:i + 3], 3)
+
+    return WindowedSentimentIntensityAnalyzer
+
+
 class VaderSentimentAnalyzer(SentimentAnalyzer):
     """VADER compound polarity (vaderSentiment 3.3.2, MIT).
 
@@ -104,6 +136,10 @@ class VaderSentimentAnalyzer(SentimentAnalyzer):
     ``"neutral"`` (default ``threshold`` 0.05: the cut-off the vaderSentiment README recommends).
     ``confidence`` is ``None`` (VADER has no calibrated confidence). A text that is empty or
     only whitespace scores ``0.0`` (neutral) without calling VADER.
+
+    VADER's negation and idiom checks are given only the words around the scored word (see
+    :func:`_windowed_vader`): the same compound, bit for bit, in time linear in the text length
+    (vaderSentiment 3.3.2's own analyzer is quadratic).
 
     The analyzer (lexicon dictionaries, ~7.5k entries) is built once per process in ``setup``
     (or on first ``infer``) and dropped when pickled. It is shared by every instance in the
@@ -143,7 +179,7 @@ class VaderSentimentAnalyzer(SentimentAnalyzer):
                 raise RuntimeError(f"VaderSentimentAnalyzer needs the package vaderSentiment: pip install vaderSentiment==3.3.2 ({exc})") from exc
             from fair_forge_beam.components.shared_resources import acquire
 
-            self._analyzer = acquire(("vader",), SentimentIntensityAnalyzer)
+            self._analyzer = acquire(("vader", "windowed"), lambda: _windowed_vader(SentimentIntensityAnalyzer)())
 
     def label_of(self, score: float) -> str:
         """``"positive"`` / ``"negative"`` / ``"neutral"`` for a compound score."""

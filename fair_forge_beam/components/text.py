@@ -52,6 +52,8 @@ def normalize_text(text: Optional[str]) -> str:
     (see the module docstring). ``None`` → ``""``."""
     if not text:
         return ""
+    if text.isascii():  # no format character, typographic apostrophe nor compatibility form: NFKC is the identity
+        return text.lower()
     return unicodedata.normalize("NFKC", text.translate(_TRANSLATE)).translate(_TRANSLATE).lower()
 
 

@@ -172,12 +172,6 @@ _NEUTRAL_KEYS: dict[str, frozenset[tuple[str, ...]]] = {
 }
 
 
-def is_neutral_group_term(lemma: str, language: str) -> bool:
-    """True when ``lemma`` (compared after tokenisation) is on the case-001 stop list for ``language``."""
-    lang = normalize_language(language)
-    return _lemma_key(lemma, lang) in _NEUTRAL_KEYS.get(lang, frozenset())
-
-
 class ToxicEntry(NamedTuple):
     """One lexicon row: ``lemma`` (as written), ``category`` (e.g. HurtLex ``ps``), ``level``."""
 

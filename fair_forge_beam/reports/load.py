@@ -246,10 +246,3 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     firsts = (list(kinds.values()) + extra)[:first]
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
             "first": firsts, "unreadable": unreadable}
-
-
-def optional_dead_letter_summary(run_dir: Optional[str]) -> dict:
-    """:func:`dead_letter_summary`, or empty counts without a run folder."""
-    if not run_dir:
-        return {"total": 0, "by_stage": {}, "by_reason": [], "first": [], "unreadable": 0}
-    return dead_letter_summary(run_dir)

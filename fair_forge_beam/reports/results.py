@@ -29,7 +29,7 @@ import json
 import re
 from collections import Counter
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any
 
 from fair_forge_beam._beam import beam
 import pyarrow as pa
@@ -39,8 +39,7 @@ from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line
 
 __all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
-           "write_run_info", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS",
-           "read_text_shards"]
+           "write_run_info", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
 LAYOUT = {
@@ -313,19 +312,6 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
-def read_text_shards(pattern: str) -> Iterable[str]:
-    """Non-empty lines of every file matching ``pattern`` (any Beam filesystem), file-name order,
-    streamed (one line in memory at a time)."""
-    import io
-
-    matches = FileSystems.match([pattern])[0].metadata_list
-    for m in sorted(matches, key=lambda m: m.path):
-        with FileSystems.open(m.path) as raw:
-            for ln in io.TextIOWrapper(raw, encoding="utf-8", errors="replace"):
-                if ln.strip():
-                    yield ln.rstrip("\n")
-
-
 def _reason_kind(reason: str) -> str:
     """Group reasons that differ only in numbers (positions, indices)."""
     kind = re.sub(r"\d+", "N", reason)
@@ -342,7 +328,3 @@ def _ranked(counts: dict, top: int = 20) -> dict:
         out[f"other ({len(rest)} kinds)"] = sum(v for _, v in rest)
     return out
 
-
-def _reason_counts(records, top: int = 20) -> dict:
-    """:func:`_ranked` of the reason kinds of ``records`` (dicts with ``reason``)."""
-    return _ranked(Counter(_reason_kind(d["reason"]) for d in records), top)

@@ -1,0 +1,202 @@
+"""Main-job benchmark against Beam's own floor (issue 14's targets; not a test).
+
+Builds a deterministic JSONL file of synthetic sessions (``--n`` interactions, default
+100,000), then times, in one process and on the same runner (``FnApiRunner`` in-memory unless
+Beam options after ``--`` say otherwise):
+
+(a) **floor** — the smallest Beam pipeline doing the same bulk work as the audit's reading:
+    read the file line by line, ``json.loads`` each line, explode the conversation into
+    interactions and count them per assistant (``CombinePerKey``);
+(b) **frequentist** — ``pipelines.audit --metrics humanity,toxicity --group-extractor keyword
+    --mode frequentist --no-report --quiet`` on the same file;
+(c) **bayesian** — the same with ``--mode bayesian``.
+
+It prints the absolute wall-clock seconds of each run and the two ratios of the issue:
+audit/floor (frequentist) and bayesian/frequentist. With ``--repeat R`` each of (a)-(c) runs R
+times, interleaved, and the ratios use the fastest run of each (the least disturbed by other
+processes on a shared machine); every single time is printed too.
+
+    python benchmarks/bench_engine.py                       # 100k interactions, once
+    python benchmarks/bench_engine.py --n 20000 --repeat 3
+    python benchmarks/bench_engine.py --data /tmp/bench.jsonl --keep   # reuse / keep the file
+    python benchmarks/bench_engine.py -- --direct_num_workers=2 --direct_running_mode=multi_processing
+
+Synthetic data (seeded, ``--seed``): sessions of 1-6 turns (mean ~2.5, like the shipped hh-rlhf
+slice), 20 assistants, two languages labels (all text English), queries of 5-15 words and
+answers of 12-60 words drawn fresh per answer (so per-text caches get no unrealistic hits) from
+a vocabulary of function words, NRC emotion words (as Humanity scores them), English HurtLex
+lemmas (``fair_forge_beam/data/hurtlex/hurtlex_EN.tsv``, HurtLex, CC BY-SA 4.0: see the NOTICE
+there) and group keywords (``fair_forge_beam/data/groups/group_keywords.json``, adapted from
+HolisticBias, CC BY-SA 4.0); a reference answer for a third of the interactions.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.resources
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from a checkout: import this tree
+    sys.path.insert(0, str(ROOT))
+
+TURN_WEIGHTS = [30, 25, 20, 13, 8, 4]  # P(1..6 turns): mean ≈ 2.5
+N_ASSISTANTS = 20
+
+FUNCTION_WORDS = (
+    "the a of to and in is it you that for on with as this be are at or from by your can will not "
+    "we they he she was were have has had do does did but if so because about which who what when "
+    "account order number please help thanks information details question answer system time".split()
+)
+EMOTION_WORDS = (
+    "happy joy love trust hope angry hate fear afraid sad cry grief surprise shock disgust awful "
+    "wonderful good bad terrible pleasant friend enemy danger safe calm worry glad upset proud".split()
+)
+
+
+def _data_file(rel: str):
+    return importlib.resources.files("fair_forge_beam").joinpath(rel)
+
+
+def vocabularies() -> tuple[list[str], list[str]]:
+    """(English HurtLex single-word lemmas, group keywords), sorted: the same lists every run."""
+    with _data_file("data/hurtlex/hurtlex_EN.tsv").open(encoding="utf-8") as f:
+        hurt = sorted({r["lemma"] for r in csv.DictReader(f, delimiter="\t") if r["lemma"].isalpha()})
+    groups = json.loads(_data_file("data/groups/group_keywords.json").read_text(encoding="utf-8"))["groups"]
+    keywords = sorted({w for words in groups.values() for w in words})
+    return hurt, keywords
+
+
+def _sentence(rng: random.Random, lo: int, hi: int, hurt: list[str], keywords: list[str]) -> str:
+    words = []
+    for _ in range(rng.randint(lo, hi)):
+        u = rng.random()
+        if u < 0.20:
+            words.append(rng.choice(EMOTION_WORDS))
+        elif u < 0.24:
+            words.append(rng.choice(hurt))
+        elif u < 0.26:
+            words.append(rng.choice(keywords))
+        else:
+            words.append(rng.choice(FUNCTION_WORDS))
+    return " ".join(words).capitalize() + rng.choice(".!?")
+
+
+def write_sessions(path: str, n: int, seed: int = 0) -> tuple[int, int]:
+    """Write ``n`` interactions as JSONL sessions to ``path``; returns (interactions, sessions)."""
+    hurt, keywords = vocabularies()
+    rng = random.Random(seed)
+    made = s = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while made < n:
+            turns = min(rng.choices(range(1, 7), TURN_WEIGHTS)[0], n - made)
+            conv = [{"qa_id": f"q{t:02d}", "query": _sentence(rng, 5, 15, hurt, keywords),
+                     "assistant": _sentence(rng, 12, 60, hurt, keywords),
+                     "ground_truth_assistant": _sentence(rng, 12, 60, hurt, keywords) if rng.random() < 1 / 3 else None}
+                    for t in range(turns)]
+            rec = {"session_id": f"bench-{s:07d}", "assistant_id": f"assistant-{rng.randrange(N_ASSISTANTS):02d}",
+                   "language": "english", "context": "", "conversation": conv}
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            made += turns
+            s += 1
+    return made, s
+
+
+def _explode(line: str):
+    rec = json.loads(line)
+    aid = rec["assistant_id"]
+    for _ in rec["conversation"]:
+        yield aid, 1
+
+
+def run_floor(path: str, out: str, beam_args: list[str]) -> tuple[float, int]:
+    """(seconds, interactions counted) of the floor pipeline (the count is written to ``out``)."""
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.runner import pipeline_options
+
+    start = time.perf_counter()
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        (p | "Read" >> beam.io.ReadFromText(path)
+           | "Explode" >> beam.FlatMap(_explode)
+           | "CountPerAssistant" >> beam.CombinePerKey(sum)
+           | "Total" >> beam.Map(lambda kv: kv[1])
+           | "Sum" >> beam.CombineGlobally(sum)
+           | "Write" >> beam.io.WriteToText(out, num_shards=1, shard_name_template=""))
+    seconds = time.perf_counter() - start
+    return seconds, int(Path(out).read_text().strip() or -1)
+
+
+def run_audit(path: str, mode: str, out: str, beam_args: list[str]) -> float:
+    from pipelines.audit import run
+
+    argv = ["--input", path, "--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--mode", mode,
+            "--no-report", "--quiet", "--output", out, *beam_args]
+    start = time.perf_counter()
+    run(argv)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=100_000, help="interactions in the synthetic file (100000)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each pipeline, interleaved (1)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (0)")
+    ap.add_argument("--data", help="path of the JSONL file (default: a temporary file); reused when it exists "
+                                   "and was made with the same --n and --seed")
+    ap.add_argument("--keep", action="store_true", help="keep the data file and the audit outputs")
+    args, beam_args = ap.parse_known_args(argv)
+    beam_args = [a for a in beam_args if a != "--"]
+
+    import logging
+
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    work = tempfile.mkdtemp(prefix="bench_engine_")
+    path = args.data or os.path.join(work, f"sessions_{args.n}_{args.seed}.jsonl")
+    stamp = Path(path + ".made")
+    want = f"{args.n} {args.seed}"
+    if not (os.path.exists(path) and stamp.exists() and stamp.read_text() == want):
+        t0 = time.perf_counter()
+        n_inter, n_sess = write_sessions(path, args.n, args.seed)
+        stamp.write_text(want)
+        print(f"data: {path}: {n_inter} interactions in {n_sess} sessions, written in {time.perf_counter() - t0:.1f} s")
+    else:
+        print(f"data: {path} (reused)")
+    # imports outside the timings: every run pays the same pipeline start, none pays module loading
+    import pipelines.audit  # noqa: F401
+    import fair_forge_beam.metrics.humanity  # noqa: F401
+    import fair_forge_beam.metrics.toxicity  # noqa: F401
+
+    times: dict[str, list[float]] = {"floor": [], "frequentist": [], "bayesian": []}
+    for r in range(args.repeat):
+        t, counted = run_floor(path, os.path.join(work, "floor_count.txt"), beam_args)
+        if counted != args.n:
+            raise SystemExit(f"floor counted {counted} interactions, expected {args.n}")
+        times["floor"].append(t)
+        for mode in ("frequentist", "bayesian"):
+            times[mode].append(run_audit(path, mode, os.path.join(work, f"out_{mode}"), beam_args))
+        print(f"run {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+    best = {k: min(v) for k, v in times.items()}
+    print(f"n = {args.n} interactions, runner args {beam_args or '(FnApiRunner in-memory)'}, "
+          f"{args.repeat} run(s), fastest of each:")
+    print(f"  floor        {best['floor']:8.2f} s  ({args.n / best['floor']:,.0f} interactions/s)")
+    for mode in ("frequentist", "bayesian"):
+        print(f"  {mode:<12} {best[mode]:8.2f} s  ({args.n / best[mode]:,.0f} interactions/s)")
+    print(f"  audit / floor (frequentist): {best['frequentist'] / best['floor']:.2f}x")
+    print(f"  bayesian / frequentist:      {best['bayesian'] / best['frequentist']:.2f}x")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)  # the data file too, unless --data put it elsewhere
+    else:
+        print(f"kept: {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
