@@ -26,6 +26,34 @@ def test_pipeline():
     return TestPipeline(runner=FNAPI, blocking=True)
 
 
+@pytest.fixture(scope="session")
+def audit_once(tmp_path_factory):
+    """``(argv) -> (doc, out)``: the main job (:func:`pipelines.audit.run`) with ``argv`` plus
+    ``--output <new folder>``, run at most once per test session for each exact ``argv`` tuple.
+
+    Modules that need the same end-to-end run (e.g. the in-memory reference of the runner suite
+    and the toxicity runner checks) share it instead of repeating a minute-long audit. ``doc`` is
+    a deep copy per call (a test may change it); the output folder ``out`` is shared and must be
+    treated as read-only. An audit that raises is not cached (the next caller runs it again and
+    sees the same error).
+    """
+    import copy
+
+    from pipelines import audit
+
+    cache: dict[tuple, tuple] = {}
+
+    def get(argv) -> tuple:
+        key = tuple(argv)
+        if key not in cache:
+            out = tmp_path_factory.mktemp("audit-once") / "out"
+            cache[key] = (audit.run([*key, "--output", str(out)]), out)
+        doc, out = cache[key]
+        return copy.deepcopy(doc), out
+
+    return get
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.exists():

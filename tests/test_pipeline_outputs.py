@@ -27,8 +27,9 @@ from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 from pipelines import audit
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-ARGS = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity", "--group-extractor", "keyword",
-        "--mode", "bayesian", "--seed", "5", "--mc-samples", "300"]
+# the keyword audit of tests/test_runners_integration.py, in memory: its run is shared (audit_once)
+ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
+        "--group-extractor", "keyword", f"--runner={FNAPI}"]
 
 
 def _shards(out: Path) -> dict:
@@ -41,9 +42,8 @@ def _shards(out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("local") / "out"
-    doc = audit.run([*ARGS, "--output", str(out)])
+def local_run(audit_once):
+    doc, out = audit_once(ARGS)  # the output folder is shared: read it only
     return out, doc
 
 

@@ -295,31 +295,37 @@ def test_parquet_timestamp_column_is_event_time(tmp_path, unit, tz):
 _SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 
-def _valid_session(draw, i):
+_KINDS = ("valid", "valid", "deep_array", "deep_field", "surrogate", "junk_json", "not_json")
+_ENCODINGS = ("utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32-be")
+
+
+def _valid_session(draw, i, prefix):
     n = draw(st.integers(1, 3))
     conv = [{"qa_id": draw(_SAFE_TEXT), "query": draw(_SAFE_TEXT), "assistant": draw(_SAFE_TEXT)} for _ in range(n)]
-    return {"session_id": f"s{i}-" + draw(_SAFE_TEXT), "assistant_id": "a" + draw(_SAFE_TEXT), "conversation": conv}, n
+    return {"session_id": f"{prefix}~s{i}-" + draw(_SAFE_TEXT), "assistant_id": "a" + draw(_SAFE_TEXT), "conversation": conv}, n
 
 
 @st.composite
-def _records(draw):
-    """A list of ``(json text, interactions it holds)``: 0 means the record must be a dead letter."""
+def _records(draw, prefix):
+    """A list of ``(json text, interactions it holds)``: 0 means the record must be a dead letter.
+    Every kind of record occurs at least once (in a drawn order), plus up to three more; session
+    ids start with ``prefix + "~"`` (the file they are written to)."""
+    kinds = list(draw(st.permutations(_KINDS))) + draw(st.lists(st.sampled_from(_KINDS), max_size=3))
     out = []
-    for i in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(["valid", "valid", "deep_array", "deep_field", "surrogate", "junk_json", "not_json"]))
+    for i, kind in enumerate(kinds):
         if kind == "valid":
-            rec, n = _valid_session(draw, i)
+            rec, n = _valid_session(draw, i, prefix)
             out.append((json.dumps(rec, ensure_ascii=draw(st.booleans())), n))
         elif kind == "deep_array":
             d = draw(st.sampled_from([65, 200, 999, 1001, 5000]))
             out.append(("[" * d + "]" * d, 0))
         elif kind == "deep_field":
-            rec, _ = _valid_session(draw, i)
+            rec, _ = _valid_session(draw, i, prefix)
             d = draw(st.sampled_from([70, 600, 2000]))
             text = json.dumps(rec)
             out.append((text[:-1] + ', "extra": ' + "{\"k\":" * d + "1" + "}" * d + "}", 0))
         elif kind == "surrogate":
-            rec, _ = _valid_session(draw, i)
+            rec, _ = _valid_session(draw, i, prefix)
             field = draw(st.sampled_from(["session_id", "assistant_id", "qa_id", "query", "assistant", "language", "key"]))
             lone = draw(st.sampled_from(["\\ud800", "\\udbff", "\\udc00", "\\udfff"]))
             if field in ("session_id", "assistant_id", "language"):
@@ -347,34 +353,57 @@ def _records(draw):
     return out
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(records=_records(), encoding=st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32-be"]))
-def test_fuzz_readers_never_crash_and_account_for_every_record(tmp_path_factory, records, encoding):
-    """JSONL (in several encodings) and JSON files of hostile records: the run completes, and
-    interactions read + records dead-lettered = what the input holds; element ids are unique."""
+@st.composite
+def _files(draw):
+    """``{file name: records}``: one JSONL file per encoding of ``_ENCODINGS`` and one JSON file
+    (its records without the lines that are not JSON), each with every kind of record."""
+    files = {f"e{k}.jsonl": draw(_records(f"e{k}")) for k in range(len(_ENCODINGS))}
+    files["j.json"] = [(t, n) for t, n in draw(_records("j")) if not _is_junk(t)]
+    return files
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(files=_files())
+def test_fuzz_readers_never_crash_and_account_for_every_record(tmp_path_factory, files):
+    """JSONL (in each of five encodings) and JSON files of hostile records, every kind of hostile
+    record in every file, read in one pipeline (a glob of the JSONL files and the JSON file): the
+    run completes, and for each file, interactions read + records dead-lettered = what the file
+    holds; element ids are unique.
+
+    (Each example reads six files with all record kinds: three examples cover every encoding and
+    every kind 3 times, where eight one-file examples of random kinds used to leave some out.)"""
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
     from apache_beam.testing.util import assert_that, equal_to
 
     d = tmp_path_factory.mktemp("fuzz")
-    (d / "f.jsonl").write_bytes(("\n".join(t for t, _ in records) + "\n").encode(encoding))
-    json_records = [t for t, _ in records if not _is_junk(t)]
-    (d / "f.json").write_text("[" + ",".join(json_records) + "]", encoding="utf-8")
-    expected_jsonl = (sum(n for _, n in records), sum(1 for _, n in records if n == 0))
-    expected_json = (sum(n for t, n in records if not _is_junk(t)), sum(1 for t, n in records if n == 0 and not _is_junk(t)))
+    for k, encoding in enumerate(_ENCODINGS):
+        records = files[f"e{k}.jsonl"]
+        (d / f"e{k}.jsonl").write_bytes(("\n".join(t for t, _ in records) + "\n").encode(encoding))
+    (d / "j.json").write_text("[" + ",".join(t for t, _ in files["j.json"]) + "]", encoding="utf-8")
+    expected_inter = sorted((name.split(".")[0], sum(n for _, n in recs)) for name, recs in files.items())
+    expected_dead = sorted((name, sum(1 for _, n in recs if n == 0)) for name, recs in files.items())
 
     def unique(ids):
         assert len(ids) == len(set(ids)), ids
 
+    def dead_file(x):
+        names = [name for name in files if x.source and x.source.startswith(str(d / name))]
+        assert len(names) == 1, x
+        return names[0]
+
     def build(p):
-        for label, pattern, (n_inter, n_dead) in (("L", "f.jsonl", expected_jsonl), ("J", "f.json", expected_json)):
-            res = p | f"{label}Read" >> ReadInteractions(str(d / pattern))
-            assert_that(res["interactions"] | f"{label}CountI" >> beam.combiners.Count.Globally(), equal_to([n_inter]), label=f"{label}I")
-            assert_that(res["dead_letter"] | f"{label}CountD" >> beam.combiners.Count.Globally(), equal_to([n_dead]), label=f"{label}D")
-            ids = res["interactions"] | f"{label}Ids" >> beam.Map(lambda x: x.element_id)
-            assert_that(ids | f"{label}All" >> beam.combiners.ToList(), lambda got: [unique(g) for g in got], label=f"{label}U")
-            # every dead letter can be written as UTF-8
-            res["dead_letter"] | f"{label}Utf8" >> beam.Map(lambda x: json.dumps(x._asdict(), ensure_ascii=False).encode("utf-8"))
+        res = p | "Read" >> ReadInteractions([str(d / "*.jsonl"), str(d / "j.json")])
+        # interactions per file (the session id's prefix names it), dead letters per file (their source)
+        per_file = (res["interactions"] | "FileI" >> beam.Map(lambda x: x.session_id.split("~", 1)[0])
+                    | "CountI" >> beam.combiners.Count.PerElement())
+        assert_that(per_file, equal_to([(f, n) for f, n in expected_inter if n]), label="I")
+        dead = res["dead_letter"] | "FileD" >> beam.Map(dead_file) | "CountD" >> beam.combiners.Count.PerElement()
+        assert_that(dead, equal_to([(f, n) for f, n in expected_dead if n]), label="D")
+        ids = res["interactions"] | "Ids" >> beam.Map(lambda x: x.element_id)
+        assert_that(ids | "All" >> beam.combiners.ToList(), lambda got: [unique(g) for g in got], label="U")
+        # every dead letter can be written as UTF-8
+        res["dead_letter"] | "Utf8" >> beam.Map(lambda x: json.dumps(x._asdict(), ensure_ascii=False).encode("utf-8"))
 
     _run(build)
 

@@ -3,6 +3,8 @@ in-memory and multi-process ×2, and independent of input order (shuffled input,
 
 Runs the main job with ``--metrics humanity,toxicity`` (one shared read) and the keyword group
 extractor, in Bayesian mode with a fixed seed. Runner options: see test_shard_invariance.py.
+The in-memory and multi-process runs are the keyword audit of tests/test_runners_integration.py
+(same argv, seed 7), run once per session through ``audit_once`` (tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from pipelines import audit
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-ARGS = ["--quiet", "--mode", "bayesian", "--seed", "11", "--mc-samples", "1000",
+ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
         "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
 IN_MEMORY = [f"--runner={FNAPI}"]
 MULTI_PROCESS = [f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -27,9 +29,14 @@ def _run(out: Path, *extra: str) -> tuple[dict, bytes]:
     return doc, (out / "results.json").read_bytes()
 
 
+def _shared(audit_once, *extra: str) -> tuple[dict, bytes]:
+    doc, out = audit_once([*ARGS, *extra])
+    return doc, (out / "results.json").read_bytes()
+
+
 @pytest.fixture(scope="module")
-def in_memory(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("tox-inmem"), *IN_MEMORY)
+def in_memory(audit_once):
+    return _shared(audit_once, *IN_MEMORY)
 
 
 def test_toxicity_runs_with_humanity_on_one_read(in_memory):
@@ -48,9 +55,9 @@ def test_toxicity_runs_with_humanity_on_one_read(in_memory):
 
 
 @pytest.mark.slow
-def test_toxicity_bit_identical_in_memory_vs_multi_process(in_memory, tmp_path):
+def test_toxicity_bit_identical_in_memory_vs_multi_process(in_memory, audit_once):
     _, bytes_a = in_memory
-    _, bytes_b = _run(tmp_path, *MULTI_PROCESS)
+    _, bytes_b = _shared(audit_once, *MULTI_PROCESS)
     assert bytes_a == bytes_b
 
 
