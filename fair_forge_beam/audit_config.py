@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys
+from fair_forge_beam.options import SLICE_DIMENSIONS, TEMPLATE_EXCLUDED, config_keys
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
 #: options whose local relative paths are taken relative to the config file's folder; options that
@@ -50,7 +50,6 @@ from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys
 #: from the declarations in :mod:`fair_forge_beam.options` (``TEMPLATE_EXCLUDED`` too)
 TOP_LEVEL, PATH_OPTIONS, NOT_IN_CONFIG = config_keys()
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off", ""}
-SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
 
 
 class ConfigError(ValueError):

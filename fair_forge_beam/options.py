@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "option", "add_arguments", "validate", "value",
-           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES"]
+           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES",
+           "SLICE_DIMENSIONS"]
+
+#: slice dimensions the main job aggregates (``--slices``; ``overall`` is always computed)
+SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
@@ -484,10 +488,10 @@ GROUPS: tuple[Group, ...] = (
                help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every attribute' "
                     "(repeatable; added to the config's gates)",
                template="repeatable; a template parameter holds one value: put gates in the --config file"),
-        Option("slices", default="overall,assistant_id,language", config_keys=("slices",),
+        Option("slices", default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
                help="comma-separated slice dimensions to aggregate: overall, assistant_id, language (overall is always "
                     "included)",
-               template=Template("Slices", "TEXT", "^(overall|assistant_id|language)(,(overall|assistant_id|language))*$",
+               template=Template("Slices", "TEXT", "^({0})(,({0}))*$".format("|".join(SLICE_DIMENSIONS)),
                                  "Comma-separated slice dimensions (overall, assistant_id, language; overall is always "
                                  "included). Example: overall,assistant_id")),
     )),

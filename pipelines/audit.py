@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
-import json
 import logging
-import os
 import sys
 import time
-from collections import Counter
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder  # noqa: F401
+from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names importable from here as before
+    OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder, write_launcher_reports)
 from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
     dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
 
@@ -218,18 +216,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     doc = read_results(out)  # the small results.json only: no record is read back here
     info = write_run_info(out, info)
-    written = [n for n in OUTPUT_FILES if n not in ("report.html", "comparison.json")]
-    if not args.no_report:
-        from fair_forge_beam.reports.html import write_report
-
-        write_report(out, compare_with=baseline, inconclusive_width=args.inconclusive_width, doc=doc, run_info=info)
-        written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
-    elif baseline is not None:
-        from fair_forge_beam.reports.compare import compare_runs
-
-        with FileSystems.create(f"{out}/comparison.json") as f:
-            f.write(json.dumps(compare_runs(doc, baseline), indent=2, ensure_ascii=False).encode("utf-8"))
-        written.append("comparison.json")
+    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 

@@ -1,4 +1,10 @@
-"""Metric names usable from the main job (``--metrics``) and how to build each transform."""
+"""Metric names usable from the main job (``--metrics``) and how to build each transform.
+
+Each builder takes the main job's options by ``dest`` and passes the metric constructor the
+arguments its options feed (:func:`fair_forge_beam.options.constructor_kwargs`: one declared
+default per option, none here). Each metric's per-interaction Parquet columns are derived from
+its pydantic result schema (:func:`fair_forge_beam.schemas.arrow.union_fields`).
+"""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -59,10 +65,12 @@ def _toxicity_fields() -> list[pa.Field]:
 
 
 def _judge_config(options: dict, metric: str) -> dict:
-    """The judge handler's arguments from the main job's ``--judge-*`` options.
+    """The judge handler's arguments from the main job's ``--judge-*`` options (the transport
+    arguments from :func:`fair_forge_beam.options.constructor_kwargs`, declared defaults included).
 
     Raises:
-        ValueError: no ``--judge-base-url`` / ``--judge-model`` (before any pipeline is built).
+        ValueError: no ``--judge-base-url`` / ``--judge-model``, or a ``--judge-timeout`` /
+            ``--judge-retries`` out of range (before any pipeline is built).
     """
     base_url, model = options.get("judge_base_url"), options.get("judge_model")
     if not base_url or not model:

@@ -1,11 +1,14 @@
 """The main job's ``--output`` folder: what a run writes there and how a reused folder is
 prepared (created if missing, this layout's and older layouts' outputs removed first, so a
-run's outputs never mix with a previous run's). Works on every Beam filesystem."""
+run's outputs never mix with a previous run's), and the files the launcher writes after a local
+run (report, comparison). Works on every Beam filesystem."""
 from __future__ import annotations
 
+import json
 import os
+from typing import Optional
 
-__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "prepare_output_folder"]
+__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "prepare_output_folder", "write_launcher_reports"]
 
 #: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
@@ -44,3 +47,30 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
     if stale:
         filesystems.delete(stale)
     return out
+
+
+def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
+                           inconclusive_width: float) -> list[str]:
+    """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
+    ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
+
+    Returns:
+        The names of the outputs now in ``out`` (for the summary's last line), in
+        :data:`OUTPUT_FILES` order.
+    """
+    written = [n for n in OUTPUT_FILES if n not in ("report.html", "comparison.json")]
+    if not no_report:
+        from fair_forge_beam.reports.html import write_report
+
+        write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info)
+        written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
+    elif baseline is not None:
+        from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+        from apache_beam.io.filesystems import FileSystems
+
+        from fair_forge_beam.reports.compare import compare_runs
+
+        with FileSystems.create(f"{out}/comparison.json") as f:
+            f.write(json.dumps(compare_runs(doc, baseline), indent=2, ensure_ascii=False).encode("utf-8"))
+        written.append("comparison.json")
+    return written
