@@ -27,7 +27,10 @@ answers of 12-60 words drawn fresh per answer (so per-text caches get no unreali
 a vocabulary of function words, NRC emotion words (as Humanity scores them), English HurtLex
 lemmas (``fair_forge_beam/data/hurtlex/hurtlex_EN.tsv``, HurtLex, CC BY-SA 4.0: see the NOTICE
 there) and group keywords (``fair_forge_beam/data/groups/group_keywords.json``, adapted from
-HolisticBias, CC BY-SA 4.0); a reference answer for a third of the interactions.
+HolisticBias, CC BY-SA 4.0); a reference answer for a third of the interactions. Word rates:
+20 % emotion words, 4 % HurtLex lemmas, 0.35 % group keywords — so about 12 % of the answers
+name a group (11 % of the answers of the shipped hh-rlhf slice do, by the keyword extractor),
+and only those are given to VADER.
 """
 from __future__ import annotations
 
@@ -81,7 +84,7 @@ def _sentence(rng: random.Random, lo: int, hi: int, hurt: list[str], keywords: l
             words.append(rng.choice(EMOTION_WORDS))
         elif u < 0.24:
             words.append(rng.choice(hurt))
-        elif u < 0.26:
+        elif u < 0.2435:
             words.append(rng.choice(keywords))
         else:
             words.append(rng.choice(FUNCTION_WORDS))
