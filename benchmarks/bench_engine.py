@@ -11,8 +11,10 @@ Beam options after ``--`` say otherwise):
     --mode frequentist --no-report --quiet`` on the same file;
 (c) **bayesian** — the same with ``--mode bayesian``.
 
-It prints the absolute wall-clock seconds of each run and the two ratios of the issue:
-audit/floor (frequentist) and bayesian/frequentist. With ``--repeat R`` each of (a)-(c) runs R
+It prints the absolute wall-clock seconds of each run, its CPU seconds (this process and its
+finished children: on a machine shared with other jobs the wall clock follows the load, CPU time
+much less) and the two ratios of the issue, on both clocks: audit/floor (frequentist) and
+bayesian/frequentist. With ``--repeat R`` each of (a)-(c) runs R
 times, interleaved, and the ratios use the fastest run of each (the least disturbed by other
 processes on a shared machine); every single time is printed too.
 
@@ -27,12 +29,16 @@ answers of 12-60 words drawn fresh per answer (so per-text caches get no unreali
 a vocabulary of function words, NRC emotion words (as Humanity scores them), English HurtLex
 lemmas (``fair_forge_beam/data/hurtlex/hurtlex_EN.tsv``, HurtLex, CC BY-SA 4.0: see the NOTICE
 there) and group keywords (``fair_forge_beam/data/groups/group_keywords.json``, adapted from
-HolisticBias, CC BY-SA 4.0); a reference answer for a third of the interactions.
+HolisticBias, CC BY-SA 4.0); a reference answer for a third of the interactions. Word rates:
+20 % emotion words, 4 % HurtLex lemmas, 0.35 % group keywords — so about 12 % of the answers
+name a group (11 % of the answers of the shipped hh-rlhf slice do, by the keyword extractor),
+and only those are given to VADER.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import resource
 import importlib.resources
 import json
 import os
@@ -81,7 +87,7 @@ def _sentence(rng: random.Random, lo: int, hi: int, hurt: list[str], keywords: l
             words.append(rng.choice(EMOTION_WORDS))
         elif u < 0.24:
             words.append(rng.choice(hurt))
-        elif u < 0.26:
+        elif u < 0.2435:
             words.append(rng.choice(keywords))
         else:
             words.append(rng.choice(FUNCTION_WORDS))
@@ -113,6 +119,12 @@ def _explode(line: str):
     aid = rec["assistant_id"]
     for _ in rec["conversation"]:
         yield aid, 1
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children (worker processes)."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
 
 
 def run_floor(path: str, out: str, beam_args: list[str]) -> tuple[float, int]:
@@ -173,22 +185,29 @@ def main(argv=None) -> int:
     import fair_forge_beam.metrics.toxicity  # noqa: F401
 
     times: dict[str, list[float]] = {"floor": [], "frequentist": [], "bayesian": []}
+    cpu: dict[str, list[float]] = {k: [] for k in times}
     for r in range(args.repeat):
+        c0 = cpu_seconds()
         t, counted = run_floor(path, os.path.join(work, "floor_count.txt"), beam_args)
         if counted != args.n:
             raise SystemExit(f"floor counted {counted} interactions, expected {args.n}")
         times["floor"].append(t)
+        cpu["floor"].append(cpu_seconds() - c0)
         for mode in ("frequentist", "bayesian"):
+            c0 = cpu_seconds()
             times[mode].append(run_audit(path, mode, os.path.join(work, f"out_{mode}"), beam_args))
-        print(f"run {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+            cpu[mode].append(cpu_seconds() - c0)
+        print(f"run {r + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s ({cpu[k][-1]:.2f} CPU s)" for k in times), flush=True)
     best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
     print(f"n = {args.n} interactions, runner args {beam_args or '(FnApiRunner in-memory)'}, "
-          f"{args.repeat} run(s), fastest of each:")
-    print(f"  floor        {best['floor']:8.2f} s  ({args.n / best['floor']:,.0f} interactions/s)")
-    for mode in ("frequentist", "bayesian"):
-        print(f"  {mode:<12} {best[mode]:8.2f} s  ({args.n / best[mode]:,.0f} interactions/s)")
-    print(f"  audit / floor (frequentist): {best['frequentist'] / best['floor']:.2f}x")
-    print(f"  bayesian / frequentist:      {best['bayesian'] / best['frequentist']:.2f}x")
+          f"{args.repeat} run(s), fastest of each (wall clock; CPU seconds of this process and its children):")
+    for k in ("floor", "frequentist", "bayesian"):
+        print(f"  {k:<12} {best[k]:8.2f} s  ({args.n / best[k]:,.0f} interactions/s)  {best_cpu[k]:8.2f} CPU s")
+    print(f"  audit / floor (frequentist): {best['frequentist'] / best['floor']:.2f}x wall, "
+          f"{best_cpu['frequentist'] / best_cpu['floor']:.2f}x CPU")
+    print(f"  bayesian / frequentist:      {best['bayesian'] / best['frequentist']:.2f}x wall, "
+          f"{best_cpu['bayesian'] / best_cpu['frequentist']:.2f}x CPU")
     if not args.keep:
         import shutil
 

@@ -50,7 +50,6 @@ from fair_forge_beam.io.elements import (
     QualityWarning,
     dead_letter,
     make_element_id,
-    session_unit_key,
 )
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
@@ -315,7 +314,7 @@ class _ParseRecord(beam.DoFn):
                     )
                 ]
             return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time)]
-        key = session_unit_key(sb.metadata.session_id, sb.metadata.assistant_id)
+        key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         return [
             beam.pvalue.TaggedOutput(
@@ -366,7 +365,7 @@ class _ParseRecord(beam.DoFn):
             else:
                 # ranked with every other record of the same session (it may be split over
                 # records or files): no declared turn, then file, position, place in the record
-                key = session_unit_key(meta.session_id, meta.assistant_id)
+                key = (meta.session_id, meta.assistant_id)
                 order = (-1, *position_key, i)
                 yield beam.pvalue.TaggedOutput(
                     _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time)), len(conv), True))

@@ -8,8 +8,9 @@ Layout of ``--output`` (:data:`LAYOUT`):
   every runner and worker count. Its size grows with the number of slices, never with the
   number of sessions or interactions.
 * ``results.parquet/part-SSSSS-of-NNNNN.parquet`` — one row per scored interaction, all metrics
-  (union schema, nulls where a metric does not apply), written by Beam's ``WriteToParquet``
-  (pyarrow record batches). A folder of shards: ``pyarrow.parquet.read_table`` and
+  (union schema, nulls where a metric does not apply), built as Arrow tables of up to
+  :data:`PARQUET_BATCH_ROWS` rows and written by Beam's ``WriteToParquetBatched`` (one row
+  group per table). A folder of shards: ``pyarrow.parquet.read_table`` and
   ``pandas.read_parquet`` read the folder as one table.
 * ``sessions/<metric>/part-SSSSS-of-NNNNN.parquet`` — one row per session (or BestOf block):
   ``session_id``, ``assistant_id``, ``n_interactions`` and ``record``, the session aggregate as a
@@ -25,6 +26,7 @@ does not grow with sessions, interactions or dead letters (DESIGN.md §7).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter
@@ -75,27 +77,73 @@ def _field(rec, name: str):
     return getattr(rec, name, None)
 
 
-def _parquet_row(names):
-    """Row of the union schema: column ``n`` is the record's key ``n``, or, for a column
-    ``<metric>_<key>``, the record's ``<key>`` (metric records keep their upstream field names)."""
+#: rows per Arrow table handed to the Parquet writer (one row group each)
+PARQUET_BATCH_ROWS = 10_000
 
-    def fn(rec):
-        prefix = f"{rec.get('metric')}_"
-        row = {n: rec[n] if n in rec else (rec.get(n[len(prefix):]) if n.startswith(prefix) else None) for n in names}
-        return scrub_known(row)  # defence at the writer: API-key values masked
+
+def _column_source(names, metric) -> list:
+    """Per column of the union schema, the record key(s) a record of ``metric`` fills it from:
+    column ``n`` is the record's key ``n``, or, for a column ``<metric>_<key>``, the record's
+    ``<key>`` (metric records keep their upstream field names)."""
+    prefix = f"{metric}_"
+    return [(n, n[len(prefix):] if n.startswith(prefix) else None) for n in names]
+
+
+def _parquet_table(schema: pa.Schema):
+    """A batch of per-interaction records (dicts) -> one ``pa.Table`` of the union ``schema``,
+    built column by column (nulls where a metric has no such field); string values with an
+    API-key value are masked (:func:`scrub_known`: defence at the writer)."""
+    names, types = schema.names, schema.types
+
+    def fn(recs) -> pa.Table:
+        cols = [[] for _ in names]
+        sources: dict = {}
+        for metric, run in itertools.groupby(recs, key=lambda r: r.get("metric")):  # runs keep the row order
+            group = list(run)
+            if metric not in sources:
+                sources[metric] = _column_source(names, metric)
+            for col, (n, alt) in zip(cols, sources[metric]):
+                if alt is None:
+                    col.extend([r[n] if n in r else None for r in group])
+                else:
+                    col.extend([r[n] if n in r else r.get(alt) for r in group])
+        arrays = [pa.array(scrub_known(c), type=t) for c, t in zip(cols, types)]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
 
 
-def _session_row(name: str):
-    def fn(rec) -> dict:
-        n = rec.get("n_interactions")
-        return {"metric": name, "session_id": None if rec.get("session_id") is None else str(rec["session_id"]),
-                "assistant_id": None if rec.get("assistant_id") is None else str(rec["assistant_id"]),
-                "n_interactions": int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None,
-                "record": to_json_line(rec)}
+def _session_table(name: str):
+    """A batch of session records (dicts) -> one ``pa.Table`` of :data:`SESSION_SCHEMA`
+    (``record``: the whole record as one JSON line, :func:`to_json_line`)."""
+
+    def n_of(n):
+        return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None
+
+    def fn(recs) -> pa.Table:
+        cols = [
+            [name] * len(recs),
+            [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
+            [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
+            [n_of(r.get("n_interactions")) for r in recs],
+            [to_json_line(r) for r in recs],
+        ]
+        arrays = [pa.array(scrub_known(c), type=t) for c, t in zip(cols, SESSION_SCHEMA.types)]
+        return pa.Table.from_arrays(arrays, schema=SESSION_SCHEMA)
 
     return fn
+
+
+def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema):
+    """``pcoll`` of records -> Parquet shards ``prefix-SSSSS-of-NNNNN.parquet``, written as Arrow
+    tables of up to :data:`PARQUET_BATCH_ROWS` rows (``BatchElements`` + ``WriteToParquetBatched``),
+    never row by row."""
+    return (
+        pcoll
+        | f"{label}Batch" >> beam.BatchElements(min_batch_size=PARQUET_BATCH_ROWS, max_batch_size=PARQUET_BATCH_ROWS)
+        | f"{label}Table" >> beam.Map(to_table)
+        | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
+    )
 
 
 def results_config(metrics, mode, inputs) -> dict:
@@ -128,7 +176,8 @@ class ResultsDocFn(beam.CombineFn):
     """Combines the small parts of a run into the ``results.json`` document.
 
     Input elements are tagged tuples ``(kind, key, value)``:
-    ``("read", None, 1)`` per interaction read; ``("dead", (stage, reason kind), 1)`` per dead
+    ``("read", None, n)`` with the number of interactions read (one element, or one per input
+    part: counts add up); ``("dead", (stage, reason kind), 1)`` per dead
     letter; ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
     session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
     (plain JSON values). The accumulator holds integer counters and the slice records only, so
@@ -225,10 +274,6 @@ def results_json_bytes(doc: dict) -> bytes:
     return scrub_known(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8")
 
 
-def _tag(kind: str, key=None):
-    return lambda _: (kind, key, 1)
-
-
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
                   static: dict) -> None:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
@@ -259,26 +304,18 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         | "QualityJson" >> beam.Map(to_json_line)
         | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality/part", file_name_suffix=".jsonl")
     )
-    names = parquet_schema.names
-    (
-        tuple(r["interactions"] for r in results.values())
-        | "FlattenInteractionRows" >> beam.Flatten()
-        | "ParquetRows" >> beam.Map(_parquet_row(names))
-        | "WriteParquet" >> beam.io.WriteToParquet(f"{out}/results.parquet/part", parquet_schema,
-                                                   file_name_suffix=".parquet")
-    )
+    _write_parquet(tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
+                   "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema)
     parts = [
-        read["interactions"] | "TagRead" >> beam.Map(_tag("read")),
+        # one count per run, not one tagged element per interaction through the results combine
+        read["interactions"] | "CountRead" >> beam.combiners.Count.Globally() | "TagRead" >> beam.Map(
+            lambda n: ("read", None, n)),
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
     ]
     for name, r in results.items():
-        (
-            r["sessions"]
-            | f"SessionRows_{name}" >> beam.Map(_session_row(name))
-            | f"WriteSessions_{name}" >> beam.io.WriteToParquet(f"{out}/sessions/{name}/part", SESSION_SCHEMA,
-                                                                file_name_suffix=".parquet")
-        )
+        _write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name), f"{out}/sessions/{name}/part",
+                       SESSION_SCHEMA)
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(

@@ -1,0 +1,81 @@
+"""Parquet outputs written as Arrow tables (issue 14 item 4), not row by row.
+
+* :func:`_parquet_table` maps a batch of per-interaction records of several metrics onto the
+  union schema exactly as the former row-by-row mapping did (the reference below): the record's
+  own key, else ``<metric>_<key>``'s ``<key>``, else null; rows keep their order; API-key values
+  are masked.
+* The pipeline writes each Parquet shard as tables of at most ``PARQUET_BATCH_ROWS`` rows:
+  a run with more rows than one batch gives several row groups of that size and the same rows.
+"""
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.testing.test_pipeline import TestPipeline
+
+from fair_forge_beam.reports import results
+from fair_forge_beam.runner import to_json_line
+
+FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+SCHEMA = pa.schema([
+    ("metric", pa.string()), ("element_id", pa.string()), ("turn_index", pa.int64()),
+    ("humanity_joy", pa.float64()), ("toxicity_is_toxic", pa.bool_()), ("toxicity_matched", pa.list_(pa.string())),
+    ("shared", pa.string()),
+])
+
+
+def _reference_row(rec: dict) -> dict:
+    """The former per-row mapping (reports/results.py before the batched writer)."""
+    prefix = f"{rec.get('metric')}_"
+    return {n: rec[n] if n in rec else (rec.get(n[len(prefix):]) if n.startswith(prefix) else None) for n in SCHEMA.names}
+
+
+RECORDS = [
+    {"metric": "humanity", "element_id": "s/a/0", "turn_index": 0, "joy": 0.25, "is_toxic": True},
+    {"metric": "toxicity", "element_id": "s/a/0", "turn_index": 0, "is_toxic": False, "matched": ["x", "y"]},
+    {"metric": "toxicity", "element_id": "s/a/1", "turn_index": 1, "is_toxic": True, "matched": [],
+     "toxicity_is_toxic": False, "shared": "key sk-test-0123456789 here"},
+    {"metric": "humanity", "element_id": "s/a/1", "turn_index": 1, "humanity_joy": 0.5, "joy": 9.0},
+    {"metric": "humanity", "element_id": "s/b/0"},
+    {"element_id": "no-metric", "turn_index": 3, "None_shared": "n"},
+]
+
+
+def test_batch_table_equals_the_row_by_row_mapping(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")  # always a scrubbed variable
+    table = results._parquet_table(SCHEMA)(RECORDS)
+    assert table.schema == SCHEMA
+    expected = [_reference_row(r) for r in RECORDS]
+    expected[2]["shared"] = "key *** here"
+    assert table.to_pylist() == expected
+
+
+def test_session_table_rows():
+    recs = [{"session_id": "s1", "assistant_id": 7, "n_interactions": 3, "x": [1.5, None]},
+            {"session_id": None, "n_interactions": True}, {"session_id": "s3", "n_interactions": 2.0}]
+    table = results._session_table("toxicity")(recs)
+    assert table.schema == results.SESSION_SCHEMA
+    assert table.to_pylist() == [
+        {"metric": "toxicity", "session_id": "s1", "assistant_id": "7", "n_interactions": 3, "record": to_json_line(recs[0])},
+        {"metric": "toxicity", "session_id": None, "assistant_id": None, "n_interactions": None, "record": to_json_line(recs[1])},
+        {"metric": "toxicity", "session_id": "s3", "assistant_id": None, "n_interactions": 2, "record": to_json_line(recs[2])},
+    ]
+
+
+def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "PARQUET_BATCH_ROWS", 40)
+    n = 100
+    recs = [{"metric": "humanity" if i % 3 else "toxicity", "element_id": f"e{i}", "turn_index": i, "joy": i / 4,
+             "is_toxic": bool(i % 2), "matched": [str(i)]} for i in range(n)]
+    with TestPipeline(runner=FNAPI) as p:
+        results._write_parquet(p | beam.Create(recs), "T", results._parquet_table(SCHEMA), str(tmp_path / "part"), SCHEMA)
+    files = sorted(tmp_path.glob("part-*.parquet"))
+    assert files
+    groups = [pq.ParquetFile(f).metadata.row_group(i).num_rows for f in files for i in range(pq.ParquetFile(f).num_row_groups)]
+    assert sum(groups) == n and max(groups) == 40, groups
+    rows = pq.read_table([str(f) for f in files]).to_pylist() if len(files) > 1 else pq.read_table(files[0]).to_pylist()
+    key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, rows)) == sorted(key(_reference_row(r)) for r in recs)
