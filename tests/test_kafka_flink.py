@@ -274,6 +274,164 @@ def test_streaming_audit_on_flink(stack, tmp_path):
     assert panes == {"ON_TIME"}
 
 
+
+def _one_turn(rec: dict) -> dict:
+    """``rec`` with its first turn only: a session then lies in one pane, so ``n_sessions`` of an
+    accumulated pane equals the bounded run's (see :mod:`fair_forge_beam.streaming.windows`)."""
+    return {**rec, "conversation": rec["conversation"][:1]}
+
+
+def _produce_to(broker, topic: str, values: list[tuple[bytes, int, int]]) -> list:
+    """Send ``(value, timestamp ms, partition)`` triples; the acknowledgements, in order."""
+    producer = broker.producer(linger_ms=5)
+    try:
+        futures = [producer.send(topic, value, timestamp_ms=ts, partition=part) for value, ts, part in values]
+        producer.flush(timeout=60)
+        return [f.get(timeout=60) for f in futures]
+    finally:
+        producer.close()
+
+
+def _panes(out: Path, start: float) -> list[dict]:
+    """The ``overall`` slice record of every pane of the window starting at ``start``, by pane index."""
+    if not (out / "windows").is_dir():
+        return []
+    recs = [r for r in read_windowed(str(out), "slices") if r["window_start_s"] == start and r["slice"] == "overall"]
+    return sorted(recs, key=lambda r: r["pane"]["index"])
+
+
+PANE_WINDOW_S, LATENESS_S = 20, 60
+
+
+def test_early_on_time_late_panes_on_flink(stack, tmp_path):
+    """Early, on-time and late panes of a streaming audit on Flink: ``--window fixed:20s
+    --early-firing 1s --allowed-lateness 60s --kafka-event-time message``.
+
+    How event time moves (KafkaIO 2.70's create-time policy, ``CustomTimestampPolicyWithLimitedDelay``,
+    read through ``use_deprecated_read``): a partition's watermark is the highest message
+    timestamp read so far, except that it is capped at the wall clock (messages stamped in the
+    future do not move it past "now") and that, once the partition is caught up (no backlog),
+    it advances to the wall clock. A partition that never received a message holds the
+    watermark back. So the watermark cannot be driven past the wall clock by message
+    timestamps; this test sends every message to an explicit partition (both partitions get
+    messages from the start), stamps late messages inside an already closed window, and uses the
+    panes written on disk, never sleeps, as the evidence that the watermark passed a point.
+    Window W = [t0, t0 + 20 s):
+
+    1. 6 sessions stamped "now" at W's start → an EARLY pane of W (watermark before W's end);
+    2. W's ON_TIME pane (6 interactions) once the watermark passes W's end;
+    3. at once, 3 sessions stamped inside W (the watermark is past W's end, but less than 60 s
+       past: checked against the wall clock, the test fails if the machine was too slow) → a
+       LATE pane with 9 interactions (accumulating: on-time 6 + late 3);
+    4. one session stamped "now" in the first window V starting at or after W's end + 60 s; V's
+       ON_TIME pane shows the watermark passed W's end + 60 s at every stage: W has expired;
+    5. 2 sessions stamped inside W: too late. The runner's ``GroupByKey`` drops them: that is
+       the pipeline's contract today (:mod:`fair_forge_beam.streaming.windows`: elements later
+       than the allowed lateness are dropped by Beam); they are neither dead-lettered nor
+       counted in any output (Beam's ``droppedDueToLateness`` counter was not among the job's
+       metrics in Flink's REST API when this test was written);
+    6. one more session stamped "now" in a later window U; once U's ON_TIME pane is written, W
+       has received no further pane: the too-late sessions are in no pane.
+
+    The final pane of W, V and U equals the in-memory bounded windowed run over the records they
+    accepted (on-time, late and the two later sessions; not the too-late ones).
+    """
+    topic = "panes"
+    stack.broker.create_topic(topic, partitions=2)
+    out = tmp_path / "panes"
+    log = tmp_path / "panes.log"
+    size = PANE_WINDOW_S
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    cmd = [sys.executable, "-m", "pipelines.audit", *AUDIT, "--window", f"fixed:{size}s",
+           "--early-firing", "1s", "--allowed-lateness", f"{LATENESS_S}s",
+           "--kafka-bootstrap-servers", stack.broker.bootstrap, "--kafka-topic", topic,
+           "--kafka-expansion-service", stack.expansion.address, "--kafka-event-time", "message",
+           "--output", str(out), *stack.cluster.runner_args()]
+    pool = [_one_turn(r) for r in _sessions(440, 15)]
+    accepted: list[dict] = []
+
+    def send(times: list[float], partitions: list[int], keep: bool = True) -> None:
+        values = []
+        for ts, part in zip(times, partitions):
+            r = dict(pool.pop(0), timestamp=ts)
+            if keep:
+                accepted.append(r)
+            values.append((json.dumps(r).encode(), int(round(ts * 1000)), part))
+        _produce_to(stack.broker, topic, values)
+
+    def wait(pred, what):
+        return _wait_for(pred, 300, what, proc, log, stack.cluster)
+
+    def on_time(start):
+        return [p for p in _panes(out, start) if p["pane"]["timing"] == "ON_TIME"]
+
+    def window_start_ahead(after: float, room: float = 3.0) -> float:
+        """Wait for the first window starting at or after ``after`` (+0.5 s); its start."""
+        start = -(-after // size) * size
+        while time.time() < start + 0.5:
+            time.sleep(0.1)
+        assert time.time() < start + size - room, "missed the window's start"
+        return start
+
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        wait(lambda: kf.running_flink_jobs(stack.cluster.rest_url), "the job to be submitted")
+        wait(lambda: _job_running(stack.cluster.rest_url), "the job's tasks to run")
+        # 1. on time, at W's start: an early pane
+        t0 = window_start_ahead(time.time())
+        send([time.time()] * 6, [0, 1, 0, 1, 0, 1])
+        first = wait(lambda: _panes(out, t0), "a first pane of W")
+        assert first[0]["pane"]["timing"] == "EARLY", first[0]["pane"]
+        # 2. the on-time pane
+        wait(lambda: on_time(t0), "W's on-time pane")
+        # 3. late, within the allowed lateness
+        lag = time.time() - (t0 + size)
+        assert lag < LATENESS_S - 15, f"W's on-time pane came {lag:.0f} s after its end: too slow to test lateness"
+        send([t0 + 5, t0 + 10, t0 + 15], [0, 1, 0])
+        wait(lambda: [p for p in _panes(out, t0) if p["pane"]["timing"] == "LATE" and p["n_interactions"] == 9],
+             "a late pane of W with the 3 late sessions")
+        # 4. the watermark passes W's end + allowed lateness at every stage
+        v = window_start_ahead(t0 + size + LATENESS_S)
+        send([time.time()] * 2, [0, 1])
+        wait(lambda: on_time(v), "V's on-time pane")
+        # 5. too late for W; 6. then a later window U closes behind them
+        send([t0 + 4, t0 + 8], [0, 1], keep=False)
+        u = window_start_ahead(time.time())
+        send([time.time()] * 2, [0, 1])
+        wait(lambda: on_time(u), "U's on-time pane")
+        time.sleep(3)  # a moment for any further pane of W
+        panes_w = _panes(out, t0)
+        all_panes = read_windowed(str(out), "slices")
+    finally:
+        cancelled = kf.cancel_flink_jobs(stack.cluster.rest_url)
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert cancelled, "the streaming job was not running at cleanup"
+    print(f"\npanes of W on Flink: {[(p['pane']['timing'], p['n_interactions']) for p in panes_w]}; "
+          f"late sessions sent {lag:.1f} s after W's end")
+    timings = [p["pane"]["timing"] for p in panes_w]
+    assert timings[0] == "EARLY" and timings.count("ON_TIME") == 1 and timings[-1] == "LATE", timings
+    assert [p["pane"]["index"] for p in panes_w] == list(range(len(panes_w)))
+    at = timings.index("ON_TIME")
+    assert set(timings[:at]) == {"EARLY"} and all(p["n_interactions"] <= 6 for p in panes_w[:at])
+    assert panes_w[at]["n_interactions"] == 6
+    late = panes_w[at + 1:]
+    assert late and set(p["pane"]["timing"] for p in late) == {"LATE"}
+    counts = [p["n_interactions"] for p in late]
+    assert counts == sorted(counts) and 6 < counts[0]  # accumulating
+    assert counts[-1] == 9, "the too-late sessions must not reach any pane"
+    assert late[-1]["pane"]["is_last"]  # W expired (watermark past its end + allowed lateness)
+    assert all(r["pane"]["timing"] in ("EARLY", "ON_TIME") for r in all_panes if r["window_start_s"] != t0)
+    got = _final_panes(all_panes)
+    ref = _final_panes(_reference(tmp_path, accepted, f"fixed:{size}s"))
+    assert {k[1] for k in ref} == {t0, v, u}
+    assert got == ref
+
 def _job_running(rest_url: str) -> bool:
     """Whether every task of the cluster's running job is RUNNING (Flink REST)."""
     ids = kf.running_flink_jobs(rest_url)

@@ -190,6 +190,48 @@ def test_teststream_panes_early_on_time_late(tmp_path):
     assert rate["n"] == 4 and rate["ci_low"] < rate["mean"] < rate["ci_high"]  # a credible interval per window
 
 
+
+@pytest.mark.parametrize("spec, portable", [("fixed:1m", True), ("sliding:1m,30s", False), ("session:1m", False)])
+def test_accumulating_windowing_portability(spec, portable):
+    """The final combine's re-windowing (early/late panes) of fixed windows is a standard
+    ``FixedWindows`` (Flink's runner rejects pickled Python WindowFns: "Unknown or unsupported
+    WindowFn: beam:window_fn:pickled_python:v1"); sliding and session windows still use the
+    pickled KeepWindows / KeepMergingWindows (in-memory and Prism only, as documented); the
+    latter was sent as "session windows, 1 s gap", and a bounded run with allowed lateness then
+    cut every session into 1 s windows (see test_session_windows_with_lateness_keep_sessions)."""
+    from apache_beam.runners import pipeline_context
+    from apache_beam.transforms.core import Windowing
+
+    from fair_forge_beam.streaming.windows import accumulating_windowing
+
+    ws = WindowSpec.parse(spec, "30s", "10m")
+    from apache_beam.transforms.trigger import AccumulationMode
+
+    windowing = Windowing(ws.window_fn(), triggerfn=ws.trigger(), accumulation_mode=AccumulationMode.DISCARDING,
+                          allowed_lateness=ws.allowed_lateness)
+    fn = accumulating_windowing(windowing).windowing.windowfn
+    urn = fn.to_runner_api(pipeline_context.PipelineContext()).urn
+    assert (urn != "beam:window_fn:pickled_python:v1") is portable, urn
+    if portable:
+        assert fn == ws.window_fn()
+
+
+def test_session_windows_with_lateness_keep_sessions(tmp_path):
+    """Session windows with ``--allowed-lateness`` (the accumulating final combine) give the
+    same sessions and counts as without: 10 interactions 3 s apart, gap 4 s → one session."""
+    from pipelines import audit
+
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, [_flat(f"s{i}", 0, TEXTS["s1", 0], 1767225600 + 3 * i) for i in range(10)])
+    got = {}
+    for extra in ([], ["--allowed-lateness", "10m"]):
+        doc = audit.run(["--quiet", "--metrics", "toxicity", "--input", str(data), "--window", "session:4s", *extra,
+                         "--output", str(tmp_path / f"out{len(extra)}"), f"--runner={FNAPI}"])
+        got[len(extra)] = [(r["window_start_s"], r["window_end_s"], r["n_interactions"], r["pane"]["timing"])
+                           for r in doc["slices"] if r["slice"] == "overall"]
+    assert got[0] == [(1767225600.0, 1767225631.0, 10, "ON_TIME")]
+    assert {g[:3] for g in got[2]} == {got[0][0][:3]}, got[2]  # every pane: the whole session
+
 # ------------------------------------------------------------------ main job, bounded input
 def _write_jsonl(path, records):
     with open(path, "w", encoding="utf-8") as f:

@@ -21,8 +21,12 @@ last combine before the estimator — :class:`~fair_forge_beam.metrics.base.Comb
 slice merge — is re-windowed in **accumulating** mode (:func:`accumulating_windowing`): each
 slice record then describes everything the window has received so far (an early pane the part
 seen until then, the on-time pane the whole window, each late pane the window updated with
-its late elements). The windows themselves are kept (:class:`KeepWindows`; for session windows
-a late element that widens a session merges with the earlier panes of that session).
+its late elements). The windows themselves are kept: fixed windows by their own
+``FixedWindows`` (a standard WindowFn, so this runs on Flink too), sliding and session windows
+by :class:`KeepWindows` / :class:`KeepMergingWindows` (for session windows a late element that
+widens a session merges with the earlier panes of that session), pickled Python WindowFns that
+Beam's Java runners reject — sliding and session windows with early or late panes run on the
+in-memory and Prism runners only.
 
 Consequence for session-level records: a conversation's turns that arrive in different panes
 are grouped in different panes; the slice's interaction counts and means add up exactly, but
@@ -191,6 +195,11 @@ class KeepMergingWindows(_window.Sessions):
     def assign(self, context):
         return [context.window]
 
+    # Pickled, as every custom WindowFn: inherited from Sessions, the pipeline proto would say
+    # "session windows with a 1 s gap", and portable runners (the in-memory FnApiRunner too)
+    # would re-assign each element to [t, t + 1 s) instead of keeping its session.
+    to_runner_api_parameter = _window.WindowFn.to_runner_api_parameter
+
     def __eq__(self, other):
         return type(self) is type(other)
 
@@ -245,11 +254,25 @@ def needs_accumulating_merge(windowing: Windowing) -> bool:
 def accumulating_windowing(windowing: Windowing) -> beam.WindowInto:
     """The ``WindowInto`` of the final combine: same windows, accumulating, one pane per
     upstream pane (early: per arrival before the watermark; on time; late: per late arrival).
+    Fixed windows keep their own ``FixedWindows`` (runs on every runner, Flink included);
+    sliding and session windows are kept by :class:`KeepWindows` / :class:`KeepMergingWindows`,
+    pickled Python WindowFns that Beam's Java runners (Flink) reject: with ``--early-firing`` or
+    ``--allowed-lateness``, sliding and session windows run on the in-memory and Prism runners only.
     (Keyword arguments, not a ``Windowing``: ``WindowInto(Windowing)`` drops the allowed
     lateness in Beam 2.77.)"""
-    merging = windowing.windowfn.is_merging()
+    fn = windowing.windowfn
+    if isinstance(fn, _window.FixedWindows):
+        # Fixed windows are re-assigned with the same WindowFn: an element's timestamp (its
+        # window's end of window after the upstream combine) lies in its window, so it keeps it,
+        # and the windowing strategy stays a standard one that Java runners (Flink) can read.
+        kept = fn
+    else:
+        # KeepWindows/KeepMergingWindows are pickled Python WindowFns: the in-memory and Prism
+        # runners run them; Flink's runner cannot ("Unknown or unsupported WindowFn:
+        # beam:window_fn:pickled_python:v1").
+        kept = KeepMergingWindows() if fn.is_merging() else KeepWindows()
     return beam.WindowInto(
-        KeepMergingWindows() if merging else KeepWindows(),
+        kept,
         trigger=_trigger.AfterWatermark(early=_trigger.AfterCount(1), late=_trigger.AfterCount(1)),
         accumulation_mode=_trigger.AccumulationMode.ACCUMULATING,
         allowed_lateness=windowing.allowed_lateness,
