@@ -181,26 +181,6 @@ class PairCombineFn(beam.CombineFn):
         return [None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
 
 
-class _ListFn(beam.CombineFn):
-    """Values as a list (lifted: values of one bundle pre-combine before the shuffle)."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
 class FusedCombineFn(beam.CombineFn):
     """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per
     slot (``None`` until the slot received a value), output the slots' outputs (``None`` for
@@ -394,7 +374,7 @@ class Engine(beam.PTransform):
         if session_inputs:
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
-            fused = FusedCombineFn([s.session_combine or _ListFn() for s in specs])
+            fused = FusedCombineFn([s.session_combine or beam.combiners.ToListCombineFn() for s in specs])
             session_parts = (
                 flat
                 | "CombineSessions" >> combine_per_key(fused, flat)
