@@ -3,7 +3,8 @@
 A metric is a :class:`MetricSpec` (after TFMA's metrics evaluator, where each metric declares
 its computations and the evaluator derives one combiner per slice for all of them):
 
-* ``scorer`` — a ``DoFn`` from one ``Interaction`` (or, with ``batch_size``, a list of them) to
+* ``scorer`` — a ``DoFn`` (or a ``PTransform`` such as ``RunInference`` with its parsing, see
+  :class:`MetricSpec`) from one ``Interaction`` (or, with ``batch_size``, a list of them) to
   score tuples; what it cannot score it yields as ``TaggedOutput("dead_letter", …)``, data
   warnings as ``TaggedOutput("quality", …)``, anything for an auxiliary stage as
   ``TaggedOutput("aux", …)``. A score tuple carries ``session_id``, ``assistant_id`` and
@@ -100,7 +101,9 @@ class MetricSpec:
 
     Attributes:
         name: metric name (``"humanity"``); tags and labels of its part of the graph.
-        scorer: ``DoFn`` producing score tuples (see the module docstring).
+        scorer: ``DoFn`` producing score tuples (see the module docstring), or a ``PTransform``
+            (``RunInference`` with a model handler and its parsing) from interactions to a dict
+            ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection]}``.
         interaction_record: score → per-interaction record dict.
         session_value: score → what it adds to its session (``None``: the metric has no sessions).
         session_reducer: :class:`SessionReducer`.
@@ -181,26 +184,6 @@ class PairCombineFn(beam.CombineFn):
         return [None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
 
 
-class _ListFn(beam.CombineFn):
-    """Values as a list (lifted: values of one bundle pre-combine before the shuffle)."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
 class FusedCombineFn(beam.CombineFn):
     """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per
     slot (``None`` until the slot received a value), output the slots' outputs (``None`` for
@@ -243,6 +226,10 @@ def _session_key(s) -> tuple:
     return (s.session_id, s.assistant_id, s.language)
 
 
+def _one(score):
+    return (score,)
+
+
 @beam.typehints.with_output_types(Any)
 class _ScoreAndRoute(beam.DoFn):
     """The metric's scorer, with each score routed in the same step: its interaction record
@@ -254,16 +241,20 @@ class _ScoreAndRoute(beam.DoFn):
         self.spec, self.slot = spec, slot
 
     def setup(self):
-        self.spec.scorer.setup()
+        scorer = self.spec.scorer
+        self._score = scorer.process if isinstance(scorer, beam.DoFn) else _one
+        if isinstance(scorer, beam.DoFn):
+            scorer.setup()
 
     def teardown(self):
-        self.spec.scorer.teardown()
+        if isinstance(self.spec.scorer, beam.DoFn):
+            self.spec.scorer.teardown()
 
     def process(self, element):
         spec, slot = self.spec, self.slot
         record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
         tagged = beam.pvalue.TaggedOutput
-        for out in spec.scorer.process(element) or ():
+        for out in self._score(element) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
@@ -376,14 +367,24 @@ class Engine(beam.PTransform):
             if spec.batch_size:
                 src = src | f"{n}/Batch" >> beam.BatchElements(
                     min_batch_size=min(64, spec.batch_size), max_batch_size=spec.batch_size)
-            scored = src | f"{n}/Score" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
+            extra_dead, extra_quality = [], []
+            if isinstance(spec.scorer, beam.PTransform):  # e.g. RunInference with a model handler + parsing
+                parts = src | f"{n}/Score" >> spec.scorer
+                src = parts["scores"]
+                extra_dead.append(parts["dead_letter"])
+                if "quality" in parts:
+                    extra_quality.append(parts["quality"])
+            route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
+            scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
             dead = scored[DEAD]
+            if extra_dead:
+                dead = (dead, *extra_dead) | f"{n}/FlattenScorerDead" >> beam.Flatten()
             if spec.aux is not None:
                 aux_out, aux_dead = spec.aux(scored[AUX])
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
-            out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY]]}
+            out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
             if spec.session_value is not None:
                 session_inputs.append(scored["sessions"])
             if spec.cell_value is not None:
@@ -394,7 +395,7 @@ class Engine(beam.PTransform):
         if session_inputs:
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
-            fused = FusedCombineFn([s.session_combine or _ListFn() for s in specs])
+            fused = FusedCombineFn([s.session_combine or beam.combiners.ToListCombineFn() for s in specs])
             session_parts = (
                 flat
                 | "CombineSessions" >> combine_per_key(fused, flat)

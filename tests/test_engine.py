@@ -101,6 +101,27 @@ def test_sessions_keyed_by_tuple_and_ordered_by_the_declared_order_never_arrival
                     equal_to([make_element_id("s2", "b", 1)]), label="dead")
 
 
+class _ScoreTransform(beam.PTransform):
+    """A scorer given as a PTransform (the shape of RunInference + parsing)."""
+
+    def expand(self, interactions):
+        parts = interactions | beam.ParDo(_Score()).with_outputs("dead_letter", main="scores")
+        return {"scores": parts.scores, "dead_letter": parts.dead_letter}
+
+
+def test_a_ptransform_scorer_feeds_the_same_sessions_and_dead_letters(test_pipeline):
+    rows = INPUT + [_inter("s1", "a", 2, "two words"), _inter("s2", "b", 1, "bad")]
+    spec = MetricSpec(**{**_turn_spec("t", None).__dict__, "scorer": _ScoreTransform()})
+    with test_pipeline as p:
+        res = p | beam.Create(rows) | Engine([spec])
+        assert_that(res["t"]["sessions"], equal_to([
+            {"key": ("s1", "a", "english"), "turns": [0, 1, 2]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
+            label="sessions")
+        assert_that(res["t"]["dead_letter"] | beam.Map(lambda d: d["element_id"]),
+                    equal_to([make_element_id("s2", "b", 1)]), label="dead")
+        assert_that(res["t"]["interactions"], equal_to([x.element_id for x in rows[:-1]]), label="interactions")
+
+
 def _combines(pipeline) -> list[str]:
     proto = pipeline.to_runner_api()
     return sorted(t.unique_name for t in proto.components.transforms.values()
