@@ -83,20 +83,24 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """Broker, expansion service and Flink cluster, started once; teardown cancels the jobs,
-    stops all three and checks that none of their processes is left."""
+    """Broker, expansion service and Flink cluster, started once (the three at the same time:
+    they do not depend on each other until a job runs); teardown cancels the jobs, stops all
+    three and checks that none of their processes is left."""
+    from concurrent.futures import ThreadPoolExecutor
+
     _require()
     root = tmp_path_factory.mktemp("kafka-flink")
     parts = [kf.KafkaBroker(root / "broker"), kf.ExpansionService(root / "expansion"),
              kf.KafkaFlinkCluster(task_managers=2, workdir=root / "flink")]
-    started = []
-    try:
-        for part in parts:
-            started.append(part.start())
-    except (RuntimeError, FileNotFoundError) as e:
-        for part in reversed(started):
-            part.stop()
-        pytest.fail(f"the Kafka/Flink stack did not start: {e}")
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="kafka-stack") as pool:
+        starting = [pool.submit(part.start) for part in parts]
+    errors = [e for e in (f.exception() for f in starting) if e is not None]
+    if errors:
+        for part in reversed(parts):
+            part.stop()  # idempotent; a part whose start failed has stopped what it began
+        if all(isinstance(e, (RuntimeError, FileNotFoundError)) for e in errors):
+            pytest.fail("the Kafka/Flink stack did not start: " + "; ".join(map(str, errors)))
+        raise errors[0]
     broker, expansion, cluster = parts
     yield SimpleNamespace(broker=broker, expansion=expansion, cluster=cluster)
     pids = [p.pid for p in broker.procs + expansion.procs] + list(cluster.pids)
