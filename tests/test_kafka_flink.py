@@ -17,6 +17,10 @@ as JSON values, written by kafka-python; the audit is the main job
   appears in its window's results, then a second batch (200), produced after the first window's
   results were written, appears in a later window; the final pane of each window equals the in-memory run
   over the same records. The job is cancelled through Flink's REST API.
+* panes: a streaming job with ``--early-firing 1s --allowed-lateness 60s`` (fixed 20 s windows)
+  writes early, on-time and late (accumulating) panes of a window; messages beyond the allowed
+  lateness reach no pane; the final panes equal the in-memory run over the accepted records
+  (:func:`test_early_on_time_late_panes_on_flink` says how event time is driven).
 
 Printed (``-s``): throughput of the bounded read (messages/s, whole job, start-up included) and
 the latency of each streamed window (window end → its results on disk; first message → results).
@@ -276,7 +280,6 @@ def test_streaming_audit_on_flink(stack, tmp_path):
     assert got == ref
     panes = {r["pane"]["timing"] for r in read_windowed(str(out), "slices")}
     assert panes == {"ON_TIME"}
-
 
 
 def _one_turn(rec: dict) -> dict:

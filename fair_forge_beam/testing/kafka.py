@@ -14,7 +14,8 @@ Built from the artifacts ``.ci/get_kafka.sh`` caches next to the runners of
   :class:`ExpansionService` starts it with ``--defaultEnvironmentType=EMBEDDED
   --experiments=use_deprecated_read``: KafkaIO then runs inside the Flink TaskManager JVMs (no
   Docker, no Java boot binary), and unbounded reads advance the watermark (without
-  ``use_deprecated_read`` records arrive but no window fires).
+  ``use_deprecated_read`` no window fired and no message reached the first ``GroupByKey``:
+  ``benchmarks/bench_kafka_flink.py --probe-watermark``).
 * :class:`KafkaFlinkCluster` — :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` whose
   job server runs on the expansion service's classpath, with 1 GB of metaspace per TaskManager
   (each Kafka job loads ~200 jars into a new class loader; with Flink's default a TaskManager
