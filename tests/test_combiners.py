@@ -701,3 +701,42 @@ def test_slice_bootstrap_path_reads_both_statistics():
         assert all(e.ci_low is None and e.ci_high is None and e.mean is not None
                    for e in slice_bootstrap_means(single, bayes, "ns"))
         assert bootstrap_resampling(single, bayes) == SINGLE_SESSION_NOTE
+
+
+# ---------------------------------------------- Toxicity's counts and clustering's sample keys (issue 14 item 2)
+@settings(max_examples=60)
+@given(items=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 500),
+                                st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 4)), max_size=3)),
+                      max_size=40), data=st.data())
+def test_token_counts_any_merge_order(items, data):
+    items = [(t, n, tuple(c)) for t, n, c in items]
+    toxic, total, cats = _merged_output(C.TokenCountsCombineFn(), data, items)
+    assert (toxic, total) == (sum(t for t, _, _ in items), sum(n for _, n, _ in items))
+    want = {}
+    for _, _, cs in items:
+        for c, n in cs:
+            want[c] = want.get(c, 0) + n
+    assert cats == want
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 4), max_size=3, unique=True).map(tuple)),
+                      max_size=40), data=st.data())
+def test_session_group_counts_any_merge_order(items, data):
+    n, n_toxic, mentions = _merged_output(C.SessionGroupCountsCombineFn(), data, items)
+    assert (n, n_toxic) == (len(items), sum(t for t, _ in items))
+    assert mentions == {g: sum(g in gs for _, gs in items) for g in {g for _, gs in items for g in gs}}
+
+
+@settings(max_examples=60)
+@given(items=st.lists(st.integers(0, 2**64 - 1), max_size=60), cap=st.integers(1, 9), data=st.data())
+def test_count_and_smallest_any_merge_order(items, cap, data):
+    fn = C.CountAndSmallestCombineFn(cap)
+    n, threshold = _merged_output(fn, data, items)
+    assert n == len(items)
+    assert threshold == (sorted(items)[min(cap, len(items)) - 1] if items else None)
+
+
+def test_count_and_smallest_rejects_a_cap_below_one():
+    with pytest.raises(ValueError):
+        C.CountAndSmallestCombineFn(0)

@@ -48,6 +48,8 @@ slice with ``n = 0`` and ``None`` estimates.
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 from typing import Any, Mapping, Optional, Sequence
@@ -312,9 +314,9 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     n_sessions = sum(conv.values())
     if single_session(n_sessions, mode):  # the one-session rule (statistical/slices.py)
         rate = slice_estimate(rate, n_sessions, mode)
-        curve = [p.model_copy(update={f: slice_estimate(getattr(p, f), n_sessions, mode) for f in
-                                      ("pass_at_k", "pass_pow_k", "conversation_pass_at_k", "conversation_pass_pow_k")})
-                 for p in curve]
+        one = functools.partial(slice_estimate, n_sessions=n_sessions, mode=mode)
+        fields = ("pass_at_k", "pass_pow_k", "conversation_pass_at_k", "conversation_pass_pow_k")
+        curve = [p.model_copy(update={f: one(getattr(p, f)) for f in fields}) for p in curve]
     rec = AgenticSliceMetric(
         slice=key,
         mode=mode.get_result_type(),

@@ -9,9 +9,11 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
+# the CombineFns live in statistical/; importable from here for existing callers
+from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
 
 __all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices",
-           "CollectList", "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
+           "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
@@ -44,57 +46,6 @@ def interaction_ids(metric: str, s: Any) -> dict:
     }
 
 
-class CollectList(beam.CombineFn):
-    """Groups values into one list per key like ``GroupByKey``, but lifted: a key's values that
-    arrive in one bundle (a session read from one record) are pre-combined before the shuffle,
-    which then moves one list per key instead of one element per value. The list is in no
-    particular order: sort it downstream (by turn index), never rely on arrival order."""
-
-    def create_accumulator(self):
-        return []
-
-    def add_input(self, acc, element):
-        acc.append(element)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        out = []
-        for a in accumulators:
-            out.extend(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class WithFailedCount(beam.CombineFn):
-    """An inner ``CombineFn`` of per-session units plus a count of failed interactions.
-
-    Input ``(unit or None, n_failed)`` (``None``: a session with nothing scored); accumulator and
-    output ``[inner accumulator, n_failed]`` (output = accumulator, as :class:`CombineSlices`
-    needs). Merging is the inner merge and an integer sum, so order never matters."""
-
-    def __init__(self, inner: beam.CombineFn):
-        self.inner = inner
-
-    def create_accumulator(self):
-        return [self.inner.create_accumulator(), 0]
-
-    def add_input(self, acc, element):
-        unit, failed = element
-        if unit is not None:
-            acc[0] = self.inner.add_input(acc[0], unit)
-        acc[1] += int(failed)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        accs = list(accumulators)
-        return [self.inner.merge_accumulators([a[0] for a in accs]), sum(a[1] for a in accs)]
-
-    def extract_output(self, acc):
-        return acc
-
-
 def nest_session_interactions(res: "MetricResults") -> "MetricResults":
     """Upstream shape of a one-shot run whose list holds per-interaction objects: one session
     object per session, each with its ``interactions`` nested in turn order (ties by element
@@ -111,22 +62,6 @@ def nest_session_interactions(res: "MetricResults") -> "MetricResults":
     out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
     out.interactions = per_qa
     return out
-
-
-class SumCombineFn(beam.CombineFn):
-    """Integer sum whose output is its accumulator (as :class:`CombineSlices` requires)."""
-
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, acc, element):
-        return acc + int(element)
-
-    def merge_accumulators(self, accumulators):
-        return sum(accumulators)
-
-    def extract_output(self, acc):
-        return acc
 
 
 class _MergeCombineFn(beam.CombineFn):

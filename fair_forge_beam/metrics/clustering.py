@@ -129,6 +129,7 @@ from fair_forge_beam._beam import beam
 from apache_beam.metrics import Metrics
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.statistical.seeding import stable_hash64
+from fair_forge_beam.statistical.combiners import CountAndSmallestCombineFn, SumCombineFn
 
 __all__ = [
     "ClusterInput",
@@ -802,68 +803,8 @@ class _Assign(beam.DoFn):
                             p.embedding if self.keep_embeddings else None)
 
 
-class SmallestKeysCombineFn(beam.CombineFn):
-    """Count of the points and the ``cap`` smallest 64-bit sampling keys (a bounded, mergeable
-    accumulator: ``[count, max-heap of ≤ cap keys]``; memory O(cap) integers, not O(n)).
-
-    Output ``(n, threshold)``: ``threshold`` is the largest of the ``cap`` smallest keys (every
-    point with ``key <= threshold`` is in the sample), ``None`` when there are no points."""
-
-    def __init__(self, cap: int):
-        self.cap = int(cap)
-
-    def create_accumulator(self):
-        return [0, []]
-
-    def add_input(self, acc, key):
-        import heapq
-
-        acc[0] += 1
-        heap = acc[1]
-        if len(heap) < self.cap:
-            heapq.heappush(heap, -key)
-        elif -key > heap[0]:
-            heapq.heapreplace(heap, -key)
-        return acc
-
-    def merge_accumulators(self, accs):
-        import heapq
-        import itertools
-
-        accs = list(accs)
-        n = sum(a[0] for a in accs)
-        keys = heapq.nsmallest(self.cap, itertools.chain.from_iterable((-k for k in a[1]) for a in accs))
-        heap = [-k for k in keys]
-        heapq.heapify(heap)
-        return [n, heap]
-
-    def extract_output(self, acc):
-        return acc[0], (-acc[1][0] if acc[1] else None)
-
-
-class _SumInts(beam.CombineFn):
-    """Element-wise sum of fixed-length integer tuples (exact, order-free)."""
-
-    def __init__(self, width: int):
-        self.width = width
-
-    def create_accumulator(self):
-        return [0] * self.width
-
-    def add_input(self, acc, x):
-        for i, v in enumerate(x):
-            acc[i] += v
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = [0] * self.width
-        for a in accs:
-            for i, v in enumerate(a):
-                out[i] += v
-        return out
-
-    def extract_output(self, acc):
-        return tuple(acc)
+#: count + the cap smallest sampling keys (Beam's CountCombineFn and TopCombineFn, statistical/)
+SmallestKeysCombineFn = CountAndSmallestCombineFn
 
 
 def _to_row(x: _Labelled) -> dict:
@@ -1024,7 +965,7 @@ class ClusterProfile(beam.PTransform):
                 dead | "PerRejected" >> beam.Map(lambda _: (("rejected",), (0, 0, 1, 0))),
             )
             | "CountParts" >> beam.Flatten()
-            | "SumPerLabel" >> beam.CombinePerKey(_SumInts(4))
+            | "SumPerLabel" >> beam.CombinePerKey(beam.combiners.TupleCombineFn(*(SumCombineFn() for _ in range(4))))
         )
         profile = sample | "BuildProfile" >> beam.Map(
             lambda nt, summary, sums: build_profile(nt[0], summary, sums, cfg),

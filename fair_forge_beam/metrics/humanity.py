@@ -37,18 +37,17 @@ from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimates, slice_resampling
-from fair_forge_beam.statistical.combiners import (
-    BootstrapMeanCombineFn,
-    CategoryCountCombineFn,
-    GammaBootstrapCombineFn,
-    GammaBootstrapStats,
-    estimate_bootstrap_means,
-    estimate_gamma_bootstrap_means,
-    estimate_distribution,
-    session_mean_estimates,
+from fair_forge_beam.statistical.slices import (
+    SLICE_BOOTSTRAPS,
+    bootstrap_resampling,
+    slice_bootstrap_means,
+    slice_means_combiner,
 )
-from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.statistical.combiners import (
+    CategoryCountCombineFn,
+    estimate_distribution,
+    session_mean_and_point_estimates,
+)
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
@@ -225,7 +224,6 @@ class _SessionReducer(SessionReducer):
 
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
-        self._freq = FrequentistMode()
 
     def reduce(self, key, items):
         session_id, assistant_id, language = key
@@ -240,13 +238,9 @@ class _SessionReducer(SessionReducer):
             ))
         scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
         weights = [v[1] for v in items]
-        point, warning = session_mean_estimates(scores, weights, turns, self._freq)
+        est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
         if warning:
             warnings.append(QualityWarning("weights", session_key, warning))
-        if self.mode.is_bayesian:
-            est, _ = session_mean_estimates(scores, weights, turns, self.mode, self._rows)
-        else:
-            est = point
         rec = {
             "metric": "humanity",
             "level": "session",
@@ -271,17 +265,9 @@ class _SliceEstimator(SliceEstimator):
 
     def estimate(self, key, accs, window, aux):
         st, counts = accs[1]
-        if isinstance(st, GammaBootstrapStats):
-            est = estimate_gamma_bootstrap_means(st, self.mode)
-            default = "Bayesian bootstrap over sessions (Gamma(1) weights keyed by session)"
-            n_sessions = st.n_units if st.multi else min(st.n_units, 1)
-        else:
-            est = estimate_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
-            default = f"Bayesian bootstrap over sessions ({self.max_units} hash buckets)"
-            n_sessions = st.n_units if st.bucketed else len(st.units)
-        # the one-session rule (statistical/slices.py): no slice interval, the session's own is in `sessions`
-        est = slice_estimates(est, n_sessions, self.mode)
-        resampling = slice_resampling(default, n_sessions, self.mode)
+        # one slice-bootstrap path (statistical/slices.py), the one-session rule included
+        est = slice_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
+        resampling = bootstrap_resampling(st, self.mode)
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,
@@ -333,16 +319,14 @@ class Humanity(MetricTransform):
         slice_bootstrap: str = "buckets",
     ):
         super().__init__(statistical_mode, slices)
-        if slice_bootstrap not in ("buckets", "gamma"):
+        if slice_bootstrap not in SLICE_BOOTSTRAPS:
             raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {slice_bootstrap!r}")
         self.lexicon = lexicon or NRCLexPackageLexicon()
         self.max_units = int(max_units)
         self.slice_bootstrap = slice_bootstrap
 
     def _means_combiner(self):
-        if self.slice_bootstrap == "gamma" and self.mode.is_bayesian:
-            return GammaBootstrapCombineFn(2, self.mode, "humanity|sessions-gamma")
-        return BootstrapMeanCombineFn(2, self.max_units)
+        return slice_means_combiner(2, self.mode, self.max_units, self.slice_bootstrap, "humanity|sessions-gamma")
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`."""

@@ -31,26 +31,30 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
-from fair_forge_beam.metrics.base import MetricTransform, SumCombineFn, interaction_ids
+from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
-    BayesianGroupProfiling,
-    FrequentistGroupProfiling,
     GroupEstimates,
     GroupProfiling,
-    IntervalSummary,
     ToxicityMetric,
     ToxicitySessionMetric,
     ToxicitySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import slice_estimate
-from fair_forge_beam.statistical.combiners import estimate_rate
+from fair_forge_beam.statistical.combiners import (
+    SessionGroupCountsCombineFn,
+    SumCombineFn,
+    TokenCountsCombineFn,
+    KeyedCountsCombineFn,
+    estimate_rate,
+)
 from fair_forge_beam.statistical.group_fairness import (
     GROUP_SETS,
     GroupFairnessCombineFn,
     estimate_group_fairness,
     normalise_didt_weights,
+    profiling_blocks,
     reference_distribution,
 )
 
@@ -184,47 +188,10 @@ class _ScoreToxicity(beam.DoFn):
         return out
 
 
-class _CountsCombineFn(beam.CombineFn):
-    """Accumulator ``[a, b, {key: n}]`` of integer sums; subclasses say how an input adds."""
-
-    def create_accumulator(self):
-        return [0, 0, {}]
-
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out[0] += a[0]
-            out[1] += a[1]
-            for k, n in a[2].items():
-                out[2][k] = out[2].get(k, 0) + n
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class _LexiconCountsCombineFn(_CountsCombineFn):
-    """``(toxic_words, total_words, categories)`` summed: ``[toxic, total, {category: matches}]``."""
-
-    def add_input(self, acc, element):
-        toxic, total, cats = element
-        acc[0] += toxic
-        acc[1] += total
-        for c, n in cats:
-            acc[2][c] = acc[2].get(c, 0) + n
-        return acc
-
-
-class _SessionCountsCombineFn(_CountsCombineFn):
-    """Per session: ``[n, n_toxic, {group index: answers}]`` from ``(is_toxic, groups)``."""
-
-    def add_input(self, acc, element):
-        toxic, groups = element
-        acc[0] += 1
-        acc[1] += bool(toxic)
-        for g in groups:
-            acc[2][g] = acc[2].get(g, 0) + 1
-        return acc
+#: the slice and session count statistics live in statistical/ (names kept for callers)
+_CountsCombineFn = KeyedCountsCombineFn
+_LexiconCountsCombineFn = TokenCountsCombineFn
+_SessionCountsCombineFn = SessionGroupCountsCombineFn
 
 
 def _cell_value(s: ToxicityScore) -> tuple:
@@ -272,10 +239,6 @@ class _SessionReducer(SessionReducer):
         return {"metric": "toxicity", "level": "session", **rec.model_dump()}, 1, []
 
 
-def _summary(e) -> IntervalSummary:
-    return IntervalSummary(mean=e.mean, ci_low=e.ci_low, ci_high=e.ci_high)
-
-
 class _SliceEstimator(SliceEstimator):
     def __init__(self, mode, groups, reference, weights, threshold, has_sentiment, describe: dict, group_set: str = "declared"):
         self.mode, self.groups, self.reference, self.weights = mode, tuple(groups), reference, weights
@@ -296,9 +259,8 @@ class _SliceEstimator(SliceEstimator):
         fair["group_estimates"] = {
             g: {k: slice_estimate(e, n_sessions, self.mode) for k, e in v.items()} for g, v in fair["group_estimates"].items()
         }
-        bayes = self.mode.is_bayesian
         profiling = GroupProfiling(
-            mode="bayesian" if bayes else "frequentist",
+            **profiling_blocks(est, fair["q_i"], self.mode),
             status=fair["status"],
             weights=fair["weights"],
             groups=list(self.groups),
@@ -308,14 +270,6 @@ class _SliceEstimator(SliceEstimator):
             q_i=fair["q_i"],
             T_i=fair["T_i"],
             S_i=fair["S_i"],
-            frequentist=None if bayes else FrequentistGroupProfiling(**{c: est[c].mean for c in ("DR", "ASB", "DTO", "DIDT")}),
-            bayesian=BayesianGroupProfiling(
-                priors=float(getattr(self.mode, "dirichlet_prior", 1.0)),
-                mc_samples=self.mode.replicate_count,
-                ci_level=float(getattr(self.mode, "ci_level", 0.95)),
-                q_i=fair["q_i"],
-                summary={c: _summary(est[c]) for c in ("DR", "DTO", "ASB", "DIDT")},
-            ) if bayes else None,
             toxicity_threshold=self.threshold,
             group_estimates={g: GroupEstimates(**v) for g, v in fair["group_estimates"].items()},
             notes=fair["notes"],
@@ -536,11 +490,11 @@ class Toxicity(MetricTransform):
             batch_size=self.batch_size,
             interaction_record=_InteractionRecord(self.groups),
             session_value=_session_value,
-            session_combine=_SessionCountsCombineFn(),
+            session_combine=SessionGroupCountsCombineFn(),
             session_reducer=_SessionReducer(self.mode, self.groups),
             cell_value=_cell_value,
             interaction_slice_combine=beam.combiners.TupleCombineFn(
-                GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), _LexiconCountsCombineFn()),
+                GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), TokenCountsCombineFn()),
             session_slice_combine=SumCombineFn(),
             estimator=_SliceEstimator(
                 self.mode, self.groups, self.reference, self.weights, self.threshold, self.sentiment is not None,

@@ -37,6 +37,10 @@ __all__ = [
     "OptionalCombineFn",
     "WithFailedCount",
     "MinMaxCombineFn",
+    "KeyedCountsCombineFn",
+    "CountAndSmallestCombineFn",
+    "TokenCountsCombineFn",
+    "SessionGroupCountsCombineFn",
     "SortedListCombineFn",
     "RateCombineFn",
     "CategoryCountCombineFn",
@@ -128,6 +132,78 @@ class MinMaxCombineFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return acc
+
+
+class KeyedCountsCombineFn(beam.CombineFn):
+    """Accumulator = output ``[a, b, {key: n}]``: two integer sums and integer counts per key;
+    subclasses say how an input adds. Merging adds integers, so order never matters."""
+
+    def create_accumulator(self):
+        return [0, 0, {}]
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            out[0] += a[0]
+            out[1] += a[1]
+            for k, n in a[2].items():
+                out[2][k] = out[2].get(k, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+class TokenCountsCombineFn(KeyedCountsCombineFn):
+    """Lexicon matches of a slice: input ``(toxic_words, total_words, ((category, matches), ...))``,
+    output ``[Σ toxic_words, Σ total_words, {category: Σ matches}]`` (Toxicity, spec §6.1)."""
+
+    def add_input(self, acc, element):
+        toxic, total, cats = element
+        acc[0] += toxic
+        acc[1] += total
+        for c, n in cats:
+            acc[2][c] = acc[2].get(c, 0) + n
+        return acc
+
+
+class SessionGroupCountsCombineFn(KeyedCountsCombineFn):
+    """A session's answers: input ``(is_toxic, group indices)`` per answer, output ``[answers,
+    toxic answers, {group index: answers mentioning it}]`` (Toxicity's session record)."""
+
+    def add_input(self, acc, element):
+        toxic, groups = element
+        acc[0] += 1
+        acc[1] += bool(toxic)
+        for g in groups:
+            acc[2][g] = acc[2].get(g, 0) + 1
+        return acc
+
+
+class CountAndSmallestCombineFn(beam.combiners.TupleCombineFn):
+    """Count of the inputs and the largest of the ``cap`` smallest integer keys: Beam's
+    ``TupleCombineFn`` of ``CountCombineFn`` and ``TopCombineFn(cap)`` over the negated keys
+    (Beam's plain-value heap path; memory O(cap) keys, not O(n); order-free).
+
+    Input: an integer key. Output ``(n, threshold)``: every input with ``key <= threshold`` is
+    among the ``cap`` smallest (ties included); ``threshold`` is ``None`` when there is no input.
+
+    Raises:
+        ValueError: ``cap < 1``.
+    """
+
+    def __init__(self, cap: int):
+        self.cap = int(cap)
+        if self.cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap!r}")
+        super().__init__(beam.combiners.CountCombineFn(), beam.combiners.TopCombineFn(self.cap))
+
+    def add_input(self, accumulator, element):
+        return super().add_input(accumulator, (element, -element))
+
+    def extract_output(self, accumulator):
+        n, largest_negated = super().extract_output(accumulator)
+        return n, (-largest_negated[-1] if largest_negated else None)
 
 
 @beam.typehints.with_input_types(Any)

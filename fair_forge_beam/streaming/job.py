@@ -178,8 +178,8 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
         "config": {
             "metrics": list(metrics),
             "mode": "bayesian" if mode.is_bayesian else "frequentist",
-            "seed": getattr(mode, "rng_seed", None),
-            "mc_samples": getattr(mode, "mc_samples", None),
+            "seed": mode.rng_seed,
+            "mc_samples": mode.mc_samples,
             "window": args.window,
             "early_firing": args.early_firing,
             "allowed_lateness": args.allowed_lateness,
