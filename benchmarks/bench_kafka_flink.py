@@ -145,44 +145,11 @@ def _streaming_job(stack, expansion, topic: str, out: Path, log: Path) -> subpro
         return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env(), cwd=ROOT)
 
 
-def _job_running(rest_url: str) -> bool:
-    ids = kf.running_flink_jobs(rest_url)
-    if not ids:
-        return False
-    doc = kf._rest(f"{rest_url}/jobs/{ids[0]}")
-    # vertices of one-shot steps (Impulse, Create) may have finished already
-    return doc.get("state") == "RUNNING" and all(v.get("status") in ("RUNNING", "FINISHED") for v in doc.get("vertices", []))
-
-
-def _until(pred, timeout: float, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"the streaming job exited ({proc.returncode})")
-        time.sleep(0.25)
-    return None
-
-
 def _on_time_windows(out: Path) -> set:
     if not (out / "windows").is_dir():
         return set()
     return {r["window_start_s"] for r in read_windowed(str(out), "slices")
             if r["slice"] == "overall" and r["pane"]["timing"] == "ON_TIME"}
-
-
-def _stop_job(proc) -> None:
-    try:
-        kf.cancel_flink_jobs(proc.rest_url)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def latency(stack, batch: int, windows: int, tmp: Path) -> dict:
@@ -194,7 +161,7 @@ def latency(stack, batch: int, windows: int, tmp: Path) -> dict:
     proc.rest_url = stack.cluster.rest_url
     rows = []
     try:
-        if not _until(lambda: _job_running(stack.cluster.rest_url), 900, proc):
+        if not kf.wait_until(lambda: kf.flink_job_running(stack.cluster.rest_url, allow_finished_vertices=True), 900, proc):
             raise RuntimeError("the streaming job did not run within 900 s")
         start_s = time.monotonic() - submitted
         sent = []
@@ -223,7 +190,7 @@ def latency(stack, batch: int, windows: int, tmp: Path) -> dict:
             rows.append({"window": w, "sent_s": t1 - t0, "after_end": seen[w] - (w + 10) if w in seen else None,
                          "after_first": seen[w] - t0 if w in seen else None})
     finally:
-        _stop_job(proc)
+        kf.stop_streaming_job(proc, proc.rest_url)
     return {"start_s": start_s, "rows": rows}
 
 
@@ -236,18 +203,18 @@ def probe_watermark(stack, wait_s: float, tmp: Path) -> dict:
     proc = _streaming_job(stack, exp, topic, out, tmp / "probe-sdf.log")
     proc.rest_url = stack.cluster.rest_url
     try:
-        if not _until(lambda: _job_running(stack.cluster.rest_url), 900, proc):
+        if not kf.wait_until(lambda: kf.flink_job_running(stack.cluster.rest_url, allow_finished_vertices=True), 900, proc):
             raise RuntimeError("the probe job did not run within 900 s")
         t0 = time.time()
         produce(stack.broker, topic, flat_records(200, stamp=lambda i: time.time()))
-        fired = _until(lambda: _on_time_windows(out), wait_s, proc)
+        fired = kf.wait_until(lambda: _on_time_windows(out), wait_s, proc)
         waited = time.time() - t0
         records = 0
         for jid in kf.running_flink_jobs(stack.cluster.rest_url):
             for v in kf._rest(f"{stack.cluster.rest_url}/jobs/{jid}").get("vertices", []):
                 records += int(v.get("metrics", {}).get("write-records", 0))
     finally:
-        _stop_job(proc)
+        kf.stop_streaming_job(proc, proc.rest_url)
         exp.stop()
     return {"fired": bool(fired), "waited_s": waited, "records_passed_on": records}
 

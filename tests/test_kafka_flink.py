@@ -190,17 +190,14 @@ def test_bounded_read_on_flink_equals_file_run(stack, tmp_path):
 
 
 def _wait_for(predicate, timeout: float, what: str, proc=None, log: Path = None, cluster=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the streaming audit exited ({proc.returncode}) while waiting for {what}:\n"
-                                 f"{log.read_text(errors='replace')[-3000:] if log else ''}")
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n"
-                         f"{log.read_text(errors='replace')[-3000:] if log else ''}\n"
+    tail = lambda: log.read_text(errors="replace")[-3000:] if log else ""
+    try:
+        value = kf.wait_until(predicate, timeout, proc)
+    except ChildProcessError as e:
+        raise AssertionError(f"{e} while waiting for {what}:\n{tail()}") from None
+    if value:
+        return value
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail()}\n"
                          f"{cluster.log_tail(15) if cluster else ''}")
 
 
@@ -249,7 +246,7 @@ def test_streaming_audit_on_flink(stack, tmp_path):
     try:
         submitted = time.monotonic()
         _wait_for(lambda: kf.running_flink_jobs(stack.cluster.rest_url), 600, "the job to be submitted", proc, log)
-        _wait_for(lambda: _job_running(stack.cluster.rest_url), 300, "the job's tasks to run", proc, log, stack.cluster)
+        _wait_for(lambda: kf.flink_job_running(stack.cluster.rest_url), 300, "the job's tasks to run", proc, log, stack.cluster)
         print(f"\nstreaming job running {time.monotonic() - submitted:.1f} s after submission")
         batches, timings = [_sessions(200, 40), _sessions(240, 200)], []
         for batch in batches:
@@ -267,13 +264,7 @@ def test_streaming_audit_on_flink(stack, tmp_path):
         time.sleep(2)
         got = _final_panes(read_windowed(str(out), "slices"))
     finally:
-        cancelled = kf.cancel_flink_jobs(stack.cluster.rest_url)
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        cancelled = kf.stop_streaming_job(proc, stack.cluster.rest_url)
     assert cancelled, "the streaming job was not running at cleanup"
     ref = _final_panes(_reference(tmp_path, batches[0] + batches[1], f"fixed:{WINDOW_S}s"))
     assert {k[1] for k in ref} == {t[0] for t in timings}
@@ -384,7 +375,7 @@ def test_early_on_time_late_panes_on_flink(stack, tmp_path):
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
     try:
         wait(lambda: kf.running_flink_jobs(stack.cluster.rest_url), "the job to be submitted")
-        wait(lambda: _job_running(stack.cluster.rest_url), "the job's tasks to run")
+        wait(lambda: kf.flink_job_running(stack.cluster.rest_url), "the job's tasks to run")
         # 1. on time, at W's start: an early pane
         t0 = window_start_ahead(time.time())
         send([time.time()] * 6, [0, 1, 0, 1, 0, 1])
@@ -411,13 +402,7 @@ def test_early_on_time_late_panes_on_flink(stack, tmp_path):
         panes_w = _panes(out, t0)
         all_panes = read_windowed(str(out), "slices")
     finally:
-        cancelled = kf.cancel_flink_jobs(stack.cluster.rest_url)
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        cancelled = kf.stop_streaming_job(proc, stack.cluster.rest_url)
     assert cancelled, "the streaming job was not running at cleanup"
     print(f"\npanes of W on Flink: {[(p['pane']['timing'], p['n_interactions']) for p in panes_w]}; "
           f"late sessions sent {lag:.1f} s after W's end")
@@ -438,15 +423,6 @@ def test_early_on_time_late_panes_on_flink(stack, tmp_path):
     ref = _final_panes(_reference(tmp_path, accepted, f"fixed:{size}s"))
     assert {k[1] for k in ref} == {t0, v, u}
     assert got == ref
-
-def _job_running(rest_url: str) -> bool:
-    """Whether every task of the cluster's running job is RUNNING (Flink REST)."""
-    ids = kf.running_flink_jobs(rest_url)
-    if not ids:
-        return False
-    doc = kf._rest(f"{rest_url}/jobs/{ids[0]}")
-    return doc.get("state") == "RUNNING" and all(v.get("status") == "RUNNING" for v in doc.get("vertices", []))
-
 
 def test_missing_artifacts_fail_under_ci(monkeypatch, tmp_path):
     """An empty artifact cache: skip locally, fail under CI=true, skip with the registry's

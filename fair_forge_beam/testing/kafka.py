@@ -391,3 +391,46 @@ def cancel_flink_jobs(rest_url: str, timeout: float = 60.0) -> list[str]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"Flink jobs still running {timeout:.0f} s after cancel: {left}")
         time.sleep(0.5)
+
+
+def flink_job_running(rest_url: str, allow_finished_vertices: bool = False) -> bool:
+    """Whether the cluster's first running job has all its tasks RUNNING (Flink REST); with
+    ``allow_finished_vertices`` one-shot steps (Impulse, Create) that already FINISHED count too."""
+    ids = running_flink_jobs(rest_url)
+    if not ids:
+        return False
+    doc = _rest(f"{rest_url}/jobs/{ids[0]}") or {}
+    ok = ("RUNNING", "FINISHED") if allow_finished_vertices else ("RUNNING",)
+    return doc.get("state") == "RUNNING" and all(v.get("status") in ok for v in doc.get("vertices", []))
+
+
+def wait_until(predicate, timeout: float, proc=None, poll: float = 0.5):
+    """The first truthy value of ``predicate()`` within ``timeout`` seconds, else ``None``.
+
+    Raises:
+        ChildProcessError: ``proc`` (a ``subprocess.Popen``) exited while waiting.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise ChildProcessError(f"the streaming job exited ({proc.returncode})")
+        time.sleep(poll)
+    return None
+
+
+def stop_streaming_job(proc, rest_url: str) -> list[str]:
+    """Cancel every running job of the cluster (a Python launcher that stops leaves its job
+    running), then stop the launcher ``proc`` (terminate; kill after 30 s). Returns the ids
+    cancelled."""
+    try:
+        return cancel_flink_jobs(rest_url)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
