@@ -188,12 +188,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             reader = ReadInteractions(inputs, file_format=args.input_format)
     except ValueError as exc:
         parser.error(str(exc))
-    if windowed:
-        return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
         out = prepare_output_folder(args.output, FileSystems)
     except ValueError as exc:
         parser.error(str(exc))
+    if windowed:
+        return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:

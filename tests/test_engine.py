@@ -214,3 +214,33 @@ def test_engine_rejects_duplicate_names_and_mixed_slices():
     other = MetricSpec(**{**_turn_spec("y", None).__dict__, "slices": ("overall",)})
     with pytest.raises(ValueError, match="same slices"):
         Engine([_turn_spec("x", None), other])
+
+
+def test_readme_worked_example_registered_runs_in_the_main_job(tmp_path, monkeypatch, capsys):
+    """README's registration line makes ``--metrics words`` a main-job metric: outputs, the
+    summary's scored count and its slice table (a fresh user's attempt once failed with
+    ``KeyError: 'n_interactions'`` and then reported 0 scored)."""
+    import json as _json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.metrics import registry
+    from pipelines import audit
+
+    mod = _readme_example()
+    monkeypatch.setitem(registry.METRICS, "words", (lambda mode, options: mod.Words(statistical_mode=mode),
+                                                    lambda: [pa.field("words", pa.int64())]))
+    out = tmp_path / "out"
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(_json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [
+        {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]})
+        for s, a, turns in (("s1", "a", ["one", "one two three"]), ("s2", "b", ["one two three four five"]))))
+    doc = audit.run(["--input", str(data), "--metrics", "words", "--no-report", "--output", str(out)])
+    printed = capsys.readouterr().out
+    ms = doc["summary"]["metrics"]["words"]
+    assert ms["interactions_scored"] == 3 and ms["interactions_not_scored"] == 0
+    overall = next(r for r in doc["metrics"]["words"]["slices"] if r["slice"] == "overall")
+    assert (overall["n_interactions"], overall["n_sessions"], overall["mean_words"]["mean"]) == (3, 2, 3.0)
+    assert "mean_words" in printed and "3 scored" in printed
+    assert sorted(pq.read_table(out / "results.parquet").column("words").to_pylist()) == [1, 3, 5]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections import Counter
 from typing import Any, Iterator, Optional
 
@@ -25,8 +26,11 @@ _META_FIELDS = ("metric", "level")
 
 
 def results_path(path: str) -> str:
-    """``path`` itself when it names a ``.json`` file, else ``<path>/results.json``."""
-    return path if path.endswith(".json") else f"{path.rstrip('/')}/results.json"
+    """``path`` itself when it names a ``.json`` file, else ``<path>/results.json`` (a run folder
+    whose name ends in ``.json`` is a folder: local folders are told apart from files)."""
+    if path.endswith(".json") and not os.path.isdir(path):
+        return path
+    return f"{path.rstrip('/')}/results.json"
 
 
 def _open(path: str):

@@ -8,13 +8,22 @@ import json
 import os
 from typing import Optional
 
-__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "prepare_output_folder", "write_launcher_reports"]
+__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "prepare_output_folder", "write_launcher_reports"]
 
 #: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
                 "report.html", "comparison.json")
 #: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
-STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts")
+STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts", "windowed_results.json", "windows/")
+#: the files a run writes inside each shard folder (glob patterns relative to the folder): only these
+#: are removed from a reused folder, so a user's own file inside ``sessions/`` (say) is kept
+SHARD_PATTERNS = {
+    "results.parquet/": ("part-*",),
+    "sessions/": ("part-*", "*/part-*"),
+    "dead_letter/": ("part-*",),
+    "data_quality/": ("part-*",),
+    "windows/": ("*-*-*.jsonl",),
+}
 
 
 def prepare_output_folder(output: str, filesystems=None) -> str:
@@ -27,6 +36,10 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
 
     Returns:
         The normalised folder path.
+
+    Only this layout's outputs are removed: named files, and inside the shard folders the shard
+    files of :data:`SHARD_PATTERNS` (a shard folder left empty is removed too); anything else a
+    user keeps there stays.
 
     Raises:
         ValueError: ``output`` is a file, or the folder cannot be created (one-line message for
@@ -43,9 +56,22 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
             filesystems.mkdirs(out)
         except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
             raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
-    stale = [f"{out}/{n.rstrip('/')}" for n in OUTPUT_FILES + STALE_OUTPUTS if filesystems.exists(f"{out}/{n.rstrip('/')}")]
+    stale, folders = [], []
+    for name in OUTPUT_FILES + STALE_OUTPUTS:
+        path = f"{out}/{name.rstrip('/')}"
+        if name in SHARD_PATTERNS:  # a shard folder: its shards only, never a file the user put there
+            folders.append(path)
+            patterns = [f"{path}/{p}" for p in SHARD_PATTERNS[name]]
+            stale += [m.path for r in filesystems.match(patterns) for m in r.metadata_list]
+        elif filesystems.exists(path):
+            stale.append(path)
     if stale:
         filesystems.delete(stale)
+    for path in folders:  # local shard folders left empty go too (object stores have no folders)
+        if os.path.isdir(path):
+            for root, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+                if not os.listdir(root):
+                    os.rmdir(root)
     return out
 
 

@@ -158,12 +158,9 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     options = pipeline_options(beam_args)
     if unbounded:
         options.view_as(StandardOptions).streaming = True
-    out = args.output.rstrip("/") or "."
-    if not FileSystems.exists(out):
-        FileSystems.mkdirs(out)
-    stale = [p for p in (f"{out}/windows", f"{out}/windowed_results.json") if FileSystems.exists(p)]
-    if stale:
-        FileSystems.delete(stale)
+    from fair_forge_beam.reports.output_folder import prepare_output_folder
+
+    out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
     started = time.time()
     with beam.Pipeline(options=options) as p:
         read = p | "Read" >> source
