@@ -350,8 +350,11 @@ def write_run_info(out: str, run_info: dict) -> dict:
 
 
 def _reason_kind(reason: str) -> str:
-    """Group reasons that differ only in numbers (positions, indices)."""
-    kind = re.sub(r"\d+", "N", reason)
+    """Group reasons that differ only in free-standing numbers (positions, indices, counts:
+    ``"line 7"`` → ``"line N"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word
+    or name stay (``UTF-8``, ``bad2.jsonl``, ``e5``), so a reason kind still reads as the reason."""
+    kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
+    kind = re.sub(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w-])", "N", kind)
     return kind if len(kind) <= 160 else kind[:157] + "..."
 
 
