@@ -42,6 +42,8 @@ pipeline runs (the main job exits 2); failed gates make the main job exit
 """
 from __future__ import annotations
 
+from fair_forge_beam.reports.summary import dotted_get
+
 import math
 import operator
 import re
@@ -396,14 +398,6 @@ class GateCheck(BaseModel):
                 f"{self.threshold:g} (mean {_fmt_num(self.mean)}{interval}, n = {self.n})")
 
 
-def _dig(record: dict, path: str):
-    for part in path.split("."):
-        if not isinstance(record, dict):
-            return None
-        record = record.get(part)
-    return record
-
-
 def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optional[dict]]]:
     by_key = {r.get("slice"): r for r in records}
     if gate.slices == "overall":
@@ -439,7 +433,7 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate]) -> list[GateCheck]:
                                         reason=f"no slice {slice_key!r} in the results of {g.metric} "
                                                f"(scored interactions: {_scored(doc, g.metric)})"))
                 continue
-            node = _dig(rec, spec.path)
+            node = dotted_get(rec, spec.path)
             if spec.key_name is None:
                 entries = [(None, node)]
             else:

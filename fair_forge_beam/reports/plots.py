@@ -18,6 +18,8 @@ not grow with the number of interactions; at most :data:`MAX_SLICES` slices are 
 """
 from __future__ import annotations
 
+from fair_forge_beam.reports.summary import dotted_get
+
 import io
 import re
 from typing import Callable, Optional, Sequence
@@ -90,14 +92,6 @@ def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES) -> tuple[list[d
     at most ``limit``. Returns ``(chosen, number left out)``."""
     ordered = sorted(slices, key=lambda s: (s.get("slice") != "overall", -(s.get("n_interactions") or 0), str(s.get("slice"))))
     return ordered[:limit], max(0, len(ordered) - limit)
-
-
-def _get(rec: dict, path: str):
-    for part in path.split("."):
-        if not isinstance(rec, dict):
-            return None
-        rec = rec.get(part)
-    return rec
 
 
 def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
@@ -204,7 +198,7 @@ def session_distributions(metric: str, sessions) -> dict:
     for rec in sessions:
         n_sessions += 1
         for label, path, _, _ in specs:
-            v = _get(rec, path)
+            v = dotted_get(rec, path)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 buf[label].append(v)
         if n_sessions % 65536 == 0:
@@ -291,7 +285,7 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
     labels = [s["slice"] for s in chosen]
     fig, axes = _new(1, len(paths), height=0.32 * len(labels) + 1.2)
     for i, (ax, p) in enumerate(zip(axes[0], paths)):
-        interval_panel(ax, labels if i == 0 else [""] * len(labels), [_get(s, p) for s in chosen],
+        interval_panel(ax, labels if i == 0 else [""] * len(labels), [dotted_get(s, p) for s in chosen],
                        title=(titles or paths)[i], color=f"C{i % 10}", xlim=(xlims or {}).get(p))
     fit(fig, max(len(_short(lbl)) for lbl in labels), wspace=0.08)
     return fig, left
