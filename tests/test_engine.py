@@ -171,15 +171,17 @@ class _SortedList(beam.CombineFn):
 _element = st.tuples(st.integers(0, 2), st.integers(-5, 5))
 
 
+def _accumulate(fn, elements):
+    acc = fn.create_accumulator()
+    for e in elements:
+        acc = fn.add_input(acc, e)
+    return acc
+
+
 @given(st.lists(st.lists(_element, max_size=5), max_size=6), st.randoms())
 def test_fused_combine_fn_is_order_free_and_sparse(groups, rnd):
     fn = FusedCombineFn([SumCombineFn(), _SortedList(), SumCombineFn()])
-    accs = []
-    for g in groups:
-        acc = fn.create_accumulator()
-        for e in g:
-            acc = fn.add_input(acc, e)
-        accs.append(acc)
+    accs = [_accumulate(fn, g) for g in groups]
     rnd.shuffle(accs)
     while len(accs) > 1:  # a random merge tree
         i = rnd.randrange(len(accs) - 1)
@@ -197,12 +199,7 @@ def test_fused_combine_fn_is_order_free_and_sparse(groups, rnd):
 @given(st.lists(st.lists(_element, max_size=4), min_size=2, max_size=5))
 def test_fused_merge_into_an_accumulator_without_the_slot_leaves_the_inputs_alone(groups):
     fn = FusedCombineFn([SumCombineFn(), _SortedList(), SumCombineFn()])
-    accs = []
-    for g in groups:
-        acc = fn.create_accumulator()
-        for e in g:
-            acc = fn.add_input(acc, e)
-        accs.append(acc)
+    accs = [_accumulate(fn, g) for g in groups]
     inputs = copy.deepcopy(accs[1:])
     fn.merge_accumulators([fn.create_accumulator(), *accs[1:]])  # CombineSlices' roll-up merges so
     assert accs[1:] == inputs
