@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/**/*.md leads to a file that exists, and every
+"""Every relative link in README.md, templates/README.md and docs/**/*.md leads to a file that exists, and every
 ``#anchor`` into a Markdown page names one of its headings (issue 15: README is the short path
 and the long sections moved to docs/, so a moved or renamed page must not leave dead links)."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ REFERENCE_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
 
 
 def _pages() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return [REPO / "README.md", REPO / "templates" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def _strip_code(text: str) -> str:
@@ -98,3 +98,38 @@ def test_pending_pages_are_still_pending():
     """A pending page that has landed must leave PENDING, so its links are checked again."""
     landed = sorted(p for p in PENDING if (REPO / p).exists())
     assert landed == [], f"drop from PENDING in tests/test_docs_links.py: {landed}"
+
+
+def _documented_commands() -> list[tuple[str, str]]:
+    """(page, command) for every ``fair-forge-beam`` command in a fenced block of README and docs,
+    continuation lines joined and ``$(...)`` substitutions dropped."""
+    out = []
+    for page in _pages():
+        for block in re.findall(r"^```[a-z]*\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
+            text = re.sub(r"\\\n\s*", " ", block)
+            for line in text.splitlines():
+                line = re.sub(r"\$\([^)]*\)", "", line.split(" # ", 1)[0])
+                if re.search(r"(^|[\s/])fair-forge-beam\s", line):
+                    out.append((page.relative_to(REPO).as_posix(), line.strip()))
+    return out
+
+
+def test_documented_commands_use_real_options():
+    """Every --flag of a documented ``fair-forge-beam`` command is an option of the main job
+    (``pipelines.audit.build_parser``) or of Beam: a renamed flag cannot stay in the docs."""
+    from pipelines import audit
+
+    known = {s for a in audit.build_parser()._actions for s in a.option_strings}
+    commands = _documented_commands()
+    assert len(commands) >= 10, commands  # README's main command, own data, streaming, agentic, ...
+    bad = []
+    for page, cmd in commands:
+        tokens = cmd.split()
+        for i, token in enumerate(tokens):
+            m = re.match(r"(--[A-Za-z][\w-]*)(?:=(.*))?$", token)
+            if not m or m.group(1) in known:
+                continue
+            value = m.group(2) if m.group(2) is not None else (tokens[i + 1:] or ["1"])[0]
+            if audit.unknown_beam_options([m.group(1), value.strip("'\"") or "1"]):
+                bad.append(f"{page}: {m.group(1)} in {cmd}")
+    assert bad == []
