@@ -15,7 +15,7 @@ assignment path) and records:
   in-memory runner's buffered PCollections.
 
 Usage: ``python benchmarks/bench_clustering.py [--sizes 10000 50000 200000] [--json out.json]``.
-Figures measured on the development machine (2 cores) are in the lead's report / README.
+Figures measured on the development machine (2 cores) are in docs/benchmarks.md.
 """
 from __future__ import annotations
 

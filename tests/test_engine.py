@@ -1,5 +1,6 @@
 """The metric engine (fair_forge_beam/engine.py): declarations, fused shuffles, tuple session
-keys, turn order, the sparse fused CombineFn, and README's worked example run as written."""
+keys, turn order, the sparse fused CombineFn, and the docs' worked example (docs/engine-readme.md, moved
+there from README) run as written."""
 from __future__ import annotations
 
 import copy
@@ -18,7 +19,8 @@ from fair_forge_beam.engine import Engine, FusedCombineFn, MetricSpec, SessionRe
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.base import SumCombineFn
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+# "How to add a metric" moved from README to this page (issue 15: README is the short path)
+README = Path(__file__).resolve().parents[1] / "docs" / "engine-readme.md"
 
 
 def _inter(sid, aid, turn, text, language="english"):
@@ -40,7 +42,7 @@ def _readme_example():
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     mod = types.ModuleType("readme_words_example")
     sys.modules[mod.__name__] = mod  # pickled by reference, as an installed module would be
-    exec(compile(code, "README.md", "exec"), mod.__dict__)
+    exec(compile(code, str(README), "exec"), mod.__dict__)
     return mod
 
 

@@ -360,10 +360,11 @@ def _check_config(path: Path, argv=()):
 
 
 def test_documented_configs_are_valid(tmp_path):
-    """templates/audit.example.toml and the README's config example load and their gates apply."""
+    """templates/audit.example.toml and the config example of docs/data.md (moved from README) load and
+    their gates apply."""
     gates = _check_config(REPO / "templates" / "audit.example.toml")
     assert [g.label for g in gates] == ["toxicity-didt", "toxic-answers-per-assistant"]
-    readme = (REPO / "README.md").read_text(encoding="utf-8").split("## Scheduled audits and gates", 1)[1]
+    readme = (REPO / "docs" / "data.md").read_text(encoding="utf-8").split("## Scheduled audits and gates", 1)[1]
     toml_text = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     gates = _check_config(_write(tmp_path / "readme.toml", toml_text))
     assert [g.text for g in gates][-1] == "bias rate ci_high <= 0.1 for every attribute"

@@ -39,7 +39,7 @@ class ToolCorrectnessScore(BaseModel):
     is a fraction, not a flag). The original name stays readable: it is accepted when building
     or validating a score (``ToolCorrectnessScore(tool_selection_correct=0.5, ...)``,
     ``model_validate`` of a dict written by the original) and is an attribute of every score;
-    outputs use ``tool_selection_accuracy``. README "Differences" lists every renamed field.
+    outputs use ``tool_selection_accuracy``. docs/differences.md lists every renamed field.
     """
 
     model_config = ConfigDict(populate_by_name=True)

@@ -1,4 +1,4 @@
-"""The interval rule of slice estimates, in one place (README "Statistics").
+"""The interval rule of slice estimates, in one place (docs/statistics.md).
 
 A slice interval is a statement about the population of **sessions** the slice samples from:
 slice means resample sessions (Bayesian bootstrap, unit = the session), and rates that pool

@@ -4,7 +4,7 @@ All functions are pure. JSON is decoded with the standard library's ``json.JSOND
 started at each ``{`` / ``[`` of the text, so a value wrapped in prose or a Markdown fence is found
 without a hand-written parser.
 
-The verdict rule (README, "Reliability"), applied by :func:`parse_verdict` — the only path by
+The verdict rule (docs/reliability.md), applied by :func:`parse_verdict` — the only path by
 which a judge answer becomes a score:
 
 1. Text we put in the prompt from outside (questions, answers, references, contexts, history)

@@ -9,7 +9,7 @@ User turns and chat history are passed as message contents and are never templat
 Slots declared ``fenced`` hold text from outside (questions, answers, references, contexts):
 their values are wrapped in data fences (:func:`~.parsing.fence`) that the text cannot close,
 and the rendered message starts with :data:`DATA_NOTE`. The judge handler cuts echoed fences out
-of the answer before reading a verdict (README, "Reliability").
+of the answer before reading a verdict (docs/reliability.md).
 """
 from __future__ import annotations
 

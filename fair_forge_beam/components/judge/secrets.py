@@ -1,4 +1,4 @@
-"""Scrubbing secrets out of text we are about to keep (README, "Reliability").
+"""Scrubbing secrets out of text we are about to keep (docs/reliability.md).
 
 One function, :func:`scrub`, applied where endpoint text enters our records (the judge handler
 scrubs every answer, reasoning, raw body, log-probability token and error with the key it sent)

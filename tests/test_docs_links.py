@@ -1,0 +1,135 @@
+"""Every relative link in README.md, templates/README.md and docs/**/*.md leads to a file that exists, and every
+``#anchor`` into a Markdown page names one of its headings (issue 15: README is the short path
+and the long sections moved to docs/, so a moved or renamed page must not leave dead links)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from conftest import REPO
+
+#: Pages other engineers are writing while README moves to docs/ (issue 15). Links to them may
+#: dangle until they land; drop each name from this set when its page is merged.
+PENDING = {
+    "docs/testing.md", "docs/engine.md", "docs/performance.md", "docs/install.md", "docs/cli.md",
+    "docs/report.md", "docs/toxicity-validity.md", "docs/generators.md",
+}
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+# [text](target) and [text](target "title"); images too. Nested brackets in text are not used here.
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
+
+
+def _pages() -> list[Path]:
+    return [REPO / "README.md", REPO / "templates" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _strip_code(text: str) -> str:
+    return CODE_SPAN.sub("", FENCE.sub("", text))
+
+
+def _links(text: str) -> list[str]:
+    body = _strip_code(text)
+    return LINK.findall(body) + REFERENCE_DEF.findall(body)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, markup and punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading.strip())
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link keeps its text
+    text = text.lower()
+    text = re.sub(r"[^\w\- ]", "", text)  # \w keeps letters of any script, digits and _
+    return text.replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", FENCE.sub("", text), re.M):
+        slug = _slug(m.group(1))
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def _broken(page: Path, text: str | None = None) -> list[str]:
+    """Dead links of ``page`` (its text read from disk unless given)."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    bad = []
+    for target in _links(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("//"):
+            continue  # https:, mailto: ... — not checked (no network)
+        path, _, fragment = target.partition("#")
+        dest = page if not path else (page.parent / unquote(path)).resolve()
+        rel = dest.relative_to(REPO).as_posix() if dest.is_relative_to(REPO) else str(dest)
+        if rel in PENDING:
+            continue
+        if not dest.exists():
+            bad.append(f"{target}: no such file {rel}")
+        elif fragment and dest.suffix == ".md" and unquote(fragment) not in _anchors(
+                text if dest == page else dest.read_text(encoding="utf-8")):
+            bad.append(f"{target}: no heading #{fragment} in {rel}")
+    return bad
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_relative_links_resolve(page):
+    assert _broken(page) == []
+
+
+def test_pages_have_links_and_the_checker_sees_dead_ones():
+    """The checker is not vacuous: README links to docs/, and a dead file or anchor is reported."""
+    assert any(t.startswith("docs/") for t in _links((REPO / "README.md").read_text(encoding="utf-8")))
+    page = REPO / "docs" / "index.md"
+    text = ("# Title\n\n## A `code` heading, here\n\n[ok](#title) [ok](#a-code-heading-here) [ok](../README.md)\n"
+            "[dead](missing.md) [dead anchor](../README.md#no-such-heading) `[in code](nowhere.md)`\n"
+            "```\n[in a fence](nowhere.md)\n```\n")
+    assert _broken(page, text) == ["missing.md: no such file docs/missing.md",
+                             "../README.md#no-such-heading: no heading #no-such-heading in README.md"]
+
+
+def test_pending_pages_are_still_pending():
+    """A pending page that has landed must leave PENDING, so its links are checked again."""
+    landed = sorted(p for p in PENDING if (REPO / p).exists())
+    assert landed == [], f"drop from PENDING in tests/test_docs_links.py: {landed}"
+
+
+def _documented_commands() -> list[tuple[str, str]]:
+    """(page, command) for every ``fair-forge-beam`` command in a fenced block of README and docs,
+    continuation lines joined and ``$(...)`` substitutions dropped."""
+    out = []
+    for page in _pages():
+        for block in re.findall(r"^```[a-z]*\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S):
+            text = re.sub(r"\\\n\s*", " ", block)
+            for line in text.splitlines():
+                line = re.sub(r"\$\([^)]*\)", "", line.split(" # ", 1)[0])
+                if re.search(r"(^|[\s/])fair-forge-beam\s", line):
+                    out.append((page.relative_to(REPO).as_posix(), line.strip()))
+    return out
+
+
+def test_documented_commands_use_real_options():
+    """Every --flag of a documented ``fair-forge-beam`` command is an option of the main job
+    (``pipelines.audit.build_parser``) or of Beam: a renamed flag cannot stay in the docs."""
+    from pipelines import audit
+
+    known = {s for a in audit.build_parser()._actions for s in a.option_strings}
+    commands = _documented_commands()
+    assert len(commands) >= 10, commands  # README's main command, own data, streaming, agentic, ...
+    bad = []
+    for page, cmd in commands:
+        tokens = cmd.split()
+        for i, token in enumerate(tokens):
+            m = re.match(r"(--[A-Za-z][\w-]*)(?:=(.*))?$", token)
+            if not m or m.group(1) in known:
+                continue
+            value = m.group(2) if m.group(2) is not None else (tokens[i + 1:] or ["1"])[0]
+            if audit.unknown_beam_options([m.group(1), value.strip("'\"") or "1"]):
+                bad.append(f"{page}: {m.group(1)} in {cmd}")
+    assert bad == []
