@@ -13,11 +13,17 @@ repository is a link to it), rendered by jinja2 with autoescaping on: every valu
 data (slice names, reasons, raw dead-letter records) is escaped; the SVG plots are produced by
 matplotlib, which escapes their text itself.
 
-Sections: run header (inputs, records read/rejected, metrics, mode, seed, runner, versions,
-judge/guardian and their call counters, lexicon licences); per metric a slice table (the
-headline estimates first; every estimate in a collapsible table), plots
-(:mod:`fair_forge_beam.reports.plots`) and the inconclusive flags; the dead-letter summary;
-optionally the comparison with another run (:mod:`fair_forge_beam.reports.compare`).
+Sections, in reading order (docs/report.md): the findings (``<section id="summary">``: the worst
+assistant and its worst metric, a scorecard per assistant coloured against gates or reference
+lines, assistants too small to judge named together, the largest credible between-assistant
+differences, plain definitions and what the toxicity number measures; see
+:mod:`fair_forge_beam.reports.scorecard`); per metric its definitions, a slice table in human
+labels (slices too small to judge folded into one line), every estimate in a collapsible table,
+plots (:mod:`fair_forge_beam.reports.plots`) and the inconclusive flags of judged slices;
+optionally the comparison with another run (:mod:`fair_forge_beam.reports.compare`); the
+dead-letter summary; the run details (inputs, records read/rejected, metrics, mode, seed, runner,
+versions, judge/guardian and their call counters, lexicon licences). Undefined estimates
+(:func:`~fair_forge_beam.reports.scorecard.is_undefined`) are shown as "n/a".
 
 **Inconclusive — collect more data.** An estimate is flagged when its interval is wider than
 ``inconclusive_width`` (default 0.2) on its natural scale divided by the scale's length
@@ -138,10 +144,13 @@ def _definitions(name: str, heads: list[str]) -> list[dict]:
 
     out = []
     for path in [*heads, *_DEFINED.get(name, [])]:
-        probe = path.replace("*", "g")
+        wild = "*" in path
+        probe = path.replace("*", "\x00")
         d = definition(name, probe)
         if d:
-            label = estimate_label(name, probe).replace(" g", " <group>").replace("share of g words", "share of <emotion> words")
+            label = estimate_label(name, probe)
+            if wild:
+                label = label.replace("\x00", "<emotion>" if name == "humanity" else "<group>")
             out.append({"label": label, "text": d})
     return out
 
