@@ -569,7 +569,7 @@ def test_inconclusive_section_groups_slices_too_small_to_judge(runs):
         assert "Too small to judge:" in sec
 
 
-def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes):
+def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes, tmp_path):
     from fair_forge_beam.reports.gates import parse_gate
     from fair_forge_beam.reports.scorecard import scorecard
 
@@ -582,6 +582,16 @@ def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes)
     cell = rej["cells"][[c["path"] for c in card["columns"]].index("toxic_rate")]
     assert cell["status"] == "pass" and cell["threshold"]["source"].startswith("gate")
     assert card["worst"]["label"] == "DIDT (combined group disparity)"
+    # the main job hands its gates to the report (write_launcher_reports -> write_report -> render_report)
+    from fair_forge_beam.reports.output_folder import write_launcher_reports
+
+    gate = parse_gate("toxicity toxic_rate ci_high <= 0.9 in every assistant_id")
+    run_dir = tmp_path / "gated"
+    run_dir.mkdir()
+    write_launcher_reports(str(run_dir), doc, {}, None, False, 0.2, gates=[gate])
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert 'title="gate: toxicity toxic_rate ci_high &lt;= 0.9 in every assistant_id: &lt;= 0.9"' in html
+    assert '<strong class="worst-metric">DIDT (combined group disparity)</strong>' in html
 
 
 def test_toxicity_measure_is_read_from_the_results_not_assumed():

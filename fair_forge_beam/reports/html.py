@@ -155,6 +155,31 @@ def _definitions(name: str, heads: list[str]) -> list[dict]:
     return out
 
 
+def _group_flags(flags: list[dict]) -> list[dict]:
+    """Headline flags one per row (slice order); the other flags of a slice (group shares, emotion
+    shares …) in one row per slice naming them, with the widest interval and the largest numbers
+    needed."""
+    heads = [f for f in flags if f["headline"]]
+    others: dict[str, list[dict]] = {}
+    for f in flags:
+        if not f["headline"]:
+            others.setdefault(f["slice"], []).append(f)
+    rows = list(heads)
+    for sl, fs in others.items():
+        if len(fs) == 1:
+            rows.append(fs[0])
+            continue
+        names = ", ".join(f["estimate"] for f in fs[:4]) + (f" and {len(fs) - 4} more" if len(fs) > 4 else "")
+        widest = max(fs, key=lambda f: f["relative_width"])
+        needed = [f["n_needed"] for f in fs if f["n_needed"] is not None]
+        inter = [f["interactions_needed"] for f in fs if f["interactions_needed"] is not None]
+        rows.append({**widest, "estimate": f"{len(fs)} other estimates: {names}", "group": True,
+                     "n": f"{min(f['n'] for f in fs)}–{max(f['n'] for f in fs)}",
+                     "n_needed": max(needed) if needed else None,
+                     "interactions_needed": max(inter) if inter else None})
+    return rows
+
+
 def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool) -> dict:
     from fair_forge_beam.reports.plots import metric_figures
     from fair_forge_beam.reports.scorecard import estimate_label, is_undefined, slice_label, too_small
@@ -189,7 +214,7 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
                "n_sessions": rec.get("n_sessions"), "small": why_small,
                "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]}
         (small if why_small else table).append(row)
-    flags.sort(key=lambda f: (not f["headline"],))  # headline estimates first, then slice order
+    flags = _group_flags(flags)
     ms = (summary.get("metrics") or {}).get(name, {})
     return {
         "name": name,

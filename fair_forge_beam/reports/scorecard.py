@@ -34,11 +34,12 @@ Credible differences: for every pair of judged assistants and every headline est
 better side, the difference (A − B) with the interval of :mod:`~.compare`'s methods (Beta
 posteriors of the stored counts in Bayesian runs, Agresti–Caffo in frequentist runs, normal from
 the two intervals otherwise); a difference is *credible* when its interval excludes 0. The
-:data:`MAX_DIFFERENCES` largest (|difference| / range) are listed.
+:data:`MAX_DIFFERENCES` largest (|difference| / range) are listed. Only the :data:`EXTREMES`
+highest and lowest values of each estimate are paired (the largest differences lie between them),
+so the cost does not grow with the square of the number of assistants.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
@@ -51,6 +52,10 @@ __all__ = ["THRESHOLDS", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "s
 MIN_SESSIONS = 2
 #: credible differences listed in the summary
 MAX_DIFFERENCES = 5
+#: assistants with the highest and with the lowest value of an estimate paired for the differences
+EXTREMES = 8
+#: judged assistants shown in the scorecard (worst first; the others are counted)
+MAX_CARD_ROWS = 15
 
 #: documented reference lines (metric, estimate path) -> (op, threshold): the scorecard colours a
 #: cell against these unless a gate of the run covers it. Lower is better for toxicity and its
@@ -354,7 +359,8 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
         cell = r["cells"][columns.index(col)]
         worst = {"assistant": r["assistant"], "label": col["label"], "metric": col["metric"], "text": cell["text"],
                  "threshold": cell["threshold"]}
-    return {"columns": columns, "rows": rows, "small": small, "worst": worst, "overall": overall}
+    return {"columns": columns, "rows": rows, "small": small, "worst": worst, "overall": overall,
+            "max_rows": MAX_CARD_ROWS}
 
 
 def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) -> list[dict]:
@@ -372,34 +378,34 @@ def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) ->
         for rec in m.get("slices") or []:
             recs[(name, rec.get("slice"))] = rec
     out = []
-    judged = [r["slice"] for r in card["rows"]]
     for col in card["columns"]:
         metric, path = col["metric"], col["path"]
         sign = direction(metric, path)
         if not sign:
             continue
-        for i, a in enumerate(judged):
-            for b in judged[i + 1:]:
-                ra, rb = recs.get((metric, a)), recs.get((metric, b))
-                if ra is None or rb is None:
-                    continue
-                ea, eb = dotted_get(ra, path), dotted_get(rb, path)
-                if is_undefined(metric, path, ea) or is_undefined(metric, path, eb):
-                    continue
-                row = _compare_estimate(metric, f"{a} vs {b}", path, ea, eb, counts_for(metric, ra),
-                                        counts_for(metric, rb), cfg, cfg, seed, 20000, level)
-                if row.get("verdict") not in ("better", "worse"):
-                    continue
-                d = row["difference"]
-                a_worse = row["verdict"] == "worse"
-                worse, better = (a, b) if a_worse else (b, a)
-                ew, eb2 = (ea, eb) if a_worse else (eb, ea)
-                s = 1 if a_worse else -1
-                lo, hi = sorted((s * d["ci_low"], s * d["ci_high"]))
-                out.append({"metric": metric, "path": path, "label": col["label"], "worse": slice_label(worse),
-                            "better": slice_label(better), "difference": s * d["mean"], "ci_low": lo, "ci_high": hi,
-                            "method": row["method"], "worse_text": fmt_est(ew, 3), "better_text": fmt_est(eb2, 3),
-                            "size": abs(d["mean"]) / value_range(metric, path)})
+        valued = [r["slice"] for r in card["rows"] if (metric, r["slice"]) in recs
+                  and not is_undefined(metric, path, dotted_get(recs[(metric, r["slice"])], path))]
+        # the largest differences lie between the extremes: the EXTREMES highest and lowest values
+        # are paired (at most EXTREMES² pairs per estimate, whatever the number of assistants)
+        valued.sort(key=lambda k: (dotted_get(recs[(metric, k)], path)["mean"], k))
+        pairs = sorted({tuple(sorted((lo, hi))) for lo in valued[:EXTREMES] for hi in valued[-EXTREMES:] if lo != hi})
+        for a, b in pairs:
+            ra, rb = recs[(metric, a)], recs[(metric, b)]
+            ea, eb = dotted_get(ra, path), dotted_get(rb, path)
+            row = _compare_estimate(metric, f"{a} vs {b}", path, ea, eb, counts_for(metric, ra),
+                                    counts_for(metric, rb), cfg, cfg, seed, 20000, level)
+            if row.get("verdict") not in ("better", "worse"):
+                continue
+            d = row["difference"]
+            a_worse = row["verdict"] == "worse"
+            worse, better = (a, b) if a_worse else (b, a)
+            ew, eb2 = (ea, eb) if a_worse else (eb, ea)
+            s = 1 if a_worse else -1
+            lo, hi = sorted((s * d["ci_low"], s * d["ci_high"]))
+            out.append({"metric": metric, "path": path, "label": col["label"], "worse": slice_label(worse),
+                        "better": slice_label(better), "difference": s * d["mean"], "ci_low": lo, "ci_high": hi,
+                        "method": row["method"], "worse_text": fmt_est(ew, 3), "better_text": fmt_est(eb2, 3),
+                        "size": abs(d["mean"]) / value_range(metric, path)})
     out.sort(key=lambda r: (-r["size"], r["label"], r["worse"], r["better"]))
     return out[:limit]
 
@@ -413,7 +419,3 @@ def fmt_est(e: Optional[dict], digits: int = 3) -> str:
     if e.get("ci_low") is None or e.get("ci_high") is None:
         return m
     return f"{m} [{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]"
-
-
-def _finite(x) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
