@@ -6,6 +6,12 @@ playwright): no console error, no request but the file itself, a screenshot, and
 shown as text in the DOM. The comparison: a run against itself gives "no detectable difference"
 everywhere; a toxic assistant against a clean one gives "worse". Expected numbers are computed
 here from the formulas (Agresti–Caffo, Wald, width ∝ 1/√n), not with the library's helpers.
+
+Issue 15: the report opens with the findings (worst assistant and metric, scorecard, credible
+differences, definitions), uses human labels, groups slices too small to judge, shows undefined
+Spearman as n/a; the plot bugs (rows of the N_i / T_i panels, colliding tick labels, undrawn
+slices chosen by size) are tested on the figures; the first screen of both modes is saved as a
+screenshot (``FAIR_FORGE_REPORT_SHOTS`` names the folder, default ``<pytest tmp>/report-shots``).
 """
 from __future__ import annotations
 
