@@ -216,7 +216,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     doc = read_results(out)  # the small results.json only: no record is read back here
     info = write_run_info(out, info)
-    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width)
+    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 

@@ -6,6 +6,12 @@ playwright): no console error, no request but the file itself, a screenshot, and
 shown as text in the DOM. The comparison: a run against itself gives "no detectable difference"
 everywhere; a toxic assistant against a clean one gives "worse". Expected numbers are computed
 here from the formulas (Agresti–Caffo, Wald, width ∝ 1/√n), not with the library's helpers.
+
+Issue 15: the report opens with the findings (worst assistant and metric, scorecard, credible
+differences, definitions), uses human labels, groups slices too small to judge, shows undefined
+Spearman as n/a; the plot bugs (rows of the N_i / T_i panels, colliding tick labels, undrawn
+slices chosen by size) are tested on the figures; the first screen of both modes is saved as a
+screenshot (``FAIR_FORGE_REPORT_SHOTS`` names the folder, default ``<pytest tmp>/report-shots``).
 """
 from __future__ import annotations
 
@@ -481,3 +487,239 @@ def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions(
     assert direction("agentic", "pass_pow_k") == 1 and direction("vision", "hallucination_rate") == -1
     assert counts_for("regulatory", {"n_compliant": 3, "n_non_compliant": 1}) == {"compliance_rate": (3, 4)}
     assert counts_for("vision", {"n_hallucinations": 2, "n_interactions": 9}) == {"hallucination_rate": (2, 9)}
+
+
+# ------------------------------------------------------------------ issue 15: findings first, labels, plots
+@pytest.fixture(scope="module")
+def shipped_bayes(tmp_path_factory):
+    """The shipped example data alone (README's main command's inputs) in Bayesian mode."""
+    out = tmp_path_factory.mktemp("shipped") / "bayes"
+    return out, _run(out, "--mode", "bayesian", "--seed", "7", *KEYWORD)
+
+
+def _visible_text(html: str) -> str:
+    """The HTML without tags and attribute values (what a reader sees, roughly)."""
+    import re
+
+    return re.sub(r"<[^>]*>", " ", html)
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_report_opens_with_findings_and_run_details_last(runs, shipped_bayes, mode):
+    out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    order = [html.index(x) for x in ('<section id="summary">', 'id="metric-humanity"', 'id="metric-toxicity"',
+                                     'id="dead-letter"', 'id="run"', "Lexicons and licences")]
+    assert order == sorted(order)
+    summary = html[html.index('<section id="summary">'):html.index("</section>")]
+    # the worst judged assistant and its worst metric, from the shipped data's numbers: hh-rejected's toxic rate
+    # (0.714 over 991 answers) is the farthest beyond its reference line among assistants with an interval
+    assert '<strong class="worst-assistant">hh-rejected</strong>' in summary
+    assert '<strong class="worst-metric">toxic-answer rate</strong>' in summary
+    # one scorecard row per judged assistant; one-session assistants grouped by name, not ranked
+    assert summary.count("<tr><td><strong>") == (3 if mode == "bayesian" else 2)
+    small = summary[summary.index('id="too-small"'):]
+    for name in ("assistant_beta", "callcenter_agent", "agent_response_1", "my_assistant"):
+        assert name in small
+    # every headline metric defined in plain words in the findings
+    for label in ("toxic-answer rate", "DIDT (combined group disparity)", "emotional entropy (bits)",
+                  "Spearman ρ vs reference emotions"):
+        assert f"<dt>{label}</dt>" in summary
+    # what the toxicity number measures, read from the results (the lexicon the run used)
+    lex = doc["metrics"]["toxicity"]["lexicon"]
+    assert f"word lexicon {lex}" in summary
+
+
+def test_credible_differences_are_between_judged_assistants_with_intervals_apart(shipped_bayes):
+    out, doc = shipped_bayes
+    html = (out / "report.html").read_text(encoding="utf-8")
+    diffs = html[html.index('<ul id="differences">'):html.index("</ul>", html.index('<ul id="differences">'))]
+    # support-bot's toxic rate (1 of 16 answers) against hh-rejected's (71 %): Beta posteriors far apart
+    assert "<strong>hh-rejected</strong> is worse than <strong>support-bot</strong> on the toxic-answer rate" in diffs
+    # hh-chosen vs hh-rejected: their intervals overlap, no credible difference listed
+    assert "<strong>hh-rejected</strong> is worse than <strong>hh-chosen</strong>" not in diffs
+    assert "assistant_beta" not in diffs  # too small to judge: never compared
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode):
+    out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    # the hh-rlhf answers have no reference answer: Spearman is 0 by rule (spec §6.5), shown as n/a
+    hh = next(s for s in doc["metrics"]["humanity"]["slices"] if s["slice"] == "assistant_id=hh-chosen")
+    assert hh["mean_spearman"]["mean"] == 0.0
+    assert "0.0000 [0.0000, 0.0000]" not in html
+    row = html[html.index("<td>hh-chosen <code"):]
+    row = row[:row.index("</tr>")]
+    assert row.count("n/a") == 1
+    # no internal dotted path as visible text (paths remain in title attributes for load_results users)
+    text = _visible_text(html)
+    assert "group_profiling.group_estimates" not in text and "estimates.DIDT" not in text
+    assert "toxic share of answers mentioning black" in text
+
+
+def test_inconclusive_section_groups_slices_too_small_to_judge(runs):
+    out, doc = runs["frequentist"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    for metric in ("humanity", "toxicity"):
+        sec = html[html.index(f'id="metric-{metric}"'):]
+        sec = sec[:sec.index("<h2", 5)]
+        if "Inconclusive — collect more data" not in sec:
+            continue
+        inc = sec[sec.index("Inconclusive — collect more data"):]
+        # rows of one-session slices are not listed one by one: counted in one line
+        for name in ("agent_response_1", "assistant_beta", "my_assistant"):
+            assert f"<td>{name}</td>" not in inc
+        assert inc.count("<tr>") <= 30
+        assert "inconclusive estimates of the" in inc and "slices too small to judge" in inc
+        assert "Too small to judge:" in sec
+
+
+def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes, tmp_path):
+    from fair_forge_beam.reports.gates import parse_gate
+    from fair_forge_beam.reports.scorecard import scorecard
+
+    _, doc = shipped_bayes
+    card = scorecard(doc, 0.2)
+    assert card["worst"]["assistant"] == "hh-rejected" and card["worst"]["label"] == "toxic-answer rate"
+    # a lenient gate on the toxic rate of every assistant: the rate now passes, DIDT is the worst metric
+    card = scorecard(doc, 0.2, [parse_gate("toxicity toxic_rate ci_high <= 0.9 in every assistant_id")])
+    rej = next(r for r in card["rows"] if r["assistant"] == "hh-rejected")
+    cell = rej["cells"][[c["path"] for c in card["columns"]].index("toxic_rate")]
+    assert cell["status"] == "pass" and cell["threshold"]["source"].startswith("gate")
+    assert card["worst"]["label"] == "DIDT (combined group disparity)"
+    # the main job hands its gates to the report (write_launcher_reports -> write_report -> render_report)
+    from fair_forge_beam.reports.output_folder import write_launcher_reports
+
+    gate = parse_gate("toxicity toxic_rate ci_high <= 0.9 in every assistant_id")
+    run_dir = tmp_path / "gated"
+    run_dir.mkdir()
+    write_launcher_reports(str(run_dir), doc, {}, None, False, 0.2, gates=[gate])
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert 'title="gate: toxicity toxic_rate ci_high &lt;= 0.9 in every assistant_id: &lt;= 0.9"' in html
+    assert '<strong class="worst-metric">DIDT (combined group disparity)</strong>' in html
+
+
+def test_toxicity_measure_is_read_from_the_results_not_assumed():
+    from fair_forge_beam.reports.scorecard import toxicity_measure
+
+    m = {"lexicon": "Some lexicon", "slices": [{"group_profiling": {"toxicity_threshold": 0.0}}]}
+    assert toxicity_measure(m) == ("word lexicon Some lexicon: an answer counts as toxic when at least one of its "
+                                   "words is in the lexicon")
+    assert toxicity_measure({**m, "scorer": "classifier P(toxic) > 0.5"}) == "classifier P(toxic) > 0.5"
+    assert toxicity_measure({"slices": [{}]}, {"toxicity_scorer": {"description": "guardian"}}) == "guardian"
+    assert toxicity_measure({"slices": [{}]}) is None
+
+
+# ------------------------------------------------------------------ plot bugs
+def _tox_metric(doc: dict) -> dict:
+    return doc["metrics"]["toxicity"]
+
+
+def test_group_panels_put_each_group_on_the_same_row(shipped_bayes):
+    """N_i (bars) and T_i (intervals) of a group at the same height: both panels have the same y
+    limits, so the display y of every row is equal (they drifted apart by half a row)."""
+    from fair_forge_beam.reports.plots import plot_toxicity
+
+    _, doc = shipped_bayes
+    caption, fig = plot_toxicity(_tox_metric(doc), doc["config"])[0]
+    assert caption.startswith("Groups")
+    left, right = fig.axes[:2]
+    ys = left.get_yticks()
+    assert len(ys) == len(_tox_metric(doc)["slices"][0]["group_profiling"]["groups"])
+    a = left.transData.transform(np.column_stack([np.zeros_like(ys), ys]))[:, 1]
+    b = right.transData.transform(np.column_stack([np.zeros_like(ys), ys]))[:, 1]
+    assert np.allclose(a, b, atol=1e-6)
+    # bar centres at the tick rows
+    bars = sorted(p.get_y() + p.get_height() / 2 for p in left.patches)
+    assert np.allclose(bars, sorted(ys))
+
+
+def _tick_boxes(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    out = []
+    for i, ax in enumerate(fig.axes):
+        for t in ax.get_xticklabels():
+            if t.get_visible() and t.get_text():
+                out.append((i, t.get_text(), t.get_window_extent(renderer)))
+    return out
+
+
+def test_disparity_panels_tick_labels_do_not_overlap(shipped_bayes):
+    """Where the DR/DTO/ASB/DIDT panels meet, the last tick label of one panel and the first of
+    the next do not touch (they read "1.00.0")."""
+    from fair_forge_beam.reports.plots import plot_toxicity
+
+    _, doc = shipped_bayes
+    figs = dict(plot_toxicity(_tox_metric(doc), doc["config"]))
+    fig = next(f for c, f in figs.items() if c.startswith("Group disparity"))
+    boxes = _tick_boxes(fig)
+    assert len({i for i, _, _ in boxes}) == 4
+    for j, (i1, t1, b1) in enumerate(boxes):
+        for i2, t2, b2 in boxes[j + 1:]:
+            if i1 != i2:
+                assert b1.x1 < b2.x0 or b2.x1 < b1.x0, (t1, t2)
+
+
+def test_undrawn_slices_are_the_least_relevant(shipped_bayes):
+    """With more slices than a panel draws, the ones left out are those closest to ``overall``,
+    never the most extreme (the 0.80 toxic-rate assistants were hidden as "smaller slices")."""
+    from fair_forge_beam.reports.plots import MAX_SLICES, plot_toxicity
+
+    _, doc = shipped_bayes
+    m = _tox_metric(doc)
+    overall = m["slices"][0]["toxic_rate"]["mean"]
+    # add near-overall slices of every size until the panel must leave some out
+    extra = [{**m["slices"][0], "slice": f"assistant_id=near-{i:02d}", "n_interactions": 5000 + i,
+              "toxic_rate": {"mean": overall + 0.001 * (i + 1), "ci_low": None, "ci_high": None, "n": 5000}}
+             for i in range(MAX_SLICES)]
+    slices = m["slices"] + extra
+    figs = dict(plot_toxicity({**m, "slices": slices}, doc["config"]))
+    caption, fig = next((c, f) for c, f in figs.items() if c.startswith("Toxic-answer rate"))
+    drawn = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(drawn) == MAX_SLICES
+    assert "assistant_beta" in drawn and "callcenter_agent" in drawn  # toxic rate 0.80 over 3 answers
+    n_left = len(slices) - MAX_SLICES
+    dist = sorted(slices[1:], key=lambda s: abs(s["toxic_rate"]["mean"] - overall))
+    from fair_forge_beam.reports.scorecard import slice_label
+
+    left_out = {slice_label(s["slice"]) for s in dist[:n_left]}
+    assert not left_out & set(drawn)
+    assert "not drawn, closest to the overall value" in caption
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_first_screen_names_the_worst_assistant_and_metric(runs, shipped_bayes, browser, tmp_path_factory, mode):
+    """The first screen (1200 × 900) of the report for the shipped data shows the findings: a
+    reader names the worst assistant and its worst metric without scrolling. Screenshots of the
+    first screen of both modes are saved to the folder printed below (``report-shots``)."""
+    out, _ = shipped_bayes if mode == "bayesian" else runs["frequentist"]
+    shots = Path(os.environ.get("FAIR_FORGE_REPORT_SHOTS") or tmp_path_factory.getbasetemp() / "report-shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    try:
+        page.goto((out / "report.html").resolve().as_uri(), wait_until="load")
+        shot = shots / f"report-first-screen-{mode}.png"
+        page.screenshot(path=str(shot))  # the viewport only: the first screen
+        print(f"first screen of the {mode} report: {shot}")
+        assert shot.stat().st_size > 10_000
+        height = page.viewport_size["height"]
+        for sel in ("#summary", "#worst", ".worst-assistant", ".worst-metric", "table.card"):
+            box = page.locator(sel).first.bounding_box()
+            assert box is not None and box["y"] < height, sel
+        worst = page.locator("#worst").inner_text()
+        assert "hh-rejected" in worst and "toxic-answer rate" in worst
+        assert page.locator(".worst-assistant").bounding_box()["y"] + 30 < height
+        # the summary comes first in the DOM: nothing but the title above it
+        assert page.evaluate("document.querySelector('#summary').previousElementSibling.tagName") == "H1"
+        # the scorecard's worst row (first) is on the first screen and coloured as beyond its line
+        first_row = page.locator("table.card tr").nth(1)
+        assert first_row.bounding_box()["y"] + first_row.bounding_box()["height"] <= height
+        assert "hh-rejected" in first_row.inner_text()
+        assert first_row.locator("td.fail").count() >= 1
+    finally:
+        page.close()

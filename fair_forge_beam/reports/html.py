@@ -13,11 +13,17 @@ repository is a link to it), rendered by jinja2 with autoescaping on: every valu
 data (slice names, reasons, raw dead-letter records) is escaped; the SVG plots are produced by
 matplotlib, which escapes their text itself.
 
-Sections: run header (inputs, records read/rejected, metrics, mode, seed, runner, versions,
-judge/guardian and their call counters, lexicon licences); per metric a slice table (the
-headline estimates first; every estimate in a collapsible table), plots
-(:mod:`fair_forge_beam.reports.plots`) and the inconclusive flags; the dead-letter summary;
-optionally the comparison with another run (:mod:`fair_forge_beam.reports.compare`).
+Sections, in reading order (docs/report.md): the findings (``<section id="summary">``: the worst
+assistant and its worst metric, a scorecard per assistant coloured against gates or reference
+lines, assistants too small to judge named together, the largest credible between-assistant
+differences, plain definitions and what the toxicity number measures; see
+:mod:`fair_forge_beam.reports.scorecard`); per metric its definitions, a slice table in human
+labels (slices too small to judge folded into one line), every estimate in a collapsible table,
+plots (:mod:`fair_forge_beam.reports.plots`) and the inconclusive flags of judged slices;
+optionally the comparison with another run (:mod:`fair_forge_beam.reports.compare`); the
+dead-letter summary; the run details (inputs, records read/rejected, metrics, mode, seed, runner,
+versions, judge/guardian and their call counters, lexicon licences). Undefined estimates
+(:func:`~fair_forge_beam.reports.scorecard.is_undefined`) are shown as "n/a".
 
 **Inconclusive — collect more data.** An estimate is flagged when its interval is wider than
 ``inconclusive_width`` (default 0.2) on its natural scale divided by the scale's length
@@ -119,41 +125,110 @@ def _fmt_est(e: Optional[dict]) -> str:
     return f"{_fmt(e['mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]"
 
 
+def _text(metric: str, path: str, est: Optional[dict]) -> str:
+    """An estimate as shown: ``n/a`` when undefined (:func:`~.scorecard.is_undefined`)."""
+    from fair_forge_beam.reports.scorecard import is_undefined
+
+    return "n/a" if is_undefined(metric, path, est) else _fmt_est(est)
+
+
+#: estimates defined in each metric's section besides its headline columns
+_DEFINED = {
+    "toxicity": ["estimates.DR", "estimates.DTO", "estimates.ASB", "group_profiling.group_estimates.*.T"],
+    "humanity": ["emotion_distribution.*"],
+}
+
+
+def _definitions(name: str, heads: list[str]) -> list[dict]:
+    from fair_forge_beam.reports.scorecard import definition, estimate_label
+
+    out = []
+    for path in [*heads, *_DEFINED.get(name, [])]:
+        wild = "*" in path
+        probe = path.replace("*", "\x00")
+        d = definition(name, probe)
+        if d:
+            label = estimate_label(name, probe)
+            if wild:
+                label = label.replace("\x00", "<emotion>" if name == "humanity" else "<group>")
+            out.append({"label": label, "text": d})
+    return out
+
+
+def _group_flags(flags: list[dict]) -> list[dict]:
+    """Headline flags one per row (slice order); the other flags of a slice (group shares, emotion
+    shares …) in one row per slice naming them, with the widest interval and the largest numbers
+    needed."""
+    heads = [f for f in flags if f["headline"]]
+    others: dict[str, list[dict]] = {}
+    for f in flags:
+        if not f["headline"]:
+            others.setdefault(f["slice"], []).append(f)
+    rows = list(heads)
+    for sl, fs in others.items():
+        if len(fs) == 1:
+            rows.append(fs[0])
+            continue
+        names = ", ".join(f["estimate"] for f in fs[:4]) + (f" and {len(fs) - 4} more" if len(fs) > 4 else "")
+        widest = max(fs, key=lambda f: f["relative_width"])
+        needed = [f["n_needed"] for f in fs if f["n_needed"] is not None]
+        inter = [f["interactions_needed"] for f in fs if f["interactions_needed"] is not None]
+        rows.append({**widest, "estimate": f"{len(fs)} other estimates: {names}", "group": True,
+                     "n": f"{min(f['n'] for f in fs)}–{max(f['n'] for f in fs)}",
+                     "n_needed": max(needed) if needed else None,
+                     "interactions_needed": max(inter) if inter else None})
+    return rows
+
+
 def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool) -> dict:
     from fair_forge_beam.reports.plots import metric_figures
+    from fair_forge_beam.reports.scorecard import estimate_label, is_undefined, slice_label, too_small
 
     heads = list(m.get("headline_columns") or [])
     level = config.get("ci_level")
-    table, all_rows, flags = [], [], []
-    n_estimate_rows = n_flags = 0
+    table, small, all_rows, flags = [], [], [], []
+    n_estimate_rows = n_flags = n_small_flags = 0
     for rec in m.get("slices", []):
         counts = counts_for(name, rec)
+        why_small = too_small(name, rec, heads, width, level)
         head_cells = {}
         for path, est in iter_estimates(name, rec, heads):
-            flag = inconclusive(name, path, est, rec, width, level, counts)
+            flag = None if is_undefined(name, path, est) else inconclusive(name, path, est, rec, width, level, counts)
+            text = _text(name, path, est)
             if path in heads:
-                head_cells[path] = {"text": _fmt_est(est), "n": est.get("n"), "flag": flag}
+                head_cells[path] = {"text": text, "n": est.get("n"), "flag": flag}
             n_estimate_rows += 1
             if len(all_rows) < MAX_ESTIMATE_ROWS:
-                all_rows.append({"slice": rec.get("slice"), "estimate": path, "text": _fmt_est(est), "n": est.get("n"),
-                                 "flag": flag})
+                all_rows.append({"slice": slice_label(rec.get("slice")), "key": rec.get("slice"),
+                                 "estimate": estimate_label(name, path), "path": path, "text": text,
+                                 "n": est.get("n"), "flag": flag})
             if flag:
                 n_flags += 1
-                flags.append({"slice": rec.get("slice"), "estimate": path, "headline": path in heads, **flag})
-        table.append({"slice": rec.get("slice"), "n_interactions": rec.get("n_interactions"),
-                      "n_sessions": rec.get("n_sessions"),
-                      "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]})
-    flags.sort(key=lambda f: (not f["headline"],))  # headline estimates first, then slice order
+                if why_small:
+                    n_small_flags += 1
+                    continue
+                scale = value_range(name, path)
+                flags.append({"slice": slice_label(rec.get("slice")), "estimate": estimate_label(name, path),
+                              "headline": path in heads, "scale": scale, **flag})
+        row = {"slice": slice_label(rec.get("slice")), "key": rec.get("slice"), "n_interactions": rec.get("n_interactions"),
+               "n_sessions": rec.get("n_sessions"), "small": why_small,
+               "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]}
+        (small if why_small else table).append(row)
+    flags = _group_flags(flags)
     ms = (summary.get("metrics") or {}).get(name, {})
     return {
         "name": name,
         "headline": heads,
+        "headline_labels": [estimate_label(name, h) for h in heads],
+        "definitions": _definitions(name, heads),
         "table": table,
+        "small": small,
         "all_rows": all_rows,
         "all_rows_left": n_estimate_rows - len(all_rows),
         "flags": flags[:MAX_FLAGS],
-        "flags_left": n_flags - min(n_flags, MAX_FLAGS),
+        "flags_left": len(flags) - min(len(flags), MAX_FLAGS),
         "n_flags": n_flags,
+        "n_small_flags": n_small_flags,
         "scored": ms.get("interactions_scored", ms.get("scored")),
         "not_scored": ms.get("interactions_not_scored"),
         "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
@@ -242,7 +317,8 @@ def _comparison_view(cmp: dict) -> dict:
 
 def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Optional[dict] = None,
                   comparison: Optional[dict] = None, inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH,
-                  with_plots: bool = True, title: str = "fair_forge_beam audit report") -> str:
+                  with_plots: bool = True, title: str = "fair_forge_beam audit report",
+                  gates: Optional[list] = None) -> str:
     """The report as an HTML string.
 
     Args:
@@ -252,6 +328,9 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         comparison: :func:`~fair_forge_beam.reports.compare.compare_runs` result (optional).
         inconclusive_width: target interval width on a 0–1 scale, in (0, 1].
         with_plots: draw the SVG plots (off: tables only, faster).
+        gates: the run's :class:`~fair_forge_beam.reports.gates.Gate` list: the scorecard colours a
+            cell against the gate covering it, else against the documented reference lines
+            (:data:`~fair_forge_beam.reports.scorecard.THRESHOLDS`).
 
     Raises:
         ValueError: ``inconclusive_width`` outside (0, 1].
@@ -266,6 +345,10 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
     sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots) for n, m in doc["metrics"].items()]
+    from fair_forge_beam.reports.scorecard import credible_differences, scorecard, toxicity_measure
+
+    card = scorecard(doc, inconclusive_width, gates or ())
+    tox = doc["metrics"].get("toxicity")
     return env.get_template("report.html.j2").render(
         title=title,
         config=config,
@@ -275,6 +358,10 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         models=_models(doc, run_info),
         licences=_licences(doc),
         metrics=sections,
+        card=card,
+        differences=credible_differences(doc, card),
+        toxicity_measure=toxicity_measure(tox, run_info) if tox else None,
+        gates=bool(gates),
         dead=dead_letters or {"total": 0, "by_stage": {}, "by_reason": [], "first": [], "unreadable": 0},
         comparison=_comparison_view(comparison) if comparison else None,
         width=inconclusive_width,
@@ -284,7 +371,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
 
 def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Union[str, dict, None] = None,
                  inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
-                 run_info: Optional[dict] = None, with_plots: bool = True) -> str:
+                 run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None) -> str:
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
@@ -295,6 +382,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
             comparison is also written next to the report as ``comparison.json``.
         inconclusive_width: see :func:`render_report`.
         doc / run_info: already-loaded ``results.json`` / ``run_info.json`` (skips reading).
+        gates: see :func:`render_report`.
 
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
@@ -315,7 +403,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
-                         inconclusive_width, with_plots)
+                         inconclusive_width, with_plots, gates=gates)
     out_path = out_path or f"{run_dir}/report.html"
     from fair_forge_beam.components.judge.secrets import scrub_known
 

@@ -76,9 +76,10 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
 
 
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
-                           inconclusive_width: float) -> list[str]:
+                           inconclusive_width: float, gates: Optional[list] = None) -> list[str]:
     """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
     ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
+    ``gates`` (the run's resolved gates) colour the report's scorecard where they apply.
 
     Returns:
         The names of the outputs now in ``out`` (for the summary's last line), in
@@ -88,7 +89,8 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
     if not no_report:
         from fair_forge_beam.reports.html import write_report
 
-        write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info)
+        write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
+                     gates=gates)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first

@@ -14,7 +14,8 @@ write one such function and add it to :data:`PLOTS`; the helpers :func:`interval
 
 Plots use aggregates only (slice estimates, histograms of session values), so their size does
 not grow with the number of interactions; at most :data:`MAX_SLICES` slices are drawn per panel
-(``overall`` first, then the largest), the captions say when some were left out.
+(``overall`` first, then the slices whose values lie farthest from ``overall``'s: the most
+extreme are never left out), the captions name the slices left out.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_inter
            "session_distributions",
            "plot_generic", "metric_figures"]
 
-#: most slices drawn in one panel
-MAX_SLICES = 12
+#: most slices drawn in one panel (the shipped example data has 15 slices: all drawn)
+MAX_SLICES = 16
 
 #: matplotlib settings for self-contained SVG: text as <text> in a generic font family (no font
 #: files, no URLs), "$" not read as math, ids salted per figure (set in figure_svg)
@@ -76,22 +77,72 @@ def _new(nrows=1, ncols=1, width=7.5, height=None, **kw):
         return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
 
-def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, wspace: float = 0.12) -> None:
+#: gap between side-by-side panels (points): room for half an x tick label on each side of the seam
+#: (labels up to 4 characters at font size 9, about 5.4 pt each), so the last label of one panel
+#: and the first of the next never touch (they read "1.00.0" when the gap was a fixed 8 % of a panel)
+PANEL_GAP_PT = 28.0
+
+
+def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, wspace: Optional[float] = None,
+        gap_pt: float = PANEL_GAP_PT) -> None:
     """Margins from the longest y tick label (``label_chars`` characters) and fixed heights, set
-    directly: cheaper than ``tight_layout``, which draws the figure once more to measure it."""
+    directly: cheaper than ``tight_layout``, which draws the figure once more to measure it.
+    Side-by-side panels are ``gap_pt`` points apart (``wspace`` computed from the panel width)
+    unless ``wspace`` is given."""
     w, h = fig.get_size_inches()
     left = min(0.55, (label_chars * 5.4 + 16) / (w * 72))
     right = 1 - min(0.3, (140 if legend else 12) / (w * 72))
     bottom = min(0.4, (40 if xlabels else 22) / (h * 72))
     top = 1 - min(0.3, 22 / (h * 72))
+    if wspace is None:
+        ncols = max((ax.get_subplotspec().get_gridspec().ncols for ax in fig.axes if ax.get_subplotspec()), default=1)
+        total = (right - left) * w * 72
+        panel = (total - (ncols - 1) * gap_pt) / ncols if ncols > 1 else total
+        wspace = gap_pt / panel if ncols > 1 and panel > 0 else 0.12
     fig.subplots_adjust(left=left, right=right, bottom=bottom, top=top, wspace=wspace)
 
 
-def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES) -> tuple[list[dict], int]:
-    """``overall`` first, then the other slices by ``n_interactions`` (descending, then name);
-    at most ``limit``. Returns ``(chosen, number left out)``."""
-    ordered = sorted(slices, key=lambda s: (s.get("slice") != "overall", -(s.get("n_interactions") or 0), str(s.get("slice"))))
-    return ordered[:limit], max(0, len(ordered) - limit)
+def _relevance(s: dict, ref: Optional[dict], paths: Sequence[str], metric: str) -> float:
+    """How far the slice's estimates lie from the reference slice's (``overall``): the largest
+    ``|mean − mean_ref| / range`` over ``paths`` (ranges from :data:`~.estimates.RANGES`);
+    ``-1`` when the slice has no value on any path (nothing to draw)."""
+    from fair_forge_beam.reports.estimates import value_range
+
+    best = -1.0
+    for p in paths:
+        e = dotted_get(s, p)
+        if not isinstance(e, dict) or e.get("mean") is None:
+            continue
+        r = dotted_get(ref, p) if ref else None
+        base = r.get("mean") if isinstance(r, dict) and r.get("mean") is not None else None
+        d = 0.0 if base is None else abs(float(e["mean"]) - float(base)) / value_range(metric, p)
+        best = max(best, d)
+    return best
+
+
+def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES, paths: Sequence[str] = (),
+                metric: str = "") -> tuple[list[dict], int]:
+    """``overall`` first, then the other slices by relevance: the slices whose estimates on
+    ``paths`` lie farthest from ``overall``'s (:func:`_relevance`; the most extreme values, e.g.
+    the highest toxic rates, are never the ones left out), then by ``n_interactions`` and name;
+    at most ``limit``. Without ``paths``: by ``n_interactions``. The chosen slices keep the
+    results' order (``overall`` first). Returns ``(chosen, number left out)``."""
+    ref = next((s for s in slices if s.get("slice") == "overall"), None)
+    rel = {id(s): (_relevance(s, ref, paths, metric) if paths else 0.0) for s in slices}
+    ranked = sorted(slices, key=lambda s: (s.get("slice") != "overall", -rel[id(s)], -(s.get("n_interactions") or 0),
+                                           str(s.get("slice"))))
+    keep = {id(s) for s in ranked[:limit]}
+    chosen = [s for s in slices if id(s) in keep]
+    chosen.sort(key=lambda s: s.get("slice") != "overall")
+    return chosen, max(0, len(ranked) - limit)
+
+
+def left_out(slices: Sequence[dict], chosen: Sequence[dict]) -> list[str]:
+    """Labels of the slices not drawn (in the results' order)."""
+    from fair_forge_beam.reports.scorecard import slice_label
+
+    ids = {id(s) for s in chosen}
+    return [slice_label(s.get("slice")) for s in slices if id(s) not in ids]
 
 
 def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
@@ -107,11 +158,17 @@ def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
         ax.plot(m, yp, "o", color=color, ms=ms, label=label, linestyle="none")
 
 
+def row_limits(n: int) -> tuple[float, float]:
+    """The y limits of a panel of ``n`` rows at 0 … n−1: every row panel of a figure uses them, so
+    side-by-side panels put the same row at the same height."""
+    return (-0.7, n - 0.3)
+
+
 def _row_axes(ax, y, labels: Sequence[str], title: str, xlabel: str, xlim: Optional[tuple]) -> None:
     """One labelled row per ``y`` position, optional x limits, title, x label, vertical grid."""
     ax.set_yticks(y)
     ax.set_yticklabels([_short(lbl) for lbl in labels])
-    ax.set_ylim(-0.7, len(labels) - 0.3)
+    ax.set_ylim(*row_limits(len(labels)))
     if xlim:
         ax.set_xlim(*xlim)
     ax.set_title(title)
@@ -280,19 +337,32 @@ def _short(s, n: int = 34) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] = None, xlims=None):
-    chosen, left = pick_slices(slices)
-    labels = [s["slice"] for s in chosen]
+def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] = None, xlims=None,
+                  metric: str = ""):
+    """One panel per path, one row per slice (the :data:`MAX_SLICES` most relevant, see
+    :func:`pick_slices`); undefined estimates (:func:`~.scorecard.is_undefined`) are drawn as
+    "n/a". Returns ``(figure, caption note on the slices not drawn)``."""
+    from fair_forge_beam.reports.scorecard import is_undefined, slice_label
+
+    chosen, _ = pick_slices(slices, MAX_SLICES, paths, metric)
+    labels = [slice_label(s["slice"]) for s in chosen]
     fig, axes = _new(1, len(paths), height=0.32 * len(labels) + 1.2)
     for i, (ax, p) in enumerate(zip(axes[0], paths)):
-        interval_panel(ax, labels if i == 0 else [""] * len(labels), [dotted_get(s, p) for s in chosen],
+        ests = [None if is_undefined(metric, p, dotted_get(s, p)) else dotted_get(s, p) for s in chosen]
+        interval_panel(ax, labels if i == 0 else [""] * len(labels), ests,
                        title=(titles or paths)[i], color=f"C{i % 10}", xlim=(xlims or {}).get(p))
-    fit(fig, max(len(_short(lbl)) for lbl in labels), wspace=0.08)
-    return fig, left
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    fit(fig, max(len(_short(lbl)) for lbl in labels))
+    return fig, _left_note(slices, chosen)
 
 
-def _left_note(left: int) -> str:
-    return f" ({left} smaller slice{'s' if left != 1 else ''} not drawn)" if left else ""
+def _left_note(slices: Sequence[dict], chosen: Sequence[dict]) -> str:
+    """Caption note naming the slices not drawn (the least relevant: closest to ``overall``)."""
+    names = left_out(slices, chosen)
+    if not names:
+        return ""
+    shown = ", ".join(_short(n, 24) for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return f" (not drawn, closest to the overall value: {shown}; all slices are in the table)"
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -301,8 +371,8 @@ def plot_generic(metric: dict, config: dict) -> list:
     heads = list(metric.get("headline_columns") or [])[:4]
     if not heads or not metric.get("slices"):
         return []
-    fig, left = _slice_panels(metric["slices"], heads)
-    return [("Headline estimates per slice with intervals" + _left_note(left), fig)]
+    fig, note = _slice_panels(metric["slices"], heads)
+    return [("Headline estimates per slice with intervals" + note, fig)]
 
 
 def plot_humanity(metric: dict, config: dict) -> list:
@@ -311,17 +381,19 @@ def plot_humanity(metric: dict, config: dict) -> list:
     out = []
     slices = metric.get("slices") or []
     if slices:
-        chosen, left = pick_slices(slices, 6)
-        emotions = list((chosen[0].get("emotion_distribution") or {}).keys())
+        emotions = list((slices[0].get("emotion_distribution") or {}).keys())
+        chosen, _ = pick_slices(slices, 6, [f"emotion_distribution.{e}" for e in emotions], "humanity")
         if emotions:
+            from fair_forge_beam.reports.scorecard import slice_label
+
             fig, ax = _new(height=0.42 * len(emotions) + 1.2)
-            grouped_intervals(ax[0][0], emotions, [(s["slice"], [(s.get("emotion_distribution") or {}).get(e) for e in emotions]) for s in chosen],
+            grouped_intervals(ax[0][0], emotions, [(slice_label(s["slice"]), [(s.get("emotion_distribution") or {}).get(e) for e in emotions]) for s in chosen],
                               xlabel="share of emotion words")
             fit(fig, max(len(e) for e in emotions), legend=True)
-            out.append(("Emotion distribution per slice" + _left_note(left), fig))
-        fig, left = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
-                                  ["mean emotional entropy (bits)", "mean Spearman ρ vs reference"])
-        out.append(("Entropy and reference agreement per slice" + _left_note(left), fig))
+            out.append(("Emotion distribution per slice" + _left_note(slices, chosen), fig))
+        fig, note = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
+                                  ["emotional entropy (bits)", "Spearman ρ vs reference"], metric="humanity")
+        out.append(("Entropy and reference agreement per slice" + note, fig))
     dist = _distributions("humanity", metric)
     if dist and dist["n_sessions"]:
         out.append(("Distribution of session means", _histograms_from_counts(dist["values"])))
@@ -343,22 +415,24 @@ def plot_toxicity(metric: dict, config: dict) -> list:
             ge = gp.get("group_estimates") or {}
             fig, axes = _new(1, 2, height=0.3 * len(groups) + 1.2, gridspec_kw={"width_ratios": [1, 2]})
             y = np.arange(len(groups))[::-1]
+            labels = [g.replace("_", " ") for g in groups]
             axes[0][0].barh(y, [n_i.get(g, 0) for g in groups], color="C7")
-            axes[0][0].set_yticks(y)
-            axes[0][0].set_yticklabels(groups)
-            axes[0][0].set_title("N_i: answers mentioning the group")
-            axes[0][0].grid(axis="x", alpha=0.3)
+            # the same rows and limits as the T_i panel (row_limits): a group's bar and its T_i
+            # interval sit at the same height (barh alone autoscaled to ±0.4 plus margins)
+            _row_axes(axes[0][0], y, labels, "N_i: answers mentioning the group", "answers", None)
             interval_panel(axes[0][1], [""] * len(groups), [(ge.get(g) or {}).get("T") for g in groups],
                            title="T_i: toxic share of those answers", color="C3", xlim=(0, 1))
-            fit(fig, max(len(_short(g)) for g in groups), wspace=0.05)
+            fit(fig, max(len(_short(g)) for g in labels))
             out.append((f"Groups, overall slice (toxicity threshold {gp.get('toxicity_threshold')})", fig))
     if slices:
-        fig, left = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)})
-        out.append(("Toxic-answer rate per slice" + _left_note(left), fig))
+        fig, note = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)},
+                                  metric="toxicity")
+        out.append(("Toxic-answer rate per slice" + note, fig))
         paths = ["estimates.DR", "estimates.DTO", "estimates.ASB", "estimates.DIDT"]
         # every score lies in [0, 1] (spec §6.1): a common axis from 0 keeps "no disparity" in view
-        fig, left = _slice_panels(slices, paths, ["DR", "DTO", "ASB", "DIDT"], {p: (-0.02, 1.02) for p in paths})
-        out.append(("Group disparity scores per slice (0 = no disparity)" + _left_note(left), fig))
+        fig, note = _slice_panels(slices, paths, ["DR", "DTO", "ASB", "DIDT"], {p: (-0.02, 1.02) for p in paths},
+                                  metric="toxicity")
+        out.append(("Group disparity scores per slice (0 = no disparity)" + note, fig))
     clusters = (overall or {}).get("cluster_profiling") or {}
     if clusters:
         sizes = ((overall.get("clustering") or {}).get("cluster_sizes") or {})
@@ -391,7 +465,8 @@ def plot_bias(metric: dict, config: dict) -> list:
     slices = metric.get("slices") or []
     if not slices:
         return []
-    chosen, left = pick_slices(slices, 6)
+    keys = sorted({a for s in slices for a in (s.get("rates") or {})})
+    chosen, _ = pick_slices(slices, 6, [f"rates.{a}" for a in keys], "bias")
     attrs = []
     for s in chosen:
         for a in (s.get("rates") or {}):
@@ -403,16 +478,16 @@ def plot_bias(metric: dict, config: dict) -> list:
     grouped_intervals(ax[0][0], attrs, [(s["slice"], [(s.get("rates") or {}).get(a) for a in attrs]) for s in chosen],
                       xlabel="share of interactions flagged", xlim=(0, 1))
     fit(fig, max(len(_short(a)) for a in attrs), legend=True)
-    return [("Bias rate per protected attribute" + _left_note(left), fig)]
+    return [("Bias rate per protected attribute" + _left_note(slices, chosen), fig)]
 
 
 def plot_context(metric: dict, config: dict) -> list:
     """Context awareness (0–1) per slice; distribution of session scores."""
     out = []
     if metric.get("slices"):
-        fig, left = _slice_panels(metric["slices"], ["context_awareness"], ["context awareness (0–1)"],
-                                  {"context_awareness": (0, 1)})
-        out.append(("Context awareness per slice" + _left_note(left), fig))
+        fig, note = _slice_panels(metric["slices"], ["context_awareness"], ["context awareness (0–1)"],
+                                  {"context_awareness": (0, 1)}, metric="context")
+        out.append(("Context awareness per slice" + note, fig))
     dist = _distributions("context", metric)
     if dist and dist["n_sessions"]:
         out.append(("Distribution of session context awareness", _histograms_from_counts(dist["values"])))
@@ -427,12 +502,12 @@ def plot_conversational(metric: dict, config: dict) -> list:
     slices = metric.get("slices") or []
     dims = [f for f in RESULT_FIELDS if any(f in s for s in slices)]
     if slices and dims:
-        chosen, left = pick_slices(slices, 6)
+        chosen, _ = pick_slices(slices, 6, dims, "conversational")
         fig, ax = _new(height=0.45 * len(dims) + 1.2)
         grouped_intervals(ax[0][0], [d.replace("conversational_", "") for d in dims],
                           [(s["slice"], [s.get(d) for d in dims]) for s in chosen], xlabel="judge score (0–10)", xlim=(0, 10))
         fit(fig, 15, legend=True)
-        out.append(("Conversational dimensions per slice" + _left_note(left), fig))
+        out.append(("Conversational dimensions per slice" + _left_note(slices, chosen), fig))
     dist = _distributions("conversational", metric)
     if dist and dist["n_sessions"] and dims:
         fig, ax = _new(height=2.8)
@@ -449,7 +524,8 @@ def plot_conversational(metric: dict, config: dict) -> list:
 
 def plot_agentic(metric: dict, config: dict) -> list:
     """pass@k and pass^k against k (1…k) for the largest slices, with their intervals."""
-    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("curve")], 6)
+    with_curve = [s for s in metric.get("slices") or [] if s.get("curve")]
+    chosen, _ = pick_slices(with_curve, 6, ["pass_pow_k", "pass_at_k"], "agentic")
     if not chosen:
         return []
     fig, axes = _new(1, 2, height=2.8)
@@ -471,14 +547,15 @@ def plot_agentic(metric: dict, config: dict) -> list:
         ax.grid(alpha=0.3)
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fit(fig, 4, legend=True, wspace=0.35)
-    return [("pass^k and pass@k against k, per task over its trials" + _left_note(left), fig)]
+    return [("pass^k and pass@k against k, per task over its trials" + _left_note(with_curve, chosen), fig)]
 
 
 def plot_bestof(metric: dict, config: dict) -> list:
     """The ranking of each of the largest slices: Bradley–Terry log-strength with its interval
     (win rate where no strength exists)."""
     out = []
-    chosen, left = pick_slices([s for s in metric.get("slices") or [] if s.get("ranking")], 3)
+    ranked = [s for s in metric.get("slices") or [] if s.get("ranking")]
+    chosen, left = pick_slices(ranked, 3)  # by size: a ranking has no single value to compare
     for s in chosen:
         ranking = sorted(s["ranking"], key=lambda r: r.get("rank", 0))
         labels = [f"{r.get('rank')}. {r.get('assistant_id')}" for r in ranking]
@@ -491,7 +568,7 @@ def plot_bestof(metric: dict, config: dict) -> list:
         fit(fig, max(len(_short(lbl)) for lbl in labels))
         out.append((f"BestOf ranking, {s['slice']} ({s.get('n_contests', 0)} contests)", fig))
     if out and left:
-        out[-1] = (out[-1][0] + _left_note(left), out[-1][1])
+        out[-1] = (out[-1][0] + f" ({left} smaller slice{'s' if left != 1 else ''} not drawn)", out[-1][1])
     return out
 
 
