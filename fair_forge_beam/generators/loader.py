@@ -10,7 +10,7 @@ Rules (spec §10), with the differences marked *here*:
   with no body are dropped. *Here* lines inside fenced code blocks (```` ``` ```` / ``~~~``) are
   never headers (upstream splits a ``# comment`` inside a code block).
 * Chunk id ``<file stem slug>_<header slug>`` (slug: lower case, runs of non-alphanumerics → one
-  ``_``, trimmed; empty → ``section_<i>``, ``i`` the 1-based section number).
+  ``_``, trimmed, Unicode letters kept; empty → ``section_<i>``, ``i`` the 1-based section number).
 * A section longer than ``max_chunk_size`` characters is split by size: a window of
   ``max_chunk_size`` characters, pulled back to its last paragraph break (``"\\n\\n"``) when that
   lies beyond ``min_chunk_size``, else to just after its last ``". "`` (same rule), else cut hard;
@@ -42,14 +42,15 @@ CORPORA = ("airline", "callcenter")
 
 _HEADER_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_SLUG_RE = re.compile(r"[^0-9a-z]+")
+_SLUG_RE = re.compile(r"[\W_]+")
 _MD_EXT = (".md", ".markdown")
 
 Source = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
 
 def slug(text: str) -> str:
-    """Lower case, runs of characters other than ``[0-9a-z]`` → ``_``, trimmed of ``_``."""
+    """Lower case, runs of non-alphanumeric characters (Unicode letters and digits are kept) →
+    ``_``, trimmed of ``_``."""
     return _SLUG_RE.sub("_", text.lower()).strip("_")
 
 
