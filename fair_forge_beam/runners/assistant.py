@@ -108,7 +108,7 @@ def render_request(template: str, values: Mapping[str, Any]) -> Any:
 
     try:
         text = _template(template).render(**values)
-    except TemplateError as exc:
+    except (TemplateError, TypeError) as exc:  # TypeError: | tojson of an undefined name
         raise ValueError(f"request template: {type(exc).__name__}: {exc}") from None
     try:
         return json.loads(text)
