@@ -266,14 +266,27 @@ def test_dataset_shape_ids_and_dead_letters(generated):
     assert summary["dead_letters"] == len(dead) and summary["requests"] == len(plan.requests)
 
 
-def test_parquet_holds_the_same_sessions(generated):
+def test_parquet_holds_the_same_sessions_and_the_audit_reader_reads_both_files(generated):
     import pyarrow.parquet as pq
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from conftest import FNAPI
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
 
     root = generated["root"]
     rows = pq.read_table(root / "a" / "dataset.parquet").to_pylist()
     records = [json.loads(line) for line in (root / "a" / "dataset.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r["session_id"] for r in rows] == [r["session_id"] for r in records]
-    assert [json.loads(b["agentic_json"]) for b in rows[0]["conversation"]] == [b["agentic"] for b in records[0]["conversation"]]
+    assert [{k: v for k, v in b["agentic"].items() if v is not None} for b in rows[0]["conversation"]] == [
+        b["agentic"] for b in records[0]["conversation"]]
+    expected = sorted((r["session_id"], b["qa_id"], b["query"]) for r in records for b in r["conversation"])
+    for name in ("dataset.jsonl", "dataset.parquet"):
+        with TestPipeline(runner=FNAPI, blocking=True) as p:
+            read = p | ReadInteractions([str(root / "a" / name)])
+            assert_that(read["interactions"] | beam.Map(lambda it: (it.session_id, it.qa_id, it.query)), equal_to(expected))
+            assert_that(read["dead_letter"], equal_to([]), label="NoDeadLetters")
 
 
 def test_upstream_style_api_text_mode_and_conversations(tmp_path):

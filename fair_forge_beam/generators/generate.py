@@ -331,27 +331,31 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
     return written
 
 
+_AGENTIC_FIELDS = (("chunk_id", "string"), ("difficulty", "string"), ("query_type", "string"), ("turn_number", "int64"),
+                   ("conversation_mode", "bool_"), ("builds_on", "string"), ("expected_context", "string"))
+
+
 def _parquet_schema():
     import pyarrow as pa
 
+    agentic = pa.struct([(k, getattr(pa, t)()) for k, t in _AGENTIC_FIELDS])
     batch = pa.struct([("qa_id", pa.string()), ("query", pa.string()), ("assistant", pa.string()),
-                       ("ground_truth_assistant", pa.string()), ("observation", pa.string()),
-                       ("agentic_json", pa.string())])
+                       ("ground_truth_assistant", pa.string()), ("observation", pa.string()), ("agentic", agentic)])
     return pa.schema([("session_id", pa.string()), ("assistant_id", pa.string()), ("language", pa.string()),
                       ("context", pa.string()), ("conversation", pa.list_(batch))])
 
 
 def _parquet_row(r: dict) -> dict:
     conv = [{**{k: b.get(k) for k in ("qa_id", "query", "assistant", "ground_truth_assistant", "observation")},
-             "agentic_json": json.dumps(b.get("agentic") or {}, sort_keys=True, ensure_ascii=False)} for b in r["conversation"]]
+             "agentic": {k: (b.get("agentic") or {}).get(k) for k, _ in _AGENTIC_FIELDS}} for b in r["conversation"]]
     return {**{k: r[k] for k in ("session_id", "assistant_id", "language", "context")}, "conversation": conv}
 
 
 def WriteGenerated(out: str, parquet: bool = False, counts: Optional[dict] = None):
     """``{"datasets", "dead_letter"}`` → files in ``out``: ``dataset.jsonl`` (one session per line,
     sorted by group index), ``dead_letter.jsonl`` (sorted), ``generation_summary.json``, and with
-    ``parquet`` ``dataset.parquet`` (one row per session; each interaction's ``agentic`` as the
-    JSON text column ``agentic_json``)."""
+    ``parquet`` ``dataset.parquet`` (one row per session, nested ``conversation``; ``agentic`` is a
+    struct of the generator's fields, null where a record has none)."""
     from fair_forge_beam._beam import beam
 
     class _Write(beam.PTransform):
