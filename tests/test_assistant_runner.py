@@ -134,8 +134,11 @@ def test_skip_failed_turns_in_the_audit():
 
 def test_helpers_and_validation():
     assert render_request('{"q": {{ query | tojson }}}', {"query": 'a "quoted" {{x}}'}) == {"q": 'a "quoted" {{x}}'}
+    with pytest.raises(ValueError, match="must end in | tojson"):  # no raw text in the body: no injection
+        render_request('{"q": "{{ query }}"}', {"query": 'x", "admin": true, "y": "'})
+    assert render_request('{"t": {{ turn_index }}}', {"turn_index": 2}) == {"t": 2}
     with pytest.raises(ValueError, match="did not render to JSON"):
-        render_request('{"q": {{ query }}}', {"query": "plain text"})
+        render_request('{"q": {{ query | tojson }}', {"query": "x"})
     with pytest.raises(ValueError, match="request template"):
         render_request('{"q": {{ nope | tojson }}}', {})
     assert response_field({"a": [{"b": "x"}]}, "a.0.b") == "x"
@@ -145,6 +148,7 @@ def test_helpers_and_validation():
     assert failed_turn_reason({"runner": {"ok": True}}) is None and failed_turn_reason(None) is None
     for kw in ({"kind": "grpc"}, {"kind": "openai"}, {"kind": "http", "url": "http://x"},
                {"kind": "http", "url": "http://x", "request_template": "{{ query }}"},
+               {"kind": "http", "url": "http://x", "request_template": '{"q": "{{ query }}"}'},
                {"kind": "openai", "model": "m", "params": {"messages": []}}, {"kind": "openai", "model": "m", "request_timeout": 0}):
         with pytest.raises(ValueError):
             AssistantHandler(**kw)

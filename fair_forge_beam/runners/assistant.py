@@ -14,7 +14,8 @@ Endpoints (``AssistantHandler(kind=...)``):
   (sandboxed, strict) of the JSON body whose variables are ``query``, ``history`` (list of
   ``{"role", "content"}``), ``messages`` (history + this user turn), ``session_id``,
   ``assistant_id``, ``qa_id``, ``turn_index``, ``context``, ``agentic``, ``language``; use
-  ``| tojson`` for every value (the rendered text must be JSON, else the turn fails). The answer
+  ``| tojson`` after every ``{{ … }}`` (numbers aside: checked at construction, so a query can
+  never write JSON fields of its own into the body); the rendered text must be JSON. The answer
   is read at ``response_path``: dot-separated keys, and list indices as numbers
   (``choices.0.message.content``); it must be text. Called with ``requests`` + ``urllib3``'s
   ``Retry``.
@@ -92,11 +93,25 @@ def failed_turn_reason(agentic: Any) -> Optional[str]:
     return None
 
 
+class _RawValue(ValueError):
+    pass
+
+
+def _only_json(value: Any) -> Any:
+    """Jinja ``finalize``: an expression may print only ``| tojson`` output (``Markup``) or a
+    number, so text from outside (queries, history) can never write JSON of its own into the body."""
+    from markupsafe import Markup
+
+    if isinstance(value, Markup) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    raise _RawValue("every {{ … }} in a request template must end in | tojson (text from outside is hostile)")
+
+
 def _template(source: str):
     from jinja2 import StrictUndefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
     return env.from_string(source)
 
@@ -108,6 +123,8 @@ def render_request(template: str, values: Mapping[str, Any]) -> Any:
 
     try:
         text = _template(template).render(**values)
+    except _RawValue as exc:
+        raise ValueError(f"request template: {exc}") from None
     except (TemplateError, TypeError) as exc:  # TypeError: | tojson of an undefined name
         raise ValueError(f"request template: {type(exc).__name__}: {exc}") from None
     try:
