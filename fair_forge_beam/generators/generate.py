@@ -30,7 +30,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
+from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate
+from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.generators.schemas import (
     Chunk,
     GeneratedConversationOutput,
@@ -234,67 +236,66 @@ def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode:
     return out
 
 
-def _beam_parts():
-    from fair_forge_beam._beam import beam
-    from fair_forge_beam.components.judge.handler import RunJudge
-    from fair_forge_beam.io.elements import dead_letter
+class _ToBatches(beam.DoFn):
+    """``JudgeResult`` → ``(group index, (position, [Batch dict, …]))``; a conversation with repeated
+    turn numbers → dead letter."""
 
-    class _ToBatches(beam.DoFn):
-        def __init__(self, slots: dict, conversation_mode: bool):
-            self._slots, self._conv = slots, conversation_mode
+    def __init__(self, slots: dict, conversation_mode: bool):
+        self._slots, self._conv = slots, conversation_mode
 
-        def process(self, res):
-            gi, pos = res.key.split("/")
-            chunk_id, occ = self._slots[res.key]
-            try:
-                batches = batches_for(chunk_id, occ, res.parsed, self._conv)
-            except ValueError as exc:
-                yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", str(exc), res.raw, element_id=chunk_id,
-                                                                   source=f"generator:{res.key}"))
-                return
-            yield int(gi), (int(pos), batches)
-
-    class _BuildDataset(beam.DoFn):
-        def __init__(self, groups: dict, assistant_id: str, language: str):
-            self._groups, self._assistant, self._language = groups, assistant_id, language
-
-        def process(self, kv):
-            gi, parts = kv
-            g = self._groups[gi]
-            conversation = [b for _, bs in sorted(parts, key=lambda t: t[0]) for b in bs]
-            yield gi, {"session_id": g["session_id"], "assistant_id": self._assistant, "language": self._language,
-                       "context": g["context"], "conversation": conversation}
-
-    class _Stage(beam.DoFn):
-        def process(self, d):
-            yield d._replace(stage="generator") if d.stage == "judge" else d
-
-    class GenerateDatasetT(beam.PTransform):
-        def __init__(self, handler, plan: GenerationPlan):
-            super().__init__()
-            self._handler, self._plan = handler, plan
-
-        def expand(self, pbegin):
-            plan = self._plan
-            slots = {f"{g['index']:06d}/{pos:04d}": (cid, occ) for g in plan.groups for pos, cid, occ in g["slots"]}
-            groups = {g["index"]: g for g in plan.groups}
-            reqs = pbegin | "GenRequests" >> beam.Create(list(plan.requests), reshuffle=False)
-            judged = reqs | "GenAsk" >> RunJudge(self._handler, label_prefix="Gen")
-            parts = judged.results | "GenBatches" >> beam.ParDo(_ToBatches(slots, plan.conversation_mode)).with_outputs("dead", main="ok")
-            datasets = (parts.ok | "GenGroup" >> beam.GroupByKey()
-                        | "GenDataset" >> beam.ParDo(_BuildDataset(groups, plan.assistant_id, plan.language)))
-            dead = ((judged.dead_letters | "GenStage" >> beam.ParDo(_Stage()), parts["dead"])
-                    | "GenDead" >> beam.Flatten())
-            return {"datasets": datasets, "dead_letter": dead}
-
-    return GenerateDatasetT
+    def process(self, res):
+        gi, pos = res.key.split("/")
+        chunk_id, occ = self._slots[res.key]
+        try:
+            batches = batches_for(chunk_id, occ, res.parsed, self._conv)
+        except ValueError as exc:
+            yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", str(exc), res.raw, element_id=chunk_id,
+                                                               source=f"generator:{res.key}"))
+            return
+        yield int(gi), (int(pos), batches)
 
 
-def GenerateDataset(handler, plan: GenerationPlan):
+class _BuildDataset(beam.DoFn):
+    """``(group index, parts)`` → ``(group index, Dataset dict)``, batches in chunk order."""
+
+    def __init__(self, groups: dict, assistant_id: str, language: str):
+        self._groups, self._assistant, self._language = groups, assistant_id, language
+
+    def process(self, kv):
+        gi, parts = kv
+        g = self._groups[gi]
+        conversation = [b for _, bs in sorted(parts, key=lambda t: t[0]) for b in bs]
+        yield gi, {"session_id": g["session_id"], "assistant_id": self._assistant, "language": self._language,
+                   "context": g["context"], "conversation": conversation}
+
+
+def _as_generator_stage(d):
+    return d._replace(stage="generator") if d.stage == "judge" else d
+
+
+class GenerateDataset(beam.PTransform):
     """``PBegin`` → ``{"datasets": PCollection[(group index, Dataset dict)], "dead_letter":
     PCollection[DeadLetter]}`` (stage ``"generator"``): asks ``plan.requests`` through
     ``RunJudge(handler)`` and assembles one session per group."""
-    return _beam_parts()(handler, plan)
+
+    def __init__(self, handler, plan: GenerationPlan):
+        super().__init__()
+        self._handler, self._plan = handler, plan
+
+    def expand(self, pbegin):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        plan = self._plan
+        slots = {f"{g['index']:06d}/{pos:04d}": (cid, occ) for g in plan.groups for pos, cid, occ in g["slots"]}
+        groups = {g["index"]: g for g in plan.groups}
+        reqs = pbegin | "GenRequests" >> beam.Create(list(plan.requests), reshuffle=False)
+        judged = reqs | "GenAsk" >> RunJudge(self._handler, label_prefix="Gen")
+        parts = judged.results | "GenBatches" >> beam.ParDo(_ToBatches(slots, plan.conversation_mode)).with_outputs("dead", main="ok")
+        datasets = (parts.ok | "GenGroup" >> beam.GroupByKey()
+                    | "GenDataset" >> beam.ParDo(_BuildDataset(groups, plan.assistant_id, plan.language)))
+        dead = ((judged.dead_letters | "GenStage" >> beam.Map(_as_generator_stage), parts["dead"])
+                | "GenDead" >> beam.Flatten())
+        return {"datasets": datasets, "dead_letter": dead}
 
 
 def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict) -> list[str]:
@@ -351,23 +352,28 @@ def _parquet_row(r: dict) -> dict:
     return {**{k: r[k] for k in ("session_id", "assistant_id", "language", "context")}, "conversation": conv}
 
 
-def WriteGenerated(out: str, parquet: bool = False, counts: Optional[dict] = None):
-    """``{"datasets", "dead_letter"}`` → files in ``out``: ``dataset.jsonl`` (one session per line,
-    sorted by group index), ``dead_letter.jsonl`` (sorted), ``generation_summary.json``, and with
-    ``parquet`` ``dataset.parquet`` (one row per session, nested ``conversation``; ``agentic`` is a
-    struct of the generator's fields, null where a record has none)."""
-    from fair_forge_beam._beam import beam
+def _write_once(_, datasets, dead, out, parquet, counts):
+    return _write_outputs(out, datasets, dead, parquet, counts)
 
-    class _Write(beam.PTransform):
-        def expand(self, outs):
-            p = outs["datasets"].pipeline
-            ds = outs["datasets"] | "GenDatasetsList" >> beam.combiners.ToList()
-            dl = outs["dead_letter"] | "GenDeadList" >> beam.combiners.ToList()
-            return (p | "GenWriteOnce" >> beam.Create([None])
-                    | "GenWrite" >> beam.Map(lambda _, d, x: _write_outputs(out, d, x, parquet, dict(counts or {})),
-                                             beam.pvalue.AsSingleton(ds), beam.pvalue.AsSingleton(dl)))
 
-    return _Write()
+class WriteGenerated(beam.PTransform):
+    """``{"datasets", "dead_letter"}`` → files in ``out``, written once by the pipeline:
+    ``dataset.jsonl`` (one session per line, sorted by group index), ``dead_letter.jsonl``
+    (sorted), ``generation_summary.json``, and with ``parquet`` ``dataset.parquet`` (one row per
+    session, nested ``conversation``; ``agentic`` is a struct of the generator's fields, null where
+    a record has none)."""
+
+    def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None):
+        super().__init__()
+        self._out, self._parquet, self._counts = out, bool(parquet), dict(counts or {})
+
+    def expand(self, outs):
+        p = outs["datasets"].pipeline
+        ds = outs["datasets"] | "GenDatasetsList" >> beam.combiners.ToList()
+        dl = outs["dead_letter"] | "GenDeadList" >> beam.combiners.ToList()
+        return (p | "GenWriteOnce" >> beam.Create([None])
+                | "GenWrite" >> beam.Map(_write_once, beam.pvalue.AsSingleton(ds), beam.pvalue.AsSingleton(dl),
+                                         self._out, self._parquet, self._counts))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -621,7 +621,9 @@ class WriteRunOutputs(beam.PTransform):
         dead = (outs["dead_letter"], *self._extra) | "RunAllDead" >> beam.Flatten()
         lists = [x | f"Run{n}List" >> beam.combiners.ToList()
                  for n, x in (("Sessions", outs["sessions"]), ("Summaries", outs["summaries"]), ("Dead", dead))]
-        out, counts = self._out, self._counts
         return (p | "RunWriteOnce" >> beam.Create([None])
-                | "RunWrite" >> beam.Map(lambda _, a, b, c: _write_run(out, a, b, c, counts),
-                                         *[beam.pvalue.AsSingleton(x) for x in lists]))
+                | "RunWrite" >> beam.Map(_write_run_once, *[beam.pvalue.AsSingleton(x) for x in lists], self._out, self._counts))
+
+
+def _write_run_once(_, sessions, summaries, dead, out, counts):
+    return _write_run(out, sessions, summaries, dead, counts)
