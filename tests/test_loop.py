@@ -36,7 +36,7 @@ def loop_run(tmp_path_factory):
     from pipelines import loop
 
     out = tmp_path_factory.mktemp("loop") / "out"
-    faults = [Fault("server_error", match="[FAIL]"), Fault("slow", match="[SLOW]", delay=3.0),
+    faults = [Fault("server_error", match="[FAIL]"), Fault("slow", match="[SLOW]", delay=8.0),
               Fault("rate_limit", match="[BUSY]", attempts={1})]
     with ScriptedOpenAIServer(judge_and_generator) as judge, ScriptedOpenAIServer(assistant, faults=faults) as bot:
         doc = loop.run([
@@ -44,7 +44,7 @@ def loop_run(tmp_path_factory):
             "--num-queries", "2", "--assistant-id", "bot-v1",
             "--judge-base-url", judge.base_url, "--judge-model", "judge", "--judge-cache", str(out.parent / "judge.sqlite3"),
             "--generator-cache", str(out.parent / "gen.sqlite3"),
-            "--assistant-url", bot.base_url, "--assistant-model", "bot", "--assistant-timeout", "0.5",
+            "--assistant-url", bot.base_url, "--assistant-model", "bot", "--assistant-timeout", "2",
             "--assistant-retries", "1", "--metrics", "humanity,context", "--output", str(out)])
         counts = {"bot": bot.count(), "bot_by_status": dict(bot.by_status)}
     return doc, out, counts
@@ -70,10 +70,11 @@ def test_loop_generates_runs_and_audits(loop_run):
         assert t["assistant"].startswith("[ERROR] ")
         assert "[runner error]" in t["observation"]
         reason = t["agentic"]["runner"]["error"]
-        assert ("HTTP 500" in reason) if "[FAIL]" in t["query"] else ("timeout after 0.5 s" in reason)
+        assert ("HTTP 500" in reason) if "[FAIL]" in t["query"] else ("timeout after 2 s" in reason)
     for t in kinds["[BUSY]"]:  # a 429 on the first attempt: the client retried (Retry-After) and got the answer
         assert t["agentic"]["runner"]["ok"] and t["assistant"].startswith("Answer to: ")
-    assert counts["bot_by_status"].get(429, 0) == len(kinds["[BUSY]"])
+    # 429 on the first try of every prompt holding "[BUSY]" (later turns carry it in their history)
+    assert counts["bot_by_status"].get(429, 0) >= len(kinds["[BUSY]"])
     assert counts["bot_by_status"].get(500, 0) == 2 * len(kinds["[FAIL]"])  # one client retry each
 
 
