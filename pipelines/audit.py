@@ -198,6 +198,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     with beam.Pipeline(options=options) as p:
         read = p | "Read" >> reader
+        # a turn the runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a dead letter, never scored
+        from fair_forge_beam.runners.assistant import SkipFailedTurns
+
+        answered, failed_turns = read["interactions"] | "SkipFailedTurns" >> SkipFailedTurns()
+        read = {**read, "interactions": answered,
+                "dead_letter": (read["dead_letter"], failed_turns) | "ReadAndRunnerDeadLetters" >> beam.Flatten()}
         results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         write_outputs(read, results, out, interaction_parquet_fields(metrics),

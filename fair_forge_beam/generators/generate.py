@@ -1,0 +1,467 @@
+"""Generating test sets with an LLM (spec §10), as a Beam pipeline over the judge handler.
+
+    chunks (loader) ─► groups (strategy) ─► one JudgeRequest per (group, chunk)
+        ─► RunJudge(OpenAIJudgeHandler: structured output, strict schema validation, cache,
+           retries, dead letter) ─► GroupByKey(group) ─► Dataset records ─► JSONL / Parquet
+
+The chunk list and the groups are small and computed by the launcher (a strategy needs the whole
+list, spec §18.1); every LLM call runs in the pipeline. Reproducibility: the session id is the
+BLAKE2b digest of ``(seed, strategy, group index, mode, count, assistant_id, language, chunk
+digests)`` (never ``uuid4``), prompts are fixed text, and the written file is sorted by group
+index, so the same corpus, seed and cached answers give the same bytes.
+
+Record shape (spec §10, ``generate_dataset``): ``context`` = the group's chunk contents joined by
+blank lines; one ``Batch`` per generated query (``qa_id = <chunk_id>_q<i>``, 1-based) or turn
+(``<chunk_id>_t<turn_number>``), empty ``assistant`` and ``ground_truth_assistant``, an
+``observation`` naming the source chunk (and turn), ``agentic`` = ``{chunk_id, difficulty?,
+query_type?}`` or for conversations ``{chunk_id, turn_number, conversation_mode: true,
+builds_on (turn > 1), difficulty?, query_type?, expected_context?}``. A chunk that appears again
+in one group (sampling with replacement) is asked again as another sample (``sample_index``) and
+its ids get ``#<occurrence>`` after the chunk id (occurrence ≥ 2), so qa_ids stay unique.
+
+Faults: an answer that never validates, an HTTP error that stays, a conversation with repeated
+turn numbers → dead letter (stage ``"generator"``, reason, raw answer); the group's other chunks
+still make the session; a group with no usable chunk makes no session.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.prompts import PromptTemplate
+from fair_forge_beam.io.elements import dead_letter
+from fair_forge_beam.generators.schemas import (
+    Chunk,
+    GeneratedConversationOutput,
+    GeneratedQueriesOutput,
+)
+from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy, SequentialStrategy, chunk_digest
+
+__all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
+           "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES"]
+
+GENERATOR_NAMESPACE = "fair_forge_beam.generator"
+OUTPUT_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
+
+_QUERY_SYSTEM = (
+    "You write evaluation questions for an AI assistant from a piece of documentation.\n\n"
+    "Context:\n{{ context }}\n\n"
+    "Write exactly {{ num_queries }} questions that a real user could ask and that the context answers. "
+    "Make them diverse: mix recall, comprehension and application questions; keep them open-ended "
+    "(no yes/no questions) and grounded in the context only. Label each with a difficulty (easy, medium, "
+    "hard) and a query_type (recall, comprehension, application).\n"
+    "{{ seed_examples_section }}"
+    'Answer with JSON: {"queries": [{"query": "...", "difficulty": "...", "query_type": "..."}], '
+    '"chunk_summary": "one sentence on what the context covers"}.'
+)
+_CONVERSATION_SYSTEM = (
+    "You write a multi-turn conversation that a user could have with an AI assistant about a piece of "
+    "documentation. Write only the user's turns.\n\n"
+    "Context:\n{{ context }}\n\n"
+    "Write exactly {{ num_turns }} user turns, numbered from 1 (turn_number). Start broad; each turn builds "
+    "on the previous ones; progress from recall to analysis. Every turn must be answerable from the context. "
+    "Give each turn a difficulty, a query_type and, when useful, expected_context (the part of the context "
+    "that answers it).\n"
+    "{{ seed_examples_section }}"
+    'Answer with JSON: {"turns": [{"query": "...", "turn_number": 1, "difficulty": "...", "query_type": "...", '
+    '"expected_context": "..."}], "conversation_summary": "...", "chunk_summary": "..."}.'
+)
+_QUERY_TEMPLATE = PromptTemplate(_QUERY_SYSTEM, {"context", "num_queries", "seed_examples_section"}, fenced={"context"})
+_CONVERSATION_TEMPLATE = PromptTemplate(_CONVERSATION_SYSTEM, {"context", "num_turns", "seed_examples_section"}, fenced={"context"})
+_SEED_TEMPLATE = PromptTemplate("Match the style of these example questions:\n{{ examples }}\n", {"examples"}, fenced={"examples"},
+                                data_note=False)
+
+
+def _seed_section(seed_examples: Optional[Sequence[str]]) -> str:
+    if not seed_examples:
+        return ""
+    return _SEED_TEMPLATE.render(examples="\n".join(f"- {e}" for e in seed_examples))
+
+
+def _custom_system(custom: str, context: str, n: int, seed_examples) -> str:
+    from fair_forge_beam.components.judge.parsing import fence
+
+    tpl = PromptTemplate(custom, None, fenced=())
+    values = {"context": fence("context", context), "num_queries": n, "num_turns": n,
+              "seed_examples_section": _seed_section(seed_examples)}
+    return tpl.render({k: v for k, v in values.items() if k in tpl.slots})
+
+
+def query_messages(chunk: Chunk, num_queries: int = 3, seed_examples: Optional[Sequence[str]] = None,
+                   custom_system_prompt: Optional[str] = None) -> tuple:
+    """Messages asking for ``num_queries`` questions about ``chunk`` (``((role, content), …)``).
+
+    ``custom_system_prompt``: a jinja2 template (sandboxed) that may use ``{{ context }}`` (fenced),
+    ``{{ num_queries }}`` and ``{{ seed_examples_section }}``. Raises ``ValueError`` when
+    ``num_queries < 1``."""
+    if int(num_queries) < 1:
+        raise ValueError(f"num_queries must be >= 1, got {num_queries}")
+    if custom_system_prompt:
+        system = _custom_system(custom_system_prompt, chunk.content, num_queries, seed_examples)
+    else:
+        system = _QUERY_TEMPLATE.render(context=chunk.content, num_queries=num_queries,
+                                        seed_examples_section=_seed_section(seed_examples))
+    return (("system", system), ("user", f"Generate exactly {int(num_queries)} questions about the context."))
+
+
+def conversation_messages(chunk: Chunk, num_turns: int = 3, seed_examples: Optional[Sequence[str]] = None,
+                          custom_system_prompt: Optional[str] = None) -> tuple:
+    """Messages asking for a ``num_turns``-turn conversation about ``chunk`` (as :func:`query_messages`;
+    a custom template may use ``{{ num_turns }}``)."""
+    if int(num_turns) < 1:
+        raise ValueError(f"num_turns must be >= 1, got {num_turns}")
+    if custom_system_prompt:
+        system = _custom_system(custom_system_prompt, chunk.content, num_turns, seed_examples)
+    else:
+        system = _CONVERSATION_TEMPLATE.render(context=chunk.content, num_turns=num_turns,
+                                               seed_examples_section=_seed_section(seed_examples))
+    return (("system", system), ("user", f"Generate a conversation of exactly {int(num_turns)} user turns about the context."))
+
+
+def generator_handler(model: str, base_url: Optional[str] = None, *, use_structured_output: bool = True, **kwargs):
+    """An :class:`~fair_forge_beam.components.judge.handler.OpenAIJudgeHandler` for generation:
+    counters under ``fair_forge_beam.generator``, ``structured_output="auto"`` (JSON schema, stepping
+    down on HTTP 400) or ``"text"`` when ``use_structured_output`` is False (schema in the prompt;
+    the answer is read with the same strict rule). ``kwargs`` go to the handler (``cache_path``,
+    ``request_timeout``, ``client_retries``, ``max_concurrency``, ``params``, …)."""
+    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+
+    kwargs.setdefault("namespace", GENERATOR_NAMESPACE)
+    return OpenAIJudgeHandler(model, base_url, structured_output="auto" if use_structured_output else "text", **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Planning (launcher side: small)
+# ----------------------------------------------------------------------------------------------
+class _Slot(NamedTuple):
+    pos: int
+    chunk_id: str
+    occurrence: int  # 1-based occurrence of the chunk in its group
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """What the pipeline asks and how it assembles the answers.
+
+    ``groups``: per group ``{"index", "session_id", "context", "slots": [[pos, chunk_id,
+    occurrence], …]}``; ``requests``: the :class:`~fair_forge_beam.components.judge.handler.JudgeRequest`
+    list (key ``"<group index:06d>/<pos:04d>"``)."""
+
+    groups: tuple
+    requests: tuple
+    conversation_mode: bool
+    num: int
+    assistant_id: str
+    language: str
+
+
+def session_id_for(seed: int, strategy: dict, index: int, conversation_mode: bool, num: int, assistant_id: str,
+                   language: str, chunks: Sequence[Chunk]) -> str:
+    """``"gen-"`` + 32 hex digits of BLAKE2b over the canonical JSON of the arguments (chunks by
+    digest of id and content)."""
+    doc = [int(seed), strategy, int(index), bool(conversation_mode), int(num), assistant_id, language,
+           [chunk_digest(c) for c in chunks]]
+    blob = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "gen-" + hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def plan_requests(chunks: Sequence[Chunk], assistant_id: str, *, num_queries_per_chunk: int = 3, language: str = "english",
+                  seed_examples: Optional[Sequence[str]] = None, custom_system_prompt: Optional[str] = None,
+                  selection_strategy: Optional[BaseChunkSelectionStrategy] = None, conversation_mode: bool = False,
+                  seed: int = 0) -> GenerationPlan:
+    """Groups and requests for ``chunks`` (see :class:`GenerationPlan`). Raises ``ValueError`` on an
+    empty ``assistant_id`` or a count < 1."""
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    if not assistant_id or not str(assistant_id).strip():
+        raise ValueError("assistant_id must be a non-empty string")
+    strategy = selection_strategy or SequentialStrategy()
+    schema = GeneratedConversationOutput if conversation_mode else GeneratedQueriesOutput
+    build = conversation_messages if conversation_mode else query_messages
+    groups, requests = [], []
+    for gi, group in enumerate(strategy.select(list(chunks))):
+        seen: dict[str, int] = {}
+        slots = []
+        for pos, c in enumerate(group):
+            occ = seen[c.chunk_id] = seen.get(c.chunk_id, 0) + 1
+            slots.append([pos, c.chunk_id, occ])
+            msgs = build(c, num_queries_per_chunk, seed_examples, custom_system_prompt)
+            requests.append(judge_request(f"{gi:06d}/{pos:04d}", msgs, schema=schema, sample_index=occ - 1, element_id=c.chunk_id))
+        sid = session_id_for(seed, strategy.describe(), gi, conversation_mode, num_queries_per_chunk, assistant_id, language, group)
+        groups.append({"index": gi, "session_id": sid, "context": "\n\n".join(c.content for c in group), "slots": slots})
+    return GenerationPlan(tuple(groups), tuple(requests), bool(conversation_mode), int(num_queries_per_chunk), assistant_id, language)
+
+
+# ----------------------------------------------------------------------------------------------
+# Assembling answers (pipeline side)
+# ----------------------------------------------------------------------------------------------
+def _qa_prefix(chunk_id: str, occurrence: int) -> str:
+    return chunk_id if occurrence == 1 else f"{chunk_id}#{occurrence}"
+
+
+def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode: bool) -> list[dict]:
+    """``Batch`` dicts (spec §10 shape) from one validated answer. Raises ``ValueError`` when a
+    conversation repeats a turn number."""
+    prefix = _qa_prefix(chunk_id, occurrence)
+    out = []
+    if not conversation_mode:
+        for i, q in enumerate(parsed["queries"], start=1):
+            agentic = {"chunk_id": chunk_id}
+            for k in ("difficulty", "query_type"):
+                if q.get(k) is not None:
+                    agentic[k] = q[k]
+            out.append({"qa_id": f"{prefix}_q{i}", "query": q["query"], "assistant": "", "ground_truth_assistant": "",
+                        "observation": f"Generated from chunk {chunk_id}", "agentic": agentic, "ground_truth_agentic": {}})
+        return out
+    turns = sorted(parsed["turns"], key=lambda t: t["turn_number"])
+    numbers = [t["turn_number"] for t in turns]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"conversation repeats turn numbers {numbers}")
+    prev = None
+    for t in turns:
+        n = t["turn_number"]
+        agentic: dict[str, Any] = {"chunk_id": chunk_id, "turn_number": n, "conversation_mode": True}
+        if prev is not None:
+            agentic["builds_on"] = prev
+        for k in ("difficulty", "query_type", "expected_context"):
+            if t.get(k) is not None:
+                agentic[k] = t[k]
+        qa_id = f"{prefix}_t{n}"
+        out.append({"qa_id": qa_id, "query": t["query"], "assistant": "", "ground_truth_assistant": "",
+                    "observation": f"Generated from chunk {chunk_id}, turn {n}", "agentic": agentic, "ground_truth_agentic": {}})
+        prev = qa_id
+    return out
+
+
+class _ToBatches(beam.DoFn):
+    """``JudgeResult`` → ``(group index, (position, [Batch dict, …]))``; a conversation with repeated
+    turn numbers → dead letter."""
+
+    def __init__(self, slots: dict, conversation_mode: bool):
+        self._slots, self._conv = slots, conversation_mode
+
+    def process(self, res):
+        gi, pos = res.key.split("/")
+        chunk_id, occ = self._slots[res.key]
+        try:
+            batches = batches_for(chunk_id, occ, res.parsed, self._conv)
+        except ValueError as exc:
+            yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", str(exc), res.raw, element_id=chunk_id,
+                                                               source=f"generator:{res.key}"))
+            return
+        yield int(gi), (int(pos), batches)
+
+
+class _BuildDataset(beam.DoFn):
+    """``(group index, parts)`` → ``(group index, Dataset dict)``, batches in chunk order."""
+
+    def __init__(self, groups: dict, assistant_id: str, language: str):
+        self._groups, self._assistant, self._language = groups, assistant_id, language
+
+    def process(self, kv):
+        gi, parts = kv
+        g = self._groups[gi]
+        conversation = [b for _, bs in sorted(parts, key=lambda t: t[0]) for b in bs]
+        yield gi, {"session_id": g["session_id"], "assistant_id": self._assistant, "language": self._language,
+                   "context": g["context"], "conversation": conversation}
+
+
+def _as_generator_stage(d):
+    return d._replace(stage="generator") if d.stage == "judge" else d
+
+
+class GenerateDataset(beam.PTransform):
+    """``PBegin`` → ``{"datasets": PCollection[(group index, Dataset dict)], "dead_letter":
+    PCollection[DeadLetter]}`` (stage ``"generator"``): asks ``plan.requests`` through
+    ``RunJudge(handler)`` and assembles one session per group."""
+
+    def __init__(self, handler, plan: GenerationPlan):
+        super().__init__()
+        self._handler, self._plan = handler, plan
+
+    def expand(self, pbegin):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        plan = self._plan
+        slots = {f"{g['index']:06d}/{pos:04d}": (cid, occ) for g in plan.groups for pos, cid, occ in g["slots"]}
+        groups = {g["index"]: g for g in plan.groups}
+        reqs = pbegin | "GenRequests" >> beam.Create(list(plan.requests), reshuffle=False)
+        judged = reqs | "GenAsk" >> RunJudge(self._handler, label_prefix="Gen")
+        parts = judged.results | "GenBatches" >> beam.ParDo(_ToBatches(slots, plan.conversation_mode)).with_outputs("dead", main="ok")
+        datasets = (parts.ok | "GenGroup" >> beam.GroupByKey()
+                    | "GenDataset" >> beam.ParDo(_BuildDataset(groups, plan.assistant_id, plan.language)))
+        dead = ((judged.dead_letters | "GenStage" >> beam.Map(_as_generator_stage), parts["dead"])
+                | "GenDead" >> beam.Flatten())
+        return {"datasets": datasets, "dead_letter": dead}
+
+
+def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict) -> list[str]:
+    """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
+    import io
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.runner import to_json_line
+
+    written = []
+
+    def put(name: str, data: bytes):
+        path = FileSystems.join(out, name)
+        with FileSystems.create(path) as f:
+            f.write(data)
+        written.append(path)
+
+    records = [d for _, d in sorted(datasets, key=lambda t: t[0])]
+    put("dataset.jsonl", "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
+    dead_sorted = sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
+    put("dead_letter.jsonl", "".join(to_json_line(d) + "\n" for d in dead_sorted).encode("utf-8"))
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        buf = io.BytesIO()
+        table = pa.Table.from_pylist([_parquet_row(r) for r in records], schema=_parquet_schema())
+        pq.write_table(table, buf)
+        put("dataset.parquet", buf.getvalue())
+    summary = {"sessions": len(records), "interactions": sum(len(r["conversation"]) for r in records),
+               "dead_letters": len(dead_sorted), **counts}
+    put("generation_summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return written
+
+
+_AGENTIC_FIELDS = (("chunk_id", "string"), ("difficulty", "string"), ("query_type", "string"), ("turn_number", "int64"),
+                   ("conversation_mode", "bool_"), ("builds_on", "string"), ("expected_context", "string"))
+
+
+def _parquet_schema():
+    import pyarrow as pa
+
+    agentic = pa.struct([(k, getattr(pa, t)()) for k, t in _AGENTIC_FIELDS])
+    batch = pa.struct([("qa_id", pa.string()), ("query", pa.string()), ("assistant", pa.string()),
+                       ("ground_truth_assistant", pa.string()), ("observation", pa.string()), ("agentic", agentic)])
+    return pa.schema([("session_id", pa.string()), ("assistant_id", pa.string()), ("language", pa.string()),
+                      ("context", pa.string()), ("conversation", pa.list_(batch))])
+
+
+def _parquet_row(r: dict) -> dict:
+    conv = [{**{k: b.get(k) for k in ("qa_id", "query", "assistant", "ground_truth_assistant", "observation")},
+             "agentic": {k: (b.get("agentic") or {}).get(k) for k, _ in _AGENTIC_FIELDS}} for b in r["conversation"]]
+    return {**{k: r[k] for k in ("session_id", "assistant_id", "language", "context")}, "conversation": conv}
+
+
+def _write_once(_, datasets, dead, out, parquet, counts):
+    return _write_outputs(out, datasets, dead, parquet, counts)
+
+
+class WriteGenerated(beam.PTransform):
+    """``{"datasets", "dead_letter"}`` → files in ``out``, written once by the pipeline:
+    ``dataset.jsonl`` (one session per line, sorted by group index), ``dead_letter.jsonl``
+    (sorted), ``generation_summary.json``, and with ``parquet`` ``dataset.parquet`` (one row per
+    session, nested ``conversation``; ``agentic`` is a struct of the generator's fields, null where
+    a record has none)."""
+
+    def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None):
+        super().__init__()
+        self._out, self._parquet, self._counts = out, bool(parquet), dict(counts or {})
+
+    def expand(self, outs):
+        p = outs["datasets"].pipeline
+        ds = outs["datasets"] | "GenDatasetsList" >> beam.combiners.ToList()
+        dl = outs["dead_letter"] | "GenDeadList" >> beam.combiners.ToList()
+        return (p | "GenWriteOnce" >> beam.Create([None])
+                | "GenWrite" >> beam.Map(_write_once, beam.pvalue.AsSingleton(ds), beam.pvalue.AsSingleton(dl),
+                                         self._out, self._parquet, self._counts))
+
+
+# ----------------------------------------------------------------------------------------------
+# Upstream-style API
+# ----------------------------------------------------------------------------------------------
+class Generator:
+    """The original ``BaseGenerator`` over an OpenAI-compatible endpoint (spec §10).
+
+    ``Generator(handler)`` with an ``OpenAIJudgeHandler`` (see :func:`generator_handler`), or
+    ``Generator(model=..., base_url=..., use_structured_output=True, **handler_kwargs)``. Each
+    method builds and runs a small Beam pipeline (FnApiRunner unless ``pipeline_args`` say
+    otherwise); failures raise ``ValueError`` with the dead letter's reason (spec: "failures
+    propagate")."""
+
+    def __init__(self, handler=None, *, model: Optional[str] = None, base_url: Optional[str] = None,
+                 use_structured_output: bool = True, pipeline_args: Sequence[str] = (), **handler_kwargs):
+        if handler is None:
+            if not model:
+                raise ValueError("give a handler or a model name")
+            handler = generator_handler(model, base_url, use_structured_output=use_structured_output, **handler_kwargs)
+        self.handler = handler
+        self.pipeline_args = list(pipeline_args)
+
+    def generate_queries(self, chunk: Chunk, num_queries: int = 3, seed_examples: Optional[Sequence[str]] = None,
+                         custom_system_prompt: Optional[str] = None) -> GeneratedQueriesOutput:
+        """``num_queries`` questions about ``chunk``. Raises ``ValueError`` when the answer is dead-lettered."""
+        return GeneratedQueriesOutput.model_validate(self._one(chunk, num_queries, seed_examples, custom_system_prompt, False))
+
+    def generate_conversation(self, chunk: Chunk, num_turns: int = 3, seed_examples: Optional[Sequence[str]] = None,
+                              custom_system_prompt: Optional[str] = None) -> GeneratedConversationOutput:
+        """A ``num_turns``-turn user conversation about ``chunk``. Raises ``ValueError`` when dead-lettered."""
+        return GeneratedConversationOutput.model_validate(self._one(chunk, num_turns, seed_examples, custom_system_prompt, True))
+
+    def _one(self, chunk, n, seed_examples, custom, conversation) -> dict:
+        import tempfile
+
+        from fair_forge_beam._beam import beam
+        from fair_forge_beam.components.judge.handler import RunJudge
+        from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
+
+        plan = plan_requests([chunk], "generator", num_queries_per_chunk=n, seed_examples=seed_examples,
+                             custom_system_prompt=custom, conversation_mode=conversation)
+        with tempfile.TemporaryDirectory(prefix="fair_forge_gen_") as tmp:
+            with beam.Pipeline(options=pipeline_options(self.pipeline_args)) as p:
+                out = p | "Requests" >> beam.Create(list(plan.requests)) | "Ask" >> RunJudge(self.handler, label_prefix="Gen")
+                write_jsonl(out.results | "ResultDicts" >> beam.Map(lambda r: r._asdict()), f"{tmp}/results", "Results")
+                write_jsonl(out.dead_letters | "DeadDicts" >> beam.Map(lambda d: d._asdict()), f"{tmp}/dead", "Dead")
+            dead, results = read_jsonl_shards(f"{tmp}/dead"), read_jsonl_shards(f"{tmp}/results")
+        if dead or not results:
+            raise ValueError(f"generation failed: {dead[0]['reason'] if dead else 'no answer'}")
+        parsed = results[0]["parsed"]
+        if conversation:
+            batches_for(chunk.chunk_id, 1, parsed, True)  # repeated turn numbers → ValueError
+        return parsed
+
+    def _run(self, plan: GenerationPlan, out: str, parquet: bool) -> None:
+        from fair_forge_beam._beam import beam
+        from fair_forge_beam.runner import pipeline_options
+
+        with beam.Pipeline(options=pipeline_options(self.pipeline_args)) as p:
+            outs = p | "Generate" >> GenerateDataset(self.handler, plan)
+            outs | "Write" >> WriteGenerated(out, parquet)
+
+    def generate_dataset(self, context_loader, source, assistant_id: str, num_queries_per_chunk: int = 3,
+                         language: str = "english", seed_examples: Optional[Sequence[str]] = None,
+                         custom_system_prompt: Optional[str] = None,
+                         selection_strategy: Optional[BaseChunkSelectionStrategy] = None,
+                         conversation_mode: bool = False, seed: int = 0) -> list:
+        """Load ``source`` with ``context_loader``, group the chunks with ``selection_strategy``
+        (default Sequential) and generate one :class:`~fair_forge_beam.schemas.common.Dataset` per
+        group. Generation faults are dead-lettered (logged) and the sessions keep the chunks
+        that worked; returns the datasets in group order."""
+        import logging
+        import tempfile
+
+        from fair_forge_beam.schemas.common import Dataset
+
+        chunks = context_loader.load(source)
+        plan = plan_requests(chunks, assistant_id, num_queries_per_chunk=num_queries_per_chunk, language=language,
+                             seed_examples=seed_examples, custom_system_prompt=custom_system_prompt,
+                             selection_strategy=selection_strategy, conversation_mode=conversation_mode, seed=seed)
+        with tempfile.TemporaryDirectory(prefix="fair_forge_gen_") as tmp:
+            self._run(plan, tmp, parquet=False)
+            for d in _read_jsonl(f"{tmp}/dead_letter.jsonl"):
+                logging.getLogger(__name__).warning("generation dead letter: %s (%s)", d["reason"], d.get("element_id"))
+            return [Dataset.model_validate(r) for r in _read_jsonl(f"{tmp}/dataset.jsonl")]
+
+
+def _read_jsonl(path: str) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

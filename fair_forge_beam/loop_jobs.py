@@ -1,0 +1,140 @@
+"""The generate and run jobs behind ``pipelines.generate``, ``pipelines.run_assistant`` and
+``pipelines.loop`` (the entry points only parse arguments and call these).
+
+Output folders:
+
+* generate → ``dataset.jsonl`` (+ ``dataset.parquet`` with ``--parquet``), ``dead_letter.jsonl``,
+  ``generation_summary.json``;
+* run → ``dataset.jsonl`` (answered; the audit's input), ``session_summaries.jsonl``,
+  ``dead_letter.jsonl``, ``run_summary.json``;
+* loop → ``generated/``, ``run/``, ``audit/`` (the audit's usual layout and report).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Optional, Sequence
+
+log = logging.getLogger("fair_forge_beam.loop")
+
+__all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source"]
+
+GENERATE_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
+RUN_FILES = ("dataset.jsonl", "session_summaries.jsonl", "dead_letter.jsonl", "run_summary.json")
+
+
+def corpus_source(corpus: str) -> str:
+    """A shipped corpus name → its folder; anything else is a path or glob, as given."""
+    from fair_forge_beam.generators.loader import CORPORA, packaged_corpus_path
+
+    return packaged_corpus_path(corpus) if corpus in CORPORA else corpus
+
+
+def _prepare(out: str, names: Sequence[str]) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
+    FileSystems.mkdirs(out) if not FileSystems.exists(out) else None
+    stale = [FileSystems.join(out, n) for n in names if FileSystems.exists(FileSystems.join(out, n))]
+    if stale:
+        FileSystems.delete(stale)
+    return out
+
+
+def _read_json(path: str) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
+    """Generate a test set (``args``: the generate options). Returns ``generation_summary.json``.
+    Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
+    from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests
+    from fair_forge_beam.generators.loader import LocalMarkdownLoader
+    from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
+    from fair_forge_beam.runner import pipeline_options
+
+    base_url = args.generator_base_url or getattr(args, "judge_base_url", None)
+    model = args.generator_model or getattr(args, "judge_model", None)
+    if not base_url or not model:
+        raise ValueError("the generator needs --generator-base-url and --generator-model (or --judge-base-url / --judge-model)")
+    loader = LocalMarkdownLoader(args.max_chunk_size, args.min_chunk_size, args.markdown_overlap,
+                                 [int(x) for x in args.header_levels.split(",") if x.strip()])
+    chunks = loader.load(corpus_source(args.corpus))
+    strategy = (RandomSamplingStrategy(args.num_samples, args.chunks_per_sample, args.seed, args.with_replacement)
+                if args.strategy == "random" else SequentialStrategy())
+    custom = None
+    if args.system_prompt_file:
+        with open(args.system_prompt_file, encoding="utf-8") as f:
+            custom = f.read()
+    plan = plan_requests(chunks, args.assistant_id or "assistant", num_queries_per_chunk=args.num_queries, language=args.language,
+                         seed_examples=args.seed_example, custom_system_prompt=custom, selection_strategy=strategy,
+                         conversation_mode=args.conversation, seed=args.seed)
+    handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
+                                api_key_env=args.generator_api_key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
+                                request_timeout=args.generator_timeout, client_retries=args.generator_retries,
+                                max_concurrency=args.generator_max_concurrency)
+    out = _prepare(args.output, GENERATE_FILES)
+    counts = {"chunks": len(chunks), "groups": len(plan.groups), "requests": len(plan.requests)}
+    log.info("generating from %d chunks in %d group(s): %d request(s) to %s", len(chunks), len(plan.groups), len(plan.requests), base_url)
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        outs = p | "Generate" >> GenerateDataset(handler, plan)
+        outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts)
+    from apache_beam.io.filesystems import FileSystems
+
+    return _read_json(FileSystems.join(out, "generation_summary.json"))
+
+
+def build_assistant_handler(args: Any):
+    """The :class:`~fair_forge_beam.runners.assistant.AssistantHandler` from the run options.
+    Raises ``ValueError`` on a missing URL / model / template."""
+    from fair_forge_beam.runners.assistant import AssistantHandler
+
+    if not args.assistant_url:
+        raise ValueError("--assistant-url is required (the assistant under test)")
+    template = args.request_template
+    if args.request_template_file:
+        with open(args.request_template_file, encoding="utf-8") as f:
+            template = f.read()
+    common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
+                  client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
+                  requests_per_minute=args.assistant_requests_per_minute)
+    if args.assistant_kind == "openai":
+        if not args.assistant_model:
+            raise ValueError("--assistant-model is required for an OpenAI-compatible assistant")
+        return AssistantHandler("openai", model=args.assistant_model, base_url=args.assistant_url, send_context=args.send_context,
+                                **common)
+    if not template:
+        raise ValueError("an http assistant needs --request-template or --request-template-file")
+    return AssistantHandler("http", url=args.assistant_url, request_template=template, response_path=args.response_path, **common)
+
+
+def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence[str]] = None, assistant_id: Optional[str] = None) -> dict:
+    """Run the dataset files against the assistant. Returns ``run_summary.json`` (plus the
+    runner's counters under ``counters``)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.runners.assistant import RunAssistant, WriteRunOutputs, assistant_counters
+
+    inputs = list(inputs or args.input or [])
+    if not inputs:
+        raise ValueError("--input is required (the dataset files to run)")
+    handler = build_assistant_handler(args)
+    out = _prepare(args.output, RUN_FILES)
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        read = p | "Read" >> ReadInteractions(inputs)
+        outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
+        outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
+    doc = _read_json(FileSystems.join(out, "run_summary.json"))
+    try:
+        doc["counters"] = assistant_counters(p.result)
+    except Exception:  # noqa: BLE001 - a runner without metrics
+        pass
+    return doc

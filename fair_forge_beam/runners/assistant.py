@@ -1,0 +1,629 @@
+"""Running a dataset against the assistant under test (spec §11), through Beam ``RunInference``.
+
+    interactions ─► GroupByKey(session) ─► one element per session (turns sorted by turn_index)
+        ─► RunInference(AssistantHandler).with_exception_handling()
+        ─► answered sessions + per-session summaries + dead letters ─► files
+
+Endpoints (``AssistantHandler(kind=...)``):
+
+* ``"openai"`` — an OpenAI-compatible Chat Completions endpoint (``base_url``, ``model``), called
+  with the ``openai`` client. Messages: the session ``context`` as system message when
+  ``send_context``, the earlier successful turns (user query, assistant answer) in order, then
+  the turn's query.
+* ``"http"`` — any JSON-over-HTTP endpoint: ``url`` plus a ``request_template``, a jinja2 template
+  (sandboxed, strict) of the JSON body whose variables are ``query``, ``history`` (list of
+  ``{"role", "content"}``), ``messages`` (history + this user turn), ``session_id``,
+  ``assistant_id``, ``qa_id``, ``turn_index``, ``context``, ``agentic``, ``language``; use
+  ``| tojson`` after every ``{{ … }}`` (numbers aside: checked at construction, so a query can
+  never write JSON fields of its own into the body); the rendered text must be JSON. The answer
+  is read at ``response_path``: dot-separated keys, and list indices as numbers
+  (``choices.0.message.content``); it must be text. Called with ``requests`` + ``urllib3``'s
+  ``Retry``.
+
+Retries, throttling, cache — all from maintained code, none hand-rolled:
+
+* per HTTP call, the client's own retry machinery: ``openai`` (``max_retries``: 408/409/429/5xx,
+  timeouts, connection errors, exponential backoff, ``Retry-After``) or ``urllib3.util.Retry``
+  (429/5xx and read/connect errors incl. timeouts, exponential backoff, ``Retry-After``),
+  ``client_retries`` times;
+* ``requests_per_minute`` paces HTTP calls per worker process (the judge's pacer) and an optional
+  Beam ``RateLimiter`` is applied per batch; Beam's ``RemoteModelHandler`` retries a batch that
+  raised (``num_retries``) with backoff and adaptive throttling;
+* a turn's answer is cached (the judge's SQLite cache, content-addressed by endpoint identity,
+  messages/body and parameters); errors are never cached. A re-run with the same cache makes no
+  call for turns already answered.
+
+A session is one element: its turns go out one after another, each with the history of the
+earlier ones. Sessions of a batch run concurrently (``max_concurrency`` per worker process).
+
+A failed turn (an HTTP error or timeout that stays after the client's retries, an answer that
+is not text, an invalid rendered request) keeps the original's contract: ``assistant`` =
+``"[ERROR] <reason>"``, the ``observation`` gets a line ``[runner error] <reason>``, the success
+flag is false; it is left out of the history of the next turns, counted and dead-lettered
+(stage ``"runner"``). Every turn gets ``agentic["runner"] = {"ok", "latency_ms", "cached",
+"error"}``; the audit dead-letters a turn whose ``ok`` is false (:class:`SkipFailedTurns`), so an
+error text is never scored as an answer. ``latency_ms`` is wall time of the turn (a cache hit
+costs ~0 ms).
+
+Per-session summary (spec §11): ``session_id``, ``assistant_id``, ``total_batches``,
+``successes``, ``failures``, ``cached``, ``total_execution_time_ms``, ``avg_batch_time_ms``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from fair_forge_beam._beam import beam
+from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
+
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
+from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.io.elements import dead_letter, make_element_id
+
+__all__ = ["AssistantHandler", "RunAssistant", "SkipFailedTurns", "WriteRunOutputs", "failed_turn_reason",
+           "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
+           "COUNTER_NAMES", "KINDS"]
+
+_LOG = logging.getLogger(__name__)
+
+RUNNER_NAMESPACE = "fair_forge_beam.assistant"
+KINDS = ("openai", "http")
+COUNTER_NAMES = ("sessions", "turns", "successes", "failures", "cache_hits", "requests")
+"""Beam counters in :data:`RUNNER_NAMESPACE`. ``requests``: HTTP requests sent by the ``openai``
+client (retries included); the ``http`` kind counts one per turn sent (urllib3's retries are not
+seen)."""
+_NO_KEY = "not-needed"
+ERROR_PREFIX = "[ERROR] "
+
+
+# ----------------------------------------------------------------------------------------------
+# Pure helpers
+# ----------------------------------------------------------------------------------------------
+def failed_turn_reason(agentic: Any) -> Optional[str]:
+    """The runner's error when ``agentic["runner"]["ok"]`` is false (a failed turn), else None."""
+    if isinstance(agentic, Mapping):
+        r = agentic.get("runner")
+        if isinstance(r, Mapping) and r.get("ok") is False:
+            return str(r.get("error") or "unknown error")
+    return None
+
+
+class _RawValue(ValueError):
+    pass
+
+
+def _only_json(value: Any) -> Any:
+    """Jinja ``finalize``: an expression may print only ``| tojson`` output (``Markup``) or a
+    number, so text from outside (queries, history) can never write JSON of its own into the body."""
+    from markupsafe import Markup
+
+    if isinstance(value, Markup) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    raise _RawValue("every {{ … }} in a request template must end in | tojson (text from outside is hostile)")
+
+
+def _template(source: str):
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    return env.from_string(source)
+
+
+def render_request(template: str, values: Mapping[str, Any]) -> Any:
+    """The JSON body from ``template`` (jinja2, sandboxed, strict) and ``values``. Raises
+    ``ValueError`` when a variable is missing or the result is not JSON."""
+    from jinja2 import TemplateError
+
+    try:
+        text = _template(template).render(**values)
+    except _RawValue as exc:
+        raise ValueError(f"request template: {exc}") from None
+    except (TemplateError, TypeError) as exc:  # TypeError: | tojson of an undefined name
+        raise ValueError(f"request template: {type(exc).__name__}: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"request template did not render to JSON ({exc}); use | tojson for every value") from None
+
+
+def response_field(doc: Any, path: str) -> Any:
+    """``doc`` at the dotted ``path`` (keys; numbers index lists). Raises ``ValueError`` when a
+    step is missing."""
+    cur = doc
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.lstrip("-").isdigit() and -len(cur) <= int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            raise ValueError(f"response has no field {path!r} (stopped at {part!r})")
+    return cur
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker-side client
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class _Config:
+    kind: str
+    model: str
+    base_url: Optional[str]
+    url: Optional[str]
+    request_template: Optional[str]
+    response_path: str
+    api_key_env: str
+    params: dict
+    send_context: bool
+    cache_path: Optional[str]
+    request_timeout: float
+    max_concurrency: int
+    requests_per_minute: Optional[float]
+    client_retries: int
+    headers: dict = field(default_factory=dict)
+
+    @property
+    def identity(self) -> str:
+        return f"openai:{self.model}" if self.kind == "openai" else f"http:{self.url}"
+
+
+class _TurnFailed(Exception):
+    pass
+
+
+class _Client:
+    def __init__(self, cfg: _Config, api_key: str, counters: dict):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from fair_forge_beam.components.judge.handler import _Pacer
+
+        self.cfg = cfg
+        self._secret = "" if api_key == _NO_KEY else api_key
+        self._counters = counters
+        self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
+        self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-assistant")
+        self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        if cfg.kind == "openai":
+            import openai
+
+            self._openai = openai
+            http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]})
+            self.client = openai.OpenAI(api_key=api_key, base_url=cfg.base_url, timeout=cfg.request_timeout,
+                                        max_retries=cfg.client_retries, http_client=http_client,
+                                        default_headers=cfg.headers or None)
+        else:
+            import requests
+            from requests.adapters import HTTPAdapter
+            from urllib3.util import Retry
+
+            retry = Retry(total=cfg.client_retries, connect=cfg.client_retries, read=cfg.client_retries,
+                          status=cfg.client_retries, status_forcelist=(408, 429, 500, 502, 503, 504),
+                          allowed_methods=None, backoff_factor=0.5, respect_retry_after_header=True, raise_on_status=False)
+            self._requests = requests
+            self.session = requests.Session()
+            adapter = HTTPAdapter(max_retries=retry, pool_maxsize=max(10, cfg.max_concurrency))
+            self.session.mount("http://", adapter)
+            self.session.mount("https://", adapter)
+            hdrs = dict(cfg.headers)
+            if self._secret:
+                hdrs.setdefault("Authorization", f"Bearer {self._secret}")
+            self.session.headers.update(hdrs)
+
+    def _on_request(self, request) -> None:
+        if self._pacer is not None:
+            self._pacer.wait()
+        self._counters["requests"].inc()
+
+    def scrub(self, text: Any) -> str:
+        return scrub_secrets("" if text is None else str(text), [self._secret])
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        try:
+            (self.client if self.cfg.kind == "openai" else self.session).close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- one turn ----------------------------------------------------------------------------
+    def _call_openai(self, messages: list) -> str:
+        openai = self._openai
+        try:
+            completion = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **self.cfg.params)
+        except openai.APITimeoutError:
+            raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
+        except openai.APIStatusError as exc:
+            raise _TurnFailed(f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]) from None
+        except openai.APIConnectionError as exc:
+            raise _TurnFailed(f"connection error: {self.scrub(exc)}"[:2000]) from None
+        except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
+            raise _TurnFailed(f"unreadable answer: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+        try:
+            content = completion.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            raise _TurnFailed("answer has no choices[0].message") from None
+        if not isinstance(content, str):
+            raise _TurnFailed("answer content is not text")
+        return content
+
+    def _call_http(self, body: Any) -> str:
+        requests = self._requests
+        if self._pacer is not None:
+            self._pacer.wait()
+        self._counters["requests"].inc()
+        try:
+            resp = self.session.post(self.cfg.url, json=body, timeout=self.cfg.request_timeout)
+        except requests.exceptions.Timeout:
+            raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
+        except requests.exceptions.RetryError as exc:
+            raise _TurnFailed(f"still failing after {self.cfg.client_retries} client retries: {self.scrub(exc)}"[:2000]) from None
+        except requests.exceptions.RequestException as exc:
+            raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+        if resp.status_code != 200:
+            raise _TurnFailed(f"HTTP {resp.status_code}: {self.scrub(resp.text)[:500]}")
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise _TurnFailed(f"response is not JSON: {self.scrub(resp.text)[:500]}") from None
+        try:
+            value = response_field(doc, self.cfg.response_path)
+        except ValueError as exc:
+            raise _TurnFailed(str(exc)) from None
+        if not isinstance(value, str):
+            raise _TurnFailed(f"response field {self.cfg.response_path!r} is a {type(value).__name__}, not text")
+        return value
+
+    def _answer(self, session: dict, turn: dict, turn_index: int, history: list) -> tuple[str, bool]:
+        cfg = self.cfg
+        if cfg.kind == "openai":
+            messages = ([{"role": "system", "content": session.get("context") or ""}] if cfg.send_context and session.get("context") else [])
+            messages += history + [{"role": "user", "content": turn["query"]}]
+            key_doc: Any = [[m["role"], m["content"]] for m in messages]
+        else:
+            values = {"query": turn["query"], "history": history, "messages": history + [{"role": "user", "content": turn["query"]}],
+                      "session_id": session["session_id"], "assistant_id": session["assistant_id"], "qa_id": turn["qa_id"],
+                      "turn_index": turn_index, "context": session.get("context") or "", "agentic": turn.get("agentic") or {},
+                      "language": session.get("language") or "english"}
+            try:
+                body = render_request(cfg.request_template, values)
+            except ValueError as exc:
+                raise _TurnFailed(str(exc)) from None
+            key_doc = [["request", json.dumps(body, sort_keys=True, ensure_ascii=False)]]
+        key = cache_key(cfg.identity, key_doc, cfg.params, None, 0)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("answer"), str):
+                return hit["answer"], True
+        answer = self.scrub(self._call_openai(messages) if cfg.kind == "openai" else self._call_http(body))
+        if self.cache is not None:
+            self.cache.put(key, {"answer": answer})
+        return answer, False
+
+    def run_session(self, session_json: str) -> dict:
+        """Run one session turn by turn; returns ``{"session", "summary", "dead_letters"}``."""
+        c = self._counters
+        session = json.loads(session_json)
+        out = copy.deepcopy(session)
+        history: list[dict] = []
+        successes = failures = cached_n = 0
+        total_ms = 0.0
+        dead = []
+        for i, turn in enumerate(out["conversation"]):
+            t0 = time.perf_counter()
+            error, cached = None, False
+            try:
+                answer, cached = self._answer(session, turn, i, history)
+            except _TurnFailed as exc:
+                error = self.scrub(exc)
+            ms = round((time.perf_counter() - t0) * 1000.0, 3)
+            total_ms += ms
+            c["turns"].inc()
+            agentic = dict(turn.get("agentic") or {})
+            agentic["runner"] = {"ok": error is None, "latency_ms": ms, "cached": cached, "error": error}
+            turn["agentic"] = agentic
+            if error is None:
+                successes += 1
+                cached_n += int(cached)
+                c["successes"].inc()
+                if cached:
+                    c["cache_hits"].inc()
+                turn["assistant"] = answer
+                history += [{"role": "user", "content": turn["query"]}, {"role": "assistant", "content": answer}]
+            else:
+                failures += 1
+                c["failures"].inc()
+                turn["assistant"] = ERROR_PREFIX + error
+                obs = turn.get("observation")
+                turn["observation"] = (f"{obs}\n" if obs else "") + f"[runner error] {error}"
+                eid = make_element_id(out["session_id"], out["assistant_id"], i)
+                raw = {k: turn.get(k) for k in ("qa_id", "query")}
+                dead.append(dead_letter("runner", f"assistant call failed: {error}", raw, element_id=eid,
+                                        source=f"runner:{cfg_identity(self.cfg)}")._asdict())
+        c["sessions"].inc()
+        n = len(out["conversation"])
+        summary = {"session_id": out["session_id"], "assistant_id": out["assistant_id"], "total_batches": n,
+                   "successes": successes, "failures": failures, "cached": cached_n,
+                   "total_execution_time_ms": round(total_ms, 3), "avg_batch_time_ms": round(total_ms / n, 3) if n else 0.0}
+        return {"session": out, "summary": summary, "dead_letters": dead}
+
+
+def cfg_identity(cfg: _Config) -> str:
+    return cfg.identity
+
+
+# ----------------------------------------------------------------------------------------------
+# The handler
+# ----------------------------------------------------------------------------------------------
+class AssistantHandler(RemoteModelHandler):
+    """Beam ``RemoteModelHandler`` whose element is one session (JSON text of a ``Dataset`` with
+    its turns in order) and whose result is ``{"session", "summary", "dead_letters"}``.
+
+    Args:
+      kind: ``"openai"`` or ``"http"`` (module docstring).
+      model: model name (``openai``; required there).
+      base_url: OpenAI-compatible base URL (``openai``), e.g. ``http://localhost:8000/v1``.
+      url: the endpoint (``http``; required there).
+      request_template: JSON body template (``http``; required there; checked at construction
+        against a sample turn).
+      response_path: dotted path of the answer in the response (``http``).
+      api_key_env: environment variable with the API key, read on the worker (``openai``: the
+        client's key; ``http``: sent as ``Authorization: Bearer``; unset → no key).
+      params: extra request parameters (``openai``: ``temperature``, ``max_tokens``, …); part of
+        the cache key.
+      send_context: send the session's ``context`` as system message (``openai``).
+      cache_path: SQLite cache file, ``"default"`` (the judge's default location) or None.
+      request_timeout: seconds per HTTP request (> 0).
+      max_concurrency: sessions in flight per worker process (≥ 1).
+      requests_per_minute: optional cap on HTTP calls per worker process.
+      client_retries: retries per HTTP call by the client (≥ 0).
+      num_retries / throttle_delay_secs: Beam's batch-level retries and adaptive throttling.
+      rate_limiter: optional Beam ``RateLimiter``.
+      headers: extra HTTP headers (no secrets: they would be pickled).
+
+    Raises ``ValueError`` on an invalid configuration.
+    """
+
+    def __init__(self, kind: str = "openai", *, model: str = "", base_url: Optional[str] = None, url: Optional[str] = None,
+                 request_template: Optional[str] = None, response_path: str = "answer", api_key_env: str = "ASSISTANT_API_KEY",
+                 params: Optional[Mapping[str, Any]] = None, send_context: bool = False, cache_path: Optional[str] = None,
+                 request_timeout: float = 60.0, max_concurrency: int = 16, requests_per_minute: Optional[float] = None,
+                 client_retries: int = 3, num_retries: int = 2, throttle_delay_secs: int = 5, rate_limiter=None,
+                 headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE):
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if kind == "openai" and not model:
+            raise ValueError("an OpenAI-compatible assistant needs a model name")
+        if kind == "http":
+            if not url:
+                raise ValueError("an HTTP assistant needs a url")
+            if not request_template:
+                raise ValueError("an HTTP assistant needs a request template")
+            sample = {"query": "q", "history": [], "messages": [{"role": "user", "content": "q"}], "session_id": "s",
+                      "assistant_id": "a", "qa_id": "q1", "turn_index": 0, "context": "", "agentic": {}, "language": "english"}
+            render_request(request_template, sample)  # fail fast on a template that cannot work
+            if not response_path:
+                raise ValueError("an HTTP assistant needs a response path")
+        params = dict(params or {})
+        bad = sorted(set(params) & {"model", "messages", "stream", "n"})
+        if bad:
+            raise ValueError(f"parameters {bad} are set by the runner itself")
+        if request_timeout is None or request_timeout <= 0:
+            raise ValueError("request_timeout must be > 0 seconds")
+        if int(max_concurrency) < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if requests_per_minute is not None and requests_per_minute <= 0:
+            raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
+        if min(int(client_retries), int(num_retries)) < 0:
+            raise ValueError("retry counts must be >= 0")
+        if api_key_env:
+            register_secret_env(api_key_env)
+        super().__init__(namespace=namespace, num_retries=int(num_retries), throttle_delay_secs=throttle_delay_secs,
+                         rate_limiter=rate_limiter)
+        self._cfg = _Config(kind, model, base_url, url, request_template, response_path, api_key_env, params, bool(send_context),
+                            cache_path, float(request_timeout), int(max_concurrency), requests_per_minute, int(client_retries),
+                            dict(headers or {}))
+        self._namespace = namespace
+        self._batch_kwargs = {"min_batch_size": int(max_concurrency), "max_batch_size": 4 * int(max_concurrency)}
+        self._counters = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_counters"] = None
+        return state
+
+    def _ctr(self) -> dict:
+        if self._counters is None:
+            self._counters = {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}
+        return self._counters
+
+    @property
+    def model_name(self) -> str:
+        return self._cfg.identity
+
+    def create_client(self) -> _Client:
+        import dataclasses
+        import os
+
+        cfg = self._cfg
+        api_key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
+        if cfg.cache_path == DEFAULT_CACHE:
+            cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
+        return _Client(cfg, api_key or _NO_KEY, self._ctr())
+
+    def batch_elements_kwargs(self) -> Mapping[str, Any]:
+        return dict(self._batch_kwargs)
+
+    def get_metrics_namespace(self) -> str:
+        return self._namespace
+
+    def get_num_bytes(self, batch: Sequence[str]) -> int:
+        return sum(len(s.encode("utf-8")) for s in batch)
+
+    def request(self, batch: Sequence[str], model: _Client, inference_args: Optional[dict] = None) -> list[dict]:
+        """Run the sessions of ``batch`` concurrently (≤ ``max_concurrency``), each turn by turn."""
+        futures = [model.executor.submit(model.run_session, s) for s in batch]
+        return [f.result() for f in futures]
+
+
+def assistant_counters(pipeline_result, namespace: str = RUNNER_NAMESPACE) -> dict[str, int]:
+    """The runner's Beam counters (:data:`COUNTER_NAMES`) of a finished pipeline."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    out = {n: 0 for n in COUNTER_NAMES}
+    for c in pipeline_result.metrics().query(MetricsFilter().with_namespace(namespace))["counters"]:
+        if c.key.metric.name in out:
+            out[c.key.metric.name] += int(c.committed or 0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Transforms
+# ----------------------------------------------------------------------------------------------
+_BATCH_FIELDS = ("qa_id", "query", "assistant", "ground_truth_assistant", "observation", "agentic", "ground_truth_agentic",
+                 "logprobs", "weight")
+
+
+def _session_json(kv, assistant_id: Optional[str]) -> tuple:
+    _, items = kv
+    items = sorted(items, key=lambda it: it.turn_index)
+    first = items[0]
+    rec = {"session_id": first.session_id, "assistant_id": assistant_id or first.assistant_id, "language": first.language,
+           "context": first.context, "conversation": [{k: getattr(it, k) for k in _BATCH_FIELDS} for it in items]}
+    return (rec["session_id"], rec["assistant_id"]), json.dumps(rec, ensure_ascii=False, sort_keys=True)
+
+
+def sessions_from_interactions(interactions, assistant_id: Optional[str] = None, label: str = "Runner"):
+    """``PCollection[Interaction]`` → ``PCollection[str]``: one JSON ``Dataset`` per session,
+    turns sorted by ``turn_index``; ``assistant_id`` replaces the sessions' own when given."""
+    return (interactions
+            | f"{label}KeyBySession" >> beam.Map(lambda it: (it.session_key, it))
+            | f"{label}GroupSession" >> beam.GroupByKey()
+            | f"{label}SessionJson" >> beam.Map(lambda kv: _session_json(kv, assistant_id)[1]))
+
+
+class _Split(beam.DoFn):
+    def process(self, res):
+        yield beam.pvalue.TaggedOutput("sessions", res["session"])
+        yield beam.pvalue.TaggedOutput("summaries", res["summary"])
+        for d in res["dead_letters"]:
+            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter(**d))
+
+
+class _FailedBatch(beam.DoFn):
+    def process(self, failed):
+        batch, exc = failed
+        reason = (f"batch failed: {exc[1]}" if isinstance(exc, tuple) and len(exc) >= 2 else f"batch failed: {exc!r}")[:2000]
+        for s in batch:
+            try:
+                rec = json.loads(s)
+                eid = make_element_id(rec["session_id"], rec["assistant_id"], 0)
+            except Exception:  # noqa: BLE001
+                eid = None
+            yield dead_letter("runner", reason, s, element_id=eid, source="runner")
+
+
+class RunAssistant(beam.PTransform):
+    """``PCollection[Interaction]`` → ``{"sessions": answered Dataset dicts, "summaries":
+    per-session summary dicts, "dead_letter": DeadLetter (stage "runner")}``."""
+
+    def __init__(self, handler: AssistantHandler, assistant_id: Optional[str] = None):
+        super().__init__()
+        self._handler, self._assistant_id = handler, assistant_id
+
+    def expand(self, interactions):
+        sessions = sessions_from_interactions(interactions, self._assistant_id)
+        main, other = sessions | "RunnerRunInference" >> RunInference(self._handler).with_exception_handling()
+        split = main | "RunnerSplit" >> beam.ParDo(_Split()).with_outputs("sessions", "summaries", "dead_letter")
+        failed = other.failed_inferences | "RunnerBatchFailures" >> beam.ParDo(_FailedBatch())
+        dead = (split.dead_letter, failed) | "RunnerDead" >> beam.Flatten()
+        return {"sessions": split.sessions, "summaries": split.summaries, "dead_letter": dead}
+
+
+class SkipFailedTurns(beam.PTransform):
+    """The audit's guard: ``PCollection[Interaction]`` → ``(ok, dead letters)``; an interaction
+    whose ``agentic["runner"]["ok"]`` is false (a turn the runner failed to answer) becomes a
+    dead letter (stage ``"runner"``), never a scored answer."""
+
+    class _Fn(beam.DoFn):
+        def process(self, it):
+            reason = failed_turn_reason(it.agentic)
+            if reason is None:
+                yield it
+            else:
+                yield beam.pvalue.TaggedOutput("dead", dead_letter(
+                    "runner", f"the assistant call failed in the runner, not scored: {reason}",
+                    {"qa_id": it.qa_id, "query": it.query, "assistant": it.assistant}, element_id=it.element_id))
+
+    def expand(self, interactions):
+        out = interactions | "SkipFailedTurnsFn" >> beam.ParDo(self._Fn()).with_outputs("dead", main="ok")
+        return out.ok, out.dead
+
+
+def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict) -> list[str]:
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.runner import to_json_line
+
+    written = []
+
+    def put(name: str, data: bytes):
+        path = FileSystems.join(out, name)
+        with FileSystems.create(path) as f:
+            f.write(data)
+        written.append(path)
+
+    def order(d):
+        return (d["session_id"], d["assistant_id"])
+
+    sessions = sorted(sessions, key=order)
+    summaries = sorted(summaries, key=order)
+    dead_sorted = sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
+    put("dataset.jsonl", "".join(to_json_line(r) + "\n" for r in sessions).encode("utf-8"))
+    put("session_summaries.jsonl", "".join(to_json_line(r) + "\n" for r in summaries).encode("utf-8"))
+    put("dead_letter.jsonl", "".join(to_json_line(d) + "\n" for d in dead_sorted).encode("utf-8"))
+    total_ms = sum(s["total_execution_time_ms"] for s in summaries)
+    turns = sum(s["total_batches"] for s in summaries)
+    doc = {"sessions": len(sessions), "turns": turns, "successes": sum(s["successes"] for s in summaries),
+           "failures": sum(s["failures"] for s in summaries), "cached": sum(s["cached"] for s in summaries),
+           "dead_letters": len(dead_sorted), "dead_letters_by_stage": _by_stage(dead_sorted),
+           "total_execution_time_ms": round(total_ms, 3), "avg_turn_time_ms": round(total_ms / turns, 3) if turns else 0.0,
+           **counts}
+    put("run_summary.json", (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return written
+
+
+def _by_stage(dead: list) -> dict:
+    out: dict[str, int] = {}
+    for d in dead:
+        out[d["stage"]] = out.get(d["stage"], 0) + 1
+    return dict(sorted(out.items()))
+
+
+class WriteRunOutputs(beam.PTransform):
+    """``{"sessions", "summaries", "dead_letter"}`` → files in ``out`` (written once, sorted by
+    session): ``dataset.jsonl`` (the answered sessions — the audit's input),
+    ``session_summaries.jsonl``, ``dead_letter.jsonl`` and ``run_summary.json``. ``extra_dead``:
+    more dead-letter PCollections (e.g. the reader's)."""
+
+    def __init__(self, out: str, extra_dead: Sequence = (), counts: Optional[dict] = None):
+        super().__init__()
+        self._out, self._extra, self._counts = out, tuple(extra_dead), dict(counts or {})
+
+    def expand(self, outs):
+        p = outs["sessions"].pipeline
+        dead = (outs["dead_letter"], *self._extra) | "RunAllDead" >> beam.Flatten()
+        lists = [x | f"Run{n}List" >> beam.combiners.ToList()
+                 for n, x in (("Sessions", outs["sessions"]), ("Summaries", outs["summaries"]), ("Dead", dead))]
+        return (p | "RunWriteOnce" >> beam.Create([None])
+                | "RunWrite" >> beam.Map(_write_run_once, *[beam.pvalue.AsSingleton(x) for x in lists], self._out, self._counts))
+
+
+def _write_run_once(_, sessions, summaries, dead, out, counts):
+    return _write_run(out, sessions, summaries, dead, counts)

@@ -1,0 +1,53 @@
+"""Generate a test set from Markdown documents with an LLM (spec §10).
+
+    python -m pipelines.generate --corpus airline --generator-base-url http://localhost:8000/v1 \
+        --generator-model my-llm --output gen_out/
+
+Writes ``dataset.jsonl`` (sessions the audit and ``pipelines.run_assistant`` read), ``dead_letter.jsonl``
+and ``generation_summary.json`` (``--parquet``: also ``dataset.parquet``). Unknown ``--flags`` are
+Beam pipeline options. Options: :mod:`fair_forge_beam.loop_options`; job: :mod:`fair_forge_beam.loop_jobs`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Optional, Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fair_forge_beam.loop_options import add_arguments
+
+    p = argparse.ArgumentParser(prog="python -m pipelines.generate", allow_abbrev=False,
+                                description="Generate evaluation questions or conversations from Markdown with an LLM.")
+    add_arguments(p, "generate")
+    return p
+
+
+def run(argv: Optional[Sequence[str]] = None) -> dict:
+    from fair_forge_beam.loop_jobs import run_generate
+    from fair_forge_beam.loop_options import validate
+    from pipelines.audit import unknown_beam_options
+
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        parser.error(f"unrecognised option(s) {' '.join(unknown)}")
+    try:
+        validate(args, "generate")
+        return run_generate(args, beam_args)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    print(json.dumps(run(argv), indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Run a dataset against the assistant under test (spec §11).
+
+    python -m pipelines.run_assistant --input gen_out/dataset.jsonl \
+        --assistant-url http://localhost:8080/v1 --assistant-model my-bot --output run_out/
+
+Writes ``dataset.jsonl`` (the sessions with their answers: the audit's input),
+``session_summaries.jsonl``, ``dead_letter.jsonl`` and ``run_summary.json``. A failed turn is marked
+(``[ERROR] …``, ``agentic.runner.ok`` false), dead-lettered, and never scored by the audit.
+Options: :mod:`fair_forge_beam.loop_options`; job: :mod:`fair_forge_beam.loop_jobs`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Optional, Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fair_forge_beam.loop_options import add_arguments
+
+    p = argparse.ArgumentParser(prog="python -m pipelines.run_assistant", allow_abbrev=False,
+                                description="Fill a dataset's answers by running it against an assistant endpoint.")
+    add_arguments(p, "run")
+    return p
+
+
+def run(argv: Optional[Sequence[str]] = None) -> dict:
+    from fair_forge_beam.loop_jobs import run_assistant
+    from fair_forge_beam.loop_options import validate
+    from pipelines.audit import unknown_beam_options
+
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        parser.error(f"unrecognised option(s) {' '.join(unknown)}")
+    try:
+        validate(args, "run")
+        return run_assistant(args, beam_args, assistant_id=args.assistant_id)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    print(json.dumps(run(argv), indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Runners (spec §11): the generic HTTP JSON endpoint (request template + response path) with
+urllib3's retries, the cache on re-runs, the failed-turn contract, the audit's guard, and the
+handler's validation. Beam pipelines run on FnApiRunner against the scripted local server."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from conftest import FNAPI
+from fair_forge_beam._beam import beam
+from fair_forge_beam.runners.assistant import (
+    AssistantHandler,
+    RunAssistant,
+    SkipFailedTurns,
+    failed_turn_reason,
+    render_request,
+    response_field,
+)
+
+TEMPLATE = '{"model": "bot", "messages": {{ messages | tojson }}, "metadata": {"qa": {{ qa_id | tojson }}}}'
+PATH = "choices.0.message.content"
+
+SESSIONS = [
+    {"session_id": "s1", "assistant_id": "a", "context": "ctx", "conversation": [
+        {"qa_id": "q1", "query": "Hello {{ not a template }}", "assistant": ""},
+        {"qa_id": "q2", "query": "BUSY once", "assistant": ""},
+        {"qa_id": "q3", "query": "Thanks", "assistant": ""}]},
+    {"session_id": "s2", "assistant_id": "a", "context": "", "conversation": [
+        {"qa_id": "q1", "query": "FAIL always", "assistant": "", "observation": "note"},
+        {"qa_id": "q2", "query": "After the failure", "assistant": ""}]},
+]
+
+
+def echo(req):
+    users = [m["content"] for m in req.messages if m["role"] == "user"]
+    return f"{users[-1]} <{len(req.messages)}>"
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    p = tmp_path / "set.jsonl"
+    p.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS), encoding="utf-8")
+    return p
+
+
+def run_http(dataset, out, srv, cache=None, path=PATH):
+    from pipelines import run_assistant
+
+    return run_assistant.run(["--input", str(dataset), "--assistant-kind", "http", "--assistant-url", srv.base_url + "/chat/completions",
+                              "--request-template", TEMPLATE, "--response-path", path, "--assistant-retries", "1",
+                              "--output", str(out), *(["--assistant-cache", str(cache)] if cache else [])])
+
+
+def test_generic_http_endpoint_retries_fails_and_reruns_from_cache(dataset, tmp_path):
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+
+    faults = [Fault("server_error", match="FAIL"), Fault("rate_limit", match="BUSY", attempts={1})]
+    with ScriptedOpenAIServer(echo, faults=faults) as srv:
+        summary = run_http(dataset, tmp_path / "a", srv, cache=tmp_path / "c.sqlite3")
+        first = dict(srv.by_status)
+        srv.reset_counts()
+        again = run_http(dataset, tmp_path / "b", srv, cache=tmp_path / "c.sqlite3")
+        second = dict(srv.by_status)
+    # urllib3's Retry: 429 then success for BUSY and for the next turn (its history holds "BUSY", so the
+    # server's first-attempt fault matches it too); 500 twice (1 retry) for FAIL; 4 turns answered
+    assert first == {200: 4, 429: 2, 500: 2}
+    assert second == {500: 2}  # answers from the cache; the failure is never cached, so asked again
+    assert (summary["successes"], summary["failures"], summary["sessions"], summary["turns"]) == (4, 1, 2, 5)
+    assert (again["successes"], again["failures"], again["cached"]) == (4, 1, 4)
+    out = {s["session_id"]: s for s in map(json.loads, (tmp_path / "a" / "dataset.jsonl").read_text().splitlines())}
+    s1, s2 = out["s1"]["conversation"], out["s2"]["conversation"]
+    # history in order: turn 3 sees 2 earlier exchanges (5 messages), braces reach the endpoint verbatim
+    assert [t["assistant"] for t in s1] == ["Hello {{ not a template }} <1>", "BUSY once <3>", "Thanks <5>"]
+    assert s2[0]["assistant"].startswith("[ERROR] ") and s2[0]["assistant"].startswith("[ERROR] HTTP 500: ")
+    assert s2[0]["observation"].startswith("note\n[runner error] ")
+    assert s2[0]["agentic"]["runner"]["ok"] is False and s2[1]["agentic"]["runner"]["ok"] is True
+    assert s2[1]["assistant"] == "After the failure <1>"  # the failed turn is not in the history
+    dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
+    assert [(d["stage"], d["element_id"]) for d in dead] == [("runner", "s2/a/0")]
+    summaries = [json.loads(x) for x in (tmp_path / "a" / "session_summaries.jsonl").read_text().splitlines()]
+    assert [(s["session_id"], s["total_batches"], s["successes"], s["failures"]) for s in summaries] == [("s1", 3, 3, 0), ("s2", 2, 1, 1)]
+
+
+def test_missing_response_field_is_a_failed_turn(dataset, tmp_path):
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(echo) as srv:
+        summary = run_http(dataset, tmp_path / "a", srv, path="choices.0.message.missing")
+    assert (summary["successes"], summary["failures"]) == (0, 5)
+    dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
+    assert all("response has no field 'choices.0.message.missing'" in d["reason"] for d in dead)
+
+
+def test_run_assistant_transform_with_assert_that(dataset):
+    """RunAssistant in a TestPipeline: exact summaries (times aside) and answered sessions."""
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(echo) as srv:
+        handler = AssistantHandler("openai", model="bot", base_url=srv.base_url, max_concurrency=2, send_context=True)
+        with TestPipeline(runner=FNAPI, blocking=True) as p:
+            read = p | "Read" >> ReadInteractions([str(dataset)])
+            outs = read["interactions"] | RunAssistant(handler, assistant_id="bot-2")
+            assert_that(outs["summaries"] | beam.Map(lambda s: (s["session_id"], s["assistant_id"], s["total_batches"], s["successes"], s["failures"])),
+                        equal_to([("s1", "bot-2", 3, 3, 0), ("s2", "bot-2", 2, 2, 0)]), label="Summaries")
+            assert_that(outs["sessions"] | beam.FlatMap(lambda s: [(s["session_id"], t["qa_id"], t["assistant"]) for t in s["conversation"]]),
+                        equal_to([("s1", "q1", "Hello {{ not a template }} <2>"), ("s1", "q2", "BUSY once <4>"), ("s1", "q3", "Thanks <6>"),
+                                  ("s2", "q1", "FAIL always <1>"), ("s2", "q2", "After the failure <3>")]), label="Answers")
+            assert_that(outs["dead_letter"], equal_to([]), label="NoDead")
+        # the session context went first as system message (send_context), only where it is not empty
+        first = [r for r in srv.requests if r.messages[-1]["content"].startswith("Hello")][0]
+        assert first.messages[0] == {"role": "system", "content": "ctx"}
+
+
+def test_skip_failed_turns_in_the_audit():
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    from fair_forge_beam.io.elements import Interaction
+
+    def inter(i, runner):
+        return Interaction(f"s/a/{i}", "s", "a", "english", "", i, f"q{i}", "query", "[ERROR] x" if runner is False else "ok",
+                           None, None, None, {"runner": {"ok": runner, "error": "HTTP 500: boom"}} if runner is not None else {}, {}, {})
+
+    with TestPipeline(runner=FNAPI, blocking=True) as p:
+        ok, dead = p | beam.Create([inter(0, None), inter(1, True), inter(2, False)]) | SkipFailedTurns()
+        assert_that(ok | beam.Map(lambda it: it.element_id), equal_to(["s/a/0", "s/a/1"]), label="Ok")
+        assert_that(dead | beam.Map(lambda d: (d.stage, d.element_id, d.reason)),
+                    equal_to([("runner", "s/a/2", "the assistant call failed in the runner, not scored: HTTP 500: boom")]), label="Dead")
+
+
+def test_helpers_and_validation():
+    assert render_request('{"q": {{ query | tojson }}}', {"query": 'a "quoted" {{x}}'}) == {"q": 'a "quoted" {{x}}'}
+    with pytest.raises(ValueError, match="must end in | tojson"):  # no raw text in the body: no injection
+        render_request('{"q": "{{ query }}"}', {"query": 'x", "admin": true, "y": "'})
+    assert render_request('{"t": {{ turn_index }}}', {"turn_index": 2}) == {"t": 2}
+    with pytest.raises(ValueError, match="did not render to JSON"):
+        render_request('{"q": {{ query | tojson }}', {"query": "x"})
+    with pytest.raises(ValueError, match="request template"):
+        render_request('{"q": {{ nope | tojson }}}', {})
+    assert response_field({"a": [{"b": "x"}]}, "a.0.b") == "x"
+    with pytest.raises(ValueError):
+        response_field({"a": []}, "a.0")
+    assert failed_turn_reason({"runner": {"ok": False, "error": "e"}}) == "e"
+    assert failed_turn_reason({"runner": {"ok": True}}) is None and failed_turn_reason(None) is None
+    for kw in ({"kind": "grpc"}, {"kind": "openai"}, {"kind": "http", "url": "http://x"},
+               {"kind": "http", "url": "http://x", "request_template": "{{ query }}"},
+               {"kind": "http", "url": "http://x", "request_template": '{"q": "{{ query }}"}'},
+               {"kind": "openai", "model": "m", "params": {"messages": []}}, {"kind": "openai", "model": "m", "request_timeout": 0}):
+        with pytest.raises(ValueError):
+            AssistantHandler(**kw)
