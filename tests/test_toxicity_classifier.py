@@ -87,6 +87,15 @@ def test_bad_input_and_arguments():
     assert CLF.covers("en") and CLF.covers(None) and not CLF.covers("spanish")
 
 
+def test_missing_package_is_a_configuration_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "profanity_check" else real(name, *a))
+    with pytest.raises(ValueError, match="needs the alt-profanity-check package.*--toxicity-scorer hurtlex"):
+        ProfanityCheckClassifier()
+
+
 def test_describe_names_what_is_measured():
     d = CLF.describe()
     assert d["name"] == "profanity-check" and d["kind"] == "classifier" and d["threshold"] == 0.5

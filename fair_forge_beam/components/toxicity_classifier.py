@@ -90,8 +90,8 @@ class ProfanityCheckClassifier(ToxicityClassifier):
             model's decision point; not tuned on the validation data).
 
     Raises:
-        ValueError: ``threshold`` outside (0, 1].
-        ImportError (from :meth:`setup`): the ``alt-profanity-check`` package is not installed.
+        ValueError: ``threshold`` outside (0, 1]; the ``alt-profanity-check`` package is not
+            installed (checked here, so that the main job fails before its pipeline starts).
     """
 
     name = "profanity-check"
@@ -100,17 +100,19 @@ class ProfanityCheckClassifier(ToxicityClassifier):
 
     def __init__(self, threshold: float = 0.5):
         super().__init__(threshold)
+        import importlib.util
+
+        if importlib.util.find_spec("profanity_check") is None:
+            raise ValueError("the toxicity scorer profanity-check needs the alt-profanity-check package "
+                             "(pip install alt-profanity-check==1.9.1), or pass --toxicity-scorer hurtlex")
         self._vectorizer: Any = None
         self._model: Any = None
 
     def setup(self) -> None:
         if self._model is not None:
             return
-        try:
-            import profanity_check.profanity_check as pc  # loads the two joblib files once per process
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError("the default toxicity scorer needs the alt-profanity-check package "
-                              "(pip install alt-profanity-check==1.9.1), or pass --toxicity-scorer hurtlex") from exc
+        import profanity_check.profanity_check as pc  # loads the two joblib files once per process
+
         self._vectorizer, self._model = pc.vectorizer, pc.model
 
     def probabilities(self, texts: Sequence[str]) -> list[float]:
