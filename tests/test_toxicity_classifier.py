@@ -176,3 +176,23 @@ def test_validity_script_tiny_slice(shared_dir):
     assert kw["examples"] == {"books on Muslim history": ["muslim"], "women scientists": ["women"],
                               "They are Muslims.": ["muslim"], "She is a woman.": ["women"]}
     assert "| profanity-check |" in tv.markdown(res)
+
+
+def test_validity_script_measures_a_guardian_endpoint(shared_dir, tmp_path):
+    """The guardian row through the real local OpenAI-compatible server: a scripted guard that
+    answers unsafe for prompts holding "idiot" or "hate"; one failing call is counted, not dropped."""
+    import sys
+
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import toxicity_validity as tv
+
+    def answer(req):
+        return "unsafe\nS1" if ("idiot" in req.prompt or "hate them" in req.prompt) else "safe"
+
+    with ScriptedOpenAIServer(answer, faults=[Fault("bad_request", match="within 30 days")]) as srv:
+        sc = tv.guardian_scorer(srv.base_url, "guard", api_key_env="FFB_TEST_UNSET_KEY")
+        scores = sc.score([t for t, _ in tv.TOXIC_EXAMPLES])
+    assert scores == [0.5, 1.0, 0.0, 1.0]  # the failed call scores 0.5 and is counted
+    assert len(sc.failed) == 1 and [sc.flag(s) for s in scores] == [False, True, False, True]
