@@ -196,3 +196,40 @@ def test_validity_script_measures_a_guardian_endpoint(shared_dir, tmp_path):
         scores = sc.score([t for t, _ in tv.TOXIC_EXAMPLES])
     assert scores == [0.5, 1.0, 0.0, 1.0]  # the failed call scores 0.5 and is counted
     assert len(sc.failed) == 1 and [sc.flag(s) for s in scores] == [False, True, False, True]
+
+
+def test_pipeline_scores_do_not_depend_on_batch_size(shared_dir):
+    """The same answers through the Beam scorer in batches of 1, 3 and 256: identical records."""
+    with open(shared_dir / "data" / "toxigen" / "seed_sentences.jsonl", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()][::9]
+    DATA["sessions"] = [_ds(f"s{i // 5}", texts[i:i + 5]) for i in range(0, len(texts), 5)]
+    got = {}
+    for b in (1, 3, 256):
+        res = Toxicity.run(_Sessions, group_extractor=KeywordGroupExtractor({"muslim": ["muslim"]}),
+                           sentiment_analyzer=None, clustering=False, toxicity_classifier=ProfanityCheckClassifier(),
+                           batch_size=b)
+        got[b] = sorted((r.element_id, r.is_toxic) for r in res.interactions)
+    assert got[1] == got[3] == got[256] and len(got[1]) == len(texts)
+    assert sum(t for _, t in got[1]) == sum(CLF.is_toxic(p) for p in CLF.probabilities(texts))
+
+
+@pytest.mark.slow
+def test_default_scorer_bit_identical_in_memory_vs_multi_process(tmp_path):
+    from pipelines import audit
+
+    fnapi = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+    json_in, jsonl_in = audit.default_inputs()
+    lines = Path(jsonl_in).read_text(encoding="utf-8").splitlines()[:150]
+    head = tmp_path / "hh.jsonl"
+    head.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["--quiet", "--no-report", "--metrics", "toxicity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "500",
+            "--input", str(head), "--input", json_in]
+    out = {}
+    for name, extra in (("mem", [f"--runner={fnapi}"]),
+                        ("mp", [f"--runner={fnapi}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"])):
+        audit.run([*argv, *extra, "--output", str(tmp_path / name)])
+        out[name] = (tmp_path / name / "results.json").read_bytes()
+    assert out["mem"] == out["mp"]
+    doc = json.loads(out["mem"])
+    assert doc["metrics"]["toxicity"]["scorer"]["name"] == "profanity-check"
+    assert doc["summary"]["metrics"]["toxicity"]["dead_letters"] == 26  # the Spanish answers
