@@ -52,7 +52,7 @@ pytestmark = [pytest.mark.runners, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = ROOT / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
-AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword"]  # one metric: half the Flink graph
+AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex"]  # one metric: half the Flink graph
 IN_CI = os.environ.get("CI", "").lower() == "true"
 BASE = 1767225600  # 2026-01-01T00:00:00Z: payload times of the bounded topic
 BAD = (b"{not json", b"\xff\xfe not utf-8", b"[1, 2, 3]")

@@ -29,7 +29,7 @@ from pipelines import audit
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 # the keyword audit of tests/test_runners_integration.py, in memory: its run is shared (audit_once)
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
-        "--group-extractor", "keyword", f"--runner={FNAPI}"]
+        "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", f"--runner={FNAPI}"]
 
 
 def _shards(out: Path) -> dict:
@@ -219,7 +219,7 @@ def test_launcher_of_a_keyword_run_never_imports_torch(tmp_path):
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", _LAUNCHER, "--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity",
-                           "--group-extractor", "keyword", "--output", str(tmp_path / "out")],
+                           "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--output", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

@@ -41,7 +41,7 @@ FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 CHROMIUM = "/usr/bin/chromium"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
-KEYWORD = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--mc-samples", "1000"]
+KEYWORD = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--mc-samples", "1000"]
 
 
 def _write_jsonl(path: Path, sessions: list[dict]) -> str:
@@ -123,7 +123,7 @@ def test_no_report_flag_and_compare_flag_end_to_end(tmp_path):
 
     clean = _write_jsonl(tmp_path / "clean.jsonl", sessions("clean-bot", clean_answers))
     toxic = _write_jsonl(tmp_path / "toxic.jsonl", sessions("toxic-bot", toxic_answers))
-    argv = ["--metrics", "toxicity", "--group-extractor", "keyword", "--mode", "bayesian", "--mc-samples", "500"]
+    argv = ["--metrics", "toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--mode", "bayesian", "--mc-samples", "500"]
     _run(tmp_path / "clean", *argv, "--input", clean, "--no-report")
     assert not (tmp_path / "clean" / "report.html").exists()
     assert (tmp_path / "clean" / "results.json").is_file()

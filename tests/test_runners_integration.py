@@ -5,8 +5,11 @@ FnApiRunner in-memory, FnApiRunner with 2 worker processes, a real Flink cluster
 Two audits, each the main job on the shipped examples (2,042 interactions in 809 sessions):
 
 * ``keyword`` — ``--metrics humanity,toxicity --group-extractor keyword --mode bayesian --seed 7``;
-* ``embedding`` — README's main command (its defaults: MiniLM group detection and cluster
-  profiling) with ``--mode bayesian --seed 7`` and fewer draws (``--mc-samples 1000``).
+* ``embedding`` — the main command with MiniLM group detection and cluster profiling
+  (``--group-extractor embedding``; the default before issue 15) with ``--mode bayesian --seed 7``
+  and fewer draws (``--mc-samples 1000``).
+
+Both pin ``--toxicity-scorer hurtlex`` (the original's rule, the main job's default before issue 15).
 
 The embedding audit's identity checks run on a slice of the same data (``embedding_slice``: the
 27 sessions of ``fair_forge_examples.json`` and the first 100 of the hh-rlhf file, 302
@@ -50,10 +53,11 @@ from pipelines import audit
 
 pytestmark = [pytest.mark.runners, pytest.mark.slow]
 
-COMMON = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity"]
+COMMON = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
+          "--toxicity-scorer", "hurtlex"]  # the original's toxicity rule: the identity suite's outputs (issue 15 changed the default)
 COMMANDS = {
     "keyword": [*COMMON, "--group-extractor", "keyword"],
-    "embedding": COMMON,  # README's main command: the embedding group extractor is the default
+    "embedding": [*COMMON, "--group-extractor", "embedding"],  # MiniLM groups and cluster profiling
 }
 ARGS = COMMANDS["keyword"]
 SLICE_SESSIONS = 100  # first sessions of the hh-rlhf file in the embedding slice

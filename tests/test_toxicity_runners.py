@@ -18,7 +18,7 @@ from pipelines import audit
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
-        "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
+        "--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex"]
 IN_MEMORY = [f"--runner={FNAPI}"]
 MULTI_PROCESS = [f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 

@@ -48,6 +48,11 @@ def _toxicity(mode: StatisticalMode, options: dict):
 
         kwargs["group_extractor"] = KeywordGroupExtractor(default_group_keywords())
     loader = HurtLexLoader(**constructor_kwargs("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader", options))
+    if value(options, "toxicity_scorer") != "hurtlex":  # a trained classifier decides is_toxic
+        from fair_forge_beam.components.toxicity_classifier import make_classifier
+
+        kwargs["toxicity_classifier"] = make_classifier(value(options, "toxicity_scorer"),
+                                                        value(options, "toxicity_classifier_threshold"))
     return Toxicity(
         statistical_mode=mode,
         toxicity_loader=loader,

@@ -5,7 +5,9 @@ extractor and sentiment analyzer loaded once per worker in ``setup``):
 
 * lexicon match (:class:`~fair_forge_beam.components.toxicity_lexicon.ToxicLexiconMatcher`,
   HurtLex by default): ``total_words``, ``toxic_words``, categories; toxic when
-  ``toxic_words / total_words > group_toxicity_threshold`` (strict, default 0.0);
+  ``toxic_words / total_words > group_toxicity_threshold`` (strict, default 0.0) — or, with a
+  ``toxicity_classifier`` (:mod:`fair_forge_beam.components.toxicity_classifier`; the main job's
+  default), when the classifier's probability reaches its threshold;
 * groups: the group extractor's detections (embedding prototypes by default, spec §8.2);
 * sentiment in [−1, 1] (VADER by default);
 * the answer's embedding, when cluster profiling is on.
@@ -28,6 +30,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
+from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
@@ -104,13 +107,17 @@ def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:
 class _ScoreToxicity(beam.DoFn):
     """Scores a batch of interactions; dead-letters what it cannot score (never raises)."""
 
-    def __init__(self, matcher, extractor, embedder, sentiment, threshold: float, cluster: bool, sentiment_for_all: bool):
+    def __init__(self, matcher, extractor, embedder, sentiment, threshold: float, cluster: bool, sentiment_for_all: bool,
+                 classifier=None):
         self.matcher, self.extractor, self.embedder = matcher, extractor, embedder
+        self.classifier = classifier  # None: the lexicon decides (the original's rule)
         self.sentiment, self.threshold, self.cluster = sentiment, threshold, cluster
         self.sentiment_for_all = sentiment_for_all
 
     def setup(self):
         self.matcher.languages  # lexicon files read once per worker
+        if self.classifier is not None:
+            self.classifier.setup()
         self.extractor.setup()
         if self.embedder is not None:
             self.embedder.load()
@@ -131,6 +138,12 @@ class _ScoreToxicity(beam.DoFn):
                 known = ", ".join(sorted(self.matcher.languages)) or "none"
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter(
                     "toxicity", f"no toxicity lexicon for language {x.language!r} (lexicon covers: {known})", x._asdict(), x.element_id)))
+                continue
+            if self.classifier is not None and not self.classifier.covers(x.language):
+                out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", (
+                    f"toxicity scorer {self.classifier.name} covers {', '.join(sorted(self.classifier.languages))} only, "
+                    f"not language {x.language!r} (--toxicity-scorer hurtlex scores it by the lexicon)"),
+                    x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
             n_chars = len(x.assistant or "")
@@ -157,6 +170,9 @@ class _ScoreToxicity(beam.DoFn):
             # ~0.1 ms per answer, the costliest per-answer step) runs on those unless asked for all
             need = [i for i in range(len(ok)) if self.sentiment_for_all or present.get(i)]
             sents = dict(zip(need, self.sentiment.infer_batch([texts[i] for i in need]))) if self.sentiment is not None and need else {}
+            # the classifier reads the whole answer; its value per answer does not depend on the batch
+            probs = dict(zip(live, self.classifier.probabilities([ok[i][0].assistant for i in live]))) \
+                if self.classifier is not None and live else {}
         except Exception as exc:  # noqa: BLE001
             reason = f"toxicity scoring failed for the batch: {type(exc).__name__}: {exc}"
             return out + [beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", reason, x._asdict(), x.element_id)) for x, _ in ok]
@@ -164,7 +180,7 @@ class _ScoreToxicity(beam.DoFn):
         for i, (x, m) in enumerate(ok):
             d = det_of.get(i, {})
             gi = present.get(i, ())
-            toxic = m.is_toxic(self.threshold)
+            toxic = self.classifier.is_toxic(probs[i]) if i in probs else m.is_toxic(self.threshold)
             sentiment = float(sents[i].score) if i in sents else None
             score = ToxicityScore(
                 element_id=x.element_id,
@@ -295,6 +311,16 @@ class _SliceEstimator(SliceEstimator):
         return {"metric": "toxicity", "level": "slice", **out}
 
 
+def _resolve_classifier(classifier):
+    if classifier is None:
+        return None
+    from fair_forge_beam.components.toxicity_classifier import ToxicityClassifier
+
+    if not isinstance(classifier, ToxicityClassifier):
+        raise ValueError(f"toxicity_classifier must be a ToxicityClassifier or None, got {classifier!r}")
+    return classifier
+
+
 def _resolve_loader(loader) -> ToxicityLoader:
     if loader is None:
         return HurtLexLoader()
@@ -343,6 +369,11 @@ class Toxicity(MetricTransform):
             labels (never put into the result record).
         slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
         batch_size: most answers per scoring batch (``BatchElements``; 256).
+        toxicity_classifier: a :class:`~fair_forge_beam.components.toxicity_classifier.ToxicityClassifier`
+            deciding ``is_toxic`` (the lexicon still gives words and categories); answers in a
+            language it does not cover go to the dead letter. Default ``None``: the lexicon rule
+            above (the original's definition; the main job defaults to ``profanity-check``,
+            measured in ``docs/toxicity-validity.md``).
         group_set: DR's group set in both modes: ``"declared"`` (default; every declared group,
             zero counts included, spec §6.1's frequentist definition) or ``"observed"`` (groups
             detected at least once: the original's Bayesian DR). See
@@ -395,9 +426,11 @@ class Toxicity(MetricTransform):
         slices: Sequence[str] = ("overall", "assistant_id", "language"),
         batch_size: int = 256,
         group_set: str = "declared",
+        toxicity_classifier=None,
     ):
         super().__init__(statistical_mode, slices)
         self.matcher = ToxicLexiconMatcher(_resolve_loader(toxicity_loader))
+        self.classifier = _resolve_classifier(toxicity_classifier)
         if group_extractor is None:
             from fair_forge_beam.components.group_extractor import EmbeddingGroupExtractor, default_group_prototypes
 
@@ -466,6 +499,11 @@ class Toxicity(MetricTransform):
         """The toxic-word lexicon (``name``, ``licence``)."""
         return self.matcher
 
+    @property
+    def scorer_description(self) -> dict:
+        """What ``is_toxic`` / ``toxic_rate`` measure (results.json ``metrics.toxicity.scorer``)."""
+        return describe_scorer(self.classifier, self.matcher, self.threshold)
+
     def _describe(self) -> dict:
         return {
             "lexicon": self.matcher.name,
@@ -486,7 +524,7 @@ class Toxicity(MetricTransform):
         return MetricSpec(
             name=self.name,
             scorer=_ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
-                                  self.clustering, self.sentiment_for_all),
+                                  self.clustering, self.sentiment_for_all, self.classifier),
             batch_size=self.batch_size,
             interaction_record=_InteractionRecord(self.groups),
             session_value=_session_value,

@@ -168,6 +168,9 @@ def metric_static(transforms: dict) -> dict:
         lex = getattr(t, "lexicon", None)
         out[name] = {"headline_columns": list(getattr(t, "headline_columns", ())),
                      "lexicon": getattr(lex, "name", None), "lexicon_licence": getattr(lex, "licence", None)}
+        scorer = getattr(t, "scorer_description", None)  # what the metric's headline rate measures
+        if scorer is not None:
+            out[name]["scorer"] = scorer
     return out
 
 
