@@ -609,6 +609,9 @@ def test_toxicity_measure_is_read_from_the_results_not_assumed():
     assert toxicity_measure({**m, "scorer": "classifier P(toxic) > 0.5"}) == "classifier P(toxic) > 0.5"
     assert toxicity_measure({"slices": [{}]}, {"toxicity_scorer": {"description": "guardian"}}) == "guardian"
     assert toxicity_measure({"slices": [{}]}) is None
+    # the shape results.json records for the default scorer (components/toxicity_classifier.describe)
+    assert toxicity_measure({"scorer": {"name": "profanity-check", "kind": "classifier", "threshold": 0.5,
+                                        "measures": "offensive language"}}) == "profanity-check: offensive language"
 
 
 # ------------------------------------------------------------------ plot bugs

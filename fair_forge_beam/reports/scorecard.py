@@ -255,7 +255,8 @@ def toxicity_measure(metric: dict, run_info: Optional[dict] = None) -> Optional[
         for key in ("scorer", "toxicity_scorer", "scorer_description"):
             v = src.get(key)
             if isinstance(v, dict):
-                v = v.get("description") or v.get("name")
+                name, what = v.get("name"), v.get("description") or v.get("measures")
+                v = f"{name}: {what}" if name and what else (what or name)
             if v:
                 return str(v)
     lex = metric.get("lexicon") or first.get("lexicon")
