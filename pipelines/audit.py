@@ -112,6 +112,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.runner import pipeline_options
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
+    from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
 
     parser = build_parser()
@@ -186,7 +187,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             build_source(args, inputs)  # argument errors here, as usage errors
         else:
             reader = ReadInteractions(inputs, file_format=args.input_format)
-    except ValueError as exc:
+    except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
         out = prepare_output_folder(args.output, FileSystems)
