@@ -77,14 +77,14 @@ def default_inputs() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.metrics.registry import METRICS
 
-    p = argparse.ArgumentParser(
+    from fair_forge_beam.options import OneLineErrorParser, add_arguments
+
+    p = OneLineErrorParser(  # a usage error is one line and a hint to --help
         prog="fair-forge-beam",
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
     )
-    from fair_forge_beam.options import add_arguments
-
     add_arguments(p, METRICS)  # every option, declared once in fair_forge_beam.options
     return p
 
@@ -124,7 +124,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(
-            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job (see --help) nor a Beam pipeline option"
+            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job nor a Beam pipeline option"
         )
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
         parser.error(f"--emotion-lexicon-csv: file not found: {args.emotion_lexicon_csv}")
@@ -141,12 +141,14 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         validate(args)
     except ValueError as exc:
         parser.error(str(exc))
-    baseline = None
+    baseline = baseline_info = None
     if args.compare:
-        from fair_forge_beam.reports.load import read_results
+        from fair_forge_beam.reports.load import read_results, read_run_info
 
         try:  # read before this run's output folder is cleaned (it may be the same folder)
             baseline = read_results(args.compare)
+            baseline_info = read_run_info(args.compare.rsplit("/", 1)[0] if args.compare.endswith("results.json")
+                                          else args.compare)
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
     try:
@@ -217,6 +219,11 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     doc = read_results(out)  # the small results.json only: no record is read back here
     info = write_run_info(out, info)
+    if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
+        from fair_forge_beam.reports.compare import run_differences
+
+        for d in run_differences(doc, baseline, info, baseline_info):
+            log.warning("--compare: the runs differ in %s", _printable(d["message"]))
     written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
