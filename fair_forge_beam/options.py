@@ -487,8 +487,12 @@ GROUPS: tuple[Group, ...] = (
                                  "0.2). Example: 0.2")),
     )),
     Group(None, (
-        Option("quiet", type=bool, help="do not print the summary table",
-               template=Template("Quiet", "BOOLEAN", _BOOL_RE, "true: no summary table in the launcher log. Example: false")),
+        Option("quiet", type=bool, help="no progress lines on stderr and no summary table",
+               template=Template("Quiet", "BOOLEAN", _BOOL_RE,
+                                 "true: no progress lines and no summary table in the launcher log. Example: false")),
+        Option("progress-interval", type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
+               help="at most one progress line on stderr every SECONDS, when the counts changed",
+               template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
     )),
     Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
         Option("config", metavar="TOML", in_config=False, default_note="no config file",

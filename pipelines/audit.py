@@ -199,7 +199,11 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
-    with beam.Pipeline(options=options) as p:
+    from fair_forge_beam.progress import ProgressReporter
+
+    progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
+    with progress, beam.Pipeline(options=options) as p:
+        _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         read = p | "Read" >> reader
         results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
@@ -232,6 +236,18 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
         check_gates(doc, gates, out, quiet=args.quiet)
     return doc
+
+
+def _watch_run(pipeline, progress) -> None:
+    """Make ``pipeline.run()`` (called by ``with beam.Pipeline(...)`` on exit) hand its result to ``progress``."""
+    run = pipeline.run
+
+    def run_and_watch(*a, **kw):
+        result = run(*a, **kw)
+        progress.watch(result)
+        return result
+
+    pipeline.run = run_and_watch
 
 
 def _judge_counters(result) -> dict:

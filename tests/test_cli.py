@@ -50,7 +50,7 @@ def test_help_shows_every_options_default():
     out = subprocess.run([sys.executable, "-m", "pipelines.audit", "--help"], cwd=REPO, capture_output=True,
                          text=True, check=True, timeout=300).stdout
     flat = " ".join(out.split())
-    for text in ("do not print the summary table", "(default: off)", "(default: no comparison)",
+    for text in ("no progress lines on stderr and no summary table (default: off)", "(default: 5.0)", "(default: no comparison)",
                  "(default: not set)", "(default: humanity)", "(default: fair_forge_output)"):
         assert text in flat, text
 

@@ -38,6 +38,7 @@ import logging
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.progress import ProgressCounter
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource
 from apache_beam.io.filesystem import CompressionTypes
@@ -135,7 +136,11 @@ def _error_text(exc: Exception) -> str:
 
 
 # ------------------------------------------------------------------ record -> interactions
+_READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines on stderr; Beam counter)
+
+
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None) -> Interaction:
+    _READ_PROGRESS.inc()
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
         session_id=meta.session_id,
