@@ -84,9 +84,9 @@ def test_main_job_with_keyword_groups_needs_no_embeddings_extra(tmp_path):
 
 
 @pytest.mark.parametrize("argv, names", [
-    (["--metrics", "toxicity"], ("--group-extractor keyword",)),
-    (["--metrics", "toxicity", "--no-clustering"], ("--group-extractor keyword",)),
-    (["--metrics", "vision"], ("--similarity-embedder hashing",)),
+    (["--metrics", "toxicity", "--group-extractor", "embedding"], ("--group-extractor keyword",)),
+    (["--metrics", "toxicity", "--group-extractor", "embedding", "--no-clustering"], ("--group-extractor keyword",)),
+    (["--metrics", "vision", "--similarity-embedder", "minilm"], ("--similarity-embedder hashing",)),
 ])
 def test_minilm_run_on_core_install_is_a_one_line_usage_error(tmp_path, argv, names):
     proc, imports = _run_blocked(tmp_path, "pipelines.audit", *argv, "--output", str(tmp_path / "out"),
