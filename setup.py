@@ -1,7 +1,11 @@
 """Packaging for fair_forge_beam.
 
-Install with ``pip install -e .``; Beam worker processes import the installed package
-(never ``__main__``), so every DoFn and coder lives inside ``fair_forge_beam``.
+Install with ``pip install -e .`` (core: the lexicon metrics, keyword group detection, judges,
+reports; no torch), ``pip install -e '.[embeddings]'`` (MiniLM embeddings and UMAP/HDBSCAN
+clustering: torch, sentence-transformers, umap-learn, numba ...), ``'.[test]'`` (the test suite's
+tools) or ``'.[all]'`` (both; what CI installs). The pins live in ``requirements.txt``,
+``requirements-embeddings.txt`` and ``requirements-test.txt``. Beam worker processes import the
+installed package (never ``__main__``), so every DoFn and coder lives inside ``fair_forge_beam``.
 """
 from pathlib import Path
 
@@ -10,9 +14,13 @@ from setuptools import find_packages, setup
 HERE = Path(__file__).parent
 
 
-def _requirements() -> list[str]:
-    lines = (HERE / "requirements.txt").read_text(encoding="utf-8").splitlines()
+def _requirements(name: str = "requirements.txt") -> list[str]:
+    lines = (HERE / name).read_text(encoding="utf-8").splitlines()
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+EXTRAS = {"embeddings": _requirements("requirements-embeddings.txt"), "test": _requirements("requirements-test.txt")}
+EXTRAS["all"] = EXTRAS["embeddings"] + EXTRAS["test"]
 
 
 setup(
@@ -27,6 +35,7 @@ setup(
                                       "data/regulatory/*/*", "data/corpora/*.md", "data/corpora/*/*", "data/*.md", "templates/*.j2"]},
     include_package_data=True,
     install_requires=_requirements(),
+    extras_require=EXTRAS,
     entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},
     license="MIT",
 )

@@ -241,6 +241,9 @@ class _ScoreAndRoute(beam.DoFn):
         self.spec, self.slot = spec, slot
 
     def setup(self):
+        from fair_forge_beam.progress import ProgressCounter
+
+        self._progress = ProgressCounter(f"scored.{self.spec.name}")  # progress lines on stderr; Beam counter
         scorer = self.spec.scorer
         self._score = scorer.process if isinstance(scorer, beam.DoFn) else _one
         if isinstance(scorer, beam.DoFn):
@@ -254,6 +257,7 @@ class _ScoreAndRoute(beam.DoFn):
         spec, slot = self.spec, self.slot
         record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
         tagged = beam.pvalue.TaggedOutput
+        self._progress.inc(len(element) if isinstance(element, list) else 1)  # a batch (spec.batch_size) or one
         for out in self._score(element) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out

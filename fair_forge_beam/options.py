@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "option", "add_arguments", "validate", "value",
+__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "OneLineErrorParser", "option", "add_arguments", "validate", "value",
            "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES",
            "SLICE_DIMENSIONS"]
 
@@ -100,12 +100,14 @@ class Option:
         return f"--{self.name}"
 
     def help_text(self, **fmt) -> str:
+        """``help`` plus the default: the declared ``default``, else ``default_note``, else
+        ``off`` for a flag and ``not set`` for any other option (every option shows one)."""
         text = self.help.format(**fmt) if fmt else self.help
-        if self.type is bool or self.repeatable and self.default is None and self.default_note is None:
-            return text
+        if self.type is bool:
+            return f"{text} (default: off)"
         if self.default is not None:
             return f"{text} (default: {self.default})"
-        return f"{text} (default: {self.default_note})" if self.default_note else text
+        return f"{text} (default: {self.default_note or 'not set'})"
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,17 @@ class Group:
 
     title: Optional[str]
     options: tuple[Option, ...] = field(default_factory=tuple)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line plus a hint, not the whole usage.
+
+    ``error(message)`` writes ``<prog>: error: <message>`` (line breaks in ``message`` become
+    spaces) and ``try '<prog> --help' ...`` to stderr, then exits with status 2 (argparse's code)."""
+
+    def error(self, message: str):
+        one_line = " ".join(str(message).splitlines())
+        self.exit(2, f"{self.prog}: error: {one_line}\ntry '{self.prog} --help' for every option and its default\n")
 
 
 def _positive(flag: str, unit: str = ""):
@@ -231,7 +244,7 @@ GROUPS: tuple[Group, ...] = (
         Option("no-clustering", type=bool, help="skip Toxicity's UMAP + HDBSCAN cluster profiling",
                template=Template("Skip clustering", "BOOLEAN", _BOOL_RE,
                                  "true skips Toxicity's UMAP + HDBSCAN cluster profiling. Example: true")),
-        Option("cluster-points", metavar="PATH", path=True, feeds=(f"{_T}.cluster_points_path",),
+        Option("cluster-points", metavar="PATH", path=True, default_note="not written", feeds=(f"{_T}.cluster_points_path",),
                help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file",
                template=Template("Cluster points file", "GCS_WRITE_FILE", _GCS_FILE,
                                  "Parquet file for Toxicity's per-answer embeddings, 2-D coordinates and cluster labels. "
@@ -262,7 +275,7 @@ GROUPS: tuple[Group, ...] = (
                                  "Correct when score >= threshold (0.7). Example: 0.7")),
     )),
     Group("LLM judge and guardian (metrics context, conversational, bias)", (
-        Option("judge-base-url", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
+        Option("judge-base-url", default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
                template=Template("Judge endpoint", "TEXT", _URL,
                                  "OpenAI-compatible endpoint of the LLM judge (metrics context, conversational). "
                                  "Example: https://judge.example.com/v1")),
@@ -301,7 +314,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Judge retries", "NUMBER", _COUNT,
                                  "Retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none). "
                                  "Example: 3")),
-        Option("guardian-base-url", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
+        Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("Guardian endpoint", "TEXT", _URL,
                                  "OpenAI-compatible endpoint of the guardian model (metric bias). "
                                  "Example: https://guardian.example.com/v1")),
@@ -414,7 +427,7 @@ GROUPS: tuple[Group, ...] = (
                                  "Example: OPENAI_API_KEY")),
     )),
     Group("streaming sources and event-time windows (see fair_forge_beam.streaming)", (
-        Option("window", metavar="SPEC",
+        Option("window", metavar="SPEC", default_note="one result for the whole input",
                help="per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, sliding:1h,5m, "
                     "session:10m); writes <output>/windows/*.jsonl",
                template=Template("Window", "TEXT", _WORD,
@@ -475,7 +488,7 @@ GROUPS: tuple[Group, ...] = (
     Group("report", (
         Option("no-report", type=bool, help="do not write report.html",
                template=Template("No report", "BOOLEAN", _BOOL_RE, "Do not write report.html. Example: true")),
-        Option("compare", metavar="RUN_DIR",
+        Option("compare", metavar="RUN_DIR", default_note="no comparison",
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
                template=Template("Compare", "TEXT", _WORD,
@@ -488,17 +501,21 @@ GROUPS: tuple[Group, ...] = (
                                  "0.2). Example: 0.2")),
     )),
     Group(None, (
-        Option("quiet", type=bool, help="do not print the summary table",
-               template=Template("Quiet", "BOOLEAN", _BOOL_RE, "true: no summary table in the launcher log. Example: false")),
+        Option("quiet", type=bool, help="no progress lines on stderr and no summary table",
+               template=Template("Quiet", "BOOLEAN", _BOOL_RE,
+                                 "true: no progress lines and no summary table in the launcher log. Example: false")),
+        Option("progress-interval", type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
+               help="at most one progress line on stderr every SECONDS, when the counts changed",
+               template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
     )),
     Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
-        Option("config", metavar="TOML", in_config=False,
+        Option("config", metavar="TOML", in_config=False, default_note="no config file",
                help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], gates); "
                     "command-line flags override it",
                template=Template("Audit config", "GCS_READ_FILE", _GCS_FILE,
                                  "Audit config file (TOML: inputs, metrics, mode, seed, slices, output, options, gates); "
                                  "the other parameters override it. Example: gs://my-bucket/audits/nightly.toml")),
-        Option("gate", metavar="EXPR", repeatable=True, in_config=False,
+        Option("gate", metavar="EXPR", repeatable=True, in_config=False, default_note="no gate",
                help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every attribute' "
                     "(repeatable; added to the config's gates)",
                template="repeatable; a template parameter holds one value: put gates in the --config file"),

@@ -77,14 +77,14 @@ def default_inputs() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.metrics.registry import METRICS
 
-    p = argparse.ArgumentParser(
+    from fair_forge_beam.options import OneLineErrorParser, add_arguments
+
+    p = OneLineErrorParser(  # a usage error is one line and a hint to --help
         prog="fair-forge-beam",
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
     )
-    from fair_forge_beam.options import add_arguments
-
     add_arguments(p, METRICS)  # every option, declared once in fair_forge_beam.options
     return p
 
@@ -112,6 +112,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.runner import pipeline_options
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
+    from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
 
     parser = build_parser()
@@ -123,7 +124,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(
-            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job (see --help) nor a Beam pipeline option"
+            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job nor a Beam pipeline option"
         )
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
         parser.error(f"--emotion-lexicon-csv: file not found: {args.emotion_lexicon_csv}")
@@ -140,12 +141,14 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         validate(args)
     except ValueError as exc:
         parser.error(str(exc))
-    baseline = None
+    baseline = baseline_info = None
     if args.compare:
-        from fair_forge_beam.reports.load import read_results
+        from fair_forge_beam.reports.load import read_results, read_run_info
 
         try:  # read before this run's output folder is cleaned (it may be the same folder)
             baseline = read_results(args.compare)
+            baseline_info = read_run_info(args.compare.rsplit("/", 1)[0] if args.compare.endswith("results.json")
+                                          else args.compare)
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
     try:
@@ -186,7 +189,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             build_source(args, inputs)  # argument errors here, as usage errors
         else:
             reader = ReadInteractions(inputs, file_format=args.input_format)
-    except ValueError as exc:
+    except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
         out = prepare_output_folder(args.output, FileSystems)
@@ -196,14 +199,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
-    with beam.Pipeline(options=options) as p:
-        read = p | "Read" >> reader
-        # a turn the runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a dead letter, never scored
-        from fair_forge_beam.runners.assistant import SkipFailedTurns
+    from fair_forge_beam.progress import ProgressReporter
 
-        answered, failed_turns = read["interactions"] | "SkipFailedTurns" >> SkipFailedTurns()
-        read = {**read, "interactions": answered,
-                "dead_letter": (read["dead_letter"], failed_turns) | "ReadAndRunnerDeadLetters" >> beam.Flatten()}
+    progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
+    with progress, beam.Pipeline(options=options) as p:
+        _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
+        read = p | "Read" >> reader
         results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         write_outputs(read, results, out, interaction_parquet_fields(metrics),
@@ -222,6 +223,11 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     doc = read_results(out)  # the small results.json only: no record is read back here
     info = write_run_info(out, info)
+    if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
+        from fair_forge_beam.reports.compare import run_differences
+
+        for d in run_differences(doc, baseline, info, baseline_info):
+            log.warning("--compare: the runs differ in %s", _printable(d["message"]))
     written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
@@ -230,6 +236,18 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
         check_gates(doc, gates, out, quiet=args.quiet)
     return doc
+
+
+def _watch_run(pipeline, progress) -> None:
+    """Make ``pipeline.run()`` (called by ``with beam.Pipeline(...)`` on exit) hand its result to ``progress``."""
+    run = pipeline.run
+
+    def run_and_watch(*a, **kw):
+        result = run(*a, **kw)
+        progress.watch(result)
+        return result
+
+    pipeline.run = run_and_watch
 
 
 def _judge_counters(result) -> dict:

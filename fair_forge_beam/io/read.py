@@ -38,6 +38,7 @@ import logging
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.progress import ProgressCounter
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource
 from apache_beam.io.filesystem import CompressionTypes
@@ -135,7 +136,11 @@ def _error_text(exc: Exception) -> str:
 
 
 # ------------------------------------------------------------------ record -> interactions
+_READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines on stderr; Beam counter)
+
+
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None) -> Interaction:
+    _READ_PROGRESS.inc()
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
         session_id=meta.session_id,
@@ -466,16 +471,23 @@ def records_to_interactions(
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
     parse = _ParseRecord(timestamp_field, timestamp_policy, streaming)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
+    from fair_forge_beam.runners.turns import SkipFailedTurns
+
     if streaming:
-        return {"interactions": parsed.main, "dead_letter": parsed[DEAD], "quality": parsed[QUALITY]}
-    ordered = (
-        parsed[_STREAMED]
-        | f"{label}GroupStreamed" >> beam.GroupByKey()
-        | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(QUALITY, main="main")
-    )
-    interactions = (parsed.main, ordered.main) | f"{label}FlattenInteractions" >> beam.Flatten()
-    quality = (parsed[QUALITY], ordered[QUALITY]) | f"{label}FlattenQuality" >> beam.Flatten()
-    return {"interactions": interactions, "dead_letter": parsed[DEAD], "quality": quality}
+        interactions, quality = parsed.main, parsed[QUALITY]
+    else:
+        ordered = (
+            parsed[_STREAMED]
+            | f"{label}GroupStreamed" >> beam.GroupByKey()
+            | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(QUALITY, main="main")
+        )
+        interactions = (parsed.main, ordered.main) | f"{label}FlattenInteractions" >> beam.Flatten()
+        quality = (parsed[QUALITY], ordered[QUALITY]) | f"{label}FlattenQuality" >> beam.Flatten()
+    # a turn the assistant runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a
+    # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming
+    answered, failed_turns = interactions | f"{label}SkipFailedTurns" >> SkipFailedTurns()
+    dead = (parsed[DEAD], failed_turns) | f"{label}ReadAndRunnerDeadLetters" >> beam.Flatten()
+    return {"interactions": answered, "dead_letter": dead, "quality": quality}
 
 
 # ------------------------------------------------------------------ file sources

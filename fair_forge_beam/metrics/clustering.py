@@ -308,7 +308,13 @@ def _enable_numba_cache() -> int:
 
 
 def _import_umap(numba_cache: bool = True):
-    """``import umap`` (≈3–8 s: numba, pynndescent, sklearn) with the numba cache switched on."""
+    """``import umap`` (≈3–8 s: numba, pynndescent, sklearn) with the numba cache switched on.
+
+    Raises:
+        fair_forge_beam.extras.MissingExtraError: umap-learn and its dependencies (the
+            ``embeddings`` extra) are not installed.
+    """
+    require_clustering()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import umap  # noqa: F401  (heavy; only here)
@@ -839,8 +845,23 @@ def points_schema():
     ])
 
 
+def require_clustering() -> None:
+    """Check (without importing them) that umap-learn, pynndescent, numba and scikit-learn are installed.
+
+    Raises:
+        fair_forge_beam.extras.MissingExtraError: one is missing; the message names the ``embeddings``
+            extra and ``--no-clustering``.
+    """
+    from fair_forge_beam.extras import CLUSTERING_MODULES, require
+
+    require("embeddings", "Toxicity's cluster profiling (UMAP + HDBSCAN)", CLUSTERING_MODULES,
+            alternative="turn it off (clustering=False; main job: --no-clustering)")
+
+
 def _check_metrics(cfg: ClusterConfig) -> None:
-    """Fail fast (at pipeline construction) on a metric name HDBSCAN or UMAP does not accept."""
+    """Fail fast (at pipeline construction) on a metric name HDBSCAN or UMAP does not accept, or
+    on a missing clustering dependency (:func:`require_clustering`)."""
+    require_clustering()
     from sklearn.cluster import HDBSCAN
 
     probe = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [1.0, 1.1], [1.2, 1.0], [1.1, 1.3]])

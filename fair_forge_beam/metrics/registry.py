@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
+from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.arrow import union_fields
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -20,6 +21,11 @@ __all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
 _M = "fair_forge_beam.metrics"
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
 _GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
+
+
+def _require_minilm(purpose: str, alternative: str) -> None:
+    """Raises :class:`~fair_forge_beam.extras.MissingExtraError` when the MiniLM embedder's modules are missing."""
+    require("embeddings", purpose, MINILM_MODULES, alternative=alternative)
 
 
 def _humanity(mode: StatisticalMode, options: dict):
@@ -47,6 +53,12 @@ def _toxicity(mode: StatisticalMode, options: dict):
         from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
 
         kwargs["group_extractor"] = KeywordGroupExtractor(default_group_keywords())
+    else:  # fail before the pipeline starts, naming the extra and the flag that does without it
+        _require_minilm("Toxicity's group detection (--group-extractor embedding: MiniLM)",
+                        "pass --group-extractor keyword")
+        if options.get("clustering") is not False:
+            require("embeddings", "Toxicity's cluster profiling (UMAP + HDBSCAN)", CLUSTERING_MODULES,
+                    alternative="pass --no-clustering")
     loader = HurtLexLoader(**constructor_kwargs("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader", options))
     if value(options, "toxicity_scorer") != "hurtlex":  # a trained classifier decides is_toxic
         from fair_forge_beam.components.toxicity_classifier import make_classifier
@@ -158,6 +170,8 @@ def _regulatory(mode: StatisticalMode, options: dict):
     kwargs = constructor_kwargs(f"{_M}.regulatory:Regulatory", options)
     if value(options, "regulatory_embedder") == "hashing":
         kwargs["embedder"] = HashingEmbedder(dim=256)
+    else:
+        _require_minilm("--regulatory-embedder minilm", "pass --regulatory-embedder hashing")
     try:
         return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
     except FileNotFoundError as exc:
@@ -218,6 +232,7 @@ def _similarity_embedder(options: dict):
         return HashingEmbedder(dim=1024)
     from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
 
+    _require_minilm("--similarity-embedder minilm", "pass --similarity-embedder hashing")
     return SentenceTransformerEmbedder()
 
 
@@ -307,7 +322,9 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
     """Build the transform of metric ``name``.
 
     Raises:
-        ValueError: unknown metric name (lists the known ones).
+        ValueError: unknown metric name (lists the known ones), or a bad option value.
+        fair_forge_beam.extras.MissingExtraError: the options need the ``embeddings`` extra (MiniLM,
+            clustering) and it is not installed; the message names the flag that does without it.
     """
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; available: {', '.join(sorted(METRICS))}")

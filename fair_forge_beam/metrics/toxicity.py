@@ -381,6 +381,8 @@ class Toxicity(MetricTransform):
 
     Raises:
         ValueError: an invalid argument (bad loader, weights, reference, slice names).
+        fair_forge_beam.extras.MissingExtraError: the default MiniLM group detection or the cluster
+            profiling is asked for and the ``embeddings`` extra is not installed.
 
     Returns (``expand``): dict of PCollections ``interactions`` (:class:`ToxicityMetric` dicts),
     ``sessions``, ``slices`` (:class:`ToxicitySliceMetric` dicts plus ``estimates``),
@@ -436,7 +438,10 @@ class Toxicity(MetricTransform):
 
             if embedder is None:
                 from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
+                from fair_forge_beam.extras import MINILM_MODULES, require
 
+                require("embeddings", "Toxicity's default group detection (MiniLM embeddings)", MINILM_MODULES,
+                        alternative="pass group_extractor=KeywordGroupExtractor(default_group_keywords())")
                 embedder = SentenceTransformerEmbedder()
             group_extractor = EmbeddingGroupExtractor(
                 embedder,

@@ -43,9 +43,10 @@ import numpy as np
 from scipy import stats
 
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
+from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.statistical.seeding import estimator_rng
 
-__all__ = ["compare_runs", "comparison_table", "VERDICTS", "main"]
+__all__ = ["compare_runs", "comparison_table", "run_differences", "VERDICTS", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
 HIGHER, LOWER = "higher", "lower"
@@ -69,6 +70,16 @@ def _doc(run: Union[str, dict]) -> dict:
     from fair_forge_beam.reports.load import read_results
 
     return read_results(run)
+
+
+def _info(run: Union[str, dict]) -> Optional[dict]:
+    """``run_info.json`` of a run given as a folder (or its ``results.json`` path); ``None`` for a dict."""
+    if isinstance(run, dict):
+        return None
+    from fair_forge_beam.reports.load import read_run_info, results_path
+
+    folder = results_path(run).rsplit("/", 1)[0]
+    return read_run_info(folder) or None
 
 
 def _z(level: Optional[float]) -> float:
@@ -136,7 +147,8 @@ def _compare_estimate(metric, slice_key, path, cur, base, cur_counts, base_count
 
 
 def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,
-                 draws: int = 20000, seed: Optional[int] = None) -> dict:
+                 draws: int = 20000, seed: Optional[int] = None, current_info: Optional[dict] = None,
+                 baseline_info: Optional[dict] = None) -> dict:
     """Compare two runs (run folders, ``results.json`` paths or their loaded dicts).
 
     Args:
@@ -146,11 +158,14 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
             else 0.95); in (0, 1).
         draws: Monte-Carlo draws per posterior (``beta_posterior``); at least 100.
         seed: seed of the keyed draws (default: the current run's seed, else 42).
+        current_info, baseline_info: the runs' ``run_info.json`` contents for :func:`run_differences`
+            (default: read from the run folder when a run is given as a folder, else none).
 
     Returns:
         ``{"current": {inputs, mode}, "baseline": {…}, "ci_level", "methods": {method: note},
         "rows": [{metric, slice, estimate, direction, current, baseline, difference: {mean,
-        ci_low, ci_high}, method, verdict[, p_current_higher]}], "verdicts": {metric: {verdict:
+        ci_low, ci_high}, method, verdict[, p_current_higher]}], "differences": what else differs
+        between the runs (:func:`run_differences`: settings, modes, metrics, inputs), "verdicts": {metric: {verdict:
         count}}, "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
         / "only_in_baseline": metric names}``. ``difference`` is
         current − baseline in the estimate's units. Rows cover the metrics, slices and estimates
@@ -161,6 +176,8 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         FileNotFoundError: a run folder without ``results.json``.
     """
     a, b = _doc(current), _doc(baseline)
+    current_info = _info(current) if current_info is None else current_info
+    baseline_info = _info(baseline) if baseline_info is None else baseline_info
     cfg_c, cfg_b = a.get("config", {}), b.get("config", {})
     level = float(ci_level if ci_level is not None else (cfg_c.get("ci_level") or 0.95))
     if not 0 < level < 1:
@@ -201,11 +218,116 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "draws": draws,
         "methods": {k: METHOD_NOTES[k] for k in sorted({r["method"] for r in rows if r["method"]})},
         "rows": rows,
+        "differences": run_differences(a, b, current_info, baseline_info),
         "verdicts": verdicts,
         "undefined_in_both": no_value,
         "only_in_current": sorted(set(a["metrics"]) - set(b["metrics"])),
         "only_in_baseline": sorted(set(b["metrics"]) - set(a["metrics"])),
     }
+
+
+#: results.json ``config`` keys compared by :func:`run_differences` (the statistical mode and its parameters,
+#: the metrics, the inputs); ``statistical_mode`` is the repr of the same parameters
+_CONFIG_KEYS = ("mode", "metrics", "inputs", "seed", "mc_samples", "ci_level", "beta_prior_a", "beta_prior_b")
+#: config keys only a Bayesian run sets (not listed again when the modes differ)
+_BAYESIAN_ONLY = ("seed", "mc_samples", "beta_prior_a", "beta_prior_b")
+#: main-job options that do not change results (where they go, what is printed) or that the
+#: results.json config already holds, left out of the settings comparison
+_NOT_SETTINGS = {"output", "compare", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
+                 "mode", "metrics", "input", "seed", "mc_samples", "ci_level"}
+
+
+def _settings(info: Optional[dict]) -> Optional[dict]:
+    """The main-job option values of a run, parsed from its ``run_info.json`` ``argv`` (``None`` when
+    the run left no argv). Declared defaults fill what was not given; unknown flags (Beam's) are kept
+    as given under ``beam``."""
+    argv = (info or {}).get("argv")
+    if not isinstance(argv, list):
+        return None
+    from fair_forge_beam.options import OPTIONS, add_arguments
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message):  # an argv this version cannot read is no settings record, not an exit
+            raise ValueError(message)
+
+    parser = _Parser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_arguments(parser, metrics=())
+    try:
+        args, rest = parser.parse_known_args([str(a) for a in argv])
+    except (argparse.ArgumentError, ValueError):
+        return None  # an argv this version cannot read: no settings comparison
+    out = {d: getattr(args, d, None) for d in OPTIONS if d not in _NOT_SETTINGS}
+    out["beam"] = sorted(a for a in rest if a.startswith("--") and not a.startswith("--runner"))
+    return out
+
+
+def _same_files(a, b) -> bool:
+    import posixpath
+
+    names = lambda xs: [posixpath.basename(str(x).replace("\\", "/")) for x in xs or []]  # noqa: E731
+    return names(a) == names(b)
+
+
+def run_differences(current: dict, baseline: dict, current_info: Optional[dict] = None,
+                    baseline_info: Optional[dict] = None) -> list[dict]:
+    """What differs between two runs besides their results: statistical mode and its parameters,
+    metrics, inputs, interactions read, each shared metric's lexicon, and — when both runs'
+    ``run_info.json`` are given — every result-changing main-job option and package version.
+
+    Args:
+        current, baseline: the runs' ``results.json`` contents.
+        current_info, baseline_info: their ``run_info.json`` contents (optional; with ``argv``, the
+            options are compared, declared defaults filling what was not given).
+
+    Returns:
+        ``[{"what", "current", "baseline", "message"}]`` in a fixed order; ``message`` is one line
+        naming the difference (``"mode: current bayesian, baseline frequentist"``). Empty: no
+        difference found.
+    """
+    out: list[dict] = []
+
+    def add(what, cur, base, message=None):
+        out.append({"what": what, "current": cur, "baseline": base,
+                    "message": message or f"{what}: current {_show(cur)}, baseline {_show(base)}"})
+
+    cfg_c, cfg_b = current.get("config") or {}, baseline.get("config") or {}
+    modes_differ = cfg_c.get("mode") != cfg_b.get("mode")
+    for key in _CONFIG_KEYS:
+        c, b = cfg_c.get(key), cfg_b.get(key)
+        if c == b or (modes_differ and key in _BAYESIAN_ONLY):  # a frequentist run has no seed or prior
+            continue
+        if key == "inputs" and _same_files(c, b):
+            add(key, c, b, f"inputs: the same file names in other folders (current {_show(c)}, baseline {_show(b)})")
+        else:
+            add(key, c, b)
+    read_c = (current.get("summary") or {}).get("interactions_read")
+    read_b = (baseline.get("summary") or {}).get("interactions_read")
+    if read_c != read_b:
+        add("interactions_read", read_c, read_b)
+    for metric, m in (current.get("metrics") or {}).items():
+        other = (baseline.get("metrics") or {}).get(metric)
+        if isinstance(other, dict) and m.get("lexicon") != other.get("lexicon"):
+            add(f"{metric} lexicon", m.get("lexicon"), other.get("lexicon"))
+    set_c, set_b = _settings(current_info), _settings(baseline_info)
+    if set_c is not None and set_b is not None:
+        for key in set_c:
+            if set_c[key] != set_b.get(key):
+                name = "Beam options" if key == "beam" else f"--{key.replace('_', '-')}"
+                add(name, set_c[key], set_b.get(key))
+    ver_c, ver_b = (current_info or {}).get("versions"), (baseline_info or {}).get("versions")
+    if isinstance(ver_c, dict) and isinstance(ver_b, dict):
+        for pkg in sorted(set(ver_c) | set(ver_b)):
+            if ver_c.get(pkg) != ver_b.get(pkg):
+                add(f"version of {pkg}", ver_c.get(pkg), ver_b.get(pkg))
+    return out
+
+
+def _show(v) -> str:
+    if v is None:
+        return "not set"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(str(x) for x in v) + "]"
+    return str(v)
 
 
 def _f(x) -> str:
@@ -215,6 +337,7 @@ def _f(x) -> str:
 def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     """Plain-text table of a :func:`compare_runs` result (one line per row)."""
     lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
+    lines += [f"warning: the runs differ in {printable(d['message'])}" for d in cmp.get("differences", [])]
     for metric, tally in cmp["verdicts"].items():
         lines.append(f"{metric}: " + ", ".join(f"{v}: {c}" for v, c in tally.items()))
     for r in cmp["rows"]:

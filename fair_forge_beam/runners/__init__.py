@@ -2,16 +2,17 @@
 
 :mod:`.assistant` — ``AssistantHandler`` (a Beam ``RemoteModelHandler`` for an OpenAI-compatible
 chat endpoint or a generic HTTP JSON endpoint), ``RunAssistant`` (interactions → answered sessions,
-per-session summaries, dead letters), ``SkipFailedTurns`` (the audit's guard against scoring a
-failed turn) and ``WriteRunOutputs``. Names load on first use.
+per-session summaries, dead letters) and ``WriteRunOutputs``; :mod:`.turns` — ``SkipFailedTurns`` (every
+reader's guard against scoring a failed turn). Names load on first use.
 """
 from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {n: "assistant" for n in ("AssistantHandler", "RunAssistant", "SkipFailedTurns", "WriteRunOutputs",
-                                     "failed_turn_reason", "render_request", "response_field", "RUNNER_NAMESPACE",
+_EXPORTS = {n: "assistant" for n in ("AssistantHandler", "RunAssistant", "WriteRunOutputs",
+                                     "render_request", "response_field", "RUNNER_NAMESPACE",
                                      "assistant_counters", "sessions_from_interactions")}
+_EXPORTS.update({n: "turns" for n in ("SkipFailedTurns", "failed_turn_reason")})
 
 __all__ = sorted(_EXPORTS)
 

@@ -64,6 +64,8 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.io.elements import dead_letter, make_element_id
+# the audit's guard lives apart, without RunInference (the core audit never imports Beam's ML package)
+from fair_forge_beam.runners.turns import SkipFailedTurns, failed_turn_reason  # noqa: F401  (re-exported)
 
 __all__ = ["AssistantHandler", "RunAssistant", "SkipFailedTurns", "WriteRunOutputs", "failed_turn_reason",
            "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
@@ -84,15 +86,6 @@ ERROR_PREFIX = "[ERROR] "
 # ----------------------------------------------------------------------------------------------
 # Pure helpers
 # ----------------------------------------------------------------------------------------------
-def failed_turn_reason(agentic: Any) -> Optional[str]:
-    """The runner's error when ``agentic["runner"]["ok"]`` is false (a failed turn), else None."""
-    if isinstance(agentic, Mapping):
-        r = agentic.get("runner")
-        if isinstance(r, Mapping) and r.get("ok") is False:
-            return str(r.get("error") or "unknown error")
-    return None
-
-
 class _RawValue(ValueError):
     pass
 
@@ -544,26 +537,6 @@ class RunAssistant(beam.PTransform):
         failed = other.failed_inferences | "RunnerBatchFailures" >> beam.ParDo(_FailedBatch())
         dead = (split.dead_letter, failed) | "RunnerDead" >> beam.Flatten()
         return {"sessions": split.sessions, "summaries": split.summaries, "dead_letter": dead}
-
-
-class SkipFailedTurns(beam.PTransform):
-    """The audit's guard: ``PCollection[Interaction]`` → ``(ok, dead letters)``; an interaction
-    whose ``agentic["runner"]["ok"]`` is false (a turn the runner failed to answer) becomes a
-    dead letter (stage ``"runner"``), never a scored answer."""
-
-    class _Fn(beam.DoFn):
-        def process(self, it):
-            reason = failed_turn_reason(it.agentic)
-            if reason is None:
-                yield it
-            else:
-                yield beam.pvalue.TaggedOutput("dead", dead_letter(
-                    "runner", f"the assistant call failed in the runner, not scored: {reason}",
-                    {"qa_id": it.qa_id, "query": it.query, "assistant": it.assistant}, element_id=it.element_id))
-
-    def expand(self, interactions):
-        out = interactions | "SkipFailedTurnsFn" >> beam.ParDo(self._Fn()).with_outputs("dead", main="ok")
-        return out.ok, out.dead
 
 
 def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict) -> list[str]:

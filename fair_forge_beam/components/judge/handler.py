@@ -687,7 +687,7 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         if self._runtime is None:
             with _RUNTIME_LOCK:
                 if self._runtime is None:
-                    self._runtime = {"lock": threading.Lock(), "batches": {}, "counters": {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}}
+                    self._runtime = {"lock": threading.Lock(), "batches": {}, "counters": _counters(self._namespace)}
         return self._runtime
 
     # -- ModelHandler API ----------------------------------------------------------------------
@@ -743,6 +743,8 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         c = rt["counters"]
         try:
             todo = [i for i in range(len(batch)) if i not in st.done]
+            if st.attempt == 1:
+                c["submitted"].inc(len(todo))  # progress: pending = submitted - (results + failures)
             futures = [(i, model.executor.submit(model.judge, batch[i], params)) for i in todo]
             pending: list[str] = []
             for i, fut in futures:
@@ -785,6 +787,15 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         for r in results:
             c["failures" if r.error is not None else "results"].inc()
         return results
+
+
+def _counters(namespace: str) -> dict:
+    """The handler's Beam counters (:data:`COUNTER_NAMES` plus ``submitted``, elements handed to the
+    endpoint), each also counted in the launcher's progress tally (:mod:`fair_forge_beam.progress`)."""
+    from fair_forge_beam.progress import ProgressCounter
+
+    return {n: ProgressCounter(n, namespace, beam.metrics.Metrics.counter(namespace, n))
+            for n in (*COUNTER_NAMES, "submitted")}
 
 
 def judge_counters(pipeline_result, namespace: str = "fair_forge_beam.judge") -> dict[str, int]:
@@ -843,7 +854,9 @@ class _BatchFailureToDeadLetters(beam.DoFn):
         self._namespace = namespace
 
     def setup(self):
-        self._failures = beam.metrics.Metrics.counter(self._namespace, "failures")
+        from fair_forge_beam.progress import ProgressCounter
+
+        self._failures = ProgressCounter("failures", self._namespace, beam.metrics.Metrics.counter(self._namespace, "failures"))
 
     def process(self, failed):
         batch, exc = failed

@@ -1,0 +1,238 @@
+"""Progress of a running audit on stderr: interactions read and scored, judge calls, time left.
+
+Counting: the DoFns count with :class:`ProgressCounter` — a Beam counter
+(``Metrics.counter(NAMESPACE or the judge's namespace, name)``) plus a process-local tally. A
+reporter thread in the launcher (:class:`ProgressReporter`) samples the tallies (and, for a
+runner whose ``run()`` returns while the job runs, the Beam counters of its ``PipelineResult``)
+every ``interval`` seconds and writes one line when something changed — never a line per
+element. The process-local tally sees the work of the in-memory FnApiRunner (the default), whose
+``run()`` returns only at the end; workers in other processes are seen through the Beam counters
+when the runner reports them while running, else not at all (no line is printed then).
+
+Counter names (namespace :data:`NAMESPACE`): ``read`` (interactions parsed from the inputs),
+``scored.<metric>`` (interactions a metric's scorer has taken). Judge and guardian calls: the
+handler's counters ``calls``, ``cache_hits``, ``results``, ``failures`` and ``submitted``
+(elements handed to the endpoint) in ``fair_forge_beam.judge`` / ``fair_forge_beam.guardian``.
+
+A line reads::
+
+    progress: 1,024 interactions read, scored: humanity 1,024, toxicity 512; judge: 40 done, 8 pending; 12 s elapsed, about 12 s left
+
+Time left: the slowest metric's rate since its first scored interaction, applied to its
+interactions not yet scored (``read − scored``); judge calls in flight count at the judge's rate.
+No estimate ("time left unknown") until there is a rate; it is an extrapolation, not a promise:
+reading may not be finished (the total is not known before the inputs are read).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable, Mapping, Optional, TextIO
+
+__all__ = ["NAMESPACE", "JUDGE_NAMESPACES", "ProgressCounter", "snapshot", "reset", "format_progress",
+           "eta_seconds", "ProgressReporter"]
+
+NAMESPACE = "fair_forge_beam.progress"
+JUDGE_NAMESPACES = ("fair_forge_beam.judge", "fair_forge_beam.guardian")
+
+_LOCK = threading.Lock()
+_TALLY: dict[tuple[str, str], int] = {}
+_FIRST_SEEN: dict[tuple[str, str], float] = {}
+
+
+def reset() -> None:
+    """Forget the process-local tallies (the launcher calls it before each run)."""
+    with _LOCK:
+        _TALLY.clear()
+        _FIRST_SEEN.clear()
+
+
+def snapshot() -> dict[tuple[str, str], int]:
+    """A copy of the process-local tallies: ``{(namespace, name): count}``."""
+    with _LOCK:
+        return dict(_TALLY)
+
+
+def _first_seen() -> dict[tuple[str, str], float]:
+    with _LOCK:
+        return dict(_FIRST_SEEN)
+
+
+class ProgressCounter:
+    """A Beam counter that also adds to the process-local progress tally.
+
+    Picklable (the Beam counter is made on first use in the worker). ``inc(n)`` costs one Beam
+    counter update and one locked dict update."""
+
+    def __init__(self, name: str, namespace: str = NAMESPACE, beam_counter=None):
+        self.namespace, self.name = namespace, name
+        self._counter = beam_counter
+
+    def __getstate__(self):
+        return {"namespace": self.namespace, "name": self.name, "_counter": None}
+
+    def inc(self, n: int = 1) -> None:
+        if self._counter is None:
+            from apache_beam.metrics import Metrics
+
+            self._counter = Metrics.counter(self.namespace, self.name)
+        self._counter.inc(n)
+        key = (self.namespace, self.name)
+        with _LOCK:
+            if key not in _TALLY:
+                _FIRST_SEEN[key] = time.monotonic()
+            _TALLY[key] = _TALLY.get(key, 0) + n
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def _judge_totals(counts: Mapping[tuple[str, str], int]) -> tuple[int, int]:
+    """``(done, pending)`` judge/guardian elements: done = results + failures; pending = submitted − done."""
+    done = sum(counts.get((ns, n), 0) for ns in JUDGE_NAMESPACES for n in ("results", "failures"))
+    submitted = sum(counts.get((ns, "submitted"), 0) for ns in JUDGE_NAMESPACES)
+    return done, max(0, submitted - done)
+
+
+def eta_seconds(counts: Mapping[tuple[str, str], int], started: Mapping[tuple[str, str], float],
+                now: float) -> Optional[float]:
+    """Seconds left by extrapolation, or ``None`` when there is no rate yet.
+
+    For each metric: ``(read − scored) / rate`` with ``rate = scored / (now − its first scored
+    interaction)``; judge calls pending: ``pending / (done / (now − first judge result))``. The
+    largest of these (the stages run side by side). Units: seconds; always >= 0.
+    """
+    read = counts.get((NAMESPACE, "read"), 0)
+    lefts = []
+    for (ns, name), scored in counts.items():
+        if ns != NAMESPACE or not name.startswith("scored.") or scored <= 0:
+            continue
+        since = now - started.get((ns, name), now)
+        if since > 0 and read > scored:
+            lefts.append((read - scored) * since / scored)
+    done, pending = _judge_totals(counts)
+    if done and pending:
+        firsts = [started[(ns, n)] for ns in JUDGE_NAMESPACES for n in ("results", "failures") if (ns, n) in started]
+        since = now - min(firsts) if firsts else 0.0
+        if since > 0:
+            lefts.append(pending * since / done)
+    if not lefts:
+        return None if read == 0 or not any(n.startswith("scored.") for ns, n in counts if ns == NAMESPACE) else 0.0
+    return max(0.0, max(lefts))
+
+
+def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: Optional[float]) -> str:
+    """One progress line from the tallies ``{(namespace, name): count}`` (see the module docstring).
+
+    ``elapsed``: seconds since the run started; ``eta``: seconds left or ``None`` (unknown)."""
+    read = counts.get((NAMESPACE, "read"), 0)
+    parts = [f"{_n(read)} interactions read"]
+    scored = sorted((name.split(".", 1)[1], v) for (ns, name), v in counts.items()
+                    if ns == NAMESPACE and name.startswith("scored."))
+    if scored:
+        parts[-1] += ", scored: " + ", ".join(f"{m} {_n(v)}" for m, v in scored)
+    done, pending = _judge_totals(counts)
+    if done or pending:
+        parts.append(f"judge: {_n(done)} done, {_n(pending)} pending")
+    left = "time left unknown" if eta is None else f"about {_duration(eta)} left"
+    parts.append(f"{_duration(elapsed)} elapsed, {left}")
+    return "progress: " + "; ".join(parts)
+
+
+def _result_counts(result) -> dict[tuple[str, str], int]:
+    """Attempted values of the progress and judge counters of a running ``PipelineResult`` ({} if none)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    out: dict[tuple[str, str], int] = {}
+    for ns in (NAMESPACE, *JUDGE_NAMESPACES):
+        try:
+            counters = result.metrics().query(MetricsFilter().with_namespace(ns))["counters"]
+        except Exception:  # noqa: BLE001 - a runner without live metrics: nothing to add
+            return out
+        for c in counters:
+            key = (ns, c.key.metric.name)
+            out[key] = out.get(key, 0) + int(c.attempted or c.committed or 0)
+    return out
+
+
+class ProgressReporter:
+    """A daemon thread writing a progress line to ``stream`` at most every ``interval`` seconds,
+    and only when the counts changed.
+
+    Use as a context manager around the pipeline run; ``watch(result)`` adds a running
+    ``PipelineResult`` whose Beam counters are polled too (the larger of the two counts wins).
+    ``enabled=False`` (``--quiet``) makes it do nothing.
+
+    Args:
+        interval: seconds between two lines (> 0; default 5).
+        stream: where lines go (default ``sys.stderr``).
+        clock: monotonic clock (tests pass a fake one).
+    """
+
+    def __init__(self, interval: float = 5.0, stream: Optional[TextIO] = None, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic):
+        if not interval > 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        self.interval, self.stream, self.enabled, self.clock = interval, stream, enabled, clock
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._result = None
+        self._last: Optional[dict] = None
+        self.lines = 0
+        self.started = clock()
+
+    def watch(self, result) -> None:
+        self._result = result
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        counts = snapshot()
+        if self._result is not None:
+            for k, v in _result_counts(self._result).items():
+                counts[k] = max(counts.get(k, 0), v)
+        return counts
+
+    def tick(self) -> Optional[str]:
+        """Write a line if the counts changed since the last one; returns it (or ``None``)."""
+        counts = self.counts()
+        if not counts or counts == self._last:
+            return None
+        self._last = counts
+        now = self.clock()
+        line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now))
+        stream = self.stream if self.stream is not None else sys.stderr
+        stream.write(line + "\n")
+        stream.flush()
+        self.lines += 1
+        return line
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - progress must never break a run
+                pass
+
+    def __enter__(self):
+        if self.enabled:
+            reset()
+            self.started = self.clock()
+            self._thread = threading.Thread(target=self._loop, name="fair_forge_beam-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None

@@ -1,0 +1,131 @@
+"""The command line: one-line usage errors, every default in ``--help``, ``--compare`` warnings."""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FNAPI, REPO
+from fair_forge_beam.reports.compare import compare_runs, comparison_table, run_differences
+from pipelines import audit
+
+HINT = "try 'fair-forge-beam --help' for every option and its default"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--mode", "bayes"], "fair-forge-beam: error: argument --mode: invalid choice: 'bayes'"),
+    (["--mod", "bayesian"], "fair-forge-beam: error: unrecognised option(s) --mod: not an option of this job"),
+    (["--metrics", "humanity,nope"], "fair-forge-beam: error: unknown metric 'nope'; available:"),
+    (["--mc-samples", "many"], "fair-forge-beam: error: argument --mc-samples: invalid int value: 'many'"),
+])
+def test_usage_error_is_one_line_and_a_hint(argv, message, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv, "--output", str(tmp_path / "o")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith(message), lines[0]
+    assert lines[1] == HINT
+    assert "usage:" not in proc.stderr and proc.stdout == ""
+
+
+def test_usage_error_message_cannot_break_the_line(capsys):
+    from fair_forge_beam.options import OneLineErrorParser
+
+    with pytest.raises(SystemExit) as ei:
+        OneLineErrorParser(prog="fair-forge-beam").error("bad value 'a\nfair-forge-beam: forged'")
+    assert ei.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["fair-forge-beam: error: bad value 'a fair-forge-beam: forged'", HINT]
+
+
+def test_help_shows_every_options_default():
+    parser = audit.build_parser()
+    missing = [a.option_strings[-1] for a in parser._actions
+               if a.option_strings and a.option_strings != ["-h", "--help"] and "(default: " not in (a.help or "")]
+    assert missing == []
+    out = subprocess.run([sys.executable, "-m", "pipelines.audit", "--help"], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=300).stdout
+    flat = " ".join(out.split())
+    for text in ("no progress lines on stderr and no summary table (default: off)", "(default: 5.0)", "(default: no comparison)",
+                 "(default: not set)", "(default: humanity)", "(default: fair_forge_output)"):
+        assert text in flat, text
+
+
+def _doc(mode="bayesian", metrics=("humanity",), inputs=("/a/x.jsonl",), read=10, lexicon="NRC", seed=42):
+    bayes = mode == "bayesian"
+    return {"config": {"inputs": list(inputs), "metrics": list(metrics), "mode": mode, "seed": seed if bayes else None,
+                       "mc_samples": 5000 if bayes else None, "ci_level": 0.95,
+                       "beta_prior_a": 1.0 if bayes else None, "beta_prior_b": 1.0 if bayes else None},
+            "summary": {"interactions_read": read},
+            "metrics": {m: {"lexicon": lexicon, "slices": []} for m in metrics}}
+
+
+def test_run_differences_names_each_difference():
+    same = _doc()
+    assert run_differences(same, copy.deepcopy(same)) == []
+    msgs = [d["message"] for d in run_differences(_doc(mode="frequentist", metrics=("humanity", "toxicity")), _doc())]
+    # the mode, not the Bayesian-only parameters a frequentist run leaves unset
+    assert msgs == ["mode: current frequentist, baseline bayesian",
+                    "metrics: current [humanity, toxicity], baseline [humanity]"]
+    msgs = [d["message"] for d in run_differences(_doc(seed=7, inputs=("/b/x.jsonl",), read=9, lexicon="other"),
+                                                  _doc())]
+    assert msgs == ["inputs: the same file names in other folders (current [/b/x.jsonl], baseline [/a/x.jsonl])",
+                    "seed: current 7, baseline 42",
+                    "interactions_read: current 9, baseline 10",
+                    "humanity lexicon: current other, baseline NRC"]
+    assert [d["message"] for d in run_differences(_doc(inputs=("/a/y.jsonl",)), _doc())] == [
+        "inputs: current [/a/y.jsonl], baseline [/a/x.jsonl]"]
+
+
+def test_run_differences_reads_settings_and_versions_from_run_info():
+    info_c = {"argv": ["--group-extractor", "embedding", "--output", "o1", "--quiet", "--direct_num_workers=2"],
+              "versions": {"numpy": "2.4.6", "nrclex": "4.1.0"}}
+    info_b = {"argv": ["--toxicity-level", "conservative", "--output", "o2", "--no-report"],
+              "versions": {"numpy": "2.4.5", "nrclex": "4.1.0"}}
+    msgs = [d["message"] for d in run_differences(_doc(), _doc(), info_c, info_b)]
+    assert msgs == ["--group-extractor: current embedding, baseline keyword",  # declared default fills the gap
+                    "--toxicity-level: current inclusive, baseline conservative",
+                    "Beam options: current [--direct_num_workers=2], baseline []",
+                    "version of numpy: current 2.4.6, baseline 2.4.5"]
+    # output folder, --quiet, --no-report change no result: never a difference
+    assert run_differences(_doc(), _doc(), {"argv": ["--output", "a", "--quiet"]}, {"argv": ["--output", "b"]}) == []
+    # an argv this version cannot read: no settings comparison, no crash
+    assert run_differences(_doc(), _doc(), {"argv": ["--mode", "nope"]}, {"argv": []}) == []
+
+
+def test_compare_runs_and_table_carry_the_differences(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, doc, argv in ((a, _doc(), ["--group-extractor", "embedding"]), (b, _doc(mode="frequentist"), [])):
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+        (folder / "run_info.json").write_text(json.dumps({"argv": argv}), encoding="utf-8")
+    cmp = compare_runs(str(a), str(b))  # run folders: run_info.json read from each
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "--group-extractor"]
+    table = comparison_table(cmp).splitlines()
+    assert table[1:3] == ["warning: the runs differ in mode: current bayesian, baseline frequentist",
+                          "warning: the runs differ in --group-extractor: current embedding, baseline keyword"]
+    assert compare_runs(_doc(), _doc())["differences"] == []
+
+
+def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
+    """End to end: a keyword run compared with an earlier run of other mode and metrics warns on stderr's log."""
+    base = tmp_path / "base"
+    common = ["--quiet", "--no-report", f"--runner={FNAPI}", "--group-extractor", "keyword"]
+    audit.run([*common, "--metrics", "humanity", "--mode", "frequentist", "--output", str(base)])
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.audit"):
+        audit.run([*common, "--metrics", "humanity", "--mode", "frequentist", "--output", str(tmp_path / "same"),
+                   "--compare", str(base)])
+    assert [r for r in caplog.records if "runs differ" in r.getMessage()] == []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.audit"):
+        audit.run([*common, "--metrics", "humanity", "--mode", "bayesian", "--mc-samples", "200",
+                   "--toxicity-level", "conservative", "--output", str(tmp_path / "cur"), "--compare", str(base)])
+    msgs = [r.getMessage() for r in caplog.records if "runs differ" in r.getMessage()]
+    assert msgs == ["--compare: the runs differ in mode: current bayesian, baseline frequentist",
+                    "--compare: the runs differ in --toxicity-level: current conservative, baseline inclusive"]
+    cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
+    assert [d["what"] for d in cmp["differences"]] == ["mode"]  # from the two results.json

@@ -1,0 +1,110 @@
+"""Progress lines on stderr: formatting, time left, rate limit, and the main job (with and without --quiet)."""
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FNAPI, REPO
+from fair_forge_beam import progress as P
+
+NS, J = P.NAMESPACE, "fair_forge_beam.judge"
+
+
+def test_format_progress_exact():
+    counts = {(NS, "read"): 1024, (NS, "scored.toxicity"): 512, (NS, "scored.humanity"): 1024,
+              (J, "submitted"): 48, (J, "results"): 38, (J, "failures"): 2, (J, "calls"): 40}
+    assert P.format_progress(counts, 12.4, 12.0) == (
+        "progress: 1,024 interactions read, scored: humanity 1,024, toxicity 512; judge: 40 done, 8 pending; "
+        "12 s elapsed, about 12 s left")
+    assert P.format_progress({(NS, "read"): 3}, 75, None) == (
+        "progress: 3 interactions read; 1 min 15 s elapsed, time left unknown")
+    assert P.format_progress({}, 3725, 0.0) == "progress: 0 interactions read; 1 h 02 min elapsed, about 0 s left"
+
+
+def test_eta_is_the_slowest_stage_extrapolated():
+    counts = {(NS, "read"): 1000, (NS, "scored.humanity"): 1000, (NS, "scored.toxicity"): 250}
+    started = {(NS, "scored.humanity"): 0.0, (NS, "scored.toxicity"): 10.0}
+    # toxicity: 250 in 10 s since its first → 750 left at 25/s = 30 s; humanity: done
+    assert P.eta_seconds(counts, started, now=20.0) == pytest.approx(30.0)
+    # judge: 10 done in 5 s since the first result, 20 pending → 10 s; toxicity's 30 s is larger
+    counts.update({(J, "submitted"): 30, (J, "results"): 10})
+    started[(J, "results")] = 15.0
+    assert P.eta_seconds(counts, started, now=20.0) == pytest.approx(30.0)
+    counts[(NS, "scored.toxicity")] = 1000
+    assert P.eta_seconds(counts, started, now=20.0) == pytest.approx(10.0)
+    assert P.eta_seconds({(NS, "read"): 5}, {}, now=1.0) is None  # nothing scored yet: no rate
+    assert P.eta_seconds({}, {}, now=1.0) is None
+
+
+def test_reporter_writes_only_changes_and_counts_through_progress_counters():
+    now = [100.0]
+    out = io.StringIO()
+    rep = P.ProgressReporter(interval=5, stream=out, clock=lambda: now[0])
+    P.reset()
+    rep.started = now[0]
+    assert rep.tick() is None and out.getvalue() == ""  # nothing counted: no line
+    c = P.ProgressCounter("read", beam_counter=_NullCounter())
+    c.inc(7)
+    now[0] = 103.0
+    assert rep.tick() == "progress: 7 interactions read; 3 s elapsed, time left unknown"
+    assert rep.tick() is None  # unchanged: no second line
+    c.inc()
+    assert rep.tick().startswith("progress: 8 interactions read")
+    assert out.getvalue().count("\n") == rep.lines == 2
+    P.reset()
+    with pytest.raises(ValueError):
+        P.ProgressReporter(interval=0)
+
+
+def test_reporter_thread_is_rate_limited():
+    out = io.StringIO()
+    c = P.ProgressCounter("scored.x", beam_counter=_NullCounter())
+    with P.ProgressReporter(interval=0.2, stream=out):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:  # thousands of increments, a handful of lines
+            c.inc()
+            time.sleep(0.0005)
+    lines = out.getvalue().splitlines()
+    assert 1 <= len(lines) <= 6, lines
+    P.reset()
+
+
+def test_quiet_reporter_does_nothing():
+    out = io.StringIO()
+    with P.ProgressReporter(interval=0.05, stream=out, enabled=False) as rep:
+        P.ProgressCounter("read", beam_counter=_NullCounter()).inc()
+        time.sleep(0.2)
+    assert out.getvalue() == "" and rep.lines == 0
+    P.reset()
+
+
+class _NullCounter:
+    def inc(self, n=1):
+        pass
+
+
+def _main_job(tmp_path, *extra):
+    argv = [sys.executable, "-m", "pipelines.audit", "--metrics", "humanity,toxicity", "--group-extractor", "keyword",
+            "--no-report", "--output", str(tmp_path / "out"), f"--runner={FNAPI}", "--progress-interval", "0.5", *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, time.monotonic() - t0
+
+
+def test_main_job_reports_progress_on_stderr_and_quiet_silences_it(tmp_path):
+    proc, seconds = _main_job(tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("progress: ")]
+    assert lines, proc.stderr[-3000:]
+    assert all(re.fullmatch(r"progress: [\d,]+ interactions read(, scored: .+)?; .+ elapsed, "
+                            r"(time left unknown|about .+ left)", ln) for ln in lines), lines
+    assert any("scored: humanity" in ln for ln in lines) or any(" 2,042 interactions read" in ln for ln in lines)
+    assert len(lines) <= seconds / 0.5 + 1  # at most one line per interval, never one per element (2,042)
+    assert "progress:" not in proc.stdout  # stdout keeps the summary only
+    quiet, _ = _main_job(tmp_path, "--quiet")
+    assert "progress:" not in quiet.stderr and quiet.stdout == ""
