@@ -410,13 +410,18 @@ def flink_job_running(rest_url: str, allow_finished_vertices: bool = False) -> b
 
 def wait_until(predicate, timeout: float, proc=None, poll: float = 0.5):
     """The first truthy value of ``predicate()`` within ``timeout`` seconds, else ``None``.
+    A poll that raises ``OSError`` (a Flink REST call that timed out or was refused while the
+    JobManager was busy, e.g. receiving a job's jars on a loaded machine) counts as "not yet".
 
     Raises:
         ChildProcessError: ``proc`` (a ``subprocess.Popen``) exited while waiting.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = predicate()
+        try:
+            value = predicate()
+        except OSError:  # urllib's URLError and socket time-outs are OSErrors
+            value = None
         if value:
             return value
         if proc is not None and proc.poll() is not None:
