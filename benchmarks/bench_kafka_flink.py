@@ -220,8 +220,11 @@ def probe_watermark(stack, wait_s: float, tmp: Path) -> dict:
 
 
 def probe_metaspace(stack, jobs: int, tmp: Path) -> dict:
-    """Up to ``jobs`` bounded Kafka jobs on a cluster with Flink's default 256 MB metaspace."""
-    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink-256", metaspace_mb=256).start()
+    """Up to ``jobs`` bounded Kafka jobs on a cluster with Flink's default 256 MB metaspace and
+    per-job class loaders (``share_classpath=False``: the condition the claim was made under;
+    with the shared classpath no job loads the jars again)."""
+    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink-256", metaspace_mb=256,
+                                   share_classpath=False).start()
     topic = "probe-meta"
     stack.broker.create_topic(topic, partitions=2)
     recs = flat_records(20)

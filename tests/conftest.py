@@ -54,6 +54,77 @@ def audit_once(tmp_path_factory):
     return get
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the modules marked ``runners`` (tests/test_kafka_flink.py, tests/test_runners_integration.py)
+    last, one after the other, in their usual order: they share one Flink cluster
+    (:func:`flink_cluster`), which then lives only while they run. The other tests keep their order."""
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory):
+    """``() -> FlinkCluster``: ONE local Flink cluster (JobManager + 2 TaskManagers + Beam's job
+    server, :mod:`fair_forge_beam.testing.flink_cluster`) per test session, shared by the runner
+    suite and the Kafka tests instead of one cluster per module.
+
+    When the Kafka artifacts are cached too, it is a
+    :class:`~fair_forge_beam.testing.kafka.KafkaFlinkCluster` (the job server on KafkaIO's
+    classpath), which runs the runner suite's jobs as well; otherwise a plain ``FlinkCluster``.
+    The cluster boots in a background thread as soon as a test first asks for the fixture (its
+    JVMs start while that module prepares: the Kafka broker, the in-memory audits); ``get()``
+    waits for it and fails with the cause when it did not start, or when the Flink artifacts are
+    missing (callers check that first and skip or fail as their CI rule says). At the end of the
+    session every job still running is cancelled, the cluster is stopped and teardown fails if
+    one of its processes survives; logs stay under ``flink-cluster*/log``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fair_forge_beam.testing import kafka as kf
+    from fair_forge_beam.testing import runners as rn
+    from fair_forge_beam.testing.flink_cluster import FlinkCluster
+
+    holder: dict = {}
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flink-start")
+    if rn.missing_reason("flink") is None:
+        workdir = tmp_path_factory.mktemp("flink-cluster")
+        kind = kf.KafkaFlinkCluster if kf.missing_reason() is None else FlinkCluster
+        cluster = kind(task_managers=2, workdir=workdir)
+        holder["cluster"], holder["starting"] = cluster, pool.submit(cluster.start)
+
+    def get() -> FlinkCluster:
+        if "error" in holder:
+            pytest.fail(holder["error"])
+        if "starting" not in holder:
+            pytest.fail("the Flink cluster was not started (artifacts missing)")
+        try:
+            holder["starting"].result()
+        except (RuntimeError, FileNotFoundError) as e:
+            holder["error"] = f"the Flink cluster did not start: {e}"
+            pytest.fail(holder["error"])
+        return holder["cluster"]
+
+    yield get
+    pool.shutdown(wait=True)  # never stop a cluster while it is starting
+    if "starting" not in holder or holder["starting"].exception() is not None:
+        return  # start() stopped what it began; get() reported the cause
+    cluster = holder["cluster"]
+    pids = list(cluster.pids)
+    try:
+        kf.cancel_flink_jobs(cluster.rest_url)
+    finally:
+        cluster.stop()
+    left = [pid for pid in pids if _alive(pid)]
+    assert not left, f"Flink cluster processes still running after cleanup: {left}"
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.exists():

@@ -2,8 +2,9 @@
 
 One stack per module (:mod:`fair_forge_beam.testing.kafka`): a Kafka 4.1 broker in KRaft mode
 on 127.0.0.1, Beam's Java expansion service with KafkaIO (EMBEDDED environment: KafkaIO runs in
-the TaskManagers), and a Flink 1.19 cluster (JobManager + 2 TaskManagers, 1 GB metaspace each,
-Beam's job server, PROCESS Python workers). Messages are sessions of the shipped hh-rlhf slice
+the TaskManagers), and the session's Flink 1.19 cluster (``flink_cluster`` in tests/conftest.py,
+shared with the runner suite: JobManager + 2 TaskManagers, 1 GB metaspace each, Beam's job server
+on KafkaIO's classpath, PROCESS Python workers). Messages are sessions of the shipped hh-rlhf slice
 as JSON values, written by kafka-python; the audit is the main job
 (``--metrics toxicity --group-extractor keyword``; the identity suite of
 ``tests/test_runners_integration.py`` covers more metrics on Flink).
@@ -26,7 +27,7 @@ Printed (``-s``): throughput of the bounded read (messages/s, whole job, start-u
 the latency of each streamed window (window end → its results on disk; first message → results).
 
 Teardown cancels every job and stops every process the module started, and fails if one
-survives. Artifacts come from ``.ci/get_runners.sh`` and ``.ci/get_kafka.sh``; missing here:
+survives (the shared cluster is checked likewise when the session ends). Artifacts come from ``.ci/get_runners.sh`` and ``.ci/get_kafka.sh``; missing here:
 skipped; missing under ``CI=true``: failed — unless a script recorded the registry's "not
 served" answer, which the skip quotes.
 """
@@ -86,16 +87,17 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """Broker, expansion service and Flink cluster, started once (the three at the same time:
-    they do not depend on each other until a job runs); teardown cancels the jobs, stops all
-    three and checks that none of their processes is left."""
+def stack(tmp_path_factory, flink_cluster):
+    """Broker and expansion service, started at the same time (they do not depend on each other
+    until a job runs) while the session's Flink cluster boots (``flink_cluster`` in
+    tests/conftest.py, shared with the runner suite); teardown cancels the jobs, stops the broker
+    and the expansion service and checks that none of their processes is left (the cluster's own
+    check runs when the session ends)."""
     from concurrent.futures import ThreadPoolExecutor
 
     _require()
     root = tmp_path_factory.mktemp("kafka-flink")
-    parts = [kf.KafkaBroker(root / "broker"), kf.ExpansionService(root / "expansion"),
-             kf.KafkaFlinkCluster(task_managers=2, workdir=root / "flink")]
+    parts = [kf.KafkaBroker(root / "broker"), kf.ExpansionService(root / "expansion")]
     with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="kafka-stack") as pool:
         starting = [pool.submit(part.start) for part in parts]
     errors = [e for e in (f.exception() for f in starting) if e is not None]
@@ -105,9 +107,16 @@ def stack(tmp_path_factory):
         if all(isinstance(e, (RuntimeError, FileNotFoundError)) for e in errors):
             pytest.fail("the Kafka/Flink stack did not start: " + "; ".join(map(str, errors)))
         raise errors[0]
-    broker, expansion, cluster = parts
+    broker, expansion = parts
+    try:
+        cluster = flink_cluster()
+    except BaseException:
+        for part in reversed(parts):
+            part.stop()
+        raise
+    assert isinstance(cluster, kf.KafkaFlinkCluster), "the session's cluster lacks KafkaIO's classpath"
     yield SimpleNamespace(broker=broker, expansion=expansion, cluster=cluster)
-    pids = [p.pid for p in broker.procs + expansion.procs] + list(cluster.pids)
+    pids = [p.pid for p in broker.procs + expansion.procs]
     try:
         kf.cancel_flink_jobs(cluster.rest_url)
     finally:

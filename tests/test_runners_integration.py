@@ -25,9 +25,10 @@ dead letter as a multiset of lines, and the rows of ``results.parquet`` as a mul
 order and sharding are the runner's business).
 
 Flink and Prism need artifacts fetched by ``.ci/get_runners.sh`` (see
-``fair_forge_beam/testing/runners.py``); the Flink cluster is started once per module by a
-fixture (in the background, while the in-memory audits run) and always stopped, its logs kept under pytest's temporary folder (and quoted when the
-cluster fails to start). Missing locally: skipped. Missing under ``CI=true``:
+``fair_forge_beam/testing/runners.py``); the Flink cluster is the session's one
+(``flink_cluster`` in tests/conftest.py, shared with tests/test_kafka_flink.py: started in the
+background when first asked for, always stopped at the end), its logs kept under pytest's
+temporary folder (and quoted when the cluster fails to start). Missing locally: skipped. Missing under ``CI=true``:
 the test fails — unless the script recorded that the registry does not serve the artifact at
 all, in which case it is skipped with the registry's answer (nothing in this repository can
 make the runner exist). A fifth run, ``prism_workers``, has Prism hand bundles to SDK workers
@@ -86,44 +87,6 @@ def _outputs(out: Path) -> dict:
                 for m in ("humanity", "toxicity")}  # session aggregates: their shards, as multisets of records
     return {"results": (out / "results.json").read_bytes(), "dead_letter": dead, "parquet_rows": rows,
             "parquet_schema": table.schema.to_string(), "sessions": sessions}
-
-
-@pytest.fixture(scope="module")
-def flink_cluster(tmp_path_factory):
-    """``() -> FlinkCluster``: a JobManager + 2 TaskManagers + job server, stopped when the module
-    ends; logs under ``flink-cluster*/log``. When the artifacts are there, the cluster boots in a
-    background thread as soon as the module's audits are first asked for (its JVMs start while the
-    in-memory audits run); ``get()`` waits for it and fails with the cause when it did not start."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from fair_forge_beam.testing.flink_cluster import FlinkCluster
-
-    holder: dict = {}
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flink-start")
-    if rn.missing_reason("flink") is None:
-        cluster = FlinkCluster(task_managers=2, workdir=tmp_path_factory.mktemp("flink-cluster"))
-        holder["cluster"], holder["starting"] = cluster, pool.submit(cluster.start)
-
-    def get() -> FlinkCluster:
-        if "error" in holder:
-            pytest.fail(holder["error"])
-        if "starting" not in holder:  # artifacts missing: _require("flink") skipped or failed already
-            pytest.fail("the Flink cluster was not started (artifacts missing)")
-        try:
-            holder["starting"].result()
-        except (RuntimeError, FileNotFoundError) as e:
-            holder["error"] = f"the Flink cluster did not start: {e}"
-            pytest.fail(holder["error"])
-        return holder["cluster"]
-
-    yield get
-    if "starting" in holder:
-        try:
-            holder["starting"].result()  # never stop a cluster while it is starting
-        except Exception:  # noqa: BLE001 - start() stopped what it began; reported by get()
-            pass
-        holder["cluster"].stop()
-    pool.shutdown()
 
 
 @pytest.fixture(scope="module")

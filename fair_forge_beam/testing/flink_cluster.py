@@ -22,6 +22,22 @@ installed package, and ``PYTHONPATH`` when the cluster was started with one.
 PROCESS is the environment that works with more than one TaskManager JVM: with LOOPBACK or
 EXTERNAL each TaskManager names its first worker ``1-1`` and they stop each other's workers.
 
+Shared classpath (``share_classpath=True``, the default): the JobManager and TaskManagers start
+with the job server's jars on their own classpath (after Flink's, through the launch scripts'
+``HADOOP_CLASSPATH`` hook; SLF4J/Log4j jars left out so that Flink's logging stays as it is) and
+``classloader.resolve-order: parent-first``. Beam's job server still attaches its classpath to
+every job, but the classes then come from the TaskManager's own class loader. Two effects,
+measured by ``benchmarks/bench_flink_classpath.py``:
+
+* SDK workers are reused within a job. Beam's Flink runner keeps a job's SDK environments for
+  ``--environment_cache_millis`` only when its classes live in Flink's parent class loader
+  (``FlinkExecutableStageContextFactory`` releases the environment at once otherwise), so with
+  per-job class loaders every Flink task that finished tore down its ``python`` workers and the
+  next one booted new ones;
+* no job loads Beam's ~200 jars into a new class loader, so metaspace does not grow per job.
+
+``share_classpath=False`` gives the previous behaviour (child-first per-job class loaders).
+
 Command line (the cluster outlives the command; ``stop`` ends exactly the processes ``start`` began)::
 
     python -m fair_forge_beam.testing.flink_cluster start --dir /tmp/ffb-flink
@@ -77,12 +93,15 @@ class FlinkCluster:
     (:func:`fair_forge_beam.testing.runners.flink_artifacts`). :meth:`start` raises
     ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
     a process exits or the cluster is not ready in time; it stops what it started before raising.
+    ``share_classpath``: put the job server's jars on the cluster's own classpath, parent-first
+    (see the module docstring; ``False``: per-job class loaders, Flink's default).
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
                  tm_memory: str = "1600m", jm_memory: str = "1024m",
-                 tm_network: str = "320m"):
+                 tm_network: str = "320m", share_classpath: bool = True):
         self.task_managers = task_managers
+        self.share_classpath = bool(share_classpath)
         self.workdir = Path(workdir) if workdir else None
         self.timeout = timeout
         self.tm_memory, self.jm_memory, self.tm_network = tm_memory, jm_memory, tm_network
@@ -147,6 +166,10 @@ class FlinkCluster:
             "env.pid.dir": str(self.workdir / "pid"), "env.log.dir": str(self.log_dir),
         }.items():
             _set(doc, key, value)
+        if self.share_classpath:
+            # Every job carries the job server's jars, which are also on the cluster's classpath
+            # (cluster_jars): parent-first makes Beam's classes the TaskManager's, shared by all tasks and jobs.
+            _set(doc, "classloader.resolve-order", "parent-first")
         (conf / "config.yaml").write_text(yaml.safe_dump(doc, sort_keys=True), encoding="utf-8")
         return conf
 
@@ -207,6 +230,10 @@ class FlinkCluster:
         self._write_worker_command(art["boot"])
         env = {**os.environ, "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(self.log_dir),
                "FLINK_PID_DIR": str(self.workdir / "pid")}
+        if self.share_classpath:
+            # Flink's launch scripts append $HADOOP_CLASSPATH after Flink's own jars.
+            env["HADOOP_CLASSPATH"] = os.pathsep.join(
+                [str(j) for j in self.cluster_jars()] + ([env["HADOOP_CLASSPATH"]] if env.get("HADOOP_CLASSPATH") else []))
         try:
             self._spawn("jobmanager", [str(home / "bin" / "jobmanager.sh"), "start-foreground"], env)
             for i in range(self.task_managers):
@@ -217,7 +244,7 @@ class FlinkCluster:
 
             java_opts = yaml.safe_load((conf / "config.yaml").read_text())["env"]["java"]["opts"]["all"].split()
             self._spawn("job-server", [
-                java, "-Xmx512m", *java_opts, "-cp", f"{art['job_server_lib']}/*", _JOB_SERVER_MAIN,
+                java, "-Xmx512m", *java_opts, "-cp", f"{self.job_server_lib()}/*", _JOB_SERVER_MAIN,
                 f"--flink-master=127.0.0.1:{self.rest_port}", f"--flink-conf-dir={conf}",
                 "--job-host=localhost", f"--job-port={self.job_port}", f"--artifact-port={self.artifact_port}",
                 "--expansion-port=-1", f"--artifacts-dir={self.workdir / 'artifacts'}",
@@ -228,6 +255,22 @@ class FlinkCluster:
             raise
         self._save_state()
         return self
+
+    def job_server_lib(self) -> Path:
+        """The folder of the job server's jars (its classpath)."""
+        from fair_forge_beam.testing import runners as rn
+
+        lib = rn.flink_artifacts()["job_server_lib"]
+        if lib is None:
+            raise FileNotFoundError(f"flink-job-server/lib missing in {rn.cache_dir()} (run .ci/get_runners.sh)")
+        return lib
+
+    def cluster_jars(self) -> list[Path]:
+        """The job server's jars that the JobManager and TaskManagers get on their own classpath
+        with ``share_classpath`` (sorted by name): all but the SLF4J and Log4j jars (Flink brings
+        its own logging; an extra SLF4J binding would replace it)."""
+        return sorted(j for j in self.job_server_lib().glob("*.jar")
+                      if not j.name.startswith(("slf4j-", "log4j-")))
 
     def _task_managers_registered(self) -> bool:
         try:

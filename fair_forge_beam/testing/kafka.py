@@ -324,7 +324,9 @@ class KafkaFlinkCluster(FlinkCluster):
       the expansion service, KafkaIO, the Java harness, jamm and kafka-clients): a job submitted to
       the cluster carries the job server's classpath as its user jars, and the EMBEDDED Java
       environment of KafkaIO runs from them inside the TaskManagers (with the job server's own
-      classpath: ``NoClassDefFoundError: org/apache/beam/fn/harness/Caches``).
+      classpath: ``NoClassDefFoundError: org/apache/beam/fn/harness/Caches``). With
+      ``share_classpath`` (the default, see :mod:`~fair_forge_beam.testing.flink_cluster`) the
+      TaskManagers have that classpath too and load its classes once, parent-first.
     * Each TaskManager has ``metaspace_mb`` of metaspace (default 1 GB; each job loads ~200 jars
       into a new class loader) on top of the same heap and network memory (the process size grows
       by the difference to Flink's default, 256 MB).
@@ -343,11 +345,13 @@ class KafkaFlinkCluster(FlinkCluster):
             raise FileNotFoundError(missing_reason() or "kafka-expansion/lib missing (run .ci/get_kafka.sh)")
         return super().start()
 
-    def _spawn(self, name: str, cmd: list[str], env: dict) -> None:
-        if name == "job-server" and "-cp" in cmd:
-            cmd = list(cmd)
-            cmd[cmd.index("-cp") + 1] = f"{kafka_artifacts()['expansion_lib']}/*"
-        super()._spawn(name, cmd, env)
+    def job_server_lib(self) -> Path:
+        """``kafka-expansion/lib``: the job server's classpath, and with ``share_classpath`` the
+        cluster's (KafkaIO and kafka-clients then load once per TaskManager, not once per job)."""
+        lib = kafka_artifacts()["expansion_lib"]
+        if lib is None:
+            raise FileNotFoundError(missing_reason() or "kafka-expansion/lib missing (run .ci/get_kafka.sh)")
+        return lib
 
     def _write_config(self, home: Path) -> Path:
         import yaml
@@ -406,13 +410,18 @@ def flink_job_running(rest_url: str, allow_finished_vertices: bool = False) -> b
 
 def wait_until(predicate, timeout: float, proc=None, poll: float = 0.5):
     """The first truthy value of ``predicate()`` within ``timeout`` seconds, else ``None``.
+    A poll that raises ``OSError`` (a Flink REST call that timed out or was refused while the
+    JobManager was busy, e.g. receiving a job's jars on a loaded machine) counts as "not yet".
 
     Raises:
         ChildProcessError: ``proc`` (a ``subprocess.Popen``) exited while waiting.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = predicate()
+        try:
+            value = predicate()
+        except OSError:  # urllib's URLError and socket time-outs are OSErrors
+            value = None
         if value:
             return value
         if proc is not None and proc.poll() is not None:
