@@ -9,7 +9,8 @@ its computations and the evaluator derives one combiner per slice for all of the
   warnings as ``TaggedOutput("quality", …)``, anything for an auxiliary stage as
   ``TaggedOutput("aux", …)``. A score tuple carries ``session_id``, ``assistant_id`` and
   ``language``.
-* ``interaction_record(score) -> dict`` — its per-interaction output record.
+* ``interaction_record(score) -> dict`` — its per-interaction output record (``None``: the
+  metric's interaction records come from its session reducer, see ``session_interactions``).
 * ``session_value(score)`` and ``session_combine`` — what one interaction adds to its session,
   combined by a ``CombineFn`` (``None``: the session's values as a list, sorted by
   ``session_order``, a total order — never arrival order).
@@ -42,6 +43,7 @@ only place that knows the fields.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -56,6 +58,7 @@ __all__ = [
     "PairCombineFn",
     "apply_metrics",
     "engine_spec",
+    "session_key_text",
     "DEAD",
     "QUALITY",
     "AUX",
@@ -78,7 +81,8 @@ class SessionReducer:
 
     def reduce(self, key: tuple, combined: Any) -> tuple:
         """``key`` = ``(session_id, assistant_id, language)`` → ``(record dict or None, slice
-        value or None, list of QualityWarning)``."""
+        value or None, list of QualityWarning)``, plus a fourth item, the list of the session's
+        interaction record dicts, for a metric declared with ``session_interactions``."""
         raise NotImplementedError
 
 
@@ -104,7 +108,8 @@ class MetricSpec:
         scorer: ``DoFn`` producing score tuples (see the module docstring), or a ``PTransform``
             (``RunInference`` with a model handler and its parsing) from interactions to a dict
             ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection]}``.
-        interaction_record: score → per-interaction record dict.
+        interaction_record: score → per-interaction record dict; ``None`` when the records are
+            only known per session (``session_interactions``).
         session_value: score → what it adds to its session (``None``: the metric has no sessions).
         session_reducer: :class:`SessionReducer`.
         session_combine: ``CombineFn`` of session values; ``None`` collects them in a list sorted by
@@ -122,11 +127,17 @@ class MetricSpec:
             run on the scorer's ``"aux"`` output (batch only); its records reach the estimator.
         schemas: ``{"interaction": …, "session": …, "slice": …}`` pydantic result models.
         options: the metric's settings (for description only).
+        min_batch_size: with ``batch_size``, ``BatchElements``' lower bound (default
+            ``min(64, batch_size)``).
+        session_interactions: the session reducer returns a fourth item, the session's
+            per-interaction record dicts (for metrics whose interaction record needs the whole
+            session, e.g. a judge verdict joined to its interaction); they join the
+            ``interactions`` output.
     """
 
     name: str
     scorer: beam.DoFn
-    interaction_record: Callable[[Any], dict]
+    interaction_record: Optional[Callable[[Any], dict]]
     session_value: Optional[Callable[[Any], Any]]
     session_reducer: Optional[SessionReducer]
     estimator: SliceEstimator
@@ -140,6 +151,8 @@ class MetricSpec:
     aux: Optional[Callable[[Any], tuple]] = None
     schemas: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
+    min_batch_size: Optional[int] = None
+    session_interactions: bool = False
 
 
 # ------------------------------------------------------------------ combiners
@@ -222,6 +235,12 @@ class FusedCombineFn(beam.CombineFn):
 
 
 # ------------------------------------------------------------------ DoFns
+def session_key_text(key: tuple) -> str:
+    """A session key ``(session_id, assistant_id, language)`` as compact JSON text
+    (``'["s1","a","en"]'``): the stable seed input of a session's bootstrap unit."""
+    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
 def _session_key(s) -> tuple:
     return (s.session_id, s.assistant_id, s.language)
 
@@ -258,7 +277,8 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
-            yield record(out)
+            if record is not None:
+                yield record(out)
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
@@ -290,7 +310,9 @@ class _ReduceSessions(beam.DoFn):
                 continue  # no interaction of this session for this metric (or an empty pane)
             if self._lists[i]:  # a total order of the values, never arrival order
                 value = sorted(value, key=spec.session_order)
-            rec, slice_value, warnings = spec.session_reducer.reduce(key, value)
+            rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
+            for r in per_interaction[0] if per_interaction else ():
+                yield tagged(f"i{slot}", r)
             for w in warnings:
                 yield tagged(f"q{slot}", w)
             if rec is not None:
@@ -366,7 +388,7 @@ class Engine(beam.PTransform):
             src = interactions
             if spec.batch_size:
                 src = src | f"{n}/Batch" >> beam.BatchElements(
-                    min_batch_size=min(64, spec.batch_size), max_batch_size=spec.batch_size)
+                    min_batch_size=spec.min_batch_size or min(64, spec.batch_size), max_batch_size=spec.batch_size)
             extra_dead, extra_quality = [], []
             if isinstance(spec.scorer, beam.PTransform):  # e.g. RunInference with a model handler + parsing
                 parts = src | f"{n}/Score" >> spec.scorer
@@ -401,7 +423,8 @@ class Engine(beam.PTransform):
                 | "CombineSessions" >> combine_per_key(fused, flat)
                 | "ReduceSessions" >> beam.ParDo(
                     _ReduceSessions([specs[i] for i in with_sessions], with_sessions)
-                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions], main="cells")
+                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions],
+                               *[f"i{i}" for i in with_sessions if specs[i].session_interactions], main="cells")
             )
             cell_inputs.append(session_parts.cells)
         for slot, spec in enumerate(specs):
@@ -409,6 +432,9 @@ class Engine(beam.PTransform):
             if session_parts is not None and slot in with_sessions:
                 out[n]["sessions"] = session_parts[f"s{slot}"]
                 out[n]["quality"].append(session_parts[f"q{slot}"])
+                if spec.session_interactions:
+                    out[n]["interactions"] = (out[n]["interactions"], session_parts[f"i{slot}"]) | (
+                        f"{n}/FlattenInteractions" >> beam.Flatten())
             else:
                 out[n]["sessions"] = p | f"{n}/NoSessions" >> beam.Create([])
 
