@@ -107,9 +107,10 @@ class MetricSpec:
         name: metric name (``"humanity"``); tags and labels of its part of the graph.
         scorer: ``DoFn`` producing score tuples (see the module docstring), or a ``PTransform``
             (``RunInference`` with a model handler and its parsing) from interactions to a dict
-            ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection]}``.
-        interaction_record: score → per-interaction record dict; ``None`` when the records are
-            only known per session (``session_interactions``).
+            ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection][, "aux":
+            PCollection]}`` (``"aux"``: records handed to the estimator, like ``aux``'s).
+        interaction_record: score → per-interaction record dict (or ``None``: that score has
+            none); ``None`` when the records are only known per session (``session_interactions``).
         session_value: score → what it adds to its session (``None``: the metric has no sessions).
         session_reducer: :class:`SessionReducer`.
         session_combine: ``CombineFn`` of session values; ``None`` collects them in a list sorted by
@@ -277,8 +278,9 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
-            if record is not None:
-                yield record(out)
+            rec = None if record is None else record(out)
+            if rec is not None:  # a score may have no record of its own (e.g. a failed query)
+                yield rec
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
@@ -396,6 +398,8 @@ class Engine(beam.PTransform):
                 extra_dead.append(parts["dead_letter"])
                 if "quality" in parts:
                     extra_quality.append(parts["quality"])
+                if "aux" in parts:  # records for the estimator computed by the scorer (batch only)
+                    aux_records.append(parts["aux"] | f"{n}/TagScorerAux" >> beam.Map(lambda r, s=slot: (s, r)))
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
             scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
