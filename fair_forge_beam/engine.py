@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
@@ -59,6 +59,8 @@ __all__ = [
     "apply_metrics",
     "engine_spec",
     "session_key_text",
+    "SessionPart",
+    "part_value",
     "DEAD",
     "QUALITY",
     "AUX",
@@ -134,6 +136,8 @@ class MetricSpec:
             per-interaction record dicts (for metrics whose interaction record needs the whole
             session, e.g. a judge verdict joined to its interaction); they join the
             ``interactions`` output.
+        empty_input_slices: ``() -> [slice record, …]``, the metric's slices when the run has
+            no interaction at all (e.g. an ``overall`` slice with ``n = 0``); ``None``: no slice.
     """
 
     name: str
@@ -154,6 +158,7 @@ class MetricSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     min_batch_size: Optional[int] = None
     session_interactions: bool = False
+    empty_input_slices: Optional[Callable[[], list]] = None
 
 
 # ------------------------------------------------------------------ combiners
@@ -240,6 +245,28 @@ def session_key_text(key: tuple) -> str:
     """A session key ``(session_id, assistant_id, language)`` as compact JSON text
     (``'["s1","a","en"]'``): the stable seed input of a session's bootstrap unit."""
     return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionPart(NamedTuple):
+    """A score tuple that only feeds its session: the session's fields and ``value``, what the
+    session reducer joins (e.g. ``(0, meta)`` per interaction sent to a judge and ``(1,
+    verdict)`` per validated answer). Declare ``session_value=part_value``."""
+
+    session_id: str
+    assistant_id: str
+    language: str
+    value: Any
+
+    @classmethod
+    def keyed(cls, key_text: str, value: Any) -> "SessionPart":
+        """The part of the session whose :func:`session_key_text` is ``key_text``."""
+        session_id, assistant_id, language = json.loads(key_text)
+        return cls(session_id, assistant_id, language, value)
+
+
+def part_value(part: SessionPart) -> Any:
+    """A :class:`SessionPart`'s value (its ``session_value``)."""
+    return part.value
 
 
 def _session_key(s) -> tuple:
@@ -457,6 +484,14 @@ class Engine(beam.PTransform):
         for slot, spec in enumerate(specs):
             n = spec.name
             out[n]["slices"] = est[f"r{slot}"] if cell_inputs else p | f"{n}/NoSlices" >> beam.Create([])
+            if spec.empty_input_slices is not None:
+                fn = spec.empty_input_slices
+                empty = (
+                    interactions
+                    | f"{n}/CountInput" >> beam.combiners.Count.Globally()
+                    | f"{n}/EmptyInputSlices" >> beam.FlatMap(lambda count, fn=fn: fn() if count == 0 else [])
+                )
+                out[n]["slices"] = (out[n]["slices"], empty) | f"{n}/AllSlices" >> beam.Flatten()
             q = out[n]["quality"]
             out[n]["quality"] = q[0] if len(q) == 1 else tuple(q) | f"{n}/FlattenQuality" >> beam.Flatten()
         return out

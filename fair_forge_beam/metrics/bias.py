@@ -25,13 +25,13 @@ session's outcomes (in a total order) into its per-interaction records and sessi
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import SLICE_FIELDS, MetricTransform
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
@@ -69,20 +69,11 @@ def _parse_key(key: str) -> Optional[list]:
     return v if isinstance(v, list) and len(v) == 7 else None
 
 
-class BiasOutcome(NamedTuple):
-    """One guardian outcome, the score tuple the engine keys by session: ``value`` =
-    ``(turn_index, element_id, qa_id, attribute, is_biased|None, certainty|None)``;
-    ``is_biased is None`` marks a failed call."""
-
-    session_id: str
-    assistant_id: str
-    language: str
-    value: tuple
-
-
-def _outcome(meta: list, is_biased: Optional[bool], certainty: Optional[float]) -> BiasOutcome:
+def _outcome(meta: list, is_biased: Optional[bool], certainty: Optional[float]) -> SessionPart:
+    """One guardian outcome as its session's part: ``(turn_index, element_id, qa_id, attribute,
+    is_biased|None, certainty|None)``; ``is_biased is None`` marks a failed call."""
     attribute, element_id, session_id, assistant_id, language, turn_index, qa_id = meta
-    return BiasOutcome(session_id, assistant_id, language, (int(turn_index), element_id, qa_id, attribute, is_biased, certainty))
+    return SessionPart(session_id, assistant_id, language, (int(turn_index), element_id, qa_id, attribute, is_biased, certainty))
 
 
 # ------------------------------------------------------------------ scoring DoFns
@@ -160,7 +151,7 @@ class _DirectGuardian(beam.DoFn):
 
 class _LLMGuardianScorer(beam.PTransform):
     """Interactions × attributes → guardian requests → ``RunJudge`` (``RunInference`` with the
-    guardian's handler) → outcomes; returns ``{"scores": BiasOutcome…, "dead_letter"}``."""
+    guardian's handler) → outcomes; returns ``{"scores": SessionPart…, "dead_letter"}``."""
 
     def __init__(self, guardian: LLMGuardian, attributes: Sequence[str], inference_args: Optional[dict]):
         super().__init__()
@@ -189,10 +180,6 @@ def _rates(counts: Sequence[tuple], failures: Sequence[tuple], attributes: Seque
             AttributeBiasRate(protected_attribute=a, n_samples=n, k_biased=k, rate=est.mean, ci_low=est.ci_low, ci_high=est.ci_high, n_failed=f)
         )
     return out
-
-
-def _outcome_value(o: BiasOutcome) -> tuple:
-    return o.value
 
 
 class _OutcomeOrder:
@@ -384,7 +371,7 @@ class Bias(MetricTransform):
             scorer=scorer,
             interaction_record=None,
             session_interactions=True,
-            session_value=_outcome_value,
+            session_value=part_value,
             session_order=_OutcomeOrder(self.attributes),
             session_reducer=_SessionReducer(self.mode, self.attributes),
             session_slice_combine=beam.combiners.TupleCombineFn(

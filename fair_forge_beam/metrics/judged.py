@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, ClassVar, Mapping, Optional, Sequence
 
 import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -106,21 +106,13 @@ def _restage(metric: str):
     return f
 
 
-class JudgedPart(NamedTuple):
-    """What the judge scorer hands the engine: one part of a session — ``(0, meta)`` for each
-    interaction sent to the judge, ``(1, verdict)`` for each validated answer. Their join is
-    the session reducer's (one session shuffle, as before the engine)."""
-
-    session_id: str
-    assistant_id: str
-    language: str
-    value: tuple
-
-
 def _part(kind: int):
+    """``(session key text, x)`` → the session's part ``(kind, x)``: ``(0, meta)`` for each
+    interaction sent to the judge, ``(1, verdict)`` for each validated answer; their join is the
+    session reducer's (one session shuffle, as before the engine)."""
+
     def f(kv):
-        session_id, assistant_id, language = json.loads(kv[0])
-        return JudgedPart(session_id, assistant_id, language, (kind, kv[1]))
+        return SessionPart.keyed(kv[0], (kind, kv[1]))
 
     return f
 
@@ -128,7 +120,7 @@ def _part(kind: int):
 class _JudgeScorer(beam.PTransform):
     """The metric's scorer for the engine: interactions → the metric's judge requests →
     ``RunJudge`` (RunInference with the judge handler) → validated scores; returns ``{"scores":
-    JudgedPart…, "dead_letter", "quality"}``."""
+    SessionPart…, "dead_letter", "quality"}``."""
 
     def __init__(self, metric: "JudgedMetric"):
         super().__init__()
@@ -153,10 +145,6 @@ class _JudgeScorer(beam.PTransform):
         if quality is not None:
             out["quality"] = quality
         return out
-
-
-def _part_value(s: JudgedPart) -> tuple:
-    return s.value
 
 
 def _part_order(v: tuple) -> tuple:
@@ -309,7 +297,7 @@ class JudgedMetric(MetricTransform):
             scorer=_JudgeScorer(self),
             interaction_record=None,
             session_interactions=True,
-            session_value=_part_value,
+            session_value=part_value,
             session_order=_part_order,
             session_reducer=_SessionReducer(self),
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),

@@ -46,7 +46,7 @@ import hashlib
 import json
 import math
 import typing
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
@@ -297,7 +297,7 @@ class _ScoreQueries(beam.PTransform):
     """The metric's scorer: interactions → K generation slots per query → ``RunJudge`` (the
     generator, RunInference) → per-query scoring (embeddings, clusters, CSR, stability, RSS,
     ICR) → with JQ, ``RunJudge`` (the judge) once per answer; returns ``{"scores":
-    QueryScore…, "dead_letter", "quality"}``."""
+    SessionPart…, "dead_letter", "quality"}``."""
 
     def __init__(self, metric: "PromptEvaluator"):
         super().__init__()
@@ -348,27 +348,14 @@ class _ScoreQueries(beam.PTransform):
 
 
 # ----------------------------------------------------------------------------------- sessions
-class QueryScore(NamedTuple):
-    """One query's outcome for the engine: its record dict, or ``{"failed": element_id}`` when
-    no generation succeeded."""
-
-    session_id: str
-    assistant_id: str
-    language: str
-    record: dict
+def _query_score(kv) -> SessionPart:
+    """One query's outcome as its session's part: its record dict, or ``{"failed":
+    element_id}`` when no generation succeeded."""
+    return SessionPart.keyed(kv[0], kv[1])
 
 
-def _query_score(kv) -> QueryScore:
-    session_id, assistant_id, language = json.loads(kv[0])
-    return QueryScore(session_id, assistant_id, language, kv[1])
-
-
-def _interaction_record(q: QueryScore) -> Optional[dict]:
-    return None if "failed" in q.record else q.record
-
-
-def _session_value(q: QueryScore) -> dict:
-    return q.record
+def _interaction_record(q: SessionPart) -> Optional[dict]:
+    return None if "failed" in q.value else q.value
 
 
 def _session_order(r: dict) -> tuple:
@@ -551,7 +538,7 @@ class PromptEvaluator(MetricTransform):
             name=self.name,
             scorer=_ScoreQueries(self),
             interaction_record=_interaction_record,
-            session_value=_session_value,
+            session_value=part_value,
             session_order=_session_order,
             session_reducer=_SessionReducer(self),
             session_slice_combine=combiner,

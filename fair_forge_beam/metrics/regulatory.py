@@ -49,7 +49,7 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.metrics.judged import build_judge, session_key
 from fair_forge_beam.schemas.regulatory import (
@@ -186,26 +186,15 @@ def retrieve(index: ChunkIndex, query_vec: np.ndarray, answer_vec: np.ndarray, t
     return [Retrieved(index.chunks[i].source, index.chunks[i].chunk_index, index.chunks[i].text, merged[i]) for i in rows]
 
 
-class RegulatoryPart(NamedTuple):
-    """One part of a session for the engine: ``value`` = ``("meta", turn_index, element_id,
-    qa_id, weight, query, answer, chunks|None)`` per interaction or ``("check", element_id,
-    source, chunk_index, verdict|None, score, insight)`` per chunk check; the session reducer
-    joins them."""
-
-    session_id: str
-    assistant_id: str
-    language: str
-    value: tuple
-
-
 def _skey(x: Interaction) -> str:
     return session_key(x.session_id, x.assistant_id, x.language)
 
 
-def _meta(x: Interaction, chunks: Optional[list]) -> RegulatoryPart:
-    """The interaction's meta part; ``chunks`` None marks an interaction that could not be
+def _meta(x: Interaction, chunks: Optional[list]) -> SessionPart:
+    """The interaction's part of its session, ``("meta", turn_index, element_id, qa_id, weight,
+    query, answer, chunks|None)``; ``chunks`` None marks an interaction that could not be
     retrieved for (empty corpus)."""
-    return RegulatoryPart(x.session_id, x.assistant_id, x.language, (
+    return SessionPart(x.session_id, x.assistant_id, x.language, (
         "meta", x.turn_index, x.element_id, x.qa_id, x.weight, x.query, x.assistant,
         None if chunks is None else [list(c) for c in chunks]))
 
@@ -243,10 +232,10 @@ class _Retrieve(beam.DoFn):
 
 # ------------------------------------------------------------------------------ checking
 def _verdict(skey: str, element_id: str, source: str, chunk_index: int, verdict: Optional[str], score: Optional[float],
-             insight: str = "") -> RegulatoryPart:
-    """A chunk check's part; ``verdict`` None marks a failed check."""
-    session_id, assistant_id, language = json.loads(skey)
-    return RegulatoryPart(session_id, assistant_id, language, ("check", element_id, source, int(chunk_index), verdict, score, insight))
+             insight: str = "") -> SessionPart:
+    """A chunk check's part of its session, ``("check", element_id, source, chunk_index,
+    verdict|None, score, insight)``; ``verdict`` None marks a failed check."""
+    return SessionPart.keyed(skey, ("check", element_id, source, int(chunk_index), verdict, score, insight))
 
 
 class _MakeRequests(beam.DoFn):
@@ -326,10 +315,6 @@ class _LocalCheck(beam.DoFn):
 
 
 # ------------------------------------------------------------------------------ sessions
-def _part_value(p: RegulatoryPart) -> tuple:
-    return p.value
-
-
 def _part_order(v: tuple) -> tuple:
     # metas by (turn, element id), checks by (element id, source, chunk index, failed last), each
     # then by the rest of its content: a total order, never arrival order
@@ -470,7 +455,7 @@ class _SliceEstimator(SliceEstimator):
 class _RetrieveAndCheck(beam.PTransform):
     """The metric's scorer: corpus → chunks → embedded chunk index (a side input); interactions
     (batched) → retrieved chunks → chunk checks (``RunJudge`` or a local checker); returns
-    ``{"scores": RegulatoryPart…, "dead_letter", "quality", "aux": PCollection[corpus size]}``."""
+    ``{"scores": SessionPart…, "dead_letter", "quality", "aux": PCollection[corpus size]}``."""
 
     def __init__(self, metric: "Regulatory"):
         super().__init__()
@@ -647,7 +632,7 @@ class Regulatory(MetricTransform):
             scorer=_RetrieveAndCheck(self),
             interaction_record=None,
             session_interactions=True,
-            session_value=_part_value,
+            session_value=part_value,
             session_order=_part_order,
             session_reducer=_SessionReducer(self.mode, self.compliance_threshold),
             session_slice_combine=CategoryCountCombineFn(SLICE_COUNTS),
