@@ -1,4 +1,4 @@
-"""Benchmark of the cluster profiling stage (fair_forge_beam.metrics.clustering.ClusterProfile).
+"""Benchmark of the cluster profiling stage (fair_forge_beam.components.cluster_profile.ClusterProfile).
 
 For each n, one fresh Python process runs a FnApiRunner (in-memory) pipeline that generates n
 synthetic 384-d embeddings *inside* the pipeline (20 Gaussian blobs on the unit sphere, seeded per
@@ -39,7 +39,7 @@ def _chunk(i: int, n: int):
     """Points ``i*CHUNK .. min(n, (i+1)*CHUNK)-1``: unit vectors around one of N_BLOBS centres."""
     import numpy as np
 
-    from fair_forge_beam.metrics.clustering import ClusterInput
+    from fair_forge_beam.components.clustering import ClusterInput
 
     centres = np.random.default_rng(12345).normal(size=(N_BLOBS, DIM))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -57,7 +57,7 @@ def _chunk(i: int, n: int):
 
 def run_one(n: int, baseline: bool) -> dict:
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.metrics.clustering import ClusterProfile
+    from fair_forge_beam.components.cluster_profile import ClusterProfile
 
     t0 = time.perf_counter()
     c0 = time.process_time()

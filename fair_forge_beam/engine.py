@@ -9,7 +9,8 @@ its computations and the evaluator derives one combiner per slice for all of the
   warnings as ``TaggedOutput("quality", …)``, anything for an auxiliary stage as
   ``TaggedOutput("aux", …)``. A score tuple carries ``session_id``, ``assistant_id`` and
   ``language``.
-* ``interaction_record(score) -> dict`` — its per-interaction output record.
+* ``interaction_record(score) -> dict`` — its per-interaction output record (``None``: the
+  metric's interaction records come from its session reducer, see ``session_interactions``).
 * ``session_value(score)`` and ``session_combine`` — what one interaction adds to its session,
   combined by a ``CombineFn`` (``None``: the session's values as a list, sorted by
   ``session_order``, a total order — never arrival order).
@@ -42,8 +43,9 @@ only place that knows the fields.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
@@ -56,6 +58,9 @@ __all__ = [
     "PairCombineFn",
     "apply_metrics",
     "engine_spec",
+    "session_key_text",
+    "SessionPart",
+    "part_value",
     "DEAD",
     "QUALITY",
     "AUX",
@@ -78,7 +83,8 @@ class SessionReducer:
 
     def reduce(self, key: tuple, combined: Any) -> tuple:
         """``key`` = ``(session_id, assistant_id, language)`` → ``(record dict or None, slice
-        value or None, list of QualityWarning)``."""
+        value or None, list of QualityWarning)``, plus a fourth item, the list of the session's
+        interaction record dicts, for a metric declared with ``session_interactions``."""
         raise NotImplementedError
 
 
@@ -103,8 +109,10 @@ class MetricSpec:
         name: metric name (``"humanity"``); tags and labels of its part of the graph.
         scorer: ``DoFn`` producing score tuples (see the module docstring), or a ``PTransform``
             (``RunInference`` with a model handler and its parsing) from interactions to a dict
-            ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection]}``.
-        interaction_record: score → per-interaction record dict.
+            ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection][, "aux":
+            PCollection]}`` (``"aux"``: records handed to the estimator, like ``aux``'s).
+        interaction_record: score → per-interaction record dict (or ``None``: that score has
+            none); ``None`` when the records are only known per session (``session_interactions``).
         session_value: score → what it adds to its session (``None``: the metric has no sessions).
         session_reducer: :class:`SessionReducer`.
         session_combine: ``CombineFn`` of session values; ``None`` collects them in a list sorted by
@@ -122,11 +130,19 @@ class MetricSpec:
             run on the scorer's ``"aux"`` output (batch only); its records reach the estimator.
         schemas: ``{"interaction": …, "session": …, "slice": …}`` pydantic result models.
         options: the metric's settings (for description only).
+        min_batch_size: with ``batch_size``, ``BatchElements``' lower bound (default
+            ``min(64, batch_size)``).
+        session_interactions: the session reducer returns a fourth item, the session's
+            per-interaction record dicts (for metrics whose interaction record needs the whole
+            session, e.g. a judge verdict joined to its interaction); they join the
+            ``interactions`` output.
+        empty_input_slices: ``() -> [slice record, …]``, the metric's slices when the run has
+            no interaction at all (e.g. an ``overall`` slice with ``n = 0``); ``None``: no slice.
     """
 
     name: str
     scorer: beam.DoFn
-    interaction_record: Callable[[Any], dict]
+    interaction_record: Optional[Callable[[Any], dict]]
     session_value: Optional[Callable[[Any], Any]]
     session_reducer: Optional[SessionReducer]
     estimator: SliceEstimator
@@ -140,6 +156,9 @@ class MetricSpec:
     aux: Optional[Callable[[Any], tuple]] = None
     schemas: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
+    min_batch_size: Optional[int] = None
+    session_interactions: bool = False
+    empty_input_slices: Optional[Callable[[], list]] = None
 
 
 # ------------------------------------------------------------------ combiners
@@ -222,6 +241,34 @@ class FusedCombineFn(beam.CombineFn):
 
 
 # ------------------------------------------------------------------ DoFns
+def session_key_text(key: tuple) -> str:
+    """A session key ``(session_id, assistant_id, language)`` as compact JSON text
+    (``'["s1","a","en"]'``): the stable seed input of a session's bootstrap unit."""
+    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionPart(NamedTuple):
+    """A score tuple that only feeds its session: the session's fields and ``value``, what the
+    session reducer joins (e.g. ``(0, meta)`` per interaction sent to a judge and ``(1,
+    verdict)`` per validated answer). Declare ``session_value=part_value``."""
+
+    session_id: str
+    assistant_id: str
+    language: str
+    value: Any
+
+    @classmethod
+    def keyed(cls, key_text: str, value: Any) -> "SessionPart":
+        """The part of the session whose :func:`session_key_text` is ``key_text``."""
+        session_id, assistant_id, language = json.loads(key_text)
+        return cls(session_id, assistant_id, language, value)
+
+
+def part_value(part: SessionPart) -> Any:
+    """A :class:`SessionPart`'s value (its ``session_value``)."""
+    return part.value
+
+
 def _session_key(s) -> tuple:
     return (s.session_id, s.assistant_id, s.language)
 
@@ -262,7 +309,9 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
-            yield record(out)
+            rec = None if record is None else record(out)
+            if rec is not None:  # a score may have no record of its own (e.g. a failed query)
+                yield rec
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
@@ -294,7 +343,9 @@ class _ReduceSessions(beam.DoFn):
                 continue  # no interaction of this session for this metric (or an empty pane)
             if self._lists[i]:  # a total order of the values, never arrival order
                 value = sorted(value, key=spec.session_order)
-            rec, slice_value, warnings = spec.session_reducer.reduce(key, value)
+            rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
+            for r in per_interaction[0] if per_interaction else ():
+                yield tagged(f"i{slot}", r)
             for w in warnings:
                 yield tagged(f"q{slot}", w)
             if rec is not None:
@@ -370,7 +421,7 @@ class Engine(beam.PTransform):
             src = interactions
             if spec.batch_size:
                 src = src | f"{n}/Batch" >> beam.BatchElements(
-                    min_batch_size=min(64, spec.batch_size), max_batch_size=spec.batch_size)
+                    min_batch_size=spec.min_batch_size or min(64, spec.batch_size), max_batch_size=spec.batch_size)
             extra_dead, extra_quality = [], []
             if isinstance(spec.scorer, beam.PTransform):  # e.g. RunInference with a model handler + parsing
                 parts = src | f"{n}/Score" >> spec.scorer
@@ -378,6 +429,8 @@ class Engine(beam.PTransform):
                 extra_dead.append(parts["dead_letter"])
                 if "quality" in parts:
                     extra_quality.append(parts["quality"])
+                if "aux" in parts:  # records for the estimator computed by the scorer (batch only)
+                    aux_records.append(parts["aux"] | f"{n}/TagScorerAux" >> beam.Map(lambda r, s=slot: (s, r)))
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
             scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
@@ -405,7 +458,8 @@ class Engine(beam.PTransform):
                 | "CombineSessions" >> combine_per_key(fused, flat)
                 | "ReduceSessions" >> beam.ParDo(
                     _ReduceSessions([specs[i] for i in with_sessions], with_sessions)
-                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions], main="cells")
+                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions],
+                               *[f"i{i}" for i in with_sessions if specs[i].session_interactions], main="cells")
             )
             cell_inputs.append(session_parts.cells)
         for slot, spec in enumerate(specs):
@@ -413,6 +467,9 @@ class Engine(beam.PTransform):
             if session_parts is not None and slot in with_sessions:
                 out[n]["sessions"] = session_parts[f"s{slot}"]
                 out[n]["quality"].append(session_parts[f"q{slot}"])
+                if spec.session_interactions:
+                    out[n]["interactions"] = (out[n]["interactions"], session_parts[f"i{slot}"]) | (
+                        f"{n}/FlattenInteractions" >> beam.Flatten())
             else:
                 out[n]["sessions"] = p | f"{n}/NoSessions" >> beam.Create([])
 
@@ -431,6 +488,14 @@ class Engine(beam.PTransform):
         for slot, spec in enumerate(specs):
             n = spec.name
             out[n]["slices"] = est[f"r{slot}"] if cell_inputs else p | f"{n}/NoSlices" >> beam.Create([])
+            if spec.empty_input_slices is not None:
+                fn = spec.empty_input_slices
+                empty = (
+                    interactions
+                    | f"{n}/CountInput" >> beam.combiners.Count.Globally()
+                    | f"{n}/EmptyInputSlices" >> beam.FlatMap(lambda count, fn=fn: fn() if count == 0 else [])
+                )
+                out[n]["slices"] = (out[n]["slices"], empty) | f"{n}/AllSlices" >> beam.Flatten()
             q = out[n]["quality"]
             out[n]["quality"] = q[0] if len(q) == 1 else tuple(q) | f"{n}/FlattenQuality" >> beam.Flatten()
         return out

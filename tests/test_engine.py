@@ -1,5 +1,5 @@
 """The metric engine (fair_forge_beam/engine.py): declarations, fused shuffles, tuple session
-keys, turn order, the sparse fused CombineFn, and the docs' worked example (docs/engine-readme.md, moved
+keys, turn order, the sparse fused CombineFn, and the docs' worked example (docs/engine.md, moved
 there from README) run as written."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.base import SumCombineFn
 
 # "How to add a metric" moved from README to this page (issue 15: README is the short path)
-README = Path(__file__).resolve().parents[1] / "docs" / "engine-readme.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "engine.md"
 
 
 def _inter(sid, aid, turn, text, language="english"):
@@ -38,7 +38,7 @@ INPUT = [
 def _readme_example():
     """README's "How to add a metric" code block, executed as a module."""
     text = README.read_text(encoding="utf-8")
-    section = text.split("### How to add a metric", 1)[1]
+    section = text.split("## How to add a metric", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     mod = types.ModuleType("readme_words_example")
     sys.modules[mod.__name__] = mod  # pickled by reference, as an installed module would be
@@ -243,3 +243,118 @@ def test_readme_worked_example_registered_runs_in_the_main_job(tmp_path, monkeyp
     assert (overall["n_interactions"], overall["n_sessions"], overall["mean_words"]["mean"]) == (3, 2, 3.0)
     assert "mean_words" in printed and "3 scored" in printed
     assert sorted(pq.read_table(out / "results.parquet").column("words").to_pylist()) == [1, 3, 5]
+
+
+# ------------------------------------------------------------------ declarations added for the ported metrics
+class _JoinParts(SessionReducer):
+    """Joins (0, element id) metas with (1, element id) verdicts: interaction records per joined
+    meta (session_interactions), the session record counts the unjoined ones as failed."""
+
+    def reduce(self, key, parts):
+        metas = [x for kind, x in parts if kind == 0]
+        verdicts = {x for kind, x in parts if kind == 1}
+        records = [{"element_id": e, "joined": True} for e in metas if e in verdicts]
+        return {"key": key, "n": len(records), "n_failed": len(metas) - len(records)}, (len(records), len(metas) - len(records)), [], records
+
+
+class _PartScorer(beam.PTransform):
+    """Metas for every interaction, a verdict only for answers other than "bad", the corpus-size
+    style auxiliary value 7 for the estimator."""
+
+    def expand(self, interactions):
+        from fair_forge_beam.engine import SessionPart
+
+        metas = interactions | "Metas" >> beam.Map(lambda x: SessionPart(x.session_id, x.assistant_id, x.language, (0, x.element_id)))
+        verdicts = (interactions | "Judged" >> beam.Filter(lambda x: x.assistant != "bad")
+                    | "Verdicts" >> beam.Map(lambda x: SessionPart(x.session_id, x.assistant_id, x.language, (1, x.element_id))))
+        return {"scores": (metas, verdicts) | beam.Flatten(), "dead_letter": interactions.pipeline | "NoDead" >> beam.Create([]),
+                "aux": interactions.pipeline | "Aux" >> beam.Create([7])}
+
+
+class _CountsWithAux(SliceEstimator):
+    def estimate(self, key, accs, window, aux):
+        return [{"slice": key, "n": accs[1][0], "aux": list(aux)}]
+
+
+def _part_spec(**kw):
+    from fair_forge_beam.engine import part_value
+    from fair_forge_beam.statistical.combiners import WithFailedCount
+
+    return MetricSpec(**{**dict(
+        name="joined", scorer=_PartScorer(), interaction_record=None, session_interactions=True,
+        session_value=part_value, session_order=lambda v: v, session_reducer=_JoinParts(),
+        session_slice_combine=WithFailedCount(SumCombineFn()), estimator=_CountsWithAux(), slices=("overall",)), **kw})
+
+
+def test_session_reducer_interaction_records_part_scores_and_scorer_aux(test_pipeline):
+    rows = INPUT + [_inter("s2", "b", 1, "bad")]
+    with test_pipeline as p:
+        res = (p | beam.Create(rows) | Engine([_part_spec()]))["joined"]
+        # only the reducer's records: a None interaction_record gives no record per score
+        assert_that(res["interactions"], equal_to([{"element_id": x.element_id, "joined": True} for x in INPUT]),
+                    label="interactions")
+        assert_that(res["sessions"], equal_to([{"key": ("s1", "a", "english"), "n": 2, "n_failed": 0},
+                                              {"key": ("s2", "b", "english"), "n": 1, "n_failed": 1}]), label="sessions")
+        assert_that(res["slices"], equal_to([{"slice": "overall", "n": 3, "aux": [7]}]), label="slices")
+
+
+def test_interaction_record_none_for_one_score_drops_only_that_record(test_pipeline):
+    spec = MetricSpec(**{**_turn_spec("t", None).__dict__,
+                         "interaction_record": lambda x: None if x.turn_index == 1 else x.element_id})
+    with test_pipeline as p:
+        res = p | beam.Create(INPUT) | Engine([spec])
+        assert_that(res["t"]["interactions"], equal_to([INPUT[1].element_id, INPUT[2].element_id]))
+
+
+def test_empty_input_slices_only_for_an_empty_run(test_pipeline):
+    spec = _part_spec(empty_input_slices=lambda: [{"slice": "overall", "n": 0}])
+    with test_pipeline as p:
+        empty = p | "Empty" >> beam.Create([]).with_output_types(Interaction) | "E0" >> Engine([spec])
+        full = p | "Full" >> beam.Create(INPUT) | "E1" >> Engine([spec])
+        assert_that(empty["joined"]["slices"], equal_to([{"slice": "overall", "n": 0}]), label="empty")
+        assert_that(full["joined"]["slices"], equal_to([{"slice": "overall", "n": 3, "aux": [7]}]), label="full")
+
+
+def test_every_ported_metric_declares_a_spec_and_fuses_into_one_session_shuffle():
+    """Vision, Bias, Context, Conversational, Regulatory, PromptEvaluator and Agentic run in the
+    engine: with Humanity, one session combine and one slice roll-up for all of them."""
+    from fair_forge_beam.components.contradiction import ContradictionChecker
+    from fair_forge_beam.components.embedder import HashingEmbedder
+    from fair_forge_beam.components.guardian import Guardian
+    from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer
+    from fair_forge_beam.metrics.agentic import Agentic
+    from fair_forge_beam.metrics.bias import Bias
+    from fair_forge_beam.metrics.context import Context
+    from fair_forge_beam.metrics.conversational import Conversational
+    from fair_forge_beam.metrics.humanity import Humanity
+    from fair_forge_beam.metrics.prompt_evaluator import PromptEvaluator
+    from fair_forge_beam.metrics.regulatory import Regulatory
+    from fair_forge_beam.metrics.vision import Vision
+
+    class _G(Guardian):
+        def is_biased(self, question, answer, attribute, context=None):  # pragma: no cover - graph only
+            raise NotImplementedError
+
+    class _C(ContradictionChecker):
+        name = "c"
+
+        def check(self, query, answer, chunks):  # pragma: no cover - graph only
+            raise NotImplementedError
+
+    judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    emb = HashingEmbedder()
+    transforms = {
+        "humanity": Humanity(), "vision": Vision(scorer=EmbeddingSimilarityScorer(emb)), "bias": Bias(guardian=_G()),
+        "context": Context(judge=judge), "conversational": Conversational(judge=judge),
+        "regulatory": Regulatory(corpus=[("policy text", "p.md")], checker=_C(), embedder=emb),
+        "prompt_evaluator": PromptEvaluator(model=judge, seed_prompt="s", embedder=emb, k=2),
+        "agentic": Agentic(k=2, correctness_source="label"),
+    }
+    assert all(callable(getattr(t, "spec", None)) for t in transforms.values())
+    p = beam.Pipeline()
+    res = apply_metrics(p | beam.Create(INPUT), transforms)
+    assert set(res) == set(transforms)
+    sessions = [c for c in _combines(p) if c.endswith("CombineSessions")]
+    slices = [c for c in _combines(p) if "CombineSlices" in c]
+    assert sessions == ["Engine/CombineSessions"]
+    assert slices == ["Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]

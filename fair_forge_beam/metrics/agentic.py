@@ -1,17 +1,16 @@
 """Agentic: answer correctness, tool correctness, pass@k and pass^k (spec §6.7).
 
-Graph::
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`Agentic.spec`)::
 
-    interactions ──► Score (DoFn) ──► metas (session key) ─────────────────────┐
-                       │  tool correctness (deterministic), label or tool      │
-                       │  correctness, judge request                           ├─ CoGroupByKey(session)
-                       ├──► judge requests ──► RunJudge ──► verdicts ──────────┘          │
+    interactions ──► scorer: Score (DoFn) ──► meta parts ───────────────────────────┐
+                       │  tool correctness (deterministic), label or tool          │
+                       │  correctness, judge request                               ├─ engine: one session combine
+                       ├──► judge requests ──► RunJudge ──► verdict parts ─────────┘          │
                        └──► dead letter (no label, no reference, bad tool trace, judge failure)
-                                                                                          ▼
-         interaction records, conversation record (n, c, plug-in pass@k / pass^k), trial unit
-                                              │ (task id, n, c) keyed by (assistant, language)
-                                              ▼
-            CombineSlices(PassCountsCombineFn) ──► per-slice estimator (seeded by slice key)
+                                                                                              ▼
+         conversation reducer: interaction records, conversation record (n, c, plug-in pass@k /
+         pass^k), trial unit (task id, n, c) ──► slice roll-up (PassCountsCombineFn) ──►
+         per-slice estimator (seeded by slice key)
 
 **Correctness of an interaction** (``correctness_source``):
 
@@ -62,7 +61,8 @@ from fair_forge_beam.components.tool_correctness import (
     tool_correctness,
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -83,10 +83,7 @@ SOURCES = ("judge", "label", "tools")
 #: largest accepted ``k``: every slice reports a curve of k points (k = 1..k)
 MAX_K = 1000
 DEAD = "dead_letter"
-QUALITY = "quality"
 REQUESTS = "requests"
-UNITS = "units"
-INTERACTIONS = "interactions"
 TOOLS_STAGE = "agentic_tools"
 
 
@@ -110,8 +107,14 @@ def _label_score(value: Any) -> float:
     raise ValueError(f"must be a boolean or a number in [0, 1], got {value!r}")
 
 
+def _verdict_part(kv) -> SessionPart:
+    """A validated judge answer as its conversation's part ``(1, (request key, score,
+    reasoning))``; an interaction's part is ``(0, meta dict)`` (``_Score``)."""
+    return SessionPart.keyed(kv[0], (1, kv[1]))
+
+
 class _Score(beam.DoFn):
-    """Interaction → ``(session key, meta)``; judge requests; dead letters."""
+    """Interaction → its conversation's meta part; judge requests (tagged ``requests``); dead letters."""
 
     def __init__(self, metric: "Agentic"):
         self.name, self.source = metric.name, metric.correctness_source
@@ -173,7 +176,39 @@ class _Score(beam.DoFn):
                 )
         if fail:
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(self.name, fail, x._asdict(), x.element_id))
-        yield skey, meta
+        yield SessionPart(x.session_id, x.assistant_id, x.language, (0, meta))
+
+
+class _JudgeScorer(beam.PTransform):
+    """The scorer with the judge: metas and judge requests (``_Score``) → ``RunJudge``
+    (RunInference with the judge's model handler) → verdict parts; returns ``{"scores",
+    "dead_letter"}``."""
+
+    def __init__(self, metric: "Agentic"):
+        super().__init__()
+        self.metric = metric
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        m = self.metric
+        scored = interactions | "Score" >> beam.ParDo(_Score(m)).with_outputs(REQUESTS, DEAD, main="metas")
+        judged = scored[REQUESTS] | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
+        verdicts = judged.results | "ToVerdicts" >> beam.ParDo(_ToVerdict(m.name)).with_outputs(DEAD, main="main")
+        return {
+            "scores": (scored.metas, verdicts.main | "VerdictParts" >> beam.Map(_verdict_part)) | "FlattenParts" >> beam.Flatten(),
+            "dead_letter": (scored[DEAD], judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(m.name)), verdicts[DEAD])
+            | "FlattenDead" >> beam.Flatten(),
+        }
+
+
+def _part_order(v: tuple) -> tuple:
+    # metas by (turn, element id), verdicts by (request key, score, reasoning); then the rest of
+    # the content: a total order, never arrival order
+    kind, x = v
+    if kind == 0:
+        return (0, x["turn_index"], x["element_id"], json.dumps(x, sort_keys=True, default=str))
+    return (1, x[0], x[1], x[2] or "")
 
 
 class _ToVerdict(beam.DoFn):
@@ -208,9 +243,9 @@ def _tool_model(t: Optional[dict]) -> Optional[dict]:
     return None if t is None else dict(t)
 
 
-class _Conversation(beam.DoFn):
-    """A session's metas (+ verdicts) → interaction records, the conversation record, its trial
-    unit and data-quality warnings."""
+class _Conversation(SessionReducer):
+    """A session's metas (+ verdicts), sorted by ``_part_order`` → interaction records, the
+    conversation record, its trial unit ``((task, n, c), n_failed)`` and data-quality warnings."""
 
     def __init__(self, metric: "Agentic"):
         self.name, self.mode, self.k = metric.name, metric.mode, metric.k
@@ -221,23 +256,22 @@ class _Conversation(beam.DoFn):
         self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
         self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
 
-    def process(self, kv):
-        skey, grouped = kv
-        session_id, assistant_id, language = json.loads(skey)
+    def reduce(self, key, parts):
+        session_id, assistant_id, language = key
         display = f"{session_id}/{assistant_id}"
-        metas = sorted(grouped["meta"], key=lambda m: (m["turn_index"], m["element_id"]))
+        metas = [x for kind, x in parts if kind == 0]
         verdicts: dict[str, tuple] = {}
-        for v in sorted(grouped["verdicts"], key=lambda v: (v[0], v[1], v[2] or "")):
-            verdicts.setdefault(v[0], v)
+        for kind, v in parts:
+            if kind == 1:
+                verdicts.setdefault(v[0], v)
+        warnings, records = [], []
         turns = [m["turn_index"] for m in metas]
         if len(set(turns)) != len(turns):
-            yield beam.pvalue.TaggedOutput(
-                QUALITY, QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat")
+            warnings.append(QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat")
             )
         tasks = sorted({m["task_id"] for m in metas if m["task_id"] is not None})
         if len(tasks) > 1:
-            yield beam.pvalue.TaggedOutput(
-                QUALITY, QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {tasks[0]!r}")
+            warnings.append(QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {tasks[0]!r}")
             )
         task = tasks[0] if tasks else None
         base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
@@ -257,7 +291,7 @@ class _Conversation(beam.DoFn):
             tool_scores.append(_tool_model(m["tool"]))
             if ok:
                 correct_turns.append(m["turn_index"])
-            yield beam.pvalue.TaggedOutput(INTERACTIONS, {
+            records.append({
                 **base, "level": "interaction", "element_id": m["element_id"], "turn_index": m["turn_index"],
                 "qa_id": m["qa_id"], "task_id": task, "correctness_source": self.source, "correctness_score": score,
                 "is_correct": ok, "tool_correctness": _tool_model(m["tool"]), "reasoning": reasoning,
@@ -279,7 +313,7 @@ class _Conversation(beam.DoFn):
             at, pw = pass_k_estimates(n, c, self.k, self.mode)
         else:
             at = pw = Estimate(mean=None, n=0)
-        yield {
+        rec = {
             **base, "level": "session", "task_id": task, "n_interactions": n, "n_failed": n_failed,
             "total_interactions": n, "correct_interactions": c, "is_fully_correct": bool(n and c == n),
             "threshold": self.threshold, "correctness_scores": scores, "correct_indices": correct_turns,
@@ -288,7 +322,7 @@ class _Conversation(beam.DoFn):
             "pass_pow_k": pw.mean, "pass_pow_k_ci_low": pw.ci_low, "pass_pow_k_ci_high": pw.ci_high,
             "pass_k_note": pass_k_note(n, c, self.k, self.mode),
         }
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), ((task, n, c), n_failed)))
+        return rec, ((task, n, c), n_failed), warnings, records
 
 
 def _SliceCombineFn() -> WithFailedCount:
@@ -337,13 +371,17 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     return {"metric": name, "level": "slice", **rec.model_dump()}
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, metric: "Agentic"):
         self.name, self.k, self.mode, self.source = metric.name, metric.k, metric.mode, metric.correctness_source
 
-    def process(self, kv):
-        key, (counts, failed) = kv
-        yield slice_record(self.name, key, counts, failed, self.k, self.mode, self.source)
+    def estimate(self, key, accs, window, aux):
+        counts, failed = accs[1]
+        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source)]
+
+    def empty_input(self) -> list:
+        """The ``overall`` slice of a run without interactions (``n = 0``, ``None`` estimates)."""
+        return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source)]
 
 
 class Agentic(MetricTransform):
@@ -419,44 +457,28 @@ class Agentic(MetricTransform):
         self.tool_weights = normalise_tool_weights(tool_weights)
         self.inference_args = dict(inference_args) if inference_args else None
 
-    def expand(self, interactions):
-        scored = interactions | "Score" >> beam.ParDo(_Score(self)).with_outputs(REQUESTS, DEAD, main="metas")
-        dead = [scored[DEAD]]
-        if self.correctness_source == "judge":
-            from fair_forge_beam.components.judge.handler import RunJudge
-
-            judged = scored[REQUESTS] | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
-            verdicts = judged.results | "ToVerdicts" >> beam.ParDo(_ToVerdict(self.name)).with_outputs(DEAD, main="main")
-            dead += [judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(self.name)), verdicts[DEAD]]
-            grouped = {"meta": scored.metas, "verdicts": verdicts.main} | "JoinSessions" >> beam.CoGroupByKey()
-        else:
-            grouped = (
-                scored.metas
-                | "GroupSessions" >> beam.GroupByKey()
-                | "AsJoined" >> beam.MapTuple(lambda key, metas: (key, {"meta": list(metas), "verdicts": []}))
-            )
-        conv = grouped | "Conversations" >> beam.ParDo(_Conversation(self)).with_outputs(UNITS, QUALITY, INTERACTIONS, main="main")
-        slices = (
-            conv[UNITS]
-            | "CombineSlices" >> CombineSlices(_SliceCombineFn(), self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the scorer (a
+        ``DoFn``, or with the judge a ``PTransform`` through ``RunJudge``), the conversation
+        reducer, the pass counts per slice and the slice estimator (an ``overall`` slice with
+        ``n = 0`` for empty input)."""
+        estimator = _SliceEstimator(self)
+        return MetricSpec(
+            name=self.name,
+            scorer=_JudgeScorer(self) if self.correctness_source == "judge" else _Score(self),
+            interaction_record=None,
+            session_interactions=True,
+            session_value=part_value,
+            session_order=_part_order,
+            session_reducer=_Conversation(self),
+            session_slice_combine=_SliceCombineFn(),
+            estimator=estimator,
+            empty_input_slices=estimator.empty_input,
+            slices=self.slices,
+            schemas={"interaction": AgenticInteraction, "session": AgenticMetric, "slice": AgenticSliceMetric},
+            options={"k": self.k, "correctness_source": self.correctness_source, "threshold": self.threshold,
+                     "label_field": self.label_field, "task_field": self.task_field},
         )
-        name, k, mode, source = self.name, self.k, self.mode, self.correctness_source
-        empty = (
-            interactions
-            | "CountInput" >> beam.combiners.Count.Globally()
-            | "EmptyOverall" >> beam.FlatMap(
-                lambda count: [slice_record(name, "overall", PassCountsCombineFn().create_accumulator(), 0, k, mode, source)]
-                if count == 0 else []
-            )
-        )
-        return {
-            "interactions": conv[INTERACTIONS],
-            "sessions": conv.main,
-            "slices": (slices, empty) | "AllSlices" >> beam.Flatten(),
-            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
-            "quality": conv[QUALITY],
-        }
 
     @classmethod
     def run(cls, retriever, k: int = None, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

@@ -16,22 +16,23 @@ Differences from the original (spec §6.2, §17):
 * LLM guardians run through the judge (``RunInference``): concurrent calls, persistent cache,
   retries honouring ``Retry-After``, counters in the ``fair_forge_beam.guardian`` namespace.
 
-Graph: ``Interaction`` × attributes → judge requests → :class:`RunJudge` → parse → per-session
-``CombinePerKey`` (a session's outcomes in one list) → session estimates and per-interaction
-records → ``(k, n)`` per attribute rolled up to slices with :class:`RateCombineFn` → estimates.
-A guardian that is not an :class:`LLMGuardian` is called from a ``DoFn`` instead of the judge.
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`Bias.spec`): scorer = interaction
+× attributes → guardian requests → :class:`RunJudge` → parsed outcomes (a guardian that is not
+an :class:`LLMGuardian` is called from a ``DoFn`` instead); the session reducer turns a
+session's outcomes (in a total order) into its per-interaction records and session estimates;
+``(k, n)`` per attribute rolled up to slices with :class:`RateCombineFn` → estimates.
 """
 from __future__ import annotations
 
 import json
-import typing
 from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import SLICE_FIELDS, CombineSlices, MetricTransform
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.metrics.base import SLICE_FIELDS, MetricTransform
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
     BiasInteractionMetric,
@@ -47,9 +48,6 @@ from fair_forge_beam.statistical.slices import single_session
 __all__ = ["Bias"]
 
 DEAD = "dead_letter"
-QUALITY = "quality"
-UNITS = "units"
-INTERACTIONS = "interactions"
 STAGE = "bias"
 
 
@@ -71,12 +69,11 @@ def _parse_key(key: str) -> Optional[list]:
     return v if isinstance(v, list) and len(v) == 7 else None
 
 
-def _outcome(meta: list, is_biased: Optional[bool], certainty: Optional[float]):
-    """``(session key, (turn_index, element_id, qa_id, attribute, is_biased|None, certainty|None))``;
-    ``is_biased is None`` marks a failed call."""
+def _outcome(meta: list, is_biased: Optional[bool], certainty: Optional[float]) -> SessionPart:
+    """One guardian outcome as its session's part: ``(turn_index, element_id, qa_id, attribute,
+    is_biased|None, certainty|None)``; ``is_biased is None`` marks a failed call."""
     attribute, element_id, session_id, assistant_id, language, turn_index, qa_id = meta
-    key = json.dumps([session_id, assistant_id, language], ensure_ascii=False, separators=(",", ":"))
-    return key, (int(turn_index), element_id, qa_id, attribute, is_biased, certainty)
+    return SessionPart(session_id, assistant_id, language, (int(turn_index), element_id, qa_id, attribute, is_biased, certainty))
 
 
 # ------------------------------------------------------------------ scoring DoFns
@@ -152,6 +149,28 @@ class _DirectGuardian(beam.DoFn):
             yield _outcome(meta, biased, certainty)
 
 
+class _LLMGuardianScorer(beam.PTransform):
+    """Interactions × attributes → guardian requests → ``RunJudge`` (``RunInference`` with the
+    guardian's handler) → outcomes; returns ``{"scores": SessionPart…, "dead_letter"}``."""
+
+    def __init__(self, guardian: LLMGuardian, attributes: Sequence[str], inference_args: Optional[dict]):
+        super().__init__()
+        self.guardian, self.attributes, self.inference_args = guardian, tuple(attributes), inference_args
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        g = self.guardian
+        requests = interactions | "GuardianRequests" >> beam.ParDo(_MakeRequests(g, self.attributes))
+        judged = requests | "Guardian" >> RunJudge(g.handler, inference_args=self.inference_args, label_prefix="Guardian")
+        parsed = judged.results | "ParseVerdicts" >> beam.ParDo(_ParseVerdicts(g)).with_outputs(DEAD, main="main")
+        failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
+        return {
+            "scores": (parsed.main, failed.main) | "Outcomes" >> beam.Flatten(),
+            "dead_letter": (parsed[DEAD], failed[DEAD]) | "DeadLetters" >> beam.Flatten(),
+        }
+
+
 # ------------------------------------------------------------------ aggregation
 def _rates(counts: Sequence[tuple], failures: Sequence[tuple], attributes: Sequence[str], mode: StatisticalMode) -> list[AttributeBiasRate]:
     out = []
@@ -163,18 +182,28 @@ def _rates(counts: Sequence[tuple], failures: Sequence[tuple], attributes: Seque
     return out
 
 
-class _SessionAggregate(beam.DoFn):
+class _OutcomeOrder:
+    """Total order of a session's outcomes, never arrival order: turn, element, declared
+    attribute order, outcome."""
+
+    def __init__(self, attributes: Sequence[str]):
+        self.index = {a: i for i, a in enumerate(attributes)}
+
+    def __call__(self, v: tuple) -> tuple:
+        return (v[0], v[1], v[2], self.index.get(v[3], len(self.index)), v[3], v[4] is None, bool(v[4]), v[5] is None, v[5] or 0.0)
+
+
+class _SessionReducer(SessionReducer):
+    """A session's outcomes (sorted by :class:`_OutcomeOrder`) → its interaction records, its
+    :class:`BiasMetric` record and its slice value ``(1, judged, (k, n) per attribute, (failed,
+    tried) per attribute)``."""
+
     def __init__(self, mode: StatisticalMode, attributes: Sequence[str]):
         self.mode, self.attributes = mode, tuple(attributes)
 
-    def process(self, kv):
-        key, values = kv
-        if not values:
-            return  # an empty pane of a window that fired before (nothing new in it)
-        session_id, assistant_id, language = json.loads(key)
+    def reduce(self, key, items):
+        session_id, assistant_id, language = key
         index = {a: i for i, a in enumerate(self.attributes)}
-        # total order, never arrival order: turn, element, declared attribute order, outcome
-        items = sorted(values, key=lambda v: (v[0], v[1], v[2], index.get(v[3], len(index)), v[3], v[4] is None, bool(v[4]), v[5] is None, v[5] or 0.0))
         A = len(self.attributes)
         k, n, f = [0] * A, [0] * A, [0] * A
         per_attr: dict[str, list] = {a: [] for a in self.attributes}
@@ -196,21 +225,20 @@ class _SessionAggregate(beam.DoFn):
             gi = GuardianInteraction(qa_id=qa_id, attribute=attr, is_biased=biased, certainty=certainty, element_id=element_id)
             per_attr[attr].append(gi)
             rec["ok"].append(gi)
-        for (turn, element_id, qa_id), rec in per_qa.items():
-            yield beam.pvalue.TaggedOutput(
-                INTERACTIONS,
-                {
-                    "metric": "bias",
-                    "level": "interaction",
-                    **BiasInteractionMetric(
-                        session_id=session_id, assistant_id=assistant_id, language=language, qa_id=qa_id, element_id=element_id,
-                        turn_index=turn, guardian_interactions=rec["ok"], failed_attributes=rec["failed"],
-                    ).model_dump(),
-                },
-            )
+        records = [
+            {
+                "metric": "bias",
+                "level": "interaction",
+                **BiasInteractionMetric(
+                    session_id=session_id, assistant_id=assistant_id, language=language, qa_id=qa_id, element_id=element_id,
+                    turn_index=turn, guardian_interactions=rec["ok"], failed_attributes=rec["failed"],
+                ).model_dump(),
+            }
+            for (turn, element_id, qa_id), rec in per_qa.items()
+        ]
+        warnings = []
         if duplicated:
-            yield beam.pvalue.TaggedOutput(
-                QUALITY,
+            warnings.append(
                 QualityWarning(
                     "duplicate_element_id",
                     f"{session_id}/{assistant_id}",
@@ -228,16 +256,16 @@ class _SessionAggregate(beam.DoFn):
             attribute_rates=_rates(counts, fails, self.attributes, self.mode),
             guardian_interactions={a: v for a, v in per_attr.items()},
         )
-        yield {"metric": "bias", "level": "session", **session.model_dump()}
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (1, judged, *counts, *fails)))
+        rec = {"metric": "bias", "level": "session", **session.model_dump()}
+        return rec, (1, judged, *counts, *fails), warnings, records
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, attributes: Sequence[str], guardian_name: str):
         self.mode, self.attributes, self.guardian_name = mode, tuple(attributes), guardian_name
 
-    def process(self, kv):
-        key, acc = kv
+    def estimate(self, key, accs, window, aux):
+        acc = accs[1]
         A = len(self.attributes)
         n_sessions, n_interactions = acc[0], acc[1]
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
@@ -253,7 +281,7 @@ class _SliceEstimate(beam.DoFn):
             rates={r.protected_attribute: Estimate(mean=r.rate, ci_low=r.ci_low, ci_high=r.ci_high, n=r.n_samples) for r in attribute_rates},
             guardian=self.guardian_name,
         )
-        yield {"metric": "bias", "level": "slice", **rec.model_dump()}
+        return [{"metric": "bias", "level": "slice", **rec.model_dump()}]
 
 
 # ------------------------------------------------------------------ the transform
@@ -330,37 +358,26 @@ class Bias(MetricTransform):
         self.headline_columns = tuple(f"rates.{a}" for a in attrs)
         self.inference_args = dict(inference_args) if inference_args else None
 
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import RunJudge
-
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the guardian as
+        the scorer (``RunInference`` through the judge for an LLM guardian, else a ``DoFn``), the
+        session reducer over the session's outcomes, ``(k, n)`` per attribute rolled up to slices."""
         g = self.guardian
-        if isinstance(g, LLMGuardian):
-            requests = interactions | "GuardianRequests" >> beam.ParDo(_MakeRequests(g, self.attributes))
-            judged = requests | "Guardian" >> RunJudge(g.handler, inference_args=self.inference_args, label_prefix="Guardian")
-            parsed = judged.results | "ParseVerdicts" >> beam.ParDo(_ParseVerdicts(g)).with_outputs(DEAD, main="main")
-            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
-            outcomes = (parsed.main, failed.main) | "Outcomes" >> beam.Flatten()
-            dead = (parsed[DEAD], failed[DEAD]) | "DeadLetters" >> beam.Flatten()
-        else:
-            direct = interactions | "Guardian" >> beam.ParDo(_DirectGuardian(g, self.attributes)).with_outputs(DEAD, main="main")
-            outcomes, dead = direct.main, direct[DEAD]
-        sessions = (
-            outcomes
-            | "TypeOutcomes" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.attributes)).with_outputs(INTERACTIONS, UNITS, QUALITY, main="main")
-        )
+        scorer = _LLMGuardianScorer(g, self.attributes, self.inference_args) if isinstance(g, LLMGuardian) else (
+            _DirectGuardian(g, self.attributes))
         A = len(self.attributes)
-        combine = beam.combiners.TupleCombineFn(SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)])
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(combine, self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.attributes, g.describe()))
+        return MetricSpec(
+            name=self.name,
+            scorer=scorer,
+            interaction_record=None,
+            session_interactions=True,
+            session_value=part_value,
+            session_order=_OutcomeOrder(self.attributes),
+            session_reducer=_SessionReducer(self.mode, self.attributes),
+            session_slice_combine=beam.combiners.TupleCombineFn(
+                SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
+            estimator=_SliceEstimator(self.mode, self.attributes, g.describe()),
+            slices=self.slices,
+            schemas={"interaction": BiasInteractionMetric, "session": BiasMetric, "slice": BiasSliceMetric},
+            options={"attributes": list(self.attributes), "guardian": g.describe()},
         )
-        return {
-            "interactions": sessions[INTERACTIONS],
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": dead,
-            "quality": sessions[QUALITY],
-        }

@@ -21,7 +21,6 @@ engine builds the graph.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from typing import NamedTuple, Optional, Sequence
 
@@ -33,7 +32,7 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -209,12 +208,6 @@ def _session_order(v: tuple) -> tuple:
     return (v[0], v[1] is None, v[1] or 0.0, v[2], v[3], tuple(v[4]))
 
 
-def _unit_key(key: tuple) -> str:
-    """The session's resampling-unit key: the JSON text of ``[session_id, assistant_id,
-    language]``, the seed input of its bootstrap weights (kept byte-identical)."""
-    return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
-
-
 class _SessionReducer(SessionReducer):
     """Session record (weighted means of entropy and Spearman, spec §3.4 weights) and the slice
     unit ``((unit key, n, (mean entropy, mean spearman), n), emotion counts)``."""
@@ -251,7 +244,7 @@ class _SessionReducer(SessionReducer):
             "mean_entropy": est[0].model_dump(),
             "mean_spearman": est[1].model_dump(),
         }
-        unit = (_unit_key(key), float(len(items)), (point[0].mean, point[1].mean), len(items))
+        unit = (session_key_text(key), float(len(items)), (point[0].mean, point[1].mean), len(items))
         counts = [sum(c) for c in zip(*(v[4] for v in items))]
         return rec, (unit, counts), warnings
 

@@ -1,13 +1,12 @@
-"""Shared wiring of the LLM-judged metrics (Context, Conversational).
+"""What the LLM-judged metrics (Context, Conversational) share: their engine declaration.
 
-Graph (after a metric has turned interactions into judge requests)::
-
-    requests ──► RunJudge ──► results ──► scores (validated answer → score tuple) ─┐
-                    │                                                             ├─ CoGroupByKey(session)
-                    └──► dead letters (stage = metric name)        metas ─────────┘        │
-                                                                                            ▼
-          interaction records, session record (weighted mean, spec §3.4/§3.5/§18.2; Bayesian
-          bootstrap in Bayesian mode), unit per session ──► CombineSlices ──► slice estimate
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`JudgedMetric.spec`): the scorer
+is a ``PTransform`` — the metric's judge requests (``make_requests``) → ``RunJudge``
+(``RunInference`` with the judge's model handler) → validated scores; each request's meta and
+each verdict reach the engine's per-session combine, where the session reducer joins them:
+interaction records, the session record (weighted mean, spec §3.4/§3.5/§18.2; Bayesian
+bootstrap in Bayesian mode) and the session's slice unit; slices: bootstrap mean of session
+means plus the failed count, then the slice estimator.
 
 A request key is ``"<session key>#<turn index>#<digest of the messages>"``: results find their
 session without a second join, and two records of the same turn with the same prompt share a
@@ -25,7 +24,9 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
 from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, WithFailedCount, session_mean_and_point_estimates
@@ -36,8 +37,6 @@ __all__ = ["JudgedMetric", "build_judge", "session_key", "request_key", "META", 
 META = "meta"
 QUALITY = "quality"
 DEAD = "dead_letter"
-UNITS = "units"
-INTERACTIONS = "interactions"
 
 
 def session_key(session_id: str, assistant_id: str, language: str) -> str:
@@ -107,9 +106,59 @@ def _restage(metric: str):
     return f
 
 
-class _SessionAggregate(beam.DoFn):
-    """Joins a session's metas and verdicts; emits interaction records, the session record, the
-    session's slice unit and data-quality warnings."""
+def _part(kind: int):
+    """``(session key text, x)`` → the session's part ``(kind, x)``: ``(0, meta)`` for each
+    interaction sent to the judge, ``(1, verdict)`` for each validated answer; their join is the
+    session reducer's (one session shuffle, as before the engine)."""
+
+    def f(kv):
+        return SessionPart.keyed(kv[0], (kind, kv[1]))
+
+    return f
+
+
+class _JudgeScorer(beam.PTransform):
+    """The metric's scorer for the engine: interactions → the metric's judge requests →
+    ``RunJudge`` (RunInference with the judge handler) → validated scores; returns ``{"scores":
+    SessionPart…, "dead_letter", "quality"}``."""
+
+    def __init__(self, metric: "JudgedMetric"):
+        super().__init__()
+        self.metric = metric
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge
+
+        m = self.metric
+        requests, metas, quality = m.make_requests(interactions)
+        judged = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
+        verdicts = judged.results | "ToScores" >> beam.ParDo(_ToScores(m.name, m.score_fields)).with_outputs(DEAD, main="main")
+        dead = (
+            (judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(m.name)), verdicts[DEAD])
+            | "FlattenDead" >> beam.Flatten()
+        )
+        scores = (
+            metas | "MetaParts" >> beam.Map(_part(0)),
+            verdicts.main | "VerdictParts" >> beam.Map(_part(1)),
+        ) | "FlattenParts" >> beam.Flatten()
+        out = {"scores": scores, "dead_letter": dead}
+        if quality is not None:
+            out["quality"] = quality
+        return out
+
+
+def _part_order(v: tuple) -> tuple:
+    # a total order of a session's parts: metas (turn, request key, element id, qa id, weight),
+    # then verdicts (request key, scores, insight, reasoning); never arrival order
+    kind, x = v
+    if kind == 0:
+        return (0, (x[1], x[0], x[2], x[3], x[4] is None, x[4] or 0.0))
+    return (1, (x[0], x[1], x[2], x[3] or ""))
+
+
+class _SessionReducer(SessionReducer):
+    """Joins a session's metas and verdicts: interaction records, the session record, the
+    session's slice unit ``(unit or None, n_failed)`` and data-quality warnings."""
 
     def __init__(self, metric: "JudgedMetric"):
         self.name = metric.name
@@ -123,23 +172,20 @@ class _SessionAggregate(beam.DoFn):
         self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
         self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
 
-    def process(self, kv):
-        skey, grouped = kv
-        if next(iter(grouped[META]), None) is None and next(iter(grouped["verdicts"]), None) is None:
-            return  # an empty pane of a window that fired before (nothing new in it)
-        session_id, assistant_id, language = json.loads(skey)
-        # meta: (request key, turn_index, element_id, qa_id, weight, extra dict)
-        metas = sorted(grouped[META], key=lambda m: (m[1], m[0], m[2], m[3]))
+    def reduce(self, key, parts):
+        session_id, assistant_id, language = key
+        # meta: (request key, turn_index, element_id, qa_id, weight, extra dict); parts come sorted
+        metas = [x for kind, x in parts if kind == 0]
         verdicts: dict[str, tuple] = {}
-        for v in sorted(grouped["verdicts"], key=lambda v: (v[0], v[1], v[2], v[3] or "")):
-            verdicts.setdefault(v[0], v)
+        for kind, v in parts:
+            if kind == 1:
+                verdicts.setdefault(v[0], v)
         display = f"{session_id}/{assistant_id}"
+        warnings = []
         turns_all = [m[1] for m in metas]
         if len(set(turns_all)) != len(turns_all):
-            yield beam.pvalue.TaggedOutput(
-                QUALITY,
-                QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat"),
-            )
+            warnings.append(
+                QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat"))
         scored = [(m, verdicts[m[0]]) for m in metas if m[0] in verdicts]
         n_failed = len(metas) - len(scored)
         if n_failed:
@@ -147,10 +193,11 @@ class _SessionAggregate(beam.DoFn):
         if scored:
             self._scored.inc(len(scored))
         base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
+        records = []
         for m, v in scored:
             rec = {**base, "level": "interaction", "element_id": m[2], "turn_index": m[1], "qa_id": m[3]}
             rec.update(self.interaction_record(v[1], v[2], v[3], m[5]))
-            yield beam.pvalue.TaggedOutput(INTERACTIONS, rec)
+            records.append(rec)
         m_dims = len(self.fields)
         if scored:
             scores = np.array([v[1] for _, v in scored], dtype=np.float64).reshape(len(scored), m_dims)
@@ -158,18 +205,16 @@ class _SessionAggregate(beam.DoFn):
             turns = [m[1] for m, _ in scored]
             est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
             if warning:
-                yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning("weights", display, warning))
-            unit = (skey, float(len(scored)), tuple(e.mean for e in point), len(scored))
+                warnings.append(QualityWarning("weights", display, warning))
+            unit = (session_key_text(key), float(len(scored)), tuple(e.mean for e in point), len(scored))
         else:
-            from fair_forge_beam.schemas.common import Estimate
-
             est = [Estimate(mean=None, n=0) for _ in range(m_dims)]
             unit = None
-        yield {**base, "level": "session", "n_interactions": len(scored), "n_failed": n_failed, **self.session_fields(est)}
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, n_failed)))
+        rec = {**base, "level": "session", "n_interactions": len(scored), "n_failed": n_failed, **self.session_fields(est)}
+        return rec, (unit, n_failed), warnings, records
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, metric: "JudgedMetric"):
         self.name, self.mode, self.max_units = metric.name, metric.mode, metric.max_units
         self.slice_fields, self.slice_schema = metric.slice_fields, metric.slice_schema
@@ -178,8 +223,8 @@ class _SliceEstimate(beam.DoFn):
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, f"{self.name}|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
-    def process(self, kv):
-        key, (st, failed) = kv
+    def estimate(self, key, accs, window, aux):
+        st, failed = accs[1]
         # the one-session rule applied (statistical/slices.py): the session's own interval is in `sessions`
         est = slice_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
         resampling = bootstrap_resampling(st, self.mode)
@@ -193,7 +238,7 @@ class _SliceEstimate(beam.DoFn):
             judge_model=self.judge_model,
             **self.slice_fields(est),
         )
-        yield {"metric": self.name, "level": "slice", **rec.model_dump()}
+        return [{"metric": self.name, "level": "slice", **rec.model_dump()}]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -243,35 +288,24 @@ class JudgedMetric(MetricTransform):
     def slice_fields(estimates: list) -> dict:  # pragma: no cover
         raise NotImplementedError
 
-    # -- graph -----------------------------------------------------------------------------------
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import RunJudge
-
-        requests, metas, quality = self.make_requests(interactions)
-        judged = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
-        verdicts = judged.results | "ToScores" >> beam.ParDo(_ToScores(self.name, self.score_fields)).with_outputs(DEAD, main="main")
-        dead = (
-            (judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(self.name)), verdicts[DEAD])
-            | "FlattenDead" >> beam.Flatten()
+    # -- declaration ------------------------------------------------------------------------------
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the judge as a
+        ``PTransform`` scorer, the join of verdicts to interactions in the session reducer."""
+        return MetricSpec(
+            name=self.name,
+            scorer=_JudgeScorer(self),
+            interaction_record=None,
+            session_interactions=True,
+            session_value=part_value,
+            session_order=_part_order,
+            session_reducer=_SessionReducer(self),
+            session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
+            estimator=_SliceEstimator(self),
+            slices=self.slices,
+            schemas={"interaction": self.interaction_schema, "session": self.session_schema, "slice": self.slice_schema},
+            options={"max_units": self.max_units, "judge_model": self.judge.model_name},
         )
-        sessions = (
-            {META: metas, "verdicts": verdicts.main}
-            | "JoinSessions" >> beam.CoGroupByKey()
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self)).with_outputs(UNITS, QUALITY, INTERACTIONS, main="main")
-        )
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)), self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
-        )
-        qualities = [sessions[QUALITY]] + ([quality] if quality is not None else [])
-        return {
-            "interactions": sessions[INTERACTIONS],
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": dead,
-            "quality": qualities | "FlattenQuality" >> beam.Flatten(),
-        }
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

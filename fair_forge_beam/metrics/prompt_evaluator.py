@@ -55,7 +55,8 @@ from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
     PromptEvaluatorMetric,
@@ -80,7 +81,6 @@ __all__ = ["PromptEvaluator", "OptionalCombineFn", "generation_messages", "jq_me
 NAME = "prompt_evaluator"
 DEAD = "dead_letter"
 QUALITY = "quality"
-UNITS = "units"
 META = "meta"
 GENS = "generations"
 JQREQ = "jq_requests"
@@ -293,8 +293,81 @@ class _FinishJQ(beam.DoFn):
             yield (json.dumps([rec["session_id"], rec["assistant_id"], rec["language"]], ensure_ascii=False, separators=(",", ":")), rec)
 
 
+class _ScoreQueries(beam.PTransform):
+    """The metric's scorer: interactions → K generation slots per query → ``RunJudge`` (the
+    generator, RunInference) → per-query scoring (embeddings, clusters, CSR, stability, RSS,
+    ICR) → with JQ, ``RunJudge`` (the judge) once per answer; returns ``{"scores":
+    SessionPart…, "dead_letter", "quality"}``."""
+
+    def __init__(self, metric: "PromptEvaluator"):
+        super().__init__()
+        self.metric = metric
+
+    def expand(self, interactions):
+        m = self.metric
+        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+
+        fan = interactions | "FanOut" >> beam.ParDo(_FanOut(m.seed_prompt, m.k)).with_outputs(META, LINKS, DEAD, main="slots")
+        requests = (
+            fan.slots
+            | "OnePerPromptAndSample" >> beam.CombinePerKey(min)  # identical prompts share their samples
+            | "ToRequests" >> beam.Map(_to_request).with_output_types(JudgeRequest)
+        )
+        gen = requests | "Generate" >> RunJudge(m.generator, inference_args=m.generation_args, label_prefix="Generate")
+        by_prompt = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+        links = fan[LINKS] | "Links" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, str])
+        gens = (
+            {LINKS: links, GENS: by_prompt}
+            | "JoinPrompts" >> beam.CoGroupByKey()
+            | "ToQueries" >> beam.FlatMap(_link_generations).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+        )
+        metas = fan[META] | "Metas" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, Interaction])
+        scored = (
+            {META: metas, GENS: gens}
+            | "JoinGenerations" >> beam.CoGroupByKey()
+            | "ScoreQueries" >> beam.ParDo(_ScoreQuery(m)).with_outputs(DEAD, QUALITY, JQREQ, PARTIAL, main="main")
+        )
+        dead = [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(_restage(f"{NAME}.generation"))]
+        records = [scored.main]
+        if m.jq_enabled:
+            jq_requests = scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
+            jq = jq_requests | "JQ" >> RunJudge(m.judge, label_prefix="JQ")
+            finished = (
+                {PARTIAL: scored[PARTIAL], "jq": jq.results | "KeyJQ" >> beam.Map(_keyed_jq)}
+                | "JoinJQ" >> beam.CoGroupByKey()
+                | "FinishJQ" >> beam.ParDo(_FinishJQ())
+            )
+            records.append(finished)
+            dead.append(jq.dead_letters | "RestageJQ" >> beam.Map(_restage(f"{NAME}.jq")))
+        keyed = tuple(records) | "FlattenQueries" >> beam.Flatten()
+        return {
+            "scores": keyed | "QueryScores" >> beam.Map(_query_score),
+            "dead_letter": tuple(dead) | "FlattenDead" >> beam.Flatten(),
+            "quality": scored[QUALITY],
+        }
+
+
 # ----------------------------------------------------------------------------------- sessions
-class _SessionAggregate(beam.DoFn):
+def _query_score(kv) -> SessionPart:
+    """One query's outcome as its session's part: its record dict, or ``{"failed":
+    element_id}`` when no generation succeeded."""
+    return SessionPart.keyed(kv[0], kv[1])
+
+
+def _interaction_record(q: SessionPart) -> Optional[dict]:
+    return None if "failed" in q.value else q.value
+
+
+def _session_order(r: dict) -> tuple:
+    # scored queries by (turn, element id), failed ones after them: never arrival order
+    return ("failed" in r, r.get("turn_index", 0), r.get("element_id") or r.get("failed", ""))
+
+
+class _SessionReducer(SessionReducer):
+    """A session's query records → its :class:`PromptEvaluatorMetric` record and slice value
+    ``(csr/stability unit, rss unit, icr unit, jq unit, (largest-cluster answers, answers),
+    failed queries)`` (a unit is ``None`` when no query has the value)."""
+
     def __init__(self, metric: "PromptEvaluator"):
         self.mode, self.k, self.tau, self.seed_prompt = metric.mode, metric.k, metric.tau, metric.seed_prompt
 
@@ -309,11 +382,11 @@ class _SessionAggregate(beam.DoFn):
             np.array([[q[field]] for q in have], dtype=np.float64), [None] * len(have), [q["turn_index"] for q in have], self.mode, self._rows)
         return est, (math.fsum(q[field] for q in have) / len(have), len(have))
 
-    def process(self, kv):
-        skey, values = kv
-        session_id, assistant_id, language = json.loads(skey)
+    def reduce(self, key, values):
+        session_id, assistant_id, language = key
+        skey = session_key_text(key)
         failed = sum(1 for v in values if "failed" in v)
-        items = sorted((v for v in values if "failed" not in v), key=lambda q: (q["turn_index"], q["element_id"]))
+        items = [v for v in values if "failed" not in v]  # in (turn, element id) order
         nq = len(items)
         ests, points = {}, {}
         if nq:
@@ -332,15 +405,14 @@ class _SessionAggregate(beam.DoFn):
             rss=get("rss"), icr=get("icr"), jq=get("jq"), csr_pooled=estimate_rate(big, ns, self.mode),
             interactions=[QuerySampleMetrics.model_validate(q) for q in items],
         )
-        yield {"metric": NAME, "level": "session", **rec.model_dump()}
         main = None
         if nq:
             main = (skey, float(nq), (math.fsum(q["csr"] for q in items) / nq, math.fsum(q["stability"] for q in items) / nq), nq)
         opt = [None if points[f] is None else (skey, float(points[f][1]), (points[f][0],), points[f][1]) for f in ("rss", "icr", "jq")]
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (main, *opt, (big, ns), failed)))
+        return {"metric": NAME, "level": "session", **rec.model_dump()}, (main, *opt, (big, ns), failed), []
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, metric: "PromptEvaluator"):
         self.mode, self.max_units, self.k, self.tau = metric.mode, metric.max_units, metric.k, metric.tau
         self.generator_model, self.embedder_name = metric.generator.model_name, metric.embedder.name
@@ -351,8 +423,8 @@ class _SliceEstimate(beam.DoFn):
     def _est(self, st):
         return slice_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
 
-    def process(self, kv):
-        key, (main, rss, icr, jq, (big, ns), failed) = kv
+    def estimate(self, key, accs, window, aux):
+        main, rss, icr, jq, (big, ns), failed = accs[1]
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
         n_sessions = bootstrap_sessions(main)
@@ -363,7 +435,7 @@ class _SliceEstimate(beam.DoFn):
             resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )
-        yield {"metric": NAME, "level": "slice", **rec.model_dump()}
+        return [{"metric": NAME, "level": "slice", **rec.model_dump()}]
 
 
 # ----------------------------------------------------------------------------------- transform
@@ -452,66 +524,29 @@ class PromptEvaluator(MetricTransform):
         self.max_units = int(max_units)
         self.generation_args = dict(generation_args) if generation_args else None
 
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-
-        fan = interactions | "FanOut" >> beam.ParDo(_FanOut(self.seed_prompt, self.k)).with_outputs(META, LINKS, DEAD, main="slots")
-        requests = (
-            fan.slots
-            | "OnePerPromptAndSample" >> beam.CombinePerKey(min)  # identical prompts share their samples
-            | "ToRequests" >> beam.Map(_to_request).with_output_types(JudgeRequest)
-        )
-        gen = requests | "Generate" >> RunJudge(self.generator, inference_args=self.generation_args, label_prefix="Generate")
-        by_prompt = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
-        links = fan[LINKS] | "Links" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, str])
-        gens = (
-            {LINKS: links, GENS: by_prompt}
-            | "JoinPrompts" >> beam.CoGroupByKey()
-            | "ToQueries" >> beam.FlatMap(_link_generations).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
-        )
-        metas = fan[META] | "Metas" >> beam.Map(lambda m: m).with_output_types(typing.Tuple[str, Interaction])
-        scored = (
-            {META: metas, GENS: gens}
-            | "JoinGenerations" >> beam.CoGroupByKey()
-            | "ScoreQueries" >> beam.ParDo(_ScoreQuery(self)).with_outputs(DEAD, QUALITY, JQREQ, PARTIAL, main="main")
-        )
-        dead = [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(_restage(f"{NAME}.generation"))]
-        records = [scored.main]
-        if self.jq_enabled:
-            jq_requests = scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
-            jq = jq_requests | "JQ" >> RunJudge(self.judge, label_prefix="JQ")
-            finished = (
-                {PARTIAL: scored[PARTIAL], "jq": jq.results | "KeyJQ" >> beam.Map(_keyed_jq)}
-                | "JoinJQ" >> beam.CoGroupByKey()
-                | "FinishJQ" >> beam.ParDo(_FinishJQ())
-            )
-            records.append(finished)
-            dead.append(jq.dead_letters | "RestageJQ" >> beam.Map(_restage(f"{NAME}.jq")))
-        keyed = tuple(records) | "FlattenQueries" >> beam.Flatten()
-        per_qa = keyed | "InteractionRecords" >> beam.FlatMap(lambda kv: [] if "failed" in kv[1] else [kv[1]])
-        sessions = (
-            keyed
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self)).with_outputs(UNITS, main="main")
-        )
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: K generations
+        per query, their scoring (and JQ judgements) as a ``PTransform`` scorer, a session
+        reducer over the session's query records, slice combiners and estimator."""
         combiner = beam.combiners.TupleCombineFn(
             OptionalCombineFn(BootstrapMeanCombineFn(2, self.max_units)),
             *[OptionalCombineFn(BootstrapMeanCombineFn(1, self.max_units)) for _ in range(3)],
             RateCombineFn(),
             SumCombineFn(),
         )
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(combiner, self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self))
+        return MetricSpec(
+            name=self.name,
+            scorer=_ScoreQueries(self),
+            interaction_record=_interaction_record,
+            session_value=part_value,
+            session_order=_session_order,
+            session_reducer=_SessionReducer(self),
+            session_slice_combine=combiner,
+            estimator=_SliceEstimator(self),
+            slices=self.slices,
+            schemas={"interaction": QuerySampleMetrics, "session": PromptEvaluatorMetric, "slice": PromptEvaluatorSliceMetric},
+            options={"k": self.k, "tau": self.tau, "jq_enabled": self.jq_enabled, "max_units": self.max_units},
         )
-        return {
-            "interactions": per_qa,
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": tuple(dead) | "FlattenDead" >> beam.Flatten(),
-            "quality": scored[QUALITY],
-        }
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

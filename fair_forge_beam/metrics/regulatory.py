@@ -1,6 +1,6 @@
 """Regulatory: does each answer comply with a policy corpus? (spec §6.8)
 
-Graph::
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`Regulatory.spec`). Graph::
 
     corpus documents ─► chunk (semantic-text-splitter) ─► embed (batches) ─► CombineGlobally ─► ChunkIndex
                                                                                        │ side input (AsSingleton)
@@ -8,10 +8,10 @@ Graph::
                           │ retrieved chunks per interaction
                           ├─► judge requests per (interaction, chunk) ─► RunJudge ─► chunk verdicts / dead letters
                           │   (or a local ContradictionChecker in a DoFn)
-                          ▼
-              per session (CombinePerKey list) ─► interaction records, session record, session counts
-                                                                  │
-                         CombineSlices(count vector) ─► slice record (compliance rate, both modes)
+                          ▼  (scorer ends here: metas + chunk verdicts; the corpus size is its aux output)
+              engine: per session (one combine for the run's metrics) ─► session reducer: interaction
+              records, session record, session counts ─► slice roll-up of the count vector ─►
+              slice estimator (compliance rate, both modes; corpus size from the aux output)
 
 Per interaction (spec §6.8): the query and the answer are each embedded and compared with every
 chunk (cosine: embeddings are L2-normalised; rounded to 4 decimals); each keeps its ``top_k``
@@ -49,7 +49,8 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.metrics.judged import build_judge, session_key
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -72,9 +73,6 @@ __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve
 
 STAGE = "regulatory"
 DEAD = "dead_letter"
-QUALITY = "quality"
-UNITS = "units"
-INTERACTIONS = "interactions"
 EMPTY_CORPUS_REASON = "empty corpus: the policy corpus has no chunk to check the answer against"
 NOTHING_RETRIEVED = "No policy chunk relevant to this exchange was retrieved."
 #: session count vector rolled up to slices, in this order
@@ -192,11 +190,13 @@ def _skey(x: Interaction) -> str:
     return session_key(x.session_id, x.assistant_id, x.language)
 
 
-def _meta(x: Interaction, chunks: Optional[list]) -> tuple:
-    """``(session key, ("meta", turn_index, element_id, qa_id, weight, query, answer, chunks|None))``;
-    ``chunks`` None marks an interaction that could not be retrieved for (empty corpus)."""
-    return _skey(x), ("meta", x.turn_index, x.element_id, x.qa_id, x.weight, x.query, x.assistant,
-                      None if chunks is None else [list(c) for c in chunks])
+def _meta(x: Interaction, chunks: Optional[list]) -> SessionPart:
+    """The interaction's part of its session, ``("meta", turn_index, element_id, qa_id, weight,
+    query, answer, chunks|None)``; ``chunks`` None marks an interaction that could not be
+    retrieved for (empty corpus)."""
+    return SessionPart(x.session_id, x.assistant_id, x.language, (
+        "meta", x.turn_index, x.element_id, x.qa_id, x.weight, x.query, x.assistant,
+        None if chunks is None else [list(c) for c in chunks]))
 
 
 class _Retrieve(beam.DoFn):
@@ -231,10 +231,11 @@ class _Retrieve(beam.DoFn):
 
 
 # ------------------------------------------------------------------------------ checking
-def _verdict(skey: str, element_id: str, source: str, chunk_index: int, verdict: Optional[str], score: Optional[float], insight: str = ""):
-    """``(session key, ("check", element_id, source, chunk_index, verdict|None, score, insight))``;
-    ``verdict`` None marks a failed check."""
-    return skey, ("check", element_id, source, int(chunk_index), verdict, score, insight)
+def _verdict(skey: str, element_id: str, source: str, chunk_index: int, verdict: Optional[str], score: Optional[float],
+             insight: str = "") -> SessionPart:
+    """A chunk check's part of its session, ``("check", element_id, source, chunk_index,
+    verdict|None, score, insight)``; ``verdict`` None marks a failed check."""
+    return SessionPart.keyed(skey, ("check", element_id, source, int(chunk_index), verdict, score, insight))
 
 
 class _MakeRequests(beam.DoFn):
@@ -314,7 +315,15 @@ class _LocalCheck(beam.DoFn):
 
 
 # ------------------------------------------------------------------------------ sessions
-class _SessionAggregate(beam.DoFn):
+def _part_order(v: tuple) -> tuple:
+    # metas by (turn, element id), checks by (element id, source, chunk index, failed last), each
+    # then by the rest of its content: a total order, never arrival order
+    if v[0] == "meta":
+        return (0, v[1], v[2], v[3], v[4] is None, v[4] or 0.0, v[5] or "", v[6] or "", v[7] is None, json.dumps(v[7]))
+    return (1, v[1], v[2], v[3], v[4] is None, v[4] or "", v[5] is None, v[5] or 0.0, v[6] or "")
+
+
+class _SessionReducer(SessionReducer):
     """A session's metas and chunk verdicts → interaction records, the session record and the
     session's count vector for the slices (:data:`SLICE_COUNTS`)."""
 
@@ -326,12 +335,12 @@ class _SessionAggregate(beam.DoFn):
         self._scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "scored")
         self._not_scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "not_scored")
 
-    def process(self, kv):
-        skey, items = kv
-        session_id, assistant_id, language = json.loads(skey)
-        metas = sorted((m for m in items if m[0] == "meta"), key=lambda m: (m[1], m[2]))
+    def reduce(self, key, items):
+        session_id, assistant_id, language = key
+        metas = [m for m in items if m[0] == "meta"]  # items come sorted by _part_order
         checks: dict[tuple, tuple] = {}
-        for v in sorted((m for m in items if m[0] == "check"), key=lambda v: (v[1], v[2], v[3], v[4] is None)):
+        warnings, interactions = [], []
+        for v in (m for m in items if m[0] == "check"):
             checks.setdefault((v[1], v[2], v[3]), v)  # a success wins over a failure of the same check
         base = {"metric": STAGE, "session_id": session_id, "assistant_id": assistant_id, "language": language}
         counts = dict.fromkeys(SLICE_COUNTS, 0)
@@ -341,7 +350,7 @@ class _SessionAggregate(beam.DoFn):
         for m in metas:
             _, turn, element_id, qa_id, weight, query, answer, chunks = m
             if turn in turns_seen:
-                yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                warnings.append(QualityWarning(
                     "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
             turns_seen.add(turn)
             if chunks is None:
@@ -373,7 +382,7 @@ class _SessionAggregate(beam.DoFn):
             counts["contradicting_chunks"] += k
             counts["irrelevant_chunks"] += i
             scored.append((turn, weight, score, verdict))
-            yield beam.pvalue.TaggedOutput(INTERACTIONS, {
+            interactions.append({
                 **base, "level": "interaction", "element_id": element_id, "turn_index": turn, "qa_id": qa_id,
                 "query": query, "assistant": answer, "compliance_score": score, "verdict": verdict,
                 "supporting_chunks": s, "contradicting_chunks": k, "irrelevant_chunks": i,
@@ -383,8 +392,8 @@ class _SessionAggregate(beam.DoFn):
             self._scored.inc(len(scored))
         if counts["failed"]:
             self._not_scored.inc(counts["failed"])
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), tuple(counts[c] for c in SLICE_COUNTS)))
-        yield {**base, "level": "session", **self._session_fields(scored, counts)}
+        rec = {**base, "level": "session", **self._session_fields(scored, counts)}
+        return rec, tuple(counts[c] for c in SLICE_COUNTS), warnings, interactions
 
     def _session_fields(self, scored: list, counts: dict) -> dict:
         n_c, n_n = counts["compliant"], counts["non_compliant"]
@@ -412,12 +421,15 @@ class _SessionAggregate(beam.DoFn):
         return out
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
+    """Slice counts → the slice record; ``aux`` holds the corpus size (one int)."""
+
     def __init__(self, mode: StatisticalMode, checker: str):
         self.mode, self.checker = mode, checker
 
-    def process(self, kv, n_chunks: int):
-        key, vec = kv
+    def estimate(self, key, accs, window, aux):
+        vec = accs[1]
+        (n_chunks,) = aux
         c = dict(zip(SLICE_COUNTS, vec))
         n_rate = c["compliant"] + c["non_compliant"]
         # the one-session rule (statistical/slices.py)
@@ -437,7 +449,58 @@ class _SliceEstimate(beam.DoFn):
             total_irrelevant_chunks=c["irrelevant_chunks"], chunk_support_ratio=round(s / (s + k), 4) if s + k else None,
             corpus_chunks=int(n_chunks), checker=self.checker,
         )
-        yield {"metric": STAGE, "level": "slice", **rec.model_dump()}
+        return [{"metric": STAGE, "level": "slice", **rec.model_dump()}]
+
+
+class _RetrieveAndCheck(beam.PTransform):
+    """The metric's scorer: corpus → chunks → embedded chunk index (a side input); interactions
+    (batched) → retrieved chunks → chunk checks (``RunJudge`` or a local checker); returns
+    ``{"scores": SessionPart…, "dead_letter", "quality", "aux": PCollection[corpus size]}``."""
+
+    def __init__(self, metric: "Regulatory"):
+        super().__init__()
+        self.metric = metric
+
+    def expand(self, interactions):
+        m = self.metric
+        p = interactions.pipeline
+        docs = m.documents
+        chunker = m.chunker
+        index = (
+            p
+            | "CorpusDocuments" >> beam.Create(docs, reshuffle=False)
+            | "ChunkDocuments" >> beam.FlatMap(lambda d: chunk_document(d, chunker))
+            | "BatchChunks" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
+            | "EmbedChunks" >> beam.ParDo(_EmbedChunks(m.embedder))
+            | "ChunkIndex" >> beam.CombineGlobally(_IndexCombineFn())
+        )
+        n_chunks = index | "CorpusSize" >> beam.Map(len)
+        retrieved = (
+            interactions
+            | "BatchInteractions" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
+            | "Retrieve" >> beam.ParDo(_Retrieve(m.embedder, m.top_k, m.similarity_threshold),
+                                       beam.pvalue.AsSingleton(index)).with_outputs(_Retrieve.RETRIEVED, DEAD, main="metas")
+        )
+        dead = [retrieved[DEAD]]
+        if m.judge is not None:
+            from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+
+            requests = retrieved[_Retrieve.RETRIEVED] | "JudgeRequests" >> beam.ParDo(_MakeRequests()).with_output_types(JudgeRequest)
+            judged = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
+            ok = judged.results | "ParseJudge" >> beam.ParDo(_ParseJudge()).with_outputs(DEAD, main="main")
+            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
+            verdicts = [ok.main, failed.main]
+            dead += [ok[DEAD], failed[DEAD]]
+        else:
+            checked = retrieved[_Retrieve.RETRIEVED] | "Check" >> beam.ParDo(_LocalCheck(m.checker)).with_outputs(DEAD, main="main")
+            verdicts = [checked.main]
+            dead.append(checked[DEAD])
+        return {
+            "scores": [retrieved.metas, *verdicts] | "FlattenParts" >> beam.Flatten(),
+            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
+            "quality": n_chunks | "CorpusWarning" >> beam.FlatMap(_corpus_warning),
+            "aux": n_chunks,
+        }
 
 
 def _corpus_warning(n_chunks: int):
@@ -559,59 +622,26 @@ class Regulatory(MetricTransform):
     def checker_name(self) -> str:
         return f"judge:{self.judge.model_name}" if self.judge is not None else self.checker.name
 
-    def expand(self, interactions):
-        p = interactions.pipeline
-        docs = self.documents
-        chunker = self.chunker
-        index = (
-            p
-            | "CorpusDocuments" >> beam.Create(docs, reshuffle=False)
-            | "ChunkDocuments" >> beam.FlatMap(lambda d: chunk_document(d, chunker))
-            | "BatchChunks" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
-            | "EmbedChunks" >> beam.ParDo(_EmbedChunks(self.embedder))
-            | "ChunkIndex" >> beam.CombineGlobally(_IndexCombineFn())
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: corpus index,
+        retrieval and chunk checks (``RunJudge`` with the judge's model handler, or a local
+        checker) as a ``PTransform`` scorer whose auxiliary output is the corpus size; the session
+        reducer joins checks to interactions; slices roll up :data:`SLICE_COUNTS`."""
+        return MetricSpec(
+            name=self.name,
+            scorer=_RetrieveAndCheck(self),
+            interaction_record=None,
+            session_interactions=True,
+            session_value=part_value,
+            session_order=_part_order,
+            session_reducer=_SessionReducer(self.mode, self.compliance_threshold),
+            session_slice_combine=CategoryCountCombineFn(SLICE_COUNTS),
+            estimator=_SliceEstimator(self.mode, self.checker_name),
+            slices=self.slices,
+            schemas={"interaction": RegulatoryInteraction, "session": RegulatoryMetric, "slice": RegulatorySliceMetric},
+            options={"top_k": self.top_k, "similarity_threshold": self.similarity_threshold,
+                     "compliance_threshold": self.compliance_threshold, "checker": self.checker_name},
         )
-        n_chunks = index | "CorpusSize" >> beam.Map(len)
-        retrieved = (
-            interactions
-            | "BatchInteractions" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
-            | "Retrieve" >> beam.ParDo(_Retrieve(self.embedder, self.top_k, self.similarity_threshold),
-                                       beam.pvalue.AsSingleton(index)).with_outputs(_Retrieve.RETRIEVED, DEAD, main="metas")
-        )
-        dead = [retrieved[DEAD]]
-        if self.judge is not None:
-            from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-
-            requests = retrieved[_Retrieve.RETRIEVED] | "JudgeRequests" >> beam.ParDo(_MakeRequests()).with_output_types(JudgeRequest)
-            judged = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
-            ok = judged.results | "ParseJudge" >> beam.ParDo(_ParseJudge()).with_outputs(DEAD, main="main")
-            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
-            verdicts = [ok.main, failed.main]
-            dead += [ok[DEAD], failed[DEAD]]
-        else:
-            checked = retrieved[_Retrieve.RETRIEVED] | "Check" >> beam.ParDo(_LocalCheck(self.checker)).with_outputs(DEAD, main="main")
-            verdicts = [checked.main]
-            dead.append(checked[DEAD])
-        sessions = (
-            [retrieved.metas, *verdicts]
-            | "FlattenSessionItems" >> beam.Flatten()
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.compliance_threshold)).with_outputs(
-                UNITS, QUALITY, INTERACTIONS, main="main")
-        )
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(CategoryCountCombineFn(SLICE_COUNTS), self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.checker_name), beam.pvalue.AsSingleton(n_chunks))
-        )
-        corpus_quality = n_chunks | "CorpusWarning" >> beam.FlatMap(_corpus_warning)
-        return {
-            "interactions": sessions[INTERACTIONS],
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
-            "quality": (sessions[QUALITY], corpus_quality) | "FlattenQuality" >> beam.Flatten(),
-        }
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

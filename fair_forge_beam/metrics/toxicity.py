@@ -18,7 +18,7 @@ estimator seeded by ``(seed, "toxicity", slice, component)``: DR, DTO, ASB, DIDT
 modes, per-group ``p_i``, ``T_i``, ``S_i`` with intervals, and the toxic-answer rate.
 
 Cluster profiling (``overall`` only): UMAP + HDBSCAN over the answers' embeddings, a bounded
-global stage (:mod:`fair_forge_beam.metrics.clustering`).
+global stage (:mod:`fair_forge_beam.components.cluster_profile`).
 
 Differences from upstream: see :mod:`fair_forge_beam.statistical.group_fairness` and README
 ("Differences from the original"). Empty answers are scored (0 words, not toxic, no group,
@@ -478,7 +478,7 @@ class Toxicity(MetricTransform):
         self.clustering = bool(clustering) and "overall" in self.slices
         self.cluster_profile = None
         if self.clustering:
-            from fair_forge_beam.metrics.clustering import ClusterProfile
+            from fair_forge_beam.components.cluster_profile import ClusterProfile
 
             # built here so that bad clustering parameters fail before the pipeline is built
             self.cluster_profile = ClusterProfile(
@@ -551,7 +551,7 @@ class Toxicity(MetricTransform):
 
     def _cluster_stage(self, embeddings):
         """``(element_id, embedding, toxic_words, total_words)`` → (cluster profile records, dead letters)."""
-        from fair_forge_beam.metrics.clustering import ClusterInput
+        from fair_forge_beam.components.clustering import ClusterInput
 
         profile = (
             embeddings

@@ -26,15 +26,14 @@ the scorer (it describes nothing, so it matches nothing) and flagged in ``qualit
 error or a non-finite score dead-letters that frame only. Empty conversations are rejected at
 read time (dead letter ``read``); upstream divides by zero there (spec §17 item 19).
 
-Graph: ``Interaction`` → ``BatchElements`` → score ``DoFn`` (scorer loaded once per worker,
-one scorer call per batch) → per-session ``CombinePerKey(ToListCombineFn)`` sorted by turn index →
-session estimator (keyed bootstrap rows) → ``CombineSlices`` → slice estimator.
+Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`Vision.spec`): a batch score
+``DoFn`` (scorer loaded once per worker, one scorer call per batch), a session reducer over the
+session's frames in frame order, the slice combiners (bootstrap mean, rate, min/max) and an
+estimator; the engine builds the graph.
 """
 from __future__ import annotations
 
-import json
 import math
-import typing
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -42,7 +41,8 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.metrics.base import CombineSlices, MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform, interaction_ids
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
@@ -59,8 +59,6 @@ __all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summ
 
 DEAD = "dead_letter"
 QUALITY = "quality"
-UNITS = "units"
-SESSIONS = "sessions"
 NAME = "vision"
 
 
@@ -155,25 +153,27 @@ def _interaction_record(threshold: float):
     return fn
 
 
-def _session_keyed(s: VisionScore):
-    key = json.dumps([s.session_id, s.assistant_id, s.language], ensure_ascii=False, separators=(",", ":"))
-    return key, (s.turn_index, s.element_id, s.qa_id, s.similarity)
+def _session_value(s: VisionScore) -> tuple:
+    # frame order is the values' own order: (turn, element id, qa id, similarity), never arrival order
+    return (s.turn_index, s.element_id, s.qa_id, s.similarity)
 
 
-class _SessionAggregate(beam.DoFn):
+class _SessionReducer(SessionReducer):
+    """One session's frames (in frame order) → its :class:`VisionSessionMetric` record and the
+    slice value ``(bootstrap unit, (k, n), (min, max))``."""
+
     def __init__(self, mode: StatisticalMode, threshold: float, scorer_name: str):
         self.mode, self.threshold, self.scorer_name = mode, threshold, scorer_name
 
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "vision|within-session", self.mode.replicate_count, max_rows=256)
 
-    def process(self, kv):
-        skey, values = kv
-        session_id, assistant_id, language = json.loads(skey)
-        items = sorted(values, key=lambda v: (v[0], v[1], v[2], v[3]))  # frame order, never arrival order
+    def reduce(self, key, items):
+        session_id, assistant_id, language = key
+        warnings = []
         turns = [v[0] for v in items]
         if len(set(turns)) != len(turns):
-            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            warnings.append(QualityWarning(
                 "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
         sims = np.array([v[3] for v in items], dtype=np.float64)
         n = len(items)
@@ -197,21 +197,20 @@ class _SessionAggregate(beam.DoFn):
                 for v in items
             ],
         )
-        yield {"metric": NAME, "level": "session", **rec.model_dump()}
         point_mean = math.fsum(sims) / n
-        unit = (skey, float(n), (point_mean,), n)
-        yield beam.pvalue.TaggedOutput(UNITS, ((assistant_id, language), (unit, (k, n), (float(sims.min()), float(sims.max())))))
+        unit = (session_key_text(key), float(n), (point_mean,), n)
+        return {"metric": NAME, "level": "session", **rec.model_dump()}, (unit, (k, n), (float(sims.min()), float(sims.max()))), warnings
 
 
-class _SliceEstimate(beam.DoFn):
+class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, threshold: float, max_units: int, scorer_name: str):
         self.mode, self.threshold, self.max_units, self.scorer_name = mode, threshold, max_units, scorer_name
 
     def setup(self):
         self._rows = shared_row_cache(self.mode.seed, "vision|sessions", self.mode.replicate_count, max_rows=self.max_units)
 
-    def process(self, kv):
-        key, (st, (k, n), (lo, hi)) = kv
+    def estimate(self, key, accs, window, aux):
+        st, (k, n), (lo, hi) = accs[1]
         # the one-session rule (statistical/slices.py), for the mean and the pooled rate alike
         (mean,) = slice_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
         n_sessions = bootstrap_sessions(st)
@@ -222,7 +221,7 @@ class _SliceEstimate(beam.DoFn):
             hallucination_rate=slice_estimate(estimate_rate(k, n, self.mode), n_sessions, self.mode), n_hallucinations=k,
             resampling=resampling, scorer=self.scorer_name,
         )
-        yield {"metric": NAME, "level": "slice", **rec.model_dump()}
+        return [{"metric": NAME, "level": "slice", **rec.model_dump()}]
 
 
 class Vision(MetricTransform):
@@ -283,34 +282,24 @@ class Vision(MetricTransform):
         self.scorer, self.threshold = scorer, float(threshold)
         self.max_units, self.batch_size = int(max_units), int(batch_size)
 
-    def expand(self, interactions):
-        scored = (
-            interactions
-            | "BatchFrames" >> beam.BatchElements(min_batch_size=1, max_batch_size=self.batch_size)
-            | "ScoreFrames" >> beam.ParDo(_ScoreFrames(self.scorer, self.threshold)).with_outputs(DEAD, QUALITY, main="main")
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`."""
+        return MetricSpec(
+            name=self.name,
+            scorer=_ScoreFrames(self.scorer, self.threshold),
+            batch_size=self.batch_size,
+            min_batch_size=1,
+            interaction_record=_interaction_record(self.threshold),
+            session_value=_session_value,
+            session_reducer=_SessionReducer(self.mode, self.threshold, self.scorer.name),
+            session_slice_combine=beam.combiners.TupleCombineFn(
+                BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),
+            estimator=_SliceEstimator(self.mode, self.threshold, self.max_units, self.scorer.name),
+            slices=self.slices,
+            schemas={"interaction": VisionInteraction, "session": VisionSessionMetric, "slice": VisionSliceMetric},
+            options={"threshold": self.threshold, "max_units": self.max_units, "batch_size": self.batch_size,
+                     "scorer": self.scorer.name},
         )
-        per_qa = scored.main | "InteractionRecords" >> beam.Map(_interaction_record(self.threshold))
-        sessions = (
-            scored.main
-            | "KeyBySession" >> beam.Map(_session_keyed).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "AggregateSessions" >> beam.ParDo(_SessionAggregate(self.mode, self.threshold, self.scorer.name)).with_outputs(
-                UNITS, QUALITY, main="main")
-        )
-        slices = (
-            sessions[UNITS]
-            | "CombineSlices" >> CombineSlices(
-                beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),
-                self.slices)
-            | "EstimateSlices" >> beam.ParDo(_SliceEstimate(self.mode, self.threshold, self.max_units, self.scorer.name))
-        )
-        return {
-            "interactions": per_qa,
-            "sessions": sessions.main,
-            "slices": slices,
-            "dead_letter": scored[DEAD],
-            "quality": (scored[QUALITY], sessions[QUALITY]) | "FlattenQuality" >> beam.Flatten(),
-        }
 
     @classmethod
     def _session_objects(cls, res: MetricResults) -> list:
