@@ -24,7 +24,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["fair_forge_beam", "fair_forge_beam.*", "pipelines", "pipelines.*"]),
     package_data={"fair_forge_beam": ["data/examples/*", "data/hurtlex/*", "data/groups/*", "data/regulatory/*.md",
-                                      "data/regulatory/*/*", "data/*.md", "templates/*.j2"]},
+                                      "data/regulatory/*/*", "data/privacy/*", "data/*.md", "templates/*.j2"]},
     include_package_data=True,
     install_requires=_requirements(),
     entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},
