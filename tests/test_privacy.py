@@ -237,3 +237,14 @@ def test_cli_runs_privacy_with_a_domain_file(tmp_path):
     text = json.dumps(results)
     assert '"privacy"' in text and "0.4861111111111111" in text  # 35/36 * 0.5 (domain_fit)
     assert math.isclose(35 / 36 * 0.5, 0.4861111111111111)
+
+
+def test_dead_letter_raw_of_an_interaction_omits_the_new_fields_only_when_unset():
+    from fair_forge_beam.io.elements import dead_letter
+
+    x = sample_interactions()[0]
+    plain = x._replace(chatbot_role=None, spans=None)
+    for raw in (plain, plain._asdict()):
+        assert json.loads(dead_letter("s", "r", raw).raw) == {k: v for k, v in plain._asdict().items() if k not in ("chatbot_role", "spans")}
+    full = json.loads(dead_letter("s", "r", x).raw)
+    assert full["chatbot_role"].startswith("You are the support assistant") and full["spans"][0]["label"] == "phone_number"
