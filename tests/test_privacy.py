@@ -198,6 +198,7 @@ def test_bayesian_intervals_use_the_rate_primitive_and_are_reproducible(tmp_path
     assert over["leak_rate"]["mean"] == 6 / 11  # Beta(1+5, 1+4)
     s = over["score"]
     assert 0.0 <= s["ci_low"] < s["mean"] < s["ci_high"] <= 1.0
+    assert {x["slice"]: x for x in a["slices"]}["language=english"]["score"] == s  # same counts, same draws
 
 
 # ------------------------------------------------------------------ the CombineFn

@@ -226,7 +226,8 @@ def privacy_summary(counts: Sequence[int], domain: PrivacyDomain, detector: PIID
     bayes = mode.is_bayesian
     for j, c in enumerate(classes):
         tp, fp, fn = counts[3 * j:3 * j + 3]
-        prec, rec, miss, f2, draws = estimate_confusion(tp, fp, fn, mode, ("privacy", *key, c))
+        # draws keyed by the class and its counts (not the slice): equal counts give equal estimates in every slice
+        prec, rec, miss, f2, draws = estimate_confusion(tp, fp, fn, mode, ("privacy", c, tp, fp, fn))
         if bayes and tp + fp + fn == 0:  # no evidence at all: F2 = 0 (as gaussia and the composites)
             f2 = Estimate(mean=0.0, ci_low=0.0, ci_high=0.0, n=0)
         per_class[c] = {"tp": tp, "fp": fp, "fn": fn, "precision": prec.model_dump(), "recall": rec.model_dump(),
