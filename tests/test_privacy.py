@@ -249,3 +249,16 @@ def test_dead_letter_raw_of_an_interaction_omits_the_new_fields_only_when_unset(
         assert json.loads(dead_letter("s", "r", raw).raw) == {k: v for k, v in plain._asdict().items() if k not in ("chatbot_role", "spans")}
     full = json.loads(dead_letter("s", "r", x).raw)
     assert full["chatbot_role"].startswith("You are the support assistant") and full["spans"][0]["label"] == "phone_number"
+
+
+def test_presidio_is_optional_and_fails_fast_with_advice():
+    import importlib.util
+
+    from fair_forge_beam.metrics.registry import build_metric
+    from fair_forge_beam.statistical.frequentist import FrequentistMode
+
+    if importlib.util.find_spec("presidio_analyzer") is not None:
+        pytest.skip("presidio_analyzer is installed here")
+    with pytest.raises(ValueError, match="pip install presidio-analyzer"):
+        build_metric("privacy", FrequentistMode(), {"privacy_detector": "presidio"})
+    assert build_metric("privacy", FrequentistMode(), {}).detector.name == "patterns"

@@ -277,7 +277,7 @@ def _privacy(mode: StatisticalMode, options: dict):
     """Privacy from ``--privacy-detector``, ``--privacy-domain`` (JSON file) and ``--privacy-text``.
 
     Raises:
-        ValueError: unreadable or invalid domain file; ImportError: presidio not installed.
+        ValueError: unreadable or invalid domain file, or presidio chosen but not installed.
     """
     import json
 
@@ -295,7 +295,10 @@ def _privacy(mode: StatisticalMode, options: dict):
         if not isinstance(domain, dict):
             raise ValueError(f"--privacy-domain: {path} must hold a JSON object")
         fits = {k: domain.pop(k) for k in ("domain_fit", "regulatory_fit") if k in domain}
-    detector = build_detector(value(options, "privacy_detector") or "patterns", **fits)
+    try:
+        detector = build_detector(value(options, "privacy_detector") or "patterns", **fits)
+    except ImportError as exc:  # presidio chosen but not installed: a configuration error, before any pipeline
+        raise ValueError(str(exc)) from None
     try:
         return Privacy(statistical_mode=mode, detector=detector, domain=domain,
                        **constructor_kwargs(f"{_M}.privacy:Privacy", options))
