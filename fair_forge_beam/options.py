@@ -153,6 +153,8 @@ _V = "fair_forge_beam.metrics.vision:Vision"
 _PE = "fair_forge_beam.metrics.prompt_evaluator:PromptEvaluator"
 _RE = "fair_forge_beam.metrics.regulatory:Regulatory"
 _BAYES = "fair_forge_beam.statistical.bayesian:BayesianMode"
+_PR = "fair_forge_beam.metrics.privacy:Privacy"
+_RA = "fair_forge_beam.metrics.role_adherence:RoleAdherence"
 
 #: main-job options deliberately absent from the Flex Template metadata, with the reason
 _NO_TEMPLATE_FREE_TEXT = "free text with spaces, which no safe parameter regex admits: put it in the --config file"
@@ -425,6 +427,29 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Generator api key env", "TEXT", _WORD,
                                  "Environment variable holding the generator's API key (default: --judge-api-key-env). "
                                  "Example: OPENAI_API_KEY")),
+    )),
+    Group("Privacy and RoleAdherence", (
+        Option("privacy-detector", default="patterns", choices=("patterns", "presidio"),
+               help="privacy: PII detector, offline patterns or Microsoft Presidio (needs presidio-analyzer)",
+               template=Template("Privacy detector", "ENUM", "^(patterns|presidio)$",
+                                 "Privacy: PII detector, offline patterns (default) or Presidio. Example: patterns")),
+        Option("privacy-domain", metavar="PATH", path=True, default_note="the detector's classes, equal weights",
+               help="privacy: JSON file of the domain (classes, criticality_weights, fn_severity_weights, iou_threshold, "
+                    "regulatory_framework; optional domain_fit, regulatory_fit of the detector)",
+               template="a local JSON file read when the pipeline is built: put it in the --config file's folder"),
+        Option("privacy-text", default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
+               help="privacy: the text scanned for PII and the expected spans refer to (answer or question)",
+               template=Template("Privacy text", "ENUM", "^(assistant|query)$",
+                                 "Privacy: text scanned for PII, the answer (default) or the question. Example: assistant")),
+        Option("role-threshold", type=float, default=0.5, feeds=(f"{_RA}.threshold",), validate=_unit_interval("--role-threshold"),
+               help="role_adherence: a session is adherent when its adherence is at least this",
+               template=Template("Role adherence threshold", "NUMBER", _DECIMAL,
+                                 "RoleAdherence: a session is adherent when its adherence is at least this (0.5). "
+                                 "Example: 0.5")),
+        Option("role-strict", type=bool, feeds=(f"{_RA}.strict_mode",),
+               help="role_adherence: a session is adherent only when every judged turn is",
+               template=Template("Role adherence strict", "BOOLEAN", _BOOL_RE,
+                                 "RoleAdherence: a session is adherent only when every judged turn is. Example: false")),
     )),
     Group("streaming sources and event-time windows (see fair_forge_beam.streaming)", (
         Option("window", metavar="SPEC", default_note="one result for the whole input",

@@ -44,7 +44,9 @@ def to_json_line(record) -> str:
     defence at the writer; judge text is scrubbed when it arrives already)."""
     from fair_forge_beam.components.judge.secrets import scrub_known
 
-    if hasattr(record, "_asdict"):
+    if hasattr(record, "as_record"):  # an Interaction: its optional tail fields only when set
+        record = record.as_record()
+    elif hasattr(record, "_asdict"):
         record = record._asdict()
     from fair_forge_beam.io.edge import scrub_json_text
 

@@ -39,11 +39,25 @@ class Interaction(NamedTuple):
     ground_truth_agentic: Optional[dict]
     logprobs: Optional[dict]
     event_time: Optional[float] = None
+    chatbot_role: Optional[str] = None  # the session's declared role (metric role_adherence)
+    spans: Optional[tuple] = None  # expected PII spans as given (metric privacy)
+
+    def as_record(self) -> dict:
+        """The fields as a dict, without ``chatbot_role`` / ``spans`` when they are ``None`` (so
+        dead letters of files without them stay byte-identical to before those fields existed)."""
+        d = self._asdict()
+        for k in _OPTIONAL_TAIL:
+            if d[k] is None:
+                del d[k]
+        return d
 
     @property
     def session_key(self) -> str:
         """Unambiguous grouping key of the session (see :func:`session_unit_key`)."""
         return session_unit_key(self.session_id, self.assistant_id)
+
+
+_OPTIONAL_TAIL = ("chatbot_role", "spans")
 
 
 def _esc(part: str) -> str:
@@ -95,6 +109,10 @@ def dead_letter(
     """
     from fair_forge_beam.io.edge import scrub_json_text, scrub_surrogates
 
+    if isinstance(raw, Interaction):
+        raw = raw.as_record()
+    elif isinstance(raw, dict) and raw.keys() >= set(Interaction._fields):  # an Interaction's ``_asdict()``
+        raw = {k: v for k, v in raw.items() if not (k in _OPTIONAL_TAIL and v is None)}
     if not isinstance(raw, str):
         try:
             raw = scrub_json_text(json.dumps(raw, ensure_ascii=False, default=str))

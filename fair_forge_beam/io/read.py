@@ -158,6 +158,8 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: O
         ground_truth_agentic=b.ground_truth_agentic,
         logprobs=b.logprobs,
         event_time=event_time,
+        chatbot_role=getattr(meta, "chatbot_role", None),
+        spans=None if b.spans is None else tuple(b.spans),
     )
 
 

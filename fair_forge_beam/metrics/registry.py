@@ -293,6 +293,57 @@ def _prompt_evaluator_fields() -> list[pa.Field]:
                                                "n_samples"], "prompt_evaluator_")])
 
 
+def _privacy(mode: StatisticalMode, options: dict):
+    """Privacy from ``--privacy-detector``, ``--privacy-domain`` (JSON file) and ``--privacy-text``.
+
+    Raises:
+        ValueError: unreadable or invalid domain file, or presidio chosen but not installed.
+    """
+    import json
+
+    from fair_forge_beam.components.pii import build_detector
+    from fair_forge_beam.metrics.privacy import Privacy
+
+    domain, fits = None, {}
+    path = options.get("privacy_domain")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                domain = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--privacy-domain: cannot read {path}: {exc}") from None
+        if not isinstance(domain, dict):
+            raise ValueError(f"--privacy-domain: {path} must hold a JSON object")
+        fits = {k: domain.pop(k) for k in ("domain_fit", "regulatory_fit") if k in domain}
+    try:
+        detector = build_detector(value(options, "privacy_detector") or "patterns", **fits)
+    except ImportError as exc:  # presidio chosen but not installed: a configuration error, before any pipeline
+        raise ValueError(str(exc)) from None
+    try:
+        return Privacy(statistical_mode=mode, detector=detector, domain=domain,
+                       **constructor_kwargs(f"{_M}.privacy:Privacy", options))
+    except Exception as exc:  # pydantic's ValidationError of the domain: a one-line configuration error
+        raise ValueError(f"--privacy-domain: {exc}") from None
+
+
+def _privacy_fields() -> list[pa.Field]:
+    return [pa.field("privacy_detected", pa.string()), pa.field("privacy_leaked", pa.bool_()),
+            pa.field("privacy_expected", pa.int64()), pa.field("privacy_tp", pa.int64()),
+            pa.field("privacy_fp", pa.int64()), pa.field("privacy_fn", pa.int64())]
+
+
+def _role_adherence(mode: StatisticalMode, options: dict):
+    from fair_forge_beam.metrics.role_adherence import RoleAdherence
+
+    return RoleAdherence(judge=_judge_config(options, "role_adherence"), statistical_mode=mode,
+                         **constructor_kwargs(f"{_M}.role_adherence:RoleAdherence", options))
+
+
+def _role_adherence_fields() -> list[pa.Field]:
+    return [pa.field("role_adherent", pa.bool_()), pa.field("role_adherence_score", pa.float64()),
+            pa.field("role_reason", pa.string())]
+
+
 #: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
 METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "humanity": (_humanity, _humanity_fields),
@@ -305,6 +356,8 @@ METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
     "bestof": (_bestof, _bestof_fields),
     "vision": (_vision, _vision_fields),
     "prompt_evaluator": (_prompt_evaluator, _prompt_evaluator_fields),
+    "privacy": (_privacy, _privacy_fields),
+    "role_adherence": (_role_adherence, _role_adherence_fields),
 }
 
 BASE_FIELDS = [

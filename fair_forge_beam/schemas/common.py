@@ -56,6 +56,10 @@ class Batch(BaseModel):
     ground_truth_agentic: Optional[dict[str, Any]] = Field(default_factory=dict)
     logprobs: Optional[dict[str, Any]] = Field(default_factory=dict)
     weight: Optional[float] = None
+    #: expected PII spans of the text the privacy metric scans (gaussia 1.2.0's ``PrivacyBatch.spans``):
+    #: ``{"label", "start", "end", "text"?, "score"?}`` with character offsets ``[start, end)``;
+    #: validated by :mod:`fair_forge_beam.metrics.privacy` (a bad span dead-letters its interaction)
+    spans: Optional[list[dict[str, Any]]] = None
 
     @field_validator("qa_id", mode="before")
     @classmethod
@@ -91,6 +95,8 @@ class _SessionHeader(BaseModel):
     assistant_id: str
     language: Optional[str] = "english"
     context: str = ""
+    #: the role the assistant must keep (gaussia 1.2.0's ``Dataset.chatbot_role``; metric role_adherence)
+    chatbot_role: Optional[str] = None
 
     @field_validator("session_id", "assistant_id", mode="before")
     @classmethod
