@@ -27,6 +27,7 @@ setup(
                                       "data/regulatory/*/*", "data/*.md", "templates/*.j2"]},
     include_package_data=True,
     install_requires=_requirements(),
+    extras_require={"optimizer": ["optuna>=3.6"], "explain": ["interpreto>=0.5,<0.6"]},
     entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},
     license="MIT",
 )

@@ -133,3 +133,36 @@ def test_miprov2_tpe_search_is_seeded_and_reproducible(tmp_path):
     assert r1.optimized_prompt.startswith("BETTER inst\n\nExamples:\n\nUser: ")
     assert r1.initial_score == pytest.approx(0.4, abs=1e-15)
     assert r1.n_dead >= 1 and all(d["stage"] == "optimizer.evaluate" for d in r1.dead_letters)
+
+
+def test_declared_defaults_match_the_constructors():
+    import inspect
+
+    from fair_forge_beam.optimizer.options import OPTIMIZER_OPTIONS
+
+    for o in OPTIMIZER_OPTIONS:
+        for f in o.feeds:
+            owner, _, arg = f.rpartition(".")
+            mod, _, cls = owner.partition(":")
+            import importlib
+
+            sig = inspect.signature(getattr(importlib.import_module(mod), cls).__init__)
+            assert sig.parameters[arg].default == o.default, f
+
+
+def test_cli_writes_result_and_dead_letters(tmp_path):
+    import subprocess
+    import sys
+
+    data = _load(GEPA_DATA)
+    bad = data[0]["conversation"][1]["query"]
+    with ScriptedOpenAIServer(scripted(bad_query=bad)) as srv:
+        env = dict(os.environ, FFB_TEST_UNSET_KEY="")
+        cmd = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--output", str(tmp_path / "out"),
+               "--model", "opt-model", "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY",
+               "--judge-cache", str(tmp_path / "c.sqlite3"), "--seed-prompt", "SEED prompt", "--iterations", "2"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert res["optimized_prompt"] == "BETTER prompt" and res["n_dead"] == 4 and res["method"] == "gepa"
+    assert len((tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()) == 4
