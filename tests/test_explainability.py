@@ -81,3 +81,22 @@ def test_beam_stage_explains_and_dead_letters_bad_items():
                     equal_to(expected), label="results")
         assert_that(out["dead_letter"] | "D" >> beam.Map(lambda d: (d.stage, d.element_id)),
                     equal_to([("explain", "bad"), ("explain", "long")]), label="dead")
+
+
+def test_cli_with_the_builtin_tiny_model(tmp_path):
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import json
+    import subprocess
+    import sys
+
+    from fair_forge_beam.runner import read_jsonl_shards
+
+    inp = tmp_path / "items.jsonl"
+    inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\nnot json\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pipelines.explain", "--input", str(inp), "--output", str(tmp_path / "o"),
+                           "--model", "tiny-random", "--method", "Occlusion"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = read_jsonl_shards(str(tmp_path / "o" / "attributions"))
+    dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
+    assert [r["id"] for r in res] == ["1"] and len(res[0]["attributions"]) == 6
+    assert [d["stage"] for d in dead] == ["explain.read"]
