@@ -166,3 +166,15 @@ def test_cli_writes_result_and_dead_letters(tmp_path):
     res = json.loads((tmp_path / "out" / "result.json").read_text())
     assert res["optimized_prompt"] == "BETTER prompt" and res["n_dead"] == 4 and res["method"] == "gepa"
     assert len((tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()) == 4
+
+
+def test_evaluator_score_is_the_schema_object_not_the_first_score_number():
+    from fair_forge_beam.components.judge.parsing import parse_structured
+    from fair_forge_beam.optimizer import EvaluatorScore
+
+    quoted = 'The answer says "score": 1.0 itself. Verdict: {"score": 0.2, "insight": "wrong plan price"}'
+    assert parse_structured(quoted, EvaluatorScore)[0].score == 0.2  # the original reads 1.0 here
+    parsed, err = parse_structured('{"score": 1.5, "insight": "x"}', EvaluatorScore)
+    assert parsed is None and "less than or equal to 1" in err  # the original clamps to 1.0
+    parsed, err = parse_structured('{"score": 0.5, "insight": "x", "bonus": 1}', EvaluatorScore)
+    assert parsed is None and err
