@@ -3,8 +3,9 @@
 Install with ``pip install -e .`` (core: the lexicon metrics, keyword group detection, judges,
 reports; no torch), ``pip install -e '.[embeddings]'`` (MiniLM embeddings and UMAP/HDBSCAN
 clustering: torch, sentence-transformers, umap-learn, numba ...), ``'.[test]'`` (the test suite's
-tools) or ``'.[all]'`` (both; what CI installs). The pins live in ``requirements.txt``,
-``requirements-embeddings.txt`` and ``requirements-test.txt``. Beam worker processes import the
+tools), ``'.[optimizer]'`` (Optuna for MIPROv2), ``'.[explain]'`` (interpreto token attributions) or
+``'.[all]'`` (everything; what CI installs). The pins live in ``requirements.txt`` and
+``requirements-<extra>.txt``. Beam worker processes import the
 installed package (never ``__main__``), so every DoFn and coder lives inside ``fair_forge_beam``.
 """
 from pathlib import Path
@@ -19,8 +20,9 @@ def _requirements(name: str = "requirements.txt") -> list[str]:
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
-EXTRAS = {"embeddings": _requirements("requirements-embeddings.txt"), "test": _requirements("requirements-test.txt")}
-EXTRAS["all"] = EXTRAS["embeddings"] + EXTRAS["test"]
+EXTRAS = {name: _requirements(f"requirements-{name}.txt") for name in ("embeddings", "test", "optimizer", "explain")}
+EXTRAS["explain"] += EXTRAS["embeddings"]  # interpreto attributes a transformers model on torch
+EXTRAS["all"] = sorted(set(EXTRAS["embeddings"] + EXTRAS["test"] + EXTRAS["optimizer"] + EXTRAS["explain"]))
 
 
 setup(

@@ -42,7 +42,7 @@ def _metadata_requires(tmp_path) -> dict[str, set[str]]:
     """``install_requires`` and each extra's requirements (names) as ``setup.py egg_info`` writes them."""
     src = tmp_path / "src"
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
-    for rel in {*tracked, "setup.py", "requirements.txt", "requirements-embeddings.txt", "requirements-test.txt",
+    for rel in {*tracked, "setup.py", "requirements.txt", *(p.name for p in REPO.glob("requirements-*.txt")),
                 "MANIFEST.in", "README.md"}:
         if (REPO / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +70,9 @@ def test_core_install_has_no_embedding_stack_and_extras_bring_it(tmp_path):
     assert {"apache-beam", "nrclex", "vadersentiment", "jinja2", "pyarrow", "matplotlib"} <= core
     assert req["embeddings"] == HEAVY_DISTS
     assert req["test"] == TEST_DISTS
-    assert req["all"] == HEAVY_DISTS | TEST_DISTS
+    assert req["optimizer"] == {"optuna"}
+    assert req["explain"] == {"interpreto"} | HEAVY_DISTS  # attributions run a transformers model on torch
+    assert req["all"] == HEAVY_DISTS | TEST_DISTS | {"optuna", "interpreto"}  # CI installs every extra
 
 
 def test_ci_installs_every_extra():

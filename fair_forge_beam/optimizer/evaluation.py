@@ -1,0 +1,281 @@
+"""Scoring candidate prompts over a dataset as one Beam pipeline (spec §12, DESIGN §6).
+
+Every (candidate prompt × example) pair is one executor call and one evaluator call, both
+through ``RunInference`` with :class:`~fair_forge_beam.components.judge.handler.OpenAIJudgeHandler`
+(retries, throttling, persistent cache, dead letters). The evaluator's answer is validated
+against :class:`EvaluatorScore` (strict JSON, ``score`` ∈ [0, 1]); an answer that does not fit is
+re-asked by the handler and then dead-lettered — it is never read as 0 and never clamped (the
+original takes the first ``"score": <number>`` it finds, clamps it to [0, 1] and scores 0
+otherwise).
+
+A candidate's score is the plain mean of its scored examples (``math.fsum`` over the scores in
+example order, so the value does not depend on sharding); examples whose executor or evaluator
+call failed are not in the mean and are counted in ``n_dead``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fair_forge_beam._beam import beam
+
+__all__ = ["Example", "EvaluatorScore", "CandidateScore", "load_examples", "evaluate_prompts", "run_structured",
+           "executor_messages", "evaluator_messages"]
+
+
+class EvaluatorScore(BaseModel):
+    """The evaluator's structured answer: ``score`` ∈ [0, 1] (1 = fully meets the criteria),
+    ``insight`` a short reason. Extra fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(ge=0.0, le=1.0, description="how well the response meets the criteria and the expected answer, 0 to 1")
+    insight: str = Field(description="short explanation of the score")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One QA of the dataset: ``index`` (0-based position over all sessions in file order),
+    ``example_id`` (``"{session_id}/{qa_id}"``), the query, the session context and the expected
+    answer (``ground_truth_assistant``, ``""`` when absent)."""
+
+    index: int
+    example_id: str
+    query: str
+    context: str
+    expected: str
+
+
+@dataclass
+class CandidateScore:
+    """Evaluation of one candidate prompt over a set of examples.
+
+    ``score``: mean evaluator score in [0, 1], or ``None`` when no example was scored;
+    ``n_scored`` / ``n_dead``: examples scored / lost to dead letters; ``failing``: up to 10
+    examples (lowest index first) with ``score < failure_threshold`` as dicts
+    ``{example_id, query, expected, actual, score}``; ``n_failing``: all of them."""
+
+    prompt: str
+    score: Optional[float]
+    n_scored: int
+    n_dead: int
+    n_failing: int = 0
+    failing: list = field(default_factory=list)
+
+
+def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
+    """Examples from upstream ``Dataset`` sessions (dicts or models), in order.
+
+    Returns ``(examples, dead_letters)``: a session that fails validation becomes a dead letter
+    ``{stage: "optimizer.read", reason, element_id, raw}`` instead of stopping the run.
+    Raises ``TypeError`` for a streamed item (``StreamedBatch``): the optimizer needs whole
+    sessions, as in the original."""
+    from fair_forge_beam.io.elements import dead_letter
+    from fair_forge_beam.schemas.common import Dataset, StreamedBatch
+
+    examples, dead = [], []
+    for i, item in enumerate(datasets):
+        if isinstance(item, StreamedBatch):
+            raise TypeError("the prompt optimizer needs Dataset items (whole sessions), got a StreamedBatch")
+        try:
+            ds = item if isinstance(item, Dataset) else Dataset.model_validate(item)
+        except Exception as exc:  # pydantic ValidationError or a non-mapping
+            dead.append(dead_letter("optimizer.read", f"invalid session: {str(exc)[:500]}", item, element_id=f"#{i}")._asdict())
+            continue
+        for b in ds.conversation:
+            examples.append(Example(len(examples), f"{ds.session_id}/{b.qa_id}", b.query, ds.context or "", b.ground_truth_assistant or ""))
+    return examples, dead
+
+
+def executor_messages(prompt: str, ex: Example) -> tuple:
+    """The default executor (as the original's): system = prompt [+ blank line + context], user = query."""
+    from fair_forge_beam.metrics.prompt_evaluator import generation_messages
+
+    return generation_messages(prompt, ex.context, ex.query)
+
+
+def evaluator_messages(objective: str, ex: Example, actual: str) -> tuple:
+    """The evaluator's messages: criteria = ``objective``; query, context, expected and actual
+    answer in data fences (hostile text never reaches the instructions)."""
+    from fair_forge_beam.metrics.prompt_evaluator import jq_messages
+
+    return jq_messages(objective, ex.context, ex.query, ex.expected, actual)
+
+
+_SEP = "\x1f"
+
+
+def _exec_requests(ex: Example, prompts):
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    for ci, p in enumerate(prompts):
+        yield judge_request(f"{ci}{_SEP}{ex.index}", executor_messages(p, ex), schema=None, element_id=ex.example_id)
+
+
+def _eval_request(res, examples, objective):
+    from fair_forge_beam.components.judge.handler import judge_request
+
+    ex = examples[int(res.key.split(_SEP)[1])]  # examples: {index: Example}
+    return judge_request(res.key, evaluator_messages(objective, ex, res.answer), schema=EvaluatorScore, element_id=ex.example_id)
+
+
+def _restage(stage):
+    def f(d):
+        return d._replace(stage=stage)
+    return f
+
+
+def _summarise(kv, prompts, examples, threshold):
+    ci, items = kv
+    scores, dead = {}, 0
+    actual = {}
+    for kind, payload in items:
+        if kind == "dead":
+            dead += 1
+        elif kind == "answer":
+            actual[payload[0]] = payload[1]
+        else:
+            scores[payload[0]] = payload[1]
+    order = sorted(scores)
+    mean = math.fsum(scores[i] for i in order) / len(order) if order else None
+    failing = [i for i in order if scores[i] < threshold]
+    return {
+        "candidate": ci,
+        "score": mean,
+        "n_scored": len(order),
+        "n_dead": dead,
+        "n_failing": len(failing),
+        "failing": [{"example_id": examples[i].example_id, "query": examples[i].query, "expected": examples[i].expected,
+                     "actual": actual.get(i, ""), "score": scores[i]} for i in failing[:10]],
+    }
+
+
+def _candidate_of(key: str) -> int:
+    return int(str(key).split(_SEP)[0])
+
+
+def evaluate_prompts(
+    prompts: Sequence[str],
+    examples: Sequence[Example],
+    executor,
+    evaluator,
+    objective: str,
+    failure_threshold: float = 0.6,
+    workdir: Optional[str] = None,
+    label: str = "round",
+    pipeline_args: Optional[Sequence[str]] = None,
+) -> tuple[list[CandidateScore], list[dict]]:
+    """Score each prompt on ``examples`` in one Beam pipeline.
+
+    Args:
+      prompts: candidate system prompts (index = candidate id).
+      examples: the examples to run (a minibatch or all).
+      executor / evaluator: :class:`OpenAIJudgeHandler` (the executor's ``output_schema`` must
+        be None: free text).
+      objective: the evaluation criteria given to the evaluator.
+      failure_threshold: an example with ``score < failure_threshold`` is failing (GEPA).
+      workdir: folder for the pipeline's outputs (a temporary folder when None); dead letters
+        are also written there as ``{label}-dead_letter*.jsonl``.
+      pipeline_args: Beam options (default runner: ``FnApiRunner`` in-memory).
+
+    Returns ``(scores, dead_letters)``: one :class:`CandidateScore` per prompt in order, and
+    the dead-letter dicts (stages ``optimizer.execute`` / ``optimizer.evaluate``).
+    """
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+    from fair_forge_beam.runner import pipeline_options, write_jsonl
+
+    prompts, examples = list(prompts), list(examples)
+    if not prompts:
+        return [], []
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
+    os.makedirs(workdir, exist_ok=True)
+    summary_prefix = os.path.join(workdir, f"{label}-summary")
+    dead_prefix = os.path.join(workdir, f"{label}-dead_letter")
+    by_index = {e.index: e for e in examples}
+    with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+        exs = p | "Examples" >> beam.Create([e.index for e in examples], reshuffle=True)
+        reqs = exs | "ExecRequests" >> beam.FlatMap(lambda i: list(_exec_requests(by_index[i], prompts))).with_output_types(JudgeRequest)
+        ex_out = reqs | "Execute" >> RunJudge(executor, label_prefix="Execute")
+        ev_reqs = ex_out.results | "EvalRequests" >> beam.Map(
+            lambda r: _eval_request(r, by_index, objective)).with_output_types(JudgeRequest)
+        ev_out = ev_reqs | "Evaluate" >> RunJudge(evaluator, label_prefix="Evaluate")
+        dead = (
+            ex_out.dead_letters | "RestageExec" >> beam.Map(_restage("optimizer.execute")),
+            ev_out.dead_letters | "RestageEval" >> beam.Map(_restage("optimizer.evaluate")),
+        ) | "FlattenDead" >> beam.Flatten()
+        tagged = (
+            ex_out.results | "Answers" >> beam.Map(lambda r: (_candidate_of(r.key), ("answer", (int(r.key.split(_SEP)[1]), r.answer)))),
+            ev_out.results | "Scores" >> beam.Map(lambda r: (_candidate_of(r.key), ("score", (int(r.key.split(_SEP)[1]), float(r.parsed["score"]))))),
+            dead | "DeadByCandidate" >> beam.Map(lambda d: (_candidate_of(d.source.split(":", 1)[1]) if d.source else -1, ("dead", None))),
+        ) | "FlattenTagged" >> beam.Flatten()
+        seeds = p | "Candidates" >> beam.Create([(ci, ("seed", None)) for ci in range(len(prompts))])
+        summaries = (
+            (tagged, seeds) | "All" >> beam.Flatten()
+            | "ByCandidate" >> beam.GroupByKey()
+            | "Summarise" >> beam.Map(lambda kv: _summarise((kv[0], [x for x in kv[1] if x[0] != "seed"]), prompts, by_index, failure_threshold))
+        )
+        write_jsonl(summaries, summary_prefix, "Summaries", num_shards=1)
+        write_jsonl(dead, dead_prefix, "DeadLetters", num_shards=1)
+    rows = {}
+    for fn in sorted(os.listdir(workdir)):
+        path = os.path.join(workdir, fn)
+        if fn.startswith(os.path.basename(summary_prefix)):
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    r = json.loads(line)
+                    rows[r["candidate"]] = r
+    dead_rows = []
+    for fn in sorted(os.listdir(workdir)):
+        if fn.startswith(os.path.basename(dead_prefix)):
+            with open(os.path.join(workdir, fn), encoding="utf-8") as fh:
+                dead_rows.extend(json.loads(line) for line in fh)
+    dead_rows.sort(key=lambda d: (d.get("source") or "", d.get("stage") or ""))
+    out = []
+    for ci, prompt in enumerate(prompts):
+        r = rows.get(ci, {"score": None, "n_scored": 0, "n_dead": 0, "n_failing": 0, "failing": []})
+        out.append(CandidateScore(prompt, r["score"], r["n_scored"], r["n_dead"], r["n_failing"], r["failing"]))
+    if own:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out, dead_rows
+
+
+def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Optional[str] = None,
+                   pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
+    """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request
+    from fair_forge_beam.runner import pipeline_options, write_jsonl
+
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
+    os.makedirs(workdir, exist_ok=True)
+    safe = "".join(c if c.isalnum() else "_" for c in key)
+    res_prefix, dead_prefix = os.path.join(workdir, f"{safe}-result"), os.path.join(workdir, f"{safe}-dead_letter")
+    req = judge_request(key, messages, schema=schema, element_id=key)
+    with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+        out = p | "Request" >> beam.Create([req]).with_output_types(JudgeRequest) | "Propose" >> RunJudge(handler, label_prefix="Propose")
+        write_jsonl(out.results | "Parsed" >> beam.Map(lambda r: {"parsed": r.parsed}), res_prefix, "Results", num_shards=1)
+        write_jsonl(out.dead_letters | "Restage" >> beam.Map(_restage("optimizer.propose")), dead_prefix, "Dead", num_shards=1)
+    parsed, dead = None, []
+    for fn in sorted(os.listdir(workdir)):
+        path = os.path.join(workdir, fn)
+        if fn.startswith(os.path.basename(res_prefix)):
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    parsed = json.loads(line)["parsed"]
+        elif fn.startswith(os.path.basename(dead_prefix)):
+            with open(path, encoding="utf-8") as fh:
+                dead.extend(json.loads(line) for line in fh)
+    if own:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return parsed, dead

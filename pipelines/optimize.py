@@ -1,0 +1,74 @@
+"""Prompt optimizer job: improve a system prompt over a dataset with GEPA or MIPROv2.
+
+    python -m pipelines.optimize --method gepa --input data.json --model gpt-4o-mini \\
+        --seed-prompt "You are a support assistant." --objective "Correct and grounded" --output out/
+
+Unknown ``--flags`` are Beam pipeline options for the candidate-evaluation pipelines (default
+runner: FnApiRunner in-memory). Writes ``result.json`` and ``dead_letter.jsonl`` to ``--output``.
+See docs/optimizer.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Optional, Sequence
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from fair_forge_beam.optimizer.options import add_arguments, constructor_kwargs, validate
+
+    parser = argparse.ArgumentParser(prog="fair-forge-beam-optimize", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    try:
+        validate(args)
+        if not args.input or not args.output or not args.model:
+            raise ValueError("--input, --output and --model are required")
+        if bool(args.seed_prompt) == bool(args.seed_prompt_file):
+            raise ValueError("give exactly one of --seed-prompt and --seed-prompt-file")
+    except ValueError as exc:
+        parser.error(str(exc))
+    seed_prompt = args.seed_prompt
+    if args.seed_prompt_file:
+        with open(args.seed_prompt_file, encoding="utf-8") as fh:
+            seed_prompt = fh.read().strip()
+    with open(args.input, encoding="utf-8") as fh:
+        datasets = json.load(fh)
+    if not isinstance(datasets, list):
+        parser.error("--input must hold a JSON list of sessions")
+
+    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+    from fair_forge_beam.optimizer.optimizers import GEPAOptimizer, MIPROv2Optimizer
+
+    cache = None if args.judge_cache == "none" else args.judge_cache
+
+    def handler(model):
+        return OpenAIJudgeHandler(model, args.base_url, api_key_env=args.api_key_env, cache_path=cache)
+
+    model = handler(args.model)
+    executor = handler(args.executor_model) if args.executor_model else model
+    evaluator = handler(args.evaluator_model) if args.evaluator_model else model
+    cls = GEPAOptimizer if args.method == "gepa" else MIPROv2Optimizer
+    target = f"{cls.__module__}:{cls.__name__}"
+    os.makedirs(args.output, exist_ok=True)
+    result = cls.run(datasets, model, seed_prompt, executor=executor, evaluator=evaluator,
+                     workdir=os.path.join(args.output, "work"), pipeline_args=beam_args, **constructor_kwargs(target, vars(args)))
+    out = result.to_dict()
+    dead = out.pop("dead_letters")
+    out["method"] = args.method
+    from fair_forge_beam.runner import to_json_line
+
+    with open(os.path.join(args.output, "result.json"), "w", encoding="utf-8") as fh:
+        fh.write(to_json_line(out) + "\n")
+    with open(os.path.join(args.output, "dead_letter.jsonl"), "w", encoding="utf-8") as fh:
+        for d in dead:
+            fh.write(to_json_line(d) + "\n")
+    print(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
+          f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Explainability (issue 17 item 2): interpreto attributions of a tiny random GPT-2 (no download).
+
+Skipped with a reason when the optional ``interpreto`` (extra ``[explain]``) is not installed.
+"""
+from __future__ import annotations
+
+import pytest
+
+from fair_forge_beam.explainability import (AttributionMethod, AttributionResult, Granularity, InterpretoResultParser,
+                                            TokenAttribution, min_max_normalize)
+
+
+def test_min_max_normalisation():
+    assert min_max_normalize([1.0, 3.0, 2.0]) == [0.0, 1.0, 0.5]
+    assert min_max_normalize([2.0, 2.0]) == [0.5, 0.5] and min_max_normalize([]) == []
+
+
+def test_parser_shapes():
+    p = InterpretoResultParser()
+    assert p.parse({"tokens": ["a", "b"], "scores": [1, 2]}) == (["a", "b"], [1.0, 2.0])
+    assert p.parse((["a", "b"], [[1, 2], [3, 4]])) == (["a", "b"], [4.0, 6.0])  # summed over target tokens
+    with pytest.raises(ValueError):
+        p.parse({"tokens": ["a"], "scores": [1, 2]})
+    with pytest.raises(ValueError):
+        p.parse(42)
+
+
+def test_top_k_sorts_by_absolute_score():
+    r = AttributionResult(prompt="p", target="t", method=AttributionMethod.LIME, granularity=Granularity.WORD, attributions=[
+        TokenAttribution(text="a", score=0.1, position=0, normalized_score=0.5),
+        TokenAttribution(text="b", score=-0.9, position=1, normalized_score=0.0),
+        TokenAttribution(text="c", score=0.5, position=2, normalized_score=1.0)])
+    assert [a.text for a in r.get_top_k(2)] == ["b", "c"]
+    assert r.to_dict_for_visualization()["tokens"] == ["a", "b", "c"]
+
+
+def test_missing_interpreto_names_the_extra(monkeypatch):
+    import sys
+
+    from fair_forge_beam.explainability import require_interpreto
+
+    monkeypatch.setitem(sys.modules, "interpreto", None)
+    with pytest.raises(ImportError, match=r"fair_forge_beam\[explain\]"):
+        require_interpreto()
+
+
+@pytest.mark.parametrize("method", ["Saliency", "InputXGradient", "IntegratedGradients", "Occlusion", "Lime"])
+@pytest.mark.parametrize("gran", ["token", "word"])
+def test_tiny_gpt2_attributions_are_reproducible_and_normalised(method, gran):
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from fair_forge_beam.explainability import AttributionExplainer
+    from fair_forge_beam.testing.tiny_lm import tiny_gpt2
+
+    ex = AttributionExplainer(*tiny_gpt2(0), seed=3)
+    r1 = ex.explain("the cat sat on a mat", "the dog ran", method=method, granularity=gran)
+    r2 = AttributionExplainer(*tiny_gpt2(0), seed=3).explain("the cat sat on a mat", "the dog ran", method=method, granularity=gran)
+    assert [a.text for a in r1.attributions] == "the cat sat on a mat the dog ran".split()
+    assert [a.score for a in r1.attributions] == [a.score for a in r2.attributions]
+    norm = [a.normalized_score for a in r1.attributions]
+    assert min(norm) == 0.0 and max(norm) == 1.0 or set(norm) == {0.5}
+    assert r1.metadata["max_length"] == 512 and r1.method.value == method
+
+
+def test_beam_stage_explains_and_dead_letters_bad_items():
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.explainability import AttributionExplainer, ExplainAttributions
+    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.testing.tiny_lm import tiny_gpt2
+
+    items = [{"id": "a", "prompt": "the cat sat", "target": "on a mat"}, {"id": "b", "prompt": "hello world", "target": "yes"},
+             {"id": "bad", "prompt": "", "target": "x"}, {"id": "long", "prompt": " ".join(["cat"] * 40), "target": "dog"}]
+    direct = AttributionExplainer(*tiny_gpt2(0), "Occlusion", "word", seed=5)
+    expected = [(it["id"], tuple(a.score for a in direct.explain(it["prompt"], it["target"]).attributions)) for it in items[:2]]
+    with TestPipeline(options=pipeline_options()) as p:
+        out = p | beam.Create(items) | ExplainAttributions(tiny_gpt2, "Occlusion", "word", seed=5, max_length=32)
+        assert_that(out["results"] | "S" >> beam.Map(lambda r: (r["id"], tuple(a["score"] for a in r["attributions"]))),
+                    equal_to(expected), label="results")
+        assert_that(out["dead_letter"] | "D" >> beam.Map(lambda d: (d.stage, d.element_id)),
+                    equal_to([("explain", "bad"), ("explain", "long")]), label="dead")
+
+
+def test_cli_with_the_builtin_tiny_model(tmp_path):
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import json
+    import subprocess
+    import sys
+
+    from fair_forge_beam.runner import read_jsonl_shards
+
+    inp = tmp_path / "items.jsonl"
+    inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\nnot json\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pipelines.explain", "--input", str(inp), "--output", str(tmp_path / "o"),
+                           "--model", "tiny-random", "--method", "Occlusion"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = read_jsonl_shards(str(tmp_path / "o" / "attributions"))
+    dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
+    assert [r["id"] for r in res] == ["1"] and len(res[0]["attributions"]) == 6
+    assert [d["stage"] for d in dead] == ["explain.read"]
