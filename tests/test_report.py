@@ -549,6 +549,12 @@ def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode
     hh = next(s for s in doc["metrics"]["humanity"]["slices"] if s["slice"] == "assistant_id=hh-chosen")
     assert hh["mean_spearman"]["mean"] == 0.0
     assert "0.0000 [0.0000, 0.0000]" not in html
+    # the console summary follows the same rule (it printed 0.0000 [0.0000, 0.0000])
+    from fair_forge_beam.reports.summary import summary_table
+
+    console = [ln for ln in summary_table(doc, str(out)).splitlines() if "assistant_id=hh-chosen" in ln]
+    assert console and all("0.0000 [0.0000, 0.0000]" not in ln for ln in console), console
+    assert console[0].rstrip().endswith("n/a"), console  # humanity's row: mean_spearman is its last column
     row = html[html.index("<td>hh-chosen <code"):]
     row = row[:row.index("</tr>")]
     assert row.count("n/a") == 1

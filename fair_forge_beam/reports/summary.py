@@ -69,8 +69,11 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
+        from fair_forge_beam.reports.scorecard import is_undefined  # the report's n/a rule, here too
+
         for r in m["slices"]:
-            vals = "".join(f"  {format_estimate(dotted_get(r, h)):<34}" for h in heads)
+            vals = "".join(f"  {'n/a' if is_undefined(name, h, dotted_get(r, h)) else format_estimate(dotted_get(r, h)):<34}"
+                           for h in heads)
             lines.append(
                 "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + str(r.get("n_sessions", "")).rjust(8) + vals
