@@ -84,6 +84,16 @@ PINNED = [
     ('prompt_evaluator_jq', 'double'),
     ('prompt_evaluator_n_clusters', 'int64'),
     ('prompt_evaluator_n_samples', 'int64'),
+    # privacy and role adherence (issue 17): their interaction records
+    ('privacy_detected', 'string'),
+    ('privacy_leaked', 'bool'),
+    ('privacy_expected', 'int64'),
+    ('privacy_tp', 'int64'),
+    ('privacy_fp', 'int64'),
+    ('privacy_fn', 'int64'),
+    ('role_adherent', 'bool'),
+    ('role_adherence_score', 'double'),
+    ('role_reason', 'string'),
 ]
 
 

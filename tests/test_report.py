@@ -525,9 +525,10 @@ def test_report_opens_with_findings_and_run_details_last(runs, shipped_bayes, mo
     for label in ("toxic-answer rate", "DIDT (combined group disparity)", "emotional entropy (bits)",
                   "Spearman ρ vs reference emotions"):
         assert f"<dt>{label}</dt>" in summary
-    # what the toxicity number measures, read from the results (the lexicon the run used)
-    lex = doc["metrics"]["toxicity"]["lexicon"]
-    assert f"word lexicon {lex}" in summary
+    # what the toxicity number measures, read from the results: the scorer results.json records
+    # (these runs pin --toxicity-scorer hurtlex: its rule names the lexicon the run used)
+    lex, scorer = doc["metrics"]["toxicity"]["lexicon"], doc["metrics"]["toxicity"]["scorer"]
+    assert f"{scorer['name']}: " in summary and lex in summary
 
 
 def test_credible_differences_are_between_judged_assistants_with_intervals_apart(shipped_bayes):
