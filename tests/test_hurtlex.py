@@ -181,3 +181,36 @@ def test_toxigen_table_matches_docstring(shared_dir):
         ("conservative", False): (42.4, 58.4),
         ("conservative", True): (19.9, 34.1),
     }
+
+
+def test_files_are_read_per_language_on_first_use(monkeypatch):
+    """An English-only run reads only the English file: ``languages`` reads none, a match reads its
+    language's file once per process (the shared table), and the entries equal a full ``load()``."""
+    read = []
+    orig = HurtLexLoader.read_rows
+
+    def counting(language):
+        read.append(language)
+        return orig(language)
+
+    monkeypatch.setattr(HurtLexLoader, "read_rows", staticmethod(counting))
+    loader = HurtLexLoader(level="conservative", exclude_neutral_group_terms=True)  # a key no other test loads
+    m = ToxicLexiconMatcher(loader)
+    assert m.languages == frozenset(SPEC_ROWS) and read == []
+    assert m.match("you idiot", "english").toxic_tokens == 1
+    assert m.match("you moron", "en").tokens == 2
+    assert read == ["english"]
+    assert ToxicLexiconMatcher(HurtLexLoader(level="conservative")).match("idiota", "es") is not None
+    assert read == ["english", "spanish"]  # the English table is shared, Spanish read on first use
+    full = HurtLexLoader(level="conservative").load()
+    assert {lang: loader.entries(lang) for lang in SPEC_ROWS} == full
+
+
+def test_a_subclass_overriding_load_keeps_its_load():
+    class OneWord(HurtLexLoader):
+        def load(self):
+            return {"en": [ToxicEntry("zork", "x")]}
+
+    m = ToxicLexiconMatcher(OneWord())
+    assert m.languages == frozenset({"english"})
+    assert m.match("zork idiot", "english").toxic_tokens == 1 and m.match("hola", "es") is None

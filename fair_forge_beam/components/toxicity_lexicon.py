@@ -213,18 +213,46 @@ class ToxicityLoader(ABC):
             tables.setdefault(normalize_language(lang), []).extend(ToxicEntry(*e) for e in entries)
         return tables
 
+    def lazy_languages(self) -> Optional[Iterable[str]]:
+        """The languages :meth:`load_language` can load one at a time, or ``None`` (default: the
+        loader has only :meth:`load`, which reads every language at once)."""
+        return None
+
+    def load_language(self, language: str) -> Iterable[ToxicEntry]:
+        """The entries of one language of :meth:`lazy_languages` (canonical name). Only called
+        when :meth:`lazy_languages` is not ``None``."""
+        raise NotImplementedError
+
     def _ensure(self) -> dict[str, list[ToxicEntry]]:
         if self._tables is None:
             key = self.shared_key()
-            self._tables = self._build() if key is None else acquire(("toxicity-lexicon", type(self).__qualname__, *key), self._build)
+            if self.lazy_languages() is not None:  # filled one language at a time by entries()
+                self._tables = SharedDict() if key is None else acquire(
+                    ("toxicity-lexicon-lazy", type(self).__qualname__, *key), SharedDict)
+            else:
+                self._tables = self._build() if key is None else acquire(("toxicity-lexicon", type(self).__qualname__, *key), self._build)
         return self._tables
 
     @property
     def languages(self) -> frozenset[str]:
+        """Canonical names of the languages with entries (a lazy loader reads no file for this)."""
+        lazy = self.lazy_languages()
+        if lazy is not None:
+            return frozenset(normalize_language(x) for x in lazy)
         return frozenset(self._ensure())
 
     def entries(self, language: str) -> Optional[list[ToxicEntry]]:
-        return self._ensure().get(normalize_language(language))
+        """The entries of ``language`` (any spelling), or ``None`` when the lexicon has none.
+        A lazy loader (:meth:`lazy_languages`) reads a language's file on its first request,
+        once per worker process; the others load every language on the first call."""
+        lang = normalize_language(language)
+        tables = self._ensure()
+        if lang not in tables and self.lazy_languages() is not None:
+            if lang not in self.languages:
+                return None
+            # dict.setdefault is atomic: concurrent threads end up with one list per language
+            tables.setdefault(lang, [ToxicEntry(*e) for e in self.load_language(lang)])
+        return tables.get(lang)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -242,6 +270,8 @@ class HurtLexLoader(ToxicityLoader):
         languages: restrict to these languages (any spelling); default all four.
 
     Every TSV row is one entry (a lemma listed under several categories gives several entries).
+    A language's file is read on its first use (:meth:`lazy_languages`), once per worker process:
+    an English-only run never reads the other three.
     Licence: CC BY-NC-SA 4.0 (non-commercial) — see :data:`HURTLEX_LICENCE`.
     """
 
@@ -276,21 +306,28 @@ class HurtLexLoader(ToxicityLoader):
         # QUOTE_NONE: some lemmas contain literal double quotes ('the "n" word').
         return list(csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
 
+    def lazy_languages(self) -> Optional[tuple[str, ...]]:
+        """The configured languages: each file is read on the first answer in its language
+        (``None`` for a subclass that overrides :meth:`load`: its ``load`` is used as is)."""
+        return self._languages if type(self).load is HurtLexLoader.load else None
+
+    def load_language(self, language: str) -> list[ToxicEntry]:
+        """The filtered entries of one configured language (canonical name)."""
+        lang = normalize_language(language)
+        stop = _NEUTRAL_KEYS.get(lang, frozenset()) if self.exclude_neutral_group_terms else frozenset()
+        entries = []
+        for row in self.read_rows(lang):
+            level = (row.get("level") or "").strip()
+            if self.level == "conservative" and level != "conservative":
+                continue
+            lemma = (row.get("lemma") or "").strip()
+            if not lemma or _lemma_key(lemma, lang) in stop:
+                continue
+            entries.append(ToxicEntry(lemma, (row.get("category") or "").strip(), level))
+        return entries
+
     def load(self):
-        out: dict[str, list[ToxicEntry]] = {}
-        for lang in self._languages:
-            stop = _NEUTRAL_KEYS.get(lang, frozenset()) if self.exclude_neutral_group_terms else frozenset()
-            entries = []
-            for row in self.read_rows(lang):
-                level = (row.get("level") or "").strip()
-                if self.level == "conservative" and level != "conservative":
-                    continue
-                lemma = (row.get("lemma") or "").strip()
-                if not lemma or _lemma_key(lemma, lang) in stop:
-                    continue
-                entries.append(ToxicEntry(lemma, (row.get("category") or "").strip(), level))
-            out[lang] = entries
-        return out
+        return {lang: self.load_language(lang) for lang in self._languages}
 
 
 class DictToxicityLoader(ToxicityLoader):

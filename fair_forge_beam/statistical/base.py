@@ -67,13 +67,48 @@ def check_count_map(name: str, values: Mapping[str, Number]) -> None:
             raise ValueError(f"{name}[{k!r}] must be a finite number >= 0, got {v!r}")
 
 
+def _interpolate(a, b, t: float):
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
+
+
+def _plain_order_statistics(values: np.ndarray) -> bool:
+    """Whether sorted order statistics equal the partition's bit for bit: every value finite
+    and none of them a zero (``-0.0`` and ``0.0`` compare equal, so which of them lands at a
+    position may differ between the two algorithms; with a NaN the partition's ``min`` of the
+    tail gives NaN)."""
+    return bool(np.isfinite(values).all() and (values != 0.0).all())
+
+
 def percentile_interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
     """Equal-tailed interval ``(q_alpha, q_{1-alpha})`` of ``samples``.
 
     Same definition as ``numpy.quantile(..., method="linear")`` (Hyndman & Fan type 7:
-    position ``q·(n−1)``, linear interpolation between the neighbouring order statistics), but
-    computed with one ``numpy.partition`` instead of a full sort (5x faster at n = 5000).
+    position ``q·(n−1)``, linear interpolation between the neighbouring order statistics).
+    The order statistics come from ``numpy.sort`` (numpy 2's vectorised sort: 3x faster than a
+    two-point ``numpy.partition`` at n = 5000, measured on this project's machine); samples with
+    a zero, NaN or infinity at the end or at the order statistics used take the partition path
+    (:func:`_percentile_interval_partition`), so the result never depends on which path ran.
     """
+    n = samples.size
+    if n == 0:
+        return _percentile_interval_partition(samples, alpha)
+    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
+    ks = [min(int(np.floor(p)), n - 1) for p in pos]
+    s = np.sort(samples)
+    if not (math.isfinite(s[0]) and math.isfinite(s[n - 1])):
+        return _percentile_interval_partition(samples, alpha)
+    out = []
+    for p, k in zip(pos, ks):
+        a = float(s[k])
+        b = float(s[k + 1]) if k + 1 < n else a
+        if a == 0.0 or b == 0.0:
+            return _percentile_interval_partition(samples, alpha)
+        out.append(_interpolate(a, b, p - k))
+    return out[0], out[1]
+
+
+def _percentile_interval_partition(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+    """:func:`percentile_interval` with one ``numpy.partition`` (any values, zeros and NaN included)."""
     n = samples.size
     pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
     lo = [min(int(np.floor(p)), n - 1) for p in pos]
@@ -84,22 +119,32 @@ def percentile_interval(samples: np.ndarray, alpha: float) -> tuple[float, float
         a = float(part[k])
         # the next order statistic is the smallest value after position k
         b = float(part[k + 1 :].min()) if k + 1 < n else a
-        out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
+        out.append(_interpolate(a, b, t))
     return out[0], out[1]
 
 
 def percentile_intervals(samples: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise :func:`percentile_interval` of a ``(rows, n)`` array (one partition call)."""
+    """Row-wise :func:`percentile_interval` of a ``(rows, n)`` array (one sort; the partition
+    path when a row has a zero, NaN or infinity at the end or at an order statistic used)."""
     n = samples.shape[1]
     pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
     ks = [min(int(np.floor(p)), n - 1) for p in pos]
+    if n and samples.shape[0]:
+        s = np.sort(samples, axis=1)
+        idx = [i for k in ks for i in (k, min(k + 1, n - 1))]
+        if _plain_order_statistics(s[:, idx + [0, n - 1]]):
+            out = []
+            for p, k in zip(pos, ks):
+                a = s[:, k]
+                b = s[:, k + 1] if k + 1 < n else a
+                out.append(_interpolate(a, b, p - k))
+            return out[0], out[1]
     part = np.partition(samples, sorted(set(ks)), axis=1)
     out = []
     for p, k in zip(pos, ks):
-        t = p - k
         a = part[:, k]
         b = part[:, k + 1 :].min(axis=1) if k + 1 < n else a
-        out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
+        out.append(_interpolate(a, b, p - k))
     return out[0], out[1]
 
 

@@ -17,7 +17,6 @@ import copy
 from typing import Any, Mapping, Optional
 
 import numpy as np
-from scipy import stats
 
 from fair_forge_beam.statistical.base import (
     StatisticalMode,
@@ -105,6 +104,8 @@ class BayesianMode(StatisticalMode):
         k, n = check_counts(successes, trials)
         a = self.beta_prior_a + k
         b = self.beta_prior_b + (n - k)
+        from scipy import stats  # imported on first use (a frequentist run never loads it)
+
         dist = stats.beta(a, b)
         lo, hi = dist.ppf([self._alpha, 1.0 - self._alpha])
         samples = self.rng.beta(a, b, size=self.mc_samples)
