@@ -59,12 +59,15 @@ def _trajectory_svg(points: Sequence[tuple], best: Sequence[tuple], xlabel: str,
     ax.scatter([p[0] for p in points], [p[1] for p in points], s=18, color="#1f77b4", label="candidate score", zorder=3)
     if best:
         ax.step([b[0] for b in best], [b[1] for b in best], where="post", color="#d62728", lw=1.5, label="best so far")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("mean score")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    fit(fig, label_chars=4)
+    fit(fig, label_chars=6)
     return figure_svg(fig, uid)
 
 
