@@ -7,7 +7,8 @@
 (prompts used as given: apply a chat template yourself). ``--model``: a local folder or hub
 name for ``AutoModelForCausalLM`` / ``AutoTokenizer`` (``tiny-random`` = the built-in 2-layer
 random GPT-2, for trying the job offline). Unknown ``--flags`` are Beam options. Writes
-``attributions-*.jsonl`` and ``dead_letter-*.jsonl`` shards. Needs the ``[explain]`` extra.
+``attributions-*.jsonl`` and ``dead_letter-*.jsonl`` shards and ``report.html`` (unless
+``--no-report``; :mod:`fair_forge_beam.reports.tool_reports`). Needs the ``[explain]`` extra.
 See docs/explainability.md.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--granularity", default="word", choices=("token", "word", "sentence"), help="(default: word)")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the per-item seeds (default: 0)")
     parser.add_argument("--max-length", type=int, default=512, help="maximum tokens of prompt + target (default: 512)")
+    parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     args, beam_args = parser.parse_known_args(argv)
     if args.max_length < 1:
         parser.error("--max-length must be >= 1")
@@ -55,7 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.edge import loads
     from fair_forge_beam.io.elements import dead_letter
-    from fair_forge_beam.runner import pipeline_options, write_jsonl
+    from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
 
     def parse(line_no_text):
         no, text = line_no_text
@@ -73,6 +75,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
         write_jsonl(out["results"], os.path.join(args.output, "attributions"), "Results")
         write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(args.output, "dead_letter"), "DeadLetters")
+    if not args.no_report:
+        from fair_forge_beam.reports.tool_reports import write_explain_report
+
+        write_explain_report(args.output, read_jsonl_shards(os.path.join(args.output, "attributions")),
+                             read_jsonl_shards(os.path.join(args.output, "dead_letter")),
+                             {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
+                              "seed": args.seed, "max length": args.max_length})
     print(f"attributions written to {args.output}")
     return 0
 

@@ -4,7 +4,8 @@
         --seed-prompt "You are a support assistant." --objective "Correct and grounded" --output out/
 
 Unknown ``--flags`` are Beam pipeline options for the candidate-evaluation pipelines (default
-runner: FnApiRunner in-memory). Writes ``result.json`` and ``dead_letter.jsonl`` to ``--output``.
+runner: FnApiRunner in-memory). Writes ``result.json``, ``dead_letter.jsonl`` and ``report.html``
+(unless ``--no-report``; :mod:`fair_forge_beam.reports.tool_reports`) to ``--output``.
 See docs/optimizer.md.
 """
 from __future__ import annotations
@@ -65,6 +66,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with open(os.path.join(args.output, "dead_letter.jsonl"), "w", encoding="utf-8") as fh:
         for d in dead:
             fh.write(to_json_line(d) + "\n")
+    if not args.no_report:
+        from fair_forge_beam.reports.tool_reports import write_optimizer_report
+
+        params = {"model": args.model, "executor_model": args.executor_model or args.model,
+                  "evaluator_model": args.evaluator_model or args.model, **constructor_kwargs(target, vars(args))}
+        write_optimizer_report(args.output, out, dead, params, seed_prompt)
     print(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
           f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
     return 0

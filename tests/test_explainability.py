@@ -100,3 +100,56 @@ def test_cli_with_the_builtin_tiny_model(tmp_path):
     dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
     assert [r["id"] for r in res] == ["1"] and len(res[0]["attributions"]) == 6
     assert [d["stage"] for d in dead] == ["explain.read"]
+
+
+def test_report_colours_each_element_by_its_normalised_score_and_escapes_text():
+    import re
+
+    from fair_forge_beam.reports.tool_reports import attribution_colour, render_explain_report
+
+    results = [{"id": "z", "prompt": "p", "target": "t", "method": "Lime", "granularity": "word", "metadata": {"seed": 1},
+                "attributions": [{"text": "b", "score": 2.0, "position": 1, "normalized_score": 1.0},
+                                 {"text": "<script>", "score": -1.0, "position": 0, "normalized_score": 0.0}]},
+               {"id": "a", "prompt": "</pre><b>", "target": "t", "method": "Occlusion", "granularity": "token", "metadata": {},
+                "attributions": [{"text": "x", "score": 0.5, "position": 0, "normalized_score": 0.5}]}]
+    dead = [{"stage": "explain.read", "reason": "invalid JSON", "raw": "<img src=x>"}]
+    page = render_explain_report(results, dead, {"model": "m"})
+    assert "<script" not in page and "<img" not in page and "</pre><b>" not in page
+    spans = re.findall(r'<span class="tok[^"]*" style="background: ([^"]+)" title="[^"]*">([^<]*)</span>', page)
+    assert spans == [("rgba(214, 39, 40, 0.500)", "x"), ("rgba(214, 39, 40, 0.000)", "&lt;script&gt;"),
+                     ("rgba(214, 39, 40, 1.000)", "b")]  # items by id, elements by position
+    assert attribution_colour(1.7) == "rgba(214, 39, 40, 1.000)" and attribution_colour(-1) == "rgba(214, 39, 40, 0.000)"
+    assert re.search(r'id="n-results">2<', page) and re.search(r'id="n-dead">1<', page)
+    assert "method Occlusion · granularity token" in page and "min-max per item" in page
+
+
+def test_cli_report_on_the_tiny_model(tmp_path):
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import html
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from fair_forge_beam.runner import read_jsonl_shards
+
+    inp = tmp_path / "items.jsonl"
+    inp.write_text(json.dumps({"id": "1", "prompt": "the <script>alert(1)</script> sat", "target": "on a mat"}) + "\nnot json\n",
+                   encoding="utf-8")
+    base = [sys.executable, "-m", "pipelines.explain", "--input", str(inp), "--model", "tiny-random", "--method", "Occlusion"]
+    proc = subprocess.run(base + ["--output", str(tmp_path / "o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = subprocess.run(base + ["--output", str(tmp_path / "q"), "--no-report"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not (tmp_path / "q" / "report.html").exists()
+    res = read_jsonl_shards(str(tmp_path / "o" / "attributions"))
+    dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
+    page = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert re.search(r'id="n-results">(\d+)<', page).group(1) == str(len(res)) == "1"
+    assert re.search(r'id="n-dead">(\d+)<', page).group(1) == str(len(dead)) == "1"
+    spans = re.findall(r'<span class="tok[^"]*" style="background: rgba\(214, 39, 40, ([0-9.]+)\)" title="[^"]*">([^<]*)</span>',
+                       page)  # the colour-scale swatches have no title: not matched
+    atts = res[0]["attributions"]
+    assert [html.unescape(t) for _, t in spans] == [a["text"] for a in atts]
+    assert [float(a) for a, _ in spans] == [round(a["normalized_score"], 3) for a in atts]

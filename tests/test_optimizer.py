@@ -178,3 +178,82 @@ def test_evaluator_score_is_the_schema_object_not_the_first_score_number():
     assert parsed is None and "less than or equal to 1" in err  # the original clamps to 1.0
     parsed, err = parse_structured('{"score": 0.5, "insight": "x", "bonus": 1}', EvaluatorScore)
     assert parsed is None and err
+
+
+def _report_field(html, id_):
+    m = re.search(rf'id="{id_}">(.*?)</', html, re.S)
+    assert m, id_
+    return m.group(1).strip()
+
+
+def test_result_records_every_candidate_evaluation_with_scored_and_dead_counts(tmp_path):
+    data = _load(GEPA_DATA)
+    bad = data[0]["conversation"][1]["query"]
+    with ScriptedOpenAIServer(scripted(bad_query=bad)) as srv:
+        res = GEPAOptimizer.run(data, handler(srv, tmp_path), "SEED prompt", iterations=2, candidates_per_iteration=3,
+                                workdir=str(tmp_path / "w"))
+    ev = res.to_dict()["evaluations"]
+    assert [(e["round"], e["stage"], e["prompt"]) for e in ev] == [
+        (1, "seed", "SEED prompt"), (2, "iteration 1", "BETTER prompt"), (2, "iteration 1", "WORSE prompt"),
+        (2, "iteration 1", "SAME prompt")]
+    assert [(e["n_scored"], e["n_dead"]) for e in ev] == [(7, 1)] * 4  # the bad query's evaluator reply is junk
+    assert [e["score"] for e in ev] == [pytest.approx(s, abs=1e-15) for s in (0.4, 0.9, 0.2, 0.4)]
+    assert sum(e["n_dead"] for e in ev) == res.n_dead == 4
+
+
+def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path):
+    import html as html_lib
+    import subprocess
+    import sys
+
+    data = _load(GEPA_DATA)
+    bad = data[0]["conversation"][1]["query"]
+    hostile = "BETTER <script>alert(1)</script> & <b>bold</b> prompt"
+    seed = 'SEED <img src=x onerror="alert(2)"> prompt'
+    with ScriptedOpenAIServer(scripted(bad_query=bad, proposals=(hostile, "WORSE prompt", "SAME prompt"))) as srv:
+        env = dict(os.environ, FFB_TEST_UNSET_KEY="")
+        base = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--model", "opt-model",
+                "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY", "--judge-cache", str(tmp_path / "c.sqlite3"),
+                "--seed-prompt", seed, "--iterations", "2"]
+        proc = subprocess.run(base + ["--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc2 = subprocess.run(base + ["--output", str(tmp_path / "quiet"), "--no-report"], capture_output=True, text=True,
+                               env=env, timeout=600)
+        assert proc2.returncode == 0, proc2.stderr[-2000:]
+    assert (tmp_path / "quiet" / "result.json").exists() and not (tmp_path / "quiet" / "report.html").exists()
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert res["optimized_prompt"] == hostile
+    assert "<script" not in page and "<img" not in page and "<b>bold" not in page
+    assert html_lib.escape(hostile, quote=False) in _report_field(page, "best-prompt")
+    assert html_lib.unescape(_report_field(page, "best-prompt")) == hostile
+    assert html_lib.unescape(_report_field(page, "seed-prompt")) == seed
+    assert int(_report_field(page, "n-dead")) == res["n_dead"] == 4
+    assert int(_report_field(page, "n-examples")) == res["n_examples"] == 8
+    assert int(_report_field(page, "iterations-run")) == res["iterations_run"]
+    assert _report_field(page, "stop-reason") == res["stop_reason"]
+    scored = sum(e["n_scored"] for e in res["evaluations"])
+    dead = sum(e["n_dead"] for e in res["evaluations"])
+    assert _report_field(page, "scored-vs-dead") == f"{scored} / {dead}" == "28 / 4"
+    table = re.search(r'<table id="evaluations">(.*?)</table>', page, re.S).group(1)
+    rows = re.findall(r'<td class="num">([^<]*)</td><td class="num">(\d+)</td><td class="num">(\d+)</td></tr>', table)
+    assert [(float(s), int(k), int(d)) for s, k, d in rows] == [
+        (round(e["score"], 4), e["n_scored"], e["n_dead"]) for e in res["evaluations"]]
+    assert '<svg class="plot"' in page
+
+
+def test_miprov2_report_renders_trials_and_failed_trials():
+    from fair_forge_beam.reports.tool_reports import render_optimizer_report
+
+    result = {"method": "miprov2", "optimized_prompt": "</pre><script>x()</script>", "optimized_instruction": "I",
+              "initial_score": 0.4, "final_score": 0.8, "trials_run": 2, "n_examples": 3, "stop_reason": "trials_reached",
+              "n_dead": 3, "demos": [], "trials": [[0, 0, 0, 0.8], [1, 0, 1, None]],
+              "evaluations": [{"round": 1, "stage": "seed", "prompt": "S", "score": 0.4, "n_scored": 3, "n_dead": 0},
+                              {"round": 2, "stage": "trial 0", "prompt": "</pre><script>x()</script>", "score": 0.8,
+                               "n_scored": 3, "n_dead": 0},
+                              {"round": 3, "stage": "trial 1", "prompt": "T", "score": None, "n_scored": 0, "n_dead": 3}]}
+    dead = [{"stage": "optimizer.evaluate", "reason": "bad <i>json</i>", "element_id": "e1", "raw": "<script>"}] * 3
+    page = render_optimizer_report(result, dead, {"num_trials": 2}, seed_prompt="S")
+    assert "<script" not in page and "<i>json" not in page and "&lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;" in page
+    assert _report_field(page, "trials-run") == "2" and _report_field(page, "scored-vs-dead") == "6 / 3"
+    assert ">n/a</td>" in page and "optimizer.evaluate" in page

@@ -65,7 +65,10 @@ class IterationResult:
 
 @dataclass
 class OptimizationResult:
-    """GEPA's result (spec §12) plus ``stop_reason`` and ``n_dead`` (dead letters over the run)."""
+    """GEPA's result (spec §12) plus ``stop_reason``, ``n_dead`` (dead letters over the run) and
+    ``evaluations``: one row per candidate evaluation, in run order, ``{"round", "stage", "prompt",
+    "score", "n_scored", "n_dead"}`` (``stage``: ``"seed"`` or ``"iteration N"``; ``score`` None
+    when no example was scored; ``n_dead``: that candidate's examples lost to dead letters)."""
 
     optimized_prompt: str
     initial_score: float
@@ -76,6 +79,7 @@ class OptimizationResult:
     stop_reason: str = ""
     n_dead: int = 0
     dead_letters: list = field(default_factory=list)
+    evaluations: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,7 +88,8 @@ class OptimizationResult:
 @dataclass
 class MIPROv2Result:
     """MIPROv2's result (spec §12): ``final_score`` is the best trial's minibatch score;
-    ``trials`` rows ``(trial, instruction_idx, demo_set_idx, score)``; plus ``n_dead``."""
+    ``trials`` rows ``(trial, instruction_idx, demo_set_idx, score)``; plus ``n_dead`` and
+    ``evaluations`` (as :class:`OptimizationResult`'s; ``stage`` ``"seed"`` or ``"trial N"``)."""
 
     optimized_prompt: str
     optimized_instruction: str
@@ -97,6 +102,7 @@ class MIPROv2Result:
     stop_reason: str = ""
     n_dead: int = 0
     dead_letters: list = field(default_factory=list)
+    evaluations: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -124,13 +130,16 @@ class _Base:
         self.workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
         self.pipeline_args = list(pipeline_args or [])
         self._round = 0
+        self.evaluations: list[dict] = []
 
-    def _evaluate(self, prompts, examples=None, threshold: float = 0.6):
+    def _evaluate(self, prompts, examples=None, threshold: float = 0.6, stage: str = ""):
         self._round += 1
         scores, dead = evaluate_prompts(prompts, self.examples if examples is None else examples, self.executor, self.evaluator,
                                         self.objective, threshold, workdir=self.workdir, label=f"round{self._round:04d}",
                                         pipeline_args=self.pipeline_args)
         self.dead_letters.extend(dead)
+        self.evaluations.extend({"round": self._round, "stage": stage, "prompt": c.prompt, "score": c.score,
+                                 "n_scored": c.n_scored, "n_dead": c.n_dead} for c in scores)
         return scores
 
     def _propose(self, messages, key) -> Optional[list[str]]:
@@ -182,7 +191,7 @@ class GEPAOptimizer(_Base):
         return (("system", system), ("user", user))
 
     def optimize(self) -> OptimizationResult:
-        cur = self._evaluate([self.seed_prompt], threshold=self.failure_threshold)[0]
+        cur = self._evaluate([self.seed_prompt], threshold=self.failure_threshold, stage="seed")[0]
         initial = cur.score
         best_prompt, best_score, history, reason, it = self.seed_prompt, cur.score, [], "", 0
         if cur.score is None:
@@ -197,7 +206,7 @@ class GEPAOptimizer(_Base):
                 reason = "proposal_failed"
                 it -= 1
                 break
-            scored = self._evaluate(proposals[: self.n], threshold=self.failure_threshold)
+            scored = self._evaluate(proposals[: self.n], threshold=self.failure_threshold, stage=f"iteration {it}")
             history_failing = cur.failing
             top = max((c for c in scored if c.score is not None), key=lambda c: c.score, default=None)  # first max wins ties
             improved = top is not None and top.score > best_score
@@ -209,7 +218,8 @@ class GEPAOptimizer(_Base):
         if not reason:
             reason = "iterations_reached"
         return OptimizationResult(best_prompt, initial if initial is not None else 0.0, best_score if best_score is not None else 0.0,
-                                  it, len(self.examples), history, reason, len(self.dead_letters), list(self.dead_letters))
+                                  it, len(self.examples), history, reason, len(self.dead_letters), list(self.dead_letters),
+                                  list(self.evaluations))
 
 
 def sample_demo_sets(demos: Sequence[tuple], num_sets: int, max_demos: int, seed: int) -> list[list[tuple]]:
@@ -285,7 +295,7 @@ class MIPROv2Optimizer(_Base):
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("MIPROv2 needs optuna: pip install 'fair_forge_beam[optimizer]' (or pip install optuna)") from exc
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        initial = self._evaluate([self.seed_prompt])[0].score
+        initial = self._evaluate([self.seed_prompt], stage="seed")[0].score
         reason = ""
         proposals = self._propose(self._proposal_messages(), key="mipro-instructions")
         if proposals is None:
@@ -301,7 +311,7 @@ class MIPROv2Optimizer(_Base):
             ii = trial.suggest_int("instruction_idx", 0, len(instructions) - 1)
             di = trial.suggest_int("demo_set_idx", 0, len(demo_sets) - 1)
             prompt = build_prompt(instructions[ii], demo_sets[di])
-            score = self._evaluate([prompt], self._minibatch(t))[0].score
+            score = self._evaluate([prompt], self._minibatch(t), stage=f"trial {t}")[0].score
             if score is None:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
@@ -315,4 +325,5 @@ class MIPROv2Optimizer(_Base):
         return MIPROv2Result(best[3], instructions[best[1]] if best[1] is not None else self.seed_prompt,
                              initial if initial is not None else 0.0, best[0] if best[0] is not None else 0.0,
                              len(trials), len(self.examples), demo_sets[best[2]] if best[2] is not None else [],
-                             trials, reason or "trials_reached", len(self.dead_letters), list(self.dead_letters))
+                             trials, reason or "trials_reached", len(self.dead_letters), list(self.dead_letters),
+                             list(self.evaluations))

@@ -25,7 +25,7 @@ OPTIMIZER_OPTIONS = (
     Option("method", "optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)", default="gepa",
            choices=("gepa", "miprov2")),
     Option("input", "JSON file with a list of sessions (upstream Dataset records with ground_truth_assistant)", metavar="FILE"),
-    Option("output", "folder for result.json and dead_letter.jsonl", metavar="DIR"),
+    Option("output", "folder for result.json, dead_letter.jsonl and report.html", metavar="DIR"),
     Option("model", "model of the proposal calls (and the executor / evaluator unless given)", default_note="required"),
     Option("base-url", "OpenAI-compatible endpoint root including /v1", default_note="api.openai.com"),
     Option("api-key-env", "environment variable holding the API key", default="OPENAI_API_KEY"),
@@ -51,6 +51,7 @@ OPTIMIZER_OPTIONS = (
            feeds=(f"{_M}.num_demo_sets",)),
     Option("random-seed", "MIPROv2: seed of the TPE sampler, demo sets and minibatches", type=int, default=42,
            feeds=(f"{_M}.random_seed",)),
+    Option("no-report", "do not write report.html", type=bool),
 )
 _BY_DEST = {o.dest: o for o in OPTIMIZER_OPTIONS}
 
@@ -59,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every optimizer option to ``parser`` (``--help`` shows each default)."""
     for o in OPTIMIZER_OPTIONS:
         kw: dict[str, Any] = {"help": o.help_text().replace("%", "%%")}
+        if o.type is bool:
+            parser.add_argument(o.flag, action="store_true", help=kw["help"])
+            continue
         if o.type is not str:
             kw["type"] = o.type
         if o.default is not None:
