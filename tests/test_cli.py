@@ -21,6 +21,10 @@ HINT = "try 'fair-forge-beam --help' for every option and its default"
     (["--mod", "bayesian"], "fair-forge-beam: error: unrecognised option(s) --mod: not an option of this job"),
     (["--metrics", "humanity,nope"], "fair-forge-beam: error: unknown metric 'nope'; available:"),
     (["--mc-samples", "many"], "fair-forge-beam: error: argument --mc-samples: invalid int value: 'many'"),
+    (["--metrics", "toxicity", "--cluster-points", "/tmp/p.parquet"],  # the default keyword extractor: no clusters
+     "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but clustering is off"),
+    (["--metrics", "humanity", "--group-extractor", "embedding", "--cluster-points", "/tmp/p.parquet"],
+     "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but toxicity is not"),
 ])
 def test_usage_error_is_one_line_and_a_hint(argv, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv, "--output", str(tmp_path / "o")],
@@ -129,3 +133,15 @@ def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
                     "--compare: the runs differ in --toxicity-level: current conservative, baseline inclusive"]
     cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
     assert [d["what"] for d in cmp["differences"]] == ["mode"]  # from the two results.json
+
+
+def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
+    """--quiet: no INFO line ("reading [...]"), no progress line, no summary table (docs/cli.md)."""
+    examples = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"
+    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--quiet", "--no-report", "--metrics", "humanity",
+                           "--input", str(examples), "--output", str(tmp_path / "o"), f"--runner={FNAPI}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert [line for line in proc.stderr.splitlines() if " INFO " in line or line.startswith("progress:")] == []
+    assert (tmp_path / "o" / "results.json").exists()
