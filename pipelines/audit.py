@@ -258,7 +258,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
 
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
-    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates)
+    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
+                                     baseline_info=baseline_info)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 

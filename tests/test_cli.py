@@ -132,7 +132,25 @@ def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
     assert msgs == ["--compare: the runs differ in mode: current bayesian, baseline frequentist",
                     "--compare: the runs differ in --toxicity-level: current conservative, baseline inclusive"]
     cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
-    assert [d["what"] for d in cmp["differences"]] == ["mode"]  # from the two results.json
+    # both runs' run_info.json too: comparison.json states what the warnings say
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
+
+
+def test_report_comparison_section_states_each_run_difference(tmp_path):
+    """report.html's comparison section lists the mode and settings differences --compare warns about."""
+    base = tmp_path / "base"
+    common = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity"]
+    audit.run([*common, "--no-report", "--mode", "frequentist", "--output", str(base)])
+    audit.run([*common, "--mode", "bayesian", "--mc-samples", "200", "--toxicity-level", "conservative",
+               "--output", str(tmp_path / "cur"), "--compare", str(base)])
+    html = (tmp_path / "cur" / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<h2 id="comparison">'):]
+    items = section[section.index('<ul class="differences">'):section.index("</ul>")]
+    assert items.count("<li>") == 2
+    assert "<li>mode: current bayesian, baseline frequentist</li>" in items
+    assert "<li>--toxicity-level: current conservative, baseline inclusive</li>" in items
+    cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
 
 
 def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
