@@ -99,9 +99,32 @@ def _mode(args):
     return bayesian if args.mode == "bayesian" else FrequentistMode()
 
 
+class _PackageLogLevel:
+    """Restores the ``fair_forge_beam`` logger's level on exit: ``--quiet`` raises it to WARNING for one run
+    only (a caller running several audits in one process keeps its own level)."""
+
+    def __enter__(self):
+        self.logger = logging.getLogger("fair_forge_beam")
+        self.previous = self.logger.level
+        return self
+
+    def quiet(self) -> None:
+        self.logger.setLevel(logging.WARNING)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.previous)
+        return False
+
+
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments
-    or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
+    or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails.
+    With ``--quiet`` only warnings and errors are logged."""
+    with _PackageLogLevel() as levels:
+        return _run(argv, levels)
+
+
+def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
@@ -121,6 +144,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     except ValueError as exc:
         parser.error(str(exc))
     args, beam_args = parser.parse_known_args(effective_argv)
+    if args.quiet:  # warnings and errors only (docs/cli.md)
+        levels.quiet()
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(
@@ -168,6 +193,11 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
             "slices": slice_dims,
         }
+        if args.cluster_points and ("toxicity" not in metrics or metric_options["clustering"] is False):
+            why = ("toxicity is not among --metrics" if "toxicity" not in metrics
+                   else "clustering is off (--no-clustering, --group-extractor keyword or a windowed run)")
+            raise ValueError(f"--cluster-points writes the toxicity clustering's points, but {why}: drop "
+                             "--cluster-points, or give --metrics toxicity --group-extractor embedding")
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         if args.input_format in ("tau_bench", "bfcl") and not windowed:
             from fair_forge_beam.io.agentic_sources import agentic_retriever
@@ -228,7 +258,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
-    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates)
+    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
+                                     baseline_info=baseline_info)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 

@@ -21,6 +21,10 @@ HINT = "try 'fair-forge-beam --help' for every option and its default"
     (["--mod", "bayesian"], "fair-forge-beam: error: unrecognised option(s) --mod: not an option of this job"),
     (["--metrics", "humanity,nope"], "fair-forge-beam: error: unknown metric 'nope'; available:"),
     (["--mc-samples", "many"], "fair-forge-beam: error: argument --mc-samples: invalid int value: 'many'"),
+    (["--metrics", "toxicity", "--cluster-points", "/tmp/p.parquet"],  # the default keyword extractor: no clusters
+     "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but clustering is off"),
+    (["--metrics", "humanity", "--group-extractor", "embedding", "--cluster-points", "/tmp/p.parquet"],
+     "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but toxicity is not"),
 ])
 def test_usage_error_is_one_line_and_a_hint(argv, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv, "--output", str(tmp_path / "o")],
@@ -128,4 +132,34 @@ def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
     assert msgs == ["--compare: the runs differ in mode: current bayesian, baseline frequentist",
                     "--compare: the runs differ in --toxicity-level: current conservative, baseline inclusive"]
     cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
-    assert [d["what"] for d in cmp["differences"]] == ["mode"]  # from the two results.json
+    # both runs' run_info.json too: comparison.json states what the warnings say
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
+
+
+def test_report_comparison_section_states_each_run_difference(tmp_path):
+    """report.html's comparison section lists the mode and settings differences --compare warns about."""
+    base = tmp_path / "base"
+    common = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity"]
+    audit.run([*common, "--no-report", "--mode", "frequentist", "--output", str(base)])
+    audit.run([*common, "--mode", "bayesian", "--mc-samples", "200", "--toxicity-level", "conservative",
+               "--output", str(tmp_path / "cur"), "--compare", str(base)])
+    html = (tmp_path / "cur" / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<h2 id="comparison">'):]
+    items = section[section.index('<ul class="differences">'):section.index("</ul>")]
+    assert items.count("<li>") == 2
+    assert "<li>mode: current bayesian, baseline frequentist</li>" in items
+    assert "<li>--toxicity-level: current conservative, baseline inclusive</li>" in items
+    cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
+
+
+def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
+    """--quiet: no INFO line ("reading [...]"), no progress line, no summary table (docs/cli.md)."""
+    examples = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"
+    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--quiet", "--no-report", "--metrics", "humanity",
+                           "--input", str(examples), "--output", str(tmp_path / "o"), f"--runner={FNAPI}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert [line for line in proc.stderr.splitlines() if " INFO " in line or line.startswith("progress:")] == []
+    assert (tmp_path / "o" / "results.json").exists()

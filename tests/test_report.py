@@ -733,3 +733,24 @@ def test_first_screen_names_the_worst_assistant_and_metric(runs, shipped_bayes, 
         assert first_row.locator("td.fail").count() >= 1
     finally:
         page.close()
+
+
+def test_grouped_intervals_without_any_point_draws_no_empty_legend():
+    """A series whose estimates are all undefined has no labelled artist: the panel must not ask
+    matplotlib for a legend (it warns 'No artists with labels found to put in legend')."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from fair_forge_beam.reports.plots import grouped_intervals
+
+    fig, ax = plt.subplots()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grouped_intervals(ax, ["joy", "anger"], [("overall", [None, {"mean": None}])])
+    assert ax.get_legend() is None
+    grouped_intervals(ax, ["joy"], [("overall", [{"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}])])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["overall"]
+    plt.close(fig)

@@ -308,6 +308,7 @@ def _comparison_view(cmp: dict) -> dict:
     return {
         **{k: cmp[k] for k in ("current", "baseline", "ci_level", "methods", "verdicts", "undefined_in_both",
                                "only_in_current", "only_in_baseline", "seed", "draws")},
+        "differences": [d["message"] for d in cmp.get("differences") or []],
         "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]),
                   "difference_text": _fmt_est(r["difference"])} for r in shown],
         "rows_left": len(rows) - len(shown),
@@ -371,7 +372,8 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
 
 def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Union[str, dict, None] = None,
                  inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
-                 run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None) -> str:
+                 run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None,
+                 compare_info: Optional[dict] = None) -> str:
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
@@ -382,6 +384,9 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
             comparison is also written next to the report as ``comparison.json``.
         inconclusive_width: see :func:`render_report`.
         doc / run_info: already-loaded ``results.json`` / ``run_info.json`` (skips reading).
+        compare_info: the baseline run's ``run_info.json`` content; with ``run_info`` the comparison
+            section (and ``comparison.json``) states every differing option and package version
+            (:func:`~fair_forge_beam.reports.compare.run_differences`), not only mode and metrics.
         gates: see :func:`render_report`.
 
     Raises:
@@ -399,7 +404,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     run_info = run_info if run_info is not None else read_run_info(run_dir)
     cmp = None
     if compare_with is not None:
-        cmp = compare_runs(doc, compare_with)
+        # both runs' run_info: the section states every differing setting and version, as --compare's warnings do
+        cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info)
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,

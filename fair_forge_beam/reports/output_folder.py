@@ -76,10 +76,12 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
 
 
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
-                           inconclusive_width: float, gates: Optional[list] = None) -> list[str]:
+                           inconclusive_width: float, gates: Optional[list] = None,
+                           baseline_info: Optional[dict] = None) -> list[str]:
     """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
     ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
-    ``gates`` (the run's resolved gates) colour the report's scorecard where they apply.
+    ``gates`` (the run's resolved gates) colour the report's scorecard where they apply;
+    ``baseline_info`` (the baseline's ``run_info.json``) lets the comparison state every differing setting.
 
     Returns:
         The names of the outputs now in ``out`` (for the summary's last line), in
@@ -90,7 +92,7 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
         from fair_forge_beam.reports.html import write_report
 
         write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates)
+                     gates=gates, compare_info=baseline_info)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
@@ -99,6 +101,7 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
         from fair_forge_beam.reports.compare import compare_runs
 
         with FileSystems.create(f"{out}/comparison.json") as f:
-            f.write(json.dumps(compare_runs(doc, baseline), indent=2, ensure_ascii=False).encode("utf-8"))
+            f.write(json.dumps(compare_runs(doc, baseline, current_info=run_info or None,
+                                                baseline_info=baseline_info), indent=2, ensure_ascii=False).encode("utf-8"))
         written.append("comparison.json")
     return written

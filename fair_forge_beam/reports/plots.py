@@ -198,7 +198,7 @@ def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str,
         off = (j - (k - 1) / 2) * (0.7 / k)
         _draw_series(ax, y0 + off, ests, f"C{j % 10}", 3.5, 1.6, label=_short(label))
     _row_axes(ax, y0, categories, title, xlabel, xlim)
-    if series:
+    if ax.get_legend_handles_labels()[0]:  # a series without any point draws no labelled artist
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
