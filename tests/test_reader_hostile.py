@@ -452,3 +452,37 @@ def test_summary_escapes_control_characters_from_the_data():
     assert "\x1b" not in text and "\u202e" not in text
     assert not any(ln.lstrip().startswith("assistant_id=hh-chosen") for ln in text.splitlines())
     assert "evil\\nassistant_id=hh-chosen" in text and "\\x1b[2J" in text
+
+
+# ============================================================== repeated keys (fresh-user trial)
+DUP_TOP = '{"session_id":"s5","session_id":"s5dup","assistant_id":"a","conversation":[{"qa_id":"q0","query":"h","assistant":"happy"}]}'
+DUP_NESTED = ('{"session_id":"s6","assistant_id":"a","conversation":'
+              '[{"qa_id":"q0","query":"h","assistant":"happy","assistant":"I hate you"}]}')
+
+
+def test_edge_loads_rejects_repeated_keys_at_any_depth():
+    from fair_forge_beam.io import edge
+
+    with pytest.raises(edge.RecordRejected, match="repeats the key 'session_id'"):
+        edge.loads(DUP_TOP)
+    with pytest.raises(edge.RecordRejected, match="repeats the key 'assistant'"):
+        edge.loads(DUP_NESTED)
+    assert edge.loads('{"a": {"b": 1}, "b": {"a": 2}}') == {"a": {"b": 1}, "b": {"a": 2}}  # same name, other objects
+
+
+def test_repeated_keys_are_dead_letters_in_jsonl_and_json_files(tmp_path):
+    """``{"session_id":"s5","session_id":"s5dup",…}`` was read as ``s5dup`` without a word (last wins)."""
+    good = json.dumps(_session("ok"))
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("\n".join([good, DUP_TOP, DUP_NESTED]) + "\n", encoding="utf-8")
+    inter, dead, _ = _read_outputs(str(lines), tmp_path / "l")
+    assert sorted({i["session_id"] for i in inter}) == ["ok"]
+    assert sorted(d["reason"].split(":")[0] for d in dead) == ["a JSON object repeats the key 'assistant'",
+                                                              "a JSON object repeats the key 'session_id'"]
+    assert any('"s5dup"' in d["raw"] for d in dead)  # the original record is kept in the dead letter
+    # a .json array: only the element that repeats a key is rejected, the others are read
+    arr = tmp_path / "in.json"
+    arr.write_text("[" + ",".join([good, DUP_TOP, json.dumps(_session("ok2"))]) + "]", encoding="utf-8")
+    inter, dead, _ = _read_outputs(str(arr), tmp_path / "a")
+    assert sorted({i["session_id"] for i in inter}) == ["ok", "ok2"]
+    assert len(dead) == 1 and "repeats the key 'session_id'" in dead[0]["reason"]

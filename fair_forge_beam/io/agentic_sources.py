@@ -60,6 +60,7 @@ import sys
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
+from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 
@@ -101,12 +102,12 @@ def _json_records(text: str, path: str = "") -> list:
         return [ReadError(f"{path}: empty file, no records", "")]
     if stripped.startswith("["):
         try:
-            value = json.loads(stripped)
+            value = edge.loads(stripped)
         except ValueError as exc:
             return [ReadError(f"{path}: invalid JSON file ({exc}); no record of it was read", text)]
         return value if isinstance(value, list) else [value]
     try:
-        obj = json.loads(stripped)
+        obj = edge.loads(stripped)
         return [obj]
     except ValueError:
         pass
@@ -115,7 +116,7 @@ def _json_records(text: str, path: str = "") -> list:
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
+            out.append(edge.loads(line))
         except ValueError as exc:
             out.append(ReadError(f"{path} line {n}: invalid JSON ({exc})", line))
     return out

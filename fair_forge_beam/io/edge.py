@@ -182,6 +182,22 @@ def _needs_check(text: str, max_depth: int) -> bool:
     )
 
 
+def _unique_pairs(pairs: list) -> dict:
+    """``object_pairs_hook``: an object whose key repeats is rejected — ``json.loads`` would keep
+    the last value silently, and which one the writer meant is unknowable."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        repeated = sorted({k for k, _ in pairs if k in seen or seen.add(k)})
+        shown = ", ".join(repr(k[:40]) for k in repeated[:5]) + (", …" if len(repeated) > 5 else "")
+        raise RecordRejected(f"a JSON object repeats the key {shown}: which value is meant is ambiguous "
+                             "(a plain JSON parser keeps the last one silently)")
+    return d
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
 def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
     """``json.loads`` for hostile text: returns a record that passed :func:`check_value`.
 
@@ -190,10 +206,11 @@ def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
 
     Raises:
         ValueError: invalid JSON (``json.JSONDecodeError``), or :class:`RecordRejected`: nested
-            beyond ``max_depth`` (also when deeper than the parser can recurse) or a lone surrogate.
+            beyond ``max_depth`` (also when deeper than the parser can recurse), a lone surrogate,
+            or an object that repeats a key.
     """
     try:
-        obj = json.loads(text)
+        obj = _DECODER.decode(text)
     except RecursionError:
         raise RecordRejected(
             f"nested more than {max_depth} levels deep (deeper than the JSON parser can follow); "

@@ -16,10 +16,10 @@ only sees valid sessions. Source: anthropics/hh-rlhf (MIT).
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from typing import Any, Optional
 
+from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 
@@ -60,7 +60,7 @@ def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[l
             if limit is not None and i >= limit:
                 break
             try:
-                rec = json.loads(line)
+                rec = edge.loads(line)  # strict: a repeated key is a skipped line, not last-wins
                 pair = {v: parse_transcript(rec[v]) for v in ("chosen", "rejected")}
             except (ValueError, KeyError, TypeError) as exc:
                 if skipped is not None:

@@ -605,10 +605,13 @@ class _ReadJsonFile(beam.DoFn):
                 )
             ]
         try:
-            data = json.loads(text)
-        except RecursionError:
-            # one element too deep to parse must not take the others with it: parse them one by one
+            data = edge.loads(text)
+        except (RecursionError, edge.RecordRejected) as rejected:
+            # one element too deep to parse, or repeating a key, must not take the others with it:
+            # parse them one by one (each is parsed again by edge.loads, so only it is rejected)
             parts = edge.split_top_level_array(text)
+            if parts is None and isinstance(rejected, edge.RecordRejected):
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"JSON file {path}: {rejected}", text, source=path))]
             if parts is None:
                 return [
                     beam.pvalue.TaggedOutput(
