@@ -133,8 +133,9 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
         outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
         outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
     doc = _read_json(FileSystems.join(out, "run_summary.json"))
-    try:
-        doc["counters"] = assistant_counters(p.result)
-    except Exception:  # noqa: BLE001 - a runner without metrics
-        pass
+    if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
+        try:
+            doc["counters"] = assistant_counters(p.result)
+        except Exception:  # noqa: BLE001 - a runner without metrics
+            pass
     return doc
