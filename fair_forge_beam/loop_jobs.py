@@ -53,7 +53,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
     from fair_forge_beam._beam import beam
     from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
-    from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests
+    from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests, shortfall_warning
     from fair_forge_beam.generators.loader import LocalMarkdownLoader
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
     from fair_forge_beam.runner import pipeline_options
@@ -83,10 +83,14 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     log.info("generating from %d chunks in %d group(s): %d request(s) to %s", len(chunks), len(plan.groups), len(plan.requests), base_url)
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
         outs = p | "Generate" >> GenerateDataset(handler, plan)
-        outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts)
+        outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts, requested_per_chunk=plan.num)
     from apache_beam.io.filesystems import FileSystems
 
-    return _read_json(FileSystems.join(out, "generation_summary.json"))
+    doc = _read_json(FileSystems.join(out, "generation_summary.json"))
+    warning = shortfall_warning(doc.get("shortfall"))
+    if warning:
+        log.warning("%s", warning)
+    return doc
 
 
 def build_assistant_handler(args: Any):
@@ -133,8 +137,9 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
         outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
         outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
     doc = _read_json(FileSystems.join(out, "run_summary.json"))
-    try:
-        doc["counters"] = assistant_counters(p.result)
-    except Exception:  # noqa: BLE001 - a runner without metrics
-        pass
+    if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
+        try:
+            doc["counters"] = assistant_counters(p.result)
+        except Exception:  # noqa: BLE001 - a runner without metrics
+            pass
     return doc

@@ -14,6 +14,7 @@ from fair_forge_beam.runners.assistant import (
     AssistantHandler,
     RunAssistant,
     SkipFailedTurns,
+    assistant_counters,
     failed_turn_reason,
     render_request,
     response_field,
@@ -69,6 +70,12 @@ def test_generic_http_endpoint_retries_fails_and_reruns_from_cache(dataset, tmp_
     assert second == {500: 2}  # answers from the cache; the failure is never cached, so asked again
     assert (summary["successes"], summary["failures"], summary["sessions"], summary["turns"]) == (4, 1, 2, 5)
     assert (again["successes"], again["failures"], again["cached"]) == (4, 1, 4)
+    # the runner's counters, in the returned summary and in run_summary.json (the http kind counts one
+    # request per turn sent: urllib3's retries are not seen; the re-run sends only the failed turn)
+    assert summary["counters"] == {"sessions": 2, "turns": 5, "successes": 4, "failures": 1, "cache_hits": 0, "requests": 5}
+    assert again["counters"] == {"sessions": 2, "turns": 5, "successes": 4, "failures": 1, "cache_hits": 4, "requests": 1}
+    for name, doc in (("a", summary), ("b", again)):
+        assert json.loads((tmp_path / name / "run_summary.json").read_text())["counters"] == doc["counters"]
     out = {s["session_id"]: s for s in map(json.loads, (tmp_path / "a" / "dataset.jsonl").read_text().splitlines())}
     s1, s2 = out["s1"]["conversation"], out["s2"]["conversation"]
     # history in order: turn 3 sees 2 earlier exchanges (5 messages), braces reach the endpoint verbatim
@@ -111,6 +118,9 @@ def test_run_assistant_transform_with_assert_that(dataset):
                         equal_to([("s1", "q1", "Hello {{ not a template }} <2>"), ("s1", "q2", "BUSY once <4>"), ("s1", "q3", "Thanks <6>"),
                                   ("s2", "q1", "FAIL always <1>"), ("s2", "q2", "After the failure <3>")]), label="Answers")
             assert_that(outs["dead_letter"], equal_to([]), label="NoDead")
+        # Beam counters are incremented in the DoFn (not in the handler's threads), so the runner sees them
+        assert assistant_counters(p.result) == {"sessions": 2, "turns": 5, "successes": 5, "failures": 0, "cache_hits": 0,
+                                                "requests": 5}
         # the session context went first as system message (send_context), only where it is not empty
         first = [r for r in srv.requests if r.messages[-1]["content"].startswith("Hello")][0]
         assert first.messages[0] == {"role": "system", "content": "ctx"}

@@ -275,6 +275,8 @@ def test_dataset_shape_ids_and_dead_letters(generated):
     assert sum(len(r["conversation"]) for r in records) == 2 * n_ok
     summary = generated["summary"]
     assert summary["dead_letters"] == len(dead) and summary["requests"] == len(plan.requests)
+    assert summary["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": n_ok, "chunks_short": 0,
+                                    "requested": 2 * n_ok, "generated": 2 * n_ok, "missing": 0}
 
 
 def test_parquet_holds_the_same_sessions_and_the_audit_reader_reads_both_files(generated):
@@ -328,3 +330,40 @@ def test_upstream_style_api_text_mode_and_conversations(tmp_path):
         assert [t.turn_number for t in conv.turns] == [1, 2]
         with pytest.raises(ValueError, match="repeats turn numbers"):
             gen.generate_conversation(chunk, num_turns=2, custom_system_prompt="REPEAT turns about {{ context }}")
+
+
+def test_fewer_questions_than_asked_are_counted_and_warned(tmp_path, caplog):
+    """A generator that answers one question where two were asked: the shortfall is counted in
+    generation_summary.json and a warning names it (the session keeps what came back)."""
+    import logging
+
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import generate
+
+    def one_query(req):
+        return {"queries": [{"query": "Only one?", "query_type": "recall"}], "chunk_summary": "sum"}
+
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample", "2",
+            "--seed", "7", "--num-queries", "2", "--assistant-id", "bot", "--generator-model", "gen-model",
+            "--generator-retries", "0"]
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(one_query) as srv:
+        summary = generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
+                                "--output", str(tmp_path / "out")])
+    assert summary["interactions"] == 4 and summary["requests"] == 4
+    assert summary["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": 4, "chunks_short": 4,
+                                    "requested": 8, "generated": 4, "missing": 4}
+    assert json.loads((tmp_path / "out" / "generation_summary.json").read_text())["shortfall"] == summary["shortfall"]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("4 of 8" in m and "4 of 4 chunk(s)" in m for m in warned), warned
+
+
+def test_shortfall_counts_per_chunk():
+    from fair_forge_beam.generators.generate import generation_shortfall
+
+    def rec(*qa_ids):
+        return {"conversation": [{"qa_id": q} for q in qa_ids]}
+
+    records = [rec("c1_q1", "c1_q2", "c1_q3", "c2_q1"), rec("c1#2_q1", "c3_t1", "c3_t2")]
+    assert generation_shortfall(records, 3) == {"requested_per_chunk": 3, "chunks_answered": 4, "chunks_short": 3,
+                                                "requested": 12, "generated": 7, "missing": 5}
+    assert generation_shortfall([], 2)["missing"] == 0

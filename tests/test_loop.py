@@ -66,6 +66,13 @@ def test_loop_generates_runs_and_audits(loop_run):
     failed = [t for t in turns if not t["agentic"]["runner"]["ok"]]
     assert sorted(t["qa_id"] for t in failed) == sorted(t["qa_id"] for t in kinds["[FAIL]"] + kinds["[SLOW]"])
     assert ran["failures"] == len(failed) and ran["successes"] == 12 - len(failed)
+    # the runner's counters, in run_summary.json and in loop_summary.json, agree with the turns (they were all 0)
+    loop_doc = json.loads((out / "loop_summary.json").read_text())
+    expected = {"sessions": 3, "turns": 12, "successes": 12 - len(failed), "failures": len(failed), "cache_hits": 0}
+    assert {k: ran["counters"][k] for k in expected} == expected
+    assert ran["counters"]["requests"] == counts["bot"] and loop_doc["run"]["counters"] == ran["counters"]
+    assert gen["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": 6, "chunks_short": 0, "requested": 12,
+                                "generated": 12, "missing": 0}
     for t in failed:
         assert t["assistant"].startswith("[ERROR] ")
         assert "[runner error]" in t["observation"]

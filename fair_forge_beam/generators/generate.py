@@ -41,7 +41,8 @@ from fair_forge_beam.generators.schemas import (
 from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy, SequentialStrategy, chunk_digest
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
-           "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES"]
+           "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
+           "generation_shortfall", "shortfall_warning"]
 
 GENERATOR_NAMESPACE = "fair_forge_beam.generator"
 OUTPUT_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
@@ -298,7 +299,37 @@ class GenerateDataset(beam.PTransform):
         return {"datasets": datasets, "dead_letter": dead}
 
 
-def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict) -> list[str]:
+def generation_shortfall(records: Sequence[dict], requested_per_chunk: int) -> dict:
+    """How many questions (or turns) came back against ``requested_per_chunk`` per answered chunk.
+
+    ``records``: Dataset dicts as written (qa ids ``<chunk prefix>_q<i>`` / ``_t<n>``, see
+    :func:`batches_for`). Returns ``{"requested_per_chunk", "chunks_answered", "chunks_short",
+    "requested", "generated", "missing"}`` (counts ≥ 0; ``requested`` = chunks answered ×
+    requested per chunk; ``missing`` sums the per-chunk shortfalls, so a chunk answered with more
+    than asked does not hide another's shortfall). Dead-lettered chunks are not counted here
+    (they are in ``dead_letters``)."""
+    per_chunk: dict[tuple, int] = {}
+    for i, r in enumerate(records):
+        for b in r.get("conversation") or []:
+            key = (i, str(b["qa_id"]).rsplit("_", 1)[0])
+            per_chunk[key] = per_chunk.get(key, 0) + 1
+    n = int(requested_per_chunk)
+    short = [max(0, n - got) for got in per_chunk.values()]
+    return {"requested_per_chunk": n, "chunks_answered": len(per_chunk), "chunks_short": sum(1 for x in short if x),
+            "requested": n * len(per_chunk), "generated": sum(per_chunk.values()), "missing": sum(short)}
+
+
+def shortfall_warning(shortfall: Optional[dict]) -> Optional[str]:
+    """The warning line for a :func:`generation_shortfall` with something missing, else None."""
+    if not shortfall or not shortfall.get("missing"):
+        return None
+    return (f"the generator returned fewer questions than asked: {shortfall['missing']} of {shortfall['requested']} missing "
+            f"({shortfall['requested_per_chunk']} asked per chunk; {shortfall['chunks_short']} of "
+            f"{shortfall['chunks_answered']} chunk(s) short); see 'shortfall' in generation_summary.json")
+
+
+def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict,
+                   requested_per_chunk: Optional[int] = None) -> list[str]:
     """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
     import io
 
@@ -328,6 +359,8 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
         put("dataset.parquet", buf.getvalue())
     summary = {"sessions": len(records), "interactions": sum(len(r["conversation"]) for r in records),
                "dead_letters": len(dead_sorted), **counts}
+    if requested_per_chunk is not None:
+        summary["shortfall"] = generation_shortfall(records, requested_per_chunk)
     put("generation_summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return written
 
@@ -352,8 +385,8 @@ def _parquet_row(r: dict) -> dict:
     return {**{k: r[k] for k in ("session_id", "assistant_id", "language", "context")}, "conversation": conv}
 
 
-def _write_once(_, datasets, dead, out, parquet, counts):
-    return _write_outputs(out, datasets, dead, parquet, counts)
+def _write_once(_, datasets, dead, out, parquet, counts, requested_per_chunk=None):
+    return _write_outputs(out, datasets, dead, parquet, counts, requested_per_chunk)
 
 
 class WriteGenerated(beam.PTransform):
@@ -361,11 +394,13 @@ class WriteGenerated(beam.PTransform):
     ``dataset.jsonl`` (one session per line, sorted by group index), ``dead_letter.jsonl``
     (sorted), ``generation_summary.json``, and with ``parquet`` ``dataset.parquet`` (one row per
     session, nested ``conversation``; ``agentic`` is a struct of the generator's fields, null where
-    a record has none)."""
+    a record has none). With ``requested_per_chunk`` (the plan's ``num``) the
+    summary holds ``shortfall`` (:func:`generation_shortfall`)."""
 
-    def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None):
+    def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None, requested_per_chunk: Optional[int] = None):
         super().__init__()
         self._out, self._parquet, self._counts = out, bool(parquet), dict(counts or {})
+        self._per_chunk = None if requested_per_chunk is None else int(requested_per_chunk)
 
     def expand(self, outs):
         p = outs["datasets"].pipeline
@@ -373,7 +408,7 @@ class WriteGenerated(beam.PTransform):
         dl = outs["dead_letter"] | "GenDeadList" >> beam.combiners.ToList()
         return (p | "GenWriteOnce" >> beam.Create([None])
                 | "GenWrite" >> beam.Map(_write_once, beam.pvalue.AsSingleton(ds), beam.pvalue.AsSingleton(dl),
-                                         self._out, self._parquet, self._counts))
+                                         self._out, self._parquet, self._counts, self._per_chunk))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,7 +470,7 @@ class Generator:
 
         with beam.Pipeline(options=pipeline_options(self.pipeline_args)) as p:
             outs = p | "Generate" >> GenerateDataset(self.handler, plan)
-            outs | "Write" >> WriteGenerated(out, parquet)
+            outs | "Write" >> WriteGenerated(out, parquet, requested_per_chunk=plan.num)
 
     def generate_dataset(self, context_loader, source, assistant_id: str, num_queries_per_chunk: int = 3,
                          language: str = "english", seed_examples: Optional[Sequence[str]] = None,
@@ -459,6 +494,10 @@ class Generator:
             self._run(plan, tmp, parquet=False)
             for d in _read_jsonl(f"{tmp}/dead_letter.jsonl"):
                 logging.getLogger(__name__).warning("generation dead letter: %s (%s)", d["reason"], d.get("element_id"))
+            with open(f"{tmp}/generation_summary.json", encoding="utf-8") as f:
+                warning = shortfall_warning(json.load(f).get("shortfall"))
+            if warning:
+                logging.getLogger(__name__).warning("%s", warning)
             return [Dataset.model_validate(r) for r in _read_jsonl(f"{tmp}/dataset.jsonl")]
 
 

@@ -57,6 +57,11 @@ DIRECTIONS: dict[str, list[tuple[str, int]]] = {
     "vision": [("mean_similarity", +1), ("hallucination_rate", -1)],
     # consistency of K generations and constraint compliance (spec §6.10): higher = more consistent
     "prompt_evaluator": [("csr", +1), ("csr_pooled", +1), ("stability", +1), ("icr", +1), ("jq", +1)],
+    # share of answers with detected PII: lower = better; gaussia's ``score`` grades the detector against
+    # the annotations, not the assistant, so it has no better side here (docs/metrics/privacy.md)
+    "privacy": [("leak_rate", -1)],
+    # adherent-turn share and adherent-session share (docs/metrics/role-adherence.md): higher = better
+    "role_adherence": [("role_adherence", +1), ("adherent_sessions", +1)],
 }
 
 #: metric -> [(path pattern, length of the natural value range)]; unlisted estimates: 1

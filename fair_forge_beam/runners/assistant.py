@@ -171,14 +171,18 @@ class _TurnFailed(Exception):
 
 
 class _Client:
-    def __init__(self, cfg: _Config, api_key: str, counters: dict):
+    def __init__(self, cfg: _Config, api_key: str):
+        import threading
         from concurrent.futures import ThreadPoolExecutor
 
         from fair_forge_beam.components.judge.handler import _Pacer
 
         self.cfg = cfg
         self._secret = "" if api_key == _NO_KEY else api_key
-        self._counters = counters
+        # HTTP requests of the session running in this thread (a session runs in one thread); returned
+        # with the session's result and counted by the DoFn: Beam counters incremented in the executor's
+        # threads are outside Beam's metrics context and lost
+        self._local = threading.local()
         self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-assistant")
         self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
@@ -211,7 +215,7 @@ class _Client:
     def _on_request(self, request) -> None:
         if self._pacer is not None:
             self._pacer.wait()
-        self._counters["requests"].inc()
+        self._local.requests = getattr(self._local, "requests", 0) + 1
 
     def scrub(self, text: Any) -> str:
         return scrub_secrets("" if text is None else str(text), [self._secret])
@@ -250,7 +254,7 @@ class _Client:
         requests = self._requests
         if self._pacer is not None:
             self._pacer.wait()
-        self._counters["requests"].inc()
+        self._local.requests = getattr(self._local, "requests", 0) + 1
         try:
             resp = self.session.post(self.cfg.url, json=body, timeout=self.cfg.request_timeout)
         except requests.exceptions.Timeout:
@@ -300,8 +304,9 @@ class _Client:
         return answer, False
 
     def run_session(self, session_json: str) -> dict:
-        """Run one session turn by turn; returns ``{"session", "summary", "dead_letters"}``."""
-        c = self._counters
+        """Run one session turn by turn; returns ``{"session", "summary", "dead_letters", "counts"}``
+        (``counts``: this session's :data:`COUNTER_NAMES` values)."""
+        self._local.requests = 0
         session = json.loads(session_json)
         out = copy.deepcopy(session)
         history: list[dict] = []
@@ -317,21 +322,16 @@ class _Client:
                 error = self.scrub(exc)
             ms = round((time.perf_counter() - t0) * 1000.0, 3)
             total_ms += ms
-            c["turns"].inc()
             agentic = dict(turn.get("agentic") or {})
             agentic["runner"] = {"ok": error is None, "latency_ms": ms, "cached": cached, "error": error}
             turn["agentic"] = agentic
             if error is None:
                 successes += 1
                 cached_n += int(cached)
-                c["successes"].inc()
-                if cached:
-                    c["cache_hits"].inc()
                 turn["assistant"] = answer
                 history += [{"role": "user", "content": turn["query"]}, {"role": "assistant", "content": answer}]
             else:
                 failures += 1
-                c["failures"].inc()
                 turn["assistant"] = ERROR_PREFIX + error
                 obs = turn.get("observation")
                 turn["observation"] = (f"{obs}\n" if obs else "") + f"[runner error] {error}"
@@ -339,12 +339,13 @@ class _Client:
                 raw = {k: turn.get(k) for k in ("qa_id", "query")}
                 dead.append(dead_letter("runner", f"assistant call failed: {error}", raw, element_id=eid,
                                         source=f"runner:{cfg_identity(self.cfg)}")._asdict())
-        c["sessions"].inc()
         n = len(out["conversation"])
         summary = {"session_id": out["session_id"], "assistant_id": out["assistant_id"], "total_batches": n,
                    "successes": successes, "failures": failures, "cached": cached_n,
                    "total_execution_time_ms": round(total_ms, 3), "avg_batch_time_ms": round(total_ms / n, 3) if n else 0.0}
-        return {"session": out, "summary": summary, "dead_letters": dead}
+        counts = {"sessions": 1, "turns": n, "successes": successes, "failures": failures, "cache_hits": cached_n,
+                  "requests": int(self._local.requests)}
+        return {"session": out, "summary": summary, "dead_letters": dead, "counts": counts}
 
 
 def cfg_identity(cfg: _Config) -> str:
@@ -424,17 +425,6 @@ class AssistantHandler(RemoteModelHandler):
                             dict(headers or {}))
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(max_concurrency), "max_batch_size": 4 * int(max_concurrency)}
-        self._counters = None
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_counters"] = None
-        return state
-
-    def _ctr(self) -> dict:
-        if self._counters is None:
-            self._counters = {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}
-        return self._counters
 
     @property
     def model_name(self) -> str:
@@ -448,7 +438,7 @@ class AssistantHandler(RemoteModelHandler):
         api_key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
         if cfg.cache_path == DEFAULT_CACHE:
             cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
-        return _Client(cfg, api_key or _NO_KEY, self._ctr())
+        return _Client(cfg, api_key or _NO_KEY)
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
         return dict(self._batch_kwargs)
@@ -502,7 +492,22 @@ def sessions_from_interactions(interactions, assistant_id: Optional[str] = None,
 
 
 class _Split(beam.DoFn):
+    """Splits the handler's results; increments the runner's Beam counters here, in the DoFn's
+    metrics context, from each result's ``counts``."""
+
+    def __init__(self, namespace: str = RUNNER_NAMESPACE):
+        super().__init__()
+        self._namespace = namespace
+
+    def setup(self):
+        self._ctr = {n: beam.metrics.Metrics.counter(self._namespace, n) for n in COUNTER_NAMES}
+
     def process(self, res):
+        counts = res.get("counts") or {}
+        for n in COUNTER_NAMES:
+            if counts.get(n):
+                self._ctr[n].inc(int(counts[n]))
+        yield beam.pvalue.TaggedOutput("counts", dict(counts))
         yield beam.pvalue.TaggedOutput("sessions", res["session"])
         yield beam.pvalue.TaggedOutput("summaries", res["summary"])
         for d in res["dead_letters"]:
@@ -524,7 +529,9 @@ class _FailedBatch(beam.DoFn):
 
 class RunAssistant(beam.PTransform):
     """``PCollection[Interaction]`` → ``{"sessions": answered Dataset dicts, "summaries":
-    per-session summary dicts, "dead_letter": DeadLetter (stage "runner")}``."""
+    per-session summary dicts, "dead_letter": DeadLetter (stage "runner"), "counts": per-session
+    dicts of :data:`COUNTER_NAMES` values}``. The Beam counters in the handler's namespace are
+    incremented from these counts."""
 
     def __init__(self, handler: AssistantHandler, assistant_id: Optional[str] = None):
         super().__init__()
@@ -533,13 +540,14 @@ class RunAssistant(beam.PTransform):
     def expand(self, interactions):
         sessions = sessions_from_interactions(interactions, self._assistant_id)
         main, other = sessions | "RunnerRunInference" >> RunInference(self._handler).with_exception_handling()
-        split = main | "RunnerSplit" >> beam.ParDo(_Split()).with_outputs("sessions", "summaries", "dead_letter")
+        split = main | "RunnerSplit" >> beam.ParDo(_Split(self._handler.get_metrics_namespace())).with_outputs(
+            "sessions", "summaries", "dead_letter", "counts")
         failed = other.failed_inferences | "RunnerBatchFailures" >> beam.ParDo(_FailedBatch())
         dead = (split.dead_letter, failed) | "RunnerDead" >> beam.Flatten()
-        return {"sessions": split.sessions, "summaries": split.summaries, "dead_letter": dead}
+        return {"sessions": split.sessions, "summaries": split.summaries, "dead_letter": dead, "counts": split.counts}
 
 
-def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict) -> list[str]:
+def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict, run_counts: Optional[list] = None) -> list[str]:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.runner import to_json_line
@@ -568,6 +576,8 @@ def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: di
            "dead_letters": len(dead_sorted), "dead_letters_by_stage": _by_stage(dead_sorted),
            "total_execution_time_ms": round(total_ms, 3), "avg_turn_time_ms": round(total_ms / turns, 3) if turns else 0.0,
            **counts}
+    if run_counts is not None:
+        doc["counters"] = {n: sum(int(c.get(n, 0)) for c in run_counts) for n in COUNTER_NAMES}
     put("run_summary.json", (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return written
 
@@ -592,11 +602,14 @@ class WriteRunOutputs(beam.PTransform):
     def expand(self, outs):
         p = outs["sessions"].pipeline
         dead = (outs["dead_letter"], *self._extra) | "RunAllDead" >> beam.Flatten()
-        lists = [x | f"Run{n}List" >> beam.combiners.ToList()
-                 for n, x in (("Sessions", outs["sessions"]), ("Summaries", outs["summaries"]), ("Dead", dead))]
+        parts = [("Sessions", outs["sessions"]), ("Summaries", outs["summaries"]), ("Dead", dead)]
+        if "counts" in outs:
+            parts.append(("Counts", outs["counts"]))
+        lists = [x | f"Run{n}List" >> beam.combiners.ToList() for n, x in parts]
         return (p | "RunWriteOnce" >> beam.Create([None])
-                | "RunWrite" >> beam.Map(_write_run_once, *[beam.pvalue.AsSingleton(x) for x in lists], self._out, self._counts))
+                | "RunWrite" >> beam.Map(_write_run_once, self._out, self._counts,
+                                         *[beam.pvalue.AsSingleton(x) for x in lists]))
 
 
-def _write_run_once(_, sessions, summaries, dead, out, counts):
-    return _write_run(out, sessions, summaries, dead, counts)
+def _write_run_once(_, out, counts, sessions, summaries, dead, run_counts=None):
+    return _write_run(out, sessions, summaries, dead, counts, run_counts)
