@@ -1,7 +1,9 @@
 """Issue 14 item 4 (fast paths): costs a run does not pay.
 
-* a frequentist audit never imports ``scipy`` (only Bayesian intervals and a rare Spearman tie
-  at a rounding boundary need it);
+* a frequentist audit never imports ``scipy`` through the project's own code (only Bayesian
+  intervals and a rare Spearman tie at a rounding boundary need it). The audit pins the lexicon
+  toxicity scorer: the default classifier (alt-profanity-check) runs on scikit-learn, which
+  imports scipy itself;
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ _NO_SCIPY = """
 import logging, sys, tempfile
 logging.disable(logging.WARNING)
 from pipelines.audit import run
-run(["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--mode", "frequentist",
+run(["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--mode", "frequentist",
      "--quiet", "--no-report", "--output", tempfile.mkdtemp()])
 print("SCIPY", sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy.")))
 """
