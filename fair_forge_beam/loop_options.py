@@ -140,22 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         for o in g.options:
             if command == "run" and o.name == "input":
                 o = Option(**{**o.__dict__, "default_note": None})
-            help_text = o.help_text()
-            if o.type is bool:
-                target.add_argument(o.flag, action="store_true", help=help_text)
-                continue
-            kw: dict[str, Any] = {"help": help_text.replace("%", "%%")}
-            if o.repeatable:
-                kw["action"] = "append"
-            if o.type is not str:
-                kw["type"] = o.type
-            if o.default is not None:
-                kw["default"] = o.default
-            if o.choices:
-                kw["choices"] = list(o.choices)
-            if o.metavar:
-                kw["metavar"] = o.metavar
-            target.add_argument(o.flag, **kw)
+            o.add_to(target)
 
 
 def validate(args: Any, command: str) -> None:
@@ -187,3 +172,23 @@ def template_metadata(command: str) -> dict:
             params.append(p)
     return {"name": f"fair-forge-beam {command}", "description": f"fair_forge_beam {command} pipeline", "streaming": False,
             "parameters": params}
+
+
+def run_stage(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]], command: str, job) -> dict:
+    """Parse ``argv`` (``sys.argv[1:]`` when ``None``) for a stage command (``"generate"`` or
+    ``"run"``), validate it and return ``job(args, beam_args)``. An option that is neither the
+    stage's nor Beam's, a failed validation, a ``ValueError`` or a missing file is a one-line
+    usage error (``parser.error``, exit status 2)."""
+    import sys
+
+    from pipelines.audit import unknown_beam_options
+
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        parser.error(f"unrecognised option(s) {' '.join(unknown)}")
+    try:
+        validate(args, command)
+        return job(args, beam_args)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))

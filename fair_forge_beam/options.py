@@ -109,6 +109,27 @@ class Option:
             return f"{text} (default: {self.default})"
         return f"{text} (default: {self.default_note or 'not set'})"
 
+    def add_to(self, target: Any, help_text: Optional[str] = None) -> None:
+        """Add this option to an ``argparse`` parser or argument group: a flag for ``bool``,
+        else its type, default, choices, metavar and ``append`` when repeatable. ``help_text``
+        defaults to :meth:`help_text` (``%`` is escaped for argparse)."""
+        text = self.help_text() if help_text is None else help_text
+        if self.type is bool:
+            target.add_argument(self.flag, action="store_true", help=text.replace("%", "%%"))
+            return
+        kwargs: dict[str, Any] = {"help": text.replace("%", "%%")}
+        if self.repeatable:
+            kwargs["action"] = "append"
+        if self.type is not str:
+            kwargs["type"] = self.type
+        if self.default is not None:
+            kwargs["default"] = self.default
+        if self.choices:
+            kwargs["choices"] = list(self.choices)
+        if self.metavar:
+            kwargs["metavar"] = self.metavar
+        target.add_argument(self.flag, **kwargs)
+
 
 @dataclass(frozen=True)
 class Group:
@@ -598,22 +619,7 @@ def add_arguments(parser: argparse.ArgumentParser, metrics: Optional[Sequence[st
     for g in GROUPS:
         target = groups.setdefault(g.title, parser.add_argument_group(g.title) if g.title else parser)
         for o in g.options:
-            help_text = o.help_text(**fmt) if "{" in o.help else o.help_text()
-            if o.type is bool:
-                target.add_argument(o.flag, action="store_true", help=help_text)
-                continue
-            kwargs: dict[str, Any] = {"help": help_text.replace("%", "%%")}
-            if o.repeatable:
-                kwargs["action"] = "append"
-            if o.type is not str:
-                kwargs["type"] = o.type
-            if o.default is not None:
-                kwargs["default"] = o.default
-            if o.choices:
-                kwargs["choices"] = list(o.choices)
-            if o.metavar:
-                kwargs["metavar"] = o.metavar
-            target.add_argument(o.flag, **kwargs)
+            o.add_to(target, o.help_text(**fmt) if "{" in o.help else None)
 
 
 def validate(args: Any) -> None:

@@ -27,19 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.loop_jobs import run_generate
-    from fair_forge_beam.loop_options import validate
-    from pipelines.audit import unknown_beam_options
+    from fair_forge_beam.loop_options import run_stage
 
-    parser = build_parser()
-    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        parser.error(f"unrecognised option(s) {' '.join(unknown)}")
-    try:
-        validate(args, "generate")
-        return run_generate(args, beam_args)
-    except (ValueError, FileNotFoundError) as exc:
-        parser.error(str(exc))
+    return run_stage(build_parser(), argv, "generate", run_generate)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

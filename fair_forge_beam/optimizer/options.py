@@ -59,19 +59,7 @@ _BY_DEST = {o.dest: o for o in OPTIMIZER_OPTIONS}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every optimizer option to ``parser`` (``--help`` shows each default)."""
     for o in OPTIMIZER_OPTIONS:
-        kw: dict[str, Any] = {"help": o.help_text().replace("%", "%%")}
-        if o.type is bool:
-            parser.add_argument(o.flag, action="store_true", help=kw["help"])
-            continue
-        if o.type is not str:
-            kw["type"] = o.type
-        if o.default is not None:
-            kw["default"] = o.default
-        if o.choices:
-            kw["choices"] = list(o.choices)
-        if o.metavar:
-            kw["metavar"] = o.metavar
-        parser.add_argument(o.flag, **kw)
+        o.add_to(parser)
 
 
 def validate(args: Any) -> None:
