@@ -152,6 +152,23 @@ def test_random_sampling_validation_and_repr():
         "RandomSamplingStrategy(num_samples=2, chunks_per_sample=1, seed=3, with_replacement=False)")
 
 
+def test_every_appearance_of_a_chunk_is_its_own_request():
+    """Two groups sharing a chunk must not share a cache key: otherwise the second request is asked
+    or read from the cache depending on timing, and a cached re-run can differ from the first run."""
+    from fair_forge_beam.generators.generate import plan_requests
+
+    chunks = LocalMarkdownLoader().load(packaged_corpus_path("callcenter"))
+    for strategy in (RandomSamplingStrategy(3, 3, seed=7), RandomSamplingStrategy(4, 3, seed=1, with_replacement=True)):
+        plan = plan_requests(chunks, "bot", num_queries_per_chunk=2, selection_strategy=strategy, seed=7)
+        idents = [(r.messages, r.sample_index) for r in plan.requests]
+        assert len(set(idents)) == len(idents)
+        assert len({r.messages for r in plan.requests}) < len(idents)  # the case exists: some chunk is sampled twice
+        by_prompt = {}
+        for r in plan.requests:
+            by_prompt.setdefault(r.messages, []).append(r.sample_index)
+        assert all(v == list(range(len(v))) for v in by_prompt.values())
+
+
 def test_custom_strategy_is_used():
     from fair_forge_beam.generators.generate import plan_requests
     from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy

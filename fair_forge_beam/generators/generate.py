@@ -16,8 +16,13 @@ blank lines; one ``Batch`` per generated query (``qa_id = <chunk_id>_q<i>``, 1-b
 ``observation`` naming the source chunk (and turn), ``agentic`` = ``{chunk_id, difficulty?,
 query_type?}`` or for conversations ``{chunk_id, turn_number, conversation_mode: true,
 builds_on (turn > 1), difficulty?, query_type?, expected_context?}``. A chunk that appears again
-in one group (sampling with replacement) is asked again as another sample (``sample_index``) and
-its ids get ``#<occurrence>`` after the chunk id (occurrence ≥ 2), so qa_ids stay unique.
+in one group (sampling with replacement) gets ``#<occurrence>`` after the chunk id in its ids
+(occurrence ≥ 2), so qa_ids stay unique. Every appearance of a chunk in the plan — in the same group
+or in another — is its own request: identical prompts are told apart by ``sample_index`` (0 for the
+first appearance in the plan, then 1, 2, …), so each has its own cache entry and every request is
+asked exactly once. (Before, two groups sharing a chunk sent two requests with one cache key: the
+second was asked or answered from the cache depending on timing, and a cached re-run could differ
+from the first run.)
 
 Faults: an answer that never validates, an HTTP error that stays, a conversation with repeated
 turn numbers → dead letter (stage ``"generator"``, reason, raw answer); the group's other chunks
@@ -183,6 +188,7 @@ def plan_requests(chunks: Sequence[Chunk], assistant_id: str, *, num_queries_per
     schema = GeneratedConversationOutput if conversation_mode else GeneratedQueriesOutput
     build = conversation_messages if conversation_mode else query_messages
     groups, requests = [], []
+    asked: dict[tuple, int] = {}  # identical prompts so far in the whole plan → next sample_index
     for gi, group in enumerate(strategy.select(list(chunks))):
         seen: dict[str, int] = {}
         slots = []
@@ -190,7 +196,9 @@ def plan_requests(chunks: Sequence[Chunk], assistant_id: str, *, num_queries_per
             occ = seen[c.chunk_id] = seen.get(c.chunk_id, 0) + 1
             slots.append([pos, c.chunk_id, occ])
             msgs = build(c, num_queries_per_chunk, seed_examples, custom_system_prompt)
-            requests.append(judge_request(f"{gi:06d}/{pos:04d}", msgs, schema=schema, sample_index=occ - 1, element_id=c.chunk_id))
+            ident = tuple(tuple(m) for m in msgs)
+            sample = asked[ident] = asked.get(ident, -1) + 1
+            requests.append(judge_request(f"{gi:06d}/{pos:04d}", msgs, schema=schema, sample_index=sample, element_id=c.chunk_id))
         sid = session_id_for(seed, strategy.describe(), gi, conversation_mode, num_queries_per_chunk, assistant_id, language, group)
         groups.append({"index": gi, "session_id": sid, "context": "\n\n".join(c.content for c in group), "slots": slots})
     return GenerationPlan(tuple(groups), tuple(requests), bool(conversation_mode), int(num_queries_per_chunk), assistant_id, language)
