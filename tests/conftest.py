@@ -62,11 +62,45 @@ def _alive(pid: int) -> bool:
         return False
 
 
+# Modules that share end-to-end runs with the runner suite through ``audit_once``: under xdist they
+# run in the runner suite's worker, so the shared runs are not repeated in another process.
+SHARES_RUNNER_AUDITS = ("test_toxicity_runners.py",)
+FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
+FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
+
+
+def _xdist_group(item) -> str:
+    """The xdist group of ``item``: its module (module fixtures are computed once), except the
+    runner suite, split in two: everything that runs on the Flink cluster (its Flink runs and the
+    Kafka tests: one cluster per session), and its other runs (multi-process, Prism) with the
+    modules that share their audits."""
+    name = item.path.name
+    if item.get_closest_marker("runners") is not None:
+        return FLINK_GROUP if name == "test_kafka_flink.py" or "flink" in item.name else RUNNERS_GROUP
+    return RUNNERS_GROUP if name in SHARES_RUNNER_AUDITS else name
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(session, config, items):
-    """Run the modules marked ``runners`` (tests/test_kafka_flink.py, tests/test_runners_integration.py)
-    last, one after the other, in their usual order: they share one Flink cluster
-    (:func:`flink_cluster`), which then lives only while they run. The other tests keep their order."""
-    items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
+    """Order and group the tests.
+
+    One process (``-n 0``, or xdist absent): the modules marked ``runners``
+    (tests/test_kafka_flink.py, tests/test_runners_integration.py) run last, one after the other:
+    they share one Flink cluster (:func:`flink_cluster`), which then lives only while they run.
+
+    Under xdist (pytest.ini: ``-n``, ``--dist loadgroup``): every module is one ``xdist_group``
+    (so a module's fixtures run once), except the runner suite's two groups (:func:`_xdist_group`:
+    the Flink runs with the Kafka tests — one Flink cluster per test session, as without xdist —
+    and its other runs). Those longest groups come first, so that two workers start them at once
+    and the others take the remaining modules in collection order. The other tests keep their order."""
+    distributed = config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no"
+    if not distributed:
+        items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    first = {g: i for i, g in enumerate(FIRST_GROUPS)}
+    items[:] = sorted(items, key=lambda item: first.get(_xdist_group(item), len(first)))
 
 
 @pytest.fixture(scope="session")

