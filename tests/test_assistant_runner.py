@@ -54,6 +54,30 @@ def run_http(dataset, out, srv, cache=None, path=PATH):
                               "--output", str(out), *(["--assistant-cache", str(cache)] if cache else [])])
 
 
+def test_sessions_sending_the_same_turn_are_asked_once_each(tmp_path):
+    """Two sessions whose turns are identical (a common first "Hello"): each is its own call and its
+    own cache entry, with the HTTP and the OpenAI kinds. With a shared key, the second one was asked
+    or answered from the cache depending on which session ran first, so the number of calls varied
+    and a cached re-run could give both sessions the answer one of them got."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import run_assistant
+
+    same = [{"qa_id": "q1", "query": "Hello", "assistant": ""}, {"qa_id": "q2", "query": "Bye", "assistant": ""}]
+    data = tmp_path / "twins.jsonl"
+    data.write_text("".join(json.dumps({"session_id": f"t{i}", "assistant_id": "a", "context": "", "conversation": same}) + "\n"
+                            for i in range(4)), encoding="utf-8")
+    http = ["--assistant-kind", "http", "--request-template", '{"messages": {{ messages | tojson }}}', "--response-path", PATH]
+    for kind_args, url in ((http, "/chat/completions"), (["--assistant-kind", "openai", "--assistant-model", "bot"], "")):
+        with ScriptedOpenAIServer(echo) as srv:
+            args = ["--input", str(data), *kind_args, "--assistant-url", srv.base_url + url, "--assistant-cache", str(tmp_path / f"{bool(url)}.sqlite3")]
+            first = run_assistant.run([*args, "--output", str(tmp_path / f"a{bool(url)}")])
+            n_first = srv.count()
+            again = run_assistant.run([*args, "--output", str(tmp_path / f"b{bool(url)}")])
+            assert (n_first, srv.count()) == (8, 8)  # 4 sessions × 2 turns, then nothing more
+        assert first["counters"]["requests"] == 8 and first["counters"]["cache_hits"] == 0
+        assert again["counters"]["requests"] == 0 and again["counters"]["cache_hits"] == 8
+
+
 def test_generic_http_endpoint_retries_fails_and_reruns_from_cache(dataset, tmp_path):
     from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 

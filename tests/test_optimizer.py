@@ -65,6 +65,29 @@ def test_gepa_adopts_the_strictly_better_candidate_then_stops_when_nothing_fails
     assert calls == 16 + 1 + 48
 
 
+def test_identical_examples_and_candidates_never_share_a_request(tmp_path):
+    """Two examples with the same context and query are two calls each (executor, evaluator) with
+    their own cache entries; two identical candidate prompts are scored once. With a shared cache
+    key, the second call was asked or read from the cache depending on which ran first."""
+    from fair_forge_beam.optimizer.evaluation import evaluate_prompts
+
+    session = {"session_id": "s", "assistant_id": "a", "context": "ctx", "conversation": [
+        {"qa_id": f"q{i}", "query": "Same question?", "assistant": "", "ground_truth_assistant": "yes"} for i in range(3)]}
+    examples, dead = load_examples([session])
+    assert not dead and [e.occurrence for e in examples] == [0, 1, 2]
+    with ScriptedOpenAIServer(scripted()) as srv:
+        h = handler(srv, tmp_path)
+        scores, dead = evaluate_prompts(["SEED prompt", "BETTER prompt", "SEED prompt"], examples, h, h, "be right",
+                                        workdir=str(tmp_path / "w"))
+        calls = srv.count()
+        again, _ = evaluate_prompts(["SEED prompt"], examples, h, h, "be right", workdir=str(tmp_path / "w2"))
+        assert srv.count() == calls  # all from the cache
+    assert calls == 2 * 3 * 2  # 2 distinct prompts × 3 examples × (execute + evaluate)
+    assert [(c.prompt, c.n_scored) for c in scores] == [("SEED prompt", 3), ("BETTER prompt", 3), ("SEED prompt", 3)]
+    assert scores[0] == scores[2] and scores[0].score == pytest.approx(0.4, abs=1e-15) and scores[1].score == pytest.approx(0.9, abs=1e-15)
+    assert again[0].score == scores[0].score and not dead
+
+
 def test_gepa_stops_when_no_candidate_is_strictly_better(tmp_path):
     with ScriptedOpenAIServer(scripted(proposals=("SAME prompt", "WORSE prompt"))) as srv:
         res = GEPAOptimizer.run(_load(GEPA_DATA), handler(srv, tmp_path), "SEED prompt", workdir=str(tmp_path / "w"))

@@ -43,13 +43,17 @@ class EvaluatorScore(BaseModel):
 class Example:
     """One QA of the dataset: ``index`` (0-based position over all sessions in file order),
     ``example_id`` (``"{session_id}/{qa_id}"``), the query, the session context and the expected
-    answer (``ground_truth_assistant``, ``""`` when absent)."""
+    answer (``ground_truth_assistant``, ``""`` when absent). ``occurrence``: how many earlier
+    examples have the same context and query (0 for the first): the ``sample_index`` of its
+    requests, so two identical examples are two calls with two cache entries, never one key asked
+    or read from the cache depending on which ran first."""
 
     index: int
     example_id: str
     query: str
     context: str
     expected: str
+    occurrence: int = 0
 
 
 @dataclass
@@ -80,6 +84,7 @@ def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
     from fair_forge_beam.schemas.common import Dataset, StreamedBatch
 
     examples, dead = [], []
+    seen: dict[tuple, int] = {}
     for i, item in enumerate(datasets):
         if isinstance(item, StreamedBatch):
             raise TypeError("the prompt optimizer needs Dataset items (whole sessions), got a StreamedBatch")
@@ -89,7 +94,10 @@ def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
             dead.append(dead_letter("optimizer.read", f"invalid session: {str(exc)[:500]}", item, element_id=f"#{i}")._asdict())
             continue
         for b in ds.conversation:
-            examples.append(Example(len(examples), f"{ds.session_id}/{b.qa_id}", b.query, ds.context or "", b.ground_truth_assistant or ""))
+            ident = (ds.context or "", b.query)
+            occ = seen[ident] = seen.get(ident, -1) + 1
+            examples.append(Example(len(examples), f"{ds.session_id}/{b.qa_id}", b.query, ds.context or "",
+                                    b.ground_truth_assistant or "", occ))
     return examples, dead
 
 
@@ -115,14 +123,16 @@ def _exec_requests(ex: Example, prompts):
     from fair_forge_beam.components.judge.handler import judge_request
 
     for ci, p in enumerate(prompts):
-        yield judge_request(f"{ci}{_SEP}{ex.index}", executor_messages(p, ex), schema=None, element_id=ex.example_id)
+        yield judge_request(f"{ci}{_SEP}{ex.index}", executor_messages(p, ex), schema=None, sample_index=ex.occurrence,
+                            element_id=ex.example_id)
 
 
 def _eval_request(res, examples, objective):
     from fair_forge_beam.components.judge.handler import judge_request
 
     ex = examples[int(res.key.split(_SEP)[1])]  # examples: {index: Example}
-    return judge_request(res.key, evaluator_messages(objective, ex, res.answer), schema=EvaluatorScore, element_id=ex.example_id)
+    return judge_request(res.key, evaluator_messages(objective, ex, res.answer), schema=EvaluatorScore, sample_index=ex.occurrence,
+                         element_id=ex.example_id)
 
 
 def _restage(stage):
@@ -185,14 +195,18 @@ def evaluate_prompts(
       pipeline_args: Beam options (default runner: ``FnApiRunner`` in-memory).
 
     Returns ``(scores, dead_letters)``: one :class:`CandidateScore` per prompt in order, and
-    the dead-letter dicts (stages ``optimizer.execute`` / ``optimizer.evaluate``).
+    the dead-letter dicts (stages ``optimizer.execute`` / ``optimizer.evaluate``). Identical
+    prompts are scored once (equal ``CandidateScore``; their dead letters name the first one's
+    index), so the number of calls never depends on which of them ran first.
     """
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
     from fair_forge_beam.runner import pipeline_options, write_jsonl
 
-    prompts, examples = list(prompts), list(examples)
-    if not prompts:
+    asked, examples = list(prompts), list(examples)
+    if not asked:
         return [], []
+    # identical candidates are scored once (the same requests would share cache keys and race)
+    prompts = list(dict.fromkeys(asked))
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
     os.makedirs(workdir, exist_ok=True)
@@ -238,8 +252,9 @@ def evaluate_prompts(
                 dead_rows.extend(json.loads(line) for line in fh)
     dead_rows.sort(key=lambda d: (d.get("source") or "", d.get("stage") or ""))
     out = []
-    for ci, prompt in enumerate(prompts):
-        r = rows.get(ci, {"score": None, "n_scored": 0, "n_dead": 0, "n_failing": 0, "failing": []})
+    unique_index = {prompt: ci for ci, prompt in enumerate(prompts)}
+    for prompt in asked:
+        r = rows.get(unique_index[prompt], {"score": None, "n_scored": 0, "n_dead": 0, "n_failing": 0, "failing": []})
         out.append(CandidateScore(prompt, r["score"], r["n_scored"], r["n_dead"], r["n_failing"], r["failing"]))
     if own:
         import shutil
