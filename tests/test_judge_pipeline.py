@@ -157,6 +157,25 @@ def test_rerun_with_the_cache_makes_zero_requests(tmp_path):
         assert srv.count() == 5
 
 
+def test_identical_requests_in_flight_are_asked_once(tmp_path):
+    """Identical requests (same messages, schema, parameters, sample index) of different elements,
+    in flight together in one process (one batch, 16 threads, slow server): with a cache, one call
+    and every other answered from it with the same verdict; without a cache, one call each. Before
+    the single-flight guard the count was anywhere between those, by timing."""
+    texts = ["same answer"] * 6 + ["other answer"] * 4
+    reqs = [r._replace(element_id=f"s/{i}") for i, r in enumerate(make_requests(texts))]
+    reqs = [r._replace(messages=make_requests([t])[0].messages) for r, t in zip(reqs, texts)]
+    with ScriptedOpenAIServer(echo_verdict, latency=0.2) as srv:
+        handler = handler_for(srv, tmp_path, max_concurrency=16)
+        out = handler.request(reqs, handler.create_client())
+        assert srv.count() == 2
+        assert [r.cached for r in out].count(False) == 2 and all(r.error is None for r in out)
+        assert len({(r.messages[1][1], o.raw) for r, o in zip(reqs, out)}) == 2
+        srv.reset_counts()
+        bare = handler_for(srv, tmp_path, cache_path=None, max_concurrency=16)
+        assert all(r.error is None for r in bare.request(reqs, bare.create_client())) and srv.count() == 10
+
+
 def test_resumed_run_costs_only_the_missing_calls(tmp_path):
     texts = [f"turn {i}" for i in range(40)]
     with ScriptedOpenAIServer(echo_verdict) as srv:

@@ -32,6 +32,7 @@ rejected, strict pydantic validation.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -290,6 +291,32 @@ class _Config:
     default_headers: dict = field(default_factory=dict)
 
 
+_INFLIGHT: dict = {}
+_INFLIGHT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _single_flight(slot):
+    """One thread of this process at a time per ``slot`` (cache file, cache key): a second request
+    with the same key waits for the first, then finds its answer in the cache (an error is never
+    cached, so it then asks itself). Without this, two identical requests in flight were both
+    asked or one was answered from the cache depending on timing — the number of calls varied
+    between runs, and so could the answers of a non-deterministic model."""
+    while True:
+        with _INFLIGHT_LOCK:
+            ev = _INFLIGHT.get(slot)
+            if ev is None:
+                ev = _INFLIGHT[slot] = threading.Event()
+                break
+        ev.wait()
+    try:
+        yield
+    finally:
+        with _INFLIGHT_LOCK:
+            _INFLIGHT.pop(slot, None)
+        ev.set()
+
+
 class _JudgeClient:
     """Worker-side state shared by every DoFn thread of a process: the ``openai`` client (with a
     request hook that counts and paces HTTP requests), the thread pool, the cache and the
@@ -364,6 +391,16 @@ class _JudgeClient:
         except ValueError as exc:
             return failure(str(exc))
         key = cache_key(cfg.model, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
+        if self.cache is None:
+            return self._ask_and_store(req, params, schema, key, failure)
+        with _single_flight((self.cache.path, key)):
+            return self._ask_and_store(req, params, schema, key, failure)
+
+    def _ask_and_store(self, req: JudgeRequest, params: Mapping[str, Any], schema, key: str, failure) -> _Outcome:
+        """The cached answer for ``key``, or the question asked (re-asked on an invalid answer)
+        and a valid answer stored."""
+        cfg = self.cfg
+        eid = req.element_id
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
