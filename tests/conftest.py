@@ -62,45 +62,61 @@ def _alive(pid: int) -> bool:
         return False
 
 
-# Modules that share end-to-end runs with the runner suite through ``audit_once``: under xdist they
-# run in the runner suite's worker, so the shared runs are not repeated in another process.
+# The modules of the runner suite (marked ``runners``), and the modules that share end-to-end runs
+# with it through ``audit_once``: under xdist these run in the runner suite's workers, so the
+# shared runs are not repeated in another process.
+RUNNER_MODULES = ("test_kafka_flink.py", "test_runners_integration.py")
 SHARES_RUNNER_AUDITS = ("test_toxicity_runners.py",)
 FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
 FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
 
 
-def _xdist_group(item) -> str:
-    """The xdist group of ``item``: its module (module fixtures are computed once), except the
-    runner suite, split in two: everything that runs on the Flink cluster (its Flink runs and the
-    Kafka tests: one cluster per session), and its other runs (multi-process, Prism) with the
-    modules that share their audits."""
-    name = item.path.name
-    if item.get_closest_marker("runners") is not None:
-        return FLINK_GROUP if name == "test_kafka_flink.py" or "flink" in item.name else RUNNERS_GROUP
-    return RUNNERS_GROUP if name in SHARES_RUNNER_AUDITS else name
+def xdist_scope(nodeid: str) -> str:
+    """The group of a test under xdist (one worker runs a group whole, in order): its module (so
+    module fixtures run once), except the runner suite, split in two — everything that runs on the
+    Flink cluster (its Flink runs and the Kafka tests: one cluster per session) and its other runs
+    (multi-process, Prism) with the modules that share their audits. Computed from the node id,
+    which is all xdist's controller sees."""
+    path, _, name = nodeid.partition("::")
+    module = path.rsplit("/", 1)[-1]
+    if module in RUNNER_MODULES:
+        return FLINK_GROUP if module == "test_kafka_flink.py" or "flink" in name else RUNNERS_GROUP
+    return RUNNERS_GROUP if module in SHARES_RUNNER_AUDITS else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with :func:`xdist_scope` as the scope. (xdist's own ``loadgroup``
+    mode renames node ids, which pytest 9 no longer allows: its groups are silently ignored.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Order and group the tests.
+    """Order the tests.
 
     One process (``-n 0``, or xdist absent): the modules marked ``runners``
     (tests/test_kafka_flink.py, tests/test_runners_integration.py) run last, one after the other:
     they share one Flink cluster (:func:`flink_cluster`), which then lives only while they run.
 
-    Under xdist (pytest.ini: ``-n``, ``--dist loadgroup``): every module is one ``xdist_group``
-    (so a module's fixtures run once), except the runner suite's two groups (:func:`_xdist_group`:
-    the Flink runs with the Kafka tests — one Flink cluster per test session, as without xdist —
-    and its other runs). Those longest groups come first, so that two workers start them at once
-    and the others take the remaining modules in collection order. The other tests keep their order."""
-    distributed = config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no"
-    if not distributed:
+    An xdist worker (pytest.ini: ``-n auto``): the groups of :func:`xdist_scope` are the scopes of
+    :func:`pytest_xdist_make_scheduler`; the two longest (the runner suite's) come first, so that
+    two workers start them at once while the others take the remaining modules in collection
+    order. The other tests keep their order. Raises ``pytest.UsageError`` when a module marked
+    ``runners`` is not in ``RUNNER_MODULES`` (its Flink runs would get a cluster of their own)."""
+    strays = sorted({i.path.name for i in items if i.get_closest_marker("runners") is not None} - set(RUNNER_MODULES))
+    if strays:
+        raise pytest.UsageError(f"tests/conftest.py: add {strays} to RUNNER_MODULES (they are marked runners)")
+    # an xdist worker collects with option.dist == "no"; its environment names the worker
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
         items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
         return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     first = {g: i for i, g in enumerate(FIRST_GROUPS)}
-    items[:] = sorted(items, key=lambda item: first.get(_xdist_group(item), len(first)))
+    items[:] = sorted(items, key=lambda item: first.get(xdist_scope(item.nodeid), len(first)))
 
 
 @pytest.fixture(scope="session")
