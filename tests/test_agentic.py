@@ -62,8 +62,11 @@ def test_judged_conversations_spec_values_tools_and_dead_letters(tmp_path):
     random.Random(5).shuffle(data)
     with ScriptedOpenAIServer(judge) as srv:
         res = run_metric(Agentic(k=3, judge=handler_for(srv, tmp_path)), data, tmp_path / "run")
-        # the turn without a reference is never sent (the invalid answer is asked again once)
-        assert not any("c [s=0.1]" in r.prompt for r in srv.requests) and srv.count() == 13
+        # the turn without a reference is never sent (the invalid answer is asked again once); C2's and
+        # C3's first turns are the same question (same query, context, answer and reference): asked
+        # once, the other answered from the cache (it was 12 or 13 calls, by timing, before the
+        # judge handler's single flight)
+        assert not any("c [s=0.1]" in r.prompt for r in srv.requests) and srv.count() == 12
     s = {r["session_id"]: AgenticMetric.model_validate(r) for r in res["sessions"]}
     for cid in ("C1", "C2", "C4"):
         assert s[cid].pass_at_k == 1.0 and s[cid].pass_pow_k == 1.0 and s[cid].is_fully_correct

@@ -556,6 +556,13 @@ def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode
     console = [ln for ln in summary_table(doc, str(out)).splitlines() if "assistant_id=hh-chosen" in ln]
     assert console and all("0.0000 [0.0000, 0.0000]" not in ln for ln in console), console
     assert console[0].rstrip().endswith("n/a"), console  # humanity's row: mean_spearman is its last column
+    # one-session slices are starred as too small to judge, with one footnote per metric (the report's rule)
+    table = summary_table(doc, str(out)).splitlines()
+    one = [ln for ln in table if ln.lstrip().startswith("assistant_id=my_assistant")]
+    assert one and all(" 1* " in ln for ln in one), one
+    notes = [ln for ln in table if ln.lstrip().startswith("* fewer than 2 sessions: too small to judge")]
+    assert len(notes) == len(doc["metrics"]) and all(("mostly the prior" in ln) == (mode == "bayesian") for ln in notes)
+    assert not any("*" in ln for ln in table if ln.lstrip().startswith(("overall", "assistant_id=hh-chosen")))
     row = html[html.index("<td>hh-chosen <code"):]
     row = row[:row.index("</tr>")]
     assert row.count("n/a") == 1
@@ -595,6 +602,15 @@ def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes,
     cell = rej["cells"][[c["path"] for c in card["columns"]].index("toxic_rate")]
     assert cell["status"] == "pass" and cell["threshold"]["source"].startswith("gate")
     assert card["worst"]["label"] == "DIDT (combined group disparity)"
+    # hh-rejected's DIDT is beyond the line but not credibly worse than hh-chosen's: the report names it
+    peers = card["worst"]["peers"]
+    assert "hh-chosen" in [p["assistant"] for p in peers["names"]]
+    assert all(p["assistant"] != "hh-rejected" for p in peers["names"])
+    # the named peers are exactly those whose difference from the worst has an interval with 0 in it
+    from fair_forge_beam.reports.scorecard import credible_differences
+
+    found = {(d["worse"], d["better"]) for d in credible_differences(doc, card, limit=10 ** 6) if d["label"] == card["worst"]["label"]}
+    assert not any(("hh-rejected", p["assistant"]) in found for p in peers["names"])
     # the main job hands its gates to the report (write_launcher_reports -> write_report -> render_report)
     from fair_forge_beam.reports.output_folder import write_launcher_reports
 
@@ -605,6 +621,7 @@ def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes,
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert 'title="gate: toxicity toxic_rate ci_high &lt;= 0.9 in every assistant_id: &lt;= 0.9"' in html
     assert '<strong class="worst-metric">DIDT (combined group disparity)</strong>' in html
+    assert "Not credibly worse on this metric than hh-chosen (" in html
 
 
 def test_toxicity_measure_is_read_from_the_results_not_assumed():

@@ -29,6 +29,9 @@ The *worst assistant* is the judged assistant with the largest *excess* of one e
 threshold on the bad side, ``excess = direction · (threshold − bound) / range`` where ``bound`` is
 the interval end nearest the threshold (the point without interval) and ``range`` the estimate's
 natural range (:data:`~.estimates.RANGES`); its *worst metric* is that estimate. Ties: slice order.
+Beyond a threshold is not the same as worse than the others: the judged assistants whose value of
+that metric is not credibly better than the worst one's (the difference's interval, below,
+includes 0) are named next to it (at most :data:`MAX_PEERS`, closest first).
 
 Credible differences: for every pair of judged assistants and every headline estimate with a
 better side, the difference (A − B) with the interval of :mod:`~.compare`'s methods (Beta
@@ -56,6 +59,8 @@ MAX_DIFFERENCES = 5
 EXTREMES = 8
 #: judged assistants shown in the scorecard (worst first; the others are counted)
 MAX_CARD_ROWS = 15
+#: assistants named as "not credibly better" than the worst one on its worst metric
+MAX_PEERS = 3
 
 #: documented reference lines (metric, estimate path) -> (op, threshold): the scorecard colours a
 #: cell against these unless a gate of the run covers it. Lower is better for toxicity and its
@@ -382,9 +387,39 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
         col = r["worst"]
         cell = r["cells"][columns.index(col)]
         worst = {"assistant": r["assistant"], "label": col["label"], "metric": col["metric"], "text": cell["text"],
-                 "threshold": cell["threshold"]}
+                 "threshold": cell["threshold"], "peers": _not_credibly_better(doc, col, columns.index(col), r, rows)}
     return {"columns": columns, "rows": rows, "small": small, "worst": worst, "overall": overall,
             "max_rows": MAX_CARD_ROWS}
+
+
+def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Sequence[dict]) -> dict:
+    """The judged assistants whose value of the worst metric is not credibly better than the worst
+    assistant's (the interval of the difference includes 0; same methods as
+    :func:`credible_differences`): ``{"names": [{assistant, text}] (at most MAX_PEERS, closest
+    value first), "more": how many others}``. With such peers the worst assistant is only the
+    worst point estimate on that metric, and the report says so."""
+    from fair_forge_beam.reports.compare import _compare_estimate
+
+    metric, path = col["metric"], col["path"]
+    if not direction(metric, path):
+        return {"names": [], "more": 0}
+    cfg = doc.get("config", {})
+    level, seed = cfg.get("ci_level") or 0.95, cfg.get("seed") or 0
+    recs = {rec.get("slice"): rec for rec in doc["metrics"][metric].get("slices") or []}
+    w = recs[worst_row["slice"]]
+    ew = dotted_get(w, path)
+    peers = []
+    for r in rows:
+        other = recs.get(r["slice"])
+        if r is worst_row or other is None or is_undefined(metric, path, dotted_get(other, path)):
+            continue
+        eo = dotted_get(other, path)
+        row = _compare_estimate(metric, f"{worst_row['slice']} vs {r['slice']}", path, ew, eo, counts_for(metric, w),
+                                counts_for(metric, other), cfg, cfg, seed, 20000, level)
+        if row.get("verdict") != "worse":
+            peers.append((abs(eo["mean"] - ew["mean"]), r["order"], {"assistant": r["assistant"], "text": r["cells"][i]["text"]}))
+    peers.sort(key=lambda t: (t[0], t[1]))
+    return {"names": [p[2] for p in peers[:MAX_PEERS]], "more": max(0, len(peers) - MAX_PEERS)}
 
 
 def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) -> list[dict]:

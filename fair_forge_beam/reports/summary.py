@@ -69,15 +69,22 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
-        from fair_forge_beam.reports.scorecard import is_undefined  # the report's n/a rule, here too
+        from fair_forge_beam.reports.scorecard import MIN_SESSIONS, is_undefined  # the report's rules, here too
 
+        starred = False
         for r in m["slices"]:
             vals = "".join(f"  {'n/a' if is_undefined(name, h, dotted_get(r, h)) else format_estimate(dotted_get(r, h)):<34}"
                            for h in heads)
+            n_ses = r.get("n_sessions")
+            small = r["slice"] != "overall" and isinstance(n_ses, int) and n_ses < MIN_SESSIONS
+            starred |= small
             lines.append(
                 "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
-                + str(r.get("n_sessions", "")).rjust(8) + vals
+                + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
+        if starred:
+            lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (no interval"
+                         + ("; the value is mostly the prior" if doc["config"]["mode"] == "bayesian" else "") + ")")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
 
