@@ -84,6 +84,13 @@ def xdist_scope(nodeid: str) -> str:
     return RUNNERS_GROUP if module in SHARES_RUNNER_AUDITS else module
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core plus one, at most 4. The Flink group's worker spends much
+    of its time waiting (event-time windows, allowed lateness, job start-up on the cluster's
+    JVMs), and the extra worker uses that core meanwhile."""
+    return min(4, (os.cpu_count() or 1) + 1)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduler with :func:`xdist_scope` as the scope. (xdist's own ``loadgroup``
     mode renames node ids, which pytest 9 no longer allows: its groups are silently ignored.)"""
