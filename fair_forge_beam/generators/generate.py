@@ -341,22 +341,13 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
     """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
     import io
 
-    from apache_beam.io.filesystems import FileSystems
+    from fair_forge_beam.reports.output_folder import OutputFiles, sorted_dead_letters
 
-    from fair_forge_beam.runner import to_json_line
-
-    written = []
-
-    def put(name: str, data: bytes):
-        path = FileSystems.join(out, name)
-        with FileSystems.create(path) as f:
-            f.write(data)
-        written.append(path)
-
+    files = OutputFiles(out)
     records = [d for _, d in sorted(datasets, key=lambda t: t[0])]
-    put("dataset.jsonl", "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
-    dead_sorted = sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
-    put("dead_letter.jsonl", "".join(to_json_line(d) + "\n" for d in dead_sorted).encode("utf-8"))
+    files.put_jsonl("dataset.jsonl", records)
+    dead_sorted = sorted_dead_letters(dead)
+    files.put_jsonl("dead_letter.jsonl", dead_sorted)
     if parquet:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -364,13 +355,13 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
         buf = io.BytesIO()
         table = pa.Table.from_pylist([_parquet_row(r) for r in records], schema=_parquet_schema())
         pq.write_table(table, buf)
-        put("dataset.parquet", buf.getvalue())
+        files.put("dataset.parquet", buf.getvalue())
     summary = {"sessions": len(records), "interactions": sum(len(r["conversation"]) for r in records),
                "dead_letters": len(dead_sorted), **counts}
     if requested_per_chunk is not None:
         summary["shortfall"] = generation_shortfall(records, requested_per_chunk)
-    put("generation_summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    return written
+    files.put_json("generation_summary.json", summary)
+    return files.written
 
 
 _AGENTIC_FIELDS = (("chunk_id", "string"), ("difficulty", "string"), ("query_type", "string"), ("turn_number", "int64"),

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Optional
 
-__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "prepare_output_folder", "write_launcher_reports"]
+__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OutputFiles", "prepare_output_folder", "write_launcher_reports"]
 
 #: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
@@ -24,6 +24,42 @@ SHARD_PATTERNS = {
     "data_quality/": ("part-*",),
     "windows/": ("*-*-*.jsonl",),
 }
+
+
+class OutputFiles:
+    """Whole files written into one output folder through Beam's ``FileSystems`` (local or
+    remote), once each, in the order asked; ``written`` lists their paths. Used by the commands
+    that write a few sorted files at the end of a pipeline (``generate``, ``run_assistant``)."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.written: list[str] = []
+
+    def put(self, name: str, data: bytes) -> str:
+        """Write ``data`` to ``<out>/<name>`` (replacing it); returns the path."""
+        from apache_beam.io.filesystems import FileSystems
+
+        path = FileSystems.join(self.out, name)
+        with FileSystems.create(path) as f:
+            f.write(data)
+        self.written.append(path)
+        return path
+
+    def put_jsonl(self, name: str, records) -> str:
+        """One JSON line per record (the project's canonical line: ``runner.to_json_line``)."""
+        from fair_forge_beam.runner import to_json_line
+
+        return self.put(name, "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
+
+    def put_json(self, name: str, doc: dict) -> str:
+        """``doc`` as indented JSON with sorted keys and a final newline."""
+        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def sorted_dead_letters(dead) -> list[dict]:
+    """``DeadLetter`` records as dicts in a stable order (their canonical JSON), so the written file
+    does not depend on the order the runner delivered them in."""
+    return sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
 
 
 def prepare_output_folder(output: str, filesystems=None) -> str:

@@ -550,27 +550,18 @@ class RunAssistant(beam.PTransform):
 
 
 def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict, run_counts: Optional[list] = None) -> list[str]:
-    from apache_beam.io.filesystems import FileSystems
-
-    from fair_forge_beam.runner import to_json_line
-
-    written = []
-
-    def put(name: str, data: bytes):
-        path = FileSystems.join(out, name)
-        with FileSystems.create(path) as f:
-            f.write(data)
-        written.append(path)
+    from fair_forge_beam.reports.output_folder import OutputFiles, sorted_dead_letters
 
     def order(d):
         return (d["session_id"], d["assistant_id"])
 
+    files = OutputFiles(out)
     sessions = sorted(sessions, key=order)
     summaries = sorted(summaries, key=order)
-    dead_sorted = sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
-    put("dataset.jsonl", "".join(to_json_line(r) + "\n" for r in sessions).encode("utf-8"))
-    put("session_summaries.jsonl", "".join(to_json_line(r) + "\n" for r in summaries).encode("utf-8"))
-    put("dead_letter.jsonl", "".join(to_json_line(d) + "\n" for d in dead_sorted).encode("utf-8"))
+    dead_sorted = sorted_dead_letters(dead)
+    files.put_jsonl("dataset.jsonl", sessions)
+    files.put_jsonl("session_summaries.jsonl", summaries)
+    files.put_jsonl("dead_letter.jsonl", dead_sorted)
     total_ms = sum(s["total_execution_time_ms"] for s in summaries)
     turns = sum(s["total_batches"] for s in summaries)
     doc = {"sessions": len(sessions), "turns": turns, "successes": sum(s["successes"] for s in summaries),
@@ -580,8 +571,8 @@ def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: di
            **counts}
     if run_counts is not None:
         doc["counters"] = {n: sum(int(c.get(n, 0)) for c in run_counts) for n in COUNTER_NAMES}
-    put("run_summary.json", (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    return written
+    files.put_json("run_summary.json", doc)
+    return files.written
 
 
 def _by_stage(dead: list) -> dict:
