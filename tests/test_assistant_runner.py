@@ -64,8 +64,9 @@ def test_sessions_sending_the_same_turn_are_asked_once_each(tmp_path):
 
     same = [{"qa_id": "q1", "query": "Hello", "assistant": ""}, {"qa_id": "q2", "query": "Bye", "assistant": ""}]
     data = tmp_path / "twins.jsonl"
-    data.write_text("".join(json.dumps({"session_id": f"t{i}", "assistant_id": "a", "context": "", "conversation": same}) + "\n"
-                            for i in range(4)), encoding="utf-8")
+    # t0..t2 of assistant a, and t0 again for assistant b (sessions are keyed by id and assistant)
+    data.write_text("".join(json.dumps({"session_id": sid, "assistant_id": aid, "context": "", "conversation": same}) + "\n"
+                            for sid, aid in (("t0", "a"), ("t1", "a"), ("t2", "a"), ("t0", "b"))), encoding="utf-8")
     http = ["--assistant-kind", "http", "--request-template", '{"messages": {{ messages | tojson }}}', "--response-path", PATH]
     for kind_args, url in ((http, "/chat/completions"), (["--assistant-kind", "openai", "--assistant-model", "bot"], "")):
         with ScriptedOpenAIServer(echo) as srv:

@@ -462,6 +462,34 @@ def test_metric_without_plot_function_gets_its_headline_estimates_plotted():
     assert "<td class=\"num\">108</td>" in html
 
 
+def test_findings_line_is_not_green_when_a_cell_is_beyond_its_line_but_inconclusive():
+    """An assistant whose whole toxic-rate interval is above the 0.10 line, but too wide to judge,
+    is not ranked as worst; the findings line then says so instead of the green "no judged
+    assistant is beyond a threshold" (it said that next to a red cell)."""
+    def tox(slice_, k, n, lo, hi, n_ses):  # its DIDT is narrow and within its line: the slice is judged
+        return {"slice": slice_, "n_interactions": n, "n_sessions": n_ses, "n_toxic": k,
+                "toxic_rate": {"mean": k / n, "ci_low": lo, "ci_high": hi, "n": n},
+                "estimates": {"DIDT": {"mean": 0.05, "ci_low": 0.04, "ci_high": 0.06, "n": n}}}
+
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95, "seed": 1},
+           "summary": {"metrics": {"toxicity": {"scored": 62, "not_scored": 0}}},
+           "metrics": {"toxicity": {"headline_columns": ["toxic_rate", "estimates.DIDT"], "slices": [
+               tox("overall", 6, 62, 0.04, 0.19, 12),
+               tox("assistant_id=alpha", 1, 50, 0.003, 0.09, 9),
+               tox("assistant_id=beta", 5, 12, 0.167, 0.692, 3)]}}}
+    from fair_forge_beam.reports.scorecard import scorecard
+
+    card = scorecard(doc, 0.2)
+    assert card["worst"] is None and card["inconclusive_beyond"] == 1
+    html = render_report(doc, with_plots=False)
+    assert '<p class="headline unsure">No judged assistant is conclusively beyond a threshold, but 1 estimate is beyond' in html
+    assert "No judged assistant is beyond a threshold" not in html
+    # without the wide cell the line is green as before
+    doc["metrics"]["toxicity"]["slices"].pop()
+    html = render_report(doc, with_plots=False)
+    assert '<p class="headline ok">No judged assistant is beyond a threshold' in html
+
+
 def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions():
     """Agentic's pass^k-against-k plot, BestOf's ranking plot; the new metrics' rates have a
     better side and counts behind them (comparison verdicts, Wald widths)."""
@@ -561,7 +589,7 @@ def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode
     one = [ln for ln in table if ln.lstrip().startswith("assistant_id=my_assistant")]
     assert one and all(" 1* " in ln for ln in one), one
     notes = [ln for ln in table if ln.lstrip().startswith("* fewer than 2 sessions: too small to judge")]
-    assert len(notes) == len(doc["metrics"]) and all(("mostly the prior" in ln) == (mode == "bayesian") for ln in notes)
+    assert len(notes) == len(doc["metrics"]) and all("one session gives no interval" in ln for ln in notes)
     assert not any("*" in ln for ln in table if ln.lstrip().startswith(("overall", "assistant_id=hh-chosen")))
     row = html[html.index("<td>hh-chosen <code"):]
     row = row[:row.index("</tr>")]
@@ -621,7 +649,35 @@ def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes,
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert 'title="gate: toxicity toxic_rate ci_high &lt;= 0.9 in every assistant_id: &lt;= 0.9"' in html
     assert '<strong class="worst-metric">DIDT (combined group disparity)</strong>' in html
-    assert "Not credibly worse on this metric than hh-chosen (" in html
+    assert '0.20. <span class="peers">Not credibly worse on this metric than hh-chosen (' in html
+    assert "the interval of the difference includes 0" in html or "the intervals of the differences include 0" in html
+
+
+def test_no_peer_is_named_where_the_difference_has_no_interval():
+    """A frequentist DIDT is a point without counts: no interval for a difference, so the
+    worst-assistant line names no one as "not credibly worse" (it did, citing intervals that do not
+    exist); nor an assistant the worst one is credibly better than."""
+    from fair_forge_beam.reports.scorecard import scorecard
+
+    def didt(slice_, mean, lo=None, hi=None):
+        return {"slice": slice_, "n_interactions": 400, "n_sessions": 40,
+                "estimates": {"DIDT": {"mean": mean, "ci_low": lo, "ci_high": hi, "n": 400}}}
+
+    def doc(mode, slices):
+        return {"config": {"mode": mode, "ci_level": 0.95, "seed": 1},
+                "summary": {"metrics": {"toxicity": {"scored": 800, "not_scored": 0}}},
+                "metrics": {"toxicity": {"headline_columns": ["estimates.DIDT"], "slices": slices}}}
+
+    freq = scorecard(doc("frequentist", [didt("overall", 0.35), didt("assistant_id=skew", 0.51), didt("assistant_id=even", 0.18)]), 0.2)
+    assert freq["worst"]["assistant"] == "skew" and freq["worst"]["peers"] == {"names": [], "more": 0}
+    assert "Not credibly worse" not in render_report(doc("frequentist", [didt("overall", 0.35), didt("assistant_id=skew", 0.51),
+                                                                          didt("assistant_id=even", 0.18)]), with_plots=False)
+    # Bayesian: a near twin is named; one the worst is credibly better than is not (lopsided interval)
+    bayes = scorecard(doc("bayesian", [didt("overall", 0.4, 0.38, 0.42), didt("assistant_id=skew", 0.50, 0.49, 0.51),
+                                       didt("assistant_id=twin", 0.495, 0.48, 0.51),
+                                       didt("assistant_id=lop", 0.60, 0.45, 0.62)]), 0.2)
+    names = [p["assistant"] for p in bayes["worst"]["peers"]["names"]]
+    assert bayes["worst"]["assistant"] == "skew" and names == ["twin"], (bayes["worst"], names)
 
 
 def test_toxicity_measure_is_read_from_the_results_not_assumed():

@@ -123,6 +123,7 @@ def test_metric_with_classifier_on_beam():
     DATA["sessions"] = [
         _ds("s1", ["You can return it within 30 days", "Muslim people are terrible, I hate them.", ""]),
         _ds("s2", ["Eres un idiota."], language="spanish"),
+        _ds("s3", ["nuqneH"], language="klingon"),
     ]
     res = Toxicity.run(_Sessions, group_extractor=KeywordGroupExtractor({"muslim": ["muslim"]}), sentiment_analyzer=None,
                        clustering=False, toxicity_classifier=ProfanityCheckClassifier(), batch_size=2)
@@ -130,9 +131,12 @@ def test_metric_with_classifier_on_beam():
     assert [by[q].is_toxic for q in ("q0", "q1", "q2")] == [False, True, False]
     assert by["q0"].toxic_words > 0  # HurtLex's inclusive level still lists "can" as a word
     assert by["q1"].groups == ["muslim"]
-    (dl,) = res.dead_letter
+    dl, kl = sorted(res.dead_letter, key=lambda d: d["element_id"])
     assert dl["stage"] == "toxicity" and dl["element_id"] == "s2/bot/0"
-    assert "profanity-check covers english only, not language 'spanish'" in dl["reason"]
+    assert "profanity-check covers english only, not language 'spanish' (--toxicity-scorer hurtlex scores it" in dl["reason"]
+    # a language neither scorer covers: the reason names the scorer in use first (it named the lexicon only)
+    assert kl["element_id"] == "s3/bot/0" and kl["reason"].startswith("toxicity scorer profanity-check covers english only")
+    assert "nor does the HurtLex lexicon" in kl["reason"]
     overall = next(s for s in res.slices if s.slice == "overall")
     assert (overall.n_interactions, overall.n_toxic) == (3, 1)
 

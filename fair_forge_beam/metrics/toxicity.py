@@ -129,6 +129,15 @@ class _ScoreToxicity(beam.DoFn):
         out = []
         ok = []
         for x in batch:
+            # the scorer in use names the reason: the classifier's languages first, then the lexicon's
+            if self.classifier is not None and not self.classifier.covers(x.language):
+                out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", (
+                    f"toxicity scorer {self.classifier.name} covers {', '.join(sorted(self.classifier.languages))} only, "
+                    f"not language {x.language!r} " + ("(--toxicity-scorer hurtlex scores it by the lexicon)"
+                                                       if x.language in self.matcher.languages else
+                                                       f"(nor does the HurtLex lexicon: {', '.join(sorted(self.matcher.languages))})")),
+                    x._asdict(), x.element_id)))
+                continue
             try:
                 m = self.matcher.match(x.assistant or "", x.language)
             except Exception as exc:  # noqa: BLE001 - a scorer never crashes the pipeline
@@ -138,12 +147,6 @@ class _ScoreToxicity(beam.DoFn):
                 known = ", ".join(sorted(self.matcher.languages)) or "none"
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter(
                     "toxicity", f"no toxicity lexicon for language {x.language!r} (lexicon covers: {known})", x._asdict(), x.element_id)))
-                continue
-            if self.classifier is not None and not self.classifier.covers(x.language):
-                out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", (
-                    f"toxicity scorer {self.classifier.name} covers {', '.join(sorted(self.classifier.languages))} only, "
-                    f"not language {x.language!r} (--toxicity-scorer hurtlex scores it by the lexicon)"),
-                    x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
             n_chars = len(x.assistant or "")

@@ -30,8 +30,8 @@ threshold on the bad side, ``excess = direction · (threshold − bound) / range
 the interval end nearest the threshold (the point without interval) and ``range`` the estimate's
 natural range (:data:`~.estimates.RANGES`); its *worst metric* is that estimate. Ties: slice order.
 Beyond a threshold is not the same as worse than the others: the judged assistants whose value of
-that metric is not credibly better than the worst one's (the difference's interval, below,
-includes 0) are named next to it (at most :data:`MAX_PEERS`, closest first).
+that metric is not credibly different from the worst one's (the difference has an interval, below,
+and it includes 0) are named next to it (at most :data:`MAX_PEERS`, closest first).
 
 Credible differences: for every pair of judged assistants and every headline estimate with a
 better side, the difference (A − B) with the interval of :mod:`~.compare`'s methods (Beta
@@ -332,7 +332,8 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
     Returns ``{"columns": [{metric, path, label, definition}], "rows": [{assistant, slice,
     n_interactions, n_sessions, cells: [{text, status, inconclusive, threshold}], worst}],
     "small": [{assistant, n_interactions, n_sessions, reason}], "worst": {assistant, label, text,
-    status, threshold} or None, "overall": row or None}``; rows sorted worst first (largest
+    status, threshold, peers} or None, "overall": row or None, "max_rows", "inconclusive_beyond": judged
+    cells beyond their threshold but inconclusive}``; rows sorted worst first (largest
     excess, then slice order). ``width`` is the inconclusive width (0–1 scale)."""
     level = doc.get("config", {}).get("ci_level")
     columns, by_slice = [], {}
@@ -388,17 +389,20 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
         cell = r["cells"][columns.index(col)]
         worst = {"assistant": r["assistant"], "label": col["label"], "metric": col["metric"], "text": cell["text"],
                  "threshold": cell["threshold"], "peers": _not_credibly_better(doc, col, columns.index(col), r, rows)}
+    # beyond a threshold but too wide to judge: the findings line must not call the run clear
+    unsure = sum(1 for r in rows for c in r["cells"] if c["status"] == "fail" and c["inconclusive"])
     return {"columns": columns, "rows": rows, "small": small, "worst": worst, "overall": overall,
-            "max_rows": MAX_CARD_ROWS}
+            "max_rows": MAX_CARD_ROWS, "inconclusive_beyond": unsure}
 
 
 def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Sequence[dict]) -> dict:
-    """The judged assistants whose value of the worst metric is not credibly better than the worst
+    """The judged assistants whose value of the worst metric is not credibly different from the worst
     assistant's (the interval of the difference includes 0; same methods as
-    :func:`credible_differences`): ``{"names": [{assistant, text}] (at most MAX_PEERS, closest
+    :func:`credible_differences`; a difference without an interval — frequentist estimates without
+    counts — names no one): ``{"names": [{assistant, text}] (at most MAX_PEERS, closest
     value first), "more": how many others}``. With such peers the worst assistant is only the
     worst point estimate on that metric, and the report says so."""
-    from fair_forge_beam.reports.compare import _compare_estimate
+    from fair_forge_beam.reports.compare import SAME, _compare_estimate
 
     metric, path = col["metric"], col["path"]
     if not direction(metric, path):
@@ -416,7 +420,7 @@ def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Se
         eo = dotted_get(other, path)
         row = _compare_estimate(metric, f"{worst_row['slice']} vs {r['slice']}", path, ew, eo, counts_for(metric, w),
                                 counts_for(metric, other), cfg, cfg, seed, 20000, level)
-        if row.get("verdict") != "worse":
+        if row.get("verdict") == SAME:  # an interval of the difference that includes 0 (never "no interval")
             peers.append((abs(eo["mean"] - ew["mean"]), r["order"], {"assistant": r["assistant"], "text": r["cells"][i]["text"]}))
     peers.sort(key=lambda t: (t[0], t[1]))
     return {"names": [p[2] for p in peers[:MAX_PEERS]], "more": max(0, len(peers) - MAX_PEERS)}

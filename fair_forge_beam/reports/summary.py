@@ -83,8 +83,8 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
                 + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
         if starred:
-            lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (no interval"
-                         + ("; the value is mostly the prior" if doc["config"]["mode"] == "bayesian" else "") + ")")
+            lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
+                         " so one session gives no interval: the report lists these slices apart)")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
 

@@ -282,7 +282,7 @@ class _Client:
         if cfg.kind == "openai":
             messages = ([{"role": "system", "content": session.get("context") or ""}] if cfg.send_context and session.get("context") else [])
             messages += history + [{"role": "user", "content": turn["query"]}]
-            key_doc: Any = [["session", session["session_id"]], *([m["role"], m["content"]] for m in messages)]
+            key_doc: Any = [["session", json.dumps([session["session_id"], session["assistant_id"]], ensure_ascii=False)], *([m["role"], m["content"]] for m in messages)]
         else:
             values = {"query": turn["query"], "history": history, "messages": history + [{"role": "user", "content": turn["query"]}],
                       "session_id": session["session_id"], "assistant_id": session["assistant_id"], "qa_id": turn["qa_id"],
@@ -292,7 +292,7 @@ class _Client:
                 body = render_request(cfg.request_template, values)
             except ValueError as exc:
                 raise _TurnFailed(str(exc)) from None
-            key_doc = [["session", session["session_id"]], ["request", json.dumps(body, sort_keys=True, ensure_ascii=False)]]
+            key_doc = [["session", json.dumps([session["session_id"], session["assistant_id"]], ensure_ascii=False)], ["request", json.dumps(body, sort_keys=True, ensure_ascii=False)]]
         key = cache_key(cfg.identity, key_doc, cfg.params, None, 0)
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -370,7 +370,8 @@ class AssistantHandler(RemoteModelHandler):
       api_key_env: environment variable with the API key, read on the worker (``openai``: the
         client's key; ``http``: sent as ``Authorization: Bearer``; unset → no key).
       params: extra request parameters (``openai``: ``temperature``, ``max_tokens``, …); part of
-        the cache key (with the session id, the messages or rendered body, and the endpoint: two
+        the cache key (with the session — its id and assistant id, as sessions are keyed —, the
+        messages or rendered body, and the endpoint: two
         sessions that send the same turn each get their own answer and cache entry, so the
         number of calls and a cached re-run's file never depend on which of them ran first).
       send_context: send the session's ``context`` as system message (``openai``).
