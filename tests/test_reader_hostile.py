@@ -265,6 +265,40 @@ def test_utf16_json_and_gzip_jsonl(tmp_path):
     assert sorted(x["element_id"] for x in inter) == ["z0/a/0", "z1/a/0"] and not dead
 
 
+# A first line that is not JSON, starting with a character outside ASCII: RFC 4627's rule (the
+# zero-byte pattern of the first 4 bytes) took such BOM-less UTF-16/UTF-32 files for UTF-8 or for the
+# wrong byte order, and every record of the file became a dead letter (found by the fuzz test below).
+_NON_ASCII_FIRST = ["\u0101 junk", "\u0100 junk", "\u4e00\u4e01 junk", "\U0001f600 junk", "\u00e9t\u00e9"]
+
+
+@pytest.mark.parametrize("first", _NON_ASCII_FIRST)
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-8"])
+def test_encoding_found_when_the_first_line_is_not_json(encoding, first):
+    from fair_forge_beam.io import edge
+
+    text = first + "\n" + "\n".join(json.dumps(_session(f"n{i}")) for i in range(40)) + "\n"
+    head = text.encode(encoding)[: edge.ENCODING_PROBE_BYTES]
+    assert edge.text_encoding(head) == encoding
+    for cut in range(1, 8):  # a probe that ends inside a character
+        assert edge.text_encoding(head[: edge.ENCODING_PROBE_BYTES - cut]) == encoding
+    # files with a BOM, or whose first character is ASCII, keep RFC 4627's answer
+    assert edge.text_encoding(("{" + text).encode(encoding)[:4096]) == json.detect_encoding(("{" + text).encode(encoding)[:4])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le"])
+def test_bomless_utf16_utf32_file_with_a_junk_first_line_keeps_its_records(tmp_path, encoding):
+    import gzip
+
+    text = "\u0101\u4e00 not json\n" + "\n".join(json.dumps(_session(f"b{i}")) for i in range(3)) + "\n"
+    (tmp_path / "b.jsonl").write_bytes(text.encode(encoding))
+    inter, dead, _ = _read_outputs(str(tmp_path / "b.jsonl"), tmp_path / "plain")
+    assert sorted(x["element_id"] for x in inter) == ["b0/a/0", "b1/a/0", "b2/a/0"]
+    assert len(dead) == 1 and "invalid JSON" in dead[0]["reason"]
+    (tmp_path / "g.jsonl.gz").write_bytes(gzip.compress(text.encode(encoding)))
+    inter, dead, _ = _read_outputs(str(tmp_path / "g.jsonl.gz"), tmp_path / "gz")
+    assert sorted(x["element_id"] for x in inter) == ["b0/a/0", "b1/a/0", "b2/a/0"] and len(dead) == 1
+
+
 def test_bom_marked_file_that_does_not_decode_is_one_dead_letter(tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_bytes(b"\xff\xfe" + "{}".encode("utf-16-le") + b"\x00\xd8")  # UTF-16LE BOM, then a cut surrogate

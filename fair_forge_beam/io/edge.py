@@ -16,11 +16,13 @@ converted to a JSON value, here — never a crash later in a coder, a metric or 
 * :func:`scrub_surrogates` / :func:`scrub_json_text` — lone surrogates replaced by their
   visible escape text, for anything that is written (dead letters, warnings, results).
 * :func:`text_encoding` — the encoding of a JSON text from its first bytes (BOM or the
-  pattern of zero bytes, RFC 4627 §3 / RFC 8259 §8.1), through :func:`json.detect_encoding`.
+  pattern of zero bytes, RFC 4627 §3 / RFC 8259 §8.1, through :func:`json.detect_encoding`;
+  a head whose first character is not ASCII by how plainly it decodes).
 """
 from __future__ import annotations
 
 import base64
+import codecs
 import datetime as _dt
 import decimal
 import json
@@ -41,6 +43,7 @@ __all__ = [
     "scrub_json_text",
     "has_surrogates",
     "text_encoding",
+    "ENCODING_PROBE_BYTES",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -254,9 +257,47 @@ def split_top_level_array(text: str) -> Optional[list[str]]:
     return parts
 
 
+#: bytes a reader passes to :func:`text_encoding` (the head of a file)
+ENCODING_PROBE_BYTES = 4096
+
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_NUL_PATTERN_CANDIDATES = ("utf-8", "utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")
+
+
+def _plain_score(head: bytes, encoding: str) -> int:
+    """How plainly ``head`` reads in ``encoding``: printable ASCII and newline characters minus
+    NUL characters (``-1``: it does not decode, a character cut at the end of ``head`` aside)."""
+    width = 4 if "32" in encoding else 2 if "16" in encoding else 1
+    chunk = head[: len(head) - len(head) % width]
+    text = None
+    # a character cut by the probe's end: up to 3 bytes of a UTF-8 sequence, half a UTF-16 pair
+    for cut in {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}[width]:
+        try:
+            text = chunk[: len(chunk) - cut].decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    if text is None:
+        return -1
+    plain = sum(1 for ch in text if " " <= ch <= "~" or ch in "\n\r\t")
+    return plain - text.count("\x00")
+
+
 def text_encoding(head: bytes) -> str:
-    """Python codec name of a JSON text from its first (up to 4) bytes: ``"utf-8"``,
-    ``"utf-8-sig"``, ``"utf-16"``/``"utf-32"`` (with a BOM) or ``"utf-16-le"``, ``"utf-16-be"``,
-    ``"utf-32-le"``, ``"utf-32-be"`` (from the zero-byte pattern of RFC 4627 §3), through the
-    standard library's :func:`json.detect_encoding`."""
-    return json.detect_encoding(bytes(head[:4]))
+    """Python codec name of a JSON text from its first bytes (pass up to
+    :data:`ENCODING_PROBE_BYTES`): ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``/``"utf-32"`` (with a
+    BOM) or ``"utf-16-le"``, ``"utf-16-be"``, ``"utf-32-le"``, ``"utf-32-be"``.
+
+    With a BOM, or without any zero byte, the standard library's :func:`json.detect_encoding`
+    decides (RFC 4627 §3: the zero-byte pattern of the first 4 bytes, which assumes the text
+    starts with an ASCII character). Zero bytes never occur in UTF-8 JSON, so when the head holds
+    some and no BOM, the first character may not be ASCII (a first line that is not JSON, say,
+    where RFC 4627's rule would read a UTF-16 file as UTF-8 and lose every record of it): the
+    encoding is then the one under which the head reads most plainly (see :func:`_plain_score`),
+    ties going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
+    """
+    head = bytes(head)
+    if b"\x00" not in head or head.startswith(_BOMS):
+        return json.detect_encoding(head[:4])
+    scores = [(_plain_score(head, enc), -i, enc) for i, enc in enumerate(_NUL_PATTERN_CANDIDATES)]
+    return max(scores)[2]

@@ -506,7 +506,7 @@ class _JsonLinesSource(FileBasedSource):
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
-            encoding = edge.text_encoding(f.read(4))
+            encoding = edge.text_encoding(f.read(edge.ENCODING_PROBE_BYTES))
             f.seek(0)
             if encoding not in ("utf-8", "utf-8-sig"):
                 # UTF-16/32 lines cannot be cut at b"\n": the reader of the first range decodes
@@ -543,7 +543,7 @@ class _JsonLinesSource(FileBasedSource):
             with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
                 fileobj=raw
             ) as f:
-                encoding = edge.text_encoding(f.peek(4)[:4])
+                encoding = edge.text_encoding(f.peek(edge.ENCODING_PROBE_BYTES)[:edge.ENCODING_PROBE_BYTES])
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f.read(), encoding)
                     return

@@ -196,7 +196,7 @@ class _ReadLines(beam.DoFn):
         path = readable.metadata.path
         try:
             with readable.open() as f:
-                head = f.read(4)
+                head = f.read(edge.ENCODING_PROBE_BYTES)
                 encoding = edge.text_encoding(head)
                 if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16/32: decode the whole file
                     yield from _decoded_lines(path, head + f.read(), encoding)
