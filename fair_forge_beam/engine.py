@@ -277,6 +277,10 @@ def _one(score):
     return (score,)
 
 
+#: interactions counted per progress update of a scorer (one locked update per step, not per element)
+_PROGRESS_STEP = 256
+
+
 @beam.typehints.with_output_types(Any)
 class _ScoreAndRoute(beam.DoFn):
     """The metric's scorer, with each score routed in the same step: its interaction record
@@ -295,16 +299,28 @@ class _ScoreAndRoute(beam.DoFn):
         self._score = scorer.process if isinstance(scorer, beam.DoFn) else _one
         if isinstance(scorer, beam.DoFn):
             scorer.setup()
+        self._pending = 0
 
     def teardown(self):
         if isinstance(self.spec.scorer, beam.DoFn):
             self.spec.scorer.teardown()
 
+    def start_bundle(self):
+        self._pending = 0
+
+    def finish_bundle(self):
+        if self._pending:  # the bundle's remaining count (progress is counted in steps of _PROGRESS_STEP)
+            self._progress.inc(self._pending)
+            self._pending = 0
+
     def process(self, element):
         spec, slot = self.spec, self.slot
         record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
         tagged = beam.pvalue.TaggedOutput
-        self._progress.inc(len(element) if isinstance(element, list) else 1)  # a batch (spec.batch_size) or one
+        self._pending += len(element) if isinstance(element, list) else 1  # a batch (spec.batch_size) or one
+        if self._pending >= _PROGRESS_STEP:
+            self._progress.inc(self._pending)
+            self._pending = 0
         for out in self._score(element) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out

@@ -140,7 +140,7 @@ _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines 
 
 
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None) -> Interaction:
-    _READ_PROGRESS.inc()
+    # (counted by the caller in _READ_PROGRESS: once per record, not once per interaction)
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
         session_id=meta.session_id,
@@ -320,9 +320,11 @@ class _ParseRecord(beam.DoFn):
                         ),
                     )
                 ]
+            _READ_PROGRESS.inc()
             return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time)]
         key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
+        _READ_PROGRESS.inc()
         return [
             beam.pvalue.TaggedOutput(
                 _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time)), 1, False))
@@ -346,8 +348,8 @@ class _ParseRecord(beam.DoFn):
             )
             return
         seen: dict[str, int] = {}
+        n_read = 0  # interactions parsed from this record (one progress update per record)
         for i, raw_batch in enumerate(conv):
-            eid = make_element_id(meta.session_id, meta.assistant_id, i)
             try:
                 if not isinstance(raw_batch, dict):
                     raise ValueError(f"interaction must be an object, got {type(raw_batch).__name__}")
@@ -356,16 +358,19 @@ class _ParseRecord(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(
                     DEAD,
                     dead_letter(
-                        "read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]}, eid, where
+                        "read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]},
+                        make_element_id(meta.session_id, meta.assistant_id, i), where
                     ),
                 )
                 continue
             event_time, bad_time = self._event_time(raw_batch, header)
             if bad_time:
                 yield beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"conversation[{i}]: {bad_time}", {**header, "conversation": [raw_batch]}, eid, where)
+                    DEAD, dead_letter("read", f"conversation[{i}]: {bad_time}", {**header, "conversation": [raw_batch]},
+                                      make_element_id(meta.session_id, meta.assistant_id, i), where)
                 )
                 continue
+            n_read += 1
             if self.streaming:
                 seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
                 yield _interaction(meta, b, i, event_time)
@@ -377,6 +382,8 @@ class _ParseRecord(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(
                     _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time)), len(conv), True))
                 )
+        if n_read:
+            _READ_PROGRESS.inc(n_read)
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
 
@@ -427,7 +434,9 @@ class _OrderStreamed(beam.DoFn):
                 session_records.setdefault(tuple(order[1:3]), None)
             else:
                 n_streamed += 1
-            yield x._replace(turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
+            # the id made at parse time is already right when the turn kept its place in the record
+            yield x if turn == x.turn_index else x._replace(
+                turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
         if meta is None:
             return
         if len(session_records) > 1 or (session_records and n_streamed):
@@ -483,7 +492,10 @@ def records_to_interactions(
             | f"{label}GroupStreamed" >> beam.GroupByKey()
             | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(QUALITY, main="main")
         )
-        interactions = (parsed.main, ordered.main) | f"{label}FlattenInteractions" >> beam.Flatten()
+        # a bounded parse yields every interaction through the session grouping (its main output
+        # stays empty), so the ordered interactions go on directly: no Flatten, which would make
+        # the runner write and re-read every interaction between two fused stages
+        interactions = ordered.main
         quality = (parsed[QUALITY], ordered[QUALITY]) | f"{label}FlattenQuality" >> beam.Flatten()
     # a turn the assistant runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a
     # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming

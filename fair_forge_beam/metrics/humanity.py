@@ -65,8 +65,8 @@ def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
 def emotion_counts(text: Optional[str], table: dict, language: Optional[str] = None) -> tuple[int, ...]:
     """Count vector over :data:`EMOTIONS`: +1 per emotion of every token found in ``table``."""
     counts = [0] * len(EMOTIONS)
-    for tok in tokenize(text, language):
-        for i in table.get(tok, ()):
+    for emotions in filter(None, map(table.get, tokenize(text, language))):  # lexicon words only (C-level scan)
+        for i in emotions:
             counts[i] += 1
     return tuple(counts)
 

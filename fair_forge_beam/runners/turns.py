@@ -14,6 +14,8 @@ from fair_forge_beam.io.elements import dead_letter
 
 def failed_turn_reason(agentic: Any) -> Optional[str]:
     """The runner's error when ``agentic["runner"]["ok"]`` is false (a failed turn), else None."""
+    if agentic is None:  # the common case (no runner record): skip the costly ABC isinstance check
+        return None
     if isinstance(agentic, Mapping):
         r = agentic.get("runner")
         if isinstance(r, Mapping) and r.get("ok") is False:
