@@ -457,6 +457,29 @@ def test_exact_ratio_is_correctly_rounded_division(a, b):
     assert exact_ratio(to_exact(a), to_exact(b)) == a / b
 
 
+@given(nums=st.lists(_finite, min_size=1, max_size=8), dens=st.lists(_finite, min_size=1, max_size=8))
+def test_exact_ratio_and_from_exact_equal_the_fraction_they_replace(nums, dens):
+    """``int / int`` (the fast path) gives the float of the reduced ``Fraction`` bit for bit,
+    for exact sums of any size and sign (zero's sign included)."""
+    from fractions import Fraction
+
+    num, den = sum(map(to_exact, nums)), sum(map(to_exact, dens))
+    for total in (num, den, -num):
+        assert math.copysign(1.0, from_exact(total)) == math.copysign(1.0, float(Fraction(total, 2**1074)))
+        assert from_exact(total) == float(Fraction(total, 2**1074))
+    if den != 0:
+        try:
+            want = float(Fraction(num, den))
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                exact_ratio(num, den)
+        else:
+            got = exact_ratio(num, den)
+            assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+    with pytest.raises(ZeroDivisionError):
+        exact_ratio(num, 0)
+
+
 def test_exact_units():
     assert to_exact(5e-324) == 1
     assert to_exact(1.0) == 2**1074

@@ -9,7 +9,6 @@ Python integers add exactly and associatively. The total is rounded once, at the
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 __all__ = ["to_exact", "from_exact", "exact_ratio"]
 
@@ -30,10 +29,24 @@ def to_exact(x: float) -> int:
 
 
 def from_exact(total: int) -> float:
-    """Round an exact sum (in units of 2**-1074) to the nearest float."""
-    return float(Fraction(total, _ONE))
+    """Round an exact sum (in units of 2**-1074) to the nearest float.
+
+    Python's ``int / int`` is correctly rounded for integers of any size (what
+    ``float(Fraction(total, 2**1074))`` computes after reducing the fraction), without building
+    a ``Fraction``.
+
+    Raises:
+        OverflowError: the value is beyond the float range.
+    """
+    return total / _ONE
 
 
 def exact_ratio(num: int, den: int) -> float:
-    """Correctly rounded ``num / den`` of two exact sums (same scale). ``den`` must be != 0."""
-    return float(Fraction(num, den))
+    """Correctly rounded ``num / den`` of two exact sums (same scale): ``int / int``, correctly
+    rounded for any size (the same float as ``float(Fraction(num, den))``).
+
+    Raises:
+        ZeroDivisionError: ``den`` is 0.
+        OverflowError: the ratio is beyond the float range.
+    """
+    return num / den
