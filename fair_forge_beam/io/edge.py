@@ -296,7 +296,7 @@ def text_encoding(head: bytes) -> str:
     encoding is then the one under which the head reads most plainly (see :func:`_plain_score`),
     ties going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
     """
-    head = bytes(head)
+    head = bytes(head[:ENCODING_PROBE_BYTES])  # a whole file may be passed: only its head is read
     if b"\x00" not in head or head.startswith(_BOMS):
         return json.detect_encoding(head[:4])
     scores = [(_plain_score(head, enc), -i, enc) for i, enc in enumerate(_NUL_PATTERN_CANDIDATES)]
