@@ -153,7 +153,8 @@ def flink_cluster(tmp_path_factory):
     if rn.missing_reason("flink") is None:
         workdir = tmp_path_factory.mktemp("flink-cluster")
         kind = kf.KafkaFlinkCluster if kf.missing_reason() is None else FlinkCluster
-        cluster = kind(task_managers=2, workdir=workdir)
+        # jobs of parallelism 2, and a third TaskManager for the Kafka panes job (parallelism 1) beside them
+        cluster = kind(task_managers=3, parallelism=2, workdir=workdir)
         holder["cluster"], holder["starting"] = cluster, pool.submit(cluster.start)
 
     def get() -> FlinkCluster:
