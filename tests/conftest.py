@@ -69,6 +69,12 @@ RUNNER_MODULES = ("test_kafka_flink.py", "test_runners_integration.py")
 SHARES_RUNNER_AUDITS = ("test_toxicity_runners.py",)
 FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
 FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
+# Then the longest modules (serial seconds, quiet 2-core machine, largest first), so that no long
+# module starts last and runs alone at the end while the other workers are idle.
+LONG_MODULES = ("test_embedder.py", "test_optimizer.py", "test_pipeline_outputs.py", "test_main_job_judges.py",
+                "test_explainability.py", "test_reader_hostile.py", "test_shard_invariance.py",
+                "test_prompt_evaluator.py", "test_report.py", "test_cli.py", "test_clustering.py",
+                "test_toxicity_classifier.py")
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -112,8 +118,8 @@ def pytest_collection_modifyitems(session, config, items):
 
     An xdist worker (pytest.ini: ``-n auto``): the groups of :func:`xdist_scope` are the scopes of
     :func:`pytest_xdist_make_scheduler`; the two longest (the runner suite's) come first, so that
-    two workers start them at once while the others take the remaining modules in collection
-    order. The other tests keep their order. Raises ``pytest.UsageError`` when a module marked
+    two workers start them at once, then the modules of ``LONG_MODULES`` (longest first), then
+    the others in collection order. Tests keep their order within a group. Raises ``pytest.UsageError`` when a module marked
     ``runners`` is not in ``RUNNER_MODULES`` (its Flink runs would get a cluster of their own)."""
     strays = sorted({i.path.name for i in items if i.get_closest_marker("runners") is not None} - set(RUNNER_MODULES))
     if strays:
@@ -122,15 +128,16 @@ def pytest_collection_modifyitems(session, config, items):
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
         return
-    first = {g: i for i, g in enumerate(FIRST_GROUPS)}
+    first = {g: i for i, g in enumerate((*FIRST_GROUPS, *LONG_MODULES))}
     items[:] = sorted(items, key=lambda item: first.get(xdist_scope(item.nodeid), len(first)))
 
 
 @pytest.fixture(scope="session")
 def flink_cluster(tmp_path_factory):
-    """``() -> FlinkCluster``: ONE local Flink cluster (JobManager + 2 TaskManagers + Beam's job
-    server, :mod:`fair_forge_beam.testing.flink_cluster`) per test session, shared by the runner
-    suite and the Kafka tests instead of one cluster per module.
+    """``() -> FlinkCluster``: ONE local Flink cluster (JobManager + 3 one-slot TaskManagers + Beam's
+    job server, :mod:`fair_forge_beam.testing.flink_cluster`; jobs of parallelism 2, and the Kafka
+    panes job of parallelism 1 beside them on the third TaskManager) per test session, shared by
+    the runner suite and the Kafka tests instead of one cluster per module.
 
     When the Kafka artifacts are cached too, it is a
     :class:`~fair_forge_beam.testing.kafka.KafkaFlinkCluster` (the job server on KafkaIO's

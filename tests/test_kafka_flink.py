@@ -3,7 +3,7 @@
 One stack per module (:mod:`fair_forge_beam.testing.kafka`): a Kafka 4.1 broker in KRaft mode
 on 127.0.0.1, Beam's Java expansion service with KafkaIO (EMBEDDED environment: KafkaIO runs in
 the TaskManagers), and the session's Flink 1.19 cluster (``flink_cluster`` in tests/conftest.py,
-shared with the runner suite: JobManager + 2 TaskManagers, 1 GB metaspace each, Beam's job server
+shared with the runner suite: JobManager + 3 TaskManagers (jobs of parallelism 2), 1 GB metaspace each, Beam's job server
 on KafkaIO's classpath, PROCESS Python workers). Messages are sessions of the shipped hh-rlhf slice
 as JSON values, written by kafka-python; the audit is the main job
 (``--metrics toxicity --group-extractor keyword``; the identity suite of
