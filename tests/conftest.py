@@ -27,27 +27,68 @@ def test_pipeline():
 
 
 @pytest.fixture(scope="session")
-def audit_once(tmp_path_factory):
-    """``(argv) -> (doc, out)``: the main job (:func:`pipelines.audit.run`) with ``argv`` plus
-    ``--output <new folder>``, run at most once per test session for each exact ``argv`` tuple.
+def shared_tmp_dir(tmp_path_factory) -> Path:
+    """A folder of this test session shared by its pytest-xdist workers (next to their own
+    temporary folders; in one process, inside the session's): for files that several workers
+    need with the same bytes and the same path (e.g. an input that is part of an ``audit_once``
+    command). Write into it atomically (a temporary name, then ``replace``)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # .../pytest-N: the workers' folders are .../pytest-N/popen-gwK
+    path = root / "shared"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
-    Modules that need the same end-to-end run (e.g. the in-memory reference of the runner suite
-    and the toxicity runner checks) share it instead of repeating a minute-long audit. ``doc`` is
-    a deep copy per call (a test may change it); the output folder ``out`` is shared and must be
-    treated as read-only. An audit that raises is not cached (the next caller runs it again and
-    sees the same error).
+
+@pytest.fixture(scope="session")
+def audit_once(shared_tmp_dir):
+    """``(argv) -> (doc, out)``: the main job (:func:`pipelines.audit.run`) with ``argv`` plus
+    ``--output <new folder>``, run at most once per test session for each exact ``argv`` tuple,
+    across the session's pytest-xdist workers too.
+
+    Modules that need the same end-to-end run (e.g. the in-memory reference of the runner suite,
+    the toxicity runner checks and the pipeline-output checks) share it instead of repeating a
+    minute-long audit. Under xdist they may sit in different workers: the first worker to ask
+    runs the audit under a lock file (``fcntl.flock``) in :func:`shared_tmp_dir` and leaves the
+    output folder and the pickled ``doc`` there; the others wait for the lock and read them.
+    ``doc`` is a fresh copy per call (a test may change it); the output folder ``out`` is shared
+    and must be treated as read-only. An audit that raises is not cached (the next caller runs it
+    again and sees the same error).
     """
     import copy
+    import hashlib
+    import json
+    import pickle
+    import shutil
 
     from pipelines import audit
 
     cache: dict[tuple, tuple] = {}
 
+    def run_locked(key: tuple) -> tuple:
+        entry = shared_tmp_dir / ("audit-once-" + hashlib.blake2b(json.dumps(key).encode(), digest_size=12).hexdigest())
+        done = entry.with_suffix(".doc.pickle")
+        with open(entry.with_suffix(".lock"), "w") as lock:
+            try:
+                import fcntl
+
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            except ImportError:  # no fcntl (Windows): workers do not share, each runs its own
+                entry = entry.with_name(f"{entry.name}-{os.getpid()}")
+                done = entry.with_suffix(".doc.pickle")
+            if not done.exists():
+                if entry.exists():
+                    shutil.rmtree(entry)  # what a failed attempt left
+                doc = audit.run([*key, "--output", str(entry / "out")])
+                part = done.with_suffix(".part")
+                part.write_bytes(pickle.dumps(doc))
+                part.replace(done)
+        return pickle.loads(done.read_bytes()), entry / "out"
+
     def get(argv) -> tuple:
         key = tuple(argv)
         if key not in cache:
-            out = tmp_path_factory.mktemp("audit-once") / "out"
-            cache[key] = (audit.run([*key, "--output", str(out)]), out)
+            cache[key] = run_locked(key)
         doc, out = cache[key]
         return copy.deepcopy(doc), out
 

@@ -19,7 +19,7 @@ No audit of the full data with the embedding command runs here: what its figures
 non-empty shipped answer embedded, duplicates one vector each) is checked on the vectors by
 tests/test_embedder.py, and the pipeline path by the slice's in-memory run. The in-memory
 and multi-process runs go through ``audit_once`` (tests/conftest.py), shared with the modules
-that need the same run.
+that need the same run, in whichever pytest-xdist worker they run.
 
 Compared across runners: ``results.json`` byte for byte (summary, slice posteriors and credible
 intervals), the session aggregates (``sessions/<metric>/`` shards) as a multiset of records, the
@@ -92,13 +92,18 @@ def _outputs(out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def embedding_slice(tmp_path_factory) -> list[str]:
+def embedding_slice(shared_tmp_dir) -> list[str]:
     """The embedding command on a slice of the shipped data: all of ``fair_forge_examples.json``
-    and the first ``SLICE_SESSIONS`` lines of the hh-rlhf file (the same bytes on every run)."""
+    and the first ``SLICE_SESSIONS`` lines of the hh-rlhf file (the same bytes on every run, and
+    the same path in every pytest-xdist worker, so that ``audit_once`` shares its in-memory run
+    between the Flink group's worker and the other runners' one)."""
     json_in, jsonl_in = audit.default_inputs()
-    path = tmp_path_factory.mktemp("embedding-slice") / "hh_rlhf_head.jsonl"
+    path = shared_tmp_dir / "embedding-slice" / "hh_rlhf_head.jsonl"
+    path.parent.mkdir(exist_ok=True)
     lines = Path(jsonl_in).read_text(encoding="utf-8").splitlines(keepends=True)[:SLICE_SESSIONS]
-    path.write_text("".join(lines), encoding="utf-8")
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_text("".join(lines), encoding="utf-8")
+    part.replace(path)  # atomic: another worker may read it meanwhile
     return [*COMMANDS["embedding"], "--input", json_in, "--input", str(path)]
 
 
