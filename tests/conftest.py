@@ -27,27 +27,68 @@ def test_pipeline():
 
 
 @pytest.fixture(scope="session")
-def audit_once(tmp_path_factory):
-    """``(argv) -> (doc, out)``: the main job (:func:`pipelines.audit.run`) with ``argv`` plus
-    ``--output <new folder>``, run at most once per test session for each exact ``argv`` tuple.
+def shared_tmp_dir(tmp_path_factory) -> Path:
+    """A folder of this test session shared by its pytest-xdist workers (next to their own
+    temporary folders; in one process, inside the session's): for files that several workers
+    need with the same bytes and the same path (e.g. an input that is part of an ``audit_once``
+    command). Write into it atomically (a temporary name, then ``replace``)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # .../pytest-N: the workers' folders are .../pytest-N/popen-gwK
+    path = root / "shared"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
-    Modules that need the same end-to-end run (e.g. the in-memory reference of the runner suite
-    and the toxicity runner checks) share it instead of repeating a minute-long audit. ``doc`` is
-    a deep copy per call (a test may change it); the output folder ``out`` is shared and must be
-    treated as read-only. An audit that raises is not cached (the next caller runs it again and
-    sees the same error).
+
+@pytest.fixture(scope="session")
+def audit_once(shared_tmp_dir):
+    """``(argv) -> (doc, out)``: the main job (:func:`pipelines.audit.run`) with ``argv`` plus
+    ``--output <new folder>``, run at most once per test session for each exact ``argv`` tuple,
+    across the session's pytest-xdist workers too.
+
+    Modules that need the same end-to-end run (e.g. the in-memory reference of the runner suite,
+    the toxicity runner checks and the pipeline-output checks) share it instead of repeating a
+    minute-long audit. Under xdist they may sit in different workers: the first worker to ask
+    runs the audit under a lock file (``fcntl.flock``) in :func:`shared_tmp_dir` and leaves the
+    output folder and the pickled ``doc`` there; the others wait for the lock and read them.
+    ``doc`` is a fresh copy per call (a test may change it); the output folder ``out`` is shared
+    and must be treated as read-only. An audit that raises is not cached (the next caller runs it
+    again and sees the same error).
     """
     import copy
+    import hashlib
+    import json
+    import pickle
+    import shutil
 
     from pipelines import audit
 
     cache: dict[tuple, tuple] = {}
 
+    def run_locked(key: tuple) -> tuple:
+        entry = shared_tmp_dir / ("audit-once-" + hashlib.blake2b(json.dumps(key).encode(), digest_size=12).hexdigest())
+        done = entry.with_suffix(".doc.pickle")
+        with open(entry.with_suffix(".lock"), "w") as lock:
+            try:
+                import fcntl
+
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            except ImportError:  # no fcntl (Windows): workers do not share, each runs its own
+                entry = entry.with_name(f"{entry.name}-{os.getpid()}")
+                done = entry.with_suffix(".doc.pickle")
+            if not done.exists():
+                if entry.exists():
+                    shutil.rmtree(entry)  # what a failed attempt left
+                doc = audit.run([*key, "--output", str(entry / "out")])
+                part = done.with_suffix(".part")
+                part.write_bytes(pickle.dumps(doc))
+                part.replace(done)
+        return pickle.loads(done.read_bytes()), entry / "out"
+
     def get(argv) -> tuple:
         key = tuple(argv)
         if key not in cache:
-            out = tmp_path_factory.mktemp("audit-once") / "out"
-            cache[key] = (audit.run([*key, "--output", str(out)]), out)
+            cache[key] = run_locked(key)
         doc, out = cache[key]
         return copy.deepcopy(doc), out
 
@@ -69,6 +110,12 @@ RUNNER_MODULES = ("test_kafka_flink.py", "test_runners_integration.py")
 SHARES_RUNNER_AUDITS = ("test_toxicity_runners.py",)
 FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
 FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
+# Then the longest modules (serial seconds, quiet 2-core machine, largest first), so that no long
+# module starts last and runs alone at the end while the other workers are idle.
+LONG_MODULES = ("test_embedder.py", "test_optimizer.py", "test_pipeline_outputs.py", "test_main_job_judges.py",
+                "test_explainability.py", "test_reader_hostile.py", "test_shard_invariance.py",
+                "test_prompt_evaluator.py", "test_report.py", "test_cli.py", "test_clustering.py",
+                "test_toxicity_classifier.py")
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -112,8 +159,8 @@ def pytest_collection_modifyitems(session, config, items):
 
     An xdist worker (pytest.ini: ``-n auto``): the groups of :func:`xdist_scope` are the scopes of
     :func:`pytest_xdist_make_scheduler`; the two longest (the runner suite's) come first, so that
-    two workers start them at once while the others take the remaining modules in collection
-    order. The other tests keep their order. Raises ``pytest.UsageError`` when a module marked
+    two workers start them at once, then the modules of ``LONG_MODULES`` (longest first), then
+    the others in collection order. Tests keep their order within a group. Raises ``pytest.UsageError`` when a module marked
     ``runners`` is not in ``RUNNER_MODULES`` (its Flink runs would get a cluster of their own)."""
     strays = sorted({i.path.name for i in items if i.get_closest_marker("runners") is not None} - set(RUNNER_MODULES))
     if strays:
@@ -122,15 +169,16 @@ def pytest_collection_modifyitems(session, config, items):
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
         return
-    first = {g: i for i, g in enumerate(FIRST_GROUPS)}
+    first = {g: i for i, g in enumerate((*FIRST_GROUPS, *LONG_MODULES))}
     items[:] = sorted(items, key=lambda item: first.get(xdist_scope(item.nodeid), len(first)))
 
 
 @pytest.fixture(scope="session")
 def flink_cluster(tmp_path_factory):
-    """``() -> FlinkCluster``: ONE local Flink cluster (JobManager + 2 TaskManagers + Beam's job
-    server, :mod:`fair_forge_beam.testing.flink_cluster`) per test session, shared by the runner
-    suite and the Kafka tests instead of one cluster per module.
+    """``() -> FlinkCluster``: ONE local Flink cluster (JobManager + 3 one-slot TaskManagers + Beam's
+    job server, :mod:`fair_forge_beam.testing.flink_cluster`; jobs of parallelism 2, and the Kafka
+    panes job of parallelism 1 beside them on the third TaskManager) per test session, shared by
+    the runner suite and the Kafka tests instead of one cluster per module.
 
     When the Kafka artifacts are cached too, it is a
     :class:`~fair_forge_beam.testing.kafka.KafkaFlinkCluster` (the job server on KafkaIO's
@@ -153,7 +201,8 @@ def flink_cluster(tmp_path_factory):
     if rn.missing_reason("flink") is None:
         workdir = tmp_path_factory.mktemp("flink-cluster")
         kind = kf.KafkaFlinkCluster if kf.missing_reason() is None else FlinkCluster
-        cluster = kind(task_managers=2, workdir=workdir)
+        # jobs of parallelism 2, and a third TaskManager for the Kafka panes job (parallelism 1) beside them
+        cluster = kind(task_managers=3, parallelism=2, workdir=workdir)
         holder["cluster"], holder["starting"] = cluster, pool.submit(cluster.start)
 
     def get() -> FlinkCluster:

@@ -218,6 +218,14 @@ def test_minilm_every_shipped_answer_alone_and_in_random_batches_bit_for_bit(min
         torch.set_num_threads(prev)
     differ = [i for i, t in enumerate(texts) if not np.array_equal(got[i], alone[t])]
     assert differ == [], f"{len(differ)} of {len(texts)} answers got other bits in a batch"
+    # The clustering input of the main job's embedding audit over the shipped data (these figures
+    # were checked on a full-data audit in tests/test_runners_integration.py): every non-empty
+    # answer is a point, and duplicate answers got one vector each, so there are as many distinct
+    # points as distinct non-empty answers (before the per-text forward passes, 1,403 or 1,404).
+    nonempty = [i for i, t in enumerate(texts) if t.strip()]
+    assert len(nonempty) == 2015 and len({texts[i] for i in nonempty}) == 1402
+    assert len(np.unique(got[nonempty], axis=0)) == 1402
+    assert len(np.unique(np.stack([alone[t] for t in distinct if t.strip()]), axis=0)) == 1402
 
 
 @needs_minilm

@@ -10,7 +10,8 @@ Built from the artifacts ``.ci/get_runners.sh`` caches (see :mod:`fair_forge_bea
   ``--environment_type=PROCESS`` workers.
 
 :class:`FlinkCluster` starts one JobManager, ``task_managers`` TaskManagers (one slot each, so
-the default parallelism equals their number) and the job server, all bound to 127.0.0.1 on free
+that a TaskManager never runs tasks of two jobs at once; the default parallelism is their number,
+or ``parallelism``) and the job server, all bound to 127.0.0.1 on free
 ports, with their configuration, logs, pid files, artifact staging and worker scratch space in
 one working folder. A pipeline submits to it with the options of :meth:`FlinkCluster.runner_args`
 (``PortableRunner`` to the job server, PROCESS workers). Each TaskManager starts its SDK workers as
@@ -95,11 +96,21 @@ class FlinkCluster:
     a process exits or the cluster is not ready in time; it stops what it started before raising.
     ``share_classpath``: put the job server's jars on the cluster's own classpath, parent-first
     (see the module docstring; ``False``: per-job class loaders, Flink's default).
+    ``parallelism``: the jobs' default parallelism (1 <= ``parallelism`` <= ``task_managers``;
+    default ``task_managers``). With more TaskManagers than that, a second job runs beside the
+    first on TaskManagers of its own (e.g. a long streaming job of parallelism 1 beside batch jobs
+    of parallelism 2 on 3 TaskManagers). One slot per TaskManager on purpose: two jobs in one
+    TaskManager share its parent-first classes (``share_classpath``), among them Beam's
+    per-process worker bookkeeping, and two streaming jobs side by side in two 2-slot
+    TaskManagers wrote no pane at all.
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
                  tm_memory: str = "1600m", jm_memory: str = "1024m",
-                 tm_network: str = "320m", share_classpath: bool = True):
+                 tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None):
+        self.parallelism = task_managers if parallelism is None else int(parallelism)
+        if not 1 <= self.parallelism <= task_managers:
+            raise ValueError(f"parallelism must be between 1 and task_managers={task_managers}, got {parallelism}")
         self.task_managers = task_managers
         self.share_classpath = bool(share_classpath)
         self.workdir = Path(workdir) if workdir else None
@@ -122,13 +133,14 @@ class FlinkCluster:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
 
-    def runner_args(self) -> list[str]:
-        """Beam pipeline options that run a pipeline on this cluster (parallelism = TaskManagers)."""
+    def runner_args(self, parallelism: Optional[int] = None) -> list[str]:
+        """Beam pipeline options that run a pipeline on this cluster with ``parallelism`` (default:
+        the cluster's, see the class docstring)."""
         return [
             "--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}",
             "--environment_type=PROCESS",
             "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / "beam-boot")}, separators=(",", ":")),
-            f"--parallelism={self.task_managers}",
+            f"--parallelism={self.parallelism if parallelism is None else int(parallelism)}",
             # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
             # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
             # worker, re-importing the package and reloading models every time.
@@ -157,7 +169,7 @@ class FlinkCluster:
             # fixed network memory make room for all of the job's partitions.
             "taskmanager.network.sort-shuffle.min-buffers": 64,
             "taskmanager.memory.network.min": self.tm_network, "taskmanager.memory.network.max": self.tm_network,
-            "parallelism.default": self.task_managers,
+            "parallelism.default": self.parallelism,
             "rest.address": "127.0.0.1", "rest.bind-address": "127.0.0.1", "rest.port": self.rest_port,
             # A loaded 2-core machine (CI, six engineers) answered a submitTask call after more
             # than the default 10 s ask timeout, failing the job: allow minutes, not seconds.
@@ -298,13 +310,14 @@ class FlinkCluster:
     def _save_state(self) -> None:
         (self.workdir / _STATE).write_text(json.dumps({
             "pids": self.pids, "task_managers": self.task_managers, "rest_port": self.rest_port,
-            "job_port": self.job_port, "artifact_port": self.artifact_port}), encoding="utf-8")
+            "job_port": self.job_port, "artifact_port": self.artifact_port,
+            "parallelism": self.parallelism}), encoding="utf-8")
 
     @classmethod
     def attach(cls, workdir: os.PathLike) -> "FlinkCluster":
         """The cluster recorded in ``workdir`` by a :meth:`start` of another process."""
         state = json.loads((Path(workdir) / _STATE).read_text(encoding="utf-8"))
-        c = cls(task_managers=state["task_managers"], workdir=workdir)
+        c = cls(task_managers=state["task_managers"], workdir=workdir, parallelism=state.get("parallelism"))
         c.pids, c.rest_port = state["pids"], state["rest_port"]
         c.job_port, c.artifact_port = state["job_port"], state["artifact_port"]
         return c

@@ -283,14 +283,24 @@ class ExpansionService(_JavaProcesses):
 
     ``options``: the service's pipeline options (default ``--defaultEnvironmentType=EMBEDDED
     --experiments=use_deprecated_read``). Raises as :meth:`KafkaBroker.start` does.
+
+    ``stage_classpath=False`` (the default) adds ``--filesToStage=<Beam's expansion-service jar>``
+    (unless ``options`` name ``--filesToStage``): without it the service attaches its whole
+    classpath (~190 jars, ~196 MB) to KafkaIO's EMBEDDED environment, which the Python launcher
+    then uploads to the job server's artifact store for every job. Nothing reads those
+    artifacts: an EMBEDDED environment runs inside the TaskManager with the job's class loader,
+    whose classes come from the job's own jars (the job server's classpath, which is this
+    service's, :class:`KafkaFlinkCluster`) or, with ``share_classpath``, from the TaskManager's
+    classpath.
     """
 
     DEFAULT_OPTIONS = ("--defaultEnvironmentType=EMBEDDED", "--experiments=use_deprecated_read")
 
     def __init__(self, workdir: Optional[os.PathLike] = None, timeout: float = 120.0, options=DEFAULT_OPTIONS,
-                 heap: str = "512m"):
+                 heap: str = "512m", stage_classpath: bool = False):
         super().__init__(workdir, timeout, "ffb-expansion-")
         self.options, self.heap = list(options), heap
+        self.stage_classpath = bool(stage_classpath)
         self.port = 0
 
     @property
@@ -300,8 +310,13 @@ class ExpansionService(_JavaProcesses):
     def command(self) -> list[str]:
         """The command line (after :meth:`start` has chosen the port)."""
         art = kafka_artifacts()
+        options = list(self.options)
+        if not self.stage_classpath and not any(o.startswith("--filesToStage") for o in options):
+            own = sorted(art["expansion_lib"].glob("beam-sdks-java-expansion-service-*.jar"))
+            if own:
+                options.append(f"--filesToStage={own[0]}")
         return [_java(), f"-Xmx{self.heap}", "-cp", f"{art['expansion_classes']}:{art['expansion_lib']}/*",
-                LAUNCHER, str(self.port), *self.options]
+                LAUNCHER, str(self.port), *options]
 
     def start(self) -> "ExpansionService":
         art = kafka_artifacts()
@@ -371,17 +386,21 @@ def _rest(url: str, method: str = "GET", timeout: float = 10.0):
     return json.loads(body) if body.strip() else None
 
 
-def running_flink_jobs(rest_url: str) -> list[str]:
-    """Ids of the cluster's jobs that are not in a terminal state (Flink REST ``/jobs``)."""
-    jobs = (_rest(f"{rest_url}/jobs") or {}).get("jobs", [])
-    return [j["id"] for j in jobs if j.get("status") not in ("FINISHED", "CANCELED", "FAILED")]
+def running_flink_jobs(rest_url: str, name: Optional[str] = None) -> list[str]:
+    """Ids of the cluster's jobs that are not in a terminal state (Flink REST ``/jobs/overview``).
+    ``name``: only the jobs of that Beam ``--job_name`` (the Flink job's name), so that a test
+    running beside other jobs on the cluster sees its own."""
+    jobs = (_rest(f"{rest_url}/jobs/overview") or {}).get("jobs", [])
+    return [j["jid"] for j in jobs if j.get("state") not in ("FINISHED", "CANCELED", "FAILED")
+            and (name is None or j.get("name") == name)]
 
 
-def cancel_flink_jobs(rest_url: str, timeout: float = 60.0) -> list[str]:
-    """Cancel every running job of the cluster at ``rest_url`` (``PATCH /jobs/<id>?mode=cancel``)
-    and wait up to ``timeout`` seconds until none runs; returns the ids cancelled. Raises
-    ``RuntimeError`` when a job is still running after ``timeout``."""
-    ids = running_flink_jobs(rest_url)
+def cancel_flink_jobs(rest_url: str, timeout: float = 60.0, name: Optional[str] = None) -> list[str]:
+    """Cancel every running job of the cluster at ``rest_url`` (``PATCH /jobs/<id>?mode=cancel``;
+    ``name``: only the jobs of that Beam ``--job_name``) and wait up to ``timeout`` seconds until
+    none of them runs; returns the ids cancelled. Raises ``RuntimeError`` when a job is still
+    running after ``timeout``."""
+    ids = running_flink_jobs(rest_url, name)
     for jid in ids:
         try:
             _rest(f"{rest_url}/jobs/{jid}?mode=cancel", method="PATCH")
@@ -389,7 +408,7 @@ def cancel_flink_jobs(rest_url: str, timeout: float = 60.0) -> list[str]:
             pass  # finished meanwhile: checked below
     deadline = time.monotonic() + timeout
     while True:
-        left = running_flink_jobs(rest_url)
+        left = running_flink_jobs(rest_url, name)
         if not left:
             return ids
         if time.monotonic() > deadline:
@@ -397,10 +416,11 @@ def cancel_flink_jobs(rest_url: str, timeout: float = 60.0) -> list[str]:
         time.sleep(0.5)
 
 
-def flink_job_running(rest_url: str, allow_finished_vertices: bool = False) -> bool:
-    """Whether the cluster's first running job has all its tasks RUNNING (Flink REST); with
-    ``allow_finished_vertices`` one-shot steps (Impulse, Create) that already FINISHED count too."""
-    ids = running_flink_jobs(rest_url)
+def flink_job_running(rest_url: str, allow_finished_vertices: bool = False, name: Optional[str] = None) -> bool:
+    """Whether the cluster's first running job (``name``: of that Beam ``--job_name``) has all
+    its tasks RUNNING (Flink REST); with ``allow_finished_vertices`` one-shot steps (Impulse,
+    Create) that already FINISHED count too."""
+    ids = running_flink_jobs(rest_url, name)
     if not ids:
         return False
     doc = _rest(f"{rest_url}/jobs/{ids[0]}") or {}
@@ -430,12 +450,12 @@ def wait_until(predicate, timeout: float, proc=None, poll: float = 0.5):
     return None
 
 
-def stop_streaming_job(proc, rest_url: str) -> list[str]:
-    """Cancel every running job of the cluster (a Python launcher that stops leaves its job
-    running), then stop the launcher ``proc`` (terminate; kill after 30 s). Returns the ids
-    cancelled."""
+def stop_streaming_job(proc, rest_url: str, name: Optional[str] = None) -> list[str]:
+    """Cancel every running job of the cluster (``name``: only the jobs of that Beam
+    ``--job_name``; a Python launcher that stops leaves its job running), then stop the launcher
+    ``proc`` (terminate; kill after 30 s). Returns the ids cancelled."""
     try:
-        return cancel_flink_jobs(rest_url)
+        return cancel_flink_jobs(rest_url, name=name)
     finally:
         proc.terminate()
         try:
