@@ -372,9 +372,13 @@ class LexiconMatch:
 
 
 class _Index:
-    """key (token tuple) -> (display lemma, categories); first token -> candidate lengths (longest first)."""
+    """key (token tuple) -> (display lemma, categories); first token -> candidate lengths (longest first).
 
-    __slots__ = ("table", "lengths")
+    ``single``: the one-token keys by their token (the same values as ``table``), so that the
+    common case is one dictionary lookup without building a tuple.
+    """
+
+    __slots__ = ("table", "lengths", "single")
 
     def __init__(self, entries: Iterable[ToxicEntry], language: Optional[str] = None):
         cats: dict[tuple[str, ...], dict[str, None]] = {}
@@ -390,6 +394,7 @@ class _Index:
         for k in self.table:
             lengths.setdefault(k[0], set()).add(len(k))
         self.lengths = {t: tuple(sorted(ls, reverse=True)) for t, ls in lengths.items()}
+        self.single = {k[0]: v for k, v in self.table.items() if len(k) == 1}
 
 
 class ToxicLexiconMatcher:
@@ -444,23 +449,25 @@ class ToxicLexiconMatcher:
         matched: list[tuple[str, str]] = []
         categories: dict[str, int] = {}
         covered = 0
-        i = 0
-        table, lengths = index.table, index.lengths
-        while i < n:
-            step = 1
-            for length in lengths.get(toks[i], ()):
+        table, lengths, single = index.table, index.lengths, index.single
+        # left to right, longest lemma first, no overlap: only positions whose token starts a lemma
+        # can match, so the scan visits those (in order) and skips the ones a match covered
+        resume = 0
+        for i in [j for j, t in enumerate(toks) if t in lengths]:
+            if i < resume:
+                continue
+            for length in lengths[toks[i]]:
                 if i + length > n:
                     continue
-                hit = table.get(tuple(toks[i:i + length]))
+                hit = single.get(toks[i]) if length == 1 else table.get(tuple(toks[i:i + length]))
                 if hit is not None:
                     lemma, cats = hit
                     for c in cats:
                         matched.append((lemma, c))
                         categories[c] = categories.get(c, 0) + 1
                     covered += length
-                    step = length
+                    resume = i + length
                     break
-            i += step
         return LexiconMatch(tokens=n, toxic_tokens=covered, matched=matched, categories=categories)
 
     def __getstate__(self):
