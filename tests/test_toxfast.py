@@ -206,3 +206,54 @@ def test_vader_fast_path_equals_stock_vader_on_every_shipped_text(texts):
         ref = stock.polarity_scores(t)
         got = va._analyzer.polarity_scores(t)
         assert _bits(got.values()) == _bits(ref.values()) and list(got) == list(ref), t[:80]
+
+
+# ------------------------------------------------------------------ ASCII word splitting
+
+
+def test_ascii_words_equal_the_regular_expressions(texts):
+    import re
+
+    from fair_forge_beam.components.fast_words import ascii_words, shared_tokenizer_agrees
+    from fair_forge_beam.components.text import ELISION_LANGUAGES
+
+    word = re.compile(r"\w+")
+    langs = ("english", "spanish", "italian", "portuguese", "french")
+    assert all(shared_tokenizer_agrees(lang) for lang in langs)
+    n_ascii = 0
+    for t in texts + tuple("".join(chr(i) for i in range(k, 128)) for k in range(0, 128, 7)):
+        if not t.isascii():
+            continue
+        n_ascii += 1
+        assert ascii_words(t) == word.findall(t.lower())
+        for lang in langs:
+            if lang in ELISION_LANGUAGES or "'" not in t:
+                assert ascii_words(t) == tokenize(t, lang), (lang, t[:80])
+    assert n_ascii > 10_000
+
+
+def test_a_changed_shared_tokenizer_turns_the_fast_path_off(monkeypatch):
+    import fair_forge_beam.components.text as text_mod
+    from fair_forge_beam.components.fast_words import shared_tokenizer_agrees
+
+    real = text_mod.tokenize
+    shared_tokenizer_agrees.cache_clear()
+    try:
+        monkeypatch.setattr(text_mod, "tokenize", lambda t, lang=None: [w for w in real(t, lang) if not w.isdigit()])
+        assert not shared_tokenizer_agrees("english") and not shared_tokenizer_agrees("italian")
+        monkeypatch.setattr(text_mod, "tokenize", lambda t, lang=None: real(t.replace("_", " "), lang))
+        assert not shared_tokenizer_agrees("english")
+    finally:
+        shared_tokenizer_agrees.cache_clear()
+    monkeypatch.undo()
+    assert shared_tokenizer_agrees("english")
+
+
+def test_keyword_groups_equal_the_regex_tokenisation(texts, monkeypatch):
+    import fair_forge_beam.components.group_extractor as ge
+
+    ext = ge.KeywordGroupExtractor(ge.default_group_keywords())
+    fast = ext.detect_batch(list(texts))
+    monkeypatch.setattr(ge, "ascii_words", lambda t: ge._WORD_RE.findall(t.lower()))  # the previous tokenisation
+    assert ext.detect_batch(list(texts)) == fast
+    assert sum(any(d.present for d in r.values()) for r in fast) > 1000

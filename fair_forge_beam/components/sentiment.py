@@ -114,8 +114,10 @@ def _windowed_vader(base: type) -> type:
       character that is a key of VADER's emoji table by its description. A text with no such
       character comes out unchanged, so for it that loop is skipped and the rest of
       ``polarity_scores`` (strip, ``SentiText``, the booster and "kind of" skips,
-      ``sentiment_valence`` per word, ``_but_check``, ``score_valence``) runs as VADER runs it.
-      A text with an emoji character goes to the original.
+      ``sentiment_valence`` per word, ``_but_check``, ``score_valence``) runs as VADER runs it,
+      except that a word outside VADER's lexicon gets its 0 without calling
+      ``sentiment_valence`` (which, for such a word, appends the valence it is given: 0). A
+      text with an emoji character goes to the original.
 
     Tests compare every shipped text and random word sequences with the stock analyzer
     (``tests/test_sentiment.py``, ``tests/test_toxfast.py``).
@@ -138,9 +140,12 @@ def _windowed_vader(base: type) -> type:
             words = sentitext.words_and_emoticons
             last = len(words) - 1
             sentiments = []
+            lexicon = self.lexicon
             for i, item in enumerate(words):
                 low = item.lower()
-                if low in booster or (i < last and low == "kind" and words[i + 1].lower() == "of"):
+                # a word outside VADER's lexicon gets valence 0 from sentiment_valence (it only
+                # appends the valence it was given, 0): appended here without the call
+                if low not in lexicon or low in booster or (i < last and low == "kind" and words[i + 1].lower() == "of"):
                     sentiments.append(0)
                     continue
                 sentiments = self.sentiment_valence(0, sentitext, item, i, sentiments)
