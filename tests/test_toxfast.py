@@ -112,7 +112,10 @@ def test_classifier_fast_path_is_sklearn_predict_proba_bit_for_bit(texts):
 
     clf = ProfanityCheckClassifier()
     clf.setup()
-    assert clf._folds is not None and len(clf._folds) == 5  # the fast path is the one in use
+    assert clf._folds is not None and len(clf._folds) == 5  # the fast paths are the ones in use
+    assert type(clf._vectorizer).__name__ == "_AsciiTfidfVectorizer"
+    fast, stock = clf._vectorizer.build_analyzer(), pc.vectorizer.build_analyzer()
+    assert all(fast(t) == stock(t) for t in texts)
     # batches of 256 over every text; small batches (scikit-learn costs ~25 ms a call) over a prefix
     for size, upto in ((256, len(texts)), (7, 2000), (1, 150)):
         got, ref = [], []

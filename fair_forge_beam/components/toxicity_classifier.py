@@ -27,7 +27,12 @@ per fold, the same NumPy/SciPy operations scikit-learn 1.9.1 runs (``safe_sparse
 + intercept_``, ``expit(-(a_ * T + b_))``, the mean accumulated in fold order and divided by the
 number of folds), for the toxic class only. The result is the same float64, bit for bit, as
 ``model.predict_proba(X)[:, 1]`` (``tests/test_toxfast.py`` checks every shipped answer and a
-synthetic file); a model of any other shape uses ``predict_proba`` itself.
+synthetic file); a model of any other shape uses ``predict_proba`` itself. The vectoriser is
+the package's, fitted state and all, with one change (:func:`_ascii_vectorizer`): its analyser
+splits an ASCII answer with :func:`~fair_forge_beam.components.fast_words.ascii_words` (the
+words scikit-learn's ``(?u)\\b\\w\\w+\\b`` finds in the lower-cased text are exactly its ``\\w+``
+runs of two or more characters) before the same stop-word filter; other answers go to
+scikit-learn's own analyser. Same words in the same order, so the same TF-IDF matrix.
 """
 from __future__ import annotations
 
@@ -125,7 +130,7 @@ class ProfanityCheckClassifier(ToxicityClassifier):
         import profanity_check.profanity_check as pc  # loads the two joblib files once per process
 
         self._folds = _sigmoid_folds(pc.model)
-        self._vectorizer, self._model = pc.vectorizer, pc.model
+        self._vectorizer, self._model = _ascii_vectorizer(pc.vectorizer), pc.model
 
     def probabilities(self, texts: Sequence[str]) -> list[float]:
         """Probabilities of several texts, in order: bit-identical to scoring each alone.
@@ -158,6 +163,47 @@ class ProfanityCheckClassifier(ToxicityClassifier):
         except Exception:  # noqa: BLE001 - not installed: describe without a version
             v = None
         return {**super().describe(), "package": "alt-profanity-check", "version": v, "licence": "MIT"}
+
+
+def _ascii_vectorizer(vectorizer: Any) -> Any:
+    """``vectorizer`` (a fitted ``TfidfVectorizer`` with the package's settings: word analyser,
+    text input, lower case, no accent stripping, token pattern ``(?u)\\b\\w\\w+\\b``, unigrams)
+    as an instance of a subclass whose :meth:`build_analyzer` splits ASCII documents without the
+    regular expression; the same object when its settings differ (then nothing changes).
+
+    scikit-learn's word analyser (1.9.1, ``_analyze``) decodes (a ``str`` is returned as is),
+    lower-cases, finds the pattern's matches and drops the stop words; for an ASCII ``str`` the
+    matches are the ``\\w+`` runs of length >= 2 of the lower-cased text, which
+    :func:`~fair_forge_beam.components.fast_words.ascii_words` gives without a regex.
+    """
+    try:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+    except ImportError:  # pragma: no cover - profanity-check depends on scikit-learn
+        return vectorizer
+    if (type(vectorizer) is not TfidfVectorizer or vectorizer.analyzer != "word" or vectorizer.input != "content"
+            or vectorizer.preprocessor is not None or vectorizer.tokenizer is not None or not vectorizer.lowercase
+            or vectorizer.strip_accents is not None or vectorizer.token_pattern != r"(?u)\b\w\w+\b"
+            or tuple(vectorizer.ngram_range) != (1, 1)):
+        return vectorizer
+
+    class _AsciiTfidfVectorizer(TfidfVectorizer):
+        def build_analyzer(self):
+            from fair_forge_beam.components.fast_words import ascii_words
+
+            stock = super().build_analyzer()
+            stop = self.get_stop_words()
+            stop = frozenset(stop) if stop is not None else frozenset()
+
+            def analyze(doc):
+                if type(doc) is str and doc.isascii():
+                    return [w for w in ascii_words(doc) if len(w) > 1 and w not in stop]
+                return stock(doc)
+
+            return analyze
+
+    fast = _AsciiTfidfVectorizer.__new__(_AsciiTfidfVectorizer)
+    fast.__dict__.update(vectorizer.__dict__)  # the fitted vocabulary, idf and settings (shared, read-only)
+    return fast
 
 
 def _sigmoid_folds(model: Any) -> Optional[list]:
