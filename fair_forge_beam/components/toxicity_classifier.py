@@ -192,11 +192,12 @@ def _ascii_vectorizer(vectorizer: Any) -> Any:
 
             stock = super().build_analyzer()
             stop = self.get_stop_words()
-            stop = frozenset(stop) if stop is not None else frozenset()
+            # the stop words and every one-character word (the pattern needs two word characters)
+            drop = frozenset(stop or ()) | frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
             def analyze(doc):
                 if type(doc) is str and doc.isascii():
-                    return [w for w in ascii_words(doc) if len(w) > 1 and w not in stop]
+                    return [w for w in ascii_words(doc) if w not in drop]
                 return stock(doc)
 
             return analyze
