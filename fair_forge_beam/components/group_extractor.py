@@ -49,6 +49,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
+from fair_forge_beam.components.fast_words import ascii_words
 
 __all__ = [
     "GroupDetection",
@@ -457,7 +458,8 @@ class KeywordGroupExtractor(GroupExtractor):
         out = []
         first, index, template = self._first, self._index, self._template
         for text in texts:
-            toks = _WORD_RE.findall(text.lower())
+            # keyword_tokens(text); ASCII text split without the regular expression (the same words)
+            toks = ascii_words(text) if text.isascii() else _WORD_RE.findall(text.lower())
             hits = first.intersection(toks)
             if not hits:
                 out.append(dict(template))

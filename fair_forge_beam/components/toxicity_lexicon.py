@@ -83,7 +83,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
+from fair_forge_beam.components.fast_words import ascii_words, shared_tokenizer_agrees
 from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key
+from fair_forge_beam.components.text import ELISION_LANGUAGES
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
@@ -372,9 +374,17 @@ class LexiconMatch:
 
 
 class _Index:
-    """key (token tuple) -> (display lemma, categories); first token -> candidate lengths (longest first)."""
+    """key (token tuple) -> (display lemma, categories); first token -> candidate lengths (longest first).
 
-    __slots__ = ("table", "lengths")
+    ``single``: the one-token keys by their token (the same values as ``table``), so that the
+    common case is one dictionary lookup without building a tuple. ``ascii``: ``"any"`` when
+    every ASCII text of the language may be split by
+    :func:`~fair_forge_beam.components.fast_words.ascii_words` (elision languages),
+    ``"no-apostrophe"`` when only those without an apostrophe may, ``None`` when none may (the
+    shared tokeniser no longer agrees with it).
+    """
+
+    __slots__ = ("table", "lengths", "single", "ascii")
 
     def __init__(self, entries: Iterable[ToxicEntry], language: Optional[str] = None):
         cats: dict[tuple[str, ...], dict[str, None]] = {}
@@ -390,6 +400,9 @@ class _Index:
         for k in self.table:
             lengths.setdefault(k[0], set()).add(len(k))
         self.lengths = {t: tuple(sorted(ls, reverse=True)) for t, ls in lengths.items()}
+        self.single = {k[0]: v for k, v in self.table.items() if len(k) == 1}
+        lang = language or "english"
+        self.ascii = None if not shared_tokenizer_agrees(lang) else ("any" if lang in ELISION_LANGUAGES else "no-apostrophe")
 
 
 class ToxicLexiconMatcher:
@@ -439,28 +452,35 @@ class ToxicLexiconMatcher:
         index = self._index(language)
         if index is None:
             return None
-        toks = tokenize(text or "", language)
+        text = text or ""
+        fast = index.ascii
+        if fast is not None and text.isascii() and (fast == "any" or "'" not in text):
+            toks = ascii_words(text)  # = tokenize(text, language) for this text (see fast_words)
+        else:
+            toks = tokenize(text, language)
         n = len(toks)
         matched: list[tuple[str, str]] = []
         categories: dict[str, int] = {}
         covered = 0
-        i = 0
-        table, lengths = index.table, index.lengths
-        while i < n:
-            step = 1
-            for length in lengths.get(toks[i], ()):
+        table, lengths, single = index.table, index.lengths, index.single
+        # left to right, longest lemma first, no overlap: only positions whose token starts a lemma
+        # can match, so the scan visits those (in order) and skips the ones a match covered
+        resume = 0
+        for i in [j for j, t in enumerate(toks) if t in lengths]:
+            if i < resume:
+                continue
+            for length in lengths[toks[i]]:
                 if i + length > n:
                     continue
-                hit = table.get(tuple(toks[i:i + length]))
+                hit = single.get(toks[i]) if length == 1 else table.get(tuple(toks[i:i + length]))
                 if hit is not None:
                     lemma, cats = hit
                     for c in cats:
                         matched.append((lemma, c))
                         categories[c] = categories.get(c, 0) + 1
                     covered += length
-                    step = length
+                    resume = i + length
                     break
-            i += step
         return LexiconMatch(tokens=n, toxic_tokens=covered, matched=matched, categories=categories)
 
     def __getstate__(self):

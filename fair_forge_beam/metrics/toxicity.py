@@ -124,13 +124,21 @@ class _ScoreToxicity(beam.DoFn):
         if self.sentiment is not None:
             self.sentiment.setup()
         self._groups = tuple(self.extractor.groups)
+        self._indexed_groups = tuple(enumerate(self._groups))
+        self._covered: dict = {}  # language as written -> the classifier covers it (memo)
+
+    def _covers(self, language) -> bool:
+        c = self._covered.get(language)
+        if c is None:
+            c = self._covered[language] = self.classifier.covers(language)
+        return c
 
     def process(self, batch):
         out = []
         ok = []
         for x in batch:
             # the scorer in use names the reason: the classifier's languages first, then the lexicon's
-            if self.classifier is not None and not self.classifier.covers(x.language):
+            if self.classifier is not None and not self._covers(x.language):
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", (
                     f"toxicity scorer {self.classifier.name} covers {', '.join(sorted(self.classifier.languages))} only, "
                     f"not language {x.language!r} " + ("(--toxicity-scorer hurtlex scores it by the lexicon)"
@@ -168,7 +176,8 @@ class _ScoreToxicity(beam.DoFn):
             else:
                 dets = []
             det_of = dict(zip(live, dets))
-            present = {i: tuple(j for j, g in enumerate(self._groups) if g in d and d[g].present) for i, d in det_of.items()}
+            groups = self._indexed_groups
+            present = {i: tuple([j for j, g in groups if g in d and d[g].present]) for i, d in det_of.items()}
             # ASB only uses the sentiment of answers that mention a group: the analyzer (VADER:
             # ~0.1 ms per answer, the costliest per-answer step) runs on those unless asked for all
             need = [i for i in range(len(ok)) if self.sentiment_for_all or present.get(i)]
