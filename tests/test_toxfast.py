@@ -1,8 +1,8 @@
 """The toxicity scorer's fast paths give, bit for bit, what their references give, on real data.
 
-References: scikit-learn's own ``predict_proba`` for the profanity-check classifier, the stock
-``vaderSentiment`` analyzer for VADER, and the plain left-to-right scan (the previous
-implementation of :meth:`ToxicLexiconMatcher.match`) for the HurtLex match. The texts: every
+References: the plain left-to-right scan (the previous implementation of
+:meth:`ToxicLexiconMatcher.match`) for the HurtLex match, the regular expressions for the
+shared tokeniser's and the keyword extractor's ASCII word splitting. The texts: every
 answer, query and sentence shipped under the shared data folder (hh-rlhf, ToxiGen, CrowS-Pairs,
 the Fair-Forge examples), the package's example data, hostile edge cases, and a synthetic file
 made by ``benchmarks/bench_engine.py`` (the benchmark's generator, 3,000 interactions).
@@ -14,7 +14,6 @@ import gzip
 import importlib.resources
 import importlib.util
 import json
-import struct
 from functools import lru_cache
 from pathlib import Path
 
@@ -97,54 +96,6 @@ def texts(shared_dir) -> tuple[str, ...]:
     return t
 
 
-def _bits(xs) -> bytes:
-    return b"".join(struct.pack("<d", x) for x in xs)
-
-
-# ------------------------------------------------------------------ the classifier
-
-
-def test_classifier_fast_path_is_sklearn_predict_proba_bit_for_bit(texts):
-    pytest.importorskip("profanity_check")
-    import profanity_check.profanity_check as pc
-
-    from fair_forge_beam.components.toxicity_classifier import ProfanityCheckClassifier
-
-    clf = ProfanityCheckClassifier()
-    clf.setup()
-    assert clf._folds is not None and len(clf._folds) == 5  # the fast paths are the ones in use
-    assert type(clf._vectorizer).__name__ == "_AsciiTfidfVectorizer"
-    fast, stock = clf._vectorizer.build_analyzer(), pc.vectorizer.build_analyzer()
-    assert all(fast(t) == stock(t) for t in texts)
-    # batches of 256 over every text; small batches (scikit-learn costs ~25 ms a call) over a prefix
-    for size, upto in ((256, len(texts)), (7, 2000), (1, 150)):
-        got, ref = [], []
-        for i in range(0, upto, size):
-            chunk = list(texts[i:min(i + size, upto)])
-            got += clf.probabilities(chunk)
-            ref += [float(p) for p in pc.model.predict_proba(pc.vectorizer.transform(chunk))[:, 1]]
-        assert all(type(p) is float for p in got)
-        assert _bits(got) == _bits(ref), size
-
-
-def test_classifier_other_model_shapes_use_predict_proba():
-    pytest.importorskip("profanity_check")
-    from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    from fair_forge_beam.components.toxicity_classifier import ProfanityCheckClassifier, _sigmoid_folds
-
-    docs = ["you idiot", "nice day", "stupid moron", "thanks a lot", "hate you", "lovely people"] * 3
-    y = [1, 0, 1, 0, 1, 0] * 3
-    vec = TfidfVectorizer().fit(docs)
-    iso = CalibratedClassifierCV(LogisticRegression(), method="isotonic", cv=3).fit(vec.transform(docs), y)
-    assert _sigmoid_folds(iso) is None and _sigmoid_folds(object()) is None
-    clf = ProfanityCheckClassifier()
-    clf._vectorizer, clf._model, clf._folds = vec, iso, None
-    assert clf.probabilities(docs[:4]) == [float(p) for p in iso.predict_proba(vec.transform(docs[:4]))[:, 1]]
-
-
 # ------------------------------------------------------------------ the HurtLex match
 
 
@@ -183,46 +134,19 @@ def test_lexicon_match_equals_the_plain_scan(texts, level):
     assert multi > 0  # multi-token lemmas were exercised
 
 
-# ------------------------------------------------------------------ VADER
-
-
-def test_vader_fast_path_equals_stock_vader_on_every_shipped_text(texts):
-    pytest.importorskip("vaderSentiment")
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    from fair_forge_beam.components.sentiment import VaderSentimentAnalyzer
-
-    stock = SentimentIntensityAnalyzer()
-    va = VaderSentimentAnalyzer()
-    va.setup()
-    # VADER's negation rules at distance 1-3 from the sentiment word, with negations its NEGATE
-    # list lacks ("n't" inside a longer word), idiom words between, capitals and emoji
-    crafted = [
-        f"{pre}{neg} {' '.join(['so', 'this', 'doubt', 'x'][:gap])} {word}{post}"
-        for neg in ("mayn't", "wouldn't've", "NOT", "Never", "without", "nope", "uh-uh", "least", "no", "kind")
-        for gap in range(4) for word in ("good", "HATE", "of bad")
-        for pre, post in (("", ""), ("😀 ", "!!"), ("but ", "??"))
-    ]
-    for t in crafted + list(texts):
-        if len(t) > 4000:
-            continue  # the stock analyzer is quadratic: long texts are checked in test_sentiment.py
-        ref = stock.polarity_scores(t)
-        got = va._analyzer.polarity_scores(t)
-        assert _bits(got.values()) == _bits(ref.values()) and list(got) == list(ref), t[:80]
-
-
 # ------------------------------------------------------------------ ASCII word splitting
 
 
-def test_ascii_words_equal_the_regular_expressions(texts):
+def test_ascii_words_and_the_tokeniser_equal_the_regular_expressions(texts):
+    """The ASCII fast paths of :mod:`fair_forge_beam.components.text`: ``ascii_words`` is the
+    ``\\w+`` regex of the lower-cased text, and ``tokenize`` gives its regexes' words in every
+    language (contractions kept outside the elision languages)."""
     import re
 
-    from fair_forge_beam.components.fast_words import ascii_words, shared_tokenizer_agrees
-    from fair_forge_beam.components.text import ELISION_LANGUAGES
+    from fair_forge_beam.components.text import ELISION_LANGUAGES, _WORD, _WORD_ELISION, ascii_words
 
     word = re.compile(r"\w+")
     langs = ("english", "spanish", "italian", "portuguese", "french")
-    assert all(shared_tokenizer_agrees(lang) for lang in langs)
     n_ascii = 0
     for t in texts + tuple("".join(chr(i) for i in range(k, 128)) for k in range(0, 128, 7)):
         if not t.isascii():
@@ -230,26 +154,9 @@ def test_ascii_words_equal_the_regular_expressions(texts):
         n_ascii += 1
         assert ascii_words(t) == word.findall(t.lower())
         for lang in langs:
-            if lang in ELISION_LANGUAGES or "'" not in t:
-                assert ascii_words(t) == tokenize(t, lang), (lang, t[:80])
+            ref = (_WORD_ELISION if lang in ELISION_LANGUAGES else _WORD).findall(t.lower())
+            assert tokenize(t, lang) == ref, (lang, t[:80])
     assert n_ascii > 10_000
-
-
-def test_a_changed_shared_tokenizer_turns_the_fast_path_off(monkeypatch):
-    import fair_forge_beam.components.text as text_mod
-    from fair_forge_beam.components.fast_words import shared_tokenizer_agrees
-
-    real = text_mod.tokenize
-    shared_tokenizer_agrees.cache_clear()
-    try:
-        monkeypatch.setattr(text_mod, "tokenize", lambda t, lang=None: [w for w in real(t, lang) if not w.isdigit()])
-        assert not shared_tokenizer_agrees("english") and not shared_tokenizer_agrees("italian")
-        monkeypatch.setattr(text_mod, "tokenize", lambda t, lang=None: real(t.replace("_", " "), lang))
-        assert not shared_tokenizer_agrees("english")
-    finally:
-        shared_tokenizer_agrees.cache_clear()
-    monkeypatch.undo()
-    assert shared_tokenizer_agrees("english")
 
 
 def test_keyword_groups_equal_the_regex_tokenisation(texts, monkeypatch):

@@ -49,7 +49,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
-from fair_forge_beam.components.fast_words import ascii_words
+from fair_forge_beam.components.text import ascii_words
 
 __all__ = [
     "GroupDetection",

@@ -95,91 +95,27 @@ class SentimentAnalyzer(ABC):
 
 
 def _windowed_vader(base: type) -> type:
-    """``base`` (vaderSentiment's ``SentimentIntensityAnalyzer``) with three of its per-text and
-    per-word steps made cheaper; the compound (and every other score) is the same, bit for bit.
+    """``base`` (vaderSentiment's ``SentimentIntensityAnalyzer``) with its two per-word checks
+    handed only the words they read.
 
-    * Idioms: for every sentiment word at position ``i > 2`` VADER 3.3.2 calls
-      ``_special_idioms_check(valence, words, i)``, which reads ``i-3 … i+2`` but first
-      lower-cases the *whole* word list: quadratic in the text length. Here it gets the slice
-      ``words[i-3 : i+3]`` with ``i`` shifted to 3: the same words at the same relative
-      positions, and the same "is there a word after ``i``" length tests.
-    * Negation: ``_negation_check(valence, words, start_i, i)`` (called only when
-      ``i > start_i``) lower-cases the whole word list too, then asks ``negated`` (which copies
-      VADER's ``NEGATE`` list and compares it word by word) about one of the words
-      ``i-3 … i-1``. Here the (at most three) words it reads are lower-cased, and ``negated([w])``
-      is its own definition on one word: ``w.lower()`` is in ``NEGATE`` or contains ``"n't"``.
-      A call VADER never makes (``i <= start_i``, where a negative position would wrap around
-      the list) goes to the original.
-    * Emoji: ``polarity_scores`` first rebuilds the text character by character, replacing each
-      character that is a key of VADER's emoji table by its description. A text with no such
-      character comes out unchanged, so for it that loop is skipped and the rest of
-      ``polarity_scores`` (strip, ``SentiText``, the booster and "kind of" skips,
-      ``sentiment_valence`` per word, ``_but_check``, ``score_valence``) runs as VADER runs it,
-      except that a word outside VADER's lexicon gets its 0 without calling
-      ``sentiment_valence`` (which, for such a word, appends the valence it is given: 0). A
-      text with an emoji character goes to the original.
-
-    Tests compare every shipped text and random word sequences with the stock analyzer
-    (``tests/test_sentiment.py``, ``tests/test_toxfast.py``).
+    For every sentiment word at position ``i`` VADER 3.3.2 calls ``_negation_check(valence,
+    words, start_i, i)`` (only when ``i > start_i``; it then reads positions ``i-3 … i``, never below 0) and
+    ``_special_idioms_check(valence, words, i)`` (only when ``i > 2``; it reads ``i-3 … i+2``),
+    and each first lower-cases the *whole* word list: quadratic in the text length. Here they
+    get the slice ``words[max(0, i-3) : i+1]`` / ``words[i-3 : i+3]`` with ``i`` shifted accordingly: the same
+    words at the same relative positions, and the same "is there a word after ``i``" length
+    tests, so VADER's own code computes the same valence (tests compare against the stock
+    analyzer). Calls VADER never makes (``i <= start_i``; idioms at ``i < 3``), where a negative
+    position would wrap around the list, go to the original with the whole list.
     """
-    import vaderSentiment.vaderSentiment as vs
-
-    negate = frozenset(vs.NEGATE)
-    n_scalar, booster = vs.N_SCALAR, vs.BOOSTER_DICT
-
-    def _negated(word: str) -> bool:  # vs.negated([word]) with word already str
-        w = word.lower()
-        return w in negate or "n't" in w
 
     class WindowedSentimentIntensityAnalyzer(base):
-        def polarity_scores(self, text):
-            if not isinstance(text, str) or not self.emojis.keys().isdisjoint(text):
-                return base.polarity_scores(self, text)
-            text = text.strip()
-            sentitext = vs.SentiText(text)
-            words = sentitext.words_and_emoticons
-            last = len(words) - 1
-            sentiments = []
-            lexicon = self.lexicon
-            for i, item in enumerate(words):
-                low = item.lower()
-                # a word outside VADER's lexicon gets valence 0 from sentiment_valence (it only
-                # appends the valence it was given, 0): appended here without the call
-                if low not in lexicon or low in booster or (i < last and low == "kind" and words[i + 1].lower() == "of"):
-                    sentiments.append(0)
-                    continue
-                sentiments = self.sentiment_valence(0, sentitext, item, i, sentiments)
-            sentiments = self._but_check(words, sentiments)
-            return self.score_valence(sentiments, text)
-
         @staticmethod
         def _negation_check(valence, words_and_emoticons, start_i, i):
             if i <= start_i:
                 return base._negation_check(valence, words_and_emoticons, start_i, i)
-            w1 = str(words_and_emoticons[i - 1]).lower()
-            if start_i == 0:
-                if _negated(w1):
-                    valence = valence * n_scalar
-            elif start_i == 1:
-                w2 = str(words_and_emoticons[i - 2]).lower()
-                if w2 == "never" and (w1 == "so" or w1 == "this"):
-                    valence = valence * 1.25
-                elif w2 == "without" and w1 == "doubt":
-                    pass
-                elif _negated(w2):
-                    valence = valence * n_scalar
-            elif start_i == 2:
-                w2 = str(words_and_emoticons[i - 2]).lower()
-                w3 = str(words_and_emoticons[i - 3]).lower()
-                if w3 == "never" and (w2 == "so" or w2 == "this") or (w1 == "so" or w1 == "this"):
-                    valence = valence * 1.25
-                elif w3 == "without" and (w2 == "doubt" or w1 == "doubt"):
-                    pass
-                elif _negated(w3):
-                    valence = valence * n_scalar
-            else:  # pragma: no cover - VADER only asks about 0, 1, 2
-                return base._negation_check(valence, words_and_emoticons, start_i, i)
-            return valence
+            lo = max(0, i - 3)
+            return base._negation_check(valence, words_and_emoticons[lo:i + 1], start_i, i - lo)
 
         @staticmethod
         def _special_idioms_check(valence, words_and_emoticons, i):

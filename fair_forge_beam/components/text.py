@@ -34,7 +34,7 @@ import re
 import unicodedata
 from typing import Optional
 
-__all__ = ["ELISION_LANGUAGES", "normalize_text", "tokenize"]
+__all__ = ["ELISION_LANGUAGES", "ascii_words", "normalize_text", "tokenize"]
 
 #: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
 #: in which an apostrophe marks elision between two words rather than a contraction.
@@ -74,8 +74,19 @@ def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
     if text.isascii() and (elision or "'" not in text):
         # ASCII with no contraction to keep: the words are the runs of [a-z0-9_] of the lower-cased
         # text (what both patterns find there), split by one byte translation instead of the regex
-        return text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+        return ascii_words(text)
     norm = normalize_text(text)
     if not norm:
         return []
     return (_WORD_ELISION if elision else _WORD).findall(norm)
+
+
+def ascii_words(text: str) -> list[str]:
+    """``re.findall(r"\\w+", text.lower())`` for an ASCII ``text``: the runs of ``[a-z0-9_]`` of
+    the lower-cased text (Python's ``\\w`` on ASCII characters), split by one byte translation
+    instead of a regular expression (about 4x faster). The caller checks ``text.isascii()``.
+
+    Raises:
+        UnicodeEncodeError: ``text`` is not ASCII.
+    """
+    return text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()

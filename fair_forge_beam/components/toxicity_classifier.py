@@ -18,21 +18,6 @@ value on its own, so scoring a batch gives, bit for bit, the values of scoring e
 (``tests/test_toxicity_classifier.py`` checks this on all ToxiGen seed sentences under random
 batch splits and orders). Scoring texts one at a time would cost about 100x more (one
 scikit-learn call of ~25 ms per answer instead of ~0.25 ms per answer in a batch).
-
-Fast path (:func:`_sigmoid_ensemble`): the package's model is a ``CalibratedClassifierCV`` of five
-``LinearSVC`` folds with sigmoid (Platt) calibration. Its ``predict_proba`` spends most of its
-time in scikit-learn's per-call input validation (about five times per batch); the fast path
-vectorises once per batch with the package's own ``TfidfVectorizer.transform`` and then runs,
-per fold, the same NumPy/SciPy operations scikit-learn 1.9.1 runs (``safe_sparse_dot(X, coef_.T)
-+ intercept_``, ``expit(-(a_ * T + b_))``, the mean accumulated in fold order and divided by the
-number of folds), for the toxic class only. The result is the same float64, bit for bit, as
-``model.predict_proba(X)[:, 1]`` (``tests/test_toxfast.py`` checks every shipped answer and a
-synthetic file); a model of any other shape uses ``predict_proba`` itself. The vectoriser is
-the package's, fitted state and all, with one change (:func:`_ascii_vectorizer`): its analyser
-splits an ASCII answer with :func:`~fair_forge_beam.components.fast_words.ascii_words` (the
-words scikit-learn's ``(?u)\\b\\w\\w+\\b`` finds in the lower-cased text are exactly its ``\\w+``
-runs of two or more characters) before the same stop-word filter; other answers go to
-scikit-learn's own analyser. Same words in the same order, so the same TF-IDF matrix.
 """
 from __future__ import annotations
 
@@ -122,15 +107,13 @@ class ProfanityCheckClassifier(ToxicityClassifier):
                              "(pip install alt-profanity-check==1.9.1), or pass --toxicity-scorer hurtlex")
         self._vectorizer: Any = None
         self._model: Any = None
-        self._folds: Optional[list] = None
 
     def setup(self) -> None:
         if self._model is not None:
             return
         import profanity_check.profanity_check as pc  # loads the two joblib files once per process
 
-        self._folds = _sigmoid_folds(pc.model)
-        self._vectorizer, self._model = _ascii_vectorizer(pc.vectorizer), pc.model
+        self._vectorizer, self._model = pc.vectorizer, pc.model
 
     def probabilities(self, texts: Sequence[str]) -> list[float]:
         """Probabilities of several texts, in order: bit-identical to scoring each alone.
@@ -145,14 +128,11 @@ class ProfanityCheckClassifier(ToxicityClassifier):
         if not texts:
             return []
         self.setup()
-        x = self._vectorizer.transform(texts)
-        if self._folds is None:
-            return [float(p) for p in self._model.predict_proba(x)[:, 1]]
-        return _sigmoid_ensemble(self._folds, x).tolist()
+        return [float(p) for p in self._model.predict_proba(self._vectorizer.transform(texts))[:, 1]]
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_vectorizer"] = d["_model"] = d["_folds"] = None  # workers load the package's files in setup()
+        d["_vectorizer"] = d["_model"] = None  # workers load the package's files in setup()
         return d
 
     def describe(self) -> dict:
@@ -163,95 +143,6 @@ class ProfanityCheckClassifier(ToxicityClassifier):
         except Exception:  # noqa: BLE001 - not installed: describe without a version
             v = None
         return {**super().describe(), "package": "alt-profanity-check", "version": v, "licence": "MIT"}
-
-
-def _ascii_vectorizer(vectorizer: Any) -> Any:
-    """``vectorizer`` (a fitted ``TfidfVectorizer`` with the package's settings: word analyser,
-    text input, lower case, no accent stripping, token pattern ``(?u)\\b\\w\\w+\\b``, unigrams)
-    as an instance of a subclass whose :meth:`build_analyzer` splits ASCII documents without the
-    regular expression; the same object when its settings differ (then nothing changes).
-
-    scikit-learn's word analyser (1.9.1, ``_analyze``) decodes (a ``str`` is returned as is),
-    lower-cases, finds the pattern's matches and drops the stop words; for an ASCII ``str`` the
-    matches are the ``\\w+`` runs of length >= 2 of the lower-cased text, which
-    :func:`~fair_forge_beam.components.fast_words.ascii_words` gives without a regex.
-    """
-    try:
-        from sklearn.feature_extraction.text import TfidfVectorizer
-    except ImportError:  # pragma: no cover - profanity-check depends on scikit-learn
-        return vectorizer
-    if (type(vectorizer) is not TfidfVectorizer or vectorizer.analyzer != "word" or vectorizer.input != "content"
-            or vectorizer.preprocessor is not None or vectorizer.tokenizer is not None or not vectorizer.lowercase
-            or vectorizer.strip_accents is not None or vectorizer.token_pattern != r"(?u)\b\w\w+\b"
-            or tuple(vectorizer.ngram_range) != (1, 1)):
-        return vectorizer
-
-    class _AsciiTfidfVectorizer(TfidfVectorizer):
-        def build_analyzer(self):
-            from fair_forge_beam.components.fast_words import ascii_words
-
-            stock = super().build_analyzer()
-            stop = self.get_stop_words()
-            # the stop words and every one-character word (the pattern needs two word characters)
-            drop = frozenset(stop or ()) | frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
-
-            def analyze(doc):
-                if type(doc) is str and doc.isascii():
-                    return [w for w in ascii_words(doc) if w not in drop]
-                return stock(doc)
-
-            return analyze
-
-    fast = _AsciiTfidfVectorizer.__new__(_AsciiTfidfVectorizer)
-    fast.__dict__.update(vectorizer.__dict__)  # the fitted vocabulary, idf and settings (shared, read-only)
-    return fast
-
-
-def _sigmoid_folds(model: Any) -> Optional[list]:
-    """``[(coef_T, intercept, a, b), ...]`` per calibrated fold of a binary, sigmoid-calibrated
-    ``CalibratedClassifierCV`` of linear models (classes ``[0, 1]``), or ``None`` when ``model``
-    has another shape (then ``predict_proba`` is used as is)."""
-    try:
-        import numpy as np
-        from sklearn.calibration import CalibratedClassifierCV, _CalibratedClassifier, _SigmoidCalibration
-        from sklearn.svm import LinearSVC
-
-        if type(model) is not CalibratedClassifierCV or list(model.classes_) != [0, 1]:
-            return None
-        folds = []
-        for cc in model.calibrated_classifiers_:
-            est = cc.estimator
-            if (type(cc) is not _CalibratedClassifier or cc.method != "sigmoid" or list(cc.classes) != [0, 1]
-                    or type(est) is not LinearSVC or list(est.classes_) != [0, 1] or len(cc.calibrators) != 1
-                    or type(cc.calibrators[0]) is not _SigmoidCalibration or np.ndim(est.coef_) != 2
-                    or est.coef_.shape[0] != 1):
-                return None
-            cal = cc.calibrators[0]
-            folds.append((est.coef_.T, est.intercept_, cal.a_, cal.b_))
-        return folds or None
-    except Exception:  # noqa: BLE001 - an unexpected model: the library's own predict_proba
-        return None
-
-
-def _sigmoid_ensemble(folds: list, x: Any) -> Any:
-    """P(toxic) of each row of the TF-IDF matrix ``x`` (shape ``(n, n_features)``): float64 array
-    of shape ``(n,)`` in [0, 1].
-
-    Formula (scikit-learn 1.9.1 ``CalibratedClassifierCV.predict_proba`` for a binary model with
-    sigmoid calibration, Platt 1999): per fold ``T = x · coef + intercept`` (``LinearSVC``'s
-    decision function), ``p = expit(-(a T + b))``; the result is ``(0 + p_1 + ... + p_k) / k``,
-    the operations and their order as scikit-learn's, so the bits are the same.
-    """
-    import numpy as np
-    from scipy.special import expit
-    from sklearn.utils.extmath import safe_sparse_dot
-
-    mean = np.zeros(x.shape[0])
-    for coef_t, intercept, a, b in folds:
-        t = (safe_sparse_dot(x, coef_t, dense_output=True) + intercept).reshape(-1)
-        mean += expit(-(a * t + b))
-    mean /= len(folds)
-    return mean
 
 
 #: ``--toxicity-scorer`` values that name a classifier

@@ -83,9 +83,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
-from fair_forge_beam.components.fast_words import ascii_words, shared_tokenizer_agrees
 from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key
-from fair_forge_beam.components.text import ELISION_LANGUAGES
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
@@ -377,14 +375,10 @@ class _Index:
     """key (token tuple) -> (display lemma, categories); first token -> candidate lengths (longest first).
 
     ``single``: the one-token keys by their token (the same values as ``table``), so that the
-    common case is one dictionary lookup without building a tuple. ``ascii``: ``"any"`` when
-    every ASCII text of the language may be split by
-    :func:`~fair_forge_beam.components.fast_words.ascii_words` (elision languages),
-    ``"no-apostrophe"`` when only those without an apostrophe may, ``None`` when none may (the
-    shared tokeniser no longer agrees with it).
+    common case is one dictionary lookup without building a tuple.
     """
 
-    __slots__ = ("table", "lengths", "single", "ascii")
+    __slots__ = ("table", "lengths", "single")
 
     def __init__(self, entries: Iterable[ToxicEntry], language: Optional[str] = None):
         cats: dict[tuple[str, ...], dict[str, None]] = {}
@@ -401,8 +395,6 @@ class _Index:
             lengths.setdefault(k[0], set()).add(len(k))
         self.lengths = {t: tuple(sorted(ls, reverse=True)) for t, ls in lengths.items()}
         self.single = {k[0]: v for k, v in self.table.items() if len(k) == 1}
-        lang = language or "english"
-        self.ascii = None if not shared_tokenizer_agrees(lang) else ("any" if lang in ELISION_LANGUAGES else "no-apostrophe")
 
 
 class ToxicLexiconMatcher:
@@ -452,12 +444,7 @@ class ToxicLexiconMatcher:
         index = self._index(language)
         if index is None:
             return None
-        text = text or ""
-        fast = index.ascii
-        if fast is not None and text.isascii() and (fast == "any" or "'" not in text):
-            toks = ascii_words(text)  # = tokenize(text, language) for this text (see fast_words)
-        else:
-            toks = tokenize(text, language)
+        toks = tokenize(text or "", language)
         n = len(toks)
         matched: list[tuple[str, str]] = []
         categories: dict[str, int] = {}
