@@ -299,6 +299,58 @@ def test_bomless_utf16_utf32_file_with_a_junk_first_line_keeps_its_records(tmp_p
     assert sorted(x["element_id"] for x in inter) == ["b0/a/0", "b1/a/0", "b2/a/0"] and len(dead) == 1
 
 
+def _valid_lines(prefix, n, encoding):
+    return ("\n".join(json.dumps(_session(f"{prefix}{i}")) for i in range(n)) + "\n").encode(encoding)
+
+
+# Cases of a fresh-user trial against the first version of the sniffing: a head that is half NUL
+# bytes, a first line longer than the probe, a bad code unit (which must cost its line only, not
+# the file), a multi-member gzip whose first member is junk.
+_SNIFF_CASES = {
+    "nul_head_utf8": lambda: b"\x00" * 2100 + b"\n" + _valid_lines("c", 40, "utf-8"),
+    "long_cjk_first_line_le": lambda: ("\u4e2d\u6587" * 1500 + "\n").encode("utf-16-le") + _valid_lines("c", 6, "utf-16-le"),
+    "long_cjk_first_line_be": lambda: ("\u4e2d\u6587" * 1500 + "\n").encode("utf-16-be") + _valid_lines("c", 6, "utf-16-be"),
+    "bad_unit_in_junk_le": lambda: "\u0101 junk".encode("utf-16-le") + b"\x00\xd8" + "x\n".encode("utf-16-le")
+    + _valid_lines("c", 6, "utf-16-le"),
+    "bad_unit_in_junk_utf32": lambda: "\u0101 junk".encode("utf-32-le") + b"\xff\xff\xff\xff" + "\n".encode("utf-32-le")
+    + _valid_lines("c", 6, "utf-32-le"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SNIFF_CASES))
+def test_encoding_sniffing_cases_keep_every_good_record(tmp_path, case):
+    import gzip
+
+    data = _SNIFF_CASES[case]()
+    n_good = 40 if case == "nul_head_utf8" else 6
+    (tmp_path / "c.jsonl").write_bytes(data)
+    inter, dead, _ = _read_outputs(str(tmp_path / "c.jsonl"), tmp_path / "plain")
+    assert len(inter) == n_good and len(dead) == 1, (case, len(inter), [d["reason"][:80] for d in dead])
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress(data))
+    inter, dead, _ = _read_outputs(str(tmp_path / "c.jsonl.gz"), tmp_path / "gz")
+    assert len(inter) == n_good and len(dead) == 1, (case, "gz")
+
+
+def test_multi_member_gzip_is_sniffed_on_its_content_not_its_first_member(tmp_path):
+    import gzip
+
+    (tmp_path / "m.jsonl.gz").write_bytes(gzip.compress("\u0101\x00\n".encode("utf-8")) + gzip.compress(_valid_lines("m", 6, "utf-8")))
+    inter, dead, _ = _read_outputs(str(tmp_path / "m.jsonl.gz"), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == [f"m{i}/a/0" for i in range(6)] and len(dead) == 1
+
+
+def test_a_line_that_does_not_decode_costs_that_line_only(tmp_path):
+    """UTF-16-LE with a BOM: the third record holds a lone surrogate code unit."""
+    import codecs
+
+    lines = [json.dumps(_session(f"u{i}")).encode("utf-16-le") for i in range(5)]
+    lines[2] = lines[2][:-2] + b"\x00\xdc" + lines[2][-2:]
+    (tmp_path / "u.jsonl").write_bytes(codecs.BOM_UTF16_LE + "\n".encode("utf-16-le").join(lines))
+    inter, dead, _ = _read_outputs(str(tmp_path / "u.jsonl"), tmp_path)
+    assert sorted(x["element_id"] for x in inter) == ["u0/a/0", "u1/a/0", "u3/a/0", "u4/a/0"]
+    assert len(dead) == 1 and "looks like UTF-16" in dead[0]["reason"] and "does not decode" in dead[0]["reason"]
+
+
 def test_bom_marked_file_that_does_not_decode_is_one_dead_letter(tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_bytes(b"\xff\xfe" + "{}".encode("utf-16-le") + b"\x00\xd8")  # UTF-16LE BOM, then a cut surrogate

@@ -257,30 +257,49 @@ def split_top_level_array(text: str) -> Optional[list[str]]:
     return parts
 
 
-#: bytes a reader passes to :func:`text_encoding` (the head of a file)
-ENCODING_PROBE_BYTES = 4096
+#: bytes a reader passes to :func:`text_encoding` (the head of a file): enough to get past a
+#: long first line that is not JSON to the records, whose ASCII shows the encoding
+ENCODING_PROBE_BYTES = 65536
 
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_NUL_PATTERN_CANDIDATES = ("utf-8", "utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")
+_CANDIDATES = ("utf-8", "utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")
 
 
 def _plain_score(head: bytes, encoding: str) -> int:
-    """How plainly ``head`` reads in ``encoding``: printable ASCII and newline characters minus
-    NUL characters (``-1``: it does not decode, a character cut at the end of ``head`` aside)."""
+    """How plainly ``head`` reads in ``encoding``: printable ASCII, tab and newline characters,
+    minus NUL characters and minus undecodable units (each becomes one U+FFFD: a bad unit counts
+    against an encoding, it does not rule it out)."""
     width = 4 if "32" in encoding else 2 if "16" in encoding else 1
-    chunk = head[: len(head) - len(head) % width]
-    text = None
-    # a character cut by the probe's end: up to 3 bytes of a UTF-8 sequence, half a UTF-16 pair
-    for cut in {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}[width]:
+    text = head[: len(head) - len(head) % width].decode(encoding, errors="replace")
+    plain = sum(1 for ch in text if " " <= ch <= "~" or ch in "\n\r\t")
+    return plain - text.count("\x00") - text.count("\ufffd")
+
+
+def _records_in(head: bytes, encoding: str) -> int:
+    """Complete lines of ``head`` that are JSON objects when read in ``encoding`` (the strongest
+    sign of the right encoding: records parse in it and in no other)."""
+    width = 4 if "32" in encoding else 2 if "16" in encoding else 1
+    text = head[: len(head) - len(head) % width].decode(encoding, errors="replace")
+    n = 0
+    for line in text.split("\n")[:-1]:  # the last line may be cut by the probe's end
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                n += isinstance(json.loads(line), dict)
+            except (ValueError, RecursionError):
+                pass
+    return n
+
+
+def _is_utf8(head: bytes) -> bool:
+    """``head`` is valid UTF-8, a sequence cut by the probe's end (up to 3 bytes) aside."""
+    for cut in (0, 1, 2, 3):
         try:
-            text = chunk[: len(chunk) - cut].decode(encoding)
-            break
+            head[: len(head) - cut].decode("utf-8")
+            return True
         except UnicodeDecodeError:
             continue
-    if text is None:
-        return -1
-    plain = sum(1 for ch in text if " " <= ch <= "~" or ch in "\n\r\t")
-    return plain - text.count("\x00")
+    return False
 
 
 def text_encoding(head: bytes) -> str:
@@ -288,16 +307,16 @@ def text_encoding(head: bytes) -> str:
     :data:`ENCODING_PROBE_BYTES`): ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``/``"utf-32"`` (with a
     BOM) or ``"utf-16-le"``, ``"utf-16-be"``, ``"utf-32-le"``, ``"utf-32-be"``.
 
-    With a BOM, or without any zero byte, the standard library's :func:`json.detect_encoding`
-    decides (RFC 4627 §3: the zero-byte pattern of the first 4 bytes, which assumes the text
-    starts with an ASCII character). Zero bytes never occur in UTF-8 JSON, so when the head holds
-    some and no BOM, the first character may not be ASCII (a first line that is not JSON, say,
-    where RFC 4627's rule would read a UTF-16 file as UTF-8 and lose every record of it): the
-    encoding is then the one under which the head reads most plainly (see :func:`_plain_score`),
-    ties going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
+    With a BOM, or for a head that is valid UTF-8 without any zero byte, the standard library's
+    :func:`json.detect_encoding` decides (RFC 4627 §3: the zero-byte pattern of the first 4
+    bytes, which assumes the text starts with an ASCII character). Otherwise — zero bytes (never
+    in UTF-8 JSON) or bytes that are not UTF-8 — the first character may not be ASCII (a first
+    line that is not JSON, say, where RFC 4627's rule would read a UTF-16 file as UTF-8 and lose
+    every record of it): the encoding is then the one in which most complete lines of the head
+    are JSON objects (:func:`_records_in`), then the one under which it reads most plainly
+    (:func:`_plain_score`), ties going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
     """
     head = bytes(head[:ENCODING_PROBE_BYTES])  # a whole file may be passed: only its head is read
-    if b"\x00" not in head or head.startswith(_BOMS):
+    if head.startswith(_BOMS) or (b"\x00" not in head and _is_utf8(head)):
         return json.detect_encoding(head[:4])
-    scores = [(_plain_score(head, enc), -i, enc) for i, enc in enumerate(_NUL_PATTERN_CANDIDATES)]
-    return max(scores)[2]
+    return max((_records_in(head, enc), _plain_score(head, enc), -i, enc) for i, enc in enumerate(_CANDIDATES))[3]

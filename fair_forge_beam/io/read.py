@@ -555,7 +555,9 @@ class _JsonLinesSource(FileBasedSource):
             with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
                 fileobj=raw
             ) as f:
-                encoding = edge.text_encoding(f.peek(edge.ENCODING_PROBE_BYTES)[:edge.ENCODING_PROBE_BYTES])
+                # read, not peek: peek returns the first member of a multi-member file only
+                encoding = edge.text_encoding(f.read(edge.ENCODING_PROBE_BYTES))
+                f.seek(0)
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f.read(), encoding)
                     return
@@ -576,21 +578,44 @@ class _JsonLinesSource(FileBasedSource):
 
 def _decoded_lines(file_name: str, data: bytes, encoding: str):
     """``(file, character offset, line text)`` of a whole JSON Lines file in a UTF-16/UTF-32
-    ``encoding`` (the BOM, if any, is dropped); a file that does not decode is one
-    :class:`ReadError` naming the file and the encoding."""
-    try:
-        text = data.decode(encoding).lstrip("\ufeff")
-    except UnicodeDecodeError as exc:
-        yield (
-            file_name,
-            0,
-            ReadError(f"file {file_name} looks like {encoding.upper()} (by its first bytes) but does not decode as it: {exc}", ""),
-        )
-        return
-    pos = 0
-    for line in text.split("\n"):
-        yield (file_name, pos, line)
-        pos += len(line) + 1
+    ``encoding`` (the BOM, if any, is dropped). Lines are cut at the encoded newline (aligned to
+    the code unit) and decoded one by one, so a line that does not decode is one
+    :class:`ReadError` naming the file, the encoding and the line's offset, and the lines around
+    it are read."""
+    import codecs
+
+    enc = encoding
+    if enc in ("utf-16", "utf-32"):  # a BOM names the byte order: decode without it, line by line
+        for bom, name in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+                          (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+            if enc[:6] == name[:6] and data.startswith(bom):
+                enc, data = name, data[len(bom):]
+                break
+        else:
+            enc = enc + "-be"  # no BOM: the codec's own default byte order is big-endian
+    unit = 4 if "32" in enc else 2
+    newline = "\n".encode(enc)
+    pos, start = 0, 0
+    while start <= len(data):
+        end = data.find(newline, start)
+        while end != -1 and (end - start) % unit:
+            end = data.find(newline, end + 1)  # a match across two code units is not a newline
+        raw = data[start:] if end == -1 else data[start:end]
+        try:
+            line = raw.decode(enc)
+        except UnicodeDecodeError as exc:
+            yield (file_name, pos, ReadError(
+                f"file {file_name} looks like {encoding.upper()} (by its first bytes) but the line at character "
+                f"{pos} does not decode as it: {exc}", ""))
+            line = None
+        else:
+            if pos == 0:
+                line = line.lstrip("\ufeff")
+            yield (file_name, pos, line)
+        pos += (len(raw) // unit if line is None else len(line)) + 1
+        if end == -1:
+            break
+        start = end + len(newline)
 
 
 class _ReadJsonFile(beam.DoFn):
