@@ -555,8 +555,19 @@ class _JsonLinesSource(FileBasedSource):
             with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
                 fileobj=raw
             ) as f:
-                # read, not peek: peek returns the first member of a multi-member file only
-                encoding = edge.text_encoding(f.read(edge.ENCODING_PROBE_BYTES))
+                # read, not peek: peek returns the first member of a multi-member file only. A
+                # damaged stream ends the probe where it breaks: the lines before the damage are
+                # read below, then the error becomes the dead letter naming the file
+                head = b""
+                try:
+                    while len(head) < edge.ENCODING_PROBE_BYTES:
+                        chunk = f.read(min(8192, edge.ENCODING_PROBE_BYTES - len(head)))
+                        if not chunk:
+                            break
+                        head += chunk
+                except (OSError, EOFError, zlib.error):
+                    pass
+                encoding = edge.text_encoding(head)
                 f.seek(0)
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f.read(), encoding)
