@@ -265,30 +265,29 @@ _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_U
 _CANDIDATES = ("utf-8", "utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")
 
 
-def _plain_score(head: bytes, encoding: str) -> int:
-    """How plainly ``head`` reads in ``encoding``: printable ASCII, tab and newline characters,
-    minus NUL characters and minus undecodable units (each becomes one U+FFFD: a bad unit counts
-    against an encoding, it does not rule it out)."""
-    width = 4 if "32" in encoding else 2 if "16" in encoding else 1
-    text = head[: len(head) - len(head) % width].decode(encoding, errors="replace")
-    plain = sum(1 for ch in text if " " <= ch <= "~" or ch in "\n\r\t")
-    return plain - text.count("\x00") - text.count("\ufffd")
+def code_unit(encoding: str) -> int:
+    """Bytes per code unit of a UTF codec name: 4 (UTF-32), 2 (UTF-16) or 1 (UTF-8)."""
+    return 4 if "32" in encoding else 2 if "16" in encoding else 1
 
 
-def _records_in(head: bytes, encoding: str) -> int:
-    """Complete lines of ``head`` that are JSON objects when read in ``encoding`` (the strongest
-    sign of the right encoding: records parse in it and in no other)."""
-    width = 4 if "32" in encoding else 2 if "16" in encoding else 1
+def _reading(head: bytes, encoding: str) -> tuple[int, int]:
+    """How ``head`` reads in ``encoding``: ``(records, plain)``. ``records``: its complete lines
+    that are JSON objects (the strongest sign of the right encoding: records parse in it and in
+    no other). ``plain``: printable ASCII, tab and newline characters, minus NUL characters and
+    minus undecodable units (each becomes one U+FFFD: a bad unit counts against an encoding, it
+    does not rule it out)."""
+    width = code_unit(encoding)
     text = head[: len(head) - len(head) % width].decode(encoding, errors="replace")
-    n = 0
+    records = 0
     for line in text.split("\n")[:-1]:  # the last line may be cut by the probe's end
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
-                n += isinstance(json.loads(line), dict)
+                records += isinstance(json.loads(line), dict)
             except (ValueError, RecursionError):
                 pass
-    return n
+    plain = sum(1 for ch in text if " " <= ch <= "~" or ch in "\n\r\t")
+    return records, plain - text.count("\x00") - text.count("\ufffd")
 
 
 def _is_utf8(head: bytes) -> bool:
@@ -313,10 +312,10 @@ def text_encoding(head: bytes) -> str:
     in UTF-8 JSON) or bytes that are not UTF-8 — the first character may not be ASCII (a first
     line that is not JSON, say, where RFC 4627's rule would read a UTF-16 file as UTF-8 and lose
     every record of it): the encoding is then the one in which most complete lines of the head
-    are JSON objects (:func:`_records_in`), then the one under which it reads most plainly
-    (:func:`_plain_score`), ties going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
+    are JSON objects, then the one under which it reads most plainly (:func:`_reading`), ties
+    going to the earlier of UTF-8, UTF-32-LE/BE, UTF-16-LE/BE.
     """
     head = bytes(head[:ENCODING_PROBE_BYTES])  # a whole file may be passed: only its head is read
     if head.startswith(_BOMS) or (b"\x00" not in head and _is_utf8(head)):
         return json.detect_encoding(head[:4])
-    return max((_records_in(head, enc), _plain_score(head, enc), -i, enc) for i, enc in enumerate(_CANDIDATES))[3]
+    return max((*_reading(head, enc), -i, enc) for i, enc in enumerate(_CANDIDATES))[3]

@@ -604,7 +604,7 @@ def _decoded_lines(file_name: str, data: bytes, encoding: str):
                 break
         else:
             enc = enc + "-be"  # no BOM: the codec's own default byte order is big-endian
-    unit = 4 if "32" in enc else 2
+    unit = edge.code_unit(enc)
     newline = "\n".encode(enc)
     pos, start = 0, 0
     while start <= len(data):
