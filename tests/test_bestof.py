@@ -180,6 +180,11 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
     assert overall["n_failed"] == 1 and overall["n_blocks"] == 2
+    # the main job's --slices names assistant_id too: BestOf has no per-assistant ranking, and
+    # each block is counted once in its language slice (before the engine, twice: n_blocks 4)
+    assert [s["slice"] for s in m["slices"]] == ["overall", "language=english"]
+    assert {k: m["slices"][1][k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")} == {
+        k: overall[k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")}
     ranking = [r for r in overall["ranking"] if r["assistant_id"] not in ("u1", "u2")]
     assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["u1", "u2"]  # no matches: last
     # Bayesian: strengths exist although the MLE does not (a transitive order); ordered, with
@@ -257,3 +262,20 @@ def test_configuration_errors_fail_before_the_pipeline(tmp_path, capsys):
         BestOf(judge=judge, prior_sd=-1)
     assert BestOf(judge=judge, contestant_order="b, a").contestant_order == ("b", "a")
     assert isinstance(BestOf(judge=judge, statistical_mode=BayesianMode()).mode, BayesianMode)
+
+
+def test_block_reducer_keeps_one_part_and_warns_about_the_others():
+    """The engine's session of BestOf is a block, scored once; a window that fires several
+    panes can bring a block in parts: the first (in block order) is ranked, each extra part is
+    a data-quality warning, never a silent loss."""
+    from fair_forge_beam.metrics.best_of import BlockScore, _BlockReducer, _block_order
+
+    def part(contestants, n):
+        rec = {"block_id": '["S"]', "contestants": contestants, "n_interactions": n}
+        return BlockScore('["S"]', "", "english", rec, ({"round": 1},), (tuple(contestants), None, (), n, 0))
+
+    a, b = part(["a", "b"], 2), part(["c", "d"], 2)
+    assert _BlockReducer().reduce(('["S"]', "", "english"), [a]) == (a.record, a.unit, [], [{"round": 1}])
+    rec, unit, warnings, rows = _BlockReducer().reduce(('["S"]', "", "english"), sorted([b, a], key=_block_order))
+    assert rec is a.record and unit == a.unit and rows == [{"round": 1}]
+    assert [w.kind for w in warnings] == ["bestof_block_in_parts"] and "2 parts" in warnings[0].message

@@ -33,7 +33,11 @@ Modes (the judge decides every match; its answer is validated against
 Two contestants whose rendered answers are identical tie without a judge call (``judged``
 False; hh-rlhf's chosen/rejected pairs share all turns but the last).
 
-Per slice (``overall``, ``language=<name>``): the verdicts of all blocks (both modes) are
+On the engine (:mod:`fair_forge_beam.engine`), a block is the session: the scorer
+(``_ScoreBlocks``) groups interactions into blocks and judges them, one :class:`BlockScore` per
+block keyed ``(block_id, "", language)``; the engine routes its record, contest rows and slice
+unit. Per slice (``overall``, ``language=<name>``; the main job's ``assistant_id`` dimension is
+ignored: a ranking per assistant makes no sense): the verdicts of all blocks (both modes) are
 merged as pairwise win/loss/tie counts (:class:`PairwiseCountCombineFn`, the sufficient
 statistics) and ranked by a **Bradley–Terry** fit, ties as half wins
 (:mod:`fair_forge_beam.statistical.bradley_terry`): frequentist — MLE with Wald intervals
@@ -57,6 +61,7 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
+from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
@@ -68,6 +73,7 @@ from fair_forge_beam.schemas.best_of import (
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.combiners import AccumulatorOutput
 from fair_forge_beam.statistical.bradley_terry import (
     SliceStatsCombineFn,
     counts_by_player,
@@ -75,7 +81,7 @@ from fair_forge_beam.statistical.bradley_terry import (
     estimate_bradley_terry,
 )
 
-__all__ = ["BestOf", "Block", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
+__all__ = ["BestOf", "Block", "BlockScore", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
 
 BESTOF_MODES = ("king", "all_pairs")
 BLOCKS = ("session", "qa")
@@ -83,8 +89,6 @@ BESTOF_SLICES = ("overall", "language")
 
 DEAD = "dead_letter"
 QUALITY = "quality"
-CONTESTS = "contests"
-UNITS = "units"
 
 
 class Contestant(NamedTuple):
@@ -160,7 +164,7 @@ class _BuildBlock(beam.DoFn):
         if len(contestants) == 1:
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "bestof_walkover", block_id, f"only one assistant ({contestants[0].assistant_id}) answered: winner by walkover, no match"))
-            yield from _finish(block, self.mode, "walkover", contestants[0].assistant_id, [], 0, {})
+            yield _finish(block, self.mode, "walkover", contestants[0].assistant_id, [], 0, {})
             return
         yield block
 
@@ -175,8 +179,21 @@ def _contest(round_: int, left: str, right: str, winner: str, confidence: float,
             "verdict": verdict, "reasoning": reasoning, "thinkings": thinkings or None, "judged": judged}
 
 
-def _finish(block: Block, mode: str, status: str, winner: Optional[str], contests: list, n_failed: int, points: dict):
-    """Emit the block record (main), its contest rows and its slice unit."""
+class BlockScore(NamedTuple):
+    """One judged (or walkover) block, the scorer's output: the engine's session key is
+    ``(block_id, "", language)`` (a block is one unit across assistants, so it has no
+    ``assistant_id``; its language cell rolls up into ``overall`` and ``language=…``)."""
+
+    session_id: str
+    assistant_id: str
+    language: str
+    record: dict
+    contests: tuple
+    unit: tuple
+
+
+def _finish(block: Block, mode: str, status: str, winner: Optional[str], contests: list, n_failed: int, points: dict) -> BlockScore:
+    """The block's :class:`BlockScore`: its record, its contest rows and its slice unit."""
     qa = _qa_label(block.qa_ids)
     rec = {
         "metric": "bestof", "level": "session", "session_id": block.session_id, "assistant_id": winner or "",
@@ -185,18 +202,16 @@ def _finish(block: Block, mode: str, status: str, winner: Optional[str], contest
         "contestants": [c.assistant_id for c in block.contestants], "points": points,
         "bestof_contests": contests, "n_interactions": block.n_interactions, "n_failed": n_failed,
     }
-    yield rec
-    for c in contests:
-        yield beam.pvalue.TaggedOutput(CONTESTS, {
-            "metric": "bestof", "level": "interaction", "element_id": f"{block.block_id}#{c['round']}",
-            "session_id": block.session_id, "assistant_id": c["winner_id"], "language": block.language,
-            "turn_index": c["round"], "qa_id": qa, "block_id": block.block_id, "round": c["round"],
-            "left_id": c["left_id"], "right_id": c["right_id"], "winner_id": c["winner_id"],
-            "confidence": c["confidence"], "verdict": c["verdict"], "judged": c["judged"],
-        })
+    rows = tuple({
+        "metric": "bestof", "level": "interaction", "element_id": f"{block.block_id}#{c['round']}",
+        "session_id": block.session_id, "assistant_id": c["winner_id"], "language": block.language,
+        "turn_index": c["round"], "qa_id": qa, "block_id": block.block_id, "round": c["round"],
+        "left_id": c["left_id"], "right_id": c["right_id"], "winner_id": c["winner_id"],
+        "confidence": c["confidence"], "verdict": c["verdict"], "judged": c["judged"],
+    } for c in contests)
     pairs = tuple((c["left_id"], c["right_id"], None if c["winner_id"] == "tie" else c["winner_id"]) for c in contests)
     unit = (tuple(c.assistant_id for c in block.contestants), winner, pairs, block.n_interactions, n_failed)
-    yield beam.pvalue.TaggedOutput(UNITS, (block.language, unit))
+    return BlockScore(block.block_id, "", block.language, rec, rows, unit)
 
 
 def _match_request(block: Block, a: Contestant, b: Contestant, criteria: Optional[str]):
@@ -267,9 +282,9 @@ class _KingOfTheHill(beam.DoFn):
             if c["winner_id"] == challenger.assistant_id:
                 king = challenger
         if failed:
-            yield from _finish(block, "king", "failed", None, contests, 1, {})
+            yield _finish(block, "king", "failed", None, contests, 1, {})
         else:
-            yield from _finish(block, "king", "decided", king.assistant_id, contests, 0, {})
+            yield _finish(block, "king", "decided", king.assistant_id, contests, 0, {})
 
 
 def _pair_requests(criteria: Optional[str]):
@@ -316,25 +331,39 @@ class _AllPairsBlock(beam.DoFn):
                 else:
                     points[c["winner_id"]] += 1.0
         if failed:
-            yield from _finish(block, "all_pairs", "failed", None, contests, failed, points)
+            yield _finish(block, "all_pairs", "failed", None, contests, failed, points)
             return
         top = max(points.values())
         leaders = [a for a, p in points.items() if p == top]
         if len(leaders) == 1:
-            yield from _finish(block, "all_pairs", "decided", leaders[0], contests, 0, points)
+            yield _finish(block, "all_pairs", "decided", leaders[0], contests, 0, points)
         else:
-            yield from _finish(block, "all_pairs", "tied", None, contests, 0, points)
+            yield _finish(block, "all_pairs", "tied", None, contests, 0, points)
 
 
-class _RankSlice(beam.DoFn):
+class _BlockReducer(SessionReducer):
+    """A block (the engine's session) → its record, its slice unit and its contest rows (the
+    metric's interaction records). A block is scored once; only a window that fires several
+    panes can bring it in parts, and then each part after the first is a data-quality warning."""
+
+    def reduce(self, key, blocks):
+        first, *rest = blocks
+        warnings = [QualityWarning(
+            "bestof_block_in_parts", first.record["block_id"],
+            f"this block reached the ranking in {len(blocks)} parts (window panes); only the part "
+            f"with {first.record['contestants']} is ranked") ] if rest else []
+        return first.record, first.unit, warnings, list(first.contests)
+
+
+class _RankSlice(SliceEstimator):
     """Slice statistics → :class:`BestOfSliceMetric` (Bradley–Terry ranking)."""
 
     def __init__(self, metric: "BestOf"):
         self.mode, self.prior_sd = metric.mode, metric.prior_sd
         self.bestof_mode, self.judge_model = metric.bestof_mode, metric.judge.model_name
 
-    def process(self, kv):
-        key, ((players, pairs), blocks, n_blocks, n_interactions, n_failed) = kv
+    def estimate(self, key, accs, window, aux):
+        (players, pairs), blocks, n_blocks, n_interactions, n_failed = _SLICE_STATS.extract_output(accs[1])
         wlt = counts_by_player(players, pairs)
         bt = estimate_bradley_terry(pairs, wlt, self.mode, self.prior_sd, "bestof", key, "bradley-terry")
         fit, strengths, extra = bt.fit, bt.strengths, bt.ranks
@@ -368,20 +397,64 @@ class _RankSlice(beam.DoFn):
             leader_win_rate=Estimate(mean=leader["win_rate"], n=leader["wins"] + leader["losses"] + leader["ties"]) if leader else Estimate(),
             ranking=rows, estimator=estimator, mle_exists=fit.mle_exists, judge_model=self.judge_model,
         )
-        yield {"metric": "bestof", "level": "slice", **rec.model_dump()}
+        return [{"metric": "bestof", "level": "slice", **rec.model_dump()}]
 
 
-def _slice_keys(slices):
-    def fn(kv):
-        language, unit = kv
-        for s in slices:
-            yield ("overall" if s == "overall" else f"language={language}"), unit
+_SLICE_STATS = SliceStatsCombineFn()
 
-    return fn
+
+def _block_order(b: BlockScore) -> tuple:
+    return (b.record["block_id"], b.record["contestants"], b.record["n_interactions"])
 
 
 def _restage(d):
     return d._replace(stage="bestof", reason=f"judge: {d.reason}")
+
+
+def _block_value(b: BlockScore) -> BlockScore:
+    return b
+
+
+class _ScoreBlocks(beam.PTransform):
+    """The metric's scorer for the engine: interactions → blocks (keyed by ``block_key``) →
+    judged blocks (king of the hill in one ``DoFn`` call per block, or every pair through
+    ``RunJudge`` joined back to its block) → one :class:`BlockScore` per block; returns
+    ``{"scores", "dead_letter", "quality"}``."""
+
+    def __init__(self, metric: "BestOf"):
+        super().__init__()
+        self.metric = metric
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+
+        m = self.metric
+        built = (
+            interactions
+            | "KeyByBlock" >> beam.Map(lambda x, f=block_key(m.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
+            | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+            | "BuildBlocks" >> beam.ParDo(_BuildBlock(m.contestant_order, m.bestof_mode)).with_outputs(QUALITY, main="main")
+        )
+        # _BuildBlock emits Blocks (to judge) and walkovers (already scored) on its main output
+        blocks = built.main | "Blocks" >> beam.Filter(lambda b: isinstance(b, Block))
+        walkovers = built.main | "Walkovers" >> beam.Filter(lambda b: not isinstance(b, Block))
+        if m.bestof_mode == "king":
+            judged = blocks | "KingOfTheHill" >> beam.ParDo(
+                _KingOfTheHill(m.judge, m.inference_args, m.criteria)).with_outputs(DEAD, main="main")
+            scored, dead = judged.main, judged[DEAD]
+        else:
+            requests = blocks | "PairRequests" >> beam.FlatMap(_pair_requests(m.criteria)).with_output_types(JudgeRequest)
+            out = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
+            verdicts = out.results | "VerdictByBlock" >> beam.Map(lambda r: (json.loads(r.key)[0], r))
+            keyed_blocks = blocks | "KeyBlocks" >> beam.Map(lambda b: (b.block_id, b))
+            scored = (
+                {"block": keyed_blocks, "verdicts": verdicts}
+                | "JoinVerdicts" >> beam.CoGroupByKey()
+                | "AllPairs" >> beam.ParDo(_AllPairsBlock())
+            )
+            dead = out.dead_letters | "RestageDeadLetters" >> beam.Map(_restage)
+        return {"scores": (walkovers, scored) | "FlattenBlocks" >> beam.Flatten(), "dead_letter": dead,
+                "quality": built[QUALITY]}
 
 
 class BestOf(MetricTransform):
@@ -445,46 +518,25 @@ class BestOf(MetricTransform):
         self.prior_sd = float(prior_sd)
         self.inference_args = dict(inference_args) if inference_args else None
 
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-
-        built = (
-            interactions
-            | "KeyByBlock" >> beam.Map(lambda x, f=block_key(self.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
-            | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "BuildBlocks" >> beam.ParDo(_BuildBlock(self.contestant_order, self.bestof_mode)).with_outputs(
-                QUALITY, CONTESTS, UNITS, main="main")
+    def spec(self, windowed: bool = False) -> MetricSpec:
+        """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the scorer
+        builds and judges the blocks; the engine's session is the block."""
+        return MetricSpec(
+            name=self.name,
+            scorer=_ScoreBlocks(self),
+            interaction_record=None,
+            session_interactions=True,
+            session_value=_block_value,
+            session_order=_block_order,
+            session_reducer=_BlockReducer(),
+            session_slice_combine=AccumulatorOutput(SliceStatsCombineFn()),
+            estimator=_RankSlice(self),
+            # the main job's --slices may name assistant_id: a ranking per assistant makes no sense
+            slices=tuple(x for x in self.slices if x in BESTOF_SLICES),
+            schemas={"interaction": BestOfContestRecord, "session": BestOfMetric, "slice": BestOfSliceMetric},
+            options={"mode": self.bestof_mode, "block": self.block, "contestant_order": list(self.contestant_order),
+                     "criteria": self.criteria, "prior_sd": self.prior_sd},
         )
-        # _BuildBlock emits Blocks (to judge) and walkover records on its main output
-        blocks = built.main | "Blocks" >> beam.Filter(lambda b: isinstance(b, Block))
-        walkovers = built.main | "Walkovers" >> beam.Filter(lambda b: not isinstance(b, Block))
-        dead_parts = []
-        if self.bestof_mode == "king":
-            judged = blocks | "KingOfTheHill" >> beam.ParDo(
-                _KingOfTheHill(self.judge, self.inference_args, self.criteria)).with_outputs(DEAD, CONTESTS, UNITS, main="main")
-            dead_parts.append(judged[DEAD])
-        else:
-            requests = blocks | "PairRequests" >> beam.FlatMap(_pair_requests(self.criteria)).with_output_types(JudgeRequest)
-            out = requests | "Judge" >> RunJudge(self.judge, inference_args=self.inference_args, label_prefix="Judge")
-            verdicts = out.results | "VerdictByBlock" >> beam.Map(lambda r: (json.loads(r.key)[0], r))
-            keyed_blocks = blocks | "KeyBlocks" >> beam.Map(lambda b: (b.block_id, b))
-            judged = (
-                {"block": keyed_blocks, "verdicts": verdicts}
-                | "JoinVerdicts" >> beam.CoGroupByKey()
-                | "AllPairs" >> beam.ParDo(_AllPairsBlock()).with_outputs(CONTESTS, UNITS, main="main")
-            )
-            dead_parts.append(out.dead_letters | "RestageDeadLetters" >> beam.Map(_restage))
-        sessions = (walkovers, judged.main) | "FlattenBlocks" >> beam.Flatten()
-        contests = (built[CONTESTS], judged[CONTESTS]) | "FlattenContests" >> beam.Flatten()
-        units = (built[UNITS], judged[UNITS]) | "FlattenUnits" >> beam.Flatten()
-        slices = (
-            units
-            | "SliceKeys" >> beam.FlatMap(_slice_keys(self.slices))
-            | "CombineSlices" >> beam.CombinePerKey(SliceStatsCombineFn())
-            | "RankSlices" >> beam.ParDo(_RankSlice(self))
-        )
-        dead = tuple(dead_parts) | "FlattenDead" >> beam.Flatten()
-        return {"interactions": contests, "sessions": sessions, "slices": slices, "dead_letter": dead, "quality": built[QUALITY]}
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

@@ -34,6 +34,7 @@ from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stab
 __all__ = [
     "SumCombineFn",
     "OptionalCombineFn",
+    "AccumulatorOutput",
     "WithFailedCount",
     "MinMaxCombineFn",
     "KeyedCountsCombineFn",
@@ -98,6 +99,28 @@ class OptionalCombineFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return self.inner.extract_output(acc)
+
+
+class AccumulatorOutput(beam.CombineFn):
+    """Wraps ``inner``: the same accumulation, but the output is the accumulator itself, as
+    :class:`~fair_forge_beam.metrics.base.CombineSlices` (the engine's slice roll-up) needs;
+    the estimator applies ``inner.extract_output`` once per slice. For a ``CombineFn`` whose own
+    output is a summary that cannot be merged (e.g. Bradley–Terry's sorted counts)."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def create_accumulator(self):
+        return self.inner.create_accumulator()
+
+    def add_input(self, acc, element):
+        return self.inner.add_input(acc, element)
+
+    def merge_accumulators(self, accumulators):
+        return self.inner.merge_accumulators(accumulators)
+
+    def extract_output(self, acc):
+        return acc
 
 
 class WithFailedCount(beam.combiners.TupleCombineFn):
