@@ -36,10 +36,14 @@ panes. Output: per metric the dict of PCollections ``interactions``, ``sessions`
 ``dead_letter``, ``quality`` that legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`
 s return, so the writers do not know which graph built them.
 
-Slice dimensions: a cell is the tuple of the values of :data:`CELL_FIELDS`; a slice key is
-``"overall"`` or ``"<field>=<value>"``. Another session-level field (a metadata field the user
-names) becomes a dimension by adding it to the session key and to ``CELL_FIELDS``: keying is the
-only place that knows the fields.
+Slice dimensions: a cell is the tuple ``(assistant_id, language, *metadata values)``
+(:func:`cell_fields`); a slice key is ``"overall"`` or ``"<field>=<value>"``. A name in
+``slices`` other than ``overall``, ``assistant_id`` and ``language`` is a session metadata field
+(:func:`metadata_dimensions`): the reader keeps its value in ``Interaction.slice_values``, one
+more slot of the session combine takes each session's values (:class:`MetadataDimsCombineFn`),
+and the interaction-side cell values of the metrics go through the session stage as well (their
+session accumulators reach the cells as :class:`Combined` inputs), since only the session stage
+knows a session's metadata. Without metadata dimensions the graph is the one above.
 """
 from __future__ import annotations
 
@@ -64,14 +68,37 @@ __all__ = [
     "DEAD",
     "QUALITY",
     "AUX",
+    "CORE_SLICE_FIELDS",
+    "MISSING_VALUE",
+    "metadata_dimensions",
+    "cell_fields",
+    "Combined",
+    "MetadataDimsCombineFn",
 ]
 
 DEAD = "dead_letter"
 QUALITY = "quality"
 AUX = "aux"
 
-#: fields of the finest slice cell, in order (DESIGN §5)
-CELL_FIELDS = ("assistant_id", "language")
+#: slice dimensions every interaction has (DESIGN §5); any other name in ``slices`` is a session
+#: metadata field
+CORE_SLICE_FIELDS = ("assistant_id", "language")
+
+
+def metadata_dimensions(slices: Sequence[str]) -> tuple:
+    """The metadata fields among ``slices`` (names other than ``overall`` and
+    :data:`CORE_SLICE_FIELDS`), in order: the session header fields the reader keeps in
+    ``Interaction.slice_values``."""
+    return tuple(s for s in slices if s != "overall" and s not in CORE_SLICE_FIELDS)
+
+
+def cell_fields(slices: Sequence[str]) -> tuple:
+    """The fields of a finest slice cell: ``("assistant_id", "language", *metadata dimensions)``."""
+    return CORE_SLICE_FIELDS + metadata_dimensions(slices)
+
+
+#: the value of a metadata slice field that a session does not carry
+MISSING_VALUE = "(missing)"
 
 
 class SessionReducer:
@@ -178,6 +205,41 @@ def _merge_slots(fns, accs: list) -> list:
     return out
 
 
+class Combined(NamedTuple):
+    """An input of :class:`PairCombineFn` that is already an accumulator of that side's
+    ``CombineFn`` (merged, not added): the interaction values of one session, combined in the
+    session stage when the run slices by metadata fields."""
+
+    acc: Any
+
+
+class MetadataDimsCombineFn(beam.CombineFn):
+    """The metadata slice values of one session: input a tuple of strings per interaction;
+    accumulator and output ``(smallest tuple, several differ)`` or ``None`` — a total order, so
+    any merge order gives the same value (a session header field is one value per session;
+    records of one session that disagree are reported, and the smallest is used)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, acc, element):
+        return self.merge_accumulators([acc, (tuple(element), False)])
+
+    def merge_accumulators(self, accumulators):
+        out = None
+        for a in accumulators:
+            if a is None:
+                continue
+            if out is None:
+                out = a
+            else:
+                out = (min(out[0], a[0]), out[1] or a[1] or out[0] != a[0])
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
 class PairCombineFn(beam.CombineFn):
     """Two ``CombineFn``\\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
     for that side); output ``[acc_a, acc_b]`` (a side without a ``CombineFn`` stays ``None``).
@@ -191,7 +253,11 @@ class PairCombineFn(beam.CombineFn):
 
     def add_input(self, acc, element):
         for i, v in enumerate(element):
-            if v is not None:
+            if v is None:
+                continue
+            if type(v) is Combined:  # a side already combined upstream (per session): merged in
+                acc[i] = self.fns[i].merge_accumulators([acc[i], v.acc])
+            else:
                 acc[i] = self.fns[i].add_input(acc[i], v)
         return acc
 
@@ -288,8 +354,10 @@ class _ScoreAndRoute(beam.DoFn):
     value (``"cells"``: ``(cell, (slot, (value, None)))``). Dead letters, warnings and auxiliary
     values pass through."""
 
-    def __init__(self, spec: MetricSpec, slot: int):
-        self.spec, self.slot = spec, slot
+    def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None):
+        # cell_slot: the run slices by metadata fields, which only the session stage knows, so the
+        # cell values go to the session combine (slot cell_slot) instead of straight to the cells
+        self.spec, self.slot, self.cell_slot = spec, slot, cell_slot
 
     def setup(self):
         from fair_forge_beam.progress import ProgressCounter
@@ -331,17 +399,27 @@ class _ScoreAndRoute(beam.DoFn):
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
-                yield tagged("cells", ((out.assistant_id, out.language), (slot, (cell_value(out), None))))
+                if self.cell_slot is None:
+                    yield tagged("cells", ((out.assistant_id, out.language), (slot, (cell_value(out), None))))
+                else:
+                    yield tagged("sessions", (_session_key(out), (self.cell_slot, cell_value(out))))
 
 
 @beam.typehints.with_output_types(Any)
 class _ReduceSessions(beam.DoFn):
     """``(session key, [combined per slot])`` → per metric its session record
     (``"s<slot>"``), its warnings (``"q<slot>"``) and its slice value (main: ``(cell, (slot,
-    (None, value)))``)."""
+    (None, value)))``).
 
-    def __init__(self, specs: Sequence[MetricSpec], slots: Sequence[int]):
+    With metadata slice dimensions (``dims_slot``), the cell is ``(assistant_id, language,
+    *the session's metadata values)`` and the session's combined interaction values of each
+    metric (``cell_slots``) go out as ``(cell, (slot, (Combined(acc), None)))``."""
+
+    def __init__(self, specs: Sequence[MetricSpec], slots: Sequence[int], dims_slot: Optional[int] = None,
+                 cell_slots: Optional[Mapping[int, int]] = None, n_dims: int = 0, warn_slot: int = 0):
         self.specs, self.slots = tuple(specs), tuple(slots)
+        self.dims_slot, self.cell_slots, self.n_dims = dims_slot, dict(cell_slots or {}), n_dims
+        self.warn_slot = warn_slot  # the metric whose quality output carries the session's metadata warning
 
     def setup(self):
         for spec in self.specs:
@@ -353,10 +431,24 @@ class _ReduceSessions(beam.DoFn):
         key, combined = kv
         tagged = beam.pvalue.TaggedOutput
         cell = (key[1], key[2])
+        if self.dims_slot is not None:
+            dims = combined[self.dims_slot]
+            values, differ = dims if dims is not None else ((MISSING_VALUE,) * self.n_dims, False)
+            cell = (*cell, *values)
+            if differ:
+                from fair_forge_beam.io.elements import QualityWarning
+
+                yield tagged(f"q{self.warn_slot}", QualityWarning(
+                    "slice_metadata_differs", session_key_text(key),
+                    f"records of this session disagree on the metadata slice fields; the session is sliced by "
+                    f"the smallest values {list(values)}"))
+            for slot, cslot in self.cell_slots.items():
+                if combined[cslot] is not None:
+                    yield (cell, (slot, (Combined(combined[cslot]), None)))
         for i, (spec, slot) in enumerate(zip(self.specs, self.slots)):
             value = combined[slot]
-            if value is None:
-                continue  # no interaction of this session for this metric (or an empty pane)
+            if value is None or spec.session_reducer is None:
+                continue  # no interaction of this session for this metric (or an empty pane), or no sessions
             if self._lists[i]:  # a total order of the values, never arrival order
                 value = sorted(value, key=spec.session_order)
             rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
@@ -430,8 +522,17 @@ class Engine(beam.PTransform):
 
         p = interactions.pipeline
         specs = self.specs
+        n_specs = len(specs)
+        # metadata slice dimensions: only the session stage knows a session's metadata values, so
+        # the interaction-side cell values go through it too (one extra slot per metric)
+        dims = metadata_dimensions(specs[0].slices)
+        cell_slots = {slot: n_specs + slot for slot, s in enumerate(specs) if s.cell_value is not None} if dims else {}
+        dims_slot = 2 * n_specs if dims else None
         out: dict = {}
         session_inputs, cell_inputs, aux_records = [], [], []
+        if dims:
+            session_inputs.append(interactions | "SliceMetadata" >> beam.Map(
+                lambda x, d=dims_slot, n=len(dims): (_session_key(x), (d, tuple(x.slice_values or (MISSING_VALUE,) * n)))))
         for slot, spec in enumerate(specs):
             n = spec.name
             src = interactions
@@ -448,7 +549,7 @@ class Engine(beam.PTransform):
                 if "aux" in parts:  # records for the estimator computed by the scorer (batch only)
                     aux_records.append(parts["aux"] | f"{n}/TagScorerAux" >> beam.Map(lambda r, s=slot: (s, r)))
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
-            scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot)).with_outputs(
+            scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot, cell_slots.get(slot))).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
             dead = scored[DEAD]
             if extra_dead:
@@ -458,23 +559,28 @@ class Engine(beam.PTransform):
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
             out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
-            if spec.session_value is not None:
+            if spec.session_value is not None or slot in cell_slots:
                 session_inputs.append(scored["sessions"])
-            if spec.cell_value is not None:
+            if spec.cell_value is not None and not dims:
                 cell_inputs.append(scored["cells"])
 
         with_sessions = [slot for slot, s in enumerate(specs) if s.session_value is not None]
         session_parts = None
-        if session_inputs:
+        if with_sessions or cell_slots:
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
-            fused = FusedCombineFn([s.session_combine or beam.combiners.ToListCombineFn() for s in specs])
+            fns = [s.session_combine or beam.combiners.ToListCombineFn() for s in specs]
+            if dims:
+                # (a metric without interaction-side cell values never feeds its slot: any CombineFn holds it)
+                fns += [s.interaction_slice_combine or beam.combiners.CountCombineFn() for s in specs]
+                fns += [MetadataDimsCombineFn()]
+            q_slots = range(n_specs) if dims else with_sessions
             session_parts = (
                 flat
-                | "CombineSessions" >> combine_per_key(fused, flat)
+                | "CombineSessions" >> combine_per_key(FusedCombineFn(fns), flat)
                 | "ReduceSessions" >> beam.ParDo(
-                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions)
-                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in with_sessions],
+                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions, dims_slot, cell_slots, len(dims))
+                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
                                *[f"i{i}" for i in with_sessions if specs[i].session_interactions], main="cells")
             )
             cell_inputs.append(session_parts.cells)
@@ -482,12 +588,13 @@ class Engine(beam.PTransform):
             n = spec.name
             if session_parts is not None and slot in with_sessions:
                 out[n]["sessions"] = session_parts[f"s{slot}"]
-                out[n]["quality"].append(session_parts[f"q{slot}"])
                 if spec.session_interactions:
                     out[n]["interactions"] = (out[n]["interactions"], session_parts[f"i{slot}"]) | (
                         f"{n}/FlattenInteractions" >> beam.Flatten())
             else:
                 out[n]["sessions"] = p | f"{n}/NoSessions" >> beam.Create([])
+            if session_parts is not None and (slot in with_sessions or dims):
+                out[n]["quality"].append(session_parts[f"q{slot}"])
 
         pair_fns = [PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs]
         if cell_inputs:

@@ -566,11 +566,11 @@ GROUPS: tuple[Group, ...] = (
                     "(repeatable; added to the config's gates)",
                template="repeatable; a template parameter holds one value: put gates in the --config file"),
         Option("slices", default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
-               help="comma-separated slice dimensions to aggregate: overall, assistant_id, language (overall is always "
-                    "included)",
-               template=Template("Slices", "TEXT", "^({0})(,({0}))*$".format("|".join(SLICE_DIMENSIONS)),
-                                 "Comma-separated slice dimensions (overall, assistant_id, language; overall is always "
-                                 "included). Example: overall,assistant_id")),
+               help="comma-separated slice dimensions to aggregate: overall, assistant_id, language, and any session "
+                    "metadata field by name, e.g. region (overall is always included)",
+               template=Template("Slices", "TEXT", r"^[A-Za-z_][A-Za-z0-9_.-]*(,[A-Za-z_][A-Za-z0-9_.-]*)*$",
+                                 "Comma-separated slice dimensions (overall, assistant_id, language, or the name of a "
+                                 "session metadata field; overall is always included). Example: overall,assistant_id,region")),
     )),
 )
 

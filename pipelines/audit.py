@@ -135,6 +135,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.runner import pipeline_options
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
+    from fair_forge_beam.engine import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
 
@@ -205,7 +206,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             if not args.input:
                 raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
             retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs)
-            reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs)
+            reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
+                                      slice_fields=metadata_dimensions(slice_dims))
         elif windowed:
             from fair_forge_beam.streaming.job import build_source, run_windowed
             from fair_forge_beam.streaming.windows import WindowSpec
@@ -218,7 +220,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
             build_source(args, inputs)  # argument errors here, as usage errors
         else:
-            reader = ReadInteractions(inputs, file_format=args.input_format)
+            reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims))
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)

@@ -162,8 +162,11 @@ def test_slices_option_and_template_launch_detection():
 
     assert parse_slices("language") == ("overall", "language")
     assert parse_slices("language,overall,assistant_id") == ("overall", "assistant_id", "language")
-    with pytest.raises(ConfigError):
-        parse_slices("overall,region")
+    # any other field name is a session metadata field (issue 14), after the built-in dimensions
+    assert parse_slices("region,language") == ("overall", "language", "region")
+    for bad in ("overall,query", "overall,langauge", "overall,re gion", "session_id"):
+        with pytest.raises(ConfigError):
+            parse_slices(bad)
     assert is_template_launch(PipelineOptions(["--template_location=gs://b/t.json"]))
     assert not is_template_launch(PipelineOptions([]))
 

@@ -41,9 +41,10 @@ class Interaction(NamedTuple):
     event_time: Optional[float] = None
     chatbot_role: Optional[str] = None  # the session's declared role (metric role_adherence)
     spans: Optional[tuple] = None  # expected PII spans as given (metric privacy)
+    slice_values: Optional[tuple] = None  # values of the run's metadata slice fields (engine.metadata_dimensions)
 
     def as_record(self) -> dict:
-        """The fields as a dict, without ``chatbot_role`` / ``spans`` when they are ``None`` (so
+        """The fields as a dict, without ``chatbot_role`` / ``spans`` / ``slice_values`` when they are ``None`` (so
         dead letters of files without them stay byte-identical to before those fields existed)."""
         d = self._asdict()
         for k in _OPTIONAL_TAIL:
@@ -57,7 +58,7 @@ class Interaction(NamedTuple):
         return session_unit_key(self.session_id, self.assistant_id)
 
 
-_OPTIONAL_TAIL = ("chatbot_role", "spans")
+_OPTIONAL_TAIL = ("chatbot_role", "spans", "slice_values")
 
 
 def _esc(part: str) -> str:

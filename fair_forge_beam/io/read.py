@@ -139,7 +139,35 @@ def _error_text(exc: Exception) -> str:
 _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines on stderr; Beam counter)
 
 
-def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None) -> Interaction:
+#: longest metadata slice value kept (characters); a longer one is cut and marked
+MAX_SLICE_VALUE = 200
+
+
+def slice_value(value) -> str:
+    """A session metadata field's value as the text of its slice key (``region=eu``): a string
+    as is, ``null`` or absent → ``"(missing)"``, any other JSON value as compact JSON (``true``,
+    ``3``, ``{"a":1}`` with sorted keys); cut to :data:`MAX_SLICE_VALUE` characters (``…`` marks
+    the cut)."""
+    from fair_forge_beam.engine import MISSING_VALUE
+
+    if value is None:
+        return MISSING_VALUE
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                                            separators=(",", ":"), default=str)
+    return text if len(text) <= MAX_SLICE_VALUE else text[:MAX_SLICE_VALUE - 1] + "…"
+
+
+def _slice_values(fields: tuple, *places) -> Optional[tuple]:
+    """The values of the metadata slice ``fields``, each from the first of ``places`` (dicts: the
+    session header, the record) that has it; ``None`` without fields."""
+    if not fields:
+        return None
+    dicts = [d for d in places if isinstance(d, dict)]
+    return tuple(slice_value(next((d[f] for d in dicts if f in d), None)) for f in fields)
+
+
+def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None,
+                 slice_values: Optional[tuple] = None) -> Interaction:
     # (counted by the caller in _READ_PROGRESS: once per record, not once per interaction)
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
@@ -160,6 +188,7 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: O
         event_time=event_time,
         chatbot_role=getattr(meta, "chatbot_role", None),
         spans=None if b.spans is None else tuple(b.spans),
+        slice_values=slice_values,
     )
 
 
@@ -206,8 +235,10 @@ class _ParseRecord(beam.DoFn):
     of a session"): it needs an explicit ``turn_index``, or goes to the dead letter.
     """
 
-    def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False):
+    def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False,
+                 slice_fields: Sequence[str] = ()):
         self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
+        self.slice_fields = tuple(slice_fields)
 
     def _event_time(self, *places):
         """``(seconds or None, error reason or None)`` of the timestamp field in ``places``."""
@@ -306,6 +337,7 @@ class _ParseRecord(beam.DoFn):
         event_time, bad_time = self._event_time(rec.get("batch"), rec.get("metadata"), rec)
         if bad_time:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", bad_time, original, source=where))]
+        values = _slice_values(self.slice_fields, rec.get("metadata"), original)
         if self.streaming:
             if sb.turn_index is None:
                 return [
@@ -321,13 +353,13 @@ class _ParseRecord(beam.DoFn):
                     )
                 ]
             _READ_PROGRESS.inc()
-            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time)]
+            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values)]
         key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
         return [
             beam.pvalue.TaggedOutput(
-                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time)), 1, False))
+                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time, values)), 1, False))
             )
         ]
 
@@ -347,6 +379,7 @@ class _ParseRecord(beam.DoFn):
                 DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
+        values = _slice_values(self.slice_fields, header)
         seen: dict[str, int] = {}
         n_read = 0  # interactions parsed from this record (one progress update per record)
         for i, raw_batch in enumerate(conv):
@@ -373,14 +406,14 @@ class _ParseRecord(beam.DoFn):
             n_read += 1
             if self.streaming:
                 seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
-                yield _interaction(meta, b, i, event_time)
+                yield _interaction(meta, b, i, event_time, values)
             else:
                 # ranked with every other record of the same session (it may be split over
                 # records or files): no declared turn, then file, position, place in the record
                 key = (meta.session_id, meta.assistant_id)
                 order = (-1, *position_key, i)
                 yield beam.pvalue.TaggedOutput(
-                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time)), len(conv), True))
+                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time, values)), len(conv), True))
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)
@@ -471,16 +504,18 @@ def records_to_interactions(
     timestamp_field: Optional[str] = None,
     timestamp_policy: str = "dead_letter",
     streaming: bool = False,
+    slice_fields: Sequence[str] = (),
 ) -> dict:
     """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
 
     ``timestamp_field`` / ``timestamp_policy``: read each interaction's event time (see
     :class:`_ParseRecord`); ``streaming``: unbounded input (streamed records need a
-    ``turn_index``; no session grouping before the metrics' windows).
+    ``turn_index``; no session grouping before the metrics' windows); ``slice_fields``: session
+    metadata fields kept in ``Interaction.slice_values`` (:func:`slice_value`), for slicing.
     """
     if timestamp_policy not in ("dead_letter", "processing_time"):
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
-    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming)
+    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.runners.turns import SkipFailedTurns
 
@@ -753,6 +788,9 @@ class ReadInteractions(beam.PTransform):
             :mod:`fair_forge_beam.streaming.event_time`); ``None`` (default): no event time.
         timestamp_policy: ``"dead_letter"`` (default: a record without a readable timestamp is
             rejected) or ``"processing_time"``.
+        slice_fields: session metadata fields to slice by (e.g. ``("region",)``): their values
+            are kept in each ``Interaction.slice_values`` (:func:`slice_value`; a session header
+            field, or in a flat record a top-level field).
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -769,11 +807,13 @@ class ReadInteractions(beam.PTransform):
         file_format: str = "auto",
         timestamp_field: Optional[str] = None,
         timestamp_policy: str = "dead_letter",
+        slice_fields: Sequence[str] = (),
     ):
         super().__init__()
         if timestamp_policy not in ("dead_letter", "processing_time"):
             raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
         self.timestamp_field, self.timestamp_policy = timestamp_field, timestamp_policy
+        self.slice_fields = tuple(slice_fields)
         if (file_patterns is None) == (retriever is None):
             raise ValueError("give exactly one of file_patterns or retriever")
         if retriever is not None and not (isinstance(retriever, type) and issubclass(retriever, Retriever)):
@@ -840,7 +880,8 @@ class ReadInteractions(beam.PTransform):
                     | f"{lbl}ReadParquet" >> beam.ParDo(_ReadParquetRowGroup())
                 )
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
-        out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy)
+        out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
+                                      slice_fields=self.slice_fields)
         if dead_pcolls:
             out["dead_letter"] = (out["dead_letter"], *dead_pcolls) | "FlattenReadDead" >> beam.Flatten()
         return out

@@ -9,10 +9,13 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
+from fair_forge_beam.engine import CORE_SLICE_FIELDS, MISSING_VALUE, cell_fields, metadata_dimensions
+
 # the CombineFns live in statistical/; importable from here for existing callers
 from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
 
-__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices",
+__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "CORE_SLICE_FIELDS",
+           "metadata_dimensions", "cell_fields",
            "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
@@ -86,9 +89,9 @@ class _MergeCombineFn(beam.CombineFn):
 class CombineSlices(beam.PTransform):
     """``(cell, value)`` → ``(slice key, combined)`` for every requested slice, by roll-up.
 
-    Values are first combined once per finest cell ``(assistant_id, language)``; the cells'
-    accumulators are then merged into the slices (``overall``, ``assistant_id=…``,
-    ``language=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
+    Values are first combined once per finest cell ``(assistant_id, language, *metadata
+    values)`` (:func:`cell_fields`); the cells' accumulators are then merged into the slices
+    (``overall``, ``assistant_id=…``, ``language=…``, ``<metadata field>=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
     however many slices are asked for. ``combine_fn.extract_output`` must return an accumulator
     (true of every CombineFn in :mod:`fair_forge_beam.statistical.combiners`).
 
@@ -103,11 +106,12 @@ class CombineSlices(beam.PTransform):
 
     def expand(self, pcoll):
         slices = self.slices
+        fields = cell_fields(slices)  # a cell: (assistant_id, language, *metadata values)
+        where = [None if s == "overall" else (s, fields.index(s)) for s in slices]
 
         def to_slices(kv):
-            (assistant_id, language), acc = kv
-            keys = slice_keys(slices, _Cell(assistant_id, language))
-            return [(k, acc) for k in keys]
+            cell, acc = kv
+            return [("overall" if w is None else f"{w[0]}={cell[w[1]]}", acc) for w in where]
 
         from fair_forge_beam.streaming.combine import combine_per_key
         from fair_forge_beam.streaming.windows import EmptyPaneSafeCombineFn, accumulating_windowing, needs_accumulating_merge
@@ -122,13 +126,6 @@ class CombineSlices(beam.PTransform):
         if panes:
             cells = cells | "AccumulateWindow" >> accumulating_windowing(pcoll.windowing)
         return cells | "MergeSlices" >> combine_per_key(_MergeCombineFn(cell_fn), cells)
-
-
-class _Cell:
-    __slots__ = ("assistant_id", "language")
-
-    def __init__(self, assistant_id, language):
-        self.assistant_id, self.language = assistant_id, language
 
 
 class MetricResults(list):

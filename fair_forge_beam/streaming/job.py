@@ -62,10 +62,15 @@ def build_source(args, inputs):
         ValueError: several sources, bad durations, Kafka/Pub/Sub argument errors, ``--input``
             files that match nothing.
     """
+    from fair_forge_beam.audit_config import parse_slices
+    from fair_forge_beam.engine import metadata_dimensions
+
     source = _streaming_source(args)
     ts_field, policy = args.timestamp_field, args.timestamp_policy
+    fields = metadata_dimensions(parse_slices(args.slices)) if getattr(args, "slices", None) else ()
     if source is None:
-        return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy), False
+        return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy,
+                                slice_fields=fields), False
     if args.watch:
         from fair_forge_beam.streaming.sources import WatchJsonl
 
@@ -77,28 +82,29 @@ def build_source(args, inputs):
         records = KafkaRecords(args.kafka_bootstrap_servers, args.kafka_topic, expansion_service=args.kafka_expansion_service,
                                max_num_records=getattr(args, "kafka_max_records", None))
         if getattr(args, "kafka_event_time", "field") == "message":
-            return _ParseStream(records, None, policy, message_time=True), not records.bounded
-        return _ParseStream(records, ts_field, policy), not records.bounded
+            return _ParseStream(records, None, policy, message_time=True, slice_fields=fields), not records.bounded
+        return _ParseStream(records, ts_field, policy, slice_fields=fields), not records.bounded
     else:
         from fair_forge_beam.streaming.sources import PubSubRecords
 
         records = PubSubRecords(args.pubsub_subscription, args.pubsub_topic, args.pubsub_timestamp_attribute)
-    return _ParseStream(records, ts_field, policy), True
+    return _ParseStream(records, ts_field, policy, slice_fields=fields), True
 
 
 class _ParseStream(beam.PTransform):
     """Records → ``{interactions, dead_letter, quality}``; with ``message_time`` each interaction's
     event time is its element timestamp (Kafka's message timestamp), not a payload field."""
 
-    def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy, message_time: bool = False):
+    def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy, message_time: bool = False,
+                 slice_fields=()):
         super().__init__()
         self.records, self.timestamp_field, self.timestamp_policy = records, timestamp_field, timestamp_policy
-        self.message_time = message_time
+        self.message_time, self.slice_fields = message_time, tuple(slice_fields)
 
     def expand(self, pbegin):
         recs = pbegin | "Records" >> self.records
         out = records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                      streaming=True)
+                                      streaming=True, slice_fields=self.slice_fields)
         if self.message_time:
             from fair_forge_beam.streaming.sources import MessageEventTime
 

@@ -1,0 +1,139 @@
+"""Slices by a session metadata field the user names (issue 14: "slicing (overall, assistant,
+language, any metadata field the user names)"): ``--slices overall,assistant_id,language,region``.
+
+Over 60 sessions of the shipped hh-rlhf slice with a ``region`` header field (eu, us, absent):
+the ``region=eu`` slice of the whole run equals the ``overall`` slice of an audit of the eu
+sessions alone, and the built-in slices are the same bits as in a run without the metadata
+dimension (Bayesian intervals included), although the interaction-side statistics then go
+through the session stage. Plus the reader's values (session, StreamedBatch and flat records;
+non-string and long values), a session whose records disagree, a windowed run, and the
+option's validation."""
+from __future__ import annotations
+
+import importlib.resources
+import json
+
+import pytest
+
+from conftest import FNAPI
+
+N_SESSIONS = 60
+REGIONS = ("eu", "us", None)  # by pair of sessions (chosen, rejected): the pair shares its region
+BASE = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
+
+
+def _sessions():
+    path = importlib.resources.files("fair_forge_beam").joinpath("data/examples/hh_rlhf_harmless_test_slice.jsonl")
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()[:N_SESSIONS]):
+        rec = json.loads(line)
+        region = REGIONS[(i // 2) % 3]
+        if region is not None:
+            rec["region"] = region
+        out.append(rec)
+    return out
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from pipelines import audit
+
+    tmp = tmp_path_factory.mktemp("metadata_slices")
+    sessions = _sessions()
+    every = _write(tmp / "all.jsonl", sessions)
+    eu = _write(tmp / "eu.jsonl", [s for s in sessions if s.get("region") == "eu"])
+    region = ["--slices", "overall,assistant_id,language,region"]
+
+    def run(name, inp, *extra):
+        return audit.run([*BASE, "--input", inp, "--output", str(tmp / name), *extra])
+
+    return {
+        "freq_region": run("freq_region", every, *region),
+        "freq_eu": run("freq_eu", eu),
+        "bayes_region": run("bayes_region", every, "--mode", "bayesian", *region),
+        "bayes_plain": run("bayes_plain", every, "--mode", "bayesian"),
+    }
+
+
+def _slices(doc, metric):
+    return {s["slice"]: s for s in doc["metrics"][metric]["slices"]}
+
+
+@pytest.mark.parametrize("metric", ["humanity", "toxicity"])
+def test_metadata_slice_equals_the_audit_of_that_value_alone(runs, metric):
+    got = _slices(runs["freq_region"], metric)
+    assert sorted(got) == sorted(["overall", "assistant_id=hh-chosen", "assistant_id=hh-rejected", "language=english",
+                                  "region=eu", "region=us", "region=(missing)"])
+    alone = _slices(runs["freq_eu"], metric)["overall"]
+    assert {**got["region=eu"], "slice": "overall"} == alone
+    n = {k: got[k]["n_interactions"] for k in ("region=eu", "region=us", "region=(missing)")}
+    assert sum(n.values()) == got["overall"]["n_interactions"] and min(n.values()) > 0
+
+
+@pytest.mark.parametrize("metric", ["humanity", "toxicity"])
+def test_builtin_slices_are_the_same_bits_with_a_metadata_dimension(runs, metric):
+    with_region, plain = _slices(runs["bayes_region"], metric), _slices(runs["bayes_plain"], metric)
+    assert sorted(with_region) == sorted([*plain, "region=eu", "region=us", "region=(missing)"])
+    for key, rec in plain.items():
+        assert with_region[key] == rec, key
+    assert runs["bayes_region"]["summary"] == runs["bayes_plain"]["summary"]
+
+
+def test_reader_keeps_the_named_fields_of_every_record_shape(tmp_path, test_pipeline):
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.io.read import MAX_SLICE_VALUE, ReadInteractions
+
+    long_value = "x" * (MAX_SLICE_VALUE + 50)
+    records = [
+        {"session_id": "s1", "assistant_id": "a", "region": "eu", "tier": 2, "conversation": [
+            {"qa_id": "q1", "query": "hi", "assistant": "hello"}, {"qa_id": "q2", "query": "?", "assistant": "!"}]},
+        {"metadata": {"session_id": "s2", "assistant_id": "a", "region": {"b": 1, "a": [True]}},
+         "batch": {"qa_id": "q1", "query": "hi", "assistant": "yo"}, "region": "ignored: the header wins"},
+        {"session_id": "s3", "assistant_id": "a", "qa_id": "q1", "query": "hi", "assistant": "yo", "region": long_value,
+         "tier": None},
+    ]
+    path = _write(tmp_path / "in.jsonl", records)
+    with test_pipeline as p:
+        read = p | ReadInteractions(path, slice_fields=("region", "tier"))
+        values = read["interactions"] | "Values" >> __import__("apache_beam").Map(
+            lambda x: (x.session_id, x.turn_index, tuple(x.slice_values)))
+        assert_that(values, equal_to([
+            ("s1", 0, ("eu", "2")), ("s1", 1, ("eu", "2")),
+            ("s2", 0, ('{"a":[true],"b":1}', "(missing)")),
+            ("s3", 0, ("x" * (MAX_SLICE_VALUE - 1) + "…", "(missing)")),
+        ]))
+
+
+def test_a_session_whose_records_disagree_is_reported_and_sliced_once(tmp_path):
+    from pipelines import audit
+
+    rows = [{"session_id": "s1", "assistant_id": "a", "qa_id": f"q{t}", "query": "hi", "assistant": "a kind answer",
+             "turn_index": t, "region": r} for t, r in ((0, "us"), (1, "eu"))]
+    doc = audit.run([*BASE, "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(tmp_path / "out"),
+                     "--slices", "region"])
+    got = _slices(doc, "humanity")
+    assert sorted(got) == ["overall", "region=eu"] and got["region=eu"]["n_interactions"] == 2
+    warnings = [json.loads(line) for f in sorted((tmp_path / "out" / "data_quality").glob("*.jsonl")) for line in open(f)]
+    assert [w["kind"] for w in warnings if w["kind"] == "slice_metadata_differs"] == ["slice_metadata_differs"]
+
+
+def test_windowed_run_slices_by_metadata(tmp_path):
+    from pipelines import audit
+
+    rows = [{"session_id": s, "assistant_id": "a", "qa_id": f"{s}-{t}", "query": "hi", "assistant": "thank you, lovely",
+             "turn_index": t, "timestamp": ts, "region": r}
+            for s, t, ts, r in (("s1", 0, "2024-05-01T10:05:00Z", "eu"), ("s1", 1, "2024-05-01T10:50:00Z", "eu"),
+                                ("s2", 0, "2024-05-01T10:20:00Z", "us"), ("s3", 0, "2024-05-01T11:10:00Z", "us"))]
+    doc = audit.run([*BASE, "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(tmp_path / "out"),
+                     "--window", "fixed:1h", "--slices", "region"])
+    got = sorted((r["metric"], r["window_start"], r["slice"], r["n_interactions"]) for r in doc["slices"])
+    assert [g for g in got if g[0] == "humanity"] == [
+        ("humanity", "2024-05-01T10:00:00Z", "overall", 3), ("humanity", "2024-05-01T10:00:00Z", "region=eu", 2),
+        ("humanity", "2024-05-01T10:00:00Z", "region=us", 1), ("humanity", "2024-05-01T11:00:00Z", "overall", 1),
+        ("humanity", "2024-05-01T11:00:00Z", "region=us", 1)]
