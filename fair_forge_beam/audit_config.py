@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import os
 import posixpath
-import re
 import tomllib
 from typing import Any, Optional, Sequence
 
@@ -57,16 +56,6 @@ class ConfigError(ValueError):
     """A config file that cannot be used (message names the file and the key)."""
 
 
-#: names that cannot be metadata slice fields: per-interaction fields, the session id (a slice per
-#: session), free text and the record's own structure
-NOT_SLICE_FIELDS = frozenset({
-    "session_id", "context", "conversation", "batch", "metadata", "element_id", "turn_index", "qa_id", "query",
-    "assistant", "ground_truth_assistant", "observation", "weight", "agentic", "ground_truth_agentic", "logprobs",
-    "spans", "slice", "level", "metric",
-})
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-
-
 def parse_slices(text: str) -> tuple[str, ...]:
     """``"assistant_id,language,region"`` → ``("overall", "assistant_id", "language", "region")``:
     overall first (always), then the built-in dimensions (:data:`SLICE_DIMENSIONS`), then any
@@ -74,26 +63,18 @@ def parse_slices(text: str) -> tuple[str, ...]:
     top-level field of a flat record), whose values the reader keeps for slicing.
 
     Raises:
-        ConfigError: a name that is not a field name, a per-interaction or reserved field
-            (:data:`NOT_SLICE_FIELDS`), or a near miss of a built-in dimension (``langauge``).
+        ConfigError: a name that is not a field name, a per-interaction or reserved field, or a
+            near miss of a built-in dimension (``langauge``): :func:`fair_forge_beam.engine.slice_name_problems`.
     """
-    import difflib
+    from fair_forge_beam.engine import slice_name_problems
 
     dims = list(dict.fromkeys(s.strip() for s in str(text).split(",") if s.strip()))
-    extra = [d for d in dims if d not in SLICE_DIMENSIONS]
-    problems = []
-    for d in extra:
-        close = difflib.get_close_matches(d, SLICE_DIMENSIONS, n=1, cutoff=0.8)
-        if not _FIELD_NAME.fullmatch(d):
-            problems.append(f"{d!r} is not a field name (letters, digits, _ . -; at most 64)")
-        elif d in NOT_SLICE_FIELDS:
-            problems.append(f"{d!r} is not a session metadata field")
-        elif close:
-            problems.append(f"{d!r} looks like a misspelt {close[0]!r}")
+    problems = slice_name_problems(dims)
     if problems:
         raise ConfigError(f"--slices: {'; '.join(problems)}. Dimensions: {', '.join(SLICE_DIMENSIONS)}, or the name "
                           "of a session metadata field (e.g. region)")
-    return tuple(d for d in SLICE_DIMENSIONS if d == "overall" or d in dims) + tuple(extra)
+    return tuple(d for d in SLICE_DIMENSIONS if d == "overall" or d in dims) + tuple(
+        d for d in dims if d not in SLICE_DIMENSIONS)
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

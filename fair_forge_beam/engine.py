@@ -48,6 +48,7 @@ knows a session's metadata. Without metadata dimensions the graph is the one abo
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
@@ -70,6 +71,8 @@ __all__ = [
     "AUX",
     "CORE_SLICE_FIELDS",
     "MISSING_VALUE",
+    "NOT_SLICE_FIELDS",
+    "slice_name_problems",
     "metadata_dimensions",
     "cell_fields",
     "Combined",
@@ -99,6 +102,38 @@ def cell_fields(slices: Sequence[str]) -> tuple:
 
 #: the value of a metadata slice field that a session does not carry
 MISSING_VALUE = "(missing)"
+
+
+#: names that cannot be metadata slice fields: per-interaction fields, the session id (a slice per
+#: session), free text, the record's own structure and the result records' own keys
+NOT_SLICE_FIELDS = frozenset({
+    "session_id", "context", "conversation", "batch", "metadata", "element_id", "turn_index", "qa_id", "query",
+    "assistant", "ground_truth_assistant", "observation", "weight", "agentic", "ground_truth_agentic", "logprobs",
+    "spans", "slice", "level", "metric",
+})
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+def slice_name_problems(slices: Sequence[str]) -> list:
+    """Why the names in ``slices`` cannot be slice dimensions (empty list: they all can).
+    ``overall`` and :data:`CORE_SLICE_FIELDS` are built in; any other name is a session metadata
+    field and must be a field name (letters, digits, ``_ . -``; at most 64), not in
+    :data:`NOT_SLICE_FIELDS`, and not a near miss of a built-in (``langauge``)."""
+    import difflib
+
+    builtin = ("overall", *CORE_SLICE_FIELDS)
+    problems = []
+    for d in dict.fromkeys(slices):
+        if d in builtin:
+            continue
+        close = difflib.get_close_matches(d, builtin, n=1, cutoff=0.8) if isinstance(d, str) else []
+        if not isinstance(d, str) or not _FIELD_NAME.fullmatch(d):
+            problems.append(f"{d!r} is not a field name (letters, digits, _ . -; at most 64)")
+        elif d in NOT_SLICE_FIELDS:
+            problems.append(f"{d!r} is not a session metadata field")
+        elif close:
+            problems.append(f"{d!r} looks like a misspelt {close[0]!r}")
+    return problems
 
 
 class SessionReducer:

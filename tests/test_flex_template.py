@@ -88,7 +88,9 @@ def test_value_regexes_follow_the_job():
     assert _accepts(metrics, "humanity,toxicity,bias")
     assert not any(_accepts(metrics, v) for v in ("nope", "humanity,", ",toxicity", "humanity,,toxicity"))
     assert _accepts(PARAMS["slices"], "overall,assistant_id,language")
-    assert not _accepts(PARAMS["slices"], "overall,region")
+    # any other field name is a session metadata field (issue 14); the job checks the names further
+    assert _accepts(PARAMS["slices"], "overall,assistant_id,region,model.version")
+    assert not any(_accepts(PARAMS["slices"], v) for v in ("overall,,region", ",region", "overall,re gion", "1x"))
     ci = PARAMS["ci_level"]
     assert _accepts(ci, "0.9") and _accepts(ci, ".99")
     assert not any(_accepts(ci, v) for v in ("1", "1.5", "0", "0.0", "-0.5"))

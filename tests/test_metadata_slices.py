@@ -137,3 +137,24 @@ def test_windowed_run_slices_by_metadata(tmp_path):
         ("humanity", "2024-05-01T10:00:00Z", "overall", 3), ("humanity", "2024-05-01T10:00:00Z", "region=eu", 2),
         ("humanity", "2024-05-01T10:00:00Z", "region=us", 1), ("humanity", "2024-05-01T11:00:00Z", "overall", 1),
         ("humanity", "2024-05-01T11:00:00Z", "region=us", 1)]
+
+
+def test_python_api_run_with_a_retriever_slices_by_a_dataset_field():
+    """``Metric.run(MyRetriever, slices=(..., "region"))``: the retriever's session records carry
+    the field (as dicts: the ``Dataset`` model ignores unknown fields, as upstream), the reader
+    takes the named ones, and the metric's slices include them; a name that cannot be a field is
+    a ``ValueError`` before any pipeline."""
+    from fair_forge_beam.io.retriever import Retriever
+    from fair_forge_beam.metrics.humanity import Humanity
+
+    class Regions(Retriever):
+        def load_dataset(self):
+            return [dict(session_id=f"s{i}", assistant_id="a", region=r, conversation=[
+                dict(qa_id="q", query="hi", assistant=text)])
+                for i, (r, text) in enumerate((("eu", "I am so happy and grateful"), ("us", "this is sad"),
+                                               ("eu", "what a joyful day")))]
+
+    res = Humanity.run(Regions, slices=("overall", "region"))
+    assert [(s.slice, s.n_interactions) for s in res.slices] == [("overall", 3), ("region=eu", 2), ("region=us", 1)]
+    with pytest.raises(ValueError, match="misspelt"):
+        Humanity(slices=("overall", "langauge"))

@@ -245,10 +245,12 @@ def test_dead_letter_raw_of_an_interaction_omits_the_new_fields_only_when_unset(
 
     x = sample_interactions()[0]
     plain = x._replace(chatbot_role=None, spans=None)
+    optional = ("chatbot_role", "spans", "slice_values")  # slice_values: the metadata slice fields (issue 14)
     for raw in (plain, plain._asdict()):
-        assert json.loads(dead_letter("s", "r", raw).raw) == {k: v for k, v in plain._asdict().items() if k not in ("chatbot_role", "spans")}
-    full = json.loads(dead_letter("s", "r", x).raw)
+        assert json.loads(dead_letter("s", "r", raw).raw) == {k: v for k, v in plain._asdict().items() if k not in optional}
+    full = json.loads(dead_letter("s", "r", x._replace(slice_values=("eu",))).raw)
     assert full["chatbot_role"].startswith("You are the support assistant") and full["spans"][0]["label"] == "phone_number"
+    assert full["slice_values"] == ["eu"]
 
 
 def test_presidio_is_optional_and_fails_fast_with_advice():

@@ -9,7 +9,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
-from fair_forge_beam.engine import CORE_SLICE_FIELDS, MISSING_VALUE, cell_fields, metadata_dimensions
+from fair_forge_beam.engine import CORE_SLICE_FIELDS, MISSING_VALUE, cell_fields, metadata_dimensions, slice_name_problems
 
 # the CombineFns live in statistical/; importable from here for existing callers
 from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
@@ -170,9 +170,10 @@ class MetricTransform(beam.PTransform):
         super().__init__()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
             raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
-        bad = [s for s in slices if s not in SLICE_FIELDS]
-        if bad:
-            raise ValueError(f"unknown slices {bad}; choose from {list(SLICE_FIELDS)}")
+        problems = slice_name_problems(slices)
+        if problems:
+            raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_FIELDS)} or the name of a "
+                             "session metadata field")
         self.mode = statistical_mode or FrequentistMode()
         self.slices = tuple(slices)
 
@@ -204,7 +205,8 @@ class MetricTransform(beam.PTransform):
         transform = cls(**metric_kwargs)
         with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
             with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
-                read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs)
+                read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
+                                                      slice_fields=metadata_dimensions(transform.slices))
                 res = read["interactions"] | cls.__name__ >> transform
                 dead = (read["dead_letter"], res["dead_letter"]) | "FlattenDead" >> beam.Flatten()
                 quality = (read["quality"], res["quality"]) | "FlattenQuality" >> beam.Flatten()

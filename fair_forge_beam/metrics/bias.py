@@ -297,7 +297,9 @@ class Bias(MetricTransform):
         attributes: protected attributes to check (default: the original's five,
             :data:`~fair_forge_beam.components.guardian.PROTECTED_ATTRIBUTES`); an LLM guardian
             must have a definition for each.
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         config: the guardian's configuration when ``guardian`` is a class
             (:class:`~fair_forge_beam.components.guardian.GuardianLLMConfig`).
         inference_args: extra sampling parameters for every guardian call (part of the cache key).

@@ -49,7 +49,9 @@ class Context(JudgedMetric):
             its arguments (``{"model": ..., "base_url": ..., "cache_path": ...}``). Required
             (``ValueError`` otherwise, before any pipeline is built).
         statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
         inference_args: extra sampling parameters for every judge call (part of the cache key).
 

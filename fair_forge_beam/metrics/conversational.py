@@ -101,7 +101,9 @@ class Conversational(JudgedMetric):
         judge: an :class:`~fair_forge_beam.components.judge.OpenAIJudgeHandler`, or a mapping of
             its arguments. Required (``ValueError`` otherwise).
         statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         chat_history: show the judge the earlier turns of the conversation (default True).
         max_history_turns: show at most this many earlier turns (None = all; bounds the prompt
             size of long sessions, whose total prompt length is otherwise quadratic in turns).

@@ -286,7 +286,9 @@ class Humanity(MetricTransform):
             :class:`StatisticalMode`).
         lexicon: an :class:`EmotionLexicon`; default :class:`NRCLexPackageLexicon` (English;
             NRC terms: non-commercial research/educational use only).
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
         slice_bootstrap: ``"buckets"`` (default: sessions pooled into ``max_units`` hash buckets,
             O(1) work per session) or ``"gamma"`` (DESIGN §4's accumulator: ``mc_samples``

@@ -331,7 +331,9 @@ class Privacy(MetricTransform):
             classes with equal weights, IoU threshold 0.5).
         text_field: ``"assistant"`` (default: PII leaked by the answer) or ``"query"`` (gaussia's
             choice: the detector is run on the question).
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
 
     Returns (``expand``): dict of PCollections ``interactions`` (``privacy_detected`` JSON list of
     ``{label, start, end}``, ``privacy_leaked``, ``privacy_expected``, ``privacy_tp/fp/fn``),

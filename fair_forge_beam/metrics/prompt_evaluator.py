@@ -456,7 +456,9 @@ class PromptEvaluator(MetricTransform):
         objective: the JQ criteria text.
         judge: JQ judge (handler or mapping); default: the generator's endpoint.
         statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
         generation_args: sampling parameters of every generation (``temperature``, ``top_p``,
             ``max_tokens`` …; part of the cache key).

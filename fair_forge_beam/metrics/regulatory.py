@@ -543,7 +543,9 @@ class Regulatory(MetricTransform):
             (default 0.3).
         compliance_threshold: verdict cut-off in [0, 1] (default 0.5); also the score of an
             IRRELEVANT interaction (upstream convention).
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         inference_args: extra sampling parameters for every judge call (part of the cache key).
         batch_size: interactions embedded per call (default 64).
 

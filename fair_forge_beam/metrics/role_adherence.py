@@ -290,7 +290,9 @@ class RoleAdherence(MetricTransform):
         scoring_strategy: a :class:`RoleScoringStrategy` (default :class:`StructuredJudgeStrategy`).
         threshold: turn and session adherence threshold in (0, 1] (default 0.5, as gaussia).
         strict_mode: a session is adherent only if every judged turn is (gaussia's option).
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap.
         inference_args: extra sampling parameters for every judge call (part of the cache key).
 

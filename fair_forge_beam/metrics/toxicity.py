@@ -379,7 +379,9 @@ class Toxicity(MetricTransform):
             sample (hash of element id) is fitted and the rest assigned.
         cluster_points_path: optional Parquet file for the raw embeddings, 2-D coordinates and
             labels (never put into the result record).
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         batch_size: most answers per scoring batch (``BatchElements``; 256).
         toxicity_classifier: a :class:`~fair_forge_beam.components.toxicity_classifier.ToxicityClassifier`
             deciding ``is_toxic`` (the lexicon still gives words and categories); answers in a

@@ -234,7 +234,9 @@ class Vision(MetricTransform):
         threshold: similarity below which a frame is a hallucination (default 0.75, upstream),
             a finite number.
         statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode`.
-        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``.
+        slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
+            metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
+            ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
         max_units: hash buckets of sessions for the slice-level Bayesian bootstrap (default 1024).
         batch_size: frames per scorer call (default 64).
 
