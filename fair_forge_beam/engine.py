@@ -73,6 +73,7 @@ __all__ = [
     "MISSING_VALUE",
     "NOT_SLICE_FIELDS",
     "slice_name_problems",
+    "panes_metadata_problem",
     "metadata_dimensions",
     "cell_fields",
     "Combined",
@@ -389,10 +390,15 @@ class _ScoreAndRoute(beam.DoFn):
     value (``"cells"``: ``(cell, (slot, (value, None)))``). Dead letters, warnings and auxiliary
     values pass through."""
 
-    def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None):
+    def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None, dims_slot: Optional[int] = None,
+                 n_dims: int = 0):
         # cell_slot: the run slices by metadata fields, which only the session stage knows, so the
-        # cell values go to the session combine (slot cell_slot) instead of straight to the cells
+        # cell values go to the session combine (slot cell_slot) instead of straight to the cells;
+        # dims_slot: a DoFn scorer sees the interactions, so each session it routes a value of goes
+        # out with the interactions' metadata values (slot dims_slot) in the same call — in the
+        # same bundle, hence in the same pane of a window as the values (early and late panes too)
         self.spec, self.slot, self.cell_slot = spec, slot, cell_slot
+        self.dims_slot, self.n_dims = dims_slot, n_dims
 
     def setup(self):
         from fair_forge_beam.progress import ProgressCounter
@@ -424,6 +430,12 @@ class _ScoreAndRoute(beam.DoFn):
         if self._pending >= _PROGRESS_STEP:
             self._progress.inc(self._pending)
             self._pending = 0
+        dims_of = sent = None
+        if self.dims_slot is not None:
+            missing = (MISSING_VALUE,) * self.n_dims
+            dims_of = {_session_key(x): tuple(x.slice_values or missing)
+                       for x in (element if isinstance(element, list) else (element,))}
+            sent = set()
         for out in self._score(element) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
@@ -431,6 +443,11 @@ class _ScoreAndRoute(beam.DoFn):
             rec = None if record is None else record(out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
                 yield rec
+            if dims_of is not None:
+                key = _session_key(out)
+                if key not in sent:
+                    sent.add(key)
+                    yield tagged("sessions", (key, (self.dims_slot, dims_of.get(key, missing))))
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
@@ -529,6 +546,19 @@ class _EstimateSlicesWithAux(_EstimateSlices):
         return self._estimate(kv, window, by_slot)
 
 
+def panes_metadata_problem(specs: Sequence[MetricSpec]) -> Optional[str]:
+    """Why these metrics cannot be sliced by a metadata field in windows with early or late
+    panes (``None``: they can): a metric whose scorer is a ``PTransform`` (a judge) gets its
+    sessions' metadata values from the input, and a pane could hold its scores without them."""
+    dims = metadata_dimensions(specs[0].slices) if specs else ()
+    judged = [s.name for s in specs if isinstance(s.scorer, beam.PTransform)]
+    if not dims or not judged:
+        return None
+    return (f"slices by a metadata field ({', '.join(dims)}) with early or late panes (--early-firing, "
+            f"--allowed-lateness) work for metrics scored one interaction at a time only; {', '.join(judged)} "
+            "score through their own transform (a judge): drop the metadata slices or the panes")
+
+
 # ------------------------------------------------------------------ the engine
 class Engine(beam.PTransform):
     """``PCollection[Interaction]`` → ``{metric name: {"interactions", "sessions", "slices",
@@ -565,7 +595,15 @@ class Engine(beam.PTransform):
         dims_slot = 2 * n_specs if dims else None
         out: dict = {}
         session_inputs, cell_inputs, aux_records = [], [], []
-        if dims:
+        if dims and any(isinstance(s.scorer, beam.PTransform) for s in specs):
+            # a PTransform scorer's scores do not come with their interactions: the metadata values
+            # of every session go to the session combine from the input. Exact when a window fires
+            # once; with early or late panes a pane could hold a session's scores without its
+            # values, so that combination is refused.
+            from fair_forge_beam.streaming.windows import needs_accumulating_merge
+
+            if needs_accumulating_merge(interactions.windowing):
+                raise ValueError(panes_metadata_problem(specs))
             session_inputs.append(interactions | "SliceMetadata" >> beam.Map(
                 lambda x, d=dims_slot, n=len(dims): (_session_key(x), (d, tuple(x.slice_values or (MISSING_VALUE,) * n)))))
         for slot, spec in enumerate(specs):
@@ -584,7 +622,9 @@ class Engine(beam.PTransform):
                 if "aux" in parts:  # records for the estimator computed by the scorer (batch only)
                     aux_records.append(parts["aux"] | f"{n}/TagScorerAux" >> beam.Map(lambda r, s=slot: (s, r)))
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
-            scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(spec, slot, cell_slots.get(slot))).with_outputs(
+            in_call = dims and not isinstance(spec.scorer, beam.PTransform)  # see _ScoreAndRoute
+            scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(
+                spec, slot, cell_slots.get(slot), dims_slot if in_call else None, len(dims))).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
             dead = scored[DEAD]
             if extra_dead:
@@ -594,7 +634,7 @@ class Engine(beam.PTransform):
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
             out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
-            if spec.session_value is not None or slot in cell_slots:
+            if spec.session_value is not None or slot in cell_slots or in_call:
                 session_inputs.append(scored["sessions"])
             if spec.cell_value is not None and not dims:
                 cell_inputs.append(scored["cells"])

@@ -200,6 +200,13 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             raise ValueError(f"--cluster-points writes the toxicity clustering's points, but {why}: drop "
                              "--cluster-points, or give --metrics toxicity --group-extractor embedding")
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
+        if args.early_firing or args.allowed_lateness:  # checked again by the engine; here as a usage error
+            from fair_forge_beam.engine import engine_spec, panes_metadata_problem
+
+            specs = [s for s in (engine_spec(t) for t in transforms.values()) if s is not None]
+            problem = panes_metadata_problem([s for s in specs if metadata_dimensions(s.slices)])
+            if problem:
+                raise ValueError(problem)
         if args.input_format in ("tau_bench", "bfcl") and not windowed:
             from fair_forge_beam.io.agentic_sources import agentic_retriever
 

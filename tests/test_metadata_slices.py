@@ -158,3 +158,112 @@ def test_python_api_run_with_a_retriever_slices_by_a_dataset_field():
     assert [(s.slice, s.n_interactions) for s in res.slices] == [("overall", 3), ("region=eu", 2), ("region=us", 1)]
     with pytest.raises(ValueError, match="misspelt"):
         Humanity(slices=("overall", "langauge"))
+
+
+def test_stream_panes_early_on_time_late_with_a_metadata_dimension(tmp_path):
+    """The panes of tests/test_streaming.py (two early, on time, one late element) with a
+    ``region`` dimension: each pane's ``region=eu`` slice counts what its ``overall`` slice
+    counts (every element of the first window is eu), and the late element updates both."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms import window
+
+    from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+    from fair_forge_beam.metrics.humanity import Humanity
+    from fair_forge_beam.metrics.toxicity import Toxicity
+    from fair_forge_beam.statistical import BayesianMode
+    from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec
+    from test_streaming import TEXTS, _AppendLine, _inter, _read
+
+    def el(sid, turn, ts, region):
+        return window.TimestampedValue(_inter(sid, turn, TEXTS[sid, turn], ts)._replace(slice_values=(region,)), ts)
+
+    stream = (
+        TestStream()
+        .advance_watermark_to(0)
+        .add_elements([el("s1", 0, 5, "eu"), el("s1", 1, 10, "eu")])
+        .advance_processing_time(40)
+        .add_elements([el("s2", 0, 20, "eu"), el("s3", 0, 70, "us")])
+        .advance_watermark_to(61)
+        .add_elements([el("s2", 1, 30, "eu")])  # late for [0, 60)
+        .advance_watermark_to_infinity()
+    )
+    mode = BayesianMode(mc_samples=300, rng_seed=7)
+    slices = ("overall", "region")
+    metrics = {"humanity": Humanity(statistical_mode=mode, slices=slices),
+               "toxicity": Toxicity(statistical_mode=mode, slices=slices, clustering=False,
+                                    group_extractor=KeywordGroupExtractor(default_group_keywords()))}
+    opts = PipelineOptions(["--streaming"])
+    opts.view_as(StandardOptions).runner = "BundleBasedDirectRunner"
+    with beam.Pipeline(options=opts) as p:
+        windowed = p | stream | WindowSpec.parse("fixed:1m", "30s", "10m").window_into()
+        for name, metric in metrics.items():
+            (windowed | f"M_{name}" >> metric)["slices"] | f"W_{name}" >> beam.ParDo(AddWindowFields()) | (
+                f"Out_{name}" >> beam.ParDo(_AppendLine(tmp_path / name)))
+    for name in metrics:
+        recs = _read(tmp_path, name)
+        first = [r for r in recs if r["window_start_s"] == 0.0]
+        by_pane: dict = {}
+        for r in first:
+            by_pane.setdefault(r["pane"]["index"], {})[r["slice"]] = r["n_interactions"]
+        panes = [by_pane[i] for i in sorted(by_pane)]
+        assert all(p.get("region=eu") == p["overall"] for p in panes), (name, panes)
+        assert panes[0]["overall"] == 2 and panes[-1]["overall"] == 4 and "region=us" not in str(panes)
+        second = {r["slice"]: r["n_interactions"] for r in recs if r["window_start_s"] == 60.0}
+        assert second == {"overall": 1, "region=us": 1}, (name, second)
+
+
+class _CountSlices:
+    """Estimator of the test metrics below: the slice key and its interaction count."""
+
+    def setup(self):
+        pass
+
+    def estimate(self, key, accs, window, aux):
+        return [(key, accs[0])]
+
+
+def test_a_ptransform_scorer_gets_its_metadata_from_the_input_and_panes_are_refused(test_pipeline):
+    """A scorer given as a PTransform (a judge's shape) does not see its interactions when it
+    routes, so the sessions' metadata values come from the input: exact in batch and in windows
+    that fire once; with early or late panes the engine refuses the combination at graph
+    construction (a pane could hold a session's scores without its values)."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+    from apache_beam.transforms import trigger, window
+
+    from fair_forge_beam.engine import Engine, MetricSpec, SessionReducer
+    from fair_forge_beam.metrics.base import SumCombineFn
+    from test_engine import INPUT, _ScoreTransform
+
+    class Sessions(SessionReducer):
+        def reduce(self, key, values):
+            return {"key": key}, None, []
+
+    spec = MetricSpec(name="t", scorer=_ScoreTransform(), interaction_record=None, session_value=lambda x: 1,
+                      session_reducer=Sessions(), estimator=_CountSlices(), cell_value=lambda x: 1,
+                      interaction_slice_combine=SumCombineFn(), slices=("overall", "region"))
+    rows = [x._replace(slice_values=(r,)) for x, r in zip(INPUT, ("eu", "eu", "us"))]
+    with test_pipeline as p:
+        res = p | beam.Create(rows) | Engine([spec])
+        assert_that(res["t"]["slices"], equal_to([("overall", 3), ("region=eu", 2), ("region=us", 1)]))
+    with pytest.raises(ValueError, match="early or late panes"):
+        with beam.Pipeline() as p2:
+            _ = (p2 | beam.Create(rows) | beam.WindowInto(
+                window.FixedWindows(60), trigger=trigger.AfterWatermark(early=trigger.AfterCount(1)),
+                accumulation_mode=trigger.AccumulationMode.DISCARDING) | Engine([spec]))
+
+
+def test_main_job_refuses_metadata_slices_of_a_judged_metric_with_panes_as_a_usage_error(tmp_path, capsys, monkeypatch):
+    from pipelines import audit
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    rows = [{"session_id": "s1", "assistant_id": "a", "qa_id": "q", "query": "hi", "assistant": "ok",
+             "ground_truth_assistant": "ok", "timestamp": "2024-05-01T10:05:00Z", "region": "eu"}]
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(tmp_path / "out"),
+                   "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
+                   "--window", "fixed:1h", "--early-firing", "30s", "--slices", "region"])
+    assert exc.value.code == 2 and "early or late panes" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
