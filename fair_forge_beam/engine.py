@@ -250,10 +250,11 @@ class Combined(NamedTuple):
 
 
 class MetadataDimsCombineFn(beam.CombineFn):
-    """The metadata slice values of one session: input a tuple of strings per interaction;
-    accumulator and output ``(smallest tuple, several differ)`` or ``None`` — a total order, so
-    any merge order gives the same value (a session header field is one value per session;
-    records of one session that disagree are reported, and the smallest is used)."""
+    """The metadata slice values of one session: input a tuple per interaction (one text or
+    ``None`` — the record does not carry the field — per field); accumulator and output ``(values,
+    records disagree)`` or ``None``. Per field a value beats ``None`` (metadata on the first record
+    of a session only is that session's metadata) and of two values the smaller wins, so any
+    merge order gives the same result; two different values mark the session as disagreeing."""
 
     def create_accumulator(self):
         return None
@@ -267,9 +268,16 @@ class MetadataDimsCombineFn(beam.CombineFn):
             if a is None:
                 continue
             if out is None:
-                out = a
-            else:
-                out = (min(out[0], a[0]), out[1] or a[1] or out[0] != a[0])
+                out = (tuple(a[0]), a[1])
+                continue
+            values, differ = [], out[1] or a[1]
+            for x, y in zip(out[0], a[0]):
+                if x is None or y is None:
+                    values.append(y if x is None else x)
+                else:
+                    values.append(min(x, y))
+                    differ = differ or x != y
+            out = (tuple(values), differ)
         return out
 
     def extract_output(self, acc):
@@ -432,7 +440,7 @@ class _ScoreAndRoute(beam.DoFn):
             self._pending = 0
         dims_of = sent = None
         if self.dims_slot is not None:
-            missing = (MISSING_VALUE,) * self.n_dims
+            missing = (None,) * self.n_dims
             dims_of = {_session_key(x): tuple(x.slice_values or missing)
                        for x in (element if isinstance(element, list) else (element,))}
             sent = set()
@@ -485,15 +493,16 @@ class _ReduceSessions(beam.DoFn):
         cell = (key[1], key[2])
         if self.dims_slot is not None:
             dims = combined[self.dims_slot]
-            values, differ = dims if dims is not None else ((MISSING_VALUE,) * self.n_dims, False)
-            cell = (*cell, *values)
+            values, differ = dims if dims is not None else ((None,) * self.n_dims, False)
+            cell = (*cell, *(MISSING_VALUE if v is None else v for v in values))
+            yield tagged("present", tuple(v is not None for v in values))
             if differ:
                 from fair_forge_beam.io.elements import QualityWarning
 
                 yield tagged(f"q{self.warn_slot}", QualityWarning(
                     "slice_metadata_differs", session_key_text(key),
                     f"records of this session disagree on the metadata slice fields; the session is sliced by "
-                    f"the smallest values {list(values)}"))
+                    f"the smallest values {[MISSING_VALUE if v is None else v for v in values]}"))
             for slot, cslot in self.cell_slots.items():
                 if combined[cslot] is not None:
                     yield (cell, (slot, (Combined(combined[cslot]), None)))
@@ -544,6 +553,24 @@ class _EstimateSlicesWithAux(_EstimateSlices):
         for slot, rec in aux:
             by_slot.setdefault(slot, []).append(rec)
         return self._estimate(kv, window, by_slot)
+
+
+def _any_per_field(rows) -> tuple:
+    rows = list(rows)
+    return tuple(any(col) for col in zip(*rows)) if rows else ()
+
+
+def _absent_field_warnings(present: tuple, dims: tuple):
+    from fair_forge_beam.io.elements import QualityWarning
+
+    for field_name, seen in zip(dims, present):
+        if not seen:
+            yield QualityWarning(
+                "slice_field_absent", field_name,
+                f"no session carries the metadata field {field_name!r}: every session is in "
+                f"{field_name}={MISSING_VALUE}. Check the name and where the field is (a session record's top level, "
+                "a StreamedBatch's metadata, a flat record's top level); from Python, "
+                "ReadInteractions(slice_fields=...) names the fields to keep")
 
 
 def panes_metadata_problem(specs: Sequence[MetricSpec]) -> Optional[str]:
@@ -605,7 +632,7 @@ class Engine(beam.PTransform):
             if needs_accumulating_merge(interactions.windowing):
                 raise ValueError(panes_metadata_problem(specs))
             session_inputs.append(interactions | "SliceMetadata" >> beam.Map(
-                lambda x, d=dims_slot, n=len(dims): (_session_key(x), (d, tuple(x.slice_values or (MISSING_VALUE,) * n)))))
+                lambda x, d=dims_slot, n=len(dims): (_session_key(x), (d, tuple(x.slice_values or (None,) * n)))))
         for slot, spec in enumerate(specs):
             n = spec.name
             src = interactions
@@ -656,9 +683,19 @@ class Engine(beam.PTransform):
                 | "ReduceSessions" >> beam.ParDo(
                     _ReduceSessions([specs[i] for i in with_sessions], with_sessions, dims_slot, cell_slots, len(dims))
                 ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
-                               *[f"i{i}" for i in with_sessions if specs[i].session_interactions], main="cells")
+                               *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present",
+                               main="cells")
             )
             cell_inputs.append(session_parts.cells)
+            if dims and isinstance(interactions.windowing.windowfn, beam.transforms.window.GlobalWindows):
+                # a named field that no session carries (a typo, another place in the records, a reader
+                # not told to keep it) would put every session in "<field>=(missing)": said once
+                absent = (
+                    session_parts["present"]
+                    | "MetadataPresent" >> beam.CombineGlobally(_any_per_field)
+                    | "MetadataAbsent" >> beam.FlatMap(_absent_field_warnings, dims)
+                )
+                out[specs[0].name]["quality"].append(absent)
         for slot, spec in enumerate(specs):
             n = spec.name
             if session_parts is not None and slot in with_sessions:

@@ -14,6 +14,8 @@ import importlib.resources
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import FNAPI
 
@@ -87,7 +89,7 @@ def test_builtin_slices_are_the_same_bits_with_a_metadata_dimension(runs, metric
 def test_reader_keeps_the_named_fields_of_every_record_shape(tmp_path, test_pipeline):
     from apache_beam.testing.util import assert_that, equal_to
 
-    from fair_forge_beam.io.read import MAX_SLICE_VALUE, ReadInteractions
+    from fair_forge_beam.io.read import MAX_SLICE_VALUE, ReadInteractions, slice_value
 
     long_value = "x" * (MAX_SLICE_VALUE + 50)
     records = [
@@ -105,9 +107,48 @@ def test_reader_keeps_the_named_fields_of_every_record_shape(tmp_path, test_pipe
             lambda x: (x.session_id, x.turn_index, tuple(x.slice_values)))
         assert_that(values, equal_to([
             ("s1", 0, ("eu", "2")), ("s1", 1, ("eu", "2")),
-            ("s2", 0, ('{"a":[true],"b":1}', "(missing)")),
-            ("s3", 0, ("x" * (MAX_SLICE_VALUE - 1) + "…", "(missing)")),
+            ("s2", 0, ('{"a":[true],"b":1}', None)),
+            ("s3", 0, (slice_value(long_value), None)),
         ]))
+    cut = slice_value(long_value)
+    assert len(cut) == MAX_SLICE_VALUE and cut.startswith("x" * (MAX_SLICE_VALUE - 9) + "…")
+    assert slice_value(long_value + "y") != cut  # two long values sharing their start stay two slices
+
+
+def test_slice_value_text_of_every_json_value():
+    from fair_forge_beam.io.read import slice_value
+
+    assert [slice_value(v) for v in ("eu", "", 3, 3.0, -0.0, 2.5, float("inf"), True, None, float("nan"),
+                                     {"b": 1, "a": [None]})] == [
+        "eu", "", "3", "3", "0", "2.5", "Infinity", "true", None, None, '{"a":[null],"b":1}']
+
+
+@given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(["eu", "us", "apac"])), min_size=2, max_size=2),
+                max_size=12), st.data())
+def test_metadata_dims_combine_any_merge_order(parts, data):
+    """A value beats None per field, the smaller of two values wins, disagreement is flagged:
+    the same for any split and merge order of a session's records."""
+    from fair_forge_beam.engine import MetadataDimsCombineFn
+
+    fn = MetadataDimsCombineFn()
+
+    def fold(items):
+        acc = fn.create_accumulator()
+        for v in items:
+            acc = fn.add_input(acc, v)
+        return acc
+
+    ref = fold(parts)
+    order = data.draw(st.permutations(parts))
+    cut = data.draw(st.integers(0, len(order)))
+    accs = [fold(order[:cut]), fold(order[cut:])]
+    got = fn.extract_output(fn.merge_accumulators(data.draw(st.permutations(accs))))
+    assert got == ref
+    if parts:
+        for i in range(2):
+            present = sorted({p[i] for p in parts if p[i] is not None})
+            assert ref[0][i] == (present[0] if present else None)
+        assert ref[1] == any(len({p[i] for p in parts if p[i] is not None}) > 1 for i in range(2))
 
 
 def test_a_session_whose_records_disagree_is_reported_and_sliced_once(tmp_path):
@@ -267,3 +308,48 @@ def test_main_job_refuses_metadata_slices_of_a_judged_metric_with_panes_as_a_usa
                    "--window", "fixed:1h", "--early-firing", "30s", "--slices", "region"])
     assert exc.value.code == 2 and "early or late panes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_first_record_only_absent_field_and_gates_on_metadata(tmp_path, capsys):
+    """Metadata on the first record of a session only is the session's metadata (a value beats
+    absent, no warning); a named field no session carries gets one warning and fails a gate
+    'in every <field>' instead of passing on the one '(missing)' slice."""
+    from fair_forge_beam.reports.gates import GatesFailed
+    from pipelines import audit
+
+    rows = [{"session_id": s, "assistant_id": "a", "qa_id": f"q{t}", "query": "hi", "assistant": "a kind happy answer",
+             "turn_index": t, **({"region": r} if t == 0 or s == "s2" else {})}
+            for s, r in (("s1", "eu"), ("s2", "us")) for t in range(3)]
+    out = tmp_path / "out"
+    with pytest.raises(GatesFailed):
+        audit.run([*BASE, "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(out),
+                   "--slices", "region,tier", "--gate", "humanity mean_entropy mean >= 0 in every region",
+                   "--gate", "humanity mean_entropy mean >= 0 in every tier"])
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    got = {k: v["n_interactions"] for k, v in _slices(doc, "humanity").items()}
+    assert got == {"overall": 6, "region=eu": 3, "region=us": 3, "tier=(missing)": 6}
+    warnings = [json.loads(line) for f in sorted((out / "data_quality").glob("*.jsonl")) for line in open(f)]
+    kinds = sorted(w["kind"] for w in warnings)
+    assert kinds == ["slice_field_absent"] and [w["key"] for w in warnings] == ["tier"]
+    checks = json.loads((out / "gates.json").read_text(encoding="utf-8"))
+    flat = [c for g in checks["gates"] for c in g["checks"]]
+    assert [(c["slice"], c["status"]) for c in flat] == [("region=eu", "pass"), ("region=us", "pass"), ("tier=*", "fail")]
+    assert "no session carries the metadata field 'tier'" in flat[-1]["reason"]
+
+
+def test_gate_grammar_and_messages_with_metadata_dimensions():
+    from fair_forge_beam.reports.gates import GateCheck, GateConfigError, parse_gate, validate_gates
+
+    assert parse_gate("humanity mean_entropy mean >= 0 in every geo.region").slices == "every geo.region"
+    assert parse_gate("humanity mean_entropy mean >= 0 in every x-region").slices == "every x-region"
+    validate_gates([parse_gate("humanity mean_entropy mean >= 0 in every geo.region")], ["humanity"], False,
+                   ("overall", "geo.region"))
+    # BestOf ranks assistants: no per-assistant or metadata slices, so such a gate is a usage error up front
+    with pytest.raises(GateConfigError, match="not computed by this audit for bestof"):
+        validate_gates([parse_gate("bestof leader_win_rate mean >= 0 in every region")], ["bestof"], False,
+                       ("overall", "language", "region"))
+    # a value from the data cannot split or disguise a GATE FAILED line
+    check = GateCheck(gate="g", gate_index=0, metric="m", field="f", stat="mean", op="<=", threshold=0.1,
+                      slice="region=e\u200bu\nGATE FAILED forged", value=0.5, mean=0.5, n=3, status="fail")
+    msg = check.message()
+    assert "\n" not in msg and "\u200b" not in msg and "e\\u200bu\\nGATE FAILED forged" in msg

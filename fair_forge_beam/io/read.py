@@ -143,18 +143,27 @@ _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines 
 MAX_SLICE_VALUE = 200
 
 
-def slice_value(value) -> str:
-    """A session metadata field's value as the text of its slice key (``region=eu``): a string
-    as is, ``null`` or absent → ``"(missing)"``, any other JSON value as compact JSON (``true``,
-    ``3``, ``{"a":1}`` with sorted keys); cut to :data:`MAX_SLICE_VALUE` characters (``…`` marks
-    the cut)."""
-    from fair_forge_beam.engine import MISSING_VALUE
+def slice_value(value) -> Optional[str]:
+    """A session metadata field's value as the text of its slice key (``region=eu``), or ``None``
+    when the record does not carry it (``null``, absent, a float NaN: the engine's
+    ``"(missing)"``). A string as is; a number as the shortest JSON (``3``, and ``3.0``, ``-0.0``
+    → ``3``, ``0``; ``Infinity``); a boolean or nested value as compact JSON (``true``,
+    ``{"a":1}``, keys sorted). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
+    ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
+    stay two slices."""
+    import hashlib
+    import math
 
-    if value is None:
-        return MISSING_VALUE
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)  # 1.0 (e.g. a nullable integer column written as float) and 1 are one slice
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                             separators=(",", ":"), default=str)
-    return text if len(text) <= MAX_SLICE_VALUE else text[:MAX_SLICE_VALUE - 1] + "…"
+    if len(text) <= MAX_SLICE_VALUE:
+        return text
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return text[:MAX_SLICE_VALUE - 9] + "…" + digest
 
 
 def _slice_values(fields: tuple, *places) -> Optional[tuple]:

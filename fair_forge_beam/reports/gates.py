@@ -42,7 +42,8 @@ pipeline runs (the main job exits 2); failed gates make the main job exit
 """
 from __future__ import annotations
 
-from fair_forge_beam.reports.summary import dotted_get
+from fair_forge_beam.engine import MISSING_VALUE
+from fair_forge_beam.reports.summary import dotted_get, printable
 
 import math
 import operator
@@ -196,7 +197,7 @@ class Gate(BaseModel):
             v = " ".join(v.split())
             if v in ("overall", "every", "all", "every slice"):
                 return "every" if v != "overall" else "overall"
-            if re.fullmatch(r"every [A-Za-z_]+", v):
+            if re.fullmatch(r"every [A-Za-z_][A-Za-z0-9_.-]*", v):
                 return v
             if "=" in v:  # one slice key
                 return (v,)
@@ -236,7 +237,7 @@ _GATE_RE = re.compile(
     r"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
     (?P<op><=|>=|=<|=>|<|>|≤|≥)\s*(?P<threshold>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
     (?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?
-    (?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_]\w*)
+    (?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
         |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$""",
     re.X,
 )
@@ -300,6 +301,11 @@ def _pydantic_message(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'gate'}: {e['msg']}" for e in exc.errors())
 
 
+#: metrics that slice by fewer dimensions than the audit's --slices (BestOf ranks assistants, so it
+#: has no per-assistant slice, nor one per session metadata field: metrics/best_of.py)
+METRIC_SLICE_DIMENSIONS = {"bestof": ("overall", "language")}
+
+
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
                    slice_dims: Sequence[str] = ("overall", "assistant_id", "language")) -> None:
     """Check every gate against the audit about to run (before the pipeline starts).
@@ -352,12 +358,13 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             dims = ["overall" if s == "overall" else s.split("=", 1)[0] for s in g.slices]
             bad = [s for s in g.slices if s != "overall" and "=" not in s]
             if bad:
-                problems.append(f"{where}: slice keys look like 'overall', 'assistant_id=<id>' or "
-                                f"'language=<name>', got {bad}")
+                problems.append(f"{where}: slice keys look like 'overall', 'assistant_id=<id>', "
+                                f"'language=<name>' or '<metadata field>=<value>', got {bad}")
+        computed = [d for d in slice_dims if d in METRIC_SLICE_DIMENSIONS.get(g.metric, slice_dims)]
         for d in dims:
-            if d not in slice_dims:
-                problems.append(f"{where}: slice dimension {d!r} is not computed by this audit (slices: "
-                                f"{', '.join(slice_dims)})")
+            if d not in computed:
+                problems.append(f"{where}: slice dimension {d!r} is not computed by this audit for {g.metric} "
+                                f"(slices: {', '.join(computed)})")
     if problems:
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
 
@@ -386,6 +393,9 @@ class GateCheck(BaseModel):
 
     def message(self, ci_level: Optional[float] = None) -> str:
         """``GATE FAILED <gate> [slice, key]: <stat> = <value> (mean …, 95% credible interval [lo, hi], n = …)``."""
+        return printable(self._message(ci_level))  # slice keys and reasons carry values from the data
+
+    def _message(self, ci_level: Optional[float]) -> str:
         where = self.slice + (f", {self.key}" if self.key is not None else "")
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
         if self.value is None:
@@ -407,6 +417,8 @@ def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optiona
     elif isinstance(gate.slices, str):  # "every <dimension>"
         prefix = gate.slices.split(" ", 1)[1] + "="
         found = [(r["slice"], r) for r in records if str(r.get("slice", "")).startswith(prefix)]
+        if [k for k, _ in found] == [prefix + MISSING_VALUE]:  # a metadata field no session carries
+            return [(prefix + "*", None)]
         return found or [(prefix + "*", None)]
     else:
         wanted = list(gate.slices)
@@ -429,9 +441,13 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate]) -> list[GateCheck]:
         records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
         for slice_key, rec in _selected_slices(g, records):
             if rec is None:
-                checks.append(GateCheck(**base, slice=slice_key, status="fail",
-                                        reason=f"no slice {slice_key!r} in the results of {g.metric} "
-                                               f"(scored interactions: {_scored(doc, g.metric)})"))
+                missing = slice_key.endswith("=*") and any(
+                    r.get("slice") == slice_key[:-1] + MISSING_VALUE for r in records)
+                reason = (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
+                          f"{slice_key[:-1] + MISSING_VALUE!r})" if missing else
+                          f"no slice {slice_key!r} in the results of {g.metric} (scored interactions: "
+                          f"{_scored(doc, g.metric)})")
+                checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=reason))
                 continue
             node = dotted_get(rec, spec.path)
             if spec.key_name is None:

@@ -175,7 +175,15 @@ def definition(metric: str, path: str) -> Optional[str]:
 
 def slice_label(key: Optional[str]) -> str:
     """``assistant_id=bot`` → ``bot``; ``language=english`` → ``language: english``;
-    ``overall`` → ``all interactions``."""
+    ``overall`` → ``all interactions``. Non-printable characters (zero-width, bidi controls,
+    newlines: values come from the data) are written as their escapes, so two different values
+    never look alike (:func:`~fair_forge_beam.reports.summary.printable`)."""
+    from fair_forge_beam.reports.summary import printable
+
+    return printable(_slice_label(key))
+
+
+def _slice_label(key: Optional[str]) -> str:
     key = "" if key is None else str(key)
     if key == "overall":
         return "all interactions"
