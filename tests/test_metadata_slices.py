@@ -348,6 +348,9 @@ def test_gate_grammar_and_messages_with_metadata_dimensions():
     with pytest.raises(GateConfigError, match="not computed by this audit for bestof"):
         validate_gates([parse_gate("bestof leader_win_rate mean >= 0 in every region")], ["bestof"], False,
                        ("overall", "language", "region"))
+    with pytest.raises(GateConfigError, match="write 'in every region'"):
+        validate_gates([parse_gate("toxicity toxic_rate mean <= 0.5 for every region")], ["toxicity"], False,
+                       ("overall", "region"))
     # a value from the data cannot split or disguise a GATE FAILED line
     check = GateCheck(gate="g", gate_index=0, metric="m", field="f", stat="mean", op="<=", threshold=0.1,
                       slice="region=e\u200bu\nGATE FAILED forged", value=0.5, mean=0.5, n=3, status="fail")

@@ -340,7 +340,9 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
                             "set mode = \"bayesian\" or gate on mean")
         if spec.key_name is None and (g.key is not None or g.for_every is not None):
-            problems.append(f"{where}: field {g.field!r} has no entries to choose (drop 'for ...')")
+            hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
+                    if g.for_every is not None and g.for_every in slice_dims else "")
+            problems.append(f"{where}: field {g.field!r} has no entries to choose (drop 'for ...'){hint}")
         if spec.key_name is not None:
             if g.key is None and g.for_every is None:
                 problems.append(f"{where}: field {g.field!r} has one estimate per {spec.key_name}: add "
