@@ -282,5 +282,6 @@ def test_configuration_errors_fail_fast():
         Bias(guardian=g, attributes=[])
     with pytest.raises(ValueError, match="Guardian"):
         Bias(guardian="llama")
-    with pytest.raises(ValueError, match="unknown slices"):
-        Bias(guardian=g, slices=("topic",))
+    # any field name is a session metadata dimension (issue 14); a per-interaction field is not
+    with pytest.raises(ValueError, match="'query' is not a session metadata field"):
+        Bias(guardian=g, slices=("query",))

@@ -179,7 +179,7 @@ def test_configuration_errors_fail_fast():
     with pytest.raises(ValueError):
         Toxicity(group_extractor=GROUPS, clustering=True, sentiment_analyzer=None)  # no embedder
     with pytest.raises(ValueError):
-        Toxicity(group_extractor=GROUPS, slices=("overall", "planet"), sentiment_analyzer=None, clustering=False)
+        Toxicity(group_extractor=GROUPS, slices=("overall", "langauge"), sentiment_analyzer=None, clustering=False)
 
 
 def test_cluster_profiling_on_overall_with_tiny_and_normal_inputs(tmp_path):
