@@ -247,7 +247,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         write_outputs(read, results, out, interaction_parquet_fields(metrics),
-                      results_config(metrics, mode, inputs), metric_static(transforms))
+                      results_config(metrics, mode, inputs, slice_dims), metric_static(transforms))
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}

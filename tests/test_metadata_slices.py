@@ -71,6 +71,8 @@ def test_metadata_slice_equals_the_audit_of_that_value_alone(runs, metric):
     got = _slices(runs["freq_region"], metric)
     assert sorted(got) == sorted(["overall", "assistant_id=hh-chosen", "assistant_id=hh-rejected", "language=english",
                                   "region=eu", "region=us", "region=(missing)"])
+    assert runs["freq_region"]["config"]["slices"] == ["overall", "assistant_id", "language", "region"]
+    assert "slices" not in runs["freq_eu"]["config"]  # the default dimensions: results.json keeps its bytes
     alone = _slices(runs["freq_eu"], metric)["overall"]
     assert {**got["region=eu"], "slice": "overall"} == alone
     n = {k: got[k]["n_interactions"] for k in ("region=eu", "region=us", "region=(missing)")}

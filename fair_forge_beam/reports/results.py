@@ -146,8 +146,14 @@ def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema):
     )
 
 
-def results_config(metrics, mode, inputs) -> dict:
-    """The ``config`` object of ``results.json`` (known before the pipeline runs)."""
+def results_config(metrics, mode, inputs, slices=None) -> dict:
+    """The ``config`` object of ``results.json`` (known before the pipeline runs). ``slices``:
+    the slice dimensions, recorded (key ``slices``) when they are not the default ``overall,
+    assistant_id, language`` — e.g. with a session metadata field — so a default audit's
+    ``results.json`` keeps its bytes."""
+    from fair_forge_beam.options import SLICE_DIMENSIONS
+
+    extra = {"slices": list(slices)} if slices is not None and tuple(slices) != SLICE_DIMENSIONS else {}
     return {
         "inputs": list(inputs),
         "metrics": list(metrics),
@@ -158,6 +164,7 @@ def results_config(metrics, mode, inputs) -> dict:
         "ci_level": mode.ci_level,
         "beta_prior_a": mode.beta_prior_a,
         "beta_prior_b": mode.beta_prior_b,
+        **extra,
     }
 
 
