@@ -76,6 +76,7 @@ __all__ = [
     "panes_metadata_problem",
     "metadata_dimensions",
     "cell_fields",
+    "metadata_values",
     "Combined",
     "MetadataDimsCombineFn",
 ]
@@ -94,6 +95,14 @@ def metadata_dimensions(slices: Sequence[str]) -> tuple:
     :data:`CORE_SLICE_FIELDS`), in order: the session header fields the reader keeps in
     ``Interaction.slice_values``."""
     return tuple(s for s in slices if s != "overall" and s not in CORE_SLICE_FIELDS)
+
+
+def metadata_values(x, dims: Sequence[str]) -> tuple:
+    """The values of the metadata fields ``dims`` of interaction ``x``, in that order, looked up
+    by name in ``x.slice_values`` (``((field, value), …)`` from the reader); ``None`` for a field
+    the record does not carry or the reader was not asked to keep."""
+    found = dict(x.slice_values or ())
+    return tuple(found.get(d) for d in dims)
 
 
 def cell_fields(slices: Sequence[str]) -> tuple:
@@ -399,14 +408,14 @@ class _ScoreAndRoute(beam.DoFn):
     values pass through."""
 
     def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None, dims_slot: Optional[int] = None,
-                 n_dims: int = 0):
+                 dims: tuple = ()):
         # cell_slot: the run slices by metadata fields, which only the session stage knows, so the
         # cell values go to the session combine (slot cell_slot) instead of straight to the cells;
         # dims_slot: a DoFn scorer sees the interactions, so each session it routes a value of goes
         # out with the interactions' metadata values (slot dims_slot) in the same call — in the
         # same bundle, hence in the same pane of a window as the values (early and late panes too)
         self.spec, self.slot, self.cell_slot = spec, slot, cell_slot
-        self.dims_slot, self.n_dims = dims_slot, n_dims
+        self.dims_slot, self.dims, self.n_dims = dims_slot, tuple(dims), len(dims)
 
     def setup(self):
         from fair_forge_beam.progress import ProgressCounter
@@ -441,7 +450,7 @@ class _ScoreAndRoute(beam.DoFn):
         dims_of = sent = None
         if self.dims_slot is not None:
             missing = (None,) * self.n_dims
-            dims_of = {_session_key(x): tuple(x.slice_values or missing)
+            dims_of = {_session_key(x): metadata_values(x, self.dims)
                        for x in (element if isinstance(element, list) else (element,))}
             sent = set()
         for out in self._score(element) or ():
@@ -476,9 +485,9 @@ class _ReduceSessions(beam.DoFn):
     metric (``cell_slots``) go out as ``(cell, (slot, (Combined(acc), None)))``."""
 
     def __init__(self, specs: Sequence[MetricSpec], slots: Sequence[int], dims_slot: Optional[int] = None,
-                 cell_slots: Optional[Mapping[int, int]] = None, n_dims: int = 0, warn_slot: int = 0):
+                 cell_slots: Optional[Mapping[int, int]] = None, dims: tuple = (), warn_slot: int = 0):
         self.specs, self.slots = tuple(specs), tuple(slots)
-        self.dims_slot, self.cell_slots, self.n_dims = dims_slot, dict(cell_slots or {}), n_dims
+        self.dims_slot, self.cell_slots, self.dims, self.n_dims = dims_slot, dict(cell_slots or {}), tuple(dims), len(dims)
         self.warn_slot = warn_slot  # the metric whose quality output carries the session's metadata warning
 
     def setup(self):
@@ -501,8 +510,9 @@ class _ReduceSessions(beam.DoFn):
 
                 yield tagged(f"q{self.warn_slot}", QualityWarning(
                     "slice_metadata_differs", session_key_text(key),
-                    f"records of this session disagree on the metadata slice fields; the session is sliced by "
-                    f"the smallest values {[MISSING_VALUE if v is None else v for v in values]}"))
+                    "records of this session carry different values of a metadata slice field; the session is "
+                    "sliced by the smallest: " + ", ".join(
+                        f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(self.dims, values))))
             for slot, cslot in self.cell_slots.items():
                 if combined[cslot] is not None:
                     yield (cell, (slot, (Combined(combined[cslot]), None)))
@@ -632,7 +642,7 @@ class Engine(beam.PTransform):
             if needs_accumulating_merge(interactions.windowing):
                 raise ValueError(panes_metadata_problem(specs))
             session_inputs.append(interactions | "SliceMetadata" >> beam.Map(
-                lambda x, d=dims_slot, n=len(dims): (_session_key(x), (d, tuple(x.slice_values or (None,) * n)))))
+                lambda x, d=dims_slot, f=dims: (_session_key(x), (d, metadata_values(x, f)))))
         for slot, spec in enumerate(specs):
             n = spec.name
             src = interactions
@@ -651,7 +661,7 @@ class Engine(beam.PTransform):
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
             in_call = dims and not isinstance(spec.scorer, beam.PTransform)  # see _ScoreAndRoute
             scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(
-                spec, slot, cell_slots.get(slot), dims_slot if in_call else None, len(dims))).with_outputs(
+                spec, slot, cell_slots.get(slot), dims_slot if in_call else None, dims)).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", "cells", main="main")
             dead = scored[DEAD]
             if extra_dead:
@@ -681,7 +691,7 @@ class Engine(beam.PTransform):
                 flat
                 | "CombineSessions" >> combine_per_key(FusedCombineFn(fns), flat)
                 | "ReduceSessions" >> beam.ParDo(
-                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions, dims_slot, cell_slots, len(dims))
+                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions, dims_slot, cell_slots, dims)
                 ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
                                *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present",
                                main="cells")

@@ -181,12 +181,10 @@ def run_stage(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]], co
     usage error (``parser.error``, exit status 2)."""
     import sys
 
-    from pipelines.audit import unknown_beam_options
+    from pipelines.audit import reject_unknown_arguments
 
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        parser.error(f"unrecognised option(s) {' '.join(unknown)}")
+    reject_unknown_arguments(parser, beam_args)
     try:
         validate(args, command)
         return job(args, beam_args)

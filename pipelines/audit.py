@@ -50,7 +50,10 @@ FileSystems = _LazyFileSystems()
 
 
 def unknown_beam_options(args: Sequence[str]) -> list[str]:
-    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines."""
+    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines, and the values
+    that belong to no option (a second pattern after ``--input``, a glob the shell expanded, the
+    ``region`` of ``--slices overall, region``): Beam ignores both with a warning, which would
+    silently drop data."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -66,7 +69,24 @@ def unknown_beam_options(args: Sequence[str]) -> list[str]:
         except argparse.ArgumentError:
             pass  # an option registered twice by two classes
     _, rest = parser.parse_known_args(list(args))
-    return [a for a in rest if a.startswith("-")]
+    return list(rest)
+
+
+def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
+    """A usage error (``parser.error``, exit 2) for what ``parse_known_args`` left over that Beam
+    would ignore with a warning: a ``--flag`` of neither the job nor Beam, or a value of no option
+    (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall, region``)
+    — silently ignored, it would drop data. Every command-line entry point calls it."""
+    unknown = unknown_beam_options(beam_args)
+    flags, strays = [a for a in unknown if a.startswith("-")], [a for a in unknown if not a.startswith("-")]
+    if flags:
+        parser.error(f"unrecognised option(s) {' '.join(flags)}: not an option of this job nor a Beam pipeline option")
+    if strays:
+        parser.error(
+            f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
+            "value belongs to an option. An option such as --input takes one value (repeat the option, or quote a "
+            "glob so that the shell does not expand it); a list such as --slices is one argument without spaces "
+            "(overall,region)")
 
 
 def default_inputs() -> list[str]:
@@ -147,11 +167,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     args, beam_args = parser.parse_known_args(effective_argv)
     if args.quiet:  # warnings and errors only (docs/cli.md)
         levels.quiet()
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        parser.error(
-            f"unrecognised option(s) {' '.join(unknown)}: not an option of this job nor a Beam pipeline option"
-        )
+    reject_unknown_arguments(parser, beam_args)
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
         parser.error(f"--emotion-lexicon-csv: file not found: {args.emotion_lexicon_csv}")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]

@@ -45,6 +45,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--max-length", type=int, default=512, help="maximum tokens of prompt + target (default: 512)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     args, beam_args = parser.parse_known_args(argv)
+    from pipelines.audit import reject_unknown_arguments
+
+    reject_unknown_arguments(parser, beam_args)
     if args.max_length < 1:
         parser.error("--max-length must be >= 1")
 

@@ -37,6 +37,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
     parser = build_parser()
     args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    # the rest goes to the audit stage: what neither its options nor Beam's take is refused now,
+    # before any generation (the audit would refuse it only after the other stages ran)
+    _, leftover = audit.build_parser().parse_known_args(list(rest))
+    audit.reject_unknown_arguments(parser, leftover)
     beam_args = [a for a in rest if a.startswith("--runner") or a.startswith("--direct_")]
     try:
         validate(args, "loop")

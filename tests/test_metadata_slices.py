@@ -101,16 +101,20 @@ def test_reader_keeps_the_named_fields_of_every_record_shape(tmp_path, test_pipe
          "batch": {"qa_id": "q1", "query": "hi", "assistant": "yo"}, "region": "ignored: the header wins"},
         {"session_id": "s3", "assistant_id": "a", "qa_id": "q1", "query": "hi", "assistant": "yo", "region": long_value,
          "tier": None},
+        # a null in the header does not hide the record's own value
+        {"metadata": {"session_id": "s4", "assistant_id": "a", "region": None},
+         "batch": {"qa_id": "q1", "query": "hi", "assistant": "yo"}, "region": "eu", "tier": 1.0},
     ]
     path = _write(tmp_path / "in.jsonl", records)
     with test_pipeline as p:
         read = p | ReadInteractions(path, slice_fields=("region", "tier"))
         values = read["interactions"] | "Values" >> __import__("apache_beam").Map(
-            lambda x: (x.session_id, x.turn_index, tuple(x.slice_values)))
+            lambda x: (x.session_id, x.turn_index, tuple(v for _, v in x.slice_values)))
         assert_that(values, equal_to([
             ("s1", 0, ("eu", "2")), ("s1", 1, ("eu", "2")),
             ("s2", 0, ('{"a":[true],"b":1}', None)),
             ("s3", 0, (slice_value(long_value), None)),
+            ("s4", 0, ("eu", "1")),
         ]))
     cut = slice_value(long_value)
     assert len(cut) == MAX_SLICE_VALUE and cut.startswith("x" * (MAX_SLICE_VALUE - 9) + "…")
@@ -220,7 +224,7 @@ def test_stream_panes_early_on_time_late_with_a_metadata_dimension(tmp_path):
     from test_streaming import TEXTS, _AppendLine, _inter, _read
 
     def el(sid, turn, ts, region):
-        return window.TimestampedValue(_inter(sid, turn, TEXTS[sid, turn], ts)._replace(slice_values=(region,)), ts)
+        return window.TimestampedValue(_inter(sid, turn, TEXTS[sid, turn], ts)._replace(slice_values=(("region", region),)), ts)
 
     stream = (
         TestStream()
@@ -287,7 +291,7 @@ def test_a_ptransform_scorer_gets_its_metadata_from_the_input_and_panes_are_refu
     spec = MetricSpec(name="t", scorer=_ScoreTransform(), interaction_record=None, session_value=lambda x: 1,
                       session_reducer=Sessions(), estimator=_CountSlices(), cell_value=lambda x: 1,
                       interaction_slice_combine=SumCombineFn(), slices=("overall", "region"))
-    rows = [x._replace(slice_values=(r,)) for x, r in zip(INPUT, ("eu", "eu", "us"))]
+    rows = [x._replace(slice_values=(("region", r),)) for x, r in zip(INPUT, ("eu", "eu", "us"))]
     with test_pipeline as p:
         res = p | beam.Create(rows) | Engine([spec])
         assert_that(res["t"]["slices"], equal_to([("overall", 3), ("region=eu", 2), ("region=us", 1)]))
@@ -358,3 +362,29 @@ def test_gate_grammar_and_messages_with_metadata_dimensions():
                       slice="region=e\u200bu\nGATE FAILED forged", value=0.5, mean=0.5, n=3, status="fail")
     msg = check.message()
     assert "\n" not in msg and "\u200b" not in msg and "e\\u200bu\\nGATE FAILED forged" in msg
+
+
+def test_python_api_fields_are_matched_by_name_not_position(tmp_path, test_pipeline):
+    """The reader's ``slice_fields`` and a metric's ``slices`` may name the fields in another
+    order, or the metric more fields than the reader kept: values are found by name (a field the
+    reader did not keep is ``(missing)``, with its warning), never by position."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.metrics.humanity import Humanity
+
+    rows = [{"session_id": f"s{i}", "assistant_id": "a", "region": r, "tier": t,
+             "conversation": [{"qa_id": "q", "query": "hi", "assistant": "so happy"}]}
+            for i, (r, t) in enumerate((("eu", 1), ("us", 2), ("eu", 2)))]
+    path = _write(tmp_path / "in.jsonl", rows)
+    with test_pipeline as p:
+        read = p | ReadInteractions(path, slice_fields=("region",))
+        res = read["interactions"] | Humanity(slices=("overall", "tier", "region"))
+        got = res["slices"] | beam.Map(lambda r: (r["slice"], r["n_interactions"]))
+        assert_that(got, equal_to([("overall", 3), ("region=eu", 2), ("region=us", 1), ("tier=(missing)", 3)]),
+                    label="slices")
+        assert_that(res["quality"] | beam.Map(lambda w: (w.kind, w.key)), equal_to([("slice_field_absent", "tier")]),
+                    label="quality")
+    with pytest.raises(ValueError, match="sequence of names"):
+        Humanity(slices="region")

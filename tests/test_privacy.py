@@ -248,9 +248,9 @@ def test_dead_letter_raw_of_an_interaction_omits_the_new_fields_only_when_unset(
     optional = ("chatbot_role", "spans", "slice_values")  # slice_values: the metadata slice fields (issue 14)
     for raw in (plain, plain._asdict()):
         assert json.loads(dead_letter("s", "r", raw).raw) == {k: v for k, v in plain._asdict().items() if k not in optional}
-    full = json.loads(dead_letter("s", "r", x._replace(slice_values=("eu",))).raw)
+    full = json.loads(dead_letter("s", "r", x._replace(slice_values=(("region", "eu"),))).raw)
     assert full["chatbot_role"].startswith("You are the support assistant") and full["spans"][0]["label"] == "phone_number"
-    assert full["slice_values"] == ["eu"]
+    assert full["slice_values"] == [["region", "eu"]]  # named: a dead letter says which field holds which value
 
 
 def test_presidio_is_optional_and_fails_fast_with_advice():

@@ -41,7 +41,7 @@ class Interaction(NamedTuple):
     event_time: Optional[float] = None
     chatbot_role: Optional[str] = None  # the session's declared role (metric role_adherence)
     spans: Optional[tuple] = None  # expected PII spans as given (metric privacy)
-    slice_values: Optional[tuple] = None  # values of the run's metadata slice fields (engine.metadata_dimensions)
+    slice_values: Optional[tuple] = None  # ((field, value or None), …) of the run's metadata slice fields
 
     def as_record(self) -> dict:
         """The fields as a dict, without ``chatbot_role`` / ``spans`` / ``slice_values`` when they are ``None`` (so

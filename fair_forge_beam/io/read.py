@@ -167,12 +167,13 @@ def slice_value(value) -> Optional[str]:
 
 
 def _slice_values(fields: tuple, *places) -> Optional[tuple]:
-    """The values of the metadata slice ``fields``, each from the first of ``places`` (dicts: the
-    session header, the record) that has it; ``None`` without fields."""
+    """``((field, value), …)`` for the metadata slice ``fields``: each value from the first of
+    ``places`` (dicts: the session header, the record) where the field is set (not ``null``),
+    else ``None``; ``None`` without fields. Named pairs, so a metric finds its fields by name."""
     if not fields:
         return None
     dicts = [d for d in places if isinstance(d, dict)]
-    return tuple(slice_value(next((d[f] for d in dicts if f in d), None)) for f in fields)
+    return tuple((f, slice_value(next((d[f] for d in dicts if d.get(f) is not None), None))) for f in fields)
 
 
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None,

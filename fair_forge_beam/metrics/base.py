@@ -170,6 +170,8 @@ class MetricTransform(beam.PTransform):
         super().__init__()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
             raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
+        if isinstance(slices, str):  # ("region") is a string: its letters are not dimensions
+            raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {slices!r}), got the string {slices!r}")
         problems = slice_name_problems(slices)
         if problems:
             raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_FIELDS)} or the name of a "
