@@ -311,7 +311,7 @@ def test_main_job_refuses_metadata_slices_of_a_judged_metric_with_panes_as_a_usa
     with pytest.raises(SystemExit) as exc:
         audit.run(["--quiet", "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(tmp_path / "out"),
                    "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
-                   "--window", "fixed:1h", "--early-firing", "30s", "--slices", "region"])
+                   "--window", "fixed:1h", "--allowed-lateness", "10m", "--slices", "region"])
     assert exc.value.code == 2 and "early or late panes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -66,6 +66,12 @@ def build_source(args, inputs):
     from fair_forge_beam.engine import metadata_dimensions
 
     source = _streaming_source(args)
+    if source is None and getattr(args, "early_firing", None):
+        # files are read whole: each window fires once, on time (and the in-memory runner has no
+        # processing-time clock for the early trigger: it failed deep in Beam)
+        raise ValueError("--early-firing needs an unbounded source (--watch, --kafka-topic, --pubsub-subscription or "
+                         "--pubsub-topic): files given with --input are read whole, so each window fires once, on "
+                         "time. Drop --early-firing")
     ts_field, policy = args.timestamp_field, args.timestamp_policy
     fields = metadata_dimensions(parse_slices(args.slices)) if getattr(args, "slices", None) else ()
     if source is None:
