@@ -120,19 +120,27 @@ def _mode(args):
 
 
 class _PackageLogLevel:
-    """Restores the ``fair_forge_beam`` logger's level on exit: ``--quiet`` raises it to WARNING for one run
-    only (a caller running several audits in one process keeps its own level)."""
+    """Restores the levels of the ``fair_forge_beam`` logger and of the HTTP clients' loggers (the
+    judge's ``httpx``/``httpcore``/``openai`` log one INFO line per request) on exit: ``--quiet``
+    raises them to WARNING for one run only (a caller running several audits in one process
+    keeps its own levels)."""
+
+    NAMES = ("fair_forge_beam", "httpx", "httpcore", "openai")
 
     def __enter__(self):
-        self.logger = logging.getLogger("fair_forge_beam")
-        self.previous = self.logger.level
+        self.loggers = [logging.getLogger(n) for n in self.NAMES]
+        self.previous = [lg.level for lg in self.loggers]
+        self.logger = self.loggers[0]
         return self
 
     def quiet(self) -> None:
-        self.logger.setLevel(logging.WARNING)
+        for lg in self.loggers:
+            if lg.getEffectiveLevel() < logging.WARNING:
+                lg.setLevel(logging.WARNING)
 
     def __exit__(self, *exc):
-        self.logger.setLevel(self.previous)
+        for lg, level in zip(self.loggers, self.previous):
+            lg.setLevel(level)
         return False
 
 

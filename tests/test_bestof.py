@@ -210,6 +210,9 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
                           "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
         assert srv.count() == 2  # only the never-cached failure is asked again
     assert doc2["metrics"] == doc["metrics"]
+    # BestOf's slices have no session count: the report leaves the cell empty (it printed "None")
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "bestof" in html and '<td class="num">None</td>' not in html
     rows = pq.read_table(tmp_path / "out" / "results.parquet").to_pylist()
     assert len(rows) == 6 and {r["metric"] for r in rows} == {"bestof"}
     assert sorted(r["bestof_round"] for r in rows) == [1, 2, 3, 4, 5, 6]
