@@ -176,14 +176,21 @@ def test_windowed_run_slices_by_metadata(tmp_path):
     rows = [{"session_id": s, "assistant_id": "a", "qa_id": f"{s}-{t}", "query": "hi", "assistant": "thank you, lovely",
              "turn_index": t, "timestamp": ts, "region": r}
             for s, t, ts, r in (("s1", 0, "2024-05-01T10:05:00Z", "eu"), ("s1", 1, "2024-05-01T10:50:00Z", "eu"),
-                                ("s2", 0, "2024-05-01T10:20:00Z", "us"), ("s3", 0, "2024-05-01T11:10:00Z", "us"))]
+                                ("s2", 0, "2024-05-01T10:20:00Z", "us"), ("s3", 0, "2024-05-01T11:10:00Z", "us"),
+                                # records of s4 disagree: sliced once, by the smaller value, with a warning
+                                ("s4", 0, "2024-05-01T10:30:00Z", "us"), ("s4", 1, "2024-05-01T10:40:00Z", "eu"))]
     doc = audit.run([*BASE, "--input", _write(tmp_path / "in.jsonl", rows), "--output", str(tmp_path / "out"),
                      "--window", "fixed:1h", "--slices", "region"])
     got = sorted((r["metric"], r["window_start"], r["slice"], r["n_interactions"]) for r in doc["slices"])
     assert [g for g in got if g[0] == "humanity"] == [
-        ("humanity", "2024-05-01T10:00:00Z", "overall", 3), ("humanity", "2024-05-01T10:00:00Z", "region=eu", 2),
+        ("humanity", "2024-05-01T10:00:00Z", "overall", 5), ("humanity", "2024-05-01T10:00:00Z", "region=eu", 4),
         ("humanity", "2024-05-01T10:00:00Z", "region=us", 1), ("humanity", "2024-05-01T11:00:00Z", "overall", 1),
         ("humanity", "2024-05-01T11:00:00Z", "region=us", 1)]
+    # a windowed run writes its data-quality warnings too (it wrote none before), and counts them
+    warnings = [json.loads(line) for f in sorted((tmp_path / "out" / "windows").glob("data_quality-*.jsonl"))
+                for line in open(f)]
+    assert [w["kind"] for w in warnings] == ["slice_metadata_differs"] and "region=eu" in warnings[0]["message"]
+    assert (doc["dead_letters"], doc["data_quality_warnings"]) == (0, 1)
 
 
 def test_python_api_run_with_a_retriever_slices_by_a_dataset_field():

@@ -11,11 +11,13 @@ window and pane (``fileio.WriteToFiles``) under ``<output>/windows/``:
 * ``<metric>-sessions-…`` — session records of the pane (see
   :mod:`fair_forge_beam.streaming.windows` on sessions split across panes);
 * ``dead_letter-…`` — rejected records (read and metric stages), in 1-minute windows of their
-  arrival.
+  arrival;
+* ``data_quality-…`` — data-quality warnings (read and metric stages: split sessions, duplicate
+  ids, metadata slice values that disagree, …), likewise.
 
 A bounded run (files given with ``--input`` plus ``--window``) ends like a batch run and also
 writes ``windowed_results.json``: every slice record, sorted by metric, window, slice and
-pane. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka without
+pane, and the counts of dead letters and data-quality warnings written. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka without
 ``--kafka-max-records``, Pub/Sub) runs until cancelled; pass ``--streaming`` to Beam (set
 automatically for these sources). Kafka's event time is the ``--timestamp-field`` of the payload
 (``--kafka-event-time field``, default) or the message timestamp (``--kafka-event-time message``).
@@ -143,6 +145,25 @@ def write_windowed(read: dict, results: dict, out: str) -> None:
         | "DeadLetterWindows" >> beam.WindowInto(_window.FixedWindows(60)),
         out, "dead_letter", "dead_letter",
     )
+    quality = [read["quality"] | "QualityWindow_read" >> beam.WindowInto(_window.GlobalWindows())] + [
+        r["quality"] | f"QualityWindow_{name}" >> beam.WindowInto(_window.GlobalWindows()) for name, r in results.items()
+    ]
+    _write(
+        tuple(quality)
+        | "FlattenQuality" >> beam.Flatten()
+        | "QualityArrivalTime" >> beam.Map(lambda w: _window.TimestampedValue(w, Timestamp.now()))
+        | "QualityWindows" >> beam.WindowInto(_window.FixedWindows(60)),
+        out, "data_quality", "data_quality",
+    )
+
+
+def _count_lines(out: str, prefix: str) -> int:
+    """Records in the ``<out>/windows/<prefix>-*.jsonl`` files (a bounded run's dead letters or warnings)."""
+    n = 0
+    for m in FileSystems.match([f"{out}/windows/{prefix}-*.jsonl"])[0].metadata_list:
+        with FileSystems.open(m.path) as f:
+            n += sum(1 for line in f.read().decode("utf-8").splitlines() if line.strip())
+    return n
 
 
 def read_windowed(out: str, kind: str = "slices") -> list[dict]:
@@ -196,10 +217,13 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
             "timestamp_policy": args.timestamp_policy,
         },
         "slices": read_windowed(out, "slices"),
+        "dead_letters": _count_lines(out, "dead_letter"),
+        "data_quality_warnings": _count_lines(out, "data_quality"),
     }
     with FileSystems.create(f"{out}/windowed_results.json") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if not args.quiet:
-        print(f"windowed audit: {len(doc['slices'])} slice records in {time.time() - started:.1f} s; "
+        print(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters, "
+              f"{doc['data_quality_warnings']} data-quality warnings in {time.time() - started:.1f} s; "
               f"outputs: {out}/windows/, {out}/windowed_results.json")
     return doc
