@@ -255,7 +255,9 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
     if not m:
         raise GateConfigError(
             f"gate {text!r}: expected '<metric> <field> <stat> <op> <threshold> [for every <key name>] "
-            "[in every slice]', e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every attribute'"
+            "[in every slice | in every <dimension> | in slice <key>[,<key>...]]', e.g. 'toxicity DIDT ci_high <= 0.2', "
+            "'bias rate ci_high <= 0.1 for every attribute' or 'toxicity toxic_rate mean <= 0.1 in every region' (a slice "
+            "value with a comma or a space: the TOML [[gates]] form, slices = [\"region=eu,west\"])"
         )
     g = m.groupdict()
     if g["every_slice"]:
