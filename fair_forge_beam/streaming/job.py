@@ -138,22 +138,23 @@ def write_windowed(read: dict, results: dict, out: str) -> None:
     dead = [read["dead_letter"]] + [
         r["dead_letter"] | f"DeadWindow_{name}" >> beam.WindowInto(_window.GlobalWindows()) for name, r in results.items()
     ]
-    _write(
-        tuple(dead)
-        | "FlattenDead" >> beam.Flatten()
-        | "ArrivalTime" >> beam.Map(lambda d: _window.TimestampedValue(d, Timestamp.now()))
-        | "DeadLetterWindows" >> beam.WindowInto(_window.FixedWindows(60)),
-        out, "dead_letter", "dead_letter",
-    )
+    _write_by_arrival(dead, out, "dead_letter", ("FlattenDead", "ArrivalTime", "DeadLetterWindows"))
     quality = [read["quality"] | "QualityWindow_read" >> beam.WindowInto(_window.GlobalWindows())] + [
         r["quality"] | f"QualityWindow_{name}" >> beam.WindowInto(_window.GlobalWindows()) for name, r in results.items()
     ]
+    _write_by_arrival(quality, out, "data_quality", ("FlattenQuality", "QualityArrivalTime", "QualityWindows"))
+
+
+def _write_by_arrival(pcolls: list, out: str, prefix: str, labels: tuple) -> None:
+    """Records of the read and metric stages (dead letters, warnings) to ``<out>/windows/<prefix>-…``,
+    in 1-minute windows of their arrival (they have no event time of their own)."""
+    flatten, arrival, windows = labels
     _write(
-        tuple(quality)
-        | "FlattenQuality" >> beam.Flatten()
-        | "QualityArrivalTime" >> beam.Map(lambda w: _window.TimestampedValue(w, Timestamp.now()))
-        | "QualityWindows" >> beam.WindowInto(_window.FixedWindows(60)),
-        out, "data_quality", "data_quality",
+        tuple(pcolls)
+        | flatten >> beam.Flatten()
+        | arrival >> beam.Map(lambda d: _window.TimestampedValue(d, Timestamp.now()))
+        | windows >> beam.WindowInto(_window.FixedWindows(60)),
+        out, prefix, prefix,
     )
 
 
