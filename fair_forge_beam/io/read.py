@@ -33,8 +33,10 @@ Outputs (a dict of PCollections): ``interactions`` (:class:`Interaction`), ``dea
 from __future__ import annotations
 
 import collections.abc
+import hashlib
 import json
 import logging
+import math
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
@@ -151,9 +153,6 @@ def slice_value(value) -> Optional[str]:
     ``{"a":1}``, keys sorted). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
     ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
     stay two slices."""
-    import hashlib
-    import math
-
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():

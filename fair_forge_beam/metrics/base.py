@@ -9,28 +9,17 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
-from fair_forge_beam.engine import CORE_SLICE_FIELDS, MISSING_VALUE, cell_fields, metadata_dimensions, slice_name_problems
+from fair_forge_beam.engine import CORE_SLICE_FIELDS, cell_fields, metadata_dimensions, slice_name_problems
 
 # the CombineFns live in statistical/; importable from here for existing callers
 from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
 
-__all__ = ["MetricTransform", "MetricResults", "slice_keys", "SLICE_FIELDS", "CombineSlices", "CORE_SLICE_FIELDS",
+__all__ = ["MetricTransform", "MetricResults", "SLICE_FIELDS", "CombineSlices", "CORE_SLICE_FIELDS",
            "metadata_dimensions", "cell_fields",
            "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 #: slice dimensions a metric can be keyed by (DESIGN §5).
 SLICE_FIELDS = ("overall", "assistant_id", "language")
-
-
-def slice_keys(slices: Sequence[str], element: Any) -> list[str]:
-    """Slice keys of one element: ``"overall"``, ``"assistant_id=<id>"``, ``"language=<name>"``."""
-    keys = []
-    for s in slices:
-        if s == "overall":
-            keys.append("overall")
-        else:
-            keys.append(f"{s}={getattr(element, s)}")
-    return keys
 
 
 def interaction_ids(metric: str, s: Any) -> dict:

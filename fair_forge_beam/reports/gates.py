@@ -303,9 +303,15 @@ def _pydantic_message(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'gate'}: {e['msg']}" for e in exc.errors())
 
 
-#: metrics that slice by fewer dimensions than the audit's --slices (BestOf ranks assistants, so it
-#: has no per-assistant slice, nor one per session metadata field: metrics/best_of.py)
-METRIC_SLICE_DIMENSIONS = {"bestof": ("overall", "language")}
+def metric_slice_dimensions(metric: str, slice_dims: Sequence[str]) -> tuple:
+    """The dimensions among ``slice_dims`` that ``metric`` slices by: all of them, except for
+    BestOf, which ranks assistants (no per-assistant slice, no metadata field:
+    :data:`fair_forge_beam.metrics.best_of.BESTOF_SLICES`, the one place that says so)."""
+    if metric == "bestof":
+        from fair_forge_beam.metrics.best_of import BESTOF_SLICES
+
+        return tuple(d for d in slice_dims if d in BESTOF_SLICES)
+    return tuple(slice_dims)
 
 
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
@@ -364,7 +370,7 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             if bad:
                 problems.append(f"{where}: slice keys look like 'overall', 'assistant_id=<id>', "
                                 f"'language=<name>' or '<metadata field>=<value>', got {bad}")
-        computed = [d for d in slice_dims if d in METRIC_SLICE_DIMENSIONS.get(g.metric, slice_dims)]
+        computed = [d for d in slice_dims if d in metric_slice_dimensions(g.metric, slice_dims)]
         for d in dims:
             if d not in computed:
                 problems.append(f"{where}: slice dimension {d!r} is not computed by this audit for {g.metric} "
