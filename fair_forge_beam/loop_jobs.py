@@ -56,7 +56,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests, shortfall_warning
     from fair_forge_beam.generators.loader import LocalMarkdownLoader
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     base_url = args.generator_base_url or getattr(args, "judge_base_url", None)
     model = args.generator_model or getattr(args, "judge_model", None)
@@ -81,7 +81,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     out = _prepare(args.output, GENERATE_FILES)
     counts = {"chunks": len(chunks), "groups": len(plan.groups), "requests": len(plan.requests)}
     log.info("generating from %d chunks in %d group(s): %d request(s) to %s", len(chunks), len(plan.groups), len(plan.requests), base_url)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    with run_pipeline(pipeline_options(beam_args)) as p:
         outs = p | "Generate" >> GenerateDataset(handler, plan)
         outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts, requested_per_chunk=plan.num)
     from apache_beam.io.filesystems import FileSystems
@@ -124,7 +124,7 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
 
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.runner import pipeline_options, run_pipeline
     from fair_forge_beam.runners.assistant import RunAssistant, WriteRunOutputs, assistant_counters
 
     inputs = list(inputs or args.input or [])
@@ -132,7 +132,7 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
         raise ValueError("--input is required (the dataset files to run)")
     handler = build_assistant_handler(args)
     out = _prepare(args.output, RUN_FILES)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    with run_pipeline(pipeline_options(beam_args)) as p:
         read = p | "Read" >> ReadInteractions(inputs)
         outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
         outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])

@@ -11,12 +11,14 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Iterable, Mapping, Optional, Sequence, Union
+import time
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["pipeline_options", "write_jsonl", "read_jsonl_shards", "to_json_line"]
+__all__ = ["pipeline_options", "run_pipeline", "WorkerProcessError", "write_jsonl", "read_jsonl_shards", "to_json_line"]
 
 DEFAULT_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 _RUNNER_ALIASES = {"fnapirunner": DEFAULT_RUNNER, "fn_api_runner": DEFAULT_RUNNER}
@@ -36,6 +38,37 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
     elif isinstance(runner, str) and runner.lower() in _RUNNER_ALIASES:
         std.runner = _RUNNER_ALIASES[runner.lower()]
     return opts
+
+
+class WorkerProcessError(RuntimeError):
+    """A job failed, and the SDK worker processes it started wrote to stderr: the message is the
+    job's error followed by what they wrote (:func:`fair_forge_beam.process_workers.worker_stderr`)."""
+
+
+@contextmanager
+def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
+    """``with run_pipeline(options) as p:`` builds ``p = beam.Pipeline(options=options)`` and, on
+    leaving the block, runs it and waits for it (as ``with beam.Pipeline(...)`` does).
+
+    Raises:
+        WorkerProcessError: the job failed and its SDK worker processes (a ``PROCESS``
+            environment whose command :func:`~fair_forge_beam.process_workers.write_worker_command`
+            wrote, e.g. a local Flink cluster's) wrote to stderr since the pipeline was built —
+            e.g. a worker that could not start ("Process died with exit code 1" in the runner's
+            own words); their stderr follows the runner's message.
+        Exception: any other failure, as Beam raised it.
+    """
+    started = time.time()
+    try:
+        with beam.Pipeline(options=options) as p:
+            yield p
+    except Exception as exc:
+        from fair_forge_beam.process_workers import worker_stderr
+
+        detail = worker_stderr(options, started)
+        if not detail:
+            raise
+        raise WorkerProcessError(f"{exc}\n{detail}") from exc
 
 
 def to_json_line(record) -> str:

@@ -160,7 +160,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
     from fair_forge_beam.engine import metadata_dimensions
@@ -265,7 +265,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.progress import ProgressReporter
 
     progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
-    with progress, beam.Pipeline(options=options) as p:
+    with progress, run_pipeline(options) as p:
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         read = p | "Read" >> reader
         results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles

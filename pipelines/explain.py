@@ -60,7 +60,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.edge import loads
     from fair_forge_beam.io.elements import dead_letter
-    from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
+    from fair_forge_beam.runner import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
 
     def parse(line_no_text):
         no, text = line_no_text
@@ -73,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lines = [(i + 1, ln) for i, ln in enumerate(fh) if ln.strip()]
     os.makedirs(args.output, exist_ok=True)
     loader = functools.partial(load_hf, args.model, args.seed)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    with run_pipeline(pipeline_options(beam_args)) as p:
         parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
         out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
         write_jsonl(out["results"], os.path.join(args.output, "attributions"), "Results")

@@ -20,3 +20,15 @@ def test_ci_runs_readme_test_command_verbatim():
     test_cmd = _setup_commands()[1].strip()
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert any(line.strip() == test_cmd for line in ci.splitlines()), (test_cmd, ci)
+
+
+def test_ci_runs_the_test_command_in_a_fresh_venv():
+    """Issue 26: CI installs as a user does, into a new venv (not the machine's own interpreter,
+    where a symlink to the interpreter or ``python`` from PATH happened to work)."""
+    lines = [ln.strip() for ln in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    test_cmd = _setup_commands()[1].strip()
+    at = lines.index(test_cmd)
+    made = [i for i, ln in enumerate(lines[:at]) if re.match(r"python3? -m venv ", ln)]
+    activated = [i for i, ln in enumerate(lines[:at]) if re.match(r'(\.|source) "?\$\w+"?/bin/activate\b', ln)]
+    assert made and activated and made[0] < activated[0], lines[:at]
+    assert not any(re.match(r"(python3? -m )?pip3? install", ln) for ln in lines[:made[0]]), "installs before the venv"

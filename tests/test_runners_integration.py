@@ -131,8 +131,12 @@ def audits(tmp_path_factory, audit_once, embedding_slice):
             out = tmp_path_factory.mktemp(f"audit-{command}-{name}")
             args = [*commands[command], "--output", str(out)]
             if name == "prism_workers":
-                with rn.WorkerPool() as pool:
-                    audit.run([*args, *rn.runner_args(name, worker_pool=pool)])
+                pool = rn.WorkerPool()
+                with pool as address:
+                    try:
+                        audit.run([*args, *rn.runner_args(name, worker_pool=address)])
+                    except Exception as e:
+                        raise AssertionError(f"the audit failed on Prism's worker pool: {e}\n{pool.stderr_report()}") from e
             elif name == "flink":
                 if "cluster" not in flink:
                     pytest.fail("a Flink run needs audits.use_flink(flink_cluster) first")

@@ -446,12 +446,12 @@ class Generator:
 
         from fair_forge_beam._beam import beam
         from fair_forge_beam.components.judge.handler import RunJudge
-        from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
+        from fair_forge_beam.runner import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
 
         plan = plan_requests([chunk], "generator", num_queries_per_chunk=n, seed_examples=seed_examples,
                              custom_system_prompt=custom, conversation_mode=conversation)
         with tempfile.TemporaryDirectory(prefix="fair_forge_gen_") as tmp:
-            with beam.Pipeline(options=pipeline_options(self.pipeline_args)) as p:
+            with run_pipeline(pipeline_options(self.pipeline_args)) as p:
                 out = p | "Requests" >> beam.Create(list(plan.requests)) | "Ask" >> RunJudge(self.handler, label_prefix="Gen")
                 write_jsonl(out.results | "ResultDicts" >> beam.Map(lambda r: r._asdict()), f"{tmp}/results", "Results")
                 write_jsonl(out.dead_letters | "DeadDicts" >> beam.Map(lambda d: d._asdict()), f"{tmp}/dead", "Dead")
@@ -465,9 +465,9 @@ class Generator:
 
     def _run(self, plan: GenerationPlan, out: str, parquet: bool) -> None:
         from fair_forge_beam._beam import beam
-        from fair_forge_beam.runner import pipeline_options
+        from fair_forge_beam.runner import pipeline_options, run_pipeline
 
-        with beam.Pipeline(options=pipeline_options(self.pipeline_args)) as p:
+        with run_pipeline(pipeline_options(self.pipeline_args)) as p:
             outs = p | "Generate" >> GenerateDataset(self.handler, plan)
             outs | "Write" >> WriteGenerated(out, parquet, requested_per_chunk=plan.num)
 

@@ -188,14 +188,14 @@ class MetricTransform(beam.PTransform):
         ``pipeline_args`` names another runner.
         """
         from fair_forge_beam.io.read import ReadInteractions
-        from fair_forge_beam.runner import pipeline_options, read_jsonl_shards, write_jsonl
+        from fair_forge_beam.runner import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
 
         params = inspect.signature(cls.__init__).parameters
         metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k not in metric_kwargs}
         transform = cls(**metric_kwargs)
         with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
-            with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+            with run_pipeline(pipeline_options(pipeline_args)) as p:
                 read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
                                                       slice_fields=metadata_dimensions(transform.slices))
                 res = read["interactions"] | cls.__name__ >> transform

@@ -200,7 +200,7 @@ def evaluate_prompts(
     index), so the number of calls never depends on which of them ran first.
     """
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-    from fair_forge_beam.runner import pipeline_options, write_jsonl
+    from fair_forge_beam.runner import pipeline_options, run_pipeline, write_jsonl
 
     asked, examples = list(prompts), list(examples)
     if not asked:
@@ -213,7 +213,7 @@ def evaluate_prompts(
     summary_prefix = os.path.join(workdir, f"{label}-summary")
     dead_prefix = os.path.join(workdir, f"{label}-dead_letter")
     by_index = {e.index: e for e in examples}
-    with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+    with run_pipeline(pipeline_options(pipeline_args)) as p:
         exs = p | "Examples" >> beam.Create([e.index for e in examples], reshuffle=True)
         reqs = exs | "ExecRequests" >> beam.FlatMap(lambda i: list(_exec_requests(by_index[i], prompts))).with_output_types(JudgeRequest)
         ex_out = reqs | "Execute" >> RunJudge(executor, label_prefix="Execute")
@@ -267,7 +267,7 @@ def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Op
                    pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
     """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request
-    from fair_forge_beam.runner import pipeline_options, write_jsonl
+    from fair_forge_beam.runner import pipeline_options, run_pipeline, write_jsonl
 
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
@@ -275,7 +275,7 @@ def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Op
     safe = "".join(c if c.isalnum() else "_" for c in key)
     res_prefix, dead_prefix = os.path.join(workdir, f"{safe}-result"), os.path.join(workdir, f"{safe}-dead_letter")
     req = judge_request(key, messages, schema=schema, element_id=key)
-    with beam.Pipeline(options=pipeline_options(pipeline_args)) as p:
+    with run_pipeline(pipeline_options(pipeline_args)) as p:
         out = p | "Request" >> beam.Create([req]).with_output_types(JudgeRequest) | "Propose" >> RunJudge(handler, label_prefix="Propose")
         write_jsonl(out.results | "Parsed" >> beam.Map(lambda r: {"parsed": r.parsed}), res_prefix, "Results", num_shards=1)
         write_jsonl(out.dead_letters | "Restage" >> beam.Map(_restage("optimizer.propose")), dead_prefix, "Dead", num_shards=1)

@@ -37,7 +37,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.engine import apply_metrics
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
-from fair_forge_beam.runner import pipeline_options, to_json_line
+from fair_forge_beam.runner import pipeline_options, run_pipeline, to_json_line
 from fair_forge_beam.streaming.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
 
@@ -196,7 +196,7 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
 
     out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
     started = time.time()
-    with beam.Pipeline(options=options) as p:
+    with run_pipeline(options) as p:
         read = p | "Read" >> source
         windowed = (
             read["interactions"]

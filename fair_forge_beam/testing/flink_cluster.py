@@ -13,12 +13,16 @@ Built from the artifacts ``.ci/get_runners.sh`` caches (see :mod:`fair_forge_bea
 that a TaskManager never runs tasks of two jobs at once; the default parallelism is their number,
 or ``parallelism``) and the job server, all bound to 127.0.0.1 on free
 ports, with their configuration, logs, pid files, artifact staging and worker scratch space in
-one working folder. A pipeline submits to it with the options of :meth:`FlinkCluster.runner_args`
-(``PortableRunner`` to the job server, PROCESS workers). Each TaskManager starts its SDK workers as
-``python -m apache_beam.runners.worker.sdk_worker_main`` through a small wrapper that puts the
-launching interpreter (``sys.executable``) first on ``PATH`` and sets
-``RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1`` (no per-worker virtualenv), so workers import the
-installed package, and ``PYTHONPATH`` when the cluster was started with one.
+one working folder. A pipeline submits to it with the options
+of :meth:`FlinkCluster.runner_args` (``PortableRunner`` to the job server, PROCESS workers). Each
+TaskManager starts its SDK workers through the command of
+:func:`fair_forge_beam.process_workers.write_worker_command` in ``<workdir>/bin``: Beam's boot
+binary with a ``python`` wrapper that execs the launching interpreter (``sys.executable``)
+by the path it was started with, so workers run in the launcher's venv and import the installed
+package (and ``PYTHONPATH`` when the cluster was started with one), with
+``RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1`` (no per-worker virtualenv). A worker's stderr is kept
+in ``<workdir>/bin/stderr/`` (:meth:`FlinkCluster.log_tail` shows it; a failed job's error too,
+through :func:`fair_forge_beam.runner.run_pipeline`).
 
 PROCESS is the environment that works with more than one TaskManager JVM: with LOOPBACK or
 EXTERNAL each TaskManager names its first worker ``1-1`` and they stop each other's workers.
@@ -62,6 +66,8 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, write_worker_command
+
 __all__ = ["FlinkCluster", "free_port", "main"]
 
 _JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
@@ -103,15 +109,19 @@ class FlinkCluster:
     TaskManager share its parent-first classes (``share_classpath``), among them Beam's
     per-process worker bookkeeping, and two streaming jobs side by side in two 2-slot
     TaskManagers wrote no pane at all.
+    ``python``: the interpreter the SDK workers run (default ``sys.executable``, the launching
+    interpreter, by the path it was started with; see :mod:`fair_forge_beam.process_workers`).
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
                  tm_memory: str = "1600m", jm_memory: str = "1024m",
-                 tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None):
+                 tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None,
+                 python: Optional[str] = None):
         self.parallelism = task_managers if parallelism is None else int(parallelism)
         if not 1 <= self.parallelism <= task_managers:
             raise ValueError(f"parallelism must be between 1 and task_managers={task_managers}, got {parallelism}")
         self.task_managers = task_managers
+        self.python = python or sys.executable  # as it is: resolving it would lose a venv (process_workers)
         self.share_classpath = bool(share_classpath)
         self.workdir = Path(workdir) if workdir else None
         self.timeout = timeout
@@ -139,7 +149,7 @@ class FlinkCluster:
         return [
             "--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}",
             "--environment_type=PROCESS",
-            "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / "beam-boot")}, separators=(",", ":")),
+            "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / BOOT_SCRIPT)}, separators=(",", ":")),
             f"--parallelism={self.parallelism if parallelism is None else int(parallelism)}",
             # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
             # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
@@ -186,22 +196,7 @@ class FlinkCluster:
         return conf
 
     def _write_worker_command(self, boot: Path) -> None:
-        bindir = self.workdir / "bin"
-        bindir.mkdir(parents=True, exist_ok=True)
-        py = bindir / "python"
-        if py.is_symlink() or py.exists():
-            py.unlink()
-        py.symlink_to(sys.executable)  # the boot binary runs "python" from PATH
-        script = bindir / "beam-boot"
-        script.write_text(
-            "#!/bin/sh\n"
-            "# Beam's Python boot binary, running the interpreter that started this cluster.\n"
-            f"PATH='{bindir}':'{Path(sys.executable).parent}':\"$PATH\"\n"
-            "RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1\n"
-            "export PATH RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT\n"
-            f"exec '{boot}' --semi_persist_dir='{self.workdir / 'worker'}' \"$@\"\n",
-            encoding="utf-8")
-        script.chmod(0o755)
+        write_worker_command(self.workdir / "bin", boot, self.workdir / "worker", python=self.python)
 
     def _spawn(self, name: str, cmd: list[str], env: dict) -> None:
         log = open(self.log_dir / f"{name}.out", "ab")
@@ -350,12 +345,15 @@ class FlinkCluster:
             (self.workdir / _STATE).unlink()
 
     def log_tail(self, lines: int = 30) -> str:
-        """The last ``lines`` lines of each log file of the cluster (for failure messages)."""
+        """The last ``lines`` lines of each non-empty log file of the cluster and of each SDK worker's
+        stderr (for failure messages)."""
         if self.workdir is None or not self.log_dir.is_dir():
             return ""
         out = []
-        for f in sorted(self.log_dir.iterdir()):
-            if f.is_file() and f.suffix in (".out", ".log"):
+        stderr = self.workdir / "bin" / STDERR_DIR
+        files = sorted(self.log_dir.iterdir()) + (sorted(stderr.iterdir()) if stderr.is_dir() else [])
+        for f in files:
+            if f.is_file() and f.suffix in (".out", ".log", ".stderr") and f.stat().st_size:
                 text = f.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
                 out.append(f"--- {f}\n" + "\n".join(text))
         return "\n".join(out)

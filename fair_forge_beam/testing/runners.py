@@ -32,8 +32,9 @@ The four runners of the identity suite (``RUNNERS``):
 Prism's LOOPBACK runs the Python SDK harness inside the submitting process, so user code is
 imported from the same installed package as the driver's. ``EXTRA_RUNNERS`` adds ``prism_workers``:
 Prism with an EXTERNAL environment served by :class:`WorkerPool` (Beam's
-``worker_pool_main``), whose SDK workers are separate ``python`` processes importing the
-installed package.
+``worker_pool_main``), whose SDK workers are separate processes of the launching interpreter
+(``sys.executable``, through a wrapper first on the pool's ``PATH``) importing the installed
+package.
 """
 from __future__ import annotations
 
@@ -153,34 +154,59 @@ class WorkerPool:
     127.0.0.1, as a context manager whose value is its ``host:port``.
 
     A runner given ``--environment_type=EXTERNAL --environment_config=<address>`` asks it for
-    SDK workers; each is a new ``python`` process (the one on ``PATH``) importing the installed
-    package. Raises ``RuntimeError`` when the pool does not listen within ``timeout`` seconds.
-    The pool process is ended on exit.
+    SDK workers; Beam's pool starts each as ``python`` from its ``PATH``, so the pool runs with
+    the wrappers of :func:`~fair_forge_beam.process_workers.write_python_wrapper` first on it:
+    every worker is ``python`` (default ``sys.executable``, the launching interpreter, venv
+    included) importing the installed package, whatever ``python`` the user's ``PATH`` holds.
+    Their stderr and the pool's are kept in a temporary folder (:meth:`stderr_report`), removed on
+    exit. Raises ``RuntimeError`` (with the pool's stderr) when the pool does not listen within
+    ``timeout`` seconds. The pool process is ended on exit.
     """
 
-    def __init__(self, timeout: float = 60.0):
+    def __init__(self, timeout: float = 60.0, python: Optional[str] = None):
         self.timeout = timeout
+        self.python = python or sys.executable  # as it is: resolving it would lose a venv
         self.proc: Optional[subprocess.Popen] = None
+        self.folder: Optional[Path] = None
+        self.started = 0.0
+
+    def stderr_report(self) -> str:
+        """What the pool and its workers wrote to stderr since the pool started (``""``: nothing)."""
+        from fair_forge_beam.process_workers import stderr_report
+
+        return stderr_report(self.folder, self.started) if self.folder is not None else ""
 
     def __enter__(self) -> str:
+        import tempfile
+
+        from fair_forge_beam.process_workers import STDERR_DIR, write_python_wrapper
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        self.started = time.time()
+        self.folder = Path(tempfile.mkdtemp(prefix="ffb-worker-pool-"))
+        write_python_wrapper(self.folder, self.python)
+        env = {**os.environ, "PATH": os.pathsep.join([str(self.folder), os.environ.get("PATH", "")])}
+        with open(self.folder / STDERR_DIR / f"pool-{int(self.started)}-{os.getpid()}.stderr", "ab") as err:
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
+                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env,
+            )
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"worker pool exited with code {self.proc.returncode}")
+                report = self.stderr_report()
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"worker pool exited with code {self.proc.returncode}\n{report}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
                     return f"localhost:{port}"
             except OSError:
                 time.sleep(0.2)
+        report = self.stderr_report()
         self.__exit__(None, None, None)
-        raise RuntimeError(f"worker pool did not listen on port {port} within {self.timeout} s")
+        raise RuntimeError(f"worker pool did not listen on port {port} within {self.timeout} s\n{report}")
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -191,3 +217,6 @@ class WorkerPool:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None

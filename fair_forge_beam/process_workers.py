@@ -1,0 +1,184 @@
+"""The command of Beam SDK workers in a ``PROCESS`` environment, and what they wrote to stderr.
+
+A runner with ``--environment_type=PROCESS`` (our Flink cluster,
+:mod:`fair_forge_beam.testing.flink_cluster`) starts each SDK worker through Beam's Python boot
+binary, which runs ``python -m apache_beam.runners.worker.sdk_worker_main`` with ``python``
+looked up on ``PATH``. :func:`write_worker_command` writes the command the runner is given:
+
+* ``<folder>/beam-boot`` puts ``<folder>`` first on ``PATH`` and execs the boot binary;
+* ``<folder>/python`` (and ``python3``) is a shell script that execs the launching
+  interpreter **by the path it was started with** (``sys.executable``). Not a symlink, and not
+  ``os.path.realpath(sys.executable)``: Python finds a venv's ``pyvenv.cfg`` beside the path it
+  was run by, so a symlink in another folder, or the resolved base interpreter, runs as the base
+  Python without the venv's packages, and every worker dies at ``import apache_beam``.
+  The user's environment is the launcher's: a worker imports the package the launcher imported.
+* the stderr of the boot binary and of every ``python`` it runs (pip, the SDK worker) goes to
+  ``<folder>/stderr/<boot|python>-<start, epoch seconds>-<pid>.stderr``: Beam's Java process
+  manager sends a worker's output to ``/dev/null``, so a worker that cannot start (a missing
+  module, a broken install) failed a job with "Process died with exit code 1" and its own error
+  in no log. :func:`worker_stderr` reads these files back, and
+  :func:`fair_forge_beam.runner.run_pipeline` adds them to the error of a failed job.
+
+Beam's worker pool (``apache_beam.runners.worker.worker_pool_main``, the EXTERNAL environment
+of :class:`fair_forge_beam.testing.runners.WorkerPool`) also starts its workers as ``python``
+from ``PATH``: the pool gets :func:`write_python_wrapper`'s folder first on its ``PATH``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "stderr_report", "worker_command_of",
+           "STDERR_DIR", "BOOT_SCRIPT"]
+
+#: the worker command's file name in its folder
+BOOT_SCRIPT = "beam-boot"
+#: the folder (beside the command) of the SDK workers' stderr files
+STDERR_DIR = "stderr"
+#: marks a folder written by :func:`write_python_wrapper` (so stderr is only looked up there)
+_MARK = ".fair_forge_beam_worker_command"
+
+
+def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> Path:
+    """Write ``<folder>/python`` and ``<folder>/python3``: shell scripts that ``exec`` ``python``
+    (default ``sys.executable``, as it is: never resolved, see the module docstring), the stderr
+    of each run in ``<folder>/stderr/python-<start>-<pid>.stderr``. Put ``folder`` first on the
+    ``PATH`` of a program that runs ``python`` from ``PATH`` (Beam's boot binary, Beam's worker
+    pool). Returns the ``python`` wrapper's path.
+
+    Raises:
+        ValueError: ``python`` is empty.
+    """
+    python = sys.executable if python is None else str(python)
+    if not python:
+        raise ValueError("no interpreter to run: sys.executable is empty (an embedded Python?)")
+    folder = Path(folder)
+    (folder / STDERR_DIR).mkdir(parents=True, exist_ok=True)
+    wrapper = (
+        "#!/bin/sh\n"
+        "# The interpreter that wrote this command, by the path it was started with: a symlink to it\n"
+        "# elsewhere, or its resolved base interpreter, would lose its venv (fair_forge_beam/process_workers.py).\n"
+        f"exec {shlex.quote(python)} \"$@\" 2>>{_stderr_file(folder, 'python')}\n"
+    )
+    for name in ("python", "python3"):
+        path = folder / name
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        path.write_text(wrapper, encoding="utf-8")
+        path.chmod(0o755)
+    (folder / _MARK).write_text(json.dumps({"python": python}), encoding="utf-8")
+    return folder / "python"
+
+
+def _stderr_file(folder: Path, kind: str) -> str:
+    """Shell text of a process's own stderr file, named by its kind, start (epoch seconds) and pid."""
+    return f'{shlex.quote(str(folder / STDERR_DIR))}/{kind}-"$(date +%s)-$$".stderr'
+
+
+def write_worker_command(folder: os.PathLike, boot: os.PathLike, semi_persist_dir: os.PathLike,
+                         python: Optional[str] = None) -> Path:
+    """Write the worker command into ``folder`` (created) and return its path (``--environment_config
+    '{"command": "<path>"}'``): ``beam-boot``, with the wrappers of :func:`write_python_wrapper`
+    beside it and the boot binary's own stderr in ``stderr/boot-<start>-<pid>.stderr``.
+
+    Args:
+        folder: where ``beam-boot``, the ``python``/``python3`` wrappers and ``stderr/`` go.
+        boot: Beam's Python boot binary.
+        semi_persist_dir: the boot binary's ``--semi_persist_dir`` (staged artifacts).
+        python: the interpreter the workers run; default ``sys.executable`` as it is.
+
+    Raises:
+        ValueError: ``python`` is empty.
+    """
+    folder = Path(folder)
+    write_python_wrapper(folder, python)
+    q = shlex.quote
+    script = folder / BOOT_SCRIPT
+    script.write_text(
+        "#!/bin/sh\n"
+        "# Beam's Python boot binary, with the wrappers of this folder first on PATH (the boot runs\n"
+        "# \"python\" from PATH) and no per-worker virtualenv: workers run the launcher's environment.\n"
+        f"PATH={q(str(folder))}:\"$PATH\"\n"
+        "RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1\n"
+        "export PATH RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT\n"
+        f"exec {q(str(boot))} --semi_persist_dir={q(str(semi_persist_dir))} \"$@\" 2>>{_stderr_file(folder, 'boot')}\n",
+        encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def worker_command_of(options) -> Optional[Path]:
+    """The worker command of pipeline ``options`` (``PipelineOptions`` or a list of arguments) when
+    it is one :func:`write_worker_command` wrote, else ``None``."""
+    if isinstance(options, (list, tuple)):
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        options = PipelineOptions(list(options))
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    portable = options.view_as(PortableOptions)
+    if (portable.environment_type or "").upper() != "PROCESS" or not portable.environment_config:
+        return None
+    try:
+        command = json.loads(portable.environment_config).get("command")
+    except (ValueError, AttributeError):
+        return None
+    if not command:
+        return None
+    path = Path(command)
+    return path if (path.parent / _MARK).is_file() else None
+
+
+_LINE = 400  # characters of one stderr line shown (the boot binary logs the job's options on one line)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    try:  # a zombie has ended
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def worker_stderr(options, since: float, max_files: int = 4, max_lines: int = 25) -> str:
+    """:func:`stderr_report` of the folder of ``options``' worker command (``""`` when the command
+    is not one of :func:`write_worker_command`)."""
+    command = worker_command_of(options)
+    return "" if command is None else stderr_report(command.parent, since, max_files, max_lines)
+
+
+def stderr_report(folder: os.PathLike, since: float, max_files: int = 4, max_lines: int = 25) -> str:
+    """What the processes run through ``folder``'s wrappers (the boot binary and every ``python``
+    it ran: pip, the SDK worker) and started since ``since`` (a ``time.time()``) wrote to stderr:
+    the last ``max_lines`` lines (each cut at 400 characters) of at most ``max_files`` non-empty
+    files, those of processes that have ended first (a worker that could not start), newest first,
+    each under a header naming it; ``""`` when there is none."""
+    errors = Path(folder) / STDERR_DIR
+    found = []
+    for f in errors.glob("*.stderr") if errors.is_dir() else ():
+        try:
+            _, started, pid = f.stem.rsplit("-", 2)
+            started, pid = int(started), int(pid)
+            size = f.stat().st_size
+        except (ValueError, OSError):
+            continue
+        if size and started >= int(since) - 1:
+            found.append((not _alive(pid), started, f))
+    parts = []
+    for _, _, f in sorted(found, reverse=True)[:max_files]:
+        lines = [ln if len(ln) <= _LINE else ln[:_LINE] + " …" for ln in
+                 f.read_text(encoding="utf-8", errors="replace").splitlines()[-max_lines:]]
+        parts.append(f"--- {f.name}\n" + "\n".join(lines))
+    if not parts:
+        return ""
+    more = f"; {len(found) - max_files} more" if len(found) > max_files else ""
+    return f"stderr of the worker processes the job started (in {errors}{more}):\n" + "\n".join(parts)

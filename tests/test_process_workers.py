@@ -1,0 +1,199 @@
+"""Issue 26, item 1: SDK worker processes run the launcher's interpreter, venv included.
+
+A user installs into a venv and starts a local Flink cluster from it. The TaskManagers start each
+SDK worker through Beam's boot binary, which runs ``python`` from ``PATH``. Before the fix the
+cluster put a symlink ``<workdir>/bin/python -> sys.executable`` there: started through a symlink
+in another folder, a venv's interpreter does not find its ``pyvenv.cfg``, runs as the base Python,
+and every worker died at ``import apache_beam`` ("Process died with exit code 1", the worker's
+own error in no log). CI installed into the machine's own interpreter, where the symlink happened
+to work.
+
+Each test here makes a venv of its own (without pip): its
+``site-packages`` holds a ``.pth`` that adds this interpreter's packages and a marker module that
+only the venv can import, so a worker that runs as the base Python fails here whatever the base
+has installed. The fast test runs the worker command alone; the Flink test starts a one-TaskManager
+cluster from the venv's interpreter (the worker command in the cluster's folder, not the venv's),
+runs a job whose workers report their ``sys.prefix`` and the marker, then breaks the venv for new
+workers and checks that the failed job's error carries the worker's own stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MARKER = "ffb_venv_marker"
+
+
+def make_venv(root: Path, pip: bool = False) -> tuple[Path, Path]:
+    """A venv at ``root`` (with its own pip when ``pip``) seeing this interpreter's packages through
+    a ``.pth`` (processed only when Python runs as that venv) and a marker module of its own.
+    Returns ``(its python, the .pth)``."""
+    subprocess.run([sys.executable, "-m", "venv", *([] if pip else ["--without-pip"]), str(root)], check=True,
+                   timeout=300)
+    python = root / "bin" / "python"
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  check=True, capture_output=True, text=True).stdout.strip())
+    marker_dir = root / "marker"
+    marker_dir.mkdir()
+    (marker_dir / f"{MARKER}.py").write_text(f"PREFIX = {str(root)!r}\n", encoding="utf-8")
+    # this interpreter's site dirs, with their own .pth files (an editable install's finder), and the checkout
+    dirs = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], site.getusersitepackages()])
+    lines = [str(marker_dir), str(REPO)] + [f"import site; site.addsitedir({d!r})" for d in dirs if Path(d).is_dir()]
+    pth = purelib / "ffb_test_parent.pth"
+    pth.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return python, pth
+
+
+def test_worker_command_runs_the_launchers_venv(tmp_path):
+    """The cluster's worker command, written by a venv's interpreter into a folder outside the venv,
+    runs that venv (its prefix, its packages), is no symlink, and keeps an SDK worker's stderr
+    where :func:`~fair_forge_beam.process_workers.worker_stderr` reads it. Fails on the symlink."""
+    python, _ = make_venv(tmp_path / "venv")
+    work = tmp_path / "cluster"
+    code = ("import sys; from pathlib import Path; from fair_forge_beam.testing.flink_cluster import FlinkCluster; "
+            "c = FlinkCluster(workdir=Path(sys.argv[1])); c._write_worker_command(Path('/bin/true'))")
+    subprocess.run([str(python), "-c", code, str(work)], check=True, cwd=tmp_path, timeout=120)
+    worker_python = work / "bin" / "python"
+    assert not worker_python.is_symlink()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    probe = f"import sys, {MARKER}; print(sys.prefix); print({MARKER}.PREFIX)"
+    run = subprocess.run([str(worker_python), "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    prefix, marker = run.stdout.split()
+    assert Path(prefix) == tmp_path / "venv" == Path(marker)
+
+    # the stderr of what the boot binary runs through the wrapper (pip, the SDK worker) is kept
+    from fair_forge_beam.process_workers import worker_stderr
+
+    command = work / "bin" / "beam-boot"
+    opts = ["--environment_type=PROCESS", "--environment_config=" + json.dumps({"command": str(command)})]
+    import time
+
+    before = time.time()
+    crash = "import sys; sys.stderr.write('ModuleNotFoundError: no module named nowhere\\n'); sys.exit(1)"
+    failed = subprocess.run([str(worker_python), "-c", crash], env=env, timeout=60)
+    assert failed.returncode == 1
+    report = worker_stderr(opts, before)
+    assert "no module named nowhere" in report and "python-" in report
+    assert worker_stderr(["--environment_type=LOOPBACK"], before) == ""  # not a PROCESS command of ours
+
+
+_FLINK_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from fair_forge_beam._beam import beam
+from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.testing.flink_cluster import FlinkCluster
+
+work, out, pth = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+res = {"launcher": sys.prefix}
+
+
+def where(_):
+    import sys
+    import ffb_venv_marker
+    return sys.prefix + "|" + ffb_venv_marker.PREFIX
+
+
+with FlinkCluster(task_managers=1, workdir=work) as cluster:
+    with beam.Pipeline(options=pipeline_options(cluster.runner_args())) as p:
+        p | beam.Create([0, 1]) | beam.Map(where) | beam.io.WriteToText(str(out / "where"), num_shards=1)
+    res["workers"] = sorted(set((out / "where-00000-of-00001").read_text().split()))
+    pth.rename(pth.with_name(pth.name + ".off"))  # new workers of the venv no longer find Beam
+    from fair_forge_beam.runner import WorkerProcessError, run_pipeline
+
+    try:
+        with run_pipeline(pipeline_options(cluster.runner_args())) as p:
+            p | beam.Create([0]) | beam.Map(where) | beam.io.WriteToText(str(out / "second"))
+        res["second"] = "succeeded"
+    except WorkerProcessError as e:
+        res["second"] = "WorkerProcessError: " + str(e)
+    except Exception as e:
+        res["second"] = f"{type(e).__name__}: {e}"
+print("RESULT " + json.dumps(res))
+"""
+
+
+@pytest.mark.slow
+def test_flink_cluster_from_a_venv(tmp_path):
+    """A Flink cluster started by a venv's interpreter (worker command in the cluster's folder): its
+    SDK workers run in that venv; a worker that cannot start fails the job with its own stderr in
+    the error. Fails on the symlink (the workers ran the base Python)."""
+    from test_runners_integration import _require
+
+    _require("flink")
+    python, pth = make_venv(tmp_path / "venv", pip=True)  # the boot binary asks pip whether Beam is installed
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([str(python), "-c", _FLINK_SCRIPT, str(tmp_path / "cluster"), str(out), str(pth)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    res = json.loads(lines[-1][len("RESULT "):])
+    venv = str(tmp_path / "venv")
+    assert res["launcher"] == venv
+    assert res["workers"] == [f"{venv}|{venv}"], res
+    assert res["second"].startswith("WorkerProcessError"), res["second"]
+    # the worker's own words: pip finds no Beam, and the boot binary says why it stopped
+    assert "Package(s) not found: apache-beam" in res["second"], res["second"]
+    assert "Apache Beam is not installed in the runtime environment" in res["second"], res["second"]
+
+
+_PRISM_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from fair_forge_beam._beam import beam
+from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.testing import runners as rn
+
+out = Path(sys.argv[1])
+
+
+def where(_):
+    import sys
+    import ffb_venv_marker
+    return sys.prefix + "|" + ffb_venv_marker.PREFIX
+
+
+pool = rn.WorkerPool()
+with pool as address:
+    with beam.Pipeline(options=pipeline_options(rn.runner_args("prism_workers", worker_pool=address))) as p:
+        p | beam.Create([0, 1]) | beam.Map(where) | beam.io.WriteToText(str(out / "where"), num_shards=1)
+print("RESULT " + json.dumps(sorted(set((out / "where-00000-of-00001").read_text().split()))))
+"""
+
+
+@pytest.mark.slow
+def test_prism_worker_pool_from_a_venv(tmp_path):
+    """Beam's worker pool starts its SDK workers as ``python`` from ``PATH``: started from a venv's
+    interpreter with another ``python`` first on ``PATH`` (here one that only fails), the workers
+    still run the venv. Fails when the pool's workers take ``python`` from the user's ``PATH``."""
+    from test_runners_integration import _require
+
+    _require("prism_workers")
+    python, _ = make_venv(tmp_path / "venv")
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    for name in ("python", "python3"):
+        (decoy / name).write_text("#!/bin/sh\necho 'the python on PATH ran' >&2\nexit 3\n", encoding="utf-8")
+        (decoy / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join([str(decoy), env.get("PATH", "")])
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([str(python), "-c", _PRISM_SCRIPT, str(out)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    venv = str(tmp_path / "venv")
+    assert json.loads(lines[-1][len("RESULT "):]) == [f"{venv}|{venv}"]
