@@ -331,7 +331,25 @@ def _judge_counters(result) -> dict:
     return out
 
 
+#: ``fair-forge-beam <command> …``: commands other than the audit (the default), by module of ``pipelines``
+COMMANDS = {
+    "rollup": "pipelines.rollup",  # merge stored statistics of earlier audits (docs/scheduled.md)
+    "trend": "pipelines.trend",  # trend.html / trend.json over many runs (docs/scheduled.md)
+}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The console script ``fair-forge-beam``: ``fair-forge-beam [audit options]`` runs the audit;
+    ``fair-forge-beam <command> …`` runs one of :data:`COMMANDS` with the rest of the arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in COMMANDS:
+        import importlib
+
+        return importlib.import_module(COMMANDS[args[0]]).main(args[1:])
+    return _audit_main(args if argv is not None else None)
+
+
+def _audit_main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     for handler in logging.getLogger().handlers:
