@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.statistical.combiners import StoredAccumulator
 
 __all__ = [
     "MetricSpec",
@@ -78,6 +79,8 @@ __all__ = [
     "cell_fields",
     "metadata_values",
     "Combined",
+    "Values",
+    "SessionLayout",
     "MetadataDimsCombineFn",
 ]
 
@@ -210,6 +213,11 @@ class MetricSpec:
             ``interactions`` output.
         empty_input_slices: ``() -> [slice record, …]``, the metric's slices when the run has
             no interaction at all (e.g. an ``overall`` slice with ``n = 0``); ``None``: no slice.
+        session_value_type, cell_value_type: the declaration of one session value (when
+            ``session_combine`` is ``None``) and of one cell value — a ``typing.NamedTuple`` class
+            (:func:`~fair_forge_beam.schemas.arrow.value_type`); with them the session stage's
+            accumulators can be stored as typed columns and rolled up later
+            (:mod:`fair_forge_beam.io.session_stats`). ``None``: not storable.
     """
 
     name: str
@@ -231,6 +239,8 @@ class MetricSpec:
     min_batch_size: Optional[int] = None
     session_interactions: bool = False
     empty_input_slices: Optional[Callable[[], list]] = None
+    session_value_type: Any = None
+    cell_value_type: Any = None
 
 
 # ------------------------------------------------------------------ combiners
@@ -251,14 +261,23 @@ def _merge_slots(fns, accs: list) -> list:
 
 
 class Combined(NamedTuple):
-    """An input of :class:`PairCombineFn` that is already an accumulator of that side's
-    ``CombineFn`` (merged, not added): the interaction values of one session, combined in the
-    session stage when the run slices by metadata fields."""
+    """An input of :class:`FusedCombineFn` that is already an accumulator of its slot's
+    ``CombineFn`` (merged, not added): a session's accumulator read back from stored statistics
+    (:mod:`fair_forge_beam.io.session_stats`, the roll-up)."""
 
     acc: Any
 
 
-class MetadataDimsCombineFn(beam.CombineFn):
+class Values(NamedTuple):
+    """An input of :class:`PairCombineFn` that stands for several inputs of that side's
+    ``CombineFn``, each added in turn: the interaction-side values of one session, which reach
+    the slices through the session stage (only that stage knows a session's metadata values,
+    and it is what stored statistics keep)."""
+
+    items: Any
+
+
+class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
     """The metadata slice values of one session: input a tuple per interaction (one text or
     ``None`` — the record does not carry the field — per field); accumulator and output ``(values,
     records disagree)`` or ``None``. Per field a value beats ``None`` (metadata on the first record
@@ -292,11 +311,16 @@ class MetadataDimsCombineFn(beam.CombineFn):
     def extract_output(self, acc):
         return acc
 
+    def stored_type(self):
+        import pyarrow as pa
+
+        return pa.struct([("values", pa.list_(pa.string())), ("differ", pa.bool_())])
+
 
 class PairCombineFn(beam.CombineFn):
     """Two ``CombineFn``\\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
-    for that side); output ``[acc_a, acc_b]`` (a side without a ``CombineFn`` stays ``None``).
-    Merging merges each side, so order never matters."""
+    for that side; a :class:`Values`: several inputs of that side); output ``[acc_a, acc_b]`` (a
+    side without a ``CombineFn`` stays ``None``). Merging merges each side, so order never matters."""
 
     def __init__(self, first: Optional[beam.CombineFn], second: Optional[beam.CombineFn]):
         self.fns = (first, second)
@@ -308,8 +332,10 @@ class PairCombineFn(beam.CombineFn):
         for i, v in enumerate(element):
             if v is None:
                 continue
-            if type(v) is Combined:  # a side already combined upstream (per session): merged in
-                acc[i] = self.fns[i].merge_accumulators([acc[i], v.acc])
+            if type(v) is Values:  # a session's interaction-side values: each added
+                fn = self.fns[i]
+                for item in v.items:
+                    acc[i] = fn.add_input(acc[i], item)
             else:
                 acc[i] = self.fns[i].add_input(acc[i], v)
         return acc
@@ -323,10 +349,11 @@ class PairCombineFn(beam.CombineFn):
 
 
 class FusedCombineFn(beam.CombineFn):
-    """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per
-    slot (``None`` until the slot received a value), output the slots' outputs (``None`` for
-    slots that received nothing). Like Beam's ``TupleCombineFn``, but sparse: an element feeds
-    one slot, and a key that only one metric saw costs nothing for the others."""
+    """One ``CombineFn`` for several metrics: input ``(slot, value)`` (a :class:`Combined` value
+    is an accumulator of that slot, merged in), accumulator one entry per slot (``None`` until the
+    slot received a value), output the slots' outputs (``None`` for slots that received nothing).
+    Like Beam's ``TupleCombineFn``, but sparse: an element feeds one slot, and a key that only one
+    metric saw costs nothing for the others."""
 
     def __init__(self, fns: Sequence[beam.CombineFn]):
         self.fns = tuple(fns)
@@ -346,7 +373,10 @@ class FusedCombineFn(beam.CombineFn):
         slot, value = element
         fn = self.fns[slot]
         a = acc[slot]
-        acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
+        if type(value) is Combined:  # an accumulator read back from stored statistics: merged in
+            acc[slot] = fn.merge_accumulators([fn.create_accumulator() if a is None else a, value.acc])
+        else:
+            acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
         return acc
 
     def merge_accumulators(self, accumulators):
@@ -403,14 +433,14 @@ _PROGRESS_STEP = 256
 @beam.typehints.with_output_types(Any)
 class _ScoreAndRoute(beam.DoFn):
     """The metric's scorer, with each score routed in the same step: its interaction record
-    (main), its session value (``"sessions"``: ``(session key, (slot, value))``) and its cell
-    value (``"cells"``: ``(cell, (slot, (value, None)))``). Dead letters, warnings and auxiliary
-    values pass through."""
+    (main), its session value and its cell value (``"sessions"``: ``(session key, (slot,
+    value))`` and ``(session key, (cell_slot, cell value))``). Dead letters, warnings and
+    auxiliary values pass through."""
 
     def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None, dims_slot: Optional[int] = None,
                  dims: tuple = ()):
-        # cell_slot: the run slices by metadata fields, which only the session stage knows, so the
-        # cell values go to the session combine (slot cell_slot) instead of straight to the cells;
+        # cell_slot: the session-combine slot of the cell values (they reach the slices through the
+        # session stage, which alone knows a session's metadata and is what stored statistics keep);
         # dims_slot: a DoFn scorer sees the interactions, so each session it routes a value of goes
         # out with the interactions' metadata values (slot dims_slot) in the same call — in the
         # same bundle, hence in the same pane of a window as the values (early and late panes too)
@@ -468,41 +498,34 @@ class _ScoreAndRoute(beam.DoFn):
             if session_value is not None:
                 yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
             if cell_value is not None:
-                if self.cell_slot is None:
-                    yield tagged("cells", ((out.assistant_id, out.language), (slot, (cell_value(out), None))))
-                else:
-                    yield tagged("sessions", (_session_key(out), (self.cell_slot, cell_value(out))))
+                yield tagged("sessions", (_session_key(out), (self.cell_slot, cell_value(out))))
 
 
 @beam.typehints.with_output_types(Any)
 class _ReduceSessions(beam.DoFn):
-    """``(session key, [combined per slot])`` → per metric its session record
-    (``"s<slot>"``), its warnings (``"q<slot>"``) and its slice value (main: ``(cell, (slot,
-    (None, value)))``).
+    """``(session key, [combined per slot])`` → per metric its session record (``"s<slot>"``), its
+    warnings (``"q<slot>"``), its interaction records (``"i<slot>"``) and, to the cells (main),
+    its slice value ``(cell, (slot, (None, value)))`` and its session's interaction-side values
+    ``(cell, (slot, (Values(values), None)))``. The cell is ``(assistant_id, language, *the
+    session's metadata values)``; warnings of the session stage's own (metadata values that
+    differ) go out under ``"q<warn_slot>"``."""
 
-    With metadata slice dimensions (``dims_slot``), the cell is ``(assistant_id, language,
-    *the session's metadata values)`` and the session's combined interaction values of each
-    metric (``cell_slots``) go out as ``(cell, (slot, (Combined(acc), None)))``."""
-
-    def __init__(self, specs: Sequence[MetricSpec], slots: Sequence[int], dims_slot: Optional[int] = None,
-                 cell_slots: Optional[Mapping[int, int]] = None, dims: tuple = (), warn_slot: int = 0):
-        self.specs, self.slots = tuple(specs), tuple(slots)
-        self.dims_slot, self.cell_slots, self.dims, self.n_dims = dims_slot, dict(cell_slots or {}), tuple(dims), len(dims)
-        self.warn_slot = warn_slot  # the metric whose quality output carries the session's metadata warning
+    def __init__(self, layout: "SessionLayout", warn_slot: int = 0):
+        self.layout, self.warn_slot = layout, warn_slot
 
     def setup(self):
-        for spec in self.specs:
+        for spec in self.layout.specs:
             if spec.session_reducer is not None:
                 spec.session_reducer.setup()
-        self._lists = [spec.session_combine is None for spec in self.specs]
 
     def process(self, kv):
         key, combined = kv
         tagged = beam.pvalue.TaggedOutput
+        lay = self.layout
         cell = (key[1], key[2])
-        if self.dims_slot is not None:
-            dims = combined[self.dims_slot]
-            values, differ = dims if dims is not None else ((None,) * self.n_dims, False)
+        if lay.dims_slot is not None:
+            dims = combined[lay.dims_slot]
+            values, differ = dims if dims is not None else ((None,) * len(lay.dims), False)
             cell = (*cell, *(MISSING_VALUE if v is None else v for v in values))
             yield tagged("present", tuple(v is not None for v in values))
             if differ:
@@ -512,16 +535,15 @@ class _ReduceSessions(beam.DoFn):
                     "slice_metadata_differs", session_key_text(key),
                     "records of this session carry different values of a metadata slice field; the session is "
                     "sliced by the smallest: " + ", ".join(
-                        f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(self.dims, values))))
-            for slot, cslot in self.cell_slots.items():
-                if combined[cslot] is not None:
-                    yield (cell, (slot, (Combined(combined[cslot]), None)))
-        for i, (spec, slot) in enumerate(zip(self.specs, self.slots)):
-            value = combined[slot]
+                        f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(lay.dims, values))))
+        for slot in lay.cell_slots:
+            values = combined[lay.cell_slot(slot)]
+            if values is not None:
+                yield (cell, (slot, (Values(values), None)))
+        for slot in lay.with_sessions:
+            spec, value = lay.specs[slot], combined[slot]
             if value is None or spec.session_reducer is None:
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
-            if self._lists[i]:  # a total order of the values, never arrival order
-                value = sorted(value, key=spec.session_order)
             rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
             for r in per_interaction[0] if per_interaction else ():
                 yield tagged(f"i{slot}", r)
@@ -597,6 +619,45 @@ def panes_metadata_problem(specs: Sequence[MetricSpec]) -> Optional[str]:
 
 
 # ------------------------------------------------------------------ the engine
+class SessionLayout:
+    """The slots of the session combine of one engine (one per metric for its session values,
+    one per metric for its interaction-side cell values, one for the metadata slice values) and
+    their ``CombineFn``\\ s: what the session stage, the stored statistics
+    (:mod:`fair_forge_beam.io.session_stats`) and the roll-up agree on.
+
+    Slot ``i`` (``0 <= i < n``): metric ``i``'s session values, combined by its
+    ``session_combine`` (default: a :class:`~fair_forge_beam.statistical.combiners.CollectCombineFn`
+    ordered by ``session_order``); slot ``n + i``: its cell values, collected per session; slot
+    ``2n``: the metadata slice values (:class:`MetadataDimsCombineFn`), when the slices name
+    metadata fields.
+    """
+
+    def __init__(self, specs: Sequence[MetricSpec]):
+        from fair_forge_beam.statistical.combiners import CollectCombineFn
+
+        self.specs = tuple(specs)
+        n = len(self.specs)
+        self.n = n
+        self.dims = metadata_dimensions(self.specs[0].slices) if self.specs else ()
+        self.dims_slot = 2 * n if self.dims else None
+        #: metrics whose scores feed their session (slot i)
+        self.with_sessions = tuple(i for i, sp in enumerate(self.specs) if sp.session_value is not None)
+        #: metrics with interaction-side cell values (slot n + i)
+        self.cell_slots = tuple(i for i, sp in enumerate(self.specs) if sp.cell_value is not None)
+        fns = [sp.session_combine or CollectCombineFn(sp.session_value_type, sp.session_order) for sp in self.specs]
+        fns += [CollectCombineFn(sp.cell_value_type, sort=False) if sp.cell_value is not None
+                else beam.combiners.CountCombineFn() for sp in self.specs]  # a slot never fed: any CombineFn holds it
+        if self.dims:
+            fns.append(MetadataDimsCombineFn())
+        self.fns = tuple(fns)
+
+    def cell_slot(self, slot: int) -> int:
+        return self.n + slot
+
+    def combine_fn(self) -> "FusedCombineFn":
+        return FusedCombineFn(self.fns)
+
+
 class Engine(beam.PTransform):
     """``PCollection[Interaction]`` → ``{metric name: {"interactions", "sessions", "slices",
     "dead_letter", "quality"}}`` for the declared metrics, with one session shuffle and one
@@ -604,12 +665,20 @@ class Engine(beam.PTransform):
 
     Args:
         specs: :class:`MetricSpec`\\ s with distinct names and the same ``slices``.
+        on_session_accumulators: ``(PCollection[(session key, [accumulator per slot])],
+            SessionLayout, [PCollection[QualityWarning]]) -> None``, called with the session
+            combine's accumulators (before ``extract_output``) and the warnings of the session
+            stage (recomputed by a roll-up, so not stored), e.g. to store them
+            (:class:`fair_forge_beam.io.session_stats.WriteSessionStats`).
+        from_accumulators: the input is not interactions but ``(session key, (slot,
+            Combined(accumulator)))`` pairs read back from stored statistics (the roll-up): the
+            scorers are skipped, and ``interactions`` and ``dead_letter`` are empty.
 
     Raises:
         ValueError: duplicate names or different slice dimensions.
     """
 
-    def __init__(self, specs: Sequence[MetricSpec]):
+    def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False):
         super().__init__()
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
@@ -617,21 +686,14 @@ class Engine(beam.PTransform):
             raise ValueError(f"Engine: duplicate metric names {names}")
         if len({s.slices for s in self.specs}) > 1:
             raise ValueError("Engine: every metric of one engine needs the same slices")
+        self.on_session_accumulators, self.from_accumulators = on_session_accumulators, from_accumulators
 
-    def expand(self, interactions):
-        from fair_forge_beam.metrics.base import CombineSlices
-        from fair_forge_beam.streaming.combine import combine_per_key
-
-        p = interactions.pipeline
-        specs = self.specs
-        n_specs = len(specs)
-        # metadata slice dimensions: only the session stage knows a session's metadata values, so
-        # the interaction-side cell values go through it too (one extra slot per metric)
-        dims = metadata_dimensions(specs[0].slices)
-        cell_slots = {slot: n_specs + slot for slot, s in enumerate(specs) if s.cell_value is not None} if dims else {}
-        dims_slot = 2 * n_specs if dims else None
-        out: dict = {}
-        session_inputs, cell_inputs, aux_records = [], [], []
+    def _score(self, interactions, layout: SessionLayout, out: dict):
+        """Per metric: the scorer and the routing of its outputs; returns the session combine's
+        inputs and the auxiliary records (fills ``out`` with each metric's interactions, dead
+        letters and warnings)."""
+        specs, dims = layout.specs, layout.dims
+        session_inputs, aux_records = [], []
         if dims and any(isinstance(s.scorer, beam.PTransform) for s in specs):
             # a PTransform scorer's scores do not come with their interactions: the metadata values
             # of every session go to the session combine from the input. Exact when a window fires
@@ -642,7 +704,7 @@ class Engine(beam.PTransform):
             if needs_accumulating_merge(interactions.windowing):
                 raise ValueError(panes_metadata_problem(specs))
             session_inputs.append(interactions | "SliceMetadata" >> beam.Map(
-                lambda x, d=dims_slot, f=dims: (_session_key(x), (d, metadata_values(x, f)))))
+                lambda x, d=layout.dims_slot, f=dims: (_session_key(x), (d, metadata_values(x, f)))))
         for slot, spec in enumerate(specs):
             n = spec.name
             src = interactions
@@ -659,10 +721,10 @@ class Engine(beam.PTransform):
                 if "aux" in parts:  # records for the estimator computed by the scorer (batch only)
                     aux_records.append(parts["aux"] | f"{n}/TagScorerAux" >> beam.Map(lambda r, s=slot: (s, r)))
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
-            in_call = dims and not isinstance(spec.scorer, beam.PTransform)  # see _ScoreAndRoute
+            in_call = bool(dims) and not isinstance(spec.scorer, beam.PTransform)  # see _ScoreAndRoute
             scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(
-                spec, slot, cell_slots.get(slot), dims_slot if in_call else None, dims)).with_outputs(
-                DEAD, QUALITY, AUX, "sessions", "cells", main="main")
+                spec, slot, layout.cell_slot(slot), layout.dims_slot if in_call else None, dims)).with_outputs(
+                DEAD, QUALITY, AUX, "sessions", main="main")
             dead = scored[DEAD]
             if extra_dead:
                 dead = (dead, *extra_dead) | f"{n}/FlattenScorerDead" >> beam.Flatten()
@@ -671,33 +733,51 @@ class Engine(beam.PTransform):
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
             out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
-            if spec.session_value is not None or slot in cell_slots or in_call:
+            if spec.session_value is not None or spec.cell_value is not None or in_call:
                 session_inputs.append(scored["sessions"])
-            if spec.cell_value is not None and not dims:
-                cell_inputs.append(scored["cells"])
+        return session_inputs, aux_records
 
-        with_sessions = [slot for slot, s in enumerate(specs) if s.session_value is not None]
-        session_parts = None
-        if with_sessions or cell_slots:
+    def expand(self, pcoll):
+        from fair_forge_beam.metrics.base import CombineSlices
+        from fair_forge_beam.streaming.combine import combine_per_key
+
+        p = pcoll.pipeline
+        layout = SessionLayout(self.specs)
+        specs, dims, n_specs = layout.specs, layout.dims, layout.n
+        out: dict = {}
+        if self.from_accumulators:
+            session_inputs, aux_records = [pcoll], []
+            for spec in specs:
+                n = spec.name
+                out[n] = {"interactions": p | f"{n}/NoInteractions" >> beam.Create([]),
+                          "dead_letter": p | f"{n}/NoDeadLetters" >> beam.Create([]), "quality": []}
+        else:
+            session_inputs, aux_records = self._score(pcoll, layout, out)
+
+        with_sessions = layout.with_sessions
+        session_parts = cells = None
+        if session_inputs and (with_sessions or layout.cell_slots):
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
-            fns = [s.session_combine or beam.combiners.ToListCombineFn() for s in specs]
-            if dims:
-                # (a metric without interaction-side cell values never feeds its slot: any CombineFn holds it)
-                fns += [s.interaction_slice_combine or beam.combiners.CountCombineFn() for s in specs]
-                fns += [MetadataDimsCombineFn()]
             q_slots = range(n_specs) if dims else with_sessions
+            if self.on_session_accumulators:  # the accumulators themselves, then their outputs
+                from fair_forge_beam.statistical.combiners import AccumulatorOutput
+
+                accumulators = flat | "CombineSessions" >> combine_per_key(AccumulatorOutput(layout.combine_fn()), flat)
+            else:
+                accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat)
+            stored = accumulators
+            if self.on_session_accumulators:
+                accumulators = accumulators | "ExtractSessions" >> beam.Map(
+                    lambda kv, fn=layout.combine_fn(): (kv[0], fn.extract_output(kv[1])))
             session_parts = (
-                flat
-                | "CombineSessions" >> combine_per_key(FusedCombineFn(fns), flat)
-                | "ReduceSessions" >> beam.ParDo(
-                    _ReduceSessions([specs[i] for i in with_sessions], with_sessions, dims_slot, cell_slots, dims)
-                ).with_outputs(*[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
-                               *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present",
-                               main="cells")
+                accumulators
+                | "ReduceSessions" >> beam.ParDo(_ReduceSessions(layout)).with_outputs(
+                    *[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
+                    *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present", main="cells")
             )
-            cell_inputs.append(session_parts.cells)
-            if dims and isinstance(interactions.windowing.windowfn, beam.transforms.window.GlobalWindows):
+            cells = session_parts.cells
+            if dims and isinstance(pcoll.windowing.windowfn, beam.transforms.window.GlobalWindows):
                 # a named field that no session carries (a typo, another place in the records, a reader
                 # not told to keep it) would put every session in "<field>=(missing)": said once
                 absent = (
@@ -706,6 +786,10 @@ class Engine(beam.PTransform):
                     | "MetadataAbsent" >> beam.FlatMap(_absent_field_warnings, dims)
                 )
                 out[specs[0].name]["quality"].append(absent)
+            if self.on_session_accumulators:
+                session_quality = [session_parts[f"q{i}"] for i in q_slots] + ([absent] if dims and (
+                    isinstance(pcoll.windowing.windowfn, beam.transforms.window.GlobalWindows)) else [])
+                self.on_session_accumulators(stored, layout, session_quality)
         for slot, spec in enumerate(specs):
             n = spec.name
             if session_parts is not None and slot in with_sessions:
@@ -719,9 +803,8 @@ class Engine(beam.PTransform):
                 out[n]["quality"].append(session_parts[f"q{slot}"])
 
         pair_fns = [PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs]
-        if cell_inputs:
-            flat = cell_inputs[0] if len(cell_inputs) == 1 else tuple(cell_inputs) | "FlattenCellValues" >> beam.Flatten()
-            slices = flat | "CombineSlices" >> CombineSlices(FusedCombineFn(pair_fns), specs[0].slices)
+        if cells is not None:
+            slices = cells | "CombineSlices" >> CombineSlices(FusedCombineFn(pair_fns), specs[0].slices)
             if aux_records:
                 aux = aux_records[0] if len(aux_records) == 1 else tuple(aux_records) | "FlattenAux" >> beam.Flatten()
                 est = slices | "EstimateSlices" >> beam.ParDo(
@@ -732,17 +815,20 @@ class Engine(beam.PTransform):
                     *[f"r{i}" for i in range(len(specs))])
         for slot, spec in enumerate(specs):
             n = spec.name
-            out[n]["slices"] = est[f"r{slot}"] if cell_inputs else p | f"{n}/NoSlices" >> beam.Create([])
-            if spec.empty_input_slices is not None:
+            out[n]["slices"] = est[f"r{slot}"] if cells is not None else p | f"{n}/NoSlices" >> beam.Create([])
+            if spec.empty_input_slices is not None and not self.from_accumulators:
                 fn = spec.empty_input_slices
                 empty = (
-                    interactions
+                    pcoll
                     | f"{n}/CountInput" >> beam.combiners.Count.Globally()
                     | f"{n}/EmptyInputSlices" >> beam.FlatMap(lambda count, fn=fn: fn() if count == 0 else [])
                 )
                 out[n]["slices"] = (out[n]["slices"], empty) | f"{n}/AllSlices" >> beam.Flatten()
             q = out[n]["quality"]
-            out[n]["quality"] = q[0] if len(q) == 1 else tuple(q) | f"{n}/FlattenQuality" >> beam.Flatten()
+            if not q:
+                out[n]["quality"] = p | f"{n}/NoQuality" >> beam.Create([])
+            else:
+                out[n]["quality"] = q[0] if len(q) == 1 else tuple(q) | f"{n}/FlattenQuality" >> beam.Flatten()
         return out
 
 
@@ -757,11 +843,13 @@ def engine_spec(transform, interactions=None) -> Optional[MetricSpec]:
     return fn(windowed=is_windowed(interactions) if interactions is not None else False)
 
 
-def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_") -> dict:
+def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_",
+                  on_session_accumulators=None) -> dict:
     """Applies the main job's metric transforms to ``interactions``: metrics that declare a
     :class:`MetricSpec` run in one :class:`Engine` (one per set of slice dimensions), the
-    others as their own ``PTransform`` (label ``label_prefix + name``). Returns ``{name: dict of
-    PCollections}`` in the order of ``transforms``."""
+    others as their own ``PTransform`` (label ``label_prefix + name``); ``on_session_accumulators``
+    goes to each :class:`Engine`. Returns ``{name: dict of PCollections}`` in the order of
+    ``transforms``."""
     specs, groups, legacy = {}, {}, {}
     for name, t in transforms.items():
         spec = engine_spec(t, interactions)
@@ -773,7 +861,7 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str
     results = {}
     for i, (slices, names) in enumerate(groups.items()):
         label = "Engine" if i == 0 else f"Engine{i}"
-        res = interactions | label >> Engine([specs[n] for n in names])
+        res = interactions | label >> Engine([specs[n] for n in names], on_session_accumulators)
         for n, s in zip(names, [specs[n] for n in names]):
             results[n] = res[s.name]
     for name, t in legacy.items():

@@ -181,7 +181,7 @@ def run_stage(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]], co
     usage error (``parser.error``, exit status 2)."""
     import sys
 
-    from pipelines.audit import reject_unknown_arguments
+    from fair_forge_beam.options import reject_unknown_arguments
 
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     reject_unknown_arguments(parser, beam_args)

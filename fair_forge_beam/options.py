@@ -669,6 +669,62 @@ def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+def unknown_beam_options(args: Sequence[str]) -> list[str]:
+    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines, and the values
+    that belong to no option (a second pattern after ``--input``, a glob the shell expanded, the
+    ``region`` of ``--slices overall, region``): Beam ignores both with a warning, which would
+    silently drop data."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    seen, stack = set(), list(PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        stack.extend(cls.__subclasses__())
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:
+            pass  # an option registered twice by two classes
+    _, rest = parser.parse_known_args(list(args))
+    return list(rest)
+
+
+def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
+    """A usage error (``parser.error``, exit 2) for what ``parse_known_args`` left over that Beam
+    would ignore with a warning: a ``--flag`` of neither the job nor Beam, or a value of no option
+    (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall, region``)
+    — silently ignored, it would drop data. Every command-line entry point calls it."""
+    unknown = unknown_beam_options(beam_args)
+    flags, strays = [a for a in unknown if a.startswith("-")], [a for a in unknown if not a.startswith("-")]
+    if flags:
+        parser.error(f"unrecognised option(s) {' '.join(flags)}: not an option of this job nor a Beam pipeline option")
+    if strays:
+        parser.error(
+            f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
+            "value belongs to an option. An option such as --input takes one value (repeat the option, or quote a "
+            "glob so that the shell does not expand it); a list such as --slices is one argument without spaces "
+            "(overall,region)")
+
+
+def statistical_mode(options: Any):
+    """The run's :class:`~fair_forge_beam.statistical.base.StatisticalMode` from its options
+    (``mode``, ``seed``, ``mc_samples``, ``ci_level``, the Beta prior; an ``argparse.Namespace``
+    or a mapping by ``dest``). The Bayesian mode is built in both modes, so a bad
+    ``--mc-samples`` / ``--ci-level`` / ``--seed`` is a usage error in either.
+
+    Raises:
+        ValueError: an option out of range.
+    """
+    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+
+    opts = vars(options) if not isinstance(options, Mapping) else options
+    bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", opts))
+    return bayesian if opts.get("mode") == "bayesian" else FrequentistMode()
+
+
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
     """What an audit config file may hold: ``(top-level key → option name, options whose relative
     paths are relative to the file, option names a file cannot set)``."""

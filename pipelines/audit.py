@@ -32,6 +32,8 @@ from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names import
     OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder, write_launcher_reports)
 from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
     dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
+from fair_forge_beam.options import (  # noqa: F401 - names importable from here as before
+    reject_unknown_arguments, statistical_mode as _mode, unknown_beam_options)
 
 log = logging.getLogger("fair_forge_beam.audit")
 
@@ -47,46 +49,6 @@ class _LazyFileSystems:
 
 
 FileSystems = _LazyFileSystems()
-
-
-def unknown_beam_options(args: Sequence[str]) -> list[str]:
-    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines, and the values
-    that belong to no option (a second pattern after ``--input``, a glob the shell expanded, the
-    ``region`` of ``--slices overall, region``): Beam ignores both with a warning, which would
-    silently drop data."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    seen, stack = set(), list(PipelineOptions.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        stack.extend(cls.__subclasses__())
-        try:
-            cls._add_argparse_args(parser)
-        except argparse.ArgumentError:
-            pass  # an option registered twice by two classes
-    _, rest = parser.parse_known_args(list(args))
-    return list(rest)
-
-
-def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
-    """A usage error (``parser.error``, exit 2) for what ``parse_known_args`` left over that Beam
-    would ignore with a warning: a ``--flag`` of neither the job nor Beam, or a value of no option
-    (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall, region``)
-    — silently ignored, it would drop data. Every command-line entry point calls it."""
-    unknown = unknown_beam_options(beam_args)
-    flags, strays = [a for a in unknown if a.startswith("-")], [a for a in unknown if not a.startswith("-")]
-    if flags:
-        parser.error(f"unrecognised option(s) {' '.join(flags)}: not an option of this job nor a Beam pipeline option")
-    if strays:
-        parser.error(
-            f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
-            "value belongs to an option. An option such as --input takes one value (repeat the option, or quote a "
-            "glob so that the shell does not expand it); a list such as --slices is one argument without spaces "
-            "(overall,region)")
 
 
 def default_inputs() -> list[str]:
@@ -107,16 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_arguments(p, METRICS)  # every option, declared once in fair_forge_beam.options
     return p
-
-
-def _mode(args):
-    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
-
-    from fair_forge_beam.options import constructor_kwargs
-
-    # built in both modes, so a bad --mc-samples / --ci-level / --seed is a usage error in either
-    bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", vars(args)))
-    return bayesian if args.mode == "bayesian" else FrequentistMode()
 
 
 class _PackageLogLevel:
@@ -157,6 +109,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from apache_beam.options.pipeline_options import StandardOptions
 
     from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.io.session_stats import WriteSessionStats
+    from fair_forge_beam.rollup import audit_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
@@ -265,13 +219,16 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.progress import ProgressReporter
 
     progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
+    config, static = results_config(metrics, mode, inputs, slice_dims), metric_static(transforms)
+    # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
+    stats = WriteSessionStats(out, audit_manifest(config, metric_options, static))
     with progress, run_pipeline(options) as p:
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         read = p | "Read" >> reader
-        results = apply_metrics(read["interactions"], transforms)  # engine metrics share their shuffles
+        # engine metrics share their shuffles
+        results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats)
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
-        write_outputs(read, results, out, interaction_parquet_fields(metrics),
-                      results_config(metrics, mode, inputs, slice_dims), metric_static(transforms))
+        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats)
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}

@@ -45,7 +45,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--max-length", type=int, default=512, help="maximum tokens of prompt + target (default: 512)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     args, beam_args = parser.parse_known_args(argv)
-    from pipelines.audit import reject_unknown_arguments
+    from fair_forge_beam.options import reject_unknown_arguments
 
     reject_unknown_arguments(parser, beam_args)
     if args.max_length < 1:

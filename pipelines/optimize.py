@@ -23,7 +23,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="fair-forge-beam-optimize", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     args, beam_args = parser.parse_known_args(argv)
-    from pipelines.audit import reject_unknown_arguments
+    from fair_forge_beam.options import reject_unknown_arguments
 
     reject_unknown_arguments(parser, beam_args)
     try:

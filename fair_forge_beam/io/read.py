@@ -430,9 +430,81 @@ class _ParseRecord(beam.DoFn):
             yield from _duplicate_qa_warnings(meta, seen)
 
 
+#: where ``qa_id`` is in an :class:`Interaction`'s fields
+_QA_AT = Interaction._fields.index("qa_id")
+
+
 class _SessionKey(NamedTuple):
     session_id: str
     assistant_id: str
+
+
+def session_numbering(records: dict) -> dict:
+    """The first turn slot of each record of one session: ``records`` maps a record key
+    ``(declared turn_index or -1, source, position)`` to ``(n_slots, from_session, items)``
+    (:func:`session_records`); records are ranked by key and each occupies ``n_slots`` slots
+    (a session record: its conversation's length, rejected entries included; a streamed record: 1).
+    A turn's index is its record's first slot + its place in the record."""
+    first, nxt = {}, 0
+    for rk in sorted(records):
+        first[rk] = nxt
+        nxt += records[rk][0]
+    return first
+
+
+def session_records(items) -> dict:
+    """One session's record summary from its parsed items ``(order, given turn, fields, n_slots,
+    from_session)``: record key → ``(n_slots, from_session, [(place in record, qa_id), …])``.
+    What the turn numbering and the session's reader warnings depend on, and what an audit stores
+    for roll-ups (:mod:`fair_forge_beam.io.session_stats`): a roll-up merges the summaries of a
+    session's runs (items appended) and numbers the union as one audit would."""
+    out: dict = {}
+    for order, _given, fields, n_slots, from_session in items:
+        rk = tuple(order[:3])
+        rec = out.setdefault(rk, (n_slots, from_session, []))
+        rec[2].append((order[3], fields[_QA_AT]))
+    return out
+
+
+def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
+    """The reader's warnings of one session from its record summary (:func:`session_records`):
+    ``session_split`` (several session records, or session records and single-interaction
+    records), ``duplicate_qa_id``, ``duplicate_turn_index`` (a declared turn given twice)."""
+    meta = _SessionKey(session_id, assistant_id)
+    seen: dict[str, int] = {}
+    explicit: dict[int, int] = {}
+    places: list = []
+    n_streamed = 0
+    for rk in sorted(records):
+        _, from_session, items = records[rk]
+        for _at, qa_id in items:
+            seen[qa_id] = seen.get(qa_id, 0) + 1
+            if rk[0] != -1 and not from_session:
+                explicit[rk[0]] = explicit.get(rk[0], 0) + 1
+            if not from_session:
+                n_streamed += 1
+        if from_session and items:
+            places.append(rk[1:3])
+    out = []
+    if len(places) > 1 or (places and n_streamed):
+        shown = [f"{src}:{pos}" for src, pos in places]
+        files = sorted({src for src, _ in places})
+        parts = f"{len(places)} session records ({', '.join(shown[:5])}{', ...' if len(shown) > 5 else ''})"
+        if n_streamed:
+            parts += f" and {n_streamed} single-interaction records"
+        out.append(QualityWarning(
+            "session_split",
+            f"{session_id}/{assistant_id}",
+            f"session {session_id!r} of assistant {assistant_id!r} is found in {parts}"
+            f"{' across ' + str(len(files)) + ' files' if len(files) > 1 else ''}; they are merged into one "
+            "session whose turns are numbered by (declared turn_index, file, position in file, position in "
+            "the conversation), so every interaction keeps its own element_id",
+        ))
+    out += [w.value for w in _duplicate_qa_warnings(meta, seen)]
+    out += [w.value for w in _repeat_warnings(
+        meta, "duplicate_turn_index", explicit,
+        lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position")]
+    return out
 
 
 class _OrderStreamed(beam.DoFn):
@@ -443,68 +515,32 @@ class _OrderStreamed(beam.DoFn):
     session record occupies as many turn slots as its ``conversation`` has entries (rejected
     ones included, so a session in one record keeps its conversation positions), a streamed
     record one slot. ``turn_index`` = the record's first slot + the position in the record:
-    distinct records always get distinct turn indices, hence distinct element ids.
+    distinct records always get distinct turn indices, hence distinct element ids
+    (:func:`session_numbering`).
 
-    Data-quality warnings: a session found in several session records (e.g. split over two
-    files), a repeated declared ``turn_index``, a repeated ``qa_id``.
+    Data-quality warnings (:func:`session_warnings`): a session found in several session records
+    (e.g. split over two files), a repeated declared ``turn_index``, a repeated ``qa_id``; they go
+    out under ``"session_quality"``. The session's record summary (:func:`session_records`) goes
+    out under ``"records"`` as ``((session_id, assistant_id), summary)``.
     """
 
     def process(self, kv):
-        _, items = kv
+        key, items = kv
         items = sorted(items, key=lambda it: it[0])
-        slots: dict[tuple, int] = {}  # record key -> number of turn slots, in record order
-        for order, *_rest, n_slots, _ in items:
-            slots.setdefault(tuple(order[:3]), n_slots)
-        first_slot, nxt = {}, 0
-        for rk, n in slots.items():
-            first_slot[rk] = nxt
-            nxt += n
-        seen: dict[str, int] = {}
-        explicit: dict[int, int] = {}
-        session_records: dict[tuple, None] = {}
-        n_streamed = 0
-        meta = None
+        records = session_records(items)
+        first_slot = session_numbering(records)
         for order, given_turn, fields, _, from_session in items:
             # validated when parsed: only the turn index (and so the element id) is set here
             x = Interaction(*fields)
             turn = first_slot[tuple(order[:3])] + order[3]
-            meta = _SessionKey(x.session_id, x.assistant_id)
-            seen[x.qa_id] = seen.get(x.qa_id, 0) + 1
-            if given_turn is not None:
-                explicit[given_turn] = explicit.get(given_turn, 0) + 1
-            if from_session:
-                session_records.setdefault(tuple(order[1:3]), None)
-            else:
-                n_streamed += 1
             # the id made at parse time is already right when the turn kept its place in the record
             yield x if turn == x.turn_index else x._replace(
                 turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
-        if meta is None:
+        if not items:
             return
-        if len(session_records) > 1 or (session_records and n_streamed):
-            places = [f"{src}:{pos}" for src, pos in session_records]
-            files = sorted({src for src, _ in session_records})
-            parts = f"{len(session_records)} session records ({', '.join(places[:5])}{', ...' if len(places) > 5 else ''})"
-            if n_streamed:
-                parts += f" and {n_streamed} single-interaction records"
-            yield beam.pvalue.TaggedOutput(
-                QUALITY,
-                QualityWarning(
-                    "session_split",
-                    f"{meta.session_id}/{meta.assistant_id}",
-                    f"session {meta.session_id!r} of assistant {meta.assistant_id!r} is found in {parts}"
-                    f"{' across ' + str(len(files)) + ' files' if len(files) > 1 else ''}; they are merged into one "
-                    "session whose turns are numbered by (declared turn_index, file, position in file, position in "
-                    "the conversation), so every interaction keeps its own element_id",
-                ),
-            )
-        yield from _duplicate_qa_warnings(meta, seen)
-        yield from _repeat_warnings(
-            meta,
-            "duplicate_turn_index",
-            explicit,
-            lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position",
-        )
+        for w in session_warnings(key[0], key[1], records):
+            yield beam.pvalue.TaggedOutput("session_quality", w)
+        yield beam.pvalue.TaggedOutput("records", (tuple(key), records))
 
 
 def records_to_interactions(
@@ -534,18 +570,22 @@ def records_to_interactions(
         ordered = (
             parsed[_STREAMED]
             | f"{label}GroupStreamed" >> beam.GroupByKey()
-            | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(QUALITY, main="main")
+            | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs("session_quality", "records",
+                                                                                    main="main")
         )
         # a bounded parse yields every interaction through the session grouping (its main output
         # stays empty), so the ordered interactions go on directly: no Flatten, which would make
         # the runner write and re-read every interaction between two fused stages
         interactions = ordered.main
-        quality = (parsed[QUALITY], ordered[QUALITY]) | f"{label}FlattenQuality" >> beam.Flatten()
+        quality = (parsed[QUALITY], ordered["session_quality"]) | f"{label}FlattenQuality" >> beam.Flatten()
     # a turn the assistant runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a
     # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming
     answered, failed_turns = interactions | f"{label}SkipFailedTurns" >> SkipFailedTurns()
     dead = (parsed[DEAD], failed_turns) | f"{label}ReadAndRunnerDeadLetters" >> beam.Flatten()
-    return {"interactions": answered, "dead_letter": dead, "quality": quality}
+    out = {"interactions": answered, "dead_letter": dead, "quality": quality}
+    if not streaming:  # each session's record summary and reader warnings, for stored statistics
+        out["session_records"], out["session_quality"] = ordered["records"], ordered["session_quality"]
+    return out
 
 
 # ------------------------------------------------------------------ file sources

@@ -199,6 +199,16 @@ class _ScoreHumanity(beam.DoFn):
         ]
 
 
+class SessionValue(NamedTuple):
+    """One interaction's contribution to its session (stored per session: docs/scheduled.md)."""
+
+    turn_index: int
+    weight: Optional[float]
+    entropy: float
+    spearman: Optional[float]
+    counts: tuple[int, ...]
+
+
 def _session_value(s: HumanityScore) -> tuple:
     # small plain tuples (Beam's fast primitive coder); the session header is in the engine's key
     return (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
@@ -332,6 +342,7 @@ class Humanity(MetricTransform):
             interaction_record=_interaction_record,
             session_value=_session_value,
             session_order=_session_order,
+            session_value_type=SessionValue,
             session_reducer=_SessionReducer(self.mode),
             session_slice_combine=beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)),
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),

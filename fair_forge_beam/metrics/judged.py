@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, ClassVar, Mapping, Optional, Sequence
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_se
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
-from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, WithFailedCount, session_mean_and_point_estimates
+from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, CollectCombineFn, WithFailedCount,
+                                                   session_mean_and_point_estimates)
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["JudgedMetric", "build_judge", "session_key", "request_key", "META", "QUALITY"]
@@ -145,6 +146,39 @@ class _JudgeScorer(beam.PTransform):
         if quality is not None:
             out["quality"] = quality
         return out
+
+
+class _Meta(NamedTuple):
+    request_key: str
+    turn_index: int
+    element_id: str
+    qa_id: Optional[str]
+    weight: Optional[float]
+    extra: dict[str, int]
+
+
+class _Verdict(NamedTuple):
+    request_key: str
+    scores: tuple[float, ...]
+    insight: str
+    reasoning: Optional[str]
+
+
+class SessionPartValue(NamedTuple):
+    """A session part as stored (docs/scheduled.md): ``kind`` 0 with the ``meta`` of an interaction
+    sent to the judge, or 1 with a validated ``verdict``."""
+
+    kind: int
+    meta: Optional[_Meta]
+    verdict: Optional[_Verdict]
+
+
+def _encode_part(v: tuple) -> tuple:
+    return (v[0], v[1], None) if v[0] == 0 else (v[0], None, v[1])
+
+
+def _decode_part(t: tuple) -> tuple:
+    return (t[0], t[1] if t[0] == 0 else t[2])
 
 
 def _part_order(v: tuple) -> tuple:
@@ -298,7 +332,7 @@ class JudgedMetric(MetricTransform):
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,
-            session_order=_part_order,
+            session_combine=CollectCombineFn(SessionPartValue, _part_order, encode=_encode_part, decode=_decode_part),
             session_reducer=_SessionReducer(self),
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
             estimator=_SliceEstimator(self),

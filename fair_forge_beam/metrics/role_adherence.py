@@ -149,6 +149,14 @@ class RoleScore(NamedTuple):
     reason: str
 
 
+class SessionValue(NamedTuple):
+    """One judged turn's contribution to its session (stored per session: docs/scheduled.md)."""
+
+    turn_index: int
+    adherent: bool
+    score: float
+
+
 def _turn(x: Interaction):
     return session_key(x.session_id, x.assistant_id, x.language), (
         x.turn_index, x.element_id, x.qa_id, x.query or "", x.assistant or "", x.chatbot_role)
@@ -326,6 +334,7 @@ class RoleAdherence(MetricTransform):
             interaction_record=_interaction_record,
             session_value=lambda s: (s.turn_index, s.adherent, s.score),
             session_order=lambda v: v,
+            session_value_type=SessionValue,
             session_reducer=_SessionRoles(self.mode, self.threshold, self.strict_mode),
             session_slice_combine=beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn()),
             estimator=_SliceRoles(self.mode, self.judge.model_name),

@@ -222,6 +222,32 @@ _LexiconCountsCombineFn = TokenCountsCombineFn
 _SessionCountsCombineFn = SessionGroupCountsCombineFn
 
 
+class _GroupInput(NamedTuple):
+    element_id: str
+    flagged: bool
+    groups: tuple[int, ...]
+    sentiment: Optional[float]
+
+
+class _CategoryCount(NamedTuple):
+    category: str
+    matches: int
+
+
+class _TokenInput(NamedTuple):
+    toxic_words: int
+    total_words: int
+    categories: tuple[_CategoryCount, ...]
+
+
+class CellValue(NamedTuple):
+    """One answer's contribution to its slice's statistics (stored per session: docs/scheduled.md):
+    the group-fairness input and the lexicon token counts."""
+
+    group_input: _GroupInput
+    token_input: _TokenInput
+
+
 def _cell_value(s: ToxicityScore) -> tuple:
     return (s.element_id, s.is_toxic, s.groups, s.sentiment), (s.toxic_words, s.total_words, s.categories)
 
@@ -550,6 +576,7 @@ class Toxicity(MetricTransform):
             session_combine=SessionGroupCountsCombineFn(),
             session_reducer=_SessionReducer(self.mode, self.groups),
             cell_value=_cell_value,
+            cell_value_type=CellValue,
             interaction_slice_combine=beam.combiners.TupleCombineFn(
                 GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), TokenCountsCombineFn()),
             session_slice_combine=SumCombineFn(),

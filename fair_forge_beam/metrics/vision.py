@@ -153,6 +153,15 @@ def _interaction_record(threshold: float):
     return fn
 
 
+class SessionValue(NamedTuple):
+    """One frame's contribution to its session (stored per session: docs/scheduled.md)."""
+
+    turn_index: int
+    element_id: str
+    qa_id: Optional[str]
+    similarity: float
+
+
 def _session_value(s: VisionScore) -> tuple:
     # frame order is the values' own order: (turn, element id, qa id, similarity), never arrival order
     return (s.turn_index, s.element_id, s.qa_id, s.similarity)
@@ -293,6 +302,7 @@ class Vision(MetricTransform):
             min_batch_size=1,
             interaction_record=_interaction_record(self.threshold),
             session_value=_session_value,
+            session_value_type=SessionValue,
             session_reducer=_SessionReducer(self.mode, self.threshold, self.scorer.name),
             session_slice_combine=beam.combiners.TupleCombineFn(
                 BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),

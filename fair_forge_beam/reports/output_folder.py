@@ -12,7 +12,7 @@ __all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OutputFiles", "pr
 
 #: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
-                "report.html", "comparison.json")
+                "stats/", "report.html", "comparison.json")
 #: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
 STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts", "windowed_results.json", "windows/")
 #: the files a run writes inside each shard folder (glob patterns relative to the folder): only these
@@ -22,6 +22,7 @@ SHARD_PATTERNS = {
     "sessions/": ("part-*", "*/part-*"),
     "dead_letter/": ("part-*",),
     "data_quality/": ("part-*",),
+    "stats/": ("manifest.json", "*/part-*"),
     "windows/": ("*-*-*.jsonl",),
 }
 

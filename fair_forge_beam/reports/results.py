@@ -285,7 +285,7 @@ def results_json_bytes(doc: dict) -> bytes:
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
-                  static: dict) -> None:
+                  static: dict, stats=None, read_counts=None, write_interactions: bool = True) -> None:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
 
     Args:
@@ -295,6 +295,12 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         out: the output folder (any Beam filesystem).
         parquet_schema: union schema of the per-interaction rows.
         config / static: :func:`results_config` and :func:`metric_static` of the run.
+        stats: a :class:`~fair_forge_beam.io.session_stats.WriteSessionStats` given to the engine:
+            the run's counts and manifest are stored too (``stats/``).
+        read_counts: the counts of the reading stage as ``("read", None, n)``, ``("dead", (stage,
+            reason kind), n)`` and ``("quality", kind, n)`` elements, instead of counting ``read``
+            (a roll-up: the stored counts of its runs).
+        write_interactions: ``False``: no ``results.parquet/`` (a roll-up copies its runs' shards).
     """
     dead = (
         tuple([read["dead_letter"]] + [r["dead_letter"] for r in results.values()])
@@ -314,15 +320,24 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         | "QualityJson" >> beam.Map(to_json_line)
         | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality/part", file_name_suffix=".jsonl")
     )
-    _write_parquet(tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
-                   "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema)
+    if write_interactions:
+        _write_parquet(tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
+                       "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema)
     parts = [
-        # one count per run, not one tagged element per interaction through the results combine
-        read["interactions"] | "CountRead" >> beam.combiners.Count.Globally() | "TagRead" >> beam.Map(
-            lambda n: ("read", None, n)),
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
     ]
+    if read_counts is None:  # one count per run, not one tagged element per interaction through the results combine
+        parts.insert(0, read["interactions"] | "CountRead" >> beam.combiners.Count.Globally() | "TagRead" >> beam.Map(
+            lambda n: ("read", None, n)))
+    else:
+        parts.insert(0, read_counts)
+    if stats is not None:
+        reader_quality = [read["session_quality"]] if "session_quality" in read else []
+        stats.write_counts(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
+        if "session_records" in read:
+            stats.write_reader(read["session_records"])
+        stats.write_manifest(dead.pipeline)
     for name, r in results.items():
         _write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name), f"{out}/sessions/{name}/part",
                        SESSION_SCHEMA)

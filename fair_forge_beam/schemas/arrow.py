@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 from pydantic import BaseModel
 
-__all__ = ["arrow_type", "arrow_fields", "union_fields"]
+__all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "to_arrow_value", "from_arrow_value"]
 
 _SCALARS = {float: pa.float64(), int: pa.int64(), bool: pa.bool_(), str: pa.string()}
 
@@ -85,3 +85,72 @@ def arrow_fields(model: type[BaseModel], names: Optional[Sequence[str]] = None, 
 def union_fields(parts: Iterable[tuple[type[BaseModel], Sequence[str], str]]) -> list[pa.Field]:
     """Fields of several ``(model, names, prefix)`` parts, all nullable, concatenated in order."""
     return [f for model, names, prefix in parts for f in arrow_fields(model, names, prefix, all_nullable=True)]
+
+
+# ---------------------------------------------------------------------------- stored values
+def value_type(annotation) -> pa.DataType:
+    """The pyarrow type of a *value* declaration — what a statistic's accumulator or a session
+    value holds, stored as typed columns (:mod:`fair_forge_beam.io.session_stats`).
+
+    Beyond :func:`arrow_type`'s scalars and ``Optional``: a ``typing.NamedTuple`` class → ``struct``
+    of its annotated fields, in order (a value is a plain tuple read by position);
+    ``tuple[X, ...]`` and ``list[X]`` → ``list_(X)``; ``dict[K, V]`` → ``map_(K, V)``; ``Any`` and
+    bare ``tuple``/``dict`` have no type.
+
+    Raises:
+        TypeError: an annotation without a column type.
+    """
+    annotation, _ = _unwrap_optional(annotation)
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    if isinstance(annotation, type) and issubclass(annotation, tuple) and hasattr(annotation, "_fields"):
+        hints = typing.get_type_hints(annotation)
+        return pa.struct([pa.field(n, value_type(hints[n]), nullable=_unwrap_optional(hints[n])[1])
+                          for n in annotation._fields])
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return pa.list_(value_type(args[0]))
+    if origin is list and len(args) == 1:
+        return pa.list_(value_type(args[0]))
+    if origin is dict and len(args) == 2:
+        return pa.map_(value_type(args[0]), value_type(args[1]))
+    if origin is typing.Literal and all(isinstance(v, str) for v in args):
+        return pa.string()
+    raise TypeError(f"no stored column type for the annotation {annotation!r}")
+
+
+def to_arrow_value(value, t: pa.DataType):
+    """A Python value → what ``pyarrow.array(..., type=t)`` takes: a tuple for a ``struct`` becomes
+    a dict by field position, a ``map`` a list of pairs in key order (so equal maps give equal
+    bytes); ``None`` stays ``None``. Floats and ints are kept exactly (float64, int64).
+
+    Raises:
+        TypeError: a struct value of the wrong length.
+    """
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        if isinstance(value, dict):
+            return {f.name: to_arrow_value(value.get(f.name), f.type) for f in t}
+        if len(value) != t.num_fields:
+            raise TypeError(f"a value of {t.num_fields} fields expected, got {len(value)}: {value!r}")
+        return {f.name: to_arrow_value(v, f.type) for f, v in zip(t, value)}
+    if pa.types.is_map(t):
+        return [(to_arrow_value(k, t.key_type), to_arrow_value(v, t.item_type)) for k, v in sorted(value.items())]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [to_arrow_value(v, t.value_type) for v in value]
+    return value
+
+
+def from_arrow_value(value, t: pa.DataType):
+    """The inverse of :func:`to_arrow_value` on what ``pyarrow``'s ``to_pylist`` returns: a
+    ``struct`` → a tuple (by field position), a ``list`` → a tuple, a ``map`` → a dict."""
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        return tuple(from_arrow_value(value[f.name], f.type) for f in t)
+    if pa.types.is_map(t):
+        return {from_arrow_value(k, t.key_type): from_arrow_value(v, t.item_type) for k, v in value}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return tuple(from_arrow_value(v, t.value_type) for v in value)
+    return value

@@ -42,6 +42,8 @@ __all__ = [
     "TokenCountsCombineFn",
     "SessionGroupCountsCombineFn",
     "SortedListCombineFn",
+    "StoredAccumulator",
+    "CollectCombineFn",
     "RateCombineFn",
     "CategoryCountCombineFn",
     "WeightedMeanStats",
@@ -64,6 +66,73 @@ __all__ = [
 
 #: the point-estimate mode of the plug-in values every mode also needs (slice units)
 _POINT_MODE = FrequentistMode()
+
+
+# ------------------------------------------------------------------------------ stored accumulators
+class StoredAccumulator:
+    """What a ``CombineFn`` of the engine's session stage declares so that its accumulators can be
+    stored as typed columns and merged later (:mod:`fair_forge_beam.io.session_stats`, the
+    roll-up of stored audits): :meth:`stored_type`, the accumulator's pyarrow type (``None``: not
+    storable), and the two conversions, which by default follow
+    :func:`~fair_forge_beam.schemas.arrow.to_arrow_value` / ``from_arrow_value`` (a struct is a
+    tuple, a list a tuple, a map a dict). ``from_stored(to_stored(acc))`` must merge exactly as
+    ``acc`` does."""
+
+    def stored_type(self):
+        return None
+
+    def to_stored(self, acc):
+        from fair_forge_beam.schemas.arrow import to_arrow_value
+
+        return to_arrow_value(acc, self.stored_type())
+
+    def from_stored(self, value):
+        from fair_forge_beam.schemas.arrow import from_arrow_value
+
+        return from_arrow_value(value, self.stored_type())
+
+
+@beam.typehints.with_input_types(Any)
+@beam.typehints.with_output_types(Any)
+class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
+    """The values of one session, collected: accumulator a list, output the list sorted by
+    ``order`` (a total order of the values — never arrival order; default: the values' own order).
+    Used where a session's record needs all its values (turn order, joins of judge requests and
+    verdicts) and, for the slices, to carry a session's per-interaction statistics.
+
+    Args:
+        value: the declaration of one value — a ``typing.NamedTuple`` class whose annotated fields
+            say each position's type (:func:`~fair_forge_beam.schemas.arrow.value_type`); values
+            themselves are plain tuples. ``None``: the values are not storable.
+        order: sort key of the output (default: the value itself).
+        sort: ``False``: the output is the list as collected (for values whose order does not
+            matter to their consumer, e.g. inputs of an order-free ``CombineFn``).
+        encode, decode: a value → the tuple ``value`` declares, and back (for values of several
+            shapes, e.g. ``(0, request meta)`` and ``(1, verdict)``); default: the value as is.
+    """
+
+    def __init__(self, value=None, order=None, sort: bool = True, encode=None, decode=None):
+        self.value, self.order, self.sort = value, order, sort
+        self.encode, self.decode = encode, decode
+
+    def extract_output(self, acc):
+        return sorted(acc, key=self.order) if self.sort else acc
+
+    def stored_type(self):
+        if self.value is None:
+            return None
+        import pyarrow as pa
+
+        from fair_forge_beam.schemas.arrow import value_type
+
+        return pa.list_(value_type(self.value))
+
+    def to_stored(self, acc):
+        return super().to_stored(acc if self.encode is None else [self.encode(v) for v in acc])
+
+    def from_stored(self, value):
+        values = super().from_stored(value)
+        return list(values) if self.decode is None else [self.decode(v) for v in values]
 
 
 # ------------------------------------------------------------------------------ building blocks
@@ -110,6 +179,12 @@ class AccumulatorOutput(beam.CombineFn):
     def __init__(self, inner: beam.CombineFn):
         self.inner = inner
 
+    def setup(self, *args, **kwargs):
+        self.inner.setup(*args, **kwargs)
+
+    def teardown(self, *args, **kwargs):
+        self.inner.teardown(*args, **kwargs)
+
     def create_accumulator(self):
         return self.inner.create_accumulator()
 
@@ -118,6 +193,9 @@ class AccumulatorOutput(beam.CombineFn):
 
     def merge_accumulators(self, accumulators):
         return self.inner.merge_accumulators(accumulators)
+
+    def compact(self, acc):
+        return self.inner.compact(acc)
 
     def extract_output(self, acc):
         return acc
@@ -156,9 +234,23 @@ class MinMaxCombineFn(beam.CombineFn):
         return acc
 
 
-class KeyedCountsCombineFn(beam.CombineFn):
+class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
     """Accumulator = output ``[a, b, {key: n}]``: two integer sums and integer counts per key;
-    subclasses say how an input adds. Merging adds integers, so order never matters."""
+    subclasses say how an input adds. Merging adds integers, so order never matters. Stored as
+    ``struct<a: int64, b: int64, counts: map<key, int64>>`` (``key_type``: ``int`` or ``str``)."""
+
+    key_type = str
+
+    def stored_type(self):
+        import pyarrow as pa
+
+        from fair_forge_beam.schemas.arrow import value_type
+
+        return pa.struct([("a", pa.int64()), ("b", pa.int64()), ("counts", value_type(dict[self.key_type, int]))])
+
+    def from_stored(self, value):
+        a, b, counts = super().from_stored(value)
+        return [a, b, dict(counts)]
 
     def create_accumulator(self):
         return [0, 0, {}]
@@ -192,6 +284,8 @@ class TokenCountsCombineFn(KeyedCountsCombineFn):
 class SessionGroupCountsCombineFn(KeyedCountsCombineFn):
     """A session's answers: input ``(is_toxic, group indices)`` per answer, output ``[answers,
     toxic answers, {group index: answers mentioning it}]`` (Toxicity's session record)."""
+
+    key_type = int
 
     def add_input(self, acc, element):
         toxic, groups = element

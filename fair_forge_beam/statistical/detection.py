@@ -27,13 +27,13 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import estimate_rate
+from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_rate
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = ["CountVectorCombineFn", "f_beta", "confusion_draws", "f_beta_draws", "estimate_confusion"]
 
 
-class CountVectorCombineFn(beam.CombineFn):
+class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
     """Element-wise sum of integer vectors of length ``size``.
 
     Input: a sequence of ``size`` non-negative ints. Accumulator and output: a list of Python
@@ -57,6 +57,14 @@ class CountVectorCombineFn(beam.CombineFn):
                 raise ValueError(f"counts must be integers >= 0, got {v!r}")
             acc[i] += int(v)
         return acc
+
+    def stored_type(self):
+        import pyarrow as pa
+
+        return pa.list_(pa.int64())
+
+    def from_stored(self, value):
+        return list(value)
 
     def merge_accumulators(self, accumulators):
         out = [0] * self.size

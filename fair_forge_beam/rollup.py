@@ -1,0 +1,410 @@
+"""``fair-forge-beam rollup``: one result from the stored statistics of earlier audits.
+
+    fair-forge-beam rollup --from 'audits/2026-12-0*' --output week49
+
+Reads only what each audit stored (``stats/``: :mod:`fair_forge_beam.io.session_stats`), never a
+raw log. The accumulators of the same session are merged across runs (a conversation that spans
+midnight stays one session), then the engine's session and slice stages run as in an audit
+(:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``): every slice estimate,
+session record, gate and report is recomputed, and the roll-up writes an audit's outputs —
+its own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
+
+``results.json`` equals that of one audit over all the runs' inputs, byte for byte, apart from
+``config.inputs`` (the runs' inputs, in run order) — in both statistical modes
+(``tests/test_rollup.py``: a hypothesis test over splits of real data into days).
+
+What is not rebuilt from stored statistics (named on the console, in ``run_info.json`` under
+``rollup.not_rebuilt`` and in docs/scheduled.md):
+
+* a metric that stored none (``stats/manifest.json``'s ``not_stored``: e.g. Toxicity with cluster
+  profiling, which needs the vectors; metrics whose session values declare no stored type);
+* per-record outputs are the runs' own: ``results.parquet/`` and ``dead_letter/`` are copied from
+  the runs (one row per interaction or rejected record does not depend on the day boundary), and
+  ``data_quality/`` holds only the session stage's warnings, recomputed (each run's per-record
+  warnings stay in its own ``data_quality/``; their counts are in ``results.json``).
+
+Usage errors (exit 2, one line): no run matched, a run without stored statistics, a stored
+statistics schema version other than this package's (naming both), runs made with different
+settings (naming the first difference).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import logging
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+from fair_forge_beam._beam import beam
+
+__all__ = ["run", "main", "audit_manifest", "RUN_ONLY_OPTIONS", "resolve_runs"]
+
+log = logging.getLogger("fair_forge_beam.rollup")
+
+#: main-job options that say where or how a run ran, not what its results are: left out of the
+#: stored manifest's comparison (a roll-up merges runs over different inputs and folders)
+RUN_ONLY_OPTIONS = frozenset({
+    "input", "output", "quiet", "no_report", "compare", "baseline", "gate", "config", "progress_interval",
+    "cluster_points", "inconclusive_width", "allow_empty", "version", "watch", "watch_interval",
+    "watch_stop_after", "judge_cache", "judge_max_concurrency", "judge_requests_per_minute", "judge_timeout",
+    "judge_retries", "judge_api_key_env", "generator_api_key_env", "guardian_api_key_env", "input_format",
+    "timestamp_field", "timestamp_policy",
+})
+
+
+def _jsonable(v):
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def audit_manifest(config: dict, options: dict, static: dict) -> dict:
+    """An audit's ``stats/manifest.json`` content (before the stored metrics are added): the
+    product version, ``results.json``'s ``config`` (inputs included), every option that builds
+    the metrics (``options``: the main job's options by ``dest``, plus the computed
+    ``clustering`` and ``slices``) and each metric's static fields."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("fair_forge_beam")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without install
+        version = None
+    return {"product_version": version, "config": _jsonable(config), "static": _jsonable(static),
+            "options": {k: _jsonable(v) for k, v in sorted(options.items())}}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(
+        prog="fair-forge-beam rollup", allow_abbrev=False,
+        description="Merge the stored statistics (stats/) of earlier audits or roll-ups into one result, as if one "
+                    "audit had read all their inputs, without reading any raw log. Unknown --options are Beam's.")
+    p.add_argument("--from", dest="runs", action="append", required=True, metavar="PATTERN",
+                   help="run folders to merge (a glob, quoted; repeatable), e.g. 'audits/2026-12-0*'")
+    p.add_argument("--output", required=True, metavar="DIR", help="the roll-up's output folder (an audit's layout)")
+    p.add_argument("--gate", action="append", metavar="GATE", help="a gate, as in the audit (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="print nothing but gate failures, warnings and errors")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    p.add_argument("--inconclusive-width", type=float, default=None, metavar="W",
+                   help="the report's inconclusive-interval width (default: the runs' setting)")
+    return p
+
+
+def resolve_runs(patterns: Sequence[str]) -> list[str]:
+    """The run folders the patterns name, sorted by path, each once. A local pattern is a glob of
+    folders; a remote one (``gs://…``) is matched with Beam's filesystems on
+    ``<pattern>/stats/manifest.json``.
+
+    Raises:
+        ValueError: a pattern matched nothing, or a matched folder holds no stored statistics.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import STATS_DIR
+
+    runs: list[str] = []
+    for pat in patterns:
+        pat = pat.rstrip("/")
+        if "://" in pat:
+            found = [m.path.rsplit(f"/{STATS_DIR}/", 1)[0] for r in FileSystems.match([f"{pat}/{STATS_DIR}/manifest.json"])
+                     for m in r.metadata_list]
+        else:
+            found = [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d)]
+            bare = [d for d in found if not os.path.isfile(os.path.join(d, STATS_DIR, "manifest.json"))]
+            if bare:
+                raise ValueError(f"--from {pat!r}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "
+                                 "audit of an older version, a windowed run or not an audit folder")
+        if not found:
+            raise ValueError(f"--from {pat!r}: no run folder matches")
+        runs += found
+    return sorted(dict.fromkeys(runs))
+
+
+def _read_json(path: str) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _settings(manifest: dict) -> dict:
+    cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
+    opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
+    return {"config": cfg, "options": opts, "static": manifest.get("static"), "stored": manifest.get("stored"),
+            "not_stored": manifest.get("not_stored")}
+
+
+def _first_difference(a: dict, b: dict, path: str = "") -> Optional[str]:
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) and isinstance(y, dict):
+            d = _first_difference(x, y, f"{path}{k}.")
+            if d:
+                return d
+        elif x != y:
+            return f"{path}{k}: {json.dumps(x)} vs {json.dumps(y)}"
+    return None
+
+
+def load_manifests(runs: Sequence[str]) -> list[dict]:
+    """Each run's manifest, checked: the stored statistics schema version, and the same settings
+    in every run (mode, seed, draws, metrics, options that build the metrics, slices).
+
+    Raises:
+        ValueError: a version mismatch (:class:`~fair_forge_beam.io.session_stats.StatsSchemaMismatch`)
+            or runs of different settings (naming the first difference and both runs).
+    """
+    from fair_forge_beam.io.session_stats import STATS_DIR, check_schema_version
+
+    manifests = []
+    for run_dir in runs:
+        m = _read_json(f"{run_dir}/{STATS_DIR}/manifest.json")
+        check_schema_version(m.get("stats_schema_version"), run_dir)
+        manifests.append(m)
+    first = _settings(manifests[0])
+    for run_dir, m in zip(runs[1:], manifests[1:]):
+        diff = _first_difference(first, _settings(m))
+        if diff:
+            raise ValueError(f"the runs were made with different settings: {runs[0]} and {run_dir} differ in {diff}; "
+                             "roll up runs of one configuration")
+    return manifests
+
+
+def run(argv: Optional[Sequence[str]] = None) -> dict:
+    """Run the roll-up; returns its ``results.json`` content. Raises ``SystemExit(2)`` on a usage
+    error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
+    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+    from fair_forge_beam.options import reject_unknown_arguments
+
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    reject_unknown_arguments(parser, beam_args)
+    try:
+        runs = resolve_runs(args.runs)
+        manifests = load_manifests(runs)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        return _rollup(args, beam_args, runs, manifests)
+    except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
+        parser.error(str(exc))
+
+
+def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
+    from fair_forge_beam.io.session_stats import STATS_DIR, WriteSessionStats
+    from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
+    from fair_forge_beam.reports.gates import check_gates, resolve_gates
+    from fair_forge_beam.reports.output_folder import prepare_output_folder, write_launcher_reports
+    from fair_forge_beam.reports.load import read_results
+    from fair_forge_beam.reports.results import results_config, write_outputs, write_run_info
+    from fair_forge_beam.reports.summary import summary_table
+    from fair_forge_beam.options import statistical_mode
+    from fair_forge_beam.runner import pipeline_options, run_pipeline
+    first = manifests[0]
+    options = dict(first["options"])
+    namespace = argparse.Namespace(**options)
+    mode = statistical_mode(namespace)
+    slices = tuple(options.get("slices") or ("overall", "assistant_id", "language"))
+    stored = {m: path for m, path in (first.get("stored") or {}).items()}
+    not_rebuilt = {m: f"not stored by the audits: {why}" for m, why in (first.get("not_stored") or {}).items()}
+    metrics = [m for m in first["config"]["metrics"] if m in stored]
+    if not metrics:
+        raise ValueError("none of the runs' metrics stored its statistics (" + "; ".join(
+            f"{m}: {why}" for m, why in sorted(not_rebuilt.items())) + ")")
+    transforms = {m: build_metric(m, mode, {**options, "slices": slices}) for m in metrics}
+    specs = {m: engine_spec(t) for m, t in transforms.items()}
+    gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices)
+    inputs = [i for m in manifests for i in m["config"].get("inputs", [])]
+    config = results_config(metrics, mode, inputs, slices)
+    static = {m: first["static"][m] for m in metrics}
+    out = prepare_output_folder(args.output, FileSystems)
+    stats = WriteSessionStats(out, audit_manifest(config, options, static))
+    started = time.time()
+    log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
+    with run_pipeline(pipeline_options(beam_args)) as p:
+        groups: dict[tuple, list[str]] = {}
+        for m in metrics:
+            groups.setdefault(specs[m].slices, []).append(m)
+        engines = [Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True)
+                   for names in groups.values()]
+        where = {}  # metric -> (group, layout, slot)
+        for g, (engine, names) in enumerate(zip(engines, groups.values())):
+            layout = SessionLayout(engine.specs)
+            where.update({n: (g, layout, slot) for slot, n in enumerate(names)})
+        parts = []
+        for j, r in enumerate(runs):
+            parts.append(p | f"ReadReader_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/reader/part-*")
+                         | f"KeyReader_{j}" >> beam.Map(_keyed_reader, j))
+            for name in metrics:
+                parts.append(p | f"Read_{name}_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/{name}/part-*")
+                             | f"Key_{name}_{j}" >> beam.Map(_keyed_row, j, name))
+        sessions = (
+            tuple(parts)
+            | "FlattenStored" >> beam.Flatten()
+            | "GroupSessions" >> beam.GroupByKey()
+            | "Renumber" >> beam.ParDo(_MergeRunsOfSession(where)).with_outputs(
+                "quality", "records", *[f"g{g}" for g in range(len(engines))])
+        )
+        results: dict = {}
+        for g, (engine, names) in enumerate(zip(engines, groups.values())):
+            res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
+            results.update({n: res[n] for n in names})
+        counts = (
+            tuple(p | f"ReadCounts_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/counts/part-*")
+                  for j, r in enumerate(runs))
+            | "FlattenCounts" >> beam.Flatten()
+            | "CountParts" >> beam.Map(_count_part)
+        )
+        empty = p | "NoRecords" >> beam.Create([])
+        read = {"interactions": empty, "dead_letter": empty, "quality": sessions["quality"],
+                "session_quality": sessions["quality"], "session_records": sessions["records"]}
+        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
+                      read_counts=counts, write_interactions=False)
+    _copy_record_outputs(runs, out)
+    elapsed = time.time() - started
+    doc = read_results(out)
+    info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")), "seconds": round(elapsed, 3),
+            "argv": list(sys.argv[1:]), "rollup": {"runs": runs, "not_rebuilt": {
+                **not_rebuilt,
+                "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
+            }, "copied": ["results.parquet/", "dead_letter/"]}}
+    info = write_run_info(out, info)
+    for what, why in not_rebuilt.items():
+        log.warning("rollup: %s is not rebuilt: %s", what, why)
+    width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
+    written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates)
+    if not args.quiet:
+        print(summary_table(doc, out, written))
+    if gates:
+        check_gates(doc, gates, out, quiet=args.quiet)
+    return doc
+
+
+def _keyed_reader(row: dict, run: int) -> tuple:
+    from fair_forge_beam.io.session_stats import reader_summary
+
+    key, summary = reader_summary(row)
+    return key, ("reader", run, summary)
+
+
+def _keyed_row(row: dict, run: int, metric: str) -> tuple:
+    return (row["session_id"], row["assistant_id"]), ("row", run, metric, row)
+
+
+class _MergeRunsOfSession(beam.DoFn):
+    """All that the runs stored of one reader session ``(session_id, assistant_id)`` → its merged
+    record summary (``"records"``), its reader warnings as one audit of every run's inputs gives
+    them (``"quality"``) and, per engine group ``g``, the session-combine inputs ``(session key,
+    (slot, Combined(accumulator)))`` (``"g<g>"``), with each run's turn numbering mapped to the
+    union's (:func:`fair_forge_beam.io.read.session_numbering`) — the same numbering, element ids
+    and judge request keys as one audit over all the runs' inputs."""
+
+    def __init__(self, where: dict):
+        self.where = where  # metric -> (group, layout, slot)
+
+    def process(self, kv):
+        from fair_forge_beam.io.read import session_numbering, session_warnings
+        from fair_forge_beam.io.session_stats import decode_rows
+
+        (session_id, assistant_id), items = kv
+        summaries, rows = {}, []
+        for item in items:
+            if item[0] == "reader":
+                summaries[item[1]] = item[2]
+            else:
+                rows.append(item[1:])
+        union: dict = {}
+        for run in sorted(summaries):
+            for rk, (n, fs, its) in summaries[run].items():
+                union.setdefault(rk, (n, fs, []))[2].extend(its)
+        turns = {}
+        if len(summaries) > 1:  # a session split across runs: each run's numbering → the union's
+            first = session_numbering(union)
+            for run, summary in summaries.items():
+                local = session_numbering(summary)
+                turns[run] = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
+        for run, metric, row in sorted(rows, key=lambda r: (r[0], r[1])):
+            mapping = turns.get(run)
+            if mapping and any(k != v for k, v in mapping.items()):
+                row = {**row, **{c: _renumbered(row[c], mapping, session_id, assistant_id)
+                                 for c in ("session", "cells") if row.get(c) is not None}}
+            g, layout, slot = self.where[metric]
+            for el in decode_rows([row], layout, slot):
+                yield beam.pvalue.TaggedOutput(f"g{g}", el)
+        if union:
+            for w in session_warnings(session_id, assistant_id, union):
+                yield beam.pvalue.TaggedOutput("quality", w)
+            yield beam.pvalue.TaggedOutput("records", ((session_id, assistant_id), union))
+
+
+def _renumbered(value, turns: dict, session_id: str, assistant_id: str):
+    """A stored value (dicts and lists as read from Parquet) with every ``turn_index``, the turn of
+    every ``element_id`` and of every judge ``request_key`` (``"<session>#<turn>#<digest>"``)
+    mapped by ``turns`` (a run's turn index → the union's)."""
+    from fair_forge_beam.io.elements import make_element_id
+
+    if isinstance(value, list):
+        return [_renumbered(v, turns, session_id, assistant_id) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for k, v in value.items():
+        if k == "turn_index" and isinstance(v, int):
+            v = turns.get(v, v)
+        elif k == "element_id" and isinstance(v, str):
+            head, _, t = v.rpartition("/")
+            if t.isdigit() and int(t) in turns:
+                v = make_element_id(session_id, assistant_id, turns[int(t)])
+        elif k == "request_key" and isinstance(v, str):
+            parts = v.rsplit("#", 2)
+            if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in turns:
+                v = f"{parts[0]}#{turns[int(parts[1])]}#{parts[2]}"
+        else:
+            v = _renumbered(v, turns, session_id, assistant_id)
+        out[k] = v
+    return out
+
+
+def _count_part(row: dict) -> tuple:
+    kind = row["kind"]
+    if kind == "read":
+        return ("read", None, int(row["count"]))
+    if kind == "dead":
+        return ("dead", (row["stage"], row["reason"]), int(row["count"]))
+    return ("quality", row["reason"], int(row["count"]))
+
+
+def _copy_record_outputs(runs: Sequence[str], out: str) -> None:
+    """The runs' per-record shards (``results.parquet/``, ``dead_letter/``), copied under names
+    that keep them apart (``part-r<run>-…``)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    for folder in ("results.parquet", "dead_letter"):
+        src, dst = [], []
+        for i, r in enumerate(runs):
+            for m in (x for res in FileSystems.match([f"{r}/{folder}/part-*"]) for x in res.metadata_list):
+                name = m.path.rsplit("/", 1)[-1]
+                src.append(m.path)
+                dst.append(f"{out}/{folder}/part-r{i:03d}-{name[len('part-'):]}")
+        if src:
+            FileSystems.mkdirs(f"{out}/{folder}") if not FileSystems.exists(f"{out}/{folder}") else None
+            FileSystems.copy(src, dst)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    run(argv)
+    return 0

@@ -1,0 +1,10 @@
+"""``fair-forge-beam rollup --from 'audits/2026-12-0*' --output week49``: merge the stored statistics
+of earlier audits (:mod:`fair_forge_beam.rollup`)."""
+from __future__ import annotations
+
+import sys
+
+from fair_forge_beam.rollup import main
+
+if __name__ == "__main__":
+    sys.exit(main())

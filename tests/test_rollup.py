@@ -1,0 +1,199 @@
+"""Issue 27, item 1: stored statistics and ``fair-forge-beam rollup``.
+
+The property (the issue's target "roll-up equals union"): for any split of a dataset into 1–7
+"days" — whole sessions, and sessions whose conversation is cut into pieces that land on
+different days — ``rollup(day audits)`` writes the same ``results.json`` as one audit over all the
+days' files, byte for byte, in both statistical modes. The data are real: the first sessions of
+the shipped hh-rlhf slice and the original Fair Forge examples (several assistants, a Spanish
+session that is dead-lettered, sessions of one turn).
+
+Also: the stored statistics are typed columns (no JSON text) under a versioned schema; a roll-up
+rolls up again; a schema-version mismatch, runs of different settings and folders without stored
+statistics are one-line usage errors; what cannot be rebuilt is named.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines import audit
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(audit.default_inputs()[1])  # hh-rlhf slice (JSON Lines, one session per line)
+FAIR_FORGE = Path(audit.default_inputs()[0])  # the original's examples (JSON list: several assistants, Spanish)
+COMMON = ["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--group-extractor", "keyword",
+          "--mc-samples", "200", "--seed", "11"]
+
+
+def _sessions() -> list[dict]:
+    hh = [json.loads(line) for line in EXAMPLES.read_text(encoding="utf-8").splitlines()[:10]]
+    ff = json.loads(FAIR_FORGE.read_text(encoding="utf-8"))
+    return hh + ff[:6]
+
+
+SESSIONS = _sessions()
+
+
+def _audit(out: Path, inputs: list, mode: str) -> bytes:
+    audit.run([*COMMON, "--mode", mode, *[a for i in inputs for a in ("--input", str(i))], "--output", str(out)])
+    return (out / "results.json").read_bytes()
+
+
+def _rollup(out: Path, runs: list, *extra) -> bytes:
+    from fair_forge_beam import rollup
+
+    rollup.run([*[a for r in runs for a in ("--from", str(r))], "--output", str(out), "--quiet", "--no-report", *extra])
+    return (out / "results.json").read_bytes()
+
+
+def _write_days(root: Path, pieces: list[list[dict]]) -> list[Path]:
+    """One JSON Lines file per day (session records), named so that they sort in day order."""
+    files = []
+    for d, recs in enumerate(pieces):
+        path = root / f"day{d}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+        files.append(path)
+    return files
+
+
+@st.composite
+def _split(draw):
+    """A split of SESSIONS into 1–7 days: each session is cut into 1–3 consecutive pieces of its
+    conversation, each piece lands on a day (pieces of one session on non-decreasing days)."""
+    n_days = draw(st.integers(1, 7))
+    pieces = [[] for _ in range(n_days)]
+    for s in SESSIONS:
+        conv = s["conversation"]
+        n_cuts = draw(st.integers(0, min(2, len(conv) - 1)))
+        cuts = sorted(draw(st.lists(st.integers(1, len(conv) - 1), min_size=n_cuts, max_size=n_cuts, unique=True))) \
+            if n_cuts else []
+        day = draw(st.integers(0, n_days - 1))
+        prev = 0
+        for c in [*cuts, len(conv)]:
+            pieces[day].append({**s, "conversation": conv[prev:c]})
+            prev = c
+            day = draw(st.integers(day, n_days - 1))
+    return pieces
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(pieces=_split())
+def test_rollup_equals_one_audit_of_all_days(tmp_path_factory, mode, pieces):
+    root = tmp_path_factory.mktemp("days")
+    files = [f for f in _write_days(root, pieces)]
+    runs = []
+    for d, f in enumerate(files):
+        _audit(root / f"audit{d}", [f], mode)
+        runs.append(root / f"audit{d}")
+    union = _audit(root / "union", files, mode)
+    assert _rollup(root / "rollup", runs) == union
+    # the roll-up stored its own statistics: rolled up again (days -> weeks -> months), still the union
+    if len(runs) > 2:
+        first = _rollup(root / "first", runs[:2])
+        assert first == _audit(root / "union_first", files[:2], mode)
+        assert _rollup(root / "again", [root / "first", *runs[2:]]) == union
+
+
+def test_split_sessions_are_one_session_and_warned_once(tmp_path):
+    """A conversation cut over two days is one session of the roll-up (its turns numbered as one
+    audit of both files numbers them) and its ``session_split`` warning comes back, as in the union."""
+    s = SESSIONS[0]
+    conv = s["conversation"]
+    files = _write_days(tmp_path, [[{**s, "conversation": conv[:1]}], [{**s, "conversation": conv[1:]}]])
+    runs = []
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"a{d}", [f], "bayesian")
+        runs.append(tmp_path / f"a{d}")
+    union = json.loads(_audit(tmp_path / "union", files, "bayesian"))
+    rolled = json.loads(_rollup(tmp_path / "roll", runs))
+    assert rolled == union
+    assert rolled["summary"]["data_quality_by_kind"] == {"session_split": 1}
+    sessions = pq.read_table(tmp_path / "roll" / "sessions" / "humanity").to_pylist()
+    assert len(sessions) == 1 and sessions[0]["n_interactions"] == len(conv)
+    day = [json.loads((tmp_path / f"a{d}" / "results.json").read_text())["summary"]["data_quality_by_kind"] for d in (0, 1)]
+    assert day == [{}, {}]  # neither day alone sees the split
+
+
+@pytest.fixture(scope="module")
+def one_audit(tmp_path_factory):
+    root = tmp_path_factory.mktemp("one")
+    path = root / "in.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS), encoding="utf-8")
+    _audit(root / "a", [path], "bayesian")
+    return root / "a"
+
+
+def test_stored_statistics_are_typed_columns_under_a_versioned_schema(one_audit):
+    from fair_forge_beam.io.session_stats import SCHEMA_VERSION_KEY, STATS_SCHEMA_VERSION
+
+    manifest = json.loads((one_audit / "stats" / "manifest.json").read_text())
+    assert manifest["stats_schema_version"] == STATS_SCHEMA_VERSION
+    assert manifest["stored"] == {"humanity": "stats/humanity/", "toxicity": "stats/toxicity/"}
+    for table in ("humanity", "toxicity", "counts", "reader"):
+        schema = pq.read_schema(next((one_audit / "stats" / table).glob("part-*.parquet")))
+        assert schema.metadata[SCHEMA_VERSION_KEY] == str(STATS_SCHEMA_VERSION).encode()
+
+        def leaves(t):
+            if pa.types.is_struct(t):
+                return [x for f in t for x in leaves(f.type)]
+            if pa.types.is_list(t) or pa.types.is_map(t):
+                return leaves(t.value_type) if pa.types.is_list(t) else leaves(t.key_type) + leaves(t.item_type)
+            return [t]
+
+        kinds = {str(x) for f in schema for x in leaves(f.type)}
+        assert kinds <= {"string", "int64", "double", "bool"}, (table, kinds)
+    hum = pq.read_table(one_audit / "stats" / "humanity")
+    # a warehouse reads one statistic without parsing anything: the entropies of every stored turn
+    entropies = pa.compute.list_flatten(hum.column("session")).combine_chunks().field("entropy")
+    assert len(entropies) == sum(len(s["conversation"]) for s in SESSIONS if s.get("language", "english") != "spanish")
+
+
+def test_rollup_of_one_audit_is_that_audit(one_audit, tmp_path):
+    assert _rollup(tmp_path / "r", [one_audit]) == (one_audit / "results.json").read_bytes()
+    info = json.loads((tmp_path / "r" / "run_info.json").read_text())
+    assert info["rollup"]["runs"] == [str(one_audit)]
+    assert "data_quality/" in info["rollup"]["not_rebuilt"]
+
+
+def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "old"
+    shutil.copytree(one_audit, run)
+    manifest = json.loads((run / "stats" / "manifest.json").read_text())
+    manifest["stats_schema_version"] = 0
+    (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [run])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("schema version 0" in line and "version 1" in line for line in err), err
+
+
+def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(one_audit, other)
+    manifest = json.loads((other / "stats" / "manifest.json").read_text())
+    manifest["config"]["seed"] = 12
+    (other / "stats" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [one_audit, other])
+    assert exc.value.code == 2 and "seed: 11 vs 12" in capsys.readouterr().err
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r2", [tmp_path / "bare"])
+    assert exc.value.code == 2 and "holds no stored statistics" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r3", [tmp_path / "nothing-*"])
+    assert exc.value.code == 2 and "no run folder matches" in capsys.readouterr().err
