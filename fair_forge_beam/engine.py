@@ -311,7 +311,7 @@ class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
     def extract_output(self, acc):
         return acc
 
-    def stored_type(self):
+    def _stored_type(self):
         import pyarrow as pa
 
         return pa.struct([("values", pa.list_(pa.string())), ("differ", pa.bool_())])
@@ -629,10 +629,12 @@ class SessionLayout:
     ``session_combine`` (default: a :class:`~fair_forge_beam.statistical.combiners.CollectCombineFn`
     ordered by ``session_order``); slot ``n + i``: its cell values, collected per session; slot
     ``2n``: the metadata slice values (:class:`MetadataDimsCombineFn`), when the slices name
-    metadata fields.
+    metadata fields; then one slot per ``extras`` entry ``(name, CombineFn)`` (per-session data
+    that only goes to ``on_session_accumulators``, e.g. the reader's record summaries), at
+    :attr:`extra_slots`\\ ``[name]``.
     """
 
-    def __init__(self, specs: Sequence[MetricSpec]):
+    def __init__(self, specs: Sequence[MetricSpec], extras: Sequence[tuple] = ()):
         from fair_forge_beam.statistical.combiners import CollectCombineFn
 
         self.specs = tuple(specs)
@@ -649,6 +651,10 @@ class SessionLayout:
                 else beam.combiners.CountCombineFn() for sp in self.specs]  # a slot never fed: any CombineFn holds it
         if self.dims:
             fns.append(MetadataDimsCombineFn())
+        self.extra_slots = {}
+        for name, fn in extras:
+            self.extra_slots[name] = len(fns)
+            fns.append(fn)
         self.fns = tuple(fns)
 
     def cell_slot(self, slot: int) -> int:
@@ -673,13 +679,18 @@ class Engine(beam.PTransform):
         from_accumulators: the input is not interactions but ``(session key, (slot,
             Combined(accumulator)))`` pairs read back from stored statistics (the roll-up): the
             scorers are skipped, and ``interactions`` and ``dead_letter`` are empty.
+        extra_session_inputs: ``(name, PCollection[(session key, value)], CombineFn)``: per-session
+            data combined in the session stage beside the metrics' (one more slot each, see
+            :class:`SessionLayout`) for ``on_session_accumulators`` only.
 
     Raises:
         ValueError: duplicate names or different slice dimensions.
     """
 
-    def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False):
+    def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False,
+                 extra_session_inputs: Sequence[tuple] = ()):
         super().__init__()
+        self.extra_session_inputs = tuple(extra_session_inputs)
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
@@ -742,7 +753,7 @@ class Engine(beam.PTransform):
         from fair_forge_beam.streaming.combine import combine_per_key
 
         p = pcoll.pipeline
-        layout = SessionLayout(self.specs)
+        layout = SessionLayout(self.specs, [(name, fn) for name, _, fn in self.extra_session_inputs])
         specs, dims, n_specs = layout.specs, layout.dims, layout.n
         out: dict = {}
         if self.from_accumulators:
@@ -754,6 +765,9 @@ class Engine(beam.PTransform):
         else:
             session_inputs, aux_records = self._score(pcoll, layout, out)
 
+        for name, values, _ in self.extra_session_inputs:
+            session_inputs.append(values | f"Extra_{name}" >> beam.Map(
+                lambda kv, s=layout.extra_slots[name]: (kv[0], (s, kv[1]))))
         with_sessions = layout.with_sessions
         session_parts = cells = None
         if session_inputs and (with_sessions or layout.cell_slots):
@@ -844,11 +858,11 @@ def engine_spec(transform, interactions=None) -> Optional[MetricSpec]:
 
 
 def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_",
-                  on_session_accumulators=None) -> dict:
+                  on_session_accumulators=None, extra_session_inputs: Sequence[tuple] = ()) -> dict:
     """Applies the main job's metric transforms to ``interactions``: metrics that declare a
     :class:`MetricSpec` run in one :class:`Engine` (one per set of slice dimensions), the
     others as their own ``PTransform`` (label ``label_prefix + name``); ``on_session_accumulators``
-    goes to each :class:`Engine`. Returns ``{name: dict of PCollections}`` in the order of
+    and ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}`` in the order of
     ``transforms``."""
     specs, groups, legacy = {}, {}, {}
     for name, t in transforms.items():
@@ -861,7 +875,8 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str
     results = {}
     for i, (slices, names) in enumerate(groups.items()):
         label = "Engine" if i == 0 else f"Engine{i}"
-        res = interactions | label >> Engine([specs[n] for n in names], on_session_accumulators)
+        res = interactions | label >> Engine([specs[n] for n in names], on_session_accumulators,
+                                             extra_session_inputs=extra_session_inputs)
         for n, s in zip(names, [specs[n] for n in names]):
             results[n] = res[s.name]
     for name, t in legacy.items():

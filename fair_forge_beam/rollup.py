@@ -99,9 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_runs(patterns: Sequence[str]) -> list[str]:
-    """The run folders the patterns name, sorted by path, each once. A local pattern is a glob of
-    folders; a remote one (``gs://…``) is matched with Beam's filesystems on
-    ``<pattern>/stats/manifest.json``.
+    """The run folders the patterns name, each once: the patterns in the order given, each
+    pattern's matches sorted by path (so ``audits/2026-12-0*`` is in date order, and a roll-up's
+    ``config.inputs`` are the runs' inputs in that order). A local pattern is a glob of folders;
+    a remote one (``gs://…``) is matched with Beam's filesystems on ``<pattern>/stats/manifest.json``.
 
     Raises:
         ValueError: a pattern matched nothing, or a matched folder holds no stored statistics.
@@ -124,8 +125,8 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
                                  "audit of an older version, a windowed run or not an audit folder")
         if not found:
             raise ValueError(f"--from {pat!r}: no run folder matches")
-        runs += found
-    return sorted(dict.fromkeys(runs))
+        runs += sorted(found)
+    return list(dict.fromkeys(runs))
 
 
 def _read_json(path: str) -> dict:
@@ -201,23 +202,23 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam._beam import beam
     from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
-    from fair_forge_beam.io.session_stats import STATS_DIR, WriteSessionStats
+    from fair_forge_beam.io.read import SessionRecordsCombineFn
+    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
+    from fair_forge_beam.options import statistical_mode
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
-    from fair_forge_beam.reports.output_folder import prepare_output_folder, write_launcher_reports
     from fair_forge_beam.reports.load import read_results
+    from fair_forge_beam.reports.output_folder import prepare_output_folder, write_launcher_reports
     from fair_forge_beam.reports.results import results_config, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
-    from fair_forge_beam.options import statistical_mode
     from fair_forge_beam.runner import pipeline_options, run_pipeline
+
     first = manifests[0]
     options = dict(first["options"])
-    namespace = argparse.Namespace(**options)
-    mode = statistical_mode(namespace)
+    mode = statistical_mode(options)
     slices = tuple(options.get("slices") or ("overall", "assistant_id", "language"))
-    stored = {m: path for m, path in (first.get("stored") or {}).items()}
+    stored = dict(first.get("stored") or {})
     not_rebuilt = {m: f"not stored by the audits: {why}" for m, why in (first.get("not_stored") or {}).items()}
     metrics = [m for m in first["config"]["metrics"] if m in stored]
     if not metrics:
@@ -231,45 +232,37 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     static = {m: first["static"][m] for m in metrics}
     out = prepare_output_folder(args.output, FileSystems)
     stats = WriteSessionStats(out, audit_manifest(config, options, static))
+    tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
+    groups: dict[tuple, list[str]] = {}
+    for m in metrics:
+        groups.setdefault(specs[m].slices, []).append(m)
+    layouts = [(SessionLayout([specs[n] for n in names], [(READER, SessionRecordsCombineFn())]), names)
+               for names in groups.values()]
     started = time.time()
     log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
     with run_pipeline(pipeline_options(beam_args)) as p:
-        groups: dict[tuple, list[str]] = {}
-        for m in metrics:
-            groups.setdefault(specs[m].slices, []).append(m)
-        engines = [Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True)
-                   for names in groups.values()]
-        where = {}  # metric -> (group, layout, slot)
-        for g, (engine, names) in enumerate(zip(engines, groups.values())):
-            layout = SessionLayout(engine.specs)
-            where.update({n: (g, layout, slot) for slot, n in enumerate(names)})
-        parts = []
-        for j, r in enumerate(runs):
-            parts.append(p | f"ReadReader_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/reader/part-*")
-                         | f"KeyReader_{j}" >> beam.Map(_keyed_reader, j))
-            for name in metrics:
-                parts.append(p | f"Read_{name}_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/{name}/part-*")
-                             | f"Key_{name}_{j}" >> beam.Map(_keyed_row, j, name))
+        parts = [
+            p | f"Read_{j}_{t}" >> beam.io.ReadFromParquet(f"{r}/{table}part-*")
+            | f"Key_{j}_{t}" >> beam.Map(lambda row, j=j: ((row["session_id"], row["assistant_id"]), (j, row)))
+            for j, r in enumerate(runs) for t, table in enumerate(tables)
+        ]
         sessions = (
             tuple(parts)
             | "FlattenStored" >> beam.Flatten()
             | "GroupSessions" >> beam.GroupByKey()
-            | "Renumber" >> beam.ParDo(_MergeRunsOfSession(where)).with_outputs(
-                "quality", "records", *[f"g{g}" for g in range(len(engines))])
+            | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
+                "quality", "records", *[f"g{g}" for g in range(len(layouts))])
         )
         results: dict = {}
-        for g, (engine, names) in enumerate(zip(engines, groups.values())):
+        for g, names in enumerate(groups.values()):
+            engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
+                            extra_session_inputs=stats.session_inputs(sessions["records"]))
             res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
             results.update({n: res[n] for n in names})
-        counts = (
-            tuple(p | f"ReadCounts_{j}" >> beam.io.ReadFromParquet(f"{r}/{STATS_DIR}/counts/part-*")
-                  for j, r in enumerate(runs))
-            | "FlattenCounts" >> beam.Flatten()
-            | "CountParts" >> beam.Map(_count_part)
-        )
+        counts = p | "StoredCounts" >> beam.Create([c for m in manifests for c in count_parts(m.get("counts") or {})])
         empty = p | "NoRecords" >> beam.Create([])
         read = {"interactions": empty, "dead_letter": empty, "quality": sessions["quality"],
-                "session_quality": sessions["quality"], "session_records": sessions["records"]}
+                "session_quality": sessions["quality"]}
         write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                       read_counts=counts, write_interactions=False)
     _copy_record_outputs(runs, out)
@@ -292,61 +285,56 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     return doc
 
 
-def _keyed_reader(row: dict, run: int) -> tuple:
-    from fair_forge_beam.io.session_stats import reader_summary
-
-    key, summary = reader_summary(row)
-    return key, ("reader", run, summary)
-
-
-def _keyed_row(row: dict, run: int, metric: str) -> tuple:
-    return (row["session_id"], row["assistant_id"]), ("row", run, metric, row)
-
-
 class _MergeRunsOfSession(beam.DoFn):
-    """All that the runs stored of one reader session ``(session_id, assistant_id)`` → its merged
-    record summary (``"records"``), its reader warnings as one audit of every run's inputs gives
-    them (``"quality"``) and, per engine group ``g``, the session-combine inputs ``(session key,
-    (slot, Combined(accumulator)))`` (``"g<g>"``), with each run's turn numbering mapped to the
-    union's (:func:`fair_forge_beam.io.read.session_numbering`) — the same numbering, element ids
-    and judge request keys as one audit over all the runs' inputs."""
+    """The stored rows of one reader session ``(session_id, assistant_id)`` from every run →
+    its merged record summary (``"records"``, per session key), its reader warnings as one audit
+    of every run's inputs gives them (``"quality"``) and, per engine group ``g``, the
+    session-combine inputs ``(session key, (slot, Combined(accumulator)))`` (``"g<g>"``), each
+    run's turn numbering mapped to the union's (:func:`fair_forge_beam.io.read.session_numbering`):
+    the same turn indices, element ids and judge request keys as one audit over all the runs'
+    inputs.
 
-    def __init__(self, where: dict):
-        self.where = where  # metric -> (group, layout, slot)
+    Args:
+        groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` (with the
+            reader's extra slot) and its metric names.
+    """
+
+    def __init__(self, groups: Sequence[tuple]):
+        self.groups = list(groups)
 
     def process(self, kv):
-        from fair_forge_beam.io.read import session_numbering, session_warnings
-        from fair_forge_beam.io.session_stats import decode_rows
+        from fair_forge_beam.io.read import SessionRecordsCombineFn, session_numbering, session_warnings
+        from fair_forge_beam.io.session_stats import READER, decode_row
 
         (session_id, assistant_id), items = kv
-        summaries, rows = {}, []
-        for item in items:
-            if item[0] == "reader":
-                summaries[item[1]] = item[2]
-            else:
-                rows.append(item[1:])
-        union: dict = {}
-        for run in sorted(summaries):
-            for rk, (n, fs, its) in summaries[run].items():
-                union.setdefault(rk, (n, fs, []))[2].extend(its)
+        records_fn = SessionRecordsCombineFn()
+        summaries: dict = {}  # run -> the reader's summary (the same on each of the run's rows of this session)
+        rows = sorted(items, key=lambda it: (it[0], it[1]["language"]))
+        for run, row in rows:
+            if row.get(READER) is not None and run not in summaries:
+                summaries[run] = records_fn.from_stored(row[READER])
+        union = records_fn.merge_accumulators([summaries[r] for r in sorted(summaries)])
         turns = {}
-        if len(summaries) > 1:  # a session split across runs: each run's numbering → the union's
+        if len(summaries) > 1:  # a session split across runs: each run's numbering -> the union's
             first = session_numbering(union)
             for run, summary in summaries.items():
                 local = session_numbering(summary)
                 turns[run] = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
-        for run, metric, row in sorted(rows, key=lambda r: (r[0], r[1])):
+        languages = set()
+        for run, row in rows:
+            languages.add(row["language"])
             mapping = turns.get(run)
             if mapping and any(k != v for k, v in mapping.items()):
-                row = {**row, **{c: _renumbered(row[c], mapping, session_id, assistant_id)
-                                 for c in ("session", "cells") if row.get(c) is not None}}
-            g, layout, slot = self.where[metric]
-            for el in decode_rows([row], layout, slot):
-                yield beam.pvalue.TaggedOutput(f"g{g}", el)
+                row = {c: (_renumbered(v, mapping, session_id, assistant_id) if "__" in c and v is not None else v)
+                       for c, v in row.items()}
+            for g, (layout, names) in enumerate(self.groups):
+                for el in decode_row(row, layout, names):
+                    yield beam.pvalue.TaggedOutput(f"g{g}", el)
         if union:
             for w in session_warnings(session_id, assistant_id, union):
                 yield beam.pvalue.TaggedOutput("quality", w)
-            yield beam.pvalue.TaggedOutput("records", ((session_id, assistant_id), union))
+            for language in sorted(languages):
+                yield beam.pvalue.TaggedOutput("records", ((session_id, assistant_id, language), union))
 
 
 def _renumbered(value, turns: dict, session_id: str, assistant_id: str):
@@ -375,15 +363,6 @@ def _renumbered(value, turns: dict, session_id: str, assistant_id: str):
             v = _renumbered(v, turns, session_id, assistant_id)
         out[k] = v
     return out
-
-
-def _count_part(row: dict) -> tuple:
-    kind = row["kind"]
-    if kind == "read":
-        return ("read", None, int(row["count"]))
-    if kind == "dead":
-        return ("dead", (row["stage"], row["reason"]), int(row["count"]))
-    return ("quality", row["reason"], int(row["count"]))
 
 
 def _copy_record_outputs(runs: Sequence[str], out: str) -> None:

@@ -226,7 +226,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         read = p | "Read" >> reader
         # engine metrics share their shuffles
-        results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats)
+        results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,
+                                extra_session_inputs=stats.session_inputs(read["session_records"]))
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats)
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends

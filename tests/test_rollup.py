@@ -83,24 +83,32 @@ def _split(draw):
     return pieces
 
 
-@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
-@settings(max_examples=3, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(pieces=_split())
-def test_rollup_equals_one_audit_of_all_days(tmp_path_factory, mode, pieces):
-    root = tmp_path_factory.mktemp("days")
-    files = [f for f in _write_days(root, pieces)]
+def _check_split(root: Path, pieces: list, mode: str) -> None:
+    files = _write_days(root, pieces)
     runs = []
     for d, f in enumerate(files):
         _audit(root / f"audit{d}", [f], mode)
         runs.append(root / f"audit{d}")
-    union = _audit(root / "union", files, mode)
-    assert _rollup(root / "rollup", runs) == union
-    # the roll-up stored its own statistics: rolled up again (days -> weeks -> months), still the union
-    if len(runs) > 2:
-        first = _rollup(root / "first", runs[:2])
-        assert first == _audit(root / "union_first", files[:2], mode)
-        assert _rollup(root / "again", [root / "first", *runs[2:]]) == union
+    assert _rollup(root / "rollup", runs) == _audit(root / "union", files, mode)
+
+
+# Each audit costs a few CPU seconds of Beam's fixed cost whatever the data, and an example runs up
+# to 7 + 2 of them: two examples in Bayesian mode, one in frequentist mode (derandomized: the same
+# examples every run), besides the fixed splits of the tests below.
+_SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                         HealthCheck.too_slow])
+
+
+@settings(max_examples=2, **_SETTINGS)
+@given(pieces=_split())
+def test_rollup_equals_one_audit_of_all_days_bayesian(tmp_path_factory, pieces):
+    _check_split(tmp_path_factory.mktemp("days"), pieces, "bayesian")
+
+
+@settings(max_examples=1, **_SETTINGS)
+@given(pieces=_split())
+def test_rollup_equals_one_audit_of_all_days_frequentist(tmp_path_factory, pieces):
+    _check_split(tmp_path_factory.mktemp("days"), pieces, "frequentist")
 
 
 def test_split_sessions_are_one_session_and_warned_once(tmp_path):
@@ -113,9 +121,12 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
     for d, f in enumerate(files):
         _audit(tmp_path / f"a{d}", [f], "bayesian")
         runs.append(tmp_path / f"a{d}")
-    union = json.loads(_audit(tmp_path / "union", files, "bayesian"))
+    union_bytes = _audit(tmp_path / "union", files, "bayesian")
+    union = json.loads(union_bytes)
     rolled = json.loads(_rollup(tmp_path / "roll", runs))
     assert rolled == union
+    # a roll-up stored its own statistics: rolled up again (days -> weeks -> months), still the union
+    assert _rollup(tmp_path / "again", [tmp_path / "roll"]) == union_bytes
     assert rolled["summary"]["data_quality_by_kind"] == {"session_split": 1}
     sessions = pq.read_table(tmp_path / "roll" / "sessions" / "humanity").to_pylist()
     assert len(sessions) == 1 and sessions[0]["n_interactions"] == len(conv)
@@ -137,24 +148,28 @@ def test_stored_statistics_are_typed_columns_under_a_versioned_schema(one_audit)
 
     manifest = json.loads((one_audit / "stats" / "manifest.json").read_text())
     assert manifest["stats_schema_version"] == STATS_SCHEMA_VERSION
-    assert manifest["stored"] == {"humanity": "stats/humanity/", "toxicity": "stats/toxicity/"}
-    for table in ("humanity", "toxicity", "counts", "reader"):
-        schema = pq.read_schema(next((one_audit / "stats" / table).glob("part-*.parquet")))
-        assert schema.metadata[SCHEMA_VERSION_KEY] == str(STATS_SCHEMA_VERSION).encode()
+    assert manifest["stored"] == {"humanity": "stats/sessions/", "toxicity": "stats/sessions/"}
+    assert manifest["counts"]["interactions_read"] == sum(len(s["conversation"]) for s in SESSIONS)
+    schema = pq.read_schema(next((one_audit / "stats" / "sessions").glob("part-*.parquet")))
+    assert schema.metadata[SCHEMA_VERSION_KEY] == str(STATS_SCHEMA_VERSION).encode()
+    assert {"humanity__session", "toxicity__session", "toxicity__cells", "reader"} <= set(schema.names)
 
-        def leaves(t):
-            if pa.types.is_struct(t):
-                return [x for f in t for x in leaves(f.type)]
-            if pa.types.is_list(t) or pa.types.is_map(t):
-                return leaves(t.value_type) if pa.types.is_list(t) else leaves(t.key_type) + leaves(t.item_type)
-            return [t]
+    def leaves(t):
+        if pa.types.is_struct(t):
+            return [x for f in t for x in leaves(f.type)]
+        if pa.types.is_map(t):
+            return leaves(t.key_type) + leaves(t.item_type)
+        if pa.types.is_list(t):
+            return leaves(t.value_type)
+        return [t]
 
-        kinds = {str(x) for f in schema for x in leaves(f.type)}
-        assert kinds <= {"string", "int64", "double", "bool"}, (table, kinds)
-    hum = pq.read_table(one_audit / "stats" / "humanity")
-    # a warehouse reads one statistic without parsing anything: the entropies of every stored turn
-    entropies = pa.compute.list_flatten(hum.column("session")).combine_chunks().field("entropy")
-    assert len(entropies) == sum(len(s["conversation"]) for s in SESSIONS if s.get("language", "english") != "spanish")
+    kinds = {str(x) for f in schema for x in leaves(f.type)}
+    assert kinds <= {"string", "int64", "double", "bool"}, kinds  # no JSON text, no binary
+    table = pq.read_table(one_audit / "stats" / "sessions")
+    # a warehouse reads one statistic without parsing anything: the entropy of every stored turn
+    entropies = pa.compute.list_flatten(table.column("humanity__session")).combine_chunks().field("entropy")
+    scored = json.loads((one_audit / "results.json").read_text())["summary"]["metrics"]["humanity"]["interactions_scored"]
+    assert len(entropies) == scored > 0
 
 
 def test_rollup_of_one_audit_is_that_audit(one_audit, tmp_path):
@@ -197,3 +212,31 @@ def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp
     with pytest.raises(SystemExit) as exc:
         _rollup(tmp_path / "r3", [tmp_path / "nothing-*"])
     assert exc.value.code == 2 and "no run folder matches" in capsys.readouterr().err
+
+
+def test_rollup_of_judge_metrics(tmp_path, monkeypatch):
+    """Context (a judge verdict per interaction: exact also for a session split across days) and
+    Conversational (its prompt carries the session's earlier turns: exact for sessions within a
+    day) against a scripted OpenAI-compatible server on 127.0.0.1; the roll-up calls no judge."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from test_main_job_judges import answer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    s0, s1 = SESSIONS[10], SESSIONS[1]  # a Fair Forge session (with context) and an hh-rlhf one
+    with ScriptedOpenAIServer(answer) as srv:
+        judge = ["--judge-base-url", srv.base_url, "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "c")]
+        for metrics, pieces in (
+            ("context", [[{**s0, "conversation": s0["conversation"][:1]}, s1],
+                         [{**s0, "conversation": s0["conversation"][1:]}]]),
+            ("conversational", [[s0], [s1]]),
+        ):
+            root = tmp_path / metrics
+            root.mkdir()
+            files = _write_days(root, pieces)
+            argv = ["--quiet", "--no-report", "--metrics", metrics, "--mode", "bayesian", "--mc-samples", "200", *judge]
+            for d, f in enumerate(files):
+                audit.run([*argv, "--input", str(f), "--output", str(root / f"a{d}")])
+            audit.run([*argv, *[a for f in files for a in ("--input", str(f))], "--output", str(root / "union")])
+            calls = srv.count()
+            assert _rollup(root / "roll", [root / "a0", root / "a1"]) == (root / "union" / "results.json").read_bytes()
+            assert srv.count() == calls  # no judge call

@@ -55,6 +55,7 @@ from fair_forge_beam.io.elements import (
     make_element_id,
 )
 from fair_forge_beam.io import edge
+from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
 
@@ -430,8 +431,9 @@ class _ParseRecord(beam.DoFn):
             yield from _duplicate_qa_warnings(meta, seen)
 
 
-#: where ``qa_id`` is in an :class:`Interaction`'s fields
+#: where ``qa_id`` and ``language`` are in an :class:`Interaction`'s fields
 _QA_AT = Interaction._fields.index("qa_id")
+_LANGUAGE_AT = Interaction._fields.index("language")
 
 
 class _SessionKey(NamedTuple):
@@ -507,6 +509,45 @@ def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
     return out
 
 
+class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
+    """One session's record summaries (:func:`session_records`) merged: the union of the records,
+    each record's items appended. Stored (:mod:`fair_forge_beam.io.session_stats`) as
+    ``list<struct<declared, source, position, n_slots, from_session, items: list<struct<at,
+    qa_id>>>>``, one entry per record in key order."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, element):
+        return self.merge_accumulators([acc, element])
+
+    def merge_accumulators(self, accumulators):
+        out: dict = {}
+        for a in accumulators:
+            for rk, (n, fs, items) in a.items():
+                out.setdefault(rk, (n, fs, []))[2].extend(items)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        return pa.list_(pa.struct([
+            ("declared", pa.int64()), ("source", pa.string()), ("position", pa.int64()), ("n_slots", pa.int64()),
+            ("from_session", pa.bool_()), ("items", pa.list_(pa.struct([("at", pa.int64()), ("qa_id", pa.string())]))),
+        ]))
+
+    def to_stored(self, acc):
+        return [(*rk, n, bool(fs), items) for rk, (n, fs, items) in sorted(acc.items())]
+
+    def from_stored(self, value):
+        return {(r["declared"], r["source"], r["position"]): (r["n_slots"], r["from_session"],
+                                                              [(i["at"], i["qa_id"]) for i in r["items"]])
+                for r in value or ()}
+
+
 class _OrderStreamed(beam.DoFn):
     """Assign ``turn_index`` to all interactions of one session — from session records and
     from streamed/flat records alike — in a stable order that never depends on arrival.
@@ -521,7 +562,8 @@ class _OrderStreamed(beam.DoFn):
     Data-quality warnings (:func:`session_warnings`): a session found in several session records
     (e.g. split over two files), a repeated declared ``turn_index``, a repeated ``qa_id``; they go
     out under ``"session_quality"``. The session's record summary (:func:`session_records`) goes
-    out under ``"records"`` as ``((session_id, assistant_id), summary)``.
+    out under ``"records"`` as ``((session_id, assistant_id, language), summary)``, once per
+    language of its interactions (the keys of the engine's session stage, which stores it).
     """
 
     def process(self, kv):
@@ -540,7 +582,8 @@ class _OrderStreamed(beam.DoFn):
             return
         for w in session_warnings(key[0], key[1], records):
             yield beam.pvalue.TaggedOutput("session_quality", w)
-        yield beam.pvalue.TaggedOutput("records", (tuple(key), records))
+        for language in sorted({it[2][_LANGUAGE_AT] for it in items}):  # the engine's session keys
+            yield beam.pvalue.TaggedOutput("records", ((key[0], key[1], language), records))
 
 
 def records_to_interactions(

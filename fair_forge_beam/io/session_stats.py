@@ -5,32 +5,37 @@ the engine's session combine (:class:`~fair_forge_beam.engine.SessionLayout`) �
 ``fair-forge-beam rollup`` can merge any set of audits into one result without reading a raw
 log again (DESIGN §10, docs/scheduled.md). Layout under ``--output``::
 
-    stats/manifest.json                 what the run was: schema version, product version, the
-                                        statistical mode, the metrics and every option that builds
-                                        them, the slices, each metric's static fields, and which
-                                        metrics stored their statistics (or why not)
-    stats/<metric>/part-*.parquet       one row per session of that metric
-    stats/counts/part-*.parquet         the run's additive counts: interactions read, dead letters
-                                        per (stage, reason kind), data-quality warnings per kind
-                                        (except the session stage's own, which a roll-up recomputes)
+    stats/sessions/part-*.parquet   one row per session: every stored metric's accumulators
+    stats/manifest.json             what the run was: schema version, product version,
+                                    results.json's config, every option that builds the metrics,
+                                    the metrics' static fields, which metrics stored their
+                                    statistics (or why not), and the run's additive counts
 
-A session row (schema :func:`metric_schema`; Parquet key-value metadata
+A session row (:func:`sessions_schema`; Parquet key-value metadata
 ``fair_forge_beam.stats_schema_version``):
 
 * ``session_id``, ``assistant_id``, ``language`` (strings): the session key;
 * ``meta_values`` (list of strings, ``null`` = the session does not carry the field) and
   ``meta_differ`` (bool): the session's metadata slice values, when the run sliced by metadata
   fields (:class:`~fair_forge_beam.engine.MetadataDimsCombineFn`);
-* ``session``: the metric's session accumulator, typed by its ``CombineFn``
+* ``reader``: the reader's record summary of the session (one struct per record: declared turn,
+  source file, position, turn slots, items with their ``qa_id``;
+  :class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`): a roll-up numbers a session that
+  spans runs as one audit of all their inputs would, and recomputes the reader's warnings;
+* ``<metric>__session``: the metric's session accumulator, typed by its ``CombineFn``
   (:class:`~fair_forge_beam.statistical.combiners.StoredAccumulator`): e.g. Humanity's list of
-  ``struct<turn_index, weight, entropy, spearman, counts>``, one per interaction, Toxicity's
+  ``struct<turn_index, weight, entropy, spearman, counts>``, one per interaction; Toxicity's
   ``struct<a: answers, b: toxic answers, counts: map<group index, answers>>``;
-* ``cells``: the session's interaction-side statistics (Toxicity's group-fairness and token
-  inputs, one struct per answer), when the metric has any.
+* ``<metric>__cells``: the session's interaction-side statistics (Toxicity's group-fairness and
+  lexicon inputs, one struct per answer), for a metric that has any.
 
-No column holds JSON text: a warehouse (DuckDB, BigQuery, Spark) reads ``session.turn_index`` or
-``cells.flagged`` directly. Floats are float64 and integers int64, stored exactly, so merging
-stored accumulators gives the same bits as accumulating the interactions in one run.
+No column holds JSON text: a warehouse (DuckDB, BigQuery, Spark) reads
+``humanity__session.entropy`` directly. Floats are float64 and integers int64, stored exactly, so
+merging stored accumulators gives the same bits as accumulating the interactions in one run.
+
+The manifest's ``counts``: ``interactions_read``, ``dead_letters`` (``[stage, reason kind,
+count]``) and ``quality`` (``{kind: count}``) — the run's own, without the session stages'
+warnings (the reader's and the engine's), which a roll-up recomputes over the merged sessions.
 """
 from __future__ import annotations
 
@@ -42,34 +47,21 @@ import pyarrow as pa
 from fair_forge_beam._beam import beam
 
 __all__ = [
-    "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "metric_schema",
-    "not_storable_reason", "decode_rows", "COUNTS_SCHEMA", "READER_SCHEMA", "StatsSchemaMismatch", "check_schema_version",
-    "write_table", "reader_summary",
+    "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
+    "not_storable_reason", "decode_row", "StatsSchemaMismatch", "check_schema_version", "write_table", "READER",
+    "SESSIONS_TABLE", "count_parts",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
 STATS_SCHEMA_VERSION = 1
-#: the folder of stored statistics under ``--output``
+#: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
+SESSIONS_TABLE = "sessions"
 #: the Parquet key-value metadata key holding :data:`STATS_SCHEMA_VERSION`
 SCHEMA_VERSION_KEY = b"fair_forge_beam.stats_schema_version"
-
-#: each session's record summary as the reader saw it (``stats/reader``): what its turn numbering
-#: and its reader warnings depend on (:func:`fair_forge_beam.io.read.session_records`), so that a
-#: roll-up numbers a session split across runs as one audit of all their inputs would
-READER_SCHEMA = pa.schema([
-    pa.field("session_id", pa.string(), nullable=False), pa.field("assistant_id", pa.string(), nullable=False),
-    pa.field("records", pa.list_(pa.struct([
-        ("declared", pa.int64()), ("source", pa.string()), ("position", pa.int64()), ("n_slots", pa.int64()),
-        ("from_session", pa.bool_()), ("items", pa.list_(pa.struct([("at", pa.int64()), ("qa_id", pa.string())]))),
-    ]))),
-], metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode()})
-
-#: the additive counts of a run (``stats/counts``): ``kind`` is ``read`` (``count`` = interactions
-#: read), ``dead`` (``stage``, ``reason`` = reason kind) or ``quality`` (``reason`` = warning kind)
-COUNTS_SCHEMA = pa.schema([("kind", pa.string()), ("stage", pa.string()), ("reason", pa.string()),
-                           ("count", pa.int64())], metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode()})
+#: the name of the reader's slot (:class:`~fair_forge_beam.engine.SessionLayout` extras)
+READER = "reader"
 
 _KEY_FIELDS = [pa.field("session_id", pa.string(), nullable=False), pa.field("assistant_id", pa.string(), nullable=False),
                pa.field("language", pa.string(), nullable=False)]
@@ -77,6 +69,11 @@ _KEY_FIELDS = [pa.field("session_id", pa.string(), nullable=False), pa.field("as
 
 class StatsSchemaMismatch(ValueError):
     """Stored statistics of another schema version than this package reads."""
+
+
+def _stored_type(fn) -> Optional[pa.DataType]:
+    get = getattr(fn, "stored_type", None)
+    return get() if get is not None else None
 
 
 def not_storable_reason(layout, slot: int) -> Optional[str]:
@@ -93,50 +90,56 @@ def not_storable_reason(layout, slot: int) -> Optional[str]:
     return None
 
 
-def _stored_type(fn) -> Optional[pa.DataType]:
-    get = getattr(fn, "stored_type", None)
-    return get() if get is not None else None
-
-
-def metric_schema(layout, slot: int) -> pa.Schema:
-    """The Parquet schema of metric ``slot``'s session rows (see the module docstring)."""
+def _columns(layout, slot: int) -> list:
+    """``(column name, slot)`` of metric ``slot``'s stored accumulators."""
     spec = layout.specs[slot]
+    out = []
+    if spec.session_value is not None:
+        out.append((f"{spec.name}__session", slot))
+    if spec.cell_value is not None:
+        out.append((f"{spec.name}__cells", layout.cell_slot(slot)))
+    return out
+
+
+def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
+    """The Parquet schema of the session rows of ``layout``'s metrics ``stored`` (slots)."""
     fields = list(_KEY_FIELDS)
     if layout.dims:
         fields += [pa.field("meta_values", pa.list_(pa.string())), pa.field("meta_differ", pa.bool_())]
-    if spec.session_value is not None:
-        fields.append(pa.field("session", _stored_type(layout.fns[slot])))
-    if spec.cell_value is not None:
-        fields.append(pa.field("cells", _stored_type(layout.fns[layout.cell_slot(slot)])))
+    if READER in layout.extra_slots:
+        fields.append(pa.field(READER, _stored_type(layout.fns[layout.extra_slots[READER]])))
+    for slot in stored:
+        fields += [pa.field(name, _stored_type(layout.fns[s])) for name, s in _columns(layout, slot)]
+    names = [layout.specs[s].name for s in stored]
     return pa.schema(fields, metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode(),
-                                       b"fair_forge_beam.metric": spec.name.encode(),
-                                       b"fair_forge_beam.slices": json.dumps(list(spec.slices)).encode()})
+                                       b"fair_forge_beam.metrics": json.dumps(names).encode(),
+                                       b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
 
 
-class _ToRows(beam.DoFn):
-    """``(session key, [accumulator per slot])`` → metric ``slot``'s row dict (nothing when the
-    session has no value of that metric)."""
+class _ToRow(beam.DoFn):
+    """``(session key, [accumulator per slot])`` → its row (nothing when no stored metric has a
+    value for that session)."""
 
-    def __init__(self, layout, slot: int):
-        self.layout, self.slot = layout, slot
+    def __init__(self, layout, stored: Sequence[int]):
+        self.layout = layout
+        self.columns = [c for slot in stored for c in _columns(layout, slot)]
 
     def process(self, kv):
         key, accs = kv
-        lay, slot = self.layout, self.slot
-        spec = lay.specs[slot]
-        session = accs[slot] if spec.session_value is not None else None
-        cells = accs[lay.cell_slot(slot)] if spec.cell_value is not None else None
-        if session is None and cells is None:
+        lay = self.layout
+        values = {name: accs[s] for name, s in self.columns}
+        if all(v is None for v in values.values()):
             return
         row = {"session_id": key[0], "assistant_id": key[1], "language": key[2]}
         if lay.dims:
             dims = accs[lay.dims_slot]
-            values, differ = dims if dims is not None else ((None,) * len(lay.dims), False)
-            row["meta_values"], row["meta_differ"] = list(values), bool(differ)
-        if spec.session_value is not None:
-            row["session"] = None if session is None else lay.fns[slot].to_stored(session)
-        if spec.cell_value is not None:
-            row["cells"] = None if cells is None else lay.fns[lay.cell_slot(slot)].to_stored(cells)
+            meta, differ = dims if dims is not None else ((None,) * len(lay.dims), False)
+            row["meta_values"], row["meta_differ"] = list(meta), bool(differ)
+        if READER in lay.extra_slots:
+            s = lay.extra_slots[READER]
+            row[READER] = None if accs[s] is None else lay.fns[s].to_stored(accs[s])
+        for name, s in self.columns:
+            row[name] = None if values[name] is None else lay.fns[s].to_stored(values[name])
         yield row
 
 
@@ -159,14 +162,15 @@ def write_table(pcoll, label: str, prefix: str, schema: pa.Schema, rows_per_tabl
 
 
 class WriteSessionStats:
-    """The main job's stored statistics (see the module docstring): give it to
-    :func:`~fair_forge_beam.engine.apply_metrics` as ``on_session_accumulators`` (it writes each
-    storable metric's session rows), then call :meth:`write_counts` and :meth:`write_manifest`.
+    """The main job's stored statistics (see the module docstring). Give :meth:`session_inputs`
+    to :func:`~fair_forge_beam.engine.apply_metrics` as ``extra_session_inputs`` and the object
+    itself as ``on_session_accumulators`` (it writes each engine's session rows), then call
+    :meth:`write_manifest` with the run's counting elements.
 
     Args:
         out: the output folder.
-        manifest: the run's description (:func:`fair_forge_beam.rollup.audit_manifest`); the
-            metrics that stored or could not store their statistics are added to it.
+        manifest: the run's description (:func:`fair_forge_beam.rollup.audit_manifest`); which
+            metrics stored their statistics (or why not) is added to it.
     """
 
     def __init__(self, out: str, manifest: dict):
@@ -174,93 +178,101 @@ class WriteSessionStats:
         self.stored: dict[str, str] = {}
         self.not_stored: dict[str, str] = {}
         self.session_quality: list = []
+        self._tables = 0
+
+    def session_inputs(self, records) -> list:
+        """The engine's extra session inputs: the reader's record summaries ``records``
+        (``((session_id, assistant_id, language), summary)``)."""
+        from fair_forge_beam.io.read import SessionRecordsCombineFn
+
+        return [(READER, records, SessionRecordsCombineFn())]
 
     def __call__(self, accumulators, layout, session_quality: Sequence = ()) -> None:
         self.session_quality += list(session_quality)
+        stored = []
         for slot, spec in enumerate(layout.specs):
             reason = not_storable_reason(layout, slot)
-            if reason is not None:
+            if reason is None:
+                stored.append(slot)
+            else:
                 self.not_stored[spec.name] = reason
-                continue
-            self.stored[spec.name] = f"{STATS_DIR}/{spec.name}/"
-            rows = accumulators | f"Stats_{spec.name}/Rows" >> beam.ParDo(_ToRows(layout, slot))
-            write_table(rows, f"Stats_{spec.name}/", f"{self.out}/{STATS_DIR}/{spec.name}/part",
-                        metric_schema(layout, slot))
+        if not stored:
+            return
+        table = SESSIONS_TABLE if not self._tables else f"{SESSIONS_TABLE}{self._tables}"
+        self._tables += 1
+        for slot in stored:
+            self.stored[layout.specs[slot].name] = f"{STATS_DIR}/{table}/"
+        rows = accumulators | f"Stats{table}/Rows" >> beam.ParDo(_ToRow(layout, stored))
+        write_table(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part", sessions_schema(layout, stored))
 
-    def write_reader(self, records) -> None:
-        """The reader's record summaries ``((session_id, assistant_id), summary)`` → ``stats/reader``."""
-        rows = records | "StatsReaderRows" >> beam.Map(_reader_row)
-        write_table(rows, "StatsReader", f"{self.out}/{STATS_DIR}/reader/part", READER_SCHEMA)
-
-    def write_counts(self, parts, session_quality: Sequence = ()) -> None:
-        """``parts``: the run's ``("read", None, n)``, ``("dead", (stage, reason kind), 1)`` and
-        ``("quality", kind, 1)`` elements (the results document's counting inputs); the warnings
-        of the session stages — the engine's and ``session_quality`` (the reader's) — are
-        subtracted: a roll-up recomputes them."""
+    def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
+        """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
+        with the run's counts from ``parts`` — its ``("read", None, n)``, ``("dead", (stage,
+        reason kind), 1)`` and ``("quality", kind, 1)`` elements — less the warnings of the
+        session stages: the engine's and ``session_quality`` (the reader's)."""
         minus = [q | f"StatsSessionQuality{i}" >> beam.Map(lambda w: ("quality", str(w.kind), -1))
                  for i, q in enumerate([*self.session_quality, *session_quality])]
         every = (parts, *minus) | "StatsCountParts" >> beam.Flatten() if minus else parts
-        rows = (
-            every
-            | "StatsCountKeys" >> beam.Map(_count_key)
-            | "StatsCountSum" >> beam.CombinePerKey(sum)
-            | "StatsCountRows" >> beam.MapTuple(lambda k, n: {"kind": k[0], "stage": k[1], "reason": k[2], "count": n})
-        )
-        write_table(rows, "StatsCounts", f"{self.out}/{STATS_DIR}/counts/part", COUNTS_SCHEMA)
-
-    def write_manifest(self, p) -> None:
-        """``stats/manifest.json`` from the pipeline (a Flex Template launch writes it too)."""
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items()))}
-        text = json.dumps(doc, indent=2, ensure_ascii=False)  # key order kept: static fields are written as given
-        (p
-         | "StatsManifest" >> beam.Create([text])
+        (every
+         | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
+         | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
+                                                                             ensure_ascii=False))
          | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
                                                        shard_name_template="", append_trailing_newlines=False))
 
 
-def _reader_row(kv) -> dict:
-    (session_id, assistant_id), records = kv
-    return {"session_id": session_id, "assistant_id": assistant_id, "records": [
-        {"declared": rk[0], "source": rk[1], "position": rk[2], "n_slots": n, "from_session": bool(fs),
-         "items": [{"at": at, "qa_id": qa} for at, qa in items]}
-        for rk, (n, fs, items) in sorted(records.items())]}
+class _CountsCombineFn(beam.CombineFn):
+    """``("read"|"dead"|"quality", key, n)`` elements → the manifest's ``counts`` (sorted, so the
+    same run gives the same text)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, el):
+        kind, key, n = el
+        k = (kind, None if kind == "read" else (tuple(map(str, key)) if kind == "dead" else str(key)))
+        acc[k] = acc.get(k, 0) + n
+        return acc
+
+    def merge_accumulators(self, accs):
+        out: dict = {}
+        for a in accs:
+            for k, n in a.items():
+                out[k] = out.get(k, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        dead = sorted([*k[1], n] for k, n in acc.items() if k[0] == "dead" and n)
+        quality = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "quality" and n}
+        return {"interactions_read": acc.get(("read", None), 0), "dead_letters": dead, "quality": quality}
 
 
-def reader_summary(row: dict) -> tuple:
-    """A ``stats/reader`` row → ``((session_id, assistant_id), summary)`` (the inverse of the writer)."""
-    return (row["session_id"], row["assistant_id"]), {
-        (r["declared"], r["source"], r["position"]): (r["n_slots"], r["from_session"],
-                                                      [(i["at"], i["qa_id"]) for i in r["items"]])
-        for r in row["records"]}
+def count_parts(counts: dict) -> list:
+    """A manifest's ``counts`` → the results document's counting elements (a roll-up's input)."""
+    out = [("read", None, int(counts.get("interactions_read", 0)))]
+    out += [("dead", (stage, reason), int(n)) for stage, reason, n in counts.get("dead_letters", ())]
+    out += [("quality", kind, int(n)) for kind, n in (counts.get("quality") or {}).items()]
+    return out
 
 
-def _count_key(el) -> tuple:
-    kind, key, value = el
-    if kind == "read":
-        return ("read", None, None), value
-    if kind == "dead":
-        return ("dead", str(key[0]), str(key[1])), value
-    return ("quality", None, str(key)), value
-
-
-def decode_rows(rows, layout, slot: int):
-    """Stored session rows (dicts, as ``pyarrow``'s ``to_pylist`` gives them) of metric ``slot``
-    → ``(session key, (slot, Combined(accumulator)))`` inputs of the session combine (also for
-    the cell slot and the metadata slot)."""
+def decode_row(row: dict, layout, metrics: Sequence[str]):
+    """A stored session row (a dict, as ``pyarrow``'s ``to_pylist`` gives it) → the inputs
+    ``(session key, (slot, Combined(accumulator)))`` of ``layout``'s session combine for the
+    ``metrics`` it stores (and the metadata slot)."""
     from fair_forge_beam.engine import Combined
 
-    spec = layout.specs[slot]
-    for row in rows:
-        key = (row["session_id"], row["assistant_id"], row["language"])
-        if layout.dims:
-            values = tuple(row["meta_values"] or ())
-            yield key, (layout.dims_slot, Combined((values, bool(row["meta_differ"]))))
-        if spec.session_value is not None and row.get("session") is not None:
-            yield key, (slot, Combined(layout.fns[slot].from_stored(row["session"])))
-        if spec.cell_value is not None and row.get("cells") is not None:
-            cs = layout.cell_slot(slot)
-            yield key, (cs, Combined(layout.fns[cs].from_stored(row["cells"])))
+    key = (row["session_id"], row["assistant_id"], row["language"])
+    if layout.dims and row.get("meta_values") is not None:
+        yield key, (layout.dims_slot, Combined((tuple(row["meta_values"]), bool(row["meta_differ"]))))
+    names = set(metrics)
+    for slot, spec in enumerate(layout.specs):
+        if spec.name not in names:
+            continue
+        for column, s in _columns(layout, slot):
+            if row.get(column) is not None:
+                yield key, (s, Combined(layout.fns[s].from_stored(row[column])))
 
 
 def check_schema_version(found: Any, where: str) -> None:

@@ -334,10 +334,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         parts.insert(0, read_counts)
     if stats is not None:
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
-        stats.write_counts(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
-        if "session_records" in read:
-            stats.write_reader(read["session_records"])
-        stats.write_manifest(dead.pipeline)
+        stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
     for name, r in results.items():
         _write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name), f"{out}/sessions/{name}/part",
                        SESSION_SCHEMA)

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 from pydantic import BaseModel
 
-__all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "to_arrow_value", "from_arrow_value"]
+__all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "from_arrow_value"]
 
 _SCALARS = {float: pa.float64(), int: pa.int64(), bool: pa.bool_(), str: pa.string()}
 
@@ -119,32 +119,10 @@ def value_type(annotation) -> pa.DataType:
     raise TypeError(f"no stored column type for the annotation {annotation!r}")
 
 
-def to_arrow_value(value, t: pa.DataType):
-    """A Python value → what ``pyarrow.array(..., type=t)`` takes: a tuple for a ``struct`` becomes
-    a dict by field position, a ``map`` a list of pairs in key order (so equal maps give equal
-    bytes); ``None`` stays ``None``. Floats and ints are kept exactly (float64, int64).
-
-    Raises:
-        TypeError: a struct value of the wrong length.
-    """
-    if value is None:
-        return None
-    if pa.types.is_struct(t):
-        if isinstance(value, dict):
-            return {f.name: to_arrow_value(value.get(f.name), f.type) for f in t}
-        if len(value) != t.num_fields:
-            raise TypeError(f"a value of {t.num_fields} fields expected, got {len(value)}: {value!r}")
-        return {f.name: to_arrow_value(v, f.type) for f, v in zip(t, value)}
-    if pa.types.is_map(t):
-        return [(to_arrow_value(k, t.key_type), to_arrow_value(v, t.item_type)) for k, v in sorted(value.items())]
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [to_arrow_value(v, t.value_type) for v in value]
-    return value
-
-
 def from_arrow_value(value, t: pa.DataType):
-    """The inverse of :func:`to_arrow_value` on what ``pyarrow``'s ``to_pylist`` returns: a
-    ``struct`` → a tuple (by field position), a ``list`` → a tuple, a ``map`` → a dict."""
+    """A value of type ``t`` as ``pyarrow``'s ``to_pylist`` returns it → plain Python: a
+    ``struct`` → a tuple (by field position), a ``list`` → a tuple, a ``map`` → a dict. (The other
+    way needs nothing: ``pyarrow`` takes tuples for structs and dicts for maps.)"""
     if value is None:
         return None
     if pa.types.is_struct(t):

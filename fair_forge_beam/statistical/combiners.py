@@ -73,18 +73,24 @@ class StoredAccumulator:
     """What a ``CombineFn`` of the engine's session stage declares so that its accumulators can be
     stored as typed columns and merged later (:mod:`fair_forge_beam.io.session_stats`, the
     roll-up of stored audits): :meth:`stored_type`, the accumulator's pyarrow type (``None``: not
-    storable), and the two conversions, which by default follow
-    :func:`~fair_forge_beam.schemas.arrow.to_arrow_value` / ``from_arrow_value`` (a struct is a
-    tuple, a list a tuple, a map a dict). ``from_stored(to_stored(acc))`` must merge exactly as
-    ``acc`` does."""
+    storable; subclasses build it in :meth:`_stored_type`, asked once), and two conversions:
+    ``to_stored`` gives what ``pyarrow`` takes for that type (tuples or dicts for structs, dicts
+    for maps: the accumulator itself by default), ``from_stored`` reads back what ``pyarrow``'s
+    ``to_pylist`` gives (:func:`~fair_forge_beam.schemas.arrow.from_arrow_value`: a struct is a
+    tuple, a list a tuple, a map a dict). ``from_stored`` of it must merge exactly as the
+    accumulator does."""
 
-    def stored_type(self):
+    def _stored_type(self):
         return None
 
-    def to_stored(self, acc):
-        from fair_forge_beam.schemas.arrow import to_arrow_value
+    def stored_type(self):
+        t = self.__dict__.get("_stored_type_cache", ...)
+        if t is ...:
+            t = self.__dict__["_stored_type_cache"] = self._stored_type()
+        return t
 
-        return to_arrow_value(acc, self.stored_type())
+    def to_stored(self, acc):
+        return acc
 
     def from_stored(self, value):
         from fair_forge_beam.schemas.arrow import from_arrow_value
@@ -118,7 +124,7 @@ class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
     def extract_output(self, acc):
         return sorted(acc, key=self.order) if self.sort else acc
 
-    def stored_type(self):
+    def _stored_type(self):
         if self.value is None:
             return None
         import pyarrow as pa
@@ -128,7 +134,7 @@ class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
         return pa.list_(value_type(self.value))
 
     def to_stored(self, acc):
-        return super().to_stored(acc if self.encode is None else [self.encode(v) for v in acc])
+        return acc if self.encode is None else [self.encode(v) for v in acc]
 
     def from_stored(self, value):
         values = super().from_stored(value)
@@ -241,12 +247,15 @@ class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
 
     key_type = str
 
-    def stored_type(self):
+    def _stored_type(self):
         import pyarrow as pa
 
         from fair_forge_beam.schemas.arrow import value_type
 
         return pa.struct([("a", pa.int64()), ("b", pa.int64()), ("counts", value_type(dict[self.key_type, int]))])
+
+    def to_stored(self, acc):
+        return tuple(acc)  # a struct is given as a tuple
 
     def from_stored(self, value):
         a, b, counts = super().from_stored(value)

@@ -58,7 +58,7 @@ class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
             acc[i] += int(v)
         return acc
 
-    def stored_type(self):
+    def _stored_type(self):
         import pyarrow as pa
 
         return pa.list_(pa.int64())

@@ -1,0 +1,116 @@
+"""Roll-up benchmark (issue 27's target; not a test): a roll-up of D daily audits against one
+audit of the D days' raw files, CPU seconds measured in one run.
+
+Writes D days of synthetic sessions (``benchmarks/bench_engine.py``'s generator: seeded, sessions
+of 1-6 turns, 20 assistants, English HurtLex lemmas, emotion words and group keywords) of about
+``--per-day`` interactions each; ``--split`` of each day's sessions continue on the next day (the
+conversation cut in two, as a nightly export cuts a conversation that spans midnight). Then, each
+as a subprocess of this interpreter (``sys.executable -m pipelines.audit``, CPU seconds of the
+finished child):
+
+1. one audit per day (``--metrics humanity,toxicity --group-extractor keyword``, the mode of
+   ``--mode``), each into its own folder (its ``stats/`` stored);
+2. **union**: one audit over all the days' files;
+3. **rollup**: ``fair-forge-beam rollup --from <the daily audits>``.
+
+Prints each run's CPU and wall seconds, the ratio rollup / union (the target: at most 0.1) and
+whether the two ``results.json`` are byte-identical apart from ``config.inputs`` (they must be;
+the roll-up's inputs are the days' files in day order, so they are identical outright).
+
+    python benchmarks/bench_rollup.py                          # 7 days x 100,000 interactions
+    python benchmarks/bench_rollup.py --days 3 --per-day 20000 --mode frequentist
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_engine import write_sessions  # noqa: E402
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def write_days(work: Path, days: int, per_day: int, split: float, seed: int) -> list[Path]:
+    """``days`` JSONL files; ``split`` of a day's sessions of 2+ turns are cut, their second part
+    opening the next day's file under the same session and assistant."""
+    rng = random.Random(seed)
+    files, carry = [], []
+    for d in range(days):
+        raw = work / f"raw{d}.jsonl"
+        write_sessions(str(raw), per_day, seed + d)
+        out = work / f"day{d}.jsonl"
+        keep, nxt = [], []
+        for line in raw.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            rec["session_id"] = f"d{d}-{rec['session_id']}"
+            conv = rec["conversation"]
+            if d + 1 < days and len(conv) > 1 and rng.random() < split:
+                cut = rng.randrange(1, len(conv))
+                keep.append({**rec, "conversation": conv[:cut]})
+                nxt.append({**rec, "conversation": conv[cut:]})
+            else:
+                keep.append(rec)
+        out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in carry + keep), encoding="utf-8")
+        raw.unlink()
+        carry = nxt
+        files.append(out)
+    return files
+
+
+def timed(cmd: list[str], log: Path) -> tuple[float, float]:
+    c0, t0 = children_cpu(), time.perf_counter()
+    with open(log, "w") as f:
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    if rc != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} … failed ({rc}); see {log}")
+    return children_cpu() - c0, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--days", type=int, default=7)
+    ap.add_argument("--per-day", type=int, default=100_000, help="interactions per day (100000)")
+    ap.add_argument("--split", type=float, default=0.1, help="share of a day's sessions that span midnight (0.1)")
+    ap.add_argument("--mode", default="bayesian", choices=["bayesian", "frequentist"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", help="working folder (default: a new temporary folder)")
+    args, beam_args = ap.parse_known_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench_rollup_"))
+    work.mkdir(parents=True, exist_ok=True)
+    files = write_days(work, args.days, args.per_day, args.split, args.seed)
+    print(f"data: {args.days} days in {work}")
+    common = [sys.executable, "-m", "pipelines.audit", "--metrics", "humanity,toxicity", "--group-extractor",
+              "keyword", "--mode", args.mode, "--no-report", "--quiet", *beam_args]
+    for d, f in enumerate(files):
+        cpu, wall = timed([*common, "--input", str(f), "--output", str(work / f"audit{d}")], work / f"audit{d}.log")
+        print(f"day {d}: audit {cpu:.1f} CPU s ({wall:.1f} s)", flush=True)
+    union_cpu, union_wall = timed([*common, *[a for f in files for a in ("--input", str(f))], "--output",
+                                   str(work / "union")], work / "union.log")
+    print(f"union audit of {args.days} days: {union_cpu:.1f} CPU s ({union_wall:.1f} s)", flush=True)
+    roll_cpu, roll_wall = timed([sys.executable, "-m", "pipelines.audit", "rollup", "--quiet", "--no-report",
+                                 *[a for d in range(args.days) for a in ("--from", str(work / f"audit{d}"))],
+                                 "--output", str(work / "rollup"), *beam_args], work / "rollup.log")
+    print(f"rollup of {args.days} audits: {roll_cpu:.1f} CPU s ({roll_wall:.1f} s)")
+    same = (work / "union" / "results.json").read_bytes() == (work / "rollup" / "results.json").read_bytes()
+    print(f"rollup / union CPU: {roll_cpu / union_cpu:.3f} (target <= 0.1); results.json identical: {same}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
