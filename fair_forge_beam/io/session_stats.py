@@ -167,10 +167,14 @@ class WriteSessionStats:
         out: the output folder.
         manifest: the run's description (:func:`fair_forge_beam.rollup.audit_manifest`); the
             metrics that stored or could not store their statistics are added to it.
+
+    ``written``: the results of the sinks attached so far (PCollections of the written file
+    names), for a step that must run after them (``reports.output_folder.publish_after``).
     """
 
     def __init__(self, out: str, manifest: dict):
         self.out, self.manifest = out, dict(manifest)
+        self.written: list = []
         self.stored: dict[str, str] = {}
         self.not_stored: dict[str, str] = {}
         self.session_quality: list = []
@@ -184,13 +188,13 @@ class WriteSessionStats:
                 continue
             self.stored[spec.name] = f"{STATS_DIR}/{spec.name}/"
             rows = accumulators | f"Stats_{spec.name}/Rows" >> beam.ParDo(_ToRows(layout, slot))
-            write_table(rows, f"Stats_{spec.name}/", f"{self.out}/{STATS_DIR}/{spec.name}/part",
-                        metric_schema(layout, slot))
+            self.written.append(write_table(rows, f"Stats_{spec.name}/", f"{self.out}/{STATS_DIR}/{spec.name}/part",
+                                            metric_schema(layout, slot)))
 
     def write_reader(self, records) -> None:
         """The reader's record summaries ``((session_id, assistant_id), summary)`` → ``stats/reader``."""
         rows = records | "StatsReaderRows" >> beam.Map(_reader_row)
-        write_table(rows, "StatsReader", f"{self.out}/{STATS_DIR}/reader/part", READER_SCHEMA)
+        self.written.append(write_table(rows, "StatsReader", f"{self.out}/{STATS_DIR}/reader/part", READER_SCHEMA))
 
     def write_counts(self, parts, session_quality: Sequence = ()) -> None:
         """``parts``: the run's ``("read", None, n)``, ``("dead", (stage, reason kind), 1)`` and
@@ -206,17 +210,18 @@ class WriteSessionStats:
             | "StatsCountSum" >> beam.CombinePerKey(sum)
             | "StatsCountRows" >> beam.MapTuple(lambda k, n: {"kind": k[0], "stage": k[1], "reason": k[2], "count": n})
         )
-        write_table(rows, "StatsCounts", f"{self.out}/{STATS_DIR}/counts/part", COUNTS_SCHEMA)
+        self.written.append(write_table(rows, "StatsCounts", f"{self.out}/{STATS_DIR}/counts/part", COUNTS_SCHEMA))
 
     def write_manifest(self, p) -> None:
         """``stats/manifest.json`` from the pipeline (a Flex Template launch writes it too)."""
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items()))}
         text = json.dumps(doc, indent=2, ensure_ascii=False)  # key order kept: static fields are written as given
-        (p
-         | "StatsManifest" >> beam.Create([text])
-         | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
-                                                       shard_name_template="", append_trailing_newlines=False))
+        self.written.append(
+            p
+            | "StatsManifest" >> beam.Create([text])
+            | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
+                                                          shard_name_template="", append_trailing_newlines=False))
 
 
 def _reader_row(kv) -> dict:
