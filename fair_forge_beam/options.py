@@ -216,11 +216,14 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Credible-interval level", "NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$",
                                  "Level of the credible intervals, strictly between 0 and 1. Example: 0.95")),
         Option("output", default="fair_forge_output", path=True, config_keys=("output",),
-               help="output folder (created if missing)",
-               template=Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/[^\\n\\r]*)?$",
-                                 "Cloud Storage folder for results.json and the shard folders results.parquet/, sessions/, "
-                                 "dead_letter/, data_quality/ (run_info.json and gates.json when a driver waits for the "
-                                 "job). Example: gs://my-bucket/audits/2025-01-01", required=True)),
+               help="output folder (created if missing); a run is written beside it and replaces it only when it "
+                    "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
+               template=Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$",
+                                 "Cloud Storage folder inside a bucket for results.json and the shard folders "
+                                 "results.parquet/, sessions/, dead_letter/, data_quality/ (run_info.json and gates.json "
+                                 "when a driver waits for the job); the job writes a stage beside it and publishes it "
+                                 "there when it succeeds, _SUCCESS last. Example: gs://my-bucket/audits/2025-01-01",
+                                 required=True)),
         Option("slice-bootstrap", default="buckets", choices=("buckets", "gamma"), feeds=(f"{_H}.slice_bootstrap",),
                help="Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) weights "
                     "(mc_samples draws per session)",
@@ -547,12 +550,19 @@ GROUPS: tuple[Group, ...] = (
                                  "0.2). Example: 0.2")),
     )),
     Group(None, (
-        Option("quiet", type=bool, help="no progress lines on stderr and no summary table",
+        Option("quiet", type=bool, help="print nothing but gate failures and errors (no INFO or WARNING log lines, the "
+                                        "HTTP clients' and Beam's included): no progress lines on stderr and no summary table",
                template=Template("Quiet", "BOOLEAN", _BOOL_RE,
                                  "true: no progress lines and no summary table in the launcher log. Example: false")),
         Option("progress-interval", type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
                help="at most one progress line on stderr every SECONDS, when the counts changed",
                template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
+        Option("allow-empty", type=bool,
+               help="publish an empty run (no input record, every record rejected, or a requested metric that scored "
+                    "nothing) and exit 0; without it such a run exits with code 4 and leaves the previous outputs",
+               template="a launcher-side check on results.json (a template launch has no launcher after the job)"),
+        Option("version", type=bool, in_config=False, help="print 'fair-forge-beam <version>' and exit",
+               template="prints the version and exits: not a job parameter"),
     )),
     Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
         Option("config", metavar="TOML", in_config=False, default_note="no config file",

@@ -17,7 +17,10 @@ the launcher reads back ``results.json`` only and writes ``run_info.json`` (runn
 timing, judge counters) and ``report.html`` (the self-contained audit report; ``--no-report``
 skips it). With
 ``--compare RUN_DIR`` the report gets a comparison with that earlier run, also written as
-``comparison.json``.
+``comparison.json``. Everything is written into a stage beside ``--output`` and replaces the previous
+outputs only when the run succeeds (or only a gate failed): a failed, killed or empty run leaves them
+(:func:`fair_forge_beam.reports.output_folder.staged_output`). Exit codes: 0, 2 usage error, 3 a gate
+failed, 4 an empty run (docs/cli.md).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names importable from here as before
-    OUTPUT_FILES, STALE_OUTPUTS, prepare_output_folder, write_launcher_reports)
+    OUTPUT_FILES, STALE_OUTPUTS, check_output_folder, prepare_output_folder, staged_output, write_launcher_reports)
 from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
     dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
 from fair_forge_beam.options import (  # noqa: F401 - names importable from here as before
@@ -71,35 +74,63 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _PackageLogLevel:
-    """Restores the levels of the ``fair_forge_beam`` logger and of the HTTP clients' loggers (the
-    judge's ``httpx``/``httpcore``/``openai`` log one INFO line per request) on exit: ``--quiet``
-    raises them to WARNING for one run only (a caller running several audits in one process
-    keeps its own levels)."""
+class _ErrorsOnly(logging.Filter):
+    """Lets through records of level ERROR and above only."""
 
-    NAMES = ("fair_forge_beam", "httpx", "httpcore", "openai")
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+class _PackageLogLevel:
+    """``--quiet`` for one run: prints nothing but gate failures and errors. Raises to ERROR the
+    ``fair_forge_beam`` and ``apache_beam`` loggers and the HTTP clients' (the judge's OpenAI client
+    logs one INFO line per request through ``httpx2``, older clients through ``httpx``/``httpcore``/
+    ``openai``); drops what Beam logs on the root logger itself below ERROR (``apitools not found``,
+    ``Resource module is not available``: a filter on the root logger sees only records logged on
+    it, never those of named loggers); ignores Python warnings. Everything is restored on exit (a
+    caller running several audits in one process keeps its own settings). Worker processes of
+    other runners (multi-processing, Flink, Prism) configure their own logging."""
+
+    NAMES = ("fair_forge_beam", "apache_beam", "httpx2", "httpx", "httpcore", "openai")
 
     def __enter__(self):
         self.loggers = [logging.getLogger(n) for n in self.NAMES]
         self.previous = [lg.level for lg in self.loggers]
         self.logger = self.loggers[0]
+        self.root_filter = None
+        self.warnings = None
         return self
 
     def quiet(self) -> None:
+        import warnings
+
         for lg in self.loggers:
-            if lg.getEffectiveLevel() < logging.WARNING:
-                lg.setLevel(logging.WARNING)
+            if lg.getEffectiveLevel() < logging.ERROR:
+                lg.setLevel(logging.ERROR)
+        self.root_filter = _ErrorsOnly()
+        logging.getLogger().addFilter(self.root_filter)
+        self.warnings = warnings.catch_warnings()
+        self.warnings.__enter__()
+        warnings.simplefilter("ignore")
 
     def __exit__(self, *exc):
         for lg, level in zip(self.loggers, self.previous):
             lg.setLevel(level)
+        if self.root_filter is not None:
+            logging.getLogger().removeFilter(self.root_filter)
+        if self.warnings is not None:
+            self.warnings.__exit__(None, None, None)
         return False
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments
-    or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails.
-    With ``--quiet`` only warnings and errors are logged."""
+    or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails
+    (after publishing the outputs), :class:`~fair_forge_beam.reports.empty_run.EmptyRun`
+    (``SystemExit(4)``) for an empty run without ``--allow-empty`` (nothing published). The outputs are
+    written into a stage and replace ``--output`` only when the run succeeds
+    (:func:`~fair_forge_beam.reports.output_folder.staged_output`). With ``--quiet`` only errors and
+    gate failures are printed. ``--version`` prints the version and raises ``SystemExit(0)``."""
     with _PackageLogLevel() as levels:
         return _run(argv, levels)
 
@@ -113,13 +144,13 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.rollup import audit_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.engine import apply_metrics
-    from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
+    from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
     from fair_forge_beam.engine import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
-    from fair_forge_beam.reports.gates import check_gates, resolve_gates
+    from fair_forge_beam.reports.gates import resolve_gates
 
     parser = build_parser()
     try:  # --config file and template-style --name=value spellings
@@ -127,7 +158,10 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     except ValueError as exc:
         parser.error(str(exc))
     args, beam_args = parser.parse_known_args(effective_argv)
-    if args.quiet:  # warnings and errors only (docs/cli.md)
+    if args.version:
+        print_version()
+        raise SystemExit(0)
+    if args.quiet:  # errors and gate failures only (docs/cli.md)
         levels.quiet()
     reject_unknown_arguments(parser, beam_args)
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
@@ -208,31 +242,62 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims))
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
-    try:  # never mix this run's outputs with a previous run's (a stale results.json, leftover shards)
-        out = prepare_output_folder(args.output, FileSystems)
+    try:  # an unwritable or unusable --output is a usage error before any pipeline runs
+        out = check_output_folder(args.output)
     except ValueError as exc:
         parser.error(str(exc))
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
-    started = time.time()
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
-    from fair_forge_beam.progress import ProgressReporter
 
-    progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
     config, static = results_config(metrics, mode, inputs, slice_dims), metric_static(transforms)
-    # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
-    stats = WriteSessionStats(out, audit_manifest(config, metric_options, static))
-    with progress, run_pipeline(options) as p:
-        _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
+
+    def build(p, folder: str) -> list:
+        """The job graph, writing into ``folder``; returns every sink's result (for publish_after)."""
+        # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
+        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static))
         read = p | "Read" >> reader
         # engine metrics share their shuffles
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,
                                 extra_session_inputs=stats.session_inputs(read["session_records"]))
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
-        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats)
+        written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static, stats=stats)
+        return written + stats.written
+
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
-        log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
+        from fair_forge_beam.reports.output_folder import new_stage_path, publish_after
+
+        stage = new_stage_path(out)  # the job writes here and publishes it as --output itself, as its last step
+        with run_pipeline(options) as p:
+            publish_after(build(p, stage), stage, out)
+        log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s and "
+                 "publishes them as %s when it succeeds", stage, out)
         return {}
+    with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
+        doc, gate_failure = _run_staged(args, argv, build, options, runner, stage, out, baseline, baseline_info, gates)
+    if gate_failure is not None:
+        raise gate_failure  # after publishing: a valid run that failed a check
+    return doc
+
+
+def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates):
+    """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
+    caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None)``.
+
+    Raises:
+        EmptyRun: an empty run without ``--allow-empty`` (one line printed on stderr).
+    """
+    from fair_forge_beam.progress import ProgressReporter
+    from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
+    from fair_forge_beam.reports.gates import GatesFailed, check_gates
+    from fair_forge_beam.reports.results import write_run_info
+    from fair_forge_beam.runner import run_pipeline
+
+    started = time.time()
+    progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
+    with progress, run_pipeline(options) as p:
+        _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
+        build(p, stage)
     elapsed = time.time() - started
     info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
     # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
@@ -242,22 +307,35 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         info["judge_counters"] = counters
     from fair_forge_beam.reports.load import read_results
 
-    doc = read_results(out)  # the small results.json only: no record is read back here
-    info = write_run_info(out, info)
+    doc = read_results(stage)  # the small results.json only: no record is read back here
+    reason = empty_run_reason(doc)
+    if reason and not args.allow_empty:
+        fail_empty_run(reason, out)
+    info = write_run_info(stage, info)
     if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
         from fair_forge_beam.reports.compare import run_differences
 
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
-    written = write_launcher_reports(out, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
+    written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 
-        print(scrub_known(summary_table(doc, out, written)))
-    if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
-        check_gates(doc, gates, out, quiet=args.quiet)
-    return doc
+        print(scrub_known(summary_table(doc, out, written)))  # the paths the outputs have once published
+    if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
+        try:
+            check_gates(doc, gates, stage, quiet=args.quiet, shown=out)
+        except GatesFailed as exc:
+            return doc, exc
+    return doc, None
+
+
+def print_version() -> None:
+    """``fair-forge-beam <version>`` on stdout (:func:`fair_forge_beam.version.product_version`)."""
+    from fair_forge_beam.version import product_version
+
+    print(f"fair-forge-beam {product_version()}")
 
 
 def _watch_run(pipeline, progress) -> None:
@@ -300,6 +378,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console script ``fair-forge-beam``: ``fair-forge-beam [audit options]`` runs the audit;
     ``fair-forge-beam <command> …`` runs one of :data:`COMMANDS` with the rest of the arguments."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in (args[:args.index("--")] if "--" in args else args):
+        print_version()  # before anything heavy is imported (no Beam)
+        return 0
     if args and args[0] in COMMANDS:
         import importlib
 

@@ -156,20 +156,23 @@ def test_a_value_of_no_option_is_a_usage_error_in_every_entry_point(module, argv
 
 
 def test_quiet_also_silences_the_http_clients_info_lines_for_one_run():
-    """A judge run with --quiet printed one INFO line per request (httpx's logger); --quiet raises
-    the HTTP clients' loggers to WARNING for the run and restores them after."""
+    """A judge run with --quiet printed one INFO line per request (httpx's logger; the pinned openai
+    client's is httpx2); --quiet (issue 27: nothing but gate failures and errors) raises the HTTP
+    clients' loggers to ERROR for the run and restores them after."""
     import logging
 
     from pipelines.audit import _PackageLogLevel
 
-    httpx_log = logging.getLogger("httpx")
-    before = httpx_log.level
-    httpx_log.setLevel(logging.INFO)
-    try:
-        with _PackageLogLevel() as levels:
-            levels.quiet()
-            assert not httpx_log.isEnabledFor(logging.INFO) and not logging.getLogger("fair_forge_beam").isEnabledFor(logging.INFO)
-            assert httpx_log.isEnabledFor(logging.WARNING)
-        assert httpx_log.level == logging.INFO  # restored
-    finally:
-        httpx_log.setLevel(before)
+    for name in ("httpx", "httpx2"):
+        httpx_log = logging.getLogger(name)
+        before = httpx_log.level
+        httpx_log.setLevel(logging.INFO)
+        try:
+            with _PackageLogLevel() as levels:
+                levels.quiet()
+                assert not httpx_log.isEnabledFor(logging.WARNING)
+                assert not logging.getLogger("fair_forge_beam").isEnabledFor(logging.WARNING)
+                assert httpx_log.isEnabledFor(logging.ERROR)
+            assert httpx_log.level == logging.INFO  # restored
+        finally:
+            httpx_log.setLevel(before)

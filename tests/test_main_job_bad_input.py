@@ -181,12 +181,18 @@ def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
 
 
 def test_empty_input_says_nothing_was_read(tmp_path, capsys):
-    """An empty JSONL file: the run succeeds, and the summary says no interaction was read
-    (fresh-clone trial: it printed an empty table with no warning)."""
+    """An empty JSONL file: the summary says no interaction was read (fresh-clone trial: it printed
+    an empty table with no warning). Since issue 27 an empty run is exit code 4 with one line and
+    nothing published; with --allow-empty it succeeds as before."""
     from pipelines.audit import run
 
     (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
-    doc = run(["--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"), "--no-report",
-               "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"])
+    argv = ["--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"), "--no-report",
+            "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"]
+    with pytest.raises(SystemExit) as exc:
+        run(argv)
+    assert exc.value.code == 4 and "empty run: no input record" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    doc = run([*argv, "--allow-empty"])
     assert doc["summary"]["interactions_read"] == 0
     assert "warning: no interaction was read" in capsys.readouterr().out

@@ -126,4 +126,4 @@ def test_every_declared_option_is_a_config_key(tmp_path):
         got = getattr(args, dest)
         assert (got[0] if o.repeatable else got) == (str(tmp_path / "x") if o.path else _sample(o)), dest
     top, paths, never = O.config_keys()
-    assert top["inputs"] == "input" and "output" in paths and never == {"help", "config", "gate"}
+    assert top["inputs"] == "input" and "output" in paths and never == {"help", "config", "gate", "version"}

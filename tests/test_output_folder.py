@@ -1,14 +1,21 @@
 """The main job's output folder (``fair_forge_beam.reports.output_folder``, moved out of
 ``pipelines/audit.py``): a reused folder is cleaned, a file is a usage error, and the launcher's
-comparison is written without the report when ``--no-report`` is given."""
+comparison is written without the report when ``--no-report`` is given. ``staged_output`` (issue
+27): a run is written beside the folder and swapped in only when it succeeds — user files kept,
+stale outputs of other run kinds and Beam's temporaries dropped, killed runs' stages cleaned, and on
+an object store (``memstore://``, :mod:`fair_forge_beam.testing.object_store`) a copy with the
+marker written last that the next run completes when it was cut short."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
 from fair_forge_beam.reports.compare import compare_runs
-from fair_forge_beam.reports.output_folder import OUTPUT_FILES, SHARD_PATTERNS, STALE_OUTPUTS, prepare_output_folder, write_launcher_reports
+from fair_forge_beam.reports.output_folder import (OUTPUT_FILES, SHARD_PATTERNS, STALE_OUTPUTS, check_output_folder,
+                                                   prepare_output_folder, staged_output, write_launcher_reports)
 
 DOC = {"config": {"mode": "frequentist"}, "summary": {"interactions_read": 0}, "metrics": {}}
 
@@ -74,3 +81,234 @@ def test_no_report_with_a_baseline_writes_the_comparison_only(tmp_path):
     assert json.loads((tmp_path / "comparison.json").read_text(encoding="utf-8")) == compare_runs(DOC, DOC)
     assert not (tmp_path / "report.html").exists()
     assert write_launcher_reports(str(tmp_path / "x"), DOC, {}, None, True, 0.2) == list(OUTPUT_FILES[:7])
+
+
+@pytest.fixture
+def store():
+    from fair_forge_beam.testing.object_store import MemoryObjectStore
+
+    MemoryObjectStore.clear()
+    yield MemoryObjectStore
+    MemoryObjectStore.clear()
+
+
+# ------------------------------------------------------------------ staged_output (issue 27: never destroy the last good run)
+def _tree(root) -> dict:
+    """Every file under ``root`` by relative path, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _siblings(out) -> list:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(out.name + "."))
+
+
+def _previous_run(out):
+    """A previous run's folder with the user's own files and leftovers of killed and other runs."""
+    files = {
+        "results.json": "old", "run_info.json": "old", "gates.json": "old", "_SUCCESS": '{"run": "old"}\n',
+        "results.parquet/part-00000-of-00002.parquet": "old",
+        "results.parquet/beam-temp-part-1f2e/0c9d.parquet": "partial",  # a killed run's (issue 28)
+        "beam-temp-results.json-77aa/x": "partial",
+        "sessions/humanity/part-00000-of-00001.parquet": "old",
+        "windows/humanity-slices-2024-05-01T10-2024-05-01T11-0-00000-of-00001.jsonl": "old",  # another run kind
+        "windows/.temp5e1c/shard": "partial",  # fileio's temporary folder kept windows/ alive
+        "windowed_results.json": "old",
+        "mine.txt": "keep", "sessions/notes.md": "keep", "notes/deep/file.txt": "keep",
+    }
+    for rel, text in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    return files
+
+
+def _write(stage, rel, text):
+    path = Path(stage) / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_staged_output_replaces_the_outputs_and_keeps_the_users_files(tmp_path):
+    out = tmp_path / "out"
+    _previous_run(out)
+    with staged_output(str(out) + "/") as stage:
+        assert Path(stage).parent == tmp_path and Path(stage).name.startswith("out.staging-")
+        _write(stage, "results.json", "new")
+        _write(stage, "results.parquet/part-00000-of-00001.parquet", "new")
+        _write(stage, "results.parquet/beam-temp-part-9a/x.parquet", "tmp")  # Beam's, never published
+        assert _tree(out)["results.json"] == b"old"  # nothing changes while the run writes
+    tree = _tree(out)
+    marker = json.loads(tree.pop("_SUCCESS"))
+    assert marker["run"] == Path(stage).name.split(".staging-")[1]
+    assert tree == {"results.json": b"new", "results.parquet/part-00000-of-00001.parquet": b"new",
+                    "mine.txt": b"keep", "sessions/notes.md": b"keep", "notes/deep/file.txt": b"keep"}
+    assert _siblings(out) == []
+    assert not (out / "windows").exists()  # a stale folder of another run kind goes, its temporaries too
+
+
+def test_an_exception_in_the_block_leaves_the_folder_byte_identical(tmp_path):
+    from fair_forge_beam.reports.empty_run import EmptyRun
+
+    out = tmp_path / "out"
+    _previous_run(out)
+    before = _tree(out)
+    for exc in (RuntimeError("pipeline failed"), EmptyRun("no input record")):
+        with pytest.raises(type(exc)):
+            with staged_output(str(out)) as stage:
+                _write(stage, "results.json", "new")
+                raise exc
+        assert _tree(out) == before
+        assert _siblings(out) == []  # the stage and its lock are gone
+
+
+def test_a_killed_runs_stage_goes_but_a_running_runs_stage_stays(tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    killed = tmp_path / "out.staging-20260101T000000Z-0badc0de"
+    _write(killed, "results.parquet/beam-temp-part-1/x.parquet", "partial")
+    (tmp_path / "out.staging-20260101T000000Z-0badc0de.lock").write_text("")  # nobody holds it: its run died
+    running = tmp_path / "out.staging-20260101T000001Z-00c0ffee"
+    _write(running, "results.json", "being written")
+    with open(str(running) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run, still going
+        with staged_output(str(out)) as stage:
+            _write(stage, "results.json", "new")
+        assert not killed.exists() and not Path(str(killed) + ".lock").exists()
+        assert (running / "results.json").read_text() == "being written"
+    assert (out / "results.json").read_text() == "new"
+
+
+def test_without_an_atomic_exchange_two_renames_and_a_kill_between_them_is_repaired(tmp_path, monkeypatch):
+    import errno
+
+    from fair_forge_beam.reports import output_folder
+
+    def no_exchange(a, b):
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+
+    monkeypatch.setattr(output_folder, "_exchange", no_exchange)
+    out = tmp_path / "out"
+    _previous_run(out)
+    with staged_output(str(out)) as stage:
+        _write(stage, "results.json", "new")
+    assert (out / "results.json").read_text() == "new" and (out / "mine.txt").read_text() == "keep"
+    assert _siblings(out) == []
+    # killed between the renames: the folder is missing, the previous run is beside it
+    before = _tree(out)
+    previous = tmp_path / "out.previous-20260101T000000Z-12345678"
+    out.rename(previous)
+    assert output_folder.clean_stale_stages(str(out)) == [str(previous)]
+    assert _tree(out) == before and _siblings(out) == []
+
+
+def test_a_stage_inside_a_mount_point_is_published_by_copy(tmp_path, monkeypatch):
+    """A mount point (a Docker volume as --output) cannot be renamed over: the stage lives inside it
+    and is copied in, the marker removed first and written last."""
+    import os
+
+    from fair_forge_beam.reports import output_folder
+
+    out = tmp_path / "out"
+    _previous_run(out)
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(output_folder.os.path, "ismount", lambda p: str(p) == str(out) or real_ismount(p))
+    with staged_output(str(out)) as stage:
+        assert Path(stage).parent == out and Path(stage).name.startswith(".staging-")
+        _write(stage, "results.json", "new")
+        _write(stage, "sessions/humanity/part-00000-of-00001.parquet", "new")
+    tree = _tree(out)
+    assert json.loads(tree.pop("_SUCCESS"))["run"] == Path(stage).name.split(".staging-")[1]
+    assert tree == {"results.json": b"new", "sessions/humanity/part-00000-of-00001.parquet": b"new",
+                    "mine.txt": b"keep", "sessions/notes.md": b"keep", "notes/deep/file.txt": b"keep"}
+
+
+def test_usage_errors_of_the_output_folder(tmp_path, store):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="^--output must be a folder, but .* is a file$"):
+        check_output_folder(str(tmp_path / "f"))
+    with pytest.raises(ValueError, match="^--output: cannot create folder"):
+        check_output_folder(str(tmp_path / "f" / "sub" / "out"))
+    with pytest.raises(ValueError, match="^--output memstore://bucket: give a folder inside the bucket"):
+        check_output_folder("memstore://bucket/")
+    with pytest.raises(ValueError, match="^Unable to get filesystem"):  # e.g. gs:// without Beam's gcp extra
+        check_output_folder("nosuchscheme://bucket/out")
+    assert check_output_folder(str(tmp_path / "a" / "b")) == str(tmp_path / "a" / "b")
+    assert (tmp_path / "a").is_dir() and not (tmp_path / "a" / "b").exists()  # created when published
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == []  # the write check leaves nothing
+
+
+# ------------------------------------------------------------------ object stores
+def _put_previous(store, out):
+    for rel in ("results.json", "results.parquet/part-00000-of-00002.parquet", "results.parquet/beam-temp-p-1/x",
+                "windows/a-b-c.jsonl", "mine.txt", "_SUCCESS"):
+        store.put(f"{out}/{rel}", b"keep" if rel == "mine.txt" else b"old")
+
+
+def _stage_write(stage, rel, data=b"new"):
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.create(f"{stage}/{rel}") as f:
+        f.write(data)
+
+
+def test_object_store_copies_the_stage_in_and_writes_the_marker_last(store):
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    seen = []
+
+    def on_write(path):
+        if path.startswith(out + "/"):
+            seen.append((path[len(out) + 1:], store.keys(f"{out}/_SUCCESS") != []))
+
+    with staged_output(out) as stage:
+        assert stage.startswith(out + ".staging-")
+        _stage_write(stage, "results.json")
+        _stage_write(stage, "results.parquet/part-00000-of-00001.parquet")
+        assert store.get(f"{out}/results.json") == b"old"
+        store.on_write = on_write
+    assert seen[-1] == ("_SUCCESS", False)  # the marker is written last
+    assert all(not had_marker for _, had_marker in seen)  # no reader sees a marker while the folder is mixed
+    assert store.keys("memstore://bucket/") == [f"{out}/{n}" for n in (
+        "_SUCCESS", "mine.txt", "results.json", "results.parquet/part-00000-of-00001.parquet")]
+    assert store.get(f"{out}/results.json") == b"new" and store.get(f"{out}/mine.txt") == b"keep"
+
+
+def test_object_store_failed_run_leaves_the_folder_and_a_cut_publication_is_completed(store):
+    from fair_forge_beam.reports.output_folder import clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    before = store.snapshot(out + "/")
+    with pytest.raises(RuntimeError):
+        with staged_output(out) as stage:
+            _stage_write(stage, "results.json")
+            raise RuntimeError("pipeline failed")
+    assert store.snapshot("memstore://bucket/") == before
+
+    def die_in_the_middle(path):
+        if path == f"{out}/results.parquet/part-00000-of-00001.parquet":
+            raise OSError("killed")
+
+    with pytest.raises(OSError):
+        with staged_output(out) as stage:
+            _stage_write(stage, "results.json")
+            _stage_write(stage, "results.parquet/part-00000-of-00001.parquet")
+            store.on_write = die_in_the_middle
+    store.on_write = None
+    assert store.keys(f"{out}/_SUCCESS") == []  # cut short: readers see an unfinished folder
+    assert clean_stale_stages(out) == [stage]  # the next run completes it from the stage
+    assert store.get(f"{out}/results.parquet/part-00000-of-00001.parquet") == b"new"
+    assert store.keys(f"{out}/_SUCCESS") and store.keys(stage) == []
+
+
+def test_object_store_unfinished_stage_is_left_while_young(store, caplog):
+    from fair_forge_beam.reports.output_folder import STALE_STAGE_HOURS, clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    young = f"{out}.staging-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-0000abcd"
+    old = f"{out}.staging-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(time.time() - 3600 * (STALE_STAGE_HOURS + 1)))}-1111abcd"
+    for stage in (young, old):
+        store.put(f"{stage}/results.parquet/beam-temp-x/y", b"partial")
+    assert clean_stale_stages(out) == [old]
+    assert store.keys(young) != [] and store.keys(old) == []
+    assert "perhaps by a job still running" in caplog.text

@@ -70,6 +70,12 @@ def test_template_graph_alone_writes_the_same_outputs(local_run, tmp_path, monke
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == ref_doc
     assert _shards(out) == _shards(ref_out)
     assert not (out / "run_info.json").exists() and not (out / "report.html").exists()
+    # the job wrote into a stage beside the folder and published it as its last step (issue 27)
+    assert json.loads((out / "_SUCCESS").read_text(encoding="utf-8"))["run"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("tmpl.")] == []
+    # published after the stored statistics' sinks too (their manifest names the output folder: not compared whole)
+    manifest = [json.loads((o / "stats" / "manifest.json").read_text(encoding="utf-8")) for o in (out, ref_out)]
+    assert manifest[0]["stored"] == manifest[1]["stored"] == {"humanity": "stats/humanity/", "toxicity": "stats/toxicity/"}
 
 
 def test_summary_table_is_derived_from_results_json(local_run, capsys):

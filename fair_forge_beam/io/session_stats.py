@@ -171,10 +171,14 @@ class WriteSessionStats:
         out: the output folder.
         manifest: the run's description (:func:`fair_forge_beam.rollup.audit_manifest`); which
             metrics stored their statistics (or why not) is added to it.
+
+    ``written``: the results of the sinks attached so far (PCollections of the written file
+    names), for a step that must run after them (``reports.output_folder.publish_after``).
     """
 
     def __init__(self, out: str, manifest: dict):
         self.out, self.manifest = out, dict(manifest)
+        self.written: list = []
         self.stored: dict[str, str] = {}
         self.not_stored: dict[str, str] = {}
         self.session_quality: list = []
@@ -203,7 +207,8 @@ class WriteSessionStats:
         for slot in stored:
             self.stored[layout.specs[slot].name] = f"{STATS_DIR}/{table}/"
         rows = accumulators | f"Stats{table}/Rows" >> beam.ParDo(_ToRow(layout, stored))
-        write_table(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part", sessions_schema(layout, stored))
+        self.written.append(write_table(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
+                                        sessions_schema(layout, stored)))
 
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
@@ -215,12 +220,13 @@ class WriteSessionStats:
         every = (parts, *minus) | "StatsCountParts" >> beam.Flatten() if minus else parts
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items()))}
-        (every
-         | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
-         | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
-                                                                             ensure_ascii=False))
-         | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
-                                                       shard_name_template="", append_trailing_newlines=False))
+        self.written.append(
+            every
+            | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
+            | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
+                                                                                ensure_ascii=False))
+            | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
+                                                          shard_name_template="", append_trailing_newlines=False))
 
 
 class _CountsCombineFn(beam.CombineFn):

@@ -539,9 +539,11 @@ def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str
     return gates
 
 
-def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False) -> list[GateCheck]:
+def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
+                shown: Optional[str] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on ``doc``, write ``<out>/gates.json`` and print the outcome (failed and
-    skipped checks on stderr; passed gates on stdout unless ``quiet``).
+    skipped checks on stderr; passed gates on stdout unless ``quiet``). ``shown``: the folder the
+    messages name (default ``out``; the main job writes into a stage published as ``shown``).
 
     Raises:
         GatesFailed: a ``SystemExit`` with code :data:`GATE_FAILED_EXIT_CODE` when a gate failed.
@@ -563,7 +565,7 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False)
                + (f"; FAILED: {', '.join(repr(g['gate']) for g in report['gates'] if g['status'] == 'fail')}"
                   if report["n_failed"] else ""))
     if report["n_failed"]:
-        print(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {out}/gates.json)", file=sys.stderr)
+        print(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
         raise GatesFailed(checks, summary)
     if not quiet:
         print(summary)

@@ -1,19 +1,56 @@
-"""The main job's ``--output`` folder: what a run writes there and how a reused folder is
-prepared (created if missing, this layout's and older layouts' outputs removed first, so a
-run's outputs never mix with a previous run's), and the files the launcher writes after a local
-run (report, comparison). Works on every Beam filesystem."""
+"""The main job's ``--output`` folder: what a run writes there, how a run publishes it without
+ever destroying the last good run (:func:`staged_output`), how a reused folder is cleaned in place
+(:func:`prepare_output_folder`, for streaming runs whose files appear as windows fire), and the files
+the launcher writes after a local run (report, comparison). Works on every Beam filesystem.
+
+Staging and publishing (docs/data.md, "What is atomic where")::
+
+    with staged_output("audits/today") as stage:   # usage errors (a file, unwritable) raise ValueError here
+        ...write every output into stage...          # an exception: the stage is removed, the folder untouched
+    # normal exit: the stage is now audits/today, with the marker _SUCCESS written last
+
+* **Local folders** (not a mount point): the stage is a sibling ``OUT.staging-<id>``; on success
+  the user's own files of ``OUT`` (anything that is not one of ``owned``) are hard-linked into it and
+  the two folders are exchanged in one ``renameat2(RENAME_EXCHANGE)`` system call (Linux); the
+  previous content is deleted after that. A reader sees the old folder or the new one, never a mix.
+  Where the exchange is not available, two ``rename`` calls (a moment without ``OUT``; a kill
+  there is repaired by the next run).
+* **Object stores** (``gs://``, any filesystem without folders) and local mount points (a folder
+  cannot be renamed over a mount): the stage is written first (``OUT.staging-<id>``, inside ``OUT``
+  as ``.staging-<id>`` for a mount point); publishing then removes ``OUT/_SUCCESS``, removes this
+  layout's previous outputs, copies the stage object by object and writes ``OUT/_SUCCESS`` last.
+  While it copies, a reader sees no marker; a run killed there is completed by the next run from
+  the stage, which is kept complete until the marker is written.
+
+A run killed while its pipeline runs (SIGKILL) leaves only its stage; the next run into the same
+folder removes it (local: unless its run still holds the stage's lock, ``OUT.staging-<id>.lock``;
+object stores: once it is :data:`STALE_STAGE_HOURS` old, as a running Dataflow job's stage looks
+the same). Beam's temporary folders (``beam-temp-*``, ``fileio``'s ``.temp*``) are never published.
+"""
 from __future__ import annotations
 
+import contextlib
+import errno
+import fnmatch
 import json
+import logging
 import os
-from typing import Optional
+import shutil
+import time
+import uuid
+from typing import Iterable, Iterator, Optional
 
-__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OutputFiles", "prepare_output_folder", "write_launcher_reports"]
+__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
+           "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
+           "publish_stage", "publish_after", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
+
+log = logging.getLogger(__name__)
 
 #: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
                 "stats/", "report.html", "comparison.json")
-#: older outputs removed from a reused --output folder (single-file layout, the driver's scratch parts)
+#: outputs of other run kinds and older layouts: a run removes them from a reused --output folder
+#: (gates.json of a gated run, a windowed run's windows/, the single-file layout, the driver's scratch parts)
 STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts", "windowed_results.json", "windows/")
 #: the files a run writes inside each shard folder (glob patterns relative to the folder): only these
 #: are removed from a reused folder, so a user's own file inside ``sessions/`` (say) is kept
@@ -25,6 +62,17 @@ SHARD_PATTERNS = {
     "stats/": ("manifest.json", "*/part-*"),
     "windows/": ("*-*-*.jsonl",),
 }
+#: written last into a published folder: its presence means the folder holds one complete run
+MARKER = "_SUCCESS"
+#: every name a run of the main job owns in its output folder (anything else there is the user's)
+OWNED_OUTPUTS = OUTPUT_FILES + STALE_OUTPUTS + (MARKER,)
+#: Beam's temporary files and folders (``FileBasedSink``: ``beam-temp-<name>-<uuid>``; ``fileio``: ``.temp<uuid>``)
+TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
+#: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
+STALE_STAGE_HOURS = 24.0
+
+_STAGE = ".staging-"
+_PREVIOUS = ".previous-"
 
 
 class OutputFiles:
@@ -63,29 +111,496 @@ def sorted_dead_letters(dead) -> list[dict]:
     return sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
 
 
-def prepare_output_folder(output: str, filesystems=None) -> str:
-    """Create ``output`` if missing and delete the outputs of an earlier run in it.
+# ----------------------------------------------------------------------------- filesystem helpers
+def _fs():
+    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def _is_local(path: str) -> bool:
+    from apache_beam.io.localfilesystem import LocalFileSystem
+
+    return isinstance(_fs().get_filesystem(path), LocalFileSystem)
+
+
+def _is_temporary(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in TEMPORARY_PATTERNS)
+
+
+def _has_temporary_part(rel: str) -> bool:
+    return any(_is_temporary(part) for part in rel.split("/"))
+
+
+def _normalise(output: str) -> str:
+    return output.rstrip("/") or "."
+
+
+def _target(out: str) -> str:
+    """Where ``out`` is published: a local folder's real path (a symlinked folder is replaced at
+    its target), any other URL as given."""
+    return os.path.realpath(out) if _is_local(out) else out
+
+
+def _stage_inside(target: str) -> bool:
+    """A local mount point cannot be renamed over: its stage lives inside it."""
+    return os.path.ismount(target)
+
+
+def _stage_id() -> str:
+    """``<UTC time>-<random>``: unique, and it says when the stage was started (its age)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def _stage_age_hours(stage: str) -> Optional[float]:
+    try:
+        started = time.strptime(stage.rsplit(_STAGE, 1)[1][:16], "%Y%m%dT%H%M%SZ")
+    except (IndexError, ValueError):
+        return None
+    import calendar
+
+    return (time.time() - calendar.timegm(started)) / 3600.0
+
+
+def _read_marker(folder: str) -> Optional[str]:
+    """The run id in ``<folder>/_SUCCESS`` (``None``: no marker)."""
+    fs = _fs()
+    path = fs.join(folder, MARKER)
+    try:
+        if not fs.exists(path):
+            return None
+        with fs.open(path) as f:
+            return str(json.loads(f.read().decode("utf-8") or "{}").get("run", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""  # a marker of another tool, or unreadable: present, of no run of ours
+
+
+def _write_marker(folder: str, run_id: str) -> None:
+    with _fs().create(_fs().join(folder, MARKER)) as f:
+        f.write((json.dumps({"run": run_id}) + "\n").encode("utf-8"))
+
+
+def _run_id(stage: str) -> str:
+    return stage.rstrip("/").rsplit(_STAGE, 1)[-1]
+
+
+def _list_files(folder: str) -> list[str]:
+    """Every file (object) under ``folder``, recursively (local or object store)."""
+    fs = _fs()
+    if _is_local(folder):
+        if not os.path.isdir(folder):
+            return []
+        return sorted(os.path.join(root, f) for root, _, files in os.walk(folder) for f in files)
+    return sorted(m.path for m in fs.match([fs.join(folder, "**")])[0].metadata_list)
+
+
+def _remove_tree(path: str) -> None:
+    """Delete a folder (local) or every object under a prefix (object store); missing is fine."""
+    if _is_local(path):
+        if os.path.lexists(path):
+            shutil.rmtree(path)
+        return
+    files = _list_files(path)
+    if files:
+        _fs().delete(files)
+
+
+def _remove_temporaries(folder: str) -> None:
+    """Remove Beam's temporary files and folders anywhere under ``folder``."""
+    if _is_local(folder):
+        for root, dirs, files in os.walk(folder):
+            for d in [d for d in dirs if _is_temporary(d)]:
+                shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+                dirs.remove(d)
+            for f in files:
+                if _is_temporary(f):
+                    os.remove(os.path.join(root, f))
+        return
+    stale = [p for p in _list_files(folder) if _has_temporary_part(p[len(folder):].lstrip("/"))]
+    if stale:
+        _fs().delete(stale)
+
+
+def _remove_owned(out: str, owned: Iterable[str], fs=None) -> None:
+    """Delete ``owned`` outputs in ``out`` (named files and folders; inside the shard folders of
+    :data:`SHARD_PATTERNS`, the shard files only) and Beam's temporaries; a user's file stays.
+    ``fs``: Beam's ``FileSystems`` (default) or a stand-in with ``exists``/``match``/``delete``."""
+    fs = fs or _fs()
+    stale, folders = [], []
+    for name in owned:
+        path = f"{out}/{name.rstrip('/')}"
+        if name in SHARD_PATTERNS:  # a shard folder: its shards only, never a file the user put there
+            folders.append(path)
+            patterns = [f"{path}/{p}" for p in SHARD_PATTERNS[name]]
+            stale += [m.path for r in fs.match(patterns) for m in r.metadata_list]
+        elif name.endswith("/") and not _is_local(out):
+            stale += _list_files(path)
+        elif fs.exists(path):
+            stale.append(path)
+    if stale:
+        fs.delete(stale)
+    _remove_temporaries(out)
+    for path in folders:  # local shard folders left empty go too (object stores have no folders)
+        if os.path.isdir(path):
+            for root, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+                if not os.listdir(root):
+                    os.rmdir(root)
+
+
+# ----------------------------------------------------------------------------- usage checks
+def check_output_folder(output: str) -> str:
+    """Check, before any pipeline runs, that ``output`` can receive a run; returns it normalised.
+
+    Local: ``output`` is a folder or missing (its parent is created), and both the folder and the
+    place of its stage (the parent; the folder itself for a mount point) take a new entry (tried
+    for real: a read-only filesystem, missing permissions). Object stores: the URL names a folder
+    inside a bucket (the stage is its sibling). Nothing is left behind.
 
     Args:
         output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
-        filesystems: Beam's ``FileSystems`` or a stand-in with ``exists``/``mkdirs``/``delete``
+
+    Raises:
+        ValueError: a one-line message for a usage error (exit code 2 in the main job).
+    """
+    out = _normalise(output)
+    if not _is_local(out):
+        if "/" not in out.partition("://")[2].strip("/"):
+            raise ValueError(f"--output {out}: give a folder inside the bucket (e.g. {out}/audits): a run is staged "
+                             "beside its output folder")
+        return out
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise ValueError(f"--output must be a folder, but {out} is a file")
+    target = os.path.realpath(out)
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        try:
+            os.makedirs(parent)
+        except OSError as exc:  # e.g. a parent of --output is a file
+            raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
+    places = ([target] if os.path.isdir(target) else []) + ([target] if _stage_inside(target) else [parent])
+    for place in dict.fromkeys(places):
+        try:
+            os.rmdir(_mkdtemp(place, ".fair_forge_write_check-"))
+        except OSError as exc:
+            what = f"folder {out}" if place == target else f"the folder of {out} ({parent})"
+            raise ValueError(f"--output: cannot write in {what}: {exc.strerror or exc}") from None
+    return out
+
+
+def _mkdtemp(where: str, prefix: str) -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=prefix, dir=where)
+
+
+# ----------------------------------------------------------------------------- stage, publish
+def new_stage_path(out: str) -> str:
+    """A new stage folder for ``out`` (not created): ``OUT.staging-<UTC time>-<random>`` beside it,
+    or ``OUT/.staging-…`` when ``out`` is a local mount point."""
+    out = _normalise(out)
+    target = _target(out)
+    if _is_local(out) and _stage_inside(target):
+        return os.path.join(target, _STAGE + _stage_id())
+    return f"{target}{_STAGE}{_stage_id()}"
+
+
+def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS) -> None:
+    """Make the complete folder ``stage`` the content of ``out`` (see the module docstring).
+
+    ``owned``: the names the command writes (files, folders ending in ``/``); a user's other files in
+    ``out`` are kept (hard-linked into the new folder, or left in place). Idempotent: a call repeated
+    after a crash (a retried pipeline step) finishes the same publication.
+
+    Raises:
+        OSError: the filesystem refused. Locally ``out`` then still holds the previous run; on an
+            object store a publication cut short is completed by the next run
+            (:func:`clean_stale_stages`).
+    """
+    out = _normalise(out)
+    stage = _normalise(stage)
+    target = _target(out)
+    run_id = _run_id(stage)
+    if _read_marker(target) == run_id:  # published already: a retry finishes the clean-up only
+        _remove_tree(stage)
+        return
+    _remove_temporaries(stage)
+    if _is_local(target) and os.path.dirname(stage) == os.path.dirname(target) and not _stage_inside(target):
+        _swap(stage, target, run_id, tuple(owned))
+    else:
+        _copy_publish(stage, target, run_id, tuple(owned))
+
+
+def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
+    _write_marker(stage, run_id)
+    if not os.path.lexists(target):
+        os.rename(stage, target)
+        return
+    _carry_user_files(target, stage, owned)
+    try:
+        _exchange(stage, target)
+        old = stage
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+        old = f"{target}{_PREVIOUS}{run_id}"  # no atomic exchange here: two renames (repaired if killed between)
+        os.rename(target, old)
+        os.rename(stage, target)
+    shutil.rmtree(old, onerror=lambda _f, p, e: log.warning("could not remove %s of the previous run: %s", p, e[1]))
+
+
+def _exchange(a: str, b: str) -> None:
+    """Swap two paths atomically (Linux ``renameat2(..., RENAME_EXCHANGE)``; glibc 2.28+)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        raise OSError(errno.ENOSYS, "renameat2 is not available") from None
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), a)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _carry(src: str, dst: str) -> None:
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), dst)
+    elif os.path.isdir(src):
+        shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(src, dst)
+
+
+def _carry_user_files(old: str, new: str, owned: tuple) -> None:
+    """Hard-link (or copy) into ``new`` every file of ``old`` that is not an output of ours: entries
+    not in ``owned``, and inside the shard folders the files that are not shards. Beam's
+    temporaries are left behind; a name the new run wrote wins."""
+    names = {n.rstrip("/") for n in owned}
+    shard = {n.rstrip("/"): SHARD_PATTERNS[n] for n in owned if n in SHARD_PATTERNS}
+    for entry in os.scandir(old):
+        name = entry.name
+        if _is_temporary(name) or name.startswith(_STAGE):
+            continue
+        if name in shard and entry.is_dir(follow_symlinks=False):
+            for root, dirs, files in os.walk(entry.path):
+                dirs[:] = [d for d in dirs if not _is_temporary(d)]
+                for f in files:
+                    rel = os.path.relpath(os.path.join(root, f), entry.path)
+                    dst = os.path.join(new, name, rel)
+                    if _is_temporary(f) or any(fnmatch.fnmatch(rel, p) for p in shard[name]) or os.path.lexists(dst):
+                        continue
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    _carry(os.path.join(root, f), dst)
+        elif name not in names and not os.path.lexists(os.path.join(new, name)):
+            _carry(entry.path, os.path.join(new, name))
+
+
+def _copy_publish(stage: str, target: str, run_id: str, owned: tuple) -> None:
+    fs = _fs()
+    local = _is_local(target)
+    if _read_marker(stage) is None:
+        _write_marker(stage, run_id)  # the stage is complete: a run killed below is completed from it
+    files = [p for p in _list_files(stage) if p != fs.join(stage, MARKER)]
+    if fs.exists(fs.join(target, MARKER)):
+        fs.delete([fs.join(target, MARKER)])
+    _remove_owned(target, [n for n in owned if n != MARKER])
+    dests = [fs.join(target, p[len(stage):].lstrip("/")) for p in files]
+    if local:
+        for src, dst in zip(files, dests):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if os.path.lexists(dst):
+                os.remove(dst)
+            _link_or_copy(src, dst)
+    elif files:
+        fs.copy(files, dests)
+    _write_marker(target, run_id)
+    fs.delete([fs.join(stage, MARKER)])  # first: a partly removed stage is never taken for a complete one
+    _remove_tree(stage)
+
+
+def _publish_when_written(_, stage: str, out: str, *written) -> str:
+    publish_stage(stage, out)
+    return out
+
+
+def publish_after(written: list, stage: str, out: str):
+    """Add to the pipeline of ``written`` (the sinks' results, e.g. what
+    :func:`~fair_forge_beam.reports.results.write_outputs` returns) one step that publishes ``stage``
+    as ``out`` (:func:`publish_stage`), run once, after every sink has finished (it takes them as side
+    inputs): how a job with no launcher after it (a Flex Template launch) never destroys the last good
+    run. :func:`publish_stage` is idempotent, so a retried step finishes the same publication.
+
+    Returns:
+        The step's output (``out``, once published).
+    """
+    from fair_forge_beam._beam import beam
+
+    pipeline = written[0].pipeline
+    return (
+        pipeline
+        | "PublishOnce" >> beam.Create([None])
+        | "Publish" >> beam.Map(_publish_when_written, stage, out, *[beam.pvalue.AsList(w) for w in written])
+    )
+
+
+def clean_stale_stages(out: str) -> list[str]:
+    """Deal with the stages that killed runs left beside (or inside) ``out``; returns their paths.
+
+    A stage whose run completed but whose publication was cut short (it has the marker, ``out``
+    has none) is published now; any other stage is removed — local: when no running process holds
+    its lock; object stores: when it is older than :data:`STALE_STAGE_HOURS` (a younger one may
+    belong to a job still running, and is left with a warning). A ``OUT.previous-<id>`` folder of
+    an interrupted two-rename swap is put back when ``out`` is missing, else removed.
+    """
+    out = _normalise(out)
+    target = _target(out)
+    handled = []
+    if _is_local(target):
+        import glob
+
+        for prev in sorted(glob.glob(glob.escape(target) + _PREVIOUS + "*")):
+            if not os.path.lexists(target) and _read_marker(prev) is not None:
+                os.rename(prev, target)
+            else:
+                shutil.rmtree(prev, ignore_errors=True)
+            handled.append(prev)
+        stages = glob.glob(glob.escape(target) + _STAGE + "*") + glob.glob(os.path.join(glob.escape(target), _STAGE + "*"))
+        for stage in sorted(s for s in stages if not s.endswith(".lock")):
+            with _stage_lock(stage, wait=False) as mine:
+                if not mine:
+                    continue  # a running run's stage
+                _settle(stage, target)
+                handled.append(stage)
+        for lock in glob.glob(glob.escape(target) + _STAGE + "*.lock"):  # a lock whose stage is gone
+            if not os.path.lexists(lock[:-len(".lock")]):
+                with _stage_lock(lock[:-len(".lock")], wait=False):
+                    pass  # removed on release when no process holds it
+        return handled
+    paths = (m.path for m in _fs().match([f"{target}{_STAGE}*/**"])[0].metadata_list)
+    roots = sorted({f"{target}{_STAGE}" + p[len(target) + len(_STAGE):].split("/", 1)[0] for p in paths})
+    for stage in roots:
+        age = _stage_age_hours(stage)
+        if _read_marker(stage) is None and (age is None or age < STALE_STAGE_HOURS):
+            log.warning("left %s: a stage started %s ago, perhaps by a job still running (removed by a later run "
+                        "once %g h old)", stage, "at an unknown time" if age is None else f"{age:.1f} h", STALE_STAGE_HOURS)
+            continue
+        _settle(stage, target)
+        handled.append(stage)
+    return handled
+
+
+def _settle(stage: str, target: str) -> None:
+    """A killed run's stage: published when it is complete and the folder is not, else removed."""
+    if _read_marker(stage) is not None and _read_marker(target) is None:
+        log.warning("completing the publication of %s (a run killed while publishing it)", stage)
+        publish_stage(stage, target)
+    else:
+        _remove_tree(stage)
+
+
+@contextlib.contextmanager
+def _stage_lock(stage: str, wait: bool = True) -> Iterator[bool]:
+    """Hold ``<stage>.lock`` (``fcntl.flock``; released by the kernel when the process dies, SIGKILL
+    too). Yields whether this process holds it; the lock file is removed on release."""
+    path = stage + ".lock"
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): every stage counts as a killed run's
+        yield True
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        yield not wait
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator[str]:
+    """Write a run into a stage and publish it as ``output`` only if the block ends normally.
+
+    ::
+
+        with staged_output(args.output) as stage:
+            ...write every file of the run under stage...
+
+    On entry: :func:`check_output_folder` (``ValueError``: a one-line usage error), stages of killed
+    earlier runs are dealt with (:func:`clean_stale_stages`) and a new stage is made (and, locally,
+    locked). On normal exit: :func:`publish_stage` — the previous content of ``output`` is removed
+    only after the new one is in place; the user's own files there (anything not in ``owned``) are
+    kept. On an exception (any, ``SystemExit`` too): the stage is removed and ``output`` is untouched.
+
+    Args:
+        output: the output folder (local path or URL of any Beam filesystem).
+        owned: the names the command writes in its folder (files; folders end in ``/``). Default:
+            the main job's :data:`OWNED_OUTPUTS`.
+
+    Yields:
+        The stage folder's path (same filesystem as ``output``).
+    """
+    out = check_output_folder(output)
+    clean_stale_stages(out)
+    stage = new_stage_path(out)
+    local = _is_local(out)
+    with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
+        if local:
+            os.makedirs(stage)
+        try:
+            yield stage
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _remove_tree(stage)
+            raise
+        publish_stage(stage, out, owned)
+
+
+def prepare_output_folder(output: str, filesystems=None) -> str:
+    """Create ``output`` if missing and delete the outputs of an earlier run in it, in place (a
+    streaming run, whose files appear while it runs, cannot be staged).
+
+    Args:
+        output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
+        filesystems: Beam's ``FileSystems`` or a stand-in with ``exists``/``mkdirs``/``delete``/``match``
             (default: Beam's, imported here).
 
     Returns:
         The normalised folder path.
 
-    Only this layout's outputs are removed: named files, and inside the shard folders the shard
-    files of :data:`SHARD_PATTERNS` (a shard folder left empty is removed too); anything else a
-    user keeps there stays.
+    Only this layout's outputs are removed (:data:`OWNED_OUTPUTS`: named files, and inside the shard
+    folders the shard files of :data:`SHARD_PATTERNS`; a shard folder left empty is removed too), with
+    Beam's temporaries anywhere under it (:data:`TEMPORARY_PATTERNS`); anything else a user keeps
+    there stays.
 
     Raises:
         ValueError: ``output`` is a file, or the folder cannot be created (one-line message for
             a usage error).
     """
     if filesystems is None:
-        from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
-        from apache_beam.io.filesystems import FileSystems as filesystems
-    out = output.rstrip("/") or "."
+        filesystems = _fs()
+    out = _normalise(output)
     if os.path.isfile(out):
         raise ValueError(f"--output must be a folder, but {out} is a file")
     if not filesystems.exists(out):
@@ -93,22 +608,7 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
             filesystems.mkdirs(out)
         except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
             raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
-    stale, folders = [], []
-    for name in OUTPUT_FILES + STALE_OUTPUTS:
-        path = f"{out}/{name.rstrip('/')}"
-        if name in SHARD_PATTERNS:  # a shard folder: its shards only, never a file the user put there
-            folders.append(path)
-            patterns = [f"{path}/{p}" for p in SHARD_PATTERNS[name]]
-            stale += [m.path for r in filesystems.match(patterns) for m in r.metadata_list]
-        elif filesystems.exists(path):
-            stale.append(path)
-    if stale:
-        filesystems.delete(stale)
-    for path in folders:  # local shard folders left empty go too (object stores have no folders)
-        if os.path.isdir(path):
-            for root, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
-                if not os.listdir(root):
-                    os.rmdir(root)
+    _remove_owned(out, OWNED_OUTPUTS, filesystems)
     return out
 
 

@@ -150,8 +150,12 @@ def results_config(metrics, mode, inputs, slices=None) -> dict:
     """The ``config`` object of ``results.json`` (known before the pipeline runs). ``slices``:
     the slice dimensions, recorded (key ``slices``) when they are not the default ``overall,
     assistant_id, language`` — e.g. with a session metadata field — so a default audit's
-    ``results.json`` keeps its bytes."""
+    ``results.json`` keeps its bytes. ``versions``: the product version and the version of the
+    stored-statistics schema (:data:`fair_forge_beam.io.session_stats.STATS_SCHEMA_VERSION`), so a
+    run over time says what wrote it (no timestamp: the same input and seed still give the same bytes)."""
+    from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
     from fair_forge_beam.options import SLICE_DIMENSIONS
+    from fair_forge_beam.version import product_version
 
     extra = {"slices": list(slices)} if slices is not None and tuple(slices) != SLICE_DIMENSIONS else {}
     return {
@@ -165,6 +169,7 @@ def results_config(metrics, mode, inputs, slices=None) -> dict:
         "beta_prior_a": mode.beta_prior_a,
         "beta_prior_b": mode.beta_prior_b,
         **extra,
+        "versions": {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION},
     }
 
 
@@ -285,7 +290,7 @@ def results_json_bytes(doc: dict) -> bytes:
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
-                  static: dict, stats=None, read_counts=None, write_interactions: bool = True) -> None:
+                  static: dict, stats=None, read_counts=None, write_interactions: bool = True) -> list:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
 
     Args:
@@ -301,6 +306,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             reason kind), n)`` and ``("quality", kind, n)`` elements, instead of counting ``read``
             (a roll-up: the stored counts of its runs).
         write_interactions: ``False``: no ``results.parquet/`` (a roll-up copies its runs' shards).
+
+    Returns:
+        The sinks' results (PCollections of the written file names), complete only once every
+        file is in place: :func:`~fair_forge_beam.reports.output_folder.publish_after` waits on them
+        (with ``stats.written``, the stored statistics' sinks).
     """
     dead = (
         tuple([read["dead_letter"]] + [r["dead_letter"] for r in results.values()])
@@ -310,19 +320,19 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         tuple([read["quality"]] + [r["quality"] for r in results.values()])
         | "FlattenQuality" >> beam.Flatten()
     )
-    (
+    written = [(
         dead
         | "DeadLetterJson" >> beam.Map(to_json_line)
         | "WriteDeadLetter" >> beam.io.WriteToText(f"{out}/dead_letter/part", file_name_suffix=".jsonl")
-    )
-    (
+    ), (
         quality
         | "QualityJson" >> beam.Map(to_json_line)
         | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality/part", file_name_suffix=".jsonl")
-    )
+    )]
     if write_interactions:
-        _write_parquet(tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
-                       "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema)
+        written.append(_write_parquet(
+            tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
+            "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema))
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
@@ -336,13 +346,13 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
     for name, r in results.items():
-        _write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name), f"{out}/sessions/{name}/part",
-                       SESSION_SCHEMA)
+        written.append(_write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name),
+                                      f"{out}/sessions/{name}/part", SESSION_SCHEMA))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(
             lambda s, m=name: ("slice", m, json.loads(to_json_line(s)))))
-    (
+    written.append(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
         | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static))
@@ -350,6 +360,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         | "WriteResultsJson" >> beam.io.WriteToText(f"{out}/results.json", num_shards=1, shard_name_template="",
                                                     append_trailing_newlines=False)
     )
+    return written
 
 
 # ----------------------------------------------------------------------------- driver side

@@ -182,9 +182,19 @@ def read_windowed(out: str, kind: str = "slices") -> list[dict]:
 def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     """Build and run the windowed pipeline; returns ``windowed_results.json``'s content.
 
+    A bounded run (files with ``--window``) writes into a stage and replaces ``--output`` only when
+    it succeeds (:func:`~fair_forge_beam.reports.output_folder.staged_output`); one that scored
+    nothing for a metric is an empty run (exit code 4, nothing published) unless ``--allow-empty``.
+    A streaming run (``--watch``, Kafka, Pub/Sub), whose files appear as windows fire, writes in
+    place: the earlier outputs of the folder are removed first
+    (:func:`~fair_forge_beam.reports.output_folder.prepare_output_folder`).
+
     Raises:
         ValueError: argument errors (before the pipeline starts).
+        EmptyRun: a bounded run that scored nothing for a metric, without ``--allow-empty``.
     """
+    from fair_forge_beam.reports.output_folder import prepare_output_folder, staged_output
+
     if not args.window:
         raise ValueError("a streaming source needs --window (e.g. --window fixed:1h)")
     spec = WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
@@ -192,9 +202,16 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     options = pipeline_options(beam_args)
     if unbounded:
         options.view_as(StandardOptions).streaming = True
-    from fair_forge_beam.reports.output_folder import prepare_output_folder
+        out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
+        return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode)
+    with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
+        return _run_windowed_into(stage, args.output.rstrip("/") or ".", args, options, source, spec, metrics,
+                                  transforms, mode, empty_check=not getattr(args, "allow_empty", False))
 
-    out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
+
+def _run_windowed_into(folder: str, shown: str, args, options, source, spec, metrics, transforms, mode,
+                       empty_check: bool = False) -> dict:
+    """Run the windowed pipeline writing into ``folder`` (published as ``shown``, named in messages)."""
     started = time.time()
     with run_pipeline(options) as p:
         read = p | "Read" >> source
@@ -204,7 +221,7 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
             | spec.window_into("Window")
         )
         results = apply_metrics(windowed, transforms)  # engine metrics share their shuffles
-        write_windowed(read, results, out)
+        write_windowed(read, results, folder)
     doc = {
         "config": {
             "metrics": list(metrics),
@@ -217,14 +234,20 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
             "timestamp_field": args.timestamp_field,
             "timestamp_policy": args.timestamp_policy,
         },
-        "slices": read_windowed(out, "slices"),
-        "dead_letters": _count_lines(out, "dead_letter"),
-        "data_quality_warnings": _count_lines(out, "data_quality"),
+        "slices": read_windowed(folder, "slices"),
+        "dead_letters": _count_lines(folder, "dead_letter"),
+        "data_quality_warnings": _count_lines(folder, "data_quality"),
     }
-    with FileSystems.create(f"{out}/windowed_results.json") as f:
+    if empty_check:
+        from fair_forge_beam.reports.empty_run import fail_empty_run, windowed_empty_run_reason
+
+        reason = windowed_empty_run_reason(doc, metrics)
+        if reason:
+            fail_empty_run(reason, shown)
+    with FileSystems.create(f"{folder}/windowed_results.json") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if not args.quiet:
         print(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters, "
               f"{doc['data_quality_warnings']} data-quality warnings in {time.time() - started:.1f} s; "
-              f"outputs: {out}/windows/, {out}/windowed_results.json")
+              f"outputs: {shown}/windows/, {shown}/windowed_results.json")
     return doc

@@ -1,0 +1,84 @@
+"""Empty runs: a run that measured nothing is not published over the last good one.
+
+A run is empty when no input record was read, when every record was rejected at read, or when a
+requested metric scored nothing (every interaction dead-lettered, or none it applies to). The main
+job then exits with :data:`EMPTY_RUN_EXIT_CODE` and one line on stderr, and leaves the output folder
+as it was — unless ``--allow-empty``, which publishes the run and exits 0 (docs/cli.md, exit codes).
+"""
+from __future__ import annotations
+
+import sys
+from typing import NoReturn, Optional, Sequence
+
+__all__ = ["EMPTY_RUN_EXIT_CODE", "EmptyRun", "empty_run_reason", "windowed_empty_run_reason", "fail_empty_run"]
+
+#: exit code of an empty run (0 success, 2 usage or configuration error, 3 a gate failed)
+EMPTY_RUN_EXIT_CODE = 4
+
+
+class EmptyRun(SystemExit):
+    """Raised by the main job for an empty run, before anything is published; exit code
+    :data:`EMPTY_RUN_EXIT_CODE`. ``reason``: what was empty (one line)."""
+
+    def __init__(self, reason: str):
+        super().__init__(EMPTY_RUN_EXIT_CODE)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _top(reasons: Optional[dict]) -> str:
+    if not reasons:
+        return ""
+    reason, count = next(iter(reasons.items()))  # ranked: most frequent first
+    return f"; most common: {reason} ({count})"
+
+
+def empty_run_reason(doc: dict) -> Optional[str]:
+    """Why the run whose ``results.json`` content is ``doc`` is empty, or ``None`` when it is not.
+
+    Reads ``summary``: ``interactions_read`` 0 and ``rejected_at_read`` 0 → no input record;
+    ``interactions_read`` 0 with rejections → every record rejected; a metric whose
+    ``interactions_scored`` is 0 → it scored nothing (with its dead letters and their most common
+    reason). The text comes partly from the data: print it through ``reports.summary.printable``.
+    """
+    s = doc.get("summary") or {}
+    n_read, rejected = int(s.get("interactions_read") or 0), int(s.get("rejected_at_read") or 0)
+    if n_read == 0 and rejected == 0:
+        return "no input record (the inputs hold no interaction)"
+    if n_read == 0:
+        return f"every record was rejected at read ({rejected} dead letters{_top(s.get('rejected_at_read_reasons'))})"
+    idle = []
+    for name, ms in (s.get("metrics") or {}).items():
+        if not ms.get("interactions_scored", ms.get("scored", 0)):
+            dead = int(ms.get("dead_letters") or 0)
+            idle.append(f"{name} scored nothing of {n_read} interactions read ({dead} dead letters"
+                        f"{_top(ms.get('dead_letter_reasons'))})")
+    return "; ".join(idle) or None
+
+
+def windowed_empty_run_reason(doc: dict, metrics: Sequence[str]) -> Optional[str]:
+    """The same for a bounded windowed run (``windowed_results.json`` content ``doc``): a metric with
+    no slice record in any window scored nothing; ``None`` when every metric has one."""
+    have = {r.get("metric") for r in doc.get("slices") or []}
+    idle = [m for m in metrics if m not in have]
+    if not idle:
+        return None
+    dead = int(doc.get("dead_letters") or 0)
+    if len(idle) == len(metrics):
+        return f"no interaction was scored in any window ({dead} dead letters)"
+    return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({dead} dead letters in all)"
+
+
+def fail_empty_run(reason: str, out: str) -> NoReturn:
+    """Print the empty run's one line on stderr and raise :class:`EmptyRun` (exit code 4)::
+
+        fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
+
+    ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data)."""
+    from fair_forge_beam.reports.summary import printable
+
+    print(f"fair-forge-beam: empty run: {printable(reason)}; {printable(out)} is left as it was (exit code "
+          f"{EMPTY_RUN_EXIT_CODE}; --allow-empty publishes such a run)", file=sys.stderr)
+    raise EmptyRun(reason)

@@ -1,0 +1,283 @@
+"""Runs that never destroy the last good one (issue 27) and the output hardening of issue 28, end to end.
+
+* A run killed with SIGKILL while its pipeline runs leaves the previous folder byte-identical and
+  readable by ``pandas.read_parquet``; the next run into it removes the killed run's stage and
+  publishes a folder without any ``beam-temp-*``.
+* Empty runs (no input record, every record rejected, a metric that scored nothing) exit 4 with one
+  line and leave the previous folder; ``--allow-empty`` publishes them and exits 0.
+* A read-only ``--output`` is a usage error (exit 2) before the pipeline; leftovers of earlier runs
+  (Beam's temporaries anywhere, another run kind's folders) are gone; a failed gate still publishes.
+* ``--version``; ``results.json`` records the versions; ``--quiet`` prints nothing on a 19-request
+  Context run (the openai client's ``httpx2`` INFO lines, Beam's resource-module warning).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FNAPI, REPO
+from test_output_folder import _previous_run, _siblings, _tree
+
+from pipelines import audit
+
+HINT = "try 'fair-forge-beam --help' for every option and its default"
+EXAMPLES = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"
+
+
+def _session(sid, language="english", turns=2, assistant="I am glad to help, thank you for asking."):
+    return {"session_id": sid, "assistant_id": "bot", "language": language,
+            "conversation": [{"qa_id": f"{sid}-{i}", "query": f"Can you help me with ticket {sid}-{i}?", "assistant": assistant,
+                              "ground_truth_assistant": "Happy to help."} for i in range(turns)]}
+
+
+def _jsonl(path: Path, records) -> str:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def _cli(*argv, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.audit", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+# ------------------------------------------------------------------ SIGKILL
+@pytest.mark.slow
+def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(tmp_path):
+    import pandas
+
+    out = tmp_path / "out"
+    argv = ["--quiet", "--no-report", "--metrics", "humanity", f"--runner={FNAPI}", "--output", str(out)]  # the shipped examples
+    first = _cli(*argv)
+    assert first.returncode == 0, first.stderr
+    before = _tree(out)
+    table = pandas.read_parquet(out / "results.parquet")
+    assert len(table) == 2_016
+
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", *argv], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp_path.rglob("beam-temp-*")):  # the pipeline is writing its shards
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _tree(out) == before  # byte for byte
+    assert pandas.read_parquet(out / "results.parquet").equals(table)
+    assert len(_siblings(out)) >= 1  # the killed run's stage (and its lock file)
+
+    again = _cli(*argv)  # the next run into the same folder
+    assert again.returncode == 0, again.stderr
+    assert _siblings(out) == [] and list(tmp_path.rglob("beam-temp-*")) == []
+    assert pandas.read_parquet(out / "results.parquet").equals(table)
+    assert {k: v for k, v in _tree(out).items() if k not in ("_SUCCESS", "run_info.json")} == \
+        {k: v for k, v in before.items() if k not in ("_SUCCESS", "run_info.json")}
+
+
+# ------------------------------------------------------------------ empty runs
+EMPTY_CASES = {
+    "no input record": ([], "no input record (the inputs hold no interaction)"),
+    "every record rejected": (["this is not json", json.dumps({"session_id": "s1", "conversation": "not a list"})],
+                              "every record was rejected at read (2 dead letters; most common: "),
+    "a metric scored nothing": ([_session("s1", language="spanish", assistant="Hola, con mucho gusto.")],
+                                "humanity scored nothing of 2 interactions read (2 dead letters; most common: "
+                                "no emotion lexicon for language 'spanish'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_CASES))
+def test_an_empty_run_exits_4_with_one_line_and_leaves_the_previous_folder(case, tmp_path, capsys):
+    records, reason = EMPTY_CASES[case]
+    out = tmp_path / "out"
+    _previous_run(out)
+    before = _tree(out)
+    data = _jsonl(tmp_path / "in.jsonl", records)
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}", "--output", str(out)])
+    assert exc.value.code == 4
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"fair-forge-beam: empty run: {reason}"), err[0]
+    assert err[0].endswith(f"; {out} is left as it was (exit code 4; --allow-empty publishes such a run)")
+    assert _tree(out) == before and _siblings(out) == []
+
+
+def test_an_empty_run_from_the_command_line(tmp_path):
+    out = tmp_path / "new"
+    proc = _cli("--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", []), f"--runner={FNAPI}",
+                "--output", str(out))
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"fair-forge-beam: empty run: no input record (the inputs hold no interaction); "
+                                        f"{out} is left as it was (exit code 4; --allow-empty publishes such a run)"]
+    assert not out.exists() and _siblings(out) == []
+
+
+def test_allow_empty_publishes_the_empty_run(tmp_path, capsys):
+    out = tmp_path / "out"
+    _previous_run(out)
+    doc = audit.run(["--quiet", "--allow-empty", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", []),
+                     f"--runner={FNAPI}", "--output", str(out)])
+    assert doc["summary"]["interactions_read"] == 0 and capsys.readouterr().err == ""
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == doc
+    assert (out / "mine.txt").read_text() == "keep" and not (out / "windows").exists()
+
+
+def test_an_empty_windowed_run_leaves_the_previous_folder(tmp_path, capsys):
+    out = tmp_path / "out"
+    _previous_run(out)
+    before = _tree(out)
+    with pytest.raises(SystemExit) as exc:  # no timestamp: the interactions are dead-lettered, no window scores
+        audit.run(["--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", [_session("s1")]),
+                   "--window", "fixed:1h", f"--runner={FNAPI}", "--output", str(out)])
+    assert exc.value.code == 4
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"fair-forge-beam: empty run: no interaction was scored in any window (2 dead letters); {out} is "
+                   "left as it was (exit code 4; --allow-empty publishes such a run)"]
+    assert _tree(out) == before and _siblings(out) == []
+
+
+# ------------------------------------------------------------------ leftovers, gates, versions
+def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path, capsys):
+    """Beam's temporaries of a killed run (a partial Parquet inside results.parquet/, issue 28), a
+    windowed run's windows/ (kept alive by fileio's .temp folder) and windowed_results.json go; the
+    user's files stay; a failing gate exits 3 after publishing, gates.json included."""
+    import pandas
+
+    out = tmp_path / "out"
+    _previous_run(out)
+    (out / "results.parquet" / "beam-temp-part-1f2e" / "0c9d.parquet").write_bytes(b"PAR1" + b"\0" * 6_000_000)
+    data = _jsonl(tmp_path / "in.jsonl", [_session("s1"), _session("s2", turns=3)])
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}",
+                   "--gate", "humanity mean_entropy mean <= -1", "--output", str(out)])
+    assert exc.value.code == 3
+    assert f"details in {out}/gates.json" in capsys.readouterr().err
+    files = set(_tree(out))
+    assert {f for f in files if "beam-temp" in f or ".temp" in f or f.startswith("windows")} == set()
+    assert files == {"_SUCCESS", "results.json", "run_info.json", "gates.json", "mine.txt", "sessions/notes.md",
+                     "notes/deep/file.txt", "results.parquet/part-00000-of-00001.parquet",
+                     "sessions/humanity/part-00000-of-00001.parquet", "dead_letter/part-00000-of-00001.jsonl",
+                     "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
+                     "stats/counts/part-00000-of-00001.parquet", "stats/humanity/part-00000-of-00001.parquet",
+                     "stats/reader/part-00000-of-00001.parquet"}
+    assert len(pandas.read_parquet(out / "results.parquet")) == 5
+    assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
+    from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
+    from fair_forge_beam.version import product_version
+
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["config"]["versions"] == {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION}
+    assert _siblings(out) == []
+
+
+def test_version_is_printed_fast_without_beam():
+    from importlib import metadata
+
+    proc = _cli("--version")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == f"fair-forge-beam {metadata.version('fair_forge_beam')}\n"
+    probe = subprocess.run([sys.executable, "-c", "import sys\nfrom pipelines import audit\nrc = audit.main(['--version', "
+                            "'--metrics', 'humanity'])\nprint(rc, 'apache_beam' in sys.modules)"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert probe.stdout.splitlines()[1] == "0 False", probe.stdout + probe.stderr
+
+
+def test_a_template_launch_leaves_the_previous_run_to_the_job(tmp_path, monkeypatch):
+    """A Flex Template launcher only builds the job graph: it must not clean the folder (the job may
+    fail) nor write anything; the job writes a stage and publishes it (tests/test_pipeline_outputs.py)."""
+    import apache_beam as beam
+
+    out = tmp_path / "out"
+    _previous_run(out)
+    before = _tree(out)
+    graphs = []
+
+    class Launched:  # what a template launch's runner returns: the job has not run here
+        def wait_until_finish(self, duration=None):
+            return "DONE"
+
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self, *a, **kw: graphs.append(self.to_runner_api()) or Launched())
+    data = _jsonl(tmp_path / "in.jsonl", [_session("s1")])
+    assert audit.run(["--quiet", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}", "--output", str(out),
+                      f"--template_location={tmp_path / 'template.json'}"]) == {}
+    assert len(graphs) == 1
+    assert _tree(out) == before and _siblings(out) == []
+    assert "Publish" in {t.unique_name for t in graphs[0].components.transforms.values()}
+
+
+# ------------------------------------------------------------------ read-only output
+def _read_only_run(tmp_path: Path, *argv) -> subprocess.CompletedProcess:
+    """The main job with ``--output <tmp>/ro/out`` on a read-only filesystem (as root: a tmpfs
+    remounted read-only in a user and mount namespace; otherwise a folder without write permission)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    cmd = [sys.executable, "-m", "pipelines.audit", *argv, "--output", str(ro / "out")]
+    if os.geteuid() != 0:
+        (ro / "out").mkdir()
+        (ro / "out" / "results.json").write_text("old")
+        ro.chmod(0o555), (ro / "out").chmod(0o555)
+        try:
+            return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+        finally:
+            ro.chmod(0o755), (ro / "out").chmod(0o755)
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root without user namespaces: no read-only filesystem to test on")
+    script = ('mount -t tmpfs tmpfs "$1" && mkdir "$1/out" && echo old > "$1/out/results.json" && '
+              'mount -o remount,ro "$1" && shift && exec "$@"')
+    return subprocess.run([unshare, "-rm", "sh", "-c", script, "sh", str(ro), *cmd], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_read_only_output_is_a_usage_error_before_the_pipeline(tmp_path):
+    proc = _read_only_run(tmp_path, "--metrics", "humanity", "--input", str(EXAMPLES), f"--runner={FNAPI}")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()  # not --quiet: no "reading ..." line, the pipeline never started
+    assert len(lines) == 2 and lines[1] == HINT, proc.stderr
+    assert lines[0].startswith(f"fair-forge-beam: error: --output: cannot write in folder {tmp_path}/ro/out: "), lines[0]
+    assert lines[0].endswith(("Read-only file system", "Permission denied")), lines[0]
+    assert proc.stdout == ""
+
+
+# ------------------------------------------------------------------ --quiet
+@pytest.mark.slow
+def test_quiet_prints_nothing_on_a_context_run(tmp_path):
+    """19 Context requests to a scripted server: without --quiet one ``httpx2`` INFO line each and
+    Beam's resource-module warning (a platform without the ``resource`` module, emulated by a module
+    that fails to import); with --quiet stdout and stderr are empty."""
+    from test_main_job_judges import answer
+
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    sessions = [{**_session(f"s{i}", turns=n), "context": "You sell train tickets."} for i, n in enumerate((5, 5, 5, 4))]
+    data = _jsonl(tmp_path / "in.jsonl", sessions)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "resource.py").write_text('raise ImportError("no resource module on this platform (test)")\n')
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "PYTHONPATH": os.pathsep.join([str(shim), str(REPO)])}
+    got = {}
+    with ScriptedOpenAIServer(answer) as srv:
+        for quiet in (False, True):
+            srv.reset_counts()
+            proc = _cli(*(["--quiet"] if quiet else []), "--metrics", "context", "--input", data, "--no-report",
+                        "--judge-base-url", srv.base_url, "--judge-model", "judge", "--judge-cache",
+                        str(tmp_path / f"cache{quiet}.sqlite"), f"--runner={FNAPI}", "--output", str(tmp_path / "out"),
+                        env=env)
+            assert proc.returncode == 0, proc.stderr
+            assert srv.count() == 19
+            got[quiet] = proc
+    loud = got[False].stderr
+    assert loud.count("INFO httpx2: HTTP Request") == 19, loud
+    assert "Resource module is not available" in loud
+    assert (got[True].stdout, got[True].stderr) == ("", "")
