@@ -113,7 +113,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.rollup import audit_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.engine import apply_metrics
-    from fair_forge_beam.reports.results import metric_static, results_config, write_outputs, write_run_info
+    from fair_forge_beam.reports.results import (metric_static, results_config, utc_timestamp, write_outputs,
+                                                 write_run_info)
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
@@ -215,6 +216,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     started = time.time()
+    started_at = utc_timestamp(started)
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
     from fair_forge_beam.progress import ProgressReporter
 
@@ -233,7 +235,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}
     elapsed = time.time() - started
-    info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
+    info = {"runner": str(runner), "started_at": started_at, "seconds": round(elapsed, 3),
+            "argv": list(argv or sys.argv[1:])}
     # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
     called = args.judge_base_url or args.guardian_base_url or args.generator_base_url
     counters = _judge_counters(getattr(p, "result", None)) if called else {}
