@@ -6,7 +6,8 @@ the changes between consecutive runs (Agresti–Caffo and the normal approximati
 their formulas; Beta posteriors equal to ``compare_runs``'s own rows), "too small to compare",
 coverage and the first screen. End to end: three small real audits cut from the shipped examples
 (the folder names in the reverse order of their times; an assistant made toxic in the last run;
-an assistant whose id is an HTML injection, with one session) through the console command, the
+an assistant whose id is an HTML injection, with one session) and a roll-up of the first two,
+through the console command, the
 bytes of ``trend.json`` compared across two invocations, and ``trend.html`` opened in headless
 Chromium (``browser`` fixture of conftest).
 """
@@ -66,8 +67,10 @@ def doc(mode, tox_slices=(), hum_slices=(), read=40, not_scored=0, inputs=("data
             "metrics": metrics}
 
 
-def run(path, results, started=None, finished=None):
+def run(path, results, started=None, finished=None, merged=None):
     info = {k: v for k, v in (("started_at", started), ("finished_at", finished)) if v}
+    if merged is not None:  # a roll-up's run_info.json (fair-forge-beam rollup)
+        info["rollup"] = {"runs": merged, "not_rebuilt": {}}
     return {"path": path, "results": results, "run_info": info}
 
 
@@ -164,8 +167,8 @@ def test_bayesian_changes_reuse_the_comparison_and_refuse_degenerate_intervals()
 
 def test_run_order_times_rollups_and_notes():
     """started_at, else finished_at (an offset is converted to UTC), runs without a time first in
-    path order, ties by path; a roll-up (config.inputs naming runs of the trend) without a time of its
-    own takes its latest merged run's time; runs of different metrics are fine but noted."""
+    path order, ties by path; a roll-up (run_info.json's rollup.runs) without a time of its own takes
+    its latest merged run's time in the trend; runs of different metrics are fine but noted."""
     t0 = doc("bayesian", [tox("overall", 1, 10, 3)])
     runs = [
         run("w/z", t0, started="2025-01-01T00:00:00Z"),
@@ -174,9 +177,9 @@ def test_run_order_times_rollups_and_notes():
         run("w/v", t0),
         run("w/u", t0, started="2025-01-01T01:00:00+02:00"),  # 2024-12-31 23:00 UTC
         run("w/t", t0, started="2025-01-01T00:00:00"),  # no offset: UTC, a tie with w/z
-        run("w/r", doc("bayesian", [tox("overall", 1, 10, 3)], inputs=["w/z", "w/y"])),
-        run("w/q", doc("bayesian", hum_slices=[hum("overall", 10, 3, est(1.0, 0.5, 1.5))], kind="rollup",
-                       inputs=["gs://elsewhere/run1"]), finished="2025-01-03T00:00:00Z"),
+        run("w/r", t0, merged=["w/z", "w/y"]),
+        run("w/q", doc("bayesian", hum_slices=[hum("overall", 10, 3, est(1.0, 0.5, 1.5))]),
+            finished="2025-01-03T00:00:00Z", merged=["gs://elsewhere/run1"]),
     ]
     t = build_trend(runs)
     order = [(r["path"], r["time"], r["time_source"], r["kind"]) for r in t["runs"]]
@@ -401,6 +404,12 @@ def audits(tmp_path_factory):
         audit.run(["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--mode", "bayesian",
                    "--group-extractor", "keyword", "--mc-samples", "1000", "--input", str(data),
                    "--output", str(base / "audits" / name), f"--runner={FNAPI}"])
+        if name == "b_second":  # a roll-up of the first two days, made before the third audit
+            from fair_forge_beam import rollup
+
+            rollup.run(["--from", str(base / "audits" / "c_first"), "--from", str(base / "audits" / "b_second"),
+                        "--output", str(base / "rollups" / "first_two"), "--quiet", "--no-report",
+                        f"--runner={FNAPI}"])
     return base
 
 
@@ -408,7 +417,8 @@ def audits(tmp_path_factory):
 def trend_out(audits):
     out = audits / "out"
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "trend", str(audits / "audits" / "*"),
-                           "--output", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+                           str(audits / "rollups" / "*"), "--output", str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"{out}/trend.html"
     return out, proc.stderr
@@ -417,34 +427,44 @@ def trend_out(audits):
 @pytest.mark.slow
 def test_three_real_audits_through_the_trend_command(audits, trend_out):
     out, err = trend_out
-    assert "trend: 3 runs matched" in err and "wrote" in err
+    assert "trend: 4 runs matched" in err and "wrote" in err
     t = json.loads((out / "trend.json").read_text(encoding="utf-8"))
-    info = [json.loads((audits / "audits" / n / "run_info.json").read_text()) for n in ("c_first", "b_second", "a_third")]
-    assert info[0]["started_at"] < info[1]["started_at"] < info[2]["started_at"] <= info[2]["finished_at"]
-    assert [r["name"] for r in t["runs"]] == ["c_first", "b_second", "a_third"]  # by time, not by path
-    assert [r["time"] for r in t["runs"]] == [i["started_at"] for i in info]
-    # coverage: run 2 read 36 interactions, the 4 Spanish ones dead-lettered by both metrics
+    folders = [audits / "audits" / "c_first", audits / "audits" / "b_second", audits / "rollups" / "first_two",
+               audits / "audits" / "a_third"]
+    info = [json.loads((f / "run_info.json").read_text()) for f in folders]
+    starts = [i["started_at"] for i in info]
+    assert starts == sorted(starts) and all(i["started_at"] <= i["finished_at"] for i in info)
+    # by time, not by path; the roll-up between the second and third audits
+    assert [(r["name"], r["kind"], r["time_source"]) for r in t["runs"]] == [
+        ("c_first", "audit", "started_at"), ("b_second", "audit", "started_at"),
+        ("first_two", "rollup", "started_at"), ("a_third", "audit", "started_at")]
+    assert [r["time"] for r in t["runs"]] == starts
+    assert t["runs"][2]["merged_runs"] == [str(folders[1]), str(folders[0])]  # as the roll-up lists them (path order)
+    # coverage: run 2 read 36 interactions, the 4 Spanish ones dead-lettered by both metrics; the roll-up
+    # counts both days
     cov = t["runs"][1]["coverage"]
     assert cov["interactions_read"] == 36
     assert {m: (c["interactions_scored"], c["dead_letter_share"]) for m, c in cov["metrics"].items()} == {
         "humanity": (32, 4 / 36), "toxicity": (32, 4 / 36)}
-    # bot's toxic rate: no change from run 1 to 2, worse in run 3, named on the first screen
+    assert t["runs"][2]["coverage"]["interactions_read"] == 36 + t["runs"][0]["coverage"]["interactions_read"]
+    # bot's toxic rate: no change from run 1 to 2, worse in the last run, named first on the first screen
     bot = _series(t, "toxicity", "toxic_rate", "assistant_id=bot")
-    assert [p["vs_previous"]["verdict"] for p in bot["points"][1:]] == ["no detectable difference", "worse"]
-    assert bot["points"][2]["mean"] > 0.5 > 0.2 > bot["points"][1]["mean"]
+    assert [p["run"] for p in bot["points"]] == [0, 1, 2, 3]
+    assert [p["vs_previous"]["verdict"] for p in bot["points"][1:]] == ["no detectable difference"] * 2 + ["worse"]
+    assert bot["points"][3]["mean"] > 0.5 > 0.2 > bot["points"][1]["mean"]
     first = t["latest"]["changes"][0]
-    assert (first["slice"], first["estimate"], first["verdict"], first["method"]) == \
-        ("assistant_id=bot", "toxic_rate", "worse", "beta_posterior")
+    assert (first["slice"], first["estimate"], first["verdict"], first["method"], first["from_run"]) == \
+        ("assistant_id=bot", "toxic_rate", "worse", "beta_posterior", 2)
     steady = _series(t, "toxicity", "toxic_rate", "assistant_id=steady")
-    assert [p["vs_previous"]["verdict"] for p in steady["points"][1:]] == ["no detectable difference"] * 2
-    # the one-session assistant: values in runs 2 and 3, never compared
+    assert [p["vs_previous"]["verdict"] for p in steady["points"][1:]] == ["no detectable difference"] * 3
+    # the one-session assistant: values in runs 2 to 4, never compared
     hostile = _series(t, "toxicity", "toxic_rate", f"assistant_id={HOSTILE}")
-    assert [p["run"] for p in hostile["points"]] == [1, 2] and hostile["points"][0]["n_sessions"] == 1
-    assert hostile["points"][1]["vs_previous"]["verdict"] == "too small to compare"
-    assert t["latest"]["too_small"] >= 4  # its four headline estimates
+    assert [p["run"] for p in hostile["points"]] == [1, 2, 3] and hostile["points"][0]["n_sessions"] == 1
+    assert [p["vs_previous"]["verdict"] for p in hostile["points"][1:]] == ["too small to compare"] * 2
+    assert t["latest"]["too_small_slices"] == [f"assistant_id={HOSTILE}"]
     # the same runs named another way (folders listed, other order): the same bytes
     again = audits / "again"
-    names = [str(audits / "audits" / n) for n in ("a_third", "c_first", "b_second")]
+    names = [str(f) for f in (folders[3], folders[0], folders[2], folders[1])]
     assert audit.main(["trend", *names, "--output", str(again), "--quiet"]) == 0
     assert (again / "trend.json").read_bytes() == (out / "trend.json").read_bytes()
 
@@ -458,6 +478,7 @@ def test_trend_html_opens_in_chromium_with_hostile_ids_as_text(trend_out, browse
         assert errors == [] and requests == [url]  # self-contained: nothing but the file is loaded
         assert (shots / "trend.png").stat().st_size > 10_000
         assert page.locator("svg.plot").count() == 4  # two headline estimates of two metrics
+        assert page.locator("#runs-table td", has_text="roll-up of 2 runs").count() == 1
         assert page.locator("script").count() == 0 and page.locator("img").count() == 0
         assert page.locator("[onerror]").count() == 0
         # the hostile id is text: in the tables and in the plots' SVG titles
@@ -466,6 +487,7 @@ def test_trend_html_opens_in_chromium_with_hostile_ids_as_text(trend_out, browse
         # the first screen says what changed and for whom
         headline = page.locator("#headline")
         assert "bot" in headline.inner_text() and "worse" in headline.inner_text()
+        assert "against the previous run" in headline.inner_text() and "(roll-up)" in headline.inner_text()
         assert headline.bounding_box()["y"] < page.viewport_size["height"]
         assert HOSTILE in page.locator("#too-small").inner_text()  # named as too small to compare
         first_row = page.locator("#latest-changes tr").nth(1).inner_text()

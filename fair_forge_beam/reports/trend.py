@@ -4,7 +4,8 @@
     from fair_forge_beam.reports.trend import build_trend, find_runs, iter_runs, write_trend
 
 A *run* is a folder holding ``results.json`` (and usually ``run_info.json``): an audit, or a roll-up
-(which writes the same files; its ``config.inputs`` name the runs it merged). For every metric,
+(``fair-forge-beam rollup`` writes the same files; its ``run_info.json`` names the runs it merged
+under ``rollup.runs``). For every metric,
 headline estimate (:func:`headline_estimates`) and slice (``overall`` and ``assistant_id=…`` by
 default), the trend follows the estimate and its interval from run to run, and compares each run
 with the previous run in which the slice has a value.
@@ -263,24 +264,18 @@ def _run_entry(run: dict, dims: Sequence[str]) -> dict:
     }
 
 
-def _rollup_inputs(entry: dict, known: dict[str, dict]) -> Optional[list]:
-    """The runs a roll-up merged (its ``config.inputs``), or ``None`` for an audit. A run is a roll-up
-    when its config says ``kind: rollup``, or when every input names a run (a folder among the trend's
-    runs or one holding ``results.json``)."""
-    cfg = entry["config"]
-    inputs = [str(i) for i in cfg.get("inputs") or []]
-    if cfg.get("kind") == "rollup":
-        return inputs
-    if inputs and all(_key(i) in known or (not i.endswith((".json", ".jsonl", ".parquet")) and _exists(f"{i.rstrip('/')}/results.json"))
-                      for i in inputs):
-        return inputs
-    return None
+def _merged_runs(entry: dict) -> Optional[list]:
+    """The runs a roll-up merged (``run_info.json``'s ``rollup.runs``, as ``fair-forge-beam rollup``
+    writes it), or ``None`` for an audit."""
+    rollup = entry["info"].get("rollup")
+    runs = rollup.get("runs") if isinstance(rollup, dict) else None
+    return [str(r) for r in runs] if isinstance(runs, list) else None
 
 
 def _order(entries: list[dict]) -> list[dict]:
     known = {_key(e["path"]): e for e in entries}
     for e in entries:
-        e["merged"] = _rollup_inputs(e, known)
+        e["merged"] = _merged_runs(e)
     for e in entries:  # a roll-up without a time of its own: the latest time of its merged runs in the trend
         if e["time"] is None and e["merged"]:
             times = [known[_key(i)]["time"] for i in e["merged"] if _key(i) in known and known[_key(i)]["time"]]
@@ -516,20 +511,25 @@ def _diff_text(d: Optional[dict]) -> str:
     return f"{d['mean']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
 
 
+def _shown(run: dict) -> str:
+    """A run as the page names it: its label, ``(roll-up)`` added for a roll-up."""
+    return run["label"] + (" (roll-up)" if run["kind"] == "rollup" else "")
+
+
 def _change_view(c: dict, runs: list[dict]) -> dict:
     from fair_forge_beam.reports.scorecard import estimate_label, slice_label
 
     return {**c, "slice_text": slice_label(c["slice"]), "estimate_text": estimate_label(c["metric"], c["estimate"]),
             "previous_text": format_estimate(c["previous"]), "current_text": format_estimate(c["current"]),
-            "difference_text": _diff_text(c["difference"]), "from_label": runs[c["from_run"]]["label"],
-            "to_label": runs[c["to_run"]]["label"]}
+            "difference_text": _diff_text(c["difference"]), "from_label": _shown(runs[c["from_run"]]),
+            "to_label": _shown(runs[c["to_run"]])}
 
 
 def _figures(trend: dict, with_plots: bool) -> list[dict]:
     from fair_forge_beam.reports.plots import TREND_PANELS, trend_figure
 
     runs = trend["runs"]
-    labels = [r["label"] + (" (roll-up)" if r["kind"] == "rollup" else "") for r in runs]
+    labels = [_shown(r) for r in runs]
     last_change: dict[tuple, int] = {}
     for c in trend["changes"]:
         k = (c["metric"], c["estimate"], c["slice"])
@@ -546,7 +546,7 @@ def _figures(trend: dict, with_plots: bool) -> list[dict]:
         chosen = sorted(ss, key=rank)[:TREND_PANELS]  # drawn in this order
         left = [s["slice_label"] for s in ss if s not in chosen]
         view = {"metric": metric, "estimate": path, "label": ss[0]["estimate_label"], "svg": None,
-                "left_out": left, "rows": [], "columns": [r["label"] for r in runs[-MAX_VALUE_COLUMNS:]],
+                "left_out": left, "rows": [], "columns": labels[-MAX_VALUE_COLUMNS:],
                 "columns_left": max(0, len(runs) - MAX_VALUE_COLUMNS), "direction": ss[0]["direction"]}
         first_col = max(0, len(runs) - MAX_VALUE_COLUMNS)
         for s in ss:
@@ -593,6 +593,7 @@ def render_trend(trend: dict, with_plots: bool = True, title: str = "fair_forge_
         title=title,
         trend=trend,
         runs=runs,
+        shown=[_shown(r) for r in runs],
         metrics=metrics,
         latest=latest,
         latest_changes=[_change_view(c, runs) for c in latest["changes"]],
