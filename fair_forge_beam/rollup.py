@@ -210,7 +210,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     from fair_forge_beam.reports.gates import check_gates, resolve_gates
     from fair_forge_beam.reports.load import read_results
     from fair_forge_beam.reports.output_folder import prepare_output_folder, write_launcher_reports
-    from fair_forge_beam.reports.results import results_config, write_outputs, write_run_info
+    from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
@@ -268,7 +268,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     _copy_record_outputs(runs, out)
     elapsed = time.time() - started
     doc = read_results(out)
-    info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")), "seconds": round(elapsed, 3),
+    info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),
+            "started_at": utc_timestamp(started), "seconds": round(elapsed, 3),
             "argv": list(sys.argv[1:]), "rollup": {"runs": runs, "not_rebuilt": {
                 **not_rebuilt,
                 "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",

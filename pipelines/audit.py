@@ -290,16 +290,18 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     from fair_forge_beam.progress import ProgressReporter
     from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
     from fair_forge_beam.reports.gates import GatesFailed, check_gates
-    from fair_forge_beam.reports.results import write_run_info
+    from fair_forge_beam.reports.results import utc_timestamp, write_run_info
     from fair_forge_beam.runner import run_pipeline
 
     started = time.time()
+    started_at = utc_timestamp(started)
     progress = ProgressReporter(args.progress_interval, enabled=not args.quiet)
     with progress, run_pipeline(options) as p:
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         build(p, stage)
     elapsed = time.time() - started
-    info = {"runner": str(runner), "seconds": round(elapsed, 3), "argv": list(argv or sys.argv[1:])}
+    info = {"runner": str(runner), "started_at": started_at, "seconds": round(elapsed, 3),
+            "argv": list(argv or sys.argv[1:])}
     # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
     called = args.judge_base_url or args.guardian_base_url or args.generator_base_url
     counters = _judge_counters(getattr(p, "result", None)) if called else {}

@@ -266,3 +266,46 @@ def run_metric(metric, interactions, out):
         write_jsonl(res[name], str(out / name), f"W{name}")
     p.run().wait_until_finish()
     return {name: read_jsonl_shards(str(out / name)) for name in METRIC_OUTPUTS}
+
+
+# ------------------------------------------------------------------ headless Chromium (HTML reports)
+#: Debian's chromium, driven by playwright-core (no browser download); .ci/run installs it
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium_or_skip():
+    """playwright's sync API, or a skip (a failure in CI) when Debian's chromium is missing."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} missing in CI (.ci/run installs Debian's chromium package)")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium context (1200 × 900, own profile, no background network) for the module."""
+    sync_api = chromium_or_skip()
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, viewport={"width": 1200, "height": 900},
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"],
+        )
+        yield ctx
+        ctx.close()
+
+
+def open_page(browser, path: Path, shot: Path):
+    """Open the local file ``path`` in a new page, record console errors, page errors and every
+    request, save a full-page screenshot to ``shot``; returns ``(page, errors, requests, url)``."""
+    page = browser.new_page()
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    url = path.resolve().as_uri()
+    page.goto(url, wait_until="load")
+    page.screenshot(path=str(shot), full_page=True)
+    return page, errors, requests, url

@@ -127,6 +127,11 @@ def test_run_info(run):
     info = json.loads((run["out"] / "run_info.json").read_text(encoding="utf-8"))
     assert info["runner"] == FNAPI
     assert isinstance(info["seconds"], (int, float)) and 0 <= info["seconds"] <= run["seconds"] + 1
+    # the run's start and end in UTC (the trend report orders runs by them)
+    from datetime import datetime
+
+    start, end = datetime.fromisoformat(info["started_at"]), datetime.fromisoformat(info["finished_at"])
+    assert info["started_at"].endswith("Z") and 0 <= (end - start).total_seconds() <= run["seconds"] + 1
     assert info["versions"]["apache-beam"] and info["versions"]["fair_forge_beam"]
     assert "--output" in info["argv"]
 

@@ -37,8 +37,9 @@ from fair_forge_beam.reports.load import dead_letter_summary, load_results
 from fair_forge_beam.reports.plots import figure_svg
 from pipelines import audit
 
+from conftest import open_page
+
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-CHROMIUM = "/usr/bin/chromium"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
 KEYWORD = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--mc-samples", "1000"]
@@ -351,44 +352,13 @@ def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
 
 
 # ------------------------------------------------------------------ headless Chromium
-def _chromium_or_skip():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} missing in CI (.ci/run installs Debian's chromium package)")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
-    return pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    sync_api = _chromium_or_skip()
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_api.sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, viewport={"width": 1200, "height": 900},
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
-        )
-        yield ctx
-        ctx.close()
-
-
-def _open(browser, path: Path, shot: Path):
-    page = browser.new_page()
-    errors, requests = [], []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    url = path.resolve().as_uri()
-    page.goto(url, wait_until="load")
-    page.screenshot(path=str(shot), full_page=True)
-    return page, errors, requests, url
+# the ``browser`` fixture (Debian's chromium through playwright, no download) and ``open_page``: tests/conftest.py
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
 def test_report_opens_in_chromium(runs, browser, tmp_path, mode):
     out, _ = runs[mode]
-    page, errors, requests, url = _open(browser, out / "report.html", tmp_path / f"report-{mode}.png")
+    page, errors, requests, url = open_page(browser, out / "report.html", tmp_path / f"report-{mode}.png")
     try:
         assert errors == []
         assert requests == [url]
@@ -401,7 +371,7 @@ def test_report_opens_in_chromium(runs, browser, tmp_path, mode):
 
 def test_hostile_answers_are_text_in_the_dom(runs, browser, tmp_path):
     out, _ = runs["bayesian"]
-    page, errors, requests, url = _open(browser, out / "report.html", tmp_path / "xss.png")
+    page, errors, requests, url = open_page(browser, out / "report.html", tmp_path / "xss.png")
     try:
         assert errors == [] and requests == [url]
         assert page.locator("script").count() == 0

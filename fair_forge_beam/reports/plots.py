@@ -22,6 +22,7 @@ from __future__ import annotations
 from fair_forge_beam.reports.summary import dotted_get
 
 import io
+import math
 import re
 from typing import Callable, Optional, Sequence
 
@@ -32,7 +33,7 @@ from matplotlib.figure import Figure
 
 __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
            "session_distributions",
-           "plot_generic", "metric_figures"]
+           "plot_generic", "metric_figures", "trend_figure", "CHANGE_COLOURS", "TREND_PANELS"]
 
 #: most slices drawn in one panel (the shipped example data has 15 slices: all drawn)
 MAX_SLICES = 16
@@ -145,17 +146,18 @@ def left_out(slices: Sequence[dict], chosen: Sequence[dict]) -> list[str]:
     return [slice_label(s.get("slice")) for s in slices if id(s) not in ids]
 
 
-def _draw_series(ax, ys, estimates, color, ms, lw, label=None):
-    """Points at ``mean`` and bars from ``ci_low`` to ``ci_high`` for one series, as two artists."""
+def _draw_series(ax, ys, estimates, color, ms, lw, label=None, vertical=False):
+    """Points at ``mean`` and bars from ``ci_low`` to ``ci_high`` for one series, as two artists:
+    at heights ``ys`` with horizontal bars, or (``vertical``) at x positions ``ys`` with vertical bars."""
     pts = [(y, e["mean"]) for y, e in zip(ys, estimates) if e and e.get("mean") is not None]
     bars = [(y, e["ci_low"], e["ci_high"]) for y, e in zip(ys, estimates)
             if e and e.get("mean") is not None and e.get("ci_low") is not None and e.get("ci_high") is not None]
     if bars:
         yb, lo, hi = zip(*bars)
-        ax.hlines(yb, lo, hi, colors=color, lw=lw, alpha=0.6)
+        (ax.vlines if vertical else ax.hlines)(yb, lo, hi, colors=color, lw=lw, alpha=0.6)
     if pts:
         yp, m = zip(*pts)
-        ax.plot(m, yp, "o", color=color, ms=ms, label=label, linestyle="none")
+        ax.plot(*((yp, m) if vertical else (m, yp)), "o", color=color, ms=ms, label=label, linestyle="none")
 
 
 def row_limits(n: int) -> tuple[float, float]:
@@ -570,6 +572,69 @@ def plot_bestof(metric: dict, config: dict) -> list:
     if out and left:
         out[-1] = (out[-1][0] + f" ({left} smaller slice{'s' if left != 1 else ''} not drawn)", out[-1][1])
     return out
+
+
+# ----------------------------------------------------------------------------------- trend
+#: ring colours of the changes the trend report marks (verdicts of :mod:`~.compare`): worse red,
+#: better green, higher/lower (no better side) blue
+CHANGE_COLOURS = {"worse": "#a31515", "better": "#1b6e20", "higher": "#1f4e9a", "lower": "#1f4e9a"}
+#: panels (slices) in one trend figure
+TREND_PANELS = MAX_SLICES
+#: x tick labels of a trend panel at most (evenly spaced, first and last run always labelled)
+TREND_TICKS = 8
+
+
+def trend_figure(run_labels: Sequence[str], panels: Sequence[tuple[str, Sequence[Optional[dict]], dict]],
+                 ylabel: str = "", ncols: int = 4):
+    """Small multiples over runs: one panel per series (e.g. one per assistant), the runs on the
+    x axis in order (position ``i`` = ``run_labels[i]``, oldest first), each run's estimate as a
+    point at ``mean`` with a vertical bar from ``ci_low`` to ``ci_high``, a thin line through the
+    points, and a ring of :data:`CHANGE_COLOURS` around a point where a change from the previous
+    run was claimed. The panels share both axes, so heights compare across series.
+
+    Args:
+        run_labels: one label per run (x ticks, shortened; at most :data:`TREND_TICKS` shown).
+        panels: ``[(title, [estimate dict or None per run], {run index: verdict})]``.
+        ylabel: the estimate's label (left column of panels).
+        ncols: panels per row.
+
+    Returns:
+        a matplotlib ``Figure``.
+    """
+    n = max(1, len(panels))
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = _new(nrows, ncols, width=9.5, height=1.9 * nrows + 1.0, sharex=True, sharey=True)
+    x = np.arange(len(run_labels))
+    ticks = x if len(x) <= TREND_TICKS else np.unique(np.round(np.linspace(0, len(x) - 1, TREND_TICKS)).astype(int))
+    for k, ax in enumerate(axes.flat):
+        if k >= len(panels):
+            ax.set_visible(False)
+            continue
+        title, ests, marks = panels[k]
+        pts = [(i, e["mean"]) for i, e in enumerate(ests) if e and e.get("mean") is not None]
+        if pts:
+            ax.plot(*zip(*pts), "-", color="0.6", lw=0.8)
+        _draw_series(ax, x, ests, "C0", 3.5, 1.6, vertical=True)
+        for i, verdict in sorted(marks.items()):
+            e = ests[i] if i < len(ests) else None
+            if e and e.get("mean") is not None:
+                ax.plot([i], [e["mean"]], "o", ms=9, mfc="none", mec=CHANGE_COLOURS.get(verdict, "0.3"), mew=1.8)
+        if not pts:
+            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes, color="0.5")
+        ax.set_title(_short(title, 28), fontsize=8.5)
+        ax.grid(alpha=0.3)
+        ax.set_xlim(-0.5, max(len(x) - 0.5, 0.5))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([_short(run_labels[i], 20) for i in ticks], rotation=35, ha="right", fontsize=7)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        last_in_column = k + ncols >= len(panels)
+        ax.tick_params(axis="x", labelbottom=last_in_column)
+        if k % ncols == 0:
+            ax.set_ylabel(_short(ylabel, 30), fontsize=8)
+    fit(fig, 6)
+    fig.subplots_adjust(bottom=min(0.45, 78 / ((1.9 * nrows + 1.0) * 72)), hspace=0.75)
+    return fig
 
 
 #: metric name -> plot function ``(metric, config) -> [(caption, Figure)]``

@@ -18,7 +18,8 @@ Layout of ``--output`` (:data:`LAYOUT`):
   :func:`fair_forge_beam.reports.load.iter_sessions` / ``load_sessions``.
 * ``dead_letter/part-SSSSS-of-NNNNN.jsonl`` and ``data_quality/part-…jsonl`` — rejected records
   ``{stage, reason, element_id, raw, source}`` and data-quality warnings, by ``WriteToText``.
-* ``run_info.json`` — runner, timing, package versions, arguments (written by the launching
+* ``run_info.json`` — runner, timing (``started_at``, ``finished_at``: UTC, ISO 8601; ``seconds``), package
+  versions, arguments (written by the launching
   process after a local run; a Flex Template launch has no such process).
 
 The launching process never reads a record back: it reads ``results.json`` only, so its memory
@@ -29,9 +30,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from collections import Counter
+from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any
+from typing import Any, Optional
 
 from fair_forge_beam._beam import beam
 import pyarrow as pa
@@ -41,7 +44,7 @@ from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line
 
 __all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
-           "write_run_info", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS"]
+           "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
 LAYOUT = {
@@ -374,9 +377,18 @@ def _versions() -> dict:
     return out
 
 
+def utc_timestamp(seconds: Optional[float] = None) -> str:
+    """``seconds`` since the epoch (default: now) as ISO 8601 in UTC to the millisecond,
+    ``2025-05-01T02:00:00.123Z``: the form of ``run_info.json``'s ``started_at`` / ``finished_at``."""
+    t = datetime.fromtimestamp(time.time() if seconds is None else seconds, tz=timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def write_run_info(out: str, run_info: dict) -> dict:
-    """Write ``run_info.json`` (``run_info`` plus package versions); returns what was written."""
-    info = {**run_info, "versions": _versions()}
+    """Write ``run_info.json`` (``run_info`` plus ``finished_at``, unless given: now, see
+    :func:`utc_timestamp`, and package versions); returns what was written. The trend report
+    orders runs by ``started_at``, else ``finished_at`` (docs/report.md)."""
+    info = {**run_info, "finished_at": run_info.get("finished_at") or utc_timestamp(), "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
         f.write(scrub_known(json.dumps(info, indent=2)).encode("utf-8"))
     return info

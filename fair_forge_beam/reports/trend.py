@@ -1,0 +1,647 @@
+"""The trend report over many runs: ``trend.json`` and ``trend.html`` (issue 27; docs/report.md).
+
+    fair-forge-beam trend 'audits/*' --output trends/          # -> trends/trend.html, trends/trend.json
+    from fair_forge_beam.reports.trend import build_trend, find_runs, iter_runs, write_trend
+
+A *run* is a folder holding ``results.json`` (and usually ``run_info.json``): an audit, or a roll-up
+(``fair-forge-beam rollup`` writes the same files; its ``run_info.json`` names the runs it merged
+under ``rollup.runs``). For every metric,
+headline estimate (:func:`headline_estimates`) and slice (``overall`` and ``assistant_id=…`` by
+default), the trend follows the estimate and its interval from run to run, and compares each run
+with the previous run in which the slice has a value.
+
+**Order of runs.** By time, oldest first: ``run_info.json``'s ``started_at``, else its
+``finished_at`` (UTC, ISO 8601; a time without offset is read as UTC); a roll-up with neither
+takes the latest time of the merged runs that are part of the trend. Runs without any time
+(written before run_info.json recorded it) come first. Ties, and runs without a time among
+themselves, are ordered by path.
+
+**Changes.** A change between two consecutive runs of a series uses the difference statistics of
+``--compare`` (:mod:`fair_forge_beam.reports.compare`: the posterior of the difference of two Beta
+posteriors of the stored counts for Bayesian rates, Agresti–Caffo for frequentist rates, a
+normal approximation from the two intervals otherwise), with the later run as *current*: the
+seed of the keyed draws is the later run's (42 when it has none), the interval level the later
+run's ``ci_level`` (0.95 when it has none), :data:`DRAWS` draws per posterior. A change is claimed
+when the interval of the difference excludes 0 (verdict ``better``/``worse`` with a known
+direction, else ``higher``/``lower``). No change is claimed, and the pair says "too small to
+compare", when either side rests on fewer than two sessions or has a zero-width interval
+(:func:`fair_forge_beam.statistical.slices.too_small_to_compare`). The two runs are treated as
+independent samples; runs that share sessions (a roll-up and a run it merged, two runs of the same
+input) are positively correlated, which makes the interval wider than it should be, never narrower.
+
+**Coverage.** Per run and metric: interactions scored, interactions not scored and the
+*dead-letter share* = interactions not scored (dead-lettered by the metric's stage) / interactions
+read; and the run's records rejected at read (records, a unit of their own).
+
+``trend.json`` (:func:`build_trend`'s result, documented in docs/report.md) is deterministic:
+the same runs, found by the same patterns, give the same bytes. ``trend.html`` is self-contained
+(inline CSS and SVG, no script, a Content-Security-Policy that loads nothing); every value from
+the data is escaped by jinja2's autoescape, plot text by matplotlib's SVG writer.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+from fair_forge_beam.reports.estimates import counts_for, direction, value_range
+from fair_forge_beam.reports.summary import dotted_get, format_estimate
+
+__all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DRAWS", "TrendUsageError", "headline_estimates",
+           "find_runs", "iter_runs", "build_trend", "render_trend", "write_trend", "trend_json"]
+
+#: version of the ``trend.json`` structure (docs/report.md)
+TREND_SCHEMA_VERSION = 1
+#: slice dimensions followed by default: all interactions and each assistant
+DEFAULT_SLICES = ("overall", "assistant_id")
+#: Monte-Carlo draws per posterior of a Beta difference (as ``--compare``)
+DRAWS = 20000
+#: verdicts that claim a change (reports.compare's)
+CHANGED = ("worse", "better", "higher", "lower")
+#: claimed changes listed in trend.html (all are in trend.json)
+MAX_CHANGE_ROWS = 200
+#: runs shown as columns in the per-estimate value tables of trend.html (the latest ones)
+MAX_VALUE_COLUMNS = 12
+
+
+class TrendUsageError(ValueError):
+    """A usage error of the trend command (no run matched, a match that is not a run folder): one line."""
+
+
+# ----------------------------------------------------------------------------- metric reading
+def headline_estimates(metric: str, metric_doc: dict) -> list[tuple[str, int, float]]:
+    """The estimates the trend follows for ``metric`` and how to read them:
+    ``[(dotted estimate path, direction, range length)]`` with direction ``+1`` (higher is better),
+    ``-1`` (lower is better) or ``0`` (no better side) and the length of the estimate's natural
+    range (differences are ranked by ``|difference| / range``).
+
+    The one place that answers "which estimates are headlines and which way is better": today
+    ``results.json``'s ``headline_columns`` of the metric (``metric_doc``) with
+    :func:`~fair_forge_beam.reports.estimates.direction` / ``value_range``; the metric info of
+    issue 29 replaces it here.
+    """
+    return [(h, direction(metric, h), value_range(metric, h)) for h in metric_doc.get("headline_columns") or []]
+
+
+# ----------------------------------------------------------------------------- finding runs
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _exists(path: str) -> bool:
+    from fair_forge_beam.reports.load import _exists as exists_anywhere
+
+    return os.path.exists(path) if not _is_remote(path) else exists_anywhere(path)
+
+
+def _key(path: str) -> str:
+    """A run's identity for de-duplication and roll-up inputs: absolute, normalised (local paths)."""
+    path = path.rstrip("/") or "/"
+    return path if _is_remote(path) else os.path.normpath(os.path.abspath(path))
+
+
+def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[str]:
+    """The run folders the patterns name, in path order, each once.
+
+    A pattern is a run folder, a ``results.json`` path or a glob of either (``audits/*``,
+    ``audits/2025-*/results.json``); ``gs://…``-style patterns are matched with Beam's
+    filesystems as ``<pattern>/results.json`` (object stores have no folders, so a folder without
+    ``results.json`` cannot be told there). ``exclude`` (the trend's own output folder) is skipped
+    when a pattern matches it, and so are the ``trend.html`` / ``trend.json`` files in it.
+
+    Raises:
+        TrendUsageError: no pattern, a pattern that matches nothing, or a match that is not a run
+            (a folder without ``results.json``, a windowed run, another file).
+    """
+    if not patterns:
+        raise TrendUsageError("name the runs: one or more run folders or patterns, e.g. 'audits/*'")
+    skip = _key(exclude) if exclude else None
+    found: dict[str, str] = {}
+    for pattern in patterns:
+        matches = _match(pattern)
+        if not matches:
+            raise TrendUsageError(f"no run matched {pattern!r}")
+        for m in matches:
+            if skip and (_key(m) == skip or (_key(os.path.dirname(m.rstrip("/"))) == skip
+                                              and os.path.basename(m) in ("trend.html", "trend.json"))):
+                continue
+            run = _run_folder(m)
+            found.setdefault(_key(run), run)
+    if not found:
+        raise TrendUsageError(f"no run matched {' '.join(repr(p) for p in patterns)} (only the trend's own output folder)")
+    return sorted(found.values(), key=_key)
+
+
+def _match(pattern: str) -> list[str]:
+    """Local: files and folders (Beam's local match lists files only); other filesystems: ``results.json`` files."""
+    if not _is_remote(pattern):
+        return sorted(glob.glob(pattern)) if glob.has_magic(pattern) else ([pattern] if os.path.exists(pattern) else [])
+    from fair_forge_beam.reports.load import _match as match_files
+
+    pattern = pattern.rstrip("/")
+    return match_files(pattern if pattern.endswith("results.json") else f"{pattern}/results.json")
+
+
+def _run_folder(match: str) -> str:
+    """The run folder of a match, or a :class:`TrendUsageError` naming what it is instead."""
+    m = match.rstrip("/") or "/"
+    if os.path.basename(m) == "results.json":
+        return os.path.dirname(m) or "."
+    if not _is_remote(m) and not os.path.isdir(m):
+        raise TrendUsageError(f"{m} is not a run folder (a file): give run folders or their results.json")
+    if _exists(f"{m}/results.json"):
+        return m
+    if _exists(f"{m}/windowed_results.json"):
+        raise TrendUsageError(f"{m} is a windowed run (windowed_results.json): the trend reads batch audits and "
+                              "roll-ups (results.json); narrow the pattern")
+    raise TrendUsageError(f"{m} has no results.json (not a run folder): narrow the pattern")
+
+
+# ----------------------------------------------------------------------------- loading runs
+def _parse_time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = None) -> Iterator[dict]:
+    """``{"path", "results", "run_info"}`` of each run folder (``results.json`` and ``run_info.json``
+    contents; ``{}`` for a missing ``run_info.json``), in the given order, one at a time: handed to
+    :func:`build_trend`, one run's ``results.json`` is held at a time.
+
+    ``progress(line)`` is called at most every 5 s while reading (and not at all for quick reads).
+
+    Raises:
+        TrendUsageError: a ``results.json`` that cannot be read or is not a results document.
+    """
+    from fair_forge_beam.reports.load import read_results, read_run_info
+
+    last = time.monotonic()
+    for i, p in enumerate(paths):
+        try:
+            doc = read_results(p)
+            info = read_run_info(p)
+        except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+            raise TrendUsageError(f"{p}: {' '.join(str(exc).splitlines())}") from None
+        yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {}}
+        if progress and time.monotonic() - last >= 5:
+            last = time.monotonic()
+            progress(f"read {i + 1} of {len(paths)} runs")
+
+
+# ----------------------------------------------------------------------------- the trend
+def _est4(e: Optional[dict]) -> Optional[dict]:
+    return None if not isinstance(e, dict) else {k: e.get(k) for k in ("mean", "ci_low", "ci_high", "n")}
+
+
+def _slice_wanted(key: str, dims: Sequence[str]) -> bool:
+    return key in dims if "=" not in key else key.partition("=")[0] in dims
+
+
+def _run_entry(run: dict, dims: Sequence[str]) -> dict:
+    """The reduced run: what the trend needs of one run, its big ``results.json`` left behind."""
+    from fair_forge_beam.reports.scorecard import is_undefined
+
+    doc, info = run["results"], run["run_info"]
+    cfg = doc.get("config") or {}
+    summ = doc.get("summary") or {}
+    read = summ.get("interactions_read")
+    coverage = {}
+    for name in doc["metrics"]:
+        ms = (summ.get("metrics") or {}).get(name) or {}
+        scored = ms.get("interactions_scored", ms.get("scored"))
+        not_scored = ms.get("interactions_not_scored")
+        if not_scored is None and isinstance(read, int) and isinstance(scored, int):
+            not_scored = max(read - scored, 0)
+        share = not_scored / read if isinstance(not_scored, int) and isinstance(read, int) and read > 0 else None
+        coverage[name] = {"interactions_scored": scored, "interactions_not_scored": not_scored,
+                          "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
+                          "dead_letter_unit": ms.get("dead_letter_unit"), "dead_letter_share": share}
+    slices: dict[str, dict] = {}
+    heads: dict[str, list] = {}
+    for name, m in doc["metrics"].items():
+        heads[name] = headline_estimates(name, m)
+        recs = {}
+        for rec in m.get("slices") or []:
+            key = rec.get("slice")
+            if not isinstance(key, str) or not _slice_wanted(key, dims):
+                continue
+            counts = counts_for(name, rec)
+            ests = {}
+            for path, _, _ in heads[name]:
+                e = dotted_get(rec, path)
+                if isinstance(e, dict):
+                    ests[path] = {"estimate": _est4(e), "defined": not is_undefined(name, path, e),
+                                  "counts": counts.get(path)}
+            recs[key] = {"n_interactions": rec.get("n_interactions"), "n_sessions": rec.get("n_sessions"),
+                         "estimates": ests}
+        slices[name] = recs
+    started, finished = _parse_time(info.get("started_at")), _parse_time(info.get("finished_at"))
+    return {
+        "path": run["path"],
+        "name": os.path.basename(run["path"].rstrip("/")) or run["path"],
+        "time": started or finished,
+        "time_source": "started_at" if started else "finished_at" if finished else None,
+        "config": cfg,
+        "light": {"config": cfg, "summary": {"interactions_read": read},  # what run_differences reads
+                  "metrics": {n: {"lexicon": m.get("lexicon")} for n, m in doc["metrics"].items()}},
+        "info": info,
+        "coverage": {"interactions_read": read, "rejected_at_read": summ.get("rejected_at_read"), "metrics": coverage},
+        "slices": slices,
+        "heads": heads,
+    }
+
+
+def _merged_runs(entry: dict) -> Optional[list]:
+    """The runs a roll-up merged (``run_info.json``'s ``rollup.runs``, as ``fair-forge-beam rollup``
+    writes it), or ``None`` for an audit."""
+    rollup = entry["info"].get("rollup")
+    runs = rollup.get("runs") if isinstance(rollup, dict) else None
+    return [str(r) for r in runs] if isinstance(runs, list) else None
+
+
+def _order(entries: list[dict]) -> list[dict]:
+    known = {_key(e["path"]): e for e in entries}
+    for e in entries:
+        e["merged"] = _merged_runs(e)
+    for e in entries:  # a roll-up without a time of its own: the latest time of its merged runs in the trend
+        if e["time"] is None and e["merged"]:
+            times = [known[_key(i)]["time"] for i in e["merged"] if _key(i) in known and known[_key(i)]["time"]]
+            if times:
+                e["time"], e["time_source"] = max(times), "merged runs"
+    return sorted(entries, key=lambda e: (e["time"] is not None, e["time"] or datetime.min.replace(tzinfo=timezone.utc),
+                                          _key(e["path"])))
+
+
+def _run_labels(entries: list[dict]) -> list[str]:
+    """A short, unique label per run: its UTC time to the minute (to the second when that tells
+    runs apart), the folder name for a run without a time; where labels still collide, the time to
+    the minute and the folder name, and where that collides too, the path."""
+    def by(fmt):
+        return [e["time"].strftime(fmt) if e["time"] else e["name"] for e in entries]
+
+    for labels in (by("%Y-%m-%d %H:%M"), by("%Y-%m-%d %H:%M:%S")):
+        if len(set(labels)) == len(labels):
+            return labels
+    labels = by("%Y-%m-%d %H:%M")
+    seen = Counter(labels)
+    labels = [f"{lbl} {e['name']}" if seen[lbl] > 1 and e["time"] else lbl for lbl, e in zip(labels, entries)]
+    seen = Counter(labels)
+    return [e["path"] if seen[lbl] > 1 else lbl for lbl, e in zip(labels, entries)]
+
+
+def _change_order(c: dict) -> tuple:
+    d = (c.get("difference") or {}).get("mean")
+    return (CHANGED.index(c["verdict"]), -(abs(d) / c["range"] if d is not None else 0.0), c["metric"],
+            c["estimate"], c["slice"] != "overall", c["slice"])
+
+
+def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, draws: int = DRAWS,
+                progress: Optional[Callable[[str], None]] = None) -> dict:
+    """The trend over ``runs`` (``{"path", "results", "run_info"}`` each, as :func:`iter_runs` gives;
+    any order; read once): the content of ``trend.json``.
+
+    Args:
+        runs: at least one run; ``results`` is a ``results.json`` document.
+        slices: slice dimensions followed (``overall``, ``assistant_id``, ``language``, a metadata field).
+        draws: Monte-Carlo draws per Beta posterior of a difference; at least 100.
+        progress: called with a line now and then on long work.
+
+    Returns:
+        ``{"trend_schema_version", "slices", "runs": [...], "notes": [...], "series": [...],
+        "changes": [...], "latest": {...}}`` (field by field in docs/report.md). Runs are in time
+        order (module docstring); ``series`` by metric (first run's order), headline estimate and
+        slice (``overall`` first, then by key); ``changes`` are the claimed changes, newest first.
+
+    Raises:
+        ValueError: no run, ``draws`` < 100 or no slice dimension.
+    """
+    from fair_forge_beam.reports.compare import METHOD_NOTES, run_differences
+    from fair_forge_beam.reports.scorecard import estimate_label, slice_label
+
+    if draws < 100:
+        raise ValueError(f"draws must be at least 100, got {draws}")
+    dims = [s for s in slices if s]
+    if not dims:
+        raise ValueError("name at least one slice dimension (e.g. overall,assistant_id)")
+    entries = _order([_run_entry(r, dims) for r in runs])  # each run reduced as it is read
+    if not entries:
+        raise ValueError("no run to follow")
+    n = len(entries)
+
+    # --- runs and what differs between consecutive ones
+    run_rows, notes = [], []
+    labels = _run_labels(entries)
+    for i, e in enumerate(entries):
+        prev = entries[i - 1] if i else None
+        diffs = []
+        if prev is not None:
+            diffs = [d["message"] for d in run_differences(e["light"], prev["light"], e["info"] or None, prev["info"] or None)
+                     if d["what"] not in ("inputs", "interactions_read")]
+        run_rows.append({
+            "index": i, "path": e["path"], "name": e["name"], "label": labels[i],
+            "time": _iso(e["time"]) if e["time"] else None, "time_source": e["time_source"],
+            "kind": "rollup" if e["merged"] is not None else "audit",
+            **({"merged_runs": e["merged"]} if e["merged"] is not None else {}),
+            "mode": e["config"].get("mode"), "ci_level": e["config"].get("ci_level"),
+            "metrics": list(e["slices"]), "coverage": e["coverage"], "differs_from_previous": diffs,
+        })
+    untimed = [e["name"] for e in entries if e["time"] is None]
+    if untimed:
+        notes.append(f"{len(untimed)} run{'s' if len(untimed) != 1 else ''} without a recorded time (no started_at/"
+                     f"finished_at in run_info.json) placed first, in path order: {', '.join(untimed[:5])}"
+                     + (f" and {len(untimed) - 5} more" if len(untimed) > 5 else ""))
+    metric_names: list[str] = []
+    for e in entries:
+        metric_names += [m for m in e["slices"] if m not in metric_names]
+    for m in metric_names:
+        missing = [e["name"] for e in entries if m not in e["slices"]]
+        if missing:
+            notes.append(f"runs differ in metrics: {m} is in {n - len(missing)} of {n} runs (not in "
+                         f"{', '.join(missing[:5])}{f' and {len(missing) - 5} more' if len(missing) > 5 else ''})")
+    for dim in dims:
+        if not any(_slice_wanted(k, [dim]) for e in entries for m in e["slices"].values() for k in m):
+            notes.append(f"no run has a slice of {dim!r} (slices are overall, assistant_id, language or a metadata "
+                         "field the audit was given in --slices)")
+    modes = sorted({str(e["config"].get("mode")) for e in entries})
+    if len(modes) > 1:
+        notes.append(f"runs differ in statistical mode ({', '.join(modes)}): a pair is compared with the later run's "
+                     "methods")
+
+    # --- series and the change of each point from the previous one
+    series, changes = [], []
+    for metric in metric_names:
+        heads: list[tuple[str, int, float]] = []
+        for e in reversed(entries):  # the latest run's headline order first
+            heads += [h for h in e["heads"].get(metric, []) if h[0] not in [x[0] for x in heads]]
+        keys = sorted({k for e in entries for k in e["slices"].get(metric, {})}, key=lambda k: (k != "overall", k))
+        for path, sign, rng in heads:
+            for key in keys:
+                points, prev_i = [], None
+                for i, e in enumerate(entries):
+                    rec = e["slices"].get(metric, {}).get(key)
+                    est = rec and rec["estimates"].get(path)
+                    if not est:
+                        continue
+                    point = {"run": i, **est["estimate"], "defined": est["defined"],
+                             "n_sessions": rec["n_sessions"], "n_interactions": rec["n_interactions"]}
+                    if est["defined"] and prev_i is not None:
+                        pest = entries[prev_i]["slices"][metric][key]["estimates"][path]
+                        vs = point["vs_previous"] = _vs_previous(metric, key, path, entries, i, prev_i, draws)
+                        if vs["verdict"] in CHANGED:
+                            changes.append({"metric": metric, "estimate": path, "slice": key, "from_run": prev_i,
+                                            "to_run": i, "verdict": vs["verdict"], "previous": pest["estimate"],
+                                            "current": est["estimate"], "difference": vs["difference"],
+                                            "method": vs["method"], "range": rng})
+                    points.append(point)
+                    if est["defined"]:
+                        prev_i = i
+                if points:
+                    series.append({"metric": metric, "estimate": path, "slice": key,
+                                   "estimate_label": estimate_label(metric, path), "slice_label": slice_label(key),
+                                   "direction": sign, "range": rng, "points": points})
+        if progress:
+            progress(f"{metric}: {sum(1 for s in series if s['metric'] == metric)} series compared run to run")
+    changes.sort(key=lambda c: (-c["to_run"], *_change_order(c)))
+    methods = sorted({p["vs_previous"]["method"] for s in series for p in s["points"]
+                      if p.get("vs_previous", {}).get("method")})
+    return {
+        "trend_schema_version": TREND_SCHEMA_VERSION,
+        "slices": dims,
+        "draws": draws,
+        "runs": run_rows,
+        "notes": notes,
+        "methods": {k: METHOD_NOTES[k] for k in methods},
+        "series": series,
+        "changes": changes,
+        "latest": _latest(entries, series, changes),
+    }
+
+
+def _vs_previous(metric: str, key: str, path: str, entries: list[dict], i: int, j: int, draws: int) -> dict:
+    """The change of ``(metric, slice key, estimate path)`` from run ``j`` to the later run ``i``:
+    "too small to compare" (:func:`~fair_forge_beam.statistical.slices.too_small_to_compare`), else
+    ``--compare``'s difference with run ``i`` as current (its seed and level)."""
+    from fair_forge_beam.reports.compare import _compare_estimate  # one implementation of the methods
+    from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
+
+    cur, base = entries[i], entries[j]
+    rec, prec = cur["slices"][metric][key], base["slices"][metric][key]
+    est, pest = rec["estimates"][path], prec["estimates"][path]
+    why = too_small_to_compare([est["estimate"], pest["estimate"]], [rec["n_sessions"], prec["n_sessions"]],
+                               ("this run", "the previous run"))
+    if why:
+        return {"run": j, "verdict": TOO_SMALL_TO_COMPARE, "reason": why, "difference": None, "method": None}
+    cfg_c, cfg_p = cur["config"], base["config"]
+    level = float(cfg_c.get("ci_level") or 0.95)
+    seed = int(cfg_c["seed"]) if cfg_c.get("seed") is not None else 42
+    row = _compare_estimate(metric, key, path, est["estimate"], pest["estimate"],
+                            {path: est["counts"]} if est["counts"] else {},
+                            {path: pest["counts"]} if pest["counts"] else {}, cfg_c, cfg_p, seed, draws, level)
+    out = {"run": j, "verdict": row["verdict"], "difference": row["difference"], "method": row["method"]}
+    if "p_current_higher" in row:
+        out["p_current_higher"] = row["p_current_higher"]
+    return out
+
+
+def _latest(entries: list[dict], series: list[dict], changes: list[dict]) -> dict:
+    """The first screen: what changed in the latest run, else the most recent change; coverage and
+    slices that appeared or went in the latest run."""
+    from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE
+
+    n = len(entries)
+    last = n - 1
+    out: dict[str, Any] = {"run": last, "previous": last - 1 if n > 1 else None}
+    vs = [(s["slice"], p["vs_previous"]) for s in series for p in s["points"] if p["run"] == last and "vs_previous" in p]
+    out["compared"] = len(vs)
+    out["too_small"] = sum(1 for _, v in vs if v["verdict"] == TOO_SMALL_TO_COMPARE)
+    out["too_small_slices"] = sorted({k for k, v in vs if v["verdict"] == TOO_SMALL_TO_COMPARE},
+                                     key=lambda k: (k != "overall", k))
+    out["changes"] = sorted((c for c in changes if c["to_run"] == last), key=_change_order)
+    recent = max((c["to_run"] for c in changes), default=None)
+    out["most_recent_change_run"] = recent
+    out["most_recent_changes"] = ([] if recent in (None, last)
+                                  else sorted((c for c in changes if c["to_run"] == recent), key=_change_order))
+    if n > 1:
+        now, before = entries[last], entries[last - 1]
+        cov = []
+        for m, c in now["coverage"]["metrics"].items():
+            p = before["coverage"]["metrics"].get(m) or {}
+            cov.append({"metric": m, "dead_letter_share": c["dead_letter_share"],
+                        "previous_dead_letter_share": p.get("dead_letter_share"),
+                        "interactions_scored": c["interactions_scored"],
+                        "previous_interactions_scored": p.get("interactions_scored")})
+        out["coverage"] = cov
+        keys_now = {k for m in now["slices"].values() for k in m}
+        keys_before = {k for m in before["slices"].values() for k in m}
+        out["new_slices"] = sorted(keys_now - keys_before)
+        out["gone_slices"] = sorted(keys_before - keys_now)
+    else:
+        out.update(coverage=[], new_slices=[], gone_slices=[])
+    return out
+
+
+def trend_json(trend: dict) -> str:
+    """``trend.json``'s text: 2-space indented, keys in the built order, no NaN (deterministic)."""
+    return json.dumps(trend, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# ----------------------------------------------------------------------------- trend.html
+def _pct(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def _diff_text(d: Optional[dict]) -> str:
+    if not d or d.get("mean") is None:
+        return "n/a"
+    if d.get("ci_low") is None or d.get("ci_high") is None:
+        return f"{d['mean']:+.4f}"
+    return f"{d['mean']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
+
+
+def _shown(run: dict) -> str:
+    """A run as the page names it: its label, ``(roll-up)`` added for a roll-up."""
+    return run["label"] + (" (roll-up)" if run["kind"] == "rollup" else "")
+
+
+def _change_view(c: dict, runs: list[dict]) -> dict:
+    from fair_forge_beam.reports.scorecard import estimate_label, slice_label
+
+    return {**c, "slice_text": slice_label(c["slice"]), "estimate_text": estimate_label(c["metric"], c["estimate"]),
+            "previous_text": format_estimate(c["previous"]), "current_text": format_estimate(c["current"]),
+            "difference_text": _diff_text(c["difference"]), "from_label": _shown(runs[c["from_run"]]),
+            "to_label": _shown(runs[c["to_run"]])}
+
+
+def _figures(trend: dict, with_plots: bool) -> list[dict]:
+    from fair_forge_beam.reports.plots import TREND_PANELS, trend_figure
+
+    runs = trend["runs"]
+    labels = [_shown(r) for r in runs]
+    last_change: dict[tuple, int] = {}
+    for c in trend["changes"]:
+        k = (c["metric"], c["estimate"], c["slice"])
+        last_change[k] = max(last_change.get(k, -1), c["to_run"])
+    groups: dict[tuple, list] = {}
+    for s in trend["series"]:
+        groups.setdefault((s["metric"], s["estimate"]), []).append(s)
+    out = []
+    for (metric, path), ss in groups.items():
+        def rank(s):
+            latest = s["points"][-1]
+            return (s["slice"] != "overall", -last_change.get((metric, path, s["slice"]), -1),
+                    -(latest.get("n_interactions") or 0), s["slice"])
+        chosen = sorted(ss, key=rank)[:TREND_PANELS]  # drawn in this order
+        left = [s["slice_label"] for s in ss if s not in chosen]
+        view = {"metric": metric, "estimate": path, "label": ss[0]["estimate_label"], "svg": None,
+                "left_out": left, "rows": [], "columns": labels[-MAX_VALUE_COLUMNS:],
+                "columns_left": max(0, len(runs) - MAX_VALUE_COLUMNS), "direction": ss[0]["direction"]}
+        first_col = max(0, len(runs) - MAX_VALUE_COLUMNS)
+        for s in ss:
+            by_run = {p["run"]: p for p in s["points"]}
+            cells = []
+            for i in range(first_col, len(runs)):
+                p = by_run.get(i)
+                vs = (p or {}).get("vs_previous") or {}
+                cells.append({"text": "—" if p is None else ("n/a" if not p["defined"] else format_estimate(p)),
+                              "verdict": vs.get("verdict"), "why": vs.get("reason") or vs.get("verdict") or ""})
+            view["rows"].append({"slice": s["slice_label"], "key": s["slice"], "cells": cells})
+        if with_plots:
+            panels = []
+            for s in chosen:
+                ests = [None] * len(runs)
+                marks = {}
+                for p in s["points"]:
+                    if p["defined"]:
+                        ests[p["run"]] = p
+                    v = (p.get("vs_previous") or {}).get("verdict")
+                    if v in CHANGED:
+                        marks[p["run"]] = v
+                panels.append((s["slice_label"], ests, marks))
+            fig = trend_figure(labels, panels, ylabel=view["label"])
+            from fair_forge_beam.reports.plots import figure_svg
+
+            view["svg"] = figure_svg(fig, f"trend-{metric}-{len(out)}")
+        out.append(view)
+    return out
+
+
+def render_trend(trend: dict, with_plots: bool = True, title: str = "fair_forge_beam trend report") -> str:
+    """``trend.html`` as a string from :func:`build_trend`'s result (autoescaped jinja2 template
+    ``fair_forge_beam/templates/trend.html.j2``; plots as inline SVG unless ``with_plots`` is off)."""
+    from fair_forge_beam.reports.scorecard import slice_label
+    from fair_forge_beam.reports.tool_reports import _env
+
+    runs = trend["runs"]
+    latest = trend["latest"]
+    metrics = []
+    for r in runs:
+        metrics += [m for m in r["metrics"] if m not in metrics]
+    return _env().get_template("trend.html.j2").render(
+        title=title,
+        trend=trend,
+        runs=runs,
+        shown=[_shown(r) for r in runs],
+        metrics=metrics,
+        latest=latest,
+        latest_changes=[_change_view(c, runs) for c in latest["changes"]],
+        tally=[{"verdict": v, "count": k} for v in CHANGED
+               if (k := sum(1 for c in latest["changes"] if c["verdict"] == v))],
+        recent_changes=[_change_view(c, runs) for c in latest["most_recent_changes"]],
+        changes=[_change_view(c, runs) for c in trend["changes"][:MAX_CHANGE_ROWS]],
+        changes_left=max(0, len(trend["changes"]) - MAX_CHANGE_ROWS),
+        new_slices=[slice_label(k) for k in latest.get("new_slices", [])],
+        gone_slices=[slice_label(k) for k in latest.get("gone_slices", [])],
+        too_small_slices=[slice_label(k) for k in latest.get("too_small_slices", [])],
+        figures=_figures(trend, with_plots),
+        pct=_pct,
+    )
+
+
+def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str] = DEFAULT_SLICES,
+                with_plots: bool = True, log: Optional[Callable[[str], None]] = None) -> tuple[str, str]:
+    """Find the runs, build the trend and write ``<output>/trend.json`` and ``<output>/trend.html``;
+    returns their paths. ``output`` is created when missing (any Beam filesystem).
+
+    Raises:
+        TrendUsageError: as :func:`find_runs` / :func:`iter_runs`.
+    """
+    from fair_forge_beam._beam import beam  # noqa: F401
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.components.judge.secrets import scrub_known
+
+    say = log or (lambda line: None)
+    t0 = time.monotonic()
+    paths = find_runs(patterns, exclude=output)
+    say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched; reading results.json and run_info.json")
+    trend = build_trend(iter_runs(paths, progress=say), slices=slices, progress=say)
+    for note in trend["notes"]:
+        say(f"note: {note}")
+    if with_plots:
+        say(f"drawing {len({(s['metric'], s['estimate']) for s in trend['series']})} figures")
+    html = render_trend(trend, with_plots=with_plots)
+    out = output.rstrip("/") or "."
+    if not _is_remote(out):
+        os.makedirs(out, exist_ok=True)
+    written = []
+    for name, text in (("trend.json", trend_json(trend)), ("trend.html", html)):
+        p = f"{out}/{name}"
+        with FileSystems.create(p) as f:
+            f.write(scrub_known(text).encode("utf-8"))  # defence at the writer: API-key values masked
+        written.append(p)
+    say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
+        f"{time.monotonic() - t0:.1f} s)")
+    return written[0], written[1]

@@ -1,0 +1,496 @@
+"""The trend report over many runs (issue 27): ``fair-forge-beam trend PATTERN … --output DIR``.
+
+Unit tests build the trend from synthetic ``results.json`` documents and check exact values: the
+series, the run order (``started_at``, else ``finished_at``, untimed first, ties by path), roll-ups,
+the changes between consecutive runs (Agresti–Caffo and the normal approximation computed here from
+their formulas; Beta posteriors equal to ``compare_runs``'s own rows), "too small to compare",
+coverage and the first screen. End to end: three small real audits cut from the shipped examples
+(the folder names in the reverse order of their times; an assistant made toxic in the last run;
+an assistant whose id is an HTML injection, with one session) and a roll-up of the first two,
+through the console command, the
+bytes of ``trend.json`` compared across two invocations, and ``trend.html`` opened in headless
+Chromium (``browser`` fixture of conftest).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from conftest import FNAPI, REPO, open_page
+from fair_forge_beam.reports.compare import compare_runs
+from fair_forge_beam.reports.trend import (TrendUsageError, build_trend, find_runs, headline_estimates, render_trend,
+                                           trend_json)
+from pipelines import audit
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+SCRIPT = "</title><script>alert(1)</script>"
+Z95 = float(stats.norm.ppf(0.975))
+
+
+# ------------------------------------------------------------------ synthetic results.json documents
+def est(mean, lo=None, hi=None, n=10):
+    return {"mean": mean, "ci_low": lo, "ci_high": hi, "n": n}
+
+
+def tox(key, k, n, n_ses, rate=None, didt=None):
+    """A toxicity slice record with its counts (k toxic of n) and the headline estimates."""
+    return {"slice": key, "n_interactions": n, "n_sessions": n_ses, "n_toxic": k,
+            "toxic_rate": rate or est(k / n, None, None, n), "estimates": {"DIDT": didt or est(None, None, None, 0)}}
+
+
+def hum(key, n, n_ses, entropy, spearman=None):
+    return {"slice": key, "n_interactions": n, "n_sessions": n_ses, "mean_entropy": entropy,
+            "mean_spearman": spearman or est(0.3, 0.1, 0.5, n)}
+
+
+def doc(mode, tox_slices=(), hum_slices=(), read=40, not_scored=0, inputs=("data.jsonl",), **cfg):
+    metrics, summ = {}, {}
+    if tox_slices:
+        metrics["toxicity"] = {"headline_columns": ["toxic_rate", "estimates.DIDT"], "slices": list(tox_slices)}
+    if hum_slices:
+        metrics["humanity"] = {"headline_columns": ["mean_entropy", "mean_spearman"], "slices": list(hum_slices)}
+    for m in metrics:
+        summ[m] = {"scored": read - not_scored, "interactions_scored": read - not_scored,
+                   "interactions_not_scored": not_scored, "dead_letters": not_scored,
+                   "dead_letter_unit": "interactions this metric could not score", "dead_letter_reasons": {}}
+    config = {"inputs": list(inputs), "metrics": list(metrics), "mode": mode, "ci_level": 0.95, **cfg}
+    if mode == "bayesian":
+        config.setdefault("seed", 42)
+    return {"config": config, "summary": {"interactions_read": read, "rejected_at_read": 1, "metrics": summ},
+            "metrics": metrics}
+
+
+def run(path, results, started=None, finished=None, merged=None):
+    info = {k: v for k, v in (("started_at", started), ("finished_at", finished)) if v}
+    if merged is not None:  # a roll-up's run_info.json (fair-forge-beam rollup)
+        info["rollup"] = {"runs": merged, "not_rebuilt": {}}
+    return {"path": path, "results": results, "run_info": info}
+
+
+def _series(trend, metric, estimate, key):
+    return next(s for s in trend["series"] if (s["metric"], s["estimate"], s["slice"]) == (metric, estimate, key))
+
+
+# ------------------------------------------------------------------ unit: series, order, changes
+def test_frequentist_rates_change_by_agresti_caffo_and_small_slices_are_not_compared():
+    """Three frequentist runs given out of order: the series are in time order with each run's
+    value; the toxic rate of 'bot' from 2/40 to 20/40 is a change (Agresti–Caffo interval computed
+    here), 20/40 → 21/40 is none, and a one-session slice is too small to compare."""
+    runs = [
+        run("runs/c", doc("frequentist", [tox("overall", 21, 80, 8), tox("assistant_id=bot", 21, 40, 4),
+                                          tox("assistant_id=solo", 3, 5, 1)]), started="2025-03-03T02:00:00Z"),
+        run("runs/a", doc("frequentist", [tox("overall", 4, 80, 8), tox("assistant_id=bot", 2, 40, 4),
+                                          tox("assistant_id=solo", 0, 5, 1)]), started="2025-03-01T02:00:00Z"),
+        run("runs/b", doc("frequentist", [tox("overall", 22, 80, 8), tox("assistant_id=bot", 20, 40, 4),
+                                          tox("assistant_id=solo", 1, 5, 1)]), started="2025-03-02T02:00:00Z"),
+    ]
+    t = build_trend(runs)
+    assert [r["path"] for r in t["runs"]] == ["runs/a", "runs/b", "runs/c"]
+    assert [r["time"] for r in t["runs"]] == ["2025-03-01T02:00:00.000Z", "2025-03-02T02:00:00.000Z",
+                                              "2025-03-03T02:00:00.000Z"]
+    assert [r["label"] for r in t["runs"]] == ["2025-03-01 02:00", "2025-03-02 02:00", "2025-03-03 02:00"]
+    bot = _series(t, "toxicity", "toxic_rate", "assistant_id=bot")
+    assert [(p["run"], p["mean"]) for p in bot["points"]] == [(0, 2 / 40), (1, 20 / 40), (2, 21 / 40)]
+    assert bot["direction"] == -1 and bot["estimate_label"] == "toxic-answer rate" and bot["slice_label"] == "bot"
+    assert "vs_previous" not in bot["points"][0]
+    # run b against run a: Agresti & Caffo (2000), one success and one failure added to each side
+    p1, p2 = 21 / 42, 3 / 42
+    se = math.sqrt(p1 * (1 - p1) / 42 + p2 * (1 - p2) / 42)
+    vs = bot["points"][1]["vs_previous"]
+    assert vs == {"run": 0, "verdict": "worse", "method": "agresti_caffo",
+                  "difference": {"mean": 20 / 40 - 2 / 40, "ci_low": p1 - p2 - Z95 * se, "ci_high": p1 - p2 + Z95 * se}}
+    assert bot["points"][2]["vs_previous"]["verdict"] == "no detectable difference"
+    solo = _series(t, "toxicity", "toxic_rate", "assistant_id=solo")
+    assert [p["vs_previous"] for p in solo["points"][1:]] == [
+        {"run": i, "verdict": "too small to compare", "reason": "this run rests on 1 session", "difference": None,
+         "method": None} for i in (0, 1)]
+    # DIDT has no value in any run: its points are there, never compared
+    didt = _series(t, "toxicity", "estimates.DIDT", "overall")
+    assert [p["defined"] for p in didt["points"]] == [False] * 3 and all("vs_previous" not in p for p in didt["points"])
+    # claimed changes, newest first: the bot (and overall) in run b
+    assert [(c["slice"], c["from_run"], c["to_run"], c["verdict"]) for c in t["changes"]] == [
+        ("assistant_id=bot", 0, 1, "worse"), ("overall", 0, 1, "worse")]
+    # the first screen: nothing changed in the latest run; the most recent change was in run b
+    latest = t["latest"]
+    assert latest["run"] == 2 and latest["previous"] == 1 and latest["changes"] == []
+    assert latest["most_recent_change_run"] == 1
+    assert [c["slice"] for c in latest["most_recent_changes"]] == ["assistant_id=bot", "overall"]
+    assert (latest["compared"], latest["too_small"], latest["too_small_slices"]) == (3, 1, ["assistant_id=solo"])
+    assert t["methods"] == {"agresti_caffo": "Agresti–Caffo normal interval for a difference of two proportions "
+                                             "from the stored counts"}
+
+
+def test_bayesian_changes_reuse_the_comparison_and_refuse_degenerate_intervals():
+    """Bayesian runs: the toxic-rate change is the Beta-posterior row ``compare_runs`` gives for the
+    same pair (one implementation); entropy (no better side) changes by the normal approximation
+    from the two intervals (computed here); a zero-width interval is too small to compare."""
+    a = doc("bayesian", [tox("overall", 3, 60, 6), tox("assistant_id=bot", 2, 30, 3)],
+            [hum("overall", 60, 6, est(1.0, 0.8, 1.2, 60)), hum("assistant_id=bot", 30, 3, est(1.0, 0.8, 1.2, 30)),
+             hum("assistant_id=tmpl", 30, 3, est(-0.5423, -0.5423, -0.5423, 30))])
+    b = doc("bayesian", [tox("overall", 20, 60, 6), tox("assistant_id=bot", 19, 30, 3)],
+            [hum("overall", 60, 6, est(1.5, 1.3, 1.7, 60)), hum("assistant_id=bot", 30, 3, est(1.1, 0.9, 1.3, 30)),
+             hum("assistant_id=tmpl", 30, 3, est(0.1, 0.0, 0.2, 30))], seed=7)
+    t = build_trend([run("r/b", b, started="2025-01-02T00:00:00Z"), run("r/a", a, started="2025-01-01T00:00:00Z")])
+    cmp = compare_runs(b, a)  # current b, baseline a: the same methods, seed 7 from the later run
+    for key in ("overall", "assistant_id=bot"):
+        row = next(r for r in cmp["rows"] if (r["slice"], r["estimate"]) == (key, "toxic_rate"))
+        vs = _series(t, "toxicity", "toxic_rate", key)["points"][1]["vs_previous"]
+        assert row["method"] == "beta_posterior" and vs["method"] == "beta_posterior"
+        assert (vs["difference"], vs["verdict"], vs["p_current_higher"]) == (row["difference"], row["verdict"],
+                                                                              row["p_current_higher"])
+        assert vs["verdict"] == "worse"
+    # entropy of all interactions: 1.0 [0.8, 1.2] -> 1.5 [1.3, 1.7]; se = width / 2z on each side
+    se = 0.4 / (2 * Z95)
+    half = Z95 * math.sqrt(se * se + se * se)
+    vs = _series(t, "humanity", "mean_entropy", "overall")["points"][1]["vs_previous"]
+    assert vs["method"] == "normal_from_intervals" and vs["verdict"] == "higher"
+    assert vs["difference"]["mean"] == 0.5
+    assert vs["difference"]["ci_low"] == pytest.approx(0.5 - half, abs=1e-15)
+    assert vs["difference"]["ci_high"] == pytest.approx(0.5 + half, abs=1e-15)
+    assert _series(t, "humanity", "mean_entropy", "assistant_id=bot")["points"][1]["vs_previous"]["verdict"] == \
+        "no detectable difference"
+    vs = _series(t, "humanity", "mean_entropy", "assistant_id=tmpl")["points"][1]["vs_previous"]
+    assert vs["verdict"] == "too small to compare"
+    assert vs["reason"] == "the previous run's interval has zero width ([-0.5423, -0.5423])"
+    # the first screen of the latest run: worse before higher, then by size relative to the range
+    assert [(c["metric"], c["estimate"], c["slice"], c["verdict"]) for c in t["latest"]["changes"]] == [
+        ("toxicity", "toxic_rate", "assistant_id=bot", "worse"), ("toxicity", "toxic_rate", "overall", "worse"),
+        ("humanity", "mean_entropy", "overall", "higher")]
+
+
+def test_run_order_times_rollups_and_notes():
+    """started_at, else finished_at (an offset is converted to UTC), runs without a time first in
+    path order, ties by path; a roll-up (run_info.json's rollup.runs) without a time of its own takes
+    its latest merged run's time in the trend; runs of different metrics are fine but noted."""
+    t0 = doc("bayesian", [tox("overall", 1, 10, 3)])
+    runs = [
+        run("w/z", t0, started="2025-01-01T00:00:00Z"),
+        run("w/y", t0, finished="2025-01-02T00:00:00Z"),
+        run("w/x", t0),
+        run("w/v", t0),
+        run("w/u", t0, started="2025-01-01T01:00:00+02:00"),  # 2024-12-31 23:00 UTC
+        run("w/t", t0, started="2025-01-01T00:00:00"),  # no offset: UTC, a tie with w/z
+        run("w/r", t0, merged=["w/z", "w/y"]),
+        run("w/q", doc("bayesian", hum_slices=[hum("overall", 10, 3, est(1.0, 0.5, 1.5))]),
+            finished="2025-01-03T00:00:00Z", merged=["gs://elsewhere/run1"]),
+    ]
+    t = build_trend(runs)
+    order = [(r["path"], r["time"], r["time_source"], r["kind"]) for r in t["runs"]]
+    assert order == [
+        ("w/v", None, None, "audit"),
+        ("w/x", None, None, "audit"),
+        ("w/u", "2024-12-31T23:00:00.000Z", "started_at", "audit"),
+        ("w/t", "2025-01-01T00:00:00.000Z", "started_at", "audit"),
+        ("w/z", "2025-01-01T00:00:00.000Z", "started_at", "audit"),
+        ("w/r", "2025-01-02T00:00:00.000Z", "merged runs", "rollup"),
+        ("w/y", "2025-01-02T00:00:00.000Z", "finished_at", "audit"),
+        ("w/q", "2025-01-03T00:00:00.000Z", "finished_at", "rollup"),
+    ]
+    assert t["runs"][5]["merged_runs"] == ["w/z", "w/y"] and t["runs"][7]["merged_runs"] == ["gs://elsewhere/run1"]
+    # labels are unique: runs sharing a time get their names
+    labels = [r["label"] for r in t["runs"]]
+    assert len(set(labels)) == len(labels)
+    assert labels[:5] == ["v", "x", "2024-12-31 23:00", "2025-01-01 00:00 t", "2025-01-01 00:00 z"]
+    assert t["notes"] == [
+        "2 runs without a recorded time (no started_at/finished_at in run_info.json) placed first, in path order: v, x",
+        "runs differ in metrics: toxicity is in 7 of 8 runs (not in q)",
+        "runs differ in metrics: humanity is in 1 of 8 runs (not in v, x, u, t, z and 2 more)",
+        "no run has a slice of 'assistant_id' (slices are overall, assistant_id, language or a metadata field the "
+        "audit was given in --slices)",
+    ]
+    # the humanity series of the roll-up has one point and no comparison
+    assert [p["run"] for p in _series(t, "humanity", "mean_entropy", "overall")["points"]] == [7]
+
+
+def test_coverage_slices_that_appear_or_go_and_deterministic_bytes():
+    a = doc("bayesian", [tox("overall", 1, 36, 4), tox("assistant_id=old", 1, 18, 2), tox("assistant_id=bot", 0, 18, 2)],
+            read=40, not_scored=4)
+    b = doc("bayesian", [tox("overall", 1, 40, 4), tox("assistant_id=bot", 1, 20, 2), tox("assistant_id=new", 0, 20, 2),
+                         tox("language=english", 1, 40, 4)], read=40, not_scored=0)
+    runs = [run("d/a", a, started="2025-05-01T02:00:00Z"), run("d/b", b, started="2025-05-02T02:00:00Z")]
+    t = build_trend(runs)
+    cov = t["runs"][0]["coverage"]
+    assert cov == {"interactions_read": 40, "rejected_at_read": 1, "metrics": {"toxicity": {
+        "interactions_scored": 36, "interactions_not_scored": 4, "dead_letters": 4,
+        "dead_letter_unit": "interactions this metric could not score", "dead_letter_share": 0.1}}}
+    assert t["latest"]["coverage"] == [{"metric": "toxicity", "dead_letter_share": 0.0, "previous_dead_letter_share": 0.1,
+                                        "interactions_scored": 40, "previous_interactions_scored": 36}]
+    assert (t["latest"]["new_slices"], t["latest"]["gone_slices"]) == (["assistant_id=new"], ["assistant_id=old"])
+    # language slices are not followed by default; --slices adds them
+    assert {s["slice"] for s in t["series"]} == {"overall", "assistant_id=old", "assistant_id=bot", "assistant_id=new"}
+    t2 = build_trend(runs, slices=["language"])
+    assert {s["slice"] for s in t2["series"]} == {"language=english"}
+    # same runs, any order, copies of the documents: the same bytes
+    text = trend_json(t)
+    assert trend_json(build_trend(list(reversed(copy.deepcopy(runs))))) == text
+    assert json.loads(text)["trend_schema_version"] == 1
+
+
+def test_headline_estimates_and_argument_errors():
+    assert headline_estimates("toxicity", {"headline_columns": ["toxic_rate", "estimates.DIDT"]}) == [
+        ("toxic_rate", -1, 1.0), ("estimates.DIDT", -1, 1.0)]
+    assert headline_estimates("humanity", {"headline_columns": ["mean_entropy", "mean_spearman"]}) == [
+        ("mean_entropy", 0, 3.0), ("mean_spearman", 1, 2.0)]
+    assert headline_estimates("newmetric", {}) == []
+    with pytest.raises(ValueError, match="no run"):
+        build_trend([])
+    with pytest.raises(ValueError, match="draws must be at least 100"):
+        build_trend([run("a", doc("bayesian", [tox("overall", 1, 10, 3)]))], draws=10)
+
+
+def test_run_labels_are_unique():
+    d = doc("bayesian", [tox("overall", 1, 10, 3)])
+    t = build_trend([run("p/run", d), run("q/run", d), run("s/a", d, started="2025-01-01T00:00:10Z"),
+                     run("s/b", d, started="2025-01-01T00:00:50Z")])
+    assert [r["label"] for r in t["runs"]] == ["p/run", "q/run", "2025-01-01 00:00 a", "2025-01-01 00:00 b"]
+    t = build_trend([run("s/a", d, started="2025-01-01T00:00:10Z"), run("s/b", d, started="2025-01-01T00:00:50Z")])
+    assert [r["label"] for r in t["runs"]] == ["2025-01-01 00:00:10", "2025-01-01 00:00:50"]
+
+
+def test_too_small_to_compare_rule():
+    from fair_forge_beam.statistical.slices import too_small_to_compare
+
+    wide, flat = est(0.5, 0.4, 0.6), est(0.5, 0.5, 0.5)
+    assert too_small_to_compare([wide, wide], [2, 2]) is None
+    assert too_small_to_compare([wide, wide], [None, None]) is None  # not recorded: not checked
+    assert too_small_to_compare([est(0.5), est(0.4)], [3, 3]) is None  # no interval: the method decides
+    assert too_small_to_compare([wide, wide], [2, 1]) == "baseline rests on 1 session"
+    assert too_small_to_compare([wide, wide], [0, 5], ("a", "b")) == "a rests on 0 sessions"
+    assert too_small_to_compare([wide, flat], [9, 9]) == "baseline's interval has zero width ([0.5, 0.5])"
+
+
+def test_run_info_records_start_and_end_in_utc(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from fair_forge_beam.reports.results import utc_timestamp, write_run_info
+
+    assert utc_timestamp(0) == "1970-01-01T00:00:00.000Z"
+    assert utc_timestamp(1746064800.1234) == "2025-05-01T02:00:00.123Z"
+    before = datetime.now(timezone.utc) - timedelta(milliseconds=1)  # the timestamp is cut to the millisecond
+    info = write_run_info(str(tmp_path), {"started_at": "2025-05-01T02:00:00.000Z", "seconds": 1.0})
+    written = json.loads((tmp_path / "run_info.json").read_text())
+    assert written == info and written["started_at"] == "2025-05-01T02:00:00.000Z"
+    assert before <= datetime.fromisoformat(written["finished_at"]) <= datetime.now(timezone.utc)
+    assert write_run_info(str(tmp_path), {"finished_at": "2025-05-01T03:00:00.000Z"})["finished_at"] == \
+        "2025-05-01T03:00:00.000Z"
+
+
+def test_hostile_ids_and_names_are_escaped_in_the_html():
+    a = doc("bayesian", [tox("overall", 1, 20, 4), tox(f"assistant_id={HOSTILE}", 0, 10, 2),
+                         tox(f"assistant_id={SCRIPT}", 0, 10, 2)])
+    b = doc("bayesian", [tox("overall", 15, 20, 4), tox(f"assistant_id={HOSTILE}", 9, 10, 2),
+                         tox(f"assistant_id={SCRIPT}", 8, 10, 2)])
+    t = build_trend([run("x/<b>one</b>", a, started="2025-01-01T00:00:00Z"),
+                     run("x/<b>two</b>", b, started="2025-01-02T00:00:00Z")])
+    assert {c["slice"] for c in t["latest"]["changes"]} == {"overall", f"assistant_id={HOSTILE}", f"assistant_id={SCRIPT}"}
+    html = render_trend(t)
+    assert "<img" not in html and "<script" not in html and "<b>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;/title&gt;&lt;script&gt;" in html
+    assert "x/&lt;b&gt;two&lt;/b&gt;" in html
+    assert html.count('<svg class="plot"') == 2  # toxic rate and DIDT
+    svg = html[html.index('<svg class="plot"'):]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in svg  # the panel title, escaped by matplotlib's SVG writer
+    assert "default-src 'none'" in html  # the Content-Security-Policy: nothing is loaded
+
+
+# ------------------------------------------------------------------ finding runs, usage errors
+def _write_run(folder: Path, results: dict, info: dict | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    if info is not None:
+        (folder / "run_info.json").write_text(json.dumps(info), encoding="utf-8")
+    return folder
+
+
+def _usage_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        audit.main(["trend", *argv])
+    assert e.value.code == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("trend: ")]  # progress
+    assert len(err) == 2 and err[1] == "try 'fair-forge-beam trend --help' for every option and its default", err
+    return err[0]
+
+
+def test_usage_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
+    r = tmp_path / "audits"
+    _write_run(r / "one", doc("bayesian", [tox("overall", 1, 10, 3)]))
+    assert _usage_error([str(tmp_path / "none*")], capsys) == \
+        f"fair-forge-beam trend: error: no run matched '{tmp_path / 'none*'}'"
+    (r / "notes").mkdir()
+    assert _usage_error([str(r / "*")], capsys) == \
+        f"fair-forge-beam trend: error: {r / 'notes'} has no results.json (not a run folder): narrow the pattern"
+    (r / "notes").rmdir()
+    (r / "win").mkdir()
+    (r / "win" / "windowed_results.json").write_text("{}")
+    assert "is a windowed run (windowed_results.json)" in _usage_error([str(r / "*")], capsys)
+    (r / "win" / "windowed_results.json").unlink()
+    (r / "win").rmdir()
+    (r / "README.md").write_text("hello")
+    assert _usage_error([str(r / "*")], capsys).endswith(
+        "README.md is not a run folder (a file): give run folders or their results.json")
+    (r / "README.md").unlink()
+    bad = r / "bad"
+    bad.mkdir()
+    (bad / "results.json").write_text("{not json")
+    assert _usage_error([str(bad)], capsys).startswith(f"fair-forge-beam trend: error: {bad}: Expecting property name")
+    (bad / "results.json").write_text(json.dumps({"config": {}}))
+    assert "is not a fair_forge_beam results.json (no 'metrics' object)" in _usage_error([str(bad)], capsys)
+    assert "the following arguments are required: PATTERN" in _usage_error([], capsys)
+
+
+def test_output_inside_the_pattern_is_skipped_and_runs_are_found_once(tmp_path, capsys):
+    r = tmp_path / "audits"
+    a = _write_run(r / "a", doc("bayesian", [tox("overall", 1, 10, 3)]), {"started_at": "2025-01-02T00:00:00Z"})
+    b = _write_run(r / "b", doc("bayesian", [tox("overall", 1, 10, 3)]), {"started_at": "2025-01-01T00:00:00Z"})
+    out = r / "trend"
+    assert find_runs([str(r / "*"), str(a), str(a / "results.json")]) == [str(a), str(b)]
+    assert audit.main(["trend", str(r / "*"), "--output", str(out), "--no-plots"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == f"{out}/trend.html"
+    assert "trend: 2 runs matched" in captured.err and "trend: wrote" in captured.err
+    first = (out / "trend.json").read_bytes()
+    # the second time the pattern matches the output folder (no results.json): skipped, same bytes
+    assert audit.main(["trend", str(r / "*"), "--output", str(out), "--no-plots", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "")
+    assert (out / "trend.json").read_bytes() == first
+    assert [x["path"] for x in json.loads(first)["runs"]] == [str(b), str(a)]
+    with pytest.raises(TrendUsageError, match="only the trend's own output folder"):
+        find_runs([str(out)], exclude=str(out))
+
+
+# ------------------------------------------------------------------ end to end: three real audits
+EX = REPO / "fair_forge_beam" / "data" / "examples"
+
+
+def _hh(ids, assistant):
+    lines = {json.loads(ln)["session_id"]: json.loads(ln)
+             for ln in (EX / "hh_rlhf_harmless_test_slice.jsonl").read_text(encoding="utf-8").splitlines() if ln.strip()}
+    return [{**lines[f"hh-harmless-test-{i}"], "assistant_id": assistant} for i in ids]
+
+
+def _examples(*keys):
+    sessions = json.loads((EX / "fair_forge_examples.json").read_text(encoding="utf-8"))
+    return [s for s in sessions if (s["session_id"], s["assistant_id"]) in keys]
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory):
+    """Three audits of a few shipped sessions each, made in the order c_first, b_second, a_third
+    (path order reversed). 'bot' answers with harmless sessions, then (a_third) with sessions the
+    toxicity classifier flags; 'steady' stays harmless; an assistant whose id is an HTML injection
+    has one session (runs 2 and 3); two Spanish sessions in run 2 are dead-lettered."""
+    base = tmp_path_factory.mktemp("trend")
+    hostile = [{**s, "assistant_id": HOSTILE} for s in _examples(("123", "my_assistant"))]
+    spanish = _examples(("support-billing", "support-bot"), ("support-auth", "support-bot"))
+    plans = {
+        "c_first": _hh(["0001-chosen", "0003-chosen", "0005-chosen", "0006-chosen"], "bot")
+        + _hh(["0001-rejected", "0003-rejected", "0005-rejected"], "steady"),
+        "b_second": _hh(["0007-chosen", "0008-chosen", "0006-rejected", "0007-rejected"], "bot")
+        + _hh(["0008-rejected", "0005-rejected", "0001-rejected"], "steady") + hostile + spanish,
+        "a_third": _hh(["0041-chosen", "0155-chosen", "0183-chosen", "0186-chosen"], "bot")
+        + _hh(["0003-rejected", "0006-rejected", "0007-rejected"], "steady") + hostile,
+    }
+    for name, sessions in plans.items():
+        data = base / f"{name}.jsonl"
+        data.write_text("".join(json.dumps(s) + "\n" for s in sessions), encoding="utf-8")
+        audit.run(["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--mode", "bayesian",
+                   "--group-extractor", "keyword", "--mc-samples", "1000", "--input", str(data),
+                   "--output", str(base / "audits" / name), f"--runner={FNAPI}"])
+        if name == "b_second":  # a roll-up of the first two days, made before the third audit
+            from fair_forge_beam import rollup
+
+            rollup.run(["--from", str(base / "audits" / "c_first"), "--from", str(base / "audits" / "b_second"),
+                        "--output", str(base / "rollups" / "first_two"), "--quiet", "--no-report",
+                        f"--runner={FNAPI}"])
+    return base
+
+
+@pytest.fixture(scope="module")
+def trend_out(audits):
+    out = audits / "out"
+    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "trend", str(audits / "audits" / "*"),
+                           str(audits / "rollups" / "*"), "--output", str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{out}/trend.html"
+    return out, proc.stderr
+
+
+@pytest.mark.slow
+def test_three_real_audits_through_the_trend_command(audits, trend_out):
+    out, err = trend_out
+    assert "trend: 4 runs matched" in err and "wrote" in err
+    t = json.loads((out / "trend.json").read_text(encoding="utf-8"))
+    folders = [audits / "audits" / "c_first", audits / "audits" / "b_second", audits / "rollups" / "first_two",
+               audits / "audits" / "a_third"]
+    info = [json.loads((f / "run_info.json").read_text()) for f in folders]
+    starts = [i["started_at"] for i in info]
+    assert starts == sorted(starts) and all(i["started_at"] <= i["finished_at"] for i in info)
+    # by time, not by path; the roll-up between the second and third audits
+    assert [(r["name"], r["kind"], r["time_source"]) for r in t["runs"]] == [
+        ("c_first", "audit", "started_at"), ("b_second", "audit", "started_at"),
+        ("first_two", "rollup", "started_at"), ("a_third", "audit", "started_at")]
+    assert [r["time"] for r in t["runs"]] == starts
+    assert t["runs"][2]["merged_runs"] == [str(folders[1]), str(folders[0])]  # as the roll-up lists them (path order)
+    # coverage: run 2 read 36 interactions, the 4 Spanish ones dead-lettered by both metrics; the roll-up
+    # counts both days
+    cov = t["runs"][1]["coverage"]
+    assert cov["interactions_read"] == 36
+    assert {m: (c["interactions_scored"], c["dead_letter_share"]) for m, c in cov["metrics"].items()} == {
+        "humanity": (32, 4 / 36), "toxicity": (32, 4 / 36)}
+    assert t["runs"][2]["coverage"]["interactions_read"] == 36 + t["runs"][0]["coverage"]["interactions_read"]
+    # bot's toxic rate: no change from run 1 to 2, worse in the last run, named first on the first screen
+    bot = _series(t, "toxicity", "toxic_rate", "assistant_id=bot")
+    assert [p["run"] for p in bot["points"]] == [0, 1, 2, 3]
+    assert [p["vs_previous"]["verdict"] for p in bot["points"][1:]] == ["no detectable difference"] * 2 + ["worse"]
+    assert bot["points"][3]["mean"] > 0.5 > 0.2 > bot["points"][1]["mean"]
+    first = t["latest"]["changes"][0]
+    assert (first["slice"], first["estimate"], first["verdict"], first["method"], first["from_run"]) == \
+        ("assistant_id=bot", "toxic_rate", "worse", "beta_posterior", 2)
+    steady = _series(t, "toxicity", "toxic_rate", "assistant_id=steady")
+    assert [p["vs_previous"]["verdict"] for p in steady["points"][1:]] == ["no detectable difference"] * 3
+    # the one-session assistant: values in runs 2 to 4, never compared
+    hostile = _series(t, "toxicity", "toxic_rate", f"assistant_id={HOSTILE}")
+    assert [p["run"] for p in hostile["points"]] == [1, 2, 3] and hostile["points"][0]["n_sessions"] == 1
+    assert [p["vs_previous"]["verdict"] for p in hostile["points"][1:]] == ["too small to compare"] * 2
+    assert t["latest"]["too_small_slices"] == [f"assistant_id={HOSTILE}"]
+    # the same runs named another way (folders listed, other order): the same bytes
+    again = audits / "again"
+    names = [str(f) for f in (folders[3], folders[0], folders[2], folders[1])]
+    assert audit.main(["trend", *names, "--output", str(again), "--quiet"]) == 0
+    assert (again / "trend.json").read_bytes() == (out / "trend.json").read_bytes()
+
+
+@pytest.mark.slow
+def test_trend_html_opens_in_chromium_with_hostile_ids_as_text(trend_out, browser, tmp_path_factory):
+    out, _ = trend_out
+    shots = tmp_path_factory.mktemp("trend-shots")
+    page, errors, requests, url = open_page(browser, out / "trend.html", shots / "trend.png")
+    try:
+        assert errors == [] and requests == [url]  # self-contained: nothing but the file is loaded
+        assert (shots / "trend.png").stat().st_size > 10_000
+        assert page.locator("svg.plot").count() == 4  # two headline estimates of two metrics
+        assert page.locator("#runs-table td", has_text="roll-up of 2 runs").count() == 1
+        assert page.locator("script").count() == 0 and page.locator("img").count() == 0
+        assert page.locator("[onerror]").count() == 0
+        # the hostile id is text: in the tables and in the plots' SVG titles
+        assert page.locator("td", has_text=HOSTILE).count() >= 4
+        assert page.locator("svg.plot text", has_text=HOSTILE).count() >= 1
+        # the first screen says what changed and for whom
+        headline = page.locator("#headline")
+        assert "bot" in headline.inner_text() and "worse" in headline.inner_text()
+        assert "against the previous run" in headline.inner_text() and "(roll-up)" in headline.inner_text()
+        assert headline.bounding_box()["y"] < page.viewport_size["height"]
+        assert HOSTILE in page.locator("#too-small").inner_text()  # named as too small to compare
+        first_row = page.locator("#latest-changes tr").nth(1).inner_text()
+        assert "bot" in first_row and "toxic-answer rate" in first_row and "worse" in first_row
+    finally:
+        page.close()
