@@ -119,7 +119,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
     from fair_forge_beam.engine import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
-    from fair_forge_beam.reports.gates import check_gates, resolve_gates
+    from fair_forge_beam.reports.gates import check_gates, read_count_dimensions, resolve_gates, uses_baseline
 
     parser = build_parser()
     try:  # --config file and template-style --name=value spellings
@@ -155,6 +155,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
                                           else args.compare)
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
+    gate_baseline = _read_baseline(parser, args.baseline)  # regression / coverage gates' baseline run
     try:
         if not args.window and (args.early_firing or args.allowed_lateness):
             raise ValueError("--early-firing / --allowed-lateness shape the panes of --window: give --window too")
@@ -166,7 +167,10 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             create_runner(runner)
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
-        gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims)
+        gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims, gate_baseline)
+        if gate_baseline is not None and not uses_baseline(gates):
+            raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "
+                             "'coverage assistants_of_baseline'; no such gate is given: add one, or drop --baseline")
         metric_options = {  # every option by its dest; the registry takes what each metric needs
             **vars(args),
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
@@ -228,7 +232,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         # engine metrics share their shuffles
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats)
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
-        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats)
+        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
+                      read_slice_dims=read_count_dimensions(gates, slice_dims))
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s", out)
         return {}
@@ -255,8 +260,27 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
 
         print(scrub_known(summary_table(doc, out, written)))
     if gates:  # writes gates.json; raises GatesFailed (exit code 3) when one fails
-        check_gates(doc, gates, out, quiet=args.quiet)
+        if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
+            from fair_forge_beam.reports.compare import run_differences
+
+            for d in run_differences(doc, gate_baseline):
+                if d["what"] not in ("inputs", "interactions_read"):  # other data: the point of a baseline
+                    log.warning("--baseline: the runs differ in %s", _printable(d["message"]))
+        check_gates(doc, gates, out, quiet=args.quiet, baseline=gate_baseline)
     return doc
+
+
+def _read_baseline(parser, baseline: Optional[str]) -> Optional[dict]:
+    """The ``--baseline`` run's ``results.json`` content (read before this run's output folder is
+    cleaned: it may be the same folder), or ``None``; an unreadable baseline is a usage error."""
+    if not baseline:
+        return None
+    from fair_forge_beam.reports.load import read_results
+
+    try:
+        return read_results(baseline)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(f"--baseline: {exc}")
 
 
 def _watch_run(pipeline, progress) -> None:

@@ -9,7 +9,7 @@ directions, reference lines, gate fields, per-interaction Parquet columns — is
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Union
 
 import pyarrow as pa
 
@@ -275,14 +275,16 @@ def _role_adherence(mode: StatisticalMode, options: dict):
 
 
 class Registered(NamedTuple):
-    """A metric of the main job: how to build its transform from the options, and its class
-    (``"module:Class"``, imported only when its :class:`MetricInfo` is read)."""
+    """A metric of the main job: how to build its transform from the options, and its class — the
+    class itself or ``"module:Class"`` (imported only when its :class:`MetricInfo` is read)."""
 
     factory: Callable
-    cls: str
+    cls: Union[str, type]
 
 
-#: name -> the metric's factory ``(mode, options) -> MetricTransform`` and class
+#: name -> the metric's factory ``(mode, options) -> MetricTransform`` and class. (A plain
+#: ``(factory, parquet fields function)`` pair, the registration of earlier versions, still works:
+#: such a metric has no info and is read generically.)
 METRICS: dict[str, Registered] = {
     "humanity": Registered(_humanity, f"{_M}.humanity:Humanity"),
     "toxicity": Registered(_toxicity, f"{_M}.toxicity:Toxicity"),
@@ -299,15 +301,22 @@ METRICS: dict[str, Registered] = {
 }
 
 
+def _class_of(entry) -> Optional[Union[str, type]]:
+    cls = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
+    return cls if isinstance(cls, (str, type)) else None
+
+
 def metric_info(name: str) -> Optional[MetricInfo]:
     """The :class:`~fair_forge_beam.schemas.metric_info.MetricInfo` of metric ``name`` (its class's
     ``info``), or ``None`` for a name this version does not know (a ``results.json`` of a newer
     version or of a metric of your own: readers then use the generic reading). Imports the
-    metric's module (no model, lexicon or judge is loaded); cached."""
-    entry = METRICS.get(name)
-    if entry is None:
+    metric's module (no model, lexicon or judge is loaded); cached per class."""
+    cls = _class_of(METRICS.get(name))
+    if cls is None:
         return None
-    return _info_of(entry.cls)
+    if isinstance(cls, type):
+        return getattr(cls, "info", None)
+    return _info_of(cls)
 
 
 @functools.lru_cache(maxsize=None)
@@ -339,7 +348,7 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
     """
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; available: {', '.join(sorted(METRICS))}")
-    transform = METRICS[name].factory(mode, options or {})
+    transform = METRICS[name][0](mode, options or {})
     if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
         transform.slices = tuple(options["slices"])
     return transform
@@ -350,7 +359,10 @@ def interaction_parquet_fields(names) -> pa.Schema:
     fields = list(BASE_FIELDS)
     seen = {f.name for f in fields}
     for n in names:
-        for f in metric_info(n).parquet_fields():
+        info = metric_info(n)
+        entry = METRICS[n]
+        for f in (info.parquet_fields() if info is not None
+                  else entry[1]() if _class_of(entry) is None and callable(entry[1]) else []):
             if f.name not in seen:  # e.g. "insight" of both Context and Conversational
                 seen.add(f.name)
                 fields.append(f)

@@ -233,7 +233,7 @@ _CONFIG_KEYS = ("mode", "metrics", "inputs", "seed", "mc_samples", "ci_level", "
 _BAYESIAN_ONLY = ("seed", "mc_samples", "beta_prior_a", "beta_prior_b")
 #: main-job options that do not change results (where they go, what is printed) or that the
 #: results.json config already holds, left out of the settings comparison
-_NOT_SETTINGS = {"output", "compare", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
+_NOT_SETTINGS = {"output", "compare", "baseline", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
                  "mode", "metrics", "input", "seed", "mc_samples", "ci_level"}
 
 
