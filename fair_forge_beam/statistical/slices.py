@@ -12,10 +12,16 @@ interval** (``ci_low = ci_high = None``; the mean is kept). One session cannot t
 sessions vary, and a pooled-interaction interval there would be the session's own interval
 under another name — that one is in the session record. Frequentist estimates never carry
 intervals, so the rule only touches distribution modes.
+
+The same support rule for **differences** (:func:`too_small_to_compare`): no change or
+difference is claimed between two slice estimates when either rests on fewer than
+:data:`MIN_COMPARE_SESSIONS` sessions, or either interval is degenerate (zero width: e.g. 2–3
+sessions of identical templated answers give ``-0.5423 [-0.5423, -0.5423]``). Such a pair is
+"too small to compare".
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, TypeVar, Union
+from typing import Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from fair_forge_beam._beam import beam
 
@@ -43,6 +49,9 @@ __all__ = [
     "bootstrap_sessions",
     "slice_bootstrap_means",
     "bootstrap_resampling",
+    "MIN_COMPARE_SESSIONS",
+    "TOO_SMALL_TO_COMPARE",
+    "too_small_to_compare",
 ]
 
 #: the ``resampling`` text of a one-session slice
@@ -74,6 +83,37 @@ def slice_resampling(default: str, n_sessions: Optional[int], mode: StatisticalM
     if not mode.is_bayesian:
         return None
     return SINGLE_SESSION_NOTE if single_session(n_sessions, mode) else default
+
+
+#: fewest sessions behind each side of a difference for a change to be claimed
+MIN_COMPARE_SESSIONS = 2
+#: the verdict of a pair that :func:`too_small_to_compare` refuses
+TOO_SMALL_TO_COMPARE = "too small to compare"
+
+
+def too_small_to_compare(estimates: Sequence[Optional[Mapping]], n_sessions: Sequence[Optional[int]],
+                         names: Sequence[str] = ("current", "baseline")) -> Optional[str]:
+    """Why a difference between these slice estimates must not be claimed, or ``None`` when it may.
+
+    Args:
+        estimates: the two (or more) sides' estimates ``{mean, ci_low, ci_high, …}``.
+        n_sessions: each side's slice session count (``None``: not recorded, not checked).
+        names: how each side is called in the reason.
+
+    Returns:
+        ``None``, or a one-line reason: a side rests on fewer than :data:`MIN_COMPARE_SESSIONS`
+        sessions (``"baseline rests on 1 session"``), or its interval has zero width
+        (``"current's interval has zero width ([0.5, 0.5])"``). Sessions are the resampling unit
+        (module docstring): one session, or a degenerate interval, says nothing about how sessions vary.
+    """
+    for name, n in zip(names, n_sessions):
+        if n is not None and n < MIN_COMPARE_SESSIONS:
+            return f"{name} rests on {n} session{'' if n == 1 else 's'}"
+    for name, est in zip(names, estimates):
+        lo, hi = (est or {}).get("ci_low"), (est or {}).get("ci_high")
+        if lo is not None and hi is not None and not hi > lo:
+            return f"{name}'s interval has zero width ([{lo:.4g}, {hi:.4g}])"
+    return None
 
 
 # ------------------------------------------------------------------------ the slice bootstrap
