@@ -261,8 +261,8 @@ def test_regression_too_small_missing_and_undefined():
     assert [(c.slice, c.status) for c in checks] == [
         ("overall", "fail"), ("assistant_id=one", "skipped"), ("assistant_id=flat", "skipped"),
         ("assistant_id=new", "skipped"), ("assistant_id=nodata", "fail"), ("assistant_id=gone", "fail")]
-    assert checks[1].too_small == "current: 1 session (fewer than 2: one session cannot tell how sessions vary)"
-    assert checks[2].too_small.startswith("current: zero-width interval [0.2, 0.2]")
+    assert checks[1].too_small == "current rests on 1 session"
+    assert checks[2].too_small == "current's interval has zero width ([0.2, 0.2])"
     assert checks[2].message() == f"gate skipped 'regression context context_awareness not worse in every slice' " \
                                   f"[assistant_id=flat]: context_awareness: too small to compare ({checks[2].too_small})"
     assert "no slice 'assistant_id=new' in the baseline" in checks[3].reason

@@ -161,12 +161,12 @@ def test_run_compared_with_itself_has_no_detectable_difference(runs, mode):
     assert cmp["rows"], "nothing compared"
     # no difference is claimed: each row is "no detectable difference", or "too small to compare"
     # (issue 27) where a slice has one session or an estimate a zero-width interval
-    from fair_forge_beam.statistical.compare import too_small_to_compare
+    from fair_forge_beam.statistical.slices import too_small_to_compare
 
     recs = {(m, r["slice"]): r for m, md in doc["metrics"].items() for r in md["slices"]}
     for r in cmp["rows"]:
         rec = recs[(r["metric"], r["slice"])]
-        small = too_small_to_compare(rec.get("n_sessions"), r["current"], rec.get("n_sessions"), r["baseline"])
+        small = too_small_to_compare([r["current"], r["baseline"]], [rec.get("n_sessions")] * 2)
         assert r["verdict"] == ("too small to compare" if small else "no detectable difference"), r
         assert r.get("too_small") == small
     assert {r["verdict"] for r in cmp["rows"]} >= {"no detectable difference"}

@@ -1,6 +1,6 @@
 """Differences need support (issue 27): no credible or detectable difference is claimed for a slice
 under the one-session rule, or for an estimate whose interval is degenerate (zero width: its
-sessions do not vary). One rule (``statistical.compare.too_small_to_compare``) decides it for the
+sessions do not vary). One rule (``statistical.slices.too_small_to_compare``) decides it for the
 comparison, the report and the gates alike.
 
 The issue's case: the comparison reported 4 "detectable differences" in
@@ -14,7 +14,7 @@ from fair_forge_beam.reports.compare import TOO_SMALL, compare_runs
 from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
 from fair_forge_beam.reports.html import render_report
 from fair_forge_beam.reports.scorecard import credible_differences, scorecard
-from fair_forge_beam.statistical.compare import MIN_SESSIONS_TO_COMPARE, too_small_to_compare
+from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS, too_small_to_compare
 
 
 def _est(mean, lo=None, hi=None, n=3):
@@ -22,18 +22,13 @@ def _est(mean, lo=None, hi=None, n=3):
 
 
 def test_the_rule():
-    assert MIN_SESSIONS_TO_COMPARE == 2
-    assert too_small_to_compare(5, _est(0.1, 0.0, 0.2), 5, _est(0.3, 0.2, 0.4)) is None
-    assert too_small_to_compare(1, _est(0.1), 5, _est(0.3, 0.2, 0.4)) == (
-        "current: 1 session (fewer than 2: one session cannot tell how sessions vary)")
-    assert too_small_to_compare(0, _est(0.1), 1, _est(0.3)) == (
-        "current: 0 sessions (fewer than 2: one session cannot tell how sessions vary); "
-        "baseline: 1 session (fewer than 2: one session cannot tell how sessions vary)")
-    assert too_small_to_compare(3, _est(-0.5423, -0.5423, -0.5423), 40, _est(0.1, 0.0, 0.2)) == (
-        "current: zero-width interval [-0.5423, -0.5423] (its sessions do not vary: fewer than two distinct sessions)")
-    # float noise of resampled sums is still zero width; a narrow real interval is not
-    assert too_small_to_compare(None, _est(0.3, 0.3, 0.3 + 1e-12), None, _est(0.3, 0.2, 0.4)) is not None
-    assert too_small_to_compare(None, _est(0.3, 0.3, 0.3 + 1e-6), None, _est(0.3, 0.2, 0.4)) is None
+    assert MIN_COMPARE_SESSIONS == 2
+    assert too_small_to_compare([_est(0.1, 0.0, 0.2), _est(0.3, 0.2, 0.4)], [5, 5]) is None
+    assert too_small_to_compare([_est(0.1), _est(0.3, 0.2, 0.4)], [1, 5]) == "current rests on 1 session"
+    assert too_small_to_compare([_est(0.1), _est(0.3)], [3, 0]) == "baseline rests on 0 sessions"
+    assert too_small_to_compare([_est(-0.5423, -0.5423, -0.5423), _est(0.1, 0.0, 0.2)], [3, 40]) == (
+        "current's interval has zero width ([-0.5423, -0.5423])")
+    assert too_small_to_compare([_est(0.3, 0.2, 0.4), _est(0.3, 0.3, 0.3 + 1e-6)], [None, None]) is None
 
 
 def _tox_doc(s_women, sessions=40):
@@ -54,12 +49,12 @@ def test_zero_width_group_sentiment_is_too_small_in_comparison_report_and_gates(
     rows = {r["estimate"]: r for r in cmp["rows"]}
     women = rows["group_profiling.group_estimates.women.S"]
     assert women["verdict"] == TOO_SMALL == "too small to compare"
-    assert women["too_small"].startswith("current: zero-width interval [-0.5423, -0.5423]")
+    assert women["too_small"] == "current's interval has zero width ([-0.5423, -0.5423])"
     assert women["difference"] == {"mean": -0.5423 - 0.2, "ci_low": None, "ci_high": None} and women["method"] is None
     assert rows["group_profiling.group_estimates.men.S"]["verdict"] == "no detectable difference"
     assert cmp["verdicts"]["toxicity"] == {"no detectable difference": 2, "too small to compare": 1}
     html = render_report(current, comparison=cmp)
-    assert "1 too small to compare" in html and "(current: zero-width interval [-0.5423, -0.5423]" in html
+    assert "1 too small to compare" in html and "(current&#39;s interval has zero width ([-0.5423, -0.5423]))" in html
 
 
 def test_one_session_slice_is_too_small_in_both_modes_and_regression_gates_skip_it():

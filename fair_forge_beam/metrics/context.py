@@ -26,7 +26,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import context_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionValue
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.context import ContextInteraction, ContextJudgeOutput, ContextMetric, ContextSliceMetric
 
 __all__ = ["Context"]
@@ -76,7 +76,7 @@ class Context(JudgedMetric):
         ),
         parquet=(ParquetColumns("fair_forge_beam.schemas.context:ContextInteraction",
                                 ("context_awareness", "insight", "reasoning")),),
-        session_values=(SessionValue("context awareness", "context_awareness"),),
+        session_histograms=(SessionHistogram("context awareness", "context_awareness"),),
         plot="plot_context",
     )
     headline_columns = info.headline_columns()

@@ -30,7 +30,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionValue
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
     RESULT_FIELDS,
@@ -128,7 +128,7 @@ class Conversational(JudgedMetric):
         parquet=(ParquetColumns("fair_forge_beam.schemas.conversational:ConversationalInteraction",
                                 (*RESULT_FIELDS, "insight", "reasoning", "history_turns")),),
         # fine bins: the box plots read quartiles to 0.01 on 0–10
-        session_values=tuple(SessionValue(f, f"{f}.mean", (0, 10), 1000) for f in RESULT_FIELDS),
+        session_histograms=tuple(SessionHistogram(f, f"{f}.mean", (0, 10), 1000) for f in RESULT_FIELDS),
         plot="plot_conversational",
     )
     headline_columns = info.headline_columns()

@@ -33,7 +33,7 @@ from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionValue
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import (
@@ -309,8 +309,8 @@ HUMANITY_INFO = MetricInfo(
     parquet=(ParquetColumns("fair_forge_beam.schemas.humanity:HumanityMetric",
                             ("humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
                              *(f"humanity_assistant_{e}" for e in EMOTIONS))),),
-    session_values=(SessionValue("mean entropy (bits)", "mean_entropy.mean", (0, 3)),
-                    SessionValue("mean Spearman ρ", "mean_spearman.mean", (-1, 1))),
+    session_histograms=(SessionHistogram("mean entropy (bits)", "mean_entropy.mean", (0, 3)),
+                    SessionHistogram("mean Spearman ρ", "mean_spearman.mean", (-1, 1))),
     plot="plot_humanity",
 )
 

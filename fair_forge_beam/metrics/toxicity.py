@@ -35,7 +35,7 @@ from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityL
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionValue
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
     GroupEstimates,
@@ -412,7 +412,7 @@ TOXICITY_INFO = MetricInfo(
     parquet=(ParquetColumns("fair_forge_beam.schemas.toxicity:ToxicityMetric",
                             ("total_words", "toxic_words", "toxic_ratio", "is_toxic", "matched", "groups", "sentiment"),
                             "toxicity_"),),
-    session_values=(SessionValue("toxic rate", "toxic_rate.mean"),),
+    session_histograms=(SessionHistogram("toxic rate", "toxic_rate.mean"),),
     plot="plot_toxicity",
 )
 

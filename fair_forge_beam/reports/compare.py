@@ -34,8 +34,8 @@ agreement: higher is better); estimates without a direction keep "higher"/"lower
 one-session rule, both modes), or whose estimate has a zero-width interval in either run (its
 sessions do not vary), claims no difference: verdict "too small to compare", the difference of
 the means without an interval, and the reason in ``too_small``
-(:func:`~fair_forge_beam.statistical.compare.too_small_to_compare`, the one rule the report, the
-gates and the trend report use too).
+(:func:`~fair_forge_beam.statistical.slices.too_small_to_compare`, the one rule the report, the
+gates and the trend report use).
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
 from fair_forge_beam.reports.summary import printable
-from fair_forge_beam.statistical.compare import METHODS, difference, too_small_to_compare
+from fair_forge_beam.statistical.compare import METHODS, difference
+from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
 __all__ = ["compare_runs", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
            "TOO_SMALL", "main"]
@@ -55,7 +56,7 @@ __all__ = ["compare_runs", "compare_estimate", "sessions_of", "comparison_table"
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
 HIGHER, LOWER = "higher", "lower"
 NOT_ASSESSABLE, NOT_ESTIMABLE = "not assessable (no interval)", "not estimable (no value)"
-TOO_SMALL = "too small to compare"
+TOO_SMALL = TOO_SMALL_TO_COMPARE
 #: every verdict a row can carry
 VERDICTS = (BETTER, WORSE, SAME, HIGHER, LOWER, NOT_ASSESSABLE, NOT_ESTIMABLE, TOO_SMALL)
 
@@ -106,7 +107,7 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     """One comparison row: the difference ``cur − base`` of one estimate with its interval
     (:func:`fair_forge_beam.statistical.compare.difference`, method chosen by the current run's
     mode ``cfg_c["mode"]``) and its verdict. ``cur_sessions`` / ``base_sessions``: the sides'
-    session counts for :func:`~fair_forge_beam.statistical.compare.too_small_to_compare` (a row
+    session counts for :func:`~fair_forge_beam.statistical.slices.too_small_to_compare` (a row
     too small to compare keeps the difference of the means, no interval, and says why in
     ``too_small``).
 
@@ -124,7 +125,7 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     if cur.get("mean") is None or base.get("mean") is None:  # one run has no value (both: no row)
         row.update(difference=None, method=None, verdict=NOT_ESTIMABLE)
         return row
-    small = too_small_to_compare(cur_sessions, cur, base_sessions, base)
+    small = too_small_to_compare([cur, base], [cur_sessions, base_sessions])
     if small:
         row.update(method=None, difference={"mean": cur["mean"] - base["mean"], "ci_low": None, "ci_high": None},
                    verdict=TOO_SMALL, too_small=small)
@@ -143,6 +144,9 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     else:
         row["verdict"] = _verdict(d["ci_low"], d["ci_high"], sign)
     return row
+
+
+_compare_estimate = compare_estimate  # its name before it was public
 
 
 def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,

@@ -64,7 +64,7 @@ Semantics:
 * an undefined estimate (``mean``/interval ``null``, e.g. DIDT with no group detected) fails the
   gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json``;
 * regression: a slice or estimate too small to compare (fewer than two sessions, or a
-  zero-width interval, in either run: :func:`~fair_forge_beam.statistical.compare.too_small_to_compare`)
+  zero-width interval, in either run: :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`)
   and a slice or value the baseline lacks are *skipped* — no difference is claimed — with the
   reason; pair a regression gate with ``coverage sessions >= N`` to require the data;
 * interval statistics (``ci_low``/``ci_high``) exist in Bayesian mode only: asking for them in

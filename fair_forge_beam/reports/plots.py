@@ -208,12 +208,12 @@ _BOX_BINS = 1000
 
 
 def _session_specs(metric: str) -> list:
-    """Session values the report draws for ``metric`` (its info's ``session_values``):
+    """Session values the report draws for ``metric`` (its info's ``session_histograms``):
     ``[(label, dotted path, (lo, hi), bins)]``."""
     from fair_forge_beam.reports.estimates import info_of
 
     info = info_of(metric)
-    return [(v.label, v.path, v.value_range, v.bins) for v in (info.session_values if info else ())]
+    return [(v.label, v.path, v.value_range, v.bins) for v in (info.session_histograms if info else ())]
 
 
 def session_distributions(metric: str, sessions) -> dict:

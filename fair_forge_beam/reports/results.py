@@ -360,7 +360,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             stats.write_reader(read["session_records"])
         stats.write_manifest(dead.pipeline)
     dims = tuple(d for d in read_slice_dims if d in ("assistant_id", "language"))
-    if dims and "interactions" in read:  # interactions read per slice: counted per key first, then one element per slice
+    # interactions read per slice (counted per key first, then one element per slice); a roll-up
+    # (read_counts: its runs' stored counts) has no interactions to count
+    if dims and read_counts is None:
         parts.append(
             read["interactions"]
             | "ReadSliceKeys" >> beam.FlatMap(lambda x, ds=dims: [f"{d}={getattr(x, d)}" for d in ds])

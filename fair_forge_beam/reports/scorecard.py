@@ -38,7 +38,7 @@ better side, the difference (A − B) with the interval of :mod:`~.compare`'s me
 posteriors of the stored counts in Bayesian runs, Agresti–Caffo in frequentist runs, normal from
 the two intervals otherwise); a difference is *credible* when its interval excludes 0 and neither
 side is too small to compare (a zero-width interval, or fewer than two sessions:
-:func:`~fair_forge_beam.statistical.compare.too_small_to_compare`). The
+:func:`~fair_forge_beam.statistical.slices.too_small_to_compare`). The
 :data:`MAX_DIFFERENCES` largest (|difference| / range) are listed. Only the :data:`EXTREMES`
 highest and lowest values of each estimate are paired (the largest differences lie between them),
 so the cost does not grow with the square of the number of assistants.

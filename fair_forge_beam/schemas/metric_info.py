@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
-__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "SessionValue", "KEY", "dotted_get"]
+__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "SessionHistogram", "KEY", "dotted_get"]
 
 #: the placeholder of the key segment of a keyed estimate's path
 KEY = "{key}"
@@ -211,7 +211,7 @@ class ParquetColumns:
 
 
 @dataclass(frozen=True)
-class SessionValue:
+class SessionHistogram:
     """A session value the report draws as a histogram: ``label``, dotted ``path`` in a session
     record, natural ``value_range`` and number of ``bins``."""
 
@@ -236,7 +236,7 @@ class MetricInfo:
         slice_dimensions: the slice dimensions it can be sliced by (``None``: any).
         sessions_field: the slice-record field holding the number of resampling units (sessions,
             or BestOf's blocks); ``None``: none.
-        session_values: the session values the report draws as histograms.
+        session_histograms: the session values the report draws as histograms.
         plot: name of its plot function in :mod:`fair_forge_beam.reports.plots` (``None``: the
             generic plot of the headline estimates).
     """
@@ -248,7 +248,7 @@ class MetricInfo:
     dead_letter_unit: Optional[str] = None
     slice_dimensions: Optional[tuple[str, ...]] = None
     sessions_field: Optional[str] = "n_sessions"
-    session_values: tuple[SessionValue, ...] = ()
+    session_histograms: tuple[SessionHistogram, ...] = ()
     plot: Optional[str] = None
 
     def __post_init__(self):

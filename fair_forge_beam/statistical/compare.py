@@ -20,16 +20,12 @@ baseline`` in the estimate's own units; intervals are equal-tailed at ``level``.
   with ``z`` the normal quantile of that side's level; interval ``Δ ± z √(se₁² + se₂²)``. An
   approximation: bootstrap intervals of skewed statistics are not symmetric.
 
-**Too small to compare** (:func:`too_small_to_compare`). No difference is claimed — credible
-(Bayesian) or detectable (frequentist) — when either side
-
-* rests on fewer than :data:`MIN_SESSIONS_TO_COMPARE` sessions (the resampling unit): the
-  one-session rule of :mod:`fair_forge_beam.statistical.slices` (a one-session slice has no
-  interval: one session cannot tell how sessions vary), applied in both modes; or
-* has a degenerate interval (zero width, up to float noise): a Bayesian bootstrap over sessions
-  gives zero width only when every session it resamples has the same value — as far as the
-  estimate can tell, fewer than two distinct sessions (e.g. two or three sessions of the same
-  templated answer). A difference against it would claim a certainty the data do not hold.
+**Too small to compare.** Callers first ask
+:func:`fair_forge_beam.statistical.slices.too_small_to_compare` (the support rule next to the
+one-session rule): no difference is claimed — credible (Bayesian) or detectable (frequentist) —
+when either side rests on fewer than two sessions or has a zero-width interval (a Bayesian
+bootstrap over sessions gives zero width only when every session it resamples has the same value:
+as far as the estimate can tell, fewer than two distinct sessions).
 """
 from __future__ import annotations
 
@@ -42,22 +38,13 @@ from scipy import stats
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = [
-    "MIN_SESSIONS_TO_COMPARE",
-    "DEGENERATE_RTOL",
     "normal_quantile",
-    "too_small_to_compare",
     "beta_difference",
     "agresti_caffo_difference",
     "normal_difference",
     "difference",
     "METHODS",
 ]
-
-#: fewest sessions (resampling units) on each side for a difference to be claimed
-MIN_SESSIONS_TO_COMPARE = 2
-#: an interval whose width is at most ``DEGENERATE_RTOL · max(1, |mean|)`` is degenerate (zero
-#: width up to the rounding of resampled sums)
-DEGENERATE_RTOL = 1e-9
 
 #: method name -> one-line description (the ``method`` of :func:`difference`)
 METHODS = {
@@ -77,34 +64,6 @@ def normal_quantile(level: Optional[float]) -> float:
 
 def _has_interval(e: dict) -> bool:
     return e.get("ci_low") is not None and e.get("ci_high") is not None
-
-
-def _side_too_small(n_sessions: Optional[int], est: Optional[dict]) -> Optional[str]:
-    if isinstance(n_sessions, int) and not isinstance(n_sessions, bool) and n_sessions < MIN_SESSIONS_TO_COMPARE:
-        return (f"{n_sessions} session{'s' if n_sessions != 1 else ''} (fewer than {MIN_SESSIONS_TO_COMPARE}: "
-                "one session cannot tell how sessions vary)")
-    if est and _has_interval(est) and est.get("mean") is not None:
-        lo, hi = float(est["ci_low"]), float(est["ci_high"])
-        if hi - lo <= DEGENERATE_RTOL * max(1.0, abs(float(est["mean"]))):
-            return f"zero-width interval [{lo:.4g}, {hi:.4g}] (its sessions do not vary: fewer than two distinct sessions)"
-    return None
-
-
-def too_small_to_compare(current_sessions: Optional[int], current: Optional[dict], baseline_sessions: Optional[int],
-                         baseline: Optional[dict]) -> Optional[str]:
-    """Why no difference may be claimed between two estimates (see the module docstring), or ``None``.
-
-    Args:
-        current_sessions, baseline_sessions: sessions (resampling units) of each side's slice;
-            ``None`` when unknown (then only the interval is checked).
-        current, baseline: the estimates ``{mean, ci_low, ci_high, n}``.
-
-    Returns:
-        e.g. ``"baseline: 1 session (fewer than 2: …)"``; both sides named when both are too small.
-    """
-    why = [f"{side}: {r}" for side, r in (("current", _side_too_small(current_sessions, current)),
-                                          ("baseline", _side_too_small(baseline_sessions, baseline))) if r]
-    return "; ".join(why) or None
 
 
 def beta_difference(k1: int, n1: int, k2: int, n2: int, *, prior: tuple[float, float] = (1.0, 1.0),
@@ -163,7 +122,7 @@ def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[
     :func:`normal_difference`; else the difference of the means only.
 
     Both means must be numbers (the caller handles undefined estimates and
-    :func:`too_small_to_compare`).
+    :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`).
 
     Returns:
         ``{"method", "mean", "ci_low", "ci_high"[, "p_current_higher"]}``; ``ci_low``/``ci_high``
