@@ -572,9 +572,14 @@ GROUPS: tuple[Group, ...] = (
                                  "Audit config file (TOML: inputs, metrics, mode, seed, slices, output, options, gates); "
                                  "the other parameters override it. Example: gs://my-bucket/audits/nightly.toml")),
         Option("gate", metavar="EXPR", repeatable=True, in_config=False, default_note="no gate",
-               help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2' or 'bias rate ci_high <= 0.1 for every attribute' "
-                    "(repeatable; added to the config's gates)",
+               help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2', 'bias rate ci_high <= 0.1 for every attribute', "
+                    "'coverage dead_letter_share <= 0.05 in every language' or 'regression toxicity not worse in every "
+                    "assistant_id' (repeatable; added to the config's gates)",
                template="repeatable; a template parameter holds one value: put gates in the --config file"),
+        Option("baseline", metavar="RUN_DIR", path=True, config_keys=("baseline",), default_note="no baseline",
+               help="an earlier audit's or roll-up's output folder (its results.json) that regression gates "
+                    "('regression <metric> [<field>] not worse') and 'coverage assistants_of_baseline' compare with",
+               template="read by gates, which a template launch does not evaluate"),
         Option("slices", default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
                help="comma-separated slice dimensions to aggregate: overall, assistant_id, language, and any session "
                     "metadata field by name, e.g. region (overall is always included)",

@@ -150,7 +150,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
     from fair_forge_beam.engine import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
-    from fair_forge_beam.reports.gates import resolve_gates
+    from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
 
     parser = build_parser()
     try:  # --config file and template-style --name=value spellings
@@ -189,6 +189,7 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
                                           else args.compare)
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
+    gate_baseline = _read_baseline(parser, args.baseline)  # regression / coverage gates' baseline run
     try:
         if not args.window and (args.early_firing or args.allowed_lateness):
             raise ValueError("--early-firing / --allowed-lateness shape the panes of --window: give --window too")
@@ -200,7 +201,10 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
             create_runner(runner)
         mode = _mode(args)
         slice_dims = parse_slices(args.slices)
-        gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims)
+        gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims, gate_baseline)
+        if gate_baseline is not None and not uses_baseline(gates):
+            raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "
+                             "'coverage assistants_of_baseline'; no such gate is given: add one, or drop --baseline")
         metric_options = {  # every option by its dest; the registry takes what each metric needs
             **vars(args),
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
@@ -261,7 +265,8 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,
                                 extra_session_inputs=stats.session_inputs(read["session_records"]))
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
-        written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static, stats=stats)
+        written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static,
+                                stats=stats, read_slice_dims=read_count_dimensions(gates, slice_dims))
         return written + stats.written
 
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends
@@ -274,13 +279,15 @@ def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
                  "publishes them as %s when it succeeds", stage, out)
         return {}
     with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
-        doc, gate_failure = _run_staged(args, argv, build, options, runner, stage, out, baseline, baseline_info, gates)
+        doc, gate_failure = _run_staged(args, argv, build, options, runner, stage, out, baseline, baseline_info, gates,
+                                        gate_baseline)
     if gate_failure is not None:
         raise gate_failure  # after publishing: a valid run that failed a check
     return doc
 
 
-def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates):
+def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates,
+                gate_baseline=None):
     """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
     caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None)``.
 
@@ -326,8 +333,14 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
 
         print(scrub_known(summary_table(doc, out, written)))  # the paths the outputs have once published
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
+        if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
+            from fair_forge_beam.reports.compare import run_differences
+
+            for d in run_differences(doc, gate_baseline):
+                if d["what"] not in ("inputs", "interactions_read"):  # other data: the point of a baseline
+                    log.warning("--baseline: the runs differ in %s", _printable(d["message"]))
         try:
-            check_gates(doc, gates, stage, quiet=args.quiet, shown=out)
+            check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline)
         except GatesFailed as exc:
             return doc, exc
     return doc, None
@@ -338,6 +351,19 @@ def print_version() -> None:
     from fair_forge_beam.version import product_version
 
     print(f"fair-forge-beam {product_version()}")
+
+
+def _read_baseline(parser, baseline: Optional[str]) -> Optional[dict]:
+    """The ``--baseline`` run's ``results.json`` content (read before this run's output folder is
+    cleaned: it may be the same folder), or ``None``; an unreadable baseline is a usage error."""
+    if not baseline:
+        return None
+    from fair_forge_beam.reports.load import read_results
+
+    try:
+        return read_results(baseline)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(f"--baseline: {exc}")
 
 
 def _watch_run(pipeline, progress) -> None:

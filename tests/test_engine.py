@@ -228,8 +228,10 @@ def test_readme_worked_example_registered_runs_in_the_main_job(tmp_path, monkeyp
     from pipelines import audit
 
     mod = _readme_example()
-    monkeypatch.setitem(registry.METRICS, "words", (lambda mode, options: mod.Words(statistical_mode=mode),
-                                                    lambda: [pa.field("words", pa.int64())]))
+    monkeypatch.setitem(registry.METRICS, "words", registry.Registered(lambda mode, options: mod.Words(statistical_mode=mode),
+                                                                       mod.Words))
+    assert registry.metric_info("words") is mod.Words.info  # the report and the gates read it
+    assert registry.interaction_parquet_fields(["words"]).field("words").type == pa.int64()
     out = tmp_path / "out"
     data = tmp_path / "in.jsonl"
     data.write_text("\n".join(_json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [

@@ -160,7 +160,17 @@ def test_run_compared_with_itself_has_no_detectable_difference(runs, mode):
     out, doc = runs[mode]
     cmp = compare_runs(str(out), str(out))
     assert cmp["rows"], "nothing compared"
-    assert {r["verdict"] for r in cmp["rows"]} == {"no detectable difference"}
+    # no difference is claimed: each row is "no detectable difference", or "too small to compare"
+    # (issue 27) where a slice has one session or an estimate a zero-width interval
+    from fair_forge_beam.statistical.slices import too_small_to_compare
+
+    recs = {(m, r["slice"]): r for m, md in doc["metrics"].items() for r in md["slices"]}
+    for r in cmp["rows"]:
+        rec = recs[(r["metric"], r["slice"])]
+        small = too_small_to_compare([r["current"], r["baseline"]], [rec.get("n_sessions")] * 2)
+        assert r["verdict"] == ("too small to compare" if small else "no detectable difference"), r
+        assert r.get("too_small") == small
+    assert {r["verdict"] for r in cmp["rows"]} >= {"no detectable difference"}
     methods = {r["method"] for r in cmp["rows"]}
     assert ("beta_posterior" if mode == "bayesian" else "agresti_caffo") in methods
     # deterministic: the same comparison twice is identical

@@ -64,6 +64,7 @@ from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
     AgenticMetric,
@@ -415,7 +416,21 @@ class Agentic(MetricTransform):
     """
 
     name = "agentic"
-    headline_columns = ("success_rate", "pass_at_k", "pass_pow_k")
+    info = MetricInfo(
+        name="agentic",
+        # conversation success, pass@k and pass^k (spec §6.7): higher is better
+        estimates=tuple(EstimateInfo(f, f.replace("_", " "), unit=unit, direction=+1, gate=f, headline=True)
+                        for f, unit in (("success_rate", "share of sessions"), ("pass_at_k", "probability"),
+                                        ("pass_pow_k", "probability"))),
+        parquet=(
+            ParquetColumns("fair_forge_beam.schemas.agentic:AgenticInteraction",
+                           ("task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"),
+                           "agentic_"),
+            ParquetColumns("fair_forge_beam.schemas.agentic:AgenticInteraction", ("reasoning",)),
+        ),
+        plot="plot_agentic",
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = AgenticInteraction
     session_schema = AgenticMetric
     slice_schema = AgenticSliceMetric

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
+from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.engine import CORE_SLICE_FIELDS, cell_fields, metadata_dimensions, slice_name_problems
@@ -140,7 +141,7 @@ class MetricResults(list):
 class MetricTransform(beam.PTransform):
     """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
 
-    Subclasses set ``name`` and the schemas, and either declare the metric for the engine — a
+    Subclasses set ``name``, the schemas and ``info``, and either declare the metric for the engine — a
     method ``spec(windowed=False)`` returning a :class:`~fair_forge_beam.engine.MetricSpec`; the
     inherited ``expand`` then runs :class:`~fair_forge_beam.engine.Engine` with just this metric,
     and the main job fuses it with the run's other engine metrics — or implement ``expand``
@@ -154,6 +155,9 @@ class MetricTransform(beam.PTransform):
     interaction_schema: ClassVar[Any] = None
     session_schema: ClassVar[Any] = None
     slice_schema: ClassVar[Any] = None
+    #: how to read the results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`): estimates,
+    #: labels, ranges, directions, reference lines, gate fields, Parquet columns; ``None``: read generically
+    info: ClassVar[Optional[MetricInfo]] = None
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_FIELDS):
         super().__init__()

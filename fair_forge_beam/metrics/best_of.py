@@ -65,6 +65,7 @@ from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.best_of import (
     BestOfContestRecord,
     BestOfJudgeOutput,
@@ -483,7 +484,20 @@ class BestOf(MetricTransform):
     """
 
     name = "bestof"
-    headline_columns = ("leader_win_rate",)
+    info = MetricInfo(
+        name="bestof",
+        # the leader's share of its matches: a ranking, with no better side across runs
+        estimates=(EstimateInfo("leader_win_rate", "leader win rate", unit="share of matches", gate="leader_win_rate",
+                                headline=True),),
+        parquet=(ParquetColumns("fair_forge_beam.schemas.best_of:BestOfContestRecord",
+                                ("block_id", "round", "left_id", "right_id", "winner_id", "confidence", "verdict",
+                                 "judged"), "bestof_"),),
+        dead_letter_unit="failed matches (one per judge call between two contestants)",
+        slice_dimensions=BESTOF_SLICES,
+        sessions_field="n_blocks",  # the resampling unit: a block (a session, or one question)
+        plot="plot_bestof",
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = BestOfContestRecord
     session_schema = BestOfMetric
     slice_schema = BestOfSliceMetric

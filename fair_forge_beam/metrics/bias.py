@@ -33,6 +33,7 @@ from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, 
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import SLICE_FIELDS, MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
     BiasInteractionMetric,
@@ -284,6 +285,31 @@ class _SliceEstimator(SliceEstimator):
         return [{"metric": "bias", "level": "slice", **rec.model_dump()}]
 
 
+def _rate_counts(rec: dict) -> dict:
+    """``{"rates.<attribute>": (k_biased, n_samples)}`` of a slice record's ``attribute_rates``."""
+    out = {}
+    for r in rec.get("attribute_rates") or []:
+        if isinstance(r, dict) and isinstance(r.get("k_biased"), int) and isinstance(r.get("n_samples"), int):
+            out[f"rates.{r.get('protected_attribute')}"] = (r["k_biased"], r["n_samples"])
+    return out
+
+
+#: how to read Bias's results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`)
+BIAS_INFO = MetricInfo(
+    name="bias",
+    estimates=(
+        # guardian-flagged rate per protected attribute (spec §6.2): lower is better
+        EstimateInfo("rates.{key}", "biased rate: {key}", unit="share of answers", direction=-1,
+                     reference=("<=", 0.10), gate="rate", headline=True, key_name="attribute",
+                     keys=tuple(str(a) for a in PROTECTED_ATTRIBUTES), counts=_rate_counts),
+    ),
+    parquet=(ParquetColumns("fair_forge_beam.schemas.bias:BiasInteractionMetric",
+                            ("guardian_interactions", "failed_attributes"), "bias_"),),
+    dead_letter_unit="failed guardian verdicts (one per interaction and protected attribute)",
+    plot="plot_bias",
+)
+
+
 # ------------------------------------------------------------------ the transform
 class Bias(MetricTransform):
     """``PCollection[Interaction]`` → Bias results.
@@ -316,8 +342,9 @@ class Bias(MetricTransform):
 
     name = "bias"
     run_returns = "slices"
+    info = BIAS_INFO
     #: dotted paths of the run summary's columns (set per instance: one per attribute)
-    headline_columns: tuple = tuple(f"rates.{a}" for a in PROTECTED_ATTRIBUTES)
+    headline_columns: tuple = BIAS_INFO.headline_columns()
     interaction_schema = BiasInteractionMetric
     session_schema = BiasMetric
     slice_schema = BiasSliceMetric
@@ -357,7 +384,7 @@ class Bias(MetricTransform):
                     raise ValueError(str(exc.args[0])) from None
         self.guardian = guardian
         self.attributes = attrs
-        self.headline_columns = tuple(f"rates.{a}" for a in attrs)
+        self.headline_columns = BIAS_INFO.headline_columns(keys=attrs)
         self.inference_args = dict(inference_args) if inference_args else None
 
     def spec(self, windowed: bool = False) -> MetricSpec:

@@ -26,6 +26,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import context_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.context import ContextInteraction, ContextJudgeOutput, ContextMetric, ContextSliceMetric
 
 __all__ = ["Context"]
@@ -65,7 +66,20 @@ class Context(JudgedMetric):
     """
 
     name = "context"
-    headline_columns = ("context_awareness",)
+    info = MetricInfo(
+        name="context",
+        estimates=(
+            EstimateInfo("context_awareness", "context awareness",
+                         "judge's 0–1 score of how well the answer uses the given context (spec §6.3)",
+                         unit="judge score (0–1)", direction=+1, reference=(">=", 0.5), gate="context_awareness",
+                         headline=True),
+        ),
+        parquet=(ParquetColumns("fair_forge_beam.schemas.context:ContextInteraction",
+                                ("context_awareness", "insight", "reasoning")),),
+        session_histograms=(SessionHistogram("context awareness", "context_awareness"),),
+        plot="plot_context",
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = ContextInteraction
     session_schema = ContextMetric
     slice_schema = ContextSliceMetric

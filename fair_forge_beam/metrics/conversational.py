@@ -30,6 +30,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
     RESULT_FIELDS,
@@ -118,7 +119,19 @@ class Conversational(JudgedMetric):
     """
 
     name = "conversational"
-    headline_columns = RESULT_FIELDS
+    info = MetricInfo(
+        name="conversational",
+        # the judge's seven 0–10 scores (spec §6.4): higher is better
+        estimates=tuple(EstimateInfo(f, f[len("conversational_"):].replace("_", " ") + " (judge, 0–10)",
+                                     unit="judge score (0–10)", value_range=(0.0, 10.0), direction=+1, gate=f,
+                                     headline=True) for f in RESULT_FIELDS),
+        parquet=(ParquetColumns("fair_forge_beam.schemas.conversational:ConversationalInteraction",
+                                (*RESULT_FIELDS, "insight", "reasoning", "history_turns")),),
+        # fine bins: the box plots read quartiles to 0.01 on 0–10
+        session_histograms=tuple(SessionHistogram(f, f"{f}.mean", (0, 10), 1000) for f in RESULT_FIELDS),
+        plot="plot_conversational",
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = ConversationalInteraction
     session_schema = ConversationalMetric
     slice_schema = ConversationalSliceMetric

@@ -33,6 +33,7 @@ from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import (
@@ -288,6 +289,32 @@ class _SliceEstimator(SliceEstimator):
         return [{"metric": "humanity", "level": "slice", **rec.model_dump()}]
 
 
+#: how to read Humanity's results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`)
+HUMANITY_INFO = MetricInfo(
+    name="humanity",
+    estimates=(
+        EstimateInfo("mean_entropy", "emotional entropy (bits)",
+                     "how spread the answer's emotion words are over the 8 NRC emotions, −Σ P(e) log₂ P(e) (spec §6.5); "
+                     "0 = one emotion (or none), 3 = all eight equally; no better side",
+                     unit="bits", value_range=(0.0, 3.0), gate="mean_entropy", headline=True),
+        EstimateInfo("mean_spearman", "Spearman ρ vs reference emotions",
+                     "rank correlation between the emotion counts of the answer and of the reference answer (spec "
+                     "§6.5); 1 = same emotional profile, −1 = opposite; n/a where no reference answer has emotion words",
+                     unit="Spearman rank correlation", value_range=(-1.0, 1.0), direction=+1, reference=(">=", 0.0),
+                     gate="mean_spearman", headline=True, zero_means_no_data=True),
+        EstimateInfo("emotion_distribution.{key}", "share of {key} words",
+                     "share of the answers' emotion words (NRC lexicon) that carry this emotion (spec §6.5)",
+                     unit="share of emotion words", gate="emotion", key_name="emotion", keys=tuple(EMOTIONS)),
+    ),
+    parquet=(ParquetColumns("fair_forge_beam.schemas.humanity:HumanityMetric",
+                            ("humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
+                             *(f"humanity_assistant_{e}" for e in EMOTIONS))),),
+    session_histograms=(SessionHistogram("mean entropy (bits)", "mean_entropy.mean", (0, 3)),
+                    SessionHistogram("mean Spearman ρ", "mean_spearman.mean", (-1, 1))),
+    plot="plot_humanity",
+)
+
+
 class Humanity(MetricTransform):
     """``PCollection[Interaction]`` → Humanity results.
 
@@ -311,7 +338,8 @@ class Humanity(MetricTransform):
     """
 
     name = "humanity"
-    headline_columns = ("mean_entropy", "mean_spearman")
+    info = HUMANITY_INFO
+    headline_columns = HUMANITY_INFO.headline_columns()
     interaction_schema = HumanityMetric
     session_schema = HumanitySessionMetric
     slice_schema = HumanitySliceMetric

@@ -57,6 +57,7 @@ from fair_forge_beam.components.similarity import cosine_matrix, threshold_clust
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
     PromptEvaluatorMetric,
@@ -476,7 +477,22 @@ class PromptEvaluator(MetricTransform):
     """
 
     name = NAME
-    headline_columns = ("csr", "stability")
+    info = MetricInfo(
+        name=NAME,
+        # consistency of K generations and constraint compliance (spec §6.10): higher = more consistent;
+        # RSS has no better side
+        estimates=tuple(EstimateInfo(f, f.replace("_", " "), unit=unit, direction=d, gate=f, headline=h)
+                        for f, unit, d, h in (("csr", "share of generations", +1, True),
+                                              ("stability", "1 − normalised semantic entropy", +1, True),
+                                              ("rss", "score", 0, False),
+                                              ("icr", "share of generations", +1, False),
+                                              ("jq", "judge score (0–1)", +1, False),
+                                              ("csr_pooled", "share of generations", +1, False))),
+        parquet=(ParquetColumns("fair_forge_beam.schemas.prompt_evaluator:QuerySampleMetrics",
+                                ("csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters", "n_samples"),
+                                "prompt_evaluator_"),),
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = QuerySampleMetrics
     session_schema = PromptEvaluatorMetric
     slice_schema = PromptEvaluatorSliceMetric

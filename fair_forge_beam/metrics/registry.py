@@ -2,21 +2,23 @@
 
 Each builder takes the main job's options by ``dest`` and passes the metric constructor the
 arguments its options feed (:func:`fair_forge_beam.options.constructor_kwargs`: one declared
-default per option, none here). Each metric's per-interaction Parquet columns are derived from
-its pydantic result schema (:func:`fair_forge_beam.schemas.arrow.union_fields`).
+default per option, none here). How to read a metric's results — estimates, labels, ranges,
+directions, reference lines, gate fields, per-interaction Parquet columns — is its class's
+``info`` (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`), read with :func:`metric_info`.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+import functools
+from typing import Callable, NamedTuple, Optional, Union
 
 import pyarrow as pa
 
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.options import constructor_kwargs, validate, value
-from fair_forge_beam.schemas.arrow import union_fields
+from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 
-__all__ = ["METRICS", "build_metric", "interaction_parquet_fields"]
+__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "interaction_parquet_fields"]
 
 _M = "fair_forge_beam.metrics"
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
@@ -35,13 +37,6 @@ def _humanity(mode: StatisticalMode, options: dict):
     lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
     return Humanity(statistical_mode=mode, lexicon=lexicon, **constructor_kwargs(f"{_M}.humanity:Humanity", options))
 
-
-def _humanity_fields() -> list[pa.Field]:
-    from fair_forge_beam.components.emotion_lexicon import EMOTIONS
-    from fair_forge_beam.schemas.humanity import HumanityMetric
-
-    return union_fields([(HumanityMetric, ["humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
-                                           *(f"humanity_assistant_{e}" for e in EMOTIONS)], "")])
 
 
 def _toxicity(mode: StatisticalMode, options: dict):
@@ -74,12 +69,6 @@ def _toxicity(mode: StatisticalMode, options: dict):
     )
 
 
-def _toxicity_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.toxicity import ToxicityMetric
-
-    return union_fields([(ToxicityMetric, ["total_words", "toxic_words", "toxic_ratio", "is_toxic", "matched", "groups",
-                                           "sentiment"], "toxicity_")])
-
 
 def _judge_config(options: dict, metric: str) -> dict:
     """The judge handler's arguments from the main job's ``--judge-*`` options (the transport
@@ -111,22 +100,12 @@ def _context(mode: StatisticalMode, options: dict):
     return Context(judge=_judge_config(options, "context"), statistical_mode=mode)
 
 
-def _context_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.context import ContextInteraction
-
-    return union_fields([(ContextInteraction, ["context_awareness", "insight", "reasoning"], "")])
-
 
 def _conversational(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.conversational import Conversational
 
     return Conversational(judge=_judge_config(options, "conversational"), statistical_mode=mode)
 
-
-def _conversational_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.conversational import RESULT_FIELDS, ConversationalInteraction
-
-    return union_fields([(ConversationalInteraction, [*RESULT_FIELDS, "insight", "reasoning", "history_turns"], "")])
 
 
 def _bias(mode: StatisticalMode, options: dict):
@@ -154,11 +133,6 @@ def _bias(mode: StatisticalMode, options: dict):
     return Bias(guardian=guardian, statistical_mode=mode)
 
 
-def _bias_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.bias import BiasInteractionMetric
-
-    return union_fields([(BiasInteractionMetric, ["guardian_interactions", "failed_attributes"], "bias_")])
-
 
 def _regulatory(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.corpus import PACKAGED_CORPORA, packaged_corpus
@@ -178,15 +152,6 @@ def _regulatory(mode: StatisticalMode, options: dict):
         raise ValueError(f"--regulatory-corpus: {exc}") from None
 
 
-def _regulatory_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.regulatory import RegulatoryInteraction
-
-    return union_fields([
-        (RegulatoryInteraction, ["compliance_score", "verdict", "supporting_chunks", "contradicting_chunks",
-                                 "irrelevant_chunks", "retrieved_chunks"], "regulatory_"),
-        (RegulatoryInteraction, ["insight"], ""),
-    ])
-
 
 def _agentic(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.agentic import Agentic
@@ -200,15 +165,6 @@ def _agentic(mode: StatisticalMode, options: dict):
     )
 
 
-def _agentic_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.agentic import AgenticInteraction
-
-    return union_fields([
-        (AgenticInteraction, ["task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"],
-         "agentic_"),
-        (AgenticInteraction, ["reasoning"], ""),
-    ])
-
 
 def _bestof(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.best_of import BestOf
@@ -216,12 +172,6 @@ def _bestof(mode: StatisticalMode, options: dict):
     return BestOf(judge=_judge_config(options, "bestof"), statistical_mode=mode,
                   **constructor_kwargs(f"{_M}.best_of:BestOf", options))
 
-
-def _bestof_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.best_of import BestOfContestRecord
-
-    return union_fields([(BestOfContestRecord, ["block_id", "round", "left_id", "right_id", "winner_id", "confidence",
-                                                "verdict", "judged"], "bestof_")])
 
 
 def _similarity_embedder(options: dict):
@@ -243,11 +193,6 @@ def _vision(mode: StatisticalMode, options: dict):
     return Vision(scorer=EmbeddingSimilarityScorer(_similarity_embedder(options)), statistical_mode=mode,
                   **constructor_kwargs(f"{_M}.vision:Vision", options))
 
-
-def _vision_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.vision import VisionInteraction
-
-    return union_fields([(VisionInteraction, ["similarity_score", "is_hallucination"], "vision_")])
 
 
 def _prompt_evaluator(mode: StatisticalMode, options: dict):
@@ -286,12 +231,6 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
                            statistical_mode=mode, **kwargs)
 
 
-def _prompt_evaluator_fields() -> list[pa.Field]:
-    from fair_forge_beam.schemas.prompt_evaluator import QuerySampleMetrics
-
-    return union_fields([(QuerySampleMetrics, ["csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters",
-                                               "n_samples"], "prompt_evaluator_")])
-
 
 def _privacy(mode: StatisticalMode, options: dict):
     """Privacy from ``--privacy-detector``, ``--privacy-domain`` (JSON file) and ``--privacy-text``.
@@ -326,11 +265,6 @@ def _privacy(mode: StatisticalMode, options: dict):
         raise ValueError(f"--privacy-domain: {exc}") from None
 
 
-def _privacy_fields() -> list[pa.Field]:
-    return [pa.field("privacy_detected", pa.string()), pa.field("privacy_leaked", pa.bool_()),
-            pa.field("privacy_expected", pa.int64()), pa.field("privacy_tp", pa.int64()),
-            pa.field("privacy_fp", pa.int64()), pa.field("privacy_fn", pa.int64())]
-
 
 def _role_adherence(mode: StatisticalMode, options: dict):
     from fair_forge_beam.metrics.role_adherence import RoleAdherence
@@ -339,26 +273,59 @@ def _role_adherence(mode: StatisticalMode, options: dict):
                          **constructor_kwargs(f"{_M}.role_adherence:RoleAdherence", options))
 
 
-def _role_adherence_fields() -> list[pa.Field]:
-    return [pa.field("role_adherent", pa.bool_()), pa.field("role_adherence_score", pa.float64()),
-            pa.field("role_reason", pa.string())]
+
+class Registered(NamedTuple):
+    """A metric of the main job: how to build its transform from the options, and its class — the
+    class itself or ``"module:Class"`` (imported only when its :class:`MetricInfo` is read)."""
+
+    factory: Callable
+    cls: Union[str, type]
 
 
-#: name -> (factory(mode, options) -> MetricTransform, per-interaction Parquet fields)
-METRICS: dict[str, tuple[Callable, Callable[[], list]]] = {
-    "humanity": (_humanity, _humanity_fields),
-    "toxicity": (_toxicity, _toxicity_fields),
-    "bias": (_bias, _bias_fields),
-    "context": (_context, _context_fields),
-    "conversational": (_conversational, _conversational_fields),
-    "regulatory": (_regulatory, _regulatory_fields),
-    "agentic": (_agentic, _agentic_fields),
-    "bestof": (_bestof, _bestof_fields),
-    "vision": (_vision, _vision_fields),
-    "prompt_evaluator": (_prompt_evaluator, _prompt_evaluator_fields),
-    "privacy": (_privacy, _privacy_fields),
-    "role_adherence": (_role_adherence, _role_adherence_fields),
+#: name -> the metric's factory ``(mode, options) -> MetricTransform`` and class. (A plain
+#: ``(factory, parquet fields function)`` pair, the registration of earlier versions, still works:
+#: such a metric has no info and is read generically.)
+METRICS: dict[str, Registered] = {
+    "humanity": Registered(_humanity, f"{_M}.humanity:Humanity"),
+    "toxicity": Registered(_toxicity, f"{_M}.toxicity:Toxicity"),
+    "bias": Registered(_bias, f"{_M}.bias:Bias"),
+    "context": Registered(_context, f"{_M}.context:Context"),
+    "conversational": Registered(_conversational, f"{_M}.conversational:Conversational"),
+    "regulatory": Registered(_regulatory, f"{_M}.regulatory:Regulatory"),
+    "agentic": Registered(_agentic, f"{_M}.agentic:Agentic"),
+    "bestof": Registered(_bestof, f"{_M}.best_of:BestOf"),
+    "vision": Registered(_vision, f"{_M}.vision:Vision"),
+    "prompt_evaluator": Registered(_prompt_evaluator, f"{_M}.prompt_evaluator:PromptEvaluator"),
+    "privacy": Registered(_privacy, f"{_M}.privacy:Privacy"),
+    "role_adherence": Registered(_role_adherence, f"{_M}.role_adherence:RoleAdherence"),
 }
+
+
+def _class_of(entry) -> Optional[Union[str, type]]:
+    cls = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
+    return cls if isinstance(cls, (str, type)) else None
+
+
+def metric_info(name: str) -> Optional[MetricInfo]:
+    """The :class:`~fair_forge_beam.schemas.metric_info.MetricInfo` of metric ``name`` (its class's
+    ``info``), or ``None`` for a name this version does not know (a ``results.json`` of a newer
+    version or of a metric of your own: readers then use the generic reading). Imports the
+    metric's module (no model, lexicon or judge is loaded); cached per class."""
+    cls = _class_of(METRICS.get(name))
+    if cls is None:
+        return None
+    if isinstance(cls, type):
+        return getattr(cls, "info", None)
+    return _info_of(cls)
+
+
+@functools.lru_cache(maxsize=None)
+def _info_of(cls_path: str) -> Optional[MetricInfo]:
+    import importlib
+
+    module, cls = cls_path.split(":")
+    return getattr(getattr(importlib.import_module(module), cls), "info", None)
+
 
 BASE_FIELDS = [
     pa.field("metric", pa.string()),
@@ -392,7 +359,10 @@ def interaction_parquet_fields(names) -> pa.Schema:
     fields = list(BASE_FIELDS)
     seen = {f.name for f in fields}
     for n in names:
-        for f in METRICS[n][1]():
+        info = metric_info(n)
+        entry = METRICS[n]
+        for f in (info.parquet_fields() if info is not None
+                  else entry[1]() if _class_of(entry) is None and callable(entry[1]) else []):
             if f.name not in seen:  # e.g. "insight" of both Context and Conversational
                 seen.add(f.name)
                 fields.append(f)

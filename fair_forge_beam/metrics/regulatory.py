@@ -52,6 +52,7 @@ from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.metrics.judged import build_judge, session_key
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
     RegulatoryInteraction,
@@ -521,6 +522,30 @@ def _connector(corpus: Any) -> CorpusConnector:
     )
 
 
+def _compliance_counts(rec: dict) -> dict:
+    """``{"compliance_rate": (compliant, compliant + non-compliant)}``: the decided interactions."""
+    k, bad = rec.get("n_compliant"), rec.get("n_non_compliant")
+    return {"compliance_rate": (k, k + bad)} if isinstance(k, int) and isinstance(bad, int) else {}
+
+
+#: how to read Regulatory's results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`)
+REGULATORY_INFO = MetricInfo(
+    name=STAGE,
+    estimates=(
+        EstimateInfo("compliance_rate", "compliance rate",
+                     "share of decided interactions the judge finds compliant (spec §6.8)",
+                     unit="share of decided interactions", direction=+1, reference=(">=", 0.9), gate="compliance_rate",
+                     headline=True, counts=_compliance_counts),
+    ),
+    parquet=(
+        ParquetColumns("fair_forge_beam.schemas.regulatory:RegulatoryInteraction",
+                       ("compliance_score", "verdict", "supporting_chunks", "contradicting_chunks", "irrelevant_chunks",
+                        "retrieved_chunks"), "regulatory_"),
+        ParquetColumns("fair_forge_beam.schemas.regulatory:RegulatoryInteraction", ("insight",)),
+    ),
+)
+
+
 # ------------------------------------------------------------------------------ the metric
 class Regulatory(MetricTransform):
     """``PCollection[Interaction]`` → Regulatory results (spec §6.8).
@@ -562,7 +587,8 @@ class Regulatory(MetricTransform):
     """
 
     name = STAGE
-    headline_columns = ("compliance_rate",)
+    info = REGULATORY_INFO
+    headline_columns = REGULATORY_INFO.headline_columns()
     interaction_schema = RegulatoryInteraction
     session_schema = RegulatoryMetric
     slice_schema = RegulatorySliceMetric

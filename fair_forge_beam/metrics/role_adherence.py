@@ -38,6 +38,7 @@ from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
@@ -311,7 +312,24 @@ class RoleAdherence(MetricTransform):
     """
 
     name = NAME
-    headline_columns = ("role_adherence", "adherent_sessions")
+    info = MetricInfo(
+        name=NAME,
+        estimates=(
+            EstimateInfo("role_adherence", "role adherence",
+                         "share of judged turns the judge finds in the session's role (gaussia's role adherence with "
+                         "binary scores; docs/metrics/role-adherence.md); 0 = none, 1 = every turn; higher is better",
+                         unit="share of turns", direction=+1, reference=(">=", 0.9), gate="role_adherence",
+                         headline=True),
+            EstimateInfo("adherent_sessions", "adherent-session share",
+                         "share of sessions whose role adherence reaches the threshold (--role-threshold, default 0.5; "
+                         "--role-strict: every turn); higher is better",
+                         unit="share of sessions", direction=+1, reference=(">=", 0.9), gate="adherent_sessions",
+                         headline=True),
+        ),
+        parquet=(ParquetColumns(columns=(("role_adherent", "bool_"), ("role_adherence_score", "float64"),
+                                         ("role_reason", "string"))),),
+    )
+    headline_columns = info.headline_columns()
 
     def __init__(self, judge: Any = None, statistical_mode: Optional[StatisticalMode] = None,
                  scoring_strategy: Optional[RoleScoringStrategy] = None, threshold: float = 0.5, strict_mode: bool = False,

@@ -43,6 +43,7 @@ from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
@@ -263,7 +264,19 @@ class Vision(MetricTransform):
     """
 
     name = NAME
-    headline_columns = ("mean_similarity", "hallucination_rate")
+    info = MetricInfo(
+        name=NAME,
+        # similarity to the reference description (higher is better), hallucinated-frame share (spec §6.9)
+        estimates=(
+            EstimateInfo("mean_similarity", "mean similarity", unit="cosine similarity", direction=+1,
+                         gate="mean_similarity", headline=True),
+            EstimateInfo("hallucination_rate", "hallucination rate", unit="share of frames", direction=-1,
+                         gate="hallucination_rate", headline=True, counts=("n_hallucinations", "n_interactions")),
+        ),
+        parquet=(ParquetColumns("fair_forge_beam.schemas.vision:VisionInteraction",
+                                ("similarity_score", "is_hallucination"), "vision_"),),
+    )
+    headline_columns = info.headline_columns()
     interaction_schema = VisionInteraction
     session_schema = VisionSessionMetric
     slice_schema = VisionSliceMetric

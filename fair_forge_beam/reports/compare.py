@@ -5,9 +5,10 @@
     cmp = compare_runs("out/after", "out/before")          # or results.json dicts
     python -m fair_forge_beam.reports.compare out/after out/before   # prints a table
 
-Methods, chosen per estimate (the one used is named in each row's ``method``):
+Methods, chosen per estimate (the one used is named in each row's ``method``; the statistics
+live in :mod:`fair_forge_beam.statistical.compare`, which cites their sources):
 
-* ``beta_posterior`` — a rate with stored counts ``(k, n)`` (:data:`~.estimates.COUNTS`) in a
+* ``beta_posterior`` — a rate with stored counts ``(k, n)`` (declared by the metric's info) in a
   Bayesian current run: the posterior of the difference of two independent
   Beta(a+k, b+n−k) posteriors (prior ``Beta(a, b)`` from the run's config, default Beta(1, 1)),
   from ``draws`` Monte-Carlo draws per run keyed by ``(seed, "compare", metric, slice, estimate,
@@ -25,43 +26,42 @@ Methods, chosen per estimate (the one used is named in each row's ``method``):
   only; verdict "no detectable difference" when it is exactly 0, else "not assessable".
 
 Verdict: the interval of the difference lies above 0 → the current run is *higher*; below 0 →
-*lower*; else "no detectable difference". With a known direction (:data:`~.estimates.DIRECTIONS`)
-higher/lower become "better"/"worse" (toxic rate, DIDT, bias rates: lower is better; judge
-scores, Spearman agreement: higher is better); estimates without a direction keep
-"higher"/"lower".
+*lower*; else "no detectable difference". With a known direction (the metric's info) higher/lower
+become "better"/"worse" (toxic rate, DIDT, bias rates: lower is better; judge scores, Spearman
+agreement: higher is better); estimates without a direction keep "higher"/"lower".
+
+**Too small to compare.** A row whose slice rests on fewer than two sessions in either run (the
+one-session rule, both modes), or whose estimate has a zero-width interval in either run (its
+sessions do not vary), claims no difference: verdict "too small to compare", the difference of
+the means without an interval, and the reason in ``too_small``
+(:func:`~fair_forge_beam.statistical.slices.too_small_to_compare`, the one rule the report, the
+gates and the trend report use).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import Counter
 from typing import Any, Optional, Sequence, Union
 
-import numpy as np
-from scipy import stats
-
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
 from fair_forge_beam.reports.summary import printable
-from fair_forge_beam.statistical.seeding import estimator_rng
+from fair_forge_beam.statistical.compare import METHODS, difference
+from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
-__all__ = ["compare_runs", "comparison_table", "run_differences", "VERDICTS", "main"]
+__all__ = ["compare_runs", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
+           "TOO_SMALL", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
 HIGHER, LOWER = "higher", "lower"
 NOT_ASSESSABLE, NOT_ESTIMABLE = "not assessable (no interval)", "not estimable (no value)"
+TOO_SMALL = TOO_SMALL_TO_COMPARE
 #: every verdict a row can carry
-VERDICTS = (BETTER, WORSE, SAME, HIGHER, LOWER, NOT_ASSESSABLE, NOT_ESTIMABLE)
+VERDICTS = (BETTER, WORSE, SAME, HIGHER, LOWER, NOT_ASSESSABLE, NOT_ESTIMABLE, TOO_SMALL)
 
-METHOD_NOTES = {
-    "beta_posterior": "posterior of the difference of two independent Beta posteriors of the stored counts "
-                      "(Monte-Carlo draws keyed by seed, metric, slice and estimate)",
-    "agresti_caffo": "Agresti–Caffo normal interval for a difference of two proportions from the stored counts",
-    "normal_from_intervals": "normal approximation: standard errors read off each run's interval "
-                             "((ci_high − ci_low) / 2z), difference ± z·√(se₁² + se₂²)",
-    "no_interval": "point estimates without interval: the difference only",
-}
+#: method name -> one-line note (the methods live in :mod:`fair_forge_beam.statistical.compare`)
+METHOD_NOTES = METHODS
 
 
 def _doc(run: Union[str, dict]) -> dict:
@@ -82,14 +82,6 @@ def _info(run: Union[str, dict]) -> Optional[dict]:
     return read_run_info(folder) or None
 
 
-def _z(level: Optional[float]) -> float:
-    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
-
-
-def _has_interval(e: dict) -> bool:
-    return e.get("ci_low") is not None and e.get("ci_high") is not None
-
-
 def _verdict(lo: float, hi: float, sign: int) -> str:
     if lo > 0:
         return BETTER if sign > 0 else WORSE if sign < 0 else HIGHER
@@ -98,7 +90,31 @@ def _verdict(lo: float, hi: float, sign: int) -> str:
     return SAME
 
 
-def _compare_estimate(metric, slice_key, path, cur, base, cur_counts, base_counts, cfg_c, cfg_b, seed, draws, level):
+def sessions_of(metric: str, record: Optional[dict]) -> Optional[int]:
+    """The number of resampling units (sessions; BestOf: blocks) of a slice record, from the field
+    its metric's info names (``n_sessions`` for a metric without an info); ``None`` when absent."""
+    from fair_forge_beam.reports.estimates import info_of
+
+    info = info_of(metric)
+    field = info.sessions_field if info is not None else "n_sessions"
+    n = (record or {}).get(field) if field else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: dict, cur_counts: dict,
+                     base_counts: dict, cfg_c: dict, cfg_b: dict, seed: int, draws: int, level: float,
+                     cur_sessions: Optional[int] = None, base_sessions: Optional[int] = None) -> dict:
+    """One comparison row: the difference ``cur − base`` of one estimate with its interval
+    (:func:`fair_forge_beam.statistical.compare.difference`, method chosen by the current run's
+    mode ``cfg_c["mode"]``) and its verdict. ``cur_sessions`` / ``base_sessions``: the sides'
+    session counts for :func:`~fair_forge_beam.statistical.slices.too_small_to_compare` (a row
+    too small to compare keeps the difference of the means, no interval, and says why in
+    ``too_small``).
+
+    Returns:
+        ``{metric, slice, estimate, direction, current, baseline, method[, p_current_higher],
+        difference: {mean, ci_low, ci_high}, verdict[, too_small]}``.
+    """
     sign = direction(metric, path)
     row: dict[str, Any] = {
         "metric": metric, "slice": slice_key, "estimate": path,
@@ -109,41 +125,28 @@ def _compare_estimate(metric, slice_key, path, cur, base, cur_counts, base_count
     if cur.get("mean") is None or base.get("mean") is None:  # one run has no value (both: no row)
         row.update(difference=None, method=None, verdict=NOT_ESTIMABLE)
         return row
-    z = _z(level)
-    kc, kb = cur_counts.get(path), base_counts.get(path)
-    if kc and kb and kc[1] > 0 and kb[1] > 0:
-        (k1, n1), (k2, n2) = kc, kb
-        if cfg_c.get("mode") == "bayesian":
-            a = float(cfg_c.get("beta_prior_a") or 1.0)
-            b = float(cfg_c.get("beta_prior_b") or 1.0)
-            d1 = estimator_rng(seed, "compare", metric, slice_key, path, "current").beta(a + k1, b + n1 - k1, draws)
-            d2 = estimator_rng(seed, "compare", metric, slice_key, path, "baseline").beta(a + k2, b + n2 - k2, draws)
-            diff = d1 - d2
-            q = (1 - level) / 2
-            lo, hi = (float(x) for x in np.quantile(diff, [q, 1 - q]))
-            mean = float(diff.mean())
-            row.update(method="beta_posterior", p_current_higher=float((diff > 0).mean()))
-        else:
-            p1, p2 = (k1 + 1) / (n1 + 2), (k2 + 1) / (n2 + 2)
-            se = math.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
-            mean = k1 / n1 - k2 / n2
-            lo, hi = p1 - p2 - z * se, p1 - p2 + z * se
-            row.update(method="agresti_caffo")
-    elif _has_interval(cur) and _has_interval(base):
-        se1 = (cur["ci_high"] - cur["ci_low"]) / (2 * _z(cfg_c.get("ci_level")))
-        se2 = (base["ci_high"] - base["ci_low"]) / (2 * _z(cfg_b.get("ci_level")))
-        mean = cur["mean"] - base["mean"]
-        half = z * math.sqrt(se1 * se1 + se2 * se2)
-        lo, hi = mean - half, mean + half
-        row.update(method="normal_from_intervals")
-    else:
-        mean = cur["mean"] - base["mean"]
-        row.update(method="no_interval", difference={"mean": mean, "ci_low": None, "ci_high": None},
-                   verdict=SAME if mean == 0 else NOT_ASSESSABLE)
+    small = too_small_to_compare([cur, base], [cur_sessions, base_sessions])
+    if small:
+        row.update(method=None, difference={"mean": cur["mean"] - base["mean"], "ci_low": None, "ci_high": None},
+                   verdict=TOO_SMALL, too_small=small)
         return row
-    row["difference"] = {"mean": mean, "ci_low": lo, "ci_high": hi}
-    row["verdict"] = _verdict(lo, hi, sign)
+    d = difference(cur, base, current_counts=cur_counts.get(path), baseline_counts=base_counts.get(path),
+                   bayesian=cfg_c.get("mode") == "bayesian",
+                   prior=(float(cfg_c.get("beta_prior_a") or 1.0), float(cfg_c.get("beta_prior_b") or 1.0)),
+                   level=level, current_level=cfg_c.get("ci_level"), baseline_level=cfg_b.get("ci_level"),
+                   draws=draws, seed=seed, key=("compare", metric, slice_key, path))
+    row["method"] = d["method"]
+    if "p_current_higher" in d:
+        row["p_current_higher"] = d["p_current_higher"]
+    row["difference"] = {"mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
+    if d["method"] == "no_interval":
+        row["verdict"] = SAME if d["mean"] == 0 else NOT_ASSESSABLE
+    else:
+        row["verdict"] = _verdict(d["ci_low"], d["ci_high"], sign)
     return row
+
+
+_compare_estimate = compare_estimate  # its name before it was public
 
 
 def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,
@@ -199,14 +202,15 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
                 continue
             base_est = dict(iter_estimates(metric, other))
             cur_counts, base_counts = counts_for(metric, rec), counts_for(metric, other)
+            n_cur, n_base = sessions_of(metric, rec), sessions_of(metric, other)
             for path, est in iter_estimates(metric, rec, m.get("headline_columns")):
                 if path not in base_est:
                     continue
                 if est.get("mean") is None and base_est[path].get("mean") is None:
                     no_value += 1  # undefined in both runs (e.g. a group never mentioned): nothing to compare
                     continue
-                row = _compare_estimate(metric, rec["slice"], path, est, base_est[path], cur_counts, base_counts,
-                                        cfg_c, cfg_b, seed, draws, level)
+                row = compare_estimate(metric, rec["slice"], path, est, base_est[path], cur_counts, base_counts,
+                                       cfg_c, cfg_b, seed, draws, level, n_cur, n_base)
                 rows.append(row)
                 tally[row["verdict"]] += 1
         verdicts[metric] = dict(sorted(tally.items()))
@@ -233,7 +237,7 @@ _CONFIG_KEYS = ("mode", "metrics", "inputs", "seed", "mc_samples", "ci_level", "
 _BAYESIAN_ONLY = ("seed", "mc_samples", "beta_prior_a", "beta_prior_b")
 #: main-job options that do not change results (where they go, what is printed) or that the
 #: results.json config already holds, left out of the settings comparison
-_NOT_SETTINGS = {"output", "compare", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
+_NOT_SETTINGS = {"output", "compare", "baseline", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
                  "mode", "metrics", "input", "seed", "mc_samples", "ci_level"}
 
 

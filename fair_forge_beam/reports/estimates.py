@@ -1,34 +1,27 @@
-"""What the report, the comparison and ``load_results`` know about the estimates of a slice record.
+"""What the report, the comparison, the gates and ``load_results`` know about the estimates of a slice record.
 
 A slice record (one element of ``results.json``'s ``metrics.<name>.slices``) holds its estimates
 as dicts with the keys ``mean``, ``ci_low`` and ``ci_high`` (and usually ``n``, the
 :class:`~fair_forge_beam.schemas.common.Estimate` schema), nested at any depth: Humanity's
 ``mean_entropy`` and ``emotion_distribution.anger``, Toxicity's ``estimates.DIDT`` and
 ``group_profiling.group_estimates.women.T``, Bias's ``rates.gender``. :func:`iter_estimates`
-finds them all, so the report and the comparison work for every metric, including ones added
-later. Three per-metric tables refine that generic reading; a new metric adds entries, none is
-required:
-
-* :data:`DIRECTIONS` — whether a higher value is better (``+1``), worse (``-1``) or neither
-  (missing / ``0``: the comparison then says "higher"/"lower", never "better"/"worse");
-* :data:`RANGES` — the length of an estimate's natural range when it is not 1 (Conversational's
-  0–10 scores, entropy in bits): the inconclusive-width check divides widths by it;
-* :data:`COUNTS` — ``(k, n)`` counts behind rate estimates, from which the comparison builds Beta
-  posteriors (Bayesian) or an Agresti–Caffo interval (frequentist), and the report a Wald width.
-
-Patterns in :data:`DIRECTIONS`, :data:`RANGES` and :data:`SKIP` are :mod:`fnmatch` patterns over
-the dotted estimate path; the first matching pattern wins.
+finds them all, so the report and the comparison work for every metric, including ones this
+version does not know. How to read one — its direction, natural range, the ``(k, n)`` counts
+behind a rate, its label — is declared by the metric itself, in its
+:class:`~fair_forge_beam.schemas.metric_info.MetricInfo` (read through
+:func:`fair_forge_beam.metrics.registry.metric_info`); nothing here is keyed by metric name.
+An estimate the info does not declare (or a metric without an info) reads generically: no
+better side, a 0–1 range, no counts.
 """
 from __future__ import annotations
 
-import fnmatch
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
+
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
 
 __all__ = [
-    "DIRECTIONS",
-    "RANGES",
-    "COUNTS",
-    "SKIP",
+    "info_of",
+    "estimate_info",
     "is_estimate",
     "iter_estimates",
     "direction",
@@ -36,84 +29,19 @@ __all__ = [
     "counts_for",
 ]
 
-#: metric -> [(path pattern, +1 higher is better / -1 lower is better / 0 no direction)]
-DIRECTIONS: dict[str, list[tuple[str, int]]] = {
-    # toxic-answer rate, per-group toxicity rate and the disparity scores DR/DTO/ASB/DIDT (spec §6.1):
-    # 0 = no toxicity / no disparity
-    "toxicity": [("toxic_rate", -1), ("estimates.*", -1), ("group_profiling.group_estimates.*.T", -1)],
-    # Spearman agreement with the reference answer's emotions (spec §6.5); entropy and emotion shares
-    # have no better side
-    "humanity": [("mean_spearman", +1)],
-    # guardian-flagged rate per protected attribute (spec §6.2)
-    "bias": [("rates.*", -1)],
-    # judge scores: higher = better (spec §6.3, §6.4)
-    "context": [("context_awareness", +1)],
-    "conversational": [("conversational_*", +1)],
-    # conversation success, pass@k and pass^k (spec §6.7): higher = better
-    "agentic": [("success_rate", +1), ("pass_at_k", +1), ("pass_pow_k", +1)],
-    # COMPLIANT share of decided interactions (spec §6.8)
-    "regulatory": [("compliance_rate", +1)],
-    # similarity to the reference description, hallucinated-frame share (spec §6.9)
-    "vision": [("mean_similarity", +1), ("hallucination_rate", -1)],
-    # consistency of K generations and constraint compliance (spec §6.10): higher = more consistent
-    "prompt_evaluator": [("csr", +1), ("csr_pooled", +1), ("stability", +1), ("icr", +1), ("jq", +1)],
-    # share of answers with detected PII: lower = better; gaussia's ``score`` grades the detector against
-    # the annotations, not the assistant, so it has no better side here (docs/metrics/privacy.md)
-    "privacy": [("leak_rate", -1)],
-    # adherent-turn share and adherent-session share (docs/metrics/role-adherence.md): higher = better
-    "role_adherence": [("role_adherence", +1), ("adherent_sessions", +1)],
-}
 
-#: metric -> [(path pattern, length of the natural value range)]; unlisted estimates: 1
-RANGES: dict[str, list[tuple[str, float]]] = {
-    "humanity": [("mean_entropy", 3.0), ("mean_spearman", 2.0)],  # entropy of 8 emotions: 0..3 bits; rho: -1..1
-    "toxicity": [("group_profiling.group_estimates.*.S", 2.0)],  # sentiment -1..1
-    "conversational": [("conversational_*", 10.0)],  # 0..10 judge scale
-}
+def info_of(metric: str) -> Optional[MetricInfo]:
+    """The metric's :class:`MetricInfo`, or ``None`` for a metric this version does not know."""
+    from fair_forge_beam.metrics.registry import metric_info
 
-#: metric -> [path pattern] of estimate-shaped dicts that repeat another estimate (not listed twice)
-SKIP: dict[str, list[str]] = {
-    "toxicity": ["group_profiling.bayesian.*"],  # upstream-shaped copy of ``estimates``
-}
+    return metric_info(metric)
 
 
-def _toxicity_counts(rec: dict) -> dict[str, tuple[int, int]]:
-    out = {}
-    if isinstance(rec.get("n_toxic"), int) and isinstance(rec.get("n_interactions"), int):
-        out["toxic_rate"] = (rec["n_toxic"], rec["n_interactions"])
-    gp = rec.get("group_profiling") or {}
-    k_i, n_i = gp.get("K_i") or {}, gp.get("N_i") or {}
-    for g, n in n_i.items():
-        if isinstance(n, int) and isinstance(k_i.get(g), int):
-            out[f"group_profiling.group_estimates.{g}.T"] = (k_i[g], n)
-    return out
-
-
-def _bias_counts(rec: dict) -> dict[str, tuple[int, int]]:
-    out = {}
-    for r in rec.get("attribute_rates") or []:
-        if isinstance(r, dict) and isinstance(r.get("k_biased"), int) and isinstance(r.get("n_samples"), int):
-            out[f"rates.{r.get('protected_attribute')}"] = (r["k_biased"], r["n_samples"])
-    return out
-
-
-def _regulatory_counts(rec: dict) -> dict[str, tuple[int, int]]:
-    k, bad = rec.get("n_compliant"), rec.get("n_non_compliant")
-    return {"compliance_rate": (k, k + bad)} if isinstance(k, int) and isinstance(bad, int) else {}
-
-
-def _vision_counts(rec: dict) -> dict[str, tuple[int, int]]:
-    k, n = rec.get("n_hallucinations"), rec.get("n_interactions")
-    return {"hallucination_rate": (k, n)} if isinstance(k, int) and isinstance(n, int) else {}
-
-
-#: metric -> function(slice record) -> {estimate path: (successes k, trials n)} for rate estimates
-COUNTS: dict[str, Callable[[dict], dict[str, tuple[int, int]]]] = {
-    "toxicity": _toxicity_counts,
-    "bias": _bias_counts,
-    "regulatory": _regulatory_counts,
-    "vision": _vision_counts,
-}
+def estimate_info(metric: str, path: str) -> tuple[Optional[EstimateInfo], Optional[str]]:
+    """``(estimate info, key)`` of a concrete estimate path of ``metric`` (``(None, None)`` when
+    the metric or the path is not declared)."""
+    info = info_of(metric)
+    return info.find(path) if info is not None else (None, None)
 
 
 def is_estimate(value: Any) -> bool:
@@ -121,24 +49,18 @@ def is_estimate(value: Any) -> bool:
     return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
 
 
-def _match(metric: str, table: dict, path: str, default):
-    for pattern, value in table.get(metric, ()):
-        if fnmatch.fnmatchcase(path, pattern):
-            return value
-    return default
-
-
 def iter_estimates(metric: str, record: dict, headline: Optional[list[str]] = None) -> Iterator[tuple[str, dict]]:
     """``(dotted path, estimate dict)`` for every estimate in ``record``, headline columns first
     (in their order), then the others in the record's key order; lists are not searched and
-    :data:`SKIP` paths are left out."""
+    paths the metric declares as repeats of another estimate (``MetricInfo.repeats``) are left out."""
+    info = info_of(metric)
     found: list[tuple[str, dict]] = []
 
     def walk(node: dict, prefix: str):
         for key, value in node.items():
             path = f"{prefix}{key}"
             if is_estimate(value):
-                if not any(fnmatch.fnmatchcase(path, p) for p in SKIP.get(metric, ())):
+                if info is None or not info.is_repeat(path):
                     found.append((path, value))
             elif isinstance(value, dict):
                 walk(value, path + ".")
@@ -151,15 +73,17 @@ def iter_estimates(metric: str, record: dict, headline: Optional[list[str]] = No
 
 def direction(metric: str, path: str) -> int:
     """+1 when a higher value of the estimate is better, -1 when lower is better, 0 when unknown."""
-    return int(_match(metric, DIRECTIONS, path, 0))
+    e, _ = estimate_info(metric, path)
+    return e.direction if e is not None else 0
 
 
 def value_range(metric: str, path: str) -> float:
-    """Length of the estimate's natural value range (1 unless listed in :data:`RANGES`)."""
-    return float(_match(metric, RANGES, path, 1.0))
+    """Length of the estimate's natural value range (1 unless the metric declares another)."""
+    e, _ = estimate_info(metric, path)
+    return e.span if e is not None else 1.0
 
 
 def counts_for(metric: str, record: dict) -> dict[str, tuple[int, int]]:
     """The ``(k, n)`` counts behind the record's rate estimates (empty for unknown metrics)."""
-    fn = COUNTS.get(metric)
-    return fn(record) if fn else {}
+    info = info_of(metric)
+    return info.counts(record) if info is not None else {}

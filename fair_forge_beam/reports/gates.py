@@ -1,7 +1,9 @@
-"""Gates of a scheduled audit: thresholds on the estimates in ``results.json`` and an exit code.
+"""Gates of a scheduled audit: checks on ``results.json`` and an exit code.
 
-A gate bounds one statistic of one metric's slice estimate, e.g. the upper end of the credible
-interval of Toxicity's DIDT in the ``overall`` slice::
+Three kinds, one grammar and one ``[[gates]]`` table form (docs/data.md, "Scheduled audits and gates").
+
+**Threshold gates** bound one statistic of one metric's slice estimate, e.g. the upper end of the
+credible interval of Toxicity's DIDT in the ``overall`` slice::
 
     toxicity DIDT ci_high <= 0.2
     toxicity DIDT ci_high <= 0.2 in every slice
@@ -9,15 +11,41 @@ interval of Toxicity's DIDT in the ``overall`` slice::
     bias rate mean < 0.05 for attribute gender in every assistant_id
     humanity mean_entropy ci_low >= 0.5 in slice language=english
 
-or, in an audit config file (TOML), the same as a table::
+**Coverage gates** bound what was scored: ``sessions`` and ``interactions`` per slice (a lower
+bound: minimum sessions per slice), ``dead_letter_share`` — the share of the interactions read
+in a slice that a metric did not score (dead-lettered or not scored: ``(read − scored) / read``),
+and ``assistants_of_baseline`` — every assistant of the ``--baseline`` run is scored in this
+one. Without a metric name they check every metric of the audit::
+
+    coverage sessions >= 20 in every assistant_id
+    coverage dead_letter_share <= 0.05 in every language
+    coverage toxicity dead_letter_share <= 0.05 in every assistant_id
+    coverage assistants_of_baseline
+
+**Regression gates** check that the run is *not credibly worse* than a baseline (``--baseline
+DIR``: an audit or a roll-up), per estimate and slice, on the interval of the difference
+``current − baseline`` (:func:`fair_forge_beam.reports.compare.compare_estimate`, the methods of
+``--compare``: Bayesian — the difference of two Beta posteriors of the stored counts, or a normal
+approximation from the two credible intervals; frequentist — the Agresti–Caffo interval of the
+counts). Worse means the whole interval lies on the estimate's bad side (beyond ``by more than
+<margin>`` when given). Without a field, every headline estimate of the metric that has a better
+side is checked::
+
+    regression toxicity DIDT not worse in every assistant_id
+    regression toxicity not worse
+    regression bias rate not worse by more than 0.02 for every attribute
+
+In an audit config file (TOML) each is a table too::
 
     [[gates]]
     name = "didt"                    # optional label (default: the gate's text)
-    metric = "toxicity"
-    field = "DIDT"
-    stat = "ci_high"                 # mean | ci_low | ci_high (default ci_high)
-    op = "<="                        # <= | < | >= | >
+    kind = "threshold"               # threshold (default) | coverage | regression
+    metric = "toxicity"              # coverage: optional (default: every metric of the audit)
+    field = "DIDT"                   # coverage: the measure; regression: optional
+    stat = "ci_high"                 # threshold: mean | ci_low | ci_high (default ci_high)
+    op = "<="                        # <= | < | >= | > (threshold, coverage)
     threshold = 0.2
+    margin = 0.0                     # regression: "by more than" (default 0)
     slices = "overall"               # overall | every | "every <dimension>" | [slice keys]
     for_every = "attribute"          # keyed fields only (bias rate, humanity emotion) ...
     key = "gender"                   # ... or one key
@@ -25,20 +53,30 @@ or, in an audit config file (TOML), the same as a table::
 
 Semantics:
 
-* the value checked is ``slice_record[path][stat]`` of every selected slice record (and every
-  key of a keyed field); the gate passes when ``value op threshold`` holds for all of them,
-  where a value within ``1e-9·max(1, |threshold|)`` of the threshold counts as equal to it
+* threshold: the value checked is ``slice_record[path][stat]`` of every selected slice record
+  (and every key of a keyed field); the gate passes when ``value op threshold`` holds for all of
+  them, where a value within ``1e-9·max(1, |threshold|)`` of the threshold counts as equal to it
   (:func:`compare`: ``<=``/``>=`` pass, ``<``/``>`` fail) — float noise never decides a gate;
 * a selected slice absent from the results (e.g. the metric scored nothing) fails the gate;
+  coverage gates also see every assistant and language that was *read* (``results.json``'s
+  ``summary.interactions_read_by_slice``, written when a coverage gate asks for it), so an
+  assistant whose every answer was dead-lettered fails them with 0 scored;
 * an undefined estimate (``mean``/interval ``null``, e.g. DIDT with no group detected) fails the
   gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json``;
+* regression: a slice or estimate too small to compare (fewer than two sessions, or a
+  zero-width interval, in either run: :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`)
+  and a slice or value the baseline lacks are *skipped* — no difference is claimed — with the
+  reason; pair a regression gate with ``coverage sessions >= N`` to require the data;
 * interval statistics (``ci_low``/``ci_high``) exist in Bayesian mode only: asking for them in
-  frequentist mode is a configuration error.
+  frequentist mode is a configuration error; so is a frequentist regression gate on an estimate
+  without counts (no interval of the difference).
 
 Configuration errors (unknown metric or field, a metric the audit does not run, an interval in
-frequentist mode, a slice dimension not computed) raise :class:`GateConfigError` *before* the
-pipeline runs (the main job exits 2); failed gates make the main job exit
-:data:`GATE_FAILED_EXIT_CODE` (3) after writing all outputs and ``gates.json``.
+frequentist mode, a slice dimension not computed, a regression or baseline coverage gate without
+``--baseline``, a metric the baseline lacks) raise :class:`GateConfigError` *before* the pipeline
+runs (the main job exits 2); failed gates make the main job exit :data:`GATE_FAILED_EXIT_CODE`
+(3) after writing all outputs and ``gates.json``, which lists every check — for a regression
+check the current value, the baseline value and the interval of the difference.
 """
 from __future__ import annotations
 
@@ -68,6 +106,11 @@ __all__ = [
     "gate_lines",
     "resolve_gates",
     "check_gates",
+    "uses_baseline",
+    "read_count_dimensions",
+    "regression_fields",
+    "KINDS",
+    "COVERAGE_MEASURES",
     "make_gate",
     "compare",
     "GATE_RTOL",
@@ -111,77 +154,77 @@ class FieldSpec:
     """Where a gateable field lives in a slice record of ``results.json``.
 
     ``path``: dotted path to an :class:`~fair_forge_beam.schemas.common.Estimate` dict, or, for a
-    keyed field, to a ``{key: Estimate}`` dict; ``key_name``: what a key is (``"attribute"``,
-    ``"emotion"``); ``keys``: the keys the metric can produce (for validation).
+    keyed field, to a ``{key: Estimate}`` dict (``{key: {…, suffix: Estimate}}`` when ``suffix``
+    is set); ``key_name``: what a key is (``"attribute"``, ``"emotion"``); ``keys``: the keys the
+    metric can produce (for validation).
     """
 
     path: str
     key_name: Optional[str] = None
     keys: tuple = ()
+    suffix: str = ""
 
 
 def gate_fields() -> dict[str, dict[str, FieldSpec]]:
-    """Metric name → gateable field name → :class:`FieldSpec` (the slice estimates of each metric)."""
-    from fair_forge_beam.components.emotion_lexicon import EMOTIONS
-    from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES
-    from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+    """Metric name → gateable field name → :class:`FieldSpec`, from each registered metric's info
+    (every estimate it declares with a ``gate`` name: all headline estimates and a few others)."""
+    from fair_forge_beam.metrics.registry import METRICS, metric_info
 
-    return {
-        "toxicity": {
-            "toxic_rate": FieldSpec("toxic_rate"),
-            **{c: FieldSpec(f"estimates.{c}") for c in ("DIDT", "DR", "DTO", "ASB")},
-        },
-        "humanity": {
-            "mean_entropy": FieldSpec("mean_entropy"),
-            "mean_spearman": FieldSpec("mean_spearman"),
-            "emotion": FieldSpec("emotion_distribution", "emotion", tuple(EMOTIONS)),
-        },
-        "bias": {"rate": FieldSpec("rates", "attribute", tuple(str(a) for a in PROTECTED_ATTRIBUTES))},
-        "context": {"context_awareness": FieldSpec("context_awareness")},
-        "conversational": {f: FieldSpec(f) for f in RESULT_FIELDS},
-        "regulatory": {"compliance_rate": FieldSpec("compliance_rate")},
-        "agentic": {f: FieldSpec(f) for f in ("success_rate", "pass_at_k", "pass_pow_k")},
-        "bestof": {"leader_win_rate": FieldSpec("leader_win_rate")},
-        "vision": {f: FieldSpec(f) for f in ("mean_similarity", "hallucination_rate")},
-        "prompt_evaluator": {f: FieldSpec(f) for f in ("csr", "stability", "rss", "icr", "jq", "csr_pooled")},
-    }
+    out: dict[str, dict[str, FieldSpec]] = {}
+    for name in METRICS:
+        info = metric_info(name)
+        fields = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix)
+                  for g, e in (info.gate_fields() if info is not None else {}).items()}
+        if fields:
+            out[name] = fields
+    return out
 
 
 def _fmt_num(x: Optional[float]) -> str:
     return "null" if x is None else f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.3e}"
 
 
+#: the kinds of gate
+KINDS = ("threshold", "coverage", "regression")
+#: what a coverage gate can measure (``coverage [<metric>] <measure> ...``)
+COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "assistants_of_baseline")
+#: slice dimensions whose interactions-read counts ``results.json`` can carry (``dead_letter_share``)
+READ_COUNT_DIMENSIONS = ("overall", "assistant_id", "language")
+
+
 class Gate(BaseModel):
     """One gate (see the module docstring for the meaning of each field).
 
-    Raises (on construction) ``pydantic.ValidationError`` for an unknown ``stat``/``op``/
-    ``if_undefined``, a non-finite threshold, both ``key`` and ``for_every``, or a malformed
-    ``slices`` selection.
+    Raises (on construction) ``pydantic.ValidationError`` for an unknown ``kind``/``stat``/``op``/
+    ``if_undefined``, a non-finite threshold or margin, both ``key`` and ``for_every``, a
+    malformed ``slices`` selection, or a field missing (or not allowed) for the gate's kind.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Optional[str] = None
-    metric: str
-    field: str
+    metric: Optional[str] = None
+    field: Optional[str] = None
     stat: Literal["mean", "ci_low", "ci_high"] = "ci_high"
-    op: Literal["<=", "<", ">=", ">"]
-    threshold: float
+    op: Optional[Literal["<=", "<", ">=", ">"]] = None
+    threshold: Optional[float] = None
     slices: Union[str, tuple[str, ...]] = "overall"
     key: Optional[str] = None
     for_every: Optional[str] = None
     if_undefined: Literal["fail", "skip"] = "fail"
+    kind: Literal["threshold", "coverage", "regression"] = "threshold"
+    margin: float = 0.0
 
     @field_validator("op", mode="before")
     @classmethod
     def _op_alias(cls, v):
         return _OP_ALIASES.get(v, v) if isinstance(v, str) else v
 
-    @field_validator("threshold")
+    @field_validator("threshold", "margin")
     @classmethod
-    def _finite(cls, v):
-        if not math.isfinite(v):
-            raise ValueError("threshold must be a finite number")
+    def _finite(cls, v, info):
+        if v is not None and not math.isfinite(v):
+            raise ValueError(f"{info.field_name} must be a finite number")
         return v
 
     @field_validator("slices", mode="before")
@@ -212,6 +255,34 @@ class Gate(BaseModel):
             raise ValueError("give either key (one entry) or for_every (every entry), not both")
         return self
 
+    @model_validator(mode="after")
+    def _fields_of_kind(self):
+        kind = self.kind
+        if kind == "threshold":
+            missing = [f for f in ("metric", "field", "op", "threshold") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"a threshold gate needs {', '.join(missing)}")
+            if self.margin:
+                raise ValueError("margin belongs to regression gates")
+        elif kind == "coverage":
+            if self.field not in COVERAGE_MEASURES:
+                raise ValueError(f"field of a coverage gate: one of {', '.join(COVERAGE_MEASURES)}, got {self.field!r}")
+            if self.key is not None or self.for_every is not None or self.margin:
+                raise ValueError("a coverage gate has no key, for_every or margin")
+            if self.field == "assistants_of_baseline":
+                if self.op is not None or self.threshold is not None or self.slices != "overall":
+                    raise ValueError("coverage assistants_of_baseline takes no op, threshold or slices")
+            elif self.op is None or self.threshold is None:
+                raise ValueError(f"coverage {self.field} needs op and threshold")
+        else:  # regression
+            if self.metric is None:
+                raise ValueError("a regression gate needs metric")
+            if self.op is not None or self.threshold is not None:
+                raise ValueError("a regression gate has no op or threshold (it checks 'not worse'; a tolerance is margin)")
+            if self.margin < 0:
+                raise ValueError("margin must be >= 0")
+        return self
+
     @property
     def label(self) -> str:
         """The gate's name, or its text in the compact syntax."""
@@ -219,7 +290,17 @@ class Gate(BaseModel):
 
     @property
     def text(self) -> str:
-        s = f"{self.metric} {self.field} {self.stat} {self.op} {self.threshold:g}"
+        """The gate in the compact syntax (parses back to the same gate)."""
+        if self.kind == "coverage":
+            s = "coverage" + (f" {self.metric}" if self.metric else "") + f" {self.field}"
+            if self.op is not None:
+                s += f" {self.op} {self.threshold:g}"
+        elif self.kind == "regression":
+            s = f"regression {self.metric}" + (f" {self.field}" if self.field else "") + " not worse"
+            if self.margin:
+                s += f" by more than {self.margin:g}"
+        else:
+            s = f"{self.metric} {self.field} {self.stat} {self.op} {self.threshold:g}"
         if self.for_every:
             s += f" for every {self.for_every}"
         elif self.key is not None:
@@ -233,44 +314,84 @@ class Gate(BaseModel):
         return s
 
 
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_FOR = r"(?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?"
+_IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
+        |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$"""
+_OP = r"(?P<op><=|>=|=<|=>|<|>|≤|≥)"
 _GATE_RE = re.compile(
-    r"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
-    (?P<op><=|>=|=<|=>|<|>|≤|≥)\s*(?P<threshold>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
-    (?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?
-    (?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
-        |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$""",
+    rf"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
+    {_OP}\s*(?P<threshold>{_NUMBER}){_FOR}{_IN}""",
     re.X,
 )
+_COVERAGE_RE = re.compile(
+    rf"""^\s*coverage\s+(?:(?P<metric>[A-Za-z_][\w-]*)\s+)??
+    (?:(?P<baseline>assistants_of_baseline)\s*$
+      |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{_NUMBER}){_IN})""",
+    re.X,
+)
+_REGRESSION_RE = re.compile(
+    rf"""^\s*regression\s+(?P<metric>[A-Za-z_][\w-]*)(?:\s+(?P<field>[A-Za-z_]\w*))??\s+not\s+worse
+    (?:\s+by\s+more\s+than\s+(?P<margin>{_NUMBER}))?{_FOR}{_IN}""",
+    re.X,
+)
+_SYNTAX = ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in every slice | in every <dimension> | "
+           "in slice <key>[,<key>...]]', 'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> "
+           "[in ...]', 'coverage [<metric>] assistants_of_baseline' or 'regression <metric> [<field>] not worse "
+           "[by more than <margin>] [for ...] [in ...]'")
+
+
+def _slices_of(g: dict) -> Union[str, list]:
+    if g.get("every_slice"):
+        return "every"
+    if g.get("every_dim"):
+        return f"every {g['every_dim']}"
+    if g.get("slice_keys"):
+        keys = [s.strip() for s in g["slice_keys"].split(",")]
+        return "overall" if keys == ["overall"] else keys
+    return "overall"
 
 
 def parse_gate(text: str, name: Optional[str] = None) -> Gate:
-    """Parse the compact gate syntax ``"<metric> <field> <stat> <op> <threshold> [for every
+    """Parse the compact gate syntax: ``"<metric> <field> <stat> <op> <threshold> [for every
     <key name> | for [<key name>] <key>] [in every slice | in every <dimension> | in [slice]
-    <slice key>[,<slice key>...]]"``.
+    <slice key>[,<slice key>...]]"`` (threshold), ``"coverage [<metric>] <measure> <op>
+    <threshold> [in ...]"`` / ``"coverage [<metric>] assistants_of_baseline"`` (coverage) or
+    ``"regression <metric> [<field>] not worse [by more than <margin>] [for ...] [in ...]"``
+    (regression).
 
     Raises:
         GateConfigError: the text does not follow the syntax (the message shows it).
     """
-    m = _GATE_RE.match(text or "")
+    text = text or ""
+    first = text.split(None, 1)[0] if text.strip() else ""
+    if first == "coverage":
+        m = _COVERAGE_RE.match(text)
+        if m:
+            g = m.groupdict()
+            data = {"kind": "coverage", "metric": g["metric"], "field": g["baseline"] or g["field"]}
+            if not g["baseline"]:
+                data.update(op=g["op"], threshold=float(g["threshold"]), slices=_slices_of(g))
+    elif first == "regression":
+        m = _REGRESSION_RE.match(text)
+        if m:
+            g = m.groupdict()
+            data = {"kind": "regression", "metric": g["metric"], "field": g["field"], "slices": _slices_of(g),
+                    "key": g["key"], "for_every": g["for_every"], "margin": float(g["margin"] or 0.0)}
+    else:
+        m = _GATE_RE.match(text)
+        if m:
+            g = m.groupdict()
+            data = {"metric": g["metric"], "field": g["field"], "stat": g["stat"], "op": g["op"],
+                    "threshold": float(g["threshold"]), "slices": _slices_of(g), "key": g["key"],
+                    "for_every": g["for_every"]}
     if not m:
         raise GateConfigError(
-            f"gate {text!r}: expected '<metric> <field> <stat> <op> <threshold> [for every <key name>] "
-            "[in every slice | in every <dimension> | in slice <key>[,<key>...]]', e.g. 'toxicity DIDT ci_high <= 0.2', "
-            "'bias rate ci_high <= 0.1 for every attribute' or 'toxicity toxic_rate mean <= 0.1 in every region' (a slice "
-            "value with a comma or a space: the TOML [[gates]] form, slices = [\"region=eu,west\"])"
+            f"gate {text!r}: expected {_SYNTAX}, e.g. 'toxicity DIDT ci_high <= 0.2', "
+            "'bias rate ci_high <= 0.1 for every attribute', 'toxicity toxic_rate mean <= 0.1 in every region', "
+            "'coverage dead_letter_share <= 0.05 in every language' or 'regression toxicity DIDT not worse in every "
+            "assistant_id' (a slice value with a comma or a space: the TOML [[gates]] form, slices = [\"region=eu,west\"])"
         )
-    g = m.groupdict()
-    if g["every_slice"]:
-        slices: Union[str, list] = "every"
-    elif g["every_dim"]:
-        slices = f"every {g['every_dim']}"
-    elif g["slice_keys"]:
-        keys = [s.strip() for s in g["slice_keys"].split(",")]
-        slices = "overall" if keys == ["overall"] else keys
-    else:
-        slices = "overall"
-    data = {"metric": g["metric"], "field": g["field"], "stat": g["stat"], "op": g["op"],
-            "threshold": float(g["threshold"]), "slices": slices, "key": g["key"], "for_every": g["for_every"]}
     if name:
         data["name"] = name
     return make_gate(data, where=f"gate {text!r}")
@@ -304,25 +425,130 @@ def _pydantic_message(exc: ValidationError) -> str:
 
 
 def metric_slice_dimensions(metric: str, slice_dims: Sequence[str]) -> tuple:
-    """The dimensions among ``slice_dims`` that ``metric`` slices by: all of them, except for
-    BestOf, which ranks assistants (no per-assistant slice, no metadata field:
-    :data:`fair_forge_beam.metrics.best_of.BESTOF_SLICES`, the one place that says so)."""
-    if metric == "bestof":
-        from fair_forge_beam.metrics.best_of import BESTOF_SLICES
+    """The dimensions among ``slice_dims`` that ``metric`` slices by: all of them, unless its info
+    limits them (``MetricInfo.slice_dimensions``: BestOf ranks assistants, so it has no
+    per-assistant slice and no metadata field)."""
+    from fair_forge_beam.reports.estimates import info_of
 
-        return tuple(d for d in slice_dims if d in BESTOF_SLICES)
+    info = info_of(metric)
+    if info is not None and info.slice_dimensions is not None:
+        return tuple(d for d in slice_dims if d in info.slice_dimensions)
     return tuple(slice_dims)
 
 
+def _dims_of(g: Gate, problems: list, where: str) -> list:
+    """The slice dimensions a gate's ``slices`` selection names (a malformed key is a problem)."""
+    if g.slices == "overall":
+        return ["overall"]
+    if isinstance(g.slices, str) and g.slices.startswith("every "):
+        return [g.slices.split(" ", 1)[1]]
+    if isinstance(g.slices, tuple):
+        bad = [s for s in g.slices if s != "overall" and "=" not in s]
+        if bad:
+            problems.append(f"{where}: slice keys look like 'overall', 'assistant_id=<id>', "
+                            f"'language=<name>' or '<metadata field>=<value>', got {bad}")
+        return ["overall" if s == "overall" else s.split("=", 1)[0] for s in g.slices]
+    return []  # "every": every computed slice
+
+
+def regression_fields(gate: Gate) -> list[str]:
+    """The gate fields a regression gate checks: its field, or every headline estimate of its
+    metric that has a better side (in the metric's order)."""
+    from fair_forge_beam.reports.estimates import info_of
+
+    info = info_of(gate.metric)
+    if info is None:
+        return []
+    if gate.field is not None:
+        return [gate.field]
+    return [name for name, e in info.gate_fields().items() if e.headline and e.direction]
+
+
+def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, problems: list) -> None:
+    spec = fields[g.metric].get(g.field)
+    if spec is None:
+        problems.append(f"{where}: metric {g.metric!r} has no field {g.field!r} (fields: {', '.join(fields[g.metric])})")
+        return
+    if g.kind == "threshold" and g.stat in _INTERVAL_STATS and not bayesian:
+        problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
+                        "set mode = \"bayesian\" or gate on mean")
+    if spec.key_name is None and (g.key is not None or g.for_every is not None):
+        hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
+                if g.for_every is not None and g.for_every in slice_dims else "")
+        problems.append(f"{where}: field {g.field!r} has no entries to choose (drop 'for ...'){hint}")
+    if spec.key_name is not None:
+        if g.key is None and g.for_every is None and g.kind == "threshold":
+            problems.append(f"{where}: field {g.field!r} has one estimate per {spec.key_name}: add "
+                            f"'for every {spec.key_name}' or 'for {spec.key_name} <name>'")
+        if g.for_every is not None and g.for_every != spec.key_name:
+            problems.append(f"{where}: field {g.field!r} is keyed by {spec.key_name}, not {g.for_every!r}")
+        if g.key is not None and spec.keys and g.key not in spec.keys:
+            problems.append(f"{where}: unknown {spec.key_name} {g.key!r} (known: {', '.join(spec.keys)})")
+
+
+def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, baseline: Optional[dict],
+                         problems: list) -> None:
+    from fair_forge_beam.reports.estimates import info_of
+
+    if g.field is not None:
+        n_before = len(problems)
+        _validate_threshold(g, fields, where, bayesian, slice_dims, problems)
+        if len(problems) > n_before:
+            return
+    elif g.key is not None or g.for_every is not None:
+        problems.append(f"{where}: 'for ...' chooses entries of one field: name the field")
+    info = info_of(g.metric)
+    checked = regression_fields(g)
+    if not checked:
+        problems.append(f"{where}: metric {g.metric!r} has no headline estimate with a better side to compare")
+    for f in checked:
+        e = info.gate_fields()[f]
+        if not e.direction:
+            problems.append(f"{where}: {g.metric} {f} has no better side (no 'worse' to check); gate it with a "
+                            "threshold instead")
+        elif e.counts is None and not (bayesian and (baseline or {}).get("config", {}).get("mode") == "bayesian"):
+            problems.append(f"{where}: {g.metric} {f} has no counts, so its difference has an interval only when "
+                            "both runs are Bayesian (credible intervals); run this audit and the baseline with "
+                            "--mode bayesian" + (f", or name a rate field" if g.field is None else ""))
+    if baseline is None:
+        problems.append(f"{where}: a regression gate compares with a baseline run: give --baseline DIR "
+                        "(an earlier audit or roll-up folder)")
+    elif g.metric not in (baseline.get("metrics") or {}):
+        problems.append(f"{where}: the baseline has no results of {g.metric!r} (its metrics: "
+                        f"{', '.join(baseline.get('metrics') or {}) or 'none'})")
+
+
+def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, baseline: Optional[dict],
+                       problems: list) -> None:
+    if g.field == "assistants_of_baseline":
+        if baseline is None:
+            problems.append(f"{where}: needs the baseline run: give --baseline DIR")
+        elif not any(str(r.get("slice", "")).startswith("assistant_id=") for m in (baseline.get("metrics") or {}).values()
+                     for r in (m or {}).get("slices") or []):
+            problems.append(f"{where}: the baseline has no per-assistant slices (it was not sliced by assistant_id)")
+        if "assistant_id" not in slice_dims:
+            problems.append(f"{where}: this audit does not slice by assistant_id (slices: {', '.join(slice_dims)})")
+        return
+    if g.field == "dead_letter_share":
+        for d in _dims_of(g, problems, where) or ["every"]:
+            if d not in READ_COUNT_DIMENSIONS and d != "every":
+                problems.append(f"{where}: dead_letter_share is counted per {', '.join(READ_COUNT_DIMENSIONS)} "
+                                f"(interactions read per slice), not per {d!r}")
+
+
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
-                   slice_dims: Sequence[str] = ("overall", "assistant_id", "language")) -> None:
+                   slice_dims: Sequence[str] = ("overall", "assistant_id", "language"),
+                   baseline: Optional[dict] = None) -> None:
     """Check every gate against the audit about to run (before the pipeline starts).
 
     Args:
         gates: the gates.
         metrics: the metric names the audit runs.
         bayesian: whether the statistical mode gives credible intervals.
-        slice_dims: the slice dimensions computed (``overall`` and/or ``assistant_id``, ``language``).
+        slice_dims: the slice dimensions computed (``overall`` and/or ``assistant_id``, ``language``,
+            metadata fields).
+        baseline: the ``--baseline`` run's ``results.json`` content (regression gates and
+            ``coverage assistants_of_baseline`` need it), else ``None``.
 
     Raises:
         GateConfigError: one message listing every problem, each naming its gate.
@@ -330,57 +556,69 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
     if not gates:
         return
     fields = gate_fields()
-    problems = []
+    problems: list[str] = []
     for g in gates:
         where = f"gate {g.label!r}"
-        if g.metric not in fields:
-            problems.append(f"{where}: unknown metric {g.metric!r} (gateable: {', '.join(sorted(fields))})")
+        if g.kind == "coverage" and g.metric is None:
+            gated = list(metrics)
+        else:
+            if g.metric not in fields:
+                problems.append(f"{where}: unknown metric {g.metric!r} (gateable: {', '.join(sorted(fields))})")
+                continue
+            if g.metric not in metrics:
+                problems.append(f"{where}: metric {g.metric!r} is not run by this audit (metrics: "
+                                f"{', '.join(metrics)}); add it to the metrics or remove the gate")
+            gated = [g.metric]
+        n_before = len(problems)
+        if g.kind == "threshold":
+            _validate_threshold(g, fields, where, bayesian, slice_dims, problems)
+        elif g.kind == "regression":
+            _validate_regression(g, fields, where, bayesian, slice_dims, baseline, problems)
+        else:
+            _validate_coverage(g, metrics, where, slice_dims, baseline, problems)
+        if len(problems) > n_before and (g.kind != "threshold" or fields[g.metric].get(g.field) is None):
             continue
-        if g.metric not in metrics:
-            problems.append(f"{where}: metric {g.metric!r} is not run by this audit (metrics: {', '.join(metrics)}); "
-                            "add it to the metrics or remove the gate")
-        spec = fields[g.metric].get(g.field)
-        if spec is None:
-            problems.append(f"{where}: metric {g.metric!r} has no field {g.field!r} (fields: "
-                            f"{', '.join(fields[g.metric])})")
-            continue
-        if g.stat in _INTERVAL_STATS and not bayesian:
-            problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
-                            "set mode = \"bayesian\" or gate on mean")
-        if spec.key_name is None and (g.key is not None or g.for_every is not None):
-            hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
-                    if g.for_every is not None and g.for_every in slice_dims else "")
-            problems.append(f"{where}: field {g.field!r} has no entries to choose (drop 'for ...'){hint}")
-        if spec.key_name is not None:
-            if g.key is None and g.for_every is None:
-                problems.append(f"{where}: field {g.field!r} has one estimate per {spec.key_name}: add "
-                                f"'for every {spec.key_name}' or 'for {spec.key_name} <name>'")
-            if g.for_every is not None and g.for_every != spec.key_name:
-                problems.append(f"{where}: field {g.field!r} is keyed by {spec.key_name}, not {g.for_every!r}")
-            if g.key is not None and spec.keys and g.key not in spec.keys:
-                problems.append(f"{where}: unknown {spec.key_name} {g.key!r} (known: {', '.join(spec.keys)})")
-        dims = []
-        if g.slices == "overall":
-            dims = ["overall"]
-        elif isinstance(g.slices, str) and g.slices.startswith("every "):
-            dims = [g.slices.split(" ", 1)[1]]
-        elif isinstance(g.slices, tuple):
-            dims = ["overall" if s == "overall" else s.split("=", 1)[0] for s in g.slices]
-            bad = [s for s in g.slices if s != "overall" and "=" not in s]
-            if bad:
-                problems.append(f"{where}: slice keys look like 'overall', 'assistant_id=<id>', "
-                                f"'language=<name>' or '<metadata field>=<value>', got {bad}")
-        computed = [d for d in slice_dims if d in metric_slice_dimensions(g.metric, slice_dims)]
+        dims = _dims_of(g, problems, where)
         for d in dims:
-            if d not in computed:
-                problems.append(f"{where}: slice dimension {d!r} is not computed by this audit for {g.metric} "
-                                f"(slices: {', '.join(computed)})")
+            # a coverage gate over every metric checks the metrics that slice by the dimension
+            computed = [m for m in gated if d in metric_slice_dimensions(m, slice_dims)]
+            if not computed:
+                shown = metric_slice_dimensions(gated[0], slice_dims) if len(gated) == 1 else slice_dims
+                problems.append(f"{where}: slice dimension {d!r} is not computed by this audit for "
+                                f"{', '.join(gated)} (slices: {', '.join(shown)})")
     if problems:
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
 
 
+def uses_baseline(gates: Sequence[Gate]) -> bool:
+    """True when a gate reads the ``--baseline`` run (regression gates, ``coverage assistants_of_baseline``)."""
+    return any(g.kind == "regression" or (g.kind == "coverage" and g.field == "assistants_of_baseline") for g in gates)
+
+
+def read_count_dimensions(gates: Sequence[Gate], slice_dims: Sequence[str]) -> tuple:
+    """The slice dimensions whose interactions-read counts ``results.json`` must carry for these
+    gates (``summary.interactions_read_by_slice``): those of :data:`READ_COUNT_DIMENSIONS` the
+    audit computes, when a per-slice coverage gate is among them; else ``()`` (the default
+    ``results.json`` keeps its bytes)."""
+    if not any(g.kind == "coverage" and g.field != "assistants_of_baseline" for g in gates):
+        return ()
+    return tuple(d for d in READ_COUNT_DIMENSIONS if d in slice_dims)
+
+
+#: GateCheck fields written to gates.json only when set (coverage and regression checks)
+_OPTIONAL_CHECK_FIELDS = ("baseline", "difference", "method", "direction", "margin", "too_small", "interactions_read",
+                          "interactions_scored")
+
+
 class GateCheck(BaseModel):
-    """One evaluated (gate, slice, key): ``status`` is ``pass``, ``fail`` or ``skipped``."""
+    """One evaluated (gate, slice, key): ``status`` is ``pass``, ``fail`` or ``skipped``.
+
+    ``value`` is the value checked (threshold: the statistic; coverage: the measure; regression:
+    this run's mean) and ``mean``/``ci_low``/``ci_high``/``n`` this run's estimate. A regression
+    check adds ``baseline`` (the baseline's ``{mean, ci_low, ci_high, n}``), ``difference``
+    (``{mean, ci_low, ci_high}`` of this run − baseline), its ``method``, the estimate's
+    ``direction`` and the ``margin``, or ``too_small`` (why no difference is claimed); a
+    ``dead_letter_share`` check adds ``interactions_read`` and ``interactions_scored``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -388,9 +626,9 @@ class GateCheck(BaseModel):
     gate_index: int
     metric: str
     field: str
-    stat: str
-    op: str
-    threshold: float
+    stat: Optional[str] = None
+    op: Optional[str] = None
+    threshold: Optional[float] = None
     slice: str
     key: Optional[str] = None
     value: Optional[float] = None
@@ -400,22 +638,74 @@ class GateCheck(BaseModel):
     n: Optional[int] = None
     status: Literal["pass", "fail", "skipped"]
     reason: str = ""
+    kind: Literal["threshold", "coverage", "regression"] = "threshold"
+    baseline: Optional[dict] = None
+    difference: Optional[dict] = None
+    method: Optional[str] = None
+    direction: Optional[str] = None
+    margin: Optional[float] = None
+    too_small: Optional[str] = None
+    interactions_read: Optional[int] = None
+    interactions_scored: Optional[int] = None
+
+    def record(self) -> dict:
+        """The check as written to ``gates.json`` (threshold checks keep their pre-coverage keys)."""
+        drop = {"gate_index"} | {k for k in _OPTIONAL_CHECK_FIELDS if getattr(self, k) is None}
+        if self.kind == "threshold":
+            drop.add("kind")
+        return self.model_dump(exclude=drop)
 
     def message(self, ci_level: Optional[float] = None) -> str:
-        """``GATE FAILED <gate> [slice, key]: <stat> = <value> (mean …, 95% credible interval [lo, hi], n = …)``."""
+        """``GATE FAILED <gate> [slice, key]: <stat> = <value> (mean …, 95% credible interval [lo, hi], n = …)``;
+        coverage and regression checks say what they measured, regression checks with both values and
+        the interval of the difference."""
         return printable(self._message(ci_level))  # slice keys and reasons carry values from the data
 
     def _message(self, ci_level: Optional[float]) -> str:
         where = self.slice + (f", {self.key}" if self.key is not None else "")
+        if self.kind == "coverage":
+            where = f"{self.metric}, {where}"
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
-        if self.value is None:
+        if self.value is None or (self.kind == "regression" and self.difference is None):
             return f"{head} {self.gate!r} [{where}]: {self.reason}"
+        if self.kind == "coverage":
+            if self.op is None:  # assistants_of_baseline
+                return f"{head} {self.gate!r} [{where}]: {self.reason}"
+            cmp = self.op if self.status == "pass" else _NEGATED[self.op]
+            detail = (f" ({self.interactions_read - self.interactions_scored} of {self.interactions_read} interactions "
+                      "read not scored)" if self.interactions_read is not None else "")
+            return f"{head} {self.gate!r} [{where}]: {self.field} = {_fmt_num(self.value)} {cmp} {self.threshold:g}{detail}"
+        if self.kind == "regression":
+            level = f"{ci_level * 100:g}% interval" if ci_level else "interval"
+            d = self.difference
+            verdict = ("credibly worse than the baseline" + (f" by more than {self.margin:g}" if self.margin else "")
+                       if self.status == "fail" else "not credibly worse than the baseline")
+            return (f"{head} {self.gate!r} [{where}]: {self.field} {verdict}: this run {_fmt_est(self)}, baseline "
+                    f"{_fmt_est(self.baseline)}; difference {_fmt_signed(d['mean'])}, {level} "
+                    f"[{_fmt_signed(d['ci_low'])}, {_fmt_signed(d['ci_high'])}] ({self.method}; {self.direction})")
         level = f"{ci_level * 100:g}% credible interval" if ci_level else "interval"
         interval = (f", {level} [{_fmt_num(self.ci_low)}, {_fmt_num(self.ci_high)}]"
                     if self.ci_low is not None or self.ci_high is not None else ", no interval")
-        cmp = self.op if self.status == "pass" else {"<=": ">", "<": ">=", ">=": "<", ">": "<="}[self.op]
+        cmp = self.op if self.status == "pass" else _NEGATED[self.op]
         return (f"{head} {self.gate!r} [{where}]: {self.field} {self.stat} = {_fmt_num(self.value)} {cmp} "
                 f"{self.threshold:g} (mean {_fmt_num(self.mean)}{interval}, n = {self.n})")
+
+
+_NEGATED = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}
+
+
+def _fmt_signed(x: Optional[float]) -> str:
+    return "null" if x is None else ("+" if x > 0 else "") + _fmt_num(x)
+
+
+def _fmt_est(e) -> str:
+    """``mean [ci_low, ci_high]`` of an estimate dict or check (``mean`` alone without interval)."""
+    get = e.get if isinstance(e, dict) else lambda k: getattr(e, k)
+    if get("mean") is None:
+        return "n/a"
+    if get("ci_low") is None or get("ci_high") is None:
+        return _fmt_num(get("mean"))
+    return f"{_fmt_num(get('mean'))} [{_fmt_num(get('ci_low'))}, {_fmt_num(get('ci_high'))}]"
 
 
 def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optional[dict]]]:
@@ -435,54 +725,225 @@ def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optiona
     return [(s, by_key.get(s)) for s in wanted]
 
 
-def evaluate_gates(doc: dict, gates: Sequence[Gate]) -> list[GateCheck]:
-    """Evaluate ``gates`` on a ``results.json`` document.
+def _missing_slice(doc: dict, metric: str, slice_key: str, records: list[dict]) -> str:
+    missing = slice_key.endswith("=*") and any(r.get("slice") == slice_key[:-1] + MISSING_VALUE for r in records)
+    return (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
+            f"{slice_key[:-1] + MISSING_VALUE!r})" if missing else
+            f"no slice {slice_key!r} in the results of {metric} (scored interactions: {_scored(doc, metric)})")
+
+
+def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None) -> list[GateCheck]:
+    """Evaluate ``gates`` on a ``results.json`` document (``baseline``: the ``--baseline`` run's
+    ``results.json`` content, for regression gates and ``coverage assistants_of_baseline``).
 
     Returns:
-        One :class:`GateCheck` per (gate, selected slice, key), in gate order, then slice order
-        of ``results.json``, then key order. A gate failed when any of its checks failed.
+        One :class:`GateCheck` per (gate, selected slice, key) — coverage gates per (gate, metric,
+        slice), regression gates per (gate, slice, field, key) — in gate order, then slice order of
+        ``results.json``, then key order. A gate failed when any of its checks failed.
     """
-    fields = gate_fields()
     checks: list[GateCheck] = []
     for i, g in enumerate(gates):
-        spec = fields[g.metric][g.field]
-        base = {"gate": g.label, "gate_index": i, "metric": g.metric, "field": g.field, "stat": g.stat, "op": g.op,
-                "threshold": g.threshold}
-        records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
-        for slice_key, rec in _selected_slices(g, records):
-            if rec is None:
-                missing = slice_key.endswith("=*") and any(
-                    r.get("slice") == slice_key[:-1] + MISSING_VALUE for r in records)
-                reason = (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
-                          f"{slice_key[:-1] + MISSING_VALUE!r})" if missing else
-                          f"no slice {slice_key!r} in the results of {g.metric} (scored interactions: "
-                          f"{_scored(doc, g.metric)})")
-                checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=reason))
+        if g.kind == "coverage":
+            checks.extend(_coverage_checks(doc, g, i, baseline))
+        elif g.kind == "regression":
+            checks.extend(_regression_checks(doc, g, i, baseline))
+        else:
+            checks.extend(_threshold_checks(doc, g, i))
+    return checks
+
+
+def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
+    spec = gate_fields()[g.metric][g.field]
+    base = {"gate": g.label, "gate_index": i, "metric": g.metric, "field": g.field, "stat": g.stat, "op": g.op,
+            "threshold": g.threshold}
+    records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
+    checks: list[GateCheck] = []
+    for slice_key, rec in _selected_slices(g, records):
+        if rec is None:
+            checks.append(GateCheck(**base, slice=slice_key, status="fail",
+                                    reason=_missing_slice(doc, g.metric, slice_key, records)))
+            continue
+        node = dotted_get(rec, spec.path)
+        if spec.key_name is None:
+            entries = [(None, node)]
+        else:
+            node = node if isinstance(node, dict) else {}
+            keys = [g.key] if g.key is not None else list(node)
+            entries = [(k, dotted_get(node.get(k), spec.suffix) if spec.suffix else node.get(k)) for k in keys]
+            if not entries:
+                checks.append(GateCheck(**base, slice=slice_key, status="fail",
+                                        reason=f"no {spec.key_name} estimates in slice {slice_key!r}"))
+        for key, est in entries:
+            est = est if isinstance(est, dict) else {}
+            value = est.get(g.stat)
+            info = {"mean": est.get("mean"), "ci_low": est.get("ci_low"), "ci_high": est.get("ci_high"),
+                    "n": est.get("n")}
+            if value is None:
+                status = "skipped" if g.if_undefined == "skip" else "fail"
+                reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
+                          else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
+                checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
                 continue
-            node = dotted_get(rec, spec.path)
-            if spec.key_name is None:
-                entries = [(None, node)]
+            ok = compare(float(value), g.op, g.threshold)
+            checks.append(GateCheck(**base, slice=slice_key, key=key, value=float(value), **info,
+                                    status="pass" if ok else "fail"))
+    return checks
+
+
+def _run_slice_dims(doc: dict) -> tuple:
+    from fair_forge_beam.options import SLICE_DIMENSIONS
+
+    return tuple((doc.get("config") or {}).get("slices") or SLICE_DIMENSIONS)
+
+
+def _slice_dim(key: str) -> str:
+    return "overall" if key == "overall" else key.split("=", 1)[0]
+
+
+#: marks a slice that was read but has no record in a metric's results (nothing of it scored)
+_READ_ONLY = "\x00read only"
+
+
+def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:
+    from fair_forge_beam.reports.compare import sessions_of
+
+    metrics = [g.metric] if g.metric else list(doc.get("metrics") or {})
+    base = {"gate": g.label, "gate_index": i, "field": g.field, "op": g.op, "threshold": g.threshold,
+            "kind": "coverage"}
+    checks: list[GateCheck] = []
+    if g.field == "assistants_of_baseline":
+        for m in metrics:
+            before = [r for r in ((baseline or {}).get("metrics", {}).get(m) or {}).get("slices") or []
+                      if str(r.get("slice", "")).startswith("assistant_id=")]
+            now = {r.get("slice"): r for r in (doc["metrics"].get(m) or {}).get("slices") or []}
+            for b in before:
+                n_now = int((now.get(b["slice"]) or {}).get("n_interactions") or 0)
+                ok = n_now > 0
+                reason = (f"scored in the baseline ({b.get('n_interactions')} interactions) and in this run "
+                          f"({n_now} interactions)" if ok else
+                          f"scored in the baseline ({b.get('n_interactions')} interactions), not in this run")
+                checks.append(GateCheck(**base, metric=m, slice=b["slice"], value=float(n_now),
+                                        status="pass" if ok else "fail", reason=reason))
+        if not checks:
+            checks.append(GateCheck(**base, metric=g.metric or "*", slice="assistant_id=*", status="skipped",
+                                    reason="the baseline has no assistant scored by a metric of this run"))
+        return checks
+    dims = _run_slice_dims(doc)
+    read_by_slice = dict((doc.get("summary") or {}).get("interactions_read_by_slice") or {})
+    if "overall" not in read_by_slice and (doc.get("summary") or {}).get("interactions_read") is not None:
+        read_by_slice["overall"] = doc["summary"]["interactions_read"]
+    for m in metrics:
+        mine = metric_slice_dimensions(m, dims)
+        records = list((doc["metrics"].get(m) or {}).get("slices") or [])
+        have = {r.get("slice") for r in records}
+        # slices read but absent from the metric's results: nothing of theirs was scored
+        records += [{"slice": k, _READ_ONLY: True} for k in read_by_slice if k not in have and _slice_dim(k) in mine]
+        selected = _selected_slices(g, records)
+        if g.field == "dead_letter_share" and g.slices == "every":  # the slices with read counts
+            selected = [(k, r) for k, r in selected if _slice_dim(k) in READ_COUNT_DIMENSIONS]
+        if any(_slice_dim(k) not in mine for k, _ in selected if k != "overall" and not k.endswith("=*")) or (
+                isinstance(g.slices, str) and g.slices.startswith("every ") and g.slices.split(" ", 1)[1] not in mine):
+            continue  # a dimension this metric does not slice by (BestOf and assistants)
+        for slice_key, rec in selected:
+            if rec is None:
+                checks.append(GateCheck(**base, metric=m, slice=slice_key, status="fail",
+                                        reason=_missing_slice(doc, m, slice_key, records)))
+                continue
+            extra: dict = {}
+            if g.field == "sessions":
+                value = 0 if rec.get(_READ_ONLY) else sessions_of(m, rec)
+            elif g.field == "interactions":
+                value = 0 if rec.get(_READ_ONLY) else rec.get("n_interactions")
             else:
-                node = node if isinstance(node, dict) else {}
-                keys = [g.key] if g.key is not None else list(node)
-                entries = [(k, node.get(k)) for k in keys]
-                if not entries:
-                    checks.append(GateCheck(**base, slice=slice_key, status="fail",
-                                            reason=f"no {spec.key_name} estimates in slice {slice_key!r}"))
-            for key, est in entries:
-                est = est if isinstance(est, dict) else {}
-                value = est.get(g.stat)
-                info = {"mean": est.get("mean"), "ci_low": est.get("ci_low"), "ci_high": est.get("ci_high"),
-                        "n": est.get("n")}
-                if value is None:
+                read = read_by_slice.get(slice_key)
+                scored = int(rec.get("n_interactions") or 0)
+                if not read:
+                    value = None
+                else:
+                    scored = min(scored, int(read))
+                    value = (int(read) - scored) / int(read)
+                    extra = {"interactions_read": int(read), "interactions_scored": scored}
+            if value is None:
+                status = "skipped" if g.if_undefined == "skip" else "fail"
+                reason = (f"no interaction read in slice {slice_key!r}" if g.field == "dead_letter_share" and
+                          slice_key in read_by_slice else
+                          f"no interactions-read count for slice {slice_key!r} in results.json" if g.field ==
+                          "dead_letter_share" else f"slice {slice_key!r} has no {g.field} count")
+                checks.append(GateCheck(**base, metric=m, slice=slice_key, status=status, reason=reason))
+                continue
+            ok = compare(float(value), g.op, g.threshold)
+            checks.append(GateCheck(**base, metric=m, slice=slice_key, value=float(value), **extra,
+                                    status="pass" if ok else "fail"))
+    if not checks:
+        checks.append(GateCheck(**base, metric=g.metric or "*", slice=str(g.slices), status="skipped",
+                                reason="no metric of this run slices by this dimension"))
+    return checks
+
+
+def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:
+    from fair_forge_beam.reports.compare import TOO_SMALL, compare_estimate, sessions_of
+    from fair_forge_beam.reports.estimates import counts_for, info_of
+
+    info = info_of(g.metric)
+    gfields = info.gate_fields()
+    baseline = baseline or {}
+    records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
+    before = {r.get("slice"): r for r in (baseline.get("metrics", {}).get(g.metric) or {}).get("slices") or []}
+    cfg_c, cfg_b = doc.get("config") or {}, baseline.get("config") or {}
+    level = float(cfg_c.get("ci_level") or 0.95)
+    seed = int(cfg_c.get("seed") if cfg_c.get("seed") is not None else 42)
+    checks: list[GateCheck] = []
+    for slice_key, rec in _selected_slices(g, records):
+        for f in regression_fields(g):
+            e = gfields[f]
+            base = {"gate": g.label, "gate_index": i, "metric": g.metric, "field": f, "kind": "regression",
+                    "margin": g.margin,
+                    "direction": {1: "higher is better", -1: "lower is better"}[e.direction]}
+            if rec is None:
+                checks.append(GateCheck(**base, slice=slice_key, status="fail",
+                                        reason=_missing_slice(doc, g.metric, slice_key, records)))
+                continue
+            if e.keyed:
+                keys = [g.key] if g.key is not None else [k for k, _ in e.entries(rec)]
+            else:
+                keys = [None]
+            brec = before.get(slice_key)
+            for key in keys:
+                path = e.concrete(key)
+                cur = dotted_get(rec, path)
+                cur = cur if isinstance(cur, dict) else {}
+                est = {"mean": cur.get("mean"), "ci_low": cur.get("ci_low"), "ci_high": cur.get("ci_high"),
+                       "n": cur.get("n")}
+                one = {**base, "slice": slice_key, "key": key, **est,
+                       "value": None if est["mean"] is None else float(est["mean"])}
+                if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
-                    reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
-                              else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
-                    checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
+                    checks.append(GateCheck(**one, status=status, reason=(
+                        f"{f} is undefined in this run (no data: n = {est['n']})" if cur else f"no {f} estimate")))
                     continue
-                ok = compare(float(value), g.op, g.threshold)
-                checks.append(GateCheck(**base, slice=slice_key, key=key, value=float(value), **info,
-                                        status="pass" if ok else "fail"))
+                bas = dotted_get(brec, path) if brec is not None else None
+                if brec is None or not isinstance(bas, dict) or bas.get("mean") is None:
+                    checks.append(GateCheck(**one, status="skipped", reason=(
+                        f"no slice {slice_key!r} in the baseline's results of {g.metric}: nothing to compare"
+                        if brec is None else f"the baseline has no value of {f} here: nothing to compare")))
+                    continue
+                one["baseline"] = {k: bas.get(k) for k in ("mean", "ci_low", "ci_high", "n")}
+                row = compare_estimate(g.metric, slice_key, path, cur, bas, counts_for(g.metric, rec),
+                                       counts_for(g.metric, brec), cfg_c, cfg_b, seed, 20000, level,
+                                       sessions_of(g.metric, rec), sessions_of(g.metric, brec))
+                if row["verdict"] == TOO_SMALL:
+                    checks.append(GateCheck(**one, status="skipped", too_small=row["too_small"],
+                                            reason=f"{f}: too small to compare ({row['too_small']})"))
+                    continue
+                d = row["difference"]
+                if d["ci_low"] is None:
+                    checks.append(GateCheck(**one, method=row["method"], status="fail",
+                                            reason=f"{f}: no interval of the difference (both runs need intervals, "
+                                                   "or counts)"))
+                    continue
+                worse = d["ci_low"] > g.margin if e.direction < 0 else d["ci_high"] < -g.margin
+                checks.append(GateCheck(**one, difference=dict(d), method=row["method"],
+                                        status="fail" if worse else "pass"))
     return checks
 
 
@@ -516,8 +977,10 @@ def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: O
         mine = [c for c in checks if c.gate_index == i]
         status = ("fail" if any(c.status == "fail" for c in mine)
                   else "pass" if any(c.status == "pass" for c in mine) else "skipped")
-        out.append({"gate": g.label, "text": g.text, "status": status,
-                    "checks": [c.model_dump(exclude={"gate_index"}) | {"message": c.message(ci_level)} for c in mine]})
+        entry = {"gate": g.label, "text": g.text, "status": status}
+        if g.kind != "threshold":
+            entry["kind"] = g.kind
+        out.append({**entry, "checks": [c.record() | {"message": c.message(ci_level)} for c in mine]})
     failed = sum(1 for x in out if x["status"] == "fail")
     return {"passed": failed == 0, "n_gates": len(out), "n_failed": failed, "ci_level": ci_level, "gates": out}
 
@@ -528,22 +991,24 @@ def gate_lines(checks: Sequence[GateCheck], ci_level: Optional[float] = None, ve
 
 
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,
-                  slice_dims: Sequence[str]) -> list[Gate]:
-    """Gates from config entries / ``--gate`` texts, validated against the audit (see :func:`validate_gates`).
+                  slice_dims: Sequence[str], baseline: Optional[dict] = None) -> list[Gate]:
+    """Gates from config entries / ``--gate`` texts, validated against the audit (see
+    :func:`validate_gates`; ``baseline``: the ``--baseline`` run's ``results.json`` content).
 
     Raises:
         GateConfigError: a malformed or inapplicable gate.
     """
     gates = [make_gate(s, where=f"gate #{i + 1}") for i, s in enumerate(specs)]
-    validate_gates(gates, metrics, bayesian, slice_dims)
+    validate_gates(gates, metrics, bayesian, slice_dims, baseline)
     return gates
 
 
 def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
-                shown: Optional[str] = None) -> list[GateCheck]:
-    """Evaluate ``gates`` on ``doc``, write ``<out>/gates.json`` and print the outcome (failed and
-    skipped checks on stderr; passed gates on stdout unless ``quiet``). ``shown``: the folder the
-    messages name (default ``out``; the main job writes into a stage published as ``shown``).
+                shown: Optional[str] = None, baseline: Optional[dict] = None) -> list[GateCheck]:
+    """Evaluate ``gates`` on ``doc`` (``baseline``: the ``--baseline`` run's ``results.json``
+    content), write ``<out>/gates.json`` and print the outcome (failed and skipped checks on
+    stderr; passed gates on stdout unless ``quiet``). ``shown``: the folder the messages name
+    (default ``out``; the main job writes into a stage published as ``shown``).
 
     Raises:
         GatesFailed: a ``SystemExit`` with code :data:`GATE_FAILED_EXIT_CODE` when a gate failed.
@@ -554,7 +1019,7 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     from apache_beam.io.filesystems import FileSystems
 
     ci_level = (doc.get("config") or {}).get("ci_level")
-    checks = evaluate_gates(doc, gates)
+    checks = evaluate_gates(doc, gates, baseline)
     report = gates_report(checks, gates, ci_level)
     with FileSystems.create(f"{out}/gates.json") as f:
         f.write(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))

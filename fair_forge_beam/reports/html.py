@@ -27,7 +27,7 @@ versions, judge/guardian and their call counters, lexicon licences). Undefined e
 
 **Inconclusive — collect more data.** An estimate is flagged when its interval is wider than
 ``inconclusive_width`` (default 0.2) on its natural scale divided by the scale's length
-(:data:`~fair_forge_beam.reports.estimates.RANGES`: e.g. a 0–10 judge score counts width/10).
+(declared by the metric's info, :func:`~fair_forge_beam.reports.estimates.value_range`: e.g. a 0–10 judge score counts width/10).
 The number of interactions needed uses ``width ∝ 1/√n``: ``n_needed ≈ n_obs · (w_obs /
 w_target)²`` for the estimate's own units, scaled to the slice's interactions in the same
 ratio. Frequentist runs have no intervals; rates with stored counts ``(k, n)`` are then checked
@@ -66,7 +66,7 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
 
     Args:
-        metric, path: metric name and dotted estimate path (for :data:`RANGES`).
+        metric, path: metric name and dotted estimate path (for its natural range).
         est: the estimate ``{mean, ci_low, ci_high, n}``.
         record: its slice record (``n_interactions`` scales the needed sample).
         width: target interval width on a 0–1 scale, > 0.
@@ -132,27 +132,16 @@ def _text(metric: str, path: str, est: Optional[dict]) -> str:
     return "n/a" if is_undefined(metric, path, est) else _fmt_est(est)
 
 
-#: estimates defined in each metric's section besides its headline columns
-_DEFINED = {
-    "toxicity": ["estimates.DR", "estimates.DTO", "estimates.ASB", "group_profiling.group_estimates.*.T"],
-    "humanity": ["emotion_distribution.*"],
-}
-
-
 def _definitions(name: str, heads: list[str]) -> list[dict]:
-    from fair_forge_beam.reports.scorecard import definition, estimate_label
+    """The definitions at the top of a metric's section: its headline estimates', then those of the
+    other estimates its info marks ``explained`` (a keyed family once, its key shown as ``<group>``)."""
+    from fair_forge_beam.reports.estimates import info_of
 
-    out = []
-    for path in [*heads, *_DEFINED.get(name, [])]:
-        wild = "*" in path
-        probe = path.replace("*", "\x00")
-        d = definition(name, probe)
-        if d:
-            label = estimate_label(name, probe)
-            if wild:
-                label = label.replace("\x00", "<emotion>" if name == "humanity" else "<group>")
-            out.append({"label": label, "text": d})
-    return out
+    info = info_of(name)
+    if info is None:
+        return []
+    return [{"label": e.label_for(key) if key is not None or not e.keyed else e.label_for(f"<{e.key_name}>"),
+             "text": e.definition} for e, key in info.explained(heads)]
 
 
 def _group_flags(flags: list[dict]) -> list[dict]:
@@ -313,6 +302,7 @@ def _comparison_view(cmp: dict) -> dict:
                   "difference_text": _fmt_est(r["difference"])} for r in shown],
         "rows_left": len(rows) - len(shown),
         "n_detectable": sum(1 for r in rows if r["verdict"] in detect),
+        "n_too_small": sum(1 for r in rows if r.get("too_small")),
     }
 
 
@@ -331,7 +321,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         with_plots: draw the SVG plots (off: tables only, faster).
         gates: the run's :class:`~fair_forge_beam.reports.gates.Gate` list: the scorecard colours a
             cell against the gate covering it, else against the documented reference lines
-            (:data:`~fair_forge_beam.reports.scorecard.THRESHOLDS`).
+            (:func:`~fair_forge_beam.reports.scorecard.reference_line`).
 
     Raises:
         ValueError: ``inconclusive_width`` outside (0, 1].

@@ -3,13 +3,13 @@
 Figures are plain ``matplotlib.figure.Figure`` objects rendered by the SVG backend: pyplot is
 never imported, so no GUI backend is selected and the host's matplotlib state is untouched.
 
-:data:`PLOTS` maps a metric name to a function ``(metric, config) -> [(caption, Figure)]``
-where ``metric`` is the metric's object in ``results.json`` (``headline_columns``,
+A metric's info (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`) names its plot
+function (``plot``, one of :data:`PLOTS`): ``(metric, config) -> [(caption, Figure)]`` where ``metric`` is the metric's object in ``results.json`` (``headline_columns``,
 ``slices``, ``lexicon`` …) plus ``session_distributions`` (binned session values streamed from
 the run's session shards by :func:`session_distributions`; or an in-memory ``sessions`` list)
-and ``config`` the run's ``config``. A metric without
-an entry gets :func:`plot_generic` (its headline estimates per slice). To add a metric's plots,
-write one such function and add it to :data:`PLOTS`; the helpers :func:`interval_panel`,
+and ``config`` the run's ``config``. A metric that
+names none gets :func:`plot_generic` (its headline estimates per slice). To add a metric's plots,
+write one such function, add it to :data:`PLOTS` and name it in the metric's info; the helpers :func:`interval_panel`,
 :func:`grouped_intervals` and :func:`session_histograms` draw estimates with their intervals.
 
 Plots use aggregates only (slice estimates, histograms of session values), so their size does
@@ -105,7 +105,7 @@ def fit(fig, label_chars: int = 8, legend: bool = False, xlabels: bool = True, w
 
 def _relevance(s: dict, ref: Optional[dict], paths: Sequence[str], metric: str) -> float:
     """How far the slice's estimates lie from the reference slice's (``overall``): the largest
-    ``|mean − mean_ref| / range`` over ``paths`` (ranges from :data:`~.estimates.RANGES`);
+    ``|mean − mean_ref| / range`` over ``paths`` (ranges from :func:`~.estimates.value_range`);
     ``-1`` when the slice has no value on any path (nothing to draw)."""
     from fair_forge_beam.reports.estimates import value_range
 
@@ -210,19 +210,12 @@ _BOX_BINS = 1000
 
 
 def _session_specs(metric: str) -> list:
-    """Session values the report draws for ``metric``: ``[(label, dotted path, (lo, hi), bins)]``."""
-    if metric == "humanity":
-        return [("mean entropy (bits)", "mean_entropy.mean", (0, 3), SESSION_BINS),
-                ("mean Spearman ρ", "mean_spearman.mean", (-1, 1), SESSION_BINS)]
-    if metric == "toxicity":
-        return [("toxic rate", "toxic_rate.mean", (0, 1), SESSION_BINS)]
-    if metric == "context":
-        return [("context awareness", "context_awareness", (0, 1), SESSION_BINS)]
-    if metric == "conversational":
-        from fair_forge_beam.schemas.conversational import RESULT_FIELDS
+    """Session values the report draws for ``metric`` (its info's ``session_histograms``):
+    ``[(label, dotted path, (lo, hi), bins)]``."""
+    from fair_forge_beam.reports.estimates import info_of
 
-        return [(d, f"{d}.mean", (0, 10), _BOX_BINS) for d in RESULT_FIELDS]
-    return []
+    info = info_of(metric)
+    return [(v.label, v.path, v.value_range, v.bins) for v in (info.session_histograms if info else ())]
 
 
 def session_distributions(metric: str, sessions) -> dict:
@@ -637,21 +630,17 @@ def trend_figure(run_labels: Sequence[str], panels: Sequence[tuple[str, Sequence
     return fig
 
 
-#: metric name -> plot function ``(metric, config) -> [(caption, Figure)]``
-PLOTS: dict[str, Callable[[dict, dict], list]] = {
-    "humanity": plot_humanity,
-    "toxicity": plot_toxicity,
-    "bias": plot_bias,
-    "context": plot_context,
-    "conversational": plot_conversational,
-    "agentic": plot_agentic,
-    "bestof": plot_bestof,
-}
+#: the plot functions a metric's info can name (``MetricInfo.plot``), by function name
+PLOTS: dict[str, Callable[[dict, dict], list]] = {f.__name__: f for f in (
+    plot_humanity, plot_toxicity, plot_bias, plot_context, plot_conversational, plot_agentic, plot_bestof)}
 
 
 def metric_figures(name: str, metric: dict, config: dict) -> list[tuple[str, str]]:
-    """``[(caption, inline svg)]`` for one metric (its :data:`PLOTS` entry or :func:`plot_generic`)."""
-    fn = PLOTS.get(name, plot_generic)
+    """``[(caption, inline svg)]`` for one metric (the plot function its info names, else :func:`plot_generic`)."""
+    from fair_forge_beam.reports.estimates import info_of
+
+    info = info_of(name)
+    fn = PLOTS.get(info.plot, plot_generic) if info is not None and info.plot else plot_generic
     with matplotlib.rc_context(_RC):
         figs = fn(metric, config)
     return [(caption, figure_svg(fig, f"{name}-{i}")) for i, (caption, fig) in enumerate(figs)]

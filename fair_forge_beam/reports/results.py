@@ -44,7 +44,7 @@ from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line
 
 __all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
-           "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "DEAD_LETTER_UNITS"]
+           "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "dead_letter_unit"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
 LAYOUT = {
@@ -65,12 +65,18 @@ SESSION_SCHEMA = pa.schema([
     ("record", pa.string()),
 ])
 
-#: what one dead letter of a metric's stage stands for, when it is not one interaction
-DEAD_LETTER_UNITS = {
-    "bias": "failed guardian verdicts (one per interaction and protected attribute)",
-    "bestof": "failed matches (one per judge call between two contestants)",
-}
+#: what one dead letter of a metric's stage stands for unless its info says otherwise
+#: (``MetricInfo.dead_letter_unit``: e.g. one per interaction *and* attribute for Bias)
 _DEFAULT_UNIT = "interactions this metric could not score"
+
+
+def dead_letter_unit(metric: str) -> str:
+    """What one dead letter of ``metric``'s stage stands for (its info's ``dead_letter_unit``, else
+    one interaction it could not score)."""
+    from fair_forge_beam.reports.estimates import info_of
+
+    info = info_of(metric)
+    return (info.dead_letter_unit if info is not None else None) or _DEFAULT_UNIT
 
 
 def _field(rec, name: str):
@@ -195,7 +201,8 @@ class ResultsDocFn(beam.CombineFn):
 
     Input elements are tagged tuples ``(kind, key, value)``:
     ``("read", None, n)`` with the number of interactions read (one element, or one per input
-    part: counts add up); ``("dead", (stage, reason kind), 1)`` per dead
+    part: counts add up); ``("read_slice", slice key, n)`` with the interactions read in one
+    slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason kind), 1)`` per dead
     letter; ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
     session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
     (plain JSON values). The accumulator holds integer counters and the slice records only, so
@@ -204,16 +211,19 @@ class ResultsDocFn(beam.CombineFn):
     (slices: ``overall`` first, then by key), so the document is the same on every runner.
     """
 
-    def __init__(self, config: dict, static: dict):
-        self.config, self.static = config, static
+    def __init__(self, config: dict, static: dict, read_slice_dims: tuple = ()):
+        self.config, self.static, self.read_slice_dims = config, static, tuple(read_slice_dims)
 
     def create_accumulator(self):
-        return {"read": 0, "dead": Counter(), "quality": Counter(), "scored": Counter(), "slices": {}}
+        return {"read": 0, "dead": Counter(), "quality": Counter(), "scored": Counter(), "slices": {},
+                "read_slice": Counter()}
 
     def add_input(self, acc, el):
         kind, key, value = el
         if kind == "read":
             acc["read"] += value
+        elif kind == "read_slice":
+            acc["read_slice"][key] += value
         elif kind == "dead":
             acc["dead"][tuple(key)] += value
         elif kind == "quality":
@@ -229,7 +239,7 @@ class ResultsDocFn(beam.CombineFn):
         out = next(accs)
         for a in accs:
             out["read"] += a["read"]
-            for k in ("dead", "quality", "scored"):
+            for k in ("dead", "quality", "scored", "read_slice"):
                 out[k].update(a[k])
             for m, recs in a["slices"].items():
                 out["slices"].setdefault(m, []).extend(recs)
@@ -237,7 +247,7 @@ class ResultsDocFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
-                                 acc["slices"])
+                                 acc["slices"], acc["read_slice"] if self.read_slice_dims else None)
 
 
 def _slice_order(r):
@@ -246,16 +256,21 @@ def _slice_order(r):
 
 
 def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, quality: Counter, scored: Counter,
-                      slices: dict) -> dict:
+                      slices: dict, read_by_slice: Optional[Counter] = None) -> dict:
     """The ``results.json`` document from the combined counts (see :class:`ResultsDocFn`).
 
     ``summary.metrics.<name>`` names one unit per field: ``interactions_scored`` (interactions
     that entered the metric's aggregates, the sum of its sessions' ``n_interactions``; also
     under the older key ``scored``), ``interactions_not_scored`` (interactions read that did not:
     ``interactions_read − interactions_scored``, never below 0), ``dead_letters`` (records the
-    metric's stage dead-lettered; :data:`DEAD_LETTER_UNITS` says what one stands for, e.g. one
+    metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
     ``dead_letter_reasons`` (counts per reason kind, adding up to ``dead_letters``).
+
+    ``read_by_slice`` (given when a coverage gate needs it): ``summary.interactions_read_by_slice``,
+    the interactions read per slice ``{"overall": n, "assistant_id=…": n, "language=…": n}``,
+    ``overall`` first, then by key — the denominators of ``dead_letter_share``. Left out
+    otherwise, so a run without coverage gates keeps its bytes.
     """
     by_stage: Counter = Counter()
     for (stage, _), c in dead.items():
@@ -280,10 +295,13 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
             "interactions_scored": n_scored,
             "interactions_not_scored": max(n_read - n_scored, 0),
             "dead_letters": n_dead,
-            "dead_letter_unit": DEAD_LETTER_UNITS.get(name, _DEFAULT_UNIT),
+            "dead_letter_unit": dead_letter_unit(name),
             "dead_letter_reasons": _ranked({r: c for (s, r), c in dead.items() if s == name}),
         }
         doc["metrics"][name] = {**st, "slices": sorted(slices.get(name, []), key=_slice_order)}
+    if read_by_slice is not None:
+        counts = {"overall": n_read, **{k: int(v) for k, v in read_by_slice.items()}}
+        doc["summary"]["interactions_read_by_slice"] = {k: counts[k] for k in sorted(counts, key=lambda k: (k != "overall", k))}
     return doc
 
 
@@ -293,7 +311,8 @@ def results_json_bytes(doc: dict) -> bytes:
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
-                  static: dict, stats=None, read_counts=None, write_interactions: bool = True) -> list:
+                  static: dict, stats=None, read_counts=None, write_interactions: bool = True,
+                  read_slice_dims: tuple = ()) -> list:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
 
     Args:
@@ -309,6 +328,8 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             reason kind), n)`` and ``("quality", kind, n)`` elements, instead of counting ``read``
             (a roll-up: the stored counts of its runs).
         write_interactions: ``False``: no ``results.parquet/`` (a roll-up copies its runs' shards).
+        read_slice_dims: slice dimensions among ``assistant_id`` and ``language`` whose
+            interactions-read counts go into ``results.json`` (coverage gates; default none).
 
     Returns:
         The sinks' results (PCollections of the written file names), complete only once every
@@ -348,6 +369,15 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     if stats is not None:
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
+    dims = tuple(d for d in read_slice_dims if d in ("assistant_id", "language"))
+    # interactions read per slice (counted per key first, then one element per slice); a roll-up
+    # (read_counts: its runs' stored counts) has no interactions to count
+    if dims and read_counts is None:
+        parts.append(
+            read["interactions"]
+            | "ReadSliceKeys" >> beam.FlatMap(lambda x, ds=dims: [f"{d}={getattr(x, d)}" for d in ds])
+            | "CountReadSlices" >> beam.combiners.Count.PerElement()
+            | "TagReadSlices" >> beam.MapTuple(lambda k, n: ("read_slice", k, n)))
     for name, r in results.items():
         written.append(_write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name),
                                       f"{out}/sessions/{name}/part", SESSION_SCHEMA))
@@ -358,7 +388,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     written.append(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
-        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static))
+        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims))
         | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8"))
         | "WriteResultsJson" >> beam.io.WriteToText(f"{out}/results.json", num_shards=1, shard_name_template="",
                                                     append_trailing_newlines=False)

@@ -10,17 +10,9 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from fair_forge_beam.reports.output_folder import OUTPUT_FILES
+from fair_forge_beam.schemas.metric_info import dotted_get  # noqa: F401 - the readers' dotted paths, here for them
 
-__all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
-
-
-def dotted_get(record: dict, path: str):
-    """``record["a"]["b"]`` for the dotted column name ``"a.b"`` (``None`` when missing)."""
-    for part in path.split("."):
-        if not isinstance(record, dict):
-            return None
-        record = record.get(part)
-    return record
+__all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable", "dotted_get"]
 
 
 def format_estimate(est: Optional[dict]) -> str:

@@ -1,0 +1,312 @@
+"""The metric info: how to read a metric's results, declared by the metric (DESIGN.md §1, item 4).
+
+Every metric class declares one :class:`MetricInfo` (``info = MetricInfo(...)``): its estimates
+with labels, units, natural ranges, directions (is higher better or worse?), reference lines and
+gate field names, the ``(k, n)`` counts behind its rates, its per-interaction Parquet columns and
+a few presentation facts (session histograms, its plot, what one dead letter stands for). The
+report, the console summary, the comparison, the gates and the trend report read the info
+through :func:`fair_forge_beam.metrics.registry.metric_info`; none of them keeps a table keyed by
+metric name. A ``results.json`` of a metric without an info (a newer version, a metric of your
+own) is still read, generically: every estimate-shaped dict is found, labelled by its path, with
+no direction, a 0–1 range and no counts.
+
+This module is declarations only: it imports nothing beyond the standard library (pyarrow and
+the result schemas only when :meth:`MetricInfo.parquet_fields` is called), so reading an info is
+cheap wherever the metric module is.
+
+Paths: an estimate's ``path`` is the dotted path of its ``{mean, ci_low, ci_high, n}`` dict in a
+slice record of ``results.json`` (``toxic_rate``, ``estimates.DIDT``). A *keyed* family of
+estimates has one ``{key}`` segment (``rates.{key}``: one estimate per protected attribute;
+``group_profiling.group_estimates.{key}.T``: one per group).
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "SessionHistogram", "KEY", "dotted_get"]
+
+#: the placeholder of the key segment of a keyed estimate's path
+KEY = "{key}"
+
+#: counts of a rate: ``(k path, n path)`` (dotted, may hold ``{key}``), or a function of the slice
+#: record returning ``{concrete estimate path: (k, n)}``
+Counts = Union[tuple[str, str], Callable[[dict], dict]]
+
+
+def dotted_get(record: Any, path: str):
+    """``record["a"]["b"]`` for the dotted path ``"a.b"`` (``None`` when missing)."""
+    for part in path.split("."):
+        if not isinstance(record, dict):
+            return None
+        record = record.get(part)
+    return record
+
+
+@dataclass(frozen=True)
+class EstimateInfo:
+    """One estimate of a slice record, or one keyed family of estimates.
+
+    Attributes:
+        path: dotted path in a slice record; a keyed family has one ``{key}`` segment.
+        label: short human label (report columns, plots); in a keyed family ``{key}`` stands for
+            the key with underscores as spaces.
+        definition: plain definition with the source of its formula (spec section or doc page);
+            ``None``: none shown.
+        unit: what a value is measured in, in words (``"share of answers"``, ``"bits"``).
+        value_range: ``(low, high)``, the natural range of the values; the report's
+            inconclusive-width check divides interval widths by ``high − low``.
+        direction: ``+1`` a higher value is better, ``-1`` lower is better, ``0`` neither (the
+            comparison then says higher/lower, never better/worse; no regression gate).
+        reference: ``(op, threshold)`` — the report's reference line (a reading aid, not a
+            standard), ``op`` one of ``<=``, ``<``, ``>=``, ``>``; ``None``: no line.
+        gate: the field name gates use (``toxicity DIDT ci_high <= 0.2``); ``None``: not gateable.
+        headline: a headline estimate: a scorecard column, a column of the console summary and of
+            the slice tables, checked by ``regression <metric> not worse``.
+        key_name: what a key of a keyed family is (``"attribute"``, ``"emotion"``, ``"group"``).
+        keys: the keys the metric can produce (gates check ``for <key>`` against them; empty: any).
+        counts: where the integer counts ``(k, n)`` behind a rate estimate are (:data:`Counts`):
+            the comparison then uses Beta posteriors / the Agresti–Caffo interval, the report the
+            Wald width of a frequentist rate.
+        explained: listed with its definition at the top of the metric's report section
+            (headline estimates with a definition always are).
+        zero_means_no_data: a mean of exactly 0 with no interval, or a zero-width one at 0, is
+            undefined — nothing was there to measure (Humanity's Spearman ρ, spec §6.5).
+    """
+
+    path: str
+    label: str
+    definition: Optional[str] = None
+    unit: str = "share"
+    value_range: tuple[float, float] = (0.0, 1.0)
+    direction: int = 0
+    reference: Optional[tuple[str, float]] = None
+    gate: Optional[str] = None
+    headline: bool = False
+    key_name: Optional[str] = None
+    keys: tuple[str, ...] = ()
+    counts: Optional[Counts] = None
+    explained: bool = True
+    zero_means_no_data: bool = False
+
+    def __post_init__(self):
+        if self.path.count(KEY) > 1:
+            raise ValueError(f"{self.path!r}: at most one {KEY} segment")
+        if isinstance(self.counts, tuple) and (KEY in self.path) != all(c.endswith("." + KEY) for c in self.counts):
+            raise ValueError(f"{self.path!r}: the counts paths of a keyed estimate end in .{KEY} (and only theirs)")
+        if (KEY in self.path) != (self.key_name is not None):
+            raise ValueError(f"{self.path!r}: a keyed path and a key_name go together")
+        if self.direction not in (-1, 0, 1):
+            raise ValueError(f"{self.path!r}: direction must be -1, 0 or +1")
+        if self.reference is not None and self.reference[0] not in ("<=", "<", ">=", ">"):
+            raise ValueError(f"{self.path!r}: reference op must be <=, <, >= or >")
+        lo, hi = self.value_range
+        if not hi > lo:
+            raise ValueError(f"{self.path!r}: value_range must be (low, high) with high > low")
+
+    @property
+    def keyed(self) -> bool:
+        return self.key_name is not None
+
+    @property
+    def span(self) -> float:
+        """Length of the natural range (``high − low``)."""
+        return float(self.value_range[1] - self.value_range[0])
+
+    @property
+    def parent(self) -> str:
+        """A keyed family's path up to its key (``rates`` of ``rates.{key}``)."""
+        return self.path.split("." + KEY)[0] if self.keyed else self.path
+
+    @property
+    def suffix(self) -> str:
+        """A keyed family's path after its key (``T`` of ``group_profiling.group_estimates.{key}.T``)."""
+        return self.path.split(KEY, 1)[1].lstrip(".") if self.keyed else ""
+
+    def concrete(self, key: Optional[str]) -> str:
+        """The path of one key's estimate (the path itself when not keyed)."""
+        return self.path.replace(KEY, str(key)) if self.keyed else self.path
+
+    def match(self, path: str) -> tuple[bool, Optional[str]]:
+        """``(True, key)`` when the concrete ``path`` is this estimate (``key`` ``None`` when not keyed)."""
+        if not self.keyed:
+            return path == self.path, None
+        m = _pattern(self.path).fullmatch(path)
+        return (True, m.group(1)) if m else (False, None)
+
+    def label_for(self, key: Optional[str]) -> str:
+        """The label of one key's estimate (``{key}`` filled, underscores as spaces)."""
+        return self.label.replace(KEY, str(key).replace("_", " ")) if self.keyed else self.label
+
+    def entries(self, record: dict) -> list[tuple[str, Any]]:
+        """``[(key, value)]`` of a keyed family in a slice record, in the record's order (the
+        value is whatever sits at the key's path; ``[]`` when the family is absent)."""
+        node = dotted_get(record, self.parent)
+        if not isinstance(node, dict):
+            return []
+        suffix = self.suffix
+        return [(k, dotted_get(v, suffix) if suffix else v) for k, v in node.items()]
+
+    def counts_in(self, record: dict) -> dict[str, tuple[int, int]]:
+        """``{concrete path: (k, n)}`` of this estimate in a slice record (empty without counts)."""
+        if self.counts is None:
+            return {}
+        if callable(self.counts):
+            return dict(self.counts(record))
+        k_path, n_path = self.counts
+        if not self.keyed:
+            k, n = dotted_get(record, k_path), dotted_get(record, n_path)
+            return {self.path: (k, n)} if isinstance(k, int) and isinstance(n, int) else {}
+        # keyed: both paths end in ".{key}"; keys are looked up whole (a key may hold a dot)
+        k_all = dotted_get(record, k_path[:-len("." + KEY)])
+        n_all = dotted_get(record, n_path[:-len("." + KEY)])
+        k_all = k_all if isinstance(k_all, dict) else {}
+        out = {}
+        for key, n in (n_all if isinstance(n_all, dict) else {}).items():
+            k = k_all.get(key)
+            if isinstance(n, int) and isinstance(k, int):
+                out[self.concrete(key)] = (k, n)
+        return out
+
+
+_PATTERNS: dict[str, re.Pattern] = {}
+
+
+def _pattern(path: str) -> re.Pattern:
+    p = _PATTERNS.get(path)
+    if p is None:
+        head, tail = path.split(KEY, 1)
+        p = _PATTERNS[path] = re.compile(re.escape(head) + r"(.+)" + re.escape(tail))
+    return p
+
+
+@dataclass(frozen=True)
+class ParquetColumns:
+    """Per-interaction Parquet columns of a metric (``results.parquet``).
+
+    Either derived from a pydantic result model — ``model`` (``"module:Class"``), the field
+    ``names`` and a column-name ``prefix`` (:func:`fair_forge_beam.schemas.arrow.arrow_fields`) —
+    or given directly as ``columns``: ``(name, pyarrow type name)`` pairs (``"string"``,
+    ``"bool_"``, ``"int64"``, ``"float64"``).
+    """
+
+    model: Optional[str] = None
+    names: tuple[str, ...] = ()
+    prefix: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def fields(self) -> list:
+        import pyarrow as pa
+
+        if self.model is None:
+            return [pa.field(name, getattr(pa, typ)()) for name, typ in self.columns]
+        import importlib
+
+        from fair_forge_beam.schemas.arrow import union_fields
+
+        module, cls = self.model.split(":")
+        return union_fields([(getattr(importlib.import_module(module), cls), list(self.names), self.prefix)])
+
+
+@dataclass(frozen=True)
+class SessionHistogram:
+    """A session value the report draws as a histogram: ``label``, dotted ``path`` in a session
+    record, natural ``value_range`` and number of ``bins``."""
+
+    label: str
+    path: str
+    value_range: tuple[float, float] = (0, 1)
+    bins: int = 20
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How to read one metric's results (see the module docstring).
+
+    Attributes:
+        name: the metric name (``--metrics``; key of ``results.json``'s ``metrics``).
+        estimates: its estimates, headline estimates first in column order; estimates of a slice
+            record not listed here are read generically.
+        repeats: :mod:`fnmatch` patterns of estimate-shaped dicts that repeat another estimate
+            under another name (left out of every listing, e.g. Toxicity's upstream-shaped copy).
+        parquet: its per-interaction Parquet columns, in order.
+        dead_letter_unit: what one of its dead letters stands for, when not one interaction.
+        slice_dimensions: the slice dimensions it can be sliced by (``None``: any).
+        sessions_field: the slice-record field holding the number of resampling units (sessions,
+            or BestOf's blocks); ``None``: none.
+        session_histograms: the session values the report draws as histograms.
+        plot: name of its plot function in :mod:`fair_forge_beam.reports.plots` (``None``: the
+            generic plot of the headline estimates).
+    """
+
+    name: str
+    estimates: tuple[EstimateInfo, ...]
+    repeats: tuple[str, ...] = ()
+    parquet: tuple[ParquetColumns, ...] = ()
+    dead_letter_unit: Optional[str] = None
+    slice_dimensions: Optional[tuple[str, ...]] = None
+    sessions_field: Optional[str] = "n_sessions"
+    session_histograms: tuple[SessionHistogram, ...] = ()
+    plot: Optional[str] = None
+
+    def __post_init__(self):
+        gates = [e.gate for e in self.estimates if e.gate]
+        if len(gates) != len(set(gates)):
+            raise ValueError(f"{self.name}: a gate field declared twice")
+        heads = [e for e in self.estimates if e.headline]
+        if self.estimates[:len(heads)] != tuple(heads):
+            raise ValueError(f"{self.name}: headline estimates come first")
+
+    def find(self, path: str) -> tuple[Optional[EstimateInfo], Optional[str]]:
+        """``(estimate info, key)`` of a concrete estimate path (``(None, None)`` when not declared)."""
+        for e in self.estimates:
+            ok, key = e.match(path)
+            if ok:
+                return e, key
+        return None, None
+
+    def is_repeat(self, path: str) -> bool:
+        """True when ``path`` matches :attr:`repeats`."""
+        return any(fnmatch.fnmatchcase(path, p) for p in self.repeats)
+
+    def headline_columns(self, keys: Optional[Sequence[str]] = None) -> tuple[str, ...]:
+        """The concrete paths of the headline estimates, in order; a keyed headline family is
+        expanded over ``keys`` (default: its declared keys)."""
+        out: list[str] = []
+        for e in self.estimates:
+            if e.headline:
+                out.extend(e.concrete(k) for k in (keys if keys is not None else e.keys)) if e.keyed \
+                    else out.append(e.path)
+        return tuple(out)
+
+    def gate_fields(self) -> dict[str, EstimateInfo]:
+        """Gate field name → estimate, in declaration order."""
+        return {e.gate: e for e in self.estimates if e.gate}
+
+    def counts(self, record: dict) -> dict[str, tuple[int, int]]:
+        """``{estimate path: (k, n)}`` of the record's rate estimates."""
+        out: dict[str, tuple[int, int]] = {}
+        for e in self.estimates:
+            out.update(e.counts_in(record))
+        return out
+
+    def parquet_fields(self) -> list:
+        """Its per-interaction Parquet columns as ``pyarrow.Field`` objects."""
+        return [f for part in self.parquet for f in part.fields()]
+
+    def explained(self, headline: Sequence[str]) -> Iterator[tuple[EstimateInfo, Optional[str]]]:
+        """The estimates defined at the top of the metric's report section: each path of
+        ``headline`` that has a definition, then every other explained estimate with a
+        definition, in declaration order (a keyed family once, with key ``None``)."""
+        seen = set()
+        for path in headline:
+            e, key = self.find(path)
+            if e is not None and e.definition:
+                seen.add(e.path)
+                yield e, key
+        for e in self.estimates:
+            if e.path not in seen and e.explained and e.definition and not e.headline:
+                yield e, None
+

@@ -1,0 +1,141 @@
+"""Intervals of the difference between two estimates, and when a difference has the support to be claimed.
+
+Used by the run comparison (``--compare``, :mod:`fair_forge_beam.reports.compare`), the report's
+between-assistant differences, the regression gates and the trend report: one implementation of
+each method, chosen per estimate by :func:`difference`. Every difference is ``current −
+baseline`` in the estimate's own units; intervals are equal-tailed at ``level``.
+
+* :func:`beta_difference` — a rate with integer counts ``(k, n)`` on both sides in a Bayesian run:
+  the posterior of the difference of two independent ``Beta(a + k, b + n − k)`` posteriors,
+  from ``draws`` Monte-Carlo draws per side, each keyed by ``(seed, *key, side)``
+  (:func:`~fair_forge_beam.statistical.seeding.estimator_rng`): same inputs and seed → the same
+  numbers on every machine.
+* :func:`agresti_caffo_difference` — the same rate in a frequentist run: Agresti & Caffo (2000),
+  "Simple and effective confidence intervals for proportions and differences of proportions
+  result from adding two successes and two failures", *The American Statistician* 54(4): one
+  success and one failure added to each side, then the Wald interval; the reported difference is
+  the raw ``k1/n1 − k2/n2``.
+* :func:`normal_difference` — any other estimate whose two sides both carry an interval: normal
+  approximation, each side's standard error read off its interval as ``(ci_high − ci_low) / (2z)``
+  with ``z`` the normal quantile of that side's level; interval ``Δ ± z √(se₁² + se₂²)``. An
+  approximation: bootstrap intervals of skewed statistics are not symmetric.
+
+**Too small to compare.** Callers first ask
+:func:`fair_forge_beam.statistical.slices.too_small_to_compare` (the support rule next to the
+one-session rule): no difference is claimed — credible (Bayesian) or detectable (frequentist) —
+when either side rests on fewer than two sessions or has a zero-width interval (a Bayesian
+bootstrap over sessions gives zero width only when every session it resamples has the same value:
+as far as the estimate can tell, fewer than two distinct sessions).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+from scipy import stats
+
+from fair_forge_beam.statistical.seeding import estimator_rng
+
+__all__ = [
+    "normal_quantile",
+    "beta_difference",
+    "agresti_caffo_difference",
+    "normal_difference",
+    "difference",
+    "METHODS",
+]
+
+#: method name -> one-line description (the ``method`` of :func:`difference`)
+METHODS = {
+    "beta_posterior": "posterior of the difference of two independent Beta posteriors of the stored counts "
+                      "(Monte-Carlo draws keyed by seed, metric, slice and estimate)",
+    "agresti_caffo": "Agresti–Caffo normal interval for a difference of two proportions from the stored counts",
+    "normal_from_intervals": "normal approximation: standard errors read off each run's interval "
+                             "((ci_high − ci_low) / 2z), difference ± z·√(se₁² + se₂²)",
+    "no_interval": "point estimates without interval: the difference only",
+}
+
+
+def normal_quantile(level: Optional[float]) -> float:
+    """``z`` of a two-sided interval at ``level`` (default 0.95): ``Φ⁻¹(0.5 + level/2)``."""
+    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
+
+
+def _has_interval(e: dict) -> bool:
+    return e.get("ci_low") is not None and e.get("ci_high") is not None
+
+
+def beta_difference(k1: int, n1: int, k2: int, n2: int, *, prior: tuple[float, float] = (1.0, 1.0),
+                    level: float = 0.95, draws: int = 20000, seed: int = 42, key: Sequence = ()) -> dict:
+    """Posterior of ``p₁ − p₂`` for ``p_i ~ Beta(a + k_i, b + n_i − k_i)`` independent.
+
+    Args:
+        k1, n1 / k2, n2: successes and trials of the current / baseline side (``0 ≤ k ≤ n``, ``n > 0``).
+        prior: ``(a, b)`` of the Beta prior (Beta(1, 1) = uniform).
+        level: interval level in (0, 1).
+        draws: Monte-Carlo draws per side.
+        seed, key: the draws of side ``s`` come from ``estimator_rng(seed, *key, s)``.
+
+    Returns:
+        ``{"mean", "ci_low", "ci_high", "p_current_higher"}``: Monte-Carlo mean, equal-tailed
+        quantiles at ``level`` and the posterior probability that ``p₁ > p₂``.
+    """
+    a, b = prior
+    d1 = estimator_rng(seed, *key, "current").beta(a + k1, b + n1 - k1, draws)
+    d2 = estimator_rng(seed, *key, "baseline").beta(a + k2, b + n2 - k2, draws)
+    diff = d1 - d2
+    q = (1 - level) / 2
+    lo, hi = (float(x) for x in np.quantile(diff, [q, 1 - q]))
+    return {"mean": float(diff.mean()), "ci_low": lo, "ci_high": hi, "p_current_higher": float((diff > 0).mean())}
+
+
+def agresti_caffo_difference(k1: int, n1: int, k2: int, n2: int, *, level: float = 0.95) -> dict:
+    """Agresti–Caffo interval of ``p₁ − p₂`` (one success and one failure added to each side,
+    then Wald): ``p̃_i = (k_i + 1)/(n_i + 2)``, ``se = √(Σ p̃_i(1 − p̃_i)/(n_i + 2))``, interval
+    ``p̃₁ − p̃₂ ± z·se``. Returns ``{"mean": k1/n1 − k2/n2, "ci_low", "ci_high"}`` (``n_i > 0``)."""
+    z = normal_quantile(level)
+    p1, p2 = (k1 + 1) / (n1 + 2), (k2 + 1) / (n2 + 2)
+    se = math.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
+    return {"mean": k1 / n1 - k2 / n2, "ci_low": p1 - p2 - z * se, "ci_high": p1 - p2 + z * se}
+
+
+def normal_difference(current: dict, baseline: dict, *, level: float = 0.95, current_level: Optional[float] = None,
+                      baseline_level: Optional[float] = None) -> dict:
+    """Normal-approximation interval of ``mean₁ − mean₂`` from the two sides' intervals (their
+    standard errors read off as ``width / 2z`` at each side's own level, default 0.95).
+    Returns ``{"mean", "ci_low", "ci_high"}``."""
+    se1 = (current["ci_high"] - current["ci_low"]) / (2 * normal_quantile(current_level))
+    se2 = (baseline["ci_high"] - baseline["ci_low"]) / (2 * normal_quantile(baseline_level))
+    mean = current["mean"] - baseline["mean"]
+    half = normal_quantile(level) * math.sqrt(se1 * se1 + se2 * se2)
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[int, int]] = None,
+               baseline_counts: Optional[tuple[int, int]] = None, bayesian: bool = False,
+               prior: tuple[float, float] = (1.0, 1.0), level: float = 0.95, current_level: Optional[float] = None,
+               baseline_level: Optional[float] = None, draws: int = 20000, seed: int = 42, key: Sequence = ()) -> dict:
+    """The difference ``current − baseline`` of two estimates with the interval of the method that
+    fits them (module docstring): counts on both sides → :func:`beta_difference` (``bayesian``)
+    or :func:`agresti_caffo_difference`; else intervals on both sides →
+    :func:`normal_difference`; else the difference of the means only.
+
+    Both means must be numbers (the caller handles undefined estimates and
+    :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`).
+
+    Returns:
+        ``{"method", "mean", "ci_low", "ci_high"[, "p_current_higher"]}``; ``ci_low``/``ci_high``
+        are ``None`` for ``method == "no_interval"``.
+    """
+    if current_counts and baseline_counts and current_counts[1] > 0 and baseline_counts[1] > 0:
+        (k1, n1), (k2, n2) = current_counts, baseline_counts
+        if bayesian:
+            return {"method": "beta_posterior",
+                    **beta_difference(k1, n1, k2, n2, prior=prior, level=level, draws=draws, seed=seed, key=key)}
+        return {"method": "agresti_caffo", **agresti_caffo_difference(k1, n1, k2, n2, level=level)}
+    if _has_interval(current) and _has_interval(baseline):
+        return {"method": "normal_from_intervals",
+                **normal_difference(current, baseline, level=level, current_level=current_level,
+                                    baseline_level=baseline_level)}
+    return {"method": "no_interval", "mean": current["mean"] - baseline["mean"], "ci_low": None, "ci_high": None}
