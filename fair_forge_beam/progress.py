@@ -25,6 +25,7 @@ reading may not be finished (the total is not known before the inputs are read).
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -236,3 +237,53 @@ class ProgressReporter:
             self._stop.set()
             self._thread.join()
             self._thread = None
+
+
+class _ErrorsOnly(logging.Filter):
+    """Lets through records of level ERROR and above only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+class QuietLogs:
+    """``--quiet`` for one run (the audit's, a roll-up's): call :meth:`quiet` inside the block to
+    print nothing but gate failures and errors. Raises to ERROR the
+    ``fair_forge_beam`` and ``apache_beam`` loggers and the HTTP clients' (the judge's OpenAI client
+    logs one INFO line per request through ``httpx2``, older clients through ``httpx``/``httpcore``/
+    ``openai``); drops what Beam logs on the root logger itself below ERROR (``apitools not found``,
+    ``Resource module is not available``: a filter on the root logger sees only records logged on
+    it, never those of named loggers); ignores Python warnings. Everything is restored on exit (a
+    caller running several audits in one process keeps its own settings). Worker processes of
+    other runners (multi-processing, Flink, Prism) configure their own logging."""
+
+    NAMES = ("fair_forge_beam", "apache_beam", "httpx2", "httpx", "httpcore", "openai")
+
+    def __enter__(self):
+        self.loggers = [logging.getLogger(n) for n in self.NAMES]
+        self.previous = [lg.level for lg in self.loggers]
+        self.logger = self.loggers[0]
+        self.root_filter = None
+        self.warnings = None
+        return self
+
+    def quiet(self) -> None:
+        import warnings
+
+        for lg in self.loggers:
+            if lg.getEffectiveLevel() < logging.ERROR:
+                lg.setLevel(logging.ERROR)
+        self.root_filter = _ErrorsOnly()
+        logging.getLogger().addFilter(self.root_filter)
+        self.warnings = warnings.catch_warnings()
+        self.warnings.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        for lg, level in zip(self.loggers, self.previous):
+            lg.setLevel(level)
+        if self.root_filter is not None:
+            logging.getLogger().removeFilter(self.root_filter)
+        if self.warnings is not None:
+            self.warnings.__exit__(None, None, None)
+        return False

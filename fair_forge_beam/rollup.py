@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run folders to merge (a glob, quoted; repeatable), e.g. 'audits/2026-12-0*'")
     p.add_argument("--output", required=True, metavar="DIR", help="the roll-up's output folder (an audit's layout)")
     p.add_argument("--gate", action="append", metavar="GATE", help="a gate, as in the audit (repeatable)")
+    p.add_argument("--baseline", metavar="RUN_DIR",
+                   help="the run regression gates and 'coverage assistants_of_baseline' compare with (an audit "
+                        "or a roll-up), as in the audit")
     p.add_argument("--quiet", action="store_true", help="print nothing but gate failures, warnings and errors")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--inconclusive-width", type=float, default=None, metavar="W",
@@ -104,12 +107,17 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
     ``config.inputs`` are the runs' inputs in that order). A local pattern is a glob of folders;
     a remote one (``gs://…``) is matched with Beam's filesystems on ``<pattern>/stats/manifest.json``.
 
+    Stages of runs still being written (``OUT.staging-…``, see
+    :mod:`fair_forge_beam.reports.output_folder`) are not runs and are skipped.
+
     Raises:
-        ValueError: a pattern matched nothing, or a matched folder holds no stored statistics.
+        ValueError: a pattern matched nothing, a matched folder holds no stored statistics, or it
+            has no ``_SUCCESS`` (a run being published, or cut short, on an object store).
     """
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.session_stats import STATS_DIR
+    from fair_forge_beam.reports.output_folder import MARKER, is_stage_path
 
     runs: list[str] = []
     for pat in patterns:
@@ -118,13 +126,18 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
             found = [m.path.rsplit(f"/{STATS_DIR}/", 1)[0] for r in FileSystems.match([f"{pat}/{STATS_DIR}/manifest.json"])
                      for m in r.metadata_list]
         else:
-            found = [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d)]
+            found = [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d) and not is_stage_path(d)]
             bare = [d for d in found if not os.path.isfile(os.path.join(d, STATS_DIR, "manifest.json"))]
             if bare:
                 raise ValueError(f"--from {pat!r}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "
                                  "audit of an older version, a windowed run or not an audit folder")
+        found = [d for d in found if not is_stage_path(d)]
         if not found:
             raise ValueError(f"--from {pat!r}: no run folder matches")
+        unfinished = [d for d in found if not FileSystems.exists(f"{d}/{MARKER}")]
+        if unfinished:
+            raise ValueError(f"--from {pat!r}: {unfinished[0]} has no {MARKER}: its run is being published "
+                             "or was cut short; roll it up once it is complete")
         runs += sorted(found)
     return list(dict.fromkeys(runs))
 
@@ -184,22 +197,46 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
     from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
     from fair_forge_beam.options import reject_unknown_arguments
+    from fair_forge_beam.progress import QuietLogs
+    from fair_forge_beam.reports.gates import GatesFailed
 
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    reject_unknown_arguments(parser, beam_args)
-    try:
-        runs = resolve_runs(args.runs)
-        manifests = load_manifests(runs)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
-        return _rollup(args, beam_args, runs, manifests)
-    except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
-        parser.error(str(exc))
+    with QuietLogs() as levels:
+        if args.quiet:
+            levels.quiet()
+        reject_unknown_arguments(parser, beam_args)
+        try:
+            runs = resolve_runs(args.runs)
+            manifests = load_manifests(runs)
+            baseline = _read_baseline(args.baseline)
+        except ValueError as exc:
+            parser.error(str(exc))
+        try:
+            doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline)
+        except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
+            parser.error(str(exc))
+    if gate_failure is not None:
+        raise gate_failure  # after publishing: a valid roll-up that failed a check
+    return doc
 
 
-def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
+def _read_baseline(path: Optional[str]) -> Optional[dict]:
+    """The ``--baseline`` run's ``results.json`` content, or ``None``; ``ValueError`` when unreadable."""
+    if not path:
+        return None
+    from fair_forge_beam.reports.load import read_results
+
+    try:
+        return read_results(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ValueError(f"--baseline: {exc}") from None
+
+
+def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: Optional[dict]) -> tuple:
+    """The roll-up's pipeline and files, written into a stage published as ``--output`` only when it
+    succeeds (:func:`~fair_forge_beam.reports.output_folder.staged_output`); returns ``(results.json's
+    content, the GatesFailed to raise after publishing or None)``."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
@@ -207,9 +244,10 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
     from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.options import statistical_mode
-    from fair_forge_beam.reports.gates import check_gates, resolve_gates
+    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, read_count_dimensions, resolve_gates,
+                                               uses_baseline)
     from fair_forge_beam.reports.load import read_results
-    from fair_forge_beam.reports.output_folder import prepare_output_folder, write_launcher_reports
+    from fair_forge_beam.reports.output_folder import staged_output, write_launcher_reports
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
     from fair_forge_beam.runner import pipeline_options, run_pipeline
@@ -226,64 +264,72 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict]) -> dict:
             f"{m}: {why}" for m, why in sorted(not_rebuilt.items())) + ")")
     transforms = {m: build_metric(m, mode, {**options, "slices": slices}) for m in metrics}
     specs = {m: engine_spec(t) for m, t in transforms.items()}
-    gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices)
+    gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices, baseline)
+    if baseline is not None and not uses_baseline(gates):
+        raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "
+                         "'coverage assistants_of_baseline'; no such gate is given: add one, or drop --baseline")
     inputs = [i for m in manifests for i in m["config"].get("inputs", [])]
     config = results_config(metrics, mode, inputs, slices)
     static = {m: first["static"][m] for m in metrics}
-    out = prepare_output_folder(args.output, FileSystems)
-    stats = WriteSessionStats(out, audit_manifest(config, options, static))
-    tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
-    groups: dict[tuple, list[str]] = {}
-    for m in metrics:
-        groups.setdefault(specs[m].slices, []).append(m)
-    layouts = [(SessionLayout([specs[n] for n in names], [(READER, SessionRecordsCombineFn())]), names)
-               for names in groups.values()]
-    started = time.time()
-    log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
-    with run_pipeline(pipeline_options(beam_args)) as p:
-        parts = [
-            p | f"Read_{j}_{t}" >> beam.io.ReadFromParquet(f"{r}/{table}part-*")
-            | f"Key_{j}_{t}" >> beam.Map(lambda row, j=j: ((row["session_id"], row["assistant_id"]), (j, row)))
-            for j, r in enumerate(runs) for t, table in enumerate(tables)
-        ]
-        sessions = (
-            tuple(parts)
-            | "FlattenStored" >> beam.Flatten()
-            | "GroupSessions" >> beam.GroupByKey()
-            | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
-                "quality", "records", *[f"g{g}" for g in range(len(layouts))])
-        )
-        results: dict = {}
-        for g, names in enumerate(groups.values()):
-            engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
-                            extra_session_inputs=stats.session_inputs(sessions["records"]))
-            res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
-            results.update({n: res[n] for n in names})
-        counts = p | "StoredCounts" >> beam.Create([c for m in manifests for c in count_parts(m.get("counts") or {})])
-        empty = p | "NoRecords" >> beam.Create([])
-        read = {"interactions": empty, "dead_letter": empty, "quality": sessions["quality"],
-                "session_quality": sessions["quality"]}
-        write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
-                      read_counts=counts, write_interactions=False)
-    _copy_record_outputs(runs, out)
-    elapsed = time.time() - started
-    doc = read_results(out)
-    info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),
-            "started_at": utc_timestamp(started), "seconds": round(elapsed, 3),
-            "argv": list(sys.argv[1:]), "rollup": {"runs": runs, "not_rebuilt": {
-                **not_rebuilt,
-                "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
-            }, "copied": ["results.parquet/", "dead_letter/"]}}
-    info = write_run_info(out, info)
-    for what, why in not_rebuilt.items():
-        log.warning("rollup: %s is not rebuilt: %s", what, why)
-    width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
-    written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates)
-    if not args.quiet:
-        print(summary_table(doc, out, written))
-    if gates:
-        check_gates(doc, gates, out, quiet=args.quiet)
-    return doc
+    with staged_output(args.output) as out:  # an exception (SystemExit too) leaves --output untouched
+        shown = args.output.rstrip("/")
+        stats = WriteSessionStats(out, audit_manifest(config, options, static))
+        tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
+        groups: dict[tuple, list[str]] = {}
+        for m in metrics:
+            groups.setdefault(specs[m].slices, []).append(m)
+        layouts = [(SessionLayout([specs[n] for n in names], [(READER, SessionRecordsCombineFn())]), names)
+                   for names in groups.values()]
+        started = time.time()
+        log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
+        with run_pipeline(pipeline_options(beam_args)) as p:
+            parts = [
+                p | f"Read_{j}_{t}" >> beam.io.ReadFromParquet(f"{r}/{table}part-*")
+                | f"Key_{j}_{t}" >> beam.Map(lambda row, j=j: ((row["session_id"], row["assistant_id"]), (j, row)))
+                for j, r in enumerate(runs) for t, table in enumerate(tables)
+            ]
+            sessions = (
+                tuple(parts)
+                | "FlattenStored" >> beam.Flatten()
+                | "GroupSessions" >> beam.GroupByKey()
+                | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
+                    "quality", "records", *[f"g{g}" for g in range(len(layouts))])
+            )
+            results: dict = {}
+            for g, names in enumerate(groups.values()):
+                engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
+                                extra_session_inputs=stats.session_inputs(sessions["records"]))
+                res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
+                results.update({n: res[n] for n in names})
+            counts = p | "StoredCounts" >> beam.Create([c for m in manifests for c in count_parts(m.get("counts") or {})])
+            empty = p | "NoRecords" >> beam.Create([])
+            read = {"interactions": empty, "dead_letter": empty, "quality": sessions["quality"],
+                    "session_quality": sessions["quality"]}
+            write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
+                          read_counts=counts, write_interactions=False,
+                          read_slice_dims=read_count_dimensions(gates, slices))
+        _copy_record_outputs(runs, out)
+        elapsed = time.time() - started
+        doc = read_results(out)
+        info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),
+                "started_at": utc_timestamp(started), "seconds": round(elapsed, 3),
+                "argv": list(sys.argv[1:]), "rollup": {"runs": runs, "not_rebuilt": {
+                    **not_rebuilt,
+                    "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
+                }, "copied": ["results.parquet/", "dead_letter/"]}}
+        info = write_run_info(out, info)
+        for what, why in not_rebuilt.items():
+            log.warning("rollup: %s is not rebuilt: %s", what, why)
+        width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
+        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates)
+        if not args.quiet:
+            print(summary_table(doc, shown, written))  # the paths the outputs have once published
+        if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
+            try:
+                check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline)
+            except GatesFailed as exc:
+                return doc, exc
+    return doc, None
 
 
 class _MergeRunsOfSession(beam.DoFn):

@@ -74,55 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _ErrorsOnly(logging.Filter):
-    """Lets through records of level ERROR and above only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
-class _PackageLogLevel:
-    """``--quiet`` for one run: prints nothing but gate failures and errors. Raises to ERROR the
-    ``fair_forge_beam`` and ``apache_beam`` loggers and the HTTP clients' (the judge's OpenAI client
-    logs one INFO line per request through ``httpx2``, older clients through ``httpx``/``httpcore``/
-    ``openai``); drops what Beam logs on the root logger itself below ERROR (``apitools not found``,
-    ``Resource module is not available``: a filter on the root logger sees only records logged on
-    it, never those of named loggers); ignores Python warnings. Everything is restored on exit (a
-    caller running several audits in one process keeps its own settings). Worker processes of
-    other runners (multi-processing, Flink, Prism) configure their own logging."""
-
-    NAMES = ("fair_forge_beam", "apache_beam", "httpx2", "httpx", "httpcore", "openai")
-
-    def __enter__(self):
-        self.loggers = [logging.getLogger(n) for n in self.NAMES]
-        self.previous = [lg.level for lg in self.loggers]
-        self.logger = self.loggers[0]
-        self.root_filter = None
-        self.warnings = None
-        return self
-
-    def quiet(self) -> None:
-        import warnings
-
-        for lg in self.loggers:
-            if lg.getEffectiveLevel() < logging.ERROR:
-                lg.setLevel(logging.ERROR)
-        self.root_filter = _ErrorsOnly()
-        logging.getLogger().addFilter(self.root_filter)
-        self.warnings = warnings.catch_warnings()
-        self.warnings.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc):
-        for lg, level in zip(self.loggers, self.previous):
-            lg.setLevel(level)
-        if self.root_filter is not None:
-            logging.getLogger().removeFilter(self.root_filter)
-        if self.warnings is not None:
-            self.warnings.__exit__(None, None, None)
-        return False
-
-
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the audit; returns the content of ``results.json``. Raises ``SystemExit(2)`` on bad arguments
     or config, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails
@@ -131,11 +82,13 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     written into a stage and replace ``--output`` only when the run succeeds
     (:func:`~fair_forge_beam.reports.output_folder.staged_output`). With ``--quiet`` only errors and
     gate failures are printed. ``--version`` prints the version and raises ``SystemExit(0)``."""
-    with _PackageLogLevel() as levels:
+    from fair_forge_beam.progress import QuietLogs
+
+    with QuietLogs() as levels:
         return _run(argv, levels)
 
 
-def _run(argv: Optional[Sequence[str]], levels: _PackageLogLevel) -> dict:
+def _run(argv: Optional[Sequence[str]], levels) -> dict:
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 

@@ -475,7 +475,11 @@ def test_early_on_time_late_panes_on_flink(panes_run):
     late = panes_w[at + 1:]
     assert late and set(p["pane"]["timing"] for p in late) == {"LATE"}
     counts = [p["n_interactions"] for p in late]
-    assert counts == sorted(counts) and 6 < counts[0]  # accumulating
+    # accumulating: never below the on-time pane, growing with each late session. A late session
+    # reaches the final combine as more than one upstream pane (its session record and its cell
+    # values come out of the engine's session stage as separate elements), each firing a LATE pane
+    # of its own in whichever order they arrive: a late pane may repeat the previous count
+    assert counts == sorted(counts) and 6 <= counts[0] and 6 < counts[-1]
     assert counts[-1] == 9, "the too-late sessions must not reach any pane"
     assert late[-1]["pane"]["is_last"]  # W expired (watermark past its end + allowed lateness)
     assert all(r["pane"]["timing"] in ("EARLY", "ON_TIME") for r in all_panes if r["window_start_s"] != t0)

@@ -75,7 +75,7 @@ def test_template_graph_alone_writes_the_same_outputs(local_run, tmp_path, monke
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("tmpl.")] == []
     # published after the stored statistics' sinks too (their manifest names the output folder: not compared whole)
     manifest = [json.loads((o / "stats" / "manifest.json").read_text(encoding="utf-8")) for o in (out, ref_out)]
-    assert manifest[0]["stored"] == manifest[1]["stored"] == {"humanity": "stats/humanity/", "toxicity": "stats/toxicity/"}
+    assert manifest[0]["stored"] == manifest[1]["stored"] == {"humanity": "stats/sessions/", "toxicity": "stats/sessions/"}
 
 
 def test_summary_table_is_derived_from_results_json(local_run, capsys):

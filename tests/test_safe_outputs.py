@@ -169,8 +169,7 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
                      "notes/deep/file.txt", "results.parquet/part-00000-of-00001.parquet",
                      "sessions/humanity/part-00000-of-00001.parquet", "dead_letter/part-00000-of-00001.jsonl",
                      "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
-                     "stats/counts/part-00000-of-00001.parquet", "stats/humanity/part-00000-of-00001.parquet",
-                     "stats/reader/part-00000-of-00001.parquet"}
+                     "stats/sessions/part-00000-of-00001.parquet"}
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION

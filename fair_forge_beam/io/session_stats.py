@@ -230,8 +230,8 @@ class WriteSessionStats:
 
 
 class _CountsCombineFn(beam.CombineFn):
-    """``("read"|"dead"|"quality", key, n)`` elements → the manifest's ``counts`` (sorted, so the
-    same run gives the same text)."""
+    """``("read"|"read_slice"|"dead"|"quality", key, n)`` elements → the manifest's ``counts``
+    (sorted, so the same run gives the same text)."""
 
     def create_accumulator(self):
         return {}
@@ -252,7 +252,9 @@ class _CountsCombineFn(beam.CombineFn):
     def extract_output(self, acc):
         dead = sorted([*k[1], n] for k, n in acc.items() if k[0] == "dead" and n)
         quality = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "quality" and n}
-        return {"interactions_read": acc.get(("read", None), 0), "dead_letters": dead, "quality": quality}
+        by_slice = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "read_slice" and n}
+        return {"interactions_read": acc.get(("read", None), 0), "interactions_read_by_slice": by_slice,
+                "dead_letters": dead, "quality": quality}
 
 
 def count_parts(counts: dict) -> list:
@@ -260,6 +262,7 @@ def count_parts(counts: dict) -> list:
     out = [("read", None, int(counts.get("interactions_read", 0)))]
     out += [("dead", (stage, reason), int(n)) for stage, reason, n in counts.get("dead_letters", ())]
     out += [("quality", kind, int(n)) for kind, n in (counts.get("quality") or {}).items()]
+    out += [("read_slice", key, int(n)) for key, n in (counts.get("interactions_read_by_slice") or {}).items()]
     return out
 
 

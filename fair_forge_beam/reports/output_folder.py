@@ -42,7 +42,7 @@ from typing import Iterable, Iterator, Optional
 
 __all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
-           "publish_stage", "publish_after", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
+           "publish_stage", "publish_after", "is_stage_path", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,11 @@ STALE_STAGE_HOURS = 24.0
 
 _STAGE = ".staging-"
 _PREVIOUS = ".previous-"
+
+
+def is_stage_path(path: str) -> bool:
+    """Whether ``path`` is a stage (or its lock) of a run being written or a killed run's, not a run."""
+    return _STAGE in path.rstrip("/").rsplit("/", 1)[-1] or _PREVIOUS in path.rstrip("/").rsplit("/", 1)[-1]
 
 
 class OutputFiles:

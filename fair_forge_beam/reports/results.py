@@ -223,7 +223,8 @@ class ResultsDocFn(beam.CombineFn):
         if kind == "read":
             acc["read"] += value
         elif kind == "read_slice":
-            acc["read_slice"][key] += value
+            if key.split("=", 1)[0] in self.read_slice_dims:  # counted for the stored statistics only
+                acc["read_slice"][key] += value
         elif kind == "dead":
             acc["dead"][tuple(key)] += value
         elif kind == "quality":
@@ -366,18 +367,23 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             lambda n: ("read", None, n)))
     else:
         parts.insert(0, read_counts)
-    if stats is not None:
-        reader_quality = [read["session_quality"]] if "session_quality" in read else []
-        stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
-    dims = tuple(d for d in read_slice_dims if d in ("assistant_id", "language"))
-    # interactions read per slice (counted per key first, then one element per slice); a roll-up
-    # (read_counts: its runs' stored counts) has no interactions to count
+    # interactions read per slice (counted per key first, then one element per slice): in
+    # results.json for coverage gates (read_slice_dims), always in the stored counts (a roll-up's
+    # coverage gates); a roll-up (read_counts: its runs' stored counts) has no interactions to count
+    from fair_forge_beam.options import SLICE_DIMENSIONS
+
+    wanted = tuple(d for d in read_slice_dims if d in ("assistant_id", "language"))
+    stored_dims = tuple(d for d in ("assistant_id", "language") if d in (config.get("slices") or SLICE_DIMENSIONS))
+    dims = tuple(dict.fromkeys((*wanted, *(stored_dims if stats is not None else ()))))
     if dims and read_counts is None:
         parts.append(
             read["interactions"]
             | "ReadSliceKeys" >> beam.FlatMap(lambda x, ds=dims: [f"{d}={getattr(x, d)}" for d in ds])
             | "CountReadSlices" >> beam.combiners.Count.PerElement()
             | "TagReadSlices" >> beam.MapTuple(lambda k, n: ("read_slice", k, n)))
+    if stats is not None:
+        reader_quality = [read["session_quality"]] if "session_quality" in read else []
+        stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
     for name, r in results.items():
         written.append(_write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name),
                                       f"{out}/sessions/{name}/part", SESSION_SCHEMA))
