@@ -112,7 +112,7 @@ FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
 FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
 # Then the longest modules (serial seconds, quiet 2-core machine, largest first), so that no long
 # module starts last and runs alone at the end while the other workers are idle.
-LONG_MODULES = ("test_rollup.py", "test_embedder.py", "test_optimizer.py", "test_pipeline_outputs.py", "test_main_job_judges.py",
+LONG_MODULES = ("test_rollup.py", "test_docs_scheduled.py", "test_embedder.py", "test_optimizer.py", "test_pipeline_outputs.py", "test_main_job_judges.py",
                 "test_explainability.py", "test_reader_hostile.py", "test_shard_invariance.py",
                 "test_prompt_evaluator.py", "test_report.py", "test_cli.py", "test_clustering.py",
                 "test_toxicity_classifier.py")
