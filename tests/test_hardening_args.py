@@ -161,14 +161,14 @@ def test_quiet_also_silences_the_http_clients_info_lines_for_one_run():
     clients' loggers to ERROR for the run and restores them after."""
     import logging
 
-    from pipelines.audit import _PackageLogLevel
+    from fair_forge_beam.progress import QuietLogs
 
     for name in ("httpx", "httpx2"):
         httpx_log = logging.getLogger(name)
         before = httpx_log.level
         httpx_log.setLevel(logging.INFO)
         try:
-            with _PackageLogLevel() as levels:
+            with QuietLogs() as levels:
                 levels.quiet()
                 assert not httpx_log.isEnabledFor(logging.WARNING)
                 assert not logging.getLogger("fair_forge_beam").isEnabledFor(logging.WARNING)

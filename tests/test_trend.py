@@ -439,7 +439,7 @@ def test_three_real_audits_through_the_trend_command(audits, trend_out):
         ("c_first", "audit", "started_at"), ("b_second", "audit", "started_at"),
         ("first_two", "rollup", "started_at"), ("a_third", "audit", "started_at")]
     assert [r["time"] for r in t["runs"]] == starts
-    assert t["runs"][2]["merged_runs"] == [str(folders[1]), str(folders[0])]  # as the roll-up lists them (path order)
+    assert t["runs"][2]["merged_runs"] == [str(folders[0]), str(folders[1])]  # as the roll-up lists them (--from order)
     # coverage: run 2 read 36 interactions, the 4 Spanish ones dead-lettered by both metrics; the roll-up
     # counts both days
     cov = t["runs"][1]["coverage"]
