@@ -118,6 +118,12 @@ LONG_MODULES = ("test_rollup.py", "test_docs_scheduled.py", "test_embedder.py", 
                 "test_toxicity_classifier.py")
 
 
+#: long tests that use no module fixture, each a group of its own (so xdist spreads them over
+#: workers instead of running them after their module's other tests)
+OWN_GROUP = {"test_rollup.py": ("test_rollup_equals_one_audit_of_all_days_bayesian",
+                                "test_rollup_equals_one_audit_of_all_days_frequentist")}
+
+
 def xdist_scope(nodeid: str) -> str:
     """The group of a test under xdist (one worker runs a group whole, in order): its module (so
     module fixtures run once), except the runner suite, split in two — everything that runs on the
@@ -126,6 +132,8 @@ def xdist_scope(nodeid: str) -> str:
     which is all xdist's controller sees."""
     path, _, name = nodeid.partition("::")
     module = path.rsplit("/", 1)[-1]
+    if name.split("[", 1)[0] in OWN_GROUP.get(module, ()):
+        return f"{module}::{name}"
     if module in RUNNER_MODULES:
         return FLINK_GROUP if module == "test_kafka_flink.py" or "flink" in name else RUNNERS_GROUP
     return RUNNERS_GROUP if module in SHARES_RUNNER_AUDITS else module
@@ -170,7 +178,8 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = sorted(items, key=lambda item: item.get_closest_marker("runners") is not None)
         return
     first = {g: i for i, g in enumerate((*FIRST_GROUPS, *LONG_MODULES))}
-    items[:] = sorted(items, key=lambda item: first.get(xdist_scope(item.nodeid), len(first)))
+    items[:] = sorted(items, key=lambda item: first.get(xdist_scope(item.nodeid),
+                                                        first.get(item.path.name, len(first))))
 
 
 @pytest.fixture(scope="session")
