@@ -195,6 +195,25 @@ def test_rollup_of_one_audit_is_that_audit(one_audit, tmp_path):
     assert "data_quality/" in info["rollup"]["not_rebuilt"]
 
 
+def test_stages_and_unfinished_runs_are_never_rolled_up(one_audit, tmp_path, capsys):
+    """A glob over the nightly folders also matches stages (``OUT.staging-…``: a run being written,
+    or one SIGKILLed before publishing): skipped. A run folder without ``_SUCCESS`` (an object
+    store's run being published) is a usage error, not half a run merged."""
+    import shutil
+
+    shutil.copytree(one_audit, tmp_path / "a.staging-20261203T205422Z-2dbd9331")
+    (tmp_path / "a.staging-20261203T205422Z-2dbd9331.lock").write_text("")
+    shutil.copytree(one_audit, tmp_path / "a")
+    from fair_forge_beam.rollup import resolve_runs
+
+    assert resolve_runs([str(tmp_path / "a*")]) == [str(tmp_path / "a")]
+    (tmp_path / "a" / "_SUCCESS").unlink()
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [tmp_path / "a*"])
+    assert exc.value.code == 2
+    assert "has no _SUCCESS" in capsys.readouterr().err
+
+
 def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, capsys):
     import shutil
 

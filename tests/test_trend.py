@@ -366,6 +366,19 @@ def test_output_inside_the_pattern_is_skipped_and_runs_are_found_once(tmp_path, 
         find_runs([str(out)], exclude=str(out))
 
 
+def test_stages_of_runs_being_written_or_killed_are_not_runs(tmp_path):
+    """A glob over nightly folders also matches a run's stage (``OUT.staging-…``, with its lock;
+    left behind by a SIGKILLed run until the next run into ``OUT``): skipped, whether it already
+    holds a ``results.json`` or not (a fresh-user trial ended in a usage error here)."""
+    r = tmp_path / "audits"
+    a = _write_run(r / "d1", doc("bayesian", [tox("overall", 1, 10, 3)]))
+    (r / "d2.staging-20261203T205422Z-2dbd9331").mkdir(parents=True)
+    (r / "d2.staging-20261203T205422Z-2dbd9331.lock").write_text("")
+    _write_run(r / "d1.staging-20261203T205500Z-0a1b2c3d", doc("bayesian", [tox("overall", 1, 10, 3)]))
+    assert find_runs([str(r / "*")]) == [str(a)]
+    assert find_runs([str(r / "*" / "results.json")]) == [str(a)]
+
+
 # ------------------------------------------------------------------ end to end: three real audits
 EX = REPO / "fair_forge_beam" / "data" / "examples"
 

@@ -117,6 +117,8 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
         TrendUsageError: no pattern, a pattern that matches nothing, or a match that is not a run
             (a folder without ``results.json``, a windowed run, another file).
     """
+    from fair_forge_beam.reports.output_folder import is_stage_path
+
     if not patterns:
         raise TrendUsageError("name the runs: one or more run folders or patterns, e.g. 'audits/*'")
     skip = _key(exclude) if exclude else None
@@ -126,6 +128,8 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
         if not matches:
             raise TrendUsageError(f"no run matched {pattern!r}")
         for m in matches:
+            if is_stage_path(m) or is_stage_path(os.path.dirname(m.rstrip("/"))):
+                continue  # a run still being written, or a killed run's stage: not a run
             if skip and (_key(m) == skip or (_key(os.path.dirname(m.rstrip("/"))) == skip
                                               and os.path.basename(m) in ("trend.html", "trend.json"))):
                 continue
