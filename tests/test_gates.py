@@ -232,6 +232,13 @@ def test_config_errors_exit_2_before_running(tmp_path, capsys):
         (["--gate", "toxicity DIDT ci_high <= 0.2", "--metrics", "toxicity"], "only the Bayesian mode"),
         (["--config", str(tmp_path / "missing.toml")], "cannot read the file"),
     ]
+    # a threshold or margin is a TOML number: `true` is not 1 and "1.6" is not 1.6 (issue 28)
+    for value in ("true", '"1.6"'):
+        for table in (f'metric = "toxicity"\nfield = "toxic_rate"\nstat = "mean"\nop = "<="\nthreshold = {value}',
+                      f'kind = "regression"\nmetric = "toxicity"\nfield = "toxic_rate"\nmargin = {value}'):
+            path = tmp_path / "strict.toml"
+            path.write_text(f'metrics = ["toxicity"]\nmode = "bayesian"\n\n[[gates]]\n{table}\n', encoding="utf-8")
+            cases.append((["--config", str(path)], "Input should be a valid number"))
     for extra, message in cases:
         with pytest.raises(SystemExit) as exc:
             audit.main(["--quiet", f"--runner={FNAPI}", "--output", str(out), *extra])

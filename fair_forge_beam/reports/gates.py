@@ -87,9 +87,9 @@ import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence, Union
+from typing import Annotated, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 __all__ = [
     "Gate",
@@ -192,11 +192,17 @@ COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "assistant
 READ_COUNT_DIMENSIONS = ("overall", "assistant_id", "language")
 
 
+#: a number as a config writes it (TOML integer or float): never a boolean (``true`` is not 1) nor
+#: a string (``"1.6"`` is a typo'd config, not a threshold)
+Number = Annotated[float, Strict()]
+
+
 class Gate(BaseModel):
     """One gate (see the module docstring for the meaning of each field).
 
     Raises (on construction) ``pydantic.ValidationError`` for an unknown ``kind``/``stat``/``op``/
-    ``if_undefined``, a non-finite threshold or margin, both ``key`` and ``for_every``, a
+    ``if_undefined``, a threshold or margin that is not a finite number (a boolean or a string
+    is not one: strict, no coercion), both ``key`` and ``for_every``, a
     malformed ``slices`` selection, or a field missing (or not allowed) for the gate's kind.
     """
 
@@ -207,13 +213,13 @@ class Gate(BaseModel):
     field: Optional[str] = None
     stat: Literal["mean", "ci_low", "ci_high"] = "ci_high"
     op: Optional[Literal["<=", "<", ">=", ">"]] = None
-    threshold: Optional[float] = None
+    threshold: Optional[Number] = None
     slices: Union[str, tuple[str, ...]] = "overall"
     key: Optional[str] = None
     for_every: Optional[str] = None
     if_undefined: Literal["fail", "skip"] = "fail"
     kind: Literal["threshold", "coverage", "regression"] = "threshold"
-    margin: float = 0.0
+    margin: Number = 0.0
 
     @field_validator("op", mode="before")
     @classmethod
