@@ -654,8 +654,15 @@ def test_construction_errors(tmp_path):
         ReadInteractions(retriever=ListSessions())
     with pytest.raises(ValueError, match="file_format"):
         ReadInteractions(str(tmp_path / "x.jsonl"), file_format="csv")
-    with pytest.raises(ValueError, match="cannot tell the format"):
+    with pytest.raises(ValueError, match="cannot tell the format") as exc:
         ReadInteractions(str(tmp_path / "notes.txt"))
+    assert "--input-format" in str(exc.value)  # the CLI's option, not only the Python argument (issue 28)
+    (tmp_path / "logs.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="CSV is not an input format"):
+        ReadInteractions(str(tmp_path / "logs.csv"))
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ValueError, match="is a folder: give its files"):
+        ReadInteractions(str(tmp_path / "folder"))
     with pytest.raises(ValueError, match="mixes formats"):
         ReadInteractions(str(tmp_path / "x.*"))
 

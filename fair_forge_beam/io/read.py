@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections.abc
 import hashlib
 import json
+import os
 import logging
 import math
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
@@ -919,6 +920,8 @@ class ReadInteractions(beam.PTransform):
     def _resolve_formats(self) -> dict[str, str]:
         out = {}
         for pattern in self.patterns:
+            if "://" not in pattern and os.path.isdir(pattern):
+                raise ValueError(f"{pattern!r} is a folder: give its files, e.g. {os.path.join(pattern, '*.jsonl')!r}")
             files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
             if not files:
                 raise ValueError(f"no input file matches {pattern!r}")
@@ -928,9 +931,13 @@ class ReadInteractions(beam.PTransform):
             fmts = {detect_format(f) for f in files}
             if None in fmts:
                 bad = sorted(f for f in files if detect_format(f) is None)[:3]
+                csv = [f for f in bad if f.lower().endswith((".csv", ".csv.gz", ".tsv"))]
+                why = (" (CSV is not an input format: convert it to JSON Lines or Parquet, see docs/data.md)"
+                       if csv else "")
                 raise ValueError(
-                    f"cannot tell the format of {bad} (pattern {pattern!r}); use .json, .jsonl, .ndjson, .parquet "
-                    "(optionally .gz for JSON) or pass file_format"
+                    f"cannot tell the format of {bad} (pattern {pattern!r}){why}; use .json, .jsonl, .ndjson, "
+                    ".parquet (optionally .gz for JSON) or name the format: --input-format json|jsonl|parquet "
+                    "(ReadInteractions(file_format=...) in Python)"
                 )
             if len(fmts) > 1:
                 raise ValueError(f"pattern {pattern!r} mixes formats {sorted(fmts)}; give one pattern per format")
