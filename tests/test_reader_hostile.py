@@ -138,6 +138,24 @@ def test_hostile_jsonl_records_are_dead_letters_and_good_ones_read(tmp_path):
         json.dumps(d, ensure_ascii=False).encode("utf-8")
 
 
+def test_a_session_without_conversation_is_told_so(tmp_path):
+    """A session record that lost its ``conversation`` (only ``session_id`` / ``assistant_id`` /
+    metadata) is no flat interaction either: its reason says what a record must be, not that
+    ``batch.qa_id`` / ``batch.query`` are missing (issue 28). A flat interaction that lacks one
+    field still gets that field's reason."""
+    f = tmp_path / "lost.jsonl"
+    flat = {"session_id": "f", "assistant_id": "a", "qa_id": "1", "query": "hi"}  # no 'assistant'
+    f.write_text("\n".join(json.dumps(r) for r in (
+        {"session_id": "s", "assistant_id": "a", "language": "english"}, flat, _session("g1"))) + "\n",
+        encoding="utf-8")
+    inter, dead, _ = _read_outputs(str(f), tmp_path)
+    assert [x["element_id"] for x in inter] == ["g1/a/0"]
+    reasons = sorted(d["reason"] for d in dead)
+    assert len(reasons) == 2
+    assert reasons[0].startswith("batch.assistant") and "qa_id" not in reasons[0].split(";")[0], reasons
+    assert reasons[1].startswith("not a session (needs 'conversation')"), reasons
+
+
 def test_json_file_with_one_record_too_deep_keeps_the_others(tmp_path):
     f = tmp_path / "deep.json"
     f.write_text("[" + json.dumps(_session("j1")) + "," + DEEP_ARRAY + "," + json.dumps(_session("j2")) + "]", encoding="utf-8")

@@ -203,6 +203,10 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: O
     )
 
 
+#: the fields only an interaction has (a flat record must carry at least one of them)
+_FLAT_FIELDS = ("qa_id", "query", "assistant", "ground_truth_assistant")
+
+
 def _is_streamed(rec: dict) -> bool:
     return "batch" in rec and "metadata" in rec
 
@@ -326,7 +330,9 @@ class _ParseRecord(beam.DoFn):
             return list(self._session(where, rec, position_key))
         original = rec
         if not _is_streamed(rec):
-            if "conversations" in rec or "session_id" not in rec:
+            # a record with none of an interaction's own fields is no flat interaction either: say
+            # what it lacks as a session, not which interaction fields are missing (issue 28)
+            if "conversations" in rec or "session_id" not in rec or not any(k in rec for k in _FLAT_FIELDS):
                 hint = " (found 'conversations': did you mean 'conversation'?)" if "conversations" in rec else ""
                 return [
                     beam.pvalue.TaggedOutput(
