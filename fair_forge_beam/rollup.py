@@ -198,7 +198,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
     from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
-    from fair_forge_beam.reports.gates import GatesFailed
+    from fair_forge_beam.reports.load import read_baseline
 
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
@@ -209,7 +209,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         try:
             runs = resolve_runs(args.runs)
             manifests = load_manifests(runs)
-            baseline = _read_baseline(args.baseline)
+            baseline = read_baseline(args.baseline)
         except ValueError as exc:
             parser.error(str(exc))
         try:
@@ -219,18 +219,6 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     if gate_failure is not None:
         raise gate_failure  # after publishing: a valid roll-up that failed a check
     return doc
-
-
-def _read_baseline(path: Optional[str]) -> Optional[dict]:
-    """The ``--baseline`` run's ``results.json`` content, or ``None``; ``ValueError`` when unreadable."""
-    if not path:
-        return None
-    from fair_forge_beam.reports.load import read_results
-
-    try:
-        return read_results(path)
-    except (FileNotFoundError, ValueError) as exc:
-        raise ValueError(f"--baseline: {exc}") from None
 
 
 def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: Optional[dict]) -> tuple:

@@ -142,7 +142,12 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
                                           else args.compare)
         except (FileNotFoundError, ValueError) as exc:
             parser.error(f"--compare: {exc}")
-    gate_baseline = _read_baseline(parser, args.baseline)  # regression / coverage gates' baseline run
+    from fair_forge_beam.reports.load import read_baseline
+
+    try:  # regression / coverage gates' baseline run, read before this run's output folder is replaced
+        gate_baseline = read_baseline(args.baseline)
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         if not args.window and (args.early_firing or args.allowed_lateness):
             raise ValueError("--early-firing / --allowed-lateness shape the panes of --window: give --window too")
@@ -304,19 +309,6 @@ def print_version() -> None:
     from fair_forge_beam.version import product_version
 
     print(f"fair-forge-beam {product_version()}")
-
-
-def _read_baseline(parser, baseline: Optional[str]) -> Optional[dict]:
-    """The ``--baseline`` run's ``results.json`` content (read before this run's output folder is
-    cleaned: it may be the same folder), or ``None``; an unreadable baseline is a usage error."""
-    if not baseline:
-        return None
-    from fair_forge_beam.reports.load import read_results
-
-    try:
-        return read_results(baseline)
-    except (FileNotFoundError, ValueError) as exc:
-        parser.error(f"--baseline: {exc}")
 
 
 def _watch_run(pipeline, progress) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 
 from fair_forge_beam.reports.estimates import iter_estimates
 
-__all__ = ["load_results", "read_results", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
+__all__ = ["load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files"]
 
 #: slice fields that are not data (constant per metric or free text)
@@ -45,6 +45,21 @@ def _exists(path: str) -> bool:
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.exists(path)
+
+
+def read_baseline(path: Optional[str]) -> Optional[dict]:
+    """The ``--baseline`` run's ``results.json`` content (the audit's and the roll-up's), or
+    ``None`` without one.
+
+    Raises:
+        ValueError: ``"--baseline: <why>"`` when it cannot be read (a usage error for the callers).
+    """
+    if not path:
+        return None
+    try:
+        return read_results(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ValueError(f"--baseline: {exc}") from None
 
 
 def read_results(path: str) -> dict:
