@@ -333,7 +333,7 @@ def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fair_forge_beam.reports.results import SESSION_SCHEMA
+    from fair_forge_beam.reports.results import session_schema
 
     out, doc = runs["bayesian"]
     run_dir = tmp_path / "big"
@@ -348,7 +348,7 @@ def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
         rows = (shard * (100_000 // len(shard) + 1))[:100_000]
         (run_dir / "sessions" / name).mkdir(parents=True)
         for i in range(2):
-            pq.write_table(pa.Table.from_pylist(rows[i::2], schema=SESSION_SCHEMA),
+            pq.write_table(pa.Table.from_pylist(rows[i::2], schema=session_schema(name)),
                            run_dir / "sessions" / name / f"part-0000{i}-of-00002.parquet")
     t0 = time.perf_counter()
     path = write_report(str(run_dir), doc=big, run_info={})

@@ -53,16 +53,49 @@ def test_batch_table_equals_the_row_by_row_mapping(monkeypatch):
     assert table.to_pylist() == expected
 
 
-def test_session_table_rows():
-    recs = [{"session_id": "s1", "assistant_id": 7, "n_interactions": 3, "x": [1.5, None]},
-            {"session_id": None, "n_interactions": True}, {"session_id": "s3", "n_interactions": 2.0}]
-    table = results._session_table("toxicity")(recs)
-    assert table.schema == results.SESSION_SCHEMA
-    assert table.to_pylist() == [
-        {"metric": "toxicity", "session_id": "s1", "assistant_id": "7", "n_interactions": 3, "record": to_json_line(recs[0])},
-        {"metric": "toxicity", "session_id": None, "assistant_id": None, "n_interactions": None, "record": to_json_line(recs[1])},
-        {"metric": "toxicity", "session_id": "s3", "assistant_id": None, "n_interactions": 2, "record": to_json_line(recs[2])},
-    ]
+def _toxicity_session(sid, **kw):
+    return {"metric": "toxicity", "level": "session", "session_id": sid, "assistant_id": "bot", "language": "english",
+            "n_interactions": 3, "n_toxic": 1, "toxic_rate": {"mean": 0.4, "ci_low": 0.07, "ci_high": 0.81, "n": 3},
+            "group_mentions": {"women": 2, "lgbtq": 1}, **kw}
+
+
+def test_session_table_is_typed_columns_and_reads_back_as_the_records(monkeypatch):
+    """Issue 27: one typed column per field of the metric's session model (structs, maps), no JSON."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    recs = [_toxicity_session("s1"), _toxicity_session("s2 sk-test-0123456789", group_mentions={}),
+            _toxicity_session("s3", toxic_rate={"mean": 0.0, "ci_low": None, "ci_high": None, "n": 3})]
+    table = results.session_table("toxicity")(recs)
+    assert table.schema == results.session_schema("toxicity")
+    assert table.schema.names == ["metric", "session_id", "assistant_id", "n_interactions", "language", "n_toxic",
+                                  "toxic_rate", "group_mentions"]
+    types = dict(zip(table.schema.names, table.schema.types))
+    assert types["toxic_rate"] == pa.struct([("mean", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+                                             pa.field("n", pa.int64(), nullable=False)])
+    assert types["group_mentions"] == pa.map_(pa.string(), pa.int64()) and types["n_toxic"] == pa.int64()
+    assert not any(pa.types.is_string(t) and n == "record" for n, t in types.items())
+    back = results.session_records(table)
+    recs[1]["session_id"] = "s2 ***"
+    assert back == recs  # the same records: keys, values and order of the maps
+
+
+def test_session_table_refuses_a_field_its_model_does_not_declare():
+    import pytest
+
+    for bad, where in ((_toxicity_session("s1", extra=1), "extra"),
+                       (_toxicity_session("s1", toxic_rate={"mean": 0.1, "n": 3, "median": 0.1}), "toxic_rate.median"),
+                       (_toxicity_session("s1", level="slice"), "level")):
+        with pytest.raises(ValueError, match="does not match its session model") as exc:
+            results.session_table("toxicity")([bad])
+        assert where in str(exc.value)
+
+
+def test_session_shards_of_an_earlier_version_still_read():
+    old = pa.schema([("metric", pa.string()), ("session_id", pa.string()), ("assistant_id", pa.string()),
+                     ("n_interactions", pa.int64()), ("record", pa.string())])
+    rec = _toxicity_session("s1")
+    table = pa.Table.from_pylist([{"metric": "toxicity", "session_id": "s1", "assistant_id": "bot", "n_interactions": 3,
+                                   "record": to_json_line(rec)}], schema=old)
+    assert results.session_records(table) == [rec]
 
 
 def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path, monkeypatch):

@@ -228,7 +228,14 @@ def _verdict(res, left: str, right: str, round_: int) -> dict:
     w = parsed.get("winner")
     winner = left if w == "A" else right if w == "B" else "tie"
     return _contest(round_, left, right, winner, parsed.get("confidence", 0.0), str(parsed.get("verdict", "")),
-                    dict(parsed.get("reasoning") or {}), res.reasoning, True)
+                    _reasoning_text(parsed.get("reasoning")), res.reasoning, True)
+
+
+def _reasoning_text(reasoning) -> dict:
+    """The judge's free-form ``reasoning`` object as ``{label: text}`` (a typed map column of the
+    session shards): string values as they are, any other value as its JSON text."""
+    return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+            for k, v in dict(reasoning or {}).items()}
 
 
 def _identical(round_: int, left: str, right: str) -> dict:

@@ -300,6 +300,54 @@ def _rate(k: int, n: int, mode: StatisticalMode) -> dict:
     return estimate_rate(k, n, mode).model_dump()
 
 
+class PrivacyClassMetrics(BaseModel):
+    """One PII class of a session or slice: its confusion counts, their estimates and its weights."""
+
+    tp: int
+    fp: int
+    fn: int
+    precision: Estimate
+    recall: Estimate
+    fn_rate: Estimate
+    f2: Estimate
+    criticality_weight: float
+    fn_severity_weight: float
+
+
+class PrivacySessionMetric(BaseModel):
+    """One session's Privacy record (the fields of :func:`privacy_summary` after the session's ids):
+    the typed columns of ``sessions/privacy/``."""
+
+    session_id: str
+    assistant_id: str
+    language: str
+    detector: str
+    n_interactions: int
+    n_leaked: int
+    leak_rate: Estimate
+    ground_truth_count: int
+    raw_prediction_count: int
+    out_of_domain_filtered: int
+    class_metrics: dict[str, PrivacyClassMetrics]
+    detection_score: Estimate
+    coverage: float
+    supported_classes: list[str]
+    missing_domain_classes: list[str]
+    domain_fit: float
+    regulatory_fit: float
+    critical_fn: Estimate
+    penalty_fn: Estimate
+    r1_weakest_class_risk: Estimate
+    r1_weakest_class: Optional[str] = None
+    r2_systemic_risk: Estimate
+    r_final: Estimate
+    score: Estimate
+    score_100: Optional[float] = None
+    interpretation: str
+    iou_threshold: float
+    regulatory_framework: Optional[str] = None
+
+
 class _SessionPrivacy(SessionReducer):
     def __init__(self, domain, detector, mode):
         self.domain, self.detector, self.mode = domain, detector, mode
@@ -345,6 +393,7 @@ class Privacy(MetricTransform):
     """
 
     name = "privacy"
+    session_schema = PrivacySessionMetric
     info = MetricInfo(
         name="privacy",
         estimates=(

@@ -18,7 +18,7 @@ from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 
-__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "interaction_parquet_fields"]
+__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "session_model", "interaction_parquet_fields"]
 
 _M = "fair_forge_beam.metrics"
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
@@ -319,12 +319,26 @@ def metric_info(name: str) -> Optional[MetricInfo]:
     return _info_of(cls)
 
 
+def session_model(name: str):
+    """The pydantic model of metric ``name``'s session records (its class's ``session_schema``):
+    the typed columns of ``sessions/<name>/``; ``None`` for a name this version does not know or a
+    class without one. Imports the metric's module only."""
+    cls = _class_of(METRICS.get(name))
+    if cls is None:
+        return None
+    return getattr(cls if isinstance(cls, type) else _class(cls), "session_schema", None)
+
+
 @functools.lru_cache(maxsize=None)
-def _info_of(cls_path: str) -> Optional[MetricInfo]:
+def _class(cls_path: str) -> type:
     import importlib
 
     module, cls = cls_path.split(":")
-    return getattr(getattr(importlib.import_module(module), cls), "info", None)
+    return getattr(importlib.import_module(module), cls)
+
+
+def _info_of(cls_path: str) -> Optional[MetricInfo]:
+    return getattr(_class(cls_path), "info", None)
 
 
 BASE_FIELDS = [

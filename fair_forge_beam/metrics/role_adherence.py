@@ -35,6 +35,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key
@@ -257,6 +258,27 @@ def _interaction_record(s: RoleScore) -> dict:
 
 
 # ------------------------------------------------------------------ session and slices
+class RoleTurn(BaseModel):
+    """One judged turn of a session: its index, the judge's verdict and score in [0, 1]."""
+
+    turn_index: int
+    adherent: bool
+    score: float
+
+
+class RoleAdherenceSessionMetric(BaseModel):
+    """One session's Role adherence record: the typed columns of ``sessions/role_adherence/``."""
+
+    session_id: str
+    assistant_id: str
+    language: str
+    n_interactions: int
+    n_adherent: int
+    role_adherence: Estimate
+    adherent: bool
+    turns: list[RoleTurn]
+
+
 class _SessionRoles(SessionReducer):
     def __init__(self, mode: StatisticalMode, threshold: float, strict: bool):
         self.mode, self.threshold, self.strict = mode, threshold, strict
@@ -312,6 +334,7 @@ class RoleAdherence(MetricTransform):
     """
 
     name = NAME
+    session_schema = RoleAdherenceSessionMetric
     info = MetricInfo(
         name=NAME,
         estimates=(

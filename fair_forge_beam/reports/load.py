@@ -149,12 +149,15 @@ def iter_sessions(run_dir: str, metric: str, batch_size: int = 4096) -> Iterator
     shards yields nothing."""
     import pyarrow.parquet as pq
 
+    import pyarrow as pa
+
+    from fair_forge_beam.reports.results import session_records
+
     for p in session_files(run_dir, metric):
         with _open(p) as f:
             pf = pq.ParquetFile(f)
-            for batch in pf.iter_batches(batch_size=batch_size, columns=["record"]):
-                for rec in batch.column(0).to_pylist():
-                    yield json.loads(rec)
+            for batch in pf.iter_batches(batch_size=batch_size):
+                yield from session_records(pa.Table.from_batches([batch]))
 
 
 def read_sessions(run_dir: str, metric: str) -> list[dict]:

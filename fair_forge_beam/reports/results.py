@@ -13,9 +13,11 @@ Layout of ``--output`` (:data:`LAYOUT`):
   group per table). A folder of shards: ``pyarrow.parquet.read_table`` and
   ``pandas.read_parquet`` read the folder as one table.
 * ``sessions/<metric>/part-SSSSS-of-NNNNN.parquet`` — one row per session (or BestOf block):
-  ``session_id``, ``assistant_id``, ``n_interactions`` and ``record``, the session aggregate as a
-  JSON object (its fields differ per metric); read them with
-  :func:`fair_forge_beam.reports.load.iter_sessions` / ``load_sessions``.
+  ``metric``, ``session_id``, ``assistant_id``, ``n_interactions``, then one typed column per field
+  of the metric's session model (its class's ``session_schema``; nested models are structs,
+  ``dict[str, X]`` fields maps; :func:`session_schema`), so a warehouse query reads a field
+  without parsing anything; read them with :func:`fair_forge_beam.reports.load.iter_sessions` /
+  ``load_sessions``.
 * ``dead_letter/part-SSSSS-of-NNNNN.jsonl`` and ``data_quality/part-…jsonl`` — rejected records
   ``{stage, reason, element_id, raw, source}`` and data-quality warnings, by ``WriteToText``.
 * ``run_info.json`` — runner, timing (``started_at``, ``finished_at``: UTC, ISO 8601; ``seconds``), package
@@ -44,7 +46,8 @@ from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line
 
 __all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
-           "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_SCHEMA", "LAYOUT", "dead_letter_unit"]
+           "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_INDEX", "session_schema", "session_table",
+           "LAYOUT", "dead_letter_unit"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
 LAYOUT = {
@@ -56,14 +59,15 @@ LAYOUT = {
     "run_info": "run_info.json",
 }
 
-#: Parquet schema of the session shards (``record``: the full session aggregate as JSON)
-SESSION_SCHEMA = pa.schema([
-    ("metric", pa.string()),
-    ("session_id", pa.string()),
-    ("assistant_id", pa.string()),
-    ("n_interactions", pa.int64()),
-    ("record", pa.string()),
-])
+#: the first columns of every session shard (then the metric's session model, :func:`session_schema`)
+SESSION_INDEX = (
+    pa.field("metric", pa.string()),
+    pa.field("session_id", pa.string()),
+    pa.field("assistant_id", pa.string()),
+    pa.field("n_interactions", pa.int64()),
+)
+#: record keys that are no column: ``level`` is ``"session"`` in every session record
+_CONSTANT_KEYS = {"level": "session"}
 
 #: what one dead letter of a metric's stage stands for unless its info says otherwise
 #: (``MetricInfo.dead_letter_unit``: e.g. one per interaction *and* attribute for Bias)
@@ -122,25 +126,120 @@ def _parquet_table(schema: pa.Schema):
     return fn
 
 
-def _session_table(name: str):
-    """A batch of session records (dicts) -> one ``pa.Table`` of :data:`SESSION_SCHEMA`
-    (``record``: the whole record as one JSON line, :func:`to_json_line`)."""
+def session_schema(name: str) -> pa.Schema:
+    """Parquet schema of metric ``name``'s session shards: :data:`SESSION_INDEX`, then one column
+    per field of its session model (:func:`fair_forge_beam.metrics.registry.session_model`; Arrow
+    types by :func:`fair_forge_beam.schemas.arrow.arrow_fields`), in the model's order.
+
+    Raises:
+        ValueError: ``name`` has no session model (every metric of this package has one; a metric
+            of your own declares ``session_schema`` on its class to have session shards).
+        TypeError: a model field without an Arrow type (``Any``, bare ``dict``).
+    """
+    from fair_forge_beam.metrics.registry import session_model
+    from fair_forge_beam.schemas.arrow import arrow_fields
+
+    model = session_model(name)
+    if model is None:
+        raise ValueError(f"metric {name!r} declares no session model (its class's session_schema): "
+                         "its sessions cannot be written as typed columns")
+    index = [f.name for f in SESSION_INDEX]
+    fields = [f for f in arrow_fields(model) if f.name not in index and f.name not in _CONSTANT_KEYS]
+    return pa.schema([*SESSION_INDEX, *fields])
+
+
+def _undeclared(value, t: pa.DataType, path: str):
+    """The first dotted path in ``value`` (a record's value for a column of type ``t``) whose key
+    the type does not declare, else ``None``: a struct drops unknown keys silently, so the writer
+    checks them (a session record must match its metric's declared model)."""
+    if isinstance(value, dict) and pa.types.is_struct(t):
+        names = {f.name: f.type for f in t}
+        for k, v in value.items():
+            if k not in names:
+                return f"{path}.{k}"
+            bad = _undeclared(v, names[k], f"{path}.{k}")
+            if bad:
+                return bad
+    elif isinstance(value, dict) and pa.types.is_map(t):
+        for k, v in value.items():
+            bad = _undeclared(v, t.item_type, f"{path}[{k!r}]")
+            if bad:
+                return bad
+    elif isinstance(value, (list, tuple)) and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        for i, v in enumerate(value):
+            bad = _undeclared(v, t.value_type, f"{path}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+def session_table(name: str, schema: Optional[pa.Schema] = None):
+    """A batch of metric ``name``'s session records (dicts) -> one ``pa.Table`` of
+    :func:`session_schema` (string values with an API-key value masked, :func:`scrub_known`).
+
+    Raises:
+        ValueError: a record with a key its metric's session model does not declare (at any depth;
+            a programming error of the metric, never a data error: every record of a metric has
+            the same shape), or a ``level`` other than ``"session"``.
+    """
+    schema = schema if schema is not None else session_schema(name)
+    declared = set(schema.names) | set(_CONSTANT_KEYS)
 
     def n_of(n):
         return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None
 
     def fn(recs) -> pa.Table:
-        cols = [
-            [name] * len(recs),
-            [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
-            [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
-            [n_of(r.get("n_interactions")) for r in recs],
-            [to_json_line(r) for r in recs],
-        ]
-        arrays = [pa.array(scrub_known(c), type=t) for c, t in zip(cols, SESSION_SCHEMA.types)]
-        return pa.Table.from_arrays(arrays, schema=SESSION_SCHEMA)
+        for r in recs:
+            extra = [k for k in r if k not in declared]
+            bad = [f"{k} = {r[k]!r}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
+            if not extra and not bad:
+                bad = [p for p in (_undeclared(r.get(f.name), f.type, f.name) for f in schema) if p]
+            if extra or bad:
+                raise ValueError(f"{name}: a session record does not match its session model "
+                                 f"(undeclared: {sorted(extra) + bad})")
+        cols = [[name] * len(recs),
+                [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
+                [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
+                [n_of(r.get("n_interactions")) for r in recs]]
+        cols += [[r.get(f.name) for r in recs] for f in list(schema)[len(SESSION_INDEX):]]
+        arrays = [pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, schema)]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
+
+
+def session_records(table: pa.Table) -> list[dict]:
+    """The session records of a table of session shards (the inverse of :func:`session_table`):
+    ``{"metric", "level": "session", ...}`` with every column (``None`` where the record had no
+    such field); maps become dicts. A shard of an earlier version (one ``record`` JSON column)
+    gives its records as they were written."""
+    if "record" in table.column_names and "n_interactions" in table.column_names and table.num_columns == 5:
+        return [json.loads(r) for r in table.column("record").to_pylist()]
+    conv = [(f.name, _plain_of(f.type)) for f in table.schema]
+    out = []
+    for row in table.to_pylist():
+        rec = {"metric": row["metric"], **_CONSTANT_KEYS}
+        for n, c in conv[1:]:
+            rec[n] = c(row[n]) if c is not None else row[n]
+        out.append(rec)
+    return out
+
+
+def _plain_of(t: pa.DataType):
+    """A converter of a ``to_pylist`` value of type ``t`` to the record's plain form (maps -> dicts,
+    at any depth), or ``None`` when the value is already plain."""
+    if pa.types.is_map(t):
+        item = _plain_of(t.item_type)
+        return lambda v: None if v is None else {k: (item(x) if item else x) for k, x in v}
+    if pa.types.is_struct(t):
+        parts = [(f.name, _plain_of(f.type)) for f in t]
+        if all(c is None for _, c in parts):
+            return None
+        return lambda v: None if v is None else {n: (c(v[n]) if c else v[n]) for n, c in parts}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = _plain_of(t.value_type)
+        return None if item is None else (lambda v: None if v is None else [item(x) for x in v])
+    return None
 
 
 def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema):
@@ -385,8 +484,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
     for name, r in results.items():
-        written.append(_write_parquet(r["sessions"], f"Sessions_{name}", _session_table(name),
-                                      f"{out}/sessions/{name}/part", SESSION_SCHEMA))
+        schema = session_schema(name)
+        written.append(_write_parquet(r["sessions"], f"Sessions_{name}", session_table(name, schema),
+                                      f"{out}/sessions/{name}/part", schema))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(

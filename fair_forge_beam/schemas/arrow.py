@@ -4,8 +4,8 @@ Parquet columns are declared once: by the metric's result model.
 Type mapping (the model field's annotation → pyarrow):
 ``float`` → ``float64``, ``int`` → ``int64``, ``bool`` → ``bool_``, ``str`` and ``Literal`` of
 strings → ``string``, ``list[X]`` → ``list_(X)``, a nested pydantic model → ``struct`` of its
-fields (in declaration order), ``Optional[X]`` → ``X`` nullable. Anything else (``dict``,
-``tuple``, ``Any``) has no column type here and raises :class:`TypeError`.
+fields (in declaration order), ``dict[K, V]`` → ``map_(K, V)``, ``Optional[X]`` → ``X`` nullable.
+Anything else (bare ``dict``, ``tuple``, ``Any``) has no column type here and raises :class:`TypeError`.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def arrow_type(annotation, all_nullable: bool = False) -> pa.DataType:
         all_nullable: struct children of nested models are all nullable (else only ``Optional`` ones).
 
     Raises:
-        TypeError: an annotation without a column type (``dict``, ``tuple``, ``Any``, a union).
+        TypeError: an annotation without a column type (bare ``dict``, ``tuple``, ``Any``, a union).
     """
     annotation, _ = _unwrap_optional(annotation)
     if annotation in _SCALARS:
@@ -51,6 +51,9 @@ def arrow_type(annotation, all_nullable: bool = False) -> pa.DataType:
     elif origin is list:
         (item,) = typing.get_args(annotation)
         return pa.list_(arrow_type(item, all_nullable))
+    elif origin is dict and len(typing.get_args(annotation)) == 2:
+        key, item = typing.get_args(annotation)
+        return pa.map_(arrow_type(key, all_nullable), arrow_type(item, all_nullable))
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return pa.struct(arrow_fields(annotation, all_nullable=all_nullable))
     raise TypeError(f"no Arrow column type for the annotation {annotation!r}")

@@ -43,6 +43,8 @@ class BestOfContest(BaseModel):
     ``winner_id``: ``left_id``, ``right_id`` or ``"tie"``. ``confidence`` ∈ [0, 1].
     ``thinkings``: the judge's reasoning text (reasoning channel / ``<think>``), None when empty.
     ``judged``: False when the verdict needed no judge (identical answers → tie).
+    ``reasoning``: the judge's strengths and weaknesses per label (a value that is not text is
+    kept as its JSON text).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -53,7 +55,7 @@ class BestOfContest(BaseModel):
     winner_id: str
     confidence: float
     verdict: str = ""
-    reasoning: dict[str, Any] = Field(default_factory=dict)
+    reasoning: dict[str, str] = Field(default_factory=dict)
     thinkings: Optional[str] = None
     judged: bool = True
 
