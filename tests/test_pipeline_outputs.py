@@ -36,7 +36,8 @@ def _shards(out: Path) -> dict:
     import pyarrow.parquet as pq
 
     rows = Counter(json.dumps(r, sort_keys=True, default=str) for r in pq.read_table(out / "results.parquet").to_pylist())
-    sessions = {m: Counter(pq.read_table(out / "sessions" / m).column("record").to_pylist()) for m in ("humanity", "toxicity")}
+    sessions = {m: Counter(json.dumps(r, sort_keys=True, default=str) for r in pq.read_table(out / "sessions" / m).to_pylist())
+                for m in ("humanity", "toxicity")}  # typed rows, as multisets
     dead = Counter(json.dumps(d, sort_keys=True) for d in iter_dead_letters(str(out)))
     return {"rows": rows, "sessions": sessions, "dead": dead}
 

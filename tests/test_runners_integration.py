@@ -85,7 +85,7 @@ def _outputs(out: Path) -> dict:
     table = pq.read_table(out / "results.parquet")
     rows = Counter(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
     dead = Counter(iter_jsonl_lines(str(out), "dead_letter"))
-    sessions = {m: Counter(pq.read_table(out / "sessions" / m).column("record").to_pylist())
+    sessions = {m: Counter(json.dumps(r, sort_keys=True, default=str) for r in pq.read_table(out / "sessions" / m).to_pylist())
                 for m in ("humanity", "toxicity")}  # session aggregates: their shards, as multisets of records
     return {"results": (out / "results.json").read_bytes(), "dead_letter": dead, "parquet_rows": rows,
             "parquet_schema": table.schema.to_string(), "sessions": sessions}
@@ -272,3 +272,42 @@ def test_flink_missing_fails_under_ci(monkeypatch, tmp_path):
         assert rn.missing_reason("flink") is None
         with pytest.raises(ValueError, match="FlinkCluster"):
             rn.runner_args("flink")
+
+
+def test_rollup_on_flink_equals_the_union_audit(flink_cluster, tmp_path):
+    """Issue 27's "roll-up equals union", its case on the Flink cluster: two days of real data (12
+    sessions of the shipped files; one conversation cut at "midnight", so its turns are on both
+    days), day 0 audited on Flink and day 1 in memory, the week rolled up on Flink from the stored
+    statistics alone: the same ``results.json`` bytes as one in-memory audit of both days' files
+    (Bayesian: the seeded bootstrap and posteriors merged across Flink's workers)."""
+    from fair_forge_beam import rollup
+
+    _require("flink")
+    json_in, jsonl_in = audit.default_inputs()
+    hh = [json.loads(line) for line in Path(jsonl_in).read_text(encoding="utf-8").splitlines()[:8]]
+    ff = json.loads(Path(json_in).read_text(encoding="utf-8"))[:4]
+    split = next(s for s in hh if len(s["conversation"]) >= 2)
+    cut = len(split["conversation"]) // 2
+    rest = [s for s in hh if s is not split]
+    days = [[*rest[:4], {**split, "conversation": split["conversation"][:cut]}, *ff[:2]],
+            [*rest[4:], {**split, "conversation": split["conversation"][cut:]}, *ff[2:]]]
+    files = []
+    for d, recs in enumerate(days):
+        path = tmp_path / f"day{d}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+        files.append(path)
+    common = [*ARGS, "--no-report"]
+    cluster = flink_cluster()
+    on_flink = rn.runner_args("flink", flink_cluster=cluster)
+    try:
+        audit.run([*common, "--input", str(files[0]), "--output", str(tmp_path / "day0"), *on_flink])
+        audit.run([*common, "--input", str(files[1]), "--output", str(tmp_path / "day1"), *rn.runner_args("in_memory")])
+        rollup.run(["--from", str(tmp_path / "day0"), "--from", str(tmp_path / "day1"), "--output", str(tmp_path / "week"),
+                    "--quiet", "--no-report", *on_flink])
+    except Exception as e:
+        raise AssertionError(f"a run failed on Flink: {e}\n{cluster.log_tail()}") from e
+    audit.run([*common, *[a for f in files for a in ("--input", str(f))], "--output", str(tmp_path / "union"),
+               *rn.runner_args("in_memory")])
+    union = (tmp_path / "union" / "results.json").read_bytes()
+    assert json.loads(union)["summary"]["interactions_read"] == sum(len(s["conversation"]) for d in days for s in d)
+    assert (tmp_path / "week" / "results.json").read_bytes() == union
