@@ -29,7 +29,7 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode, check_count, check_counts, percentile_intervals
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.exact import exact_ratio, from_exact, to_exact
-from fair_forge_beam.statistical.seeding import RowCache, shared_row_cache, stable_hash64
+from fair_forge_beam.statistical.seeding import RowCache, exponential_rows, shared_row_cache, stable_hash64
 
 __all__ = [
     "SumCombineFn",
@@ -1113,12 +1113,7 @@ def session_mean_estimates(
         return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
     if rows is None:
         rows = RowCache(mode.seed, "within-session", mode.replicate_count)
-    pos = list(positions)
-    raw = rows.prefix(n) if pos == list(range(n)) else rows.rows(pos)
-    G = raw * w[:, None]
-    den = G.sum(axis=0)
-    # elementwise products summed along the interaction axis (no BLAS: the same bits on every CPU)
-    reps = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) / den
+    reps = _within_session_replicates(scores, w, list(positions), rows)
     live = w > 0
     if live.any():  # convex combinations of the weighted scores: clip rounding (see _clip_to_units)
         s_lo, s_hi = scores[live].min(axis=0), scores[live].max(axis=0)
@@ -1130,6 +1125,41 @@ def session_mean_estimates(
     lo, hi = percentile_intervals(reps, mode.tail_probability)
     means = reps.mean(axis=1)
     return [Estimate(mean=float(means[j]), ci_low=float(lo[j]), ci_high=float(hi[j]), n=n) for j in range(m)], warning
+
+
+#: bytes of draws a within-session bootstrap holds at once (a chunk of interactions × replicates × columns)
+WITHIN_SESSION_CHUNK_BYTES = 16 * 2**20
+
+
+def _within_session_replicates(scores: np.ndarray, w: np.ndarray, pos: list, rows: RowCache) -> np.ndarray:
+    """Replicates ``(m, B)`` of ``Σ_i g_ib w_i s_ij / Σ_i g_ib w_i`` over the session's ``n``
+    interactions, the rows ``g_i`` keyed by turn index (``rows``), streamed over chunks of
+    interactions so memory is bounded by :data:`WITHIN_SESSION_CHUNK_BYTES`, not by draws × n
+    (issue 28: a session of 200k interactions).
+
+    The same bits as the unchunked sum: each chunk is reduced along the interaction axis together
+    with the running sum as its first row, and numpy reduces a non-innermost axis in row order
+    (a running ``acc += row``, no pairwise summation, no BLAS), so the additions happen in the
+    same order as over the whole ``(n, B)`` matrix (tests/test_bounded_statistics.py)."""
+    n, m = scores.shape
+    B = rows.n
+    chunk = max(1, WITHIN_SESSION_CHUNK_BYTES // (8 * B * (m + 2)))
+    contiguous = pos == list(range(n))
+    den = np.zeros((1, B))
+    num = np.zeros((m, 1, B))
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        if contiguous and stop <= rows.max_rows:  # the first turns: the worker's cached rows
+            raw = rows.prefix(stop)[start:stop]
+        elif contiguous or stop - start > rows.max_rows:  # beyond the cache: drawn for this chunk only
+            raw = exponential_rows(rows.seed, rows.namespace, pos[start:stop], B)
+        else:
+            raw = rows.rows(pos[start:stop])
+        G = raw * w[start:stop, None]
+        den = np.concatenate([den, G]).sum(axis=0, keepdims=True)
+        prod = scores.T[:, start:stop, None] * G[None, :, :]
+        num = np.concatenate([num, prod], axis=1).sum(axis=1, keepdims=True)
+    return num[:, 0, :] / den[0]
 
 
 def session_mean_and_point_estimates(
