@@ -4,11 +4,13 @@ handler's validation. Beam pipelines run on FnApiRunner against the scripted loc
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from conftest import FNAPI
+from conftest import FNAPI, REPO
 from fair_forge_beam._beam import beam
 from fair_forge_beam.runners.assistant import (
     AssistantHandler,
@@ -176,6 +178,7 @@ def test_helpers_and_validation():
         render_request('{"q": {{ query | tojson }}', {"query": "x"})
     with pytest.raises(ValueError, match="request template"):
         render_request('{"q": {{ nope | tojson }}}', {})
+    assert render_request('{% set x = query|tojson %}{"q": {{ x }}}', {"query": "a"}) == {"q": "a"}
     assert response_field({"a": [{"b": "x"}]}, "a.0.b") == "x"
     with pytest.raises(ValueError):
         response_field({"a": []}, "a.0")
@@ -187,3 +190,44 @@ def test_helpers_and_validation():
                {"kind": "openai", "model": "m", "params": {"messages": []}}, {"kind": "openai", "model": "m", "request_timeout": 0}):
         with pytest.raises(ValueError):
             AssistantHandler(**kw)
+
+
+HOSTILE_QUERY = 'x", "admin": true, "y": "\\'
+#: every way to print something other than tojson's own output (issue 28: the guard accepted
+#: | safe, | e and | forceescape as the last filter, and a query then added fields to the body)
+BYPASSES = [
+    '{"m": "{{ query|safe }}"}', '{"m": {{ query|tojson|safe }}}', '{"m": "{{ query|e }}"}', '{"m": "{{ query|escape }}"}',
+    '{"m": "{{ query|forceescape }}"}', '{"m": {{ query|tojson|replace("\\\\", "") }}}',
+    '{"m": {{ (query|tojson).replace("a", "b") }}}', '{"m": {{ query|tojson + "" }}}', '{"m": {{ (query|tojson)[0:] }}}',
+    '{"m": {{ query|tojson|trim }}}', '{"m": {{ query|tojson|lower }}}', '{"m": "{{ query|urlencode }}"}',
+    '{% set x = query|tojson|safe %}{"m": {{ x }}}', '{"m": {{ "%s"|format(query|tojson) }}}',
+]
+
+
+@pytest.mark.parametrize("template", BYPASSES)
+def test_request_template_prints_only_tojson_output(template):
+    with pytest.raises(ValueError, match="must end in | tojson, and tojson must be its last filter"):
+        render_request(template, {"query": HOSTILE_QUERY})
+    with pytest.raises(ValueError, match="tojson must be its last filter"):  # refused when the handler is built
+        AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template=template, response_path="a")
+
+
+@pytest.mark.parametrize("template, error", [
+    ("{% for i in range(100000000) %}{% endfor %}{}", "OverflowError: Range too big"),
+    ('{"m": {{ query|tojson }}', "did not render to JSON"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
+    ('{"m": {{ query|tojson }', "TemplateSyntaxError"),
+])
+def test_request_template_runtime_errors_are_one_line_usage_errors(tmp_path, template, error):
+    with pytest.raises(ValueError, match=error) as exc:
+        render_request(template, {"query": "q"})
+    assert "\n" not in str(exc.value)
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "conversation": [
+        {"qa_id": "q", "query": "x", "assistant": ""}]}) + "\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "pipelines.run_assistant", "--input", str(data), "--assistant-kind", "http",
+                           "--assistant-url", "http://127.0.0.1:9/x", "--request-template", template, "--response-path", "a",
+                           "--output", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr and "error: request template" in last and error in last

@@ -90,36 +90,58 @@ class _RawValue(ValueError):
     pass
 
 
-def _only_json(value: Any) -> Any:
-    """Jinja ``finalize``: an expression may print only ``| tojson`` output (``Markup``) or a
-    number, so text from outside (queries, history) can never write JSON of its own into the body."""
-    from markupsafe import Markup
+class _JsonText(str):
+    """The text of one ``| tojson`` (a ``str`` subclass whose methods and operators return plain
+    ``str``): the only text a request template may print."""
 
-    if isinstance(value, Markup) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+    __slots__ = ()
+
+
+def _tojson(eval_ctx, value, indent=None):
+    """jinja2's own ``tojson`` (its escaping and the environment's ``json.dumps`` policy), marked
+    as :class:`_JsonText`."""
+    from jinja2.filters import do_tojson
+
+    return _JsonText(do_tojson(eval_ctx, value, indent))
+
+
+def _only_json(value: Any) -> Any:
+    """Jinja ``finalize``: an expression may print only the output of ``| tojson`` itself or a
+    number, so text from outside (queries, history) can never write JSON of its own into the body.
+    Anything done to ``tojson``'s output (``| safe``, ``| e``, ``| forceescape``, ``| replace``,
+    ``+``, slicing, a method) gives other text and is refused."""
+    if type(value) is _JsonText or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
-    raise _RawValue("every {{ … }} in a request template must end in | tojson (text from outside is hostile)")
+    raise _RawValue("every {{ … }} in a request template must end in | tojson, and tojson must be its last filter "
+                    "(text from outside is hostile)")
 
 
 def _template(source: str):
-    from jinja2 import StrictUndefined
+    from jinja2 import StrictUndefined, pass_eval_context
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    env.filters["tojson"] = pass_eval_context(_tojson)
     return env.from_string(source)
 
 
 def render_request(template: str, values: Mapping[str, Any]) -> Any:
-    """The JSON body from ``template`` (jinja2, sandboxed, strict) and ``values``. Raises
-    ``ValueError`` when a variable is missing or the result is not JSON."""
-    from jinja2 import TemplateError
+    """The JSON body from ``template`` (jinja2, sandboxed, strict) and ``values``.
 
+    Raises:
+        ValueError: one line naming the cause: a missing variable, a ``{{ … }}`` whose last filter
+            is not ``tojson`` (and that is no number), any error while rendering (a syntax error,
+            the sandbox's limits such as ``range`` over 100,000 items, a recursion), or a result
+            that is not JSON.
+    """
     try:
         text = _template(template).render(**values)
     except _RawValue as exc:
         raise ValueError(f"request template: {exc}") from None
-    except (TemplateError, TypeError) as exc:  # TypeError: | tojson of an undefined name
-        raise ValueError(f"request template: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 — TemplateError, TypeError (| tojson of an undefined name), OverflowError (range), RecursionError, ...
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ValueError(f"request template: {type(exc).__name__}: {first}") from None
     try:
         return json.loads(text)
     except ValueError as exc:
