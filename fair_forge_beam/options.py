@@ -193,6 +193,13 @@ GROUPS: tuple[Group, ...] = (
                     "fair_forge_beam.io.agentic_sources",
                template=Template("Input format", "ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$",
                                  "File format; auto picks it from the file extension. Example: jsonl")),
+        Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes"),
+               feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
+               help="largest JSON Lines record (one line, in bytes) read; a longer one is never held whole: it "
+                    "becomes a dead letter naming its size, and the rest of the file is read",
+               template=Template("Largest record", "NUMBER", "^[1-9][0-9]{0,11}$",
+                                 "Largest JSON Lines record in bytes; a longer line becomes a dead letter. "
+                                 "Example: 67108864")),
         Option("metrics", default="humanity", config_keys=("metrics",),
                help="comma-separated metrics to run (available: {metrics})",
                template=Template("Metrics", "TEXT", "^({metrics_re})(,({metrics_re}))*$",

@@ -201,7 +201,8 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
             build_source(args, inputs)  # argument errors here, as usage errors
         else:
-            reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims))
+            reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
+                                      max_record_bytes=args.max_record_bytes)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs

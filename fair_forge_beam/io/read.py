@@ -639,16 +639,53 @@ def records_to_interactions(
 
 
 # ------------------------------------------------------------------ file sources
+#: default largest record (one JSON line, in bytes) read whole: ``--max-record-bytes``
+MAX_RECORD_BYTES = 64 * 2**20
+#: bytes of an oversized record kept in its dead letter (its start, to recognise it)
+OVERSIZED_RAW_BYTES = 1024
+_SKIP_CHUNK = 2**20
+
+
+def bounded_lines(f, limit: int, pos: int = 0):
+    """``(byte offset, line)`` of the lines of binary file ``f`` from offset ``pos``, never holding
+    more than ``limit + 1`` bytes of one line: a longer line is read past in chunks of 1 MiB and
+    given as a :class:`ReadError` naming its size and the limit, with its first
+    :data:`OVERSIZED_RAW_BYTES` bytes as ``raw``; the lines after it are read as usual."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or line.endswith(b"\n") and len(line) == limit + 1:
+            yield pos, line
+            pos += len(line)
+            continue
+        size, head = len(line), line[:OVERSIZED_RAW_BYTES]
+        while not line.endswith(b"\n"):
+            line = f.readline(_SKIP_CHUNK)
+            if not line:
+                break
+            size += len(line)
+            if len(head) < OVERSIZED_RAW_BYTES:
+                head += line[:OVERSIZED_RAW_BYTES - len(head)]
+        body = size - (1 if line.endswith(b"\n") else 0)
+        yield pos, ReadError(f"record of {body:,} bytes is over the limit of {limit:,} bytes (--max-record-bytes); "
+                             f"the rest of the file is read", head.rstrip(b"\n").decode("utf-8", "replace"))
+        pos += size
+
+
 class _JsonLinesSource(FileBasedSource):
     """Splittable line source yielding ``(file, byte offset, line)``; the offset is the stable
-    position of a line (uncompressed files split by byte range; ``.gz`` files do not split)."""
+    position of a line (uncompressed files split by byte range; ``.gz`` files do not split). A line
+    over ``max_record_bytes`` is never held whole: it becomes a :class:`ReadError`
+    (:func:`bounded_lines`)."""
 
-    def __init__(self, file_pattern: str):
+    def __init__(self, file_pattern: str, max_record_bytes: int = MAX_RECORD_BYTES):
         super().__init__(file_pattern, splittable=True, validate=False)
+        self.max_record_bytes = int(max_record_bytes)
 
     def read_records(self, file_name, offset_range_tracker):
         if file_name.lower().endswith(".gz"):
-            yield from self._read_gzip(file_name, offset_range_tracker)
+            yield from self._read_gzip(file_name, offset_range_tracker, self.max_record_bytes)
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
@@ -661,22 +698,22 @@ class _JsonLinesSource(FileBasedSource):
                     yield from _decoded_lines(file_name, f.read(), encoding)
                 return
             pos = 0
-            if start > 0:
+            if start > 0:  # finish the line that straddles the split point (in chunks: it may be huge)
                 f.seek(start - 1)
-                skipped = f.readline()  # finish the line that straddles the split point
-                pos = start - 1 + len(skipped)
-            while True:
-                if not offset_range_tracker.try_claim(pos):
+                pos = start - 1
+                while True:
+                    skipped = f.readline(_SKIP_CHUNK)
+                    pos += len(skipped)
+                    if not skipped or skipped.endswith(b"\n"):
+                        break
+            for at, line in bounded_lines(f, self.max_record_bytes, pos):
+                if not offset_range_tracker.try_claim(at):
                     return
-                line = f.readline()
-                if not line:
-                    return
-                yield (file_name, pos, line)
-                pos += len(line)
+                yield (file_name, at, line)
 
 
     @staticmethod
-    def _read_gzip(file_name, offset_range_tracker):
+    def _read_gzip(file_name, offset_range_tracker, max_record_bytes: int = MAX_RECORD_BYTES):
         # Python's gzip module checks the CRC and the end of the stream, so a truncated or
         # corrupt file becomes a dead letter naming the file instead of a silent partial read.
         import gzip
@@ -706,9 +743,9 @@ class _JsonLinesSource(FileBasedSource):
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f.read(), encoding)
                     return
-                for line in f:
-                    yield (file_name, pos, line)
-                    pos += len(line)
+                for at, line in bounded_lines(f, max_record_bytes):
+                    yield (file_name, at, line)
+                    pos = f.tell()
         except (OSError, EOFError, zlib.error) as exc:
             yield (
                 file_name,
@@ -890,6 +927,9 @@ class ReadInteractions(beam.PTransform):
         slice_fields: session metadata fields to slice by (e.g. ``("region",)``): their values
             are kept in each ``Interaction.slice_values`` (:func:`slice_value`; a session header
             field, or in a flat record a top-level field).
+        max_record_bytes: largest JSON Lines record (one line, bytes; default
+            :data:`MAX_RECORD_BYTES`, 64 MiB): a longer line is never held whole, it becomes a
+            dead letter naming its size and the limit (:func:`bounded_lines`).
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -907,8 +947,12 @@ class ReadInteractions(beam.PTransform):
         timestamp_field: Optional[str] = None,
         timestamp_policy: str = "dead_letter",
         slice_fields: Sequence[str] = (),
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ):
         super().__init__()
+        if int(max_record_bytes) <= 0:
+            raise ValueError(f"max_record_bytes must be > 0, got {max_record_bytes!r}")
+        self.max_record_bytes = int(max_record_bytes)
         if timestamp_policy not in ("dead_letter", "processing_time"):
             raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
         self.timestamp_field, self.timestamp_policy = timestamp_field, timestamp_policy
@@ -963,7 +1007,7 @@ class ReadInteractions(beam.PTransform):
         for i, (pattern, fmt) in enumerate(self._formats.items()):
             lbl = f"Input{i}"
             if fmt == "jsonl":
-                record_pcolls.append(p | f"{lbl}ReadJsonl" >> beam.io.Read(_JsonLinesSource(pattern)))
+                record_pcolls.append(p | f"{lbl}ReadJsonl" >> beam.io.Read(_JsonLinesSource(pattern, self.max_record_bytes)))
             elif fmt == "json":
                 res = (
                     p

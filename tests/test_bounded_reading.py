@@ -1,0 +1,90 @@
+"""Issue 28, item 1: bounded reading. A JSON Lines record over ``--max-record-bytes`` is never held
+whole (plain files, gzip, and a split of a plain file that starts inside it): it becomes one dead
+letter naming its size and the limit, and the good records around it are read and scored."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FNAPI, REPO
+from fair_forge_beam.io.read import ReadError, _JsonLinesSource, bounded_lines
+
+
+def _session(sid):
+    return json.dumps({"session_id": sid, "assistant_id": "bot", "language": "english", "conversation": [
+        {"qa_id": f"{sid}-0", "query": "Can you help?", "assistant": "I am glad to help, thank you.",
+         "ground_truth_assistant": "Happy to help."}]}) + "\n"
+
+
+def test_bounded_lines_reads_past_a_long_line_in_limited_pieces():
+    class Spy(io.BytesIO):
+        biggest = 0
+
+        def readline(self, size=-1):
+            assert size > 0, "a line read without a limit"
+            out = super().readline(size)
+            Spy.biggest = max(Spy.biggest, len(out))
+            return out
+
+    good = _session("a").encode()
+    limit = len(good) + 10
+    lines = [good, b"x" * (5 * 2**20) + b"\n", good, b"y" * (limit + 20) + b"\n", b"z" * limit]
+    got = list(bounded_lines(Spy(b"".join(lines)), limit=limit))
+    offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    assert [p for p, _ in got] == offsets
+    assert [got[i][1] for i in (0, 2, 4)] == [good, good, b"z" * limit]
+    big, long = got[1][1], got[3][1]
+    assert isinstance(big, ReadError) and isinstance(long, ReadError)
+    assert big.reason == (f"record of 5,242,880 bytes is over the limit of {limit:,} bytes (--max-record-bytes); "
+                          "the rest of the file is read")
+    assert big.raw == "x" * 1024 and long.raw == "y" * (limit + 20)  # the record's first 1,024 bytes at most
+    assert f"record of {limit + 20:,} bytes" in long.reason
+    assert Spy.biggest <= 2**20  # never more than one chunk of the long line at a time
+
+
+def test_a_line_of_exactly_the_limit_is_read():
+    line = b"a" * 10 + b"\n"
+    assert list(bounded_lines(io.BytesIO(line + line[:-1]), limit=10)) == [(0, line), (11, b"a" * 10)]
+    got = list(bounded_lines(io.BytesIO(b"a" * 11), limit=10))
+    assert len(got) == 1 and isinstance(got[0][1], ReadError) and "record of 11 bytes" in got[0][1].reason
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_oversized_record_is_one_dead_letter_and_the_good_sessions_are_scored(tmp_path, compressed):
+    from pipelines import audit
+
+    huge = json.dumps({"session_id": "huge", "assistant_id": "bot", "conversation": [
+        {"qa_id": "h", "query": "q", "assistant": "\0" * (3 * 2**20)}]}) + "\n"
+    body = (_session("s1") + huge + _session("s2")).encode()
+    path = tmp_path / ("in.jsonl.gz" if compressed else "in.jsonl")
+    path.write_bytes(gzip.compress(body) if compressed else body)
+    out = tmp_path / "out"
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
+                     "--max-record-bytes", str(2**20), f"--runner={FNAPI}"])
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
+    dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["stage"] == "read"
+    assert dead[0]["reason"].startswith(f"record of {len(huge) - 1:,} bytes is over the limit of 1,048,576 bytes")
+    assert len(dead[0]["raw"]) <= 1024 and dead[0]["source"].endswith(f":{len(_session('s1'))}")
+
+
+def test_a_split_starting_inside_a_long_line_skips_it_in_pieces(tmp_path):
+    from apache_beam.io.range_trackers import OffsetRangeTracker
+
+    good = _session("a").encode()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(good + b"x" * (3 * 2**20) + b"\n" + good)
+    start = len(good) + 10  # a later bundle's range begins inside the long line
+    lines = list(_JsonLinesSource(str(path), max_record_bytes=1000).read_records(str(path), OffsetRangeTracker(start, 10**9)))
+    assert lines == [(str(path), len(good) + 3 * 2**20 + 1, good)]
+
+
+def test_max_record_bytes_must_be_positive(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--max-record-bytes", "0", "--output", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--max-record-bytes" in proc.stderr and "Traceback" not in proc.stderr
