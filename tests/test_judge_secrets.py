@@ -103,7 +103,9 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
             return '{"score": 0.25, "insight": "key ' + escaped + '"}'
         if "[reasoning]" in req.prompt:
             return Reply(content='{"score": 0.75, "insight": "ok"}', reasoning_content=f"I saw {key}",
-                         logprobs={"content": [{"token": key, "logprob": -0.1, "bytes": None, "top_logprobs": [{"token": key, "logprob": -0.1, "bytes": None}]}]})
+                         logprobs={"content": [{"token": key, "logprob": -0.1, "bytes": None, "top_logprobs": [{"token": key, "logprob": -0.1, "bytes": None}]}]
+                                   + [{"token": t, "logprob": -0.2, "bytes": None, "top_logprobs": []}  # the key split across tokens
+                                      for t in ("ok ", key[:5], key[5:15], key[15:], " end")]})
         if "[invalid]" in req.prompt:
             return {"score": 3.0, "insight": f"bad and {key}"}
         return Reply(content=f"free text with {key}")
@@ -133,6 +135,7 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
     assert results["k0"]["parsed"] == {"score": 0.5, "insight": "your key is ***"}
     assert results["k1"]["parsed"]["score"] == 0.25 and results["k2"]["parsed"]["score"] == 0.75
     assert "***" in results["k2"]["reasoning"] and results["k2"]["logprobs"]["content"][0]["token"] == "***"
+    assert [t["token"] for t in results["k2"]["logprobs"]["content"][1:]] == ["ok ", "***", "***", "***", " end"]
     assert results["free"]["answer"] == "free text with ***"
     assert all(r.cached for r in again if r.error is None) and not any(key in repr(r) for r in again)
 
@@ -192,5 +195,34 @@ def test_scrub_function_masks_every_form():
     k = 'sk-"quoted"/slash-' + "x" * 8
     text = json.dumps({"a": f"before {k} after"})  # JSON-escaped inside a JSON document
     assert k not in scrub(text, [k]) and json.dumps(k)[1:-1] not in scrub(text, [k])
-    assert scrub({"a": [k, (k,)], k: 1}, [k]) == {"a": ["***", ("***",)], "***": 1}
+    # values only, never a dict key (issue 28: a key is a field name; endpoint text is scrubbed as text
+    # before it is parsed, so a key echoed inside a reply's JSON object never reaches a parsed key)
+    assert scrub({"a": [k, (k,)], k: 1}, [k]) == {"a": ["***", ("***",)], k: 1}
     assert scrub("short abc", ["abc"]) == "short abc"  # too short to be a key: never masks text
+
+
+# ---------------------------------------------------------------- issue 28: masking covers the run's secrets, in values only
+def test_a_run_without_an_endpoint_masks_nothing_and_keys_are_never_masked(tmp_path, monkeypatch):
+    """OPENAI_API_KEY equal to a field name and to a value of the data: a Humanity run (no judge)
+    keeps both; a gate on that field still reads it. scrub() masks values, never dict keys."""
+    from fair_forge_beam.components.judge import secrets as sec
+    from pipelines import audit
+
+    monkeypatch.setattr(sec, "_ENVS", set())
+    monkeypatch.setattr(sec, "_ENVS_SNAPSHOT", frozenset())
+    monkeypatch.delenv(sec.NAMES_ENV, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "mean_entropy")
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"session_id": "mean_entropy", "assistant_id": "bot", "language": "english", "conversation": [
+        {"qa_id": f"q{i}", "query": "Can you help?", "assistant": "I am glad to help, thank you.",
+         "ground_truth_assistant": "Happy to help."} for i in range(3)]}) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(data), "--output", str(out),
+                     "--gate", "humanity mean_entropy mean >= 0", f"--runner={FNAPI}"])
+    assert "mean_entropy" in doc["metrics"]["humanity"]["slices"][0]
+    assert "***" not in (out / "results.json").read_text(encoding="utf-8")
+    assert json.loads((out / "gates.json").read_text(encoding="utf-8"))["passed"]
+    from fair_forge_beam.reports.load import read_sessions
+
+    assert [s["session_id"] for s in read_sessions(str(out), "humanity")] == ["mean_entropy"]
+    assert sec.scrub({"sk-test-0123456789": "sk-test-0123456789"}, ["sk-test-0123456789"]) == {"sk-test-0123456789": "***"}

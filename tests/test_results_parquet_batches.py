@@ -45,7 +45,8 @@ RECORDS = [
 
 
 def test_batch_table_equals_the_row_by_row_mapping(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")  # always a scrubbed variable
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    monkeypatch.setenv("FAIR_FORGE_SECRET_ENVS", "OPENAI_API_KEY")  # a key variable the run uses (an endpoint registered it)
     table = results._parquet_table(SCHEMA)(RECORDS)
     assert table.schema == SCHEMA
     expected = [_reference_row(r) for r in RECORDS]
@@ -62,6 +63,7 @@ def _toxicity_session(sid, **kw):
 def test_session_table_is_typed_columns_and_reads_back_as_the_records(monkeypatch):
     """Issue 27: one typed column per field of the metric's session model (structs, maps), no JSON."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    monkeypatch.setenv("FAIR_FORGE_SECRET_ENVS", "OPENAI_API_KEY")
     recs = [_toxicity_session("s1"), _toxicity_session("s2 sk-test-0123456789", group_mentions={}),
             _toxicity_session("s3", toxic_rate={"mean": 0.0, "ci_low": None, "ci_high": None, "n": 3})]
     table = results.session_table("toxicity")(recs)

@@ -562,6 +562,10 @@ class _JudgeClient:
             return None
         if not items:
             return None
+        from fair_forge_beam.components.judge.secrets import scrub_tokens
+
+        for it, tok in zip(items, scrub_tokens([it["token"] for it in items], [self._secret])):  # a key split across tokens
+            it["token"] = tok
         return scrub_secrets({"content": items}, [self._secret])
 
     def __del__(self):  # pragma: no cover - process teardown

@@ -14,7 +14,8 @@ import os
 import threading
 from typing import Any, Iterable
 
-__all__ = ["scrub", "scrub_known", "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "NAMES_ENV"]
+__all__ = ["scrub", "scrub_known", "scrub_tokens", "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN",
+           "NAMES_ENV"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -40,9 +41,10 @@ def _forms(secrets: tuple) -> tuple:
 def scrub(value: Any, secrets: Iterable[str]) -> Any:
     """``value`` with every secret of ``secrets`` replaced by :data:`MASK`.
 
-    ``value``: text, or a JSON-like structure (dicts, lists, tuples; keys and values are scrubbed,
-    other types are returned as they are). Secrets shorter than :data:`MIN_SECRET_LEN` characters
-    are ignored. Never raises for any input.
+    ``value``: text, or a JSON-like structure (dicts, lists, tuples): values are scrubbed, never
+    dict keys (a key is a field name: masking one would rename the field, issue 28), other types
+    are returned as they are. Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored.
+    Never raises for any input.
     """
     secs = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
     if not secs:
@@ -56,7 +58,7 @@ def scrub(value: Any, secrets: Iterable[str]) -> Any:
                     v = v.replace(f, MASK)
             return v
         if isinstance(v, dict):
-            return {_do(k): _do(x) for k, x in v.items()}
+            return {k: _do(x) for k, x in v.items()}
         if isinstance(v, list):
             return [_do(x) for x in v]
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
@@ -66,6 +68,35 @@ def scrub(value: Any, secrets: Iterable[str]) -> Any:
         return v
 
     return _do(value)
+
+
+def scrub_tokens(tokens: list, secrets: Iterable[str]) -> list:
+    """``tokens`` (texts that are read in sequence, e.g. a reply's log-probability tokens) with
+    every token that holds part of a secret replaced by :data:`MASK`, also when the secret is
+    split across several tokens (each token alone shows only a piece of it). Same length, same
+    order; tokens without a secret are returned as they are."""
+    tokens = [str(t) for t in tokens]
+    secs = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
+    if not secs or not tokens:
+        return tokens
+    text = "".join(tokens)
+    ends, at = [], 0
+    for t in tokens:
+        at += len(t)
+        ends.append(at)
+    hit = [False] * len(tokens)
+    for form in _forms(secs):
+        start = text.find(form)
+        while start != -1:
+            stop, first = start + len(form), 0
+            while ends[first] <= start:
+                first += 1
+            i = first
+            while i < len(tokens) and (ends[i] - len(tokens[i])) < stop:
+                hit[i] = True
+                i += 1
+            start = text.find(form, start + 1)
+    return [MASK if h else t for t, h in zip(tokens, hit)]
 
 
 def register_secret_env(name: str) -> None:
@@ -81,13 +112,16 @@ def register_secret_env(name: str) -> None:
 
 
 def secret_envs() -> frozenset:
-    """The registered variable names (this process and :data:`NAMES_ENV`) plus ``OPENAI_API_KEY``."""
+    """The registered variable names (this process and :data:`NAMES_ENV`): the key variables of
+    the endpoints this run uses (a judge, guardian, generator or assistant registers its own when
+    it is built). A run without an endpoint masks nothing (issue 28: ``OPENAI_API_KEY`` was
+    masked in every run, and a field whose value equalled it lost its value)."""
     return _names(_ENVS_SNAPSHOT, os.environ.get(NAMES_ENV, ""))
 
 
 @functools.lru_cache(maxsize=16)
 def _names(mine: frozenset, inherited: str) -> frozenset:
-    return frozenset(mine | set(filter(None, inherited.split(","))) | {"OPENAI_API_KEY"})
+    return frozenset(mine | set(filter(None, inherited.split(","))))
 
 
 def scrub_known(value: Any) -> Any:
