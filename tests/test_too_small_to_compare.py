@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import FNAPI
 from fair_forge_beam.reports.compare import TOO_SMALL, compare_runs
 from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
 from fair_forge_beam.reports.html import render_report
@@ -95,3 +96,42 @@ def test_enough_sessions_and_a_real_interval_still_compare(sessions):
     baseline = _tox_doc(_est(0.2, 0.1, 0.3, 30))
     rows = {r["estimate"]: r for r in compare_runs(current, baseline)["rows"]}
     assert rows["group_profiling.group_estimates.women.S"]["verdict"] == "lower"
+
+
+# ------------------------------------------------------------------ issue 28: the one-session rule on every surface
+def test_a_single_session_rate_is_its_observed_share_not_the_prior():
+    from fair_forge_beam.statistical.bayesian import BayesianMode
+    from fair_forge_beam.statistical.frequentist import FrequentistMode
+    from fair_forge_beam.statistical.slices import slice_rate
+
+    bayes = BayesianMode(rng_seed=1)
+    assert slice_rate(0, 3, 1, bayes).model_dump() == {"mean": 0.0, "ci_low": None, "ci_high": None, "n": 3}
+    assert slice_rate(1, 3, 1, bayes).mean == 1 / 3 and slice_rate(0, 0, 1, bayes).mean is None
+    two = slice_rate(0, 3, 2, bayes)  # two sessions: the posterior, with its interval
+    assert two.mean == 0.2 and two.ci_low is not None
+    assert slice_rate(0, 3, 1, FrequentistMode()).mean == 0.0
+
+
+def test_single_session_slices_read_the_same_in_the_console_and_the_gates(tmp_path, capsys):
+    """The shipped examples, Bayesian: agent_response_1 has one session of 3 answers, none toxic.
+    Its toxic_rate is 0 (not Beta(1, 1)'s 0.2), marked 1* in the console, and a gate on the mean
+    per assistant reads that same value."""
+    import json
+
+    from pipelines import audit
+
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:  # support-bot / sushi_bot: Spanish answers, no slice: the gate fails there
+        audit.run(["--no-report", "--metrics", "toxicity", "--group-extractor", "keyword", "--mode", "bayesian",
+                   "--toxicity-scorer", "hurtlex", "--output", str(out), f"--runner={FNAPI}",
+                   "--gate", "toxicity toxic_rate mean <= 0.1 in every assistant_id"])
+    assert exc.value.code == 3
+    console = capsys.readouterr().out
+    row = next(line for line in console.splitlines() if "assistant_id=agent_response_1" in line)
+    assert row.split()[1:4] == ["3", "1*", "0.0000"], row
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    one = next(s for s in doc["metrics"]["toxicity"]["slices"] if s["slice"] == "assistant_id=agent_response_1")
+    assert one["n_sessions"] == 1 and one["toxic_rate"] == {"mean": 0.0, "ci_low": None, "ci_high": None, "n": 3}
+    (gate,) = json.loads((out / "gates.json").read_text(encoding="utf-8"))["gates"]
+    mine = next(c for c in gate["checks"] if c["slice"] == "assistant_id=agent_response_1")
+    assert mine["status"] == "pass" and mine["value"] == 0.0 and "no interval" in mine["message"]

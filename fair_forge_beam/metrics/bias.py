@@ -272,7 +272,8 @@ class _SliceEstimator(SliceEstimator):
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
         if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)
-            attribute_rates = [r.model_copy(update={"ci_low": None, "ci_high": None}) for r in attribute_rates]
+            attribute_rates = [r.model_copy(update={"rate": r.k_biased / r.n_samples if r.n_samples else None,
+                                                    "ci_low": None, "ci_high": None}) for r in attribute_rates]
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

@@ -65,7 +65,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     OptionalCombineFn,
@@ -432,7 +432,7 @@ class _SliceEstimator(SliceEstimator):
         rec = PromptEvaluatorSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=main.n_units,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
-            csr_pooled=slice_estimate(estimate_rate(big, ns, self.mode), n_sessions, self.mode),
+            csr_pooled=slice_rate(big, ns, n_sessions, self.mode),
             resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )

@@ -67,7 +67,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_rate,
     session_mean_and_point_estimates,
 )
-from fair_forge_beam.statistical.slices import slice_estimate
+from fair_forge_beam.statistical.slices import slice_estimate, slice_rate
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
@@ -434,7 +434,7 @@ class _SliceEstimator(SliceEstimator):
         c = dict(zip(SLICE_COUNTS, vec))
         n_rate = c["compliant"] + c["non_compliant"]
         # the one-session rule (statistical/slices.py)
-        rate = slice_estimate(estimate_rate(c["compliant"], n_rate, self.mode), c["sessions"], self.mode)
+        rate = slice_rate(c["compliant"], n_rate, c["sessions"], self.mode)
         if n_chunks == 0:
             status = "empty_corpus"
         elif n_rate == 0:

@@ -45,7 +45,7 @@ from fair_forge_beam.schemas.toxicity import (
     ToxicitySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimate
+from fair_forge_beam.statistical.slices import slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
     SumCombineFn,
@@ -336,7 +336,7 @@ class _SliceEstimator(SliceEstimator):
             n_interactions=gf.n,
             n_sessions=n_sessions,
             n_toxic=gf.n_flagged,
-            toxic_rate=slice_estimate(estimate_rate(gf.n_flagged, gf.n, self.mode), n_sessions, self.mode),
+            toxic_rate=slice_rate(gf.n_flagged, gf.n, n_sessions, self.mode),
             toxic_words=toxic_words,
             total_words=total_words,
             categories=dict(sorted(cats.items())),

@@ -46,7 +46,7 @@ from fair_forge_beam.metrics.base import MetricResults, MetricTransform, interac
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     MinMaxCombineFn,
@@ -228,7 +228,7 @@ class _SliceEstimator(SliceEstimator):
         rec = VisionSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=st.n_units,
             threshold=self.threshold, mean_similarity=mean, min_similarity=lo, max_similarity=hi,
-            hallucination_rate=slice_estimate(estimate_rate(k, n, self.mode), n_sessions, self.mode), n_hallucinations=k,
+            hallucination_rate=slice_rate(k, n, n_sessions, self.mode), n_hallucinations=k,
             resampling=resampling, scorer=self.scorer_name,
         )
         return [{"metric": NAME, "level": "slice", **rec.model_dump()}]

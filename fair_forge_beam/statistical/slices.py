@@ -8,10 +8,14 @@ Dirichlet posteriors whose trials are the slice's interactions (unit = the inter
 treated as exchangeable; within-session correlation is not modelled).
 
 One rule for both kinds: **a slice made of a single session reports its estimates without an
-interval** (``ci_low = ci_high = None``; the mean is kept). One session cannot tell how
-sessions vary, and a pooled-interaction interval there would be the session's own interval
-under another name — that one is in the session record. Frequentist estimates never carry
-intervals, so the rule only touches distribution modes.
+interval** (``ci_low = ci_high = None``). One session cannot tell how sessions vary, and a
+pooled-interaction interval there would be the session's own interval under another name — that
+one is in the session record. Its value is the observed one: a slice mean keeps its mean (the
+session's own), and a pooled rate is its observed share ``k/n`` (:func:`slice_rate`), never the
+posterior mean — with 0 of 3 answers toxic, Beta(1, 1)'s posterior mean 0.2 is the prior
+speaking, not the session (issue 28). The console, the report and the gates read these
+records, so the rule holds on every surface. Frequentist estimates never carry intervals, so
+the rule only touches distribution modes.
 
 The same support rule for **differences** (:func:`too_small_to_compare`): no change or
 difference is claimed between two slice estimates when either rests on fewer than
@@ -42,6 +46,7 @@ __all__ = [
     "single_session",
     "slice_estimate",
     "slice_estimates",
+    "slice_rate",
     "slice_resampling",
     "GAMMA_RESAMPLING",
     "SLICE_BOOTSTRAPS",
@@ -70,6 +75,18 @@ def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> 
     if est is None or not single_session(n_sessions, mode):
         return est
     return est.model_copy(update={"ci_low": None, "ci_high": None})
+
+
+def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
+    """A slice's pooled rate of ``k`` events in ``n`` trials: :func:`~fair_forge_beam.statistical.combiners.estimate_rate`
+    in ``mode``, or, under the one-session rule, the observed share ``k/n`` without an interval
+    (``mean=None`` when ``n = 0``)."""
+    from fair_forge_beam.statistical.combiners import estimate_rate
+    from fair_forge_beam.statistical.exact import exact_ratio
+
+    if not single_session(n_sessions, mode):
+        return estimate_rate(k, n, mode)
+    return Estimate(mean=exact_ratio(k, n) if n else None, n=n)
 
 
 def slice_estimates(ests: Iterable[E], n_sessions: Optional[int], mode: StatisticalMode) -> list[E]:
