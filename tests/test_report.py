@@ -807,3 +807,27 @@ def test_grouped_intervals_without_any_point_draws_no_empty_legend():
     grouped_intervals(ax, ["joy"], [("overall", [{"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}])])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["overall"]
     plt.close(fig)
+
+
+def test_findings_name_the_assistants_nobody_scored(runs, tmp_path):
+    """Issue 28: assistants with no score at all had no line in the findings. In the fixture's
+    Bayesian run (HurtLex scores the Spanish answers, Humanity does not) only the French XSS
+    assistant is scored by neither metric: it is named, escaped, with its most frequent reason;
+    support-bot, which Toxicity scored, is not. With the default English-only classifier the
+    shipped examples' support-bot and sushi_bot are scored by neither and both are named."""
+    import re
+
+    def unscored(html):
+        para = re.search(r'<p class="note" id="unscored">(.*?)</p>', html, re.S)
+        return para.group(1) if para else ""
+
+    out, _ = runs["bayesian"]
+    text = unscored((out / "report.html").read_text(encoding="utf-8"))
+    assert "Not scored at all (1 assistant: every interaction is a dead letter)" in text
+    assert "&lt;script&gt;alert(1)" in text and "<script" not in text  # an assistant id is data: escaped
+    assert "no emotion lexicon for language &#39;french&#39;" in text and "support-bot" not in text
+    doc = _run(tmp_path / "default", "--metrics", "humanity,toxicity", "--group-extractor", "keyword")
+    assert "assistant_id=support-bot" not in {s["slice"] for m in doc["metrics"].values() for s in m["slices"]}
+    text = unscored((tmp_path / "default" / "report.html").read_text(encoding="utf-8"))
+    assert "Not scored at all (2 assistants" in text
+    assert "support-bot (32 dead letters; most often: " in text and "sushi_bot (20 dead letters" in text  # 16 + 10 answers, 2 metrics

@@ -339,6 +339,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
     from fair_forge_beam.reports.scorecard import credible_differences, scorecard, toxicity_measure
 
     card = scorecard(doc, inconclusive_width, gates or ())
+    card["unscored"] = unscored_assistants(doc, dead_letters)
     tox = doc["metrics"].get("toxicity")
     return env.get_template("report.html.j2").render(
         title=title,
@@ -406,3 +407,15 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     with FileSystems.create(out_path) as f:
         f.write(scrub_known(html).encode("utf-8"))  # defence at the writer: API-key values masked
     return out_path
+
+
+def unscored_assistants(doc: dict, dead_letters: Optional[dict]) -> list[dict]:
+    """The assistants no metric scored at all: they have dead letters
+    (:func:`~fair_forge_beam.reports.load.dead_letter_summary`'s ``by_assistant``) and no
+    ``assistant_id=…`` slice in any metric. ``[{assistant, dead_letters, reason}]`` (the most
+    frequent reason), sorted by name; the findings name them (issue 28: the shipped examples'
+    Spanish-only assistants were invisible)."""
+    seen = {str(r.get("slice"))[len("assistant_id="):] for m in doc.get("metrics", {}).values()
+            for r in m.get("slices") or [] if str(r.get("slice", "")).startswith("assistant_id=")}
+    by = (dead_letters or {}).get("by_assistant") or {}
+    return [{"assistant": a, "dead_letters": v["count"], "reason": v["reason"]} for a, v in sorted(by.items()) if a not in seen]

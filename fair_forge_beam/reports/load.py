@@ -229,8 +229,10 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     {stage: count}, "by_reason": [(stage, reason, count)] (most frequent first, at most 50, the
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; the first record of each reason kind, up to ``first``, then the next records in
-    file order), "unreadable": lines that were not JSON objects}``. No dead-letter shards give
-    zero counts.
+    file order), "unreadable": lines that were not JSON objects, "by_assistant": {assistant_id:
+    {"count", "reason": its most frequent reason}} (read from each dead letter's original
+    record; at most :data:`MAX_DEAD_ASSISTANTS` assistants)}``. No dead-letter shards give zero
+    counts.
     """
     from fair_forge_beam.reports.results import _reason_kind
 
@@ -239,6 +241,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     kinds: dict[tuple, dict] = {}  # the first record of each of the first `first` reason kinds
     extra: list[dict] = []  # the first records that were not picked above
     unreadable = 0
+    assistants: dict[str, Counter] = {}
     for line in iter_jsonl_lines(run_dir, "dead_letter"):
         try:
             d = json.loads(line)
@@ -250,6 +253,9 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         stage, reason = str(d.get("stage", "?")), _reason_kind(str(d.get("reason", "?")))
         by_stage[stage] += 1
         by_reason[(stage, reason)] += 1
+        who = _assistant_of(d.get("raw"))
+        if who is not None and (who in assistants or len(assistants) < MAX_DEAD_ASSISTANTS):
+            assistants.setdefault(who, Counter())[reason] += 1
         new_kind = (stage, reason) not in kinds and len(kinds) < first
         if new_kind or len(extra) < first:
             r = d.get("raw")
@@ -266,5 +272,28 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     if len(ranked) > 50:
         rows.append(("*", f"other ({len(ranked) - 50} kinds)", sum(c for _, c in ranked[50:])))
     firsts = (list(kinds.values()) + extra)[:first]
+    by_assistant = {a: {"count": sum(c.values()), "reason": sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]}
+                    for a, c in sorted(assistants.items())}
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
-            "first": firsts, "unreadable": unreadable}
+            "first": firsts, "unreadable": unreadable, "by_assistant": by_assistant}
+
+
+#: assistants whose dead letters :func:`dead_letter_summary` tells apart (memory stays bounded)
+MAX_DEAD_ASSISTANTS = 10_000
+
+
+def _assistant_of(raw) -> Optional[str]:
+    """The ``assistant_id`` of a dead letter's original record (a JSON object, as text or parsed),
+    or ``None`` when it has none (a line that was not a record, a file-level error)."""
+    if isinstance(raw, str):
+        if not raw.startswith("{") or '"assistant_id"' not in raw:
+            return None
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if isinstance(raw, dict):
+        who = raw.get("assistant_id")
+        if isinstance(who, (str, int)) and not isinstance(who, bool):
+            return str(who)
+    return None
