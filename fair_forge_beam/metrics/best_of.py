@@ -408,10 +408,6 @@ def _block_order(b: BlockScore) -> tuple:
     return (b.record["block_id"], b.record["contestants"], b.record["n_interactions"])
 
 
-def _restage(d):
-    return d._replace(stage="bestof", reason=f"judge: {d.reason}")
-
-
 def _block_value(b: BlockScore) -> BlockScore:
     return b
 
@@ -427,7 +423,7 @@ class _ScoreBlocks(beam.PTransform):
         self.metric = metric
 
     def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
 
         m = self.metric
         built = (
@@ -453,7 +449,7 @@ class _ScoreBlocks(beam.PTransform):
                 | "JoinVerdicts" >> beam.CoGroupByKey()
                 | "AllPairs" >> beam.ParDo(_AllPairsBlock())
             )
-            dead = out.dead_letters | "RestageDeadLetters" >> beam.Map(_restage)
+            dead = out.dead_letters | "RestageDeadLetters" >> beam.Map(restage("bestof"))
         return {"scores": (walkovers, scored) | "FlattenBlocks" >> beam.Flatten(), "dead_letter": dead,
                 "quality": built[QUALITY]}
 

@@ -197,13 +197,6 @@ def _link_generations(kv):
             yield element_id, g
 
 
-def _restage(stage: str):
-    def f(d):
-        return d._replace(stage=stage)
-
-    return f
-
-
 def _keyed_generation(res):
     qkey, _, i = res.key.rpartition(GEN_SEP)
     return qkey, (int(i), res.answer)
@@ -306,7 +299,7 @@ class _ScoreQueries(beam.PTransform):
 
     def expand(self, interactions):
         m = self.metric
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
 
         fan = interactions | "FanOut" >> beam.ParDo(_FanOut(m.seed_prompt, m.k)).with_outputs(META, LINKS, DEAD, main="slots")
         requests = (
@@ -328,7 +321,7 @@ class _ScoreQueries(beam.PTransform):
             | "JoinGenerations" >> beam.CoGroupByKey()
             | "ScoreQueries" >> beam.ParDo(_ScoreQuery(m)).with_outputs(DEAD, QUALITY, JQREQ, PARTIAL, main="main")
         )
-        dead = [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(_restage(f"{NAME}.generation"))]
+        dead = [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(restage(f"{NAME}.generation", ""))]
         records = [scored.main]
         if m.jq_enabled:
             jq_requests = scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
@@ -339,7 +332,7 @@ class _ScoreQueries(beam.PTransform):
                 | "FinishJQ" >> beam.ParDo(_FinishJQ())
             )
             records.append(finished)
-            dead.append(jq.dead_letters | "RestageJQ" >> beam.Map(_restage(f"{NAME}.jq")))
+            dead.append(jq.dead_letters | "RestageJQ" >> beam.Map(restage(f"{NAME}.jq", "")))
         keyed = tuple(records) | "FlattenQueries" >> beam.Flatten()
         return {
             "scores": keyed | "QueryScores" >> beam.Map(_query_score),

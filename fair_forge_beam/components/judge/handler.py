@@ -67,6 +67,7 @@ __all__ = [
     "RunJudge",
     "judge_request",
     "judge_counters",
+    "restage",
     "STRUCTURED_MODES",
     "COUNTER_NAMES",
 ]
@@ -908,6 +909,17 @@ class _BatchFailureToDeadLetters(beam.DoFn):
                 yield dead_letter("judge", reason, _request_raw(req), element_id=req.element_id or req.key, source=f"judge:{req.key}")
             else:  # pragma: no cover
                 yield dead_letter("judge", reason, repr(req))
+
+
+def restage(stage: str, prefix: str = "judge: "):
+    """``DeadLetter`` → the same dead letter under ``stage`` with ``prefix`` before its reason: a
+    :class:`RunJudge` dead letter (stage ``"judge"``) as the dead letter of the metric (or stage)
+    that asked."""
+
+    def f(d):
+        return d._replace(stage=stage, reason=f"{prefix}{d.reason}")
+
+    return f
 
 
 class RunJudge(beam.PTransform):
