@@ -264,7 +264,6 @@ class _SessionRoles(SessionReducer):
         for kind, v in parts:
             if kind == 1:
                 verdicts.setdefault(v[0], v)
-        ids = {"metric": NAME, "session_id": session_id, "assistant_id": assistant_id, "language": language}
         records, values = [], []
         for kind, m in parts:
             v = verdicts.get(m[0]) if kind == 0 else None
@@ -283,7 +282,8 @@ class _SessionRoles(SessionReducer):
         est = estimate_rate(k, n, self.mode)
         point = k / n
         adherent = (k == n) if self.strict else point >= self.threshold
-        rec = {**ids, "level": "session", "n_interactions": n, "n_adherent": k, "role_adherence": est.model_dump(),
+        rec = {"metric": NAME, "level": "session", "session_id": session_id, "assistant_id": assistant_id,
+               "language": language, "n_interactions": n, "n_adherent": k, "role_adherence": est.model_dump(),
                "adherent": adherent, "turns": [{"turn_index": t, "adherent": a, "score": s} for t, a, s in values]}
         return rec, ((session_key_text(key), float(n), (point,), n), bool(adherent)), [], records
 
