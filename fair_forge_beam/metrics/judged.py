@@ -1,4 +1,6 @@
-"""What the LLM-judged metrics (Context, Conversational) share: their engine declaration.
+"""What the LLM-judged metrics share: the one judge scorer (:class:`JudgeScorer`, used by every
+metric that asks a judge through ``RunJudge``) and, for the judge's mean scores per session
+(Context, Conversational), the whole engine declaration (:class:`JudgedMetric`).
 
 Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`JudgedMetric.spec`): the scorer
 is a ``PTransform`` — the metric's judge requests (``make_requests``) → ``RunJudge``
