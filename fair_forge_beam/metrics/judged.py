@@ -42,8 +42,9 @@ QUALITY = "quality"
 
 
 def session_key(session_id: str, assistant_id: str, language: str) -> str:
-    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``."""
-    return json.dumps([session_id, assistant_id, language], ensure_ascii=False, separators=(",", ":"))
+    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``
+    (:func:`~fair_forge_beam.engine.session_key_text`)."""
+    return session_key_text((session_id, assistant_id, language))
 
 
 def request_key(skey: str, turn_index: int, messages: Sequence[tuple[str, str]]) -> str:
@@ -111,16 +112,18 @@ class JudgeScorer(beam.PTransform):
         verdict: ``JudgeResult`` (validated) → iterable of session parts and ``DeadLetter``\\ s (an
             answer the metric cannot use).
         failed: ``DeadLetter`` of :class:`RunJudge` (stage ``"judge"``) → iterable of dead letters
-            and session parts (e.g. a failure outcome); default: the dead letter under ``stage``.
+            and session parts (e.g. a failure outcome); default: the dead letter under ``stage``,
+            its reason after ``reason_prefix``.
         stage: the dead letters' stage (the metric's name).
         inference_args: extra sampling parameters for every call (part of the cache key).
         label: the label prefix of the judge's steps.
     """
 
-    def __init__(self, handler, build, verdict, stage: str, failed=None, inference_args=None, label: str = "Judge"):
+    def __init__(self, handler, build, verdict, stage: str, failed=None, inference_args=None, label: str = "Judge",
+                 reason_prefix: str = "judge: "):
         super().__init__()
         self.handler, self.build, self.verdict, self.stage = handler, build, verdict, stage
-        self.failed, self.inference_args, self.label = failed, inference_args, label
+        self.failed, self.inference_args, self.label, self.reason_prefix = failed, inference_args, label, reason_prefix
 
     def expand(self, interactions):
         from fair_forge_beam.components.judge.handler import RunJudge, restage
@@ -129,7 +132,7 @@ class JudgeScorer(beam.PTransform):
         lab = self.label
         judged = built["requests"] | lab >> RunJudge(self.handler, inference_args=self.inference_args, label_prefix=lab)
         verdicts = judged.results | f"{lab}Verdicts" >> beam.ParDo(_Outputs(self.verdict)).with_outputs(DEAD, main="main")
-        failed_fn = self.failed or (lambda d, f=restage(self.stage): (f(d),))
+        failed_fn = self.failed or (lambda d, f=restage(self.stage, self.reason_prefix): (f(d),))
         failed = judged.dead_letters | f"{lab}Failures" >> beam.ParDo(_Outputs(failed_fn)).with_outputs(DEAD, main="main")
 
         def listed(name):
@@ -196,11 +199,13 @@ class SessionPartValue(NamedTuple):
     verdict: Optional[_Verdict]
 
 
-def _encode_part(v: tuple) -> tuple:
+def encode_part(v: tuple) -> tuple:
+    """A session part ``(0, meta)`` / ``(1, verdict)`` → the stored ``(kind, meta, verdict)``."""
     return (v[0], v[1], None) if v[0] == 0 else (v[0], None, v[1])
 
 
-def _decode_part(t: tuple) -> tuple:
+def decode_part(t: tuple) -> tuple:
+    """The stored ``(kind, meta, verdict)`` → the session part (inverse of :func:`encode_part`)."""
     return (t[0], t[1] if t[0] == 0 else t[2])
 
 
@@ -365,7 +370,7 @@ class JudgedMetric(MetricTransform):
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,
-            session_combine=CollectCombineFn(SessionPartValue, _part_order, encode=_encode_part, decode=_decode_part),
+            session_combine=CollectCombineFn(SessionPartValue, _part_order, encode=encode_part, decode=decode_part),
             session_reducer=_SessionReducer(self),
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
             estimator=_SliceEstimator(self),

@@ -326,10 +326,9 @@ def _jq_scorer(m: "PromptEvaluator"):
     """The metric's scorer with JQ: :func:`_generate_and_score`, then the one judge scorer on
     the JQ requests (``RunJudge``, one judgement per answer)."""
     from fair_forge_beam.metrics.judged import JudgeScorer
-    from fair_forge_beam.components.judge.handler import restage
 
     return JudgeScorer(m.judge, lambda interactions: _generate_and_score(m, interactions), _jq_part, f"{NAME}.jq",
-                       failed=lambda d, f=restage(f"{NAME}.jq", ""): (f(d),), label="JQ")
+                       label="JQ", reason_prefix="")
 
 
 # ----------------------------------------------------------------------------------- sessions

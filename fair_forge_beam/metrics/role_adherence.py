@@ -37,7 +37,8 @@ from fair_forge_beam.components.judge.prompts_quality import render_history
 from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
-from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
+from fair_forge_beam.metrics.judged import (JudgeScorer, build_judge, decode_part, encode_part, request_key, session_key,
+                                            session_of_key)
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -163,14 +164,6 @@ class SessionValue(NamedTuple):
     kind: int
     meta: Optional[RoleMeta]
     verdict: Optional[RoleVerdict]
-
-
-def _encode_part(v: tuple) -> tuple:
-    return (v[0], v[1], None) if v[0] == 0 else (v[0], None, v[1])
-
-
-def _decode_part(t: tuple) -> tuple:
-    return (t[0], t[1] if t[0] == 0 else t[2])
 
 
 def _part_order(v: tuple) -> tuple:
@@ -363,7 +356,7 @@ class RoleAdherence(MetricTransform):
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,
-            session_combine=CollectCombineFn(SessionValue, _part_order, encode=_encode_part, decode=_decode_part),
+            session_combine=CollectCombineFn(SessionValue, _part_order, encode=encode_part, decode=decode_part),
             session_reducer=_SessionRoles(self.mode, self.threshold, self.strict_mode),
             session_slice_combine=beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn()),
             estimator=_SliceRoles(self.mode, self.judge.model_name),
