@@ -63,7 +63,7 @@ from fair_forge_beam.components.tool_correctness import (
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
-from fair_forge_beam.metrics.judged import build_judge, request_key, session_key, session_of_key
+from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -106,12 +106,6 @@ def _label_score(value: Any) -> float:
     if isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0:
         return float(value)
     raise ValueError(f"must be a boolean or a number in [0, 1], got {value!r}")
-
-
-def _verdict_part(kv) -> SessionPart:
-    """A validated judge answer as its conversation's part ``(1, (request key, score,
-    reasoning))``; an interaction's part is ``(0, meta dict)`` (``_Score``)."""
-    return SessionPart.keyed(kv[0], (1, kv[1]))
 
 
 class _Score(beam.DoFn):
@@ -180,27 +174,14 @@ class _Score(beam.DoFn):
         yield SessionPart(x.session_id, x.assistant_id, x.language, (0, meta))
 
 
-class _JudgeScorer(beam.PTransform):
-    """The scorer with the judge: metas and judge requests (``_Score``) → ``RunJudge``
-    (RunInference with the judge's model handler) → verdict parts; returns ``{"scores",
-    "dead_letter"}``."""
+def _judge_scorer(m: "Agentic") -> JudgeScorer:
+    """The scorer with the judge: metas and judge requests (``_Score``) → ``RunJudge`` → verdict parts."""
 
-    def __init__(self, metric: "Agentic"):
-        super().__init__()
-        self.metric = metric
-
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import RunJudge
-
-        m = self.metric
+    def build(interactions):
         scored = interactions | "Score" >> beam.ParDo(_Score(m)).with_outputs(REQUESTS, DEAD, main="metas")
-        judged = scored[REQUESTS] | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
-        verdicts = judged.results | "ToVerdicts" >> beam.ParDo(_ToVerdict(m.name)).with_outputs(DEAD, main="main")
-        return {
-            "scores": (scored.metas, verdicts.main | "VerdictParts" >> beam.Map(_verdict_part)) | "FlattenParts" >> beam.Flatten(),
-            "dead_letter": (scored[DEAD], judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(m.name)), verdicts[DEAD])
-            | "FlattenDead" >> beam.Flatten(),
-        }
+        return {"requests": scored[REQUESTS], "parts": scored.metas, "dead_letter": scored[DEAD]}
+
+    return JudgeScorer(m.judge, build, _verdict(m.name), m.name, inference_args=m.inference_args)
 
 
 def _part_order(v: tuple) -> tuple:
@@ -212,32 +193,22 @@ def _part_order(v: tuple) -> tuple:
     return (1, x[0], x[1], x[2] or "")
 
 
-class _ToVerdict(beam.DoFn):
-    """Validated judge answer → ``(session key, (request key, score, reasoning))``."""
+def _verdict(name: str):
+    """A validated judge answer → its conversation's part ``(1, (request key, score, reasoning))``
+    (an interaction's part is ``(0, meta dict)``, ``_Score``), or a dead letter."""
 
-    def __init__(self, name: str):
-        self.name = name
-
-    def process(self, res):
+    def verdict(res):
         parsed = res.parsed or {}
         try:
             score = float(parsed["correctness_score"])
             if not (math.isfinite(score) and 0.0 <= score <= 1.0):
                 raise ValueError(f"score {score} outside [0, 1]")
         except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
-            yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter(self.name, f"judge answer has no usable correctness_score ({exc})", res.raw, res.element_id)
-            )
-            return
+            return (dead_letter(name, f"judge answer has no usable correctness_score ({exc})", res.raw, res.element_id),)
         reasoning = str(parsed.get("reasoning") or "") or (res.reasoning or None)
-        yield session_of_key(res.key), (res.key, score, reasoning)
+        return (SessionPart.keyed(session_of_key(res.key), (1, (res.key, score, reasoning))),)
 
-
-def _restage(name: str):
-    def f(d):
-        return d._replace(stage=name, reason=f"judge: {d.reason}")
-
-    return f
+    return verdict
 
 
 def _tool_model(t: Optional[dict]) -> Optional[dict]:
@@ -480,7 +451,7 @@ class Agentic(MetricTransform):
         estimator = _SliceEstimator(self)
         return MetricSpec(
             name=self.name,
-            scorer=_JudgeScorer(self) if self.correctness_source == "judge" else _Score(self),
+            scorer=_judge_scorer(self) if self.correctness_source == "judge" else _Score(self),
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,

@@ -33,10 +33,12 @@ Modes (the judge decides every match; its answer is validated against
 Two contestants whose rendered answers are identical tie without a judge call (``judged``
 False; hh-rlhf's chosen/rejected pairs share all turns but the last).
 
-On the engine (:mod:`fair_forge_beam.engine`), a block is the session: the scorer
-(``_ScoreBlocks``) groups interactions into blocks and judges them, one :class:`BlockScore` per
-block keyed ``(block_id, "", language)``; the engine routes its record, contest rows and slice
-unit. Per slice (``overall``, ``language=<name>``; the main job's ``assistant_id`` dimension is
+On the engine (:mod:`fair_forge_beam.engine`), a block is the session, keyed ``(block_id, "",
+language)``: the scorer groups interactions into blocks; in king mode it judges them, one
+:class:`BlockScore` per block; in all-pairs mode (the one judge scorer,
+:class:`~fair_forge_beam.metrics.judged.JudgeScorer`) the block and its pairs' verdicts are parts
+of the block's session, joined by the session reducer in the engine's session combine. The
+engine routes each block's record, contest rows and slice unit. Per slice (``overall``, ``language=<name>``; the main job's ``assistant_id`` dimension is
 ignored: a ranking per assistant makes no sense): the verdicts of all blocks (both modes) are
 merged as pairwise win/loss/tie counts (:class:`PairwiseCountCombineFn`, the sufficient
 statistics) and ranked by a **Bradley–Terry** fit, ties as half wins
@@ -61,7 +63,7 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
@@ -216,19 +218,22 @@ def _finish(block: Block, mode: str, status: str, winner: Optional[str], contest
 
 
 def _match_request(block: Block, a: Contestant, b: Contestant, criteria: Optional[str]):
+    """The judge request of one match; its tag is the block's session key (its verdict's part)."""
     from fair_forge_beam.components.judge.handler import judge_request
 
     key = json.dumps([block.block_id, a.assistant_id, b.assistant_id], ensure_ascii=False, separators=(",", ":"))
     return judge_request(key, bestof_messages(a.text, b.text, criteria), schema=BestOfJudgeOutput,
-                         element_id=f"{block.block_id}#{a.assistant_id}|{b.assistant_id}")
+                         element_id=f"{block.block_id}#{a.assistant_id}|{b.assistant_id}",
+                         tag=session_key_text((block.block_id, "", block.language)))
 
 
-def _verdict(res, left: str, right: str, round_: int) -> dict:
-    parsed = res.parsed or {}
+def _verdict(parsed: Optional[dict], thinkings: Optional[str], left: str, right: str, round_: int) -> dict:
+    """The contest row of a judged match from the validated answer ``parsed``."""
+    parsed = parsed or {}
     w = parsed.get("winner")
     winner = left if w == "A" else right if w == "B" else "tie"
     return _contest(round_, left, right, winner, parsed.get("confidence", 0.0), str(parsed.get("verdict", "")),
-                    _reasoning_text(parsed.get("reasoning")), res.reasoning, True)
+                    _reasoning_text(parsed.get("reasoning")), thinkings, True)
 
 
 def _reasoning_text(reasoning) -> dict:
@@ -285,7 +290,7 @@ class _KingOfTheHill(beam.DoFn):
                 raw = raw or json.dumps({"key": req.key, "messages": [list(m) for m in req.messages]}, ensure_ascii=False)
                 yield beam.pvalue.TaggedOutput(DEAD, dead_letter("bestof", f"judge: {reason}", raw, req.element_id, f"judge:{req.key}"))
                 break
-            c = _verdict(res, king.assistant_id, challenger.assistant_id, r)
+            c = _verdict(res.parsed, res.reasoning, king.assistant_id, challenger.assistant_id, r)
             contests.append(c)
             if c["winner_id"] == challenger.assistant_id:
                 king = challenger
@@ -306,55 +311,68 @@ def _pair_requests(criteria: Optional[str]):
     return fn
 
 
-class _AllPairsBlock(beam.DoFn):
-    """Joins a block with its pairs' verdicts; missing verdicts are failed judgements."""
+class PairVerdict(NamedTuple):
+    """A judged match of a block in all-pairs mode, its block's part ``(2, verdict)``."""
 
-    def process(self, kv):
-        block_id, grouped = kv
-        blocks = grouped["block"]
-        if not blocks:  # pragma: no cover - every verdict comes from a block
-            return
-        block: Block = blocks[0]
-        verdicts = {}
-        for res in sorted(grouped["verdicts"], key=lambda r: r.key):
-            verdicts.setdefault(tuple(json.loads(res.key)[1:]), res)
-        cs = block.contestants
-        points = {c.assistant_id: 0.0 for c in cs}
-        contests, failed, r = [], 0, 0
-        for i in range(len(cs)):
-            for j in range(i + 1, len(cs)):
-                a, b = cs[i].assistant_id, cs[j].assistant_id
-                r += 1
-                if cs[i].text == cs[j].text:
-                    c = _identical(r, a, b)
-                elif (a, b) in verdicts:
-                    c = _verdict(verdicts[(a, b)], a, b, r)
-                else:
-                    failed += 1
-                    continue
-                contests.append(c)
-                if c["winner_id"] == "tie":
-                    points[a] += 0.5
-                    points[b] += 0.5
-                else:
-                    points[c["winner_id"]] += 1.0
-        if failed:
-            yield _finish(block, "all_pairs", "failed", None, contests, failed, points)
-            return
-        top = max(points.values())
-        leaders = [a for a, p in points.items() if p == top]
-        if len(leaders) == 1:
-            yield _finish(block, "all_pairs", "decided", leaders[0], contests, 0, points)
-        else:
-            yield _finish(block, "all_pairs", "tied", None, contests, 0, points)
+    left_id: str
+    right_id: str
+    parsed: dict
+    thinkings: Optional[str]
+
+
+def _pair_verdict(res):
+    """A validated answer → the part ``(2, PairVerdict)`` of its block (the request's tag)."""
+    _, a, b = json.loads(res.key)
+    return (SessionPart.keyed(res.tag, (2, PairVerdict(a, b, res.parsed or {}, res.reasoning))),)
+
+
+def _all_pairs(block: Block, verdicts: Sequence[PairVerdict]) -> BlockScore:
+    """A block and its pairs' verdicts → its :class:`BlockScore`; a missing verdict is a failed judgement."""
+    found = {}
+    for v in verdicts:
+        found.setdefault((v.left_id, v.right_id), v)
+    cs = block.contestants
+    points = {c.assistant_id: 0.0 for c in cs}
+    contests, failed, r = [], 0, 0
+    for i in range(len(cs)):
+        for j in range(i + 1, len(cs)):
+            a, b = cs[i].assistant_id, cs[j].assistant_id
+            r += 1
+            if cs[i].text == cs[j].text:
+                c = _identical(r, a, b)
+            elif (a, b) in found:
+                c = _verdict(found[(a, b)].parsed, found[(a, b)].thinkings, a, b, r)
+            else:
+                failed += 1
+                continue
+            contests.append(c)
+            if c["winner_id"] == "tie":
+                points[a] += 0.5
+                points[b] += 0.5
+            else:
+                points[c["winner_id"]] += 1.0
+    if failed:
+        return _finish(block, "all_pairs", "failed", None, contests, failed, points)
+    top = max(points.values())
+    leaders = [a for a, p in points.items() if p == top]
+    if len(leaders) == 1:
+        return _finish(block, "all_pairs", "decided", leaders[0], contests, 0, points)
+    return _finish(block, "all_pairs", "tied", None, contests, 0, points)
 
 
 class _BlockReducer(SessionReducer):
     """A block (the engine's session) → its record, its slice unit and its contest rows (the
-    metric's interaction records). A block is scored once; only a window that fires several
+    metric's interaction records). Its parts: a :class:`BlockScore` for a block scored by the
+    scorer (king of the hill, walkover), or ``(1, Block)`` and its pairs' ``(2, PairVerdict)``
+    in all-pairs mode, joined here. A block is scored once; only a window that fires several
     panes can bring it in parts, and then each part after the first is a data-quality warning."""
 
-    def reduce(self, key, blocks):
+    def reduce(self, key, parts):
+        blocks = [v for v in parts if isinstance(v, BlockScore)]
+        verdicts = [v[1] for v in parts if not isinstance(v, BlockScore) and v[0] == 2]
+        blocks += [_all_pairs(v[1], verdicts) for v in parts if not isinstance(v, BlockScore) and v[0] == 1]
+        if not blocks:
+            return None, None, [], []  # verdicts of a block that is in another pane
         first, *rest = blocks
         warnings = [QualityWarning(
             "bestof_block_in_parts", first.record["block_id"],
@@ -411,58 +429,75 @@ class _RankSlice(SliceEstimator):
 _SLICE_STATS = SliceStatsCombineFn()
 
 
-def _block_order(b: BlockScore) -> tuple:
-    return (b.record["block_id"], b.record["contestants"], b.record["n_interactions"])
+def _block_order(v: tuple) -> tuple:
+    # scored blocks by (block id, contestants, interactions), then blocks to join with their
+    # verdicts, then verdicts by pair and content: a total order, never arrival order
+    if isinstance(v, BlockScore):
+        return (0, v.record["block_id"], v.record["contestants"], v.record["n_interactions"])
+    kind, x = v
+    if kind == 1:
+        return (1, x.block_id, [c.assistant_id for c in x.contestants], x.n_interactions)
+    return (2, x.left_id, x.right_id, json.dumps(x.parsed, sort_keys=True), x.thinkings or "")
 
 
-def _restage(d):
-    return d._replace(stage="bestof", reason=f"judge: {d.reason}")
+def _block_value(s) -> tuple:
+    """A scorer output → its block's part: a :class:`BlockScore` itself, or the part a
+    :class:`SessionPart` carries."""
+    return s.value if isinstance(s, SessionPart) else s
 
 
-def _block_value(b: BlockScore) -> BlockScore:
-    return b
+def _unjudged_part(b: Block) -> SessionPart:
+    return SessionPart(b.block_id, "", b.language, (1, b))
 
 
-class _ScoreBlocks(beam.PTransform):
-    """The metric's scorer for the engine: interactions → blocks (keyed by ``block_key``) →
-    judged blocks (king of the hill in one ``DoFn`` call per block, or every pair through
-    ``RunJudge`` joined back to its block) → one :class:`BlockScore` per block; returns
-    ``{"scores", "dead_letter", "quality"}``."""
+def _build_blocks(m: "BestOf", interactions):
+    """Interactions → blocks (keyed by ``block_key``) → blocks to judge (main) and walkovers
+    (already scored, tagged ``"walkovers"``), with data-quality warnings."""
+    built = (
+        interactions
+        | "KeyByBlock" >> beam.Map(lambda x, f=block_key(m.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
+        | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+        | "BuildBlocks" >> beam.ParDo(_BuildBlock(m.contestant_order, m.bestof_mode)).with_outputs(QUALITY, main="main")
+    )
+    # _BuildBlock emits Blocks (to judge) and walkovers (already scored) on its main output
+    blocks = built.main | "Blocks" >> beam.Filter(lambda b: isinstance(b, Block))
+    walkovers = built.main | "Walkovers" >> beam.Filter(lambda b: not isinstance(b, Block))
+    return blocks, walkovers, built[QUALITY]
+
+
+class _KingScorer(beam.PTransform):
+    """The scorer in king mode: blocks → king of the hill, one ``DoFn`` call per block (its
+    matches depend on each other, so they run in sequence) → one :class:`BlockScore` per block;
+    returns ``{"scores", "dead_letter", "quality"}``."""
 
     def __init__(self, metric: "BestOf"):
         super().__init__()
         self.metric = metric
 
     def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-
         m = self.metric
-        built = (
-            interactions
-            | "KeyByBlock" >> beam.Map(lambda x, f=block_key(m.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
-            | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "BuildBlocks" >> beam.ParDo(_BuildBlock(m.contestant_order, m.bestof_mode)).with_outputs(QUALITY, main="main")
-        )
-        # _BuildBlock emits Blocks (to judge) and walkovers (already scored) on its main output
-        blocks = built.main | "Blocks" >> beam.Filter(lambda b: isinstance(b, Block))
-        walkovers = built.main | "Walkovers" >> beam.Filter(lambda b: not isinstance(b, Block))
-        if m.bestof_mode == "king":
-            judged = blocks | "KingOfTheHill" >> beam.ParDo(
-                _KingOfTheHill(m.judge, m.inference_args, m.criteria)).with_outputs(DEAD, main="main")
-            scored, dead = judged.main, judged[DEAD]
-        else:
-            requests = blocks | "PairRequests" >> beam.FlatMap(_pair_requests(m.criteria)).with_output_types(JudgeRequest)
-            out = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
-            verdicts = out.results | "VerdictByBlock" >> beam.Map(lambda r: (json.loads(r.key)[0], r))
-            keyed_blocks = blocks | "KeyBlocks" >> beam.Map(lambda b: (b.block_id, b))
-            scored = (
-                {"block": keyed_blocks, "verdicts": verdicts}
-                | "JoinVerdicts" >> beam.CoGroupByKey()
-                | "AllPairs" >> beam.ParDo(_AllPairsBlock())
-            )
-            dead = out.dead_letters | "RestageDeadLetters" >> beam.Map(_restage)
-        return {"scores": (walkovers, scored) | "FlattenBlocks" >> beam.Flatten(), "dead_letter": dead,
-                "quality": built[QUALITY]}
+        blocks, walkovers, quality = _build_blocks(m, interactions)
+        judged = blocks | "KingOfTheHill" >> beam.ParDo(
+            _KingOfTheHill(m.judge, m.inference_args, m.criteria)).with_outputs(DEAD, main="main")
+        return {"scores": (walkovers, judged.main) | "FlattenBlocks" >> beam.Flatten(), "dead_letter": judged[DEAD],
+                "quality": quality}
+
+
+def _all_pairs_scorer(m: "BestOf"):
+    """The scorer in all-pairs mode: blocks → every pair through the one judge scorer
+    (``RunJudge``); the block and its verdicts are parts of the block's session, joined by the
+    session reducer."""
+    from fair_forge_beam.metrics.judged import JudgeScorer
+
+    def build(interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest
+
+        blocks, walkovers, quality = _build_blocks(m, interactions)
+        requests = blocks | "PairRequests" >> beam.FlatMap(_pair_requests(m.criteria)).with_output_types(JudgeRequest)
+        return {"requests": requests, "parts": [walkovers, blocks | "BlockParts" >> beam.Map(_unjudged_part)],
+                "quality": quality}
+
+    return JudgeScorer(m.judge, build, _pair_verdict, "bestof", inference_args=m.inference_args)
 
 
 class BestOf(MetricTransform):
@@ -544,7 +579,7 @@ class BestOf(MetricTransform):
         builds and judges the blocks; the engine's session is the block."""
         return MetricSpec(
             name=self.name,
-            scorer=_ScoreBlocks(self),
+            scorer=_KingScorer(self) if self.bestof_mode == "king" else _all_pairs_scorer(self),
             interaction_record=None,
             session_interactions=True,
             session_value=_block_value,

@@ -33,6 +33,7 @@ from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, 
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import SLICE_FIELDS, MetricTransform
+from fair_forge_beam.metrics.judged import JudgeScorer
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
@@ -87,42 +88,31 @@ class _MakeRequests(beam.DoFn):
             yield self.guardian.request(_request_key(x, a), x.query, x.assistant, a, x.context, element_id=x.element_id)
 
 
-class _ParseVerdicts(beam.DoFn):
+def _parse_verdict(guardian: LLMGuardian):
     """``JudgeResult`` → outcome; an answer without a label → failure outcome + dead letter."""
 
-    def __init__(self, guardian: LLMGuardian):
-        self.guardian = guardian
-
-    def process(self, res):
+    def verdict(res):
         meta = _parse_key(res.key)
         if meta is None:  # pragma: no cover - keys are made by _MakeRequests
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"unknown guardian request key {res.key!r}", res.raw, res.element_id))
-            return
+            return (dead_letter(STAGE, f"unknown guardian request key {res.key!r}", res.raw, res.element_id),)
         try:
-            v = self.guardian.parse(res.answer, meta[0], getattr(res, "logprobs", None))
+            v = guardian.parse(res.answer, meta[0], getattr(res, "logprobs", None))
         except GuardianParseError as exc:
-            yield beam.pvalue.TaggedOutput(
-                DEAD,
-                dead_letter(STAGE, f"unparseable guardian answer for {meta[0]!r}: {exc}", res.raw or res.answer, meta[1], source=f"guardian:{meta[0]}"),
-            )
-            yield _outcome(meta, None, None)
-            return
-        yield _outcome(meta, bool(v.is_biased), None if v.certainty is None else float(v.certainty))
+            return (dead_letter(STAGE, f"unparseable guardian answer for {meta[0]!r}: {exc}", res.raw or res.answer, meta[1],
+                                source=f"guardian:{meta[0]}"), _outcome(meta, None, None))
+        return (_outcome(meta, bool(v.is_biased), None if v.certainty is None else float(v.certainty)),)
+
+    return verdict
 
 
-class _JudgeFailures(beam.DoFn):
-    """Judge dead letters → bias dead letters (reason names the attribute) + failure outcomes."""
-
-    def process(self, d):
-        src = d.source or ""
-        meta = _parse_key(src[len("judge:"):]) if src.startswith("judge:") else None
-        if meta is None:
-            yield beam.pvalue.TaggedOutput(DEAD, d._replace(stage=STAGE, reason=f"guardian call failed: {d.reason}"))
-            return
-        yield beam.pvalue.TaggedOutput(
-            DEAD, dead_letter(STAGE, f"guardian call failed for {meta[0]!r}: {d.reason}", d.raw, meta[1], source=f"guardian:{meta[0]}")
-        )
-        yield _outcome(meta, None, None)
+def _judge_failure(d):
+    """Judge dead letter → bias dead letter (reason names the attribute) + failure outcome."""
+    src = d.source or ""
+    meta = _parse_key(src[len("judge:"):]) if src.startswith("judge:") else None
+    if meta is None:
+        return (d._replace(stage=STAGE, reason=f"guardian call failed: {d.reason}"),)
+    return (dead_letter(STAGE, f"guardian call failed for {meta[0]!r}: {d.reason}", d.raw, meta[1], source=f"guardian:{meta[0]}"),
+            _outcome(meta, None, None))
 
 
 class _DirectGuardian(beam.DoFn):
@@ -150,26 +140,15 @@ class _DirectGuardian(beam.DoFn):
             yield _outcome(meta, biased, certainty)
 
 
-class _LLMGuardianScorer(beam.PTransform):
+def _llm_guardian_scorer(guardian: LLMGuardian, attributes: Sequence[str], inference_args: Optional[dict]) -> JudgeScorer:
     """Interactions × attributes → guardian requests → ``RunJudge`` (``RunInference`` with the
-    guardian's handler) → outcomes; returns ``{"scores": SessionPart…, "dead_letter"}``."""
+    guardian's handler) → outcomes (the request key carries what an outcome needs: no join)."""
 
-    def __init__(self, guardian: LLMGuardian, attributes: Sequence[str], inference_args: Optional[dict]):
-        super().__init__()
-        self.guardian, self.attributes, self.inference_args = guardian, tuple(attributes), inference_args
+    def build(interactions):
+        return {"requests": interactions | "GuardianRequests" >> beam.ParDo(_MakeRequests(guardian, attributes))}
 
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import RunJudge
-
-        g = self.guardian
-        requests = interactions | "GuardianRequests" >> beam.ParDo(_MakeRequests(g, self.attributes))
-        judged = requests | "Guardian" >> RunJudge(g.handler, inference_args=self.inference_args, label_prefix="Guardian")
-        parsed = judged.results | "ParseVerdicts" >> beam.ParDo(_ParseVerdicts(g)).with_outputs(DEAD, main="main")
-        failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
-        return {
-            "scores": (parsed.main, failed.main) | "Outcomes" >> beam.Flatten(),
-            "dead_letter": (parsed[DEAD], failed[DEAD]) | "DeadLetters" >> beam.Flatten(),
-        }
+    return JudgeScorer(guardian.handler, build, _parse_verdict(guardian), STAGE, failed=_judge_failure,
+                       inference_args=inference_args, label="Guardian")
 
 
 # ------------------------------------------------------------------ aggregation
@@ -393,7 +372,7 @@ class Bias(MetricTransform):
         the scorer (``RunInference`` through the judge for an LLM guardian, else a ``DoFn``), the
         session reducer over the session's outcomes, ``(k, n)`` per attribute rolled up to slices."""
         g = self.guardian
-        scorer = _LLMGuardianScorer(g, self.attributes, self.inference_args) if isinstance(g, LLMGuardian) else (
+        scorer = _llm_guardian_scorer(g, tuple(self.attributes), self.inference_args) if isinstance(g, LLMGuardian) else (
             _DirectGuardian(g, self.attributes))
         A = len(self.attributes)
         return MetricSpec(

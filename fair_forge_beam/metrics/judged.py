@@ -1,4 +1,6 @@
-"""What the LLM-judged metrics (Context, Conversational) share: their engine declaration.
+"""What the LLM-judged metrics share: the one judge scorer (:class:`JudgeScorer`, used by every
+metric that asks a judge through ``RunJudge``) and, for the judge's mean scores per session
+(Context, Conversational), the whole engine declaration (:class:`JudgedMetric`).
 
 Declared for :class:`~fair_forge_beam.engine.Engine` (:meth:`JudgedMetric.spec`): the scorer
 is a ``PTransform`` — the metric's judge requests (``make_requests``) → ``RunJudge``
@@ -23,8 +25,8 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.io.elements import DeadLetter, QualityWarning, dead_letter
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -33,16 +35,16 @@ from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, Colle
                                                    session_mean_and_point_estimates)
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
-__all__ = ["JudgedMetric", "build_judge", "session_key", "request_key", "META", "QUALITY"]
+__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "session_key", "request_key", "META", "QUALITY"]
 
 META = "meta"
 QUALITY = "quality"
-DEAD = "dead_letter"
 
 
 def session_key(session_id: str, assistant_id: str, language: str) -> str:
-    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``."""
-    return json.dumps([session_id, assistant_id, language], ensure_ascii=False, separators=(",", ":"))
+    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``
+    (:func:`~fair_forge_beam.engine.session_key_text`)."""
+    return session_key_text((session_id, assistant_id, language))
 
 
 def request_key(skey: str, turn_index: int, messages: Sequence[tuple[str, str]]) -> str:
@@ -79,73 +81,97 @@ def build_judge(judge: Any, schema: type):
 
 
 # ----------------------------------------------------------------------------------------------
-class _ToScores(beam.DoFn):
-    """Validated judge answer → ``(session key, (request key, scores, insight, reasoning))``."""
+class _Outputs(beam.DoFn):
+    """Applies ``fn`` (one element → iterable of outputs): a ``DeadLetter`` goes to the dead
+    letters, anything else (a score, a :class:`SessionPart`) to the main output."""
 
-    def __init__(self, metric: str, fields: Sequence[str]):
-        self.metric, self.fields = metric, tuple(fields)
+    def __init__(self, fn):
+        self.fn = fn
 
-    def process(self, res):
+    def process(self, element):
+        for out in self.fn(element) or ():
+            yield beam.pvalue.TaggedOutput(DEAD, out) if isinstance(out, DeadLetter) else out
+
+
+class JudgeScorer(beam.PTransform):
+    """The one judge-scoring transform, a :class:`~fair_forge_beam.engine.MetricSpec` ``scorer``:
+    interactions → the metric's judge requests (prompts with their untrusted text fenced,
+    :mod:`fair_forge_beam.components.judge.prompts`) → :class:`RunJudge` (``RunInference`` with the
+    judge's model handler: cache, retries, strict validation against the output schema) → the
+    metric's verdicts; returns ``{"scores", "dead_letter"[, "quality"][, "aux"]}``.
+
+    Verdicts do not join their interactions here: a verdict and the interaction's meta are both
+    :class:`~fair_forge_beam.engine.SessionPart`\\ s of the same session, joined by the metric's
+    session reducer in the engine's one session combine.
+
+    Args:
+        handler: the judge (an ``OpenAIJudgeHandler``).
+        build: ``interactions → dict`` with ``"requests"`` (``PCollection[JudgeRequest]``) and
+            optionally ``"parts"`` (the interactions' own session parts: metas), ``"dead_letter"``,
+            ``"quality"``, ``"aux"`` (each a PCollection or a list of them).
+        verdict: ``JudgeResult`` (validated) → iterable of session parts and ``DeadLetter``\\ s (an
+            answer the metric cannot use).
+        failed: ``DeadLetter`` of :class:`RunJudge` (stage ``"judge"``) → iterable of dead letters
+            and session parts (e.g. a failure outcome); default: the dead letter under ``stage``,
+            its reason after ``reason_prefix``.
+        stage: the dead letters' stage (the metric's name).
+        inference_args: extra sampling parameters for every call (part of the cache key).
+        label: the label prefix of the judge's steps.
+    """
+
+    def __init__(self, handler, build, verdict, stage: str, failed=None, inference_args=None, label: str = "Judge",
+                 reason_prefix: str = "judge: "):
+        super().__init__()
+        self.handler, self.build, self.verdict, self.stage = handler, build, verdict, stage
+        self.failed, self.inference_args, self.label, self.reason_prefix = failed, inference_args, label, reason_prefix
+
+    def expand(self, interactions):
+        from fair_forge_beam.components.judge.handler import RunJudge, restage
+
+        built = self.build(interactions)
+        lab = self.label
+        judged = built["requests"] | lab >> RunJudge(self.handler, inference_args=self.inference_args, label_prefix=lab)
+        verdicts = judged.results | f"{lab}Verdicts" >> beam.ParDo(_Outputs(self.verdict)).with_outputs(DEAD, main="main")
+        failed_fn = self.failed or (lambda d, f=restage(self.stage, self.reason_prefix): (f(d),))
+        failed = judged.dead_letters | f"{lab}Failures" >> beam.ParDo(_Outputs(failed_fn)).with_outputs(DEAD, main="main")
+
+        def listed(name):
+            v = built.get(name)
+            return [] if v is None else list(v) if isinstance(v, (list, tuple)) else [v]
+
+        out = {
+            "scores": (*listed("parts"), verdicts.main, failed.main) | f"{lab}Parts" >> beam.Flatten(),
+            "dead_letter": (*listed("dead_letter"), failed[DEAD], verdicts[DEAD]) | f"{lab}DeadLetters" >> beam.Flatten(),
+        }
+        for name in ("quality", "aux"):
+            parts = listed(name)
+            if parts:
+                out[name] = parts[0] if len(parts) == 1 else tuple(parts) | f"{lab}Flatten_{name}" >> beam.Flatten()
+        return out
+
+
+def _scores_verdict(metric: str, fields: Sequence[str]):
+    """A validated answer → its session's part ``(1, (request key, scores, insight, reasoning))``,
+    or a dead letter when a score field is missing or not finite."""
+
+    def verdict(res):
         parsed = res.parsed or {}
         try:
-            scores = tuple(float(parsed[f]) for f in self.fields)
+            scores = tuple(float(parsed[f]) for f in fields)
             if not all(np.isfinite(scores)):
                 raise ValueError("non-finite score")
         except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
-            yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter(self.metric, f"judge answer has no usable scores ({exc})", res.raw, res.element_id, f"judge:{res.key}")
-            )
-            return
+            return (dead_letter(metric, f"judge answer has no usable scores ({exc})", res.raw, res.element_id, f"judge:{res.key}"),)
         insight = str(parsed.get("insight", ""))
-        yield session_of_key(res.key), (res.key, scores, insight, res.reasoning or None)
+        return (SessionPart.keyed(session_of_key(res.key), (1, (res.key, scores, insight, res.reasoning or None))),)
+
+    return verdict
 
 
-def _restage(metric: str):
-    def f(d):
-        return d._replace(stage=metric, reason=f"judge: {d.reason}")
-
-    return f
-
-
-def _part(kind: int):
-    """``(session key text, x)`` → the session's part ``(kind, x)``: ``(0, meta)`` for each
-    interaction sent to the judge, ``(1, verdict)`` for each validated answer; their join is the
-    session reducer's (one session shuffle, as before the engine)."""
-
-    def f(kv):
-        return SessionPart.keyed(kv[0], (kind, kv[1]))
-
-    return f
-
-
-class _JudgeScorer(beam.PTransform):
-    """The metric's scorer for the engine: interactions → the metric's judge requests →
-    ``RunJudge`` (RunInference with the judge handler) → validated scores; returns ``{"scores":
-    SessionPart…, "dead_letter", "quality"}``."""
-
-    def __init__(self, metric: "JudgedMetric"):
-        super().__init__()
-        self.metric = metric
-
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import RunJudge
-
-        m = self.metric
-        requests, metas, quality = m.make_requests(interactions)
-        judged = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
-        verdicts = judged.results | "ToScores" >> beam.ParDo(_ToScores(m.name, m.score_fields)).with_outputs(DEAD, main="main")
-        dead = (
-            (judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage(m.name)), verdicts[DEAD])
-            | "FlattenDead" >> beam.Flatten()
-        )
-        scores = (
-            metas | "MetaParts" >> beam.Map(_part(0)),
-            verdicts.main | "VerdictParts" >> beam.Map(_part(1)),
-        ) | "FlattenParts" >> beam.Flatten()
-        out = {"scores": scores, "dead_letter": dead}
-        if quality is not None:
-            out["quality"] = quality
-        return out
+def _meta_part(kv):
+    """``(session key text, meta)`` → the session's part ``(0, meta)`` (one per interaction sent
+    to the judge; its verdict is ``(1, …)``, joined by the session reducer)."""
+    return SessionPart.keyed(kv[0], (0, kv[1]))
 
 
 class _Meta(NamedTuple):
@@ -173,11 +199,13 @@ class SessionPartValue(NamedTuple):
     verdict: Optional[_Verdict]
 
 
-def _encode_part(v: tuple) -> tuple:
+def encode_part(v: tuple) -> tuple:
+    """A session part ``(0, meta)`` / ``(1, verdict)`` → the stored ``(kind, meta, verdict)``."""
     return (v[0], v[1], None) if v[0] == 0 else (v[0], None, v[1])
 
 
-def _decode_part(t: tuple) -> tuple:
+def decode_part(t: tuple) -> tuple:
+    """The stored ``(kind, meta, verdict)`` → the session part (inverse of :func:`encode_part`)."""
     return (t[0], t[1] if t[0] == 0 else t[2])
 
 
@@ -323,16 +351,26 @@ class JudgedMetric(MetricTransform):
         raise NotImplementedError
 
     # -- declaration ------------------------------------------------------------------------------
+    def scorer(self) -> JudgeScorer:
+        """The metric's judge scorer: ``make_requests`` → ``RunJudge`` → score parts."""
+
+        def build(interactions):
+            requests, metas, quality = self.make_requests(interactions)
+            return {"requests": requests, "parts": metas | "MetaParts" >> beam.Map(_meta_part), "quality": quality}
+
+        return JudgeScorer(self.judge, build, _scores_verdict(self.name, self.score_fields), self.name,
+                           inference_args=self.inference_args)
+
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the judge as a
         ``PTransform`` scorer, the join of verdicts to interactions in the session reducer."""
         return MetricSpec(
             name=self.name,
-            scorer=_JudgeScorer(self),
+            scorer=self.scorer(),
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,
-            session_combine=CollectCombineFn(SessionPartValue, _part_order, encode=_encode_part, decode=_decode_part),
+            session_combine=CollectCombineFn(SessionPartValue, _part_order, encode=encode_part, decode=decode_part),
             session_reducer=_SessionReducer(self),
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
             estimator=_SliceEstimator(self),

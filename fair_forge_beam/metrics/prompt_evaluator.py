@@ -197,21 +197,16 @@ def _link_generations(kv):
             yield element_id, g
 
 
-def _restage(stage: str):
-    def f(d):
-        return d._replace(stage=stage)
-
-    return f
-
-
 def _keyed_generation(res):
     qkey, _, i = res.key.rpartition(GEN_SEP)
     return qkey, (int(i), res.answer)
 
 
-def _keyed_jq(res):
+def _jq_part(res):
+    """A JQ judgement → its session's part ``{"jq_of": query key, "i": sample index, "score"}`` (the
+    request's tag is the session key); the session reducer adds it to its query's record."""
     qkey, _, i = res.key.rpartition(JQ_SEP)
-    return qkey, (int(i), float((res.parsed or {})["score"]))
+    return (SessionPart.keyed(res.tag, {"jq_of": qkey, "i": int(i), "score": float((res.parsed or {})["score"])}),)
 
 
 # ----------------------------------------------------------------------------------- per query
@@ -273,31 +268,48 @@ class _ScoreQuery(beam.DoFn):
             for i, a in zip(idx, answers):
                 yield beam.pvalue.TaggedOutput(JQREQ, judge_request(
                     f"{qkey}{JQ_SEP}{i}", jq_messages(self.objective, x.context, x.query, ref, a),
-                    schema=JQJudgeOutput, element_id=x.element_id))
-            yield beam.pvalue.TaggedOutput(PARTIAL, (qkey, rec))
+                    schema=JQJudgeOutput, element_id=x.element_id, tag=_skey(x)))
+            yield (_skey(x), {PARTIAL: rec})  # finished with its JQ judgements by the session reducer
         else:
             yield (_skey(x), rec)
 
 
-class _FinishJQ(beam.DoFn):
-    """``(query key, {partial, jq})`` → the query record with ``jq`` filled in."""
+def _generate_and_score(m: "PromptEvaluator", interactions) -> dict:
+    """Interactions → K generation slots per query → ``RunJudge`` (the generator, RunInference)
+    → per-query scoring (embeddings, clusters, CSR, stability, RSS, ICR): the queries' session
+    parts (``"parts"``), JQ requests (``"requests"``, with JQ), dead letters and warnings."""
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
 
-    def process(self, kv):
-        _, grouped = kv
-        for rec in grouped[PARTIAL][:1]:
-            scores: dict[int, float] = {}
-            for i, s in sorted(grouped["jq"]):
-                scores.setdefault(i, s)
-            rec = dict(rec)
-            rec["jq"] = _r4(math.fsum(scores.values()) / len(scores)) if scores else None
-            rec["n_jq_failed"] = rec["n_samples"] - len(scores)
-            yield (json.dumps([rec["session_id"], rec["assistant_id"], rec["language"]], ensure_ascii=False, separators=(",", ":")), rec)
+    fan = interactions | "FanOut" >> beam.ParDo(_FanOut(m.seed_prompt, m.k)).with_outputs(META, LINKS, DEAD, main="slots")
+    requests = (
+        fan.slots
+        | "OnePerPromptAndSample" >> beam.CombinePerKey(min)  # identical prompts share their samples
+        | "ToRequests" >> beam.Map(_to_request).with_output_types(JudgeRequest)
+    )
+    gen = requests | "Generate" >> RunJudge(m.generator, inference_args=m.generation_args, label_prefix="Generate")
+    by_prompt = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+    links = fan[LINKS] | "Links" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, str])
+    gens = (
+        {LINKS: links, GENS: by_prompt}
+        | "JoinPrompts" >> beam.CoGroupByKey()
+        | "ToQueries" >> beam.FlatMap(_link_generations).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
+    )
+    metas = fan[META] | "Metas" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, Interaction])
+    scored = (
+        {META: metas, GENS: gens}
+        | "JoinGenerations" >> beam.CoGroupByKey()
+        | "ScoreQueries" >> beam.ParDo(_ScoreQuery(m)).with_outputs(DEAD, QUALITY, JQREQ, main="main")
+    )
+    return {
+        "parts": scored.main | "QueryScores" >> beam.Map(_query_score),
+        "requests": scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest),
+        "dead_letter": [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(restage(f"{NAME}.generation", ""))],
+        "quality": scored[QUALITY],
+    }
 
 
 class _ScoreQueries(beam.PTransform):
-    """The metric's scorer: interactions → K generation slots per query → ``RunJudge`` (the
-    generator, RunInference) → per-query scoring (embeddings, clusters, CSR, stability, RSS,
-    ICR) → with JQ, ``RunJudge`` (the judge) once per answer; returns ``{"scores":
+    """The metric's scorer without JQ (:func:`_generate_and_score`); returns ``{"scores":
     SessionPart…, "dead_letter", "quality"}``."""
 
     def __init__(self, metric: "PromptEvaluator"):
@@ -305,47 +317,18 @@ class _ScoreQueries(beam.PTransform):
         self.metric = metric
 
     def expand(self, interactions):
-        m = self.metric
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+        out = _generate_and_score(self.metric, interactions)
+        return {"scores": out["parts"], "dead_letter": out["dead_letter"] | "FlattenDead" >> beam.Flatten(),
+                "quality": out["quality"]}
 
-        fan = interactions | "FanOut" >> beam.ParDo(_FanOut(m.seed_prompt, m.k)).with_outputs(META, LINKS, DEAD, main="slots")
-        requests = (
-            fan.slots
-            | "OnePerPromptAndSample" >> beam.CombinePerKey(min)  # identical prompts share their samples
-            | "ToRequests" >> beam.Map(_to_request).with_output_types(JudgeRequest)
-        )
-        gen = requests | "Generate" >> RunJudge(m.generator, inference_args=m.generation_args, label_prefix="Generate")
-        by_prompt = gen.results | "KeyGenerations" >> beam.Map(_keyed_generation).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
-        links = fan[LINKS] | "Links" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, str])
-        gens = (
-            {LINKS: links, GENS: by_prompt}
-            | "JoinPrompts" >> beam.CoGroupByKey()
-            | "ToQueries" >> beam.FlatMap(_link_generations).with_output_types(typing.Tuple[str, typing.Tuple[int, str]])
-        )
-        metas = fan[META] | "Metas" >> beam.Map(lambda kv: kv).with_output_types(typing.Tuple[str, Interaction])
-        scored = (
-            {META: metas, GENS: gens}
-            | "JoinGenerations" >> beam.CoGroupByKey()
-            | "ScoreQueries" >> beam.ParDo(_ScoreQuery(m)).with_outputs(DEAD, QUALITY, JQREQ, PARTIAL, main="main")
-        )
-        dead = [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(_restage(f"{NAME}.generation"))]
-        records = [scored.main]
-        if m.jq_enabled:
-            jq_requests = scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
-            jq = jq_requests | "JQ" >> RunJudge(m.judge, label_prefix="JQ")
-            finished = (
-                {PARTIAL: scored[PARTIAL], "jq": jq.results | "KeyJQ" >> beam.Map(_keyed_jq)}
-                | "JoinJQ" >> beam.CoGroupByKey()
-                | "FinishJQ" >> beam.ParDo(_FinishJQ())
-            )
-            records.append(finished)
-            dead.append(jq.dead_letters | "RestageJQ" >> beam.Map(_restage(f"{NAME}.jq")))
-        keyed = tuple(records) | "FlattenQueries" >> beam.Flatten()
-        return {
-            "scores": keyed | "QueryScores" >> beam.Map(_query_score),
-            "dead_letter": tuple(dead) | "FlattenDead" >> beam.Flatten(),
-            "quality": scored[QUALITY],
-        }
+
+def _jq_scorer(m: "PromptEvaluator"):
+    """The metric's scorer with JQ: :func:`_generate_and_score`, then the one judge scorer on
+    the JQ requests (``RunJudge``, one judgement per answer)."""
+    from fair_forge_beam.metrics.judged import JudgeScorer
+
+    return JudgeScorer(m.judge, lambda interactions: _generate_and_score(m, interactions), _jq_part, f"{NAME}.jq",
+                       label="JQ", reason_prefix="")
 
 
 # ----------------------------------------------------------------------------------- sessions
@@ -355,13 +338,21 @@ def _query_score(kv) -> SessionPart:
     return SessionPart.keyed(kv[0], kv[1])
 
 
-def _interaction_record(q: SessionPart) -> Optional[dict]:
-    return None if "failed" in q.value else q.value
-
-
 def _session_order(r: dict) -> tuple:
-    # scored queries by (turn, element id), failed ones after them: never arrival order
-    return ("failed" in r, r.get("turn_index", 0), r.get("element_id") or r.get("failed", ""))
+    # scored queries (JQ pending or not) by (turn, element id), failed ones after them, then JQ
+    # judgements by (query, sample index, score): never arrival order
+    if "jq_of" in r:
+        return (2, r["jq_of"], r["i"], r["score"])
+    q = r.get(PARTIAL, r)
+    return (int("failed" in q), q.get("turn_index", 0), q.get("element_id") or q.get("failed", ""))
+
+
+def _finish_jq(rec: dict, scores: dict) -> dict:
+    """A query record with ``jq`` (mean of its answers' JQ scores) and ``n_jq_failed`` filled in."""
+    rec = dict(rec)
+    rec["jq"] = _r4(math.fsum(scores.values()) / len(scores)) if scores else None
+    rec["n_jq_failed"] = rec["n_samples"] - len(scores)
+    return rec
 
 
 class _SessionReducer(SessionReducer):
@@ -386,6 +377,12 @@ class _SessionReducer(SessionReducer):
     def reduce(self, key, values):
         session_id, assistant_id, language = key
         skey = session_key_text(key)
+        jq: dict = {}
+        for v in values:
+            if "jq_of" in v:
+                jq.setdefault(v["jq_of"], {}).setdefault(v["i"], v["score"])
+        values = [_finish_jq(v[PARTIAL], jq.get(v[PARTIAL]["element_id"], {})) if PARTIAL in v else v
+                  for v in values if "jq_of" not in v]
         failed = sum(1 for v in values if "failed" in v)
         items = [v for v in values if "failed" not in v]  # in (turn, element id) order
         nq = len(items)
@@ -410,7 +407,7 @@ class _SessionReducer(SessionReducer):
         if nq:
             main = (skey, float(nq), (math.fsum(q["csr"] for q in items) / nq, math.fsum(q["stability"] for q in items) / nq), nq)
         opt = [None if points[f] is None else (skey, float(points[f][1]), (points[f][0],), points[f][1]) for f in ("rss", "icr", "jq")]
-        return {"metric": NAME, "level": "session", **rec.model_dump()}, (main, *opt, (big, ns), failed), []
+        return {"metric": NAME, "level": "session", **rec.model_dump()}, (main, *opt, (big, ns), failed), [], items
 
 
 class _SliceEstimator(SliceEstimator):
@@ -554,8 +551,9 @@ class PromptEvaluator(MetricTransform):
         )
         return MetricSpec(
             name=self.name,
-            scorer=_ScoreQueries(self),
-            interaction_record=_interaction_record,
+            scorer=_jq_scorer(self) if self.jq_enabled else _ScoreQueries(self),
+            interaction_record=None,
+            session_interactions=True,
             session_value=part_value,
             session_order=_session_order,
             session_reducer=_SessionReducer(self),

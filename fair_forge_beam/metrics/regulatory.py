@@ -51,7 +51,7 @@ from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
-from fair_forge_beam.metrics.judged import build_judge, session_key
+from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, session_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -251,34 +251,27 @@ class _MakeRequests(beam.DoFn):
             yield judge_request(key, msgs, schema=RegulatoryJudgeOutput, element_id=x.element_id)
 
 
-class _ParseJudge(beam.DoFn):
+def _parse_judge(res):
     """``JudgeResult`` → chunk verdict (the handler validated the answer against the schema)."""
-
-    def process(self, res):
-        skey, element_id, source, chunk_index = json.loads(res.key)
-        parsed = res.parsed or {}
-        verdict = parsed.get("verdict")
-        if verdict not in CHUNK_VERDICTS:  # pragma: no cover - guarded by schema validation
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"judge answer without a verdict for chunk {source}#{chunk_index}", res.raw, element_id))
-            yield _verdict(skey, element_id, source, chunk_index, None, None)
-            return
-        yield _verdict(skey, element_id, source, chunk_index, verdict, float(parsed.get("confidence", 0.0)), str(parsed.get("insight", "")))
+    skey, element_id, source, chunk_index = json.loads(res.key)
+    parsed = res.parsed or {}
+    verdict = parsed.get("verdict")
+    if verdict not in CHUNK_VERDICTS:  # pragma: no cover - guarded by schema validation
+        return (dead_letter(STAGE, f"judge answer without a verdict for chunk {source}#{chunk_index}", res.raw, element_id),
+                _verdict(skey, element_id, source, chunk_index, None, None))
+    return (_verdict(skey, element_id, source, chunk_index, verdict, float(parsed.get("confidence", 0.0)),
+                     str(parsed.get("insight", ""))),)
 
 
-class _JudgeFailures(beam.DoFn):
-    """Judge dead letters → regulatory dead letters (reason names the chunk) + failed checks."""
-
-    def process(self, d):
-        src = d.source or ""
-        try:
-            skey, element_id, source, chunk_index = json.loads(src[len("judge:"):])
-        except (TypeError, ValueError):  # pragma: no cover - keys are made by _MakeRequests
-            yield beam.pvalue.TaggedOutput(DEAD, d._replace(stage=STAGE, reason=f"judge: {d.reason}"))
-            return
-        yield beam.pvalue.TaggedOutput(
-            DEAD, d._replace(stage=STAGE, reason=f"judge failed on chunk {source}#{chunk_index}: {d.reason}", element_id=element_id)
-        )
-        yield _verdict(skey, element_id, source, chunk_index, None, None)
+def _judge_failure(d):
+    """Judge dead letter → regulatory dead letter (reason names the chunk) + failed check."""
+    src = d.source or ""
+    try:
+        skey, element_id, source, chunk_index = json.loads(src[len("judge:"):])
+    except (TypeError, ValueError):  # pragma: no cover - keys are made by _MakeRequests
+        return (d._replace(stage=STAGE, reason=f"judge: {d.reason}"),)
+    return (d._replace(stage=STAGE, reason=f"judge failed on chunk {source}#{chunk_index}: {d.reason}", element_id=element_id),
+            _verdict(skey, element_id, source, chunk_index, None, None))
 
 
 class _LocalCheck(beam.DoFn):
@@ -453,54 +446,60 @@ class _SliceEstimator(SliceEstimator):
         return [{"metric": STAGE, "level": "slice", **rec.model_dump()}]
 
 
+def _retrieve(m: "Regulatory", interactions) -> dict:
+    """Corpus → chunks → embedded chunk index (a side input); interactions (batched) → metas
+    (``"parts"``), retrieved chunks (``"retrieved"``), dead letters, the corpus warning and the
+    corpus size (``"aux"``)."""
+    p = interactions.pipeline
+    index = (
+        p
+        | "CorpusDocuments" >> beam.Create(m.documents, reshuffle=False)
+        | "ChunkDocuments" >> beam.FlatMap(lambda d, c=m.chunker: chunk_document(d, c))
+        | "BatchChunks" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
+        | "EmbedChunks" >> beam.ParDo(_EmbedChunks(m.embedder))
+        | "ChunkIndex" >> beam.CombineGlobally(_IndexCombineFn())
+    )
+    n_chunks = index | "CorpusSize" >> beam.Map(len)
+    retrieved = (
+        interactions
+        | "BatchInteractions" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
+        | "Retrieve" >> beam.ParDo(_Retrieve(m.embedder, m.top_k, m.similarity_threshold),
+                                   beam.pvalue.AsSingleton(index)).with_outputs(_Retrieve.RETRIEVED, DEAD, main="metas")
+    )
+    return {"parts": retrieved.metas, "retrieved": retrieved[_Retrieve.RETRIEVED], "dead_letter": retrieved[DEAD],
+            "quality": n_chunks | "CorpusWarning" >> beam.FlatMap(_corpus_warning), "aux": n_chunks}
+
+
+def _judge_scorer(m: "Regulatory") -> JudgeScorer:
+    """The scorer with a judge: retrieval (:func:`_retrieve`), one ``RunJudge`` request per
+    (interaction, retrieved chunk), chunk verdicts as session parts."""
+
+    def build(interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest
+
+        out = _retrieve(m, interactions)
+        out["requests"] = out.pop("retrieved") | "JudgeRequests" >> beam.ParDo(_MakeRequests()).with_output_types(JudgeRequest)
+        return out
+
+    return JudgeScorer(m.judge, build, _parse_judge, STAGE, failed=_judge_failure, inference_args=m.inference_args)
+
+
 class _RetrieveAndCheck(beam.PTransform):
-    """The metric's scorer: corpus → chunks → embedded chunk index (a side input); interactions
-    (batched) → retrieved chunks → chunk checks (``RunJudge`` or a local checker); returns
-    ``{"scores": SessionPart…, "dead_letter", "quality", "aux": PCollection[corpus size]}``."""
+    """The scorer with a local checker: retrieval (:func:`_retrieve`), chunk checks by the
+    checker; returns ``{"scores": SessionPart…, "dead_letter", "quality", "aux": PCollection[corpus size]}``."""
 
     def __init__(self, metric: "Regulatory"):
         super().__init__()
         self.metric = metric
 
     def expand(self, interactions):
-        m = self.metric
-        p = interactions.pipeline
-        docs = m.documents
-        chunker = m.chunker
-        index = (
-            p
-            | "CorpusDocuments" >> beam.Create(docs, reshuffle=False)
-            | "ChunkDocuments" >> beam.FlatMap(lambda d: chunk_document(d, chunker))
-            | "BatchChunks" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
-            | "EmbedChunks" >> beam.ParDo(_EmbedChunks(m.embedder))
-            | "ChunkIndex" >> beam.CombineGlobally(_IndexCombineFn())
-        )
-        n_chunks = index | "CorpusSize" >> beam.Map(len)
-        retrieved = (
-            interactions
-            | "BatchInteractions" >> beam.BatchElements(min_batch_size=1, max_batch_size=m.batch_size)
-            | "Retrieve" >> beam.ParDo(_Retrieve(m.embedder, m.top_k, m.similarity_threshold),
-                                       beam.pvalue.AsSingleton(index)).with_outputs(_Retrieve.RETRIEVED, DEAD, main="metas")
-        )
-        dead = [retrieved[DEAD]]
-        if m.judge is not None:
-            from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
-
-            requests = retrieved[_Retrieve.RETRIEVED] | "JudgeRequests" >> beam.ParDo(_MakeRequests()).with_output_types(JudgeRequest)
-            judged = requests | "Judge" >> RunJudge(m.judge, inference_args=m.inference_args, label_prefix="Judge")
-            ok = judged.results | "ParseJudge" >> beam.ParDo(_ParseJudge()).with_outputs(DEAD, main="main")
-            failed = judged.dead_letters | "JudgeFailures" >> beam.ParDo(_JudgeFailures()).with_outputs(DEAD, main="main")
-            verdicts = [ok.main, failed.main]
-            dead += [ok[DEAD], failed[DEAD]]
-        else:
-            checked = retrieved[_Retrieve.RETRIEVED] | "Check" >> beam.ParDo(_LocalCheck(m.checker)).with_outputs(DEAD, main="main")
-            verdicts = [checked.main]
-            dead.append(checked[DEAD])
+        out = _retrieve(self.metric, interactions)
+        checked = out["retrieved"] | "Check" >> beam.ParDo(_LocalCheck(self.metric.checker)).with_outputs(DEAD, main="main")
         return {
-            "scores": [retrieved.metas, *verdicts] | "FlattenParts" >> beam.Flatten(),
-            "dead_letter": dead | "FlattenDead" >> beam.Flatten(),
-            "quality": n_chunks | "CorpusWarning" >> beam.FlatMap(_corpus_warning),
-            "aux": n_chunks,
+            "scores": (out["parts"], checked.main) | "FlattenParts" >> beam.Flatten(),
+            "dead_letter": (out["dead_letter"], checked[DEAD]) | "FlattenDead" >> beam.Flatten(),
+            "quality": out["quality"],
+            "aux": out["aux"],
         }
 
 
@@ -657,7 +656,7 @@ class Regulatory(MetricTransform):
         reducer joins checks to interactions; slices roll up :data:`SLICE_COUNTS`."""
         return MetricSpec(
             name=self.name,
-            scorer=_RetrieveAndCheck(self),
+            scorer=_judge_scorer(self) if self.judge is not None else _RetrieveAndCheck(self),
             interaction_record=None,
             session_interactions=True,
             session_value=part_value,

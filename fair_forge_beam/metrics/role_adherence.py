@@ -34,15 +34,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.io.elements import Interaction, dead_letter
-from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
-from fair_forge_beam.metrics.judged import build_judge, request_key, session_key
+from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.metrics.judged import (JudgeScorer, build_judge, decode_part, encode_part, request_key, session_key,
+                                            session_of_key)
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
+    CollectCombineFn,
     RateCombineFn,
     estimate_bootstrap_means,
     estimate_rate,
@@ -139,24 +141,39 @@ class StructuredJudgeStrategy(RoleScoringStrategy):
 
 
 # ------------------------------------------------------------------ scorer (a PTransform: history needs the session)
-class RoleScore(NamedTuple):
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
+class RoleMeta(NamedTuple):
+    """A turn sent to the judge, its session's part ``(0, meta)``."""
+
+    request_key: str
     turn_index: int
-    qa_id: str
+    element_id: str
+    qa_id: Optional[str]
+
+
+class RoleVerdict(NamedTuple):
+    """A usable verdict, its session's part ``(1, verdict)``; ``score`` ∈ [0, 1]."""
+
+    request_key: str
     score: float
-    adherent: bool
     reason: str
 
 
 class SessionValue(NamedTuple):
-    """One judged turn's contribution to its session (stored per session: docs/scheduled.md)."""
+    """A session part as stored (docs/scheduled.md): ``kind`` 0 with the ``meta`` of a turn sent
+    to the judge, or 1 with a usable ``verdict``."""
 
-    turn_index: int
-    adherent: bool
-    score: float
+    kind: int
+    meta: Optional[RoleMeta]
+    verdict: Optional[RoleVerdict]
+
+
+def _part_order(v: tuple) -> tuple:
+    # metas by (turn, request key, element id, qa id), then verdicts by (request key, score,
+    # reason): a total order, never arrival order
+    kind, x = v
+    if kind == 0:
+        return (0, (x[1], x[0], x[2], x[3] or ""))
+    return (1, (x[0], x[1], x[2]))
 
 
 def _turn(x: Interaction):
@@ -165,24 +182,21 @@ def _turn(x: Interaction):
 
 
 class _BuildRequests(beam.DoFn):
-    """One session's turns → ``(request key, (JudgeRequest, meta))`` per turn, or dead letters
-    (no role). History of a turn = turns with a smaller ``turn_index``, in that order."""
+    """One session's turns → per turn a ``JudgeRequest`` and its meta part (tagged ``"parts"``),
+    or dead letters (no role). History of a turn = turns with a smaller ``turn_index``, in that order."""
 
     def __init__(self, strategy: RoleScoringStrategy):
         self.strategy = strategy
 
     def process(self, kv):
-        import json
-
         from fair_forge_beam.components.judge.handler import judge_request
 
         skey, turns = kv
-        session_id, assistant_id, language = json.loads(skey)
         items = sorted(turns, key=lambda t: (t[0], t[1], t[2], t[3], t[4], t[5] or ""))
         roles = sorted({t[5] for t in items if t[5] and t[5].strip()})
         if not roles:
             for t in items:
-                yield beam.pvalue.TaggedOutput("dead_letter", dead_letter(
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
                     NAME, "no chatbot_role: role adherence needs the session's declared role", t[3], t[1]))
             return
         role = roles[0]  # one session, one header: several roles only when a session is split across files
@@ -190,71 +204,44 @@ class _BuildRequests(beam.DoFn):
             history = [(h[3], h[4]) for h in items if h[0] < t[0]]
             msgs = self.strategy.messages(role, history, t[3], t[4])
             key = request_key(skey, t[0], msgs)
-            req = judge_request(key, msgs, schema=self.strategy.schema, element_id=t[1])
-            yield key, (req, (session_id, assistant_id, language, t[0], t[1], t[2]))
+            yield judge_request(key, msgs, schema=self.strategy.schema, element_id=t[1])
+            yield beam.pvalue.TaggedOutput("parts", SessionPart.keyed(skey, (0, RoleMeta(key, t[0], t[1], t[2]))))
 
 
-class _ToScore(beam.DoFn):
-    def __init__(self, strategy: RoleScoringStrategy, threshold: float):
-        self.strategy, self.threshold = strategy, threshold
+def _verdict(strategy: RoleScoringStrategy):
+    """A validated answer → its session's part ``(1, RoleVerdict)``, or a dead letter when the
+    strategy cannot score it."""
 
-    def process(self, kv):
-        key, grouped = kv
-        metas = sorted(grouped["meta"])
-        results = sorted(grouped["result"], key=lambda r: (r.sample_index, r.raw))
-        if not metas or not results:
-            return []  # a failed judgement: its dead letter comes from RunJudge
-        res = results[0]
+    def verdict(res):
         try:
-            score = float(self.strategy.score(res.parsed or {}))
+            score = float(strategy.score(res.parsed or {}))
             if not 0.0 <= score <= 1.0:
                 raise ValueError(f"score {score!r} outside [0, 1]")
         except (TypeError, ValueError) as exc:
-            return [beam.pvalue.TaggedOutput("dead_letter", dead_letter(NAME, f"judge answer unusable ({exc})", res.raw, m[4]))
-                    for m in metas]
+            return (dead_letter(NAME, f"judge answer unusable ({exc})", res.raw, res.element_id),)
         reason = str((res.parsed or {}).get("reason", ""))
-        return [RoleScore(m[4], m[0], m[1], m[2], m[3], m[5], score, score >= self.threshold, reason) for m in metas]
+        return (SessionPart.keyed(session_of_key(res.key), (1, RoleVerdict(res.key, score, reason))),)
+
+    return verdict
 
 
-def _restage(d):
-    return d._replace(stage=NAME, reason=f"judge: {d.reason}")
+def _judge_roles(handler, strategy: RoleScoringStrategy, inference_args=None) -> JudgeScorer:
+    """``PCollection[Interaction]`` → sessions → judge requests with their meta parts → ``RunJudge``
+    → verdict parts; the session reducer joins them."""
 
-
-class _JudgeRoles(beam.PTransform):
-    """``PCollection[Interaction]`` → ``{"scores": RoleScore, "dead_letter": DeadLetter}``."""
-
-    def __init__(self, handler, strategy: RoleScoringStrategy, threshold: float, inference_args=None):
-        super().__init__()
-        self.handler, self.strategy, self.threshold, self.inference_args = handler, strategy, threshold, inference_args
-
-    def expand(self, interactions):
-        from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+    def build(interactions):
+        from fair_forge_beam.components.judge.handler import JudgeRequest
 
         built = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
             | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "BuildRequests" >> beam.ParDo(_BuildRequests(self.strategy)).with_outputs("dead_letter", main="main")
+            | "BuildRequests" >> beam.ParDo(_BuildRequests(strategy)).with_outputs("parts", DEAD, main="main")
         )
-        requests = built.main | "Requests" >> beam.Map(lambda kv: kv[1][0]).with_output_types(JudgeRequest)
-        metas = built.main | "Metas" >> beam.Map(lambda kv: (kv[0], kv[1][1])).with_output_types(typing.Tuple[str, typing.Any])
-        judged = requests | "Judge" >> RunJudge(self.handler, inference_args=self.inference_args, label_prefix="Judge")
-        results = judged.results | "KeyResults" >> beam.Map(lambda r: (r.key, r)).with_output_types(typing.Tuple[str, typing.Any])
-        scored = (
-            {"meta": metas, "result": results}
-            | "JoinVerdicts" >> beam.CoGroupByKey()
-            | "ToScores" >> beam.ParDo(_ToScore(self.strategy, self.threshold)).with_outputs("dead_letter", main="main")
-        )
-        dead = (
-            built["dead_letter"],
-            judged.dead_letters | "RestageDeadLetters" >> beam.Map(_restage),
-            scored["dead_letter"],
-        ) | "FlattenDead" >> beam.Flatten()
-        return {"scores": scored.main, "dead_letter": dead}
+        requests = built.main | "Requests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
+        return {"requests": requests, "parts": built["parts"], "dead_letter": built[DEAD]}
 
-
-def _interaction_record(s: RoleScore) -> dict:
-    return {**interaction_ids(NAME, s), "role_adherent": s.adherent, "role_adherence_score": s.score, "role_reason": s.reason}
+    return JudgeScorer(handler, build, _verdict(strategy), NAME, inference_args=inference_args)
 
 
 # ------------------------------------------------------------------ session and slices
@@ -280,11 +267,31 @@ class RoleAdherenceSessionMetric(BaseModel):
 
 
 class _SessionRoles(SessionReducer):
+    """Joins a session's metas and verdicts: its interaction records, its record and slice unit
+    (a session without any usable verdict has neither)."""
+
     def __init__(self, mode: StatisticalMode, threshold: float, strict: bool):
         self.mode, self.threshold, self.strict = mode, threshold, strict
 
-    def reduce(self, key, values):
+    def reduce(self, key, parts):
         session_id, assistant_id, language = key
+        verdicts: dict = {}
+        for kind, v in parts:
+            if kind == 1:
+                verdicts.setdefault(v[0], v)
+        records, values = [], []
+        for kind, m in parts:
+            v = verdicts.get(m[0]) if kind == 0 else None
+            if v is None:
+                continue  # a failed judgement: its dead letter comes from the judge scorer
+            adherent = v[1] >= self.threshold
+            records.append({"metric": NAME, "level": "interaction", "element_id": m[2], "session_id": session_id,
+                            "assistant_id": assistant_id, "language": language, "turn_index": m[1], "qa_id": m[3],
+                            "role_adherent": adherent, "role_adherence_score": v[1], "role_reason": v[2]})
+            values.append((m[1], adherent, v[1]))
+        if not values:
+            return None, None, [], []
+        values.sort()
         n = len(values)
         k = sum(1 for _, adherent, _ in values if adherent)
         est = estimate_rate(k, n, self.mode)
@@ -293,10 +300,7 @@ class _SessionRoles(SessionReducer):
         rec = {"metric": NAME, "level": "session", "session_id": session_id, "assistant_id": assistant_id,
                "language": language, "n_interactions": n, "n_adherent": k, "role_adherence": est.model_dump(),
                "adherent": adherent, "turns": [{"turn_index": t, "adherent": a, "score": s} for t, a, s in values]}
-        import json
-
-        unit = json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
-        return rec, ((unit, float(n), (point,), n), bool(adherent)), []
+        return rec, ((session_key_text(key), float(n), (point,), n), bool(adherent)), [], records
 
 
 class _SliceRoles(SliceEstimator):
@@ -371,11 +375,11 @@ class RoleAdherence(MetricTransform):
     def spec(self, windowed: bool = False) -> MetricSpec:
         return MetricSpec(
             name=self.name,
-            scorer=_JudgeRoles(self.judge, self.strategy, self.threshold, self.inference_args),
-            interaction_record=_interaction_record,
-            session_value=lambda s: (s.turn_index, s.adherent, s.score),
-            session_order=lambda v: v,
-            session_value_type=SessionValue,
+            scorer=_judge_roles(self.judge, self.strategy, self.inference_args),
+            interaction_record=None,
+            session_interactions=True,
+            session_value=part_value,
+            session_combine=CollectCombineFn(SessionValue, _part_order, encode=encode_part, decode=decode_part),
             session_reducer=_SessionRoles(self.mode, self.threshold, self.strict_mode),
             session_slice_combine=beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn()),
             estimator=_SliceRoles(self.mode, self.judge.model_name),

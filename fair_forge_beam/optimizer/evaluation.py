@@ -135,12 +135,6 @@ def _eval_request(res, examples, objective):
                          element_id=ex.example_id)
 
 
-def _restage(stage):
-    def f(d):
-        return d._replace(stage=stage)
-    return f
-
-
 def _summarise(kv, prompts, examples, threshold):
     ci, items = kv
     scores, dead = {}, 0
@@ -199,7 +193,7 @@ def evaluate_prompts(
     prompts are scored once (equal ``CandidateScore``; their dead letters name the first one's
     index), so the number of calls never depends on which of them ran first.
     """
-    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
     from fair_forge_beam.runner import pipeline_options, run_pipeline, write_jsonl
 
     asked, examples = list(prompts), list(examples)
@@ -221,8 +215,8 @@ def evaluate_prompts(
             lambda r: _eval_request(r, by_index, objective)).with_output_types(JudgeRequest)
         ev_out = ev_reqs | "Evaluate" >> RunJudge(evaluator, label_prefix="Evaluate")
         dead = (
-            ex_out.dead_letters | "RestageExec" >> beam.Map(_restage("optimizer.execute")),
-            ev_out.dead_letters | "RestageEval" >> beam.Map(_restage("optimizer.evaluate")),
+            ex_out.dead_letters | "RestageExec" >> beam.Map(restage("optimizer.execute", "")),
+            ev_out.dead_letters | "RestageEval" >> beam.Map(restage("optimizer.evaluate", "")),
         ) | "FlattenDead" >> beam.Flatten()
         tagged = (
             ex_out.results | "Answers" >> beam.Map(lambda r: (_candidate_of(r.key), ("answer", (int(r.key.split(_SEP)[1]), r.answer)))),
@@ -266,7 +260,7 @@ def evaluate_prompts(
 def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Optional[str] = None,
                    pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
     """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
-    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request, restage
     from fair_forge_beam.runner import pipeline_options, run_pipeline, write_jsonl
 
     own = workdir is None
@@ -278,7 +272,7 @@ def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Op
     with run_pipeline(pipeline_options(pipeline_args)) as p:
         out = p | "Request" >> beam.Create([req]).with_output_types(JudgeRequest) | "Propose" >> RunJudge(handler, label_prefix="Propose")
         write_jsonl(out.results | "Parsed" >> beam.Map(lambda r: {"parsed": r.parsed}), res_prefix, "Results", num_shards=1)
-        write_jsonl(out.dead_letters | "Restage" >> beam.Map(_restage("optimizer.propose")), dead_prefix, "Dead", num_shards=1)
+        write_jsonl(out.dead_letters | "Restage" >> beam.Map(restage("optimizer.propose", "")), dead_prefix, "Dead", num_shards=1)
     parsed, dead = None, []
     for fn in sorted(os.listdir(workdir)):
         path = os.path.join(workdir, fn)

@@ -67,6 +67,7 @@ __all__ = [
     "RunJudge",
     "judge_request",
     "judge_counters",
+    "restage",
     "STRUCTURED_MODES",
     "COUNTER_NAMES",
 ]
@@ -100,7 +101,9 @@ class JudgeRequest(NamedTuple):
     ``user`` / ``assistant``. ``schema``: pydantic model class, registered name or
     ``"module:ClassName"``; None → the handler's ``output_schema`` (and None there → free text).
     ``sample_index``: ≥ 0, distinguishes repeated samples of one prompt (part of the cache key).
-    ``element_id``: the interaction the call belongs to (for the dead letter).
+    ``element_id``: the interaction the call belongs to (for the dead letter). ``tag``: text
+    handed to the result untouched (neither sent nor part of the cache key), e.g. the session
+    key its verdict joins.
     """
 
     key: str
@@ -108,6 +111,7 @@ class JudgeRequest(NamedTuple):
     schema: Union[None, str, type] = None
     sample_index: int = 0
     element_id: Optional[str] = None
+    tag: Optional[str] = None
 
 
 class JudgeResult(NamedTuple):
@@ -121,7 +125,7 @@ class JudgeResult(NamedTuple):
     asked; on error, all attempts). ``cached``: served from the cache. ``error``: None on
     success, else the reason. ``logprobs``: the server's log-probabilities of the answer as
     ``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}`` (chat
-    shape), kept in the cache too; None when not requested or not sent.
+    shape), kept in the cache too; None when not requested or not sent. ``tag``: the request's.
 
     Every text field (and every logprob token) has had the API key scrubbed out
     (:func:`~.secrets.scrub`); ``answer`` also has echoed data fences removed
@@ -141,6 +145,7 @@ class JudgeResult(NamedTuple):
     model: str
     error: Optional[str] = None
     logprobs: Optional[dict] = None
+    tag: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -153,6 +158,7 @@ def judge_request(
     schema: Union[None, str, type] = None,
     sample_index: int = 0,
     element_id: Optional[str] = None,
+    tag: Optional[str] = None,
 ) -> JudgeRequest:
     """Build a :class:`JudgeRequest`; messages may be ``{"role", "content"}`` dicts or pairs.
 
@@ -174,7 +180,7 @@ def judge_request(
         raise ValueError("a judge request needs at least one message")
     if int(sample_index) < 0:
         raise ValueError("sample_index must be >= 0")
-    return JudgeRequest(key, tuple(msgs), schema, int(sample_index), element_id)
+    return JudgeRequest(key, tuple(msgs), schema, int(sample_index), element_id, tag)
 
 
 class _JudgeRequestCoder(beam.coders.Coder):
@@ -184,12 +190,12 @@ class _JudgeRequestCoder(beam.coders.Coder):
         schema = value.schema
         if isinstance(schema, type):
             schema = schema_ref(schema)
-        doc = [value.key, [list(m) for m in value.messages], schema, value.sample_index, value.element_id]
+        doc = [value.key, [list(m) for m in value.messages], schema, value.sample_index, value.element_id, value.tag]
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     def decode(self, encoded: bytes) -> JudgeRequest:
-        key, msgs, schema, sample, eid = json.loads(encoded.decode("utf-8"))
-        return JudgeRequest(key, tuple(tuple(m) for m in msgs), schema, sample, eid)
+        key, msgs, schema, sample, eid, tag = json.loads(encoded.decode("utf-8"))
+        return JudgeRequest(key, tuple(tuple(m) for m in msgs), schema, sample, eid, tag)
 
     def is_deterministic(self) -> bool:
         return True
@@ -824,7 +830,7 @@ class OpenAIJudgeHandler(RemoteModelHandler):
             raise
         with rt["lock"]:
             rt["batches"].pop(id(batch), None)
-        results = [st.done[i] for i in range(len(batch))]
+        results = [st.done[i] if batch[i].tag is None else st.done[i]._replace(tag=batch[i].tag) for i in range(len(batch))]
         for r in results:
             c["failures" if r.error is not None else "results"].inc()
         return results
@@ -912,6 +918,17 @@ class _BatchFailureToDeadLetters(beam.DoFn):
                 yield dead_letter("judge", reason, _request_raw(req), element_id=req.element_id or req.key, source=f"judge:{req.key}")
             else:  # pragma: no cover
                 yield dead_letter("judge", reason, repr(req))
+
+
+def restage(stage: str, prefix: str = "judge: "):
+    """``DeadLetter`` → the same dead letter under ``stage`` with ``prefix`` before its reason: a
+    :class:`RunJudge` dead letter (stage ``"judge"``) as the dead letter of the metric (or stage)
+    that asked."""
+
+    def f(d):
+        return d._replace(stage=stage, reason=f"{prefix}{d.reason}")
+
+    return f
 
 
 class RunJudge(beam.PTransform):
