@@ -134,6 +134,10 @@ class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
         return pa.list_(value_type(self.value))
 
     def to_stored(self, acc):
+        """The values in a total order (by their text: ``order`` need not break every tie), never
+        arrival order, so stored statistics are the same bytes on every runner and bundling (the
+        output order is restored by :meth:`extract_output` after :meth:`from_stored`)."""
+        acc = sorted(acc, key=repr)
         return acc if self.encode is None else [self.encode(v) for v in acc]
 
     def from_stored(self, value):
