@@ -18,7 +18,8 @@ from typing import Any, Optional, Sequence
 
 log = logging.getLogger("fair_forge_beam.loop")
 
-__all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source"]
+__all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source",
+           "run_stage"]
 
 GENERATE_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
 RUN_FILES = ("dataset.jsonl", "session_summaries.jsonl", "dead_letter.jsonl", "run_summary.json")
@@ -58,8 +59,11 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
-    base_url = args.generator_base_url or getattr(args, "judge_base_url", None)
-    model = args.generator_model or getattr(args, "judge_model", None)
+    from fair_forge_beam.options import value
+
+    # each --generator-* defaults to its --judge-* (the loop's; pipelines.generate has none, so the
+    # declared defaults: no endpoint, no model, OPENAI_API_KEY)
+    base_url, model, key_env = (value(args, f"generator_{k}") for k in ("base_url", "model", "api_key_env"))
     if not base_url or not model:
         raise ValueError("the generator needs --generator-base-url and --generator-model (or --judge-base-url / --judge-model)")
     loader = LocalMarkdownLoader(args.max_chunk_size, args.min_chunk_size, args.markdown_overlap,
@@ -75,7 +79,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                          seed_examples=args.seed_example, custom_system_prompt=custom, selection_strategy=strategy,
                          conversation_mode=args.conversation, seed=args.seed)
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
-                                api_key_env=args.generator_api_key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
+                                api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
                                 max_concurrency=args.generator_max_concurrency)
     out = _prepare(args.output, GENERATE_FILES)
@@ -143,3 +147,21 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
         except Exception:  # noqa: BLE001 - a runner without metrics
             pass
     return doc
+
+
+def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:
+    """Parse ``argv`` (``sys.argv[1:]`` when ``None``) for a stage command (``"generate"`` or
+    ``"run"``), validate it and return ``job(args, beam_args)``. An option that is neither the
+    stage's nor Beam's, a failed validation, a ``ValueError`` or a missing file is a one-line
+    usage error (``parser.error``, exit status 2)."""
+    import sys
+
+    from fair_forge_beam.options import reject_unknown_arguments, validate
+
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    reject_unknown_arguments(parser, beam_args)
+    try:
+        validate(args, command)
+        return job(args, beam_args)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))

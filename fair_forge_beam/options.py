@@ -1,14 +1,19 @@
-"""Every option of the main job, declared once.
+"""Every option of every command, declared once: the main job (``fair-forge-beam``,
+``pipelines.audit``), ``pipelines.generate``, ``pipelines.run_assistant``, ``pipelines.loop`` and
+``pipelines.optimize``.
 
-One :class:`Option` per option holds its name, type, default, help, validation, the constructor
-argument it feeds (``feeds``) and its Dataflow Flex Template parameter (``template``). From
+One :class:`Option` per option name holds its type, default, help, validation, the constructor
+argument it feeds (``feeds``) and its Dataflow Flex Template parameter (``template``);
+:data:`GROUPS` are the main job's, :data:`COMMANDS` lists the other commands' options by name
+(an option two commands share, such as ``--seed`` or ``--judge-model``, is the same
+declaration). Defaults that other modules need (:data:`SEED`, :data:`CI_LEVEL`,
+:data:`MC_SAMPLES`) are constants here. This module imports nothing from the package. From
 these declarations come:
 
-* the argparse flags of ``fair-forge-beam`` (:func:`add_arguments`; ``--help`` shows each
-  default),
+* the argparse flags of every command (:func:`add_arguments`; ``--help`` shows each default),
 * the keys an audit config file accepts (:func:`config_keys`, used by
   :mod:`fair_forge_beam.audit_config`),
-* ``templates/metadata.json`` (:func:`template_metadata`; ``python -m fair_forge_beam.options
+* ``templates/metadata.json`` (:func:`template_metadata`; ``python -m fair_forge_beam.metrics.registry
   --write-template-metadata`` regenerates the checked-in file, a test compares them),
 * the keyword arguments of each metric constructor (:func:`constructor_kwargs`, used by
   :mod:`fair_forge_beam.metrics.registry`); a test checks every fed constructor's default
@@ -19,16 +24,27 @@ Option values live under their argparse ``dest`` (``mc_samples`` for ``--mc-samp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "OneLineErrorParser", "option", "add_arguments", "validate", "value",
-           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES",
-           "SLICE_DIMENSIONS"]
+__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "option",
+           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
+           "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES"]
 
 #: slice dimensions the main job aggregates (``--slices``; ``overall`` is always computed)
 SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
+
+# Defaults that code outside this table also needs (a library default, a run's config without
+# the value): they are declared here once and imported, never written again. This module imports
+# nothing from the package, so any layer (``statistical/`` included) may import them.
+#: ``--seed``: seed of every keyed random stream (an integer >= 0)
+SEED = 42
+#: ``--ci-level``: level of every interval, in (0, 1)
+CI_LEVEL = 0.95
+#: ``--mc-samples``: Monte-Carlo draws / bootstrap replicates per estimate (>= 100)
+MC_SAMPLES = 5000
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
@@ -74,6 +90,11 @@ class Option:
         path: a local relative path in a config file is taken relative to the file's folder.
         in_config: a config file may set it (``[options]`` or a top-level key).
         config_keys: top-level keys of a config file that set it (``inputs``, ``metrics`` ...).
+        default_from: an unset value takes the value of this option (``judge-api-key-env``), read
+            by :func:`value`; the help shows ``(default: --judge-api-key-env)``.
+        per_command: what differs in one command (:data:`COMMANDS`): ``{command: {attribute:
+            value}}`` over ``help``, ``default``, ``default_note``, ``metavar`` and ``template``
+            (``--output`` is a folder of other files in each command); :meth:`for_command` applies it.
     """
 
     name: str
@@ -90,6 +111,13 @@ class Option:
     path: bool = False
     in_config: bool = True
     config_keys: tuple[str, ...] = ()
+    default_from: Optional[str] = None
+    per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_command(self, command: str) -> "Option":
+        """This option as command ``command`` has it (:attr:`per_command` applied)."""
+        changes = self.per_command.get(command)
+        return dataclasses.replace(self, **changes) if changes else self
 
     @property
     def dest(self) -> str:
@@ -100,13 +128,16 @@ class Option:
         return f"--{self.name}"
 
     def help_text(self, **fmt) -> str:
-        """``help`` plus the default: the declared ``default``, else ``default_note``, else
-        ``off`` for a flag and ``not set`` for any other option (every option shows one)."""
+        """``help`` plus the default: the declared ``default``, else ``--<default_from>``, else
+        ``default_note``, else ``off`` for a flag and ``not set`` for any other option (every
+        option shows one)."""
         text = self.help.format(**fmt) if fmt else self.help
         if self.type is bool:
             return f"{text} (default: off)"
         if self.default is not None:
             return f"{text} (default: {self.default})"
+        if self.default_from:
+            return f"{text} (default: --{self.default_from})"
         return f"{text} (default: {self.default_note or 'not set'})"
 
     def add_to(self, target: Any, help_text: Optional[str] = None) -> None:
@@ -162,6 +193,7 @@ def _unit_interval(flag: str):
     return lambda v: None if 0 < v <= 1 else f"{flag} must be in (0, 1], got {v}"
 
 
+_RUN_INPUT = Template("Input files", "GCS_READ_FILE", "^gs://[^\\n\\r]+$", "Dataset files. Example: gs://b/sets/*.jsonl")
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
 _GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
 
@@ -185,6 +217,12 @@ GROUPS: tuple[Group, ...] = (
         Option("input", metavar="GLOB", repeatable=True, path=True, config_keys=("inputs", "input"),
                help="input file pattern (.json, .jsonl, .ndjson, .parquet; .gz for JSON); repeatable",
                default_note="the example data shipped with the package",
+               per_command={"run": {"default_note": "required", "template": _RUN_INPUT},
+                            "loop": {"default_note": "not a loop option: the loop runs the set it generates",
+                                     "template": _RUN_INPUT},
+                            "optimize": {"metavar": "FILE", "default_note": "required",
+                                         "help": "JSON file with a list of sessions (upstream Dataset records with "
+                                                 "ground_truth_assistant); repeatable: the lists are joined"}},
                template=Template("Input files", "GCS_READ_FILE", _GCS_FILE,
                                  "Conversation files to audit: one Cloud Storage file pattern (.json, .jsonl, .ndjson, "
                                  ".parquet; .gz for JSON). Example: gs://my-bucket/logs/2025-01-01/*.jsonl")),
@@ -204,27 +242,36 @@ GROUPS: tuple[Group, ...] = (
                help="comma-separated metrics to run (available: {metrics})",
                template=Template("Metrics", "TEXT", "^({metrics_re})(,({metrics_re}))*$",
                                  "Comma-separated metrics to run ({metrics}). Example: humanity,toxicity (in gcloud's "
-                                 "--parameters use the ^~^ delimiter, see templates/README.md)")),
+                                 "--parameters use the ^~^ delimiter, see templates/README.md)"),
+               per_command={"loop": {"template": "advanced: set it on the command line of a custom launcher"}}),
         Option("mode", default="frequentist", choices=("frequentist", "bayesian"), config_keys=("mode",),
                help="statistical mode",
                template=Template("Statistical mode", "ENUM", "^(frequentist|bayesian)$",
                                  "frequentist (point values) or bayesian (posterior means and credible intervals). "
                                  "Example: bayesian")),
-        Option("seed", type=int, default=42, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
-               help="seed of every keyed random stream (Bayesian mode)",
+        Option("seed", type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
+               validate=_non_negative("--seed"),
+               help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
+                    "ids (generate; the loop gives it to both)",
                template=Template("Seed", "NUMBER", "^[0-9]{1,18}$",
                                  "Seed of every keyed random stream (Bayesian mode): same input and seed, same results. "
                                  "Example: 42")),
-        Option("mc-samples", type=int, default=5000, feeds=(f"{_BAYES}.mc_samples",),
+        Option("mc-samples", type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
                help="Monte-Carlo draws / bootstrap replicates",
                template=Template("Monte-Carlo draws", "NUMBER", "^[1-9][0-9]{0,8}$",
                                  "Monte-Carlo draws / bootstrap replicates per estimate. Example: 5000")),
-        Option("ci-level", type=float, default=0.95, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
+        Option("ci-level", type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
                template=Template("Credible-interval level", "NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$",
                                  "Level of the credible intervals, strictly between 0 and 1. Example: 0.95")),
         Option("output", default="fair_forge_output", path=True, config_keys=("output",),
                help="output folder (created if missing); a run is written beside it and replaces it only when it "
                     "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
+               per_command={**dict.fromkeys(("generate", "run", "loop"), {
+                   "default": "fair_forge_loop", "help": "output folder (generate: the files; loop: generated/, run/, audit/)",
+                   "template": Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$",
+                                        "Output folder. Example: gs://b/loop", required=True)}),
+                   "optimize": {"default": None, "default_note": "required", "metavar": "DIR",
+                                "help": "folder for result.json, dead_letter.jsonl and report.html"}},
                template=Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$",
                                  "Cloud Storage folder inside a bucket for results.json and the shard folders "
                                  "results.parquet/, sessions/, dead_letter/, data_quality/ (run_info.json and gates.json "
@@ -323,6 +370,7 @@ GROUPS: tuple[Group, ...] = (
         Option("judge-cache", path=True,
                help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
                default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
+               per_command={"optimize": {"help": "SQLite cache of every call (a path, or 'none': no cache)"}},
                template=Template("Judge cache", "TEXT", "^/[A-Za-z0-9._/+-]+$",
                                  "SQLite cache file of judge/guardian answers on each worker's disk. "
                                  "Example: /tmp/fair_forge_judge_cache.sqlite3")),
@@ -429,8 +477,10 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Vision threshold", "NUMBER", _DECIMAL,
                                  "Vision: similarity below which a frame is a hallucination (0.75). Example: 0.75")),
         Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
+               per_command={"optimize": {"help": "the prompt to improve", "default_note": "required, or --seed-prompt-file"}},
                template="free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file"),
         Option("seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
+               per_command={"optimize": {"help": "file holding the prompt to improve"}},
                template=Template("Seed prompt file", "TEXT", _WORD,
                                  "Prompt_evaluator: read the system prompt from this file. Example: gs://bucket/prompt.txt")),
         Option("prompt-k", type=int, default=10, feeds=(f"{_PE}.k",),
@@ -445,16 +495,18 @@ GROUPS: tuple[Group, ...] = (
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
                template=_NO_TEMPLATE_FREE_TEXT),
-        Option("generator-base-url", default_note="--judge-base-url",
-               help="prompt_evaluator: OpenAI-compatible endpoint that generates the answers",
+        Option("generator-base-url", default_from="judge-base-url",
+               help="OpenAI-compatible endpoint of the generating LLM (prompt_evaluator's answers; pipelines.generate "
+                    "and the loop: the test set)",
                template=Template("Generator base url", "TEXT", _WORD,
                                  "Prompt_evaluator: OpenAI-compatible endpoint that generates the answers (default: "
                                  "--judge-base-url). Example: https://gen.example.com/v1")),
-        Option("generator-model", default_note="--judge-model", help="prompt_evaluator: generator model name",
+        Option("generator-model", default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
                template=Template("Generator model", "TEXT", _WORD,
                                  "Prompt_evaluator: generator model name (default: --judge-model). Example: gpt-4o-mini")),
-        Option("generator-api-key-env", default_note="--judge-api-key-env",
-               help="environment variable holding the generator's API key",
+        Option("generator-api-key-env", default_from="judge-api-key-env",
+               help="environment variable holding the generator's API key (never logged or written); unset, the "
+                    "generator uses the judge's, as it uses the judge's endpoint and model",
                template=Template("Generator api key env", "TEXT", _WORD,
                                  "Environment variable holding the generator's API key (default: --judge-api-key-env). "
                                  "Example: OPENAI_API_KEY")),
@@ -599,6 +651,172 @@ GROUPS: tuple[Group, ...] = (
 OPTIONS: dict[str, Option] = {o.dest: o for g in GROUPS for o in g.options}
 assert len(OPTIONS) == sum(len(g.options) for g in GROUPS), "an option declared twice"
 
+
+def _header_levels(v: str) -> Optional[str]:
+    try:
+        levels = [int(x) for x in v.split(",") if x.strip()]
+    except ValueError:
+        return f"--header-levels must be comma-separated numbers 1-6, got {v!r}"
+    return None if levels and all(1 <= x <= 6 for x in levels) else f"--header-levels must be numbers 1-6, got {v!r}"
+
+
+def _closed_unit_interval(flag: str):
+    return lambda v: None if 0.0 <= v <= 1.0 else f"{flag} must be in [0, 1], got {v}"
+
+
+_NAME = "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
+_ADV = "advanced: set it on the command line of a custom launcher"
+_GEPA = "fair_forge_beam.optimizer.optimizers:GEPAOptimizer"
+_MIPRO = "fair_forge_beam.optimizer.optimizers:MIPROv2Optimizer"
+
+#: options of the other commands that the main job does not have (the ones it has are in GROUPS
+#: and are shared by name, see COMMANDS); one declaration per option name in the whole table
+OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
+    # generate, run and the loop (pipelines.generate, pipelines.run_assistant, pipelines.loop)
+    Option("assistant-id", help="assistant_id of the sessions (generate: the label written; run: replaces the input's)",
+           default_note="generate: 'assistant'; run: keep the input's",
+           template=Template("Assistant id", "TEXT", _NAME, "assistant_id of the generated / answered sessions. Example: my-bot-v2")),
+    Option("corpus", default="airline", path=True,
+           help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",
+           template=Template("Corpus", "TEXT", "^[^\\n\\r]+$", "airline, callcenter or a Markdown file/folder/glob. Example: airline")),
+    Option("language", default="english", help="language label of the generated sessions (not sent to the LLM)", template=_ADV),
+    Option("num-queries", type=int, default=3, validate=_positive("--num-queries"),
+           help="questions (or turns with --conversation) per chunk",
+           template=Template("Questions per chunk", "NUMBER", "^[1-9][0-9]{0,3}$", "Questions (or turns) per chunk. Example: 3")),
+    Option("conversation", type=bool, help="generate multi-turn conversations instead of single questions", template=_ADV),
+    Option("strategy", default="sequential", choices=("sequential", "random"),
+           help="chunk selection: all chunks in one session, or random samples",
+           template=Template("Strategy", "ENUM", "^(sequential|random)$", "Chunk selection strategy. Example: random")),
+    Option("num-samples", type=int, default=5, validate=_positive("--num-samples"), help="sessions drawn (--strategy random)",
+           template=_ADV),
+    Option("chunks-per-sample", type=int, default=3, validate=_positive("--chunks-per-sample"),
+           help="chunks per drawn session (--strategy random)", template=_ADV),
+    Option("with-replacement", type=bool, help="sample chunks with replacement (--strategy random)", template=_ADV),
+    Option("max-chunk-size", type=int, default=2000, validate=_positive("--max-chunk-size"), help="characters per chunk",
+           template=_ADV),
+    Option("min-chunk-size", type=int, default=200, validate=_non_negative("--min-chunk-size"),
+           help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
+    Option("markdown-overlap", type=int, default=100, validate=_non_negative("--markdown-overlap"),
+           help="characters shared by consecutive size-split chunks", template=_ADV),
+    Option("header-levels", default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
+           template=_ADV),
+    Option("seed-example", repeatable=True, metavar="QUESTION", help="example question whose style to match; repeatable",
+           template=_ADV),
+    Option("system-prompt-file", metavar="PATH", path=True,
+           help="custom system prompt (jinja2; slots context, num_queries / num_turns, seed_examples_section)",
+           template=_ADV),
+    Option("generator-cache", path=True, default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
+           help="SQLite cache of generator answers (a re-run with the same corpus and seed makes no call)", template=_ADV),
+    Option("generator-timeout", type=float, default=60.0, validate=_positive("--generator-timeout", " seconds"),
+           help="seconds per generator request", template=_ADV),
+    Option("generator-retries", type=int, default=3, validate=_non_negative("--generator-retries"),
+           help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
+    Option("generator-max-concurrency", type=int, default=16, validate=_positive("--generator-max-concurrency"),
+           help="concurrent generator requests per worker", template=_ADV),
+    Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
+           template=_ADV),
+    Option("parquet", type=bool, help="also write dataset.parquet", template=_ADV),
+    Option("assistant-kind", default="openai", choices=("openai", "http"),
+           help="OpenAI-compatible chat endpoint, or a generic HTTP JSON endpoint (--request-template, --response-path)",
+           template=Template("Assistant kind", "ENUM", "^(openai|http)$", "Kind of endpoint. Example: openai")),
+    Option("assistant-url", help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
+           template=Template("Assistant endpoint", "TEXT", _URL, "Endpoint of the assistant under test. Example: http://bot:8080/v1")),
+    Option("assistant-model", help="model name of the assistant (openai)",
+           template=Template("Assistant model", "TEXT", _NAME, "Model name of the assistant. Example: my-bot")),
+    Option("assistant-api-key-env", default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key",
+           template=_ADV),
+    Option("request-template", metavar="JINJA_JSON",
+           help="JSON body template of an http assistant, e.g. '{\"q\": {{ query | tojson }}}'", template=_ADV),
+    Option("request-template-file", metavar="PATH", path=True, help="the request template from a file", template=_ADV),
+    Option("response-path", default="answer", help="dotted path of the answer in an http assistant's JSON response",
+           template=_ADV),
+    Option("send-context", type=bool, help="send the session context as system message (openai)", template=_ADV),
+    Option("assistant-cache", metavar="PATH", path=True, default_note="no cache",
+           help="SQLite cache of the assistant's answers (a re-run makes no call for answered turns)", template=_ADV),
+    Option("assistant-timeout", type=float, default=60.0, validate=_positive("--assistant-timeout", " seconds"),
+           help="seconds per assistant request", template=_ADV),
+    Option("assistant-retries", type=int, default=3, validate=_non_negative("--assistant-retries"),
+           help="client retries per assistant request (429/5xx/time-outs)", template=_ADV),
+    Option("assistant-concurrency", type=int, default=16, validate=_positive("--assistant-concurrency"),
+           help="sessions in flight per worker", template=_ADV),
+    Option("assistant-requests-per-minute", type=float, validate=_positive("--assistant-requests-per-minute"),
+           default_note="no limit", help="request-rate limit per worker", template=_ADV),
+    # the prompt optimizer (pipelines.optimize)
+    Option("method", default="gepa", choices=("gepa", "miprov2"),
+           help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
+    Option("model", default_note="required", help="model of the proposal calls (and the executor / evaluator unless given)"),
+    Option("base-url", default_note="api.openai.com", help="OpenAI-compatible endpoint root including /v1"),
+    Option("api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"),
+    Option("executor-model", default_from="model", help="model that answers with each candidate prompt"),
+    Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),
+    Option("objective", default="", feeds=(f"{_GEPA}.objective", f"{_MIPRO}.objective"),
+           help="evaluation criteria given to the evaluator and the proposer"),
+    Option("iterations", type=int, default=5, validate=_positive("--iterations"), feeds=(f"{_GEPA}.iterations",),
+           help="GEPA: maximum iterations"),
+    Option("candidates-per-iteration", type=int, default=3, validate=_positive("--candidates-per-iteration"),
+           feeds=(f"{_GEPA}.candidates_per_iteration",), help="GEPA: prompts proposed per iteration"),
+    Option("failure-threshold", type=float, default=0.6, validate=_closed_unit_interval("--failure-threshold"),
+           feeds=(f"{_GEPA}.failure_threshold",), help="GEPA: an example scoring below this is failing"),
+    Option("num-candidates", type=int, default=10, validate=_positive("--num-candidates"), feeds=(f"{_MIPRO}.num_candidates",),
+           help="MIPROv2: instruction variants proposed"),
+    Option("num-trials", type=int, default=20, validate=_positive("--num-trials"), feeds=(f"{_MIPRO}.num_trials",),
+           help="MIPROv2: TPE trials"),
+    Option("minibatch-size", type=int, default=25, validate=_positive("--minibatch-size"), feeds=(f"{_MIPRO}.minibatch_size",),
+           help="MIPROv2: examples scored per trial"),
+    Option("max-demos-per-set", type=int, default=3, validate=_non_negative("--max-demos-per-set"),
+           feeds=(f"{_MIPRO}.max_demos_per_set",), help="MIPROv2: demonstrations per demo set"),
+    Option("num-demo-sets", type=int, default=5, validate=_positive("--num-demo-sets"), feeds=(f"{_MIPRO}.num_demo_sets",),
+           help="MIPROv2: demo sets sampled"),
+    Option("random-seed", type=int, default=SEED, feeds=(f"{_MIPRO}.random_seed",),
+           help="MIPROv2: seed of the TPE sampler, demo sets and minibatches"),
+)
+
+#: every option of every command, by dest: one declaration per name
+TABLE: dict[str, Option] = {**OPTIONS, **{o.dest: o for o in OTHER_COMMANDS_OPTIONS}}
+assert len(TABLE) == len(OPTIONS) + len(OTHER_COMMANDS_OPTIONS), "an option declared twice"
+
+_COMMON = ("Common", ("assistant-id", "seed"))
+_GENERATE = ("Generate (test sets from Markdown, spec §10)", (
+    "corpus", "language", "num-queries", "conversation", "strategy", "num-samples", "chunks-per-sample", "with-replacement",
+    "max-chunk-size", "min-chunk-size", "markdown-overlap", "header-levels", "seed-example", "system-prompt-file",
+    "generator-base-url", "generator-model", "generator-api-key-env", "generator-cache", "generator-timeout",
+    "generator-retries", "generator-max-concurrency", "no-structured-output", "parquet"))
+_RUN = ("Run the assistant under test (spec §11)", (
+    "input", "assistant-kind", "assistant-url", "assistant-model", "assistant-api-key-env", "request-template",
+    "request-template-file", "response-path", "send-context", "assistant-cache", "assistant-timeout", "assistant-retries",
+    "assistant-concurrency", "assistant-requests-per-minute"))
+_LOOP = "Loop (generate → run → audit)"
+
+#: the commands other than the main job: ``(group title, option names)`` per group, each name
+#: declared once in :data:`TABLE`; the main job (``"audit"``) has :data:`GROUPS`
+COMMANDS: dict[str, tuple[tuple[Optional[str], tuple[str, ...]], ...]] = {
+    "generate": (_COMMON, _GENERATE, (_LOOP, ("output",))),
+    "run": (_COMMON, _RUN, (_LOOP, ("output",))),
+    "loop": (_COMMON, _GENERATE, _RUN, (_LOOP, ("output", "metrics", "judge-base-url", "judge-model"))),
+    "optimize": ((None, ("method", "input", "output", "model", "base-url", "api-key-env", "executor-model",
+                         "evaluator-model", "judge-cache", "seed-prompt", "seed-prompt-file", "objective", "iterations",
+                         "candidates-per-iteration", "failure-threshold", "num-candidates", "num-trials", "minibatch-size",
+                         "max-demos-per-set", "num-demo-sets", "random-seed", "no-report")),),
+}
+
+
+def groups_for(command: str = "audit") -> tuple[Group, ...]:
+    """The option groups of ``command`` (``"audit"``, or a key of :data:`COMMANDS`), each option as
+    that command has it (:meth:`Option.for_command`).
+
+    Raises:
+        KeyError: an unknown command.
+    """
+    if command == "audit":
+        return GROUPS
+    return tuple(Group(title, tuple(TABLE[n.replace("-", "_")].for_command(command) for n in names))
+                 for title, names in COMMANDS[command])
+
+
+def command_options(command: str = "audit") -> dict[str, Option]:
+    """The options of ``command`` by dest, as that command has them."""
+    return {o.dest: o for g in groups_for(command) for o in g.options}
+
 #: template parameters that are not given, with the reason (derived from the declarations)
 TEMPLATE_EXCLUDED: dict[str, str] = {"help": "argparse's help; prints and exits",
                                      **{d: o.template for d, o in OPTIONS.items() if isinstance(o.template, str)}}
@@ -616,43 +834,37 @@ TEMPLATE_DESCRIPTION = ("Audit AI-assistant conversation logs on Cloud Storage w
 
 
 def option(dest: str) -> Option:
-    """The declaration of option ``dest`` (``"mc_samples"`` or ``"mc-samples"``).
+    """The declaration of option ``dest`` (``"mc_samples"`` or ``"mc-samples"``) in :data:`TABLE`.
 
     Raises:
         KeyError: no such option.
     """
-    return OPTIONS[dest.replace("-", "_")]
+    return TABLE[dest.replace("-", "_")]
 
 
-def _metric_names(metrics: Optional[Sequence[str]]) -> list[str]:
-    if metrics is None:
-        from fair_forge_beam.metrics.registry import METRICS
+def add_arguments(parser: argparse.ArgumentParser, metrics: Sequence[str] = (), command: str = "audit") -> None:
+    """Add every option of ``command`` (:func:`groups_for`) to ``parser``, in declaration order,
+    in its group; each help text ends with the declared default.
 
-        metrics = METRICS
-    return sorted(metrics)
-
-
-def add_arguments(parser: argparse.ArgumentParser, metrics: Optional[Sequence[str]] = None) -> None:
-    """Add every declared option to ``parser``, in declaration order, in its group.
-
-    ``metrics``: the metric names listed in ``--metrics``'s help (default: the registry's)."""
-    fmt = {"metrics": ", ".join(_metric_names(metrics))}
+    ``metrics``: the metric names listed in ``--metrics``'s help (the registry's, given by the caller)."""
+    fmt = {"metrics": ", ".join(sorted(metrics)) or "see fair-forge-beam --help"}
     groups: dict[Optional[str], Any] = {None: parser}
-    for g in GROUPS:
+    for g in groups_for(command):
         target = groups.setdefault(g.title, parser.add_argument_group(g.title) if g.title else parser)
         for o in g.options:
-            o.add_to(target, o.help_text(**fmt) if "{" in o.help else None)
+            o.add_to(target, o.help_text(**fmt) if "{metrics}" in o.help else None)
 
 
-def validate(args: Any) -> None:
-    """Run each declared validation on the parsed ``args`` (an ``argparse.Namespace`` or a mapping).
+def validate(args: Any, command: str = "audit") -> None:
+    """Run each declared validation of ``command``'s options on the parsed ``args`` (an
+    ``argparse.Namespace`` or a mapping).
 
     Raises:
         ValueError: the first failing option's one-line message, e.g.
             ``--judge-timeout must be > 0 seconds, got 0.0``.
     """
     get = args.get if isinstance(args, Mapping) else (lambda k: getattr(args, k, None))
-    for d, o in OPTIONS.items():
+    for d, o in command_options(command).items():
         v = get(d)
         if o.validate is not None and v is not None:
             msg = o.validate(v)
@@ -660,18 +872,22 @@ def validate(args: Any) -> None:
                 raise ValueError(msg)
 
 
-def value(options: Mapping[str, Any], dest: str) -> Any:
-    """``options[dest]``, or the declared default when it is missing, ``None`` or ``""`` (an empty
-    value from a config file or template means "not given"); a flag (``type=bool``) is ``True`` or
-    ``False``.
+def value(options: Any, dest: str) -> Any:
+    """``options[dest]`` (a mapping by dest, or an ``argparse.Namespace``), or, when it is missing,
+    ``None`` or ``""`` (an empty value from a config file or template means "not given"), the value
+    of the option it defaults to (``default_from``: ``generator_api_key_env`` →
+    ``judge_api_key_env``), else its declared default; a flag (``type=bool``) is ``True`` or ``False``.
 
     Raises:
         KeyError: ``dest`` is not a declared option.
     """
-    o, v = option(dest), options.get(dest)
+    options = options if isinstance(options, Mapping) else vars(options)
+    o, v = TABLE[dest.replace("-", "_")], options.get(dest.replace("-", "_"))
     if o.type is bool:
         return bool(v)
-    return o.default if v is None or v == "" else v
+    if v is None or v == "":
+        return value(options, o.default_from) if o.default_from else o.default
+    return v
 
 
 def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -681,7 +897,7 @@ def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any
     options left ``None`` with no declared default are not passed (the callable's own default applies).
     """
     out = {}
-    for d, o in OPTIONS.items():
+    for d, o in TABLE.items():
         for f in o.feeds:
             owner, _, arg = f.rpartition(".")
             if owner == target:
@@ -731,22 +947,6 @@ def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequenc
             "(overall,region)")
 
 
-def statistical_mode(options: Any):
-    """The run's :class:`~fair_forge_beam.statistical.base.StatisticalMode` from its options
-    (``mode``, ``seed``, ``mc_samples``, ``ci_level``, the Beta prior; an ``argparse.Namespace``
-    or a mapping by ``dest``). The Bayesian mode is built in both modes, so a bad
-    ``--mc-samples`` / ``--ci-level`` / ``--seed`` is a usage error in either.
-
-    Raises:
-        ValueError: an option out of range.
-    """
-    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
-
-    opts = vars(options) if not isinstance(options, Mapping) else options
-    bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", opts))
-    return bayesian if opts.get("mode") == "bayesian" else FrequentistMode()
-
-
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
     """What an audit config file may hold: ``(top-level key → option name, options whose relative
     paths are relative to the file, option names a file cannot set)``."""
@@ -755,42 +955,35 @@ def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
     return top, paths, {"help"} | {o.name for o in OPTIONS.values() if not o.in_config}
 
 
-def template_metadata(metrics: Optional[Sequence[str]] = None) -> dict:
-    """The Flex Template metadata (the content of ``templates/metadata.json``) from the declarations."""
-    names = _metric_names(metrics)
+def template_metadata(metrics: Sequence[str] = (), command: str = "audit") -> dict:
+    """The Flex Template metadata of ``command`` from the declarations (for the main job: the
+    content of ``templates/metadata.json``); ``metrics``: the registered metric names."""
+    names = sorted(metrics)
     fmt = {"metrics": ", ".join(names), "metrics_re": "|".join(names)}
     params = []
-    for o in OPTIONS.values():
-        t = o.template
-        if not isinstance(t, Template):
-            continue
-        p: dict[str, Any] = {"name": o.dest, "label": t.label, "helpText": t.help.format(**fmt) if "{" in t.help else t.help,
-                             "isOptional": not t.required, "paramType": t.param_type,
-                             "regexes": [t.regex.format(**fmt) if "{metrics" in t.regex else t.regex]}
-        if o.choices:
-            p["enumOptions"] = [{"value": c, "label": c} for c in o.choices]
-        if o.type is bool:
-            p["defaultValue"] = "false"
-        elif o.default is not None and not t.required:
-            p["defaultValue"] = str(o.default)
-        params.append(p)
-    return {"name": TEMPLATE_NAME, "description": TEMPLATE_DESCRIPTION, "streaming": False, "parameters": params}
+    for g in groups_for(command):
+        for o in g.options:
+            t = o.template
+            if not isinstance(t, Template):
+                continue
+            p: dict[str, Any] = {"name": o.dest, "label": t.label, "helpText": t.help.format(**fmt) if "{metrics" in t.help else t.help,
+                                 "isOptional": not t.required, "paramType": t.param_type,
+                                 "regexes": [t.regex.format(**fmt) if "{metrics" in t.regex else t.regex]}
+            if o.choices:
+                p["enumOptions"] = [{"value": c, "label": c} for c in o.choices]
+            if o.type is bool:
+                p["defaultValue"] = "false"
+            elif o.default is not None and not t.required:
+                p["defaultValue"] = str(o.default)
+            params.append(p)
+    if command == "audit":
+        return {"name": TEMPLATE_NAME, "description": TEMPLATE_DESCRIPTION, "streaming": False, "parameters": params}
+    return {"name": f"fair-forge-beam {command}", "description": f"fair_forge_beam {command} pipeline", "streaming": False,
+            "parameters": params}
 
 
-def template_metadata_text(metrics: Optional[Sequence[str]] = None) -> str:
-    """:func:`template_metadata` as the checked-in file's text (2-space JSON, UTF-8, final newline)."""
+def template_metadata_text(metrics: Sequence[str]) -> str:
+    """:func:`template_metadata` of the main job as the checked-in file's text (2-space JSON, UTF-8,
+    final newline); ``metrics``: the registered metric names
+    (``python -m fair_forge_beam.metrics.registry --write-template-metadata templates/metadata.json``)."""
     return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False) + "\n"
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m fair_forge_beam.options --write-template-metadata templates/metadata.json``."""
-    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.options")
-    p.add_argument("--write-template-metadata", metavar="PATH", required=True)
-    args = p.parse_args(argv)
-    with open(args.write_template_metadata, "w", encoding="utf-8") as f:
-        f.write(template_metadata_text())
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

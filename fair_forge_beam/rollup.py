@@ -231,7 +231,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.io.read import SessionRecordsCombineFn
     from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
-    from fair_forge_beam.options import statistical_mode
+    from fair_forge_beam.metrics.registry import statistical_mode
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, read_count_dimensions, resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.load import read_results

@@ -36,7 +36,7 @@ from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names import
 from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
     dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
 from fair_forge_beam.options import (  # noqa: F401 - names importable from here as before
-    reject_unknown_arguments, statistical_mode as _mode, unknown_beam_options)
+    OPTIONS, reject_unknown_arguments, unknown_beam_options)
 
 log = logging.getLogger("fair_forge_beam.audit")
 
@@ -84,39 +84,69 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     gate failures are printed. ``--version`` prints the version and raises ``SystemExit(0)``."""
     from fair_forge_beam.progress import QuietLogs
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     with QuietLogs() as levels:
-        return _run(argv, levels)
+        parser = build_parser()
+        args, beam_args, config_gates = parse_args(argv, parser)
+        if args.version:
+            print_version()
+            raise SystemExit(0)
+        return _run(parser, args, beam_args, config_gates, argv, levels)
 
 
-def _run(argv: Optional[Sequence[str]], levels) -> dict:
+def parse_args(argv: Sequence[str], parser: Optional[argparse.ArgumentParser] = None):
+    """The audit's typed options from ``argv`` (a ``--config`` file and template-style
+    ``--name=value`` spellings expanded): ``(args, beam_args, config_gates)``, where ``args`` is
+    the ``argparse.Namespace`` by ``dest``, ``beam_args`` what belongs to Beam and
+    ``config_gates`` the config file's gates.
+
+    Raises:
+        SystemExit(2): a usage error (an unknown option, a bad value, an unreadable config file).
+    """
+    from fair_forge_beam.audit_config import expand_argv
+
+    parser = parser or build_parser()
+    try:  # --config file and template-style --name=value spellings
+        effective_argv, config_gates = expand_argv(parser, list(argv))
+    except ValueError as exc:
+        parser.error(str(exc))
+    args, beam_args = parser.parse_known_args(effective_argv)
+    if not args.version:
+        reject_unknown_arguments(parser, beam_args)
+    return args, beam_args, config_gates
+
+
+def run_parsed(args: argparse.Namespace, beam_args: Sequence[str] = (), config_gates: Sequence = (),
+               argv: Optional[Sequence[str]] = None) -> dict:
+    """:func:`run` with options already parsed (:func:`parse_args`; the loop sets its own values on
+    them); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``).
+    Returns and raises as :func:`run`."""
+    from fair_forge_beam.progress import QuietLogs
+
+    with QuietLogs() as levels:
+        return _run(build_parser(), args, list(beam_args), list(config_gates),
+                    list(sys.argv[1:] if argv is None else argv), levels)
+
+
+def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) -> dict:
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
     from fair_forge_beam.io.read import ReadInteractions
     from fair_forge_beam.io.session_stats import WriteSessionStats
     from fair_forge_beam.rollup import audit_manifest
-    from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
+    from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
-    from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
+    from fair_forge_beam.audit_config import is_template_launch, parse_slices
     from fair_forge_beam.engine import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
 
-    parser = build_parser()
-    try:  # --config file and template-style --name=value spellings
-        effective_argv, config_gates = expand_argv(parser, list(sys.argv[1:] if argv is None else argv))
-    except ValueError as exc:
-        parser.error(str(exc))
-    args, beam_args = parser.parse_known_args(effective_argv)
-    if args.version:
-        print_version()
-        raise SystemExit(0)
     if args.quiet:  # errors and gate failures only (docs/cli.md)
         levels.quiet()
-    reject_unknown_arguments(parser, beam_args)
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):
         parser.error(f"--emotion-lexicon-csv: file not found: {args.emotion_lexicon_csv}")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
@@ -157,7 +187,7 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
             from apache_beam.runners.runner import create_runner
 
             create_runner(runner)
-        mode = _mode(args)
+        mode = statistical_mode(args)
         slice_dims = parse_slices(args.slices)
         gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims, gate_baseline)
         if gate_baseline is not None and not uses_baseline(gates):
@@ -239,14 +269,14 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
         return {}
     with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
         doc, gate_failure = _run_staged(args, argv, build, options, runner, stage, out, baseline, baseline_info, gates,
-                                        gate_baseline)
+                                        gate_baseline, beam_args)
     if gate_failure is not None:
         raise gate_failure  # after publishing: a valid run that failed a check
     return doc
 
 
 def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates,
-                gate_baseline=None):
+                gate_baseline=None, beam_args=()):
     """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
     caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None)``.
 
@@ -266,8 +296,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         build(p, stage)
     elapsed = time.time() - started
-    info = {"runner": str(runner), "started_at": started_at, "seconds": round(elapsed, 3),
-            "argv": list(argv or sys.argv[1:])}
+    info = {"runner": str(runner), "started_at": started_at, "seconds": round(elapsed, 3), "argv": list(argv),
+            "options": {d: getattr(args, d, None) for d in OPTIONS}, "beam_args": list(beam_args)}
     # the judge package imports torch (about 0.5 GB): only a run that called an endpoint has counters to read
     called = args.judge_base_url or args.guardian_base_url or args.generator_base_url
     counters = _judge_counters(getattr(p, "result", None)) if called else {}

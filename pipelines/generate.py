@@ -5,7 +5,7 @@
 
 Writes ``dataset.jsonl`` (sessions the audit and ``pipelines.run_assistant`` read), ``dead_letter.jsonl``
 and ``generation_summary.json`` (``--parquet``: also ``dataset.parquet``). Unknown ``--flags`` are
-Beam pipeline options. Options: :mod:`fair_forge_beam.loop_options`; job: :mod:`fair_forge_beam.loop_jobs`.
+Beam pipeline options. Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_forge_beam.loop_jobs`.
 """
 from __future__ import annotations
 
@@ -17,17 +17,16 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.loop_options import add_arguments
+    from fair_forge_beam.options import add_arguments
 
     p = argparse.ArgumentParser(prog="python -m pipelines.generate", allow_abbrev=False,
                                 description="Generate evaluation questions or conversations from Markdown with an LLM.")
-    add_arguments(p, "generate")
+    add_arguments(p, command="generate")
     return p
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import run_generate
-    from fair_forge_beam.loop_options import run_stage
+    from fair_forge_beam.loop_jobs import run_generate, run_stage
 
     return run_stage(build_parser(), argv, "generate", run_generate)
 

@@ -7,8 +7,11 @@
 Runs ``pipelines.generate`` into ``OUTPUT/generated/``, ``pipelines.run_assistant`` into
 ``OUTPUT/run/`` and ``pipelines.audit`` on ``OUTPUT/run/dataset.jsonl`` into ``OUTPUT/audit/``
 (results.json, report.html, dead_letter/ — failed turns are dead letters there, stage "runner").
-Options not declared here are passed to the audit (``--mode bayesian``, ``--judge-cache``, Beam
-options, …); ``--seed`` and ``--metrics`` are passed too. Returns the audit's results.json.
+Options not declared here are the audit's (``--mode bayesian``, ``--judge-cache``, ``--config``, Beam
+options, …), parsed once by the audit's parser; ``--seed``, ``--metrics`` and ``--judge-base-url`` /
+``--judge-model`` are the same options for the loop and the audit, and the audit runs with these
+typed values (:func:`pipelines.audit.run_parsed`). The generator defaults to the judge: endpoint,
+model and API-key variable (``--judge-api-key-env``). Returns the audit's results.json.
 """
 from __future__ import annotations
 
@@ -21,48 +24,49 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.loop_options import add_arguments
+    from fair_forge_beam.metrics.registry import METRICS
+    from fair_forge_beam.options import add_arguments
 
     p = argparse.ArgumentParser(prog="python -m pipelines.loop", allow_abbrev=False,
                                 description="Generate a test set, run it against the assistant, audit the answers. "
                                             "Options not listed here go to the audit (see python -m pipelines.audit --help).")
-    add_arguments(p, "loop")
+    add_arguments(p, METRICS, command="loop")  # declared in fair_forge_beam.options
     return p
 
 
+#: options of the loop that it also sets on the audit (the same declarations: one value for both)
+SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model")
+
+
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import run_assistant, run_generate
-    from fair_forge_beam.loop_options import validate
+    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
+    from fair_forge_beam.options import validate
     from pipelines import audit
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    # the rest goes to the audit stage: what neither its options nor Beam's take is refused now,
-    # before any generation (the audit would refuse it only after the other stages ran)
-    _, leftover = audit.build_parser().parse_known_args(list(rest))
-    audit.reject_unknown_arguments(parser, leftover)
-    beam_args = [a for a in rest if a.startswith("--runner") or a.startswith("--direct_")]
+    args, rest = parser.parse_known_args(argv)
+    # the rest is the audit's: parsed now, once, with the audit's own parser (a --config file too),
+    # so what neither its options nor Beam's take is refused before any generation
+    audit_args, beam_args, config_gates = audit.parse_args(rest)
+    stage_beam_args = [a for a in beam_args if a.startswith("--runner") or a.startswith("--direct_")]
+    root = args.output
+    for d in SHARED_WITH_AUDIT:
+        setattr(audit_args, d, getattr(args, d))
+    audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
     try:
         validate(args, "loop")
         if args.input:
             raise ValueError("--input is not a loop option: the loop runs the set it generates (use pipelines.run_assistant)")
-        from fair_forge_beam.loop_jobs import build_assistant_handler
-
         build_assistant_handler(args)  # a bad assistant configuration fails before any generation
-        root = args.output
-        gen_args = argparse.Namespace(**{**vars(args), "output": os.path.join(root, "generated")})
-        gen = run_generate(gen_args, beam_args)
-        run_args = argparse.Namespace(**{**vars(args), "output": os.path.join(root, "run")})
-        ran = run_assistant(run_args, beam_args, inputs=[os.path.join(root, "generated", "dataset.jsonl")])
+        # the generator defaults to the audit's judge: its endpoint, model and API-key variable
+        stage_args = {**vars(audit_args), **vars(args)}
+        gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)
+        ran = run_assistant(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "run")}), stage_beam_args,
+                            inputs=[os.path.join(root, "generated", "dataset.jsonl")])
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
-    audit_argv = ["--input", os.path.join(root, "run", "dataset.jsonl"), "--metrics", args.metrics, "--seed", str(args.seed),
-                  "--output", os.path.join(root, "audit")]
-    if args.judge_base_url:
-        audit_argv += ["--judge-base-url", args.judge_base_url]
-    if args.judge_model:
-        audit_argv += ["--judge-model", args.judge_model]
-    doc = audit.run(audit_argv + list(rest))
+    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv)
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
     with open(os.path.join(root, "loop_summary.json"), "w", encoding="utf-8") as f:
         json.dump(loop_doc, f, indent=2, sort_keys=True)

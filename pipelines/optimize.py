@@ -18,16 +18,14 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.optimizer.options import add_arguments, constructor_kwargs, validate
+    from fair_forge_beam.options import add_arguments, constructor_kwargs, reject_unknown_arguments, validate, value
 
     parser = argparse.ArgumentParser(prog="fair-forge-beam-optimize", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
+    add_arguments(parser, command="optimize")  # options declared in fair_forge_beam.options
     args, beam_args = parser.parse_known_args(argv)
-    from fair_forge_beam.options import reject_unknown_arguments
-
     reject_unknown_arguments(parser, beam_args)
     try:
-        validate(args)
+        validate(args, "optimize")
         if not args.input or not args.output or not args.model:
             raise ValueError("--input, --output and --model are required")
         if bool(args.seed_prompt) == bool(args.seed_prompt_file):
@@ -38,21 +36,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.seed_prompt_file:
         with open(args.seed_prompt_file, encoding="utf-8") as fh:
             seed_prompt = fh.read().strip()
-    with open(args.input, encoding="utf-8") as fh:
-        datasets = json.load(fh)
-    if not isinstance(datasets, list):
-        parser.error("--input must hold a JSON list of sessions")
+    datasets = []
+    for path in args.input:  # repeatable: the lists are joined
+        with open(path, encoding="utf-8") as fh:
+            part = json.load(fh)
+        if not isinstance(part, list):
+            parser.error(f"--input must hold a JSON list of sessions: {path} does not")
+        datasets.extend(part)
 
+    from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
     from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
     from fair_forge_beam.optimizer.optimizers import GEPAOptimizer, MIPROv2Optimizer
 
-    cache = None if args.judge_cache == "none" else args.judge_cache
+    cache = None if args.judge_cache == "none" else (args.judge_cache or DEFAULT_CACHE)
 
     def handler(model):
         return OpenAIJudgeHandler(model, args.base_url, api_key_env=args.api_key_env, cache_path=cache)
 
     model = handler(args.model)
-    executor = handler(args.executor_model) if args.executor_model else model
+    executor = handler(args.executor_model) if args.executor_model else model  # --executor-model defaults to --model
     evaluator = handler(args.evaluator_model) if args.evaluator_model else model
     cls = GEPAOptimizer if args.method == "gepa" else MIPROv2Optimizer
     target = f"{cls.__module__}:{cls.__name__}"
@@ -72,8 +74,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.no_report:
         from fair_forge_beam.reports.tool_reports import write_optimizer_report
 
-        params = {"model": args.model, "executor_model": args.executor_model or args.model,
-                  "evaluator_model": args.evaluator_model or args.model, **constructor_kwargs(target, vars(args))}
+        params = {"model": args.model, "executor_model": value(args, "executor_model"),
+                  "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
         write_optimizer_report(args.output, out, dead, params, seed_prompt)
     print(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
           f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")

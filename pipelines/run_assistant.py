@@ -6,7 +6,7 @@
 Writes ``dataset.jsonl`` (the sessions with their answers: the audit's input),
 ``session_summaries.jsonl``, ``dead_letter.jsonl`` and ``run_summary.json``. A failed turn is marked
 (``[ERROR] …``, ``agentic.runner.ok`` false), dead-lettered, and never scored by the audit.
-Options: :mod:`fair_forge_beam.loop_options`; job: :mod:`fair_forge_beam.loop_jobs`.
+Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_forge_beam.loop_jobs`.
 """
 from __future__ import annotations
 
@@ -18,17 +18,16 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.loop_options import add_arguments
+    from fair_forge_beam.options import add_arguments
 
     p = argparse.ArgumentParser(prog="python -m pipelines.run_assistant", allow_abbrev=False,
                                 description="Fill a dataset's answers by running it against an assistant endpoint.")
-    add_arguments(p, "run")
+    add_arguments(p, command="run")
     return p
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import run_assistant
-    from fair_forge_beam.loop_options import run_stage
+    from fair_forge_beam.loop_jobs import run_assistant, run_stage
 
     return run_stage(build_parser(), argv, "run",
                      lambda args, beam_args: run_assistant(args, beam_args, assistant_id=args.assistant_id))

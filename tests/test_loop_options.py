@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from fair_forge_beam import loop_options
+from fair_forge_beam import options as loop_options  # the stage commands' options are the main table's
 
 
 @pytest.mark.parametrize("module,command", [("pipelines.generate", "generate"), ("pipelines.run_assistant", "run"),
@@ -36,10 +36,42 @@ def test_declared_validation_is_a_usage_error():
 
 
 def test_template_metadata_from_the_declarations():
-    meta = loop_options.template_metadata("loop")
+    meta = loop_options.template_metadata(command="loop")
     names = [p["name"] for p in meta["parameters"]]
     assert len(names) == len(set(names)) and {"corpus", "assistant_url", "output"} <= set(names)
     for p in meta["parameters"]:
         assert re.compile(p["regexes"][0])
         example = p["helpText"].rsplit("Example: ", 1)[-1]
         assert re.fullmatch(p["regexes"][0], example), (p["name"], example)
+
+
+def test_generator_api_key_env_is_one_declaration_defaulting_to_the_judge_s():
+    from fair_forge_beam.options import command_options, value
+
+    for command in ("audit", "generate", "loop"):  # the same declaration in every command that has it
+        o = command_options(command)["generator_api_key_env"]
+        assert (o.default, o.default_from) == (None, "judge-api-key-env"), command
+    assert value({"judge_api_key_env": "JUDGE_KEY"}, "generator_api_key_env") == "JUDGE_KEY"
+    assert value({"judge_api_key_env": "J", "generator_api_key_env": "G"}, "generator_api_key_env") == "G"
+    assert value({}, "generator_api_key_env") == "OPENAI_API_KEY"  # pipelines.generate: the judge option's default
+
+
+def test_the_loop_s_generator_reads_the_judge_s_key_variable(monkeypatch, tmp_path):
+    """As the audit's prompt_evaluator does: the generator that defaults to the judge's endpoint
+    uses the judge's key variable (was OPENAI_API_KEY in the loop whatever --judge-api-key-env said)."""
+    from fair_forge_beam.generators import generate as gen_module
+    from pipelines import loop
+
+    seen = {}
+
+    def handler(model, base_url, **kw):
+        seen.update(kw, model=model, base_url=base_url)
+        raise ValueError("stop before any request")
+
+    monkeypatch.setattr(gen_module, "generator_handler", handler)
+    with pytest.raises(SystemExit) as exc:
+        loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "bot", "--judge-base-url",
+                  "http://127.0.0.1:9/v1", "--judge-model", "judge", "--judge-api-key-env", "FFB_JUDGE_KEY",
+                  "--output", str(tmp_path / "loop")])
+    assert exc.value.code == 2
+    assert (seen["api_key_env"], seen["model"], seen["base_url"]) == ("FFB_JUDGE_KEY", "judge", "http://127.0.0.1:9/v1")

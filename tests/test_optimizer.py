@@ -161,9 +161,9 @@ def test_miprov2_tpe_search_is_seeded_and_reproducible(tmp_path):
 def test_declared_defaults_match_the_constructors():
     import inspect
 
-    from fair_forge_beam.optimizer.options import OPTIMIZER_OPTIONS
+    from fair_forge_beam.options import command_options
 
-    for o in OPTIMIZER_OPTIONS:
+    for o in command_options("optimize").values():
         for f in o.feeds:
             owner, _, arg = f.rpartition(".")
             mod, _, cls = owner.partition(":")

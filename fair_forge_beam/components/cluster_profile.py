@@ -119,6 +119,7 @@ from typing import Optional
 
 import numpy as np
 
+from fair_forge_beam.options import SEED
 from fair_forge_beam._beam import beam
 from apache_beam.metrics import Metrics
 from fair_forge_beam.io.elements import dead_letter
@@ -393,11 +394,11 @@ class ClusterProfile(beam.PTransform):
             Also the metric of the nearest-neighbour vote for non-sampled points.
         use_latent_space: cluster the UMAP coordinates (True) or the raw embeddings (False).
         umap_n_components, umap_n_neighbors, umap_min_dist, umap_random_state, umap_metric:
-            UMAP parameters (defaults 2, 15, 0.1, 42, "cosine"); ``n_jobs=1`` (deterministic).
+            UMAP parameters (defaults 2, 15, 0.1, :data:`~fair_forge_beam.options.SEED`, "cosine"); ``n_jobs=1`` (deterministic).
         cap: most points UMAP/HDBSCAN are fitted on (default 50,000; ≥ ``max(min_cluster_size, 5)``).
             Memory of the fitting worker grows with ``cap × d`` (50,000 × 384 float32 ≈ 77 MB,
             several copies inside UMAP).
-        seed: seed of the sampling keys (default 42; ``None`` → 42).
+        seed: seed of the sampling keys (default and ``None``: :data:`~fair_forge_beam.options.SEED`).
         points_path: optional Parquet file path for the per-point rows (one file, exactly this
             path); ``None`` writes nothing.
         assign_neighbors: ``k`` of the vote for non-sampled points (default ``min_cluster_size``).
@@ -418,10 +419,10 @@ class ClusterProfile(beam.PTransform):
         umap_n_components: int = 2,
         umap_n_neighbors: int = 15,
         umap_min_dist: float = 0.1,
-        umap_random_state: int = 42,
+        umap_random_state: int = SEED,
         umap_metric: str = "cosine",
         cap: int = 50_000,
-        seed: Optional[int] = 42,
+        seed: Optional[int] = SEED,
         points_path: Optional[str] = None,
         assign_neighbors: Optional[int] = None,
         assign_batch_size: int = 4096,
@@ -441,7 +442,7 @@ class ClusterProfile(beam.PTransform):
             umap_random_state=umap_random_state,
             umap_metric=umap_metric,
             cap=cap,
-            seed=42 if seed is None else seed,
+            seed=SEED if seed is None else seed,
             assign_neighbors=assign_neighbors,
             assign_batch_size=assign_batch_size,
             need_latent=bool(use_latent_space) or points_path is not None,

@@ -23,6 +23,7 @@ from typing import Any, Iterable, NamedTuple, Optional
 
 import numpy as np
 
+from fair_forge_beam.options import SEED
 from fair_forge_beam.statistical.seeding import stable_hash64
 
 __all__ = [
@@ -96,10 +97,10 @@ class ClusterConfig:
     umap_n_components: int = 2
     umap_n_neighbors: int = 15
     umap_min_dist: float = 0.1
-    umap_random_state: int = 42
+    umap_random_state: int = SEED
     umap_metric: str = "cosine"
     cap: int = 50_000
-    seed: int = 42
+    seed: int = SEED
     assign_neighbors: Optional[int] = None
     assign_batch_size: int = 4096
     need_latent: bool = True  # fit UMAP at all (use_latent_space or a points file)

@@ -9,7 +9,7 @@ directions, reference lines, gate fields, per-interaction Parquet columns — is
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -18,7 +18,8 @@ from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 
-__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "session_model", "interaction_parquet_fields"]
+__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "session_model", "interaction_parquet_fields",
+           "statistical_mode"]
 
 _M = "fair_forge_beam.metrics"
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
@@ -213,9 +214,9 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
             raise ValueError(f"--seed-prompt-file: cannot read {options['seed_prompt_file']}: {exc}") from None
     if not seed_prompt or not seed_prompt.strip():
         raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
-    gen = {k: options.get(k.replace("judge_", "generator_")) or options.get(k)
-           for k in ("judge_base_url", "judge_model", "judge_api_key_env", "judge_max_concurrency", "judge_requests_per_minute",
-                     "judge_timeout", "judge_retries")}
+    gen = {k: options.get(k) for k in ("judge_max_concurrency", "judge_requests_per_minute", "judge_timeout", "judge_retries")}
+    for k in ("base_url", "model", "api_key_env"):  # each --generator-* defaults to its --judge-* (declared default_from)
+        gen[f"judge_{k}"] = value(options, f"generator_{k}")
     gen["judge_cache"] = options.get("judge_cache")
     if not gen["judge_base_url"] or not gen["judge_model"]:
         raise ValueError("metric 'prompt_evaluator' needs a generator: pass --generator-base-url and --generator-model "
@@ -381,3 +382,38 @@ def interaction_parquet_fields(names) -> pa.Schema:
                 seen.add(f.name)
                 fields.append(f)
     return pa.schema(fields)
+
+
+def statistical_mode(options: Any) -> StatisticalMode:
+    """The run's :class:`~fair_forge_beam.statistical.base.StatisticalMode` from its options
+    (``mode``, ``seed``, ``mc_samples``, ``ci_level``, the Beta prior; an ``argparse.Namespace``
+    or a mapping by ``dest``). The Bayesian mode is built in both modes, so a bad
+    ``--mc-samples`` / ``--ci-level`` / ``--seed`` is a usage error in either.
+
+    Raises:
+        ValueError: an option out of range.
+    """
+    from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+
+    opts = vars(options) if not isinstance(options, Mapping) else options
+    bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", opts))
+    return bayesian if opts.get("mode") == "bayesian" else FrequentistMode()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m fair_forge_beam.metrics.registry --write-template-metadata templates/metadata.json``:
+    the Flex Template metadata of the main job, from the option declarations and the registered metrics."""
+    import argparse
+
+    from fair_forge_beam.options import template_metadata_text
+
+    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.metrics.registry")
+    p.add_argument("--write-template-metadata", metavar="PATH", required=True)
+    args = p.parse_args(argv)
+    with open(args.write_template_metadata, "w", encoding="utf-8") as f:
+        f.write(template_metadata_text(METRICS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

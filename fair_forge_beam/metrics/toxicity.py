@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
+from fair_forge_beam.options import SEED
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
@@ -445,7 +446,7 @@ class Toxicity(MetricTransform):
         toxicity_min_cluster_size (5), toxicity_cluster_selection_epsilon (0.01),
         toxicity_cluster_selection_method ("euclidean" — HDBSCAN's distance metric, as upstream
             actually uses it, spec §17 item 7), toxicity_cluster_use_latent_space (True),
-        umap_n_components (2), umap_n_neighbors (15), umap_min_dist (0.1), umap_random_state (42),
+        umap_n_components (2), umap_n_neighbors (15), umap_min_dist (0.1), umap_random_state (:data:`~fair_forge_beam.options.SEED`),
         umap_metric ("cosine"): clustering parameters.
         cluster_cap: most answers the clustering is fitted on (50,000); above it a deterministic
             sample (hash of element id) is fitted and the rest assigned.
@@ -508,7 +509,7 @@ class Toxicity(MetricTransform):
         umap_n_components: int = 2,
         umap_n_neighbors: int = 15,
         umap_min_dist: float = 0.1,
-        umap_random_state: int = 42,
+        umap_random_state: int = SEED,
         umap_metric: str = "cosine",
         cluster_cap: int = 50_000,
         cluster_points_path: Optional[str] = None,

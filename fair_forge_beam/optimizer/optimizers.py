@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from fair_forge_beam.options import SEED
 from fair_forge_beam.optimizer.evaluation import Example, evaluate_prompts, load_examples, run_structured
 
 __all__ = ["GEPAOptimizer", "MIPROv2Optimizer", "OptimizationResult", "IterationResult", "MIPROv2Result",
@@ -246,7 +247,7 @@ class MIPROv2Optimizer(_Base):
     """Instruction + demonstration search with Optuna's TPE (spec §12, MIPROv2).
 
     Args (defaults as the original): ``num_candidates=10``, ``num_trials=20``,
-    ``minibatch_size=25``, ``max_demos_per_set=3``, ``num_demo_sets=5``, ``random_seed=42``,
+    ``minibatch_size=25``, ``max_demos_per_set=3``, ``num_demo_sets=5``, ``random_seed=`` :data:`~fair_forge_beam.options.SEED`,
     ``tips`` (None → :data:`DEFAULT_TIPS`). The TPE sampler is ``optuna.samplers.TPESampler(seed=
     random_seed)``; each trial's minibatch (when the data exceed ``minibatch_size``) is drawn by
     :func:`keyed_rng` ``(random_seed, "minibatch", trial)``. A trial whose minibatch could not be
@@ -257,7 +258,7 @@ class MIPROv2Optimizer(_Base):
 
     def __init__(self, datasets, model, seed_prompt: str, objective: str = "", executor=None, evaluator=None, *,
                  num_candidates: int = 10, num_trials: int = 20, minibatch_size: int = 25, max_demos_per_set: int = 3,
-                 num_demo_sets: int = 5, random_seed: int = 42, tips: Optional[Sequence[str]] = None, **kw):
+                 num_demo_sets: int = 5, random_seed: int = SEED, tips: Optional[Sequence[str]] = None, **kw):
         for name, v in (("num_candidates", num_candidates), ("num_trials", num_trials), ("minibatch_size", minibatch_size),
                         ("num_demo_sets", num_demo_sets)):
             if int(v) < 1:

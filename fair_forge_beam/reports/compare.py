@@ -130,10 +130,12 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
         row.update(method=None, difference={"mean": cur["mean"] - base["mean"], "ci_low": None, "ci_high": None},
                    verdict=TOO_SMALL, too_small=small)
         return row
+    from fair_forge_beam.reports.load import run_config
+
+    rc, rb = run_config(cfg_c), run_config(cfg_b)
     d = difference(cur, base, current_counts=cur_counts.get(path), baseline_counts=base_counts.get(path),
-                   bayesian=cfg_c.get("mode") == "bayesian",
-                   prior=(float(cfg_c.get("beta_prior_a") or 1.0), float(cfg_c.get("beta_prior_b") or 1.0)),
-                   level=level, current_level=cfg_c.get("ci_level"), baseline_level=cfg_b.get("ci_level"),
+                   bayesian=rc.bayesian, prior=rc.beta_prior,
+                   level=level, current_level=rc.ci_level, baseline_level=rb.ci_level,
                    draws=draws, seed=seed, key=("compare", metric, slice_key, path))
     row["method"] = d["method"]
     if "p_current_higher" in d:
@@ -158,9 +160,9 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         current: the run judged (e.g. the new assistant, or after a change).
         baseline: the run it is compared with.
         ci_level: level of the difference intervals (default: the current run's ``ci_level``,
-            else 0.95); in (0, 1).
+            read by :func:`~fair_forge_beam.reports.load.run_config`); in (0, 1).
         draws: Monte-Carlo draws per posterior (``beta_posterior``); at least 100.
-        seed: seed of the keyed draws (default: the current run's seed, else 42).
+        seed: seed of the keyed draws (default: the current run's seed, read the same way).
         current_info, baseline_info: the runs' ``run_info.json`` contents for :func:`run_differences`
             (default: read from the run folder when a run is given as a folder, else none).
 
@@ -182,12 +184,15 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
     current_info = _info(current) if current_info is None else current_info
     baseline_info = _info(baseline) if baseline_info is None else baseline_info
     cfg_c, cfg_b = a.get("config", {}), b.get("config", {})
-    level = float(ci_level if ci_level is not None else (cfg_c.get("ci_level") or 0.95))
+    from fair_forge_beam.reports.load import run_config
+
+    rc = run_config(cfg_c)
+    level = float(ci_level if ci_level is not None else rc.ci_level)
     if not 0 < level < 1:
         raise ValueError(f"ci_level must be in (0, 1), got {level}")
     if draws < 100:
         raise ValueError(f"draws must be at least 100, got {draws}")
-    seed = int(seed if seed is not None else (cfg_c.get("seed") if cfg_c.get("seed") is not None else 42))
+    seed = int(seed if seed is not None else rc.seed)
     rows: list[dict] = []
     verdicts: dict[str, dict[str, int]] = {}
     no_value = 0
@@ -242,13 +247,21 @@ _NOT_SETTINGS = {"output", "compare", "baseline", "quiet", "no_report", "inconcl
 
 
 def _settings(info: Optional[dict]) -> Optional[dict]:
-    """The main-job option values of a run, parsed from its ``run_info.json`` ``argv`` (``None`` when
-    the run left no argv). Declared defaults fill what was not given; unknown flags (Beam's) are kept
-    as given under ``beam``."""
+    """The main-job option values of a run: its ``run_info.json`` ``options`` (the typed values it
+    ran with), else parsed from its ``argv`` (runs written before ``options`` was recorded);
+    ``None`` when the run left neither. Declared defaults fill what was not given; unknown flags
+    (Beam's) are kept as given under ``beam``."""
     argv = (info or {}).get("argv")
+    from fair_forge_beam.options import OPTIONS, add_arguments
+
+    typed = (info or {}).get("options")
+    if isinstance(typed, dict):
+        out = {d: typed.get(d, o.default) for d, o in OPTIONS.items() if d not in _NOT_SETTINGS}
+        beam = (info or {}).get("beam_args") or []
+        out["beam"] = sorted(str(a) for a in beam if str(a).startswith("--") and not str(a).startswith("--runner"))
+        return out
     if not isinstance(argv, list):
         return None
-    from fair_forge_beam.options import OPTIONS, add_arguments
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message):  # an argv this version cannot read is no settings record, not an exit

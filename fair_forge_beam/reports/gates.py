@@ -896,8 +896,9 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
     records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
     before = {r.get("slice"): r for r in (baseline.get("metrics", {}).get(g.metric) or {}).get("slices") or []}
     cfg_c, cfg_b = doc.get("config") or {}, baseline.get("config") or {}
-    level = float(cfg_c.get("ci_level") or 0.95)
-    seed = int(cfg_c.get("seed") if cfg_c.get("seed") is not None else 42)
+    from fair_forge_beam.reports.load import run_config
+
+    level, seed = run_config(cfg_c).ci_level, run_config(cfg_c).seed
     checks: list[GateCheck] = []
     for slice_key, rec in _selected_slices(g, records):
         for f in regression_fields(g):

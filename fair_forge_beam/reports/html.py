@@ -40,9 +40,9 @@ import math
 from importlib import metadata
 from typing import Any, Optional, Union
 
-from scipy import stats
-
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
+from fair_forge_beam.reports.load import run_config
+from fair_forge_beam.statistical.compare import normal_quantile
 
 __all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS"]
 
@@ -57,10 +57,6 @@ MAX_COMPARE_ROWS = 200
 _REPORT_PACKAGES = ("jinja2", "matplotlib", "pandas")
 
 
-def _z(level: Optional[float]) -> float:
-    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
-
-
 def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
                  counts: Optional[dict] = None) -> Optional[dict]:
     """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
@@ -70,7 +66,8 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
         est: the estimate ``{mean, ci_low, ci_high, n}``.
         record: its slice record (``n_interactions`` scales the needed sample).
         width: target interval width on a 0–1 scale, > 0.
-        ci_level: the run's interval level (frequentist Wald check; default 0.95).
+        ci_level: the run's interval level (frequentist Wald check;
+            :func:`~fair_forge_beam.reports.load.run_config`'s ``ci_level``).
         counts: ``{path: (k, n)}`` of the record (:func:`counts_for`).
 
     Returns:
@@ -93,7 +90,7 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     if kn and kn[1] > 0:
         k, m = kn
         p, mt = (k + 1) / (m + 2), m + 2
-        z = _z(ci_level)
+        z = normal_quantile(ci_level)
         w = 2 * z * math.sqrt(p * (1 - p) / mt)
         if w <= width:
             return None
@@ -174,7 +171,7 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
     from fair_forge_beam.reports.scorecard import estimate_label, is_undefined, slice_label, too_small
 
     heads = list(m.get("headline_columns") or [])
-    level = config.get("ci_level")
+    level = run_config(config).ci_level
     table, small, all_rows, flags = [], [], [], []
     n_estimate_rows = n_flags = n_small_flags = 0
     for rec in m.get("slices", []):
@@ -357,7 +354,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         dead=dead_letters or {"total": 0, "by_stage": {}, "by_reason": [], "first": [], "unreadable": 0},
         comparison=_comparison_view(comparison) if comparison else None,
         width=inconclusive_width,
-        z=_z(config.get("ci_level")),
+        z=normal_quantile(run_config(config).ci_level),
     )
 
 

@@ -14,11 +14,12 @@ import io
 import json
 import os
 from collections import Counter
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
+from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.reports.estimates import iter_estimates
 
-__all__ = ["load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
+__all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files"]
 
 #: slice fields that are not data (constant per metric or free text)
@@ -45,6 +46,36 @@ def _exists(path: str) -> bool:
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems.exists(path)
+
+
+class RunConfig(NamedTuple):
+    """The settings of a run that comparisons, the scorecard, gates, the trend and the report read
+    from its ``results.json`` ``config`` (:func:`run_config`)."""
+
+    #: ``"bayesian"`` or ``"frequentist"`` (``None``: not recorded)
+    mode: Optional[str]
+    #: seed of the keyed random streams (an integer >= 0)
+    seed: int
+    #: level of every interval, in (0, 1)
+    ci_level: float
+    #: ``(a, b)`` of the Beta prior of rates
+    beta_prior: tuple[float, float]
+
+    @property
+    def bayesian(self) -> bool:
+        return self.mode == "bayesian"
+
+
+def run_config(config: Optional[Mapping[str, Any]]) -> RunConfig:
+    """The one reader of a run's ``config`` object (``results.json``'s ``"config"``; ``None`` or
+    ``{}`` for a run without one). What the run does not record takes the main job's declared
+    default (:data:`fair_forge_beam.options.SEED`, :data:`~fair_forge_beam.options.CI_LEVEL`):
+    a frequentist run records ``seed: null``; the Beta prior defaults to Beta(1, 1) (uniform, spec
+    §4.3). Never raises on missing keys."""
+    cfg = config or {}
+    return RunConfig(mode=cfg.get("mode"), seed=SEED if cfg.get("seed") is None else int(cfg["seed"]),
+                     ci_level=float(cfg.get("ci_level") or CI_LEVEL),
+                     beta_prior=(float(cfg.get("beta_prior_a") or 1.0), float(cfg.get("beta_prior_b") or 1.0)))
 
 
 def read_baseline(path: Optional[str]) -> Optional[dict]:

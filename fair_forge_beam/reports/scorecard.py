@@ -333,8 +333,10 @@ def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Se
     metric, path = col["metric"], col["path"]
     if not direction(metric, path):
         return {"names": [], "more": 0}
+    from fair_forge_beam.reports.load import run_config
+
     cfg = doc.get("config", {})
-    level, seed = cfg.get("ci_level") or 0.95, cfg.get("seed") or 0
+    level, seed = run_config(cfg).ci_level, run_config(cfg).seed
     recs = {rec.get("slice"): rec for rec in doc["metrics"][metric].get("slices") or []}
     w = recs[worst_row["slice"]]
     ew = dotted_get(w, path)
@@ -360,9 +362,10 @@ def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) ->
     estimate's units), at most ``limit``, largest |difference| / range first."""
     from fair_forge_beam.reports.compare import compare_estimate, sessions_of  # one implementation of the methods
 
+    from fair_forge_beam.reports.load import run_config
+
     cfg = doc.get("config", {})
-    level = cfg.get("ci_level") or 0.95
-    seed = cfg.get("seed") or 0
+    level, seed = run_config(cfg).ci_level, run_config(cfg).seed
     recs = {}
     for name, m in doc.get("metrics", {}).items():
         for rec in m.get("slices") or []:

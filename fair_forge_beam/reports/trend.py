@@ -20,8 +20,8 @@ themselves, are ordered by path.
 ``--compare`` (:mod:`fair_forge_beam.reports.compare`: the posterior of the difference of two Beta
 posteriors of the stored counts for Bayesian rates, Agresti–Caffo for frequentist rates, a
 normal approximation from the two intervals otherwise), with the later run as *current*: the
-seed of the keyed draws is the later run's (42 when it has none), the interval level the later
-run's ``ci_level`` (0.95 when it has none), :data:`DRAWS` draws per posterior. A change is claimed
+seed of the keyed draws is the later run's (the declared ``--seed`` default when it has none), the interval level the later
+run's ``ci_level`` (both read by :func:`~fair_forge_beam.reports.load.run_config`, the declared defaults when it has none), :data:`DRAWS` draws per posterior. A change is claimed
 when the interval of the difference excludes 0 (verdict ``better``/``worse`` with a known
 direction, else ``higher``/``lower``). No change is claimed, and the pair says "too small to
 compare", when either side rests on fewer than two sessions or has a zero-width interval
@@ -449,8 +449,9 @@ def _vs_previous(metric: str, key: str, path: str, entries: list[dict], i: int, 
     if why:
         return {"run": j, "verdict": TOO_SMALL_TO_COMPARE, "reason": why, "difference": None, "method": None}
     cfg_c, cfg_p = cur["config"], base["config"]
-    level = float(cfg_c.get("ci_level") or 0.95)
-    seed = int(cfg_c["seed"]) if cfg_c.get("seed") is not None else 42
+    from fair_forge_beam.reports.load import run_config
+
+    level, seed = run_config(cfg_c).ci_level, run_config(cfg_c).seed
     row = _compare_estimate(metric, key, path, est["estimate"], pest["estimate"],
                             {path: est["counts"]} if est["counts"] else {},
                             {path: pest["counts"]} if pest["counts"] else {}, cfg_c, cfg_p, seed, draws, level)

@@ -16,6 +16,8 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 
+from fair_forge_beam.options import CI_LEVEL, MC_SAMPLES, SEED
+
 __all__ = [
     "StatisticalMode",
     "Summary",
@@ -161,12 +163,12 @@ class StatisticalMode(ABC):
     """
 
     #: Level in (0, 1) of every interval a mode reports (credible level of a distribution mode).
-    #: A point-estimate mode (:class:`FrequentistMode`) has it too, fixed at 0.95 (the CLI's
+    #: A point-estimate mode (:class:`FrequentistMode`) has it too, fixed at :data:`~fair_forge_beam.options.CI_LEVEL` (the CLI's
     #: ``--ci-level`` does not set it): its estimates carry no intervals, except the Wald intervals
     #: of BestOf's Bradley–Terry strengths (:func:`~fair_forge_beam.statistical.bradley_terry.estimate_bradley_terry`),
     #: which use it; it is also the level :meth:`summarize` uses and the ``ci_level`` that
-    #: ``results.json`` records in its ``config``.
-    ci_level: float = 0.95
+    #: ``results.json`` records in its ``config``. (:data:`fair_forge_beam.options.CI_LEVEL`)
+    ci_level: float = CI_LEVEL
     #: Beta(a, b) prior of rates; ``None``: the mode declares none (a point-estimate mode, or a
     #: custom distribution mode whose own ``rate_estimation`` is used). Read with :meth:`beta_prior`.
     beta_prior_a: Optional[float] = None
@@ -248,13 +250,13 @@ class StatisticalMode(ABC):
 
     @property
     def replicate_count(self) -> int:
-        """Number of bootstrap replicates / MC draws (``mc_samples``; 5000 if None)."""
-        return 5000 if self.mc_samples is None else int(self.mc_samples)
+        """Number of bootstrap replicates / MC draws (``mc_samples``; :data:`~fair_forge_beam.options.MC_SAMPLES` if None)."""
+        return MC_SAMPLES if self.mc_samples is None else int(self.mc_samples)
 
     @property
     def seed(self) -> int:
-        """Seed of the keyed random streams (``effective_seed``, else ``rng_seed``; 42 if both None)."""
+        """Seed of the keyed random streams (``effective_seed``, else ``rng_seed``; :data:`~fair_forge_beam.options.SEED` if both None)."""
         s = self.effective_seed
         if s is None:
             s = self.rng_seed
-        return 42 if s is None else int(s)
+        return SEED if s is None else int(s)

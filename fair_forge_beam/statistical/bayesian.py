@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from fair_forge_beam.options import CI_LEVEL, MC_SAMPLES, SEED
 from fair_forge_beam.statistical.base import (
     StatisticalMode,
     Summary,
@@ -34,11 +35,12 @@ class BayesianMode(StatisticalMode):
     """Posterior distributions summarised by mean and equal-tailed credible interval.
 
     Args:
-        mc_samples: Monte-Carlo draws per primitive and bootstrap replicates (>= 100).
-        ci_level: credible level in (0, 1).
+        mc_samples: Monte-Carlo draws per primitive and bootstrap replicates (>= 100; default
+            :data:`fair_forge_beam.options.MC_SAMPLES`, the CLI's ``--mc-samples`` default).
+        ci_level: credible level in (0, 1) (default :data:`fair_forge_beam.options.CI_LEVEL`).
         dirichlet_prior: symmetric Dirichlet concentration α₀ > 0 for category distributions.
         beta_prior_a, beta_prior_b: Beta prior of rates (> 0).
-        rng_seed: seed of every keyed stream; ``None`` draws one seed at construction (the run is
+        rng_seed: seed of every keyed stream (default :data:`fair_forge_beam.options.SEED`); ``None`` draws one seed at construction (the run is
             then not reproducible, but still consistent across workers).
 
     Raises:
@@ -47,12 +49,12 @@ class BayesianMode(StatisticalMode):
 
     def __init__(
         self,
-        mc_samples: int = 5000,
-        ci_level: float = 0.95,
+        mc_samples: int = MC_SAMPLES,
+        ci_level: float = CI_LEVEL,
         dirichlet_prior: float = 1.0,
         beta_prior_a: float = 1.0,
         beta_prior_b: float = 1.0,
-        rng_seed: Optional[int] = 42,
+        rng_seed: Optional[int] = SEED,
     ):
         if int(mc_samples) != mc_samples or mc_samples < 100:
             raise ValueError(f"mc_samples must be an integer >= 100, got {mc_samples!r}")

@@ -35,6 +35,7 @@ from scipy import optimize, sparse, stats
 from scipy.sparse import csgraph
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.options import CI_LEVEL
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.seeding import estimator_rng
@@ -301,7 +302,7 @@ def fit_bradley_terry(players: Sequence[str], pairs: Iterable, prior_sd: Optiona
     return BTFit(players, beta, cov, exists, ok, loglik, prior_sd, "" if ok else "optimiser did not converge")
 
 
-def strength_intervals(fit: BTFit, level: float = 0.95) -> list[tuple[float, float]]:
+def strength_intervals(fit: BTFit, level: float = CI_LEVEL) -> list[tuple[float, float]]:
     """Equal-tailed normal intervals ``β_i ± z·sd_i`` at ``level`` (Wald for the MLE, Laplace
     credible interval for the MAP). Raises ``ValueError`` when the fit has no ``beta``."""
     if fit.beta is None:

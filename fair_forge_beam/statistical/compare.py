@@ -35,6 +35,7 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats
 
+from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = [
@@ -58,8 +59,8 @@ METHODS = {
 
 
 def normal_quantile(level: Optional[float]) -> float:
-    """``z`` of a two-sided interval at ``level`` (default 0.95): ``Φ⁻¹(0.5 + level/2)``."""
-    return float(stats.norm.ppf(0.5 + (level or 0.95) / 2))
+    """``z`` of a two-sided interval at ``level`` (default :data:`~fair_forge_beam.options.CI_LEVEL`): ``Φ⁻¹(0.5 + level/2)``."""
+    return float(stats.norm.ppf(0.5 + (level or CI_LEVEL) / 2))
 
 
 def _has_interval(e: dict) -> bool:
@@ -67,7 +68,7 @@ def _has_interval(e: dict) -> bool:
 
 
 def beta_difference(k1: int, n1: int, k2: int, n2: int, *, prior: tuple[float, float] = (1.0, 1.0),
-                    level: float = 0.95, draws: int = 20000, seed: int = 42, key: Sequence = ()) -> dict:
+                    level: float = CI_LEVEL, draws: int = 20000, seed: int = SEED, key: Sequence = ()) -> dict:
     """Posterior of ``p₁ − p₂`` for ``p_i ~ Beta(a + k_i, b + n_i − k_i)`` independent.
 
     Args:
@@ -90,7 +91,7 @@ def beta_difference(k1: int, n1: int, k2: int, n2: int, *, prior: tuple[float, f
     return {"mean": float(diff.mean()), "ci_low": lo, "ci_high": hi, "p_current_higher": float((diff > 0).mean())}
 
 
-def agresti_caffo_difference(k1: int, n1: int, k2: int, n2: int, *, level: float = 0.95) -> dict:
+def agresti_caffo_difference(k1: int, n1: int, k2: int, n2: int, *, level: float = CI_LEVEL) -> dict:
     """Agresti–Caffo interval of ``p₁ − p₂`` (one success and one failure added to each side,
     then Wald): ``p̃_i = (k_i + 1)/(n_i + 2)``, ``se = √(Σ p̃_i(1 − p̃_i)/(n_i + 2))``, interval
     ``p̃₁ − p̃₂ ± z·se``. Returns ``{"mean": k1/n1 − k2/n2, "ci_low", "ci_high"}`` (``n_i > 0``)."""
@@ -100,10 +101,10 @@ def agresti_caffo_difference(k1: int, n1: int, k2: int, n2: int, *, level: float
     return {"mean": k1 / n1 - k2 / n2, "ci_low": p1 - p2 - z * se, "ci_high": p1 - p2 + z * se}
 
 
-def normal_difference(current: dict, baseline: dict, *, level: float = 0.95, current_level: Optional[float] = None,
+def normal_difference(current: dict, baseline: dict, *, level: float = CI_LEVEL, current_level: Optional[float] = None,
                       baseline_level: Optional[float] = None) -> dict:
     """Normal-approximation interval of ``mean₁ − mean₂`` from the two sides' intervals (their
-    standard errors read off as ``width / 2z`` at each side's own level, default 0.95).
+    standard errors read off as ``width / 2z`` at each side's own level, default :data:`~fair_forge_beam.options.CI_LEVEL`).
     Returns ``{"mean", "ci_low", "ci_high"}``."""
     se1 = (current["ci_high"] - current["ci_low"]) / (2 * normal_quantile(current_level))
     se2 = (baseline["ci_high"] - baseline["ci_low"]) / (2 * normal_quantile(baseline_level))
@@ -114,8 +115,8 @@ def normal_difference(current: dict, baseline: dict, *, level: float = 0.95, cur
 
 def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[int, int]] = None,
                baseline_counts: Optional[tuple[int, int]] = None, bayesian: bool = False,
-               prior: tuple[float, float] = (1.0, 1.0), level: float = 0.95, current_level: Optional[float] = None,
-               baseline_level: Optional[float] = None, draws: int = 20000, seed: int = 42, key: Sequence = ()) -> dict:
+               prior: tuple[float, float] = (1.0, 1.0), level: float = CI_LEVEL, current_level: Optional[float] = None,
+               baseline_level: Optional[float] = None, draws: int = 20000, seed: int = SEED, key: Sequence = ()) -> dict:
     """The difference ``current − baseline`` of two estimates with the interval of the method that
     fits them (module docstring): counts on both sides → :func:`beta_difference` (``bayesian``)
     or :func:`agresti_caffo_difference`; else intervals on both sides →

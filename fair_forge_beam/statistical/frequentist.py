@@ -16,7 +16,7 @@ class FrequentistMode(StatisticalMode):
     Differences from upstream (spec §17/case-004): invalid counts raise ``ValueError``;
     ``rate_estimation(0, 0)`` returns ``None`` (no data) instead of a fake ``0.0``.
 
-    Attributes (from :class:`StatisticalMode`): ``ci_level`` is 0.95 — no point estimate carries
+    Attributes (from :class:`StatisticalMode`): ``ci_level`` is :data:`~fair_forge_beam.options.CI_LEVEL` — no point estimate carries
     an interval, except BestOf's Bradley–Terry Wald intervals, which use it; priors,
     ``mc_samples`` and seeds are ``None`` (nothing is drawn).
     """
