@@ -33,8 +33,8 @@ the finest cell, rolled up into ``overall``, ``assistant_id=â€¦``, ``language=â€
 ``DoFn``. Windowed input goes through the same graph: the per-key combines group per window
 (:func:`~fair_forge_beam.streaming.combine.combine_per_key`) and ``CombineSlices`` accumulates
 panes. Output: per metric the dict of PCollections ``interactions``, ``sessions``, ``slices``,
-``dead_letter``, ``quality`` that legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`
-s return, so the writers do not know which graph built them.
+``dead_letter``, ``quality`` (what :class:`~fair_forge_beam.metrics.base.MetricTransform`'s
+``expand`` returns too).
 
 Slice dimensions: a cell is the tuple ``(assistant_id, language, *metadata values)``
 (:func:`cell_fields`); a slice key is ``"overall"`` or ``"<field>=<value>"``. A name in
@@ -846,32 +846,24 @@ class Engine(beam.PTransform):
         return out
 
 
-def engine_spec(transform, interactions=None) -> Optional[MetricSpec]:
-    """The :class:`MetricSpec` of a metric transform that declares one (``transform.spec(windowed)``),
-    else ``None`` (a legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`)."""
-    fn = getattr(transform, "spec", None)
-    if fn is None:
-        return None
+def engine_spec(transform, interactions=None) -> MetricSpec:
+    """The :class:`MetricSpec` a metric transform declares (``transform.spec(windowed)``; windowed
+    when ``interactions`` is a windowed PCollection)."""
     from fair_forge_beam.streaming.windows import is_windowed
 
-    return fn(windowed=is_windowed(interactions) if interactions is not None else False)
+    return transform.spec(windowed=is_windowed(interactions) if interactions is not None else False)
 
 
-def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_",
-                  on_session_accumulators=None, extra_session_inputs: Sequence[tuple] = ()) -> dict:
-    """Applies the main job's metric transforms to ``interactions``: metrics that declare a
-    :class:`MetricSpec` run in one :class:`Engine` (one per set of slice dimensions), the
-    others as their own ``PTransform`` (label ``label_prefix + name``); ``on_session_accumulators``
-    and ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}`` in the order of
-    ``transforms``."""
-    specs, groups, legacy = {}, {}, {}
+def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumulators=None,
+                  extra_session_inputs: Sequence[tuple] = ()) -> dict:
+    """Applies the main job's metric transforms to ``interactions``: their :class:`MetricSpec`\\ s
+    run in one :class:`Engine` per set of slice dimensions; ``on_session_accumulators`` and
+    ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}``
+    in the order of ``transforms``."""
+    specs, groups = {}, {}
     for name, t in transforms.items():
-        spec = engine_spec(t, interactions)
-        if spec is None:
-            legacy[name] = t
-        else:
-            specs[name] = spec
-            groups.setdefault(spec.slices, []).append(name)
+        specs[name] = spec = engine_spec(t, interactions)
+        groups.setdefault(spec.slices, []).append(name)
     results = {}
     for i, (slices, names) in enumerate(groups.items()):
         label = "Engine" if i == 0 else f"Engine{i}"
@@ -879,6 +871,4 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str
                                              extra_session_inputs=extra_session_inputs)
         for n, s in zip(names, [specs[n] for n in names]):
             results[n] = res[s.name]
-    for name, t in legacy.items():
-        results[name] = interactions | f"{label_prefix}{name}" >> t
     return {name: results[name] for name in transforms}

@@ -177,7 +177,7 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
         if args.early_firing or args.allowed_lateness:  # checked again by the engine; here as a usage error
             from fair_forge_beam.engine import engine_spec, panes_metadata_problem
 
-            specs = [s for s in (engine_spec(t) for t in transforms.values()) if s is not None]
+            specs = [engine_spec(t) for t in transforms.values()]
             problem = panes_metadata_problem([s for s in specs if metadata_dimensions(s.slices)])
             if problem:
                 raise ValueError(problem)

@@ -141,11 +141,10 @@ class MetricResults(list):
 class MetricTransform(beam.PTransform):
     """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
 
-    Subclasses set ``name``, the schemas and ``info``, and either declare the metric for the engine — a
+    Subclasses set ``name``, the schemas and ``info``, and declare the metric for the engine: a
     method ``spec(windowed=False)`` returning a :class:`~fair_forge_beam.engine.MetricSpec`; the
-    inherited ``expand`` then runs :class:`~fair_forge_beam.engine.Engine` with just this metric,
-    and the main job fuses it with the run's other engine metrics — or implement ``expand``
-    themselves (legacy graphs).
+    inherited ``expand`` runs :class:`~fair_forge_beam.engine.Engine` with just this metric, and
+    the main job fuses it with the run's other metrics.
     """
 
     name: ClassVar[str] = "metric"
@@ -173,13 +172,10 @@ class MetricTransform(beam.PTransform):
         self.slices = tuple(slices)
 
     def expand(self, interactions):
-        spec = getattr(self, "spec", None)
-        if spec is None:
-            raise NotImplementedError(f"{type(self).__name__} declares no spec() and implements no expand()")
         from fair_forge_beam.engine import Engine
         from fair_forge_beam.streaming.windows import is_windowed
 
-        return (interactions | "Engine" >> Engine([spec(windowed=is_windowed(interactions))]))[self.name]
+        return (interactions | "Engine" >> Engine([self.spec(windowed=is_windowed(interactions))]))[self.name]
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
