@@ -50,7 +50,6 @@ from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
     SumCombineFn,
     TokenCountsCombineFn,
-    KeyedCountsCombineFn,
     estimate_rate,
 )
 from fair_forge_beam.statistical.group_fairness import (
@@ -215,12 +214,6 @@ class _ScoreToxicity(beam.DoFn):
             if self.cluster and i in emb_of:
                 out.append(beam.pvalue.TaggedOutput(AUX, (x.element_id, emb_of[i], m.toxic_tokens, m.tokens)))
         return out
-
-
-#: the slice and session count statistics live in statistical/ (names kept for callers)
-_CountsCombineFn = KeyedCountsCombineFn
-_LexiconCountsCombineFn = TokenCountsCombineFn
-_SessionCountsCombineFn = SessionGroupCountsCombineFn
 
 
 class _GroupInput(NamedTuple):
