@@ -31,12 +31,9 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names importable from here as before
-    OUTPUT_FILES, STALE_OUTPUTS, check_output_folder, prepare_output_folder, staged_output, write_launcher_reports)
-from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
-    dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
-from fair_forge_beam.options import (  # noqa: F401 - names importable from here as before
-    reject_unknown_arguments, statistical_mode as _mode, unknown_beam_options)
+from fair_forge_beam.reports.output_folder import check_output_folder, staged_output, write_launcher_reports
+from fair_forge_beam.reports.summary import printable as _printable, summary_table
+from fair_forge_beam.options import reject_unknown_arguments, statistical_mode as _mode
 
 log = logging.getLogger("fair_forge_beam.audit")
 

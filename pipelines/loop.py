@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.loop_jobs import run_assistant, run_generate
     from fair_forge_beam.loop_options import validate
+    from fair_forge_beam.options import reject_unknown_arguments
     from pipelines import audit
 
     parser = build_parser()
@@ -40,7 +41,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     # the rest goes to the audit stage: what neither its options nor Beam's take is refused now,
     # before any generation (the audit would refuse it only after the other stages ran)
     _, leftover = audit.build_parser().parse_known_args(list(rest))
-    audit.reject_unknown_arguments(parser, leftover)
+    reject_unknown_arguments(parser, leftover)
     beam_args = [a for a in rest if a.startswith("--runner") or a.startswith("--direct_")]
     try:
         validate(args, "loop")

@@ -19,6 +19,7 @@ from scipy import stats
 
 from conftest import REPO
 from fair_forge_beam.audit_config import ConfigError, expand_argv, is_template_launch, parse_slices
+from fair_forge_beam.options import unknown_beam_options
 from fair_forge_beam.reports.gates import (
     GATE_FAILED_EXIT_CODE,
     GateConfigError,
@@ -364,7 +365,7 @@ def _check_config(path: Path, argv=()):
     parser = audit.build_parser()
     expanded, config_gates = expand_argv(parser, ["--config", str(path), *argv])
     args, beam_args = parser.parse_known_args(expanded)
-    assert audit.unknown_beam_options(beam_args) == []
+    assert unknown_beam_options(beam_args) == []
     metrics = [m for m in args.metrics.split(",") if m]
     return resolve_gates(config_gates + (args.gate or []), metrics, args.mode == "bayesian", parse_slices(args.slices))
 
