@@ -23,12 +23,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "OneLineErrorParser", "option", "add_arguments", "validate", "value",
-           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES",
-           "SLICE_DIMENSIONS"]
+from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 
-#: slice dimensions the main job aggregates (``--slices``; ``overall`` is always computed)
-SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
+__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "OneLineErrorParser", "option", "add_arguments", "validate", "value",
+           "constructor_kwargs", "config_keys", "template_metadata", "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES"]
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"

@@ -98,7 +98,7 @@ def _run(argv: Optional[Sequence[str]], levels) -> dict:
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import expand_argv, is_template_launch, parse_slices
-    from fair_forge_beam.engine import metadata_dimensions
+    from fair_forge_beam.slices import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
 

@@ -10,18 +10,13 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
-from fair_forge_beam.engine import CORE_SLICE_FIELDS, cell_fields, metadata_dimensions, slice_name_problems
+from fair_forge_beam.slices import SLICE_DIMENSIONS, cell_fields, metadata_dimensions, slice_name_problems
 
 # the CombineFns live in statistical/; importable from here for existing callers
 from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
 
-__all__ = ["MetricTransform", "MetricResults", "SLICE_FIELDS", "CombineSlices", "CORE_SLICE_FIELDS",
-           "metadata_dimensions", "cell_fields",
+__all__ = ["MetricTransform", "MetricResults", "CombineSlices",
            "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
-
-#: slice dimensions a metric can be keyed by (DESIGN §5).
-SLICE_FIELDS = ("overall", "assistant_id", "language")
-
 
 def interaction_ids(metric: str, s: Any) -> dict:
     """The identifying fields every per-interaction record starts with (``metric``, ``level``,
@@ -158,7 +153,7 @@ class MetricTransform(beam.PTransform):
     #: labels, ranges, directions, reference lines, gate fields, Parquet columns; ``None``: read generically
     info: ClassVar[Optional[MetricInfo]] = None
 
-    def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_FIELDS):
+    def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
             raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
@@ -166,7 +161,7 @@ class MetricTransform(beam.PTransform):
             raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {slices!r}), got the string {slices!r}")
         problems = slice_name_problems(slices)
         if problems:
-            raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_FIELDS)} or the name of a "
+            raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_DIMENSIONS)} or the name of a "
                              "session metadata field")
         self.mode = statistical_mode or FrequentistMode()
         self.slices = tuple(slices)

@@ -37,6 +37,7 @@ from fair_forge_beam.components.judge.prompts_quality import render_history
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import build_judge, request_key, session_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -333,7 +334,7 @@ class RoleAdherence(MetricTransform):
 
     def __init__(self, judge: Any = None, statistical_mode: Optional[StatisticalMode] = None,
                  scoring_strategy: Optional[RoleScoringStrategy] = None, threshold: float = 0.5, strict_mode: bool = False,
-                 slices: Sequence[str] = ("overall", "assistant_id", "language"), max_units: int = 1024,
+                 slices: Sequence[str] = SLICE_DIMENSIONS, max_units: int = 1024,
                  inference_args: Optional[Mapping[str, Any]] = None):
         super().__init__(statistical_mode, slices)
         self.strategy = scoring_strategy or StructuredJudgeStrategy()

@@ -35,6 +35,7 @@ from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityL
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
@@ -505,7 +506,7 @@ class Toxicity(MetricTransform):
         umap_metric: str = "cosine",
         cluster_cap: int = 50_000,
         cluster_points_path: Optional[str] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         batch_size: int = 256,
         group_set: str = "declared",
         toxicity_classifier=None,
