@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import posixpath
 import tomllib
 from typing import Any, Optional, Sequence
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate

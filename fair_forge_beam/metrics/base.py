@@ -12,11 +12,8 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.slices import SLICE_DIMENSIONS, cell_fields, metadata_dimensions, slice_name_problems
 
-# the CombineFns live in statistical/; importable from here for existing callers
-from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
+__all__ = ["MetricTransform", "MetricResults", "CombineSlices", "interaction_ids", "nest_session_interactions"]
 
-__all__ = ["MetricTransform", "MetricResults", "CombineSlices",
-           "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
 
 def interaction_ids(metric: str, s: Any) -> dict:
     """The identifying fields every per-interaction record starts with (``metric``, ``level``,

@@ -33,7 +33,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import AUX, MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -259,10 +259,6 @@ class _InteractionRecord:
 
     def __call__(self, s: ToxicityScore) -> dict:
         return _interaction_record(s, self.groups)
-
-
-#: two CombineFns side by side (the engine's; the name kept for callers)
-_PairCombineFn = PairCombineFn
 
 
 class _SessionReducer(SessionReducer):

@@ -81,7 +81,8 @@ check the current value, the baseline value and the interval of the difference.
 from __future__ import annotations
 
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
-from fair_forge_beam.reports.summary import dotted_get, printable
+from fair_forge_beam.reports.summary import printable
+from fair_forge_beam.schemas.metric_info import dotted_get
 
 import math
 import operator
@@ -89,7 +90,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError, field_validator, model_validator
 
 __all__ = [
     "Gate",
@@ -141,7 +142,6 @@ def compare(value: float, op: str, threshold: float, rtol: float = GATE_RTOL) ->
         return op in ("<=", ">=")
     return _OPS[op](value, threshold)
 _OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
-_STATS = ("mean", "ci_low", "ci_high")
 _INTERVAL_STATS = ("ci_low", "ci_high")
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from importlib import metadata
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from scipy import stats
 
