@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.agentic import Agentic

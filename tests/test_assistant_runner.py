@@ -8,7 +8,7 @@ import json
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from conftest import FNAPI
+from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.runners.assistant import (
     AssistantHandler,

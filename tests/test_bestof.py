@@ -13,7 +13,7 @@ import re
 import pytest
 from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warnings, read_sessions
 
-from conftest import FNAPI, handler_for, run_metric
+from helpers import FNAPI, handler_for, run_metric
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.hh_rlhf import HHRLHFPairs
 from fair_forge_beam.metrics.best_of import BestOf, contest_order

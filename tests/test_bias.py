@@ -11,7 +11,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from scipy import stats
 
-from conftest import FNAPI
+from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGuardian, Guardian, GuardianBias, LlamaGuard
 from fair_forge_beam.components.judge import judge_counters

@@ -17,9 +17,8 @@ import pytest
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.cluster_profile import ClusterProfile, SmallestKeysCombineFn
 from fair_forge_beam.components.clustering import MIN_POINTS, ClusterInput, knn_vote, sample_key
+from helpers import FNAPI, REPO
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-REPO = Path(__file__).resolve().parents[1]
 
 # FnApiRunner (in-memory) runs the DoFns in this process: module-level sinks collect the output.
 _SINK: dict = {}

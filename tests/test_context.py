@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_REFERENCE, context_messages
 from fair_forge_beam.io.elements import Interaction, make_element_id

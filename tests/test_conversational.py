@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY
 from fair_forge_beam.io.elements import Interaction, make_element_id

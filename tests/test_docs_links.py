@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 #: Pages other engineers are writing while README moves to docs/ (issue 15). Links to them may
 #: dangle until they land; drop each name from this set when its page is merged.

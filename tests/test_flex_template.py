@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam.audit_config import TEMPLATE_EXCLUDED, expand_argv
 from fair_forge_beam.metrics.registry import METRICS
 from fair_forge_beam.options import unknown_beam_options

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from conftest import REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam.audit_config import ConfigError, expand_argv, is_template_launch, parse_slices
 from fair_forge_beam.options import unknown_beam_options
 from fair_forge_beam.reports.gates import (
@@ -32,7 +32,6 @@ from fair_forge_beam.reports.gates import (
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 from pipelines import audit
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
 
 

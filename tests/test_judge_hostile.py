@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGuardian, LlamaGuard
 from fair_forge_beam.components.judge import judge_request
 from fair_forge_beam.components.judge.prompts_agentic import agentic_messages

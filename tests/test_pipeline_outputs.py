@@ -26,8 +26,8 @@ from fair_forge_beam.reports.results import ResultsDocFn, results_json_bytes
 from fair_forge_beam.reports.summary import metric_summary_lines, summary_table
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 # the keyword audit of tests/test_runners_integration.py, in memory: its run is shared (audit_once)
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
         "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", f"--runner={FNAPI}"]
@@ -222,7 +222,7 @@ def test_launcher_of_a_keyword_run_never_imports_torch(tmp_path):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from helpers import REPO
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", _LAUNCHER, "--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity",

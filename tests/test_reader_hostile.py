@@ -8,16 +8,13 @@ import datetime as dt
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fair_forge_beam.io.retriever import Retriever
-from tests.conftest import FNAPI
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import FNAPI, REPO
 
 
 def _session(sid, n=1, aid="a", **extra):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from conftest import SHARED, handler_for, run_metric
+from helpers import SHARED, handler_for, run_metric
 from fair_forge_beam.components.contradiction import ChunkCheck, ContradictionChecker, Reranker, RerankerContradictionChecker, regulatory_messages
 from fair_forge_beam.components.corpus import (
     ChunkerConfig,

@@ -21,7 +21,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.streaming.event_time import parse_timestamp
 from fair_forge_beam.streaming.windows import AddWindowFields, EmptyPaneSafeCombineFn, WindowSpec, parse_duration
 
-from conftest import FNAPI
+from helpers import FNAPI
 
 
 # ------------------------------------------------------------------ specs and timestamps
