@@ -22,6 +22,40 @@ def alive(pid: int) -> bool:
         return False
 
 
+# ------------------------------------------------------------------ interactions
+def ix(session_id: str, assistant_id: str, turn: int, answer: str, *, language: str = "english", context: str = "",
+       query=None, gt=None, observation=None, weight=None, agentic=None, gta=None, logprobs=None, qa_id=None,
+       qa_id_format: str = "{session_id}-q{turn}", query_format: str = ""):
+    """An :class:`~fair_forge_beam.io.elements.Interaction` of session ``session_id`` (element id
+    from :func:`~fair_forge_beam.io.elements.make_element_id`): turn ``turn`` of ``assistant_id``
+    answering ``answer`` (ground truth ``gt``, ground-truth agentic ``gta``).
+
+    ``qa_id`` and ``query``, when not given, are ``qa_id_format`` and ``query_format`` filled with
+    ``session_id``, ``assistant_id`` and ``turn`` (a given ``qa_id`` or ``query`` is used as it is).
+    A test module with defaults of its own binds them once: ``ix = partial(helpers.ix, context=…)``.
+    """
+    from fair_forge_beam.io.elements import Interaction, make_element_id
+
+    ids = {"session_id": session_id, "assistant_id": assistant_id, "turn": turn}
+    return Interaction(
+        element_id=make_element_id(session_id, assistant_id, turn),
+        session_id=session_id,
+        assistant_id=assistant_id,
+        language=language,
+        context=context,
+        turn_index=turn,
+        qa_id=qa_id if qa_id is not None else qa_id_format.format(**ids),
+        query=query if query is not None else query_format.format(**ids),
+        assistant=answer,
+        ground_truth_assistant=gt,
+        observation=observation,
+        weight=weight,
+        agentic=agentic,
+        ground_truth_agentic=gta,
+        logprobs=logprobs,
+    )
+
+
 # ------------------------------------------------------------------ judged-metric test helpers
 def handler_for(srv, tmp_path, **kw):
     """An ``OpenAIJudgeHandler`` for the scripted server ``srv``: own cache file, no retries, no key."""
