@@ -38,7 +38,7 @@ def marker(req):
 
 
 def main() -> None:
-    from conftest import handler_for
+    from helpers import handler_for
     from fair_forge_beam.io.hh_rlhf import HHRLHFPairs
     from fair_forge_beam.metrics.best_of import BestOf
     from fair_forge_beam.statistical import BayesianMode
@@ -64,7 +64,7 @@ def main() -> None:
                               f"[{r.strength.ci_low:+.3f}, {r.strength.ci_high:+.3f}] P(best)={r.prob_best:.3f}"
                               for r in top.ranking))
     # synthetic: --assistants assistants × --blocks blocks, quality marker = index (+ noise by block)
-    from conftest import run_metric
+    from helpers import run_metric
     from fair_forge_beam.io.elements import Interaction, make_element_id
 
     data = []

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import posixpath
 import tomllib
 from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import SLICE_DIMENSIONS, TEMPLATE_EXCLUDED, config_keys
+from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys
+from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
 #: options whose local relative paths are taken relative to the config file's folder; options that
@@ -64,10 +64,8 @@ def parse_slices(text: str) -> tuple[str, ...]:
 
     Raises:
         ConfigError: a name that is not a field name, a per-interaction or reserved field, or a
-            near miss of a built-in dimension (``langauge``): :func:`fair_forge_beam.engine.slice_name_problems`.
+            near miss of a built-in dimension (``langauge``): :func:`fair_forge_beam.slices.slice_name_problems`.
     """
-    from fair_forge_beam.engine import slice_name_problems
-
     dims = list(dict.fromkeys(s.strip() for s in str(text).split(",") if s.strip()))
     problems = slice_name_problems(dims)
     if problems:

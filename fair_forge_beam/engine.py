@@ -33,13 +33,13 @@ the finest cell, rolled up into ``overall``, ``assistant_id=…``, ``language=�
 ``DoFn``. Windowed input goes through the same graph: the per-key combines group per window
 (:func:`~fair_forge_beam.streaming.combine.combine_per_key`) and ``CombineSlices`` accumulates
 panes. Output: per metric the dict of PCollections ``interactions``, ``sessions``, ``slices``,
-``dead_letter``, ``quality`` that legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`
-s return, so the writers do not know which graph built them.
+``dead_letter``, ``quality`` (what :class:`~fair_forge_beam.metrics.base.MetricTransform`'s
+``expand`` returns too).
 
 Slice dimensions: a cell is the tuple ``(assistant_id, language, *metadata values)``
-(:func:`cell_fields`); a slice key is ``"overall"`` or ``"<field>=<value>"``. A name in
+(:func:`~fair_forge_beam.slices.cell_fields`); a slice key is ``"overall"`` or ``"<field>=<value>"``. A name in
 ``slices`` other than ``overall``, ``assistant_id`` and ``language`` is a session metadata field
-(:func:`metadata_dimensions`): the reader keeps its value in ``Interaction.slice_values``, one
+(:func:`~fair_forge_beam.slices.metadata_dimensions`): the reader keeps its value in ``Interaction.slice_values``, one
 more slot of the session combine takes each session's values (:class:`MetadataDimsCombineFn`),
 and the interaction-side cell values of the metrics go through the session stage as well (their
 session accumulators reach the cells as :class:`Combined` inputs), since only the session stage
@@ -48,11 +48,11 @@ knows a session's metadata. Without metadata dimensions the graph is the one abo
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 
 __all__ = [
@@ -70,14 +70,7 @@ __all__ = [
     "DEAD",
     "QUALITY",
     "AUX",
-    "CORE_SLICE_FIELDS",
-    "MISSING_VALUE",
-    "NOT_SLICE_FIELDS",
-    "slice_name_problems",
     "panes_metadata_problem",
-    "metadata_dimensions",
-    "cell_fields",
-    "metadata_values",
     "Combined",
     "Values",
     "SessionLayout",
@@ -87,67 +80,6 @@ __all__ = [
 DEAD = "dead_letter"
 QUALITY = "quality"
 AUX = "aux"
-
-#: slice dimensions every interaction has (DESIGN §5); any other name in ``slices`` is a session
-#: metadata field
-CORE_SLICE_FIELDS = ("assistant_id", "language")
-
-
-def metadata_dimensions(slices: Sequence[str]) -> tuple:
-    """The metadata fields among ``slices`` (names other than ``overall`` and
-    :data:`CORE_SLICE_FIELDS`), in order: the session header fields the reader keeps in
-    ``Interaction.slice_values``."""
-    return tuple(s for s in slices if s != "overall" and s not in CORE_SLICE_FIELDS)
-
-
-def metadata_values(x, dims: Sequence[str]) -> tuple:
-    """The values of the metadata fields ``dims`` of interaction ``x``, in that order, looked up
-    by name in ``x.slice_values`` (``((field, value), …)`` from the reader); ``None`` for a field
-    the record does not carry or the reader was not asked to keep."""
-    found = dict(x.slice_values or ())
-    return tuple(found.get(d) for d in dims)
-
-
-def cell_fields(slices: Sequence[str]) -> tuple:
-    """The fields of a finest slice cell: ``("assistant_id", "language", *metadata dimensions)``."""
-    return CORE_SLICE_FIELDS + metadata_dimensions(slices)
-
-
-#: the value of a metadata slice field that a session does not carry
-MISSING_VALUE = "(missing)"
-
-
-#: names that cannot be metadata slice fields: per-interaction fields, the session id (a slice per
-#: session), free text, the record's own structure and the result records' own keys
-NOT_SLICE_FIELDS = frozenset({
-    "session_id", "context", "conversation", "batch", "metadata", "element_id", "turn_index", "qa_id", "query",
-    "assistant", "ground_truth_assistant", "observation", "weight", "agentic", "ground_truth_agentic", "logprobs",
-    "spans", "slice", "level", "metric",
-})
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-
-
-def slice_name_problems(slices: Sequence[str]) -> list:
-    """Why the names in ``slices`` cannot be slice dimensions (empty list: they all can).
-    ``overall`` and :data:`CORE_SLICE_FIELDS` are built in; any other name is a session metadata
-    field and must be a field name (letters, digits, ``_ . -``; at most 64), not in
-    :data:`NOT_SLICE_FIELDS`, and not a near miss of a built-in (``langauge``)."""
-    import difflib
-
-    builtin = ("overall", *CORE_SLICE_FIELDS)
-    problems = []
-    for d in dict.fromkeys(slices):
-        if d in builtin:
-            continue
-        close = difflib.get_close_matches(d, builtin, n=1, cutoff=0.8) if isinstance(d, str) else []
-        if not isinstance(d, str) or not _FIELD_NAME.fullmatch(d):
-            problems.append(f"{d!r} is not a field name (letters, digits, _ . -; at most 64)")
-        elif d in NOT_SLICE_FIELDS:
-            problems.append(f"{d!r} is not a session metadata field")
-        elif close:
-            problems.append(f"{d!r} looks like a misspelt {close[0]!r}")
-    return problems
-
 
 class SessionReducer:
     """Turns one session's combined value into its record. Override :meth:`reduce`;
@@ -231,7 +163,7 @@ class MetricSpec:
     cell_value: Optional[Callable[[Any], Any]] = None
     interaction_slice_combine: Optional[beam.CombineFn] = None
     session_slice_combine: Optional[beam.CombineFn] = None
-    slices: tuple = ("overall", "assistant_id", "language")
+    slices: tuple = SLICE_DIMENSIONS
     batch_size: Optional[int] = None
     aux: Optional[Callable[[Any], tuple]] = None
     schemas: Mapping[str, Any] = field(default_factory=dict)
@@ -846,32 +778,24 @@ class Engine(beam.PTransform):
         return out
 
 
-def engine_spec(transform, interactions=None) -> Optional[MetricSpec]:
-    """The :class:`MetricSpec` of a metric transform that declares one (``transform.spec(windowed)``),
-    else ``None`` (a legacy :class:`~fair_forge_beam.metrics.base.MetricTransform`)."""
-    fn = getattr(transform, "spec", None)
-    if fn is None:
-        return None
+def engine_spec(transform, interactions=None) -> MetricSpec:
+    """The :class:`MetricSpec` a metric transform declares (``transform.spec(windowed)``; windowed
+    when ``interactions`` is a windowed PCollection)."""
     from fair_forge_beam.streaming.windows import is_windowed
 
-    return fn(windowed=is_windowed(interactions) if interactions is not None else False)
+    return transform.spec(windowed=is_windowed(interactions) if interactions is not None else False)
 
 
-def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str = "Metric_",
-                  on_session_accumulators=None, extra_session_inputs: Sequence[tuple] = ()) -> dict:
-    """Applies the main job's metric transforms to ``interactions``: metrics that declare a
-    :class:`MetricSpec` run in one :class:`Engine` (one per set of slice dimensions), the
-    others as their own ``PTransform`` (label ``label_prefix + name``); ``on_session_accumulators``
-    and ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}`` in the order of
-    ``transforms``."""
-    specs, groups, legacy = {}, {}, {}
+def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumulators=None,
+                  extra_session_inputs: Sequence[tuple] = ()) -> dict:
+    """Applies the main job's metric transforms to ``interactions``: their :class:`MetricSpec`\\ s
+    run in one :class:`Engine` per set of slice dimensions; ``on_session_accumulators`` and
+    ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}``
+    in the order of ``transforms``."""
+    specs, groups = {}, {}
     for name, t in transforms.items():
-        spec = engine_spec(t, interactions)
-        if spec is None:
-            legacy[name] = t
-        else:
-            specs[name] = spec
-            groups.setdefault(spec.slices, []).append(name)
+        specs[name] = spec = engine_spec(t, interactions)
+        groups.setdefault(spec.slices, []).append(name)
     results = {}
     for i, (slices, names) in enumerate(groups.items()):
         label = "Engine" if i == 0 else f"Engine{i}"
@@ -879,6 +803,4 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], label_prefix: str
                                              extra_session_inputs=extra_session_inputs)
         for n, s in zip(names, [specs[n] for n in names]):
             results[n] = res[s.name]
-    for name, t in legacy.items():
-        results[name] = interactions | f"{label_prefix}{name}" >> t
     return {name: results[name] for name in transforms}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any, Optional, Sequence
 
 log = logging.getLogger("fair_forge_beam.loop")

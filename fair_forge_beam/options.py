@@ -7,7 +7,8 @@ argument it feeds (``feeds``) and its Dataflow Flex Template parameter (``templa
 :data:`GROUPS` are the main job's, :data:`COMMANDS` lists the other commands' options by name
 (an option two commands share, such as ``--seed`` or ``--judge-model``, is the same
 declaration). Defaults that other modules need (:data:`SEED`, :data:`CI_LEVEL`,
-:data:`MC_SAMPLES`) are constants here. This module imports nothing from the package. From
+:data:`MC_SAMPLES`) are constants here. This module imports nothing from the package but the Beam-free
+leaf :mod:`fair_forge_beam.slices`. From
 these declarations come:
 
 * the argparse flags of every command (:func:`add_arguments`; ``--help`` shows each default),
@@ -33,12 +34,12 @@ __all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMAND
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES"]
 
-#: slice dimensions the main job aggregates (``--slices``; ``overall`` is always computed)
-SLICE_DIMENSIONS = ("overall", "assistant_id", "language")
+from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 
 # Defaults that code outside this table also needs (a library default, a run's config without
 # the value): they are declared here once and imported, never written again. This module imports
-# nothing from the package, so any layer (``statistical/`` included) may import them.
+# nothing from the package but the Beam-free leaf fair_forge_beam.slices, so any layer
+# (``statistical/`` included) may import them.
 #: ``--seed``: seed of every keyed random stream (an integer >= 0)
 SEED = 42
 #: ``--ci-level``: level of every interval, in (0, 1)

@@ -239,11 +239,12 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
     from fair_forge_beam.runner import pipeline_options, run_pipeline
+    from fair_forge_beam.slices import SLICE_DIMENSIONS
 
     first = manifests[0]
     options = dict(first["options"])
     mode = statistical_mode(options)
-    slices = tuple(options.get("slices") or ("overall", "assistant_id", "language"))
+    slices = tuple(options.get("slices") or SLICE_DIMENSIONS)
     stored = dict(first.get("stored") or {})
     not_rebuilt = {m: f"not stored by the audits: {why}" for m, why in (first.get("not_stored") or {}).items()}
     metrics = [m for m in first["config"]["metrics"] if m in stored]

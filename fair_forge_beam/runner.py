@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import time
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions

@@ -31,12 +31,9 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import (  # noqa: F401 - names importable from here as before
-    OUTPUT_FILES, STALE_OUTPUTS, check_output_folder, prepare_output_folder, staged_output, write_launcher_reports)
-from fair_forge_beam.reports.summary import (  # noqa: F401 - names importable from here as before
-    dotted_get as _get, format_estimate as _fmt, metric_summary_lines, printable as _printable, summary_table)
-from fair_forge_beam.options import (  # noqa: F401 - names importable from here as before
-    OPTIONS, reject_unknown_arguments, unknown_beam_options)
+from fair_forge_beam.reports.output_folder import check_output_folder, staged_output, write_launcher_reports
+from fair_forge_beam.reports.summary import printable as _printable, summary_table
+from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
 
 log = logging.getLogger("fair_forge_beam.audit")
 
@@ -141,7 +138,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.runner import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import is_template_launch, parse_slices
-    from fair_forge_beam.engine import metadata_dimensions
+    from fair_forge_beam.slices import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
 
@@ -207,7 +204,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         if args.early_firing or args.allowed_lateness:  # checked again by the engine; here as a usage error
             from fair_forge_beam.engine import engine_spec, panes_metadata_problem
 
-            specs = [s for s in (engine_spec(t) for t in transforms.values()) if s is not None]
+            specs = [engine_spec(t) for t in transforms.values()]
             problem = panes_metadata_problem([s for s in specs if metadata_dimensions(s.slices)])
             if problem:
                 raise ValueError(problem)

@@ -2,20 +2,15 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-REPO = Path(__file__).resolve().parents[1]
-# ../shared (next to the checkout) holds the real public datasets and the regression cases.
-SHARED = Path(os.environ.get("FAIR_FORGE_SHARED", REPO.parent / "shared"))
+from helpers import CHROMIUM, FNAPI, SHARED, alive, chromium_or_skip
 
 settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
-
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 
 
 @pytest.fixture
@@ -93,14 +88,6 @@ def audit_once(shared_tmp_dir):
         return copy.deepcopy(doc), out
 
     return get
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # The modules of the runner suite (marked ``runners``), and the modules that share end-to-end runs
@@ -236,7 +223,7 @@ def flink_cluster(tmp_path_factory):
         kf.cancel_flink_jobs(cluster.rest_url)
     finally:
         cluster.stop()
-    left = [pid for pid in pids if _alive(pid)]
+    left = [pid for pid in pids if alive(pid)]
     assert not left, f"Flink cluster processes still running after cleanup: {left}"
 
 
@@ -247,50 +234,7 @@ def shared_dir() -> Path:
     return SHARED
 
 
-# ------------------------------------------------------------------ judged-metric test helpers
-def handler_for(srv, tmp_path, **kw):
-    """An ``OpenAIJudgeHandler`` for the scripted server ``srv``: own cache file, no retries, no key."""
-    from fair_forge_beam.components.judge import OpenAIJudgeHandler
-
-    kw.setdefault("cache_path", str(tmp_path / "cache.sqlite3"))
-    kw.setdefault("num_retries", 0)
-    kw.setdefault("client_retries", 0)
-    kw.setdefault("api_key_env", "FFB_TEST_UNSET_KEY")
-    return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
-
-
-METRIC_OUTPUTS = ("interactions", "sessions", "slices", "dead_letter", "quality")
-
-
-def run_metric(metric, interactions, out):
-    """Run ``metric`` over ``interactions`` on FnApiRunner; its outputs as lists of dicts."""
-    from apache_beam.testing.test_pipeline import TestPipeline
-
-    from fair_forge_beam._beam import beam
-    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
-
-    p = TestPipeline(runner=FNAPI, blocking=True)
-    res = p | beam.Create(interactions) | metric
-    for name in METRIC_OUTPUTS:
-        write_jsonl(res[name], str(out / name), f"W{name}")
-    p.run().wait_until_finish()
-    return {name: read_jsonl_shards(str(out / name)) for name in METRIC_OUTPUTS}
-
-
 # ------------------------------------------------------------------ headless Chromium (HTML reports)
-#: Debian's chromium, driven by playwright-core (no browser download); .ci/run installs it
-CHROMIUM = "/usr/bin/chromium"
-
-
-def chromium_or_skip():
-    """playwright's sync API, or a skip (a failure in CI) when Debian's chromium is missing."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} missing in CI (.ci/run installs Debian's chromium package)")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
-    return pytest.importorskip("playwright.sync_api")
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     """A headless Chromium context (1200 × 900, own profile, no background network) for the module."""
@@ -306,15 +250,3 @@ def browser(tmp_path_factory):
         ctx.close()
 
 
-def open_page(browser, path: Path, shot: Path):
-    """Open the local file ``path`` in a new page, record console errors, page errors and every
-    request, save a full-page screenshot to ``shot``; returns ``(page, errors, requests, url)``."""
-    page = browser.new_page()
-    errors, requests = [], []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    url = path.resolve().as_uri()
-    page.goto(url, wait_until="load")
-    page.screenshot(path=str(shot), full_page=True)
-    return page, errors, requests, url

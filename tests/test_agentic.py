@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 import re
+from functools import partial
 
 import pytest
 
-from conftest import handler_for, run_metric
-from fair_forge_beam.io.elements import Interaction, make_element_id
+import helpers
+from helpers import handler_for, run_metric
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.agentic import Agentic
 from fair_forge_beam.schemas.agentic import AgenticInteraction, AgenticMetric, AgenticSliceMetric
@@ -19,13 +20,8 @@ from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 CALC = {"tool_name": "calculator", "parameters": {"op": "add", "a": 15, "b": 27}, "step": 1}
 
 
-def ix(session, turn, answer, gt="the reference", assistant="agent", agentic=None, gta=None, language="english"):
-    return Interaction(
-        element_id=make_element_id(session, assistant, turn), session_id=session, assistant_id=assistant,
-        language=language, context="A calculator agent.", turn_index=turn, qa_id=f"{session}-{turn}",
-        query=f"question {turn}", assistant=answer, ground_truth_assistant=gt, observation=None, weight=None,
-        agentic=agentic, ground_truth_agentic=gta, logprobs=None,
-    )
+ix = partial(helpers.ix, context="A calculator agent.", qa_id_format="{session_id}-{turn}", query_format="question {turn}",
+             gt="the reference")
 
 
 def task(t, **kw):
@@ -43,17 +39,20 @@ def judge(req):
 
 JUDGED = [
     # C1: all correct; perfect tools, a tool call without parameters, a malformed tool call
-    ix("C1", 0, "42 [s=1.0]", agentic=task("A", tools_used=[CALC], final_answer_uses_tools=True), gta={"expected_tools": [CALC]}),
-    ix("C1", 1, "now [s=1.0]", agentic=task("A", tools_used=[{"tool_name": "clock"}], final_answer_uses_tools=True),
+    ix("C1", "agent", 0, "42 [s=1.0]", agentic=task("A", tools_used=[CALC], final_answer_uses_tools=True),
+       gta={"expected_tools": [CALC]}),
+    ix("C1", "agent", 1, "now [s=1.0]", agentic=task("A", tools_used=[{"tool_name": "clock"}], final_answer_uses_tools=True),
        gta={"expected_tools": [{"tool_name": "clock", "parameters": {}}]}),
-    ix("C1", 2, "x [s=1.0]", agentic=task("A", tools_used=[{"parameters": {"a": 1}}]), gta={"expected_tools": [CALC]}),
+    ix("C1", "agent", 2, "x [s=1.0]", agentic=task("A", tools_used=[{"parameters": {"a": 1}}]), gta={"expected_tools": [CALC]}),
     # C2: 0.7 counts as correct (inclusive threshold); no ground_truth_agentic at all
-    ix("C2", 0, "a [s=0.9]", agentic=task("A")), ix("C2", 1, "b [s=0.8]", agentic=task("A")), ix("C2", 2, "c [s=0.7]", agentic=task("A")),
+    ix("C2", "agent", 0, "a [s=0.9]", agentic=task("A")), ix("C2", "agent", 1, "b [s=0.8]", agentic=task("A")),
+    ix("C2", "agent", 2, "c [s=0.7]", agentic=task("A")),
     # C3: one of three correct (0.699 is not) -> pass@3 0.7037, pass^3 0.0370 (spec §19)
-    ix("C3", 0, "a [s=0.9]", agentic=task("B")), ix("C3", 1, "b [s=0.699]", agentic=task("B")), ix("C3", 2, "c [s=0.2]", agentic=task("B")),
+    ix("C3", "agent", 0, "a [s=0.9]", agentic=task("B")), ix("C3", "agent", 1, "b [s=0.699]", agentic=task("B")),
+    ix("C3", "agent", 2, "c [s=0.2]", agentic=task("B")),
     # C4: an invalid judge answer and a turn without reference are dead-lettered, not scored 0
-    ix("C4", 0, "a [s=0.95]", agentic=task("B")), ix("C4", 1, "b [bad]", agentic=task("B")),
-    ix("C4", 2, "c [s=0.1]", gt=None, agentic=task("B")), ix("C4", 3, "d [s=0.8]", agentic=task("B")),
+    ix("C4", "agent", 0, "a [s=0.95]", agentic=task("B")), ix("C4", "agent", 1, "b [bad]", agentic=task("B")),
+    ix("C4", "agent", 2, "c [s=0.1]", gt=None, agentic=task("B")), ix("C4", "agent", 3, "d [s=0.8]", agentic=task("B")),
 ]
 
 
@@ -105,7 +104,7 @@ def labelled(seed=0):
         for trial, r in enumerate(rewards):
             sid = f"{t}-trial{trial}"
             for turn in range(2):
-                out.append(ix(sid, turn, "ok", gt=None, agentic={"task_id": t, "reward": float(r)}))
+                out.append(ix(sid, "agent", turn, "ok", gt=None, agentic={"task_id": t, "reward": float(r)}))
     random.Random(seed).shuffle(out)
     return out
 
@@ -127,10 +126,10 @@ def test_label_mode_per_task_unbiased_and_bayesian_order_invariant(tmp_path):
 
 def test_bad_labels_missing_ground_truth_and_empty_input(tmp_path):
     data = [
-        ix("S", 0, "a", agentic={"task_id": "t", "reward": 1}),
-        ix("S", 1, "b", agentic={"task_id": "t"}),  # no label
-        ix("S", 2, "c", agentic={"task_id": "t", "reward": "yes"}),  # not a number
-        ix("S", 3, "d", agentic={"task_id": "t", "reward": True, "tools_used": [CALC]}, gta=None),
+        ix("S", "agent", 0, "a", agentic={"task_id": "t", "reward": 1}),
+        ix("S", "agent", 1, "b", agentic={"task_id": "t"}),  # no label
+        ix("S", "agent", 2, "c", agentic={"task_id": "t", "reward": "yes"}),  # not a number
+        ix("S", "agent", 3, "d", agentic={"task_id": "t", "reward": True, "tools_used": [CALC]}, gta=None),
     ]
     res = run_metric(Agentic(k=1, correctness_source="label"), data, tmp_path / "bad")
     (s,) = [AgenticMetric.model_validate(r) for r in res["sessions"]]

@@ -12,8 +12,7 @@ from fair_forge_beam.reports.load import read_sessions
 from fair_forge_beam.components.tool_correctness import tool_correctness
 from fair_forge_beam.io.agentic_sources import bfcl_sessions, main as convert, parse_call, tau_bench_sessions
 from fair_forge_beam.schemas.common import Dataset
-
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+from helpers import FNAPI
 
 
 @pytest.fixture

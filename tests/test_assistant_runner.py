@@ -10,17 +10,16 @@ import sys
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam._beam import beam
 from fair_forge_beam.runners.assistant import (
     AssistantHandler,
     RunAssistant,
-    SkipFailedTurns,
     assistant_counters,
-    failed_turn_reason,
     render_request,
     response_field,
 )
+from fair_forge_beam.runners.turns import SkipFailedTurns, failed_turn_reason
 
 TEMPLATE = '{"model": "bot", "messages": {{ messages | tojson }}, "metadata": {"qa": {{ qa_id | tojson }}}}'
 PATH = "choices.0.message.content"

@@ -9,12 +9,13 @@ import json
 import math
 import random
 import re
+from functools import partial
 
 import pytest
 from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warnings, read_sessions
 
-from conftest import FNAPI, handler_for, run_metric
-from fair_forge_beam.io.elements import Interaction, make_element_id
+import helpers
+from helpers import FNAPI, handler_for, run_metric
 from fair_forge_beam.io.hh_rlhf import HHRLHFPairs
 from fair_forge_beam.metrics.best_of import BestOf, contest_order
 from fair_forge_beam.schemas.best_of import BestOfMetric, BestOfSliceMetric
@@ -39,9 +40,7 @@ def marker_judge(req):
     return {"winner": winner, "verdict": f"{sa:g} vs {sb:g}", "confidence": 0.8, "reasoning": {"A": "a", "B": "b"}}
 
 
-def ix(session, aid, turn, answer, language="english", qa=None):
-    return Interaction(make_element_id(session, aid, turn), session, aid, language, "ctx", turn, qa or f"q{turn}",
-                       f"question {turn} of {session}", answer, None, None, None, None, None, None)
+ix = partial(helpers.ix, context="ctx", qa_id_format="q{turn}", query_format="question {turn} of {session_id}")
 
 
 DATA = [
@@ -53,10 +52,10 @@ DATA = [
     ix("S3", "x", 0, "x [q=1]"), ix("S3", "y", 0, "y [q=2] [boom]"), ix("S3", "z", 0, "z [q=5]"),
     # S4: the judge names neither A nor B → re-asked, then dead letter
     # (and h answered another question: a data-quality warning, judged all the same)
-    ix("S4", "g", 0, "g [q=1] [garbage]"), ix("S4", "h", 0, "h [q=1]", qa="other"),
+    ix("S4", "g", 0, "g [q=1] [garbage]"), ix("S4", "h", 0, "h [q=1]", qa_id="other"),
     # S5: two turns each, Spanish: p (1 + 1) beats r (0 + 1); turns rendered in turn order
-    ix("S5", "p", 0, "p0 [q=1]", "spanish"), ix("S5", "p", 1, "p1 [q=1]", "spanish"),
-    ix("S5", "r", 0, "r0 [q=0]", "spanish"), ix("S5", "r", 1, "r1 [q=1]", "spanish"),
+    ix("S5", "p", 0, "p0 [q=1]", language="spanish"), ix("S5", "p", 1, "p1 [q=1]", language="spanish"),
+    ix("S5", "r", 0, "r0 [q=0]", language="spanish"), ix("S5", "r", 1, "r1 [q=1]", language="spanish"),
 ]
 
 

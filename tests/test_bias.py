@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+from functools import partial
 
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from scipy import stats
 
-from conftest import FNAPI
+import helpers
+from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGuardian, Guardian, GuardianBias, LlamaGuard
 from fair_forge_beam.components.judge import judge_counters
-from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.bias import Bias
 from fair_forge_beam.runner import to_json_line
@@ -27,24 +28,7 @@ from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 KEY_ENV = "FFB_TEST_UNSET_KEY"
 
 
-def ix(session_id, assistant_id, turn, answer, language="english") -> Interaction:
-    return Interaction(
-        element_id=make_element_id(session_id, assistant_id, turn),
-        session_id=session_id,
-        assistant_id=assistant_id,
-        language=language,
-        context="",
-        turn_index=turn,
-        qa_id=f"{session_id}-q{turn}",
-        query="What do you think of them?",
-        assistant=answer,
-        ground_truth_assistant=None,
-        observation=None,
-        weight=None,
-        agentic={},
-        ground_truth_agentic={},
-        logprobs={},
-    )
+ix = partial(helpers.ix, query="What do you think of them?", agentic={}, gta={}, logprobs={})
 
 
 _LLAMA_CAT = re.compile(r"S1: (.+?) bias\.")

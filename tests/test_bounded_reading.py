@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam.io.read import ReadError, _JsonLinesSource, bounded_lines
 
 

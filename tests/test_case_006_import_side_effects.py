@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 
 MODULES = ["fair_forge_beam", "fair_forge_beam.metrics.humanity", "fair_forge_beam.io.read", "pipelines.audit"]
 

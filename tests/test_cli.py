@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam.reports.compare import compare_runs, comparison_table, run_differences
 from pipelines import audit
 

@@ -1,4 +1,5 @@
-"""Cluster profiling stage (fair_forge_beam.metrics.clustering): UMAP + HDBSCAN as a bounded
+"""Cluster profiling stage (fair_forge_beam.components.cluster_profile, with the numerical part in
+fair_forge_beam.components.clustering): UMAP + HDBSCAN as a bounded
 global Beam stage, per-cluster toxic-word ratios, sampling above the cap, deterministic
 assignment of the other points, tiny and degenerate inputs, the optional points file."""
 from __future__ import annotations
@@ -14,17 +15,10 @@ import numpy as np
 import pytest
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.metrics.clustering import (
-    MIN_POINTS,
-    ClusterInput,
-    ClusterProfile,
-    SmallestKeysCombineFn,
-    knn_vote,
-    sample_key,
-)
+from fair_forge_beam.components.cluster_profile import ClusterProfile, SmallestKeysCombineFn
+from fair_forge_beam.components.clustering import MIN_POINTS, ClusterInput, knn_vote, sample_key
+from helpers import FNAPI, REPO
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-REPO = Path(__file__).resolve().parents[1]
 
 # FnApiRunner (in-memory) runs the DoFns in this process: module-level sinks collect the output.
 _SINK: dict = {}
@@ -319,7 +313,7 @@ def test_importing_the_module_stays_light():
     code = textwrap.dedent(
         """
         import sys, json
-        import fair_forge_beam.metrics.clustering
+        import fair_forge_beam.components.cluster_profile, fair_forge_beam.components.clustering
         print(json.dumps(sorted(m for m in ("umap", "numba", "pynndescent", "sklearn", "hdbscan", "pyarrow") if m in sys.modules)))
         """
     )
@@ -362,7 +356,7 @@ _FIT_SCRIPT = textwrap.dedent(
     import hashlib, sys
     import numpy as np
     sys.path.insert(0, sys.argv[1])
-    from fair_forge_beam.metrics.clustering import ClusterConfig, fit_clusters
+    from fair_forge_beam.components.clustering import ClusterConfig, fit_clusters
     rng = np.random.default_rng(3)
     X = np.concatenate([rng.normal(size=(120, 24)) + 6 * rng.normal(size=(1, 24)) for _ in range(4)]).astype(np.float32)
     fit = fit_clusters(X, ClusterConfig())
@@ -390,7 +384,7 @@ def test_fit_does_not_depend_on_the_thread_count_of_the_worker():
 def test_fit_restores_the_callers_thread_settings():
     from threadpoolctl import threadpool_info
 
-    from fair_forge_beam.metrics.clustering import ClusterConfig, fit_clusters
+    from fair_forge_beam.components.clustering import ClusterConfig, fit_clusters
 
     fit_clusters(np.ones((3, 4), np.float32), ClusterConfig())  # loads the libraries it limits
     before = [(p["filepath"], p["num_threads"]) for p in threadpool_info()]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 import re
+from functools import partial
 
 import pytest
 
-from conftest import handler_for, run_metric
+import helpers
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_REFERENCE, context_messages
-from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.context import Context
 from fair_forge_beam.schemas.common import Batch, Dataset
@@ -38,39 +39,23 @@ def context_judge(req):
     return {"score": score, "insight": f"REF<{section(case, 'REFERENCE ANSWER')}> Q<{section(case, 'QUESTION')}>"}
 
 
-def ix(session_id, turn, answer, gt, weight=None, query="What are the opening hours?", observation=None, assistant_id="bot", language="english"):
-    return Interaction(
-        element_id=make_element_id(session_id, assistant_id, turn),
-        session_id=session_id,
-        assistant_id=assistant_id,
-        language=language,
-        context="A bakery assistant. Only talk about bread, opening hours and orders.",
-        turn_index=turn,
-        qa_id=f"{session_id}-q{turn}",
-        query=query,
-        assistant=answer,
-        ground_truth_assistant=gt,
-        observation=observation,
-        weight=weight,
-        agentic=None,
-        ground_truth_agentic=None,
-        logprobs=None,
-    )
+ix = partial(helpers.ix, context="A bakery assistant. Only talk about bread, opening hours and orders.",
+             query="What are the opening hours?")
 
 
 DATA = [
     # S1: scores (0.8, 0.6, 1.0), weights (0.5, 0.25, 0.25) -> 0.8 (spec §3.5 example)
-    ix("S1", 0, "Open 8 to 18. [s=0.8]", "We open at 8 and close at 18.", weight=0.5),
-    ix("S1", 1, "Rye and spelt. [s=0.6]", "Rye, spelt and wheat.", weight=0.25, query=BRACES),
-    ix("S1", 2, "Order by phone. [s=1.0]", "Call us to order.", weight=0.25),
+    ix("S1", "bot", 0, "Open 8 to 18. [s=0.8]", gt="We open at 8 and close at 18.", weight=0.5),
+    ix("S1", "bot", 1, "Rye and spelt. [s=0.6]", gt="Rye, spelt and wheat.", weight=0.25, query=BRACES),
+    ix("S1", "bot", 2, "Order by phone. [s=1.0]", gt="Call us to order.", weight=0.25),
     # S2: one answer never validates, one is fine; no reference for turn 0
-    ix("S2", 0, "Sure [s=0.4]", None, assistant_id="other"),
-    ix("S2", 1, "Stocks will rise [bad]", "We only talk about bread.", assistant_id="other"),
+    ix("S2", "other", 0, "Sure [s=0.4]", gt=None),
+    ix("S2", "other", 1, "Stocks will rise [bad]", gt="We only talk about bread."),
     # S3: observation variant; turn 1 gets HTTP 500 (no retries in these tests)
-    ix("S3", 0, "Croissants [s=0.9]", "Croissants daily.", observation="The user asked twice.", language="spanish"),
-    ix("S3", 1, "Baguettes [boom] [s=0.1]", "Baguettes.", language="spanish"),
+    ix("S3", "bot", 0, "Croissants [s=0.9]", gt="Croissants daily.", observation="The user asked twice.", language="spanish"),
+    ix("S3", "bot", 1, "Baguettes [boom] [s=0.1]", gt="Baguettes.", language="spanish"),
     # S4: nothing scored at all
-    ix("S4", 0, "Buy shares [bad]", "Bread only.", language="french"),
+    ix("S4", "bot", 0, "Buy shares [bad]", gt="Bread only.", language="french"),
 ]
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import random
 import re
+from functools import partial
 
 import numpy as np
 import pytest
 
-from conftest import handler_for, run_metric
+import helpers
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY
-from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.conversational import Conversational, _turn, session_requests
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
@@ -49,33 +50,17 @@ def grice_judge(req):
     return {**scores, "insight": " | ".join(earlier) + f" || Q<{section(case, 'CURRENT QUESTION')}> REF<{section(case, 'REFERENCE ANSWER')}>"}
 
 
-def ix(session_id, turn, answer, gt=None, weight=None, query=None, language="spanish", assistant_id="bot"):
-    return Interaction(
-        element_id=make_element_id(session_id, assistant_id, turn),
-        session_id=session_id,
-        assistant_id=assistant_id,
-        language=language,
-        context="",
-        turn_index=turn,
-        qa_id=f"{session_id}-{turn}",
-        query=query if query is not None else f"{session_id} question {turn}",
-        assistant=answer,
-        ground_truth_assistant=gt,
-        observation=None,
-        weight=weight,
-        agentic=None,
-        ground_truth_agentic=None,
-        logprobs=None,
-    )
+ix = partial(helpers.ix, language="spanish", qa_id_format="{session_id}-{turn}",
+             query_format="{session_id} question {turn}")
 
 
 RELEVANCE = [8.0, 6.0, 9.0, 4.0, 10.0]
-LONG = [ix("L", t, f"answer {t} [r={RELEVANCE[t]}]", gt=f"reference {t}") for t in range(5)]
+LONG = [ix("L", "bot", t, f"answer {t} [r={RELEVANCE[t]}]", gt=f"reference {t}") for t in range(5)]
 LONG[2] = LONG[2]._replace(query=BRACES)
 OTHER = [
-    ix("E", 0, "hello [r=5]", language="english", assistant_id="b2"),
-    ix("E", 1, "this one fails [bad]", language="english", assistant_id="b2"),
-    ix("E", 2, "bye [r=3]", language="english", assistant_id="b2"),
+    ix("E", "b2", 0, "hello [r=5]", language="english"),
+    ix("E", "b2", 1, "this one fails [bad]", language="english"),
+    ix("E", "b2", 2, "bye [r=3]", language="english"),
 ]
 
 
@@ -131,7 +116,7 @@ def test_history_is_turn_order_scores_dead_letter_and_frequentist_means(tmp_path
 
 def test_bayesian_session_intervals_bracket_the_mean(tmp_path):
     data = [x._replace(weight=w) for x, w in zip(LONG, [0.4, 0.1, 0.2, 0.2, 0.1])]
-    data += [ix("M", t, f"m{t} [r={(3 * t) % 11}]") for t in range(6)]
+    data += [ix("M", "bot", t, f"m{t} [r={(3 * t) % 11}]") for t in range(6)]
     random.Random(5).shuffle(data)
     with ScriptedOpenAIServer(grice_judge) as srv:
         res = run_metric(Conversational(judge=handler_for(srv, tmp_path), statistical_mode=BayesianMode(mc_samples=500)), data, tmp_path / "b")

@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 #: Pages other engineers are writing while README moves to docs/ (issue 15). Links to them may
 #: dangle until they land; drop each name from this set when its page is merged.
@@ -117,6 +117,7 @@ def test_documented_commands_use_real_options():
     (``trend``, …) one of that command's parser: a renamed flag cannot stay in the docs."""
     import importlib
 
+    from fair_forge_beam.options import unknown_beam_options
     from pipelines import audit
 
     def options(parser):
@@ -144,6 +145,6 @@ def test_documented_commands_use_real_options():
             if not m or m.group(1) in known:
                 continue
             value = m.group(2) if m.group(2) is not None else (tokens[i + 1:] or ["1"])[0]
-            if audit.unknown_beam_options([m.group(1), value.strip("'\"") or "1"]):
+            if unknown_beam_options([m.group(1), value.strip("'\"") or "1"]):
                 bad.append(f"{page}: {m.group(1)} in {cmd}")
     assert bad == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam.metrics.registry import METRICS
 from pipelines import audit
 

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "scheduled.md"
 
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam.components import embedder as emb_mod
 from fair_forge_beam.components.embedder import (
     MINILM_PACKAGE,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from fair_forge_beam.engine import Engine, FusedCombineFn, MetricSpec, SessionReducer, SliceEstimator, apply_metrics
 from fair_forge_beam.io.elements import Interaction, make_element_id
-from fair_forge_beam.metrics.base import SumCombineFn
+from fair_forge_beam.statistical.combiners import SumCombineFn
 
 # "How to add a metric" moved from README to this page (issue 15: README is the short path)
 README = Path(__file__).resolve().parents[1] / "docs" / "engine.md"

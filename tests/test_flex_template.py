@@ -14,9 +14,10 @@ import re
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam.audit_config import TEMPLATE_EXCLUDED, expand_argv
 from fair_forge_beam.metrics.registry import METRICS
+from fair_forge_beam.options import unknown_beam_options
 from pipelines import audit
 
 TEMPLATES = REPO / "templates"
@@ -103,7 +104,7 @@ def test_entry_point_accepts_every_template_parameter():
     expanded, gates = expand_argv(PARSER, argv)
     args, rest = PARSER.parse_known_args(expanded)
     assert rest == [] and gates == []
-    assert audit.unknown_beam_options(rest) == []
+    assert unknown_beam_options(rest) == []
     for name, p in PARAMS.items():
         if name == "config":
             continue

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from conftest import REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam.audit_config import ConfigError, expand_argv, is_template_launch, parse_slices
+from fair_forge_beam.options import unknown_beam_options
 from fair_forge_beam.reports.gates import (
     GATE_FAILED_EXIT_CODE,
     GateConfigError,
@@ -31,7 +32,6 @@ from fair_forge_beam.reports.gates import (
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 from pipelines import audit
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
 
 
@@ -364,7 +364,7 @@ def _check_config(path: Path, argv=()):
     parser = audit.build_parser()
     expanded, config_gates = expand_argv(parser, ["--config", str(path), *argv])
     args, beam_args = parser.parse_known_args(expanded)
-    assert audit.unknown_beam_options(beam_args) == []
+    assert unknown_beam_options(beam_args) == []
     metrics = [m for m in args.metrics.split(",") if m]
     return resolve_gates(config_gates + (args.gate or []), metrics, args.mode == "bayesian", parse_slices(args.slices))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam.reports.gates import (
     GATE_FAILED_EXIT_CODE,
     GateConfigError,

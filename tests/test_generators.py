@@ -301,7 +301,7 @@ def test_parquet_holds_the_same_sessions_and_the_audit_reader_reads_both_files(g
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from conftest import FNAPI
+    from helpers import FNAPI
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
 

@@ -13,8 +13,7 @@ from fair_forge_beam.reports.load import iter_dead_letters
 from fair_forge_beam.io.agentic_sources import bfcl_sessions, tau_bench_sessions
 from fair_forge_beam.io.read import ReadError
 from pipelines import audit
-
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+from helpers import FNAPI
 
 
 def _traj(task_id, reward=1.0):

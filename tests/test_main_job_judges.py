@@ -11,8 +11,8 @@ import pytest
 
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 SESSIONS = [
     {"session_id": "s1", "assistant_id": "bot-a", "language": "english", "context": "You sell train tickets.",
      "conversation": [

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FNAPI
+from helpers import FNAPI
 
 N_SESSIONS = 60
 REGIONS = ("eu", "us", None)  # by pair of sessions (chosen, rejected): the pair shares its region
@@ -288,7 +288,7 @@ def test_a_ptransform_scorer_gets_its_metadata_from_the_input_and_panes_are_refu
     from apache_beam.transforms import trigger, window
 
     from fair_forge_beam.engine import Engine, MetricSpec, SessionReducer
-    from fair_forge_beam.metrics.base import SumCombineFn
+    from fair_forge_beam.statistical.combiners import SumCombineFn
     from test_engine import INPUT, _ScoreTransform
 
     class Sessions(SessionReducer):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam.metrics.registry import METRICS, metric_info
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates, value_range
 from fair_forge_beam.reports.gates import GateConfigError, evaluate_gates, gate_fields, resolve_gates

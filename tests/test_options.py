@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from fair_forge_beam import options as O
 from fair_forge_beam.audit_config import ConfigError, config_to_argv
 from fair_forge_beam.metrics.registry import METRICS

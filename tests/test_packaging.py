@@ -3,7 +3,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REPO
+from helpers import REPO
 
 
 def test_build_contains_every_module_and_data_file(tmp_path):

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 import apache_beam as beam
 from fair_forge_beam.reports.load import iter_dead_letters, read_sessions
 from fair_forge_beam.reports.results import ResultsDocFn, results_json_bytes
+from fair_forge_beam.reports.summary import metric_summary_lines, summary_table
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 # the keyword audit of tests/test_runners_integration.py, in memory: its run is shared (audit_once)
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
         "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", f"--runner={FNAPI}"]
@@ -83,7 +84,7 @@ def test_summary_table_is_derived_from_results_json(local_run, capsys):
     out, doc = local_run
     on_disk = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert on_disk == doc and all("sessions" not in m for m in on_disk["metrics"].values())
-    table = audit.summary_table(on_disk, str(out))
+    table = summary_table(on_disk, str(out))
     assert "humanity: interactions: 2016 scored, 26 not scored (of 2042 read)" in table
     assert "  dead letters: 26 interactions this metric could not score" in table
     assert "toxicity: interactions: 2042 scored, 0 not scored (of 2042 read)" in table
@@ -199,7 +200,7 @@ def test_bestof_summary_lines_name_matches_not_interactions():
     ms = {"scored": 14, "interactions_scored": 14, "interactions_not_scored": 0, "dead_letters": 1,
           "dead_letter_unit": "failed matches (one per judge call between two contestants)",
           "dead_letter_reasons": {"judge: invalid answer": 1}}
-    assert audit.metric_summary_lines("bestof", ms, 14) == [
+    assert metric_summary_lines("bestof", ms, 14) == [
         "bestof: interactions: 14 scored, 0 not scored (of 14 read)",
         "  dead letters: 1 failed matches (one per judge call between two contestants) (judge: invalid answer: 1)",
     ]
@@ -222,7 +223,7 @@ def test_launcher_of_a_keyword_run_never_imports_torch(tmp_path):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from helpers import REPO
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", _LAUNCHER, "--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity",

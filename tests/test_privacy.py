@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from conftest import run_metric
+from helpers import run_metric
 from fair_forge_beam.components.pii import PatternDetector, PIISpan, iban_valid, luhn_valid
 from fair_forge_beam.io.read import _interaction
 from fair_forge_beam.metrics.privacy import Privacy, PrivacyDomain, match_spans, span_iou

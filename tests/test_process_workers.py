@@ -27,8 +27,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 MARKER = "ffb_venv_marker"
 
 

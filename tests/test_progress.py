@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from fair_forge_beam import progress as P
 
 NS, J = P.NAMESPACE, "fair_forge_beam.judge"

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.constraints import (
     JsonConstraint,
     KeywordConstraint,
@@ -27,7 +27,7 @@ from fair_forge_beam.components.embedder import HashingEmbedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
-from fair_forge_beam.metrics.base import SumCombineFn
+from fair_forge_beam.statistical.combiners import SumCombineFn
 from fair_forge_beam.metrics.prompt_evaluator import OptionalCombineFn, PromptEvaluator, generation_messages
 from fair_forge_beam.schemas.common import Dataset
 from fair_forge_beam.schemas.prompt_evaluator import PromptEvaluatorMetric

@@ -26,8 +26,7 @@ from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.io.read import ReadInteractions, _JsonLinesSource
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
-
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+from helpers import FNAPI
 
 
 # ------------------------------------------------------------------ data helpers

@@ -8,16 +8,13 @@ import datetime as dt
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fair_forge_beam.io.retriever import Retriever
-from tests.conftest import FNAPI
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import FNAPI, REPO
 
 
 def _session(sid, n=1, aid="a", **extra):
@@ -544,7 +541,7 @@ def test_relative_pattern_without_a_folder_is_read(tmp_path, monkeypatch):
 def test_summary_escapes_control_characters_from_the_data():
     """A slice label from the data (assistant_id) holding a newline or an ANSI escape cannot forge a
     summary line or drive the terminal (found by a fresh-user trial)."""
-    from pipelines.audit import summary_table
+    from fair_forge_beam.reports.summary import summary_table
 
     label = "assistant_id=evil\nassistant_id=hh-chosen 991 400 0.0000\x1b[2J\u202e"
     doc = {"config": {"mode": "frequentist"},

@@ -1,7 +1,7 @@
 """README's two set-up commands stay true: CI runs exactly the test command."""
 import re
 
-from conftest import REPO
+from helpers import REPO
 
 
 def _setup_commands():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from conftest import SHARED, handler_for, run_metric
+from helpers import SHARED, handler_for, ix, run_metric
 from fair_forge_beam.components.contradiction import ChunkCheck, ContradictionChecker, Reranker, RerankerContradictionChecker, regulatory_messages
 from fair_forge_beam.components.corpus import (
     ChunkerConfig,
@@ -28,7 +28,6 @@ from fair_forge_beam.components.corpus import (
     packaged_corpus,
 )
 from fair_forge_beam.components.embedder import HashingEmbedder
-from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.regulatory import EMPTY_CORPUS_REASON, ChunkIndex, Regulatory, _IndexCombineFn, compute_verdict, retrieve
 from fair_forge_beam.schemas.common import Dataset
@@ -40,11 +39,6 @@ EMB = HashingEmbedder(dim=256)
 PRICING = "# Pricing\n\nPrices are the same for every payment method. No discount for paying in cash."
 REFUNDS = "# Refunds\n\nFull refund within 30 days of purchase. Older purchases: store credit or exchange only."
 CORPUS = [(PRICING, "pricing.md"), (REFUNDS, "refunds.md")]
-
-
-def ix(sid, turn, query, answer, aid="bot", language="english", weight=None):
-    return Interaction(make_element_id(sid, aid, turn), sid, aid, language, "", turn, f"{sid}-q{turn}", query, answer,
-                       None, None, weight, None, None, None)
 
 
 def section(text: str, name: str) -> str:
@@ -235,11 +229,11 @@ def test_index_combinefn_merge_order_does_not_matter(items, rnd):
 
 # ------------------------------------------------------------------ pipelines
 DATA = [
-    ix("s1", 0, "Can I get a discount for paying cash?", "No: cash or card, the price is the same."),
-    ix("s1", 1, "A discount for cash?", "Sure, 10% off when you pay cash. [violate]"),
-    ix("s1", 2, "Can I get a refund for last week's purchase?", "Yes, a full refund within 30 days of purchase."),
-    ix("s2", 0, "What's the weather like?", "Sunny and warm today.", aid="other"),
-    ix("s3", 0, "Refund for something bought in January?", "Refund denied. [crash]", language="spanish"),
+    ix("s1", "bot", 0, "No: cash or card, the price is the same.", query="Can I get a discount for paying cash?"),
+    ix("s1", "bot", 1, "Sure, 10% off when you pay cash. [violate]", query="A discount for cash?"),
+    ix("s1", "bot", 2, "Yes, a full refund within 30 days of purchase.", query="Can I get a refund for last week's purchase?"),
+    ix("s2", "other", 0, "Sunny and warm today.", query="What's the weather like?"),
+    ix("s3", "bot", 0, "Refund denied. [crash]", query="Refund for something bought in January?", language="spanish"),
 ]
 
 
@@ -292,9 +286,10 @@ def test_reranker_checker_relevance_gate():
 def test_bayesian_slice_rate_is_the_exact_beta_posterior_and_order_free(tmp_path):
     """10 relevant interactions, 2 compliant (+ 1 irrelevant, left out of the rate) → Beta(3, 9):
     mean 0.25, 95 % [0.0602, 0.5178] (spec §19); shuffled input gives identical records."""
-    data = [ix(f"b{i}", 0, "Cash discount?", "Same price for cash." if i < 2 else "5% off for cash. [violate]", weight=0.7 if i == 0 else None)
+    data = [ix(f"b{i}", "bot", 0, "Same price for cash." if i < 2 else "5% off for cash. [violate]", query="Cash discount?",
+               weight=0.7 if i == 0 else None)
             for i in range(10)]
-    data += [ix("b0", 1, "What's the weather like?", "Sunny and warm today.", weight=0.3)]
+    data += [ix("b0", "bot", 1, "Sunny and warm today.", query="What's the weather like?", weight=0.3)]
     mode = BayesianMode(mc_samples=400, rng_seed=7)
     outs = []
     for k in range(2):
@@ -331,7 +326,7 @@ def test_empty_corpus_dead_letters_every_interaction(tmp_path, corpus):
 
 
 def test_judge_checker_against_scripted_server(tmp_path):
-    data = [x for x in DATA if "[crash]" not in x.assistant] + [ix("s4", 0, "Cash discount? [boom]", "Same price for cash.")]
+    data = [x for x in DATA if "[crash]" not in x.assistant] + [ix("s4", "bot", 0, "Same price for cash.", query="Cash discount? [boom]")]
     random.Random(1).shuffle(data)
     with ScriptedOpenAIServer(judge, faults=[Fault("server_error", match="[boom]", retry_after=None)]) as srv:
         h = handler_for(srv, tmp_path)

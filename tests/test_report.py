@@ -37,9 +37,8 @@ from fair_forge_beam.reports.load import dead_letter_summary, load_results
 from fair_forge_beam.reports.plots import figure_svg
 from pipelines import audit
 
-from conftest import open_page
+from helpers import FNAPI, open_page
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
 KEYWORD = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", "--mc-samples", "1000"]
@@ -362,7 +361,7 @@ def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
 
 
 # ------------------------------------------------------------------ headless Chromium
-# the ``browser`` fixture (Debian's chromium through playwright, no download) and ``open_page``: tests/conftest.py
+# the ``browser`` fixture (Debian's chromium through playwright, no download): tests/conftest.py; ``open_page``: tests/helpers.py
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])

@@ -18,8 +18,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from fair_forge_beam.reports import results
 from fair_forge_beam.runner import to_json_line
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 SCHEMA = pa.schema([
     ("metric", pa.string()), ("element_id", pa.string()), ("turn_index", pa.int64()),
     ("humanity_joy", pa.float64()), ("toxicity_is_toxic", pa.bool_()), ("toxicity_matched", pa.list_(pa.string())),

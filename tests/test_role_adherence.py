@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from conftest import handler_for, run_metric
+from helpers import handler_for, run_metric
 from fair_forge_beam.components.judge.parsing import unfence
 from fair_forge_beam.io.read import _interaction
 from fair_forge_beam.metrics.role_adherence import RoleAdherence

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FNAPI, REPO
+from helpers import FNAPI, REPO
 from test_output_folder import _previous_run, _siblings, _tree
 
 from pipelines import audit

@@ -28,8 +28,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 BAYES = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000"]
 IN_MEMORY = [f"--runner={FNAPI}"]
 MULTI_PROCESS = [f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from apache_beam.internal import pickler
 
-from conftest import run_metric
+from helpers import run_metric
 from fair_forge_beam.components import embedder as emb_mod
 from fair_forge_beam.components import shared_resources as sr
 from fair_forge_beam.components.embedder import HashingEmbedder, SentenceTransformerEmbedder

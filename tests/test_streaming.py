@@ -21,7 +21,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.streaming.event_time import parse_timestamp
 from fair_forge_beam.streaming.windows import AddWindowFields, EmptyPaneSafeCombineFn, WindowSpec, parse_duration
 
-from conftest import FNAPI
+from helpers import FNAPI
 
 
 # ------------------------------------------------------------------ specs and timestamps
@@ -52,10 +52,10 @@ def test_parse_timestamp():
 @given(st.lists(st.lists(st.integers(0, 5), max_size=4), max_size=6), st.randoms())
 def test_empty_pane_safe_combine_fn_merge_order(groups, rnd):
     """Merging in any order and grouping gives the same accumulator; merging nothing is empty."""
-    from fair_forge_beam.metrics.base import SumCombineFn
-    from fair_forge_beam.metrics.toxicity import _PairCombineFn
+    from fair_forge_beam.statistical.combiners import SumCombineFn
+    from fair_forge_beam.engine import PairCombineFn
 
-    fn = EmptyPaneSafeCombineFn(_PairCombineFn(SumCombineFn(), SumCombineFn()))
+    fn = EmptyPaneSafeCombineFn(PairCombineFn(SumCombineFn(), SumCombineFn()))
     accs = []
     for g in groups:
         acc = fn.create_accumulator()

@@ -17,7 +17,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.streaming import combine as wcombine
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec
 
-from conftest import FNAPI
+from helpers import FNAPI
 
 
 class _Describe(beam.DoFn):

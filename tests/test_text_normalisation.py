@@ -115,7 +115,7 @@ def test_ascii_fast_path_on_every_shipped_text():
     """The shipped hh-rlhf slice and the HolisticBias/ToxiGen texts: the tokens are the regexes'."""
     import json
 
-    from tests.conftest import SHARED
+    from helpers import SHARED
 
     texts = []
     for path in sorted((SHARED / "data").rglob("*.jsonl"))[:40]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FNAPI
+from helpers import FNAPI
 from fair_forge_beam.reports.compare import TOO_SMALL, compare_runs
 from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
 from fair_forge_beam.reports.html import render_report

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from pipelines import audit
+from helpers import FNAPI
 
-FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
         "--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex"]
 IN_MEMORY = [f"--runner={FNAPI}"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from conftest import FNAPI, REPO, open_page
+from helpers import FNAPI, REPO, open_page
 from fair_forge_beam.reports.compare import compare_runs
 from fair_forge_beam.reports.trend import (TrendUsageError, build_trend, find_runs, headline_estimates, render_trend,
                                            trend_json)

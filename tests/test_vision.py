@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import run_metric
+from helpers import run_metric
 from fair_forge_beam.components.embedder import HashingEmbedder
 from fair_forge_beam.components.similarity import EmbeddingSimilarityScorer, SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, make_element_id

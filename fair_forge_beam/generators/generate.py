@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate
@@ -142,12 +142,6 @@ def generator_handler(model: str, base_url: Optional[str] = None, *, use_structu
 # ----------------------------------------------------------------------------------------------
 # Planning (launcher side: small)
 # ----------------------------------------------------------------------------------------------
-class _Slot(NamedTuple):
-    pos: int
-    chunk_id: str
-    occurrence: int  # 1-based occurrence of the chunk in its group
-
-
 @dataclass(frozen=True)
 class GenerationPlan:
     """What the pipeline asks and how it assembles the answers.

@@ -57,12 +57,11 @@ import io
 import json
 import os
 import sys
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
-from fair_forge_beam.schemas.common import IterationLevel
 
 __all__ = [
     "tau_bench_sessions",

@@ -38,7 +38,7 @@ import json
 import os
 import logging
 import math
-from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.progress import ProgressCounter
@@ -49,7 +49,6 @@ from apache_beam.io.filesystems import FileSystems
 from pydantic import ValidationError
 
 from fair_forge_beam.io.elements import (
-    DeadLetter,
     Interaction,
     QualityWarning,
     dead_letter,
@@ -58,7 +57,7 @@ from fair_forge_beam.io.elements import (
 from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
-from fair_forge_beam.schemas.common import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
+from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
 
 __all__ = ["ReadInteractions", "detect_format", "records_to_interactions"]
 

@@ -63,6 +63,7 @@ from fair_forge_beam.components.tool_correctness import (
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
@@ -417,7 +418,7 @@ class Agentic(MetricTransform):
         tool_threshold: float = 1.0,
         tool_weights: Optional[Mapping[str, float]] = None,
         statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         inference_args: Optional[Mapping[str, Any]] = None,
         model: Any = None,
     ):

@@ -10,17 +10,9 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
-from fair_forge_beam.engine import CORE_SLICE_FIELDS, cell_fields, metadata_dimensions, slice_name_problems
+from fair_forge_beam.slices import SLICE_DIMENSIONS, cell_fields, metadata_dimensions, slice_name_problems
 
-# the CombineFns live in statistical/; importable from here for existing callers
-from fair_forge_beam.statistical.combiners import SumCombineFn, WithFailedCount
-
-__all__ = ["MetricTransform", "MetricResults", "SLICE_FIELDS", "CombineSlices", "CORE_SLICE_FIELDS",
-           "metadata_dimensions", "cell_fields",
-           "SumCombineFn", "interaction_ids", "WithFailedCount", "nest_session_interactions"]
-
-#: slice dimensions a metric can be keyed by (DESIGN §5).
-SLICE_FIELDS = ("overall", "assistant_id", "language")
+__all__ = ["MetricTransform", "MetricResults", "CombineSlices", "interaction_ids", "nest_session_interactions"]
 
 
 def interaction_ids(metric: str, s: Any) -> dict:
@@ -141,11 +133,10 @@ class MetricResults(list):
 class MetricTransform(beam.PTransform):
     """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
 
-    Subclasses set ``name``, the schemas and ``info``, and either declare the metric for the engine — a
+    Subclasses set ``name``, the schemas and ``info``, and declare the metric for the engine: a
     method ``spec(windowed=False)`` returning a :class:`~fair_forge_beam.engine.MetricSpec`; the
-    inherited ``expand`` then runs :class:`~fair_forge_beam.engine.Engine` with just this metric,
-    and the main job fuses it with the run's other engine metrics — or implement ``expand``
-    themselves (legacy graphs).
+    inherited ``expand`` runs :class:`~fair_forge_beam.engine.Engine` with just this metric, and
+    the main job fuses it with the run's other metrics.
     """
 
     name: ClassVar[str] = "metric"
@@ -159,7 +150,7 @@ class MetricTransform(beam.PTransform):
     #: labels, ranges, directions, reference lines, gate fields, Parquet columns; ``None``: read generically
     info: ClassVar[Optional[MetricInfo]] = None
 
-    def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_FIELDS):
+    def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
             raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
@@ -167,19 +158,16 @@ class MetricTransform(beam.PTransform):
             raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {slices!r}), got the string {slices!r}")
         problems = slice_name_problems(slices)
         if problems:
-            raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_FIELDS)} or the name of a "
+            raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_DIMENSIONS)} or the name of a "
                              "session metadata field")
         self.mode = statistical_mode or FrequentistMode()
         self.slices = tuple(slices)
 
     def expand(self, interactions):
-        spec = getattr(self, "spec", None)
-        if spec is None:
-            raise NotImplementedError(f"{type(self).__name__} declares no spec() and implements no expand()")
         from fair_forge_beam.engine import Engine
         from fair_forge_beam.streaming.windows import is_windowed
 
-        return (interactions | "Engine" >> Engine([spec(windowed=is_windowed(interactions))]))[self.name]
+        return (interactions | "Engine" >> Engine([self.spec(windowed=is_windowed(interactions))]))[self.name]
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

@@ -32,8 +32,9 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
-from fair_forge_beam.metrics.base import SLICE_FIELDS, MetricTransform
+from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.metrics.judged import JudgeScorer
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.bias import (
     AttributeBiasRate,
@@ -334,7 +335,7 @@ class Bias(MetricTransform):
         guardian: Union[Guardian, type, None] = None,
         statistical_mode: Optional[StatisticalMode] = None,
         attributes: Optional[Sequence[str]] = None,
-        slices: Sequence[str] = SLICE_FIELDS,
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         config: Any = None,
         inference_args: Optional[dict] = None,
     ):

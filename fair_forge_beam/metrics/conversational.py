@@ -30,6 +30,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.conversational import (
     DIMENSIONS,
@@ -142,7 +143,7 @@ class Conversational(JudgedMetric):
         self,
         judge: Any = None,
         statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         chat_history: bool = True,
         max_history_turns: Optional[int] = None,
         max_units: int = 1024,

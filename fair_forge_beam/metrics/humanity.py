@@ -33,6 +33,7 @@ from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -348,7 +349,7 @@ class Humanity(MetricTransform):
         self,
         statistical_mode: Optional[StatisticalMode] = None,
         lexicon: Optional[EmotionLexicon] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         max_units: int = 1024,
         slice_bootstrap: str = "buckets",
     ):

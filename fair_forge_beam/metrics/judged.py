@@ -28,6 +28,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DeadLetter, QualityWarning, dead_letter
 from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
@@ -323,7 +324,7 @@ class JudgedMetric(MetricTransform):
         self,
         judge: Any = None,
         statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         max_units: int = 1024,
         inference_args: Optional[Mapping[str, Any]] = None,
     ):

@@ -45,6 +45,7 @@ from fair_forge_beam.components.pii import PIIDetector, PatternDetector
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -417,7 +418,7 @@ class Privacy(MetricTransform):
     headline_columns = info.headline_columns()
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, detector: Optional[PIIDetector] = None,
-                 domain=None, text_field: str = "assistant", slices: Sequence[str] = ("overall", "assistant_id", "language")):
+                 domain=None, text_field: str = "assistant", slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__(statistical_mode, slices)
         if text_field not in TEXT_FIELDS:
             raise ValueError(f"text_field must be one of {TEXT_FIELDS}, got {text_field!r}")

@@ -57,6 +57,7 @@ from fair_forge_beam.components.similarity import cosine_matrix, threshold_clust
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
@@ -506,7 +507,7 @@ class PromptEvaluator(MetricTransform):
         objective: str = "",
         judge: Any = None,
         statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         max_units: int = 1024,
         generation_args: Optional[Mapping[str, Any]] = None,
     ):

@@ -51,6 +51,7 @@ from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, session_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
@@ -604,7 +605,7 @@ class Regulatory(MetricTransform):
         top_k: int = 10,
         similarity_threshold: float = 0.3,
         compliance_threshold: float = 0.5,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         inference_args: Optional[Mapping[str, Any]] = None,
         batch_size: int = 64,
         corpus_connector: Any = None,

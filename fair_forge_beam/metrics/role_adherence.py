@@ -38,6 +38,7 @@ from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import (JudgeScorer, build_judge, decode_part, encode_part, request_key, session_key,
                                             session_of_key)
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -360,7 +361,7 @@ class RoleAdherence(MetricTransform):
 
     def __init__(self, judge: Any = None, statistical_mode: Optional[StatisticalMode] = None,
                  scoring_strategy: Optional[RoleScoringStrategy] = None, threshold: float = 0.5, strict_mode: bool = False,
-                 slices: Sequence[str] = ("overall", "assistant_id", "language"), max_units: int = 1024,
+                 slices: Sequence[str] = SLICE_DIMENSIONS, max_units: int = 1024,
                  inference_args: Optional[Mapping[str, Any]] = None):
         super().__init__(statistical_mode, slices)
         self.strategy = scoring_strategy or StructuredJudgeStrategy()

@@ -34,8 +34,9 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, MetricSpec, PairCombineFn, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import AUX, MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
@@ -51,7 +52,6 @@ from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
     SumCombineFn,
     TokenCountsCombineFn,
-    KeyedCountsCombineFn,
     estimate_rate,
 )
 from fair_forge_beam.statistical.group_fairness import (
@@ -218,12 +218,6 @@ class _ScoreToxicity(beam.DoFn):
         return out
 
 
-#: the slice and session count statistics live in statistical/ (names kept for callers)
-_CountsCombineFn = KeyedCountsCombineFn
-_LexiconCountsCombineFn = TokenCountsCombineFn
-_SessionCountsCombineFn = SessionGroupCountsCombineFn
-
-
 class _GroupInput(NamedTuple):
     element_id: str
     flagged: bool
@@ -266,10 +260,6 @@ class _InteractionRecord:
 
     def __call__(self, s: ToxicityScore) -> dict:
         return _interaction_record(s, self.groups)
-
-
-#: two CombineFns side by side (the engine's; the name kept for callers)
-_PairCombineFn = PairCombineFn
 
 
 class _SessionReducer(SessionReducer):
@@ -513,7 +503,7 @@ class Toxicity(MetricTransform):
         umap_metric: str = "cosine",
         cluster_cap: int = 50_000,
         cluster_points_path: Optional[str] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         batch_size: int = 256,
         group_set: str = "declared",
         toxicity_classifier=None,

@@ -43,6 +43,7 @@ from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -286,7 +287,7 @@ class Vision(MetricTransform):
         scorer: Optional[SimilarityScorer] = None,
         threshold: float = 0.75,
         statistical_mode: Optional[StatisticalMode] = None,
-        slices: Sequence[str] = ("overall", "assistant_id", "language"),
+        slices: Sequence[str] = SLICE_DIMENSIONS,
         max_units: int = 1024,
         batch_size: int = 64,
     ):

@@ -8,7 +8,6 @@ the evaluator's score is strict structured output, failed calls are dead letters
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence

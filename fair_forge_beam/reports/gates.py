@@ -80,8 +80,9 @@ check the current value, the baseline value and the interval of the difference.
 """
 from __future__ import annotations
 
-from fair_forge_beam.engine import MISSING_VALUE
-from fair_forge_beam.reports.summary import dotted_get, printable
+from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
+from fair_forge_beam.reports.summary import printable
+from fair_forge_beam.schemas.metric_info import dotted_get
 
 import math
 import operator
@@ -89,7 +90,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError, field_validator, model_validator
 
 __all__ = [
     "Gate",
@@ -141,7 +142,6 @@ def compare(value: float, op: str, threshold: float, rtol: float = GATE_RTOL) ->
         return op in ("<=", ">=")
     return _OPS[op](value, threshold)
 _OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
-_STATS = ("mean", "ci_low", "ci_high")
 _INTERVAL_STATS = ("ci_low", "ci_high")
 
 
@@ -188,8 +188,6 @@ def _fmt_num(x: Optional[float]) -> str:
 KINDS = ("threshold", "coverage", "regression")
 #: what a coverage gate can measure (``coverage [<metric>] <measure> ...``)
 COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "assistants_of_baseline")
-#: slice dimensions whose interactions-read counts ``results.json`` can carry (``dead_letter_share``)
-READ_COUNT_DIMENSIONS = ("overall", "assistant_id", "language")
 
 
 #: a number as a config writes it (TOML integer or float): never a boolean (``true`` is not 1) nor
@@ -537,13 +535,13 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
         return
     if g.field == "dead_letter_share":
         for d in _dims_of(g, problems, where) or ["every"]:
-            if d not in READ_COUNT_DIMENSIONS and d != "every":
-                problems.append(f"{where}: dead_letter_share is counted per {', '.join(READ_COUNT_DIMENSIONS)} "
+            if d not in SLICE_DIMENSIONS and d != "every":
+                problems.append(f"{where}: dead_letter_share is counted per {', '.join(SLICE_DIMENSIONS)} "
                                 f"(interactions read per slice), not per {d!r}")
 
 
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
-                   slice_dims: Sequence[str] = ("overall", "assistant_id", "language"),
+                   slice_dims: Sequence[str] = SLICE_DIMENSIONS,
                    baseline: Optional[dict] = None) -> None:
     """Check every gate against the audit about to run (before the pipeline starts).
 
@@ -603,12 +601,12 @@ def uses_baseline(gates: Sequence[Gate]) -> bool:
 
 def read_count_dimensions(gates: Sequence[Gate], slice_dims: Sequence[str]) -> tuple:
     """The slice dimensions whose interactions-read counts ``results.json`` must carry for these
-    gates (``summary.interactions_read_by_slice``): those of :data:`READ_COUNT_DIMENSIONS` the
+    gates (``summary.interactions_read_by_slice``): those of :data:`~fair_forge_beam.slices.SLICE_DIMENSIONS` the
     audit computes, when a per-slice coverage gate is among them; else ``()`` (the default
     ``results.json`` keeps its bytes)."""
     if not any(g.kind == "coverage" and g.field != "assistants_of_baseline" for g in gates):
         return ()
-    return tuple(d for d in READ_COUNT_DIMENSIONS if d in slice_dims)
+    return tuple(d for d in SLICE_DIMENSIONS if d in slice_dims)
 
 
 #: GateCheck fields written to gates.json only when set (coverage and regression checks)
@@ -797,8 +795,6 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
 
 
 def _run_slice_dims(doc: dict) -> tuple:
-    from fair_forge_beam.options import SLICE_DIMENSIONS
-
     return tuple((doc.get("config") or {}).get("slices") or SLICE_DIMENSIONS)
 
 
@@ -846,7 +842,7 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
         records += [{"slice": k, _READ_ONLY: True} for k in read_by_slice if k not in have and _slice_dim(k) in mine]
         selected = _selected_slices(g, records)
         if g.field == "dead_letter_share" and g.slices == "every":  # the slices with read counts
-            selected = [(k, r) for k, r in selected if _slice_dim(k) in READ_COUNT_DIMENSIONS]
+            selected = [(k, r) for k, r in selected if _slice_dim(k) in SLICE_DIMENSIONS]
         if any(_slice_dim(k) not in mine for k, _ in selected if k != "overall" and not k.endswith("=*")) or (
                 isinstance(g.slices, str) and g.slices.startswith("every ") and g.slices.split(" ", 1)[1] not in mine):
             continue  # a dimension this metric does not slice by (BestOf and assistants)

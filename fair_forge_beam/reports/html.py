@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from importlib import metadata
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config

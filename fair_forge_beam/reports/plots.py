@@ -19,7 +19,7 @@ extreme are never left out), the captions name the slices left out.
 """
 from __future__ import annotations
 
-from fair_forge_beam.reports.summary import dotted_get
+from fair_forge_beam.schemas.metric_info import dotted_get
 
 import io
 import math
@@ -202,11 +202,6 @@ def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str,
     _row_axes(ax, y0, categories, title, xlabel, xlim)
     if ax.get_legend_handles_labels()[0]:  # a series without any point draws no labelled artist
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-
-
-#: bins of the session histograms; the conversational box plots use finer bins (quartiles to 0.01 on 0–10)
-SESSION_BINS = 20
-_BOX_BINS = 1000
 
 
 def _session_specs(metric: str) -> list:

@@ -262,7 +262,7 @@ def results_config(metrics, mode, inputs, slices=None) -> dict:
     stored-statistics schema (:data:`fair_forge_beam.io.session_stats.STATS_SCHEMA_VERSION`), so a
     run over time says what wrote it (no timestamp: the same input and seed still give the same bytes)."""
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
-    from fair_forge_beam.options import SLICE_DIMENSIONS
+    from fair_forge_beam.slices import SLICE_DIMENSIONS
     from fair_forge_beam.version import product_version
 
     extra = {"slices": list(slices)} if slices is not None and tuple(slices) != SLICE_DIMENSIONS else {}
@@ -469,10 +469,10 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     # interactions read per slice (counted per key first, then one element per slice): in
     # results.json for coverage gates (read_slice_dims), always in the stored counts (a roll-up's
     # coverage gates); a roll-up (read_counts: its runs' stored counts) has no interactions to count
-    from fair_forge_beam.options import SLICE_DIMENSIONS
+    from fair_forge_beam.slices import CORE_SLICE_FIELDS, SLICE_DIMENSIONS
 
-    wanted = tuple(d for d in read_slice_dims if d in ("assistant_id", "language"))
-    stored_dims = tuple(d for d in ("assistant_id", "language") if d in (config.get("slices") or SLICE_DIMENSIONS))
+    wanted = tuple(d for d in read_slice_dims if d in CORE_SLICE_FIELDS)
+    stored_dims = tuple(d for d in CORE_SLICE_FIELDS if d in (config.get("slices") or SLICE_DIMENSIONS))
     dims = tuple(dict.fromkeys((*wanted, *(stored_dims if stats is not None else ()))))
     if dims and read_counts is None:
         parts.append(

@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, value_range
-from fair_forge_beam.reports.summary import dotted_get
+from fair_forge_beam.schemas.metric_info import dotted_get
 
 __all__ = ["reference_line", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "slice_label", "definition",
            "is_undefined", "scorecard", "credible_differences", "toxicity_measure"]

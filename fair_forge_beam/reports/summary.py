@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from fair_forge_beam.reports.output_folder import OUTPUT_FILES
-from fair_forge_beam.schemas.metric_info import dotted_get  # noqa: F401 - the readers' dotted paths, here for them
+from fair_forge_beam.schemas.metric_info import dotted_get
 
-__all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable", "dotted_get"]
+__all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
 
 
 def format_estimate(est: Optional[dict]) -> str:

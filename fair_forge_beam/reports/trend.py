@@ -49,7 +49,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
-from fair_forge_beam.reports.summary import dotted_get, format_estimate
+from fair_forge_beam.reports.summary import format_estimate
+from fair_forge_beam.schemas.metric_info import dotted_get
 
 __all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DRAWS", "TrendUsageError", "headline_estimates",
            "find_runs", "iter_runs", "build_trend", "render_trend", "write_trend", "trend_json"]

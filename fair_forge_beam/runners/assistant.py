@@ -41,7 +41,7 @@ is not text, an invalid rendered request) keeps the original's contract: ``assis
 ``"[ERROR] <reason>"``, the ``observation`` gets a line ``[runner error] <reason>``, the success
 flag is false; it is left out of the history of the next turns, counted and dead-lettered
 (stage ``"runner"``). Every turn gets ``agentic["runner"] = {"ok", "latency_ms", "cached",
-"error"}``; the audit dead-letters a turn whose ``ok`` is false (:class:`SkipFailedTurns`), so an
+"error"}``; the audit dead-letters a turn whose ``ok`` is false (:class:`~fair_forge_beam.runners.turns.SkipFailedTurns`), so an
 error text is never scored as an answer. ``latency_ms`` is wall time of the turn (a cache hit
 costs ~0 ms).
 
@@ -53,7 +53,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -64,11 +63,8 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.io.elements import dead_letter, make_element_id
-# the audit's guard lives apart, without RunInference (the core audit never imports Beam's ML package)
-from fair_forge_beam.runners.turns import SkipFailedTurns, failed_turn_reason  # noqa: F401  (re-exported)
 
-__all__ = ["AssistantHandler", "RunAssistant", "SkipFailedTurns", "WriteRunOutputs", "failed_turn_reason",
-           "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
+__all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
            "COUNTER_NAMES", "KINDS"]
 
 _LOG = logging.getLogger(__name__)

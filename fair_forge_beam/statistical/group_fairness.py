@@ -57,10 +57,9 @@ from fair_forge_beam._beam import beam
 import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.statistical.base import StatisticalMode, check_count
+from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import estimate_distribution, estimate_rate
 from fair_forge_beam.statistical.exact import exact_ratio, to_exact
-from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.seeding import exponential_rows
 
 __all__ = [

@@ -65,7 +65,7 @@ def build_source(args, inputs):
             files that match nothing.
     """
     from fair_forge_beam.audit_config import parse_slices
-    from fair_forge_beam.engine import metadata_dimensions
+    from fair_forge_beam.slices import metadata_dimensions
 
     source = _streaming_source(args)
     if source is None and getattr(args, "early_firing", None):

@@ -294,7 +294,6 @@ def _validate_strict(obj: Any, schema: type[BaseModel]) -> tuple[Optional[BaseMo
 
 
 _MD_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_NOTHING = object()
 
 
 def _whole_json(text: str) -> tuple[bool, Any]:

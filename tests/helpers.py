@@ -1,0 +1,114 @@
+"""Test helpers: plain functions and constants that test modules import (``from helpers import …``;
+tests/ is on ``sys.path`` as it is for ``conftest``). Fixtures live in tests/conftest.py."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# ../shared (next to the checkout) holds the real public datasets and the regression cases.
+SHARED = Path(os.environ.get("FAIR_FORGE_SHARED", REPO.parent / "shared"))
+
+FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------ interactions
+def ix(session_id: str, assistant_id: str, turn: int, answer: str, *, language: str = "english", context: str = "",
+       query=None, gt=None, observation=None, weight=None, agentic=None, gta=None, logprobs=None, qa_id=None,
+       qa_id_format: str = "{session_id}-q{turn}", query_format: str = ""):
+    """An :class:`~fair_forge_beam.io.elements.Interaction` of session ``session_id`` (element id
+    from :func:`~fair_forge_beam.io.elements.make_element_id`): turn ``turn`` of ``assistant_id``
+    answering ``answer`` (ground truth ``gt``, ground-truth agentic ``gta``).
+
+    ``qa_id`` and ``query``, when not given, are ``qa_id_format`` and ``query_format`` filled with
+    ``session_id``, ``assistant_id`` and ``turn`` (a given ``qa_id`` or ``query`` is used as it is).
+    A test module with defaults of its own binds them once: ``ix = partial(helpers.ix, context=…)``.
+    """
+    from fair_forge_beam.io.elements import Interaction, make_element_id
+
+    ids = {"session_id": session_id, "assistant_id": assistant_id, "turn": turn}
+    return Interaction(
+        element_id=make_element_id(session_id, assistant_id, turn),
+        session_id=session_id,
+        assistant_id=assistant_id,
+        language=language,
+        context=context,
+        turn_index=turn,
+        qa_id=qa_id if qa_id is not None else qa_id_format.format(**ids),
+        query=query if query is not None else query_format.format(**ids),
+        assistant=answer,
+        ground_truth_assistant=gt,
+        observation=observation,
+        weight=weight,
+        agentic=agentic,
+        ground_truth_agentic=gta,
+        logprobs=logprobs,
+    )
+
+
+# ------------------------------------------------------------------ judged-metric test helpers
+def handler_for(srv, tmp_path, **kw):
+    """An ``OpenAIJudgeHandler`` for the scripted server ``srv``: own cache file, no retries, no key."""
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler
+
+    kw.setdefault("cache_path", str(tmp_path / "cache.sqlite3"))
+    kw.setdefault("num_retries", 0)
+    kw.setdefault("client_retries", 0)
+    kw.setdefault("api_key_env", "FFB_TEST_UNSET_KEY")
+    return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
+
+
+METRIC_OUTPUTS = ("interactions", "sessions", "slices", "dead_letter", "quality")
+
+
+def run_metric(metric, interactions, out):
+    """Run ``metric`` over ``interactions`` on FnApiRunner; its outputs as lists of dicts."""
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+
+    p = TestPipeline(runner=FNAPI, blocking=True)
+    res = p | beam.Create(interactions) | metric
+    for name in METRIC_OUTPUTS:
+        write_jsonl(res[name], str(out / name), f"W{name}")
+    p.run().wait_until_finish()
+    return {name: read_jsonl_shards(str(out / name)) for name in METRIC_OUTPUTS}
+
+
+# ------------------------------------------------------------------ headless Chromium (HTML reports)
+#: Debian's chromium, driven by playwright-core (no browser download); .ci/run installs it
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium_or_skip():
+    """playwright's sync API, or a skip (a failure in CI) when Debian's chromium is missing."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} missing in CI (.ci/run installs Debian's chromium package)")
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    return pytest.importorskip("playwright.sync_api")
+
+
+def open_page(browser, path: Path, shot: Path):
+    """Open the local file ``path`` in a new page, record console errors, page errors and every
+    request, save a full-page screenshot to ``shot``; returns ``(page, errors, requests, url)``."""
+    page = browser.new_page()
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    url = path.resolve().as_uri()
+    page.goto(url, wait_until="load")
+    page.screenshot(path=str(shot), full_page=True)
+    return page, errors, requests, url
