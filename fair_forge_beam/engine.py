@@ -28,7 +28,7 @@ its computations and the evaluator derives one combiner per slice for all of the
 ``Interaction`` → per metric: scorer (+ ``BatchElements``) fused with the routing of its
 outputs → **one** per-session ``CombinePerKey`` over all metrics (key: the tuple
 ``(session_id, assistant_id, language)``; accumulator: one slot per metric) → one session
-``DoFn`` → **one** :class:`~fair_forge_beam.metrics.base.CombineSlices` over all metrics (key:
+``DoFn`` → **one** :class:`CombineSlices` over all metrics (key:
 the finest cell, rolled up into ``overall``, ``assistant_id=…``, ``language=…``) → one estimator
 ``DoFn``. Windowed input goes through the same graph: the per-key combines group per window
 (:func:`~fair_forge_beam.streaming.combine.combine_per_key`) and ``CombineSlices`` accumulates
@@ -52,13 +52,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, metadata_dimensions, metadata_values
+from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 
 __all__ = [
     "MetricSpec",
     "SessionReducer",
     "SliceEstimator",
+    "CombineSlices",
     "Engine",
     "FusedCombineFn",
     "PairCombineFn",
@@ -173,6 +174,68 @@ class MetricSpec:
     empty_input_slices: Optional[Callable[[], list]] = None
     session_value_type: Any = None
     cell_value_type: Any = None
+
+
+# ------------------------------------------------------------------ slice roll-up
+class _MergeCombineFn(beam.CombineFn):
+    """Combines *outputs* of ``inner`` (accumulators) by merging them."""
+
+    def __init__(self, inner: beam.CombineFn):
+        self.inner = inner
+
+    def create_accumulator(self):
+        return self.inner.create_accumulator()
+
+    def add_input(self, acc, element):
+        return self.inner.merge_accumulators([acc, element])
+
+    def merge_accumulators(self, accumulators):
+        return self.inner.merge_accumulators(accumulators)
+
+    def extract_output(self, acc):
+        return self.inner.extract_output(acc)
+
+
+class CombineSlices(beam.PTransform):
+    """``(cell, value)`` → ``(slice key, combined)`` for every requested slice, by roll-up.
+
+    Values are first combined once per finest cell ``(assistant_id, language, *metadata
+    values)`` (:func:`~fair_forge_beam.slices.cell_fields`); the cells' accumulators are then merged into the slices
+    (``overall``, ``assistant_id=…``, ``language=…``, ``<metadata field>=…``), as a cube roll-up: each value passes through ``combine_fn.add_input`` once,
+    however many slices are asked for. ``combine_fn.extract_output`` must return an accumulator
+    (true of every CombineFn in :mod:`fair_forge_beam.statistical.combiners`).
+
+    In windows that can fire several panes (early firings, allowed lateness), the input carries
+    per-pane deltas and the slice merge accumulates them, so every output pane covers all the
+    window has received so far (see :mod:`fair_forge_beam.streaming.windows`).
+    """
+
+    def __init__(self, combine_fn: beam.CombineFn, slices: Sequence[str]):
+        super().__init__()
+        self.combine_fn, self.slices = combine_fn, tuple(slices)
+
+    def expand(self, pcoll):
+        slices = self.slices
+        fields = cell_fields(slices)  # a cell: (assistant_id, language, *metadata values)
+        where = [None if s == "overall" else (s, fields.index(s)) for s in slices]
+
+        def to_slices(kv):
+            cell, acc = kv
+            return [("overall" if w is None else f"{w[0]}={cell[w[1]]}", acc) for w in where]
+
+        from fair_forge_beam.streaming.combine import combine_per_key
+        from fair_forge_beam.streaming.windows import EmptyPaneSafeCombineFn, accumulating_windowing, needs_accumulating_merge
+
+        panes = needs_accumulating_merge(pcoll.windowing)
+        cell_fn = EmptyPaneSafeCombineFn(self.combine_fn) if panes else self.combine_fn
+        cells = (
+            pcoll
+            | "CombineCells" >> combine_per_key(cell_fn, pcoll)
+            | "CellsToSlices" >> beam.FlatMap(to_slices)
+        )
+        if panes:
+            cells = cells | "AccumulateWindow" >> accumulating_windowing(pcoll.windowing)
+        return cells | "MergeSlices" >> combine_per_key(_MergeCombineFn(cell_fn), cells)
 
 
 # ------------------------------------------------------------------ combiners
@@ -681,7 +744,6 @@ class Engine(beam.PTransform):
         return session_inputs, aux_records
 
     def expand(self, pcoll):
-        from fair_forge_beam.metrics.base import CombineSlices
         from fair_forge_beam.streaming.combine import combine_per_key
 
         p = pcoll.pipeline

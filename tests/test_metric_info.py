@@ -19,7 +19,8 @@ from helpers import REPO
 from fair_forge_beam.metrics.registry import METRICS, metric_info
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates, value_range
 from fair_forge_beam.reports.gates import GateConfigError, evaluate_gates, gate_fields, resolve_gates
-from fair_forge_beam.reports.scorecard import definition, estimate_label, is_undefined, reference_line
+from fair_forge_beam.reports.estimates import is_undefined
+from fair_forge_beam.reports.scorecard import definition, estimate_label, reference_line
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from fair_forge_beam.reports.compare import compare_runs
-from fair_forge_beam.reports.output_folder import (OUTPUT_FILES, SHARD_PATTERNS, STALE_OUTPUTS, check_output_folder,
+from fair_forge_beam.reports.layout import OUTPUT_FILES
+from fair_forge_beam.reports.output_folder import (SHARD_PATTERNS, STALE_OUTPUTS, check_output_folder,
                                                    prepare_output_folder, staged_output, write_launcher_reports)
 
 DOC = {"config": {"mode": "frequentist"}, "summary": {"interactions_read": 0}, "metrics": {}}

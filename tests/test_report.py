@@ -32,7 +32,8 @@ from scipy import stats
 
 from fair_forge_beam.reports.compare import compare_runs
 from fair_forge_beam.reports.estimates import iter_estimates
-from fair_forge_beam.reports.html import inconclusive, render_report, write_report
+from fair_forge_beam.reports.html import render_report, write_report
+from fair_forge_beam.reports.scorecard import inconclusive
 from fair_forge_beam.reports.load import dead_letter_summary, load_results
 from fair_forge_beam.reports.plots import figure_svg
 from pipelines import audit

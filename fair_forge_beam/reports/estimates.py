@@ -22,6 +22,7 @@ from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
 __all__ = [
     "info_of",
     "estimate_info",
+    "is_undefined",
     "is_estimate",
     "iter_estimates",
     "direction",
@@ -87,3 +88,15 @@ def counts_for(metric: str, record: dict) -> dict[str, tuple[int, int]]:
     """The ``(k, n)`` counts behind the record's rate estimates (empty for unknown metrics)."""
     info = info_of(metric)
     return info.counts(record) if info is not None else {}
+
+
+def is_undefined(metric: str, path: str, est: Optional[dict]) -> bool:
+    """True when the estimate has no meaningful value: no mean, or — for an estimate the metric
+    declares ``zero_means_no_data`` (Humanity's Spearman ρ) — exactly 0 with no interval or a
+    zero-width one at 0 (every answer's ρ was set to 0: no reference emotions to compare, spec §6.5)."""
+    if not est or est.get("mean") is None:
+        return True
+    if est["mean"] == 0 and getattr(estimate_info(metric, path)[0], "zero_means_no_data", False):
+        lo, hi = est.get("ci_low"), est.get("ci_high")
+        return (lo is None and hi is None) or (lo == 0 and hi == 0)
+    return False

@@ -57,55 +57,6 @@ MAX_COMPARE_ROWS = 200
 _REPORT_PACKAGES = ("jinja2", "matplotlib", "pandas")
 
 
-def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
-                 counts: Optional[dict] = None) -> Optional[dict]:
-    """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
-
-    Args:
-        metric, path: metric name and dotted estimate path (for its natural range).
-        est: the estimate ``{mean, ci_low, ci_high, n}``.
-        record: its slice record (``n_interactions`` scales the needed sample).
-        width: target interval width on a 0–1 scale, > 0.
-        ci_level: the run's interval level (frequentist Wald check;
-            :func:`~fair_forge_beam.reports.load.run_config`'s ``ci_level``).
-        counts: ``{path: (k, n)}`` of the record (:func:`counts_for`).
-
-    Returns:
-        ``{"width", "relative_width", "n", "n_needed", "interactions_needed", "method"}``.
-    """
-    if est.get("mean") is None:
-        return None
-    n = est.get("n") or 0
-    n_int = record.get("n_interactions") or n
-    scale = value_range(metric, path)
-    if est.get("ci_low") is not None and est.get("ci_high") is not None:
-        w = float(est["ci_high"]) - float(est["ci_low"])
-        rel = w / scale
-        if rel <= width:
-            return None
-        factor = (rel / width) ** 2
-        return {"width": w, "relative_width": rel, "n": n, "n_needed": _ceil(n * factor) if n else None,
-                "interactions_needed": _ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
-    kn = (counts or {}).get(path)
-    if kn and kn[1] > 0:
-        k, m = kn
-        p, mt = (k + 1) / (m + 2), m + 2
-        z = normal_quantile(ci_level)
-        w = 2 * z * math.sqrt(p * (1 - p) / mt)
-        if w <= width:
-            return None
-        needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
-        return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
-                "interactions_needed": _ceil(n_int * needed / m) if n_int else None,
-                "method": "Wald width at p̃=(k+1)/(n+2)"}
-    return None
-
-
-def _ceil(x: float) -> int:
-    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109)."""
-    return math.ceil(round(x, 6))
-
-
 def _fmt(x, digits: int = 4) -> str:
     if x is None:
         return "n/a"
@@ -124,7 +75,7 @@ def _fmt_est(e: Optional[dict]) -> str:
 
 def _text(metric: str, path: str, est: Optional[dict]) -> str:
     """An estimate as shown: ``n/a`` when undefined (:func:`~.scorecard.is_undefined`)."""
-    from fair_forge_beam.reports.scorecard import is_undefined
+    from fair_forge_beam.reports.estimates import is_undefined
 
     return "n/a" if is_undefined(metric, path, est) else _fmt_est(est)
 
@@ -168,7 +119,8 @@ def _group_flags(flags: list[dict]) -> list[dict]:
 
 def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool) -> dict:
     from fair_forge_beam.reports.plots import metric_figures
-    from fair_forge_beam.reports.scorecard import estimate_label, is_undefined, slice_label, too_small
+    from fair_forge_beam.reports.estimates import is_undefined
+    from fair_forge_beam.reports.scorecard import estimate_label, inconclusive, slice_label, too_small
 
     heads = list(m.get("headline_columns") or [])
     level = run_config(config).ci_level

@@ -40,15 +40,14 @@ import time
 import uuid
 from typing import Iterable, Iterator, Optional
 
-__all__ = ["OUTPUT_FILES", "STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
+from fair_forge_beam.reports.layout import OUTPUT_FILES
+
+__all__ = ["STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
 
-#: what the main job writes under --output (shard folders end in "/"; see fair_forge_beam.reports.results)
-OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
-                "stats/", "report.html", "comparison.json")
 #: outputs of other run kinds and older layouts: a run removes them from a reused --output folder
 #: (gates.json of a gated run, a windowed run's windows/, the single-file layout, the driver's scratch parts)
 STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts", "windowed_results.json", "windows/")

@@ -332,7 +332,8 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
     """One panel per path, one row per slice (the :data:`MAX_SLICES` most relevant, see
     :func:`pick_slices`); undefined estimates (:func:`~.scorecard.is_undefined`) are drawn as
     "n/a". Returns ``(figure, caption note on the slices not drawn)``."""
-    from fair_forge_beam.reports.scorecard import is_undefined, slice_label
+    from fair_forge_beam.reports.estimates import is_undefined
+    from fair_forge_beam.reports.scorecard import slice_label
 
     chosen, _ = pick_slices(slices, MAX_SLICES, paths, metric)
     labels = [slice_label(s["slice"]) for s in chosen]

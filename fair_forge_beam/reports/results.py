@@ -131,18 +131,19 @@ def session_schema(name: str) -> pa.Schema:
     per field of its session model (:func:`fair_forge_beam.metrics.registry.session_model`; Arrow
     types by :func:`fair_forge_beam.schemas.arrow.arrow_fields`), in the model's order.
 
+    A metric without a session model (every metric of this package has one; a metric of your own
+    declares ``session_schema`` on its class for typed columns) gets one ``record`` column holding
+    each record as JSON text.
+
     Raises:
-        ValueError: ``name`` has no session model (every metric of this package has one; a metric
-            of your own declares ``session_schema`` on its class to have session shards).
         TypeError: a model field without an Arrow type (``Any``, bare ``dict``).
     """
     from fair_forge_beam.metrics.registry import session_model
     from fair_forge_beam.schemas.arrow import arrow_fields
 
     model = session_model(name)
-    if model is None:
-        raise ValueError(f"metric {name!r} declares no session model (its class's session_schema): "
-                         "its sessions cannot be written as typed columns")
+    if model is None:  # a metric of your own without a session model: one JSON record column
+        return pa.schema([*SESSION_INDEX, pa.field("record", pa.string())])
     index = [f.name for f in SESSION_INDEX]
     fields = [f for f in arrow_fields(model) if f.name not in index and f.name not in _CONSTANT_KEYS]
     return pa.schema([*SESSION_INDEX, *fields])
@@ -189,6 +190,11 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
         return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None
 
     def fn(recs) -> pa.Table:
+        if schema.names[len(SESSION_INDEX):] == ["record"]:
+            cols = [[name] * len(recs), [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
+                    [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
+                    [n_of(r.get("n_interactions")) for r in recs], [to_json_line(r) for r in recs]]
+            return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, schema)], schema=schema)
         for r in recs:
             extra = [k for k in r if k not in declared]
             bad = [f"{k} = {r[k]!r}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]

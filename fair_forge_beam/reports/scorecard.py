@@ -18,7 +18,7 @@ A cell is
 Thresholds: a gate (:mod:`fair_forge_beam.reports.gates`) on the same metric, field and slice when
 the run has gates, else the documented reference line the metric declares (:func:`reference_line`;
 for reading, not standards). A cell whose interval is too wide (the report's inconclusive rule,
-:func:`fair_forge_beam.reports.html.inconclusive`) is marked *inconclusive*.
+:func:`inconclusive`) is marked *inconclusive*.
 
 An assistant is *too small to judge* when its slice has fewer than :data:`MIN_SESSIONS` sessions
 (sessions are the resampling unit: one session gives no interval, spec §4.3 / issue 19) or every
@@ -45,16 +45,19 @@ so the cost does not grow with the square of the number of assistants.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence
 
-from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, value_range
+from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, is_undefined, value_range
 from fair_forge_beam.schemas.metric_info import dotted_get
+from fair_forge_beam.statistical.compare import normal_quantile
+from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
 
 __all__ = ["reference_line", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "slice_label", "definition",
-           "is_undefined", "scorecard", "credible_differences", "toxicity_measure"]
+           "inconclusive", "scorecard", "credible_differences", "toxicity_measure"]
 
 #: fewest sessions of an assistant's slice for the scorecard to judge it
-MIN_SESSIONS = 2
+MIN_SESSIONS = MIN_COMPARE_SESSIONS
 #: credible differences listed in the summary
 MAX_DIFFERENCES = 5
 #: assistants with the highest and with the lowest value of an estimate paired for the differences
@@ -112,16 +115,53 @@ def _slice_label(key: Optional[str]) -> str:
     return f"{dim.replace('_', ' ')}: {val}"
 
 
-def is_undefined(metric: str, path: str, est: Optional[dict]) -> bool:
-    """True when the estimate has no meaningful value: no mean, or — for an estimate the metric
-    declares ``zero_means_no_data`` (Humanity's Spearman ρ) — exactly 0 with no interval or a
-    zero-width one at 0 (every answer's ρ was set to 0: no reference emotions to compare, spec §6.5)."""
-    if not est or est.get("mean") is None:
-        return True
-    if est["mean"] == 0 and getattr(estimate_info(metric, path)[0], "zero_means_no_data", False):
-        lo, hi = est.get("ci_low"), est.get("ci_high")
-        return (lo is None and hi is None) or (lo == 0 and hi == 0)
-    return False
+def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
+                 counts: Optional[dict] = None) -> Optional[dict]:
+    """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
+
+    Args:
+        metric, path: metric name and dotted estimate path (for its natural range).
+        est: the estimate ``{mean, ci_low, ci_high, n}``.
+        record: its slice record (``n_interactions`` scales the needed sample).
+        width: target interval width on a 0–1 scale, > 0.
+        ci_level: the run's interval level (frequentist Wald check;
+            :func:`~fair_forge_beam.reports.load.run_config`'s ``ci_level``).
+        counts: ``{path: (k, n)}`` of the record (:func:`counts_for`).
+
+    Returns:
+        ``{"width", "relative_width", "n", "n_needed", "interactions_needed", "method"}``.
+    """
+    if est.get("mean") is None:
+        return None
+    n = est.get("n") or 0
+    n_int = record.get("n_interactions") or n
+    scale = value_range(metric, path)
+    if est.get("ci_low") is not None and est.get("ci_high") is not None:
+        w = float(est["ci_high"]) - float(est["ci_low"])
+        rel = w / scale
+        if rel <= width:
+            return None
+        factor = (rel / width) ** 2
+        return {"width": w, "relative_width": rel, "n": n, "n_needed": _ceil(n * factor) if n else None,
+                "interactions_needed": _ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
+    kn = (counts or {}).get(path)
+    if kn and kn[1] > 0:
+        k, m = kn
+        p, mt = (k + 1) / (m + 2), m + 2
+        z = normal_quantile(ci_level)
+        w = 2 * z * math.sqrt(p * (1 - p) / mt)
+        if w <= width:
+            return None
+        needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
+        return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
+                "interactions_needed": _ceil(n_int * needed / m) if n_int else None,
+                "method": "Wald width at p̃=(k+1)/(n+2)"}
+    return None
+
+
+def _ceil(x: float) -> int:
+    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109)."""
+    return math.ceil(round(x, 6))
 
 
 def _threshold(metric: str, path: str, slice_key: str, gates: Sequence[Any]) -> Optional[dict]:
@@ -225,7 +265,6 @@ def toxicity_measure(metric: dict, run_info: Optional[dict] = None) -> Optional[
 
 
 def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float]) -> tuple[bool, list]:
-    from fair_forge_beam.reports.html import inconclusive
 
     counts = counts_for(metric, rec)
     flags = []
@@ -285,8 +324,6 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             heads = doc["metrics"][col["metric"]].get("headline_columns") or []
             ok, _ = _judged(col["metric"], rec, heads, width, level)
             judged_any |= ok
-            from fair_forge_beam.reports.html import inconclusive
-
             flag = None if j["status"] == "na" else inconclusive(col["metric"], col["path"], est, rec, width, level,
                                                                  counts_for(col["metric"], rec))
             cells.append({"text": "n/a" if j["status"] == "na" else fmt_est(est, 3), **j, "inconclusive": flag})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import OUTPUT_FILES
+from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.schemas.metric_info import dotted_get
 
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
@@ -61,7 +61,8 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
-        from fair_forge_beam.reports.scorecard import MIN_SESSIONS, is_undefined  # the report's rules, here too
+        from fair_forge_beam.reports.estimates import is_undefined
+        from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
 
         starred = False
         for r in m["slices"]:

@@ -217,7 +217,7 @@ def _slice_wanted(key: str, dims: Sequence[str]) -> bool:
 
 def _run_entry(run: dict, dims: Sequence[str]) -> dict:
     """The reduced run: what the trend needs of one run, its big ``results.json`` left behind."""
-    from fair_forge_beam.reports.scorecard import is_undefined
+    from fair_forge_beam.reports.estimates import is_undefined
 
     doc, info = run["results"], run["run_info"]
     cfg = doc.get("config") or {}

@@ -182,7 +182,7 @@ class OptionalCombineFn(beam.CombineFn):
 
 class AccumulatorOutput(beam.CombineFn):
     """Wraps ``inner``: the same accumulation, but the output is the accumulator itself, as
-    :class:`~fair_forge_beam.metrics.base.CombineSlices` (the engine's slice roll-up) needs;
+    :class:`~fair_forge_beam.engine.CombineSlices` (the engine's slice roll-up) needs;
     the estimator applies ``inner.extract_output`` once per slice. For a ``CombineFn`` whose own
     output is a summary that cannot be merged (e.g. Bradley–Terry's sorted counts)."""
 

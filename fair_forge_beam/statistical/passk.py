@@ -121,7 +121,7 @@ class PassCountsCombineFn(beam.CombineFn):
     ``c`` are correct, and the task it is a trial of. A conversation is a *successful trial*
     when ``n > 0`` and ``c == n``.
 
-    Accumulator (and output, as :class:`~fair_forge_beam.metrics.base.CombineSlices` needs):
+    Accumulator (and output, as :class:`~fair_forge_beam.engine.CombineSlices` needs):
     ``{"conversations": {(n, c): count}, "tasks": {task_id: (trials, successes)},
     "untasked": int, "empty": int}`` — integers only, so any merge order gives the same
     accumulator. Conversations with ``n = 0`` count in ``empty`` and are no trial. Memory is

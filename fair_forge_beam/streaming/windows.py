@@ -17,7 +17,7 @@ A metric groups several times (interactions → sessions → slice cells → sli
 firings or late data, a stage that *accumulates* would re-send the whole window content with
 every pane and the next stage would count it again. So the metric's input is windowed in
 **discarding** mode (every pane of an intermediate stage carries only what is new), and the
-last combine before the estimator — :class:`~fair_forge_beam.metrics.base.CombineSlices`'
+last combine before the estimator — :class:`~fair_forge_beam.engine.CombineSlices`'
 slice merge — is re-windowed in **accumulating** mode (:func:`accumulating_windowing`): each
 slice record then describes everything the window has received so far (an early pane the part
 seen until then, the on-time pane the whole window, each late pane the window updated with

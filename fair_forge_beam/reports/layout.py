@@ -1,0 +1,10 @@
+"""What a run writes under ``--output``, by name (Beam-free: the console summary, the output-folder
+checks and the launcher read it before any pipeline exists). Shard folders end in ``/``; their
+content is described in :mod:`fair_forge_beam.reports.results` and docs/data.md."""
+from __future__ import annotations
+
+__all__ = ["OUTPUT_FILES"]
+
+#: what the main job writes under --output, in the order the console lists them
+OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
+                "stats/", "report.html", "comparison.json")
