@@ -46,7 +46,7 @@ from fair_forge_beam.schemas.bias import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, SumCombineFn, estimate_rate
-from fair_forge_beam.statistical.slices import single_session
+from fair_forge_beam.statistical.slices import single_session, slice_rate
 
 __all__ = ["Bias"]
 
@@ -252,7 +252,7 @@ class _SliceEstimator(SliceEstimator):
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
         if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)
-            attribute_rates = [r.model_copy(update={"rate": r.k_biased / r.n_samples if r.n_samples else None,
+            attribute_rates = [r.model_copy(update={"rate": slice_rate(r.k_biased, r.n_samples, n_sessions, self.mode).mean,
                                                     "ci_low": None, "ci_high": None}) for r in attribute_rates]
         rec = BiasSliceMetric(
             slice=key,
