@@ -136,8 +136,6 @@ class MetricSpec:
             one interaction per call.
         aux: optional ``PCollection[aux values] -> (PCollection[record], PCollection[dead letter])``
             run on the scorer's ``"aux"`` output (batch only); its records reach the estimator.
-        schemas: ``{"interaction": …, "session": …, "slice": …}`` pydantic result models.
-        options: the metric's settings (for description only).
         min_batch_size: with ``batch_size``, ``BatchElements``' lower bound (default
             ``min(64, batch_size)``).
         session_interactions: the session reducer returns a fourth item, the session's
@@ -167,8 +165,6 @@ class MetricSpec:
     slices: tuple = SLICE_DIMENSIONS
     batch_size: Optional[int] = None
     aux: Optional[Callable[[Any], tuple]] = None
-    schemas: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
     min_batch_size: Optional[int] = None
     session_interactions: bool = False
     empty_input_slices: Optional[Callable[[], list]] = None

@@ -462,9 +462,6 @@ class Agentic(MetricTransform):
             estimator=estimator,
             empty_input_slices=estimator.empty_input,
             slices=self.slices,
-            schemas={"interaction": AgenticInteraction, "session": AgenticMetric, "slice": AgenticSliceMetric},
-            options={"k": self.k, "correctness_source": self.correctness_source, "threshold": self.threshold,
-                     "label_field": self.label_field, "task_field": self.task_field},
         )
 
     @classmethod

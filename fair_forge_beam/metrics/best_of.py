@@ -589,9 +589,6 @@ class BestOf(MetricTransform):
             estimator=_RankSlice(self),
             # the main job's --slices may name assistant_id: a ranking per assistant makes no sense
             slices=tuple(x for x in self.slices if x in BESTOF_SLICES),
-            schemas={"interaction": BestOfContestRecord, "session": BestOfMetric, "slice": BestOfSliceMetric},
-            options={"mode": self.bestof_mode, "block": self.block, "contestant_order": list(self.contestant_order),
-                     "criteria": self.criteria, "prior_sd": self.prior_sd},
         )
 
     @classmethod

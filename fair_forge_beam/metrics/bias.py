@@ -388,6 +388,4 @@ class Bias(MetricTransform):
                 SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
             estimator=_SliceEstimator(self.mode, self.attributes, g.describe()),
             slices=self.slices,
-            schemas={"interaction": BiasInteractionMetric, "session": BiasMetric, "slice": BiasSliceMetric},
-            options={"attributes": list(self.attributes), "guardian": g.describe()},
         )

@@ -376,6 +376,4 @@ class Humanity(MetricTransform):
             session_slice_combine=beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)),
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
             slices=self.slices,
-            schemas={"interaction": HumanityMetric, "session": HumanitySessionMetric, "slice": HumanitySliceMetric},
-            options={"max_units": self.max_units, "slice_bootstrap": self.slice_bootstrap, "lexicon": self.lexicon.name},
         )

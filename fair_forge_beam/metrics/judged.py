@@ -376,8 +376,6 @@ class JudgedMetric(MetricTransform):
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
             estimator=_SliceEstimator(self),
             slices=self.slices,
-            schemas={"interaction": self.interaction_schema, "session": self.session_schema, "slice": self.slice_schema},
-            options={"max_units": self.max_units, "judge_model": self.judge.model_name},
         )
 
     @classmethod

@@ -441,5 +441,4 @@ class Privacy(MetricTransform):
             session_slice_combine=CountVectorCombineFn(size + 1),
             estimator=_SlicePrivacy(self.domain, self.detector, self.mode),
             slices=self.slices,
-            options={"detector": self.detector.name, "text_field": self.text_field, "domain": self.domain.model_dump()},
         )

@@ -66,7 +66,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     OptionalCombineFn,
@@ -561,8 +561,6 @@ class PromptEvaluator(MetricTransform):
             session_slice_combine=combiner,
             estimator=_SliceEstimator(self),
             slices=self.slices,
-            schemas={"interaction": QuerySampleMetrics, "session": PromptEvaluatorMetric, "slice": PromptEvaluatorSliceMetric},
-            options={"k": self.k, "tau": self.tau, "jq_enabled": self.jq_enabled, "max_units": self.max_units},
         )
 
     @classmethod

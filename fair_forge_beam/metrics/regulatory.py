@@ -68,7 +68,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_rate,
     session_mean_and_point_estimates,
 )
-from fair_forge_beam.statistical.slices import slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import slice_rate
 from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
@@ -666,9 +666,6 @@ class Regulatory(MetricTransform):
             session_slice_combine=CategoryCountCombineFn(SLICE_COUNTS),
             estimator=_SliceEstimator(self.mode, self.checker_name),
             slices=self.slices,
-            schemas={"interaction": RegulatoryInteraction, "session": RegulatoryMetric, "slice": RegulatorySliceMetric},
-            options={"top_k": self.top_k, "similarity_threshold": self.similarity_threshold,
-                     "compliance_threshold": self.compliance_threshold, "checker": self.checker_name},
         )
 
     @classmethod

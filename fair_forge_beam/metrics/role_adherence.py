@@ -385,5 +385,4 @@ class RoleAdherence(MetricTransform):
             session_slice_combine=beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn()),
             estimator=_SliceRoles(self.mode, self.judge.model_name),
             slices=self.slices,
-            options={"threshold": self.threshold, "strict_mode": self.strict_mode, "judge_model": self.judge.model_name},
         )

@@ -623,9 +623,6 @@ class Toxicity(MetricTransform):
                 self._describe(), self.group_set),
             slices=self.slices,
             aux=self._cluster_stage if self.clustering else None,
-            schemas={"interaction": ToxicityMetric, "session": ToxicitySessionMetric, "slice": ToxicitySliceMetric},
-            options={"threshold": self.threshold, "group_set": self.group_set, "batch_size": self.batch_size,
-                     "clustering": self.clustering, **self._describe()},
         )
 
     def _cluster_stage(self, embeddings):

@@ -47,7 +47,7 @@ from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     MinMaxCombineFn,
@@ -322,9 +322,6 @@ class Vision(MetricTransform):
                 BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),
             estimator=_SliceEstimator(self.mode, self.threshold, self.max_units, self.scorer.name),
             slices=self.slices,
-            schemas={"interaction": VisionInteraction, "session": VisionSessionMetric, "slice": VisionSliceMetric},
-            options={"threshold": self.threshold, "max_units": self.max_units, "batch_size": self.batch_size,
-                     "scorer": self.scorer.name},
         )
 
     @classmethod

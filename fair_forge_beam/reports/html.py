@@ -36,7 +36,6 @@ with the Wald width ``2z·√(p̃(1−p̃)/ñ)`` at ``p̃ = (k+1)/(n+2)``, ``ñ 
 """
 from __future__ import annotations
 
-import math
 from importlib import metadata
 from typing import Optional, Union
 
