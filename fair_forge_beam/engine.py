@@ -76,6 +76,9 @@ __all__ = [
     "Values",
     "SessionLayout",
     "MetadataDimsCombineFn",
+    "headed",
+    "interaction_ids",
+    "Scored",
 ]
 
 DEAD = "dead_letter"
@@ -115,7 +118,8 @@ class MetricSpec:
 
     Attributes:
         name: metric name (``"humanity"``); tags and labels of its part of the graph.
-        scorer: ``DoFn`` producing score tuples (see the module docstring), or a ``PTransform``
+        scorer: ``DoFn`` producing score tuples (see the module docstring), a plain function
+            from one interaction to its score tuple (or ``None``: no score), or a ``PTransform``
             (``RunInference`` with a model handler and its parsing) from interactions to a dict
             ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection][, "aux":
             PCollection]}`` (``"aux"``: records handed to the estimator, like ``aux``'s).
@@ -152,7 +156,7 @@ class MetricSpec:
     """
 
     name: str
-    scorer: beam.DoFn
+    scorer: Any  # a DoFn, a function or a PTransform
     interaction_record: Optional[Callable[[Any], dict]]
     session_value: Optional[Callable[[Any], Any]]
     session_reducer: Optional[SessionReducer]
@@ -409,6 +413,57 @@ def part_value(part: SessionPart) -> Any:
     return part.value
 
 
+class Scored(NamedTuple):
+    """A score with the ids the engine reads from every score (session key, record header): for a
+    metric whose score is one value. ``Scored.of(interaction, value)``."""
+
+    element_id: str
+    session_id: str
+    assistant_id: str
+    language: str
+    turn_index: int
+    qa_id: str
+    value: Any
+
+    @classmethod
+    def of(cls, x: Any, value: Any) -> "Scored":
+        """``value`` scored for the interaction ``x``, with ``x``'s ids."""
+        return cls(x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id, value)
+
+
+def interaction_ids(metric: str, s: Any) -> dict:
+    """The identifying fields every per-interaction record starts with (``metric``, ``level``,
+    ``element_id``, ``session_id``, ``assistant_id``, ``language``, ``turn_index``, ``qa_id``),
+    read from any score tuple that carries them (``qa_id``: ``None`` when the score has none)."""
+    return {
+        "metric": metric,
+        "level": "interaction",
+        "element_id": s.element_id,
+        "session_id": s.session_id,
+        "assistant_id": s.assistant_id,
+        "language": s.language,
+        "turn_index": s.turn_index,
+        "qa_id": getattr(s, "qa_id", None),
+    }
+
+
+def headed(metric: str, level: str, rec: Any, score: Any = None) -> Optional[dict]:
+    """A metric's record with the engine's header (what every record of every metric starts
+    with). ``rec``: a dict or a pydantic model (dumped); anything else (``None``: no record) passes
+    unchanged, and so does a dict that already names its ``metric``. Otherwise ``metric`` and
+    ``level`` go in front, and for an interaction record with its ``score`` the score's ids
+    (:func:`interaction_ids`)."""
+    if type(rec) is not dict:
+        if not hasattr(rec, "model_dump"):
+            return rec  # None (no record), or a value of the metric's own kind
+        rec = rec.model_dump()
+    elif "metric" in rec:
+        return rec
+    if score is not None:
+        return {**interaction_ids(metric, score), **rec}
+    return {"metric": metric, "level": level, **rec}
+
+
 def _session_key(s) -> tuple:
     return (s.session_id, s.assistant_id, s.language)
 
@@ -443,9 +498,13 @@ class _ScoreAndRoute(beam.DoFn):
 
         self._progress = ProgressCounter(f"scored.{self.spec.name}")  # progress lines on stderr; Beam counter
         scorer = self.spec.scorer
-        self._score = scorer.process if isinstance(scorer, beam.DoFn) else _one
         if isinstance(scorer, beam.DoFn):
+            self._score = scorer.process
             scorer.setup()
+        elif isinstance(scorer, beam.PTransform):  # its scores arrive here already scored
+            self._score = _one
+        else:  # a plain function: one interaction -> its score, or None (no score)
+            self._score = lambda x, fn=scorer: () if (out := fn(x)) is None else (out,)
         self._pending = 0
 
     def teardown(self):
@@ -478,7 +537,7 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
-            rec = None if record is None else record(out)
+            rec = None if record is None else headed(spec.name, "interaction", record(out), out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
                 yield rec
             if dims_of is not None:
@@ -537,11 +596,11 @@ class _ReduceSessions(beam.DoFn):
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
             rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
             for r in per_interaction[0] if per_interaction else ():
-                yield tagged(f"i{slot}", r)
+                yield tagged(f"i{slot}", headed(spec.name, "interaction", r))
             for w in warnings:
                 yield tagged(f"q{slot}", w)
             if rec is not None:
-                yield tagged(f"s{slot}", rec)
+                yield tagged(f"s{slot}", headed(spec.name, "session", rec))
             if slice_value is not None:
                 yield (cell, (slot, (None, slice_value)))
 
@@ -564,7 +623,7 @@ class _EstimateSlices(beam.DoFn):
             if acc is None:
                 continue
             for rec in spec.estimator.estimate(key, tuple(acc), window, aux.get(slot, ()) if aux else ()):
-                yield beam.pvalue.TaggedOutput(f"r{slot}", rec)
+                yield beam.pvalue.TaggedOutput(f"r{slot}", headed(spec.name, "slice", rec))
 
     def process(self, kv, window=beam.DoFn.WindowParam):
         return self._estimate(kv, window, None)
@@ -825,7 +884,8 @@ class Engine(beam.PTransform):
                 empty = (
                     pcoll
                     | f"{n}/CountInput" >> beam.combiners.Count.Globally()
-                    | f"{n}/EmptyInputSlices" >> beam.FlatMap(lambda count, fn=fn: fn() if count == 0 else [])
+                    | f"{n}/EmptyInputSlices" >> beam.FlatMap(
+                        lambda count, fn=fn, n=n: [headed(n, "slice", r) for r in fn()] if count == 0 else [])
                 )
                 out[n]["slices"] = (out[n]["slices"], empty) | f"{n}/AllSlices" >> beam.Flatten()
             q = out[n]["quality"]

@@ -60,6 +60,11 @@ def test_readme_worked_example_runs_and_gives_exact_means(test_pipeline):
                     equal_to([(x.element_id, len(x.assistant.split())) for x in INPUT]), label="interactions")
 
 
+def _h(metric, level, **fields):
+    """A record as the engine gives it: its header (``engine.headed``) in front of the metric's fields."""
+    return {"metric": metric, "level": level, **fields}
+
+
 class _Turns(SessionReducer):
     """Records the key it was given and the turns in the order it received them."""
 
@@ -94,11 +99,11 @@ def test_sessions_keyed_by_tuple_and_ordered_by_the_declared_order_never_arrival
     with test_pipeline as p:
         res = p | beam.Create(rows) | Engine([_turn_spec("up", lambda v: v[0]), _turn_spec("down", lambda v: -v[0])])
         assert_that(res["up"]["sessions"], equal_to([
-            {"key": ("s1", "a", "english"), "turns": [0, 1, 2]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
-            label="up")
+            _h("up", "session", key=("s1", "a", "english"), turns=[0, 1, 2]),
+            _h("up", "session", key=("s2", "b", "english"), turns=[0])]), label="up")
         assert_that(res["down"]["sessions"], equal_to([
-            {"key": ("s1", "a", "english"), "turns": [2, 1, 0]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
-            label="down")
+            _h("down", "session", key=("s1", "a", "english"), turns=[2, 1, 0]),
+            _h("down", "session", key=("s2", "b", "english"), turns=[0])]), label="down")
         assert_that(res["down"]["dead_letter"] | beam.Map(lambda d: d["element_id"]),
                     equal_to([make_element_id("s2", "b", 1)]), label="dead")
 
@@ -117,8 +122,8 @@ def test_a_ptransform_scorer_feeds_the_same_sessions_and_dead_letters(test_pipel
     with test_pipeline as p:
         res = p | beam.Create(rows) | Engine([spec])
         assert_that(res["t"]["sessions"], equal_to([
-            {"key": ("s1", "a", "english"), "turns": [0, 1, 2]}, {"key": ("s2", "b", "english"), "turns": [0]}]),
-            label="sessions")
+            _h("t", "session", key=("s1", "a", "english"), turns=[0, 1, 2]),
+            _h("t", "session", key=("s2", "b", "english"), turns=[0])]), label="sessions")
         assert_that(res["t"]["dead_letter"] | beam.Map(lambda d: d["element_id"]),
                     equal_to([make_element_id("s2", "b", 1)]), label="dead")
         assert_that(res["t"]["interactions"], equal_to([x.element_id for x in rows[:-1]]), label="interactions")
@@ -246,6 +251,27 @@ def test_readme_worked_example_registered_runs_in_the_main_job(tmp_path, monkeyp
     assert "mean_words" in printed and "3 scored" in printed
     assert sorted(pq.read_table(out / "results.parquet").column("words").to_pylist()) == [1, 3, 5]
 
+    # end to end in both modes: a gate on its headline estimate (pass: exit 0; fail: exit 3) and the report
+    for mode in ("frequentist", "bayesian"):
+        for gate, code in (("words mean_words mean <= 10", 0), ("words mean_words mean <= 2.5", 3)):
+            run_out = tmp_path / f"{mode}-{code}"
+            argv = ["--input", str(data), "--metrics", "words", "--mode", mode, "--gate", gate, "--quiet",
+                    "--output", str(run_out)]
+            try:
+                exit_code = audit.main(argv)
+            except SystemExit as exc:  # a failed gate: GatesFailed, SystemExit(3), after the outputs are written
+                exit_code = exc.code
+            assert exit_code == code, (mode, gate)
+            gates = _json.loads((run_out / "gates.json").read_text(encoding="utf-8"))
+            (result,) = gates["gates"]
+            assert gates["passed"] is (code == 0) and result["status"] == ("pass" if code == 0 else "fail"), result
+            doc = _json.loads((run_out / "results.json").read_text(encoding="utf-8"))
+            overall = next(r for r in doc["metrics"]["words"]["slices"] if r["slice"] == "overall")
+            assert result["checks"][0]["value"] == overall["mean_words"]["mean"], result
+            assert mode == "bayesian" or overall["mean_words"]["mean"] == 3.0
+            html = (run_out / "report.html").read_text(encoding="utf-8")
+            assert "words per answer" in html and "mean_words" in html
+
 
 # ------------------------------------------------------------------ declarations added for the ported metrics
 class _JoinParts(SessionReducer):
@@ -293,11 +319,13 @@ def test_session_reducer_interaction_records_part_scores_and_scorer_aux(test_pip
     with test_pipeline as p:
         res = (p | beam.Create(rows) | Engine([_part_spec()]))["joined"]
         # only the reducer's records: a None interaction_record gives no record per score
-        assert_that(res["interactions"], equal_to([{"element_id": x.element_id, "joined": True} for x in INPUT]),
+        assert_that(res["interactions"], equal_to([_h("joined", "interaction", element_id=x.element_id, joined=True)
+                                                       for x in INPUT]),
                     label="interactions")
-        assert_that(res["sessions"], equal_to([{"key": ("s1", "a", "english"), "n": 2, "n_failed": 0},
-                                              {"key": ("s2", "b", "english"), "n": 1, "n_failed": 1}]), label="sessions")
-        assert_that(res["slices"], equal_to([{"slice": "overall", "n": 3, "aux": [7]}]), label="slices")
+        assert_that(res["sessions"], equal_to([_h("joined", "session", key=("s1", "a", "english"), n=2, n_failed=0),
+                                              _h("joined", "session", key=("s2", "b", "english"), n=1, n_failed=1)]),
+                    label="sessions")
+        assert_that(res["slices"], equal_to([_h("joined", "slice", slice="overall", n=3, aux=[7])]), label="slices")
 
 
 def test_interaction_record_none_for_one_score_drops_only_that_record(test_pipeline):
@@ -313,8 +341,9 @@ def test_empty_input_slices_only_for_an_empty_run(test_pipeline):
     with test_pipeline as p:
         empty = p | "Empty" >> beam.Create([]).with_output_types(Interaction) | "E0" >> Engine([spec])
         full = p | "Full" >> beam.Create(INPUT) | "E1" >> Engine([spec])
-        assert_that(empty["joined"]["slices"], equal_to([{"slice": "overall", "n": 0}]), label="empty")
-        assert_that(full["joined"]["slices"], equal_to([{"slice": "overall", "n": 3, "aux": [7]}]), label="full")
+        assert_that(empty["joined"]["slices"], equal_to([_h("joined", "slice", slice="overall", n=0)]), label="empty")
+        assert_that(full["joined"]["slices"], equal_to([_h("joined", "slice", slice="overall", n=3, aux=[7])]),
+                    label="full")
 
 
 def test_every_ported_metric_declares_a_spec_and_fuses_into_one_session_shuffle():
@@ -360,3 +389,33 @@ def test_every_ported_metric_declares_a_spec_and_fuses_into_one_session_shuffle(
     slices = [c for c in _combines(p) if "CombineSlices" in c]
     assert sessions == ["Engine/CombineSessions"]
     assert slices == ["Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
+
+
+def test_the_engine_builds_record_headers_and_runs_a_plain_function_scorer(test_pipeline):
+    """The engine puts ``metric``, ``level`` and (interaction records) the score's ids in front of
+    what a metric returns, dumps a pydantic model, and leaves a record that names its metric alone;
+    a plain-function scorer's ``None`` is no score."""
+    from pydantic import BaseModel
+
+    from fair_forge_beam.engine import Scored, headed
+
+    class Rec(BaseModel):
+        slice: str
+        n: int
+
+    score = Scored.of(INPUT[0], 7)
+    assert headed("m", "interaction", {"v": 7}, score) == {
+        "metric": "m", "level": "interaction", "element_id": INPUT[0].element_id, "session_id": "s1",
+        "assistant_id": "a", "language": "english", "turn_index": 1, "qa_id": "q1", "v": 7}
+    assert list(headed("m", "slice", Rec(slice="overall", n=2))) == ["metric", "level", "slice", "n"]
+    own = {"metric": "other", "x": 1}
+    assert headed("m", "session", own) is own and headed("m", "session", None) is None
+
+    spec = MetricSpec(**{**_turn_spec("f", None).__dict__,
+                         "scorer": lambda x: None if x.assistant == "one" else Scored.of(x, len(x.assistant.split())),
+                         "interaction_record": lambda s: {"words": s.value},
+                         "session_value": lambda s: (s.turn_index, s.value)})
+    with test_pipeline as p:
+        res = (p | beam.Create(INPUT) | Engine([spec]))["f"]
+        assert_that(res["interactions"] | beam.Map(lambda r: (r["metric"], r["level"], r["element_id"], r["words"])),
+                    equal_to([("f", "interaction", INPUT[1].element_id, 3), ("f", "interaction", INPUT[2].element_id, 5)]))

@@ -12,23 +12,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.slices import SLICE_DIMENSIONS, metadata_dimensions, slice_name_problems
 
-__all__ = ["MetricTransform", "MetricResults", "interaction_ids", "nest_session_interactions"]
-
-
-def interaction_ids(metric: str, s: Any) -> dict:
-    """The identifying fields every per-interaction record starts with (``metric``, ``level``,
-    ``element_id``, ``session_id``, ``assistant_id``, ``language``, ``turn_index``, ``qa_id``),
-    read from any score tuple that carries them."""
-    return {
-        "metric": metric,
-        "level": "interaction",
-        "element_id": s.element_id,
-        "session_id": s.session_id,
-        "assistant_id": s.assistant_id,
-        "language": s.language,
-        "turn_index": s.turn_index,
-        "qa_id": s.qa_id,
-    }
+__all__ = ["MetricTransform", "MetricResults", "nest_session_interactions"]
 
 
 def nest_session_interactions(res: "MetricResults") -> "MetricResults":

@@ -423,7 +423,7 @@ class _RankSlice(SliceEstimator):
             leader_win_rate=Estimate(mean=leader["win_rate"], n=leader["wins"] + leader["losses"] + leader["ties"]) if leader else Estimate(),
             ranking=rows, estimator=estimator, mle_exists=fit.mle_exists, judge_model=self.judge_model,
         )
-        return [{"metric": "bestof", "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 _SLICE_STATS = SliceStatsCombineFn()

@@ -237,8 +237,7 @@ class _SessionReducer(SessionReducer):
             attribute_rates=_rates(counts, fails, self.attributes, self.mode),
             guardian_interactions={a: v for a, v in per_attr.items()},
         )
-        rec = {"metric": "bias", "level": "session", **session.model_dump()}
-        return rec, (1, judged, *counts, *fails), warnings, records
+        return session, (1, judged, *counts, *fails), warnings, records
 
 
 class _SliceEstimator(SliceEstimator):
@@ -263,7 +262,7 @@ class _SliceEstimator(SliceEstimator):
             rates={r.protected_attribute: Estimate(mean=r.rate, ci_low=r.ci_low, ci_high=r.ci_high, n=r.n_samples) for r in attribute_rates},
             guardian=self.guardian_name,
         )
-        return [{"metric": "bias", "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 def _rate_counts(rec: dict) -> dict:

@@ -32,7 +32,7 @@ from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
-from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
@@ -151,7 +151,6 @@ class HumanityScore(NamedTuple):
 def _interaction_record(s: HumanityScore) -> dict:
     dist = emotion_distribution(s.counts)
     rec = {
-        **interaction_ids("humanity", s),
         "humanity_assistant_emotional_entropy": s.entropy,
         "humanity_ground_truth_spearman": s.spearman,
     }
@@ -287,7 +286,7 @@ class _SliceEstimator(SliceEstimator):
             lexicon=self.lexicon.name,
             lexicon_licence=self.lexicon.licence,
         )
-        return [{"metric": "humanity", "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 #: how to read Humanity's results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`)

@@ -301,7 +301,7 @@ class _SliceEstimator(SliceEstimator):
             judge_model=self.judge_model,
             **self.slice_fields(est),
         )
-        return [{"metric": self.name, "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.pii import PIIDetector, PatternDetector
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import Interaction, dead_letter
-from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -203,7 +203,6 @@ def _interaction_record(s: PrivacyScore) -> dict:
     c = s.counts
     n = (len(c) - len(_EXTRA)) // 3
     return {
-        **interaction_ids("privacy", s),
         "privacy_detected": json.dumps([{"label": l, "start": a, "end": b} for l, a, b in s.detected]),
         "privacy_leaked": bool(c[3 * n + 1]),
         "privacy_expected": c[3 * n + 2],

@@ -408,7 +408,7 @@ class _SessionReducer(SessionReducer):
         if nq:
             main = (skey, float(nq), (math.fsum(q["csr"] for q in items) / nq, math.fsum(q["stability"] for q in items) / nq), nq)
         opt = [None if points[f] is None else (skey, float(points[f][1]), (points[f][0],), points[f][1]) for f in ("rss", "icr", "jq")]
-        return {"metric": NAME, "level": "session", **rec.model_dump()}, (main, *opt, (big, ns), failed), [], items
+        return rec, (main, *opt, (big, ns), failed), [], items
 
 
 class _SliceEstimator(SliceEstimator):
@@ -434,7 +434,7 @@ class _SliceEstimator(SliceEstimator):
             resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )
-        return [{"metric": NAME, "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 # ----------------------------------------------------------------------------------- transform

@@ -444,7 +444,7 @@ class _SliceEstimator(SliceEstimator):
             total_irrelevant_chunks=c["irrelevant_chunks"], chunk_support_ratio=round(s / (s + k), 4) if s + k else None,
             corpus_chunks=int(n_chunks), checker=self.checker,
         )
-        return [{"metric": STAGE, "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 def _retrieve(m: "Regulatory", interactions) -> dict:

@@ -35,7 +35,7 @@ from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, MetricSpec, SessionReducer, SliceEstimator
-from fair_forge_beam.metrics.base import MetricTransform, interaction_ids
+from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
@@ -93,7 +93,6 @@ class ToxicityScore(NamedTuple):
 
 def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:
     return {
-        **interaction_ids("toxicity", s),
         "total_words": s.total_words,
         "toxic_words": s.toxic_words,
         "toxic_ratio": s.toxic_words / s.total_words if s.total_words else 0.0,
@@ -282,7 +281,7 @@ class _SessionReducer(SessionReducer):
             toxic_rate=estimate_rate(n_toxic, n, self.mode),
             group_mentions={self.groups[g]: c for g, c in sorted(mentions.items())},
         )
-        return {"metric": "toxicity", "level": "session", **rec.model_dump()}, 1, []
+        return rec, 1, []
 
 
 class _SliceEstimator(SliceEstimator):

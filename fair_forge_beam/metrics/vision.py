@@ -42,7 +42,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
-from fair_forge_beam.metrics.base import MetricResults, MetricTransform, interaction_ids
+from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
@@ -149,7 +149,7 @@ class _ScoreFrames(beam.DoFn):
 
 def _interaction_record(threshold: float):
     def fn(s: VisionScore) -> dict:
-        return {**interaction_ids(NAME, s), "similarity_score": s.similarity,
+        return {"similarity_score": s.similarity,
                 "is_hallucination": s.similarity < threshold, "threshold": threshold}
 
     return fn
@@ -210,7 +210,7 @@ class _SessionReducer(SessionReducer):
         )
         point_mean = math.fsum(sims) / n
         unit = (session_key_text(key), float(n), (point_mean,), n)
-        return {"metric": NAME, "level": "session", **rec.model_dump()}, (unit, (k, n), (float(sims.min()), float(sims.max()))), warnings
+        return rec, (unit, (k, n), (float(sims.min()), float(sims.max()))), warnings
 
 
 class _SliceEstimator(SliceEstimator):
@@ -232,7 +232,7 @@ class _SliceEstimator(SliceEstimator):
             hallucination_rate=slice_rate(k, n, n_sessions, self.mode), n_hallucinations=k,
             resampling=resampling, scorer=self.scorer_name,
         )
-        return [{"metric": NAME, "level": "slice", **rec.model_dump()}]
+        return [rec]
 
 
 class Vision(MetricTransform):
