@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.io.elements import DEAD, QUALITY
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 
@@ -81,8 +82,6 @@ __all__ = [
     "Scored",
 ]
 
-DEAD = "dead_letter"
-QUALITY = "quality"
 AUX = "aux"
 
 class SessionReducer:

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter"]
+__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter", "DEAD", "QUALITY"]
 
 
 class Interaction(NamedTuple):
@@ -96,6 +96,12 @@ class QualityWarning(NamedTuple):
     kind: str
     key: str
     message: str
+
+
+#: the output tags of what a stage cannot use: dead letters (with the reason and the original
+#: record) and data-quality warnings — one spelling for the reader, the engine and every metric
+DEAD = "dead_letter"
+QUALITY = "quality"
 
 
 def dead_letter(

@@ -49,6 +49,8 @@ from apache_beam.io.filesystems import FileSystems
 from pydantic import ValidationError
 
 from fair_forge_beam.io.elements import (
+    DEAD,
+    QUALITY,
     Interaction,
     QualityWarning,
     dead_letter,
@@ -63,8 +65,6 @@ __all__ = ["ReadInteractions", "detect_format", "records_to_interactions"]
 
 log = logging.getLogger(__name__)
 
-DEAD = "dead_letter"
-QUALITY = "quality"
 _STREAMED = "streamed"
 
 _JSONL_EXT = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")

@@ -61,7 +61,7 @@ from fair_forge_beam.components.tool_correctness import (
     tool_correctness,
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
@@ -84,7 +84,6 @@ __all__ = ["Agentic", "read_path", "SOURCES"]
 SOURCES = ("judge", "label", "tools")
 #: largest accepted ``k``: every slice reports a curve of k points (k = 1..k)
 MAX_K = 1000
-DEAD = "dead_letter"
 REQUESTS = "requests"
 TOOLS_STAGE = "agentic_tools"
 

@@ -63,7 +63,9 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text,
+)
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
@@ -90,8 +92,6 @@ BESTOF_MODES = ("king", "all_pairs")
 BLOCKS = ("session", "qa")
 BESTOF_SLICES = ("overall", "language")
 
-DEAD = "dead_letter"
-QUALITY = "quality"
 
 
 class Contestant(NamedTuple):

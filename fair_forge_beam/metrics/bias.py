@@ -31,7 +31,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.metrics.judged import JudgeScorer
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -50,7 +50,6 @@ from fair_forge_beam.statistical.slices import single_session, slice_rate
 
 __all__ = ["Bias"]
 
-DEAD = "dead_letter"
 STAGE = "bias"
 
 

@@ -31,7 +31,7 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -52,7 +52,6 @@ from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
-DEAD = "dead_letter"
 
 
 # ------------------------------------------------------------------ per-interaction formulas

@@ -26,7 +26,9 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DeadLetter, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
+)
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.common import Estimate
@@ -39,7 +41,6 @@ from fair_forge_beam.statistical.seeding import shared_row_cache
 __all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "session_key", "request_key", "META", "QUALITY"]
 
 META = "meta"
-QUALITY = "quality"
 
 
 def session_key(session_id: str, assistant_id: str, language: str) -> str:

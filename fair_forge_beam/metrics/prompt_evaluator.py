@@ -55,7 +55,9 @@ from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
+)
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -81,8 +83,6 @@ from fair_forge_beam.statistical.seeding import shared_row_cache
 __all__ = ["PromptEvaluator", "OptionalCombineFn", "generation_messages", "jq_messages", "check_k", "check_tau"]
 
 NAME = "prompt_evaluator"
-DEAD = "dead_letter"
-QUALITY = "quality"
 META = "meta"
 GENS = "generations"
 JQREQ = "jq_requests"

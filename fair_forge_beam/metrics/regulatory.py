@@ -49,7 +49,7 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, session_key
@@ -74,7 +74,6 @@ from fair_forge_beam.statistical.seeding import shared_row_cache
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
 
 STAGE = "regulatory"
-DEAD = "dead_letter"
 EMPTY_CORPUS_REASON = "empty corpus: the policy corpus has no chunk to check the answer against"
 NOTHING_RETRIEVED = "No policy chunk relevant to this exchange was retrieved."
 #: session count vector rolled up to slices, in this order

@@ -34,7 +34,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import AUX, DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -65,13 +65,11 @@ from fair_forge_beam.statistical.group_fairness import (
 
 __all__ = ["Toxicity", "ToxicityScore"]
 
-DEAD = "dead_letter"
 _DEFAULT = object()  # "use the default component"
 #: characters of an answer given to the group extractor and the sentiment analyzer (the lexicon
 #: sees the whole answer; the embedder reads what it is given in windows of 256 word pieces). A
 #: longer answer is cut, and the cut is told: one ``answer_truncated`` data-quality warning each.
 MAX_ANALYSIS_CHARS = 20_000
-QUALITY = "quality"
 
 
 class ToxicityScore(NamedTuple):

@@ -41,7 +41,7 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator, session_key_text
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -59,8 +59,6 @@ from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summary", "hallucination_summary"]
 
-DEAD = "dead_letter"
-QUALITY = "quality"
 NAME = "vision"
 
 
