@@ -80,6 +80,7 @@ __all__ = [
     "headed",
     "interaction_ids",
     "Scored",
+    "repeated_turns",
 ]
 
 AUX = "aux"
@@ -461,6 +462,19 @@ def headed(metric: str, level: str, rec: Any, score: Any = None) -> Optional[dic
     if score is not None:
         return {**interaction_ids(metric, score), **rec}
     return {"metric": metric, "level": level, **rec}
+
+
+def repeated_turns(key: tuple, turns: Sequence) -> list:
+    """``[QualityWarning("duplicate_turn_index", …)]`` when a session's turn indices repeat (the
+    same session, ``(session_id, assistant_id)``, given in several records), else ``[]``: the one
+    warning every session reducer gives for it. ``key``: the session key; ``turns``: its turn
+    indices (or any per-interaction identity that must not repeat)."""
+    if len(set(turns)) == len(turns):
+        return []
+    from fair_forge_beam.io.elements import QualityWarning
+
+    return [QualityWarning("duplicate_turn_index", f"{key[0]}/{key[1]}",
+                           "the same session (session_id, assistant_id) appears in several records; turn indices repeat")]
 
 
 def _session_key(s) -> tuple:

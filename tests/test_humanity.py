@@ -820,3 +820,19 @@ def test_upstream_style_run_dead_letter_for_unknown_language():
     assert len(results.dead_letter) == 1
     d = results.dead_letter[0]
     assert d["stage"] == "humanity" and "spanish" in d["reason"] and d["element_id"] == "b/x/0"
+
+
+def test_a_session_given_twice_gives_the_engines_one_duplicate_turn_warning(test_pipeline):
+    """The same session in two records (turn 0 twice): one ``duplicate_turn_index`` warning, the
+    kind and text every metric's session stage gives (``engine.repeated_turns``)."""
+    from fair_forge_beam.engine import repeated_turns
+
+    assert repeated_turns(("s", "a", "english"), [0, 1]) == []
+    (w,) = repeated_turns(("s", "a", "english"), [0, 0, 1])
+    assert (w.kind, w.key) == ("duplicate_turn_index", "s/a")
+    rows = [helpers.ix("s", "a", 0, "I am so happy today"), helpers.ix("s", "a", 0, "what a joy"),
+            helpers.ix("t", "a", 0, "sad news")]
+    with test_pipeline as p:
+        res = p | beam.Create(rows) | Humanity()
+        assert_that(res["quality"] | beam.Map(lambda q: (q.kind, q.key)),
+                    equal_to([("duplicate_turn_index", "s/a")]))

@@ -61,7 +61,9 @@ from fair_forge_beam.components.tool_correctness import (
     tool_correctness,
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.engine import (
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+)
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
@@ -236,11 +238,7 @@ class _Conversation(SessionReducer):
         for kind, v in parts:
             if kind == 1:
                 verdicts.setdefault(v[0], v)
-        warnings, records = [], []
-        turns = [m["turn_index"] for m in metas]
-        if len(set(turns)) != len(turns):
-            warnings.append(QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat")
-            )
+        warnings, records = repeated_turns(key, [m["turn_index"] for m in metas]), []
         tasks = sorted({m["task_id"] for m in metas if m["task_id"] is not None})
         if len(tasks) > 1:
             warnings.append(QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {tasks[0]!r}")

@@ -30,8 +30,10 @@ from typing import Any, Optional, Sequence, Union
 from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
-from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.io.elements import Interaction, dead_letter
+from fair_forge_beam.engine import (
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+)
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.metrics.judged import JudgeScorer
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -188,13 +190,8 @@ class _SessionReducer(SessionReducer):
         k, n, f = [0] * A, [0] * A, [0] * A
         per_attr: dict[str, list] = {a: [] for a in self.attributes}
         per_qa: dict[tuple, dict] = {}
-        seen: set = set()
-        duplicated = False
         for turn, element_id, qa_id, attr, biased, certainty in items:
             i = index[attr]
-            if (turn, element_id, attr) in seen:
-                duplicated = True
-            seen.add((turn, element_id, attr))
             rec = per_qa.setdefault((turn, element_id, qa_id), {"ok": [], "failed": []})
             if biased is None:
                 f[i] += 1
@@ -216,15 +213,7 @@ class _SessionReducer(SessionReducer):
             }
             for (turn, element_id, qa_id), rec in per_qa.items()
         ]
-        warnings = []
-        if duplicated:
-            warnings.append(
-                QualityWarning(
-                    "duplicate_element_id",
-                    f"{session_id}/{assistant_id}",
-                    "the same session (session_id, assistant_id) appears in several records; interactions were judged more than once",
-                ),
-            )
+        warnings = repeated_turns(key, [(turn, element_id, attr) for turn, element_id, _, attr, _, _ in items])
         judged = sum(1 for rec in per_qa.values() if rec["ok"])  # interactions with at least one verdict
         counts = list(zip(k, n))
         fails = [(f[i], n[i] + f[i]) for i in range(A)]

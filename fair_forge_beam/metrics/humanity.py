@@ -31,7 +31,7 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import DEAD, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -232,14 +232,8 @@ class _SessionReducer(SessionReducer):
     def reduce(self, key, items):
         session_id, assistant_id, language = key
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
-        warnings = []
         turns = [v[0] for v in items]
-        if len(set(turns)) != len(turns):
-            warnings.append(QualityWarning(
-                "duplicate_element_id",
-                session_key,
-                "the same session (session_id, assistant_id) appears in several records; turn indices repeat",
-            ))
+        warnings = repeated_turns(key, turns)
         scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
         weights = [v[1] for v in items]
         est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)

@@ -27,7 +27,7 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DeadLetter, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
+    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -245,11 +245,7 @@ class _SessionReducer(SessionReducer):
             if kind == 1:
                 verdicts.setdefault(v[0], v)
         display = f"{session_id}/{assistant_id}"
-        warnings = []
-        turns_all = [m[1] for m in metas]
-        if len(set(turns_all)) != len(turns_all):
-            warnings.append(
-                QualityWarning("duplicate_turn_index", display, "the same session appears in several records; turn indices repeat"))
+        warnings = repeated_turns(key, [m[1] for m in metas])
         scored = [(m, verdicts[m[0]]) for m in metas if m[0] in verdicts]
         n_failed = len(metas) - len(scored)
         if n_failed:

@@ -49,7 +49,9 @@ from fair_forge_beam.components.corpus import (
 )
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value
+from fair_forge_beam.engine import (
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+)
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, session_key
@@ -339,14 +341,10 @@ class _SessionReducer(SessionReducer):
         base = {"metric": STAGE, "session_id": session_id, "assistant_id": assistant_id, "language": language}
         counts = dict.fromkeys(SLICE_COUNTS, 0)
         counts["sessions"] = 1
-        turns_seen = set()
+        warnings += repeated_turns(key, [m[1] for m in metas])
         scored = []  # (turn, weight, score, verdict)
         for m in metas:
             _, turn, element_id, qa_id, weight, query, answer, chunks = m
-            if turn in turns_seen:
-                warnings.append(QualityWarning(
-                    "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
-            turns_seen.add(turn)
             if chunks is None:
                 counts["failed"] += 1
                 counts["empty_corpus"] += 1

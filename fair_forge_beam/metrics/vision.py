@@ -41,7 +41,9 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
+)
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -179,11 +181,8 @@ class _SessionReducer(SessionReducer):
 
     def reduce(self, key, items):
         session_id, assistant_id, language = key
-        warnings = []
         turns = [v[0] for v in items]
-        if len(set(turns)) != len(turns):
-            warnings.append(QualityWarning(
-                "duplicate_turn_index", f"{session_id}/{assistant_id}", "the same session appears in several records; turn indices repeat"))
+        warnings = repeated_turns(key, turns)
         sims = np.array([v[3] for v in items], dtype=np.float64)
         n = len(items)
         k = int((sims < self.threshold).sum())
