@@ -48,7 +48,6 @@ from fair_forge_beam.statistical.combiners import (
     estimate_distribution,
     session_mean_and_point_estimates,
 )
-from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
@@ -226,9 +225,6 @@ class _SessionReducer(SessionReducer):
     def __init__(self, mode: StatisticalMode):
         self.mode = mode
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "humanity|within-session", self.mode.replicate_count, max_rows=256)
-
     def reduce(self, key, items):
         session_id, assistant_id, language = key
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
@@ -236,7 +232,7 @@ class _SessionReducer(SessionReducer):
         warnings = repeated_turns(key, turns)
         scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
         weights = [v[1] for v in items]
-        est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
+        est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, "humanity|within-session")
         if warning:
             warnings.append(QualityWarning("weights", session_key, warning))
         rec = {
@@ -258,13 +254,10 @@ class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, lexicon: EmotionLexicon, max_units: int):
         self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "humanity|sessions", self.mode.replicate_count, max_rows=self.max_units)
-
     def estimate(self, key, accs, window, aux):
         st, counts = accs[1]
         # one slice-bootstrap path (statistical/slices.py), the one-session rule included
-        est = slice_bootstrap_means(st, self.mode, "humanity|sessions", self._rows)
+        est = slice_bootstrap_means(st, self.mode, "humanity|sessions")
         resampling = bootstrap_resampling(st, self.mode)
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(

@@ -36,7 +36,6 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
 from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, CollectCombineFn, WithFailedCount,
                                                    session_mean_and_point_estimates)
-from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "session_key", "request_key", "META", "QUALITY"]
 
@@ -232,7 +231,6 @@ class _SessionReducer(SessionReducer):
         self.session_fields = metric.session_fields
 
     def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, f"{self.name}|within-session", self.mode.replicate_count, max_rows=256)
         self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
         self._scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "scored")
 
@@ -263,7 +261,7 @@ class _SessionReducer(SessionReducer):
             scores = np.array([v[1] for _, v in scored], dtype=np.float64).reshape(len(scored), m_dims)
             weights = [m[4] for m, _ in scored]
             turns = [m[1] for m, _ in scored]
-            est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
+            est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, f"{self.name}|within-session")
             if warning:
                 warnings.append(QualityWarning("weights", display, warning))
             unit = (session_key_text(key), float(len(scored)), tuple(e.mean for e in point), len(scored))
@@ -280,13 +278,10 @@ class _SliceEstimator(SliceEstimator):
         self.slice_fields, self.slice_schema = metric.slice_fields, metric.slice_schema
         self.judge_model = metric.judge.model_name
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, f"{self.name}|sessions", self.mode.replicate_count, max_rows=self.max_units)
-
     def estimate(self, key, accs, window, aux):
         st, failed = accs[1]
         # the one-session rule applied (statistical/slices.py): the session's own interval is in `sessions`
-        est = slice_bootstrap_means(st, self.mode, f"{self.name}|sessions", self._rows)
+        est = slice_bootstrap_means(st, self.mode, f"{self.name}|sessions")
         resampling = bootstrap_resampling(st, self.mode)
         rec = self.slice_schema(
             slice=key,

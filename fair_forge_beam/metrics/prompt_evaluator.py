@@ -78,7 +78,6 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_estimates,
 )
 from fair_forge_beam.statistical.consistency import cluster_sizes, csr_estimate, normalized_semantic_entropy
-from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["PromptEvaluator", "OptionalCombineFn", "generation_messages", "jq_messages", "check_k", "check_tau"]
 
@@ -364,15 +363,13 @@ class _SessionReducer(SessionReducer):
     def __init__(self, metric: "PromptEvaluator"):
         self.mode, self.k, self.tau, self.seed_prompt = metric.mode, metric.k, metric.tau, metric.seed_prompt
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "prompt_evaluator|within-session", self.mode.replicate_count, max_rows=256)
-
     def _mean(self, items, field):
         have = [q for q in items if q[field] is not None]
         if not have:
             return None, None
         (est,), _ = session_mean_estimates(
-            np.array([[q[field]] for q in have], dtype=np.float64), [None] * len(have), [q["turn_index"] for q in have], self.mode, self._rows)
+            np.array([[q[field]] for q in have], dtype=np.float64), [None] * len(have), [q["turn_index"] for q in have], self.mode,
+            "prompt_evaluator|within-session")
         return est, (math.fsum(q[field] for q in have) / len(have), len(have))
 
     def reduce(self, key, values):
@@ -390,7 +387,8 @@ class _SessionReducer(SessionReducer):
         ests, points = {}, {}
         if nq:
             scores = np.array([[q["csr"], q["stability"]] for q in items], dtype=np.float64)
-            (csr, stab), _ = session_mean_estimates(scores, [None] * nq, [q["turn_index"] for q in items], self.mode, self._rows)
+            (csr, stab), _ = session_mean_estimates(scores, [None] * nq, [q["turn_index"] for q in items], self.mode,
+                                                  "prompt_evaluator|within-session")
             ests.update(csr=csr, stability=stab)
         for f in ("rss", "icr", "jq"):
             ests[f], points[f] = self._mean(items, f)
@@ -416,11 +414,8 @@ class _SliceEstimator(SliceEstimator):
         self.mode, self.max_units, self.k, self.tau = metric.mode, metric.max_units, metric.k, metric.tau
         self.generator_model, self.embedder_name = metric.generator.model_name, metric.embedder.name
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "prompt_evaluator|sessions", self.mode.replicate_count, max_rows=self.max_units)
-
     def _est(self, st):
-        return slice_bootstrap_means(st, self.mode, "prompt_evaluator|sessions", self._rows)
+        return slice_bootstrap_means(st, self.mode, "prompt_evaluator|sessions")
 
     def estimate(self, key, accs, window, aux):
         main, rss, icr, jq, (big, ns), failed = accs[1]

@@ -71,7 +71,6 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_and_point_estimates,
 )
 from fair_forge_beam.statistical.slices import slice_rate
-from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
 
@@ -327,7 +326,6 @@ class _SessionReducer(SessionReducer):
         self.mode, self.threshold = mode, float(threshold)
 
     def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, f"{STAGE}|within-session", self.mode.replicate_count, max_rows=256)
         self._scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "scored")
         self._not_scored = beam.metrics.Metrics.counter("fair_forge_beam.regulatory", "not_scored")
 
@@ -403,7 +401,7 @@ class _SessionReducer(SessionReducer):
         scores = np.array([[s[2]] for s in scored], dtype=np.float64)
         weights = [s[1] for s in scored]
         turns = [s[0] for s in scored]
-        (est,), _, _ = session_mean_and_point_estimates(scores, weights, turns, self.mode, self._rows)
+        (est,), _, _ = session_mean_and_point_estimates(scores, weights, turns, self.mode, f"{STAGE}|within-session")
         if all(s[3] == "IRRELEVANT" for s in scored):
             verdict = "IRRELEVANT"
         else:

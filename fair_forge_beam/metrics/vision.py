@@ -57,7 +57,6 @@ from fair_forge_beam.statistical.combiners import (
     estimate_rate,
     session_mean_estimates,
 )
-from fair_forge_beam.statistical.seeding import shared_row_cache
 
 __all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summary", "hallucination_summary"]
 
@@ -176,9 +175,6 @@ class _SessionReducer(SessionReducer):
     def __init__(self, mode: StatisticalMode, threshold: float, scorer_name: str):
         self.mode, self.threshold, self.scorer_name = mode, threshold, scorer_name
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "vision|within-session", self.mode.replicate_count, max_rows=256)
-
     def reduce(self, key, items):
         session_id, assistant_id, language = key
         turns = [v[0] for v in items]
@@ -186,7 +182,7 @@ class _SessionReducer(SessionReducer):
         sims = np.array([v[3] for v in items], dtype=np.float64)
         n = len(items)
         k = int((sims < self.threshold).sum())
-        (mean_est,), _ = session_mean_estimates(sims.reshape(n, 1), [None] * n, turns, self.mode, self._rows)
+        (mean_est,), _ = session_mean_estimates(sims.reshape(n, 1), [None] * n, turns, self.mode, "vision|within-session")
         rate = estimate_rate(k, n, self.mode)
         mean, lo, hi = _r4(mean_est.mean), _r4(float(sims.min())), _r4(float(sims.max()))
         rec = VisionSessionMetric(
@@ -214,13 +210,10 @@ class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, threshold: float, max_units: int, scorer_name: str):
         self.mode, self.threshold, self.max_units, self.scorer_name = mode, threshold, max_units, scorer_name
 
-    def setup(self):
-        self._rows = shared_row_cache(self.mode.seed, "vision|sessions", self.mode.replicate_count, max_rows=self.max_units)
-
     def estimate(self, key, accs, window, aux):
         st, (k, n), (lo, hi) = accs[1]
         # the one-session rule (statistical/slices.py), for the mean and the pooled rate alike
-        (mean,) = slice_bootstrap_means(st, self.mode, "vision|sessions", self._rows)
+        (mean,) = slice_bootstrap_means(st, self.mode, "vision|sessions")
         n_sessions = bootstrap_sessions(st)
         resampling = bootstrap_resampling(st, self.mode)
         rec = VisionSliceMetric(

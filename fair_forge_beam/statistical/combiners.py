@@ -1081,7 +1081,7 @@ def session_mean_estimates(
     weights: Sequence[Optional[float]],
     positions: Sequence[int],
     mode: StatisticalMode,
-    rows: Optional[RowCache] = None,
+    namespace: str = "within-session",
 ) -> tuple[list[Estimate], Optional[str]]:
     """Per-session weighted means of ``m`` score columns, computed directly from the raw list.
 
@@ -1089,8 +1089,9 @@ def session_mean_estimates(
     ``positions``: the turn indices. Frequentist: spec §3.4/§3.5 exactly (via
     :class:`WeightedMeanStats`, the same arithmetic as :class:`SessionWeightedMeanCombineFn`).
     Bayesian: Bayesian bootstrap over the session's interactions with resolved weights ``ŵ``:
-    replicate ``b`` = ``Σ g_ib ŵ_i s_i / Σ g_ib ŵ_i``; rows ``g_i`` come from ``rows`` (common
-    random numbers keyed by turn index, see :class:`RowCache`). ``n = 1`` gives the score
+    replicate ``b`` = ``Σ g_ib ŵ_i s_i / Σ g_ib ŵ_i``; rows ``g_i`` are the worker's shared rows of
+    ``namespace`` (``"<metric>|within-session"``; common random numbers keyed by turn index, see
+    :class:`RowCache` and :func:`~fair_forge_beam.statistical.seeding.shared_row_cache`). ``n = 1`` gives the score
     itself as mean and both interval ends; ``n = 2`` is computed exactly (closed form, see
     :func:`_two_point_posterior`).
 
@@ -1115,8 +1116,7 @@ def session_mean_estimates(
         return [Estimate(mean=float(scores[0, j]), ci_low=float(scores[0, j]), ci_high=float(scores[0, j]), n=1) for j in range(m)], warning
     if n == 2:
         return [_two_point_posterior(scores[:, j], w, mode.ci_level) for j in range(m)], warning
-    if rows is None:
-        rows = RowCache(mode.seed, "within-session", mode.replicate_count)
+    rows = shared_row_cache(mode.seed, namespace, mode.replicate_count, max_rows=WITHIN_SESSION_ROWS)
     reps = _within_session_replicates(scores, w, list(positions), rows)
     live = w > 0
     if live.any():  # convex combinations of the weighted scores: clip rounding (see _clip_to_units)
@@ -1132,6 +1132,8 @@ def session_mean_estimates(
 
 
 #: bytes of draws a within-session bootstrap holds at once (a chunk of interactions × replicates × columns)
+#: keyed rows a worker keeps per within-session namespace (turn indices beyond it are drawn again)
+WITHIN_SESSION_ROWS = 256
 WITHIN_SESSION_CHUNK_BYTES = 16 * 2**20
 
 
@@ -1171,7 +1173,7 @@ def session_mean_and_point_estimates(
     weights: Sequence[Optional[float]],
     positions: Sequence[int],
     mode: StatisticalMode,
-    rows: Optional[RowCache] = None,
+    namespace: str = "within-session",
 ) -> tuple[list[Estimate], list[Estimate], Optional[str]]:
     """A session's weighted means in ``mode`` and as frequentist point estimates, in one call.
 
@@ -1183,7 +1185,7 @@ def session_mean_and_point_estimates(
     points, warning = session_mean_estimates(scores, weights, positions, _POINT_MODE)
     if not mode.is_bayesian:
         return points, points, warning
-    estimates, _ = session_mean_estimates(scores, weights, positions, mode, rows)
+    estimates, _ = session_mean_estimates(scores, weights, positions, mode, namespace)
     return estimates, points, warning
 
 
