@@ -67,6 +67,7 @@ __all__ = [
     "apply_metrics",
     "engine_spec",
     "session_key_text",
+    "session_key_of",
     "SessionPart",
     "part_value",
     "DEAD",
@@ -389,6 +390,11 @@ def session_key_text(key: tuple) -> str:
     """A session key ``(session_id, assistant_id, language)`` as compact JSON text
     (``'["s1","a","en"]'``): the stable seed input of a session's bootstrap unit."""
     return json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+
+
+def session_key_of(x: Any) -> str:
+    """The session key text (:func:`session_key_text`) of an interaction or score ``x``."""
+    return session_key_text((x.session_id, x.assistant_id, x.language))
 
 
 class SessionPart(NamedTuple):

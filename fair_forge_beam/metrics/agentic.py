@@ -62,11 +62,11 @@ from fair_forge_beam.components.tool_correctness import (
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
-from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_key, session_of_key
+from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_of_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -119,7 +119,7 @@ class _Score(beam.DoFn):
         self.weights, self.tool_threshold = metric.tool_weights, metric.tool_threshold
 
     def process(self, x: Interaction):
-        skey = session_key(x.session_id, x.assistant_id, x.language)
+        skey = session_key_of(x)
         tool = None
         try:
             tool = tool_correctness(x.agentic, x.ground_truth_agentic, self.weights, self.tool_threshold)

@@ -25,7 +25,8 @@ from typing import Optional
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import context_messages
 from fair_forge_beam.io.elements import Interaction
-from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.engine import session_key_of
+from fair_forge_beam.metrics.judged import JudgedMetric, request_key
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.context import ContextInteraction, ContextJudgeOutput, ContextMetric, ContextSliceMetric
 
@@ -35,7 +36,7 @@ __all__ = ["Context"]
 def _request_and_meta(x: Interaction):
     from fair_forge_beam.components.judge.handler import judge_request
 
-    skey = session_key(x.session_id, x.assistant_id, x.language)
+    skey = session_key_of(x)
     messages = context_messages(x.context, x.query, x.assistant, x.ground_truth_assistant, x.observation)
     key = request_key(skey, x.turn_index, messages)
     req = judge_request(key, messages, schema=ContextJudgeOutput, element_id=x.element_id)

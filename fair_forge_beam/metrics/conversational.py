@@ -29,7 +29,8 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import conversational_messages
 from fair_forge_beam.io.elements import Interaction
-from fair_forge_beam.metrics.judged import JudgedMetric, request_key, session_key
+from fair_forge_beam.engine import session_key_of
+from fair_forge_beam.metrics.judged import JudgedMetric, request_key
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.conversational import (
@@ -49,7 +50,7 @@ REQUESTS = "requests"
 
 def _turn(x: Interaction):
     """Compact turn: (turn_index, element_id, qa_id, weight, query, answer, reference, observation)."""
-    return session_key(x.session_id, x.assistant_id, x.language), (
+    return session_key_of(x), (
         x.turn_index, x.element_id, x.qa_id, x.weight, x.query, x.assistant, x.ground_truth_assistant, x.observation,
     )
 

@@ -37,15 +37,9 @@ from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_boots
 from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, CollectCombineFn, WithFailedCount,
                                                    session_mean_and_point_estimates)
 
-__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "session_key", "request_key", "META", "QUALITY"]
+__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "META", "QUALITY"]
 
 META = "meta"
-
-
-def session_key(session_id: str, assistant_id: str, language: str) -> str:
-    """Grouping key of a session: JSON array ``[session_id, assistant_id, language]``
-    (:func:`~fair_forge_beam.engine.session_key_text`)."""
-    return session_key_text((session_id, assistant_id, language))
 
 
 def request_key(skey: str, turn_index: int, messages: Sequence[tuple[str, str]]) -> str:

@@ -50,11 +50,11 @@ from fair_forge_beam.components.corpus import (
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
-from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, session_key
+from fair_forge_beam.metrics.judged import JudgeScorer, build_judge
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -189,7 +189,7 @@ def retrieve(index: ChunkIndex, query_vec: np.ndarray, answer_vec: np.ndarray, t
 
 
 def _skey(x: Interaction) -> str:
-    return session_key(x.session_id, x.assistant_id, x.language)
+    return session_key_of(x)
 
 
 def _meta(x: Interaction, chunks: Optional[list]) -> SessionPart:

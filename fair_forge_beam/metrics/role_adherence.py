@@ -34,13 +34,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_of, session_key_text,
+)
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
-from fair_forge_beam.metrics.judged import (JudgeScorer, build_judge, decode_part, encode_part, request_key, session_key,
-                                            session_of_key)
+from fair_forge_beam.metrics.judged import (
+    JudgeScorer, build_judge, decode_part, encode_part, request_key, session_of_key,
+)
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -178,7 +181,7 @@ def _part_order(v: tuple) -> tuple:
 
 
 def _turn(x: Interaction):
-    return session_key(x.session_id, x.assistant_id, x.language), (
+    return session_key_of(x), (
         x.turn_index, x.element_id, x.qa_id, x.query or "", x.assistant or "", x.chatbot_role)
 
 
