@@ -19,7 +19,7 @@ from fair_forge_beam.runners.assistant import (
     render_request,
     response_field,
 )
-from fair_forge_beam.runners.turns import SkipFailedTurns, failed_turn_reason
+from fair_forge_beam.io.failed_turns import SkipFailedTurns, failed_turn_reason
 
 TEMPLATE = '{"model": "bot", "messages": {{ messages | tojson }}, "metadata": {"qa": {{ qa_id | tojson }}}}'
 PATH = "choices.0.message.content"

@@ -511,7 +511,7 @@ def test_message_time_and_dead_letters_in_process():
     from apache_beam.transforms.window import TimestampedValue
 
     from fair_forge_beam.streaming.job import _ParseStream
-    from fair_forge_beam.streaming.sources import _kafka_record
+    from fair_forge_beam.io.stream_sources import _kafka_record
 
     session = {"session_id": "s1", "assistant_id": "a", "language": "english", "context": "",
                "conversation": [{"qa_id": "q0", "query": "hi", "assistant": "hello"},

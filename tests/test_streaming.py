@@ -18,7 +18,7 @@ from apache_beam.testing.test_stream import TestStream as _TestStream
 from apache_beam.transforms import window
 
 from fair_forge_beam.io.elements import Interaction, make_element_id
-from fair_forge_beam.streaming.event_time import parse_timestamp
+from fair_forge_beam.io.event_time import parse_timestamp
 from fair_forge_beam.streaming.windows import AddWindowFields, EmptyPaneSafeCombineFn, WindowSpec, parse_duration
 
 from helpers import FNAPI
@@ -333,7 +333,7 @@ def test_streaming_retriever_source(test_pipeline):
     from apache_beam.testing.util import assert_that, equal_to
 
     from fair_forge_beam.io.read import records_to_interactions
-    from fair_forge_beam.streaming.sources import ReadStreamingRetriever
+    from fair_forge_beam.io.stream_sources import ReadStreamingRetriever
     from fair_forge_beam.testing import streaming_retrievers as sr
 
     with test_pipeline as p:
@@ -347,7 +347,7 @@ def test_streaming_retriever_source(test_pipeline):
 
 def test_streaming_retriever_must_be_subclass():
     from fair_forge_beam.io.retriever import Retriever
-    from fair_forge_beam.streaming.sources import ReadStreamingRetriever
+    from fair_forge_beam.io.stream_sources import ReadStreamingRetriever
 
     class Plain(Retriever):
         def load_dataset(self):
@@ -359,7 +359,7 @@ def test_streaming_retriever_must_be_subclass():
 
 # ------------------------------------------------------------------ Kafka and Pub/Sub
 def test_kafka_and_pubsub_construction():
-    from fair_forge_beam.streaming.sources import KafkaRecords, PubSubRecords
+    from fair_forge_beam.io.stream_sources import KafkaRecords, PubSubRecords
 
     k = KafkaRecords("127.0.0.1:9092,127.0.0.2:9093", ["interactions"], {"group.id": "audit"}, max_num_records=10)
     assert type(k.read).__name__ == "ReadFromKafka"

@@ -87,7 +87,7 @@ def scrub_json_text(text: str) -> str:
 def json_value(value: Any) -> Any:
     """A scalar converted to a JSON value: ``datetime`` → ISO 8601 with offset (a time without
     an offset — Arrow timestamps without a time zone — is taken as UTC, as
-    :func:`fair_forge_beam.streaming.event_time.parse_timestamp` does), ``date``/``time`` →
+    :func:`fair_forge_beam.io.event_time.parse_timestamp` does), ``date``/``time`` →
     ISO 8601, ``timedelta`` → seconds, finite ``Decimal`` → ``float``, ``bytes`` → UTF-8 text
     (or ``"base64:..."`` when not UTF-8), numpy scalars → Python numbers.
 

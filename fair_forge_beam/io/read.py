@@ -243,7 +243,7 @@ class _ParseRecord(beam.DoFn):
     go out keyed by session for ordering; failures go to the dead letter.
 
     With ``timestamp_field``, each interaction's event time is read from that field (see
-    :mod:`fair_forge_beam.streaming.event_time`); a missing or unreadable one is a dead letter
+    :mod:`fair_forge_beam.io.event_time`); a missing or unreadable one is a dead letter
     (``timestamp_policy="dead_letter"``) or left for processing time. With ``streaming``, a
     streamed record is not grouped with its session (an unbounded stream has no "all records
     of a session"): it needs an explicit ``turn_index``, or goes to the dead letter.
@@ -258,7 +258,7 @@ class _ParseRecord(beam.DoFn):
         """``(seconds or None, error reason or None)`` of the timestamp field in ``places``."""
         if not self.timestamp_field:
             return None, None
-        from fair_forge_beam.streaming.event_time import find_timestamp, parse_timestamp
+        from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 
         value = find_timestamp(self.timestamp_field, *places)
         try:
@@ -611,7 +611,7 @@ def records_to_interactions(
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
     parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
-    from fair_forge_beam.runners.turns import SkipFailedTurns
+    from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
     if streaming:
         interactions, quality = parsed.main, parsed[QUALITY]
@@ -920,7 +920,7 @@ class ReadInteractions(beam.PTransform):
         retriever_kwargs: keyword arguments for the retriever.
         file_format: ``"auto"`` (by extension), ``"json"``, ``"jsonl"`` or ``"parquet"``.
         timestamp_field: read each interaction's event time from this field (see
-            :mod:`fair_forge_beam.streaming.event_time`); ``None`` (default): no event time.
+            :mod:`fair_forge_beam.io.event_time`); ``None`` (default): no event time.
         timestamp_policy: ``"dead_letter"`` (default: a record without a readable timestamp is
             rejected) or ``"processing_time"``.
         slice_fields: session metadata fields to slice by (e.g. ``("region",)``): their values

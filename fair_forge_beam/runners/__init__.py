@@ -2,8 +2,8 @@
 
 :mod:`.assistant` — ``AssistantHandler`` (a Beam ``RemoteModelHandler`` for an OpenAI-compatible
 chat endpoint or a generic HTTP JSON endpoint), ``RunAssistant`` (interactions → answered sessions,
-per-session summaries, dead letters) and ``WriteRunOutputs``; :mod:`.turns` — ``SkipFailedTurns`` (every
-reader's guard against scoring a failed turn). Names load on first use.
+per-session summaries, dead letters) and ``WriteRunOutputs``. Every reader's guard against scoring a
+turn the runner failed is :mod:`fair_forge_beam.io.failed_turns`. Names load on first use.
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import importlib
 _EXPORTS = {n: "assistant" for n in ("AssistantHandler", "RunAssistant", "WriteRunOutputs",
                                      "render_request", "response_field", "RUNNER_NAMESPACE",
                                      "assistant_counters", "sessions_from_interactions")}
-_EXPORTS.update({n: "turns" for n in ("SkipFailedTurns", "failed_turn_reason")})
 
 __all__ = sorted(_EXPORTS)
 

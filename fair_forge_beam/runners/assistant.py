@@ -41,7 +41,7 @@ is not text, an invalid rendered request) keeps the original's contract: ``assis
 ``"[ERROR] <reason>"``, the ``observation`` gets a line ``[runner error] <reason>``, the success
 flag is false; it is left out of the history of the next turns, counted and dead-lettered
 (stage ``"runner"``). Every turn gets ``agentic["runner"] = {"ok", "latency_ms", "cached",
-"error"}``; the audit dead-letters a turn whose ``ok`` is false (:class:`~fair_forge_beam.runners.turns.SkipFailedTurns`), so an
+"error"}``; the audit dead-letters a turn whose ``ok`` is false (:class:`~fair_forge_beam.io.failed_turns.SkipFailedTurns`), so an
 error text is never scored as an answer. ``latency_ms`` is wall time of the turn (a cache hit
 costs ~0 ms).
 

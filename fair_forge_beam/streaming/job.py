@@ -38,7 +38,7 @@ from apache_beam.utils.timestamp import Timestamp
 from fair_forge_beam.engine import apply_metrics
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.runner import pipeline_options, run_pipeline, to_json_line
-from fair_forge_beam.streaming.event_time import AssignEventTime
+from fair_forge_beam.io.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
 
 __all__ = ["is_windowed_run", "build_source", "write_windowed", "run_windowed", "read_windowed"]
@@ -80,12 +80,12 @@ def build_source(args, inputs):
         return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy,
                                 slice_fields=fields), False
     if args.watch:
-        from fair_forge_beam.streaming.sources import WatchJsonl
+        from fair_forge_beam.io.stream_sources import WatchJsonl
 
         stop = parse_duration(args.watch_stop_after, "--watch-stop-after") if args.watch_stop_after else None
         records = WatchJsonl(args.watch, parse_duration(args.watch_interval, "--watch-interval"), stop)
     elif args.kafka_topic:
-        from fair_forge_beam.streaming.sources import KafkaRecords
+        from fair_forge_beam.io.stream_sources import KafkaRecords
 
         records = KafkaRecords(args.kafka_bootstrap_servers, args.kafka_topic, expansion_service=args.kafka_expansion_service,
                                max_num_records=getattr(args, "kafka_max_records", None))
@@ -93,7 +93,7 @@ def build_source(args, inputs):
             return _ParseStream(records, None, policy, message_time=True, slice_fields=fields), not records.bounded
         return _ParseStream(records, ts_field, policy, slice_fields=fields), not records.bounded
     else:
-        from fair_forge_beam.streaming.sources import PubSubRecords
+        from fair_forge_beam.io.stream_sources import PubSubRecords
 
         records = PubSubRecords(args.pubsub_subscription, args.pubsub_topic, args.pubsub_timestamp_attribute)
     return _ParseStream(records, ts_field, policy, slice_fields=fields), True
@@ -114,7 +114,7 @@ class _ParseStream(beam.PTransform):
         out = records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
                                       streaming=True, slice_fields=self.slice_fields)
         if self.message_time:
-            from fair_forge_beam.streaming.sources import MessageEventTime
+            from fair_forge_beam.io.stream_sources import MessageEventTime
 
             out = {**out, "interactions": out["interactions"] | "MessageEventTime" >> beam.ParDo(MessageEventTime())}
         return out

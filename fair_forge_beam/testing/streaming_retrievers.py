@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 
-from fair_forge_beam.streaming.sources import StreamingRetriever
+from fair_forge_beam.io.stream_sources import StreamingRetriever
 
 __all__ = ["CountingRetriever"]
 

@@ -3,7 +3,7 @@
 Every source yields ``(source, position, payload)`` records that go through the same parsing
 and validation as the batch sources (:func:`fair_forge_beam.io.read.records_to_interactions`
 with ``streaming=True``), so a bad record becomes a dead letter here too; then each
-interaction is stamped with its event time (:class:`~fair_forge_beam.streaming.event_time.AssignEventTime`).
+interaction is stamped with its event time (:class:`~fair_forge_beam.io.event_time.AssignEventTime`).
 
 | source | Beam primitive | watermark |
 |---|---|---|
@@ -36,7 +36,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, 
 
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
-from fair_forge_beam.streaming.event_time import find_timestamp, parse_timestamp
+from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 
 __all__ = [
     "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
