@@ -725,21 +725,24 @@ class Engine(beam.PTransform):
             combine's accumulators (before ``extract_output``) and the warnings of the session
             stage (recomputed by a roll-up, so not stored), e.g. to store them
             (:class:`fair_forge_beam.io.session_stats.WriteSessionStats`).
-        from_accumulators: the input is not interactions but ``(session key, (slot,
-            Combined(accumulator)))`` pairs read back from stored statistics (the roll-up): the
-            scorers are skipped, and ``interactions`` and ``dead_letter`` are empty.
+        from_accumulators: the input is not interactions but one ``(session key, [accumulator
+            per slot of SessionLayout(specs, session_extras)])`` per session key (``None``: an
+            empty slot), merged from stored statistics (the roll-up): the scorers and the session
+            combine are skipped, and ``interactions`` and ``dead_letter`` are empty.
         extra_session_inputs: ``(name, PCollection[(session key, value)], CombineFn)``: per-session
             data combined in the session stage beside the metrics' (one more slot each, see
             :class:`SessionLayout`) for ``on_session_accumulators`` only.
+        session_extras: with ``from_accumulators``, the ``(name, CombineFn)`` of the extra slots
+            the input's accumulators hold (e.g. the reader's record summaries).
 
     Raises:
         ValueError: duplicate names or different slice dimensions.
     """
 
     def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False,
-                 extra_session_inputs: Sequence[tuple] = ()):
+                 extra_session_inputs: Sequence[tuple] = (), session_extras: Sequence[tuple] = ()):
         super().__init__()
-        self.extra_session_inputs = tuple(extra_session_inputs)
+        self.extra_session_inputs, self.session_extras = tuple(extra_session_inputs), tuple(session_extras)
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
@@ -801,10 +804,11 @@ class Engine(beam.PTransform):
         from fair_forge_beam.streaming.combine import combine_per_key
 
         p = pcoll.pipeline
-        layout = SessionLayout(self.specs, [(name, fn) for name, _, fn in self.extra_session_inputs])
+        layout = SessionLayout(self.specs, [(name, fn) for name, _, fn in self.extra_session_inputs]
+                               + list(self.session_extras))
         specs, dims, n_specs = layout.specs, layout.dims, layout.n
         out: dict = {}
-        if self.from_accumulators:
+        if self.from_accumulators:  # already one merged accumulator list per session key
             session_inputs, aux_records = [pcoll], []
             for spec in specs:
                 n = spec.name
@@ -822,14 +826,16 @@ class Engine(beam.PTransform):
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
             q_slots = range(n_specs) if dims else with_sessions
-            if self.on_session_accumulators:  # the accumulators themselves, then their outputs
+            if self.from_accumulators:
+                accumulators = flat
+            elif self.on_session_accumulators:  # the accumulators themselves, then their outputs
                 from fair_forge_beam.statistical.combiners import AccumulatorOutput
 
                 accumulators = flat | "CombineSessions" >> combine_per_key(AccumulatorOutput(layout.combine_fn()), flat)
             else:
                 accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat)
             stored = accumulators
-            if self.on_session_accumulators:
+            if self.on_session_accumulators or self.from_accumulators:
                 accumulators = accumulators | "ExtractSessions" >> beam.Map(
                     lambda kv, fn=layout.combine_fn(): (kv[0], fn.extract_output(kv[1])))
             session_parts = (
