@@ -41,8 +41,8 @@ Slice dimensions: a cell is the tuple ``(assistant_id, language, *metadata value
 ``slices`` other than ``overall``, ``assistant_id`` and ``language`` is a session metadata field
 (:func:`~fair_forge_beam.slices.metadata_dimensions`): the reader keeps its value in ``Interaction.slice_values``, one
 more slot of the session combine takes each session's values (:class:`MetadataDimsCombineFn`),
-and the interaction-side cell values of the metrics go through the session stage as well (their
-session accumulators reach the cells as :class:`Combined` inputs), since only the session stage
+and the interaction-side cell values of the metrics go through the session stage as well (each
+session's values reach the cells as one :class:`Values` input), since only the session stage
 knows a session's metadata. Without metadata dimensions the graph is the one above.
 """
 from __future__ import annotations
@@ -73,7 +73,6 @@ __all__ = [
     "QUALITY",
     "AUX",
     "panes_metadata_problem",
-    "Combined",
     "Values",
     "SessionLayout",
     "MetadataDimsCombineFn",
@@ -254,14 +253,6 @@ def _merge_slots(fns, accs: list) -> list:
     return out
 
 
-class Combined(NamedTuple):
-    """An input of :class:`FusedCombineFn` that is already an accumulator of its slot's
-    ``CombineFn`` (merged, not added): a session's accumulator read back from stored statistics
-    (:mod:`fair_forge_beam.io.session_stats`, the roll-up)."""
-
-    acc: Any
-
-
 class Values(NamedTuple):
     """An input of :class:`PairCombineFn` that stands for several inputs of that side's
     ``CombineFn``, each added in turn: the interaction-side values of one session, which reach
@@ -343,8 +334,7 @@ class PairCombineFn(beam.CombineFn):
 
 
 class FusedCombineFn(beam.CombineFn):
-    """One ``CombineFn`` for several metrics: input ``(slot, value)`` (a :class:`Combined` value
-    is an accumulator of that slot, merged in), accumulator one entry per slot (``None`` until the
+    """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per slot (``None`` until the
     slot received a value), output the slots' outputs (``None`` for slots that received nothing).
     Like Beam's ``TupleCombineFn``, but sparse: an element feeds one slot, and a key that only one
     metric saw costs nothing for the others."""
@@ -367,10 +357,7 @@ class FusedCombineFn(beam.CombineFn):
         slot, value = element
         fn = self.fns[slot]
         a = acc[slot]
-        if type(value) is Combined:  # an accumulator read back from stored statistics: merged in
-            acc[slot] = fn.merge_accumulators([fn.create_accumulator() if a is None else a, value.acc])
-        else:
-            acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
+        acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
         return acc
 
     def merge_accumulators(self, accumulators):
