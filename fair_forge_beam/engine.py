@@ -41,8 +41,8 @@ Slice dimensions: a cell is the tuple ``(assistant_id, language, *metadata value
 ``slices`` other than ``overall``, ``assistant_id`` and ``language`` is a session metadata field
 (:func:`~fair_forge_beam.slices.metadata_dimensions`): the reader keeps its value in ``Interaction.slice_values``, one
 more slot of the session combine takes each session's values (:class:`MetadataDimsCombineFn`),
-and the interaction-side cell values of the metrics go through the session stage as well (their
-session accumulators reach the cells as :class:`Combined` inputs), since only the session stage
+and the interaction-side cell values of the metrics go through the session stage as well (each
+session's values reach the cells as one :class:`Values` input), since only the session stage
 knows a session's metadata. Without metadata dimensions the graph is the one above.
 """
 from __future__ import annotations
@@ -74,7 +74,6 @@ __all__ = [
     "QUALITY",
     "AUX",
     "panes_metadata_problem",
-    "Combined",
     "Values",
     "SessionLayout",
     "MetadataDimsCombineFn",
@@ -256,14 +255,6 @@ def _merge_slots(fns, accs: list) -> list:
     return out
 
 
-class Combined(NamedTuple):
-    """An input of :class:`FusedCombineFn` that is already an accumulator of its slot's
-    ``CombineFn`` (merged, not added): a session's accumulator read back from stored statistics
-    (:mod:`fair_forge_beam.io.session_stats`, the roll-up)."""
-
-    acc: Any
-
-
 class Values(NamedTuple):
     """An input of :class:`PairCombineFn` that stands for several inputs of that side's
     ``CombineFn``, each added in turn: the interaction-side values of one session, which reach
@@ -345,8 +336,7 @@ class PairCombineFn(beam.CombineFn):
 
 
 class FusedCombineFn(beam.CombineFn):
-    """One ``CombineFn`` for several metrics: input ``(slot, value)`` (a :class:`Combined` value
-    is an accumulator of that slot, merged in), accumulator one entry per slot (``None`` until the
+    """One ``CombineFn`` for several metrics: input ``(slot, value)``, accumulator one entry per slot (``None`` until the
     slot received a value), output the slots' outputs (``None`` for slots that received nothing).
     Like Beam's ``TupleCombineFn``, but sparse: an element feeds one slot, and a key that only one
     metric saw costs nothing for the others."""
@@ -369,10 +359,7 @@ class FusedCombineFn(beam.CombineFn):
         slot, value = element
         fn = self.fns[slot]
         a = acc[slot]
-        if type(value) is Combined:  # an accumulator read back from stored statistics: merged in
-            acc[slot] = fn.merge_accumulators([fn.create_accumulator() if a is None else a, value.acc])
-        else:
-            acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
+        acc[slot] = fn.add_input(fn.create_accumulator() if a is None else a, value)
         return acc
 
     def merge_accumulators(self, accumulators):
@@ -745,21 +732,24 @@ class Engine(beam.PTransform):
             combine's accumulators (before ``extract_output``) and the warnings of the session
             stage (recomputed by a roll-up, so not stored), e.g. to store them
             (:class:`fair_forge_beam.io.session_stats.WriteSessionStats`).
-        from_accumulators: the input is not interactions but ``(session key, (slot,
-            Combined(accumulator)))`` pairs read back from stored statistics (the roll-up): the
-            scorers are skipped, and ``interactions`` and ``dead_letter`` are empty.
+        from_accumulators: the input is not interactions but one ``(session key, [accumulator
+            per slot of SessionLayout(specs, session_extras)])`` per session key (``None``: an
+            empty slot), merged from stored statistics (the roll-up): the scorers and the session
+            combine are skipped, and ``interactions`` and ``dead_letter`` are empty.
         extra_session_inputs: ``(name, PCollection[(session key, value)], CombineFn)``: per-session
             data combined in the session stage beside the metrics' (one more slot each, see
             :class:`SessionLayout`) for ``on_session_accumulators`` only.
+        session_extras: with ``from_accumulators``, the ``(name, CombineFn)`` of the extra slots
+            the input's accumulators hold (e.g. the reader's record summaries).
 
     Raises:
         ValueError: duplicate names or different slice dimensions.
     """
 
     def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False,
-                 extra_session_inputs: Sequence[tuple] = ()):
+                 extra_session_inputs: Sequence[tuple] = (), session_extras: Sequence[tuple] = ()):
         super().__init__()
-        self.extra_session_inputs = tuple(extra_session_inputs)
+        self.extra_session_inputs, self.session_extras = tuple(extra_session_inputs), tuple(session_extras)
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
@@ -821,10 +811,11 @@ class Engine(beam.PTransform):
         from fair_forge_beam.streaming.combine import combine_per_key
 
         p = pcoll.pipeline
-        layout = SessionLayout(self.specs, [(name, fn) for name, _, fn in self.extra_session_inputs])
+        layout = SessionLayout(self.specs, [(name, fn) for name, _, fn in self.extra_session_inputs]
+                               + list(self.session_extras))
         specs, dims, n_specs = layout.specs, layout.dims, layout.n
         out: dict = {}
-        if self.from_accumulators:
+        if self.from_accumulators:  # already one merged accumulator list per session key
             session_inputs, aux_records = [pcoll], []
             for spec in specs:
                 n = spec.name
@@ -842,14 +833,16 @@ class Engine(beam.PTransform):
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
             q_slots = range(n_specs) if dims else with_sessions
-            if self.on_session_accumulators:  # the accumulators themselves, then their outputs
+            if self.from_accumulators:
+                accumulators = flat
+            elif self.on_session_accumulators:  # the accumulators themselves, then their outputs
                 from fair_forge_beam.statistical.combiners import AccumulatorOutput
 
                 accumulators = flat | "CombineSessions" >> combine_per_key(AccumulatorOutput(layout.combine_fn()), flat)
             else:
                 accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat)
             stored = accumulators
-            if self.on_session_accumulators:
+            if self.on_session_accumulators or self.from_accumulators:
                 accumulators = accumulators | "ExtractSessions" >> beam.Map(
                     lambda kv, fn=layout.combine_fn(): (kv[0], fn.extract_output(kv[1])))
             session_parts = (

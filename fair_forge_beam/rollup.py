@@ -272,22 +272,20 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         started = time.time()
         log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
         with run_pipeline(pipeline_options(beam_args)) as p:
-            parts = [
-                p | f"Read_{j}_{t}" >> beam.io.ReadFromParquet(f"{r}/{table}part-*")
-                | f"Key_{j}_{t}" >> beam.Map(lambda row, j=j: ((row["session_id"], row["assistant_id"]), (j, row)))
-                for j, r in enumerate(runs) for t, table in enumerate(tables)
-            ]
             sessions = (
-                tuple(parts)
-                | "FlattenStored" >> beam.Flatten()
+                p
+                | "StoredFiles" >> beam.Create([(j, f"{r}/{table}part-*") for j, r in enumerate(runs) for table in tables])
+                | "MatchStored" >> beam.FlatMap(_match_files)
+                | "SpreadFiles" >> beam.Reshuffle()
+                | "ReadStored" >> beam.ParDo(_ReadStoredRows())
                 | "GroupSessions" >> beam.GroupByKey()
                 | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
-                    "quality", "records", *[f"g{g}" for g in range(len(layouts))])
+                    "quality", *[f"g{g}" for g in range(len(layouts))])
             )
             results: dict = {}
             for g, names in enumerate(groups.values()):
                 engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
-                                extra_session_inputs=stats.session_inputs(sessions["records"]))
+                                session_extras=[(READER, SessionRecordsCombineFn())])
                 res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
                 results.update({n: res[n] for n in names})
             counts = p | "StoredCounts" >> beam.Create([c for m in manifests for c in count_parts(m.get("counts") or {})])
@@ -321,14 +319,49 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     return doc, None
 
 
+def _match_files(item) -> list:
+    """``(run index, file pattern)`` → ``(run index, path)`` of each file the pattern matches."""
+    from apache_beam.io.filesystems import FileSystems
+
+    j, pattern = item
+    return [(j, m.path) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
+
+
+#: rows per Arrow record batch decoded at once by :class:`_ReadStoredRows`
+_READ_BATCH_ROWS = 8192
+
+
+class _ReadStoredRows(beam.DoFn):
+    """``(run index, path of a stored session table's Parquet file)`` → ``((session_id,
+    assistant_id), (run index, row))`` per stored row, ``row`` a dict of column → plain value
+    (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`: structs and lists as tuples, maps as
+    dicts). The file is read with ``pyarrow`` in record batches and decoded column by column, so
+    the per-interaction values inside a session's accumulators cost no Python call each."""
+
+    def process(self, item):
+        import pyarrow.parquet as pq
+        from apache_beam.io.filesystems import FileSystems
+
+        from fair_forge_beam.schemas.arrow import from_arrow_array
+
+        j, path = item
+        with FileSystems.open(path) as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS):
+                names = batch.schema.names
+                columns = [from_arrow_array(batch.column(i)) for i in range(batch.num_columns)]
+                for values in zip(*columns):
+                    row = dict(zip(names, values))
+                    yield (row["session_id"], row["assistant_id"]), (j, row)
+
+
 class _MergeRunsOfSession(beam.DoFn):
     """The stored rows of one reader session ``(session_id, assistant_id)`` from every run →
-    its merged record summary (``"records"``, per session key), its reader warnings as one audit
-    of every run's inputs gives them (``"quality"``) and, per engine group ``g``, the
-    session-combine inputs ``(session key, (slot, Combined(accumulator)))`` (``"g<g>"``), each
-    run's turn numbering mapped to the union's (:func:`fair_forge_beam.io.read.session_numbering`):
-    the same turn indices, element ids and judge request keys as one audit over all the runs'
-    inputs.
+    its reader warnings as one audit of every run's inputs gives them (``"quality"``) and, per
+    engine group ``g``, each session key's merged accumulators ``(session key, [accumulator per
+    slot])`` (``"g<g>"``: the input of an :class:`~fair_forge_beam.engine.Engine` with
+    ``from_accumulators``; the reader's slot holds the merged record summary), each run's turn
+    numbering mapped to the union's (:func:`fair_forge_beam.io.read.session_numbering`): the same
+    turn indices, element ids and judge request keys as one audit over all the runs' inputs.
 
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` (with the
@@ -338,9 +371,14 @@ class _MergeRunsOfSession(beam.DoFn):
     def __init__(self, groups: Sequence[tuple]):
         self.groups = list(groups)
 
+    def setup(self):
+        from fair_forge_beam.io.session_stats import stored_columns
+
+        self._columns = [stored_columns(layout, names) for layout, names in self.groups]
+
     def process(self, kv):
         from fair_forge_beam.io.read import SessionRecordsCombineFn, session_numbering, session_warnings
-        from fair_forge_beam.io.session_stats import READER, decode_row
+        from fair_forge_beam.io.session_stats import READER
 
         (session_id, assistant_id), items = kv
         records_fn = SessionRecordsCombineFn()
@@ -348,7 +386,7 @@ class _MergeRunsOfSession(beam.DoFn):
         rows = sorted(items, key=lambda it: (it[0], it[1]["language"]))
         for run, row in rows:
             if row.get(READER) is not None and run not in summaries:
-                summaries[run] = records_fn.from_stored(row[READER])
+                summaries[run] = records_fn.from_plain(row[READER])
         union = records_fn.merge_accumulators([summaries[r] for r in sorted(summaries)])
         turns = {}
         if len(summaries) > 1:  # a session split across runs: each run's numbering -> the union's
@@ -356,49 +394,67 @@ class _MergeRunsOfSession(beam.DoFn):
             for run, summary in summaries.items():
                 local = session_numbering(summary)
                 turns[run] = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
-        languages = set()
-        for run, row in rows:
-            languages.add(row["language"])
-            mapping = turns.get(run)
-            if mapping and any(k != v for k, v in mapping.items()):
-                row = {c: (_renumbered(v, mapping, session_id, assistant_id) if "__" in c and v is not None else v)
-                       for c, v in row.items()}
-            for g, (layout, names) in enumerate(self.groups):
-                for el in decode_row(row, layout, names):
-                    yield beam.pvalue.TaggedOutput(f"g{g}", el)
+        for g, (layout, _names) in enumerate(self.groups):
+            fns = layout.fns
+            parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
+            for run, row in rows:
+                mapping = turns.get(run)
+                renumber = bool(mapping) and any(k != v for k, v in mapping.items())
+                key = (session_id, assistant_id, row["language"])
+                slots = parts.setdefault(key, {})
+                if layout.dims and row.get("meta_values") is not None:
+                    slots.setdefault(layout.dims_slot, []).append((tuple(row["meta_values"]), bool(row["meta_differ"])))
+                for column, s, t in self._columns[g]:
+                    value = row.get(column)
+                    if value is not None:
+                        if renumber:
+                            value = _renumbered(value, t, mapping, session_id, assistant_id)
+                        slots.setdefault(s, []).append(fns[s].from_plain(value))
+            for key in sorted(parts):
+                slots = parts[key]
+                accs = [None] * len(fns)
+                for s, stored in slots.items():
+                    accs[s] = fns[s].merge_accumulators([fns[s].create_accumulator(), *stored])
+                if union:
+                    accs[layout.extra_slots[READER]] = records_fn.merge_accumulators([union])  # a copy per key
+                yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
         if union:
             for w in session_warnings(session_id, assistant_id, union):
                 yield beam.pvalue.TaggedOutput("quality", w)
-            for language in sorted(languages):
-                yield beam.pvalue.TaggedOutput("records", ((session_id, assistant_id, language), union))
 
 
-def _renumbered(value, turns: dict, session_id: str, assistant_id: str):
-    """A stored value (dicts and lists as read from Parquet) with every ``turn_index``, the turn of
-    every ``element_id`` and of every judge ``request_key`` (``"<session>#<turn>#<digest>"``)
-    mapped by ``turns`` (a run's turn index → the union's)."""
+def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
+    """A stored plain value of Arrow type ``t`` (structs and lists as tuples, as
+    :func:`~fair_forge_beam.schemas.arrow.from_arrow_array` gives them) with every ``turn_index``,
+    the turn of every ``element_id`` and of every judge ``request_key``
+    (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the union's)."""
+    import pyarrow as pa
+
     from fair_forge_beam.io.elements import make_element_id
 
-    if isinstance(value, list):
-        return [_renumbered(v, turns, session_id, assistant_id) for v in value]
-    if not isinstance(value, dict):
+    if value is None:
+        return None
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return tuple(_renumbered(v, t.value_type, turns, session_id, assistant_id) for v in value)
+    if not pa.types.is_struct(t):
         return value
-    out = {}
-    for k, v in value.items():
+    out = []
+    for f, v in zip(t, value):
+        k = f.name
         if k == "turn_index" and isinstance(v, int):
             v = turns.get(v, v)
         elif k == "element_id" and isinstance(v, str):
-            head, _, t = v.rpartition("/")
-            if t.isdigit() and int(t) in turns:
-                v = make_element_id(session_id, assistant_id, turns[int(t)])
+            head, _, tail = v.rpartition("/")
+            if tail.isdigit() and int(tail) in turns:
+                v = make_element_id(session_id, assistant_id, turns[int(tail)])
         elif k == "request_key" and isinstance(v, str):
             parts = v.rsplit("#", 2)
             if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in turns:
                 v = f"{parts[0]}#{turns[int(parts[1])]}#{parts[2]}"
         else:
-            v = _renumbered(v, turns, session_id, assistant_id)
-        out[k] = v
-    return out
+            v = _renumbered(v, f.type, turns, session_id, assistant_id)
+        out.append(v)
+    return tuple(out)
 
 
 def _copy_record_outputs(runs: Sequence[str], out: str) -> None:

@@ -166,3 +166,29 @@ def test_unmappable_fields_raise():
         arrow_type(typing.Any)
     with pytest.raises(KeyError, match="no field 'nope'"):
         arrow_fields(_Outer, ["nope"])
+
+
+def test_columns_decode_as_each_value_does():
+    """from_arrow_array (the roll-up's column-wise decoding of stored statistics) gives, row by
+    row, what from_arrow_value of each to_pylist value gives: nulls at every level, a sliced
+    array (its offset), several chunks, maps, lists of structs of lists."""
+    from fair_forge_beam.schemas.arrow import from_arrow_array, from_arrow_value
+
+    t = pa.list_(pa.struct([("turn_index", pa.int64()), ("w", pa.float64()), ("counts", pa.list_(pa.int64())),
+                            ("m", pa.map_(pa.int64(), pa.int64())), ("s", pa.string())]))
+    rows = [
+        [(0, 1.5, [1, 2], {3: 4}, "a"), (1, None, [], {}, None)],
+        None,
+        [],
+        [None, (2, 0.25, None, None, "é")],
+        [(5, -0.0, [7], {1: 1, 2: None}, "")],
+    ]
+    arr = pa.array(rows, type=t)
+    want = [from_arrow_value(v, t) for v in arr.to_pylist()]
+    assert want[0] == ((0, 1.5, (1, 2), {3: 4}, "a"), (1, None, (), {}, None))  # the plain form
+    assert from_arrow_array(arr) == want
+    assert from_arrow_array(arr.slice(1, 3)) == want[1:4]
+    assert from_arrow_array(pa.chunked_array([arr.slice(0, 2), arr.slice(2)])) == want
+    st = pa.struct([("a", pa.int64()), ("b", pa.map_(pa.string(), pa.int64()))])
+    sarr = pa.array([{"a": 1, "b": [("x", 2)]}, None, {"a": None, "b": None}], type=st)
+    assert from_arrow_array(sarr) == [from_arrow_value(v, st) for v in sarr.to_pylist()] == [(1, {"x": 2}), None, (None, None)]

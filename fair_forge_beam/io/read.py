@@ -548,10 +548,9 @@ class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
     def to_stored(self, acc):
         return [(*rk, n, bool(fs), items) for rk, (n, fs, items) in sorted(acc.items())]
 
-    def from_stored(self, value):
-        return {(r["declared"], r["source"], r["position"]): (r["n_slots"], r["from_session"],
-                                                              [(i["at"], i["qa_id"]) for i in r["items"]])
-                for r in value or ()}
+    def from_plain(self, value):
+        return {(declared, source, position): (n_slots, from_session, [tuple(i) for i in items])
+                for declared, source, position, n_slots, from_session, items in value or ()}
 
 
 class _OrderStreamed(beam.DoFn):

@@ -48,7 +48,7 @@ from fair_forge_beam._beam import beam
 
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
-    "not_storable_reason", "decode_row", "StatsSchemaMismatch", "check_schema_version", "write_table", "READER",
+    "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "write_table", "READER",
     "SESSIONS_TABLE", "count_parts",
 ]
 
@@ -266,22 +266,13 @@ def count_parts(counts: dict) -> list:
     return out
 
 
-def decode_row(row: dict, layout, metrics: Sequence[str]):
-    """A stored session row (a dict, as ``pyarrow``'s ``to_pylist`` gives it) → the inputs
-    ``(session key, (slot, Combined(accumulator)))`` of ``layout``'s session combine for the
-    ``metrics`` it stores (and the metadata slot)."""
-    from fair_forge_beam.engine import Combined
-
-    key = (row["session_id"], row["assistant_id"], row["language"])
-    if layout.dims and row.get("meta_values") is not None:
-        yield key, (layout.dims_slot, Combined((tuple(row["meta_values"]), bool(row["meta_differ"]))))
+def stored_columns(layout, metrics: Sequence[str]) -> list:
+    """``(column name, slot, Arrow type)`` of every stored accumulator column of ``layout``'s
+    ``metrics``: what a roll-up decodes from a session row (with the slot's
+    ``CombineFn.from_plain``) and merges into that slot of the session's accumulators."""
     names = set(metrics)
-    for slot, spec in enumerate(layout.specs):
-        if spec.name not in names:
-            continue
-        for column, s in _columns(layout, slot):
-            if row.get(column) is not None:
-                yield key, (s, Combined(layout.fns[s].from_stored(row[column])))
+    return [(column, s, _stored_type(layout.fns[s])) for slot, spec in enumerate(layout.specs) if spec.name in names
+            for column, s in _columns(layout, slot)]
 
 
 def check_schema_version(found: Any, where: str) -> None:

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 from pydantic import BaseModel
 
-__all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "from_arrow_value"]
+__all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "from_arrow_value", "from_arrow_array"]
 
 _SCALARS = {float: pa.float64(), int: pa.int64(), bool: pa.bool_(), str: pa.string()}
 
@@ -135,3 +135,32 @@ def from_arrow_value(value, t: pa.DataType):
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return tuple(from_arrow_value(v, t.value_type) for v in value)
     return value
+
+
+def from_arrow_array(array) -> list:
+    """A whole Arrow column (``Array`` or ``ChunkedArray``) → one plain Python value per row, the
+    same as :func:`from_arrow_value` of each row's ``to_pylist`` value (a ``struct`` → a tuple, a
+    ``list`` → a tuple, a ``map`` → a dict, null → ``None``), but decoded column by column: each
+    leaf column is converted once by ``pyarrow`` (``to_pylist``) and nested values are assembled by
+    ``zip`` and slicing, not by a Python call per nested value (the roll-up reads every stored
+    session accumulator this way)."""
+    if isinstance(array, pa.ChunkedArray):
+        return [v for chunk in array.chunks for v in from_arrow_array(chunk)]
+    t = array.type
+    if not (pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return array.to_pylist()
+    valid = array.is_valid().to_pylist() if array.null_count else None
+    if pa.types.is_struct(t):
+        children = [from_arrow_array(array.field(i)) for i in range(t.num_fields)]
+        out = list(zip(*children)) if children else [()] * len(array)
+    else:
+        offsets = array.offsets.to_pylist()  # into .values (or .keys/.items), the array's own offset included
+        if pa.types.is_map(t):
+            keys, items = from_arrow_array(array.keys), from_arrow_array(array.items)
+            out = [dict(zip(keys[a:b], items[a:b])) for a, b in zip(offsets, offsets[1:])]
+        else:
+            values = from_arrow_array(array.values)
+            out = [tuple(values[a:b]) for a, b in zip(offsets, offsets[1:])]
+    if valid is not None:
+        out = [v if ok else None for v, ok in zip(out, valid)]
+    return out

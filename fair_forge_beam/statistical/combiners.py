@@ -78,7 +78,8 @@ class StoredAccumulator:
     for maps: the accumulator itself by default), ``from_stored`` reads back what ``pyarrow``'s
     ``to_pylist`` gives (:func:`~fair_forge_beam.schemas.arrow.from_arrow_value`: a struct is a
     tuple, a list a tuple, a map a dict). ``from_stored`` of it must merge exactly as the
-    accumulator does."""
+    accumulator does. Subclasses override :meth:`from_plain`, which takes that plain value (a whole
+    column decodes to plain values at once with :func:`~fair_forge_beam.schemas.arrow.from_arrow_array`)."""
 
     def _stored_type(self):
         return None
@@ -93,9 +94,15 @@ class StoredAccumulator:
         return acc
 
     def from_stored(self, value):
+        """A ``to_pylist`` value of :meth:`stored_type` → the accumulator."""
         from fair_forge_beam.schemas.arrow import from_arrow_value
 
-        return from_arrow_value(value, self.stored_type())
+        return self.from_plain(from_arrow_value(value, self.stored_type()))
+
+    def from_plain(self, value):
+        """A plain value (:func:`~fair_forge_beam.schemas.arrow.from_arrow_value`'s form: structs
+        and lists as tuples, maps as dicts) → the accumulator (default: the value itself)."""
+        return value
 
 
 @beam.typehints.with_input_types(Any)
@@ -140,8 +147,7 @@ class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
         acc = sorted(acc, key=repr)
         return acc if self.encode is None else [self.encode(v) for v in acc]
 
-    def from_stored(self, value):
-        values = super().from_stored(value)
+    def from_plain(self, values):
         return list(values) if self.decode is None else [self.decode(v) for v in values]
 
 
@@ -261,8 +267,8 @@ class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
     def to_stored(self, acc):
         return tuple(acc)  # a struct is given as a tuple
 
-    def from_stored(self, value):
-        a, b, counts = super().from_stored(value)
+    def from_plain(self, value):
+        a, b, counts = value
         return [a, b, dict(counts)]
 
     def create_accumulator(self):

@@ -63,7 +63,7 @@ class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
 
         return pa.list_(pa.int64())
 
-    def from_stored(self, value):
+    def from_plain(self, value):
         return list(value)
 
     def merge_accumulators(self, accumulators):
