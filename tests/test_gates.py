@@ -57,7 +57,7 @@ BIAS = [{"slice": "overall", "rates": {"gender": _est(0.05, 0.01, 0.09), "race":
 @pytest.mark.parametrize("text, expected", [
     ("toxicity DIDT ci_high <= 0.2", {"metric": "toxicity", "field": "DIDT", "stat": "ci_high", "op": "<=",
                                       "threshold": 0.2, "slices": "overall"}),
-    ("toxicity DIDT ci_high ≤ 0.2 in every slice", {"op": "<=", "slices": "every"}),
+    ("toxicity DIDT ci_high <= 0.2 in every slice", {"op": "<=", "slices": "every"}),
     ("bias rate ci_high <= 0.1 for every attribute", {"for_every": "attribute", "key": None}),
     ("bias rate mean < 5e-2 for attribute gender in every assistant_id",
      {"key": "gender", "threshold": 0.05, "slices": "every assistant_id", "op": "<"}),
@@ -76,6 +76,22 @@ def test_compact_gate_syntax(text, expected):
 def test_malformed_gates_are_config_errors(text):
     with pytest.raises(GateConfigError):
         make_gate(text)
+
+
+@pytest.mark.parametrize("op", ["=<", "=>", "≤", "≥", "==", "<<", "=", "!="])
+def test_only_the_documented_operators_are_accepted(op):
+    """A typo of an operator (``=<``) is not read as another one: one line naming the accepted ones,
+    in the compact text, the ``{gate = ...}`` table and the full table form alike."""
+    from fair_forge_beam.reports.gates import OPERATORS
+
+    assert OPERATORS == ("<=", "<", ">=", ">")
+    for data in (f"toxicity DIDT ci_high {op} 0.2", f"coverage sessions {op} 20 in every assistant_id",
+                 {"gate": f"toxicity DIDT ci_high {op} 0.2"},
+                 {"metric": "toxicity", "field": "DIDT", "stat": "ci_high", "op": op, "threshold": 0.2}):
+        with pytest.raises(GateConfigError) as exc:
+            make_gate(data)
+        msg = str(exc.value)
+        assert len(msg.splitlines()) == 1 and f"unknown operator {op!r}" in msg and "<=, <, >=, >" in msg, msg
 
 
 def test_gate_table_form_equals_text_form():

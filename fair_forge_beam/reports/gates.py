@@ -43,7 +43,7 @@ In an audit config file (TOML) each is a table too::
     metric = "toxicity"              # coverage: optional (default: every metric of the audit)
     field = "DIDT"                   # coverage: the measure; regression: optional
     stat = "ci_high"                 # threshold: mean | ci_low | ci_high (default ci_high)
-    op = "<="                        # <= | < | >= | > (threshold, coverage)
+    op = "<="                        # <= | < | >= | > only (threshold, coverage)
     threshold = 0.2
     margin = 0.0                     # regression: "by more than" (default 0)
     slices = "overall"               # overall | every | "every <dimension>" | [slice keys]
@@ -114,6 +114,7 @@ __all__ = [
     "COVERAGE_MEASURES",
     "make_gate",
     "compare",
+    "OPERATORS",
     "GATE_RTOL",
 ]
 
@@ -141,7 +142,9 @@ def compare(value: float, op: str, threshold: float, rtol: float = GATE_RTOL) ->
     if abs(value - threshold) <= tol:
         return op in ("<=", ">=")
     return _OPS[op](value, threshold)
-_OP_ALIASES = {"≤": "<=", "≥": ">=", "=<": "<=", "=>": ">="}
+#: the comparison operators of threshold and coverage gates, as documented (docs/data.md); nothing else
+#: is read as one (``=<``, ``≤``, ``==`` are usage errors naming these)
+OPERATORS = ("<=", "<", ">=", ">")
 _INTERVAL_STATS = ("ci_low", "ci_high")
 
 
@@ -221,8 +224,10 @@ class Gate(BaseModel):
 
     @field_validator("op", mode="before")
     @classmethod
-    def _op_alias(cls, v):
-        return _OP_ALIASES.get(v, v) if isinstance(v, str) else v
+    def _op_known(cls, v):
+        if v is not None and v not in OPERATORS:
+            raise ValueError(unknown_operator(v))
+        return v
 
     @field_validator("threshold", "margin")
     @classmethod
@@ -322,7 +327,7 @@ _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _FOR = r"(?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?"
 _IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
         |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$"""
-_OP = r"(?P<op><=|>=|=<|=>|<|>|≤|≥)"
+_OP = r"(?P<op>[<>=!≤≥≠]+)"  # any operator-like token: one not in OPERATORS is an error that names them
 _GATE_RE = re.compile(
     rf"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
     {_OP}\s*(?P<threshold>{_NUMBER}){_FOR}{_IN}""",
@@ -343,6 +348,11 @@ _SYNTAX = ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in
            "in slice <key>[,<key>...]]', 'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> "
            "[in ...]', 'coverage [<metric>] assistants_of_baseline' or 'regression <metric> [<field>] not worse "
            "[by more than <margin>] [for ...] [in ...]'")
+
+
+def unknown_operator(op) -> str:
+    """The one-line message for an operator that is not one of :data:`OPERATORS`."""
+    return f"unknown operator {op!r}: a gate compares with one of {', '.join(OPERATORS)}"
 
 
 def _slices_of(g: dict) -> Union[str, list]:
@@ -389,6 +399,8 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
             data = {"metric": g["metric"], "field": g["field"], "stat": g["stat"], "op": g["op"],
                     "threshold": float(g["threshold"]), "slices": _slices_of(g), "key": g["key"],
                     "for_every": g["for_every"]}
+    if m and m.groupdict().get("op") is not None and m.group("op") not in OPERATORS:
+        raise GateConfigError(f"gate {text!r}: {unknown_operator(m.group('op'))}")
     if not m:
         raise GateConfigError(
             f"gate {text!r}: expected {_SYNTAX}, e.g. 'toxicity DIDT ci_high <= 0.2', "
