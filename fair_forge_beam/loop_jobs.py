@@ -31,9 +31,15 @@ def corpus_source(corpus: str) -> str:
     return packaged_corpus_path(corpus) if corpus in CORPORA else corpus
 
 
-def _prepare(out: str, names: Sequence[str]) -> str:
+def _prepare(out: str, names: Sequence[str], reads: Sequence[str] = ()) -> str:
+    """``out`` checked (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`: a file, an
+    unwritable folder, or one that is or holds an input is a ``ValueError``), created, and cleared of
+    ``names`` of an earlier run."""
     from apache_beam.io.filesystems import FileSystems
 
+    from fair_forge_beam.reports.output_folder import check_output_folder
+
+    out = check_output_folder(out, reads=reads, staged=False)
     FileSystems.mkdirs(out) if not FileSystems.exists(out) else None
     stale = [FileSystems.join(out, n) for n in names if FileSystems.exists(FileSystems.join(out, n))]
     if stale:
@@ -134,7 +140,7 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
     if not inputs:
         raise ValueError("--input is required (the dataset files to run)")
     handler = build_assistant_handler(args)
-    out = _prepare(args.output, RUN_FILES)
+    out = _prepare(args.output, RUN_FILES, reads=inputs)
     with run_pipeline(pipeline_options(beam_args)) as p:
         read = p | "Read" >> ReadInteractions(inputs)
         outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)

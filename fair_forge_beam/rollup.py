@@ -40,7 +40,7 @@ from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["run", "main", "audit_manifest", "RUN_ONLY_OPTIONS", "resolve_runs"]
+__all__ = ["run", "main", "audit_manifest", "RUN_ONLY_OPTIONS", "resolve_runs", "audit_runs_of", "check_no_overlap"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
 
@@ -65,19 +65,75 @@ def _jsonable(v):
     return str(v)
 
 
-def audit_manifest(config: dict, options: dict, static: dict) -> dict:
+def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[str] = None,
+                   audit_runs: Optional[Sequence[str]] = None) -> dict:
     """An audit's ``stats/manifest.json`` content (before the stored metrics are added): the
     product version, ``results.json``'s ``config`` (inputs included), every option that builds
     the metrics (``options``: the main job's options by ``dest``, plus the computed
-    ``clustering`` and ``slices``) and each metric's static fields."""
+    ``clustering`` and ``slices``) and each metric's static fields.
+
+    ``run_id``: the run's id (the one its ``_SUCCESS`` marker holds:
+    :func:`~fair_forge_beam.reports.output_folder.run_id_of` its stage); ``audit_runs``: the ids of
+    the audit runs the stored statistics are made of (default ``[run_id]``: an audit is made of
+    itself; a roll-up gives the union of its inputs'). A roll-up refuses inputs that share one
+    (:func:`check_no_overlap`)."""
     from importlib import metadata
 
     try:
         version = metadata.version("fair_forge_beam")
     except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without install
         version = None
-    return {"product_version": version, "config": _jsonable(config), "static": _jsonable(static),
-            "options": {k: _jsonable(v) for k, v in sorted(options.items())}}
+    doc = {"product_version": version, "config": _jsonable(config), "static": _jsonable(static),
+           "options": {k: _jsonable(v) for k, v in sorted(options.items())}}
+    if run_id is not None:
+        doc["run_id"] = run_id
+        doc["audit_runs"] = sorted(set(audit_runs if audit_runs is not None else [run_id]))
+    return doc
+
+
+def audit_runs_of(run_dir: str, manifest: dict) -> tuple[list[str], bool]:
+    """The ids of the audit runs a stored run is made of (its manifest's ``audit_runs``) and whether
+    they were recorded. A run written before the manifest recorded them counts as one audit run,
+    named by its folder (``folder:<real path>``, so a symlink or ``a/`` and ``a`` are one folder)."""
+    ids = manifest.get("audit_runs")
+    if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
+        return sorted(set(ids)), True
+    return [f"folder:{_same_folder(run_dir)}"], False
+
+
+def _same_folder(path: str) -> str:
+    """A folder's identity: a local folder's real path, a URL without its trailing slashes."""
+    path = path.rstrip("/") or "/"
+    return path if "://" in path else os.path.realpath(path)
+
+
+def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str]:
+    """The union of the runs' audit runs (:func:`audit_runs_of`), sorted, once each is checked
+    to be in one input only: a roll-up counts every audit run once.
+
+    Raises:
+        ValueError: a folder given twice (by any path to it), or an audit run held by two inputs
+            (a roll-up and a run it already holds, two roll-ups of overlapping weeks, a copy of a run);
+            the message names the overlapping runs.
+    """
+    seen: dict[str, str] = {}
+    for run_dir in runs:
+        key = _same_folder(run_dir)
+        if key in seen:
+            raise ValueError(f"the runs overlap: {seen[key]} and {run_dir} are the same folder; give each run once")
+        seen[key] = run_dir
+    owner: dict[str, str] = {}
+    for run_dir, m in zip(runs, manifests):
+        ids, recorded = audit_runs_of(run_dir, m)
+        if not recorded:
+            log.warning("rollup: %s records no audit_runs in its manifest (written by an older version): counted as "
+                        "one audit run, known by its folder", run_dir)
+        for i in ids:
+            if i in owner:
+                raise ValueError(f"the runs overlap: {owner[i]} and {run_dir} both hold audit run {i}; a roll-up counts "
+                                 "each audit run once: give a roll-up or the runs it holds, not both")
+            owner[i] = run_dir
+    return sorted(owner)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_runs(patterns: Sequence[str]) -> list[str]:
-    """The run folders the patterns name, each once: the patterns in the order given, each
+    """The run folders the patterns name: the patterns in the order given, each
     pattern's matches sorted by path (so ``audits/2026-12-0*`` is in date order, and a roll-up's
     ``config.inputs`` are the runs' inputs in that order). A local pattern is a glob of folders;
     a remote one (``gs://…``) is matched with Beam's filesystems on ``<pattern>/stats/manifest.json``.
@@ -139,7 +195,7 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
             raise ValueError(f"--from {pat!r}: {unfinished[0]} has no {MARKER}: its run is being published "
                              "or was cut short; roll it up once it is complete")
         runs += sorted(found)
-    return list(dict.fromkeys(runs))
+    return runs  # a folder named twice is not merged silently: check_no_overlap names it
 
 
 def _read_json(path: str) -> dict:
@@ -152,12 +208,26 @@ def _read_json(path: str) -> dict:
 def _settings(manifest: dict) -> dict:
     cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
     opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
-    return {"config": cfg, "options": opts, "static": manifest.get("static"), "stored": manifest.get("stored"),
+    return {"options": opts, "config": cfg, "static": manifest.get("static"), "stored": manifest.get("stored"),
             "not_stored": manifest.get("not_stored")}
 
 
+#: the settings a user sets that decide everything else: named first when runs differ (a frequentist
+#: and a Bayesian run also differ in the derived priors, but the user set --mode)
+_FIRST_SETTINGS = ("mode", "metrics", "seed", "mc_samples", "ci_level", "slices")
+
+
 def _first_difference(a: dict, b: dict, path: str = "") -> Optional[str]:
-    for k in sorted(set(a) | set(b)):
+    """The first setting in which two runs' :func:`_settings` differ, in plain words: an option the
+    user sets as ``--option: a vs b`` (the options of :data:`_FIRST_SETTINGS` first), else the
+    dotted path of the derived field."""
+    if not path:
+        oa, ob = a.get("options") or {}, b.get("options") or {}
+        for k in [*[k for k in _FIRST_SETTINGS if k in oa or k in ob], *sorted(set(oa) | set(ob))]:
+            if oa.get(k) != ob.get(k):
+                return f"--{k.replace('_', '-')}: {json.dumps(oa.get(k))} vs {json.dumps(ob.get(k))}"
+        a, b = {k: v for k, v in a.items() if k != "options"}, {k: v for k, v in b.items() if k != "options"}
+    for k in sorted(set(a) | set(b), key=lambda k: (k not in _FIRST_SETTINGS, k)):
         x, y = a.get(k), b.get(k)
         if isinstance(x, dict) and isinstance(y, dict):
             d = _first_difference(x, y, f"{path}{k}.")
@@ -185,6 +255,10 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         manifests.append(m)
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
+        modes = (manifests[0]["options"].get("mode"), m["options"].get("mode"))
+        if modes[0] != modes[1]:
+            raise ValueError(f"cannot roll up a {modes[0]} run with a {modes[1]} run: {runs[0]} was made with --mode "
+                             f"{modes[0]}, {run_dir} with --mode {modes[1]}; roll up runs of one mode")
         diff = _first_difference(first, _settings(m))
         if diff:
             raise ValueError(f"the runs were made with different settings: {runs[0]} and {run_dir} differ in {diff}; "
@@ -199,6 +273,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.reports.load import read_baseline
+    from fair_forge_beam.reports.output_folder import check_output_folder
 
     parser = build_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
@@ -208,12 +283,14 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         reject_unknown_arguments(parser, beam_args)
         try:
             runs = resolve_runs(args.runs)
+            check_output_folder(args.output, reads=runs)  # never one of the runs, inside one or around one
             manifests = load_manifests(runs)
+            members = check_no_overlap(runs, manifests)
             baseline = read_baseline(args.baseline)
         except ValueError as exc:
             parser.error(str(exc))
         try:
-            doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline)
+            doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline, members)
         except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
             parser.error(str(exc))
     if gate_failure is not None:
@@ -221,7 +298,8 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     return doc
 
 
-def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: Optional[dict]) -> tuple:
+def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: Optional[dict],
+            members: Sequence[str]) -> tuple:
     """The roll-up's pipeline and files, written into a stage published as ``--output`` only when it
     succeeds (:func:`~fair_forge_beam.reports.output_folder.staged_output`); returns ``(results.json's
     content, the GatesFailed to raise after publishing or None)``."""
@@ -235,7 +313,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, read_count_dimensions, resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.load import read_results
-    from fair_forge_beam.reports.output_folder import staged_output, write_launcher_reports
+    from fair_forge_beam.reports.output_folder import run_id_of, staged_output, write_launcher_reports
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
     from fair_forge_beam.runner import pipeline_options, run_pipeline
@@ -262,7 +340,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     static = {m: first["static"][m] for m in metrics}
     with staged_output(args.output) as out:  # an exception (SystemExit too) leaves --output untouched
         shown = args.output.rstrip("/")
-        stats = WriteSessionStats(out, audit_manifest(config, options, static))
+        stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members))
         tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
         groups: dict[tuple, list[str]] = {}
         for m in metrics:

@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import check_output_folder, staged_output, write_launcher_reports
+from fair_forge_beam.reports.output_folder import check_output_folder, run_id_of, staged_output, write_launcher_reports
 from fair_forge_beam.reports.summary import printable as _printable, summary_table
 from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
 
@@ -233,7 +233,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
-        out = check_output_folder(args.output)
+        out = check_output_folder(args.output, reads=inputs)  # never over (or around) an --input
     except ValueError as exc:
         parser.error(str(exc))
     if windowed:
@@ -245,7 +245,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     def build(p, folder: str) -> list:
         """The job graph, writing into ``folder``; returns every sink's result (for publish_after)."""
         # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
-        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static))
+        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static, run_id_of(folder)))
         read = p | "Read" >> reader
         # engine metrics share their shuffles
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,

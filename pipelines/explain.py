@@ -69,6 +69,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except Exception as exc:  # bad JSON line: dead letter, never a crash
             yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", text, source=f"{args.input}:{no}"))
 
+    from fair_forge_beam.reports.output_folder import check_output_folder
+
+    try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
+        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []),
+                            staged=False)
+    except ValueError as exc:
+        parser.error(str(exc))
     with open(args.input, encoding="utf-8") as fh:
         lines = [(i + 1, ln) for i, ln in enumerate(fh) if ln.strip()]
     os.makedirs(args.output, exist_ok=True)

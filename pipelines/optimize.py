@@ -36,6 +36,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.seed_prompt_file:
         with open(args.seed_prompt_file, encoding="utf-8") as fh:
             seed_prompt = fh.read().strip()
+    from fair_forge_beam.reports.output_folder import check_output_folder
+
+    try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
+        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []),
+                            staged=False)
+    except ValueError as exc:
+        parser.error(str(exc))
     datasets = []
     for path in args.input:  # repeatable: the lists are joined
         with open(path, encoding="utf-8") as fh:

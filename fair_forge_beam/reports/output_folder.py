@@ -38,13 +38,13 @@ import os
 import shutil
 import time
 import uuid
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 
 __all__ = ["STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
-           "publish_stage", "publish_after", "is_stage_path", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
+           "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +185,11 @@ def _write_marker(folder: str, run_id: str) -> None:
         f.write((json.dumps({"run": run_id}) + "\n").encode("utf-8"))
 
 
-def _run_id(stage: str) -> str:
+def run_id_of(stage: str) -> str:
+    """The id of the run writing into ``stage`` (``<UTC time>-<random>``): what the published
+    folder's ``_SUCCESS`` holds, and what its stored statistics' manifest records as ``run_id``."""
     return stage.rstrip("/").rsplit(_STAGE, 1)[-1]
+
 
 
 def _list_files(folder: str) -> list[str]:
@@ -253,8 +256,10 @@ def _remove_owned(out: str, owned: Iterable[str], fs=None) -> None:
 
 
 # ----------------------------------------------------------------------------- usage checks
-def check_output_folder(output: str) -> str:
+def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = True, may_hold_reads: bool = False,
+                        option: str = "--output") -> str:
     """Check, before any pipeline runs, that ``output`` can receive a run; returns it normalised.
+    The one place every command's output folder is validated (audit, rollup, trend, generate, ...).
 
     Local: ``output`` is a folder or missing (its parent is created), and both the folder and the
     place of its stage (the parent; the folder itself for a mount point) take a new entry (tried
@@ -263,33 +268,74 @@ def check_output_folder(output: str) -> str:
 
     Args:
         output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
+        reads: the files and folders the command reads (an audit's inputs, a roll-up's or trend's
+            runs; local glob patterns are expanded): ``output`` may not be one of them, nor lie
+            inside one, nor (unless ``may_hold_reads``) contain one — compared by real path, so a
+            symlink, a trailing slash or a relative path reaches the same folder.
+        staged: the command publishes ``output`` by a stage beside it (:func:`staged_output`); a
+            command that writes a few files straight into the folder (``trend``) gives ``False``:
+            only the folder itself (or, when missing, its parent) must take a new entry.
+        may_hold_reads: ``output`` may be a parent of what is read (``trend --output .`` over
+            ``audits/*``: it writes two files and replaces no folder).
+        option: the option's name in messages.
 
     Raises:
-        ValueError: a one-line message for a usage error (exit code 2 in the main job).
+        ValueError: a one-line message for a usage error (exit code 2 in every command).
     """
     out = _normalise(output)
     if not _is_local(out):
-        if "/" not in out.partition("://")[2].strip("/"):
-            raise ValueError(f"--output {out}: give a folder inside the bucket (e.g. {out}/audits): a run is staged "
+        if staged and "/" not in out.partition("://")[2].strip("/"):
+            raise ValueError(f"{option} {out}: give a folder inside the bucket (e.g. {out}/audits): a run is staged "
                              "beside its output folder")
+        _check_apart(out, reads, may_hold_reads, option)
         return out
     if os.path.lexists(out) and not os.path.isdir(out):
-        raise ValueError(f"--output must be a folder, but {out} is a file")
+        raise ValueError(f"{option} must be a folder, but {out} is a file")
+    _check_apart(out, reads, may_hold_reads, option)
     target = os.path.realpath(out)
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         try:
             os.makedirs(parent)
         except OSError as exc:  # e.g. a parent of --output is a file
-            raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
-    places = ([target] if os.path.isdir(target) else []) + ([target] if _stage_inside(target) else [parent])
+            raise ValueError(f"{option}: cannot create folder {out}: {exc}") from None
+    if staged:
+        places = ([target] if os.path.isdir(target) else []) + ([target] if _stage_inside(target) else [parent])
+    else:
+        places = [target if os.path.isdir(target) else parent]
     for place in dict.fromkeys(places):
         try:
             os.rmdir(_mkdtemp(place, ".fair_forge_write_check-"))
         except OSError as exc:
             what = f"folder {out}" if place == target else f"the folder of {out} ({parent})"
-            raise ValueError(f"--output: cannot write in {what}: {exc.strerror or exc}") from None
+            raise ValueError(f"{option}: cannot write in {what}: {exc.strerror or exc}") from None
     return out
+
+
+def _real(path: str) -> str:
+    path = path.rstrip("/") or "/"
+    return path if "://" in path else os.path.realpath(path)
+
+
+def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: str) -> None:
+    """``out`` is not one of ``reads``, not inside one and (unless ``may_hold_reads``) holds none."""
+    import glob
+
+    target = _real(out)
+    for read in reads:
+        for path in (sorted(glob.glob(read)) if "://" not in read and glob.has_magic(read) else [read]):
+            if "://" not in path and not os.path.lexists(path):
+                continue  # not a local file (a topic, a broker): nothing of it can be overwritten
+            src = _real(path)
+            if target == src:
+                raise ValueError(f"{option} {out} is {path}, which this command reads: write elsewhere (nothing was "
+                                 "touched)")
+            if target.startswith(src.rstrip("/") + "/"):
+                raise ValueError(f"{option} {out} is inside {path}, which this command reads: write elsewhere "
+                                 "(nothing was touched)")
+            if not may_hold_reads and src.startswith(target.rstrip("/") + "/"):
+                raise ValueError(f"{option} {out} holds {path}, which this command reads, and would be replaced "
+                                 "whole: write elsewhere (nothing was touched)")
 
 
 def _mkdtemp(where: str, prefix: str) -> str:
@@ -324,7 +370,7 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS) ->
     out = _normalise(out)
     stage = _normalise(stage)
     target = _target(out)
-    run_id = _run_id(stage)
+    run_id = run_id_of(stage)
     if _read_marker(target) == run_id:  # published already: a retry finishes the clean-up only
         _remove_tree(stage)
         return

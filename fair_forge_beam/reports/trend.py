@@ -112,7 +112,8 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
     ``audits/2025-*/results.json``); ``gs://…``-style patterns are matched with Beam's
     filesystems as ``<pattern>/results.json`` (object stores have no folders, so a folder without
     ``results.json`` cannot be told there). ``exclude`` (the trend's own output folder) is skipped
-    when a pattern matches it, and so are the ``trend.html`` / ``trend.json`` files in it.
+    when a pattern matches it, and so are the ``trend.html`` / ``trend.json`` files in it — unless it
+    is a run (``write_trend`` then refuses to write into it).
 
     Raises:
         TrendUsageError: no pattern, a pattern that matches nothing, or a match that is not a run
@@ -131,7 +132,8 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
         for m in matches:
             if is_stage_path(m) or is_stage_path(os.path.dirname(m.rstrip("/"))):
                 continue  # a run still being written, or a killed run's stage: not a run
-            if skip and (_key(m) == skip or (_key(os.path.dirname(m.rstrip("/"))) == skip
+            if skip and ((_key(m) == skip and not _exists(f"{m.rstrip('/')}/results.json"))  # a run stays: an error below
+                         or (_key(os.path.dirname(m.rstrip("/"))) == skip
                                               and os.path.basename(m) in ("trend.html", "trend.json"))):
                 continue
             run = _run_folder(m)
@@ -622,7 +624,9 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     returns their paths. ``output`` is created when missing (any Beam filesystem).
 
     Raises:
-        TrendUsageError: as :func:`find_runs` / :func:`iter_runs`.
+        TrendUsageError: as :func:`find_runs` / :func:`iter_runs`; an ``output`` that is a file, cannot
+            be written, or lies inside a run it reads
+            (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`).
     """
     from fair_forge_beam._beam import beam  # noqa: F401
     from apache_beam.io.filesystems import FileSystems
@@ -632,6 +636,12 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     say = log or (lambda line: None)
     t0 = time.monotonic()
     paths = find_runs(patterns, exclude=output)
+    from fair_forge_beam.reports.output_folder import check_output_folder
+
+    try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here
+        output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
+    except ValueError as exc:
+        raise TrendUsageError(str(exc)) from None
     say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched; reading results.json and run_info.json")
     trend = build_trend(iter_runs(paths, progress=say), slices=slices, progress=say)
     for note in trend["notes"]:

@@ -1,0 +1,141 @@
+"""Every command's ``--output`` is checked in one place
+(:func:`fair_forge_beam.reports.output_folder.check_output_folder`) before any work: a file, an
+unwritable folder, or a folder that is, lies inside or (for commands that replace their folder
+whole) holds one of the command's own inputs is a one-line usage error, exit 2, and nothing is
+touched (issue 27's fresh-user trial, items 1 and 4).
+
+Reached by any spelling: the same folder with a trailing slash, through ``..``, through a symlink,
+or relative to another working directory. No pipeline runs here: the run folders are stand-ins
+(the files the commands look for before they read anything)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+from fair_forge_beam.reports.output_folder import check_output_folder
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in sorted(root.rglob("*"))}
+
+
+def _stand_in_run(folder: Path) -> Path:
+    """What ``rollup`` and ``trend`` look for before reading: a manifest, ``_SUCCESS``, results.json."""
+    (folder / "stats").mkdir(parents=True)
+    (folder / "stats" / "manifest.json").write_text('{"stats_schema_version": 1}')
+    (folder / "_SUCCESS").write_text('{"run": "x"}\n')
+    (folder / "results.json").write_text('{"config": {}, "summary": {}, "metrics": {}}')
+    return folder
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    for day in ("2026-12-01", "2026-12-02"):
+        _stand_in_run(tmp_path / "audits" / day)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "d1.jsonl").write_text("{}\n")
+    (tmp_path / "link").symlink_to(tmp_path / "audits" / "2026-12-01")
+    (tmp_path / "a-file").write_text("mine")
+    return tmp_path
+
+
+def _run(argv: list, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.audit", *argv], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+
+
+def _one_line_usage_error(proc, *expected):
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.splitlines()
+    assert "Traceback" not in proc.stderr and len(err) <= 2 and err[0].count("error:") == 1, proc.stderr
+    assert all(e in err[0] for e in expected), err[0]
+    assert proc.stdout == ""
+
+
+ROLLUP_OUTPUTS = {  # --output given -> what the message names
+    "audits/2026-12-01": "is audits/2026-12-01",
+    "audits/2026-12-01/": "is audits/2026-12-01",
+    "audits/../audits/2026-12-02": "is audits/2026-12-02",
+    "link": "is audits/2026-12-01",
+    "audits/2026-12-01/stats": "inside audits/2026-12-01",
+    "audits/2026-12-02/week/deeper": "inside audits/2026-12-02",
+    "audits": "holds audits/2026-12-01",
+    ".": "holds audits/2026-12-01",
+    "a-file": "a-file is a file",
+}
+
+
+@pytest.mark.parametrize("output", sorted(ROLLUP_OUTPUTS))
+def test_rollup_output_is_never_one_of_its_runs(runs, output):
+    before = _tree(runs)
+    proc = _run(["rollup", "--quiet", "--from", "audits/2026-12-0*", "--output", output], runs)
+    _one_line_usage_error(proc, "--output", ROLLUP_OUTPUTS[output])
+    assert _tree(runs) == before
+
+
+def test_the_same_checks_from_another_working_directory(runs):
+    """Relative paths are resolved against the working directory: ``../audits/...`` from ``logs/``."""
+    before = _tree(runs)
+    proc = _run(["rollup", "--from", "../audits/*", "--output", "../audits/2026-12-02/"], runs / "logs")
+    _one_line_usage_error(proc, "is ../audits/2026-12-02")
+    assert _tree(runs) == before
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("logs", "holds logs/d1.jsonl"), ("logs/", "holds logs/d1.jsonl"), (".", "holds logs/d1.jsonl"),
+    ("logs/d1.jsonl", "is a file"), ("logs/d1.jsonl/x", "inside logs/d1.jsonl"), ("a-file", "is a file"),
+])
+def test_audit_output_never_holds_or_is_an_input(runs, output, expected):
+    before = _tree(runs)
+    proc = _run(["--quiet", "--metrics", "humanity", "--input", "logs/d1.jsonl", "--output", output], runs)
+    _one_line_usage_error(proc, expected)
+    assert _tree(runs) == before
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("audits/2026-12-01", "is audits/2026-12-01"), ("link/trend", "inside audits/2026-12-01"),
+    ("audits/2026-12-02/t/", "inside audits/2026-12-02"), ("a-file", "a-file is a file"),
+])
+def test_trend_output_is_a_folder_outside_the_runs_it_reads(runs, output, expected):
+    """Not a FileExistsError traceback; and a trend may still be written into a parent of its runs
+    (``--output .`` over ``audits/*``: it writes two files and replaces no folder)."""
+    before = _tree(runs)
+    proc = _run(["trend", "audits/2026-12-01", "audits/2026-12-02", "--output", output, "--no-plots"], runs)
+    _one_line_usage_error(proc, expected)
+    assert _tree(runs) == before
+
+
+def test_the_folder_checks_are_one_function(tmp_path):
+    """Every command calls ``check_output_folder``: its rules, directly."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.jsonl").write_text("")
+    with pytest.raises(ValueError, match="holds"):
+        check_output_folder(str(tmp_path / "in"), reads=[str(tmp_path / "in" / "*.jsonl")])  # globs are expanded
+    assert check_output_folder(str(tmp_path), reads=[str(tmp_path / "in")], staged=False,
+                               may_hold_reads=True) == str(tmp_path)
+    assert check_output_folder(str(tmp_path / "new"), reads=["broker:9092", "kafka://topic"]) == str(tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: the audit's read-only test covers root")
+@pytest.mark.parametrize("command", [["trend", "audits/2026-12-01", "--no-plots"],
+                                     ["rollup", "--from", "audits/2026-12-01"]])
+def test_an_unwritable_output_is_a_usage_error(runs, command):
+    ro = runs / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        proc = _run([*command, "--output", "ro/out"], runs)
+    finally:
+        ro.chmod(0o755)
+    _one_line_usage_error(proc, "cannot write in")
+    assert not (runs / "ro" / "out").exists()
