@@ -275,3 +275,70 @@ def test_rollup_of_judge_metrics(tmp_path, monkeypatch):
             calls = srv.count()
             assert _rollup(root / "roll", [root / "a0", root / "a1"]) == (root / "union" / "results.json").read_bytes()
             assert srv.count() == calls  # no judge call
+
+
+def test_overlapping_inputs_are_refused_naming_the_runs(tmp_path, capsys):
+    """Every stored run knows the audit runs it is made of (``stats/manifest.json``: ``run_id``, the
+    id its ``_SUCCESS`` holds, and ``audit_runs``; a roll-up's are the union of its inputs'). A
+    roll-up given a roll-up and a run it already holds — directly, through a nested roll-up, as a
+    copy, or the same folder twice by another path — is a usage error naming both, never a double
+    count. A run of an older version (no ``audit_runs``) counts as one run, known by its folder."""
+    import shutil
+
+    files = _write_days(tmp_path, [SESSIONS[:5], SESSIONS[5:10], SESSIONS[10:]])
+    days = []
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"d{d}", [f], "bayesian")
+        days.append(tmp_path / f"d{d}")
+    ids = [json.loads((d / "_SUCCESS").read_text())["run"] for d in days]
+    for d, i in zip(days, ids):
+        manifest = json.loads((d / "stats" / "manifest.json").read_text())
+        assert manifest["run_id"] == i and manifest["audit_runs"] == [i]
+    _rollup(tmp_path / "week", days[:2])
+    week = json.loads((tmp_path / "week" / "stats" / "manifest.json").read_text())
+    assert week["audit_runs"] == sorted(ids[:2]) and week["run_id"] == json.loads(
+        (tmp_path / "week" / "_SUCCESS").read_text())["run"]
+    _rollup(tmp_path / "month", [tmp_path / "week", days[2]])  # disjoint: fine, and nested ids carried
+    assert json.loads((tmp_path / "month" / "stats" / "manifest.json").read_text())["audit_runs"] == sorted(ids)
+    shutil.copytree(days[0], tmp_path / "copy")
+    (tmp_path / "link").symlink_to(days[1])
+    capsys.readouterr()
+    for inputs, named in [
+        ([tmp_path / "week", days[0]], ("week", "d0", ids[0])),  # the trial's 188-instead-of-162 case
+        ([days[2], tmp_path / "month"], ("d2", "month", ids[2])),  # through a nested roll-up
+        ([tmp_path / "month", tmp_path / "week"], ("month", "week")),
+        ([days[0], tmp_path / "copy"], ("d0", "copy", ids[0])),
+        ([days[1], f"{days[1]}/"], ("d1", "same folder")),
+        ([days[1], tmp_path / "link"], ("d1", "link", "same folder")),
+    ]:
+        before = sorted(p.name for p in tmp_path.iterdir())
+        with pytest.raises(SystemExit) as exc:
+            _rollup(tmp_path / "r", inputs)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and "the runs overlap" in err[0] and all(n in err[0] for n in named), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    # older runs: no audit_runs in the manifest -> each is its own folder's only member
+    for d in days[:2]:
+        manifest = json.loads((d / "stats" / "manifest.json").read_text())
+        del manifest["audit_runs"], manifest["run_id"]
+        (d / "stats" / "manifest.json").write_text(json.dumps(manifest))
+    _rollup(tmp_path / "old", days[:2])
+    assert json.loads((tmp_path / "old" / "stats" / "manifest.json").read_text())["audit_runs"] == sorted(
+        f"folder:{d.resolve()}" for d in days[:2])
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [tmp_path / "old", days[0]])
+    assert exc.value.code == 2 and f"audit run folder:{days[0].resolve()}" in capsys.readouterr().err
+
+
+def test_a_mode_mix_names_the_mode_first(one_audit, tmp_path, capsys):
+    """A frequentist and a Bayesian run differ in derived settings too (the Beta prior); the error
+    names what the user set: --mode, in plain words."""
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS[:3]), encoding="utf-8")
+    _audit(tmp_path / "freq", [path], "frequentist")
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [one_audit, tmp_path / "freq"])
+    err = capsys.readouterr().err.strip().splitlines()[0]
+    assert exc.value.code == 2, err
+    assert "cannot roll up a bayesian run with a frequentist run" in err and "--mode frequentist" in err, err
+    assert "beta_prior" not in err
