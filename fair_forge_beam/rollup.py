@@ -163,8 +163,10 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
     ``config.inputs`` are the runs' inputs in that order). A local pattern is a glob of folders;
     a remote one (``gs://…``) is matched with Beam's filesystems on ``<pattern>/stats/manifest.json``.
 
-    Stages of runs still being written (``OUT.staging-…``, see
-    :mod:`fair_forge_beam.reports.output_folder`) are not runs and are skipped.
+    Stages of runs still being written or killed (``OUT.staging-…``, see
+    :mod:`fair_forge_beam.reports.output_folder`) are not runs: a glob skips them (a nightly job's
+    ``audits/*`` may meet a killed night's stage); a pattern that names only stages is an error that
+    says what they are.
 
     Raises:
         ValueError: a pattern matched nothing, a matched folder holds no stored statistics, or it
@@ -187,7 +189,12 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
             if bare:
                 raise ValueError(f"--from {pat!r}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "
                                  "audit of an older version, a windowed run or not an audit folder")
+        stages = [d for d in found if is_stage_path(d)] if "://" in pat else \
+            [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d) and is_stage_path(d)]
         found = [d for d in found if not is_stage_path(d)]
+        if not found and stages:  # named on purpose: say what it is instead of "nothing matches"
+            raise ValueError(f"--from {pat!r}: {stages[0]} is the stage of an audit being written or killed (its "
+                             "atomic writer's folder, removed by the next run into the same output), not a run")
         if not found:
             raise ValueError(f"--from {pat!r}: no run folder matches")
         unfinished = [d for d in found if not FileSystems.exists(f"{d}/{MARKER}")]
@@ -243,15 +250,25 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
     in every run (mode, seed, draws, metrics, options that build the metrics, slices).
 
     Raises:
-        ValueError: a version mismatch (:class:`~fair_forge_beam.io.session_stats.StatsSchemaMismatch`)
-            or runs of different settings (naming the first difference and both runs).
+        ValueError: an unreadable or incomplete manifest (naming the run), a version mismatch
+            (:class:`~fair_forge_beam.io.session_stats.StatsSchemaMismatch`) or runs of different settings (naming the first difference and both runs).
     """
     from fair_forge_beam.io.session_stats import STATS_DIR, check_schema_version
 
     manifests = []
     for run_dir in runs:
-        m = _read_json(f"{run_dir}/{STATS_DIR}/manifest.json")
+        try:
+            m = _read_json(f"{run_dir}/{STATS_DIR}/manifest.json")
+        except (OSError, ValueError) as exc:  # a truncated or foreign file: named, never a traceback
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json cannot be read ({' '.join(str(exc).split())}): "
+                             "not a complete run") from None
+        if not isinstance(m, dict):
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is not a manifest (not a JSON object)")
         check_schema_version(m.get("stats_schema_version"), run_dir)
+        missing = [k for k in ("config", "options") if not isinstance(m.get(k), dict)]
+        if missing:
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is incomplete (no {', '.join(missing)}): "
+                             "not a complete run")
         manifests.append(m)
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
@@ -310,7 +327,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
-    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, read_count_dimensions, resolve_gates,
+    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, evaluate_gates, read_count_dimensions,
+                                               resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.load import read_results
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output, write_launcher_reports
@@ -386,12 +404,13 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         for what, why in not_rebuilt.items():
             log.warning("rollup: %s is not rebuilt: %s", what, why)
         width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
-        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates)
+        checks = evaluate_gates(doc, gates, baseline) if gates else None  # once: the report shows them too
+        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks)
         if not args.quiet:
             print(summary_table(doc, shown, written))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
             try:
-                check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline)
+                check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks)
             except GatesFailed as exc:
                 return doc, exc
     return doc, None

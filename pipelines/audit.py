@@ -282,7 +282,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     """
     from fair_forge_beam.progress import ProgressReporter
     from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
-    from fair_forge_beam.reports.gates import GatesFailed, check_gates
+    from fair_forge_beam.reports.gates import GatesFailed, check_gates, evaluate_gates
     from fair_forge_beam.reports.results import utc_timestamp, write_run_info
     from fair_forge_beam.runner import run_pipeline
 
@@ -312,8 +312,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
 
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
+    checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
-                                     baseline_info=baseline_info)
+                                     baseline_info=baseline_info, gate_checks=checks)
     if not args.quiet:
         from fair_forge_beam.components.judge.secrets import scrub_known
 
@@ -326,7 +327,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
                 if d["what"] not in ("inputs", "interactions_read"):  # other data: the point of a baseline
                     log.warning("--baseline: the runs differ in %s", _printable(d["message"]))
         try:
-            check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline)
+            check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline, checks=checks)
         except GatesFailed as exc:
             return doc, exc
     return doc, None

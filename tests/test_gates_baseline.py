@@ -385,3 +385,41 @@ def test_baseline_usage_errors(tmp_path, capsys):
         assert code == 2, extra
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_regression_gate_that_compared_nothing_is_skipped_not_passed(tmp_path, capsys):
+    """The fresh-user trial: 'regression humanity not worse' on the hh data compares nothing
+    (Spearman has a zero-width interval in both runs) and read as passed. It is *skipped* in
+    gates.json (the gate and the run's ``status``, counted apart from the passed ones), on the
+    console (on stderr, ``--quiet`` too) and in the report; a run whose every gate was skipped says
+    that nothing was checked. The exit code stays 0: no gate failed."""
+    from fair_forge_beam.reports.gates import check_gates, gates_summary
+
+    def ctx(key, m, lo, hi, sessions=9):
+        return {"slice": key, "n_interactions": 9, "n_sessions": sessions, "context_awareness": _est(m, lo, hi, 9)}
+    now = _doc("bayesian", [ctx("overall", 0.0, 0.0, 0.0)], metric="context")
+    before = _doc("bayesian", [ctx("overall", 0.0, 0.0, 0.0)], metric="context")
+    flat = parse_gate("regression context not worse")
+    report = gates_report(evaluate_gates(now, [flat], before), [flat], 0.95)
+    assert report["gates"][0]["status"] == "skipped"
+    assert (report["passed"], report["status"], report["n_passed"], report["n_skipped"], report["n_failed"]) == (
+        True, "nothing checked", 0, 1, 0)
+    assert gates_summary(report).startswith("gates: NOTHING CHECKED: every gate was skipped ('regression context "
+                                            "not worse': nothing to compare")
+    check_gates(now, [flat], str(tmp_path), quiet=True, baseline=before)
+    out = capsys.readouterr()
+    assert out.out == "" and "NOTHING CHECKED" in out.err and "gate skipped" in out.err
+    assert json.loads((tmp_path / "gates.json").read_text())["status"] == "nothing checked"
+
+    ok = parse_gate("context context_awareness mean <= 0.5")
+    report = gates_report(evaluate_gates(now, [ok, flat], before), [ok, flat], 0.95)
+    assert (report["status"], report["n_passed"], report["n_skipped"]) == ("partly skipped", 1, 1)
+    assert gates_summary(report) == "gates: 1 of 2 passed, 1 skipped (compared nothing: 'regression context not worse')"
+    report = gates_report(evaluate_gates(now, [ok], before), [ok], 0.95)
+    assert (report["status"], gates_summary(report)) == ("pass", "gates: 1 of 1 passed")
+
+    from fair_forge_beam.reports.html import render_report
+
+    html = render_report(now, gates=[flat], gate_outcome=gates_report(evaluate_gates(now, [flat], before), [flat], 0.95),
+                         with_plots=False)
+    assert "Nothing was checked" in html and "not a green run" in html

@@ -115,6 +115,7 @@ __all__ = [
     "make_gate",
     "compare",
     "OPERATORS",
+    "gates_summary",
     "GATE_RTOL",
 ]
 
@@ -984,9 +985,16 @@ class GatesFailed(SystemExit):
 
 
 def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: Optional[float] = None) -> dict:
-    """The content of ``gates.json``: ``{passed, n_gates, n_failed, gates: [{gate, status,
-    checks}]}`` (a gate's status: ``fail`` if any check failed, ``pass`` if at least one passed
-    and none failed, ``skipped`` if every check was skipped)."""
+    """The content of ``gates.json``: ``{passed, status, n_gates, n_passed, n_failed, n_skipped,
+    ci_level, gates: [{gate, status, checks}]}``.
+
+    A gate's status: ``fail`` if any check failed, ``pass`` if at least one passed and none failed,
+    ``skipped`` if every check was skipped (it compared nothing: a regression gate whose estimates
+    are too small to compare or absent from the baseline, an undefined estimate with
+    ``if_undefined = "skip"``) — a skipped gate is not a passed one. ``passed`` is ``True`` when no
+    gate failed (the exit code: 0, or 3); ``status`` says what the run's gates checked: ``fail``,
+    ``pass`` (every gate passed), ``partly skipped`` (none failed, some skipped) or ``nothing
+    checked`` (every gate skipped: not a green run)."""
     out = []
     for i, g in enumerate(gates):
         mine = [c for c in checks if c.gate_index == i]
@@ -996,8 +1004,28 @@ def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: O
         if g.kind != "threshold":
             entry["kind"] = g.kind
         out.append({**entry, "checks": [c.record() | {"message": c.message(ci_level)} for c in mine]})
-    failed = sum(1 for x in out if x["status"] == "fail")
-    return {"passed": failed == 0, "n_gates": len(out), "n_failed": failed, "ci_level": ci_level, "gates": out}
+    n = {s: sum(1 for x in out if x["status"] == s) for s in ("pass", "fail", "skipped")}
+    status = ("fail" if n["fail"] else "nothing checked" if out and not n["pass"]
+              else "partly skipped" if n["skipped"] else "pass")
+    return {"passed": n["fail"] == 0, "status": status, "n_gates": len(out), "n_passed": n["pass"],
+            "n_failed": n["fail"], "n_skipped": n["skipped"], "ci_level": ci_level, "gates": out}
+
+
+def gates_summary(report: dict) -> str:
+    """The console's one-line outcome of :func:`gates_report`'s ``report``: passed, failed and
+    skipped gates counted apart, e.g. ``gates: 2 of 3 passed, 1 skipped (compared nothing: ...)``;
+    when every gate was skipped it says that nothing was checked."""
+    skipped = [repr(g["gate"]) for g in report["gates"] if g["status"] == "skipped"]
+    if report["status"] == "nothing checked":
+        line = (f"gates: NOTHING CHECKED: every gate was skipped ({', '.join(skipped)}: nothing to compare; see "
+                "gates.json): this run is not checked")
+    else:
+        line = f"gates: {report['n_passed']} of {report['n_gates']} passed"
+        if skipped:
+            line += f", {len(skipped)} skipped (compared nothing: {', '.join(skipped)})"
+    if report["n_failed"]:
+        line += f"; FAILED: {', '.join(repr(g['gate']) for g in report['gates'] if g['status'] == 'fail')}"
+    return line
 
 
 def gate_lines(checks: Sequence[GateCheck], ci_level: Optional[float] = None, verbose: bool = False) -> list[str]:
@@ -1019,11 +1047,13 @@ def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str
 
 
 def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
-                shown: Optional[str] = None, baseline: Optional[dict] = None) -> list[GateCheck]:
+                shown: Optional[str] = None, baseline: Optional[dict] = None,
+                checks: Optional[Sequence[GateCheck]] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on ``doc`` (``baseline``: the ``--baseline`` run's ``results.json``
     content), write ``<out>/gates.json`` and print the outcome (failed and skipped checks on
     stderr; passed gates on stdout unless ``quiet``). ``shown``: the folder the messages name
-    (default ``out``; the main job writes into a stage published as ``shown``).
+    (default ``out``; the main job writes into a stage published as ``shown``). ``checks``: the
+    :func:`evaluate_gates` result when the caller has it already (the report showed it).
 
     Raises:
         GatesFailed: a ``SystemExit`` with code :data:`GATE_FAILED_EXIT_CODE` when a gate failed.
@@ -1034,19 +1064,19 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     from apache_beam.io.filesystems import FileSystems
 
     ci_level = (doc.get("config") or {}).get("ci_level")
-    checks = evaluate_gates(doc, gates, baseline)
+    checks = list(checks) if checks is not None else evaluate_gates(doc, gates, baseline)
     report = gates_report(checks, gates, ci_level)
     with FileSystems.create(f"{out}/gates.json") as f:
         f.write(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     for c in checks:
         if c.status != "pass":
             print(c.message(ci_level), file=sys.stderr)
-    summary = (f"gates: {report['n_gates'] - report['n_failed']} of {report['n_gates']} passed"
-               + (f"; FAILED: {', '.join(repr(g['gate']) for g in report['gates'] if g['status'] == 'fail')}"
-                  if report["n_failed"] else ""))
+    summary = gates_summary(report)
     if report["n_failed"]:
         print(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
         raise GatesFailed(checks, summary)
-    if not quiet:
+    if report["n_skipped"]:  # a skipped gate is not a pass: said on stderr, --quiet too
+        print(summary, file=sys.stderr)
+    elif not quiet:
         print(summary)
     return checks

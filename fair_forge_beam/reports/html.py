@@ -257,7 +257,7 @@ def _comparison_view(cmp: dict) -> dict:
 def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Optional[dict] = None,
                   comparison: Optional[dict] = None, inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH,
                   with_plots: bool = True, title: str = "fair_forge_beam audit report",
-                  gates: Optional[list] = None) -> str:
+                  gates: Optional[list] = None, gate_outcome: Optional[dict] = None) -> str:
     """The report as an HTML string.
 
     Args:
@@ -270,6 +270,8 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         gates: the run's :class:`~fair_forge_beam.reports.gates.Gate` list: the scorecard colours a
             cell against the gate covering it, else against the documented reference lines
             (:func:`~fair_forge_beam.reports.scorecard.reference_line`).
+        gate_outcome: ``gates.json``'s content (:func:`~fair_forge_beam.reports.gates.gates_report`):
+            the findings say which gates passed, failed and were skipped (compared nothing).
 
     Raises:
         ValueError: ``inconclusive_width`` outside (0, 1].
@@ -302,6 +304,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         differences=credible_differences(doc, card),
         toxicity_measure=toxicity_measure(tox, run_info) if tox else None,
         gates=bool(gates),
+        gate_outcome=gate_outcome,
         dead=dead_letters or {"total": 0, "by_stage": {}, "by_reason": [], "first": [], "unreadable": 0},
         comparison=_comparison_view(comparison) if comparison else None,
         width=inconclusive_width,
@@ -312,7 +315,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
 def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Union[str, dict, None] = None,
                  inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
                  run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None,
-                 compare_info: Optional[dict] = None) -> str:
+                 compare_info: Optional[dict] = None, gate_outcome: Optional[dict] = None) -> str:
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
@@ -326,7 +329,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         compare_info: the baseline run's ``run_info.json`` content; with ``run_info`` the comparison
             section (and ``comparison.json``) states every differing option and package version
             (:func:`~fair_forge_beam.reports.compare.run_differences`), not only mode and metrics.
-        gates: see :func:`render_report`.
+        gates / gate_outcome: see :func:`render_report`.
 
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
@@ -348,7 +351,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
-                         inconclusive_width, with_plots, gates=gates)
+                         inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
     from fair_forge_beam.components.judge.secrets import scrub_known
 

@@ -664,11 +664,13 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
 
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
                            inconclusive_width: float, gates: Optional[list] = None,
-                           baseline_info: Optional[dict] = None) -> list[str]:
+                           baseline_info: Optional[dict] = None, gate_checks: Optional[list] = None) -> list[str]:
     """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
     ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
     ``gates`` (the run's resolved gates) colour the report's scorecard where they apply;
-    ``baseline_info`` (the baseline's ``run_info.json``) lets the comparison state every differing setting.
+    ``baseline_info`` (the baseline's ``run_info.json``) lets the comparison state every differing setting;
+    ``gate_checks`` (:func:`~fair_forge_beam.reports.gates.evaluate_gates`' result) puts the gates' outcome —
+    passed, failed and skipped apart — in the report's findings.
 
     Returns:
         The names of the outputs now in ``out`` (for the summary's last line), in
@@ -678,8 +680,13 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
     if not no_report:
         from fair_forge_beam.reports.html import write_report
 
+        outcome = None
+        if gates and gate_checks is not None:
+            from fair_forge_beam.reports.gates import gates_report
+
+            outcome = gates_report(gate_checks, gates, (doc.get("config") or {}).get("ci_level"))
         write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates, compare_info=baseline_info)
+                     gates=gates, compare_info=baseline_info, gate_outcome=outcome)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first

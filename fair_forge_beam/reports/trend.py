@@ -129,9 +129,13 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
         matches = _match(pattern)
         if not matches:
             raise TrendUsageError(f"no run matched {pattern!r}")
+        stages = [m for m in matches if is_stage_path(m) or is_stage_path(os.path.dirname(m.rstrip("/")))]
+        if len(stages) == len(matches):  # named on purpose: say what it is
+            raise TrendUsageError(f"{stages[0]} is the stage of a run being written or killed (the atomic writer's "
+                                  "folder, removed by the next run into the same output), not a run")
         for m in matches:
-            if is_stage_path(m) or is_stage_path(os.path.dirname(m.rstrip("/"))):
-                continue  # a run still being written, or a killed run's stage: not a run
+            if m in stages:
+                continue  # a glob's match of a run still being written, or of a killed run's stage: not a run
             if skip and ((_key(m) == skip and not _exists(f"{m.rstrip('/')}/results.json"))  # a run stays: an error below
                          or (_key(os.path.dirname(m.rstrip("/"))) == skip
                                               and os.path.basename(m) in ("trend.html", "trend.json"))):
