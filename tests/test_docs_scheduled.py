@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,10 +56,22 @@ def test_nightly_walkthrough_runs_as_written(tmp_path):
     assert week["summary"]["interactions_read"] == sum(read) > 0
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
     assert gates["n_gates"] == 4 and gates["passed"]
+    _assert_regressions(gates)
     assert json.loads((tmp_path / "week49" / "gates.json").read_text(encoding="utf-8"))["passed"]
     assert (tmp_path / "trend" / "trend.html").is_file() and (tmp_path / "trend" / "trend.json").is_file()
     trend = json.loads((tmp_path / "trend" / "trend.json").read_text(encoding="utf-8"))
     assert len(trend["runs"]) == 4
+
+
+def _assert_regressions(gates: dict) -> None:
+    """The toxicity regression gate compared something (a difference per assistant: passed, not
+    skipped); Humanity's Spearman gate compared nothing on the hh data and says so (skipped)."""
+    by = {g["gate"]: g for g in gates["gates"]}
+    tox = by["regression toxicity toxic_rate not worse in every assistant_id"]
+    assert tox["status"] == "pass" and len(tox["checks"]) >= 2, tox
+    assert all(c["status"] == "pass" and c["difference"]["ci_low"] is not None for c in tox["checks"]), tox
+    assert by["regression humanity not worse"]["status"] == "skipped"
+    assert gates["status"] == "partly skipped" and gates["n_skipped"] == 1
 
 
 def _scheduler_blocks() -> dict:
@@ -81,19 +94,17 @@ def test_cron_and_airflow_call_the_nightly_script():
     assert "./nightly.sh {{ ds }}" in command
 
 
-def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
-    """The page's nightly.sh, as written, for three nights: the first audits and rolls up (exit 0),
-    the second has an empty export (exit 4: nothing published, the first night's folder
-    untouched), the third gates against the first (the previous published night) and the week
-    rolls up both nights."""
+def _nightly(tmp_path: Path, days: dict):
+    """The page's nightly.sh in ``tmp_path`` with ``logs/<day>.jsonl`` = lines ``[a, b)`` of the
+    shipped slice per day, and ``fair-forge-beam`` on PATH; returns ``night(day)`` -> the finished
+    process."""
     import fair_forge_beam
 
     data = Path(fair_forge_beam.__file__).resolve().parent / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
     lines = data.read_text(encoding="utf-8").splitlines(keepends=True)
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "2026-12-01.jsonl").write_text("".join(lines[:10]), encoding="utf-8")
-    (tmp_path / "logs" / "2026-12-02.jsonl").write_text("", encoding="utf-8")
-    (tmp_path / "logs" / "2026-12-03.jsonl").write_text("".join(lines[10:20]), encoding="utf-8")
+    for day, (a, b) in days.items():
+        (tmp_path / "logs" / f"{day}.jsonl").write_text("".join(lines[a:b]), encoding="utf-8")
     script = tmp_path / "nightly.sh"
     script.write_text(_scheduler_blocks()["bash"], encoding="utf-8")
     script.chmod(0o755)
@@ -107,6 +118,16 @@ def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
     def night(day):
         return subprocess.run([str(script), day], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
+    return night
+
+
+def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
+    """The page's nightly.sh, as written, for three nights: the first audits and rolls up (exit 0),
+    the second has an empty export (exit 4: nothing published, the first night's folder
+    untouched), the third gates against the first (the previous published night) and the week
+    rolls up both nights."""
+    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (0, 0), "2026-12-03": (10, 20)})
+
     first = night("2026-12-01")
     assert first.returncode == 0, first.stderr[-3000:]
     before = {p: p.read_bytes() for p in sorted((tmp_path / "audits").rglob("*")) if p.is_file()}
@@ -118,9 +139,42 @@ def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
     assert third.returncode == 0, third.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-03"]
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
-    assert gates["n_gates"] == 3 and gates["passed"]  # coverage, assistants of the baseline, regression
+    assert gates["n_gates"] == 4 and gates["passed"]  # coverage, assistants of the baseline, 2 regressions
+    _assert_regressions(gates)
     week = json.loads((tmp_path / "week" / "results.json").read_text(encoding="utf-8"))
     read = [json.loads((tmp_path / "audits" / n / "results.json").read_text())["summary"]["interactions_read"]
             for n in ("2026-12-01", "2026-12-03")]
     assert week["summary"]["interactions_read"] == sum(read) > 0
     assert len(json.loads((tmp_path / "trend" / "trend.json").read_text(encoding="utf-8"))["runs"]) == 3
+
+
+def test_nightly_script_after_a_killed_night(tmp_path):
+    """A night SIGKILLed while its pipeline ran leaves only its stage beside the outputs
+    (``audits/<day>.staging-<time>-<id>/`` with part of the run's files, and its lock file, which
+    the dead process no longer holds). The next night does not take it for a night (baseline,
+    week, trend): nightly.sh exits 0, the regression gates compare with the last published night,
+    the week holds the published nights only. Re-running the killed night into the same folder
+    removes the stage."""
+    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (10, 20), "2026-12-03": (20, 30)})
+    assert night("2026-12-01").returncode == 0
+    stage = tmp_path / "audits" / "2026-12-02.staging-20261203T023000Z-0badf00d"
+    # what the writer has made when the kill comes: the stage and its lock, and some of the files
+    shutil.copytree(tmp_path / "audits" / "2026-12-01" / "stats", stage / "stats")
+    (stage / "stats" / "manifest.json").write_text('{"stats_schema_version": 1, "conf', encoding="utf-8")  # cut short
+    (stage / "results.json").write_text('{"config": {"inputs": ["logs/2026-12-02.json', encoding="utf-8")
+    Path(f"{stage}.lock").write_text("", encoding="utf-8")
+
+    third = night("2026-12-03")
+    assert third.returncode == 0, third.stderr[-3000:]
+    gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
+    assert gates["n_gates"] == 4 and gates["passed"]
+    _assert_regressions(gates)
+    info = json.loads((tmp_path / "week" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["rollup"]["runs"] == ["audits/2026-12-01", "audits/2026-12-03"]
+    trend = json.loads((tmp_path / "trend" / "trend.json").read_text(encoding="utf-8"))
+    assert len(trend["runs"]) == 3 and not any(".staging-" in r["path"] for r in trend["runs"])
+    assert stage.is_dir()  # another night's run never removes it: only a run into its own folder
+
+    second = night("2026-12-02")  # the killed night, re-run: its stage goes
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-02", "2026-12-03"]

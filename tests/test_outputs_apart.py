@@ -139,3 +139,27 @@ def test_an_unwritable_output_is_a_usage_error(runs, command):
         ro.chmod(0o755)
     _one_line_usage_error(proc, "cannot write in")
     assert not (runs / "ro" / "out").exists()
+
+
+def test_a_stage_is_never_a_run_and_an_incomplete_run_is_named(runs, monkeypatch):
+    """Globs skip the atomic writer's stages (a killed run's ``OUT.staging-<id>`` and its lock); a
+    pattern that names only a stage says what it is; a run whose manifest is cut short is a usage
+    error naming it, not a traceback (issue 27 trial, item 3)."""
+    stage = runs / "audits" / "2026-12-03.staging-20261203T023000Z-0badf00d"
+    _stand_in_run(stage)
+    Path(f"{stage}.lock").write_text("")
+    from fair_forge_beam.reports.trend import find_runs
+    from fair_forge_beam.rollup import resolve_runs
+
+    monkeypatch.chdir(runs)
+    assert resolve_runs(["audits/*"]) == ["audits/2026-12-01", "audits/2026-12-02"]
+    assert find_runs(["audits/*"]) == ["audits/2026-12-01", "audits/2026-12-02"]
+    for argv in (["rollup", "--from", "audits/2026-12-03.staging-*", "--output", "r"],
+                 ["trend", str(stage.relative_to(runs)), "--output", "t"]):
+        _one_line_usage_error(_run(argv, runs), "2026-12-03.staging-20261203T023000Z-0badf00d is the stage of")
+    (runs / "audits" / "2026-12-02" / "stats" / "manifest.json").write_text('{"stats_schema_version": 1, "con')
+    _one_line_usage_error(_run(["rollup", "--from", "audits/2026-12-02", "--output", "r"], runs),
+                          "audits/2026-12-02: stats/manifest.json cannot be read")
+    _one_line_usage_error(_run(["rollup", "--from", "audits/*", "--output", "r"], runs),
+                          "audits/2026-12-01: stats/manifest.json is incomplete (no config, options)")
+    assert not (runs / "r").exists() and not (runs / "t").exists()
