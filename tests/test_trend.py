@@ -507,3 +507,28 @@ def test_trend_html_opens_in_chromium_with_hostile_ids_as_text(trend_out, browse
         assert "bot" in first_row and "toxic-answer rate" in first_row and "worse" in first_row
     finally:
         page.close()
+
+
+def test_runs_are_ordered_by_the_day_they_cover_not_when_they_ran():
+    """The fresh-user trial: a night re-run later (2026-12-02 re-audited after 12-03) moved in the
+    trend. Runs are ordered by the day they cover (the date in the folder's name), a roll-up by the
+    latest day it merged (after that day's audit), and re-running a night changes nothing; runs
+    without a day come first, by time."""
+    t0 = doc("bayesian", [tox("overall", 1, 10, 3)])
+    runs = [
+        run("audits/2026-12-01", t0, started="2026-12-02T02:30:00Z"),
+        run("audits/2026-12-02", t0, started="2026-12-09T10:00:00Z"),  # re-run a week later
+        run("audits/2026-12-03", t0, started="2026-12-04T02:30:00Z"),
+        run("week", t0, started="2026-12-04T02:31:00Z",
+            merged=["audits/2026-12-01", "audits/2026-12-02", "audits/2026-12-03"]),
+        run("week-2026-11-30", t0, started="2026-12-01T02:31:00Z", merged=["elsewhere/a"]),
+        run("adhoc", t0, started="2026-12-10T00:00:00Z"),
+    ]
+    t = build_trend(runs)
+    assert [(r["path"], r["covers"]) for r in t["runs"]] == [
+        ("adhoc", None), ("week-2026-11-30", "2026-11-30"), ("audits/2026-12-01", "2026-12-01"),
+        ("audits/2026-12-02", "2026-12-02"), ("audits/2026-12-03", "2026-12-03"), ("week", "2026-12-03")]
+    assert [r["label"] for r in t["runs"]][1:] == ["week-2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "week"]
+    again = build_trend([{**r, "run_info": {**r["run_info"], "started_at": "2027-01-01T00:00:00Z"}}
+                         if r["path"] == "audits/2026-12-01" else r for r in runs])
+    assert [r["path"] for r in again["runs"]] == [r["path"] for r in t["runs"]]

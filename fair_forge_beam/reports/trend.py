@@ -10,11 +10,14 @@ headline estimate (:func:`headline_estimates`) and slice (``overall`` and ``assi
 default), the trend follows the estimate and its interval from run to run, and compares each run
 with the previous run in which the slice has a value.
 
-**Order of runs.** By time, oldest first: ``run_info.json``'s ``started_at``, else its
-``finished_at`` (UTC, ISO 8601; a time without offset is read as UTC); a roll-up with neither
-takes the latest time of the merged runs that are part of the trend. Runs without any time
-(written before run_info.json recorded it) come first. Ties, and runs without a time among
-themselves, are ordered by path.
+**Order of runs.** By the data they cover, oldest first, never by when they ran (a night
+re-run a week later keeps its place): a run covers the ``YYYY-MM-DD`` day in its folder's name
+(:func:`covered_day`: ``audits/2026-12-01``, the day the user gave it), a roll-up without a day of its
+own the latest day among the runs it merged (``run_info.json``'s ``rollup.runs``), and runs on one day
+come audits first. Runs without a covered day come first, by time: ``run_info.json``'s
+``started_at``, else its ``finished_at`` (UTC, ISO 8601; a time without offset is read as UTC); a
+roll-up with neither takes the latest time of the merged runs that are part of the trend; runs
+without any time (written before run_info.json recorded it) first of all. Ties are ordered by path.
 
 **Changes.** A change between two consecutive runs of a series uses the difference statistics of
 ``--compare`` (:mod:`fair_forge_beam.reports.compare`: the posterior of the difference of two Beta
@@ -43,6 +46,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -52,7 +56,7 @@ from fair_forge_beam.reports.estimates import counts_for, direction, value_range
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
 
-__all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DRAWS", "TrendUsageError", "headline_estimates",
+__all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DRAWS", "TrendUsageError", "headline_estimates", "covered_day",
            "find_runs", "iter_runs", "build_trend", "render_trend", "write_trend", "trend_json"]
 
 #: version of the ``trend.json`` structure (docs/report.md)
@@ -283,32 +287,52 @@ def _merged_runs(entry: dict) -> Optional[list]:
     return [str(r) for r in runs] if isinstance(runs, list) else None
 
 
+_DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+
+
+def covered_day(path: str) -> Optional[str]:
+    """The day a run covers as its user named it: a ``YYYY-MM-DD`` in the run folder's name
+    (``audits/2026-12-01``, ``week-2026-12-07``; the last one when there are several), else ``None``."""
+    days = _DAY.findall(os.path.basename(path.rstrip("/")))
+    return days[-1] if days else None
+
+
 def _order(entries: list[dict]) -> list[dict]:
+    """Runs in the order of the data they cover, never of when they ran (the module docstring's
+    "Order of runs"); sets each entry's ``covers`` and ``merged``."""
     known = {_key(e["path"]): e for e in entries}
     for e in entries:
         e["merged"] = _merged_runs(e)
-    for e in entries:  # a roll-up without a time of its own: the latest time of its merged runs in the trend
-        if e["time"] is None and e["merged"]:
-            times = [known[_key(i)]["time"] for i in e["merged"] if _key(i) in known and known[_key(i)]["time"]]
-            if times:
-                e["time"], e["time_source"] = max(times), "merged runs"
-    return sorted(entries, key=lambda e: (e["time"] is not None, e["time"] or datetime.min.replace(tzinfo=timezone.utc),
-                                          _key(e["path"])))
+        e["covers"] = covered_day(e["path"])
+    for e in entries:  # a roll-up without a day or a time of its own: the latest of its merged runs
+        if e["merged"]:
+            if e["covers"] is None:
+                days = [d for d in (covered_day(i) for i in e["merged"]) if d]
+                e["covers"] = max(days) if days else None
+            if e["time"] is None:
+                times = [known[_key(i)]["time"] for i in e["merged"] if _key(i) in known and known[_key(i)]["time"]]
+                if times:
+                    e["time"], e["time_source"] = max(times), "merged runs"
+    return sorted(entries, key=lambda e: (e["covers"] is not None, e["covers"] or "",
+                                          e["covers"] is not None and e["merged"] is not None, e["time"] is not None,
+                                          e["time"] or datetime.min.replace(tzinfo=timezone.utc), _key(e["path"])))
 
 
 def _run_labels(entries: list[dict]) -> list[str]:
-    """A short, unique label per run: its UTC time to the minute (to the second when that tells
-    runs apart), the folder name for a run without a time; where labels still collide, the time to
-    the minute and the folder name, and where that collides too, the path."""
+    """A short, unique label per run: a run that covers a named day, its folder name (the day is in
+    it); another run, its UTC time to the minute (to the second when that tells runs apart), the folder
+    name for a run without a time; where labels still collide, the time to the minute and the folder
+    name, and where that collides too, the path."""
     def by(fmt):
-        return [e["time"].strftime(fmt) if e["time"] else e["name"] for e in entries]
+        return [e["name"] if e.get("covers") or not e["time"] else e["time"].strftime(fmt) for e in entries]
 
     for labels in (by("%Y-%m-%d %H:%M"), by("%Y-%m-%d %H:%M:%S")):
         if len(set(labels)) == len(labels):
             return labels
     labels = by("%Y-%m-%d %H:%M")
     seen = Counter(labels)
-    labels = [f"{lbl} {e['name']}" if seen[lbl] > 1 and e["time"] else lbl for lbl, e in zip(labels, entries)]
+    labels = [f"{lbl} {e['name']}" if seen[lbl] > 1 and e["time"] and not e.get("covers") else lbl
+              for lbl, e in zip(labels, entries)]
     seen = Counter(labels)
     return [e["path"] if seen[lbl] > 1 else lbl for lbl, e in zip(labels, entries)]
 
@@ -332,8 +356,8 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
 
     Returns:
         ``{"trend_schema_version", "slices", "runs": [...], "notes": [...], "series": [...],
-        "changes": [...], "latest": {...}}`` (field by field in docs/report.md). Runs are in time
-        order (module docstring); ``series`` by metric (first run's order), headline estimate and
+        "changes": [...], "latest": {...}}`` (field by field in docs/report.md). Runs are in the
+        order of the days they cover (module docstring); ``series`` by metric (first run's order), headline estimate and
         slice (``overall`` first, then by key); ``changes`` are the claimed changes, newest first.
 
     Raises:
@@ -363,7 +387,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                      if d["what"] not in ("inputs", "interactions_read")]
         run_rows.append({
             "index": i, "path": e["path"], "name": e["name"], "label": labels[i],
-            "time": _iso(e["time"]) if e["time"] else None, "time_source": e["time_source"],
+            "covers": e["covers"], "time": _iso(e["time"]) if e["time"] else None, "time_source": e["time_source"],
             "kind": "rollup" if e["merged"] is not None else "audit",
             **({"merged_runs": e["merged"]} if e["merged"] is not None else {}),
             "mode": e["config"].get("mode"), "ci_level": e["config"].get("ci_level"),
