@@ -83,8 +83,14 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
 
     after = _tree(out)
     assert set(after) == set(before)
-    for name in sorted(set(before) - {"_SUCCESS", "run_info.json"}):  # a new run: the same rows in every file
+    for name in sorted(set(before) - {"_SUCCESS", "run_info.json", "stats/manifest.json"}):  # a new run: the same rows
         assert _rows(out / name, after[name]) == _rows(out / name, before[name]), name
+    # the stored statistics' manifest names its run (the id _SUCCESS holds): all else is the same
+    manifests = [json.loads(t["stats/manifest.json"]) for t in (before, after)]
+    for t, m in zip((before, after), manifests):
+        run_id = m.pop("run_id")
+        assert run_id == json.loads(t["_SUCCESS"])["run"] and m.pop("audit_runs") == [run_id]
+    assert manifests[0] == manifests[1]
 
 
 def _rows(path: Path, data: bytes):
