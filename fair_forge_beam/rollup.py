@@ -3,11 +3,15 @@
     fair-forge-beam rollup --from 'audits/2026-12-0*' --output week49
 
 Reads only what each audit stored (``stats/``: :mod:`fair_forge_beam.io.session_stats`), never a
-raw log. The accumulators of the same session are merged across runs (a conversation that spans
-midnight stays one session), then the engine's session and slice stages run as in an audit
-(:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``): every slice estimate,
-session record, gate and report is recomputed, and the roll-up writes an audit's outputs —
-its own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
+raw log. A session with one stored row in all the runs (the vast majority) is taken as its run
+left it: its stored slice value and cell values go straight to the slices
+(:class:`~fair_forge_beam.engine.Reduced`), its warnings are the stored ones, and its rows of
+``sessions/`` and ``stats/`` are copied with ``pyarrow`` filters — its accumulators are not even
+decoded. The accumulators of a session with several rows (a conversation that spans midnight, a
+session in several languages) are merged across runs, and the engine's session stage runs on
+them as in an audit (:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``). Every
+slice estimate, gate and report is recomputed, and the roll-up writes an audit's outputs — its
+own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
 
 ``results.json`` equals that of one audit over all the runs' inputs, byte for byte, apart from
 ``config.inputs`` (the runs' inputs, in run order) — in both statistical modes
@@ -229,7 +233,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
 
     from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
     from fair_forge_beam.io.read import SessionRecordsCombineFn
-    from fair_forge_beam.io.session_stats import STATS_DIR, READER, WriteSessionStats, count_parts, slices_stored
+    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts, slices_stored
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, read_count_dimensions, resolve_gates,
@@ -310,7 +314,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                           read_counts=counts, write_interactions=False,
                           read_slice_dims=read_count_dimensions(gates, slices))
         _copy_record_outputs(runs, out)
-        _copy_reused_rows(runs, out, [*(f"{STATS_DIR}/{t}" for t in tables),
+        _copy_reused_rows(runs, out, [*tables,
                                       *(f"sessions/{m}/" for m in metrics)], merged)
         elapsed = time.time() - started
         doc = read_results(out)
@@ -377,12 +381,10 @@ def _merged_sessions(runs: Sequence[str], tables: Sequence[str], reusable: bool)
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from fair_forge_beam.io.session_stats import STATS_DIR
-
     if not reusable:
         return None
     keys = [session_texts(t.column("session_id"), t.column("assistant_id"))
-            for r in runs for table in tables for path in _parquet_files(r, f"{STATS_DIR}/{table}")
+            for r in runs for table in tables for path in _parquet_files(r, table)
             for t in [_read_parquet(path, ["session_id", "assistant_id"])]]
     if not keys:
         return pa.array([], pa.string())
