@@ -81,7 +81,13 @@ __all__ = [
     "interaction_ids",
     "Scored",
     "repeated_turns",
+    "Reduced",
+    "STORED",
 ]
+
+#: the tag of :class:`_ReduceSessions`' ``(session key, accumulators, slice values, warnings)``
+#: output, given to ``on_session_accumulators``
+STORED = "stored"
 
 AUX = "aux"
 
@@ -153,6 +159,11 @@ class MetricSpec:
             (:func:`~fair_forge_beam.schemas.arrow.value_type`); with them the session stage's
             accumulators can be stored as typed columns and rolled up later
             (:mod:`fair_forge_beam.io.session_stats`). ``None``: not storable.
+        slice_value_type: the declaration of the session reducer's slice value (what it gives
+            ``session_slice_combine``; e.g. ``int``, or a ``typing.NamedTuple``): with it the
+            stored statistics keep each session's slice value, and a roll-up takes a session found
+            in one run only straight to the slices, without reducing it again. ``None``: a roll-up
+            reduces every session of this metric again.
     """
 
     name: str
@@ -174,6 +185,7 @@ class MetricSpec:
     empty_input_slices: Optional[Callable[[], list]] = None
     session_value_type: Any = None
     cell_value_type: Any = None
+    slice_value_type: Any = None
 
 
 # ------------------------------------------------------------------ slice roll-up
@@ -262,6 +274,17 @@ class Values(NamedTuple):
     and it is what stored statistics keep)."""
 
     items: Any
+
+
+class Reduced(NamedTuple):
+    """A session already through the session stage (a roll-up's session found in one run only: its
+    stored outputs): ``slots`` holds, per slot of the :class:`SessionLayout`, the metric's slice
+    value (slot ``i``), its interaction-side cell values (slot ``n + i``) and the metadata slice
+    values (the dims slot), ``None`` where nothing. :class:`Engine` with ``from_accumulators``
+    takes it in place of the accumulators: the values go to the slices as they are, with no
+    reduce, no session record and no warning (the run stored those)."""
+
+    slots: Any
 
 
 class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
@@ -564,10 +587,17 @@ class _ReduceSessions(beam.DoFn):
     its slice value ``(cell, (slot, (None, value)))`` and its session's interaction-side values
     ``(cell, (slot, (Values(values), None)))``. The cell is ``(assistant_id, language, *the
     session's metadata values)``; warnings of the session stage's own (metadata values that
-    differ) go out under ``"q<warn_slot>"``."""
+    differ) go out under ``"q<warn_slot>"``.
 
-    def __init__(self, layout: "SessionLayout", warn_slot: int = 0):
-        self.layout, self.warn_slot = layout, warn_slot
+    With ``extract`` (the layout's fused ``CombineFn``) the input holds accumulators, extracted
+    here; with ``store`` every session also goes out under :data:`STORED` as ``(session key,
+    accumulators, {slot: slice value}, [warnings])`` (what the stored statistics keep). An input
+    :class:`Reduced` (a roll-up's session found in one run) sends its stored values to the cells
+    and nothing else."""
+
+    def __init__(self, layout: "SessionLayout", warn_slot: int = 0, extract: Optional["FusedCombineFn"] = None,
+                 store: bool = False):
+        self.layout, self.warn_slot, self.extract, self.store = layout, warn_slot, extract, store
 
     def setup(self):
         for spec in self.layout.specs:
@@ -578,26 +608,39 @@ class _ReduceSessions(beam.DoFn):
         key, combined = kv
         tagged = beam.pvalue.TaggedOutput
         lay = self.layout
+        reduced = type(combined) is Reduced
+        accs = None
+        if reduced:
+            combined = combined.slots
+        elif self.extract is not None:
+            accs, combined = combined, self.extract.extract_output(combined)
+        stored_slices, stored_warnings = {}, []
         cell = (key[1], key[2])
         if lay.dims_slot is not None:
             dims = combined[lay.dims_slot]
             values, differ = dims if dims is not None else ((None,) * len(lay.dims), False)
             cell = (*cell, *(MISSING_VALUE if v is None else v for v in values))
             yield tagged("present", tuple(v is not None for v in values))
-            if differ:
+            if differ and not reduced:
                 from fair_forge_beam.io.elements import QualityWarning
 
-                yield tagged(f"q{self.warn_slot}", QualityWarning(
+                w = QualityWarning(
                     "slice_metadata_differs", session_key_text(key),
                     "records of this session carry different values of a metadata slice field; the session is "
                     "sliced by the smallest: " + ", ".join(
-                        f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(lay.dims, values))))
+                        f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(lay.dims, values)))
+                stored_warnings.append(w)
+                yield tagged(f"q{self.warn_slot}", w)
         for slot in lay.cell_slots:
             values = combined[lay.cell_slot(slot)]
             if values is not None:
                 yield (cell, (slot, (Values(values), None)))
         for slot in lay.with_sessions:
             spec, value = lay.specs[slot], combined[slot]
+            if reduced:
+                if value is not None:
+                    yield (cell, (slot, (None, value)))
+                continue
             if value is None or spec.session_reducer is None:
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
             rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
@@ -605,10 +648,14 @@ class _ReduceSessions(beam.DoFn):
                 yield tagged(f"i{slot}", headed(spec.name, "interaction", r))
             for w in warnings:
                 yield tagged(f"q{slot}", w)
+            stored_warnings += warnings
             if rec is not None:
                 yield tagged(f"s{slot}", headed(spec.name, "session", rec))
             if slice_value is not None:
+                stored_slices[slot] = slice_value
                 yield (cell, (slot, (None, slice_value)))
+        if self.store and not reduced:
+            yield tagged(STORED, (key, accs if accs is not None else combined, stored_slices, stored_warnings))
 
 
 @beam.typehints.with_output_types(Any)
@@ -727,14 +774,16 @@ class Engine(beam.PTransform):
 
     Args:
         specs: :class:`MetricSpec`\\ s with distinct names and the same ``slices``.
-        on_session_accumulators: ``(PCollection[(session key, [accumulator per slot])],
-            SessionLayout, [PCollection[QualityWarning]]) -> None``, called with the session
-            combine's accumulators (before ``extract_output``) and the warnings of the session
-            stage (recomputed by a roll-up, so not stored), e.g. to store them
-            (:class:`fair_forge_beam.io.session_stats.WriteSessionStats`).
+        on_session_accumulators: ``(PCollection[(session key, [accumulator per slot], {slot:
+            slice value}, [QualityWarning])], SessionLayout, [PCollection[QualityWarning]]) ->
+            None``, called with each session's combine accumulators (before ``extract_output``),
+            what its reduce gave the slices and its session-stage warnings (:data:`STORED`), and
+            with the warnings of the session stage as PCollections (left out of the stored counts),
+            e.g. to store them (:class:`fair_forge_beam.io.session_stats.WriteSessionStats`).
         from_accumulators: the input is not interactions but one ``(session key, [accumulator
             per slot of SessionLayout(specs, session_extras)])`` per session key (``None``: an
-            empty slot), merged from stored statistics (the roll-up): the scorers and the session
+            empty slot), merged from stored statistics (the roll-up), or a :class:`Reduced` (a
+            session whose stored outputs are taken as they are): the scorers and the session
             combine are skipped, and ``interactions`` and ``dead_letter`` are empty.
         extra_session_inputs: ``(name, PCollection[(session key, value)], CombineFn)``: per-session
             data combined in the session stage beside the metrics' (one more slot each, see
@@ -841,15 +890,14 @@ class Engine(beam.PTransform):
                 accumulators = flat | "CombineSessions" >> combine_per_key(AccumulatorOutput(layout.combine_fn()), flat)
             else:
                 accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat)
-            stored = accumulators
-            if self.on_session_accumulators or self.from_accumulators:
-                accumulators = accumulators | "ExtractSessions" >> beam.Map(
-                    lambda kv, fn=layout.combine_fn(): (kv[0], fn.extract_output(kv[1])))
+            extract = layout.combine_fn() if self.on_session_accumulators or self.from_accumulators else None
+            store = self.on_session_accumulators is not None
             session_parts = (
                 accumulators
-                | "ReduceSessions" >> beam.ParDo(_ReduceSessions(layout)).with_outputs(
+                | "ReduceSessions" >> beam.ParDo(_ReduceSessions(layout, extract=extract, store=store)).with_outputs(
                     *[f"s{i}" for i in with_sessions], *[f"q{i}" for i in q_slots],
-                    *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present", main="cells")
+                    *[f"i{i}" for i in with_sessions if specs[i].session_interactions], "present",
+                    *([STORED] if store else []), main="cells")
             )
             cells = session_parts.cells
             if dims and isinstance(pcoll.windowing.windowfn, beam.transforms.window.GlobalWindows):
@@ -864,7 +912,7 @@ class Engine(beam.PTransform):
             if self.on_session_accumulators:
                 session_quality = [session_parts[f"q{i}"] for i in q_slots] + ([absent] if dims and (
                     isinstance(pcoll.windowing.windowfn, beam.transforms.window.GlobalWindows)) else [])
-                self.on_session_accumulators(stored, layout, session_quality)
+                self.on_session_accumulators(session_parts[STORED], layout, session_quality)
         for slot, spec in enumerate(specs):
             n = spec.name
             if session_parts is not None and slot in with_sessions:

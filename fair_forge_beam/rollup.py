@@ -3,11 +3,15 @@
     fair-forge-beam rollup --from 'audits/2026-12-0*' --output week49
 
 Reads only what each audit stored (``stats/``: :mod:`fair_forge_beam.io.session_stats`), never a
-raw log. The accumulators of the same session are merged across runs (a conversation that spans
-midnight stays one session), then the engine's session and slice stages run as in an audit
-(:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``): every slice estimate,
-session record, gate and report is recomputed, and the roll-up writes an audit's outputs —
-its own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
+raw log. A session with one stored row in all the runs (the vast majority) is taken as its run
+left it: its stored slice value and cell values go straight to the slices
+(:class:`~fair_forge_beam.engine.Reduced`), its warnings are the stored ones, and its rows of
+``sessions/`` and ``stats/`` are copied with ``pyarrow`` filters — its accumulators are not even
+decoded. The accumulators of a session with several rows (a conversation that spans midnight, a
+session in several languages) are merged across runs, and the engine's session stage runs on
+them as in an audit (:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``). Every
+slice estimate, gate and report is recomputed, and the roll-up writes an audit's outputs — its
+own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
 
 ``results.json`` equals that of one audit over all the runs' inputs, byte for byte, apart from
 ``config.inputs`` (the runs' inputs, in run order) — in both statistical modes
@@ -324,7 +328,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
 
     from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
     from fair_forge_beam.io.read import SessionRecordsCombineFn
-    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts
+    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts, slices_stored
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, evaluate_gates, read_count_dimensions,
@@ -367,13 +371,23 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                    for names in groups.values()]
         started = time.time()
         log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
+        table_of = [stored[names[0]] for _, names in layouts]  # each engine group's stored table
+        merged = _merged_sessions(runs, tables, all(slices_stored(lay, names) for lay, names in layouts))
+        scored = _copied_scored(runs, metrics, merged)
+        log.info("rollup: %s sessions found in several runs (or rows) are merged and reduced again; every other "
+                 "session's stored outputs are reused", "all" if merged is None else len(merged))
         with run_pipeline(pipeline_options(beam_args)) as p:
-            sessions = (
+            stored_rows = (
                 p
-                | "StoredFiles" >> beam.Create([(j, f"{r}/{table}part-*") for j, r in enumerate(runs) for table in tables])
+                | "StoredFiles" >> beam.Create([(j, f"{r}/{table_of[g]}part-*", g) for j, r in enumerate(runs)
+                                                for g in range(len(layouts))])
                 | "MatchStored" >> beam.FlatMap(_match_files)
                 | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadStored" >> beam.ParDo(_ReadStoredRows())
+                | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged)).with_outputs(
+                    "quality", *[f"g{g}" for g in range(len(layouts))], main="merge")
+            )
+            sessions = (
+                stored_rows.merge
                 | "GroupSessions" >> beam.GroupByKey()
                 | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
                     "quality", *[f"g{g}" for g in range(len(layouts))])
@@ -382,16 +396,22 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             for g, names in enumerate(groups.values()):
                 engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
                                 session_extras=[(READER, SessionRecordsCombineFn())])
-                res = sessions[f"g{g}"] | ("Engine" if g == 0 else f"Engine{g}") >> engine
+                label = "" if g == 0 else str(g)
+                inputs = (sessions[f"g{g}"], stored_rows[f"g{g}"]) | f"SessionsAndReduced{label}" >> beam.Flatten()
+                res = inputs | f"Engine{label}" >> engine
                 results.update({n: res[n] for n in names})
-            counts = p | "StoredCounts" >> beam.Create([c for m in manifests for c in count_parts(m.get("counts") or {})])
+            counts = p | "StoredCounts" >> beam.Create(
+                [c for m in manifests for c in count_parts(m.get("counts") or {})]
+                + [("scored", m, n) for m, n in scored.items()])
             empty = p | "NoRecords" >> beam.Create([])
-            read = {"interactions": empty, "dead_letter": empty, "quality": sessions["quality"],
-                    "session_quality": sessions["quality"]}
+            quality = (sessions["quality"], stored_rows["quality"]) | "SessionQuality" >> beam.Flatten()
+            read = {"interactions": empty, "dead_letter": empty, "quality": quality, "session_quality": quality}
             write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                           read_counts=counts, write_interactions=False,
                           read_slice_dims=read_count_dimensions(gates, slices))
         _copy_record_outputs(runs, out)
+        _copy_reused_rows(runs, out, [*tables,
+                                      *(f"sessions/{m}/" for m in metrics)], merged)
         elapsed = time.time() - started
         doc = read_results(out)
         info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),
@@ -417,11 +437,107 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
 
 
 def _match_files(item) -> list:
-    """``(run index, file pattern)`` → ``(run index, path)`` of each file the pattern matches."""
+    """``(run index, file pattern, *rest)`` → ``(run index, path, *rest)`` of each file the pattern matches."""
     from apache_beam.io.filesystems import FileSystems
 
-    j, pattern = item
-    return [(j, m.path) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
+    j, pattern, *rest = item
+    return [(j, m.path, *rest) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
+
+
+def _parquet_files(run: str, folder: str) -> list:
+    """The paths of ``run/folder``'s ``part-*`` Parquet files, sorted."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return sorted(m.path for r in FileSystems.match([f"{run}/{folder}part-*"]) for m in r.metadata_list)
+
+
+def _read_parquet(path: str, columns=None):
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        return pq.read_table(f, columns=columns)
+
+
+def session_texts(session_id, assistant_id):
+    """Arrow columns of session and assistant ids → one text per row naming the reader session
+    unambiguously (``<length of session_id>:<session_id>:<assistant_id>``), for ``pyarrow.compute.is_in``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    size = pc.cast(pc.utf8_length(session_id), pa.string())
+    return pc.binary_join_element_wise(size, session_id, assistant_id, ":")
+
+
+def _merged_sessions(runs: Sequence[str], tables: Sequence[str], reusable: bool):
+    """The reader sessions ``(session_id, assistant_id)`` the roll-up merges and reduces again, as an
+    Arrow array of :func:`session_texts` (``None``: all of them, when a stored table lacks the
+    session stage's outputs): those with more than one stored row over every run and table — a
+    conversation cut across runs, one in several languages or engine groups. Every other session
+    is reused as its run stored it. Reads the two id columns only (``pyarrow``, in the launcher)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not reusable:
+        return None
+    keys = [session_texts(t.column("session_id"), t.column("assistant_id"))
+            for r in runs for table in tables for path in _parquet_files(r, table)
+            for t in [_read_parquet(path, ["session_id", "assistant_id"])]]
+    if not keys:
+        return pa.array([], pa.string())
+    counts = pc.value_counts(pa.chunked_array(keys, pa.string()))
+    return pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+
+
+def _reused_mask(table, merged):
+    """Rows of ``table`` (``session_id``, ``assistant_id`` columns) of a session not in ``merged``."""
+    import pyarrow.compute as pc
+
+    return pc.invert(pc.is_in(session_texts(table.column("session_id"), table.column("assistant_id")),
+                              value_set=merged))
+
+
+def _copied_scored(runs: Sequence[str], metrics: Sequence[str], merged) -> dict:
+    """Per metric, the interactions of its reused sessions (the sum of their stored session
+    records' ``n_interactions``): results.json's ``interactions_scored`` of what the engine does
+    not see again."""
+    import pyarrow.compute as pc
+
+    out = {}
+    if merged is None:
+        return out
+    for m in metrics:
+        n = 0
+        for r in runs:
+            for path in _parquet_files(r, f"sessions/{m}/"):
+                t = _read_parquet(path, ["session_id", "assistant_id", "n_interactions"])
+                n += int(pc.sum(t.column("n_interactions").filter(_reused_mask(t, merged))).as_py() or 0)
+        if n:
+            out[m] = n
+    return out
+
+
+def _copy_reused_rows(runs: Sequence[str], out: str, folders: Sequence[str], merged) -> None:
+    """The rows of reused sessions (not in ``merged``) of each run's Parquet ``folders`` (its
+    stored statistics and session records), written to the same folders of ``out`` as
+    ``part-r<run>-…`` files (after the pipeline: Beam's sinks clear files named like theirs)."""
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    if merged is None:
+        return
+    for i, r in enumerate(runs):
+        for folder in folders:
+            for path in _parquet_files(r, folder):
+                t = _read_parquet(path)
+                t = t.filter(_reused_mask(t, merged))
+                if not t.num_rows:
+                    continue
+                name = path.rsplit("/", 1)[-1]
+                if not FileSystems.exists(f"{out}/{folder}"):
+                    FileSystems.mkdirs(f"{out}/{folder}")
+                with FileSystems.create(f"{out}/{folder}part-r{i:03d}-{name[len('part-'):]}") as f:
+                    pq.write_table(t, f)
 
 
 #: rows per Arrow record batch decoded at once by :class:`_ReadStoredRows`
@@ -429,26 +545,93 @@ _READ_BATCH_ROWS = 8192
 
 
 class _ReadStoredRows(beam.DoFn):
-    """``(run index, path of a stored session table's Parquet file)`` → ``((session_id,
-    assistant_id), (run index, row))`` per stored row, ``row`` a dict of column → plain value
-    (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`: structs and lists as tuples, maps as
-    dicts). The file is read with ``pyarrow`` in record batches and decoded column by column, so
-    the per-interaction values inside a session's accumulators cost no Python call each."""
+    """``(run index, path of a stored session table's Parquet file, engine group g)`` → per stored
+    row of a session in ``merged`` (main) ``((session_id, assistant_id), (run index, row))``,
+    ``row`` a dict of column → plain value (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`:
+    structs and lists as tuples, maps as dicts), for :class:`_MergeRunsOfSession`; per row of any
+    other session its stored session-stage outputs as the engine's input (``"g<g>"``: ``(session
+    key, Reduced(slots))``: slice values, interaction-side cell values, metadata values) and its
+    stored warnings (``"quality"``) — its accumulators are not even decoded. The file is read with
+    ``pyarrow`` in record batches and decoded column by column, so the per-interaction values
+    cost no Python call each.
+
+    Args:
+        groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` and metric names.
+        merged: :func:`_merged_sessions` (``None``: every session is merged)."""
+
+    def __init__(self, groups: Sequence[tuple], merged):
+        self.groups, self.merged = list(groups), merged
+
+    def setup(self):
+        from fair_forge_beam.io.session_stats import slice_columns, stored_columns
+
+        self._reuse = []
+        for layout, names in self.groups:
+            cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n]
+            self._reuse.append((cells, [(c, s) for c, s, _ in slice_columns(layout, names)]))
 
     def process(self, item):
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
         from apache_beam.io.filesystems import FileSystems
 
-        from fair_forge_beam.schemas.arrow import from_arrow_array
-
-        j, path = item
+        j, path, g = item
         with FileSystems.open(path) as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS):
-                names = batch.schema.names
-                columns = [from_arrow_array(batch.column(i)) for i in range(batch.num_columns)]
-                for values in zip(*columns):
-                    row = dict(zip(names, values))
-                    yield (row["session_id"], row["assistant_id"]), (j, row)
+                if self.merged is None:
+                    yield from self._merged_rows(j, batch)
+                    continue
+                reused = _reused_mask(batch, self.merged)
+                yield from self._merged_rows(j, batch.filter(pc.invert(reused)))
+                yield from self._reused_rows(g, batch.filter(reused))
+
+    @staticmethod
+    def _merged_rows(j, batch):
+        from fair_forge_beam.schemas.arrow import from_arrow_array
+
+        if not batch.num_rows:
+            return
+        names = batch.schema.names
+        columns = [from_arrow_array(batch.column(i)) for i in range(batch.num_columns)]
+        for values in zip(*columns):
+            row = dict(zip(names, values))
+            yield (row["session_id"], row["assistant_id"]), (j, row)
+
+    def _reused_rows(self, g, batch):
+        from fair_forge_beam.engine import Reduced
+        from fair_forge_beam.io.elements import QualityWarning
+        from fair_forge_beam.io.session_stats import QUALITY_COLUMN
+        from fair_forge_beam.schemas.arrow import from_arrow_array
+
+        if not batch.num_rows:
+            return
+        layout, _ = self.groups[g]
+        cells, slices = self._reuse[g]
+        fns, tag = layout.fns, f"g{g}"
+
+        def column(name):
+            return from_arrow_array(batch.column(name))
+
+        keys = zip(column("session_id"), column("assistant_id"), column("language"))
+        dims = zip(column("meta_values"), column("meta_differ")) if layout.dims else None
+        cell_values = [(s, column(c)) for c, s in cells]
+        slice_values = [(s, column(c)) for c, s in slices]
+        quality = column(QUALITY_COLUMN)
+        tagged = beam.pvalue.TaggedOutput
+        for i, key in enumerate(keys):
+            slots = [None] * len(fns)
+            if dims is not None:
+                meta, differ = next(dims)
+                if meta is not None:
+                    slots[layout.dims_slot] = (tuple(meta), bool(differ))
+            for s, values in cell_values:
+                if values[i] is not None:
+                    slots[s] = fns[s].extract_output(fns[s].from_plain(values[i]))
+            for s, values in slice_values:
+                slots[s] = values[i]
+            yield tagged(tag, (key, Reduced(slots)))
+            for w in quality[i] or ():
+                yield tagged("quality", QualityWarning(*w))
 
 
 class _MergeRunsOfSession(beam.DoFn):

@@ -168,7 +168,8 @@ def test_stored_statistics_are_typed_columns_under_a_versioned_schema(one_audit)
     assert manifest["counts"]["interactions_read"] == sum(len(s["conversation"]) for s in SESSIONS)
     schema = pq.read_schema(next((one_audit / "stats" / "sessions").glob("part-*.parquet")))
     assert schema.metadata[SCHEMA_VERSION_KEY] == str(STATS_SCHEMA_VERSION).encode()
-    assert {"humanity__session", "toxicity__session", "toxicity__cells", "reader"} <= set(schema.names)
+    assert {"humanity__session", "toxicity__session", "toxicity__cells", "reader", "humanity__slice", "toxicity__slice",
+            "quality"} <= set(schema.names)
 
     def leaves(t):
         if pa.types.is_struct(t):
@@ -193,6 +194,28 @@ def test_rollup_of_one_audit_is_that_audit(one_audit, tmp_path):
     info = json.loads((tmp_path / "r" / "run_info.json").read_text())
     assert info["rollup"]["runs"] == [str(one_audit)]
     assert "data_quality/" in info["rollup"]["not_rebuilt"]
+
+
+def test_a_session_of_one_run_is_not_reduced_again(one_audit, tmp_path, monkeypatch):
+    """Schema version 2: a session found in one run reaches the slices with its stored slice value,
+    its record is the run's and its warnings are the stored ones — no session reducer runs (it
+    would raise here) and the outputs are the audit's: results.json byte for byte, the same
+    session records and the same stored statistics."""
+    from fair_forge_beam.metrics import humanity, toxicity
+
+    def no_reduce(self, key, combined):
+        raise AssertionError(f"reduced again: {key}")
+
+    monkeypatch.setattr(humanity._SessionReducer, "reduce", no_reduce)
+    monkeypatch.setattr(toxicity._SessionReducer, "reduce", no_reduce)
+    assert _rollup(tmp_path / "r", [one_audit]) == (one_audit / "results.json").read_bytes()
+
+    def rows(folder):
+        t = pq.read_table(folder)
+        return sorted(t.to_pylist(), key=lambda r: (r["session_id"], r["assistant_id"], r.get("language") or ""))
+
+    for folder in ("sessions/humanity", "sessions/toxicity", "stats/sessions"):
+        assert rows(tmp_path / "r" / folder) == rows(one_audit / folder), folder
 
 
 def test_stages_and_unfinished_runs_are_never_rolled_up(one_audit, tmp_path, capsys):
@@ -220,13 +243,13 @@ def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, 
     run = tmp_path / "old"
     shutil.copytree(one_audit, run)
     manifest = json.loads((run / "stats" / "manifest.json").read_text())
-    manifest["stats_schema_version"] = 0
+    manifest["stats_schema_version"] = 1  # a run of schema version 1 (before the session stage's outputs were stored)
     (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(SystemExit) as exc:
         _rollup(tmp_path / "r", [run])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert any("schema version 0" in line and "version 1" in line for line in err), err
+    assert any("schema version 1" in line and "version 2" in line for line in err), err
 
 
 def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp_path, capsys):

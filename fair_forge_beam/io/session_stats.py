@@ -49,12 +49,12 @@ from fair_forge_beam._beam import beam
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "write_table", "READER",
-    "SESSIONS_TABLE", "count_parts",
+    "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 1
+STATS_SCHEMA_VERSION = 2
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
@@ -90,6 +90,37 @@ def not_storable_reason(layout, slot: int) -> Optional[str]:
     return None
 
 
+#: the stored column of a session's session-stage warnings
+QUALITY_COLUMN = "quality"
+_QUALITY_TYPE = pa.list_(pa.struct([("kind", pa.string()), ("key", pa.string()), ("message", pa.string())]))
+
+
+def _slice_type(spec) -> Optional[pa.DataType]:
+    """The stored type of ``spec``'s session slice value (``None``: not stored)."""
+    if spec.slice_value_type is None or spec.session_reducer is None or spec.session_value is None:
+        return None
+    from fair_forge_beam.schemas.arrow import value_type
+
+    return value_type(spec.slice_value_type)
+
+
+def slice_columns(layout, metrics: Sequence[str]) -> list:
+    """``(column name, slot, Arrow type)`` of the stored slice values (``<metric>__slice``) of
+    ``layout``'s ``metrics``."""
+    names = set(metrics)
+    return [(f"{spec.name}__slice", slot, t) for slot, spec in enumerate(layout.specs)
+            if spec.name in names and (t := _slice_type(spec)) is not None]
+
+
+def slices_stored(layout, metrics: Sequence[str]) -> bool:
+    """Whether the session rows of ``layout``'s ``metrics`` keep everything their session stage
+    gave the slices (each metric with sessions stores its slice value): then a roll-up takes a
+    session found in one run to the slices as stored, without reducing it again."""
+    names = set(metrics)
+    return all(_slice_type(spec) is not None for spec in layout.specs
+               if spec.name in names and spec.session_value is not None and spec.session_reducer is not None)
+
+
 def _columns(layout, slot: int) -> list:
     """``(column name, slot)`` of metric ``slot``'s stored accumulators."""
     spec = layout.specs[slot]
@@ -111,21 +142,26 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
     for slot in stored:
         fields += [pa.field(name, _stored_type(layout.fns[s])) for name, s in _columns(layout, slot)]
     names = [layout.specs[s].name for s in stored]
+    fields += [pa.field(name, t) for name, _, t in slice_columns(layout, names)]
+    fields.append(pa.field(QUALITY_COLUMN, _QUALITY_TYPE))
     return pa.schema(fields, metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode(),
                                        b"fair_forge_beam.metrics": json.dumps(names).encode(),
                                        b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
 
 
 class _ToRow(beam.DoFn):
-    """``(session key, [accumulator per slot])`` → its row (nothing when no stored metric has a
-    value for that session)."""
+    """``(session key, [accumulator per slot], {slot: slice value}, [warnings])`` (the engine's
+    :data:`~fair_forge_beam.engine.STORED` output) → its row (nothing when no stored metric has a
+    value for that session). ``quality``: the session stage's warnings of this session key — the
+    metrics' and the engine's, and the reader's of its session (from its record summary) — sorted."""
 
     def __init__(self, layout, stored: Sequence[int]):
         self.layout = layout
         self.columns = [c for slot in stored for c in _columns(layout, slot)]
+        self.slices = [(name, slot) for name, slot, _ in slice_columns(layout, [layout.specs[s].name for s in stored])]
 
-    def process(self, kv):
-        key, accs = kv
+    def process(self, element):
+        key, accs, slices, warnings = element
         lay = self.layout
         values = {name: accs[s] for name, s in self.columns}
         if all(v is None for v in values.values()):
@@ -135,11 +171,19 @@ class _ToRow(beam.DoFn):
             dims = accs[lay.dims_slot]
             meta, differ = dims if dims is not None else ((None,) * len(lay.dims), False)
             row["meta_values"], row["meta_differ"] = list(meta), bool(differ)
+        quality = list(warnings)
         if READER in lay.extra_slots:
             s = lay.extra_slots[READER]
             row[READER] = None if accs[s] is None else lay.fns[s].to_stored(accs[s])
+            if accs[s]:
+                from fair_forge_beam.io.read import session_warnings
+
+                quality += session_warnings(key[0], key[1], accs[s])
         for name, s in self.columns:
             row[name] = None if values[name] is None else lay.fns[s].to_stored(values[name])
+        for name, slot in self.slices:
+            row[name] = slices.get(slot)
+        row[QUALITY_COLUMN] = sorted((str(w.kind), str(w.key), str(w.message)) for w in quality)
         yield row
 
 

@@ -208,6 +208,23 @@ class SessionValue(NamedTuple):
     counts: tuple[int, ...]
 
 
+class SliceUnit(NamedTuple):
+    """A session's bootstrap unit for the slice means: its key text, weight (its interactions),
+    point means ``(entropy, Spearman or None)`` and interactions."""
+
+    key: str
+    weight: float
+    means: tuple[Optional[float], ...]
+    n: int
+
+
+class SliceValue(NamedTuple):
+    """What a session gives its slices (stored per session: a roll-up reuses it)."""
+
+    unit: SliceUnit
+    emotion_counts: tuple[int, ...]
+
+
 def _session_value(s: HumanityScore) -> tuple:
     # small plain tuples (Beam's fast primitive coder); the session header is in the engine's key
     return (s.turn_index, s.weight, s.entropy, s.spearman, s.counts)
@@ -359,6 +376,7 @@ class Humanity(MetricTransform):
             session_value_type=SessionValue,
             session_reducer=_SessionReducer(self.mode),
             session_slice_combine=beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)),
+            slice_value_type=SliceValue,
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
             slices=self.slices,
         )

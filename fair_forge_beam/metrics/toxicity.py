@@ -615,6 +615,7 @@ class Toxicity(MetricTransform):
             interaction_slice_combine=beam.combiners.TupleCombineFn(
                 GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), TokenCountsCombineFn()),
             session_slice_combine=SumCombineFn(),
+            slice_value_type=int,  # each session adds 1 to its cell's session count
             estimator=_SliceEstimator(
                 self.mode, self.groups, self.reference, self.weights, self.threshold, self.sentiment is not None,
                 self._describe(), self.group_set),
