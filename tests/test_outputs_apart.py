@@ -20,6 +20,7 @@ import pytest
 
 from helpers import REPO
 
+from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
 from fair_forge_beam.reports.output_folder import check_output_folder
 
 
@@ -31,7 +32,7 @@ def _tree(root: Path) -> dict:
 def _stand_in_run(folder: Path) -> Path:
     """What ``rollup`` and ``trend`` look for before reading: a manifest, ``_SUCCESS``, results.json."""
     (folder / "stats").mkdir(parents=True)
-    (folder / "stats" / "manifest.json").write_text('{"stats_schema_version": 1}')
+    (folder / "stats" / "manifest.json").write_text(json.dumps({"stats_schema_version": STATS_SCHEMA_VERSION}))
     (folder / "_SUCCESS").write_text('{"run": "x"}\n')
     (folder / "results.json").write_text('{"config": {}, "summary": {}, "metrics": {}}')
     return folder
@@ -157,7 +158,7 @@ def test_a_stage_is_never_a_run_and_an_incomplete_run_is_named(runs, monkeypatch
     for argv in (["rollup", "--from", "audits/2026-12-03.staging-*", "--output", "r"],
                  ["trend", str(stage.relative_to(runs)), "--output", "t"]):
         _one_line_usage_error(_run(argv, runs), "2026-12-03.staging-20261203T023000Z-0badf00d is the stage of")
-    (runs / "audits" / "2026-12-02" / "stats" / "manifest.json").write_text('{"stats_schema_version": 1, "con')
+    (runs / "audits" / "2026-12-02" / "stats" / "manifest.json").write_text(f'{{"stats_schema_version": {STATS_SCHEMA_VERSION}, "con')
     _one_line_usage_error(_run(["rollup", "--from", "audits/2026-12-02", "--output", "r"], runs),
                           "audits/2026-12-02: stats/manifest.json cannot be read")
     _one_line_usage_error(_run(["rollup", "--from", "audits/*", "--output", "r"], runs),
