@@ -384,9 +384,7 @@ class ResultsDocFn(beam.CombineFn):
         whole = rec if rec.get("slice") == "overall" or len(recs) < MAX_DETAILED_SLICES else None
         recs.append([slice_summary(metric, rec, self.static.get(metric, {}).get("headline_columns")), whole])
         if len(recs) == MAX_DETAILED_SLICES + 1:  # from now on the metric's slices are summaries
-            for r in recs:
-                if r[1] is not None and r[1].get("slice") != "overall":
-                    r[1] = None
+            _drop_whole(recs)
 
     def add_input(self, acc, el):
         kind, key, value = el
@@ -416,9 +414,7 @@ class ResultsDocFn(beam.CombineFn):
                 mine = out["slices"].setdefault(m, [])
                 mine.extend(recs)
                 if len(mine) > MAX_DETAILED_SLICES:
-                    for r in mine:
-                        if r[1] is not None and r[1].get("slice") != "overall":
-                            r[1] = None
+                    _drop_whole(mine)
         return out
 
     def extract_output(self, acc):
@@ -426,6 +422,13 @@ class ResultsDocFn(beam.CombineFn):
         detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
         return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
                                  slices, acc["read_slice"] if self.read_slice_dims else None, detailed)
+
+
+def _drop_whole(recs: list) -> None:
+    """Keep only the summaries of ``[summary, whole]`` pairs, but ``overall``'s whole record."""
+    for r in recs:
+        if r[1] is not None and r[1].get("slice") != "overall":
+            r[1] = None
 
 
 def summary_fields(metric: str, headline: Optional[Sequence[str]] = None) -> tuple[str, ...]:

@@ -51,8 +51,7 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
     """``[(why, slice record)]``: per headline estimate, the ``n`` slices with the highest and the
     ``n`` with the lowest mean (worst first when the estimate has a better side), among the slices
     with a value and at least ``MIN_COMPARE_SESSIONS`` sessions (the one-session rule); ties by key."""
-    from fair_forge_beam.reports.estimates import direction, is_undefined
-    from fair_forge_beam.reports.scorecard import estimate_label
+    from fair_forge_beam.reports.estimates import direction, estimate_info, is_undefined
     from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
 
     out = []
@@ -60,7 +59,8 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
         valued = [r for r in slices if r["slice"] != "overall" and not is_undefined(name, h, dotted_get(r, h))
                   and not (isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_COMPARE_SESSIONS)]
         valued.sort(key=lambda r: (-dotted_get(r, h)["mean"], r["slice"]))
-        label, sign = estimate_label(name, h), direction(name, h)
+        info, key = estimate_info(name, h)
+        label, sign = (info.label_for(key) if info is not None else h), direction(name, h)
         ends = [("highest", valued[:n]), ("lowest", sorted(valued[::-1][:n], key=lambda r: (dotted_get(r, h)["mean"], r["slice"])))]
         if sign > 0:  # higher is better: the lowest are the worst, shown first
             ends.reverse()
