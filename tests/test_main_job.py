@@ -161,7 +161,9 @@ def test_results_json_summary_is_consistent(run):
     assert slices["language=english"]["n_interactions"] == hs["scored"]
     assert "language=spanish" not in slices
     assert m["lexicon"] and "non-commercial" in m["lexicon_licence"]
-    assert ov["lexicon"] == m["lexicon"] and ov["lexicon_licence"] == m["lexicon_licence"]
+    # results schema 2: texts every slice shares are stated once per metric (common), not in each slice
+    assert "lexicon" not in ov and "lexicon_licence" not in ov
+    assert m["common"]["lexicon"] == m["lexicon"] and m["common"]["lexicon_licence"] == m["lexicon_licence"]
     for r in m["slices"]:
         total = sum(r["emotion_distribution"][e]["mean"] for e in EMOTIONS)
         assert math.isclose(total, 1.0, abs_tol=1e-9)

@@ -649,7 +649,8 @@ def test_no_peer_is_named_where_the_difference_has_no_interval():
                 "metrics": {"toxicity": {"headline_columns": ["estimates.DIDT"], "slices": slices}}}
 
     freq = scorecard(doc("frequentist", [didt("overall", 0.35), didt("assistant_id=skew", 0.51), didt("assistant_id=even", 0.18)]), 0.2)
-    assert freq["worst"]["assistant"] == "skew" and freq["worst"]["peers"] == {"names": [], "more": 0}
+    assert freq["worst"]["assistant"] == "skew" and freq["worst"]["peers"] == {"names": [], "more": 0,
+                                                                              "credibly_worse_than": 0, "others": 1}
     assert "Not credibly worse" not in render_report(doc("frequentist", [didt("overall", 0.35), didt("assistant_id=skew", 0.51),
                                                                           didt("assistant_id=even", 0.18)]), with_plots=False)
     # Bayesian: a near twin is named; one the worst is credibly better than is not (lopsided interval)

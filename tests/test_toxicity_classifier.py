@@ -155,7 +155,7 @@ def test_main_job_default_scorer_is_recorded(tmp_path):
     tox = {n: d["metrics"]["toxicity"] for n, d in docs.items()}
     assert tox["default"]["scorer"]["name"] == "profanity-check"
     assert tox["default"]["slices"][0]["n_toxic"] == 2
-    assert tox["default"]["slices"][0]["group_extractor"]["kind"] == "keyword"
+    assert tox["default"]["common"]["group_extractor"]["kind"] == "keyword"  # stated once per metric (schema 2)
     assert tox["hurtlex"]["scorer"]["name"] == "hurtlex-inclusive"
     assert tox["hurtlex"]["slices"][0]["n_toxic"] == 2  # "can" and "worthless idiot", not the hateful sentence
 

@@ -6,8 +6,13 @@
 
 Input: the run folder's ``results.json``, ``run_info.json``, its dead-letter shards (counted,
 streamed) and its session shards (binned, streamed: the session histograms). Output:
-one HTML file with inline CSS and inline SVG plots — no script, no external font, image or
-style sheet, so it opens offline in any browser. The template is
+one HTML file with inline CSS and inline SVG plots — no external font, image, script or
+style sheet, so it opens offline in any browser. Its size is bounded whatever the number of
+assistants: the scorecard shows the :data:`~.scorecard.MAX_CARD_ROWS` worst, each metric's tables
+the :data:`MAX_TABLE_ROWS` worst slices; with more assistants than the scorecard shows, a
+filterable table of all of them follows (its rows are JSON data in the page, drawn by one small
+inline script, :data:`FILTER_SCRIPT`, allowed by its hash in the Content-Security-Policy; the
+script only sets text, so data is never parsed as HTML). The template is
 ``fair_forge_beam/templates/report.html.j2`` (package data; ``templates/report.html.j2`` in the
 repository is a link to it), rendered by jinja2 with autoescaping on: every value from the
 data (slice names, reasons, raw dead-letter records) is escaped; the SVG plots are produced by
@@ -52,6 +57,40 @@ MAX_FLAGS = 60
 MAX_ESTIMATE_ROWS = 600
 #: comparison rows listed (detectable differences first)
 MAX_COMPARE_ROWS = 200
+#: rows of a metric's slice table and of its "too small to judge" table (worst first; the rest are in
+#: the filterable table of all assistants and in results.json)
+MAX_TABLE_ROWS = 40
+#: the filterable table of all assistants is drawn when there are more than the scorecard shows
+#: (its rows are data in the page, rendered by a small script at most FILTER_ROWS at a time)
+FILTER_ROWS = 200
+#: the report's one script: filters the table of all assistants (textContent only: data is never
+#: parsed as HTML); allowed by its hash in the page's Content-Security-Policy
+FILTER_SCRIPT = """(function () {
+  var data = JSON.parse(document.getElementById("assistant-data").textContent);
+  var box = document.getElementById("assistant-filter"), beyond = document.getElementById("assistant-beyond");
+  var body = document.getElementById("assistant-rows"), count = document.getElementById("assistant-count");
+  var limit = parseInt(body.getAttribute("data-limit"), 10);
+  function cell(tr, text, cls) { var td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; tr.appendChild(td); }
+  function draw() {
+    var q = box.value.trim().toLowerCase(), only = beyond.checked, shown = 0, matched = 0;
+    while (body.firstChild) body.removeChild(body.firstChild);
+    for (var i = 0; i < data.length; i++) {
+      var r = data[i];
+      if (q && r[0].toLowerCase().indexOf(q) < 0) continue;
+      if (only && !r[4]) continue;
+      matched++;
+      if (shown >= limit) continue;
+      shown++;
+      var tr = document.createElement("tr");
+      cell(tr, r[0]); cell(tr, String(r[1]), "num"); cell(tr, String(r[2]), "num");
+      for (var j = 0; j < r[5].length; j++) cell(tr, r[5][j][0], "num " + r[5][j][1]);
+      cell(tr, r[3]);
+      body.appendChild(tr);
+    }
+    count.textContent = matched + " of " + data.length + " assistants match" + (matched > shown ? "; the first " + shown + " are shown (worst first): narrow the filter" : "");
+  }
+  box.addEventListener("input", draw); beyond.addEventListener("change", draw); draw();
+})();"""
 
 _REPORT_PACKAGES = ("jinja2", "matplotlib", "pandas")
 
@@ -133,7 +172,8 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
             flag = None if is_undefined(name, path, est) else inconclusive(name, path, est, rec, width, level, counts)
             text = _text(name, path, est)
             if path in heads:
-                head_cells[path] = {"text": text, "n": est.get("n"), "flag": flag}
+                head_cells[path] = {"text": text, "n": est.get("n"), "flag": flag,
+                                    "mean": None if is_undefined(name, path, est) else est.get("mean")}
             n_estimate_rows += 1
             if len(all_rows) < MAX_ESTIMATE_ROWS:
                 all_rows.append({"slice": slice_label(rec.get("slice")), "key": rec.get("slice"),
@@ -152,14 +192,20 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
                "cells": [head_cells.get(h) or {"text": "n/a", "n": None, "flag": None} for h in heads]}
         (small if why_small else table).append(row)
     flags = _group_flags(flags)
+    table = _worst_first(name, heads, table)
+    small = _worst_first(name, heads, small)
     ms = (summary.get("metrics") or {}).get(name, {})
     return {
         "name": name,
         "headline": heads,
         "headline_labels": [estimate_label(name, h) for h in heads],
         "definitions": _definitions(name, heads),
-        "table": table,
-        "small": small,
+        "table": table[:MAX_TABLE_ROWS],
+        "table_left": max(0, len(table) - MAX_TABLE_ROWS),
+        "n_table": len(table),
+        "small": small[:MAX_TABLE_ROWS],
+        "small_left": max(0, len(small) - MAX_TABLE_ROWS),
+        "n_small": len(small),
         "all_rows": all_rows,
         "all_rows_left": n_estimate_rows - len(all_rows),
         "flags": flags[:MAX_FLAGS],
@@ -174,6 +220,44 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         "figures": metric_figures(name, m, config) if with_plots else [],
         "n_sessions_total": _n_sessions(m),
     }
+
+
+def _worst_first(name: str, heads: list, rows: list) -> list:
+    """Slice-table rows, ``overall`` first, then worst first by the first headline estimate with a
+    better side (its bad end first; undefined values last; ties by slice key); rows keep their
+    order when no headline estimate has a better side."""
+    from fair_forge_beam.reports.estimates import direction, is_undefined
+
+    path = next((h for h in heads if direction(name, h)), None)
+    if path is None:
+        return rows
+    sign = direction(name, path)
+    i = heads.index(path)
+
+    def key(row):
+        if row["key"] == "overall":
+            return (0, 0, 0.0, "")
+        mean = row["cells"][i].get("mean")
+        if mean is None:
+            return (1, 1, 0.0, str(row["key"]))
+        return (1, 0, sign * mean, str(row["key"]))
+
+    return sorted(rows, key=key)
+
+
+def _assistant_rows(card: dict) -> list:
+    """The filterable table's data: one row per assistant of the scorecard, judged ones worst first,
+    then those too small to judge: ``[label, interactions, sessions, why not judged ("" when
+    judged), beyond a threshold (bool), [[cell text, cell status], ...]]`` (plain values: the page
+    embeds them as JSON, the script sets them as text)."""
+    out = []
+    for r in card.get("rows") or []:
+        out.append([r["assistant"], r["n_interactions"], r["n_sessions"], "", r.get("worst") is not None,
+                    [[c["text"] + (" (inconclusive)" if c.get("inconclusive") else ""), c["status"]] for c in r["cells"]]])
+    for r in card.get("small") or []:
+        out.append([r["assistant"], r["n_interactions"], r["n_sessions"], f"too small to judge: {r['reason']}", False,
+                    [[c["text"], "na"] for c in r["cells"]]])
+    return out
 
 
 def _n_sessions(m: dict) -> Optional[int]:
@@ -286,12 +370,33 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
     sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots) for n, m in doc["metrics"].items()]
-    from fair_forge_beam.reports.scorecard import credible_differences, scorecard, toxicity_measure
+    from fair_forge_beam.reports.scorecard import credible_differences, findings_headline, scorecard, toxicity_measure
 
     card = scorecard(doc, inconclusive_width, gates or ())
     card["unscored"] = unscored_assistants(doc, dead_letters)
+    differences = credible_differences(doc, card)
+    checks = None
+    if gates and gate_outcome is None:  # called without the job's outcome: the gates this page can evaluate
+        # from results.json (a regression gate needs its baseline run)
+        from fair_forge_beam.reports.gates import evaluate_gates
+
+        checks = evaluate_gates(doc, [g for g in gates if getattr(g, "kind", "threshold") != "regression"])
+    headline = findings_headline(card, differences, checks)
+    assistants = _assistant_rows(card)
+    filterable = len(assistants) > card["max_rows"]
+    script_hash = None
+    if filterable:
+        import base64
+        import hashlib
+
+        script_hash = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     tox = doc["metrics"].get("toxicity")
     return env.get_template("report.html.j2").render(
+        headline=headline,
+        assistants=assistants if filterable else None,
+        filter_script=FILTER_SCRIPT,
+        filter_rows=FILTER_ROWS,
+        script_hash=script_hash,
         title=title,
         config=config,
         summary=summary,
@@ -301,7 +406,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         licences=_licences(doc),
         metrics=sections,
         card=card,
-        differences=credible_differences(doc, card),
+        differences=differences,
         toxicity_measure=toxicity_measure(tox, run_info) if tox else None,
         gates=bool(gates),
         gate_outcome=gate_outcome,

@@ -6,5 +6,5 @@ from __future__ import annotations
 __all__ = ["OUTPUT_FILES"]
 
 #: what the main job writes under --output, in the order the console lists them
-OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "dead_letter/", "data_quality/", "run_info.json",
+OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "slices/", "dead_letter/", "data_quality/", "run_info.json",
                 "stats/", "report.html", "comparison.json")

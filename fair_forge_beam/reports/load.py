@@ -20,7 +20,8 @@ from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.reports.estimates import iter_estimates
 
 __all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
-           "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files"]
+           "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files",
+           "full_slice", "slice_files", "iter_slices"]
 
 #: slice fields that are not data (constant per metric or free text)
 _META_FIELDS = ("metric", "level")
@@ -209,6 +210,34 @@ def load_sessions(run_dir: str, metric: str):
     return pd.json_normalize(recs) if recs else pd.DataFrame()
 
 
+def full_slice(metric: dict, rec: dict) -> dict:
+    """A slice record of ``results.json`` with its metric's run-level fields put back
+    (``{**metric["common"], **rec}``: texts stated once per metric, results schema 2); records of
+    older runs (no ``common``) are returned as they are."""
+    common = metric.get("common")
+    return {**common, **rec} if common else rec
+
+
+def slice_files(run_dir: str, metric: str) -> list[str]:
+    """Paths of the Parquet shards holding ``metric``'s slice records in full (file-name order)."""
+    return _match(f"{_run_dir(run_dir)}/slices/{metric}/part-*.parquet")
+
+
+def iter_slices(run_dir: str, metric: str, batch_size: int = 1024) -> Iterator[dict]:
+    """``metric``'s slice records in full (every estimate, run-level texts included), streamed from
+    the run's ``slices/<metric>/`` Parquet shards one record batch at a time, in the shards' order
+    (sort by ``slice`` if you need one). ``results.json`` holds only summaries of the slices of a
+    metric with many of them (its ``detail`` says so): read the detail here. A run without slice
+    shards (written before results schema 2) yields nothing."""
+    import pyarrow.parquet as pq
+
+    for p in slice_files(run_dir, metric):
+        with _open(p) as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=["record"]):
+                for r in batch.column(0).to_pylist():
+                    yield json.loads(r)
+
+
 def load_results(path: str) -> dict[str, Any]:
     """One pandas ``DataFrame`` per metric of a run, one row per slice.
 
@@ -225,7 +254,9 @@ def load_results(path: str) -> dict[str, Any]:
         the file's order (``overall`` first). Per-session and per-interaction rows are not loaded
         (:func:`load_sessions` / :func:`iter_sessions` for sessions; ``pandas.read_parquet`` of the
         ``results.parquet`` folder for interactions). ``DataFrame.attrs`` holds the run's
-        ``config`` and the metric's ``headline_columns``.
+        ``config`` and the metric's ``headline_columns``. A metric whose ``results.json`` slices are
+        summaries (more than :data:`~fair_forge_beam.reports.results.MAX_DETAILED_SLICES` of them) is
+        read in full from the run's ``slices/<metric>/`` shards (:func:`iter_slices`) when they are there.
 
     Raises:
         FileNotFoundError / ValueError: as :func:`read_results`.
@@ -236,7 +267,11 @@ def load_results(path: str) -> dict[str, Any]:
     out = {}
     for name, m in doc["metrics"].items():
         rows = []
-        for rec in m.get("slices", []):
+        recs = [full_slice(m, r) for r in m.get("slices", [])]
+        if m.get("detail"):
+            whole = sorted(iter_slices(path, name), key=lambda r: (r.get("slice") != "overall", str(r.get("slice"))))
+            recs = whole or recs
+        for rec in recs:
             row: dict[str, Any] = {"slice": rec.get("slice")}
             for k, v in rec.items():
                 if k not in _META_FIELDS and k != "slice" and (v is None or isinstance(v, (str, int, float, bool))):

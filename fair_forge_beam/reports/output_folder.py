@@ -56,6 +56,7 @@ STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_part
 SHARD_PATTERNS = {
     "results.parquet/": ("part-*",),
     "sessions/": ("part-*", "*/part-*"),
+    "slices/": ("part-*", "*/part-*"),
     "dead_letter/": ("part-*",),
     "data_quality/": ("part-*",),
     "stats/": ("manifest.json", "*/part-*"),

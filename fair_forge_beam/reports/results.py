@@ -6,7 +6,9 @@ Layout of ``--output`` (:data:`LAYOUT`):
   inside the pipeline (:class:`ResultsDocFn` over the slice records and counts) and written by
   Beam; deterministic (sorted, no timings), so the same input and seed give the same bytes on
   every runner and worker count. Its size grows with the number of slices, never with the
-  number of sessions or interactions.
+  number of sessions or interactions, and by a few hundred bytes per slice beyond
+  :data:`MAX_DETAILED_SLICES` (summaries); texts repeated in every slice are stated once per
+  metric (``common``, :data:`RUN_LEVEL_FIELDS`).
 * ``results.parquet/part-SSSSS-of-NNNNN.parquet`` — one row per scored interaction, all metrics
   (union schema, nulls where a metric does not apply), built as Arrow tables of up to
   :data:`PARQUET_BATCH_ROWS` rows and written by Beam's ``WriteToParquetBatched`` (one row
@@ -18,6 +20,13 @@ Layout of ``--output`` (:data:`LAYOUT`):
   ``dict[str, X]`` fields maps; :func:`session_schema`), so a warehouse query reads a field
   without parsing anything; read them with :func:`fair_forge_beam.reports.load.iter_sessions` /
   ``load_sessions``.
+* ``slices/<metric>/part-SSSSS-of-NNNNN.parquet`` — one row per slice record of the metric
+  (:data:`SLICE_SCHEMA`: ``metric``, ``slice``, ``n_interactions``, ``n_sessions`` and ``record``, the
+  whole record as JSON, run-level texts included): the per-slice detail, in full, however many
+  slices there are. ``results.json`` holds the same records unless a metric has more than
+  :data:`MAX_DETAILED_SLICES` slices: its slices other than ``overall`` then keep their summary
+  fields only (:func:`slice_summary`); read the whole records with
+  :func:`fair_forge_beam.reports.load.iter_slices`.
 * ``dead_letter/part-SSSSS-of-NNNNN.jsonl`` and ``data_quality/part-…jsonl`` — rejected records
   ``{stage, reason, element_id, raw, source}`` and data-quality warnings, by ``WriteToText``.
 * ``run_info.json`` — runner, timing (``started_at``, ``finished_at``: UTC, ISO 8601; ``seconds``), package
@@ -36,7 +45,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 import pyarrow as pa
@@ -45,7 +54,8 @@ from apache_beam.io.filesystems import FileSystems
 from fair_forge_beam.components.judge.secrets import scrub_known
 from fair_forge_beam.runner import to_json_line
 
-__all__ = ["write_outputs", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
+__all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
+           "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
            "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_INDEX", "session_schema", "session_table",
            "LAYOUT", "dead_letter_unit"]
 
@@ -89,6 +99,20 @@ def _field(rec, name: str):
         return rec.get(name)
     return getattr(rec, name, None)
 
+
+#: version of ``results.json``'s layout (``config.versions.results_schema``). 2: texts repeated in
+#: every slice are stated once per metric (``metrics.<name>.common``, :data:`RUN_LEVEL_FIELDS`), and a
+#: metric with more than :data:`MAX_DETAILED_SLICES` slices keeps only their summary fields in
+#: ``results.json`` (``metrics.<name>.detail``; every record in full in ``slices/<metric>/``).
+#: 1 (no key): every slice record whole, texts repeated.
+RESULTS_SCHEMA_VERSION = 2
+#: slice-record fields fixed by the metric's configuration (lexicon and its licence, the group
+#: extractor and sentiment analyser descriptions): stated once in ``metrics.<name>.common`` when
+#: every slice of the metric holds the same value, and left out of the slice records
+RUN_LEVEL_FIELDS = ("lexicon", "lexicon_licence", "group_extractor", "sentiment_analyzer")
+#: above this many slices of one metric, ``results.json`` keeps the summary fields of its slices
+#: other than ``overall`` (:func:`slice_summary`); every record in full is in ``slices/<metric>/``
+MAX_DETAILED_SLICES = 200
 
 #: rows per Arrow table handed to the Parquet writer (one row group each)
 PARQUET_BATCH_ROWS = 10_000
@@ -248,6 +272,34 @@ def _plain_of(t: pa.DataType):
     return None
 
 
+#: columns of ``slices/<metric>/part-*.parquet``: one row per slice record, the record in full as JSON
+SLICE_SCHEMA = pa.schema([
+    pa.field("metric", pa.string()),
+    pa.field("slice", pa.string()),
+    pa.field("n_interactions", pa.int64()),
+    pa.field("n_sessions", pa.int64()),
+    pa.field("record", pa.string()),
+])
+
+
+def slice_table(name: str):
+    """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
+    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.runner.to_json_line`;
+    string values with an API-key value masked, :func:`scrub_known`)."""
+
+    def n_of(n):
+        return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+
+    def fn(recs) -> pa.Table:
+        cols = [[name] * len(recs), [None if r.get("slice") is None else str(r["slice"]) for r in recs],
+                [n_of(r.get("n_interactions")) for r in recs], [n_of(r.get("n_sessions")) for r in recs],
+                [to_json_line(r) for r in recs]]
+        return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, SLICE_SCHEMA)],
+                                    schema=SLICE_SCHEMA)
+
+    return fn
+
+
 def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema):
     """``pcoll`` of records -> Parquet shards ``prefix-SSSSS-of-NNNNN.parquet``, written as Arrow
     tables of up to :data:`PARQUET_BATCH_ROWS` rows (``BatchElements`` + ``WriteToParquetBatched``),
@@ -283,7 +335,8 @@ def results_config(metrics, mode, inputs, slices=None) -> dict:
         "beta_prior_a": mode.beta_prior_a,
         "beta_prior_b": mode.beta_prior_b,
         **extra,
-        "versions": {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION},
+        "versions": {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION,
+                     "results_schema": RESULTS_SCHEMA_VERSION},
     }
 
 
@@ -323,6 +376,16 @@ class ResultsDocFn(beam.CombineFn):
         return {"read": 0, "dead": Counter(), "quality": Counter(), "scored": Counter(), "slices": {},
                 "read_slice": Counter()}
 
+    def _add_slice(self, acc, metric: str, rec: dict) -> None:
+        """Keep ``rec``'s summary (:func:`slice_summary`), and the whole record while the metric
+        has at most :data:`MAX_DETAILED_SLICES` slices (``overall`` always): the accumulator's size
+        does not grow with the detail of thousands of slices."""
+        recs = acc["slices"].setdefault(metric, [])
+        whole = rec if rec.get("slice") == "overall" or len(recs) < MAX_DETAILED_SLICES else None
+        recs.append([slice_summary(metric, rec, self.static.get(metric, {}).get("headline_columns")), whole])
+        if len(recs) == MAX_DETAILED_SLICES + 1:  # from now on the metric's slices are summaries
+            _drop_whole(recs)
+
     def add_input(self, acc, el):
         kind, key, value = el
         if kind == "read":
@@ -337,7 +400,7 @@ class ResultsDocFn(beam.CombineFn):
         elif kind == "scored":
             acc["scored"][key] += value
         elif kind == "slice":
-            acc["slices"].setdefault(key, []).append(value)
+            self._add_slice(acc, key, value)
         return acc
 
     def merge_accumulators(self, accs):
@@ -348,12 +411,53 @@ class ResultsDocFn(beam.CombineFn):
             for k in ("dead", "quality", "scored", "read_slice"):
                 out[k].update(a[k])
             for m, recs in a["slices"].items():
-                out["slices"].setdefault(m, []).extend(recs)
+                mine = out["slices"].setdefault(m, [])
+                mine.extend(recs)
+                if len(mine) > MAX_DETAILED_SLICES:
+                    _drop_whole(mine)
         return out
 
     def extract_output(self, acc):
+        slices = {m: [summary if whole is None else whole for summary, whole in recs] for m, recs in acc["slices"].items()}
+        detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
         return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
-                                 acc["slices"], acc["read_slice"] if self.read_slice_dims else None)
+                                 slices, acc["read_slice"] if self.read_slice_dims else None, detailed)
+
+
+def _drop_whole(recs: list) -> None:
+    """Keep only the summaries of ``[summary, whole]`` pairs, but ``overall``'s whole record."""
+    for r in recs:
+        if r[1] is not None and r[1].get("slice") != "overall":
+            r[1] = None
+
+
+def summary_fields(metric: str, headline: Optional[Sequence[str]] = None) -> tuple[str, ...]:
+    """The top-level fields of ``metric``'s slice records that hold a headline or gateable
+    estimate, or the counts behind one (its :class:`~fair_forge_beam.schemas.metric_info.MetricInfo`;
+    ``headline``: the run's headline columns, for a metric without an info): what the console,
+    the scorecard, the gates, the comparison of headline estimates and the trend read."""
+    from fair_forge_beam.reports.estimates import info_of
+
+    info = info_of(metric)
+    paths = list(headline or ())
+    if info is not None:
+        for e in info.estimates:
+            if e.headline or e.gate:
+                paths.append(e.path)
+                if isinstance(e.counts, tuple):
+                    paths.extend(e.counts)
+        if info.sessions_field:
+            paths.append(info.sessions_field)
+    return tuple(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+
+
+def slice_summary(metric: str, rec: dict, headline: Optional[Sequence[str]] = None) -> dict:
+    """The summary of one slice record that ``results.json`` keeps when the metric has more than
+    :data:`MAX_DETAILED_SLICES` slices: its scalar fields (slice key, counts, mode, ...) and the
+    fields of :func:`summary_fields`, in the record's order; the whole record is in
+    ``slices/<metric>/``."""
+    keep = set(summary_fields(metric, headline)) | set(RUN_LEVEL_FIELDS)  # run-level texts: stated once (common)
+    return {k: v for k, v in rec.items() if k in keep or v is None or isinstance(v, (str, int, float, bool))}
 
 
 def _slice_order(r):
@@ -362,7 +466,7 @@ def _slice_order(r):
 
 
 def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, quality: Counter, scored: Counter,
-                      slices: dict, read_by_slice: Optional[Counter] = None) -> dict:
+                      slices: dict, read_by_slice: Optional[Counter] = None, detailed: Optional[dict] = None) -> dict:
     """The ``results.json`` document from the combined counts (see :class:`ResultsDocFn`).
 
     ``summary.metrics.<name>`` names one unit per field: ``interactions_scored`` (interactions
@@ -377,6 +481,12 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     the interactions read per slice ``{"overall": n, "assistant_id=…": n, "language=…": n}``,
     ``overall`` first, then by key — the denominators of ``dead_letter_share``. Left out
     otherwise, so a run without coverage gates keeps its bytes.
+
+    ``metrics.<name>.common``: the :data:`RUN_LEVEL_FIELDS` every slice of the metric holds with the
+    same value, stated once and left out of the slice records (a slice record in full is
+    ``{**common, **record}``: :func:`fair_forge_beam.reports.load.full_slice`). ``detailed``:
+    ``{metric: False}`` when the slices other than ``overall`` are summaries (:func:`slice_summary`);
+    the metric then says so in ``metrics.<name>.detail``.
     """
     by_stage: Counter = Counter()
     for (stage, _), c in dead.items():
@@ -404,7 +514,19 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
             "dead_letter_unit": dead_letter_unit(name),
             "dead_letter_reasons": _ranked({r: c for (s, r), c in dead.items() if s == name}),
         }
-        doc["metrics"][name] = {**st, "slices": sorted(slices.get(name, []), key=_slice_order)}
+        recs = sorted(slices.get(name, []), key=_slice_order)
+        common = {k: recs[0][k] for k in RUN_LEVEL_FIELDS
+                  if recs and k in recs[0] and all(k in r and r[k] == recs[0][k] for r in recs)}
+        entry = {**st}
+        if common:
+            entry["common"] = common
+            recs = [{k: v for k, v in r.items() if k not in common} for r in recs]
+        if detailed is not None and not detailed.get(name, True):
+            entry["detail"] = {"slices": f"slices/{name}/", "kept": list(summary_fields(name, st.get("headline_columns"))),
+                               "note": f"more than {MAX_DETAILED_SLICES} slices: the slices other than overall keep "
+                                       "their scalar fields and these; every slice record in full is in the Parquet "
+                                       "shards named (docs/data.md)"}
+        doc["metrics"][name] = {**entry, "slices": recs}
     if read_by_slice is not None:
         counts = {"overall": n_read, **{k: int(v) for k, v in read_by_slice.items()}}
         doc["summary"]["interactions_read_by_slice"] = {k: counts[k] for k in sorted(counts, key=lambda k: (k != "overall", k))}
@@ -412,8 +534,30 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
 
 
 def results_json_bytes(doc: dict) -> bytes:
-    """``results.json``'s exact bytes (UTF-8, indent 2, no NaN, no trailing newline)."""
-    return scrub_known(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8")
+    """``results.json``'s exact bytes (UTF-8, indent 2, no NaN, no trailing newline). The slice
+    summaries of a metric with ``detail`` (more than :data:`MAX_DETAILED_SLICES` slices) are
+    written one slice per line (compact JSON), so the file stays small and each slice greps as one
+    line; the document is the same JSON either way."""
+    import uuid
+
+    nonce = uuid.uuid4().hex  # placeholders that no value can hold; the bytes do not depend on it
+    lines, metrics = {}, {}
+    for name, m in (doc.get("metrics") or {}).items():
+        if isinstance(m, dict) and m.get("detail"):
+            slices = []
+            for r in m.get("slices") or []:
+                if r.get("slice") == "overall":
+                    slices.append(r)
+                    continue
+                key = f"{nonce}:{len(lines)}"
+                lines[key] = json.dumps(r, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+                slices.append(key)
+            m = {**m, "slices": slices}
+        metrics[name] = m
+    text = json.dumps({**doc, "metrics": metrics} if lines else doc, indent=2, ensure_ascii=False, allow_nan=False)
+    if lines:
+        text = re.sub(f'"({nonce}:[0-9]+)"', lambda mt: lines[mt.group(1)], text)
+    return scrub_known(text).encode("utf-8")
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
@@ -493,6 +637,8 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         schema = session_schema(name)
         written.append(_write_parquet(r["sessions"], f"Sessions_{name}", session_table(name, schema),
                                       f"{out}/sessions/{name}/part", schema))
+        written.append(_write_parquet(r["slices"], f"Slices_{name}", slice_table(name), f"{out}/slices/{name}/part",
+                                      SLICE_SCHEMA))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(

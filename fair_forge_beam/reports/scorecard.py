@@ -26,9 +26,14 @@ headline estimate with a value is inconclusive; such assistants are listed toget
 the judged ones, never ranked.
 
 The *worst assistant* is the judged assistant with the largest *excess* of one estimate beyond its
-threshold on the bad side, ``excess = direction · (threshold − bound) / range`` where ``bound`` is
+threshold on the bad side — beyond a gate of the run before beyond a reference line —,
+``excess = direction · (threshold − bound) / range`` where ``bound`` is
 the interval end nearest the threshold (the point without interval) and ``range`` the estimate's
 natural range (declared by the metric, :func:`~.estimates.value_range`); its *worst metric* is that estimate. Ties: slice order.
+The report's first line (:func:`findings_headline`) calls it *the worst assistant* only when it is
+credibly worse on that metric than every other judged assistant; otherwise it is named as the
+farthest beyond a threshold, with the assistants it is not credibly worse than, and the largest
+credible difference on the page is stated next to it.
 Beyond a threshold is not the same as worse than the others: the judged assistants whose value of
 that metric is not credibly different from the worst one's (the difference has an interval, below,
 and it includes 0) are named next to it (at most :data:`MAX_PEERS`, closest first).
@@ -54,7 +59,7 @@ from fair_forge_beam.statistical.compare import normal_quantile
 from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
 
 __all__ = ["reference_line", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "slice_label", "definition",
-           "inconclusive", "scorecard", "credible_differences", "toxicity_measure"]
+           "inconclusive", "scorecard", "credible_differences", "toxicity_measure", "findings_headline"]
 
 #: fewest sessions of an assistant's slice for the scorecard to judge it
 MIN_SESSIONS = MIN_COMPARE_SESSIONS
@@ -340,11 +345,12 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             small.append({**row, "reason": reason})
             continue
         bad = [c for c in cells if c["status"] == "fail" and not c["inconclusive"]]
-        worst_cell = max(bad, key=lambda c: c["excess"], default=None)
+        worst_cell = max(bad, key=_severity, default=None)
         row["worst"] = None if worst_cell is None else columns[cells.index(worst_cell)]
         row["excess"] = worst_cell["excess"] if worst_cell else 0.0
+        row["severity"] = _severity(worst_cell) if worst_cell else (0, 0.0)
         rows.append(row)
-    rows.sort(key=lambda r: (-r["excess"], r["order"]))
+    rows.sort(key=lambda r: (-r["severity"][0], -r["severity"][1], r["order"]))
     worst = None
     if rows and rows[0]["worst"] is not None:
         r = rows[0]
@@ -358,18 +364,72 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             "max_rows": MAX_CARD_ROWS, "inconclusive_beyond": unsure}
 
 
+def _severity(cell: dict) -> tuple[int, float]:
+    """How far a failing cell is beyond its threshold: a gate (the run's own standard) before a
+    reference line (a reading aid), then the excess."""
+    th = cell.get("threshold") or {}
+    return (1 if str(th.get("source", "")).startswith("gate") else 0, cell.get("excess", 0.0))
+
+
+def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[Sequence[Any]] = None) -> dict:
+    """The report's first-screen verdict, derived only from what the page shows: the gate checks
+    (``checks``: :func:`~fair_forge_beam.reports.gates.evaluate_gates` of the run's gates, ``None``
+    without gates), the scorecard (``card``: cells beyond their gate or reference line) and the
+    credible differences (``differences``: :func:`credible_differences`).
+
+    Returns ``{"tone", "gates", "worst", "singled_out", "n_beyond", "difference"}``:
+
+    * ``tone``: ``"fail"`` when a gate failed or a judged assistant is conclusively beyond a
+      threshold, ``"unsure"`` when estimates are beyond one but inconclusive, else ``"ok"``;
+    * ``gates``: ``{"n", "n_failed", "failed": [first failing check messages]}`` or ``None``;
+    * ``worst``: the scorecard's ``worst`` (farthest beyond a threshold, gates first) or ``None``;
+    * ``singled_out``: the worst is credibly worse on its worst metric than every other judged
+      assistant with a value there (the interval of each difference excludes 0; at least one
+      other): only then does the page call it *the worst assistant*;
+    * ``n_beyond``: judged assistants conclusively beyond a threshold on at least one estimate;
+    * ``difference``: the largest credible difference on the page when it does not already name the
+      worst assistant as the worse side on its worst metric (so the headline never contradicts it).
+    """
+    gates = None
+    if checks is not None:
+        by_gate: dict = {}
+        for c in checks:
+            by_gate.setdefault(c.gate_index, []).append(c)
+        failed = [c for cs in by_gate.values() for c in cs if c.status == "fail"]
+        gates = {"n": len(by_gate), "n_failed": sum(1 for cs in by_gate.values() if any(c.status == "fail" for c in cs)),
+                 "failed": [c.message() for c in failed[:3]], "more": max(0, len(failed) - 3)}
+    worst = card.get("worst")
+    n_beyond = sum(1 for r in card.get("rows") or [] if r.get("worst") is not None)
+    singled_out = False
+    if worst is not None:
+        peers = worst.get("peers") or {}
+        singled_out = bool(peers.get("others")) and peers.get("credibly_worse_than") == peers.get("others")
+    top = differences[0] if differences else None
+    if top is not None and worst is not None and top["worse"] == worst["assistant"] and top["label"] == worst["label"]:
+        top = None  # the headline already names this difference's worse side on this metric
+    if (gates and gates["n_failed"]) or worst is not None:
+        tone = "fail"
+    elif card.get("inconclusive_beyond"):
+        tone = "unsure"
+    else:
+        tone = "ok"
+    return {"tone": tone, "gates": gates, "worst": worst, "singled_out": singled_out, "n_beyond": n_beyond,
+            "difference": top}
+
+
 def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Sequence[dict]) -> dict:
     """The judged assistants whose value of the worst metric is not credibly different from the worst
     assistant's (the interval of the difference includes 0; same methods as
     :func:`credible_differences`; a difference without an interval — frequentist estimates without
     counts — names no one): ``{"names": [{assistant, text}] (at most MAX_PEERS, closest
-    value first), "more": how many others}``. With such peers the worst assistant is only the
-    worst point estimate on that metric, and the report says so."""
+    value first), "more": how many others, "credibly_worse_than": judged assistants the worst one is
+    credibly worse than, "others": judged assistants with a value compared}``. With such peers the
+    worst assistant is only the worst point estimate on that metric, and the report says so."""
     from fair_forge_beam.reports.compare import SAME, compare_estimate, sessions_of
 
     metric, path = col["metric"], col["path"]
     if not direction(metric, path):
-        return {"names": [], "more": 0}
+        return {"names": [], "more": 0, "credibly_worse_than": 0, "others": 0}
     from fair_forge_beam.reports.load import run_config
 
     cfg = doc.get("config", {})
@@ -377,7 +437,7 @@ def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Se
     recs = {rec.get("slice"): rec for rec in doc["metrics"][metric].get("slices") or []}
     w = recs[worst_row["slice"]]
     ew = dotted_get(w, path)
-    peers = []
+    peers, others, worse_than = [], 0, 0
     for r in rows:
         other = recs.get(r["slice"])
         if r is worst_row or other is None or is_undefined(metric, path, dotted_get(other, path)):
@@ -386,10 +446,14 @@ def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Se
         row = compare_estimate(metric, f"{worst_row['slice']} vs {r['slice']}", path, ew, eo, counts_for(metric, w),
                                counts_for(metric, other), cfg, cfg, seed, 20000, level, sessions_of(metric, w),
                                sessions_of(metric, other))
+        others += 1
         if row.get("verdict") == SAME:  # an interval of the difference that includes 0 (never "no interval")
             peers.append((abs(eo["mean"] - ew["mean"]), r["order"], {"assistant": r["assistant"], "text": r["cells"][i]["text"]}))
+        elif row.get("verdict") == "worse":  # the worst one's value credibly worse than this one's
+            worse_than += 1
     peers.sort(key=lambda t: (t[0], t[1]))
-    return {"names": [p[2] for p in peers[:MAX_PEERS]], "more": max(0, len(peers) - MAX_PEERS)}
+    return {"names": [p[2] for p in peers[:MAX_PEERS]], "more": max(0, len(peers) - MAX_PEERS),
+            "credibly_worse_than": worse_than, "others": others}
 
 
 def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) -> list[dict]:

@@ -41,9 +41,48 @@ def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
     return lines
 
 
-def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) -> str:
+#: a metric with at most this many slices prints them all; above, the overall slice and the extremes
+MAX_CONSOLE_SLICES = 20
+#: slices printed at each end of every headline estimate (highest and lowest) above MAX_CONSOLE_SLICES
+CONSOLE_EXTREMES = 3
+
+
+def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tuple[str, dict]]:
+    """``[(why, slice record)]``: per headline estimate, the ``n`` slices with the highest and the
+    ``n`` with the lowest mean (worst first when the estimate has a better side), among the slices
+    with a value and at least ``MIN_COMPARE_SESSIONS`` sessions (the one-session rule); ties by key."""
+    from fair_forge_beam.reports.estimates import direction, estimate_info, is_undefined
+    from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
+
+    out = []
+    for h in heads:
+        valued = [r for r in slices if r["slice"] != "overall" and not is_undefined(name, h, dotted_get(r, h))
+                  and not (isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_COMPARE_SESSIONS)]
+        valued.sort(key=lambda r: (-dotted_get(r, h)["mean"], r["slice"]))
+        info, key = estimate_info(name, h)
+        label, sign = (info.label_for(key) if info is not None else h), direction(name, h)
+        ends = [("highest", valued[:n]), ("lowest", sorted(valued[::-1][:n], key=lambda r: (dotted_get(r, h)["mean"], r["slice"])))]
+        if sign > 0:  # higher is better: the lowest are the worst, shown first
+            ends.reverse()
+        for end, rows in ends:
+            tag = {("highest", -1): " (worst)", ("lowest", 1): " (worst)", ("highest", 1): " (best)",
+                   ("lowest", -1): " (best)"}.get((end, sign), "")
+            out.extend((f"{end} {label}{tag}", r) for r in rows)
+    return out
+
+
+def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) -> str:
     """The printed summary of a run from its ``results.json`` content ``doc``; ``files`` are the
-    outputs listed under ``out`` on the last line."""
+    outputs listed under ``out`` on the last line.
+
+    A metric with at most :data:`MAX_CONSOLE_SLICES` slices prints every slice; a metric with more
+    prints the overall slice, then per headline estimate the :data:`CONSOLE_EXTREMES` slices with
+    the highest and the lowest value (judged slices only: at least two sessions), and one line
+    saying how many slices are not printed and where the full table is. The number of lines is
+    bounded whatever the number of assistants."""
+    from fair_forge_beam.reports.estimates import is_undefined
+    from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
+
     s = doc["summary"]
     lines = [
         f"fair_forge_beam audit: mode {doc['config']['mode']}"
@@ -57,15 +96,21 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
     for name, m in doc["metrics"].items():
         lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
         heads = m.get("headline_columns", [])
-        width = max([len(r["slice"]) for r in m["slices"]] + [10])
+        slices = m["slices"]
+        if len(slices) <= MAX_CONSOLE_SLICES:
+            shown = [(None, r) for r in slices]
+        else:
+            shown = [(None, r) for r in slices if r["slice"] == "overall"] + _extremes(name, slices, heads, CONSOLE_EXTREMES)
+        width = max([len(r["slice"]) for _, r in shown] + [10])
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
-        from fair_forge_beam.reports.estimates import is_undefined
-        from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
-
         starred = False
-        for r in m["slices"]:
+        last_why = None
+        for why, r in shown:
+            if why is not None and why != last_why:
+                lines.append(f"  {why}:")
+            last_why = why
             vals = "".join(f"  {'n/a' if is_undefined(name, h, dotted_get(r, h)) else format_estimate(dotted_get(r, h)):<34}"
                            for h in heads)
             n_ses = r.get("n_sessions")
@@ -78,6 +123,12 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:5]) 
         if starred:
             lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
                          " so one session gives no interval: the report lists these slices apart)")
+        if len(slices) > MAX_CONSOLE_SLICES:
+            small_n = sum(1 for r in slices if r["slice"] != "overall" and isinstance(r.get("n_sessions"), int)
+                          and r["n_sessions"] < MIN_SESSIONS)
+            lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "
+                         f"the {len({r['slice'] for _, r in shown})} above; every slice in {out}/results.json "
+                         f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
 
