@@ -86,7 +86,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
                                 api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
-                                max_concurrency=args.generator_max_concurrency)
+                                max_concurrency=args.generator_max_concurrency,
+                                max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
     out = _prepare(args.output, GENERATE_FILES)
     counts = {"chunks": len(chunks), "groups": len(plan.groups), "requests": len(plan.requests)}
     log.info("generating from %d chunks in %d group(s): %d request(s) to %s", len(chunks), len(plan.groups), len(plan.requests), base_url)
@@ -115,7 +116,7 @@ def build_assistant_handler(args: Any):
             template = f.read()
     common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
-                  requests_per_minute=args.assistant_requests_per_minute)
+                  requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes)
     if args.assistant_kind == "openai":
         if not args.assistant_model:
             raise ValueError("--assistant-model is required for an OpenAI-compatible assistant")
