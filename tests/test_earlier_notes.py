@@ -41,3 +41,25 @@ def test_chunks_per_sample_above_the_corpus_is_capped_with_a_warning(caplog):
         list(RandomSamplingStrategy(num_samples=2, chunks_per_sample=4, seed=1).select(_chunks(4)))
         list(RandomSamplingStrategy(num_samples=2, chunks_per_sample=10, seed=1, with_replacement=True).select(_chunks(4)))
     assert caplog.records == []
+
+
+def test_free_text_replies_cut_by_the_token_limit_are_rejected(tmp_path):
+    from helpers import handler_for
+    from fair_forge_beam.components.judge import judge_request
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    def answer(req):
+        return Reply(content="unsafe\nS1,S2", finish_reason="length") if "[cut]" in req.prompt else "safe"
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = handler_for(srv, tmp_path, invalid_answer_retries=1)  # output_schema None: free text
+        client = handler.create_client()
+        try:
+            cut, whole = handler.request([judge_request("cut", [("user", "x [cut]")]), judge_request("whole", [("user", "y")])], client)
+        finally:
+            client.close()
+        sent = srv.count()
+    assert whole.error is None and whole.answer == "safe"
+    assert cut.error == ("invalid answer after 2 attempt(s): the reply was cut by the token limit (finish_reason=length); "
+                         "cut replies are never used (raise max_tokens)")
+    assert cut.raw == "unsafe\nS1,S2" and sent == 3

@@ -449,6 +449,9 @@ class _JudgeClient:
                         last_reason, last_raw = why, content
                         continue
                     parsed = obj.model_dump(mode="json")
+                elif finish == "length":  # free text (guardians, generators) cut by the token limit: never used
+                    last_reason, last_raw = "the reply was cut by the token limit (finish_reason=length); cut replies are never used (raise max_tokens)", content
+                    continue
                 record = {
                     "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,
                     "prompt_tokens": p_tok, "completion_tokens": c_tok, "logprobs": logprobs,
