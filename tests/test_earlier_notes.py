@@ -63,3 +63,46 @@ def test_free_text_replies_cut_by_the_token_limit_are_rejected(tmp_path):
     assert cut.error == ("invalid answer after 2 attempt(s): the reply was cut by the token limit (finish_reason=length); "
                          "cut replies are never used (raise max_tokens)")
     assert cut.raw == "unsafe\nS1,S2" and sent == 3
+
+
+# ------------------------------------------------------------------ the reader's warnings
+def _conv(n):
+    return [{"qa_id": f"q{i}", "query": "hi", "assistant": "I am happy to help"} for i in range(n)]
+
+
+def test_a_session_kept_in_part_says_so(tmp_path):
+    from test_bad_files import _read
+
+    part = {"session_id": "part", "assistant_id": "bot", "conversation": _conv(3)}
+    part["conversation"][1]["query"] = 5
+    whole = {"session_id": "whole", "assistant_id": "bot", "conversation": _conv(2)}
+    (tmp_path / "in.jsonl").write_text(json.dumps(part) + "\n" + json.dumps(whole) + "\n")
+    inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
+    assert sorted((i.session_id, i.turn_index) for i in inter) == [("part", 0), ("part", 2), ("whole", 0), ("whole", 1)]
+    assert [d.element_id for d in dead] == ["part/bot/1"]
+    assert [(q.kind, q.key, q.message) for q in quality] == [(
+        "session_kept_in_part", "part/bot",
+        f"session 'part' of assistant 'bot' at {tmp_path / 'in.jsonl'}:0: 1 of 3 interactions rejected at read (dead "
+        "letters, stage read); the session is kept in part, its other 2 interaction(s) are scored and its session "
+        "statistics rest on them only")]
+
+
+def test_a_numeric_session_id_is_read_as_text_with_a_warning(tmp_path):
+    from test_bad_files import _read
+
+    recs = [{"session_id": 123, "assistant_id": "bot", "conversation": _conv(1)},
+            {"session_id": "123", "assistant_id": 7, "conversation": _conv(1)},
+            {"metadata": {"session_id": 5, "assistant_id": "bot"}, "batch": _conv(1)[0]},
+            {"session_id": "s", "assistant_id": "bot", "conversation": _conv(1)}]
+    (tmp_path / "in.json").write_text(json.dumps(recs))
+    inter, dead, quality = _read(str(tmp_path / "in.json"))
+    assert dead == [] and sorted(i.session_id for i in inter) == ["123", "123", "5", "s"]
+    src = tmp_path / "in.json"
+    assert sorted((q.kind, q.key, q.message) for q in quality) == [
+        ("numeric_id", "123/7", f"assistant_id 7 at {src}:1 is a number, read as text ('7'): a record giving the same "
+                                "id as text joins the same session"),
+        ("numeric_id", "123/bot", f"session_id 123 at {src}:0 is a number, read as text ('123'): a record giving the "
+                                  "same id as text joins the same session"),
+        ("numeric_id", "5/bot", f"session_id 5 at {src}:2 is a number, read as text ('5'): a record giving the same id "
+                                "as text joins the same session"),
+    ]

@@ -238,6 +238,21 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
     )
 
 
+def _numeric_id_warnings(raw_header: Any, meta, where: str):
+    """A ``numeric_id`` warning when the record gave ``session_id`` / ``assistant_id`` as a JSON
+    number (read as its decimal text: ``123`` and ``"123"`` are one session)."""
+    if not isinstance(raw_header, dict):
+        return
+    numeric = [f"{k} {raw_header[k]!r}" for k in ("session_id", "assistant_id")
+               if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
+    if numeric:
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "numeric_id", f"{meta.session_id}/{meta.assistant_id}",
+            f"{' and '.join(numeric)} at {where} {'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
+            f"({', '.join(repr(str(raw_header[k.split()[0]])) for k in numeric)}): a record giving the same id as text "
+            "joins the same session"))
+
+
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter.
@@ -369,14 +384,16 @@ class _ParseRecord(beam.DoFn):
                     )
                 ]
             _READ_PROGRESS.inc()
-            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values)]
+            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values),
+                    *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where)]
         key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
         return [
             beam.pvalue.TaggedOutput(
                 _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time, values)), 1, False))
-            )
+            ),
+            *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -395,6 +412,7 @@ class _ParseRecord(beam.DoFn):
                 DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
+        yield from _numeric_id_warnings(header, meta, where)
         values = _slice_values(self.slice_fields, header)
         seen: dict[str, int] = {}
         n_read = 0  # interactions parsed from this record (one progress update per record)
@@ -433,6 +451,12 @@ class _ParseRecord(beam.DoFn):
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)
+        if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "session_kept_in_part", f"{meta.session_id}/{meta.assistant_id}",
+                f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(conv) - n_read} of "
+                f"{len(conv)} interactions rejected at read (dead letters, stage read); the session is kept in part, "
+                f"its other {n_read} interaction(s) are scored and its session statistics rest on them only"))
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
 
