@@ -106,3 +106,33 @@ def test_a_numeric_session_id_is_read_as_text_with_a_warning(tmp_path):
         ("numeric_id", "5/bot", f"session_id 5 at {src}:2 is a number, read as text ('5'): a record giving the same id "
                                 "as text joins the same session"),
     ]
+
+
+def test_decision_invalid_judge_answers_are_not_cached_a_rerun_asks_again(tmp_path):
+    """Decision (docs/reliability.md, "What is cached"): an answer that never validates is a dead
+    letter and is not cached; a re-run asks it again (1 + invalid_answer_retries requests), while a
+    valid answer is served from the cache."""
+    from helpers import handler_for
+    from fair_forge_beam.components.judge import judge_request
+    from fair_forge_beam.schemas.context import ContextJudgeOutput
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    def answer(req):
+        return {"score": "high"} if "[invalid]" in req.prompt else {"score": 0.5, "insight": "ok"}
+
+    reqs = [judge_request("bad", [("user", "x [invalid]")]), judge_request("good", [("user", "y")])]
+    with ScriptedOpenAIServer(answer) as srv:
+        sent = []
+        for _run in range(2):
+            handler = handler_for(srv, tmp_path, output_schema=ContextJudgeOutput, invalid_answer_retries=1)
+            client = handler.create_client()
+            try:
+                bad, good = handler.request(reqs, client)
+                cached = len(client.cache)
+            finally:
+                client.close()
+            sent.append(srv.count())
+            srv.reset_counts()
+            assert bad.error.startswith("invalid answer after 2 attempt(s)") and good.parsed == {"score": 0.5, "insight": "ok"}
+            assert cached == 1
+    assert sent == [3, 2]  # run 1: 2 asks of the invalid one + 1; run 2: the invalid one's 2 asks only
