@@ -136,3 +136,20 @@ def test_decision_invalid_judge_answers_are_not_cached_a_rerun_asks_again(tmp_pa
             assert bad.error.startswith("invalid answer after 2 attempt(s)") and good.parsed == {"score": 0.5, "insight": "ok"}
             assert cached == 1
     assert sent == [3, 2]  # run 1: 2 asks of the invalid one + 1; run 2: the invalid one's 2 asks only
+
+
+def test_empty_answers_are_scored_with_a_warning(tmp_path):
+    """Decision (docs/data.md): an empty answer is what the assistant gave, so it is scored (no toxic
+    word, entropy 0) — and an ``empty_answer`` warning names it."""
+    from test_bad_files import _read
+
+    s = {"session_id": "e", "assistant_id": "bot", "conversation": _conv(3)}
+    s["conversation"][0]["assistant"] = ""
+    s["conversation"][2]["assistant"] = " \n "
+    (tmp_path / "in.jsonl").write_text(json.dumps(s) + "\n")
+    inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
+    assert len(inter) == 3 and dead == []
+    assert [(q.kind, q.message) for q in quality] == [(
+        "empty_answer", f"session 'e' of assistant 'bot' at {tmp_path / 'in.jsonl'}:0: 2 empty answer(s) ('q0', 'q2'); "
+                        "they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
+                        "— and count in every rate")]

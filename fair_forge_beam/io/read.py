@@ -253,6 +253,18 @@ def _numeric_id_warnings(raw_header: Any, meta, where: str):
             "joins the same session"))
 
 
+def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
+    """An ``empty_answer`` warning naming the interactions whose answer is empty or only
+    whitespace: they are scored as they are (decision, docs/data.md)."""
+    if qa_ids:
+        shown = ", ".join(repr(q) for q in qa_ids[:5]) + (", ..." if len(qa_ids) > 5 else "")
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
+            f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(qa_ids)} empty answer(s) "
+            f"({shown}); they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
+            "— and count in every rate"))
+
+
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter.
@@ -385,7 +397,8 @@ class _ParseRecord(beam.DoFn):
                 ]
             _READ_PROGRESS.inc()
             return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values),
-                    *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where)]
+                    *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
+                    *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where)]
         key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
@@ -394,6 +407,7 @@ class _ParseRecord(beam.DoFn):
                 _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time, values)), 1, False))
             ),
             *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
+            *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -415,6 +429,7 @@ class _ParseRecord(beam.DoFn):
         yield from _numeric_id_warnings(header, meta, where)
         values = _slice_values(self.slice_fields, header)
         seen: dict[str, int] = {}
+        empty: list = []
         n_read = 0  # interactions parsed from this record (one progress update per record)
         for i, raw_batch in enumerate(conv):
             try:
@@ -438,6 +453,8 @@ class _ParseRecord(beam.DoFn):
                 )
                 continue
             n_read += 1
+            if not b.assistant.strip():
+                empty.append(b.qa_id)
             if self.streaming:
                 seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
                 yield _interaction(meta, b, i, event_time, values)
@@ -451,6 +468,7 @@ class _ParseRecord(beam.DoFn):
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)
+        yield from _empty_answer_warnings(meta, empty, where)
         if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "session_kept_in_part", f"{meta.session_id}/{meta.assistant_id}",
