@@ -153,3 +153,25 @@ def test_empty_answers_are_scored_with_a_warning(tmp_path):
         "empty_answer", f"session 'e' of assistant 'bot' at {tmp_path / 'in.jsonl'}:0: 2 empty answer(s) ('q0', 'q2'); "
                         "they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
                         "— and count in every rate")]
+
+
+def test_a_cached_generator_run_counts_its_cache_hits(tmp_path, caplog):
+    from test_generators import generator_answer
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import generate
+
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample", "2", "--seed", "7",
+            "--num-queries", "2", "--assistant-id", "bot", "--generator-model", "gen-model", "--generator-retries", "0",
+            "--generator-cache", str(tmp_path / "cache.sqlite3")]
+    with ScriptedOpenAIServer(generator_answer) as srv:
+        first = generate.run([*args, "--generator-base-url", srv.base_url, "--output", str(tmp_path / "a")])
+        with caplog.at_level(logging.INFO, logger="fair_forge_beam"):
+            second = generate.run([*args, "--generator-base-url", srv.base_url, "--output", str(tmp_path / "b")])
+    planned = first["requests"]
+    assert planned >= 2 and second["requests"] == planned
+    assert {k: first["counters"][k] for k in ("cache_hits", "calls", "requests", "failures")} == \
+        {"cache_hits": 0, "calls": planned, "requests": planned, "failures": 0}
+    assert {k: second["counters"][k] for k in ("cache_hits", "calls", "requests", "failures")} == \
+        {"cache_hits": planned, "calls": 0, "requests": 0, "failures": 0}
+    assert f"generator calls: {planned} planned — {planned} from the cache, 0 asked (0 HTTP request(s), retries " \
+           "included), 0 failed" in caplog.text
