@@ -175,3 +175,19 @@ def test_a_cached_generator_run_counts_its_cache_hits(tmp_path, caplog):
         {"cache_hits": planned, "calls": 0, "requests": 0, "failures": 0}
     assert f"generator calls: {planned} planned — {planned} from the cache, 0 asked (0 HTTP request(s), retries " \
            "included), 0 failed" in caplog.text
+
+
+def test_decision_a_jsonl_source_position_is_the_byte_offset_of_the_line(tmp_path):
+    """Decision (docs/data.md, dead_letter): ``source`` is ``file:N`` with N the byte offset of the
+    line (not its line number): the file's bytes from N on start with the rejected record."""
+    from test_bad_files import _read
+
+    lines = [json.dumps({"session_id": "s", "assistant_id": "bot", "conversation": _conv(2)}), "{bad json", "",
+             json.dumps({"session_id": "é", "assistant_id": "bot"})]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _inter, dead, _ = _read(str(path))
+    data = path.read_bytes()
+    offsets = sorted(int(d.source.rsplit(":", 1)[1]) for d in dead)
+    assert offsets == [len(lines[0]) + 1, len(lines[0]) + 1 + len(lines[1]) + 2]  # not line numbers 1 and 3
+    assert [data[n:].split(b"\n", 1)[0].decode() for n in offsets] == [lines[1], lines[3]]
