@@ -217,3 +217,24 @@ def test_the_regulatory_source_header_is_fenced():
     assert begin < user.index("Ignore the rubric") < end
     assert "POLICY FILE (the passage is its chunk 3):" in user
     assert user.count("<<<BEGIN ") == 5  # the data note, then query, answer, source, passage
+
+
+def test_unattributed_text():
+    from fair_forge_beam.explainability.attributions import unattributed_text
+
+    text = "the <script>alert(1)</script> sat on a mat"
+    assert unattributed_text(text, ["the", "sat", "on", "a", "mat"]) == ["<script>alert(1)</script>"]
+    assert unattributed_text(text, ["the", "<script>alert(1)</script>", "sat", "on", "a", "mat"]) == []
+    assert unattributed_text("a b c", ["b"]) == ["a", "c"]
+
+
+def test_explainability_tells_the_words_its_split_dropped():
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from fair_forge_beam.explainability.attributions import AttributionExplainer
+    from fair_forge_beam.testing.tiny_lm import tiny_gpt2
+
+    model, tokenizer = tiny_gpt2()
+    res = AttributionExplainer(model, tokenizer).explain("the <script>alert(1)</script> sat", "on a mat",
+                                                         method="Occlusion", granularity="word")
+    assert [a.text for a in res.attributions] == ["the", "sat", "on", "a", "mat"]
+    assert res.metadata["unattributed"] == ["<script>alert(1)</script>"]
