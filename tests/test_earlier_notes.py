@@ -238,3 +238,26 @@ def test_explainability_tells_the_words_its_split_dropped():
                                                          method="Occlusion", granularity="word")
     assert [a.text for a in res.attributions] == ["the", "sat", "on", "a", "mat"]
     assert res.metadata["unattributed"] == ["<script>alert(1)</script>"]
+
+
+def test_bestof_strengths_follow_the_one_session_rule(tmp_path):
+    from helpers import handler_for, run_metric
+    from test_bestof import ix, marker_judge
+    from fair_forge_beam.metrics.best_of import BestOf
+    from fair_forge_beam.statistical import BayesianMode
+    from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    one = [ix("S1", "a", 0, "alpha [q=2]"), ix("S1", "b", 0, "beta [q=3]")]
+    two = one + [ix("S2", "a", 0, "alpha [q=1]", language="spanish"), ix("S2", "b", 0, "beta [q=4]", language="spanish")]
+    with ScriptedOpenAIServer(marker_judge) as srv:
+        res = run_metric(BestOf(judge=handler_for(srv, tmp_path), statistical_mode=BayesianMode(mc_samples=200)), two, tmp_path / "r")
+    sl = {s["slice"]: s for s in res["slices"]}
+    single, both = sl["language=english"], sl["overall"]
+    assert single["n_blocks"] == 1 and both["n_blocks"] == 2
+    assert single["estimator"].endswith(SINGLE_SESSION_NOTE)
+    for r in single["ranking"]:  # one block: the strength without an interval, no P(best), no expected rank
+        assert r["strength"]["mean"] is not None and (r["strength"]["ci_low"], r["strength"]["ci_high"]) == (None, None)
+        assert (r["prob_best"], r["mean_rank"]) == (None, None)
+    for r in both["ranking"]:  # two blocks: the posterior's interval and ranks
+        assert r["strength"]["ci_low"] is not None and r["prob_best"] is not None
