@@ -200,6 +200,18 @@ def _unit_interval(flag: str):
     return lambda v: None if 0 < v <= 1 else f"{flag} must be in (0, 1], got {v}"
 
 
+def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
+    """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
+    kind: :mod:`fair_forge_beam.components.replies`)."""
+    return Option(f"{kind}-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
+                  validate=_positive(f"--{kind}-max-reply-bytes", " bytes"),
+                  help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
+                       "letter naming its size and the limit (never cached, never scored)",
+                  template=template or Template(f"Largest {kind} reply", "NUMBER", "^[1-9][0-9]{0,11}$",
+                                                f"Largest {kind} reply in bytes (4194304); a longer one becomes a dead "
+                                                "letter. Example: 4194304"))
+
+
 _RUN_INPUT = Template("Input files", "GCS_READ_FILE", "^gs://[^\\n\\r]+$", "Dataset files. Example: gs://b/sets/*.jsonl")
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
 _GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
@@ -402,13 +414,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Judge retries", "NUMBER", _COUNT,
                                  "Retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none). "
                                  "Example: 3")),
-        Option("judge-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=(f"{_JUDGE}.max_reply_bytes",),
-               validate=_positive("--judge-max-reply-bytes", " bytes"),
-               help="largest judge reply read, in bytes; a longer one is read no further and becomes a dead letter "
-                    "naming its size and the limit (never cached, never scored)",
-               template=Template("Largest judge reply", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                 "Largest judge reply in bytes (4194304); a longer one becomes a dead letter. "
-                                 "Example: 4194304")),
+        _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
         Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("Guardian endpoint", "TEXT", _URL,
                                  "OpenAI-compatible endpoint of the guardian model (metric bias). "
@@ -505,13 +511,7 @@ GROUPS: tuple[Group, ...] = (
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("Prompt tau", "NUMBER", _DECIMAL,
                                  "Prompt_evaluator: cosine threshold for 'same meaning' (0.80). Example: 0.8")),
-        Option("guardian-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES",
-               validate=_positive("--guardian-max-reply-bytes", " bytes"),
-               help="largest guardian reply read, in bytes; a longer one becomes a dead letter naming its size and "
-                    "the limit (never cached, never scored)",
-               template=Template("Largest guardian reply", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                 "Largest guardian reply in bytes (4194304); a longer one becomes a dead letter. "
-                                 "Example: 4194304")),
+        _reply_limit("guardian"),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
@@ -531,13 +531,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Generator api key env", "TEXT", _WORD,
                                  "Environment variable holding the generator's API key (default: --judge-api-key-env). "
                                  "Example: OPENAI_API_KEY")),
-        Option("generator-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES",
-               validate=_positive("--generator-max-reply-bytes", " bytes"),
-               help="largest generator reply read, in bytes (prompt_evaluator, pipelines.generate, the loop); a "
-                    "longer one becomes a dead letter naming its size and the limit (never cached, never used)",
-               template=Template("Largest generator reply", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                 "Largest generator reply in bytes (4194304); a longer one becomes a dead letter. "
-                                 "Example: 4194304")),
+        _reply_limit("generator", " (prompt_evaluator, pipelines.generate, the loop)"),
     )),
     Group("Privacy and RoleAdherence", (
         Option("privacy-detector", default="patterns", choices=("patterns", "presidio"),
@@ -769,10 +763,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="sessions in flight per worker", template=_ADV),
     Option("assistant-requests-per-minute", type=float, validate=_positive("--assistant-requests-per-minute"),
            default_note="no limit", help="request-rate limit per worker", template=_ADV),
-    Option("assistant-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES",
-           validate=_positive("--assistant-max-reply-bytes", " bytes"),
-           help="largest reply of the assistant read, in bytes; a longer one fails the turn (a dead letter naming "
-                "its size and the limit, never cached)", template=_ADV),
+    _reply_limit("assistant", template=_ADV),
     # the prompt optimizer (pipelines.optimize)
     Option("method", default="gepa", choices=("gepa", "miprov2"),
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
