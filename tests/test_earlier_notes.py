@@ -261,3 +261,19 @@ def test_bestof_strengths_follow_the_one_session_rule(tmp_path):
         assert (r["prob_best"], r["mean_rank"]) == (None, None)
     for r in both["ranking"]:  # two blocks: the posterior's interval and ranks
         assert r["strength"]["ci_low"] is not None and r["prob_best"] is not None
+
+
+def test_decision_an_exact_duplicate_record_counts_twice_and_is_named(tmp_path):
+    """Decision (docs/data.md, "Sessions split over records"): an exact duplicate of a session record
+    is read as more turns of the same session (a reader cannot tell a copied record from a session
+    that repeats itself); both places are named by the session_split and duplicate_qa_id warnings."""
+    from test_bad_files import _read
+
+    rec = json.dumps({"session_id": "dup", "assistant_id": "bot", "conversation": _conv(1)})
+    (tmp_path / "in.jsonl").write_text(rec + "\n" + rec + "\n")
+    inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
+    assert dead == [] and sorted(i.element_id for i in inter) == ["dup/bot/0", "dup/bot/1"]
+    kinds = {q.kind: q.message for q in quality}
+    assert sorted(kinds) == ["duplicate_qa_id", "session_split"]
+    src = tmp_path / "in.jsonl"
+    assert f"2 session records ({src}:0, {src}:{len(rec) + 1})" in kinds["session_split"]
