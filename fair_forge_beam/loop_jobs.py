@@ -55,7 +55,10 @@ def _read_json(path: str) -> dict:
 
 
 def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
-    """Generate a test set (``args``: the generate options). Returns ``generation_summary.json``.
+    """Generate a test set (``args``: the generate options). Returns ``generation_summary.json``
+    (``requests``: the calls planned) plus the generator's Beam counters under ``counters``
+    (:data:`~fair_forge_beam.components.judge.handler.COUNTER_NAMES`: ``cache_hits``, ``calls``
+    asked, HTTP ``requests`` with retries, ``failures``, tokens), also logged.
     Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
     from fair_forge_beam._beam import beam
     from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
@@ -86,16 +89,29 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
                                 api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
-                                max_concurrency=args.generator_max_concurrency)
+                                max_concurrency=args.generator_max_concurrency,
+                                max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
     out = _prepare(args.output, GENERATE_FILES)
     counts = {"chunks": len(chunks), "groups": len(plan.groups), "requests": len(plan.requests)}
-    log.info("generating from %d chunks in %d group(s): %d request(s) to %s", len(chunks), len(plan.groups), len(plan.requests), base_url)
+    log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
+             "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)
     with run_pipeline(pipeline_options(beam_args)) as p:
         outs = p | "Generate" >> GenerateDataset(handler, plan)
         outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts, requested_per_chunk=plan.num)
     from apache_beam.io.filesystems import FileSystems
 
     doc = _read_json(FileSystems.join(out, "generation_summary.json"))
+    # what the run cost (not in the file, which is the same bytes whether answers came from the cache or not)
+    from fair_forge_beam.components.judge.handler import judge_counters
+    from fair_forge_beam.generators.generate import GENERATOR_NAMESPACE
+
+    try:
+        c = doc["counters"] = judge_counters(p.result, GENERATOR_NAMESPACE)
+    except Exception:  # noqa: BLE001 - a runner without metrics
+        c = None
+    if c is not None:
+        log.info("generator calls: %d planned — %d from the cache, %d asked (%d HTTP request(s), retries included), "
+                 "%d failed", len(plan.requests), c["cache_hits"], c["calls"], c["requests"], c["failures"])
     warning = shortfall_warning(doc.get("shortfall"))
     if warning:
         log.warning("%s", warning)
@@ -115,7 +131,7 @@ def build_assistant_handler(args: Any):
             template = f.read()
     common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
-                  requests_per_minute=args.assistant_requests_per_minute)
+                  requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes)
     if args.assistant_kind == "openai":
         if not args.assistant_model:
             raise ValueError("--assistant-model is required for an OpenAI-compatible assistant")

@@ -32,7 +32,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
-           "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES"]
+           "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
+           "MAX_REPLY_BYTES"]
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 
@@ -46,6 +47,11 @@ SEED = 42
 CI_LEVEL = 0.95
 #: ``--mc-samples``: Monte-Carlo draws / bootstrap replicates per estimate (>= 100)
 MC_SAMPLES = 5000
+#: ``--judge-max-reply-bytes`` / ``--guardian-max-reply-bytes`` / ``--generator-max-reply-bytes`` /
+#: ``--assistant-max-reply-bytes``: largest reply of a model endpoint read, in bytes (4 MiB: a
+#: 100k-token answer with its JSON envelope is about 0.5 MB; log-probabilities with 20
+#: alternatives per token about 4 KB a token)
+MAX_REPLY_BYTES = 4 * 2**20
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
@@ -192,6 +198,18 @@ def _non_negative(flag: str):
 
 def _unit_interval(flag: str):
     return lambda v: None if 0 < v <= 1 else f"{flag} must be in (0, 1], got {v}"
+
+
+def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
+    """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
+    kind: :mod:`fair_forge_beam.components.replies`)."""
+    return Option(f"{kind}-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
+                  validate=_positive(f"--{kind}-max-reply-bytes", " bytes"),
+                  help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
+                       "letter naming its size and the limit (never cached, never scored)",
+                  template=template or Template(f"Largest {kind} reply", "NUMBER", "^[1-9][0-9]{0,11}$",
+                                                f"Largest {kind} reply in bytes (4194304); a longer one becomes a dead "
+                                                "letter. Example: 4194304"))
 
 
 _RUN_INPUT = Template("Input files", "GCS_READ_FILE", "^gs://[^\\n\\r]+$", "Dataset files. Example: gs://b/sets/*.jsonl")
@@ -396,6 +414,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Judge retries", "NUMBER", _COUNT,
                                  "Retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none). "
                                  "Example: 3")),
+        _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
         Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("Guardian endpoint", "TEXT", _URL,
                                  "OpenAI-compatible endpoint of the guardian model (metric bias). "
@@ -492,6 +511,7 @@ GROUPS: tuple[Group, ...] = (
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("Prompt tau", "NUMBER", _DECIMAL,
                                  "Prompt_evaluator: cosine threshold for 'same meaning' (0.80). Example: 0.8")),
+        _reply_limit("guardian"),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
@@ -511,6 +531,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("Generator api key env", "TEXT", _WORD,
                                  "Environment variable holding the generator's API key (default: --judge-api-key-env). "
                                  "Example: OPENAI_API_KEY")),
+        _reply_limit("generator", " (prompt_evaluator, pipelines.generate, the loop)"),
     )),
     Group("Privacy and RoleAdherence", (
         Option("privacy-detector", default="patterns", choices=("patterns", "presidio"),
@@ -742,6 +763,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="sessions in flight per worker", template=_ADV),
     Option("assistant-requests-per-minute", type=float, validate=_positive("--assistant-requests-per-minute"),
            default_note="no limit", help="request-rate limit per worker", template=_ADV),
+    _reply_limit("assistant", template=_ADV),
     # the prompt optimizer (pipelines.optimize)
     Option("method", default="gepa", choices=("gepa", "miprov2"),
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
@@ -781,11 +803,11 @@ _GENERATE = ("Generate (test sets from Markdown, spec §10)", (
     "corpus", "language", "num-queries", "conversation", "strategy", "num-samples", "chunks-per-sample", "with-replacement",
     "max-chunk-size", "min-chunk-size", "markdown-overlap", "header-levels", "seed-example", "system-prompt-file",
     "generator-base-url", "generator-model", "generator-api-key-env", "generator-cache", "generator-timeout",
-    "generator-retries", "generator-max-concurrency", "no-structured-output", "parquet"))
+    "generator-retries", "generator-max-concurrency", "generator-max-reply-bytes", "no-structured-output", "parquet"))
 _RUN = ("Run the assistant under test (spec §11)", (
     "input", "assistant-kind", "assistant-url", "assistant-model", "assistant-api-key-env", "request-template",
     "request-template-file", "response-path", "send-context", "assistant-cache", "assistant-timeout", "assistant-retries",
-    "assistant-concurrency", "assistant-requests-per-minute"))
+    "assistant-concurrency", "assistant-requests-per-minute", "assistant-max-reply-bytes"))
 _LOOP = "Loop (generate → run → audit)"
 
 #: the commands other than the main job: ``(group title, option names)`` per group, each name

@@ -203,7 +203,10 @@ def json_single_session_object(d, p, ex):
     s = make_session(123, 2)  # int session id, as in upstream's dataset.json
     s["conversation"][0]["qa_id"] = 1
     out = p | "json_single_session_object" >> ReadInteractions(write_json(d / "one.json", s))
-    ex.outputs(out, [("123/bot/0", "123", "bot", 0, "1"), ("123/bot/1", "123", "bot", 1, "123-q1")])
+    ex.outputs(out, [("123/bot/0", "123", "bot", 0, "1"), ("123/bot/1", "123", "bot", 1, "123-q1")], no_quality=False)
+    # issue 28: the int id is read as text with a warning that says so
+    ex.that(out["quality"] | "one_json_kinds" >> beam.Map(lambda q: (q.kind, q.key)), equal_to([("numeric_id", "123/bot")]),
+            "quality")
 
 
 @scenario
@@ -585,7 +588,11 @@ def dead_letters_carry_stage_reason_and_raw(d, p, ex):
         (["empty conversation"], same_json(empty), None),
     ]
     out = p | "dead_mixed" >> ReadInteractions(write_jsonl(d / "mixed.jsonl", lines))
-    ex.outputs(out, keys_of_sessions(good) + [("nq/bot/0", "nq", "bot", 0, "nq-q0"), ("nq/bot/2", "nq", "bot", 2, "nq-q2")], no_dead=False)
+    ex.outputs(out, keys_of_sessions(good) + [("nq/bot/0", "nq", "bot", 0, "nq-q0"), ("nq/bot/2", "nq", "bot", 2, "nq-q2")], no_dead=False,
+               no_quality=False)
+    # issue 28: the session nq, kept in part, says so
+    ex.that(out["quality"] | "dead_mixed_kinds" >> beam.Map(lambda q: (q.kind, q.key)),
+            equal_to([("session_kept_in_part", "nq/bot")]), "quality")
     ex.that(out["dead_letter"], dead_letter_matcher(specs), "dead_letter")
     ex.that(
         out["dead_letter"] | "dead_strict_json" >> beam.Map(lambda dl: sorted(json.loads(json.dumps(dl.to_dict(), allow_nan=False)))),

@@ -352,7 +352,7 @@ def test_judge_checker_against_scripted_server(tmp_path):
 def test_prompt_carries_user_text_verbatim():
     (system, user) = regulatory_messages('{"a": {b}} {{ x }}', "ans {% raw %}", "passage", "p.md", 3)
     assert system[0] == "system" and "IRRELEVANT" in system[1]
-    assert '{"a": {b}} {{ x }}' in user[1] and "ans {% raw %}" in user[1] and "POLICY PASSAGE (p.md, chunk 3)" in user[1]
+    assert '{"a": {b}} {{ x }}' in user[1] and "ans {% raw %}" in user[1] and "POLICY FILE (the passage is its chunk 3)" in user[1] and "\np.md\n" in user[1]  # the file name fenced (issue 28)
 
 
 class ExampleRetriever(Retriever):

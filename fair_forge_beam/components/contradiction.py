@@ -169,12 +169,15 @@ USER QUERY:
 ASSISTANT ANSWER:
 {{ answer }}
 
-POLICY PASSAGE ({{ source }}, chunk {{ chunk_index }}):
+POLICY FILE (the passage is its chunk {{ chunk_index }}):
+{{ source }}
+
+POLICY PASSAGE:
 {{ chunk }}
 """
 
 REGULATORY_RUBRIC = PromptTemplate(_RUBRIC, slots=())
-REGULATORY_CASE = PromptTemplate(_CASE, slots=("query", "answer", "source", "chunk_index", "chunk"), fenced=("query", "answer", "chunk"))
+REGULATORY_CASE = PromptTemplate(_CASE, slots=("query", "answer", "source", "chunk_index", "chunk"), fenced=("query", "answer", "source", "chunk"))  # a file name is text from outside too
 
 
 def regulatory_messages(query: str, answer: str, chunk: str, source: str, chunk_index: int) -> tuple:

@@ -91,6 +91,29 @@ class InterpretoResultParser:
         return tokens, values
 
 
+def unattributed_text(text: str, elements: Sequence[str]) -> list[str]:
+    """The pieces of ``text`` (whitespace-stripped, in order) that no element covers: the
+    elements are matched left to right in ``text``; what lies between two matches (or before the
+    first, after the last) and is not whitespace was dropped by the element split (e.g.
+    interpreto's word split drops ``<script>alert(1)</script>``). An element not found verbatim
+    (a tokenizer's normalisation) is skipped. Word and sentence granularity only: token pieces
+    carry the tokenizer's markers."""
+    pos, missing = 0, []
+    for e in elements:
+        e = str(e).strip()
+        if not e:
+            continue
+        j = text.find(e, pos)
+        if j < 0:
+            continue
+        if text[pos:j].strip():
+            missing.append(text[pos:j].strip())
+        pos = j + len(e)
+    if text[pos:].strip():
+        missing.append(text[pos:].strip())
+    return missing
+
+
 def _method(m: Union[str, AttributionMethod]) -> AttributionMethod:
     if isinstance(m, AttributionMethod):
         return m
@@ -179,8 +202,12 @@ class AttributionExplainer:
         tokens, scores = self.parser.parse(raw)
         norm = min_max_normalize(scores)
         atts = [TokenAttribution(text=t, score=s, position=i, normalized_score=n) for i, (t, s, n) in enumerate(zip(tokens, scores, norm))]
-        return AttributionResult(prompt=prompt, target=target, method=m, granularity=g, attributions=atts,
-                                 metadata={"compute_time_seconds": time.perf_counter() - start, "max_length": int(max_length), "seed": seed})
+        meta = {"compute_time_seconds": time.perf_counter() - start, "max_length": int(max_length), "seed": seed}
+        if g.value in ("word", "sentence"):
+            missing = unattributed_text(prompt + " " + target, tokens)
+            if missing:  # never silent: the result says which text got no attribution (the Beam stage dead-letters it too)
+                meta["unattributed"] = missing
+        return AttributionResult(prompt=prompt, target=target, method=m, granularity=g, attributions=atts, metadata=meta)
 
     def explain_batch(self, items: Iterable[Union[Mapping[str, Any], Sequence[str]]], **kwargs) -> AttributionBatchResult:
         """Explain ``(prompt, target)`` pairs or dicts with ``prompt``, ``target`` and optional
@@ -226,6 +253,12 @@ class _ExplainFn(beam.DoFn):
         out = res.model_dump(mode="json")
         out["metadata"].pop("compute_time_seconds", None)  # timing is not part of the reproducible record
         out["id"] = item_id
+        missing = out["metadata"].get("unattributed")
+        if missing:  # the result keeps what was attributed; the dropped text is told, never lost silently
+            shown = ", ".join(repr(m[:80]) for m in missing[:5]) + (", ..." if len(missing) > 5 else "")
+            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter(
+                "explain", f"{len(missing)} piece(s) of the text got no attribution (dropped by the {res.granularity.value} "
+                f"split): {shown}; the other elements are in the results", item, element_id=item_id))
         yield out
 
 

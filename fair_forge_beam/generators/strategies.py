@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from abc import ABC, abstractmethod
 from typing import Iterator, Optional, Sequence
 
@@ -19,6 +20,8 @@ import numpy as np
 from fair_forge_beam.generators.schemas import Chunk
 
 __all__ = ["BaseChunkSelectionStrategy", "SequentialStrategy", "RandomSamplingStrategy", "chunk_digest"]
+
+_LOG = logging.getLogger(__name__)
 
 
 def chunk_digest(chunk: Chunk) -> str:
@@ -60,7 +63,8 @@ class RandomSamplingStrategy(BaseChunkSelectionStrategy):
     """``num_samples`` random groups of ``chunks_per_sample`` chunks.
 
     Without replacement a group holds ``min(chunks_per_sample, n)`` distinct chunks (the ones
-    with the smallest keyed ranks, in rank order); with replacement exactly ``chunks_per_sample``
+    with the smallest keyed ranks, in rank order; a ``chunks_per_sample`` above ``n`` is capped
+    with a warning that says so); with replacement exactly ``chunks_per_sample``
     chunks drawn uniformly (``numpy`` Philox keyed by ``(seed, s)`` over the chunks sorted by
     digest), repeats possible. Nothing for an empty list.
 
@@ -91,6 +95,10 @@ class RandomSamplingStrategy(BaseChunkSelectionStrategy):
         if not chunks:
             return
         keyed = sorted(((chunk_digest(c), i) for i, c in enumerate(chunks)))
+        if not self.with_replacement and self.chunks_per_sample > len(chunks):
+            _LOG.warning("--chunks-per-sample %d is above the corpus's %d chunk(s): each of the %d group(s) holds all %d, "
+                         "in a random order (pass --with-replacement to draw %d with repeats)", self.chunks_per_sample,
+                         len(chunks), self.num_samples, len(chunks), self.chunks_per_sample)
         for s in range(self.num_samples):
             if self.with_replacement:
                 seed_bytes = hashlib.blake2b(f"{self.seed or 0}\x00{s}\x00replacement".encode(), digest_size=16).digest()

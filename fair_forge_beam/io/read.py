@@ -238,6 +238,33 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
     )
 
 
+def _numeric_id_warnings(raw_header: Any, meta, where: str):
+    """A ``numeric_id`` warning when the record gave ``session_id`` / ``assistant_id`` as a JSON
+    number (read as its decimal text: ``123`` and ``"123"`` are one session)."""
+    if not isinstance(raw_header, dict):
+        return
+    numeric = [f"{k} {raw_header[k]!r}" for k in ("session_id", "assistant_id")
+               if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
+    if numeric:
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "numeric_id", f"{meta.session_id}/{meta.assistant_id}",
+            f"{' and '.join(numeric)} at {where} {'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
+            f"({', '.join(repr(str(raw_header[k.split()[0]])) for k in numeric)}): a record giving the same id as text "
+            "joins the same session"))
+
+
+def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
+    """An ``empty_answer`` warning naming the interactions whose answer is empty or only
+    whitespace: they are scored as they are (decision, docs/data.md)."""
+    if qa_ids:
+        shown = ", ".join(repr(q) for q in qa_ids[:5]) + (", ..." if len(qa_ids) > 5 else "")
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
+            f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(qa_ids)} empty answer(s) "
+            f"({shown}); they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
+            "— and count in every rate"))
+
+
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter.
@@ -369,14 +396,18 @@ class _ParseRecord(beam.DoFn):
                     )
                 ]
             _READ_PROGRESS.inc()
-            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values)]
+            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values),
+                    *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
+                    *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where)]
         key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
         return [
             beam.pvalue.TaggedOutput(
                 _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time, values)), 1, False))
-            )
+            ),
+            *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
+            *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -395,8 +426,10 @@ class _ParseRecord(beam.DoFn):
                 DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
+        yield from _numeric_id_warnings(header, meta, where)
         values = _slice_values(self.slice_fields, header)
         seen: dict[str, int] = {}
+        empty: list = []
         n_read = 0  # interactions parsed from this record (one progress update per record)
         for i, raw_batch in enumerate(conv):
             try:
@@ -420,6 +453,8 @@ class _ParseRecord(beam.DoFn):
                 )
                 continue
             n_read += 1
+            if not b.assistant.strip():
+                empty.append(b.qa_id)
             if self.streaming:
                 seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
                 yield _interaction(meta, b, i, event_time, values)
@@ -433,6 +468,13 @@ class _ParseRecord(beam.DoFn):
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)
+        yield from _empty_answer_warnings(meta, empty, where)
+        if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
+            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                "session_kept_in_part", f"{meta.session_id}/{meta.assistant_id}",
+                f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(conv) - n_read} of "
+                f"{len(conv)} interactions rejected at read (dead letters, stage read); the session is kept in part, "
+                f"its other {n_read} interaction(s) are scored and its session statistics rest on them only"))
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
 

@@ -79,6 +79,7 @@ from fair_forge_beam.schemas.best_of import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import AccumulatorOutput
+from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE, single_session, slice_estimate
 from fair_forge_beam.statistical.bradley_terry import (
     SliceStatsCombineFn,
     counts_by_player,
@@ -393,6 +394,12 @@ class _RankSlice(SliceEstimator):
         wlt = counts_by_player(players, pairs)
         bt = estimate_bradley_terry(pairs, wlt, self.mode, self.prior_sd, "bestof", key, "bradley-terry")
         fit, strengths, extra = bt.fit, bt.strengths, bt.ranks
+        # the one-session rule (statistical/slices.py; a block is the engine's session): one block
+        # gives no interval of a strength, no probability of being best and no expected rank
+        one = single_session(n_blocks, self.mode)
+        if one:
+            strengths = {p: slice_estimate(e, n_blocks, self.mode) for p, e in strengths.items()}
+            extra = {}
         bmap = {k: (n, w) for k, n, w in blocks}
         rows = []
         for p in players:
@@ -414,7 +421,7 @@ class _RankSlice(SliceEstimator):
         rows.sort(key=order)
         for k, r in enumerate(rows, start=1):
             r["rank"] = k
-        estimator = bt.estimator
+        estimator = f"{bt.estimator}; {SINGLE_SESSION_NOTE}" if one else bt.estimator
         leader = rows[0] if rows else None
         rec = BestOfSliceMetric(
             slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,

@@ -92,6 +92,7 @@ def _judge_config(options: dict, metric: str) -> dict:
         "base_url": base_url,
         "cache_path": options.get("judge_cache") or "default",  # "default": the handler's cache folder on the worker
         **constructor_kwargs(_JUDGE, options),
+        "max_reply_option": "--judge-max-reply-bytes",
     }
 
 
@@ -130,6 +131,8 @@ def _bias(mode: StatisticalMode, options: dict):
         cache_path=cfg["cache_path"],
         **constructor_kwargs(_GUARDIAN, options),
         **limits,
+        max_reply_bytes=value(options, "guardian_max_reply_bytes"),
+        max_reply_option="--guardian-max-reply-bytes",
     )
     return Bias(guardian=guardian, statistical_mode=mode)
 
@@ -221,7 +224,8 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
     if not gen["judge_base_url"] or not gen["judge_model"]:
         raise ValueError("metric 'prompt_evaluator' needs a generator: pass --generator-base-url and --generator-model "
                          "(or the --judge-* flags, which they default to)")
-    generator = dict(_judge_config(gen, "prompt_evaluator"), output_schema=None)
+    gen["judge_max_reply_bytes"] = value(options, "generator_max_reply_bytes")
+    generator = dict(_judge_config(gen, "prompt_evaluator"), output_schema=None, max_reply_option="--generator-max-reply-bytes")
     objective = options.get("prompt_jq_objective")
     judge = None
     if objective and options.get("judge_base_url") and options.get("judge_model"):

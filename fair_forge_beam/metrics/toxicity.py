@@ -156,6 +156,14 @@ class _ScoreToxicity(beam.DoFn):
                     "toxicity", f"no toxicity lexicon for language {x.language!r} (lexicon covers: {known})", x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
+            if x.language != "english":  # the lexicon has the language; the group words and VADER do not
+                parts = f"group detection ({type(self.extractor).__name__})" + (
+                    f" and sentiment ({type(self.sentiment).__name__})" if self.sentiment is not None else "")
+                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+                    "english_only_parts", x.element_id,
+                    f"answer in language {x.language!r}: its toxic words are read by the lexicon of that language, but "
+                    f"Toxicity's {parts} read English only, so its group mentions (ASB, DIDT) are not reliable (e.g. "
+                    "Spanish 'son' matches the group 'men')")))
             n_chars = len(x.assistant or "")
             if n_chars > MAX_ANALYSIS_CHARS:
                 out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(

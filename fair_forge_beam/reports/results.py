@@ -657,7 +657,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
 # ----------------------------------------------------------------------------- driver side
 def _versions() -> dict:
     out = {}
-    for pkg in ("fair_forge_beam", "apache-beam", "numpy", "scipy", "pyarrow", "pydantic", "nrclex"):
+    # torch, transformers and sentence-transformers decide the embedding and classifier scores (None: not installed)
+    for pkg in ("fair_forge_beam", "apache-beam", "numpy", "scipy", "pyarrow", "pydantic", "nrclex", "torch", "transformers",
+                "sentence-transformers"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -62,7 +62,9 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bound_replies, bounded_chat_completion, declared_length, read_bounded
 from fair_forge_beam.io.elements import dead_letter, make_element_id
+from fair_forge_beam.options import MAX_REPLY_BYTES
 
 __all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
            "COUNTER_NAMES", "KINDS"]
@@ -178,6 +180,7 @@ class _Config:
     requests_per_minute: Optional[float]
     client_retries: int
     headers: dict = field(default_factory=dict)
+    max_reply_bytes: int = MAX_REPLY_BYTES
 
     @property
     def identity(self) -> str:
@@ -208,7 +211,8 @@ class _Client:
             import openai
 
             self._openai = openai
-            http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]})
+            http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request],
+                                                                 "response": [bound_replies(cfg.max_reply_bytes)]})
             self.client = openai.OpenAI(api_key=api_key, base_url=cfg.base_url, timeout=cfg.request_timeout,
                                         max_retries=cfg.client_retries, http_client=http_client,
                                         default_headers=cfg.headers or None)
@@ -251,7 +255,12 @@ class _Client:
     def _call_openai(self, messages: list) -> str:
         openai = self._openai
         try:
-            completion = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **self.cfg.params)
+            completion, _body = bounded_chat_completion(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
+                                                        messages=messages, **self.cfg.params)
+        except ReplyTooLarge as exc:
+            raise _TurnFailed(exc.reason("--assistant-max-reply-bytes")) from None
+        except UnreadableReply as exc:
+            raise _TurnFailed(f"unreadable answer: {exc}"[:2000]) from None
         except openai.APITimeoutError:
             raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
         except openai.APIStatusError as exc:
@@ -274,19 +283,27 @@ class _Client:
             self._pacer.wait()
         self._local.requests = getattr(self._local, "requests", 0) + 1
         try:
-            resp = self.session.post(self.cfg.url, json=body, timeout=self.cfg.request_timeout)
+            resp = self.session.post(self.cfg.url, json=body, timeout=self.cfg.request_timeout, stream=True)
         except requests.exceptions.Timeout:
             raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
         except requests.exceptions.RetryError as exc:
             raise _TurnFailed(f"still failing after {self.cfg.client_retries} client retries: {self.scrub(exc)}"[:2000]) from None
         except requests.exceptions.RequestException as exc:
             raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+        with resp:  # stream=True: the body is read here, in chunks, never past the limit
+            try:
+                raw = read_bounded(resp.iter_content(REPLY_CHUNK), self.cfg.max_reply_bytes, declared_length(resp.headers))
+            except ReplyTooLarge as exc:
+                raise _TurnFailed(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
+            except requests.exceptions.RequestException as exc:
+                raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+        text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
         if resp.status_code != 200:
-            raise _TurnFailed(f"HTTP {resp.status_code}: {self.scrub(resp.text)[:500]}")
+            raise _TurnFailed(f"HTTP {resp.status_code}: {self.scrub(text)[:500]}")
         try:
-            doc = resp.json()
+            doc = json.loads(text)
         except ValueError:
-            raise _TurnFailed(f"response is not JSON: {self.scrub(resp.text)[:500]}") from None
+            raise _TurnFailed(f"response is not JSON: {self.scrub(text)[:500]}") from None
         try:
             value = response_field(doc, self.cfg.response_path)
         except ValueError as exc:
@@ -401,6 +418,10 @@ class AssistantHandler(RemoteModelHandler):
       num_retries / throttle_delay_secs: Beam's batch-level retries and adaptive throttling.
       rate_limiter: optional Beam ``RateLimiter``.
       headers: extra HTTP headers (no secrets: they would be pickled).
+      max_reply_bytes: largest reply read, in bytes (> 0; default
+        :data:`~fair_forge_beam.options.MAX_REPLY_BYTES`, 4 MiB); a longer reply is read no further
+        (:mod:`~fair_forge_beam.components.replies`) and fails the turn with a reason naming its size
+        and the limit (never cached).
 
     Raises ``ValueError`` on an invalid configuration.
     """
@@ -410,7 +431,8 @@ class AssistantHandler(RemoteModelHandler):
                  params: Optional[Mapping[str, Any]] = None, send_context: bool = False, cache_path: Optional[str] = None,
                  request_timeout: float = 60.0, max_concurrency: int = 16, requests_per_minute: Optional[float] = None,
                  client_retries: int = 3, num_retries: int = 2, throttle_delay_secs: int = 5, rate_limiter=None,
-                 headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE):
+                 headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE,
+                 max_reply_bytes: int = MAX_REPLY_BYTES):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if kind == "openai" and not model:
@@ -437,13 +459,15 @@ class AssistantHandler(RemoteModelHandler):
             raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
         if min(int(client_retries), int(num_retries)) < 0:
             raise ValueError("retry counts must be >= 0")
+        if int(max_reply_bytes) <= 0:
+            raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
         if api_key_env:
             register_secret_env(api_key_env)
         super().__init__(namespace=namespace, num_retries=int(num_retries), throttle_delay_secs=throttle_delay_secs,
                          rate_limiter=rate_limiter)
         self._cfg = _Config(kind, model, base_url, url, request_template, response_path, api_key_env, params, bool(send_context),
                             cache_path, float(request_timeout), int(max_concurrency), requests_per_minute, int(client_retries),
-                            dict(headers or {}))
+                            dict(headers or {}), int(max_reply_bytes))
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(max_concurrency), "max_batch_size": 4 * int(max_concurrency)}
 

@@ -104,6 +104,13 @@ class Reply:
     sent as the choice's ``finish_reason`` (``"length"`` emulates a reply cut by the token
     limit). ``logprobs``: the choice's ``logprobs`` object as sent (e.g. ``{"content": [{"token",
     "logprob", "bytes", "top_logprobs": [...]}]}``); None → ``null``.
+
+    Huge replies (never held whole by the server): ``pad_to`` > 0 sends a valid reply (the
+    completion, or the error body with ``status`` ≠ 200) padded to about ``pad_to`` bytes with a
+    non-standard ``x_padding`` field, written in 1 MiB pieces; ``chunked`` sends it with
+    ``Transfer-Encoding: chunked`` (no ``Content-Length``: the client learns the size only by
+    reading); ``gzip`` compresses it (``Content-Encoding: gzip``, chunked): a small wire size
+    for a large decoded reply.
     """
 
     content: Optional[str] = None
@@ -114,6 +121,9 @@ class Reply:
     body: Optional[bytes] = None
     finish_reason: str = "stop"
     logprobs: Optional[dict] = None
+    pad_to: int = 0
+    chunked: bool = False
+    gzip: bool = False
 
 
 @dataclass
@@ -385,6 +395,46 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True  # the client gave up (timeout)
 
+    def _send_padded(self, reply: Reply, doc: dict) -> None:
+        """``doc`` as JSON with an ``x_padding`` field of about ``reply.pad_to`` bytes, streamed."""
+        import zlib
+
+        head = json.dumps(doc, ensure_ascii=False).encode("utf-8")[:-1] + b', "x_padding": "'
+        pad = max(0, reply.pad_to - len(head) - 2)
+        piece = b"a" * (1 << 20)
+
+        def pieces():
+            yield head
+            left = pad
+            while left > 0:
+                yield piece[: min(left, len(piece))]
+                left -= len(piece)
+            yield b'"}'
+
+        chunks = pieces()
+        if reply.gzip:
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)
+            chunks = (c for c in [*(z.compress(p) for p in pieces()), z.flush()] if c)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            if reply.chunked or reply.gzip:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(len(head) + pad + 2))
+            if reply.gzip:
+                self.send_header("Content-Encoding", "gzip")
+            for k, v in reply.headers.items():
+                self.send_header(k, str(v))
+            self.end_headers()
+            for c in chunks:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(c), c) if (reply.chunked or reply.gzip) else c)
+            if reply.chunked or reply.gzip:
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True  # the client stopped reading (a bounded reader)
+
     def do_GET(self):
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             data = {"object": "list", "data": [{"id": self.app.model, "object": "model", "created": 0, "owned_by": "scripted"}]}
@@ -449,7 +499,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if reply.delay and not app._sleep(reply.delay):
             return
-        if reply.body is not None:
+        if reply.pad_to > 0:
+            doc = app._completion(req, reply) if reply.status == 200 else json.loads(_error_body(reply.status, reply.content or "scripted error", "scripted"))
+            app._record_status(reply.status, doc.get("usage"))
+            self._send_padded(reply, doc)
+        elif reply.body is not None:
             app._record_status(reply.status)
             self._send(reply.status, reply.body, reply.headers)
         elif reply.status != 200:

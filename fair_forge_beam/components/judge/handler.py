@@ -56,7 +56,9 @@ from fair_forge_beam.components.judge.parsing import (
     split_reasoning,
 )
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.components.replies import ReplyTooLarge, UnreadableReply, bound_replies, bounded_chat_completion
 from fair_forge_beam.io.elements import dead_letter
+from fair_forge_beam.options import MAX_REPLY_BYTES
 
 __all__ = [
     "JudgeRequest",
@@ -295,6 +297,8 @@ class _Config:
     client_retries: int
     invalid_answer_retries: int
     default_headers: dict = field(default_factory=dict)
+    max_reply_bytes: int = MAX_REPLY_BYTES
+    max_reply_option: Optional[str] = None
 
 
 _INFLIGHT: dict = {}
@@ -336,7 +340,8 @@ class _JudgeClient:
         self._secret = "" if api_key == _NO_KEY else api_key
         self._local = threading.local()
         self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
-        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]})
+        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request],
+                                                             "response": [bound_replies(cfg.max_reply_bytes)]})
         self.client = openai.OpenAI(
             api_key=api_key,
             base_url=cfg.base_url,
@@ -444,6 +449,9 @@ class _JudgeClient:
                         last_reason, last_raw = why, content
                         continue
                     parsed = obj.model_dump(mode="json")
+                elif finish == "length":  # free text (guardians, generators) cut by the token limit: never used
+                    last_reason, last_raw = "the reply was cut by the token limit (finish_reason=length); cut replies are never used (raise max_tokens)", content
+                    continue
                 record = {
                     "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,
                     "prompt_tokens": p_tok, "completion_tokens": c_tok, "logprobs": logprobs,
@@ -454,6 +462,8 @@ class _JudgeClient:
                 return _Outcome(result=res, prompt_tokens=pt, completion_tokens=ct)
             asks = 1 + cfg.invalid_answer_retries
             return failure(f"invalid answer after {asks} attempt(s): {last_reason}", last_raw, pt, ct)
+        except ReplyTooLarge as big:  # never re-asked, never cached, never scored
+            return failure(big.reason(cfg.max_reply_option or "max_reply_bytes"), big.head_text(self.scrub), pt, ct)
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
             out = _Outcome(transient=self._describe(exc))
         except openai.APIStatusError as exc:
@@ -509,7 +519,10 @@ class _JudgeClient:
                 if mode == "json_object":
                     kwargs["response_format"] = {"type": "json_object"}
             try:
-                raw = self.client.chat.completions.with_raw_response.create(model=self.cfg.model, messages=messages, **kwargs)
+                completion, body = bounded_chat_completion(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
+                                                           messages=messages, **kwargs)
+            except UnreadableReply as exc:  # a 200 whose body is not a JSON object
+                raise _BadAnswer(f"response body is not a chat completion ({exc})", self.scrub(exc.body)) from None
             except openai.BadRequestError as exc:
                 last_exc = exc
                 if mode is None or mode == modes[-1]:
@@ -520,13 +533,11 @@ class _JudgeClient:
                     if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
                         _LOG.info("judge endpoint rejected response_format %r; using %r from now on", self.mode, mode)
                         self.mode = mode
-            return self._read(raw) + (mode,)
+            return self._read(completion, body) + (mode,)
         raise last_exc  # pragma: no cover - the loop always returns or raises
 
-    def _read(self, raw):
-        body = raw.http_response.text
+    def _read(self, completion, body: str):
         try:
-            completion = raw.parse()
             choice = completion.choices[0] if completion.choices else None
         except Exception as exc:
             raise _BadAnswer(f"response body is not a chat completion ({type(exc).__name__}: {exc})", self.scrub(body)) from None
@@ -646,6 +657,11 @@ class OpenAIJudgeHandler(RemoteModelHandler):
       namespace: namespace of the Beam counters (:data:`COUNTER_NAMES`) and of Beam's logs.
       rate_limiter: optional Beam ``RateLimiter`` (e.g. a global Envoy limit), applied per batch.
       default_headers: extra HTTP headers (do not put secrets here: they would be pickled).
+      max_reply_bytes: largest reply read, in bytes (> 0; default
+        :data:`~fair_forge_beam.options.MAX_REPLY_BYTES`, 4 MiB): a longer reply is read no further
+        (:mod:`~fair_forge_beam.components.replies`) and becomes a failed result naming its size and
+        the limit — never re-asked, cached or scored.
+      max_reply_option: the option named in that reason (e.g. ``"--judge-max-reply-bytes"``).
     """
 
     def __init__(
@@ -672,6 +688,8 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         namespace: str = "fair_forge_beam.judge",
         rate_limiter=None,
         default_headers: Optional[Mapping[str, str]] = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_reply_option: Optional[str] = None,
     ):
         if not model:
             raise ValueError("model is required")
@@ -689,6 +707,8 @@ class OpenAIJudgeHandler(RemoteModelHandler):
             raise ValueError("retry counts must be >= 0")
         if not api_key_env:
             raise ValueError("api_key_env must name an environment variable")
+        if int(max_reply_bytes) <= 0:
+            raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
         register_secret_env(api_key_env)  # the writers mask its value too (name only, never the key)
         if output_schema is not None:
             resolve_schema(output_schema, schemas)  # fail fast on a bad default schema
@@ -719,6 +739,8 @@ class OpenAIJudgeHandler(RemoteModelHandler):
             client_retries=int(client_retries),
             invalid_answer_retries=int(invalid_answer_retries),
             default_headers=dict(default_headers or {}),
+            max_reply_bytes=int(max_reply_bytes),
+            max_reply_option=max_reply_option,
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}

@@ -1,0 +1,159 @@
+"""Bounded reading of HTTP replies from model endpoints (issue 28, item 1).
+
+A judge, guardian, generator or assistant endpoint may answer with a reply of any size (a
+runaway model, a hostile server, a gzip bomb). Every reply is read through these helpers, which
+stop as soon as more than ``limit`` bytes have arrived, so no reply is ever held whole above
+its limit:
+
+* :func:`bound_replies` — an ``httpx`` response event hook (``event_hooks={"response": [...]}``)
+  for the ``openai`` client: it refuses a declared ``Content-Length`` over the limit before any
+  byte of the body is read and wraps the body stream so that reading stops after ``limit``
+  bytes on the wire. It covers the bodies the ``openai`` client reads itself (HTTP errors).
+* :func:`bounded_chat_completion` — one Chat Completions call through ``openai``'s streaming
+  response (``with_streaming_response``): the decoded body (after any ``Content-Encoding``) is
+  read in :data:`REPLY_CHUNK` pieces up to the limit, then parsed into ``openai``'s own
+  ``ChatCompletion`` model.
+* :func:`read_bounded` — the decoded chunks of any client (``requests``' ``iter_content``).
+
+A reply over the limit raises :class:`ReplyTooLarge`, whose :meth:`~ReplyTooLarge.reason` names
+its size (the declared ``Content-Length``) or "over N bytes" (a chunked reply is not read past
+the limit), the limit and the option that sets it. Callers turn it into a dead letter: the
+reply is never cached and never scored, and the run goes on.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterable, Optional
+
+__all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
+           "declared_length"]
+
+#: bytes read per step of a reply
+REPLY_CHUNK = 64 * 1024
+#: bytes of an over-size reply kept for its dead letter's ``raw``
+HEAD_BYTES = 1024
+
+
+class ReplyTooLarge(Exception):
+    """A reply over its size limit.
+
+    Attributes:
+      limit: the limit in bytes (> 0).
+      size: the declared ``Content-Length`` in bytes, or None when the reply was cut while
+        reading (then it is only known to be over ``limit``).
+      head: the first bytes received (at most :data:`HEAD_BYTES` + 256), for the dead letter.
+    """
+
+    def __init__(self, limit: int, size: Optional[int] = None, head: bytes = b""):
+        self.limit, self.size, self.head = int(limit), size, bytes(head[: HEAD_BYTES + 256])
+        super().__init__(self.reason())
+
+    def reason(self, option: Optional[str] = None, what: str = "reply") -> str:
+        """``"reply of 52,428,800 bytes is over the limit of 4,194,304 bytes (--judge-max-reply-bytes);
+        not read further, not cached, not scored"``; ``"reply over 4,194,304 bytes …"`` when the size
+        was not declared."""
+        size = f"of {self.size:,} bytes" if self.size is not None else f"over {self.limit:,} bytes"
+        where = f" ({option})" if option else ""
+        return f"{what} {size} is over the limit of {self.limit:,} bytes{where}; not read further, not cached, not scored"
+
+    def head_text(self, scrub: Callable[[str], str] = lambda s: s) -> str:
+        """The first :data:`HEAD_BYTES` characters of the reply, decoded leniently, ``scrub``
+        applied before the cut (a secret across the cut is still masked)."""
+        return scrub(self.head.decode("utf-8", "replace"))[:HEAD_BYTES]
+
+
+class UnreadableReply(ValueError):
+    """A reply within its limit whose body is not a JSON object; ``body``: its text."""
+
+    def __init__(self, message: str, body: str):
+        super().__init__(message)
+        self.body = body
+
+
+def declared_length(headers: Any) -> Optional[int]:
+    """The ``Content-Length`` header as an int (None when absent or not a number)."""
+    try:
+        value = headers.get("content-length")
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def read_bounded(chunks: Iterable[bytes], limit: int, declared: Optional[int] = None) -> bytes:
+    """The joined ``chunks``, read while their total stays ``<= limit`` bytes.
+
+    Raises :class:`ReplyTooLarge` when ``declared`` (a ``Content-Length``) is over the limit
+    (before reading anything) or when the chunks pass it (holding at most ``limit`` plus one
+    chunk)."""
+    if declared is not None and declared > limit:
+        raise ReplyTooLarge(limit, declared)
+    parts, total = [], 0
+    for chunk in chunks:
+        total += len(chunk)
+        parts.append(chunk)
+        if total > limit:
+            raise ReplyTooLarge(limit, declared if declared is not None and declared > limit else None, b"".join(parts)[:HEAD_BYTES + 256])
+    return b"".join(parts)
+
+
+def _bounded_stream(stream: Any, limit: int):
+    """``stream`` (an httpx ``SyncByteStream``) wrapped so that iterating it raises
+    :class:`ReplyTooLarge` once more than ``limit`` bytes went by."""
+    base = next((c for c in type(stream).__mro__ if c.__name__ == "SyncByteStream"), None)
+    if base is None:  # not an httpx sync stream (an async client): left as it is
+        return stream
+
+    class _Bounded(base):  # type: ignore[misc, valid-type]
+        def __iter__(self):
+            total, head = 0, b""
+            for chunk in stream:
+                total += len(chunk)
+                if len(head) < HEAD_BYTES:
+                    head += chunk[:HEAD_BYTES]
+                if total > limit:
+                    raise ReplyTooLarge(limit, None, head)
+                yield chunk
+
+        def close(self):
+            stream.close()
+
+    return _Bounded()
+
+
+def bound_replies(limit: int) -> Callable[[Any], None]:
+    """An httpx response hook that bounds every reply to ``limit`` bytes on the wire: a declared
+    ``Content-Length`` over it raises :class:`ReplyTooLarge` at once (the body is not read), any
+    other body raises it while being read, past the limit."""
+    limit = int(limit)
+
+    def hook(response) -> None:
+        declared = declared_length(response.headers)
+        if declared is not None and declared > limit:
+            response.close()
+            raise ReplyTooLarge(limit, declared)
+        response.stream = _bounded_stream(response.stream, limit)
+
+    return hook
+
+
+def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
+    """One ``client.chat.completions.create(**create_kwargs)`` call whose reply is read up to
+    ``limit`` decoded bytes.
+
+    Returns ``(completion, body)``: ``openai``'s ``ChatCompletion`` (built leniently, as the
+    client's own parser does) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
+    :class:`UnreadableReply` when the body is not a JSON object, and ``openai``'s errors (HTTP status,
+    time-out, connection) as the client raises them."""
+    from openai.types.chat import ChatCompletion
+
+    with client.chat.completions.with_streaming_response.create(**create_kwargs) as resp:
+        raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), limit, declared_length(resp.headers))
+    body = raw.decode("utf-8", "replace")
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise UnreadableReply(f"JSONDecodeError: {exc}", body) from None
+    if not isinstance(data, dict):
+        raise UnreadableReply(f"the body is a JSON {type(data).__name__}, not an object", body)
+    return ChatCompletion.construct(**data), body
+

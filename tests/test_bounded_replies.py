@@ -1,0 +1,144 @@
+"""Issue 28, item 1: judge, guardian, generator and assistant replies have a size limit of their own
+(``--judge-max-reply-bytes``, ``--guardian-max-reply-bytes``, ``--generator-max-reply-bytes``,
+``--assistant-max-reply-bytes``). A reply over it is read no further than the limit (declared
+``Content-Length``, chunked or gzip-compressed), becomes a dead letter naming its size or "over N
+bytes" and the limit, is never cached and never scored; the other calls go on. Against the real
+scripted server on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import resource
+import sqlite3
+
+import pytest
+
+from helpers import handler_for
+from fair_forge_beam.components.judge import judge_request
+from fair_forge_beam.components.replies import ReplyTooLarge, read_bounded
+from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.schemas.context import ContextJudgeOutput
+from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+GOOD = {"score": 0.5, "insight": "fine"}
+MB = 2**20
+
+
+def _script(big: Reply):
+    """A judge that answers ``big`` (padded, a valid verdict inside) to prompts with [big], else GOOD."""
+    def answer(req):
+        if "[big]" in req.prompt:
+            return Reply(content=json.dumps(GOOD), pad_to=big.pad_to, chunked=big.chunked, gzip=big.gzip, status=big.status)
+        return GOOD
+    return answer
+
+
+def _ask(srv, tmp_path, **kw):
+    handler = handler_for(srv, tmp_path, output_schema=ContextJudgeOutput, invalid_answer_retries=1, **kw)
+    client = handler.create_client()
+    reqs = [judge_request("big", [("user", "judge this [big]")]), judge_request("small", [("user", "judge this")])]
+    try:
+        return handler.request(reqs, client), client.cache
+    finally:
+        client.close()
+
+
+def _cached(tmp_path) -> int:
+    with sqlite3.connect(str(tmp_path / "cache.sqlite3")) as con:
+        return con.execute("SELECT COUNT(*) FROM sqlite_master WHERE type='table'").fetchone()[0] and \
+            sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+
+
+@pytest.mark.parametrize("shape,reason", [
+    ({}, "reply of 52,428,800 bytes is over the limit of 1,048,576 bytes (--judge-max-reply-bytes)"),
+    ({"chunked": True}, "reply over 1,048,576 bytes is over the limit of 1,048,576 bytes (--judge-max-reply-bytes)"),
+    ({"gzip": True}, "reply over 1,048,576 bytes is over the limit of 1,048,576 bytes (--judge-max-reply-bytes)"),
+])
+def test_a_50mb_judge_reply_is_a_dead_letter_never_cached_never_scored(tmp_path, shape, reason):
+    peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with ScriptedOpenAIServer(_script(Reply(pad_to=50 * MB, **shape))) as srv:
+        (big, small), _ = _ask(srv, tmp_path, max_reply_bytes=MB, max_reply_option="--judge-max-reply-bytes")
+        sent = srv.count()
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak0) / 1024
+    assert small.error is None and small.parsed == GOOD
+    assert big.parsed is None and big.error.startswith(reason), big.error
+    assert big.error.endswith("not read further, not cached, not scored")
+    if shape:  # read up to the limit: its first 1,024 characters are kept
+        assert big.raw.startswith('{"id": "chatcmpl-') and len(big.raw) == 1024
+    else:  # a declared Content-Length over the limit: not one byte of the body is read
+        assert big.raw == ""
+    assert sent == 2  # never re-asked (invalid_answer_retries=1 is for answers that do not validate)
+    assert _cached(tmp_path) == 1  # the small answer only
+    assert grown_mb < 40, f"peak RSS grew by {grown_mb:.0f} MB reading a 50 MB reply"
+
+
+def test_a_reply_at_the_limit_is_read_and_scored(tmp_path):
+    with ScriptedOpenAIServer(_script(Reply(pad_to=200_000))) as srv:
+        (big, small), _ = _ask(srv, tmp_path, max_reply_bytes=200_000)
+    assert big.error is None and big.parsed == GOOD and small.parsed == GOOD
+
+
+def test_an_oversize_error_body_is_bounded_too(tmp_path):
+    with ScriptedOpenAIServer(_script(Reply(pad_to=20 * MB, status=400, chunked=True))) as srv:
+        (big, small), _ = _ask(srv, tmp_path, max_reply_bytes=MB)
+    assert small.parsed == GOOD
+    assert big.error.startswith("reply over 1,048,576 bytes is over the limit of 1,048,576 bytes (max_reply_bytes)")
+
+
+def test_the_judge_default_is_the_declared_one():
+    from fair_forge_beam.options import TABLE
+
+    assert MAX_REPLY_BYTES == 4 * MB
+    for name in ("judge", "guardian", "generator", "assistant"):
+        assert TABLE[f"{name}_max_reply_bytes"].default == MAX_REPLY_BYTES
+
+
+def test_read_bounded():
+    assert read_bounded([b"ab", b"cd"], 4) == b"abcd"
+    with pytest.raises(ReplyTooLarge) as e:
+        read_bounded([b"ab", b"cd", b"e"], 4)
+    assert e.value.size is None and e.value.head == b"abcde"
+    with pytest.raises(ReplyTooLarge) as e:
+        read_bounded(iter(()), 4, declared=5)
+    assert e.value.reason("--x") == "reply of 5 bytes is over the limit of 4 bytes (--x); not read further, not cached, not scored"
+
+
+# ------------------------------------------------------------------ the assistant under test
+def _session():
+    return json.dumps({"session_id": "S", "assistant_id": "bot", "language": "english", "context": "",
+                       "conversation": [{"qa_id": "q0", "query": "say [big]", "assistant": "", "ground_truth_assistant": ""},
+                                        {"qa_id": "q1", "query": "hello", "assistant": "", "ground_truth_assistant": ""}]})
+
+
+@pytest.mark.parametrize("kind", ["openai", "http"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_an_oversize_assistant_reply_fails_the_turn_the_session_goes_on(tmp_path, kind, chunked):
+    from fair_forge_beam.runners.assistant import AssistantHandler
+
+    def answer(req):
+        if "[big]" in req.prompt:
+            return Reply(content="a big answer", pad_to=30 * MB, chunked=chunked)
+        return "hi"
+
+    with ScriptedOpenAIServer(answer) as srv:
+        if kind == "openai":
+            h = AssistantHandler("openai", model="bot", base_url=srv.base_url, client_retries=0, max_reply_bytes=MB,
+                                 cache_path=str(tmp_path / "a.sqlite3"))
+        else:
+            h = AssistantHandler("http", url=srv.base_url + "/chat/completions", client_retries=0, max_reply_bytes=MB,
+                                 request_template='{"model": "bot", "messages": {{ messages | tojson }}}',
+                                 response_path="choices.0.message.content", cache_path=str(tmp_path / "a.sqlite3"))
+        client = h.create_client()
+        try:
+            out = client.run_session(_session())
+        finally:
+            client.close()
+    turns = out["session"]["conversation"]
+    size = "over 1,048,576 bytes" if chunked else "of 31,457,280 bytes"
+    assert turns[0]["agentic"]["runner"]["ok"] is False
+    assert f"reply {size} is over the limit of 1,048,576 bytes (--assistant-max-reply-bytes)" in turns[0]["agentic"]["runner"]["error"]
+    assert turns[1]["assistant"] == "hi"
+    assert [d["stage"] for d in out["dead_letters"]] == ["runner"]
+    with sqlite3.connect(str(tmp_path / "a.sqlite3")) as con:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        assert sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables) == 1
