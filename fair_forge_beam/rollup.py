@@ -105,6 +105,21 @@ def audit_runs_of(run_dir: str, manifest: dict) -> tuple[list[str], bool]:
     return [f"folder:{_same_folder(run_dir)}"], False
 
 
+def _malformed_run_ids(manifest: dict) -> Optional[str]:
+    """What is wrong with a manifest's ``run_id`` / ``audit_runs`` (``None``: both absent, as in runs
+    of older versions, or both well formed: a text and a non-empty list of texts holding it or, for a
+    roll-up, its inputs' ids)."""
+    has_id, has_runs = "run_id" in manifest, "audit_runs" in manifest
+    if not has_id and not has_runs:
+        return None
+    rid, ids = manifest.get("run_id"), manifest.get("audit_runs")
+    if not isinstance(rid, str) or not rid:
+        return "run_id must be a run id (text)"
+    if not (isinstance(ids, list) and ids and all(isinstance(i, str) and i for i in ids)):
+        return "audit_runs must be a non-empty list of run ids"
+    return None
+
+
 def _same_folder(path: str) -> str:
     """A folder's identity: a local folder's real path, a URL without its trailing slashes."""
     path = path.rstrip("/") or "/"
@@ -268,11 +283,17 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
                              "not a complete run") from None
         if not isinstance(m, dict):
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is not a manifest (not a JSON object)")
-        check_schema_version(m.get("stats_schema_version"), run_dir)
+        if "stats_schema_version" not in m:
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is incomplete (no stats_schema_version): "
+                             "not a complete run")
+        check_schema_version(m["stats_schema_version"], run_dir)
         missing = [k for k in ("config", "options") if not isinstance(m.get(k), dict)]
         if missing:
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is incomplete (no {', '.join(missing)}): "
                              "not a complete run")
+        bad = _malformed_run_ids(m)
+        if bad:  # a field present but of the wrong shape is never read as absent (it would hide an overlap)
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
         manifests.append(m)
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):

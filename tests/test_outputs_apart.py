@@ -164,3 +164,33 @@ def test_a_stage_is_never_a_run_and_an_incomplete_run_is_named(runs, monkeypatch
     _one_line_usage_error(_run(["rollup", "--from", "audits/*", "--output", "r"], runs),
                           "audits/2026-12-01: stats/manifest.json is incomplete (no config, options)")
     assert not (runs / "r").exists() and not (runs / "t").exists()
+
+
+@pytest.mark.parametrize("fields, says", [
+    ({"run_id": "r1", "audit_runs": "abc"}, "audit_runs must be"),  # the trial's double count: read as absent
+    ({"run_id": "r1", "audit_runs": []}, "audit_runs must be"),
+    ({"run_id": "r1", "audit_runs": [1]}, "audit_runs must be"),
+    ({"run_id": "r1"}, "audit_runs must be"),
+    ({"audit_runs": ["r1"]}, "run_id must be"),
+    ({"run_id": 7, "audit_runs": ["r1"]}, "run_id must be"),
+    ({"stats_schema_version": str(STATS_SCHEMA_VERSION)}, "schema version"),
+    ({"stats_schema_version": float(STATS_SCHEMA_VERSION)}, "schema version"),
+    ({"stats_schema_version": True}, "schema version"),
+    ({"stats_schema_version": None}, "schema version"),
+])
+def test_a_malformed_manifest_field_is_refused_never_read_as_absent(tmp_path, fields, says):
+    """A manifest field of the wrong shape is an invalid run (a usage error naming it), never read as
+    a missing field: a fresh-user trial set ``audit_runs`` to ``"abc"`` and a roll-up of the run and
+    its copy counted the same audit twice (exit 0, 28 interactions instead of 14)."""
+    from fair_forge_beam.rollup import load_manifests
+
+    run = tmp_path / "run"
+    (run / "stats").mkdir(parents=True)
+    manifest = {"stats_schema_version": STATS_SCHEMA_VERSION, "config": {}, "options": {}, **fields}
+    (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=says):
+        load_manifests([str(run)])
+    del manifest["stats_schema_version"]
+    (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="incomplete \\(no stats_schema_version\\)"):
+        load_manifests([str(run)])

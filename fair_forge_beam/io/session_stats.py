@@ -322,11 +322,7 @@ def stored_columns(layout, metrics: Sequence[str]) -> list:
 def check_schema_version(found: Any, where: str) -> None:
     """Raises :class:`StatsSchemaMismatch` (one line naming both versions) unless ``found`` is
     this package's :data:`STATS_SCHEMA_VERSION`."""
-    try:
-        ok = int(found) == STATS_SCHEMA_VERSION
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
+    if type(found) is not int or found != STATS_SCHEMA_VERSION:  # a number, never "2" or 2.0 or true
         raise StatsSchemaMismatch(
             f"{where}: stored statistics of schema version {found}, but this fair_forge_beam reads version "
             f"{STATS_SCHEMA_VERSION}: roll up runs made by the same version (or re-run the audits)")
