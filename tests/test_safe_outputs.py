@@ -190,16 +190,19 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
     assert {f for f in files if "beam-temp" in f or ".temp" in f or f.startswith("windows")} == set()
     assert files == {"_SUCCESS", "results.json", "run_info.json", "gates.json", "mine.txt", "sessions/notes.md",
                      "notes/deep/file.txt", "results.parquet/part-00000-of-00001.parquet",
-                     "sessions/humanity/part-00000-of-00001.parquet", "dead_letter/part-00000-of-00001.jsonl",
+                     "sessions/humanity/part-00000-of-00001.parquet", "slices/humanity/part-00000-of-00001.parquet",
+                     "dead_letter/part-00000-of-00001.jsonl",
                      "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
                      "stats/sessions/part-00000-of-00001.parquet"}
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
+    from fair_forge_beam.reports.results import RESULTS_SCHEMA_VERSION
     from fair_forge_beam.version import product_version
 
     doc = json.loads((out / "results.json").read_text())
-    assert doc["config"]["versions"] == {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION}
+    assert doc["config"]["versions"] == {"fair_forge_beam": product_version(), "statistics_schema": STATS_SCHEMA_VERSION,
+                                         "results_schema": RESULTS_SCHEMA_VERSION}
     assert _siblings(out) == []
 
 
