@@ -80,6 +80,7 @@ __all__ = [
     "headed",
     "interaction_ids",
     "Scored",
+    "SCORE_IDS",
     "repeated_turns",
     "Reduced",
     "STORED",
@@ -429,17 +430,17 @@ def part_value(part: SessionPart) -> Any:
     return part.value
 
 
-class Scored(NamedTuple):
+#: the ids every score tuple starts with (the engine reads them: session key, record header); a
+#: metric's score is ``NamedTuple("MyScore", [*SCORE_IDS, ("field", type), ...])``
+SCORE_IDS = [("element_id", str), ("session_id", str), ("assistant_id", str), ("language", str), ("turn_index", int),
+             ("qa_id", str)]
+
+
+class Scored(NamedTuple("Scored", [*SCORE_IDS, ("value", Any)])):
     """A score with the ids the engine reads from every score (session key, record header): for a
     metric whose score is one value. ``Scored.of(interaction, value)``."""
 
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
-    turn_index: int
-    qa_id: str
-    value: Any
+    __slots__ = ()
 
     @classmethod
     def of(cls, x: Any, value: Any) -> "Scored":

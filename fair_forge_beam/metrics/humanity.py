@@ -31,7 +31,9 @@ from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon,
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
-from fair_forge_beam.engine import DEAD, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text
+from fair_forge_beam.engine import (
+    DEAD, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
+)
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -133,17 +135,13 @@ def spearman_alignment(gt_counts: Sequence[int], counts: Sequence[int]) -> float
 
 
 # ------------------------------------------------------------------ elements
-class HumanityScore(NamedTuple):
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
-    turn_index: int
-    qa_id: str
-    weight: Optional[float]
-    entropy: float
-    spearman: float
-    counts: tuple
+HumanityScore = NamedTuple("HumanityScore", [
+    *SCORE_IDS,
+    ("weight", Optional[float]),
+    ("entropy", float),
+    ("spearman", float),
+    ("counts", tuple),
+])
 
 
 def _interaction_record(s: HumanityScore) -> dict:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.pii import PIIDetector, PatternDetector
-from fair_forge_beam.engine import MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -162,15 +162,11 @@ def _expected_spans(raw, text: str, classes: set) -> list:
 
 
 # ------------------------------------------------------------------ scorer
-class PrivacyScore(NamedTuple):
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
-    turn_index: int
-    qa_id: str
-    counts: tuple  # per class (sorted) tp, fp, fn, then answers, leaked, expected, raw predictions, out of domain
-    detected: tuple  # ((label, start, end), ...)
+PrivacyScore = NamedTuple("PrivacyScore", [
+    *SCORE_IDS,
+    ("counts", tuple),  # per class (sorted) tp, fp, fn, then answers, leaked, expected, raw predictions, out of domain
+    ("detected", tuple),  # ((label, start, end), ...)
+])
 
 
 class _ScorePrivacy(beam.DoFn):

@@ -34,7 +34,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -72,21 +72,17 @@ _DEFAULT = object()  # "use the default component"
 MAX_ANALYSIS_CHARS = 20_000
 
 
-class ToxicityScore(NamedTuple):
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
-    turn_index: int
-    qa_id: str
-    total_words: int
-    toxic_words: int
-    is_toxic: bool
-    categories: tuple  # ((category, count), ...)
-    matched: tuple  # distinct lemmas, sorted
-    groups: tuple  # indices into the declared groups
-    group_scores: tuple  # score of each detected group
-    sentiment: Optional[float]
+ToxicityScore = NamedTuple("ToxicityScore", [
+    *SCORE_IDS,
+    ("total_words", int),
+    ("toxic_words", int),
+    ("is_toxic", bool),
+    ("categories", tuple),  # ((category, count), ...)
+    ("matched", tuple),  # distinct lemmas, sorted
+    ("groups", tuple),  # indices into the declared groups
+    ("group_scores", tuple),  # score of each detected group
+    ("sentiment", Optional[float]),
+])
 
 
 def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:

@@ -42,7 +42,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, QUALITY, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
+    DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -73,14 +73,10 @@ def hallucination_summary(h: int, n: int, rate: float, threshold: float) -> str:
     return f"The model hallucinated in {h} of {n} frames ({rate:.0%}): similarity below threshold {threshold}."
 
 
-class VisionScore(NamedTuple):
-    element_id: str
-    session_id: str
-    assistant_id: str
-    language: str
-    turn_index: int
-    qa_id: str
-    similarity: float
+VisionScore = NamedTuple("VisionScore", [
+    *SCORE_IDS,
+    ("similarity", float),
+])
 
 
 def _r4(x: Optional[float]) -> Optional[float]:
