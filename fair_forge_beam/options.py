@@ -178,14 +178,15 @@ class Group:
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line plus a hint, not the whole usage.
+    """An ``ArgumentParser`` whose usage errors are one line, not the whole usage.
 
-    ``error(message)`` writes ``<prog>: error: <message>`` (line breaks in ``message`` become
-    spaces) and ``try '<prog> --help' ...`` to stderr, then exits with status 2 (argparse's code)."""
+    ``error(message)`` writes ``<prog>: error: <message> (every option: <prog> --help)`` to
+    stderr as one line (line breaks in ``message`` become spaces), then exits with status 2
+    (argparse's code). A nightly job's log and a scheduler's alert show the cause in that line."""
 
     def error(self, message: str):
         one_line = " ".join(str(message).splitlines())
-        self.exit(2, f"{self.prog}: error: {one_line}\ntry '{self.prog} --help' for every option and its default\n")
+        self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
 
 
 def _positive(flag: str, unit: str = ""):

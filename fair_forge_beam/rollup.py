@@ -430,7 +430,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                           read_counts=counts, write_interactions=False,
                           read_slice_dims=read_count_dimensions(gates, slices))
-        _copy_record_outputs(runs, out)
+        _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
         _copy_reused_rows(runs, out, [*tables,
                                       *(f"sessions/{m}/" for m in metrics)], merged)
         elapsed = time.time() - started
@@ -678,7 +678,7 @@ class _MergeRunsOfSession(beam.DoFn):
         self._columns = [stored_columns(layout, names) for layout, names in self.groups]
 
     def process(self, kv):
-        from fair_forge_beam.io.read import SessionRecordsCombineFn, session_numbering, session_warnings
+        from fair_forge_beam.io.read import SessionRecordsCombineFn, session_warnings
         from fair_forge_beam.io.session_stats import READER
 
         (session_id, assistant_id), items = kv
@@ -688,13 +688,7 @@ class _MergeRunsOfSession(beam.DoFn):
         for run, row in rows:
             if row.get(READER) is not None and run not in summaries:
                 summaries[run] = records_fn.from_plain(row[READER])
-        union = records_fn.merge_accumulators([summaries[r] for r in sorted(summaries)])
-        turns = {}
-        if len(summaries) > 1:  # a session split across runs: each run's numbering -> the union's
-            first = session_numbering(union)
-            for run, summary in summaries.items():
-                local = session_numbering(summary)
-                turns[run] = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
+        union, turns = union_numbering(summaries)
         for g, (layout, _names) in enumerate(self.groups):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
@@ -731,8 +725,6 @@ def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
     (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the union's)."""
     import pyarrow as pa
 
-    from fair_forge_beam.io.elements import make_element_id
-
     if value is None:
         return None
     if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -742,25 +734,107 @@ def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
     out = []
     for f, v in zip(t, value):
         k = f.name
-        if k == "turn_index" and isinstance(v, int):
-            v = turns.get(v, v)
-        elif k == "element_id" and isinstance(v, str):
-            head, _, tail = v.rpartition("/")
-            if tail.isdigit() and int(tail) in turns:
-                v = make_element_id(session_id, assistant_id, turns[int(tail)])
-        elif k == "request_key" and isinstance(v, str):
-            parts = v.rsplit("#", 2)
-            if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in turns:
-                v = f"{parts[0]}#{turns[int(parts[1])]}#{parts[2]}"
-        else:
-            v = _renumbered(v, f.type, turns, session_id, assistant_id)
-        out.append(v)
+        out.append(_renumbered_id(k, v, turns, session_id, assistant_id) if k in _TURN_FIELDS
+                   else _renumbered(v, f.type, turns, session_id, assistant_id))
     return tuple(out)
 
 
-def _copy_record_outputs(runs: Sequence[str], out: str) -> None:
+#: the fields that carry a turn number: the turn itself, the element id ``<session>/<assistant>/<turn>``
+#: (:func:`~fair_forge_beam.io.elements.make_element_id`) and a judge's request key ``<session>#<turn>#<digest>``
+_TURN_FIELDS = frozenset({"turn_index", "element_id", "request_key"})
+
+
+def _renumbered_id(k: str, v, turns: dict, session_id: str, assistant_id: str):
+    """The value ``v`` of turn field ``k`` (one of :data:`_TURN_FIELDS`) with its turn mapped by ``turns``."""
+    from fair_forge_beam.io.elements import make_element_id
+
+    if k == "turn_index" and isinstance(v, int) and not isinstance(v, bool):
+        return turns.get(v, v)
+    if k == "element_id" and isinstance(v, str):
+        tail = v.rpartition("/")[2]
+        if tail.isdigit() and int(tail) in turns:
+            return make_element_id(session_id, assistant_id, turns[int(tail)])
+    if k == "request_key" and isinstance(v, str):
+        parts = v.rsplit("#", 2)
+        if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in turns:
+            return f"{parts[0]}#{turns[int(parts[1])]}#{parts[2]}"
+    return v
+
+
+def _renumbered_record(value, turns: dict, session_id: str, assistant_id: str):
+    """A JSON-shaped record (dicts, lists: a ``results.parquet`` row, a dead letter) with every
+    turn field (:data:`_TURN_FIELDS`) at any depth mapped by ``turns``."""
+    if isinstance(value, dict):
+        return {k: _renumbered_id(k, v, turns, session_id, assistant_id) if k in _TURN_FIELDS
+                else _renumbered_record(v, turns, session_id, assistant_id) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renumbered_record(v, turns, session_id, assistant_id) for v in value]
+    return value
+
+
+def union_numbering(summaries: dict) -> tuple:
+    """The reader summaries of one session in several runs (run → summary of
+    :class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`) → ``(union, turns)``: their merged
+    summary (``None`` without any) and, per run whose numbering differs from the union's, its map
+    run's turn index → union's (:func:`~fair_forge_beam.io.read.session_numbering`: the turn one
+    audit of every run's inputs gives). A session of one run keeps its numbering (``turns`` empty)."""
+    from fair_forge_beam.io.read import SessionRecordsCombineFn, session_numbering
+
+    records_fn = SessionRecordsCombineFn()
+    union = records_fn.merge_accumulators([summaries[r] for r in sorted(summaries)])
+    turns = {}
+    if len(summaries) > 1:  # a session split across runs: each run's numbering -> the union's
+        first = session_numbering(union)
+        for run, summary in summaries.items():
+            local = session_numbering(summary)
+            mapping = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
+            if any(k != v for k, v in mapping.items()):
+                turns[run] = mapping
+    return union, turns
+
+
+def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dict:
+    """Per run index, the reader sessions whose turns that run numbered otherwise than the union
+    (a conversation cut across runs): ``{run: {(session_id, assistant_id): {run's turn: union's}}}``,
+    from the stored reader summaries of the sessions in ``merged`` (:func:`_merged_sessions`;
+    ``None``: every session) — for renumbering the runs' per-record outputs as they are copied.
+    Reads three columns of the stored tables (``pyarrow``, in the launcher)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.read import SessionRecordsCombineFn
+    from fair_forge_beam.io.session_stats import READER
+    from fair_forge_beam.schemas.arrow import from_arrow_array
+
+    records_fn = SessionRecordsCombineFn()
+    summaries: dict = {}  # (session_id, assistant_id) -> run -> summary
+    for j, r in enumerate(runs):
+        for table in tables:
+            for path in _parquet_files(r, table):
+                with FileSystems.open(path) as f:
+                    stored = pq.ParquetFile(f)
+                    if READER not in stored.schema_arrow.names:
+                        continue
+                    t = stored.read(columns=["session_id", "assistant_id", READER])
+                if merged is not None:
+                    t = t.filter(pc.invert(_reused_mask(t, merged)))
+                for sid, aid, plain in zip(*(from_arrow_array(c.combine_chunks()) for c in t.columns)):
+                    if plain is not None:
+                        summaries.setdefault((sid, aid), {}).setdefault(j, records_fn.from_plain(plain))
+    maps: dict = {}
+    for key in sorted(summaries):
+        for j, mapping in union_numbering(summaries[key])[1].items():
+            maps.setdefault(j, {})[key] = mapping
+    return maps
+
+
+def _copy_record_outputs(runs: Sequence[str], out: str, turn_maps: dict) -> None:
     """The runs' per-record shards (``results.parquet/``, ``dead_letter/``), copied under names
-    that keep them apart (``part-r<run>-…``)."""
+    that keep them apart (``part-r<run>-…``). A shard holding records of a session whose turns its
+    run numbered otherwise than the union (``turn_maps``: :func:`_record_turn_maps`) is rewritten
+    with those records renumbered — the same element ids and turn indices as one audit of every
+    run's inputs (a Parquet shard keeps its schema; a dead letter's rejected input line stays as read)."""
     from apache_beam.io.filesystems import FileSystems
 
     for folder in ("results.parquet", "dead_letter"):
@@ -768,11 +842,76 @@ def _copy_record_outputs(runs: Sequence[str], out: str) -> None:
         for i, r in enumerate(runs):
             for m in (x for res in FileSystems.match([f"{r}/{folder}/part-*"]) for x in res.metadata_list):
                 name = m.path.rsplit("/", 1)[-1]
-                src.append(m.path)
+                src.append((i, m.path))
                 dst.append(f"{out}/{folder}/part-r{i:03d}-{name[len('part-'):]}")
-        if src:
-            FileSystems.mkdirs(f"{out}/{folder}") if not FileSystems.exists(f"{out}/{folder}") else None
-            FileSystems.copy(src, dst)
+        if not src:
+            continue
+        FileSystems.mkdirs(f"{out}/{folder}") if not FileSystems.exists(f"{out}/{folder}") else None
+        plain = [(a, b) for (i, a), b in zip(src, dst) if not turn_maps.get(i)]
+        if plain:
+            FileSystems.copy([a for a, _ in plain], [b for _, b in plain])
+        for (i, path), target in zip(src, dst):
+            if turn_maps.get(i):
+                (_renumber_parquet if folder == "results.parquet" else _renumber_jsonl)(path, target, turn_maps[i])
+
+
+def _renumber_parquet(path: str, target: str, turns: dict) -> None:
+    """Copy one ``results.parquet`` shard, its rows of the sessions in ``turns`` renumbered."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    table = _read_parquet(path)
+    keys = session_texts(table.column("session_id"), table.column("assistant_id"))
+    cut = pc.is_in(keys, value_set=session_texts(*(pa.array(x, pa.string()) for x in zip(*turns))))
+    rows = [_renumbered_record(row, turns[(row["session_id"], row["assistant_id"])], row["session_id"],
+                               row["assistant_id"]) for row in table.filter(cut).to_pylist()]
+    table = pa.concat_tables([table.filter(pc.invert(cut)), pa.Table.from_pylist(rows, schema=table.schema)])
+    with FileSystems.create(target) as f:
+        pq.write_table(table, f)
+
+
+def _renumbered_raw(raw, element_id: str, turns: dict, session_id: str, assistant_id: str):
+    """A dead letter's ``raw`` text renumbered when it is the interaction the engine could not
+    score (a JSON object with that ``element_id``, written by
+    :func:`~fair_forge_beam.io.elements.dead_letter`); any other text — a rejected input line, a
+    record truncated to its first characters — is the original record and stays as read."""
+    from fair_forge_beam.io.edge import scrub_json_text
+
+    try:
+        record = json.loads(raw) if isinstance(raw, str) and raw.startswith("{") else None
+    except ValueError:
+        return raw
+    if not isinstance(record, dict) or record.get("element_id") != element_id:
+        return raw
+    return scrub_json_text(json.dumps(_renumbered_record(record, turns, session_id, assistant_id),
+                                      ensure_ascii=False, default=str))
+
+
+def _renumber_jsonl(path: str, target: str, turns: dict) -> None:
+    """Copy one ``dead_letter`` shard (JSON Lines), each dead letter of a session in ``turns``
+    renumbered: its ``element_id`` and the interaction in its ``raw`` (:func:`_renumbered_raw`)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.elements import make_element_id
+    from fair_forge_beam.runner import to_json_line
+
+    by_prefix = {make_element_id(sid, aid, 0)[:-1]: (sid, aid) for sid, aid in turns}
+    with FileSystems.open(path) as f:
+        lines = f.read().decode("utf-8").splitlines()
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        element_id = record.get("element_id") if isinstance(record, dict) else None
+        key = by_prefix.get(element_id.rpartition("/")[0] + "/") if isinstance(element_id, str) else None
+        if key is not None:
+            record["element_id"] = _renumbered_id("element_id", element_id, turns[key], *key)
+            record["raw"] = _renumbered_raw(record.get("raw"), element_id, turns[key], *key)
+            line = to_json_line(record)
+        out.append(line + "\n")
+    with FileSystems.create(target) as f:
+        f.write("".join(out).encode("utf-8"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

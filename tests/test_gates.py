@@ -78,6 +78,24 @@ def test_malformed_gates_are_config_errors(text):
         make_gate(text)
 
 
+@pytest.mark.parametrize("text, form", [
+    ("toxicity DIDT ci_high <= x", "'<metric> <field> <stat> <op> <threshold>"),
+    ("coverage sessions at least 20", "'coverage [<metric>] sessions|interactions|dead_letter_share"),
+    ("regression toxicity worse", "'regression <metric> [<field>] not worse"),
+])
+def test_a_malformed_gate_names_the_form_it_began(text, form):
+    """A gate that is no gate is one line that a scheduler's alert shows whole: the form its first
+    word starts, an example and where every form is written (not every form at once: 754
+    characters before)."""
+    with pytest.raises(GateConfigError) as exc:
+        make_gate(text)
+    msg = str(exc.value)
+    assert len(msg.splitlines()) == 1 and len(msg) < 300, msg
+    assert form in msg and "docs/data.md" in msg, msg
+    others = [f for f in ("'<metric> <field>", "'coverage [", "'regression <") if not form.startswith(f)]
+    assert not any(f in msg for f in others), msg
+
+
 @pytest.mark.parametrize("op", ["=<", "=>", "≤", "≥", "==", "<<", "=", "!="])
 def test_only_the_documented_operators_are_accepted(op):
     """A typo of an operator (``=<``) is not read as another one: one line naming the accepted ones,

@@ -35,7 +35,10 @@ COMMON = ["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--group-e
 def _sessions() -> list[dict]:
     hh = [json.loads(line) for line in EXAMPLES.read_text(encoding="utf-8").splitlines()[:10]]
     ff = json.loads(FAIR_FORGE.read_text(encoding="utf-8"))
-    return hh + ff[:6]
+    spanish = [s for s in ff if s["assistant_id"] == "support-bot"][:1]  # 2 turns, dead-lettered (no lexicon)
+    one_turn = [s for s in ff if len(s["conversation"]) == 1][:1]
+    assert spanish and one_turn
+    return hh + ff[:6] + spanish + one_turn
 
 
 SESSIONS = _sessions()
@@ -93,6 +96,26 @@ def _check_split(root: Path, pieces: list, mode: str) -> None:
         _audit(root / f"audit{d}", [f], mode, *(() if pieces[d] else ("--allow-empty",)))
         runs.append(root / f"audit{d}")
     assert _rollup(root / "rollup", runs) == _audit(root / "union", files, mode)
+    assert_same_records(root / "rollup", root / "union")
+
+
+def _records(folder: Path) -> list:
+    """Every record of an output folder's Parquet (``*.parquet`` files anywhere under it) or
+    JSON Lines (``part-*.jsonl``) shards, in a canonical order (shard names and row order are the
+    runner's business, the records are not)."""
+    rows = [json.dumps(r, sort_keys=True, default=str) for f in sorted(folder.rglob("part-*")) if f.is_file()
+            for r in (pq.read_table(f).to_pylist() if f.suffix == ".parquet"
+                      else [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()])]
+    return sorted(rows)
+
+
+def assert_same_records(rolled: Path, union: Path) -> None:
+    """The roll-up's per-record and per-session outputs hold the same records as the union audit's:
+    the same element ids and turn numbers for a conversation cut across days (the roll-up numbers
+    each run's turns as one audit of every run's inputs numbers them), the same dead letters."""
+    for name in ("results.parquet", "dead_letter", "sessions", "slices"):
+        if (union / name).exists() or (rolled / name).exists():
+            assert _records(rolled / name) == _records(union / name), name
 
 
 # Each audit costs a few CPU seconds of Beam's fixed cost whatever the data, and an example runs up
@@ -128,6 +151,7 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
     union = json.loads(union_bytes)
     rolled = json.loads(_rollup(tmp_path / "roll", runs))
     assert rolled == union
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
     # a roll-up stored its own statistics: rolled up again (days -> weeks -> months), still the union
     assert _rollup(tmp_path / "again", [tmp_path / "roll"]) == union_bytes
     assert rolled["summary"]["data_quality_by_kind"] == {"session_split": 1}
@@ -148,6 +172,22 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
         assert (tmp_path / "gated_roll" / name).read_bytes() == (tmp_path / "gated_union" / name).read_bytes(), name
     checks = json.loads((tmp_path / "gated_roll" / "gates.json").read_text())
     assert checks["n_failed"] == 0 and checks["n_gates"] == 3
+
+
+def test_dead_letters_of_a_cut_conversation_are_numbered_as_in_the_union(tmp_path):
+    """A conversation no metric can score (Spanish), cut over two days: the roll-up's dead letters
+    name the same element ids, and hold the same interaction, as one audit of both files, and its
+    ``session_split`` warning comes back (the days stored the session, though nothing was scored)."""
+    s = next(x for x in SESSIONS if x["assistant_id"] == "support-bot")
+    conv = s["conversation"]
+    files = _write_days(tmp_path, [[{**s, "conversation": conv[:1]}], [{**s, "conversation": conv[1:]}]])
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"a{d}", [f], "frequentist", "--allow-empty")
+    union_bytes = _audit(tmp_path / "union", files, "frequentist", "--allow-empty")
+    assert _rollup(tmp_path / "roll", [tmp_path / "a0", tmp_path / "a1"]) == union_bytes  # its session_split too
+    union = _records(tmp_path / "union" / "dead_letter")
+    assert len(union) == 2 * len(conv) and len({json.loads(r)["element_id"] for r in union}) == len(conv)
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
 
 
 @pytest.fixture(scope="module")

@@ -151,8 +151,10 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
 
 class _ToRow(beam.DoFn):
     """``(session key, [accumulator per slot], {slot: slice value}, [warnings])`` (the engine's
-    :data:`~fair_forge_beam.engine.STORED` output) → its row (nothing when no stored metric has a
-    value for that session). ``quality``: the session stage's warnings of this session key — the
+    :data:`~fair_forge_beam.engine.STORED` output) → its row (nothing when neither a stored metric
+    nor the reader has a value for that session: a session every metric dead-lettered keeps its
+    row, with its reader summary and no metric value, so that a roll-up numbers its turns and
+    warns about it as one audit of every run's inputs does). ``quality``: the session stage's warnings of this session key — the
     metrics' and the engine's, and the reader's of its session (from its record summary) — sorted."""
 
     def __init__(self, layout, stored: Sequence[int]):
@@ -164,8 +166,9 @@ class _ToRow(beam.DoFn):
         key, accs, slices, warnings = element
         lay = self.layout
         values = {name: accs[s] for name, s in self.columns}
-        if all(v is None for v in values.values()):
-            return
+        reader = accs[lay.extra_slots[READER]] if READER in lay.extra_slots else None
+        if all(v is None for v in values.values()) and not reader:
+            return  # a session key no stored metric saw and the reader did not either
         row = {"session_id": key[0], "assistant_id": key[1], "language": key[2]}
         if lay.dims:
             dims = accs[lay.dims_slot]

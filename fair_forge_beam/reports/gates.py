@@ -345,10 +345,24 @@ _REGRESSION_RE = re.compile(
     (?:\s+by\s+more\s+than\s+(?P<margin>{_NUMBER}))?{_FOR}{_IN}""",
     re.X,
 )
-_SYNTAX = ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in every slice | in every <dimension> | "
-           "in slice <key>[,<key>...]]', 'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> "
-           "[in ...]', 'coverage [<metric>] assistants_of_baseline' or 'regression <metric> [<field>] not worse "
-           "[by more than <margin>] [for ...] [in ...]'")
+#: the gate forms by first word, each with an example: a usage error names the one its text began
+#: (the threshold form for any other first word), not all of them
+_FORMS = {
+    "coverage": ("'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> [in ...]' or "
+                 "'coverage [<metric>] assistants_of_baseline'", "'coverage dead_letter_share <= 0.05 in every language'"),
+    "regression": ("'regression <metric> [<field>] not worse [by more than <margin>] [for ...] [in ...]'",
+                   "'regression toxicity DIDT not worse in every assistant_id'"),
+    "": ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in every slice|in every <dimension>|"
+         "in slice <key>,...]'", "'toxicity DIDT ci_high <= 0.2'"),
+}
+
+
+def _expected(text: str) -> str:
+    """The one-line hint of a gate text that is no gate: the form its first word starts, an
+    example, and where every form is written."""
+    first = text.split(None, 1)[0].lower() if text.split() else ""
+    form, example = _FORMS.get(first, _FORMS[""])
+    return f"expected {form}, e.g. {example} (every form: docs/data.md#scheduled-audits-and-gates)"
 
 
 def unknown_operator(op) -> str:
@@ -403,12 +417,7 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
     if m and m.groupdict().get("op") is not None and m.group("op") not in OPERATORS:
         raise GateConfigError(f"gate {text!r}: {unknown_operator(m.group('op'))}")
     if not m:
-        raise GateConfigError(
-            f"gate {text!r}: expected {_SYNTAX}, e.g. 'toxicity DIDT ci_high <= 0.2', "
-            "'bias rate ci_high <= 0.1 for every attribute', 'toxicity toxic_rate mean <= 0.1 in every region', "
-            "'coverage dead_letter_share <= 0.05 in every language' or 'regression toxicity DIDT not worse in every "
-            "assistant_id' (a slice value with a comma or a space: the TOML [[gates]] form, slices = [\"region=eu,west\"])"
-        )
+        raise GateConfigError(f"gate {text!r}: {_expected(text)}")
     if name:
         data["name"] = name
     return make_gate(data, where=f"gate {text!r}")
