@@ -234,8 +234,26 @@ def test_usage_errors_of_the_output_folder(tmp_path, store):
     with pytest.raises(ValueError, match="^Unable to get filesystem"):  # e.g. gs:// without Beam's gcp extra
         check_output_folder("nosuchscheme://bucket/out")
     assert check_output_folder(str(tmp_path / "a" / "b")) == str(tmp_path / "a" / "b")
-    assert (tmp_path / "a").is_dir() and not (tmp_path / "a" / "b").exists()  # created when published
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == []  # the write check leaves nothing
+    assert not (tmp_path / "a").exists()  # created with the stage, when the run starts
+
+
+def test_the_check_writes_nothing_so_a_later_usage_error_leaves_no_trace(tmp_path):
+    """A command checks its output first and may still refuse its other arguments: the check
+    neither creates a missing parent nor touches an existing folder (its entries and modification
+    time stay as they were; a nightly job's monitoring may watch both)."""
+    (tmp_path / "audits").mkdir()
+    (tmp_path / "audits" / "mon").mkdir()
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path, tmp_path / "audits", tmp_path / "audits" / "mon")}
+    time.sleep(0.02)
+    for out, staged in ((tmp_path / "audits" / "tue", True), (tmp_path / "audits" / "mon", True),
+                        (tmp_path / "audits" / "mon", False), (tmp_path / "new" / "deep" / "out", True)):
+        check_output_folder(str(out), staged=staged)
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audits"]
+    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["mon"]
+    with staged_output(str(tmp_path / "new" / "deep" / "out")) as stage:  # a run makes the parents it needs
+        Path(stage, "results.json").write_text("{}")
+    assert (tmp_path / "new" / "deep" / "out" / "results.json").is_file()
 
 
 # ------------------------------------------------------------------ object stores

@@ -262,10 +262,12 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
     """Check, before any pipeline runs, that ``output`` can receive a run; returns it normalised.
     The one place every command's output folder is validated (audit, rollup, trend, generate, ...).
 
-    Local: ``output`` is a folder or missing (its parent is created), and both the folder and the
-    place of its stage (the parent; the folder itself for a mount point) take a new entry (tried
-    for real: a read-only filesystem, missing permissions). Object stores: the URL names a folder
-    inside a bucket (the stage is its sibling). Nothing is left behind.
+    Local: ``output`` is a folder or missing (its missing parents are created later, with the
+    stage), and both the folder and the place of its stage (the parent; the folder itself for a
+    mount point) take a new entry: a read-only filesystem and missing permissions are refused, as
+    the kernel answers ``access(2)``. Object stores: the URL names a folder inside a bucket (the
+    stage is its sibling). The check writes nothing: a usage error found after it leaves every
+    folder as it was, its modification time too.
 
     Args:
         output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
@@ -295,22 +297,37 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
     _check_apart(out, reads, may_hold_reads, option)
     target = os.path.realpath(out)
     parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        try:
-            os.makedirs(parent)
-        except OSError as exc:  # e.g. a parent of --output is a file
-            raise ValueError(f"{option}: cannot create folder {out}: {exc}") from None
+    if not os.path.isdir(parent):  # created with the stage, after every check passed
+        ancestor = parent
+        while not os.path.lexists(ancestor):
+            ancestor = os.path.dirname(ancestor)
+        problem = "Not a directory" if not os.path.isdir(ancestor) else _unwritable(ancestor)
+        if problem:  # e.g. a parent of --output is a file
+            raise ValueError(f"{option}: cannot create folder {out}: {problem}: {ancestor}")
+        return out
     if staged:
         places = ([target] if os.path.isdir(target) else []) + ([target] if _stage_inside(target) else [parent])
     else:
         places = [target if os.path.isdir(target) else parent]
     for place in dict.fromkeys(places):
-        try:
-            os.rmdir(_mkdtemp(place, ".fair_forge_write_check-"))
-        except OSError as exc:
+        problem = _unwritable(place)
+        if problem:
             what = f"folder {out}" if place == target else f"the folder of {out} ({parent})"
-            raise ValueError(f"{option}: cannot write in {what}: {exc.strerror or exc}") from None
+            raise ValueError(f"{option}: cannot write in {what}: {problem}")
     return out
+
+
+def _unwritable(folder: str) -> Optional[str]:
+    """Why a new entry cannot be made in the local ``folder`` (``None``: it can), asked of the
+    kernel without writing (``access(2)`` with the effective ids, and the filesystem's read-only
+    flag), so that a check followed by a usage error leaves every folder as it was — its
+    modification time too."""
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return os.strerror(errno.EROFS)
+    ids = os.access in os.supports_effective_ids
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=ids):
+        return os.strerror(errno.EACCES)
+    return None
 
 
 def _real(path: str) -> str:
@@ -337,12 +354,6 @@ def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: s
             if not may_hold_reads and src.startswith(target.rstrip("/") + "/"):
                 raise ValueError(f"{option} {out} holds {path}, which this command reads, and would be replaced "
                                  "whole: write elsewhere (nothing was touched)")
-
-
-def _mkdtemp(where: str, prefix: str) -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix=prefix, dir=where)
 
 
 # ----------------------------------------------------------------------------- stage, publish
@@ -616,6 +627,8 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
     clean_stale_stages(out)
     stage = new_stage_path(out)
     local = _is_local(out)
+    if local:  # the check created nothing: the stage's folder (--output's parent) is made now
+        os.makedirs(os.path.dirname(stage), exist_ok=True)
     with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
         if local:
             os.makedirs(stage)
