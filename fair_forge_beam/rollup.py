@@ -318,7 +318,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.reports.output_folder import check_output_folder
 
     parser = build_parser()
-    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, beam_args = parser.parse_known_args(argv)
+    args.argv = argv  # for run_info.json: the command as given, also when called from Python
     with QuietLogs() as levels:
         if args.quiet:
             levels.quiet()
@@ -435,9 +437,14 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                       *(f"sessions/{m}/" for m in metrics)], merged)
         elapsed = time.time() - started
         doc = read_results(out)
+        from fair_forge_beam.options import OPTIONS
+
         info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),
                 "started_at": utc_timestamp(started), "seconds": round(elapsed, 3),
-                "argv": list(sys.argv[1:]), "rollup": {"runs": runs, "not_rebuilt": {
+                # the settings its runs were made with (all the same but for RUN_ONLY_OPTIONS: the first
+                # run's), so that a comparison or a trend reads them, not the roll-up's own --from
+                "argv": list(args.argv), "options": _run_options(runs[0], options, OPTIONS),
+                "beam_args": list(beam_args), "rollup": {"runs": runs, "not_rebuilt": {
                     **not_rebuilt,
                     "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
                 }, "copied": ["results.parquet/", "dead_letter/"]}}
@@ -455,6 +462,19 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             except GatesFailed as exc:
                 return doc, exc
     return doc, None
+
+
+def _run_options(run: str, stored: dict, declared) -> dict:
+    """The main-job options a run recorded in its ``run_info.json`` (as the audit typed them), else
+    those of its stored manifest (``stored``; computed values such as the slice tuple in place of
+    the text given), by ``dest`` of the ``declared`` options."""
+    try:
+        info = _read_json(f"{run}/run_info.json")
+    except (OSError, ValueError):
+        info = None
+    recorded = info.get("options") if isinstance(info, dict) else None
+    source = recorded if isinstance(recorded, dict) else stored
+    return {d: source[d] for d in declared if d in source}
 
 
 def _match_files(item) -> list:

@@ -152,6 +152,13 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
     rolled = json.loads(_rollup(tmp_path / "roll", runs))
     assert rolled == union
     assert_same_records(tmp_path / "roll", tmp_path / "union")
+    # the roll-up records its runs' settings: a comparison (or a trend) finds none of its own --from
+    from fair_forge_beam.reports.compare import run_differences
+
+    def info(run):
+        return json.loads((tmp_path / run / "run_info.json").read_text())
+
+    assert run_differences(rolled, union, info("roll"), info("union")) == []
     # a roll-up stored its own statistics: rolled up again (days -> weeks -> months), still the union
     assert _rollup(tmp_path / "again", [tmp_path / "roll"]) == union_bytes
     assert rolled["summary"]["data_quality_by_kind"] == {"session_split": 1}

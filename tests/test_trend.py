@@ -209,6 +209,46 @@ def test_run_order_times_rollups_and_notes():
     assert [p["run"] for p in _series(t, "humanity", "mean_entropy", "overall")["points"]] == [7]
 
 
+def test_a_rollup_is_compared_with_rollups_never_with_its_own_nights():
+    """Nights and their weeks in one trend (``trend 'audits/*'`` over both): a night is compared
+    with the night before, a week with the week before; the week is never compared with a night it
+    merged (nor with a month holding it), and the first screen compares like with like. The
+    roll-up's --from is no settings difference (it records its runs' options)."""
+    opts = {"mode": "frequentist", "metrics": "toxicity", "group_extractor": "keyword"}
+    def night(d, k):
+        r = run(f"audits/2026-12-{d:02d}", doc("frequentist", [tox("overall", k, 200, 40)]))
+        r["run_info"].update(argv=["--input", f"day{d}.jsonl"], options=opts)
+        return r
+    def week(name, nights, k):
+        r = run(name, doc("frequentist", [tox("overall", k, 200 * len(nights), 40 * len(nights))]),
+                merged=[f"audits/2026-12-{d:02d}" for d in nights])
+        r["run_info"].update(argv=["--from", "audits/2026-12-0*", "--output", name], options=opts)
+        return r
+    runs = [night(d, 4) for d in range(1, 8)] + [night(d, 4 if d < 14 else 60) for d in range(8, 15)]
+    runs += [week("audits/week-2026-12-07", range(1, 8), 28), week("audits/week-2026-12-14", range(8, 15), 80)]
+    t = build_trend(runs)
+    names = [r["name"] for r in t["runs"]]
+    assert names.index("week-2026-12-07") == names.index("2026-12-07") + 1  # a week after its last night
+    prev = {r["name"]: (names[r["previous"]] if r["previous"] is not None else None) for r in t["runs"]}
+    assert prev["week-2026-12-07"] is None and prev["week-2026-12-14"] == "week-2026-12-07"
+    assert prev["2026-12-08"] == "2026-12-07" and prev["2026-12-14"] == "2026-12-13"
+    assert all(r["differs_from_previous"] == [] for r in t["runs"]), [r["differs_from_previous"] for r in t["runs"]]
+    points = _series(t, "toxicity", "toxic_rate", "overall")["points"]
+    vs = {names[p["run"]]: names[p["vs_previous"]["run"]] for p in points if "vs_previous" in p}
+    assert vs["week-2026-12-14"] == "week-2026-12-07" and vs["2026-12-08"] == "2026-12-07"
+    assert "week-2026-12-07" not in vs
+    assert t["latest"]["run"] == names.index("week-2026-12-14")
+    assert t["latest"]["previous"] == names.index("week-2026-12-07")
+    assert [(c["metric"], c["verdict"]) for c in t["latest"]["changes"]] == [("toxicity", "worse")]
+    # a month that holds the weeks is not compared with them; alone in its kind, it has nothing to compare with
+    month = run("audits/month-2026-12-31", doc("frequentist", [tox("overall", 108, 2800, 560)]),
+                merged=["audits/week-2026-12-07", "audits/week-2026-12-14"])
+    t = build_trend(runs + [month])
+    assert t["runs"][-1]["name"] == "month-2026-12-31" and t["runs"][-1]["previous"] is None
+    assert t["latest"]["previous"] is None and t["latest"]["changes"] == []
+    assert "has no earlier roll-up that shares no data with it" in render_trend(t)
+
+
 def test_coverage_slices_that_appear_or_go_and_deterministic_bytes():
     a = doc("bayesian", [tox("overall", 1, 36, 4), tox("assistant_id=old", 1, 18, 2), tox("assistant_id=bot", 0, 18, 2)],
             read=40, not_scored=4)

@@ -8,7 +8,10 @@ A *run* is a folder holding ``results.json`` (and usually ``run_info.json``): an
 under ``rollup.runs``). For every metric,
 headline estimate (:func:`headline_estimates`) and slice (``overall`` and ``assistant_id=…`` by
 default), the trend follows the estimate and its interval from run to run, and compares each run
-with the previous run in which the slice has a value.
+with the previous run in which the slice has a value and that it may be compared with: a run of
+its own kind (audits with audits, roll-ups with roll-ups) that shares no data with it (neither
+is the other or merged it, and they merged no run in common). So a week's roll-up listed beside
+its nights is compared with the week before, never with its own last night.
 
 **Order of runs.** By the data they cover, oldest first, never by when they ran (a night
 re-run a week later keeps its place): a run covers the ``YYYY-MM-DD`` day in its folder's name
@@ -376,11 +379,12 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         raise ValueError("no run to follow")
     n = len(entries)
 
-    # --- runs and what differs between consecutive ones
+    # --- runs and what differs between each and the run it is compared with
     run_rows, notes = [], []
     labels = _run_labels(entries)
+    earlier = _comparable_earlier(entries)
     for i, e in enumerate(entries):
-        prev = entries[i - 1] if i else None
+        prev = entries[earlier[i][0]] if earlier[i] else None
         diffs = []
         if prev is not None:
             diffs = [d["message"] for d in run_differences(e["light"], prev["light"], e["info"] or None, prev["info"] or None)
@@ -391,7 +395,8 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
             "kind": "rollup" if e["merged"] is not None else "audit",
             **({"merged_runs": e["merged"]} if e["merged"] is not None else {}),
             "mode": e["config"].get("mode"), "ci_level": e["config"].get("ci_level"),
-            "metrics": list(e["slices"]), "coverage": e["coverage"], "differs_from_previous": diffs,
+            "metrics": list(e["slices"]), "coverage": e["coverage"],
+            "previous": earlier[i][0] if earlier[i] else None, "differs_from_previous": diffs,
         })
     untimed = [e["name"] for e in entries if e["time"] is None]
     if untimed:
@@ -424,7 +429,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         keys = sorted({k for e in entries for k in e["slices"].get(metric, {})}, key=lambda k: (k != "overall", k))
         for path, sign, rng in heads:
             for key in keys:
-                points, prev_i = [], None
+                points, defined = [], set()
                 for i, e in enumerate(entries):
                     rec = e["slices"].get(metric, {}).get(key)
                     est = rec and rec["estimates"].get(path)
@@ -432,6 +437,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                         continue
                     point = {"run": i, **est["estimate"], "defined": est["defined"],
                              "n_sessions": rec["n_sessions"], "n_interactions": rec["n_interactions"]}
+                    prev_i = next((j for j in earlier[i] if j in defined), None)
                     if est["defined"] and prev_i is not None:
                         pest = entries[prev_i]["slices"][metric][key]["estimates"][path]
                         vs = point["vs_previous"] = _vs_previous(metric, key, path, entries, i, prev_i, draws)
@@ -442,7 +448,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                                             "method": vs["method"], "range": rng})
                     points.append(point)
                     if est["defined"]:
-                        prev_i = i
+                        defined.add(i)
                 if points:
                     series.append({"metric": metric, "estimate": path, "slice": key,
                                    "estimate_label": estimate_label(metric, path), "slice_label": slice_label(key),
@@ -461,8 +467,21 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         "methods": {k: METHOD_NOTES[k] for k in methods},
         "series": series,
         "changes": changes,
-        "latest": _latest(entries, series, changes),
+        "latest": _latest(entries, series, changes, earlier),
     }
+
+
+def _comparable_earlier(entries: list[dict]) -> list[list[int]]:
+    """Per run (in trend order), the earlier runs it may be compared with, latest first: runs of
+    its own kind (an audit with audits, a roll-up with roll-ups: a week is compared with the week
+    before, never with one of its nights) that share no data with it — neither is the other nor
+    holds it, and they merged no run in common (``run_info.json``'s ``rollup.runs``)."""
+    def held(e):
+        return {_key(e["path"]), *(_key(r) for r in e["merged"] or ())}
+
+    runs = [(e["merged"] is not None, held(e)) for e in entries]
+    return [[j for j in range(i - 1, -1, -1) if runs[j][0] == runs[i][0] and not runs[j][1] & runs[i][1]]
+            for i in range(len(entries))]
 
 
 def _vs_previous(metric: str, key: str, path: str, entries: list[dict], i: int, j: int, draws: int) -> dict:
@@ -492,14 +511,16 @@ def _vs_previous(metric: str, key: str, path: str, entries: list[dict], i: int, 
     return out
 
 
-def _latest(entries: list[dict], series: list[dict], changes: list[dict]) -> dict:
-    """The first screen: what changed in the latest run, else the most recent change; coverage and
-    slices that appeared or went in the latest run."""
+def _latest(entries: list[dict], series: list[dict], changes: list[dict], earlier: list[list[int]]) -> dict:
+    """The first screen: what changed in the latest run against the run it is compared with
+    (:func:`_comparable_earlier`), else the most recent change; coverage and slices that appeared
+    or went in the latest run."""
     from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE
 
     n = len(entries)
     last = n - 1
-    out: dict[str, Any] = {"run": last, "previous": last - 1 if n > 1 else None}
+    previous = earlier[last][0] if earlier[last] else None
+    out: dict[str, Any] = {"run": last, "previous": previous}
     vs = [(s["slice"], p["vs_previous"]) for s in series for p in s["points"] if p["run"] == last and "vs_previous" in p]
     out["compared"] = len(vs)
     out["too_small"] = sum(1 for _, v in vs if v["verdict"] == TOO_SMALL_TO_COMPARE)
@@ -510,8 +531,8 @@ def _latest(entries: list[dict], series: list[dict], changes: list[dict]) -> dic
     out["most_recent_change_run"] = recent
     out["most_recent_changes"] = ([] if recent in (None, last)
                                   else sorted((c for c in changes if c["to_run"] == recent), key=_change_order))
-    if n > 1:
-        now, before = entries[last], entries[last - 1]
+    if previous is not None:
+        now, before = entries[last], entries[previous]
         cov = []
         for m, c in now["coverage"]["metrics"].items():
             p = before["coverage"]["metrics"].get(m) or {}
