@@ -354,8 +354,9 @@ def _usage_error(argv, capsys) -> str:
         audit.main(["trend", *argv])
     assert e.value.code == 2
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("trend: ")]  # progress
-    assert len(err) == 1 and err[0].endswith(" (every option: fair-forge-beam trend --help)"), err
-    return err[0]
+    hint = " (every option: fair-forge-beam trend --help)"
+    assert len(err) == 1 and err[0].endswith(hint), err
+    return err[0][:-len(hint)]
 
 
 def test_usage_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
