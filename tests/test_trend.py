@@ -501,20 +501,26 @@ def test_three_real_audits_through_the_trend_command(audits, trend_out):
     assert {m: (c["interactions_scored"], c["dead_letter_share"]) for m, c in cov["metrics"].items()} == {
         "humanity": (32, 4 / 36), "toxicity": (32, 4 / 36)}
     assert t["runs"][2]["coverage"]["interactions_read"] == 36 + t["runs"][0]["coverage"]["interactions_read"]
+    # an audit is compared with the audit before it; the roll-up (of runs 0 and 1) with no run: it
+    # merged both earlier runs, and no other roll-up precedes it
+    assert [r["previous"] for r in t["runs"]] == [None, 0, None, 1]
     # bot's toxic rate: no change from run 1 to 2, worse in the last run, named first on the first screen
     bot = _series(t, "toxicity", "toxic_rate", "assistant_id=bot")
     assert [p["run"] for p in bot["points"]] == [0, 1, 2, 3]
-    assert [p["vs_previous"]["verdict"] for p in bot["points"][1:]] == ["no detectable difference"] * 2 + ["worse"]
+    assert [(p["run"], p["vs_previous"]["run"], p["vs_previous"]["verdict"]) for p in bot["points"]
+            if "vs_previous" in p] == [(1, 0, "no detectable difference"), (3, 1, "worse")]
     assert bot["points"][3]["mean"] > 0.5 > 0.2 > bot["points"][1]["mean"]
     first = t["latest"]["changes"][0]
     assert (first["slice"], first["estimate"], first["verdict"], first["method"], first["from_run"]) == \
-        ("assistant_id=bot", "toxic_rate", "worse", "beta_posterior", 2)
+        ("assistant_id=bot", "toxic_rate", "worse", "beta_posterior", 1)
+    assert t["latest"]["previous"] == 1
     steady = _series(t, "toxicity", "toxic_rate", "assistant_id=steady")
-    assert [p["vs_previous"]["verdict"] for p in steady["points"][1:]] == ["no detectable difference"] * 3
+    assert [p["vs_previous"]["verdict"] for p in steady["points"] if "vs_previous" in p] == \
+        ["no detectable difference"] * 2
     # the one-session assistant: values in runs 2 to 4, never compared
     hostile = _series(t, "toxicity", "toxic_rate", f"assistant_id={HOSTILE}")
     assert [p["run"] for p in hostile["points"]] == [1, 2, 3] and hostile["points"][0]["n_sessions"] == 1
-    assert [p["vs_previous"]["verdict"] for p in hostile["points"][1:]] == ["too small to compare"] * 2
+    assert [p["vs_previous"]["verdict"] for p in hostile["points"] if "vs_previous" in p] == ["too small to compare"]
     assert t["latest"]["too_small_slices"] == [f"assistant_id={HOSTILE}"]
     # the same runs named another way (folders listed, other order): the same bytes
     again = audits / "again"
@@ -541,7 +547,8 @@ def test_trend_html_opens_in_chromium_with_hostile_ids_as_text(trend_out, browse
         # the first screen says what changed and for whom
         headline = page.locator("#headline")
         assert "bot" in headline.inner_text() and "worse" in headline.inner_text()
-        assert "against the previous run" in headline.inner_text() and "(roll-up)" in headline.inner_text()
+        # against the audit before it, not the roll-up of the two earlier runs listed between them
+        assert "against the previous run" in headline.inner_text() and "(roll-up)" not in headline.inner_text()
         assert headline.bounding_box()["y"] < page.viewport_size["height"]
         assert HOSTILE in page.locator("#too-small").inner_text()  # named as too small to compare
         first_row = page.locator("#latest-changes tr").nth(1).inner_text()
