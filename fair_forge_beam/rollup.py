@@ -34,6 +34,7 @@ settings (naming the first difference).
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import logging
@@ -745,8 +746,8 @@ def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
     (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the union's)."""
     import pyarrow as pa
 
-    if value is None:
-        return None
+    if value is None or not _holds_turn_fields(t):
+        return value
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return tuple(_renumbered(v, t.value_type, turns, session_id, assistant_id) for v in value)
     if not pa.types.is_struct(t):
@@ -762,6 +763,21 @@ def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
 #: the fields that carry a turn number: the turn itself, the element id ``<session>/<assistant>/<turn>``
 #: (:func:`~fair_forge_beam.io.elements.make_element_id`) and a judge's request key ``<session>#<turn>#<digest>``
 _TURN_FIELDS = frozenset({"turn_index", "element_id", "request_key"})
+
+
+@functools.lru_cache(maxsize=256)
+def _holds_turn_fields(t) -> bool:
+    """Whether Arrow type ``t`` has a field of :data:`_TURN_FIELDS` at any depth (a value of a
+    type without one is never walked)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_turn_fields(t.value_type)
+    if pa.types.is_map(t):
+        return _holds_turn_fields(t.item_type)
+    if pa.types.is_struct(t):
+        return any(f.name in _TURN_FIELDS or _holds_turn_fields(f.type) for f in t)
+    return False
 
 
 def _renumbered_id(k: str, v, turns: dict, session_id: str, assistant_id: str):
@@ -885,9 +901,20 @@ def _renumber_parquet(path: str, target: str, turns: dict) -> None:
     table = _read_parquet(path)
     keys = session_texts(table.column("session_id"), table.column("assistant_id"))
     cut = pc.is_in(keys, value_set=session_texts(*(pa.array(x, pa.string()) for x in zip(*turns))))
-    rows = [_renumbered_record(row, turns[(row["session_id"], row["assistant_id"])], row["session_id"],
-                               row["assistant_id"]) for row in table.filter(cut).to_pylist()]
-    table = pa.concat_tables([table.filter(pc.invert(cut)), pa.Table.from_pylist(rows, schema=table.schema)])
+    part = table.filter(cut)
+    ids = list(zip(part.column("session_id").to_pylist(), part.column("assistant_id").to_pylist()))
+    columns = []
+    for name, column in zip(part.column_names, part.columns):  # column by column: only the turn fields are read
+        if name in _TURN_FIELDS:
+            values = [_renumbered_id(name, v, turns[k], *k) for v, k in zip(column.to_pylist(), ids)]
+        elif _holds_turn_fields(column.type):  # e.g. a judge's request keys inside a struct
+            values = [_renumbered_record(v, turns[k], *k) for v, k in zip(column.to_pylist(), ids)]
+        else:
+            columns.append(column)
+            continue
+        columns.append(pa.array(values, column.type))
+    part = pa.Table.from_arrays(columns, schema=table.schema)
+    table = pa.concat_tables([table.filter(pc.invert(cut)), part])
     with FileSystems.create(target) as f:
         pq.write_table(table, f)
 
