@@ -34,9 +34,9 @@ What is counted, exactly:
   where the watermark passes a window only after all input is read: Beam drops nothing as late,
   and no routing is added (its count is 0 by construction, not by measurement).
 
-Runners: tested on Beam's streaming DirectRunner (``TestStream``); the portable runners (Flink,
-Prism, Dataflow) support the state and event-time timers it uses and hold the output watermark
-at a pending timer's time, which the argument above needs — not run on them here.
+Runners: tested on Beam's streaming DirectRunner (``TestStream``) and on Flink (the Kafka panes
+job of ``tests/test_kafka_flink.py``: the records sent after their window closed are exactly its
+late dead letters); Prism and Dataflow support the state and timers it uses but were not run.
 """
 from __future__ import annotations
 
