@@ -120,6 +120,8 @@ def _ref_interaction(x: Interaction, lex: dict) -> dict:
     for e, p in zip(SPEC_EMOTIONS, dist):
         rec[f"humanity_assistant_{e}"] = p
     rec["_counts"] = counts
+    # a reference with an emotion profile (counts not all equal): else rho is undefined (issue 28)
+    rec["_has_ref"] = len(set(_ref_counts(x.ground_truth_assistant, lex))) > 1
     return rec
 
 
@@ -133,9 +135,13 @@ def _ref_all(interactions, lexicon=LEXICON):
     for key, xs in sessions.items():
         w = _ref_resolve_weights([x.weight for x in xs])
         ent = sum(wi * per[x.element_id]["humanity_assistant_emotional_entropy"] for wi, x in zip(w, xs))
-        spe = sum(wi * per[x.element_id]["humanity_ground_truth_spearman"] for wi, x in zip(w, xs))
+        # Spearman: the interactions with a reference only, their weights resolved among them
+        rs = [x for x in xs if per[x.element_id]["_has_ref"]]
+        wr = _ref_resolve_weights([x.weight for x in rs]) if rs else []
+        spe = sum(wi * per[x.element_id]["humanity_ground_truth_spearman"] for wi, x in zip(wr, rs)) if rs else None
         sess[key] = {
             "n": len(xs),
+            "n_ref": len(rs),
             "entropy": ent,
             "spearman": spe,
             "language": xs[0].language,
@@ -143,6 +149,7 @@ def _ref_all(interactions, lexicon=LEXICON):
                 (per[x.element_id]["humanity_assistant_emotional_entropy"], per[x.element_id]["humanity_ground_truth_spearman"])
                 for x in xs
             ],
+            "has_ref": [per[x.element_id]["_has_ref"] for x in xs],
         }
     slices: dict = {}
     for key, s in sess.items():
@@ -157,7 +164,10 @@ def _ref_all(interactions, lexicon=LEXICON):
         d["n_interactions"] = n
         d["n_sessions"] = len(d["sessions"])
         d["entropy"] = sum(sess[k]["n"] * sess[k]["entropy"] for k in d["sessions"]) / n
-        d["spearman"] = sum(sess[k]["n"] * sess[k]["spearman"] for k in d["sessions"]) / n
+        n_ref = sum(sess[k]["n_ref"] for k in d["sessions"])
+        d["n_with_reference"] = n_ref
+        d["spearman"] = (sum(sess[k]["n_ref"] * sess[k]["spearman"] for k in d["sessions"] if sess[k]["n_ref"]) / n_ref
+                         if n_ref else None)
     return per, sess, slices
 
 
@@ -202,7 +212,7 @@ def _match_interactions(expected: dict):
             r = got[eid]
             assert r["metric"] == "humanity" and r["level"] == "interaction"
             for k, v in exp.items():
-                if k == "_counts":
+                if k in ("_counts", "_has_ref"):
                     continue
                 if isinstance(v, float):
                     assert _close(r[k], v), (eid, k, r[k], v)
@@ -232,9 +242,10 @@ def _match_sessions_frequentist(expected: dict):
             assert r["language"] == exp["language"]
             assert _close(r["mean_entropy"]["mean"], exp["entropy"]), (key, r["mean_entropy"], exp)
             assert _close(r["mean_spearman"]["mean"], exp["spearman"]), (key, r["mean_spearman"], exp)
+            assert r["n_with_reference"] == exp["n_ref"], (key, r)
             for m in ("mean_entropy", "mean_spearman"):
                 assert r[m]["ci_low"] is None and r[m]["ci_high"] is None
-                assert r[m]["n"] == exp["n"]
+            assert r["mean_entropy"]["n"] == exp["n"] and r["mean_spearman"]["n"] == exp["n_ref"]
 
     return _check
 
@@ -249,6 +260,7 @@ def _match_slices_frequentist(expected: dict, lexicon_name: str, licence: str):
             assert r["mode"] == "point_estimate" and r.get("resampling") is None
             assert r["n_interactions"] == exp["n_interactions"], (key, r)
             assert r["n_sessions"] == exp["n_sessions"], (key, r)
+            assert r["n_with_reference"] == exp["n_with_reference"], (key, r)
             assert _close(r["mean_entropy"]["mean"], exp["entropy"]), (key, r["mean_entropy"], exp["entropy"])
             assert _close(r["mean_spearman"]["mean"], exp["spearman"]), (key, r["mean_spearman"], exp["spearman"])
             assert r["mean_entropy"]["ci_low"] is None and r["mean_entropy"]["ci_high"] is None
@@ -507,14 +519,17 @@ def test_slice_mean_without_weights_is_plain_mean_over_interactions(test_pipelin
     ]
     per, _, _ = _ref_all(xs)
     plain_ent = sum(r["humanity_assistant_emotional_entropy"] for r in per.values()) / len(per)
-    plain_spe = sum(r["humanity_ground_truth_spearman"] for r in per.values()) / len(per)
+    # Spearman: the plain mean over the interactions whose reference has emotion words (P1/2, P3/0)
+    with_ref = [r["humanity_ground_truth_spearman"] for r in per.values() if r["_has_ref"]]
+    assert len(with_ref) == 2
+    plain_spe = sum(with_ref) / len(with_ref)
 
     def check(actual):
         (r,) = actual
         assert r["slice"] == "overall" and r["n_interactions"] == 6 and r["n_sessions"] == 3
         assert _close(r["mean_entropy"]["mean"], plain_ent), (r["mean_entropy"], plain_ent)
         assert _close(r["mean_spearman"]["mean"], plain_spe), (r["mean_spearman"], plain_spe)
-        assert r["mean_entropy"]["n"] == 6
+        assert r["mean_entropy"]["n"] == 6 and r["mean_spearman"]["n"] == r["n_with_reference"] == 2
 
     with test_pipeline as p:
         res = p | beam.Create(xs) | Humanity(lexicon=_dict_lexicon(), slices=("overall",))
@@ -532,12 +547,15 @@ def _bayes_checks(sess, slices, mc_samples):
             HumanitySessionMetric.model_validate(r)
             for j, m in enumerate(("mean_entropy", "mean_spearman")):
                 est = r[m]
+                vals = [s[j] for s, ref in zip(exp["scores"], exp["has_ref"]) if ref or j == 0]
+                if not vals:  # no interaction with a reference: no estimate (issue 28)
+                    assert est == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}, (key, m, est)
+                    continue
                 assert est["ci_low"] is not None and est["ci_high"] is not None, (key, m, est)
                 assert est["ci_low"] - TOL <= est["mean"] <= est["ci_high"] + TOL, (key, m, est)
-                vals = [s[j] for s in exp["scores"]]
                 # every replicate is a convex combination of the session's scores
                 assert min(vals) - TOL <= est["ci_low"] and est["ci_high"] <= max(vals) + TOL, (key, m, est, vals)
-                if exp["n"] == 1:
+                if len(vals) == 1:
                     assert est["mean"] == est["ci_low"] == est["ci_high"] == vals[0], (key, m, est)
 
     def check_slices(actual):
@@ -549,17 +567,22 @@ def _bayes_checks(sess, slices, mc_samples):
             assert r["mode"] == "distribution"
             assert r["n_interactions"] == exp["n_interactions"] and r["n_sessions"] == exp["n_sessions"]
             assert r["resampling"] and "session" in r["resampling"].lower()  # resampling unit: the session
+            assert r["n_with_reference"] == exp["n_with_reference"], (key, r)
             for m, point in (("mean_entropy", exp["entropy"]), ("mean_spearman", exp["spearman"])):
                 est = r[m]
-                if exp["n_sessions"] == 1:
+                units = exp["sessions"] if m == "mean_entropy" else [k for k in exp["sessions"] if sess[k]["n_ref"]]
+                if not units:
+                    assert point is None and est["mean"] is None and est["n"] == 0, (key, m, est)
+                    continue
+                if len(units) == 1:
                     # one session: its own (point) mean, and no slice interval — resampling sessions
                     # cannot estimate between-session uncertainty (a zero-width interval would claim certainty)
                     assert _close(est["mean"], point) and est["ci_low"] is None and est["ci_high"] is None, (key, m, est)
-                    assert "single session" in r["resampling"]
+                    assert m == "mean_spearman" or "single session" in r["resampling"]
                     continue
                 assert est["ci_low"] is not None and est["ci_high"] is not None, (key, m, est)
                 assert est["ci_low"] - TOL <= est["mean"] <= est["ci_high"] + TOL, (key, m, est)
-                sm = [sess[k]["entropy" if m == "mean_entropy" else "spearman"] for k in exp["sessions"]]
+                sm = [sess[k]["entropy" if m == "mean_entropy" else "spearman"] for k in units]
                 assert min(sm) - TOL <= est["ci_low"] and est["ci_high"] <= max(sm) + TOL, (key, m, est, sm)
             # Dirichlet(1 + c) marginals: Beta(1 + c_k, K + N - 1 - c_k)
             counts, K = exp["counts"], 8

@@ -389,12 +389,18 @@ def _panes_scenario(stack, tmp_path: Path, stop) -> SimpleNamespace:
         send([now] * 2, [0, 1])
         wait(lambda: on_time(u), "U's on-time pane")
         time.sleep(3)  # a moment for any further pane of W
+        # the too-late sessions are dead letters (written in 1-minute windows of their arrival)
+        def too_late():
+            found = [d for d in _dead_letters(out) if d["reason"].startswith("late: ")]
+            return found if len(found) >= 2 else None
+        late_dead = wait(too_late, "the too-late sessions' dead letters")
         panes_w = _panes(out, t0)
         all_panes = read_windowed(str(out), "slices")
     finally:
         cancelled = kf.stop_streaming_job(proc, rest, name=PANES_JOB)
     assert cancelled, "the streaming job was not running at cleanup"
-    return SimpleNamespace(t0=t0, v=v, u=u, lag=lag, panes_w=panes_w, all_panes=all_panes, accepted=accepted)
+    return SimpleNamespace(t0=t0, v=v, u=u, lag=lag, panes_w=panes_w, all_panes=all_panes, accepted=accepted,
+                           late_dead=late_dead)
 
 
 @pytest.fixture(scope="module")
@@ -444,11 +450,11 @@ def test_early_on_time_late_panes_on_flink(panes_run):
        LATE pane with 9 interactions (accumulating: on-time 6 + late 3);
     4. one session stamped "now" in the first window V starting at or after W's end + 60 s; V's
        ON_TIME pane shows the watermark passed W's end + 60 s at every stage: W has expired;
-    5. 2 sessions stamped inside W: too late. The runner's ``GroupByKey`` drops them: that is
-       the pipeline's contract today (:mod:`fair_forge_beam.streaming.windows`: elements later
-       than the allowed lateness are dropped by Beam); they are neither dead-lettered nor
-       counted in any output (Beam's ``droppedDueToLateness`` counter was not among the job's
-       metrics in Flink's REST API when this test was written);
+    5. 2 sessions stamped inside W: too late. They are routed to the dead letter before the
+       runner's ``GroupByKey`` would drop them (:mod:`fair_forge_beam.streaming.late`: W had
+       earlier records, so its expiry timer had fired), each with the reason ``late: event time
+       … is behind the watermark by more than the allowed lateness 60s …`` (issue 28: they were
+       dropped with no count);
     6. one more session stamped "now" in a later window U; once U's ON_TIME pane is written, W
        has received no further pane: the too-late sessions are in no pane.
 
@@ -474,6 +480,9 @@ def test_early_on_time_late_panes_on_flink(panes_run):
     # of its own in whichever order they arrive: a late pane may repeat the previous count
     assert counts == sorted(counts) and 6 <= counts[0] and 6 < counts[-1]
     assert counts[-1] == 9, "the too-late sessions must not reach any pane"
+    late_dead = run.late_dead
+    assert len(late_dead) == 2 and all(d["stage"] == "window" for d in late_dead), late_dead
+    assert all("behind the watermark by more than the allowed lateness 60s" in d["reason"] for d in late_dead)
     assert late[-1]["pane"]["is_last"]  # W expired (watermark past its end + allowed lateness)
     assert all(r["pane"]["timing"] in ("EARLY", "ON_TIME") for r in all_panes if r["window_start_s"] != t0)
     got = _final_panes(all_panes)

@@ -174,8 +174,12 @@ def test_frequentist_overall_mean_is_mean_over_parquet_rows(frequentist):
     rows = pq.read_table(frequentist["out"] / "results.parquet").to_pylist()
     ov = frequentist["doc"]["metrics"]["humanity"]["slices"][0]
     assert ov["mode"] == "point_estimate"
-    for col, key in (("humanity_assistant_emotional_entropy", "mean_entropy"), ("humanity_ground_truth_spearman", "mean_spearman")):
-        plain = math.fsum(r[col] for r in rows) / len(rows)
+    # Spearman: over the rows whose reference answer has an emotion profile only (issue 28)
+    with_ref = [r for r in rows if r["humanity_has_reference"]]
+    assert 0 < len(with_ref) < len(rows) and ov["n_with_reference"] == len(with_ref)
+    for col, key, rs in (("humanity_assistant_emotional_entropy", "mean_entropy", rows),
+                         ("humanity_ground_truth_spearman", "mean_spearman", with_ref)):
+        plain = math.fsum(r[col] for r in rs) / len(rs)
         assert ov[key]["mean"] == pytest.approx(plain, rel=1e-12, abs=1e-12)
         assert ov[key]["ci_low"] is None
     # pooled emotion distribution of the overall slice: proportions sum to 1
@@ -189,6 +193,9 @@ def test_bayesian_intervals_in_results(bayesian):
         assert r["mode"] == "distribution"
         for k in ("mean_entropy", "mean_spearman"):
             e = r[k]
+            if k == "mean_spearman" and r["n_with_reference"] == 0:  # no reference answer: no estimate
+                assert e == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}, (r["slice"], e)
+                continue
             if r["n_sessions"] == 1:  # one session: no between-session interval is claimed
                 assert e["mean"] is not None and e["ci_low"] is None and e["ci_high"] is None, (r["slice"], k, e)
                 continue

@@ -89,7 +89,9 @@ def test_reading_rules_come_from_the_info():
     assert estimate_label("conversational", "conversational_quality_maxim") == "quality maxim (judge, 0–10)"
     assert reference_line("bias", "rates.race") == ("<=", 0.10) and reference_line("privacy", "score") is None
     assert definition("humanity", "emotion_distribution.joy").startswith("share of the answers' emotion words")
-    assert is_undefined("humanity", "mean_spearman", _est(0.0, 0.0, 0.0)) is True
+    # a stored 0 is a value (issue 28: no data is a null mean, never a placeholder 0)
+    assert is_undefined("humanity", "mean_spearman", _est(0.0, 0.0, 0.0)) is False
+    assert is_undefined("humanity", "mean_spearman", {"mean": None, "ci_low": None, "ci_high": None, "n": 0}) is True
     assert is_undefined("context", "context_awareness", _est(0.0, 0.0, 0.0)) is False
     bias = {"attribute_rates": [{"protected_attribute": "gender", "k_biased": 1, "n_samples": 3}]}
     assert counts_for("bias", bias) == {"rates.gender": (1, 3)}

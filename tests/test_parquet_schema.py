@@ -27,6 +27,7 @@ PINNED = [
     ('qa_id', 'string'),
     ('humanity_assistant_emotional_entropy', 'double'),
     ('humanity_ground_truth_spearman', 'double'),
+    ('humanity_has_reference', 'bool'),  # issue 28: the rows the Spearman means rest on
     ('humanity_assistant_anger', 'double'),
     ('humanity_assistant_anticipation', 'double'),
     ('humanity_assistant_disgust', 'double'),

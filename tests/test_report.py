@@ -554,9 +554,10 @@ def test_credible_differences_are_between_judged_assistants_with_intervals_apart
 def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode):
     out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
     html = (out / "report.html").read_text(encoding="utf-8")
-    # the hh-rlhf answers have no reference answer: Spearman is 0 by rule (spec §6.5), shown as n/a
+    # the hh-rlhf answers have no reference answer: no Spearman estimate (null, issue 28), shown as n/a
     hh = next(s for s in doc["metrics"]["humanity"]["slices"] if s["slice"] == "assistant_id=hh-chosen")
-    assert hh["mean_spearman"]["mean"] == 0.0
+    assert hh["mean_spearman"] == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
+    assert hh["n_with_reference"] == 0 and hh["n_interactions"] > 0
     assert "0.0000 [0.0000, 0.0000]" not in html
     # the console summary follows the same rule (it printed 0.0000 [0.0000, 0.0000])
     from fair_forge_beam.reports.summary import summary_table

@@ -290,13 +290,13 @@ def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, 
     run = tmp_path / "old"
     shutil.copytree(one_audit, run)
     manifest = json.loads((run / "stats" / "manifest.json").read_text())
-    manifest["stats_schema_version"] = 1  # a run of schema version 1 (before the session stage's outputs were stored)
+    manifest["stats_schema_version"] = 2  # a run of schema version 2 (before Humanity stored Spearman apart, issue 28)
     (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(SystemExit) as exc:
         _rollup(tmp_path / "r", [run])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert any("schema version 1" in line and "version 2" in line for line in err), err
+    assert any("schema version 2" in line and "version 3" in line for line in err), err
 
 
 def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp_path, capsys):

@@ -54,7 +54,9 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 2
+STATS_SCHEMA_VERSION = 3
+# 3: Humanity's session values hold spearman = null for an interaction without a reference
+#    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"

@@ -8,6 +8,13 @@ distribution is ``P(e) = count_e / Σ counts`` (all 0 with no hit); entropy
 answer's 8-vectors (``scipy.stats.spearmanr``, average ranks), 0 when either vector has zero
 variance, rounded to 3 decimals.
 
+An interaction **has a reference** when its reference answer has an emotion profile: its 8
+emotion counts are not all equal (in practice, it holds at least one lexicon word). Without one,
+ρ is undefined; the interaction record keeps the spec's 0 (``humanity_ground_truth_spearman``)
+and says so (``humanity_has_reference = False``), but session and slice means of Spearman rest only on the interactions with a reference
+(``n_with_reference``), and are ``None`` (no estimate) when there is none — never a mean of
+placeholder zeros (issue 28).
+
 Beyond the original: session aggregates (weighted mean, spec §3.4 weights) and slice
 aggregates (overall / per assistant / per language) of entropy and Spearman through the
 statistical mode, with Bayesian-bootstrap credible intervals in Bayesian mode, and the pooled
@@ -45,13 +52,15 @@ from fair_forge_beam.statistical.slices import (
     slice_bootstrap_means,
     slice_means_combiner,
 )
+from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.combiners import (
     CategoryCountCombineFn,
+    OptionalCombineFn,
     estimate_distribution,
     session_mean_and_point_estimates,
 )
 
-__all__ = ["Humanity", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
+__all__ = ["Humanity", "has_reference", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
 
 
@@ -139,16 +148,25 @@ HumanityScore = NamedTuple("HumanityScore", [
     *SCORE_IDS,
     ("weight", Optional[float]),
     ("entropy", float),
-    ("spearman", float),
+    ("spearman", Optional[float]),  # None: no reference emotion profile (has_reference)
     ("counts", tuple),
 ])
+
+
+def has_reference(gt_counts: Sequence[int]) -> bool:
+    """True when the reference answer's emotion counts (8 ints) are not all equal — the
+    reference has an emotion profile to rank against (Spearman's ρ is undefined otherwise; spec
+    §6.5 then sets it to 0)."""
+    return len(set(gt_counts)) > 1
 
 
 def _interaction_record(s: HumanityScore) -> dict:
     dist = emotion_distribution(s.counts)
     rec = {
         "humanity_assistant_emotional_entropy": s.entropy,
-        "humanity_ground_truth_spearman": s.spearman,
+        # spec §6.5: 0 where the reference has no emotion profile (the aggregates leave it out)
+        "humanity_ground_truth_spearman": 0.0 if s.spearman is None else s.spearman,
+        "humanity_has_reference": s.spearman is not None,
     }
     for e, p in zip(EMOTIONS, dist):
         rec[f"humanity_assistant_{e}"] = p
@@ -190,7 +208,7 @@ class _ScoreHumanity(beam.DoFn):
                 qa_id=x.qa_id,
                 weight=x.weight,
                 entropy=emotional_entropy(emotion_distribution(counts)),
-                spearman=spearman_alignment(gt_counts, counts),
+                spearman=spearman_alignment(gt_counts, counts) if has_reference(gt_counts) else None,
                 counts=counts,
             )
         ]
@@ -202,13 +220,13 @@ class SessionValue(NamedTuple):
     turn_index: int
     weight: Optional[float]
     entropy: float
-    spearman: Optional[float]
+    spearman: Optional[float]  # None: the interaction has no reference (module docstring)
     counts: tuple[int, ...]
 
 
 class SliceUnit(NamedTuple):
-    """A session's bootstrap unit for the slice means: its key text, weight (its interactions),
-    point means ``(entropy, Spearman or None)`` and interactions."""
+    """A session's bootstrap unit for a slice mean: its key text, weight (the interactions it
+    contributes), point means (one value) and interactions."""
 
     key: str
     weight: float
@@ -217,9 +235,13 @@ class SliceUnit(NamedTuple):
 
 
 class SliceValue(NamedTuple):
-    """What a session gives its slices (stored per session: a roll-up reuses it)."""
+    """What a session gives its slices (stored per session: a roll-up reuses it): ``unit`` for
+    the entropy mean (weight = its interactions), ``reference`` for the Spearman mean (weight =
+    its interactions with a reference; ``None`` when it has none, so it is not one of the
+    slice's Spearman sessions) and the pooled emotion counts."""
 
     unit: SliceUnit
+    reference: Optional[SliceUnit]
     emotion_counts: tuple[int, ...]
 
 
@@ -234,8 +256,10 @@ def _session_order(v: tuple) -> tuple:
 
 
 class _SessionReducer(SessionReducer):
-    """Session record (weighted means of entropy and Spearman, spec §3.4 weights) and the slice
-    unit ``((unit key, n, (mean entropy, mean spearman), n), emotion counts)``."""
+    """Session record (weighted means of entropy over all interactions and of Spearman over the
+    interactions with a reference, spec §3.4 weights) and the slice value
+    ``((unit key, n, (mean entropy,), n), (unit key, k, (mean spearman,), k) or None, emotion counts)``
+    with ``k`` = interactions with a reference."""
 
     def __init__(self, mode: StatisticalMode):
         self.mode = mode
@@ -245,11 +269,20 @@ class _SessionReducer(SessionReducer):
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
         turns = [v[0] for v in items]
         warnings = repeated_turns(key, turns)
-        scores = np.array([(v[2], v[3]) for v in items], dtype=np.float64)
         weights = [v[1] for v in items]
-        est, point, warning = session_mean_and_point_estimates(scores, weights, turns, self.mode, "humanity|within-session")
+        entropy = np.array([(v[2],) for v in items], dtype=np.float64)
+        est, point, warning = session_mean_and_point_estimates(entropy, weights, turns, self.mode, "humanity|within-session")
         if warning:
             warnings.append(QualityWarning("weights", session_key, warning))
+        # Spearman: only the interactions with a reference, with their own weights and turns
+        ref = [v for v in items if v[3] is not None]
+        if ref:
+            rho = np.array([(v[3],) for v in ref], dtype=np.float64)
+            est_s, point_s, _ = session_mean_and_point_estimates(
+                rho, [v[1] for v in ref], [v[0] for v in ref], self.mode, "humanity|within-session")
+            spearman, ref_unit = est_s[0], (session_key_text(key), float(len(ref)), (point_s[0].mean,), len(ref))
+        else:
+            spearman, ref_unit = Estimate(mean=None, n=0), None
         rec = {
             "metric": "humanity",
             "level": "session",
@@ -257,12 +290,13 @@ class _SessionReducer(SessionReducer):
             "assistant_id": assistant_id,
             "language": language,
             "n_interactions": len(items),
+            "n_with_reference": len(ref),
             "mean_entropy": est[0].model_dump(),
-            "mean_spearman": est[1].model_dump(),
+            "mean_spearman": spearman.model_dump(),
         }
-        unit = (session_key_text(key), float(len(items)), (point[0].mean, point[1].mean), len(items))
+        unit = (session_key_text(key), float(len(items)), (point[0].mean,), len(items))
         counts = [sum(c) for c in zip(*(v[4] for v in items))]
-        return rec, (unit, counts), warnings
+        return rec, (unit, ref_unit, counts), warnings
 
 
 class _SliceEstimator(SliceEstimator):
@@ -270,18 +304,21 @@ class _SliceEstimator(SliceEstimator):
         self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
 
     def estimate(self, key, accs, window, aux):
-        st, counts = accs[1]
-        # one slice-bootstrap path (statistical/slices.py), the one-session rule included
-        est = slice_bootstrap_means(st, self.mode, "humanity|sessions")
+        st, st_ref, counts = accs[1]
+        # one slice-bootstrap path (statistical/slices.py), the one-session rule included; the
+        # Spearman mean over the sessions with a reference only (the same keyed draws per session)
+        (entropy,) = slice_bootstrap_means(st, self.mode, "humanity|sessions")
+        (spearman,) = slice_bootstrap_means(st_ref, self.mode, "humanity|sessions")
         resampling = bootstrap_resampling(st, self.mode)
         dist = estimate_distribution(counts, EMOTIONS, self.mode)
         rec = HumanitySliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),
             n_interactions=st.n_items,
+            n_with_reference=st_ref.n_items,
             n_sessions=st.n_units,
-            mean_entropy=est[0],
-            mean_spearman=est[1],
+            mean_entropy=entropy,
+            mean_spearman=spearman,
             emotion_distribution=dist,
             resampling=resampling,
             lexicon=self.lexicon.name,
@@ -300,15 +337,17 @@ HUMANITY_INFO = MetricInfo(
                      unit="bits", value_range=(0.0, 3.0), gate="mean_entropy", headline=True),
         EstimateInfo("mean_spearman", "Spearman ρ vs reference emotions",
                      "rank correlation between the emotion counts of the answer and of the reference answer (spec "
-                     "§6.5); 1 = same emotional profile, −1 = opposite; n/a where no reference answer has emotion words",
+                     "§6.5), over the interactions whose reference answer has emotion words (n_with_reference); "
+                     "1 = same emotional profile, −1 = opposite; n/a (null) where none has",
                      unit="Spearman rank correlation", value_range=(-1.0, 1.0), direction=+1, reference=(">=", 0.0),
-                     gate="mean_spearman", headline=True, zero_means_no_data=True),
+                     gate="mean_spearman", headline=True),
         EstimateInfo("emotion_distribution.{key}", "share of {key} words",
                      "share of the answers' emotion words (NRC lexicon) that carry this emotion (spec §6.5)",
                      unit="share of emotion words", gate="emotion", key_name="emotion", keys=tuple(EMOTIONS)),
     ),
     parquet=(ParquetColumns("fair_forge_beam.schemas.humanity:HumanityMetric",
                             ("humanity_assistant_emotional_entropy", "humanity_ground_truth_spearman",
+                             "humanity_has_reference",
                              *(f"humanity_assistant_{e}" for e in EMOTIONS))),),
     session_histograms=(SessionHistogram("mean entropy (bits)", "mean_entropy.mean", (0, 3)),
                     SessionHistogram("mean Spearman ρ", "mean_spearman.mean", (-1, 1))),
@@ -361,7 +400,7 @@ class Humanity(MetricTransform):
         self.slice_bootstrap = slice_bootstrap
 
     def _means_combiner(self):
-        return slice_means_combiner(2, self.mode, self.max_units, self.slice_bootstrap, "humanity|sessions-gamma")
+        return slice_means_combiner(1, self.mode, self.max_units, self.slice_bootstrap, "humanity|sessions-gamma")
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`."""
@@ -373,7 +412,8 @@ class Humanity(MetricTransform):
             session_order=_session_order,
             session_value_type=SessionValue,
             session_reducer=_SessionReducer(self.mode),
-            session_slice_combine=beam.combiners.TupleCombineFn(self._means_combiner(), CategoryCountCombineFn(EMOTIONS)),
+            session_slice_combine=beam.combiners.TupleCombineFn(
+                self._means_combiner(), OptionalCombineFn(self._means_combiner()), CategoryCountCombineFn(EMOTIONS)),
             slice_value_type=SliceValue,
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
             slices=self.slices,

@@ -91,12 +91,8 @@ def counts_for(metric: str, record: dict) -> dict[str, tuple[int, int]]:
 
 
 def is_undefined(metric: str, path: str, est: Optional[dict]) -> bool:
-    """True when the estimate has no meaningful value: no mean, or — for an estimate the metric
-    declares ``zero_means_no_data`` (Humanity's Spearman ρ) — exactly 0 with no interval or a
-    zero-width one at 0 (every answer's ρ was set to 0: no reference emotions to compare, spec §6.5)."""
-    if not est or est.get("mean") is None:
-        return True
-    if est["mean"] == 0 and getattr(estimate_info(metric, path)[0], "zero_means_no_data", False):
-        lo, hi = est.get("ci_low"), est.get("ci_high")
-        return (lo is None and hi is None) or (lo == 0 and hi == 0)
-    return False
+    """True when the estimate has no value: absent, or ``mean`` is ``None`` (no data — e.g.
+    Humanity's Spearman ρ of a slice where no interaction has a reference answer with emotion
+    words). A value of 0 is a value: the metric stores ``None`` where there is nothing to
+    measure, never a placeholder 0 (issue 28)."""
+    return not est or est.get("mean") is None

@@ -66,7 +66,8 @@ Semantics:
 * regression: a slice or estimate too small to compare (fewer than two sessions, or a
   zero-width interval, in either run: :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`)
   and a slice or value the baseline lacks are *skipped* — no difference is claimed — with the
-  reason; pair a regression gate with ``coverage sessions >= N`` to require the data;
+  reason; so is an estimate undefined in both runs (``mean`` null in each: nothing to compare;
+  undefined in this run only, it fails unless ``if_undefined = "skip"``); pair a regression gate with ``coverage sessions >= N`` to require the data;
 * interval statistics (``ci_low``/``ci_high``) exist in Bayesian mode only: asking for them in
   frequentist mode is a configuration error; so is a frequentist regression gate on an estimate
   without counts (no interval of the difference).
@@ -941,12 +942,18 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                        "n": cur.get("n")}
                 one = {**base, "slice": slice_key, "key": key, **est,
                        "value": None if est["mean"] is None else float(est["mean"])}
+                bas = dotted_get(brec, path) if brec is not None else None
+                if cur.get("mean") is None and isinstance(bas, dict) and "mean" in bas and bas["mean"] is None:
+                    # no value in either run (e.g. Spearman with no reference answers): not a
+                    # regression, nothing to compare — as compare_runs' undefined_in_both
+                    checks.append(GateCheck(**one, status="skipped", reason=(
+                        f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare")))
+                    continue
                 if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
                     checks.append(GateCheck(**one, status=status, reason=(
                         f"{f} is undefined in this run (no data: n = {est['n']})" if cur else f"no {f} estimate")))
                     continue
-                bas = dotted_get(brec, path) if brec is not None else None
                 if brec is None or not isinstance(bas, dict) or bas.get("mean") is None:
                     checks.append(GateCheck(**one, status="skipped", reason=(
                         f"no slice {slice_key!r} in the baseline's results of {g.metric}: nothing to compare"

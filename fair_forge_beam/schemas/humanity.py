@@ -17,7 +17,11 @@ class HumanityMetric(BaseMetric):
       emotion distribution over the 8 NRC emotions; range [0, 3]; 0 when no lexicon word.
     * ``humanity_ground_truth_spearman``: Spearman's ρ between the emotion distributions of the
       reference answer and of the answer (average ranks), rounded to 3 decimals; range [−1, 1];
-      0 when either distribution has zero variance (e.g. no lexicon word, or no reference).
+      0 when either distribution has zero variance (e.g. no lexicon word, or no reference). An
+      interaction whose reference has no emotion profile has no reference for the session and
+      slice means of Spearman (they leave it out).
+    * ``humanity_has_reference``: whether the reference answer has an emotion profile (its 8
+      counts not all equal); the session and slice means of Spearman rest on these rows only.
     * ``humanity_assistant_<emotion>``: the answer's emotion proportions (sum 1, or all 0).
     """
 
@@ -29,6 +33,7 @@ class HumanityMetric(BaseMetric):
     language: str = "english"
     humanity_assistant_emotional_entropy: float
     humanity_ground_truth_spearman: float
+    humanity_has_reference: bool
     humanity_assistant_anger: float
     humanity_assistant_anticipation: float
     humanity_assistant_disgust: float
@@ -44,12 +49,17 @@ class HumanitySessionMetric(BaseMetric):
 
     Frequentist: point values. Bayesian: Bayesian bootstrap over the session's interactions
     (mean and credible interval).
+
+    ``n_with_reference``: interactions whose reference answer has an emotion profile (its 8
+    counts not all equal); ``mean_spearman`` rests on those only and has ``mean = None`` (no
+    estimate) when there are none. ``None``: a record of a version before it was counted.
     """
 
     model_config = ConfigDict(extra="ignore")
 
     language: str
     n_interactions: int
+    n_with_reference: Optional[int] = None
     mean_entropy: Estimate
     mean_spearman: Estimate
 
@@ -60,6 +70,9 @@ class HumanitySliceMetric(BaseModel):
     ``mean_entropy`` / ``mean_spearman``: mean over the slice's interactions, each session
     contributing its interaction count distributed by its resolved weights (with no weights:
     the plain mean over interactions). Bayesian: Bayesian bootstrap over sessions.
+    ``mean_spearman`` counts only the ``n_with_reference`` interactions whose reference answer
+    has an emotion profile, and only the sessions holding one (its ``n`` = ``n_with_reference``;
+    the one-session rule counts those sessions); ``mean = None`` (no estimate) when there are none.
     ``emotion_distribution``: pooled emotion proportions (Bayesian: Dirichlet posterior).
     """
 
@@ -68,6 +81,7 @@ class HumanitySliceMetric(BaseModel):
     slice: str
     mode: str
     n_interactions: int
+    n_with_reference: Optional[int] = None
     n_sessions: int
     mean_entropy: Estimate
     mean_spearman: Estimate

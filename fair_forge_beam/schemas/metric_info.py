@@ -72,8 +72,6 @@ class EstimateInfo:
             Wald width of a frequentist rate.
         explained: listed with its definition at the top of the metric's report section
             (headline estimates with a definition always are).
-        zero_means_no_data: a mean of exactly 0 with no interval, or a zero-width one at 0, is
-            undefined — nothing was there to measure (Humanity's Spearman ρ, spec §6.5).
     """
 
     path: str
@@ -89,7 +87,6 @@ class EstimateInfo:
     keys: tuple[str, ...] = ()
     counts: Optional[Counts] = None
     explained: bool = True
-    zero_means_no_data: bool = False
 
     def __post_init__(self):
         if self.path.count(KEY) > 1:

@@ -10,14 +10,15 @@ window and pane (``fileio.WriteToFiles``) under ``<output>/windows/``:
   UTC), ``window_start_s``, ``window_end_s`` and ``pane {timing, index, is_first, is_last}``;
 * ``<metric>-sessions-…`` — session records of the pane (see
   :mod:`fair_forge_beam.streaming.windows` on sessions split across panes);
-* ``dead_letter-…`` — rejected records (read and metric stages), in 1-minute windows of their
-  arrival;
+* ``dead_letter-…`` — rejected records (read and metric stages, and in a streaming run the
+  records later than the allowed lateness: stage ``window``, reason ``late: …``,
+  :mod:`fair_forge_beam.streaming.late`), in 1-minute windows of their arrival;
 * ``data_quality-…`` — data-quality warnings (read and metric stages: split sessions, duplicate
   ids, metadata slice values that disagree, …), likewise.
 
 A bounded run (files given with ``--input`` plus ``--window``) ends like a batch run and also
 writes ``windowed_results.json``: every slice record, sorted by metric, window, slice and
-pane, and the counts of dead letters and data-quality warnings written. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka without
+pane, and the counts of dead letters (``late_records`` among them) and data-quality warnings written. An unbounded run (``--watch`` without ``--watch-stop-after``, Kafka without
 ``--kafka-max-records``, Pub/Sub) runs until cancelled; pass ``--streaming`` to Beam (set
 automatically for these sources). Kafka's event time is the ``--timestamp-field`` of the payload
 (``--kafka-event-time field``, default) or the message timestamp (``--kafka-event-time message``).
@@ -41,7 +42,7 @@ from fair_forge_beam.runner import pipeline_options, run_pipeline, to_json_line
 from fair_forge_beam.io.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
 
-__all__ = ["is_windowed_run", "build_source", "write_windowed", "run_windowed", "read_windowed"]
+__all__ = ["is_windowed_run", "build_source", "window_interactions", "write_windowed", "run_windowed", "read_windowed"]
 
 
 def is_windowed_run(args) -> bool:
@@ -158,6 +159,35 @@ def _write_by_arrival(pcolls: list, out: str, prefix: str, labels: tuple) -> Non
     )
 
 
+def _count_late(out: str) -> int:
+    """Late records among the dead letters written under ``<out>/windows``
+    (:func:`~fair_forge_beam.streaming.late.is_late_dead_letter`)."""
+    from fair_forge_beam.streaming.late import is_late_dead_letter
+
+    n = 0
+    for m in FileSystems.match([f"{out}/windows/dead_letter-*.jsonl"])[0].metadata_list:
+        with FileSystems.open(m.path) as f:
+            n += sum(1 for line in f.read().decode("utf-8").splitlines()
+                     if line.strip() and is_late_dead_letter(json.loads(line)))
+    return n
+
+
+def window_interactions(interactions, spec, unbounded: bool):
+    """The event-timed, windowed interactions of a run and its late records:
+    ``(windowed PCollection, late dead letters or None)``. In a streaming (``unbounded``) run,
+    records later than the allowed lateness are routed to dead letters before the windows'
+    grouping would drop them (:class:`~fair_forge_beam.streaming.late.RouteLateRecords`); a
+    bounded run (batch) drops nothing as late and routes nothing."""
+    timed = interactions | "EventTime" >> beam.ParDo(AssignEventTime())
+    late = None
+    if unbounded:
+        from fair_forge_beam.streaming.late import RouteLateRecords
+
+        routed = timed | "Late" >> RouteLateRecords(spec)
+        timed, late = routed["interactions"], routed["dead_letter"]
+    return timed | spec.window_into("Window"), late
+
+
 def _count_lines(out: str, prefix: str) -> int:
     """Records in the ``<out>/windows/<prefix>-*.jsonl`` files (a bounded run's dead letters or warnings)."""
     n = 0
@@ -203,23 +233,21 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     if unbounded:
         options.view_as(StandardOptions).streaming = True
         out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
-        return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode)
+        return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
     with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
         return _run_windowed_into(stage, args.output.rstrip("/") or ".", args, options, source, spec, metrics,
                                   transforms, mode, empty_check=not getattr(args, "allow_empty", False))
 
 
 def _run_windowed_into(folder: str, shown: str, args, options, source, spec, metrics, transforms, mode,
-                       empty_check: bool = False) -> dict:
+                       empty_check: bool = False, unbounded: bool = False) -> dict:
     """Run the windowed pipeline writing into ``folder`` (published as ``shown``, named in messages)."""
     started = time.time()
     with run_pipeline(options) as p:
         read = p | "Read" >> source
-        windowed = (
-            read["interactions"]
-            | "EventTime" >> beam.ParDo(AssignEventTime())
-            | spec.window_into("Window")
-        )
+        windowed, late = window_interactions(read["interactions"], spec, unbounded)
+        if late is not None:
+            read = {**read, "dead_letter": (read["dead_letter"], late) | "WithLate" >> beam.Flatten()}
         results = apply_metrics(windowed, transforms)  # engine metrics share their shuffles
         write_windowed(read, results, folder)
     doc = {
@@ -236,6 +264,9 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
         },
         "slices": read_windowed(folder, "slices"),
         "dead_letters": _count_lines(folder, "dead_letter"),
+        # streaming runs: records dropped as later than --allowed-lateness, each a dead letter
+        # (what is and is not counted: fair_forge_beam/streaming/late.py); bounded runs drop none
+        "late_records": _count_late(folder) if unbounded else 0,
         "data_quality_warnings": _count_lines(folder, "data_quality"),
     }
     if empty_check:
@@ -247,7 +278,8 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
     with FileSystems.create(f"{folder}/windowed_results.json") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if not args.quiet:
-        print(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters, "
+        print(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters "
+              f"({doc['late_records']} later than the allowed lateness), "
               f"{doc['data_quality_warnings']} data-quality warnings in {time.time() - started:.1f} s; "
               f"outputs: {shown}/windows/, {shown}/windowed_results.json")
     return doc
