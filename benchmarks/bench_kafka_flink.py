@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fair_forge_beam.streaming.job import read_windowed  # noqa: E402
+from fair_forge_beam.windowed import read_windowed  # noqa: E402
 from fair_forge_beam.testing import kafka as kf  # noqa: E402
 
 AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword"]

@@ -150,7 +150,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     if not metrics:
         parser.error("--metrics is empty")
     inputs = args.input or default_inputs()
-    from fair_forge_beam.streaming.job import is_windowed_run
+    from fair_forge_beam.windowed import is_windowed_run
 
     windowed = is_windowed_run(args)
     from fair_forge_beam.options import validate
@@ -217,7 +217,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
                                       slice_fields=metadata_dimensions(slice_dims))
         elif windowed:
-            from fair_forge_beam.streaming.job import build_source, run_windowed
+            from fair_forge_beam.windowed import build_source, run_windowed
             from fair_forge_beam.streaming.windows import WindowSpec
 
             if not args.window:

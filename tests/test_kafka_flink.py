@@ -49,7 +49,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import alive
-from fair_forge_beam.streaming.job import read_windowed
+from fair_forge_beam.windowed import read_windowed
 from fair_forge_beam.testing import kafka as kf
 from fair_forge_beam.testing import runners as rn
 from pipelines import audit
@@ -519,7 +519,7 @@ def test_message_time_and_dead_letters_in_process():
     from apache_beam.testing.util import assert_that, equal_to
     from apache_beam.transforms.window import TimestampedValue
 
-    from fair_forge_beam.streaming.job import _ParseStream
+    from fair_forge_beam.windowed import _ParseStream
     from fair_forge_beam.io.stream_sources import _kafka_record
 
     session = {"session_id": "s1", "assistant_id": "a", "language": "english", "context": "",

@@ -49,7 +49,7 @@ def test_records_beyond_the_allowed_lateness_are_counted_dead_letters(tmp_path):
     one after it closed at 130 s (dead letter); [120, 180): its first and only record arrives
     after it closed — not counted (documented: no earlier record of that window set its timer)."""
     from fair_forge_beam.metrics.humanity import Humanity
-    from fair_forge_beam.streaming.job import window_interactions
+    from fair_forge_beam.windowed import window_interactions
 
     x = {
         "a": _inter("s1", 0, "I am so happy", 5), "b": _inter("s1", 1, "sad and angry", 10),
@@ -106,7 +106,7 @@ def test_records_beyond_the_allowed_lateness_are_counted_dead_letters(tmp_path):
 def test_routing_keeps_every_record_while_its_window_is_open(tmp_path):
     """Nothing late: the routed run gives the same final panes as the unrouted one."""
     from fair_forge_beam.metrics.humanity import Humanity
-    from fair_forge_beam.streaming.job import window_interactions
+    from fair_forge_beam.windowed import window_interactions
 
     xs = [_inter(f"s{i}", 0, "happy sad friend"[: 5 + i], 7 * i) for i in range(12)]
     out = {}
