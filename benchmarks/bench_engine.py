@@ -130,7 +130,7 @@ def cpu_seconds() -> float:
 def run_floor(path: str, out: str, beam_args: list[str]) -> tuple[float, int]:
     """(seconds, interactions counted) of the floor pipeline (the count is written to ``out``)."""
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.beam_pipeline import pipeline_options
 
     start = time.perf_counter()
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:

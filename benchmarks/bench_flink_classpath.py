@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fair_forge_beam.testing import runners as rn  # noqa: E402
+from fair_forge_beam.testing import beam_runners as rn  # noqa: E402
 from fair_forge_beam.testing.flink_cluster import FlinkCluster  # noqa: E402
 from pipelines import audit  # noqa: E402
 

@@ -23,7 +23,7 @@ import apache_beam as beam
 
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.humanity import Humanity
-from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.beam_pipeline import pipeline_options
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
 
 EMOTIONAL = (

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_counters, judge_request
-from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.beam_pipeline import pipeline_options
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_flink_classpath import group_cpu, self_cpu  # noqa: E402
 from fair_forge_beam.testing import kafka as kf  # noqa: E402
-from fair_forge_beam.testing import runners as rn  # noqa: E402
+from fair_forge_beam.testing import beam_runners as rn  # noqa: E402
 from pipelines import audit  # noqa: E402
 
 AUDIT = ["--quiet", "--metrics", "toxicity", "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex"]

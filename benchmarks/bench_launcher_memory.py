@@ -8,7 +8,7 @@ Method. The in-memory FnApiRunner runs the workers and the shuffle inside the la
 so its memory grows with the data whatever the output stage does. The launcher is therefore
 measured on a runner where it only submits: **Prism with EXTERNAL workers** — the Prism binary
 runs the job (shuffle, state) in its own process, and the SDK workers are separate ``python``
-processes started by Beam's worker pool (``fair_forge_beam.testing.runners.WorkerPool``). The
+processes started by Beam's worker pool (``fair_forge_beam.testing.beam_runners.WorkerPool``). The
 main job runs in a child process through a small wrapper that calls ``pipelines.audit.main``
 and records ``getrusage(RUSAGE_SELF).ru_maxrss``, the peak resident set of that one process (its
 own pages only: not Prism's, not the workers'), twice: when the launcher starts reading
@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_runners import AUDIT, write_sessions  # noqa: E402
 
-from fair_forge_beam.testing import runners as rn  # noqa: E402
+from fair_forge_beam.testing import beam_runners as rn  # noqa: E402
 
 WRAPPER = """
 import json, os, resource, sys

@@ -11,7 +11,7 @@ to the first runner's.
     python benchmarks/bench_runners.py --n 20000 --runners in_memory prism --repeat 2
 
 Runners (``--runners``; default the four of the identity suite, ``prism_workers`` on request):
-see ``fair_forge_beam/testing/runners.py`` (Flink and Prism need
+see ``fair_forge_beam/testing/beam_runners.py`` (Flink and Prism need
 ``.ci/get_runners.sh`` first; a runner whose artifact is missing is reported and skipped).
 ``flink`` is a real local cluster — JobManager, 2 TaskManagers (parallelism 2), Beam's job
 server, PROCESS workers — started once before its first run; its start-up is reported apart and
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fair_forge_beam.testing import runners as rn
+from fair_forge_beam.testing import beam_runners as rn
 
 TURN_WEIGHTS = [30, 25, 20, 13, 8, 4]  # P(1..6 turns), as the hh-rlhf slice
 AUDIT = ["--quiet", "--mode", "bayesian", "--seed", "7", "--metrics", "humanity,toxicity",

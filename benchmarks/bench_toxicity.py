@@ -27,7 +27,7 @@ import apache_beam as beam
 
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.metrics.toxicity import Toxicity
-from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.beam_pipeline import pipeline_options
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
 
 TURN_WEIGHTS = [30, 25, 20, 13, 8, 4]  # P(1..6 turns): mean ≈ 2.5, as the hh-rlhf slice

@@ -65,7 +65,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests, shortfall_warning
     from fair_forge_beam.generators.loader import LocalMarkdownLoader
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
-    from fair_forge_beam.runner import pipeline_options, run_pipeline
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
     from fair_forge_beam.options import value
 
@@ -119,9 +119,9 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
 
 
 def build_assistant_handler(args: Any):
-    """The :class:`~fair_forge_beam.runners.assistant.AssistantHandler` from the run options.
+    """The :class:`~fair_forge_beam.assistants.assistant.AssistantHandler` from the run options.
     Raises ``ValueError`` on a missing URL / model / template."""
-    from fair_forge_beam.runners.assistant import AssistantHandler
+    from fair_forge_beam.assistants.assistant import AssistantHandler
 
     if not args.assistant_url:
         raise ValueError("--assistant-url is required (the assistant under test)")
@@ -149,8 +149,8 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
 
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
-    from fair_forge_beam.runner import pipeline_options, run_pipeline
-    from fair_forge_beam.runners.assistant import RunAssistant, WriteRunOutputs, assistant_counters
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.assistants.assistant import RunAssistant, WriteRunOutputs, assistant_counters
 
     inputs = list(inputs or args.input or [])
     if not inputs:

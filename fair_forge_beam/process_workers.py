@@ -17,10 +17,10 @@ looked up on ``PATH``. :func:`write_worker_command` writes the command the runne
   manager sends a worker's output to ``/dev/null``, so a worker that cannot start (a missing
   module, a broken install) failed a job with "Process died with exit code 1" and its own error
   in no log. :func:`worker_stderr` reads these files back, and
-  :func:`fair_forge_beam.runner.run_pipeline` adds them to the error of a failed job.
+  :func:`fair_forge_beam.beam_pipeline.run_pipeline` adds them to the error of a failed job.
 
 Beam's worker pool (``apache_beam.runners.worker.worker_pool_main``, the EXTERNAL environment
-of :class:`fair_forge_beam.testing.runners.WorkerPool`) also starts its workers as ``python``
+of :class:`fair_forge_beam.testing.beam_runners.WorkerPool`) also starts its workers as ``python``
 from ``PATH``: the pool gets :func:`write_python_wrapper`'s folder first on its ``PATH``.
 """
 from __future__ import annotations

@@ -362,7 +362,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output, write_launcher_reports
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import summary_table
-    from fair_forge_beam.runner import pipeline_options, run_pipeline
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.slices import SLICE_DIMENSIONS
 
     first = manifests[0]
@@ -942,7 +942,7 @@ def _renumber_jsonl(path: str, target: str, turns: dict) -> None:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.elements import make_element_id
-    from fair_forge_beam.runner import to_json_line
+    from fair_forge_beam.beam_pipeline import to_json_line
 
     by_prefix = {make_element_id(sid, aid, 0)[:-1]: (sid, aid) for sid, aid in turns}
     with FileSystems.open(path) as f:

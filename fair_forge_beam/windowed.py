@@ -38,7 +38,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.engine import apply_metrics
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
-from fair_forge_beam.runner import pipeline_options, run_pipeline, to_json_line
+from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, to_json_line
 from fair_forge_beam.io.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
 

@@ -135,7 +135,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
-    from fair_forge_beam.runner import pipeline_options, run_pipeline
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import is_template_launch, parse_slices
     from fair_forge_beam.slices import metadata_dimensions
@@ -284,7 +284,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
     from fair_forge_beam.reports.gates import GatesFailed, check_gates, evaluate_gates
     from fair_forge_beam.reports.results import utc_timestamp, write_run_info
-    from fair_forge_beam.runner import run_pipeline
+    from fair_forge_beam.beam_pipeline import run_pipeline
 
     started = time.time()
     started_at = utc_timestamp(started)

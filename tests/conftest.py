@@ -189,7 +189,7 @@ def flink_cluster(tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
 
     from fair_forge_beam.testing import kafka as kf
-    from fair_forge_beam.testing import runners as rn
+    from fair_forge_beam.testing import beam_runners as rn
     from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
     holder: dict = {}

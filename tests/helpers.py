@@ -76,7 +76,7 @@ def run_metric(metric, interactions, out):
     from apache_beam.testing.test_pipeline import TestPipeline
 
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+    from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
 
     p = TestPipeline(runner=FNAPI, blocking=True)
     res = p | beam.Create(interactions) | metric

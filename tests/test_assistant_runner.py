@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from helpers import FNAPI, REPO
 from fair_forge_beam._beam import beam
-from fair_forge_beam.runners.assistant import (
+from fair_forge_beam.assistants.assistant import (
     AssistantHandler,
     RunAssistant,
     assistant_counters,

@@ -10,7 +10,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 
 from fair_forge_beam.io.read import ReadInteractions
-from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.beam_pipeline import pipeline_options
 
 
 def _session(sid, n=2, aid="a", **extra):

@@ -113,7 +113,7 @@ def _session():
 @pytest.mark.parametrize("kind", ["openai", "http"])
 @pytest.mark.parametrize("chunked", [False, True])
 def test_an_oversize_assistant_reply_fails_the_turn_the_session_goes_on(tmp_path, kind, chunked):
-    from fair_forge_beam.runners.assistant import AssistantHandler
+    from fair_forge_beam.assistants.assistant import AssistantHandler
 
     def answer(req):
         if "[big]" in req.prompt:

@@ -68,7 +68,7 @@ def test_beam_stage_explains_and_dead_letters_bad_items():
 
     from fair_forge_beam._beam import beam
     from fair_forge_beam.explainability import AttributionExplainer, ExplainAttributions
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.beam_pipeline import pipeline_options
     from fair_forge_beam.testing.tiny_lm import tiny_gpt2
 
     items = [{"id": "a", "prompt": "the cat sat", "target": "on a mat"}, {"id": "b", "prompt": "hello world", "target": "yes"},
@@ -89,7 +89,7 @@ def test_cli_with_the_builtin_tiny_model(tmp_path):
     import subprocess
     import sys
 
-    from fair_forge_beam.runner import read_jsonl_shards
+    from fair_forge_beam.beam_pipeline import read_jsonl_shards
 
     inp = tmp_path / "items.jsonl"
     inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\nnot json\n', encoding="utf-8")
@@ -131,7 +131,7 @@ def test_cli_report_on_the_tiny_model(tmp_path):
     import subprocess
     import sys
 
-    from fair_forge_beam.runner import read_jsonl_shards
+    from fair_forge_beam.beam_pipeline import read_jsonl_shards
 
     inp = tmp_path / "items.jsonl"
     inp.write_text(json.dumps({"id": "1", "prompt": "the <script>alert(1)</script> sat", "target": "on a mat"}) + "\nnot json\n",

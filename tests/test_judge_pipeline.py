@@ -23,7 +23,7 @@ from fair_forge_beam.components.judge import (
     judge_counters,
     judge_request,
 )
-from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
 from fair_forge_beam.testing.openai_server import Fault, Reply, ScriptedOpenAIServer
 
 
@@ -193,7 +193,7 @@ KILLED_RUN = textwrap.dedent(
     """
     import sys
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.runner import pipeline_options
+    from fair_forge_beam.beam_pipeline import pipeline_options
     from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
 
     base_url, cache = sys.argv[1], sys.argv[2]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
-from fair_forge_beam.runner import read_jsonl_shards, write_jsonl
+from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
 from fair_forge_beam.testing.openai_server import Fault, Reply, ScriptedOpenAIServer
 
 ENV = "FFB_TEST_JUDGE_KEY"

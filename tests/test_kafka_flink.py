@@ -51,7 +51,7 @@ import pytest
 from helpers import alive
 from fair_forge_beam.windowed import read_windowed
 from fair_forge_beam.testing import kafka as kf
-from fair_forge_beam.testing import runners as rn
+from fair_forge_beam.testing import beam_runners as rn
 from pipelines import audit
 
 pytestmark = [pytest.mark.runners, pytest.mark.slow]

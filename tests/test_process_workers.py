@@ -91,7 +91,7 @@ _FLINK_SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from fair_forge_beam._beam import beam
-from fair_forge_beam.runner import pipeline_options
+from fair_forge_beam.beam_pipeline import pipeline_options
 from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
 work, out, pth = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
@@ -109,7 +109,7 @@ with FlinkCluster(task_managers=1, workdir=work) as cluster:
         p | beam.Create([0, 1]) | beam.Map(where) | beam.io.WriteToText(str(out / "where"), num_shards=1)
     res["workers"] = sorted(set((out / "where-00000-of-00001").read_text().split()))
     pth.rename(pth.with_name(pth.name + ".off"))  # new workers of the venv no longer find Beam
-    from fair_forge_beam.runner import WorkerProcessError, run_pipeline
+    from fair_forge_beam.beam_pipeline import WorkerProcessError, run_pipeline
 
     try:
         with run_pipeline(pipeline_options(cluster.runner_args())) as p:
@@ -153,8 +153,8 @@ _PRISM_SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from fair_forge_beam._beam import beam
-from fair_forge_beam.runner import pipeline_options
-from fair_forge_beam.testing import runners as rn
+from fair_forge_beam.beam_pipeline import pipeline_options
+from fair_forge_beam.testing import beam_runners as rn
 
 out = Path(sys.argv[1])
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from fair_forge_beam.reports import results
-from fair_forge_beam.runner import to_json_line
+from fair_forge_beam.beam_pipeline import to_json_line
 from helpers import FNAPI
 
 SCHEMA = pa.schema([

@@ -27,7 +27,7 @@ dead letter as a multiset of lines, and the rows of ``results.parquet`` as a mul
 order and sharding are the runner's business).
 
 Flink and Prism need artifacts fetched by ``.ci/get_runners.sh`` (see
-``fair_forge_beam/testing/runners.py``); the Flink cluster is the session's one
+``fair_forge_beam/testing/beam_runners.py``); the Flink cluster is the session's one
 (``flink_cluster`` in tests/conftest.py, shared with tests/test_kafka_flink.py: started in the
 background when first asked for, always stopped at the end), its logs kept under pytest's
 temporary folder (and quoted when the cluster fails to start). Missing locally: skipped. Missing under ``CI=true``:
@@ -51,7 +51,7 @@ from pathlib import Path
 import pytest
 from fair_forge_beam.reports.load import iter_jsonl_lines
 
-from fair_forge_beam.testing import runners as rn
+from fair_forge_beam.testing import beam_runners as rn
 from pipelines import audit
 
 pytestmark = [pytest.mark.runners, pytest.mark.slow]

@@ -106,7 +106,7 @@ class _AppendLine(beam.DoFn):
         self.path = str(path)
 
     def process(self, rec):
-        from fair_forge_beam.runner import to_json_line
+        from fair_forge_beam.beam_pipeline import to_json_line
 
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(to_json_line(rec) + "\n")

@@ -440,7 +440,7 @@ class Generator:
 
         from fair_forge_beam._beam import beam
         from fair_forge_beam.components.judge.handler import RunJudge
-        from fair_forge_beam.runner import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
 
         plan = plan_requests([chunk], "generator", num_queries_per_chunk=n, seed_examples=seed_examples,
                              custom_system_prompt=custom, conversation_mode=conversation)
@@ -459,7 +459,7 @@ class Generator:
 
     def _run(self, plan: GenerationPlan, out: str, parquet: bool) -> None:
         from fair_forge_beam._beam import beam
-        from fair_forge_beam.runner import pipeline_options, run_pipeline
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
         with run_pipeline(pipeline_options(self.pipeline_args)) as p:
             outs = p | "Generate" >> GenerateDataset(self.handler, plan)

@@ -1,6 +1,6 @@
 """A turn the runner failed to answer is a dead letter, never a scored answer (spec §11's contract).
 
-In ``io/`` beside the readers, apart from the runner (:mod:`fair_forge_beam.runners.assistant`), so
+In ``io/`` beside the readers, apart from the runner (:mod:`fair_forge_beam.assistants.assistant`), so
 that every reader (files, Kafka, Pub/Sub, retrievers) applies the guard without importing Beam's
 RunInference package (which probes for torch): see :func:`fair_forge_beam.io.read.records_to_interactions`.
 """

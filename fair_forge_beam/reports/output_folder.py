@@ -101,7 +101,7 @@ class OutputFiles:
 
     def put_jsonl(self, name: str, records) -> str:
         """One JSON line per record (the project's canonical line: ``runner.to_json_line``)."""
-        from fair_forge_beam.runner import to_json_line
+        from fair_forge_beam.beam_pipeline import to_json_line
 
         return self.put(name, "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
 

@@ -52,7 +52,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.components.judge.secrets import scrub_known
-from fair_forge_beam.runner import to_json_line
+from fair_forge_beam.beam_pipeline import to_json_line
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
@@ -284,7 +284,7 @@ SLICE_SCHEMA = pa.schema([
 
 def slice_table(name: str):
     """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
-    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.runner.to_json_line`;
+    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.beam_pipeline.to_json_line`;
     string values with an API-key value masked, :func:`scrub_known`)."""
 
     def n_of(n):

@@ -1,6 +1,6 @@
 """A real standalone Flink cluster on this machine, with Beam's Flink job server in front of it.
 
-Built from the artifacts ``.ci/get_runners.sh`` caches (see :mod:`fair_forge_beam.testing.runners`):
+Built from the artifacts ``.ci/get_runners.sh`` caches (see :mod:`fair_forge_beam.testing.beam_runners`):
 
 * ``flink-<version>/`` — a Flink 1.19 distribution (``bin/``, ``conf/``, ``lib/``), unpacked from
   the ``apache-flink-libraries`` sdist and the ``apache-flink`` wheel (downloaded, never installed);
@@ -22,7 +22,7 @@ by the path it was started with, so workers run in the launcher's venv and impor
 package (and ``PYTHONPATH`` when the cluster was started with one), with
 ``RUN_PYTHON_SDK_IN_DEFAULT_ENVIRONMENT=1`` (no per-worker virtualenv). A worker's stderr is kept
 in ``<workdir>/bin/stderr/`` (:meth:`FlinkCluster.log_tail` shows it; a failed job's error too,
-through :func:`fair_forge_beam.runner.run_pipeline`).
+through :func:`fair_forge_beam.beam_pipeline.run_pipeline`).
 
 PROCESS is the environment that works with more than one TaskManager JVM: with LOOPBACK or
 EXTERNAL each TaskManager names its first worker ``1-1`` and they stop each other's workers.
@@ -97,7 +97,7 @@ class FlinkCluster:
     kept after :meth:`stop` so that logs survive failures — :attr:`log_dir`). ``timeout``: seconds
     to wait for the cluster and the job server. ``tm_memory``/``jm_memory``: each process's total
     memory; ``tm_network``: a TaskManager's network buffer memory (Flink sizes). Artifacts default to the runner cache
-    (:func:`fair_forge_beam.testing.runners.flink_artifacts`). :meth:`start` raises
+    (:func:`fair_forge_beam.testing.beam_runners.flink_artifacts`). :meth:`start` raises
     ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
     a process exits or the cluster is not ready in time; it stops what it started before raising.
     ``share_classpath``: put the job server's jars on the cluster's own classpath, parent-first
@@ -218,7 +218,7 @@ class FlinkCluster:
             return json.load(r)
 
     def start(self) -> "FlinkCluster":
-        from fair_forge_beam.testing import runners as rn
+        from fair_forge_beam.testing import beam_runners as rn
 
         art = rn.flink_artifacts()
         missing = [k for k, v in art.items() if v is None]
@@ -265,7 +265,7 @@ class FlinkCluster:
 
     def job_server_lib(self) -> Path:
         """The folder of the job server's jars (its classpath)."""
-        from fair_forge_beam.testing import runners as rn
+        from fair_forge_beam.testing import beam_runners as rn
 
         lib = rn.flink_artifacts()["job_server_lib"]
         if lib is None:

@@ -1,7 +1,7 @@
 """A real Kafka broker and Beam's Java expansion service for KafkaIO, on this machine, for tests.
 
 Built from the artifacts ``.ci/get_kafka.sh`` caches next to the runners of
-``.ci/get_runners.sh`` (:func:`fair_forge_beam.testing.runners.cache_dir`):
+``.ci/get_runners.sh`` (:func:`fair_forge_beam.testing.beam_runners.cache_dir`):
 
 * ``kafka-broker/lib/`` — Apache Kafka 4.1 (``kafka_2.13`` + ``kafka-tools`` from Maven
   Central, ``.ci/kafka/broker-pom.xml``). :class:`KafkaBroker` formats a one-node KRaft
@@ -55,7 +55,7 @@ def kafka_artifacts() -> dict[str, Optional[Path]]:
     """The cached Kafka artifacts, each a path or ``None`` when missing or incomplete:
     ``broker_lib``, ``expansion_lib`` (jar folders) and ``expansion_classes`` (the compiled
     loopback launcher)."""
-    from fair_forge_beam.testing.runners import cache_dir
+    from fair_forge_beam.testing.beam_runners import cache_dir
 
     d = cache_dir()
     broker, exp = d / "kafka-broker" / "lib", d / "kafka-expansion" / "lib"
@@ -69,7 +69,7 @@ def kafka_artifacts() -> dict[str, Optional[Path]]:
 
 def unavailable_reason() -> Optional[str]:
     """The registry's "not served" answer recorded by ``.ci/get_kafka.sh``, or ``None``."""
-    from fair_forge_beam.testing.runners import cache_dir
+    from fair_forge_beam.testing.beam_runners import cache_dir
 
     path = cache_dir() / "kafka.unavailable"
     return (path.read_text(encoding="utf-8").strip() or "(no detail)") if path.is_file() else None
@@ -77,7 +77,7 @@ def unavailable_reason() -> Optional[str]:
 
 def missing_reason() -> Optional[str]:
     """Why the Kafka parts cannot run here (missing artifacts or ``java``), or ``None``."""
-    from fair_forge_beam.testing.runners import cache_dir
+    from fair_forge_beam.testing.beam_runners import cache_dir
 
     missing = [k for k, v in kafka_artifacts().items() if v is None]
     if not shutil.which("java"):
