@@ -112,3 +112,21 @@ def open_page(browser, path: Path, shot: Path):
     page.goto(url, wait_until="load")
     page.screenshot(path=str(shot), full_page=True)
     return page, errors, requests, url
+
+
+def append_line_sink(path):
+    """Test sink for in-process runners: a ``DoFn`` appending one JSON line per record
+    (:func:`~fair_forge_beam.beam_pipeline.to_json_line`) to the local file ``path``."""
+    from fair_forge_beam._beam import beam
+
+    class AppendLine(beam.DoFn):
+        def __init__(self, target):
+            self.path = str(target)
+
+        def process(self, rec):
+            from fair_forge_beam.beam_pipeline import to_json_line
+
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(to_json_line(rec) + "\n")
+
+    return AppendLine(path)

@@ -228,7 +228,8 @@ def test_stream_panes_early_on_time_late_with_a_metadata_dimension(tmp_path):
     from fair_forge_beam.metrics.toxicity import Toxicity
     from fair_forge_beam.statistical import BayesianMode
     from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec
-    from test_streaming import TEXTS, _AppendLine, _inter, _read
+    from helpers import append_line_sink as _AppendLine
+    from test_streaming import TEXTS, _inter, _read
 
     def el(sid, turn, ts, region):
         return window.TimestampedValue(_inter(sid, turn, TEXTS[sid, turn], ts)._replace(slice_values=(("region", region),)), ts)

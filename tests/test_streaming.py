@@ -21,7 +21,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.io.event_time import parse_timestamp
 from fair_forge_beam.streaming.windows import AddWindowFields, EmptyPaneSafeCombineFn, WindowSpec, parse_duration
 
-from helpers import FNAPI
+from helpers import FNAPI, append_line_sink
 
 
 # ------------------------------------------------------------------ specs and timestamps
@@ -99,17 +99,7 @@ def _metrics():
     }
 
 
-class _AppendLine(beam.DoFn):
-    """Test sink: one JSON line per record, appended to a local file (in-process runners)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def process(self, rec):
-        from fair_forge_beam.beam_pipeline import to_json_line
-
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(to_json_line(rec) + "\n")
+_AppendLine = append_line_sink  # one JSON line per record, appended to a local file
 
 
 def _collect(p, source, spec, out):

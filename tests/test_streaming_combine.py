@@ -17,7 +17,7 @@ from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.streaming import combine as wcombine
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec
 
-from helpers import FNAPI
+from helpers import FNAPI, append_line_sink
 
 
 class _Describe(beam.DoFn):
@@ -97,15 +97,7 @@ def _interactions(n):
     return out
 
 
-class _AppendLine(beam.DoFn):
-    def __init__(self, path):
-        self.path = str(path)
-
-    def process(self, rec):
-        from fair_forge_beam.beam_pipeline import to_json_line
-
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(to_json_line(rec) + "\n")
+_AppendLine = append_line_sink  # one JSON line per record, appended to a local file
 
 
 def _run_metrics(out, spec):

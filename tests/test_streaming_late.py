@@ -20,7 +20,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import Interaction, make_element_id
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec
 
-from helpers import FNAPI
+from helpers import FNAPI, append_line_sink
 
 
 def _inter(sid, turn, text, ts):
@@ -28,15 +28,7 @@ def _inter(sid, turn, text, ts):
                        None, None, None, None, None, None, float(ts))
 
 
-class _AppendLine(beam.DoFn):
-    def __init__(self, path):
-        self.path = str(path)
-
-    def process(self, rec):
-        from fair_forge_beam.beam_pipeline import to_json_line
-
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(to_json_line(rec) + "\n")
+_AppendLine = append_line_sink  # one JSON line per record, appended to a local file
 
 
 def _lines(path):

@@ -62,7 +62,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bound_replies, bounded_chat_completion, declared_length, read_bounded
+from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion, declared_length, read_bounded
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 
@@ -451,16 +451,8 @@ class AssistantHandler(RemoteModelHandler):
         bad = sorted(set(params) & {"model", "messages", "stream", "n"})
         if bad:
             raise ValueError(f"parameters {bad} are set by the runner itself")
-        if request_timeout is None or request_timeout <= 0:
-            raise ValueError("request_timeout must be > 0 seconds")
-        if int(max_concurrency) < 1:
-            raise ValueError("max_concurrency must be >= 1")
-        if requests_per_minute is not None and requests_per_minute <= 0:
-            raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
-        if min(int(client_retries), int(num_retries)) < 0:
-            raise ValueError("retry counts must be >= 0")
-        if int(max_reply_bytes) <= 0:
-            raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
+        check_call_limits(request_timeout, max_concurrency, requests_per_minute, (client_retries, num_retries),
+                          max_reply_bytes)
         if api_key_env:
             register_secret_env(api_key_env)
         super().__init__(namespace=namespace, num_retries=int(num_retries), throttle_delay_secs=throttle_delay_secs,

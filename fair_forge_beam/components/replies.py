@@ -70,6 +70,27 @@ class UnreadableReply(ValueError):
         self.body = body
 
 
+def check_call_limits(request_timeout: Optional[float], max_concurrency: int, requests_per_minute: Optional[float],
+                      retries: Iterable[int], max_reply_bytes: int) -> None:
+    """Check the limits every endpoint handler (judge, guardian, generator, assistant) takes:
+    ``request_timeout`` seconds > 0, ``max_concurrency`` >= 1, ``requests_per_minute`` > 0 or
+    ``None`` (no limit), every retry count >= 0, ``max_reply_bytes`` > 0.
+
+    Raises:
+        ValueError: the first limit out of range, named.
+    """
+    if request_timeout is None or request_timeout <= 0:
+        raise ValueError("request_timeout must be > 0 seconds")
+    if int(max_concurrency) < 1:
+        raise ValueError("max_concurrency must be >= 1")
+    if requests_per_minute is not None and requests_per_minute <= 0:
+        raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
+    if min(int(r) for r in retries) < 0:
+        raise ValueError("retry counts must be >= 0")
+    if int(max_reply_bytes) <= 0:
+        raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
+
+
 def declared_length(headers: Any) -> Optional[int]:
     """The ``Content-Length`` header as an int (None when absent or not a number)."""
     try:

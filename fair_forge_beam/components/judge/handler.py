@@ -56,7 +56,7 @@ from fair_forge_beam.components.judge.parsing import (
     split_reasoning,
 )
 from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import ReplyTooLarge, UnreadableReply, bound_replies, bounded_chat_completion
+from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
 
@@ -697,18 +697,10 @@ class OpenAIJudgeHandler(RemoteModelHandler):
             raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}, got {structured_output!r}")
         params = dict(params or {})
         _check_params(params)
-        if request_timeout is None or request_timeout <= 0:
-            raise ValueError("request_timeout must be > 0 seconds")
-        if int(max_concurrency) < 1:
-            raise ValueError("max_concurrency must be >= 1")
-        if requests_per_minute is not None and requests_per_minute <= 0:
-            raise ValueError("requests_per_minute must be > 0 (or None for no limit)")
-        if min(int(client_retries), int(num_retries), int(invalid_answer_retries)) < 0:
-            raise ValueError("retry counts must be >= 0")
+        check_call_limits(request_timeout, max_concurrency, requests_per_minute,
+                          (client_retries, num_retries, invalid_answer_retries), max_reply_bytes)
         if not api_key_env:
             raise ValueError("api_key_env must name an environment variable")
-        if int(max_reply_bytes) <= 0:
-            raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
         register_secret_env(api_key_env)  # the writers mask its value too (name only, never the key)
         if output_schema is not None:
             resolve_schema(output_schema, schemas)  # fail fast on a bad default schema
