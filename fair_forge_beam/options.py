@@ -672,6 +672,16 @@ GROUPS: tuple[Group, ...] = (
 )
 
 OPTIONS: dict[str, Option] = {o.dest: o for g in GROUPS for o in g.options}
+
+#: main-job options that say where or how a run ran, not what its results are: a roll-up merges
+#: runs that differ in them, and a comparison or a trend never names them as a settings difference
+RUN_ONLY_OPTIONS = frozenset({
+    "input", "output", "quiet", "no_report", "compare", "baseline", "gate", "config", "progress_interval",
+    "cluster_points", "inconclusive_width", "allow_empty", "version", "watch", "watch_interval",
+    "watch_stop_after", "judge_cache", "judge_max_concurrency", "judge_requests_per_minute", "judge_timeout",
+    "judge_retries", "judge_api_key_env", "generator_api_key_env", "guardian_api_key_env", "input_format",
+    "timestamp_field", "timestamp_policy",
+})
 assert len(OPTIONS) == sum(len(g.options) for g in GROUPS), "an option declared twice"
 
 

@@ -44,20 +44,12 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.options import RUN_ONLY_OPTIONS
 
-__all__ = ["run", "main", "audit_manifest", "RUN_ONLY_OPTIONS", "resolve_runs", "audit_runs_of", "check_no_overlap"]
+__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
 
-#: main-job options that say where or how a run ran, not what its results are: left out of the
-#: stored manifest's comparison (a roll-up merges runs over different inputs and folders)
-RUN_ONLY_OPTIONS = frozenset({
-    "input", "output", "quiet", "no_report", "compare", "baseline", "gate", "config", "progress_interval",
-    "cluster_points", "inconclusive_width", "allow_empty", "version", "watch", "watch_interval",
-    "watch_stop_after", "judge_cache", "judge_max_concurrency", "judge_requests_per_minute", "judge_timeout",
-    "judge_retries", "judge_api_key_env", "generator_api_key_env", "guardian_api_key_env", "input_format",
-    "timestamp_field", "timestamp_policy",
-})
 
 
 def _jsonable(v):
@@ -170,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="RUN_DIR",
                    help="the run regression gates and 'coverage assistants_of_baseline' compare with (an audit "
                         "or a roll-up), as in the audit")
-    p.add_argument("--quiet", action="store_true", help="print nothing but gate failures, warnings and errors")
+    p.add_argument("--quiet", action="store_true", help="print nothing but gate failures and errors (as the audit's --quiet)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--inconclusive-width", type=float, default=None, metavar="W",
                    help="the report's inconclusive-interval width (default: the runs' setting)")

@@ -303,7 +303,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     from fair_forge_beam.reports.load import read_results
 
     doc = read_results(stage)  # the small results.json only: no record is read back here
-    reason = empty_run_reason(doc)
+    reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()))
     if reason and not args.allow_empty:
         fail_empty_run(reason, out)
     info = write_run_info(stage, info)

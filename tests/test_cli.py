@@ -97,6 +97,11 @@ def test_run_differences_reads_settings_and_versions_from_run_info():
                     "version of numpy: current 2.4.6, baseline 2.4.5"]
     # output folder, --quiet, --no-report change no result: never a difference
     assert run_differences(_doc(), _doc(), {"argv": ["--output", "a", "--quiet"]}, {"argv": ["--output", "b"]}) == []
+    # nor does any option of how a run ran (the roll-up's rule: options.RUN_ONLY_OPTIONS), typed or in argv
+    # (fresh-user trial: a trend named --allow-empty and --progress-interval as settings differences)
+    run_only = {"allow_empty": True, "progress_interval": 1.0, "judge_timeout": 9.0, "input_format": "jsonl"}
+    assert run_differences(_doc(), _doc(), {"options": run_only}, {"options": {}}) == []
+    assert run_differences(_doc(), _doc(), {"argv": ["--allow-empty", "--progress-interval", "1"]}, {"argv": []}) == []
     # an argv this version cannot read: no settings comparison, no crash
     assert run_differences(_doc(), _doc(), {"argv": ["--mode", "nope"]}, {"argv": []}) == []
 

@@ -391,7 +391,7 @@ def test_a_regression_gate_that_compared_nothing_is_skipped_not_passed(tmp_path,
     """The fresh-user trial: 'regression humanity not worse' on the hh data compares nothing
     (Spearman has a zero-width interval in both runs) and read as passed. It is *skipped* in
     gates.json (the gate and the run's ``status``, counted apart from the passed ones), on the
-    console (on stderr, ``--quiet`` too) and in the report; a run whose every gate was skipped says
+    console (on stderr; with ``--quiet`` only when every gate was skipped) and in the report; a run whose every gate was skipped says
     that nothing was checked. The exit code stays 0: no gate failed."""
     from fair_forge_beam.reports.gates import check_gates, gates_summary
 
@@ -414,6 +414,13 @@ def test_a_regression_gate_that_compared_nothing_is_skipped_not_passed(tmp_path,
     ok = parse_gate("context context_awareness mean <= 0.5")
     report = gates_report(evaluate_gates(now, [ok, flat], before), [ok, flat], 0.95)
     assert (report["status"], report["n_passed"], report["n_skipped"]) == ("partly skipped", 1, 1)
+    # a gate skipped beside one that checked: gates.json says so; --quiet prints nothing (a nightly
+    # job's log holds failures and errors only, fresh-user trial), without --quiet it is on stderr
+    check_gates(now, [ok, flat], str(tmp_path), quiet=True, baseline=before)
+    assert capsys.readouterr() == ("", "")
+    assert json.loads((tmp_path / "gates.json").read_text())["status"] == "partly skipped"
+    check_gates(now, [ok, flat], str(tmp_path), baseline=before)
+    assert "gate skipped" in capsys.readouterr().err
     assert gates_summary(report) == "gates: 1 of 2 passed, 1 skipped (compared nothing: 'regression context not worse')"
     report = gates_report(evaluate_gates(now, [ok], before), [ok], 0.95)
     assert (report["status"], gates_summary(report)) == ("pass", "gates: 1 of 1 passed")

@@ -136,6 +136,28 @@ def test_an_empty_run_exits_4_with_one_line_and_leaves_the_previous_folder(case,
     assert _tree(out) == before and _siblings(out) == []
 
 
+def test_a_run_no_metric_could_score_is_judged_by_its_coverage_gates(tmp_path, capsys):
+    """A night whose answers are all in a language no metric covers is what a coverage gate is
+    for: with one, the run is published and the gate fails it (exit 3), never an empty run (exit 4)
+    that a nightly job skips — the day would vanish from its roll-up and trend (fresh-user trial).
+    Records rejected at read, or no record at all, stay empty runs."""
+    records, _ = EMPTY_CASES["a metric scored nothing"]
+    out = tmp_path / "out"
+    gate = ["--gate", "coverage dead_letter_share <= 0.05 in every assistant_id"]
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", records),
+                   f"--runner={FNAPI}", "--output", str(out), *gate])
+    assert exc.value.code == 3
+    checks = json.loads((out / "gates.json").read_text(encoding="utf-8"))
+    assert checks["n_failed"] == 1 and json.loads((out / "results.json").read_text())["summary"]["interactions_read"] == 2
+    assert "empty run" not in capsys.readouterr().err
+    for case in ("no input record", "every record rejected"):
+        with pytest.raises(SystemExit) as exc:
+            audit.run(["--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "e.jsonl", EMPTY_CASES[case][0]),
+                       f"--runner={FNAPI}", "--output", str(tmp_path / "empty"), *gate])
+        assert exc.value.code == 4, case
+
+
 def test_an_empty_run_from_the_command_line(tmp_path):
     out = tmp_path / "new"
     proc = _cli("--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", []), f"--runner={FNAPI}",

@@ -353,7 +353,7 @@ def _usage_error(argv, capsys) -> str:
     with pytest.raises(SystemExit) as e:
         audit.main(["trend", *argv])
     assert e.value.code == 2
-    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("trend: ")]  # progress
+    err = capsys.readouterr().err.strip().splitlines()  # one line: no progress line before it either
     hint = " (every option: fair-forge-beam trend --help)"
     assert len(err) == 1 and err[0].endswith(hint), err
     return err[0][:-len(hint)]
@@ -384,6 +384,10 @@ def test_usage_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     (bad / "results.json").write_text(json.dumps({"config": {}}))
     assert "is not a fair_forge_beam results.json (no 'metrics' object)" in _usage_error([str(bad)], capsys)
     assert "the following arguments are required: PATTERN" in _usage_error([], capsys)
+    # a slice dimension no run has is a typo, not an empty trend (fresh-user trial: --slices assistant, exit 0)
+    assert _usage_error([str(r / "one"), "--slices", "assistant", "--output", str(tmp_path / "t")], capsys) == \
+        "fair-forge-beam trend: error: --slices 'assistant': no run has a slice of it (slices are overall, " \
+        "assistant_id, language or a metadata field the audits were given in --slices)"
 
 
 def test_output_inside_the_pattern_is_skipped_and_runs_are_found_once(tmp_path, capsys):

@@ -165,12 +165,16 @@ class _ToRow(beam.DoFn):
         self.slices = [(name, slot) for name, slot, _ in slice_columns(layout, [layout.specs[s].name for s in stored])]
 
     def process(self, element):
-        key, accs, slices, warnings = element
+        row = self._row(*element)
+        if row is not None:  # no bare return beside yield in a DoFn: Beam warns about every such class
+            yield row
+
+    def _row(self, key, accs, slices, warnings):
         lay = self.layout
         values = {name: accs[s] for name, s in self.columns}
         reader = accs[lay.extra_slots[READER]] if READER in lay.extra_slots else None
         if all(v is None for v in values.values()) and not reader:
-            return  # a session key no stored metric saw and the reader did not either
+            return None  # a session key no stored metric saw and the reader did not either
         row = {"session_id": key[0], "assistant_id": key[1], "language": key[2]}
         if lay.dims:
             dims = accs[lay.dims_slot]
@@ -189,7 +193,7 @@ class _ToRow(beam.DoFn):
         for name, slot in self.slices:
             row[name] = slices.get(slot)
         row[QUALITY_COLUMN] = sorted((str(w.kind), str(w.key), str(w.message)) for w in quality)
-        yield row
+        return row
 
 
 def _table(schema: pa.Schema):

@@ -45,6 +45,7 @@ import sys
 from collections import Counter
 from typing import Any, Optional, Sequence, Union
 
+from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.statistical.compare import METHODS, difference
@@ -240,10 +241,10 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
 _CONFIG_KEYS = ("mode", "metrics", "inputs", "seed", "mc_samples", "ci_level", "beta_prior_a", "beta_prior_b")
 #: config keys only a Bayesian run sets (not listed again when the modes differ)
 _BAYESIAN_ONLY = ("seed", "mc_samples", "beta_prior_a", "beta_prior_b")
-#: main-job options that do not change results (where they go, what is printed) or that the
-#: results.json config already holds, left out of the settings comparison
-_NOT_SETTINGS = {"output", "compare", "baseline", "quiet", "no_report", "inconclusive_width", "cluster_points", "gate",
-                 "mode", "metrics", "input", "seed", "mc_samples", "ci_level"}
+#: main-job options left out of the settings comparison: those that say where or how a run ran
+#: (:data:`~fair_forge_beam.options.RUN_ONLY_OPTIONS`, the roll-up's rule too) and those the
+#: results.json config already holds
+_NOT_SETTINGS = RUN_ONLY_OPTIONS | {"mode", "metrics", "seed", "mc_samples", "ci_level"}
 
 
 def _settings(info: Optional[dict]) -> Optional[dict]:

@@ -4,6 +4,11 @@ A run is empty when no input record was read, when every record was rejected at 
 requested metric scored nothing (every interaction dead-lettered, or none it applies to). The main
 job then exits with :data:`EMPTY_RUN_EXIT_CODE` and one line on stderr, and leaves the output folder
 as it was — unless ``--allow-empty``, which publishes the run and exits 0 (docs/cli.md, exit codes).
+
+A run with a **coverage gate** that read interactions is never empty for want of scores: what was
+not scored is what its coverage gates measure (an assistant whose answers all drift into a
+language no metric covers), so the run is published and its gates decide (exit code 3 when one
+fails) — an empty-run exit would hide exactly the failure the gate was written to catch.
 """
 from __future__ import annotations
 
@@ -35,13 +40,14 @@ def _top(reasons: Optional[dict]) -> str:
     return f"; most common: {reason} ({count})"
 
 
-def empty_run_reason(doc: dict) -> Optional[str]:
+def empty_run_reason(doc: dict, coverage_gated: bool = False) -> Optional[str]:
     """Why the run whose ``results.json`` content is ``doc`` is empty, or ``None`` when it is not.
 
     Reads ``summary``: ``interactions_read`` 0 and ``rejected_at_read`` 0 → no input record;
     ``interactions_read`` 0 with rejections → every record rejected; a metric whose
     ``interactions_scored`` is 0 → it scored nothing (with its dead letters and their most common
-    reason). The text comes partly from the data: print it through ``reports.summary.printable``.
+    reason), unless ``coverage_gated`` (the run has a coverage gate: the module docstring). The
+    text comes partly from the data: print it through ``reports.summary.printable``.
     """
     s = doc.get("summary") or {}
     n_read, rejected = int(s.get("interactions_read") or 0), int(s.get("rejected_at_read") or 0)
@@ -49,6 +55,8 @@ def empty_run_reason(doc: dict) -> Optional[str]:
         return "no input record (the inputs hold no interaction)"
     if n_read == 0:
         return f"every record was rejected at read ({rejected} dead letters{_top(s.get('rejected_at_read_reasons'))})"
+    if coverage_gated:
+        return None
     idle = []
     for name, ms in (s.get("metrics") or {}).items():
         if not ms.get("interactions_scored", ms.get("scored", 0)):

@@ -1067,7 +1067,8 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
                 checks: Optional[Sequence[GateCheck]] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on ``doc`` (``baseline``: the ``--baseline`` run's ``results.json``
     content), write ``<out>/gates.json`` and print the outcome (failed and skipped checks on
-    stderr; passed gates on stdout unless ``quiet``). ``shown``: the folder the messages name
+    stderr, passed gates on stdout; with ``quiet`` only the failed checks, and the skipped ones
+    of a run where every gate was skipped). ``shown``: the folder the messages name
     (default ``out``; the main job writes into a stage published as ``shown``). ``checks``: the
     :func:`evaluate_gates` result when the caller has it already (the report showed it).
 
@@ -1084,15 +1085,16 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     report = gates_report(checks, gates, ci_level)
     with FileSystems.create(f"{out}/gates.json") as f:
         f.write(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    # --quiet: the failures, and a run whose every gate was skipped (its exit code 0 would read as a
+    # pass); a gate skipped beside others that checked is in gates.json and, without --quiet, on stderr
+    loud = not quiet or report["status"] == "nothing checked"
     for c in checks:
-        if c.status != "pass":
+        if c.status == "fail" or (c.status != "pass" and loud):
             print(c.message(ci_level), file=sys.stderr)
     summary = gates_summary(report)
     if report["n_failed"]:
         print(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
         raise GatesFailed(checks, summary)
-    if report["n_skipped"]:  # a skipped gate is not a pass: said on stderr, --quiet too
-        print(summary, file=sys.stderr)
-    elif not quiet:
-        print(summary)
+    if loud:  # a skipped gate is not a pass: said on stderr
+        print(summary, file=sys.stderr if report["n_skipped"] else sys.stdout)
     return checks

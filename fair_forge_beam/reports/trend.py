@@ -364,7 +364,8 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         slice (``overall`` first, then by key); ``changes`` are the claimed changes, newest first.
 
     Raises:
-        ValueError: no run, ``draws`` < 100 or no slice dimension.
+        ValueError: no run, ``draws`` < 100 or no slice dimension; :class:`TrendUsageError` a slice
+            dimension other than ``overall``/``assistant_id``/``language`` that no run has.
     """
     from fair_forge_beam.reports.compare import METHOD_NOTES, run_differences
     from fair_forge_beam.reports.scorecard import estimate_label, slice_label
@@ -413,6 +414,9 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                          f"{', '.join(missing[:5])}{f' and {len(missing) - 5} more' if len(missing) > 5 else ''})")
     for dim in dims:
         if not any(_slice_wanted(k, [dim]) for e in entries for m in e["slices"].values() for k in m):
+            if dim not in ("overall", "assistant_id", "language"):  # a name no audit sliced by: a typo
+                raise TrendUsageError(f"--slices {dim!r}: no run has a slice of it (slices are overall, assistant_id, "
+                                      "language or a metadata field the audits were given in --slices)")
             notes.append(f"no run has a slice of {dim!r} (slices are overall, assistant_id, language or a metadata "
                          "field the audit was given in --slices)")
     modes = sorted({str(e["config"].get("mode")) for e in entries})
@@ -691,8 +695,9 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
         output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
     except ValueError as exc:
         raise TrendUsageError(str(exc)) from None
-    say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched; reading results.json and run_info.json")
+    # said once the runs are read: a run that cannot be read is a usage error of one line, no progress line before it
     trend = build_trend(iter_runs(paths, progress=say), slices=slices, progress=say)
+    say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched and read (results.json, run_info.json)")
     for note in trend["notes"]:
         say(f"note: {note}")
     if with_plots:
