@@ -694,7 +694,7 @@ class BootstrapStats:
         self.n_units = 0
 
     def _bucket(self, unit: str) -> int:
-        return bucket_of(unit, self.max_units)
+        return 0 if self.max_units == 1 else bucket_of(unit, self.max_units)
 
     def _add_entry(self, key, entry, source_bucketed: bool):
         if self.bucketed and not source_bucketed:
