@@ -12,6 +12,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FAIR_FORGE_SHARED", REPO.parent / "shared"))
 
 FNAPI = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+#: the keyword audit of the shipped example data, Bayesian, in memory: the runner suite's in-memory
+#: reference; tests/test_pipeline_outputs.py, test_toxicity_runners.py and test_report.py share its one
+#: run through ``audit_once`` (same argv, so the same run)
+KEYWORD_AUDIT = ("--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
+                 "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", f"--runner={FNAPI}")
 
 
 def alive(pid: int) -> bool:

@@ -109,6 +109,7 @@ def labelled(seed=0):
     return out
 
 
+@pytest.mark.slow
 def test_label_mode_per_task_unbiased_and_bayesian_order_invariant(tmp_path):
     res = run_metric(Agentic(k=2, correctness_source="label"), labelled(), tmp_path / "f")
     (ov,) = [AgenticSliceMetric.model_validate(r) for r in res["slices"] if r["slice"] == "overall"]

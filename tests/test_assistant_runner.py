@@ -217,6 +217,7 @@ def test_request_template_prints_only_tojson_output(template):
     ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
     ('{"m": {{ query|tojson }', "TemplateSyntaxError"),
 ])
+@pytest.mark.slow
 def test_request_template_runtime_errors_are_one_line_usage_errors(tmp_path, template, error):
     with pytest.raises(ValueError, match=error) as exc:
         render_request(template, {"query": "q"})

@@ -95,6 +95,7 @@ def test_weights_must_be_numbers_and_duplicate_turn_indices_are_reported(tmp_pat
     assert sorted(i.turn_index for i in inter if i.session_id == "t") == [0, 1]
 
 
+@pytest.mark.slow
 def test_main_job_groups_reasons_deterministically_and_rejects_unknown_flags(tmp_path):
     from pipelines.audit import run
 

@@ -230,6 +230,7 @@ class BiasRetriever(Retriever):
         ]
 
 
+@pytest.mark.slow
 def test_upstream_style_run_returns_overall_first(tmp_path):
     base = [["fine", "men rule #gender"], ["ok"], ["#gender again", "nice", "#race"]]
     with ScriptedOpenAIServer(llama_script) as srv:

@@ -41,6 +41,7 @@ def test_chunked_replicates_are_the_whole_matrix_bits(monkeypatch, n, m, B, chun
     assert got.tobytes() == ref.tobytes()
 
 
+@pytest.mark.slow
 def test_a_long_session_bootstraps_in_bounded_memory():
     """20,000 interactions x 5,000 draws: the whole matrix alone would be 800 MB (x 2 columns for
     the products); streamed, the peak stays under 80 MB and the estimates are proper intervals."""

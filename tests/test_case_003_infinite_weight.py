@@ -130,6 +130,7 @@ def _check_outputs_are_finite(out_dir, doc):
 
 
 @pytest.mark.parametrize("mode", ["frequentist", "bayesian"])
+@pytest.mark.slow
 def test_main_job_rejects_bad_weights_and_writes_only_finite_numbers(tmp_path, mode):
     from pipelines.audit import run
 

@@ -120,6 +120,7 @@ def test_compare_runs_and_table_carry_the_differences(tmp_path):
     assert compare_runs(_doc(), _doc())["differences"] == []
 
 
+@pytest.mark.slow
 def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
     """End to end: a keyword run compared with an earlier run of other mode and metrics warns on stderr's log."""
     base = tmp_path / "base"
@@ -141,6 +142,7 @@ def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
     assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
 
 
+@pytest.mark.slow
 def test_report_comparison_section_states_each_run_difference(tmp_path):
     """report.html's comparison section lists the mode and settings differences --compare warns about."""
     base = tmp_path / "base"
@@ -158,6 +160,7 @@ def test_report_comparison_section_states_each_run_difference(tmp_path):
     assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
 
 
+@pytest.mark.slow
 def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
     """--quiet: no INFO line ("reading [...]"), no progress line, no summary table (docs/cli.md)."""
     examples = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"

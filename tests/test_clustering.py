@@ -141,6 +141,7 @@ def results(points_dir):
     return out
 
 
+@pytest.mark.slow
 def test_three_blobs_give_three_clusters_with_their_toxic_ratios(results):
     res = results["blobs"]
     prof = only_profile(res)
@@ -159,6 +160,7 @@ def test_three_blobs_give_three_clusters_with_their_toxic_ratios(results):
     assert all(a.fitted and a.latent is not None and len(a.latent) == 2 for a in res["assignments"])
 
 
+@pytest.mark.slow
 def test_without_latent_space_clusters_raw_embeddings_and_skips_umap(results):
     prof = only_profile(results["raw_space"])
     assert prof["status"] == "ok" and prof["clustered_space"] == "embedding"
@@ -169,6 +171,7 @@ def test_without_latent_space_clusters_raw_embeddings_and_skips_umap(results):
 
 # ------------------------------------------------------------------ tiny / degenerate inputs
 @pytest.mark.parametrize("n", [0, 1, 2, 4])
+@pytest.mark.slow
 def test_tiny_inputs_do_not_crash(results, n):
     res, pts = results[f"tiny{n}"], TINY[:n]
     prof = only_profile(res)
@@ -182,6 +185,7 @@ def test_tiny_inputs_do_not_crash(results, n):
         assert all(a.cluster_label == -1 and a.latent is None for a in res["assignments"])
 
 
+@pytest.mark.slow
 def test_identical_embeddings_and_few_points_do_not_crash(results):
     prof = only_profile(results["identical"])
     assert prof["status"] == "ok" and prof["n_points"] == 20
@@ -194,6 +198,7 @@ def test_identical_embeddings_and_few_points_do_not_crash(results):
     assert any("lowered from 15 to 7" in s for s in prof["notes"])
 
 
+@pytest.mark.slow
 def test_bad_points_go_to_the_dead_letter(results):
     res = results["blobs"]
     prof = only_profile(res)
@@ -203,6 +208,7 @@ def test_bad_points_go_to_the_dead_letter(results):
 
 
 # ------------------------------------------------------------------ above the cap
+@pytest.mark.slow
 def test_above_cap_samples_deterministically_and_assigns_the_rest(results):
     res = results["capped"]
     prof = only_profile(res)
@@ -217,6 +223,7 @@ def test_above_cap_samples_deterministically_and_assigns_the_rest(results):
     assert "nearest fitted points" in prof["method"] and prof["params"]["assign_neighbors"] == 5
 
 
+@pytest.mark.slow
 def test_shuffled_input_gives_identical_profile_and_labels(results):
     """Shuffled input order and reshuffled bundles: the same profile and the same labels and UMAP
     coordinates, bit for bit."""
@@ -225,6 +232,7 @@ def test_shuffled_input_gives_identical_profile_and_labels(results):
     assert b["assignments"] == a["assignments"]
 
 
+@pytest.mark.slow
 def test_points_parquet_file_has_one_row_per_point(results, points_dir):
     import pyarrow.parquet as pq
 

@@ -132,6 +132,7 @@ def test_missing_model_package_gives_a_clear_error(monkeypatch):
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_minilm_shapes_norms_and_offline_env(minilm):
     before = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     out = minilm.encode(TEXTS[:4])
@@ -149,6 +150,7 @@ def test_minilm_shapes_norms_and_offline_env(minilm):
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_minilm_is_batch_invariant_bit_for_bit(minilm):
     """The same text gets the same bits alone, among short texts, among long texts (which
     would force padding in a plain batch), in any order and with any batch_size."""
@@ -179,6 +181,7 @@ def _shipped_answers() -> list[str]:
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_minilm_duplicates_in_one_call_get_one_vector(minilm):
     """Copies of a text in one call (the old length-grouped batches gave 5 of 60 short shipped
     answers other bits when a copy shared the forward pass: the GEMM kernel depends on the row count)."""
@@ -229,6 +232,7 @@ def test_minilm_every_shipped_answer_alone_and_in_random_batches_bit_for_bit(min
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_minilm_long_text_is_read_in_windows_not_truncated(minilm):
     """A text longer than 256 word pieces is split into chunks that each fit (semantic_text_splitter
     with the model's tokenizer) and every chunk is embedded: the vector of the text is the
@@ -257,6 +261,7 @@ def test_minilm_long_text_is_read_in_windows_not_truncated(minilm):
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_minilm_pickles_small_and_reloads_lazily(minilm):
     blob = pickle.dumps(minilm)
     assert len(blob) < 2_000
@@ -318,6 +323,7 @@ def test_model_handler_in_a_pipeline(test_pipeline):
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_group_mentioned_only_late_in_a_long_answer_is_detected(minilm):
     """Issue 13 item 12: MiniLM reads 256 word pieces, so a long answer that names a group only
     after them was given no group. Read in windows, the group's best window decides."""

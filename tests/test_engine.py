@@ -220,6 +220,7 @@ def test_engine_rejects_duplicate_names_and_mixed_slices():
         Engine([_turn_spec("x", None), other])
 
 
+@pytest.mark.slow
 def test_readme_worked_example_registered_runs_in_the_main_job(tmp_path, monkeypatch, capsys):
     """README's registration line makes ``--metrics words`` a main-job metric: outputs, the
     summary's scored count and its slice table (a fresh user's attempt once failed with

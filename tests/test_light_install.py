@@ -71,6 +71,7 @@ def test_blocker_blocks_and_records(tmp_path):
     assert json.loads(report.read_text(encoding="utf-8"))["attempts"] == ["torch"]
 
 
+@pytest.mark.slow
 def test_main_job_with_keyword_groups_needs_no_embeddings_extra(tmp_path):
     """README's main command with keyword group detection, on the core install's modules."""
     out = tmp_path / "out"

@@ -54,6 +54,7 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_loop_generates_runs_and_audits(loop_run):
     doc, out, counts = loop_run
     gen = json.loads((out / "generated" / "generation_summary.json").read_text())
@@ -85,6 +86,7 @@ def test_loop_generates_runs_and_audits(loop_run):
     assert counts["bot_by_status"].get(500, 0) == 2 * len(kinds["[FAIL]"])  # one client retry each
 
 
+@pytest.mark.slow
 def test_turns_go_in_order_with_the_history_of_successful_turns(loop_run):
     _, out, _ = loop_run
     for s in read_jsonl(out / "run" / "dataset.jsonl"):
@@ -95,6 +97,7 @@ def test_turns_go_in_order_with_the_history_of_successful_turns(loop_run):
                 ok_before += 1
 
 
+@pytest.mark.slow
 def test_session_summaries_follow_the_spec(loop_run):
     _, out, _ = loop_run
     sessions = {s["session_id"]: s for s in read_jsonl(out / "run" / "dataset.jsonl")}
@@ -108,6 +111,7 @@ def test_session_summaries_follow_the_spec(loop_run):
         assert summ["assistant_id"] == "bot-v1"
 
 
+@pytest.mark.slow
 def test_failed_turns_are_dead_letters_never_scored(loop_run):
     doc, out, _ = loop_run
     ran = json.loads((out / "run" / "run_summary.json").read_text())

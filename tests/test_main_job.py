@@ -66,6 +66,7 @@ def test_example_data_shape():
     assert len(EXAMPLES["all"]) == len(set(EXAMPLES["all"])) == 2042
 
 
+@pytest.mark.slow
 def test_finishes_in_time_and_writes_all_outputs(run):
     assert run["seconds"] < MAX_SECONDS, f"main job took {run['seconds']:.1f} s"
     out = run["out"]
@@ -80,6 +81,7 @@ def test_finishes_in_time_and_writes_all_outputs(run):
     assert on_disk == run["doc"]
 
 
+@pytest.mark.slow
 def test_results_parquet_one_row_per_scored_interaction(run):
     table = pq.read_table(run["out"] / "results.parquet")
     cols = set(table.column_names)
@@ -112,6 +114,7 @@ def test_results_parquet_one_row_per_scored_interaction(run):
         assert (r["session_id"], r["assistant_id"], r["turn_index"]) == (sid, aid, int(turn))
 
 
+@pytest.mark.slow
 def test_dead_letter_holds_the_26_spanish_interactions(run):
     dead = list(iter_dead_letters(str(run["out"])))
     assert len(dead) == 26
@@ -123,6 +126,7 @@ def test_dead_letter_holds_the_26_spanish_interactions(run):
         assert raw["element_id"] == d["element_id"] and raw["language"] == "spanish"
 
 
+@pytest.mark.slow
 def test_run_info(run):
     info = json.loads((run["out"] / "run_info.json").read_text(encoding="utf-8"))
     assert info["runner"] == FNAPI
@@ -136,6 +140,7 @@ def test_run_info(run):
     assert "--output" in info["argv"]
 
 
+@pytest.mark.slow
 def test_results_json_summary_is_consistent(run):
     doc = run["doc"]
     s = doc["summary"]
@@ -169,6 +174,7 @@ def test_results_json_summary_is_consistent(run):
         assert math.isclose(total, 1.0, abs_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_frequentist_overall_mean_is_mean_over_parquet_rows(frequentist):
     # the example data carry no weights: the overall mean is the plain mean over interactions
     rows = pq.read_table(frequentist["out"] / "results.parquet").to_pylist()
@@ -186,6 +192,7 @@ def test_frequentist_overall_mean_is_mean_over_parquet_rows(frequentist):
     assert ov["emotion_distribution"]["anger"]["n"] > 0
 
 
+@pytest.mark.slow
 def test_bayesian_intervals_in_results(bayesian):
     doc = bayesian["doc"]
     assert doc["config"]["mode"] == "bayesian" and doc["config"]["seed"] == 3 and doc["config"]["mc_samples"] == 5000
@@ -207,6 +214,7 @@ def test_bayesian_intervals_in_results(bayesian):
             assert e["ci_low"] == e["mean"] == e["ci_high"]
 
 
+@pytest.mark.slow
 def test_results_json_has_no_run_specific_values(run):
     """results.json must be identical for the same input and seed on every run and runner: no
     timings, no paths of the output folder, no process-specific text such as object addresses."""

@@ -81,6 +81,7 @@ def audit_run(dirty, tmp_path_factory):
     return doc, out
 
 
+@pytest.mark.slow
 def test_run_returns_and_counts_every_record(dirty, audit_run):
     doc, out = audit_run
     s = doc["summary"]
@@ -99,6 +100,7 @@ def test_run_returns_and_counts_every_record(dirty, audit_run):
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == doc
 
 
+@pytest.mark.slow
 def test_dead_letter_file_has_stage_reason_and_raw(dirty, audit_run):
     _, out = audit_run
     lines = list(iter_jsonl_lines(str(out), "dead_letter"))
@@ -123,6 +125,7 @@ def _same_json(a: str, b: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_parquet_has_one_row_per_scored_interaction(dirty, audit_run):
     pq = pytest.importorskip("pyarrow.parquet")
     doc, out = audit_run
@@ -138,6 +141,7 @@ def _cli(args, cwd, timeout=180):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cli_exit_code_and_summary(dirty, tmp_path):
     out = tmp_path / "cli_out"
     proc = _cli(["--input", str(dirty["path"]), "--output", str(out)], tmp_path)
@@ -180,6 +184,7 @@ def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
     assert "--metrics" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_empty_input_says_nothing_was_read(tmp_path, capsys):
     """An empty JSONL file: the summary says no interaction was read (fresh-clone trial: it printed
     an empty table with no warning). Since issue 27 an empty run is exit code 4 with one line and

@@ -46,6 +46,7 @@ def _argv(out: Path, srv, cache: Path) -> list[str]:
             "--guardian-base-url", srv.base_url, "--guardian-model", "guard-model"]
 
 
+@pytest.mark.slow
 def test_judge_metrics_in_the_main_job(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")
@@ -85,6 +86,7 @@ def test_judge_metric_without_endpoint_is_a_clear_usage_error(tmp_path, capsys):
         assert flag in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hanging_judge_is_bounded_by_judge_timeout_and_retries(tmp_path, monkeypatch, capsys):
     """A judge that never answers one prompt in time: with --judge-timeout 1 --judge-retries 0
     that interaction is dead-lettered (a time-out reason) and the run ends instead of waiting

@@ -67,6 +67,7 @@ def _slices(doc, metric):
 
 
 @pytest.mark.parametrize("metric", ["humanity", "toxicity"])
+@pytest.mark.slow
 def test_metadata_slice_equals_the_audit_of_that_value_alone(runs, metric):
     got = _slices(runs["freq_region"], metric)
     assert sorted(got) == sorted(["overall", "assistant_id=hh-chosen", "assistant_id=hh-rejected", "language=english",
@@ -80,6 +81,7 @@ def test_metadata_slice_equals_the_audit_of_that_value_alone(runs, metric):
 
 
 @pytest.mark.parametrize("metric", ["humanity", "toxicity"])
+@pytest.mark.slow
 def test_builtin_slices_are_the_same_bits_with_a_metadata_dimension(runs, metric):
     with_region, plain = _slices(runs["bayes_region"], metric), _slices(runs["bayes_plain"], metric)
     assert sorted(with_region) == sorted([*plain, "region=eu", "region=us", "region=(missing)"])
@@ -157,6 +159,7 @@ def test_metadata_dims_combine_any_merge_order(parts, data):
         assert ref[1] == any(len({p[i] for p in parts if p[i] is not None}) > 1 for i in range(2))
 
 
+@pytest.mark.slow
 def test_a_session_whose_records_disagree_is_reported_and_sliced_once(tmp_path):
     from pipelines import audit
 
@@ -170,6 +173,7 @@ def test_a_session_whose_records_disagree_is_reported_and_sliced_once(tmp_path):
     assert [w["kind"] for w in warnings if w["kind"] == "slice_metadata_differs"] == ["slice_metadata_differs"]
 
 
+@pytest.mark.slow
 def test_windowed_run_slices_by_metadata(tmp_path):
     from pipelines import audit
 
@@ -214,6 +218,7 @@ def test_python_api_run_with_a_retriever_slices_by_a_dataset_field():
         Humanity(slices=("overall", "langauge"))
 
 
+@pytest.mark.slow
 def test_stream_panes_early_on_time_late_with_a_metadata_dimension(tmp_path):
     """The panes of tests/test_streaming.py (two early, on time, one late element) with a
     ``region`` dimension: each pane's ``region=eu`` slice counts what its ``overall`` slice
@@ -324,6 +329,7 @@ def test_main_job_refuses_metadata_slices_of_a_judged_metric_with_panes_as_a_usa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_first_record_only_absent_field_and_gates_on_metadata(tmp_path, capsys):
     """Metadata on the first record of a session only is the session's metadata (a value beats
     absent, no warning); a named field no session carries gets one warning and fails a gate

@@ -139,6 +139,7 @@ def test_build_prompt():
     assert build_prompt("Do it.", [("q", "a")]) == "Do it.\n\nExamples:\n\nUser: q\nAssistant: a"
 
 
+@pytest.mark.slow
 def test_miprov2_tpe_search_is_seeded_and_reproducible(tmp_path):
     pytest.importorskip("optuna", reason="MIPROv2 needs optuna (the [optimizer] extra)")
     from fair_forge_beam.optimizer import MIPROv2Optimizer
@@ -173,6 +174,7 @@ def test_declared_defaults_match_the_constructors():
             assert sig.parameters[arg].default == o.default, f
 
 
+@pytest.mark.slow
 def test_cli_writes_result_and_dead_letters(tmp_path):
     import subprocess
     import sys
@@ -224,6 +226,7 @@ def test_result_records_every_candidate_evaluation_with_scored_and_dead_counts(t
     assert sum(e["n_dead"] for e in ev) == res.n_dead == 4
 
 
+@pytest.mark.slow
 def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path):
     import html as html_lib
     import subprocess

@@ -142,6 +142,7 @@ def test_an_unwritable_output_is_a_usage_error(runs, command):
     assert not (runs / "ro" / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_stage_is_never_a_run_and_an_incomplete_run_is_named(runs, monkeypatch):
     """Globs skip the atomic writer's stages (a killed run's ``OUT.staging-<id>`` and its lock); a
     pattern that names only a stage says what it is; a run whose manifest is cut short is a usage

@@ -26,11 +26,10 @@ from fair_forge_beam.reports.results import ResultsDocFn, results_json_bytes
 from fair_forge_beam.reports.summary import metric_summary_lines, summary_table
 from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 from pipelines import audit
-from helpers import FNAPI
+from helpers import FNAPI, KEYWORD_AUDIT
 
 # the keyword audit of tests/test_runners_integration.py, in memory: its run is shared (audit_once)
-ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000", "--metrics", "humanity,toxicity",
-        "--group-extractor", "keyword", "--toxicity-scorer", "hurtlex", f"--runner={FNAPI}"]
+ARGS = list(KEYWORD_AUDIT)
 
 
 def _shards(out: Path) -> dict:
@@ -49,6 +48,7 @@ def local_run(audit_once):
     return out, doc
 
 
+@pytest.mark.slow
 def test_template_graph_alone_writes_the_same_outputs(local_run, tmp_path, monkeypatch):
     """The job graph is serialized to its runner-API proto (what a Flex Template launch ships),
     rebuilt from the proto alone and run; the launcher process, seeing ``--template_location``,
@@ -80,6 +80,7 @@ def test_template_graph_alone_writes_the_same_outputs(local_run, tmp_path, monke
     assert manifest[0]["stored"] == manifest[1]["stored"] == {"humanity": "stats/sessions/", "toxicity": "stats/sessions/"}
 
 
+@pytest.mark.slow
 def test_summary_table_is_derived_from_results_json(local_run, capsys):
     out, doc = local_run
     on_disk = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -173,6 +174,7 @@ def _guardian(req):
     return "safe"
 
 
+@pytest.mark.slow
 def test_bias_summary_counts_interactions_and_dead_letters_in_their_own_units(tmp_path, monkeypatch, capsys):
     """4 interactions; the five guardian calls (one per protected attribute) of one of them fail:
     3 interactions scored, 1 not scored, and 5 dead letters, each named for what it is."""
@@ -215,6 +217,7 @@ print(json.dumps(sorted(m for m in ("torch", "transformers", "sentence_transform
 """
 
 
+@pytest.mark.slow
 def test_launcher_of_a_keyword_run_never_imports_torch(tmp_path):
     """After the job the launcher reads results.json, renders the report and asks for judge
     counters only when an endpoint was called: importing the judge package pulled in torch

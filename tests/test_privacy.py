@@ -157,6 +157,7 @@ def test_privacy_fn_and_weights_follow_gaussia(tmp_path):
     assert over["missing_domain_classes"] == ["person"]
 
 
+@pytest.mark.slow
 def test_bad_spans_and_a_failing_detector_go_to_the_dead_letter(tmp_path):
     def corrupt(data):
         conv = data[0]["conversation"]
@@ -185,6 +186,7 @@ def test_bad_spans_and_a_failing_detector_go_to_the_dead_letter(tmp_path):
     assert [(d["element_id"], "backend down" in d["reason"]) for d in res["dead_letter"]] == [("bank-1/bank_bot/2", True)]
 
 
+@pytest.mark.slow
 def test_bayesian_intervals_use_the_rate_primitive_and_are_reproducible(tmp_path):
     mode = lambda: BayesianMode(mc_samples=400, rng_seed=7)  # noqa: E731
     a = run_metric(Privacy(statistical_mode=mode()), sample_interactions(), tmp_path / "a")
@@ -224,6 +226,7 @@ def test_count_vector_rejects_bad_counts():
 
 
 # ------------------------------------------------------------------ CLI
+@pytest.mark.slow
 def test_cli_runs_privacy_with_a_domain_file(tmp_path):
     classes = ["credit_card", "email_address", "iban_code", "ip_address", "phone_number", "us_ssn"]
     w = {c: 1 / 6 for c in classes}

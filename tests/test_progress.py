@@ -97,6 +97,7 @@ def _main_job(tmp_path, *extra):
     return proc, time.monotonic() - t0
 
 
+@pytest.mark.slow
 def test_main_job_reports_progress_on_stderr_and_quiet_silences_it(tmp_path):
     proc, seconds = _main_job(tmp_path)
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("progress: ")]

@@ -147,6 +147,7 @@ DATA = [
 ]
 
 
+@pytest.mark.slow
 def test_pipeline_values_dead_letters_and_rerun_from_cache(tmp_path):
     data = list(DATA)
     random.Random(11).shuffle(data)
@@ -207,6 +208,7 @@ def test_bayesian_csr_and_jq(tmp_path):
     assert not out["dead_letter"]
 
 
+@pytest.mark.slow
 def test_main_job_runs_vision_and_prompt_evaluator(tmp_path, shared_dir):
     from pipelines.audit import run
 
@@ -279,6 +281,7 @@ def test_upstream_style_run_on_the_sushi_dataset(tmp_path, shared_dir):
     assert res.slices[0].slice == "overall" and res.slices[0].n_interactions == 10 and not res.dead_letter
 
 
+@pytest.mark.slow
 def test_bayesian_results_identical_across_runners_and_input_order(tmp_path, shared_dir):
     """DESIGN §4: same input + seed ⇒ the same results in memory and on 2 worker processes, with the
     sessions in another order (the second run reads every generation back from the cache)."""

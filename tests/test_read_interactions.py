@@ -624,6 +624,7 @@ def invalid_json_file_goes_to_dead_letter(d, p, ex):
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.slow
 def test_read_scenario(read_run, name):
     read_run.verify(name)
 

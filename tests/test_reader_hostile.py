@@ -197,6 +197,7 @@ def test_retriever_records_get_the_same_checks(tmp_path):
 
 
 # ============================================================== item 6: the main job
+@pytest.mark.slow
 def test_main_job_survives_hostile_records(tmp_path):
     lines = [json.dumps(_session("g1", 2)), DEEP_FIELD, DEEP_ARRAY, json.dumps(_session("g2"))]
     lines += list(SURROGATE_LINES.values()) + [json.dumps(_session("g3"))]
@@ -466,6 +467,7 @@ def _files(draw):
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(files=_files())
+@pytest.mark.slow
 def test_fuzz_readers_never_crash_and_account_for_every_record(tmp_path_factory, files):
     """JSONL (in each of five encodings) and JSON files of hostile records, every kind of hostile
     record in every file, read in one pipeline (a glob of the JSONL files and the JSON file): the

@@ -283,6 +283,7 @@ def test_reranker_checker_relevance_gate():
         RerankerContradictionChecker(Fixed([1.5])).check("q", "a", ["x"])
 
 
+@pytest.mark.slow
 def test_bayesian_slice_rate_is_the_exact_beta_posterior_and_order_free(tmp_path):
     """10 relevant interactions, 2 compliant (+ 1 irrelevant, left out of the rate) → Beta(3, 9):
     mean 0.25, 95 % [0.0602, 0.5178] (spec §19); shuffled input gives identical records."""

@@ -38,7 +38,7 @@ from fair_forge_beam.reports.load import dead_letter_summary, load_results
 from fair_forge_beam.reports.plots import figure_svg
 from pipelines import audit
 
-from helpers import FNAPI, open_page
+from helpers import FNAPI, KEYWORD_AUDIT, open_page
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -77,6 +77,7 @@ def runs(tmp_path_factory):
 
 # ------------------------------------------------------------------ main job writes the report
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_main_job_writes_self_contained_report(runs, mode):
     out, doc = runs[mode]
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -96,6 +97,7 @@ def test_main_job_writes_self_contained_report(runs, mode):
     assert "no emotion lexicon for language" in html
 
 
+@pytest.mark.slow
 def test_bayesian_report_flags_inconclusive_with_needed_n(runs):
     out, doc = runs["bayesian"]
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -110,6 +112,7 @@ def test_bayesian_report_flags_inconclusive_with_needed_n(runs):
     assert f"{math.ceil(est['n'] * (w / 0.2) ** 2)}" in html
 
 
+@pytest.mark.slow
 def test_no_report_flag_and_compare_flag_end_to_end(tmp_path):
     """Two assistants with clearly different toxicity rates: "worse" for the toxic one."""
     clean_answers = ["The soup is ready.", "The store is open from nine to five.",
@@ -156,6 +159,7 @@ def test_report_flags_usage_errors(tmp_path, capsys, argv, message):
 
 # ------------------------------------------------------------------ comparison
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_run_compared_with_itself_has_no_detectable_difference(runs, mode):
     out, doc = runs[mode]
     cmp = compare_runs(str(out), str(out))
@@ -263,6 +267,7 @@ def test_inconclusive_frequentist_rate_uses_wald():
 
 
 # ------------------------------------------------------------------ load_results, dead letter
+@pytest.mark.slow
 def test_load_results_one_frame_per_metric_one_row_per_slice(runs):
     out, doc = runs["bayesian"]
     frames = load_results(str(out))
@@ -283,6 +288,7 @@ def test_load_results_one_frame_per_metric_one_row_per_slice(runs):
     assert load_results(str(out / "results.json"))["humanity"].equals(hum)
 
 
+@pytest.mark.slow
 def test_dead_letter_summary_counts_and_escapes(runs, tmp_path):
     out, _ = runs["bayesian"]
     s = dead_letter_summary(str(out))
@@ -307,6 +313,7 @@ def test_estimates_found_headline_first():
 
 
 # ------------------------------------------------------------------ escaping, SVG, size
+@pytest.mark.slow
 def test_template_escapes_everything_from_the_data(runs):
     _, doc = runs["bayesian"]
     html = render_report(doc, {"runner": XSS_SCRIPT, "argv": [XSS_IMG]}, with_plots=False)
@@ -327,6 +334,7 @@ def test_svg_is_inline_and_self_contained():
     assert 'id="t-' in svg and "@import" not in svg and "url(http" not in svg
 
 
+@pytest.mark.slow
 def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
     """Aggregates only: 600 slices per metric and 100,000 sessions (in two Parquet shards per
     metric, streamed by the report) stay far below 2 MB."""
@@ -366,6 +374,7 @@ def test_report_size_with_many_slices_and_sessions(runs, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_report_opens_in_chromium(runs, browser, tmp_path, mode):
     out, _ = runs[mode]
     page, errors, requests, url = open_page(browser, out / "report.html", tmp_path / f"report-{mode}.png")
@@ -379,6 +388,7 @@ def test_report_opens_in_chromium(runs, browser, tmp_path, mode):
         page.close()
 
 
+@pytest.mark.slow
 def test_hostile_answers_are_text_in_the_dom(runs, browser, tmp_path):
     out, _ = runs["bayesian"]
     page, errors, requests, url = open_page(browser, out / "report.html", tmp_path / "xss.png")
@@ -499,10 +509,11 @@ def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions(
 
 # ------------------------------------------------------------------ issue 15: findings first, labels, plots
 @pytest.fixture(scope="module")
-def shipped_bayes(tmp_path_factory):
-    """The shipped example data alone (README's main command's inputs) in Bayesian mode."""
-    out = tmp_path_factory.mktemp("shipped") / "bayes"
-    return out, _run(out, "--mode", "bayesian", "--seed", "7", *KEYWORD)
+def shipped_bayes(audit_once):
+    """The shipped example data alone (README's main command's inputs) in Bayesian mode: the runner
+    suite's in-memory keyword audit, run once per session (``audit_once``; its folder is read-only)."""
+    doc, out = audit_once(KEYWORD_AUDIT)
+    return out, doc
 
 
 def _visible_text(html: str) -> str:
@@ -513,6 +524,7 @@ def _visible_text(html: str) -> str:
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_report_opens_with_findings_and_run_details_last(runs, shipped_bayes, mode):
     out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -539,6 +551,7 @@ def test_report_opens_with_findings_and_run_details_last(runs, shipped_bayes, mo
     assert f"{scorer['name']}: " in summary and lex in summary
 
 
+@pytest.mark.slow
 def test_credible_differences_are_between_judged_assistants_with_intervals_apart(shipped_bayes):
     out, doc = shipped_bayes
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -551,6 +564,7 @@ def test_credible_differences_are_between_judged_assistants_with_intervals_apart
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode):
     out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -581,6 +595,7 @@ def test_undefined_spearman_is_na_and_labels_are_human(runs, shipped_bayes, mode
     assert "toxic share of answers mentioning black" in text
 
 
+@pytest.mark.slow
 def test_inconclusive_section_groups_slices_too_small_to_judge(runs):
     out, doc = runs["frequentist"]
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -598,6 +613,7 @@ def test_inconclusive_section_groups_slices_too_small_to_judge(runs):
         assert "Too small to judge:" in sec
 
 
+@pytest.mark.slow
 def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes, tmp_path):
     from fair_forge_beam.reports.gates import parse_gate
     from fair_forge_beam.reports.scorecard import scorecard
@@ -681,6 +697,7 @@ def _tox_metric(doc: dict) -> dict:
     return doc["metrics"]["toxicity"]
 
 
+@pytest.mark.slow
 def test_group_panels_put_each_group_on_the_same_row(shipped_bayes):
     """N_i (bars) and T_i (intervals) of a group at the same height: both panels have the same y
     limits, so the display y of every row is equal (they drifted apart by half a row)."""
@@ -714,6 +731,7 @@ def _tick_boxes(fig):
     return out
 
 
+@pytest.mark.slow
 def test_disparity_panels_tick_labels_do_not_overlap(shipped_bayes):
     """Where the DR/DTO/ASB/DIDT panels meet, the last tick label of one panel and the first of
     the next do not touch (they read "1.00.0")."""
@@ -730,6 +748,7 @@ def test_disparity_panels_tick_labels_do_not_overlap(shipped_bayes):
                 assert b1.x1 < b2.x0 or b2.x1 < b1.x0, (t1, t2)
 
 
+@pytest.mark.slow
 def test_undrawn_slices_are_the_least_relevant(shipped_bayes):
     """With more slices than a panel draws, the ones left out are those closest to ``overall``,
     never the most extreme (the 0.80 toxic-rate assistants were hidden as "smaller slices")."""
@@ -758,6 +777,7 @@ def test_undrawn_slices_are_the_least_relevant(shipped_bayes):
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+@pytest.mark.slow
 def test_first_screen_names_the_worst_assistant_and_metric(runs, shipped_bayes, browser, tmp_path_factory, mode):
     """The first screen (1200 × 900) of the report for the shipped data shows the findings: a
     reader names the worst assistant and its worst metric without scrolling. Screenshots of the
@@ -811,6 +831,7 @@ def test_grouped_intervals_without_any_point_draws_no_empty_legend():
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_findings_name_the_assistants_nobody_scored(runs, tmp_path):
     """Issue 28: assistants with no score at all had no line in the findings. In the fixture's
     Bayesian run (HurtLex scores the Spanish answers, Humanity does not) only the French XSS

@@ -57,6 +57,7 @@ def many(tmp_path_factory):
     return out, doc, buf.getvalue()
 
 
+@pytest.mark.slow
 def test_results_json_states_texts_once_and_keeps_summaries(many):
     from fair_forge_beam.reports.load import iter_slices, load_results
     from fair_forge_beam.reports.results import MAX_DETAILED_SLICES, RESULTS_SCHEMA_VERSION
@@ -95,6 +96,7 @@ def test_results_json_states_texts_once_and_keeps_summaries(many):
     assert df.loc[df["slice"] == "assistant_id=bot-0001", "lexicon"].item() == tox["common"]["lexicon"]
 
 
+@pytest.mark.slow
 def test_readers_of_slices_work_on_summaries(many):
     from fair_forge_beam.reports.compare import compare_runs
     from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
@@ -115,6 +117,7 @@ def test_readers_of_slices_work_on_summaries(many):
     assert cmp["verdicts"]["toxicity"] and "worse" not in cmp["verdicts"]["toxicity"]
 
 
+@pytest.mark.slow
 def test_console_prints_overall_and_extremes(many):
     _, doc, console = many
     lines = console.splitlines()
@@ -129,6 +132,7 @@ def test_console_prints_overall_and_extremes(many):
     assert any(f"{N_ASSISTANTS + 2} slices" in ln and "slices/toxicity/" in ln for ln in tox)
 
 
+@pytest.mark.slow
 def test_report_is_bounded_worst_first_and_filterable(many, browser):
     out, doc, _ = many
     html = (out / "report.html").read_text(encoding="utf-8")

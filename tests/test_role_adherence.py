@@ -116,6 +116,7 @@ def test_strict_mode_and_configuration_errors(tmp_path):
         RoleAdherence(judge={"model": "m", "base_url": "http://127.0.0.1:9/v1"}, threshold=0)
 
 
+@pytest.mark.slow
 def test_cli_runs_role_adherence_and_privacy(tmp_path):
     with ScriptedOpenAIServer(role_judge) as srv:
         out = tmp_path / "out"

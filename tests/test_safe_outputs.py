@@ -136,6 +136,7 @@ def test_an_empty_run_exits_4_with_one_line_and_leaves_the_previous_folder(case,
     assert _tree(out) == before and _siblings(out) == []
 
 
+@pytest.mark.slow
 def test_a_run_no_metric_could_score_is_judged_by_its_coverage_gates(tmp_path, capsys):
     """A night whose answers are all in a language no metric covers is what a coverage gate is
     for: with one, the run is published and the gate fails it (exit 3), never an empty run (exit 4)
@@ -158,6 +159,7 @@ def test_a_run_no_metric_could_score_is_judged_by_its_coverage_gates(tmp_path, c
         assert exc.value.code == 4, case
 
 
+@pytest.mark.slow
 def test_an_empty_run_from_the_command_line(tmp_path):
     out = tmp_path / "new"
     proc = _cli("--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", []), f"--runner={FNAPI}",
@@ -168,6 +170,7 @@ def test_an_empty_run_from_the_command_line(tmp_path):
     assert not out.exists() and _siblings(out) == []
 
 
+@pytest.mark.slow
 def test_allow_empty_publishes_the_empty_run(tmp_path, capsys):
     out = tmp_path / "out"
     _previous_run(out)

@@ -85,6 +85,7 @@ def test_results_json_byte_identical_in_memory_vs_multi_process(in_memory, tmp_p
     assert "seconds" in info_a and b'"seconds"' not in bytes_a
 
 
+@pytest.mark.slow
 def test_results_json_byte_identical_on_rerun(in_memory, tmp_path):
     _, bytes_a, _ = in_memory
     _, bytes_b = _run(tmp_path, *IN_MEMORY)
@@ -107,6 +108,7 @@ def _reordered_inputs(tmp_path: Path) -> list[str]:
     return [str(jsonl_out), str(json_out)]  # the file order is swapped, too
 
 
+@pytest.mark.slow
 def test_session_order_in_input_does_not_change_metrics(in_memory, tmp_path):
     doc_a, _, _ = in_memory
     inputs = _reordered_inputs(tmp_path / "in")

@@ -166,6 +166,7 @@ def test_a_custom_lexicon_without_a_key_is_not_shared():
 
 # ------------------------------------------------------------------ the MiniLM model in every DoFn
 @needs_minilm
+@pytest.mark.slow
 def test_two_instances_of_every_model_dofn_share_one_minilm_and_its_derived_data():
     from fair_forge_beam.metrics.humanity import _ScoreHumanity
     from fair_forge_beam.metrics.prompt_evaluator import _ScoreQuery
@@ -224,6 +225,7 @@ def test_shared_model_gives_the_bits_of_a_private_copy_also_under_concurrent_thr
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_toxicity_pipeline_dofns_reuse_the_model_already_loaded_in_the_process(tmp_path, monkeypatch):
     """FnApiRunner runs the DoFns in this process: while a model with the same key is alive,
     the pipeline's DoFns load no model of their own (without sharing each would load one)."""

@@ -206,6 +206,7 @@ def test_accumulating_windowing_portability(spec, portable):
         assert fn == ws.window_fn()
 
 
+@pytest.mark.slow
 def test_session_windows_with_lateness_keep_sessions(tmp_path):
     """Session windows with ``--allowed-lateness`` (the accumulating final combine) give the
     same sessions and counts as without: 10 interactions 3 s apart, gap 4 s → one session."""

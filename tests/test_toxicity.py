@@ -182,6 +182,7 @@ def test_configuration_errors_fail_fast():
         Toxicity(group_extractor=GROUPS, slices=("overall", "langauge"), sentiment_analyzer=None, clustering=False)
 
 
+@pytest.mark.slow
 def test_cluster_profiling_on_overall_with_tiny_and_normal_inputs(tmp_path):
     import pyarrow.parquet as pq
 

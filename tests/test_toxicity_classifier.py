@@ -141,6 +141,7 @@ def test_metric_with_classifier_on_beam():
     assert (overall.n_interactions, overall.n_toxic) == (3, 1)
 
 
+@pytest.mark.slow
 def test_main_job_default_scorer_is_recorded(tmp_path):
     from pipelines import audit
 
@@ -202,6 +203,7 @@ def test_validity_script_measures_a_guardian_endpoint(shared_dir, tmp_path):
     assert len(sc.failed) == 1 and [sc.flag(s) for s in scores] == [False, True, False, True]
 
 
+@pytest.mark.slow
 def test_pipeline_scores_do_not_depend_on_batch_size(shared_dir):
     """The same answers through the Beam scorer in batches of 1, 3 and 256: identical records."""
     with open(shared_dir / "data" / "toxigen" / "seed_sentences.jsonl", encoding="utf-8") as f:

@@ -39,6 +39,7 @@ def in_memory(audit_once):
     return _shared(audit_once, *IN_MEMORY)
 
 
+@pytest.mark.slow
 def test_toxicity_runs_with_humanity_on_one_read(in_memory):
     doc, _ = in_memory
     assert set(doc["metrics"]) == {"humanity", "toxicity"}
@@ -61,6 +62,7 @@ def test_toxicity_bit_identical_in_memory_vs_multi_process(in_memory, audit_once
     assert bytes_a == bytes_b
 
 
+@pytest.mark.slow
 def test_toxicity_independent_of_input_order(in_memory, tmp_path):
     doc_a, _ = in_memory
     json_in, jsonl_in = audit.default_inputs()
