@@ -228,6 +228,7 @@ def test_unattributed_text():
     assert unattributed_text("a b c", ["b"]) == ["a", "c"]
 
 
+@pytest.mark.slow
 def test_explainability_tells_the_words_its_split_dropped():
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
     from fair_forge_beam.explainability.attributions import AttributionExplainer

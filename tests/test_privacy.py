@@ -269,6 +269,7 @@ def test_presidio_is_optional_and_fails_fast_with_advice():
     assert build_metric("privacy", FrequentistMode(), {}).detector.name == "patterns"
 
 
+@pytest.mark.slow
 def test_report_on_the_sample_leads_with_the_leak_rate_and_names_bank_bot(tmp_path):
     """bank_bot leaks PII in 4 of 5 answers: the report's findings name its leak rate (a reference
     line, lower is better), not a green "no assistant beyond a threshold"; ``score`` (how well the

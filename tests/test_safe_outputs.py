@@ -196,6 +196,7 @@ def test_an_empty_windowed_run_leaves_the_previous_folder(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ leftovers, gates, versions
+@pytest.mark.slow
 def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path, capsys):
     """Beam's temporaries of a killed run (a partial Parquet inside results.parquet/, issue 28), a
     windowed run's windows/ (kept alive by fileio's .temp folder) and windowed_results.json go; the

@@ -120,6 +120,7 @@ def _strip(r):
     return {k: v for k, v in r.items() if k != "pane"}
 
 
+@pytest.mark.slow
 def test_teststream_panes_early_on_time_late(tmp_path):
     """Window [0, 60): two early panes (2 then 3 interactions), the on-time pane (3), a late
     element updating it (4, accumulating); window [60, 120) on its own. The final pane of each
@@ -278,6 +279,7 @@ def test_main_job_streaming_usage_errors(argv, message, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ watched folder
+@pytest.mark.slow
 def test_watch_picks_up_file_dropped_after_start(tmp_path):
     """A streaming run over an empty folder; a file dropped 3 s after start is read, its bad
     record dead-lettered and its window's result written; the watch stops by itself."""

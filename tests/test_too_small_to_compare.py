@@ -112,6 +112,7 @@ def test_a_single_session_rate_is_its_observed_share_not_the_prior():
     assert slice_rate(0, 3, 1, FrequentistMode()).mean == 0.0
 
 
+@pytest.mark.slow
 def test_single_session_slices_read_the_same_in_the_console_and_the_gates(tmp_path, capsys):
     """The shipped examples, Bayesian: agent_response_1 has one session of 3 answers, none toxic.
     Its toxic_rate is 0 (not Beta(1, 1)'s 0.2), marked 1* in the console, and a gate on the mean
