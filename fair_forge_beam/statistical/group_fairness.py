@@ -12,7 +12,10 @@ with the four statistical primitives of the mode (spec §4):
   with ``γ_i ~ Exp(1)`` (B = ``mc_samples`` draws) keyed by ``(seed, element_id)`` (Rubin 1981
   Bayesian bootstrap, DESIGN §4); exact fixed-point integer sums, so merge order never changes a
   bit (weights and sentiments on a 2⁻¹⁶ fixed-point grid). Cost: B draws per answer that
-  mentions a group; size ``4·B`` int64 per group seen (160 kB per group at B = 5000).
+  mentions a group, per slice it belongs to; size ``4·B`` int64 per group seen (160 kB per group
+  at B = 5000) once a slice holds more than ``B // 8`` such answers — below that the answers
+  themselves, drawn at the estimate (:class:`GroupFairnessStats`), so memory grows with the
+  answers, not with draws × slices.
 
 One estimand per statistic, shared by both modes (issue 19): the frequentist value is the
 plug-in estimate of the quantity whose posterior the Bayesian mode summarises
@@ -122,11 +125,21 @@ def reference_distribution(groups: Sequence[str], reference: Optional[Mapping[st
 class GroupFairnessStats:
     """Mergeable per-slice statistics over ``G`` declared groups (see the module docstring).
 
-    ``gamma`` holds, per group index seen, an int64 array of shape ``(2, B)``: row 0 ``Σ γ̃ s̃``,
-    row 1 ``Σ γ̃``, with ``γ̃ = rint(γ·2¹⁶)`` and ``s̃ = rint(s·2¹⁶)`` (exact integer sums).
+    ``gamma`` holds, per group index seen, an int64 array of shape ``(4, B)``: rows ``Σ γ̃ s̃``,
+    ``Σ γ̃`` over the answers with a sentiment, ``Σ γ̃·flag`` and ``Σ γ̃`` over every answer
+    mentioning the group, with ``γ̃ = rint(γ·2¹⁶)`` and ``s̃ = rint(s·2¹⁶)`` (exact integer sums).
+
+    Memory is bounded by the answers, not by draws × slices (issue 28): an answer's draws are
+    added to ``gamma`` lazily. Up to :func:`pending_limit` answers (``B // 8``, at least 32) are
+    kept as ``(element_id, flag, groups, sentiment)`` in ``pending`` and drawn when more arrive or
+    when ``gamma`` is read (the estimate), so a small slice (an assistant of a few sessions) holds
+    a few tuples instead of ``4·B`` integers per group; Beam buffers every slice's accumulator at
+    once. The draws and their integer sums are the same whenever they are made, so ``gamma`` is
+    bit for bit the eager one.
     """
 
-    __slots__ = ("G", "B", "n", "n_flagged", "n_no_group", "N", "K", "M", "S", "gamma", "bound")
+    __slots__ = ("G", "B", "n", "n_flagged", "n_no_group", "N", "K", "M", "S", "_gamma", "bound", "pending", "seed",
+                 "namespace")
 
     def __init__(self, G: int, B: int = 0):
         self.G, self.B = int(G), int(B)
@@ -135,8 +148,45 @@ class GroupFairnessStats:
         self.K = [0] * self.G
         self.M = [0] * self.G
         self.S = [0] * self.G
-        self.gamma: dict[int, np.ndarray] = {}
-        self.bound = 0  # upper bound of any |replicate sum| (overflow guard)
+        self._gamma: dict[int, np.ndarray] = {}
+        self.bound = 0  # upper bound of any |replicate sum| of the drawn answers (overflow guard)
+        self.pending: list = []  # answers not drawn yet: (element_id, flagged, groups, sentiment)
+        self.seed, self.namespace = 0, ""
+
+    @property
+    def gamma(self) -> dict:
+        """``{group index: int64 array (4, B)}`` of every answer added (pending answers drawn first)."""
+        if self.pending:
+            self._draw()
+        return self._gamma
+
+    def _draw(self) -> None:
+        """Adds the pending answers' keyed draws to ``gamma`` (in chunks of rows: bounded memory)."""
+        items, self.pending = self.pending, []
+        for start in range(0, len(items), _DRAW_CHUNK):
+            chunk = items[start:start + _DRAW_CHUNK]
+            rows = np.maximum(np.rint(exponential_rows(self.seed, self.namespace, [c[0] for c in chunk], self.B)
+                                      * _SCALE), 1.0).astype(np.int64)
+            for row, (_, flagged, gs, sentiment) in zip(rows, chunk):
+                sq = int(round(sentiment * _SCALE)) if sentiment is not None else 0
+                self.bound += int(row.max()) * max(abs(sq), _SCALE)
+                if self.bound >= _INT64_LIMIT:
+                    raise ValueError(
+                        "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
+                        "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
+                    )
+                has_s = 1 if sentiment is not None else 0
+                upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
+                for g in gs:
+                    cur = self._gamma.get(g)
+                    if cur is None:
+                        self._gamma[g] = upd.copy()
+                    else:
+                        cur += upd
+
+    def _check_pending(self) -> None:
+        if len(self.pending) > pending_limit(self.B):
+            self._draw()
 
     def add(self, element_id: str, flagged: bool, groups: Sequence[int], sentiment: Optional[float],
             seed: int = 0, namespace: str = "") -> "GroupFairnessStats":
@@ -163,24 +213,10 @@ class GroupFairnessStats:
         if self.B:
             # fixed point: γ on a 2⁻¹⁶ grid, s on a 2⁻¹⁶ grid; int64 products and sums are exact,
             # so merge order cannot change a bit (relative quantisation error ≤ 8e-6 on γ; γ̃ ≥ 1 so a
-            # replicate's denominator is never 0). Rows: Σγ̃s̃, Σγ̃ over the answers with a sentiment
-            # (ASB); Σγ̃·flag, Σγ̃ over every answer mentioning the group (DTO).
-            row = np.maximum(np.rint(exponential_rows(seed, namespace, [str(element_id)], self.B)[0] * _SCALE), 1.0).astype(np.int64)
-            sq = int(round(float(sentiment) * _SCALE)) if sentiment is not None else 0
-            self.bound += int(row.max()) * max(abs(sq), _SCALE)
-            if self.bound >= _INT64_LIMIT:
-                raise ValueError(
-                    "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
-                    "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
-                )
-            has_s = 1 if sentiment is not None else 0
-            upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
-            for g in gs:
-                cur = self.gamma.get(g)
-                if cur is None:
-                    self.gamma[g] = upd.copy()
-                else:
-                    cur += upd
+            # replicate's denominator is never 0). Drawn later (see the class docstring).
+            self.seed, self.namespace = int(seed), str(namespace)
+            self.pending.append((str(element_id), flagged, tuple(gs), None if sentiment is None else float(sentiment)))
+            self._check_pending()
         return self
 
     def merge(self, other: "GroupFairnessStats") -> "GroupFairnessStats":
@@ -195,12 +231,17 @@ class GroupFairnessStats:
         self.bound += other.bound
         if self.bound >= _INT64_LIMIT:
             raise ValueError("the Bayesian ASB replicate sums would overflow int64; use a finer slicing or fewer mc_samples")
-        for g, arr in other.gamma.items():
-            cur = self.gamma.get(g)
+        for g, arr in other._gamma.items():  # never other.gamma: drawing would change an input
+            cur = self._gamma.get(g)
             if cur is None:
-                self.gamma[g] = arr.copy()
+                self._gamma[g] = arr.copy()
             else:
                 cur += arr
+        if other.pending:
+            if not self.pending:
+                self.seed, self.namespace = other.seed, other.namespace
+            self.pending.extend(other.pending)
+            self._check_pending()
         return self
 
     def __eq__(self, other):
@@ -212,14 +253,26 @@ class GroupFairnessStats:
             np.array_equal(self.gamma[g], other.gamma[g]) for g in self.gamma)
 
     def __reduce__(self):
-        return (_rebuild_gfs, (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S, self.gamma, self.bound))
+        return (_rebuild_gfs, (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S,
+                               self._gamma, self.bound, self.pending, self.seed, self.namespace))
 
 
-def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound):
+#: answers drawn at once by :meth:`GroupFairnessStats._draw` (``_DRAW_CHUNK × B`` floats at a time)
+_DRAW_CHUNK = 64
+
+
+def pending_limit(B: int) -> int:
+    """Most answers a :class:`GroupFairnessStats` of ``B`` draws keeps undrawn: ``max(32, B // 8)``
+    (about the size of one group's ``4·B`` sums; 625 at B = 5000)."""
+    return max(32, int(B) // 8)
+
+
+def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound, pending=(), seed=0, namespace=""):
     st = GroupFairnessStats(G, B)
     st.bound = bound
     st.n, st.n_flagged, st.n_no_group = n, n_flagged, n_no_group
-    st.N, st.K, st.M, st.S, st.gamma = list(N), list(K), list(M), list(S), dict(gamma)
+    st.N, st.K, st.M, st.S, st._gamma = list(N), list(K), list(M), list(S), dict(gamma)
+    st.pending, st.seed, st.namespace = list(pending), seed, namespace
     return st
 
 
