@@ -57,6 +57,7 @@ from fair_forge_beam.beam_pipeline import to_json_line
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
            "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_INDEX", "session_schema", "session_table",
+           "slice_row", "slice_rows_table", "SliceSummariesFn",
            "LAYOUT", "dead_letter_unit"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
@@ -282,20 +283,40 @@ SLICE_SCHEMA = pa.schema([
 ])
 
 
-def slice_table(name: str):
-    """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
-    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.beam_pipeline.to_json_line`;
-    string values with an API-key value masked, :func:`scrub_known`)."""
+def slice_row(name: str):
+    """A slice record (dict) of metric ``name`` -> its row of :data:`SLICE_SCHEMA` as a tuple
+    ``(metric, slice, n_interactions, n_sessions, record as one JSON line)``. The slice writer
+    batches these rows, not the records: a Toxicity slice record is about 33 kB of Python objects
+    and 9 kB as its JSON line, and a batch holds up to :data:`PARQUET_BATCH_ROWS` of them (issue 28:
+    memory at 10,000 assistants)."""
 
     def n_of(n):
         return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
 
+    def fn(r) -> tuple:
+        return (name, None if r.get("slice") is None else str(r["slice"]), n_of(r.get("n_interactions")),
+                n_of(r.get("n_sessions")), to_json_line(r))
+
+    return fn
+
+
+def slice_rows_table(rows) -> pa.Table:
+    """A batch of :func:`slice_row` tuples -> one ``pa.Table`` of :data:`SLICE_SCHEMA` (string
+    values with an API-key value masked, :func:`scrub_known`)."""
+    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in SLICE_SCHEMA]
+    return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, SLICE_SCHEMA)],
+                                schema=SLICE_SCHEMA)
+
+
+def slice_table(name: str):
+    """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
+    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.beam_pipeline.to_json_line`;
+    string values with an API-key value masked, :func:`scrub_known`): :func:`slice_rows_table` of
+    their :func:`slice_row`\\ s."""
+    row = slice_row(name)
+
     def fn(recs) -> pa.Table:
-        cols = [[name] * len(recs), [None if r.get("slice") is None else str(r["slice"]) for r in recs],
-                [n_of(r.get("n_interactions")) for r in recs], [n_of(r.get("n_sessions")) for r in recs],
-                [to_json_line(r) for r in recs]]
-        return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, SLICE_SCHEMA)],
-                                    schema=SLICE_SCHEMA)
+        return slice_rows_table([row(r) for r in recs])
 
     return fn
 
@@ -363,7 +384,8 @@ class ResultsDocFn(beam.CombineFn):
     slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason kind), 1)`` per dead
     letter; ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
     session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
-    (plain JSON values). The accumulator holds integer counters and the slice records only, so
+    (plain JSON values), or ``("slices", metric, pairs)`` with the :class:`SliceSummariesFn` output
+    of some of a metric's slice records (what the main job sends). The accumulator holds integer counters and the slice records only, so
     its size grows with the number of slices and reason kinds, never with sessions or
     interactions; integer sums make merge order irrelevant. ``extract_output`` sorts everything
     (slices: ``overall`` first, then by key), so the document is the same on every runner.
@@ -380,11 +402,7 @@ class ResultsDocFn(beam.CombineFn):
         """Keep ``rec``'s summary (:func:`slice_summary`), and the whole record while the metric
         has at most :data:`MAX_DETAILED_SLICES` slices (``overall`` always): the accumulator's size
         does not grow with the detail of thousands of slices."""
-        recs = acc["slices"].setdefault(metric, [])
-        whole = rec if rec.get("slice") == "overall" or len(recs) < MAX_DETAILED_SLICES else None
-        recs.append([slice_summary(metric, rec, self.static.get(metric, {}).get("headline_columns")), whole])
-        if len(recs) == MAX_DETAILED_SLICES + 1:  # from now on the metric's slices are summaries
-            _drop_whole(recs)
+        _add_slice_pair(acc["slices"].setdefault(metric, []), metric, rec, self.static)
 
     def add_input(self, acc, el):
         kind, key, value = el
@@ -401,6 +419,8 @@ class ResultsDocFn(beam.CombineFn):
             acc["scored"][key] += value
         elif kind == "slice":
             self._add_slice(acc, key, value)
+        elif kind == "slices":  # a part of a metric's slices already summarised (SliceSummariesFn)
+            _merge_slice_pairs(acc["slices"].setdefault(key, []), value)
         return acc
 
     def merge_accumulators(self, accs):
@@ -411,10 +431,7 @@ class ResultsDocFn(beam.CombineFn):
             for k in ("dead", "quality", "scored", "read_slice"):
                 out[k].update(a[k])
             for m, recs in a["slices"].items():
-                mine = out["slices"].setdefault(m, [])
-                mine.extend(recs)
-                if len(mine) > MAX_DETAILED_SLICES:
-                    _drop_whole(mine)
+                _merge_slice_pairs(out["slices"].setdefault(m, []), recs)
         return out
 
     def extract_output(self, acc):
@@ -422,6 +439,51 @@ class ResultsDocFn(beam.CombineFn):
         detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
         return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
                                  slices, acc["read_slice"] if self.read_slice_dims else None, detailed)
+
+
+def _add_slice_pair(recs: list, metric: str, rec: dict, static: dict) -> None:
+    """Append ``[summary, whole record or None]`` of ``rec`` to ``recs``, one metric's pairs (see
+    :meth:`ResultsDocFn._add_slice`)."""
+    whole = rec if rec.get("slice") == "overall" or len(recs) < MAX_DETAILED_SLICES else None
+    recs.append([slice_summary(metric, rec, static.get(metric, {}).get("headline_columns")), whole])
+    if len(recs) == MAX_DETAILED_SLICES + 1:  # from now on the metric's slices are summaries
+        _drop_whole(recs)
+
+
+def _merge_slice_pairs(mine: list, recs: list) -> None:
+    """Add another part's ``[summary, whole]`` pairs of the same metric to ``mine``."""
+    mine.extend(recs)
+    if len(mine) > MAX_DETAILED_SLICES:
+        _drop_whole(mine)
+
+
+class SliceSummariesFn(beam.CombineFn):
+    """One metric's slice records → the ``[summary, whole record or None]`` pairs that
+    :class:`ResultsDocFn` keeps of them (the same rule: whole records while the metric has at
+    most :data:`MAX_DETAILED_SLICES` slices, ``overall`` always). Combined next to the estimator,
+    so what reaches the results combine is the summaries, not every slice record in full (issue
+    28: the runner buffers the input of the results combine whole; at 10,000 assistants that was
+    20,000 records of up to 9 kB)."""
+
+    def __init__(self, metric: str, static: dict):
+        self.metric, self.static = metric, static
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, rec):
+        _add_slice_pair(acc, self.metric, json.loads(to_json_line(rec)), self.static)
+        return acc
+
+    def merge_accumulators(self, accs):
+        accs = iter(accs)
+        out = list(next(accs))
+        for a in accs:
+            _merge_slice_pairs(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
 
 
 def _drop_whole(recs: list) -> None:
@@ -637,12 +699,16 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         schema = session_schema(name)
         written.append(_write_parquet(r["sessions"], f"Sessions_{name}", session_table(name, schema),
                                       f"{out}/sessions/{name}/part", schema))
-        written.append(_write_parquet(r["slices"], f"Slices_{name}", slice_table(name), f"{out}/slices/{name}/part",
+        # rows, not records, wait in the writer's batches (slice_row)
+        rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
+        written.append(_write_parquet(rows, f"Slices_{name}", slice_rows_table, f"{out}/slices/{name}/part",
                                       SLICE_SCHEMA))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
-        parts.append(r["slices"] | f"TagSlices_{name}" >> beam.Map(
-            lambda s, m=name: ("slice", m, json.loads(to_json_line(s)))))
+        parts.append(
+            r["slices"]
+            | f"SliceSummaries_{name}" >> beam.CombineGlobally(SliceSummariesFn(name, static)).without_defaults()
+            | f"TagSlices_{name}" >> beam.Map(lambda pairs, m=name: ("slices", m, pairs)))
     written.append(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
