@@ -117,6 +117,10 @@ MAX_DETAILED_SLICES = 200
 
 #: rows per Arrow table handed to the Parquet writer (one row group each)
 PARQUET_BATCH_ROWS = 10_000
+#: rows per table of the slice shards (``slices/<metric>/``): a row holds a whole slice record
+#: (about 9 kB for Toxicity), so a batch of :data:`PARQUET_BATCH_ROWS` waiting for the writer was
+#: 94 MB at 10,000 assistants (issue 28); the same rows, in row groups of at most this many
+SLICE_BATCH_ROWS = 2_000
 
 
 def _column_source(names, metric) -> list:
@@ -321,13 +325,14 @@ def slice_table(name: str):
     return fn
 
 
-def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema):
+def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema, rows: Optional[int] = None):
     """``pcoll`` of records -> Parquet shards ``prefix-SSSSS-of-NNNNN.parquet``, written as Arrow
-    tables of up to :data:`PARQUET_BATCH_ROWS` rows (``BatchElements`` + ``WriteToParquetBatched``),
-    never row by row."""
+    tables of up to ``rows`` (default :data:`PARQUET_BATCH_ROWS`) rows (``BatchElements`` +
+    ``WriteToParquetBatched``), never row by row."""
+    rows = rows or PARQUET_BATCH_ROWS
     return (
         pcoll
-        | f"{label}Batch" >> beam.BatchElements(min_batch_size=PARQUET_BATCH_ROWS, max_batch_size=PARQUET_BATCH_ROWS)
+        | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
         | f"{label}Table" >> beam.Map(to_table)
         | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
     )
@@ -702,7 +707,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         # rows, not records, wait in the writer's batches (slice_row)
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
         written.append(_write_parquet(rows, f"Slices_{name}", slice_rows_table, f"{out}/slices/{name}/part",
-                                      SLICE_SCHEMA))
+                                      SLICE_SCHEMA, SLICE_BATCH_ROWS))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(
