@@ -142,9 +142,11 @@ def load_config(path: str) -> dict:
     from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
     from apache_beam.io.filesystems import FileSystems
 
+    from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+
     try:
         with FileSystems.open(path) as f:
-            raw = f.read()
+            raw = read_all(f)
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
     try:

@@ -189,8 +189,15 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
 
 
-def _positive(flag: str, unit: str = ""):
-    return lambda v: None if v > 0 else f"{flag} must be > 0{unit}, got {v}"
+def _positive(flag: str, unit: str = "", most: Optional[int] = None):
+    """A check of an option that must be > 0 (and, with ``most``, at most ``most``)."""
+    def check(v):
+        if not v > 0:
+            return f"{flag} must be > 0{unit}, got {v}"
+        if most is not None and v > most:
+            return f"{flag} must be at most {most:,}{unit}, got {v:,}"
+        return None
+    return check
 
 
 def _non_negative(flag: str):
@@ -251,7 +258,7 @@ GROUPS: tuple[Group, ...] = (
                     "fair_forge_beam.io.agentic_sources",
                template=Template("Input format", "ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$",
                                  "File format; auto picks it from the file extension. Example: jsonl")),
-        Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes"),
+        Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
                help="largest JSON Lines record (one line, in bytes) read; a longer one is never held whole: it "
                     "becomes a dead letter naming its size, and the rest of the file is read",

@@ -45,6 +45,7 @@ from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
+from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap"]
 
@@ -221,7 +222,7 @@ def _read_json(path: str) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     with FileSystems.open(path) as f:
-        return json.loads(f.read().decode("utf-8"))
+        return json.loads(read_all(f).decode("utf-8"))
 
 
 def _settings(manifest: dict) -> dict:
@@ -918,8 +919,10 @@ def _renumbered_raw(raw, element_id: str, turns: dict, session_id: str, assistan
     record truncated to its first characters — is the original record and stays as read."""
     from fair_forge_beam.io.edge import scrub_json_text
 
-    try:
-        record = json.loads(raw) if isinstance(raw, str) and raw.startswith("{") else None
+    from fair_forge_beam.io.edge import loads
+
+    try:  # hostile text: the depth-bounded parser
+        record = loads(raw) if isinstance(raw, str) and raw.startswith("{") else None
     except ValueError:
         return raw
     if not isinstance(record, dict) or record.get("element_id") != element_id:
@@ -938,7 +941,7 @@ def _renumber_jsonl(path: str, target: str, turns: dict) -> None:
 
     by_prefix = {make_element_id(sid, aid, 0)[:-1]: (sid, aid) for sid, aid in turns}
     with FileSystems.open(path) as f:
-        lines = f.read().decode("utf-8").splitlines()
+        lines = read_all(f).decode("utf-8").splitlines()
     out = []
     for line in lines:
         record = json.loads(line)

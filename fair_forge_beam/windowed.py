@@ -41,6 +41,7 @@ from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, to_json_line
 from fair_forge_beam.io.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
+from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["is_windowed_run", "build_source", "window_interactions", "write_windowed", "run_windowed", "read_windowed"]
 
@@ -167,7 +168,7 @@ def _count_late(out: str) -> int:
     n = 0
     for m in FileSystems.match([f"{out}/windows/dead_letter-*.jsonl"])[0].metadata_list:
         with FileSystems.open(m.path) as f:
-            n += sum(1 for line in f.read().decode("utf-8").splitlines()
+            n += sum(1 for line in read_all(f).decode("utf-8").splitlines()
                      if line.strip() and is_late_dead_letter(json.loads(line)))
     return n
 
@@ -193,7 +194,7 @@ def _count_lines(out: str, prefix: str) -> int:
     n = 0
     for m in FileSystems.match([f"{out}/windows/{prefix}-*.jsonl"])[0].metadata_list:
         with FileSystems.open(m.path) as f:
-            n += sum(1 for line in f.read().decode("utf-8").splitlines() if line.strip())
+            n += sum(1 for line in read_all(f).decode("utf-8").splitlines() if line.strip())
     return n
 
 
@@ -203,7 +204,7 @@ def read_windowed(out: str, kind: str = "slices") -> list[dict]:
     recs = []
     for m in FileSystems.match([f"{out}/windows/*-{kind}-*.jsonl"])[0].metadata_list:
         with FileSystems.open(m.path) as f:
-            recs.extend(json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip())
+            recs.extend(json.loads(line) for line in read_all(f).decode("utf-8").splitlines() if line.strip())
     recs.sort(key=lambda r: (r.get("metric", ""), r.get("window_start_s", 0), r.get("slice", r.get("session_id", "")),
                              r.get("assistant_id") or "", r.get("pane", {}).get("index", 0)))
     return recs

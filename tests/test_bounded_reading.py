@@ -88,3 +88,60 @@ def test_max_record_bytes_must_be_positive(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--max-record-bytes", "0", "--output", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--max-record-bytes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_compressed_json_file_over_16_mib_is_read_whole(tmp_path):
+    """Beam's decompressing reader returns at most 16 MiB from a read() without a size: a .json.gz
+    of 22 MB (hostile-tester trial) was parsed truncated, every session one 'invalid JSON' dead
+    letter and exit 4. Every whole-file read goes through io.edge.read_all; here a JSON array of 17
+    MiB (one padded record, under the record limit, between two sessions) keeps its three sessions."""
+    from pipelines import audit
+
+    pad = {"session_id": "pad", "assistant_id": "bot", "language": "english", "context": "c" * (17 * 2**20),
+           "conversation": [{"qa_id": "p", "query": "q", "assistant": "I am glad to help, thank you."}]}
+    records = [json.loads(_session("s1")), pad, json.loads(_session("s2"))]
+    body = json.dumps(records).encode()
+    assert len(body) > 2**24
+    path = tmp_path / "in.json.gz"
+    path.write_bytes(gzip.compress(body))
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path),
+                     "--output", str(tmp_path / "out"), f"--runner={FNAPI}"])
+    assert doc["summary"]["interactions_read"] == 3 and doc["summary"]["rejected_at_read"] == 0
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 3
+
+
+def test_read_all_reads_a_large_compressed_file_whole(tmp_path):
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.edge import read_all
+
+    data = bytes(range(256)) * (2**17)  # 32 MiB
+    path = tmp_path / "x.bin.gz"
+    path.write_bytes(gzip.compress(data, compresslevel=1))
+    with FileSystems.open(str(path)) as f:
+        assert read_all(f) == data
+
+
+def test_a_record_nested_past_the_parser_is_a_dead_letter_and_the_run_ends(tmp_path):
+    """Hostile-tester trial: a record whose conversation nests 200,000 levels was rejected at read,
+    then the findings' reader parsed the rejected text again with json.loads (RecursionError, exit 1,
+    no outputs). Every parse of a rejected record goes through the depth-bounded parser."""
+    from pipelines import audit
+
+    deep = '{"session_id":"deep","assistant_id":"x","conversation":' + "[" * 200_000 + "]" * 200_000 + "}\n"
+    path = tmp_path / "in.jsonl"
+    path.write_text(_session("s1") + deep + _session("s2"), encoding="utf-8")
+    doc = audit.run(["--quiet", "--metrics", "humanity", "--input", str(path), "--output", str(tmp_path / "out"),
+                     f"--runner={FNAPI}"])
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
+    assert doc["summary"]["rejected_at_read"] == 1 and (tmp_path / "out" / "report.html").is_file()
+
+
+def test_max_record_bytes_has_an_upper_bound(capsys):
+    from pipelines import audit
+
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--max-record-bytes", "99999999999999999999999", "--output", "unused"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-record-bytes must be at most 2,147,483,647 bytes" in err[0], err

@@ -62,6 +62,7 @@ from typing import Any, Optional, Sequence, Union
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = [
     "tau_bench_sessions",
@@ -84,7 +85,7 @@ def _open_text(path: str) -> str:
     from apache_beam.io.filesystems import FileSystems
 
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        data = f.read()
+        data = read_all(f)
     if path.lower().endswith(".gz"):
         data = gzip.decompress(data)
     return data.decode("utf-8-sig")

@@ -319,3 +319,20 @@ def text_encoding(head: bytes) -> str:
     if head.startswith(_BOMS) or (b"\x00" not in head and _is_utf8(head)):
         return json.detect_encoding(head[:4])
     return max((*_reading(head, enc), -i, enc) for i, enc in enumerate(_CANDIDATES))[3]
+
+
+#: bytes asked of a file per read() by :func:`read_all`
+READ_CHUNK = 1 << 20
+
+
+def read_all(f) -> bytes:
+    """Every byte left in the file object ``f`` (one opened by Beam's ``FileSystems``), read in
+    pieces of :data:`READ_CHUNK`. Beam's decompressing reader (``.gz``, ``.bz2``, …) returns at most
+    16 MiB from a ``read()`` without a size (and nothing from ``read(-1)``): a whole-file read of a
+    larger compressed file would silently stop there."""
+    parts = []
+    while True:
+        piece = f.read(READ_CHUNK)
+        if not piece:
+            return b"".join(parts)
+        parts.append(piece)

@@ -60,6 +60,7 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
+from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["ReadInteractions", "detect_format", "records_to_interactions"]
 
@@ -735,7 +736,7 @@ class _JsonLinesSource(FileBasedSource):
                 # UTF-16/32 lines cannot be cut at b"\n": the reader of the first range decodes
                 # the whole file; the readers of later ranges have nothing to do
                 if start == 0 and offset_range_tracker.try_claim(0):
-                    yield from _decoded_lines(file_name, f.read(), encoding)
+                    yield from _decoded_lines(file_name, read_all(f), encoding)
                 return
             pos = 0
             if start > 0:  # finish the line that straddles the split point (in chunks: it may be huge)
@@ -781,7 +782,7 @@ class _JsonLinesSource(FileBasedSource):
                 encoding = edge.text_encoding(head)
                 f.seek(0)
                 if encoding not in ("utf-8", "utf-8-sig"):
-                    yield from _decoded_lines(file_name, f.read(), encoding)
+                    yield from _decoded_lines(file_name, read_all(f), encoding)
                     return
                 for at, line in bounded_lines(f, max_record_bytes):
                     yield (file_name, at, line)
@@ -844,7 +845,8 @@ class _ReadJsonFile(beam.DoFn):
     def process(self, readable):
         path = readable.metadata.path
         try:
-            raw = readable.read()
+            with readable.open() as f:  # its read() would stop at 16 MiB of a compressed file
+                raw = read_all(f)
         except Exception as exc:  # noqa: BLE001 - corrupt compressed data: the reason names it
             return [
                 beam.pvalue.TaggedOutput(

@@ -37,6 +37,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, 
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
+from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = [
     "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
@@ -199,7 +200,7 @@ class _ReadLines(beam.DoFn):
                 head = f.read(edge.ENCODING_PROBE_BYTES)
                 encoding = edge.text_encoding(head)
                 if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16/32: decode the whole file
-                    yield from _decoded_lines(path, head + f.read(), encoding)
+                    yield from _decoded_lines(path, head + read_all(f), encoding)
                     return
                 first = head + (f.readline() if head else b"")
                 *complete, tail = first.split(b"\n")
