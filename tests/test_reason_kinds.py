@@ -20,5 +20,14 @@ def test_digits_inside_names_stay():
     assert _reason_kind("no emotion lexicon for language 'e5'") == "no emotion lexicon for language 'e5'"
 
 
+def test_a_number_with_thousands_separators_is_one_number():
+    """Hostile-tester trial: 'record of 3,145,778 bytes is over the limit of 1,048,576 bytes' was
+    grouped as 'record of N,N,N bytes ...'."""
+    assert _reason_kind("record of 3,145,778 bytes is over the limit of 1,048,576 bytes") == \
+        _reason_kind("record of 70,001 bytes is over the limit of 65,536 bytes") == \
+        "record of N bytes is over the limit of N bytes"
+    assert _reason_kind("fields a,b and 1,2 differ") == "fields a,b and N,N differ"  # a list stays a list
+
+
 def test_long_reasons_are_cut():
     assert len(_reason_kind("x" * 500)) == 160

@@ -757,10 +757,11 @@ def write_run_info(out: str, run_info: dict) -> dict:
 
 def _reason_kind(reason: str) -> str:
     """Group reasons that differ only in free-standing numbers (positions, indices, counts:
-    ``"line 7"`` → ``"line N"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word
+    ``"line 7"`` → ``"line N"``, ``"1,048,576 bytes"`` → ``"N bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word
     or name stay (``UTF-8``, ``bad2.jsonl``, ``e5``), so a reason kind still reads as the reason."""
     kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
-    kind = re.sub(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w-])", "N", kind)
+    # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N")
+    kind = re.sub(r"(?<![\w.-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})", "N", kind)
     return kind if len(kind) <= 160 else kind[:157] + "..."
 
 
