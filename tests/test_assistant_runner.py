@@ -200,6 +200,9 @@ BYPASSES = [
     '{"m": {{ (query|tojson).replace("a", "b") }}}', '{"m": {{ query|tojson + "" }}}', '{"m": {{ (query|tojson)[0:] }}}',
     '{"m": {{ query|tojson|trim }}}', '{"m": {{ query|tojson|lower }}}', '{"m": "{{ query|urlencode }}"}',
     '{% set x = query|tojson|safe %}{"m": {{ x }}}', '{"m": {{ "%s"|format(query|tojson) }}}',
+    # hostile-tester trial: a {% filter %} block's output never passes finalize
+    '{% filter replace("Q", query) %}{"m": "Q"}{% endfilter %}', '{% filter format(query) %}{"m": "%s"}{% endfilter %}',
+    '{% macro m() %}{"m": "Q"}{% endmacro %}{% call m() %}{% endcall %}',
 ]
 
 

@@ -121,7 +121,16 @@ def _template(source: str):
     env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
     env.filters["tojson"] = pass_eval_context(_tojson)
-    return env.from_string(source)
+    from jinja2 import nodes
+
+    tree = env.parse(source)
+    for block in tree.find_all((nodes.FilterBlock, nodes.CallBlock)):
+        # a {% filter %} / {% call %} block prints its filtered body without finalize: a filter
+        # argument (replace("Q", query), format(query)) would write outside text into the body
+        kind = "filter" if isinstance(block, nodes.FilterBlock) else "call"
+        raise _RawValue(f"{{% {kind} %}} blocks are not allowed: their output escapes the rule that every {{{{ … }}}} "
+                        "must end in | tojson, and tojson must be its last filter (text from outside is hostile)")
+    return env.from_string(tree)
 
 
 def render_request(template: str, values: Mapping[str, Any]) -> Any:
