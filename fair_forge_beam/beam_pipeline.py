@@ -83,8 +83,9 @@ def to_json_line(record) -> str:
     from fair_forge_beam.io.edge import scrub_json_text
 
     # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
-    return scrub_known(scrub_json_text(json.dumps(record, ensure_ascii=False, allow_nan=False,
-                                                  separators=(",", ":"), default=str)))
+    # API-key values masked in the record's values, never in its keys (a key is a field name)
+    return scrub_json_text(json.dumps(scrub_known(record), ensure_ascii=False, allow_nan=False,
+                                      separators=(",", ":"), default=str))
 
 
 def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> None:

@@ -229,3 +229,32 @@ def test_a_run_without_an_endpoint_masks_nothing_and_keys_are_never_masked(tmp_p
 
     assert [s["session_id"] for s in read_sessions(str(out), "humanity")] == ["mean_entropy"]
     assert sec.scrub({"sk-test-0123456789": "sk-test-0123456789"}, ["sk-test-0123456789"]) == {"sk-test-0123456789": "***"}
+
+
+def test_a_used_key_equal_to_a_field_name_masks_values_never_keys(monkeypatch, tmp_path):
+    """Hostile-tester trial: with a judge run whose key equals a field name (OPENAI_API_KEY=
+    context_awareness), results.json's slice key and headline column read '***' and a gate on the
+    field failed with 'no estimate': the writers masked the JSON text, keys included. Every JSON
+    writer now masks the structure's values (results.json, run_info.json, JSON lines, trend.json)."""
+    from fair_forge_beam.beam_pipeline import to_json_line
+    from fair_forge_beam.components.judge import secrets as sec
+    from fair_forge_beam.reports.results import results_json_bytes, write_run_info
+
+    monkeypatch.setattr(sec, "_ENVS", set())
+    monkeypatch.setattr(sec, "_ENVS_SNAPSHOT", frozenset())
+    monkeypatch.delenv(sec.NAMES_ENV, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "context_awareness")
+    sec.register_secret_env("OPENAI_API_KEY")
+    doc = {"metrics": {"context": {"headline_columns": ["context_awareness"],
+                                   "slices": [{"slice": "overall", "context_awareness": {"mean": 0.5},
+                                               "insight": "the key context_awareness leaked"}]}}}
+    written = json.loads(results_json_bytes(doc))
+    s = written["metrics"]["context"]["slices"][0]
+    assert "context_awareness" in s and s["context_awareness"] == {"mean": 0.5}
+    assert s["insight"] == "the key *** leaked"
+    # a value that is the secret itself is masked (the headline column names the field: masked as a value)
+    assert written["metrics"]["context"]["headline_columns"] == ["***"]
+    line = json.loads(to_json_line({"context_awareness": 1, "reason": "context_awareness"}))
+    assert line == {"context_awareness": 1, "reason": "***"}
+    info = write_run_info(str(tmp_path), {"options": {"context_awareness": "context_awareness"}})
+    assert json.loads((tmp_path / "run_info.json").read_text())["options"] == {"context_awareness": "***"}

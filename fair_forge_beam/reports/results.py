@@ -605,6 +605,7 @@ def results_json_bytes(doc: dict) -> bytes:
     summaries of a metric with ``detail`` (more than :data:`MAX_DETAILED_SLICES` slices) are
     written one slice per line (compact JSON), so the file stays small and each slice greps as one
     line; the document is the same JSON either way."""
+    doc = scrub_known(doc)  # API-key values masked in values, never in keys (a key is a field name)
     import uuid
 
     nonce = uuid.uuid4().hex  # placeholders that no value can hold; the bytes do not depend on it
@@ -624,7 +625,7 @@ def results_json_bytes(doc: dict) -> bytes:
     text = json.dumps({**doc, "metrics": metrics} if lines else doc, indent=2, ensure_ascii=False, allow_nan=False)
     if lines:
         text = re.sub(f'"({nonce}:[0-9]+)"', lambda mt: lines[mt.group(1)], text)
-    return scrub_known(text).encode("utf-8")
+    return text.encode("utf-8")
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
@@ -751,7 +752,7 @@ def write_run_info(out: str, run_info: dict) -> dict:
     orders runs by ``started_at``, else ``finished_at`` (docs/report.md)."""
     info = {**run_info, "finished_at": run_info.get("finished_at") or utc_timestamp(), "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
-        f.write(scrub_known(json.dumps(info, indent=2)).encode("utf-8"))
+        f.write(json.dumps(scrub_known(info), indent=2).encode("utf-8"))  # values masked, never keys
     return info
 
 

@@ -702,6 +702,7 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
         say(f"note: {note}")
     if with_plots:
         say(f"drawing {len({(s['metric'], s['estimate']) for s in trend['series']})} figures")
+    trend = scrub_known(trend)  # API-key values masked in values, never in keys
     html = render_trend(trend, with_plots=with_plots)
     out = output.rstrip("/") or "."
     if not _is_remote(out):
@@ -710,7 +711,7 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     for name, text in (("trend.json", trend_json(trend)), ("trend.html", html)):
         p = f"{out}/{name}"
         with FileSystems.create(p) as f:
-            f.write(scrub_known(text).encode("utf-8"))  # defence at the writer: API-key values masked
+            f.write((text if name == "trend.json" else scrub_known(text)).encode("utf-8"))  # the page's text masked too
         written.append(p)
     say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
         f"{time.monotonic() - t0:.1f} s)")
