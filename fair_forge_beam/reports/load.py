@@ -18,7 +18,6 @@ from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.reports.estimates import iter_estimates
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files",
@@ -106,7 +105,7 @@ def read_results(path: str) -> dict:
     if not _exists(p):
         raise FileNotFoundError(f"no results.json at {p}")
     with _open(p) as f:
-        doc = json.loads(read_all(f).decode("utf-8"))
+        doc = json.loads(_read_all(f).decode("utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
         raise ValueError(f"{p} is not a fair_forge_beam results.json (no 'metrics' object)")
     return doc
@@ -118,7 +117,7 @@ def read_run_info(run_dir: str) -> dict:
     if not _exists(p):
         return {}
     with _open(p) as f:
-        return json.loads(read_all(f).decode("utf-8"))
+        return json.loads(_read_all(f).decode("utf-8"))
 
 
 def _match(pattern: str) -> list[str]:
@@ -366,3 +365,10 @@ def _assistant_of(raw) -> Optional[str]:
         if isinstance(who, (str, int)) and not isinstance(who, bool):
             return str(who)
     return None
+
+
+def _read_all(f) -> bytes:
+    """:func:`fair_forge_beam.io.edge.read_all`, imported when used (this module loads without Beam)."""
+    from fair_forge_beam.io.edge import read_all
+
+    return read_all(f)

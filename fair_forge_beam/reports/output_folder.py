@@ -41,7 +41,6 @@ import uuid
 from typing import Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
@@ -177,7 +176,7 @@ def _read_marker(folder: str) -> Optional[str]:
         if not fs.exists(path):
             return None
         with fs.open(path) as f:
-            return str(json.loads(read_all(f).decode("utf-8") or "{}").get("run", ""))
+            return str(json.loads(_read_all(f).decode("utf-8") or "{}").get("run", ""))
     except (OSError, ValueError, AttributeError):
         return ""  # a marker of another tool, or unreadable: present, of no run of ours
 
@@ -714,3 +713,10 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
                                                 baseline_info=baseline_info), indent=2, ensure_ascii=False).encode("utf-8"))
         written.append("comparison.json")
     return written
+
+
+def _read_all(f) -> bytes:
+    """:func:`fair_forge_beam.io.edge.read_all`, imported when used (this module loads without Beam)."""
+    from fair_forge_beam.io.edge import read_all
+
+    return read_all(f)
