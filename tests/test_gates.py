@@ -173,6 +173,19 @@ def test_every_slice_gate_fails_on_one_slice_and_on_undefined_estimates():
     assert report["passed"] and [c["status"] for c in report["gates"][0]["checks"]][-1] == "skipped"
 
 
+def test_an_interval_gate_on_a_one_session_slice_names_the_rule_not_missing_data():
+    """Hostile-tester trial: a ci_high gate on a one-session slice said 'undefined (no data: n = 3)';
+    the slice has data, one session gives no interval (the one-session rule, as the console's 1*)."""
+    one = {"slice": "assistant_id=solo", "n_sessions": 1, "toxic_rate": _est(0.0, None, None, n=3),
+           "estimates": {"DIDT": _est(None, n=0)}}
+    checks = evaluate_gates(_doc(toxicity=[*TOX[:1], one]),
+                            [parse_gate("toxicity toxic_rate ci_high <= 0.5 in every assistant_id")])
+    assert [c.status for c in checks] == ["fail"]
+    assert "rests on 1 session (n = 3), too small to judge" in checks[0].reason and "no data" not in checks[0].reason
+    didt = evaluate_gates(_doc(toxicity=[one]), [parse_gate("toxicity DIDT ci_high <= 0.5 in every assistant_id")])
+    assert "no data" in didt[0].reason  # no estimate at all: still 'no data'
+
+
 def test_bias_gate_for_every_attribute():
     doc = _doc(bias=BIAS)
     passed = evaluate_gates(doc, [parse_gate("bias rate ci_high <= 0.15 for every attribute")])

@@ -807,8 +807,14 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     "n": est.get("n")}
             if value is None:
                 status = "skipped" if g.if_undefined == "skip" else "fail"
-                reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
-                          else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
+                sessions = rec.get("n_sessions") if isinstance(rec, dict) else None
+                if est and est.get("mean") is not None and isinstance(sessions, int) and sessions < 2:
+                    # the one-session rule, named: the slice has data, one session gives no interval
+                    reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
+                              f"{info['n']}), too small to judge (sessions are the resampling unit)")
+                else:
+                    reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
+                              else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
                 checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
                 continue
             ok = compare(float(value), g.op, g.threshold)
