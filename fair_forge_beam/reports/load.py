@@ -104,8 +104,10 @@ def read_results(path: str) -> dict:
     p = results_path(path)
     if not _exists(p):
         raise FileNotFoundError(f"no results.json at {p}")
+    from fair_forge_beam.io.edge import read_all  # imported here: no Beam at module load
+
     with _open(p) as f:
-        doc = json.loads(_read_all(f).decode("utf-8"))
+        doc = json.loads(read_all(f).decode("utf-8"))
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
         raise ValueError(f"{p} is not a fair_forge_beam results.json (no 'metrics' object)")
     return doc
@@ -116,8 +118,10 @@ def read_run_info(run_dir: str) -> dict:
     p = f"{run_dir.rstrip('/')}/run_info.json"
     if not _exists(p):
         return {}
+    from fair_forge_beam.io.edge import read_all  # imported here: no Beam at module load
+
     with _open(p) as f:
-        return json.loads(_read_all(f).decode("utf-8"))
+        return json.loads(read_all(f).decode("utf-8"))
 
 
 def _match(pattern: str) -> list[str]:
@@ -365,10 +369,3 @@ def _assistant_of(raw) -> Optional[str]:
         if isinstance(who, (str, int)) and not isinstance(who, bool):
             return str(who)
     return None
-
-
-def _read_all(f) -> bytes:
-    """:func:`fair_forge_beam.io.edge.read_all`, imported when used (this module loads without Beam)."""
-    from fair_forge_beam.io.edge import read_all
-
-    return read_all(f)

@@ -175,8 +175,10 @@ def _read_marker(folder: str) -> Optional[str]:
     try:
         if not fs.exists(path):
             return None
+        from fair_forge_beam.io.edge import read_all  # imported here: no Beam at module load
+
         with fs.open(path) as f:
-            return str(json.loads(_read_all(f).decode("utf-8") or "{}").get("run", ""))
+            return str(json.loads(read_all(f).decode("utf-8") or "{}").get("run", ""))
     except (OSError, ValueError, AttributeError):
         return ""  # a marker of another tool, or unreadable: present, of no run of ours
 
@@ -713,10 +715,3 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
                                                 baseline_info=baseline_info), indent=2, ensure_ascii=False).encode("utf-8"))
         written.append("comparison.json")
     return written
-
-
-def _read_all(f) -> bytes:
-    """:func:`fair_forge_beam.io.edge.read_all`, imported when used (this module loads without Beam)."""
-    from fair_forge_beam.io.edge import read_all
-
-    return read_all(f)
