@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DEAD, QUALITY
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
-from fair_forge_beam.statistical.combiners import StoredAccumulator
+from fair_forge_beam.statistical.combiners import StoredAccumulator, WrappedCombineFn
 
 __all__ = [
     "MetricSpec",
@@ -190,23 +190,11 @@ class MetricSpec:
 
 
 # ------------------------------------------------------------------ slice roll-up
-class _MergeCombineFn(beam.CombineFn):
+class _MergeCombineFn(WrappedCombineFn):
     """Combines *outputs* of ``inner`` (accumulators) by merging them."""
-
-    def __init__(self, inner: beam.CombineFn):
-        self.inner = inner
-
-    def create_accumulator(self):
-        return self.inner.create_accumulator()
 
     def add_input(self, acc, element):
         return self.inner.merge_accumulators([acc, element])
-
-    def merge_accumulators(self, accumulators):
-        return self.inner.merge_accumulators(accumulators)
-
-    def extract_output(self, acc):
-        return self.inner.extract_output(acc)
 
 
 class CombineSlices(beam.PTransform):

@@ -11,7 +11,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = [
     "GuardianBias",
@@ -78,17 +78,11 @@ class AttributeBiasRate(BaseModel):
     n_failed: int = Field(default=0, ge=0)
 
 
-class BiasInteractionMetric(BaseMetric):
+class BiasInteractionMetric(InteractionMetric):
     """The verdicts of one interaction, one entry per attribute that got a verdict, in the
     declared attribute order. ``failed_attributes``: attributes whose guardian call failed (see
     the dead letter for the reason)."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     guardian_interactions: list[GuardianInteraction]
     failed_attributes: list[str] = Field(default_factory=list)
 

@@ -30,6 +30,7 @@ __all__ = [
     "IterationLevel",
     "Logprobs",
     "BaseMetric",
+    "InteractionMetric",
     "Estimate",
 ]
 
@@ -164,6 +165,19 @@ class BaseMetric(BaseModel):
 
     session_id: str
     assistant_id: str
+
+
+class InteractionMetric(BaseMetric):
+    """Base of a metric's per-interaction record: the session, then the interaction's ``qa_id``,
+    ``element_id`` (the reader's stable id), ``turn_index`` (0-based) and ``language``; unknown
+    fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    qa_id: str
+    element_id: str = ""
+    turn_index: int = 0
+    language: str = "english"
 
 
 class Estimate(BaseModel):

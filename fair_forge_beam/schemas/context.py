@@ -8,7 +8,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = ["ContextJudgeOutput", "ContextInteraction", "ContextMetric", "ContextSliceMetric"]
 
@@ -26,19 +26,13 @@ class ContextJudgeOutput(BaseModel):
     insight: str = Field(description="short explanation of the score")
 
 
-class ContextInteraction(BaseMetric):
+class ContextInteraction(InteractionMetric):
     """One judged interaction (upstream ``ContextInteraction`` fields + location fields).
 
     ``context_awareness`` ∈ [0, 1]; ``insight``: the judge's explanation; ``reasoning``: the
     judge's reasoning text (``<think>`` block or reasoning channel), None when empty.
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     context_awareness: float
     insight: str = ""
     reasoning: Optional[str] = None

@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = [
     "DIMENSIONS",
@@ -42,18 +42,12 @@ class ConversationalJudgeOutput(BaseModel):
     insight: str = Field(description="short explanation of the scores")
 
 
-class ConversationalInteraction(BaseMetric):
+class ConversationalInteraction(InteractionMetric):
     """One judged turn: upstream ``ConversationalInteraction`` (``qa_id`` + 7 scores ∈ [0, 10],
     here prefixed ``conversational_`` so that ``conversational_language`` does not clash with the
     session ``language``) plus the judge's ``insight`` (upstream drops it, spec §17 item 14),
     ``reasoning`` (None when empty) and ``history_turns`` (previous turns shown to the judge)."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     conversational_memory: float
     conversational_language: float
     conversational_quality_maxim: float

@@ -5,12 +5,12 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = ["HumanityMetric", "HumanitySessionMetric", "HumanitySliceMetric"]
 
 
-class HumanityMetric(BaseMetric):
+class HumanityMetric(InteractionMetric):
     """One interaction (upstream ``HumanityMetric`` fields + ``element_id``, ``turn_index``).
 
     * ``humanity_assistant_emotional_entropy``: Shannon entropy, in **bits**, of the answer's
@@ -25,12 +25,6 @@ class HumanityMetric(BaseMetric):
     * ``humanity_assistant_<emotion>``: the answer's emotion proportions (sum 1, or all 0).
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     humanity_assistant_emotional_entropy: float
     humanity_ground_truth_spearman: float
     humanity_has_reference: bool

@@ -11,7 +11,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = ["JQJudgeOutput", "QuerySampleMetrics", "PromptEvaluatorMetric", "PromptEvaluatorSliceMetric"]
 
@@ -27,7 +27,7 @@ class JQJudgeOutput(BaseModel):
     insight: str = Field(description="short explanation of the score")
 
 
-class QuerySampleMetrics(BaseMetric):
+class QuerySampleMetrics(InteractionMetric):
     """One query (upstream ``QuerySampleMetrics`` plus location and bookkeeping fields).
 
     * ``k``: generations asked for; ``n_samples``: generations that succeeded and were scored
@@ -41,12 +41,6 @@ class QuerySampleMetrics(BaseMetric):
       JQ is on and there is a reference; ``n_jq_failed`` judge calls failed).
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     k: int
     n_samples: int
     n_failed_samples: int = 0

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = [
     "CHUNK_VERDICTS",
@@ -68,7 +68,7 @@ class RegulatoryChunk(BaseModel):
         return self.checker_score
 
 
-class RegulatoryInteraction(BaseMetric):
+class RegulatoryInteraction(InteractionMetric):
     """One checked interaction (upstream ``RegulatoryInteraction`` + location fields).
 
     * ``supporting_chunks`` / ``contradicting_chunks`` / ``irrelevant_chunks``: counts ``s``,
@@ -79,12 +79,6 @@ class RegulatoryInteraction(BaseMetric):
       ``COMPLIANT`` if the score ≥ the threshold; else ``NON_COMPLIANT`` (spec §6.8).
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     query: str = ""
     assistant: str = ""
     compliance_score: float = Field(ge=0.0, le=1.0)

@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = [
     "ToxicityMetric",
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-class ToxicityMetric(BaseMetric):
+class ToxicityMetric(InteractionMetric):
     """One scored answer.
 
     * ``total_words`` / ``toxic_words``: ``\\w+`` tokens of the lower-cased answer and the tokens
@@ -38,12 +38,6 @@ class ToxicityMetric(BaseMetric):
       for answers that mention no group, whose sentiment ASB does not use.
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     total_words: int
     toxic_words: int
     toxic_ratio: float

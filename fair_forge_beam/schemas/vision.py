@@ -11,21 +11,15 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
 
 __all__ = ["VisionInteraction", "VisionSessionMetric", "VisionSimilarityMetric", "VisionHallucinationMetric", "VisionSliceMetric"]
 
 
-class VisionInteraction(BaseMetric):
+class VisionInteraction(InteractionMetric):
     """One scored frame: ``similarity_score`` (cosine, rounded 4) and ``is_hallucination``
     (``similarity_score < threshold``)."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    qa_id: str
-    element_id: str = ""
-    turn_index: int = 0
-    language: str = "english"
     similarity_score: float
     is_hallucination: bool
     threshold: float

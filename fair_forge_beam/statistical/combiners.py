@@ -33,6 +33,7 @@ from fair_forge_beam.statistical.seeding import RowCache, exponential_rows, shar
 
 __all__ = [
     "SumCombineFn",
+    "WrappedCombineFn",
     "OptionalCombineFn",
     "AccumulatorOutput",
     "WithFailedCount",
@@ -165,32 +166,9 @@ class SumCombineFn(beam.combiners.CountCombineFn):
         return acc + sum(int(e) for e in elements)
 
 
-class OptionalCombineFn(beam.CombineFn):
-    """Wraps ``inner``: ``None`` inputs are skipped, everything else goes to ``inner``.
-    Accumulator and output are ``inner``'s (so it works in ``CombineSlices`` when ``inner``'s
-    output is its accumulator)."""
-
-    def __init__(self, inner: beam.CombineFn):
-        self.inner = inner
-
-    def create_accumulator(self):
-        return self.inner.create_accumulator()
-
-    def add_input(self, acc, element):
-        return acc if element is None else self.inner.add_input(acc, element)
-
-    def merge_accumulators(self, accumulators):
-        return self.inner.merge_accumulators(accumulators)
-
-    def extract_output(self, acc):
-        return self.inner.extract_output(acc)
-
-
-class AccumulatorOutput(beam.CombineFn):
-    """Wraps ``inner``: the same accumulation, but the output is the accumulator itself, as
-    :class:`~fair_forge_beam.engine.CombineSlices` (the engine's slice roll-up) needs;
-    the estimator applies ``inner.extract_output`` once per slice. For a ``CombineFn`` whose own
-    output is a summary that cannot be merged (e.g. Bradley–Terry's sorted counts)."""
+class WrappedCombineFn(beam.CombineFn):
+    """Base of a ``CombineFn`` that wraps ``inner``: every method goes to ``inner`` (setup and
+    teardown included) unless the subclass overrides it."""
 
     def __init__(self, inner: beam.CombineFn):
         self.inner = inner
@@ -212,6 +190,25 @@ class AccumulatorOutput(beam.CombineFn):
 
     def compact(self, acc):
         return self.inner.compact(acc)
+
+    def extract_output(self, acc):
+        return self.inner.extract_output(acc)
+
+
+class OptionalCombineFn(WrappedCombineFn):
+    """Wraps ``inner``: ``None`` inputs are skipped, everything else goes to ``inner``.
+    Accumulator and output are ``inner``'s (so it works in ``CombineSlices`` when ``inner``'s
+    output is its accumulator)."""
+
+    def add_input(self, acc, element):
+        return acc if element is None else self.inner.add_input(acc, element)
+
+
+class AccumulatorOutput(WrappedCombineFn):
+    """Wraps ``inner``: the same accumulation, but the output is the accumulator itself, as
+    :class:`~fair_forge_beam.engine.CombineSlices` (the engine's slice roll-up) needs;
+    the estimator applies ``inner.extract_output`` once per slice. For a ``CombineFn`` whose own
+    output is a summary that cannot be merged (e.g. Bradley–Terry's sorted counts)."""
 
     def extract_output(self, acc):
         return acc

@@ -49,6 +49,7 @@ from apache_beam.transforms import window as _window
 from apache_beam.transforms.core import Windowing
 from apache_beam.utils.timestamp import Duration
 from apache_beam.utils.windowed_value import PaneInfoTiming
+from fair_forge_beam.statistical.combiners import WrappedCombineFn
 
 __all__ = [
     "parse_duration",
@@ -207,35 +208,14 @@ class KeepMergingWindows(_window.Sessions):
         return hash(type(self))
 
 
-class EmptyPaneSafeCombineFn(beam.CombineFn):
+class EmptyPaneSafeCombineFn(WrappedCombineFn):
     """``inner`` unchanged, except that merging no accumulators gives an empty one: a window
     that fired before fires its on-time pane even when nothing new arrived, and some
     CombineFns (``TupleCombineFn``) cannot merge an empty list."""
 
-    def __init__(self, inner: beam.CombineFn):
-        self.inner = inner
-
-    def setup(self, *args, **kwargs):
-        self.inner.setup(*args, **kwargs)
-
-    def teardown(self, *args, **kwargs):
-        self.inner.teardown(*args, **kwargs)
-
-    def create_accumulator(self):
-        return self.inner.create_accumulator()
-
-    def add_input(self, acc, element):
-        return self.inner.add_input(acc, element)
-
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
         return self.inner.merge_accumulators(accs) if accs else self.inner.create_accumulator()
-
-    def compact(self, acc):
-        return self.inner.compact(acc)
-
-    def extract_output(self, acc):
-        return self.inner.extract_output(acc)
 
 
 def is_windowed(pcoll) -> bool:

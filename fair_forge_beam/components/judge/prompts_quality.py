@@ -69,6 +69,17 @@ CONTEXT_RUBRIC = PromptTemplate(_CONTEXT_RUBRIC.replace("{% if observation %}", 
 CONTEXT_RUBRIC_WITH_OBSERVATION = PromptTemplate(_CONTEXT_RUBRIC.replace("{% if observation %}", "{% if true %}"), slots=())
 """System message of Context with an observation (no slots)."""
 
+#: the end of a quality case: the reference answer, then the observation when there is one
+_REFERENCE_AND_OBSERVATION = """\
+REFERENCE ANSWER:
+{{ ground_truth_assistant }}
+{%- if observation %}
+
+OBSERVATION:
+{{ observation }}
+{%- endif %}
+"""
+
 CONTEXT_CASE = PromptTemplate(
     """\
 CONTEXT:
@@ -80,14 +91,8 @@ QUESTION:
 ASSISTANT ANSWER:
 {{ assistant_answer }}
 
-REFERENCE ANSWER:
-{{ ground_truth_assistant }}
-{%- if observation %}
-
-OBSERVATION:
-{{ observation }}
-{%- endif %}
-""",
+"""
+    + _REFERENCE_AND_OBSERVATION,
     slots=("context", "query", "assistant_answer", "ground_truth_assistant", "observation"),
     fenced=("context", "query", "assistant_answer", "ground_truth_assistant", "observation"),
 )
@@ -141,14 +146,8 @@ CURRENT QUESTION:
 ASSISTANT ANSWER (to judge):
 {{ assistant_answer }}
 
-REFERENCE ANSWER:
-{{ ground_truth_assistant }}
-{%- if observation %}
-
-OBSERVATION:
-{{ observation }}
-{%- endif %}
-""",
+"""
+    + _REFERENCE_AND_OBSERVATION,
     slots=("history", "query", "assistant_answer", "ground_truth_assistant", "observation"),
     fenced=("history", "query", "assistant_answer", "ground_truth_assistant", "observation"),
 )
