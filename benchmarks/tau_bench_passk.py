@@ -27,7 +27,8 @@ def overall(mode, data: str) -> tuple[dict, float]:
     from fair_forge_beam.io.agentic_sources import TauBenchRetriever
     from fair_forge_beam.io.read import ReadInteractions
     from fair_forge_beam.metrics.agentic import Agentic
-    from fair_forge_beam.beam_pipeline import pipeline_options, read_jsonl_shards, write_jsonl
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,8 +8,6 @@ checks, DESIGN §9).
 """
 from __future__ import annotations
 
-import glob
-import json
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
@@ -17,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["pipeline_options", "run_pipeline", "WorkerProcessError", "write_jsonl", "read_jsonl_shards", "to_json_line"]
+__all__ = ["pipeline_options", "run_pipeline", "WorkerProcessError"]
 
 DEFAULT_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 _RUNNER_ALIASES = {"fnapirunner": DEFAULT_RUNNER, "fn_api_runner": DEFAULT_RUNNER}
@@ -68,39 +66,3 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
         if not detail:
             raise
         raise WorkerProcessError(f"{exc}\n{detail}") from exc
-
-
-def to_json_line(record) -> str:
-    """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON), with
-    the values of the API-key variables masked (:func:`~fair_forge_beam.components.judge.secrets.scrub_known`:
-    defence at the writer; judge text is scrubbed when it arrives already)."""
-    from fair_forge_beam.components.judge.secrets import scrub_known
-
-    if hasattr(record, "as_record"):  # an Interaction: its optional tail fields only when set
-        record = record.as_record()
-    elif hasattr(record, "_asdict"):
-        record = record._asdict()
-    from fair_forge_beam.io.edge import scrub_json_text
-
-    # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
-    # API-key values masked in the record's values, never in its keys (a key is a field name)
-    return scrub_json_text(json.dumps(scrub_known(record), ensure_ascii=False, allow_nan=False,
-                                      separators=(",", ":"), default=str))
-
-
-def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> None:
-    """Write a PCollection of dicts / NamedTuples as JSON Lines shards ``prefix-SSSSS-of-NNNNN.jsonl``."""
-    (
-        pcoll
-        | f"{label}ToJson" >> beam.Map(to_json_line)
-        | f"{label}Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl", num_shards=num_shards)
-    )
-
-
-def read_jsonl_shards(prefix: str) -> list[dict]:
-    """Read back every shard written by :func:`write_jsonl` (local paths)."""
-    out = []
-    for path in sorted(glob.glob(glob.escape(prefix) + "-*-of-*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            out.extend(json.loads(line) for line in f if line.strip())
-    return out

@@ -937,7 +937,7 @@ def _renumber_jsonl(path: str, target: str, turns: dict) -> None:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.elements import make_element_id
-    from fair_forge_beam.beam_pipeline import to_json_line
+    from fair_forge_beam.io.write import to_json_line
 
     by_prefix = {make_element_id(sid, aid, 0)[:-1]: (sid, aid) for sid, aid in turns}
     with FileSystems.open(path) as f:

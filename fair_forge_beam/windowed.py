@@ -30,7 +30,6 @@ import time
 from typing import Optional
 
 from fair_forge_beam._beam import beam
-from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.transforms import window as _window
@@ -38,7 +37,8 @@ from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.engine import apply_metrics
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
-from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, to_json_line
+from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+from fair_forge_beam.io.write import write_window_files
 from fair_forge_beam.io.event_time import AssignEventTime
 from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
@@ -122,21 +122,12 @@ class _ParseStream(beam.PTransform):
         return out
 
 
-def _write(pcoll, out: str, prefix: str, label: str):
-    (
-        pcoll
-        | f"{label}Json" >> beam.Map(to_json_line)
-        | f"{label}Write" >> fileio.WriteToFiles(
-            path=f"{out}/windows", file_naming=fileio.default_file_naming(prefix, ".jsonl"), shards=1
-        )
-    )
-
-
 def write_windowed(read: dict, results: dict, out: str) -> None:
     """Attach the windowed sinks (see the module docstring)."""
     for name, r in results.items():
         for part in ("slices", "sessions"):
-            _write(r[part] | f"Window{part}_{name}" >> beam.ParDo(AddWindowFields()), out, f"{name}-{part}", f"{part}_{name}")
+            windowed = r[part] | f"Window{part}_{name}" >> beam.ParDo(AddWindowFields())
+            write_window_files(windowed, f"{out}/windows", f"{name}-{part}", f"{part}_{name}")
     dead = [read["dead_letter"]] + [
         r["dead_letter"] | f"DeadWindow_{name}" >> beam.WindowInto(_window.GlobalWindows()) for name, r in results.items()
     ]
@@ -151,12 +142,12 @@ def _write_by_arrival(pcolls: list, out: str, prefix: str, labels: tuple) -> Non
     """Records of the read and metric stages (dead letters, warnings) to ``<out>/windows/<prefix>-…``,
     in 1-minute windows of their arrival (they have no event time of their own)."""
     flatten, arrival, windows = labels
-    _write(
+    write_window_files(
         tuple(pcolls)
         | flatten >> beam.Flatten()
         | arrival >> beam.Map(lambda d: _window.TimestampedValue(d, Timestamp.now()))
         | windows >> beam.WindowInto(_window.FixedWindows(60)),
-        out, prefix, prefix,
+        f"{out}/windows", prefix, prefix,
     )
 
 

@@ -316,7 +316,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)
     if not args.quiet:
-        from fair_forge_beam.components.judge.secrets import scrub_known
+        from fair_forge_beam.io.secrets import scrub_known
 
         print(scrub_known(summary_table(doc, out, written)))  # the paths the outputs have once published
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published

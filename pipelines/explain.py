@@ -60,7 +60,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.edge import loads
     from fair_forge_beam.io.elements import dead_letter
-    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
     def parse(line_no_text):
         no, text = line_no_text

@@ -71,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = result.to_dict()
     dead = out.pop("dead_letters")
     out["method"] = args.method
-    from fair_forge_beam.beam_pipeline import to_json_line
+    from fair_forge_beam.io.write import to_json_line
 
     with open(os.path.join(args.output, "result.json"), "w", encoding="utf-8") as fh:
         fh.write(to_json_line(out) + "\n")

@@ -81,7 +81,7 @@ def run_metric(metric, interactions, out):
     from apache_beam.testing.test_pipeline import TestPipeline
 
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
     p = TestPipeline(runner=FNAPI, blocking=True)
     res = p | beam.Create(interactions) | metric
@@ -121,7 +121,7 @@ def open_page(browser, path: Path, shot: Path):
 
 def append_line_sink(path):
     """Test sink for in-process runners: a ``DoFn`` appending one JSON line per record
-    (:func:`~fair_forge_beam.beam_pipeline.to_json_line`) to the local file ``path``."""
+    (:func:`~fair_forge_beam.io.write.to_json_line`) to the local file ``path``."""
     from fair_forge_beam._beam import beam
 
     class AppendLine(beam.DoFn):
@@ -129,7 +129,7 @@ def append_line_sink(path):
             self.path = str(target)
 
         def process(self, rec):
-            from fair_forge_beam.beam_pipeline import to_json_line
+            from fair_forge_beam.io.write import to_json_line
 
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(to_json_line(rec) + "\n")

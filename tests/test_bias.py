@@ -19,7 +19,7 @@ from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGua
 from fair_forge_beam.components.judge import judge_counters
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.metrics.bias import Bias
-from fair_forge_beam.beam_pipeline import to_json_line
+from fair_forge_beam.io.write import to_json_line
 from fair_forge_beam.schemas.bias import BiasSliceMetric
 from fair_forge_beam.schemas.common import Batch, Dataset
 from fair_forge_beam.statistical import BayesianMode

@@ -91,7 +91,7 @@ def test_cli_with_the_builtin_tiny_model(tmp_path):
     import subprocess
     import sys
 
-    from fair_forge_beam.beam_pipeline import read_jsonl_shards
+    from fair_forge_beam.io.write import read_jsonl_shards
 
     inp = tmp_path / "items.jsonl"
     inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\nnot json\n', encoding="utf-8")
@@ -134,7 +134,7 @@ def test_cli_report_on_the_tiny_model(tmp_path):
     import subprocess
     import sys
 
-    from fair_forge_beam.beam_pipeline import read_jsonl_shards
+    from fair_forge_beam.io.write import read_jsonl_shards
 
     inp = tmp_path / "items.jsonl"
     inp.write_text(json.dumps({"id": "1", "prompt": "the <script>alert(1)</script> sat", "target": "on a mat"}) + "\nnot json\n",

@@ -23,7 +23,7 @@ from fair_forge_beam.components.judge import (
     judge_counters,
     judge_request,
 )
-from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
+from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 from fair_forge_beam.testing.openai_server import Fault, Reply, ScriptedOpenAIServer
 
 

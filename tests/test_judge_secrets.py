@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from helpers import FNAPI
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
-from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
+from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 from fair_forge_beam.testing.openai_server import Fault, Reply, ScriptedOpenAIServer
 
 ENV = "FFB_TEST_JUDGE_KEY"
@@ -193,7 +193,7 @@ def test_key_echoed_by_judge_and_guardian_never_reaches_main_job_outputs(tmp_pat
 
 
 def test_scrub_function_masks_every_form():
-    from fair_forge_beam.components.judge.secrets import scrub
+    from fair_forge_beam.io.secrets import scrub
 
     k = 'sk-"quoted"/slash-' + "x" * 8
     text = json.dumps({"a": f"before {k} after"})  # JSON-escaped inside a JSON document
@@ -208,7 +208,7 @@ def test_scrub_function_masks_every_form():
 def test_a_run_without_an_endpoint_masks_nothing_and_keys_are_never_masked(tmp_path, monkeypatch):
     """OPENAI_API_KEY equal to a field name and to a value of the data: a Humanity run (no judge)
     keeps both; a gate on that field still reads it. scrub() masks values, never dict keys."""
-    from fair_forge_beam.components.judge import secrets as sec
+    from fair_forge_beam.io import secrets as sec
     from pipelines import audit
 
     monkeypatch.setattr(sec, "_ENVS", set())
@@ -236,8 +236,8 @@ def test_a_used_key_equal_to_a_field_name_masks_values_never_keys(monkeypatch, t
     context_awareness), results.json's slice key and headline column read '***' and a gate on the
     field failed with 'no estimate': the writers masked the JSON text, keys included. Every JSON
     writer now masks the structure's values (results.json, run_info.json, JSON lines, trend.json)."""
-    from fair_forge_beam.beam_pipeline import to_json_line
-    from fair_forge_beam.components.judge import secrets as sec
+    from fair_forge_beam.io.write import to_json_line
+    from fair_forge_beam.io import secrets as sec
     from fair_forge_beam.reports.results import results_json_bytes, write_run_info
 
     monkeypatch.setattr(sec, "_ENVS", set())

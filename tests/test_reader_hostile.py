@@ -56,7 +56,7 @@ def _read_outputs(pattern, tmp_path, **kw):
     """(interactions, dead letters, quality warnings) of ``ReadInteractions(pattern)``, as lists."""
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
-    from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
     out = tmp_path / "out"
 
@@ -99,7 +99,7 @@ def test_split_top_level_array_respects_strings():
 
 def test_dead_letter_and_json_lines_are_always_utf8():
     from fair_forge_beam.io.elements import DeadLetterCoder, dead_letter
-    from fair_forge_beam.beam_pipeline import to_json_line
+    from fair_forge_beam.io.write import to_json_line
 
     nested: list = []
     for _ in range(sys.getrecursionlimit() + 100):  # deeper than json.dumps can follow (Beam may raise the limit)
@@ -179,7 +179,7 @@ class HostileRetriever(Retriever):
 def test_retriever_records_get_the_same_checks(tmp_path):
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
-    from fair_forge_beam.beam_pipeline import read_jsonl_shards, write_jsonl
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
     out = tmp_path / "out"
 

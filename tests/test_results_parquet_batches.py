@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from fair_forge_beam.reports import results
-from fair_forge_beam.beam_pipeline import to_json_line
+from fair_forge_beam.io.write import to_json_line, write_parquet
 from helpers import FNAPI
 
 SCHEMA = pa.schema([
@@ -100,13 +100,12 @@ def test_session_shards_of_an_earlier_version_still_read():
     assert results.session_records(table) == [rec]
 
 
-def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "PARQUET_BATCH_ROWS", 40)
+def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path):
     n = 100
     recs = [{"metric": "humanity" if i % 3 else "toxicity", "element_id": f"e{i}", "turn_index": i, "joy": i / 4,
              "is_toxic": bool(i % 2), "matched": [str(i)]} for i in range(n)]
     with TestPipeline(runner=FNAPI) as p:
-        results._write_parquet(p | beam.Create(recs), "T", results._parquet_table(SCHEMA), str(tmp_path / "part"), SCHEMA)
+        write_parquet(p | beam.Create(recs), "T", str(tmp_path / "part"), SCHEMA, 40, results._parquet_table(SCHEMA))
     files = sorted(tmp_path.glob("part-*.parquet"))
     assert files
     groups = [pq.ParquetFile(f).metadata.row_group(i).num_rows for f in files for i in range(pq.ParquetFile(f).num_row_groups)]

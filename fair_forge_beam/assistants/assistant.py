@@ -61,7 +61,7 @@ from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
-from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion, declared_length, read_bounded
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
@@ -594,7 +594,7 @@ class RunAssistant(beam.PTransform):
 
 
 def _write_run(out: str, sessions: list, summaries: list, dead: list, counts: dict, run_counts: Optional[list] = None) -> list[str]:
-    from fair_forge_beam.reports.output_folder import OutputFiles, sorted_dead_letters
+    from fair_forge_beam.io.write import OutputFiles, sorted_dead_letters
 
     def order(d):
         return (d["session_id"], d["assistant_id"])

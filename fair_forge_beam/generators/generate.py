@@ -335,7 +335,7 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
     """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
     import io
 
-    from fair_forge_beam.reports.output_folder import OutputFiles, sorted_dead_letters
+    from fair_forge_beam.io.write import OutputFiles, sorted_dead_letters
 
     files = OutputFiles(out)
     records = [d for _, d in sorted(datasets, key=lambda t: t[0])]
@@ -440,7 +440,8 @@ class Generator:
 
         from fair_forge_beam._beam import beam
         from fair_forge_beam.components.judge.handler import RunJudge
-        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+        from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
         plan = plan_requests([chunk], "generator", num_queries_per_chunk=n, seed_examples=seed_examples,
                              custom_system_prompt=custom, conversation_mode=conversation)

@@ -45,10 +45,11 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.io.write import write_one_file, write_parquet
 
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
-    "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "write_table", "READER",
+    "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN",
 ]
 
@@ -196,24 +197,6 @@ class _ToRow(beam.DoFn):
         return row
 
 
-def _table(schema: pa.Schema):
-    def fn(rows) -> pa.Table:
-        return pa.Table.from_pylist(rows, schema=schema)
-
-    return fn
-
-
-def write_table(pcoll, label: str, prefix: str, schema: pa.Schema, rows_per_table: int = 10_000):
-    """Rows (dicts) → Parquet shards ``prefix-SSSSS-of-NNNNN.parquet`` of ``schema``, as Arrow
-    tables of up to ``rows_per_table`` rows (``BatchElements`` + ``WriteToParquetBatched``)."""
-    return (
-        pcoll
-        | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows_per_table, max_batch_size=rows_per_table)
-        | f"{label}Table" >> beam.Map(_table(schema))
-        | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
-    )
-
-
 class WriteSessionStats:
     """The main job's stored statistics (see the module docstring). Give :meth:`session_inputs`
     to :func:`~fair_forge_beam.engine.apply_metrics` as ``extra_session_inputs`` and the object
@@ -260,8 +243,8 @@ class WriteSessionStats:
         for slot in stored:
             self.stored[layout.specs[slot].name] = f"{STATS_DIR}/{table}/"
         rows = accumulators | f"Stats{table}/Rows" >> beam.ParDo(_ToRow(layout, stored))
-        self.written.append(write_table(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
-                                        sessions_schema(layout, stored)))
+        self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
+                                          sessions_schema(layout, stored), 10_000))
 
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
@@ -273,13 +256,12 @@ class WriteSessionStats:
         every = (parts, *minus) | "StatsCountParts" >> beam.Flatten() if minus else parts
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items()))}
-        self.written.append(
+        self.written.append(write_one_file(
             every
             | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
             | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
-                                                                                ensure_ascii=False))
-            | "WriteStatsManifest" >> beam.io.WriteToText(f"{self.out}/{STATS_DIR}/manifest.json", num_shards=1,
-                                                          shard_name_template="", append_trailing_newlines=False))
+                                                                                ensure_ascii=False)),
+            f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
 
 
 class _CountsCombineFn(beam.CombineFn):

@@ -103,7 +103,8 @@ class MetricTransform(beam.PTransform):
         ``pipeline_args`` names another runner.
         """
         from fair_forge_beam.io.read import ReadInteractions
-        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, read_jsonl_shards, write_jsonl
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+        from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
         params = inspect.signature(cls.__init__).parameters
         metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}

@@ -194,7 +194,8 @@ def evaluate_prompts(
     index), so the number of calls never depends on which of them ran first.
     """
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
-    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, write_jsonl
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.io.write import write_jsonl
 
     asked, examples = list(prompts), list(examples)
     if not asked:
@@ -261,7 +262,8 @@ def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Op
                    pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
     """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request, restage
-    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline, write_jsonl
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.io.write import write_jsonl
 
     own = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")

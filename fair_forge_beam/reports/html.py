@@ -458,7 +458,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
                          inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
-    from fair_forge_beam.components.judge.secrets import scrub_known
+    from fair_forge_beam.io.secrets import scrub_known
 
     with FileSystems.create(out_path) as f:
         f.write(scrub_known(html).encode("utf-8"))  # defence at the writer: API-key values masked

@@ -43,7 +43,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 
 __all__ = ["STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
-           "STALE_STAGE_HOURS", "OutputFiles", "check_output_folder", "staged_output", "new_stage_path",
+           "STALE_STAGE_HOURS", "check_output_folder", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
@@ -78,42 +78,6 @@ _PREVIOUS = ".previous-"
 def is_stage_path(path: str) -> bool:
     """Whether ``path`` is a stage (or its lock) of a run being written or a killed run's, not a run."""
     return _STAGE in path.rstrip("/").rsplit("/", 1)[-1] or _PREVIOUS in path.rstrip("/").rsplit("/", 1)[-1]
-
-
-class OutputFiles:
-    """Whole files written into one output folder through Beam's ``FileSystems`` (local or
-    remote), once each, in the order asked; ``written`` lists their paths. Used by the commands
-    that write a few sorted files at the end of a pipeline (``generate``, ``run_assistant``)."""
-
-    def __init__(self, out: str):
-        self.out = out
-        self.written: list[str] = []
-
-    def put(self, name: str, data: bytes) -> str:
-        """Write ``data`` to ``<out>/<name>`` (replacing it); returns the path."""
-        from apache_beam.io.filesystems import FileSystems
-
-        path = FileSystems.join(self.out, name)
-        with FileSystems.create(path) as f:
-            f.write(data)
-        self.written.append(path)
-        return path
-
-    def put_jsonl(self, name: str, records) -> str:
-        """One JSON line per record (the project's canonical line: ``runner.to_json_line``)."""
-        from fair_forge_beam.beam_pipeline import to_json_line
-
-        return self.put(name, "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
-
-    def put_json(self, name: str, doc: dict) -> str:
-        """``doc`` as indented JSON with sorted keys and a final newline."""
-        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-
-
-def sorted_dead_letters(dead) -> list[dict]:
-    """``DeadLetter`` records as dicts in a stable order (their canonical JSON), so the written file
-    does not depend on the order the runner delivered them in."""
-    return sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
 
 
 # ----------------------------------------------------------------------------- filesystem helpers

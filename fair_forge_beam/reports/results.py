@@ -51,8 +51,8 @@ from fair_forge_beam._beam import beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from fair_forge_beam.components.judge.secrets import scrub_known
-from fair_forge_beam.beam_pipeline import to_json_line
+from fair_forge_beam.io.secrets import scrub_known
+from fair_forge_beam.io.write import to_json_line, write_jsonl, write_one_file, write_parquet
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
@@ -314,7 +314,7 @@ def slice_rows_table(rows) -> pa.Table:
 
 def slice_table(name: str):
     """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
-    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.beam_pipeline.to_json_line`;
+    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.io.write.to_json_line`;
     string values with an API-key value masked, :func:`scrub_known`): :func:`slice_rows_table` of
     their :func:`slice_row`\\ s."""
     row = slice_row(name)
@@ -323,19 +323,6 @@ def slice_table(name: str):
         return slice_rows_table([row(r) for r in recs])
 
     return fn
-
-
-def _write_parquet(pcoll, label: str, to_table, prefix: str, schema: pa.Schema, rows: Optional[int] = None):
-    """``pcoll`` of records -> Parquet shards ``prefix-SSSSS-of-NNNNN.parquet``, written as Arrow
-    tables of up to ``rows`` (default :data:`PARQUET_BATCH_ROWS`) rows (``BatchElements`` +
-    ``WriteToParquetBatched``), never row by row."""
-    rows = rows or PARQUET_BATCH_ROWS
-    return (
-        pcoll
-        | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
-        | f"{label}Table" >> beam.Map(to_table)
-        | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
-    )
 
 
 def results_config(metrics, mode, inputs, slices=None) -> dict:
@@ -662,19 +649,12 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         tuple([read["quality"]] + [r["quality"] for r in results.values()])
         | "FlattenQuality" >> beam.Flatten()
     )
-    written = [(
-        dead
-        | "DeadLetterJson" >> beam.Map(to_json_line)
-        | "WriteDeadLetter" >> beam.io.WriteToText(f"{out}/dead_letter/part", file_name_suffix=".jsonl")
-    ), (
-        quality
-        | "QualityJson" >> beam.Map(to_json_line)
-        | "WriteQuality" >> beam.io.WriteToText(f"{out}/data_quality/part", file_name_suffix=".jsonl")
-    )]
+    written = [write_jsonl(dead, f"{out}/dead_letter/part", "DeadLetter"),
+               write_jsonl(quality, f"{out}/data_quality/part", "Quality")]
     if write_interactions:
-        written.append(_write_parquet(
+        written.append(write_parquet(
             tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
-            "Parquet", _parquet_table(parquet_schema), f"{out}/results.parquet/part", parquet_schema))
+            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema)))
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
@@ -703,26 +683,24 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
     for name, r in results.items():
         schema = session_schema(name)
-        written.append(_write_parquet(r["sessions"], f"Sessions_{name}", session_table(name, schema),
-                                      f"{out}/sessions/{name}/part", schema))
+        written.append(write_parquet(r["sessions"], f"Sessions_{name}", f"{out}/sessions/{name}/part", schema,
+                                     PARQUET_BATCH_ROWS, session_table(name, schema)))
         # rows, not records, wait in the writer's batches (slice_row)
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
-        written.append(_write_parquet(rows, f"Slices_{name}", slice_rows_table, f"{out}/slices/{name}/part",
-                                      SLICE_SCHEMA, SLICE_BATCH_ROWS))
+        written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
+                                     SLICE_BATCH_ROWS, slice_rows_table))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(
             r["slices"]
             | f"SliceSummaries_{name}" >> beam.CombineGlobally(SliceSummariesFn(name, static)).without_defaults()
             | f"TagSlices_{name}" >> beam.Map(lambda pairs, m=name: ("slices", m, pairs)))
-    written.append(
+    written.append(write_one_file(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
         | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims))
-        | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8"))
-        | "WriteResultsJson" >> beam.io.WriteToText(f"{out}/results.json", num_shards=1, shard_name_template="",
-                                                    append_trailing_newlines=False)
-    )
+        | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8")),
+        f"{out}/results.json", "WriteResultsJson"))
     return written
 
 

@@ -684,7 +684,7 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     from fair_forge_beam._beam import beam  # noqa: F401
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.components.judge.secrets import scrub_known
+    from fair_forge_beam.io.secrets import scrub_known
 
     say = log or (lambda line: None)
     t0 = time.monotonic()

@@ -55,7 +55,7 @@ from fair_forge_beam.components.judge.parsing import (
     schema_ref,
     split_reasoning,
 )
-from fair_forge_beam.components.judge.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
@@ -579,7 +579,7 @@ class _JudgeClient:
             return None
         if not items:
             return None
-        from fair_forge_beam.components.judge.secrets import scrub_tokens
+        from fair_forge_beam.io.secrets import scrub_tokens
 
         for it, tok in zip(items, scrub_tokens([it["token"] for it in items], [self._secret])):  # a key split across tokens
             it["token"] = tok

@@ -1,0 +1,149 @@
+"""Every writer of the package: the sinks a pipeline attaches (batch and windowed) and the whole
+files a pipeline writes once at its end. Works on every Beam filesystem (local, ``gs://``, …).
+
+==============================  ================================================================
+:func:`to_json_line`            the canonical JSON line: UTF-8, standard JSON, secrets masked in
+                                values (never in keys)
+:func:`write_jsonl`             ``PCollection`` → JSON Lines shards ``prefix-SSSSS-of-NNNNN.jsonl``
+:func:`read_jsonl_shards`       the shards of :func:`write_jsonl` read back (local paths)
+:func:`write_parquet`           ``PCollection`` of rows → Parquet shards of one schema, written as
+                                Arrow tables of many rows (``BatchElements`` +
+                                ``WriteToParquetBatched``), never row by row
+:func:`write_one_file`          a ``PCollection`` of one text → exactly one file (``results.json``,
+                                ``stats/manifest.json``)
+:func:`write_window_files`      windowed ``PCollection`` → one JSON Lines file per window and pane
+                                (``fileio.WriteToFiles``; streaming runs)
+:class:`OutputFiles`            whole files written once, in order, from inside a pipeline
+                                (``generate``, ``run_assistant``)
+==============================  ================================================================
+
+Where a run's files go (the output folder, its staging and publishing) is
+:mod:`fair_forge_beam.reports.output_folder`; what each file holds is documented by the module that
+builds its records.
+"""
+from __future__ import annotations
+
+import glob
+import json
+from typing import Callable, Optional
+
+from fair_forge_beam._beam import beam
+
+__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "write_one_file", "write_window_files",
+           "OutputFiles", "sorted_dead_letters"]
+
+
+def to_json_line(record) -> str:
+    """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON), with
+    the values of the API-key variables masked (:func:`~fair_forge_beam.io.secrets.scrub_known`:
+    defence at the writer; judge text is scrubbed when it arrives already).
+
+    ``record``: a dict, a ``NamedTuple`` or an object with ``as_record()`` (an interaction: its
+    optional tail fields only when set). Raises ``ValueError`` on ``NaN``/``inf``."""
+    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.edge import scrub_json_text
+
+    if hasattr(record, "as_record"):
+        record = record.as_record()
+    elif hasattr(record, "_asdict"):
+        record = record._asdict()
+    # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
+    # API-key values masked in the record's values, never in its keys (a key is a field name)
+    return scrub_json_text(json.dumps(scrub_known(record), ensure_ascii=False, allow_nan=False,
+                                      separators=(",", ":"), default=str))
+
+
+def write_jsonl(pcoll: beam.PCollection, prefix: str, label: str, num_shards: int = 0) -> beam.PCollection:
+    """Write a PCollection of dicts / NamedTuples as JSON Lines shards ``prefix-SSSSS-of-NNNNN.jsonl``
+    (``num_shards`` 0: the runner decides). Returns the written file names."""
+    return (
+        pcoll
+        | f"{label}ToJson" >> beam.Map(to_json_line)
+        | f"{label}Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl", num_shards=num_shards)
+    )
+
+
+def read_jsonl_shards(prefix: str) -> list[dict]:
+    """Read back every shard written by :func:`write_jsonl` (local paths), in shard order."""
+    out = []
+    for path in sorted(glob.glob(glob.escape(prefix) + "-*-of-*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            out.extend(json.loads(line) for line in f if line.strip())
+    return out
+
+
+def _rows_table(schema):
+    import pyarrow as pa
+
+    def fn(rows) -> "pa.Table":
+        return pa.Table.from_pylist(rows, schema=schema)
+
+    return fn
+
+
+def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
+                  to_table: Optional[Callable] = None) -> beam.PCollection:
+    """``pcoll`` of rows → Parquet shards ``prefix-SSSSS-of-NNNNN.parquet`` of ``schema`` (a
+    ``pyarrow.Schema``), as Arrow tables of up to ``rows`` rows (``BatchElements`` +
+    ``WriteToParquetBatched``). ``to_table``: a list of ``pcoll``'s elements → ``pyarrow.Table``
+    (default: the elements are dicts of ``schema``'s fields). Returns the written file names."""
+    return (
+        pcoll
+        | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
+        | f"{label}Table" >> beam.Map(to_table or _rows_table(schema))
+        | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
+    )
+
+
+def write_one_file(texts: beam.PCollection, path: str, label: str) -> beam.PCollection:
+    """A ``PCollection`` holding one text → the file ``path`` exactly (no shard name, no newline
+    added). Returns the written file name."""
+    return texts | label >> beam.io.WriteToText(path, num_shards=1, shard_name_template="",
+                                                append_trailing_newlines=False)
+
+
+def write_window_files(pcoll: beam.PCollection, folder: str, prefix: str, label: str) -> None:
+    """A windowed ``PCollection`` of records → one JSON Lines file per window and pane under
+    ``folder`` (``fileio.WriteToFiles``, names ``prefix-<window>-<pane>…jsonl``)."""
+    from apache_beam.io import fileio
+
+    (
+        pcoll
+        | f"{label}Json" >> beam.Map(to_json_line)
+        | f"{label}Write" >> fileio.WriteToFiles(path=folder, file_naming=fileio.default_file_naming(prefix, ".jsonl"),
+                                                 shards=1)
+    )
+
+
+class OutputFiles:
+    """Whole files written into one output folder through Beam's ``FileSystems`` (local or
+    remote), once each, in the order asked; ``written`` lists their paths. Used by the commands
+    that write a few sorted files at the end of a pipeline (``generate``, ``run_assistant``)."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.written: list[str] = []
+
+    def put(self, name: str, data: bytes) -> str:
+        """Write ``data`` to ``<out>/<name>`` (replacing it); returns the path."""
+        from apache_beam.io.filesystems import FileSystems
+
+        path = FileSystems.join(self.out, name)
+        with FileSystems.create(path) as f:
+            f.write(data)
+        self.written.append(path)
+        return path
+
+    def put_jsonl(self, name: str, records) -> str:
+        """One JSON line per record (:func:`to_json_line`)."""
+        return self.put(name, "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
+
+    def put_json(self, name: str, doc: dict) -> str:
+        """``doc`` as indented JSON with sorted keys and a final newline."""
+        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def sorted_dead_letters(dead) -> list[dict]:
+    """``DeadLetter`` records as dicts in a stable order (their canonical JSON), so the written file
+    does not depend on the order the runner delivered them in."""
+    return sorted((d._asdict() for d in dead), key=lambda d: json.dumps(d, sort_keys=True, ensure_ascii=False))
