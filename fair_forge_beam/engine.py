@@ -81,6 +81,7 @@ __all__ = [
     "interaction_ids",
     "Scored",
     "SCORE_IDS",
+    "score_ids",
     "repeated_turns",
     "Reduced",
     "STORED",
@@ -424,6 +425,12 @@ SCORE_IDS = [("element_id", str), ("session_id", str), ("assistant_id", str), ("
              ("qa_id", str)]
 
 
+def score_ids(x: Any) -> tuple:
+    """The :data:`SCORE_IDS` of the interaction ``x``, in order: a score tuple starts with them
+    (``MyScore(*score_ids(x), field=...)``)."""
+    return x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id
+
+
 class Scored(NamedTuple("Scored", [*SCORE_IDS, ("value", Any)])):
     """A score with the ids the engine reads from every score (session key, record header): for a
     metric whose score is one value. ``Scored.of(interaction, value)``."""
@@ -433,7 +440,7 @@ class Scored(NamedTuple("Scored", [*SCORE_IDS, ("value", Any)])):
     @classmethod
     def of(cls, x: Any, value: Any) -> "Scored":
         """``value`` scored for the interaction ``x``, with ``x``'s ids."""
-        return cls(x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id, value)
+        return cls(*score_ids(x), value)
 
 
 def interaction_ids(metric: str, s: Any) -> dict:

@@ -39,7 +39,7 @@ from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
+    DEAD, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -200,12 +200,7 @@ class _ScoreHumanity(beam.DoFn):
         gt_counts = emotion_counts(x.ground_truth_assistant, table, lang)
         return [
             HumanityScore(
-                element_id=x.element_id,
-                session_id=x.session_id,
-                assistant_id=x.assistant_id,
-                language=x.language,
-                turn_index=x.turn_index,
-                qa_id=x.qa_id,
+                *score_ids(x),
                 weight=x.weight,
                 entropy=emotional_entropy(emotion_distribution(counts)),
                 spearman=spearman_alignment(gt_counts, counts) if has_reference(gt_counts) else None,

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.pii import PIIDetector, PatternDetector
-from fair_forge_beam.engine import SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -192,7 +192,7 @@ class _ScorePrivacy(beam.DoFn):
         counts, kept, ood = match_spans(predicted, expected, dom.classes, dom.iou_threshold)
         vec = [v for c in dom.classes for v in counts[c]] + [1, int(bool(kept)), len(expected), len(predicted), ood]
         detected = tuple(sorted((k.label, k.start, k.end) for k in kept))
-        yield PrivacyScore(x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id, tuple(vec), detected)
+        yield PrivacyScore(*score_ids(x), tuple(vec), detected)
 
 
 def _interaction_record(s: PrivacyScore) -> dict:

@@ -34,7 +34,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator
+from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -198,12 +198,7 @@ class _ScoreToxicity(beam.DoFn):
             toxic = self.classifier.is_toxic(probs[i]) if i in probs else m.is_toxic(self.threshold)
             sentiment = float(sents[i].score) if i in sents else None
             score = ToxicityScore(
-                element_id=x.element_id,
-                session_id=x.session_id,
-                assistant_id=x.assistant_id,
-                language=x.language,
-                turn_index=x.turn_index,
-                qa_id=x.qa_id,
+                *score_ids(x),
                 total_words=m.tokens,
                 toxic_words=m.toxic_tokens,
                 is_toxic=toxic,

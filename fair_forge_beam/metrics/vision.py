@@ -42,7 +42,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, session_key_text,
+    DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -139,7 +139,7 @@ class _ScoreFrames(beam.DoFn):
 
     def _score(self, x: Interaction, s: float) -> VisionScore:
         self._scored.inc()
-        return VisionScore(x.element_id, x.session_id, x.assistant_id, x.language, x.turn_index, x.qa_id, round(s, 4))
+        return VisionScore(*score_ids(x), round(s, 4))
 
 
 def _interaction_record(threshold: float):

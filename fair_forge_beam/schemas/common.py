@@ -31,6 +31,7 @@ __all__ = [
     "Logprobs",
     "BaseMetric",
     "InteractionMetric",
+    "JudgedSliceMetric",
     "Estimate",
 ]
 
@@ -178,6 +179,21 @@ class InteractionMetric(BaseMetric):
     element_id: str = ""
     turn_index: int = 0
     language: str = "english"
+
+
+class JudgedSliceMetric(BaseModel):
+    """Base of a judge metric's slice record: ``slice`` (``overall``, ``assistant_id=<id>``,
+    ``language=<name>``), ``mode``, the interactions and sessions scored, and ``n_failed``
+    (interactions whose judgement failed: they are in the dead letter); unknown fields are
+    ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    slice: str
+    mode: str
+    n_interactions: int
+    n_sessions: int
+    n_failed: int = 0
 
 
 class Estimate(BaseModel):

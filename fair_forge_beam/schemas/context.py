@@ -8,7 +8,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric, JudgedSliceMetric
 
 __all__ = ["ContextJudgeOutput", "ContextInteraction", "ContextMetric", "ContextSliceMetric"]
 
@@ -64,7 +64,7 @@ class ContextMetric(BaseMetric):
     interactions: list[ContextInteraction] = Field(default_factory=list)
 
 
-class ContextSliceMetric(BaseModel):
+class ContextSliceMetric(JudgedSliceMetric):
     """Aggregate over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``).
 
     ``context_awareness``: mean of the session means weighted by each session's number of scored
@@ -73,13 +73,6 @@ class ContextSliceMetric(BaseModel):
     failed. ``judge_model``: the model name of the judge.
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    slice: str
-    mode: str
-    n_interactions: int
-    n_sessions: int
-    n_failed: int = 0
     context_awareness: Estimate
     resampling: Optional[str] = None
     judge_model: str = ""

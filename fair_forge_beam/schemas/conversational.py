@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric, JudgedSliceMetric
 
 __all__ = [
     "DIMENSIONS",
@@ -86,18 +86,11 @@ class ConversationalMetric(BaseMetric):
     interactions: list[ConversationalInteraction] = Field(default_factory=list)
 
 
-class ConversationalSliceMetric(BaseModel):
+class ConversationalSliceMetric(JudgedSliceMetric):
     """Aggregate over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``): each
     dimension is the mean of session means weighted by the sessions' scored-turn counts;
     Bayesian: Bayesian bootstrap over sessions. ``n_failed``: turns whose judgement failed."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    slice: str
-    mode: str
-    n_interactions: int
-    n_sessions: int
-    n_failed: int = 0
     conversational_memory: Estimate
     conversational_language: Estimate
     conversational_quality_maxim: Estimate

@@ -11,7 +11,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
+from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric, JudgedSliceMetric
 
 __all__ = ["JQJudgeOutput", "QuerySampleMetrics", "PromptEvaluatorMetric", "PromptEvaluatorSliceMetric"]
 
@@ -111,7 +111,7 @@ class PromptEvaluatorMetric(BaseMetric):
         return str(self)
 
 
-class PromptEvaluatorSliceMetric(BaseModel):
+class PromptEvaluatorSliceMetric(JudgedSliceMetric):
     """Aggregate over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``).
 
     ``csr``, ``stability``, ``rss``, ``icr``, ``jq``: query-level means (session means weighted by
@@ -119,13 +119,6 @@ class PromptEvaluatorSliceMetric(BaseModel):
     (Beta posterior in Bayesian mode); ``n_failed``: queries without any successful generation.
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    slice: str
-    mode: str
-    n_interactions: int
-    n_sessions: int
-    n_failed: int = 0
     k: int
     tau: float
     csr: Estimate
