@@ -129,7 +129,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
-    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.io.read import NoRecords, ReadInteractions, unmatched_patterns
     from fair_forge_beam.io.session_stats import WriteSessionStats
     from fair_forge_beam.rollup import audit_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
@@ -153,6 +153,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.windowed import is_windowed_run
 
     windowed = is_windowed_run(args)
+    nothing = None  # why the run reads nothing before it starts (every --input pattern matches no file)
     from fair_forge_beam.options import validate
 
     try:  # the declared validations (--judge-timeout > 0, --inconclusive-width in (0, 1], ...)
@@ -227,7 +228,11 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                                  "results and evaluates no gate: drop --gate / the config's gates, or --window")
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
             build_source(args, inputs)  # argument errors here, as usage errors
-        else:
+        elif args.input and unmatched_patterns(inputs) == list(inputs):  # a missing export: nothing to read
+            nothing = ("no input record (no input file matches "
+                       f"{', '.join(repr(i) for i in inputs)})")
+            reader = ReadInteractions(retriever=NoRecords, slice_fields=metadata_dimensions(slice_dims))
+        else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
                                       max_record_bytes=args.max_record_bytes)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
@@ -236,6 +241,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         out = check_output_folder(args.output, reads=inputs)  # never over (or around) an --input
     except ValueError as exc:
         parser.error(str(exc))
+    if nothing and not args.allow_empty:
+        from fair_forge_beam.reports.empty_run import fail_empty_run
+
+        fail_empty_run(nothing, args.output)  # exit code 4, like an input that holds no record
     if windowed:
         return run_windowed(args, beam_args, metrics, transforms, mode, inputs)
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)

@@ -164,15 +164,26 @@ def test_cli_unknown_metric_fails_fast_listing_available_metrics(dirty, tmp_path
     assert not out.exists(), "a configuration error must stop before the pipeline writes anything"
 
 
-def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
-    """Same parser path as the CLI (``main`` only adds logging set-up), without a second
-    interpreter start."""
+def test_input_matching_nothing_is_an_empty_run_with_exit_code_4(tmp_path, capsys):
+    """A missing export (every --input pattern matches no file) is an empty run: exit code 4, one
+    line, nothing written (it was a usage error, exit 2, so a nightly job could not tell a missing
+    export from a bad configuration: issue 27's fresh-user trial). One pattern of several that
+    matches nothing stays a usage error: the run would audit part of its input. Same parser path as
+    the CLI (``main`` only adds logging set-up), without a second interpreter start."""
     from pipelines.audit import run
 
     out = tmp_path / "never"
     pattern = str(tmp_path / "no-such-dir" / "*.jsonl")
     with pytest.raises(SystemExit) as ei:
         run(["--input", pattern, "--output", str(out), "--quiet"])
+    assert ei.value.code == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "empty run: no input record (no input file matches" in err[0] and pattern in err[0], err
+    assert not out.exists()
+    present = tmp_path / "day1.jsonl"
+    present.write_text("", encoding="utf-8")
+    with pytest.raises(SystemExit) as ei:
+        run(["--input", str(present), "--input", pattern, "--output", str(out), "--quiet"])
     assert ei.value.code == 2
     err = capsys.readouterr().err
     assert "no input file matches" in err and pattern in err
@@ -182,6 +193,16 @@ def test_input_matching_nothing_fails_fast_with_exit_code_2(tmp_path, capsys):
         run(["--input", pattern, "--metrics", " , ", "--quiet"])
     assert ei.value.code == 2
     assert "--metrics" in capsys.readouterr().err
+
+
+def test_allow_empty_publishes_a_run_whose_input_matches_no_file(tmp_path, capsys):
+    """--allow-empty publishes a missing export's run like any empty run (results.json: nothing read)."""
+    from pipelines.audit import run
+
+    doc = run(["--input", str(tmp_path / "missing-*.jsonl"), "--output", str(tmp_path / "out"), "--no-report", "--quiet",
+               "--allow-empty", "--metrics", "humanity", "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"])
+    assert doc["summary"]["interactions_read"] == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["summary"]["interactions_read"] == 0
 
 
 @pytest.mark.slow

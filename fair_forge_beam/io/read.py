@@ -62,7 +62,7 @@ from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
-__all__ = ["ReadInteractions", "detect_format", "records_to_interactions"]
+__all__ = ["ReadInteractions", "detect_format", "records_to_interactions", "unmatched_patterns", "NoRecords"]
 
 log = logging.getLogger(__name__)
 
@@ -952,6 +952,19 @@ class _RunRetriever(beam.DoFn):
 
 
 # ------------------------------------------------------------------ the PTransform
+def unmatched_patterns(patterns: Sequence[str]) -> list[str]:
+    """The file patterns (any Beam filesystem) that match no file, in the order given."""
+    return [p for p in patterns if not any(r.metadata_list for r in FileSystems.match([absolute_pattern(p)]))]
+
+
+class NoRecords(Retriever):
+    """A retriever of nothing: the source of a run whose every input pattern matches no file and
+    that publishes its empty run (``--allow-empty``)."""
+
+    def load_dataset(self) -> list:
+        return []
+
+
 class ReadInteractions(beam.PTransform):
     """Read interactions from a retriever or from files.
 
