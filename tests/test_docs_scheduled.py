@@ -178,3 +178,20 @@ def test_nightly_script_after_a_killed_night(tmp_path):
     second = night("2026-12-02")  # the killed night, re-run: its stage goes
     assert second.returncode == 0, second.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-02", "2026-12-03"]
+
+
+def test_nightly_week_is_the_seven_days_ending_on_the_night(tmp_path):
+    """The week nightly.sh rolls up is the published nights of the seven days ending on DAY, not
+    the last seven published nights: after a gap, a night two weeks old is not in this week (it
+    was, issue 27's fresh-user trial). A night whose export is missing exits 4 (an empty run, not
+    a configuration error) and publishes nothing."""
+    night = _nightly(tmp_path, {"2026-11-20": (0, 10), "2026-12-01": (10, 20)})
+    assert night("2026-11-20").returncode == 0
+    second = night("2026-12-01")
+    assert second.returncode == 0, second.stderr[-3000:]
+    info = json.loads((tmp_path / "week" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["rollup"]["runs"] == ["audits/2026-12-01"]
+    missing = night("2026-12-02")  # no logs/2026-12-02.jsonl
+    assert missing.returncode == 4, missing.stderr[-3000:]
+    assert "empty run: no input record (no input file matches" in missing.stderr
+    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-11-20", "2026-12-01"]
