@@ -113,6 +113,18 @@ def test_coverage_and_regression_gates_that_cannot_apply(text, bayesian, baselin
         resolve_gates([text], metrics, bayesian, (*DIMS, "region"), baseline)
 
 
+@pytest.mark.parametrize("bayesian", [True, False])
+def test_a_regression_gate_without_baseline_names_the_missing_baseline_first(bayesian):
+    """Without --baseline the one problem is the missing baseline (issue 27's trial: it first said
+    DIDT needs both runs Bayesian, in a Bayesian run too, since the baseline's mode was unknown).
+    A frequentist run is also told, in the same line, that DIDT will need --mode bayesian."""
+    with pytest.raises(GateConfigError) as ei:
+        resolve_gates(["regression toxicity not worse"], ["toxicity"], bayesian, DIMS, None)
+    problems = str(ei.value).split("\n")[1:]
+    assert len(problems) == 1 and "give --baseline DIR" in problems[0], problems
+    assert ("Bayesian" in problems[0] or "bayesian" in problems[0]) is (not bayesian), problems
+
+
 def test_regression_gates_that_apply():
     base = {**BASE_DOC, "metrics": {**BASE_DOC["metrics"], "humanity": {"slices": []}}}
     gates = resolve_gates(["regression toxicity not worse in every assistant_id", "regression toxicity toxic_rate not worse",

@@ -533,13 +533,16 @@ def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slic
         if not e.direction:
             problems.append(f"{where}: {g.metric} {f} has no better side (no 'worse' to check); gate it with a "
                             "threshold instead")
-        elif e.counts is None and not (bayesian and (baseline or {}).get("config", {}).get("mode") == "bayesian"):
+        elif e.counts is None and baseline is not None and not (bayesian and baseline.get("config", {}).get("mode") == "bayesian"):
             problems.append(f"{where}: {g.metric} {f} has no counts, so its difference has an interval only when "
                             "both runs are Bayesian (credible intervals); run this audit and the baseline with "
                             "--mode bayesian" + (f", or name a rate field" if g.field is None else ""))
-    if baseline is None:
+    if baseline is None:  # the modes are checked once the baseline is known
+        uncounted = [f for f in checked if info.gate_fields()[f].direction and info.gate_fields()[f].counts is None]
         problems.append(f"{where}: a regression gate compares with a baseline run: give --baseline DIR "
-                        "(an earlier audit or roll-up folder)")
+                        "(an earlier audit or roll-up folder)" + (
+                            f"; {g.metric} {', '.join(uncounted)} has no counts: its difference also needs this run "
+                            "and the baseline in --mode bayesian" if uncounted and not bayesian else ""))
     elif g.metric not in (baseline.get("metrics") or {}):
         problems.append(f"{where}: the baseline has no results of {g.metric!r} (its metrics: "
                         f"{', '.join(baseline.get('metrics') or {}) or 'none'})")
