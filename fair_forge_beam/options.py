@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -181,11 +182,13 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line, not the whole usage.
 
     ``error(message)`` writes ``<prog>: error: <message> (every option: <prog> --help)`` to
-    stderr as one line (line breaks in ``message`` become spaces), then exits with status 2
+    stderr as one line (a heading line ending in ``:`` keeps its items after it, the items of an
+    indented list are joined by ``; ``, other line breaks become spaces), then exits with status 2
     (argparse's code). A nightly job's log and a scheduler's alert show the cause in that line."""
 
     def error(self, message: str):
-        one_line = " ".join(str(message).splitlines())
+        one_line = re.sub(r"\n[ \t]+", "; ", str(message).strip()).replace(":; ", ": ")
+        one_line = " ".join(one_line.splitlines())
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
 
 
