@@ -66,16 +66,30 @@ _COUNT = "^[0-9]{1,9}$"
 class Template:
     """The option as a Flex Template parameter (``templates/metadata.json``).
 
-    ``help`` is the Cloud Console text and ends with ``Example: <value>`` (a test checks that the
-    regex accepts the example); ``{metrics}`` / ``{metrics_re}`` in ``help`` / ``regex`` stand
-    for the registered metric names (comma list / regex alternation). ``required``: the only
-    non-optional parameter is the output folder."""
+    The Cloud Console text is the option's own ``--help`` text with its declared default, then
+    ``Example: <example>`` (a test checks that ``regex`` accepts the example); the label is the
+    option's name in words unless ``label`` says otherwise. ``{metrics}`` / ``{metrics_re}`` in the
+    help / ``regex`` stand for the registered metric names (comma list / regex alternation).
+    ``required``: the only non-optional parameter is the output folder."""
 
-    label: str
     param_type: str  # TEXT, NUMBER, BOOLEAN, ENUM, GCS_READ_FILE, GCS_WRITE_FILE, GCS_WRITE_FOLDER
     regex: str
-    help: str
+    example: str
     required: bool = False
+    label: Optional[str] = None
+
+    def label_of(self, option: "Option") -> str:
+        """The Cloud Console label: ``label``, else the option's name in words (``chunk-size`` →
+        ``Chunk size``)."""
+        words = self.label or option.name.replace("-", " ")
+        return words[0].upper() + words[1:]
+
+    def help_of(self, option: "Option", **fmt) -> str:
+        """The Cloud Console text: the option's help with its default (:meth:`Option.help_text`; a
+        required parameter without), capitalised, then ``Example: <example>``."""
+        # a required parameter has no default to show
+        text = (option.help.format(**fmt) if fmt else option.help) if self.required else option.help_text(**fmt)
+        return f"{text[0].upper()}{text[1:]}. Example: {self.example}"
 
 
 @dataclass(frozen=True)
@@ -218,12 +232,11 @@ def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = 
                   validate=_positive(f"--{kind}-max-reply-bytes", " bytes"),
                   help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
                        "letter naming its size and the limit (never cached, never scored)",
-                  template=template or Template(f"Largest {kind} reply", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                                f"Largest {kind} reply in bytes (4194304); a longer one becomes a dead "
-                                                "letter. Example: 4194304"))
+                  template=template or Template("NUMBER", "^[1-9][0-9]{0,11}$", str(MAX_REPLY_BYTES),
+                                                label=f"Largest {kind} reply"))
 
 
-_RUN_INPUT = Template("Input files", "GCS_READ_FILE", "^gs://[^\\n\\r]+$", "Dataset files. Example: gs://b/sets/*.jsonl")
+_RUN_INPUT = Template("GCS_READ_FILE", "^gs://[^\\n\\r]+$", "gs://b/sets/*.jsonl", label="Input files")
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
 _GUARDIAN = "fair_forge_beam.components.guardian:LLMGuardian"
 
@@ -253,275 +266,192 @@ GROUPS: tuple[Group, ...] = (
                             "optimize": {"metavar": "FILE", "default_note": "required",
                                          "help": "JSON file with a list of sessions (upstream Dataset records with "
                                                  "ground_truth_assistant); repeatable: the lists are joined"}},
-               template=Template("Input files", "GCS_READ_FILE", _GCS_FILE,
-                                 "Conversation files to audit: one Cloud Storage file pattern (.json, .jsonl, .ndjson, "
-                                 ".parquet; .gz for JSON). Example: gs://my-bucket/logs/2025-01-01/*.jsonl")),
+               template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/logs/2025-01-01/*.jsonl", label="Input files")),
         Option("input-format", default="auto", choices=("auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"),
-               help="tau_bench / bfcl: read τ-bench trajectories or BFCL multi-turn files with the loaders of "
-                    "fair_forge_beam.io.agentic_sources",
-               template=Template("Input format", "ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$",
-                                 "File format; auto picks it from the file extension. Example: jsonl")),
+               help="input format: auto (by the file extension), json, jsonl, parquet; tau_bench / bfcl read τ-bench "
+                    "trajectories or BFCL multi-turn files (fair_forge_beam.io.agentic_sources)",
+               template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
         Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
                help="largest JSON Lines record (one line, in bytes) read; a longer one is never held whole: it "
                     "becomes a dead letter naming its size, and the rest of the file is read",
-               template=Template("Largest record", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                 "Largest JSON Lines record in bytes; a longer line becomes a dead letter. "
-                                 "Example: 67108864")),
+               template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),
         Option("metrics", default="humanity", config_keys=("metrics",),
                help="comma-separated metrics to run (available: {metrics})",
-               template=Template("Metrics", "TEXT", "^({metrics_re})(,({metrics_re}))*$",
-                                 "Comma-separated metrics to run ({metrics}). Example: humanity,toxicity (in gcloud's "
-                                 "--parameters use the ^~^ delimiter, see templates/README.md)"),
+               template=Template("TEXT", "^({metrics_re})(,({metrics_re}))*$", "humanity,toxicity (in gcloud's --parameters use the ^~^ delimiter, see templates/README.md)"),
                per_command={"loop": {"template": "advanced: set it on the command line of a custom launcher"}}),
         Option("mode", default="frequentist", choices=("frequentist", "bayesian"), config_keys=("mode",),
                help="statistical mode",
-               template=Template("Statistical mode", "ENUM", "^(frequentist|bayesian)$",
-                                 "frequentist (point values) or bayesian (posterior means and credible intervals). "
-                                 "Example: bayesian")),
+               template=Template("ENUM", "^(frequentist|bayesian)$", "bayesian", label="Statistical mode")),
         Option("seed", type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
                validate=_non_negative("--seed"),
                help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
                     "ids (generate; the loop gives it to both)",
-               template=Template("Seed", "NUMBER", "^[0-9]{1,18}$",
-                                 "Seed of every keyed random stream (Bayesian mode): same input and seed, same results. "
-                                 "Example: 42")),
+               template=Template("NUMBER", "^[0-9]{1,18}$", "42")),
         Option("mc-samples", type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
                help="Monte-Carlo draws / bootstrap replicates",
-               template=Template("Monte-Carlo draws", "NUMBER", "^[1-9][0-9]{0,8}$",
-                                 "Monte-Carlo draws / bootstrap replicates per estimate. Example: 5000")),
+               template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "5000", label="Monte-Carlo draws")),
         Option("ci-level", type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
-               template=Template("Credible-interval level", "NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$",
-                                 "Level of the credible intervals, strictly between 0 and 1. Example: 0.95")),
+               template=Template("NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$", "0.95", label="Credible-interval level")),
         Option("output", default="fair_forge_output", path=True, config_keys=("output",),
                help="output folder (created if missing); a run is written beside it and replaces it only when it "
                     "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
                per_command={**dict.fromkeys(("generate", "run", "loop"), {
                    "default": "fair_forge_loop", "help": "output folder (generate: the files; loop: generated/, run/, audit/)",
-                   "template": Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$",
-                                        "Output folder. Example: gs://b/loop", required=True)}),
+                   "template": Template("GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$", "gs://b/loop", required=True, label="Output folder")}),
                    "optimize": {"default": None, "default_note": "required", "metavar": "DIR",
                                 "help": "folder for result.json, dead_letter.jsonl and report.html"}},
-               template=Template("Output folder", "GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$",
-                                 "Cloud Storage folder inside a bucket for results.json and the shard folders "
-                                 "results.parquet/, sessions/, dead_letter/, data_quality/ (run_info.json and gates.json "
-                                 "when a driver waits for the job); the job writes a stage beside it and publishes it "
-                                 "there when it succeeds, _SUCCESS last. Example: gs://my-bucket/audits/2025-01-01",
-                                 required=True)),
+               template=Template("GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$", "gs://my-bucket/audits/2025-01-01", required=True, label="Output folder")),
         Option("slice-bootstrap", default="buckets", choices=("buckets", "gamma"), feeds=(f"{_H}.slice_bootstrap",),
                help="Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) weights "
                     "(mc_samples draws per session)",
-               template=Template("Slice resampling", "ENUM", "^(buckets|gamma)$",
-                                 "Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) "
-                                 "weights. Example: buckets")),
+               template=Template("ENUM", "^(buckets|gamma)$", "buckets", label="Slice resampling")),
         Option("emotion-lexicon-csv", path=True,
                help="NRC-format multi-language CSV for Humanity", default_note="the nrclex copy",
-               template=Template("Emotion lexicon CSV", "GCS_READ_FILE", _GCS_FILE,
-                                 "NRC-format multi-language CSV for Humanity instead of the packaged NRC copy. "
-                                 "Example: gs://my-bucket/lexicons/nrc.csv")),
+               template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/lexicons/nrc.csv", label="Emotion lexicon CSV")),
         Option("group-extractor", default="keyword", choices=("keyword", "embedding"),
                help="Toxicity group detection: keyword lists (no embedder; no clustering), or MiniLM embeddings vs the "
                     "shipped group prototypes (with cluster profiling); measured in docs/toxicity-validity.md",
-               template=Template("Toxicity group extractor", "ENUM", "^(keyword|embedding)$",
-                                 "Toxicity group detection: keyword lists (default), or MiniLM embeddings vs the shipped "
-                                 "group prototypes. Example: keyword")),
+               template=Template("ENUM", "^(keyword|embedding)$", "keyword", label="Toxicity group extractor")),
         Option("toxicity-scorer", default="profanity-check", choices=("profanity-check", "hurtlex"),
                help="what decides that an answer is toxic: the alt-profanity-check classifier (English; other languages "
                     "go to the dead letter) or the original's HurtLex rule (any lexicon word, see --toxicity-level); "
                     "measured in docs/toxicity-validity.md",
-               template=Template("Toxicity scorer", "ENUM", "^(profanity-check|hurtlex)$",
-                                 "What decides that an answer is toxic: the alt-profanity-check classifier (English only) "
-                                 "or the original's HurtLex word match. Example: profanity-check")),
+               template=Template("ENUM", "^(profanity-check|hurtlex)$", "profanity-check")),
         Option("toxicity-classifier-threshold", type=float, default=0.5,
                validate=_unit_interval("--toxicity-classifier-threshold"),
                help="an answer is toxic when the classifier's probability is at least this (--toxicity-scorer "
                     "profanity-check)",
-               template=Template("Toxicity classifier threshold", "NUMBER", _DECIMAL,
-                                 "An answer is toxic when the classifier's probability is at least this, in (0, 1] "
-                                 "(default 0.5). Example: 0.5")),
+               template=Template("NUMBER", _DECIMAL, "0.5")),
         Option("toxicity-level", default="inclusive", choices=("inclusive", "conservative"),
                feeds=("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader.level",),
                help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)",
-               template=Template("HurtLex level", "ENUM", "^(inclusive|conservative)$",
-                                 "HurtLex level filter for Toxicity (inclusive = all entries). Example: inclusive")),
+               template=Template("ENUM", "^(inclusive|conservative)$", "inclusive", label="HurtLex level")),
         Option("toxicity-group-set", default="declared", choices=("declared", "observed"), feeds=(f"{_T}.group_set",),
                help="Toxicity DR's group set, in both modes: every declared group, zero counts included, or only the "
                     "groups detected (observed: the original's Bayesian DR)",
-               template=Template("Toxicity DR group set", "ENUM", "^(declared|observed)$",
-                                 "Toxicity DR's group set, in both modes: every declared group, zero counts included "
-                                 "(declared), or only the groups detected (observed, the original's Bayesian DR). "
-                                 "Example: declared")),
+               template=Template("ENUM", "^(declared|observed)$", "declared", label="Toxicity DR group set")),
         Option("no-clustering", type=bool, help="skip Toxicity's UMAP + HDBSCAN cluster profiling",
-               template=Template("Skip clustering", "BOOLEAN", _BOOL_RE,
-                                 "true skips Toxicity's UMAP + HDBSCAN cluster profiling. Example: true")),
+               template=Template("BOOLEAN", _BOOL_RE, "true", label="Skip clustering")),
         Option("cluster-points", metavar="PATH", path=True, default_note="not written", feeds=(f"{_T}.cluster_points_path",),
                help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file",
-               template=Template("Cluster points file", "GCS_WRITE_FILE", _GCS_FILE,
-                                 "Parquet file for Toxicity's per-answer embeddings, 2-D coordinates and cluster labels. "
-                                 "Example: gs://my-bucket/audits/2025-01-01/cluster_points.parquet")),
+               template=Template("GCS_WRITE_FILE", _GCS_FILE, "gs://my-bucket/audits/2025-01-01/cluster_points.parquet", label="Cluster points file")),
     )),
     Group("Agentic (pass@k, pass^k, tool correctness)", (
         Option("agentic-k", type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
-               template=Template("Agentic k", "NUMBER", _COUNT, "Attempts k of pass@k / pass^k (default 3). Example: 3")),
+               template=Template("NUMBER", _COUNT, "3")),
         Option("agentic-correctness", choices=("judge", "label", "tools"), feeds=(f"{_AG}.correctness_source",),
                help="correctness of an interaction: LLM judge, a label in the data, or tool correctness",
                default_note="judge when --judge-base-url is given, else label",
-               template=Template("Agentic correctness", "ENUM", "^(judge|label|tools)$",
-                                 "Correctness of an interaction: LLM judge, a label in the data, or tool correctness "
-                                 "(default: judge when --judge-base-url is given, else label). Example: judge")),
+               template=Template("ENUM", "^(judge|label|tools)$", "judge")),
         Option("agentic-label-field", default="agentic.reward", feeds=(f"{_AG}.label_field",),
                help="dotted path of the correctness label (agentic.reward: τ-bench's reward)",
-               template=Template("Agentic label field", "TEXT", _WORD,
-                                 "Dotted path of the correctness label (default agentic.reward: τ-bench's reward). "
-                                 "Example: agentic.reward")),
+               template=Template("TEXT", _WORD, "agentic.reward")),
         Option("agentic-task-field", default="agentic.task_id", feeds=(f"{_AG}.task_field",),
                help="dotted path of the task id grouping repeated trials",
-               template=Template("Agentic task field", "TEXT", _WORD,
-                                 "Dotted path of the task id grouping repeated trials (default agentic.task_id). "
-                                 "Example: agentic.task_id")),
+               template=Template("TEXT", _WORD, "agentic.task_id")),
         Option("agentic-threshold", type=float, default=0.7, feeds=(f"{_AG}.threshold",),
                help="correct when score >= threshold",
-               template=Template("Agentic threshold", "NUMBER", _DECIMAL,
-                                 "Correct when score >= threshold (0.7). Example: 0.7")),
+               template=Template("NUMBER", _DECIMAL, "0.7")),
     )),
     Group("LLM judge and guardian (metrics context, conversational, bias)", (
         Option("judge-base-url", default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
-               template=Template("Judge endpoint", "TEXT", _URL,
-                                 "OpenAI-compatible endpoint of the LLM judge (metrics context, conversational). "
-                                 "Example: https://judge.example.com/v1")),
+               template=Template("TEXT", _URL, "https://judge.example.com/v1", label="Judge endpoint")),
         Option("judge-model", help="judge model name as the endpoint knows it",
-               template=Template("Judge model", "TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
-                                 "Judge model name as the endpoint knows it. Example: gpt-4o-mini")),
+               template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
         Option("judge-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
                help="environment variable holding the judge's API key (never logged or written)",
-               template=Template("Judge API key variable", "TEXT", "^[A-Za-z_][A-Za-z0-9_]*$",
-                                 "Name of the environment variable holding the judge's API key on the workers (the key "
-                                 "itself is never a parameter). Example: OPENAI_API_KEY")),
+               template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Judge API key variable")),
         Option("judge-cache", path=True,
                help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
                default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
                per_command={"optimize": {"help": "SQLite cache of every call (a path, or 'none': no cache)"}},
-               template=Template("Judge cache", "TEXT", "^/[A-Za-z0-9._/+-]+$",
-                                 "SQLite cache file of judge/guardian answers on each worker's disk. "
-                                 "Example: /tmp/fair_forge_judge_cache.sqlite3")),
+               template=Template("TEXT", "^/[A-Za-z0-9._/+-]+$", "/tmp/fair_forge_judge_cache.sqlite3")),
         Option("judge-max-concurrency", type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
-               help="concurrent requests per worker",
-               template=Template("Judge concurrency", "NUMBER", "^[1-9][0-9]{0,8}$",
-                                 "Concurrent judge requests per worker. Example: 16")),
+               help="concurrent judge requests per worker",
+               template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "16", label="Judge concurrency")),
         Option("judge-requests-per-minute", type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
-               help="request-rate limit per worker", default_note="no limit",
-               template=Template("Judge rate limit", "NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$",
-                                 "Judge request-rate limit per worker (requests per minute). Example: 600")),
+               help="judge request-rate limit per worker (requests per minute)", default_note="no limit",
+               template=Template("NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$", "600", label="Judge rate limit")),
         Option("judge-timeout", type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
                validate=_positive("--judge-timeout", " seconds"),
                help="seconds per HTTP request to the judge / guardian / generator; with --judge-retries it bounds how "
                     "long a hanging endpoint can hold a batch",
-               template=Template("Judge timeout", "NUMBER", _DECIMAL,
-                                 "Seconds per HTTP request to the judge / generator (60); with --judge-retries it bounds "
-                                 "how long a hanging endpoint can hold a batch. Example: 60")),
+               template=Template("NUMBER", _DECIMAL, "60")),
         Option("judge-retries", type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                validate=_non_negative("--judge-retries"),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none)",
-               template=Template("Judge retries", "NUMBER", _COUNT,
-                                 "Retries per HTTP request by the client, for 429/5xx/time-outs (3; 0 = none). "
-                                 "Example: 3")),
+               template=Template("NUMBER", _COUNT, "3")),
         _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
         Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
-               template=Template("Guardian endpoint", "TEXT", _URL,
-                                 "OpenAI-compatible endpoint of the guardian model (metric bias). "
-                                 "Example: https://guardian.example.com/v1")),
+               template=Template("TEXT", _URL, "https://guardian.example.com/v1", label="Guardian endpoint")),
         Option("guardian-model", help="guardian model name, e.g. llama-guard3:8b",
-               template=Template("Guardian model", "TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
-                                 "Guardian model name. Example: llama-guard3:8b")),
+               template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "llama-guard3:8b")),
         Option("guardian-kind", default="llama_guard", choices=("llama_guard", "granite_guardian"),
                help="prompt convention of the guardian",
-               template=Template("Guardian kind", "ENUM", "^(llama_guard|granite_guardian)$",
-                                 "Prompt convention of the guardian. Example: llama_guard")),
+               template=Template("ENUM", "^(llama_guard|granite_guardian)$", "llama_guard")),
         Option("guardian-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
-               help="environment variable holding its API key",
-               template=Template("Guardian API key variable", "TEXT", "^[A-Za-z_][A-Za-z0-9_]*$",
-                                 "Name of the environment variable holding the guardian's API key on the workers. "
-                                 "Example: OPENAI_API_KEY")),
+               help="environment variable holding the guardian's API key (never logged or written)",
+               template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Guardian API key variable")),
         Option("guardian-logprobs", type=bool, feeds=(f"{_GUARDIAN}.logprobs",),
                help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
                     "(not measured)",
-               template=Template("Guardian log-probabilities", "BOOLEAN", _BOOL_RE,
-                                 "true asks the guardian for log-probabilities, so certainty = P(unsafe label); false "
-                                 "leaves certainty null (not measured). Example: true")),
+               template=Template("BOOLEAN", _BOOL_RE, "true", label="Guardian log-probabilities")),
     )),
     Group("Regulatory (uses the --judge-* options)", (
         Option("regulatory-corpus", metavar="PATH", default="airline",
                help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
                     "tau-bench airline policy; 'callcenter')",
-               template=Template("Regulatory corpus", "TEXT", _WORD,
-                                 "Policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' "
-                                 "= the tau-bench airline policy, default; 'callcenter'). Example: airline")),
+               template=Template("TEXT", _WORD, "airline")),
         Option("chunk-size", type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
                help="corpus chunk size in characters",
-               template=Template("Chunk size", "NUMBER", _COUNT, "Corpus chunk size in characters (1000). Example: 1000")),
+               template=Template("NUMBER", _COUNT, "1000")),
         Option("chunk-overlap", type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
                help="characters shared by neighbouring chunks (< chunk size)",
-               template=Template("Chunk overlap", "NUMBER", _COUNT,
-                                 "Characters shared by neighbouring chunks (100; < chunk size). Example: 100")),
+               template=Template("NUMBER", _COUNT, "100")),
         Option("regulatory-top-k", type=int, default=10, feeds=(f"{_RE}.top_k",),
                help="chunks kept per retrieval, for the query and the answer each",
-               template=Template("Regulatory top k", "NUMBER", _COUNT,
-                                 "Chunks kept per retrieval, for the query and the answer each (10). Example: 10")),
+               template=Template("NUMBER", _COUNT, "10")),
         Option("regulatory-threshold", type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
                help="minimum cosine similarity of a retrieved chunk",
-               template=Template("Regulatory threshold", "NUMBER", _DECIMAL,
-                                 "Minimum cosine similarity of a retrieved chunk (0.3). Example: 0.3")),
+               template=Template("NUMBER", _DECIMAL, "0.3")),
         Option("regulatory-embedder", default="minilm", choices=("minilm", "hashing"),
                help="chunk/query embedder: all-MiniLM-L6-v2 (minilm) or the model-free hashing embedder",
-               template=Template("Regulatory embedder", "ENUM", "^(minilm|hashing)$",
-                                 "Chunk/query embedder: all-MiniLM-L6-v2 (default) or the model-free hashing embedder. "
-                                 "Example: minilm")),
+               template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
     )),
     Group("BestOf (metric bestof; needs the --judge-* options)", (
         Option("bestof-mode", default="king", choices=("king", "all_pairs"), feeds=(f"{_BO}.mode",),
                help="king of the hill (N-1 sequential matches per block, as the original) or all pairs (N(N-1)/2 "
                     "parallel matches, Bradley-Terry ranking)",
-               template=Template("Bestof mode", "ENUM", "^(king|all_pairs)$",
-                                 "King of the hill (N-1 sequential matches per block, as the original) or all pairs "
-                                 "(N(N-1)/2 parallel matches, Bradley-Terry ranking). Example: king")),
+               template=Template("ENUM", "^(king|all_pairs)$", "king")),
         Option("bestof-order", metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
                help="declared contest order of assistant ids (others follow, sorted)", default_note="sorted ids",
-               template=Template("Bestof order", "TEXT", _WORD,
-                                 "Declared contest order of assistant ids (others follow, sorted); default: sorted ids. "
-                                 "Example: gpt-4o,claude-3")),
+               template=Template("TEXT", _WORD, "gpt-4o,claude-3")),
         Option("bestof-block", default="session", choices=("session", "qa"), feeds=(f"{_BO}.block",),
                help="compare whole conversations per session_id, or each question (session_id, qa_id)",
-               template=Template("Bestof block", "ENUM", "^(session|qa)$",
-                                 "Compare whole conversations per session_id, or each question (session_id, qa_id). "
-                                 "Example: session")),
+               template=Template("ENUM", "^(session|qa)$", "session")),
         Option("bestof-criteria", feeds=(f"{_BO}.criteria",), help="extra judging criteria added to the BestOf rubric",
                template=_NO_TEMPLATE_FREE_TEXT),
     )),
     Group("Vision and PromptEvaluator", (
         Option("similarity-embedder", default="minilm", choices=("minilm", "hashing"),
                help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (minilm) or hashed tokens (no model)",
-               template=Template("Similarity embedder", "ENUM", "^(minilm|hashing)$",
-                                 "Embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (default) or hashed tokens "
-                                 "(no model). Example: minilm")),
+               template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
         Option("vision-threshold", type=float, default=0.75, feeds=(f"{_V}.threshold",),
                help="vision: similarity below which a frame is a hallucination",
-               template=Template("Vision threshold", "NUMBER", _DECIMAL,
-                                 "Vision: similarity below which a frame is a hallucination (0.75). Example: 0.75")),
+               template=Template("NUMBER", _DECIMAL, "0.75")),
         Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
                per_command={"optimize": {"help": "the prompt to improve", "default_note": "required, or --seed-prompt-file"}},
                template="free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file"),
         Option("seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
                per_command={"optimize": {"help": "file holding the prompt to improve"}},
-               template=Template("Seed prompt file", "TEXT", _WORD,
-                                 "Prompt_evaluator: read the system prompt from this file. Example: gs://bucket/prompt.txt")),
+               template=Template("TEXT", _WORD, "gs://bucket/prompt.txt")),
         Option("prompt-k", type=int, default=10, feeds=(f"{_PE}.k",),
                help="prompt_evaluator: generations per query (must be >= 1)",
-               template=Template("Prompt k", "NUMBER", _COUNT,
-                                 "Prompt_evaluator: generations per query (10; must be >= 1). Example: 10")),
+               template=Template("NUMBER", _COUNT, "10")),
         Option("prompt-tau", type=float, default=0.8, feeds=(f"{_PE}.tau",),
                help="prompt_evaluator: cosine threshold for 'same meaning'",
-               template=Template("Prompt tau", "NUMBER", _DECIMAL,
-                                 "Prompt_evaluator: cosine threshold for 'same meaning' (0.80). Example: 0.8")),
+               template=Template("NUMBER", _DECIMAL, "0.8")),
         _reply_limit("guardian"),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
@@ -530,122 +460,90 @@ GROUPS: tuple[Group, ...] = (
         Option("generator-base-url", default_from="judge-base-url",
                help="OpenAI-compatible endpoint of the generating LLM (prompt_evaluator's answers; pipelines.generate "
                     "and the loop: the test set)",
-               template=Template("Generator base url", "TEXT", _WORD,
-                                 "Prompt_evaluator: OpenAI-compatible endpoint that generates the answers (default: "
-                                 "--judge-base-url). Example: https://gen.example.com/v1")),
+               template=Template("TEXT", _WORD, "https://gen.example.com/v1")),
         Option("generator-model", default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
-               template=Template("Generator model", "TEXT", _WORD,
-                                 "Prompt_evaluator: generator model name (default: --judge-model). Example: gpt-4o-mini")),
+               template=Template("TEXT", _WORD, "gpt-4o-mini")),
         Option("generator-api-key-env", default_from="judge-api-key-env",
                help="environment variable holding the generator's API key (never logged or written); unset, the "
                     "generator uses the judge's, as it uses the judge's endpoint and model",
-               template=Template("Generator api key env", "TEXT", _WORD,
-                                 "Environment variable holding the generator's API key (default: --judge-api-key-env). "
-                                 "Example: OPENAI_API_KEY")),
+               template=Template("TEXT", _WORD, "OPENAI_API_KEY")),
         _reply_limit("generator", " (prompt_evaluator, pipelines.generate, the loop)"),
     )),
     Group("Privacy and RoleAdherence", (
         Option("privacy-detector", default="patterns", choices=("patterns", "presidio"),
                help="privacy: PII detector, offline patterns or Microsoft Presidio (needs presidio-analyzer)",
-               template=Template("Privacy detector", "ENUM", "^(patterns|presidio)$",
-                                 "Privacy: PII detector, offline patterns (default) or Presidio. Example: patterns")),
+               template=Template("ENUM", "^(patterns|presidio)$", "patterns")),
         Option("privacy-domain", metavar="PATH", path=True, default_note="the detector's classes, equal weights",
                help="privacy: JSON file of the domain (classes, criticality_weights, fn_severity_weights, iou_threshold, "
                     "regulatory_framework; optional domain_fit, regulatory_fit of the detector)",
                template="a local JSON file read when the pipeline is built: put it in the --config file's folder"),
         Option("privacy-text", default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
                help="privacy: the text scanned for PII and the expected spans refer to (answer or question)",
-               template=Template("Privacy text", "ENUM", "^(assistant|query)$",
-                                 "Privacy: text scanned for PII, the answer (default) or the question. Example: assistant")),
+               template=Template("ENUM", "^(assistant|query)$", "assistant")),
         Option("role-threshold", type=float, default=0.5, feeds=(f"{_RA}.threshold",), validate=_unit_interval("--role-threshold"),
                help="role_adherence: a session is adherent when its adherence is at least this",
-               template=Template("Role adherence threshold", "NUMBER", _DECIMAL,
-                                 "RoleAdherence: a session is adherent when its adherence is at least this (0.5). "
-                                 "Example: 0.5")),
+               template=Template("NUMBER", _DECIMAL, "0.5", label="Role adherence threshold")),
         Option("role-strict", type=bool, feeds=(f"{_RA}.strict_mode",),
                help="role_adherence: a session is adherent only when every judged turn is",
-               template=Template("Role adherence strict", "BOOLEAN", _BOOL_RE,
-                                 "RoleAdherence: a session is adherent only when every judged turn is. Example: false")),
+               template=Template("BOOLEAN", _BOOL_RE, "false", label="Role adherence strict")),
     )),
     Group("streaming sources and event-time windows (see fair_forge_beam.streaming)", (
         Option("window", metavar="SPEC", default_note="one result for the whole input",
                help="per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, sliding:1h,5m, "
                     "session:10m); writes <output>/windows/*.jsonl",
-               template=Template("Window", "TEXT", _WORD,
-                                 "Per-window results: fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, "
-                                 "sliding:1h,5m, session:10m); writes <output>/windows/*.jsonl. Example: fixed:1h")),
+               template=Template("TEXT", _WORD, "fixed:1h")),
         Option("early-firing", metavar="DURATION",
                help="early (speculative) panes every DURATION of processing time, e.g. 30s",
-               template=Template("Early firing", "TEXT", _WORD,
-                                 "Early (speculative) panes every DURATION of processing time, e.g. 30s. Example: 30s")),
+               template=Template("TEXT", _WORD, "30s")),
         Option("allowed-lateness", metavar="DURATION",
                help="late elements update their window for DURATION after it closes, e.g. 10m",
-               template=Template("Allowed lateness", "TEXT", _WORD,
-                                 "Late elements update their window for DURATION after it closes, e.g. 10m. Example: 10m")),
+               template=Template("TEXT", _WORD, "10m")),
         Option("timestamp-field", default="timestamp",
                help="interaction field holding the event time (epoch seconds or ISO 8601)",
-               template=Template("Timestamp field", "TEXT", _WORD,
-                                 "Interaction field holding the event time (epoch seconds or ISO 8601; default timestamp). "
-                                 "Example: timestamp")),
+               template=Template("TEXT", _WORD, "timestamp")),
         Option("timestamp-policy", default="dead_letter", choices=("dead_letter", "processing_time"),
                help="a record without a readable timestamp: reject it (dead_letter) or use the processing time",
-               template=Template("Timestamp policy", "ENUM", "^(dead_letter|processing_time)$",
-                                 "A record without a readable timestamp: reject it (default) or use the processing time. "
-                                 "Example: dead_letter")),
+               template=Template("ENUM", "^(dead_letter|processing_time)$", "dead_letter")),
         Option("watch", metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB",
-               template=Template("Watch", "TEXT", _WORD,
-                                 "Streaming: read new JSONL files appearing under GLOB. Example: gs://bucket/incoming/*.jsonl")),
+               template=Template("TEXT", _WORD, "gs://bucket/incoming/*.jsonl")),
         Option("watch-interval", default="10s", metavar="DURATION", help="time between two matches of --watch",
-               template=Template("Watch interval", "TEXT", _WORD, "Time between two matches of --watch. Example: 10s")),
+               template=Template("TEXT", _WORD, "10s")),
         Option("watch-stop-after", metavar="DURATION", help="stop watching after DURATION", default_note="never",
-               template=Template("Watch stop after", "TEXT", _WORD,
-                                 "Stop watching after DURATION (default: never). Example: 1h")),
+               template=Template("TEXT", _WORD, "1h")),
         Option("kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)",
-               template=Template("Kafka bootstrap servers", "TEXT", _WORD,
-                                 "Streaming: Kafka brokers (ReadFromKafka). Example: 10.0.0.1:9092")),
+               template=Template("TEXT", _WORD, "10.0.0.1:9092")),
         Option("kafka-topic", repeatable=True, metavar="TOPIC", help="Kafka topic to read; repeatable",
-               template=Template("Kafka topic", "TEXT", _WORD, "Kafka topic to read; repeatable. Example: interactions")),
+               template=Template("TEXT", _WORD, "interactions")),
         Option("kafka-expansion-service", metavar="HOST:PORT", help="running Beam expansion service for ReadFromKafka",
-               template=Template("Kafka expansion service", "TEXT", _WORD,
-                                 "Running Beam expansion service for ReadFromKafka. Example: localhost:8097")),
+               template=Template("TEXT", _WORD, "localhost:8097")),
         Option("kafka-event-time", default="field", choices=("field", "message"),
                help="Kafka event time: the payload's --timestamp-field (field) or the message timestamp",
-               template=Template("Kafka event time", "ENUM", "^(field|message)$",
-                                 "Event time of a Kafka message: the payload's timestamp field (field) or the message "
-                                 "timestamp (message). Example: message")),
+               template=Template("ENUM", "^(field|message)$", "message")),
         Option("kafka-max-records", type=int, metavar="N",
                help="read N Kafka records, then end (a bounded run: back-fills, tests)",
-               template=Template("Kafka records to read", "NUMBER", "^[1-9][0-9]{0,11}$",
-                                 "Read this many Kafka records, then end (a bounded run). Example: 1000")),
+               template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "1000", label="Kafka records to read")),
         Option("pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription",
-               template=Template("Pubsub subscription", "TEXT", _WORD,
-                                 "Streaming: Pub/Sub subscription. Example: projects/p/subscriptions/s")),
+               template=Template("TEXT", _WORD, "projects/p/subscriptions/s")),
         Option("pubsub-topic", metavar="projects/P/topics/T", help="streaming: Pub/Sub topic",
-               template=Template("Pubsub topic", "TEXT", _WORD, "Streaming: Pub/Sub topic. Example: projects/p/topics/t")),
+               template=Template("TEXT", _WORD, "projects/p/topics/t")),
         Option("pubsub-timestamp-attribute", metavar="NAME", help="Pub/Sub attribute holding the event time",
-               template=Template("Pubsub timestamp attribute", "TEXT", _WORD,
-                                 "Pub/Sub attribute holding the event time. Example: ts")),
+               template=Template("TEXT", _WORD, "ts")),
     )),
     Group("report", (
         Option("no-report", type=bool, help="do not write report.html",
-               template=Template("No report", "BOOLEAN", _BOOL_RE, "Do not write report.html. Example: true")),
+               template=Template("BOOLEAN", _BOOL_RE, "true")),
         Option("compare", metavar="RUN_DIR", default_note="no comparison",
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
-               template=Template("Compare", "TEXT", _WORD,
-                                 "Compare this run with an earlier run's output folder (its results.json): a comparison "
-                                 "section in report.html and comparison.json. Example: gs://bucket/audits/2026-11-29")),
+               template=Template("TEXT", _WORD, "gs://bucket/audits/2026-11-29")),
         Option("inconclusive-width", type=float, default=0.2, validate=_unit_interval("--inconclusive-width"),
                help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive",
-               template=Template("Inconclusive width", "NUMBER", _DECIMAL,
-                                 "Flag estimates whose interval is wider than this (0-1 scale) as inconclusive (default "
-                                 "0.2). Example: 0.2")),
+               template=Template("NUMBER", _DECIMAL, "0.2")),
     )),
     Group(None, (
         Option("quiet", type=bool, help="print nothing but gate failures and errors (no INFO or WARNING log lines, the "
                                         "HTTP clients' and Beam's included): no progress lines on stderr and no summary table",
-               template=Template("Quiet", "BOOLEAN", _BOOL_RE,
-                                 "true: no progress lines and no summary table in the launcher log. Example: false")),
+               template=Template("BOOLEAN", _BOOL_RE, "false")),
         Option("progress-interval", type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
                help="at most one progress line on stderr every SECONDS, when the counts changed",
                template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
@@ -660,9 +558,7 @@ GROUPS: tuple[Group, ...] = (
         Option("config", metavar="TOML", in_config=False, default_note="no config file",
                help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], gates); "
                     "command-line flags override it",
-               template=Template("Audit config", "GCS_READ_FILE", _GCS_FILE,
-                                 "Audit config file (TOML: inputs, metrics, mode, seed, slices, output, options, gates); "
-                                 "the other parameters override it. Example: gs://my-bucket/audits/nightly.toml")),
+               template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/audits/nightly.toml", label="Audit config")),
         Option("gate", metavar="EXPR", repeatable=True, in_config=False, default_note="no gate",
                help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2', 'bias rate ci_high <= 0.1 for every attribute', "
                     "'coverage dead_letter_share <= 0.05 in every language' or 'regression toxicity not worse in every "
@@ -675,9 +571,7 @@ GROUPS: tuple[Group, ...] = (
         Option("slices", default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
                help="comma-separated slice dimensions to aggregate: overall, assistant_id, language, and any session "
                     "metadata field by name, e.g. region (overall is always included)",
-               template=Template("Slices", "TEXT", r"^[A-Za-z_][A-Za-z0-9_.-]*(,[A-Za-z_][A-Za-z0-9_.-]*)*$",
-                                 "Comma-separated slice dimensions (overall, assistant_id, language, or the name of a "
-                                 "session metadata field; overall is always included). Example: overall,assistant_id,region")),
+               template=Template("TEXT", r"^[A-Za-z_][A-Za-z0-9_.-]*(,[A-Za-z_][A-Za-z0-9_.-]*)*$", "overall,assistant_id,region")),
     )),
 )
 
@@ -718,18 +612,18 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     # generate, run and the loop (pipelines.generate, pipelines.run_assistant, pipelines.loop)
     Option("assistant-id", help="assistant_id of the sessions (generate: the label written; run: replaces the input's)",
            default_note="generate: 'assistant'; run: keep the input's",
-           template=Template("Assistant id", "TEXT", _NAME, "assistant_id of the generated / answered sessions. Example: my-bot-v2")),
+           template=Template("TEXT", _NAME, "my-bot-v2")),
     Option("corpus", default="airline", path=True,
            help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",
-           template=Template("Corpus", "TEXT", "^[^\\n\\r]+$", "airline, callcenter or a Markdown file/folder/glob. Example: airline")),
+           template=Template("TEXT", "^[^\\n\\r]+$", "airline")),
     Option("language", default="english", help="language label of the generated sessions (not sent to the LLM)", template=_ADV),
     Option("num-queries", type=int, default=3, validate=_positive("--num-queries"),
            help="questions (or turns with --conversation) per chunk",
-           template=Template("Questions per chunk", "NUMBER", "^[1-9][0-9]{0,3}$", "Questions (or turns) per chunk. Example: 3")),
+           template=Template("NUMBER", "^[1-9][0-9]{0,3}$", "3", label="Questions per chunk")),
     Option("conversation", type=bool, help="generate multi-turn conversations instead of single questions", template=_ADV),
     Option("strategy", default="sequential", choices=("sequential", "random"),
            help="chunk selection: all chunks in one session, or random samples",
-           template=Template("Strategy", "ENUM", "^(sequential|random)$", "Chunk selection strategy. Example: random")),
+           template=Template("ENUM", "^(sequential|random)$", "random")),
     Option("num-samples", type=int, default=5, validate=_positive("--num-samples"), help="sessions drawn (--strategy random)",
            template=_ADV),
     Option("chunks-per-sample", type=int, default=3, validate=_positive("--chunks-per-sample"),
@@ -761,11 +655,11 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("parquet", type=bool, help="also write dataset.parquet", template=_ADV),
     Option("assistant-kind", default="openai", choices=("openai", "http"),
            help="OpenAI-compatible chat endpoint, or a generic HTTP JSON endpoint (--request-template, --response-path)",
-           template=Template("Assistant kind", "ENUM", "^(openai|http)$", "Kind of endpoint. Example: openai")),
+           template=Template("ENUM", "^(openai|http)$", "openai")),
     Option("assistant-url", help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
-           template=Template("Assistant endpoint", "TEXT", _URL, "Endpoint of the assistant under test. Example: http://bot:8080/v1")),
+           template=Template("TEXT", _URL, "http://bot:8080/v1", label="Assistant endpoint")),
     Option("assistant-model", help="model name of the assistant (openai)",
-           template=Template("Assistant model", "TEXT", _NAME, "Model name of the assistant. Example: my-bot")),
+           template=Template("TEXT", _NAME, "my-bot")),
     Option("assistant-api-key-env", default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key",
            template=_ADV),
     Option("request-template", metavar="JINJA_JSON",
@@ -1010,7 +904,7 @@ def template_metadata(metrics: Sequence[str] = (), command: str = "audit") -> di
             t = o.template
             if not isinstance(t, Template):
                 continue
-            p: dict[str, Any] = {"name": o.dest, "label": t.label, "helpText": t.help.format(**fmt) if "{metrics" in t.help else t.help,
+            p: dict[str, Any] = {"name": o.dest, "label": t.label_of(o), "helpText": t.help_of(o, **fmt),
                                  "isOptional": not t.required, "paramType": t.param_type,
                                  "regexes": [t.regex.format(**fmt) if "{metrics" in t.regex else t.regex]}
             if o.choices:
