@@ -276,8 +276,8 @@ def openai_http_client(openai_mod: Any, timeout: float, max_reply_bytes: int, on
     import httpx2
 
     def start(request) -> None:
+        on_request(request)  # pacing waits here: the deadline starts when the attempt is sent
         reply_deadline(timeout)
-        on_request(request)
 
     client = openai_mod.DefaultHttpxClient(event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]})
     for transport in (client._transport, *client._mounts.values()):  # the pools of the client and its proxies
