@@ -398,6 +398,7 @@ GROUPS: tuple[Group, ...] = (
                help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
                     "(not measured)",
                template=Template("BOOLEAN", _BOOL_RE, "true", label="Guardian log-probabilities")),
+        _reply_limit("guardian"),
     )),
     Group("Regulatory (uses the --judge-* options)", (
         Option("regulatory-corpus", metavar="PATH", default="airline",
@@ -453,7 +454,6 @@ GROUPS: tuple[Group, ...] = (
         Option("prompt-tau", type=float, default=0.8, feeds=(f"{_PE}.tau",),
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("NUMBER", _DECIMAL, "0.8")),
-        _reply_limit("guardian"),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
