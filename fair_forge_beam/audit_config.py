@@ -149,10 +149,14 @@ def load_config(path: str) -> dict:
             raw = read_all(f)
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
+    from fair_forge_beam.reports.gates import exact_float
+
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"), parse_float=exact_float)  # 1e-400 is no silent 0
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from None
 
 
 def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> tuple[list[str], list[str], list]:

@@ -273,8 +273,9 @@ GROUPS: tuple[Group, ...] = (
                template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
         Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
-               help="largest JSON Lines record (one line, in bytes) read; a longer one is never held whole: it "
-                    "becomes a dead letter naming its size, and the rest of the file is read",
+               help="largest record (one JSON Lines line, or one element of a .json array; in bytes) read; a "
+                    "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
+                    "file is read",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),
         Option("metrics", default="humanity", config_keys=("metrics",),
                help="comma-separated metrics to run (available: {metrics})",
@@ -397,6 +398,7 @@ GROUPS: tuple[Group, ...] = (
                help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
                     "(not measured)",
                template=Template("BOOLEAN", _BOOL_RE, "true", label="Guardian log-probabilities")),
+        _reply_limit("guardian"),
     )),
     Group("Regulatory (uses the --judge-* options)", (
         Option("regulatory-corpus", metavar="PATH", default="airline",
@@ -452,7 +454,6 @@ GROUPS: tuple[Group, ...] = (
         Option("prompt-tau", type=float, default=0.8, feeds=(f"{_PE}.tau",),
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("NUMBER", _DECIMAL, "0.8")),
-        _reply_limit("guardian"),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",

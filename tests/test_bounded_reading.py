@@ -145,3 +145,45 @@ def test_max_record_bytes_has_an_upper_bound(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--max-record-bytes must be at most 2,147,483,647 bytes" in err[0], err
+
+
+@pytest.mark.parametrize("layout", ["plain", "gzip", "utf-16"])
+def test_an_oversized_element_of_a_json_file_is_one_dead_letter_and_the_good_sessions_are_scored(tmp_path, layout):
+    """Hostile-tester trial (issue 28): a .json file (a JSON array, not JSON Lines) was parsed whole,
+    so --max-record-bytes did not bound it (a 400 MB record peaked at 3.08 GB). It is now cut
+    element by element (io.edge.json_values): the element over the limit is one dead letter naming
+    its size and the limit, with its first 1,024 bytes, and the elements after it are read."""
+    from pipelines import audit
+
+    huge = {"session_id": "huge", "assistant_id": "bot", "conversation": [
+        {"qa_id": "h", "query": "q", "assistant": 'x\\"], {' * (2**19)}]}  # quotes and brackets inside a string
+    parts = [_session("s1").strip(), json.dumps(huge), _session("s2").strip()]
+    body = ("[\n" + ",\n".join(parts) + "\n]\n").encode("utf-16" if layout == "utf-16" else "utf-8")
+    path = tmp_path / ("in.json.gz" if layout == "gzip" else "in.json")
+    path.write_bytes(gzip.compress(body) if layout == "gzip" else body)
+    out = tmp_path / "out"
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
+                     "--max-record-bytes", str(2**20), f"--runner={FNAPI}"])
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
+    dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["stage"] == "read", dead
+    size = len(json.dumps(huge)) + 1  # the text between its separators: the "\n" before it too
+    assert dead[0]["reason"] == (f"record of {size:,} bytes is over the limit of 1,048,576 bytes (--max-record-bytes); "
+                                 "the rest of the file is read")
+    assert dead[0]["raw"].startswith('{"session_id": "huge"') and len(dead[0]["raw"]) <= 1024
+    assert dead[0]["source"].endswith("in.json" + (".gz" if layout == "gzip" else "") + ":1")
+
+
+def test_a_truncated_json_file_keeps_its_complete_elements(tmp_path):
+    """A .json array cut short (a copy stopped early) keeps the elements before the cut; the cut one
+    is a dead letter saying where the text ends."""
+    from fair_forge_beam.io.read import _ReadJsonFile
+    from apache_beam.io import fileio
+
+    path = tmp_path / "in.json"
+    path.write_text("[" + _session("s1").strip() + ", " + _session("s2").strip()[:40], encoding="utf-8")
+    [meta] = [m for r in __import__("apache_beam").io.filesystems.FileSystems.match([str(path)]) for m in r.metadata_list]
+    got = list(_ReadJsonFile(1000).process(fileio.ReadableFile(meta)))
+    assert [(p, i) for p, i, _ in got] == [(str(path), 0), (str(path), 1)]
+    assert json.loads(got[0][2])["session_id"] == "s1"
+    assert isinstance(got[1][2], ReadError) and "ends inside a string of element 1" in got[1][2].reason

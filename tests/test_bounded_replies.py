@@ -142,3 +142,80 @@ def test_an_oversize_assistant_reply_fails_the_turn_the_session_goes_on(tmp_path
     with sqlite3.connect(str(tmp_path / "a.sqlite3")) as con:
         tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         assert sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables) == 1
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_the_timeout_is_a_deadline_for_the_whole_judge_reply(tmp_path, headers):
+    """Hostile-tester trial (issue 28): --judge-timeout bounded each read, so a server dripping one
+    byte every 0.5 s held a call ~55 s. Every HTTP attempt of an openai endpoint (judge, guardian,
+    generator, assistant) now has a deadline for the whole reply (connect, headers, body): with a
+    1 s time-out a dripped reply fails as a time-out after about 1 s, the other call is scored."""
+    import time
+
+    def answer(req):
+        if "[slow]" in req.prompt:
+            return Reply(content=json.dumps(GOOD), drip=0.05, drip_headers=headers)  # ~30 s for the reply
+        return GOOD
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = handler_for(srv, tmp_path, output_schema=ContextJudgeOutput, request_timeout=1.0)
+        client = handler.create_client()
+        reqs = [judge_request("slow", [("user", "judge this [slow]")]), judge_request("fine", [("user", "judge this")])]
+        start = time.monotonic()
+        try:
+            slow, fine = handler.request(reqs, client)
+        finally:
+            client.close()
+        took = time.monotonic() - start
+    assert took < 4, f"the dripped reply held the call {took:.1f} s with a 1 s time-out"
+    assert not slow.ok and "timeout after 1 s" in slow.error, slow
+    assert fine.ok
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_assistant_reply(tmp_path):
+    import time
+
+    from fair_forge_beam.assistants.assistant import AssistantHandler
+
+    def answer(req):
+        return Reply(content="a slow answer", drip=0.05) if "[slow]" in req.prompt else "hi"
+
+    with ScriptedOpenAIServer(answer) as srv:
+        h = AssistantHandler("openai", model="bot", base_url=srv.base_url, client_retries=0, request_timeout=1.0,
+                             cache_path=str(tmp_path / "a.sqlite3"))
+        client = h.create_client()
+        start = time.monotonic()
+        try:
+            out = client.run_session(json.dumps({"session_id": "s", "assistant_id": "bot", "conversation": [
+                {"qa_id": "q0", "query": "[slow] hello", "assistant": "", "ground_truth_assistant": ""},
+                {"qa_id": "q1", "query": "hello", "assistant": "", "ground_truth_assistant": ""}]}))
+        finally:
+            client.close()
+        took = time.monotonic() - start
+    turns = out["session"]["conversation"]
+    assert took < 4, f"the dripped reply held the turn {took:.1f} s with a 1 s time-out"
+    assert turns[0]["agentic"]["runner"]["ok"] is False and "timeout after 1 s" in turns[0]["agentic"]["runner"]["error"]
+    assert turns[1]["assistant"] == "hi"
+
+
+def test_an_invalid_utf8_judge_reply_is_a_dead_letter_not_scored_with_replacement_characters(tmp_path):
+    """Hostile-tester trial (issue 28): a reply whose bytes are not UTF-8 was decoded with U+FFFD
+    and scored without a warning. JSON is UTF-8 (RFC 8259 §8.1): it is an unreadable reply."""
+    content = json.dumps(json.dumps({"score": 0.5, "insight": "fine@@"})).encode().replace(b"@@", b"\xff\xfe")
+
+    def answer(req):
+        if "[bad]" in req.prompt:
+            return Reply(body=b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+                              b'"finish_reason": "stop", "message": {"role": "assistant", "content": ' + content + b"}}]}")
+        return GOOD
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = handler_for(srv, tmp_path, output_schema=ContextJudgeOutput)
+        client = handler.create_client()
+        try:
+            bad, fine = handler.request([judge_request("bad", [("user", "judge [bad]")]),
+                                         judge_request("fine", [("user", "judge")])], client)
+        finally:
+            client.close()
+    assert not bad.ok and "not valid UTF-8" in bad.error, bad
+    assert fine.ok

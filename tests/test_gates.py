@@ -428,3 +428,43 @@ def test_documented_configs_are_valid(tmp_path):
     toml_text = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     gates = _check_config(_write(tmp_path / "readme.toml", toml_text))
     assert [g.text for g in gates][-1] == "bias rate ci_high <= 0.1 for every attribute"
+
+
+@pytest.mark.parametrize("threshold,why", [
+    ("١.٥", "is not a number written with the digits 0-9"),  # Arabic-Indic digits: float() reads them as 1.5
+    ("1e-400", "is too small for a number: it would become 0"),
+    ("1e400", "is too large for a number"),
+])
+def test_a_gate_threshold_that_means_no_exact_number_is_a_one_line_usage_error(tmp_path, capsys, threshold, why):
+    """Hostile-tester trial (issue 28): '١.٥' was accepted as 1.5 and 1e-400 silently became 0, on the
+    command line and in a --config file alike."""
+    from fair_forge_beam.audit_config import load_config
+    from fair_forge_beam.reports.gates import GateConfigError, parse_gate
+    from pipelines import audit
+
+    with pytest.raises(GateConfigError, match=why):
+        parse_gate(f"humanity mean_entropy mean <= {threshold}")
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--quiet", "--gate", f"humanity mean_entropy mean <= {threshold}", "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and why in err[0], err
+    if threshold.isascii():  # TOML itself has no other digits
+        cfg = tmp_path / "audit.toml"
+        cfg.write_text(f'[[gates]]\nmetric = "humanity"\nfield = "mean_entropy"\nop = "<="\nthreshold = {threshold}\n')
+        with pytest.raises(ConfigError, match=why):
+            load_config(str(cfg))
+    assert parse_gate("humanity mean_entropy mean <= 1e-300").threshold == 1e-300
+
+
+def test_guardian_max_reply_bytes_is_listed_with_the_guardian_options():
+    from pipelines import audit
+
+    text = audit.build_parser().format_help() if hasattr(audit, "build_parser") else None
+    if text is None:
+        proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--help"], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+        text = proc.stdout
+    sections = text.split("\n\n")
+    [section] = [s for s in sections if "--guardian-max-reply-bytes BYTES\n" in s + "\n" or
+                 "\n  --guardian-max-reply-bytes" in s]
+    assert "--guardian-model" in section and "--judge-max-reply-bytes" in section

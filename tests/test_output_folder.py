@@ -15,7 +15,7 @@ import pytest
 
 from fair_forge_beam.reports.compare import compare_runs
 from fair_forge_beam.reports.layout import OUTPUT_FILES
-from fair_forge_beam.reports.output_folder import (SHARD_PATTERNS, STALE_OUTPUTS, check_output_folder,
+from fair_forge_beam.reports.output_folder import (STALE_OUTPUTS, check_output_folder,
                                                    prepare_output_folder, staged_output, write_launcher_reports)
 
 DOC = {"config": {"mode": "frequentist"}, "summary": {"interactions_read": 0}, "metrics": {}}
@@ -26,8 +26,7 @@ def test_reused_folder_loses_every_earlier_output_and_keeps_the_rest(tmp_path):
     for name in OUTPUT_FILES + STALE_OUTPUTS:
         if name.endswith("/") or name == "_parts":
             (out / name.rstrip("/")).mkdir(parents=True)
-            shard = SHARD_PATTERNS.get(name, ("part-*",))[0].replace("*", "0")  # a shard as the run names it
-            (out / name.rstrip("/") / shard).write_text("old")
+            (out / name.rstrip("/") / "part-0").write_text("old")  # a shard as the run names it
         else:
             out.mkdir(exist_ok=True)
             (out / name).write_text("old")
@@ -36,22 +35,31 @@ def test_reused_folder_loses_every_earlier_output_and_keeps_the_rest(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
 
 
-def test_reused_folder_keeps_a_users_files_inside_the_shard_folders(tmp_path):
+def test_reused_folder_replaces_the_runs_own_folders_whole_and_keeps_top_level_files(tmp_path):
+    """Hostile-tester trial (issue 28): files planted inside the shard folders survived a run, and a
+    stray .parquet in results.parquet/ broke pandas.read_parquet("OUT/results.parquet"). Decision
+    (docs/data.md): the run's own folders are replaced whole; the user's top-level files stay."""
     out = tmp_path / "out"
     (out / "sessions" / "humanity").mkdir(parents=True)
     (out / "sessions" / "humanity" / "part-00000-of-00001.parquet").write_text("old")
-    (out / "sessions" / "mine.txt").write_text("keep")
+    (out / "sessions" / "mine.txt").write_text("planted")
     (out / "dead_letter").mkdir()
     (out / "dead_letter" / "part-00000-of-00002.jsonl").write_text("old")
-    (out / "dead_letter" / "notes.md").write_text("keep")
+    (out / "dead_letter" / "notes.md").write_text("planted")
+    (out / "results.parquet").mkdir()
+    (out / "results.parquet" / "stray.parquet").write_text("planted")
+    (out / "stats" / "humanity").mkdir(parents=True)
+    (out / "stats" / "humanity" / "extra.bin").write_text("planted")
     (out / "windows").mkdir()
     (out / "windows" / "0-slices-00000.jsonl").write_text("old")
     (out / "windowed_results.json").write_text("old")
     (out / "results.json.bak").write_text("keep")
+    (out / "notes" / "deep").mkdir(parents=True)
+    (out / "notes" / "deep" / "file.txt").write_text("keep")
     prepare_output_folder(str(out))
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert left == ["dead_letter/notes.md", "results.json.bak", "sessions/mine.txt"]
-    assert not (out / "sessions" / "humanity").exists() and not (out / "windows").exists()
+    assert left == ["notes/deep/file.txt", "results.json.bak"]
+    assert sorted(p.name for p in out.iterdir()) == ["notes", "results.json.bak"]
 
 
 def test_a_run_folder_named_like_a_json_file_is_read_as_a_folder(tmp_path):
@@ -114,7 +122,7 @@ def _previous_run(out):
         "windows/humanity-slices-2024-05-01T10-2024-05-01T11-0-00000-of-00001.jsonl": "old",  # another run kind
         "windows/.temp5e1c/shard": "partial",  # fileio's temporary folder kept windows/ alive
         "windowed_results.json": "old",
-        "mine.txt": "keep", "sessions/notes.md": "keep", "notes/deep/file.txt": "keep",
+        "mine.txt": "keep", "sessions/notes.md": "planted", "notes/deep/file.txt": "keep",
     }
     for rel, text in files.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -141,7 +149,7 @@ def test_staged_output_replaces_the_outputs_and_keeps_the_users_files(tmp_path):
     marker = json.loads(tree.pop("_SUCCESS"))
     assert marker["run"] == Path(stage).name.split(".staging-")[1]
     assert tree == {"results.json": b"new", "results.parquet/part-00000-of-00001.parquet": b"new",
-                    "mine.txt": b"keep", "sessions/notes.md": b"keep", "notes/deep/file.txt": b"keep"}
+                    "mine.txt": b"keep", "notes/deep/file.txt": b"keep"}  # sessions/notes.md: the run's folder is replaced
     assert _siblings(out) == []
     assert not (out / "windows").exists()  # a stale folder of another run kind goes, its temporaries too
 
@@ -220,7 +228,7 @@ def test_a_stage_inside_a_mount_point_is_published_by_copy(tmp_path, monkeypatch
     tree = _tree(out)
     assert json.loads(tree.pop("_SUCCESS"))["run"] == Path(stage).name.split(".staging-")[1]
     assert tree == {"results.json": b"new", "sessions/humanity/part-00000-of-00001.parquet": b"new",
-                    "mine.txt": b"keep", "sessions/notes.md": b"keep", "notes/deep/file.txt": b"keep"}
+                    "mine.txt": b"keep", "notes/deep/file.txt": b"keep"}  # sessions/notes.md: the run's folder is replaced
 
 
 def test_usage_errors_of_the_output_folder(tmp_path, store):

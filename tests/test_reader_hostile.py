@@ -88,13 +88,25 @@ def test_edge_loads_bounds_nesting_and_rejects_surrogates():
         edge.loads("[" * 65 + "]" * 65)
 
 
-def test_split_top_level_array_respects_strings():
-    from fair_forge_beam.io.edge import split_top_level_array
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 4096])
+def test_json_values_cut_a_top_level_array_respecting_strings(piece):
+    import io
 
-    assert split_top_level_array('[1, {"a": "x,]\\"["}, [[2, 3]] ]') == ["1", ' {"a": "x,]\\"["}', " [[2, 3]] "]
-    assert split_top_level_array("[]") == []
-    assert split_top_level_array('{"a": 1}') is None
-    assert split_top_level_array("[1] [2]") is None
+    from fair_forge_beam.io.edge import json_values
+
+    def cut(text, limit=100):
+        return [(v.text, v.problem) for v in json_values(io.BytesIO(text.encode()).read, limit, chunk_bytes=piece)]
+
+    assert cut('[1, {"a": "x,]\\"["}, [[2, 3]] ]') == [(b"1", None), (b'{"a": "x,]\\"["}', None), (b"[[2, 3]]", None)]
+    assert cut('["a\\\\", "b"]') == [(b'"a\\\\"', None), (b'"b"', None)]  # an escaped backslash ends no string
+    assert cut("[]") == cut(" [ ]\n") == []
+    assert cut('{"a": 1}') == [(b'{"a": 1}', None)]  # a file holding one value
+    assert cut("[1] [2]") == [(b"1", None), (None, "data after the end of the top-level array, at byte 4")]
+    assert cut("[1,,2]")[1][1].startswith("an empty element") and cut("[1,]")[1][1].startswith("an empty element")
+    assert cut("[1}")[1] == (None, "'}' closes the top-level array, at byte 2")
+    assert cut("")[0][1].startswith("the file holds no JSON value")
+    assert cut('[1, "ab')[1][1].startswith("the text ends inside a string of element 1")
+    assert cut('["' + "x" * 300 + '", 5]') == [(None, "oversized"), (b"5", None)]  # never held whole
 
 
 def test_dead_letter_and_json_lines_are_always_utf8():

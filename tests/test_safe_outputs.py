@@ -199,13 +199,17 @@ def test_an_empty_windowed_run_leaves_the_previous_folder(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path, capsys):
     """Beam's temporaries of a killed run (a partial Parquet inside results.parquet/, issue 28), a
-    windowed run's windows/ (kept alive by fileio's .temp folder) and windowed_results.json go; the
-    user's files stay; a failing gate exits 3 after publishing, gates.json included."""
+    windowed run's windows/ (kept alive by fileio's .temp folder) and windowed_results.json go, and the
+    run's own folders are replaced whole (a stray .parquet planted in results.parquet/ broke
+    pandas.read_parquet); the user's top-level files stay; a failing gate exits 3 after publishing, gates.json included."""
     import pandas
 
     out = tmp_path / "out"
     _previous_run(out)
     (out / "results.parquet" / "beam-temp-part-1f2e" / "0c9d.parquet").write_bytes(b"PAR1" + b"\0" * 6_000_000)
+    (out / "results.parquet" / "stray.parquet").write_bytes(b"planted")  # the run's folder is replaced whole
+    (out / "stats" / "extra").mkdir(parents=True)
+    (out / "stats" / "extra" / "x.parquet").write_bytes(b"planted")
     data = _jsonl(tmp_path / "in.jsonl", [_session("s1"), _session("s2", turns=3)])
     with pytest.raises(SystemExit) as exc:
         audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}",
@@ -214,7 +218,7 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
     assert f"details in {out}/gates.json" in capsys.readouterr().err
     files = set(_tree(out))
     assert {f for f in files if "beam-temp" in f or ".temp" in f or f.startswith("windows")} == set()
-    assert files == {"_SUCCESS", "results.json", "run_info.json", "gates.json", "mine.txt", "sessions/notes.md",
+    assert files == {"_SUCCESS", "results.json", "run_info.json", "gates.json", "mine.txt",
                      "notes/deep/file.txt", "results.parquet/part-00000-of-00001.parquet",
                      "sessions/humanity/part-00000-of-00001.parquet", "slices/humanity/part-00000-of-00001.parquet",
                      "dead_letter/part-00000-of-00001.jsonl",

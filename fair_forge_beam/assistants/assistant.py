@@ -62,7 +62,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion, declared_length, read_bounded
+from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, declared_length, openai_http_client, read_bounded
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 
@@ -220,8 +220,7 @@ class _Client:
             import openai
 
             self._openai = openai
-            http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request],
-                                                                 "response": [bound_replies(cfg.max_reply_bytes)]})
+            http_client = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
             self.client = openai.OpenAI(api_key=api_key, base_url=cfg.base_url, timeout=cfg.request_timeout,
                                         max_retries=cfg.client_retries, http_client=http_client,
                                         default_headers=cfg.headers or None)

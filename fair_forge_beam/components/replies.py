@@ -14,6 +14,12 @@ its limit:
   read in :data:`REPLY_CHUNK` pieces up to the limit, then parsed into ``openai``'s own
   ``ChatCompletion`` model.
 * :func:`read_bounded` — the decoded chunks of any client (``requests``' ``iter_content``).
+* :func:`openai_http_client` — the one ``httpx`` client every ``openai`` endpoint handler uses
+  (judge, guardian, generator, assistant): the size bound above, plus a **deadline for the whole
+  reply**. ``httpx``'s time-out bounds each socket operation, so a server dripping one byte every
+  0.5 s holds a call for as long as it likes; here every connect, write and read of one HTTP
+  attempt gets only the time left until ``timeout`` seconds after the attempt began
+  (:class:`_DeadlineBackend`), and past it the attempt fails as a time-out.
 
 A reply over the limit raises :class:`ReplyTooLarge`, whose :meth:`~ReplyTooLarge.reason` names
 its size (the declared ``Content-Length``) or "over N bytes" (a chunked reply is not read past
@@ -23,10 +29,12 @@ reply is never cached and never scored, and the run goes on.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
-           "declared_length"]
+           "declared_length", "openai_http_client", "reply_deadline"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -163,13 +171,23 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
 
     Returns ``(completion, body)``: ``openai``'s ``ChatCompletion`` (built leniently, as the
     client's own parser does) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
-    :class:`UnreadableReply` when the body is not a JSON object, and ``openai``'s errors (HTTP status,
-    time-out, connection) as the client raises them."""
+    :class:`UnreadableReply` when the body is not UTF-8 or not a JSON object, and ``openai``'s errors
+    (HTTP status, time-out — also a body not whole by the deadline of :func:`openai_http_client` —,
+    connection) as the client raises them."""
     from openai.types.chat import ChatCompletion
 
+    import httpx2
+    import openai
+
     with client.chat.completions.with_streaming_response.create(**create_kwargs) as resp:
-        raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), limit, declared_length(resp.headers))
-    body = raw.decode("utf-8", "replace")
+        try:
+            raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), limit, declared_length(resp.headers))
+        except httpx2.TimeoutException:  # the body did not arrive whole by the deadline: the client's own error
+            raise openai.APITimeoutError(request=resp.http_response.request) from None
+    try:
+        body = raw.decode("utf-8")  # JSON is UTF-8 (RFC 8259 §8.1): no guessing with U+FFFD
+    except UnicodeDecodeError as exc:
+        raise UnreadableReply(f"the body is not valid UTF-8 ({exc})", raw.decode("utf-8", "replace")) from None
     try:
         data = json.loads(body)
     except ValueError as exc:
@@ -178,3 +196,92 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
         raise UnreadableReply(f"the body is a JSON {type(data).__name__}, not an object", body)
     return ChatCompletion.construct(**data), body
 
+
+
+# ------------------------------------------------------------------ a deadline for the whole reply
+_DEADLINE = threading.local()  # .at: time.monotonic() by which the current attempt must be done
+
+
+def reply_deadline(seconds: Optional[float]) -> None:
+    """Start the deadline of one HTTP attempt on this thread: every socket operation of it (connect,
+    TLS, writes, the reads of the headers and of the body) must end within ``seconds`` from now;
+    ``None`` clears it. The ``openai`` client sends and reads one attempt on the calling thread."""
+    _DEADLINE.at = None if seconds is None else time.monotonic() + float(seconds)
+
+
+def _time_left(timeout: Optional[float], what: str) -> Optional[float]:
+    """``timeout`` cut to the time left before this thread's deadline; raises ``httpcore``'s
+    time-out when none is left (``httpx`` and ``openai`` report it as their time-out error)."""
+    import httpcore2
+
+    at = getattr(_DEADLINE, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        error = httpcore2.ConnectTimeout if what == "connect" else httpcore2.ReadTimeout
+        raise error("the reply did not arrive whole within the time-out (a deadline for the whole reply)")
+    return left if timeout is None else min(timeout, left)
+
+
+def _deadline_classes():
+    import httpcore2
+
+    class DeadlineStream(httpcore2.NetworkStream):
+        """A network stream whose every operation ends by the thread's deadline."""
+
+        def __init__(self, stream):
+            self._stream = stream
+
+        def read(self, max_bytes, timeout=None):
+            return self._stream.read(max_bytes, _time_left(timeout, "read"))
+
+        def write(self, buffer, timeout=None):
+            return self._stream.write(buffer, _time_left(timeout, "write"))
+
+        def close(self):
+            return self._stream.close()
+
+        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+            return DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _time_left(timeout, "connect")))
+
+        def get_extra_info(self, info):
+            return self._stream.get_extra_info(info)
+
+    class DeadlineBackend(httpcore2.NetworkBackend):
+        """``httpcore``'s network backend with :class:`DeadlineStream` streams."""
+
+        def __init__(self, backend):
+            self._backend = backend
+
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+            return DeadlineStream(self._backend.connect_tcp(host, port, _time_left(timeout, "connect"), local_address,
+                                                            socket_options))
+
+        def connect_unix_socket(self, path, timeout=None, socket_options=None):
+            return DeadlineStream(self._backend.connect_unix_socket(path, _time_left(timeout, "connect"), socket_options))
+
+        def sleep(self, seconds):
+            return self._backend.sleep(seconds)
+
+    return DeadlineBackend
+
+
+def openai_http_client(openai_mod: Any, timeout: float, max_reply_bytes: int, on_request: Callable[[Any], None]):
+    """The ``httpx`` client for an ``openai.OpenAI`` endpoint client: replies bounded to
+    ``max_reply_bytes`` (:func:`bound_replies`), ``on_request`` called for every HTTP attempt
+    (pacing, counting), and each attempt bounded by a deadline of ``timeout`` seconds for the whole
+    reply — connect, request and every read of headers and body (:func:`reply_deadline`), so a
+    server that drips its reply is cut at ``timeout`` s, not at ``timeout`` per byte."""
+    import httpx2
+
+    def start(request) -> None:
+        on_request(request)  # pacing waits here: the deadline starts when the attempt is sent
+        reply_deadline(timeout)
+
+    client = openai_mod.DefaultHttpxClient(event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]})
+    for transport in (client._transport, *client._mounts.values()):  # the pools of the client and its proxies
+        pool = getattr(transport, "_pool", None) if isinstance(transport, httpx2.HTTPTransport) else None
+        if pool is not None and hasattr(pool, "_network_backend"):
+            pool._network_backend = _deadline_classes()(pool._network_backend)
+    return client

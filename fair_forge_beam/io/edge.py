@@ -11,8 +11,9 @@ converted to a JSON value, here — never a crash later in a coder, a metric or 
 * :func:`check_value` — an iterative (recursion-free) walk: nesting depth at most
   :data:`MAX_NESTING`, no lone surrogate in any key or string, only JSON types; Parquet/Arrow
   temporal and decimal values converted (:func:`json_value`).
-* :func:`split_top_level_array` — the element texts of a top-level JSON array, so that one
-  record of a ``.json`` file that is too deep to parse does not take the others with it.
+* :func:`json_values` — the values of a ``.json`` text (the elements of its top-level array) cut
+  one by one from pieces of the file, none held whole over a size limit; each is parsed on its
+  own, so that one bad or huge element does not take the others with it.
 * :func:`scrub_surrogates` / :func:`scrub_json_text` — lone surrogates replaced by their
   visible escape text, for anything that is written (dead letters, warnings, results).
 * :func:`text_encoding` — the encoding of a JSON text from its first bytes (BOM or the
@@ -28,7 +29,7 @@ import decimal
 import json
 import math
 import re
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -38,7 +39,8 @@ __all__ = [
     "loads",
     "check_value",
     "json_value",
-    "split_top_level_array",
+    "json_values",
+    "JsonValue",
     "scrub_surrogates",
     "scrub_json_text",
     "has_surrogates",
@@ -53,9 +55,6 @@ MAX_NESTING = 64
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_OPEN = (ord("["), ord("{"))
-_CLOSE = (ord("]"), ord("}"))
 
 
 class RecordRejected(ValueError):
@@ -224,37 +223,170 @@ def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
     return obj
 
 
-def _structure(text: str) -> np.ndarray:
-    """Bytes of ``text`` (one per character) with the inside of every JSON string blanked, so
-    that brackets and commas left are structural."""
-    blanked = _JSON_STRING.sub(lambda m: '"' + " " * (len(m.group()) - 2) + '"', text)
-    return np.frombuffer(blanked.encode("ascii", errors="replace"), dtype=np.uint8)
+class JsonValue(NamedTuple):
+    """One value of a JSON text, cut by :func:`json_values`.
 
-
-def split_top_level_array(text: str) -> Optional[list[str]]:
-    """The texts of the elements of a top-level JSON array (``None`` when ``text`` is not one).
-
-    Used when a ``.json`` file as a whole cannot be parsed (an element too deep to recurse
-    into): each element is then parsed on its own, so the others are kept. Strings are blanked
-    first (a regular expression), then nesting depth is a cumulative sum over brackets; the
-    separators are the commas at depth 1. Parsing itself stays with :func:`loads`.
+    ``index``: its place in the top-level array (0 for a text holding one value); ``offset``:
+    byte offset of the text between its separators; ``text``: its bytes (surrounding whitespace
+    stripped), ``None`` when not kept (over the limit, or the text breaks here); ``size``: bytes
+    between its separators; ``head``: its first bytes (for a dead letter); ``problem``: ``None``,
+    ``"oversized"``, or why the text cannot be read on from here (a reason).
     """
-    a = _structure(text)
-    nonspace = np.flatnonzero(~np.isin(a, np.frombuffer(b" \t\r\n", dtype=np.uint8)))
-    if nonspace.size == 0 or a[nonspace[0]] != ord("[") or a[nonspace[-1]] != ord("]"):
-        return None
-    delta = np.isin(a, _OPEN).astype(np.int64) - np.isin(a, _CLOSE).astype(np.int64)
-    depth = np.cumsum(delta)  # depth after each character
-    start, end = int(nonspace[0]), int(nonspace[-1])
-    if depth[end] != 0 or (depth[start:end] < 1).any():
-        return None  # unbalanced, or more than one top-level value
-    commas = np.flatnonzero((a == ord(",")) & (depth == 1))
-    commas = commas[(commas > start) & (commas < end)]
-    bounds = [start, *commas.tolist(), end]
-    parts = [text[bounds[i] + 1 : bounds[i + 1]] for i in range(len(bounds) - 1)]
-    if len(parts) == 1 and not parts[0].strip():
-        return []
-    return parts
+
+    index: int
+    offset: int
+    text: Optional[bytes]
+    size: int
+    head: bytes
+    problem: Optional[str] = None
+
+
+_WHITESPACE = b" \t\r\n"
+
+
+class _Value:
+    """The value being cut: its bytes while it stays within the limit, else only its size and head."""
+
+    def __init__(self, index: int, offset: int, limit: int, head_bytes: int):
+        self.index, self.offset, self.limit, self.head_bytes = index, offset, limit, head_bytes
+        self.pieces: Optional[list] = []
+        self.size, self.head = 0, b""
+
+    def add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        if len(self.head) < self.head_bytes:
+            self.head = (self.head + piece[: self.head_bytes]).lstrip(_WHITESPACE)[: self.head_bytes]
+        self.size += len(piece)
+        if self.pieces is not None:
+            if self.size <= self.limit:
+                self.pieces.append(piece)
+            else:
+                self.pieces = None  # over the limit: never held whole
+
+    def done(self, problem: Optional[str] = None) -> JsonValue:
+        if problem is not None or self.pieces is None:
+            return JsonValue(self.index, self.offset, None, self.size, self.head, problem or "oversized")
+        return JsonValue(self.index, self.offset, b"".join(self.pieces).strip(_WHITESPACE), self.size, self.head)
+
+
+def _cuts(a: np.ndarray, state: list) -> tuple[np.ndarray, int]:
+    """Structure of one chunk ``a`` (bytes as ``uint8``) inside a top-level array: the positions of
+    the commas that separate its elements, and the position of the bracket that closes it (-1
+    when not in this chunk). ``state`` = ``[backslashes ending the text so far, inside a string
+    (0/1), nesting depth]`` is carried from chunk to chunk and updated.
+
+    A quote ends or starts a string unless an odd run of backslashes precedes it; brackets and
+    commas outside strings are structural; depth is their running sum (RFC 8259 §2, §7).
+    """
+    n = a.size
+    if n == 0:
+        return np.empty(0, dtype=np.int64), -1
+    idx = np.arange(n, dtype=np.int64)
+    backslash = a == ord("\\")
+    last_plain = np.maximum.accumulate(np.where(backslash, -1, idx))  # last non-backslash at or before i
+    before = np.empty(n, dtype=np.int64)
+    before[0], before[1:] = -1, last_plain[:-1]
+    run = np.where(before >= 0, idx - 1 - before, idx + state[0])  # backslashes right before i
+    quote = (a == ord('"')) & (run % 2 == 0)
+    quotes = np.cumsum(quote, dtype=np.int64) + state[1]
+    outside = (quotes % 2 == 0) & ~quote
+    opens = outside & ((a == ord("[")) | (a == ord("{")))
+    closes = outside & ((a == ord("]")) | (a == ord("}")))
+    depth = np.cumsum(opens.astype(np.int64) - closes.astype(np.int64)) + state[2]
+    ends = np.flatnonzero(closes & (depth == 0))
+    end = int(ends[0]) if ends.size else -1
+    commas = np.flatnonzero(outside & (a == ord(",")) & (depth == 1))
+    if end >= 0:
+        commas = commas[commas < end]
+    state[0] = int(n - 1 - last_plain[-1]) if last_plain[-1] >= 0 else state[0] + n
+    state[1], state[2] = int(quotes[-1] % 2), int(depth[-1])
+    return commas, end
+
+
+def _trailing(index: int, offset: int, rest: bytes, head_bytes: int) -> JsonValue:
+    """The problem of text after the top-level array's end: ``rest`` (at byte ``offset``) is not whitespace."""
+    at = offset + len(rest) - len(rest.lstrip(_WHITESPACE))
+    return JsonValue(index, at, None, 0, rest.strip(_WHITESPACE)[:head_bytes],
+                     f"data after the end of the top-level array, at byte {at:,}")
+
+
+def json_values(read, limit: int, head_bytes: int = 1024, chunk_bytes: int = 1 << 20):
+    """The values of a UTF-8 JSON text read in pieces: the elements of a top-level array one by
+    one, or the text's one value. Yields :class:`JsonValue`; a value over ``limit`` bytes is
+    never held whole (its ``problem`` is ``"oversized"``, with its size and first
+    ``head_bytes`` bytes), and the values after it are still cut.
+
+    ``read(n)``: returns up to ``n`` more bytes, ``b""`` at the end. Only the structure is found
+    here (strings, escapes, brackets, commas — :func:`_cuts`, vectorised per chunk of
+    ``chunk_bytes``); each value is parsed by :func:`loads`. Memory: at most ``limit`` +
+    ``chunk_bytes`` bytes of text, plus a few arrays of one chunk.
+
+    A text that breaks the array's structure yields a last value with a ``problem`` naming it
+    (empty text, an empty element ``[1,,2]``, a ``}`` closing the array, data after its end, the
+    text ending inside it), then ends.
+    """
+    value: Optional[_Value] = None
+    mode, offset, index = "start", 0, 0
+    state = [0, 0, 1]
+    while True:
+        chunk = read(chunk_bytes)
+        if not chunk:
+            break
+        pos = 0
+        if mode == "start":
+            body = chunk.lstrip(_WHITESPACE)
+            if not body:
+                offset += len(chunk)
+                continue
+            pos = len(chunk) - len(body)
+            if body[:1] == b"[":
+                mode, pos = "array", pos + 1
+            else:
+                mode = "one"
+            value = _Value(0, offset + pos, limit, head_bytes)
+        if mode == "one":
+            value.add(chunk[pos:])
+        elif mode == "after":
+            if chunk.strip(_WHITESPACE):
+                yield _trailing(index, offset, chunk, head_bytes)
+                return
+        else:
+            commas, end = _cuts(np.frombuffer(chunk, dtype=np.uint8)[pos:], state)
+            close = end + pos if end >= 0 else -1
+            for cut in [*(commas + pos).tolist(), *([close] if close >= 0 else [])]:
+                value.add(chunk[pos:cut])
+                last = cut == close
+                got = value.done()
+                if got.text == b"" and not (last and index == 0):
+                    yield value.done("an empty element (two commas, or a comma next to a bracket), at byte "
+                                     f"{offset + cut:,}")
+                    return
+                if got.text != b"" or got.problem:
+                    yield got
+                if last:
+                    if chunk[cut] != ord("]"):
+                        yield JsonValue(index, offset + cut, None, 0, b"", f"'{chr(chunk[cut])}' closes the top-level "
+                                        f"array, at byte {offset + cut:,}")
+                        return
+                    mode = "after"
+                    if chunk[cut + 1:].strip(_WHITESPACE):
+                        yield _trailing(index, offset + cut + 1, chunk[cut + 1:], head_bytes)
+                        return
+                    break
+                index += 1
+                pos = cut + 1
+                value = _Value(index, offset + pos, limit, head_bytes)
+            else:
+                value.add(chunk[pos:])
+        offset += len(chunk)
+    if mode == "start":
+        yield JsonValue(0, offset, None, 0, b"", "the file holds no JSON value (it is empty or only whitespace)")
+    elif mode == "one":
+        yield value.done()
+    elif mode == "array":
+        inside = "a string of element" if state[1] else "element"
+        yield value.done(f"the text ends inside {inside} {index} of the top-level array, at byte {offset:,} (truncated?)")
 
 
 #: bytes a reader passes to :func:`text_encoding` (the head of a file): enough to get past a

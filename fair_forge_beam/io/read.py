@@ -8,7 +8,8 @@ Sources (DESIGN §3):
 
   | extension                        | layout                                             | split         |
   |----------------------------------|----------------------------------------------------|---------------|
-  | ``.json`` (``.gz``)              | a list of sessions (or one session object)         | per file      |
+  | ``.json`` (``.gz``)              | a list of sessions (or one session object), read   | per file      |
+  |                                  | element by element (:class:`_ReadJsonFile`)        |               |
   | ``.jsonl``/``.ndjson`` (``.gz``) | one session **or** one ``StreamedBatch`` per line  | byte ranges   |
   | ``.parquet``                     | one row per session (nested ``conversation``), per | row groups    |
   |                                  | ``StreamedBatch`` (``metadata``/``batch``) or flat |               |
@@ -60,7 +61,7 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+from fair_forge_beam.io.edge import READ_CHUNK, read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["ReadInteractions", "detect_format", "records_to_interactions", "unmatched_patterns", "NoRecords"]
 
@@ -680,11 +681,17 @@ def records_to_interactions(
 
 
 # ------------------------------------------------------------------ file sources
-#: default largest record (one JSON line, in bytes) read whole: ``--max-record-bytes``
+#: default largest record (one JSON line or .json array element, in bytes) read whole: ``--max-record-bytes``
 MAX_RECORD_BYTES = 64 * 2**20
 #: bytes of an oversized record kept in its dead letter (its start, to recognise it)
 OVERSIZED_RAW_BYTES = 1024
 _SKIP_CHUNK = 2**20
+
+
+def oversized_reason(size: int, limit: int) -> str:
+    """The dead-letter reason of a record of ``size`` bytes over the ``limit`` (``--max-record-bytes``)."""
+    return (f"record of {size:,} bytes is over the limit of {limit:,} bytes (--max-record-bytes); "
+            "the rest of the file is read")
 
 
 def bounded_lines(f, limit: int, pos: int = 0):
@@ -709,8 +716,7 @@ def bounded_lines(f, limit: int, pos: int = 0):
             if len(head) < OVERSIZED_RAW_BYTES:
                 head += line[:OVERSIZED_RAW_BYTES - len(head)]
         body = size - (1 if line.endswith(b"\n") else 0)
-        yield pos, ReadError(f"record of {body:,} bytes is over the limit of {limit:,} bytes (--max-record-bytes); "
-                             f"the rest of the file is read", head.rstrip(b"\n").decode("utf-8", "replace"))
+        yield pos, ReadError(oversized_reason(body, limit), head.rstrip(b"\n").decode("utf-8", "replace"))
         pos += size
 
 
@@ -841,63 +847,83 @@ def _decoded_lines(file_name: str, data: bytes, encoding: str):
         start = end + len(newline)
 
 
+def _utf8_reader(f, encoding: str, head: bytes):
+    """``read(n)`` giving the UTF-8 bytes of file ``f`` (``head`` already read from it) in the text
+    ``encoding``: UTF-8 bytes as they are (a UTF-8 BOM dropped), UTF-16/UTF-32 decoded
+    incrementally and encoded as UTF-8, so a file of any size is read in pieces. A piece that
+    does not decode raises ``UnicodeDecodeError``."""
+    import codecs
+
+    if encoding == "utf-8-sig" and head.startswith(codecs.BOM_UTF8):
+        head = head[len(codecs.BOM_UTF8):]
+    pending = [head]
+
+    def raw(n: int) -> bytes:
+        return pending.pop() if pending else f.read(n)
+
+    if encoding in ("utf-8", "utf-8-sig"):
+        return raw
+    decoder = codecs.getincrementaldecoder(encoding)()
+
+    def read(n: int) -> bytes:
+        while True:
+            piece = raw(n)
+            text = decoder.decode(piece, final=not piece)
+            if text or not piece:
+                return text.lstrip("\ufeff").encode("utf-8")
+
+    return read
+
+
 class _ReadJsonFile(beam.DoFn):
+    """A ``.json`` file (``.gz`` too) -> ``(file, element index, element text)`` one element of its
+    top-level array at a time (or its one value), cut from pieces of the file by
+    :func:`fair_forge_beam.io.edge.json_values`: no element over ``max_record_bytes`` is held whole,
+    it becomes a :class:`ReadError` naming its size and the limit (:func:`oversized_reason`) and the
+    elements after it are read. The texts are parsed by :class:`_ParseRecord`, each on its own."""
+
+    def __init__(self, max_record_bytes: int = None):
+        self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
+
     def process(self, readable):
-        path = readable.metadata.path
+        import zlib
+
+        path, index, encoding = readable.metadata.path, 0, "utf-8"
         try:
-            with readable.open() as f:  # its read() would stop at 16 MiB of a compressed file
-                raw = read_all(f)
-        except Exception as exc:  # noqa: BLE001 - corrupt compressed data: the reason names it
-            return [
-                beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"cannot read file {path} ({type(exc).__name__}: {exc})", "", source=path)
-                )
-            ]
-        encoding = edge.text_encoding(raw)
-        try:
-            text = raw.decode(encoding).lstrip("\ufeff")
+            with readable.open() as f:  # in pieces: its read() would stop at 16 MiB of a compressed file
+                head = b""
+                while len(head) < edge.ENCODING_PROBE_BYTES:
+                    piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
+                    if not piece:
+                        break
+                    head += piece
+                encoding = edge.text_encoding(head)
+                read = _utf8_reader(f, encoding, head)
+                for value in edge.json_values(read, self.max_record_bytes, OVERSIZED_RAW_BYTES, READ_CHUNK):
+                    yield (path, value.index, _json_element(path, value, self.max_record_bytes))
+                    index = value.index + 1
         except UnicodeDecodeError as exc:
-            return [
-                beam.pvalue.TaggedOutput(
-                    DEAD,
-                    dead_letter(
-                        "read", f"JSON file {path} is not valid {encoding.upper()} text: {exc}", raw.decode("utf-8", "replace"), source=path
-                    ),
-                )
-            ]
-        try:
-            data = edge.loads(text)
-        except (RecursionError, edge.RecordRejected) as rejected:
-            # one element too deep to parse, or repeating a key, must not take the others with it:
-            # parse them one by one (each is parsed again by edge.loads, so only it is rejected)
-            parts = edge.split_top_level_array(text)
-            if parts is None and isinstance(rejected, edge.RecordRejected):
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"JSON file {path}: {rejected}", text, source=path))]
-            if parts is None:
-                return [
-                    beam.pvalue.TaggedOutput(
-                        DEAD,
-                        dead_letter(
-                            "read",
-                            f"JSON file {path} is nested deeper than the JSON parser can follow "
-                            f"(records are limited to {edge.MAX_NESTING} levels)",
-                            text,
-                            source=path,
-                        ),
-                    )
-                ]
-            return [(path, i, part) for i, part in enumerate(parts)]
-        except ValueError as exc:
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON file {path}: {exc}", text, source=path))]
-        items = data if isinstance(data, list) else [data]
-        # a string element is a value, not JSON text to parse again (it would be read as a
-        # record, or "" dropped as a blank line): it is a dead letter like any non-object
-        return [
-            (path, i, ReadError("record is a str, not an object", dead_letter("read", "", rec).raw))
-            if isinstance(rec, str)
-            else (path, i, checked_record(rec))
-            for i, rec in enumerate(items)
-        ]
+            yield (path, index, ReadError(f"JSON file {path} looks like {encoding.upper()} (by its first bytes) but does "
+                                          f"not decode as it after {index} element(s): {exc}; records after this point "
+                                          "are missing", ""))
+        except (OSError, EOFError, zlib.error, ValueError) as exc:  # corrupt compressed data: the reason names it
+            yield (path, index, ReadError(f"cannot read file {path} after {index} element(s) ({type(exc).__name__}: "
+                                          f"{exc}); records after this point are missing", ""))
+
+
+def _json_element(path: str, value, limit: int):
+    """The payload of one :class:`~fair_forge_beam.io.edge.JsonValue` of a ``.json`` file: its text,
+    or a :class:`ReadError` (over the limit, not UTF-8, or where the file's structure breaks)."""
+    head = value.head.decode("utf-8", "replace")
+    if value.problem == "oversized":
+        return ReadError(oversized_reason(value.size, limit), head)
+    if value.problem:
+        return ReadError(f"invalid JSON file {path}: {value.problem}; records after this point are missing", head)
+    try:
+        return value.text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return ReadError(f"element {value.index} of JSON file {path} is not valid UTF-8: {exc}",
+                         value.text.decode("utf-8", "replace"))
 
 
 class _ParquetRowGroups(beam.DoFn):
@@ -982,9 +1008,11 @@ class ReadInteractions(beam.PTransform):
         slice_fields: session metadata fields to slice by (e.g. ``("region",)``): their values
             are kept in each ``Interaction.slice_values`` (:func:`slice_value`; a session header
             field, or in a flat record a top-level field).
-        max_record_bytes: largest JSON Lines record (one line, bytes; default
-            :data:`MAX_RECORD_BYTES`, 64 MiB): a longer line is never held whole, it becomes a
-            dead letter naming its size and the limit (:func:`bounded_lines`).
+        max_record_bytes: largest record read (bytes; default :data:`MAX_RECORD_BYTES`, 64 MiB):
+            one JSON Lines line, or one element of a ``.json`` file's top-level array (the text
+            between its separators; a file holding one value: that value). A longer one is never
+            held whole, it becomes a dead letter naming its size and the limit
+            (:func:`bounded_lines`, :class:`_ReadJsonFile`); the rest of the file is read.
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -1051,7 +1079,7 @@ class ReadInteractions(beam.PTransform):
 
     def expand(self, pbegin):
         p = pbegin.pipeline if hasattr(pbegin, "pipeline") else pbegin
-        record_pcolls, dead_pcolls = [], []
+        record_pcolls = []
         if self.retriever is not None:
             record_pcolls.append(
                 p
@@ -1064,16 +1092,14 @@ class ReadInteractions(beam.PTransform):
             if fmt == "jsonl":
                 record_pcolls.append(p | f"{lbl}ReadJsonl" >> beam.io.Read(_JsonLinesSource(pattern, self.max_record_bytes)))
             elif fmt == "json":
-                res = (
+                record_pcolls.append(
                     p
                     | f"{lbl}Pattern" >> beam.Create([pattern])
                     | f"{lbl}Match" >> fileio.MatchAll()
                     | f"{lbl}Spread" >> beam.Reshuffle()
                     | f"{lbl}Open" >> fileio.ReadMatches()
-                    | f"{lbl}ReadJson" >> beam.ParDo(_ReadJsonFile()).with_outputs(DEAD, main="main")
+                    | f"{lbl}ReadJson" >> beam.ParDo(_ReadJsonFile(self.max_record_bytes))
                 )
-                record_pcolls.append(res.main)
-                dead_pcolls.append(res[DEAD])
             else:
                 record_pcolls.append(
                     p
@@ -1086,6 +1112,4 @@ class ReadInteractions(beam.PTransform):
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
         out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
                                       slice_fields=self.slice_fields)
-        if dead_pcolls:
-            out["dead_letter"] = (out["dead_letter"], *dead_pcolls) | "FlattenReadDead" >> beam.Flatten()
         return out

@@ -382,6 +382,31 @@ def _slices_of(g: dict) -> Union[str, list]:
     return "overall"
 
 
+def exact_float(text: str) -> float:
+    """The float a number text means, or ``ValueError`` (one line) when it means none exactly:
+    digits other than ASCII ``0-9`` (``"١.٥"``: Python's ``float`` accepts every Unicode digit), a
+    value past the largest float (``1e400``) or one so small that it becomes 0 (``1e-400``). ``inf``
+    and ``nan`` (TOML's) pass as they are, for the checks that name the field. Used for gate
+    thresholds and margins (``--gate``) and every float of a ``--config`` file."""
+    if text.strip().lstrip("+-") in ("inf", "nan"):
+        return float(text)
+    if not re.fullmatch(_NUMBER, text, flags=re.ASCII):
+        raise ValueError(f"{text!r} is not a number written with the digits 0-9")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is too large for a number (the largest is about 1.8e308)")
+    if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
+        raise ValueError(f"{text!r} is too small for a number: it would become 0 (the smallest is about 4.9e-324)")
+    return value
+
+
+def _number(gate: str, text: str) -> float:
+    try:
+        return exact_float(text)
+    except ValueError as exc:
+        raise GateConfigError(f"gate {gate!r}: {exc}") from None
+
+
 def parse_gate(text: str, name: Optional[str] = None) -> Gate:
     """Parse the compact gate syntax: ``"<metric> <field> <stat> <op> <threshold> [for every
     <key name> | for [<key name>] <key>] [in every slice | in every <dimension> | in [slice]
@@ -401,19 +426,19 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
             g = m.groupdict()
             data = {"kind": "coverage", "metric": g["metric"], "field": g["baseline"] or g["field"]}
             if not g["baseline"]:
-                data.update(op=g["op"], threshold=float(g["threshold"]), slices=_slices_of(g))
+                data.update(op=g["op"], threshold=_number(text, g["threshold"]), slices=_slices_of(g))
     elif first == "regression":
         m = _REGRESSION_RE.match(text)
         if m:
             g = m.groupdict()
             data = {"kind": "regression", "metric": g["metric"], "field": g["field"], "slices": _slices_of(g),
-                    "key": g["key"], "for_every": g["for_every"], "margin": float(g["margin"] or 0.0)}
+                    "key": g["key"], "for_every": g["for_every"], "margin": _number(text, g["margin"] or "0")}
     else:
         m = _GATE_RE.match(text)
         if m:
             g = m.groupdict()
             data = {"metric": g["metric"], "field": g["field"], "stat": g["stat"], "op": g["op"],
-                    "threshold": float(g["threshold"]), "slices": _slices_of(g), "key": g["key"],
+                    "threshold": _number(text, g["threshold"]), "slices": _slices_of(g), "key": g["key"],
                     "for_every": g["for_every"]}
     if m and m.groupdict().get("op") is not None and m.group("op") not in OPERATORS:
         raise GateConfigError(f"gate {text!r}: {unknown_operator(m.group('op'))}")

@@ -42,7 +42,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 
-__all__ = ["STALE_OUTPUTS", "SHARD_PATTERNS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
+__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "check_output_folder", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
@@ -51,17 +51,10 @@ log = logging.getLogger(__name__)
 #: outputs of other run kinds and older layouts: a run removes them from a reused --output folder
 #: (gates.json of a gated run, a windowed run's windows/, the single-file layout, the driver's scratch parts)
 STALE_OUTPUTS = ("gates.json", "dead_letter.jsonl", "data_quality.jsonl", "_parts", "windowed_results.json", "windows/")
-#: the files a run writes inside each shard folder (glob patterns relative to the folder): only these
-#: are removed from a reused folder, so a user's own file inside ``sessions/`` (say) is kept
-SHARD_PATTERNS = {
-    "results.parquet/": ("part-*",),
-    "sessions/": ("part-*", "*/part-*"),
-    "slices/": ("part-*", "*/part-*"),
-    "dead_letter/": ("part-*",),
-    "data_quality/": ("part-*",),
-    "stats/": ("manifest.json", "*/part-*"),
-    "windows/": ("*-*-*.jsonl",),
-}
+#: the run's own folders (every owned name ending in ``/``) are replaced whole: a file found inside one
+#: (a user's note, a stray ``.parquet`` in ``results.parquet/``, a killed run's partial shard) is not
+#: kept, so ``pandas.read_parquet("OUT/results.parquet")`` reads this run's shards and nothing else.
+#: A user's own files at the top level of the folder are kept (decision, docs/data.md).
 #: written last into a published folder: its presence means the folder holds one complete run
 MARKER = "_SUCCESS"
 #: every name a run of the main job owns in its output folder (anything else there is the user's)
@@ -197,29 +190,26 @@ def _remove_temporaries(folder: str) -> None:
 
 
 def _remove_owned(out: str, owned: Iterable[str], fs=None) -> None:
-    """Delete ``owned`` outputs in ``out`` (named files and folders; inside the shard folders of
-    :data:`SHARD_PATTERNS`, the shard files only) and Beam's temporaries; a user's file stays.
-    ``fs``: Beam's ``FileSystems`` (default) or a stand-in with ``exists``/``match``/``delete``."""
+    """Delete ``owned`` outputs in ``out`` — named files, and the run's own folders (names ending in
+    ``/``) whole, whatever they hold — and Beam's temporaries anywhere under ``out``; a user's file at
+    the top level stays. ``fs``: Beam's ``FileSystems`` (default) or a stand-in with
+    ``exists``/``match``/``delete``."""
     fs = fs or _fs()
-    stale, folders = [], []
+    stale = []
     for name in owned:
         path = f"{out}/{name.rstrip('/')}"
-        if name in SHARD_PATTERNS:  # a shard folder: its shards only, never a file the user put there
-            folders.append(path)
-            patterns = [f"{path}/{p}" for p in SHARD_PATTERNS[name]]
-            stale += [m.path for r in fs.match(patterns) for m in r.metadata_list]
-        elif name.endswith("/") and not _is_local(out):
-            stale += _list_files(path)
+        if name.endswith("/") and _is_local(out):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.remove(path)
+        elif name.endswith("/"):
+            stale += [m.path for r in fs.match([f"{path}/**"]) for m in r.metadata_list]
         elif fs.exists(path):
             stale.append(path)
     if stale:
         fs.delete(stale)
     _remove_temporaries(out)
-    for path in folders:  # local shard folders left empty go too (object stores have no folders)
-        if os.path.isdir(path):
-            for root, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
-                if not os.listdir(root):
-                    os.rmdir(root)
 
 
 # ----------------------------------------------------------------------------- usage checks
@@ -410,26 +400,15 @@ def _carry(src: str, dst: str) -> None:
 
 
 def _carry_user_files(old: str, new: str, owned: tuple) -> None:
-    """Hard-link (or copy) into ``new`` every file of ``old`` that is not an output of ours: entries
-    not in ``owned``, and inside the shard folders the files that are not shards. Beam's
-    temporaries are left behind; a name the new run wrote wins."""
+    """Hard-link (or copy) into ``new`` every top-level entry of ``old`` that is not an output of
+    ours (not in ``owned``; the run's own folders are replaced whole, nothing inside them is
+    carried). Beam's temporaries are left behind; a name the new run wrote wins."""
     names = {n.rstrip("/") for n in owned}
-    shard = {n.rstrip("/"): SHARD_PATTERNS[n] for n in owned if n in SHARD_PATTERNS}
     for entry in os.scandir(old):
         name = entry.name
         if _is_temporary(name) or name.startswith(_STAGE):
             continue
-        if name in shard and entry.is_dir(follow_symlinks=False):
-            for root, dirs, files in os.walk(entry.path):
-                dirs[:] = [d for d in dirs if not _is_temporary(d)]
-                for f in files:
-                    rel = os.path.relpath(os.path.join(root, f), entry.path)
-                    dst = os.path.join(new, name, rel)
-                    if _is_temporary(f) or any(fnmatch.fnmatch(rel, p) for p in shard[name]) or os.path.lexists(dst):
-                        continue
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    _carry(os.path.join(root, f), dst)
-        elif name not in names and not os.path.lexists(os.path.join(new, name)):
+        if name not in names and not os.path.lexists(os.path.join(new, name)):
             _carry(entry.path, os.path.join(new, name))
 
 
@@ -619,10 +598,9 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
     Returns:
         The normalised folder path.
 
-    Only this layout's outputs are removed (:data:`OWNED_OUTPUTS`: named files, and inside the shard
-    folders the shard files of :data:`SHARD_PATTERNS`; a shard folder left empty is removed too), with
-    Beam's temporaries anywhere under it (:data:`TEMPORARY_PATTERNS`); anything else a user keeps
-    there stays.
+    Only this layout's outputs are removed (:data:`OWNED_OUTPUTS`: named files, and the run's own
+    folders whole), with Beam's temporaries anywhere under it (:data:`TEMPORARY_PATTERNS`); a user's
+    files at the top level of the folder stay.
 
     Raises:
         ValueError: ``output`` is a file, or the folder cannot be created (one-line message for

@@ -111,6 +111,10 @@ class Reply:
     ``Transfer-Encoding: chunked`` (no ``Content-Length``: the client learns the size only by
     reading); ``gzip`` compresses it (``Content-Encoding: gzip``, chunked): a small wire size
     for a large decoded reply.
+
+    Slow replies: ``drip`` > 0 writes the body one byte at a time, ``drip`` seconds apart (each
+    read of a client gets a byte well within its time-out; the whole reply takes ``drip`` × its
+    size); with ``drip_headers`` the status line and headers are dripped too.
     """
 
     content: Optional[str] = None
@@ -124,6 +128,8 @@ class Reply:
     pad_to: int = 0
     chunked: bool = False
     gzip: bool = False
+    drip: float = 0.0
+    drip_headers: bool = False
 
 
 @dataclass
@@ -512,7 +518,32 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             completion = app._completion(req, reply)
             app._record_status(200, completion["usage"])
-            self._send(200, json.dumps(completion, ensure_ascii=False).encode("utf-8"), reply.headers)
+            body = json.dumps(completion, ensure_ascii=False).encode("utf-8")
+            if reply.drip > 0:
+                self._send_dripped(reply, body)
+            else:
+                self._send(200, body, reply.headers)
+
+    def _send_dripped(self, reply: Reply, body: bytes) -> None:
+        """A 200 with ``body``, written one byte every ``reply.drip`` s (the headers too with
+        ``reply.drip_headers``); stops when the client hangs up or the server stops."""
+        head = b"".join([b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n",
+                         b"Content-Length: %d\r\n" % len(body),
+                         *(f"{k}: {v}\r\n".encode("latin-1") for k, v in reply.headers.items()), b"\r\n"])
+        try:
+            if not reply.drip_headers:
+                self.wfile.write(head)
+                self.wfile.flush()
+                head = b""
+            data = head + body
+            for i in range(len(data)):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                if not self.app._sleep(reply.drip):
+                    return
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            pass
+        self.close_connection = True
 
 
 def main(argv: Optional[list] = None) -> None:

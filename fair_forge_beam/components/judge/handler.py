@@ -56,7 +56,7 @@ from fair_forge_beam.components.judge.parsing import (
     split_reasoning,
 )
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bound_replies, bounded_chat_completion
+from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
 
@@ -340,8 +340,7 @@ class _JudgeClient:
         self._secret = "" if api_key == _NO_KEY else api_key
         self._local = threading.local()
         self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
-        http_client = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request],
-                                                             "response": [bound_replies(cfg.max_reply_bytes)]})
+        http_client = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
         self.client = openai.OpenAI(
             api_key=api_key,
             base_url=cfg.base_url,
