@@ -177,6 +177,19 @@ def test_helpers_and_validation():
         render_request('{"q": {{ query | tojson }}', {"query": "x"})
     with pytest.raises(ValueError, match="request template"):
         render_request('{"q": {{ nope | tojson }}}', {})
+    # a misspelled name is named, with the names a template can use (hostile-tester trial, issue 28)
+    with pytest.raises(ValueError, match=r"unknown variable\(s\) querry \(known: query, turn_index\)"):
+        render_request('{"q": {{ querry | tojson }}}', {"query": "x", "turn_index": 0})
+    with pytest.raises(ValueError, match="unknown variable"):  # refused when the handler is built
+        AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template='{"q": {{ querry | tojson }}}',
+                         response_path="a")
+    # values built in the template are bounded: '*' and '**' cannot hold a worker's memory or CPU
+    for huge in ('{"q": {{ ("a" * 10**10) | tojson }}}', '{"q": {{ ([1] * 10**9) | tojson }}}',
+                 '{"q": {{ 10 ** 100000 }}}', '{"q": {{ (10**9 * "ab") | tojson }}}'):
+        with pytest.raises(ValueError, match="over the template limit"):
+            render_request(huge, {})
+    assert render_request('{"q": {{ ("ab" * 3) | tojson }}, "n": {{ 2 ** 10 }}, "m": {{ 6 * 7 }}}', {}) == {
+        "q": "ababab", "n": 1024, "m": 42}
     assert render_request('{% set x = query|tojson %}{"q": {{ x }}}', {"query": "a"}) == {"q": "a"}
     assert response_field({"a": [{"b": "x"}]}, "a.0.b") == "x"
     with pytest.raises(ValueError):

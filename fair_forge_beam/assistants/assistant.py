@@ -114,11 +114,42 @@ def _only_json(value: Any) -> Any:
                     "(text from outside is hostile)")
 
 
-def _template(source: str):
-    from jinja2 import StrictUndefined, pass_eval_context
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+#: the longest string or list a request template may build with ``*``; an integer built with ``**``
+#: may have at most 4,300 digits (Python's own limit for printing an integer)
+MAX_TEMPLATE_VALUE = 1_000_000
 
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
+
+def _bounded_sandbox():
+    """jinja2's immutable sandbox, whose ``*`` refuses to build a string or list longer than
+    :data:`MAX_TEMPLATE_VALUE` and ``**`` an integer of more than 4,300 digits (``"a" * 10**10`` or
+    ``10 ** 10 ** 10`` would hold a worker's memory or CPU; the sandbox bounds ``range`` only)."""
+    import math
+
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+    def size(v) -> int:
+        return len(v) if isinstance(v, (str, bytes, list, tuple)) else 1
+
+    class BoundedSandbox(ImmutableSandboxedEnvironment):
+        intercepted_binops = frozenset(["*", "**"])
+
+        def call_binop(self, context, operator, left, right):
+            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right))
+            if operator == "*" and isinstance(right, int) and not ints and size(left) * max(right, 0) > MAX_TEMPLATE_VALUE \
+                    or operator == "*" and isinstance(left, int) and not ints and size(right) * max(left, 0) > MAX_TEMPLATE_VALUE \
+                    or operator == "**" and ints and right > 0 and abs(left) > 1 \
+                    and right * math.log10(abs(left)) > 4300:
+                raise SecurityError(f"{operator!r} would build a value over the template limit ({MAX_TEMPLATE_VALUE:,} "
+                                    "items, 4,300 digits)")
+            return super().call_binop(context, operator, left, right)
+
+    return BoundedSandbox
+
+
+def _template(source: str, names=None):
+    from jinja2 import StrictUndefined, meta, pass_eval_context
+
+    env = _bounded_sandbox()(undefined=StrictUndefined, autoescape=False, finalize=_only_json)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
     env.filters["tojson"] = pass_eval_context(_tojson)
     from jinja2 import nodes
@@ -130,6 +161,9 @@ def _template(source: str):
         kind = "filter" if isinstance(block, nodes.FilterBlock) else "call"
         raise _RawValue(f"{{% {kind} %}} blocks are not allowed: their output escapes the rule that every {{{{ … }}}} "
                         "must end in | tojson, and tojson must be its last filter (text from outside is hostile)")
+    unknown = sorted(meta.find_undeclared_variables(tree) - set(names or ()) - set(env.globals)) if names is not None else []
+    if unknown:  # a misspelled name: named here, not a TypeError about an undefined object
+        raise _RawValue(f"unknown variable(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})")
     return env.from_string(tree)
 
 
@@ -143,7 +177,7 @@ def render_request(template: str, values: Mapping[str, Any]) -> Any:
             that is not JSON.
     """
     try:
-        text = _template(template).render(**values)
+        text = _template(template, values).render(**values)
     except _RawValue as exc:
         raise ValueError(f"request template: {exc}") from None
     except Exception as exc:  # noqa: BLE001 — TemplateError, TypeError (| tojson of an undefined name), OverflowError (range), RecursionError, ...
