@@ -444,3 +444,20 @@ def test_a_regression_gate_that_compared_nothing_is_skipped_not_passed(tmp_path,
     html = render_report(now, gates=[flat], gate_outcome=gates_report(evaluate_gates(now, [flat], before), [flat], 0.95),
                          with_plots=False)
     assert "Nothing was checked" in html and "not a green run" in html
+
+
+def test_assistants_of_baseline_reads_how_the_baseline_was_sliced_not_what_it_scored():
+    """A baseline night that scored nothing (every answer a dead letter: a Spanish-only export) has
+    no assistant slice but was sliced by assistant_id: the gate is valid and checks nothing
+    (skipped). It was a usage error ('the baseline has no per-assistant slices'), so every later
+    night failed with exit 2 until the folder was removed by hand (issue 27, fresh-user trial). A
+    baseline not sliced by assistant_id is still a usage error naming its slices."""
+    scored_nothing = _doc("bayesian", [], {"overall": 26, "assistant_id=sushi_bot": 26})
+    doc = _doc("bayesian", [_tox("overall", 2, 40, 20), _tox("assistant_id=a", 2, 40, 20)],
+               {"overall": 40, "assistant_id=a": 40})
+    gates = resolve_gates(["coverage assistants_of_baseline"], ["toxicity"], True, DIMS, scored_nothing)
+    (check,) = evaluate_gates(doc, gates, scored_nothing)
+    assert check.status == "skipped" and "no assistant scored" in check.reason
+    other = {**scored_nothing, "config": {**scored_nothing["config"], "slices": ["overall", "language"]}}
+    with pytest.raises(GateConfigError, match="the baseline was not sliced by assistant_id \\(its slices: overall, language\\)"):
+        resolve_gates(["coverage assistants_of_baseline"], ["toxicity"], True, DIMS, other)

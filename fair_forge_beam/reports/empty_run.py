@@ -84,9 +84,14 @@ def fail_empty_run(reason: str, out: str) -> NoReturn:
 
         fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
 
+    (``is not written`` when ``out`` does not exist yet.)
+
     ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data)."""
+    from apache_beam.io.filesystems import FileSystems
+
     from fair_forge_beam.reports.summary import printable
 
-    print(f"fair-forge-beam: empty run: {printable(reason)}; {printable(out)} is left as it was (exit code "
+    kept = "is left as it was" if FileSystems.exists(out) else "is not written"  # a first run has no folder yet
+    print(f"fair-forge-beam: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
           f"{EMPTY_RUN_EXIT_CODE}; --allow-empty publishes such a run)", file=sys.stderr)
     raise EmptyRun(reason)

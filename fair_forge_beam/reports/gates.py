@@ -578,9 +578,11 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
     if g.field == "assistants_of_baseline":
         if baseline is None:
             problems.append(f"{where}: needs the baseline run: give --baseline DIR")
-        elif not any(str(r.get("slice", "")).startswith("assistant_id=") for m in (baseline.get("metrics") or {}).values()
-                     for r in (m or {}).get("slices") or []):
-            problems.append(f"{where}: the baseline has no per-assistant slices (it was not sliced by assistant_id)")
+        elif "assistant_id" not in ((baseline.get("config") or {}).get("slices") or SLICE_DIMENSIONS):
+            # what the baseline was sliced by, not what it scored: a baseline that scored nothing
+            # (every answer a dead letter) has no assistant slice, and the gate then checks nothing
+            problems.append(f"{where}: the baseline was not sliced by assistant_id (its slices: "
+                            f"{', '.join((baseline.get('config') or {}).get('slices') or ())})")
         if "assistant_id" not in slice_dims:
             problems.append(f"{where}: this audit does not slice by assistant_id (slices: {', '.join(slice_dims)})")
         return
@@ -782,9 +784,12 @@ def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optiona
 
 def _missing_slice(doc: dict, metric: str, slice_key: str, records: list[dict]) -> str:
     missing = slice_key.endswith("=*") and any(r.get("slice") == slice_key[:-1] + MISSING_VALUE for r in records)
-    return (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
-            f"{slice_key[:-1] + MISSING_VALUE!r})" if missing else
-            f"no slice {slice_key!r} in the results of {metric} (scored interactions: {_scored(doc, metric)})")
+    if missing:
+        return (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
+                f"{slice_key[:-1] + MISSING_VALUE!r})")
+    if slice_key.endswith("=*"):  # 'in every <dimension>' and no slice of that dimension at all
+        return f"no {slice_key[:-2]} slice in the results of {metric}: nothing scored (scored interactions: {_scored(doc, metric)})"
+    return f"no slice {slice_key!r} in the results of {metric} (scored interactions: {_scored(doc, metric)})"
 
 
 def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None) -> list[GateCheck]:
