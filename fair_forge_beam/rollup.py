@@ -63,8 +63,28 @@ def _jsonable(v):
     return str(v)
 
 
+def input_fingerprints(patterns: Sequence[str]) -> list[list]:
+    """``[path, size in bytes, last modified (epoch seconds)]`` of every file the input ``patterns``
+    match (any Beam filesystem), sorted: what a roll-up compares to refuse one input read by two of
+    its runs (a night re-run into a new folder). A pattern that matches nothing adds nothing."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.read import absolute_pattern
+
+    out = set()
+    for pattern in patterns:
+        try:
+            found = FileSystems.match([absolute_pattern(pattern)])
+        except Exception:  # noqa: BLE001 - an unreadable pattern is the reader's error, not the manifest's
+            continue
+        for r in found:
+            for m in r.metadata_list:
+                out.add((m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0)))
+    return [list(t) for t in sorted(out)]
+
+
 def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[str] = None,
-                   audit_runs: Optional[Sequence[str]] = None) -> dict:
+                   audit_runs: Optional[Sequence[str]] = None, input_files: Optional[Sequence] = None) -> dict:
     """An audit's ``stats/manifest.json`` content (before the stored metrics are added): the
     product version, ``results.json``'s ``config`` (inputs included), every option that builds
     the metrics (``options``: the main job's options by ``dest``, plus the computed
@@ -73,8 +93,9 @@ def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[s
     ``run_id``: the run's id (the one its ``_SUCCESS`` marker holds:
     :func:`~fair_forge_beam.reports.output_folder.run_id_of` its stage); ``audit_runs``: the ids of
     the audit runs the stored statistics are made of (default ``[run_id]``: an audit is made of
-    itself; a roll-up gives the union of its inputs'). A roll-up refuses inputs that share one
-    (:func:`check_no_overlap`)."""
+    itself; a roll-up gives the union of its inputs'). ``input_files``: the files read
+    (:func:`input_fingerprints`; a roll-up: the union of its runs'). A roll-up refuses inputs that
+    share an audit run or an input file (:func:`check_no_overlap`)."""
     from importlib import metadata
 
     try:
@@ -86,6 +107,8 @@ def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[s
     if run_id is not None:
         doc["run_id"] = run_id
         doc["audit_runs"] = sorted(set(audit_runs if audit_runs is not None else [run_id]))
+    if input_files is not None:
+        doc["input_files"] = sorted({tuple(f) for f in input_files})
     return doc
 
 
@@ -125,9 +148,10 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
     to be in one input only: a roll-up counts every audit run once.
 
     Raises:
-        ValueError: a folder given twice (by any path to it), or an audit run held by two inputs
-            (a roll-up and a run it already holds, two roll-ups of overlapping weeks, a copy of a run);
-            the message names the overlapping runs.
+        ValueError: a folder given twice (by any path to it), an audit run held by two inputs
+            (a roll-up and a run it already holds, two roll-ups of overlapping weeks, a copy of a run),
+            or an input file (same path, size and modification time) read by two inputs (a night
+            re-run into another folder); the message names the overlapping runs.
     """
     seen: dict[str, str] = {}
     for run_dir in runs:
@@ -146,6 +170,15 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
                 raise ValueError(f"the runs overlap: {owner[i]} and {run_dir} both hold audit run {i}; a roll-up counts "
                                  "each audit run once: give a roll-up or the runs it holds, not both")
             owner[i] = run_dir
+    read_by: dict[tuple, str] = {}
+    for run_dir, m in zip(runs, manifests):
+        for f in m.get("input_files") or ():
+            key = tuple(f)
+            if key in read_by and read_by[key] != run_dir:
+                raise ValueError(f"the runs overlap: {read_by[key]} and {run_dir} both read {f[0]} (the same file: "
+                                 f"{f[1]} bytes, modified at the same time); a roll-up counts each input once: give "
+                                 "one run of it (a night re-run into a new folder is a second run of the same data)")
+            read_by[key] = run_dir
     return sorted(owner)
 
 
@@ -288,6 +321,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         bad = _malformed_run_ids(m)
         if bad:  # a field present but of the wrong shape is never read as absent (it would hide an overlap)
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
+        _check_shards(run_dir, m)
         manifests.append(m)
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
@@ -300,6 +334,34 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
             raise ValueError(f"the runs were made with different settings: {runs[0]} and {run_dir} differ in {diff}; "
                              "roll up runs of one configuration")
     return manifests
+
+
+def _check_shards(run_dir: str, manifest: dict) -> None:
+    """Every shard of the run's stored tables is there: Beam names them ``part-SSSSS-of-NNNNN``, so
+    a table with a shard missing (or none: a deleted folder) is found before it is read, never
+    rolled up as if its sessions had not happened (issue 27, fresh-user trial: the counts held a
+    night whose estimates were gone).
+
+    Raises:
+        ValueError: a stored table with no shard, or with shards missing (naming the run and table).
+    """
+    import re
+
+    from apache_beam.io.filesystems import FileSystems
+
+    for folder in sorted(set((manifest.get("stored") or {}).values())):
+        names = [m.path.rsplit("/", 1)[-1] for r in FileSystems.match([f"{run_dir}/{folder}part-*.parquet"])
+                 for m in r.metadata_list]
+        found = set()
+        for n in names:
+            g = re.search(r"-(\d+)-of-(\d+)\.parquet$", n)
+            if g:
+                found.add((int(g[1]), int(g[2])))
+        totals = {t for _, t in found}
+        if not found or len(totals) != 1 or {i for i, _ in found} != set(range(next(iter(totals)))):
+            have = f"{len(found)} of {next(iter(totals))}" if len(totals) == 1 else str(len(names))
+            raise ValueError(f"{run_dir}: {folder} holds {have} shard(s) of the stored statistics: not a complete run "
+                             "(re-run that audit, or leave it out)")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -379,7 +441,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     static = {m: first["static"][m] for m in metrics}
     with staged_output(args.output) as out:  # an exception (SystemExit too) leaves --output untouched
         shown = args.output.rstrip("/")
-        stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members))
+        input_files = sorted({tuple(f) for m in manifests for f in m.get("input_files") or ()})
+        stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members, input_files))
         tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
         groups: dict[tuple, list[str]] = {}
         for m in metrics:

@@ -131,7 +131,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
     from fair_forge_beam.io.read import NoRecords, ReadInteractions, unmatched_patterns
     from fair_forge_beam.io.session_stats import WriteSessionStats
-    from fair_forge_beam.rollup import audit_manifest
+    from fair_forge_beam.rollup import audit_manifest, input_fingerprints
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
@@ -250,11 +250,13 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     log.info("reading %s; metrics %s; %s; runner %s", inputs, metrics, mode, runner)
 
     config, static = results_config(metrics, mode, inputs, slice_dims), metric_static(transforms)
+    input_files = input_fingerprints(inputs)  # in stats/manifest.json: a roll-up counts each input file once
 
     def build(p, folder: str) -> list:
         """The job graph, writing into ``folder``; returns every sink's result (for publish_after)."""
         # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
-        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static, run_id_of(folder)))
+        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static, run_id_of(folder),
+                                                         input_files=input_files))
         read = p | "Read" >> reader
         # engine metrics share their shuffles
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,

@@ -1,0 +1,73 @@
+"""A roll-up counts each input once and never rolls up a run whose stored statistics are gone
+(issue 27, fresh-user trial of scheduled audits).
+
+* A night re-run into another folder (after a kill, as the docs advise) is a new audit run of the
+  same file: each audit's ``stats/manifest.json`` records the files it read (path, size, time), and
+  a roll-up given both runs is a usage error naming the file — it counted the night twice (479
+  instead of 401 interactions read, 118 duplicate-turn warnings).
+* A run whose ``stats/sessions/`` shards are gone (deleted, half copied) is a usage error naming the
+  run — it was rolled up with its counts but without its estimates (170 read, every slice n = 88).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines import audit
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(audit.default_inputs()[1])
+COMMON = ["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--mode",
+          "frequentist"]
+
+
+def _night(tmp_path: Path, name: str, lines: slice) -> Path:
+    data = tmp_path / f"{name}.jsonl"
+    if not data.exists():
+        data.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[lines]), encoding="utf-8")
+    return data
+
+
+def _rollup(out: Path, runs: list):
+    from fair_forge_beam import rollup
+
+    return rollup.run([*[a for r in runs for a in ("--from", str(r))], "--output", str(out), "--quiet", "--no-report"])
+
+
+def test_a_night_rerun_into_another_folder_is_not_rolled_up_twice(tmp_path, capsys):
+    first = _night(tmp_path, "2026-12-01", slice(0, 8))
+    second = _night(tmp_path, "2026-12-02", slice(8, 16))
+    for out, data in (("a1", first), ("a2", second), ("a2-rerun", second)):
+        audit.run([*COMMON, "--input", str(data), "--output", str(tmp_path / out)])
+    files = json.loads((tmp_path / "a2" / "stats" / "manifest.json").read_text(encoding="utf-8"))["input_files"]
+    assert [f[0] for f in files] == [str(second)] and files[0][1] == second.stat().st_size
+    week = _rollup(tmp_path / "week", [tmp_path / "a1", tmp_path / "a2"])
+    held = json.loads((tmp_path / "week" / "stats" / "manifest.json").read_text(encoding="utf-8"))["input_files"]
+    assert sorted(f[0] for f in held) == [str(first), str(second)]  # a roll-up carries its runs' files
+    capsys.readouterr()
+    for runs in ([tmp_path / "a2", tmp_path / "a2-rerun"], [tmp_path / "week", tmp_path / "a2-rerun"]):
+        with pytest.raises(SystemExit) as exc:
+            _rollup(tmp_path / "twice", runs)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1, err
+        assert "the runs overlap" in err[0] and str(second) in err[0] and runs[0].name in err[0], err
+        assert not (tmp_path / "twice").exists()
+    assert week["summary"]["interactions_read"] > 0
+
+
+def test_a_run_without_its_stored_statistics_is_a_usage_error(tmp_path, capsys):
+    data = _night(tmp_path, "night", slice(0, 8))
+    audit.run([*COMMON, "--input", str(data), "--output", str(tmp_path / "a")])
+    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(tmp_path / "b")])
+    shutil.copytree(tmp_path / "b", tmp_path / "gone")
+    shutil.rmtree(tmp_path / "gone" / "stats" / "sessions")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "r", [tmp_path / "a", tmp_path / "gone"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "gone" in err[0] and "stats/sessions/" in err[0], err
+    assert "not a complete run" in err[0] and not (tmp_path / "r").exists()
