@@ -7,14 +7,18 @@ Beam options after ``--`` say otherwise):
 (a) **floor** — the smallest Beam pipeline doing the same bulk work as the audit's reading:
     read the file line by line, ``json.loads`` each line, explode the conversation into
     interactions and count them per assistant (``CombinePerKey``);
+(w) **work alone** — the audit's work without Beam on the same file (:func:`run_work_alone`):
+    the reader's parse and validation, Humanity's scorer and Toxicity's scorer (its classifier
+    in calls of ``--work-batch`` texts), CPU seconds of those parts only (building the metrics
+    and loading their models are left out; issue 26's "work alone");
 (b) **frequentist** — ``pipelines.audit --metrics humanity,toxicity --group-extractor keyword
     --mode frequentist --no-report --quiet`` on the same file;
 (c) **bayesian** — the same with ``--mode bayesian``.
 
 It prints the absolute wall-clock seconds of each run, its CPU seconds (this process and its
 finished children: on a machine shared with other jobs the wall clock follows the load, CPU time
-much less) and the two ratios of the issue, on both clocks: audit/floor (frequentist) and
-bayesian/frequentist. With ``--repeat R`` each of (a)-(c) runs R
+much less) and the ratios of issue 26, on both clocks: audit/work alone (frequentist; target at most 1.5x CPU),
+bayesian/frequentist (target at most 1.2x CPU) and, as before, audit/floor. With ``--repeat R`` each of (a)-(c) runs R
 times, interleaved, and the ratios use the fastest run of each (the least disturbed by other
 processes on a shared machine); every single time is printed too.
 
@@ -144,6 +148,65 @@ def run_floor(path: str, out: str, beam_args: list[str]) -> tuple[float, int]:
     return seconds, int(Path(out).read_text().strip() or -1)
 
 
+def run_work_alone(path: str, batch: int) -> tuple[float, dict]:
+    """The work of the frequentist audit without Beam, on the same file: (seconds, CPU seconds per part).
+
+    Parts, each timed on its own (CPU seconds of this process):
+
+    * ``read`` — every line through the reader's own parse and validation
+      (``io.read._ParseRecord``: JSON edge checks, pydantic models of the session header and of
+      each turn) and each session's turn numbering (``_OrderStreamed``, the reader's grouping
+      done here with a dict);
+    * ``humanity`` — Humanity's scorer (``spec().scorer``, NRC lexicon) on every interaction;
+    * ``toxicity`` — Toxicity's scorer (HurtLex, keyword groups, VADER, the profanity-check
+      classifier) on every interaction, in batches of ``batch`` (each library's batch API:
+      the classifier scores ``batch`` texts per call).
+
+    The metrics are built as the main job builds them (``--group-extractor keyword``).
+    """
+    from fair_forge_beam.io import read as rd
+    from fair_forge_beam.metrics.registry import build_metric, statistical_mode
+    from pipelines.audit import build_parser
+
+    args = build_parser().parse_args(["--metrics", "humanity,toxicity", "--group-extractor", "keyword",
+                                      "--mode", "frequentist"])
+    mode = statistical_mode(args)
+    options = {**vars(args), "clustering": False, "slices": None}
+    scorers = {m: build_metric(m, mode, options).spec().scorer for m in ("humanity", "toxicity")}
+    for s in scorers.values():
+        s.setup()
+    parts: dict = {}
+    wall = time.perf_counter()  # from here: building the metrics and loading their models is not the work
+    c0 = cpu_seconds()
+    parse, order = rd._ParseRecord(), rd._OrderStreamed()
+    groups: dict = {}
+    with open(path, "rb") as f:
+        for i, line in enumerate(f):
+            for out in parse.process((path, i, line)):
+                if isinstance(out, beam_tagged()) and out.tag == rd._STREAMED:
+                    key, value = out.value
+                    groups.setdefault(key, []).append(value)
+    interactions = [x for kv in groups.items() for x in order.process(kv) if not isinstance(x, beam_tagged())]
+    del groups
+    parts["read"] = cpu_seconds() - c0
+    c0 = cpu_seconds()
+    n_h = sum(1 for x in interactions for _ in scorers["humanity"].process(x))
+    parts["humanity"] = cpu_seconds() - c0
+    c0 = cpu_seconds()
+    tox = scorers["toxicity"]
+    n_t = sum(len(tox.process(interactions[i:i + batch])) for i in range(0, len(interactions), batch))
+    parts["toxicity"] = cpu_seconds() - c0
+    if not (n_h == n_t == len(interactions)):
+        raise SystemExit(f"work alone: {len(interactions)} interactions, {n_h} humanity and {n_t} toxicity outputs")
+    return time.perf_counter() - wall, parts
+
+
+def beam_tagged():
+    from fair_forge_beam._beam import beam
+
+    return beam.pvalue.TaggedOutput
+
+
 def run_audit(path: str, mode: str, out: str, beam_args: list[str]) -> float:
     from pipelines.audit import run
 
@@ -161,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (0)")
     ap.add_argument("--data", help="path of the JSONL file (default: a temporary file); reused when it exists "
                                    "and was made with the same --n and --seed")
+    ap.add_argument("--work-batch", type=int, default=4096,
+                    help="interactions per call of Toxicity's scorer in the work-alone figure (4096)")
     ap.add_argument("--keep", action="store_true", help="keep the data file and the audit outputs")
     args, beam_args = ap.parse_known_args(argv)
     beam_args = [a for a in beam_args if a != "--"]
@@ -184,8 +249,9 @@ def main(argv=None) -> int:
     import fair_forge_beam.metrics.humanity  # noqa: F401
     import fair_forge_beam.metrics.toxicity  # noqa: F401
 
-    times: dict[str, list[float]] = {"floor": [], "frequentist": [], "bayesian": []}
+    times: dict[str, list[float]] = {"floor": [], "work alone": [], "frequentist": [], "bayesian": []}
     cpu: dict[str, list[float]] = {k: [] for k in times}
+    work_parts: list[dict] = []
     for r in range(args.repeat):
         c0 = cpu_seconds()
         t, counted = run_floor(path, os.path.join(work, "floor_count.txt"), beam_args)
@@ -193,6 +259,10 @@ def main(argv=None) -> int:
             raise SystemExit(f"floor counted {counted} interactions, expected {args.n}")
         times["floor"].append(t)
         cpu["floor"].append(cpu_seconds() - c0)
+        t, parts = run_work_alone(path, args.work_batch)
+        times["work alone"].append(t)
+        cpu["work alone"].append(sum(parts.values()))  # the work only: building the scorers is outside
+        work_parts.append(parts)
         for mode in ("frequentist", "bayesian"):
             c0 = cpu_seconds()
             times[mode].append(run_audit(path, mode, os.path.join(work, f"out_{mode}"), beam_args))
@@ -200,14 +270,22 @@ def main(argv=None) -> int:
         print(f"run {r + 1}: " + ", ".join(f"{k} {times[k][-1]:.2f} s ({cpu[k][-1]:.2f} CPU s)" for k in times), flush=True)
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
+    best_parts = {k: min(p[k] for p in work_parts) for k in work_parts[0]}
+    per = 1e6 / args.n
     print(f"n = {args.n} interactions, runner args {beam_args or '(FnApiRunner in-memory)'}, "
-          f"{args.repeat} run(s), fastest of each (wall clock; CPU seconds of this process and its children):")
-    for k in ("floor", "frequentist", "bayesian"):
-        print(f"  {k:<12} {best[k]:8.2f} s  ({args.n / best[k]:,.0f} interactions/s)  {best_cpu[k]:8.2f} CPU s")
-    print(f"  audit / floor (frequentist): {best['frequentist'] / best['floor']:.2f}x wall, "
-          f"{best_cpu['frequentist'] / best_cpu['floor']:.2f}x CPU")
-    print(f"  bayesian / frequentist:      {best['bayesian'] / best['frequentist']:.2f}x wall, "
-          f"{best_cpu['bayesian'] / best_cpu['frequentist']:.2f}x CPU")
+          f"{args.repeat} run(s), fastest of each (wall clock; CPU seconds of this process and its children); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}:")
+    for k in ("floor", "work alone", "frequentist", "bayesian"):
+        print(f"  {k:<12} {best[k]:8.2f} s  ({args.n / best[k]:,.0f} interactions/s)  {best_cpu[k]:8.2f} CPU s"
+              f"  ({best_cpu[k] * per:,.1f} CPU µs per interaction)")
+    print("  work alone, CPU µs per interaction: " + ", ".join(f"{k} {v * per:.1f}" for k, v in best_parts.items())
+          + f" (toxicity in batches of {args.work_batch})")
+    print(f"  audit / work alone (frequentist): {best_cpu['frequentist'] / best_cpu['work alone']:.2f}x CPU, "
+          f"{best['frequentist'] / best['work alone']:.2f}x wall  (target: at most 1.5x CPU)")
+    print(f"  bayesian / frequentist:           {best_cpu['bayesian'] / best_cpu['frequentist']:.2f}x CPU, "
+          f"{best['bayesian'] / best['frequentist']:.2f}x wall  (target: at most 1.2x CPU)")
+    print(f"  audit / floor (frequentist):      {best_cpu['frequentist'] / best_cpu['floor']:.2f}x CPU, "
+          f"{best['frequentist'] / best['floor']:.2f}x wall")
     if not args.keep:
         import shutil
 
