@@ -31,6 +31,9 @@ Per run it records:
   result partitions (sum of the vertices' ``write-bytes``/``read-bytes``: the data exchanged
   between the job's tasks, "shuffled"), and the jars each job carried (files and MB in the
   JobManager's and TaskManagers' ``blobStorage/job_<id>`` folders, largest seen);
+* the cluster's CPU split by kind of process, from the samples: the JVMs (``jvm_cpu_s``), the
+  Python SDK workers (``python_cpu_s``; a worker's last interval before it ends is missed) and the
+  rest (boot binaries, shells);
 * whether ``results.json`` is byte-identical to the in-memory run of the same size (it is
   runner-independent by contract; no field is excluded).
 
@@ -53,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -166,6 +170,9 @@ class Sampler(threading.Thread):
         self.jvm_hwm_kb: dict[str, int] = {}
         self.worker_hwm_kb: dict[int, int] = {}  # python worker pid -> largest VmHWM seen
         self.worker_cmd: dict[int, str] = {}
+        self.cpu_first: dict[int, int] = {}  # pid -> utime + stime (ticks) when first seen
+        self.cpu_last: dict[int, int] = {}  # ... when last seen
+        self.kind: dict[int, str] = {}  # pid -> "jvm", "python" (SDK worker) or "other" (boot, shells)
         self.workers_sum_kb = 0  # largest sum of the workers' VmRSS at one sample
         self.workers_seen = 0
         self.blobs: dict[Path, tuple[int, int]] = {}  # blob folder of a job -> largest (files, bytes) seen
@@ -178,10 +185,14 @@ class Sampler(threading.Thread):
         if not self.roles:
             return
         total = 0
-        for pid, (group, _) in processes(list(self.roles)).items():
+        for pid, (group, f) in processes(list(self.roles)).items():
             role = self.roles[group]
             cmd = _cmdline(pid)
             exe = os.path.basename(cmd.split(" ", 1)[0])
+            ticks = int(f[11]) + int(f[12])
+            self.cpu_first.setdefault(pid, ticks)
+            self.cpu_last[pid] = ticks
+            self.kind[pid] = "jvm" if exe == "java" else "python" if exe.startswith("python") else "other"
             if exe == "java":
                 self.jvm_hwm_kb[role] = max(self.jvm_hwm_kb.get(role, 0), _status_kb(pid, "VmHWM"))
             elif role.startswith("taskmanager") and cmd:  # the boot binary and its python worker
@@ -200,6 +211,14 @@ class Sampler(threading.Thread):
                 pass
             old = self.blobs.get(d, (0, 0))
             self.blobs[d] = (max(old[0], files), max(old[1], size))
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds between the first and last sample, per kind of process (own CPU only, not
+        what it reaped; a process's last interval before it ended is missed)."""
+        out: dict[str, float] = {}
+        for pid, last in self.cpu_last.items():
+            out[self.kind[pid]] = out.get(self.kind[pid], 0.0) + (last - self.cpu_first[pid]) / TICK
+        return out
 
     def job_blobs(self, jid: str) -> tuple[int, float]:
         """(files, MB) of job ``jid`` in the JobManager's and the TaskManagers' blob stores, summed."""
@@ -249,12 +268,18 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
     groups = list(cluster.pids) if cluster is not None else []
     before = {j["jid"] for j in flink_jobs(cluster)} if cluster is not None else set()
     sampler = Sampler(cluster, interval)
+    sampler.sample()  # the JVMs' CPU baseline
     sampler.start()
     cpu0 = group_cpu(groups) if groups else 0.0
     t0 = time.time()
     with open(log, "w") as f:  # cwd: the run's folder (python -c puts it first on sys.path: never a checkout)
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=out.parent)
-        _, status, ru = os.wait4(proc.pid, 0)
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted: end the child too
+            proc.kill()
+            proc.wait()
+            raise
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.time() - t0
     cluster_cpu = group_cpu(groups) - cpu0 if groups else 0.0
@@ -278,6 +303,7 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
         rec.update(worker_peak_rss_mb=max(sampler.worker_hwm_kb.values(), default=0) / 1024,
                    workers_sum_peak_rss_mb=sampler.workers_sum_kb / 1024, worker_processes=len(sampler.worker_hwm_kb),
                    worker_commands=sorted(set(sampler.worker_cmd.values()))[:3],
+                   **{f"{kind}_cpu_s": v for kind, v in sampler.cpu_by_kind().items()},
                    staged_files=sampler.job_blobs(new[0])[0], staged_mb=sampler.job_blobs(new[0])[1])
     else:
         start, end = marks.get("t_run", t0), marks.get("t_results", marks["t_end"])
@@ -434,4 +460,5 @@ def main(argv=None, cluster=None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks run: clusters stop
     sys.exit(main())
