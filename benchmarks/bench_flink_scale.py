@@ -34,6 +34,8 @@ Per run it records:
 * the cluster's CPU split by kind of process, from the samples: the JVMs (``jvm_cpu_s``), the
   Python SDK workers (``python_cpu_s``; a worker's last interval before it ends is missed) and the
   rest (boot binaries, shells);
+* the five vertices that wrote most, with each subtask's bytes, input records and seconds (how
+  evenly the work is spread over the TaskManagers);
 * whether ``results.json`` is byte-identical to the in-memory run of the same size (it is
   runner-independent by contract; no field is excluded).
 
@@ -249,7 +251,15 @@ def flink_job_figures(cluster, jid: str) -> dict:
     job = rest(cluster, f"/jobs/{jid}")
     verts = job.get("vertices", [])
     m = [v.get("metrics", {}) for v in verts]
-    return {"job_state": job.get("state"), "job_start": job["start-time"] / 1000, "job_end": job["end-time"] / 1000,
+    top = sorted(verts, key=lambda v: -v.get("metrics", {}).get("write-bytes", 0))[:5]
+    heavy = []  # the vertices that wrote most, with what each of their subtasks wrote (skew)
+    for v in top:
+        subtasks = rest(cluster, f"/jobs/{jid}/vertices/{v['id']}").get("subtasks", [])
+        heavy.append({"name": v["name"][:160], "parallelism": v.get("parallelism"),
+                      "subtask_write_bytes": [s.get("metrics", {}).get("write-bytes", 0) for s in subtasks],
+                      "subtask_read_records": [s.get("metrics", {}).get("read-records", 0) for s in subtasks],
+                      "subtask_seconds": [s.get("duration", 0) / 1000 for s in subtasks]})
+    return {"heaviest_vertices": heavy, "job_state": job.get("state"), "job_start": job["start-time"] / 1000, "job_end": job["end-time"] / 1000,
             "tasks": sum(v.get("parallelism", 0) for v in verts), "vertices": len(verts),
             "write_bytes": sum(x.get("write-bytes", 0) for x in m),
             "read_bytes": sum(x.get("read-bytes", 0) for x in m),

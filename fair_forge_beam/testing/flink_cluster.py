@@ -113,7 +113,16 @@ class FlinkCluster:
     ``workdir``: folder for configuration, logs and scratch (a new temporary folder when ``None``;
     kept after :meth:`stop` so that logs survive failures — :attr:`log_dir`). ``timeout``: seconds
     to wait for the cluster and the job server. ``tm_memory``/``jm_memory``: each process's total
-    memory; ``tm_network``: a TaskManager's network buffer memory (Flink sizes). Artifacts default to the runner cache
+    memory; ``tm_network``: a TaskManager's network buffer memory; ``tm_managed``: its managed
+    memory (Flink's batch sorters); ``tm_off_heap``: its task off-heap (direct) memory; Flink sizes.
+    What is left of ``tm_memory`` after these, the JVM's metaspace and overhead and Flink's
+    framework memory is the task heap: about 1 GB with the defaults. Both are sized for Beam's
+    data plane, not for the data: Beam's runner side queues up to 100 data messages per stream
+    from a Python SDK worker, each up to about 10 MB (the SDK's flush size), and gRPC's Netty
+    buffers them in direct memory first. With the earlier 1600m (115 MB of task heap, 128 MB of
+    framework off-heap for all of gRPC) a 1M-interaction audit ran a TaskManager out of heap on
+    its first stage (the job then hung), and with 1 GB of heap out of direct memory on the
+    scoring stage (``benchmarks/bench_flink_scale.py``, docs/performance.md). Artifacts default to the runner cache
     (:func:`fair_forge_beam.testing.beam_runners.flink_artifacts`). :meth:`start` raises
     ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
     a process exits or the cluster is not ready in time; it stops what it started before raising.
@@ -135,7 +144,8 @@ class FlinkCluster:
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
-                 tm_memory: str = "1600m", jm_memory: str = "1024m",
+                 tm_memory: str = "3100m", jm_memory: str = "1024m", tm_managed: str = "460m",
+                 tm_off_heap: str = "512m",
                  tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None,
                  python: Optional[str] = None, stage_jars: Optional[bool] = None):
         self.stage_jars = (not share_classpath) if stage_jars is None else bool(stage_jars)
@@ -150,7 +160,8 @@ class FlinkCluster:
         self.share_classpath = bool(share_classpath)
         self.workdir = Path(workdir) if workdir else None
         self.timeout = timeout
-        self.tm_memory, self.jm_memory, self.tm_network = tm_memory, jm_memory, tm_network
+        self.tm_memory, self.jm_memory, self.tm_network, self.tm_managed = tm_memory, jm_memory, tm_network, tm_managed
+        self.tm_off_heap = tm_off_heap
         self.procs: list[subprocess.Popen] = []
         self.pids: list[int] = []
         self.rest_port = self.job_port = self.artifact_port = 0
@@ -243,6 +254,8 @@ class FlinkCluster:
             "jobmanager.rpc.port": rpc_port, "jobmanager.memory.process.size": self.jm_memory,
             "taskmanager.bind-host": "127.0.0.1", "taskmanager.host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": 1, "taskmanager.memory.process.size": self.tm_memory,
+            "taskmanager.memory.managed.size": self.tm_managed,
+            "taskmanager.memory.task.off-heap.size": self.tm_off_heap,
             # Beam's batch translation writes blocking (sort-shuffle) partitions, each of which
             # takes taskmanager.network.sort-shuffle.min-buffers (default 512) network buffers:
             # with the defaults the audit failed with "Insufficient number of network buffers:
