@@ -35,7 +35,7 @@ setup(
     packages=find_packages(include=["fair_forge_beam", "fair_forge_beam.*", "pipelines", "pipelines.*"]),
     package_data={"fair_forge_beam": ["data/examples/*", "data/hurtlex/*", "data/groups/*", "data/regulatory/*.md",
                                       "data/regulatory/*/*", "data/corpora/*.md", "data/corpora/*/*", "data/privacy/*",
-                                      "data/*.md", "templates/*.j2"]},
+                                      "data/*.md", "templates/*.j2", "testing/java/*.java"]},
     include_package_data=True,
     install_requires=_requirements(),
     extras_require=EXTRAS,

@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["pipeline_options", "run_pipeline", "WorkerProcessError"]
+__all__ = ["pipeline_options", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
 
 DEFAULT_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 _RUNNER_ALIASES = {"fnapirunner": DEFAULT_RUNNER, "fn_api_runner": DEFAULT_RUNNER}
@@ -35,6 +35,24 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
     elif isinstance(runner, str) and runner.lower() in _RUNNER_ALIASES:
         std.runner = _RUNNER_ALIASES[runner.lower()]
     return opts
+
+
+class JavaJobServerOptions(PipelineOptions):
+    """Options of Beam's Java job servers that Beam's Python SDK does not declare, so that they
+    reach the job server (Python drops an undeclared option, and the launcher refuses it as
+    unknown).
+
+    ``--pipeline_resources_detector_factory_class``: Java's
+    ``PipelineResourcesOptions.pipelineResourcesDetectorFactoryClass``, the factory of what finds the
+    jars a Java job server attaches to each job (default: every jar of its classpath). A local
+    Flink cluster whose JVMs have those jars on their classpath names
+    ``fair_forge_beam.flink.NothingToStage`` (:mod:`fair_forge_beam.testing.flink_cluster`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--pipeline_resources_detector_factory_class", default=None,
+                            help="Java job servers: class name of the PipelineResourcesDetector.Factory that finds the "
+                                 "jars each job carries (Beam's default: every jar of the job server's classpath)")
 
 
 class WorkerProcessError(RuntimeError):

@@ -853,6 +853,8 @@ def unknown_beam_options(args: Sequence[str]) -> list[str]:
     silently drop data."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    import fair_forge_beam.beam_pipeline  # noqa: F401 - declares JavaJobServerOptions
+
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     seen, stack = set(), list(PipelineOptions.__subclasses__())
     while stack:

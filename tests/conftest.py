@@ -93,7 +93,8 @@ def audit_once(shared_tmp_dir):
 # The modules of the runner suite (marked ``runners``), and the modules that share end-to-end runs
 # with it through ``audit_once``: under xdist these run in the runner suite's workers, so the
 # shared runs are not repeated in another process.
-RUNNER_MODULES = ("test_kafka_flink.py", "test_runners_integration.py")
+RUNNER_MODULES = ("test_kafka_flink.py", "test_runners_integration.py", "test_flink_scale.py")
+FLINK_MODULES = ("test_kafka_flink.py", "test_flink_scale.py")  # wholly in the Flink group
 SHARES_RUNNER_AUDITS = ("test_toxicity_runners.py",)
 FLINK_GROUP, RUNNERS_GROUP = "flink", "runners"
 FIRST_GROUPS = (FLINK_GROUP, RUNNERS_GROUP)  # the longest groups, started first
@@ -122,7 +123,7 @@ def xdist_scope(nodeid: str) -> str:
     if name.split("[", 1)[0] in OWN_GROUP.get(module, ()):
         return f"{module}::{name}"
     if module in RUNNER_MODULES:
-        return FLINK_GROUP if module == "test_kafka_flink.py" or "flink" in name else RUNNERS_GROUP
+        return FLINK_GROUP if module in FLINK_MODULES or "flink" in name else RUNNERS_GROUP
     return RUNNERS_GROUP if module in SHARES_RUNNER_AUDITS else module
 
 

@@ -43,6 +43,21 @@ measured by ``benchmarks/bench_flink_classpath.py``:
 
 ``share_classpath=False`` gives the previous behaviour (child-first per-job class loaders).
 
+No jars staged (``stage_jars=False``, the default with ``share_classpath``). Beam's Flink job
+server attaches every jar of its own classpath to each job (``FlinkJobInvoker``: the
+``ClasspathScanningResourcesDetector`` of ``PipelineResourcesOptions``), and Flink uploads them
+(160 jars, 156 MB here) to the JobManager's blob server and into every TaskManager's blob store
+at each submission, although with ``share_classpath`` the cluster has them on its classpath.
+:meth:`FlinkCluster.start` compiles ``java/NothingToStage.java`` (a detector factory that finds
+nothing; ``javac`` from the JDK) into ``<workdir>/nothing-to-stage.jar`` (a jar: a folder on the
+job server's classpath fails a job that stages), puts it on the job server's and the cluster's
+classpath, and :meth:`FlinkCluster.runner_args` adds
+``--pipeline_resources_detector_factory_class=fair_forge_beam.flink.NothingToStage`` (declared for
+the Python SDK by :class:`fair_forge_beam.beam_pipeline.JavaJobServerOptions`): the job carries
+no jars. ``runner_args(stage_jars=True)`` stages them for one job (Beam's default, for a
+comparison: ``benchmarks/bench_flink_scale.py --staging-ab``). Without ``javac`` the jars are
+staged, as before.
+
 Command line (the cluster outlives the command; ``stop`` ends exactly the processes ``start`` began)::
 
     python -m fair_forge_beam.testing.flink_cluster start --dir /tmp/ffb-flink
@@ -71,6 +86,8 @@ from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, write_worke
 __all__ = ["FlinkCluster", "free_port", "main"]
 
 _JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
+#: the detector factory of java/NothingToStage.java (binary name)
+NOTHING_TO_STAGE = "fair_forge_beam.flink.NothingToStage"
 _STATE = "cluster.json"
 
 
@@ -96,7 +113,16 @@ class FlinkCluster:
     ``workdir``: folder for configuration, logs and scratch (a new temporary folder when ``None``;
     kept after :meth:`stop` so that logs survive failures — :attr:`log_dir`). ``timeout``: seconds
     to wait for the cluster and the job server. ``tm_memory``/``jm_memory``: each process's total
-    memory; ``tm_network``: a TaskManager's network buffer memory (Flink sizes). Artifacts default to the runner cache
+    memory; ``tm_network``: a TaskManager's network buffer memory; ``tm_managed``: its managed
+    memory (Flink's batch sorters); ``tm_off_heap``: its task off-heap (direct) memory; Flink sizes.
+    What is left of ``tm_memory`` after these, the JVM's metaspace and overhead and Flink's
+    framework memory is the task heap: about 1 GB with the defaults. Both are sized for Beam's
+    data plane, not for the data: Beam's runner side queues up to 100 data messages per stream
+    from a Python SDK worker, each up to about 10 MB (the SDK's flush size), and gRPC's Netty
+    buffers them in direct memory first. With the earlier 1600m (115 MB of task heap, 128 MB of
+    framework off-heap for all of gRPC) a 1M-interaction audit ran a TaskManager out of heap on
+    its first stage (the job then hung), and with 1 GB of heap out of direct memory on the
+    scoring stage (``benchmarks/bench_flink_scale.py``, docs/performance.md). Artifacts default to the runner cache
     (:func:`fair_forge_beam.testing.beam_runners.flink_artifacts`). :meth:`start` raises
     ``FileNotFoundError`` when an artifact is missing and ``RuntimeError`` (with the log tail) when
     a process exits or the cluster is not ready in time; it stops what it started before raising.
@@ -111,12 +137,21 @@ class FlinkCluster:
     TaskManagers wrote no pane at all.
     ``python``: the interpreter the SDK workers run (default ``sys.executable``, the launching
     interpreter, by the path it was started with; see :mod:`fair_forge_beam.process_workers`).
+    ``stage_jars``: whether jobs carry the job server's jars (default: ``not share_classpath``;
+    see the module docstring). ``stage_jars=False`` needs ``share_classpath`` (``ValueError``
+    otherwise: the tasks would find no Beam classes); :meth:`start` turns it on, with a warning,
+    when there is no ``javac`` to compile the detector.
     """
 
     def __init__(self, task_managers: int = 2, workdir: Optional[os.PathLike] = None, timeout: float = 240.0,
-                 tm_memory: str = "1600m", jm_memory: str = "1024m",
+                 tm_memory: str = "3100m", jm_memory: str = "1024m", tm_managed: str = "460m",
+                 tm_off_heap: str = "512m",
                  tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None,
-                 python: Optional[str] = None):
+                 python: Optional[str] = None, stage_jars: Optional[bool] = None):
+        self.stage_jars = (not share_classpath) if stage_jars is None else bool(stage_jars)
+        if not self.stage_jars and not share_classpath:
+            raise ValueError("stage_jars=False needs share_classpath=True (the tasks load Beam's classes from the "
+                             "cluster's classpath)")
         self.parallelism = task_managers if parallelism is None else int(parallelism)
         if not 1 <= self.parallelism <= task_managers:
             raise ValueError(f"parallelism must be between 1 and task_managers={task_managers}, got {parallelism}")
@@ -125,7 +160,8 @@ class FlinkCluster:
         self.share_classpath = bool(share_classpath)
         self.workdir = Path(workdir) if workdir else None
         self.timeout = timeout
-        self.tm_memory, self.jm_memory, self.tm_network = tm_memory, jm_memory, tm_network
+        self.tm_memory, self.jm_memory, self.tm_network, self.tm_managed = tm_memory, jm_memory, tm_network, tm_managed
+        self.tm_off_heap = tm_off_heap
         self.procs: list[subprocess.Popen] = []
         self.pids: list[int] = []
         self.rest_port = self.job_port = self.artifact_port = 0
@@ -143,9 +179,15 @@ class FlinkCluster:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
 
-    def runner_args(self, parallelism: Optional[int] = None) -> list[str]:
+    def runner_args(self, parallelism: Optional[int] = None, stage_jars: Optional[bool] = None) -> list[str]:
         """Beam pipeline options that run a pipeline on this cluster with ``parallelism`` (default:
-        the cluster's, see the class docstring)."""
+        the cluster's, see the class docstring). ``stage_jars`` (default: the cluster's): whether
+        the job carries the job server's jars; ``False`` raises ``ValueError`` on a cluster that
+        stages them (no shared classpath, or no ``javac``)."""
+        stage = self.stage_jars if stage_jars is None else bool(stage_jars)
+        if not stage and not self._detector_ready():
+            raise ValueError("this cluster cannot run jobs without the job server's jars (share_classpath off, "
+                             "or NothingToStage not compiled)")
         return [
             "--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}",
             "--environment_type=PROCESS",
@@ -155,7 +197,47 @@ class FlinkCluster:
             # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
             # worker, re-importing the package and reloading models every time.
             "--environment_cache_millis=60000",
-        ]
+            # Beam's job-service timeout (300 s by default) is also the deadline of the state
+            # stream the launcher waits on: a longer job would fail with DEADLINE_EXCEEDED.
+            "--job_server_timeout=86400",
+        ] + ([] if stage else [f"--pipeline_resources_detector_factory_class={NOTHING_TO_STAGE}"])
+
+    @property
+    def detector_jar(self) -> Path:
+        """``<workdir>/nothing-to-stage.jar``: the compiled ``NothingToStage`` (on the job server's
+        and, with ``share_classpath``, the cluster's classpath)."""
+        return self.workdir / "nothing-to-stage.jar"
+
+    def _detector_ready(self) -> bool:
+        return self.share_classpath and self.workdir is not None and self.detector_jar.is_file()
+
+    def _compile_detector(self) -> None:
+        """Compile ``java/NothingToStage.java`` against the job server's jars into
+        :attr:`detector_jar`; without ``javac`` (a JRE) or when it fails, jobs stage their jars
+        (``stage_jars`` turned on, with a warning on stderr)."""
+        import importlib.resources
+        import zipfile
+
+        javac = shutil.which("javac")
+        source = importlib.resources.files("fair_forge_beam.testing").joinpath("java/NothingToStage.java")
+        self.detector_jar.unlink(missing_ok=True)
+        err = "no javac on PATH" if javac is None else None
+        if javac is not None:
+            classes = self.workdir / "tmp" / "nothing-to-stage"
+            shutil.rmtree(classes, ignore_errors=True)
+            with importlib.resources.as_file(source) as src:
+                proc = subprocess.run([javac, "-nowarn", "-cp", f"{self.job_server_lib()}/*", "-d", str(classes),
+                                       str(src)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                err = f"javac failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}"
+            else:
+                with zipfile.ZipFile(self.detector_jar, "w") as jar:
+                    for f in sorted(classes.rglob("*.class")):
+                        jar.write(f, f.relative_to(classes).as_posix())
+        if err:
+            if not self.stage_jars:
+                print(f"flink_cluster: {err}; jobs will stage the job server's jars", file=sys.stderr)
+            self.stage_jars = True
 
     # ---- start
     def _write_config(self, home: Path) -> Path:
@@ -172,6 +254,8 @@ class FlinkCluster:
             "jobmanager.rpc.port": rpc_port, "jobmanager.memory.process.size": self.jm_memory,
             "taskmanager.bind-host": "127.0.0.1", "taskmanager.host": "127.0.0.1",
             "taskmanager.numberOfTaskSlots": 1, "taskmanager.memory.process.size": self.tm_memory,
+            "taskmanager.memory.managed.size": self.tm_managed,
+            "taskmanager.memory.task.off-heap.size": self.tm_off_heap,
             # Beam's batch translation writes blocking (sort-shuffle) partitions, each of which
             # takes taskmanager.network.sort-shuffle.min-buffers (default 512) network buffers:
             # with the defaults the audit failed with "Insufficient number of network buffers:
@@ -235,12 +319,15 @@ class FlinkCluster:
         home = art["flink_home"]
         conf = self._write_config(home)
         self._write_worker_command(art["boot"])
+        if self.share_classpath:
+            self._compile_detector()
         env = {**os.environ, "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(self.log_dir),
                "FLINK_PID_DIR": str(self.workdir / "pid")}
         if self.share_classpath:
             # Flink's launch scripts append $HADOOP_CLASSPATH after Flink's own jars.
             env["HADOOP_CLASSPATH"] = os.pathsep.join(
-                [str(j) for j in self.cluster_jars()] + ([env["HADOOP_CLASSPATH"]] if env.get("HADOOP_CLASSPATH") else []))
+                [str(j) for j in self.cluster_jars()] + ([str(self.detector_jar)] if self._detector_ready() else [])
+                + ([env["HADOOP_CLASSPATH"]] if env.get("HADOOP_CLASSPATH") else []))
         try:
             self._spawn("jobmanager", [str(home / "bin" / "jobmanager.sh"), "start-foreground"], env)
             for i in range(self.task_managers):
@@ -251,7 +338,9 @@ class FlinkCluster:
 
             java_opts = yaml.safe_load((conf / "config.yaml").read_text())["env"]["java"]["opts"]["all"].split()
             self._spawn("job-server", [
-                java, "-Xmx512m", *java_opts, "-cp", f"{self.job_server_lib()}/*", _JOB_SERVER_MAIN,
+                java, "-Xmx512m", *java_opts, "-cp", os.pathsep.join(
+                    ([str(self.detector_jar)] if self._detector_ready() else []) + [f"{self.job_server_lib()}/*"]),
+                _JOB_SERVER_MAIN,
                 f"--flink-master=127.0.0.1:{self.rest_port}", f"--flink-conf-dir={conf}",
                 "--job-host=localhost", f"--job-port={self.job_port}", f"--artifact-port={self.artifact_port}",
                 "--expansion-port=-1", f"--artifacts-dir={self.workdir / 'artifacts'}",
@@ -306,13 +395,15 @@ class FlinkCluster:
         (self.workdir / _STATE).write_text(json.dumps({
             "pids": self.pids, "task_managers": self.task_managers, "rest_port": self.rest_port,
             "job_port": self.job_port, "artifact_port": self.artifact_port,
-            "parallelism": self.parallelism}), encoding="utf-8")
+            "parallelism": self.parallelism, "share_classpath": self.share_classpath,
+            "stage_jars": self.stage_jars}), encoding="utf-8")
 
     @classmethod
     def attach(cls, workdir: os.PathLike) -> "FlinkCluster":
         """The cluster recorded in ``workdir`` by a :meth:`start` of another process."""
         state = json.loads((Path(workdir) / _STATE).read_text(encoding="utf-8"))
-        c = cls(task_managers=state["task_managers"], workdir=workdir, parallelism=state.get("parallelism"))
+        c = cls(task_managers=state["task_managers"], workdir=workdir, parallelism=state.get("parallelism"),
+                share_classpath=state.get("share_classpath", True), stage_jars=state.get("stage_jars", True))
         c.pids, c.rest_port = state["pids"], state["rest_port"]
         c.job_port, c.artifact_port = state["job_port"], state["artifact_port"]
         return c

@@ -1,0 +1,474 @@
+"""The keyword audit at scale on the local Flink cluster and on the in-memory runner (issue 26,
+item 2; not a test).
+
+For each size of ``--sizes`` (interactions; default 100,000 and 1,000,000) the script writes
+``benchmarks/bench_engine.py``'s seeded synthetic sessions, then runs ``pipelines.audit
+--metrics humanity,toxicity --group-extractor keyword`` (frequentist, report written) once per
+runner of ``--runners``, each as a child process ``sys.executable -c WRAPPER`` (the wrapper calls
+``pipelines.audit.main`` and notes when the pipeline starts running and when the launcher reads
+``results.json`` back):
+
+* ``in_memory`` — Beam's FnApiRunner in the launching process;
+* ``flink`` — a fresh :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` per run
+  (JobManager, 2 TaskManagers of one slot, Beam's job server; PROCESS workers, parallelism 2),
+  so that each JVM's peak belongs to that run; stopped after it.
+
+Per run it records:
+
+* wall seconds of the launcher, and CPU seconds: the launcher's (``wait4`` rusage: the process
+  and what it reaped) plus, on Flink, the cluster's (every process of the cluster's process
+  groups — JVMs and SDK workers, live or reaped by them — as a delta over the run);
+* start-up / processing / finish: launcher start → the pipeline starts executing (in memory: the
+  wrapper's ``Pipeline.run``; on Flink: the job's ``start-time`` from the REST API, so start-up
+  includes graph construction, submission, artifact staging and translation) → the job ends
+  (Flink: ``end-time``; in memory: the launcher reads ``results.json``) → the launcher exits;
+* peak RSS: the launcher (``ru_maxrss`` of ``wait4``); each TaskManager JVM, the JobManager and
+  the job server (``VmHWM`` from ``/proc``, read every ``--interval`` seconds and at the end); the
+  SDK workers (the boot binaries and ``python`` processes in a TaskManager's process group):
+  the largest ``VmHWM`` of one worker process and the largest sum of the workers' RSS at one
+  sample;
+* Flink: the number of tasks (the job's ``tasks.total``), the bytes written to and read from
+  result partitions (sum of the vertices' ``write-bytes``/``read-bytes``: the data exchanged
+  between the job's tasks, "shuffled"), and the jars each job carried (files and MB in the
+  JobManager's and TaskManagers' ``blobStorage/job_<id>`` folders, largest seen);
+* the cluster's CPU split by kind of process, from the samples: the JVMs (``jvm_cpu_s``), the
+  Python SDK workers (``python_cpu_s``; a worker's last interval before it ends is missed) and the
+  rest (boot binaries, shells);
+* the five vertices that wrote most, with each subtask's bytes, input records and seconds (how
+  evenly the work is spread over the TaskManagers);
+* whether ``results.json`` is byte-identical to the in-memory run of the same size (it is
+  runner-independent by contract; no field is excluded).
+
+``--staging-ab J`` first runs J jobs of ``--ab-size`` interactions on one cluster with the jars staged
+(Beam's default) and J without (:class:`FlinkCluster`'s ``stage_jars=False``, this change),
+alternately, and prints the start-up and the jars of each (one run of this script: the ratio is
+what counts on a shared machine).
+
+Each run's record is kept as ``<work>/runs/<runner>-<size>.json`` (``--work`` reuses a folder,
+data included: a later invocation with other ``--runners`` adds to the same table).
+
+    python benchmarks/bench_flink_scale.py                                  # 100k and 1M, both runners
+    python benchmarks/bench_flink_scale.py --sizes 300 --staging-ab 2       # smoke test
+    python benchmarks/bench_flink_scale.py --sizes 1000000 --runners flink --work /tmp/fs
+
+Needs ``.ci/get_runners.sh flink`` for the Flink runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_engine import write_sessions  # noqa: E402
+
+AUDIT = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--quiet"]
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MB = 1024 * 1024
+
+WRAPPER = """
+import json, os, resource, sys, time
+t0 = time.time()
+marks = {"t_start": t0}
+from apache_beam import pipeline as _pl
+_run = _pl.Pipeline.run
+def _marked_run(self, *a, **k):
+    marks.setdefault("t_run", time.time())
+    return _run(self, *a, **k)
+_pl.Pipeline.run = _marked_run
+import fair_forge_beam.reports.load as load
+_read = load.read_results
+def _marked_read(*a, **k):
+    marks.setdefault("t_results", time.time())
+    marks.setdefault("maxrss_kb_job_ended", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return _read(*a, **k)
+load.read_results = _marked_read
+from pipelines import audit
+code = 1
+try:
+    code = audit.main(sys.argv[1:])
+finally:
+    marks.update(code=code, t_end=time.time())
+    with open(os.environ["FFB_MARKS"], "w") as f:
+        json.dump(marks, f)
+"""
+
+
+# ---------------------------------------------------------------- /proc
+def _stat(pid: int) -> Optional[list[str]]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _status_kb(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def processes(groups: list[int]) -> dict[int, tuple[int, list[str]]]:
+    """``pid -> (group, stat fields)`` of every live process in the process groups ``groups`` or
+    descended from one of their processes (a worker that made a group of its own still counts),
+    ``group`` being the group it belongs to by that rule."""
+    stats = {pid: f for pid in _pids() if (f := _stat(pid))}
+    owner = {pid: int(f[2]) for pid, f in stats.items() if int(f[2]) in groups}  # f[2] = pgrp
+    children: dict[int, list[int]] = {}
+    for pid, f in stats.items():
+        children.setdefault(int(f[1]), []).append(pid)  # f[1] = ppid
+    stack = list(owner)
+    while stack:
+        pid = stack.pop()
+        for c in children.get(pid, []):
+            if c not in owner:
+                owner[c] = owner[pid]
+                stack.append(c)
+    return {pid: (g, stats[pid]) for pid, g in owner.items()}
+
+
+def group_cpu(groups: list[int]) -> float:
+    """CPU seconds of the live processes of :func:`processes` (``groups``), each with the CPU of the
+    children it reaped (``utime + stime + cutime + cstime``)."""
+    return sum(sum(int(x) for x in f[11:15]) for _, f in processes(groups).values()) / TICK
+
+
+class Sampler(threading.Thread):
+    """Reads ``/proc`` every ``interval`` seconds until :meth:`finish`: per cluster role the peak
+    ``VmHWM`` of its JVM, the SDK workers' peaks, and the jars in the blob stores."""
+
+    def __init__(self, cluster=None, interval: float = 0.5):
+        super().__init__(daemon=True)
+        self.cluster, self.interval = cluster, interval
+        self.done = threading.Event()
+        self.jvm_hwm_kb: dict[str, int] = {}
+        self.worker_hwm_kb: dict[int, int] = {}  # python worker pid -> largest VmHWM seen
+        self.worker_cmd: dict[int, str] = {}
+        self.cpu_first: dict[int, int] = {}  # pid -> utime + stime (ticks) when first seen
+        self.cpu_last: dict[int, int] = {}  # ... when last seen
+        self.kind: dict[int, str] = {}  # pid -> "jvm", "python" (SDK worker) or "other" (boot, shells)
+        self.workers_sum_kb = 0  # largest sum of the workers' VmRSS at one sample
+        self.workers_seen = 0
+        self.blobs: dict[Path, tuple[int, int]] = {}  # blob folder of a job -> largest (files, bytes) seen
+        self.roles = {}
+        if cluster is not None:
+            names = ["jobmanager", *[f"taskmanager-{i}" for i in range(cluster.task_managers)], "job-server"]
+            self.roles = dict(zip(cluster.pids, names))
+
+    def sample(self) -> None:
+        if not self.roles:
+            return
+        total = 0
+        for pid, (group, f) in processes(list(self.roles)).items():
+            role = self.roles[group]
+            cmd = _cmdline(pid)
+            exe = os.path.basename(cmd.split(" ", 1)[0])
+            ticks = int(f[11]) + int(f[12])
+            self.cpu_first.setdefault(pid, ticks)
+            self.cpu_last[pid] = ticks
+            self.kind[pid] = "jvm" if exe == "java" else "python" if exe.startswith("python") else "other"
+            if exe == "java":
+                self.jvm_hwm_kb[role] = max(self.jvm_hwm_kb.get(role, 0), _status_kb(pid, "VmHWM"))
+            elif role.startswith("taskmanager") and cmd:  # the boot binary and its python worker
+                total += _status_kb(pid, "VmRSS")
+                if exe.startswith("python"):
+                    self.worker_hwm_kb[pid] = max(self.worker_hwm_kb.get(pid, 0), _status_kb(pid, "VmHWM"))
+                    self.worker_cmd[pid] = cmd[:200]
+        self.workers_sum_kb = max(self.workers_sum_kb, total)
+        for d in (self.cluster.workdir / "tmp").glob("*/blobStorage/job_*"):
+            files = size = 0
+            try:
+                for j in d.iterdir():
+                    size += j.stat().st_size
+                    files += 1
+            except OSError:
+                pass
+            old = self.blobs.get(d, (0, 0))
+            self.blobs[d] = (max(old[0], files), max(old[1], size))
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds between the first and last sample, per kind of process (own CPU only, not
+        what it reaped; a process's last interval before it ended is missed)."""
+        out: dict[str, float] = {}
+        for pid, last in self.cpu_last.items():
+            out[self.kind[pid]] = out.get(self.kind[pid], 0.0) + (last - self.cpu_first[pid]) / TICK
+        return out
+
+    def job_blobs(self, jid: str) -> tuple[int, float]:
+        """(files, MB) of job ``jid`` in the JobManager's and the TaskManagers' blob stores, summed."""
+        mine = [v for d, v in self.blobs.items() if d.name == f"job_{jid}"]
+        return sum(f for f, _ in mine), sum(b for _, b in mine) / MB
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            self.sample()
+
+    def finish(self) -> None:
+        self.sample()
+        self.done.set()
+        self.join()
+
+
+# ---------------------------------------------------------------- Flink REST
+def rest(cluster, path: str):
+    with urllib.request.urlopen(cluster.rest_url + path, timeout=30) as r:
+        return json.load(r)
+
+
+def flink_jobs(cluster) -> list[dict]:
+    return rest(cluster, "/jobs/overview").get("jobs", [])
+
+
+def flink_job_figures(cluster, jid: str) -> dict:
+    job = rest(cluster, f"/jobs/{jid}")
+    verts = job.get("vertices", [])
+    m = [v.get("metrics", {}) for v in verts]
+    top = sorted(verts, key=lambda v: -v.get("metrics", {}).get("write-bytes", 0))[:5]
+    heavy = []  # the vertices that wrote most, with what each of their subtasks wrote (skew)
+    for v in top:
+        subtasks = rest(cluster, f"/jobs/{jid}/vertices/{v['id']}").get("subtasks", [])
+        heavy.append({"name": v["name"][:160], "parallelism": v.get("parallelism"),
+                      "subtask_write_bytes": [s.get("metrics", {}).get("write-bytes", 0) for s in subtasks],
+                      "subtask_read_records": [s.get("metrics", {}).get("read-records", 0) for s in subtasks],
+                      "subtask_seconds": [s.get("duration", 0) / 1000 for s in subtasks]})
+    return {"heaviest_vertices": heavy, "job_state": job.get("state"), "job_start": job["start-time"] / 1000, "job_end": job["end-time"] / 1000,
+            "tasks": sum(v.get("parallelism", 0) for v in verts), "vertices": len(verts),
+            "write_bytes": sum(x.get("write-bytes", 0) for x in m),
+            "read_bytes": sum(x.get("read-bytes", 0) for x in m),
+            "write_records": sum(x.get("write-records", 0) for x in m)}
+
+
+# ---------------------------------------------------------------- one run
+def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, interval: float = 0.5,
+              env: Optional[dict] = None) -> dict:
+    """Run the audit as a child process on ``data`` into ``out`` and measure it (see the module
+    docstring). Raises ``RuntimeError`` with the child's output tail when it fails."""
+    marks_file = out.parent / f"{out.name}.marks.json"
+    log = out.parent / f"{out.name}.log"
+    cmd = [sys.executable, "-c", WRAPPER, *AUDIT, "--input", str(data), "--output", str(out), *runner_args]
+    env = {**os.environ, **(env or {}), "FFB_MARKS": str(marks_file)}
+    groups = list(cluster.pids) if cluster is not None else []
+    before = {j["jid"] for j in flink_jobs(cluster)} if cluster is not None else set()
+    sampler = Sampler(cluster, interval)
+    sampler.sample()  # the JVMs' CPU baseline
+    sampler.start()
+    cpu0 = group_cpu(groups) if groups else 0.0
+    t0 = time.time()
+    with open(log, "w") as f:  # cwd: the run's folder (python -c puts it first on sys.path: never a checkout)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=out.parent)
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted: end the child too
+            proc.kill()
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.time() - t0
+    cluster_cpu = group_cpu(groups) - cpu0 if groups else 0.0
+    sampler.finish()
+    if proc.returncode != 0:
+        raise RuntimeError(f"audit failed ({proc.returncode}); {log}:\n" + log.read_text(errors="replace")[-3000:])
+    marks = json.loads(marks_file.read_text())
+    rec = {"wall_s": wall, "launcher_cpu_s": ru.ru_utime + ru.ru_stime, "cluster_cpu_s": cluster_cpu,
+           "launcher_peak_rss_mb": ru.ru_maxrss / 1024,
+           "launcher_rss_job_ended_mb": marks.get("maxrss_kb_job_ended", 0) / 1024,
+           "load_average": os.getloadavg()}
+    rec["cpu_s"] = rec["launcher_cpu_s"] + cluster_cpu
+    if cluster is not None:
+        new = [j["jid"] for j in flink_jobs(cluster) if j["jid"] not in before]
+        if len(new) != 1:
+            raise RuntimeError(f"expected one new Flink job, found {new}")
+        fig = flink_job_figures(cluster, new[0])
+        rec.update(fig, jid=new[0])
+        start, end = fig["job_start"], fig["job_end"]
+        rec.update({f"{role}_peak_rss_mb": kb / 1024 for role, kb in sampler.jvm_hwm_kb.items()})
+        rec.update(worker_peak_rss_mb=max(sampler.worker_hwm_kb.values(), default=0) / 1024,
+                   workers_sum_peak_rss_mb=sampler.workers_sum_kb / 1024, worker_processes=len(sampler.worker_hwm_kb),
+                   worker_commands=sorted(set(sampler.worker_cmd.values()))[:3],
+                   **{f"{kind}_cpu_s": v for kind, v in sampler.cpu_by_kind().items()},
+                   staged_files=sampler.job_blobs(new[0])[0], staged_mb=sampler.job_blobs(new[0])[1])
+    else:
+        start, end = marks.get("t_run", t0), marks.get("t_results", marks["t_end"])
+    rec.update(startup_s=start - t0, processing_s=end - start, finish_s=t0 + wall - end)
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    rec["interactions_read"] = doc["summary"]["interactions_read"]
+    return rec
+
+
+def start_cluster(workdir: Path, **kw):
+    from fair_forge_beam.testing.flink_cluster import FlinkCluster
+
+    cluster = FlinkCluster(task_managers=2, workdir=workdir, **kw)
+    t0 = time.monotonic()
+    cluster.start()
+    return cluster, time.monotonic() - t0
+
+
+# ---------------------------------------------------------------- table
+COLUMNS = [  # (header, key, format)
+    ("runner", "runner", "{}"), ("interactions", "n", "{:,}"), ("wall s", "wall_s", "{:.1f}"),
+    ("CPU s", "cpu_s", "{:.1f}"), ("start-up s", "startup_s", "{:.1f}"), ("processing s", "processing_s", "{:.1f}"),
+    ("finish s", "finish_s", "{:.1f}"), ("launcher MB", "launcher_peak_rss_mb", "{:.0f}"),
+    ("TM-0 MB", "taskmanager-0_peak_rss_mb", "{:.0f}"), ("TM-1 MB", "taskmanager-1_peak_rss_mb", "{:.0f}"),
+    ("worker MB", "worker_peak_rss_mb", "{:.0f}"), ("workers sum MB", "workers_sum_peak_rss_mb", "{:.0f}"),
+    ("tasks", "tasks", "{}"), ("shuffled MB", "write_bytes", "{}"), ("blob files", "staged_files", "{}"), ("blob MB", "staged_mb", "{:.0f}"),
+    ("identical", "identical", "{}"),
+]
+
+
+def fmt(rec: dict, key: str, f: str) -> str:
+    v = rec.get(key)
+    if v is None:
+        return "-"
+    if key == "write_bytes":
+        return f"{v / MB:.1f}"
+    return f.format(v)
+
+
+def print_table(recs: list[dict]) -> None:
+    rows = [[h for h, _, _ in COLUMNS]] + [[fmt(r, k, f) for _, k, f in COLUMNS] for r in recs]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    for i, row in enumerate(rows):
+        print(" | ".join(c.rjust(w) for c, w in zip(row, widths)))
+        if i == 0:
+            print("-+-".join("-" * w for w in widths))
+
+
+# ---------------------------------------------------------------- main
+def staging_ab(work: Path, data: Path, jobs: int, interval: float, cluster=None) -> list[dict]:
+    """``jobs`` audits with the jars staged and ``jobs`` without, alternately, on one cluster
+    (``cluster``, or a new one stopped at the end)."""
+    own = cluster is None
+    if own:
+        cluster, boot_s = start_cluster(work / "cluster-ab")
+        print(f"staging A/B: cluster started in {boot_s:.1f} s", flush=True)
+    rows = []
+    try:
+        for j in range(jobs):
+            for stage in (True, False):
+                out = work / f"ab-{'staged' if stage else 'unstaged'}-{j}"
+                rec = run_audit(data, out, cluster.runner_args(stage_jars=stage), cluster, interval)
+                rec.update(stage_jars=stage, job=j + 1)
+                rows.append(rec)
+                print(f"  job {j + 1}, jars {'staged  ' if stage else 'unstaged'}: start-up {rec['startup_s']:6.1f} s, "
+                      f"wall {rec['wall_s']:6.1f} s, {rec['staged_files']} blob files ({rec['staged_mb']:.0f} MB "
+                      f"over JobManager + TaskManagers), CPU {rec['cpu_s']:.1f} s", flush=True)
+    finally:
+        if own:
+            cluster.stop()
+    for stage in (True, False):
+        s = [r["startup_s"] for r in rows if r["stage_jars"] == stage]
+        print(f"  {'staged' if stage else 'unstaged'}: start-up min {min(s):.1f} s, mean {sum(s) / len(s):.1f} s")
+    mins = [min(r["startup_s"] for r in rows if r["stage_jars"] == st) for st in (True, False)]
+    print(f"  start-up unstaged / staged (min / min): {mins[1] / mins[0]:.2f}", flush=True)
+    return rows
+
+
+def main(argv=None, cluster=None) -> int:
+    """Command line (module docstring). ``cluster``: a started ``FlinkCluster`` to run every Flink
+    job on instead of a fresh 2-TaskManager cluster per run (the test's shared cluster)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100000,1000000", help="interactions per run, comma-separated")
+    ap.add_argument("--runners", default="in_memory,flink", help="comma-separated: in_memory, flink")
+    ap.add_argument("--work", help="working folder, kept (default: a new temporary folder)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--interval", type=float, default=0.5, help="seconds between /proc samples")
+    ap.add_argument("--staging-ab", type=int, default=0, metavar="J",
+                    help="first J Flink jobs of --ab-size interactions with the jars staged and J without")
+    ap.add_argument("--ab-size", type=int, default=300, help="interactions of the --staging-ab jobs (300)")
+    ap.add_argument("--stage-jars", action="store_true", help="stage the jars in the scale runs (Beam's default)")
+    a = ap.parse_args(argv)
+    sizes = [int(s) for s in a.sizes.split(",")]
+    runners = [r.strip() for r in a.runners.split(",")]
+    if bad := set(runners) - {"in_memory", "flink"}:
+        ap.error(f"unknown runners {sorted(bad)}")
+    if "flink" in runners or a.staging_ab:
+        from fair_forge_beam.testing import beam_runners as rn
+
+        if reason := rn.missing_reason("flink"):
+            print(reason, file=sys.stderr)
+            return 2
+    work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="bench-flink-scale-"))
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    print(f"work folder {work}; cores {os.cpu_count()}; load average {os.getloadavg()}", flush=True)
+    data = {}
+    for n in sorted(set(sizes) | ({a.ab_size} if a.staging_ab else set())):
+        data[n] = work / f"sessions-{n}-seed{a.seed}.jsonl"
+        if not data[n].exists():
+            tmp = data[n].with_suffix(".part")
+            made, sessions = write_sessions(str(tmp), n, a.seed)
+            tmp.rename(data[n])
+            print(f"data: {made:,} interactions in {sessions:,} sessions -> {data[n]}", flush=True)
+    if a.staging_ab:
+        ab = staging_ab(work, data[a.ab_size], a.staging_ab, a.interval, cluster)
+        (work / "runs" / "staging-ab.json").write_text(json.dumps(ab, indent=1))
+    for n in sizes:
+        for runner in runners:
+            out = work / f"out-{runner}-{n}"
+            print(f"run {runner} {n:,} ...", flush=True)
+            if runner == "flink" and cluster is not None:
+                rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None), cluster, a.interval)
+            elif runner == "flink":
+                fresh, boot_s = start_cluster(work / f"cluster-{n}", stage_jars=a.stage_jars or None)
+                try:
+                    rec = run_audit(data[n], out, fresh.runner_args(), fresh, a.interval)
+                finally:
+                    fresh.stop()
+                rec["cluster_start_s"] = boot_s
+            else:
+                from fair_forge_beam.testing import beam_runners as rn
+
+                rec = run_audit(data[n], out, rn.runner_args("in_memory"), None, a.interval)
+            rec.update(runner=runner, n=n)
+            (work / "runs" / f"{runner}-{n}.json").write_text(json.dumps(rec, indent=1))
+            print("  " + json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rec.items()}), flush=True)
+    recs = []
+    for n in sizes:
+        ref = work / f"out-in_memory-{n}" / "results.json"
+        for runner in ("in_memory", "flink"):  # every run of these sizes in the work folder
+            f = work / "runs" / f"{runner}-{n}.json"
+            if not f.exists():
+                continue
+            rec = json.loads(f.read_text())
+            res = work / f"out-{runner}-{n}" / "results.json"
+            rec["identical"] = ("reference" if runner == "in_memory" else
+                                (res.read_bytes() == ref.read_bytes()) if ref.exists() else "no reference")
+            recs.append(rec)
+    print()
+    print_table(recs)
+    print(f"load average at the end {os.getloadavg()}")
+    return 0 if all(r["identical"] in ("reference", True, "no reference") for r in recs) else 1
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks run: clusters stop
+    sys.exit(main())

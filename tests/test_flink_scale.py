@@ -1,0 +1,108 @@
+"""``benchmarks/bench_flink_scale.py`` end to end at a small size on the session's Flink cluster
+(issue 26, item 2), so that the script cannot rot; and the cluster's jobs carry no jars.
+
+The fast tests check the pieces of "no jars staged" without a cluster: the launcher passes
+``--pipeline_resources_detector_factory_class`` on to the job server (before, it refused the
+option as unknown, and Beam's Python SDK would have dropped it), and ``FlinkCluster`` asks for it
+only when its JVMs have the jars.
+
+Runs the benchmark's ``main`` with ``--sizes 300 --staging-ab 1`` on the session's cluster
+(``flink_cluster`` in tests/conftest.py): one job with the job server's jars staged (Beam's
+default), one without (the cluster's default since issue 26), then the in-memory run and the
+Flink run of the table, whose ``results.json`` must be byte-identical. Flink artifacts missing:
+skipped locally, a failure under ``CI=true`` (as tests/test_runners_integration.py).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fair_forge_beam.testing import beam_runners as rn
+
+from fair_forge_beam.testing.flink_cluster import NOTHING_TO_STAGE, FlinkCluster
+
+NO_STAGING = f"--pipeline_resources_detector_factory_class={NOTHING_TO_STAGE}"
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _require() -> None:
+    reason = rn.missing_reason("flink")
+    if reason is None:
+        return
+    refused = rn.unavailable_reason("flink")
+    if refused:
+        pytest.skip(f"flink: the registry does not serve its artifact: {refused}")
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
+
+
+def test_the_detector_option_reaches_the_job_server():
+    """The option is a Beam pipeline option for the launcher (no usage error) and is in what the
+    Python SDK sends to a job server (``get_all_options``, which encodes the job's options)."""
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from fair_forge_beam.options import unknown_beam_options
+
+    assert unknown_beam_options([NO_STAGING]) == []
+    sent = pipeline_options([NO_STAGING, "--runner=PortableRunner"]).get_all_options()
+    assert sent["pipeline_resources_detector_factory_class"] == NOTHING_TO_STAGE
+
+
+def test_runner_args_stage_jars_only_without_the_shared_classpath(tmp_path):
+    shared = FlinkCluster(workdir=tmp_path / "shared")
+    assert not shared.stage_jars
+    shared.detector_jar.parent.mkdir(parents=True)
+    shared.detector_jar.write_bytes(b"")  # as start() leaves it after compiling NothingToStage
+    assert NO_STAGING in shared.runner_args()
+    assert NO_STAGING not in shared.runner_args(stage_jars=True)
+    per_job = FlinkCluster(workdir=tmp_path / "per-job", share_classpath=False)
+    assert per_job.stage_jars and NO_STAGING not in per_job.runner_args()
+    with pytest.raises(ValueError, match="share_classpath"):
+        FlinkCluster(workdir=tmp_path / "x", share_classpath=False, stage_jars=False)
+    with pytest.raises(ValueError, match="without the job server's jars"):
+        per_job.runner_args(stage_jars=False)
+    # a cluster whose detector did not compile (no javac) stages, and says so when asked not to
+    shared.detector_jar.unlink()
+    with pytest.raises(ValueError, match="NothingToStage not compiled"):
+        shared.runner_args()
+
+
+@pytest.mark.runners
+@pytest.mark.slow
+def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsys):
+    _require()
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_flink_scale.py"
+    spec = importlib.util.spec_from_file_location("bench_flink_scale", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    cluster = flink_cluster()
+    code = bench.main(["--sizes", "300", "--runners", "in_memory,flink", "--staging-ab", "1",
+                       "--work", str(tmp_path)], cluster=cluster)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    runs = tmp_path / "runs"
+    mem = json.loads((runs / "in_memory-300.json").read_text())
+    flink = json.loads((runs / "flink-300.json").read_text())
+    assert mem["interactions_read"] == flink["interactions_read"] == 300
+    assert (tmp_path / "out-in_memory-300" / "results.json").read_bytes() == \
+        (tmp_path / "out-flink-300" / "results.json").read_bytes()
+    # every figure of the table was measured
+    for key in ("wall_s", "cpu_s", "startup_s", "processing_s", "launcher_peak_rss_mb", "taskmanager-0_peak_rss_mb",
+                "taskmanager-1_peak_rss_mb", "worker_peak_rss_mb", "workers_sum_peak_rss_mb"):
+        assert flink[key] > 0, (key, flink)
+    assert flink["cluster_cpu_s"] > 0 and flink["worker_processes"] > 0
+    assert flink["tasks"] >= flink["vertices"] > 0 and flink["write_bytes"] > 0, flink
+    assert mem["startup_s"] > 0 and mem["processing_s"] > 0
+    # the cluster has the job server's jars: a job stages them only when asked to
+    ab = {r["stage_jars"]: r for r in json.loads((runs / "staging-ab.json").read_text())}
+    lib_jars = len(list(cluster.job_server_lib().glob("*.jar")))
+    assert ab[True]["staged_files"] >= lib_jars, ab[True]  # at least the JobManager's copy
+    assert ab[False]["staged_files"] < lib_jars / 10, ab[False]
+    assert flink["staged_files"] == ab[False]["staged_files"], flink
+    assert "identical" in printed
