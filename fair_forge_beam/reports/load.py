@@ -292,26 +292,31 @@ def load_results(path: str) -> dict[str, Any]:
 
 
 def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) -> dict:
-    """Counts of the run's dead letters (``dead_letter/`` shards) per stage and reason, and the first few records.
+    """Counts of the run's dead letters (``dead_letter/`` shards) per stage and reason, and a few records.
 
     Streams the shards once (memory independent of its size). Reasons that differ only in
     numbers are counted together (as ``results.json`` does). Returns ``{"total", "by_stage":
     {stage: count}, "by_reason": [(stage, reason, count)] (most frequent first, at most 50, the
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
-    ``max_raw_chars``; the first record of each reason kind, up to ``first``, then the next records in
-    file order), "unreadable": lines that were not JSON objects, "by_assistant": {assistant_id:
-    {"count", "reason": its most frequent reason}} (read from each dead letter's original
-    record; at most :data:`MAX_DEAD_ASSISTANTS` assistants)}``. No dead-letter shards give zero
-    counts.
+    ``max_raw_chars``; one record of each of the ``first`` most frequent reason kinds, then other
+    records, up to ``first``), "unreadable": lines that were not JSON objects, "by_assistant":
+    {assistant_id: {"count", "reason": its most frequent reason}} (read from each dead letter's
+    original record; the :data:`MAX_DEAD_ASSISTANTS` smallest assistant ids)}``. No dead-letter
+    shards give zero counts.
+
+    The result depends on the dead letters only, never on their order in the shards (a runner
+    writes records in any order and any shard): the records shown are the smallest of their kind
+    by ``(element_id, stage, reason, raw)``, and the assistants kept the smallest ids.
     """
     from fair_forge_beam.reports.results import _reason_kind
 
     by_stage: Counter = Counter()
     by_reason: Counter = Counter()
-    kinds: dict[tuple, dict] = {}  # the first record of each of the first `first` reason kinds
-    extra: list[dict] = []  # the first records that were not picked above
+    kinds: dict[tuple, tuple] = {}  # (stage, reason kind) -> its smallest record (sort key, shown record)
+    smallest: list[tuple] = []  # the 2 * first smallest records overall
     unreadable = 0
     assistants: dict[str, Counter] = {}
+    ceiling: Optional[str] = None  # assistant ids at or above it are not told apart (the cap was reached)
     for line in iter_jsonl_lines(run_dir, "dead_letter"):
         try:
             d = json.loads(line)
@@ -324,24 +329,28 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         by_stage[stage] += 1
         by_reason[(stage, reason)] += 1
         who = _assistant_of(d.get("raw"))
-        if who is not None and (who in assistants or len(assistants) < MAX_DEAD_ASSISTANTS):
+        if who is not None and (ceiling is None or who < ceiling):
             assistants.setdefault(who, Counter())[reason] += 1
-        new_kind = (stage, reason) not in kinds and len(kinds) < first
-        if new_kind or len(extra) < first:
-            r = d.get("raw")
-            r = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
-            cut = len(r) > max_raw_chars
-            ex = {"stage": stage, "reason": str(d.get("reason", "")), "element_id": d.get("element_id"),
-                  "raw": r[:max_raw_chars] + (" …" if cut else ""), "truncated": cut}
-            if new_kind:
-                kinds[(stage, reason)] = ex
-            else:
-                extra.append(ex)
+            if len(assistants) > MAX_DEAD_ASSISTANTS:  # keep the smallest ids, whatever the order they come in
+                ceiling = max(assistants)
+                del assistants[ceiling]
+        r = d.get("raw")
+        r = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
+        cut = len(r) > max_raw_chars
+        ex = {"stage": stage, "reason": str(d.get("reason", "")), "element_id": d.get("element_id"),
+              "raw": r[:max_raw_chars] + (" …" if cut else ""), "truncated": cut}
+        key = (str(ex["element_id"] or ""), stage, ex["reason"], r)
+        if (stage, reason) not in kinds or key < kinds[(stage, reason)][0]:
+            kinds[(stage, reason)] = (key, ex)
+        if len(smallest) < 2 * first or key < smallest[-1][0]:
+            smallest = sorted([*smallest, (key, ex)], key=lambda t: t[0])[:2 * first]
     ranked = sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))
     rows = [(s, r, c) for (s, r), c in ranked[:50]]
     if len(ranked) > 50:
         rows.append(("*", f"other ({len(ranked) - 50} kinds)", sum(c for _, c in ranked[50:])))
-    firsts = (list(kinds.values()) + extra)[:first]
+    chosen = [kinds[k] for k, _ in ranked[:first]]
+    chosen += [t for t in smallest if t[0] not in {c[0] for c in chosen}]
+    firsts = [ex for _, ex in chosen[:first]]
     by_assistant = {a: {"count": sum(c.values()), "reason": sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]}
                     for a, c in sorted(assistants.items())}
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
