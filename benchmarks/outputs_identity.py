@@ -39,14 +39,25 @@ What is normalised before comparing (``NORMALISED``; nothing else):
    ``run_info.json``, ``stats/manifest.json``, the data-quality and dead-letter records);
 2. run ids ``YYYYMMDDTHHMMSSZ-xxxxxxxx`` → ``<RUN_ID>`` (``_SUCCESS``, ``stats/manifest.json``);
 3. ``run_info.json``'s ``started_at``, ``finished_at`` and ``seconds`` values → ``<TIME>``;
-4. ``report.html``'s run time in its run details (``runner <name>, N s``) → ``<TIME>``.
+4. ``report.html``'s run time in its run details (``runner <name>, N s``) → ``<TIME>``;
+5. on Flink, the job server's address (``--job_endpoint=HOST:PORT``, a free port per cluster) →
+   ``<JOB_ENDPOINT>`` (both clusters use the same working folder, so the workers' command path
+   is the same).
+
+6. the record order of shard files (``part-NNNNN-of-NNNNN.parquet|jsonl``): a folder of shards
+   whose shards differ is compared as the multiset of its records over all its shards (column
+   ``order``; each such shard is listed with its first difference). PCollections are unordered
+   (DESIGN §2), and the order is not reproducible: two in-memory runs of one tree with one
+   ``PYTHONHASHSEED`` wrote the README job's ``results.parquet``, ``sessions/``, ``slices/``,
+   ``stats/`` and ``data_quality/`` records in another order; on Flink (parallelism 2) the
+   records also fall into other shards. ``--strict-order`` counts these shards as differing.
 
 Every audit of both trees runs with the same ``PYTHONHASHSEED`` (``--hash-seed``, default 0; the
 Flink workers inherit it). With a random one, two runs of one tree differ: the records of
 ``dead_letter/`` come in another order (the metrics' dead letters are flattened in an order
 that follows Python's string hashing), and so do the first records ``report.html`` shows.
-A JSON-lines or Parquet file whose records are the same in another order is reported as such
-(``the same N records in another order``): still a difference.
+A JSON-lines or Parquet file (not a shard) whose records are the same in another order is reported
+as such (``the same N records in another order``): a difference.
 
 A file is compared by its raw bytes first (reported separately: column ``raw``), then normalised:
 Parquet by its schema (with metadata) and its records (pyarrow), JSON / JSON lines by the parsed
@@ -92,12 +103,17 @@ EXAMPLES = "fair_forge_beam/data/examples/fair_forge_examples.json"
 PRIVACY_SAMPLE = "fair_forge_beam/data/privacy/privacy_roles_sample.json"
 RUN_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{8}\b")
 TIME_FIELDS = ("started_at", "finished_at", "seconds")
+SHARD = re.compile(r"^(.*/)?part-\d{5}-of-\d{5}\.(parquet|jsonl)$")
+JOB_ENDPOINT = re.compile(r"(--job_endpoint=)[\w.\-]+:\d+")
 REPORT_SECONDS = re.compile(r"(<dt>runner</dt><dd><code>[^<]*</code>, )\d+(?:\.\d+)? s(</dd>)")
 NORMALISED = (
     "the tree's absolute path -> <TREE> (texts, JSON strings, Parquet string values)",
     "run ids YYYYMMDDTHHMMSSZ-xxxxxxxx -> <RUN_ID>",
     "run_info.json: started_at, finished_at, seconds -> <TIME>",
     "report.html: the run's seconds in 'runner <name>, N s' of the run details -> <TIME>",
+    "Flink: the job server's address in --job_endpoint=HOST:PORT -> <JOB_ENDPOINT> (one cluster per tree)",
+    "shard folders (part-NNNNN-of-NNNNN.parquet|jsonl): the multiset of their records, in any order and sharding "
+    "(PCollections are unordered; --strict-order: not normalised)",
 )
 
 
@@ -199,7 +215,10 @@ METRIC_RUNS: dict[str, tuple[list, dict, tuple]] = {
     "agentic": (["--agentic-k", "2"], {"in.json": (EXAMPLES, _ids("agentic_eval_session"))}, ("judge",)),
     "bestof": (["--bestof-mode", "all_pairs"], {"in.json": (EXAMPLES, _ids("comparison_session"))}, ("judge",)),
     "vision": (["--similarity-embedder", "hashing"], {"in.json": (EXAMPLES, QUALITY)}, ()),
-    "prompt_evaluator": (["--similarity-embedder", "hashing", "--prompt-k", "3", "--seed-prompt", "Sos el asistente de un local de sushi."],
+    # the k samples of a prompt are k identical requests, answered by arrival (attempt) number: one call in
+    # flight at a time gives sample i the i-th answer (concurrent calls drew answers by a race: cluster_labels differed)
+    "prompt_evaluator": (["--similarity-embedder", "hashing", "--prompt-k", "3", "--seed-prompt", "Sos el asistente de un local de sushi.",
+                          "--judge-max-concurrency", "1"],
                          {"in.json": (EXAMPLES, _ids("sushi_"))}, ("generator",)),
     "privacy": ([], {"in.json": (PRIVACY_SAMPLE, None)}, ()),
     "role_adherence": ([], {"in.json": (PRIVACY_SAMPLE, None)}, ("judge",)),
@@ -288,7 +307,9 @@ def runner_args_for(runner: str, tree: Path, work: Path, env_extra: dict) -> Ite
 
         yield runner_args("prism")
         return
-    folder = work / f"flink-{hashlib.sha256(str(tree).encode()).hexdigest()[:8]}"
+    folder = work / "flink"  # the same folder (the workers' command path) for both trees' clusters, one after the other
+    if folder.exists():
+        shutil.rmtree(folder)
     env = {**os.environ, "PYTHONPATH": str(tree), **env_extra}  # inherited by the TaskManagers' SDK workers
     cmd = [sys.executable, "-m", "fair_forge_beam.testing.flink_cluster"]
     subprocess.run(cmd + ["start", "--dir", str(folder)], cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -325,6 +346,7 @@ class Normaliser:
         for p in self.paths:
             s = s.replace(p, "<TREE>")
         s = RUN_ID.sub("<RUN_ID>", s)
+        s = JOB_ENDPOINT.sub(r"\1<JOB_ENDPOINT>", s)
         if rel.endswith("report.html"):
             s = REPORT_SECONDS.sub(r"\1<TIME> s\2", s)
         return s
@@ -428,15 +450,20 @@ def compare_file(rel: str, a: Path, b: Path, norm_a: Normaliser, norm_b: Normali
 
 @dataclass
 class RunResult:
+    """One run's comparison: ``files`` (both sides' union), ``raw_identical`` (byte for byte),
+    ``identical`` (after normalising, the record order of shards aside), ``reordered`` (shards
+    that differ, in folders holding the same records over all their shards: ``(file, first
+    difference)``), ``differing`` (``(file, first difference)``)."""
+
     name: str
     files: int = 0
     raw_identical: int = 0
     identical: int = 0
-    differing: list = field(default_factory=list)  # (file, first difference)
+    reordered: list = field(default_factory=list)
+    differing: list = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.differing
+    def ok(self, strict_order: bool = False) -> bool:
+        return not self.differing and not (strict_order and self.reordered)
 
 
 def compare_outputs(name: str, a: Path, b: Path, norm_a: Normaliser, norm_b: Normaliser) -> RunResult:
@@ -444,18 +471,43 @@ def compare_outputs(name: str, a: Path, b: Path, norm_a: Normaliser, norm_b: Nor
     res = RunResult(name)
     fa = {p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file()}
     fb = {p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()}
+    differing = []
     for rel in sorted(fa | fb):
         res.files += 1
         if rel not in fa or rel not in fb:
-            res.differing.append((rel, f"only in tree {'B' if rel not in fa else 'A'}"))
+            differing.append((rel, f"only in tree {'B' if rel not in fa else 'A'}"))
             continue
         raw, diff = compare_file(rel, a / rel, b / rel, norm_a, norm_b)
         res.raw_identical += raw
         if raw or diff is None:
             res.identical += 1
         else:
+            differing.append((rel, diff))
+    # a shard folder with differing shards: are its records, over all shards, the same multiset?
+    same = set()
+    for folder in sorted({rel.rsplit("/", 1)[0] for rel, _ in differing if SHARD.match(rel)}):
+        ra, rb = _folder_records(a / folder, norm_a), _folder_records(b / folder, norm_b)
+        if ra is not None and ra == rb:
+            same.add(folder)
+    for rel, diff in differing:
+        if SHARD.match(rel) and rel.rsplit("/", 1)[0] in same:
+            res.reordered.append((rel, diff))
+        else:
             res.differing.append((rel, diff))
     return res
+
+
+def _folder_records(folder: Path, norm: Normaliser) -> Optional[list]:
+    """The normalised records of every shard of ``folder`` (JSON lines or Parquet), as sorted JSON texts."""
+    out = []
+    for f in sorted(folder.iterdir()):
+        if f.name.endswith(".parquet"):
+            out += [_key(r) for r in _parquet(f, norm)[1]]
+        elif f.name.endswith(".jsonl"):
+            out += [_key(norm.value(json.loads(x))) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        else:
+            return None
+    return sorted(out)
 
 
 # --------------------------------------------------------------------------- main
@@ -481,6 +533,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hash-seed", default="0",
                     help="PYTHONHASHSEED of every audit (and Flink's workers) of both trees (default 0; 'random' leaves "
                          "it unset: the dead letters' order then varies between runs of one tree)")
+    ap.add_argument("--strict-order", action="store_true",
+                    help="count shards whose folder holds the same records in another order or sharding as differing "
+                         "(default: a folder of shards is compared as the multiset of its records)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per audit (default 1800)")
     ap.add_argument("--list", action="store_true", help="print the run names and exit")
     ap.add_argument("--compare-only", action="store_true",
@@ -557,14 +612,18 @@ def main(argv=None) -> int:
     norms = [Normaliser(t) for t in trees]
     for run in runs:
         results.append(compare_outputs(run.name, work / "A" / run.name, work / "B" / run.name, *norms))
-    print(f"\n{'run':<32} {'files':>5} {'raw':>5} {'ident':>5}  differing (first difference)")
+    print(f"\n{'run':<32} {'files':>5} {'raw':>5} {'ident':>5} {'order':>5} {'diff':>5}  (first difference)")
     for r in results:
-        print(f"{r.name:<32} {r.files:>5} {r.raw_identical:>5} {r.identical:>5}  {'' if r.ok else len(r.differing)}")
+        print(f"{r.name:<32} {r.files:>5} {r.raw_identical:>5} {r.identical:>5} {len(r.reordered):>5} {len(r.differing):>5}")
         for rel, diff in r.differing:
             print(f"    {rel}: {diff}")
-    n_ok = sum(r.ok for r in results)
-    print(f"\n{n_ok} of {len(results)} runs identical after normalising; "
-          f"{sum(r.raw_identical for r in results)} of {sum(r.files for r in results)} files identical byte for byte; "
+        for rel, diff in r.reordered:
+            print(f"    order: {rel}: {diff}")
+    n_ok = sum(r.ok(a.strict_order) for r in results)
+    n_raw = sum(r.raw_identical == r.files for r in results)
+    print(f"\n{n_ok} of {len(results)} runs identical after normalising"
+          f"{' (record order of shards included: --strict-order)' if a.strict_order else ' (shards: records in any order)'}; "
+          f"{n_raw} runs and {sum(r.raw_identical for r in results)} of {sum(r.files for r in results)} files identical byte for byte; "
           f"{time.monotonic() - started:.0f} s")
     if not a.keep and not a.work:
         shutil.rmtree(work, ignore_errors=True)
