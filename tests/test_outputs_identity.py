@@ -90,6 +90,24 @@ def test_record_order_is_a_difference_named_as_such(oi, tmp_path):
     assert res.differing == [("part.jsonl", "the same 2 records in another order (lines[0]/id: 1 != 2)")]
 
 
+def test_shards_holding_the_same_records_differ_only_in_order(oi, tmp_path):
+    """Rule 6: a folder of shards is compared as the multiset of its records (other sharding or
+    order: column 'order'; --strict-order counts it); one changed record is a difference."""
+    a, b = tmp_path / "A" / "dead_letter", tmp_path / "B" / "dead_letter"
+    for side, shards in ((a, ([1, 2], [3])), (b, ([3, 1], [2]))):
+        side.mkdir(parents=True)
+        for i, ids in enumerate(shards):
+            (side / f"part-{i:05d}-of-00002.jsonl").write_text("".join(json.dumps({"id": x}) + "\n" for x in ids))
+    norms = oi.Normaliser(tmp_path / "x"), oi.Normaliser(tmp_path / "y")
+    res = oi.compare_outputs("r", a.parent, b.parent, *norms)
+    assert (res.files, res.identical, len(res.reordered), res.differing) == (2, 0, 2, [])
+    assert res.ok() and not res.ok(strict_order=True)
+    (b / "part-00001-of-00002.jsonl").write_text(json.dumps({"id": 4}) + "\n")
+    res = oi.compare_outputs("r", a.parent, b.parent, *norms)
+    assert [f for f, _ in res.differing] == ["dead_letter/part-00000-of-00002.jsonl", "dead_letter/part-00001-of-00002.jsonl"]
+    assert not res.ok()
+
+
 def test_report_seconds_are_normalised_in_the_report_only(oi, tmp_path):
     n = oi.Normaliser(tmp_path)
     line = "<dt>runner</dt><dd><code>FnApiRunner</code>, 6.674 s</dd>"
@@ -119,6 +137,8 @@ def test_readme_job_of_one_tree_against_itself_is_identical(tmp_path):
     r = _script("--tree", str(REPO), "--tree", str(REPO), "--runs", "readme", "--work", str(tmp_path / "w"), cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "1 of 1 runs identical after normalising" in r.stdout
+    # the normalised shard order is listed, never hidden
+    assert "(shards: records in any order)" in r.stdout
 
 
 @pytest.mark.slow
@@ -134,4 +154,6 @@ def test_a_changed_default_is_found(tmp_path):
     r = _script("--tree", str(REPO), "--tree", str(copy), "--runs", "readme", "--work", str(tmp_path / "w"), cwd=tmp_path)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     assert "0 of 1 runs identical after normalising" in r.stdout
-    assert "out/results.json: /config/ci_level: 0.95 != 0.9" in r.stdout
+    assert "out/results.json: /config/statistical_mode: 'BayesianMode(mc_samples=5000, ci_level=0.95," in r.stdout
+    assert "\n    <stdout>: line " in r.stdout  # the console's intervals
+
