@@ -379,7 +379,8 @@ def first_difference(a: Any, b: Any, where: str = "") -> Optional[str]:
             if d:
                 return d
         if list(a) != list(b):
-            return f"{where or '/'}: key order {list(a)[:6]} != {list(b)[:6]}"
+            i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+            return f"{where or '/'}: key order from key {i}: {list(a)[i:i + 3]} != {list(b)[i:i + 3]}"
         return None
     if isinstance(a, list):
         for i, (x, y) in enumerate(zip(a, b)):
