@@ -44,7 +44,9 @@ What is normalised before comparing (``NORMALISED``; nothing else):
    ``<JOB_ENDPOINT>`` (both clusters use the same working folder, so the workers' command path
    is the same).
 
-6. the record order of shard files (``part-NNNNN-of-NNNNN.parquet|jsonl``): a folder of shards
+6. ``stats/manifest.json``'s modification times of the files read (``input_files``: ``[path,
+   size, mtime]``; two checkouts' shipped files have their own) → ``<TIME>``;
+7. the record order of shard files (``part-NNNNN-of-NNNNN.parquet|jsonl``): a folder of shards
    whose shards differ is compared as the multiset of its records over all its shards (column
    ``order``; each such shard is listed with its first difference). PCollections are unordered
    (DESIGN §2), and the order is not reproducible: two in-memory runs of one tree with one
@@ -112,6 +114,7 @@ NORMALISED = (
     "run_info.json: started_at, finished_at, seconds -> <TIME>",
     "report.html: the run's seconds in 'runner <name>, N s' of the run details -> <TIME>",
     "Flink: the job server's address in --job_endpoint=HOST:PORT -> <JOB_ENDPOINT> (one cluster per tree)",
+    "stats/manifest.json: the modification time in input_files' [path, size, mtime] -> <TIME>",
     "shard folders (part-NNNNN-of-NNNNN.parquet|jsonl): the multiset of their records, in any order and sharding "
     "(PCollections are unordered; --strict-order: not normalised)",
 )
@@ -362,6 +365,9 @@ class Normaliser:
 
     def json_doc(self, rel: str, doc: Any) -> Any:
         doc = self.value(doc)
+        if rel.endswith("stats/manifest.json") and isinstance(doc, dict) and isinstance(doc.get("input_files"), list):
+            doc = {**doc, "input_files": [[*f[:2], "<TIME>"] if isinstance(f, list) and len(f) == 3 else f
+                                          for f in doc["input_files"]]}
         if rel.rsplit("/", 1)[-1] == "run_info.json" and isinstance(doc, dict):
             doc = {k: ("<TIME>" if k in TIME_FIELDS else v) for k, v in doc.items()}
         return doc

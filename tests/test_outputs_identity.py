@@ -91,7 +91,7 @@ def test_record_order_is_a_difference_named_as_such(oi, tmp_path):
 
 
 def test_shards_holding_the_same_records_differ_only_in_order(oi, tmp_path):
-    """Rule 6: a folder of shards is compared as the multiset of its records (other sharding or
+    """Rule 7: a folder of shards is compared as the multiset of its records (other sharding or
     order: column 'order'; --strict-order counts it); one changed record is a difference."""
     a, b = tmp_path / "A" / "dead_letter", tmp_path / "B" / "dead_letter"
     for side, shards in ((a, ([1, 2], [3])), (b, ([3, 1], [2]))):
