@@ -262,7 +262,7 @@ def _settings(manifest: dict) -> dict:
     cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
     opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
     return {"options": opts, "config": cfg, "static": manifest.get("static"), "stored": manifest.get("stored"),
-            "not_stored": manifest.get("not_stored")}
+            "not_stored": manifest.get("not_stored"), "stored_slices": manifest.get("stored_slices")}
 
 
 #: the settings a user sets that decide everything else: named first when runs differ (a frequentist
@@ -405,9 +405,10 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     content, the GatesFailed to raise after publishing or None)``."""
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
+    from fair_forge_beam.engine import Engine, SessionLayout, engine_spec, slice_combiner
     from fair_forge_beam.io.read import SessionRecordsCombineFn
-    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts, slices_stored
+    from fair_forge_beam.io.session_stats import (READER, WriteSessionStats, count_parts, slice_accumulator_columns,
+                                                  slices_stored)
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, evaluate_gates, read_count_dimensions,
@@ -456,6 +457,20 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         scored = _copied_scored(runs, metrics, merged)
         log.info("rollup: %s sessions found in several runs (or rows) are merged and reduced again; every other "
                  "session's stored outputs are reused", "all" if merged is None else len(merged))
+        # per engine group, the metrics whose slices are the runs' stored slice accumulators merged, less each
+        # run's part of every merged session, plus the merged session (none: rebuilt from every session)
+        stored_slices = dict(first.get("stored_slices") or {})
+        fuseds = [slice_combiner(lay.specs) for lay, _ in layouts]
+        slice_cols = [[(c, slot) for c, slot in slice_accumulator_columns(lay, fused, names)
+                       if lay.specs[slot].name in stored_slices] if merged is not None else []
+                      for (lay, names), fused in zip(layouts, fuseds)]
+        slice_tables = [stored_slices[lay.specs[cols[0][1]].name] if cols else None
+                        for (lay, _), cols in zip(layouts, slice_cols)]
+        from_stored = [{slot for _, slot in cols} for cols in slice_cols]
+        if any(slice_cols):
+            log.info("rollup: the slices of %s are the runs' stored slice accumulators, corrected for the merged "
+                     "sessions only", ", ".join(lay.specs[slot].name for (lay, _), cols in zip(layouts, slice_cols)
+                                               for _, slot in cols))
         with run_pipeline(pipeline_options(beam_args)) as p:
             stored_rows = (
                 p
@@ -463,20 +478,32 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                                 for g in range(len(layouts))])
                 | "MatchStored" >> beam.FlatMap(_match_files)
                 | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged)).with_outputs(
+                | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged, from_stored)).with_outputs(
                     "quality", *[f"g{g}" for g in range(len(layouts))], main="merge")
             )
             sessions = (
                 stored_rows.merge
                 | "GroupSessions" >> beam.GroupByKey()
-                | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
-                    "quality", *[f"g{g}" for g in range(len(layouts))])
+                | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts, from_stored)).with_outputs(
+                    "quality", *[f"g{g}" for g in range(len(layouts))], *[f"m{g}" for g in range(len(layouts))])
             )
             results: dict = {}
             for g, names in enumerate(groups.values()):
-                engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
-                                session_extras=[(READER, SessionRecordsCombineFn())])
                 label = "" if g == 0 else str(g)
+                stored_accs = subtracted = None
+                if slice_cols[g]:
+                    stored_accs = (
+                        p
+                        | f"StoredSliceFiles{label}" >> beam.Create([(j, f"{r}/{slice_tables[g]}part-*")
+                                                                     for j, r in enumerate(runs)])
+                        | f"MatchStoredSlices{label}" >> beam.FlatMap(_match_files)
+                        | f"ReadStoredSlices{label}" >> beam.FlatMap(_read_slices, fuseds[g], slice_cols[g])
+                    )
+                    subtracted = sessions[f"m{g}"]
+                engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
+                                session_extras=[(READER, SessionRecordsCombineFn())],
+                                on_slice_accumulators=stats.slices, stored_slices=stored_accs,
+                                subtracted_sessions=subtracted)
                 inputs = (sessions[f"g{g}"], stored_rows[f"g{g}"]) | f"SessionsAndReduced{label}" >> beam.Flatten()
                 res = inputs | f"Engine{label}" >> engine
                 results.update({n: res[n] for n in names})
@@ -540,6 +567,14 @@ def _match_files(item) -> list:
 
     j, pattern, *rest = item
     return [(j, m.path, *rest) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
+
+
+def _read_slices(item, fused, columns) -> list:
+    """``(run index, path of a stored slice table file)`` → its ``(slice key, [slice accumulator per
+    slot])`` (:func:`~fair_forge_beam.io.session_stats.read_slice_accumulators`)."""
+    from fair_forge_beam.io.session_stats import read_slice_accumulators
+
+    return read_slice_accumulators(item[1], fused, columns)
 
 
 def _parquet_files(run: str, folder: str) -> list:
@@ -655,18 +690,18 @@ class _ReadStoredRows(beam.DoFn):
 
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` and metric names.
-        merged: :func:`_merged_sessions` (``None``: every session is merged)."""
+        merged: :func:`_merged_sessions` (``None``: every session is merged).
+        from_stored: per engine group, the metric slots whose slices come from the runs' stored
+            slice accumulators: a reused session sends those metrics nothing (and, when no metric
+            of its group needs it, no ``Reduced`` at all — only its warnings)."""
 
-    def __init__(self, groups: Sequence[tuple], merged):
+    def __init__(self, groups: Sequence[tuple], merged, from_stored: Sequence = ()):
         self.groups, self.merged = list(groups), merged
+        self.from_stored = [set(x) for x in from_stored] or [set() for _ in self.groups]
 
     def setup(self):
-        from fair_forge_beam.io.session_stats import slice_columns, stored_columns
-
-        self._reuse = []
-        for layout, names in self.groups:
-            cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n]
-            self._reuse.append((cells, [(c, s) for c, s, _ in slice_columns(layout, names)]))
+        self._reuse = [_reduced_columns(layout, names, lambda slot, skip=skip: slot not in skip)
+                       for (layout, names), skip in zip(self.groups, self.from_stored)]
 
     def process(self, item):
         import pyarrow.compute as pc
@@ -710,12 +745,17 @@ class _ReadStoredRows(beam.DoFn):
         def column(name):
             return from_arrow_array(batch.column(name))
 
+        quality = column(QUALITY_COLUMN)
+        tagged = beam.pvalue.TaggedOutput
+        if not (cells or slices or layout.dims):  # every metric's slices are stored: the warnings only
+            for ws in quality:
+                for w in ws or ():
+                    yield tagged("quality", QualityWarning(*w))
+            return
         keys = zip(column("session_id"), column("assistant_id"), column("language"))
         dims = zip(column("meta_values"), column("meta_differ")) if layout.dims else None
         cell_values = [(s, column(c)) for c, s in cells]
         slice_values = [(s, column(c)) for c, s in slices]
-        quality = column(QUALITY_COLUMN)
-        tagged = beam.pvalue.TaggedOutput
         for i, key in enumerate(keys):
             slots = [None] * len(fns)
             if dims is not None:
@@ -732,6 +772,16 @@ class _ReadStoredRows(beam.DoFn):
                 yield tagged("quality", QualityWarning(*w))
 
 
+def _reduced_columns(layout, names, keep) -> tuple:
+    """``(cell columns, slice columns)``, each ``[(column name, slot)]``, of the stored session
+    columns that make a :class:`~fair_forge_beam.engine.Reduced` of ``layout``'s metrics
+    ``names`` whose metric slot passes ``keep`` (cell slot ``n + i`` belongs to metric ``i``)."""
+    from fair_forge_beam.io.session_stats import slice_columns, stored_columns
+
+    cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n and keep(s - layout.n)]
+    return cells, [(c, s) for c, s, _ in slice_columns(layout, names) if keep(s)]
+
+
 class _MergeRunsOfSession(beam.DoFn):
     """The stored rows of one reader session ``(session_id, assistant_id)`` from every run →
     its reader warnings as one audit of every run's inputs gives them (``"quality"``) and, per
@@ -741,18 +791,27 @@ class _MergeRunsOfSession(beam.DoFn):
     numbering mapped to the union's (:func:`fair_forge_beam.io.read.session_numbering`): the same
     turn indices, element ids and judge request keys as one audit over all the runs' inputs.
 
+    Per run's row of the session, for the metrics whose slices come from stored slice
+    accumulators (``from_stored``), that row's own contribution to its run's slices — its stored
+    slice values and cell values, as the run stored them (``"m<g>"``: ``(session key,
+    Reduced(slots))``), subtracted from the merged slices by the engine.
+
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` (with the
             reader's extra slot) and its metric names.
+        from_stored: per engine group, the metric slots whose slices are stored (see above).
     """
 
-    def __init__(self, groups: Sequence[tuple]):
+    def __init__(self, groups: Sequence[tuple], from_stored: Sequence = ()):
         self.groups = list(groups)
+        self.from_stored = [set(x) for x in from_stored] or [set() for _ in self.groups]
 
     def setup(self):
         from fair_forge_beam.io.session_stats import stored_columns
 
         self._columns = [stored_columns(layout, names) for layout, names in self.groups]
+        self._subtract = [_reduced_columns(layout, names, lambda slot, keep=keep: slot in keep)
+                          for (layout, names), keep in zip(self.groups, self.from_stored)]
 
     def process(self, kv):
         from fair_forge_beam.io.read import SessionRecordsCombineFn, session_warnings
@@ -769,10 +828,15 @@ class _MergeRunsOfSession(beam.DoFn):
         for g, (layout, _names) in enumerate(self.groups):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
+            sub_cells, sub_slices = self._subtract[g]
             for run, row in rows:
                 mapping = turns.get(run)
                 renumber = bool(mapping) and any(k != v for k, v in mapping.items())
                 key = (session_id, assistant_id, row["language"])
+                if sub_cells or sub_slices:  # this run's own part, as its slices hold it
+                    part = _row_reduced(layout, row, sub_cells, sub_slices)
+                    if part is not None:
+                        yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
                 slots = parts.setdefault(key, {})
                 if layout.dims and row.get("meta_values") is not None:
                     slots.setdefault(layout.dims_slot, []).append((tuple(row["meta_values"]), bool(row["meta_differ"])))
@@ -793,6 +857,30 @@ class _MergeRunsOfSession(beam.DoFn):
         if union:
             for w in session_warnings(session_id, assistant_id, union):
                 yield beam.pvalue.TaggedOutput("quality", w)
+
+
+def _row_reduced(layout, row: dict, cells, slices):
+    """A stored session row (column → plain value) as the :class:`~fair_forge_beam.engine.Reduced`
+    of its ``cells`` and ``slices`` columns (:func:`_reduced_columns`) and its metadata values;
+    ``None`` when it holds none of those values."""
+    from fair_forge_beam.engine import Reduced
+
+    fns = layout.fns
+    slots = [None] * len(fns)
+    found = False
+    for column, s in cells:
+        value = row.get(column)
+        if value is not None:
+            slots[s], found = fns[s].extract_output(fns[s].from_plain(value)), True
+    for column, s in slices:
+        value = row.get(column)
+        if value is not None:
+            slots[s], found = value, True
+    if not found:
+        return None
+    if layout.dims and row.get("meta_values") is not None:
+        slots[layout.dims_slot] = (tuple(row["meta_values"]), bool(row["meta_differ"]))
+    return Reduced(slots)
 
 
 def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
