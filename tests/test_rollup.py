@@ -482,3 +482,30 @@ def test_cut_sessions_are_subtracted_from_the_stored_slices_and_match_the_union(
     assert 0 < calls["add_input"] <= 2 * 3 * 3
     assert_same_records(tmp_path / "roll", tmp_path / "union")
     assert _rollup(tmp_path / "again", [tmp_path / "roll"]) == union
+
+
+def test_a_metadata_slice_left_by_its_only_cut_session_is_dropped(tmp_path):
+    """Sliced by a metadata field: a session cut over two days whose parts carry different values
+    (``eu``, then ``us``) is one ``eu`` session of the union (the smallest value). Day 1's
+    ``region=us`` slice holds only that part: the roll-up subtracts it and the slice is gone, as in
+    the union — not an empty slice."""
+    region = ["--slices", "overall,assistant_id,region"]
+    days: list[list[dict]] = [[], []]
+    cut = next(s for s in SESSIONS if len(s["conversation"]) > 1)
+    for i, s in enumerate(SESSIONS):
+        if s is cut:
+            days[0].append({**s, "region": "eu", "conversation": s["conversation"][:1]})
+            days[1].append({**s, "region": "us", "conversation": s["conversation"][1:]})
+        else:
+            days[i % 2].append({**s, "region": "eu"} if i % 3 else s)
+    files = _write_days(tmp_path, days)
+    runs = []
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"a{d}", [f], "bayesian", *region)
+        runs.append(tmp_path / f"a{d}")
+    day1 = json.loads((tmp_path / "a1" / "results.json").read_text())
+    assert "region=us" in json.dumps(day1)
+    union = _audit(tmp_path / "union", files, "bayesian", *region)
+    assert "region=us" not in union.decode()
+    assert _rollup(tmp_path / "roll", runs) == union
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
