@@ -4,14 +4,21 @@
 
 Reads only what each audit stored (``stats/``: :mod:`fair_forge_beam.io.session_stats`), never a
 raw log. A session with one stored row in all the runs (the vast majority) is taken as its run
-left it: its stored slice value and cell values go straight to the slices
-(:class:`~fair_forge_beam.engine.Reduced`), its warnings are the stored ones, and its rows of
-``sessions/`` and ``stats/`` are copied with ``pyarrow`` filters — its accumulators are not even
-decoded. The accumulators of a session with several rows (a conversation that spans midnight, a
-session in several languages) are merged across runs, and the engine's session stage runs on
-them as in an audit (:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``). Every
-slice estimate, gate and report is recomputed, and the roll-up writes an audit's outputs — its
-own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
+left it: its warnings are the stored ones and its rows of ``sessions/`` and ``stats/`` are copied
+with ``pyarrow`` filters — its accumulators are not even decoded. The accumulators of a session
+with several rows (a conversation that spans midnight, a session in several languages) are merged
+across runs, and the engine's session stage runs on them as in an audit
+(:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``).
+
+Slices: a metric whose runs stored their slice accumulators (``stats/slices/``; its slice
+combiner has an exact ``subtract``) gets, per slice, the merge of the runs' stored accumulators,
+less each run's own part of every merged session (that row alone through the slice stage, as the
+run added it) plus the merged session's — exact integer sums, so the same bits as one audit; a
+session found in one run costs the slices nothing. Any other metric's slices are rebuilt from
+every session: a session of one run sends its stored slice value and cell values
+(:class:`~fair_forge_beam.engine.Reduced`). Every slice estimate, gate and report is recomputed,
+and the roll-up writes an audit's outputs — its own ``stats/`` too, so roll-ups roll up again
+(days → weeks → months).
 
 ``results.json`` equals that of one audit over all the runs' inputs, byte for byte, apart from
 ``config.inputs`` (the runs' inputs, in run order) — in both statistical modes
@@ -682,9 +689,10 @@ class _ReadStoredRows(beam.DoFn):
     row of a session in ``merged`` (main) ``((session_id, assistant_id), (run index, row))``,
     ``row`` a dict of column → plain value (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`:
     structs and lists as tuples, maps as dicts), for :class:`_MergeRunsOfSession`; per row of any
-    other session its stored session-stage outputs as the engine's input (``"g<g>"``: ``(session
-    key, Reduced(slots))``: slice values, interaction-side cell values, metadata values) and its
-    stored warnings (``"quality"``) — its accumulators are not even decoded. The file is read with
+    other session its stored warnings (``"quality"``) and, for the metrics whose slices are not
+    the stored slice accumulators (and the metadata values), its stored session-stage outputs as
+    the engine's input (``"g<g>"``: ``(session key, Reduced(slots))``: slice values,
+    interaction-side cell values, metadata values) — its accumulators are not even decoded. The file is read with
     ``pyarrow`` in record batches and decoded column by column, so the per-interaction values
     cost no Python call each.
 
