@@ -84,6 +84,7 @@ __all__ = [
     "score_ids",
     "repeated_turns",
     "Reduced",
+    "Corrected",
     "STORED",
     "slice_combiner",
 ]
@@ -276,6 +277,17 @@ class Reduced(NamedTuple):
     reduce, no session record and no warning (the run stored those)."""
 
     slots: Any
+
+
+class Corrected(NamedTuple):
+    """A session's accumulators (the input of :class:`Engine` with ``from_accumulators``) whose
+    interaction-side cell values reach the slices only in part: ``cells`` maps a cell slot to the
+    values sent in place of the slot's own (a roll-up's merged session: the values that the runs'
+    parts of it, subtracted from the stored slices, hold too cancel out and are sent by neither).
+    The session stage and the stored statistics see the whole ``accs``."""
+
+    accs: Any
+    cells: Any
 
 
 class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
@@ -679,6 +691,9 @@ class _ReduceSessions(beam.DoFn):
         tagged = beam.pvalue.TaggedOutput
         lay = self.layout
         reduced = type(combined) is Reduced
+        override = None
+        if type(combined) is Corrected:
+            combined, override = combined.accs, combined.cells
         accs = None
         if reduced:
             combined = combined.slots
@@ -704,6 +719,8 @@ class _ReduceSessions(beam.DoFn):
         for slot in lay.cell_slots:
             values = combined[lay.cell_slot(slot)]
             if values is not None:
+                if override is not None and lay.cell_slot(slot) in override:
+                    values = override[lay.cell_slot(slot)]
                 yield (cell, (slot, (Values(values), None)))
         for slot in lay.with_sessions:
             spec, value = lay.specs[slot], combined[slot]

@@ -822,6 +822,7 @@ class _MergeRunsOfSession(beam.DoFn):
                           for (layout, names), keep in zip(self.groups, self.from_stored)]
 
     def process(self, kv):
+        from fair_forge_beam.engine import Corrected
         from fair_forge_beam.io.read import SessionRecordsCombineFn, session_warnings
         from fair_forge_beam.io.session_stats import READER
 
@@ -837,23 +838,27 @@ class _MergeRunsOfSession(beam.DoFn):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
             sub_cells, sub_slices = self._subtract[g]
+            paired = {s for _, s in sub_cells}
+            own: dict = {}  # session key -> [(row, {cell slot: [(stored value, renumbered value), ...]})]
             for run, row in rows:
                 mapping = turns.get(run)
                 renumber = bool(mapping) and any(k != v for k, v in mapping.items())
                 key = (session_id, assistant_id, row["language"])
-                if sub_cells or sub_slices:  # this run's own part, as its slices hold it
-                    part = _row_reduced(layout, row, sub_cells, sub_slices)
-                    if part is not None:
-                        yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
                 slots = parts.setdefault(key, {})
                 if layout.dims and row.get("meta_values") is not None:
                     slots.setdefault(layout.dims_slot, []).append((tuple(row["meta_values"]), bool(row["meta_differ"])))
+                pairs = {}
                 for column, s, t in self._columns[g]:
                     value = row.get(column)
                     if value is not None:
+                        as_stored = value
                         if renumber:
                             value = _renumbered(value, t, mapping, session_id, assistant_id)
+                        if s in paired:  # a list of values, renumbered one by one
+                            pairs[s] = list(zip(as_stored, value))
                         slots.setdefault(s, []).append(fns[s].from_plain(value))
+                if sub_cells or sub_slices:
+                    own.setdefault(key, []).append((row, pairs))
             for key in sorted(parts):
                 slots = parts[key]
                 accs = [None] * len(fns)
@@ -861,16 +866,46 @@ class _MergeRunsOfSession(beam.DoFn):
                     accs[s] = fns[s].merge_accumulators([fns[s].create_accumulator(), *stored])
                 if union:
                     accs[layout.extra_slots[READER]] = records_fn.merge_accumulators([union])  # a copy per key
-                yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
+                if key not in own:
+                    yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
+                    continue
+                # each run's own part, as its slices hold it, is subtracted; an interaction-side value that
+                # part holds unchanged in the merged session (same value, same slice cell: a turn numbered
+                # alike) would be subtracted and added again: it cancels, and neither side sends it
+                cells: dict = {}
+                merged_cell = _cell_dims(layout, accs[layout.dims_slot] if layout.dims else None)
+                for row, pairs in own[key]:
+                    row_dims = (tuple(row["meta_values"]), False) if row.get("meta_values") is not None else None
+                    same_cell = _cell_dims(layout, row_dims) == merged_cell
+                    kept = {}
+                    for s, pr in pairs.items():
+                        left = [p for p in pr if not (same_cell and p[0] == p[1])]
+                        cells.setdefault(s, []).extend(r for _, r in left)
+                        kept[s] = [v for v, _ in left]
+                    part = _row_reduced(layout, row, sub_cells, sub_slices, kept)
+                    if part is not None:
+                        yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
+                cells = {s: fns[s].extract_output(fns[s].from_plain(v)) for s, v in cells.items()}
+                yield beam.pvalue.TaggedOutput(f"g{g}", (key, Corrected(accs, cells) if cells else accs))
         if union:
             for w in session_warnings(session_id, assistant_id, union):
                 yield beam.pvalue.TaggedOutput("quality", w)
 
 
-def _row_reduced(layout, row: dict, cells, slices):
+def _cell_dims(layout, dims) -> tuple:
+    """The metadata part of a session's slice cell, from its metadata slice values ``(values,
+    differ)`` (``None``: it carries none), as the engine forms it."""
+    from fair_forge_beam.slices import MISSING_VALUE
+
+    values = dims[0] if dims is not None else (None,) * len(layout.dims)
+    return tuple(MISSING_VALUE if v is None else v for v in values)
+
+
+def _row_reduced(layout, row: dict, cells, slices, values: Optional[dict] = None):
     """A stored session row (column → plain value) as the :class:`~fair_forge_beam.engine.Reduced`
     of its ``cells`` and ``slices`` columns (:func:`_reduced_columns`) and its metadata values;
-    ``None`` when it holds none of those values."""
+    ``None`` when it holds none of those values. ``values``: per cell slot, the plain values to
+    send in place of the row's own (a subset of them)."""
     from fair_forge_beam.engine import Reduced
 
     fns = layout.fns
@@ -878,6 +913,8 @@ def _row_reduced(layout, row: dict, cells, slices):
     found = False
     for column, s in cells:
         value = row.get(column)
+        if value is not None and values is not None and s in values:
+            value = values[s]
         if value is not None:
             slots[s], found = fns[s].extract_output(fns[s].from_plain(value)), True
     for column, s in slices:
