@@ -343,7 +343,8 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
     :func:`~fair_forge_beam.statistical.exact.exact_to_bytes`), gamma: list<struct<group: int64,
     sums: list<int64>>> (the 4·B replicate sums of each group seen, row by row), pending:
     list<struct<element_id: string, flagged: bool, groups: list<int64>, sentiment: float64>>
-    (answers not drawn yet)>``; read back with numpy (:meth:`from_arrow`). ``subtract``:
+    (answers not drawn yet: empty once stored, see :meth:`to_stored`)>``; read back with numpy
+    (:meth:`from_arrow`). ``subtract``:
     :meth:`GroupFairnessStats.subtract` on a copy.
 
     Args:
@@ -394,7 +395,13 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         ])
 
     def to_stored(self, acc: GroupFairnessStats):
+        """The stored value, with every pending answer drawn first (in ``acc`` itself: the slice's
+        estimate draws them anyway, and an accumulator shared with it is drawn once), so that a
+        roll-up merges replicate sums and never draws a run's answers again."""
         from fair_forge_beam.statistical.exact import exact_to_bytes
+
+        if acc.pending:
+            acc._draw()
 
         return (acc.n, acc.n_flagged, acc.n_no_group, acc.bound, list(acc.N), list(acc.K), list(acc.M),
                 [exact_to_bytes(v) for v in acc.S], [(g, acc._gamma[g].ravel()) for g in sorted(acc._gamma)],
