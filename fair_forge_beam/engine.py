@@ -84,7 +84,9 @@ __all__ = [
     "score_ids",
     "repeated_turns",
     "Reduced",
+    "Corrected",
     "STORED",
+    "slice_combiner",
 ]
 
 #: the tag of :class:`_ReduceSessions`' ``(session key, accumulators, slice values, warnings)``
@@ -277,6 +279,17 @@ class Reduced(NamedTuple):
     slots: Any
 
 
+class Corrected(NamedTuple):
+    """A session's accumulators (the input of :class:`Engine` with ``from_accumulators``) whose
+    interaction-side cell values reach the slices only in part: ``cells`` maps a cell slot to the
+    values sent in place of the slot's own (a roll-up's merged session: the values that the runs'
+    parts of it, subtracted from the stored slices, hold too cancel out and are sent by neither).
+    The session stage and the stored statistics see the whole ``accs``."""
+
+    accs: Any
+    cells: Any
+
+
 class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
     """The metadata slice values of one session: input a tuple per interaction (one text or
     ``None`` — the record does not carry the field — per field); accumulator and output ``(values,
@@ -317,16 +330,24 @@ class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
         return pa.struct([("values", pa.list_(pa.string())), ("differ", pa.bool_())])
 
 
-class PairCombineFn(beam.CombineFn):
-    """Two ``CombineFn``\\ s side by side over ``(a or None, b or None)`` inputs (``None``: nothing
-    for that side; a :class:`Values`: several inputs of that side); output ``[acc_a, acc_b]`` (a
-    side without a ``CombineFn`` stays ``None``). Merging merges each side, so order never matters."""
+class PairCombineFn(StoredAccumulator, beam.CombineFn):
+    """A metric's slice combiner: two ``CombineFn``\\ s side by side over ``(a or None, b or
+    None)`` inputs (``None``: nothing for that side; a :class:`Values`: several inputs of that
+    side); output ``[acc_a, acc_b, n]`` (a side without a ``CombineFn`` stays ``None``; ``n``: the
+    inputs, one per session and side that reached the slice). Merging merges each side and adds
+    ``n``, so order never matters; the estimator gets ``(acc_a, acc_b)``.
+
+    Stored (:meth:`stored_type`) as ``struct<interaction: …, session: …, n: int64>`` of the sides'
+    stored types (``None``: a side declares none). ``subtract`` (the optional method of the slice
+    combiner, :func:`~fair_forge_beam.statistical.combiners.can_subtract`: when both sides have
+    one) subtracts side by side and gives ``None`` when no input is left (``n`` back to 0: the
+    slice would hold nothing of this metric)."""
 
     def __init__(self, first: Optional[beam.CombineFn], second: Optional[beam.CombineFn]):
         self.fns = (first, second)
 
     def create_accumulator(self):
-        return [None if fn is None else fn.create_accumulator() for fn in self.fns]
+        return [*(None if fn is None else fn.create_accumulator() for fn in self.fns), 0]
 
     def add_input(self, acc, element):
         for i, v in enumerate(element):
@@ -338,14 +359,61 @@ class PairCombineFn(beam.CombineFn):
                     acc[i] = fn.add_input(acc[i], item)
             else:
                 acc[i] = self.fns[i].add_input(acc[i], v)
+        acc[2] += 1
         return acc
 
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
-        return [None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)]
+        return [*(None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)),
+                sum(a[2] for a in accs)]
 
     def extract_output(self, acc):
-        return [None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+        return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2]]
+
+    _SIDES = ("interaction", "session")
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        from fair_forge_beam.statistical.combiners import stored_type_of
+
+        fields = []
+        for name, fn in zip(self._SIDES, self.fns):
+            if fn is not None:
+                t = stored_type_of(fn)
+                if t is None:
+                    return None
+                fields.append((name, t))
+        return pa.struct([*fields, ("n", pa.int64())])
+
+    def to_stored(self, acc):
+        return tuple([*(fn.to_stored(a) for fn, a in zip(self.fns, acc) if fn is not None), int(acc[2])])
+
+    def from_arrow(self, array) -> list:
+        from fair_forge_beam.statistical.combiners import _struct_rows
+
+        parts, i = [], 0
+        for fn in self.fns:
+            if fn is None:
+                parts.append([None] * len(array))
+            else:
+                parts.append(fn.from_arrow(array.field(i)))
+                i += 1
+        parts.append(array.field(i).to_pylist())
+        return [None if r is None else list(r) for r in _struct_rows(array, parts)]
+
+    def can_subtract(self) -> bool:
+        from fair_forge_beam.statistical.combiners import can_subtract
+
+        return all(fn is None or can_subtract(fn) for fn in self.fns)
+
+    def subtract(self, acc, other):
+        n = acc[2] - other[2]
+        if n < 0:
+            raise ValueError("subtract: the part holds more inputs than the whole")
+        if n == 0:
+            return None
+        return [*(None if fn is None else fn.subtract(a, b) for fn, a, b in zip(self.fns, acc, other)), n]
 
 
 class FusedCombineFn(beam.CombineFn):
@@ -383,6 +451,24 @@ class FusedCombineFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return [None if a is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)]
+
+    def subtract(self, acc, other):
+        """Slot by slot, ``acc`` less ``other`` (a part of it) with each slot's ``subtract``; a slot
+        ``other`` lacks stays, a slot the subtraction empties becomes ``None``.
+
+        Raises:
+            ValueError: ``other`` holds a slot ``acc`` lacks, or a slot's ``CombineFn`` cannot subtract."""
+        out = list(acc)
+        for i, fn in enumerate(self.fns):
+            if other[i] is None:
+                continue
+            if out[i] is None:
+                raise ValueError(f"subtract: slot {i} of the part is empty in the whole")
+            sub = getattr(fn, "subtract", None)
+            if sub is None:
+                raise ValueError(f"subtract: slot {i}'s {type(fn).__name__} has no subtract")
+            out[i] = sub(out[i], other[i])
+        return out
 
 
 # ------------------------------------------------------------------ DoFns
@@ -605,6 +691,9 @@ class _ReduceSessions(beam.DoFn):
         tagged = beam.pvalue.TaggedOutput
         lay = self.layout
         reduced = type(combined) is Reduced
+        override = None
+        if type(combined) is Corrected:
+            combined, override = combined.accs, combined.cells
         accs = None
         if reduced:
             combined = combined.slots
@@ -630,6 +719,8 @@ class _ReduceSessions(beam.DoFn):
         for slot in lay.cell_slots:
             values = combined[lay.cell_slot(slot)]
             if values is not None:
+                if override is not None and lay.cell_slot(slot) in override:
+                    values = override[lay.cell_slot(slot)]
                 yield (cell, (slot, (Values(values), None)))
         for slot in lay.with_sessions:
             spec, value = lay.specs[slot], combined[slot]
@@ -671,7 +762,7 @@ class _EstimateSlices(beam.DoFn):
             acc = accs[slot]
             if acc is None:
                 continue
-            for rec in spec.estimator.estimate(key, tuple(acc), window, aux.get(slot, ()) if aux else ()):
+            for rec in spec.estimator.estimate(key, tuple(acc[:2]), window, aux.get(slot, ()) if aux else ()):
                 yield beam.pvalue.TaggedOutput(f"r{slot}", headed(spec.name, "slice", rec))
 
     def process(self, kv, window=beam.DoFn.WindowParam):
@@ -786,14 +877,29 @@ class Engine(beam.PTransform):
             :class:`SessionLayout`) for ``on_session_accumulators`` only.
         session_extras: with ``from_accumulators``, the ``(name, CombineFn)`` of the extra slots
             the input's accumulators hold (e.g. the reader's record summaries).
+        on_slice_accumulators: ``(PCollection[(slice key, [slice accumulator per metric or
+            None])], SessionLayout, FusedCombineFn of the metrics' slice combiners) -> None``,
+            called with what each slice's estimate is made from (e.g. to store it:
+            :meth:`fair_forge_beam.io.session_stats.WriteSessionStats.slices`).
+        stored_slices: with ``from_accumulators`` (a roll-up), ``PCollection[(slice key, [slice
+            accumulator per metric or None])]``: slice accumulators of earlier runs, merged into
+            the slices the input makes (a metric's slot is ``None`` where it is not stored).
+        subtracted_sessions: with ``stored_slices``, ``PCollection[(session key,``
+            :class:`Reduced` ``)]``: sessions whose contribution to ``stored_slices`` is taken out
+            again (a run's part of a session the input holds merged): they go through the slice
+            stage on their own and their slice accumulators are subtracted (the slice combiner's
+            ``subtract``, :class:`PairCombineFn`), so a slice is ``stored + input − subtracted``.
 
     Raises:
         ValueError: duplicate names or different slice dimensions.
     """
 
     def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False,
-                 extra_session_inputs: Sequence[tuple] = (), session_extras: Sequence[tuple] = ()):
+                 extra_session_inputs: Sequence[tuple] = (), session_extras: Sequence[tuple] = (),
+                 on_slice_accumulators=None, stored_slices=None, subtracted_sessions=None):
         super().__init__()
+        self.on_slice_accumulators = on_slice_accumulators
+        self.stored_slices, self.subtracted_sessions = stored_slices, subtracted_sessions
         self.extra_session_inputs, self.session_extras = tuple(extra_session_inputs), tuple(session_extras)
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
@@ -921,9 +1027,13 @@ class Engine(beam.PTransform):
             if session_parts is not None and (slot in with_sessions or dims):
                 out[n]["quality"].append(session_parts[f"q{slot}"])
 
-        pair_fns = [PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs]
+        fused = slice_combiner(specs)
         if cells is not None:
-            slices = cells | "CombineSlices" >> CombineSlices(FusedCombineFn(pair_fns), specs[0].slices)
+            slices = cells | "CombineSlices" >> CombineSlices(fused, specs[0].slices)
+            if self.stored_slices is not None:
+                slices = self._with_stored_slices(slices, layout, fused)
+            if self.on_slice_accumulators is not None:
+                self.on_slice_accumulators(slices, layout, fused)
             if aux_records:
                 aux = aux_records[0] if len(aux_records) == 1 else tuple(aux_records) | "FlattenAux" >> beam.Flatten()
                 est = slices | "EstimateSlices" >> beam.ParDo(
@@ -952,6 +1062,56 @@ class Engine(beam.PTransform):
         return out
 
 
+    def _with_stored_slices(self, slices, layout: SessionLayout, fused: FusedCombineFn):
+        """``stored_slices`` + ``slices`` − the slices of ``subtracted_sessions``, per slice key
+        (:class:`_SignedSlices`)."""
+        parts = [self.stored_slices | "TagStoredSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1]))),
+                 slices | "TagInputSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1])))]
+        if self.subtracted_sessions is not None:
+            cells = (
+                self.subtracted_sessions
+                | "ReduceSubtracted" >> beam.ParDo(_ReduceSessions(layout)).with_outputs("present", main="cells")
+            ).cells
+            parts.append(
+                cells
+                | "CombineSubtractedSlices" >> CombineSlices(fused, layout.specs[0].slices)
+                | "TagSubtractedSlices" >> beam.Map(lambda kv: (kv[0], (-1, kv[1]))))
+        return (
+            parts
+            | "FlattenSignedSlices" >> beam.Flatten()
+            | "GroupSignedSlices" >> beam.GroupByKey()
+            | "MergeSignedSlices" >> beam.ParDo(_SignedSlices(fused))
+        )
+
+
+class _SignedSlices(beam.DoFn):
+    """``(slice key, [(sign, slice accumulators), …])`` → ``(slice key, merge of the positive −
+    merge of the negative)`` with the fused slice combiner's ``subtract``
+    (:meth:`FusedCombineFn.subtract`); nothing when no metric has anything left in the slice."""
+
+    def __init__(self, fused: FusedCombineFn):
+        self.fused = fused
+
+    def process(self, kv):
+        key, items = kv
+        fused = self.fused
+        plus, minus = [fused.create_accumulator()], [fused.create_accumulator()]
+        for sign, acc in items:
+            (plus if sign > 0 else minus).append(acc)
+        acc = fused.merge_accumulators(plus)  # a fresh accumulator first: no input is changed
+        if len(minus) > 1:
+            acc = fused.subtract(acc, fused.merge_accumulators(minus))
+        out = fused.extract_output(acc)
+        if any(a is not None for a in out):
+            yield key, out
+
+
+def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:
+    """The slice combiner of an engine's metrics: per metric its :class:`PairCombineFn` of
+    ``interaction_slice_combine`` and ``session_slice_combine``, fused (slot = the metric's index)."""
+    return FusedCombineFn([PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs])
+
+
 def engine_spec(transform, interactions=None) -> MetricSpec:
     """The :class:`MetricSpec` a metric transform declares (``transform.spec(windowed)``; windowed
     when ``interactions`` is a windowed PCollection)."""
@@ -961,11 +1121,11 @@ def engine_spec(transform, interactions=None) -> MetricSpec:
 
 
 def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumulators=None,
-                  extra_session_inputs: Sequence[tuple] = ()) -> dict:
+                  extra_session_inputs: Sequence[tuple] = (), on_slice_accumulators=None) -> dict:
     """Applies the main job's metric transforms to ``interactions``: their :class:`MetricSpec`\\ s
-    run in one :class:`Engine` per set of slice dimensions; ``on_session_accumulators`` and
-    ``extra_session_inputs`` go to each :class:`Engine`. Returns ``{name: dict of PCollections}``
-    in the order of ``transforms``."""
+    run in one :class:`Engine` per set of slice dimensions; ``on_session_accumulators``,
+    ``extra_session_inputs`` and ``on_slice_accumulators`` go to each :class:`Engine`. Returns
+    ``{name: dict of PCollections}`` in the order of ``transforms``."""
     specs, groups = {}, {}
     for name, t in transforms.items():
         specs[name] = spec = engine_spec(t, interactions)
@@ -974,7 +1134,8 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumu
     for i, (slices, names) in enumerate(groups.items()):
         label = "Engine" if i == 0 else f"Engine{i}"
         res = interactions | label >> Engine([specs[n] for n in names], on_session_accumulators,
-                                             extra_session_inputs=extra_session_inputs)
+                                             extra_session_inputs=extra_session_inputs,
+                                             on_slice_accumulators=on_slice_accumulators)
         for n, s in zip(names, [specs[n] for n in names]):
             results[n] = res[s.name]
     return {name: results[name] for name in transforms}

@@ -4,14 +4,21 @@
 
 Reads only what each audit stored (``stats/``: :mod:`fair_forge_beam.io.session_stats`), never a
 raw log. A session with one stored row in all the runs (the vast majority) is taken as its run
-left it: its stored slice value and cell values go straight to the slices
-(:class:`~fair_forge_beam.engine.Reduced`), its warnings are the stored ones, and its rows of
-``sessions/`` and ``stats/`` are copied with ``pyarrow`` filters — its accumulators are not even
-decoded. The accumulators of a session with several rows (a conversation that spans midnight, a
-session in several languages) are merged across runs, and the engine's session stage runs on
-them as in an audit (:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``). Every
-slice estimate, gate and report is recomputed, and the roll-up writes an audit's outputs — its
-own ``stats/`` too, so roll-ups roll up again (days → weeks → months).
+left it: its warnings are the stored ones and its rows of ``sessions/`` and ``stats/`` are copied
+with ``pyarrow`` filters — its accumulators are not even decoded. The accumulators of a session
+with several rows (a conversation that spans midnight, a session in several languages) are merged
+across runs, and the engine's session stage runs on them as in an audit
+(:class:`~fair_forge_beam.engine.Engine` with ``from_accumulators``).
+
+Slices: a metric whose runs stored their slice accumulators (``stats/slices/``; its slice
+combiner has an exact ``subtract``) gets, per slice, the merge of the runs' stored accumulators,
+less each run's own part of every merged session (that row alone through the slice stage, as the
+run added it) plus the merged session's — exact integer sums, so the same bits as one audit; a
+session found in one run costs the slices nothing. Any other metric's slices are rebuilt from
+every session: a session of one run sends its stored slice value and cell values
+(:class:`~fair_forge_beam.engine.Reduced`). Every slice estimate, gate and report is recomputed,
+and the roll-up writes an audit's outputs — its own ``stats/`` too, so roll-ups roll up again
+(days → weeks → months).
 
 ``results.json`` equals that of one audit over all the runs' inputs, byte for byte, apart from
 ``config.inputs`` (the runs' inputs, in run order) — in both statistical modes
@@ -262,7 +269,7 @@ def _settings(manifest: dict) -> dict:
     cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
     opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
     return {"options": opts, "config": cfg, "static": manifest.get("static"), "stored": manifest.get("stored"),
-            "not_stored": manifest.get("not_stored")}
+            "not_stored": manifest.get("not_stored"), "stored_slices": manifest.get("stored_slices")}
 
 
 #: the settings a user sets that decide everything else: named first when runs differ (a frequentist
@@ -405,9 +412,10 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     content, the GatesFailed to raise after publishing or None)``."""
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.engine import Engine, SessionLayout, engine_spec
+    from fair_forge_beam.engine import Engine, SessionLayout, engine_spec, slice_combiner
     from fair_forge_beam.io.read import SessionRecordsCombineFn
-    from fair_forge_beam.io.session_stats import READER, WriteSessionStats, count_parts, slices_stored
+    from fair_forge_beam.io.session_stats import (READER, WriteSessionStats, count_parts, slice_accumulator_columns,
+                                                  slices_stored)
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, evaluate_gates, read_count_dimensions,
@@ -456,6 +464,20 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         scored = _copied_scored(runs, metrics, merged)
         log.info("rollup: %s sessions found in several runs (or rows) are merged and reduced again; every other "
                  "session's stored outputs are reused", "all" if merged is None else len(merged))
+        # per engine group, the metrics whose slices are the runs' stored slice accumulators merged, less each
+        # run's part of every merged session, plus the merged session (none: rebuilt from every session)
+        stored_slices = dict(first.get("stored_slices") or {})
+        fuseds = [slice_combiner(lay.specs) for lay, _ in layouts]
+        slice_cols = [[(c, slot) for c, slot in slice_accumulator_columns(lay, fused, names)
+                       if lay.specs[slot].name in stored_slices] if merged is not None else []
+                      for (lay, names), fused in zip(layouts, fuseds)]
+        slice_tables = [stored_slices[lay.specs[cols[0][1]].name] if cols else None
+                        for (lay, _), cols in zip(layouts, slice_cols)]
+        from_stored = [{slot for _, slot in cols} for cols in slice_cols]
+        if any(slice_cols):
+            log.info("rollup: the slices of %s are the runs' stored slice accumulators, corrected for the merged "
+                     "sessions only", ", ".join(lay.specs[slot].name for (lay, _), cols in zip(layouts, slice_cols)
+                                               for _, slot in cols))
         with run_pipeline(pipeline_options(beam_args)) as p:
             stored_rows = (
                 p
@@ -463,20 +485,32 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                                 for g in range(len(layouts))])
                 | "MatchStored" >> beam.FlatMap(_match_files)
                 | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged)).with_outputs(
+                | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged, from_stored)).with_outputs(
                     "quality", *[f"g{g}" for g in range(len(layouts))], main="merge")
             )
             sessions = (
                 stored_rows.merge
                 | "GroupSessions" >> beam.GroupByKey()
-                | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts)).with_outputs(
-                    "quality", *[f"g{g}" for g in range(len(layouts))])
+                | "MergeRuns" >> beam.ParDo(_MergeRunsOfSession(layouts, from_stored)).with_outputs(
+                    "quality", *[f"g{g}" for g in range(len(layouts))], *[f"m{g}" for g in range(len(layouts))])
             )
             results: dict = {}
             for g, names in enumerate(groups.values()):
-                engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
-                                session_extras=[(READER, SessionRecordsCombineFn())])
                 label = "" if g == 0 else str(g)
+                stored_accs = subtracted = None
+                if slice_cols[g]:
+                    stored_accs = (
+                        p
+                        | f"StoredSliceFiles{label}" >> beam.Create([(j, f"{r}/{slice_tables[g]}part-*")
+                                                                     for j, r in enumerate(runs)])
+                        | f"MatchStoredSlices{label}" >> beam.FlatMap(_match_files)
+                        | f"ReadStoredSlices{label}" >> beam.FlatMap(_read_slices, fuseds[g], slice_cols[g])
+                    )
+                    subtracted = sessions[f"m{g}"]
+                engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
+                                session_extras=[(READER, SessionRecordsCombineFn())],
+                                on_slice_accumulators=stats.slices, stored_slices=stored_accs,
+                                subtracted_sessions=subtracted)
                 inputs = (sessions[f"g{g}"], stored_rows[f"g{g}"]) | f"SessionsAndReduced{label}" >> beam.Flatten()
                 res = inputs | f"Engine{label}" >> engine
                 results.update({n: res[n] for n in names})
@@ -540,6 +574,14 @@ def _match_files(item) -> list:
 
     j, pattern, *rest = item
     return [(j, m.path, *rest) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
+
+
+def _read_slices(item, fused, columns) -> list:
+    """``(run index, path of a stored slice table file)`` → its ``(slice key, [slice accumulator per
+    slot])`` (:func:`~fair_forge_beam.io.session_stats.read_slice_accumulators`)."""
+    from fair_forge_beam.io.session_stats import read_slice_accumulators
+
+    return read_slice_accumulators(item[1], fused, columns)
 
 
 def _parquet_files(run: str, folder: str) -> list:
@@ -647,26 +689,27 @@ class _ReadStoredRows(beam.DoFn):
     row of a session in ``merged`` (main) ``((session_id, assistant_id), (run index, row))``,
     ``row`` a dict of column → plain value (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`:
     structs and lists as tuples, maps as dicts), for :class:`_MergeRunsOfSession`; per row of any
-    other session its stored session-stage outputs as the engine's input (``"g<g>"``: ``(session
-    key, Reduced(slots))``: slice values, interaction-side cell values, metadata values) and its
-    stored warnings (``"quality"``) — its accumulators are not even decoded. The file is read with
+    other session its stored warnings (``"quality"``) and, for the metrics whose slices are not
+    the stored slice accumulators (and the metadata values), its stored session-stage outputs as
+    the engine's input (``"g<g>"``: ``(session key, Reduced(slots))``: slice values,
+    interaction-side cell values, metadata values) — its accumulators are not even decoded. The file is read with
     ``pyarrow`` in record batches and decoded column by column, so the per-interaction values
     cost no Python call each.
 
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` and metric names.
-        merged: :func:`_merged_sessions` (``None``: every session is merged)."""
+        merged: :func:`_merged_sessions` (``None``: every session is merged).
+        from_stored: per engine group, the metric slots whose slices come from the runs' stored
+            slice accumulators: a reused session sends those metrics nothing (and, when no metric
+            of its group needs it, no ``Reduced`` at all — only its warnings)."""
 
-    def __init__(self, groups: Sequence[tuple], merged):
+    def __init__(self, groups: Sequence[tuple], merged, from_stored: Sequence = ()):
         self.groups, self.merged = list(groups), merged
+        self.from_stored = [set(x) for x in from_stored] or [set() for _ in self.groups]
 
     def setup(self):
-        from fair_forge_beam.io.session_stats import slice_columns, stored_columns
-
-        self._reuse = []
-        for layout, names in self.groups:
-            cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n]
-            self._reuse.append((cells, [(c, s) for c, s, _ in slice_columns(layout, names)]))
+        self._reuse = [_reduced_columns(layout, names, lambda slot, skip=skip: slot not in skip)
+                       for (layout, names), skip in zip(self.groups, self.from_stored)]
 
     def process(self, item):
         import pyarrow.compute as pc
@@ -710,12 +753,17 @@ class _ReadStoredRows(beam.DoFn):
         def column(name):
             return from_arrow_array(batch.column(name))
 
+        quality = column(QUALITY_COLUMN)
+        tagged = beam.pvalue.TaggedOutput
+        if not (cells or slices or layout.dims):  # every metric's slices are stored: the warnings only
+            for ws in quality:
+                for w in ws or ():
+                    yield tagged("quality", QualityWarning(*w))
+            return
         keys = zip(column("session_id"), column("assistant_id"), column("language"))
         dims = zip(column("meta_values"), column("meta_differ")) if layout.dims else None
         cell_values = [(s, column(c)) for c, s in cells]
         slice_values = [(s, column(c)) for c, s in slices]
-        quality = column(QUALITY_COLUMN)
-        tagged = beam.pvalue.TaggedOutput
         for i, key in enumerate(keys):
             slots = [None] * len(fns)
             if dims is not None:
@@ -732,6 +780,16 @@ class _ReadStoredRows(beam.DoFn):
                 yield tagged("quality", QualityWarning(*w))
 
 
+def _reduced_columns(layout, names, keep) -> tuple:
+    """``(cell columns, slice columns)``, each ``[(column name, slot)]``, of the stored session
+    columns that make a :class:`~fair_forge_beam.engine.Reduced` of ``layout``'s metrics
+    ``names`` whose metric slot passes ``keep`` (cell slot ``n + i`` belongs to metric ``i``)."""
+    from fair_forge_beam.io.session_stats import slice_columns, stored_columns
+
+    cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n and keep(s - layout.n)]
+    return cells, [(c, s) for c, s, _ in slice_columns(layout, names) if keep(s)]
+
+
 class _MergeRunsOfSession(beam.DoFn):
     """The stored rows of one reader session ``(session_id, assistant_id)`` from every run →
     its reader warnings as one audit of every run's inputs gives them (``"quality"``) and, per
@@ -741,20 +799,30 @@ class _MergeRunsOfSession(beam.DoFn):
     numbering mapped to the union's (:func:`fair_forge_beam.io.read.session_numbering`): the same
     turn indices, element ids and judge request keys as one audit over all the runs' inputs.
 
+    Per run's row of the session, for the metrics whose slices come from stored slice
+    accumulators (``from_stored``), that row's own contribution to its run's slices — its stored
+    slice values and cell values, as the run stored them (``"m<g>"``: ``(session key,
+    Reduced(slots))``), subtracted from the merged slices by the engine.
+
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` (with the
             reader's extra slot) and its metric names.
+        from_stored: per engine group, the metric slots whose slices are stored (see above).
     """
 
-    def __init__(self, groups: Sequence[tuple]):
+    def __init__(self, groups: Sequence[tuple], from_stored: Sequence = ()):
         self.groups = list(groups)
+        self.from_stored = [set(x) for x in from_stored] or [set() for _ in self.groups]
 
     def setup(self):
         from fair_forge_beam.io.session_stats import stored_columns
 
         self._columns = [stored_columns(layout, names) for layout, names in self.groups]
+        self._subtract = [_reduced_columns(layout, names, lambda slot, keep=keep: slot in keep)
+                          for (layout, names), keep in zip(self.groups, self.from_stored)]
 
     def process(self, kv):
+        from fair_forge_beam.engine import Corrected
         from fair_forge_beam.io.read import SessionRecordsCombineFn, session_warnings
         from fair_forge_beam.io.session_stats import READER
 
@@ -769,6 +837,9 @@ class _MergeRunsOfSession(beam.DoFn):
         for g, (layout, _names) in enumerate(self.groups):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
+            sub_cells, sub_slices = self._subtract[g]
+            paired = {s for _, s in sub_cells}
+            own: dict = {}  # session key -> [(row, {cell slot: [(stored value, renumbered value), ...]})]
             for run, row in rows:
                 mapping = turns.get(run)
                 renumber = bool(mapping) and any(k != v for k, v in mapping.items())
@@ -776,12 +847,18 @@ class _MergeRunsOfSession(beam.DoFn):
                 slots = parts.setdefault(key, {})
                 if layout.dims and row.get("meta_values") is not None:
                     slots.setdefault(layout.dims_slot, []).append((tuple(row["meta_values"]), bool(row["meta_differ"])))
+                pairs = {}
                 for column, s, t in self._columns[g]:
                     value = row.get(column)
                     if value is not None:
+                        as_stored = value
                         if renumber:
                             value = _renumbered(value, t, mapping, session_id, assistant_id)
+                        if s in paired:  # a list of values, renumbered one by one
+                            pairs[s] = list(zip(as_stored, value))
                         slots.setdefault(s, []).append(fns[s].from_plain(value))
+                if sub_cells or sub_slices:
+                    own.setdefault(key, []).append((row, pairs))
             for key in sorted(parts):
                 slots = parts[key]
                 accs = [None] * len(fns)
@@ -789,10 +866,66 @@ class _MergeRunsOfSession(beam.DoFn):
                     accs[s] = fns[s].merge_accumulators([fns[s].create_accumulator(), *stored])
                 if union:
                     accs[layout.extra_slots[READER]] = records_fn.merge_accumulators([union])  # a copy per key
-                yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
+                if key not in own:
+                    yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
+                    continue
+                # each run's own part, as its slices hold it, is subtracted; an interaction-side value that
+                # part holds unchanged in the merged session (same value, same slice cell: a turn numbered
+                # alike) would be subtracted and added again: it cancels, and neither side sends it
+                cells: dict = {}
+                merged_cell = _cell_dims(layout, accs[layout.dims_slot] if layout.dims else None)
+                for row, pairs in own[key]:
+                    row_dims = (tuple(row["meta_values"]), False) if row.get("meta_values") is not None else None
+                    same_cell = _cell_dims(layout, row_dims) == merged_cell
+                    kept = {}
+                    for s, pr in pairs.items():
+                        left = [p for p in pr if not (same_cell and p[0] == p[1])]
+                        cells.setdefault(s, []).extend(r for _, r in left)
+                        kept[s] = [v for v, _ in left]
+                    part = _row_reduced(layout, row, sub_cells, sub_slices, kept)
+                    if part is not None:
+                        yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
+                cells = {s: fns[s].extract_output(fns[s].from_plain(v)) for s, v in cells.items()}
+                yield beam.pvalue.TaggedOutput(f"g{g}", (key, Corrected(accs, cells) if cells else accs))
         if union:
             for w in session_warnings(session_id, assistant_id, union):
                 yield beam.pvalue.TaggedOutput("quality", w)
+
+
+def _cell_dims(layout, dims) -> tuple:
+    """The metadata part of a session's slice cell, from its metadata slice values ``(values,
+    differ)`` (``None``: it carries none), as the engine forms it."""
+    from fair_forge_beam.slices import MISSING_VALUE
+
+    values = dims[0] if dims is not None else (None,) * len(layout.dims)
+    return tuple(MISSING_VALUE if v is None else v for v in values)
+
+
+def _row_reduced(layout, row: dict, cells, slices, values: Optional[dict] = None):
+    """A stored session row (column → plain value) as the :class:`~fair_forge_beam.engine.Reduced`
+    of its ``cells`` and ``slices`` columns (:func:`_reduced_columns`) and its metadata values;
+    ``None`` when it holds none of those values. ``values``: per cell slot, the plain values to
+    send in place of the row's own (a subset of them)."""
+    from fair_forge_beam.engine import Reduced
+
+    fns = layout.fns
+    slots = [None] * len(fns)
+    found = False
+    for column, s in cells:
+        value = row.get(column)
+        if value is not None and values is not None and s in values:
+            value = values[s]
+        if value is not None:
+            slots[s], found = fns[s].extract_output(fns[s].from_plain(value)), True
+    for column, s in slices:
+        value = row.get(column)
+        if value is not None:
+            slots[s], found = value, True
+    if not found:
+        return None
+    if layout.dims and row.get("meta_values") is not None:
+        slots[layout.dims_slot] = (tuple(row["meta_values"]), bool(row["meta_differ"]))
+    return Reduced(slots)
 
 
 def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):

@@ -290,13 +290,13 @@ def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, 
     run = tmp_path / "old"
     shutil.copytree(one_audit, run)
     manifest = json.loads((run / "stats" / "manifest.json").read_text())
-    manifest["stats_schema_version"] = 2  # a run of schema version 2 (before Humanity stored Spearman apart, issue 28)
+    manifest["stats_schema_version"] = 3  # a run of schema version 3 (before the slice accumulators were stored)
     (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(SystemExit) as exc:
         _rollup(tmp_path / "r", [run])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert any("schema version 2" in line and "version 3" in line for line in err), err
+    assert any("schema version 3" in line and "version 4" in line for line in err), err
 
 
 def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp_path, capsys):
@@ -412,3 +412,100 @@ def test_a_mode_mix_names_the_mode_first(one_audit, tmp_path, capsys):
     assert exc.value.code == 2, err
     assert "cannot roll up a bayesian run with a frequentist run" in err and "--mode frequentist" in err, err
     assert "beta_prior" not in err
+
+
+def _two_days(root: Path, cut: bool) -> tuple[list[Path], list[Path]]:
+    """SESSIONS over two days (every other session on day 1); with ``cut``, the first two sessions of
+    several turns are cut in two, their second part on day 1. Returns (files, day audits)."""
+    days: list[list[dict]] = [[], []]
+    n_cut = 0
+    for i, s in enumerate(SESSIONS):
+        conv = s["conversation"]
+        if cut and len(conv) > 1 and n_cut < 2:
+            days[0].append({**s, "conversation": conv[:1]})
+            days[1].append({**s, "conversation": conv[1:]})
+            n_cut += 1
+        else:
+            days[i % 2].append(s)
+    files = _write_days(root, days)
+    runs = []
+    for d, f in enumerate(files):
+        _audit(root / f"a{d}", [f], "bayesian")
+        runs.append(root / f"a{d}")
+    return files, runs
+
+
+def _slice_stage_spies(monkeypatch) -> dict:
+    """Counts, in this process, the slice stage's per-session adds (``PairCombineFn.add_input``) and
+    the subtractions of slice accumulators (``FusedCombineFn.subtract``)."""
+    from fair_forge_beam import engine
+
+    calls = {"add_input": 0, "subtract": 0}
+    add, sub = engine.PairCombineFn.add_input, engine.FusedCombineFn.subtract
+
+    def counted_add(self, acc, element):
+        calls["add_input"] += 1
+        return add(self, acc, element)
+
+    def counted_sub(self, acc, other):
+        calls["subtract"] += 1
+        return sub(self, acc, other)
+
+    monkeypatch.setattr(engine.PairCombineFn, "add_input", counted_add)
+    monkeypatch.setattr(engine.FusedCombineFn, "subtract", counted_sub)
+    return calls
+
+
+def test_a_rollup_without_cut_sessions_never_runs_the_slice_stage_per_session(tmp_path, monkeypatch):
+    """Issue 27 (cells): the runs' stored slice accumulators are merged as they are; no session of a
+    roll-up without a session found in several runs goes through the slice stage (no per-session
+    add into a slice combiner, no subtraction) — and results.json is still the union audit's."""
+    files, runs = _two_days(tmp_path, cut=False)
+    union = _audit(tmp_path / "union", files, "bayesian")
+    calls = _slice_stage_spies(monkeypatch)
+    assert _rollup(tmp_path / "roll", runs) == union
+    assert calls == {"add_input": 0, "subtract": 0}
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
+
+
+def test_cut_sessions_are_subtracted_from_the_stored_slices_and_match_the_union(tmp_path, monkeypatch):
+    """Sessions cut across the days: each run's part of them is taken out of the merged stored
+    slices (subtracted) and the merged session added, so only those sessions pass through the
+    slice stage; the roll-up (and a roll-up of it) is the union audit, byte for byte."""
+    files, runs = _two_days(tmp_path, cut=True)
+    union = _audit(tmp_path / "union", files, "bayesian")
+    calls = _slice_stage_spies(monkeypatch)
+    assert _rollup(tmp_path / "roll", runs) == union
+    assert calls["subtract"] > 0
+    # 2 cut sessions × (the merged session + each run's part) × (Humanity's slice value + Toxicity's
+    # answers and session count): the other sessions never reach the slice stage
+    assert 0 < calls["add_input"] <= 2 * 3 * 3
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
+    assert _rollup(tmp_path / "again", [tmp_path / "roll"]) == union
+
+
+def test_a_metadata_slice_left_by_its_only_cut_session_is_dropped(tmp_path):
+    """Sliced by a metadata field: a session cut over two days whose parts carry different values
+    (``eu``, then ``us``) is one ``eu`` session of the union (the smallest value). Day 1's
+    ``region=us`` slice holds only that part: the roll-up subtracts it and the slice is gone, as in
+    the union — not an empty slice."""
+    region = ["--slices", "overall,assistant_id,region"]
+    days: list[list[dict]] = [[], []]
+    cut = next(s for s in SESSIONS if len(s["conversation"]) > 1)
+    for i, s in enumerate(SESSIONS):
+        if s is cut:
+            days[0].append({**s, "region": "eu", "conversation": s["conversation"][:1]})
+            days[1].append({**s, "region": "us", "conversation": s["conversation"][1:]})
+        else:
+            days[i % 2].append({**s, "region": "eu"} if i % 3 else s)
+    files = _write_days(tmp_path, days)
+    runs = []
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"a{d}", [f], "bayesian", *region)
+        runs.append(tmp_path / f"a{d}")
+    day1 = json.loads((tmp_path / "a1" / "results.json").read_text())
+    assert "region=us" in json.dumps(day1)
+    union = _audit(tmp_path / "union", files, "bayesian", *region)
+    assert "region=us" not in union.decode()
+    assert _rollup(tmp_path / "roll", runs) == union
+    assert_same_records(tmp_path / "roll", tmp_path / "union")

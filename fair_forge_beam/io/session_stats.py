@@ -6,10 +6,14 @@ the engine's session combine (:class:`~fair_forge_beam.engine.SessionLayout`) �
 log again (DESIGN §10, docs/scheduled.md). Layout under ``--output``::
 
     stats/sessions/part-*.parquet   one row per session: every stored metric's accumulators
+    stats/slices/part-*.parquet     one row per slice: every stored metric's slice accumulator
     stats/manifest.json             what the run was: schema version, product version,
                                     results.json's config, every option that builds the metrics,
                                     the metrics' static fields, which metrics stored their
                                     statistics (or why not), and the run's additive counts
+
+(A second engine group — metrics of other slice dimensions — writes ``sessions1/`` and
+``slices1/``, and so on.)
 
 A session row (:func:`sessions_schema`; Parquet key-value metadata
 ``fair_forge_beam.stats_schema_version``):
@@ -28,6 +32,21 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
   ``struct<a: answers, b: toxic answers, counts: map<group index, answers>>``;
 * ``<metric>__cells``: the session's interaction-side statistics (Toxicity's group-fairness and
   lexicon inputs, one struct per answer), for a metric that has any.
+
+A slice row (:func:`slices_schema`, the same key-value metadata): ``slice`` (string: ``overall``,
+``assistant_id=…``, ``language=…``, ``<metadata field>=…``) and, per stored metric,
+``<metric>__acc``: the accumulator its slice estimate was made from — the metric's slice combiner
+(:class:`~fair_forge_beam.engine.PairCombineFn`) as ``struct<interaction: …, session: …, n:
+int64>``, each side typed by its ``CombineFn``'s stored type (``null``: the metric has nothing in
+that slice). E.g. Toxicity's ``interaction`` is ``struct<f0: group fairness, f1: token counts>``
+(:class:`~fair_forge_beam.statistical.group_fairness.GroupFairnessCombineFn`: counts, exact
+sentiment sums as ``binary``, the Bayesian replicate sums as ``list<int64>`` per group, the
+answers not drawn yet) and its ``session`` the session count; Humanity's ``session`` is
+``struct<f0, f1: bootstrap statistics, f2: emotion counts>``. Exact sums of floats (units of
+2**-1074, :mod:`fair_forge_beam.statistical.exact`) are signed big-endian two's-complement
+``binary``. A metric stores its slices when its slice combiner declares a stored type and an
+exact ``subtract``; a roll-up merges the runs' slice rows and corrects only the sessions cut
+across runs (``fair_forge_beam.rollup``).
 
 No column holds JSON text: a warehouse (DuckDB, BigQuery, Spark) reads
 ``humanity__session.entropy`` directly. Floats are float64 and integers int64, stored exactly, so
@@ -50,17 +69,20 @@ from fair_forge_beam.io.write import write_one_file, write_parquet
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
-    "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN",
+    "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
+    "slices_schema", "slice_accumulator_columns", "read_slice_accumulators",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 3
+STATS_SCHEMA_VERSION = 4
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
+# 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
+SLICES_TABLE = "slices"
 #: the Parquet key-value metadata key holding :data:`STATS_SCHEMA_VERSION`
 SCHEMA_VERSION_KEY = b"fair_forge_beam.stats_schema_version"
 #: the name of the reader's slot (:class:`~fair_forge_beam.engine.SessionLayout` extras)
@@ -197,6 +219,61 @@ class _ToRow(beam.DoFn):
         return row
 
 
+def slice_accumulator_columns(layout, fused, metrics: Sequence[str]) -> list:
+    """``(column name, slot)`` of the stored slice accumulators (``<metric>__acc``) of ``layout``'s
+    ``metrics`` whose slice combiner (``fused.fns[slot]``) declares a stored type and ``subtract``."""
+    from fair_forge_beam.statistical.combiners import can_subtract, stored_type_of
+
+    names = set(metrics)
+    return [(f"{spec.name}__acc", slot) for slot, spec in enumerate(layout.specs)
+            if spec.name in names and stored_type_of(fused.fns[slot]) is not None and can_subtract(fused.fns[slot])]
+
+
+def slices_schema(layout, fused, columns: Sequence[tuple]) -> pa.Schema:
+    """The Parquet schema of the slice rows (module docstring) of ``columns``
+    (:func:`slice_accumulator_columns`)."""
+    fields = [pa.field("slice", pa.string(), nullable=False)]
+    fields += [pa.field(name, fused.fns[slot].stored_type()) for name, slot in columns]
+    return pa.schema(fields, metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode(),
+                                       b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
+
+
+class _SliceToRow(beam.DoFn):
+    """``(slice key, [slice accumulator per slot])`` → its stored row (module docstring)."""
+
+    def __init__(self, fused, columns: Sequence[tuple]):
+        self.fused, self.columns = fused, list(columns)
+
+    def process(self, kv):
+        key, accs = kv
+        row = {"slice": key}
+        for name, slot in self.columns:
+            row[name] = None if accs[slot] is None else self.fused.fns[slot].to_stored(accs[slot])
+        yield row
+
+
+def read_slice_accumulators(path: str, fused, columns: Sequence[tuple]) -> list:
+    """One stored slice table file → ``[(slice key, [slice accumulator per slot of fused, None
+    where not stored])]``, each column decoded at once (``CombineFn.from_arrow``).
+
+    Raises:
+        StatsSchemaMismatch: the file's schema version is not :data:`STATS_SCHEMA_VERSION`."""
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as f:
+        table = pq.read_table(f)
+    meta = table.schema.metadata or {}
+    version = meta.get(SCHEMA_VERSION_KEY)
+    check_schema_version(int(version) if version is not None and version.isdigit() else version, path)
+    keys = table.column("slice").to_pylist()
+    out = [[None] * len(fused.fns) for _ in keys]
+    for name, slot in columns:
+        for row, acc in zip(out, fused.fns[slot].from_arrow(table.column(name).combine_chunks())):
+            row[slot] = acc
+    return list(zip(keys, out))
+
+
 class WriteSessionStats:
     """The main job's stored statistics (see the module docstring). Give :meth:`session_inputs`
     to :func:`~fair_forge_beam.engine.apply_metrics` as ``extra_session_inputs`` and the object
@@ -218,7 +295,10 @@ class WriteSessionStats:
         self.stored: dict[str, str] = {}
         self.not_stored: dict[str, str] = {}
         self.session_quality: list = []
+        self.stored_slices: dict[str, str] = {}
+        self.slices_not_stored: dict[str, str] = {}
         self._tables = 0
+        self._slice_tables = 0
 
     def session_inputs(self, records) -> list:
         """The engine's extra session inputs: the reader's record summaries ``records``
@@ -246,6 +326,29 @@ class WriteSessionStats:
         self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
                                           sessions_schema(layout, stored), 10_000))
 
+    def slices(self, slices, layout, fused) -> None:
+        """The engine's ``on_slice_accumulators``: writes the slice accumulators (``(slice key,
+        [accumulator per slot])``) of the metrics whose session statistics are stored and whose
+        slice combiner stores and subtracts (``stats/slices/``); the others are named in the
+        manifest's ``slices_not_stored``."""
+        names = [spec.name for spec in layout.specs if spec.name in self.stored]
+        columns = slice_accumulator_columns(layout, fused, names)
+        kept = {layout.specs[slot].name for _, slot in columns}
+        for spec in layout.specs:
+            if spec.name not in kept:
+                self.slices_not_stored[spec.name] = (
+                    "its session statistics are not stored" if spec.name not in self.stored
+                    else "its slice combiner declares no stored type or no exact subtract")
+        if not columns:
+            return
+        table = SLICES_TABLE if not self._slice_tables else f"{SLICES_TABLE}{self._slice_tables}"
+        self._slice_tables += 1
+        for name in sorted(kept):
+            self.stored_slices[name] = f"{STATS_DIR}/{table}/"
+        rows = slices | f"Stats{table}/Rows" >> beam.ParDo(_SliceToRow(fused, columns))
+        self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
+                                          slices_schema(layout, fused, columns), 64))
+
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
         with the run's counts from ``parts`` — its ``("read", None, n)``, ``("dead", (stage,
@@ -255,7 +358,9 @@ class WriteSessionStats:
                  for i, q in enumerate([*self.session_quality, *session_quality])]
         every = (parts, *minus) | "StatsCountParts" >> beam.Flatten() if minus else parts
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
-               "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items()))}
+               "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items())),
+               "stored_slices": dict(sorted(self.stored_slices.items())),
+               "slices_not_stored": dict(sorted(self.slices_not_stored.items()))}
         self.written.append(write_one_file(
             every
             | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())

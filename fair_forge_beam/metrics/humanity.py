@@ -56,6 +56,7 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.combiners import (
     CategoryCountCombineFn,
     OptionalCombineFn,
+    StoredTupleCombineFn,
     estimate_distribution,
     session_mean_and_point_estimates,
 )
@@ -407,7 +408,7 @@ class Humanity(MetricTransform):
             session_order=_session_order,
             session_value_type=SessionValue,
             session_reducer=_SessionReducer(self.mode),
-            session_slice_combine=beam.combiners.TupleCombineFn(
+            session_slice_combine=StoredTupleCombineFn(
                 self._means_combiner(), OptionalCombineFn(self._means_combiner()), CategoryCountCombineFn(EMOTIONS)),
             slice_value_type=SliceValue,
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),

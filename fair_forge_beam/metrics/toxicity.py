@@ -50,6 +50,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
+    StoredTupleCombineFn,
     SumCombineFn,
     TokenCountsCombineFn,
     estimate_rate,
@@ -611,7 +612,7 @@ class Toxicity(MetricTransform):
             session_reducer=_SessionReducer(self.mode, self.groups),
             cell_value=_cell_value,
             cell_value_type=CellValue,
-            interaction_slice_combine=beam.combiners.TupleCombineFn(
+            interaction_slice_combine=StoredTupleCombineFn(
                 GroupFairnessCombineFn(self.groups, self.mode, "toxicity|asb"), TokenCountsCombineFn()),
             session_slice_combine=SumCombineFn(),
             slice_value_type=int,  # each session adds 1 to its cell's session count

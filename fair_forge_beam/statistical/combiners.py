@@ -44,6 +44,9 @@ __all__ = [
     "SessionGroupCountsCombineFn",
     "SortedListCombineFn",
     "StoredAccumulator",
+    "StoredTupleCombineFn",
+    "stored_type_of",
+    "can_subtract",
     "CollectCombineFn",
     "RateCombineFn",
     "CategoryCountCombineFn",
@@ -105,6 +108,41 @@ class StoredAccumulator:
         and lists as tuples, maps as dicts) → the accumulator (default: the value itself)."""
         return value
 
+    def from_arrow(self, array) -> list:
+        """A whole Arrow column of :meth:`stored_type` → one accumulator per row (``None`` for a
+        null). Default: :func:`~fair_forge_beam.schemas.arrow.from_arrow_array` then
+        :meth:`from_plain`; accumulators of large arrays override it to read them with numpy."""
+        from fair_forge_beam.schemas.arrow import from_arrow_array
+
+        return [None if v is None else self.from_plain(v) for v in from_arrow_array(array)]
+
+
+def stored_type_of(fn):
+    """The pyarrow type ``fn`` (a ``CombineFn``) stores its accumulators as, or ``None`` (it
+    declares none: not a :class:`StoredAccumulator`, or one whose parts are not storable)."""
+    get = getattr(fn, "stored_type", None)
+    return get() if get is not None else None
+
+
+def can_subtract(fn) -> bool:
+    """Whether ``fn`` (a ``CombineFn``) has an exact ``subtract(acc, other)``, the inverse of its
+    merge: ``subtract(merge([a, b]), b)`` estimates as ``a`` does, bit for bit (the slice
+    combiner's optional method, :mod:`fair_forge_beam.engine`). A wrapper says so through
+    ``can_subtract()`` (it subtracts when its parts do)."""
+    check = getattr(fn, "can_subtract", None)
+    if check is not None:
+        return bool(check())
+    return callable(getattr(fn, "subtract", None))
+
+
+def _struct_rows(array, decoded: list) -> list:
+    """Per row of a struct ``array``, ``None`` when the row is null, else the tuple of the rows of
+    ``decoded`` (one decoded list per field)."""
+    rows = list(zip(*decoded)) if decoded else [()] * len(array)
+    if array.null_count:
+        rows = [r if ok else None for r, ok in zip(rows, array.is_valid().to_pylist())]
+    return rows
+
 
 @beam.typehints.with_input_types(Any)
 @beam.typehints.with_output_types(Any)
@@ -155,9 +193,21 @@ class CollectCombineFn(StoredAccumulator, beam.combiners.ToListCombineFn):
 # ------------------------------------------------------------------------------ building blocks
 # Every CombineFn below has its output equal to its accumulator (or an accumulator of the
 # same CombineFn), as ``CombineSlices`` needs: cell accumulators are merged into slices.
-class SumCombineFn(beam.combiners.CountCombineFn):
+class SumCombineFn(StoredAccumulator, beam.combiners.CountCombineFn):
     """Integer sum: Beam's ``CountCombineFn`` (accumulator = output = a Python int, merge =
-    ``sum``) adding each element's integer value instead of 1. Order-free (integers)."""
+    ``sum``) adding each element's integer value instead of 1. Order-free (integers). Stored as
+    ``int64``; ``subtract`` is integer subtraction."""
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        return pa.int64()
+
+    def from_plain(self, value):
+        return int(value)
+
+    def subtract(self, acc, other):
+        return acc - other
 
     def add_input(self, acc, element):
         return acc + int(element)
@@ -195,13 +245,64 @@ class WrappedCombineFn(beam.CombineFn):
         return self.inner.extract_output(acc)
 
 
-class OptionalCombineFn(WrappedCombineFn):
+class OptionalCombineFn(StoredAccumulator, WrappedCombineFn):
     """Wraps ``inner``: ``None`` inputs are skipped, everything else goes to ``inner``.
     Accumulator and output are ``inner``'s (so it works in ``CombineSlices`` when ``inner``'s
-    output is its accumulator)."""
+    output is its accumulator); so are its stored type and ``subtract``."""
 
     def add_input(self, acc, element):
         return acc if element is None else self.inner.add_input(acc, element)
+
+    def _stored_type(self):
+        return stored_type_of(self.inner)
+
+    def to_stored(self, acc):
+        return self.inner.to_stored(acc)
+
+    def from_plain(self, value):
+        return self.inner.from_plain(value)
+
+    def from_arrow(self, array) -> list:
+        return self.inner.from_arrow(array)
+
+    def can_subtract(self) -> bool:
+        return can_subtract(self.inner)
+
+    def subtract(self, acc, other):
+        return self.inner.subtract(acc, other)
+
+
+class StoredTupleCombineFn(StoredAccumulator, beam.combiners.TupleCombineFn):
+    """Beam's ``TupleCombineFn`` (the k-th part of each input combined by the k-th ``CombineFn``)
+    whose accumulators can be stored and subtracted when its parts' can: stored as
+    ``struct<f0: …, f1: …>`` of the parts' stored types (``None`` when a part has none);
+    ``subtract`` subtracts part by part."""
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        types = [stored_type_of(c) for c in self._combiners]
+        if any(t is None for t in types):
+            return None
+        return pa.struct([(f"f{i}", t) for i, t in enumerate(types)])
+
+    def to_stored(self, acc):
+        return tuple(c.to_stored(a) for c, a in zip(self._combiners, acc))
+
+    def from_plain(self, value):
+        return [c.from_plain(v) for c, v in zip(self._combiners, value)]
+
+    def from_arrow(self, array) -> list:
+        parts = [c.from_arrow(array.field(i)) for i, c in enumerate(self._combiners)]
+        return [None if r is None else list(r) for r in _struct_rows(array, parts)]
+
+    def can_subtract(self) -> bool:
+        return all(can_subtract(c) for c in self._combiners)
+
+    def subtract(self, acc, other):
+        return [c.subtract(a, b) for c, a, b in zip(self._combiners, acc, other)]
+
+
 
 
 class AccumulatorOutput(WrappedCombineFn):
@@ -280,6 +381,26 @@ class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
                 out[2][k] = out[2].get(k, 0) + n
         return out
 
+    def subtract(self, acc, other):
+        """``acc`` less ``other`` (which it holds): the two sums and each key's count subtracted; a
+        key whose count returns to 0 is dropped — exact for inputs that count a key only when it
+        occurs (a count of 0 is never added: lexicon categories matched, groups mentioned).
+
+        Raises:
+            ValueError: ``other`` is not part of ``acc`` (a count would turn negative)."""
+        out = [acc[0] - other[0], acc[1] - other[1], dict(acc[2])]
+        for k, n in other[2].items():
+            left = out[2].get(k, 0) - n
+            if left < 0:
+                raise ValueError(f"subtract: key {k!r} counts {n} in the part but {out[2].get(k, 0)} in the whole")
+            if left:
+                out[2][k] = left
+            else:
+                out[2].pop(k, None)
+        if out[0] < 0 or out[1] < 0:
+            raise ValueError("subtract: the part holds more than the whole")
+        return out
+
     def extract_output(self, acc):
         return acc
 
@@ -356,14 +477,29 @@ class SortedListCombineFn(beam.combiners.ToListCombineFn):
 
 
 # ------------------------------------------------------------------------------ rates
-class RateCombineFn(beam.CombineFn):
+class RateCombineFn(StoredAccumulator, beam.CombineFn):
     """Counts ``(k, n)`` of a rate. Input: a bool (one trial) or a ``(successes, trials)`` pair.
 
-    Accumulator: a ``(k, n)`` tuple of Python ints. Output: ``(k, n)``.
+    Accumulator: a ``(k, n)`` tuple of Python ints. Output: ``(k, n)``. Stored as
+    ``struct<k: int64, n: int64>``; ``subtract`` subtracts both counts.
 
     Raises:
         ValueError: (in ``add_input``) invalid counts (case-004).
     """
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        return pa.struct([("k", pa.int64()), ("n", pa.int64())])
+
+    def to_stored(self, acc):
+        return tuple(acc)
+
+    def from_plain(self, value):
+        return (int(value[0]), int(value[1]))
+
+    def subtract(self, acc, other):
+        return (acc[0] - other[0], acc[1] - other[1])
 
     def create_accumulator(self):
         return (0, 0)
@@ -419,12 +555,13 @@ def estimate_rate(k: int, n: int, mode: StatisticalMode) -> Estimate:
 
 
 # ------------------------------------------------------------------------------ categories
-class CategoryCountCombineFn(beam.CombineFn):
+class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
     """Count vector over a **declared** category set (zeros included).
 
     Input: a category name, a mapping category -> non-negative integer count, or a count
     vector aligned with ``categories``.
-    Accumulator/output: a tuple of ints aligned with ``categories``.
+    Accumulator/output: a tuple of ints aligned with ``categories``. Stored as ``list<int64>``;
+    ``subtract`` subtracts the vectors.
 
     Raises:
         ValueError: empty or duplicated category set; (in ``add_input``) an undeclared
@@ -470,6 +607,20 @@ class CategoryCountCombineFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return tuple(acc)
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        return pa.list_(pa.int64())
+
+    def to_stored(self, acc):
+        return list(acc)
+
+    def from_plain(self, value):
+        return list(value)
+
+    def subtract(self, acc, other):
+        return [a - b for a, b in zip(acc, other)]
 
 
 def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode: StatisticalMode) -> dict[str, Estimate]:
@@ -729,6 +880,34 @@ class BootstrapStats:
         self.n_units += other.n_units
         return self
 
+    def subtract(self, other: "BootstrapStats") -> "BootstrapStats":
+        """Removes ``other`` (a part of ``self``: merged into it earlier) in place: its entries'
+        sums are subtracted from the same units (or, when ``self`` pools units into buckets and
+        ``other`` does not, from their buckets), and an entry whose sums all return to 0 is
+        dropped — every unit added holds ``n_items >= 1`` (a session), so an entry of zeros is
+        one no input is left in. The estimate is then ``a``'s, bit for bit, when ``self`` was
+        ``merge(a, other)`` and ``a`` keeps units the way the merge does (both pooled or both not:
+        true of a roll-up, whose merged runs hold the same unit keys as the union; a merge that
+        pooled where ``a`` alone would not cannot give back ``a``'s units).
+
+        Raises:
+            ValueError: ``other`` pools units and ``self`` does not, or ``other`` holds a unit
+                ``self`` lacks (not a part of it)."""
+        if other.bucketed and not self.bucketed:
+            raise ValueError("subtract: the part pools its units into buckets and the whole does not")
+        for k, e in other.units.items():
+            key = self._bucket(k) if self.bucketed and not other.bucketed else k
+            cur = self.units.get(key)
+            if cur is None:
+                raise ValueError(f"subtract: unit {key!r} of the part is not in the whole")
+            left = [a - b for a, b in zip(cur, e)]
+            if any(left):
+                self.units[key] = left
+            else:
+                del self.units[key]
+        self.n_units -= other.n_units
+        return self
+
     @property
     def n_items(self) -> int:
         return sum(e[0] for e in self.units.values())
@@ -753,13 +932,19 @@ def _rebuild_bs(m, max_units, bucketed, units, n_units):
     return s
 
 
-class BootstrapMeanCombineFn(beam.CombineFn):
+class BootstrapMeanCombineFn(StoredAccumulator, beam.CombineFn):
     """Mergeable statistics of ``m`` weighted means with Bayesian-bootstrap uncertainty.
 
     Input: ``(unit_key, weight, (v_1, ..., v_m))`` or ``(unit_key, weight, values, n_items)``
     — one resampling unit (a session: weight = its interaction count, values = its mean
     scores, ``n_items`` = its interactions, default 1). Output: :class:`BootstrapStats`; read
     it with :func:`estimate_bootstrap_means`.
+
+    Stored as ``struct<bucketed: bool, n_units: int64, units: list<struct<unit: string, bucket:
+    int64, n_items: int64, sums: list<binary>>>>``: one entry per unit key (``bucket`` null) or,
+    once pooled, per bucket (``unit`` null), sorted; ``sums`` = the exact ``W, WV_1 … WV_m``
+    (:func:`~fair_forge_beam.statistical.exact.exact_to_bytes`). ``subtract``:
+    :meth:`BootstrapStats.subtract` on a copy.
 
     Args:
         n_values: ``m``.
@@ -780,6 +965,33 @@ class BootstrapMeanCombineFn(beam.CombineFn):
 
     merge_accumulators = _merge_into_new
     extract_output = _identity
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        entry = pa.struct([("unit", pa.string()), ("bucket", pa.int64()), ("n_items", pa.int64()),
+                           ("sums", pa.list_(pa.binary()))])
+        return pa.struct([("bucketed", pa.bool_()), ("n_units", pa.int64()), ("units", pa.list_(entry))])
+
+    def to_stored(self, acc: BootstrapStats):
+        from fair_forge_beam.statistical.exact import exact_to_bytes
+
+        units = [(None if acc.bucketed else k, k if acc.bucketed else None, int(e[0]), [exact_to_bytes(v) for v in e[1:]])
+                 for k, e in sorted(acc.units.items())]
+        return (bool(acc.bucketed), int(acc.n_units), units)
+
+    def from_plain(self, value) -> BootstrapStats:
+        from fair_forge_beam.statistical.exact import exact_from_bytes
+
+        bucketed, n_units, units = value
+        st = BootstrapStats(self.n_values, self.max_units)
+        st.bucketed, st.n_units = bool(bucketed), int(n_units)
+        st.units = {(b if bucketed else u): [int(n), *(exact_from_bytes(x) for x in sums)] for u, b, n, sums in units}
+        return st
+
+    def subtract(self, acc: BootstrapStats, other: BootstrapStats) -> BootstrapStats:
+        return _rebuild_bs(acc.m, acc.max_units, acc.bucketed, {k: list(e) for k, e in acc.units.items()},
+                           acc.n_units).subtract(other)
 
 
 def _summaries(mode: StatisticalMode, replicates: np.ndarray, n: int) -> Estimate:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["to_exact", "from_exact", "exact_ratio"]
+__all__ = ["to_exact", "from_exact", "exact_ratio", "exact_to_bytes", "exact_from_bytes"]
 
 _SHIFT = 1074
 _ONE = 1 << _SHIFT
@@ -50,3 +50,15 @@ def exact_ratio(num: int, den: int) -> float:
         OverflowError: the ratio is beyond the float range.
     """
     return num / den
+
+
+def exact_to_bytes(total: int) -> bytes:
+    """An exact sum (any Python integer) as its signed big-endian two's-complement bytes, the
+    fewest that hold it (``0`` → one zero byte): how stored statistics keep exact sums in a typed
+    ``binary`` column (a sum of float64 values in units of 2**-1074 needs up to ~140 bytes)."""
+    return int(total).to_bytes(int(total).bit_length() // 8 + 1, "big", signed=True)
+
+
+def exact_from_bytes(data: bytes) -> int:
+    """The integer :func:`exact_to_bytes` wrote (signed big-endian two's complement)."""
+    return int.from_bytes(data, "big", signed=True)

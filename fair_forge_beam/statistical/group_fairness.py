@@ -61,7 +61,7 @@ import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import estimate_distribution, estimate_rate
+from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_distribution, estimate_rate
 from fair_forge_beam.statistical.exact import exact_ratio, to_exact
 from fair_forge_beam.statistical.seeding import exponential_rows
 
@@ -163,26 +163,11 @@ class GroupFairnessStats:
     def _draw(self) -> None:
         """Adds the pending answers' keyed draws to ``gamma`` (in chunks of rows: bounded memory)."""
         items, self.pending = self.pending, []
-        for start in range(0, len(items), _DRAW_CHUNK):
-            chunk = items[start:start + _DRAW_CHUNK]
-            rows = np.maximum(np.rint(exponential_rows(self.seed, self.namespace, [c[0] for c in chunk], self.B)
-                                      * _SCALE), 1.0).astype(np.int64)
-            for row, (_, flagged, gs, sentiment) in zip(rows, chunk):
-                sq = int(round(sentiment * _SCALE)) if sentiment is not None else 0
-                self.bound += int(row.max()) * max(abs(sq), _SCALE)
-                if self.bound >= _INT64_LIMIT:
-                    raise ValueError(
-                        "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
-                        "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
-                    )
-                has_s = 1 if sentiment is not None else 0
-                upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
-                for g in gs:
-                    cur = self._gamma.get(g)
-                    if cur is None:
-                        self._gamma[g] = upd.copy()
-                    else:
-                        cur += upd
+        # into copies: a shallow copy of the statistics (copy.copy, a runner handing one output to two
+        # consumers) shares the arrays and still holds its pending answers, which it draws itself
+        gamma = {g: a.copy() for g, a in self._gamma.items()}
+        self.bound = _draw_into(gamma, items, self.seed, self.namespace, self.B, self.bound)
+        self._gamma = gamma
 
     def _check_pending(self) -> None:
         if len(self.pending) > pending_limit(self.B):
@@ -244,6 +229,46 @@ class GroupFairnessStats:
             self._check_pending()
         return self
 
+    def subtract(self, other: "GroupFairnessStats") -> "GroupFairnessStats":
+        """Removes ``other`` (a part of ``self``: merged into it earlier) in place, exactly: the
+        counts and exact sentiment sums are subtracted, and so are the replicate sums (``self``'s
+        pending answers drawn first, ``other``'s pending answers drawn apart — ``other`` is never
+        changed); a group no answer mentions any more is dropped from ``gamma``. The integer sums
+        are the ones ``a`` holds when ``self`` was ``merge(a, other)``, so every estimate is
+        ``a``'s, bit for bit (``bound``, the overflow guard, becomes that of every answer drawn).
+
+        Raises:
+            ValueError: ``other`` holds answers ``self`` does not (a count would turn negative, or
+                a group's replicate sums are missing)."""
+        if other.G != self.G or other.B != self.B:
+            raise ValueError("subtract: statistics of another group set or draw count")
+        self.n -= other.n
+        self.n_flagged -= other.n_flagged
+        self.n_no_group -= other.n_no_group
+        for g in range(self.G):
+            self.N[g] -= other.N[g]
+            self.K[g] -= other.K[g]
+            self.M[g] -= other.M[g]
+            self.S[g] -= other.S[g]
+        if self.n < 0 or min(self.N) < 0 or min(self.M) < 0:
+            raise ValueError("subtract: the part holds answers the whole does not")
+        if not self.B:
+            return self
+        if self.pending:
+            self._draw()
+        drawn: dict = {}
+        bound = _draw_into(drawn, other.pending, other.seed, other.namespace, self.B, 0) if other.pending else 0
+        self.bound -= other.bound + bound
+        for part in (other._gamma, drawn):
+            for g, arr in part.items():
+                cur = self._gamma.get(g)
+                if cur is None:
+                    raise ValueError(f"subtract: group {g} of the part has no replicate sums in the whole")
+                cur -= arr
+        for g in [g for g in self._gamma if self.N[g] == 0]:
+            del self._gamma[g]
+        return self
+
     def __eq__(self, other):
         if not isinstance(other, GroupFairnessStats):
             return False
@@ -261,6 +286,36 @@ class GroupFairnessStats:
 _DRAW_CHUNK = 64
 
 
+def _draw_into(gamma: dict, items: Sequence, seed: int, namespace: str, B: int, bound: int) -> int:
+    """Adds the keyed draws of answers ``items`` (``(element_id, flagged, groups, sentiment)``) to
+    the replicate sums ``gamma`` (``{group: int64 (4, B)}``, changed in place), in chunks of
+    :data:`_DRAW_CHUNK` rows; returns ``bound`` plus their overflow bound.
+
+    Raises:
+        ValueError: the sums could overflow int64."""
+    for start in range(0, len(items), _DRAW_CHUNK):
+        chunk = items[start:start + _DRAW_CHUNK]
+        rows = np.maximum(np.rint(exponential_rows(seed, namespace, [c[0] for c in chunk], B) * _SCALE),
+                          1.0).astype(np.int64)
+        for row, (_, flagged, gs, sentiment) in zip(rows, chunk):
+            sq = int(round(sentiment * _SCALE)) if sentiment is not None else 0
+            bound += int(row.max()) * max(abs(sq), _SCALE)
+            if bound >= _INT64_LIMIT:
+                raise ValueError(
+                    "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
+                    "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
+                )
+            has_s = 1 if sentiment is not None else 0
+            upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
+            for g in gs:
+                cur = gamma.get(g)
+                if cur is None:
+                    gamma[g] = upd.copy()
+                else:
+                    cur += upd
+    return bound
+
+
 def pending_limit(B: int) -> int:
     """Most answers a :class:`GroupFairnessStats` of ``B`` draws keeps undrawn: ``max(32, B // 8)``
     (about the size of one group's ``4·B`` sums; 625 at B = 5000)."""
@@ -276,12 +331,21 @@ def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound, pendi
     return st
 
 
-class GroupFairnessCombineFn(beam.CombineFn):
+class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
     """Accumulates :class:`GroupFairnessStats` over a declared group set.
 
     Input: ``(element_id, flagged, group_indices, sentiment)`` — ``group_indices`` index
     ``groups``; ``sentiment`` a float in [−1, 1] or ``None``. Output: the accumulator, read with
     :func:`estimate_group_fairness`.
+
+    Stored (:meth:`stored_type`) as ``struct<n, n_flagged, n_no_group, bound: int64, N, K, M:
+    list<int64> (one per declared group), S: list<binary> (exact sums,
+    :func:`~fair_forge_beam.statistical.exact.exact_to_bytes`), gamma: list<struct<group: int64,
+    sums: list<int64>>> (the 4·B replicate sums of each group seen, row by row), pending:
+    list<struct<element_id: string, flagged: bool, groups: list<int64>, sentiment: float64>>
+    (answers not drawn yet: empty once stored, see :meth:`to_stored`)>``; read back with numpy
+    (:meth:`from_arrow`). ``subtract``:
+    :meth:`GroupFairnessStats.subtract` on a copy.
 
     Args:
         groups: declared group names (non-empty, distinct).
@@ -317,6 +381,81 @@ class GroupFairnessCombineFn(beam.CombineFn):
 
     def extract_output(self, acc):
         return acc
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        ints = pa.list_(pa.int64())
+        return pa.struct([
+            ("n", pa.int64()), ("n_flagged", pa.int64()), ("n_no_group", pa.int64()), ("bound", pa.int64()),
+            ("N", ints), ("K", ints), ("M", ints), ("S", pa.list_(pa.binary())),
+            ("gamma", pa.list_(pa.struct([("group", pa.int64()), ("sums", ints)]))),
+            ("pending", pa.list_(pa.struct([("element_id", pa.string()), ("flagged", pa.bool_()), ("groups", ints),
+                                            ("sentiment", pa.float64())]))),
+        ])
+
+    def to_stored(self, acc: GroupFairnessStats):
+        """The stored value, with every pending answer drawn first (in ``acc`` itself: the slice's
+        estimate draws them anyway, and an accumulator shared with it is drawn once), so that a
+        roll-up merges replicate sums and never draws a run's answers again."""
+        from fair_forge_beam.statistical.exact import exact_to_bytes
+
+        if acc.pending:
+            acc._draw()
+
+        return (acc.n, acc.n_flagged, acc.n_no_group, acc.bound, list(acc.N), list(acc.K), list(acc.M),
+                [exact_to_bytes(v) for v in acc.S], [(g, acc._gamma[g].ravel()) for g in sorted(acc._gamma)],
+                [(e, bool(f), list(gs), s) for e, f, gs, s in sorted(acc.pending, key=_pending_order)])
+
+    def from_plain(self, value) -> GroupFairnessStats:
+        from fair_forge_beam.statistical.exact import exact_from_bytes
+
+        n, n_flagged, n_no_group, bound, N, K, M, S, gamma, pending = value
+        gamma = {int(g): np.array(sums, dtype=np.int64).reshape(4, self.B) for g, sums in gamma}  # a copy: drawn into
+        return _rebuild_gfs(len(self.groups), self.B, n, n_flagged, n_no_group, N, K, M,
+                            [exact_from_bytes(x) for x in S], gamma, bound,
+                            [(e, bool(f), tuple(gs), s) for e, f, gs, s in pending], self.seed, self.namespace)
+
+    def from_arrow(self, array) -> list:
+        """A stored column → accumulators, the replicate sums read as numpy arrays (no Python
+        integer per draw)."""
+        import pyarrow as pa
+
+        from fair_forge_beam.schemas.arrow import from_arrow_array
+
+        if isinstance(array, pa.ChunkedArray):
+            return [acc for chunk in array.chunks for acc in self.from_arrow(chunk)]
+        t = array.type
+        names = [t.field(i).name for i in range(t.num_fields)]
+        plain = {name: from_arrow_array(array.field(i)) for i, name in enumerate(names) if name != "gamma"}
+        gammas = array.field(names.index("gamma"))  # list<struct<group, sums>> per row
+        offsets = gammas.offsets.to_numpy()
+        entries = gammas.values  # struct<group, sums>
+        groups = entries.field(0).to_numpy(zero_copy_only=False)
+        sums = entries.field(1)
+        sum_offsets = sums.offsets.to_numpy()
+        flat = sums.values.to_numpy(zero_copy_only=False)
+        valid = array.is_valid().to_pylist()
+        out = []
+        for i in range(len(array)):
+            if not valid[i]:
+                out.append(None)
+                continue
+            gamma = [(int(groups[j]), flat[sum_offsets[j]:sum_offsets[j + 1]]) for j in range(offsets[i], offsets[i + 1])]
+            out.append(self.from_plain(tuple(plain[name][i] if name != "gamma" else gamma for name in names)))
+        return out
+
+    def subtract(self, acc: GroupFairnessStats, other: GroupFairnessStats) -> GroupFairnessStats:
+        copy_ = _rebuild_gfs(acc.G, acc.B, acc.n, acc.n_flagged, acc.n_no_group, acc.N, acc.K, acc.M, acc.S,
+                             {g: a.copy() for g, a in acc._gamma.items()}, acc.bound, acc.pending, acc.seed,
+                             acc.namespace)
+        return copy_.subtract(other)
+
+
+def _pending_order(item) -> tuple:
+    """A total order of pending answers (the stored order: the same bytes on every runner)."""
+    eid, flagged, groups, sentiment = item
+    return (eid, bool(flagged), tuple(groups), sentiment is not None, sentiment or 0.0)
 
 
 def _exact_mean(total: int, count: int) -> float:
