@@ -10,7 +10,8 @@ log again (DESIGN §10, docs/scheduled.md). Layout under ``--output``::
     stats/manifest.json             what the run was: schema version, product version,
                                     results.json's config, every option that builds the metrics,
                                     the metrics' static fields, which metrics stored their
-                                    statistics (or why not), and the run's additive counts
+                                    statistics (or why not), the run's additive counts, and
+                                    the files it read (``input_files``: path, size, mtime)
 
 (A second engine group — metrics of other slice dimensions — writes ``sessions1/`` and
 ``slices1/``, and so on.)
