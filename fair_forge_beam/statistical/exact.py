@@ -43,12 +43,15 @@ def from_exact(total: int) -> float:
 
 def exact_ratio(num: int, den: int) -> float:
     """Correctly rounded ``num / den`` of two exact sums (same scale): ``int / int``, correctly
-    rounded for any size (the same float as ``float(Fraction(num, den))``).
+    rounded for any size (the same float as ``float(Fraction(num, den))``, whose zero has no sign:
+    ``0 / -n`` is ``0.0``, where ``int / int`` gives ``-0.0``).
 
     Raises:
         ZeroDivisionError: ``den`` is 0.
         OverflowError: the ratio is beyond the float range.
     """
+    if num == 0 and den != 0:
+        return 0.0
     return num / den
 
 
