@@ -224,7 +224,8 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
                      "sessions/humanity/part-00000-of-00001.parquet", "slices/humanity/part-00000-of-00001.parquet",
                      "dead_letter/part-00000-of-00001.jsonl",
                      "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
-                     "stats/sessions/part-00000-of-00001.parquet"}
+                     "stats/sessions/part-00000-of-00001.parquet",
+                     "stats/slices/part-00000-of-00001.parquet"}  # stored slice accumulators (schema v4)
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
