@@ -363,7 +363,9 @@ class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
         return pa.struct([("a", pa.int64()), ("b", pa.int64()), ("counts", value_type(dict[self.key_type, int]))])
 
     def to_stored(self, acc):
-        return tuple(acc)  # a struct is given as a tuple
+        # a struct is given as a tuple; the map's keys sorted, never in arrival order, so stored
+        # statistics are the same records on every runner and bundling (outputs-identity tool)
+        return (acc[0], acc[1], dict(sorted(acc[2].items())))
 
     def from_plain(self, value):
         a, b, counts = value
