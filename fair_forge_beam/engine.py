@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DEAD, QUALITY
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
-from fair_forge_beam.statistical.combiners import StoredAccumulator, WrappedCombineFn
+from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn
 
 __all__ = [
     "MetricSpec",
@@ -330,7 +330,11 @@ class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
         return pa.struct([("values", pa.list_(pa.string())), ("differ", pa.bool_())])
 
 
-class PairCombineFn(StoredAccumulator, beam.CombineFn):
+#: the input count ``n`` of :class:`PairCombineFn`'s accumulators
+_INPUTS = SumCombineFn()
+
+
+class PairCombineFn(StoredParts, beam.CombineFn):
     """A metric's slice combiner: two ``CombineFn``\\ s side by side over ``(a or None, b or
     None)`` inputs (``None``: nothing for that side; a :class:`Values`: several inputs of that
     side); output ``[acc_a, acc_b, n]`` (a side without a ``CombineFn`` stays ``None``; ``n``: the
@@ -370,50 +374,14 @@ class PairCombineFn(StoredAccumulator, beam.CombineFn):
     def extract_output(self, acc):
         return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2]]
 
-    _SIDES = ("interaction", "session")
-
-    def _stored_type(self):
-        import pyarrow as pa
-
-        from fair_forge_beam.statistical.combiners import stored_type_of
-
-        fields = []
-        for name, fn in zip(self._SIDES, self.fns):
-            if fn is not None:
-                t = stored_type_of(fn)
-                if t is None:
-                    return None
-                fields.append((name, t))
-        return pa.struct([*fields, ("n", pa.int64())])
-
-    def to_stored(self, acc):
-        return tuple([*(fn.to_stored(a) for fn, a in zip(self.fns, acc) if fn is not None), int(acc[2])])
-
-    def from_arrow(self, array) -> list:
-        from fair_forge_beam.statistical.combiners import _struct_rows
-
-        parts, i = [], 0
-        for fn in self.fns:
-            if fn is None:
-                parts.append([None] * len(array))
-            else:
-                parts.append(fn.from_arrow(array.field(i)))
-                i += 1
-        parts.append(array.field(i).to_pylist())
-        return [None if r is None else list(r) for r in _struct_rows(array, parts)]
-
-    def can_subtract(self) -> bool:
-        from fair_forge_beam.statistical.combiners import can_subtract
-
-        return all(fn is None or can_subtract(fn) for fn in self.fns)
+    def _parts(self) -> list:
+        return [("interaction", self.fns[0]), ("session", self.fns[1]), ("n", _INPUTS)]
 
     def subtract(self, acc, other):
         n = acc[2] - other[2]
         if n < 0:
             raise ValueError("subtract: the part holds more inputs than the whole")
-        if n == 0:
-            return None
-        return [*(None if fn is None else fn.subtract(a, b) for fn, a, b in zip(self.fns, acc, other)), n]
+        return super().subtract(acc, other) if n else None
 
 
 class FusedCombineFn(beam.CombineFn):

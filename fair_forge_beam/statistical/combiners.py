@@ -272,37 +272,51 @@ class OptionalCombineFn(StoredAccumulator, WrappedCombineFn):
         return self.inner.subtract(acc, other)
 
 
-class StoredTupleCombineFn(StoredAccumulator, beam.combiners.TupleCombineFn):
-    """Beam's ``TupleCombineFn`` (the k-th part of each input combined by the k-th ``CombineFn``)
-    whose accumulators can be stored and subtracted when its parts' can: stored as
-    ``struct<f0: …, f1: …>`` of the parts' stored types (``None`` when a part has none);
-    ``subtract`` subtracts part by part."""
+class StoredParts(StoredAccumulator):
+    """A ``CombineFn`` whose accumulator is a list of parts, the k-th kept by the k-th
+    ``CombineFn`` of :meth:`_parts` (``(field name, CombineFn or None)``; a ``None`` part holds
+    ``None`` and is not stored): stored as ``struct<name: …, …>`` of the stored parts' types
+    (``None`` when one of them has none); ``subtract`` subtracts part by part, and exists when
+    every stored part's does."""
+
+    def _parts(self) -> list:
+        raise NotImplementedError
 
     def _stored_type(self):
         import pyarrow as pa
 
-        types = [stored_type_of(c) for c in self._combiners]
-        if any(t is None for t in types):
+        fields = [(name, stored_type_of(fn)) for name, fn in self._parts() if fn is not None]
+        if any(t is None for _, t in fields):
             return None
-        return pa.struct([(f"f{i}", t) for i, t in enumerate(types)])
+        return pa.struct(fields)
 
     def to_stored(self, acc):
-        return tuple(c.to_stored(a) for c, a in zip(self._combiners, acc))
+        return tuple(fn.to_stored(a) for (_, fn), a in zip(self._parts(), acc) if fn is not None)
 
     def from_plain(self, value):
-        return [c.from_plain(v) for c, v in zip(self._combiners, value)]
+        stored = iter(value)
+        return [None if fn is None else fn.from_plain(next(stored)) for _, fn in self._parts()]
 
     def from_arrow(self, array) -> list:
-        parts = [c.from_arrow(array.field(i)) for i, c in enumerate(self._combiners)]
+        fields = iter(range(array.type.num_fields))
+        parts = [[None] * len(array) if fn is None else fn.from_arrow(array.field(next(fields)))
+                 for _, fn in self._parts()]
         return [None if r is None else list(r) for r in _struct_rows(array, parts)]
 
     def can_subtract(self) -> bool:
-        return all(can_subtract(c) for c in self._combiners)
+        return all(fn is None or can_subtract(fn) for _, fn in self._parts())
 
     def subtract(self, acc, other):
-        return [c.subtract(a, b) for c, a, b in zip(self._combiners, acc, other)]
+        return [None if fn is None else fn.subtract(a, b) for (_, fn), a, b in zip(self._parts(), acc, other)]
 
 
+class StoredTupleCombineFn(StoredParts, beam.combiners.TupleCombineFn):
+    """Beam's ``TupleCombineFn`` (the k-th part of each input combined by the k-th ``CombineFn``)
+    whose accumulators can be stored and subtracted when its parts' can (:class:`StoredParts`,
+    fields ``f0``, ``f1``, …)."""
+
+    def _parts(self) -> list:
+        return [(f"f{i}", c) for i, c in enumerate(self._combiners)]
 
 
 class AccumulatorOutput(WrappedCombineFn):
