@@ -1032,8 +1032,11 @@ class Engine(beam.PTransform):
 
     def _with_stored_slices(self, slices, layout: SessionLayout, fused: FusedCombineFn):
         """``stored_slices`` + ``slices`` − the slices of ``subtracted_sessions``, per slice key
-        (:class:`_SignedSlices`)."""
-        parts = [self.stored_slices | "TagStoredSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1]))),
+        (:class:`_SignedSliceCombineFn`)."""
+        # the runs' stored slices merged where they are read (a combine whose input is a Flatten is lifted only after
+        # the Flatten's buffer: megabytes per slice and run in Bayesian mode would cross it unmerged)
+        stored = self.stored_slices | "MergeStoredSlices" >> beam.CombinePerKey(_MergeCombineFn(fused))
+        parts = [stored | "TagStoredSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1]))),
                  slices | "TagInputSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1])))]
         if self.subtracted_sessions is not None:
             cells = (
@@ -1047,31 +1050,46 @@ class Engine(beam.PTransform):
         return (
             parts
             | "FlattenSignedSlices" >> beam.Flatten()
-            | "GroupSignedSlices" >> beam.GroupByKey()
-            | "MergeSignedSlices" >> beam.ParDo(_SignedSlices(fused))
+            | "MergeSignedSlices" >> beam.CombinePerKey(_SignedSliceCombineFn(fused))
+            | "NonEmptySlices" >> beam.Filter(lambda kv: any(a is not None for a in kv[1]))
         )
 
 
-class _SignedSlices(beam.DoFn):
-    """``(slice key, [(sign, slice accumulators), …])`` → ``(slice key, merge of the positive −
-    merge of the negative)`` with the fused slice combiner's ``subtract``
-    (:meth:`FusedCombineFn.subtract`); nothing when no metric has anything left in the slice."""
+class _SignedSliceCombineFn(beam.CombineFn):
+    """Input ``(sign, slice accumulators of fused)``; output the merge of the positive inputs less
+    the merge of the negative ones (:meth:`FusedCombineFn.subtract`), extracted: accumulator
+    ``[plus, minus]``, each merged as the fused combiner merges, so order never matters and a
+    runner merges a worker's inputs before they cross a shuffle (the stored slice accumulators of
+    every run, megabytes each in Bayesian mode, are merged where they are read). Every slot
+    ``None``: no metric has anything left in the slice."""
 
     def __init__(self, fused: FusedCombineFn):
         self.fused = fused
 
-    def process(self, kv):
-        key, items = kv
-        fused = self.fused
-        plus, minus = [fused.create_accumulator()], [fused.create_accumulator()]
-        for sign, acc in items:
-            (plus if sign > 0 else minus).append(acc)
-        acc = fused.merge_accumulators(plus)  # a fresh accumulator first: no input is changed
-        if len(minus) > 1:
-            acc = fused.subtract(acc, fused.merge_accumulators(minus))
-        out = fused.extract_output(acc)
-        if any(a is not None for a in out):
-            yield key, out
+    def setup(self, *args, **kwargs):
+        self.fused.setup(*args, **kwargs)
+
+    def teardown(self, *args, **kwargs):
+        self.fused.teardown(*args, **kwargs)
+
+    def create_accumulator(self):
+        return [self.fused.create_accumulator(), self.fused.create_accumulator()]
+
+    def add_input(self, acc, element):
+        sign, value = element
+        side = 0 if sign > 0 else 1
+        acc[side] = self.fused.merge_accumulators([acc[side], value])  # the first lacks a slot: a fresh one
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = list(accumulators)
+        return [self.fused.merge_accumulators([a[side] for a in accs]) for side in (0, 1)]
+
+    def extract_output(self, acc):
+        plus, minus = acc
+        if any(m is not None for m in minus):
+            plus = self.fused.subtract(plus, minus)
+        return self.fused.extract_output(plus)
 
 
 def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:

@@ -933,20 +933,30 @@ def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
     :func:`~fair_forge_beam.schemas.arrow.from_arrow_array` gives them) with every ``turn_index``,
     the turn of every ``element_id`` and of every judge ``request_key``
     (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the union's)."""
+    walk = _renumberer(t)
+    return value if walk is None or value is None else walk(value, turns, session_id, assistant_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _renumberer(t):
+    """The function ``(plain value of Arrow type t, turns, session_id, assistant_id) → the value
+    renumbered`` of :func:`_renumbered`, built once per type; ``None`` when ``t`` holds no turn
+    field (:func:`_holds_turn_fields`: its values are never walked)."""
     import pyarrow as pa
 
-    if value is None or not _holds_turn_fields(t):
-        return value
+    if not _holds_turn_fields(t):
+        return None
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return tuple(_renumbered(v, t.value_type, turns, session_id, assistant_id) for v in value)
+        item = _renumberer(t.value_type)
+        return lambda value, *at: tuple(None if v is None else item(v, *at) for v in value)
     if not pa.types.is_struct(t):
-        return value
-    out = []
-    for f, v in zip(t, value):
-        k = f.name
-        out.append(_renumbered_id(k, v, turns, session_id, assistant_id) if k in _TURN_FIELDS
-                   else _renumbered(v, f.type, turns, session_id, assistant_id))
-    return tuple(out)
+        return None
+    fields = [(f.name, True, None) if f.name in _TURN_FIELDS else (f.name, False, _renumberer(f.type)) for f in t]
+
+    def walk(value, *at):
+        return tuple(_renumbered_id(k, v, *at) if turn else v if sub is None or v is None else sub(v, *at)
+                     for (k, turn, sub), v in zip(fields, value))
+    return walk
 
 
 #: the fields that carry a turn number: the turn itself, the element id ``<session>/<assistant>/<turn>``

@@ -891,8 +891,14 @@ class BootstrapStats:
     def merge(self, other: "BootstrapStats") -> "BootstrapStats":
         if other.bucketed and not self.bucketed:
             self._to_buckets()
-        for k, e in other.units.items():
-            self._add_entry(k, e, source_bucketed=other.bucketed)
+        if self.bucketed and other.bucketed:  # bucket by bucket (the same sums _add_entry makes, without its checks)
+            units = self.units
+            for k, e in other.units.items():
+                cur = units.get(k)
+                units[k] = list(e) if cur is None else [a + b for a, b in zip(cur, e)]
+        else:
+            for k, e in other.units.items():
+                self._add_entry(k, e, source_bucketed=other.bucketed)
         self.n_units += other.n_units
         return self
 
