@@ -19,6 +19,7 @@ the roll-up's inputs are the days' files in day order, so they are identical out
 
     python benchmarks/bench_rollup.py                          # 7 days x 100,000 interactions
     python benchmarks/bench_rollup.py --days 3 --per-day 20000 --mode frequentist
+    python benchmarks/bench_rollup.py --work W --reuse      # again on W's audits: the union and the roll-up only
 """
 from __future__ import annotations
 
@@ -89,14 +90,21 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="bayesian", choices=["bayesian", "frequentist"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", help="working folder (default: a new temporary folder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the days' files and daily audits already in --work (made by an earlier run with the same "
+                         "--days, --per-day, --split, --mode and --seed) and time the union audit and the roll-up again")
     args, beam_args = ap.parse_known_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench_rollup_"))
     work.mkdir(parents=True, exist_ok=True)
-    files = write_days(work, args.days, args.per_day, args.split, args.seed)
+    reuse = args.reuse and all((work / f"audit{d}" / "results.json").exists() for d in range(args.days))
+    if args.reuse and not reuse:
+        print("--reuse: no complete set of daily audits in --work; making them", flush=True)
+    files = ([work / f"day{d}.jsonl" for d in range(args.days)] if reuse
+             else write_days(work, args.days, args.per_day, args.split, args.seed))
     print(f"data: {args.days} days in {work}")
     common = [sys.executable, "-m", "pipelines.audit", "--metrics", "humanity,toxicity", "--group-extractor",
               "keyword", "--mode", args.mode, "--no-report", "--quiet", *beam_args]
-    for d, f in enumerate(files):
+    for d, f in enumerate(files if not reuse else ()):
         cpu, wall = timed([*common, "--input", str(f), "--output", str(work / f"audit{d}")], work / f"audit{d}.log")
         print(f"day {d}: audit {cpu:.1f} CPU s ({wall:.1f} s)", flush=True)
     union_cpu, union_wall = timed([*common, *[a for f in files for a in ("--input", str(f))], "--output",
