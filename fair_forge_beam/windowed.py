@@ -80,12 +80,13 @@ def build_source(args, inputs):
     fields = metadata_dimensions(parse_slices(args.slices)) if getattr(args, "slices", None) else ()
     if source is None:
         return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy,
-                                slice_fields=fields), False
+                                slice_fields=fields, max_record_bytes=args.max_record_bytes), False
     if args.watch:
         from fair_forge_beam.io.stream_sources import WatchJsonl
 
         stop = parse_duration(args.watch_stop_after, "--watch-stop-after") if args.watch_stop_after else None
-        records = WatchJsonl(args.watch, parse_duration(args.watch_interval, "--watch-interval"), stop)
+        records = WatchJsonl(args.watch, parse_duration(args.watch_interval, "--watch-interval"), stop,
+                             max_record_bytes=args.max_record_bytes)
     elif args.kafka_topic:
         from fair_forge_beam.io.stream_sources import KafkaRecords
 

@@ -187,3 +187,90 @@ def test_a_truncated_json_file_keeps_its_complete_elements(tmp_path):
     assert [(p, i) for p, i, _ in got] == [(str(path), 0), (str(path), 1)]
     assert json.loads(got[0][2])["session_id"] == "s1"
     assert isinstance(got[1][2], ReadError) and "ends inside a string of element 1" in got[1][2].reason
+
+
+# The same bound for UTF-16/UTF-32 JSON Lines and for the streaming file watcher (found after the
+# UTF-8 fix: a UTF-16 file was decoded whole, and WatchJsonl read each line whole, with no limit).
+@pytest.mark.parametrize("encoding,compressed", [("utf-16", False), ("utf-16-le", True), ("utf-32", False)])
+def test_an_oversized_utf16_or_utf32_record_is_one_dead_letter(tmp_path, encoding, compressed):
+    from pipelines import audit
+
+    huge = json.dumps({"session_id": "huge", "assistant_id": "bot", "conversation": [
+        {"qa_id": "h", "query": "q", "assistant": "z" * (2 * 2**20)}]}) + "\n"
+    body = (_session("s1") + huge + _session("s2")).encode(encoding)
+    path = tmp_path / ("in.jsonl.gz" if compressed else "in.jsonl")
+    path.write_bytes(gzip.compress(body) if compressed else body)
+    out = tmp_path / "out"
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
+                     "--max-record-bytes", str(2**20), f"--runner={FNAPI}"])
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
+    dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    unit = 4 if "32" in encoding else 2
+    assert len(dead) == 1 and dead[0]["stage"] == "read"
+    assert dead[0]["reason"].startswith(f"record of {(len(huge) - 1) * unit:,} bytes is over the limit of 1,048,576 bytes")
+    assert dead[0]["raw"].startswith('{"session_id": "huge"') and len(dead[0]["raw"]) <= 1024
+    # the offset of a UTF-16/32 line counts characters (the first session's, newline included)
+    assert dead[0]["source"].endswith(f":{len(_session('s1'))}")
+
+
+def test_decoded_lines_never_hold_a_long_line():
+    import tracemalloc
+
+    from fair_forge_beam.io.read import _decoded_lines
+
+    class Spy(io.BytesIO):
+        biggest = 0
+
+        def read(self, size=-1):
+            assert size > 0, "a read without a limit"
+            out = super().read(size)
+            Spy.biggest = max(Spy.biggest, len(out))
+            return out
+
+    good = _session("a")
+    data = (good + "x" * (8 * 2**20) + "\n" + good).encode("utf-16")
+    tracemalloc.start()
+    try:
+        got = list(_decoded_lines("f", Spy(data), "utf-16", limit=4096))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # (the text after the last newline is a last, empty line, as before: blank lines are skipped downstream)
+    assert [line for _, _, line in got if not isinstance(line, ReadError)] == [good.rstrip("\n"), good.rstrip("\n"), ""]
+    (bad,) = [line for _, _, line in got if isinstance(line, ReadError)]
+    assert f"record of {16 * 2**20:,} bytes" in bad.reason and bad.raw == "x" * 1024
+    assert Spy.biggest <= 2**20 and peak < 8 * 2**20  # the 16 MiB line was never held (data itself is not traced)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_the_file_watcher_bounds_its_lines(tmp_path, encoding):
+    from types import SimpleNamespace
+
+    from fair_forge_beam.io.stream_sources import WatchJsonl, _ReadLines
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes((_session("a") + "y" * 5000 + "\n" + _session("b")).encode(encoding))
+    readable = SimpleNamespace(metadata=SimpleNamespace(path=str(path)), open=lambda: open(path, "rb"))
+    got = list(_ReadLines(1000).process(readable))
+    lines = [x[2] for x in got]
+    assert isinstance(lines[1], ReadError) and "record of" in lines[1].reason and "limit of 1,000 bytes" in lines[1].reason
+    text = [x.decode() if isinstance(x, bytes) else x for x in (lines[0], lines[2])]
+    assert [t.rstrip("\n") for t in text] == [_session("a").rstrip("\n"), _session("b").rstrip("\n")]
+    assert WatchJsonl(str(path), 1.0, 1.0, max_record_bytes=123).max_record_bytes == 123
+
+
+def test_a_windowed_run_reads_under_its_max_record_bytes(tmp_path):
+    """--max-record-bytes reached the batch reader only: a windowed run read with the default limit."""
+    from pipelines import audit
+
+    def flat(sid, text):
+        return json.dumps({"session_id": sid, "assistant_id": "bot", "qa_id": f"{sid}-0", "query": "q",
+                           "assistant": text, "timestamp": "2024-05-01T10:05:00Z"}) + "\n"
+
+    data = tmp_path / "in.jsonl"
+    data.write_text(flat("s1", "Thank you, glad to help.") + flat("big", "w " * 3000) + flat("s2", "Happy to help."))
+    out = tmp_path / "out"
+    audit.run(["--quiet", "--input", str(data), "--window", "fixed:1h", "--metrics", "humanity",
+               "--max-record-bytes", "1000", "--output", str(out), f"--runner={FNAPI}"])
+    dead = [json.loads(line) for f in sorted((out / "windows").glob("dead_letter-*.jsonl")) for line in open(f)]
+    assert len(dead) == 1 and "over the limit of 1,000 bytes" in dead[0]["reason"]

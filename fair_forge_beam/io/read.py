@@ -61,7 +61,7 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
-from fair_forge_beam.io.edge import READ_CHUNK, read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+from fair_forge_beam.io.edge import READ_CHUNK
 
 __all__ = ["ReadInteractions", "detect_format", "records_to_interactions", "unmatched_patterns", "NoRecords"]
 
@@ -742,7 +742,7 @@ class _JsonLinesSource(FileBasedSource):
                 # UTF-16/32 lines cannot be cut at b"\n": the reader of the first range decodes
                 # the whole file; the readers of later ranges have nothing to do
                 if start == 0 and offset_range_tracker.try_claim(0):
-                    yield from _decoded_lines(file_name, read_all(f), encoding)
+                    yield from _decoded_lines(file_name, f, encoding, self.max_record_bytes)
                 return
             pos = 0
             if start > 0:  # finish the line that straddles the split point (in chunks: it may be huge)
@@ -788,7 +788,7 @@ class _JsonLinesSource(FileBasedSource):
                 encoding = edge.text_encoding(head)
                 f.seek(0)
                 if encoding not in ("utf-8", "utf-8-sig"):
-                    yield from _decoded_lines(file_name, read_all(f), encoding)
+                    yield from _decoded_lines(file_name, f, encoding, max_record_bytes)
                     return
                 for at, line in bounded_lines(f, max_record_bytes):
                     yield (file_name, at, line)
@@ -805,46 +805,117 @@ class _JsonLinesSource(FileBasedSource):
             )
 
 
-def _decoded_lines(file_name: str, data: bytes, encoding: str):
-    """``(file, character offset, line text)`` of a whole JSON Lines file in a UTF-16/UTF-32
-    ``encoding`` (the BOM, if any, is dropped). Lines are cut at the encoded newline (aligned to
-    the code unit) and decoded one by one, so a line that does not decode is one
-    :class:`ReadError` naming the file, the encoding and the line's offset, and the lines around
-    it are read."""
+def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYTES, head: bytes = b""):
+    """``(file, character offset, line text)`` of a JSON Lines file in a UTF-16/UTF-32
+    ``encoding`` (the BOM, if any, is dropped), read from binary file object ``f`` (``head``: its
+    bytes already read) in pieces of 1 MiB, never holding more than ``limit`` bytes of one line
+    plus one piece. Lines are cut at the encoded newline (aligned to the code unit) and decoded
+    one by one, so a line that does not decode is one :class:`ReadError` naming the file, the
+    encoding and the line's offset, and the lines around it are read; a line over ``limit``
+    bytes (as encoded in the file) is one :class:`ReadError` naming its size and the limit, with
+    its first characters as ``raw`` (:func:`bounded_lines`' rule for UTF-8)."""
     import codecs
 
+    buf = bytes(head)
+    while len(buf) < 4:
+        piece = f.read(_SKIP_CHUNK)
+        if not piece:
+            break
+        buf += piece
     enc = encoding
     if enc in ("utf-16", "utf-32"):  # a BOM names the byte order: decode without it, line by line
         for bom, name in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
                           (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
-            if enc[:6] == name[:6] and data.startswith(bom):
-                enc, data = name, data[len(bom):]
+            if enc[:6] == name[:6] and buf.startswith(bom):
+                enc, buf = name, buf[len(bom):]
                 break
         else:
             enc = enc + "-be"  # no BOM: the codec's own default byte order is big-endian
     unit = edge.code_unit(enc)
     newline = "\n".encode(enc)
-    pos, start = 0, 0
-    while start <= len(data):
+
+    def newline_in(data: bytes, start: int) -> int:
         end = data.find(newline, start)
-        while end != -1 and (end - start) % unit:
+        while end != -1 and end % unit:
             end = data.find(newline, end + 1)  # a match across two code units is not a newline
-        raw = data[start:] if end == -1 else data[start:end]
-        try:
-            line = raw.decode(enc)
-        except UnicodeDecodeError as exc:
-            yield (file_name, pos, ReadError(
-                f"file {file_name} looks like {encoding.upper()} (by its first bytes) but the line at character "
-                f"{pos} does not decode as it: {exc}", ""))
-            line = None
-        else:
-            if pos == 0:
-                line = line.lstrip("\ufeff")
-            yield (file_name, pos, line)
-        pos += (len(raw) // unit if line is None else len(line)) + 1
+        return end
+
+    pos, searched, eof = 0, 0, False
+    while True:
+        end = newline_in(buf, searched)
+        if end == -1 and not eof and len(buf) <= limit:
+            piece = f.read(_SKIP_CHUNK)
+            searched = len(buf) // unit * unit  # an aligned newline before this was seen
+            buf += piece
+            eof = not piece
+            continue
+        if end == -1 and eof and len(buf) <= limit or -1 < end <= limit:
+            raw, buf = (buf, b"") if end == -1 else (buf[:end], buf[end + len(newline):])
+            searched = 0
+            try:
+                line = raw.decode(enc)
+            except UnicodeDecodeError as exc:
+                yield (file_name, pos, ReadError(
+                    f"file {file_name} looks like {encoding.upper()} (by its first bytes) but the line at character "
+                    f"{pos} does not decode as it: {exc}", ""))
+                line = None
+            else:
+                if pos == 0:
+                    line = line.lstrip("\ufeff")
+                yield (file_name, pos, line)
+            pos += (len(raw) // unit if line is None else len(line)) + 1
+            if end == -1:
+                return
+            continue
+        # a line over the limit: read past it, holding its first bytes only
+        first, size = buf[:OVERSIZED_RAW_BYTES * unit], 0
+        while end == -1 and not eof:
+            kept = len(buf) // unit * unit
+            size, buf = size + kept, buf[kept:]
+            piece = f.read(_SKIP_CHUNK)
+            buf += piece
+            eof = not piece
+            end = newline_in(buf, 0)
+        size += len(buf) if end == -1 else end
+        buf = b"" if end == -1 else buf[end + len(newline):]
+        searched = 0
+        yield (file_name, pos, ReadError(oversized_reason(size, limit),
+                                         first[:len(first) // unit * unit].decode(enc, "replace")))
+        pos += size // unit + 1
         if end == -1:
+            return
+
+
+def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b""):
+    """``(file, offset, line)`` of a whole JSON Lines file read from binary file object ``f``
+    (``head``: its first bytes, already read from it), in any encoding :func:`~fair_forge_beam.io.edge.text_encoding`
+    tells: UTF-8 lines as bytes at byte offsets (:func:`bounded_lines`), UTF-16/UTF-32 lines as
+    text at character offsets (:func:`_decoded_lines`); a line over ``limit`` bytes is a
+    :class:`ReadError` and is never held whole."""
+    import io
+
+    while len(head) < edge.ENCODING_PROBE_BYTES:
+        piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
+        if not piece:
             break
-        start = end + len(newline)
+        head += piece
+    encoding = edge.text_encoding(head)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        yield from _decoded_lines(file_name, f, encoding, limit, head)
+        return
+
+    class _Rest(io.RawIOBase):  # head, then the rest of f
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            nonlocal head
+            data, head = (head[:len(b)], head[len(b):]) if head else (f.read(len(b)), b"")
+            b[:len(data)] = data
+            return len(data)
+
+    for at, line in bounded_lines(io.BufferedReader(_Rest(), READ_CHUNK), limit):
+        yield (file_name, at, line)
 
 
 def _utf8_reader(f, encoding: str, head: bytes):

@@ -34,10 +34,10 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 
+from fair_forge_beam.io.read import MAX_RECORD_BYTES
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = [
     "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
@@ -190,27 +190,16 @@ class _ReadLines(beam.DoFn):
     """A readable file → ``(path, byte offset, line bytes)`` (the offset is the line's stable
     position); an unreadable file → one ``ReadError`` record naming it."""
 
+    def __init__(self, max_record_bytes: int):
+        self.max_record_bytes = int(max_record_bytes)
+
     def process(self, readable):
-        from fair_forge_beam.io import edge
-        from fair_forge_beam.io.read import ReadError, _decoded_lines
+        from fair_forge_beam.io.read import ReadError, file_lines
 
         path = readable.metadata.path
         try:
             with readable.open() as f:
-                head = f.read(edge.ENCODING_PROBE_BYTES)
-                encoding = edge.text_encoding(head)
-                if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16/32: decode the whole file
-                    yield from _decoded_lines(path, head + read_all(f), encoding)
-                    return
-                first = head + (f.readline() if head else b"")
-                *complete, tail = first.split(b"\n")
-                pos = 0
-                for line in [c + b"\n" for c in complete] + ([tail] if tail else []):
-                    yield (path, pos, line)
-                    pos += len(line)
-                for line in f:
-                    yield (path, pos, line)
-                    pos += len(line)
+                yield from file_lines(path, f, self.max_record_bytes)
         except Exception as exc:  # noqa: BLE001 - a corrupt/vanished file is a dead letter naming it
             yield (path, 0, ReadError(f"cannot read file {path} ({type(exc).__name__}: {exc})", ""))
 
@@ -224,18 +213,23 @@ class WatchJsonl(beam.PTransform):
         interval: seconds between two matches (default 10).
         stop_after: stop watching after this many seconds (``None``: never; the pipeline then
             ends when the last files are processed — for tests and bounded back-fills).
+        max_record_bytes: the longest line read (bytes, as encoded in the file); a longer one is
+            a ``ReadError`` naming its size and the limit, never held whole
+            (:func:`~fair_forge_beam.io.read.file_lines`). Default ``--max-record-bytes``' default.
 
     Raises:
         ValueError: a non-positive interval or stop time.
     """
 
-    def __init__(self, pattern: str, interval: float = 10.0, stop_after: Optional[float] = None):
+    def __init__(self, pattern: str, interval: float = 10.0, stop_after: Optional[float] = None,
+                 max_record_bytes: Optional[int] = None):
         super().__init__()
         if not interval or interval <= 0:
             raise ValueError(f"watch interval must be > 0 seconds, got {interval!r}")
         if stop_after is not None and stop_after <= 0:
             raise ValueError(f"stop_after must be > 0 seconds, got {stop_after!r}")
         self.pattern, self.interval, self.stop_after = pattern, float(interval), stop_after
+        self.max_record_bytes = max_record_bytes
 
     def expand(self, pbegin):
         start = Timestamp.now()
@@ -248,7 +242,7 @@ class WatchJsonl(beam.PTransform):
             | "KeyByPath" >> beam.Map(lambda m: (m.path, m)).with_output_types(typing.Tuple[str, typing.Any])
             | "FirstTimeSeen" >> beam.ParDo(_FirstTimeSeen())
             | "ReadMatches" >> fileio.ReadMatches()
-            | "ReadLines" >> beam.ParDo(_ReadLines())
+            | "ReadLines" >> beam.ParDo(_ReadLines(self.max_record_bytes or MAX_RECORD_BYTES))
         )
 
 
