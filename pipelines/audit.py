@@ -214,7 +214,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
             if not args.input:
                 raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
-            retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs)
+            retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs, args.max_record_bytes)
             reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
                                       slice_fields=metadata_dimensions(slice_dims))
         elif windowed:

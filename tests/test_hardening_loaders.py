@@ -40,8 +40,13 @@ def _split(items, others=0):
     return ok, bad
 
 
-@pytest.mark.parametrize("corrupt", ["truncated", "truncated_gz", "not_utf8", "empty"])
-def test_tau_bench_unreadable_file_is_one_read_error(tmp_path, corrupt):
+@pytest.mark.parametrize("corrupt,kept", [("truncated", ["tau_bench-task1-trial0"]), ("truncated_gz", []),
+                                          ("not_utf8", ["tau_bench-task2-trial0"]), ("empty", [])])
+def test_tau_bench_unreadable_file_or_part_is_one_read_error(tmp_path, corrupt, kept):
+    """A file that cannot be read, or the part of it that cannot, is one ``ReadError`` naming the file;
+    the complete records before a break (and a record after a bad one) are read, as the main
+    reader reads a ``.json`` file (contract change: files are read record by record, bounded by
+    --max-record-bytes; a truncated or partly undecodable file lost every record)."""
     text = json.dumps([_traj(1), _traj(2)]).encode()
     data = {
         "truncated": text[: len(text) // 2],
@@ -52,7 +57,7 @@ def test_tau_bench_unreadable_file_is_one_read_error(tmp_path, corrupt):
     path = tmp_path / ("t.json.gz" if corrupt == "truncated_gz" else "t.json")
     path.write_bytes(data)
     ok, bad = _split(tau_bench_sessions(str(path)))
-    assert ok == [] and len(bad) == 1
+    assert [s["session_id"] for s in ok] == kept and len(bad) == 1
     assert str(path) in bad[0].reason
 
 
@@ -126,3 +131,20 @@ def test_main_job_counts_every_unreadable_tau_bench_file(tmp_path):
     dead = list(iter_dead_letters(str(tmp_path / "out")))
     assert sorted(d["stage"] for d in dead) == ["read", "read"]
     assert any("b-trunc.json" in d["reason"] for d in dead)
+
+
+@pytest.mark.parametrize("layout", ["json", "jsonl", "jsonl.gz", "utf-16.jsonl"])
+def test_an_oversized_agentic_record_is_one_read_error_and_the_rest_loads(tmp_path, layout):
+    """τ-bench and BFCL files were read whole: one huge record held the whole file in memory."""
+    big = _traj(2)
+    big["traj"][0]["content"] = "x" * 50_000
+    records = [_traj(1), big, _traj(3)]
+    if layout == "json":
+        data = json.dumps(records).encode()
+    else:
+        data = "".join(json.dumps(r) + "\n" for r in records).encode("utf-16" if layout.startswith("utf-16") else "utf-8")
+    path = tmp_path / f"t.{layout.replace('utf-16.', '')}"
+    path.write_bytes(gzip.compress(data) if layout.endswith(".gz") else data)
+    ok, bad = _split(tau_bench_sessions(str(path), max_record_bytes=20_000))
+    assert [s["session_id"] for s in ok] == ["tau_bench-task1-trial0", "tau_bench-task3-trial0"]
+    assert len(bad) == 1 and "over the limit of 20,000 bytes" in bad[0].reason and len(bad[0].raw) <= 1024

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import io
 import json
 import os
@@ -62,7 +61,6 @@ from typing import Any, Optional, Sequence, Union
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = [
     "tau_bench_sessions",
@@ -77,63 +75,65 @@ __all__ = [
 UNPARSED = "<unparsed>"
 
 
-def _open_text(path: str) -> str:
-    """The file's UTF-8 text. Raises ``OSError`` / ``EOFError`` / ``zlib.error`` (unreadable or
-    truncated ``.gz``) and ``UnicodeDecodeError``; :func:`_file_records` turns them into a
-    :class:`~fair_forge_beam.io.read.ReadError`."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        data = read_all(f)
-    if path.lower().endswith(".gz"):
-        data = gzip.decompress(data)
-    return data.decode("utf-8-sig")
-
-
-def _json_records(text: str, path: str = "") -> list:
-    """A JSON list, one JSON object, or JSON lines. What cannot be parsed becomes a
-    :class:`~fair_forge_beam.io.read.ReadError`: the whole file (empty, or a list / object that
-    is not valid JSON) or, for JSON lines, each invalid line (the other lines still load)."""
-    from fair_forge_beam.io.read import ReadError
-
-    stripped = text.lstrip()
-    if not stripped:
-        return [ReadError(f"{path}: empty file, no records", "")]
-    if stripped.startswith("["):
-        try:
-            value = edge.loads(stripped)
-        except ValueError as exc:
-            return [ReadError(f"{path}: invalid JSON file ({exc}); no record of it was read", text)]
-        return value if isinstance(value, list) else [value]
-    try:
-        obj = edge.loads(stripped)
-        return [obj]
-    except ValueError:
-        pass
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(edge.loads(line))
-        except ValueError as exc:
-            out.append(ReadError(f"{path} line {n}: invalid JSON ({exc})", line))
-    return out
-
-
-def _file_records(path: str) -> list:
-    """:func:`_json_records` of one file; a file that cannot be read or decoded (missing,
-    truncated ``.gz``, not UTF-8) is one :class:`~fair_forge_beam.io.read.ReadError` naming it."""
+def _file_records(path: str, limit: Optional[int] = None) -> list:
+    """The records of one file, read in pieces (``.gz`` too; any encoding
+    :func:`~fair_forge_beam.io.edge.text_encoding` tells): a JSON list, one JSON object, or JSON
+    lines. No record over ``limit`` bytes (default ``--max-record-bytes``' default) is held whole:
+    it becomes a :class:`~fair_forge_beam.io.read.ReadError` naming its size and the limit, and the
+    records after it are read (:func:`~fair_forge_beam.io.read.file_lines`,
+    :func:`~fair_forge_beam.io.edge.json_values`). What cannot be parsed is a ``ReadError`` too:
+    each invalid line of JSON lines, the rest of a list from where its structure breaks, an empty
+    file, a file that cannot be read or decoded (missing, truncated ``.gz``, not its encoding)."""
     import zlib
 
-    from fair_forge_beam.io.read import ReadError
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.read import (MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, READ_CHUNK, ReadError, _json_element,
+                                         _utf8_reader, file_lines)
+
+    limit = int(limit or MAX_RECORD_BYTES)
+
+    def values(f, head: bytes) -> list:  # a JSON list or one JSON value (it may span lines)
+        read = _utf8_reader(f, edge.text_encoding(head), head)
+        out = []
+        for v in edge.json_values(read, limit, OVERSIZED_RAW_BYTES, READ_CHUNK):
+            text = _json_element(path, v, limit)
+            try:
+                out.append(edge.loads(text) if isinstance(text, str) else text)
+            except ValueError as exc:
+                out.append(ReadError(f"{path}: element {v.index} is not valid JSON ({exc})", text))
+        return out
+
+    def lines(f, head: bytes):  # JSON lines; None when the first line is not JSON (one value over several lines)
+        out = []
+        for n, (_, _, line) in enumerate(file_lines(path, f, limit, head), start=1):
+            if isinstance(line, ReadError):
+                out.append(ReadError(f"{path} line {n}: {line.reason}", line.raw))
+                continue
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            if not text.strip():
+                continue
+            try:
+                out.append(edge.loads(text))
+            except ValueError as exc:
+                if not out and n == 1:
+                    return None
+                out.append(ReadError(f"{path} line {n}: invalid JSON ({exc})", text))
+        return out
 
     try:
-        text = _open_text(path)
+        with FileSystems.open(path) as f:
+            head = f.read(edge.ENCODING_PROBE_BYTES)
+            start = head.decode(edge.text_encoding(head), "ignore").lstrip("\ufeff \t\r\n")[:1]
+            records = values(f, head) if start == "[" else lines(f, head)
+        if records is None:
+            with FileSystems.open(path) as f:
+                records = values(f, f.read(edge.ENCODING_PROBE_BYTES))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         return [ReadError(f"{path}: cannot read the file ({type(exc).__name__}: {exc}); no record of it was read", "")]
-    return _json_records(text, path)
+    except ValueError as exc:  # a value that breaks the depth bound or is not JSON
+        return [ReadError(f"{path}: invalid JSON file ({exc}); no record of it was read", "")]
+    return records or [ReadError(f"{path}: empty file, no records", "")]
 
 
 def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
@@ -243,7 +243,8 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
     return {"session_id": session_id, "assistant_id": assistant_id, "language": "english", "context": context, "conversation": conversation}
 
 
-def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt-4o") -> list[dict]:
+def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt-4o",
+                       max_record_bytes: Optional[int] = None) -> list[dict]:
     """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
     file then record order. A record that is not an object is returned as is (the reader
     dead-letters it); an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
@@ -252,7 +253,7 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
     Raises ``ValueError`` for a pattern matching no file."""
     out = []
     for f in _expand(path):
-        for i, rec in enumerate(_file_records(f)):
+        for i, rec in enumerate(_file_records(f, max_record_bytes)):
             if not isinstance(rec, dict):
                 out.append(rec)
                 continue
@@ -347,7 +348,8 @@ def _bfcl_answer_file(question_file: str, answers_path: Optional[str] = None) ->
 
 
 def bfcl_sessions(
-    path: Union[str, Sequence[str]], answers_path: Optional[str] = None, tools_used: str = "ground_truth"
+    path: Union[str, Sequence[str]], answers_path: Optional[str] = None, tools_used: str = "ground_truth",
+    max_record_bytes: Optional[int] = None,
 ) -> list[dict]:
     """Sessions of BFCL multi-turn question files (see the module docstring).
 
@@ -356,6 +358,7 @@ def bfcl_sessions(
         answers_path: the ground-truth file; default ``possible_answer_<name>`` next to the
             question file, else ``possible_answer/<name>``.
         tools_used: ``"ground_truth"``, ``"none"`` or a result file path.
+        max_record_bytes: the largest record read from any of the files (:func:`_file_records`).
 
     Unreadable files and lines (truncated, not UTF-8, invalid JSON) and records with fields of
     the wrong type are returned as :class:`~fair_forge_beam.io.read.ReadError` (dead letters);
@@ -368,7 +371,7 @@ def bfcl_sessions(
         folder, name = os.path.split(f)
         ans = _bfcl_answer_file(f, answers_path)
         truth = {}
-        for r in _file_records(ans):
+        for r in _file_records(ans, max_record_bytes):
             if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
                 truth[r["id"]] = r.get("ground_truth")
             else:  # an unreadable answer line or file: dead letter; its question gets no ground truth
@@ -378,13 +381,13 @@ def bfcl_sessions(
             results, assistant_id = None, tools_used
         else:
             results = {}
-            for r in _file_records(tools_used):
+            for r in _file_records(tools_used, max_record_bytes):
                 if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
                     results[r["id"]] = r.get("result")
                 else:
                     out.append(r)
             assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
-        for n, rec in enumerate(_file_records(f)):
+        for n, rec in enumerate(_file_records(f, max_record_bytes)):
             if not isinstance(rec, dict) or "id" not in rec:
                 out.append(rec)
                 continue
@@ -442,24 +445,27 @@ def _bfcl_session(rec: dict, truth: dict, results: Optional[dict], tools_used: s
 
 # ------------------------------------------------------------------ retrievers
 class TauBenchRetriever(Retriever):
-    """Retriever over τ-bench trajectory files: kwargs ``path`` (glob or list of globs) and
-    ``assistant_id`` (default ``"gpt-4o"``)."""
+    """Retriever over τ-bench trajectory files: kwargs ``path`` (glob or list of globs),
+    ``assistant_id`` (default ``"gpt-4o"``) and ``max_record_bytes`` (the largest record read)."""
 
     def load_dataset(self):
-        return tau_bench_sessions(self.kwargs["path"], self.kwargs.get("assistant_id", "gpt-4o"))
+        return tau_bench_sessions(self.kwargs["path"], self.kwargs.get("assistant_id", "gpt-4o"),
+                                  self.kwargs.get("max_record_bytes"))
 
 
 class BfclRetriever(Retriever):
-    """Retriever over BFCL multi-turn files: kwargs ``path``, ``answers_path``, ``tools_used``."""
+    """Retriever over BFCL multi-turn files: kwargs ``path``, ``answers_path``, ``tools_used``,
+    ``max_record_bytes``."""
 
     def load_dataset(self):
-        return bfcl_sessions(self.kwargs["path"], self.kwargs.get("answers_path"), self.kwargs.get("tools_used", "ground_truth"))
+        return bfcl_sessions(self.kwargs["path"], self.kwargs.get("answers_path"), self.kwargs.get("tools_used", "ground_truth"),
+                             self.kwargs.get("max_record_bytes"))
 
 
 AGENTIC_INPUT_FORMATS = {"tau_bench": TauBenchRetriever, "bfcl": BfclRetriever}
 
 
-def agentic_retriever(fmt: str, inputs: Sequence[str]):
+def agentic_retriever(fmt: str, inputs: Sequence[str], max_record_bytes: Optional[int] = None):
     """``(retriever class, kwargs)`` of the main job's ``--input-format tau_bench|bfcl``.
 
     Raises ``ValueError`` for an unknown format, inputs matching no file or (BFCL) a question file
@@ -470,7 +476,8 @@ def agentic_retriever(fmt: str, inputs: Sequence[str]):
     if fmt == "bfcl":
         for f in files:
             _bfcl_answer_file(f)
-    return AGENTIC_INPUT_FORMATS[fmt], {"path": list(inputs)}
+    return AGENTIC_INPUT_FORMATS[fmt], {"path": list(inputs), **({"max_record_bytes": int(max_record_bytes)}
+                                                                 if max_record_bytes else {})}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
