@@ -172,17 +172,22 @@ def test_the_timeout_is_a_deadline_for_the_whole_judge_reply(tmp_path, headers):
     assert fine.ok
 
 
-def test_the_timeout_is_a_deadline_for_the_whole_assistant_reply(tmp_path):
+@pytest.mark.parametrize("kind,headers", [("openai", False), ("http", False), ("http", True)])
+def test_the_timeout_is_a_deadline_for_the_whole_assistant_reply(tmp_path, kind, headers):
+    """Both kinds of assistant endpoint (the http kind timed each read only: a server dripping its
+    reply held a turn 19 s at a 2 s time-out, and an endless chunked reply held it for good)."""
     import time
 
     from fair_forge_beam.assistants.assistant import AssistantHandler
 
     def answer(req):
-        return Reply(content="a slow answer", drip=0.05) if "[slow]" in req.prompt else "hi"
+        return Reply(content="a slow answer", drip=0.05, drip_headers=headers) if "[slow]" in req.prompt else "hi"
 
     with ScriptedOpenAIServer(answer) as srv:
-        h = AssistantHandler("openai", model="bot", base_url=srv.base_url, client_retries=0, request_timeout=1.0,
-                             cache_path=str(tmp_path / "a.sqlite3"))
+        where = (dict(model="bot", base_url=srv.base_url) if kind == "openai" else
+                 dict(url=srv.base_url + "/chat/completions", request_template='{"messages": {{ messages | tojson }}}',
+                      response_path="choices.0.message.content"))
+        h = AssistantHandler(kind, **where, client_retries=0, request_timeout=1.0, cache_path=str(tmp_path / "a.sqlite3"))
         client = h.create_client()
         start = time.monotonic()
         try:

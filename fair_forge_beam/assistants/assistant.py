@@ -17,15 +17,18 @@ Endpoints (``AssistantHandler(kind=...)``):
   ``| tojson`` after every ``{{ … }}`` (numbers aside: checked at construction, so a query can
   never write JSON fields of its own into the body); the rendered text must be JSON. The answer
   is read at ``response_path``: dot-separated keys, and list indices as numbers
-  (``choices.0.message.content``); it must be text. Called with ``requests`` + ``urllib3``'s
-  ``Retry``.
+  (``choices.0.message.content``); it must be text. Called with ``httpx`` (the client of the
+  ``openai`` package) and Beam's ``retry.with_exponential_backoff``.
 
 Retries, throttling, cache — all from maintained code, none hand-rolled:
 
 * per HTTP call, the client's own retry machinery: ``openai`` (``max_retries``: 408/409/429/5xx,
-  timeouts, connection errors, exponential backoff, ``Retry-After``) or ``urllib3.util.Retry``
-  (429/5xx and read/connect errors incl. timeouts, exponential backoff, ``Retry-After``),
-  ``client_retries`` times;
+  timeouts, connection errors, exponential backoff, ``Retry-After``) or, for the ``http`` kind,
+  Beam's ``retry.with_exponential_backoff`` (408/429/5xx and transport errors incl. time-outs,
+  exponential backoff, ``Retry-After`` up to 60 s), ``client_retries`` times;
+* every attempt's whole reply (connect, headers, body) must arrive within ``request_timeout``
+  seconds (a deadline, not a time per read: a server that drips its reply is cut), and at most
+  ``max_reply_bytes`` of it are read;
 * ``requests_per_minute`` paces HTTP calls per worker process (the judge's pacer) and an optional
   Beam ``RateLimiter`` is applied per batch; Beam's ``RemoteModelHandler`` retries a batch that
   raised (``num_retries``) with backoff and adaptive throttling;
@@ -62,7 +65,9 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import REPLY_CHUNK, ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, declared_length, openai_http_client, read_bounded
+from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bounded_chat_completion,
+                                                check_call_limits, declared_length, http_client, openai_http_client,
+                                                read_bounded)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 
@@ -75,8 +80,8 @@ RUNNER_NAMESPACE = "fair_forge_beam.assistant"
 KINDS = ("openai", "http")
 COUNTER_NAMES = ("sessions", "turns", "successes", "failures", "cache_hits", "requests")
 """Beam counters in :data:`RUNNER_NAMESPACE`. ``requests``: HTTP requests sent by the ``openai``
-client (retries included); the ``http`` kind counts one per turn sent (urllib3's retries are not
-seen)."""
+client (retries included); the ``http`` kind counts one per turn sent (the retries of Beam's
+``retry`` are not counted)."""
 _NO_KEY = "not-needed"
 ERROR_PREFIX = "[ERROR] "
 
@@ -234,6 +239,39 @@ class _TurnFailed(Exception):
     pass
 
 
+#: HTTP statuses of a generic endpoint's reply that are asked again (``client_retries`` times)
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: the longest ``Retry-After`` (seconds) waited before asking again; a longer one is cut to it
+MAX_RETRY_AFTER = 60.0
+
+
+class _RetryStatus(Exception):
+    """A reply of :data:`RETRY_STATUSES`: asked again by Beam's retry after the server's
+    ``Retry-After`` (seconds, at most :data:`MAX_RETRY_AFTER`), if it gave one."""
+
+    def __init__(self, status: int, raw: bytes, retry_after: Optional[str]):
+        super().__init__(f"HTTP {status}")
+        self.status, self.raw = status, raw
+        try:
+            wait = float(retry_after) if retry_after is not None else 0.0
+        except ValueError:  # an HTTP date: Beam's backoff alone
+            wait = 0.0
+        self.retry_after = min(max(wait, 0.0), MAX_RETRY_AFTER) if wait == wait else 0.0
+
+
+def _retryable(exc: Exception) -> bool:
+    """Beam's retry filter of a generic endpoint's attempt: a refused reply (after its
+    ``Retry-After``) or a transport error (time-outs included) is asked again; anything else
+    (a reply over the size limit, a bad rendered body) is final."""
+    import httpx2
+
+    if isinstance(exc, _RetryStatus):
+        if exc.retry_after:
+            time.sleep(exc.retry_after)
+        return True
+    return isinstance(exc, httpx2.TransportError)
+
+
 class _Client:
     def __init__(self, cfg: _Config, api_key: str):
         import threading
@@ -254,27 +292,15 @@ class _Client:
             import openai
 
             self._openai = openai
-            http_client = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
+            transport = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
             self.client = openai.OpenAI(api_key=api_key, base_url=cfg.base_url, timeout=cfg.request_timeout,
-                                        max_retries=cfg.client_retries, http_client=http_client,
+                                        max_retries=cfg.client_retries, http_client=transport,
                                         default_headers=cfg.headers or None)
         else:
-            import requests
-            from requests.adapters import HTTPAdapter
-            from urllib3.util import Retry
-
-            retry = Retry(total=cfg.client_retries, connect=cfg.client_retries, read=cfg.client_retries,
-                          status=cfg.client_retries, status_forcelist=(408, 429, 500, 502, 503, 504),
-                          allowed_methods=None, backoff_factor=0.5, respect_retry_after_header=True, raise_on_status=False)
-            self._requests = requests
-            self.session = requests.Session()
-            adapter = HTTPAdapter(max_retries=retry, pool_maxsize=max(10, cfg.max_concurrency))
-            self.session.mount("http://", adapter)
-            self.session.mount("https://", adapter)
             hdrs = dict(cfg.headers)
             if self._secret:
                 hdrs.setdefault("Authorization", f"Bearer {self._secret}")
-            self.session.headers.update(hdrs)
+            self.session = http_client(cfg.request_timeout, hdrs, cfg.client_retries)
 
     def _on_request(self, request) -> None:
         if self._pacer is not None:
@@ -320,38 +346,47 @@ class _Client:
         return content
 
     def _call_http(self, body: Any) -> str:
-        requests = self._requests
+        import httpx2
+        from apache_beam.utils import retry
+
+        cfg = self.cfg
         if self._pacer is not None:
             self._pacer.wait()
         self._local.requests = getattr(self._local, "requests", 0) + 1
+
+        @retry.with_exponential_backoff(num_retries=cfg.client_retries, initial_delay_secs=0.5, max_delay_secs=30,
+                                        retry_filter=_retryable, logger=_LOG.info)
+        def attempt() -> tuple:
+            with self.session.stream("POST", cfg.url, json=body) as resp:  # the body read here, never past the limit
+                try:
+                    raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), cfg.max_reply_bytes, declared_length(resp.headers))
+                except ReplyTooLarge as exc:
+                    raise _TurnFailed(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
+            if resp.status_code in RETRY_STATUSES:
+                raise _RetryStatus(resp.status_code, raw, resp.headers.get("retry-after"))
+            return resp.status_code, raw
+
         try:
-            resp = self.session.post(self.cfg.url, json=body, timeout=self.cfg.request_timeout, stream=True)
-        except requests.exceptions.Timeout:
-            raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
-        except requests.exceptions.RetryError as exc:
-            raise _TurnFailed(f"still failing after {self.cfg.client_retries} client retries: {self.scrub(exc)}"[:2000]) from None
-        except requests.exceptions.RequestException as exc:
+            status, raw = attempt()
+        except _RetryStatus as exc:  # still refused after the retries: the last reply is the reason
+            status, raw = exc.status, exc.raw
+        except httpx2.TimeoutException:
+            raise _TurnFailed(f"timeout after {cfg.request_timeout:g} s (client retries: {cfg.client_retries})") from None
+        except httpx2.HTTPError as exc:
             raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
-        with resp:  # stream=True: the body is read here, in chunks, never past the limit
-            try:
-                raw = read_bounded(resp.iter_content(REPLY_CHUNK), self.cfg.max_reply_bytes, declared_length(resp.headers))
-            except ReplyTooLarge as exc:
-                raise _TurnFailed(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
-            except requests.exceptions.RequestException as exc:
-                raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
         text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
-        if resp.status_code != 200:
-            raise _TurnFailed(f"HTTP {resp.status_code}: {self.scrub(text)[:500]}")
+        if status != 200:
+            raise _TurnFailed(f"HTTP {status}: {self.scrub(text)[:500]}")
         try:
             doc = json.loads(text)
         except ValueError:
             raise _TurnFailed(f"response is not JSON: {self.scrub(text)[:500]}") from None
         try:
-            value = response_field(doc, self.cfg.response_path)
+            value = response_field(doc, cfg.response_path)
         except ValueError as exc:
             raise _TurnFailed(str(exc)) from None
         if not isinstance(value, str):
-            raise _TurnFailed(f"response field {self.cfg.response_path!r} is a {type(value).__name__}, not text")
+            raise _TurnFailed(f"response field {cfg.response_path!r} is a {type(value).__name__}, not text")
         return value
 
     def _answer(self, session: dict, turn: dict, turn_index: int, history: list) -> tuple[str, bool]:

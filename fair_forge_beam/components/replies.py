@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "declared_length", "openai_http_client", "reply_deadline"]
@@ -267,21 +267,46 @@ def _deadline_classes():
     return DeadlineBackend
 
 
-def openai_http_client(openai_mod: Any, timeout: float, max_reply_bytes: int, on_request: Callable[[Any], None]):
-    """The ``httpx`` client for an ``openai.OpenAI`` endpoint client: replies bounded to
-    ``max_reply_bytes`` (:func:`bound_replies`), ``on_request`` called for every HTTP attempt
-    (pacing, counting), and each attempt bounded by a deadline of ``timeout`` seconds for the whole
-    reply — connect, request and every read of headers and body (:func:`reply_deadline`), so a
-    server that drips its reply is cut at ``timeout`` s, not at ``timeout`` per byte."""
+def with_reply_deadline(client, timeout: float):
+    """``client`` (an ``httpx`` client) with every HTTP attempt bounded by a deadline of
+    ``timeout`` seconds for the whole reply (:func:`reply_deadline`, started by the caller's
+    ``request`` hook): the network backend of its connection pools (its own and its proxies')
+    gives streams whose every operation ends by the thread's deadline. Returns ``client``.
+
+    ``httpx`` has no public total time-out; this sets the pools' ``_network_backend``, an
+    attribute of ``httpcore``'s pool (checked at each ``httpx`` upgrade by the tests of
+    ``tests/test_bounded_replies.py``)."""
     import httpx2
 
-    def start(request) -> None:
-        on_request(request)  # pacing waits here: the deadline starts when the attempt is sent
-        reply_deadline(timeout)
-
-    client = openai_mod.DefaultHttpxClient(event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]})
     for transport in (client._transport, *client._mounts.values()):  # the pools of the client and its proxies
         pool = getattr(transport, "_pool", None) if isinstance(transport, httpx2.HTTPTransport) else None
         if pool is not None and hasattr(pool, "_network_backend"):
             pool._network_backend = _deadline_classes()(pool._network_backend)
     return client
+
+
+def openai_http_client(openai_mod: Any, timeout: float, max_reply_bytes: int, on_request: Callable[[Any], None]):
+    """The ``httpx`` client for an ``openai.OpenAI`` endpoint client: replies bounded to
+    ``max_reply_bytes`` (:func:`bound_replies`), ``on_request`` called for every HTTP attempt
+    (pacing, counting), and each attempt bounded by a deadline of ``timeout`` seconds for the whole
+    reply — connect, request and every read of headers and body (:func:`with_reply_deadline`), so a
+    server that drips its reply is cut at ``timeout`` s, not at ``timeout`` per byte."""
+
+    def start(request) -> None:
+        on_request(request)  # pacing waits here: the deadline starts when the attempt is sent
+        reply_deadline(timeout)
+
+    return with_reply_deadline(openai_mod.DefaultHttpxClient(
+        event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]}), timeout)
+
+
+def http_client(timeout: float, headers: Mapping[str, str], connect_retries: int = 0):
+    """A plain ``httpx`` client (for an endpoint that is not OpenAI-compatible) whose every attempt
+    has a deadline of ``timeout`` seconds for the whole reply (:func:`with_reply_deadline`);
+    ``connect_retries``: ``httpx``'s own retries of a connection that fails to open. Read the body
+    with ``client.stream`` and :func:`read_bounded`."""
+    import httpx2
+
+    return with_reply_deadline(httpx2.Client(
+        timeout=timeout, headers=dict(headers), transport=httpx2.HTTPTransport(retries=int(connect_retries)),
+        event_hooks={"request": [lambda request: reply_deadline(timeout)]}), timeout)
