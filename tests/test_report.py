@@ -854,3 +854,13 @@ def test_findings_name_the_assistants_nobody_scored(runs, tmp_path):
     text = unscored((tmp_path / "default" / "report.html").read_text(encoding="utf-8"))
     assert "Not scored at all (2 assistants" in text
     assert "support-bot (32 dead letters; most often: " in text and "sushi_bot (20 dead letters" in text  # 16 + 10 answers, 2 metrics
+
+
+def test_the_repository_report_template_is_the_package_one():
+    """templates/README.md says templates/report.html.j2 is a link to the package's template (the
+    one jinja2 loads); it had become a stale copy, 31 lines behind, that edits went into."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    link = repo / "templates" / "report.html.j2"
+    assert link.is_symlink() and link.resolve() == (repo / "fair_forge_beam" / "templates" / "report.html.j2").resolve()
