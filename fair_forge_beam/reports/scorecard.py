@@ -18,11 +18,15 @@ A cell is
 Thresholds: a gate (:mod:`fair_forge_beam.reports.gates`) on the same metric, field and slice when
 the run has gates, else the documented reference line the metric declares (:func:`reference_line`;
 for reading, not standards). A cell whose interval is too wide (the report's inconclusive rule,
-:func:`inconclusive`) is marked *inconclusive*.
+:func:`inconclusive`) is marked *inconclusive*, unless its threshold is a gate of the run and the whole interval lies
+on one side of it (the gate's verdict does not depend on the width; a reference line, a reading
+aid, keeps the width rule). The scorecard's columns are the
+metrics' headline estimates plus every estimate a threshold gate of the run reads on assistant
+slices, so the findings follow from the gates on the page.
 
 An assistant is *too small to judge* when its slice has fewer than :data:`MIN_SESSIONS` sessions
 (sessions are the resampling unit: one session gives no interval, spec §4.3 / issue 19) or every
-headline estimate with a value is inconclusive; such assistants are listed together, by name, below
+estimate with a value is inconclusive; such assistants are listed together, by name, below
 the judged ones, never ranked.
 
 The *worst assistant* is the judged assistant with the largest *excess* of one estimate beyond its
@@ -308,9 +312,10 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
     level = doc.get("config", {}).get("ci_level")
     columns, by_slice = [], {}
     for name, m in doc.get("metrics", {}).items():
-        for h in m.get("headline_columns") or []:
-            columns.append({"metric": name, "path": h, "label": estimate_label(name, h),
-                            "definition": definition(name, h)})
+        for h in [*(m.get("headline_columns") or []), *_gated_paths(name, m, gates)]:
+            if not any(c["metric"] == name and c["path"] == h for c in columns):
+                columns.append({"metric": name, "path": h, "label": estimate_label(name, h),
+                                "definition": definition(name, h)})
         for rec in m.get("slices") or []:
             by_slice.setdefault(rec.get("slice"), {})[name] = rec
     rows, small, overall = [], [], None
@@ -326,11 +331,11 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             sizes.append((rec.get("n_interactions"), rec.get("n_sessions")))
             est = dotted_get(rec, col["path"])
             j = judge_cell(col["metric"], col["path"], est, key, gates)
-            heads = doc["metrics"][col["metric"]].get("headline_columns") or []
-            ok, _ = _judged(col["metric"], rec, heads, width, level)
-            judged_any |= ok
             flag = None if j["status"] == "na" else inconclusive(col["metric"], col["path"], est, rec, width, level,
                                                                  counts_for(col["metric"], rec))
+            if flag is not None and _settled(est, j):
+                flag = None  # the whole interval on one side of its threshold: conclusive, however wide
+            judged_any |= j["status"] != "na" and flag is None
             cells.append({"text": "n/a" if j["status"] == "na" else fmt_est(est, 3), **j, "inconclusive": flag})
         n_int = max((s[0] or 0 for s in sizes), default=0)
         n_ses = max((s[1] or 0 for s in sizes), default=0)
@@ -362,6 +367,40 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
     unsure = sum(1 for r in rows for c in r["cells"] if c["status"] == "fail" and c["inconclusive"])
     return {"columns": columns, "rows": rows, "small": small, "worst": worst, "overall": overall,
             "max_rows": MAX_CARD_ROWS, "inconclusive_beyond": unsure}
+
+
+def _settled(est: dict, cell: dict) -> bool:
+    """Whether ``cell``'s threshold is a gate of the run and the whole interval of ``est`` lies on
+    one side of it (a judged cell, :func:`judge_cell`): the gate's verdict, on the page and in the
+    exit code, does not depend on the interval's width. A reference line (a reading aid) keeps the
+    width rule."""
+    th = cell.get("threshold")
+    if (th is None or not str(th.get("source", "")).startswith("gate") or est.get("ci_low") is None
+            or est.get("ci_high") is None):
+        return False
+    from fair_forge_beam.reports.gates import compare
+
+    lo, hi = _bounds(est, None)
+    return compare(lo, th["op"], th["value"]) == compare(hi, th["op"], th["value"])
+
+
+def _gated_paths(metric: str, m: dict, gates: Sequence[Any]) -> list:
+    """The estimates of ``metric`` (``results.json``'s metric entry ``m``) that the run's threshold
+    gates read on assistant slices and that are not headline columns: the scorecard shows and
+    judges them too, so that the findings follow from the gates on the page (an assistant failing
+    a gate on an estimate outside the headline was listed as too small to judge, and another was
+    named the worst)."""
+    out = []
+    for g in gates or ():
+        path = _gate_path(g)
+        on_assistants = (any(str(k).startswith("assistant_id=") for k in g.slices) if isinstance(g.slices, tuple)
+                         else g.slices != "overall" and _gate_covers(g, "assistant_id=?"))
+        if g.metric != metric or path is None or g.for_every or not on_assistants:
+            continue
+        path = f"{path}.{g.key}" if g.key else path
+        if path not in out and any(isinstance(dotted_get(r, path), dict) for r in m.get("slices") or []):
+            out.append(path)
+    return out
 
 
 def _severity(cell: dict) -> tuple[int, float]:
