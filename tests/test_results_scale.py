@@ -263,3 +263,23 @@ def test_an_assistant_conclusively_beyond_a_gate_is_judged_however_wide_its_inte
     assert 'id="too-small"' not in html or "bot-t (" not in html[html.index('id="too-small"'):][:600]
     listed = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[html.index('<ul id="differences">'):]))
     assert "bot-t is worse than bot-c on the toxic-answer rate" in listed
+
+
+def test_a_failed_gate_is_named_by_a_failure_with_a_value():
+    """Hostile-tester trial: the findings said '"toxicity DIDT ci_high <= 0.3 in every assistant_id":
+    failed — DIDT ci_high is undefined (no data: n = 0)', naming an assistant without DIDT instead of
+    the one beyond the gate (0.554 > 0.3)."""
+    from fair_forge_beam.reports.gates import evaluate_gates, gates_report, parse_gate
+    from fair_forge_beam.reports.html import render_report
+
+    rows = [("overall", 30, 108, 0.40, 0.35, 0.45, 36), ("assistant_id=bot-clean", 1, 36, None, None, None, 12),
+            ("assistant_id=bot-groups", 2, 36, 0.50, 0.45, 0.554, 12)]
+    doc, gate = _helpbots([_tox(*t) for t in rows]), parse_gate("toxicity DIDT ci_high <= 0.3 in every assistant_id")
+    outcome = gates_report(evaluate_gates(doc, [gate]), [gate], 0.95)
+    html = render_report(doc, with_plots=False, gates=[gate], gate_outcome=outcome)
+    gates = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[html.index('<ul class="gates">'):html.index("</ul>")]))
+    assert "bot-groups" in gates and "0.554" in gates and "undefined" not in gates, gates
+    # the first line of a page without the job's outcome lists the failing checks: the one with a value first
+    bare = render_report(doc, with_plots=False, gates=[gate])
+    verdict = re.sub(r"<[^>]+>", "", bare[bare.index('id="gates-verdict"'):][:1500])
+    assert verdict.index("bot-groups") < verdict.index("bot-clean"), verdict

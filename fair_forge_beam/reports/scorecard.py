@@ -434,7 +434,8 @@ def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[
         by_gate: dict = {}
         for c in checks:
             by_gate.setdefault(c.gate_index, []).append(c)
-        failed = [c for cs in by_gate.values() for c in cs if c.status == "fail"]
+        # a failure with a value first: an undefined estimate (no data) is a failure too, but not the one to name
+        failed = sorted((c for cs in by_gate.values() for c in cs if c.status == "fail"), key=lambda c: c.value is None)
         gates = {"n": len(by_gate), "n_failed": sum(1 for cs in by_gate.values() if any(c.status == "fail" for c in cs)),
                  "failed": [c.message() for c in failed[:3]], "more": max(0, len(failed) - 3)}
     worst = card.get("worst")
