@@ -151,8 +151,9 @@ def test_empty_answers_are_scored_with_a_warning(tmp_path):
     assert len(inter) == 3 and dead == []
     assert [(q.kind, q.message) for q in quality] == [(
         "empty_answer", f"session 'e' of assistant 'bot' at {tmp_path / 'in.jsonl'}:0: 2 empty answer(s) ('q0', 'q2'); "
-                        "they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
-                        "— and count in every rate")]
+                        "a metric that scores this session scores them as the assistant gave them — no toxic word (not "
+                        "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the "
+                        "session's language dead-letters them with the rest)")]
 
 
 def test_a_cached_generator_run_counts_its_cache_hits(tmp_path, caplog):

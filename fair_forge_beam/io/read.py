@@ -263,8 +263,9 @@ def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
         yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
             "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
             f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(qa_ids)} empty answer(s) "
-            f"({shown}); they are scored as the assistant gave them — no toxic word (not toxic), no emotion (entropy 0) "
-            "— and count in every rate"))
+            f"({shown}); a metric that scores this session scores them as the assistant gave them — no toxic word (not "
+            "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the session's "
+            "language dead-letters them with the rest)"))
 
 
 class _ParseRecord(beam.DoFn):
