@@ -130,11 +130,17 @@ def detect_format(path: str) -> Optional[str]:
     return None
 
 
-def _error_text(exc: Exception) -> str:
+def _error_text(exc: Exception, flat: bool = False) -> str:
+    """A validation error as ``field: message; …``, naming each field as the user wrote it: in a
+    ``flat`` record (top-level interaction fields, read as a ``StreamedBatch``) without the
+    ``batch.`` / ``metadata.`` the reader put in front of them."""
     if isinstance(exc, ValidationError):
         parts = []
         for e in exc.errors():
-            loc = ".".join(str(x) for x in e.get("loc", ())) or "record"
+            at = tuple(e.get("loc", ()))
+            if flat and at[:1] in (("batch",), ("metadata",)):
+                at = at[1:]
+            loc = ".".join(str(x) for x in at) or "record"
             parts.append(f"{loc}: {e.get('msg')}")
         return "; ".join(parts)
     return f"{type(exc).__name__}: {exc}"
@@ -379,7 +385,8 @@ class _ParseRecord(beam.DoFn):
         try:
             sb = StreamedBatch.model_validate(rec)
         except ValidationError as exc:
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc), original, source=where))]
+            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc, flat=original is not rec),
+                                                               original, source=where))]
         event_time, bad_time = self._event_time(rec.get("batch"), rec.get("metadata"), rec)
         if bad_time:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", bad_time, original, source=where))]
