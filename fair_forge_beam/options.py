@@ -376,12 +376,15 @@ GROUPS: tuple[Group, ...] = (
                template=Template("NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$", "600", label="Judge rate limit")),
         Option("judge-timeout", type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
                validate=_positive("--judge-timeout", " seconds"),
-               help="seconds per HTTP request to the judge / guardian / generator; with --judge-retries it bounds how "
-                    "long a hanging endpoint can hold a batch",
+               help="seconds for the whole reply of each HTTP attempt to the judge / guardian / generator (a "
+                    "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
+                    "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
+                    "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most",
                template=Template("NUMBER", _DECIMAL, "60")),
         Option("judge-retries", type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                validate=_non_negative("--judge-retries"),
-               help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none)",
+               help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
+                    "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
         _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
         Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
