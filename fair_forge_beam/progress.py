@@ -287,3 +287,29 @@ class QuietLogs:
         if self.warnings is not None:
             self.warnings.__exit__(None, None, None)
         return False
+
+
+class _OneLineRetries(logging.Filter):
+    """Beam's retry decorator (``apache_beam.utils.retry``) logs each retry with the whole
+    traceback of the exception it caught; a console shows it as one line instead (what was
+    retried, when, after which error), since the failure it retries is reported where it ends."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and "Traceback for above exception" in record.msg and len(record.args or ()) == 4:
+            seconds, what, error, _trace = record.args
+            record.msg, record.args = "retrying %s in %.1f s after: %s", (what, float(seconds), str(error).strip())
+        return True
+
+
+def cli_logging() -> None:
+    """The logging of a command-line entry point: INFO lines with time and logger on stderr,
+    Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
+    apitools' "not found" notice (a Google Cloud extra this package does not need) dropped.
+    ``--quiet`` narrows it further while a run lasts (:class:`RunLogging`)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    retries = logging.getLogger("apache_beam.utils.retry")
+    if not any(isinstance(f, _OneLineRetries) for f in retries.filters):
+        retries.addFilter(_OneLineRetries())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda r: "apitools not found" not in r.getMessage())

@@ -1163,7 +1163,8 @@ def _renumber_jsonl(path: str, target: str, turns: dict) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    from fair_forge_beam.progress import cli_logging
+
+    cli_logging()
     run(argv)
     return 0

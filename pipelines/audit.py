@@ -403,10 +403,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _audit_main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(lambda r: "apitools not found" not in r.getMessage())
+    from fair_forge_beam.progress import cli_logging
+
+    cli_logging()
     run(argv)
     return 0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Optional, Sequence
 
@@ -34,8 +33,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    from fair_forge_beam.progress import cli_logging
+
+    cli_logging()
     print(json.dumps(run(argv), indent=2, sort_keys=True))
     return 0
 
