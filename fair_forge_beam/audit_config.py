@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys
+from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys, strict_float, strict_int
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -149,7 +149,7 @@ def load_config(path: str) -> dict:
             raw = read_all(f)
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
-    from fair_forge_beam.reports.gates import exact_float
+    from fair_forge_beam.options import exact_float
 
     try:
         return tomllib.loads(raw.decode("utf-8"), parse_float=exact_float)  # 1e-400 is no silent 0
@@ -202,6 +202,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         for v in values:
             if isinstance(v, (dict, list)):
                 raise ConfigError(f"{where}: expected a value, got {v!r}")
+            number = {strict_int: "a whole number", strict_float: "a number"}.get(action.type)
+            if number and (isinstance(v, bool) or not isinstance(v, (int, float))
+                           or (action.type is strict_int and not isinstance(v, int))):
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {v!r}")
             v = str(v).lower() if isinstance(v, bool) else str(v)
             if name in PATH_OPTIONS:
                 v = _resolve(v, base)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -90,6 +91,47 @@ class Template:
         # a required parameter has no default to show
         text = (option.help.format(**fmt) if fmt else option.help) if self.required else option.help_text(**fmt)
         return f"{text[0].upper()}{text[1:]}. Example: {self.example}"
+
+
+#: a decimal number as a gate, a config file or an option writes it (ASCII digits only: :func:`exact_float`)
+NUMBER_PATTERN = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def exact_float(text: str) -> float:
+    """The float a number text means, or ``ValueError`` (one line) when it means none exactly:
+    digits other than ASCII ``0-9`` (``"١.٥"``: Python's ``float`` accepts every Unicode digit), a
+    value past the largest float (``1e400``) or one so small that it becomes 0 (``1e-400``). ``inf``
+    and ``nan`` (TOML's) pass as they are, for the checks that name the field. Used for gate
+    thresholds and margins (``--gate``), every float of a ``--config`` file and every float option
+    of the command line (:func:`strict_float`)."""
+    if text.strip().lstrip("+-") in ("inf", "nan"):
+        return float(text)
+    if not re.fullmatch(NUMBER_PATTERN, text, flags=re.ASCII):
+        raise ValueError(f"{text!r} is not a number written with the digits 0-9")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is too large for a number (the largest is about 1.8e308)")
+    if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
+        raise ValueError(f"{text!r} is too small for a number: it would become 0 (the smallest is about 4.9e-324)")
+    return value
+
+
+def strict_int(text: str) -> int:
+    """An integer option's value: ASCII digits, an optional sign, nothing else (Python's ``int``
+    also takes ``"1_000"``, ``" 7 "`` and every Unicode digit, ``"１０"``). Raises
+    ``argparse.ArgumentTypeError`` (argparse's one-line usage error)."""
+    if not re.fullmatch(r"[-+]?[0-9]+", text, flags=re.ASCII):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number written with the digits 0-9")
+    return int(text)
+
+
+def strict_float(text: str) -> float:
+    """A float option's value, as :func:`exact_float` reads it (``inf`` and ``nan`` are left to the
+    option's own check). Raises ``argparse.ArgumentTypeError``."""
+    try:
+        return exact_float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -174,7 +216,7 @@ class Option:
         if self.repeatable:
             kwargs["action"] = "append"
         if self.type is not str:
-            kwargs["type"] = self.type
+            kwargs["type"] = {int: strict_int, float: strict_float}.get(self.type, self.type)
         if self.default is not None:
             kwargs["default"] = self.default
         if self.choices:

@@ -255,7 +255,7 @@ direct_num_workers = 2
 
 @pytest.mark.parametrize("body, message", [
     ('mode = "bayes"', "invalid choice: 'bayes'"),
-    ('seed = "abc"', "invalid int value"),
+    ('seed = "abc"', "seed: expected a whole number (TOML, unquoted), got 'abc'"),
     ('colour = "red"', "unknown key(s) ['colour']"),
     ('[options]\nno-such-flag = 1', "'no-such-flag' is not an option"),
     ('[options]\nno-clustering = "yes please"', "expected true or false"),

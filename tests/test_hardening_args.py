@@ -176,3 +176,47 @@ def test_quiet_also_silences_the_http_clients_info_lines_for_one_run():
             assert httpx_log.level == logging.INFO  # restored
         finally:
             httpx_log.setLevel(before)
+
+
+def _numeric_options():
+    from fair_forge_beam.options import command_options
+
+    return [o for o in command_options("audit").values() if o.type in (int, float)]
+
+
+@pytest.mark.parametrize("text", ["\uff11\uff10", "1_0", " 7", "\u0661", "0x1"])
+def test_every_numeric_option_takes_ascii_digits_only(text, capsys):
+    """Hostile-tester trial: --max-record-bytes took full-width digits and '1_000' (Python's int and
+    float take every Unicode digit, underscores and spaces). The class: every int and float option."""
+    from pipelines.audit import build_parser
+
+    options = _numeric_options()
+    assert len(options) > 20
+    for o in options:
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args([f"{o.flag}={text}"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {o.flag}: {text!r} is not a" in err and "digits 0-9" in err, (o.flag, err)
+
+
+def test_every_numeric_config_option_must_be_a_toml_number(tmp_path):
+    """A quoted number in a --config file ('ci-level = "0.9"') ran as if unquoted."""
+    from fair_forge_beam.audit_config import NOT_IN_CONFIG, TOP_LEVEL, ConfigError, config_to_argv
+    from pipelines.audit import build_parser
+
+    parser = build_parser()
+    top = {v: k for k, v in TOP_LEVEL.items()}  # option name -> its top-level key (seed)
+    for o in _numeric_options():
+        name = o.flag[2:]
+        if name in NOT_IN_CONFIG:
+            continue
+
+        def doc(v):
+            return {top[name]: v} if name in top else {"options": {name: v}}
+
+        for bad in ("1", True) + ((1.5,) if o.type is int else ()):
+            with pytest.raises(ConfigError, match=f"{name}: expected a (whole )?number"):
+                config_to_argv(parser, doc(bad), str(tmp_path / "c.toml"))
+        job, _, _ = config_to_argv(parser, doc(2), str(tmp_path / "c.toml"))
+        assert job == [f"--{name}=2"]

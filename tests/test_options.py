@@ -36,7 +36,10 @@ def test_parser_is_the_declarations():
         if o.type is bool:
             assert a.nargs == 0 and a.default is False
             continue
-        assert a.default == o.default and (a.type or str) is o.type, dest
+        from fair_forge_beam.options import strict_float, strict_int
+
+        parse = {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
+        assert a.default == o.default and (a.type or str) is parse, dest
         assert list(a.choices or ()) == list(o.choices), dest
 
 

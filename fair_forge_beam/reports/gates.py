@@ -81,6 +81,7 @@ check the current value, the baseline value and the interval of the difference.
 """
 from __future__ import annotations
 
+from fair_forge_beam.options import NUMBER_PATTERN, exact_float
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -325,25 +326,24 @@ class Gate(BaseModel):
         return s
 
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _FOR = r"(?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?"
 _IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
         |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$"""
 _OP = r"(?P<op>[<>=!≤≥≠]+)"  # any operator-like token: one not in OPERATORS is an error that names them
 _GATE_RE = re.compile(
     rf"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
-    {_OP}\s*(?P<threshold>{_NUMBER}){_FOR}{_IN}""",
+    {_OP}\s*(?P<threshold>{NUMBER_PATTERN}){_FOR}{_IN}""",
     re.X,
 )
 _COVERAGE_RE = re.compile(
     rf"""^\s*coverage\s+(?:(?P<metric>[A-Za-z_][\w-]*)\s+)??
     (?:(?P<baseline>assistants_of_baseline)\s*$
-      |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{_NUMBER}){_IN})""",
+      |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{NUMBER_PATTERN}){_IN})""",
     re.X,
 )
 _REGRESSION_RE = re.compile(
     rf"""^\s*regression\s+(?P<metric>[A-Za-z_][\w-]*)(?:\s+(?P<field>[A-Za-z_]\w*))??\s+not\s+worse
-    (?:\s+by\s+more\s+than\s+(?P<margin>{_NUMBER}))?{_FOR}{_IN}""",
+    (?:\s+by\s+more\s+than\s+(?P<margin>{NUMBER_PATTERN}))?{_FOR}{_IN}""",
     re.X,
 )
 #: the gate forms by first word, each with an example: a usage error names the one its text began
@@ -380,24 +380,6 @@ def _slices_of(g: dict) -> Union[str, list]:
         keys = [s.strip() for s in g["slice_keys"].split(",")]
         return "overall" if keys == ["overall"] else keys
     return "overall"
-
-
-def exact_float(text: str) -> float:
-    """The float a number text means, or ``ValueError`` (one line) when it means none exactly:
-    digits other than ASCII ``0-9`` (``"١.٥"``: Python's ``float`` accepts every Unicode digit), a
-    value past the largest float (``1e400``) or one so small that it becomes 0 (``1e-400``). ``inf``
-    and ``nan`` (TOML's) pass as they are, for the checks that name the field. Used for gate
-    thresholds and margins (``--gate``) and every float of a ``--config`` file."""
-    if text.strip().lstrip("+-") in ("inf", "nan"):
-        return float(text)
-    if not re.fullmatch(_NUMBER, text, flags=re.ASCII):
-        raise ValueError(f"{text!r} is not a number written with the digits 0-9")
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text!r} is too large for a number (the largest is about 1.8e308)")
-    if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
-        raise ValueError(f"{text!r} is too small for a number: it would become 0 (the smallest is about 4.9e-324)")
-    return value
 
 
 def _number(gate: str, text: str) -> float:
