@@ -18,7 +18,9 @@ from typing import Optional, Sequence
 def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.options import add_arguments
 
-    p = argparse.ArgumentParser(prog="python -m pipelines.generate", allow_abbrev=False,
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(prog="python -m pipelines.generate", allow_abbrev=False,
                                 description="Generate evaluation questions or conversations from Markdown with an LLM.")
     add_arguments(p, command="generate")
     return p

@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.metrics.registry import METRICS
     from fair_forge_beam.options import add_arguments
 
-    p = argparse.ArgumentParser(prog="python -m pipelines.loop", allow_abbrev=False,
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(prog="python -m pipelines.loop", allow_abbrev=False,
                                 description="Generate a test set, run it against the assistant, audit the answers. "
                                             "Options not listed here go to the audit (see python -m pipelines.audit --help).")
     add_arguments(p, METRICS, command="loop")  # declared in fair_forge_beam.options

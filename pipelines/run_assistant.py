@@ -19,7 +19,9 @@ from typing import Optional, Sequence
 def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.options import add_arguments
 
-    p = argparse.ArgumentParser(prog="python -m pipelines.run_assistant", allow_abbrev=False,
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(prog="python -m pipelines.run_assistant", allow_abbrev=False,
                                 description="Fill a dataset's answers by running it against an assistant endpoint.")
     add_arguments(p, command="run")
     return p

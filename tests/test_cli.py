@@ -172,3 +172,21 @@ def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
     assert proc.stdout == ""
     assert [line for line in proc.stderr.splitlines() if " INFO " in line or line.startswith("progress:")] == []
     assert (tmp_path / "o" / "results.json").exists()
+
+
+@pytest.mark.parametrize("module", ["pipelines.audit", "pipelines.rollup", "pipelines.trend", "pipelines.loop",
+                                    "pipelines.generate", "pipelines.run_assistant", "pipelines.optimize",
+                                    "pipelines.explain", "fair_forge_beam.reports.compare",
+                                    "fair_forge_beam.io.agentic_sources"])
+def test_every_command_gives_a_one_line_usage_error(module):
+    """Hostile-tester trial: run_assistant's usage errors printed argparse's whole usage block (five
+    commands built a plain ArgumentParser); a scheduler's alert shows the first line only."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    proc = subprocess.run([sys.executable, "-m", module, "--no-such-option"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "error:" in lines[0] and "--help" in lines[0], proc.stderr

@@ -50,7 +50,6 @@ fair_forge_beam.io.agentic_sources tau_bench IN OUT.jsonl`` writes our JSONL.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import io
 import json
@@ -482,7 +481,9 @@ def agentic_retriever(fmt: str, inputs: Sequence[str], max_record_bytes: Optiona
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Converter: ``python -m fair_forge_beam.io.agentic_sources {tau_bench,bfcl} INPUT OUTPUT.jsonl``."""
-    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.io.agentic_sources", description=main.__doc__)
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(prog="python -m fair_forge_beam.io.agentic_sources", description=main.__doc__)
     p.add_argument("format", choices=sorted(AGENTIC_INPUT_FORMATS))
     p.add_argument("input", help="input file or glob")
     p.add_argument("output", help="JSONL file of sessions in our schema ('-' = stdout)")

@@ -368,7 +368,9 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.reports.compare",
+    from fair_forge_beam.options import OneLineErrorParser
+
+    p = OneLineErrorParser(prog="python -m fair_forge_beam.reports.compare",
                                 description="Compare two fair_forge_beam runs (current − baseline).")
     p.add_argument("current", help="run folder (or results.json) judged")
     p.add_argument("baseline", help="run folder (or results.json) compared with")
