@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from typing import Any, Optional, Sequence
 
 log = logging.getLogger("fair_forge_beam.loop")
@@ -58,7 +59,7 @@ def _read_json(path: str) -> dict:
 
 def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     """Generate a test set (``args``: the generate options). Returns ``generation_summary.json``
-    (``requests``: the calls planned) plus the generator's Beam counters under ``counters``
+    (``calls_planned``: one per chunk group, whether the cache answers it or not) plus the generator's Beam counters under ``counters``
     (:data:`~fair_forge_beam.components.judge.handler.COUNTER_NAMES`: ``cache_hits``, ``calls``
     asked, HTTP ``requests`` with retries, ``failures``, tokens), also logged.
     Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
@@ -94,7 +95,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                                 max_concurrency=args.generator_max_concurrency,
                                 max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
     out = _prepare(args.output, GENERATE_FILES)
-    counts = {"chunks": len(chunks), "groups": len(plan.groups), "requests": len(plan.requests)}
+    counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
     log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
              "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)
     with run_pipeline(pipeline_options(beam_args)) as p:
@@ -170,6 +171,40 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
         except Exception:  # noqa: BLE001 - a runner without metrics
             pass
     return doc
+
+
+def stage_empty_reason(command: str, doc: dict) -> Optional[str]:
+    """Why a stage's run produced nothing a later stage can use, or ``None``: ``generate`` wrote
+    no interaction, ``run`` got no answer (every turn failed, or none was read). The commands
+    then exit with the empty-run code (:data:`~fair_forge_beam.reports.empty_run.EMPTY_RUN_EXIT_CODE`),
+    as the audit does: a scheduled chain must not go on with an empty dataset."""
+    dead = int(doc.get("dead_letters") or 0)
+    if command == "generate" and not doc.get("interactions"):
+        c = doc.get("counters") or {}
+        return (f"no interaction was generated ({doc.get('calls_planned', 0)} call(s) planned, {c.get('failures', '?')} "
+                f"failed, {dead} dead letters)")
+    if command == "run" and not doc.get("successes"):
+        return (f"no turn was answered ({doc.get('turns', 0)} turn(s) sent, {doc.get('failures', 0)} failed, "
+                f"{dead} dead letters)")
+    return None
+
+
+def stage_main(run, command: str, argv: Optional[Sequence[str]] = None) -> int:
+    """A stage command's ``main``: logging, ``run(argv)``, its summary printed as JSON on stdout;
+    exit code 0, or the empty-run code with one line on stderr (:func:`stage_empty_reason`)."""
+    from fair_forge_beam.progress import cli_logging
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+    from fair_forge_beam.reports.summary import printable
+
+    cli_logging()
+    doc = run(argv)
+    print(json.dumps(doc, indent=2, sort_keys=True))
+    reason = stage_empty_reason(command, doc)
+    if reason is None:
+        return 0
+    print(f"{command}: empty run: {printable(reason)}; the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})",
+          file=sys.stderr)
+    return EMPTY_RUN_EXIT_CODE
 
 
 def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:

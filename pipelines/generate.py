@@ -10,7 +10,6 @@ Beam pipeline options. Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Optional, Sequence
 
@@ -33,11 +32,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.progress import cli_logging
+    from fair_forge_beam.loop_jobs import stage_main
 
-    cli_logging()
-    print(json.dumps(run(argv), indent=2, sort_keys=True))
-    return 0
+    return stage_main(run, "generate", argv)
 
 
 if __name__ == "__main__":

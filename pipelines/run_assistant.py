@@ -11,7 +11,6 @@ Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_forge_beam.loop_jobs`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Optional, Sequence
 
@@ -35,11 +34,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.progress import cli_logging
+    from fair_forge_beam.loop_jobs import stage_main
 
-    cli_logging()
-    print(json.dumps(run(argv), indent=2, sort_keys=True))
-    return 0
+    return stage_main(run, "run", argv)
 
 
 if __name__ == "__main__":

@@ -247,3 +247,21 @@ def test_request_template_runtime_errors_are_one_line_usage_errors(tmp_path, tem
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "Traceback" not in proc.stderr and "error: request template" in last and error in last
+
+
+def test_a_run_whose_every_turn_failed_exits_as_an_empty_run(dataset, tmp_path, capsys):
+    """Hostile-tester trial: run_assistant (and generate) exited 0 when every call failed, so a
+    scheduled chain went on with a dataset of error turns."""
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+    from pipelines import run_assistant
+
+    with ScriptedOpenAIServer(echo, faults=[Fault("server_error", match="")]) as srv:
+        args = ["--input", str(dataset), "--assistant-kind", "http", "--request-template",
+                '{"messages": {{ messages | tojson }}}', "--response-path", PATH, "--assistant-retries", "0",
+                "--assistant-url", srv.base_url + "/chat/completions", "--output", str(tmp_path / "out")]
+        code = run_assistant.main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EMPTY_RUN_EXIT_CODE
+    assert err[-1].startswith("run: empty run: no turn was answered (5 turn(s) sent, 5 failed")
+    assert (tmp_path / "out" / "run_summary.json").exists()  # written: the failures can be read

@@ -291,7 +291,7 @@ def test_dataset_shape_ids_and_dead_letters(generated):
     n_ok = len(plan.requests) - len(dead)
     assert sum(len(r["conversation"]) for r in records) == 2 * n_ok
     summary = generated["summary"]
-    assert summary["dead_letters"] == len(dead) and summary["requests"] == len(plan.requests)
+    assert summary["dead_letters"] == len(dead) and summary["calls_planned"] == len(plan.requests)
     assert summary["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": n_ok, "chunks_short": 0,
                                     "requested": 2 * n_ok, "generated": 2 * n_ok, "missing": 0}
 
@@ -366,7 +366,7 @@ def test_fewer_questions_than_asked_are_counted_and_warned(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(one_query) as srv:
         summary = generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
                                 "--output", str(tmp_path / "out")])
-    assert summary["interactions"] == 4 and summary["requests"] == 4
+    assert summary["interactions"] == 4 and summary["calls_planned"] == 4
     assert summary["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": 4, "chunks_short": 4,
                                     "requested": 8, "generated": 4, "missing": 4}
     assert json.loads((tmp_path / "out" / "generation_summary.json").read_text())["shortfall"] == summary["shortfall"]
@@ -384,3 +384,18 @@ def test_shortfall_counts_per_chunk():
     assert generation_shortfall(records, 3) == {"requested_per_chunk": 3, "chunks_answered": 4, "chunks_short": 3,
                                                 "requested": 12, "generated": 7, "missing": 5}
     assert generation_shortfall([], 2)["missing"] == 0
+
+
+def test_a_generation_that_generated_nothing_exits_as_an_empty_run(tmp_path, capsys):
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+    from pipelines import generate
+
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "1", "--chunks-per-sample", "1",
+            "--seed", "7", "--num-queries", "1", "--assistant-id", "bot", "--generator-model", "gen-model",
+            "--generator-retries", "0"]
+    with ScriptedOpenAIServer(lambda req: "{}", faults=[Fault("server_error", match="")]) as srv:
+        code = generate.main([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
+                              "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EMPTY_RUN_EXIT_CODE and err[-1].startswith("generate: empty run: no interaction was generated ("), err[-1:]
