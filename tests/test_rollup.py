@@ -287,6 +287,8 @@ def test_stages_and_unfinished_runs_are_never_rolled_up(one_audit, tmp_path, cap
 def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, capsys):
     import shutil
 
+    from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
+
     run = tmp_path / "old"
     shutil.copytree(one_audit, run)
     manifest = json.loads((run / "stats" / "manifest.json").read_text())
@@ -296,7 +298,7 @@ def test_schema_version_mismatch_is_a_one_line_usage_error(one_audit, tmp_path, 
         _rollup(tmp_path / "r", [run])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert any("schema version 3" in line and "version 4" in line for line in err), err
+    assert any("schema version 3" in line and f"version {STATS_SCHEMA_VERSION}" in line for line in err), err
 
 
 def test_runs_of_other_settings_and_bare_folders_are_usage_errors(one_audit, tmp_path, capsys):

@@ -76,7 +76,7 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 4
+STATS_SCHEMA_VERSION = 5
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)

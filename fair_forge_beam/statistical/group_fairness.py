@@ -322,6 +322,14 @@ def pending_limit(B: int) -> int:
     return max(32, int(B) // 8)
 
 
+def _replicate_sums(sums, B: int) -> np.ndarray:
+    """A group's stored replicate sums (``binary``: 4·B little-endian int64, row by row; or an
+    array of them) → a new int64 array of shape ``(4, B)`` (a copy: answers are drawn into it)."""
+    if isinstance(sums, (bytes, bytearray, memoryview)):
+        sums = np.frombuffer(sums, dtype="<i8")
+    return np.array(sums, dtype=np.int64).reshape(4, B)
+
+
 def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound, pending=(), seed=0, namespace=""):
     st = GroupFairnessStats(G, B)
     st.bound = bound
@@ -389,7 +397,7 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         return pa.struct([
             ("n", pa.int64()), ("n_flagged", pa.int64()), ("n_no_group", pa.int64()), ("bound", pa.int64()),
             ("N", ints), ("K", ints), ("M", ints), ("S", pa.list_(pa.binary())),
-            ("gamma", pa.list_(pa.struct([("group", pa.int64()), ("sums", ints)]))),
+            ("gamma", pa.list_(pa.struct([("group", pa.int64()), ("sums", pa.binary())]))),
             ("pending", pa.list_(pa.struct([("element_id", pa.string()), ("flagged", pa.bool_()), ("groups", ints),
                                             ("sentiment", pa.float64())]))),
         ])
@@ -404,14 +412,15 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
             acc._draw()
 
         return (acc.n, acc.n_flagged, acc.n_no_group, acc.bound, list(acc.N), list(acc.K), list(acc.M),
-                [exact_to_bytes(v) for v in acc.S], [(g, acc._gamma[g].ravel()) for g in sorted(acc._gamma)],
+                [exact_to_bytes(v) for v in acc.S],
+                [(g, acc._gamma[g].astype("<i8", copy=False).tobytes()) for g in sorted(acc._gamma)],
                 [(e, bool(f), list(gs), s) for e, f, gs, s in sorted(acc.pending, key=_pending_order)])
 
     def from_plain(self, value) -> GroupFairnessStats:
         from fair_forge_beam.statistical.exact import exact_from_bytes
 
         n, n_flagged, n_no_group, bound, N, K, M, S, gamma, pending = value
-        gamma = {int(g): np.array(sums, dtype=np.int64).reshape(4, self.B) for g, sums in gamma}  # a copy: drawn into
+        gamma = {int(g): _replicate_sums(sums, self.B) for g, sums in gamma}
         return _rebuild_gfs(len(self.groups), self.B, n, n_flagged, n_no_group, N, K, M,
                             [exact_from_bytes(x) for x in S], gamma, bound,
                             [(e, bool(f), tuple(gs), s) for e, f, gs, s in pending], self.seed, self.namespace)
@@ -430,18 +439,21 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         plain = {name: from_arrow_array(array.field(i)) for i, name in enumerate(names) if name != "gamma"}
         gammas = array.field(names.index("gamma"))  # list<struct<group, sums>> per row
         offsets = gammas.offsets.to_numpy()
-        entries = gammas.values  # struct<group, sums>
+        entries = gammas.values  # struct<group, sums: binary>
         groups = entries.field(0).to_numpy(zero_copy_only=False)
         sums = entries.field(1)
-        sum_offsets = sums.offsets.to_numpy()
-        flat = sums.values.to_numpy(zero_copy_only=False)
+        # the binary values back to back in one buffer; int32 offsets into it (from the array's own offset)
+        sum_offsets = np.frombuffer(sums.buffers()[1], dtype=np.int32)[sums.offset:sums.offset + len(sums) + 1]
+        data = sums.buffers()[2]
         valid = array.is_valid().to_pylist()
         out = []
         for i in range(len(array)):
             if not valid[i]:
                 out.append(None)
                 continue
-            gamma = [(int(groups[j]), flat[sum_offsets[j]:sum_offsets[j + 1]]) for j in range(offsets[i], offsets[i + 1])]
+            gamma = [(int(groups[j]), np.frombuffer(data, dtype="<i8", count=(sum_offsets[j + 1] - sum_offsets[j]) // 8,
+                                                     offset=int(sum_offsets[j])))
+                     for j in range(offsets[i], offsets[i + 1])]
             out.append(self.from_plain(tuple(plain[name][i] if name != "gamma" else gamma for name in names)))
         return out
 
