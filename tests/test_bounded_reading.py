@@ -21,20 +21,32 @@ def _session(sid):
          "ground_truth_assistant": "Happy to help."}]}) + "\n"
 
 
+class Spy(io.BytesIO):
+    """A file whose every read and readline must be bounded; ``biggest``: the most bytes one gave."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.biggest = 0
+
+    def _seen(self, out: bytes) -> bytes:
+        self.biggest = max(self.biggest, len(out))
+        return out
+
+    def readline(self, size=-1):
+        assert size > 0, "a line read without a limit"
+        return self._seen(super().readline(size))
+
+    def read(self, size=-1):
+        assert size > 0, "a read without a limit"
+        return self._seen(super().read(size))
+
+
 def test_bounded_lines_reads_past_a_long_line_in_limited_pieces():
-    class Spy(io.BytesIO):
-        biggest = 0
-
-        def readline(self, size=-1):
-            assert size > 0, "a line read without a limit"
-            out = super().readline(size)
-            Spy.biggest = max(Spy.biggest, len(out))
-            return out
-
     good = _session("a").encode()
     limit = len(good) + 10
     lines = [good, b"x" * (5 * 2**20) + b"\n", good, b"y" * (limit + 20) + b"\n", b"z" * limit]
-    got = list(bounded_lines(Spy(b"".join(lines)), limit=limit))
+    spy = Spy(b"".join(lines))
+    got = list(bounded_lines(spy, limit=limit))
     offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     assert [p for p, _ in got] == offsets
     assert [got[i][1] for i in (0, 2, 4)] == [good, good, b"z" * limit]
@@ -44,7 +56,7 @@ def test_bounded_lines_reads_past_a_long_line_in_limited_pieces():
                           "the rest of the file is read")
     assert big.raw == "x" * 1024 and long.raw == "y" * (limit + 20)  # the record's first 1,024 bytes at most
     assert f"record of {limit + 20:,} bytes" in long.reason
-    assert Spy.biggest <= 2**20  # never more than one chunk of the long line at a time
+    assert spy.biggest <= 2**20  # never more than one chunk of the long line at a time
 
 
 def test_a_line_of_exactly_the_limit_is_read():
@@ -218,20 +230,12 @@ def test_decoded_lines_never_hold_a_long_line():
 
     from fair_forge_beam.io.read import _decoded_lines
 
-    class Spy(io.BytesIO):
-        biggest = 0
-
-        def read(self, size=-1):
-            assert size > 0, "a read without a limit"
-            out = super().read(size)
-            Spy.biggest = max(Spy.biggest, len(out))
-            return out
-
     good = _session("a")
     data = (good + "x" * (8 * 2**20) + "\n" + good).encode("utf-16")
     tracemalloc.start()
     try:
-        got = list(_decoded_lines("f", Spy(data), "utf-16", limit=4096))
+        spy = Spy(data)
+        got = list(_decoded_lines("f", spy, "utf-16", limit=4096))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -239,7 +243,7 @@ def test_decoded_lines_never_hold_a_long_line():
     assert [line for _, _, line in got if not isinstance(line, ReadError)] == [good.rstrip("\n"), good.rstrip("\n"), ""]
     (bad,) = [line for _, _, line in got if isinstance(line, ReadError)]
     assert f"record of {16 * 2**20:,} bytes" in bad.reason and bad.raw == "x" * 1024
-    assert Spy.biggest <= 2**20 and peak < 8 * 2**20  # the 16 MiB line was never held (data itself is not traced)
+    assert spy.biggest <= 2**20 and peak < 8 * 2**20  # the 16 MiB line was never held (data itself is not traced)
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
