@@ -168,8 +168,8 @@ def test_a_cached_generator_run_counts_its_cache_hits(tmp_path, caplog):
         first = generate.run([*args, "--generator-base-url", srv.base_url, "--output", str(tmp_path / "a")])
         with caplog.at_level(logging.INFO, logger="fair_forge_beam"):
             second = generate.run([*args, "--generator-base-url", srv.base_url, "--output", str(tmp_path / "b")])
-    planned = first["requests"]
-    assert planned >= 2 and second["requests"] == planned
+    planned = first["calls_planned"]  # the file's count of calls planned (it was "requests", read as HTTP requests)
+    assert planned >= 2 and second["calls_planned"] == planned
     assert {k: first["counters"][k] for k in ("cache_hits", "calls", "requests", "failures")} == \
         {"cache_hits": 0, "calls": planned, "requests": planned, "failures": 0}
     assert {k: second["counters"][k] for k in ("cache_hits", "calls", "requests", "failures")} == \
