@@ -739,8 +739,8 @@ class _JsonLinesSource(FileBasedSource):
         self.max_record_bytes = int(max_record_bytes)
 
     def read_records(self, file_name, offset_range_tracker):
-        if file_name.lower().endswith(".gz"):
-            yield from self._read_gzip(file_name, offset_range_tracker, self.max_record_bytes)
+        if CompressionTypes.detect_compression_type(file_name) != CompressionTypes.UNCOMPRESSED:
+            yield from self._read_compressed(file_name, offset_range_tracker, self.max_record_bytes)
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
@@ -768,33 +768,30 @@ class _JsonLinesSource(FileBasedSource):
 
 
     @staticmethod
-    def _read_gzip(file_name, offset_range_tracker, max_record_bytes: int = MAX_RECORD_BYTES):
-        # Python's gzip module checks the CRC and the end of the stream, so a truncated or
-        # corrupt file becomes a dead letter naming the file instead of a silent partial read.
-        import gzip
+    def _read_compressed(file_name, offset_range_tracker, max_record_bytes: int = MAX_RECORD_BYTES):
+        # Decompressed in bounded pieces (edge.open_input: .gz, .bz2, .xz, .zst, .deflate), with the
+        # stream's checks, so a truncated or corrupt file becomes a dead letter naming the file after
+        # the lines before the damage, instead of a silent partial read.
         import zlib
 
         pos = 0
         if not offset_range_tracker.try_claim(0):
             return
         try:
-            with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
-                fileobj=raw
-            ) as f:
-                # read, not peek: peek returns the first member of a multi-member file only. A
-                # damaged stream ends the probe where it breaks: the lines before the damage are
-                # read below, then the error becomes the dead letter naming the file
-                head = b""
+            # read, not peek: a damaged stream ends the probe where it breaks; the file is then read
+            # again from its start (a fresh opening: not every decompressing reader can seek)
+            head = b""
+            with edge.open_input(file_name) as f:
                 try:
                     while len(head) < edge.ENCODING_PROBE_BYTES:
-                        chunk = f.read(min(8192, edge.ENCODING_PROBE_BYTES - len(head)))
+                        chunk = f.read(edge.ENCODING_PROBE_BYTES - len(head))
                         if not chunk:
                             break
                         head += chunk
                 except (OSError, EOFError, zlib.error):
                     pass
-                encoding = edge.text_encoding(head)
-                f.seek(0)
+            encoding = edge.text_encoding(head)
+            with edge.open_input(file_name) as f:
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f, encoding, max_record_bytes)
                     return
@@ -969,7 +966,7 @@ class _ReadJsonFile(beam.DoFn):
 
         path, index, encoding = readable.metadata.path, 0, "utf-8"
         try:
-            with readable.open() as f:  # in pieces: its read() would stop at 16 MiB of a compressed file
+            with edge.open_input(path) as f:  # decompressed in bounded pieces (Beam's reader would expand 16 MiB reads whole)
                 head = b""
                 while len(head) < edge.ENCODING_PROBE_BYTES:
                     piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
