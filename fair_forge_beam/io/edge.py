@@ -516,12 +516,14 @@ class _Inflate:
 
 class _Decompressing(io.RawIOBase):
     """The raw reader under :func:`open_input`'s buffer: ``readinto(b)`` asks the decompressing
-    file object ``inner`` for at most ``len(b)`` bytes and turns every decompressor's error
+    file object ``inner`` for at most ``len(b)`` bytes (``read1``: one step of decompression, so that
+    what comes before a damaged part is given before the error) and turns every decompressor's error
     (``errors``) into :class:`CompressedDataError`; closing it closes ``inner`` and ``raw``."""
 
     def __init__(self, inner, raw, path: str, kind: str, errors: tuple):
         super().__init__()
         self._inner, self._raw, self._path, self._kind, self._errors = inner, raw, path, kind, errors
+        self._read = getattr(inner, "read1", inner.read)
         self._pos = 0
 
     def readable(self) -> bool:
@@ -532,8 +534,8 @@ class _Decompressing(io.RawIOBase):
         return self._pos
 
     def readinto(self, b) -> int:
-        try:
-            data = self._inner.read(len(b))
+        try:  # read1: what one step of decompression gives, so the data before a damaged part is kept
+            data = self._read(len(b))
         except self._errors as exc:
             raise CompressedDataError(f"{self._path}: corrupt, truncated or unreadable {self._kind} data "
                                       f"({type(exc).__name__}: {exc})") from None
