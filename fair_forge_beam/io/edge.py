@@ -565,7 +565,8 @@ def open_input(path: str, compression: str = "auto"):
     the standard library (``gzip.GzipFile``, ``bz2.BZ2File``, ``lzma.LZMAFile``: checksums and the
     end of the stream checked, concatenated streams read on), by ``zstandard``'s
     ``stream_reader`` (frames read on; a frame that needs a window over zstandard's default
-    limit, 128 MiB, is corrupt data here), or by ``zlib`` with ``max_length`` (DEFLATE). Beam's
+    limit, 128 MiB, is corrupt data here; a ``.zst`` file cut short ends where it is cut, without
+    an error — that reader does not tell, nor does Beam's), or by ``zlib`` with ``max_length`` (DEFLATE). Beam's
     own decompressing reader expands every 16 MiB of compressed data whole into memory
     (``CompressedFile._fetch_to_internal_buffer``), without a bound.
 
