@@ -46,6 +46,7 @@ import glob
 import json
 import logging
 import os
+import re
 import sys
 import time
 from typing import Optional, Sequence
@@ -343,32 +344,98 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
     return manifests
 
 
-def _check_shards(run_dir: str, manifest: dict) -> None:
-    """Every shard of the run's stored tables is there: Beam names them ``part-SSSSS-of-NNNNN``, so
-    a table with a shard missing (or none: a deleted folder) is found before it is read, never
-    rolled up as if its sessions had not happened (issue 27, fresh-user trial: the counts held a
-    night whose estimates were gone).
+#: a shard's name: Beam's ``part-SSSSS-of-NNNNN.<ext>``, or a roll-up's copy of one run's shard
+#: ``part-rRRR-SSSSS-of-NNNNN.<ext>`` (a roll-up of roll-ups: ``part-rRRR-rQQQ-…``)
+_SHARD_NAME = re.compile(r"part-((?:r\d+-)*)(\d+)-of-(\d+)\.(parquet|jsonl)")
+
+#: the per-record folders a roll-up copies from each run, and their shards' extension
+_RECORD_FOLDERS = {"results.parquet/": "parquet", "dead_letter/": "jsonl"}
+
+
+def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool = False,
+               open_parquet: bool = False) -> list:
+    """The paths of the shards in ``run_dir/folder`` (any filesystem), sorted — the only files of a
+    run's folder that a roll-up reads, each one :func:`_check_shards` accepts.
+
+    Every file in the folder must be named as a shard (:data:`_SHARD_NAME`, extension ``ext``);
+    Beam's own shards (no ``r`` prefix) must be complete (``0 … N-1`` of one ``N``); a roll-up's copies
+    (``part-rRRR-…``; a copy with no row left is not written) must each be within their ``N``.
+    With ``open_parquet``, each Parquet shard's footer is read (a truncated copy fails here).
 
     Raises:
-        ValueError: a stored table with no shard, or with shards missing (naming the run and table).
+        ValueError: a file that is not a shard (a stray or duplicated file, e.g.
+            ``part-00000-of-00001-copy.parquet``), shards missing or of different counts, no
+            shard in a ``required`` folder, or a Parquet shard that cannot be opened — one line
+            naming the run and the file.
     """
-    import re
-
     from apache_beam.io.filesystems import FileSystems
 
-    for folder in sorted(set((manifest.get("stored") or {}).values())):
-        names = [m.path.rsplit("/", 1)[-1] for r in FileSystems.match([f"{run_dir}/{folder}part-*.parquet"])
-                 for m in r.metadata_list]
-        found = set()
-        for n in names:
-            g = re.search(r"-(\d+)-of-(\d+)\.parquet$", n)
-            if g:
-                found.add((int(g[1]), int(g[2])))
-        totals = {t for _, t in found}
-        if not found or len(totals) != 1 or {i for i, _ in found} != set(range(next(iter(totals)))):
-            have = f"{len(found)} of {next(iter(totals))}" if len(totals) == 1 else str(len(names))
-            raise ValueError(f"{run_dir}: {folder} holds {have} shard(s) of the stored statistics: not a complete run "
-                             "(re-run that audit, or leave it out)")
+    folder = folder.rstrip("/") + "/"
+    base = f"{run_dir.rstrip('/')}/{folder}"
+    try:
+        paths = sorted(m.path for r in FileSystems.match([f"{base}*"]) for m in r.metadata_list)
+    except Exception:  # noqa: BLE001 - a folder that does not exist matches nothing
+        paths = []
+    groups: dict = {}
+    for path in paths:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        g = _SHARD_NAME.fullmatch(name)
+        if not g or g[4] != ext:
+            raise ValueError(f"{run_dir}: {folder}{name} is not a shard of the run's outputs (shards are named "
+                             f"part-SSSSS-of-NNNNN.{ext}): a stray or duplicated file, which a roll-up would read as "
+                             "more data; remove it, or leave the run out")
+        groups.setdefault(g[1], set()).add((int(g[2]), int(g[3]), name))
+    if required and "" not in groups:
+        raise ValueError(f"{run_dir}: {folder} holds 0 shard(s) of the stored statistics: not a complete run "
+                         "(re-run that audit, or leave it out)")
+    for prefix, shards in sorted(groups.items()):
+        totals = {n for _, n, _ in shards}
+        indices = {i for i, _, _ in shards}
+        complete = indices == set(range(next(iter(totals)))) if prefix == "" else max(indices) < min(totals)
+        if len(totals) != 1 or not complete:
+            have = f"{len(indices)} of {next(iter(totals))}" if len(totals) == 1 else \
+                f"{len(shards)} with different totals ({', '.join(sorted(n for *_, n in shards))})"
+            raise ValueError(f"{run_dir}: {folder} holds {have} shard(s)"
+                             + (f" named part-{prefix}…" if prefix else "")
+                             + ": not a complete run (re-run that audit, or leave it out)")
+    if open_parquet and ext == "parquet":
+        import pyarrow.parquet as pq
+
+        for path in paths:
+            try:
+                with FileSystems.open(path) as f:
+                    pq.ParquetFile(f).metadata
+            except Exception as exc:  # noqa: BLE001 - pyarrow's errors name no file ("<Buffer>")
+                raise ValueError(f"{run_dir}: {folder}{path.rsplit('/', 1)[-1]} cannot be read as Parquet "
+                                 f"({_one_line(exc)}): a truncated or damaged shard; re-run that audit, or leave "
+                                 "it out") from None
+    return paths
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".replace("'<Buffer>'", "the file").split())
+
+
+def _check_shards(run_dir: str, manifest: dict) -> None:
+    """Every folder of the run that a roll-up reads holds its shards and nothing else
+    (:func:`run_shards`): the stored statistics and slice tables (required: a table with a shard
+    missing, or none, is found before it is read, never rolled up as if its sessions had not
+    happened — issue 27), each metric's ``sessions/<metric>/``, ``results.parquet/`` and
+    ``dead_letter/``. A file the readers would take but the check would not (a
+    ``part-00000-of-00001-copy.parquet``) is a usage error naming it (issue 28): the readers read
+    :func:`run_shards`' list, never a glob of their own.
+
+    Raises:
+        ValueError: see :func:`run_shards`.
+    """
+    stored = set((manifest.get("stored") or {}).values()) | set((manifest.get("stored_slices") or {}).values())
+    for folder in sorted(stored):
+        run_shards(run_dir, folder, "parquet", required=True, open_parquet=True)
+    metrics = [m for m in (manifest.get("config") or {}).get("metrics") or () if m in (manifest.get("stored") or {})]
+    for m in metrics:
+        run_shards(run_dir, f"sessions/{m}/", "parquet", open_parquet=True)
+    for folder, ext in _RECORD_FOLDERS.items():
+        run_shards(run_dir, folder, ext, open_parquet=True)
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -481,9 +548,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         with run_pipeline(pipeline_options(beam_args)) as p:
             stored_rows = (
                 p
-                | "StoredFiles" >> beam.Create([(j, f"{r}/{table_of[g]}part-*", g) for j, r in enumerate(runs)
-                                                for g in range(len(layouts))])
-                | "MatchStored" >> beam.FlatMap(_match_files)
+                | "StoredFiles" >> beam.Create([(j, path, g) for j, r in enumerate(runs) for g in range(len(layouts))
+                                                for path in run_shards(r, table_of[g])])
                 | "SpreadFiles" >> beam.Reshuffle()
                 | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged, from_stored)).with_outputs(
                     "quality", *[f"g{g}" for g in range(len(layouts))], main="merge")
@@ -501,9 +567,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                 if slice_cols[g]:
                     stored_accs = (
                         p
-                        | f"StoredSliceFiles{label}" >> beam.Create([(j, f"{r}/{slice_tables[g]}part-*")
-                                                                     for j, r in enumerate(runs)])
-                        | f"MatchStoredSlices{label}" >> beam.FlatMap(_match_files)
+                        | f"StoredSliceFiles{label}" >> beam.Create([(j, path) for j, r in enumerate(runs)
+                                                                     for path in run_shards(r, slice_tables[g])])
                         | f"ReadStoredSlices{label}" >> beam.FlatMap(_read_slices, fuseds[g], slice_cols[g])
                     )
                     subtracted = sessions[f"m{g}"]
@@ -568,14 +633,6 @@ def _run_options(run: str, stored: dict, declared) -> dict:
     return {d: source[d] for d in declared if d in source}
 
 
-def _match_files(item) -> list:
-    """``(run index, file pattern, *rest)`` → ``(run index, path, *rest)`` of each file the pattern matches."""
-    from apache_beam.io.filesystems import FileSystems
-
-    j, pattern, *rest = item
-    return [(j, m.path, *rest) for r in FileSystems.match([pattern]) for m in sorted(r.metadata_list, key=lambda m: m.path)]
-
-
 def _read_slices(item, fused, columns) -> list:
     """``(run index, path of a stored slice table file)`` → its ``(slice key, [slice accumulator per
     slot])`` (:func:`~fair_forge_beam.io.session_stats.read_slice_accumulators`)."""
@@ -585,18 +642,24 @@ def _read_slices(item, fused, columns) -> list:
 
 
 def _parquet_files(run: str, folder: str) -> list:
-    """The paths of ``run/folder``'s ``part-*`` Parquet files, sorted."""
-    from apache_beam.io.filesystems import FileSystems
-
-    return sorted(m.path for r in FileSystems.match([f"{run}/{folder}part-*"]) for m in r.metadata_list)
+    """The paths of ``run/folder``'s Parquet shards, sorted (:func:`run_shards`: checked)."""
+    return run_shards(run, folder)
 
 
 def _read_parquet(path: str, columns=None):
+    """The table of one stored Parquet shard (``columns`` only, when given).
+
+    Raises:
+        ValueError: the shard cannot be read (named: pyarrow's own message names no file)."""
     import pyarrow.parquet as pq
     from apache_beam.io.filesystems import FileSystems
 
-    with FileSystems.open(path) as f:
-        return pq.read_table(f, columns=columns)
+    try:
+        with FileSystems.open(path) as f:
+            return pq.read_table(f, columns=columns)
+    except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise ValueError(f"{path} cannot be read as Parquet ({_one_line(exc)}): a truncated or damaged shard; "
+                         "re-run that audit, or leave it out") from None
 
 
 def session_texts(session_id, assistant_id):
@@ -1072,12 +1135,13 @@ def _copy_record_outputs(runs: Sequence[str], out: str, turn_maps: dict) -> None
     run's inputs (a Parquet shard keeps its schema; a dead letter's rejected input line stays as read)."""
     from apache_beam.io.filesystems import FileSystems
 
-    for folder in ("results.parquet", "dead_letter"):
+    for folder, ext in _RECORD_FOLDERS.items():
+        folder = folder.rstrip("/")
         src, dst = [], []
         for i, r in enumerate(runs):
-            for m in (x for res in FileSystems.match([f"{r}/{folder}/part-*"]) for x in res.metadata_list):
-                name = m.path.rsplit("/", 1)[-1]
-                src.append((i, m.path))
+            for path in run_shards(r, folder, ext):
+                name = path.rsplit("/", 1)[-1]
+                src.append((i, path))
                 dst.append(f"{out}/{folder}/part-r{i:03d}-{name[len('part-'):]}")
         if not src:
             continue

@@ -339,3 +339,18 @@ def test_object_store_unfinished_stage_is_left_while_young(store, caplog):
     assert clean_stale_stages(out) == [old]
     assert store.keys(young) != [] and store.keys(old) == []
     assert "perhaps by a job still running" in caplog.text
+
+
+def test_beam_temporaries_anywhere_under_the_output_are_not_kept(tmp_path):
+    """Hostile-tester trial (issue 28): a ``sub/beam-temp-*`` folder inside --output survived a run:
+    the user's folder ``sub/`` was carried whole. Beam's temporaries go at any depth; the user's
+    files around them stay."""
+    out = tmp_path / "out"
+    for rel in ("sub/keep.txt", "sub/beam-temp-results-1a2b/x.parquet", "sub/deeper/.temp9f8e", "sub/deeper/mine.md",
+                "beam-temp-top-3c/y"):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text("x")
+    with staged_output(str(out)) as stage:
+        Path(stage, "results.json").write_text("{}")
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert left == ["_SUCCESS", "results.json", "sub", "sub/deeper", "sub/deeper/mine.md", "sub/keep.txt"], left

@@ -195,3 +195,49 @@ def test_a_malformed_manifest_field_is_refused_never_read_as_absent(tmp_path, fi
     (run / "stats" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="incomplete \\(no stats_schema_version\\)"):
         load_manifests([str(run)])
+
+
+# Issue 28 (second hostile report), item 4.
+def test_an_output_where_nothing_can_be_created_is_a_usage_error(runs):
+    """``--output /proc/h2out``: access(2) answers yes to root for /proc, so the check passed and the
+    run died in a FileNotFoundError traceback (exit 1). The check now makes (and removes) a probe
+    folder where the run will write: any refusal is the one-line usage error."""
+    for output in ("/proc/h2out", "/proc/self/h2/out"):
+        proc = _run(["--quiet", "--metrics", "humanity", "--input", "logs/d1.jsonl", "--output", output], runs)
+        _one_line_usage_error(proc, "--output", "cannot ")
+    with pytest.raises(ValueError, match="^--output: cannot write in the folder of /proc/x"):
+        check_output_folder("/proc/x")
+    before = _tree(runs)
+    mtime = (runs / "logs").stat().st_mtime_ns
+    assert check_output_folder(str(runs / "logs" / "out")) == str(runs / "logs" / "out")  # the probe leaves no trace
+    assert _tree(runs) == before and (runs / "logs").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("pattern, says", [
+    ("logs/*", "can match the output folder itself"), ("logs/**/*.jsonl", "can match files inside it"),
+    ("logs/o?t/*.jsonl", "can match files inside it"), ("*/out", "can match the output folder itself"),
+])
+def test_an_input_pattern_that_can_match_the_output_is_refused_on_the_first_run_too(runs, pattern, says):
+    """``--input 'io2/*' --output io2/out`` ran the first time (io2/out did not exist yet) and was a
+    usage error the second ('is io2/out, which this command reads'): the pattern is judged by what
+    it can match, so both runs are refused, naming it."""
+    before = _tree(runs)
+    proc = _run(["--quiet", "--metrics", "humanity", "--input", pattern, "--output", "logs/out"], runs)
+    _one_line_usage_error(proc, "--output logs/out", f"the pattern {pattern!r}", says)
+    assert _tree(runs) == before and not (runs / "logs" / "out").exists()
+    with pytest.raises(ValueError, match="can match"):  # through a symlinked folder too
+        check_output_folder(str(runs / "link" / "out"), reads=[str(runs / "audits" / "2026-12-01" / "*")])
+    out = str(runs / "logs" / "out")
+    assert check_output_folder(out, reads=[str(runs / "logs" / "*.jsonl"), str(runs / "logs" / "d?.jsonl")]) == out
+
+
+def test_a_narrow_pattern_beside_the_output_runs_twice(runs):
+    data = runs / "io"
+    data.mkdir()
+    (data / "a.jsonl").write_text(json.dumps({"session_id": "s", "assistant_id": "bot", "conversation": [
+        {"qa_id": "q", "query": "Can you help?", "assistant": "Glad to help, thank you."}]}) + "\n")
+    for _ in range(2):
+        proc = _run(["--quiet", "--no-report", "--metrics", "humanity", "--input", "io/*.jsonl", "--output", "io/out"],
+                    runs)
+        assert proc.returncode == 0, proc.stderr
+        assert (data / "out" / "_SUCCESS").is_file()

@@ -71,3 +71,52 @@ def test_a_run_without_its_stored_statistics_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "gone" in err[0] and "stats/sessions/" in err[0], err
     assert "not a complete run" in err[0] and not (tmp_path / "r").exists()
+
+
+# Issue 28 (second hostile report): the check counted names matching "-N-of-M.parquet" while the
+# readers globbed "part-*", so a copied shard (part-00000-of-00001-copy.parquet) was read as more
+# data ("36 scored (of 24 read)"); a truncated shard failed with pyarrow's "<Buffer>" naming no file.
+@pytest.mark.parametrize("folder,ext", [("stats/sessions", "parquet"), ("stats/slices", "parquet"),
+                                        ("sessions/humanity", "parquet"), ("results.parquet", "parquet"),
+                                        ("dead_letter", "jsonl")])
+def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(tmp_path, capsys, folder, ext):
+    a, b = tmp_path / "a", tmp_path / "b"
+    audit.run([*COMMON, "--input", str(_night(tmp_path, "night", slice(0, 8))), "--output", str(a)])
+    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(b)])
+    shard = f"part-00000-of-00001.{ext}"
+    assert (b / folder / shard).is_file()
+    for stray in (f"part-00000-of-00001-copy.{ext}", f"copy of {shard}", f"part-00001-of-00002.{ext}"):
+        bad = tmp_path / "bad"
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(b, bad)
+        shutil.copy(bad / folder / shard, bad / folder / stray)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            _rollup(tmp_path / "r", [a, bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1, err
+        named = stray if "of-00002" not in stray else f"{folder}/ holds 2 with different totals"
+        assert str(bad) in err[0] and named in err[0] and "Traceback" not in err[0], err
+        assert not (tmp_path / "r").exists()
+    week = _rollup(tmp_path / "week", [a, b])  # a roll-up's copies (part-r000-…) are shards of its folders
+    again = _rollup(tmp_path / "again", [tmp_path / "week"])
+    assert again["summary"]["interactions_read"] == week["summary"]["interactions_read"] > 0
+
+
+def test_a_truncated_shard_is_a_usage_error_naming_the_file(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    audit.run([*COMMON, "--input", str(_night(tmp_path, "night", slice(0, 8))), "--output", str(a)])
+    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(b)])
+    for folder in ("stats/sessions", "sessions/toxicity", "results.parquet"):
+        bad = tmp_path / "bad"
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(b, bad)
+        shard = bad / folder / "part-00000-of-00001.parquet"
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            _rollup(tmp_path / "r", [a, bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1, err
+        assert f"{bad}: {folder}/part-00000-of-00001.parquet cannot be read as Parquet" in err[0], err
+        assert "<Buffer>" not in err[0]

@@ -75,7 +75,8 @@ UNPARSED = "<unparsed>"
 
 
 def _file_records(path: str, limit: Optional[int] = None) -> list:
-    """The records of one file, read in pieces (``.gz`` too; any encoding
+    """The records of one file, read in pieces (compressed ones decompressed in bounded pieces by
+    :func:`~fair_forge_beam.io.edge.open_input`: ``.gz``, ``.bz2``, ``.xz``, ``.zst``; any encoding
     :func:`~fair_forge_beam.io.edge.text_encoding` tells): a JSON list, one JSON object, or JSON
     lines. No record over ``limit`` bytes (default ``--max-record-bytes``' default) is held whole:
     it becomes a :class:`~fair_forge_beam.io.read.ReadError` naming its size and the limit, and the
@@ -84,8 +85,6 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
     each invalid line of JSON lines, the rest of a list from where its structure breaks, an empty
     file, a file that cannot be read or decoded (missing, truncated ``.gz``, not its encoding)."""
     import zlib
-
-    from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.read import (MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, READ_CHUNK, ReadError, _json_element,
                                          _utf8_reader, file_lines)
@@ -121,12 +120,12 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
         return out
 
     try:
-        with FileSystems.open(path) as f:
+        with edge.open_input(path) as f:
             head = f.read(edge.ENCODING_PROBE_BYTES)
             start = head.decode(edge.text_encoding(head), "ignore").lstrip("\ufeff \t\r\n")[:1]
             records = values(f, head) if start == "[" else lines(f, head)
         if records is None:
-            with FileSystems.open(path) as f:
+            with edge.open_input(path) as f:
                 records = values(f, f.read(edge.ENCODING_PROBE_BYTES))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         return [ReadError(f"{path}: cannot read the file ({type(exc).__name__}: {exc}); no record of it was read", "")]

@@ -739,8 +739,8 @@ class _JsonLinesSource(FileBasedSource):
         self.max_record_bytes = int(max_record_bytes)
 
     def read_records(self, file_name, offset_range_tracker):
-        if file_name.lower().endswith(".gz"):
-            yield from self._read_gzip(file_name, offset_range_tracker, self.max_record_bytes)
+        if CompressionTypes.detect_compression_type(file_name) != CompressionTypes.UNCOMPRESSED:
+            yield from self._read_compressed(file_name, offset_range_tracker, self.max_record_bytes)
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
@@ -768,33 +768,30 @@ class _JsonLinesSource(FileBasedSource):
 
 
     @staticmethod
-    def _read_gzip(file_name, offset_range_tracker, max_record_bytes: int = MAX_RECORD_BYTES):
-        # Python's gzip module checks the CRC and the end of the stream, so a truncated or
-        # corrupt file becomes a dead letter naming the file instead of a silent partial read.
-        import gzip
+    def _read_compressed(file_name, offset_range_tracker, max_record_bytes: int = MAX_RECORD_BYTES):
+        # Decompressed in bounded pieces (edge.open_input: .gz, .bz2, .xz, .zst, .deflate), with the
+        # stream's checks, so a truncated or corrupt file becomes a dead letter naming the file after
+        # the lines before the damage, instead of a silent partial read.
         import zlib
 
         pos = 0
         if not offset_range_tracker.try_claim(0):
             return
         try:
-            with FileSystems.open(file_name, compression_type=CompressionTypes.UNCOMPRESSED) as raw, gzip.GzipFile(
-                fileobj=raw
-            ) as f:
-                # read, not peek: peek returns the first member of a multi-member file only. A
-                # damaged stream ends the probe where it breaks: the lines before the damage are
-                # read below, then the error becomes the dead letter naming the file
-                head = b""
+            # read, not peek: a damaged stream ends the probe where it breaks; the file is then read
+            # again from its start (a fresh opening: not every decompressing reader can seek)
+            head = b""
+            with edge.open_input(file_name) as f:
                 try:
                     while len(head) < edge.ENCODING_PROBE_BYTES:
-                        chunk = f.read(min(8192, edge.ENCODING_PROBE_BYTES - len(head)))
+                        chunk = f.read(edge.ENCODING_PROBE_BYTES - len(head))
                         if not chunk:
                             break
                         head += chunk
                 except (OSError, EOFError, zlib.error):
                     pass
-                encoding = edge.text_encoding(head)
-                f.seek(0)
+            encoding = edge.text_encoding(head)
+            with edge.open_input(file_name) as f:
                 if encoding not in ("utf-8", "utf-8-sig"):
                     yield from _decoded_lines(file_name, f, encoding, max_record_bytes)
                     return
@@ -969,7 +966,7 @@ class _ReadJsonFile(beam.DoFn):
 
         path, index, encoding = readable.metadata.path, 0, "utf-8"
         try:
-            with readable.open() as f:  # in pieces: its read() would stop at 16 MiB of a compressed file
+            with edge.open_input(path) as f:  # decompressed in bounded pieces (Beam's reader would expand 16 MiB reads whole)
                 head = b""
                 while len(head) < edge.ENCODING_PROBE_BYTES:
                     piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
@@ -1017,24 +1014,137 @@ class _ParquetRowGroups(beam.DoFn):
         return [(metadata.path, rg) for rg in range(n)]
 
 
+def arrow_value_sizes(arr) -> "np.ndarray":
+    """Bytes of each value of the Arrow array ``arr`` (``pyarrow.Array``), computed in Arrow without
+    converting any value to Python: an ``int64`` array of ``len(arr)``.
+
+    A value's size: the byte length of a string or binary (UTF-8 bytes, ``pyarrow.compute.binary_length``);
+    the byte width of a fixed-width value (numbers, timestamps, decimals; a boolean counts 1); the sum
+    of its items' sizes for a list, fixed-size list or map (keys and values), and of its fields' for a
+    struct; a dictionary-encoded value the size of its dictionary entry; a null 0. So a row's size is
+    about the bytes of its data, without JSON's quotes, keys and separators (which a JSON Lines
+    record's size includes). A type not listed (e.g. a list view) counts 8 bytes a value.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t, n = arr.type, len(arr)
+    if isinstance(t, pa.ExtensionType):
+        return arrow_value_sizes(arr.storage)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    valid = None if arr.null_count == 0 else np.asarray(arr.is_valid(), dtype=bool)
+    if pa.types.is_dictionary(t):
+        entries = arrow_value_sizes(arr.dictionary)
+        out = entries[np.asarray(arr.indices.fill_null(0), dtype=np.int64)] if len(entries) else np.zeros(n, np.int64)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) \
+            or getattr(pa.types, "is_string_view", lambda _: False)(t) or getattr(pa.types, "is_binary_view", lambda _: False)(t):
+        return np.asarray(pc.binary_length(arr).fill_null(0), dtype=np.int64)
+    elif pa.types.is_fixed_size_binary(t):
+        out = np.full(n, t.byte_width, dtype=np.int64)
+    elif pa.types.is_struct(t):
+        out = np.zeros(n, dtype=np.int64)
+        for child in arr.flatten():  # the struct's offset and nulls applied
+            out += arrow_value_sizes(child)
+    elif pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        # .values / .keys / .items are the whole child arrays; offsets (absolute) pick each value's items
+        items = (arrow_value_sizes(arr.keys) + arrow_value_sizes(arr.items)) if pa.types.is_map(t) \
+            else arrow_value_sizes(arr.values)
+        total = np.concatenate(([0], np.cumsum(items, dtype=np.int64)))
+        offsets = np.asarray(arr.offsets, dtype=np.int64)
+        out = total[offsets[1:]] - total[offsets[:-1]]
+    elif pa.types.is_fixed_size_list(t):
+        k = t.list_size
+        items = arrow_value_sizes(arr.values)[arr.offset * k:(arr.offset + n) * k]
+        out = items.reshape(n, k).sum(axis=1) if k else np.zeros(n, dtype=np.int64)
+    elif pa.types.is_null(t):
+        return np.zeros(n, dtype=np.int64)
+    else:
+        try:
+            width = max(1, t.bit_width // 8)
+        except ValueError:  # not a fixed-width type
+            width = 8
+        out = np.full(n, width, dtype=np.int64)
+    if valid is not None:
+        out = np.where(valid, out, 0)
+    return out
+
+
+#: a Parquet row's column shown in its dead letter's ``raw`` when its value is at most this many bytes
+_RAW_VALUE_BYTES = 200
+
+
+def _oversized_row(table, i: int, sizes: dict, total: int, limit: int) -> ReadError:
+    """The dead letter of row ``i`` of ``table`` (``total`` bytes, over ``limit``): its small
+    columns' values (the session's ids, ...) and, for the others, their size."""
+    shown = {}
+    for name, col_sizes in sizes.items():
+        size = int(col_sizes[i])
+        shown[name] = table.column(name)[i].as_py() if size <= _RAW_VALUE_BYTES else f"<{size:,} bytes>"
+    raw = json.dumps(shown, ensure_ascii=False, default=str)
+    return ReadError(oversized_reason(total, limit), edge.scrub_surrogates(raw[:OVERSIZED_RAW_BYTES]))
+
+
+#: rows converted to Python objects at a time (with at most ``max(limit, 8 MiB)`` bytes of data)
+_PARQUET_ROWS_PER_SLICE = 1024
+
+
 class _ReadParquetRowGroup(beam.DoFn):
+    """``(file, row group)`` → ``(file, row index, record)`` of each row of the row group.
+
+    Each row's size is computed in Arrow first (:func:`arrow_value_sizes`, summed over the columns);
+    a row over ``max_record_bytes`` is never converted to Python: it becomes one :class:`ReadError`
+    naming its size and the limit (:func:`oversized_reason`), whose ``raw`` shows the row's small
+    columns (e.g. ``session_id``) and the size of the others; the other rows are converted a slice
+    at a time (at most :data:`_PARQUET_ROWS_PER_SLICE` rows and about ``max(max_record_bytes, 8 MiB)``
+    bytes). What is still held whole: the row group as an Arrow table (its columns decompressed,
+    the oversized cell included) — Parquet's unit of reading; write large inputs with small row
+    groups. A row group that cannot be read is one :class:`ReadError` naming the file and the group.
+    """
+
+    def __init__(self, max_record_bytes: int = None):
+        self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
+
     def process(self, item):
+        import numpy as np
         import pyarrow.parquet as pq
 
         path, rg = item
         if isinstance(rg, tuple):
-            return [(path, 0, ReadError(f"cannot read Parquet file {path} ({rg[1]})", ""))]
+            yield (path, 0, ReadError(f"cannot read Parquet file {path} ({rg[1]})", ""))
+            return
         try:
             with FileSystems.open(path) as f:
                 pf = pq.ParquetFile(f)
                 offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
                 table = pf.read_row_group(rg)
+            sizes = {name: np.zeros(table.num_rows, dtype=np.int64) for name in table.column_names}
+            for name in table.column_names:
+                at = 0
+                for chunk in table.column(name).chunks:
+                    sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
+                    at += len(chunk)
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
-            return [(path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))]
-        return [
-            (path, offset + i, checked_record({k: v for k, v in row.items() if v is not None}))
-            for i, row in enumerate(table.to_pylist())
-        ]
+            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))
+            return
+        limit = self.max_record_bytes
+        totals = sum(sizes.values()) if sizes else np.zeros(table.num_rows, dtype=np.int64)
+        budget = max(limit, 8 * 2**20)
+        start = 0
+        while start < table.num_rows:
+            if totals[start] > limit:
+                yield (path, offset + start, _oversized_row(table, start, sizes, int(totals[start]), limit))
+                start += 1
+                continue
+            end, held = start, 0
+            while (end < table.num_rows and totals[end] <= limit and end - start < _PARQUET_ROWS_PER_SLICE
+                   and (held + totals[end] <= budget or end == start)):
+                held += int(totals[end])
+                end += 1
+            for i, row in enumerate(table.slice(start, end - start).to_pylist(), start=start):
+                yield (path, offset + i, checked_record({k: v for k, v in row.items() if v is not None}))
+            start = end
 
 
 # ------------------------------------------------------------------ retrievers
@@ -1089,9 +1199,11 @@ class ReadInteractions(beam.PTransform):
             field, or in a flat record a top-level field).
         max_record_bytes: largest record read (bytes; default :data:`MAX_RECORD_BYTES`, 64 MiB):
             one JSON Lines line, or one element of a ``.json`` file's top-level array (the text
-            between its separators; a file holding one value: that value). A longer one is never
-            held whole, it becomes a dead letter naming its size and the limit
-            (:func:`bounded_lines`, :class:`_ReadJsonFile`); the rest of the file is read.
+            between its separators; a file holding one value: that value), or one Parquet row (the
+            bytes of its values, :func:`arrow_value_sizes`). A longer one is never held whole (a
+            Parquet row: never converted to Python; its row group is held as Arrow data), it becomes
+            a dead letter naming its size and the limit (:func:`bounded_lines`,
+            :class:`_ReadJsonFile`, :class:`_ReadParquetRowGroup`); the rest of the file is read.
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -1186,7 +1298,7 @@ class ReadInteractions(beam.PTransform):
                     | f"{lbl}Match" >> fileio.MatchAll()
                     | f"{lbl}RowGroups" >> beam.ParDo(_ParquetRowGroups())
                     | f"{lbl}Spread" >> beam.Reshuffle()
-                    | f"{lbl}ReadParquet" >> beam.ParDo(_ReadParquetRowGroup())
+                    | f"{lbl}ReadParquet" >> beam.ParDo(_ReadParquetRowGroup(self.max_record_bytes))
                 )
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
         out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,

@@ -194,11 +194,12 @@ class _ReadLines(beam.DoFn):
         self.max_record_bytes = int(max_record_bytes)
 
     def process(self, readable):
+        from fair_forge_beam.io.edge import open_input
         from fair_forge_beam.io.read import ReadError, file_lines
 
         path = readable.metadata.path
         try:
-            with readable.open() as f:
+            with open_input(path) as f:  # compressed files in bounded pieces (Beam's reader expands 16 MiB reads)
                 yield from file_lines(path, f, self.max_record_bytes)
         except Exception as exc:  # noqa: BLE001 - a corrupt/vanished file is a dead letter naming it
             yield (path, 0, ReadError(f"cannot read file {path} ({type(exc).__name__}: {exc})", ""))

@@ -274,15 +274,28 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
 
 
 def _unwritable(folder: str) -> Optional[str]:
-    """Why a new entry cannot be made in the local ``folder`` (``None``: it can), asked of the
-    kernel without writing (``access(2)`` with the effective ids, and the filesystem's read-only
-    flag), so that a check followed by a usage error leaves every folder as it was — its
-    modification time too."""
-    if os.statvfs(folder).f_flag & os.ST_RDONLY:
-        return os.strerror(errno.EROFS)
-    ids = os.access in os.supports_effective_ids
-    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=ids):
-        return os.strerror(errno.EACCES)
+    """Why a new entry cannot be made in the local ``folder`` (``None``: it can), found by making
+    one: a folder ``.fair-forge-probe-<random>`` is created and removed at once, and the folder's
+    access and modification times are set back, so that a check followed by a usage error leaves
+    every folder as it was — its modification time too. (``access(2)`` is not asked: it answers
+    yes to root for any folder, ``/proc`` included, where nothing can be created.)"""
+    try:
+        before = os.stat(folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    probe = os.path.join(folder, f".fair-forge-probe-{uuid.uuid4().hex[:12]}")
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        os.rmdir(probe)
+    except OSError as exc:
+        log.warning("could not remove the probe folder %s: %s", probe, exc)
+    try:
+        os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
+    except OSError:  # not the owner: the modification time moved, nothing else did
+        pass
     return None
 
 
@@ -291,11 +304,58 @@ def _real(path: str) -> str:
     return path if "://" in path else os.path.realpath(path)
 
 
+def _components(path: str) -> list:
+    return [p for p in path.split("/") if p]
+
+
+def _pattern_reaches(pattern: str, folder: str) -> Optional[bool]:
+    """Whether the local glob ``pattern`` can match the absolute path ``folder`` (``False``: the folder
+    itself) or a path under it (``True``), whatever exists today; ``None``: neither. Component by
+    component as a glob matches (``*``, ``?``, ``[…]`` within one name, ``**`` any number of names)."""
+    import fnmatch
+
+    pat, parts = _components(pattern), _components(folder)
+    seen: dict = {}
+
+    def reach(i: int, j: int) -> Optional[bool]:
+        if (i, j) in seen:
+            return seen[i, j]
+        if j == len(parts):
+            got = True if i < len(pat) and pat[i:] != ["**"] else False
+        elif i == len(pat):
+            got = None
+        elif pat[i] == "**":
+            found = {reach(i + 1, j), reach(i, j + 1)} - {None}  # "**" as no name, or as one more
+            got = False if False in found else (True if found else None)
+        else:
+            got = reach(i + 1, j + 1) if fnmatch.fnmatchcase(parts[j], pat[i]) else None
+        seen[i, j] = got
+        return got
+
+    return reach(0, 0)
+
+
+def _pattern_forms(pattern: str) -> list:
+    """A local glob pattern made absolute, as typed and with its leading folders (those without a
+    wildcard) resolved through symbolic links."""
+    import glob
+
+    absolute = os.path.abspath(os.path.expanduser(pattern))
+    parts = absolute.split("/")
+    fixed = next((k for k, p in enumerate(parts) if glob.has_magic(p)), len(parts))
+    resolved = os.path.realpath("/".join(parts[:fixed]) or "/") + ("/" + "/".join(parts[fixed:]) if fixed < len(parts) else "")
+    return list(dict.fromkeys([absolute, resolved]))
+
+
 def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: str) -> None:
-    """``out`` is not one of ``reads``, not inside one and (unless ``may_hold_reads``) holds none."""
+    """``out`` is not one of ``reads``, not inside one and (unless ``may_hold_reads``) holds none. A
+    read given as a local glob pattern is refused when it can match ``out`` or (unless
+    ``may_hold_reads``) a path under it, whether or not ``out`` exists yet: the first run into
+    ``out`` and every later one (which would read the earlier run's outputs) are refused alike."""
     import glob
 
     target = _real(out)
+    folders = list(dict.fromkeys([os.path.abspath(out), target])) if "://" not in out else []
     for read in reads:
         for path in (sorted(glob.glob(read)) if "://" not in read and glob.has_magic(read) else [read]):
             if "://" not in path and not os.path.lexists(path):
@@ -310,6 +370,17 @@ def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: s
             if not may_hold_reads and src.startswith(target.rstrip("/") + "/"):
                 raise ValueError(f"{option} {out} holds {path}, which this command reads, and would be replaced "
                                  "whole: write elsewhere (nothing was touched)")
+    for read in reads:  # what a pattern could match once the output exists (the files found today: above)
+        if "://" in read or not glob.has_magic(read):
+            continue
+        for form in _pattern_forms(read):
+            for folder in folders:
+                under = _pattern_reaches(form, folder)
+                if under is False or (under and not may_hold_reads):
+                    where = "the output folder itself" if under is False else "files inside it"
+                    raise ValueError(f"{option} {out}: the pattern {read!r}, which this command reads, can match "
+                                     f"{where} (every later run would read this one's outputs): narrow the "
+                                     "pattern (e.g. '*.jsonl') or write elsewhere (nothing was touched)")
 
 
 # ----------------------------------------------------------------------------- stage, publish
@@ -393,8 +464,9 @@ def _link_or_copy(src: str, dst: str) -> None:
 def _carry(src: str, dst: str) -> None:
     if os.path.islink(src):
         os.symlink(os.readlink(src), dst)
-    elif os.path.isdir(src):
-        shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
+    elif os.path.isdir(src):  # Beam's temporaries are left behind at any depth
+        shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy,
+                        ignore=lambda _, names: [n for n in names if _is_temporary(n)])
     else:
         _link_or_copy(src, dst)
 

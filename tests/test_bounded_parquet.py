@@ -1,0 +1,117 @@
+"""Issue 28 (second hostile report), item 2: --max-record-bytes bounds a Parquet row. A 12 KB zstd
+Parquet file with one 100 MB ``assistant`` cell was scored whole (peak 3.55 GB): the reader turned
+the whole row group into Python objects (``to_pylist``). Each row's size is now computed in Arrow
+first (``io.read.arrow_value_sizes``); a row over the limit is one dead letter naming its size and
+the limit and is never converted to Python, the other rows are read."""
+from __future__ import annotations
+
+import datetime
+import json
+import tracemalloc
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import FNAPI
+from fair_forge_beam.io.read import ReadError
+
+MB = 2**20
+
+_TURN = pa.struct([("qa_id", pa.string()), ("query", pa.string()), ("assistant", pa.string()),
+                   ("ground_truth_assistant", pa.string())])
+_SCHEMA = pa.schema([("session_id", pa.string()), ("assistant_id", pa.string()), ("language", pa.string()),
+                     ("conversation", pa.list_(_TURN))])
+
+
+def _row(sid, answer="I am glad to help, thank you."):
+    return {"session_id": sid, "assistant_id": "bot", "language": "english",
+            "conversation": [{"qa_id": f"{sid}-0", "query": "Can you help?", "assistant": answer,
+                              "ground_truth_assistant": "Happy to help."}]}
+
+
+def _row_bytes(row) -> int:
+    """The bytes of a row's strings (what arrow_value_sizes sums for this schema)."""
+    strings = [row["session_id"], row["assistant_id"], row["language"]]
+    strings += [v for turn in row["conversation"] for v in turn.values()]
+    return sum(len(s.encode("utf-8")) for s in strings if s is not None)
+
+
+def _write(path, rows, row_group_size=None):
+    pq.write_table(pa.Table.from_pylist(rows, schema=_SCHEMA), path, compression="zstd", row_group_size=row_group_size)
+
+
+def test_a_parquet_row_over_the_limit_is_one_dead_letter_and_the_others_are_scored(tmp_path):
+    from pipelines import audit
+
+    huge = _row("huge", "x" * (3 * MB))
+    path = tmp_path / "in.parquet"
+    _write(path, [_row("s1"), huge, _row("s2")])
+    assert path.stat().st_size < 100_000  # a small file: the cell compresses to nothing
+    out = tmp_path / "out"
+    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
+                     "--max-record-bytes", str(MB), f"--runner={FNAPI}"])
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
+    dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["stage"] == "read", dead
+    assert dead[0]["reason"] == (f"record of {_row_bytes(huge):,} bytes is over the limit of 1,048,576 bytes "
+                                 "(--max-record-bytes); the rest of the file is read")
+    assert dead[0]["source"].endswith("in.parquet:1")
+    raw = json.loads(dead[0]["raw"])  # the row's small columns, and the size of the big one
+    assert raw["session_id"] == "huge" and raw["conversation"] == f"<{_row_bytes(huge) - len('hugebotenglish'):,} bytes>"
+
+
+def test_an_oversized_parquet_row_is_never_converted_to_python(tmp_path):
+    """Python allocations (traced) while reading a row group with a 64 MiB cell grow by less than
+    8 MiB over the same group with a 2 MiB cell (the Arrow table itself is Arrow's memory, not
+    traced: it is held, see _ReadParquetRowGroup). Before: the cell became a 64 MiB str."""
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    peaks, got = {}, {}
+    for n in (2, 64):
+        path = tmp_path / f"in{n}.parquet"
+        _write(path, [_row("s1"), _row("huge", "y" * (n * MB)), _row("s2")])
+        tracemalloc.start()
+        try:
+            got[n] = list(_ReadParquetRowGroup(MB).process((str(path), 0)))
+            peaks[n] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert [i for _, i, _ in got[n]] == [0, 1, 2]
+        assert [r["session_id"] for _, _, r in (got[n][0], got[n][2])] == ["s1", "s2"]
+        assert isinstance(got[n][1][2], ReadError) and "over the limit of 1,048,576 bytes" in got[n][1][2].reason
+    assert peaks[64] - peaks[2] < 8 * MB, f"{(peaks[64] - peaks[2]) / MB:.0f} MiB more Python memory for a 64 MiB cell"
+
+
+def test_rows_around_oversized_ones_keep_their_positions_across_row_groups(tmp_path):
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    rows = [_row(f"s{i}", "z" * 5000 if i in (2, 3, 7) else "ok") for i in range(10)]
+    path = tmp_path / "in.parquet"
+    _write(path, rows, row_group_size=4)
+    got = [x for rg in range(3) for x in _ReadParquetRowGroup(4000).process((str(path), rg))]
+    assert [i for _, i, _ in got] == list(range(10))
+    assert [i for _, i, r in got if isinstance(r, ReadError)] == [2, 3, 7]
+    assert [r["session_id"] for _, _, r in got if not isinstance(r, ReadError)] == [f"s{i}" for i in (0, 1, 4, 5, 6, 8, 9)]
+
+
+def test_arrow_value_sizes_of_nested_dictionary_and_fixed_width_columns():
+    from fair_forge_beam.io.read import arrow_value_sizes
+
+    turn = pa.struct([("q", pa.string()), ("a", pa.string()), ("m", pa.map_(pa.string(), pa.string()))])
+    schema = pa.schema([("s", pa.string()), ("n", pa.int64()), ("conv", pa.list_(turn)), ("t", pa.timestamp("us")),
+                        ("fl", pa.list_(pa.float64()))])
+    rows = [{"s": "héllo", "n": 3, "conv": [{"q": "abc", "a": "de", "m": {"k": "vvv"}}], "t": datetime.datetime(2024, 1, 1),
+             "fl": [1.0, 2.0]},
+            {"s": None, "n": None, "conv": None, "t": None, "fl": None},
+            {"s": "x", "n": 1, "conv": [{"q": None, "a": "z" * 100, "m": None}, {"q": "q", "a": "", "m": {"a": "b", "c": "d"}}],
+             "t": None, "fl": []}]
+    table = pa.Table.from_pylist(rows, schema=schema)
+    sizes = {name: arrow_value_sizes(table.column(name).chunks[0]).tolist() for name in table.column_names}
+    assert sizes == {"s": [6, 0, 1], "n": [8, 0, 8], "conv": [9, 0, 105], "t": [8, 0, 0], "fl": [16, 0, 0]}
+    assert arrow_value_sizes(table.column("conv").chunks[0].slice(1)).tolist() == [0, 105]  # a slice: its own rows
+    words = pa.array(["aa", None, "bbbb", "aa"]).dictionary_encode()
+    assert arrow_value_sizes(words).tolist() == [2, 0, 4, 2] and arrow_value_sizes(words.slice(2)).tolist() == [4, 2]
+    pairs = pa.array([[1, 2], [3, 4], None], type=pa.list_(pa.int32(), 2))
+    assert arrow_value_sizes(pairs).tolist() == [8, 8, 0] and arrow_value_sizes(pairs.slice(1)).tolist() == [8, 0]
+    assert arrow_value_sizes(pa.array([None, None])).tolist() == [0, 0]
