@@ -409,7 +409,7 @@ class _Client:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("answer"), str):
-                return hit["answer"], True
+                return self.scrub(hit["answer"]), True  # an entry written before a spelling of the key was masked
         answer = self.scrub(self._call_openai(messages) if cfg.kind == "openai" else self._call_http(body))
         if self.cache is not None:
             self.cache.put(key, {"answer": answer})

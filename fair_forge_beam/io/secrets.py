@@ -1,21 +1,26 @@
 """Scrubbing secrets out of text we are about to keep (docs/reliability.md).
 
 One function, :func:`scrub`, applied where endpoint text enters our records (the judge handler
-scrubs every answer, reasoning, raw body, log-probability token and error with the key it sent)
-and again by the writers of output files and of stdout (:func:`scrub_known`, which looks up the
-keys named by :func:`register_secret_env`). A secret is replaced by ``***`` in its plain form and
-in the forms it takes inside JSON text (``\\/`` and ``\\uXXXX`` escapes).
+scrubs every answer, reasoning, raw body, log-probability token and error with the key it sent,
+and again every value its parsers decode: verdicts and cache entries) and again by the writers of
+output files and of stdout (:func:`scrub_known`, which looks up the keys named by
+:func:`register_secret_env`). A secret is replaced by ``***`` in every spelling JSON text can give
+it: plain, ``\\/`` and ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth.
+
+Only values are masked, never names (issue 28): dict keys, the names under :data:`NAME_FIELDS`
+(slice, metric, headline-column names) and, in a text drawn from records (the console table, a
+page), every name of those records and every gate text (:func:`scrub_known_text`).
 """
 from __future__ import annotations
 
 import functools
-import json
 import os
+import re
 import threading
 from typing import Any, Iterable
 
-__all__ = ["scrub", "scrub_known", "scrub_tokens", "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN",
-           "NAMES_ENV"]
+__all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
+           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -29,42 +34,92 @@ _LOCK = threading.Lock()
 NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 
 
+#: dict keys whose values are names of the run, never values from outside: slice names, metric
+#: names, record levels, statistical modes, headline columns, the metric / slice / group lists of a
+#: configuration, a trend's estimate names. :func:`scrub_known` leaves their text as it is (issue 28:
+#: masking covers values only, never names; ``--judge-api-key-env K`` with ``K=assistant_id``
+#: printed ``***=bot-a`` and a gate ``in every assistant_id`` found no slice)
+NAME_FIELDS = frozenset({"slice", "slices", "metric", "metrics", "level", "mode", "statistical_mode",
+                         "headline_columns", "groups", "estimate", "dimension", "dimensions"})
+
+#: JSON's two-character escapes, by the character they stand for
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+
+
+def _char_pattern(ch: str) -> str:
+    """Every spelling of ``ch`` in JSON text, nested JSON text included: itself, ``\\uXXXX``
+    (any case of hex digits; a UTF-16 surrogate pair beyond the BMP) and its two-character escape,
+    each escape behind one or more backslashes (a JSON text inside a JSON string doubles them)."""
+    code = ord(ch)
+    if code > 0xFFFF:
+        hi, lo = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        uni = r"\\+u%s\\+u%s" % (_hex(hi), _hex(lo))
+    else:
+        uni = r"\\+u" + _hex(code)
+    alts = [re.escape(ch), uni]
+    if ch in _SHORT_ESCAPES:
+        alts.append(r"\\+" + re.escape(_SHORT_ESCAPES[ch]))
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _hex(code: int) -> str:
+    return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
+
+
 @functools.lru_cache(maxsize=64)
-def _forms(secrets: tuple) -> tuple:
-    """Every form of every secret, longest first."""
-    forms = set()
-    for secret in secrets:
-        forms |= {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=True)[1:-1], secret.replace("/", "\\/")}
-    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
+def _pattern(secrets: tuple) -> "re.Pattern":
+    """One regular expression matching every secret of ``secrets`` in every JSON spelling (plain,
+    ``\\/``, ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth), longest
+    secret first."""
+    alts = ["".join(_char_pattern(ch) for ch in s) for s in sorted(secrets, key=len, reverse=True)]
+    return re.compile("|".join(alts))
 
 
-def scrub(value: Any, secrets: Iterable[str]) -> Any:
-    """``value`` with every secret of ``secrets`` replaced by :data:`MASK`.
+def _secrets(secrets: Iterable[str]) -> tuple:
+    return tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
 
-    ``value``: text, or a JSON-like structure (dicts, lists, tuples): values are scrubbed, never
-    dict keys (a key is a field name: masking one would rename the field, issue 28), other types
-    are returned as they are. Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored.
-    Never raises for any input.
+
+def _mask_text(v: str, secs: tuple, pattern, keep: tuple) -> str:
+    if "\\" not in v and not any(s in v for s in secs):  # the common case: no secret and no escape at all
+        return v
+    if not keep:
+        return pattern.sub(MASK, v)
+    spans = [(m.start(), m.end()) for k in keep for m in re.finditer(re.escape(k), v)]
+    if not spans:
+        return pattern.sub(MASK, v)
+    return pattern.sub(lambda m: m.group(0) if any(a <= m.start() and m.end() <= b for a, b in spans) else MASK, v)
+
+
+def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: Iterable[str] = ()) -> Any:
+    """``value`` with every secret of ``secrets`` replaced by :data:`MASK`, in every JSON spelling
+    of it (plain, ``\\/``, ``\\uXXXX`` escapes of some or all of its characters: a reply that
+    escapes each character of the key is masked as text, and its decoded value is too).
+
+    ``value``: text, or a JSON-like structure (dicts, lists, tuples, NamedTuples): values are
+    scrubbed, never dict keys (a key is a field name: masking one would rename the field, issue
+    28), nor the text of the values under a key in ``names`` (e.g. :data:`NAME_FIELDS`: slice and
+    metric names; a dict there is scrubbed as usual); other types are returned as they are.
+    ``keep``: texts never masked where they occur inside a text (names in a page or a console
+    table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored. Never raises for any input.
     """
-    secs = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
+    secs = _secrets(secrets)
     if not secs:
         return value
-    forms = _forms(secs)
+    pattern = _pattern(secs)
+    names = frozenset(names)
+    keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
 
-    def _do(v: Any) -> Any:
+    def _do(v: Any, name: bool = False) -> Any:
         if isinstance(v, str):
-            for f in forms:
-                if f in v:
-                    v = v.replace(f, MASK)
-            return v
+            return v if name else _mask_text(v, secs, pattern, keep)
         if isinstance(v, dict):
-            return {k: _do(x) for k, x in v.items()}
+            return {k: _do(x, k in names) for k, x in v.items()}
         if isinstance(v, list):
-            return [_do(x) for x in v]
+            return [_do(x, name) for x in v]
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
-            return tuple(_do(x) for x in v)
+            return tuple(_do(x, name) for x in v)
         if isinstance(v, tuple):  # a NamedTuple (e.g. a dead letter): same type, scrubbed fields
-            return type(v)(*(_do(x) for x in v))
+            return type(v)(*(_do(x, name) for x in v))
         return v
 
     return _do(value)
@@ -73,30 +128,51 @@ def scrub(value: Any, secrets: Iterable[str]) -> Any:
 def scrub_tokens(tokens: list, secrets: Iterable[str]) -> list:
     """``tokens`` (texts that are read in sequence, e.g. a reply's log-probability tokens) with
     every token that holds part of a secret replaced by :data:`MASK`, also when the secret is
-    split across several tokens (each token alone shows only a piece of it). Same length, same
-    order; tokens without a secret are returned as they are."""
+    split across several tokens (each token alone shows only a piece of it), in any JSON spelling.
+    Same length, same order; tokens without a secret are returned as they are."""
+    return [MASK if h else t for t, h in zip([str(t) for t in tokens], masked_tokens(tokens, secrets))]
+
+
+def masked_tokens(tokens: list, secrets: Iterable[str]) -> list:
+    """For each token of ``tokens`` (read in sequence), whether it holds part of a secret
+    (see :func:`scrub_tokens`)."""
     tokens = [str(t) for t in tokens]
-    secs = tuple(sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}))
+    secs = _secrets(secrets)
+    hit = [False] * len(tokens)
     if not secs or not tokens:
-        return tokens
+        return hit
     text = "".join(tokens)
     ends, at = [], 0
     for t in tokens:
         at += len(t)
         ends.append(at)
-    hit = [False] * len(tokens)
-    for form in _forms(secs):
-        start = text.find(form)
-        while start != -1:
-            stop, first = start + len(form), 0
-            while ends[first] <= start:
-                first += 1
-            i = first
-            while i < len(tokens) and (ends[i] - len(tokens[i])) < stop:
+    for m in _pattern(secs).finditer(text):
+        start, stop = m.span()
+        for i, end in enumerate(ends):
+            if end > start and end - len(tokens[i]) < stop:
                 hit[i] = True
-                i += 1
-            start = text.find(form, start + 1)
-    return [MASK if h else t for t, h in zip(tokens, hit)]
+    return hit
+
+
+def name_texts(value: Any) -> frozenset:
+    """The names in a JSON-like structure: its dict keys and the text under :data:`NAME_FIELDS`
+    (what :func:`scrub_known_text` keeps in a text drawn from it)."""
+    out: set = set()
+
+    def _walk(v: Any, name: bool = False) -> None:
+        if isinstance(v, str):
+            if name:
+                out.add(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                out.add(str(k))
+                _walk(x, k in NAME_FIELDS)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                _walk(x, name)
+
+    _walk(value)
+    return frozenset(out)
 
 
 def register_secret_env(name: str) -> None:
@@ -124,8 +200,48 @@ def _names(mine: frozenset, inherited: str) -> frozenset:
     return frozenset(mine | set(filter(None, inherited.split(","))))
 
 
-def scrub_known(value: Any) -> Any:
-    """:func:`scrub` with the current values of the registered key variables (read now, from
-    this process's environment; never stored)."""
+def gate_texts(gates: Any) -> frozenset:
+    """Every text of the gates ``gates`` (objects with ``model_dump``, ``label`` and ``text``, or
+    plain structures): names and thresholds of the run's configuration, kept by
+    :func:`scrub_known_text`."""
+    out: set = set()
+
+    def _walk(v: Any) -> None:
+        if isinstance(v, str):
+            out.add(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                _walk(x)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                _walk(x)
+
+    for g in gates or ():
+        for attr in ("label", "text"):
+            try:
+                _walk(getattr(g, attr, None))
+            except Exception:  # noqa: BLE001 - a property that cannot be read names nothing
+                pass
+        _walk(g.model_dump() if hasattr(g, "model_dump") else g)
+    return frozenset(out)
+
+
+def known_secrets() -> list:
+    """The current values of the registered key variables (read now, from this process's
+    environment; never stored)."""
     env = os.environ
-    return scrub(value, [v for v in (env.get(n) for n in secret_envs()) if v])
+    return [v for v in (env.get(n) for n in secret_envs()) if v]
+
+
+def scrub_known(value: Any) -> Any:
+    """:func:`scrub` of a record we write, with the current values of the registered key
+    variables: values masked, never dict keys nor the names under :data:`NAME_FIELDS`."""
+    return scrub(value, known_secrets(), names=NAME_FIELDS)
+
+
+def scrub_known_text(text: str, names: Iterable[str] = ()) -> str:
+    """:func:`scrub` of a text drawn from our records (a console table, a page) with the current
+    key values, every occurrence of ``names`` kept (:func:`name_texts` of the records it shows,
+    field names and gate texts): a key equal to a field name masks the values around it, never
+    the name (issue 28)."""
+    return scrub(text, known_secrets(), keep=names)

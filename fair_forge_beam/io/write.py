@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "write_one_file", "write_window_files",
+__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_window_files",
            "OutputFiles", "sorted_dead_letters"]
 
 
@@ -81,16 +81,54 @@ def _rows_table(schema):
     return fn
 
 
+def _has_text(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_text(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_text(t.value_type)
+    if pa.types.is_map(t):
+        return _has_text(t.key_type) or _has_text(t.item_type)
+    return False
+
+
+def scrub_table(table):
+    """``table`` (a ``pyarrow.Table``) with the values of the API-key variables masked in every
+    text it holds, at any depth (structs, lists), except the names under
+    :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` (:func:`~fair_forge_beam.io.secrets.scrub_known`).
+    The same table when the run uses no key or no text holds one."""
+    import pyarrow as pa
+
+    from fair_forge_beam.io.secrets import known_secrets, scrub_known
+
+    if not known_secrets():
+        return table
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        if _has_text(col.type):
+            values = col.to_pylist()
+            masked = scrub_known({name: values})[name]
+            col = pa.array(masked, type=col.type) if masked != values else col
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=table.schema)
+
+
 def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
-                  to_table: Optional[Callable] = None) -> beam.PCollection:
+                  to_table: Optional[Callable] = None, masked: bool = False) -> beam.PCollection:
     """``pcoll`` of rows → Parquet shards ``prefix-SSSSS-of-NNNNN.parquet`` of ``schema`` (a
     ``pyarrow.Schema``), as Arrow tables of up to ``rows`` rows (``BatchElements`` +
     ``WriteToParquetBatched``). ``to_table``: a list of ``pcoll``'s elements → ``pyarrow.Table``
-    (default: the elements are dicts of ``schema``'s fields). Returns the written file names."""
+    (default: the elements are dicts of ``schema``'s fields). Every text value is masked on its way
+    out (:func:`scrub_table`), unless ``masked``: ``to_table`` masks its values itself. Returns the
+    written file names."""
+    make = to_table or _rows_table(schema)
     return (
         pcoll
         | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
-        | f"{label}Table" >> beam.Map(to_table or _rows_table(schema))
+        | f"{label}Table" >> beam.Map(make if masked else (lambda batch: scrub_table(make(batch))))
         | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
     )
 

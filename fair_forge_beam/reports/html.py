@@ -458,10 +458,15 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
                          inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
-    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known_text
 
+    names = name_texts(doc) | name_texts(run_info) | gate_texts(gates)
+    import html as _html
+
+    names |= {_html.escape(n) for n in names}  # as the page spells them
     with FileSystems.create(out_path) as f:
-        f.write(scrub_known(html).encode("utf-8"))  # defence at the writer: API-key values masked
+        # defence at the writer: API-key values masked, never a name (issue 28)
+        f.write(scrub_known_text(html, names).encode("utf-8"))
     return out_path
 
 

@@ -52,6 +52,15 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.io.secrets import scrub_known
+
+
+def _masked_columns(names, cols) -> list:
+    """The column values ``cols`` (lists, by column name ``names``) with API-key values masked
+    (:func:`scrub_known`: names under :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` kept), except
+    ``record``: the JSON line :func:`~fair_forge_beam.io.write.to_json_line` masked already (as a
+    structure: masking its text again would mask the names in it)."""
+    masked = scrub_known({n: c for n, c in zip(names, cols) if n != "record"})
+    return [masked.get(n, c) if n != "record" else c for n, c in zip(names, cols)]
 from fair_forge_beam.io.write import to_json_line, write_jsonl, write_one_file, write_parquet
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
@@ -149,7 +158,7 @@ def _parquet_table(schema: pa.Schema):
                     col.extend([r[n] if n in r else None for r in group])
                 else:
                     col.extend([r[n] if n in r else r.get(alt) for r in group])
-        arrays = [pa.array(scrub_known(c), type=t) for c, t in zip(cols, types)]
+        arrays = [pa.array(c, type=t) for c, t in zip(_masked_columns(names, cols), types)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -223,7 +232,8 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
             cols = [[name] * len(recs), [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
                     [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                     [n_of(r.get("n_interactions")) for r in recs], [to_json_line(r) for r in recs]]
-            return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, schema)], schema=schema)
+            return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols), schema)],
+                                        schema=schema)
         for r in recs:
             extra = [k for k in r if k not in declared]
             bad = [f"{k} = {r[k]!r}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
@@ -237,7 +247,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
                 [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                 [n_of(r.get("n_interactions")) for r in recs]]
         cols += [[r.get(f.name) for r in recs] for f in list(schema)[len(SESSION_INDEX):]]
-        arrays = [pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, schema)]
+        arrays = [pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols), schema)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -308,7 +318,7 @@ def slice_rows_table(rows) -> pa.Table:
     """A batch of :func:`slice_row` tuples -> one ``pa.Table`` of :data:`SLICE_SCHEMA` (string
     values with an API-key value masked, :func:`scrub_known`)."""
     cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in SLICE_SCHEMA]
-    return pa.Table.from_arrays([pa.array(scrub_known(c), type=f.type) for c, f in zip(cols, SLICE_SCHEMA)],
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols), SLICE_SCHEMA)],
                                 schema=SLICE_SCHEMA)
 
 
@@ -654,7 +664,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     if write_interactions:
         written.append(write_parquet(
             tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
-            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema)))
+            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True))
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
@@ -684,11 +694,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     for name, r in results.items():
         schema = session_schema(name)
         written.append(write_parquet(r["sessions"], f"Sessions_{name}", f"{out}/sessions/{name}/part", schema,
-                                     PARQUET_BATCH_ROWS, session_table(name, schema)))
+                                     PARQUET_BATCH_ROWS, session_table(name, schema), masked=True))
         # rows, not records, wait in the writer's batches (slice_row)
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
         written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
-                                     SLICE_BATCH_ROWS, slice_rows_table))
+                                     SLICE_BATCH_ROWS, slice_rows_table, masked=True))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(

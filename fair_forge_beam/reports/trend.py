@@ -684,7 +684,7 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     from fair_forge_beam._beam import beam  # noqa: F401
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.secrets import name_texts, scrub_known, scrub_known_text
 
     say = log or (lambda line: None)
     t0 = time.monotonic()
@@ -704,6 +704,10 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
         say(f"drawing {len({(s['metric'], s['estimate']) for s in trend['series']})} figures")
     trend = scrub_known(trend)  # API-key values masked in values, never in keys
     html = render_trend(trend, with_plots=with_plots)
+    import html as _html
+
+    page_names = name_texts(trend)
+    page_names |= {_html.escape(n) for n in page_names}
     out = output.rstrip("/") or "."
     if not _is_remote(out):
         os.makedirs(out, exist_ok=True)
@@ -711,7 +715,8 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     for name, text in (("trend.json", trend_json(trend)), ("trend.html", html)):
         p = f"{out}/{name}"
         with FileSystems.create(p) as f:
-            f.write((text if name == "trend.json" else scrub_known(text)).encode("utf-8"))  # the page's text masked too
+            # the page's text masked too, never a name in it
+            f.write((text if name == "trend.json" else scrub_known_text(text, page_names)).encode("utf-8"))
         written.append(p)
     say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
         f"{time.monotonic() - t0:.1f} s)")

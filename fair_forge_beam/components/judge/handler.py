@@ -447,14 +447,17 @@ class _JudgeClient:
                     if obj is None:
                         last_reason, last_raw = why, content
                         continue
-                    parsed = obj.model_dump(mode="json")
+                    # the decoded values too (issue 28): a verdict field is text that left a parser, whatever
+                    # spelling of the key the reply used (escapes, a validator's rewrite)
+                    parsed = scrub_secrets(obj.model_dump(mode="json"), [self._secret])
                 elif finish == "length":  # free text (guardians, generators) cut by the token limit: never used
                     last_reason, last_raw = "the reply was cut by the token limit (finish_reason=length); cut replies are never used (raise max_tokens)", content
                     continue
-                record = {
+                record = scrub_secrets({  # every text that is kept, cache entry included, masked as it leaves the parsers
                     "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,
                     "prompt_tokens": p_tok, "completion_tokens": c_tok, "logprobs": logprobs,
-                }
+                }, [self._secret])
+                parsed, answer, reasoning, content, logprobs = (record[k] for k in ("parsed", "answer", "reasoning", "raw", "logprobs"))
                 if self.cache is not None:
                     self.cache.put(key, record)
                 res = JudgeResult(req.key, eid, req.sample_index, parsed, answer, reasoning, content, pt, ct, False, cfg.model, None, logprobs)
@@ -578,10 +581,20 @@ class _JudgeClient:
             return None
         if not items:
             return None
-        from fair_forge_beam.io.secrets import scrub_tokens
+        from fair_forge_beam.io.secrets import MASK, masked_tokens
 
-        for it, tok in zip(items, scrub_tokens([it["token"] for it in items], [self._secret])):  # a key split across tokens
-            it["token"] = tok
+        # a key split across tokens: each token holding a piece of it is masked, and so is every
+        # alternative at that position (the chosen token is among them, and the others spell pieces too)
+        for it, hit in zip(items, masked_tokens([it["token"] for it in items], [self._secret])):
+            if hit:
+                it["token"] = MASK
+                for t in it["top_logprobs"]:
+                    t["token"] = MASK
+        for rank in range(max(len(it["top_logprobs"]) for it in items)):  # the key along the r-th alternatives
+            seq = [it["top_logprobs"][rank] if rank < len(it["top_logprobs"]) else None for it in items]
+            for t, hit in zip(seq, masked_tokens([t["token"] if t else "" for t in seq], [self._secret])):
+                if hit and t is not None:
+                    t["token"] = MASK
         return scrub_secrets({"content": items}, [self._secret])
 
     def __del__(self):  # pragma: no cover - process teardown

@@ -1,0 +1,160 @@
+"""Issue 28, hostile trial 2: masking covers every spelling of a key and every text that leaves a
+parser, and it never rewrites a name.
+
+* A judge that echoes the key with each character JSON-escaped (``\\u0073\\u006b…``): the verdict
+  parser decoded it, and the clear key reached the verdict's ``parsed`` fields, the judge cache
+  and ``stats/sessions`` (whose writer did not mask); results.parquet showed ``k=***``.
+* A key split across log-probability tokens whose top alternatives spell it too.
+* ``--judge-api-key-env K`` with ``K=assistant_id``: the console printed ``***=bot-a`` and a gate
+  ``… in every assistant_id`` found no slice (exit 3).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import secrets
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from helpers import FNAPI
+from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+ENV = "FFB_TEST_DECODED_KEY"
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    score: float = Field(ge=0, le=1)
+    insight: str
+
+
+def _escaped(key: str, every: int = 1, upper: bool = False) -> str:
+    """``key`` with every ``every``-th character as a JSON ``\\uXXXX`` escape."""
+    return "".join((("\\u%04X" if upper else "\\u%04x") % ord(c)) if i % every == 0 else c for i, c in enumerate(key))
+
+
+def _parquet_text(root) -> str:
+    import pyarrow.parquet as pq
+
+    return "\n".join(json.dumps(pq.read_table(f).to_pylist(), default=str, ensure_ascii=False)
+                     for f in glob.glob(f"{root}/**/*.parquet", recursive=True))
+
+
+def _isolated_secret_registry(monkeypatch):
+    from fair_forge_beam.io import secrets as sec
+
+    monkeypatch.setattr(sec, "_ENVS", set())
+    monkeypatch.setattr(sec, "_ENVS_SNAPSHOT", frozenset())
+    monkeypatch.delenv(sec.NAMES_ENV, raising=False)
+
+
+def test_every_json_spelling_of_the_key_is_masked_as_text_and_after_decoding():
+    from fair_forge_beam.io.secrets import scrub, scrub_tokens
+
+    key = "sk-ffb-" + secrets.token_hex(8) + "/x"
+    for spelled in (_escaped(key), _escaped(key, upper=True), _escaped(key, every=2), _escaped(key, every=3)):
+        doc = '{"score": 1.0, "insight": "k=' + spelled + '"}'
+        masked = scrub(doc, [key])
+        assert json.loads(masked)["insight"] == "k=***", spelled
+    nested = json.dumps(json.dumps({"insight": key}, ensure_ascii=True).replace("f", "\\u0066"))  # JSON in a JSON string
+    assert key not in json.loads(json.loads(scrub(nested, [key])))["insight"]
+    assert scrub({"parsed": {"insight": f"k={key}"}}, [key]) == {"parsed": {"insight": "k=***"}}
+    # split across tokens, one piece escaped
+    assert scrub_tokens(["a ", key[:4], _escaped(key[4:9]), key[9:], " b"], [key]) == ["a ", "***", "***", "***", " b"]
+
+
+def test_a_judge_echoing_the_key_escaped_leaves_it_nowhere(tmp_path, monkeypatch):
+    """Each character of the key escaped in the verdict, in the reasoning, in a free-text (guardian /
+    generator) answer; split across logprob tokens whose alternatives spell it too. Results, the
+    cache (its ``parsed`` field) and a second read from the cache hold only ``***``."""
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+    from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+
+    def answer(req):
+        if "[free]" in req.prompt:
+            return Reply(content="free text k=" + _escaped(key, every=2))
+        pieces = [key[:5], key[5:12], key[12:]]
+        return Reply(content='{"score": 1.0, "insight": "k=' + _escaped(key) + '"}',
+                     reasoning_content="saw " + _escaped(key, every=3),
+                     logprobs={"content": [{"token": t, "logprob": -0.1, "bytes": None,
+                                            "top_logprobs": [{"token": t, "logprob": -0.1, "bytes": None},
+                                                             {"token": t.upper(), "logprob": -3.0, "bytes": None}]}
+                                           for t in ("k=", *pieces, " end")]})
+
+    cache = tmp_path / "cache.sqlite3"
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=str(cache), num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
+        reqs = [judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0"),
+                judge_request("f", [("user", "[free]")], schema=None, element_id="e1")]
+        client = handler.create_client()
+        first = handler.request(reqs, client)
+        again = handler.request(reqs, client)
+        client.close()
+        assert srv.authorizations[f"Bearer {key}"] == 2
+    verdict, free = first
+    assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}
+    assert free.answer == "free text k=***"
+    assert [t["token"] for t in verdict.logprobs["content"]] == ["k=", "***", "***", "***", " end"]
+    assert all(t["token"] == "***" for it in verdict.logprobs["content"][1:4] for t in it["top_logprobs"])
+    assert all(r.cached for r in again) and again[0].parsed == verdict.parsed
+    for r in (*first, *again):
+        text = json.dumps(r._asdict(), default=str)
+        assert key not in text and key[:5] not in text and _escaped(key[5:12]) not in text, r.key
+    import sqlite3
+
+    with sqlite3.connect(str(cache)) as conn:  # every stored entry, decoded: its parsed verdict included
+        values = [json.loads(v) if v.lstrip().startswith("{") else v for (v,) in conn.execute("SELECT value FROM answers")]
+    assert len(values) == 2
+    decoded = json.dumps(values, ensure_ascii=False)
+    assert key not in decoded and "k=***" in decoded
+    raw = b"".join(f.read_bytes() for f in tmp_path.glob("cache.sqlite3*"))
+    assert key.encode() not in raw and _escaped(key).encode() not in raw
+
+
+@pytest.mark.parametrize("secret_value", ["assistant_id", None])
+def test_a_key_equal_to_a_name_masks_values_never_names(tmp_path, monkeypatch, capsys, secret_value):
+    """The key is ``assistant_id`` (a slice dimension) or a random one; the judge echoes it escaped.
+    Slice names, the console table, the report, the gate ``in every assistant_id`` and the Parquet
+    slice names keep the name; the echoed key is masked in every output, stats included."""
+    from pipelines import audit
+
+    _isolated_secret_registry(monkeypatch)
+    key = secret_value or "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({
+        "session_id": f"s{i}", "assistant_id": f"bot-{'ab'[i % 2]}", "language": "english", "context": "Tickets cost 30 EUR.",
+        "conversation": [{"qa_id": "q1", "query": "A ticket?", "assistant": "30 EUR.", "ground_truth_assistant": "30 EUR."}]})
+        + "\n" for i in range(3)), encoding="utf-8")
+
+    def answer(req):
+        return '{"score": 0.8, "insight": "k=' + _escaped(key) + '"}'
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(answer) as srv:
+        audit.run(["--input", str(data), "--output", str(out), "--metrics", "context", "--judge-base-url", srv.base_url,
+                   "--judge-model", "jm", "--judge-api-key-env", ENV, "--judge-cache", str(tmp_path / "cache.sqlite3"),
+                   "--judge-retries", "0", f"--runner={FNAPI}",
+                   "--gate", "context context_awareness mean >= 0.5 in every assistant_id"])
+    console = capsys.readouterr().out
+    assert "assistant_id=bot-a" in console and "***=" not in console
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert {s["slice"] for s in doc["metrics"]["context"]["slices"]} == {
+        "overall", "assistant_id=bot-a", "assistant_id=bot-b", "language=english"}
+    assert json.loads((out / "gates.json").read_text(encoding="utf-8"))["passed"]
+    assert "assistant_id=bot-a" in (out / "report.html").read_text(encoding="utf-8")
+    parquet = _parquet_text(out)
+    assert "assistant_id=bot-a" in parquet and "k=***" in parquet
+    assert parquet.count("k=***") >= 3  # the sessions' verdicts and the stored session statistics
+    if secret_value is None:  # a real key: nowhere, in no spelling
+        everything = parquet + "".join(p.read_text(encoding="utf-8", errors="replace")
+                                       for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet")
+        assert key not in everything and _escaped(key) not in everything
+        assert "k=***" in _parquet_text(out / "stats")
+    else:  # the name is kept, the echoed value is masked
+        assert f"k={key}" not in parquet
