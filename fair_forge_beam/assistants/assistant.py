@@ -119,36 +119,16 @@ def _only_json(value: Any) -> Any:
                     "(text from outside is hostile)")
 
 
-#: the longest string or list a request template may build with ``*``; an integer built with ``**``
-#: may have at most 4,300 digits (Python's own limit for printing an integer)
-MAX_TEMPLATE_VALUE = 1_000_000
+from fair_forge_beam.components.template_sandbox import MAX_TEMPLATE_VALUE  # noqa: E402,F401 - re-exported
 
 
 def _bounded_sandbox():
-    """jinja2's immutable sandbox, whose ``*`` refuses to build a string or list longer than
-    :data:`MAX_TEMPLATE_VALUE` and ``**`` an integer of more than 4,300 digits (``"a" * 10**10`` or
-    ``10 ** 10 ** 10`` would hold a worker's memory or CPU; the sandbox bounds ``range`` only)."""
-    import math
+    """jinja2's immutable sandbox under the size and work budget of
+    :mod:`~fair_forge_beam.components.template_sandbox` (every operator, ``~``, filter, call, loop
+    and printed value is counted before the work is done)."""
+    from fair_forge_beam.components.template_sandbox import bounded_sandbox
 
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
-
-    def size(v) -> int:
-        return len(v) if isinstance(v, (str, bytes, list, tuple)) else 1
-
-    class BoundedSandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset(["*", "**"])
-
-        def call_binop(self, context, operator, left, right):
-            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right))
-            if operator == "*" and isinstance(right, int) and not ints and size(left) * max(right, 0) > MAX_TEMPLATE_VALUE \
-                    or operator == "*" and isinstance(left, int) and not ints and size(right) * max(left, 0) > MAX_TEMPLATE_VALUE \
-                    or operator == "**" and ints and right > 0 and abs(left) > 1 \
-                    and right * math.log10(abs(left)) > 4300:
-                raise SecurityError(f"{operator!r} would build a value over the template limit ({MAX_TEMPLATE_VALUE:,} "
-                                    "items, 4,300 digits)")
-            return super().call_binop(context, operator, left, right)
-
-    return BoundedSandbox
+    return bounded_sandbox()
 
 
 def _template(source: str, names=None):

@@ -50,7 +50,10 @@ class PromptTemplate:
         from jinja2 import StrictUndefined, meta
         from jinja2.sandbox import SandboxedEnvironment
 
-        env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+        from fair_forge_beam.components.template_sandbox import bounded_sandbox
+
+        # the size and work budget of every template we are handed (template_sandbox)
+        env = bounded_sandbox(SandboxedEnvironment)(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
         used = meta.find_undeclared_variables(env.parse(source))
         if slots is None:
             declared = frozenset(used)

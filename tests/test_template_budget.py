@@ -1,0 +1,92 @@
+"""Issue 28, hostile trial 2: a request or prompt template cannot build a big value or loop long.
+
+``{{ ("a"|center(400000000))|length }}`` ran each turn (exit 0, 1.5 GB), ``~`` built 100 MB,
+list ``+`` ran out of memory, two nested ``range(99999)`` loops hung the runner. Every way a
+template builds a value or repeats work is bounded (components/template_sandbox.py): each case is
+a one-line template error, quickly, with little memory."""
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import pytest
+
+from fair_forge_beam.assistants.assistant import render_request
+
+VALUES = {"query": "q\tx\ny", "history": [], "turn_index": 0}
+
+HOSTILE = {
+    "center filter": '{"m": {{ ("a"|center(400000000))|length }}}',
+    "center filter, under the width limit, in a loop": '{% for i in range(1000) %}{% set x = "a"|center(999999) %}{% endfor %}{"m": 1}',
+    "center method": '{"m": {{ "a".center(400000000)|length }}}',
+    "ljust method in a loop": '{% for i in range(5000) %}{% set x = query.ljust(900000) %}{% endfor %}{"m": 1}',
+    "zfill method": '{"m": {{ "1".zfill(400000000)|length }}}',
+    "expandtabs": '{% set t = "\t" * 100000 %}{"m": {{ t.expandtabs(900000)|length }}}',
+    "indent many lines": '{% set t = "\n" * 900000 %}{"m": {{ t|indent(900000)|length }}}',
+    "replace grows": '{% set t = "a" * 900000 %}{"m": {{ t|replace("a", "bbbbbbbbbb")|length }}}',
+    "replace method grows": '{% set t = "a" * 900000 %}{"m": {{ t.replace("a", "bbbbbbbbbb")|length }}}',
+    "percent width": '{"m": {{ ("%400000000s" % "a")|length }}}',
+    "percent star width": '{"m": {{ ("%*s" % (400000000, "a"))|length }}}',
+    "format filter width": '{"m": {{ ("%400000000s"|format("a"))|length }}}',
+    "str.format width": '{"m": {{ "{:>400000000}".format("a")|length }}}',
+    "str.format nested width": '{"m": {{ "{:>{}}".format("a", 400000000)|length }}}',
+    "concat chain": '{% set a = "a" * 900000 %}{% set b = a ~ a ~ a ~ a %}{"m": {{ b|length }}}',
+    "concat in a loop": '{% set a = "a" * 900000 %}{% for i in range(1000) %}{% set b = a ~ "x" %}{% endfor %}{"m": 1}',
+    "list plus": '{% set a = [0] * 400000 %}{% set b = a + a + a + a %}{"m": {{ b|length }}}',
+    "string plus": '{% set a = "a" * 900000 %}{"m": {{ (a + a)|length }}}',
+    "string times": '{"m": {{ ("ab" * 100000000)|length }}}',
+    "nested list times": '{% set a = ["a" * 900000] * 1000 %}{"m": {{ a|string|length }}}',
+    "join of shared items": '{% set a = ["a" * 900000] * 100 %}{"m": {{ a|join(",")|length }}}',
+    "join method of shared items": '{% set a = ["a" * 900000] * 100 %}{"m": {{ ",".join(a)|length }}}',
+    "sum of lists": '{% set a = [[0] * 300000] * 100 %}{"m": {{ a|sum(start=[])|length }}}',
+    "int times": '{"m": {{ (10 ** 4000) * (10 ** 4000) }}}',
+    "power": '{"m": {{ 10 ** 100000 }}}',
+    "nested loops": '{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}{"m": 1}',
+    "three nested loops": '{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}{% endfor %}{"m": 1}',
+    "loop over a long string": '{% set s = "a" * 900000 %}{% for c in s %}{% for d in s %}{% endfor %}{% endfor %}{"m": 1}',
+    "loop writing text": '{% for i in range(99999) %}' + "x" * 2000 + '{% endfor %}{"m": 1}',
+    "loop printing a big value": '{% set j = ("a" * 900000)|tojson %}{"m": [{% for i in range(99999) %}{{ j }},{% endfor %}1]}',
+    "recursive loop": '{% set t = [[1, 2, 3]] * 1000 %}{% for x in t recursive %}{% for y in t %}{{ loop(t) if false }}{% endfor %}{% endfor %}{"m": 1}',
+    "lipsum": '{"m": {{ lipsum(99999)|length }}}',
+    "batch": '{"m": {{ ([1]|batch(400000000, fill_with="x"))|list|length }}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_template_cannot_build_big_values_or_loop_long(name):
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match="request template") as exc:
+            render_request(HOSTILE[name], VALUES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    took = time.perf_counter() - t0
+    assert "\n" not in str(exc.value)
+    assert took < 5.0, (name, took)
+    assert peak < 64 * 2**20, (name, peak / 2**20)
+
+
+def test_legitimate_templates_still_render_and_given_values_may_be_long():
+    history = [{"role": "user", "content": f"q{i}"} for i in range(50)]
+    tpl = ('{"messages": [{% for m in history %}{"role": {{ m.role|tojson }}, "content": {{ m.content|tojson }}},{% endfor %}'
+           '{"role": "user", "content": {{ query|tojson }}}], "n": {{ history|length }}, "s": {{ ("ab" * 3 ~ "c")|tojson }},'
+           ' "k": {{ ("%5s" % "a")|tojson }}, "u": {{ query.upper()|tojson }}}')
+    out = render_request(tpl, {"query": "hi", "history": history})
+    assert len(out["messages"]) == 51 and out["n"] == 50 and out["s"] == "abababc" and out["k"] == "    a" and out["u"] == "HI"
+    long_query = "x" * 3_000_000  # longer than one built value may be: a given value is printed as it is
+    assert render_request('{"q": {{ query|tojson }}, "r": {{ query|tojson }}}', {"query": long_query})["q"] == long_query
+
+
+def test_judge_prompt_templates_are_bounded_too():
+    from jinja2.sandbox import SecurityError
+
+    from fair_forge_beam.components.judge.prompts import PromptTemplate
+
+    ok = PromptTemplate("Q: {{ query }} {% for i in range(3) %}{{ i }}{% endfor %}", slots=["query"])
+    assert ok.render(query="x" * 2_000_000).startswith("Q: xxx")
+    for source in ('{{ ("a"|center(400000000))|length }}', "{% for i in range(99999) %}{% for j in range(99999) %}"
+                   "{% endfor %}{% endfor %}", '{{ (query ~ query ~ query ~ query)|length }}'):
+        with pytest.raises(SecurityError, match="template limit"):
+            PromptTemplate(source, slots=["query"]).render(query="y" * 900_000)
