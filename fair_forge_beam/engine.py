@@ -721,16 +721,28 @@ class _EstimateSlices(beam.DoFn):
         self.specs = tuple(specs)
 
     def setup(self):
+        from fair_forge_beam.statistical.slices import one_session_estimator
+
         for spec in self.specs:
             spec.estimator.setup()
+        # the one-session rule (statistical/slices.py), for every metric: a slice of one session in a
+        # distribution mode is estimated again with its modes observed (no prior, no resampling)
+        self._observed = [one_session_estimator(spec.estimator) for spec in self.specs]
 
     def _estimate(self, kv, window, aux):
+        from fair_forge_beam.statistical.slices import record_is_distribution, record_sessions
+
         key, accs = kv
         for slot, spec in enumerate(self.specs):
             acc = accs[slot]
             if acc is None:
                 continue
-            for rec in spec.estimator.estimate(key, tuple(acc[:2]), window, aux.get(slot, ()) if aux else ()):
+            args = (key, tuple(acc[:2]), window, aux.get(slot, ()) if aux else ())
+            recs = spec.estimator.estimate(*args)
+            observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
+            if observed is not None and any(record_sessions(r) == 1 and record_is_distribution(r) for r in recs):
+                recs = observed.estimate(*args)
+            for rec in recs:
                 yield beam.pvalue.TaggedOutput(f"r{slot}", headed(spec.name, "slice", rec))
 
     def process(self, kv, window=beam.DoFn.WindowParam):

@@ -659,7 +659,7 @@ def profiling_blocks(estimates: Mapping[str, Estimate], q_i: Optional[Mapping[st
     concentration (``priors``), ``mc_samples``, ``ci_level``, ``q_i`` and per component
     ``{mean, ci_low, ci_high}``.
     """
-    if not mode.is_bayesian:
+    if mode.get_result_type() != "distribution":  # the record's shape is the run's mode (a one-session slice's too)
         return {"mode": "frequentist", "frequentist": {c: estimates[c].mean for c in ("DR", "ASB", "DTO", "DIDT")},
                 "bayesian": None}
     summary = {c: {"mean": estimates[c].mean, "ci_low": estimates[c].ci_low, "ci_high": estimates[c].ci_high}

@@ -13,7 +13,11 @@ pooled-interaction interval there would be the session's own interval under anot
 one is in the session record. Its value is the observed one: a slice mean keeps its mean (the
 session's own), and a pooled rate is its observed share ``k/n`` (:func:`slice_rate`), never the
 posterior mean — with 0 of 3 answers toxic, Beta(1, 1)'s posterior mean 0.2 is the prior
-speaking, not the session (issue 28). The console, the report and the gates read these
+speaking, not the session (issue 28). Every estimate of every metric follows it: the engine
+estimates a one-session slice of a distribution-mode run again with its modes observed
+(:class:`ObservedMode`, :func:`one_session_estimator`), so an estimator that calls an estimate
+directly (Humanity's category shares did, with a Dirichlet prior and intervals) cannot escape
+the rule; the helpers here give the same values. The console, the report and the gates read these
 records, so the rule holds on every surface. Frequentist estimates never carry intervals, so
 the rule only touches distribution modes.
 
@@ -31,6 +35,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     BootstrapStats,
@@ -44,6 +49,10 @@ from fair_forge_beam.statistical.seeding import RowCache
 __all__ = [
     "SINGLE_SESSION_NOTE",
     "single_session",
+    "ObservedMode",
+    "one_session_estimator",
+    "record_sessions",
+    "record_is_distribution",
     "slice_estimate",
     "slice_estimates",
     "slice_rate",
@@ -65,9 +74,68 @@ SINGLE_SESSION_NOTE = "single session: no slice interval (see the session's inte
 E = TypeVar("E", bound=Estimate)
 
 
+def _distribution(mode: StatisticalMode) -> bool:
+    return mode.get_result_type() == "distribution"
+
+
 def single_session(n_sessions: Optional[int], mode: StatisticalMode) -> bool:
-    """True when the rule applies: a distribution mode and a slice of exactly one session."""
-    return bool(mode.is_bayesian) and n_sessions == 1
+    """True when the rule applies: a distribution mode (:class:`ObservedMode` of one included) and
+    a slice of exactly one session."""
+    return _distribution(mode) and n_sessions == 1
+
+
+class ObservedMode(FrequentistMode):
+    """The mode a one-session slice of a distribution-mode run is estimated in: every estimate is
+    the observed one (the point estimate of :class:`FrequentistMode`: shares ``k/n``, means,
+    the frequentist formulas of composite indices), without an interval, so no prior and no
+    resampling speaks for the one session; the records still say the run's mode
+    (``get_result_type``: ``"distribution"``, ``resampling``: :data:`SINGLE_SESSION_NOTE`) and
+    its settings (``ci_level``, priors, seeds) are the run's. :func:`one_session_estimator` puts
+    it in place of every mode of a slice estimator; the engine applies it to every metric."""
+
+    def __init__(self, base: StatisticalMode):
+        self.__dict__.update(getattr(base, "__dict__", {}))
+        self.base = base
+
+    def __repr__(self) -> str:
+        return f"ObservedMode({self.base!r})"
+
+    def get_result_type(self) -> str:
+        return self.base.get_result_type()
+
+    @property
+    def is_bayesian(self) -> bool:
+        return False
+
+    def keyed(self, *key) -> "ObservedMode":
+        return self
+
+
+def one_session_estimator(estimator):
+    """A shallow copy of the slice estimator ``estimator`` whose statistical modes (attributes
+    holding a distribution-mode :class:`StatisticalMode`) are :class:`ObservedMode` s; ``None``
+    when it holds none (nothing to change)."""
+    import copy
+
+    swapped = {k: ObservedMode(v) for k, v in vars(estimator).items()
+               if isinstance(v, StatisticalMode) and not isinstance(v, ObservedMode) and _distribution(v)}
+    if not swapped:
+        return None
+    out = copy.copy(estimator)
+    for k, v in swapped.items():
+        setattr(out, k, v)
+    return out
+
+
+def record_sessions(rec) -> Optional[int]:
+    """A slice record's ``n_sessions`` (a dict's or a model's); None when it has none."""
+    n = rec.get("n_sessions") if isinstance(rec, Mapping) else getattr(rec, "n_sessions", None)
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def record_is_distribution(rec) -> bool:
+    mode = rec.get("mode") if isinstance(rec, Mapping) else getattr(rec, "mode", None)
+    return mode == "distribution"
 
 
 def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
@@ -97,7 +165,7 @@ def slice_estimates(ests: Iterable[E], n_sessions: Optional[int], mode: Statisti
 def slice_resampling(default: str, n_sessions: Optional[int], mode: StatisticalMode) -> Optional[str]:
     """The slice record's ``resampling`` text: ``None`` in frequentist mode, the one-session note
     when the rule applies, else ``default``."""
-    if not mode.is_bayesian:
+    if not _distribution(mode):
         return None
     return SINGLE_SESSION_NOTE if single_session(n_sessions, mode) else default
 
