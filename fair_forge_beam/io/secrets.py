@@ -80,8 +80,6 @@ def _secrets(secrets: Iterable[str]) -> tuple:
 
 
 def _mask_text(v: str, secs: tuple, pattern, keep: tuple) -> str:
-    if "\\" not in v and not any(s in v for s in secs):  # the common case: no secret and no escape at all
-        return v
     if not keep:
         return pattern.sub(MASK, v)
     spans = [(m.start(), m.end()) for k in keep for m in re.finditer(re.escape(k), v)]
@@ -109,9 +107,18 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     names = frozenset(names)
     keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
 
+    def _text(v: str) -> str:
+        if "\\" not in v:  # the common case: no escape, and no secret at all
+            for s in secs:
+                if s in v:
+                    break
+            else:
+                return v
+        return _mask_text(v, secs, pattern, keep)
+
     def _do(v: Any, name: bool = False) -> Any:
         if isinstance(v, str):
-            return v if name else _mask_text(v, secs, pattern, keep)
+            return v if name else _text(v)
         if isinstance(v, dict):
             return {k: _do(x, k in names) for k, x in v.items()}
         if isinstance(v, list):
