@@ -42,9 +42,9 @@ MAX_TEMPLATE_WORK = 10_000_000
 #: the most digits of an integer a template may build (Python's own limit for printing one)
 MAX_INT_DIGITS = 4300
 
-#: what one loop iteration costs in the work budget (an empty iteration takes about as long as
-#: building ten characters: 10,000,000 units are about 0.2 s of loop steps)
-LOOP_STEP_COST = 10
+#: what one loop iteration costs in the work budget: 100,000 steps of loops (about 0.02 s) in a
+#: render given little, more with long inputs
+LOOP_STEP_COST = 100
 #: the most of a render's given values counted into its limits
 _INPUT_CAP = 10**9
 _BUDGET_ATTR = "_ffb_template_work"
@@ -86,11 +86,22 @@ def _size(v: Any, cap: int = 2 * 10**9) -> int:
     if isinstance(v, (list, tuple, set, frozenset)):
         total = 0
         for x in v:
-            total += 1 + _size(x, cap - total)
+            t = type(x)
+            if t is str:
+                total += 1 + len(x)
+            elif t is int:
+                total += 2 if -10**18 < x < 10**18 else 1 + _size(x)
+            elif t in _SCALARS:
+                total += 2
+            else:
+                total += 1 + _size(x, cap - total)
             if total >= cap:
                 return total
         return total
     return 1
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _ints(values) -> list:
@@ -163,6 +174,10 @@ def bounded_sandbox(base=None):
             setattr(ctx, _BUDGET_ATTR, work)
         return work
 
+    def sized(context, v: Any) -> int:
+        """:func:`_size` of ``v``, counted no further than this render's value limit."""
+        return _size(v, budget(context)[1] + 1)
+
     def spend(context, amount: int, what: str) -> None:
         work = budget(context)
         if amount > work[1]:
@@ -227,7 +242,7 @@ def bounded_sandbox(base=None):
                      _PassArg.environment: (context.environment,)}[kind]
             out = fn(*first, value, *args, **kwargs)
             if est is None and isinstance(out, (str, list, tuple, dict)):
-                spend(context, _size(out), f"the filter {name!r}")
+                spend(context, sized(context, out), f"the filter {name!r}")
             return out
 
         wrapper.__name__ = getattr(fn, "__name__", name)
@@ -242,7 +257,7 @@ def bounded_sandbox(base=None):
 
             @pass_context
             def counted(context, value):
-                spend(context, _size(value), "a printed value")
+                spend(context, sized(context, value), "a printed value")
                 return user_finalize(value) if user_finalize is not None else value
 
             super().__init__(*args, finalize=counted, **kwargs)
@@ -259,7 +274,7 @@ def bounded_sandbox(base=None):
             self.filters[name] = bound_filter(name, fn)
 
         def concat_parts(self, context, parts):
-            spend(context, sum(_size(p) for p in parts), "'~'")
+            spend(context, sum(sized(context, p) for p in parts), "'~'")
             return (markup_join if context.eval_ctx.autoescape else str_join)(parts)
 
         def call_binop(self, context, operator, left, right):
@@ -271,14 +286,14 @@ def bounded_sandbox(base=None):
             elif operator == "*" and not ints:
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(n, int) and not isinstance(n, bool) and not isinstance(seq, (int, float)):
-                        spend(context, _size(seq) * max(n, 0) if n <= MAX_TEMPLATE_VALUE
+                        spend(context, sized(context, seq) * max(n, 0) if n <= MAX_TEMPLATE_VALUE
                               else MAX_TEMPLATE_WORK + 1, "'*'")
             elif operator == "+" and not ints and not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
-                spend(context, _size(left) + _size(right), "'+'")
+                spend(context, sized(context, left) + sized(context, right), "'+'")
             elif operator == "%" and isinstance(left, str):
                 if not _format_widths_ok(left) or any(abs(i) > MAX_TEMPLATE_VALUE for i in _ints([right])):
                     spend(context, MAX_TEMPLATE_WORK + 1, "'%'")
-                spend(context, len(left) + _size(right), "'%'")
+                spend(context, len(left) + sized(context, right), "'%'")
             elif operator == "*" and ints and max(abs(left), abs(right)) > 1 \
                     and math.log10(max(abs(left), 1)) + math.log10(max(abs(right), 1)) > MAX_INT_DIGITS:
                 raise TemplateLimitError(f"'*' would build an integer over the template limit ({MAX_INT_DIGITS:,} digits)")
@@ -302,7 +317,7 @@ def bounded_sandbox(base=None):
                 spend(__context, est, f"calling {label}")
             out = super().call(__context, __obj, *args, **kwargs)
             if est is None and isinstance(out, (str, list, tuple, dict)):
-                spend(__context, _size(out), f"calling {label}")
+                spend(__context, sized(__context, out), f"calling {label}")
             return out
 
     return BoundedSandbox
