@@ -377,13 +377,22 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
     except Exception:  # noqa: BLE001 - a folder that does not exist matches nothing
         paths = []
     groups: dict = {}
+    seen: dict = {}
+    inputs = _rollup_inputs(run_dir)  # None: an audit, whose folders hold Beam's shards only
     for path in paths:
         name = path.rstrip("/").rsplit("/", 1)[-1]
         g = _SHARD_NAME.fullmatch(name)
-        if not g or g[4] != ext:
+        copies = [int(r[1:]) for r in g[1].split("-") if r] if g else []
+        if (not g or g[4] != ext or name != _shard_name(copies, int(g[2]), int(g[3]), ext)
+                or (copies and (inputs is None or copies[0] >= inputs))):
             raise ValueError(f"{run_dir}: {folder}{name} is not a shard of the run's outputs (shards are named "
-                             f"part-SSSSS-of-NNNNN.{ext}): a stray or duplicated file, which a roll-up would read as "
-                             "more data; remove it, or leave the run out")
+                             f"part-SSSSS-of-NNNNN.{ext}, and a roll-up's copies part-rRRR-SSSSS-of-NNNNN.{ext}, R one "
+                             "of its runs): a stray or duplicated file, which a roll-up would read as more data; "
+                             "remove it, or leave the run out")
+        key = (g[1], int(g[2]), int(g[3]))
+        if key in seen:  # cannot happen with canonical names; kept as the invariant the readers rely on
+            raise ValueError(f"{run_dir}: {folder}{name} and {seen[key]} are the same shard")
+        seen[key] = name
         groups.setdefault(g[1], set()).add((int(g[2]), int(g[3]), name))
     if required and "" not in groups:
         raise ValueError(f"{run_dir}: {folder} holds 0 shard(s) of the stored statistics: not a complete run "
@@ -410,6 +419,24 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
                                  f"({_one_line(exc)}): a truncated or damaged shard; re-run that audit, or leave "
                                  "it out") from None
     return paths
+
+
+def _shard_name(copies: Sequence[int], index: int, total: int, ext: str) -> str:
+    """The one name Beam gives shard ``index`` of ``total`` (``part-00000-of-00001.parquet``), with
+    a roll-up's copy prefixes (``r000-``, outermost first) in front: any other spelling of the
+    same numbers (``part-0-of-1``) is a copy made by hand."""
+    return "part-" + "".join(f"r{r:03d}-" for r in copies) + f"{index:05d}-of-{total:05d}.{ext}"
+
+
+def _rollup_inputs(run_dir: str) -> Optional[int]:
+    """How many runs the roll-up in ``run_dir`` merged (its ``run_info.json``), ``None`` for a run
+    that is not a roll-up (or whose ``run_info.json`` cannot be read: its copies are then refused)."""
+    try:
+        info = _read_json(f"{run_dir.rstrip('/')}/run_info.json")
+    except (OSError, ValueError):
+        return None
+    runs = (info.get("rollup") or {}).get("runs") if isinstance(info, dict) else None
+    return len(runs) if isinstance(runs, list) and runs else None
 
 
 def _one_line(exc: Exception) -> str:

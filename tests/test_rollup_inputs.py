@@ -120,3 +120,45 @@ def test_a_truncated_shard_is_a_usage_error_naming_the_file(tmp_path, capsys):
         assert exc.value.code == 2 and len(err) == 1, err
         assert f"{bad}: {folder}/part-00000-of-00001.parquet cannot be read as Parquet" in err[0], err
         assert "<Buffer>" not in err[0]
+
+
+@pytest.fixture(scope="module")
+def two_nights(tmp_path_factory):
+    """Two audits of two nights (made once; each test rolls up its own copies)."""
+    base = tmp_path_factory.mktemp("nights")
+    for name, lines in (("a", slice(0, 8)), ("b", slice(8, 16))):
+        audit.run([*COMMON, "--input", str(_night(base, f"night-{name}", lines)), "--output", str(base / name)])
+    return base
+
+
+@pytest.mark.parametrize("where", ["stats/sessions", "sessions/humanity", "results.parquet"])
+@pytest.mark.parametrize("copy_name", ["part-0-of-1.parquet", "part-000000-of-00001.parquet",
+                                       "part-r0-00000-of-00001.parquet", "part-r000-00000-of-00001.parquet"])
+def test_a_shard_copied_under_another_shard_name_is_refused(two_nights, tmp_path, capsys, where, copy_name):
+    """Fresh-user trial: a copy of a shard under another shard-like name (part-0-of-1, six digits,
+    a roll-up's r-prefix in a plain audit) was read as more data: 84 scored of 56 read."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(two_nights / "a", a)
+    shutil.copytree(two_nights / "b", b)
+    src = sorted((a / where).glob("part-*"))[0]
+    shutil.copy(src, a / where / copy_name)
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "w", [a, b])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and f"{where}/{copy_name} is not a shard" in err[0], err
+
+
+def test_a_rollup_copy_of_a_run_it_did_not_merge_is_refused(two_nights, tmp_path, capsys):
+    """A roll-up's copies are part-rRRR-… with R one of its runs: a fake part-r002-… in a roll-up of
+    two runs was read as more data."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(two_nights / "a", a)
+    shutil.copytree(two_nights / "b", b)
+    _rollup(tmp_path / "w", [a, b])
+    folder = tmp_path / "w" / "stats" / "sessions"
+    real = sorted(folder.glob("part-r000-*"))[0]
+    shutil.copy(real, folder / real.name.replace("part-r000-", "part-r002-"))
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "w2", [tmp_path / "w"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "part-r002-" in err[-1] and "is not a shard" in err[-1], err
