@@ -66,20 +66,26 @@ def test_a_line_of_exactly_the_limit_is_read():
     assert len(got) == 1 and isinstance(got[0][1], ReadError) and "record of 11 bytes" in got[0][1].reason
 
 
-@pytest.mark.parametrize("compressed", [False, True])
-def test_an_oversized_record_is_one_dead_letter_and_the_good_sessions_are_scored(tmp_path, compressed):
+def _oversized_run(tmp_path, body: bytes, compressed: bool):
+    """An audit of ``body`` (two good sessions around one record over 1 MiB) with
+    --max-record-bytes 1 MiB: ``(results.json content, dead letters)``."""
     from pipelines import audit
 
-    huge = json.dumps({"session_id": "huge", "assistant_id": "bot", "conversation": [
-        {"qa_id": "h", "query": "q", "assistant": "\0" * (3 * 2**20)}]}) + "\n"
-    body = (_session("s1") + huge + _session("s2")).encode()
     path = tmp_path / ("in.jsonl.gz" if compressed else "in.jsonl")
     path.write_bytes(gzip.compress(body) if compressed else body)
     out = tmp_path / "out"
     doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
                      "--max-record-bytes", str(2**20), f"--runner={FNAPI}"])
-    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
     dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    return doc, dead
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_oversized_record_is_one_dead_letter_and_the_good_sessions_are_scored(tmp_path, compressed):
+    huge = json.dumps({"session_id": "huge", "assistant_id": "bot", "conversation": [
+        {"qa_id": "h", "query": "q", "assistant": "\0" * (3 * 2**20)}]}) + "\n"
+    doc, dead = _oversized_run(tmp_path, (_session("s1") + huge + _session("s2")).encode(), compressed)
+    assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
     assert len(dead) == 1 and dead[0]["stage"] == "read"
     assert dead[0]["reason"].startswith(f"record of {len(huge) - 1:,} bytes is over the limit of 1,048,576 bytes")
     assert len(dead[0]["raw"]) <= 1024 and dead[0]["source"].endswith(f":{len(_session('s1'))}")
@@ -205,18 +211,10 @@ def test_a_truncated_json_file_keeps_its_complete_elements(tmp_path):
 # UTF-8 fix: a UTF-16 file was decoded whole, and WatchJsonl read each line whole, with no limit).
 @pytest.mark.parametrize("encoding,compressed", [("utf-16", False), ("utf-16-le", True), ("utf-32", False)])
 def test_an_oversized_utf16_or_utf32_record_is_one_dead_letter(tmp_path, encoding, compressed):
-    from pipelines import audit
-
     huge = json.dumps({"session_id": "huge", "assistant_id": "bot", "conversation": [
         {"qa_id": "h", "query": "q", "assistant": "z" * (2 * 2**20)}]}) + "\n"
-    body = (_session("s1") + huge + _session("s2")).encode(encoding)
-    path = tmp_path / ("in.jsonl.gz" if compressed else "in.jsonl")
-    path.write_bytes(gzip.compress(body) if compressed else body)
-    out = tmp_path / "out"
-    doc = audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(path), "--output", str(out),
-                     "--max-record-bytes", str(2**20), f"--runner={FNAPI}"])
+    doc, dead = _oversized_run(tmp_path, (_session("s1") + huge + _session("s2")).encode(encoding), compressed)
     assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
-    dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
     unit = 4 if "32" in encoding else 2
     assert len(dead) == 1 and dead[0]["stage"] == "read"
     assert dead[0]["reason"].startswith(f"record of {(len(huge) - 1) * unit:,} bytes is over the limit of 1,048,576 bytes")
