@@ -135,3 +135,33 @@ def append_line_sink(path):
                 f.write(to_json_line(rec) + "\n")
 
     return AppendLine(path)
+
+
+# ------------------------------------------------------------------ memory of a child process
+_PEAK_RSS_RUNNER = """
+import atexit, runpy, sys
+out, module = sys.argv[1], sys.argv[2]
+def _peak():
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    with open(out, "w") as f:
+        f.write(str(kb))
+atexit.register(_peak)
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def run_module_peak_rss(module: str, args, tmp_path: Path, **popen) -> tuple:
+    """Run ``python -m module args`` (``sys.executable``) and return ``(completed process, peak
+    resident set in MB)`` of that process alone: its own ``VmHWM`` (/proc/self/status, read at
+    exit), which starts afresh at exec. ``ru_maxrss`` (getrusage, wait4) does not: a child forked
+    from a large test worker keeps the worker's size as its peak (a 270 MB audit read 1,085 MB)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / f"peak-rss-{os.getpid()}.txt"
+    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS_RUNNER, str(out), module, *map(str, args)],
+                          capture_output=True, text=True, **popen)
+    peak = int(out.read_text()) / 1024 if out.exists() else float("nan")
+    return proc, peak

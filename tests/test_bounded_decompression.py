@@ -12,15 +12,12 @@ import gzip
 import json
 import lzma
 import os
-import subprocess
-import sys
-import threading
 import tracemalloc
 import zlib
 
 import pytest
 
-from helpers import FNAPI, REPO
+from helpers import FNAPI, REPO, run_module_peak_rss
 from fair_forge_beam.io.read import ReadError
 
 MB = 2**20
@@ -189,27 +186,17 @@ def test_every_reader_holds_a_compressed_record_over_the_limit_in_pieces(tmp_pat
 def test_a_json_gz_bomb_is_read_in_bounded_memory_end_to_end(tmp_path):
     """The hostile report's case at 256 MiB: a .json.gz (~260 KB) whose middle element expands to
     256 MiB, between two good sessions, --max-record-bytes 1 MiB. The audit process's peak RSS
-    (os.wait4: this child only) stays under 450 MB (~270 MB with a 2 MB element; Beam's reader
+    (its own VmHWM: helpers.run_module_peak_rss) stays under 450 MB (~270 MB with a 2 MB element; Beam's reader
     peaked at ~690 MB here, ~600 MB at 200 MB); the good sessions are scored, the element is one
     dead letter."""
     path = tmp_path / "in.json.gz"
     _write(path, _json_array(256), "gz")
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--quiet", "--no-report", "--metrics", "humanity",
-                             "--input", str(path), "--output", str(out), "--max-record-bytes", str(MB), f"--runner={FNAPI}"],
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    streams = {}
-    readers = [threading.Thread(target=lambda n=n, s=s: streams.__setitem__(n, s.read()))
-               for n, s in (("out", proc.stdout), ("err", proc.stderr))]
-    for t in readers:
-        t.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for t in readers:
-        t.join()
-    assert proc.returncode == 0, streams["err"][-2000:]
-    rss_mb = usage.ru_maxrss / 1024
+    proc, rss_mb = run_module_peak_rss(
+        "pipelines.audit", ["--quiet", "--no-report", "--metrics", "humanity", "--input", path, "--output", out,
+                            "--max-record-bytes", MB, f"--runner={FNAPI}"],
+        tmp_path, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert rss_mb < 450, f"peak RSS {rss_mb:.0f} MB reading a 256 MiB element of a .json.gz"
     doc = json.loads((out / "results.json").read_text())
     assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
