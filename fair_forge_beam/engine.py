@@ -1067,41 +1067,35 @@ class Engine(beam.PTransform):
         )
 
 
-class _SignedSliceCombineFn(beam.CombineFn):
+class _SignedSliceCombineFn(WrappedCombineFn):
     """Input ``(sign, slice accumulators of fused)``; output the merge of the positive inputs less
     the merge of the negative ones (:meth:`FusedCombineFn.subtract`), extracted: accumulator
-    ``[plus, minus]``, each merged as the fused combiner merges, so order never matters and a
-    runner merges a worker's inputs before they cross a shuffle (the stored slice accumulators of
-    every run, megabytes each in Bayesian mode, are merged where they are read). Every slot
-    ``None``: no metric has anything left in the slice."""
-
-    def __init__(self, fused: FusedCombineFn):
-        self.fused = fused
-
-    def setup(self, *args, **kwargs):
-        self.fused.setup(*args, **kwargs)
-
-    def teardown(self, *args, **kwargs):
-        self.fused.teardown(*args, **kwargs)
+    ``[plus, minus]``, each merged as the fused combiner (``inner``) merges, so order never matters
+    and a runner merges a worker's inputs before they cross a shuffle (the stored slice
+    accumulators of every run, megabytes each in Bayesian mode, are merged where they are read).
+    Every slot ``None``: no metric has anything left in the slice."""
 
     def create_accumulator(self):
-        return [self.fused.create_accumulator(), self.fused.create_accumulator()]
+        return [self.inner.create_accumulator(), self.inner.create_accumulator()]
 
     def add_input(self, acc, element):
         sign, value = element
         side = 0 if sign > 0 else 1
-        acc[side] = self.fused.merge_accumulators([acc[side], value])  # the first lacks a slot: a fresh one
+        acc[side] = self.inner.merge_accumulators([acc[side], value])  # the first lacks a slot: a fresh one
         return acc
 
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
-        return [self.fused.merge_accumulators([a[side] for a in accs]) for side in (0, 1)]
+        return [self.inner.merge_accumulators([a[side] for a in accs]) for side in (0, 1)]
+
+    def compact(self, acc):
+        return [self.inner.compact(a) for a in acc]
 
     def extract_output(self, acc):
         plus, minus = acc
         if any(m is not None for m in minus):
-            plus = self.fused.subtract(plus, minus)
-        return self.fused.extract_output(plus)
+            plus = self.inner.subtract(plus, minus)
+        return self.inner.extract_output(plus)
 
 
 def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:
