@@ -45,9 +45,8 @@ from bench_runners import AUDIT, write_sessions  # noqa: E402
 from fair_forge_beam.testing import beam_runners as rn  # noqa: E402
 
 WRAPPER = """
-import json, os, resource, sys
+import resource
 import fair_forge_beam.reports.load as load
-from pipelines import audit
 marks = {}
 read_results = load.read_results
 def _mark(path):  # the launcher reads results.json right after the pipeline ends
@@ -61,13 +60,11 @@ if hasattr(results, "assemble_results"):  # a baseline checkout whose launcher a
         marks.setdefault("after_pipeline_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         return assemble(*a, **k)
     results.assemble_results = _mark_assemble
-code = 1
-try:
-    code = audit.main(sys.argv[1:])
-finally:
-    with open(os.environ["FFB_RSS_OUT"], "w") as f:
-        json.dump({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "code": code, **marks}, f)
-"""
+import sys
+sys.path.append(BENCHMARKS)  # last: a --code-root checkout or the installed package stays first
+from launcher_marks import run_audit_and_write
+run_audit_and_write(marks, "FFB_RSS_OUT")
+""".replace("BENCHMARKS", repr(str(Path(__file__).resolve().parent)))
 
 
 def measure(data: Path, out: Path, runner: str, mc_samples: int, env: dict) -> dict:
