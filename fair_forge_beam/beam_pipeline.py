@@ -73,6 +73,9 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             own words); their stderr follows the runner's message.
         Exception: any other failure, as Beam raised it.
     """
+    from fair_forge_beam._beam import tune_gc
+
+    tune_gc()  # the launcher runs an in-process runner's bundles
     started = time.time()
     try:
         with beam.Pipeline(options=options) as p:

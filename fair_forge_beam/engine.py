@@ -573,8 +573,10 @@ class _ScoreAndRoute(beam.DoFn):
         self.dims_slot, self.dims, self.n_dims = dims_slot, tuple(dims), len(dims)
 
     def setup(self):
+        from fair_forge_beam._beam import tune_gc
         from fair_forge_beam.progress import ProgressCounter
 
+        tune_gc()  # this process runs our bundles (an SDK worker too)
         self._progress = ProgressCounter(f"scored.{self.spec.name}")  # progress lines on stderr; Beam counter
         scorer = self.spec.scorer
         if isinstance(scorer, beam.DoFn):
@@ -650,6 +652,9 @@ class _ReduceSessions(beam.DoFn):
         self.layout, self.warn_slot, self.extract, self.store = layout, warn_slot, extract, store
 
     def setup(self):
+        from fair_forge_beam._beam import tune_gc
+
+        tune_gc()  # this process runs our bundles (an SDK worker too)
         for spec in self.layout.specs:
             if spec.session_reducer is not None:
                 spec.session_reducer.setup()
