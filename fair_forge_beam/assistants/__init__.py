@@ -7,16 +7,11 @@ turn the runner failed is :mod:`fair_forge_beam.io.failed_turns`. Names load on 
 """
 from __future__ import annotations
 
-import importlib
+from fair_forge_beam._lazy import lazy_exports
 
 _EXPORTS = {n: "assistant" for n in ("AssistantHandler", "RunAssistant", "WriteRunOutputs",
                                      "render_request", "response_field", "RUNNER_NAMESPACE",
                                      "assistant_counters", "sessions_from_interactions")}
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

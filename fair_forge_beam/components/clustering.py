@@ -37,7 +37,6 @@ __all__ = [
     "sample_key",
     "build_profile",
     "MIN_POINTS",
-    "POINTS_SCHEMA_FIELDS",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -46,9 +45,6 @@ _LOG = logging.getLogger(__name__)
 MIN_POINTS = 5
 
 STAGE = "cluster_profile"
-
-#: Columns of the optional points file, in order.
-POINTS_SCHEMA_FIELDS = ("element_id", "embedding", "latent", "x", "y", "cluster_label", "fitted", "toxic_words", "total_words")
 
 
 class ClusterInput(NamedTuple):

@@ -43,7 +43,7 @@ import threading
 import weakref
 from typing import Any, Callable, Hashable, Optional, TypeVar
 
-__all__ = ["acquire", "SharedDict", "content_key", "file_key", "handle_count"]
+__all__ = ["acquire", "SharedDict", "content_key", "file_key"]
 
 T = TypeVar("T")
 
@@ -106,12 +106,6 @@ def acquire(key: Hashable, loader: Callable[[], T]) -> T:
         return obj
 
     return _handle(key).acquire(construct)
-
-
-def handle_count() -> int:
-    """Number of distinct keys asked for so far in this process (for tests and diagnostics)."""
-    with _HANDLES_LOCK:
-        return len(_HANDLES)
 
 
 def content_key(value: Any) -> Optional[str]:

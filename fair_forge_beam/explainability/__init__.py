@@ -6,7 +6,7 @@ when interpreto is missing. See ``docs/explainability.md``.
 """
 from __future__ import annotations
 
-import importlib
+from fair_forge_beam._lazy import lazy_exports
 
 _EXPORTS = {
     "AttributionMethod": "schemas", "Granularity": "schemas", "TokenAttribution": "schemas", "AttributionResult": "schemas",
@@ -15,9 +15,4 @@ _EXPORTS = {
     "require_interpreto": "attributions", "GRADIENT_METHODS": "schemas", "PERTURBATION_METHODS": "schemas",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -13,7 +13,7 @@ Names are loaded on first use (importing this package imports neither Beam nor `
 """
 from __future__ import annotations
 
-import importlib
+from fair_forge_beam._lazy import lazy_exports
 
 _EXPORTS = {
     "Chunk": "schemas",
@@ -36,9 +36,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

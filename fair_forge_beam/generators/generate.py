@@ -96,6 +96,20 @@ def _custom_system(custom: str, context: str, n: int, seed_examples) -> str:
     return tpl.render({k: v for k, v in values.items() if k in tpl.slots})
 
 
+def _messages(template: PromptTemplate, slot: str, n: int, chunk: Chunk, seed_examples, custom: Optional[str],
+              ask: str) -> tuple:
+    """``((role, content), …)``: the system prompt (``template``, or the ``custom`` one) with ``n`` in
+    its slot ``slot``, then the user's ``ask`` (a format string of ``int(n)``). Raises ``ValueError``
+    when ``n < 1``."""
+    if int(n) < 1:
+        raise ValueError(f"{slot} must be >= 1, got {n}")
+    if custom:
+        system = _custom_system(custom, chunk.content, n, seed_examples)
+    else:
+        system = template.render(context=chunk.content, seed_examples_section=_seed_section(seed_examples), **{slot: n})
+    return (("system", system), ("user", ask.format(int(n))))
+
+
 def query_messages(chunk: Chunk, num_queries: int = 3, seed_examples: Optional[Sequence[str]] = None,
                    custom_system_prompt: Optional[str] = None) -> tuple:
     """Messages asking for ``num_queries`` questions about ``chunk`` (``((role, content), …)``).
@@ -103,28 +117,16 @@ def query_messages(chunk: Chunk, num_queries: int = 3, seed_examples: Optional[S
     ``custom_system_prompt``: a jinja2 template (sandboxed) that may use ``{{ context }}`` (fenced),
     ``{{ num_queries }}`` and ``{{ seed_examples_section }}``. Raises ``ValueError`` when
     ``num_queries < 1``."""
-    if int(num_queries) < 1:
-        raise ValueError(f"num_queries must be >= 1, got {num_queries}")
-    if custom_system_prompt:
-        system = _custom_system(custom_system_prompt, chunk.content, num_queries, seed_examples)
-    else:
-        system = _QUERY_TEMPLATE.render(context=chunk.content, num_queries=num_queries,
-                                        seed_examples_section=_seed_section(seed_examples))
-    return (("system", system), ("user", f"Generate exactly {int(num_queries)} questions about the context."))
+    return _messages(_QUERY_TEMPLATE, "num_queries", num_queries, chunk, seed_examples, custom_system_prompt,
+                     "Generate exactly {} questions about the context.")
 
 
 def conversation_messages(chunk: Chunk, num_turns: int = 3, seed_examples: Optional[Sequence[str]] = None,
                           custom_system_prompt: Optional[str] = None) -> tuple:
     """Messages asking for a ``num_turns``-turn conversation about ``chunk`` (as :func:`query_messages`;
     a custom template may use ``{{ num_turns }}``)."""
-    if int(num_turns) < 1:
-        raise ValueError(f"num_turns must be >= 1, got {num_turns}")
-    if custom_system_prompt:
-        system = _custom_system(custom_system_prompt, chunk.content, num_turns, seed_examples)
-    else:
-        system = _CONVERSATION_TEMPLATE.render(context=chunk.content, num_turns=num_turns,
-                                               seed_examples_section=_seed_section(seed_examples))
-    return (("system", system), ("user", f"Generate a conversation of exactly {int(num_turns)} user turns about the context."))
+    return _messages(_CONVERSATION_TEMPLATE, "num_turns", num_turns, chunk, seed_examples, custom_system_prompt,
+                     "Generate a conversation of exactly {} user turns about the context.")
 
 
 def generator_handler(model: str, base_url: Optional[str] = None, *, use_structured_output: bool = True, **kwargs):

@@ -49,6 +49,7 @@ __all__ = [
     "has_surrogates",
     "text_encoding",
     "ENCODING_PROBE_BYTES",
+    "head_pieces",
     "open_input",
     "CompressedDataError",
 ]
@@ -397,6 +398,19 @@ def json_values(read, limit: int, head_bytes: int = 1024, chunk_bytes: int = 1 <
 #: bytes a reader passes to :func:`text_encoding` (the head of a file): enough to get past a
 #: long first line that is not JSON to the records, whose ASCII shows the encoding
 ENCODING_PROBE_BYTES = 65536
+
+
+def head_pieces(f, have: int = 0):
+    """The pieces (bytes) of binary file object ``f`` that make its head up to
+    :data:`ENCODING_PROBE_BYTES` bytes, ``have`` of them read already (fewer at the end of the
+    file): a decompressing reader may give fewer bytes than one ``read`` asks for. Read lazily, so
+    a caller that stops at an error of ``f`` keeps the pieces before it."""
+    while have < ENCODING_PROBE_BYTES:
+        piece = f.read(ENCODING_PROBE_BYTES - have)
+        if not piece:
+            return
+        have += len(piece)
+        yield piece
 
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _CANDIDATES = ("utf-8", "utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be")

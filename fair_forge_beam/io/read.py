@@ -783,11 +783,8 @@ class _JsonLinesSource(FileBasedSource):
             head = b""
             with edge.open_input(file_name) as f:
                 try:
-                    while len(head) < edge.ENCODING_PROBE_BYTES:
-                        chunk = f.read(edge.ENCODING_PROBE_BYTES - len(head))
-                        if not chunk:
-                            break
-                        head += chunk
+                    for piece in edge.head_pieces(f):
+                        head += piece
                 except (OSError, EOFError, zlib.error):
                     pass
             encoding = edge.text_encoding(head)
@@ -899,11 +896,7 @@ def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b
     :class:`ReadError` and is never held whole."""
     import io
 
-    while len(head) < edge.ENCODING_PROBE_BYTES:
-        piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
-        if not piece:
-            break
-        head += piece
+    head += b"".join(edge.head_pieces(f, len(head)))
     encoding = edge.text_encoding(head)
     if encoding not in ("utf-8", "utf-8-sig"):
         yield from _decoded_lines(file_name, f, encoding, limit, head)
@@ -967,12 +960,7 @@ class _ReadJsonFile(beam.DoFn):
         path, index, encoding = readable.metadata.path, 0, "utf-8"
         try:
             with edge.open_input(path) as f:  # decompressed in bounded pieces (Beam's reader would expand 16 MiB reads whole)
-                head = b""
-                while len(head) < edge.ENCODING_PROBE_BYTES:
-                    piece = f.read(edge.ENCODING_PROBE_BYTES - len(head))
-                    if not piece:
-                        break
-                    head += piece
+                head = b"".join(edge.head_pieces(f))
                 encoding = edge.text_encoding(head)
                 read = _utf8_reader(f, encoding, head)
                 for value in edge.json_values(read, self.max_record_bytes, OVERSIZED_RAW_BYTES, READ_CHUNK):

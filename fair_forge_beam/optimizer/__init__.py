@@ -8,7 +8,7 @@ See ``docs/optimizer.md``.
 """
 from __future__ import annotations
 
-import importlib
+from fair_forge_beam._lazy import lazy_exports
 
 _EXPORTS = {
     "GEPAOptimizer": "optimizers", "MIPROv2Optimizer": "optimizers", "OptimizationResult": "optimizers",
@@ -18,9 +18,4 @@ _EXPORTS = {
     "evaluate_prompts": "evaluation",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -106,7 +106,6 @@ __all__ = [
     "validate_gates",
     "evaluate_gates",
     "gates_report",
-    "gate_lines",
     "resolve_gates",
     "check_gates",
     "uses_baseline",
@@ -1063,11 +1062,6 @@ def gates_summary(report: dict) -> str:
     if report["n_failed"]:
         line += f"; FAILED: {', '.join(repr(g['gate']) for g in report['gates'] if g['status'] == 'fail')}"
     return line
-
-
-def gate_lines(checks: Sequence[GateCheck], ci_level: Optional[float] = None, verbose: bool = False) -> list[str]:
-    """Human-readable lines: every failed or skipped check; passed checks too when ``verbose``."""
-    return [c.message(ci_level) for c in checks if verbose or c.status != "pass"]
 
 
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,

@@ -264,6 +264,12 @@ def _distributions(name: str, metric: dict) -> Optional[dict]:
     return None
 
 
+def _session_histograms(name: str, metric: dict, title: str) -> list:
+    """``[(title, figure)]``: the histograms of metric ``name``'s session values, ``[]`` without sessions."""
+    dist = _distributions(name, metric)
+    return [(title, _histograms_from_counts(dist["values"]))] if dist and dist["n_sessions"] else []
+
+
 def _histograms_from_counts(values: dict, xlabel: str = "session value"):
     """One histogram per entry of :func:`session_distributions`'s ``values``."""
     names = list(values)
@@ -385,10 +391,7 @@ def plot_humanity(metric: dict, config: dict) -> list:
         fig, note = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
                                   ["emotional entropy (bits)", "Spearman ρ vs reference"], metric="humanity")
         out.append(("Entropy and reference agreement per slice" + note, fig))
-    dist = _distributions("humanity", metric)
-    if dist and dist["n_sessions"]:
-        out.append(("Distribution of session means", _histograms_from_counts(dist["values"])))
-    return out
+    return out + _session_histograms("humanity", metric, "Distribution of session means")
 
 
 def plot_toxicity(metric: dict, config: dict) -> list:
@@ -445,10 +448,7 @@ def plot_toxicity(metric: dict, config: dict) -> list:
         fit(fig, 6)
         out.append((f"Toxic-word ratio per answer cluster, overall slice ({len(clusters)} clusters incl. noise; "
                     "UMAP + HDBSCAN)", fig))
-    dist = _distributions("toxicity", metric)
-    if dist and dist["n_sessions"]:
-        out.append(("Distribution of session toxic-answer rates", _histograms_from_counts(dist["values"])))
-    return out
+    return out + _session_histograms("toxicity", metric, "Distribution of session toxic-answer rates")
 
 
 def plot_bias(metric: dict, config: dict) -> list:
@@ -479,10 +479,7 @@ def plot_context(metric: dict, config: dict) -> list:
         fig, note = _slice_panels(metric["slices"], ["context_awareness"], ["context awareness (0–1)"],
                                   {"context_awareness": (0, 1)}, metric="context")
         out.append(("Context awareness per slice" + note, fig))
-    dist = _distributions("context", metric)
-    if dist and dist["n_sessions"]:
-        out.append(("Distribution of session context awareness", _histograms_from_counts(dist["values"])))
-    return out
+    return out + _session_histograms("context", metric, "Distribution of session context awareness")
 
 
 def plot_conversational(metric: dict, config: dict) -> list:

@@ -63,7 +63,7 @@ def _masked_columns(names, cols) -> list:
     return [masked.get(n, c) if n != "record" else c for n, c in zip(names, cols)]
 from fair_forge_beam.io.write import to_json_line, write_jsonl, write_one_file, write_parquet
 
-__all__ = ["write_outputs", "slice_summary", "summary_fields", "slice_table", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
+__all__ = ["write_outputs", "slice_summary", "summary_fields", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
            "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_INDEX", "session_schema", "session_table",
            "slice_row", "slice_rows_table", "SliceSummariesFn",
@@ -320,19 +320,6 @@ def slice_rows_table(rows) -> pa.Table:
     cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in SLICE_SCHEMA]
     return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols), SLICE_SCHEMA)],
                                 schema=SLICE_SCHEMA)
-
-
-def slice_table(name: str):
-    """A batch of metric ``name``'s slice records (dicts) -> one ``pa.Table`` of :data:`SLICE_SCHEMA`
-    (``record``: the whole record as one JSON line, :func:`~fair_forge_beam.io.write.to_json_line`;
-    string values with an API-key value masked, :func:`scrub_known`): :func:`slice_rows_table` of
-    their :func:`slice_row`\\ s."""
-    row = slice_row(name)
-
-    def fn(recs) -> pa.Table:
-        return slice_rows_table([row(r) for r in recs])
-
-    return fn
 
 
 def results_config(metrics, mode, inputs, slices=None) -> dict:

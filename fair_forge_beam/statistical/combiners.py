@@ -802,7 +802,7 @@ def weighted_mean_from_stats(st: WeightedMeanStats) -> Optional[float]:
     return from_exact(st.WS) + (1.0 - W) * exact_ratio(st.S_u, n_u << 1074)
 
 
-def _merge_into_new(self, accumulators):
+def merge_into_new(self, accumulators):
     """``merge_accumulators`` for accumulators with a ``merge`` method: merge into a fresh one."""
     out = self.create_accumulator()
     for a in accumulators:
@@ -810,7 +810,7 @@ def _merge_into_new(self, accumulators):
     return out
 
 
-def _identity(self, acc):
+def output_stats(self, acc):
     """``extract_output`` that returns the statistics themselves (the estimator runs later)."""
     return acc
 
@@ -828,8 +828,8 @@ class SessionWeightedMeanCombineFn(beam.CombineFn):
         score, weight = element
         return acc.add(float(score), None if weight is None else float(weight))
 
-    merge_accumulators = _merge_into_new
-    extract_output = _identity
+    merge_accumulators = merge_into_new
+    extract_output = output_stats
 
 
 # ------------------------------------------------------------------------------ bootstrap
@@ -985,8 +985,8 @@ class BootstrapMeanCombineFn(StoredAccumulator, beam.CombineFn):
     def add_input(self, acc, element):
         return acc.add(element[0], float(element[1]), element[2], element[3] if len(element) > 3 else 1)
 
-    merge_accumulators = _merge_into_new
-    extract_output = _identity
+    merge_accumulators = merge_into_new
+    extract_output = output_stats
 
     def _stored_type(self):
         import pyarrow as pa
@@ -1287,8 +1287,8 @@ class GammaBootstrapCombineFn(beam.CombineFn):
     def add_input(self, acc, element):
         return acc.add(element[0], float(element[1]), element[2], element[3] if len(element) > 3 else 1, self._cache())
 
-    merge_accumulators = _merge_into_new
-    extract_output = _identity
+    merge_accumulators = merge_into_new
+    extract_output = output_stats
 
 
 def estimate_gamma_bootstrap_means(st: GammaBootstrapStats, mode: StatisticalMode) -> list[Estimate]:

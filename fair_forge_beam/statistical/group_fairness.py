@@ -61,7 +61,7 @@ import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_distribution, estimate_rate
+from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_distribution, estimate_rate, merge_into_new, output_stats
 from fair_forge_beam.statistical.exact import exact_ratio, to_exact
 from fair_forge_beam.statistical.seeding import exponential_rows
 
@@ -381,14 +381,8 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         eid, flagged, groups, sentiment = element
         return acc.add(eid, flagged, groups, sentiment, self.seed, self.namespace)
 
-    def merge_accumulators(self, accumulators):
-        out = self.create_accumulator()
-        for a in accumulators:
-            out.merge(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
+    merge_accumulators = merge_into_new
+    extract_output = output_stats
 
     def _stored_type(self):
         import pyarrow as pa
