@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "option",
+__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
+           "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
            "MAX_REPLY_BYTES"]
@@ -93,21 +96,29 @@ class Template:
         return f"{text[0].upper()}{text[1:]}. Example: {self.example}"
 
 
-#: a decimal number as a gate, a config file or an option writes it (ASCII digits only: :func:`exact_float`)
+#: a decimal number as a gate, a config file or an option writes it: an optional sign, ASCII digits, a decimal
+#: point, an exponent (:func:`exact_float`)
 NUMBER_PATTERN = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+#: what a number may be written with, in every message that refuses one (:func:`exact_float`,
+#: :func:`strict_int`): a sign is allowed, as in TOML and in a gate (``<= -1``), and nothing else
+NUMBER_RULE = "an optional sign + or - first, then the digits 0-9"
 
 
 def exact_float(text: str) -> float:
     """The float a number text means, or ``ValueError`` (one line) when it means none exactly:
-    digits other than ASCII ``0-9`` (``"١.٥"``: Python's ``float`` accepts every Unicode digit), a
-    value past the largest float (``1e400``) or one so small that it becomes 0 (``1e-400``). ``inf``
-    and ``nan`` (TOML's) pass as they are, for the checks that name the field. Used for gate
-    thresholds and margins (``--gate``), every float of a ``--config`` file and every float option
-    of the command line (:func:`strict_float`)."""
+    anything but :data:`NUMBER_PATTERN` — an optional sign, ASCII digits ``0-9``, a decimal point,
+    an exponent (``"١.٥"``: Python's ``float`` accepts every Unicode digit, ``"1_0"`` underscores,
+    ``" 7"`` spaces) —, a value past the largest float (``1e400``) or one so small that it becomes 0
+    (``1e-400``). ``inf`` and ``nan`` (TOML's) pass as they are, for the checks that name the field.
+    Used for gate thresholds and margins (``--gate``), every float of a ``--config`` file and every
+    float option of the command line (:func:`strict_float`)."""
     if text.strip().lstrip("+-") in ("inf", "nan"):
         return float(text)
     if not re.fullmatch(NUMBER_PATTERN, text, flags=re.ASCII):
-        raise ValueError(f"{text!r} is not a number written with the digits 0-9")
+        raise ValueError(f"{text!r} is not a number written with the digits 0-9 ({NUMBER_RULE}; a decimal point "
+                         "and an exponent may follow: 0.95, -1, 2e-3)")
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text!r} is too large for a number (the largest is about 1.8e308)")
@@ -117,11 +128,13 @@ def exact_float(text: str) -> float:
 
 
 def strict_int(text: str) -> int:
-    """An integer option's value: ASCII digits, an optional sign, nothing else (Python's ``int``
-    also takes ``"1_000"``, ``" 7 "`` and every Unicode digit, ``"１０"``). Raises
-    ``argparse.ArgumentTypeError`` (argparse's one-line usage error)."""
+    """An integer option's value: an optional sign (``+1000`` is 1000), ASCII digits, nothing else
+    (:data:`NUMBER_RULE`; Python's ``int`` also takes ``"1_000"``, ``" 7 "`` and every Unicode digit,
+    ``"１０"``). A sign is allowed because a TOML config file may write one; an option whose value
+    must be positive says so in its own check. Raises ``argparse.ArgumentTypeError`` (argparse's
+    one-line usage error)."""
     if not re.fullmatch(r"[-+]?[0-9]+", text, flags=re.ASCII):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number written with the digits 0-9")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number written with the digits 0-9 ({NUMBER_RULE})")
     return int(text)
 
 
@@ -235,17 +248,109 @@ class Group:
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line, not the whole usage.
+    """An ``ArgumentParser`` whose usage errors are one line, not the whole usage, and whose first
+    check is for options it does not know.
 
     ``error(message)`` writes ``<prog>: error: <message> (every option: <prog> --help)`` to
     stderr as one line (a heading line ending in ``:`` keeps its items after it, the items of an
     indented list are joined by ``; ``, other line breaks become spaces), then exits with status 2
-    (argparse's code). A nightly job's log and a scheduler's alert show the cause in that line."""
+    (argparse's code). A nightly job's log and a scheduler's alert show the cause in that line.
+
+    ``passes_on``: for a command that hands the options it does not declare to another parser
+    (Beam's pipeline options, or the audit's options in the loop), ``flag -> bool``: whether that
+    other parser takes ``flag`` (``"--runner"``). Before anything else is checked (a missing
+    required option, a bad value), :meth:`parse_known_args` refuses every ``--flag`` that neither
+    this parser nor ``passes_on`` knows (:func:`unrecognised_message`), so a typo is named first on
+    every command; :meth:`parse_args` refuses what is left over in the same words
+    (argparse says "unrecognized arguments")."""
+
+    def __init__(self, *args, passes_on: Optional[Callable[[str], bool]] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.passes_on = passes_on
 
     def error(self, message: str):
         one_line = re.sub(r"\n[ \t]+", "; ", str(message).strip()).replace(":; ", ": ")
         one_line = " ".join(one_line.splitlines())
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
+
+    def knows(self, flag: str) -> bool:
+        """Whether ``flag`` (an option name without ``=value``) is one of this parser's options (an
+        abbreviation of one when ``allow_abbrev``) or one that :attr:`passes_on` takes."""
+        if flag in self._option_string_actions:
+            return True
+        if self.allow_abbrev and flag.startswith("--") and any(s.startswith(flag) for s in self._option_string_actions):
+            return True
+        return bool(self.passes_on and self.passes_on(flag))
+
+    def _flag_of(self, arg: str) -> Optional[str]:
+        """The option name ``arg`` spells as argparse reads it (``--x=1`` → ``--x``), or ``None`` for a
+        value: not starting with a prefix character, a lone ``-``, a negative number (when no option
+        looks like one) or a text with a space (argparse's own rules, ``_parse_optional``)."""
+        if len(arg) < 2 or arg[0] not in self.prefix_chars:
+            return None
+        if arg in self._option_string_actions:
+            return arg
+        name = arg.split("=", 1)[0]
+        if name in self._option_string_actions:
+            return name
+        if arg[1] not in self.prefix_chars and arg[:2] in self._option_string_actions:
+            return arg[:2]  # a short option with its value attached (-n5)
+        if self._negative_number_matcher.match(arg) and not self._has_negative_number_optionals:
+            return None
+        if " " in arg:
+            return None
+        return name
+
+    def unknown_flags(self, args: Sequence[str]) -> list[str]:
+        """The option names in ``args`` (up to a ``--``) that neither this parser nor
+        :attr:`passes_on` knows, as written but without their ``=value`` (never echoed: it may be a
+        key given to a misspelt option)."""
+        out = []
+        for a in args:
+            if a == "--":
+                break
+            flag = self._flag_of(a)
+            if flag is not None and not self.knows(flag) and flag not in out:
+                out.append(flag)
+        return out
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        unknown = self.unknown_flags(args)
+        if unknown:
+            self.error(unrecognised_message(unknown, beam=self.passes_on is not None))
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, rest = self.parse_known_args(args, namespace)
+        if rest:
+            self.error(leftover_message(self, rest, beam=self.passes_on is not None))
+        return parsed
+
+
+def unrecognised_message(flags: Sequence[str], beam: bool = False) -> str:
+    """The usage error of options no parser knows, one wording for every command; ``beam``: the
+    command passes other options to Beam (they are not Beam's either)."""
+    return f"unrecognised option(s) {' '.join(flags)}: not an option of this job" + (
+        " nor a Beam pipeline option" if beam else "")
+
+
+def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam: bool = False) -> str:
+    """The usage error of what a parser left over: options (:func:`unrecognised_message`, names
+    without their ``=value``), else values that belong to no option (a second pattern after
+    ``--input``, a glob the shell expanded, ``--slices overall, region``)."""
+    flags = [a.split("=", 1)[0] for a in rest if a.startswith("-") and len(a) > 1]
+    if flags:
+        return unrecognised_message(list(dict.fromkeys(flags)), beam)
+    strays = list(rest)
+    takes_input = "--input" in getattr(parser, "_option_string_actions", {})
+    return (f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
+            "value belongs to an option. " + ("An option such as --input takes one value (repeat the option, or "
+                                              "quote a glob so that the shell does not expand it); a list such as "
+                                              "--slices is one argument without spaces (overall,region)"
+                                              if takes_input else
+                                              "Quote a glob so that the shell does not expand it, or give one option "
+                                              "value per option"))
 
 
 def _positive(flag: str, unit: str = "", most: Optional[int] = None):
@@ -891,11 +996,9 @@ def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def unknown_beam_options(args: Sequence[str]) -> list[str]:
-    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines, and the values
-    that belong to no option (a second pattern after ``--input``, a glob the shell expanded, the
-    ``region`` of ``--slices overall, region``): Beam ignores both with a warning, which would
-    silently drop data."""
+@functools.lru_cache(maxsize=1)
+def _beam_parser() -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` of every Beam ``PipelineOptions`` class's options (this package's included)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     import fair_forge_beam.beam_pipeline  # noqa: F401 - declares JavaJobServerOptions
@@ -912,25 +1015,33 @@ def unknown_beam_options(args: Sequence[str]) -> list[str]:
             cls._add_argparse_args(parser)
         except argparse.ArgumentError:
             pass  # an option registered twice by two classes
-    _, rest = parser.parse_known_args(list(args))
+    return parser
+
+
+def beam_option(flag: str) -> bool:
+    """Whether ``flag`` (``"--runner"``, no ``=value``) is a Beam pipeline option (the ``passes_on``
+    of a :class:`OneLineErrorParser` whose unknown options go to Beam)."""
+    return flag in _beam_parser()._option_string_actions
+
+
+def unknown_beam_options(args: Sequence[str]) -> list[str]:
+    """The ``--flags`` in ``args`` that no Beam ``PipelineOptions`` class defines, and the values
+    that belong to no option (a second pattern after ``--input``, a glob the shell expanded, the
+    ``region`` of ``--slices overall, region``): Beam ignores both with a warning, which would
+    silently drop data."""
+    _, rest = _beam_parser().parse_known_args(list(args))
     return list(rest)
 
 
 def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
     """A usage error (``parser.error``, exit 2) for what ``parse_known_args`` left over that Beam
-    would ignore with a warning: a ``--flag`` of neither the job nor Beam, or a value of no option
-    (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall, region``)
-    — silently ignored, it would drop data. Every command-line entry point calls it."""
+    would ignore with a warning: a ``--flag`` of neither the job nor Beam (a
+    :class:`OneLineErrorParser` with ``passes_on=beam_option`` refused it first), or a value of no
+    option (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall,
+    region``) — silently ignored, it would drop data. Every command-line entry point calls it."""
     unknown = unknown_beam_options(beam_args)
-    flags, strays = [a for a in unknown if a.startswith("-")], [a for a in unknown if not a.startswith("-")]
-    if flags:
-        parser.error(f"unrecognised option(s) {' '.join(flags)}: not an option of this job nor a Beam pipeline option")
-    if strays:
-        parser.error(
-            f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
-            "value belongs to an option. An option such as --input takes one value (repeat the option, or quote a "
-            "glob so that the shell does not expand it); a list such as --slices is one argument without spaces "
-            "(overall,region)")
+    if unknown:
+        parser.error(leftover_message(parser, unknown, beam=True))
 
 
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:

@@ -191,10 +191,10 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.options import OneLineErrorParser, beam_option
 
     p = OneLineErrorParser(
-        prog="fair-forge-beam rollup", allow_abbrev=False,
+        prog="fair-forge-beam rollup", allow_abbrev=False, passes_on=beam_option,
         description="Merge the stored statistics (stats/) of earlier audits or roll-ups into one result, as if one "
                     "audit had read all their inputs, without reading any raw log. Unknown --options are Beam's.")
     p.add_argument("--from", dest="runs", action="append", required=True, metavar="PATTERN",

@@ -59,10 +59,10 @@ def default_inputs() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.metrics.registry import METRICS
 
-    from fair_forge_beam.options import OneLineErrorParser, add_arguments
+    from fair_forge_beam.options import OneLineErrorParser, add_arguments, beam_option
 
     p = OneLineErrorParser(  # a usage error is one line and a hint to --help
-        prog="fair-forge-beam",
+        prog="fair-forge-beam", passes_on=beam_option,
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"

@@ -34,11 +34,11 @@ def load_hf(name: str, seed: int = 0):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.options import OneLineErrorParser, beam_option
     from fair_forge_beam.progress import cli_logging
 
     cli_logging()
-    parser = OneLineErrorParser(prog="fair-forge-beam-explain", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="fair-forge-beam-explain", passes_on=beam_option, description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, metavar="FILE", help="JSON Lines of {id, prompt, target[, method, granularity]}")
     parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--model", required=True, help="local folder or hub name of a causal LM ('tiny-random': built-in test model)")

@@ -27,8 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     from fair_forge_beam.options import add_arguments
 
     from fair_forge_beam.options import OneLineErrorParser
+    from pipelines.audit import build_parser as audit_parser
 
-    p = OneLineErrorParser(prog="python -m pipelines.loop", allow_abbrev=False,
+    job = audit_parser()
+
+    def audits(flag: str) -> bool:  # what the loop does not declare goes to the audit (its template spellings too)
+        return job.knows(flag) or job.knows("--" + flag[2:].replace("_", "-"))
+
+    p = OneLineErrorParser(prog="python -m pipelines.loop", allow_abbrev=False, passes_on=audits,
                                 description="Generate a test set, run it against the assistant, audit the answers. "
                                             "Options not listed here go to the audit (see python -m pipelines.audit --help).")
     add_arguments(p, METRICS, command="loop")  # declared in fair_forge_beam.options

@@ -17,12 +17,12 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.options import (OneLineErrorParser, add_arguments, constructor_kwargs, reject_unknown_arguments,
+    from fair_forge_beam.options import (OneLineErrorParser, add_arguments, beam_option, constructor_kwargs, reject_unknown_arguments,
                                          validate, value)
     from fair_forge_beam.progress import cli_logging
 
     cli_logging()
-    parser = OneLineErrorParser(prog="fair-forge-beam-optimize", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="fair-forge-beam-optimize", passes_on=beam_option, description=__doc__.split("\n\n")[0])
     add_arguments(parser, command="optimize")  # options declared in fair_forge_beam.options
     args, beam_args = parser.parse_known_args(argv)
     reject_unknown_arguments(parser, beam_args)

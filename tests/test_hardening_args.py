@@ -3,6 +3,7 @@ ignored silently. Now a bad argument is a usage error (exit code 2, a clear mess
 traceback) and a bad trace a dead letter. All cases fail before any pipeline runs (fast)."""
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -220,3 +221,36 @@ def test_every_numeric_config_option_must_be_a_toml_number(tmp_path):
                 config_to_argv(parser, doc(bad), str(tmp_path / "c.toml"))
         job, _, _ = config_to_argv(parser, doc(2), str(tmp_path / "c.toml"))
         assert job == [f"--{name}=2"]
+
+
+def _every_commands_parser():
+    from fair_forge_beam.options import OneLineErrorParser, add_arguments
+    from fair_forge_beam.rollup import build_parser as rollup
+    from pipelines import audit, generate, loop, run_assistant, trend
+
+    optimize = OneLineErrorParser(prog="optimize")
+    add_arguments(optimize, command="optimize")
+    return {"audit": audit.build_parser(), "rollup": rollup(), "trend": trend.build_parser(), "loop": loop.build_parser(),
+            "generate": generate.build_parser(), "run": run_assistant.build_parser(), "optimize": optimize}
+
+
+def test_every_numeric_option_takes_a_sign_and_says_so():
+    """Issue 28 leftover: ``+1000`` was accepted while the message said "digits 0-9". The rule (a sign,
+    then ASCII digits) and every refusal's words agree, on every numeric option of every command; no
+    option reads numbers with Python's int or float (they take '1_000' and full-width digits)."""
+    from fair_forge_beam.options import NUMBER_RULE, strict_float, strict_int
+
+    seen = 0
+    for command, parser in _every_commands_parser().items():
+        for action in parser._actions:
+            assert action.type not in (int, float), (command, action.option_strings)
+            if action.type not in (strict_int, strict_float):
+                continue
+            seen += 1
+            assert action.type("+7") == 7 and action.type("-7") == -7 and action.type("7") == 7
+            for bad in ("\uff17", "7 ", "+-7", "0x7"):
+                with pytest.raises(argparse.ArgumentTypeError) as exc:
+                    action.type(bad)
+                assert NUMBER_RULE in str(exc.value) and "digits 0-9" in str(exc.value), (command, action.dest, exc.value)
+    assert seen > 25
+    assert "sign" in NUMBER_RULE
