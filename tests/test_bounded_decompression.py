@@ -202,3 +202,127 @@ def test_a_json_gz_bomb_is_read_in_bounded_memory_end_to_end(tmp_path):
     assert doc["summary"]["metrics"]["humanity"]["interactions_scored"] == 2
     dead = [json.loads(line) for p in sorted((out / "dead_letter").glob("*.jsonl")) for line in p.read_text().splitlines()]
     assert len(dead) == 1 and dead[0]["reason"].startswith("record of 268,435,") and "1,048,576 bytes" in dead[0]["reason"]
+
+
+# ------------------------------------------------------------------ issue 28 leftovers: names, truncation, xz memory
+_COMPRESS = {
+    ".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress, ".deflate": zlib.compress,
+    ".lzma": lambda b: lzma.compress(b, format=lzma.FORMAT_ALONE),
+    ".zst": lambda b: __import__("zstandard").ZstdCompressor(write_checksum=True).compress(b),
+    ".zstd": lambda b: __import__("zstandard").ZstdCompressor().compress(b),
+}
+
+
+def test_every_compression_open_input_reads_is_told_by_the_name():
+    """``.json.bz2``, ``.jsonl.zst`` … were "cannot tell the format" although open_input reads them;
+    every format × every compression ending is recognised, a compressed Parquet file is refused with
+    its reason, any other name with the names read."""
+    from apache_beam.io.filesystem import CompressionTypes
+
+    from fair_forge_beam.io.edge import COMPRESSION_SUFFIXES
+    from fair_forge_beam.io.read import detect_format, format_refusal
+
+    assert set(COMPRESSION_SUFFIXES) == set(_COMPRESS)
+    for suffix in COMPRESSION_SUFFIXES:  # each one Beam (and so open_input) decompresses
+        assert CompressionTypes.detect_compression_type(f"x{suffix}") != CompressionTypes.UNCOMPRESSED
+        for base, fmt in ((".json", "json"), (".jsonl", "jsonl"), (".ndjson", "jsonl")):
+            for name in (f"d/data{base}{suffix}", f"d/DATA{base.upper()}{suffix.upper()}"):
+                assert detect_format(name) == fmt and format_refusal(name) is None, name
+        for name in (f"d/data.parquet{suffix}", f"d/data.pq{suffix}"):
+            assert detect_format(name) is None
+            assert "Parquet file compressed as a whole" in format_refusal(name), name
+        assert "Parquet file compressed as a whole" in format_refusal(f"d/data.bin{suffix}", "parquet")
+        assert format_refusal(f"d/data.bin{suffix}", "jsonl") is None  # --input-format jsonl: decompressed
+        assert "CSV is not an input format" in format_refusal(f"d/logs.csv{suffix}")
+    why = format_refusal("d/notes.txt")
+    assert "cannot tell the format" in why and "--input-format" in why and "\n" not in why
+    assert all(s in why for s in COMPRESSION_SUFFIXES)
+
+
+def test_json_and_json_lines_in_every_compression_are_read_by_name(tmp_path):
+    import apache_beam as beam
+    from apache_beam.testing import test_pipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.io.read import ReadInteractions
+
+    expected = []
+    for kind in ("json", "jsonl"):
+        (tmp_path / kind).mkdir()
+        for suffix, compress in _COMPRESS.items():
+            sid = f"{kind}{suffix}"
+            expected.append(sid)
+            text = json.dumps([_session(sid)]) if kind == "json" else json.dumps(_session(sid)) + "\n"
+            (tmp_path / kind / f"data.{kind}{suffix}").write_bytes(compress(text.encode()))
+    p = test_pipeline.TestPipeline(runner=FNAPI, blocking=True)
+    out = p | ReadInteractions([str(tmp_path / "json" / "*"), str(tmp_path / "jsonl" / "*")])
+    assert_that(out["interactions"] | beam.Map(lambda x: x.session_id), equal_to(expected))
+    assert_that(out["dead_letter"], equal_to([]), label="NoDeadLetters")
+    p.run()
+
+
+def _lines_of(path, limit=MB):
+    from apache_beam.io.range_trackers import OffsetRangeTracker
+
+    from fair_forge_beam.io.read import _JsonLinesSource
+
+    return [x[2] for x in _JsonLinesSource(str(path), limit).read_records(str(path), OffsetRangeTracker(0, 2**62))]
+
+
+@pytest.mark.parametrize("suffix", sorted(_COMPRESS))
+def test_a_compressed_file_cut_short_is_a_dead_letter_in_every_compression(tmp_path, suffix):
+    """A ``.zst`` file cut short ended where it was cut, without a word (zstandard's stream reader
+    does not tell, nor does Beam's): its missing records were silently dropped. Every compression now
+    reports it as a truncated ``.gz`` is: one ReadError naming the file, after the records before."""
+    import random
+
+    rng = random.Random(7)
+    lines = [json.dumps({**_session(f"s{i}"), "pad": "%030x" % rng.getrandbits(120)}) + "\n" for i in range(3000)]
+    blob = _COMPRESS[suffix]("".join(lines).encode())
+    whole, cut = tmp_path / f"whole.jsonl{suffix}", tmp_path / f"cut.jsonl{suffix}"
+    whole.write_bytes(blob)
+    cut.write_bytes(blob[: len(blob) * 2 // 3])
+    assert [json.loads(x)["session_id"] for x in _lines_of(whole)] == [f"s{i}" for i in range(3000)]
+    got = _lines_of(cut)
+    assert isinstance(got[-1], ReadError) and str(cut) in got[-1].reason, (suffix, got[-1:])
+    assert "records after this point are missing" in got[-1].reason
+    assert all(not isinstance(x, ReadError) for x in got[:-1]) and len(got) - 1 < 3000
+
+
+def _xz_declaring_dictionary(data: bytes, prop: int) -> bytes:
+    """An .xz stream of ``data`` whose block header declares the LZMA2 dictionary of property byte
+    ``prop`` (37: 1536 MiB, as ``xz --lzma2=dict=1536MiB`` writes; ``xz -lvv`` then says "Memory needed:
+    1537 MiB"), its header CRC32 recomputed: the decoder allocates what the header declares, while
+    the test's encoder only needed a 1 MiB dictionary (compressing with a 1.5 GiB one takes ~17 GB)."""
+    import struct
+
+    b = bytearray(lzma.compress(data, filters=[{"id": lzma.FILTER_LZMA2, "dict_size": MB}]))
+    size = (b[12] + 1) * 4  # the block header after the 12-byte stream header
+    header = b[12:12 + size]
+    assert header[1] == 0 and header[2:4] == b"\x21\x01"  # one filter, no sizes: LZMA2, 1 property byte
+    header[4] = prop
+    header[-4:] = struct.pack("<I", zlib.crc32(bytes(header[:-4])))
+    b[12:12 + size] = header
+    return bytes(b)
+
+
+def test_an_xz_file_needing_more_decoder_memory_than_the_limit_is_one_dead_letter(tmp_path, monkeypatch):
+    """An .xz file whose header names a 1.5 GiB dictionary made the decoder allocate 1.5 GiB
+    (``lzma.LZMAFile`` has no memory limit). The decoder's memory is now bounded (edge.XZ_MEMLIMIT,
+    128 MiB): such a file is one ReadError naming the limit; with a small limit, a file of an 8 MiB
+    dictionary is refused the same way and read whole under the default."""
+    from fair_forge_beam.io import edge
+
+    text = "".join(json.dumps(_session(f"s{i}")) + "\n" for i in range(50)).encode()
+    huge = tmp_path / "huge-dictionary.jsonl.xz"
+    huge.write_bytes(_xz_declaring_dictionary(text, 37))
+    [got] = _lines_of(huge)
+    assert isinstance(got, ReadError) and str(huge) in got.reason and "limit of 128 MiB" in got.reason, got
+    assert "\n" not in got.reason
+
+    eight = tmp_path / "eight.jsonl.xz"
+    eight.write_bytes(lzma.compress(text, filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 8 * MB}]))
+    assert len(_lines_of(eight)) == 50
+    monkeypatch.setattr(edge, "XZ_MEMLIMIT", 4 * MB)
+    [got] = _lines_of(eight)
+    assert isinstance(got, ReadError) and "more memory than the limit of 4 MiB" in got.reason, got

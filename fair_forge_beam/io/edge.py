@@ -17,7 +17,9 @@ converted to a JSON value, here — never a crash later in a coder, a metric or 
 * :func:`scrub_surrogates` / :func:`scrub_json_text` — lone surrogates replaced by their
   visible escape text, for anything that is written (dead letters, warnings, results).
 * :func:`open_input` — a user's input file opened for reading in bounded pieces, compressed
-  ones (``.gz``, ``.bz2``, ``.xz``, ``.zst``, ``.deflate``) decompressed incrementally.
+  ones (:data:`COMPRESSION_SUFFIXES`: ``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``/``.zstd``,
+  ``.deflate``) decompressed incrementally, the xz decoder's memory bounded
+  (:data:`XZ_MEMLIMIT`), a file cut short reported in every compression.
 * :func:`text_encoding` — the encoding of a JSON text from its first bytes (BOM or the
   pattern of zero bytes, RFC 4627 §3 / RFC 8259 §8.1, through :func:`json.detect_encoding`;
   a head whose first character is not ASCII by how plainly it decodes).
@@ -52,6 +54,9 @@ __all__ = [
     "head_pieces",
     "open_input",
     "CompressedDataError",
+    "COMPRESSION_SUFFIXES",
+    "compression_suffix",
+    "XZ_MEMLIMIT",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -528,17 +533,161 @@ class _Inflate:
         pass
 
 
+#: the name endings :func:`open_input` decompresses, as Beam's ``CompressionTypes.detect_compression_type``
+#: tells them (lower case; any other name is read uncompressed)
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".deflate")
+
+#: most memory the xz/lzma decoder may use for one file, in bytes (liblzma's ``memlimit``): 128 MiB,
+#: the window zstandard allows by default. ``xz -9`` needs 65 MiB; a file written with a larger
+#: dictionary (``xz --lzma2=dict=1536MiB`` makes its decoder allocate 1.5 GiB) is refused as
+#: unreadable data, one line naming the limit, instead of exhausting a worker.
+XZ_MEMLIMIT = 128 * 2**20
+
+
+def compression_suffix(path: str) -> str:
+    """The compression ending of ``path`` (one of :data:`COMPRESSION_SUFFIXES`, lower case), or ``""``."""
+    p = path.lower()
+    return next((c for c in COMPRESSION_SUFFIXES if p.endswith(c)), "")
+
+
+class _Unxz:
+    """``read(n)`` of xz (or legacy ``.lzma``) data from binary file ``raw``: at most ``n`` bytes
+    decompressed per call (``LZMADecompressor``'s ``max_length``), streams written one after another
+    read on (zero-byte stream padding between them skipped), the decoder's memory at most
+    ``memlimit`` bytes. Data that ends inside a stream raises ``EOFError``; a stream that needs more
+    memory than ``memlimit``, ``lzma.LZMAError`` naming the limit. (``lzma.LZMAFile`` takes no
+    ``memlimit``, and reads data after a complete stream that does not decode as its end, silently.)"""
+
+    def __init__(self, raw, memlimit: int):
+        import lzma
+
+        self._lzma, self._raw, self._memlimit = lzma, raw, memlimit
+        self._d, self._tail, self._inside = None, b"", False
+
+    def read(self, n: int) -> bytes:
+        lzma = self._lzma
+        while True:
+            if self._d is not None and self._d.eof:
+                self._tail, self._d, self._inside = self._d.unused_data, None, False
+            if self._d is None or self._d.needs_input:
+                if not self._tail:
+                    self._tail = self._raw.read(READ_CHUNK)
+                    if not self._tail:
+                        if self._inside:
+                            raise EOFError("compressed data ends before the end-of-stream marker")
+                        return b""
+                if self._d is None:
+                    self._tail = self._tail.lstrip(b"\x00")  # stream padding
+                    if not self._tail:
+                        continue
+                    self._d = lzma.LZMADecompressor(memlimit=self._memlimit)
+                data, self._tail = self._tail, b""
+            else:
+                data = b""
+            self._inside = True
+            try:
+                out = self._d.decompress(data, n)
+            except lzma.LZMAError as exc:
+                if "memory" in str(exc).lower():
+                    raise lzma.LZMAError(
+                        f"decompressing needs more memory than the limit of {self._memlimit / 2**20:,.0f} MiB (the file "
+                        "was compressed with a larger dictionary, e.g. xz --lzma2=dict=...; xz -9 needs 65 MiB)") from None
+                raise
+            if out:
+                return out
+
+    def close(self) -> None:
+        pass
+
+
+class _ZstdFrames:
+    """The compressed file given to zstandard's stream reader, following the frame structure of what
+    is read through it (RFC 8878 §3.1: frame header, block headers and sizes, checksum, skippable
+    frames; only headers are looked at, the blocks are skipped by their sizes): :meth:`complete` says
+    whether the data read so far ends between frames. zstandard's reader ends a file cut inside a frame
+    without an error (nor does Beam's); this tells."""
+
+    _MAGIC, _SKIPPABLE = 0xFD2FB528, 0x184D2A50
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._state, self._need, self._buf, self._skip, self._checksum, self._lost = "magic", 4, b"", 0, 0, False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data and not self._lost:
+            self._feed(data)
+        return data
+
+    def complete(self) -> bool:
+        """True when the data read ends between frames (or its structure was not followed: then the
+        decompressor itself reports the damage)."""
+        return self._lost or (self._state == "magic" and not self._buf and not self._skip)
+
+    def _feed(self, data: bytes) -> None:
+        i, n = 0, len(data)
+        while i < n and not self._lost:
+            if self._skip:
+                k = min(self._skip, n - i)
+                self._skip -= k
+                i += k
+                continue
+            take = min(self._need - len(self._buf), n - i)
+            self._buf += data[i:i + take]
+            i += take
+            if len(self._buf) == self._need:
+                head, self._buf = self._buf, b""
+                self._step(head)
+
+    def _step(self, head: bytes) -> None:
+        state, value = self._state, int.from_bytes(head, "little")
+        if state == "magic":
+            if value == self._MAGIC:
+                self._state, self._need = "descriptor", 1
+            elif value & 0xFFFFFFF0 == self._SKIPPABLE:
+                self._state, self._need = "skippable", 4
+            else:
+                self._lost = True  # not a frame: the decompressor says what is wrong
+        elif state == "descriptor":
+            single = (value >> 5) & 1
+            self._checksum = 4 if value & 4 else 0
+            rest = (0 if single else 1) + (0, 1, 2, 4)[value & 3] + ((1 if single else 0), 2, 4, 8)[value >> 6]
+            self._state, self._need = ("header", rest) if rest else ("block", 3)
+        elif state == "header":
+            self._state, self._need = "block", 3
+        elif state == "block":
+            kind, size = (value >> 1) & 3, value >> 3
+            if kind == 3:
+                self._lost = True  # a reserved block type: corrupt, the decompressor says so
+                return
+            self._skip = 1 if kind == 1 else size
+            if not value & 1:
+                self._state, self._need = "block", 3
+            elif self._checksum:
+                self._state, self._need = "checksum", 4
+            else:
+                self._state, self._need = "magic", 4
+        elif state == "checksum":
+            self._state, self._need = "magic", 4
+        else:  # skippable: its size, then that many bytes
+            self._skip, self._state, self._need = value, "magic", 4
+
+    def close(self) -> None:
+        pass
+
+
 class _Decompressing(io.RawIOBase):
     """The raw reader under :func:`open_input`'s buffer: ``readinto(b)`` asks the decompressing
     file object ``inner`` for at most ``len(b)`` bytes (``read1``: one step of decompression, so that
     what comes before a damaged part is given before the error) and turns every decompressor's error
-    (``errors``) into :class:`CompressedDataError`; closing it closes ``inner`` and ``raw``."""
+    (``errors``) into :class:`CompressedDataError`; at the end of the data it calls ``at_end`` (if
+    given), which raises ``EOFError`` for a file cut short; closing it closes ``inner`` and ``raw``."""
 
-    def __init__(self, inner, raw, path: str, kind: str, errors: tuple):
+    def __init__(self, inner, raw, path: str, kind: str, errors: tuple, at_end=None):
         super().__init__()
         self._inner, self._raw, self._path, self._kind, self._errors = inner, raw, path, kind, errors
         self._read = getattr(inner, "read1", inner.read)
-        self._pos = 0
+        self._pos, self._at_end = 0, at_end
 
     def readable(self) -> bool:
         return True
@@ -550,6 +699,8 @@ class _Decompressing(io.RawIOBase):
     def readinto(self, b) -> int:
         try:  # read1: what one step of decompression gives, so the data before a damaged part is kept
             data = self._read(len(b))
+            if not data and len(b) and self._at_end is not None:
+                self._at_end()  # a decompressor that does not tell a file cut short: the check that does
         except self._errors as exc:
             raise CompressedDataError(f"{self._path}: corrupt, truncated or unreadable {self._kind} data "
                                       f"({type(exc).__name__}: {exc})") from None
@@ -566,7 +717,7 @@ class _Decompressing(io.RawIOBase):
                 super().close()
 
 
-def open_input(path: str, compression: str = "auto"):
+def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] = None):
     """A user's input file (any Beam filesystem) as a binary file object whose ``read(n)`` and
     ``readline(n)`` return at most ``n`` bytes, holding about ``n`` + :data:`READ_CHUNK` bytes of
     decompressed data at most: a highly compressed file (a 2 MB ``.gz`` of one 2 GB record) is
@@ -576,13 +727,16 @@ def open_input(path: str, compression: str = "auto"):
     extension as Beam tells it (``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``/``.zstd``,
     ``.deflate``; any other name is uncompressed). The compressed bytes are read through
     ``FileSystems.open(path, compression_type=UNCOMPRESSED)`` and decompressed incrementally by
-    the standard library (``gzip.GzipFile``, ``bz2.BZ2File``, ``lzma.LZMAFile``: checksums and the
-    end of the stream checked, concatenated streams read on), by ``zstandard``'s
+    the standard library (``gzip.GzipFile``, ``bz2.BZ2File``; xz/lzma by ``lzma.LZMADecompressor``
+    with ``max_length`` and a ``memlimit`` of ``xz_memlimit`` bytes, default :data:`XZ_MEMLIMIT`:
+    checksums and the end of the stream checked, concatenated streams read on), by ``zstandard``'s
     ``stream_reader`` (frames read on; a frame that needs a window over zstandard's default
-    limit, 128 MiB, is corrupt data here; a ``.zst`` file cut short ends where it is cut, without
-    an error — that reader does not tell, nor does Beam's), or by ``zlib`` with ``max_length`` (DEFLATE). Beam's
-    own decompressing reader expands every 16 MiB of compressed data whole into memory
-    (``CompressedFile._fetch_to_internal_buffer``), without a bound.
+    limit, 128 MiB, is corrupt data here; a file cut inside a frame is told by following the frame
+    structure, :class:`_ZstdFrames` — that reader does not tell, nor does Beam's; a file cut exactly
+    between two frames cannot be told from a shorter file), or by ``zlib`` with ``max_length``
+    (DEFLATE). A file cut short is a :class:`CompressedDataError` in every compression, after the data
+    before the cut. Beam's own decompressing reader expands every 16 MiB of compressed data whole
+    into memory (``CompressedFile._fetch_to_internal_buffer``), without a bound.
 
     Raises:
         OSError: the file cannot be opened (the filesystem's error); while reading,
@@ -605,6 +759,7 @@ def open_input(path: str, compression: str = "auto"):
     if kind == CompressionTypes.UNCOMPRESSED:
         return raw
     errors: tuple = (zlib.error, EOFError, lzma.LZMAError, gzip.BadGzipFile)
+    at_end = None
     try:
         if kind == CompressionTypes.GZIP:
             inner = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -612,16 +767,21 @@ def open_input(path: str, compression: str = "auto"):
             inner = bz2.BZ2File(raw, mode="rb")
             errors += (OSError,)  # bz2's "Invalid data stream" is a plain OSError
         elif kind == CompressionTypes.LZMA:
-            inner = lzma.LZMAFile(raw, mode="rb")
+            inner = _Unxz(raw, XZ_MEMLIMIT if xz_memlimit is None else int(xz_memlimit))
         elif kind == CompressionTypes.DEFLATE:
             inner = _Inflate(raw)
         else:
             import zstandard
 
-            inner = zstandard.ZstdDecompressor().stream_reader(raw, read_size=READ_CHUNK, read_across_frames=True,
+            frames = _ZstdFrames(raw)
+            inner = zstandard.ZstdDecompressor().stream_reader(frames, read_size=READ_CHUNK, read_across_frames=True,
                                                                  closefd=False)
             errors += (zstandard.ZstdError,)
+
+            def at_end():
+                if not frames.complete():
+                    raise EOFError("the data ends inside a zstd frame (the file is cut short)")
     except BaseException:
         raw.close()
         raise
-    return io.BufferedReader(_Decompressing(inner, raw, path, kind, errors), READ_CHUNK)
+    return io.BufferedReader(_Decompressing(inner, raw, path, kind, errors, at_end), READ_CHUNK)

@@ -4,13 +4,14 @@ Sources (DESIGN §3):
 
 * a user :class:`~fair_forge_beam.io.retriever.Retriever` class (+ kwargs), all three
   iteration levels, generator-based ones included;
-* file patterns (any Beam filesystem), format by extension:
+* file patterns (any Beam filesystem), format by extension (:func:`detect_format`; JSON and JSON
+  Lines also compressed, any ending of :data:`~fair_forge_beam.io.edge.COMPRESSION_SUFFIXES`):
 
   | extension                        | layout                                             | split         |
   |----------------------------------|----------------------------------------------------|---------------|
-  | ``.json`` (``.gz``)              | a list of sessions (or one session object), read   | per file      |
+  | ``.json`` (compressed)           | a list of sessions (or one session object), read   | per file      |
   |                                  | element by element (:class:`_ReadJsonFile`)        |               |
-  | ``.jsonl``/``.ndjson`` (``.gz``) | one session **or** one ``StreamedBatch`` per line  | byte ranges   |
+  | ``.jsonl``/``.ndjson`` (compr.)  | one session **or** one ``StreamedBatch`` per line  | byte ranges   |
   | ``.parquet``                     | one row per session (nested ``conversation``), per | row groups    |
   |                                  | ``StreamedBatch`` (``metadata``/``batch``) or flat |               |
 
@@ -63,15 +64,19 @@ from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
 
-__all__ = ["ReadInteractions", "detect_format", "records_to_interactions", "unmatched_patterns", "NoRecords"]
+__all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords"]
 
 log = logging.getLogger(__name__)
 
 _STREAMED = "streamed"
 
-_JSONL_EXT = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
-_JSON_EXT = (".json", ".json.gz")
+_JSONL_EXT = (".jsonl", ".ndjson")
+_JSON_EXT = (".json",)
 _PARQUET_EXT = (".parquet", ".pq")
+_TABLE_EXT = (".csv", ".tsv")
+#: the names the reader tells the format by, for the messages that refuse a name
+NAMES_READ = (f".json, .jsonl, .ndjson, each as it is or compressed ({', '.join(edge.COMPRESSION_SUFFIXES)} after it: "
+              "data.jsonl.zst), and .parquet/.pq as they are")
 
 
 class ReadError(NamedTuple):
@@ -119,15 +124,43 @@ def absolute_pattern(pattern: str) -> str:
 
 
 def detect_format(path: str) -> Optional[str]:
-    """``"jsonl"``, ``"json"``, ``"parquet"`` or ``None`` from a file name."""
+    """``"jsonl"``, ``"json"``, ``"parquet"`` or ``None`` from a file name: ``.jsonl``/``.ndjson``,
+    ``.json`` — each also with any compression ending :func:`~fair_forge_beam.io.edge.open_input`
+    decompresses (:data:`~fair_forge_beam.io.edge.COMPRESSION_SUFFIXES`: ``.json.bz2``,
+    ``.jsonl.zst`` …) — and ``.parquet``/``.pq`` uncompressed (:func:`format_refusal` says why a
+    compressed Parquet file is not read)."""
     p = path.lower()
-    if p.endswith(_JSONL_EXT):
+    compressed = edge.compression_suffix(p)
+    base = p[: len(p) - len(compressed)]
+    if base.endswith(_JSONL_EXT):
         return "jsonl"
-    if p.endswith(_JSON_EXT):
+    if base.endswith(_JSON_EXT):
         return "json"
-    if p.endswith(_PARQUET_EXT):
+    if base.endswith(_PARQUET_EXT) and not compressed:
         return "parquet"
     return None
+
+
+def format_refusal(path: str, file_format: str = "auto") -> Optional[str]:
+    """Why the file ``path`` cannot be read as ``file_format`` (``"auto"``: the format its name
+    tells, :func:`detect_format`), one line, or ``None`` when it can: a Parquet file compressed as a
+    whole (a Parquet reader reads the file's footer and column chunks by position, which a
+    compressed stream cannot give; Parquet compresses its own columns), a CSV/TSV file (not an input
+    format), a name that tells no format (the names read: :data:`NAMES_READ`)."""
+    p = path.lower()
+    compressed = edge.compression_suffix(p)
+    base = p[: len(p) - len(compressed)]
+    if compressed and (file_format == "parquet" or (file_format == "auto" and base.endswith(_PARQUET_EXT))):
+        return (f"{path} is a Parquet file compressed as a whole ({compressed}): Parquet is read by position (its "
+                "footer, then column chunks), which a compressed stream cannot give; decompress it, or write it with "
+                "Parquet's own compression (pyarrow.parquet.write_table(..., compression='zstd'))")
+    if file_format != "auto" or detect_format(path) is not None:
+        return None
+    if base.endswith(_TABLE_EXT):
+        return (f"cannot read {path}: CSV is not an input format (convert it to JSON Lines or Parquet, see docs/data.md); "
+                f"the names read: {NAMES_READ}")
+    return (f"cannot tell the format of {path}; the names read: {NAMES_READ}; or name the format: --input-format "
+            "json|jsonl|parquet (ReadInteractions(file_format=...) in Python)")
 
 
 def _error_text(exc: Exception, flat: bool = False) -> str:
@@ -1237,20 +1270,14 @@ class ReadInteractions(beam.PTransform):
             files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
             if not files:
                 raise ValueError(f"no input file matches {pattern!r}")
+            refused = sorted((f for f in files if format_refusal(f, self.file_format)), key=str)
+            if refused:
+                more = f" (and {len(refused) - 1:,} more file(s) of pattern {pattern!r})" if len(refused) > 1 else ""
+                raise ValueError(format_refusal(refused[0], self.file_format) + more)
             if self.file_format != "auto":
                 out[pattern] = self.file_format
                 continue
             fmts = {detect_format(f) for f in files}
-            if None in fmts:
-                bad = sorted(f for f in files if detect_format(f) is None)[:3]
-                csv = [f for f in bad if f.lower().endswith((".csv", ".csv.gz", ".tsv"))]
-                why = (" (CSV is not an input format: convert it to JSON Lines or Parquet, see docs/data.md)"
-                       if csv else "")
-                raise ValueError(
-                    f"cannot tell the format of {bad} (pattern {pattern!r}){why}; use .json, .jsonl, .ndjson, "
-                    ".parquet (optionally .gz for JSON) or name the format: --input-format json|jsonl|parquet "
-                    "(ReadInteractions(file_format=...) in Python)"
-                )
             if len(fmts) > 1:
                 raise ValueError(f"pattern {pattern!r} mixes formats {sorted(fmts)}; give one pattern per format")
             out[pattern] = fmts.pop()
