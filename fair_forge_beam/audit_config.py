@@ -140,13 +140,12 @@ def load_config(path: str) -> dict:
         ConfigError: missing file or invalid TOML (with line and column).
     """
     from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
-    from apache_beam.io.filesystems import FileSystems
-
-    from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+    from fair_forge_beam.io.edge import SideFileTooLarge, read_side_file  # read whole, bounded, any filesystem
 
     try:
-        with FileSystems.open(path) as f:
-            raw = read_all(f)
+        raw = read_side_file(path, "--config")
+    except SideFileTooLarge as exc:
+        raise ConfigError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
     from fair_forge_beam.options import exact_float

@@ -16,6 +16,8 @@ import logging
 import sys
 from typing import Any, Optional, Sequence
 
+from fair_forge_beam.io.edge import read_side_text
+
 log = logging.getLogger("fair_forge_beam.loop")
 
 __all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source",
@@ -84,8 +86,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                 if args.strategy == "random" else SequentialStrategy())
     custom = None
     if args.system_prompt_file:
-        with open(args.system_prompt_file, encoding="utf-8") as f:
-            custom = f.read()
+        custom = read_side_text(args.system_prompt_file, "--system-prompt-file")
     plan = plan_requests(chunks, args.assistant_id or "assistant", num_queries_per_chunk=args.num_queries, language=args.language,
                          seed_examples=args.seed_example, custom_system_prompt=custom, selection_strategy=strategy,
                          conversation_mode=args.conversation, seed=args.seed)
@@ -130,8 +131,7 @@ def build_assistant_handler(args: Any):
         raise ValueError("--assistant-url is required (the assistant under test)")
     template = args.request_template
     if args.request_template_file:
-        with open(args.request_template_file, encoding="utf-8") as f:
-            template = f.read()
+        template = read_side_text(args.request_template_file, "--request-template-file")
     common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
                   requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes)

@@ -68,12 +68,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
 
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, bounded_lines
+
     def parse(line_no_text):
         no, text = line_no_text
+        if isinstance(text, ReadError):  # a line over the record limit, read past in pieces
+            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", text.reason, text.raw, source=f"{args.input}:{no}"))
+            return
         try:
+            text = text.decode("utf-8")
             yield loads(text)
         except Exception as exc:  # bad JSON line: dead letter, never a crash
-            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", text, source=f"{args.input}:{no}"))
+            raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
+            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", raw, source=f"{args.input}:{no}"))
 
     from fair_forge_beam.reports.output_folder import check_output_folder
 
@@ -82,8 +89,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             staged=False)
     except ValueError as exc:
         parser.error(str(exc))
-    with open(args.input, encoding="utf-8") as fh:
-        lines = [(i + 1, ln) for i, ln in enumerate(fh) if ln.strip()]
+    from fair_forge_beam.io.edge import open_input
+
+    try:  # line by line, none held over the record limit (the audit's --max-record-bytes default)
+        with open_input(args.input) as fh:
+            lines = [(i + 1, ln) for i, (_, ln) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES))
+                     if isinstance(ln, ReadError) or ln.strip()]
+    except OSError as exc:
+        parser.error(f"--input: cannot read {args.input}: {exc}")
     os.makedirs(args.output, exist_ok=True)
     loader = functools.partial(load_hf, args.model, args.seed)
     with run_pipeline(pipeline_options(beam_args)) as p:

@@ -34,10 +34,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise ValueError("give exactly one of --seed-prompt and --seed-prompt-file")
     except ValueError as exc:
         parser.error(str(exc))
+    from fair_forge_beam.io.edge import read_side_text
+
     seed_prompt = args.seed_prompt
     if args.seed_prompt_file:
-        with open(args.seed_prompt_file, encoding="utf-8") as fh:
-            seed_prompt = fh.read().strip()
+        try:
+            seed_prompt = read_side_text(args.seed_prompt_file, "--seed-prompt-file").strip()
+        except (OSError, ValueError) as exc:
+            parser.error(f"--seed-prompt-file: cannot read {args.seed_prompt_file}: {exc}")
     from fair_forge_beam.reports.output_folder import check_output_folder
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
@@ -47,8 +51,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(str(exc))
     datasets = []
     for path in args.input:  # repeatable: the lists are joined
-        with open(path, encoding="utf-8") as fh:
-            part = json.load(fh)
+        try:
+            part = json.loads(read_side_text(path, "--input"))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--input: cannot read {path}: {exc}")
         if not isinstance(part, list):
             parser.error(f"--input must hold a JSON list of sessions: {path} does not")
         datasets.extend(part)

@@ -29,6 +29,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import NamedTuple, Sequence, Union
 
+from fair_forge_beam.io.edge import read_side_text
+
 __all__ = [
     "RegulatoryDocument",
     "CorpusChunk",
@@ -154,7 +156,7 @@ class LocalCorpusConnector(CorpusConnector):
         docs = []
         for name, p in files:
             try:
-                docs.append(RegulatoryDocument(p.read_text(encoding="utf-8"), name))
+                docs.append(RegulatoryDocument(read_side_text(p, "regulatory corpus file"), name))
             except (UnicodeDecodeError, OSError) as exc:
                 raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({type(exc).__name__}: {exc}); "
                                  "remove it or convert it to .md/.txt") from None

@@ -155,7 +155,11 @@ class NRCCsvLexicon(EmotionLexicon):
         return None if key is None else key
 
     def load(self):
-        with open(self.path, newline="", encoding="utf-8") as f:
+        import io
+
+        from fair_forge_beam.io.edge import read_side_text
+
+        with io.StringIO(read_side_text(self.path, "--emotion-lexicon-csv"), newline="") as f:  # read whole, bounded
             reader = csv.DictReader(f, delimiter=";")
             emo_cols = {c: c.strip().lower() for c in (reader.fieldnames or []) if c.strip().lower() in _INDEX}
             lang_cols = [c for c in (reader.fieldnames or []) if c not in emo_cols]

@@ -483,8 +483,9 @@ def toxigen_match_rates(path: str) -> list[tuple[str, bool, float, float]]:
     """
     import json
 
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    from fair_forge_beam.io.edge import read_side_text
+
+    rows = [json.loads(line) for line in read_side_text(path, "ToxiGen sentences").splitlines() if line.strip()]
     out = []
     for level in LEVELS:
         for exclude in (False, True):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from fair_forge_beam.generators.schemas import Chunk
+from fair_forge_beam.io.edge import read_side_text
 
 __all__ = ["BaseContextLoader", "LocalMarkdownLoader", "create_markdown_loader", "create_context_loader",
            "packaged_corpus_path", "CORPORA", "slug"]
@@ -132,7 +133,7 @@ class LocalMarkdownLoader(BaseContextLoader):
         """Chunks of every file of ``source`` (file, list, glob or folder), ids unique."""
         chunks: list[Chunk] = []
         for f in self.resolve(source):
-            chunks.extend(self.chunk_text(f.read_text(encoding="utf-8"), f.stem, str(f)))
+            chunks.extend(self.chunk_text(read_side_text(f, "generator source file"), f.stem, str(f)))
         return _unique_ids(chunks)
 
     # -- one document --------------------------------------------------------------------------

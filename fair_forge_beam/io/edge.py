@@ -20,6 +20,9 @@ converted to a JSON value, here — never a crash later in a coder, a metric or 
   ones (:data:`COMPRESSION_SUFFIXES`: ``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``/``.zstd``,
   ``.deflate``) decompressed incrementally, the xz decoder's memory bounded
   (:data:`XZ_MEMLIMIT`), a file cut short reported in every compression.
+* :func:`read_side_file` / :func:`read_side_text` — a user's file that is read whole (a lexicon,
+  a config, a template or prompt, a corpus document, a privacy domain), refused over
+  :data:`MAX_SIDE_FILE_BYTES` instead of read without a bound.
 * :func:`text_encoding` — the encoding of a JSON text from its first bytes (BOM or the
   pattern of zero bytes, RFC 4627 §3 / RFC 8259 §8.1, through :func:`json.detect_encoding`;
   a head whose first character is not ASCII by how plainly it decodes).
@@ -57,6 +60,9 @@ __all__ = [
     "COMPRESSION_SUFFIXES",
     "compression_suffix",
     "XZ_MEMLIMIT",
+    "MAX_SIDE_FILE_BYTES",
+    "read_side_file",
+    "read_side_text",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -785,3 +791,40 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
         raw.close()
         raise
     return io.BufferedReader(_Decompressing(inner, raw, path, kind, errors, at_end), READ_CHUNK)
+
+
+# ------------------------------------------------------------------ a user's file read whole
+#: largest user file read whole, in bytes (256 MiB): an emotion lexicon CSV, a ``--config`` file, a
+#: request template, a system or seed prompt, a regulatory or generator corpus document, a
+#: ``--privacy-domain`` file. The NRC lexicon of every language is about 25 MB; records are bounded
+#: by ``--max-record-bytes`` instead (they are read one by one)
+MAX_SIDE_FILE_BYTES = 256 * 2**20
+
+
+class SideFileTooLarge(ValueError):
+    """A user's file read whole is over its limit (one line: the option, the file, its limit)."""
+
+
+def read_side_file(path, what: str, limit: Optional[int] = None) -> bytes:
+    """The bytes of a user's file that is read whole (any Beam filesystem; a compression ending is
+    decompressed, :func:`open_input`), never more than ``limit`` + 1 bytes of it (default
+    :data:`MAX_SIDE_FILE_BYTES`, read at call time). ``what``: the option or role that names the
+    file in the message (``"--emotion-lexicon-csv"``).
+
+    Raises:
+        SideFileTooLarge (a ``ValueError``): the file holds more than ``limit`` bytes (decompressed).
+        OSError: the file cannot be opened or its compressed data is damaged (:class:`CompressedDataError`).
+    """
+    limit = MAX_SIDE_FILE_BYTES if limit is None else int(limit)
+    with open_input(str(path)) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise SideFileTooLarge(f"{what}: {path} is larger than {limit:,} bytes, the most a file read whole may hold "
+                               "(fair_forge_beam.io.edge.MAX_SIDE_FILE_BYTES); not read")
+    return data
+
+
+def read_side_text(path, what: str, limit: Optional[int] = None) -> str:
+    """:func:`read_side_file` decoded as UTF-8 (a UTF-8 BOM dropped). Raises as
+    :func:`read_side_file`, and ``UnicodeDecodeError`` for text that is not UTF-8."""
+    return read_side_file(path, what, limit).decode("utf-8-sig")

@@ -15,7 +15,6 @@ only sees valid sessions. Source: anthropics/hh-rlhf (MIT).
 """
 from __future__ import annotations
 
-import gzip
 import re
 from typing import Any, Optional
 
@@ -48,19 +47,27 @@ def parse_transcript(text: str) -> list[tuple[str, str]]:
     return [(q, a) for q, a in turns]
 
 
-def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[list] = None) -> list[dict[str, Any]]:
-    """Sessions (dicts in the ``Dataset`` shape) of the first ``limit`` records of ``path``.
+def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[list] = None,
+                     max_record_bytes: Optional[int] = None) -> list[dict[str, Any]]:
+    """Sessions (dicts in the ``Dataset`` shape) of the first ``limit`` records of ``path`` (any
+    compression :func:`~fair_forge_beam.io.edge.open_input` reads), read line by line in bounded
+    pieces (:func:`~fair_forge_beam.io.read.bounded_lines`): a line over ``max_record_bytes``
+    (default: ``--max-record-bytes``'s, :data:`~fair_forge_beam.io.read.MAX_RECORD_BYTES`) is never held whole.
 
-    Unparseable records are left out and, when ``skipped`` is a list, appended to it as
-    ``(record number, reason)``. Raises ``OSError`` when the file cannot be read."""
-    opener = gzip.open if str(path).endswith(".gz") else open
+    Unparseable records and lines over the limit are left out and, when ``skipped`` is a list,
+    appended to it as ``(record number, reason)``. Raises ``OSError`` when the file cannot be read."""
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, bounded_lines
+
+    max_record_bytes = MAX_RECORD_BYTES if max_record_bytes is None else int(max_record_bytes)
     out: list[dict[str, Any]] = []
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
+    with edge.open_input(str(path)) as fh:
+        for i, (_, line) in enumerate(bounded_lines(fh, max_record_bytes)):
             if limit is not None and i >= limit:
                 break
             try:
-                rec = edge.loads(line)  # strict: a repeated key is a skipped line, not last-wins
+                if isinstance(line, ReadError):
+                    raise ValueError(line.reason)
+                rec = edge.loads(line.decode("utf-8"))  # strict: a repeated key is a skipped line, not last-wins
                 pair = {v: parse_transcript(rec[v]) for v in ("chosen", "rejected")}
             except (ValueError, KeyError, TypeError) as exc:
                 if skipped is not None:
@@ -76,7 +83,8 @@ def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[l
 
 
 class HHRLHFPairs(Retriever):
-    """Retriever of hh-rlhf pairs: ``HHRLHFPairs(path=..., limit=None)`` (full-dataset level).
+    """Retriever of hh-rlhf pairs: ``HHRLHFPairs(path=..., limit=None, max_record_bytes=None)``
+    (full-dataset level; ``None``: the default record limit).
 
     ``load_dataset()`` returns the session dicts of :func:`hh_rlhf_sessions`; ``skipped`` lists
     ``(record number, reason)`` of the records left out."""
@@ -87,4 +95,5 @@ class HHRLHFPairs(Retriever):
 
     def load_dataset(self):
         self.skipped: list = []
-        return hh_rlhf_sessions(self.kwargs["path"], self.kwargs.get("limit"), self.skipped)
+        return hh_rlhf_sessions(self.kwargs["path"], self.kwargs.get("limit"), self.skipped,
+                                self.kwargs.get("max_record_bytes"))

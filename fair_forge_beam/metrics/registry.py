@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 import pyarrow as pa
 
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
+from fair_forge_beam.io.edge import read_side_text
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -211,8 +212,7 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
     seed_prompt = options.get("seed_prompt")
     if options.get("seed_prompt_file"):
         try:
-            with open(options["seed_prompt_file"], encoding="utf-8") as f:
-                seed_prompt = f.read()
+            seed_prompt = read_side_text(options["seed_prompt_file"], "--seed-prompt-file")
         except OSError as exc:
             raise ValueError(f"--seed-prompt-file: cannot read {options['seed_prompt_file']}: {exc}") from None
     if not seed_prompt or not seed_prompt.strip():
@@ -252,8 +252,7 @@ def _privacy(mode: StatisticalMode, options: dict):
     path = options.get("privacy_domain")
     if path:
         try:
-            with open(path, encoding="utf-8") as f:
-                domain = json.load(f)
+            domain = json.loads(read_side_text(path, "--privacy-domain"))
         except (OSError, ValueError) as exc:
             raise ValueError(f"--privacy-domain: cannot read {path}: {exc}") from None
         if not isinstance(domain, dict):
