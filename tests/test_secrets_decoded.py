@@ -158,3 +158,47 @@ def test_a_key_equal_to_a_name_masks_values_never_names(tmp_path, monkeypatch, c
         assert "k=***" in _parquet_text(out / "stats")
     else:  # the name is kept, the echoed value is masked
         assert f"k={key}" not in parquet
+
+
+def test_a_key_spelt_out_or_in_another_case_is_masked_and_ordinary_words_are_not():
+    """Issue 28 leftover: a key echoed with spaces between its characters or in another case was
+    not masked. A secret of LOOSE_SECRET_LEN characters or more is now masked in any case and with
+    whitespace (plain or JSON-escaped) between its characters; ordinary text around it, and a shorter
+    secret's loose spellings (it may be a word), are left as they are."""
+    from fair_forge_beam.io.secrets import LOOSE_SECRET_LEN, scrub
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    assert len(key) >= LOOSE_SECRET_LEN
+    chunks = " ".join(key[i:i + 4] for i in range(0, len(key), 4))
+    for spelled in (key.upper(), key.title(), " ".join(key), " ".join(key.upper()), "\n".join(key), "  ".join(key),
+                    "\t".join(key.swapcase()), chunks):
+        assert scrub(f"your key is {spelled} - keep it", [key]) == "your key is *** - keep it", spelled
+        doc = json.dumps({"insight": "k=" + spelled})  # the spaced key as JSON text (\n, \t escaped)
+        assert json.loads(scrub(doc, [key]))["insight"] == "k=***", doc
+        assert scrub({"parsed": {"insight": spelled}}, [key]) == {"parsed": {"insight": "***"}}
+    digits = "".join(sorted(set(c for c in key if not c.isalpha())))
+    ordinary = [f"the key starts with sk and ffb, then {digits}", "SK-FFB is a prefix", "s k - f f b", key[:-1].upper() + "?"]
+    for text in ordinary:
+        assert scrub(text, [key]) == text
+    assert scrub("Pass word, PASSWORD, password", ["password"]) == "Pass word, PASSWORD, ***"  # 8 characters: as written only
+
+
+def test_a_judge_spelling_the_key_out_leaves_it_nowhere(tmp_path, monkeypatch):
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+
+    def answer(req):
+        return Reply(content='{"score": 1.0, "insight": "k=' + "\\n".join(key.upper()) + '"}',
+                     reasoning_content="the key is " + " ".join(key))
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=None, num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
+        client = handler.create_client()
+        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
+        client.close()
+    assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
+    text = json.dumps(verdict._asdict(), default=str)
+    assert "k=***" in text and "the key is ***" in text and " ".join(key) not in text

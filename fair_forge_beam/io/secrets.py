@@ -20,11 +20,17 @@ import threading
 from typing import Any, Iterable
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
-           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS"]
+           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
 MIN_SECRET_LEN = 8
+#: secrets at least this long are masked in loose spellings too: in any case (``SK-PROJ-…``) and
+#: with whitespace between their characters (``s k - p r o j …``, plain or JSON-escaped ``\n``), as a
+#: judge that spells a key out echoes it. Real API keys are 37-164 characters. A shorter secret may
+#: be an ordinary word (``password``): loosely, it would mask ``Pass word`` in an answer, so it is
+#: masked as written only
+LOOSE_SECRET_LEN = 16
 
 _ENVS: set[str] = set()
 _ENVS_SNAPSHOT: frozenset = frozenset()
@@ -66,13 +72,34 @@ def _hex(code: int) -> str:
     return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
 
 
+#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped
+_GAP = r"(?:\s|\\+[nrt])*"
+
+
 @functools.lru_cache(maxsize=64)
 def _pattern(secrets: tuple) -> "re.Pattern":
     """One regular expression matching every secret of ``secrets`` in every JSON spelling (plain,
     ``\\/``, ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth), longest
-    secret first."""
-    alts = ["".join(_char_pattern(ch) for ch in s) for s in sorted(secrets, key=len, reverse=True)]
+    secret first; a secret of :data:`LOOSE_SECRET_LEN` characters or more also in any case and with
+    whitespace between its characters."""
+    alts = ["(?i:" + _GAP.join(_char_pattern(ch) for ch in s) + ")" if len(s) >= LOOSE_SECRET_LEN
+            else "".join(_char_pattern(ch) for ch in s) for s in sorted(secrets, key=len, reverse=True)]
     return re.compile("|".join(alts))
+
+
+@functools.lru_cache(maxsize=64)
+def _loose(secrets: tuple) -> tuple:
+    """``(compact, caseless)`` per secret of :data:`LOOSE_SECRET_LEN` characters or more: the secret
+    in lower case without whitespace (what a text's compacted lower-case form holds when it holds
+    the secret loosely spelt), and its characters that have no case (digits, ``-``, ``_`` …; the
+    punctuation first), which a loose spelling keeps as they are — a text without one of them holds
+    no loose spelling, a check much cheaper than compacting every text."""
+    out = []
+    for s in secrets:
+        if len(s) >= LOOSE_SECRET_LEN:
+            caseless = {c for c in s if c.lower() == c.upper() and not c.isspace()}
+            out.append(("".join(s.split()).lower(), tuple(sorted(caseless, key=lambda c: (c.isdigit(), c)))))
+    return tuple(out)
 
 
 def _secrets(secrets: Iterable[str]) -> tuple:
@@ -98,22 +125,33 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     28), nor the text of the values under a key in ``names`` (e.g. :data:`NAME_FIELDS`: slice and
     metric names; a dict there is scrubbed as usual); other types are returned as they are.
     ``keep``: texts never masked where they occur inside a text (names in a page or a console
-    table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored. Never raises for any input.
+    table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored; secrets of
+    :data:`LOOSE_SECRET_LEN` characters or more are masked in any case and with whitespace between
+    their characters too. Not masked: a secret with other characters between its characters
+    (``s-k-…``, zero-width spaces), in look-alike characters, encoded (base64, reversed) or in part.
+    Never raises for any input.
     """
     secs = _secrets(secrets)
     if not secs:
         return value
-    pattern = _pattern(secs)
+    pattern, loose, shortest = _pattern(secs), _loose(secs), min(len(s) for s in secs)
     names = frozenset(names)
     keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
 
     def _text(v: str) -> str:
+        if len(v) < shortest:  # every spelling of a secret is at least as long as the secret
+            return v
         if "\\" not in v:  # the common case: no escape, and no secret at all
             for s in secs:
                 if s in v:
                     break
             else:
-                return v
+                for s, caseless in loose:  # a loose spelling: another case, spaces between characters
+                    if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
+                            and s in "".join(v.split()).lower():
+                        break
+                else:
+                    return v
         return _mask_text(v, secs, pattern, keep)
 
     def _do(v: Any, name: bool = False) -> Any:
