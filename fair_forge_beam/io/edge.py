@@ -506,7 +506,30 @@ class CompressedDataError(OSError):
     message names the file, the compression and the decompressor's own error."""
 
 
-class _Inflate:
+class _Streams:
+    """The part the readers of compressed streams written one after another share: the compressed
+    bytes not yet given to a decompressor (``_tail``), read from binary file ``raw`` in pieces of
+    :data:`READ_CHUNK`, and whether the data read so far ends inside a stream (``_inside``)."""
+
+    def __init__(self, raw):
+        self._raw, self._tail, self._inside = raw, b"", False
+
+    def _refill(self) -> bool:
+        """The next compressed piece in ``_tail`` when it is empty; False at the end of the data.
+        Raises ``EOFError`` when the data ends inside a stream (a file cut short)."""
+        if not self._tail:
+            self._tail = self._raw.read(READ_CHUNK)
+            if not self._tail:
+                if self._inside:
+                    raise EOFError("compressed data ends before the end-of-stream marker")
+                return False
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class _Inflate(_Streams):
     """``read(n)`` of DEFLATE data (zlib-wrapped, as Beam writes ``.deflate``) from binary file
     ``raw``: at most ``n`` bytes decompressed per call (``zlib``'s ``max_length``), streams
     written one after another read on. Data that ends inside a stream raises ``EOFError``."""
@@ -514,17 +537,13 @@ class _Inflate:
     def __init__(self, raw):
         import zlib
 
-        self._new = zlib.decompressobj
-        self._raw, self._d, self._tail, self._inside = raw, zlib.decompressobj(), b"", False
+        super().__init__(raw)
+        self._new, self._d = zlib.decompressobj, zlib.decompressobj()
 
     def read(self, n: int) -> bytes:
         while True:
-            if not self._tail:
-                self._tail = self._raw.read(READ_CHUNK)
-                if not self._tail:
-                    if self._inside:
-                        raise EOFError("compressed data ends before the end-of-stream marker")
-                    return b""
+            if not self._refill():
+                return b""
             out = self._d.decompress(self._tail, n)
             self._inside = not self._d.eof
             if self._d.eof:
@@ -534,9 +553,6 @@ class _Inflate:
                 self._tail = self._d.unconsumed_tail
             if out:
                 return out
-
-    def close(self) -> None:
-        pass
 
 
 #: the name endings :func:`open_input` decompresses, as Beam's ``CompressionTypes.detect_compression_type``
@@ -556,7 +572,7 @@ def compression_suffix(path: str) -> str:
     return next((c for c in COMPRESSION_SUFFIXES if p.endswith(c)), "")
 
 
-class _Unxz:
+class _Unxz(_Streams):
     """``read(n)`` of xz (or legacy ``.lzma``) data from binary file ``raw``: at most ``n`` bytes
     decompressed per call (``LZMADecompressor``'s ``max_length``), streams written one after another
     read on (zero-byte stream padding between them skipped), the decoder's memory at most
@@ -567,8 +583,8 @@ class _Unxz:
     def __init__(self, raw, memlimit: int):
         import lzma
 
-        self._lzma, self._raw, self._memlimit = lzma, raw, memlimit
-        self._d, self._tail, self._inside = None, b"", False
+        super().__init__(raw)
+        self._lzma, self._memlimit, self._d = lzma, memlimit, None
 
     def read(self, n: int) -> bytes:
         lzma = self._lzma
@@ -576,12 +592,8 @@ class _Unxz:
             if self._d is not None and self._d.eof:
                 self._tail, self._d, self._inside = self._d.unused_data, None, False
             if self._d is None or self._d.needs_input:
-                if not self._tail:
-                    self._tail = self._raw.read(READ_CHUNK)
-                    if not self._tail:
-                        if self._inside:
-                            raise EOFError("compressed data ends before the end-of-stream marker")
-                        return b""
+                if not self._refill():
+                    return b""
                 if self._d is None:
                     self._tail = self._tail.lstrip(b"\x00")  # stream padding
                     if not self._tail:
@@ -601,9 +613,6 @@ class _Unxz:
                 raise
             if out:
                 return out
-
-    def close(self) -> None:
-        pass
 
 
 class _ZstdFrames:
