@@ -177,7 +177,7 @@ def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
 @pytest.mark.parametrize("module", ["pipelines.audit", "pipelines.rollup", "pipelines.trend", "pipelines.loop",
                                     "pipelines.generate", "pipelines.run_assistant", "pipelines.optimize",
                                     "pipelines.explain", "fair_forge_beam.reports.compare",
-                                    "fair_forge_beam.io.agentic_sources"])
+                                    "fair_forge_beam.io.agentic_sources", "fair_forge_beam.metrics.registry"])
 def test_every_command_gives_a_one_line_usage_error(module):
     """Hostile-tester trial: run_assistant's usage errors printed argparse's whole usage block (five
     commands built a plain ArgumentParser); a scheduler's alert shows the first line only."""

@@ -406,11 +406,9 @@ def statistical_mode(options: Any) -> StatisticalMode:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m fair_forge_beam.metrics.registry --write-template-metadata templates/metadata.json``:
     the Flex Template metadata of the main job, from the option declarations and the registered metrics."""
-    import argparse
+    from fair_forge_beam.options import OneLineErrorParser, template_metadata_text
 
-    from fair_forge_beam.options import template_metadata_text
-
-    p = argparse.ArgumentParser(prog="python -m fair_forge_beam.metrics.registry")
+    p = OneLineErrorParser(prog="python -m fair_forge_beam.metrics.registry")
     p.add_argument("--write-template-metadata", metavar="PATH", required=True)
     args = p.parse_args(argv)
     with open(args.write_template_metadata, "w", encoding="utf-8") as f:
