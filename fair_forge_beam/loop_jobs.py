@@ -51,12 +51,9 @@ def _prepare(out: str, names: Sequence[str], reads: Sequence[str] = ()) -> str:
 
 
 def _read_json(path: str) -> dict:
-    from apache_beam.io.filesystems import FileSystems
+    from fair_forge_beam.io.edge import read_side_json
 
-    from fair_forge_beam.io.edge import read_all
-
-    with FileSystems.open(path) as f:
-        return json.loads(read_all(f).decode("utf-8"))
+    return read_side_json(path, "a stage's file")
 
 
 def run_generate(args: Any, beam_args: Sequence[str]) -> dict:

@@ -260,10 +260,11 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
 
 
 def _read_json(path: str) -> dict:
-    from apache_beam.io.filesystems import FileSystems
+    """A run's JSON file (:func:`~fair_forge_beam.io.edge.read_side_json`: bounded; ``ValueError``
+    naming it when damaged)."""
+    from fair_forge_beam.io.edge import read_side_json
 
-    with FileSystems.open(path) as f:
-        return json.loads(read_all(f).decode("utf-8"))
+    return read_side_json(path, "a run's file")
 
 
 def _settings(manifest: dict) -> dict:

@@ -102,3 +102,28 @@ def test_a_user_file_under_the_limit_reads_as_before(tmp_path):
             read()
         except ValueError as exc:
             assert what in ("--privacy-domain", "--seed-prompt-file") and "larger than" not in str(exc), (what, exc)
+
+
+@pytest.mark.parametrize("command", ["trend", "baseline", "rollup"])
+def test_a_runs_damaged_or_oversized_json_is_one_line_naming_the_file(tmp_path, monkeypatch, command):
+    """A run folder's ``results.json`` / ``run_info.json`` / manifest a user points at (trend, a
+    ``--baseline``, a roll-up's ``--from``) is read bounded and, when damaged, refused in one line that
+    names the file (it said only ``Expecting value: line 2 column 1 (char 6)``)."""
+    from fair_forge_beam.io import edge
+    from fair_forge_beam.reports.load import read_baseline, read_results
+    from fair_forge_beam.rollup import _read_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    target = run / ("stats_manifest.json" if command == "rollup" else "results.json")
+    target.write_text('{"metrics":\n\n', encoding="utf-8")
+    read = {"trend": lambda: read_results(str(run)), "baseline": lambda: read_baseline(str(run)),
+            "rollup": lambda: _read_json(str(target))}[command]
+    with pytest.raises(ValueError) as err:
+        read()
+    assert str(target) in str(err.value) and "\n" not in str(err.value)
+    target.write_text(json.dumps({"metrics": {}, "pad": "x" * 2000}), encoding="utf-8")
+    read()  # whole and valid: read
+    monkeypatch.setattr(edge, "MAX_SIDE_FILE_BYTES", 1000)
+    with pytest.raises(ValueError, match="larger than 1,000 bytes"):
+        read()

@@ -380,7 +380,8 @@ def test_usage_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     bad = r / "bad"
     bad.mkdir()
     (bad / "results.json").write_text("{not json")
-    assert _usage_error([str(bad)], capsys).startswith(f"fair-forge-beam trend: error: {bad}: Expecting property name")
+    assert _usage_error([str(bad)], capsys).startswith(
+        f"fair-forge-beam trend: error: {bad}: {bad}/results.json is not a readable JSON file (Expecting property name")
     (bad / "results.json").write_text(json.dumps({"config": {}}))
     assert "is not a fair_forge_beam results.json (no 'metrics' object)" in _usage_error([str(bad)], capsys)
     assert "the following arguments are required: PATTERN" in _usage_error([], capsys)

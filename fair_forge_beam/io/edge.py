@@ -63,6 +63,7 @@ __all__ = [
     "MAX_SIDE_FILE_BYTES",
     "read_side_file",
     "read_side_text",
+    "read_side_json",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -837,3 +838,20 @@ def read_side_text(path, what: str, limit: Optional[int] = None) -> str:
     """:func:`read_side_file` decoded as UTF-8 (a UTF-8 BOM dropped). Raises as
     :func:`read_side_file`, and ``UnicodeDecodeError`` for text that is not UTF-8."""
     return read_side_file(path, what, limit).decode("utf-8-sig")
+
+
+def read_side_json(path, what: str, limit: Optional[int] = None):
+    """:func:`read_side_file` parsed as JSON (UTF-8): a run's ``results.json``, ``run_info.json`` or
+    manifest that a user points at.
+
+    Raises:
+        ValueError: one line naming ``path`` — larger than the limit (``SideFileTooLarge``), not
+            UTF-8 or not JSON (a damaged or truncated file).
+        OSError: as :func:`read_side_file`."""
+    import json
+
+    data = read_side_file(path, what, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"{path} is not a readable JSON file ({exc}): a damaged or truncated file") from None

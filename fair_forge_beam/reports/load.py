@@ -104,10 +104,7 @@ def read_results(path: str) -> dict:
     p = results_path(path)
     if not _exists(p):
         raise FileNotFoundError(f"no results.json at {p}")
-    from fair_forge_beam.io.edge import read_all  # imported here: no Beam at module load
-
-    with _open(p) as f:
-        doc = json.loads(read_all(f).decode("utf-8"))
+    doc = _read_run_json(p)
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
         raise ValueError(f"{p} is not a fair_forge_beam results.json (no 'metrics' object)")
     return doc
@@ -118,10 +115,19 @@ def read_run_info(run_dir: str) -> dict:
     p = f"{run_dir.rstrip('/')}/run_info.json"
     if not _exists(p):
         return {}
-    from fair_forge_beam.io.edge import read_all  # imported here: no Beam at module load
+    return _read_run_json(p)
 
-    with _open(p) as f:
-        return json.loads(read_all(f).decode("utf-8"))
+
+def _read_run_json(p: str):
+    """A run folder's JSON file ``p`` (``results.json``, ``run_info.json``), read whole but never
+    more than :data:`~fair_forge_beam.io.edge.MAX_SIDE_FILE_BYTES` of it.
+
+    Raises:
+        ValueError: one line naming ``p``: larger than that, not UTF-8 or not JSON (a damaged or
+            truncated file)."""
+    from fair_forge_beam.io.edge import read_side_json  # imported here: no Beam at module load
+
+    return read_side_json(p, "a run's file")
 
 
 def _match(pattern: str) -> list[str]:
