@@ -162,3 +162,17 @@ def test_a_rollup_copy_of_a_run_it_did_not_merge_is_refused(two_nights, tmp_path
         _rollup(tmp_path / "w2", [tmp_path / "w"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "part-r002-" in err[-1] and "is not a shard" in err[-1], err
+
+
+def test_nights_whose_metrics_differ_only_in_order_roll_up_as_one_audit(tmp_path):
+    """``--metrics humanity,toxicity`` one night and ``toxicity,humanity`` the next are the same
+    settings (fresh-user trial: the roll-up refused them, '"humanity,toxicity" vs
+    "toxicity,humanity"'); the roll-up equals one audit of both nights in the first night's order."""
+    a, b = _night(tmp_path, "a", slice(0, 40)), _night(tmp_path, "b", slice(40, 80))
+    common = [x for x in COMMON if x not in ("--metrics", "humanity,toxicity")]
+    audit.main([*common, "--metrics", "humanity,toxicity", "--input", str(a), "--output", str(tmp_path / "n1")])
+    audit.main([*common, "--metrics", "toxicity,humanity", "--input", str(b), "--output", str(tmp_path / "n2")])
+    audit.main([*common, "--metrics", "humanity,toxicity", "--input", str(a), "--input", str(b),
+                "--output", str(tmp_path / "union")])
+    _rollup(tmp_path / "week", [tmp_path / "n1", tmp_path / "n2"])
+    assert (tmp_path / "week" / "results.json").read_bytes() == (tmp_path / "union" / "results.json").read_bytes()
