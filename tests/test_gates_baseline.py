@@ -279,6 +279,16 @@ def test_regression_too_small_missing_and_undefined():
                                   f"[assistant_id=flat]: context_awareness: too small to compare ({checks[2].too_small})"
     assert "no slice 'assistant_id=new' in the baseline" in checks[3].reason
     assert "undefined in this run" in checks[4].reason and "no slice 'assistant_id=gone'" in checks[5].reason
+    # no value in this run and none in the baseline (it lacks the slice or the estimate): nothing to
+    # compare, skipped (fresh-user trial: a night after an all-Spanish night failed its Humanity gate)
+    now_nodata = _doc("bayesian", [ctx("overall", None, None, None, 9), ctx("assistant_id=nodata", None, None, None, 2)],
+                      metric="context")
+    before_lacks = _doc("bayesian", [{"slice": "overall", "n_interactions": 9, "n_sessions": 9}], metric="context")
+    lacking = evaluate_gates(now_nodata, [parse_gate("regression context context_awareness not worse in every slice")],
+                             before_lacks)
+    assert [(c.slice, c.status) for c in lacking] == [("overall", "skipped"), ("assistant_id=nodata", "skipped")]
+    assert "undefined in this run" in lacking[0].reason and "the baseline has no value of it here" in lacking[0].reason
+    assert "undefined in this run" in lacking[1].reason and "(no slice 'assistant_id=nodata')" in lacking[1].reason
     report = gates_report(checks, [parse_gate("regression context context_awareness not worse in every slice"),
                                    parse_gate("regression context context_awareness not worse in slice assistant_id=gone")])
     assert report["gates"][0]["checks"][1]["too_small"] == checks[1].too_small

@@ -963,11 +963,15 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                 one = {**base, "slice": slice_key, "key": key, **est,
                        "value": None if est["mean"] is None else float(est["mean"])}
                 bas = dotted_get(brec, path) if brec is not None else None
-                if cur.get("mean") is None and isinstance(bas, dict) and "mean" in bas and bas["mean"] is None:
-                    # no value in either run (e.g. Spearman with no reference answers): not a
-                    # regression, nothing to compare — as compare_runs' undefined_in_both
+                if cur.get("mean") is None and not (isinstance(bas, dict) and bas.get("mean") is not None):
+                    # no value in either run (e.g. Spearman with no reference answers; or a baseline that
+                    # lacks the slice or the estimate: a night whose answers were all in another language):
+                    # not a regression, nothing to compare — as compare_runs' undefined_in_both
                     checks.append(GateCheck(**one, status="skipped", reason=(
-                        f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare")))
+                        f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare"
+                        if isinstance(bas, dict) else
+                        f"{f} is undefined in this run (no data: n = {est['n']}) and the baseline has no value of it "
+                        f"{'here' if brec is not None else f'(no slice {slice_key!r})'}: nothing to compare")))
                     continue
                 if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
