@@ -180,6 +180,22 @@ def test_nightly_script_after_a_killed_night(tmp_path):
     assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-02", "2026-12-03"]
 
 
+def test_nightly_baseline_is_the_latest_night_that_passed_its_gates(tmp_path):
+    """A night that failed a gate (gates.json ``"passed": false``) is never the next night's
+    baseline (fresh-user trial: a drifted night became the yardstick, and a toxic jump the night
+    after it compared with nothing and went green): the next night gates against the latest earlier
+    night that passed."""
+    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (10, 20), "2026-12-03": (20, 30)})
+    assert night("2026-12-01").returncode == 0
+    assert night("2026-12-02").returncode == 0
+    red = tmp_path / "audits" / "2026-12-02" / "gates.json"  # as a night whose gate failed (exit 3) leaves it
+    red.write_text(red.read_text(encoding="utf-8").replace('"passed": true', '"passed": false', 1), encoding="utf-8")
+    third = night("2026-12-03")
+    assert third.returncode == 0, third.stderr[-3000:]
+    info = json.loads((tmp_path / "audits" / "2026-12-03" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["options"]["baseline"] == "audits/2026-12-01"
+
+
 def test_nightly_week_is_the_seven_days_ending_on_the_night(tmp_path):
     """The week nightly.sh rolls up is the published nights of the seven days ending on DAY, not
     the last seven published nights: after a gap, a night two weeks old is not in this week (it
