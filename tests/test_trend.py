@@ -585,3 +585,27 @@ def test_runs_are_ordered_by_the_day_they_cover_not_when_they_ran():
     again = build_trend([{**r, "run_info": {**r["run_info"], "started_at": "2027-01-01T00:00:00Z"}}
                          if r["path"] == "audits/2026-12-01" else r for r in runs])
     assert [r["path"] for r in again["runs"]] == [r["path"] for r in t["runs"]]
+
+
+def test_roll_ups_of_roll_ups_are_ordered_by_their_days_and_never_compared_with_what_they_hold():
+    """Fresh-user trial: a month rolled up from two weeks (no day in any of their names) covered no
+    day and was listed first; and a roll-up of some of week 48's nights was compared with the month,
+    which holds week 48 (shared data two levels down: only the audit runs tell)."""
+    from fair_forge_beam.reports.trend import _comparable_earlier, _order
+
+    def run(path, merged=None, audit_runs=None):
+        info = {"rollup": {"runs": merged}} if merged else {}
+        return {"path": path, "info": info, "time": None, "time_source": None, "audit_runs": audit_runs}
+
+    nights = [run(f"a/2026-11-{d}", audit_runs=[f"id{d}"]) for d in (23, 29, 30)]
+    week48 = run("w/week48", [n["path"] for n in nights[:2]], ["id23", "id29"])
+    week49 = run("w/week49", [nights[2]["path"]], ["id30"])
+    month = run("w/month", ["w/week48", "w/week49"], ["id23", "id29", "id30"])
+    late48 = run("w/late48", [nights[1]["path"]], ["id29"])  # a roll-up of one of week 48's nights
+    order = _order([month, late48, week48, week49, *nights])
+    names = [e["path"] for e in order]
+    assert month["covers"] == "2026-11-30" and names.index("w/month") > names.index("w/week48")
+    earlier = _comparable_earlier(order)
+    i, j = names.index("w/late48"), names.index("w/month")
+    assert j not in earlier[i] and i not in earlier[j]
+    assert names.index("w/week48") not in earlier[names.index("w/late48")]  # it holds night 29 too

@@ -10,13 +10,15 @@ headline estimate (:func:`headline_estimates`) and slice (``overall`` and ``assi
 default), the trend follows the estimate and its interval from run to run, and compares each run
 with the previous run in which the slice has a value and that it may be compared with: a run of
 its own kind (audits with audits, roll-ups with roll-ups) that shares no data with it (neither
-is the other or merged it, and they merged no run in common). So a week's roll-up listed beside
+is the other or merged it, they merged no run in common and their statistics hold no audit run in
+common, at any level of roll-ups). So a week's roll-up listed beside
 its nights is compared with the week before, never with its own last night.
 
 **Order of runs.** By the data they cover, oldest first, never by when they ran (a night
 re-run a week later keeps its place): a run covers the ``YYYY-MM-DD`` day in its folder's name
 (:func:`covered_day`: ``audits/2026-12-01``, the day the user gave it), a roll-up without a day of its
-own the latest day among the runs it merged (``run_info.json``'s ``rollup.runs``), and runs on one day
+own the latest day among the runs it merged (``run_info.json``'s ``rollup.runs``; a roll-up of roll-ups, their
+days), and runs on one day
 come audits first. Runs without a covered day come first, by time: ``run_info.json``'s
 ``started_at``, else its ``finished_at`` (UTC, ISO 8601; a time without offset is read as UTC); a
 roll-up with neither takes the latest time of the merged runs that are part of the trend; runs
@@ -213,10 +215,28 @@ def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = 
             info = read_run_info(p)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
             raise TrendUsageError(f"{p}: {' '.join(str(exc).splitlines())}") from None
-        yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {}}
+        yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {},
+               "audit_runs": _audit_runs(p)}
         if progress and time.monotonic() - last >= 5:
             last = time.monotonic()
             progress(f"read {i + 1} of {len(paths)} runs")
+
+
+def _audit_runs(path: str) -> Optional[list]:
+    """The ids of the audit runs a run's statistics are made of (its ``stats/manifest.json``'s
+    ``audit_runs``: an audit's own id, a roll-up's the union of its inputs', at every level), or
+    ``None`` for a run without stored statistics or with a manifest the trend cannot read (the trend
+    reads no statistics; :func:`_comparable_earlier` then falls back on the merged runs' paths)."""
+    from fair_forge_beam.io.edge import read_side_json
+
+    manifest = f"{path.rstrip('/')}/stats/manifest.json"
+    if not _exists(manifest):
+        return None
+    try:
+        ids = read_side_json(manifest, "a run's stats/manifest.json").get("audit_runs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(i) for i in ids] if isinstance(ids, list) else None
 
 
 # ----------------------------------------------------------------------------- the trend
@@ -276,6 +296,7 @@ def _run_entry(run: dict, dims: Sequence[str]) -> dict:
         "light": {"config": cfg, "summary": {"interactions_read": read},  # what run_differences reads
                   "metrics": {n: {"lexicon": m.get("lexicon")} for n, m in doc["metrics"].items()}},
         "info": info,
+        "audit_runs": run.get("audit_runs"),
         "coverage": {"interactions_read": read, "rejected_at_read": summ.get("rejected_at_read"), "metrics": coverage},
         "slices": slices,
         "heads": heads,
@@ -307,15 +328,21 @@ def _order(entries: list[dict]) -> list[dict]:
     for e in entries:
         e["merged"] = _merged_runs(e)
         e["covers"] = covered_day(e["path"])
-    for e in entries:  # a roll-up without a day or a time of its own: the latest of its merged runs
-        if e["merged"]:
+    changed = True
+    while changed:  # a roll-up without a day or a time of its own: the latest of its merged runs', at every
+        changed = False  # level (a month of weeks takes the weeks' days once they have theirs)
+        for e in entries:
+            if not e["merged"]:
+                continue
             if e["covers"] is None:
-                days = [d for d in (covered_day(i) for i in e["merged"]) if d]
-                e["covers"] = max(days) if days else None
+                days = [d for d in (covered_day(i) or (known[_key(i)]["covers"] if _key(i) in known else None)
+                                    for i in e["merged"]) if d]
+                if days:
+                    e["covers"], changed = max(days), True
             if e["time"] is None:
                 times = [known[_key(i)]["time"] for i in e["merged"] if _key(i) in known and known[_key(i)]["time"]]
                 if times:
-                    e["time"], e["time_source"] = max(times), "merged runs"
+                    e["time"], e["time_source"], changed = max(times), "merged runs", True
     return sorted(entries, key=lambda e: (e["covers"] is not None, e["covers"] or "",
                                           e["covers"] is not None and e["merged"] is not None, e["time"] is not None,
                                           e["time"] or datetime.min.replace(tzinfo=timezone.utc), _key(e["path"])))
@@ -479,9 +506,12 @@ def _comparable_earlier(entries: list[dict]) -> list[list[int]]:
     """Per run (in trend order), the earlier runs it may be compared with, latest first: runs of
     its own kind (an audit with audits, a roll-up with roll-ups: a week is compared with the week
     before, never with one of its nights) that share no data with it — neither is the other nor
-    holds it, and they merged no run in common (``run_info.json``'s ``rollup.runs``)."""
-    def held(e):
-        return {_key(e["path"]), *(_key(r) for r in e["merged"] or ())}
+    holds it, they merged no run in common (``run_info.json``'s ``rollup.runs``) and their
+    statistics hold no audit run in common (``stats/manifest.json``'s ``audit_runs``: a month of
+    weeks and a roll-up of one of those weeks' nights share data two levels down)."""
+    def held(e):  # its own path, the runs it merged and, at every level, the audit runs its statistics hold
+        return {_key(e["path"]), *(_key(r) for r in e["merged"] or ()),
+                *(f"audit run {i}" for i in e.get("audit_runs") or ())}
 
     runs = [(e["merged"] is not None, held(e)) for e in entries]
     return [[j for j in range(i - 1, -1, -1) if runs[j][0] == runs[i][0] and not runs[j][1] & runs[i][1]]
