@@ -109,8 +109,14 @@ def _hex(code: int) -> str:
     return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
 
 
-#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped
-_GAP = r"(?:\s|\\+[nrt])*"
+#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped,
+#: and the invisible joiners of :data:`_ZERO_WIDTH`, plain or JSON-escaped
+_GAP = (r"(?:\s|\\+[nrt]|[\u200b\u200c\u200d\u2060\ufeff\u00ad]"
+        r"|\\+u(?:200[bBcCdD]|2060|[fF][eE][fF][fF]|00[aA][dD]))*")
+#: invisible characters that may join a loosely spelt secret's characters (zero-width space,
+#: non-joiner and joiner, word joiner, zero-width no-break space, soft hyphen): a text shows the
+#: key though its characters are apart (hostile-tester trial 3)
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,8 +170,11 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     ``keep``: texts never masked where they occur inside a text (names in a page or a console
     table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored; secrets of
     :data:`LOOSE_SECRET_LEN` characters or more are masked in any case and with whitespace between
-    their characters too. Not masked: a secret with other characters between its characters
-    (``s-k-…``, zero-width spaces), in look-alike characters, encoded (base64, reversed) or in part.
+    their characters too, and with invisible joiners between them (zero-width space / joiner /
+    non-joiner, word joiner, U+FEFF, soft hyphen; plain or ``\\uXXXX``). Not masked: a secret with
+    other characters between its characters (``s-k-…``), in look-alike characters, encoded (base64,
+    hex, percent-encoding, HTML numeric entities such as ``&#115;``, reversed) or in part
+    (docs/reliability.md).
     Never raises for any input.
     """
     secs = _secrets(secrets)
@@ -185,7 +194,7 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
             else:
                 for s, caseless in loose:  # a loose spelling: another case, spaces between characters
                     if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
-                            and s in "".join(v.split()).lower():
+                            and s in "".join(v.translate(_ZERO_WIDTH).split()).lower():
                         break
                 else:
                     return v
