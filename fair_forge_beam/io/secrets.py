@@ -116,7 +116,16 @@ _GAP = (r"(?:\s|\\+[nrt]|[\u200b\u200c\u200d\u2060\ufeff\u00ad]"
 #: invisible characters that may join a loosely spelt secret's characters (zero-width space,
 #: non-joiner and joiner, word joiner, zero-width no-break space, soft hyphen): a text shows the
 #: key though its characters are apart (hostile-tester trial 3)
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+
+
+def _compact(v: str) -> str:
+    """``v`` in lower case without whitespace and invisible joiners (what holds a loosely spelt
+    secret's compact form); the joiners are looked for first (a search is much cheaper than a
+    replacement, and most texts hold none)."""
+    if not v.isascii() and _ZERO_WIDTH.search(v):  # isascii: a flag of the string, no scan
+        v = _ZERO_WIDTH.sub("", v)
+    return "".join(v.split()).lower()
 
 
 @functools.lru_cache(maxsize=64)
@@ -194,7 +203,7 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
             else:
                 for s, caseless in loose:  # a loose spelling: another case, spaces between characters
                     if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
-                            and s in "".join(v.translate(_ZERO_WIDTH).split()).lower():
+                            and s in _compact(v):
                         break
                 else:
                     return v
