@@ -41,10 +41,11 @@ def test_every_writer_keeps_names_and_masks_free_text(key_env, tmp_path):
                                     "request_key": f'["s","{KEY}"]#0', "insight": f"echo {KEY}"}))
     assert line == {"assistant_id": KEY, "session_id": KEY, "qa_id": KEY, "element_id": f"s/{KEY}/0",
                     "request_key": f'["s","{KEY}"]#0', "insight": "echo ***"}
-    table = pa.table({"assistant_id": [KEY], "reasoning": [KEY],
+    table = pa.table({"assistant_id": [KEY], "reasoning": [KEY], "meta_values": [[KEY, None]],
                       "unit": [{"key": f'["s","{KEY}"]', "note": KEY}]})
     out = scrub_table(table).to_pylist()[0]
-    assert out == {"assistant_id": KEY, "reasoning": "***", "unit": {"key": f'["s","{KEY}"]', "note": "***"}}
+    assert out == {"assistant_id": KEY, "reasoning": "***", "meta_values": [KEY, None],
+                   "unit": {"key": f'["s","{KEY}"]', "note": "***"}}
 
     key_env("humanity")
     argv = ["--metrics", "context,humanity", "--gate", "humanity mean_entropy mean >= 0 in every assistant_id",

@@ -50,7 +50,8 @@ NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 #: name of the run or an identifier of its records, never text from outside, and is never masked:
 #:
 #: * identifiers of records: ``assistant_id``, ``session_id``, ``qa_id``, ``element_id``,
-#:   ``request_key``, ``key`` (a unit's slice key), ``turn_index``, ``language``;
+#:   ``request_key``, ``key`` (a unit's slice key), ``turn_index``, ``language``, and the metadata
+#:   slice values (``meta_values``, ``slice_values``: a ``--slices region`` run's ``eu-west``);
 #: * slice and metric names: ``slice``, ``slices``, ``metric``, ``metrics``, ``level``, ``mode``,
 #:   ``statistical_mode``, ``headline_columns``, ``groups``, ``estimate``, ``dimension(s)``,
 #:   ``field``, ``column``;
@@ -67,6 +68,7 @@ NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 NAME_FIELDS = frozenset({
     # identifiers of records
     "assistant_id", "session_id", "qa_id", "element_id", "request_key", "key", "turn_index", "language",
+    "meta_values", "slice_values",  # a session's / an interaction's metadata slice values (slice names)
     # slice, metric and column names
     "slice", "slices", "metric", "metrics", "level", "mode", "statistical_mode", "headline_columns", "groups",
     "estimate", "dimension", "dimensions", "field", "column",
