@@ -201,9 +201,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         for v in values:
             if isinstance(v, (dict, list)):
                 raise ConfigError(f"{where}: expected a value, got {v!r}")
-            number = {strict_int: "a whole number", strict_float: "a number"}.get(action.type)
+            kind = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type) reads as its base
+            number = {strict_int: "a whole number", strict_float: "a number"}.get(kind)
             if number and (isinstance(v, bool) or not isinstance(v, (int, float))
-                           or (action.type is strict_int and not isinstance(v, int))):
+                           or (kind is strict_int and not isinstance(v, int))):
                 raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {v!r}")
             v = str(v).lower() if isinstance(v, bool) else str(v)
             if name in PATH_OPTIONS:

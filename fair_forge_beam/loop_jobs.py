@@ -116,7 +116,34 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     warning = shortfall_warning(doc.get("shortfall"))
     if warning:
         log.warning("%s", warning)
+    doc["dead_letter_reasons"] = dead_letter_reasons(out)
     return doc
+
+
+def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> dict:
+    """The ``top`` most common reasons of a stage's ``dead_letter.jsonl`` in ``out`` (``{reason:
+    count}``, most frequent first; the first ``most_lines`` lines, each read bounded), ``{}`` when it
+    has none: what an empty stage's one line names (the generator's failure, not the audit's "no
+    input record")."""
+    from collections import Counter
+
+    from apache_beam.io.filesystems import FileSystems
+
+    path = FileSystems.join(out, "dead_letter.jsonl")
+    counts: Counter = Counter()
+    if not FileSystems.exists(path):
+        return {}
+    with FileSystems.open(path) as f:
+        for i, line in enumerate(f):
+            if i >= most_lines:
+                break
+            try:
+                reason = json.loads(line[:65536]).get("reason")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(reason, str) and reason:
+                counts[reason[:300]] += 1
+    return dict(counts.most_common(top))
 
 
 def build_assistant_handler(args: Any):
@@ -156,12 +183,20 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
     if not inputs:
         raise ValueError("--input is required (the dataset files to run)")
     handler = build_assistant_handler(args)
+    from fair_forge_beam.io.read import unmatched_patterns
+
+    if unmatched_patterns(inputs) == inputs:  # a missing export: an empty run, exit 4, as the audit's (docs/cli.md)
+        from fair_forge_beam.reports.empty_run import fail_empty_run
+
+        fail_empty_run(f"no input record (no input file matches {', '.join(repr(i) for i in inputs)})", args.output,
+                       prog="run", allow_empty=False)
     out = _prepare(args.output, RUN_FILES, reads=inputs)
     with run_pipeline(pipeline_options(beam_args)) as p:
         read = p | "Read" >> ReadInteractions(inputs)
         outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
         outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
     doc = _read_json(FileSystems.join(out, "run_summary.json"))
+    doc["dead_letter_reasons"] = dead_letter_reasons(out)
     if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
         try:
             doc["counters"] = assistant_counters(p.result)
@@ -176,13 +211,15 @@ def stage_empty_reason(command: str, doc: dict) -> Optional[str]:
     then exit with the empty-run code (:data:`~fair_forge_beam.reports.empty_run.EMPTY_RUN_EXIT_CODE`),
     as the audit does: a scheduled chain must not go on with an empty dataset."""
     dead = int(doc.get("dead_letters") or 0)
+    reasons = doc.get("dead_letter_reasons") or {}
+    top = "; most common: {} ({})".format(*next(iter(reasons.items()))) if reasons else ""
     if command == "generate" and not doc.get("interactions"):
         c = doc.get("counters") or {}
         return (f"no interaction was generated ({doc.get('calls_planned', 0)} call(s) planned, {c.get('failures', '?')} "
-                f"failed, {dead} dead letters)")
+                f"failed, {dead} dead letters{top})")
     if command == "run" and not doc.get("successes"):
         return (f"no turn was answered ({doc.get('turns', 0)} turn(s) sent, {doc.get('failures', 0)} failed, "
-                f"{dead} dead letters)")
+                f"{dead} dead letters{top})")
     return None
 
 

@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
+__all__ = ["Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
@@ -148,6 +148,64 @@ def strict_float(text: str) -> float:
 
 
 @dataclass(frozen=True)
+class Range:
+    """The valid values of a numeric option: ``lo`` to ``hi``, each end included unless
+    ``lo_open`` / ``hi_open``; ``unit`` is named in the message. Every ``int`` / ``float`` option of
+    every command declares one (a test checks :data:`TABLE`), and the parser enforces it
+    (:func:`number_type`): a value outside is a one-line usage error naming the range, before
+    anything runs (issue 28: ``--mc-samples 9999999999999999999999`` ended in a traceback,
+    ``--assistant-timeout 1e300`` made every call fail). docs/cli.md lists the ranges and why."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+    unit: str = ""
+
+    def text(self) -> str:
+        """``"between 100 and 1,000,000"``, ``"in (0, 1)"`` (an open end), with the unit."""
+        def num(x):
+            if isinstance(x, float) and x.is_integer() and abs(x) >= 10_000:
+                x = int(x)
+            return (f"{x:,}" if abs(x) >= 10_000 else str(x)) if isinstance(x, int) else f"{x:g}"
+        unit = f" {self.unit}" if self.unit else ""
+        if self.lo_open or self.hi_open:
+            return f"in {'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}{')' if self.hi_open else ']'}{unit}"
+        return f"between {num(self.lo)} and {num(self.hi)}{unit}"
+
+    def problem(self, v: Any) -> Optional[str]:
+        """``None`` when ``v`` is in the range, else ``"must be <range>, got <v>"``."""
+        low = v > self.lo if self.lo_open else v >= self.lo
+        high = v < self.hi if self.hi_open else v <= self.hi
+        if low and high:
+            return None
+        shown = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else repr(v)
+        return f"must be {self.text()}, got {shown}"
+
+
+def number_type(kind: type, valid: Range) -> Callable[[str], Any]:
+    """An argparse ``type`` for a numeric option: :func:`strict_int` / :func:`strict_float`, then
+    the range ``valid`` (``argparse.ArgumentTypeError``: argparse's one-line usage error,
+    ``argument --mc-samples: must be between 100 and 1,000,000, got …``). The function's ``base``
+    attribute is the strict parser (a config file's type check reads it)."""
+    base = strict_int if kind is int else strict_float
+
+    def parse(text: str):
+        v = base(text)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be {valid.text()}, got {text!r}")
+        msg = valid.problem(v)
+        if msg:
+            raise argparse.ArgumentTypeError(msg)
+        return v
+
+    parse.base = base  # type: ignore[attr-defined]
+    parse.valid = valid  # type: ignore[attr-defined]
+    parse.__name__ = "whole number" if kind is int else "number"
+    return parse
+
+
+@dataclass(frozen=True)
 class Option:
     """One option of the main job.
 
@@ -162,6 +220,8 @@ class Option:
         repeatable: ``action="append"``.
         validate: ``value -> error message or None``, run on the parsed value when it is not
             ``None`` (one-line usage error).
+        valid: the :class:`Range` of an ``int`` / ``float`` option (required for them), enforced
+            when the value is parsed and by :func:`validate`.
         feeds: ``"module:Callable.argument"`` constructor arguments the value is passed to.
         template: a :class:`Template`, or the reason the option is not a template parameter.
         path: a local relative path in a config file is taken relative to the file's folder.
@@ -183,6 +243,7 @@ class Option:
     metavar: Optional[str] = None
     repeatable: bool = False
     validate: Optional[Callable[[Any], Optional[str]]] = None
+    valid: Optional[Range] = None
     feeds: tuple[str, ...] = ()
     template: Any = None
     path: bool = False
@@ -229,7 +290,8 @@ class Option:
         if self.repeatable:
             kwargs["action"] = "append"
         if self.type is not str:
-            kwargs["type"] = {int: strict_int, float: strict_float}.get(self.type, self.type)
+            kwargs["type"] = (number_type(self.type, self.valid) if self.valid is not None
+                              else {int: strict_int, float: strict_float}.get(self.type, self.type))
         if self.default is not None:
             kwargs["default"] = self.default
         if self.choices:
@@ -364,6 +426,13 @@ def _positive(flag: str, unit: str = "", most: Optional[int] = None):
     return check
 
 
+def _named_folder(flag: str):
+    """A check of a folder option: not empty (``--output ''`` was the current folder, and a run
+    replaced the user's own files there; :func:`fair_forge_beam.reports.output_folder.empty_output_problem`
+    says the same for the commands outside this table)."""
+    return lambda v: f"{flag} is empty: name the output folder (write '.' for the current folder)" if not str(v).strip() else None
+
+
 def _non_negative(flag: str):
     return lambda v: None if v >= 0 else f"{flag} must be >= 0, got {v}"
 
@@ -375,13 +444,39 @@ def _unit_interval(flag: str):
 def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
-    return Option(f"{kind}-max-reply-bytes", type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
+    return Option(f"{kind}-max-reply-bytes", valid=_BYTES, type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
                   validate=_positive(f"--{kind}-max-reply-bytes", " bytes"),
                   help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
                        "letter naming its size and the limit (never cached, never scored)",
                   template=template or Template("NUMBER", "^[1-9][0-9]{0,11}$", str(MAX_REPLY_BYTES),
                                                 label=f"Largest {kind} reply"))
 
+
+#: the ranges shared by several numeric options (docs/cli.md: Valid ranges)
+#: per request: 0.1 s to one day (a longer one is a hung endpoint; ``1e300`` overflowed the clock)
+_SECONDS = Range(0.1, 86400.0, unit="seconds")
+#: a rate limit: one request in 100 minutes to a million a minute (``1e-300`` made every call wait forever)
+_RATE = Range(0.01, 1e6, unit="requests a minute")
+#: client retries of one request (the HTTP client refuses more than 10,000; 100 is hours of back-off)
+_RETRIES = Range(0, 100)
+#: concurrent requests of one worker
+_CONCURRENCY = Range(1, 1024)
+#: a size in bytes that one Python bytes object / Arrow buffer can hold
+_BYTES = Range(1, 2**31 - 1, unit="bytes")
+#: a seed: any 63-bit integer (numpy's and the keyed streams' range)
+_SEED_RANGE = Range(0, 2**63 - 1)
+#: a share, a probability or a similarity threshold
+_CLOSED_UNIT = Range(0.0, 1.0)
+_HALF_OPEN_UNIT = Range(0.0, 1.0, lo_open=True)
+#: characters of a text chunk (a corpus document of 10 million characters is one chunk at most)
+_CHARS = Range(1, 10_000_000, unit="characters")
+_CHARS0 = Range(0, 10_000_000, unit="characters")
+#: ``--mc-samples``: 100 draws at least (BayesianMode's floor), 1,000,000 at most (docs/cli.md: the
+#: peak memory measured grows with the draws, about 0.5 GB at 1,000,000 on a small input)
+MC_SAMPLES_RANGE = Range(100, 1_000_000)
+#: ``--ci-level``: 0.5 to 0.9999 (below, an interval holds less than half the posterior — ``1e-300``
+#: was accepted; above, its ends rest on the few most extreme draws)
+CI_LEVEL_RANGE = Range(0.5, 0.9999)
 
 _RUN_INPUT = Template("GCS_READ_FILE", "^gs://[^\\n\\r]+$", "gs://b/sets/*.jsonl", label="Input files")
 _JUDGE = "fair_forge_beam.components.judge.handler:OpenAIJudgeHandler"
@@ -418,7 +513,7 @@ GROUPS: tuple[Group, ...] = (
                help="input format: auto (by the file extension), json, jsonl, parquet; tau_bench / bfcl read τ-bench "
                     "trajectories or BFCL multi-turn files (fair_forge_beam.io.agentic_sources)",
                template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
-        Option("max-record-bytes", type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
+        Option("max-record-bytes", valid=_BYTES, type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
                help="largest record (one JSON Lines line, or one element of a .json array; in bytes) read; a "
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
@@ -431,17 +526,17 @@ GROUPS: tuple[Group, ...] = (
         Option("mode", default="frequentist", choices=("frequentist", "bayesian"), config_keys=("mode",),
                help="statistical mode",
                template=Template("ENUM", "^(frequentist|bayesian)$", "bayesian", label="Statistical mode")),
-        Option("seed", type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
+        Option("seed", valid=_SEED_RANGE, type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
                validate=_non_negative("--seed"),
                help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
                     "ids (generate; the loop gives it to both)",
                template=Template("NUMBER", "^[0-9]{1,18}$", "42")),
-        Option("mc-samples", type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
+        Option("mc-samples", valid=MC_SAMPLES_RANGE, type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
                help="Monte-Carlo draws / bootstrap replicates",
                template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "5000", label="Monte-Carlo draws")),
-        Option("ci-level", type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
+        Option("ci-level", valid=CI_LEVEL_RANGE, type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
                template=Template("NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$", "0.95", label="Credible-interval level")),
-        Option("output", default="fair_forge_output", path=True, config_keys=("output",),
+        Option("output", default="fair_forge_output", path=True, config_keys=("output",), validate=_named_folder("--output"),
                help="output folder (created if missing); a run is written beside it and replaces it only when it "
                     "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
                per_command={**dict.fromkeys(("generate", "run", "loop"), {
@@ -466,7 +561,7 @@ GROUPS: tuple[Group, ...] = (
                     "go to the dead letter) or the original's HurtLex rule (any lexicon word, see --toxicity-level); "
                     "measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(profanity-check|hurtlex)$", "profanity-check")),
-        Option("toxicity-classifier-threshold", type=float, default=0.5,
+        Option("toxicity-classifier-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5,
                validate=_unit_interval("--toxicity-classifier-threshold"),
                help="an answer is toxic when the classifier's probability is at least this (--toxicity-scorer "
                     "profanity-check)",
@@ -486,7 +581,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("GCS_WRITE_FILE", _GCS_FILE, "gs://my-bucket/audits/2025-01-01/cluster_points.parquet", label="Cluster points file")),
     )),
     Group("Agentic (pass@k, pass^k, tool correctness)", (
-        Option("agentic-k", type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
+        Option("agentic-k", valid=Range(1, 1000), type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
                template=Template("NUMBER", _COUNT, "3")),
         Option("agentic-correctness", choices=("judge", "label", "tools"), feeds=(f"{_AG}.correctness_source",),
                help="correctness of an interaction: LLM judge, a label in the data, or tool correctness",
@@ -498,7 +593,7 @@ GROUPS: tuple[Group, ...] = (
         Option("agentic-task-field", default="agentic.task_id", feeds=(f"{_AG}.task_field",),
                help="dotted path of the task id grouping repeated trials",
                template=Template("TEXT", _WORD, "agentic.task_id")),
-        Option("agentic-threshold", type=float, default=0.7, feeds=(f"{_AG}.threshold",),
+        Option("agentic-threshold", valid=_CLOSED_UNIT, type=float, default=0.7, feeds=(f"{_AG}.threshold",),
                help="correct when score >= threshold",
                template=Template("NUMBER", _DECIMAL, "0.7")),
     )),
@@ -515,20 +610,20 @@ GROUPS: tuple[Group, ...] = (
                default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
                per_command={"optimize": {"help": "SQLite cache of every call (a path, or 'none': no cache)"}},
                template=Template("TEXT", "^/[A-Za-z0-9._/+-]+$", "/tmp/fair_forge_judge_cache.sqlite3")),
-        Option("judge-max-concurrency", type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
+        Option("judge-max-concurrency", valid=_CONCURRENCY, type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
                help="concurrent judge requests per worker",
                template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "16", label="Judge concurrency")),
-        Option("judge-requests-per-minute", type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
+        Option("judge-requests-per-minute", valid=_RATE, type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
                help="judge request-rate limit per worker (requests per minute)", default_note="no limit",
                template=Template("NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$", "600", label="Judge rate limit")),
-        Option("judge-timeout", type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
+        Option("judge-timeout", valid=_SECONDS, type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
                validate=_positive("--judge-timeout", " seconds"),
                help="seconds for the whole reply of each HTTP attempt to the judge / guardian / generator (a "
                     "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
                     "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
                     "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most",
                template=Template("NUMBER", _DECIMAL, "60")),
-        Option("judge-retries", type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
+        Option("judge-retries", valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                validate=_non_negative("--judge-retries"),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
                     "batch whose requests failed transiently, see --judge-timeout)",
@@ -555,16 +650,16 @@ GROUPS: tuple[Group, ...] = (
                help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
                     "tau-bench airline policy; 'callcenter')",
                template=Template("TEXT", _WORD, "airline")),
-        Option("chunk-size", type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
+        Option("chunk-size", valid=_CHARS, type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
                help="corpus chunk size in characters",
                template=Template("NUMBER", _COUNT, "1000")),
-        Option("chunk-overlap", type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
+        Option("chunk-overlap", valid=_CHARS0, type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
                help="characters shared by neighbouring chunks (< chunk size)",
                template=Template("NUMBER", _COUNT, "100")),
-        Option("regulatory-top-k", type=int, default=10, feeds=(f"{_RE}.top_k",),
+        Option("regulatory-top-k", valid=Range(1, 10_000), type=int, default=10, feeds=(f"{_RE}.top_k",),
                help="chunks kept per retrieval, for the query and the answer each",
                template=Template("NUMBER", _COUNT, "10")),
-        Option("regulatory-threshold", type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
+        Option("regulatory-threshold", valid=Range(-1.0, 1.0), type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
                help="minimum cosine similarity of a retrieved chunk",
                template=Template("NUMBER", _DECIMAL, "0.3")),
         Option("regulatory-embedder", default="minilm", choices=("minilm", "hashing"),
@@ -589,7 +684,7 @@ GROUPS: tuple[Group, ...] = (
         Option("similarity-embedder", default="minilm", choices=("minilm", "hashing"),
                help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (minilm) or hashed tokens (no model)",
                template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
-        Option("vision-threshold", type=float, default=0.75, feeds=(f"{_V}.threshold",),
+        Option("vision-threshold", valid=_CLOSED_UNIT, type=float, default=0.75, feeds=(f"{_V}.threshold",),
                help="vision: similarity below which a frame is a hallucination",
                template=Template("NUMBER", _DECIMAL, "0.75")),
         Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
@@ -598,10 +693,10 @@ GROUPS: tuple[Group, ...] = (
         Option("seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
                per_command={"optimize": {"help": "file holding the prompt to improve"}},
                template=Template("TEXT", _WORD, "gs://bucket/prompt.txt")),
-        Option("prompt-k", type=int, default=10, feeds=(f"{_PE}.k",),
+        Option("prompt-k", valid=Range(1, 1000), type=int, default=10, feeds=(f"{_PE}.k",),
                help="prompt_evaluator: generations per query (must be >= 1)",
                template=Template("NUMBER", _COUNT, "10")),
-        Option("prompt-tau", type=float, default=0.8, feeds=(f"{_PE}.tau",),
+        Option("prompt-tau", valid=_CLOSED_UNIT, type=float, default=0.8, feeds=(f"{_PE}.tau",),
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("NUMBER", _DECIMAL, "0.8")),
         Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
@@ -631,7 +726,7 @@ GROUPS: tuple[Group, ...] = (
         Option("privacy-text", default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
                help="privacy: the text scanned for PII and the expected spans refer to (answer or question)",
                template=Template("ENUM", "^(assistant|query)$", "assistant")),
-        Option("role-threshold", type=float, default=0.5, feeds=(f"{_RA}.threshold",), validate=_unit_interval("--role-threshold"),
+        Option("role-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5, feeds=(f"{_RA}.threshold",), validate=_unit_interval("--role-threshold"),
                help="role_adherence: a session is adherent when its adherence is at least this",
                template=Template("NUMBER", _DECIMAL, "0.5", label="Role adherence threshold")),
         Option("role-strict", type=bool, feeds=(f"{_RA}.strict_mode",),
@@ -670,7 +765,7 @@ GROUPS: tuple[Group, ...] = (
         Option("kafka-event-time", default="field", choices=("field", "message"),
                help="Kafka event time: the payload's --timestamp-field (field) or the message timestamp",
                template=Template("ENUM", "^(field|message)$", "message")),
-        Option("kafka-max-records", type=int, metavar="N",
+        Option("kafka-max-records", valid=Range(1, 10**12), type=int, metavar="N",
                help="read N Kafka records, then end (a bounded run: back-fills, tests)",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "1000", label="Kafka records to read")),
         Option("pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription",
@@ -687,7 +782,7 @@ GROUPS: tuple[Group, ...] = (
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
                template=Template("TEXT", _WORD, "gs://bucket/audits/2026-11-29")),
-        Option("inconclusive-width", type=float, default=0.2, validate=_unit_interval("--inconclusive-width"),
+        Option("inconclusive-width", valid=_HALF_OPEN_UNIT, type=float, default=0.2, validate=_unit_interval("--inconclusive-width"),
                help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive",
                template=Template("NUMBER", _DECIMAL, "0.2")),
     )),
@@ -695,7 +790,7 @@ GROUPS: tuple[Group, ...] = (
         Option("quiet", type=bool, help="print nothing but gate failures and errors (no INFO or WARNING log lines, the "
                                         "HTTP clients' and Beam's included): no progress lines on stderr and no summary table",
                template=Template("BOOLEAN", _BOOL_RE, "false")),
-        Option("progress-interval", type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
+        Option("progress-interval", valid=Range(0.1, 86400.0, unit="seconds"), type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
                help="at most one progress line on stderr every SECONDS, when the counts changed",
                template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
         Option("allow-empty", type=bool,
@@ -768,23 +863,23 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",
            template=Template("TEXT", "^[^\\n\\r]+$", "airline")),
     Option("language", default="english", help="language label of the generated sessions (not sent to the LLM)", template=_ADV),
-    Option("num-queries", type=int, default=3, validate=_positive("--num-queries"),
+    Option("num-queries", valid=Range(1, 1000), type=int, default=3, validate=_positive("--num-queries"),
            help="questions (or turns with --conversation) per chunk",
            template=Template("NUMBER", "^[1-9][0-9]{0,3}$", "3", label="Questions per chunk")),
     Option("conversation", type=bool, help="generate multi-turn conversations instead of single questions", template=_ADV),
     Option("strategy", default="sequential", choices=("sequential", "random"),
            help="chunk selection: all chunks in one session, or random samples",
            template=Template("ENUM", "^(sequential|random)$", "random")),
-    Option("num-samples", type=int, default=5, validate=_positive("--num-samples"), help="sessions drawn (--strategy random)",
+    Option("num-samples", valid=Range(1, 100_000), type=int, default=5, validate=_positive("--num-samples"), help="sessions drawn (--strategy random)",
            template=_ADV),
-    Option("chunks-per-sample", type=int, default=3, validate=_positive("--chunks-per-sample"),
+    Option("chunks-per-sample", valid=Range(1, 10_000), type=int, default=3, validate=_positive("--chunks-per-sample"),
            help="chunks per drawn session (--strategy random)", template=_ADV),
     Option("with-replacement", type=bool, help="sample chunks with replacement (--strategy random)", template=_ADV),
-    Option("max-chunk-size", type=int, default=2000, validate=_positive("--max-chunk-size"), help="characters per chunk",
+    Option("max-chunk-size", valid=_CHARS, type=int, default=2000, validate=_positive("--max-chunk-size"), help="characters per chunk",
            template=_ADV),
-    Option("min-chunk-size", type=int, default=200, validate=_non_negative("--min-chunk-size"),
+    Option("min-chunk-size", valid=_CHARS0, type=int, default=200, validate=_non_negative("--min-chunk-size"),
            help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
-    Option("markdown-overlap", type=int, default=100, validate=_non_negative("--markdown-overlap"),
+    Option("markdown-overlap", valid=_CHARS0, type=int, default=100, validate=_non_negative("--markdown-overlap"),
            help="characters shared by consecutive size-split chunks", template=_ADV),
     Option("header-levels", default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
            template=_ADV),
@@ -795,11 +890,11 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            template=_ADV),
     Option("generator-cache", path=True, default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
            help="SQLite cache of generator answers (a re-run with the same corpus and seed makes no call)", template=_ADV),
-    Option("generator-timeout", type=float, default=60.0, validate=_positive("--generator-timeout", " seconds"),
+    Option("generator-timeout", valid=_SECONDS, type=float, default=60.0, validate=_positive("--generator-timeout", " seconds"),
            help="seconds per generator request", template=_ADV),
-    Option("generator-retries", type=int, default=3, validate=_non_negative("--generator-retries"),
+    Option("generator-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--generator-retries"),
            help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
-    Option("generator-max-concurrency", type=int, default=16, validate=_positive("--generator-max-concurrency"),
+    Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16, validate=_positive("--generator-max-concurrency"),
            help="concurrent generator requests per worker", template=_ADV),
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
            template=_ADV),
@@ -821,13 +916,13 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("send-context", type=bool, help="send the session context as system message (openai)", template=_ADV),
     Option("assistant-cache", metavar="PATH", path=True, default_note="no cache",
            help="SQLite cache of the assistant's answers (a re-run makes no call for answered turns)", template=_ADV),
-    Option("assistant-timeout", type=float, default=60.0, validate=_positive("--assistant-timeout", " seconds"),
+    Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0, validate=_positive("--assistant-timeout", " seconds"),
            help="seconds per assistant request", template=_ADV),
-    Option("assistant-retries", type=int, default=3, validate=_non_negative("--assistant-retries"),
+    Option("assistant-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--assistant-retries"),
            help="client retries per assistant request (429/5xx/time-outs)", template=_ADV),
-    Option("assistant-concurrency", type=int, default=16, validate=_positive("--assistant-concurrency"),
+    Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16, validate=_positive("--assistant-concurrency"),
            help="sessions in flight per worker", template=_ADV),
-    Option("assistant-requests-per-minute", type=float, validate=_positive("--assistant-requests-per-minute"),
+    Option("assistant-requests-per-minute", valid=_RATE, type=float, validate=_positive("--assistant-requests-per-minute"),
            default_note="no limit", help="request-rate limit per worker", template=_ADV),
     _reply_limit("assistant", template=_ADV),
     # the prompt optimizer (pipelines.optimize)
@@ -840,23 +935,23 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),
     Option("objective", default="", feeds=(f"{_GEPA}.objective", f"{_MIPRO}.objective"),
            help="evaluation criteria given to the evaluator and the proposer"),
-    Option("iterations", type=int, default=5, validate=_positive("--iterations"), feeds=(f"{_GEPA}.iterations",),
+    Option("iterations", valid=Range(1, 1000), type=int, default=5, validate=_positive("--iterations"), feeds=(f"{_GEPA}.iterations",),
            help="GEPA: maximum iterations"),
-    Option("candidates-per-iteration", type=int, default=3, validate=_positive("--candidates-per-iteration"),
+    Option("candidates-per-iteration", valid=Range(1, 100), type=int, default=3, validate=_positive("--candidates-per-iteration"),
            feeds=(f"{_GEPA}.candidates_per_iteration",), help="GEPA: prompts proposed per iteration"),
-    Option("failure-threshold", type=float, default=0.6, validate=_closed_unit_interval("--failure-threshold"),
+    Option("failure-threshold", valid=_CLOSED_UNIT, type=float, default=0.6, validate=_closed_unit_interval("--failure-threshold"),
            feeds=(f"{_GEPA}.failure_threshold",), help="GEPA: an example scoring below this is failing"),
-    Option("num-candidates", type=int, default=10, validate=_positive("--num-candidates"), feeds=(f"{_MIPRO}.num_candidates",),
+    Option("num-candidates", valid=Range(1, 1000), type=int, default=10, validate=_positive("--num-candidates"), feeds=(f"{_MIPRO}.num_candidates",),
            help="MIPROv2: instruction variants proposed"),
-    Option("num-trials", type=int, default=20, validate=_positive("--num-trials"), feeds=(f"{_MIPRO}.num_trials",),
+    Option("num-trials", valid=Range(1, 10_000), type=int, default=20, validate=_positive("--num-trials"), feeds=(f"{_MIPRO}.num_trials",),
            help="MIPROv2: TPE trials"),
-    Option("minibatch-size", type=int, default=25, validate=_positive("--minibatch-size"), feeds=(f"{_MIPRO}.minibatch_size",),
+    Option("minibatch-size", valid=Range(1, 100_000), type=int, default=25, validate=_positive("--minibatch-size"), feeds=(f"{_MIPRO}.minibatch_size",),
            help="MIPROv2: examples scored per trial"),
-    Option("max-demos-per-set", type=int, default=3, validate=_non_negative("--max-demos-per-set"),
+    Option("max-demos-per-set", valid=Range(0, 100), type=int, default=3, validate=_non_negative("--max-demos-per-set"),
            feeds=(f"{_MIPRO}.max_demos_per_set",), help="MIPROv2: demonstrations per demo set"),
-    Option("num-demo-sets", type=int, default=5, validate=_positive("--num-demo-sets"), feeds=(f"{_MIPRO}.num_demo_sets",),
+    Option("num-demo-sets", valid=Range(1, 1000), type=int, default=5, validate=_positive("--num-demo-sets"), feeds=(f"{_MIPRO}.num_demo_sets",),
            help="MIPROv2: demo sets sampled"),
-    Option("random-seed", type=int, default=SEED, feeds=(f"{_MIPRO}.random_seed",),
+    Option("random-seed", valid=_SEED_RANGE, type=int, default=SEED, feeds=(f"{_MIPRO}.random_seed",),
            help="MIPROv2: seed of the TPE sampler, demo sets and minibatches"),
 )
 
@@ -955,6 +1050,10 @@ def validate(args: Any, command: str = "audit") -> None:
     get = args.get if isinstance(args, Mapping) else (lambda k: getattr(args, k, None))
     for d, o in command_options(command).items():
         v = get(d)
+        if o.valid is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
+            msg = o.valid.problem(v) if (not isinstance(v, float) or math.isfinite(v)) else f"must be {o.valid.text()}, got {v!r}"
+            if msg:
+                raise ValueError(f"{o.flag} {msg}")
         if o.validate is not None and v is not None:
             msg = o.validate(v)
             if msg:
@@ -996,6 +1095,55 @@ def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+class _BeamValueError(ValueError):
+    """A Beam pipeline option's value that Beam's own parser refuses (``--direct_num_workers=two``)."""
+
+
+class _BeamParser(argparse.ArgumentParser):
+    """Beam's options' parser whose error raises :class:`_BeamValueError` (argparse would print its
+    whole usage block, 129 lines, and exit)."""
+
+    def error(self, message: str):
+        raise _BeamValueError(message)
+
+
+#: the valid values of Beam's own numeric pipeline options that a command passes through (Beam
+#: checks none of them: ``--direct_num_workers=-3`` ended in an IndexError traceback); ports are
+#: TCP ports, -1 is Beam's "default" of the parallelism options, 0 of ``--direct_num_workers`` one
+#: worker per core
+BEAM_RANGES: dict[str, Range] = {
+    "direct_num_workers": Range(0, 1024), "direct_runner_bundle_repeat": Range(0, 1000),
+    "parallelism": Range(-1, 100_000), "max_parallelism": Range(-1, 100_000),
+    "job_port": Range(0, 65535), "artifact_port": Range(0, 65535), "expansion_port": Range(0, 65535),
+    "job_server_timeout": Range(1, 86400, unit="seconds"), "wait_until_finish_duration": Range(0, 2**31 - 1, unit="ms"),
+    "profile_sample_rate": Range(0.0, 1.0), "profile_upload_interval_sec": Range(0, 604800, unit="seconds"),
+    "profiler_stop_after_sec": Range(0, 604800, unit="seconds"), "profile_postprocess_interval_sec": Range(0, 604800, unit="seconds"),
+    "number_of_worker_harness_threads": Range(1, 10_000), "num_workers": Range(1, 10_000), "max_num_workers": Range(1, 10_000),
+    "disk_size_gb": Range(1, 65536), "disk_provisioned_iops": Range(1, 10**6), "disk_provisioned_throughput_mibps": Range(1, 10**5),
+    "max_cache_memory_usage_mb": Range(0, 10**7), "element_processing_timeout_minutes": Range(1, 10080, unit="minutes"),
+}
+
+
+def beam_value_problem(args: Sequence[str]) -> Optional[str]:
+    """Why Beam would refuse or break on a value of its numeric options in ``args`` (one line:
+    ``--direct_num_workers: invalid int value: 'two'``, ``--direct_num_workers must be between 0
+    and 1024, got -3``), or ``None``. Every numeric Beam option must have a range in
+    :data:`BEAM_RANGES` (a test checks Beam's parser against it)."""
+    parser = _beam_parser()
+    try:
+        known, _ = parser.parse_known_args(list(args))
+    except _BeamValueError as exc:
+        return re.sub(r"^argument ([^:]*): ", lambda m: m.group(1).split("/")[0] + ": ", str(exc))
+    for a in parser._actions:
+        v = getattr(known, a.dest, None)
+        valid = BEAM_RANGES.get(a.dest)
+        if valid is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and v != a.default:
+            msg = valid.problem(v)
+            if msg:
+                return f"--{a.dest} {msg}"
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def _beam_parser() -> argparse.ArgumentParser:
     """An ``ArgumentParser`` of every Beam ``PipelineOptions`` class's options (this package's included)."""
@@ -1003,7 +1151,7 @@ def _beam_parser() -> argparse.ArgumentParser:
 
     import fair_forge_beam.beam_pipeline  # noqa: F401 - declares JavaJobServerOptions
 
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = _BeamParser(add_help=False, allow_abbrev=False)
     seen, stack = set(), list(PipelineOptions.__subclasses__())
     while stack:
         cls = stack.pop()
@@ -1038,7 +1186,11 @@ def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequenc
     would ignore with a warning: a ``--flag`` of neither the job nor Beam (a
     :class:`OneLineErrorParser` with ``passes_on=beam_option`` refused it first), or a value of no
     option (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall,
-    region``) — silently ignored, it would drop data. Every command-line entry point calls it."""
+    region``) — silently ignored, it would drop data; or a value of a Beam option that Beam refuses
+    or breaks on (:func:`beam_value_problem`). Every command-line entry point calls it."""
+    problem = beam_value_problem(beam_args)
+    if problem:
+        parser.error(f"Beam pipeline option {problem}")
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(leftover_message(parser, unknown, beam=True))

@@ -52,7 +52,7 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.options import RUN_ONLY_OPTIONS, strict_float
+from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap"]
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "or a roll-up), as in the audit")
     p.add_argument("--quiet", action="store_true", help="print nothing but gate failures and errors (as the audit's --quiet)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
-    p.add_argument("--inconclusive-width", type=strict_float, default=None, metavar="W",
+    p.add_argument("--inconclusive-width", type=number_type(float, declared_option("inconclusive-width").valid), default=None, metavar="W",
                    help="the report's inconclusive-interval width (default: the runs' setting)")
     return p
 

@@ -56,13 +56,13 @@ def default_inputs() -> list[str]:
     return [str(base.joinpath("fair_forge_examples.json")), str(base.joinpath("hh_rlhf_harmless_test_slice.jsonl"))]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "fair-forge-beam") -> argparse.ArgumentParser:
     from fair_forge_beam.metrics.registry import METRICS
 
     from fair_forge_beam.options import OneLineErrorParser, add_arguments, beam_option
 
     p = OneLineErrorParser(  # a usage error is one line and a hint to --help
-        prog="fair-forge-beam", passes_on=beam_option,
+        prog=prog, passes_on=beam_option,
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
@@ -114,14 +114,15 @@ def parse_args(argv: Sequence[str], parser: Optional[argparse.ArgumentParser] = 
 
 
 def run_parsed(args: argparse.Namespace, beam_args: Sequence[str] = (), config_gates: Sequence = (),
-               argv: Optional[Sequence[str]] = None) -> dict:
+               argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None) -> dict:
     """:func:`run` with options already parsed (:func:`parse_args`; the loop sets its own values on
-    them); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``).
+    them); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``);
+    ``parser``: the one whose name usage errors give (the loop's: default the audit's).
     Returns and raises as :func:`run`."""
     from fair_forge_beam.progress import QuietLogs
 
     with QuietLogs() as levels:
-        return _run(build_parser(), args, list(beam_args), list(config_gates),
+        return _run(parser or build_parser(), args, list(beam_args), list(config_gates),
                     list(sys.argv[1:] if argv is None else argv), levels)
 
 

@@ -44,10 +44,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--model", required=True, help="local folder or hub name of a causal LM ('tiny-random': built-in test model)")
     parser.add_argument("--method", default="Lime", choices=METHODS, help="attribution method (default: Lime)")
     parser.add_argument("--granularity", default="word", choices=("token", "word", "sentence"), help="(default: word)")
-    from fair_forge_beam.options import strict_int
+    from fair_forge_beam.options import Range, number_type, option
 
-    parser.add_argument("--seed", type=strict_int, default=0, help="base seed of the per-item seeds (default: 0)")
-    parser.add_argument("--max-length", type=strict_int, default=512, help="maximum tokens of prompt + target (default: 512)")
+    parser.add_argument("--seed", type=number_type(int, option("seed").valid), default=0,
+                        help=f"base seed of the per-item seeds, {option('seed').valid.text()} (default: 0)")
+    parser.add_argument("--max-length", type=number_type(int, Range(1, 1_000_000, unit="tokens")), default=512,
+                        help="maximum tokens of prompt + target, between 1 and 1,000,000 (default: 512)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     args, beam_args = parser.parse_known_args(argv)
     from fair_forge_beam.options import reject_unknown_arguments

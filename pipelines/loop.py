@@ -46,7 +46,7 @@ SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
+    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate, stage_empty_reason
     from fair_forge_beam.options import validate
     from pipelines import audit
 
@@ -55,7 +55,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     args, rest = parser.parse_known_args(argv)
     # the rest is the audit's: parsed now, once, with the audit's own parser (a --config file too),
     # so what neither its options nor Beam's take is refused before any generation
-    audit_args, beam_args, config_gates = audit.parse_args(rest)
+    # named as the loop in every usage error (the audit's parser said "fair-forge-beam: error")
+    audit_parser = audit.build_parser(prog=parser.prog)
+    audit_args, beam_args, config_gates = audit.parse_args(rest, audit_parser)
     stage_beam_args = [a for a in beam_args if a.startswith("--runner") or a.startswith("--direct_")]
     root = args.output
     for d in SHARED_WITH_AUDIT:
@@ -69,11 +71,17 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         # the generator defaults to the audit's judge: its endpoint, model and API-key variable
         stage_args = {**vars(audit_args), **vars(args)}
         gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)
+        empty = stage_empty_reason("generate", gen)
+        if empty:  # the generator's failure, named: the audit would only say "no input record"
+            from fair_forge_beam.reports.empty_run import fail_empty_run
+
+            fail_empty_run(f"the generator made no question: {empty} (see {os.path.join(root, 'generated', 'dead_letter.jsonl')})",
+                           os.path.join(root, "audit"), prog=parser.prog, allow_empty=False)
         ran = run_assistant(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "run")}), stage_beam_args,
                             inputs=[os.path.join(root, "generated", "dataset.jsonl")])
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
-    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv)
+    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser)
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
     with open(os.path.join(root, "loop_summary.json"), "w", encoding="utf-8") as f:
         json.dump(loop_doc, f, indent=2, sort_keys=True)

@@ -244,13 +244,115 @@ def test_every_numeric_option_takes_a_sign_and_says_so():
     for command, parser in _every_commands_parser().items():
         for action in parser._actions:
             assert action.type not in (int, float), (command, action.option_strings)
-            if action.type not in (strict_int, strict_float):
+            base = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type)
+            if base not in (strict_int, strict_float):
                 continue
             seen += 1
-            assert action.type("+7") == 7 and action.type("-7") == -7 and action.type("7") == 7
+            assert base("+7") == 7 and base("-7") == -7 and base("7") == 7
             for bad in ("\uff17", "7 ", "+-7", "0x7"):
                 with pytest.raises(argparse.ArgumentTypeError) as exc:
                     action.type(bad)
                 assert NUMBER_RULE in str(exc.value) and "digits 0-9" in str(exc.value), (command, action.dest, exc.value)
     assert seen > 25
     assert "sign" in NUMBER_RULE
+
+
+def test_every_numeric_option_of_every_command_declares_and_enforces_its_range(capsys):
+    """Issue 28, hostile-tester trial 3: ``--mc-samples 9999999999999999999999`` (and TOML 2^63-1) ended
+    in a traceback, ``--progress-interval 1e300`` in a thread's traceback, ``--assistant-timeout
+    1e300`` / ``--*-requests-per-minute 1e-300`` / ``--assistant-retries 10^20`` were accepted and made
+    every call fail (exit 4). Every numeric option of every command declares a range (options.Range)
+    and its parser refuses a value outside it in one line naming the range."""
+    from fair_forge_beam.options import TABLE, Range
+
+    assert all(o.valid is not None for o in TABLE.values() if o.type in (int, float))
+    seen = 0
+    for command, parser in _every_commands_parser().items():
+        for action in parser._actions:
+            if getattr(action.type, "base", action.type) not in (strict_int_, strict_float_):
+                continue
+            valid = getattr(action.type, "valid", None)
+            assert isinstance(valid, Range), (command, action.option_strings)
+            seen += 1
+            for bad in ("9" * 25, "-" + "9" * 25) + (("1e300", "1e-300") if action.type.base is strict_float_ else ()):
+                if valid.problem(float(bad)) is None:
+                    continue
+                with pytest.raises(SystemExit) as exc:
+                    parser.parse_args([action.option_strings[0], bad] + _required(command))
+                assert exc.value.code == 2
+                err = capsys.readouterr().err.strip()
+                assert len(err.splitlines()) == 1 and valid.text() in err and "Traceback" not in err, (command, err)
+    assert seen > 40
+
+
+strict_int_ = __import__("fair_forge_beam.options", fromlist=["strict_int"]).strict_int
+strict_float_ = __import__("fair_forge_beam.options", fromlist=["strict_float"]).strict_float
+
+
+def _required(command):
+    return {"rollup": ["--from", "x", "--output", "y"], "trend": []}.get(command, [])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--mc-samples", "9999999999999999999999"], ["--mc-samples", "10000000"], ["--progress-interval", "1e300"],
+    ["--judge-timeout", "1e300"], ["--judge-requests-per-minute", "1e-300"], ["--judge-retries", "100000000000000000000"],
+])
+def test_the_audit_refuses_numbers_out_of_range_in_one_line(argv, capsys, tmp_path):
+    from pipelines import audit
+
+    with pytest.raises(SystemExit) as exc:
+        audit.run(argv + ["--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "must be" in err[0] and argv[0] in err[0], err
+
+
+def test_a_config_number_out_of_range_is_a_usage_error(capsys, tmp_path):
+    from pipelines import audit
+
+    cfg = tmp_path / "a.toml"
+    cfg.write_text(f"[options]\nmc-samples = {2**63 - 1}\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        audit.run(["--config", str(cfg), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "between 100 and 1,000,000" in err[0], err
+
+
+def test_every_numeric_beam_option_has_a_range():
+    from fair_forge_beam.options import BEAM_RANGES, _beam_parser
+
+    numeric = {a.dest for a in _beam_parser()._actions if a.type in (int, float)}
+    assert numeric <= set(BEAM_RANGES), numeric - set(BEAM_RANGES)
+
+
+@pytest.mark.parametrize("bad", ["--direct_num_workers=two", "--direct_num_workers=-3", "config"])
+def test_a_bad_beam_option_value_is_one_line(bad, capsys, tmp_path):
+    """Hostile-tester trial 3: ``--direct_num_workers=two`` (also in a config's [beam]) printed argparse's
+    129-line usage block; ``=-3`` ended in an IndexError traceback (audit and rollup)."""
+    from fair_forge_beam.rollup import run as rollup
+    from pipelines import audit
+
+    if bad == "config":
+        cfg = tmp_path / "b.toml"
+        cfg.write_text('[beam]\ndirect_num_workers = "two"\n', encoding="utf-8")
+        argv = ["--config", str(cfg)]
+    else:
+        argv = [bad]
+    for run, rest in ((audit.run, ["--output", str(tmp_path / "o")]),
+                      (rollup, ["--from", str(tmp_path), "--output", str(tmp_path / "r")])):
+        if bad == "config" and run is rollup:
+            continue
+        with pytest.raises(SystemExit) as exc:
+            run(argv + rest)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and "--direct_num_workers" in err[0] and "Traceback" not in err[0], err
+
+
+def test_docs_cli_lists_every_numeric_option_s_range():
+    """docs/cli.md's Valid ranges table is the declarations' (a changed bound fails here)."""
+    from helpers import REPO
+    from fair_forge_beam.options import TABLE
+
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for o in TABLE.values():
+        if o.type in (int, float):
+            assert f"| `--{o.name}` | {o.valid.text()} |" in text, o.name

@@ -39,7 +39,8 @@ def test_parser_is_the_declarations():
         from fair_forge_beam.options import strict_float, strict_int
 
         parse = {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
-        assert a.default == o.default and (a.type or str) is parse, dest
+        assert a.default == o.default and (getattr(a.type, "base", a.type) or str) is parse, dest
+        assert getattr(a.type, "valid", None) is o.valid, dest  # a numeric option's range is enforced by its parser
         assert list(a.choices or ()) == list(o.choices), dest
 
 
@@ -97,15 +98,16 @@ def test_help_shows_the_defaults():
 
 
 def test_validation_is_a_one_line_usage_error(capsys):
-    with pytest.raises(ValueError, match=r"^--judge-timeout must be > 0 seconds, got 0.0$"):
+    # the declared range first (issue 28: every numeric option has one), then the option's own check
+    with pytest.raises(ValueError, match=r"^--judge-timeout must be between 0.1 and 86,400 seconds, got 0.0$"):
         O.validate({"judge_timeout": 0.0})
-    with pytest.raises(ValueError, match=r"^--judge-retries must be >= 0, got -1$"):
+    with pytest.raises(ValueError, match=r"^--judge-retries must be between 0 and 100, got -1$"):
         O.validate({"judge_retries": -1})
     O.validate(PARSER.parse_args([]))  # the defaults are valid
     with pytest.raises(SystemExit) as exc:
         audit.run(["--judge-retries", "-1", "--output", "unused"])
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and "--judge-retries must be >= 0, got -1" in err and len(err.strip().splitlines()[-1]) < 200
+    assert exc.value.code == 2 and "--judge-retries: must be between 0 and 100, got -1" in err and len(err.strip().splitlines()) == 1
 
 
 def _sample(o):
@@ -113,6 +115,10 @@ def _sample(o):
         return True
     if o.choices:
         return o.choices[-1]
+    if o.type in (int, float):  # a value inside the option's declared range, not its default
+        for v in ((1, 100, 5001) if o.type is int else (0.5, 1.5, 61.0)):
+            if o.valid.problem(v) is None and v != o.default:
+                return v
     return {int: 1, float: 0.5}.get(o.type, "x")
 
 

@@ -148,7 +148,7 @@ def test_no_report_flag_and_compare_flag_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--compare", "/nonexistent/run"], "--compare: no results.json"),
-    (["--inconclusive-width", "0"], "--inconclusive-width must be in (0, 1]"),
+    (["--inconclusive-width", "0"], "--inconclusive-width: must be in (0, 1]"),  # its declared range (options.Range)
 ])
 def test_report_flags_usage_errors(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as e:

@@ -202,3 +202,25 @@ def test_a_judge_spelling_the_key_out_leaves_it_nowhere(tmp_path, monkeypatch):
     assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
     text = json.dumps(verdict._asdict(), default=str)
     assert "k=***" in text and "the key is ***" in text and " ".join(key) not in text
+
+
+def test_a_key_joined_by_zero_width_characters_is_masked():
+    """Hostile-tester trial 3: a key with zero-width joiners between its characters reached the Parquet
+    results and the judge cache. Invisible joiners (plain or \\uXXXX-escaped) now count as gaps of a
+    loose spelling; other encodings (base64, hex, %-encoding, HTML entities) are documented as not masked."""
+    import base64
+
+    from helpers import REPO
+    from fair_forge_beam.io.secrets import scrub
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    for joiner in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u200b "):
+        joined = joiner.join(key)
+        assert scrub(f"key {joined}!", [key]) == "key ***!", repr(joiner)
+        assert json.loads(scrub(json.dumps({"a": joined}), [key])) == {"a": "***"}  # ensure_ascii: \u200b escapes
+        assert scrub({"a": [joined.upper()]}, [key]) == {"a": ["***"]}
+    assert scrub("a\u200bb and \u200d" + key[:10], [key]) == "a\u200bb and \u200d" + key[:10]
+    text = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
+    for named in ("base64", "hex", "percent-encoding", "HTML numeric entities", "zero-width"):
+        assert named in text, named
+    assert scrub(base64.b64encode(key.encode()).decode(), [key]) != "***"  # documented: not masked

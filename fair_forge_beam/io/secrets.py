@@ -7,9 +7,11 @@ output files and of stdout (:func:`scrub_known`, which looks up the keys named b
 :func:`register_secret_env`). A secret is replaced by ``***`` in every spelling JSON text can give
 it: plain, ``\\/`` and ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth.
 
-Only values are masked, never names (issue 28): dict keys, the names under :data:`NAME_FIELDS`
-(slice, metric, headline-column names) and, in a text drawn from records (the console table, a
-page), every name of those records and every gate text (:func:`scrub_known_text`).
+Only values of free text are masked, never names (issue 28): dict keys, the values under the one
+declared list :data:`NAME_FIELDS` (record ids, slice, metric and column names, gate texts, options
+that name metrics or fields; in a command line, :data:`ARGV_FIELDS`) and, in a text drawn from
+records (the console table, a page), every name of those records and every gate text
+(:func:`scrub_known_text`).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import threading
 from typing import Any, Iterable
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
-           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS"]
+           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS",
+           "ARGV_FIELDS", "slice_parts"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -40,13 +43,49 @@ _LOCK = threading.Lock()
 NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 
 
-#: dict keys whose values are names of the run, never values from outside: slice names, metric
-#: names, record levels, statistical modes, headline columns, the metric / slice / group lists of a
-#: configuration, a trend's estimate names. :func:`scrub_known` leaves their text as it is (issue 28:
-#: masking covers values only, never names; ``--judge-api-key-env K`` with ``K=assistant_id``
-#: printed ``***=bot-a`` and a gate ``in every assistant_id`` found no slice)
-NAME_FIELDS = frozenset({"slice", "slices", "metric", "metrics", "level", "mode", "statistical_mode",
-                         "headline_columns", "groups", "estimate", "dimension", "dimensions"})
+#: THE declared list of name fields (issue 28: masking covers the secrets in values of free text,
+#: never names), used by every writer through :func:`scrub_known` (JSON lines, Parquet tables,
+#: results.json, run_info.json, trend.json) and by :func:`name_texts` (the names a console table
+#: or a page keeps). A value under one of these dict keys / Parquet columns / struct fields is a
+#: name of the run or an identifier of its records, never text from outside, and is never masked:
+#:
+#: * identifiers of records: ``assistant_id``, ``session_id``, ``qa_id``, ``element_id``,
+#:   ``request_key``, ``key`` (a unit's slice key), ``turn_index``, ``language``, and the metadata
+#:   slice values (``meta_values``, ``slice_values``: a ``--slices region`` run's ``eu-west``);
+#: * slice and metric names: ``slice``, ``slices``, ``metric``, ``metrics``, ``level``, ``mode``,
+#:   ``statistical_mode``, ``headline_columns``, ``groups``, ``estimate``, ``dimension(s)``,
+#:   ``field``, ``column``;
+#: * gate texts: ``gate``, ``gates``, ``label``, ``expression``;
+#: * options whose values name metrics, fields or choices (their ``dest`` in run_info.json's
+#:   ``options`` and, as ``--flag``, in its ``argv``: :data:`ARGV_FIELDS`): every option with
+#:   declared choices (a test checks :data:`fair_forge_beam.options.TABLE` against this list) and
+#:   the field-naming options ``agentic_label_field``, ``agentic_task_field``, ``timestamp_field``,
+#:   ``bestof_criteria``, ``bestof_order``, ``assistant_id``.
+#:
+#: Before: ``--judge-api-key-env K`` with ``K=assistant-alpha`` wrote ``assistant_id: ***`` to
+#: sessions/, results.parquet and stats/ (a roll-up then showed a slice ``assistant_id=***``), and
+#: ``K=humanity`` wrote ``--metrics context,***`` and the gate text ``*** mean_entropy …``.
+NAME_FIELDS = frozenset({
+    # identifiers of records
+    "assistant_id", "session_id", "qa_id", "element_id", "request_key", "key", "turn_index", "language",
+    "meta_values", "slice_values",  # a session's / an interaction's metadata slice values (slice names)
+    # slice, metric and column names
+    "slice", "slices", "metric", "metrics", "level", "mode", "statistical_mode", "headline_columns", "groups",
+    "estimate", "dimension", "dimensions", "field", "column",
+    # gate texts
+    "gate", "gates", "label", "expression",
+    # options whose values name metrics, fields or one of their declared choices
+    "agentic_label_field", "agentic_task_field", "timestamp_field", "bestof_criteria", "bestof_order",
+    "input_format", "slice_bootstrap", "group_extractor", "toxicity_scorer", "toxicity_level", "toxicity_group_set",
+    "guardian_kind", "regulatory_embedder", "bestof_mode", "bestof_block", "similarity_embedder", "privacy_detector",
+    "privacy_text", "timestamp_policy", "kafka_event_time", "strategy", "assistant_kind", "method", "agentic_correctness",
+})
+
+#: dict keys whose value is a command line (a list of arguments, run_info.json's ``argv`` and
+#: ``beam_args``): an option's name (``--metrics``) is kept, and so is its value when the option's
+#: dest is in :data:`NAME_FIELDS` (``--metrics context,humanity``, ``--gate '…'``); any other value
+#: is scrubbed as text
+ARGV_FIELDS = frozenset({"argv", "beam_args"})
 
 #: JSON's two-character escapes, by the character they stand for
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
@@ -72,8 +111,23 @@ def _hex(code: int) -> str:
     return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
 
 
-#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped
-_GAP = r"(?:\s|\\+[nrt])*"
+#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped,
+#: and the invisible joiners of :data:`_ZERO_WIDTH`, plain or JSON-escaped
+_GAP = (r"(?:\s|\\+[nrt]|[\u200b\u200c\u200d\u2060\ufeff\u00ad]"
+        r"|\\+u(?:200[bBcCdD]|2060|[fF][eE][fF][fF]|00[aA][dD]))*")
+#: invisible characters that may join a loosely spelt secret's characters (zero-width space,
+#: non-joiner and joiner, word joiner, zero-width no-break space, soft hyphen): a text shows the
+#: key though its characters are apart (hostile-tester trial 3)
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+
+
+def _compact(v: str) -> str:
+    """``v`` in lower case without whitespace and invisible joiners (what holds a loosely spelt
+    secret's compact form); the joiners are looked for first (a search is much cheaper than a
+    replacement, and most texts hold none)."""
+    if not v.isascii() and _ZERO_WIDTH.search(v):  # isascii: a flag of the string, no scan
+        v = _ZERO_WIDTH.sub("", v)
+    return "".join(v.split()).lower()
 
 
 @functools.lru_cache(maxsize=64)
@@ -127,8 +181,11 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     ``keep``: texts never masked where they occur inside a text (names in a page or a console
     table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored; secrets of
     :data:`LOOSE_SECRET_LEN` characters or more are masked in any case and with whitespace between
-    their characters too. Not masked: a secret with other characters between its characters
-    (``s-k-…``, zero-width spaces), in look-alike characters, encoded (base64, reversed) or in part.
+    their characters too, and with invisible joiners between them (zero-width space / joiner /
+    non-joiner, word joiner, U+FEFF, soft hyphen; plain or ``\\uXXXX``). Not masked: a secret with
+    other characters between its characters (``s-k-…``), in look-alike characters, encoded (base64,
+    hex, percent-encoding, HTML numeric entities such as ``&#115;``, reversed) or in part
+    (docs/reliability.md).
     Never raises for any input.
     """
     secs = _secrets(secrets)
@@ -148,17 +205,36 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
             else:
                 for s, caseless in loose:  # a loose spelling: another case, spaces between characters
                     if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
-                            and s in "".join(v.split()).lower():
+                            and s in _compact(v):
                         break
                 else:
                     return v
         return _mask_text(v, secs, pattern, keep)
 
+    def _argv(args: list) -> list:
+        out, named = [], False
+        for a in args:
+            if not isinstance(a, str):
+                out.append(_do(a))
+            elif named:  # the value of an option that names things
+                out.append(a)
+            elif a.startswith("--") and len(a) > 2:
+                flag, eq, val = a.partition("=")
+                keep = flag[2:].replace("-", "_") in names
+                out.append(flag + eq + (val if keep else _text(val)) if eq else flag)
+                named = keep and not eq
+                continue
+            else:
+                out.append(_text(a))
+            named = False
+        return out
+
     def _do(v: Any, name: bool = False) -> Any:
         if isinstance(v, str):
             return v if name else _text(v)
         if isinstance(v, dict):
-            return {k: _do(x, k in names) for k, x in v.items()}
+            return {k: (_argv(x) if names and k in ARGV_FIELDS and isinstance(x, list) else _do(x, k in names))
+                    for k, x in v.items()}
         if isinstance(v, list):
             return [_do(x, name) for x in v]
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
@@ -200,14 +276,16 @@ def masked_tokens(tokens: list, secrets: Iterable[str]) -> list:
 
 
 def name_texts(value: Any) -> frozenset:
-    """The names in a JSON-like structure: its dict keys and the text under :data:`NAME_FIELDS`
-    (what :func:`scrub_known_text` keeps in a text drawn from it)."""
+    """The names in a JSON-like structure: its dict keys and the text under :data:`NAME_FIELDS`,
+    a slice name's dimension and value too (:func:`slice_parts`): what :func:`scrub_known_text`
+    keeps in a text drawn from it (a chart labelled ``bot-a``)."""
     out: set = set()
 
     def _walk(v: Any, name: bool = False) -> None:
         if isinstance(v, str):
             if name:
                 out.add(v)
+                out.update(slice_parts(v))
         elif isinstance(v, dict):
             for k, x in v.items():
                 out.add(str(k))
@@ -218,6 +296,13 @@ def name_texts(value: Any) -> frozenset:
 
     _walk(value)
     return frozenset(out)
+
+
+def slice_parts(name: str) -> tuple:
+    """The names a slice name holds: ``"assistant_id=bot-a"`` → ``("assistant_id", "bot-a")`` (a page
+    labels a chart or a row by the value alone); any other text → ``()``."""
+    dim, eq, val = name.partition("=")
+    return (dim, val) if eq and dim and val else ()
 
 
 def register_secret_env(name: str) -> None:

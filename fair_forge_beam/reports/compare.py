@@ -377,10 +377,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
     p.add_argument("--all", action="store_true", help="list every row, not only detectable differences")
     args = p.parse_args(argv)
-    cmp = compare_runs(args.current, args.baseline)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(cmp, f, indent=2, ensure_ascii=False)
+    for name in ("current", "baseline", "json"):
+        if getattr(args, name) is not None and not getattr(args, name).strip():
+            p.error(f"{name if name != 'json' else '--json'} is empty: name a run folder or its results.json"
+                    if name != "json" else "--json is empty: name the file to write")
+    docs = []
+    for name in ("current", "baseline"):  # a missing, empty or unreadable run: one line naming it, exit 2 (was a traceback)
+        try:
+            docs.append(_doc(getattr(args, name)))
+        except (OSError, ValueError) as exc:
+            p.error(f"{name} run {getattr(args, name)}: {exc}")
+    try:  # an unwritable --json too
+        cmp = compare_runs(*docs)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(cmp, f, indent=2, ensure_ascii=False)
+    except (OSError, ValueError) as exc:
+        p.error(str(exc))
     print(comparison_table(cmp, only_detectable=not args.all))
     return 0
 

@@ -79,19 +79,22 @@ def windowed_empty_run_reason(doc: dict, metrics: Sequence[str]) -> Optional[str
     return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({dead} dead letters in all)"
 
 
-def fail_empty_run(reason: str, out: str) -> NoReturn:
+def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_empty: bool = True) -> NoReturn:
     """Print the empty run's one line on stderr and raise :class:`EmptyRun` (exit code 4)::
 
         fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
 
     (``is not written`` when ``out`` does not exist yet.)
 
-    ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data)."""
+    ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data).
+    ``prog``: the command named (the loop and the run stage name themselves); ``allow_empty``:
+    whether the command has ``--allow-empty`` (the hint names it)."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.reports.summary import printable
 
     kept = "is left as it was" if FileSystems.exists(out) else "is not written"  # a first run has no folder yet
-    print(f"fair-forge-beam: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
-          f"{EMPTY_RUN_EXIT_CODE}; --allow-empty publishes such a run)", file=sys.stderr)
+    hint = "; --allow-empty publishes such a run" if allow_empty else ""
+    print(f"{prog}: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
+          f"{EMPTY_RUN_EXIT_CODE}{hint})", file=sys.stderr)
     raise EmptyRun(reason)

@@ -38,12 +38,12 @@ import os
 import shutil
 import time
 import uuid
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
-           "STALE_STAGE_HOURS", "check_output_folder", "staged_output", "new_stage_path",
+           "STALE_STAGE_HOURS", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,19 @@ def _has_temporary_part(rel: str) -> bool:
 
 
 def _normalise(output: str) -> str:
-    return output.rstrip("/") or "."
+    """Trailing slashes dropped; ``/`` stays the root (it became ``.``, the current folder)."""
+    return output.rstrip("/") or "/"
+
+
+def empty_output_problem(output: Any, option: str = "--output") -> Optional[str]:
+    """The usage error of an empty output folder (``--output ''``, spaces only, an empty config
+    value), or ``None``. An empty path was the current folder: a run there replaced the user's own
+    ``stats/``, ``sessions/``, ``report.html`` … though the folder never held a run (issue 28,
+    hostile-tester trial 3). Every command refuses it (:func:`check_output_folder`, and the
+    ``--output`` option's declared check)."""
+    if isinstance(output, str) and not output.strip():
+        return f"{option} is empty: name the output folder (write '.' for the current folder)"
+    return None
 
 
 def _target(out: str) -> str:
@@ -226,7 +238,8 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
     folder as it was, its modification time too.
 
     Args:
-        output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
+        output: folder path or URL (``gs://...``); trailing slashes are dropped; an empty one is a
+            usage error (:func:`empty_output_problem`).
         reads: the files and folders the command reads (an audit's inputs, a roll-up's or trend's
             runs; local glob patterns are expanded): ``output`` may not be one of them, nor lie
             inside one, nor (unless ``may_hold_reads``) contain one — compared by real path, so a
@@ -241,6 +254,9 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
     Raises:
         ValueError: a one-line message for a usage error (exit code 2 in every command).
     """
+    problem = empty_output_problem(output, option)
+    if problem:
+        raise ValueError(problem)
     out = _normalise(output)
     if not _is_local(out):
         if staged and "/" not in out.partition("://")[2].strip("/"):
@@ -663,7 +679,8 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
     streaming run, whose files appear while it runs, cannot be staged).
 
     Args:
-        output: folder path or URL (``gs://...``); trailing slashes are dropped (``""`` → ``"."``).
+        output: folder path or URL (``gs://...``); trailing slashes are dropped; an empty one is a
+            usage error (:func:`empty_output_problem`).
         filesystems: Beam's ``FileSystems`` or a stand-in with ``exists``/``mkdirs``/``delete``/``match``
             (default: Beam's, imported here).
 

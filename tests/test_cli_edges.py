@@ -1,0 +1,132 @@
+"""Issue 28, hostile-tester trial 3 (repro 07_misc.sh): the compare command's bad folders, the
+loop's usage errors and its failing generator, the run stage's unmatched --input (the audit's exit
+code), and an empty --output on every command."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import FNAPI
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+@pytest.mark.parametrize("case", ["missing", "empty folders", "files", "empty results.json", "not a results doc"])
+def test_compare_refuses_what_is_not_a_run_in_one_line(case, tmp_path, capsys):
+    from fair_forge_beam.reports.compare import main
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    if case != "missing":
+        a.mkdir(), b.mkdir()
+    if case == "files":
+        a, b = a / "x.jsonl", b / "y.jsonl"
+        a.write_text("{}\n"), b.write_text("{}\n")
+    elif case == "empty results.json":
+        (a / "results.json").write_text(""), (b / "results.json").write_text("")
+    elif case == "not a results doc":
+        (a / "results.json").write_text("[]"), (b / "results.json").write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        main([str(a), str(b)])
+    line = _one_line(capsys)
+    assert exc.value.code == 2 and str(a) in line and line.startswith("python -m fair_forge_beam.reports.compare: error:")
+
+
+def test_an_audit_option_s_error_in_the_loop_names_the_loop(tmp_path, capsys):
+    from pipelines import loop
+
+    with pytest.raises(SystemExit) as exc:
+        loop.run(["--output", str(tmp_path / "o"), "--mode", "bogus"])
+    assert exc.value.code == 2 and _one_line(capsys).startswith("python -m pipelines.loop: error:")
+
+
+def test_a_loop_whose_generator_fails_every_call_names_the_generator(tmp_path, capsys):
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import loop
+
+    def wrong_schema(req):
+        return {"score": 0.5, "insight": "not a question list"}
+
+    out = tmp_path / "loop"
+    with ScriptedOpenAIServer(wrong_schema) as gen:
+        with pytest.raises(SystemExit) as exc:
+            loop.run(["--corpus", "airline", "--num-queries", "1", "--generator-base-url", gen.base_url, "--generator-model", "g",
+                      "--generator-cache", str(tmp_path / "g.sqlite3"), "--assistant-url", "http://127.0.0.1:9/v1",
+                      "--assistant-model", "bot", "--metrics", "humanity", "--output", str(out), f"--runner={FNAPI}"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exc.value.code == 4 and "generator" in err and "does not match schema" in err and "no input record" not in err, err
+    assert not (out / "audit").exists()
+
+
+def test_run_with_an_input_that_matches_nothing_exits_as_the_audit(tmp_path, capsys):
+    """The audit exits 4 (an empty run: a missing export) when every --input matches no file, 2 when one
+    of several does; the run stage said 2 in the first case."""
+    from pipelines import audit, run_assistant
+
+    nothing = str(tmp_path / "nothing-*.jsonl")
+    common = ["--assistant-kind", "http", "--assistant-url", "http://127.0.0.1:9/x", "--request-template",
+              '{"q": {{ query | tojson }}}', f"--runner={FNAPI}"]
+    codes = {}
+    for name, run in (("audit", lambda o: audit.run(["--metrics", "humanity", "--input", nothing, "--output", o, f"--runner={FNAPI}"])),
+                      ("run", lambda o: run_assistant.run(["--input", nothing, "--output", o] + common))):
+        with pytest.raises(SystemExit) as exc:
+            run(str(tmp_path / name))
+        codes[name] = exc.value.code
+        assert "no input file matches" in _one_line(capsys)
+    assert codes == {"audit": 4, "run": 4}
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english",
+                                "conversation": [{"qa_id": "q", "query": "hi", "assistant": "hello"}]}) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        run_assistant.run(["--input", nothing, "--input", str(data), "--output", str(tmp_path / "r2")] + common)
+    assert exc.value.code == 2
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory):
+    from pipelines import audit
+
+    root = tmp_path_factory.mktemp("edges")
+    (root / "in.jsonl").write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english", "conversation": [
+        {"qa_id": "q", "query": "Can you help?", "assistant": "I am glad to help."}]}) + "\n")
+    audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", str(root / "in.jsonl"), "--output",
+               str(root / "run"), f"--runner={FNAPI}"])
+    return root / "run"
+
+
+def _commands(tmp_path, run):
+    from fair_forge_beam.rollup import run as rollup
+    from pipelines import audit, generate, loop, optimize, run_assistant, trend
+
+    data = str(tmp_path / "in.jsonl")
+    return {
+        "audit": lambda: audit.run(["--metrics", "humanity", "--input", data, "--output", ""]),
+        "loop": lambda: loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "b", "--output", ""]),
+        "generate": lambda: generate.run(["--corpus", "airline", "--output", ""]),
+        "run": lambda: run_assistant.run(["--input", data, "--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "b",
+                                          "--output", ""]),
+        "rollup": lambda: rollup(["--from", str(run), "--output", ""]),
+        "trend": lambda: trend.main([str(run), "--output", ""]),
+        "optimize": lambda: optimize.main(["--model", "m", "--input", data, "--output", ""]),
+    }
+
+
+@pytest.mark.parametrize("command", ["audit", "loop", "generate", "run", "rollup", "trend", "optimize"])
+def test_an_empty_output_is_refused_by_every_command(command, tmp_path, capsys, monkeypatch, a_run):
+    """``--output ''`` was the current folder: a run there replaced the user's own stats/, windows/,
+    report.html … though the folder never held a run."""
+    here = tmp_path / "project"
+    (here / "stats").mkdir(parents=True)
+    (here / "stats" / "mine.csv").write_text("mine")
+    (tmp_path / "in.jsonl").write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english",
+                                                   "conversation": [{"qa_id": "q", "query": "hi", "assistant": "hello"}]}) + "\n")
+    monkeypatch.chdir(here)
+    with pytest.raises(SystemExit) as exc:
+        _commands(tmp_path, a_run)[command]()
+    line = _one_line(capsys)
+    assert exc.value.code == 2 and "--output is empty" in line, line
+    assert sorted(p.name for p in here.iterdir()) == ["stats"] and (here / "stats" / "mine.csv").read_text() == "mine"
