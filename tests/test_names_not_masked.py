@@ -1,8 +1,10 @@
-"""Issue 28, hostile-tester trial 3: masking covers the secrets in values of free text, never
-names. With a key equal to an assistant id, ``assistant_id`` read ``***`` in sessions/,
-results.parquet, stats/sessions and the report (a roll-up then showed ``assistant_id=***``); with a
-key equal to a metric name, run_info.json held ``--metrics context,***`` and the gate text
-``*** mean_entropy …``. One declared list (``secrets.NAME_FIELDS``) is used by every writer."""
+"""Issue 28, hostile-tester trial 3: masking covers the secrets in values, never our own names.
+With a key equal to a metric name, run_info.json held ``--metrics context,***`` and the gate text
+``*** mean_entropy …``: one declared list (``secrets.NAME_FIELDS``) of the fields our own words fill
+(metric, slice-dimension, column and option names, gate texts) is kept by every writer. Record ids
+(assistant, session, qa and element ids, metadata values) come from outside: a key inside one is
+masked like any value ("never write a key"); see docs/reliability.md for the one place left where it
+is not (slice names and the dict keys built from them)."""
 from __future__ import annotations
 
 import glob
@@ -39,13 +41,13 @@ def test_every_writer_keeps_names_and_masks_free_text(key_env, tmp_path):
     key_env(KEY)
     line = json.loads(to_json_line({"assistant_id": KEY, "session_id": KEY, "qa_id": KEY, "element_id": f"s/{KEY}/0",
                                     "request_key": f'["s","{KEY}"]#0', "insight": f"echo {KEY}"}))
-    assert line == {"assistant_id": KEY, "session_id": KEY, "qa_id": KEY, "element_id": f"s/{KEY}/0",
-                    "request_key": f'["s","{KEY}"]#0', "insight": "echo ***"}
+    assert line == {"assistant_id": "***", "session_id": "***", "qa_id": "***", "element_id": "s/***/0",
+                    "request_key": '["s","***"]#0', "insight": "echo ***"}
     table = pa.table({"assistant_id": [KEY], "reasoning": [KEY], "meta_values": [[KEY, None]],
-                      "unit": [{"key": f'["s","{KEY}"]', "note": KEY}]})
+                      "unit": [{"key": f'["s","{KEY}"]', "note": KEY}], "metric": ["humanity"]})
     out = scrub_table(table).to_pylist()[0]
-    assert out == {"assistant_id": KEY, "reasoning": "***", "meta_values": [KEY, None],
-                   "unit": {"key": f'["s","{KEY}"]', "note": "***"}}
+    assert out == {"assistant_id": "***", "reasoning": "***", "meta_values": ["***", None],
+                   "unit": {"key": '["s","***"]', "note": "***"}, "metric": "humanity"}
 
     key_env("humanity")
     argv = ["--metrics", "context,humanity", "--gate", "humanity mean_entropy mean >= 0 in every assistant_id",
@@ -74,9 +76,10 @@ def test_every_option_with_choices_is_a_name_field():
     assert {d for d, o in TABLE.items() if o.choices} <= NAME_FIELDS
 
 
-def test_an_audit_with_a_key_equal_to_an_assistant_id_keeps_the_id_everywhere(key_env, tmp_path):
+def test_an_assistant_id_holding_the_key_is_never_written_in_a_record_output(key_env, tmp_path):
+    """An assistant id equal to the key is text from outside: every record output masks it, the
+    report and the run still work (the slice names keep it: the gap docs/reliability.md names)."""
     from pipelines import audit
-    from fair_forge_beam import rollup
 
     key_env(KEY)
     data = tmp_path / "in.jsonl"
@@ -88,11 +91,9 @@ def test_an_audit_with_a_key_equal_to_an_assistant_id_keeps_the_id_everywhere(ke
     audit.run(["--quiet", "--metrics", "humanity", "--input", str(data), "--output", str(out),
                "--gate", "humanity mean_entropy mean >= 0 in every assistant_id", f"--runner={FNAPI}"])
     for folder in ("sessions/humanity", "results.parquet", "stats/sessions"):
-        ids = {r["assistant_id"] for f in glob.glob(str(out / folder / "*.parquet")) for r in pq.read_table(f).to_pylist()}
-        assert ids == {KEY, "assistant-bravo"}, folder
-    page = (out / "report.html").read_text(encoding="utf-8")
-    assert "***" not in page and f">{KEY}<" in page
-    merged = tmp_path / "rolled"
-    rollup.run(["--from", str(out), "--output", str(merged), f"--runner={FNAPI}"])
-    rolled = (merged / "results.json").read_text(encoding="utf-8")
-    assert "***" not in rolled and f"assistant_id={KEY}" in rolled
+        files = glob.glob(str(out / folder / "*.parquet"))
+        ids = {r["assistant_id"] for f in files for r in pq.read_table(f).to_pylist()}
+        assert ids == {"***", "assistant-bravo"}, folder
+        assert not any(KEY.encode() in open(f, "rb").read() for f in files), folder
+    info = json.loads((out / "run_info.json").read_text(encoding="utf-8"))
+    assert info["options"]["metrics"] == "humanity" and "in every assistant_id" in info["options"]["gate"][0]

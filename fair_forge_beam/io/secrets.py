@@ -66,9 +66,8 @@ NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 #: sessions/, results.parquet and stats/ (a roll-up then showed a slice ``assistant_id=***``), and
 #: ``K=humanity`` wrote ``--metrics context,***`` and the gate text ``*** mean_entropy …``.
 NAME_FIELDS = frozenset({
-    # identifiers of records
-    "assistant_id", "session_id", "qa_id", "element_id", "request_key", "key", "turn_index", "language",
-    "meta_values", "slice_values",  # a session's / an interaction's metadata slice values (slice names)
+    # record fields our own code fills with our own words (never text from outside)
+    "turn_index", "language",
     # slice, metric and column names
     "slice", "slices", "metric", "metrics", "level", "mode", "statistical_mode", "headline_columns", "groups",
     "estimate", "dimension", "dimensions", "field", "column",
