@@ -162,7 +162,7 @@ def test_max_record_bytes_has_an_upper_bound(capsys):
         audit.run(["--quiet", "--max-record-bytes", "99999999999999999999999", "--output", "unused"])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--max-record-bytes must be at most 2,147,483,647 bytes" in err[0], err
+    assert len(err) == 1 and "--max-record-bytes: must be between 1 and 2,147,483,647 bytes" in err[0], err
 
 
 @pytest.mark.parametrize("layout", ["plain", "gzip", "utf-16"])
