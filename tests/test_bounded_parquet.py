@@ -115,3 +115,83 @@ def test_arrow_value_sizes_of_nested_dictionary_and_fixed_width_columns():
     pairs = pa.array([[1, 2], [3, 4], None], type=pa.list_(pa.int32(), 2))
     assert arrow_value_sizes(pairs).tolist() == [8, 8, 0] and arrow_value_sizes(pairs.slice(1)).tolist() == [8, 0]
     assert arrow_value_sizes(pa.array([None, None])).tolist() == [0, 0]
+
+
+def _every_kind_of_big_value(big: str):
+    """(name, array) pairs: each array's value 1 holds the string ``big`` once (value 0 a short one,
+    value 2 a null), through every Arrow type that can hold text."""
+    import pyarrow as pa
+
+    s = pa.string()
+    st = pa.struct([("q", s)])
+    vals = ["ab", big, None]
+    out = [(str(t), pa.array(vals, type=t)) for t in
+           (pa.string(), pa.large_string(), pa.string_view(), pa.binary(), pa.large_binary(), pa.binary_view())]
+    lists = [["ab"], [big], None]
+    for make in (pa.list_, pa.large_list, pa.list_view, pa.large_list_view, lambda c: pa.list_(c, 1)):
+        out.append((str(make(s)), pa.array(lists, type=make(s))))
+        out.append((str(make(st)), pa.array([None if v is None else [{"q": v[0]}] for v in lists], type=make(st))))
+    out.append(("map", pa.array([[("k", "ab")], [("k", big)], None], type=pa.map_(s, s))))
+    out.append(("map key", pa.array([[("ab", "v")], [(big, "v")], None], type=pa.map_(s, s))))
+    out.append(("dictionary", pa.array(vals).dictionary_encode()))
+    out.append(("run-end encoded", pa.RunEndEncodedArray.from_arrays(pa.array([1, 2, 3], pa.int32()), pa.array(vals))))
+    out.append(("sparse union", pa.UnionArray.from_sparse(pa.array([0, 1, 0], pa.int8()),
+                                                          [pa.array(["ab", "x", None]), pa.array(["", big, ""])])))
+    out.append(("dense union", pa.UnionArray.from_dense(pa.array([0, 1, 0], pa.int8()), pa.array([0, 0, 1], pa.int32()),
+                                                        [pa.array(["ab", None]), pa.array([big])])))
+    out.append(("list_view of map of list_view", pa.array(
+        [[{"k": ["ab"]}], [{"k": [big]}], None], type=pa.list_view(pa.map_(s, pa.list_view(s))))))
+    return out
+
+
+def test_arrow_value_sizes_count_the_real_bytes_of_every_arrow_type():
+    """Issue 28 (hostile trial 3): a list_view / large_list_view value counted 8 bytes, so a 150 MB
+    query in a list_view column was scored. Every type that holds text counts its bytes, in a
+    slice too; a view or run repeated counts each time."""
+    import pyarrow as pa
+    from fair_forge_beam.io.read import arrow_value_sizes
+
+    big = "Q" * 100_000
+    for name, arr in _every_kind_of_big_value(big):
+        sizes = arrow_value_sizes(arr).tolist()
+        assert sizes[1] >= len(big) and sizes[0] <= 4 and sizes[2] <= 1, (name, sizes)
+        assert arrow_value_sizes(arr.slice(1)).tolist() == sizes[1:], name
+        assert arrow_value_sizes(arr.slice(1, 1)).tolist() == sizes[1:2], name
+    # a list view whose three values share one child range: three times its bytes
+    shared = pa.ListViewArray.from_arrays(pa.array([0, 0, 0], pa.int32()), pa.array([1, 1, 1], pa.int32()), pa.array([big]))
+    assert arrow_value_sizes(shared).tolist() == [len(big)] * 3
+    ree = pa.RunEndEncodedArray.from_arrays(pa.array([5], pa.int32()), pa.array([big]))
+    assert arrow_value_sizes(ree).tolist() == [len(big)] * 5 and arrow_value_sizes(ree.slice(3)).tolist() == [len(big)] * 2
+    fixed = [pa.float16(), pa.month_day_nano_interval(), pa.duration("s"), pa.date64(), pa.time32("s"),
+             pa.decimal32(5, 2), pa.decimal256(40, 2), pa.bool_()]
+    for t in fixed:
+        arr = pa.array([None, None], type=t)
+        assert arrow_value_sizes(arr).tolist() == [0, 0], t
+    assert arrow_value_sizes(pa.array([1.5], pa.float16())).tolist() == [2]
+    assert arrow_value_sizes(pa.array([(1, 2, 3)], pa.month_day_nano_interval())).tolist() == [16]
+
+
+@pytest.mark.parametrize("kind", ["list_view", "large_list_view", "string_view", "binary_view"])
+def test_a_parquet_row_over_the_limit_in_any_arrow_type_is_a_dead_letter(tmp_path, kind):
+    """The hostile repro: a list_view conversation with a huge query was read whole. Parquet keeps
+    the Arrow schema, so a file may hold any of these types."""
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    big = "Q" * (2 * MB)
+    turn = pa.struct([("qa_id", pa.string()), ("query", pa.string()), ("assistant", pa.string())])
+    conv = [[{"qa_id": "a", "query": "hi", "assistant": "ok"}], [{"qa_id": "b", "query": big, "assistant": "ok"}],
+            [{"qa_id": "c", "query": "hi", "assistant": "ok"}]]
+    cols = {"session_id": pa.array(["s0", "huge", "s2"]), "assistant_id": pa.array(["bot"] * 3)}
+    if kind in ("list_view", "large_list_view"):
+        cols["conversation"] = pa.array(conv, type=getattr(pa, kind)(turn))
+    else:
+        cols["conversation"] = pa.array(conv, type=pa.list_(turn))
+        cols["extra"] = pa.array([b"x", big.encode(), b"y"], type=getattr(pa, kind)())
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table(cols), path)
+    schema = pq.read_schema(path)
+    assert str(schema.field("conversation" if "list" in kind else "extra").type).startswith(kind)
+    got = list(_ReadParquetRowGroup(MB).process((str(path), 0)))
+    assert [i for _, i, _ in got] == [0, 1, 2]
+    assert isinstance(got[1][2], ReadError) and "over the limit of 1,048,576 bytes" in got[1][2].reason, got[1][2]
+    assert [r["session_id"] for _, _, r in (got[0], got[2])] == ["s0", "s2"]

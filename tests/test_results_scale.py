@@ -230,8 +230,11 @@ def test_headline_puts_failed_gates_first_and_their_assistant():
     gates_line = re.sub(r"<[^>]+>", "", sec[sec.index('id="gates-verdict"'):sec.index("</p>")])
     assert "1 of 1 gate failed" in gates_line and "assistant_id=helpbot-c" in gates_line
     line = _first_line(html)
+    # then every assistant the gate failed on (here one), then the worst line
+    named, rest = line.split(". ", 1)[1].split(". ", 1)
+    assert named == "1 assistant failed a gate: helpbot-c (toxicity toxic_rate mean = 0.2624 &gt; 0.2)", line
     assert re.match(r"(Worst assistant|Farthest beyond a threshold): helpbot-c — its worst metric is the toxic-answer rate, "
-                    r"\S+ \[\S+, \S+\], above the gate 0\.20", line.split(". ", 1)[1]), line
+                    r"\S+ \[\S+, \S+\], above the gate 0\.20", rest), line
     passing = render_report(doc, with_plots=False, gates=[parse_gate("toxicity toxic_rate mean <= 0.9 in every assistant_id")])
     assert "All 1 gate this page can check passed." in passing
 

@@ -176,3 +176,47 @@ def test_nights_whose_metrics_differ_only_in_order_roll_up_as_one_audit(tmp_path
                 "--output", str(tmp_path / "union")])
     _rollup(tmp_path / "week", [tmp_path / "n1", tmp_path / "n2"])
     assert (tmp_path / "week" / "results.json").read_bytes() == (tmp_path / "union" / "results.json").read_bytes()
+
+
+@pytest.mark.parametrize("where", ["stats/sessions", "stats/slices", "sessions/humanity", "sessions/toxicity",
+                                   "results.parquet", "dead_letter"])
+def test_a_shard_of_another_run_under_the_exact_name_is_refused(two_nights, tmp_path, capsys, where):
+    """Hostile trial 3: night b's stats/sessions shard copied over night a's, under Beam's exact name,
+    was rolled up (exit 0; 7 sessions for 44 interactions). Every shard a roll-up reads is tied to
+    its run: Parquet by the run id in its metadata, dead letters by the digest run_info.json records."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(two_nights / "a", a)
+    shutil.copytree(two_nights / "b", b)
+    ours = sorted((a / where).glob("part-*"))
+    theirs = sorted((b / where).glob("part-*"))
+    assert ours and theirs and [p.name for p in ours] == [p.name for p in theirs]
+    if where == "dead_letter":  # both nights have none: another run's dead letter in the same name
+        theirs[0].write_text('{"stage":"read","reason":"invalid JSON","element_id":"","raw":"{","source":"b.jsonl:3"}\n')
+    assert ours[0].read_bytes() != theirs[0].read_bytes()
+    shutil.copy(theirs[0], ours[0])
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "w", [a, b])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"{a}: {where}/{ours[0].name}" in err[0] and "another run" in err[0], err
+    assert not (tmp_path / "w").exists()
+
+
+def test_shards_of_a_rollup_of_rollups_hold_run_ids_it_accepts(two_nights, tmp_path):
+    """The roll-up's own shards hold its id, its copies their runs' ids: rolled up again, every
+    one is accepted; a roll-up's run_info records the digests of its dead-letter copies."""
+    import pyarrow.parquet as pq
+    from fair_forge_beam.io.write import RUN_ID_KEY
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(two_nights / "a", a)
+    shutil.copytree(two_nights / "b", b)
+    _rollup(tmp_path / "w", [a])
+    _rollup(tmp_path / "w2", [tmp_path / "w", b])
+    week = json.loads((tmp_path / "w2" / "stats" / "manifest.json").read_text())
+    ids = {json.loads((r / "stats" / "manifest.json").read_text())["run_id"] for r in (a, b, tmp_path / "w")}
+    assert ids <= set(week["shard_runs"])
+    for p in (tmp_path / "w2").glob("**/part-*.parquet"):
+        found = pq.read_schema(p).metadata[RUN_ID_KEY].decode()
+        assert found == week["run_id"] if not p.name.startswith("part-r") else found in week["shard_runs"], p
+    _rollup(tmp_path / "w3", [tmp_path / "w2"])

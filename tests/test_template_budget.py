@@ -50,6 +50,24 @@ HOSTILE = {
     "lipsum": '{"m": {{ lipsum(99999)|length }}}',
     "batch": '{"m": {{ ([1]|batch(400000000, fill_with="x"))|list|length }}}',
     "big integers as text": '{% set a = [10 ** 4000] * 100000 %}{"m": {{ a|string|length }}}',
+    # hostile trial 3: widths and counts the first checks did not see (each built before, up to 2.6 GB)
+    "str.format nested width given as text": '{"m": {{ "{:{}}".format("a", "1999999999")|length }}}',
+    "str.format nested width given as a float": '{"m": {{ "{:{}}".format("a", 99999999.0)|length }}}',
+    "str.format nested precision of a float": '{"m": {{ "{:.{}f}".format(1.5, "99999999")|length }}}',
+    "str.format width of a huge number of digits": '{"m": {{ "{:{}}".format("a", "9" * 5000)|length }}}',
+    "str.format repeated field": '{"m": {{ ("{0}" * 9999).format("x" * 9999)|length }}}',
+    "str.format_map repeated field": '{"m": {{ ("{a}" * 9999).format_map({"a": "x" * 9999})|length }}}',
+    "str.format repr of a nested value": '{% set a = ["\x00" * 200000] * 5 %}{"m": {{ "{0!r}{0!r}".format(a)|length }}}',
+    "join method of a long separator": '{"m": {{ ("a" * 99000).join(["b"] * 10000)|length }}}',
+    "join filter of a long separator": '{"m": {{ (["b"] * 10000)|join("a" * 99000)|length }}}',
+    "join method of a generator": '{"m": {{ ("a" * 99000).join(["b"] * 10000|map("upper"))|length }}}',
+    "translate grows": '{"m": {{ ("a" * 900000).translate({97: "b" * 1000})|length }}}',
+    "percent star widths under the limit": '{"m": {{ ("%*s%*s%*s" % (999999, "a", 999999, "a", 999999, "a"))|length }}}',
+    "percent mapping key repeated": '{"m": {{ (("%(a)s" * 1000) % {"a": "x" * 900000})|length }}}',
+    "percent precision of a float": '{"m": {{ ("%.999999f%.999999f" % (1.5, 1.5))|length }}}',
+    "format filter star widths": '{"m": {{ ("%*s%*s"|format(999999, "a", 999999, "a"))|length }}}',
+    "upper of a text that grows": '{"m": {{ ("\u00df" * 900000).upper()|length }}}',
+    "wordwrap with a long wrap string": '{"m": {{ ("a " * 400000)|wordwrap(1, wrapstring="x" * 100)|length }}}',
 }
 
 
@@ -77,6 +95,13 @@ def test_legitimate_templates_still_render_and_given_values_may_be_long():
            '{"role": "user", "content": {{ query|tojson }}}], "n": {{ history|length }}, "s": {{ ("ab" * 3 ~ "c")|tojson }},'
            ' "k": {{ ("%5s" % "a")|tojson }}, "u": {{ query.upper()|tojson }}}')
     out = render_request(tpl, {"query": "hi", "history": history})
+    ok = render_request('{"a": {{ "{} {:>5} {:.2f} {x}".format("a", "b", 1.234, x=7)|tojson }}, '
+                        '"b": {{ ("%s-%05d %(k)s" if false else "%s-%05d" % ("a", 3))|tojson }}, '
+                        '"c": {{ ",".join(["a", "b"])|tojson }}, "d": {{ "abc".translate({97: "xy"})|tojson }}, '
+                        '"e": {{ "{a}{a}".format_map({"a": "z"})|tojson }}, "f": {{ (["p", "q"]|map("upper"))|join("+")|tojson }}, '
+                        '"g": {{ ("%(k)s=%(k)s" % {"k": "v"})|tojson }}, "h": {{ "{0!r}".format("q")|tojson }}}', {})
+    assert ok == {"a": "a     b 1.23 7", "b": "a-00003", "c": "a,b", "d": "xybc", "e": "zz", "f": "P+Q", "g": "v=v",
+                  "h": "'q'"}
     assert len(out["messages"]) == 51 and out["n"] == 50 and out["s"] == "abababc" and out["k"] == "    a" and out["u"] == "HI"
     long_query = "x" * 3_000_000  # longer than one built value may be: a given value is printed as it is
     assert render_request('{"q": {{ query|tojson }}, "r": {{ query|tojson }}}', {"query": long_query})["q"] == long_query

@@ -19,6 +19,30 @@ work is done:
   the literal text of the loop body it writes again);
 * every printed ``{{ … }}``: the environment's ``finalize``.
 
+Per method, what is checked before the value is built (issue 28, hostile trial 3: a nested format
+spec given as text, ``"{:{}}".format("a", "1999999999")``, a float width, a long separator in a
+``join`` method call, a repeated field ``("{0}" * 9999).format(…)`` and ``translate`` were built
+first, up to 2.6 GB):
+
+* ``str.format`` / ``format_map``: formatted by jinja2's sandboxed formatter whose every field is
+  bounded before it is formatted (its value's text plus every number of its spec, nested specs
+  expanded first: :func:`_field_bound`; ``!r`` / ``!a`` ten times the value), and the fields built
+  so far are counted, so a repeated field stops at the limit;
+* ``%`` and the ``format`` filter: the conversions are walked as Python does (:func:`_printf_bound`:
+  widths and precisions, ``*`` read from the arguments, a ``%(key)s`` its value, repeats counted);
+* ``join`` (method and filter): the items are taken one at a time and counted with the separator
+  (:func:`_joined_bound`), a generator too, before the join;
+* ``center`` / ``ljust`` / ``rjust`` / ``zfill``: the width; ``expandtabs``: tabs × tab size;
+  ``replace``: hits × the new text; ``translate``: length × the longest replacement of a dict or
+  list table (any other table refused); ``*``: size × count; ``indent``, ``wordwrap``, ``batch``,
+  ``slice``: lines × their insert, rows × the fill;
+* case mappings and ``encode`` (a text may grow: ``"ß".upper()`` is ``"SS"``): 3 (encode: 10) times
+  the text, 1 (4) for ASCII text;
+* filters that escape (``tojson``, ``escape``, ``urlize``, ``xmlattr``, ``urlencode``, ``pprint``,
+  ``string``) are estimated at their input's size and counted again once built: at most about 12
+  times a value already within the limit;
+* any other call (functions, methods that do not grow a text) is counted once its result is built.
+
 Limits (per render): one value holds at most :data:`MAX_TEMPLATE_VALUE` characters or items
 (nested values counted in full, as ``str()`` would write them), an integer at most 4,300 digits,
 and the characters and items built and printed plus the loop iterations (:data:`LOOP_STEP_COST`
@@ -49,7 +73,7 @@ LOOP_STEP_COST = 100
 _INPUT_CAP = 10**9
 _BUDGET_ATTR = "_ffb_template_work"
 _LOOP_NAME = "__ffb_budgeted_loop__"
-_LONG_NUMBER = re.compile(r"\d{7,}")
+_FORMAT_ATTR = "_ffb_str_format"
 
 
 def _error_class():
@@ -114,10 +138,143 @@ def _ints(values) -> list:
     return out
 
 
-def _format_widths_ok(fmt: Any) -> bool:
-    """False when the format text ``fmt`` (``%`` or ``str.format``) asks for a width or precision
-    over :data:`MAX_TEMPLATE_VALUE` (``"%400000000s"``, ``"{:>400000000}"``)."""
-    return not isinstance(fmt, str) or all(int(m) <= MAX_TEMPLATE_VALUE for m in _LONG_NUMBER.findall(fmt))
+_DIGITS = re.compile(r"\d+")
+#: a number of more digits than this in a format spec or ``%`` conversion counts as over every limit
+_MAX_SPEC_DIGITS = 12
+
+
+def _spec_number(digits: str) -> int:
+    return int(digits) if len(digits) <= _MAX_SPEC_DIGITS else 10**(_MAX_SPEC_DIGITS + 1)
+
+
+def _text_bound(v: Any) -> int:
+    """The most characters ``str(v)`` can hold, worked out without building it: a text's length,
+    an integer's digits, 32 for a float, else ten times :func:`_size` (``repr`` of a nested value
+    escapes a character in at most ten: ``\\U0001f600``)."""
+    if isinstance(v, str):
+        return len(v)
+    if isinstance(v, bool) or v is None:
+        return 5
+    if isinstance(v, int):
+        return v.bit_length() // 3 + 2
+    if isinstance(v, float):
+        return 32
+    if isinstance(v, bytes):
+        return 4 * len(v) + 3
+    return 10 * _size(v) + 16
+
+
+def _field_bound(value: Any, spec: str) -> int:
+    """The most characters ``format(value, spec)`` (one ``str.format`` field) can hold: the value's
+    text (an integer in binary: its bits; a float in fixed point: 330) plus every number of the spec
+    (width, precision — a nested ``{}`` spec already expanded, so ``"{:{}}".format("a", "1999999999")``
+    counts its width), with grouping separators."""
+    extra = sum(_spec_number(d) for d in _DIGITS.findall(spec or ""))
+    if isinstance(value, bool) or value is None:
+        base = 5
+    elif isinstance(value, int):
+        base = 2 * max(value.bit_length(), 1) + 8  # binary with '_' every 4 digits
+    elif isinstance(value, float):
+        base = 440  # 'f' of 1.8e308 with ',' grouping
+    else:
+        base = _text_bound(value)
+    return base + extra
+
+
+def _printf_bound(fmt: Any, right: Any) -> int:
+    """The most characters ``fmt % right`` (printf-style, a text or bytes ``fmt``) can hold, worked
+    out by walking ``fmt``'s conversions as Python does: its literal text, plus per conversion its
+    width and precision (``*`` read from ``right``) and the text of the value it takes (a
+    ``%(key)s`` the mapping's value, repeats counted each time)."""
+    text = fmt.decode("latin-1") if isinstance(fmt, (bytes, bytearray)) else str(fmt)
+    seq = list(right) if isinstance(right, tuple) else [right]
+    mapping = right if isinstance(right, dict) else None
+    total, i, n, k = 0, 0, len(text), 0
+
+    def star() -> int:
+        nonlocal k
+        v = seq[k] if k < len(seq) else 0
+        k += 1
+        return abs(v) if isinstance(v, int) and not isinstance(v, bool) else 0
+
+    def number() -> int:
+        nonlocal i
+        start = i
+        while i < n and text[i].isdigit():
+            i += 1
+        return _spec_number(text[start:i]) if i > start else 0
+
+    while i < n:
+        j = text.find("%", i)
+        if j < 0:
+            total += n - i
+            break
+        total += j - i
+        i = j + 1
+        key = None
+        if i < n and text[i] == "(":
+            depth, start = 1, i + 1
+            i += 1
+            while i < n and depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            key = text[start:i - 1]
+        while i < n and text[i] in "-+ #0":
+            i += 1
+        width = star() if i < n and text[i] == "*" else number()
+        if i < n and text[i] == "*":
+            i += 1
+        prec = 0
+        if i < n and text[i] == ".":
+            i += 1
+            prec = star() if i < n and text[i] == "*" else number()
+            if i < n and text[i] == "*":
+                i += 1
+        while i < n and text[i] in "hlL":
+            i += 1
+        if i >= n:
+            break
+        conv = text[i]
+        i += 1
+        if conv == "%":
+            total += 1
+            continue
+        if key is not None and mapping is not None:
+            value = mapping.get(key)
+        else:
+            value = seq[k] if k < len(seq) else None
+            k += 1
+        if conv in "ra":
+            body = 10 * _size(value) + 16
+        elif conv == "c":
+            body = 1
+        elif conv in "diouxXeEfFgG":
+            body = value.bit_length() + 8 if isinstance(value, int) else 330
+        else:
+            body = len(value) if isinstance(value, (bytes, bytearray)) else _text_bound(value)
+        total += width + prec + body
+    return total
+
+
+def _table_bound(text: str, table: Any) -> int:
+    """The most characters ``text.translate(table)`` can hold (a dict or list table: each
+    character becomes at most the longest replacement); over every limit for any other table."""
+    values = table.values() if isinstance(table, dict) else table if isinstance(table, (list, tuple)) else None
+    if values is None:
+        return 10**(_MAX_SPEC_DIGITS + 1)
+    longest = max((len(v) if isinstance(v, str) else 1 for v in values), default=1)
+    return len(text) * max(longest, 1)
+
+
+def _joined_bound(sep: Any, items: list) -> int:
+    """The most characters ``sep.join(items)`` (or the ``join`` filter) can hold."""
+    return sum(_text_bound(x) for x in items) + _text_bound(sep) * max(len(items) - 1, 0)
+
+
+#: string methods whose result may be longer than the text by at most this factor (Unicode case
+#: mappings: "ß".upper() == "SS", "ΐ".upper() has 3 characters; an encoding's escapes: 10)
+_GROWTH = {"upper": 3, "lower": 3, "casefold": 3, "swapcase": 3, "title": 3, "capitalize": 3, "encode": 10,
+           "split": 2, "rsplit": 2, "splitlines": 2, "partition": 2, "rpartition": 2, "hex": 3}
 
 
 def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]:
@@ -139,13 +296,36 @@ def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]
         old, new = args[0], args[1]
         hits = text.count(old) if old else len(text) + 1
         return len(text) + hits * _size(new)
-    if name in ("join", "sum", "format", "format_map", "list", "batch", "slice", "map", "string", "pprint", "tojson",
+    if name == "translate" and isinstance(value, (str, bytes)):
+        return _table_bound(value, args[0]) if isinstance(value, str) and args else len(value)
+    if name in _GROWTH and isinstance(value, (str, bytes)):
+        ascii_text = value.isascii()  # one pass in C: ASCII text keeps its length in every case mapping
+        factor = (1 if name not in ("encode", "split", "rsplit", "splitlines", "partition", "rpartition", "hex")
+                  else 4 if name == "encode" else _GROWTH[name]) if ascii_text else _GROWTH[name]
+        return factor * len(value) + 4
+    if name == "format" and isinstance(value, str):  # the format filter: value % (kwargs or args)
+        return _printf_bound(value, kwargs or tuple(args))
+    if name in ("batch", "slice"):  # rows of a list, the last padded with fill_with
+        fill = args[1] if len(args) > 1 else kwargs.get("fill_with")
+        n = args[0] if args and isinstance(args[0], int) else 0
+        return 2 * _size(value) + 2 * abs(n) + (abs(n) * _size(fill) if fill is not None else 0)
+    if name == "wordwrap" and text is not None:  # a wrap string per line, lines of at least one character
+        wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring") or "\n"
+        return len(text) + (len(text) + 1) * _size(wrap)
+    if name in ("sum", "list", "map", "string", "pprint", "tojson",
                 "urlize", "xmlattr", "wordwrap", "striptags", "title", "capitalize", "upper", "lower", "trim", "safe",
                 "forceescape", "escape", "e", "unique", "sort", "reverse", "dictsort", "items", "select", "reject",
                 "selectattr", "rejectattr", "groupby"):
         return _size(value) + sum(_size(a) for a in args) + sum(_size(a) for a in kwargs.values()) \
-            + (_size(value) if name in ("join", "sum") else 0)
+            + (_size(value) if name == "sum" else 0)
     return None
+
+
+#: filters whose text may be a few times longer than their estimate above (escapes: ``<`` is
+#: ``&lt;`` or ``\\u003c``, a character ``\\ud83d\\ude00``): their result is counted again once built
+#: (at most 12 times a value already within the limit)
+_RECOUNT_SLACK = 64  # characters a recounted filter may add uncounted (quotes, a few escapes)
+_RECOUNTED = frozenset({"tojson", "escape", "e", "forceescape", "urlize", "xmlattr", "urlencode", "pprint", "string"})
 
 
 def bounded_sandbox(base=None):
@@ -156,7 +336,8 @@ def bounded_sandbox(base=None):
     from jinja2 import nodes, pass_context
     from jinja2.compiler import CodeGenerator
     from jinja2.runtime import LoopContext, markup_join, str_join
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter, safe_range
+    from markupsafe import Markup
     from jinja2.utils import _PassArg
 
     base = base or ImmutableSandboxedEnvironment
@@ -187,6 +368,69 @@ def bounded_sandbox(base=None):
         if work[0] > work[2]:
             raise TemplateLimitError(f"{what}: the render went over the template limit of work ({work[2]:,} "
                                      "characters and items built or printed, loop steps)")
+
+    def bounded_items(context, iterable, sep, what: str) -> list:
+        """The items of ``iterable`` as a list, each counted (with ``sep``) as it comes: over the
+        value limit, :class:`TemplateLimitError` before the join is built."""
+        if isinstance(iterable, (str, bytes)):
+            return iterable
+        limit, step, total, items = budget(context)[1], _text_bound(sep), 0, []
+        for x in iterable:
+            total += _text_bound(x) + step
+            if total > limit + step:
+                raise TemplateLimitError(f"{what} would build a value over the template limit ({limit:,} characters "
+                                         "or items)")
+            items.append(x)
+        return items
+
+    class _FieldBounds:
+        """A formatter mixin: each field bounded before it is formatted, the fields built counted
+        (``built``, ``limit``: set per call)."""
+
+        built = limit = 0
+
+        def _check(self, more: int) -> None:
+            if self.built + more > self.limit:
+                raise TemplateLimitError(f"calling format would build a value over the template limit ({self.limit:,} "
+                                         "characters or items)")
+
+        def convert_field(self, value, conversion):
+            if conversion in ("r", "a"):
+                self._check(10 * _size(value) + 16)
+            return super().convert_field(value, conversion)
+
+        def format_field(self, value, format_spec):
+            self._check(_field_bound(value, format_spec))
+            out = super().format_field(value, format_spec)
+            self.built += len(out)
+            return out
+
+    class _BoundedFormatter(_FieldBounds, SandboxedFormatter):
+        pass
+
+    class _BoundedEscapeFormatter(_FieldBounds, SandboxedEscapeFormatter):
+        pass
+
+    def bounded_format(context, fmt: str, args: tuple, kwargs: dict, format_map: bool) -> str:
+        """``fmt.format(*args, **kwargs)`` (or ``format_map``) through jinja2's sandboxed formatter,
+        each field's size worked out before it is formatted (:func:`_field_bound`: nested specs
+        expanded first) and the fields built so far counted: over the value limit,
+        :class:`TemplateLimitError` before the text is built."""
+        if format_map:
+            if kwargs or len(args) != 1:
+                raise TypeError("format_map() takes exactly one argument")
+            args, kwargs = (), args[0]
+        limit = budget(context)[1] if context is not None else MAX_TEMPLATE_VALUE
+        env = context.environment if context is not None else None
+        if isinstance(fmt, Markup):
+            formatter = _BoundedEscapeFormatter(env, escape=fmt.escape)
+        else:
+            formatter = _BoundedFormatter(env)
+        formatter.built, formatter.limit = len(fmt), limit
+        out = type(fmt)(formatter.vformat(fmt, args, kwargs))
+        if context is not None:
+            spend(context, len(out), "calling format")
+        return out
 
     class _Loop:
         """An iterable whose every step is counted (``weight``: literal text the loop body writes)."""
@@ -233,9 +477,12 @@ def bounded_sandbox(base=None):
 
         @pass_context
         def wrapper(context, value, *args, **kwargs):
-            est = _estimate(name, value, args, kwargs)
-            if name == "format" and not (_format_widths_ok(value)):
-                est = MAX_TEMPLATE_WORK + 1
+            if name == "join":  # counted item by item before it is joined (a generator too)
+                sep = args[0] if args else kwargs.get("d", "")
+                value = bounded_items(context, value, sep, "the filter 'join'")
+                est = _joined_bound(sep, value)
+            else:
+                est = _estimate(name, value, args, kwargs)
             if est is not None:
                 spend(context, est, f"the filter {name!r}")
             first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
@@ -243,6 +490,8 @@ def bounded_sandbox(base=None):
             out = fn(*first, value, *args, **kwargs)
             if est is None and isinstance(out, (str, list, tuple, dict)):
                 spend(context, sized(context, out), f"the filter {name!r}")
+            elif name in _RECOUNTED and isinstance(out, str) and len(out) > est + _RECOUNT_SLACK:
+                spend(context, len(out), f"the filter {name!r}")
             return out
 
         wrapper.__name__ = getattr(fn, "__name__", name)
@@ -269,6 +518,22 @@ def bounded_sandbox(base=None):
             count_loops(source)
             return super()._generate(source, name, filename, defer_init)
 
+        def wrap_str_format(self, value):
+            """jinja2's wrapper of a text's ``format`` / ``format_map``, marked so that :meth:`call`
+            formats through :func:`bounded_format` (with the render's limits); called without
+            :meth:`call`, it is bounded by :data:`MAX_TEMPLATE_VALUE`."""
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+            fmt, is_map = value.__self__, value.__name__ == "format_map"
+
+            def bounded(*args, **kwargs):
+                return bounded_format(None, fmt, args, kwargs, is_map)
+
+            bounded.__wrapped__, bounded.__name__ = value, value.__name__
+            setattr(bounded, _FORMAT_ATTR, (fmt, is_map))
+            return bounded
+
         def add_filter(self, name: str, fn: Callable) -> None:
             """Register ``fn`` as the filter ``name``, under the same limits as jinja2's own."""
             self.filters[name] = bound_filter(name, fn)
@@ -290,10 +555,8 @@ def bounded_sandbox(base=None):
                               else MAX_TEMPLATE_WORK + 1, "'*'")
             elif operator == "+" and not ints and not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
                 spend(context, sized(context, left) + sized(context, right), "'+'")
-            elif operator == "%" and isinstance(left, str):
-                if not _format_widths_ok(left) or any(abs(i) > MAX_TEMPLATE_VALUE for i in _ints([right])):
-                    spend(context, MAX_TEMPLATE_WORK + 1, "'%'")
-                spend(context, len(left) + sized(context, right), "'%'")
+            elif operator == "%" and isinstance(left, (str, bytes)):
+                spend(context, _printf_bound(left, right), "'%'")
             elif operator == "*" and ints and max(abs(left), abs(right)) > 1 \
                     and math.log10(max(abs(left), 1)) + math.log10(max(abs(right), 1)) > MAX_INT_DIGITS:
                 raise TemplateLimitError(f"'*' would build an integer over the template limit ({MAX_INT_DIGITS:,} digits)")
@@ -306,9 +569,14 @@ def bounded_sandbox(base=None):
             owner, name = getattr(target, "__self__", None), getattr(target, "__name__", "")
             if isinstance(__obj, LoopContext) and args:  # loop(children) of a recursive loop: counted too
                 args = (_Loop(args[0], __context, 0), *args[1:])
-            est = _estimate(name, owner, args, kwargs) if isinstance(owner, str) else None
-            if isinstance(owner, str) and name in ("format", "format_map") and not _format_widths_ok(owner):
-                est = MAX_TEMPLATE_WORK + 1
+            fmt = getattr(__obj, _FORMAT_ATTR, None)
+            if fmt is not None:  # str.format / format_map, as wrap_str_format gave it
+                return bounded_format(__context, fmt[0], args, kwargs, fmt[1])
+            if isinstance(owner, (str, bytes)) and name == "join" and args:
+                args = (bounded_items(__context, args[0], owner, "calling join"), *args[1:])
+                est = _joined_bound(owner, args[0])
+            else:
+                est = _estimate(name, owner, args, kwargs) if isinstance(owner, (str, bytes)) else None
             if est is None and any(abs(i) > MAX_TEMPLATE_VALUE for i in _ints(list(args) + list(kwargs.values()))) \
                     and not isinstance(__obj, LoopContext) and __obj is not safe_range:
                 est = MAX_TEMPLATE_WORK + 1  # a size, count or width over the limit (range aside: bounded by jinja2)

@@ -1035,16 +1035,28 @@ class _ParquetRowGroups(beam.DoFn):
         return [(metadata.path, rg) for rg in range(n)]
 
 
+class UnsizedArrowType(TypeError):
+    """An Arrow type :func:`arrow_value_sizes` cannot size (none of the types Arrow 14-25 reads
+    from Parquet; a future one): its row group is refused, never read unbounded."""
+
+
 def arrow_value_sizes(arr) -> "np.ndarray":
     """Bytes of each value of the Arrow array ``arr`` (``pyarrow.Array``), computed in Arrow without
     converting any value to Python: an ``int64`` array of ``len(arr)``.
 
-    A value's size: the byte length of a string or binary (UTF-8 bytes, ``pyarrow.compute.binary_length``);
-    the byte width of a fixed-width value (numbers, timestamps, decimals; a boolean counts 1); the sum
-    of its items' sizes for a list, fixed-size list or map (keys and values), and of its fields' for a
-    struct; a dictionary-encoded value the size of its dictionary entry; a null 0. So a row's size is
-    about the bytes of its data, without JSON's quotes, keys and separators (which a JSON Lines
-    record's size includes). A type not listed (e.g. a list view) counts 8 bytes a value.
+    A value's size is the bytes of the data it stands for, as converting it to Python would
+    repeat them: the byte length of a string or binary (plain, ``large_*`` or ``*_view``); the
+    byte width of a fixed-width value (numbers, timestamps, durations, intervals, decimals,
+    fixed-size binaries; a boolean counts 1); the sum of its items' sizes for a list, large list,
+    list view, large list view, fixed-size list or map (keys and values; an item a view shares
+    with another value counted in each), of its fields' for a struct, of the chosen child's value
+    for a sparse or dense union; a dictionary-encoded value the size of its dictionary entry, a
+    run-end encoded value the size of its run's value (each repetition counted); an extension
+    value its storage's; a null 0. So a row's size is about the bytes of its data, without JSON's
+    quotes, keys and separators (which a JSON Lines record's size includes).
+
+    Raises:
+        UnsizedArrowType: a type none of the above (its row group becomes one dead letter).
     """
     import numpy as np
     import pyarrow as pa
@@ -1055,38 +1067,66 @@ def arrow_value_sizes(arr) -> "np.ndarray":
         return arrow_value_sizes(arr.storage)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    types = pa.types
     valid = None if arr.null_count == 0 else np.asarray(arr.is_valid(), dtype=bool)
-    if pa.types.is_dictionary(t):
+    if types.is_null(t):
+        return np.zeros(n, dtype=np.int64)
+    if types.is_dictionary(t):
         entries = arrow_value_sizes(arr.dictionary)
         out = entries[np.asarray(arr.indices.fill_null(0), dtype=np.int64)] if len(entries) else np.zeros(n, np.int64)
-    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) \
-            or getattr(pa.types, "is_string_view", lambda _: False)(t) or getattr(pa.types, "is_binary_view", lambda _: False)(t):
+    elif types.is_string(t) or types.is_large_string(t) or types.is_binary(t) or types.is_large_binary(t):
         return np.asarray(pc.binary_length(arr).fill_null(0), dtype=np.int64)
-    elif pa.types.is_fixed_size_binary(t):
+    elif types.is_string_view(t) or types.is_binary_view(t):
+        # each view is 16 bytes whose first 4 are the value's length (Arrow's columnar format)
+        views = np.frombuffer(arr.buffers()[1], dtype=np.int32).reshape(-1, 4)
+        out = views[arr.offset:arr.offset + n, 0].astype(np.int64)
+    elif types.is_fixed_size_binary(t):
         out = np.full(n, t.byte_width, dtype=np.int64)
-    elif pa.types.is_struct(t):
+    elif types.is_struct(t):
         out = np.zeros(n, dtype=np.int64)
         for child in arr.flatten():  # the struct's offset and nulls applied
             out += arrow_value_sizes(child)
-    elif pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+    elif types.is_map(t) or types.is_list(t) or types.is_large_list(t):
         # .values / .keys / .items are the whole child arrays; offsets (absolute) pick each value's items
-        items = (arrow_value_sizes(arr.keys) + arrow_value_sizes(arr.items)) if pa.types.is_map(t) \
+        items = (arrow_value_sizes(arr.keys) + arrow_value_sizes(arr.items)) if types.is_map(t) \
             else arrow_value_sizes(arr.values)
         total = np.concatenate(([0], np.cumsum(items, dtype=np.int64)))
         offsets = np.asarray(arr.offsets, dtype=np.int64)
         out = total[offsets[1:]] - total[offsets[:-1]]
-    elif pa.types.is_fixed_size_list(t):
+    elif types.is_list_view(t) or types.is_large_list_view(t):
+        # .values is the whole child; offsets and sizes (one per value, of this slice) pick any
+        # range of it, ranges may overlap: each value counts its own range
+        items = arrow_value_sizes(arr.values)
+        total = np.concatenate(([0], np.cumsum(items, dtype=np.int64)))
+        starts = np.clip(np.asarray(arr.offsets.fill_null(0), dtype=np.int64), 0, len(items))
+        ends = np.clip(starts + np.asarray(arr.sizes.fill_null(0), dtype=np.int64), 0, len(items))
+        out = total[ends] - total[starts]
+    elif types.is_fixed_size_list(t):
         k = t.list_size
         items = arrow_value_sizes(arr.values)[arr.offset * k:(arr.offset + n) * k]
         out = items.reshape(n, k).sum(axis=1) if k else np.zeros(n, dtype=np.int64)
-    elif pa.types.is_null(t):
-        return np.zeros(n, dtype=np.int64)
+    elif types.is_run_end_encoded(t):
+        # run_ends and values are the whole children; value i of this slice is in the first run
+        # ending after arr.offset + i
+        ends = np.asarray(arr.run_ends, dtype=np.int64)
+        runs = np.searchsorted(ends, arr.offset + np.arange(n, dtype=np.int64), side="right")
+        out = arrow_value_sizes(arr.values)[runs]
+    elif types.is_union(t):
+        # the type codes (int8) and a dense union's offsets (int32) from the buffers: pyarrow's
+        # .type_codes / .offsets of a slice start at the parent's first value
+        codes = np.frombuffer(arr.buffers()[1], dtype=np.int8)[arr.offset:arr.offset + n].astype(np.int64)
+        out = np.zeros(n, dtype=np.int64)
+        dense = t.mode == "dense"
+        where = np.frombuffer(arr.buffers()[2], dtype=np.int32)[arr.offset:arr.offset + n].astype(np.int64) if dense else None
+        for child, code in enumerate(t.type_codes):
+            sizes = arrow_value_sizes(arr.field(child))  # sparse: this slice's rows; dense: the whole child
+            pick = codes == code
+            out[pick] = sizes[where[pick]] if dense else sizes[pick]
     else:
         try:
-            width = max(1, t.bit_width // 8)
+            out = np.full(n, max(1, t.bit_width // 8), dtype=np.int64)
         except ValueError:  # not a fixed-width type
-            width = 8
-        out = np.full(n, width, dtype=np.int64)
+            raise UnsizedArrowType(f"cannot size values of Arrow type {t}") from None
     if valid is not None:
         out = np.where(valid, out, 0)
     return out
@@ -1144,8 +1184,15 @@ class _ReadParquetRowGroup(beam.DoFn):
             for name in table.column_names:
                 at = 0
                 for chunk in table.column(name).chunks:
-                    sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
+                    try:
+                        sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
+                    except UnsizedArrowType as exc:
+                        raise UnsizedArrowType(f"column {name!r}: {exc}") from None
                     at += len(chunk)
+        except UnsizedArrowType as exc:  # never read a row whose size is unknown
+            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path}: {exc}, so the size of its "
+                                       "rows cannot be bounded (--max-record-bytes); its rows are not read", ""))
+            return
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
             yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))
             return

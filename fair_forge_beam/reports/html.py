@@ -381,7 +381,10 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
         from fair_forge_beam.reports.gates import evaluate_gates
 
         checks = evaluate_gates(doc, [g for g in gates if getattr(g, "kind", "threshold") != "regression"])
-    headline = findings_headline(card, differences, checks)
+    headline = findings_headline(card, differences, checks, gate_outcome)
+    failed_names = {f["assistant"] for f in headline["gate_failed"]}
+    for r in card["small"]:
+        r["gate_failed"] = r["assistant"] in failed_names
     assistants = _assistant_rows(card)
     filterable = len(assistants) > card["max_rows"]
     script_hash = None

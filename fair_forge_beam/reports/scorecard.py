@@ -63,7 +63,8 @@ from fair_forge_beam.statistical.compare import normal_quantile
 from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
 
 __all__ = ["reference_line", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "slice_label", "definition",
-           "inconclusive", "scorecard", "credible_differences", "toxicity_measure", "findings_headline"]
+           "inconclusive", "scorecard", "credible_differences", "toxicity_measure", "findings_headline",
+           "gate_failed_assistants"]
 
 #: fewest sessions of an assistant's slice for the scorecard to judge it
 MIN_SESSIONS = MIN_COMPARE_SESSIONS
@@ -375,12 +376,15 @@ def _settled(est: dict, cell: dict) -> bool:
     exit code, does not depend on the interval's width. A reference line (a reading aid) keeps the
     width rule."""
     th = cell.get("threshold")
-    if (th is None or not str(th.get("source", "")).startswith("gate") or est.get("ci_low") is None
-            or est.get("ci_high") is None):
+    if th is None or not str(th.get("source", "")).startswith("gate"):
+        return False
+    if th.get("stat") in (None, "") and (est.get("ci_low") is None or est.get("ci_high") is None):
         return False
     from fair_forge_beam.reports.gates import compare
 
-    lo, hi = _bounds(est, None)
+    # the statistic the gate reads (a gate on the mean: the point, whatever the interval's width
+    # or without one, as in frequentist runs), else the whole interval
+    lo, hi = _bounds(est, th.get("stat"))
     return compare(lo, th["op"], th["value"]) == compare(hi, th["op"], th["value"])
 
 
@@ -410,13 +414,17 @@ def _severity(cell: dict) -> tuple[int, float]:
     return (1 if str(th.get("source", "")).startswith("gate") else 0, cell.get("excess", 0.0))
 
 
-def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[Sequence[Any]] = None) -> dict:
+def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[Sequence[Any]] = None,
+                      gate_outcome: Optional[dict] = None) -> dict:
     """The report's first-screen verdict, derived only from what the page shows: the gate checks
     (``checks``: :func:`~fair_forge_beam.reports.gates.evaluate_gates` of the run's gates, ``None``
     without gates), the scorecard (``card``: cells beyond their gate or reference line) and the
     credible differences (``differences``: :func:`credible_differences`).
 
-    Returns ``{"tone", "gates", "worst", "singled_out", "n_beyond", "difference"}``:
+    ``gate_outcome`` (``gates.json``'s content, when the job evaluated the gates) is read for the
+    assistants that failed a gate when ``checks`` is not given.
+
+    Returns ``{"tone", "gates", "worst", "singled_out", "n_beyond", "difference", "gate_failed"}``:
 
     * ``tone``: ``"fail"`` when a gate failed or a judged assistant is conclusively beyond a
       threshold, ``"unsure"`` when estimates are beyond one but inconclusive, else ``"ok"``;
@@ -427,8 +435,14 @@ def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[
       other): only then does the page call it *the worst assistant*;
     * ``n_beyond``: judged assistants conclusively beyond a threshold on at least one estimate;
     * ``difference``: the largest credible difference on the page when it does not already name the
-      worst assistant as the worse side on its worst metric (so the headline never contradicts it).
+      worst assistant as the worse side on its worst metric (so the headline never contradicts it);
+    * ``gate_failed``: :func:`gate_failed_assistants` — every assistant a gate failed on, named on
+      the first screen whatever the scorecard says of it.
     """
+    if checks is not None:
+        gate_failed = gate_failed_assistants(checks)
+    else:
+        gate_failed = gate_failed_assistants([c for g in (gate_outcome or {}).get("gates") or [] for c in g.get("checks") or []])
     gates = None
     if checks is not None:
         by_gate: dict = {}
@@ -447,14 +461,46 @@ def findings_headline(card: dict, differences: Sequence[dict], checks: Optional[
     top = differences[0] if differences else None
     if top is not None and worst is not None and top["worse"] == worst["assistant"] and top["label"] == worst["label"]:
         top = None  # the headline already names this difference's worse side on this metric
-    if (gates and gates["n_failed"]) or worst is not None:
+    if (gates and gates["n_failed"]) or worst is not None or gate_failed:
         tone = "fail"
     elif card.get("inconclusive_beyond"):
         tone = "unsure"
     else:
         tone = "ok"
     return {"tone": tone, "gates": gates, "worst": worst, "singled_out": singled_out, "n_beyond": n_beyond,
-            "difference": top}
+            "difference": top, "gate_failed": gate_failed}
+
+
+#: the relation a failing check's value has to its threshold (the opposite of the gate's)
+_FAILED_OP = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!=", "!=": "=="}
+
+
+def gate_failed_assistants(checks: Optional[Sequence[Any]]) -> list[dict]:
+    """Every assistant a gate failed on, from the gate checks themselves (``checks``: the
+    :class:`~fair_forge_beam.reports.gates.GateCheck` list of :func:`~.gates.evaluate_gates`, or
+    the check dicts of ``gates.json``), never from the scorecard: an assistant too small to judge
+    or inconclusive there still failed the gate (issue 28, hostile trial 3: the report named one of
+    two assistants that failed a gate, and none in frequentist runs). ``[{assistant, checks:
+    [text, ...]}]`` in the checks' order (failures with a value first), one entry per assistant; a
+    text is ``"<metric> <field> [<key>] <stat> = <value> <failed relation> <threshold>"``, else the
+    check's reason or message (a slice with no estimate)."""
+    out: dict = {}
+    rows = []
+    for c in checks or ():
+        get = c.get if isinstance(c, dict) else (lambda k, c=c: getattr(c, k, None))
+        if get("status") != "fail" or not str(get("slice") or "").startswith("assistant_id="):
+            continue
+        value, op, threshold = get("value"), get("op"), get("threshold")
+        if value is not None and op and threshold is not None:
+            what = " ".join(str(x) for x in (get("metric"), get("field"), get("key"), get("stat")) if x)
+            text = f"{what} = {value:.4g} {_FAILED_OP.get(op, 'not ' + op)} {threshold:g}"
+        else:
+            msg = get("message")
+            text = get("reason") or (msg() if callable(msg) else msg) or "failed"
+        rows.append((value is None, str(get("slice"))[len("assistant_id="):], text))
+    for _, name, msg in sorted(rows, key=lambda r: r[0]):
+        out.setdefault(name, []).append(msg)
+    return [{"assistant": a, "checks": m} for a, m in out.items()]
 
 
 def _not_credibly_better(doc: dict, col: dict, i: int, worst_row: dict, rows: Sequence[dict]) -> dict:
