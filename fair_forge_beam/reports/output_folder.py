@@ -40,7 +40,7 @@ import time
 import uuid
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from fair_forge_beam.reports.layout import OUTPUT_FILES
+from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
@@ -64,7 +64,7 @@ TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
 
-_STAGE = ".staging-"
+_STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
 
 
@@ -156,11 +156,6 @@ def _write_marker(folder: str, run_id: str) -> None:
     with _fs().create(_fs().join(folder, MARKER)) as f:
         f.write((json.dumps({"run": run_id}) + "\n").encode("utf-8"))
 
-
-def run_id_of(stage: str) -> str:
-    """The id of the run writing into ``stage`` (``<UTC time>-<random>``): what the published
-    folder's ``_SUCCESS`` holds, and what its stored statistics' manifest records as ``run_id``."""
-    return stage.rstrip("/").rsplit(_STAGE, 1)[-1]
 
 
 

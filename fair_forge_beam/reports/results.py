@@ -646,7 +646,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         tuple([read["quality"]] + [r["quality"] for r in results.values()])
         | "FlattenQuality" >> beam.Flatten()
     )
-    from fair_forge_beam.reports.output_folder import run_id_of
+    from fair_forge_beam.reports.layout import run_id_of
 
     # the run's id (its stage's; the manifest's run_id) in every Parquet shard's metadata
     run_id = stats.manifest.get("run_id") if stats is not None and stats.manifest.get("run_id") else run_id_of(out)
