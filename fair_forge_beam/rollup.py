@@ -92,8 +92,7 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
 
 
 def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[str] = None,
-                   audit_runs: Optional[Sequence[str]] = None, input_files: Optional[Sequence] = None,
-                   shard_runs: Optional[Sequence[str]] = None) -> dict:
+                   audit_runs: Optional[Sequence[str]] = None, input_files: Optional[Sequence] = None) -> dict:
     """An audit's ``stats/manifest.json`` content (before the stored metrics are added): the
     product version, ``results.json``'s ``config`` (inputs included), every option that builds
     the metrics (``options``: the main job's options by ``dest``, plus the computed
@@ -104,10 +103,7 @@ def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[s
     the audit runs the stored statistics are made of (default ``[run_id]``: an audit is made of
     itself; a roll-up gives the union of its inputs'). ``input_files``: the files read
     (:func:`input_fingerprints`; a roll-up: the union of its runs'). A roll-up refuses inputs that
-    share an audit run or an input file (:func:`check_no_overlap`). ``shard_runs``: the ids of the
-    runs whose Parquet shards this run holds as copies (``part-rRRR-…``; a roll-up: its inputs' ids and
-    theirs; default ``[run_id]``) — every shard holds the id of the run that wrote it
-    (:data:`~fair_forge_beam.io.write.RUN_ID_KEY`), which a roll-up checks (:func:`run_shards`)."""
+    share an audit run or an input file (:func:`check_no_overlap`)."""
     from importlib import metadata
 
     try:
@@ -119,7 +115,6 @@ def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[s
     if run_id is not None:
         doc["run_id"] = run_id
         doc["audit_runs"] = sorted(set(audit_runs if audit_runs is not None else [run_id]))
-        doc["shard_runs"] = sorted(set(shard_runs if shard_runs is not None else [run_id]) | {run_id})
     if input_files is not None:
         doc["input_files"] = sorted({tuple(f) for f in input_files})
     return doc
@@ -366,24 +361,20 @@ _RECORD_FOLDERS = {"results.parquet/": "parquet", "dead_letter/": "jsonl"}
 
 
 def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool = False,
-               open_parquet: bool = False, run_ids: Optional[tuple] = None) -> list:
+               open_parquet: bool = False) -> list:
     """The paths of the shards in ``run_dir/folder`` (any filesystem), sorted — the only files of a
     run's folder that a roll-up reads, each one :func:`_check_shards` accepts.
 
     Every file in the folder must be named as a shard (:data:`_SHARD_NAME`, extension ``ext``);
     Beam's own shards (no ``r`` prefix) must be complete (``0 … N-1`` of one ``N``); a roll-up's copies
     (``part-rRRR-…``; a copy with no row left is not written) must each be within their ``N``.
-    With ``open_parquet``, each Parquet shard's footer is read (a truncated copy fails here); with
-    ``run_ids`` (``(the run's id, the ids its copies may hold)``: :func:`_check_shards`), the run id in
-    its key-value metadata (:data:`~fair_forge_beam.io.write.RUN_ID_KEY`) must be the run's own for
-    Beam's shards and one of the others for a roll-up's copies: a shard of another run copied in
-    under Beam's exact name is refused, never rolled up as this run's data.
+    With ``open_parquet``, each Parquet shard's footer is read (a truncated copy fails here).
 
     Raises:
         ValueError: a file that is not a shard (a stray or duplicated file, e.g.
             ``part-00000-of-00001-copy.parquet``), shards missing or of different counts, no
-            shard in a ``required`` folder, a Parquet shard that cannot be opened or that another
-            run wrote — one line naming the run and the file.
+            shard in a ``required`` folder, or a Parquet shard that cannot be opened — one line
+            naming the run and the file.
     """
     from apache_beam.io.filesystems import FileSystems
 
@@ -427,26 +418,14 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
     if open_parquet and ext == "parquet":
         import pyarrow.parquet as pq
 
-        from fair_forge_beam.io.write import shard_run_id
-
         for path in paths:
             try:
                 with FileSystems.open(path) as f:
-                    found = shard_run_id(pq.ParquetFile(f))
+                    pq.ParquetFile(f).metadata
             except Exception as exc:  # noqa: BLE001 - pyarrow's errors name no file ("<Buffer>")
                 raise ValueError(f"{run_dir}: {folder}{path.rsplit('/', 1)[-1]} cannot be read as Parquet "
                                  f"({_one_line(exc)}): a truncated or damaged shard; re-run that audit, or leave "
                                  "it out") from None
-            if run_ids is not None:
-                name = path.rstrip("/").rsplit("/", 1)[-1]
-                copy = name.startswith("part-r")
-                if (found not in run_ids[1]) if copy else (found != run_ids[0]):
-                    raise ValueError(f"{run_dir}: {folder}{name} was written by "
-                                     + (f"run {found}" if found else "no run of this version (it holds no run id)")
-                                     + f", not by this run ({run_ids[0]}"
-                                     + (" or one of the runs it rolled up" if copy else "")
-                                     + "): a shard of another run copied in; put the run's own shard back, or leave "
-                                     "the run out")
     return paths
 
 
@@ -484,48 +463,14 @@ def _check_shards(run_dir: str, manifest: dict) -> None:
     Raises:
         ValueError: see :func:`run_shards`.
     """
-    own = manifest.get("run_id")
-    ids = None
-    if isinstance(own, str):
-        ids = (own, {i for i in [*(manifest.get("shard_runs") or ()), *(manifest.get("audit_runs") or ()), own]
-                     if isinstance(i, str)})
     stored = set((manifest.get("stored") or {}).values()) | set((manifest.get("stored_slices") or {}).values())
     for folder in sorted(stored):
-        run_shards(run_dir, folder, "parquet", required=True, open_parquet=True, run_ids=ids)
+        run_shards(run_dir, folder, "parquet", required=True, open_parquet=True)
     metrics = [m for m in (manifest.get("config") or {}).get("metrics") or () if m in (manifest.get("stored") or {})]
     for m in metrics:
-        run_shards(run_dir, f"sessions/{m}/", "parquet", open_parquet=True, run_ids=ids)
+        run_shards(run_dir, f"sessions/{m}/", "parquet", open_parquet=True)
     for folder, ext in _RECORD_FOLDERS.items():
-        paths = run_shards(run_dir, folder, ext, open_parquet=True, run_ids=ids)
-        if ext == "jsonl" and paths:
-            _check_jsonl_digests(run_dir, folder, paths)
-
-
-def _check_jsonl_digests(run_dir: str, folder: str, paths: Sequence[str]) -> None:
-    """Each JSON Lines shard of ``folder`` (``dead_letter/``) has the SHA-256 its run recorded in
-    ``run_info.json`` (``shard_sha256``, :func:`~fair_forge_beam.reports.results.write_run_info`):
-    a JSON Lines file has no metadata to hold the run id (a header line would not be a dead
-    letter), so the run states the digest of each of its shards once they are written.
-
-    Raises:
-        ValueError: a shard without a recorded digest or with another one, naming it."""
-    from fair_forge_beam.reports.results import file_sha256
-
-    try:
-        info = _read_json(f"{run_dir.rstrip('/')}/run_info.json")
-    except (OSError, ValueError):
-        info = None
-    digests = (info or {}).get("shard_sha256") if isinstance(info, dict) else None
-    digests = digests if isinstance(digests, dict) else {}
-    for path in paths:
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        want = digests.get(f"{folder.rstrip('/')}/{name}")
-        if want is None or file_sha256(path) != want:
-            raise ValueError(f"{run_dir}: {folder.rstrip('/')}/{name} is not the shard this run wrote ("
-                             + ("run_info.json records no digest of it" if want is None else "its SHA-256 differs from "
-                                "the one run_info.json records")
-                             + "): a shard of another run copied in, or an edited one; put the run's own shard back, "
-                             "or leave the run out")
+        run_shards(run_dir, folder, ext, open_parquet=True)
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -607,9 +552,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     with staged_output(args.output) as out:  # an exception (SystemExit too) leaves --output untouched
         shown = args.output.rstrip("/")
         input_files = sorted({tuple(f) for m in manifests for f in m.get("input_files") or ()})
-        copied = {i for m in manifests for i in [*(m.get("shard_runs") or ()), m.get("run_id")] if isinstance(i, str)}
-        stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members, input_files,
-                                                      sorted(copied)))
+        stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members, input_files))
         tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]
         groups: dict[tuple, list[str]] = {}
         for m in metrics:

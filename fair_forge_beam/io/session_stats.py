@@ -76,13 +76,10 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 6
+STATS_SCHEMA_VERSION = 5
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
-# 6: every Parquet shard holds its run's id (key-value metadata fair_forge_beam.run_id), the
-#    manifest the ids a roll-up's copies may hold (shard_runs), run_info.json the SHA-256 of each
-#    dead_letter/ shard: a roll-up refuses a shard of another run (issue 28, hostile trial 3)
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
@@ -328,7 +325,7 @@ class WriteSessionStats:
             self.stored[layout.specs[slot].name] = f"{STATS_DIR}/{table}/"
         rows = accumulators | f"Stats{table}/Rows" >> beam.ParDo(_ToRow(layout, stored))
         self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
-                                          sessions_schema(layout, stored), 10_000, run_id=self.manifest.get("run_id")))
+                                          sessions_schema(layout, stored), 10_000))
 
     def slices(self, slices, layout, fused) -> None:
         """The engine's ``on_slice_accumulators``: writes the slice accumulators (``(slice key,
@@ -351,7 +348,7 @@ class WriteSessionStats:
             self.stored_slices[name] = f"{STATS_DIR}/{table}/"
         rows = slices | f"Stats{table}/Rows" >> beam.ParDo(_SliceToRow(fused, columns))
         self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
-                                          slices_schema(layout, fused, columns), 64, run_id=self.manifest.get("run_id")))
+                                          slices_schema(layout, fused, columns), 64))
 
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),

@@ -30,27 +30,7 @@ from typing import Callable, Optional
 from fair_forge_beam._beam import beam
 
 __all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_window_files",
-           "OutputFiles", "sorted_dead_letters", "RUN_ID_KEY", "with_run_id", "shard_run_id"]
-
-#: the Parquet key-value metadata key holding the id of the run that wrote a shard (its
-#: ``stats/manifest.json``'s ``run_id``): a roll-up refuses a shard of another run copied in
-RUN_ID_KEY = b"fair_forge_beam.run_id"
-
-
-def with_run_id(schema, run_id: Optional[str]):
-    """``schema`` (a ``pyarrow.Schema``) with :data:`RUN_ID_KEY` set to ``run_id`` in its metadata
-    (the same schema when ``run_id`` is ``None``)."""
-    if run_id is None:
-        return schema
-    return schema.with_metadata({**(schema.metadata or {}), RUN_ID_KEY: str(run_id).encode("utf-8")})
-
-
-def shard_run_id(parquet_file) -> Optional[str]:
-    """The run id a Parquet shard (a ``pyarrow.parquet.ParquetFile``) was written with, ``None``
-    when it holds none."""
-    meta = parquet_file.schema_arrow.metadata or {}
-    v = meta.get(RUN_ID_KEY)
-    return None if v is None else v.decode("utf-8", "replace")
+           "OutputFiles", "sorted_dead_letters"]
 
 
 def to_json_line(record) -> str:
@@ -137,15 +117,13 @@ def scrub_table(table):
 
 
 def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
-                  to_table: Optional[Callable] = None, masked: bool = False, run_id: Optional[str] = None) -> beam.PCollection:
+                  to_table: Optional[Callable] = None, masked: bool = False) -> beam.PCollection:
     """``pcoll`` of rows → Parquet shards ``prefix-SSSSS-of-NNNNN.parquet`` of ``schema`` (a
     ``pyarrow.Schema``), as Arrow tables of up to ``rows`` rows (``BatchElements`` +
     ``WriteToParquetBatched``). ``to_table``: a list of ``pcoll``'s elements → ``pyarrow.Table``
     (default: the elements are dicts of ``schema``'s fields). Every text value is masked on its way
-    out (:func:`scrub_table`), unless ``masked``: ``to_table`` masks its values itself. ``run_id``:
-    written into every shard's key-value metadata (:data:`RUN_ID_KEY`, :func:`with_run_id`), which
-    a roll-up checks against the run's manifest. Returns the written file names."""
-    schema = with_run_id(schema, run_id)
+    out (:func:`scrub_table`), unless ``masked``: ``to_table`` masks its values itself. Returns the
+    written file names."""
     make = to_table or _rows_table(schema)
     return (
         pcoll

@@ -646,17 +646,12 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         tuple([read["quality"]] + [r["quality"] for r in results.values()])
         | "FlattenQuality" >> beam.Flatten()
     )
-    from fair_forge_beam.reports.layout import run_id_of
-
-    # the run's id (its stage's; the manifest's run_id) in every Parquet shard's metadata
-    run_id = stats.manifest.get("run_id") if stats is not None and stats.manifest.get("run_id") else run_id_of(out)
     written = [write_jsonl(dead, f"{out}/dead_letter/part", "DeadLetter"),
                write_jsonl(quality, f"{out}/data_quality/part", "Quality")]
     if write_interactions:
         written.append(write_parquet(
             tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
-            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True,
-            run_id=run_id))
+            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True))
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
@@ -686,11 +681,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     for name, r in results.items():
         schema = session_schema(name)
         written.append(write_parquet(r["sessions"], f"Sessions_{name}", f"{out}/sessions/{name}/part", schema,
-                                     PARQUET_BATCH_ROWS, session_table(name, schema), masked=True, run_id=run_id))
+                                     PARQUET_BATCH_ROWS, session_table(name, schema), masked=True))
         # rows, not records, wait in the writer's batches (slice_row)
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
         written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
-                                     SLICE_BATCH_ROWS, slice_rows_table, masked=True, run_id=run_id))
+                                     SLICE_BATCH_ROWS, slice_rows_table, masked=True))
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(
@@ -726,37 +721,11 @@ def utc_timestamp(seconds: Optional[float] = None) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def file_sha256(path: str) -> str:
-    """The SHA-256 (hex) of the file ``path`` (any Beam filesystem), read 1 MiB at a time."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-#: the JSON Lines folders whose shards' digests ``run_info.json`` records (``shard_sha256``)
-DIGESTED_FOLDERS = ("dead_letter",)
-
-
 def write_run_info(out: str, run_info: dict) -> dict:
     """Write ``run_info.json`` (``run_info`` plus ``finished_at``, unless given: now, see
-    :func:`utc_timestamp`, package versions, and ``shard_sha256``: the SHA-256 of every shard of
-    :data:`DIGESTED_FOLDERS` by ``folder/name``, which a roll-up checks — call it once those shards
-    are written); returns what was written. The trend report orders runs by ``started_at``, else
-    ``finished_at`` (docs/report.md)."""
-    digests = {}
-    for folder in DIGESTED_FOLDERS:
-        try:
-            found = FileSystems.match([f"{out}/{folder}/part-*"])[0].metadata_list
-        except Exception:  # noqa: BLE001 - no such folder
-            found = []
-        for m in sorted(found, key=lambda m: m.path):
-            digests[f"{folder}/{m.path.rstrip('/').rsplit('/', 1)[-1]}"] = file_sha256(m.path)
-    info = {**run_info, "finished_at": run_info.get("finished_at") or utc_timestamp(), "versions": _versions(),
-            "shard_sha256": digests}
+    :func:`utc_timestamp`, and package versions); returns what was written. The trend report
+    orders runs by ``started_at``, else ``finished_at`` (docs/report.md)."""
+    info = {**run_info, "finished_at": run_info.get("finished_at") or utc_timestamp(), "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
         f.write(json.dumps(scrub_known(info), indent=2).encode("utf-8"))  # values masked, never keys
     return info
