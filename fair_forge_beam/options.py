@@ -415,17 +415,6 @@ def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam:
                                               "value per option"))
 
 
-def _positive(flag: str, unit: str = "", most: Optional[int] = None):
-    """A check of an option that must be > 0 (and, with ``most``, at most ``most``)."""
-    def check(v):
-        if not v > 0:
-            return f"{flag} must be > 0{unit}, got {v}"
-        if most is not None and v > most:
-            return f"{flag} must be at most {most:,}{unit}, got {v:,}"
-        return None
-    return check
-
-
 def _named_folder(flag: str):
     """A check of a folder option: not empty (``--output ''`` was the current folder, and a run
     replaced the user's own files there; :func:`fair_forge_beam.reports.output_folder.empty_output_problem`
@@ -445,7 +434,6 @@ def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = 
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
     return Option(f"{kind}-max-reply-bytes", valid=_BYTES, type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
-                  validate=_positive(f"--{kind}-max-reply-bytes", " bytes"),
                   help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
                        "letter naming its size and the limit (never cached, never scored)",
                   template=template or Template("NUMBER", "^[1-9][0-9]{0,11}$", str(MAX_REPLY_BYTES),
@@ -513,7 +501,7 @@ GROUPS: tuple[Group, ...] = (
                help="input format: auto (by the file extension), json, jsonl, parquet; tau_bench / bfcl read τ-bench "
                     "trajectories or BFCL multi-turn files (fair_forge_beam.io.agentic_sources)",
                template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
-        Option("max-record-bytes", valid=_BYTES, type=int, default=64 * 2**20, metavar="BYTES", validate=_positive("--max-record-bytes", " bytes", most=2**31 - 1),
+        Option("max-record-bytes", valid=_BYTES, type=int, default=64 * 2**20, metavar="BYTES",
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
                help="largest record (one JSON Lines line, or one element of a .json array; in bytes) read; a "
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
@@ -617,7 +605,6 @@ GROUPS: tuple[Group, ...] = (
                help="judge request-rate limit per worker (requests per minute)", default_note="no limit",
                template=Template("NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$", "600", label="Judge rate limit")),
         Option("judge-timeout", valid=_SECONDS, type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
-               validate=_positive("--judge-timeout", " seconds"),
                help="seconds for the whole reply of each HTTP attempt to the judge / guardian / generator (a "
                     "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
                     "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
@@ -790,7 +777,7 @@ GROUPS: tuple[Group, ...] = (
         Option("quiet", type=bool, help="print nothing but gate failures and errors (no INFO or WARNING log lines, the "
                                         "HTTP clients' and Beam's included): no progress lines on stderr and no summary table",
                template=Template("BOOLEAN", _BOOL_RE, "false")),
-        Option("progress-interval", valid=Range(0.1, 86400.0, unit="seconds"), type=float, default=5.0, metavar="SECONDS", validate=_positive("--progress-interval", " seconds"),
+        Option("progress-interval", valid=Range(0.1, 86400.0, unit="seconds"), type=float, default=5.0, metavar="SECONDS",
                help="at most one progress line on stderr every SECONDS, when the counts changed",
                template="a launcher-side display setting (a Dataflow job has its own monitoring)"),
         Option("allow-empty", type=bool,
@@ -863,19 +850,19 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",
            template=Template("TEXT", "^[^\\n\\r]+$", "airline")),
     Option("language", default="english", help="language label of the generated sessions (not sent to the LLM)", template=_ADV),
-    Option("num-queries", valid=Range(1, 1000), type=int, default=3, validate=_positive("--num-queries"),
+    Option("num-queries", valid=Range(1, 1000), type=int, default=3,
            help="questions (or turns with --conversation) per chunk",
            template=Template("NUMBER", "^[1-9][0-9]{0,3}$", "3", label="Questions per chunk")),
     Option("conversation", type=bool, help="generate multi-turn conversations instead of single questions", template=_ADV),
     Option("strategy", default="sequential", choices=("sequential", "random"),
            help="chunk selection: all chunks in one session, or random samples",
            template=Template("ENUM", "^(sequential|random)$", "random")),
-    Option("num-samples", valid=Range(1, 100_000), type=int, default=5, validate=_positive("--num-samples"), help="sessions drawn (--strategy random)",
+    Option("num-samples", valid=Range(1, 100_000), type=int, default=5, help="sessions drawn (--strategy random)",
            template=_ADV),
-    Option("chunks-per-sample", valid=Range(1, 10_000), type=int, default=3, validate=_positive("--chunks-per-sample"),
+    Option("chunks-per-sample", valid=Range(1, 10_000), type=int, default=3,
            help="chunks per drawn session (--strategy random)", template=_ADV),
     Option("with-replacement", type=bool, help="sample chunks with replacement (--strategy random)", template=_ADV),
-    Option("max-chunk-size", valid=_CHARS, type=int, default=2000, validate=_positive("--max-chunk-size"), help="characters per chunk",
+    Option("max-chunk-size", valid=_CHARS, type=int, default=2000, help="characters per chunk",
            template=_ADV),
     Option("min-chunk-size", valid=_CHARS0, type=int, default=200, validate=_non_negative("--min-chunk-size"),
            help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
@@ -890,11 +877,11 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            template=_ADV),
     Option("generator-cache", path=True, default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
            help="SQLite cache of generator answers (a re-run with the same corpus and seed makes no call)", template=_ADV),
-    Option("generator-timeout", valid=_SECONDS, type=float, default=60.0, validate=_positive("--generator-timeout", " seconds"),
+    Option("generator-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per generator request", template=_ADV),
     Option("generator-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--generator-retries"),
            help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
-    Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16, validate=_positive("--generator-max-concurrency"),
+    Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="concurrent generator requests per worker", template=_ADV),
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
            template=_ADV),
@@ -916,13 +903,13 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("send-context", type=bool, help="send the session context as system message (openai)", template=_ADV),
     Option("assistant-cache", metavar="PATH", path=True, default_note="no cache",
            help="SQLite cache of the assistant's answers (a re-run makes no call for answered turns)", template=_ADV),
-    Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0, validate=_positive("--assistant-timeout", " seconds"),
+    Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per assistant request", template=_ADV),
     Option("assistant-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--assistant-retries"),
            help="client retries per assistant request (429/5xx/time-outs)", template=_ADV),
-    Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16, validate=_positive("--assistant-concurrency"),
+    Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="sessions in flight per worker", template=_ADV),
-    Option("assistant-requests-per-minute", valid=_RATE, type=float, validate=_positive("--assistant-requests-per-minute"),
+    Option("assistant-requests-per-minute", valid=_RATE, type=float,
            default_note="no limit", help="request-rate limit per worker", template=_ADV),
     _reply_limit("assistant", template=_ADV),
     # the prompt optimizer (pipelines.optimize)
@@ -935,21 +922,21 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),
     Option("objective", default="", feeds=(f"{_GEPA}.objective", f"{_MIPRO}.objective"),
            help="evaluation criteria given to the evaluator and the proposer"),
-    Option("iterations", valid=Range(1, 1000), type=int, default=5, validate=_positive("--iterations"), feeds=(f"{_GEPA}.iterations",),
+    Option("iterations", valid=Range(1, 1000), type=int, default=5, feeds=(f"{_GEPA}.iterations",),
            help="GEPA: maximum iterations"),
-    Option("candidates-per-iteration", valid=Range(1, 100), type=int, default=3, validate=_positive("--candidates-per-iteration"),
+    Option("candidates-per-iteration", valid=Range(1, 100), type=int, default=3,
            feeds=(f"{_GEPA}.candidates_per_iteration",), help="GEPA: prompts proposed per iteration"),
     Option("failure-threshold", valid=_CLOSED_UNIT, type=float, default=0.6, validate=_closed_unit_interval("--failure-threshold"),
            feeds=(f"{_GEPA}.failure_threshold",), help="GEPA: an example scoring below this is failing"),
-    Option("num-candidates", valid=Range(1, 1000), type=int, default=10, validate=_positive("--num-candidates"), feeds=(f"{_MIPRO}.num_candidates",),
+    Option("num-candidates", valid=Range(1, 1000), type=int, default=10, feeds=(f"{_MIPRO}.num_candidates",),
            help="MIPROv2: instruction variants proposed"),
-    Option("num-trials", valid=Range(1, 10_000), type=int, default=20, validate=_positive("--num-trials"), feeds=(f"{_MIPRO}.num_trials",),
+    Option("num-trials", valid=Range(1, 10_000), type=int, default=20, feeds=(f"{_MIPRO}.num_trials",),
            help="MIPROv2: TPE trials"),
-    Option("minibatch-size", valid=Range(1, 100_000), type=int, default=25, validate=_positive("--minibatch-size"), feeds=(f"{_MIPRO}.minibatch_size",),
+    Option("minibatch-size", valid=Range(1, 100_000), type=int, default=25, feeds=(f"{_MIPRO}.minibatch_size",),
            help="MIPROv2: examples scored per trial"),
     Option("max-demos-per-set", valid=Range(0, 100), type=int, default=3, validate=_non_negative("--max-demos-per-set"),
            feeds=(f"{_MIPRO}.max_demos_per_set",), help="MIPROv2: demonstrations per demo set"),
-    Option("num-demo-sets", valid=Range(1, 1000), type=int, default=5, validate=_positive("--num-demo-sets"), feeds=(f"{_MIPRO}.num_demo_sets",),
+    Option("num-demo-sets", valid=Range(1, 1000), type=int, default=5, feeds=(f"{_MIPRO}.num_demo_sets",),
            help="MIPROv2: demo sets sampled"),
     Option("random-seed", valid=_SEED_RANGE, type=int, default=SEED, feeds=(f"{_MIPRO}.random_seed",),
            help="MIPROv2: seed of the TPE sampler, demo sets and minibatches"),
