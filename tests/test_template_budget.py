@@ -68,6 +68,11 @@ HOSTILE = {
     "format filter star widths": '{"m": {{ ("%*s%*s"|format(999999, "a", 999999, "a"))|length }}}',
     "upper of a text that grows": '{"m": {{ ("\u00df" * 900000).upper()|length }}}',
     "wordwrap with a long wrap string": '{"m": {{ ("a " * 400000)|wordwrap(1, wrapstring="x" * 100)|length }}}',
+    # session 9: a sum of many small lists copies its partial list once per item, quadratic time
+    # from a value within the limit (1,000,000 one-item lists: about 1,000 s before)
+    "sum of many one-item lists": '{% set a = [[0]] * 160000 %}{"m": {{ a|sum(start=[])|length }}}',
+    "sum of many one-item tuples": '{% set a = [(0,)] * 160000 %}{"m": {{ a|sum(start=())|length }}}',
+    "sum of many lists by attribute": '{% set a = [{"v": [0]}] * 100000 %}{"m": {{ a|sum(attribute="v", start=[])|length }}}',
 }
 
 
@@ -99,9 +104,11 @@ def test_legitimate_templates_still_render_and_given_values_may_be_long():
                         '"b": {{ ("%s-%05d %(k)s" if false else "%s-%05d" % ("a", 3))|tojson }}, '
                         '"c": {{ ",".join(["a", "b"])|tojson }}, "d": {{ "abc".translate({97: "xy"})|tojson }}, '
                         '"e": {{ "{a}{a}".format_map({"a": "z"})|tojson }}, "f": {{ (["p", "q"]|map("upper"))|join("+")|tojson }}, '
-                        '"g": {{ ("%(k)s=%(k)s" % {"k": "v"})|tojson }}, "h": {{ "{0!r}".format("q")|tojson }}}', {})
+                        '"g": {{ ("%(k)s=%(k)s" % {"k": "v"})|tojson }}, "h": {{ "{0!r}".format("q")|tojson }}, '
+                        '"i": {{ [1, 2.5]|sum(start=1) }}, "j": {{ [{"v": 2}, {"v": 3}]|sum(attribute="v") }}, '
+                        '"k": {{ [[1], [2]]|sum(start=[])|tojson }}}', {})
     assert ok == {"a": "a     b 1.23 7", "b": "a-00003", "c": "a,b", "d": "xybc", "e": "zz", "f": "P+Q", "g": "v=v",
-                  "h": "'q'"}
+                  "h": "'q'", "i": 4.5, "j": 5, "k": [1, 2]}
     assert len(out["messages"]) == 51 and out["n"] == 50 and out["s"] == "abababc" and out["k"] == "    a" and out["u"] == "HI"
     long_query = "x" * 3_000_000  # longer than one built value may be: a given value is printed as it is
     assert render_request('{"q": {{ query|tojson }}, "r": {{ query|tojson }}}', {"query": long_query})["q"] == long_query

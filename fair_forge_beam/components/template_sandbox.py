@@ -13,8 +13,9 @@ work is done:
   in place of jinja2's own join;
 * every call (functions, methods, ``range``, ``loop(…)`` of a recursive loop): the sandbox's
   ``call`` intercept;
-* every filter: wrapped when the environment is made (``center``, ``indent``, ``join``, ``sum``,
-  ``replace``, ``format``, …);
+* every filter: wrapped when the environment is made (``center``, ``indent``, ``join``,
+  ``replace``, ``format``, …); ``sum`` adds one item at a time through the ``+`` intercept, so
+  a sum of lists counts every partial list it copies;
 * every ``{% for %}``: the code generator wraps the iterable, so each iteration is counted (with
   the literal text of the loop body it writes again);
 * every printed ``{{ … }}``: the environment's ``finalize``.
@@ -335,6 +336,7 @@ def bounded_sandbox(base=None):
     one environment may render in many threads."""
     from jinja2 import nodes, pass_context
     from jinja2.compiler import CodeGenerator
+    from jinja2.filters import FILTERS as JINJA_FILTERS, make_attrgetter
     from jinja2.runtime import LoopContext, markup_join, str_join
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter, safe_range
     from markupsafe import Markup
@@ -472,11 +474,28 @@ def bounded_sandbox(base=None):
             node.iter = nodes.Call(nodes.Name(_LOOP_NAME, "load", lineno=node.lineno), [it, nodes.Const(weight)], [], None, None,
                                    lineno=node.lineno)
 
+    def bounded_sum(context, iterable, attribute=None, start=0):
+        """jinja2's ``sum`` filter added up one item at a time through :meth:`call_binop`, so each
+        partial result is counted before it is built: a sum of lists (``[[1]] * n | sum(start=[])``)
+        copies its partial list n times, quadratic time from a value within the limit (~1,000 s
+        for n = 10**6) that the value's own size never shows. Texts are refused as Python's
+        ``sum`` refuses them."""
+        if isinstance(start, (str, bytes)):
+            raise TypeError("sum() can't sum strings [use ''.join(seq) instead]")
+        if attribute is not None:
+            iterable = map(make_attrgetter(context.environment, attribute), iterable)
+        total = start
+        for item in iterable:
+            total = context.environment.call_binop(context, "+", total, item)
+        return total
+
     def bound_filter(name: str, fn: Callable) -> Callable:
         kind = _PassArg.from_obj(fn)
 
         @pass_context
         def wrapper(context, value, *args, **kwargs):
+            if name == "sum" and fn is JINJA_FILTERS["sum"]:
+                return bounded_sum(context, value, *args, **kwargs)
             if name == "join":  # counted item by item before it is joined (a generator too)
                 sep = args[0] if args else kwargs.get("d", "")
                 value = bounded_items(context, value, sep, "the filter 'join'")
