@@ -72,6 +72,18 @@ HOSTILE = {
     # from a value within the limit (1,000,000 one-item lists: about 1,000 s before)
     "sum of many one-item lists": '{% set a = [[0]] * 160000 %}{"m": {{ a|sum(start=[])|length }}}',
     "sum of many one-item tuples": '{% set a = [(0,)] * 160000 %}{"m": {{ a|sum(start=())|length }}}',
+    # session 9: work that reads a long value without building one was not counted (a loop of 100,000 steps
+    # searching a 450,000-item list: about 800 s; jinja2's max filter: about 3 hours)
+    "search a list in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if 1 in a %}{% endif %}{% endfor %}{"m": 1}',
+    "search a text in a loop": '{% set a = "a" * 900000 %}{% for i in range(200) %}{% if "b" not in a %}{% endif %}{% endfor %}{"m": 1}',
+    "compare long lists in a loop": '{% set a = [0] * 450000 %}{% set b = [0] * 450000 %}{% for i in range(200) %}{% if a == b %}{% endif %}{% endfor %}{"m": 1}',
+    "count method in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% set c = a.count(1) %}{% endfor %}{"m": 1}',
+    "find method in a loop": '{% set a = "a" * 900000 %}{% for i in range(200) %}{% set c = a.find("b") %}{% endfor %}{"m": 1}',
+    "max filter in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% set c = a|max %}{% endfor %}{"m": 1}',
+    "slice in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% set c = a[1:] %}{% endfor %}{"m": 1}',
+    "eq test in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if a is eq(a) %}{% endif %}{% endfor %}{"m": 1}',
+    "in test in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if 1 is in(a) %}{% endif %}{% endfor %}{"m": 1}',
+    "loop.changed of a long list": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if loop.changed(a) %}{% endif %}{% endfor %}{"m": 1}',
     "sum of many lists by attribute": '{% set a = [{"v": [0]}] * 100000 %}{"m": {{ a|sum(attribute="v", start=[])|length }}}',
 }
 
@@ -106,9 +118,13 @@ def test_legitimate_templates_still_render_and_given_values_may_be_long():
                         '"e": {{ "{a}{a}".format_map({"a": "z"})|tojson }}, "f": {{ (["p", "q"]|map("upper"))|join("+")|tojson }}, '
                         '"g": {{ ("%(k)s=%(k)s" % {"k": "v"})|tojson }}, "h": {{ "{0!r}".format("q")|tojson }}, '
                         '"i": {{ [1, 2.5]|sum(start=1) }}, "j": {{ [{"v": 2}, {"v": 3}]|sum(attribute="v") }}, '
-                        '"k": {{ [[1], [2]]|sum(start=[])|tojson }}}', {})
+                        '"k": {{ [[1], [2]]|sum(start=[])|tojson }}, "l": {{ (1 < 2 < 3)|tojson }}, '
+                        '"m": {{ (3 < 2 < 5)|tojson }}, "n": {{ (3 in [1, 3] and 2 not in [1])|tojson }}, '
+                        '"o": {{ "abc"[1:]|tojson }}, "p": {{ ([1, 2, 3][::2] is eq([1, 3]) and 1 is in([1]))|tojson }}, '
+                        '"q": {{ ("a b a".count("a") + [3, 1]|max)|tojson }}}', {})
     assert ok == {"a": "a     b 1.23 7", "b": "a-00003", "c": "a,b", "d": "xybc", "e": "zz", "f": "P+Q", "g": "v=v",
-                  "h": "'q'", "i": 4.5, "j": 5, "k": [1, 2]}
+                  "h": "'q'", "i": 4.5, "j": 5, "k": [1, 2], "l": True, "m": False, "n": True, "o": "bc", "p": True,
+                  "q": 5}
     assert len(out["messages"]) == 51 and out["n"] == 50 and out["s"] == "abababc" and out["k"] == "    a" and out["u"] == "HI"
     long_query = "x" * 3_000_000  # longer than one built value may be: a given value is printed as it is
     assert render_request('{"q": {{ query|tojson }}, "r": {{ query|tojson }}}', {"query": long_query})["q"] == long_query

@@ -18,7 +18,13 @@ work is done:
   a sum of lists counts every partial list it copies;
 * every ``{% for %}``: the code generator wraps the iterable, so each iteration is counted (with
   the literal text of the loop body it writes again);
-* every printed ``{{ … }}``: the environment's ``finalize``.
+* every printed ``{{ … }}``: the environment's ``finalize``;
+* work that reads a long value without building one: comparisons (``in``, ``==``, ``<`` …: the
+  code generator emits a call to :meth:`BoundedSandbox.compare`), the tests ``in`` / ``eq`` …,
+  slices (:meth:`BoundedSandbox.sliced`), filters that read their whole input (``max``,
+  ``min``, ``wordcount`` …) and methods of a text or container (``count``, ``find``, ``index``
+  …, ``loop.changed``) count what they read, so a loop cannot search a long list 100,000 times
+  (about 800 s before).
 
 Per method, what is checked before the value is built (issue 28, hostile trial 3: a nested format
 spec given as text, ``"{:{}}".format("a", "1999999999")``, a float width, a long separator in a
@@ -325,6 +331,16 @@ def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]
 #: filters whose text may be a few times longer than their estimate above (escapes: ``<`` is
 #: ``&lt;`` or ``\\u003c``, a character ``\\ud83d\\ude00``): their result is counted again once built
 #: (at most 12 times a value already within the limit)
+#: filters and methods that take the same time whatever the size of the value they are given
+_CONSTANT_TIME_FILTERS = frozenset({"length", "count", "first", "last", "default", "d", "attr", "abs", "int", "float",
+                                    "round", "random", "filesizeformat", "safe", "bool"})
+_CONSTANT_TIME_METHODS = frozenset({"get", "keys", "values", "items", "startswith", "endswith", "__len__"})
+#: jinja2's tests that compare two values (their time grows with the smaller one)
+_COMPARING_TESTS = frozenset({"eq", "equalto", "==", "ne", "!=", "lt", "<", "lessthan", "le", "<=", "gt", ">",
+                              "greaterthan", "ge", ">="})
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "gt": lambda a, b: a > b, "gteq": lambda a, b: a >= b,
+            "lt": lambda a, b: a < b, "lteq": lambda a, b: a <= b, "in": lambda a, b: a in b,
+            "notin": lambda a, b: a not in b}
 _RECOUNT_SLACK = 64  # characters a recounted filter may add uncounted (quotes, a few escapes)
 _RECOUNTED = frozenset({"tojson", "escape", "e", "forceescape", "urlize", "xmlattr", "urlencode", "pprint", "string"})
 
@@ -361,9 +377,12 @@ def bounded_sandbox(base=None):
         """:func:`_size` of ``v``, counted no further than this render's value limit."""
         return _size(v, budget(context)[1] + 1)
 
-    def spend(context, amount: int, what: str) -> None:
+    def spend(context, amount: int, what: str, builds: bool = True) -> None:
+        """Count ``amount`` characters or items into the render's work; ``builds``: a value of
+        that size is about to be built, so it must also be within the value limit (``False``: a
+        value only read, e.g. searched or compared)."""
         work = budget(context)
-        if amount > work[1]:
+        if builds and amount > work[1]:
             raise TemplateLimitError(f"{what} would build a value over the template limit ({work[1]:,} characters "
                                      "or items)")
         work[0] += max(int(amount), 0)
@@ -457,6 +476,31 @@ def bounded_sandbox(base=None):
         return iterable
 
     class _Generator(CodeGenerator):
+        def visit_Compare(self, node, frame):
+            """``a < b in c`` as ``environment.compare(context, a, "lt", b, "in", c)``: counted."""
+            self.write("environment.compare(context, ")
+            self.visit(node.expr, frame)
+            for op in node.ops:
+                self.write(f", {op.op!r}, ")
+                self.visit(op.expr, frame)
+            self.write(")")
+
+        def visit_Getitem(self, node, frame):
+            """A slice ``a[i:j:k]`` (jinja2 writes it as Python's own) as
+            ``environment.sliced(context, a, slice(i, j, k))``: its items counted before the copy."""
+            if not isinstance(node.arg, nodes.Slice):
+                return super().visit_Getitem(node, frame)
+            self.write("environment.sliced(context, ")
+            self.visit(node.node, frame)
+            self.write(", slice(")
+            for i, part in enumerate((node.arg.start, node.arg.stop, node.arg.step)):
+                self.write(", " if i else "")
+                if part is None:
+                    self.write("None")
+                else:
+                    self.visit(part, frame)
+            self.write("))")
+
         def visit_Concat(self, node, frame):
             self.write("environment.concat_parts(context, (")
             for arg in node.nodes:
@@ -504,6 +548,8 @@ def bounded_sandbox(base=None):
                 est = _estimate(name, value, args, kwargs)
             if est is not None:
                 spend(context, est, f"the filter {name!r}")
+            elif name not in _CONSTANT_TIME_FILTERS:  # reads its whole input (max, min, wordcount, …)
+                spend(context, sized(context, value), f"the filter {name!r}", builds=False)
             first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
                      _PassArg.environment: (context.environment,)}[kind]
             out = fn(*first, value, *args, **kwargs)
@@ -512,6 +558,25 @@ def bounded_sandbox(base=None):
             elif name in _RECOUNTED and isinstance(out, str) and len(out) > est + _RECOUNT_SLACK:
                 spend(context, len(out), f"the filter {name!r}")
             return out
+
+        wrapper.__name__ = getattr(fn, "__name__", name)
+        return wrapper
+
+    def bound_test(name: str, fn: Callable) -> Callable:
+        """jinja2's test ``name`` with the values it reads counted first (``in``: the container;
+        a comparison: the smaller side); other tests look at a value's type only."""
+        kind = _PassArg.from_obj(fn)
+
+        @pass_context
+        def wrapper(context, value, *args, **kwargs):
+            other = args[0] if args else next(iter(kwargs.values()), None)
+            if name == "in":
+                spend(context, sized(context, other), f"the test {name!r}", builds=False)
+            elif name in _COMPARING_TESTS:
+                spend(context, min(sized(context, value), sized(context, other)), f"the test {name!r}", builds=False)
+            first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
+                     _PassArg.environment: (context.environment,)}[kind]
+            return fn(*first, value, *args, **kwargs)
 
         wrapper.__name__ = getattr(fn, "__name__", name)
         return wrapper
@@ -530,6 +595,7 @@ def bounded_sandbox(base=None):
 
             super().__init__(*args, finalize=counted, **kwargs)
             self.filters = {n: bound_filter(n, f) for n, f in self.filters.items()}
+            self.tests = {n: bound_test(n, f) for n, f in self.tests.items()}
             self.globals.pop("lipsum", None)  # text of any length from one number, and of no use to a request
             self.globals[_LOOP_NAME] = budgeted_loop
 
@@ -556,6 +622,30 @@ def bounded_sandbox(base=None):
         def add_filter(self, name: str, fn: Callable) -> None:
             """Register ``fn`` as the filter ``name``, under the same limits as jinja2's own."""
             self.filters[name] = bound_filter(name, fn)
+
+        def compare(self, context, left, *ops_and_values):
+            """A chain of comparisons as Python runs it (stops at the first false one), the values
+            each reads counted first: ``in`` / ``not in`` the container, the others the smaller side
+            (two long lists compare item by item)."""
+            result = True
+            for op, right in zip(ops_and_values[::2], ops_and_values[1::2]):
+                cost = sized(context, right) if op in ("in", "notin") \
+                    else min(sized(context, left), sized(context, right))
+                spend(context, cost, f"the comparison {op!r}", builds=False)
+                result = _COMPARE[op](left, right)
+                if not result:
+                    return result
+                left = right
+            return result
+
+        def sliced(self, context, value, index: slice):
+            """``value[index]``, its items counted before the copy is made."""
+            try:
+                n = len(range(*index.indices(len(value))))
+            except TypeError:  # not a sequence, or an index that is not a number: Python's own error
+                return value[index]
+            spend(context, n, "a slice", builds=False)  # a copy of n characters or item references
+            return value[index]
 
         def concat_parts(self, context, parts):
             spend(context, sum(sized(context, p) for p in parts), "'~'")
@@ -596,6 +686,11 @@ def bounded_sandbox(base=None):
                 est = _joined_bound(owner, args[0])
             else:
                 est = _estimate(name, owner, args, kwargs) if isinstance(owner, (str, bytes)) else None
+            if est is None and name not in _CONSTANT_TIME_METHODS and (
+                    isinstance(owner, (str, bytes, list, tuple, dict, set, frozenset)) or isinstance(owner, LoopContext)):
+                # reads its owner (count, index, find, …) or, for loop.changed / loop.cycle, its arguments
+                read = sum(sized(__context, a) for a in args) if isinstance(owner, LoopContext) else sized(__context, owner)
+                spend(__context, read, f"calling {name}", builds=False)
             if est is None and any(abs(i) > MAX_TEMPLATE_VALUE for i in _ints(list(args) + list(kwargs.values()))) \
                     and not isinstance(__obj, LoopContext) and __obj is not safe_range:
                 est = MAX_TEMPLATE_WORK + 1  # a size, count or width over the limit (range aside: bounded by jinja2)
