@@ -84,6 +84,10 @@ HOSTILE = {
     "eq test in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if a is eq(a) %}{% endif %}{% endfor %}{"m": 1}',
     "in test in a loop": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if 1 is in(a) %}{% endif %}{% endfor %}{"m": 1}',
     "loop.changed of a long list": '{% set a = [0] * 450000 %}{% for i in range(200) %}{% if loop.changed(a) %}{% endif %}{% endfor %}{"m": 1}',
+    # session 9 trial: bytes were not counted at all (a 1.2 GB value from one replace, 5.5 GB in run_assistant)
+    "bytes replace grows": '{"m": {{ ((0).to_bytes(35000, "big")).replace((0).to_bytes(1, "big"), (0).to_bytes(35000, "big"))|length }}}',
+    "bytes built in a loop": '{% for i in range(99999) %}{% set b = (0).to_bytes(999999, "big") %}{% endfor %}{"m": 1}',
+    "bytes expandtabs grows": '{"m": {{ ((9).to_bytes(9, "big") * 99999).expandtabs(999)|length }}}',
     "sum of many lists by attribute": '{% set a = [{"v": [0]}] * 100000 %}{"m": {{ a|sum(attribute="v", start=[])|length }}}',
 }
 

@@ -290,18 +290,21 @@ def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]
     ints = _ints(list(args) + list(kwargs.values()))
     if any(abs(i) > MAX_TEMPLATE_VALUE for i in ints):
         return MAX_TEMPLATE_WORK + 1  # a width, count or size argument over the limit
-    text = value if isinstance(value, str) else None
+    text = value if isinstance(value, (str, bytes, bytearray)) else None
     if name in ("center", "ljust", "rjust", "zfill"):
         return max([_size(value)] + ints)
-    if name == "indent" and text is not None:
+    if name == "indent" and isinstance(text, str):
         width = args[0] if args else kwargs.get("width", 4)
         width = len(width) if isinstance(width, str) else int(width) if isinstance(width, int) else 4
         return len(text) + (text.count("\n") + 1) * max(width, 0)
     if name == "expandtabs" and text is not None:
-        return len(text) + text.count("\t") * max(ints + [8])
-    if name == "replace" and text is not None and len(args) >= 2 and isinstance(args[0], str):
+        return len(text) + text.count(b"\t" if isinstance(text, (bytes, bytearray)) else "\t") * max(ints + [8])
+    if name == "replace" and text is not None and len(args) >= 2 and isinstance(args[0], (str, bytes, bytearray)):
         old, new = args[0], args[1]
-        hits = text.count(old) if old else len(text) + 1
+        try:
+            hits = text.count(old) if old else len(text) + 1
+        except TypeError:  # bytes and text mixed: Python refuses the call itself
+            return None
         return len(text) + hits * _size(new)
     if name == "translate" and isinstance(value, (str, bytes)):
         return _table_bound(value, args[0]) if isinstance(value, str) and args else len(value)
@@ -316,7 +319,7 @@ def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]
         fill = args[1] if len(args) > 1 else kwargs.get("fill_with")
         n = args[0] if args and isinstance(args[0], int) else 0
         return 2 * _size(value) + 2 * abs(n) + (abs(n) * _size(fill) if fill is not None else 0)
-    if name == "wordwrap" and text is not None:  # a wrap string per line, lines of at least one character
+    if name == "wordwrap" and isinstance(text, str):  # a wrap string per line, lines of at least one character
         wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring") or "\n"
         return len(text) + (len(text) + 1) * _size(wrap)
     if name in ("sum", "list", "map", "string", "pprint", "tojson",
@@ -331,6 +334,8 @@ def _estimate(name: str, value: Any, args: tuple, kwargs: dict) -> Optional[int]
 #: filters whose text may be a few times longer than their estimate above (escapes: ``<`` is
 #: ``&lt;`` or ``\\u003c``, a character ``\\ud83d\\ude00``): their result is counted again once built
 #: (at most 12 times a value already within the limit)
+#: what a call may build that is counted once built (texts and bytes, containers)
+_BUILT = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
 #: filters and methods that take the same time whatever the size of the value they are given
 _CONSTANT_TIME_FILTERS = frozenset({"length", "count", "first", "last", "default", "d", "attr", "abs", "int", "float",
                                     "round", "random", "filesizeformat", "safe", "bool"})
@@ -553,7 +558,7 @@ def bounded_sandbox(base=None):
             first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
                      _PassArg.environment: (context.environment,)}[kind]
             out = fn(*first, value, *args, **kwargs)
-            if est is None and isinstance(out, (str, list, tuple, dict)):
+            if est is None and isinstance(out, _BUILT):
                 spend(context, sized(context, out), f"the filter {name!r}")
             elif name in _RECOUNTED and isinstance(out, str) and len(out) > est + _RECOUNT_SLACK:
                 spend(context, len(out), f"the filter {name!r}")
@@ -698,7 +703,7 @@ def bounded_sandbox(base=None):
             if est is not None:
                 spend(__context, est, f"calling {label}")
             out = super().call(__context, __obj, *args, **kwargs)
-            if est is None and isinstance(out, (str, list, tuple, dict)):
+            if est is None and isinstance(out, _BUILT):
                 spend(__context, sized(__context, out), f"calling {label}")
             return out
 
