@@ -106,3 +106,35 @@ def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsy
     assert ab[False]["staged_files"] < lib_jars / 10, ab[False]
     assert flink["staged_files"] == ab[False]["staged_files"], flink
     assert "identical" in printed
+
+
+def test_every_jvm_of_the_cluster_exits_on_out_of_memory(flink_cluster):
+    """An OutOfMemoryError on a gRPC thread of a TaskManager killed only that thread and the 1M job
+    hung (docs/performance.md): every JVM of the cluster (JobManager, TaskManagers, job server)
+    starts with ``-XX:+ExitOnOutOfMemoryError``, so the job fails instead."""
+    from fair_forge_beam.testing.flink_cluster import EXIT_ON_OOM
+
+    _require()
+    cluster = flink_cluster()
+
+    def tree(pid: int) -> list[int]:
+        out = [pid]
+        try:
+            for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+                out += tree(int(child))
+        except OSError:
+            pass
+        return out
+
+    jvms = {}
+    for pid in cluster.pids:
+        for p in tree(pid):
+            try:
+                args = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if args and args[0].endswith(b"java"):
+                jvms[p] = [a.decode() for a in args]
+    assert len(jvms) >= cluster.task_managers + 2, jvms.keys()  # JobManager, TaskManagers, job server
+    for pid, args in jvms.items():
+        assert EXIT_ON_OOM in args, (pid, args[-3:])

@@ -98,6 +98,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: the JVM option every process of the cluster starts with
+EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+
+
 def _set(doc: dict, dotted: str, value) -> None:
     """Set ``doc["a"]["b"]["c"] = value`` for ``dotted = "a.b.c"``, creating the nested maps
     (Flink 1.19's ``config.yaml`` nests its keys)."""
@@ -272,6 +276,12 @@ class FlinkCluster:
             "env.pid.dir": str(self.workdir / "pid"), "env.log.dir": str(self.log_dir),
         }.items():
             _set(doc, key, value)
+        # An OutOfMemoryError on any thread ends the JVM: on a gRPC thread of the data plane it
+        # killed only that thread, and the job hung instead of failing (docs/performance.md); the
+        # job server reads these options too.
+        opts = doc.setdefault("env", {}).setdefault("java", {}).setdefault("opts", {})
+        if EXIT_ON_OOM not in str(opts.get("all", "")).split():
+            opts["all"] = f"{opts.get('all', '')} {EXIT_ON_OOM}".strip()
         if self.share_classpath:
             # Every job carries the job server's jars, which are also on the cluster's classpath
             # (cluster_jars): parent-first makes Beam's classes the TaskManager's, shared by all tasks and jobs.
