@@ -639,7 +639,7 @@ class _ReduceSessions(beam.DoFn):
     its slice value ``(cell, (slot, (None, value)))`` and its session's interaction-side values
     ``(cell, (slot, (Values(values), None)))``. The cell is ``(assistant_id, language, *the
     session's metadata values)``; warnings of the session stage's own (metadata values that
-    differ) go out under ``"q<warn_slot>"``.
+    differ) go out under ``"q0"``.
 
     With ``extract`` (the layout's fused ``CombineFn``) the input holds accumulators, extracted
     here; with ``store`` every session also goes out under :data:`STORED` as ``(session key,
@@ -647,9 +647,8 @@ class _ReduceSessions(beam.DoFn):
     :class:`Reduced` (a roll-up's session found in one run) sends its stored values to the cells
     and nothing else."""
 
-    def __init__(self, layout: "SessionLayout", warn_slot: int = 0, extract: Optional["FusedCombineFn"] = None,
-                 store: bool = False):
-        self.layout, self.warn_slot, self.extract, self.store = layout, warn_slot, extract, store
+    def __init__(self, layout: "SessionLayout", extract: Optional["FusedCombineFn"] = None, store: bool = False):
+        self.layout, self.extract, self.store = layout, extract, store
 
     def setup(self):
         from fair_forge_beam._beam import tune_gc
@@ -688,7 +687,7 @@ class _ReduceSessions(beam.DoFn):
                     "sliced by the smallest: " + ", ".join(
                         f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(lay.dims, values)))
                 stored_warnings.append(w)
-                yield tagged(f"q{self.warn_slot}", w)
+                yield tagged("q0", w)
         for slot in lay.cell_slots:
             values = combined[lay.cell_slot(slot)]
             if values is not None:

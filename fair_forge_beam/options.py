@@ -422,14 +422,6 @@ def _named_folder(flag: str):
     return lambda v: f"{flag} is empty: name the output folder (write '.' for the current folder)" if not str(v).strip() else None
 
 
-def _non_negative(flag: str):
-    return lambda v: None if v >= 0 else f"{flag} must be >= 0, got {v}"
-
-
-def _unit_interval(flag: str):
-    return lambda v: None if 0 < v <= 1 else f"{flag} must be in (0, 1], got {v}"
-
-
 def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
@@ -515,7 +507,6 @@ GROUPS: tuple[Group, ...] = (
                help="statistical mode",
                template=Template("ENUM", "^(frequentist|bayesian)$", "bayesian", label="Statistical mode")),
         Option("seed", valid=_SEED_RANGE, type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
-               validate=_non_negative("--seed"),
                help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
                     "ids (generate; the loop gives it to both)",
                template=Template("NUMBER", "^[0-9]{1,18}$", "42")),
@@ -550,7 +541,6 @@ GROUPS: tuple[Group, ...] = (
                     "measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(profanity-check|hurtlex)$", "profanity-check")),
         Option("toxicity-classifier-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5,
-               validate=_unit_interval("--toxicity-classifier-threshold"),
                help="an answer is toxic when the classifier's probability is at least this (--toxicity-scorer "
                     "profanity-check)",
                template=Template("NUMBER", _DECIMAL, "0.5")),
@@ -611,7 +601,6 @@ GROUPS: tuple[Group, ...] = (
                     "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most",
                template=Template("NUMBER", _DECIMAL, "60")),
         Option("judge-retries", valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
-               validate=_non_negative("--judge-retries"),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
@@ -713,7 +702,7 @@ GROUPS: tuple[Group, ...] = (
         Option("privacy-text", default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
                help="privacy: the text scanned for PII and the expected spans refer to (answer or question)",
                template=Template("ENUM", "^(assistant|query)$", "assistant")),
-        Option("role-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5, feeds=(f"{_RA}.threshold",), validate=_unit_interval("--role-threshold"),
+        Option("role-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5, feeds=(f"{_RA}.threshold",),
                help="role_adherence: a session is adherent when its adherence is at least this",
                template=Template("NUMBER", _DECIMAL, "0.5", label="Role adherence threshold")),
         Option("role-strict", type=bool, feeds=(f"{_RA}.strict_mode",),
@@ -769,7 +758,7 @@ GROUPS: tuple[Group, ...] = (
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
                template=Template("TEXT", _WORD, "gs://bucket/audits/2026-11-29")),
-        Option("inconclusive-width", valid=_HALF_OPEN_UNIT, type=float, default=0.2, validate=_unit_interval("--inconclusive-width"),
+        Option("inconclusive-width", valid=_HALF_OPEN_UNIT, type=float, default=0.2,
                help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive",
                template=Template("NUMBER", _DECIMAL, "0.2")),
     )),
@@ -830,10 +819,6 @@ def _header_levels(v: str) -> Optional[str]:
     return None if levels and all(1 <= x <= 6 for x in levels) else f"--header-levels must be numbers 1-6, got {v!r}"
 
 
-def _closed_unit_interval(flag: str):
-    return lambda v: None if 0.0 <= v <= 1.0 else f"{flag} must be in [0, 1], got {v}"
-
-
 _NAME = "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
 _ADV = "advanced: set it on the command line of a custom launcher"
 _GEPA = "fair_forge_beam.optimizer.optimizers:GEPAOptimizer"
@@ -864,9 +849,9 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("with-replacement", type=bool, help="sample chunks with replacement (--strategy random)", template=_ADV),
     Option("max-chunk-size", valid=_CHARS, type=int, default=2000, help="characters per chunk",
            template=_ADV),
-    Option("min-chunk-size", valid=_CHARS0, type=int, default=200, validate=_non_negative("--min-chunk-size"),
+    Option("min-chunk-size", valid=_CHARS0, type=int, default=200,
            help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
-    Option("markdown-overlap", valid=_CHARS0, type=int, default=100, validate=_non_negative("--markdown-overlap"),
+    Option("markdown-overlap", valid=_CHARS0, type=int, default=100,
            help="characters shared by consecutive size-split chunks", template=_ADV),
     Option("header-levels", default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
            template=_ADV),
@@ -879,7 +864,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="SQLite cache of generator answers (a re-run with the same corpus and seed makes no call)", template=_ADV),
     Option("generator-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per generator request", template=_ADV),
-    Option("generator-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--generator-retries"),
+    Option("generator-retries", valid=_RETRIES, type=int, default=3,
            help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
     Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="concurrent generator requests per worker", template=_ADV),
@@ -905,7 +890,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="SQLite cache of the assistant's answers (a re-run makes no call for answered turns)", template=_ADV),
     Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per assistant request", template=_ADV),
-    Option("assistant-retries", valid=_RETRIES, type=int, default=3, validate=_non_negative("--assistant-retries"),
+    Option("assistant-retries", valid=_RETRIES, type=int, default=3,
            help="client retries per assistant request (429/5xx/time-outs)", template=_ADV),
     Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="sessions in flight per worker", template=_ADV),
@@ -926,7 +911,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="GEPA: maximum iterations"),
     Option("candidates-per-iteration", valid=Range(1, 100), type=int, default=3,
            feeds=(f"{_GEPA}.candidates_per_iteration",), help="GEPA: prompts proposed per iteration"),
-    Option("failure-threshold", valid=_CLOSED_UNIT, type=float, default=0.6, validate=_closed_unit_interval("--failure-threshold"),
+    Option("failure-threshold", valid=_CLOSED_UNIT, type=float, default=0.6,
            feeds=(f"{_GEPA}.failure_threshold",), help="GEPA: an example scoring below this is failing"),
     Option("num-candidates", valid=Range(1, 1000), type=int, default=10, feeds=(f"{_MIPRO}.num_candidates",),
            help="MIPROv2: instruction variants proposed"),
@@ -934,7 +919,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="MIPROv2: TPE trials"),
     Option("minibatch-size", valid=Range(1, 100_000), type=int, default=25, feeds=(f"{_MIPRO}.minibatch_size",),
            help="MIPROv2: examples scored per trial"),
-    Option("max-demos-per-set", valid=Range(0, 100), type=int, default=3, validate=_non_negative("--max-demos-per-set"),
+    Option("max-demos-per-set", valid=Range(0, 100), type=int, default=3,
            feeds=(f"{_MIPRO}.max_demos_per_set",), help="MIPROv2: demonstrations per demo set"),
     Option("num-demo-sets", valid=Range(1, 1000), type=int, default=5, feeds=(f"{_MIPRO}.num_demo_sets",),
            help="MIPROv2: demo sets sampled"),

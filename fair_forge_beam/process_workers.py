@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 __all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "stderr_report", "worker_command_of",
-           "STDERR_DIR", "BOOT_SCRIPT"]
+           "pid_alive", "STDERR_DIR", "BOOT_SCRIPT"]
 
 #: the worker command's file name in its folder
 BOOT_SCRIPT = "beam-boot"
@@ -136,7 +136,9 @@ def worker_command_of(options) -> Optional[Path]:
 _LINE = 400  # characters of one stderr line shown (the boot binary logs the job's options on one line)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """``False`` when process ``pid`` is gone or a zombie, else ``True`` (also when it cannot be
+    signalled, another user's, or ``/proc`` cannot be read)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -172,7 +174,7 @@ def stderr_report(folder: os.PathLike, since: float, max_files: int = 4, max_lin
         except (ValueError, OSError):
             continue
         if size and started >= int(since) - 1:
-            found.append((not _alive(pid), started, f))
+            found.append((not pid_alive(pid), started, f))
     parts = []
     for _, _, f in sorted(found, reverse=True)[:max_files]:
         lines = [ln if len(ln) <= _LINE else ln[:_LINE] + " …" for ln in

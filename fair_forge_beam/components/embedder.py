@@ -79,6 +79,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from fair_forge_beam.components.shared_resources import Transient
+
 __all__ = [
     "Embedder",
     "SentenceTransformerEmbedder",
@@ -134,7 +136,7 @@ def l2_normalize(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     return (x / np.maximum(norms, eps)).astype(np.float32, copy=False)
 
 
-class Embedder(ABC):
+class Embedder(Transient, ABC):
     """Turns texts into fixed-size float vectors.
 
     Contract (what the metrics rely on):
@@ -146,8 +148,9 @@ class Embedder(ABC):
       C-contiguous ``float32`` array of shape ``(n, d)``, row ``i`` for ``texts[i]``; ``n = 0``
       gives shape ``(0, d)``. Rows have L2 norm 1 when ``normalize_embeddings`` is True (a text
       whose raw vector is all zeros stays a zero row).
-    * Instances pickle small: the loaded model is never pickled (``__getstate__`` drops
-      everything listed in ``_transient``) and is reloaded lazily after unpickling.
+    * Instances pickle small: the loaded model is never pickled (everything listed in
+      ``_transient`` is dropped, :class:`~fair_forge_beam.components.shared_resources.Transient`)
+      and is reloaded lazily after unpickling.
     * ``shared_key()`` — identity of the loaded model, or ``None``. Embedders with a key load
       their model through :func:`fair_forge_beam.components.shared_resources.acquire`, so all
       ``DoFn`` instances and threads of a worker process share one copy.
@@ -160,8 +163,6 @@ class Embedder(ABC):
     """
 
     normalize_embeddings: bool = True
-    #: attributes dropped when pickling (the loaded model and friends)
-    _transient: tuple[str, ...] = ()
 
     @property
     @abstractmethod
@@ -226,12 +227,6 @@ class Embedder(ABC):
         """Per text a ``(w_i, dim)`` float32 array of its window vectors (default: the row of
         :meth:`encode`, ``w_i = 1``). Raises like :meth:`encode`."""
         return [row[None, :] for row in self.encode(texts)]
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        for a in self._transient:
-            state[a] = None
-        return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)

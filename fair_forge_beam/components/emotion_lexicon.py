@@ -20,7 +20,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Mapping, Optional
 
-from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key, file_key
+from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key, file_key
 from fair_forge_beam.components.text import normalize_text, tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
@@ -54,7 +54,7 @@ def _normalized_table(table: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[i
     return out
 
 
-class EmotionLexicon(ABC):
+class EmotionLexicon(Transient, ABC):
     """token -> emotions, per language. Subclasses implement :meth:`load`.
 
     ``table(language)`` returns ``{normalised token: tuple of emotion indices into EMOTIONS}``
@@ -97,10 +97,7 @@ class EmotionLexicon(ABC):
     def table(self, language: str) -> Optional[dict[str, tuple[int, ...]]]:
         return self._ensure().get(normalize_language(language))
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_tables"] = None  # reloaded once per worker, never shipped in the pipeline graph
-        return state
+    _transient = ("_tables",)  # reloaded once per worker, never shipped in the pipeline graph
 
 
 class NRCLexPackageLexicon(EmotionLexicon):

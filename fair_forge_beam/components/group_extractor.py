@@ -48,6 +48,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
 from fair_forge_beam.components.text import ascii_words
 
@@ -196,7 +197,7 @@ class GroupExtractor(ABC):
         return {"kind": self.name, "groups": list(self.groups)}
 
 
-class EmbeddingGroupExtractor(GroupExtractor):
+class EmbeddingGroupExtractor(Transient, GroupExtractor):
     """Prototype similarity in embedding space (upstream ``EmbeddingGroupExtractor``, spec §8.2).
 
     For a text with embedding ``e`` and a group ``g`` with prototype embeddings ``p_1..p_m``:
@@ -263,10 +264,7 @@ class EmbeddingGroupExtractor(GroupExtractor):
     def groups(self) -> tuple[str, ...]:
         return self._groups
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_proto"] = None
-        return state
+    _transient = ("_proto",)
 
     def setup(self) -> None:
         """Load the embedder and compute the prototype embeddings (idempotent).

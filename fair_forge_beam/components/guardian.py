@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict
 
 from fair_forge_beam.schemas.bias import GuardianBias
+from fair_forge_beam.components.shared_resources import Transient
 
 __all__ = [
     "ProtectedAttribute",
@@ -290,7 +291,7 @@ def _v1(url: Optional[str]) -> Optional[str]:
 
 
 # ------------------------------------------------------------------------------ LLM guardians
-class LLMGuardian(Guardian):
+class LLMGuardian(Transient, Guardian):
     """A guardian served by an OpenAI-compatible chat endpoint, called through the judge handler.
 
     Args:
@@ -373,10 +374,7 @@ class LLMGuardian(Guardian):
         self._client = None
 
     # -- pickling: the direct-use client stays on the process that made it -------------------
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_client"] = None
-        return state
+    _transient = ("_client",)
 
     def describe(self) -> str:
         return f"{self.name}:{self.model}"

@@ -34,6 +34,8 @@ import re
 from abc import ABC, abstractmethod
 from typing import NamedTuple, Optional
 
+from fair_forge_beam.components.shared_resources import Transient
+
 __all__ = ["PIISpan", "PIIDetector", "PatternDetector", "PresidioDetector", "PATTERN_CLASSES", "luhn_valid",
            "iban_valid", "build_detector"]
 
@@ -244,7 +246,7 @@ PRESIDIO_TO_CLASS = {
 }
 
 
-class PresidioDetector(PIIDetector):
+class PresidioDetector(Transient, PIIDetector):
     """Microsoft Presidio's ``AnalyzerEngine`` (``pip install presidio-analyzer`` and a spaCy
     model), imported lazily in :meth:`setup`; entity types mapped by :data:`PRESIDIO_TO_CLASS`
     (others dropped). ``score`` = Presidio's confidence.
@@ -266,8 +268,7 @@ class PresidioDetector(PIIDetector):
         self.language = language
         self._engine = None
 
-    def __getstate__(self):
-        return {**self.__dict__, "_engine": None}
+    _transient = ("_engine",)
 
     def setup(self) -> None:
         if self._engine is None:

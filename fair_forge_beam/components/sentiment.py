@@ -23,6 +23,8 @@ from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fair_forge_beam.components.shared_resources import Transient
+
 __all__ = [
     "SentimentScore",
     "SentimentAnalyzer",
@@ -126,7 +128,7 @@ def _windowed_vader(base: type) -> type:
     return WindowedSentimentIntensityAnalyzer
 
 
-class VaderSentimentAnalyzer(SentimentAnalyzer):
+class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
     """VADER compound polarity (vaderSentiment 3.3.2, MIT).
 
     ``score`` = VADER's ``compound``: the sum of the valences of the known words (after VADER's
@@ -163,10 +165,7 @@ class VaderSentimentAnalyzer(SentimentAnalyzer):
         self.threshold = float(threshold)
         self._analyzer = None
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_analyzer"] = None
-        return state
+    _transient = ("_analyzer",)
 
     def __setstate__(self, state):
         self.__dict__.update(state)

@@ -43,7 +43,7 @@ import threading
 import weakref
 from typing import Any, Callable, Hashable, Optional, TypeVar
 
-__all__ = ["acquire", "SharedDict", "content_key", "file_key"]
+__all__ = ["acquire", "SharedDict", "Transient", "content_key", "file_key"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,17 @@ class SharedDict(dict):
     """A ``dict`` that can be weakly referenced (plain ``dict`` cannot), for :func:`acquire`."""
 
     __slots__ = ("__weakref__",)
+
+
+class Transient:
+    """Base of a component whose loaded resources stay behind when it is pickled: the attributes
+    named in ``_transient`` are ``None`` in the pickled state (loaded again on the worker), the
+    others are copied as they are."""
+
+    _transient: tuple[str, ...] = ()
+
+    def __getstate__(self):
+        return {**self.__dict__, **dict.fromkeys(self._transient)}
 
 
 def _handle(key: Hashable):

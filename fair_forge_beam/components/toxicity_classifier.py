@@ -24,6 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Optional, Sequence
 
+from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = ["ToxicityClassifier", "ProfanityCheckClassifier", "CLASSIFIERS", "make_classifier", "describe_scorer"]
@@ -78,7 +79,7 @@ class ToxicityClassifier(ABC):
                 "languages": sorted(self.languages), "measures": self.measures}
 
 
-class ProfanityCheckClassifier(ToxicityClassifier):
+class ProfanityCheckClassifier(Transient, ToxicityClassifier):
     """``alt-profanity-check``'s shipped model (``profanity_check/data/*.joblib``).
 
     A TF-IDF vectoriser (English stop words removed) and a calibrated linear SVM; the package's
@@ -130,10 +131,7 @@ class ProfanityCheckClassifier(ToxicityClassifier):
         self.setup()
         return [float(p) for p in self._model.predict_proba(self._vectorizer.transform(texts))[:, 1]]
 
-    def __getstate__(self):
-        d = dict(self.__dict__)
-        d["_vectorizer"] = d["_model"] = None  # workers load the package's files in setup()
-        return d
+    _transient = ("_vectorizer", "_model")  # workers load the package's files in setup()
 
     def describe(self) -> dict:
         try:

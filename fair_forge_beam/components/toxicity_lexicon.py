@@ -83,7 +83,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
-from fair_forge_beam.components.shared_resources import SharedDict, acquire, content_key
+from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 
@@ -180,7 +180,7 @@ class ToxicEntry(NamedTuple):
     level: str = ""
 
 
-class ToxicityLoader(ABC):
+class ToxicityLoader(Transient, ABC):
     """Toxic lemmas per language. Subclasses implement :meth:`load`.
 
     ``entries(language)`` returns the (cached) list of :class:`ToxicEntry` or ``None`` when the
@@ -254,10 +254,7 @@ class ToxicityLoader(ABC):
             tables.setdefault(lang, [ToxicEntry(*e) for e in self.load_language(lang)])
         return tables.get(lang)
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_tables"] = None  # reloaded once per worker
-        return state
+    _transient = ("_tables",)  # reloaded once per worker
 
 
 class HurtLexLoader(ToxicityLoader):
@@ -397,7 +394,7 @@ class _Index:
         self.single = {k[0]: v for k, v in self.table.items() if len(k) == 1}
 
 
-class ToxicLexiconMatcher:
+class ToxicLexiconMatcher(Transient):
     """Counts toxic tokens with a :class:`ToxicityLoader`; the index is built once per worker.
 
     Build it in the pipeline (cheap: nothing is loaded until the first :meth:`match`); pickling
@@ -470,10 +467,7 @@ class ToxicLexiconMatcher:
                     break
         return LexiconMatch(tokens=n, toxic_tokens=covered, matched=matched, categories=categories)
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_indexes"] = None  # rebuilt once per worker
-        return state
+    _transient = ("_indexes",)  # rebuilt once per worker
 
 
 def toxigen_match_rates(path: str) -> list[tuple[str, bool, float, float]]:

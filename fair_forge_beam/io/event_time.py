@@ -26,9 +26,7 @@ from fair_forge_beam._beam import beam
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
-__all__ = ["parse_timestamp", "find_timestamp", "AssignEventTime", "TIMESTAMP_POLICIES"]
-
-TIMESTAMP_POLICIES = ("dead_letter", "processing_time")
+__all__ = ["parse_timestamp", "find_timestamp", "AssignEventTime"]
 
 # Beam timestamps are int64 microseconds; keep a margin (years 1..9999 are representable).
 _MIN_S, _MAX_S = -62135596800.0, 253402300799.0

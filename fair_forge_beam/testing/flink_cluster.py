@@ -81,7 +81,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, write_worker_command
+from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, pid_alive, write_worker_command
 
 __all__ = ["FlinkCluster", "free_port", "main"]
 
@@ -470,17 +470,7 @@ def _alive(pid: int, procs: list[subprocess.Popen]) -> bool:
     for p in procs:
         if p.pid == pid:
             return p.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie of another parent counts as ended
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
+    return pid_alive(pid)  # a zombie of another parent counts as ended
 
 
 def main(argv=None) -> int:

@@ -55,6 +55,7 @@ from fair_forge_beam.components.judge.parsing import (
     schema_ref,
     split_reasoning,
 )
+from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client
 from fair_forge_beam.io.elements import dead_letter
@@ -633,7 +634,7 @@ class _BatchState:
     sent: set = field(default_factory=set)  # batch indices that already sent a request
 
 
-class OpenAIJudgeHandler(RemoteModelHandler):
+class OpenAIJudgeHandler(Transient, RemoteModelHandler):
     """``RemoteModelHandler`` for OpenAI-compatible ``/v1/chat/completions`` (OpenAI, vLLM,
     Ollama, llama.cpp server, Groq, …): ``JudgeRequest`` in, ``JudgeResult`` out.
 
@@ -751,10 +752,7 @@ class OpenAIJudgeHandler(RemoteModelHandler):
         self._runtime = None
 
     # -- pickling: runtime state (locks, per-batch bookkeeping) never travels -----------------
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_runtime"] = None
-        return state
+    _transient = ("_runtime",)
 
     def _rt(self):
         if self._runtime is None:
