@@ -632,7 +632,10 @@ class RunAssistant(beam.PTransform):
         self._handler, self._assistant_id = handler, assistant_id
 
     def expand(self, interactions):
-        sessions = sessions_from_interactions(interactions, self._assistant_id)
+        from fair_forge_beam.io.secrets import mask_id
+
+        # --assistant-id replaces the ids read (masked where they were read): masked the same way
+        sessions = sessions_from_interactions(interactions, mask_id(self._assistant_id) if self._assistant_id else None)
         main, other = sessions | "RunnerRunInference" >> RunInference(self._handler).with_exception_handling()
         split = main | "RunnerSplit" >> beam.ParDo(_Split(self._handler.get_metrics_namespace())).with_outputs(
             "sessions", "summaries", "dead_letter", "counts")

@@ -197,7 +197,11 @@ def plan_requests(chunks: Sequence[Chunk], assistant_id: str, *, num_queries_per
             requests.append(judge_request(f"{gi:06d}/{pos:04d}", msgs, schema=schema, sample_index=sample, element_id=c.chunk_id))
         sid = session_id_for(seed, strategy.describe(), gi, conversation_mode, num_queries_per_chunk, assistant_id, language, group)
         groups.append({"index": gi, "session_id": sid, "context": "\n\n".join(c.content for c in group), "slots": slots})
-    return GenerationPlan(tuple(groups), tuple(requests), bool(conversation_mode), int(num_queries_per_chunk), assistant_id, language)
+    from fair_forge_beam.io.secrets import mask_id
+
+    # the id the sessions carry, masked as the reader masks record ids (a key in it never reaches a name)
+    return GenerationPlan(tuple(groups), tuple(requests), bool(conversation_mode), int(num_queries_per_chunk),
+                          mask_id(assistant_id), language)
 
 
 # ----------------------------------------------------------------------------------------------

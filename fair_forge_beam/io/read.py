@@ -188,38 +188,43 @@ _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines 
 MAX_SLICE_VALUE = 200
 
 
-def slice_value(value) -> Optional[str]:
+def slice_value(value, mask=None) -> Optional[str]:
     """A session metadata field's value as the text of its slice key (``region=eu``), or ``None``
     when the record does not carry it (``null``, absent, a float NaN: the engine's
     ``"(missing)"``). A string as is; a number as the shortest JSON (``3``, and ``3.0``, ``-0.0``
     → ``3``, ``0``; ``Infinity``); a boolean or nested value as compact JSON (``true``,
     ``{"a":1}``, keys sorted). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
     ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
-    stay two slices."""
+    stay two slices. ``mask``: the record-id masker (:func:`~fair_forge_beam.io.secrets.id_masker`)
+    applied to the text before it is cut (a value holding a key is masked whole, its hash taken of
+    the masked text)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)  # 1.0 (e.g. a nullable integer column written as float) and 1 are one slice
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                             separators=(",", ":"), default=str)
+    if mask is not None:
+        text = mask(text)
     if len(text) <= MAX_SLICE_VALUE:
         return text
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
     return text[:MAX_SLICE_VALUE - 9] + "…" + digest
 
 
-def _slice_values(fields: tuple, *places) -> Optional[tuple]:
+def _slice_values(fields: tuple, *places, mask=None) -> Optional[tuple]:
     """``((field, value), …)`` for the metadata slice ``fields``: each value from the first of
     ``places`` (dicts: the session header, the record) where the field is set (not ``null``),
-    else ``None``; ``None`` without fields. Named pairs, so a metric finds its fields by name."""
+    else ``None``; ``None`` without fields. Named pairs, so a metric finds its fields by name.
+    ``mask``: the record-id masker the values pass (:func:`slice_value`)."""
     if not fields:
         return None
     dicts = [d for d in places if isinstance(d, dict)]
-    return tuple((f, slice_value(next((d[f] for d in dicts if d.get(f) is not None), None))) for f in fields)
+    return tuple((f, slice_value(next((d[f] for d in dicts if d.get(f) is not None), None), mask)) for f in fields)
 
 
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None,
-                 slice_values: Optional[tuple] = None) -> Interaction:
+                 slice_values: Optional[tuple] = None, qa_id: Optional[str] = None) -> Interaction:
     # (counted by the caller in _READ_PROGRESS: once per record, not once per interaction)
     return Interaction(
         element_id=make_element_id(meta.session_id, meta.assistant_id, turn_index),
@@ -228,7 +233,7 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: O
         language=meta.language or "english",
         context=meta.context,
         turn_index=turn_index,
-        qa_id=b.qa_id,
+        qa_id=b.qa_id if qa_id is None else qa_id,
         query=b.query,
         assistant=b.assistant,
         ground_truth_assistant=b.ground_truth_assistant,
@@ -317,12 +322,43 @@ class _ParseRecord(beam.DoFn):
     (``timestamp_policy="dead_letter"``) or left for processing time. With ``streaming``, a
     streamed record is not grouped with its session (an unbounded stream has no "all records
     of a session"): it needs an explicit ``turn_index``, or goes to the dead letter.
+
+    Record ids are masked here, once, for every input format and command (issue 28): the session
+    header's ``session_id``, ``assistant_id`` and ``language``, each interaction's ``qa_id`` and the
+    metadata slice values pass :func:`~fair_forge_beam.io.secrets.id_masker` with the secrets the run
+    uses (``s-<key>`` → ``s-***~<tag>``), so element ids, session keys, slice names, statistics,
+    warnings and every output built from them hold the same masked id. An id without a secret is
+    kept as it is. The raw record of a dead letter is masked by its writer, as free text.
     """
 
     def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False,
                  slice_fields: Sequence[str] = ()):
         self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
         self.slice_fields = tuple(slice_fields)
+
+    def setup(self):
+        from fair_forge_beam.io.secrets import id_masker
+
+        self._mask = id_masker()  # the run's secrets, read on the worker
+
+    def _masker(self):
+        mask = self.__dict__.get("_mask")
+        if mask is None:
+            self.setup()
+            mask = self._mask
+        return mask
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_mask"}
+
+    def _masked(self, meta: SessionMetadata) -> SessionMetadata:
+        """``meta`` with its ids masked (the same object when none holds a secret)."""
+        mask = self._masker()
+        sid, aid, lang = meta.session_id, meta.assistant_id, meta.language
+        msid, maid, mlang = mask(sid), mask(aid), mask(lang)
+        if msid is sid and maid is aid and mlang is lang:
+            return meta
+        return meta.model_copy(update={"session_id": msid, "assistant_id": maid, "language": mlang})
 
     def _event_time(self, *places):
         """``(seconds or None, error reason or None)`` of the timestamp field in ``places``."""
@@ -424,7 +460,9 @@ class _ParseRecord(beam.DoFn):
         event_time, bad_time = self._event_time(rec.get("batch"), rec.get("metadata"), rec)
         if bad_time:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", bad_time, original, source=where))]
-        values = _slice_values(self.slice_fields, rec.get("metadata"), original)
+        mask = self._masker()
+        values = _slice_values(self.slice_fields, rec.get("metadata"), original, mask=mask)
+        meta, qa_id = self._masked(sb.metadata), mask(sb.batch.qa_id)
         if self.streaming:
             if sb.turn_index is None:
                 return [
@@ -440,24 +478,25 @@ class _ParseRecord(beam.DoFn):
                     )
                 ]
             _READ_PROGRESS.inc()
-            return [_interaction(sb.metadata, sb.batch, sb.turn_index, event_time, values),
-                    *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
-                    *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where)]
-        key = (sb.metadata.session_id, sb.metadata.assistant_id)  # a tuple of str: a deterministic key, no JSON
+            return [_interaction(meta, sb.batch, sb.turn_index, event_time, values, qa_id),
+                    *_numeric_id_warnings(rec.get("metadata"), meta, where),
+                    *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where)]
+        key = (meta.session_id, meta.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
         return [
             beam.pvalue.TaggedOutput(
-                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(sb.metadata, sb.batch, 0, event_time, values)), 1, False))
+                _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(meta, sb.batch, 0, event_time, values, qa_id)), 1,
+                                  False))
             ),
-            *_numeric_id_warnings(rec.get("metadata"), sb.metadata, where),
-            *_empty_answer_warnings(sb.metadata, [sb.batch.qa_id] if not sb.batch.assistant.strip() else [], where),
+            *_numeric_id_warnings(rec.get("metadata"), meta, where),
+            *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
         header = {k: v for k, v in rec.items() if k != "conversation"}
         try:
-            meta = SessionMetadata.model_validate(header)
+            meta = self._masked(SessionMetadata.model_validate(header))
         except ValidationError as exc:
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec, source=where))
             return
@@ -471,7 +510,8 @@ class _ParseRecord(beam.DoFn):
             )
             return
         yield from _numeric_id_warnings(header, meta, where)
-        values = _slice_values(self.slice_fields, header)
+        mask = self._masker()
+        values = _slice_values(self.slice_fields, header, mask=mask)
         seen: dict[str, int] = {}
         empty: list = []
         n_read = 0  # interactions parsed from this record (one progress update per record)
@@ -497,18 +537,19 @@ class _ParseRecord(beam.DoFn):
                 )
                 continue
             n_read += 1
+            qa_id = mask(b.qa_id)
             if not b.assistant.strip():
-                empty.append(b.qa_id)
+                empty.append(qa_id)
             if self.streaming:
-                seen[b.qa_id] = seen.get(b.qa_id, 0) + 1
-                yield _interaction(meta, b, i, event_time, values)
+                seen[qa_id] = seen.get(qa_id, 0) + 1
+                yield _interaction(meta, b, i, event_time, values, qa_id)
             else:
                 # ranked with every other record of the same session (it may be split over
                 # records or files): no declared turn, then file, position, place in the record
                 key = (meta.session_id, meta.assistant_id)
                 order = (-1, *position_key, i)
                 yield beam.pvalue.TaggedOutput(
-                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time, values)), len(conv), True))
+                    _STREAMED, (key, (order, None, tuple(_interaction(meta, b, i, event_time, values, qa_id)), len(conv), True))
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)

@@ -8,22 +8,27 @@ output files and of stdout (:func:`scrub_known`, which looks up the keys named b
 it: plain, ``\\/`` and ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth.
 
 Only values of free text are masked, never names (issue 28): dict keys, the values under the one
-declared list :data:`NAME_FIELDS` (record ids, slice, metric and column names, gate texts, options
-that name metrics or fields; in a command line, :data:`ARGV_FIELDS`) and, in a text drawn from
-records (the console table, a page), every name of those records and every gate text
-(:func:`scrub_known_text`).
+declared list :data:`NAME_FIELDS` (slice, metric and column names, gate texts, options that name
+metrics or fields; in a command line, :data:`ARGV_FIELDS`) and, in a text drawn from records (the
+console table, a page), every name of those records and every gate text (:func:`scrub_known_text`).
+
+Record ids come from outside: they are masked once, where records are read (:func:`id_masker`,
+applied by :class:`fair_forge_beam.io.read._ParseRecord` for every input format and command), so that
+the names built from them (element ids, slice names, dict keys) never hold a key and every output
+names an id the same way; the writers mask them again as values.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
            "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS",
-           "ARGV_FIELDS", "slice_parts"]
+           "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -47,11 +52,10 @@ NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 #: never names), used by every writer through :func:`scrub_known` (JSON lines, Parquet tables,
 #: results.json, run_info.json, trend.json) and by :func:`name_texts` (the names a console table
 #: or a page keeps). A value under one of these dict keys / Parquet columns / struct fields is a
-#: name of the run or an identifier of its records, never text from outside, and is never masked:
+#: name of the run or a field our own code fills, never text from outside, and is never masked:
 #:
-#: * identifiers of records: ``assistant_id``, ``session_id``, ``qa_id``, ``element_id``,
-#:   ``request_key``, ``key`` (a unit's slice key), ``turn_index``, ``language``, and the metadata
-#:   slice values (``meta_values``, ``slice_values``: a ``--slices region`` run's ``eu-west``);
+#: * fields our own code fills: ``turn_index``, and ``language`` (normalised, and masked as a record id
+#:   where records are read: :func:`id_masker`);
 #: * slice and metric names: ``slice``, ``slices``, ``metric``, ``metrics``, ``level``, ``mode``,
 #:   ``statistical_mode``, ``headline_columns``, ``groups``, ``estimate``, ``dimension(s)``,
 #:   ``field``, ``column``;
@@ -62,9 +66,10 @@ NAMES_ENV = "FAIR_FORGE_SECRET_ENVS"
 #:   the field-naming options ``agentic_label_field``, ``agentic_task_field``, ``timestamp_field``,
 #:   ``bestof_criteria``, ``bestof_order``, ``assistant_id``.
 #:
-#: Before: ``--judge-api-key-env K`` with ``K=assistant-alpha`` wrote ``assistant_id: ***`` to
-#: sessions/, results.parquet and stats/ (a roll-up then showed a slice ``assistant_id=***``), and
-#: ``K=humanity`` wrote ``--metrics context,***`` and the gate text ``*** mean_entropy …``.
+#: Record ids (``session_id``, ``assistant_id``, ``qa_id``, ``element_id``, ``request_key``, metadata
+#: values) are not names: they come from outside and are masked where records are read
+#: (:func:`id_masker`), then again by every writer as values.
+#: Before: ``K=humanity`` wrote ``--metrics context,***`` and the gate text ``*** mean_entropy …``.
 NAME_FIELDS = frozenset({
     # record fields our own code fills with our own words (never text from outside)
     "turn_index", "language",
@@ -168,6 +173,30 @@ def _mask_text(v: str, secs: tuple, pattern, keep: tuple) -> str:
     return pattern.sub(lambda m: m.group(0) if any(a <= m.start() and m.end() <= b for a, b in spans) else MASK, v)
 
 
+def _text_scrubber(secs: tuple, keep: tuple = ()):
+    """``text -> text`` masking the secrets ``secs`` (from :func:`_secrets`, not empty) in one text,
+    ``keep`` texts kept (see :func:`scrub`); a text that cannot hold a secret is returned as it is,
+    the same object, after a few substring tests (the fast path: no regular expression)."""
+    pattern, loose, shortest = _pattern(secs), _loose(secs), min(len(s) for s in secs)
+
+    def _text(v: str) -> str:
+        if len(v) < shortest:  # every spelling of a secret is at least as long as the secret
+            return v
+        if "\\" not in v:  # the common case: no escape, and no secret at all
+            for s in secs:
+                if s in v:
+                    break
+            else:
+                for s, caseless in loose:  # a loose spelling: another case, spaces between characters
+                    if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
+                            and s in _compact(v):
+                        break
+                else:
+                    return v
+        return _mask_text(v, secs, pattern, keep)
+    return _text
+
+
 def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: Iterable[str] = ()) -> Any:
     """``value`` with every secret of ``secrets`` replaced by :data:`MASK`, in every JSON spelling
     of it (plain, ``\\/``, ``\\uXXXX`` escapes of some or all of its characters: a reply that
@@ -190,25 +219,10 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     secs = _secrets(secrets)
     if not secs:
         return value
-    pattern, loose, shortest = _pattern(secs), _loose(secs), min(len(s) for s in secs)
+    pattern = _pattern(secs)
     names = frozenset(names)
     keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
-
-    def _text(v: str) -> str:
-        if len(v) < shortest:  # every spelling of a secret is at least as long as the secret
-            return v
-        if "\\" not in v:  # the common case: no escape, and no secret at all
-            for s in secs:
-                if s in v:
-                    break
-            else:
-                for s, caseless in loose:  # a loose spelling: another case, spaces between characters
-                    if (not caseless or caseless[0] in v) and all(c in v for c in caseless[1:]) \
-                            and s in _compact(v):
-                        break
-                else:
-                    return v
-        return _mask_text(v, secs, pattern, keep)
+    _text = _text_scrubber(secs, keep)
 
     def _argv(args: list) -> list:
         out, named = [], False
@@ -243,6 +257,74 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
         return v
 
     return _do(value)
+
+
+#: what joins a masked record id and its tag (:func:`mask_id`): ``s-***~3f0c9a51e27b``
+ID_TAG_SEP = "~"
+#: hex digits of a masked record id's tag (48 bits: two distinct ids of one run share a tag with
+#: odds of about n²/2⁴⁹ for n masked ids)
+ID_TAG_HEX = 12
+#: scrypt cost of the tag's key (:func:`_id_tag_key`): about 0.1 s and 16 MiB once per process and
+#: secret, so a guess of a short key costs as much to test against a tag
+_ID_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
+_ID_SALT = b"fair_forge_beam masked record id v1"
+
+
+@functools.lru_cache(maxsize=16)
+def _id_tag_key(secrets: tuple) -> bytes:
+    """The key of the tags of ids holding ``secrets``: scrypt of the secrets (a slow, memory-hard
+    derivation: the tag is a keyed hash of an id that holds a secret, and testing a guess of the
+    secret against it costs one derivation), cached per process."""
+    material = "\0".join(secrets).encode("utf-8", "surrogatepass")
+    return hashlib.scrypt(material, salt=_ID_SALT, dklen=32, **_ID_SCRYPT)
+
+
+@functools.lru_cache(maxsize=16)
+def _id_masker(secs: tuple):
+    if not secs:
+        return None
+    text, shortest = _text_scrubber(secs), min(len(s) for s in secs)
+
+    def mask(v: Any) -> Any:
+        if v.__class__ is not str or len(v) < shortest:  # not text, or too short to hold a secret
+            return v
+        masked = text(v)
+        if masked is v or masked == v:
+            return v
+        held = tuple(s for s in secs if _pattern((s,)).search(v)) or secs  # the secrets this id holds
+        tag = hashlib.blake2b(v.encode("utf-8", "surrogatepass"), key=_id_tag_key(held),
+                              digest_size=ID_TAG_HEX // 2).hexdigest()
+        return f"{masked}{ID_TAG_SEP}{tag}"
+    return mask
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def id_masker(secrets: Optional[Iterable[str]] = None) -> Callable[[Any], Any]:
+    """The function that masks a record id (issue 28: ids are masked once, where records are read,
+    so that every output and every name built from an id — slice names, element ids, dict keys —
+    holds the same masked id).
+
+    ``secrets``: the secrets to mask; default the current values of the registered key variables
+    (:func:`known_secrets`). The function takes a record id (text: a session, assistant or qa id, a
+    language, a metadata slice value) and returns it as it is (the same object) when it holds no
+    secret (a few substring tests: the fast path), else the id with every secret masked as
+    :func:`scrub` does, then :data:`ID_TAG_SEP` and a tag of :data:`ID_TAG_HEX` hex digits:
+    ``"s-<key>"`` → ``"s-***~3f0c9a51e27b"``. The tag is a BLAKE2b hash of the whole original id,
+    keyed by an scrypt derivation of the secrets the id holds (:func:`_id_tag_key`): the same on every
+    runner, worker and run for the same id and key, different for two ids that mask to the same text
+    (``s-<key1>`` and ``s-<key2>``, or the key plain and JSON-escaped), so two sessions never merge;
+    it holds no part of the key, and a guess of the key costs one scrypt derivation to test. Values
+    that are not text are returned as they are. Never raises."""
+    secs = _secrets(known_secrets() if secrets is None else secrets)
+    return _id_masker(secs) or _same
+
+
+def mask_id(value: Any, secrets: Optional[Iterable[str]] = None) -> Any:
+    """One record id masked by :func:`id_masker` (``secrets`` default: the run's key values)."""
+    return id_masker(secrets)(value)
 
 
 def scrub_tokens(tokens: list, secrets: Iterable[str]) -> list:

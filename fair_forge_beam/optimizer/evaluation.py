@@ -79,11 +79,13 @@ def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
     Returns ``(examples, dead_letters)``: a session that fails validation becomes a dead letter
     ``{stage: "optimizer.read", reason, element_id, raw}`` instead of stopping the run.
     Raises ``TypeError`` for a streamed item (``StreamedBatch``): the optimizer needs whole
-    sessions, as in the original."""
+    sessions, as in the original. The ids of an example id are masked as the reader masks record
+    ids (:func:`~fair_forge_beam.io.secrets.id_masker`)."""
     from fair_forge_beam.io.elements import dead_letter
+    from fair_forge_beam.io.secrets import id_masker
     from fair_forge_beam.schemas.common import Dataset, StreamedBatch
 
-    examples, dead = [], []
+    examples, dead, mask = [], [], id_masker()
     seen: dict[tuple, int] = {}
     for i, item in enumerate(datasets):
         if isinstance(item, StreamedBatch):
@@ -96,7 +98,7 @@ def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
         for b in ds.conversation:
             ident = (ds.context or "", b.query)
             occ = seen[ident] = seen.get(ident, -1) + 1
-            examples.append(Example(len(examples), f"{ds.session_id}/{b.qa_id}", b.query, ds.context or "",
+            examples.append(Example(len(examples), f"{mask(ds.session_id)}/{mask(b.qa_id)}", b.query, ds.context or "",
                                     b.ground_truth_assistant or "", occ))
     return examples, dead
 
