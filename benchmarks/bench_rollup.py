@@ -140,13 +140,17 @@ def main(argv=None) -> int:
         print(f"rollup without hashes: {bare_cpu:.1f} CPU s ({bare_wall:.1f} s); with / without: "
               f"{roll_cpu / bare_cpu:.3f} CPU, {roll_wall / bare_wall:.3f} wall; {mb:.1f} MB of run files hashed; "
               f"results.json identical: {same_bare}", flush=True)
-        seal = ("import sys, time; from fair_forge_beam.rollup import seal_manifest; t = time.process_time(); "
-                "[seal_manifest(d) for d in sys.argv[1:]]; print(time.process_time() - t)")
-        timed([sys.executable, "-c", seal, *[str(work / f"audit{d}") for d in range(args.days)]], work / "seal.log")
-        seal_cpu = float((work / "seal.log").read_text().split()[-1])  # the hashing alone, not the child's imports
-        print(f"sealing the {args.days} daily audits again: {seal_cpu:.2f} CPU s ({seal_cpu / args.days:.2f} per audit, "
-              f"a daily audit took {sum(audits_cpu_list) / len(audits_cpu_list) if audits_cpu_list else float('nan'):.1f} "
-              f"CPU s); load average {os.getloadavg()[0]:.2f}")
+        # the hashing alone, not a child's imports: the roll-up's check of the daily audits, then sealing them again
+        alone = ("import sys, time; from fair_forge_beam.rollup import check_sealed, load_manifests, seal_manifest; "
+                 "ms = load_manifests(sys.argv[1:]); t = time.process_time(); "
+                 "[check_sealed(d, m) for d, m in zip(sys.argv[1:], ms)]; c = time.process_time(); "
+                 "[seal_manifest(d) for d in sys.argv[1:]]; print(c - t, time.process_time() - c)")
+        timed([sys.executable, "-c", alone, *[str(work / f"audit{d}") for d in range(args.days)]], work / "hashes.log")
+        check_cpu, seal_cpu = map(float, (work / "hashes.log").read_text().split()[-2:])
+        print(f"the check of the {args.days} daily audits alone: {check_cpu:.2f} CPU s ({check_cpu / roll_cpu:.3f} of the "
+              f"roll-up's CPU); sealing them again: {seal_cpu:.2f} CPU s ({seal_cpu / args.days:.2f} per audit; a daily "
+              f"audit took {sum(audits_cpu_list) / len(audits_cpu_list) if audits_cpu_list else float('nan'):.1f} CPU s); "
+              f"load average {os.getloadavg()[0]:.2f}")
     return 0 if same else 1
 
 
