@@ -17,9 +17,15 @@ Prints each run's CPU and wall seconds, the ratio rollup / union (the target: at
 whether the two ``results.json`` are byte-identical apart from ``config.inputs`` (they must be;
 the roll-up's inputs are the days' files in day order, so they are identical outright).
 
+``--hash-cost`` (issue 28): also the roll-up without its runs' file hashes — the same command in
+a child whose ``rollup.check_sealed`` (hashing every file of every run before the pipeline) and
+``rollup.seal_manifest`` (hashing its own outputs) do nothing — and the ratio of the two, then
+``seal_manifest`` alone on each daily audit (what sealing adds to an audit).
+
     python benchmarks/bench_rollup.py                          # 7 days x 100,000 interactions
     python benchmarks/bench_rollup.py --days 3 --per-day 20000 --mode frequentist
     python benchmarks/bench_rollup.py --work W --reuse      # again on W's audits: the union and the roll-up only
+    python benchmarks/bench_rollup.py --work W --reuse --hash-cost
 """
 from __future__ import annotations
 
@@ -93,6 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="keep the days' files and daily audits already in --work (made by an earlier run with the same "
                          "--days, --per-day, --split, --mode and --seed) and time the union audit and the roll-up again")
+    ap.add_argument("--hash-cost", action="store_true",
+                    help="also time the roll-up without its file hashes (check and seal), and sealing alone")
     args, beam_args = ap.parse_known_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench_rollup_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -104,8 +112,10 @@ def main(argv=None) -> int:
     print(f"data: {args.days} days in {work}")
     common = [sys.executable, "-m", "pipelines.audit", "--metrics", "humanity,toxicity", "--group-extractor",
               "keyword", "--mode", args.mode, "--no-report", "--quiet", *beam_args]
+    audits_cpu_list = []
     for d, f in enumerate(files if not reuse else ()):
         cpu, wall = timed([*common, "--input", str(f), "--output", str(work / f"audit{d}")], work / f"audit{d}.log")
+        audits_cpu_list.append(cpu)
         print(f"day {d}: audit {cpu:.1f} CPU s ({wall:.1f} s)", flush=True)
     union_cpu, union_wall = timed([*common, *[a for f in files for a in ("--input", str(f))], "--output",
                                    str(work / "union")], work / "union.log")
@@ -117,6 +127,30 @@ def main(argv=None) -> int:
     same = (work / "union" / "results.json").read_bytes() == (work / "rollup" / "results.json").read_bytes()
     print(f"rollup / union CPU: {roll_cpu / union_cpu:.3f} (target <= 0.1); results.json identical: {same}; "
           f"load average {os.getloadavg()[0]:.2f}")
+    if args.hash_cost:
+        # the same roll-up, its runs' files not hashed before the pipeline nor its own after it
+        off = ("import sys; import fair_forge_beam.rollup as r; r.check_sealed = lambda *a: None; "
+               "r.seal_manifest = lambda *a: None; sys.exit(r.main(sys.argv[1:]))")
+        bare_cpu, bare_wall = timed([sys.executable, "-c", off, "--quiet", "--no-report",
+                                     *[a for d in range(args.days) for a in ("--from", str(work / f"audit{d}"))],
+                                     "--output", str(work / "rollup-unhashed"), *beam_args], work / "rollup-unhashed.log")
+        same_bare = (work / "rollup-unhashed" / "results.json").read_bytes() == (work / "rollup" / "results.json").read_bytes()
+        mb = sum(p.stat().st_size for d in range(args.days) for sub in ("stats", "sessions", "results.parquet", "dead_letter")
+                 for p in (work / f"audit{d}" / sub).rglob("*") if p.is_file()) / 1e6
+        print(f"rollup without hashes: {bare_cpu:.1f} CPU s ({bare_wall:.1f} s); with / without: "
+              f"{roll_cpu / bare_cpu:.3f} CPU, {roll_wall / bare_wall:.3f} wall; {mb:.1f} MB of run files hashed; "
+              f"results.json identical: {same_bare}", flush=True)
+        # the hashing alone, not a child's imports: the roll-up's check of the daily audits, then sealing them again
+        alone = ("import sys, time; from fair_forge_beam.rollup import check_sealed, load_manifests, seal_manifest; "
+                 "ms = load_manifests(sys.argv[1:]); t = time.process_time(); "
+                 "[check_sealed(d, m) for d, m in zip(sys.argv[1:], ms)]; c = time.process_time(); "
+                 "[seal_manifest(d) for d in sys.argv[1:]]; print(c - t, time.process_time() - c)")
+        timed([sys.executable, "-c", alone, *[str(work / f"audit{d}") for d in range(args.days)]], work / "hashes.log")
+        check_cpu, seal_cpu = map(float, (work / "hashes.log").read_text().split()[-2:])
+        print(f"the check of the {args.days} daily audits alone: {check_cpu:.2f} CPU s ({check_cpu / roll_cpu:.3f} of the "
+              f"roll-up's CPU); sealing them again: {seal_cpu:.2f} CPU s ({seal_cpu / args.days:.2f} per audit; a daily "
+              f"audit took {sum(audits_cpu_list) / len(audits_cpu_list) if audits_cpu_list else float('nan'):.1f} CPU s); "
+              f"load average {os.getloadavg()[0]:.2f}")
     return 0 if same else 1
 
 

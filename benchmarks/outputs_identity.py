@@ -46,7 +46,10 @@ What is normalised before comparing (``NORMALISED``; nothing else):
 
 6. ``stats/manifest.json``'s modification times of the files read (``input_files``: ``[path,
    size, mtime]``; two checkouts' shipped files have their own) → ``<TIME>``;
-7. the record order of shard files (``part-NNNNN-of-NNNNN.parquet|jsonl``): a folder of shards
+7. ``stats/manifest.json``'s size and sha256 of each file it lists (``files``) → ``<HASH>``: a
+   shard whose records came in another order (8., below) has other bytes, and every listed file is
+   compared itself (the file names stay);
+8. the record order of shard files (``part-NNNNN-of-NNNNN.parquet|jsonl``): a folder of shards
    whose shards differ is compared as the multiset of its records over all its shards (column
    ``order``; each such shard is listed with its first difference). PCollections are unordered
    (DESIGN §2), and the order is not reproducible: two in-memory runs of one tree with one
@@ -115,6 +118,7 @@ NORMALISED = (
     "report.html: the run's seconds in 'runner <name>, N s' of the run details -> <TIME>",
     "Flink: the job server's address in --job_endpoint=HOST:PORT -> <JOB_ENDPOINT> (one cluster per tree)",
     "stats/manifest.json: the modification time in input_files' [path, size, mtime] -> <TIME>",
+    "stats/manifest.json: the size and sha256 of each file in files -> <HASH> (each file is compared itself)",
     "shard folders (part-NNNNN-of-NNNNN.parquet|jsonl): the multiset of their records, in any order and sharding "
     "(PCollections are unordered; --strict-order: not normalised)",
 )
@@ -368,6 +372,8 @@ class Normaliser:
         if rel.endswith("stats/manifest.json") and isinstance(doc, dict) and isinstance(doc.get("input_files"), list):
             doc = {**doc, "input_files": [[*f[:2], "<TIME>"] if isinstance(f, list) and len(f) == 3 else f
                                           for f in doc["input_files"]]}
+        if rel.endswith("stats/manifest.json") and isinstance(doc, dict) and isinstance(doc.get("files"), dict):
+            doc = {**doc, "files": {k: "<HASH>" for k in doc["files"]}}
         if rel.rsplit("/", 1)[-1] == "run_info.json" and isinstance(doc, dict):
             doc = {k: ("<TIME>" if k in TIME_FIELDS else v) for k, v in doc.items()}
         return doc

@@ -36,7 +36,9 @@ What is not rebuilt from stored statistics (named on the console, in ``run_info.
 
 Usage errors (exit 2, one line): no run matched, a run without stored statistics, a stored
 statistics schema version other than this package's (naming both), runs made with different
-settings (naming the first difference).
+settings (naming the first difference), a run file that is not as the run wrote it (its manifest's
+``files``: a file it does not list, a listed file missing, another size or sha256 —
+:func:`check_sealed`, naming the run and the file).
 """
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
-__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap"]
+__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest",
+           "check_sealed", "file_digest", "sealed_files"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
 
@@ -338,6 +341,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         if bad:  # a field present but of the wrong shape is never read as absent (it would hide an overlap)
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
         _check_shards(run_dir, m)
+        check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
         manifests.append(m)
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
@@ -471,6 +475,133 @@ def _check_shards(run_dir: str, manifest: dict) -> None:
         run_shards(run_dir, f"sessions/{m}/", "parquet", open_parquet=True)
     for folder, ext in _RECORD_FOLDERS.items():
         run_shards(run_dir, folder, ext, open_parquet=True)
+
+
+def file_digest(path: str) -> tuple[int, str]:
+    """``(size in bytes, sha256 as 64 hex digits)`` of the file ``path`` (any Beam filesystem,
+    read as stored: never decompressed by its extension), read in pieces of 1 MiB — memory
+    bounded by the piece, whatever the file's size (``hashlib``).
+
+    Raises:
+        OSError: the file cannot be read."""
+    import hashlib
+
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import HASH_PIECE
+
+    digest, size = hashlib.sha256(), 0
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        while piece := f.read(HASH_PIECE):
+            digest.update(piece)
+            size += len(piece)
+    return size, digest.hexdigest()
+
+
+def sealed_files(folder: str) -> list[str]:
+    """The paths, relative to the output folder ``folder`` (any filesystem) and sorted, of every
+    file under :data:`~fair_forge_beam.io.session_stats.SEALED_FOLDERS` but the manifest itself
+    and Beam's temporary files (``beam-temp-*``, never published): what :func:`seal_manifest`
+    lists and :func:`check_sealed` compares."""
+    from fair_forge_beam.io.session_stats import MANIFEST, SEALED_FOLDERS
+    from fair_forge_beam.reports.output_folder import _has_temporary_part, _list_files
+
+    base = folder.rstrip("/") + "/"
+    out = []
+    for sub in SEALED_FOLDERS:
+        for path in _list_files(base + sub.rstrip("/")):
+            rel = path[len(base):] if path.startswith(base) else path
+            if rel != MANIFEST and not _has_temporary_part(rel):
+                out.append(rel)
+    return sorted(out)
+
+
+def seal_manifest(folder: str) -> dict:
+    """Add to ``folder``'s ``stats/manifest.json`` (written by the pipeline) its ``files``: the
+    size and sha256 (:func:`file_digest`) of every file :func:`sealed_files` lists, and write it
+    again (the same JSON layout). Called once every file a roll-up reads is in place: by the
+    audit's launcher after its pipeline, by a Flex Template job's publishing step
+    (:func:`~fair_forge_beam.reports.output_folder.publish_after`'s ``prepare``) and by a
+    roll-up after its copies. Returns the manifest written.
+
+    Raises:
+        ValueError: the manifest cannot be read (:func:`~fair_forge_beam.io.edge.read_side_json`).
+        OSError: a file cannot be read, or the manifest written."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.session_stats import MANIFEST
+
+    base = folder.rstrip("/")
+    doc = read_side_json(f"{base}/{MANIFEST}", "a run's stats/manifest.json")
+    files = {}
+    for rel in sealed_files(base):
+        size, sha256 = file_digest(f"{base}/{rel}")
+        files[rel] = {"size": size, "sha256": sha256}
+    doc = {**{k: v for k, v in doc.items() if k != "files"}, "files": files}
+    with FileSystems.create(f"{base}/{MANIFEST}") as f:
+        f.write(json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8"))
+    return doc
+
+
+def _listed_problem(files: object) -> Optional[str]:
+    """What is wrong with a manifest's ``files`` (``None``: a map of path → ``{"size": int,
+    "sha256": 64 hex digits}``)."""
+    if not isinstance(files, dict):
+        return "no files" if files is None else f"files is {type(files).__name__}, not an object"
+    for rel, entry in files.items():
+        ok = (isinstance(entry, dict) and type(entry.get("size")) is int and entry["size"] >= 0
+              and isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64
+              and all(c in "0123456789abcdef" for c in entry["sha256"]))
+        if not ok:
+            return f"files[{json.dumps(rel)}] is not {{size, sha256}}"
+    return None
+
+
+def check_sealed(run_dir: str, manifest: dict) -> None:
+    """Every file of ``run_dir`` under :data:`~fair_forge_beam.io.session_stats.SEALED_FOLDERS`
+    is one its manifest's ``files`` lists, of the listed size and sha256, and every listed file is
+    there: a roll-up reads only what the run wrote (issue 28: another run's shard copied in under
+    Beam's exact name was rolled up). Files are compared by their names first, then hashed
+    (:func:`file_digest`). A roll-up's copy ``part-rRRR-…`` is then the one that roll-up wrote:
+    which run R was is settled by the hash, not by the name.
+
+    Raises:
+        ValueError: one line naming the run and the file — not listed (a file copied in), listed
+            but missing, or of another size or hash (changed or replaced) — or a ``files`` field
+            missing or of the wrong shape."""
+    from fair_forge_beam.io.session_stats import MANIFEST
+
+    problem = _listed_problem(manifest.get("files"))
+    if problem:
+        raise ValueError(f"{run_dir}: {MANIFEST} is {'incomplete' if problem == 'no files' else 'invalid'} "
+                         f"({problem}): not a complete run (re-run that audit, or leave it out)")
+    listed = manifest["files"]
+    present = sealed_files(run_dir)
+    for rel in present:
+        if rel not in listed:
+            raise ValueError(f"{run_dir}: {rel} is not a file the run wrote ({MANIFEST} does not list it): a file "
+                             "copied in (e.g. another run's shard), which a roll-up would read as this run's data; "
+                             "remove it, or leave the run out")
+    there = set(present)
+    for rel in sorted(listed):
+        if rel not in there:
+            raise ValueError(f"{run_dir}: {rel} is missing ({MANIFEST} lists it, {listed[rel]['size']} bytes): not a "
+                             "complete run (re-run that audit, or leave it out)")
+    base = run_dir.rstrip("/")
+    for rel in present:
+        try:
+            size, sha256 = file_digest(f"{base}/{rel}")
+        except OSError as exc:
+            raise ValueError(f"{run_dir}: {rel} cannot be read ({_one_line(exc)}): re-run that audit, or leave it "
+                             "out") from None
+        want = listed[rel]
+        if (size, sha256) != (want["size"], want["sha256"]):
+            raise ValueError(f"{run_dir}: {rel} is not the file the run wrote ({size} bytes, sha256 {sha256[:16]}…; "
+                             f"{MANIFEST} lists {want['size']} bytes, sha256 {want['sha256'][:16]}…): changed or "
+                             "replaced since (e.g. another run's shard copied over it); re-run that audit, or leave "
+                             "it out")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -626,6 +757,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
         _copy_reused_rows(runs, out, [*tables,
                                       *(f"sessions/{m}/" for m in metrics)], merged)
+        seal_manifest(out)  # every file a roll-up of this roll-up reads is in place: its size and hash
         elapsed = time.time() - started
         doc = read_results(out)
         from fair_forge_beam.options import OPTIONS

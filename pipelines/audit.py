@@ -132,7 +132,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
     from fair_forge_beam.io.read import NoRecords, ReadInteractions, unmatched_patterns
     from fair_forge_beam.io.session_stats import WriteSessionStats
-    from fair_forge_beam.rollup import audit_manifest, input_fingerprints
+    from fair_forge_beam.rollup import audit_manifest, input_fingerprints, seal_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
     from fair_forge_beam.engine import apply_metrics
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
@@ -273,7 +273,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
         stage = new_stage_path(out)  # the job writes here and publishes it as --output itself, as its last step
         with run_pipeline(options) as p:
-            publish_after(build(p, stage), stage, out)
+            # its publishing step first seals the manifest (every file a roll-up reads, hashed)
+            publish_after(build(p, stage), stage, out, prepare=seal_manifest)
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s and "
                  "publishes them as %s when it succeeds", stage, out)
         return {}
@@ -305,6 +306,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     with progress, run_pipeline(options) as p:
         _watch_run(p, progress)  # a runner whose run() returns while the job runs: its counters are polled too
         build(p, stage)
+    from fair_forge_beam.rollup import seal_manifest
+
+    seal_manifest(stage)  # the size and hash of every file a roll-up reads (issue 28), once all are written
     elapsed = time.time() - started
     info = {"runner": str(runner), "started_at": started_at, "seconds": round(elapsed, 3), "argv": list(argv),
             "options": {d: getattr(args, d, None) for d in OPTIONS}, "beam_args": list(beam_args)}

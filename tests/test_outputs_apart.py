@@ -178,6 +178,14 @@ def test_a_stage_is_never_a_run_and_an_incomplete_run_is_named(runs, monkeypatch
     ({"stats_schema_version": float(STATS_SCHEMA_VERSION)}, "schema version"),
     ({"stats_schema_version": True}, "schema version"),
     ({"stats_schema_version": None}, "schema version"),
+    # issue 28: the files a roll-up reads, each with its size and sha256 (hash28)
+    ({"run_id": "r1", "audit_runs": ["r1"]}, "incomplete \\(no files\\)"),
+    ({"run_id": "r1", "audit_runs": ["r1"], "files": ["stats/x"]}, "invalid \\(files is list, not an object\\)"),
+    ({"run_id": "r1", "audit_runs": ["r1"], "files": {"stats/x": {"size": "1", "sha256": "0" * 64}}},
+     'files\\["stats/x"\\] is not \\{size, sha256\\}'),
+    ({"run_id": "r1", "audit_runs": ["r1"], "files": {"stats/x": {"size": 1, "sha256": "0" * 63}}}, "is not \\{size"),
+    ({"run_id": "r1", "audit_runs": ["r1"], "files": {"stats/x": {"size": 1, "sha256": "0" * 64}}},
+     "stats/x is missing \\(stats/manifest.json lists it, 1 bytes\\)"),
 ])
 def test_a_malformed_manifest_field_is_refused_never_read_as_absent(tmp_path, fields, says):
     """A manifest field of the wrong shape is an invalid run (a usage error naming it), never read as

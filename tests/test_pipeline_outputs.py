@@ -78,6 +78,12 @@ def test_template_graph_alone_writes_the_same_outputs(local_run, tmp_path, monke
     # published after the stored statistics' sinks too (their manifest names the output folder: not compared whole)
     manifest = [json.loads((o / "stats" / "manifest.json").read_text(encoding="utf-8")) for o in (out, ref_out)]
     assert manifest[0]["stored"] == manifest[1]["stored"] == {"humanity": "stats/sessions/", "toxicity": "stats/sessions/"}
+    # and its publishing step sealed the manifest (issue 28): every file a roll-up reads, with its size and hash
+    from fair_forge_beam.rollup import check_sealed
+
+    folders = [{f.rsplit("/", 1)[0] for f in m["files"]} for m in manifest]
+    assert folders[0] == folders[1] and "stats/sessions" in folders[0] and "results.parquet" in folders[0]
+    check_sealed(str(out), manifest[0])
 
 
 @pytest.mark.slow

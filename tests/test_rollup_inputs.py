@@ -176,3 +176,155 @@ def test_nights_whose_metrics_differ_only_in_order_roll_up_as_one_audit(tmp_path
                 "--output", str(tmp_path / "union")])
     _rollup(tmp_path / "week", [tmp_path / "n1", tmp_path / "n2"])
     assert (tmp_path / "week" / "results.json").read_bytes() == (tmp_path / "union" / "results.json").read_bytes()
+
+
+# Issue 28 (hostile trial): a shard of another run copied into a run's folder under Beam's exact
+# shard name was rolled up (inconsistent results), and so were a shard edited in place, a run with
+# a shard deleted and a roll-up with an extra copy named as one of its own. Each run's
+# stats/manifest.json now lists the size and sha256 of every file a roll-up reads (``files``); the
+# data files carry nothing of their run (fix28c's run ids in the Parquet metadata were reverted:
+# two runs of one input wrote different files).
+BROKEN = '{"session_id": "broken", "assistant_id": "bot", "language": "english"}\n'  # a dead letter: no conversation
+SEALED = [("stats/sessions", "parquet"), ("stats/slices", "parquet"), ("sessions/humanity", "parquet"),
+          ("sessions/toxicity", "parquet"), ("results.parquet", "parquet"), ("dead_letter", "jsonl")]
+
+
+@pytest.fixture(scope="module")
+def sealed_runs(tmp_path_factory):
+    """Audits made once: ``a`` (night a and a record without conversation: one dead letter), ``b``
+    and ``b-again`` (night b twice, the same settings), ``b-same-input`` (night b, Humanity alone,
+    Bayesian) and ``w``, the roll-up of ``a`` and ``b``."""
+    base = tmp_path_factory.mktemp("sealed")
+    night_a = _night(base, "night-a", slice(0, 8))
+    night_a.write_text(night_a.read_text(encoding="utf-8") + BROKEN, encoding="utf-8")
+    night_b = _night(base, "night-b", slice(8, 16))
+    audit.run([*COMMON, "--input", str(night_a), "--output", str(base / "a")])
+    for name in ("b", "b-again"):
+        audit.run([*COMMON, "--input", str(night_b), "--output", str(base / name)])
+    same = [x for x in COMMON if x not in ("--metrics", "humanity,toxicity", "--mode", "frequentist")]
+    audit.run([*same, "--metrics", "humanity", "--mode", "bayesian", "--input", str(night_b),
+               "--output", str(base / "b-same-input")])
+    _rollup(base / "w", [base / "a", base / "b"])
+    return base
+
+
+def _refused(tmp_path, runs: list, capsys) -> str:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "out", runs)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert not (tmp_path / "out").exists()
+    return err[0]
+
+
+def _manifest(run: Path) -> dict:
+    return json.loads((run / "stats" / "manifest.json").read_text(encoding="utf-8"))
+
+
+# the same input: every folder but sessions/toxicity/ (Humanity alone wrote none) and dead_letter/ (the
+# same rejected records: the same bytes, so a copy changes nothing)
+@pytest.mark.parametrize("folder,ext,source", [*[(f, e, "other input") for f, e in SEALED],
+                                               *[(f, e, "same input") for f, e in SEALED[:3] + SEALED[4:5]]])
+def test_another_runs_shard_copied_under_the_exact_name_is_refused(sealed_runs, tmp_path, capsys, folder, ext, source):
+    name = f"part-00000-of-00001.{ext}"
+    src = sealed_runs / ("a" if source == "other input" else "b-same-input") / folder / name
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    assert src.read_bytes() != (b / folder / name).read_bytes()  # a copy that changes the run's data
+    shutil.copy(src, b / folder / name)
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{b}: {folder}/{name} is not the file the run wrote" in err and "sha256" in err, err
+
+
+@pytest.mark.parametrize("folder,ext", SEALED)
+def test_a_shard_edited_in_place_by_one_byte_is_refused(sealed_runs, tmp_path, capsys, folder, ext):
+    """One byte the readers do not check: Parquet's ``created_by`` text in the footer, a character
+    of a dead letter's reason."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    shard = a / folder / f"part-00000-of-00001.{ext}"
+    data = bytearray(shard.read_bytes())
+    at = data.find(b"parquet-cpp-arrow") + len("parquet-") if ext == "parquet" else data.find(b"not a session")
+    assert at > 10, shard
+    data[at] = ord("C") if data[at] != ord("C") else ord("c")
+    shard.write_bytes(bytes(data))
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{a}: {folder}/{shard.name} is not the file the run wrote" in err, err
+
+
+@pytest.mark.parametrize("folder", ["sessions/humanity", "sessions/toxicity", "results.parquet", "dead_letter",
+                                    "stats/sessions"])
+def test_a_deleted_shard_is_refused(sealed_runs, tmp_path, capsys, folder):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    (shard,) = (a / folder).glob("part-*")
+    shard.unlink()
+    err = _refused(tmp_path, [a, b], capsys)
+    if folder == "stats/sessions":  # found before, by the shard check (a required table): that message stays
+        assert f"{a}: stats/sessions/ holds 0 shard(s)" in err, err
+    else:
+        assert f"{a}: {folder}/{shard.name} is missing (stats/manifest.json lists it" in err, err
+
+
+@pytest.mark.parametrize("extra", ["stats/sessions/part-r001-r000-00000-of-00001.parquet",
+                                   "results.parquet/part-r000-r000-00000-of-00001.parquet",
+                                   "dead_letter/part-r001-r000-00000-of-00001.jsonl",
+                                   "stats/sessions1/part-00000-of-00001.parquet"])
+def test_an_extra_file_the_run_did_not_write_is_refused(sealed_runs, tmp_path, capsys, extra):
+    """A roll-up of two runs holds copies ``part-rRRR-…`` with R below 2, and a roll-up of roll-ups
+    ``part-rRRR-rQQQ-…``: an extra copy under such a name (another run's shard) passed every name
+    check and was read as more data; a table the manifest does not name is not the run's either."""
+    w = tmp_path / "w"
+    shutil.copytree(sealed_runs / "w", w)
+    ext = extra.rsplit(".", 1)[1]
+    src = sealed_runs / "b-again" / ("dead_letter" if ext == "jsonl" else "results.parquet") / f"part-00000-of-00001.{ext}"
+    if extra.startswith("stats/"):
+        src = sealed_runs / "b-again" / "stats" / "sessions" / "part-00000-of-00001.parquet"
+    (w / extra).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, w / extra)
+    err = _refused(tmp_path, [w], capsys)
+    assert f"{w}: {extra} is not a file the run wrote (stats/manifest.json does not list it)" in err, err
+
+
+def test_two_audits_of_one_input_write_the_same_data_files_and_list_each_with_its_hash(sealed_runs, tmp_path):
+    """No data file carries its run (the run id is in the manifest and ``_SUCCESS`` only): the two
+    audits of night b list the same files, each file the same bytes or — where the runner wrote
+    the records of a shard in another order (PCollections are unordered: docs/data.md) — the same
+    schema, key-value metadata and records; each listed size and sha256 is the file's."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    runs = [sealed_runs / "b", sealed_runs / "b-again"]
+    manifests = [_manifest(r) for r in runs]
+    assert sorted(manifests[0]["files"]) == sorted(manifests[1]["files"])
+    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED}
+    for run, m in zip(runs, manifests):
+        on_disk = sorted(str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir())
+        assert sorted(m["files"]) == on_disk
+        for rel, entry in m["files"].items():
+            data = (run / rel).read_bytes()
+            assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, rel
+            run_id = m["run_id"].encode()
+            assert run_id not in data, rel  # nor in a Parquet key-value: those are in the bytes
+    for rel in manifests[0]["files"]:
+        first, second = ((r / rel) for r in runs)
+        if first.read_bytes() == second.read_bytes():
+            assert manifests[0]["files"][rel] == manifests[1]["files"][rel]
+            continue
+        if rel.endswith(".parquet"):
+            t1, t2 = pq.read_table(first), pq.read_table(second)
+            assert t1.schema.equals(t2.schema, check_metadata=True), rel
+            assert sorted(map(_row_text, t1.to_pylist())) == sorted(map(_row_text, t2.to_pylist())), rel
+        else:
+            assert sorted(first.read_text().splitlines()) == sorted(second.read_text().splitlines()), rel
+    week = _rollup(tmp_path / "week", [sealed_runs / "a", sealed_runs / "b-again"])  # a sealed run rolls up
+    assert week["summary"]["interactions_read"] > 0
+
+
+def _row_text(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, default=str)

@@ -85,11 +85,18 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
     assert set(after) == set(before)
     for name in sorted(set(before) - {"_SUCCESS", "run_info.json", "stats/manifest.json"}):  # a new run: the same rows
         assert _rows(out / name, after[name]) == _rows(out / name, before[name]), name
-    # the stored statistics' manifest names its run (the id _SUCCESS holds): all else is the same
+    # the stored statistics' manifest names its run (the id _SUCCESS holds) and hashes the files it
+    # wrote (issue 28: a shard whose rows came in another order has another hash): all else is the same
+    import hashlib
+
     manifests = [json.loads(t["stats/manifest.json"]) for t in (before, after)]
     for t, m in zip((before, after), manifests):
         run_id = m.pop("run_id")
         assert run_id == json.loads(t["_SUCCESS"])["run"] and m.pop("audit_runs") == [run_id]
+        files = m.pop("files")
+        assert files == {name: {"size": len(t[name]), "sha256": hashlib.sha256(t[name]).hexdigest()} for name in t
+                         if name.split("/")[0] in ("stats", "sessions", "results.parquet", "dead_letter")
+                         and name != "stats/manifest.json"}
     assert manifests[0] == manifests[1]
 
 

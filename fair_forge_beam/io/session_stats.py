@@ -10,8 +10,10 @@ log again (DESIGN §10, docs/scheduled.md). Layout under ``--output``::
     stats/manifest.json             what the run was: schema version, product version,
                                     results.json's config, every option that builds the metrics,
                                     the metrics' static fields, which metrics stored their
-                                    statistics (or why not), the run's additive counts, and
-                                    the files it read (``input_files``: path, size, mtime)
+                                    statistics (or why not), the run's additive counts, the
+                                    files it read (``input_files``: path, size, mtime), and the
+                                    files it wrote that a roll-up reads (``files``: size and
+                                    sha256 of each, :func:`seal_manifest`)
 
 (A second engine group — metrics of other slice dimensions — writes ``sessions1/`` and
 ``slices1/``, and so on.)
@@ -53,6 +55,15 @@ No column holds JSON text: a warehouse (DuckDB, BigQuery, Spark) reads
 ``humanity__session.entropy`` directly. Floats are float64 and integers int64, stored exactly, so
 merging stored accumulators gives the same bits as accumulating the interactions in one run.
 
+The manifest's ``files``: ``{path relative to the output folder: {"size": bytes, "sha256": hex}}``
+of every file under :data:`SEALED_FOLDERS` (``stats/`` but the manifest itself, ``sessions/``,
+``results.parquet/``, ``dead_letter/``), written once the run's files are in place
+(:func:`~fair_forge_beam.rollup.seal_manifest`: by the launcher after the pipeline, or by a Flex Template job's publishing
+step). A roll-up refuses a run with a file there that the manifest does not list, a listed file
+missing, or a file of another size or hash (:func:`~fair_forge_beam.rollup.check_sealed`): another run's shard copied in
+under Beam's exact shard name, a shard edited in place or deleted. The data files themselves carry
+nothing of their run, so two runs of the same input write the same bytes.
+
 The manifest's ``counts``: ``interactions_read``, ``dead_letters`` (``[stage, reason kind,
 count]``) and ``quality`` (``{kind: count}``) — the run's own, without the session stages'
 warnings (the reader's and the engine's), which a roll-up recomputes over the merged sessions.
@@ -71,19 +82,28 @@ __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
-    "slices_schema", "slice_accumulator_columns", "read_slice_accumulators",
+    "slices_schema", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 5
+STATS_SCHEMA_VERSION = 6
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
+# 6: the manifest lists the size and sha256 of every file a roll-up reads (``files``, issue 28)
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
 SLICES_TABLE = "slices"
+#: the run's manifest, relative to its output folder
+MANIFEST = f"{STATS_DIR}/manifest.json"
+#: the folders of an output folder whose every file the manifest lists (``files``): all a roll-up
+#: reads of a run besides the manifest itself (and ``run_info.json``'s recorded options, which
+#: hold the run's times: not data, and not the same for two runs of one input)
+SEALED_FOLDERS = (f"{STATS_DIR}/", "sessions/", "results.parquet/", "dead_letter/")
+#: bytes read at once when a file is hashed (:func:`fair_forge_beam.rollup.file_digest`): the memory it needs, whatever the file's size
+HASH_PIECE = 1 << 20
 #: the Parquet key-value metadata key holding :data:`STATS_SCHEMA_VERSION`
 SCHEMA_VERSION_KEY = b"fair_forge_beam.stats_schema_version"
 #: the name of the reader's slot (:class:`~fair_forge_beam.engine.SessionLayout` extras)
@@ -423,3 +443,4 @@ def check_schema_version(found: Any, where: str) -> None:
         raise StatsSchemaMismatch(
             f"{where}: stored statistics of schema version {found}, but this fair_forge_beam reads version "
             f"{STATS_SCHEMA_VERSION}: roll up runs made by the same version (or re-run the audits)")
+

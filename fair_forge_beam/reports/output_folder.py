@@ -38,7 +38,7 @@ import os
 import shutil
 import time
 import uuid
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 
@@ -405,11 +405,14 @@ def new_stage_path(out: str) -> str:
     return f"{target}{_STAGE}{_stage_id()}"
 
 
-def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS) -> None:
+def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS,
+                  prepare: Optional[Callable[[str], Any]] = None) -> None:
     """Make the complete folder ``stage`` the content of ``out`` (see the module docstring).
 
     ``owned``: the names the command writes (files, folders ending in ``/``); a user's other files in
-    ``out`` are kept (hard-linked into the new folder, or left in place). Idempotent: a call repeated
+    ``out`` are kept (hard-linked into the new folder, or left in place). ``prepare``: called with
+    ``stage`` before it is published (not when it was published already), e.g. to seal the stored
+    statistics' manifest (:func:`fair_forge_beam.rollup.seal_manifest`). Idempotent: a call repeated
     after a crash (a retried pipeline step) finishes the same publication.
 
     Raises:
@@ -425,6 +428,8 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS) ->
         _remove_tree(stage)
         return
     _remove_temporaries(stage)
+    if prepare is not None:
+        prepare(stage)
     if _is_local(target) and os.path.dirname(stage) == os.path.dirname(target) and not _stage_inside(target):
         _swap(stage, target, run_id, tuple(owned))
     else:
@@ -518,17 +523,18 @@ def _copy_publish(stage: str, target: str, run_id: str, owned: tuple) -> None:
     _remove_tree(stage)
 
 
-def _publish_when_written(_, stage: str, out: str, *written) -> str:
-    publish_stage(stage, out)
+def _publish_when_written(_, stage: str, out: str, prepare, *written) -> str:
+    publish_stage(stage, out, prepare=prepare)
     return out
 
 
-def publish_after(written: list, stage: str, out: str):
+def publish_after(written: list, stage: str, out: str, prepare: Optional[Callable[[str], Any]] = None):
     """Add to the pipeline of ``written`` (the sinks' results, e.g. what
     :func:`~fair_forge_beam.reports.results.write_outputs` returns) one step that publishes ``stage``
     as ``out`` (:func:`publish_stage`), run once, after every sink has finished (it takes them as side
     inputs): how a job with no launcher after it (a Flex Template launch) never destroys the last good
     run. :func:`publish_stage` is idempotent, so a retried step finishes the same publication.
+    ``prepare``: :func:`publish_stage`'s (a module-level function: the step is pickled).
 
     Returns:
         The step's output (``out``, once published).
@@ -539,7 +545,7 @@ def publish_after(written: list, stage: str, out: str):
     return (
         pipeline
         | "PublishOnce" >> beam.Create([None])
-        | "Publish" >> beam.Map(_publish_when_written, stage, out, *[beam.pvalue.AsList(w) for w in written])
+        | "Publish" >> beam.Map(_publish_when_written, stage, out, prepare, *[beam.pvalue.AsList(w) for w in written])
     )
 
 
