@@ -823,7 +823,7 @@ def _read_parquet(path: str, columns=None):
 
     try:
         with FileSystems.open(path) as f:
-            return pq.read_table(f, columns=columns)
+            return pq.read_table(f, columns=columns, use_threads=False)  # CPU: one thread per file
     except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
         raise ValueError(f"{path} cannot be read as Parquet ({_one_line(exc)}): a truncated or damaged shard; "
                          "re-run that audit, or leave it out") from None
@@ -951,7 +951,7 @@ class _ReadStoredRows(beam.DoFn):
 
         j, path, g = item
         with FileSystems.open(path) as f:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS):
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS, use_threads=False):
                 if self.merged is None:
                     yield from self._merged_rows(j, batch)
                     continue
@@ -1284,7 +1284,7 @@ def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dic
                     stored = pq.ParquetFile(f)
                     if READER not in stored.schema_arrow.names:
                         continue
-                    t = stored.read(columns=["session_id", "assistant_id", READER])
+                    t = stored.read(columns=["session_id", "assistant_id", READER], use_threads=False)
                 if merged is not None:
                     t = t.filter(pc.invert(_reused_mask(t, merged)))
                 for sid, aid, plain in zip(*(from_arrow_array(c.combine_chunks()) for c in t.columns)):

@@ -391,6 +391,56 @@ def test_bootstrap_mean_combine_any_merge_order(items, max_units, data):
     assert got.n_items == sum(x[3] for x in items)
 
 
+def _bs_reference(items, max_units: int, pooled: bool) -> dict:
+    """The sums a :class:`BootstrapStats` of ``items`` holds, computed apart (plain dicts): per unit
+    key, or per bucket when ``pooled``."""
+    ref: dict = {}
+    for unit, w, vals, n in items:
+        key = C.bucket_of(unit, max_units) if pooled and max_units > 1 else (0 if pooled else unit)
+        entry = [n, to_exact(w)] + [to_exact(float(w) * float(v)) for v in vals]
+        cur = ref.setdefault(key, [0] * len(entry))
+        for i, v in enumerate(entry):
+            cur[i] += v
+    return ref
+
+
+@given(items=st.lists(_unit_item, max_size=30), max_units=st.sampled_from([1, 2, 3, 100]), data=st.data())
+def test_bootstrap_pooled_arrays_hold_the_exact_sums(items, max_units, data):
+    """Pooled :class:`BootstrapStats` keep their bucket sums in one numpy object array (merge and
+    subtract element-wise): whatever the merge order, whether a part is subtracted again, and
+    through pickle, the stored form (``to_stored`` → ``from_plain`` and → ``from_arrow``, a sliced
+    column too), the sums are exactly the per-bucket sums of the inputs, Python integers."""
+    import pyarrow as pa
+
+    fn = C.BootstrapMeanCombineFn(n_values=2, max_units=max_units)
+    parts = _partitions(data, items)
+    accs = [_accumulate(fn, part) for part in parts]
+    got = _merge_randomly(fn, data, accs) if accs else fn.create_accumulator()
+    pooled = len({x[0] for x in items}) > max_units
+    assert got.bucketed == pooled
+    assert got.units == _bs_reference(items, max_units, pooled)
+    assert got.n_items == sum(x[3] for x in items) and got.n_units == len(items)
+    k = data.draw(st.integers(0, len(parts) - 1), label="part subtracted")
+    part = _accumulate(fn, parts[k])
+    if part.bucketed <= got.bucketed:  # a part pooled where the whole is not cannot be subtracted
+        left = fn.subtract(got, part)
+        rest = [x for i, p in enumerate(parts) if i != k for x in p]
+        assert left.units == {key: e for key, e in _bs_reference(rest, max_units, got.bucketed).items() if any(e)}
+        assert left.n_units == len(rest)
+        assert got.units == _bs_reference(items, max_units, pooled)  # subtract works on a copy
+    stored = [fn.to_stored(got), None, fn.to_stored(part)]
+    column = pa.array(stored, type=fn.stored_type())
+    for back, want in ((fn.from_plain(stored[0]), got), (fn.from_arrow(column)[0], got),
+                       (fn.from_arrow(column.slice(1))[1], part), (pickle.loads(pickle.dumps(got)), got)):
+        assert _bs_state(back) == _bs_state(want)
+        if back.bucketed:
+            assert all(type(v) is int for v in back.sums.ravel())
+            assert back.present.tolist() == [b in back.units for b in range(max_units)]
+    assert fn.from_arrow(column)[1] is None
+    mode = BayesianMode(mc_samples=200)
+    assert C.estimate_bootstrap_means(fn.from_arrow(column)[0], mode) == C.estimate_bootstrap_means(got, mode)
+
+
 # =============================================================================== pipelines
 def test_combine_fns_in_pipeline_match_direct(test_pipeline):
     """Combiner lifting + accumulator coders on FnApiRunner give the same exact state."""

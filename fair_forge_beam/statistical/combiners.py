@@ -847,34 +847,63 @@ class BootstrapStats:
     a Bayesian bootstrap over ``max_units`` random groups of units (few collisions while units
     are fewer than buckets), whose interval converges to the unit-level one — O(1) cost per
     unit, O(B · max_units) per estimate, the rows shared by all slices.
+
+    Once pooled, the bucket sums are held as one numpy object array of Python integers,
+    ``sums[bucket] = [n_items, W, WV_1, ..., WV_m]`` (shape ``(max_units, m + 2)``), and a boolean
+    array ``present`` of the buckets that hold an entry: a merge or a subtraction of two pooled
+    statistics is one element-wise integer addition (exact, as the dict's), not a loop over
+    buckets. ``units`` gives the pooled state as the same dict (bucket → sums) for reading.
     """
 
-    __slots__ = ("m", "max_units", "bucketed", "units", "n_units")
+    __slots__ = ("m", "max_units", "bucketed", "_units", "n_units", "sums", "present")
 
     def __init__(self, m: int, max_units: int):
         self.m, self.max_units = m, max_units
         self.bucketed = False
-        self.units: dict = {}
+        self._units: dict = {}
         self.n_units = 0
+        self.sums = self.present = None
+
+    @property
+    def units(self) -> dict:
+        """Unit key (or, pooled, bucket index) → ``[n_items, W, WV_1, ..., WV_m]``, sorted by key
+        when pooled. Pooled, a new dict of new lists (changing it changes nothing)."""
+        if not self.bucketed:
+            return self._units
+        rows = np.flatnonzero(self.present)
+        return dict(zip(rows.tolist(), self.sums[rows].tolist()))
 
     def _bucket(self, unit: str) -> int:
         return 0 if self.max_units == 1 else bucket_of(unit, self.max_units)
 
     def _add_entry(self, key, entry, source_bucketed: bool):
-        if self.bucketed and not source_bucketed:
-            key = self._bucket(key)
-        cur = self.units.get(key)
+        if self.bucketed:
+            b = key if source_bucketed else self._bucket(key)
+            row = self.sums[b]
+            if self.present[b]:
+                for i, v in enumerate(entry):
+                    row[i] += v
+            else:
+                row[:] = list(entry)
+                self.present[b] = True
+            return
+        cur = self._units.get(key)
         if cur is None:
-            self.units[key] = list(entry)
+            self._units[key] = list(entry)
         else:
             for i, v in enumerate(entry):
                 cur[i] += v
-        if not self.bucketed and len(self.units) > self.max_units:
+        if len(self._units) > self.max_units:
             self._to_buckets()
 
+    def _empty_buckets(self):
+        self.sums = np.zeros((self.max_units, self.m + 2), dtype=object)  # Python int 0 in every cell
+        self.present = np.zeros(self.max_units, dtype=bool)
+
     def _to_buckets(self):
-        old = self.units
-        self.units, self.bucketed = {}, True
+        old = self._units
+        self._units, self.bucketed = {}, True
+        self._empty_buckets()
         for k, e in old.items():
             self._add_entry(k, e, source_bucketed=False)
 
@@ -891,14 +920,12 @@ class BootstrapStats:
     def merge(self, other: "BootstrapStats") -> "BootstrapStats":
         if other.bucketed and not self.bucketed:
             self._to_buckets()
-        if self.bucketed and other.bucketed:  # bucket by bucket (the same sums _add_entry makes, without its checks)
-            units = self.units
-            for k, e in other.units.items():
-                cur = units.get(k)
-                units[k] = list(e) if cur is None else [a + b for a, b in zip(cur, e)]
+        if self.bucketed and other.bucketed:  # every bucket at once: exact integer sums, element-wise
+            np.add(self.sums, other.sums, out=self.sums)
+            np.logical_or(self.present, other.present, out=self.present)
         else:
-            for k, e in other.units.items():
-                self._add_entry(k, e, source_bucketed=other.bucketed)
+            for k, e in other._units.items():
+                self._add_entry(k, e, source_bucketed=False)
         self.n_units += other.n_units
         return self
 
@@ -917,25 +944,50 @@ class BootstrapStats:
                 ``self`` lacks (not a part of it)."""
         if other.bucketed and not self.bucketed:
             raise ValueError("subtract: the part pools its units into buckets and the whole does not")
-        for k, e in other.units.items():
-            key = self._bucket(k) if self.bucketed and not other.bucketed else k
-            cur = self.units.get(key)
-            if cur is None:
-                raise ValueError(f"subtract: unit {key!r} of the part is not in the whole")
-            left = [a - b for a, b in zip(cur, e)]
-            if any(left):
-                self.units[key] = left
-            else:
-                del self.units[key]
+        if other.bucketed:  # both pooled: every bucket at once
+            missing = np.flatnonzero(other.present & ~self.present)
+            if missing.size:
+                raise ValueError(f"subtract: unit {int(missing[0])!r} of the part is not in the whole")
+            np.subtract(self.sums, other.sums, out=self.sums)
+            touched = np.flatnonzero(other.present)
+            self.present[touched] = (self.sums[touched] != 0).any(axis=1)
+        else:
+            for k, e in other._units.items():
+                if self.bucketed:
+                    key = self._bucket(k)
+                    if not self.present[key]:
+                        raise ValueError(f"subtract: unit {key!r} of the part is not in the whole")
+                    row = self.sums[key]
+                    for i, v in enumerate(e):
+                        row[i] -= v
+                    self.present[key] = any(row)
+                    continue
+                cur = self._units.get(k)
+                if cur is None:
+                    raise ValueError(f"subtract: unit {k!r} of the part is not in the whole")
+                left = [a - b for a, b in zip(cur, e)]
+                if any(left):
+                    self._units[k] = left
+                else:
+                    del self._units[k]
         self.n_units -= other.n_units
         return self
 
+    def copy(self) -> "BootstrapStats":
+        """An independent copy (its sums can be changed without changing ``self``'s)."""
+        if self.bucketed:
+            return _rebuild_bs(self.m, self.max_units, True, (self.sums.copy(), self.present.copy()), self.n_units)
+        return _rebuild_bs(self.m, self.max_units, False, {k: list(e) for k, e in self._units.items()}, self.n_units)
+
     @property
     def n_items(self) -> int:
-        return sum(e[0] for e in self.units.values())
+        if self.bucketed:
+            return sum(self.sums[:, 0].tolist())  # an absent bucket's row is zeros
+        return sum(e[0] for e in self._units.values())
 
     def __reduce__(self):
-        return (_rebuild_bs, (self.m, self.max_units, self.bucketed, self.units, self.n_units))
+        state = (self.sums, self.present) if self.bucketed else self._units
+        return (_rebuild_bs, (self.m, self.max_units, self.bucketed, state, self.n_units))
 
 
 #: slices with at most this many units get per-unit bootstrap weights (no bucket pooling)
@@ -949,8 +1001,19 @@ def bucket_of(unit: str, buckets: int) -> int:
 
 
 def _rebuild_bs(m, max_units, bucketed, units, n_units):
+    """A :class:`BootstrapStats` from its state: ``units`` the dict of unit sums, or pooled
+    (``bucketed``) either the pair ``(sums, present)`` of arrays or a dict bucket → sums."""
     s = BootstrapStats(m, max_units)
-    s.bucketed, s.units, s.n_units = bucketed, units, n_units
+    s.bucketed, s.n_units = bucketed, n_units
+    if not bucketed:
+        s._units = units
+    elif isinstance(units, dict):
+        s._empty_buckets()
+        for b, e in units.items():
+            s.sums[b] = list(e)
+            s.present[b] = True
+    else:
+        s.sums, s.present = units
     return s
 
 
@@ -998,8 +1061,12 @@ class BootstrapMeanCombineFn(StoredAccumulator, beam.CombineFn):
     def to_stored(self, acc: BootstrapStats):
         from fair_forge_beam.statistical.exact import exact_to_bytes
 
-        units = [(None if acc.bucketed else k, k if acc.bucketed else None, int(e[0]), [exact_to_bytes(v) for v in e[1:]])
-                 for k, e in sorted(acc.units.items())]
+        if acc.bucketed:  # the buckets in order, from the arrays
+            rows = np.flatnonzero(acc.present)
+            units = [(None, b, int(e[0]), [exact_to_bytes(v) for v in e[1:]])
+                     for b, e in zip(rows.tolist(), acc.sums[rows].tolist())]
+        else:
+            units = [(k, None, int(e[0]), [exact_to_bytes(v) for v in e[1:]]) for k, e in sorted(acc.units.items())]
         return (bool(acc.bucketed), int(acc.n_units), units)
 
     def from_plain(self, value) -> BootstrapStats:
@@ -1008,12 +1075,66 @@ class BootstrapMeanCombineFn(StoredAccumulator, beam.CombineFn):
         bucketed, n_units, units = value
         st = BootstrapStats(self.n_values, self.max_units)
         st.bucketed, st.n_units = bool(bucketed), int(n_units)
-        st.units = {(b if bucketed else u): [int(n), *(exact_from_bytes(x) for x in sums)] for u, b, n, sums in units}
+        if not bucketed:
+            st._units = {u: [int(n), *(exact_from_bytes(x) for x in sums)] for u, b, n, sums in units}
+            return st
+        st._empty_buckets()
+        if units:
+            rows = [b for _, b, _, _ in units]
+            st.sums[rows] = [[int(n), *(exact_from_bytes(x) for x in sums)] for _, _, n, sums in units]
+            st.present[rows] = True
         return st
 
+    def from_arrow(self, array) -> list:
+        """A whole stored column → one :class:`BootstrapStats` per row (``None`` for a null), read
+        column by column: every stored sum decoded in one pass, each pooled row's buckets filled in
+        one array assignment (what :meth:`from_plain` builds, without a tuple per entry)."""
+        if len(array) == 0:
+            return []
+        valid = array.is_valid().to_pylist()
+        bucketed = array.field("bucketed").to_pylist()
+        n_units = array.field("n_units").to_pylist()
+        units = array.field("units")
+        starts = units.offsets.to_pylist()  # into units.values (which ignores the slice's offset)
+        entries = units.values
+        width = self.n_values + 2
+        sums = entries.field("sums")
+        s_off = sums.offsets.to_numpy()
+        n_entries = len(entries)
+        if n_entries and not (np.diff(s_off) == width - 1).all():  # not m + 1 sums per entry: read as plain values
+            return super().from_arrow(array)
+        full = np.empty((n_entries, width), dtype=object)
+        if n_entries:
+            s_vals = sums.values.slice(int(s_off[0]), int(s_off[-1] - s_off[0])).to_pylist()
+            full[:, 1:] = np.array([int.from_bytes(x, "big", signed=True) for x in s_vals],
+                                   dtype=object).reshape(n_entries, width - 1)
+            full[:, 0] = entries.field("n_items").to_pylist()
+        unit_keys = bucket_keys = None
+        out = []
+        for i, ok in enumerate(valid):
+            if not ok:
+                out.append(None)
+                continue
+            a, b = starts[i], starts[i + 1]
+            st = BootstrapStats(self.n_values, self.max_units)
+            st.bucketed, st.n_units = bool(bucketed[i]), int(n_units[i])
+            if st.bucketed:
+                if bucket_keys is None:
+                    bucket_keys = entries.field("bucket").to_numpy(zero_copy_only=False)
+                st._empty_buckets()
+                if b > a:
+                    rows = bucket_keys[a:b].astype(np.int64)
+                    st.sums[rows] = full[a:b]
+                    st.present[rows] = True
+            else:
+                if unit_keys is None:
+                    unit_keys = entries.field("unit").to_pylist()
+                st._units = dict(zip(unit_keys[a:b], full[a:b].tolist()))
+            out.append(st)
+        return out
+
     def subtract(self, acc: BootstrapStats, other: BootstrapStats) -> BootstrapStats:
-        return _rebuild_bs(acc.m, acc.max_units, acc.bucketed, {k: list(e) for k, e in acc.units.items()},
-                           acc.n_units).subtract(other)
+        return acc.copy().subtract(other)
 
 
 def _summaries(mode: StatisticalMode, replicates: np.ndarray, n: int) -> Estimate:
@@ -1035,29 +1156,29 @@ def estimate_bootstrap_means(
     zero total weight give ``Estimate(mean=None)``; a single unit gives its own mean with a
     degenerate interval.
     """
-    n_items = st.n_items
-    W_total = sum(e[1] for e in st.units.values())
-    if not st.units or W_total == 0:
+    n_items, units = st.n_items, st.units
+    W_total = sum(e[1] for e in units.values())
+    if not units or W_total == 0:
         return [Estimate(mean=None, n=n_items) for _ in range(st.m)]
     if not mode.is_bayesian:
         return [
-            Estimate(mean=exact_ratio(sum(e[2 + j] for e in st.units.values()), W_total), n=n_items)
+            Estimate(mean=exact_ratio(sum(e[2 + j] for e in units.values()), W_total), n=n_items)
             for j in range(st.m)
         ]
-    if len(st.units) == 1:  # one unit: every replicate is its own mean
-        (e,) = st.units.values()
+    if len(units) == 1:  # one unit: every replicate is its own mean
+        (e,) = units.values()
         vals = [exact_ratio(e[2 + j], e[1]) for j in range(st.m)]
         return [Estimate(mean=v, ci_low=v, ci_high=v, n=n_items) for v in vals]
     B = mode.replicate_count
-    if not st.bucketed and len(st.units) <= EXACT_UNITS:
+    if not st.bucketed and len(units) <= EXACT_UNITS:
         # few units: each gets its own keyed weights (exactly Rubin's unit-level bootstrap; no
         # hash collision can merge two of a handful of sessions)
-        keys = sorted(st.units)
+        keys = sorted(units)
         unit_rows = shared_row_cache(mode.seed, namespace + "|unit", B, max_rows=4 * EXACT_UNITS)
-        return _ratio_replicates(mode, unit_rows.rows(keys), [st.units[k] for k in keys], st.m, n_items)
+        return _ratio_replicates(mode, unit_rows.rows(keys), [units[k] for k in keys], st.m, n_items)
     # exact per-bucket sums (identical for the unit and the bucket representation)
     buckets: dict[int, list[int]] = {}
-    for key, e in st.units.items():
+    for key, e in units.items():
         b = key if st.bucketed else bucket_of(key, st.max_units)
         cur = buckets.get(b)
         if cur is None:
