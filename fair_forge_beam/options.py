@@ -324,9 +324,13 @@ class OneLineErrorParser(argparse.ArgumentParser):
     required option, a bad value), :meth:`parse_known_args` refuses every ``--flag`` that neither
     this parser nor ``passes_on`` knows (:func:`unrecognised_message`), so a typo is named first on
     every command; :meth:`parse_args` refuses what is left over in the same words
-    (argparse says "unrecognized arguments")."""
+    (argparse says "unrecognized arguments"). Abbreviated options are refused too unless
+    ``allow_abbrev=True`` is given (argparse's default is to take them)."""
 
     def __init__(self, *args, passes_on: Optional[Callable[[str], bool]] = None, **kwargs):
+        # no abbreviations unless asked for: "--outpu x" would silently be --output (then a missing
+        # --input named first), and an abbreviation may stop working when an option is added
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.passes_on = passes_on
 
