@@ -240,8 +240,9 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
         ConfigError: unreadable or invalid config file (the main job exits 2).
     """
     argv = normalise_template_args(parser, argv)
-    # the command's own name and one-line error ("--config" without a value), not "audit.py: error"
-    pre = OneLineErrorParser(prog=parser.prog, add_help=False, allow_abbrev=False)
+    # the command's own name and one-line error ("--config" without a value), not "audit.py: error";
+    # every other option is the command parser's to check
+    pre = OneLineErrorParser(prog=parser.prog, add_help=False, allow_abbrev=False, passes_on=lambda flag: True)
     pre.add_argument("--config")
     pre.add_argument("--input", action="append")
     known, _ = pre.parse_known_args(argv)
