@@ -38,7 +38,7 @@ def test_parser_is_the_declarations():
             continue
         from fair_forge_beam.options import strict_float, strict_int
 
-        parse = {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
+        parse = o.parse or {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
         assert a.default == o.default and (getattr(a.type, "base", a.type) or str) is parse, dest
         assert getattr(a.type, "valid", None) is o.valid, dest  # a numeric option's range is enforced by its parser
         assert list(a.choices or ()) == list(o.choices), dest
