@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 import threading
+import unicodedata
 from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
@@ -115,22 +116,85 @@ def _hex(code: int) -> str:
     return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
 
 
-#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped,
-#: and the invisible joiners of :data:`_ZERO_WIDTH`, plain or JSON-escaped
-_GAP = (r"(?:\s|\\+[nrt]|[\u200b\u200c\u200d\u2060\ufeff\u00ad]"
-        r"|\\+u(?:200[bBcCdD]|2060|[fF][eE][fF][fF]|00[aA][dD]))*")
-#: invisible characters that may join a loosely spelt secret's characters (zero-width space,
-#: non-joiner and joiner, word joiner, zero-width no-break space, soft hyphen): a text shows the
-#: key though its characters are apart (hostile-tester trial 3)
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+def _is_invisible(ch: str) -> bool:
+    """Whether ``ch`` shows as nothing between two visible characters (Unicode's default-ignorable
+    characters, derived from :mod:`unicodedata`, not listed by hand): every format character
+    (category ``Cf``: zero-width space / joiners, word joiner, U+FEFF, soft hyphen, invisible
+    operators U+2061-2064, bidirectional marks and controls, U+180E, tags U+E0001 and
+    U+E0020-E007F …), every variation selector (U+FE00-FE0F, U+E0100-E01EF, Mongolian U+180B-180F),
+    the combining grapheme joiner, the Hangul fillers, the Khmer inherent vowels and every code point
+    of plane 14's U+E0000-E0FFF, assigned or not."""
+    code = ord(ch)
+    if 0xE0000 <= code <= 0xE0FFF or unicodedata.category(ch) == "Cf":
+        return True
+    name = unicodedata.name(ch, "")
+    return ("VARIATION SELECTOR" in name or "GRAPHEME JOINER" in name or "FILLER" in name and "HANGUL" in name
+            or "VOWEL INHERENT" in name)
+
+
+#: the planes that hold default-ignorable characters (0, 1 and 14; a test checks every plane)
+_INVISIBLE_PLANES = (range(0, 0x20000), range(0xE0000, 0xE1000))
+
+
+@functools.lru_cache(maxsize=None)
+def _invisibles(planes: tuple = _INVISIBLE_PLANES) -> str:
+    """Every invisible character (:func:`_is_invisible`) of ``planes`` that is not whitespace (whitespace
+    is a gap of its own): a text shows a loosely spelt secret joined by any of them as the secret
+    (hostile-tester trials 3 and 28: U+2062, U+2063, U+180E, U+034F, U+200E, U+202C, U+FE0F, U+E0020
+    between a key's characters were written to results.parquet). Computed once, on first use."""
+    return "".join(c for r in planes for c in map(chr, r)
+                   if not 0xD800 <= ord(c) <= 0xDFFF and _is_invisible(c) and not c.isspace())
+
+
+def _class(chars: str) -> str:
+    """A regular-expression character class of ``chars``, consecutive code points as ranges."""
+    codes, parts = sorted(map(ord, chars)), []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        parts.append(f"\\U{codes[i]:08x}" + (f"-\\U{codes[j]:08x}" if j > i else ""))
+        i = j + 1
+    return "[" + "".join(parts) + "]"
+
+
+def _escaped(chars: str) -> str:
+    """Every ``\\uXXXX`` spelling (behind one or more backslashes; a UTF-16 surrogate pair beyond
+    the BMP) of ``chars``, lower-case hex: used inside ``(?i:…)``."""
+    bmp = sorted(f"{ord(c):04x}" for c in chars if ord(c) <= 0xFFFF)
+    pairs: dict = {}
+    for c in chars:
+        code = ord(c) - 0x10000
+        if code >= 0:
+            pairs.setdefault(f"{0xD800 + (code >> 10):04x}", []).append(f"{0xDC00 + (code & 0x3FF):04x}")
+    alts = ["|".join(bmp)] + [f"{hi}\\\\+u" + ("d[c-f][0-9a-f]{2}" if len(lo) == 0x400 else f"(?:{'|'.join(sorted(lo))})")
+                              for hi, lo in sorted(pairs.items())]
+    return r"\\+u(?:" + "|".join(alts) + ")"
+
+
+@functools.lru_cache(maxsize=None)
+def _gap() -> str:
+    """What may stand between two characters of a loosely spelt secret: whitespace, plain or
+    JSON-escaped, and the invisible characters of :func:`_invisibles`, plain or JSON-escaped (used
+    inside ``(?i:…)``)."""
+    return r"(?:\s|\\+[nrt]|" + _class(_invisibles()) + "|" + _escaped(_invisibles()) + ")*"
+
+
+@functools.lru_cache(maxsize=None)
+def _zero_width() -> "re.Pattern":
+    """The invisible characters (:func:`_invisibles`) of a text, removed from its compact form."""
+    return re.compile(_class(_invisibles()))
 
 
 def _compact(v: str) -> str:
     """``v`` in lower case without whitespace and invisible joiners (what holds a loosely spelt
     secret's compact form); the joiners are looked for first (a search is much cheaper than a
     replacement, and most texts hold none)."""
-    if not v.isascii() and _ZERO_WIDTH.search(v):  # isascii: a flag of the string, no scan
-        v = _ZERO_WIDTH.sub("", v)
+    if not v.isascii():  # isascii: a flag of the string, no scan
+        zero_width = _zero_width()
+        if zero_width.search(v):
+            v = zero_width.sub("", v)
     return "".join(v.split()).lower()
 
 
@@ -140,7 +204,8 @@ def _pattern(secrets: tuple) -> "re.Pattern":
     ``\\/``, ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth), longest
     secret first; a secret of :data:`LOOSE_SECRET_LEN` characters or more also in any case and with
     whitespace between its characters."""
-    alts = ["(?i:" + _GAP.join(_char_pattern(ch) for ch in s) + ")" if len(s) >= LOOSE_SECRET_LEN
+    gap = _gap()
+    alts = ["(?i:" + gap.join(_char_pattern(ch) for ch in s) + ")" if len(s) >= LOOSE_SECRET_LEN
             else "".join(_char_pattern(ch) for ch in s) for s in sorted(secrets, key=len, reverse=True)]
     return re.compile("|".join(alts))
 
@@ -209,8 +274,9 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     ``keep``: texts never masked where they occur inside a text (names in a page or a console
     table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored; secrets of
     :data:`LOOSE_SECRET_LEN` characters or more are masked in any case and with whitespace between
-    their characters too, and with invisible joiners between them (zero-width space / joiner /
-    non-joiner, word joiner, U+FEFF, soft hyphen; plain or ``\\uXXXX``). Not masked: a secret with
+    their characters too, and with invisible characters between them (every default-ignorable
+    character: format characters such as zero-width joiners, bidirectional marks and tags, variation
+    selectors, the combining grapheme joiner …, :func:`_is_invisible`; plain or ``\\uXXXX``). Not masked: a secret with
     other characters between its characters (``s-k-…``), in look-alike characters, encoded (base64,
     hex, percent-encoding, HTML numeric entities such as ``&#115;``, reversed) or in part
     (docs/reliability.md).
