@@ -906,7 +906,8 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("generator-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per generator request", template=_ADV),
     Option("generator-retries", valid=_RETRIES, type=int, default=3,
-           help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
+           help="retries per generator request (429/5xx/time-outs): by the client, and up to 3 of a batch whose "
+                "calls still failed; 0: each request is tried once", template=_ADV),
     Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="concurrent generator requests per worker", template=_ADV),
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
