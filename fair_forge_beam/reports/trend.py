@@ -375,8 +375,9 @@ def _change_order(c: dict) -> tuple:
 
 def _distinct_runs(runs: Iterable[dict], copies: list) -> Iterator[dict]:
     """``runs`` without the copies of a run already given: a folder whose ``results.json`` and
-    ``run_info.json`` contents equal an earlier one's (a copied run folder, listed twice by a
-    pattern) is left out, and ``(its path, the first one's path)`` appended to ``copies``. One
+    ``run_info.json`` contents equal an earlier one's, start time (``started_at``, to the
+    millisecond) included, is a copied run folder and is left out (runs that record no start time
+    are never taken for copies), and ``(its path, the first one's path)`` appended to ``copies``. One
     SHA-256 of the two documents per run (streamed: the document is not serialised whole)."""
     import hashlib
 
@@ -387,7 +388,8 @@ def _distinct_runs(runs: Iterable[dict], copies: list) -> Iterator[dict]:
         for chunk in enc.iterencode([r.get("results"), r.get("run_info")]):
             h.update(chunk.encode("utf-8", "surrogatepass"))
         first = seen.setdefault(h.digest(), r.get("path"))
-        if first != r.get("path"):
+        info = r.get("run_info")
+        if first != r.get("path") and isinstance(info, dict) and info.get("started_at"):
             copies.append((str(r.get("path")), str(first)))
             continue
         yield r
