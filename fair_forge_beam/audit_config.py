@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import TEMPLATE_EXCLUDED, config_keys, strict_float, strict_int
+from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -240,7 +240,9 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
         ConfigError: unreadable or invalid config file (the main job exits 2).
     """
     argv = normalise_template_args(parser, argv)
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    # the command's own name and one-line error ("--config" without a value), not "audit.py: error";
+    # every other option is the command parser's to check
+    pre = OneLineErrorParser(prog=parser.prog, add_help=False, allow_abbrev=False, passes_on=lambda flag: True)
     pre.add_argument("--config")
     pre.add_argument("--input", action="append")
     known, _ = pre.parse_known_args(argv)

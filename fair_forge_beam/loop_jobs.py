@@ -90,6 +90,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
                                 api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
+                                # and the batch's retries: --generator-retries 0 is one attempt (it made 4)
+                                num_retries=min(args.generator_retries, 3),
                                 max_concurrency=args.generator_max_concurrency,
                                 max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
     out = _prepare(args.output, GENERATE_FILES)

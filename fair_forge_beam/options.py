@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
+__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
@@ -147,6 +147,38 @@ def strict_float(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def metric_names(text: str) -> list[str]:
+    """The metric names of a ``--metrics`` value, in the order given: comma-separated, each stripped
+    of surrounding whitespace (``"humanity, toxicity"`` → ``["humanity", "toxicity"]``).
+
+    Raises:
+        ValueError: an empty entry (``"humanity,,toxicity"``, a trailing ``,``, an empty value) or a
+            name given twice (``"humanity,humanity"``: probably another metric was meant; each run
+            of a metric is one set of columns, so two were never scored).
+    """
+    names = [m.strip() for m in str(text).split(",")]
+    if not any(names):
+        raise ValueError("empty: give comma-separated metric names, e.g. humanity,toxicity")
+    if "" in names:
+        raise ValueError(f"{text!r} has an empty entry (a stray or trailing comma): give comma-separated "
+                         "metric names, e.g. humanity,toxicity")
+    twice = sorted({m for m in names if names.count(m) > 1})
+    if twice:
+        raise ValueError(f"names {', '.join(twice)} more than once: give each metric once")
+    return names
+
+
+def metrics_option(text: str) -> str:
+    """``--metrics``'s argparse type: the value normalised once where it is parsed (:func:`metric_names`
+    joined by ``,``: ``"humanity, toxicity"`` → ``"humanity,toxicity"``), so that run_info.json, the
+    roll-up's settings and every command that takes ``--metrics`` see one spelling. Raises
+    ``argparse.ArgumentTypeError`` (one-line usage error)."""
+    try:
+        return ",".join(metric_names(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Range:
     """The valid values of a numeric option: ``lo`` to ``hi``, each end included unless
@@ -232,6 +264,8 @@ class Option:
         per_command: what differs in one command (:data:`COMMANDS`): ``{command: {attribute:
             value}}`` over ``help``, ``default``, ``default_note``, ``metavar`` and ``template``
             (``--output`` is a folder of other files in each command); :meth:`for_command` applies it.
+        parse: the argparse ``type`` of a text option whose value is normalised where it is parsed
+            (``--metrics``: :func:`metrics_option`); raises ``argparse.ArgumentTypeError``.
     """
 
     name: str
@@ -251,6 +285,7 @@ class Option:
     config_keys: tuple[str, ...] = ()
     default_from: Optional[str] = None
     per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    parse: Optional[Callable[[str], Any]] = None
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -289,7 +324,9 @@ class Option:
         kwargs: dict[str, Any] = {"help": text.replace("%", "%%")}
         if self.repeatable:
             kwargs["action"] = "append"
-        if self.type is not str:
+        if self.parse is not None:
+            kwargs["type"] = self.parse
+        elif self.type is not str:
             kwargs["type"] = (number_type(self.type, self.valid) if self.valid is not None
                               else {int: strict_int, float: strict_float}.get(self.type, self.type))
         if self.default is not None:
@@ -324,9 +361,13 @@ class OneLineErrorParser(argparse.ArgumentParser):
     required option, a bad value), :meth:`parse_known_args` refuses every ``--flag`` that neither
     this parser nor ``passes_on`` knows (:func:`unrecognised_message`), so a typo is named first on
     every command; :meth:`parse_args` refuses what is left over in the same words
-    (argparse says "unrecognized arguments")."""
+    (argparse says "unrecognized arguments"). Abbreviated options are refused too unless
+    ``allow_abbrev=True`` is given (argparse's default is to take them)."""
 
     def __init__(self, *args, passes_on: Optional[Callable[[str], bool]] = None, **kwargs):
+        # no abbreviations unless asked for: "--outpu x" would silently be --output (then a missing
+        # --input named first), and an abbreviation may stop working when an option is added
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.passes_on = passes_on
 
@@ -499,7 +540,7 @@ GROUPS: tuple[Group, ...] = (
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
                     "file is read",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),
-        Option("metrics", default="humanity", config_keys=("metrics",),
+        Option("metrics", default="humanity", config_keys=("metrics",), parse=metrics_option,
                help="comma-separated metrics to run (available: {metrics})",
                template=Template("TEXT", "^({metrics_re})(,({metrics_re}))*$", "humanity,toxicity (in gcloud's --parameters use the ^~^ delimiter, see templates/README.md)"),
                per_command={"loop": {"template": "advanced: set it on the command line of a custom launcher"}}),
@@ -865,7 +906,8 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("generator-timeout", valid=_SECONDS, type=float, default=60.0,
            help="seconds per generator request", template=_ADV),
     Option("generator-retries", valid=_RETRIES, type=int, default=3,
-           help="client retries per generator request (429/5xx/time-outs)", template=_ADV),
+           help="retries per generator request (429/5xx/time-outs): by the client, and up to 3 of a batch whose "
+                "calls still failed; 0: each request is tried once", template=_ADV),
     Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="concurrent generator requests per worker", template=_ADV),
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",

@@ -273,13 +273,15 @@ def _read_json(path: str) -> dict:
 def _settings(manifest: dict) -> dict:
     """What two runs must share to be rolled up. The metrics are a set: runs of ``--metrics
     humanity,toxicity`` and ``toxicity,humanity`` score the same (every stored column and slice
-    is named by its metric); the roll-up lists them in its first run's order."""
+    is named by its metric); the roll-up lists them in its first run's order. A run written before
+    ``--metrics`` was normalised where it is parsed (:func:`fair_forge_beam.options.metrics_option`)
+    may hold ``humanity,humanity,toxicity`` or ``humanity,toxicity,``: the same set."""
     cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
     opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
     if isinstance(cfg.get("metrics"), list):
-        cfg["metrics"] = sorted(cfg["metrics"])
+        cfg["metrics"] = sorted({m.strip() if isinstance(m, str) else m for m in cfg["metrics"]} - {""})
     if isinstance(opts.get("metrics"), str):
-        opts["metrics"] = ",".join(sorted(m.strip() for m in opts["metrics"].split(",")))
+        opts["metrics"] = ",".join(sorted({m.strip() for m in opts["metrics"].split(",")} - {""}))
     return {"options": opts, "config": cfg, "static": manifest.get("static"), "stored": manifest.get("stored"),
             "not_stored": manifest.get("not_stored"), "stored_slices": manifest.get("stored_slices")}
 

@@ -222,3 +222,48 @@ def test_a_stray_value_of_trend_is_named_in_the_commands_words(capsys):
     assert ei.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "error: unexpected argument(s) 'runs/b': every value belongs to an option" in lines[0], lines
+
+
+@pytest.mark.parametrize("module, argv, prog", [
+    ("pipelines.optimize", ["--outpu", "x"], "fair-forge-beam-optimize"),  # was "--input, --output and --model are required"
+    ("pipelines.optimize", ["--outpu", "x", "--input", "a", "--model", "c"], "fair-forge-beam-optimize"),
+    ("pipelines.explain", ["--outpu", "x"], "fair-forge-beam-explain"),
+    ("pipelines.audit", ["--metric", "humanity"], "fair-forge-beam"),
+])
+def test_an_abbreviated_option_is_unknown_on_every_command(module, argv, prog, capsys):
+    """Trial 28 (B9): optimize and explain took argparse's abbreviations (``--outpu`` was
+    ``--output``), so a typo was never named and a missing option was reported instead. Every
+    :class:`OneLineErrorParser` refuses abbreviations unless asked."""
+    import importlib
+
+    with pytest.raises(SystemExit) as ei:
+        importlib.import_module(module).main(argv)
+    assert ei.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    flag = argv[0]
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: unrecognised option(s) {flag}: "), lines
+
+
+def test_every_one_line_parser_refuses_abbreviations():
+    from fair_forge_beam.options import OneLineErrorParser
+
+    assert OneLineErrorParser().allow_abbrev is False
+    assert OneLineErrorParser(allow_abbrev=True).allow_abbrev is True
+
+
+@pytest.mark.parametrize("module, argv, prog", [
+    ("pipelines.audit", ["--input"], "fair-forge-beam"),
+    ("pipelines.audit", ["--config"], "fair-forge-beam"),
+    ("pipelines.loop", ["--config"], "python -m pipelines.loop"),
+])
+def test_an_option_without_its_value_names_the_command(module, argv, prog, capsys):
+    """Trial 28 (B9): the config pre-parser was a plain ArgumentParser: ``audit --input`` printed
+    "audit.py: error: …" without the "(every option: … --help)" tail."""
+    import importlib
+
+    with pytest.raises(SystemExit) as ei:
+        importlib.import_module(module).main(argv)
+    assert ei.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: argument {argv[0]}: expected one argument"), lines
+    assert lines[0].endswith(f"(every option: {prog} --help)"), lines

@@ -254,7 +254,10 @@ def test_a_used_key_equal_to_a_field_name_masks_values_never_keys(monkeypatch, t
     assert s["insight"] == "the key *** leaked"
     # a headline column is a field name (issue 28, second trial: masking never rewrites a name)
     assert written["metrics"]["context"]["headline_columns"] == ["context_awareness"]
-    line = json.loads(to_json_line({"context_awareness": 1, "reason": "context_awareness"}))
-    assert line == {"context_awareness": 1, "reason": "***"}
+    line = json.loads(to_json_line({"context_awareness": 1, "reason": "the judge said context_awareness"}))
+    assert line == {"context_awareness": 1, "reason": "the judge said ***"}
+    # a value that is, whole, our own words is kept (trial 28 B7: text we write is never masked,
+    # tests/test_own_words_not_masked.py); the key is our metric's field name, published with us
+    assert json.loads(to_json_line({"reason": "context_awareness"})) == {"reason": "context_awareness"}
     info = write_run_info(str(tmp_path), {"options": {"context_awareness": "context_awareness"}})
     assert json.loads((tmp_path / "run_info.json").read_text())["options"] == {"context_awareness": "***"}

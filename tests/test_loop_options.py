@@ -75,3 +75,40 @@ def test_the_loop_s_generator_reads_the_judge_s_key_variable(monkeypatch, tmp_pa
                   "--output", str(tmp_path / "loop")])
     assert exc.value.code == 2
     assert (seen["api_key_env"], seen["model"], seen["base_url"]) == ("FFB_JUDGE_KEY", "judge", "http://127.0.0.1:9/v1")
+
+
+@pytest.mark.parametrize("retries, batch", [("0", 0), ("1", 1), ("3", 3), ("7", 3)])
+def test_generator_retries_bound_the_batch_attempts_too(retries, batch, monkeypatch, tmp_path):
+    """Trial 28: ``loop --generator-retries 0`` still made 4 batch attempts (only the client's retries
+    were set); 0 now means each request is tried once."""
+    from fair_forge_beam.generators import generate as gen_module
+    from pipelines import loop
+
+    seen = {}
+
+    def handler(model, base_url, **kw):
+        seen.update(kw)
+        raise ValueError("stop before any request")
+
+    monkeypatch.setattr(gen_module, "generator_handler", handler)
+    with pytest.raises(SystemExit):
+        loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "bot", "--judge-base-url",
+                  "http://127.0.0.1:9/v1", "--judge-model", "judge", "--generator-retries", retries,
+                  "--output", str(tmp_path / "loop")])
+    assert (seen["client_retries"], seen["num_retries"]) == (int(retries), batch)
+
+
+def test_a_generator_s_failed_calls_are_named_generator_calls(monkeypatch):
+    from fair_forge_beam.components.judge.handler import JudgeTransientError, judge_request
+    from fair_forge_beam.generators.generate import generator_handler
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(lambda req: Reply("busy", status=503)) as srv:
+        h = generator_handler("m", srv.base_url, cache_path=None, client_retries=0, num_retries=1, api_key_env="FFB_GEN_KEY")
+        monkeypatch.setenv("FFB_GEN_KEY", "x")
+        client = h.create_client()
+        try:
+            with pytest.raises(JudgeTransientError, match=r"^1 of 1 generator calls failed transiently"):
+                h.request([judge_request("k", [("user", "q")])], client)
+        finally:
+            client.close()

@@ -16,13 +16,16 @@ from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
 from fair_forge_beam.optimizer import GEPAOptimizer, build_prompt, keyed_rng, load_examples, sample_demo_sets
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
-SHARED = os.environ.get("FAIR_FORGE_SHARED", "/work/shared")
+from helpers import SHARED  # noqa: E402 - the one definition of the shared data folder
+
 GEPA_DATA = os.path.join(SHARED, "data", "fair_forge_examples", "dataset_gepa_es.json")
 MIPRO_DATA = os.path.join(SHARED, "data", "fair_forge_examples", "dataset_mipro_es.json")
 SCORES = {"SEED": 0.4, "BETTER": 0.9, "WORSE": 0.2, "SAME": 0.4}
 
 
 def _load(path):
+    if not os.path.exists(path):  # a clone without ../shared: skipped, as README says
+        pytest.skip(f"shared data file not found: {path}")
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 

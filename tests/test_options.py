@@ -38,7 +38,7 @@ def test_parser_is_the_declarations():
             continue
         from fair_forge_beam.options import strict_float, strict_int
 
-        parse = {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
+        parse = o.parse or {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
         assert a.default == o.default and (getattr(a.type, "base", a.type) or str) is parse, dest
         assert getattr(a.type, "valid", None) is o.valid, dest  # a numeric option's range is enforced by its parser
         assert list(a.choices or ()) == list(o.choices), dest
@@ -137,3 +137,50 @@ def test_every_declared_option_is_a_config_key(tmp_path):
         assert (got[0] if o.repeatable else got) == (str(tmp_path / "x") if o.path else _sample(o)), dest
     top, paths, never = O.config_keys()
     assert top["inputs"] == "input" and "output" in paths and never == {"help", "config", "gate", "version"}
+
+
+def _metric_parsers():
+    from pipelines import audit as audit_job
+    from pipelines import loop as loop_job
+
+    return {"audit": audit_job.build_parser(), "loop": loop_job.build_parser()}
+
+
+@pytest.mark.parametrize("command", ["audit", "loop"])
+@pytest.mark.parametrize("given, problem", [
+    ("humanity,humanity,toxicity", "names humanity more than once"),
+    ("humanity,toxicity,", "has an empty entry"),
+    ("humanity,,toxicity", "has an empty entry"),
+    (",", "empty"),
+    ("", "empty"),
+])
+def test_a_metric_list_with_an_empty_or_repeated_entry_is_refused_where_it_is_parsed(command, given, problem, capsys):
+    """Trial 28 (B8): ``--metrics humanity,humanity,toxicity`` and ``humanity,toxicity,`` ran, then a
+    roll-up refused them beside ``humanity,toxicity`` ("different settings"). Every command that
+    takes --metrics normalises it once, where it is parsed: an empty entry or a repeated name is a
+    one-line usage error."""
+    parser = _metric_parsers()[command]
+    with pytest.raises(SystemExit) as ei:
+        parser.parse_known_args(["--metrics", given])
+    assert ei.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "argument --metrics: " in lines[0] and problem in lines[0], lines
+
+
+@pytest.mark.parametrize("command", ["audit", "loop"])
+def test_a_metric_list_is_one_spelling_once_parsed(command):
+    parser = _metric_parsers()[command]
+    assert parser.parse_known_args(["--metrics", " humanity , toxicity"])[0].metrics == "humanity,toxicity"
+    assert parser.parse_known_args([])[0].metrics == "humanity"
+
+
+def test_a_rollup_reads_older_metric_lists_as_sets():
+    """Runs written before the normalisation may hold a repeated or empty entry: the same metrics."""
+    from fair_forge_beam.rollup import _settings
+
+    def manifest(text):
+        return {"config": {"metrics": [m for m in text.split(",")], "inputs": []}, "options": {"metrics": text}}
+
+    base = _settings(manifest("humanity,toxicity"))
+    for old in ("humanity,humanity,toxicity", "humanity,toxicity,", "toxicity, humanity"):
+        assert _settings(manifest(old)) == base, old

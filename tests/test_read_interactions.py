@@ -211,7 +211,9 @@ def json_single_session_object(d, p, ex):
 
 @scenario
 def upstream_example_files_all_load(d, p, ex):
-    folder = Path(os.environ.get("FAIR_FORGE_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data" / "fair_forge_examples"
+    from helpers import SHARED
+
+    folder = SHARED / "data" / "fair_forge_examples"
     files = sorted(folder.glob("*.json"))
     if not files:
         pytest.skip(f"no upstream example files in {folder}")

@@ -31,3 +31,12 @@ def test_a_number_with_thousands_separators_is_one_number():
 
 def test_long_reasons_are_cut():
     assert len(_reason_kind("x" * 500)) == 160
+
+
+def test_a_long_reason_keeps_its_cause():
+    """Trial 28: the console's dead-letter summary cut each reason near its start, so the cause said
+    at its end was lost; a long kind keeps its start and its end."""
+    reason = "judge call failed: HTTP 500: " + "<html>" * 60 + " upstream error: model overloaded, retry later"
+    kind = _reason_kind(reason)
+    assert len(kind) == 160 and kind.startswith("judge call failed: HTTP N: <html>")
+    assert kind.endswith("upstream error: model overloaded, retry later") and " … " in kind

@@ -224,3 +224,60 @@ def test_a_key_joined_by_zero_width_characters_is_masked():
     for named in ("base64", "hex", "percent-encoding", "HTML numeric entities", "zero-width"):
         assert named in text, named
     assert scrub(base64.b64encode(key.encode()).decode(), [key]) != "***"  # documented: not masked
+
+
+#: the separators of hostile-tester trial 28 (B6) that reached results.parquet, stats/ and the judge cache
+TRIAL28_SEPARATORS = ("\u2062", "\u2063", "\u180e", "\u034f", "\u200e", "\u202c", "\ufe0f", "\U000e0020")
+
+
+def test_a_key_joined_by_any_invisible_character_is_masked():
+    """Trial 28 (B6): only six hand-listed joiners counted as gaps; the class is every default-ignorable
+    character, derived here independently from unicodedata: every format character (Cf) of every plane,
+    every variation selector, the combining grapheme joiner, the Hangul fillers, the tags block."""
+    import sys
+    import unicodedata
+
+    from fair_forge_beam.io import secrets as S
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    every = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF and not chr(c).isspace()
+             and (unicodedata.category(chr(c)) == "Cf" or "VARIATION SELECTOR" in unicodedata.name(chr(c), "")
+                  or unicodedata.name(chr(c), "") in ("COMBINING GRAPHEME JOINER", "HANGUL FILLER",
+                                                         "HALFWIDTH HANGUL FILLER", "MONGOLIAN VOWEL SEPARATOR"))]
+    assert set(TRIAL28_SEPARATORS) <= set(every) and len(every) > 400
+    missed = []
+    for sep in every:
+        joined = sep.join(key)
+        if (S.scrub(f"key {joined}!", [key]) != "key ***!"
+                or json.loads(S.scrub(json.dumps({"a": joined}), [key])) != {"a": "***"}  # \uXXXX escapes
+                or S.scrub(json.dumps({"a": joined}, ensure_ascii=False), [key]) != '{"a": "***"}'
+                or S.scrub([joined.upper()], [key]) != ["***"]):
+            missed.append(f"U+{ord(sep):04X}")
+    assert missed == [], missed
+    # the planes scanned are every plane that holds one
+    assert S._invisibles() == S._invisibles((range(0, sys.maxunicode + 1),))
+    # an invisible character in ordinary text is left alone, and so is a part of the key
+    for sep in TRIAL28_SEPARATORS:
+        text = f"caf\u00e9{sep}ok and {sep.join(key[:12])}"
+        assert S.scrub(text, [key]) == text
+
+
+@pytest.mark.parametrize("sep", TRIAL28_SEPARATORS, ids=lambda s: f"U+{ord(s):04X}")
+def test_a_judge_joining_the_key_by_an_invisible_character_leaves_it_nowhere(sep, monkeypatch):
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+
+    def answer(req):
+        return Reply(content='{"score": 1.0, "insight": "k=' + sep.join(key) + '"}', reasoning_content="key " + sep.join(key))
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=None, num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
+        client = handler.create_client()
+        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
+        client.close()
+    assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
+    text = json.dumps(verdict._asdict(), default=str, ensure_ascii=False)
+    assert sep.join(key) not in text and "key ***" in text

@@ -3,7 +3,6 @@ the main job's default and the validity script (issue 15, item 2)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from fair_forge_beam.metrics.toxicity import Toxicity  # noqa: E402
 from fair_forge_beam.schemas.common import Batch, Dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FAIR_FORGE_SHARED", ROOT.parent / "shared"))
 
 #: probabilities of the shipped model (alt-profanity-check 1.9.1, scikit-learn 1.9.1)
 EXPECTED = {

@@ -609,3 +609,18 @@ def test_roll_ups_of_roll_ups_are_ordered_by_their_days_and_never_compared_with_
     i, j = names.index("w/late48"), names.index("w/month")
     assert j not in earlier[i] and i not in earlier[j]
     assert names.index("w/week48") not in earlier[names.index("w/late48")]  # it holds night 29 too
+
+
+def test_a_copied_run_folder_is_listed_once():
+    """Trial 28: a run and its copy (``cp -r runs/a runs/a-copy``) were two runs of the trend, with a
+    change of nothing between them; a copy (same results.json and run_info.json) is listed once, and
+    a note names it."""
+    a = doc("frequentist", [tox("overall", 4, 80, 8), tox("assistant_id=bot", 2, 40, 4)])
+    b = doc("frequentist", [tox("overall", 22, 80, 8), tox("assistant_id=bot", 20, 40, 4)])
+    t = build_trend([run("runs/a", a, started="2025-03-01T02:00:00Z"), run("runs/b", b, started="2025-03-02T02:00:00Z"),
+                     run("runs/a-copy", json.loads(json.dumps(a)), started="2025-03-01T02:00:00Z")])
+    assert [r["path"] for r in t["runs"]] == ["runs/a", "runs/b"]
+    assert any("runs/a-copy (copy of runs/a)" in n for n in t["notes"]), t["notes"]
+    # the same results at another time is another run
+    t = build_trend([run("runs/a", a, started="2025-03-01T02:00:00Z"), run("runs/a2", a, started="2025-03-02T02:00:00Z")])
+    assert [r["path"] for r in t["runs"]] == ["runs/a", "runs/a2"]

@@ -16,6 +16,9 @@ Record ids come from outside: they are masked once, where records are read (:fun
 applied by :class:`fair_forge_beam.io.read._ParseRecord` for every input format and command), so that
 the names built from them (element ids, slice names, dict keys) never hold a key and every output
 names an id the same way; the writers mask them again as values.
+Our own words are never masked, values from outside are: a key that is our own words
+(:func:`is_own_text`) leaves every value that is itself our own words as it is (docs/reliability.md;
+the settings a user gave, :data:`USER_FIELDS`, are masked all the same).
 """
 from __future__ import annotations
 
@@ -24,11 +27,12 @@ import hashlib
 import os
 import re
 import threading
+import unicodedata
 from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
-           "register_secret_env", "secret_envs", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV", "NAME_FIELDS",
-           "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP"]
+           "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
+           "NAME_FIELDS", "USER_FIELDS", "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -91,6 +95,11 @@ NAME_FIELDS = frozenset({
 #: is scrubbed as text
 ARGV_FIELDS = frozenset({"argv", "beam_args"})
 
+#: dict keys whose values are settings a user gave (run_info.json's ``argv``, ``beam_args`` and
+#: ``options``, results.json's ``config``): values from outside, masked even when they equal our own
+#: words (``--judge-model humanity`` with a key ``humanity``; :func:`scrub`'s ``own``)
+USER_FIELDS = frozenset({"argv", "beam_args", "options", "config"})
+
 #: JSON's two-character escapes, by the character they stand for
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 
@@ -115,22 +124,91 @@ def _hex(code: int) -> str:
     return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in f"{code:04x}")
 
 
-#: what may stand between two characters of a loosely spelt secret: whitespace, plain or JSON-escaped,
-#: and the invisible joiners of :data:`_ZERO_WIDTH`, plain or JSON-escaped
-_GAP = (r"(?:\s|\\+[nrt]|[\u200b\u200c\u200d\u2060\ufeff\u00ad]"
-        r"|\\+u(?:200[bBcCdD]|2060|[fF][eE][fF][fF]|00[aA][dD]))*")
-#: invisible characters that may join a loosely spelt secret's characters (zero-width space,
-#: non-joiner and joiner, word joiner, zero-width no-break space, soft hyphen): a text shows the
-#: key though its characters are apart (hostile-tester trial 3)
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+def _is_invisible(ch: str) -> bool:
+    """Whether ``ch`` shows as nothing between two visible characters (Unicode's default-ignorable
+    characters, derived from :mod:`unicodedata`, not listed by hand): every format character
+    (category ``Cf``: zero-width space / joiners, word joiner, U+FEFF, soft hyphen, invisible
+    operators U+2061-2064, bidirectional marks and controls, U+180E, tags U+E0001 and
+    U+E0020-E007F …), every variation selector (U+FE00-FE0F, U+E0100-E01EF, Mongolian U+180B-180F),
+    the combining grapheme joiner, the Hangul fillers, the Khmer inherent vowels and every code point
+    of plane 14's U+E0000-E0FFF, assigned or not."""
+    code = ord(ch)
+    if 0xE0000 <= code <= 0xE0FFF or unicodedata.category(ch) == "Cf":
+        return True
+    name = unicodedata.name(ch, "")
+    return ("VARIATION SELECTOR" in name or "GRAPHEME JOINER" in name or "FILLER" in name and "HANGUL" in name
+            or "VOWEL INHERENT" in name)
+
+
+#: the planes that hold default-ignorable characters (0, 1 and 14; a test checks every plane)
+_INVISIBLE_PLANES = (range(0, 0x20000), range(0xE0000, 0xE1000))
+
+
+@functools.lru_cache(maxsize=None)
+def _invisibles(planes: tuple = _INVISIBLE_PLANES) -> str:
+    """Every invisible character (:func:`_is_invisible`) of ``planes`` that is not whitespace (whitespace
+    is a gap of its own): a text shows a loosely spelt secret joined by any of them as the secret
+    (hostile-tester trials 3 and 28: U+2062, U+2063, U+180E, U+034F, U+200E, U+202C, U+FE0F, U+E0020
+    between a key's characters were written to results.parquet). Computed once, on first use."""
+    return "".join(c for r in planes for c in map(chr, r)
+                   if not 0xD800 <= ord(c) <= 0xDFFF and _is_invisible(c) and not c.isspace())
+
+
+def _class(chars: str) -> str:
+    """A regular-expression character class of ``chars``, consecutive code points as ranges."""
+    codes, parts = sorted(map(ord, chars)), []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        parts.append(f"\\U{codes[i]:08x}" + (f"-\\U{codes[j]:08x}" if j > i else ""))
+        i = j + 1
+    return "[" + "".join(parts) + "]"
+
+
+def _escaped(chars: str) -> str:
+    """Every ``\\uXXXX`` spelling (behind one or more backslashes; a UTF-16 surrogate pair beyond
+    the BMP) of ``chars``, lower-case hex: used inside ``(?i:…)``."""
+    bmp = sorted(f"{ord(c):04x}" for c in chars if ord(c) <= 0xFFFF)
+    pairs: dict = {}
+    for c in chars:
+        code = ord(c) - 0x10000
+        if code >= 0:
+            pairs.setdefault(f"{0xD800 + (code >> 10):04x}", []).append(f"{0xDC00 + (code & 0x3FF):04x}")
+    alts = ["|".join(bmp)] + [f"{hi}\\\\+u" + ("d[c-f][0-9a-f]{2}" if len(lo) == 0x400 else f"(?:{'|'.join(sorted(lo))})")
+                              for hi, lo in sorted(pairs.items())]
+    return r"\\+u(?:" + "|".join(alts) + ")"
+
+
+@functools.lru_cache(maxsize=None)
+def _gap() -> str:
+    """What may stand between two characters of a loosely spelt secret: whitespace, plain or
+    JSON-escaped, and the invisible characters of :func:`_invisibles`, plain or JSON-escaped (used
+    inside ``(?i:…)``)."""
+    return r"(?:\s|\\+[nrt]|" + _class(_invisibles()) + "|" + _escaped(_invisibles()) + ")*"
+
+
+@functools.lru_cache(maxsize=None)
+def _zero_width() -> tuple:
+    """``(hint, invisibles)``: the invisible characters (:func:`_invisibles`) of a text, removed from
+    its compact form, and a cheaper pattern looked for first — the Basic Multilingual Plane's
+    invisibles (a bitmap test per character) or any character beyond U+FFFF (one range test): the
+    full class tests each of its ranges beyond the BMP on every character (about 3 times slower on
+    prose; most texts hold neither)."""
+    inv = _invisibles()
+    bmp = _class([c for c in inv if ord(c) <= 0xFFFF])
+    return re.compile(bmp[:-1] + "\\U00010000-\\U0010ffff]"), re.compile(_class(inv))
 
 
 def _compact(v: str) -> str:
     """``v`` in lower case without whitespace and invisible joiners (what holds a loosely spelt
     secret's compact form); the joiners are looked for first (a search is much cheaper than a
     replacement, and most texts hold none)."""
-    if not v.isascii() and _ZERO_WIDTH.search(v):  # isascii: a flag of the string, no scan
-        v = _ZERO_WIDTH.sub("", v)
+    if not v.isascii():  # isascii: a flag of the string, no scan
+        hint, zero_width = _zero_width()
+        if hint.search(v) and zero_width.search(v):
+            v = zero_width.sub("", v)
     return "".join(v.split()).lower()
 
 
@@ -140,7 +218,8 @@ def _pattern(secrets: tuple) -> "re.Pattern":
     ``\\/``, ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth), longest
     secret first; a secret of :data:`LOOSE_SECRET_LEN` characters or more also in any case and with
     whitespace between its characters."""
-    alts = ["(?i:" + _GAP.join(_char_pattern(ch) for ch in s) + ")" if len(s) >= LOOSE_SECRET_LEN
+    gap = _gap()
+    alts = ["(?i:" + gap.join(_char_pattern(ch) for ch in s) + ")" if len(s) >= LOOSE_SECRET_LEN
             else "".join(_char_pattern(ch) for ch in s) for s in sorted(secrets, key=len, reverse=True)]
     return re.compile("|".join(alts))
 
@@ -197,7 +276,8 @@ def _text_scrubber(secs: tuple, keep: tuple = ()):
     return _text
 
 
-def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: Iterable[str] = ()) -> Any:
+def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: Iterable[str] = (),
+          own: bool = False) -> Any:
     """``value`` with every secret of ``secrets`` replaced by :data:`MASK`, in every JSON spelling
     of it (plain, ``\\/``, ``\\uXXXX`` escapes of some or all of its characters: a reply that
     escapes each character of the key is masked as text, and its decoded value is too).
@@ -209,51 +289,64 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     ``keep``: texts never masked where they occur inside a text (names in a page or a console
     table). Secrets shorter than :data:`MIN_SECRET_LEN` characters are ignored; secrets of
     :data:`LOOSE_SECRET_LEN` characters or more are masked in any case and with whitespace between
-    their characters too, and with invisible joiners between them (zero-width space / joiner /
-    non-joiner, word joiner, U+FEFF, soft hyphen; plain or ``\\uXXXX``). Not masked: a secret with
+    their characters too, and with invisible characters between them (every default-ignorable
+    character: format characters such as zero-width joiners, bidirectional marks and tags, variation
+    selectors, the combining grapheme joiner …, :func:`_is_invisible`; plain or ``\\uXXXX``). Not masked: a secret with
     other characters between its characters (``s-k-…``), in look-alike characters, encoded (base64,
     hex, percent-encoding, HTML numeric entities such as ``&#115;``, reversed) or in part
     (docs/reliability.md).
+    ``own``: text we write is never masked (issue 28, trial B7): when every secret is our own words
+    (:func:`is_own_text`: a scorer named ``profanity-check``, a sentence such as ``fewer than 2
+    sessions``), a value that is itself our own words is kept whole, except under the dict keys of
+    :data:`USER_FIELDS` (the settings a user gave: their values come from outside). A secret that is
+    not our own words (every real key) is masked in every value, as without ``own``.
     Never raises for any input.
     """
     secs = _secrets(secrets)
     if not secs:
         return value
+    own = own and all(is_own_text(s) for s in secs)
     pattern = _pattern(secs)
     names = frozenset(names)
     keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
-    _text = _text_scrubber(secs, keep)
+    _masked = _text_scrubber(secs, keep)
+
+    def _text(v: str, user: bool = False) -> str:
+        masked = _masked(v)
+        if own and not user and masked is not v and masked != v and is_own_text(v):
+            return v  # our own words, whole: kept (see ``own``)
+        return masked
 
     def _argv(args: list) -> list:
         out, named = [], False
         for a in args:
             if not isinstance(a, str):
-                out.append(_do(a))
+                out.append(_do(a, user=True))
             elif named:  # the value of an option that names things
                 out.append(a)
             elif a.startswith("--") and len(a) > 2:
                 flag, eq, val = a.partition("=")
                 keep = flag[2:].replace("-", "_") in names
-                out.append(flag + eq + (val if keep else _text(val)) if eq else flag)
+                out.append(flag + eq + (val if keep else _text(val, True)) if eq else flag)
                 named = keep and not eq
                 continue
             else:
-                out.append(_text(a))
+                out.append(_text(a, True))
             named = False
         return out
 
-    def _do(v: Any, name: bool = False) -> Any:
+    def _do(v: Any, name: bool = False, user: bool = False) -> Any:
         if isinstance(v, str):
-            return v if name else _text(v)
+            return v if name else _text(v, user) if own else _masked(v)  # (one call less per text)
         if isinstance(v, dict):
-            return {k: (_argv(x) if names and k in ARGV_FIELDS and isinstance(x, list) else _do(x, k in names))
-                    for k, x in v.items()}
+            return {k: (_argv(x) if names and k in ARGV_FIELDS and isinstance(x, list)
+                        else _do(x, k in names, user or k in USER_FIELDS)) for k, x in v.items()}
         if isinstance(v, list):
-            return [_do(x, name) for x in v]
+            return [_do(x, name, user) for x in v]
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
-            return tuple(_do(x, name) for x in v)
+            return tuple(_do(x, name, user) for x in v)
         if isinstance(v, tuple):  # a NamedTuple (e.g. a dead letter): same type, scrubbed fields
-            return type(v)(*(_do(x, name) for x in v))
+            return type(v)(*(_do(x, name, user) for x in v))
         return v
 
     return _do(value)
@@ -444,15 +537,99 @@ def known_secrets() -> list:
     return [v for v in (env.get(n) for n in secret_envs()) if v]
 
 
+#: a number as our sentences format one (``2``, ``-0.25``, ``1,000``, ``1e-05``, ``95%``)
+_NUMBER = re.compile(r"[-+]?[0-9]+(?:[.,][0-9]+)*(?:[eE][-+]?[0-9]+)?%?")
+#: a field of a ``str.format`` / ``%`` template in a string constant
+_FIELD = re.compile(r"\{[^{}]*\}|%[-#0 +]*[0-9]*(?:\.[0-9]+)?[sdifgeEr]")
+
+
+@functools.lru_cache(maxsize=1)
+def _own_texts() -> tuple:
+    """``(texts, templates)`` of the package's own source (``fair_forge_beam`` and ``pipelines``, read
+    with :mod:`ast`, docstrings left out, and the page templates ``templates/*.j2``): every string
+    constant, and every template — an f-string, a constant with ``{…}`` / ``%s`` fields, a page
+    template — as its literal parts (a field between each two).
+    Read once per process, on the first key that could be our words (about 0.5 s)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1]
+    texts: set = set()
+    templates: set = set()
+    for root in (package, package.parent / "pipelines"):
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else ():
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                continue
+            docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                    texts.add(n.value)
+                    if _FIELD.search(n.value):
+                        templates.add(tuple(_FIELD.split(n.value)))
+                elif isinstance(n, ast.JoinedStr):
+                    parts, cur = [], ""
+                    for v in n.values:
+                        if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                            cur += v.value
+                        else:
+                            parts.append(cur)
+                            cur = ""
+                    parts.append(cur)
+                    if len(parts) > 1:
+                        templates.add(tuple(parts))
+    for path in sorted((package / "templates").glob("*.j2")):  # the report pages' own sentences
+        try:
+            parts = tuple(_JINJA.split(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+        texts.update(parts)
+        templates.add(parts)
+    return frozenset(texts), tuple(sorted(templates))
+
+
+#: a Jinja expression, statement or comment (a field of a page template)
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
+
+
+@functools.lru_cache(maxsize=64)
+def is_own_text(value: str) -> bool:
+    """Whether ``value`` is our own words: part of a string constant of the package's source, or part
+    of a sentence it composes, numbers in place of the template's fields (``fewer than 2 sessions``
+    from ``f"fewer than {MIN_SESSIONS} sessions: …"``). A value without a letter is never our words,
+    and at least half of a value matched to a sentence must be text other than numbers (a key of
+    digits fits any number field). Such a value is published with the
+    package: a key equal to it protects nothing, and masking it would mask our own words (a scorer
+    named ``***``, issue 28 trial B7)."""
+    if not isinstance(value, str) or not any(c.isalpha() for c in value):  # digits alone are no words
+        return False
+    texts, templates = _own_texts()
+    if any(value in t for t in texts):
+        return True
+    pieces = _NUMBER.split(value)
+    if len(pieces) < 2 or 2 * sum(map(len, pieces)) < len(value) or not any(c.isalpha() for c in "".join(pieces)):
+        return False
+    first, mid, last = pieces[0], pieces[1:-1], pieces[-1]
+    for parts in templates:
+        for i in range(len(parts) - len(pieces) + 1):
+            if (parts[i].endswith(first) and parts[i + len(pieces) - 1].startswith(last)
+                    and all(parts[i + 1 + j] == m for j, m in enumerate(mid))):
+                return True
+    return False
+
+
 def scrub_known(value: Any) -> Any:
     """:func:`scrub` of a record we write, with the current values of the registered key
     variables: values masked, never dict keys nor the names under :data:`NAME_FIELDS`."""
-    return scrub(value, known_secrets(), names=NAME_FIELDS)
+    return scrub(value, known_secrets(), names=NAME_FIELDS, own=True)
 
 
 def scrub_known_text(text: str, names: Iterable[str] = ()) -> str:
     """:func:`scrub` of a text drawn from our records (a console table, a page) with the current
     key values, every occurrence of ``names`` kept (:func:`name_texts` of the records it shows,
     field names and gate texts): a key equal to a field name masks the values around it, never
-    the name (issue 28)."""
-    return scrub(text, known_secrets(), keep=names)
+    the name (issue 28). A key that is our own words (:func:`is_own_text`) is not masked in such a
+    text: the text is composed of our words and of values already masked by :func:`scrub_known` (the
+    writer of a page or table passes it masked records), and cannot tell one from the other."""
+    return scrub(text, [k for k in known_secrets() if not is_own_text(k)], keep=names)

@@ -458,10 +458,14 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info)
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-    html = render_report(with_session_distributions(doc, run_dir), run_info, dead_letter_summary(run_dir), cmp,
+    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
+
+    # the page is composed of our words and of the records' values masked (values from outside: a key
+    # is masked there, never in our own words — a scorer named like the key, issue 28 trial B7)
+    html = render_report(with_session_distributions(scrub_known(doc), run_dir), scrub_known(run_info),
+                         scrub_known(dead_letter_summary(run_dir)), scrub_known(cmp) if cmp is not None else None,
                          inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
-    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known_text
 
     names = name_texts(doc) | name_texts(run_info) | gate_texts(gates)
     import html as _html

@@ -734,11 +734,14 @@ def write_run_info(out: str, run_info: dict) -> dict:
 def _reason_kind(reason: str) -> str:
     """Group reasons that differ only in free-standing numbers (positions, indices, counts:
     ``"line 7"`` → ``"line N"``, ``"1,048,576 bytes"`` → ``"N bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word
-    or name stay (``UTF-8``, ``bad2.jsonl``, ``e5``), so a reason kind still reads as the reason."""
+    or name stay (``UTF-8``, ``bad2.jsonl``, ``e5``), so a reason kind still reads as the reason. A kind
+    longer than 160 characters keeps its first 100 and its last 57 (`` … `` between): the cause is
+    usually said last (``batch.qa_id: …; …: Field required``, ``HTTP 500: <body> … the real error``),
+    and a cut at the start lost it (trial 28)."""
     kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
     # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N")
     kind = re.sub(r"(?<![\w.-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})", "N", kind)
-    return kind if len(kind) <= 160 else kind[:157] + "..."
+    return kind if len(kind) <= 160 else kind[:100] + " … " + kind[-57:]
 
 
 def _ranked(counts: dict, top: int = 20) -> dict:

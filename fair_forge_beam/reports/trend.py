@@ -373,6 +373,28 @@ def _change_order(c: dict) -> tuple:
             c["estimate"], c["slice"] != "overall", c["slice"])
 
 
+def _distinct_runs(runs: Iterable[dict], copies: list) -> Iterator[dict]:
+    """``runs`` without the copies of a run already given: a folder whose ``results.json`` and
+    ``run_info.json`` contents equal an earlier one's, start time (``started_at``, to the
+    millisecond) included, is a copied run folder and is left out (runs that record no start time
+    are never taken for copies), and ``(its path, the first one's path)`` appended to ``copies``. One
+    SHA-256 of the two documents per run (streamed: the document is not serialised whole)."""
+    import hashlib
+
+    seen: dict = {}
+    enc = json.JSONEncoder(sort_keys=True, default=str, allow_nan=True)
+    for r in runs:
+        h = hashlib.sha256()
+        for chunk in enc.iterencode([r.get("results"), r.get("run_info")]):
+            h.update(chunk.encode("utf-8", "surrogatepass"))
+        first = seen.setdefault(h.digest(), r.get("path"))
+        info = r.get("run_info")
+        if first != r.get("path") and isinstance(info, dict) and info.get("started_at"):
+            copies.append((str(r.get("path")), str(first)))
+            continue
+        yield r
+
+
 def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, draws: int = DRAWS,
                 progress: Optional[Callable[[str], None]] = None) -> dict:
     """The trend over ``runs`` (``{"path", "results", "run_info"}`` each, as :func:`iter_runs` gives;
@@ -402,13 +424,19 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
     dims = [s for s in slices if s]
     if not dims:
         raise ValueError("name at least one slice dimension (e.g. overall,assistant_id)")
-    entries = _order([_run_entry(r, dims) for r in runs])  # each run reduced as it is read
+    copies: list[tuple[str, str]] = []
+    entries = _order([_run_entry(r, dims) for r in _distinct_runs(runs, copies)])  # each run reduced as it is read
     if not entries:
         raise ValueError("no run to follow")
     n = len(entries)
 
     # --- runs and what differs between each and the run it is compared with
     run_rows, notes = [], []
+    if copies:
+        notes.append(f"{len(copies)} run folder{'s' if len(copies) != 1 else ''} listed once: the same results.json "
+                     "and run_info.json as another run (a copy): "
+                     + ", ".join(f"{c} (copy of {o})" for c, o in copies[:5])
+                     + (f" and {len(copies) - 5} more" if len(copies) > 5 else ""))
     labels = _run_labels(entries)
     earlier = _comparable_earlier(entries)
     for i, e in enumerate(entries):

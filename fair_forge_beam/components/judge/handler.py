@@ -728,6 +728,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             retry_filter=_retry_transient_only,
             rate_limiter=rate_limiter,
         )
+        #: what the endpoint is to this handler, in messages ("judge", "generator": the counters' namespace)
+        self.role = str(namespace).rsplit(".", 1)[-1] or "judge"
         self._cfg = _Config(
             model=model,
             base_url=base_url,
@@ -845,7 +847,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                 else:
                     pending.append(f"{batch[i].key}: {out.transient}")
             if pending:
-                raise JudgeTransientError(f"{len(pending)} of {len(batch)} judge calls failed transiently; first: {pending[0]}")
+                raise JudgeTransientError(f"{len(pending)} of {len(batch)} {self.role} calls failed transiently; "
+                                         f"first: {pending[0]}")
         except JudgeTransientError:
             raise
         except BaseException:
