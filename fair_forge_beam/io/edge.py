@@ -64,6 +64,10 @@ __all__ = [
     "read_side_file",
     "read_side_text",
     "read_side_json",
+    "side_json_loads",
+    "check_side_nesting",
+    "nesting_depth",
+    "SideFileTooDeep",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -873,18 +877,64 @@ def read_side_text(path, what: str, limit: Optional[int] = None) -> str:
     return read_side_file(path, what, limit).decode("utf-8-sig")
 
 
+def nesting_depth(value: Any) -> int:
+    """Levels of lists/tuples and dicts in ``value`` (a scalar 0, ``[]`` 1, ``[[1]]`` 2), walked
+    without recursion: for values parsed from a user's side file."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, (list, tuple)):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node if isinstance(child, (dict, list, tuple)))
+    return deepest
+
+
+class SideFileTooDeep(ValueError):
+    """A user's side file (JSON or TOML) nested more than :data:`MAX_NESTING` levels: one line."""
+
+
+def check_side_nesting(value: Any, where: str, max_depth: int = MAX_NESTING) -> Any:
+    """``value`` (parsed from a side file named ``where``) when nested at most ``max_depth`` levels.
+
+    Raises:
+        SideFileTooDeep (a ``ValueError``): deeper — code that walks it would recurse past Python's limit."""
+    if nesting_depth(value) > max_depth:
+        raise SideFileTooDeep(f"{where} is nested more than {max_depth} levels deep; side files, as input records, "
+                              f"are limited to {max_depth} levels")
+    return value
+
+
+def side_json_loads(text: str, where: str, max_depth: int = MAX_NESTING) -> Any:
+    """``json.loads`` of a user's side file's text (a privacy domain, a run's JSON file), its nesting
+    bounded as input records are (:data:`MAX_NESTING`); ``RecursionError`` never escapes.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``), or :class:`SideFileTooDeep`."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise SideFileTooDeep(f"{where} is nested deeper than the JSON parser can follow; side files, as input "
+                              f"records, are limited to {max_depth} levels") from None
+    if text.count("[") + text.count("{") > max_depth - 1:  # the common case: no walk
+        check_side_nesting(value, where, max_depth)
+    return value
+
+
 def read_side_json(path, what: str, limit: Optional[int] = None):
     """:func:`read_side_file` parsed as JSON (UTF-8): a run's ``results.json``, ``run_info.json`` or
-    manifest that a user points at.
+    manifest that a user points at; nested at most :data:`MAX_NESTING` levels (:func:`side_json_loads`).
 
     Raises:
         ValueError: one line naming ``path`` — larger than the limit (``SideFileTooLarge``), not
-            UTF-8 or not JSON (a damaged or truncated file).
+            UTF-8, not JSON (a damaged or truncated file) or nested too deep.
         OSError: as :func:`read_side_file`."""
-    import json
-
     data = read_side_file(path, what, limit)
     try:
-        return json.loads(data.decode("utf-8"))
+        return side_json_loads(data.decode("utf-8"), str(path))
+    except SideFileTooDeep as exc:
+        raise ValueError(f"{exc}: a damaged file") from None
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"{path} is not a readable JSON file ({exc}): a damaged or truncated file") from None
