@@ -150,8 +150,16 @@ def load_config(path: str) -> dict:
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
     from fair_forge_beam.options import exact_float
 
+    from fair_forge_beam.io.edge import MAX_NESTING, check_side_nesting
+
     try:
-        return tomllib.loads(raw.decode("utf-8"), parse_float=exact_float)  # 1e-400 is no silent 0
+        # nesting bounded as input records are: tomllib recurses per level (RecursionError), and so
+        # does what reads the config
+        return check_side_nesting(tomllib.loads(raw.decode("utf-8"), parse_float=exact_float),  # 1e-400 is no silent 0
+                                  f"--config {path}")
+    except RecursionError:
+        raise ConfigError(f"--config {path}: nested deeper than the TOML parser can follow; a config is limited "
+                          f"to {MAX_NESTING} levels") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
     except ValueError as exc:

@@ -84,9 +84,14 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     custom = None
     if args.system_prompt_file:
         custom = read_side_text(args.system_prompt_file, "--system-prompt-file")
-    plan = plan_requests(chunks, args.assistant_id or "assistant", num_queries_per_chunk=args.num_queries, language=args.language,
-                         seed_examples=args.seed_example, custom_system_prompt=custom, selection_strategy=strategy,
-                         conversation_mode=args.conversation, seed=args.seed)
+    from fair_forge_beam.components.judge.prompts import TemplateRenderError
+
+    try:
+        plan = plan_requests(chunks, args.assistant_id or "assistant", num_queries_per_chunk=args.num_queries,
+                             language=args.language, seed_examples=args.seed_example, custom_system_prompt=custom,
+                             selection_strategy=strategy, conversation_mode=args.conversation, seed=args.seed)
+    except TemplateRenderError as exc:  # the one user template rendered here
+        raise ValueError(f"--system-prompt-file {args.system_prompt_file}: {exc}") from None
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
                                 api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,

@@ -536,7 +536,8 @@ GROUPS: tuple[Group, ...] = (
                template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
         Option("max-record-bytes", valid=_BYTES, type=int, default=64 * 2**20, metavar="BYTES",
                feeds=("fair_forge_beam.io.read:ReadInteractions.max_record_bytes",),
-               help="largest record (one JSON Lines line, or one element of a .json array; in bytes) read; a "
+               help="largest record (one JSON Lines line, or one element of a .json array; in bytes; a Parquet "
+                    "row: its data plus 8 bytes per value, list item or null) read; a "
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
                     "file is read",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),

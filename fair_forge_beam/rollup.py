@@ -263,11 +263,16 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
 
 
 def _read_json(path: str) -> dict:
-    """A run's JSON file (:func:`~fair_forge_beam.io.edge.read_side_json`: bounded; ``ValueError``
-    naming it when damaged)."""
+    """A run's JSON file (:func:`~fair_forge_beam.io.edge.read_side_json`: bounded, nesting bounded;
+    ``ValueError`` naming it when damaged; a ``run_info.json`` or ``manifest.json`` checked for its
+    shape, :func:`~fair_forge_beam.reports.run_files.check_run_info` / ``check_manifest``)."""
     from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.reports.run_files import check_manifest, check_run_info
 
-    return read_side_json(path, "a run's file")
+    doc = read_side_json(path, "a run's file")
+    if path.endswith("/run_info.json"):
+        return check_run_info(doc, path)
+    return check_manifest(doc, path) if path.endswith("/manifest.json") else doc
 
 
 def _settings(manifest: dict) -> dict:

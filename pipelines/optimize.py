@@ -34,7 +34,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise ValueError("give exactly one of --seed-prompt and --seed-prompt-file")
     except ValueError as exc:
         parser.error(str(exc))
-    from fair_forge_beam.io.edge import read_side_text
+    from fair_forge_beam.io.edge import read_side_text, side_json_loads
 
     seed_prompt = args.seed_prompt
     if args.seed_prompt_file:
@@ -52,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     datasets = []
     for path in args.input:  # repeatable: the lists are joined
         try:
-            part = json.loads(read_side_text(path, "--input"))
+            part = side_json_loads(read_side_text(path, "--input"), f"--input {path}")
         except (OSError, ValueError) as exc:
             parser.error(f"--input: cannot read {path}: {exc}")
         if not isinstance(part, list):

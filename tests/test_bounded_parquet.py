@@ -31,10 +31,12 @@ def _row(sid, answer="I am glad to help, thank you."):
 
 
 def _row_bytes(row) -> int:
-    """The bytes of a row's strings (what arrow_value_sizes sums for this schema)."""
+    """What arrow_value_sizes sums for a row of this schema: the bytes of its strings plus 8 per
+    value (each string, the conversation list and each turn struct: its Python reference)."""
     strings = [row["session_id"], row["assistant_id"], row["language"]]
     strings += [v for turn in row["conversation"] for v in turn.values()]
-    return sum(len(s.encode("utf-8")) for s in strings if s is not None)
+    values = len(strings) + 1 + len(row["conversation"])
+    return sum(len(s.encode("utf-8")) for s in strings if s is not None) + 8 * values
 
 
 def _write(path, rows, row_group_size=None):
@@ -58,7 +60,7 @@ def test_a_parquet_row_over_the_limit_is_one_dead_letter_and_the_others_are_scor
                                  "(--max-record-bytes); the rest of the file is read")
     assert dead[0]["source"].endswith("in.parquet:1")
     raw = json.loads(dead[0]["raw"])  # the row's small columns, and the size of the big one
-    assert raw["session_id"] == "huge" and raw["conversation"] == f"<{_row_bytes(huge) - len('hugebotenglish'):,} bytes>"
+    assert raw["session_id"] == "huge" and raw["conversation"] == f"<{_row_bytes(huge) - len('hugebotenglish') - 3 * 8:,} bytes>"
 
 
 def test_an_oversized_parquet_row_is_never_converted_to_python(tmp_path):
@@ -108,13 +110,14 @@ def test_arrow_value_sizes_of_nested_dictionary_and_fixed_width_columns():
              "t": None, "fl": []}]
     table = pa.Table.from_pylist(rows, schema=schema)
     sizes = {name: arrow_value_sizes(table.column(name).chunks[0]).tolist() for name in table.column_names}
-    assert sizes == {"s": [6, 0, 1], "n": [8, 0, 8], "conv": [9, 0, 105], "t": [8, 0, 0], "fl": [16, 0, 0]}
-    assert arrow_value_sizes(table.column("conv").chunks[0].slice(1)).tolist() == [0, 105]  # a slice: its own rows
+    # data bytes + 8 per value (a null 8): conv row 0 = list 8 + struct 8 + "abc" 11 + "de" 10 + map 8 + "k" 9 + "vvv" 11
+    assert sizes == {"s": [14, 8, 9], "n": [16, 8, 16], "conv": [65, 8, 209], "t": [16, 8, 8], "fl": [40, 8, 8]}
+    assert arrow_value_sizes(table.column("conv").chunks[0].slice(1)).tolist() == [8, 209]  # a slice: its own rows
     words = pa.array(["aa", None, "bbbb", "aa"]).dictionary_encode()
-    assert arrow_value_sizes(words).tolist() == [2, 0, 4, 2] and arrow_value_sizes(words.slice(2)).tolist() == [4, 2]
+    assert arrow_value_sizes(words).tolist() == [10, 8, 12, 10] and arrow_value_sizes(words.slice(2)).tolist() == [12, 10]
     pairs = pa.array([[1, 2], [3, 4], None], type=pa.list_(pa.int32(), 2))
-    assert arrow_value_sizes(pairs).tolist() == [8, 8, 0] and arrow_value_sizes(pairs.slice(1)).tolist() == [8, 0]
-    assert arrow_value_sizes(pa.array([None, None])).tolist() == [0, 0]
+    assert arrow_value_sizes(pairs).tolist() == [32, 32, 8] and arrow_value_sizes(pairs.slice(1)).tolist() == [32, 8]
+    assert arrow_value_sizes(pa.array([None, None])).tolist() == [8, 8]
 
 
 def _every_kind_of_big_value(big: str):
@@ -154,21 +157,21 @@ def test_arrow_value_sizes_count_the_real_bytes_of_every_arrow_type():
     big = "Q" * 100_000
     for name, arr in _every_kind_of_big_value(big):
         sizes = arrow_value_sizes(arr).tolist()
-        assert sizes[1] >= len(big) and sizes[0] <= 4 and sizes[2] <= 1, (name, sizes)
+        assert sizes[1] >= len(big) and sizes[0] <= 2 + 8 * 6 and sizes[2] == 8, (name, sizes)
         assert arrow_value_sizes(arr.slice(1)).tolist() == sizes[1:], name
         assert arrow_value_sizes(arr.slice(1, 1)).tolist() == sizes[1:2], name
     # a list view whose three values share one child range: three times its bytes
     shared = pa.ListViewArray.from_arrays(pa.array([0, 0, 0], pa.int32()), pa.array([1, 1, 1], pa.int32()), pa.array([big]))
-    assert arrow_value_sizes(shared).tolist() == [len(big)] * 3
+    assert arrow_value_sizes(shared).tolist() == [8 + len(big) + 8] * 3
     ree = pa.RunEndEncodedArray.from_arrays(pa.array([5], pa.int32()), pa.array([big]))
-    assert arrow_value_sizes(ree).tolist() == [len(big)] * 5 and arrow_value_sizes(ree.slice(3)).tolist() == [len(big)] * 2
+    assert arrow_value_sizes(ree).tolist() == [len(big) + 8] * 5 and arrow_value_sizes(ree.slice(3)).tolist() == [len(big) + 8] * 2
     fixed = [pa.float16(), pa.month_day_nano_interval(), pa.duration("s"), pa.date64(), pa.time32("s"),
              pa.decimal32(5, 2), pa.decimal256(40, 2), pa.bool_()]
     for t in fixed:
         arr = pa.array([None, None], type=t)
-        assert arrow_value_sizes(arr).tolist() == [0, 0], t
-    assert arrow_value_sizes(pa.array([1.5], pa.float16())).tolist() == [2]
-    assert arrow_value_sizes(pa.array([(1, 2, 3)], pa.month_day_nano_interval())).tolist() == [16]
+        assert arrow_value_sizes(arr).tolist() == [8, 8], t
+    assert arrow_value_sizes(pa.array([1.5], pa.float16())).tolist() == [2 + 8]
+    assert arrow_value_sizes(pa.array([(1, 2, 3)], pa.month_day_nano_interval())).tolist() == [16 + 8]
 
 
 @pytest.mark.parametrize("kind", ["list_view", "large_list_view", "string_view", "binary_view"])
@@ -195,3 +198,49 @@ def test_a_parquet_row_over_the_limit_in_any_arrow_type_is_a_dead_letter(tmp_pat
     assert [i for _, i, _ in got] == [0, 1, 2]
     assert isinstance(got[1][2], ReadError) and "over the limit of 1,048,576 bytes" in got[1][2].reason, got[1][2]
     assert [r["session_id"] for _, _, r in (got[0], got[2])] == ["s0", "s2"]
+
+
+@pytest.mark.parametrize("item", ["int8", "null"])
+def test_a_row_of_many_small_items_counts_what_python_holds(tmp_path, item):
+    """Issue 28 (trial 28, B2): a list of 60M int8 counted 60 MB (< 64 MiB, scored: peak 2.18 GB)
+    and a list of 40M nulls 0 bytes (1.49 GB). Each item becomes a Python object held by an
+    8-byte reference: a row of 200,000 tiny items is 1.6 MB, over a 1 MiB limit."""
+    import numpy as np
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    n = 200_000
+    child = {"int8": pa.array(np.zeros(n, "int8")), "null": pa.nulls(n)}[item]
+    junk = pa.ListArray.from_arrays(pa.array([0, 0, n, n], pa.int32()), child)
+    table = pa.Table.from_pylist([_row("s0"), _row("huge"), _row("s2")], schema=_SCHEMA).append_column("junk", junk)
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path)
+    got = list(_ReadParquetRowGroup(MB).process((str(path), 0)))
+    assert [i for _, i, _ in got] == [0, 1, 2]
+    assert isinstance(got[1][2], ReadError) and "over the limit of 1,048,576 bytes" in got[1][2].reason, got[1][2]
+    assert [r["session_id"] for _, _, r in (got[0], got[2])] == ["s0", "s2"]
+
+
+def test_sizing_a_long_list_of_fixed_width_items_holds_nothing_per_item():
+    """Sizing itself was 24 bytes per item (sizes, cumulative sums, a copy): 1.4 GB for the 60M
+    int8 of the trial. Lists of nulls or of fixed-width values without nulls are sized from their
+    offsets: traced allocations stay under 1 MiB for 5M items; items with nulls are summed."""
+    import numpy as np
+    from fair_forge_beam.io.read import arrow_value_sizes
+
+    n = 5_000_000
+    for child in (pa.array(np.zeros(n, "int8")), pa.nulls(n)):
+        arr = pa.ListArray.from_arrays(pa.array([0, 1, n], pa.int32()), child)
+        tracemalloc.start()
+        try:
+            sizes = arrow_value_sizes(arr).tolist()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        each = 8 + (1 if child.type == pa.int8() else 0)
+        assert sizes == [8 + each, 8 + each * (n - 1)], (child.type, sizes)
+        assert peak < MB, f"{child.type}: {peak / MB:.0f} MiB traced while sizing"
+    with_nulls = pa.array([[1, None, 3], None, []], pa.list_(pa.int8()))
+    assert arrow_value_sizes(with_nulls).tolist() == [8 + 9 + 8 + 9, 8, 8]
+    assert arrow_value_sizes(with_nulls.slice(1)).tolist() == [8, 8]
+    empty = pa.array([[{}] * 3, []], pa.list_(pa.struct([])))  # each {} is a Python dict
+    assert arrow_value_sizes(empty).tolist() == [8 + 3 * 8, 8]

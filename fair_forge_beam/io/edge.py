@@ -64,6 +64,10 @@ __all__ = [
     "read_side_file",
     "read_side_text",
     "read_side_json",
+    "side_json_loads",
+    "check_side_nesting",
+    "nesting_depth",
+    "SideFileTooDeep",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -616,6 +620,37 @@ class _Unxz(_Streams):
                 return out
 
 
+class _Bunzip2(_Streams):
+    """``read(n)`` of bzip2 data from binary file ``raw``: at most ``n`` bytes decompressed per call
+    (``BZ2Decompressor``'s ``max_length``), streams written one after another read on. Data after a
+    complete stream that is not another stream raises ``OSError`` (``bz2.BZ2File`` ends the file
+    there without a word: appended plain lines were silently dropped); data that ends inside a
+    stream, ``EOFError``."""
+
+    def __init__(self, raw):
+        import bz2
+
+        super().__init__(raw)
+        self._new, self._d = bz2.BZ2Decompressor, None
+
+    def read(self, n: int) -> bytes:
+        while True:
+            if self._d is not None and self._d.eof:
+                self._tail, self._d, self._inside = self._d.unused_data, None, False
+            if self._d is None or self._d.needs_input:
+                if not self._refill():
+                    return b""
+                if self._d is None:
+                    self._d = self._new()  # a next stream: anything else is "Invalid data stream"
+                data, self._tail = self._tail, b""
+            else:
+                data = b""
+            self._inside = True
+            out = self._d.decompress(data, n)
+            if out:
+                return out
+
+
 class _ZstdFrames:
     """The compressed file given to zstandard's stream reader, following the frame structure of what
     is read through it (RFC 8878 §3.1: frame header, block headers and sizes, checksum, skippable
@@ -743,7 +778,8 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
     extension as Beam tells it (``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``/``.zstd``,
     ``.deflate``; any other name is uncompressed). The compressed bytes are read through
     ``FileSystems.open(path, compression_type=UNCOMPRESSED)`` and decompressed incrementally by
-    the standard library (``gzip.GzipFile``, ``bz2.BZ2File``; xz/lzma by ``lzma.LZMADecompressor``
+    the standard library (``gzip.GzipFile``; bzip2 by ``bz2.BZ2Decompressor`` with ``max_length``,
+    :class:`_Bunzip2`; xz/lzma by ``lzma.LZMADecompressor``
     with ``max_length`` and a ``memlimit`` of ``xz_memlimit`` bytes, default :data:`XZ_MEMLIMIT`:
     checksums and the end of the stream checked, concatenated streams read on), by ``zstandard``'s
     ``stream_reader`` (frames read on; a frame that needs a window over zstandard's default
@@ -751,7 +787,9 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
     structure, :class:`_ZstdFrames` — that reader does not tell, nor does Beam's; a file cut exactly
     between two frames cannot be told from a shorter file), or by ``zlib`` with ``max_length``
     (DEFLATE). A file cut short is a :class:`CompressedDataError` in every compression, after the data
-    before the cut. Beam's own decompressing reader expands every 16 MiB of compressed data whole
+    before the cut; so is data after the last stream that is not another stream (plain lines
+    appended to a compressed file), after the data of the streams — only zero bytes, the padding
+    gzip and xz allow, are skipped. Beam's own decompressing reader expands every 16 MiB of compressed data whole
     into memory (``CompressedFile._fetch_to_internal_buffer``), without a bound.
 
     Raises:
@@ -759,7 +797,6 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
             :class:`CompressedDataError` (an ``OSError``) for corrupt or truncated compressed data.
         ValueError: an unknown ``compression``.
     """
-    import bz2
     import gzip
     import lzma
     import zlib
@@ -780,7 +817,7 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
         if kind == CompressionTypes.GZIP:
             inner = gzip.GzipFile(fileobj=raw, mode="rb")
         elif kind == CompressionTypes.BZIP2:
-            inner = bz2.BZ2File(raw, mode="rb")
+            inner = _Bunzip2(raw)
             errors += (OSError,)  # bz2's "Invalid data stream" is a plain OSError
         elif kind == CompressionTypes.LZMA:
             inner = _Unxz(raw, XZ_MEMLIMIT if xz_memlimit is None else int(xz_memlimit))
@@ -840,18 +877,64 @@ def read_side_text(path, what: str, limit: Optional[int] = None) -> str:
     return read_side_file(path, what, limit).decode("utf-8-sig")
 
 
+def nesting_depth(value: Any) -> int:
+    """Levels of lists/tuples and dicts in ``value`` (a scalar 0, ``[]`` 1, ``[[1]]`` 2), walked
+    without recursion: for values parsed from a user's side file."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, (list, tuple)):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node if isinstance(child, (dict, list, tuple)))
+    return deepest
+
+
+class SideFileTooDeep(ValueError):
+    """A user's side file (JSON or TOML) nested more than :data:`MAX_NESTING` levels: one line."""
+
+
+def check_side_nesting(value: Any, where: str, max_depth: int = MAX_NESTING) -> Any:
+    """``value`` (parsed from a side file named ``where``) when nested at most ``max_depth`` levels.
+
+    Raises:
+        SideFileTooDeep (a ``ValueError``): deeper — code that walks it would recurse past Python's limit."""
+    if nesting_depth(value) > max_depth:
+        raise SideFileTooDeep(f"{where} is nested more than {max_depth} levels deep; side files, as input records, "
+                              f"are limited to {max_depth} levels")
+    return value
+
+
+def side_json_loads(text: str, where: str, max_depth: int = MAX_NESTING) -> Any:
+    """``json.loads`` of a user's side file's text (a privacy domain, a run's JSON file), its nesting
+    bounded as input records are (:data:`MAX_NESTING`); ``RecursionError`` never escapes.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``), or :class:`SideFileTooDeep`."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise SideFileTooDeep(f"{where} is nested deeper than the JSON parser can follow; side files, as input "
+                              f"records, are limited to {max_depth} levels") from None
+    if text.count("[") + text.count("{") > max_depth - 1:  # the common case: no walk
+        check_side_nesting(value, where, max_depth)
+    return value
+
+
 def read_side_json(path, what: str, limit: Optional[int] = None):
     """:func:`read_side_file` parsed as JSON (UTF-8): a run's ``results.json``, ``run_info.json`` or
-    manifest that a user points at.
+    manifest that a user points at; nested at most :data:`MAX_NESTING` levels (:func:`side_json_loads`).
 
     Raises:
         ValueError: one line naming ``path`` — larger than the limit (``SideFileTooLarge``), not
-            UTF-8 or not JSON (a damaged or truncated file).
+            UTF-8, not JSON (a damaged or truncated file) or nested too deep.
         OSError: as :func:`read_side_file`."""
-    import json
-
     data = read_side_file(path, what, limit)
     try:
-        return json.loads(data.decode("utf-8"))
+        return side_json_loads(data.decode("utf-8"), str(path))
+    except SideFileTooDeep as exc:
+        raise ValueError(f"{exc}: a damaged file") from None
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"{path} is not a readable JSON file ({exc}): a damaged or truncated file") from None

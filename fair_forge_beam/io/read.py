@@ -1087,19 +1087,24 @@ class UnsizedArrowType(TypeError):
 
 
 def arrow_value_sizes(arr) -> "np.ndarray":
-    """Bytes of each value of the Arrow array ``arr`` (``pyarrow.Array``), computed in Arrow without
-    converting any value to Python: an ``int64`` array of ``len(arr)``.
+    """Bytes each value of the Arrow array ``arr`` (``pyarrow.Array``) costs once converted to
+    Python, computed in Arrow without converting any value: an ``int64`` array of ``len(arr)``.
 
-    A value's size is the bytes of the data it stands for, as converting it to Python would
-    repeat them: the byte length of a string or binary (plain, ``large_*`` or ``*_view``); the
-    byte width of a fixed-width value (numbers, timestamps, durations, intervals, decimals,
-    fixed-size binaries; a boolean counts 1); the sum of its items' sizes for a list, large list,
-    list view, large list view, fixed-size list or map (keys and values; an item a view shares
-    with another value counted in each), of its fields' for a struct, of the chosen child's value
-    for a sparse or dense union; a dictionary-encoded value the size of its dictionary entry, a
-    run-end encoded value the size of its run's value (each repetition counted); an extension
-    value its storage's; a null 0. So a row's size is about the bytes of its data, without JSON's
-    quotes, keys and separators (which a JSON Lines record's size includes).
+    A value's size is :data:`PY_SLOT_BYTES` (8: the reference that holds it in Python, a null
+    too) plus the bytes of the data it stands for, as converting it repeats them: the byte length
+    of a string or binary (plain, ``large_*`` or ``*_view``); the byte width of a fixed-width value
+    (numbers, timestamps, durations, intervals, decimals, fixed-size binaries; a boolean counts 1);
+    the sum of its items' sizes for a list, large list, list view, large list view, fixed-size
+    list or map (keys and values; an item a view shares with another value counted in each), of
+    its fields' for a struct, the chosen child's value for a sparse or dense union; a
+    dictionary-encoded value the size of its dictionary entry, a run-end encoded value the size of
+    its run's value (each repetition counted); an extension value its storage's; a null 8. So a
+    list of n items costs at least 8·(n+1) bytes (a list of 40M nulls: 320 MB, not 0), and a row's
+    size is about the bytes of its data plus 8 per value, without JSON's quotes, keys and
+    separators (which a JSON Lines record's size includes).
+
+    Memory: lists whose items are all one size (nulls, fixed-width values without nulls) are
+    sized from their offsets; other lists hold one ``int64`` per item while they are summed.
 
     Raises:
         UnsizedArrowType: a type none of the above (its row group becomes one dead letter).
@@ -1116,41 +1121,40 @@ def arrow_value_sizes(arr) -> "np.ndarray":
     types = pa.types
     valid = None if arr.null_count == 0 else np.asarray(arr.is_valid(), dtype=bool)
     if types.is_null(t):
-        return np.zeros(n, dtype=np.int64)
+        return np.full(n, PY_SLOT_BYTES, dtype=np.int64)
     if types.is_dictionary(t):
         entries = arrow_value_sizes(arr.dictionary)
-        out = entries[np.asarray(arr.indices.fill_null(0), dtype=np.int64)] if len(entries) else np.zeros(n, np.int64)
+        out = entries[np.asarray(arr.indices.fill_null(0), dtype=np.int64)] if len(entries) \
+            else np.full(n, PY_SLOT_BYTES, np.int64)
     elif types.is_string(t) or types.is_large_string(t) or types.is_binary(t) or types.is_large_binary(t):
-        return np.asarray(pc.binary_length(arr).fill_null(0), dtype=np.int64)
+        out = np.asarray(pc.binary_length(arr).fill_null(0), dtype=np.int64) + PY_SLOT_BYTES
     elif types.is_string_view(t) or types.is_binary_view(t):
         # each view is 16 bytes whose first 4 are the value's length (Arrow's columnar format)
         views = np.frombuffer(arr.buffers()[1], dtype=np.int32).reshape(-1, 4)
-        out = views[arr.offset:arr.offset + n, 0].astype(np.int64)
+        out = views[arr.offset:arr.offset + n, 0].astype(np.int64) + PY_SLOT_BYTES
     elif types.is_fixed_size_binary(t):
-        out = np.full(n, t.byte_width, dtype=np.int64)
+        out = np.full(n, t.byte_width + PY_SLOT_BYTES, dtype=np.int64)
     elif types.is_struct(t):
-        out = np.zeros(n, dtype=np.int64)
+        out = np.full(n, PY_SLOT_BYTES, dtype=np.int64)
         for child in arr.flatten():  # the struct's offset and nulls applied
             out += arrow_value_sizes(child)
     elif types.is_map(t) or types.is_list(t) or types.is_large_list(t):
         # .values / .keys / .items are the whole child arrays; offsets (absolute) pick each value's items
-        items = (arrow_value_sizes(arr.keys) + arrow_value_sizes(arr.items)) if types.is_map(t) \
-            else arrow_value_sizes(arr.values)
-        total = np.concatenate(([0], np.cumsum(items, dtype=np.int64)))
         offsets = np.asarray(arr.offsets, dtype=np.int64)
-        out = total[offsets[1:]] - total[offsets[:-1]]
+        starts, ends = offsets[:-1], offsets[1:]
+        out = PY_SLOT_BYTES + (_range_sums(arr.keys, starts, ends) + _range_sums(arr.items, starts, ends)
+                               if types.is_map(t) else _range_sums(arr.values, starts, ends))
     elif types.is_list_view(t) or types.is_large_list_view(t):
         # .values is the whole child; offsets and sizes (one per value, of this slice) pick any
         # range of it, ranges may overlap: each value counts its own range
-        items = arrow_value_sizes(arr.values)
-        total = np.concatenate(([0], np.cumsum(items, dtype=np.int64)))
-        starts = np.clip(np.asarray(arr.offsets.fill_null(0), dtype=np.int64), 0, len(items))
-        ends = np.clip(starts + np.asarray(arr.sizes.fill_null(0), dtype=np.int64), 0, len(items))
-        out = total[ends] - total[starts]
+        m = len(arr.values)
+        starts = np.clip(np.asarray(arr.offsets.fill_null(0), dtype=np.int64), 0, m)
+        ends = np.clip(starts + np.asarray(arr.sizes.fill_null(0), dtype=np.int64), 0, m)
+        out = PY_SLOT_BYTES + _range_sums(arr.values, starts, ends)
     elif types.is_fixed_size_list(t):
         k = t.list_size
-        items = arrow_value_sizes(arr.values)[arr.offset * k:(arr.offset + n) * k]
-        out = items.reshape(n, k).sum(axis=1) if k else np.zeros(n, dtype=np.int64)
+        starts = (arr.offset + np.arange(n, dtype=np.int64)) * k
+        out = PY_SLOT_BYTES + _range_sums(arr.values, starts, starts + k)
     elif types.is_run_end_encoded(t):
         # run_ends and values are the whole children; value i of this slice is in the first run
         # ending after arr.offset + i
@@ -1161,7 +1165,7 @@ def arrow_value_sizes(arr) -> "np.ndarray":
         # the type codes (int8) and a dense union's offsets (int32) from the buffers: pyarrow's
         # .type_codes / .offsets of a slice start at the parent's first value
         codes = np.frombuffer(arr.buffers()[1], dtype=np.int8)[arr.offset:arr.offset + n].astype(np.int64)
-        out = np.zeros(n, dtype=np.int64)
+        out = np.full(n, PY_SLOT_BYTES, dtype=np.int64)
         dense = t.mode == "dense"
         where = np.frombuffer(arr.buffers()[2], dtype=np.int32)[arr.offset:arr.offset + n].astype(np.int64) if dense else None
         for child, code in enumerate(t.type_codes):
@@ -1170,12 +1174,60 @@ def arrow_value_sizes(arr) -> "np.ndarray":
             out[pick] = sizes[where[pick]] if dense else sizes[pick]
     else:
         try:
-            out = np.full(n, max(1, t.bit_width // 8), dtype=np.int64)
+            out = np.full(n, max(1, t.bit_width // 8) + PY_SLOT_BYTES, dtype=np.int64)
         except ValueError:  # not a fixed-width type
             raise UnsizedArrowType(f"cannot size values of Arrow type {t}") from None
     if valid is not None:
-        out = np.where(valid, out, 0)
+        out = np.where(valid, out, PY_SLOT_BYTES)
     return out
+
+
+#: bytes a value costs once converted to Python on top of its data: at least one 8-byte reference
+#: (a list's slot, a dict's value, a tuple's item) — so a list of 60M int8 or of 40M nulls, a few
+#: bytes each in Arrow (0 for nulls), counts 8 bytes per item
+PY_SLOT_BYTES = 8
+
+
+def _fixed_item_cost(arr):
+    """The size of every value of ``arr`` when all are the same (a null-typed array, or a
+    fixed-width type without nulls), else ``None``: lists of such items are sized from their
+    offsets alone, never item by item."""
+    import pyarrow as pa
+
+    t = arr.type
+    if isinstance(t, pa.ExtensionType):
+        return _fixed_item_cost(arr.storage)
+    if pa.types.is_null(t):
+        return PY_SLOT_BYTES
+    if arr.null_count:
+        return None
+    if pa.types.is_fixed_size_binary(t):
+        return t.byte_width + PY_SLOT_BYTES
+    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t)
+            or pa.types.is_decimal(t) or pa.types.is_interval(t)):
+        try:
+            return max(1, t.bit_width // 8) + PY_SLOT_BYTES
+        except ValueError:
+            return None
+    return None
+
+
+def _range_sums(child, starts, ends):
+    """Sum of the sizes of ``child``'s items ``starts[i]:ends[i]`` (absolute indices, int64 arrays)
+    for each i. A child of same-size items is never sized item by item; otherwise its sizes are
+    summed cumulatively in place (one int64 per item)."""
+    import numpy as np
+
+    cost = _fixed_item_cost(child)
+    if cost is not None:
+        return (ends - starts) * cost
+    cum = arrow_value_sizes(child)
+    np.cumsum(cum, out=cum)
+
+    def upto(k):  # sum of items [0, k)
+        return np.where(k > 0, cum[np.clip(k - 1, 0, max(len(cum) - 1, 0))] if len(cum) else 0, 0)
+
+    return upto(ends) - upto(starts)
 
 
 #: a Parquet row's column shown in its dead letter's ``raw`` when its value is at most this many bytes
@@ -1314,7 +1366,8 @@ class ReadInteractions(beam.PTransform):
         max_record_bytes: largest record read (bytes; default :data:`MAX_RECORD_BYTES`, 64 MiB):
             one JSON Lines line, or one element of a ``.json`` file's top-level array (the text
             between its separators; a file holding one value: that value), or one Parquet row (the
-            bytes of its values, :func:`arrow_value_sizes`). A longer one is never held whole (a
+            bytes of its values plus 8 per value, list item or null: what converting it to Python
+            holds, :func:`arrow_value_sizes`). A longer one is never held whole (a
             Parquet row: never converted to Python; its row group is held as Arrow data), it becomes
             a dead letter naming its size and the limit (:func:`bounded_lines`,
             :class:`_ReadJsonFile`, :class:`_ReadParquetRowGroup`); the rest of the file is read.

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 import pyarrow as pa
 
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
-from fair_forge_beam.io.edge import read_side_text
+from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -32,11 +32,30 @@ def _require_minilm(purpose: str, alternative: str) -> None:
     require("embeddings", purpose, MINILM_MODULES, alternative=alternative)
 
 
+def preflight_side_file(read, option: str, path: str):
+    """``read()`` (the reading of a side file that workers would otherwise read first) run in the
+    launcher, before any pipeline: a file too large, a directory, unreadable, not UTF-8 or not
+    parseable is one usage error naming the option and the file, not a traceback on every worker.
+
+    Returns what ``read`` returns. Raises:
+        ValueError: ``"<option>: cannot read <path>: <why>"`` (one line)."""
+    import csv
+
+    try:
+        return read()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{option}: cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (OSError, ValueError, csv.Error, RecursionError) as exc:
+        raise ValueError(f"{option}: cannot read {path}: {type(exc).__name__}: {exc}") from None
+
+
 def _humanity(mode: StatisticalMode, options: dict):
     from fair_forge_beam.components.emotion_lexicon import NRCCsvLexicon
     from fair_forge_beam.metrics.humanity import Humanity
 
     lexicon = NRCCsvLexicon(options["emotion_lexicon_csv"]) if options.get("emotion_lexicon_csv") else None
+    if lexicon is not None:
+        preflight_side_file(lexicon.load, "--emotion-lexicon-csv", options["emotion_lexicon_csv"])
     return Humanity(statistical_mode=mode, lexicon=lexicon, **constructor_kwargs(f"{_M}.humanity:Humanity", options))
 
 
@@ -153,7 +172,7 @@ def _regulatory(mode: StatisticalMode, options: dict):
         _require_minilm("--regulatory-embedder minilm", "pass --regulatory-embedder hashing")
     try:
         return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
-    except FileNotFoundError as exc:
+    except OSError as exc:  # not found, a directory where a file is named, denied, damaged compressed data
         raise ValueError(f"--regulatory-corpus: {exc}") from None
 
 
@@ -252,7 +271,7 @@ def _privacy(mode: StatisticalMode, options: dict):
     path = options.get("privacy_domain")
     if path:
         try:
-            domain = json.loads(read_side_text(path, "--privacy-domain"))
+            domain = side_json_loads(read_side_text(path, "--privacy-domain"), f"--privacy-domain {path}")
         except (OSError, ValueError) as exc:
             raise ValueError(f"--privacy-domain: cannot read {path}: {exc}") from None
         if not isinstance(domain, dict):

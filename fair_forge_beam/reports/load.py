@@ -99,23 +99,30 @@ def read_results(path: str) -> dict:
 
     Raises:
         FileNotFoundError: no ``results.json`` there.
-        ValueError: the file is not a results document (no ``metrics`` object).
+        ValueError: the file is not a results document (no ``metrics`` object), or one of its
+            fields has the wrong type (:class:`~fair_forge_beam.reports.run_files.RunFileError`,
+            one line naming the file and the field: :func:`~fair_forge_beam.reports.run_files.check_results`).
     """
+    from fair_forge_beam.reports.run_files import check_results
+
     p = results_path(path)
     if not _exists(p):
         raise FileNotFoundError(f"no results.json at {p}")
-    doc = _read_run_json(p)
-    if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
-        raise ValueError(f"{p} is not a fair_forge_beam results.json (no 'metrics' object)")
-    return doc
+    return check_results(_read_run_json(p), p)
 
 
 def read_run_info(run_dir: str) -> dict:
-    """``run_info.json`` of the run folder (``{}`` when missing)."""
+    """``run_info.json`` of the run folder (``{}`` when missing).
+
+    Raises:
+        ValueError: one line naming the file — damaged, not JSON, nested too deep, or a field of
+            the wrong type (:func:`~fair_forge_beam.reports.run_files.check_run_info`)."""
+    from fair_forge_beam.reports.run_files import check_run_info
+
     p = f"{run_dir.rstrip('/')}/run_info.json"
     if not _exists(p):
         return {}
-    return _read_run_json(p)
+    return check_run_info(_read_run_json(p), p)
 
 
 def _read_run_json(p: str):

@@ -27,6 +27,25 @@ DATA_NOTE = (
 """First line(s) of every message rendered from a template with fenced slots."""
 
 
+class TemplateRenderError(ValueError):
+    """A prompt template that cannot be compiled or rendered — invalid syntax, an undefined name, a
+    sandbox or size limit (:mod:`~fair_forge_beam.components.template_sandbox`), recursion deeper
+    than Python's limit (a macro calling itself), a number too large: one line, a ``ValueError`` so
+    that every command that renders a user's template gives a usage error (exit 2), not a traceback."""
+
+
+#: what compiling or rendering a user's template may raise besides jinja2's ``TemplateError``
+_RENDER_FAILURES = (RecursionError, OverflowError, ArithmeticError, TypeError, LookupError, AttributeError)
+
+
+def _template_failure(exc: BaseException, doing: str) -> TemplateRenderError:
+    if isinstance(exc, RecursionError):
+        why = "recursion deeper than Python's limit (a macro or call that never ends)"
+    else:
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    return TemplateRenderError(f"template error while {doing}: {why}")
+
+
 class PromptTemplate:
     """A jinja2 template with declared slots.
 
@@ -42,8 +61,8 @@ class PromptTemplate:
       data_note: start the rendered text with :data:`DATA_NOTE` when some slot is fenced (off
         for fragments nested inside another fenced message).
 
-    Raises ``jinja2.TemplateSyntaxError`` for an invalid template, ``ValueError`` for a fenced
-    slot that is not declared.
+    Raises :class:`TemplateRenderError` (a ``ValueError``, one line) for an invalid template,
+    ``ValueError`` for a fenced slot that is not declared.
     """
 
     def __init__(self, source: str, slots: Optional[Iterable[str]] = None, fenced: Iterable[str] = (), data_note: bool = True):
@@ -53,8 +72,13 @@ class PromptTemplate:
         from fair_forge_beam.components.template_sandbox import bounded_sandbox
 
         # the size and work budget of every template we are handed (template_sandbox)
+        from jinja2 import TemplateError
+
         env = bounded_sandbox(SandboxedEnvironment)(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-        used = meta.find_undeclared_variables(env.parse(source))
+        try:
+            used = meta.find_undeclared_variables(env.parse(source))
+        except (TemplateError, *_RENDER_FAILURES) as exc:
+            raise _template_failure(exc, "reading the template") from None
         if slots is None:
             declared = frozenset(used)
         else:
@@ -69,11 +93,16 @@ class PromptTemplate:
         self.slots = declared
         self.fenced = fenced
         self.data_note = bool(data_note)
-        self._template = env.from_string(source)
+        try:
+            self._template = env.from_string(source)
+        except (TemplateError, *_RENDER_FAILURES) as exc:
+            raise _template_failure(exc, "compiling the template") from None
 
     def render(self, values: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> str:
         """Fill every declared slot (from ``values`` and/or keywords); ``None`` renders as empty
-        text, other values with ``str()``. Raises ``ValueError`` on a missing or unknown slot."""
+        text, other values with ``str()``. Raises ``ValueError`` on a missing or unknown slot, and
+        :class:`TemplateRenderError` (a ``ValueError``, one line) when rendering fails: a limit of
+        the sandbox, an undefined name, recursion past Python's limit, ..."""
         given = dict(values or {}, **kwargs)
         missing = sorted(self.slots - given.keys())
         unknown = sorted(given.keys() - self.slots)
@@ -85,7 +114,12 @@ class PromptTemplate:
         for k in self.fenced:
             if text[k]:  # empty stays empty (``{% if slot %}`` keeps working; nothing to fence)
                 text[k] = fence(k, text[k])
-        out = self._template.render(text)
+        from jinja2 import TemplateError
+
+        try:
+            out = self._template.render(text)
+        except (TemplateError, *_RENDER_FAILURES) as exc:
+            raise _template_failure(exc, "rendering the template") from None
         return DATA_NOTE + out if self.fenced and self.data_note else out
 
     def __getstate__(self):

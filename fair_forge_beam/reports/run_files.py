@@ -1,0 +1,212 @@
+"""The shape of a finished run's JSON files, checked once where they are read back.
+
+``results.json`` and ``run_info.json`` are read by ``trend``, ``audit --compare`` / ``--baseline``,
+the scorecard, the report and the roll-up (:func:`fair_forge_beam.reports.load.read_results`,
+:func:`~fair_forge_beam.reports.load.read_run_info`). A damaged or edited file — valid JSON whose
+inner values have the wrong type (``metrics.toxicity = 5``, ``slices = "x"`` or ``null``,
+``config = [1]``, ``summary = "x"``, a slice that is a string, an estimate whose ``mean`` is text) —
+is refused here in one line naming the file and the field (:class:`RunFileError`, a
+``ValueError``; the commands turn it into a usage error, exit 2), instead of an ``AttributeError``
+or ``TypeError`` deep in a report.
+
+The models (pydantic, strict: no text read as a number, no ``true`` as 1) state only what the
+readers rely on; other fields are kept as they are (``extra="allow"``). Every estimate (a dict with
+``mean``, ``ci_low`` and ``ci_high``, :func:`~fair_forge_beam.reports.estimates.is_estimate`)
+anywhere in a slice record must hold numbers or ``null`` there (and an integer or ``null`` ``n``).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
+
+__all__ = ["RunFileError", "check_results", "check_run_info", "check_manifest"]
+
+#: a number (an integer is one; text and booleans are not)
+_Number = StrictFloat
+
+
+class RunFileError(ValueError):
+    """A run's JSON file whose content does not have the shape its readers need: one line naming
+    the file, the field (dotted path) and what it holds."""
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Config(_Open):
+    mode: Optional[StrictStr] = None
+    seed: Optional[StrictInt] = None
+    ci_level: Optional[_Number] = None
+    beta_prior_a: Optional[_Number] = None
+    beta_prior_b: Optional[_Number] = None
+    mc_samples: Optional[StrictInt] = None
+    inputs: Optional[list[StrictStr]] = None
+    metrics: Optional[list[StrictStr]] = None
+    slices: Optional[list[StrictStr]] = None
+    versions: Optional[dict[StrictStr, Any]] = None
+
+
+class _SummaryMetric(_Open):
+    scored: Optional[StrictInt] = None
+    interactions_scored: Optional[StrictInt] = None
+    interactions_not_scored: Optional[StrictInt] = None
+    dead_letters: Optional[StrictInt] = None
+    dead_letter_unit: Optional[StrictStr] = None
+    dead_letter_reasons: Optional[dict[StrictStr, StrictInt]] = None
+
+
+class _Summary(_Open):
+    interactions_read: Optional[StrictInt] = None
+    rejected_at_read: Optional[StrictInt] = None
+    rejected_at_read_reasons: Optional[dict[StrictStr, StrictInt]] = None
+    data_quality_warnings: Optional[StrictInt] = None
+    data_quality_by_kind: Optional[dict[StrictStr, StrictInt]] = None
+    metrics: Optional[dict[StrictStr, _SummaryMetric]] = None
+    interactions_read_by_slice: Optional[dict[StrictStr, StrictInt]] = None
+
+
+class _Slice(_Open):
+    slice: StrictStr
+    metric: Optional[StrictStr] = None
+    level: Optional[StrictStr] = None
+    mode: Optional[StrictStr] = None
+    n_interactions: Optional[StrictInt] = None
+    n_sessions: Optional[StrictInt] = None
+
+
+class _Metric(_Open):
+    slices: list[_Slice] = []
+    headline_columns: Optional[list[StrictStr]] = None
+    common: Optional[dict[StrictStr, Any]] = None
+    detail: Optional[dict[StrictStr, Any]] = None
+
+
+class _Results(_Open):
+    config: Optional[_Config] = None
+    summary: Optional[_Summary] = None
+    metrics: dict[StrictStr, _Metric]
+
+
+class _Estimate(_Open):
+    mean: Optional[_Number] = None
+    ci_low: Optional[_Number] = None
+    ci_high: Optional[_Number] = None
+    n: Optional[StrictInt] = None
+
+
+class _Manifest(_Open):
+    config: Optional[_Config] = None
+    options: Optional[dict[StrictStr, Any]] = None
+    static: Optional[dict[StrictStr, dict[StrictStr, Any]]] = None
+    stored: Optional[dict[StrictStr, StrictStr]] = None
+    stored_slices: Optional[dict[StrictStr, StrictStr]] = None
+    not_stored: Optional[dict[StrictStr, Any]] = None
+    slices_not_stored: Optional[dict[StrictStr, Any]] = None
+    counts: Optional[dict[StrictStr, Any]] = None
+    input_files: Optional[list[list[Any]]] = None
+
+
+class _RunInfo(_Open):
+    runner: Optional[StrictStr] = None
+    started_at: Optional[StrictStr] = None
+    finished_at: Optional[StrictStr] = None
+    seconds: Optional[_Number] = None
+    argv: Optional[list[StrictStr]] = None
+    options: Optional[dict[StrictStr, Any]] = None
+    beam_args: Optional[list[StrictStr]] = None
+    versions: Optional[dict[StrictStr, Any]] = None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _refusal(path: str, exc: ValidationError, doc: Any) -> RunFileError:
+    err = exc.errors()[0]
+    loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "union["))]
+    field = ".".join(loc) or "(the document)"
+    value = err.get("input")
+    what = err["msg"].lower().rstrip(".")
+    if err["type"] == "missing":
+        return RunFileError(f"{path}: field '{field}' is missing (a damaged or edited run file)")
+    return RunFileError(f"{path}: field '{field}' holds {_kind(value)} where {_expected(what)} is needed "
+                        "(a damaged or edited run file)")
+
+
+def _expected(msg: str) -> str:
+    for word, kind in (("dictionary", "an object"), ("list", "a list"), ("string", "text"),
+                       ("integer", "an integer"), ("float", "a number"), ("number", "a number")):
+        if word in msg:
+            return kind
+    return "another value"
+
+
+def _check(model, doc: Any, path: str) -> None:
+    try:
+        model.model_validate(doc)
+    except ValidationError as exc:
+        raise _refusal(path, exc, doc) from None
+
+
+def _estimates(metric: str, node: dict, prefix: str, path: str) -> None:
+    """Every estimate in ``node`` (walked without recursion) holds numbers."""
+    stack = [(node, prefix)]
+    while stack:
+        d, at = stack.pop()
+        for key, value in d.items():
+            if isinstance(value, dict):
+                if {"mean", "ci_low", "ci_high"} <= value.keys():
+                    try:
+                        _Estimate.model_validate(value)
+                    except ValidationError as exc:
+                        err = exc.errors()[0]
+                        field = f"{at}{key}." + ".".join(str(x) for x in err["loc"] if not str(x).startswith(("function-", "union[")))
+                        raise RunFileError(f"{path}: field '{field}' holds {_kind(err.get('input'))} where a number or "
+                                           "null is needed (a damaged or edited run file)") from None
+                else:
+                    stack.append((value, f"{at}{key}."))
+
+
+def check_results(doc: Any, path: str) -> dict:
+    """``doc`` (a parsed ``results.json``, ``path`` names it in messages) when it has the shape
+    every reader relies on: an object with an object ``metrics`` of objects, each with a list of
+    slice objects (``slice`` text), an object or null ``config`` and ``summary`` with typed fields,
+    numbers in every estimate.
+
+    Raises:
+        RunFileError: one line naming ``path`` and the first field that is wrong."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
+        raise RunFileError(f"{path} is not a fair_forge_beam results.json (no 'metrics' object)")
+    _check(_Results, doc, path)
+    for name, m in doc["metrics"].items():
+        for i, rec in enumerate(m.get("slices") or []):
+            _estimates(name, rec, f"metrics.{name}.slices.{i}.", path)
+        if isinstance(m.get("common"), dict):
+            _estimates(name, m["common"], f"metrics.{name}.common.", path)
+    return doc
+
+
+def check_run_info(doc: Any, path: str) -> dict:
+    """``doc`` (a parsed ``run_info.json``) when it is an object whose known fields have their types.
+
+    Raises:
+        RunFileError: one line naming ``path`` and the field."""
+    if not isinstance(doc, dict):
+        raise RunFileError(f"{path}: holds {_kind(doc)} where an object is needed (a damaged or edited run file)")
+    _check(_RunInfo, doc, path)
+    return doc
+
+
+def check_manifest(doc: Any, path: str) -> Any:
+    """``doc`` (a parsed ``stats/manifest.json``) when the fields the roll-up reads have their types
+    (a missing ``config`` / ``options`` and the run ids are the roll-up's own checks); a document
+    that is not an object is left to the roll-up's message.
+
+    Raises:
+        RunFileError: one line naming ``path`` and the field."""
+    if isinstance(doc, dict):
+        _check(_Manifest, doc, path)
+    return doc

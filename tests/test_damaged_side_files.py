@@ -1,0 +1,248 @@
+"""Issue 28 (trial 28, B4 and B5): a damaged run file or side file is one line, never a traceback.
+
+B4: a run's ``results.json`` / ``run_info.json`` nested 300,000 levels ended in ``RecursionError``
+(``edge.read_side_json`` caught only ``ValueError``); valid JSON with wrong inner types
+(``metrics.toxicity = 5``, ``slices = "x"`` or ``null``, ``config = [1]``, a slice that is a string,
+``summary = "x"``) in ``AttributeError`` / ``TypeError`` in ``trend`` and ``audit --compare``. Side
+files' nesting is now bounded as input records are (64 levels) and run files are checked against
+their shape where they are read (``reports.run_files``): one line naming the file and the field,
+exit 2.
+
+B5: ``--emotion-lexicon-csv`` was read first on the workers: a file over the limit, a directory or a
+non-UTF-8 file gave three tracebacks and exit 1; it is read in the launcher's pre-flight now.
+``--privacy-domain`` and ``--config`` files nested deep ended in ``RecursionError``, and a recursive
+macro in ``generate --system-prompt-file`` too: each is a one-line usage error."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+_EST = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+_DOC = {
+    "config": {"inputs": ["a.jsonl"], "metrics": ["toxicity"], "mode": "bayesian", "seed": 42, "ci_level": 0.95,
+               "beta_prior_a": 1.0, "beta_prior_b": 1.0, "versions": {"fair_forge_beam": "0.1.0"}},
+    "summary": {"interactions_read": 10, "rejected_at_read": 0, "rejected_at_read_reasons": {},
+                "data_quality_warnings": 0, "data_quality_by_kind": {},
+                "metrics": {"toxicity": {"scored": 10, "interactions_scored": 10, "interactions_not_scored": 0,
+                                         "dead_letters": 0, "dead_letter_unit": "x", "dead_letter_reasons": {}}}},
+    "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "common": {"lexicon": "HurtLex"},
+                             "slices": [{"metric": "toxicity", "level": "slice", "slice": "overall", "n_interactions": 10,
+                                         "n_sessions": 3, "toxic_rate": dict(_EST), "estimates": {"DR": dict(_EST)}}]}},
+}
+
+
+def _mutated(change):
+    doc = copy.deepcopy(_DOC)
+    change(doc)
+    return doc
+
+
+#: (name, change, the field the refusal names)
+_DAMAGE = [
+    ("tox5", lambda d: d["metrics"].__setitem__("toxicity", 5), "metrics.toxicity"),
+    ("slicesstr", lambda d: d["metrics"]["toxicity"].__setitem__("slices", "x"), "metrics.toxicity.slices"),
+    ("slicesnull", lambda d: d["metrics"]["toxicity"].__setitem__("slices", None), "metrics.toxicity.slices"),
+    ("configlist", lambda d: d.__setitem__("config", [1]), "config"),
+    ("slice0str", lambda d: d["metrics"]["toxicity"].__setitem__("slices", ["x"]), "metrics.toxicity.slices.0"),
+    ("summarystr", lambda d: d.__setitem__("summary", "x"), "summary"),
+    ("seedtext", lambda d: d["config"].__setitem__("seed", "42"), "config.seed"),
+    ("seedtrue", lambda d: d["config"].__setitem__("seed", True), "config.seed"),
+    ("headlinestr", lambda d: d["metrics"]["toxicity"].__setitem__("headline_columns", "toxic_rate"),
+     "metrics.toxicity.headline_columns"),
+    ("reasonslist", lambda d: d["summary"]["metrics"]["toxicity"].__setitem__("dead_letter_reasons", ["a"]),
+     "summary.metrics.toxicity.dead_letter_reasons"),
+    ("meantext", lambda d: d["metrics"]["toxicity"]["slices"][0]["toxic_rate"].__setitem__("mean", "0.5"),
+     "metrics.toxicity.slices.0.toxic_rate.mean"),
+    ("nestedest", lambda d: d["metrics"]["toxicity"]["slices"][0]["estimates"]["DR"].__setitem__("ci_low", [0]),
+     "metrics.toxicity.slices.0.estimates.DR.ci_low"),
+    ("slicekey", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__("slice", 3), "metrics.toxicity.slices.0.slice"),
+]
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def test_a_side_json_nested_deeper_than_records_may_be_is_one_line(tmp_path):
+    from fair_forge_beam.io.edge import MAX_NESTING, read_side_json
+
+    for levels in (300_000, MAX_NESTING + 1):
+        p = tmp_path / f"deep{levels}.json"
+        p.write_text('{"metrics": {"x": ' + _deep(levels - 2) + "}}", encoding="utf-8")
+        with pytest.raises(ValueError) as err:
+            read_side_json(p, "a run's file")
+        assert str(p) in str(err.value) and f"{MAX_NESTING} levels" in str(err.value) and "\n" not in str(err.value)
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"metrics": {"x": ' + _deep(MAX_NESTING - 2) + "}}", encoding="utf-8")
+    assert read_side_json(ok, "a run's file")["metrics"]
+
+
+@pytest.mark.parametrize("name,change,field", _DAMAGE, ids=[d[0] for d in _DAMAGE])
+def test_a_results_json_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path, name, change, field):
+    from fair_forge_beam.reports.load import read_baseline, read_results
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(_DOC), encoding="utf-8")
+    assert read_results(str(run)) == _DOC  # the whole, valid document reads as it is
+    (run / "results.json").write_text(json.dumps(_mutated(change)), encoding="utf-8")
+    for read in (lambda: read_results(str(run)), lambda: read_baseline(str(run))):
+        with pytest.raises(ValueError) as err:
+            read()
+        msg = str(err.value)
+        assert str(run / "results.json") in msg and f"field '{field}'" in msg and "\n" not in msg, msg
+
+
+def test_a_run_info_json_of_the_wrong_shape_or_nested_deep_is_one_line(tmp_path):
+    from fair_forge_beam.reports.load import read_run_info
+    from fair_forge_beam.rollup import _read_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    info = run / "run_info.json"
+    good = {"runner": "x", "argv": ["--metrics", "toxicity"], "options": {"metrics": "toxicity"}, "seconds": 1.5}
+    info.write_text(json.dumps(good), encoding="utf-8")
+    assert read_run_info(str(run)) == good == _read_json(str(info))
+    for bad, field in (([1], None), ({**good, "options": "x"}, "options"), ({**good, "argv": 5}, "argv"),
+                       ({**good, "seconds": "1"}, "seconds")):
+        info.write_text(json.dumps(bad), encoding="utf-8")
+        for read in (lambda: read_run_info(str(run)), lambda: _read_json(str(info))):
+            with pytest.raises(ValueError) as err:
+                read()
+            assert str(info) in str(err.value) and (field is None or f"'{field}'" in str(err.value)), err.value
+    info.write_text('{"options": ' + _deep(300_000) + "}", encoding="utf-8")
+    with pytest.raises(ValueError, match="levels"):
+        read_run_info(str(run))
+
+
+def test_a_stats_manifest_of_the_wrong_shape_is_one_line(tmp_path):
+    """The roll-up's ``--from`` manifests: ``config.metrics = 5`` was ``TypeError``, ``stored = [1]``
+    ``AttributeError`` (tracebacks, exit 1)."""
+    from fair_forge_beam.rollup import _read_json
+
+    path = tmp_path / "stats" / "manifest.json"
+    path.parent.mkdir()
+    good = {"stats_schema_version": 5, "config": {"metrics": ["toxicity"], "inputs": ["a"]}, "options": {},
+            "static": {"toxicity": {}}, "stored": {"toxicity": "stats/sessions/"}, "counts": {"interactions_read": 3},
+            "input_files": [["a", 3, 1.5]], "audit_runs": ["r1"], "run_id": "r1"}
+    path.write_text(json.dumps(good), encoding="utf-8")
+    assert _read_json(str(path)) == good
+    for key, value, field in ((("config", "metrics"), 5, "config.metrics"), (("stored",), [1], "stored"),
+                              (("static",), 5, "static"), (("counts",), [1], "counts"),
+                              (("input_files",), "a", "input_files")):
+        bad = copy.deepcopy(good)
+        (bad[key[0]] if len(key) == 2 else bad)[key[-1]] = value
+        path.write_text(json.dumps(bad), encoding="utf-8")
+        with pytest.raises(ValueError) as err:
+            _read_json(str(path))
+        assert str(path) in str(err.value) and f"field '{field}'" in str(err.value), err.value
+
+
+def _cli(module: str, *args) -> subprocess.CompletedProcess:
+    from pathlib import Path
+
+    import fair_forge_beam
+
+    tree = Path(fair_forge_beam.__file__).resolve().parents[1]  # the code under test
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_trend_and_compare_refuse_a_damaged_run_in_one_line(tmp_path, audit_once):
+    """End to end on a real run: ``trend`` and ``audit --compare`` exit 2 with one line naming the
+    file and the field (before: ``AttributeError`` / ``TypeError`` / ``RecursionError`` tracebacks,
+    exit 1)."""
+    _, real = audit_once(["--quiet", "--no-report", "--metrics", "humanity,toxicity", "--mode", "frequentist"])
+    damaged = []
+    for name, change in (("tox5", lambda d: d["metrics"].__setitem__("toxicity", 5)),
+                         ("slice0str", lambda d: d["metrics"]["toxicity"].__setitem__("slices", ["x"])),
+                         ("configlist", lambda d: d.__setitem__("config", [1]))):
+        run = tmp_path / name
+        shutil.copytree(real, run)
+        doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+        change(doc)
+        (run / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+        damaged.append((run, run / "results.json"))
+    deep = tmp_path / "deepinfo"
+    shutil.copytree(real, deep)
+    (deep / "run_info.json").write_text('{"options": ' + _deep(300_000) + "}", encoding="utf-8")
+    damaged.append((deep, deep / "run_info.json"))
+    for run, named in damaged:
+        for module, args in (("pipelines.trend", ("--output", tmp_path / f"tr-{run.name}", run, real)),
+                             ("pipelines.audit", ("--quiet", "--no-report", "--metrics", "humanity,toxicity",
+                                                  "--compare", run, "--output", tmp_path / f"c-{run.name}"))):
+            got = _cli(module, *args)
+            assert got.returncode == 2, (module, run.name, got.stderr[-2000:])
+            assert "Traceback" not in got.stderr and str(named) in got.stderr, (module, run.name, got.stderr[-2000:])
+            assert len([line for line in got.stderr.splitlines() if "error:" in line]) == 1, got.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ B5: side files checked before the run
+def _usage_error(run, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        run(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_an_unreadable_emotion_lexicon_is_a_usage_error_before_the_run(tmp_path, monkeypatch, capsys):
+    from fair_forge_beam.io import edge
+    from pipelines import audit
+
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("English;anger\ncaf\xe9;1\n".encode("latin-1"))
+    big = tmp_path / "big.csv"
+    big.write_text("English;anger\n" + "word;1\n" * 400, encoding="utf-8")
+    base = ["--quiet", "--no-report", "--metrics", "humanity", "--output", str(tmp_path / "out"), "--emotion-lexicon-csv"]
+    assert "not UTF-8" in _usage_error(audit.run, base + [str(latin)], capsys)
+    assert "Is a directory" in _usage_error(audit.run, base + [str(tmp_path)], capsys)
+    monkeypatch.setattr(edge, "MAX_SIDE_FILE_BYTES", 1000)
+    assert "larger than 1,000 bytes" in _usage_error(audit.run, base + [str(big)], capsys)
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_side_files_nested_deep_are_usage_errors(tmp_path, capsys):
+    from fair_forge_beam.audit_config import ConfigError, load_config
+    from fair_forge_beam.io.edge import MAX_NESTING
+    from pipelines import audit
+
+    domain = tmp_path / "deep.json"
+    domain.write_text('{"classes": ' + _deep(300_000) + "}", encoding="utf-8")
+    err = _usage_error(audit.run, ["--quiet", "--no-report", "--metrics", "privacy", "--privacy-domain", str(domain),
+                                   "--output", str(tmp_path / "out")], capsys)
+    assert "--privacy-domain" in err and "levels" in err
+    for levels in (100_000, MAX_NESTING + 1):
+        toml = tmp_path / f"deep{levels}.toml"
+        toml.write_text("inputs = " + _deep(levels) + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as exc:
+            load_config(str(toml))
+        assert str(toml) in str(exc.value) and f"{MAX_NESTING} levels" in str(exc.value), exc.value
+    err = _usage_error(audit.run, ["--config", str(tmp_path / "deep100000.toml")], capsys)
+    assert "deep100000.toml" in err
+
+
+def test_a_template_that_recurses_is_a_usage_error_on_generate(tmp_path, capsys):
+    from fair_forge_beam.components.judge.prompts import PromptTemplate, TemplateRenderError
+    from pipelines import generate
+
+    rec = "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }} {{ context }}"
+    with pytest.raises(TemplateRenderError, match="recursion"):
+        PromptTemplate(rec).render(context="x")
+    with pytest.raises(TemplateRenderError, match="TemplateSyntaxError"):
+        PromptTemplate("{% for %}")
+    prompt = tmp_path / "rec.txt"
+    prompt.write_text(rec, encoding="utf-8")
+    corpus = tmp_path / "corpus.md"
+    corpus.write_text("# Bags\n\nEach passenger may bring one bag of 8 kg on board. " * 3, encoding="utf-8")
+    err = _usage_error(generate.run, ["--corpus", str(corpus), "--system-prompt-file", str(prompt),
+                                      "--generator-base-url", "http://127.0.0.1:9/v1", "--generator-model", "m",
+                                      "--output", str(tmp_path / "g")], capsys)
+    assert "--system-prompt-file" in err and "recursion" in err
