@@ -577,7 +577,45 @@ def compression_suffix(path: str) -> str:
     return next((c for c in COMPRESSION_SUFFIXES if p.endswith(c)), "")
 
 
-class _Unxz(_Streams):
+class _OneStreamAtATime(_Streams):
+    """The read loop of a decompressor that decodes one stream and stops at its end (``eof``,
+    ``unused_data``, ``needs_input``: ``lzma.LZMADecompressor``, ``bz2.BZ2Decompressor``): at most
+    ``n`` bytes decompressed per ``read(n)`` (their ``max_length``); after a stream's end, the rest
+    starts the next stream (:meth:`_next_stream`), so data after the last stream that is not
+    another stream fails in the decompressor. Data that ends inside a stream raises ``EOFError``."""
+
+    def __init__(self, raw):
+        super().__init__(raw)
+        self._d = None
+
+    def _next_stream(self):
+        """A decompressor for the stream that starts at ``_tail``, or None to read more first."""
+        raise NotImplementedError
+
+    def _decompress(self, data: bytes, n: int) -> bytes:
+        return self._d.decompress(data, n)
+
+    def read(self, n: int) -> bytes:
+        while True:
+            if self._d is not None and self._d.eof:
+                self._tail, self._d, self._inside = self._d.unused_data, None, False
+            if self._d is None or self._d.needs_input:
+                if not self._refill():
+                    return b""
+                if self._d is None:
+                    self._d = self._next_stream()
+                    if self._d is None:
+                        continue
+                data, self._tail = self._tail, b""
+            else:
+                data = b""
+            self._inside = True
+            out = self._decompress(data, n)
+            if out:
+                return out
+
+
+class _Unxz(_OneStreamAtATime):
     """``read(n)`` of xz (or legacy ``.lzma``) data from binary file ``raw``: at most ``n`` bytes
     decompressed per call (``LZMADecompressor``'s ``max_length``), streams written one after another
     read on (zero-byte stream padding between them skipped), the decoder's memory at most
@@ -589,66 +627,34 @@ class _Unxz(_Streams):
         import lzma
 
         super().__init__(raw)
-        self._lzma, self._memlimit, self._d = lzma, memlimit, None
+        self._lzma, self._memlimit = lzma, memlimit
 
-    def read(self, n: int) -> bytes:
-        lzma = self._lzma
-        while True:
-            if self._d is not None and self._d.eof:
-                self._tail, self._d, self._inside = self._d.unused_data, None, False
-            if self._d is None or self._d.needs_input:
-                if not self._refill():
-                    return b""
-                if self._d is None:
-                    self._tail = self._tail.lstrip(b"\x00")  # stream padding
-                    if not self._tail:
-                        continue
-                    self._d = lzma.LZMADecompressor(memlimit=self._memlimit)
-                data, self._tail = self._tail, b""
-            else:
-                data = b""
-            self._inside = True
-            try:
-                out = self._d.decompress(data, n)
-            except lzma.LZMAError as exc:
-                if "memory" in str(exc).lower():
-                    raise lzma.LZMAError(
-                        f"decompressing needs more memory than the limit of {self._memlimit / 2**20:,.0f} MiB (the file "
-                        "was compressed with a larger dictionary, e.g. xz --lzma2=dict=...; xz -9 needs 65 MiB)") from None
-                raise
-            if out:
-                return out
+    def _next_stream(self):
+        self._tail = self._tail.lstrip(b"\x00")  # stream padding
+        return self._lzma.LZMADecompressor(memlimit=self._memlimit) if self._tail else None
+
+    def _decompress(self, data: bytes, n: int) -> bytes:
+        try:
+            return self._d.decompress(data, n)
+        except self._lzma.LZMAError as exc:
+            if "memory" in str(exc).lower():
+                raise self._lzma.LZMAError(
+                    f"decompressing needs more memory than the limit of {self._memlimit / 2**20:,.0f} MiB (the file "
+                    "was compressed with a larger dictionary, e.g. xz --lzma2=dict=...; xz -9 needs 65 MiB)") from None
+            raise
 
 
-class _Bunzip2(_Streams):
+class _Bunzip2(_OneStreamAtATime):
     """``read(n)`` of bzip2 data from binary file ``raw``: at most ``n`` bytes decompressed per call
     (``BZ2Decompressor``'s ``max_length``), streams written one after another read on. Data after a
     complete stream that is not another stream raises ``OSError`` (``bz2.BZ2File`` ends the file
     there without a word: appended plain lines were silently dropped); data that ends inside a
     stream, ``EOFError``."""
 
-    def __init__(self, raw):
+    def _next_stream(self):
         import bz2
 
-        super().__init__(raw)
-        self._new, self._d = bz2.BZ2Decompressor, None
-
-    def read(self, n: int) -> bytes:
-        while True:
-            if self._d is not None and self._d.eof:
-                self._tail, self._d, self._inside = self._d.unused_data, None, False
-            if self._d is None or self._d.needs_input:
-                if not self._refill():
-                    return b""
-                if self._d is None:
-                    self._d = self._new()  # a next stream: anything else is "Invalid data stream"
-                data, self._tail = self._tail, b""
-            else:
-                data = b""
-            self._inside = True
-            out = self._d.decompress(data, n)
-            if out:
-                return out
+        return bz2.BZ2Decompressor()  # anything but a stream is "Invalid data stream"
 
 
 class _ZstdFrames:
