@@ -49,6 +49,19 @@ def _isolated_secret_registry(monkeypatch):
     monkeypatch.delenv(sec.NAMES_ENV, raising=False)
 
 
+def _one_verdict(answer):
+    """The verdict of one judge call answered by ``answer`` (a scripted server), no cache."""
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=None, num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
+        client = handler.create_client()
+        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
+        client.close()
+    return verdict
+
+
 def test_every_json_spelling_of_the_key_is_masked_as_text_and_after_decoding():
     from fair_forge_beam.io.secrets import scrub, scrub_tokens
 
@@ -184,8 +197,6 @@ def test_a_key_spelt_out_or_in_another_case_is_masked_and_ordinary_words_are_not
 
 
 def test_a_judge_spelling_the_key_out_leaves_it_nowhere(tmp_path, monkeypatch):
-    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
-
     key = "sk-ffb-" + secrets.token_hex(16)
     monkeypatch.setenv(ENV, key)
 
@@ -193,12 +204,7 @@ def test_a_judge_spelling_the_key_out_leaves_it_nowhere(tmp_path, monkeypatch):
         return Reply(content='{"score": 1.0, "insight": "k=' + "\\n".join(key.upper()) + '"}',
                      reasoning_content="the key is " + " ".join(key))
 
-    with ScriptedOpenAIServer(answer) as srv:
-        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=None, num_retries=0,
-                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
-        client = handler.create_client()
-        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
-        client.close()
+    verdict = _one_verdict(answer)
     assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
     text = json.dumps(verdict._asdict(), default=str)
     assert "k=***" in text and "the key is ***" in text and " ".join(key) not in text
@@ -264,20 +270,13 @@ def test_a_key_joined_by_any_invisible_character_is_masked():
 
 @pytest.mark.parametrize("sep", TRIAL28_SEPARATORS, ids=lambda s: f"U+{ord(s):04X}")
 def test_a_judge_joining_the_key_by_an_invisible_character_leaves_it_nowhere(sep, monkeypatch):
-    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
-
     key = "sk-ffb-" + secrets.token_hex(16)
     monkeypatch.setenv(ENV, key)
 
     def answer(req):
         return Reply(content='{"score": 1.0, "insight": "k=' + sep.join(key) + '"}', reasoning_content="key " + sep.join(key))
 
-    with ScriptedOpenAIServer(answer) as srv:
-        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=None, num_retries=0,
-                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
-        client = handler.create_client()
-        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
-        client.close()
+    verdict = _one_verdict(answer)
     assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
     text = json.dumps(verdict._asdict(), default=str, ensure_ascii=False)
     assert sep.join(key) not in text and "key ***" in text
