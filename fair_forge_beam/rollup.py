@@ -664,7 +664,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.load import read_results
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output, write_launcher_reports
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
-    from fair_forge_beam.reports.summary import summary_table
+    from fair_forge_beam.reports.summary import console_summary
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.slices import SLICE_DIMENSIONS
 
@@ -785,7 +785,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         checks = evaluate_gates(doc, gates, baseline) if gates else None  # once: the report shows them too
         written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks)
         if not args.quiet:
-            print(summary_table(doc, shown, written))  # the paths the outputs have once published
+            print(console_summary(doc, shown, written, gates))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
             try:
                 check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks)

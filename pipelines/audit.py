@@ -32,7 +32,7 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam.reports.output_folder import check_output_folder, run_id_of, staged_output, write_launcher_reports
-from fair_forge_beam.reports.summary import printable as _printable, summary_table
+from fair_forge_beam.reports.summary import console_summary, printable as _printable
 from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
 
 log = logging.getLogger("fair_forge_beam.audit")
@@ -333,12 +333,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)
     if not args.quiet:
-        from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
-
-        # the paths the outputs have once published; API-key values masked, never a name (a field,
-        # slice or metric name, a gate's text: issue 28) nor our own words (the table is composed
-        # of the masked document's values: trial B7)
-        print(scrub_known_text(summary_table(scrub_known(doc), out, written), name_texts(doc) | gate_texts(gates)))
+        print(console_summary(doc, out, written, gates))  # the paths the outputs have once published
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
         if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
             from fair_forge_beam.reports.compare import run_differences

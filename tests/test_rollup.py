@@ -243,6 +243,23 @@ def test_rollup_of_one_audit_is_that_audit(one_audit, tmp_path):
     assert "data_quality/" in info["rollup"]["not_rebuilt"]
 
 
+def test_the_rollups_console_masks_the_runs_keys_as_the_audits_does(one_audit, tmp_path, monkeypatch, capsys):
+    """A key variable registered (here inherited, as a roll-up that a job runs after its audits)
+    and its value in the output's path: the console table masks it, as the audit's does; names
+    stay (issue 28 — the roll-up printed the table unmasked)."""
+    from fair_forge_beam import rollup
+    from fair_forge_beam.io.secrets import NAMES_ENV
+
+    key = "sk-ffb-rollup-0123456789abcdef"
+    monkeypatch.setenv("FFB_TEST_ROLLUP_KEY", key)
+    monkeypatch.setenv(NAMES_ENV, "FFB_TEST_ROLLUP_KEY")
+    out = tmp_path / f"week-{key}"
+    rollup.run(["--from", str(one_audit), "--output", str(out), "--no-report"])
+    console = capsys.readouterr().out
+    assert "overall" in console and "humanity" in console and "week-***" in console
+    assert key not in console
+
+
 def test_a_session_of_one_run_is_not_reduced_again(one_audit, tmp_path, monkeypatch):
     """Schema version 2: a session found in one run reaches the slices with its stored slice value,
     its record is the run's and its warnings are the stored ones — no session reducer runs (it

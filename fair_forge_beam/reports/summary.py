@@ -71,6 +71,16 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
     return out
 
 
+def console_summary(doc: dict, out: str, files: Sequence[str], gates=None) -> str:
+    """:func:`summary_table` as a command prints it (an audit, a roll-up): composed of the masked
+    document's values (:func:`~fair_forge_beam.io.secrets.scrub_known`), then the text masked with
+    the run's key values, every name of the document and text of ``gates`` kept (issue 28: never a
+    field, slice or metric name nor our own words; trial B7)."""
+    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
+
+    return scrub_known_text(summary_table(scrub_known(doc), out, files), name_texts(doc) | gate_texts(gates))
+
+
 def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) -> str:
     """The printed summary of a run from its ``results.json`` content ``doc``; ``files`` are the
     outputs listed under ``out`` on the last line.
