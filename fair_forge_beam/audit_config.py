@@ -202,15 +202,17 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
                 job.append(f"--{name}")
             continue
         values = value if isinstance(value, list) else [value]
+        kind = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type) reads as its base
+        number = {strict_int: "a whole number", strict_float: "a number"}.get(kind)
         if isinstance(action, argparse._AppendAction):
             pass
         elif isinstance(value, list):
+            if number:  # one number, never a list (its items joined read as one number: [100] was '100')
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {value!r}")
             values = [",".join(str(v) for v in value)]  # --metrics / --slices: comma-separated
         for v in values:
             if isinstance(v, (dict, list)):
                 raise ConfigError(f"{where}: expected a value, got {v!r}")
-            kind = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type) reads as its base
-            number = {strict_int: "a whole number", strict_float: "a number"}.get(kind)
             if number and (isinstance(v, bool) or not isinstance(v, (int, float))
                            or (kind is strict_int and not isinstance(v, int))):
                 raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {v!r}")

@@ -256,6 +256,8 @@ direct_num_workers = 2
 @pytest.mark.parametrize("body, message", [
     ('mode = "bayes"', "invalid choice: 'bayes'"),
     ('seed = "abc"', "seed: expected a whole number (TOML, unquoted), got 'abc'"),
+    ('seed = [1]', "seed: expected a whole number (TOML, unquoted), got a list [1]"),  # was "got '1'" (trial 28)
+    ("[options]\nmc-samples = [100, 200]", "mc-samples: expected a whole number (TOML, unquoted), got a list [100, 200]"),
     ('colour = "red"', "unknown key(s) ['colour']"),
     ('[options]\nno-such-flag = 1', "'no-such-flag' is not an option"),
     ('[options]\nno-clustering = "yes please"', "expected true or false"),
