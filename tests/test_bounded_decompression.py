@@ -345,3 +345,59 @@ def test_data_after_the_last_stream_is_a_dead_letter_in_every_compression(tmp_pa
         assert [json.loads(x)["session_id"] for x in got[:-1]] == [f"s{i}" for i in range(5)], (suffix, tail, got)
         assert isinstance(got[-1], ReadError) and str(appended) in got[-1].reason, (suffix, tail, got[-1:])
         assert "records after this point are missing" in got[-1].reason
+
+
+def _binaries() -> dict:
+    """The first bytes of each compressed or binary format a text input may hold by mistake."""
+    import io
+    import zipfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    text = ("".join(json.dumps(_session(f"s{i}")) + "\n" for i in range(3))).encode()
+    zipped, parquet = io.BytesIO(), io.BytesIO()
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.jsonl", text)
+    pq.write_table(pa.table({"x": [1, 2, 3]}), parquet)
+    return {"gzip": gzip.compress(text), "bzip2": bz2.compress(text), "xz": lzma.compress(text),
+            "zstd": zstandard.ZstdCompressor().compress(text), "zlib/DEFLATE": zlib.compress(text),
+            "zip": zipped.getvalue(), "Parquet": parquet.getvalue()}
+
+
+@pytest.mark.parametrize("kind", sorted(_binaries()))
+def test_a_text_input_holding_compressed_or_binary_data_is_one_dead_letter_naming_it(tmp_path, kind):
+    """Trial 28: gzip data inside an ``.xz`` file (compressed twice) gave a reason saying the file
+    "looks like UTF-16-LE"; gzip data in a ``.jsonl``/``.json`` named file, one "not valid UTF-8"
+    dead letter per garbage line. Every reader of a user's text file (JSON Lines plain and
+    decompressed, a JSON file, the watched-folder reader, the agentic reader) gives one ReadError
+    naming the format, and reads the good file beside it."""
+    from apache_beam.io.range_trackers import OffsetRangeTracker
+
+    from fair_forge_beam.io.agentic_sources import _file_records
+    from fair_forge_beam.io.read import _JsonLinesSource, _ReadJsonFile
+    from fair_forge_beam.io.stream_sources import _ReadLines
+
+    data = _binaries()[kind]
+    paths = {"jsonl": tmp_path / "plain.jsonl", "jsonl.xz": tmp_path / "twice.jsonl.xz",
+             "json": tmp_path / "plain.json", "json.gz": tmp_path / "twice.json.gz"}
+    paths["jsonl"].write_bytes(data)
+    paths["json"].write_bytes(data)
+    paths["jsonl.xz"].write_bytes(lzma.compress(data))
+    paths["json.gz"].write_bytes(gzip.compress(data))
+    readers = {
+        "jsonl": lambda p: [x[2] for x in _JsonLinesSource(str(p), MB).read_records(str(p), OffsetRangeTracker(0, 2**62))],
+        "json": lambda p: [x[2] for x in _ReadJsonFile(MB).process(_readable(p))],
+        "watch": lambda p: [x[2] for x in _ReadLines(MB).process(_readable(p))],
+        "agentic": lambda p: _file_records(str(p), MB),
+    }
+    for name, path in paths.items():
+        for reader in ({"jsonl": ("jsonl", "watch", "agentic")}.get(name.split(".")[0], ("json", "agentic"))):
+            got = readers[reader](path)
+            assert len(got) == 1 and isinstance(got[0], ReadError), (kind, name, reader, got[:3])
+            assert f"{path} holds " in got[0].reason and "not text" in got[0].reason, (kind, name, reader, got[0])
+            assert kind in got[0].reason, (kind, name, reader, got[0].reason)
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps(_session("ok")) + "\n", encoding="utf-8")
+    assert [json.loads(x)["session_id"] for x in readers["jsonl"](good)] == ["ok"]

@@ -122,6 +122,9 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
     try:
         with edge.open_input(path) as f:
             head = f.read(edge.ENCODING_PROBE_BYTES)
+            reason = edge.not_text_reason(path, head)
+            if reason is not None:
+                return [ReadError(reason, "")]
             start = head.decode(edge.text_encoding(head), "ignore").lstrip("\ufeff \t\r\n")[:1]
             records = values(f, head) if start == "[" else lines(f, head)
         if records is None:

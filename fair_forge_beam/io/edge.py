@@ -64,6 +64,8 @@ __all__ = [
     "read_side_file",
     "read_side_text",
     "read_side_json",
+    "binary_content",
+    "not_text_reason",
     "side_json_loads",
     "check_side_nesting",
     "nesting_depth",
@@ -466,6 +468,39 @@ def _is_utf8(head: bytes) -> bool:
         except UnicodeDecodeError:
             continue
     return False
+
+
+#: first bytes of formats that are never JSON text in any encoding (their specifications' magic
+#: numbers: RFC 1952 gzip, bzip2, xz, RFC 8878 zstd, zip, Parquet, 7z; RFC 1950 zlib headers of
+#: the four compression levels), and the name a reason gives them
+_BINARY_SIGNATURES = ((b"\x1f\x8b", "gzip-compressed data"), (b"BZh", "bzip2-compressed data"),
+                      (b"\xfd7zXZ\x00", "xz-compressed data"), (b"\x28\xb5\x2f\xfd", "zstd-compressed data"),
+                      (b"PK\x03\x04", "a zip archive"), (b"PAR1", "a Parquet file"),
+                      (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+                      *((bytes([0x78, b]), "zlib/DEFLATE-compressed data") for b in (0x01, 0x5E, 0x9C, 0xDA)))
+
+
+def binary_content(head: bytes) -> Optional[str]:
+    """What ``head`` (the first bytes of a file as read, after its own decompression) is when it
+    starts with the magic number of a compressed or binary format — ``"gzip-compressed data"``,
+    ``"a Parquet file"``, … — else None. For the reason of a file that is not text (a file
+    compressed twice, or named without its compression's ending): ask it only of a head that is
+    not UTF-8 (:func:`text_encoding` then guesses among UTF-16/32, which such bytes never are)."""
+    head = bytes(head[:8])
+    if head.startswith(b"BZh") and not (len(head) > 3 and 0x31 <= head[3] <= 0x39):
+        return None  # "BZh" + a block size digit 1-9
+    return next((name for magic, name in _BINARY_SIGNATURES if head.startswith(magic)), None)
+
+
+def not_text_reason(path: str, head: bytes) -> Optional[str]:
+    """The one reason for a whole file whose first bytes (``head``, up to
+    :data:`ENCODING_PROBE_BYTES`) are not UTF-8 and start as a compressed or binary format
+    (:func:`binary_content`), or None: such a file was read as garbage lines under a guessed
+    encoding, each a dead letter saying it does not decode."""
+    kind = binary_content(head)
+    if kind is None or _is_utf8(bytes(head[:ENCODING_PROBE_BYTES])):
+        return None
+    return f"file {path} holds {kind}, not text (compressed twice, or its name lacks the format's ending); not read"
 
 
 def text_encoding(head: bytes) -> str:

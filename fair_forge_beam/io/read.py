@@ -823,7 +823,13 @@ class _JsonLinesSource(FileBasedSource):
             return
         start = offset_range_tracker.start_position()
         with self.open_file(file_name) as f:
-            encoding = edge.text_encoding(f.read(edge.ENCODING_PROBE_BYTES))
+            head = f.read(edge.ENCODING_PROBE_BYTES)
+            reason = edge.not_text_reason(file_name, head)
+            if reason is not None:  # one reason for the file (its first range's reader), not one per "line"
+                if start == 0 and offset_range_tracker.try_claim(0):
+                    yield (file_name, 0, ReadError(reason, ""))
+                return
+            encoding = edge.text_encoding(head)
             f.seek(0)
             if encoding not in ("utf-8", "utf-8-sig"):
                 # UTF-16/32 lines cannot be cut at b"\n": the reader of the first range decodes
@@ -866,6 +872,10 @@ class _JsonLinesSource(FileBasedSource):
                         head += piece
                 except (OSError, EOFError, zlib.error):
                     pass
+            reason = edge.not_text_reason(file_name, head)
+            if reason is not None:
+                yield (file_name, 0, ReadError(reason, ""))
+                return
             encoding = edge.text_encoding(head)
             with edge.open_input(file_name) as f:
                 if encoding not in ("utf-8", "utf-8-sig"):
@@ -976,6 +986,10 @@ def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b
     import io
 
     head += b"".join(edge.head_pieces(f, len(head)))
+    reason = edge.not_text_reason(file_name, head)
+    if reason is not None:
+        yield (file_name, 0, ReadError(reason, ""))
+        return
     encoding = edge.text_encoding(head)
     if encoding not in ("utf-8", "utf-8-sig"):
         yield from _decoded_lines(file_name, f, encoding, limit, head)
@@ -1041,6 +1055,10 @@ class _ReadJsonFile(beam.DoFn):
             with edge.open_input(path) as f:  # decompressed in bounded pieces (Beam's reader would expand 16 MiB reads whole)
                 head = b"".join(edge.head_pieces(f))
                 encoding = edge.text_encoding(head)
+                reason = edge.not_text_reason(path, head)
+                if reason is not None:
+                    yield (path, 0, ReadError(reason, ""))
+                    return
                 read = _utf8_reader(f, encoding, head)
                 for value in edge.json_values(read, self.max_record_bytes, OVERSIZED_RAW_BYTES, READ_CHUNK):
                     yield (path, value.index, _json_element(path, value, self.max_record_bytes))
