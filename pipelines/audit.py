@@ -398,11 +398,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "--version" in (args[:args.index("--")] if "--" in args else args):
         print_version()  # before anything heavy is imported (no Beam)
         return 0
-    if args and args[0] in COMMANDS:
-        import importlib
+    try:
+        if args and args[0] in COMMANDS:
+            import importlib
 
-        return importlib.import_module(COMMANDS[args[0]]).main(args[1:])
-    return _audit_main(args if argv is not None else None)
+            return importlib.import_module(COMMANDS[args[0]]).main(args[1:])
+        return _audit_main(args if argv is not None else None)
+    except Exception as exc:  # noqa: BLE001 - a full disk or read-only file system is one line; the rest re-raised
+        from fair_forge_beam.reports.output_folder import environment_failure
+
+        why = environment_failure(exc)
+        if why is None:
+            raise
+        command = args[0] if args and args[0] in COMMANDS else "audit"
+        print(f"fair-forge-beam: error: the {command} stopped: {why}; nothing was published (the output folder, "
+              "if any, is as it was)", file=sys.stderr)
+        return 1
 
 
 def _audit_main(argv: Optional[Sequence[str]] = None) -> int:

@@ -634,6 +634,35 @@ def _stage_lock(stage: str, wait: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
+#: what the machine, not the run, ran out of or refused: a full disk or quota, a read-only file
+#: system (the run's own errors keep their traceback)
+_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def environment_failure(exc: BaseException) -> Optional[str]:
+    """One line for a run that stopped because its machine's storage failed — no space left, a
+    quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
+    text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
+    [while running 'WriteParquet/…']``); None for any other failure."""
+    import re
+
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
+            where = f" ({e.filename})" if e.filename else ""
+            return f"{os.strerror(e.errno)}{where}"
+        for m in re.finditer(r"\[Errno (\d+)\]", str(e)):
+            if int(m.group(1)) in _ENVIRONMENT_ERRNOS:
+                step = re.search(r"\[while running '([^']*)'\]", str(e))
+                return os.strerror(int(m.group(1))) + (f" (in the pipeline's step {step.group(1)})" if step else "")
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
 @contextlib.contextmanager
 def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator[str]:
     """Write a run into a stage and publish it as ``output`` only if the block ends normally.
