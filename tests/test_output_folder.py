@@ -354,3 +354,16 @@ def test_beam_temporaries_anywhere_under_the_output_are_not_kept(tmp_path):
         Path(stage, "results.json").write_text("{}")
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
     assert left == ["_SUCCESS", "results.json", "sub", "sub/deeper", "sub/deeper/mine.md", "sub/keep.txt"], left
+
+
+def test_an_output_that_is_no_folder_is_named_for_what_it_is(tmp_path):
+    """Trial 28: a dangling symbolic link given as --output was "is a file"; a FIFO too."""
+    import os
+
+    link, fifo = tmp_path / "link", tmp_path / "fifo"
+    os.symlink(tmp_path / "gone" / "away", link)
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"is a symbolic link to .*gone/away, which does not exist \(a dangling link\)$"):
+        check_output_folder(str(link))
+    with pytest.raises(ValueError, match=r"fifo is a FIFO \(named pipe\)$"):
+        check_output_folder(str(fifo))
