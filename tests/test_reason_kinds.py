@@ -38,5 +38,21 @@ def test_a_long_reason_keeps_its_cause():
     at its end was lost; a long kind keeps its start and its end."""
     reason = "judge call failed: HTTP 500: " + "<html>" * 60 + " upstream error: model overloaded, retry later"
     kind = _reason_kind(reason)
-    assert len(kind) == 160 and kind.startswith("judge call failed: HTTP N: <html>")
+    assert len(kind) <= 160 and kind.startswith("judge call failed: HTTP 500: <html>")
     assert kind.endswith("upstream error: model overloaded, retry later") and " … " in kind
+
+
+def test_status_codes_stay_and_a_long_reason_is_cut_between_words():
+    """Trial 28 (second trial): the empty-run line said 'HTTP N' (429 and 500 are different causes),
+    and the middle cut dropped 'incor' of 'incorrect header check'."""
+    assert _reason_kind("judge call failed: HTTP 429: rate limited after 3 attempt(s)") == \
+        "judge call failed: HTTP 429: rate limited after N attempt(s)"
+    assert _reason_kind("OSError: [Errno 28] No space left on device") == "OSError: [Errno 28] No space left on device"
+    reason = ("cannot read compressed file raw.jsonl.deflate: " + "the data is damaged beyond repair, " * 4
+              + "zlib says: incorrect header check; records after this point are missing")
+    kind = _reason_kind(reason)
+    assert len(kind) <= 160 and " … " in kind
+    head, tail = kind.split(" … ")
+    assert reason.startswith(head) and reason.endswith(tail)
+    words = set(reason.split())
+    assert head.split()[-1] in words and tail.split()[0] in words, kind  # whole words at both cuts

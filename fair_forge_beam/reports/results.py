@@ -739,9 +739,21 @@ def _reason_kind(reason: str) -> str:
     usually said last (``batch.qa_id: …; …: Field required``, ``HTTP 500: <body> … the real error``),
     and a cut at the start lost it (trial 28)."""
     kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
-    # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N")
-    kind = re.sub(r"(?<![\w.-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})", "N", kind)
-    return kind if len(kind) <= 160 else kind[:100] + " … " + kind[-57:]
+    # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N");
+    # a status or error code is the reason itself and stays ("HTTP 429", "HTTP 500", "[Errno 28]")
+    kind = re.sub(r"(?<![\w.-])(?<!HTTP )(?<!status )(?<!Errno )(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})",
+                  "N", kind)
+    if len(kind) <= 160:
+        return kind
+    # cut between words where a space is near (a cut inside a word lost "incor" of "incorrect
+    # header check"): the end starts at a word up to 15 characters before its 57, the start
+    # takes what is left of the 160 and ends at a word
+    start = len(kind) - 57
+    space = kind.rfind(" ", start - 15, start + 1)
+    tail = kind[space + 1:] if space != -1 else kind[start:]
+    head = kind[:160 - 3 - len(tail)]
+    head = head[:head.rindex(" ")] if " " in head[60:] else head
+    return head + " … " + tail
 
 
 def _ranked(counts: dict, top: int = 20) -> dict:
