@@ -17,6 +17,11 @@ Prints each run's CPU and wall seconds, the ratio rollup / union (the target: at
 whether the two ``results.json`` are byte-identical apart from ``config.inputs`` (they must be;
 the roll-up's inputs are the days' files in day order, so they are identical outright).
 
+``--baseline-tree PATH``: the roll-up also from another checkout (its child run with ``PYTHONPATH`` and
+working folder ``PATH``, e.g. the main branch), ``--rounds`` times each, alternating baseline / this tree
+(A/B/A/B) after the one union audit; prints each roll-up's CPU, both trees' mean ratio rollup / union,
+this tree's mean CPU / the baseline's, and whether every roll-up's ``results.json`` equals the union's.
+
 ``--hash-cost`` (issue 28): also the roll-up without its runs' file hashes — the same command in
 a child whose ``rollup.check_sealed`` (hashing every file of every run before the pipeline) and
 ``rollup.seal_manifest`` (hashing its own outputs) do nothing — and the ratio of the two, then
@@ -26,6 +31,7 @@ a child whose ``rollup.check_sealed`` (hashing every file of every run before th
     python benchmarks/bench_rollup.py --days 3 --per-day 20000 --mode frequentist
     python benchmarks/bench_rollup.py --work W --reuse      # again on W's audits: the union and the roll-up only
     python benchmarks/bench_rollup.py --work W --reuse --hash-cost
+    python benchmarks/bench_rollup.py --work W --reuse --baseline-tree ../main --rounds 2
 """
 from __future__ import annotations
 
@@ -79,10 +85,13 @@ def write_days(work: Path, days: int, per_day: int, split: float, seed: int) -> 
     return files
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float]:
+def timed(cmd: list[str], log: Path, tree: Path = ROOT) -> tuple[float, float]:
+    """CPU and wall seconds of the child ``cmd``, run from the checkout ``tree`` (its working folder and
+    ``PYTHONPATH``: ``-m`` puts the working folder first on ``sys.path``)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     c0, t0 = children_cpu(), time.perf_counter()
     with open(log, "w") as f:
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=tree, env=env).returncode
     if rc != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} … failed ({rc}); see {log}")
     return children_cpu() - c0, time.perf_counter() - t0
@@ -101,6 +110,9 @@ def main(argv=None) -> int:
                          "--days, --per-day, --split, --mode and --seed) and time the union audit and the roll-up again")
     ap.add_argument("--hash-cost", action="store_true",
                     help="also time the roll-up without its file hashes (check and seal), and sealing alone")
+    ap.add_argument("--baseline-tree", metavar="PATH",
+                    help="also time the roll-up from this checkout (e.g. the main branch), alternating with this tree")
+    ap.add_argument("--rounds", type=int, default=2, help="with --baseline-tree: roll-ups per tree (2)")
     args, beam_args = ap.parse_known_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench_rollup_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -120,11 +132,35 @@ def main(argv=None) -> int:
     union_cpu, union_wall = timed([*common, *[a for f in files for a in ("--input", str(f))], "--output",
                                    str(work / "union")], work / "union.log")
     print(f"union audit of {args.days} days: {union_cpu:.1f} CPU s ({union_wall:.1f} s)", flush=True)
-    roll_cpu, roll_wall = timed([sys.executable, "-m", "pipelines.audit", "rollup", "--quiet", "--no-report",
-                                 *[a for d in range(args.days) for a in ("--from", str(work / f"audit{d}"))],
-                                 "--output", str(work / "rollup"), *beam_args], work / "rollup.log")
+
+    def rollup(name: str, tree: Path = ROOT) -> tuple[float, float]:
+        return timed([sys.executable, "-m", "pipelines.audit", "rollup", "--quiet", "--no-report",
+                      *[a for d in range(args.days) for a in ("--from", str(work / f"audit{d}"))],
+                      "--output", str(work / name), *beam_args], work / f"{name}.log", tree)
+
+    def identical(name: str) -> bool:
+        return (work / "union" / "results.json").read_bytes() == (work / name / "results.json").read_bytes()
+
+    if args.baseline_tree:
+        base = Path(args.baseline_tree).resolve()
+        cpu: dict = {"baseline": [], "this": []}
+        same = True
+        for i in range(args.rounds):
+            for who, tree in (("baseline", base), ("this", ROOT)):
+                name = f"rollup-{who}-{i}"
+                c, w = rollup(name, tree)
+                cpu[who].append(c)
+                same = identical(name) and same
+                print(f"round {i}: rollup from {tree} ({who}): {c:.1f} CPU s ({w:.1f} s); results.json identical: "
+                      f"{identical(name)}; load average {os.getloadavg()[0]:.2f}", flush=True)
+        mean = {k: sum(v) / len(v) for k, v in cpu.items()}
+        print(f"rollup / union CPU: baseline {mean['baseline'] / union_cpu:.3f}, this tree {mean['this'] / union_cpu:.3f} "
+              f"(target <= 0.1; means of {args.rounds}); this / baseline {mean['this'] / mean['baseline']:.3f}; "
+              f"every results.json identical: {same}")
+        return 0 if same else 1
+    roll_cpu, roll_wall = rollup("rollup")
     print(f"rollup of {args.days} audits: {roll_cpu:.1f} CPU s ({roll_wall:.1f} s)")
-    same = (work / "union" / "results.json").read_bytes() == (work / "rollup" / "results.json").read_bytes()
+    same = identical("rollup")
     print(f"rollup / union CPU: {roll_cpu / union_cpu:.3f} (target <= 0.1); results.json identical: {same}; "
           f"load average {os.getloadavg()[0]:.2f}")
     if args.hash_cost:

@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DEAD, QUALITY
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
-from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn
+from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn, merge_into
 
 __all__ = [
     "MetricSpec",
@@ -194,10 +194,26 @@ class MetricSpec:
 
 # ------------------------------------------------------------------ slice roll-up
 class _MergeCombineFn(WrappedCombineFn):
-    """Combines *outputs* of ``inner`` (accumulators) by merging them."""
+    """Combines *outputs* of ``inner`` (accumulators) by merging them: each into the accumulator
+    (:func:`~fair_forge_beam.statistical.combiners.merge_into`; an input, which ``CombineSlices``
+    sends to several slices, is never changed), and the accumulators into the first."""
 
     def add_input(self, acc, element):
-        return self.inner.merge_accumulators([acc, element])
+        return merge_into(self.inner, acc, element)
+
+    def merge_accumulators(self, accumulators):
+        return _merge_all(self.inner, accumulators)
+
+
+def _merge_all(fn, accumulators):
+    """``fn.merge_accumulators(accumulators)``, merged into the first (Beam's contract allows it)."""
+    it = iter(accumulators)
+    out = next(it, None)
+    if out is None:
+        return fn.create_accumulator()
+    for a in it:
+        out = merge_into(fn, out, a)
+    return out
 
 
 class CombineSlices(beam.PTransform):
@@ -371,6 +387,14 @@ class PairCombineFn(StoredParts, beam.CombineFn):
         return [*(None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)),
                 sum(a[2] for a in accs)]
 
+    def merge_into(self, acc, other):
+        """``other`` merged into ``acc`` side by side (:func:`~fair_forge_beam.statistical.combiners.merge_into`)."""
+        for i, fn in enumerate(self.fns):
+            if fn is not None:
+                acc[i] = merge_into(fn, acc[i], other[i])
+        acc[2] += other[2]
+        return acc
+
     def extract_output(self, acc):
         return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2]]
 
@@ -413,6 +437,17 @@ class FusedCombineFn(beam.CombineFn):
 
     def merge_accumulators(self, accumulators):
         return _merge_slots(self.fns, list(accumulators))
+
+    def merge_into(self, acc, other):
+        """``other`` merged into ``acc`` slot by slot (as :func:`_merge_slots`): a slot ``acc`` lacks
+        gets a merge into a fresh accumulator (never ``other``'s own), any other slot is merged into."""
+        for i, fn in enumerate(self.fns):
+            b = other[i]
+            if b is None:
+                continue
+            a = acc[i]
+            acc[i] = fn.merge_accumulators([fn.create_accumulator(), b]) if a is None else merge_into(fn, a, b)
+        return acc
 
     def compact(self, acc):
         return [None if a is None else fn.compact(a) for fn, a in zip(self.fns, acc)]
@@ -1085,12 +1120,12 @@ class _SignedSliceCombineFn(WrappedCombineFn):
     def add_input(self, acc, element):
         sign, value = element
         side = 0 if sign > 0 else 1
-        acc[side] = self.inner.merge_accumulators([acc[side], value])  # the first lacks a slot: a fresh one
+        acc[side] = merge_into(self.inner, acc[side], value)  # into ours; a slot it lacks: a fresh one
         return acc
 
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
-        return [self.inner.merge_accumulators([a[side] for a in accs]) for side in (0, 1)]
+        return [_merge_all(self.inner, [a[side] for a in accs]) for side in (0, 1)]
 
     def compact(self, acc):
         return [self.inner.compact(a) for a in acc]

@@ -1278,12 +1278,9 @@ def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dic
     import pyarrow.parquet as pq
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.io.read import SessionRecordsCombineFn
     from fair_forge_beam.io.session_stats import READER
-    from fair_forge_beam.schemas.arrow import from_arrow_array
 
-    records_fn = SessionRecordsCombineFn()
-    summaries: dict = {}  # (session_id, assistant_id) -> run -> summary
+    slots: dict = {}  # (session_id, assistant_id) -> run -> {record key: n_slots} (all the numbering reads)
     for j, r in enumerate(runs):
         for table in tables:
             for path in _parquet_files(r, table):
@@ -1294,14 +1291,58 @@ def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dic
                     t = stored.read(columns=["session_id", "assistant_id", READER], use_threads=False)
                 if merged is not None:
                     t = t.filter(pc.invert(_reused_mask(t, merged)))
-                for sid, aid, plain in zip(*(from_arrow_array(c.combine_chunks()) for c in t.columns)):
-                    if plain is not None:
-                        summaries.setdefault((sid, aid), {}).setdefault(j, records_fn.from_plain(plain))
+                for key, records in zip(zip(*(c.to_pylist() for c in t.columns[:2])), _record_slots(t.column(READER))):
+                    if records is not None:
+                        slots.setdefault(key, {}).setdefault(j, records)
     maps: dict = {}
-    for key in sorted(summaries):
-        for j, mapping in union_numbering(summaries[key])[1].items():
+    for key in sorted(slots):
+        for j, mapping in _numbering_maps(slots[key]).items():
             maps.setdefault(j, {})[key] = mapping
     return maps
+
+
+def _record_slots(column) -> list:
+    """A stored reader column (:class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`'s
+    ``list<struct<declared, source, position, n_slots, …>>``) → per row ``{record key: n_slots}``
+    (``None`` for a null row): the part of each summary its turn numbering depends on, read
+    field by field (the records' items are never decoded)."""
+    import pyarrow.compute as pc
+
+    column = column.combine_chunks()
+    if not len(column):
+        return []
+    lengths = pc.fill_null(pc.list_value_length(column), 0).to_pylist()
+    valid = column.is_valid().to_pylist()
+    values = column.flatten()
+    keys = list(zip(*(values.field(name).to_pylist() for name in ("declared", "source", "position"))))
+    n_slots = values.field("n_slots").to_pylist()
+    out, at = [], 0
+    for ok, n in zip(valid, lengths):
+        out.append(dict(zip(keys[at:at + n], n_slots[at:at + n])) if ok else None)
+        at += n
+    return out
+
+
+def _numbering_maps(slots: dict) -> dict:
+    """Per run whose numbering of one session differs from the union's, its map run's turn index →
+    union's, from each run's ``{record key: n_slots}`` (:func:`_record_slots`): the ``turns`` of
+    :func:`union_numbering` (the union's records: every run's, a key's ``n_slots`` that of its first run)."""
+    from fair_forge_beam.io.read import session_numbering
+
+    if len(slots) < 2:
+        return {}
+    union: dict = {}
+    for run in sorted(slots):
+        for rk, n in slots[run].items():
+            union.setdefault(rk, (n,))
+    first = session_numbering(union)
+    turns = {}
+    for run, records in slots.items():
+        local = session_numbering({rk: (n,) for rk, n in records.items()})
+        mapping = {local[rk] + at: first[rk] + at for rk, n in records.items() for at in range(n)}
+        if any(k != v for k, v in mapping.items()):
+            turns[run] = mapping
+    return turns
 
 
 def _copy_record_outputs(runs: Sequence[str], out: str, turn_maps: dict) -> None:

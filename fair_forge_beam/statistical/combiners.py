@@ -810,6 +810,31 @@ def merge_into_new(self, accumulators):
     return out
 
 
+def merge_into(fn, acc, other):
+    """``acc`` with ``other`` merged in, as ``fn.merge_accumulators([acc, other])`` gives it, but
+    into ``acc`` where ``fn`` allows (Beam's contract: ``add_input`` may change and return the
+    accumulator it is given, ``merge_accumulators`` its first): ``other`` is never changed, and
+    ``acc`` must be the caller's own (made by ``fn``, not an input another consumer holds).
+
+    In place for a ``CombineFn`` with a ``merge_into(acc, other)`` method, one whose
+    ``merge_accumulators`` is :func:`merge_into_new` (its statistics' ``merge``), a
+    :class:`WrappedCombineFn` that does not override ``merge_accumulators`` (its ``inner``) and
+    Beam's ``TupleCombineFn`` (part by part); any other through its ``merge_accumulators``."""
+    own = getattr(fn, "merge_into", None)
+    if own is not None:
+        return own(acc, other)
+    merge = getattr(type(fn), "merge_accumulators", None)
+    if merge is merge_into_new:
+        return acc.merge(other)
+    if merge is WrappedCombineFn.merge_accumulators:
+        return merge_into(fn.inner, acc, other)
+    if merge is beam.combiners.TupleCombineFn.merge_accumulators and isinstance(acc, list):
+        for i, (c, b) in enumerate(zip(fn._combiners, other)):
+            acc[i] = merge_into(c, acc[i], b)
+        return acc
+    return fn.merge_accumulators([acc, other])
+
+
 def output_stats(self, acc):
     """``extract_output`` that returns the statistics themselves (the estimator runs later)."""
     return acc
