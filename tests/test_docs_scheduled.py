@@ -92,6 +92,15 @@ def test_cron_and_airflow_call_the_nightly_script():
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "BashOperator"]
     command = next(k.value.value for k in calls[0].keywords if k.arg == "bash_command")
     assert "./nightly.sh {{ ds }}" in command
+    # {{ ds }} is yesterday only with a data-interval timetable: Airflow 3 gives a bare cron string a
+    # trigger timetable by default, whose {{ ds }} is the run's own day (issue 27's trial: exit 4 nightly)
+    dag = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DAG")
+    schedule = next(k.value for k in dag.keywords if k.arg == "schedule")
+    assert isinstance(schedule, ast.Call) and schedule.func.id == "CronDataIntervalTimetable"
+    assert schedule.args[0].value == " ".join(fields[:5])  # the cron line's time
+    assert "UTC" in ast.unparse(next(k.value for k in schedule.keywords if k.arg == "timezone"))
+    assert any(isinstance(n, ast.ImportFrom) and n.module == "airflow.timetables.interval"
+               and [a.name for a in n.names] == ["CronDataIntervalTimetable"] for n in ast.walk(tree))
 
 
 def _nightly(tmp_path: Path, days: dict):
