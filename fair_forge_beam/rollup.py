@@ -38,7 +38,8 @@ Usage errors (exit 2, one line): no run matched, a run without stored statistics
 statistics schema version other than this package's (naming both), runs made with different
 settings (naming the first difference), a run file that is not as the run wrote it (its manifest's
 ``files``: a file it does not list, a listed file missing, another size or sha256 —
-:func:`check_sealed`, naming the run and the file).
+:func:`check_sealed`, naming the run and the file), a manifest count its sealed files do not
+hold (interactions read, per slice, dead letters per stage — :func:`checked_counts`, naming both numbers).
 """
 from __future__ import annotations
 
@@ -349,7 +350,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
         _check_shards(run_dir, m)
         check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
-        manifests.append(m)
+        manifests.append({**m, "counts": checked_counts(run_dir, m)})  # the files' numbers, never the text's alone
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
         modes = (manifests[0]["options"].get("mode"), m["options"].get("mode"))
@@ -609,6 +610,92 @@ def check_sealed(run_dir: str, manifest: dict) -> None:
                              f"{MANIFEST} lists {want['size']} bytes, sha256 {want['sha256'][:16]}…): changed or "
                              "replaced since (e.g. another run's shard copied over it); re-run that audit, or leave "
                              "it out")
+
+
+def checked_counts(run_dir: str, manifest: dict) -> dict:
+    """The run's ``counts`` as a roll-up takes them: each number its sealed files also hold is
+    compared with them (the manifest cannot list its own hash, so an edited count would otherwise
+    be rolled up as data — issue 27's trial added 1000 to ``interactions_read``, exit 0).
+
+    * ``interactions_read``: the interactions of the reader's record summaries (the ``reader``
+      column of ``stats/sessions/``: every session read keeps its row, scored or not);
+    * ``interactions_read_by_slice``: the same per ``assistant_id=…`` / ``language=…`` (the
+      session row's), for each such dimension the manifest counts or the run sliced by;
+    * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason kinds returned are
+      the files' own (the manifest's counts per stage must match them).
+
+    ``quality`` (per-record warnings: ``data_quality/``, which the manifest does not seal and a
+    roll-up does not copy) is returned as the manifest holds it.
+
+    Raises:
+        ValueError: one line naming the run, the count, the manifest's number and the files'.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import MANIFEST
+    from fair_forge_beam.reports.results import _reason_kind
+    from fair_forge_beam.slices import CORE_SLICE_FIELDS, SLICE_DIMENSIONS
+
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict):
+        raise ValueError(f"{run_dir}: {MANIFEST} is incomplete (no counts): not a complete run (re-run that audit, "
+                         "or leave it out)")
+
+    def mismatch(what: str, listed, found) -> ValueError:
+        return ValueError(f"{run_dir}: {MANIFEST} counts {what} = {listed}, but the run's files hold {found}: the "
+                          "manifest was changed since the run wrote it (its counts are checked against the files "
+                          "it seals); re-run that audit, or leave it out")
+
+    stored = manifest.get("stored") or {}
+    table = sorted(set(stored.values()))[0] if stored else None
+    dims = tuple(d for d in CORE_SLICE_FIELDS
+                 if d in (manifest["options"].get("slices") or SLICE_DIMENSIONS)
+                 or any(str(k).split("=", 1)[0] == d for k in counts.get("interactions_read_by_slice") or {}))
+    read, by_slice = 0, {}
+    for path in run_shards(run_dir, table) if table else ():
+        t = _read_parquet(path, ["reader", *CORE_SLICE_FIELDS])
+        records = t.column("reader").combine_chunks()
+        items = pc.list_value_length(pc.struct_field(pc.list_flatten(records), "items")).fill_null(0)
+        per = pa.table({"s": pc.list_parent_indices(records), "n": items}).group_by("s").aggregate([("n", "sum")])
+        n = np.zeros(len(t), np.int64)  # a session's interactions, over its records
+        n[per.column("s").to_numpy()] = per.column("n_sum").to_numpy()
+        read += int(n.sum())
+        for d in dims:
+            for value, k in zip(t.column(d).to_pylist(), n):
+                if k:
+                    by_slice[f"{d}={value}"] = by_slice.get(f"{d}={value}", 0) + int(k)
+    listed = counts.get("interactions_read")
+    if type(listed) is not int or listed != read:
+        raise mismatch("interactions_read", listed, read)
+    listed = {str(k): v for k, v in (counts.get("interactions_read_by_slice") or {}).items()}
+    for key in sorted(set(listed) | set(by_slice)):
+        if listed.get(key, 0) != by_slice.get(key, 0) or (key in listed and type(listed[key]) is not int):
+            raise mismatch(f"interactions_read_by_slice[{json.dumps(key)}]", listed.get(key, 0), by_slice.get(key, 0))
+    dead: dict = {}
+    for path in run_shards(run_dir, "dead_letter/", "jsonl"):
+        with FileSystems.open(path) as f:
+            for line in read_all(f).decode("utf-8").splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    key = (str(record.get("stage")), _reason_kind(str(record.get("reason"))))
+                    dead[key] = dead.get(key, 0) + 1
+    per_stage: dict = {}
+    for entry in counts.get("dead_letters") or ():
+        ok = isinstance(entry, list) and len(entry) == 3 and type(entry[2]) is int
+        if not ok:
+            raise mismatch("dead_letters", json.dumps(entry), "[stage, reason kind, count] entries")
+        per_stage[str(entry[0])] = per_stage.get(str(entry[0]), 0) + entry[2]
+    found: dict = {}
+    for (stage, _), k in dead.items():
+        found[stage] = found.get(stage, 0) + k
+    for stage in sorted(set(per_stage) | set(found)):
+        if per_stage.get(stage, 0) != found.get(stage, 0):
+            raise mismatch(f"dead_letters of stage {json.dumps(stage)}", per_stage.get(stage, 0), found.get(stage, 0))
+    return {**counts, "interactions_read": read, "interactions_read_by_slice": dict(sorted(by_slice.items())),
+            "dead_letters": sorted([*k, n] for k, n in dead.items())}
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:

@@ -328,3 +328,54 @@ def test_two_audits_of_one_input_write_the_same_data_files_and_list_each_with_it
 
 def _row_text(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=str)
+
+
+def _add_to_dead_letters(c: dict) -> None:
+    c["dead_letters"][0][2] += 1000
+
+
+def _invent_dead_letters(c: dict) -> None:
+    c["dead_letters"].append(["toxicity", "an invented reason", 5])
+
+
+def _add_to_a_slice(c: dict) -> None:
+    c["interactions_read_by_slice"]["assistant_id=hh-chosen"] += 1000
+
+
+def _add_to_read(c: dict) -> None:
+    c["interactions_read"] += 1000
+
+
+@pytest.mark.parametrize("run,edit,named", [
+    ("a", _add_to_read, "counts interactions_read = "),
+    ("w", _add_to_read, "counts interactions_read = "),  # a roll-up's manifest: its copies hold the numbers
+    ("a", _add_to_a_slice, 'counts interactions_read_by_slice["assistant_id=hh-chosen"] = '),
+    ("a", _add_to_dead_letters, 'counts dead_letters of stage "read" = 1001, but the run\'s files hold 1'),
+    ("a", _invent_dead_letters, 'counts dead_letters of stage "toxicity" = 5, but the run\'s files hold 0'),
+])
+def test_a_count_edited_in_the_manifest_is_refused(sealed_runs, tmp_path, capsys, run, edit, named):
+    """The manifest cannot list its own hash, so its ``counts`` were rolled up as written: 1000
+    added to ``interactions_read`` in a night's manifest gave a roll-up (exit 0) claiming 1000 more
+    interactions read (issue 27, fresh-user trial). Every count the stored files also hold
+    (interactions read, per slice, dead letters per stage) is checked against them: a usage error
+    naming the run and both numbers."""
+    runs = [tmp_path / r for r in (["a", "b"] if run == "a" else [run])]
+    for r in runs:
+        shutil.copytree(sealed_runs / r.name, r)
+    edited = runs[0]
+    m = _manifest(edited)
+    edit(m["counts"])
+    (edited / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    err = _refused(tmp_path, runs, capsys)
+    assert f": {edited}: stats/manifest.json {named}" in err, err
+
+
+def test_the_counts_a_rollup_takes_are_those_its_runs_files_hold(sealed_runs):
+    """Unedited runs: the counts checked against the files are the manifest's (reader items per
+    session, dead letters per stage and reason kind), for an audit and for a roll-up."""
+    from fair_forge_beam.rollup import checked_counts
+
+    for name in ("a", "b", "w"):
+        m = _manifest(sealed_runs / name)
+        assert checked_counts(str(sealed_runs / name), m) == m["counts"], name
+    assert sum(n for *_, n in _manifest(sealed_runs / "a")["counts"]["dead_letters"]) == 1  # the broken record

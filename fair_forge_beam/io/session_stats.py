@@ -66,7 +66,9 @@ nothing of their run, so two runs of the same input write the same bytes.
 
 The manifest's ``counts``: ``interactions_read``, ``dead_letters`` (``[stage, reason kind,
 count]``) and ``quality`` (``{kind: count}``) — the run's own, without the session stages'
-warnings (the reader's and the engine's), which a roll-up recomputes over the merged sessions.
+warnings (the reader's and the engine's), which a roll-up recomputes over the merged sessions —
+and ``interactions_read_by_slice``. A roll-up checks each count its sealed files also hold
+(:func:`~fair_forge_beam.rollup.checked_counts`): the manifest cannot list its own hash.
 """
 from __future__ import annotations
 
