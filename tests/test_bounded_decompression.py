@@ -328,6 +328,42 @@ def test_an_xz_file_needing_more_decoder_memory_than_the_limit_is_one_dead_lette
     assert isinstance(got, ReadError) and "more memory than the limit of 4 MiB" in got.reason, got
 
 
+def _zstd_declaring_window(data: bytes, log: int) -> bytes:
+    """A zstd frame of ``data`` whose header declares a window of ``2**log`` bytes (31: 2 GiB, as
+    ``zstd --long=31`` writes), written with a 1 MiB window (no content size: the header holds a
+    window descriptor, RFC 8878 §3.1.1.1.2, the byte after the frame header descriptor)."""
+    import zstandard
+
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=20, write_content_size=False)
+    comp = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    b = bytearray(comp.compress(data) + comp.flush())
+    assert b[4] & 0x20 == 0 and b[5] == (20 - 10) << 3  # not single-segment: b[5] is the window descriptor
+    b[5] = (log - 10) << 3
+    return bytes(b)
+
+
+def test_a_zstd_file_needing_a_window_over_the_limit_is_one_dead_letter_naming_it(tmp_path, monkeypatch):
+    """Trial 28b: a .zst needing a 2 GiB window was "corrupt, truncated or unreadable zstd data (ZstdError:
+    ... Frame requires too much memory for decoding)": it names its window and the limit now
+    (edge.ZSTD_MAX_WINDOW, 128 MiB), as the xz reader names its memory limit; a file within the limit
+    is read, and refused the same way under a smaller limit."""
+    from fair_forge_beam.io import edge
+
+    text = "".join(json.dumps(_session(f"s{i}")) + "\n" for i in range(50)).encode()
+    huge = tmp_path / "long-window.jsonl.zst"
+    huge.write_bytes(_zstd_declaring_window(text, 31))
+    [got] = _lines_of(huge)
+    assert isinstance(got, ReadError) and str(huge) in got.reason, got
+    assert "needs a window of 2,048 MiB, over the limit of 128 MiB" in got.reason and "\n" not in got.reason, got
+
+    eight = tmp_path / "eight.jsonl.zst"
+    eight.write_bytes(_zstd_declaring_window(text, 23))
+    assert len(_lines_of(eight)) == 50
+    monkeypatch.setattr(edge, "ZSTD_MAX_WINDOW", 4 * MB)
+    [got] = _lines_of(eight)
+    assert isinstance(got, ReadError) and "needs a window of 8 MiB, over the limit of 4 MiB" in got.reason, got
+
+
 @pytest.mark.parametrize("suffix", sorted(_COMPRESS))
 def test_data_after_the_last_stream_is_a_dead_letter_in_every_compression(tmp_path, suffix):
     """Trial 28 (B3): one bz2 stream of sessions followed by plain JSON lines gave exit 0 and 9 of 16

@@ -244,3 +244,60 @@ def test_sizing_a_long_list_of_fixed_width_items_holds_nothing_per_item():
     assert arrow_value_sizes(with_nulls.slice(1)).tolist() == [8, 8]
     empty = pa.array([[{}] * 3, []], pa.list_(pa.struct([])))  # each {} is a Python dict
     assert arrow_value_sizes(empty).tolist() == [8 + 3 * 8, 8]
+
+
+def test_a_row_group_over_the_limit_by_its_metadata_is_never_decoded(tmp_path, monkeypatch):
+    """Trial 28b (B7): a 2.9 MB file, one row of list<bool> of 500M values: the row became a correct
+    dead letter, but decoding its row group first peaked 3.6 GB. The column chunks' metadata shows
+    the values before any read (8 bytes each once converted): a row group whose rows hold more than
+    rows x --max-record-bytes is one dead letter naming it, its size and the limit, never decoded;
+    the other row groups are read."""
+    import numpy as np
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    n = 2_000_000
+    bools = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), pa.array(np.ones(n, dtype=bool)))
+    table = pa.table({"session_id": ["big"], "assistant_id": ["bot"], "tags": bools})
+    small = pa.table({"session_id": ["s0"], "assistant_id": ["bot"], "tags": pa.array([[True]], bools.type)})
+    path = tmp_path / "in.parquet"
+    with pq.ParquetWriter(path, table.schema) as w:
+        w.write_table(small)
+        w.write_table(table)
+        w.write_table(small)
+    decoded = []
+    real = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, i, *a, **k: decoded.append(i) or real(self, i, *a, **k))
+    got = [item for rg in range(3) for item in _ReadParquetRowGroup(MB).process((str(path), rg))]
+    assert decoded == [0, 2]
+    assert [r["session_id"] for _, _, r in got if not isinstance(r, ReadError)] == ["s0", "s0"]
+    [(_, _, dead)] = [g for g in got if isinstance(g[2], ReadError)]
+    assert dead.reason == (f"row group 1 of Parquet file {path} holds at least {8 * n:,} bytes of values once converted "
+                           "(8 per value of its largest column, from its metadata), over the limit of 1,048,576 bytes "
+                           "for its 1 row(s) (--max-record-bytes per row); its rows are not read, the other row groups are")
+
+
+def test_the_metadata_bound_never_refuses_a_row_group_whose_rows_are_within_the_limit(tmp_path):
+    """The bound is a lower bound of what the rows' sizes (arrow_value_sizes) sum to, for nulls at any
+    depth, empty and null lists, lists of null structs, maps, dictionaries: a row group is refused only
+    when some row is over the limit."""
+    import numpy as np
+    from fair_forge_beam.io.read import arrow_value_sizes, row_group_least_size
+
+    turn = pa.struct([("a", pa.string()), ("b", pa.int64()), ("c", pa.list_(pa.string()))])
+    rows = [None, [], [None] * 50, [{"a": None, "b": None, "c": None}] * 7, [{"a": "x", "b": 1, "c": []}],
+            [{"a": "y" * 30, "b": 2, "c": [None, "z", ""]}] * 3]
+    table = pa.table({
+        "conversation": pa.array(rows, pa.list_(turn)),
+        "m": pa.array([None, [], [("k", None)], [("k", "v")] * 9, None, [("a", "b")]], pa.map_(pa.string(), pa.string())),
+        "d": pa.array(["u", None, "u", "v", "u", None]).dictionary_encode(),
+        "n": pa.array([[None] * 40, None, [], [1], [None, 2], [3] * 5], pa.list_(pa.int8())),
+        "f": pa.array(np.arange(6, dtype="float64")),
+    })
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=2)
+    pf = pq.ParquetFile(path)
+    for rg in range(pf.num_row_groups):
+        part = pf.read_row_group(rg)
+        sizes = sum(arrow_value_sizes(part.column(c).combine_chunks()) for c in part.column_names)
+        least, most = row_group_least_size(pf.metadata.row_group(rg), int(sizes.max()))
+        assert least <= int(sizes.sum()) <= most, (rg, least, sizes)

@@ -209,6 +209,45 @@ def test_an_unreadable_emotion_lexicon_is_a_usage_error_before_the_run(tmp_path,
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+@pytest.mark.parametrize("text, says", [
+    ("english;Joy;joy\nhappy;1;0\n", "names column(s) 'joy' more than once"),
+    ("english;anger;english\nhappy;0;glad\n", "names column(s) 'english' more than once"),
+    ("English Word,Anger,Joy\nhappy,0,1\n", "names no emotion column"),
+    ("english;anger;joy\nha\0ppy;0;1\n", "a NUL character on line 2"),
+    ('english;anger;joy\nhappy;0;1\n"sad;1;0\nglum;1;0\n', "not a ';'-separated CSV text"),
+    ("anger;joy\n1;0\n", "names no language column"),
+    ("", "names no emotion column"),
+], ids=["dup-emotion", "dup-language", "commas", "nul", "unclosed-quote", "no-language", "empty"])
+def test_a_wrongly_shaped_emotion_lexicon_is_a_usage_error_naming_it(tmp_path, capsys, text, says):
+    """Trial 28b: a lexicon with duplicate columns, a NUL byte or an unclosed quote was read as a lexicon
+    covering no language of the data: every interaction a dead letter, an empty run (exit 4)."""
+    from pipelines import audit
+
+    lexicon = tmp_path / "lex.csv"
+    lexicon.write_text(text, encoding="utf-8")
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english",
+                                "conversation": [{"qa_id": "q", "query": "hi", "assistant": "happy"}]}) + "\n")
+    err = _usage_error(audit.run, ["--quiet", "--no-report", "--metrics", "humanity", "--input", str(data),
+                                   "--output", str(tmp_path / "out"), "--emotion-lexicon-csv", str(lexicon)], capsys)
+    assert f"--emotion-lexicon-csv: cannot read {lexicon}" in err and says in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_well_shaped_emotion_lexicon_is_read():
+    """Languages and emotions in any case and spacing, any order; a row without a word kept out."""
+    import tempfile
+
+    from fair_forge_beam.components.emotion_lexicon import EMOTIONS, NRCCsvLexicon
+
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, encoding="utf-8") as f:
+        f.write(" Joy ;English;spanish;ANGER\n1;happy;feliz;0\n0;;ira;1\n")
+    tables = NRCCsvLexicon(f.name).load()
+    os.unlink(f.name)
+    assert tables == {"english": {"happy": (EMOTIONS.index("joy"),)},
+                      "spanish": {"feliz": (EMOTIONS.index("joy"),), "ira": (EMOTIONS.index("anger"),)}}
+
+
 def test_side_files_nested_deep_are_usage_errors(tmp_path, capsys):
     from fair_forge_beam.audit_config import ConfigError, load_config
     from fair_forge_beam.io.edge import MAX_NESTING

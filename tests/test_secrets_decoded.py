@@ -280,3 +280,80 @@ def test_a_judge_joining_the_key_by_an_invisible_character_leaves_it_nowhere(sep
     assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "k=***"}, verdict
     text = json.dumps(verdict._asdict(), default=str, ensure_ascii=False)
     assert sep.join(key) not in text and "key ***" in text
+
+
+def _loose_key_in(text: str, key: str) -> bool:
+    """Whether ``text``, its ``\\uXXXX`` escapes decoded and every separator (whitespace, invisible
+    characters, two-character escapes) dropped, holds ``key`` in any case (the trial's deep scan)."""
+    import re
+    import unicodedata
+
+    text = re.sub(r"\\+u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    text = re.sub(r"\\+[nrtf]", "", text)
+    kept = "".join(c for c in text if not (c.isspace() or unicodedata.category(c) in ("Cf", "Mn", "Zs", "Cc")))
+    return key.lower() in kept.lower()
+
+
+def _every_whitespace() -> list:
+    import sys
+
+    return [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+def test_a_key_joined_by_any_escaped_separator_is_masked():
+    """Trial 28b (B6): a key with ``\\u00a0``, ``\\u2003``, ``\\u3000`` or ``\\u0085`` escapes between its
+    characters was not masked (raw whitespace was a gap, escaped whitespace was not). Every separator —
+    every whitespace character of every plane and every invisible one — raw, escaped in lower- and
+    upper-case hex, and behind a doubled backslash (JSON in a JSON string)."""
+    from fair_forge_beam.io import secrets as S
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    seps = _every_whitespace() + list(S._invisibles())
+    assert {"\u00a0", "\u2003", "\u3000", "\u0085", "\u2028", "\u1680", "\x1c"} <= set(seps)
+    missed = []
+    for sep in seps:
+        lower = "\\u%04x" % ord(sep) if ord(sep) <= 0xFFFF else json.dumps(sep)[1:-1]
+        for spelled in (sep.join(key), lower.join(key), lower.upper().replace("\\U", "\\u").join(key),
+                        lower.replace("\\", "\\\\").join(key)):
+            doc = '{"a": "k=' + spelled + '!"}'
+            if S.scrub(doc, [key]) != '{"a": "k=***!"}':
+                missed.append((f"U+{ord(sep):04X}", spelled[:12]))
+    assert missed == [], missed[:20]
+    assert S.scrub("\\f".join(key), [key]) == "***"
+    # the planes scanned hold every whitespace character
+    assert S._spaces() == "".join(_every_whitespace())
+    # a separator in ordinary text is left alone, and so is a part of the key
+    text = "caf\\u00e9\\u00a0ok and " + "\\u3000".join(key[:12])
+    assert S.scrub(text, [key]) == text
+
+
+@pytest.mark.parametrize("sep", ["\u00a0", "\u2003", "\u3000", "\u0085"], ids=lambda s: f"U+{ord(s):04X}")
+def test_a_judge_joining_the_key_by_escaped_spaces_leaves_it_out_of_the_cache(sep, tmp_path, monkeypatch):
+    """Trial 28b (B6): the reply ``{"insight": "s\\u00a0k\\u00a0-…"}`` (each separator escaped): the parsed
+    insight was masked, the cache's ``answer`` and ``raw`` kept the key. Every stored text, decoded and
+    with separators dropped, holds no key."""
+    import sqlite3
+
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+
+    key = "sk-ffb-" + secrets.token_hex(16)
+    monkeypatch.setenv(ENV, key)
+    reply = json.dumps({"score": 1.0, "insight": sep.join(key)})  # ensure_ascii: \uXXXX escapes
+    assert "\\u" in reply
+
+    cache = tmp_path / "cache.sqlite3"
+    with ScriptedOpenAIServer(lambda req: Reply(content=reply, reasoning_content=reply.upper())) as srv:
+        handler = OpenAIJudgeHandler("jm", srv.base_url, api_key_env=ENV, cache_path=str(cache), num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, structured_output="text")
+        client = handler.create_client()
+        [verdict] = handler.request([judge_request("v", [("user", "[verdict]")], schema=Verdict, element_id="e0")], client)
+        client.close()
+    assert verdict.error is None and verdict.parsed == {"score": 1.0, "insight": "***"}, verdict
+    assert not _loose_key_in(json.dumps(verdict._asdict(), default=str), key)
+    with sqlite3.connect(str(cache)) as conn:
+        rows = [v for (v,) in conn.execute("SELECT value FROM answers")]
+    assert len(rows) == 1
+    stored = json.loads(rows[0])
+    for field in ("answer", "raw", "reasoning"):
+        assert stored[field] and not _loose_key_in(stored[field], key), (field, stored[field][:80])
+    assert not _loose_key_in(rows[0], key)

@@ -156,18 +156,43 @@ class NRCCsvLexicon(EmotionLexicon):
 
         from fair_forge_beam.io.edge import read_side_text
 
-        with io.StringIO(read_side_text(self.path, "--emotion-lexicon-csv"), newline="") as f:  # read whole, bounded
-            reader = csv.DictReader(f, delimiter=";")
-            emo_cols = {c: c.strip().lower() for c in (reader.fieldnames or []) if c.strip().lower() in _INDEX}
-            lang_cols = [c for c in (reader.fieldnames or []) if c not in emo_cols]
-            tables: dict[str, dict[str, tuple[int, ...]]] = {normalize_language(c): {} for c in lang_cols}
-            for row in reader:
-                idx = _indices([emo for col, emo in emo_cols.items() if str(row.get(col, "")).strip() == "1"])
-                for col in lang_cols:
-                    word = str(row.get(col) or "").strip().lower()
-                    if word:
-                        tables[normalize_language(col)][word] = idx
+        text = read_side_text(self.path, "--emotion-lexicon-csv")  # read whole, bounded
+        if "\0" in text:
+            raise ValueError(f"a NUL character on line {text.count(chr(10), 0, text.index(chr(0))) + 1}: not a CSV text")
+        with io.StringIO(text, newline="") as f:
+            reader = csv.DictReader(f, delimiter=";", strict=True)
+            try:
+                _check_header(reader.fieldnames or [])
+                emo_cols = {c: c.strip().lower() for c in reader.fieldnames if c.strip().lower() in _INDEX}
+                lang_cols = [c for c in reader.fieldnames if c not in emo_cols]
+                tables: dict[str, dict[str, tuple[int, ...]]] = {normalize_language(c): {} for c in lang_cols}
+                for row in reader:
+                    idx = _indices([emo for col, emo in emo_cols.items() if str(row.get(col, "")).strip() == "1"])
+                    for col in lang_cols:
+                        word = str(row.get(col) or "").strip().lower()
+                        if word:
+                            tables[normalize_language(col)][word] = idx
+            except csv.Error as exc:  # an unclosed quote: the rest of the file would be one field
+                raise ValueError(f"not a ';'-separated CSV text: {exc} (after line {reader.line_num})") from None
         return tables
+
+
+def _check_header(columns: list) -> None:
+    """Raises ``ValueError`` unless ``columns`` (an NRC CSV's header) names each column once (emotions
+    in any case and spacing) and holds at least one emotion column and one language column: a
+    header that does not is read as a lexicon covering no language of the data (trial 28b: a
+    comma-separated file, duplicate columns — every row then scored nothing, an empty run)."""
+    names = [c.strip().lower() if c.strip().lower() in _INDEX else c for c in columns]
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise ValueError(f"its header names column(s) {', '.join(map(repr, twice))} more than once")
+    head = ";".join(columns)
+    head = head if len(head) <= 120 else head[:120] + "…"
+    if not any(n in _INDEX for n in names):
+        raise ValueError(f"its header {head!r} names no emotion column ({';'.join(e.title() for e in EMOTIONS)}, "
+                         "';'-separated)")
+    if all(n in _INDEX for n in names):
+        raise ValueError(f"its header {head!r} names no language column (e.g. 'english', ';'-separated)")
 
 
 class DictEmotionLexicon(EmotionLexicon):

@@ -60,6 +60,7 @@ __all__ = [
     "COMPRESSION_SUFFIXES",
     "compression_suffix",
     "XZ_MEMLIMIT",
+    "ZSTD_MAX_WINDOW",
     "MAX_SIDE_FILE_BYTES",
     "read_side_file",
     "read_side_text",
@@ -605,6 +606,11 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".deflat
 #: unreadable data, one line naming the limit, instead of exhausting a worker.
 XZ_MEMLIMIT = 128 * 2**20
 
+#: largest window a zstd frame may need to be decoded, in bytes: 128 MiB, zstandard's default
+#: (``zstd --ultra -22`` needs 128 MiB, ``zstd -19`` 8 MiB); a frame written with a longer window
+#: (``zstd --long=31``: 2 GiB) is refused as unreadable data, one line naming its window and the limit
+ZSTD_MAX_WINDOW = 128 * 2**20
+
 
 def compression_suffix(path: str) -> str:
     """The compression ending of ``path`` (one of :data:`COMPRESSION_SUFFIXES`, lower case), or ``""``."""
@@ -692,6 +698,45 @@ class _Bunzip2(_OneStreamAtATime):
         return bz2.BZ2Decompressor()  # anything but a stream is "Invalid data stream"
 
 
+class _Unzstd:
+    """``read1(n)`` / ``read(n)`` of the zstd data of binary file ``raw`` (zstandard's stream reader,
+    frames read on, the window bounded by ``max_window`` bytes); a frame that needs a longer window
+    raises ``zstandard.ZstdError`` naming its window and the limit (zstandard says "Frame requires
+    too much memory for decoding"); :meth:`complete` as :meth:`_ZstdFrames.complete`."""
+
+    def __init__(self, raw, max_window: int):
+        import zstandard
+
+        self._zstd, self._max = zstandard, int(max_window)
+        self._frames = _ZstdFrames(raw)
+        self._reader = zstandard.ZstdDecompressor(max_window_size=self._max).stream_reader(
+            self._frames, read_size=READ_CHUNK, read_across_frames=True, closefd=False)
+
+    def complete(self) -> bool:
+        return self._frames.complete()
+
+    def _named(self, read, n: int) -> bytes:
+        try:
+            return read(n)
+        except self._zstd.ZstdError as exc:
+            if "memory" not in str(exc).lower():
+                raise
+            need = f"a window of {self._frames.window / 2**20:,.0f} MiB" if self._frames.window > self._max \
+                else "a longer window"
+            raise self._zstd.ZstdError(
+                f"decompressing needs {need}, over the limit of {self._max / 2**20:,.0f} MiB (the file was compressed "
+                "with a long window, e.g. zstd --long=31; zstd --ultra -22 needs 128 MiB)") from None
+
+    def read1(self, n: int = -1) -> bytes:
+        return self._named(self._reader.read1, n)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._named(self._reader.read, n)
+
+    def close(self) -> None:
+        self._reader.close()
+
+
 class _ZstdFrames:
     """The compressed file given to zstandard's stream reader, following the frame structure of what
     is read through it (RFC 8878 §3.1: frame header, block headers and sizes, checksum, skippable
@@ -704,6 +749,7 @@ class _ZstdFrames:
     def __init__(self, raw):
         self._raw = raw
         self._state, self._need, self._buf, self._skip, self._checksum, self._lost = "magic", 4, b"", 0, 0, False
+        self._single, self.window = False, 0  # the largest window a frame header read so far asks (bytes)
 
     def read(self, n: int = -1) -> bytes:
         data = self._raw.read(n)
@@ -742,10 +788,14 @@ class _ZstdFrames:
                 self._lost = True  # not a frame: the decompressor says what is wrong
         elif state == "descriptor":
             single = (value >> 5) & 1
+            self._single = bool(single)
             self._checksum = 4 if value & 4 else 0
             rest = (0 if single else 1) + (0, 1, 2, 4)[value & 3] + ((1 if single else 0), 2, 4, 8)[value >> 6]
             self._state, self._need = ("header", rest) if rest else ("block", 3)
         elif state == "header":
+            if not self._single:  # RFC 8878 §3.1.1.1.2: the window descriptor, the header's first byte
+                log, mantissa = 10 + (head[0] >> 3), head[0] & 7
+                self.window = max(self.window, (1 << log) + (1 << log) // 8 * mantissa)
             self._state, self._need = "block", 3
         elif state == "block":
             kind, size = (value >> 1) & 3, value >> 3
@@ -823,8 +873,8 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
     :class:`_Bunzip2`; xz/lzma by ``lzma.LZMADecompressor``
     with ``max_length`` and a ``memlimit`` of ``xz_memlimit`` bytes, default :data:`XZ_MEMLIMIT`:
     checksums and the end of the stream checked, concatenated streams read on), by ``zstandard``'s
-    ``stream_reader`` (frames read on; a frame that needs a window over zstandard's default
-    limit, 128 MiB, is corrupt data here; a file cut inside a frame is told by following the frame
+    ``stream_reader`` (frames read on; a frame that needs a window over :data:`ZSTD_MAX_WINDOW`,
+    128 MiB, is unreadable data, naming its window and the limit, :class:`_Unzstd`; a file cut inside a frame is told by following the frame
     structure, :class:`_ZstdFrames` — that reader does not tell, nor does Beam's; a file cut exactly
     between two frames cannot be told from a shorter file), or by ``zlib`` with ``max_length``
     (DEFLATE). A file cut short is a :class:`CompressedDataError` in every compression, after the data
@@ -867,13 +917,11 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
         else:
             import zstandard
 
-            frames = _ZstdFrames(raw)
-            inner = zstandard.ZstdDecompressor().stream_reader(frames, read_size=READ_CHUNK, read_across_frames=True,
-                                                                 closefd=False)
+            inner = _Unzstd(raw, ZSTD_MAX_WINDOW)
             errors += (zstandard.ZstdError,)
 
             def at_end():
-                if not frames.complete():
+                if not inner.complete():
                     raise EOFError("the data ends inside a zstd frame (the file is cut short)")
     except BaseException:
         raw.close()

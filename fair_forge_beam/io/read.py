@@ -1263,6 +1263,18 @@ def _oversized_row(table, i: int, sizes: dict, total: int, limit: int) -> ReadEr
     return ReadError(oversized_reason(total, limit), edge.scrub_surrogates(raw[:OVERSIZED_RAW_BYTES]))
 
 
+def row_group_least_size(meta, limit: int) -> tuple:
+    """``(least, most)`` for a Parquet row group's metadata ``meta`` (``pyarrow`` ``RowGroupMetaData``):
+    ``least``, a lower bound of the sum of its rows' sizes (:func:`arrow_value_sizes`) read from the
+    column chunks' metadata before any decoding — 8 bytes (:data:`PY_SLOT_BYTES`) per value of its
+    column with the most values (each value of one leaf column, a null or empty list included, is a
+    slot of its own once converted); ``most``, ``num_rows x limit``, the most its rows may hold when
+    none is over ``limit``. ``least > most``: some row is over the limit, so the row group need not be
+    decoded (a good row group never is refused: its rows' sizes sum to at most ``most``)."""
+    values = max((meta.column(j).num_values for j in range(meta.num_columns)), default=0)
+    return PY_SLOT_BYTES * int(values), int(meta.num_rows) * int(limit)
+
+
 #: rows converted to Python objects at a time (with at most ``max(limit, 8 MiB)`` bytes of data)
 _PARQUET_ROWS_PER_SLICE = 1024
 
@@ -1295,6 +1307,14 @@ class _ReadParquetRowGroup(beam.DoFn):
             with FileSystems.open(path) as f:
                 pf = pq.ParquetFile(f)
                 offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
+                least, most = row_group_least_size(pf.metadata.row_group(rg), self.max_record_bytes)
+                if least > most:  # some row is over the limit: never decoded (trial 28b: 500M booleans, 3.6 GB)
+                    yield (path, rg, ReadError(
+                        f"row group {rg} of Parquet file {path} holds at least {least:,} bytes of values once converted "
+                        f"(8 per value of its largest column, from its metadata), over the limit of {most:,} bytes for "
+                        f"its {pf.metadata.row_group(rg).num_rows:,} row(s) (--max-record-bytes per row); its rows are "
+                        "not read, the other row groups are", ""))
+                    return
                 table = pf.read_row_group(rg)
             sizes = {name: np.zeros(table.num_rows, dtype=np.int64) for name in table.column_names}
             for name in table.column_names:

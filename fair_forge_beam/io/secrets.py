@@ -182,11 +182,22 @@ def _escaped(chars: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _spaces(planes: tuple = _INVISIBLE_PLANES) -> str:
+    """Every whitespace character (``str.isspace``, what ``\\s`` and ``str.split`` take: the Zs, Zl and
+    Zp categories, U+0085, U+001C-001F …) of ``planes`` (a test checks that no other plane holds one).
+    Computed once, on first use."""
+    return "".join(c for r in planes for c in map(chr, r) if c.isspace())
+
+
+@functools.lru_cache(maxsize=None)
 def _gap() -> str:
-    """What may stand between two characters of a loosely spelt secret: whitespace, plain or
-    JSON-escaped, and the invisible characters of :func:`_invisibles`, plain or JSON-escaped (used
-    inside ``(?i:…)``)."""
-    return r"(?:\s|\\+[nrt]|" + _class(_invisibles()) + "|" + _escaped(_invisibles()) + ")*"
+    """What may stand between two characters of a loosely spelt secret: every separator — whitespace
+    (:func:`_spaces`) and the invisible characters of :func:`_invisibles` — plain, JSON-escaped as
+    ``\\uXXXX`` (hex digits in any case: used inside ``(?i:…)``) or by a two-character escape
+    (``\\n``, ``\\r``, ``\\t``, ``\\f``). Hostile-tester trial 28b: ``\\u00a0``, ``\\u2003``,
+    ``\\u3000`` and ``\\u0085`` between a key's characters were not gaps (only raw whitespace was),
+    and the key reached the judge cache's ``answer`` and ``raw``."""
+    return r"(?:\s|\\+[nrtf]|" + _class(_invisibles()) + "|" + _escaped(_spaces() + _invisibles()) + ")*"
 
 
 @functools.lru_cache(maxsize=None)
