@@ -1250,4 +1250,4 @@ def template_metadata_text(metrics: Sequence[str]) -> str:
     """:func:`template_metadata` of the main job as the checked-in file's text (2-space JSON, UTF-8,
     final newline); ``metrics``: the registered metric names
     (``python -m fair_forge_beam.metrics.registry --write-template-metadata templates/metadata.json``)."""
-    return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

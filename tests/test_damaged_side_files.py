@@ -246,3 +246,89 @@ def test_a_template_that_recurses_is_a_usage_error_on_generate(tmp_path, capsys)
                                       "--generator-base-url", "http://127.0.0.1:9/v1", "--generator-model", "m",
                                       "--output", str(tmp_path / "g")], capsys)
     assert "--system-prompt-file" in err and "recursion" in err
+
+
+# ------------------------------------------------------------------ trial 28b: non-finite numbers, not regular files
+#: JSON text of a non-finite number as Python's json writes it by default (allow_nan=True), and one that overflows
+_NON_FINITE = ("Infinity", "-Infinity", "NaN", "1e999")
+
+
+@pytest.mark.parametrize("token", _NON_FINITE)
+def test_a_run_file_holding_a_non_finite_number_is_one_line(tmp_path, token):
+    """Trial 28b B1/B2: ``"mean": Infinity`` in a results.json made ``trend`` end in
+    ``ValueError: Out of range float values are not JSON compliant`` (exit 1) and ``audit --compare``
+    write bare ``Infinity`` into comparison.json. Every run file is strict JSON where it is read."""
+    from fair_forge_beam.reports.load import read_baseline, read_results, read_run_info
+    from fair_forge_beam.rollup import _read_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    text = json.dumps(_DOC).replace('"mean": 0.5', f'"mean": {token}', 1)
+    assert token in text
+    (run / "results.json").write_text(text, encoding="utf-8")
+    (run / "run_info.json").write_text(f'{{"runner": "x", "seconds": {token}}}', encoding="utf-8")
+    (run / "manifest.json").write_text(f'{{"counts": {{"x": {token}}}}}', encoding="utf-8")
+    for read, named in ((lambda: read_results(str(run)), "results.json"), (lambda: read_baseline(str(run)), "results.json"),
+                        (lambda: read_run_info(str(run)), "run_info.json"),
+                        (lambda: _read_json(str(run / "manifest.json")), "manifest.json")):
+        with pytest.raises(ValueError) as err:
+            read()
+        msg = str(err.value)
+        assert str(run / named) in msg and token in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_run_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind):
+    """Trial 28b B3/B4: a results.json that is a directory was an ``IsADirectoryError`` traceback
+    in ``audit --baseline/--compare``; a FIFO made ``trend``, ``reports.compare`` and ``--baseline``
+    wait forever. Refused before it is opened (one line naming it); a ``--config`` pipe is still read."""
+    import threading
+
+    from fair_forge_beam.reports.load import read_baseline, read_results, read_run_info
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("results.json", "run_info.json"):
+        (run / name).mkdir() if kind == "directory" else os.mkfifo(run / name)
+    for read, named in ((lambda: read_results(str(run)), "results.json"), (lambda: read_baseline(str(run)), "results.json"),
+                        (lambda: read_run_info(str(run)), "run_info.json")):
+        box: list = []
+
+        def call(read=read):
+            try:
+                read()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                box.append(exc)
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        t.join(20)
+        if t.is_alive():  # unblock the reader of the FIFO, then fail
+            with open(run / named, "w"):
+                pass
+            t.join(5)
+            pytest.fail(f"reading {named} as a {kind} did not return")
+        assert box and isinstance(box[0], ValueError), box
+        msg = str(box[0])
+        assert str(run / named) in msg and "not a regular file" in msg and "\n" not in msg, msg
+
+
+def test_a_config_read_from_a_pipe_still_works(tmp_path):
+    """``--config <(...)`` (process substitution: a pipe) stays accepted: only run folders' files
+    must be regular files."""
+    import threading
+
+    from fair_forge_beam.audit_config import load_config
+
+    fifo = tmp_path / "cfg.toml"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write("seed = 7\n")
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    assert load_config(str(fifo))["seed"] == 7
+    t.join(5)
+
