@@ -332,3 +332,40 @@ def test_a_config_read_from_a_pipe_still_works(tmp_path):
     assert load_config(str(fifo))["seed"] == 7
     t.join(5)
 
+
+def test_a_config_nested_deep_is_refused_before_toml_parses_it(tmp_path, monkeypatch):
+    """Trial 28b B5: a 200 KB --config of ``a.a.a…= 1`` (100,000 key parts) took 11.4 GB in
+    ``tomllib`` before the nesting check ran (20,000 parts: 1.75 GB). A scan of the raw text bounds
+    dotted keys, table headers, arrays and inline tables first; the file is named once."""
+    import tomllib
+
+    from fair_forge_beam import audit_config
+    from fair_forge_beam.audit_config import ConfigError, load_config
+    from fair_forge_beam.io.edge import MAX_NESTING, nesting_depth
+
+    def _parts(n):
+        return ".".join(["a"] * n)
+
+    deep = {"dotted": _parts(2000) + " = 1\n", "header": "[" + _parts(2000) + "]\nx = 1\n",
+            "quoted": ".".join(['"a.b"'] * 2000) + " = 1\n", "digits": _parts(1000).replace("a", "1") + " = 1\n",
+            "inline": "x = " + "{a = " * 2000 + "1" + "}" * 2000 + "\n", "array": "x = " + _deep(2000) + "\n",
+            "mixed": "[" + _parts(30) + "]\n" + _parts(20) + " = " + _deep(20) + "\n"}
+    parsed = []
+    real_loads = tomllib.loads
+    monkeypatch.setattr(audit_config.tomllib, "loads", lambda *a, **k: parsed.append(1) or real_loads(*a, **k))
+    for name, text in deep.items():
+        p = tmp_path / f"{name}.toml"
+        p.write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigError) as exc:
+            load_config(str(p))
+        msg = str(exc.value)
+        assert msg.count(str(p)) == 1 and f"{MAX_NESTING} levels" in msg and "\n" not in msg, msg
+        assert not parsed, f"{name}: tomllib parsed the file before its nesting was bounded"
+    # exactly MAX_NESTING levels of each form (dots in strings, comments, floats and times do not count) still load
+    ok = {"dotted": _parts(MAX_NESTING - 1) + " = 1.5\n", "header": "[" + _parts(MAX_NESTING - 2) + "]\nx = 1979-05-27T07:32:00.5\n",
+          "array": "x = " + _deep(MAX_NESTING - 1) + "\n", "strings": 'x = "' + _parts(500) + '[[{{" # ' + _parts(500) + "\n",
+          "multiline": "x = '''\n" + _parts(500) + "\n'''\n" + 'y = """' + "[" * 500 + '"""\n'}
+    for name, text in ok.items():
+        p = tmp_path / f"ok_{name}.toml"
+        p.write_text(text, encoding="utf-8")
+        assert nesting_depth(load_config(str(p))) <= MAX_NESTING, name
