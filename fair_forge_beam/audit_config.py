@@ -43,6 +43,7 @@ from typing import Any, Optional, Sequence
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
 from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -98,7 +99,7 @@ def _to_bool(name: str, value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ConfigError(f"--{name}: expected true or false, got {value!r}")
+    raise ConfigError(f"--{name}: expected true or false, got {quoted(value)}")
 
 
 def normalise_template_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -246,7 +247,7 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     base = None if "://" in path else os.path.dirname(os.path.abspath(path))
     unknown = sorted(set(config) - set(TOP_LEVEL) - {"options", "beam", "gates"})
     if unknown:
-        raise ConfigError(f"--config {path}: unknown key(s) {unknown}; top-level keys are "
+        raise ConfigError(f"--config {path}: unknown key(s) [{', '.join(map(quoted, unknown))}]; top-level keys are "
                           f"{', '.join(sorted(TOP_LEVEL))}, [options], [beam] and gates")
     items: list[tuple[str, Any]] = [(TOP_LEVEL[k], v) for k, v in config.items() if k in TOP_LEVEL]
     options = config.get("options", {})
@@ -255,10 +256,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     for k, v in options.items():
         name = k if k in actions else k.replace("_", "-")
         if k in TOP_LEVEL or k == "gates":
-            raise ConfigError(f"--config {path}: {k!r} is inside [options]; in TOML, top-level keys (inputs, "
+            raise ConfigError(f"--config {path}: {quoted(k)} is inside [options]; in TOML, top-level keys (inputs, "
                               "metrics, mode, seed, slices, output, gates) must come before the first [table]")
         if name not in actions or name in NOT_IN_CONFIG:
-            raise ConfigError(f"--config {path}: [options] {k!r} is not an option of the main job that a config "
+            raise ConfigError(f"--config {path}: [options] {quoted(k)} is not an option of the main job that a config "
                               "file can set (see fair-forge-beam --help)")
         items.append((name, v))
     job: list[str] = []
@@ -267,7 +268,7 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         where = f"--config {path}: {name}"
         if _is_flag(action):
             if not isinstance(value, bool):
-                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+                raise ConfigError(f"{where}: expected true or false, got {quoted(value)}")
             if value:
                 job.append(f"--{name}")
             continue
@@ -278,14 +279,14 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
             pass
         elif isinstance(value, list):
             if number:  # one number, never a list (its items joined read as one number: [100] was '100')
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {value!r}")
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {quoted(value)}")
             values = [",".join(str(v) for v in value)]  # --metrics / --slices: comma-separated
         for v in values:
             if isinstance(v, (dict, list)):
-                raise ConfigError(f"{where}: expected a value, got {v!r}")
+                raise ConfigError(f"{where}: expected a value, got {quoted(v)}")
             if number and (isinstance(v, bool) or not isinstance(v, (int, float))
                            or (kind is strict_int and not isinstance(v, int))):
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {v!r}")
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {quoted(v)}")
             v = str(v).lower() if isinstance(v, bool) else str(v)
             if name in PATH_OPTIONS:
                 v = _resolve(v, base)
@@ -341,7 +342,7 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     except argparse.ArgumentError as exc:
         raise ConfigError(f"--config {known.config}: {exc}") from None
     if rest:
-        raise ConfigError(f"--config {known.config}: not understood: {' '.join(rest)}")
+        raise ConfigError(f"--config {known.config}: not understood: {quoted(' '.join(rest))}")
     return job + beam_argv + argv, gates
 
 

@@ -383,3 +383,27 @@ def test_a_config_number_is_toml_s_own_integer_syntax(tmp_path):
         with pytest.raises(SystemExit):
             parser.parse_args(["--seed", spelled])
 
+
+_LONG = "h" * 100_000
+
+
+@pytest.mark.parametrize("case", [
+    "config metrics", "config seed", "config options key", "config top key", "config gate", "config flag",
+    "cli seed", "cli ci-level", "cli metrics", "cli slices", "cli gate", "cli mc-samples"])
+def test_a_usage_error_quotes_a_long_value_shortened(small_input, tmp_path, capsys, case):
+    """Trial 28b B9: ``metrics = ["h" * 50_000_000]`` in a --config file was a 50,000,222-character
+    "one-line" error. Every usage error quotes a user's value through one function
+    (:func:`fair_forge_beam.quoting.quoted`): at most 200 characters of it, its length said."""
+    cfg = tmp_path / "c.toml"
+    argv = ["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o")]
+    body = {"config metrics": f'metrics = ["{_LONG}"]', "config seed": f'seed = "{_LONG}"',
+            "config options key": f'[options]\n{_LONG} = 1', "config top key": f'{_LONG} = 1',
+            "config gate": f'gates = ["{_LONG}"]', "config flag": f'[options]\nno-clustering = "{_LONG}"'}.get(case)
+    if body is not None:
+        cfg.write_text(body + "\n", encoding="utf-8")
+        argv += ["--config", str(cfg)]
+    else:
+        flag = case.split(" ", 1)[1]
+        argv += [f"--{flag}", _LONG if flag != "metrics" else f"humanity,{_LONG}"]
+    err = _usage_error(argv, capsys)
+    assert len(err) < 1000 and "100,000 characters" in err, (len(err), err[:300], err[-300:])
