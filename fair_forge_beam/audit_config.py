@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tomllib
 from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
 from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -97,7 +99,7 @@ def _to_bool(name: str, value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ConfigError(f"--{name}: expected true or false, got {value!r}")
+    raise ConfigError(f"--{name}: expected true or false, got {quoted(value)}")
 
 
 def normalise_template_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -133,6 +135,66 @@ def _resolve(path: str, base: Optional[str]) -> str:
     return os.path.normpath(os.path.join(base, path))
 
 
+#: what the scan of a config's text reads: strings (whose dots and brackets are text), comments, and
+#: the characters that nest (``[`` ``{`` and a dot between key parts) or end a key
+_TOML_TOKEN = re.compile(r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""' r"|'''[^']*(?:'(?!'')[^']*)*'''"
+                         r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"' r"|'[^'\n]*'|#[^\n]*|[\[\]{}=,.\n]", re.S)
+
+
+def toml_nesting_bound(text: str, limit: int) -> bool:
+    """Whether ``text`` (a TOML document) may nest at most ``limit`` + 1 levels, told by one scan of
+    the raw text before ``tomllib`` parses it: ``tomllib`` builds every level of a dotted key
+    (``a.a.a…= 1``), a table header (``[a.a.a…]``) and an array or inline table before any check of
+    the parsed value can run — a 200 KB file of 100,000 key parts took 11.4 GB. The levels of a
+    place in the file are bounded by 1 (the document) + the parts of the current table header (+ 1
+    for an ``[[array of tables]]``) + for each open ``[`` / ``{``, one level and the parts of the
+    key whose value it opens + the dots of the current key; a
+    float's or a time's dot counts one level too much, hence the slack of one level (the exact
+    check of the parsed value, :func:`~fair_forge_beam.io.edge.check_side_nesting`, follows).
+    Strings and comments are skipped; the scan stops at the first place over the bound."""
+    top = 1  # the levels of the current table: the document, its header's parts
+    level, dots, opened = top, 0, []  # the level of what is read now, the current key's dots, the open [ {
+    in_header, skip, at_line_start = False, 0, True
+    for m in _TOML_TOKEN.finditer(text):
+        tok = m.group()
+        if len(tok) != 1 or tok in "#\"\'":  # a string or a comment
+            at_line_start = at_line_start and tok[0] == "#"
+            continue
+        if skip and tok in "[]":  # the second bracket of [[array of tables]]
+            skip -= 1
+            continue
+        if in_header:
+            if tok == ".":
+                level += 1
+            elif tok == "]":
+                in_header, top, skip = False, level, skip_after
+                level = top
+            if level > limit + 1:
+                return False
+            continue
+        if tok == "\n":
+            at_line_start = True
+            if not opened:
+                level, dots = top, 0
+            continue
+        if tok == "[" and at_line_start and not opened:  # a table header
+            skip_after = int(text[m.end():m.end() + 1] == "[")
+            in_header, skip, level, dots = True, skip_after, 1 + skip_after + 1, 0
+        elif tok in "[{":
+            opened.append(level)
+            level, dots = level + dots + 1, 0
+        elif tok in "]}":
+            level, dots = (opened.pop() if opened else top), 0
+        elif tok == ".":
+            dots += 1
+        elif tok == ",":
+            dots = 0
+        at_line_start = False
+        if level + dots > limit + 1:
+            return False
+    return True
+
+
 def load_config(path: str) -> dict:
     """Read a TOML audit config from any Beam filesystem.
 
@@ -150,13 +212,22 @@ def load_config(path: str) -> dict:
         raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
     from fair_forge_beam.options import exact_float
 
-    from fair_forge_beam.io.edge import MAX_NESTING, check_side_nesting
+    from fair_forge_beam.io.edge import MAX_NESTING, SideFileTooDeep, check_side_nesting
 
+    too_deep = (f"--config {path}: nested more than {MAX_NESTING} levels deep (dotted keys, table headers, "
+                f"arrays and inline tables); a config, as input records, is limited to {MAX_NESTING} levels")
     try:
+        text = raw.decode("utf-8")
+        if not toml_nesting_bound(text, MAX_NESTING):  # before tomllib builds every level
+            raise ConfigError(too_deep)
         # nesting bounded as input records are: tomllib recurses per level (RecursionError), and so
         # does what reads the config
-        return check_side_nesting(tomllib.loads(raw.decode("utf-8"), parse_float=exact_float),  # 1e-400 is no silent 0
-                                  f"--config {path}")
+        return check_side_nesting(tomllib.loads(text, parse_float=exact_float),  # 1e-400 is no silent 0
+                                  "the file")
+    except ConfigError:
+        raise
+    except SideFileTooDeep:
+        raise ConfigError(too_deep) from None
     except RecursionError:
         raise ConfigError(f"--config {path}: nested deeper than the TOML parser can follow; a config is limited "
                           f"to {MAX_NESTING} levels") from None
@@ -176,7 +247,7 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     base = None if "://" in path else os.path.dirname(os.path.abspath(path))
     unknown = sorted(set(config) - set(TOP_LEVEL) - {"options", "beam", "gates"})
     if unknown:
-        raise ConfigError(f"--config {path}: unknown key(s) {unknown}; top-level keys are "
+        raise ConfigError(f"--config {path}: unknown key(s) [{', '.join(map(quoted, unknown))}]; top-level keys are "
                           f"{', '.join(sorted(TOP_LEVEL))}, [options], [beam] and gates")
     items: list[tuple[str, Any]] = [(TOP_LEVEL[k], v) for k, v in config.items() if k in TOP_LEVEL]
     options = config.get("options", {})
@@ -185,10 +256,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     for k, v in options.items():
         name = k if k in actions else k.replace("_", "-")
         if k in TOP_LEVEL or k == "gates":
-            raise ConfigError(f"--config {path}: {k!r} is inside [options]; in TOML, top-level keys (inputs, "
+            raise ConfigError(f"--config {path}: {quoted(k)} is inside [options]; in TOML, top-level keys (inputs, "
                               "metrics, mode, seed, slices, output, gates) must come before the first [table]")
         if name not in actions or name in NOT_IN_CONFIG:
-            raise ConfigError(f"--config {path}: [options] {k!r} is not an option of the main job that a config "
+            raise ConfigError(f"--config {path}: [options] {quoted(k)} is not an option of the main job that a config "
                               "file can set (see fair-forge-beam --help)")
         items.append((name, v))
     job: list[str] = []
@@ -197,7 +268,7 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         where = f"--config {path}: {name}"
         if _is_flag(action):
             if not isinstance(value, bool):
-                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+                raise ConfigError(f"{where}: expected true or false, got {quoted(value)}")
             if value:
                 job.append(f"--{name}")
             continue
@@ -208,14 +279,14 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
             pass
         elif isinstance(value, list):
             if number:  # one number, never a list (its items joined read as one number: [100] was '100')
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {value!r}")
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {quoted(value)}")
             values = [",".join(str(v) for v in value)]  # --metrics / --slices: comma-separated
         for v in values:
             if isinstance(v, (dict, list)):
-                raise ConfigError(f"{where}: expected a value, got {v!r}")
+                raise ConfigError(f"{where}: expected a value, got {quoted(v)}")
             if number and (isinstance(v, bool) or not isinstance(v, (int, float))
                            or (kind is strict_int and not isinstance(v, int))):
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {v!r}")
+                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {quoted(v)}")
             v = str(v).lower() if isinstance(v, bool) else str(v)
             if name in PATH_OPTIONS:
                 v = _resolve(v, base)
@@ -271,7 +342,7 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     except argparse.ArgumentError as exc:
         raise ConfigError(f"--config {known.config}: {exc}") from None
     if rest:
-        raise ConfigError(f"--config {known.config}: not understood: {' '.join(rest)}")
+        raise ConfigError(f"--config {known.config}: not understood: {quoted(' '.join(rest))}")
     return job + beam_argv + argv, gates
 
 

@@ -41,6 +41,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
            "MAX_REPLY_BYTES"]
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
+from fair_forge_beam.quoting import quoted  # how a usage error quotes a user's value
 
 # Defaults that code outside this table also needs (a library default, a run's config without
 # the value): they are declared here once and imported, never written again. This module imports
@@ -117,13 +118,13 @@ def exact_float(text: str) -> float:
     if text.strip().lstrip("+-") in ("inf", "nan"):
         return float(text)
     if not re.fullmatch(NUMBER_PATTERN, text, flags=re.ASCII):
-        raise ValueError(f"{text!r} is not a number written with the digits 0-9 ({NUMBER_RULE}; a decimal point "
+        raise ValueError(f"{quoted(text)} is not a number written with the digits 0-9 ({NUMBER_RULE}; a decimal point "
                          "and an exponent may follow: 0.95, -1, 2e-3)")
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"{text!r} is too large for a number (the largest is about 1.8e308)")
+        raise ValueError(f"{quoted(text)} is too large for a number (the largest is about 1.8e308)")
     if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
-        raise ValueError(f"{text!r} is too small for a number: it would become 0 (the smallest is about 4.9e-324)")
+        raise ValueError(f"{quoted(text)} is too small for a number: it would become 0 (the smallest is about 4.9e-324)")
     return value
 
 
@@ -134,7 +135,7 @@ def strict_int(text: str) -> int:
     must be positive says so in its own check. Raises ``argparse.ArgumentTypeError`` (argparse's
     one-line usage error)."""
     if not re.fullmatch(r"[-+]?[0-9]+", text, flags=re.ASCII):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number written with the digits 0-9 ({NUMBER_RULE})")
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number written with the digits 0-9 ({NUMBER_RULE})")
     return int(text)
 
 
@@ -160,7 +161,7 @@ def metric_names(text: str) -> list[str]:
     if not any(names):
         raise ValueError("empty: give comma-separated metric names, e.g. humanity,toxicity")
     if "" in names:
-        raise ValueError(f"{text!r} has an empty entry (a stray or trailing comma): give comma-separated "
+        raise ValueError(f"{quoted(text)} has an empty entry (a stray or trailing comma): give comma-separated "
                          "metric names, e.g. humanity,toxicity")
     twice = sorted({m for m in names if names.count(m) > 1})
     if twice:
@@ -211,7 +212,7 @@ class Range:
         high = v < self.hi if self.hi_open else v <= self.hi
         if low and high:
             return None
-        shown = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else repr(v)
+        shown = f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() < 640 else quoted(v)
         return f"must be {self.text()}, got {shown}"
 
 
@@ -225,7 +226,7 @@ def number_type(kind: type, valid: Range) -> Callable[[str], Any]:
     def parse(text: str):
         v = base(text)
         if isinstance(v, float) and not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"must be {valid.text()}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be {valid.text()}, got {quoted(text)}")
         msg = valid.problem(v)
         if msg:
             raise argparse.ArgumentTypeError(msg)
@@ -857,8 +858,8 @@ def _header_levels(v: str) -> Optional[str]:
     try:
         levels = [int(x) for x in v.split(",") if x.strip()]
     except ValueError:
-        return f"--header-levels must be comma-separated numbers 1-6, got {v!r}"
-    return None if levels and all(1 <= x <= 6 for x in levels) else f"--header-levels must be numbers 1-6, got {v!r}"
+        return f"--header-levels must be comma-separated numbers 1-6, got {quoted(v)}"
+    return None if levels and all(1 <= x <= 6 for x in levels) else f"--header-levels must be numbers 1-6, got {quoted(v)}"
 
 
 _NAME = "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
@@ -1066,7 +1067,7 @@ def validate(args: Any, command: str = "audit") -> None:
     for d, o in command_options(command).items():
         v = get(d)
         if o.valid is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
-            msg = o.valid.problem(v) if (not isinstance(v, float) or math.isfinite(v)) else f"must be {o.valid.text()}, got {v!r}"
+            msg = o.valid.problem(v) if (not isinstance(v, float) or math.isfinite(v)) else f"must be {o.valid.text()}, got {quoted(v)}"
             if msg:
                 raise ValueError(f"{o.flag} {msg}")
         if o.validate is not None and v is not None:
@@ -1250,4 +1251,4 @@ def template_metadata_text(metrics: Sequence[str]) -> str:
     """:func:`template_metadata` of the main job as the checked-in file's text (2-space JSON, UTF-8,
     final newline); ``metrics``: the registered metric names
     (``python -m fair_forge_beam.metrics.registry --write-template-metadata templates/metadata.json``)."""
-    return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(template_metadata(metrics), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -549,7 +549,7 @@ def seal_manifest(folder: str) -> dict:
         files[rel] = {"size": size, "sha256": sha256}
     doc = {**{k: v for k, v in doc.items() if k != "files"}, "files": files}
     with FileSystems.create(f"{base}/{MANIFEST}") as f:
-        f.write(json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8"))
+        f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     return doc
 
 

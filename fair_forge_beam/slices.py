@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["CORE_SLICE_FIELDS", "SLICE_DIMENSIONS", "MISSING_VALUE", "NOT_SLICE_FIELDS", "metadata_dimensions",
            "metadata_values", "cell_fields", "slice_name_problems"]
 
@@ -68,9 +70,9 @@ def slice_name_problems(slices: Sequence[str]) -> list:
             continue
         close = difflib.get_close_matches(d, SLICE_DIMENSIONS, n=1, cutoff=0.8) if isinstance(d, str) else []
         if not isinstance(d, str) or not _FIELD_NAME.fullmatch(d):
-            problems.append(f"{d!r} is not a field name (letters, digits, _ . -; at most 64)")
+            problems.append(f"{quoted(d)} is not a field name (letters, digits, _ . -; at most 64)")
         elif d in NOT_SLICE_FIELDS:
-            problems.append(f"{d!r} is not a session metadata field")
+            problems.append(f"{quoted(d)} is not a session metadata field")
         elif close:
-            problems.append(f"{d!r} looks like a misspelt {close[0]!r}")
+            problems.append(f"{quoted(d)} looks like a misspelt {close[0]!r}")
     return problems

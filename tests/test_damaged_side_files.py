@@ -285,3 +285,126 @@ def test_a_template_that_recurses_is_a_usage_error_on_generate(tmp_path, capsys)
                                       "--generator-base-url", "http://127.0.0.1:9/v1", "--generator-model", "m",
                                       "--output", str(tmp_path / "g")], capsys)
     assert "--system-prompt-file" in err and "recursion" in err
+
+
+# ------------------------------------------------------------------ trial 28b: non-finite numbers, not regular files
+#: JSON text of a non-finite number as Python's json writes it by default (allow_nan=True), and one that overflows
+_NON_FINITE = ("Infinity", "-Infinity", "NaN", "1e999")
+
+
+@pytest.mark.parametrize("token", _NON_FINITE)
+def test_a_run_file_holding_a_non_finite_number_is_one_line(tmp_path, token):
+    """Trial 28b B1/B2: ``"mean": Infinity`` in a results.json made ``trend`` end in
+    ``ValueError: Out of range float values are not JSON compliant`` (exit 1) and ``audit --compare``
+    write bare ``Infinity`` into comparison.json. Every run file is strict JSON where it is read."""
+    from fair_forge_beam.reports.load import read_baseline, read_results, read_run_info
+    from fair_forge_beam.rollup import _read_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    text = json.dumps(_DOC).replace('"mean": 0.5', f'"mean": {token}', 1)
+    assert token in text
+    (run / "results.json").write_text(text, encoding="utf-8")
+    (run / "run_info.json").write_text(f'{{"runner": "x", "seconds": {token}}}', encoding="utf-8")
+    (run / "manifest.json").write_text(f'{{"counts": {{"x": {token}}}}}', encoding="utf-8")
+    for read, named in ((lambda: read_results(str(run)), "results.json"), (lambda: read_baseline(str(run)), "results.json"),
+                        (lambda: read_run_info(str(run)), "run_info.json"),
+                        (lambda: _read_json(str(run / "manifest.json")), "manifest.json")):
+        with pytest.raises(ValueError) as err:
+            read()
+        msg = str(err.value)
+        assert str(run / named) in msg and token in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_run_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind):
+    """Trial 28b B3/B4: a results.json that is a directory was an ``IsADirectoryError`` traceback
+    in ``audit --baseline/--compare``; a FIFO made ``trend``, ``reports.compare`` and ``--baseline``
+    wait forever. Refused before it is opened (one line naming it); a ``--config`` pipe is still read."""
+    import threading
+
+    from fair_forge_beam.reports.load import read_baseline, read_results, read_run_info
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("results.json", "run_info.json"):
+        (run / name).mkdir() if kind == "directory" else os.mkfifo(run / name)
+    for read, named in ((lambda: read_results(str(run)), "results.json"), (lambda: read_baseline(str(run)), "results.json"),
+                        (lambda: read_run_info(str(run)), "run_info.json")):
+        box: list = []
+
+        def call(read=read):
+            try:
+                read()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                box.append(exc)
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        t.join(20)
+        if t.is_alive():  # unblock the reader of the FIFO, then fail
+            with open(run / named, "w"):
+                pass
+            t.join(5)
+            pytest.fail(f"reading {named} as a {kind} did not return")
+        assert box and isinstance(box[0], ValueError), box
+        msg = str(box[0])
+        assert str(run / named) in msg and "not a regular file" in msg and "\n" not in msg, msg
+
+
+def test_a_config_read_from_a_pipe_still_works(tmp_path):
+    """``--config <(...)`` (process substitution: a pipe) stays accepted: only run folders' files
+    must be regular files."""
+    import threading
+
+    from fair_forge_beam.audit_config import load_config
+
+    fifo = tmp_path / "cfg.toml"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write("seed = 7\n")
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    assert load_config(str(fifo))["seed"] == 7
+    t.join(5)
+
+
+def test_a_config_nested_deep_is_refused_before_toml_parses_it(tmp_path, monkeypatch):
+    """Trial 28b B5: a 200 KB --config of ``a.a.a…= 1`` (100,000 key parts) took 11.4 GB in
+    ``tomllib`` before the nesting check ran (20,000 parts: 1.75 GB). A scan of the raw text bounds
+    dotted keys, table headers, arrays and inline tables first; the file is named once."""
+    import tomllib
+
+    from fair_forge_beam import audit_config
+    from fair_forge_beam.audit_config import ConfigError, load_config
+    from fair_forge_beam.io.edge import MAX_NESTING, nesting_depth
+
+    def _parts(n):
+        return ".".join(["a"] * n)
+
+    deep = {"dotted": _parts(2000) + " = 1\n", "header": "[" + _parts(2000) + "]\nx = 1\n",
+            "quoted": ".".join(['"a.b"'] * 2000) + " = 1\n", "digits": _parts(1000).replace("a", "1") + " = 1\n",
+            "inline": "x = " + "{a = " * 2000 + "1" + "}" * 2000 + "\n", "array": "x = " + _deep(2000) + "\n",
+            "mixed": "[" + _parts(30) + "]\n" + _parts(20) + " = " + _deep(20) + "\n"}
+    parsed = []
+    real_loads = tomllib.loads
+    monkeypatch.setattr(audit_config.tomllib, "loads", lambda *a, **k: parsed.append(1) or real_loads(*a, **k))
+    for name, text in deep.items():
+        p = tmp_path / f"{name}.toml"
+        p.write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigError) as exc:
+            load_config(str(p))
+        msg = str(exc.value)
+        assert msg.count(str(p)) == 1 and f"{MAX_NESTING} levels" in msg and "\n" not in msg, msg
+        assert not parsed, f"{name}: tomllib parsed the file before its nesting was bounded"
+    # exactly MAX_NESTING levels of each form (dots in strings, comments, floats and times do not count) still load
+    ok = {"dotted": _parts(MAX_NESTING - 1) + " = 1.5\n", "header": "[" + _parts(MAX_NESTING - 2) + "]\nx = 1979-05-27T07:32:00.5\n",
+          "array": "x = " + _deep(MAX_NESTING - 1) + "\n", "strings": 'x = "' + _parts(500) + '[[{{" # ' + _parts(500) + "\n",
+          "multiline": "x = '''\n" + _parts(500) + "\n'''\n" + 'y = """' + "[" * 500 + '"""\n'}
+    for name, text in ok.items():
+        p = tmp_path / f"ok_{name}.toml"
+        p.write_text(text, encoding="utf-8")
+        assert nesting_depth(load_config(str(p))) <= MAX_NESTING, name

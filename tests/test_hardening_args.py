@@ -356,3 +356,54 @@ def test_docs_cli_lists_every_numeric_option_s_range():
     for o in TABLE.values():
         if o.type in (int, float):
             assert f"| `--{o.name}` | {o.valid.text()} |" in text, o.name
+
+
+def test_a_config_number_is_toml_s_own_integer_syntax(tmp_path):
+    """Trial 28b B8: ``seed = 0x10`` in a --config file runs with seed 16. That is TOML's own integer
+    syntax (hexadecimal, octal, binary, underscores between digits): the file holds the integer 16,
+    so strict typing holds and it is accepted, in options and [[gates]] thresholds alike; the same
+    spellings as text (on the command line, quoted in the file, in a gate's text) are refused."""
+    from fair_forge_beam.audit_config import ConfigError, expand_argv
+    from fair_forge_beam.reports.gates import GateConfigError, make_gate
+
+    parser = audit.build_parser()
+    cfg = tmp_path / "c.toml"
+    for spelled, value in (("0x1000", 4096), ("0o10000", 4096), ("0b1000000000000", 4096), ("4_096", 4096), ("+4_096", 4096)):
+        cfg.write_text(f"seed = {spelled}\n[options]\nmc-samples = {spelled}\n"
+                       f'[[gates]]\nmetric = "toxicity"\nfield = "DIDT"\nstat = "ci_high"\nop = "<="\n'
+                       f"threshold = {spelled}\n", encoding="utf-8")
+        argv, gates = expand_argv(parser, ["--config", str(cfg)])
+        assert f"--seed={value}" in argv and f"--mc-samples={value}" in argv, argv
+        assert make_gate(gates[0]).threshold == value
+        cfg.write_text(f'seed = "{spelled}"\n', encoding="utf-8")
+        with pytest.raises(ConfigError, match="expected a whole number"):
+            expand_argv(parser, ["--config", str(cfg)])
+        with pytest.raises(GateConfigError):
+            make_gate(f"toxicity DIDT ci_high <= {spelled}")
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--seed", spelled])
+
+
+_LONG = "h" * 100_000
+
+
+@pytest.mark.parametrize("case", [
+    "config metrics", "config seed", "config options key", "config top key", "config gate", "config flag",
+    "cli seed", "cli ci-level", "cli metrics", "cli slices", "cli gate", "cli mc-samples"])
+def test_a_usage_error_quotes_a_long_value_shortened(small_input, tmp_path, capsys, case):
+    """Trial 28b B9: ``metrics = ["h" * 50_000_000]`` in a --config file was a 50,000,222-character
+    "one-line" error. Every usage error quotes a user's value through one function
+    (:func:`fair_forge_beam.quoting.quoted`): at most 200 characters of it, its length said."""
+    cfg = tmp_path / "c.toml"
+    argv = ["--quiet", "--input", str(small_input), "--output", str(tmp_path / "o")]
+    body = {"config metrics": f'metrics = ["{_LONG}"]', "config seed": f'seed = "{_LONG}"',
+            "config options key": f'[options]\n{_LONG} = 1', "config top key": f'{_LONG} = 1',
+            "config gate": f'gates = ["{_LONG}"]', "config flag": f'[options]\nno-clustering = "{_LONG}"'}.get(case)
+    if body is not None:
+        cfg.write_text(body + "\n", encoding="utf-8")
+        argv += ["--config", str(cfg)]
+    else:
+        flag = case.split(" ", 1)[1]
+        argv += [f"--{flag}", _LONG if flag != "metrics" else f"humanity,{_LONG}"]
+    err = _usage_error(argv, capsys)
+    assert len(err) < 1000 and "100,000 characters" in err, (len(err), err[:300], err[-300:])

@@ -36,6 +36,7 @@ import decimal
 import io
 import json
 import math
+import os
 import re
 from typing import Any, NamedTuple, Optional
 
@@ -71,6 +72,9 @@ __all__ = [
     "check_side_nesting",
     "nesting_depth",
     "SideFileTooDeep",
+    "check_regular_file",
+    "NotARegularFile",
+    "NonFiniteNumber",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -996,14 +1000,16 @@ def check_side_nesting(value: Any, where: str, max_depth: int = MAX_NESTING) -> 
     return value
 
 
-def side_json_loads(text: str, where: str, max_depth: int = MAX_NESTING) -> Any:
+def side_json_loads(text: str, where: str, max_depth: int = MAX_NESTING, finite: bool = False) -> Any:
     """``json.loads`` of a user's side file's text (a privacy domain, a run's JSON file), its nesting
-    bounded as input records are (:data:`MAX_NESTING`); ``RecursionError`` never escapes.
+    bounded as input records are (:data:`MAX_NESTING`); ``RecursionError`` never escapes. ``finite``:
+    ``NaN``, ``Infinity`` and ``-Infinity`` and a number that overflows a float raise
+    :class:`NonFiniteNumber` (a ``ValueError``).
 
     Raises:
         ValueError: not JSON (``json.JSONDecodeError``), or :class:`SideFileTooDeep`."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float) if finite else json.loads(text)
     except RecursionError:
         raise SideFileTooDeep(f"{where} is nested deeper than the JSON parser can follow; side files, as input "
                               f"records, are limited to {max_depth} levels") from None
@@ -1012,17 +1018,68 @@ def side_json_loads(text: str, where: str, max_depth: int = MAX_NESTING) -> Any:
     return value
 
 
+class NotARegularFile(ValueError):
+    """A run folder's file that is a local directory, FIFO, socket or device: one line naming it."""
+
+
+def check_regular_file(path, what: str) -> None:
+    """Nothing when ``path`` is not a local path (``gs://…``), does not exist (its reader says so)
+    or is a regular file (a symbolic link to one too).
+
+    Raises:
+        NotARegularFile (a ``ValueError``): a local directory, FIFO, socket or device — opening a
+            directory raises ``IsADirectoryError`` and reading a FIFO waits for a writer forever."""
+    import stat
+
+    path = str(path)
+    if "://" in path:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise NotARegularFile(f"{what}: {path} is {kind}, not a regular file; not read")
+
+
+class NonFiniteNumber(ValueError):
+    """A run's JSON file that holds ``NaN``, ``Infinity`` or a number too large for a float: one line."""
+
+
+def _refuse_constant(token: str):
+    raise NonFiniteNumber(token)
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise NonFiniteNumber(token if len(token) <= 40 else f"{token[:40]}... ({len(token):,} characters)")
+    return value
+
+
 def read_side_json(path, what: str, limit: Optional[int] = None):
     """:func:`read_side_file` parsed as JSON (UTF-8): a run's ``results.json``, ``run_info.json`` or
     manifest that a user points at; nested at most :data:`MAX_NESTING` levels (:func:`side_json_loads`).
+    Strict JSON only: ``NaN``, ``Infinity`` and a number that overflows a float (``1e999``) are
+    refused (every JSON file the package writes is strict, ``allow_nan=False``; an estimate that is
+    not a number is written ``null``). A local path that is not a regular file (a directory, a FIFO)
+    is refused before it is opened (:func:`check_regular_file`).
 
     Raises:
-        ValueError: one line naming ``path`` — larger than the limit (``SideFileTooLarge``), not
-            UTF-8, not JSON (a damaged or truncated file) or nested too deep.
+        ValueError: one line naming ``path`` — not a regular file, larger than the limit
+            (``SideFileTooLarge``), not UTF-8, not JSON (a damaged or truncated file), a non-finite
+            number, or nested too deep.
         OSError: as :func:`read_side_file`."""
+    check_regular_file(path, what)
     data = read_side_file(path, what, limit)
     try:
-        return side_json_loads(data.decode("utf-8"), str(path))
+        return side_json_loads(data.decode("utf-8"), str(path), finite=True)
+    except NonFiniteNumber as exc:
+        raise ValueError(f"{path} holds the number {exc}, which JSON does not allow (only finite numbers; "
+                         "a damaged or edited file)") from None
     except SideFileTooDeep as exc:
         raise ValueError(f"{exc}: a damaged file") from None
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError

@@ -388,7 +388,7 @@ class WriteSessionStats:
             every
             | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
             | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
-                                                                                ensure_ascii=False)),
+                                                                                ensure_ascii=False, allow_nan=False)),
             f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
 
 

@@ -178,7 +178,7 @@ class OutputFiles:
 
     def put_json(self, name: str, doc: dict) -> str:
         """``doc`` as indented JSON with sorted keys and a final newline."""
-        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
 
 
 def sorted_dead_letters(dead) -> list[dict]:

@@ -391,7 +391,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cmp = compare_runs(*docs)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(cmp, f, indent=2, ensure_ascii=False)
+                json.dump(cmp, f, indent=2, ensure_ascii=False, allow_nan=False)
     except (OSError, ValueError) as exc:
         p.error(str(exc))
     print(comparison_table(cmp, only_detectable=not args.all))

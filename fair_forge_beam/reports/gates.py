@@ -82,6 +82,7 @@ check the current value, the baseline value and the interval of the difference.
 from __future__ import annotations
 
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -256,7 +257,7 @@ class Gate(BaseModel):
             if "=" in v:  # one slice key
                 return (v,)
         raise ValueError(
-            f"slices: {v!r} is none of 'overall', 'every', 'every <dimension>' (e.g. 'every assistant_id') "
+            f"slices: {quoted(v)} is none of 'overall', 'every', 'every <dimension>' (e.g. 'every assistant_id') "
             "or a list of slice keys"
         )
 
@@ -367,7 +368,7 @@ def _expected(text: str) -> str:
 
 def unknown_operator(op) -> str:
     """The one-line message for an operator that is not one of :data:`OPERATORS`."""
-    return f"unknown operator {op!r}: a gate compares with one of {', '.join(OPERATORS)}"
+    return f"unknown operator {quoted(op)}: a gate compares with one of {', '.join(OPERATORS)}"
 
 
 def _slices_of(g: dict) -> Union[str, list]:
@@ -385,7 +386,7 @@ def _number(gate: str, text: str) -> float:
     try:
         return exact_float(text)
     except ValueError as exc:
-        raise GateConfigError(f"gate {gate!r}: {exc}") from None
+        raise GateConfigError(f"gate {quoted(gate)}: {exc}") from None
 
 
 def parse_gate(text: str, name: Optional[str] = None) -> Gate:
@@ -422,12 +423,12 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
                     "threshold": _number(text, g["threshold"]), "slices": _slices_of(g), "key": g["key"],
                     "for_every": g["for_every"]}
     if m and m.groupdict().get("op") is not None and m.group("op") not in OPERATORS:
-        raise GateConfigError(f"gate {text!r}: {unknown_operator(m.group('op'))}")
+        raise GateConfigError(f"gate {quoted(text)}: {unknown_operator(m.group('op'))}")
     if not m:
-        raise GateConfigError(f"gate {text!r}: {_expected(text)}")
+        raise GateConfigError(f"gate {quoted(text)}: {_expected(text)}")
     if name:
         data["name"] = name
-    return make_gate(data, where=f"gate {text!r}")
+    return make_gate(data, where=f"gate {quoted(text)}")
 
 
 def make_gate(data: Union[str, dict, Gate], where: str = "gate") -> Gate:
@@ -596,7 +597,7 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
     fields = gate_fields()
     problems: list[str] = []
     for g in gates:
-        where = f"gate {g.label!r}"
+        where = f"gate {quoted(g.label)}"
         if g.kind == "coverage" and g.metric is None:
             gated = list(metrics)
         else:

@@ -788,6 +788,7 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
 
         with FileSystems.create(f"{out}/comparison.json") as f:
             f.write(json.dumps(compare_runs(doc, baseline, current_info=run_info or None,
-                                                baseline_info=baseline_info), indent=2, ensure_ascii=False).encode("utf-8"))
+                                                baseline_info=baseline_info), indent=2, ensure_ascii=False,
+                                allow_nan=False).encode("utf-8"))
         written.append("comparison.json")
     return written

@@ -727,7 +727,7 @@ def write_run_info(out: str, run_info: dict) -> dict:
     orders runs by ``started_at``, else ``finished_at`` (docs/report.md)."""
     info = {**run_info, "finished_at": run_info.get("finished_at") or utc_timestamp(), "versions": _versions()}
     with FileSystems.create(f"{out}/run_info.json") as f:
-        f.write(json.dumps(scrub_known(info), indent=2).encode("utf-8"))  # values masked, never keys
+        f.write(json.dumps(scrub_known(info), indent=2, allow_nan=False).encode("utf-8"))  # values masked, never keys
     return info
 
 

@@ -1,0 +1,37 @@
+"""How a usage error quotes a user's value: :func:`quoted`, the one shortening function.
+
+A usage error is one line (:class:`fair_forge_beam.options.OneLineErrorParser`). The value it
+quotes comes from the user — a command-line argument, a ``--config`` value, a gate's text — and may
+be any length: ``metrics = ["h" * 50_000_000]`` in a config made a 50,000,222-character "one line".
+Every usage error quotes such a value through :func:`quoted`: its ``repr``, cut to
+:data:`QUOTE_LIMIT` characters with its length said.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["QUOTE_LIMIT", "quoted"]
+
+#: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
+QUOTE_LIMIT = 200
+
+
+def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` when at most ``limit`` characters, else its first ``limit`` characters, ``…``
+    and the value's length: ``'hhhh…' (50,000,000 characters)``. A text is cut before ``repr`` (no
+    copy of a long value is made); another value (a list, a dict) is cut after, with the length of
+    its ``repr``. Never raises (an integer too long for ``repr`` says its size)."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            shown = repr(value)
+            if len(shown) <= limit:
+                return shown
+        shown = repr(value[:limit])
+        return f"{shown[:limit - 1]}…{shown[0]} ({len(value):,} characters)"
+    try:
+        shown = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}… ({len(shown):,} characters)"
