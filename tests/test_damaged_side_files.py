@@ -408,3 +408,17 @@ def test_a_config_nested_deep_is_refused_before_toml_parses_it(tmp_path, monkeyp
         p = tmp_path / f"ok_{name}.toml"
         p.write_text(text, encoding="utf-8")
         assert nesting_depth(load_config(str(p))) <= MAX_NESTING, name
+
+
+def test_a_lone_surrogate_in_a_run_file_is_named_as_such(tmp_path):
+    """Second trial of issue 28: a lone surrogate key in results.json's config was 'holds text where
+    text is needed'."""
+    from fair_forge_beam.reports.load import read_results
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({**_DOC, "config": {"\ud800": "\udfff"}}), encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        read_results(str(run))
+    msg = str(err.value)
+    assert "field 'config' holds text that is not valid Unicode (a lone surrogate" in msg and "\n" not in msg, msg

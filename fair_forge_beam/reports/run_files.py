@@ -132,6 +132,9 @@ def _refusal(path: str, exc: ValidationError, doc: Any) -> RunFileError:
     what = err["msg"].lower().rstrip(".")
     if err["type"] == "missing":
         return RunFileError(f"{path}: field '{field}' is missing (a damaged or edited run file)")
+    if err["type"] == "string_unicode":  # the type is right; its characters are not (a lone surrogate, \ud800)
+        return RunFileError(f"{path}: field '{field}' holds text that is not valid Unicode (a lone surrogate such "
+                            "as \\ud800, in a value or a key; a damaged or edited run file)")
     return RunFileError(f"{path}: field '{field}' holds {_kind(value)} where {_expected(what)} is needed "
                         "(a damaged or edited run file)")
 
