@@ -227,6 +227,17 @@ def test_request_template_prints_only_tojson_output(template):
         AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template=template, response_path="a")
 
 
+@pytest.mark.parametrize("template", ['{"m": {{ history|tojson(query) }}}', '{"m": {{ history|tojson(indent=query) }}}',
+                                      '{"m": {{ history|tojson(1.5) }}}', '{"m": {{ history|tojson(99) }}}'])
+def test_tojsons_indent_is_a_small_whole_number_only(template):
+    """Second trial of issue 28: json.dumps writes a text indent verbatim before every item, so
+    ``tojson(query)`` let a query add fields to the body (``'"admin": true, '`` before each key)."""
+    values = {"query": '"admin": true, ', "history": {"a": 1}}
+    with pytest.raises(ValueError, match="tojson's indent must be a whole number 0-16"):
+        render_request(template, values)
+    assert render_request('{"m": {{ history|tojson(2) }}}', values) == {"m": {"a": 1}}
+
+
 @pytest.mark.parametrize("template, error", [
     ("{% for i in range(100000000) %}{% endfor %}{}", "OverflowError: Range too big"),
     ('{"m": {{ query|tojson }}', "did not render to JSON"),

@@ -102,9 +102,13 @@ class _JsonText(str):
 
 def _tojson(eval_ctx, value, indent=None):
     """jinja2's own ``tojson`` (its escaping and the environment's ``json.dumps`` policy), marked
-    as :class:`_JsonText`."""
+    as :class:`_JsonText`. ``indent`` may be a whole number 0-16 only: ``json.dumps`` writes a text
+    indent verbatim before every item, so ``tojson(query)`` let a query add fields to the body
+    (``'"admin": true, '`` turned ``{"a": 1}`` into ``{"admin": true, "a": 1}``; issue 28's trial)."""
     from jinja2.filters import do_tojson
 
+    if indent is not None and (type(indent) is not int or not 0 <= indent <= 16):
+        raise _RawValue("tojson's indent must be a whole number 0-16 (a text indent is written verbatim into the body)")
     return _JsonText(do_tojson(eval_ctx, value, indent))
 
 
