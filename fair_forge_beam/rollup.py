@@ -348,6 +348,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         bad = _malformed_run_ids(m)
         if bad:  # a field present but of the wrong shape is never read as absent (it would hide an overlap)
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
+        _check_regular_files(run_dir)  # before any shard is opened: a FIFO would be waited on forever
         _check_shards(run_dir, m)
         check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
         manifests.append({**m, "counts": checked_counts(run_dir, m)})  # the files' numbers, never the text's alone
@@ -565,6 +566,21 @@ def _listed_problem(files: object) -> Optional[str]:
         if not ok:
             return f"files[{json.dumps(rel)}] is not {{size, sha256}}"
     return None
+
+
+def _check_regular_files(run_dir: str) -> None:
+    """Every file of ``run_dir``'s sealed folders (:func:`sealed_files`) is a regular file.
+
+    Raises:
+        ValueError: one line naming a directory, FIFO, socket or device in its place (opening a
+            FIFO to read its footer or hash waits for a writer forever)."""
+    from fair_forge_beam.io.edge import NotARegularFile, check_regular_file
+
+    for rel in sealed_files(run_dir):
+        try:
+            check_regular_file(f"{run_dir.rstrip('/')}/{rel}", run_dir)
+        except NotARegularFile as exc:
+            raise ValueError(f"{exc}: re-run that audit, or leave it out") from None
 
 
 def check_sealed(run_dir: str, manifest: dict) -> None:

@@ -270,6 +270,35 @@ def test_a_deleted_shard_is_refused(sealed_runs, tmp_path, capsys, folder):
         assert f"{a}: {folder}/{shard.name} is missing (stats/manifest.json lists it" in err, err
 
 
+@pytest.mark.parametrize("folder", ["dead_letter", "results.parquet"])
+def test_a_shard_replaced_by_a_fifo_is_refused_not_read_forever(sealed_runs, tmp_path, capsys, folder):
+    """Hashing a FIFO in place of a shard waited for a writer forever (the second trial of issue 28
+    found it for run files). A thread opens the FIFO for writing after 60 s so that the old code
+    fails instead of hanging the suite."""
+    import os
+    import threading
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    (shard,) = (a / folder).glob("part-*")
+    shard.unlink()
+    os.mkfifo(shard)
+    done = threading.Event()
+
+    def unblock():
+        if not done.wait(60):
+            with open(shard, "wb"):
+                pass
+
+    threading.Thread(target=unblock, daemon=True).start()
+    try:
+        err = _refused(tmp_path, [a, b], capsys)
+    finally:
+        done.set()
+    assert f"{shard} is a FIFO (named pipe), not a regular file" in err, err
+
+
 @pytest.mark.parametrize("extra", ["stats/sessions/part-r001-r000-00000-of-00001.parquet",
                                    "results.parquet/part-r000-r000-00000-of-00001.parquet",
                                    "dead_letter/part-r001-r000-00000-of-00001.jsonl",

@@ -1039,10 +1039,19 @@ def check_regular_file(path, what: str) -> None:
     except OSError:
         return
     if not stat.S_ISREG(mode):
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "not a regular file")
-        raise NotARegularFile(f"{what}: {path} is {kind}, not a regular file; not read")
+        raise NotARegularFile(f"{what}: {path} is {file_kind(mode)}, not a regular file; not read")
+
+
+def file_kind(mode: int) -> str:
+    """What a local path of ``os.stat`` mode ``mode`` is, for a message: "a file", "a directory",
+    "a FIFO (named pipe)", "a socket", "a device"."""
+    import stat
+
+    for test, name in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 class NonFiniteNumber(ValueError):

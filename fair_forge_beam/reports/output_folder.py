@@ -263,7 +263,9 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
         if os.path.islink(out) and not os.path.exists(out):
             raise ValueError(f"{option} must be a folder, but {out} is a symbolic link to {os.readlink(out)}, "
                              "which does not exist (a dangling link)")
-        raise ValueError(f"{option} must be a folder, but {out} is {_kind_of(out)}")
+        from fair_forge_beam.io.edge import file_kind
+
+        raise ValueError(f"{option} must be a folder, but {out} is {file_kind(os.stat(out).st_mode)}")
     _check_apart(out, reads, may_hold_reads, option)
     target = os.path.realpath(out)
     parent = os.path.dirname(target)
@@ -359,18 +361,6 @@ def _pattern_forms(pattern: str) -> list:
     fixed = next((k for k, p in enumerate(parts) if glob.has_magic(p)), len(parts))
     resolved = os.path.realpath("/".join(parts[:fixed]) or "/") + ("/" + "/".join(parts[fixed:]) if fixed < len(parts) else "")
     return list(dict.fromkeys([absolute, resolved]))
-
-
-def _kind_of(path: str) -> str:
-    """What a local path that is not a folder is, for a message: "a file", "a FIFO", …"""
-    import stat
-
-    mode = os.stat(path).st_mode
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "a file"
 
 
 def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: str) -> None:
