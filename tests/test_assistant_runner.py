@@ -80,6 +80,7 @@ def test_sessions_sending_the_same_turn_are_asked_once_each(tmp_path):
         assert again["counters"]["requests"] == 0 and again["counters"]["cache_hits"] == 8
 
 
+@pytest.mark.slow
 def test_generic_http_endpoint_retries_fails_and_reruns_from_cache(dataset, tmp_path):
     from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
 

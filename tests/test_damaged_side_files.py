@@ -155,6 +155,7 @@ def _cli(module: str, *args) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_trend_and_compare_refuse_a_damaged_run_in_one_line(tmp_path, audit_once):
     """End to end on a real run: ``trend`` and ``audit --compare`` exit 2 with one line naming the
     file and the field (before: ``AttributeError`` / ``TypeError`` / ``RecursionError`` tracebacks,

@@ -62,6 +62,7 @@ def test_tiny_gpt2_attributions_are_reproducible_and_normalised(method, gran):
     assert r1.metadata["max_length"] == 512 and r1.method.value == method
 
 
+@pytest.mark.slow
 def test_beam_stage_explains_and_dead_letters_bad_items():
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
     from apache_beam.testing.test_pipeline import TestPipeline

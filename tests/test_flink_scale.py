@@ -108,6 +108,8 @@ def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsy
     assert "identical" in printed
 
 
+@pytest.mark.runners
+@pytest.mark.slow
 def test_every_jvm_of_the_cluster_exits_on_out_of_memory(flink_cluster):
     """An OutOfMemoryError on a gRPC thread of a TaskManager killed only that thread and the 1M job
     hung (docs/performance.md): every JVM of the cluster (JobManager, TaskManagers, job server)

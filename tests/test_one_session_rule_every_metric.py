@@ -91,6 +91,7 @@ def _run(tmp_path, mode, srv) -> dict:
     return {m: {s["slice"]: s for s in doc["metrics"][m]["slices"]} for m in doc["metrics"]}
 
 
+@pytest.mark.slow
 def test_every_estimate_of_a_one_session_slice_is_observed_in_both_modes(tmp_path):
     with ScriptedOpenAIServer(_answer) as srv:
         bayes, freq = _run(tmp_path, "bayesian", srv), _run(tmp_path, "frequentist", srv)

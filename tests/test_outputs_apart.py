@@ -239,6 +239,7 @@ def test_an_input_pattern_that_can_match_the_output_is_refused_on_the_first_run_
     assert check_output_folder(out, reads=[str(runs / "logs" / "*.jsonl"), str(runs / "logs" / "d?.jsonl")]) == out
 
 
+@pytest.mark.slow
 def test_a_narrow_pattern_beside_the_output_runs_twice(runs):
     data = runs / "io"
     data.mkdir()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -24,6 +26,7 @@ def test_the_shared_folder_has_one_definition():
     assert own == [], f"these test modules define the shared folder again (use helpers.SHARED / shared_dir): {own}"
 
 
+@pytest.mark.slow
 def test_the_shipped_text_test_skips_without_the_shared_data(tmp_path):
     import subprocess
     import sys

@@ -68,6 +68,7 @@ def _expected_partial():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["frequentist", "bayesian"])
 def test_no_reference_is_no_estimate_on_every_surface(tmp_path, capsys, mode):
     data = _write(tmp_path / "in.jsonl", SESSIONS)
