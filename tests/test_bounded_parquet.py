@@ -265,8 +265,9 @@ def test_a_row_group_over_the_limit_by_its_metadata_is_never_decoded(tmp_path, m
         w.write_table(table)
         w.write_table(small)
     decoded = []
-    real = pq.ParquetFile.read_row_group
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda self, i, *a, **k: decoded.append(i) or real(self, i, *a, **k))
+    real = pq.ParquetFile.iter_batches  # the reader decodes a row group through it, a slice at a time
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches",
+                        lambda self, *a, **k: decoded.extend(k["row_groups"]) or real(self, *a, **k))
     got = [item for rg in range(3) for item in _ReadParquetRowGroup(MB).process((str(path), rg))]
     assert decoded == [0, 2]
     assert [r["session_id"] for _, _, r in got if not isinstance(r, ReadError)] == ["s0", "s0"]
@@ -301,3 +302,67 @@ def test_the_metadata_bound_never_refuses_a_row_group_whose_rows_are_within_the_
         sizes = sum(arrow_value_sizes(part.column(c).combine_chunks()) for c in part.column_names)
         least, most = row_group_least_size(pf.metadata.row_group(rg), int(sizes.max()))
         assert least <= int(sizes.sum()) <= most, (rg, least, sizes)
+
+
+def test_a_row_group_refused_by_its_metadata_keeps_its_good_rows(tmp_path, monkeypatch):
+    """Issue 28 (fix28j): a row group whose metadata shows a row over the limit was one dead letter
+    for all its rows (the good ones lost). It is now read a slice at a time when that bound is at
+    most max(limit, PARQUET_DECODE_BYTES): only the row over the limit is a dead letter (the usual
+    one, naming its size), the others are read; over that bound, or for a one-row group, it is still
+    one dead letter, never decoded."""
+    import numpy as np
+    import fair_forge_beam.io.read as read
+    from fair_forge_beam.io.read import _ReadParquetRowGroup, oversized_reason
+
+    n = 2_000_000
+    bools = pa.ListArray.from_arrays(pa.array([0, 1, n + 1, n + 2], pa.int32()), pa.array(np.ones(n + 2, dtype=bool)))
+    table = pa.table({"session_id": ["s0", "big", "s1"], "assistant_id": ["bot"] * 3, "tags": bools})
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path)  # one row group of 3 rows
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    least, most = read.row_group_least_size(meta, MB)
+    assert least > most  # refused by its metadata before
+    got = list(_ReadParquetRowGroup(MB).process((str(path), 0)))
+    assert [i for _, i, _ in got] == [0, 1, 2]
+    assert [r["session_id"] for _, _, r in (got[0], got[2])] == ["s0", "s1"]
+    dead = got[1][2]
+    assert isinstance(dead, ReadError) and dead.reason == oversized_reason(9 * n + 8 + 2 * (3 + 8), MB)  # 8 + 1 per item
+    assert json.loads(dead.raw)["session_id"] == "big"
+    # over the decode bound: one dead letter, never decoded
+    monkeypatch.setattr(read, "PARQUET_DECODE_BYTES", least - 1)
+    decoded = []
+    real = pq.ParquetFile.iter_batches
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", lambda self, *a, **k: decoded.append(k) or real(self, *a, **k))
+    [(_, rg, dead)] = list(_ReadParquetRowGroup(MB).process((str(path), 0)))
+    assert decoded == [] and rg == 0 and dead.reason.startswith(f"row group 0 of Parquet file {path} holds at least {least:,}")
+
+
+_SLICE_PEAK = r"""
+import sys
+import pyarrow as pa
+from fair_forge_beam.io.read import _ReadParquetRowGroup
+n = 0
+for _, _, r in _ReadParquetRowGroup(2**20).process((sys.argv[1], 0)):
+    n += 1
+print(n, pa.default_memory_pool().max_memory())
+"""
+
+
+def test_a_row_group_is_decoded_a_slice_at_a_time(tmp_path):
+    """Issue 28 (fix28j): a row group within the metadata bound was decoded whole as Arrow data (up
+    to rows x the limit: here 4,000 rows of 100 KB, 400 MB; Arrow's pool peaked at ~650 MB). It is
+    read a slice at a time (about 8 MiB of rows), its pages streamed: Arrow's pool peaks under 64 MiB
+    (measured ~20 MB), every row read."""
+    import subprocess
+    import sys
+
+    n = 4000
+    table = pa.table({"session_id": [f"s{i}" for i in range(n)], "assistant_id": ["bot"] * n,
+                      "language": pa.array([f"{i}" + "y" * 100_000 for i in range(n)])})
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=n, compression="zstd", write_batch_size=8)  # pages of ~1 MB
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    out = subprocess.run([sys.executable, "-c", _SLICE_PEAK, str(path)], capture_output=True, text=True, check=True)
+    rows, peak = map(int, out.stdout.split())
+    assert rows == n
+    assert peak < 64 * MB, f"Arrow's pool peaked at {peak / MB:.0f} MiB"

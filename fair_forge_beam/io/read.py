@@ -1275,80 +1275,127 @@ def row_group_least_size(meta, limit: int) -> tuple:
     return PY_SLOT_BYTES * int(values), int(meta.num_rows) * int(limit)
 
 
-#: rows converted to Python objects at a time (with at most ``max(limit, 8 MiB)`` bytes of data)
+#: rows converted to Python objects at a time (with at most ``max(limit, 8 MiB)`` bytes of data), and
+#: the most rows decoded from Parquet at a time (a slice)
 _PARQUET_ROWS_PER_SLICE = 1024
+
+#: bytes of data a slice of a row group holds on average (by its metadata): rows decoded at a time =
+#: this / the row group's bytes per row, 1 to :data:`_PARQUET_ROWS_PER_SLICE`
+_PARQUET_SLICE_BYTES = 8 * 2**20
+
+#: the read buffer of a Parquet file: its column chunks are streamed through it, a page at a time
+_PARQUET_BUFFER_BYTES = 2**20
+
+#: a row group refused by its metadata (:func:`row_group_least_size`) and holding more than one row
+#: is still read, a slice at a time, when that bound is at most ``max(limit, this)``: its rows over the
+#: limit are decoded as Arrow data (a few bytes per list item; never converted) and become dead letters,
+#: the others are read. Over it, the row group is one dead letter, never decoded.
+PARQUET_DECODE_BYTES = 256 * 2**20
+
+
+def parquet_slice_rows(meta, least: int) -> int:
+    """Rows of a row group (``pyarrow`` ``RowGroupMetaData`` ``meta``, its lower bound ``least`` from
+    :func:`row_group_least_size`) decoded at a time: :data:`_PARQUET_SLICE_BYTES` of its data
+    (uncompressed bytes, or ``least`` if more) on average, 1 to :data:`_PARQUET_ROWS_PER_SLICE`."""
+    rows = max(int(meta.num_rows), 1)
+    per_row = max(int(meta.total_byte_size), int(least), 1) / rows
+    return int(min(_PARQUET_ROWS_PER_SLICE, max(1, _PARQUET_SLICE_BYTES // per_row)))
 
 
 class _ReadParquetRowGroup(beam.DoFn):
     """``(file, row group)`` → ``(file, row index, record)`` of each row of the row group.
 
-    Each row's size is computed in Arrow first (:func:`arrow_value_sizes`, summed over the columns);
-    a row over ``max_record_bytes`` is never converted to Python: it becomes one :class:`ReadError`
-    naming its size and the limit (:func:`oversized_reason`), whose ``raw`` shows the row's small
-    columns (e.g. ``session_id``) and the size of the others; the other rows are converted a slice
-    at a time (at most :data:`_PARQUET_ROWS_PER_SLICE` rows and about ``max(max_record_bytes, 8 MiB)``
-    bytes). What is still held whole: the row group as an Arrow table (its columns decompressed,
-    the oversized cell included) — Parquet's unit of reading; write large inputs with small row
-    groups. A row group that cannot be read is one :class:`ReadError` naming the file and the group.
+    The row group is decoded a slice at a time (``ParquetFile.iter_batches``: :func:`parquet_slice_rows`
+    rows, about :data:`_PARQUET_SLICE_BYTES` of data; its pages streamed through a
+    :data:`_PARQUET_BUFFER_BYTES` buffer), never whole. In each slice, each row's size is computed in
+    Arrow first (:func:`arrow_value_sizes`, summed over the columns); a row over ``max_record_bytes``
+    is never converted to Python: it becomes one :class:`ReadError` naming its size and the limit
+    (:func:`oversized_reason`), whose ``raw`` shows the row's small columns (e.g. ``session_id``) and
+    the size of the others; the other rows are converted a few at a time (at most
+    :data:`_PARQUET_ROWS_PER_SLICE` rows and about ``max(max_record_bytes, 8 MiB)`` bytes). What is
+    still held: one slice as Arrow data (a row over the limit included, decoded, never converted) and
+    one page of each column. A row group whose metadata shows a row over the limit is read the same
+    way when that bound is at most ``max(max_record_bytes, PARQUET_DECODE_BYTES)`` and it holds more
+    than one row; otherwise it is one :class:`ReadError` naming the group, never decoded. A row group
+    (or a slice) that cannot be read is one :class:`ReadError` naming the file and the group; the rows
+    before it are kept.
     """
 
     def __init__(self, max_record_bytes: int = None):
         self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
 
     def process(self, item):
-        import numpy as np
         import pyarrow.parquet as pq
 
         path, rg = item
         if isinstance(rg, tuple):
             yield (path, 0, ReadError(f"cannot read Parquet file {path} ({rg[1]})", ""))
             return
+        limit = self.max_record_bytes
+        done = 0  # rows of the row group yielded
         try:
             with FileSystems.open(path) as f:
-                pf = pq.ParquetFile(f)
+                pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER_BYTES)
+                meta = pf.metadata.row_group(rg)
                 offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
-                least, most = row_group_least_size(pf.metadata.row_group(rg), self.max_record_bytes)
-                if least > most:  # some row is over the limit: never decoded (trial 28b: 500M booleans, 3.6 GB)
+                least, most = row_group_least_size(meta, limit)
+                if least > most and (meta.num_rows <= 1 or least > max(limit, PARQUET_DECODE_BYTES)):
+                    # some row is over the limit, and decoding it costs too much: never decoded
+                    # (trial 28b: 500M booleans, 3.6 GB)
                     yield (path, rg, ReadError(
                         f"row group {rg} of Parquet file {path} holds at least {least:,} bytes of values once converted "
                         f"(8 per value of its largest column, from its metadata), over the limit of {most:,} bytes for "
-                        f"its {pf.metadata.row_group(rg).num_rows:,} row(s) (--max-record-bytes per row); its rows are "
+                        f"its {meta.num_rows:,} row(s) (--max-record-bytes per row); its rows are "
                         "not read, the other row groups are", ""))
                     return
-                table = pf.read_row_group(rg)
-            sizes = {name: np.zeros(table.num_rows, dtype=np.int64) for name in table.column_names}
-            for name in table.column_names:
-                at = 0
-                for chunk in table.column(name).chunks:
-                    try:
-                        sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
-                    except UnsizedArrowType as exc:
-                        raise UnsizedArrowType(f"column {name!r}: {exc}") from None
-                    at += len(chunk)
+                first = offset
+                for batch in pf.iter_batches(batch_size=parquet_slice_rows(meta, least), row_groups=[rg],
+                                             use_threads=False):
+                    for out in _parquet_slice_records(path, batch, first, limit):
+                        yield out
+                        done += 1
+                    first += batch.num_rows
         except UnsizedArrowType as exc:  # never read a row whose size is unknown
             yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path}: {exc}, so the size of its "
                                        "rows cannot be bounded (--max-record-bytes); its rows are not read", ""))
-            return
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
-            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})", ""))
-            return
-        limit = self.max_record_bytes
-        totals = sum(sizes.values()) if sizes else np.zeros(table.num_rows, dtype=np.int64)
-        budget = max(limit, 8 * 2**20)
-        start = 0
-        while start < table.num_rows:
-            if totals[start] > limit:
-                yield (path, offset + start, _oversized_row(table, start, sizes, int(totals[start]), limit))
-                start += 1
-                continue
-            end, held = start, 0
-            while (end < table.num_rows and totals[end] <= limit and end - start < _PARQUET_ROWS_PER_SLICE
-                   and (held + totals[end] <= budget or end == start)):
-                held += int(totals[end])
-                end += 1
-            for i, row in enumerate(table.slice(start, end - start).to_pylist(), start=start):
-                yield (path, offset + i, checked_record({k: v for k, v in row.items() if v is not None}))
-            start = end
+            after = f"; its first {done:,} row(s) are read" if done else ""
+            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})"
+                                       f"{after}", ""))
+
+
+def _parquet_slice_records(path: str, batch, first: int, limit: int):
+    """``(path, row index, record or ReadError)`` of each row of ``batch`` (a ``pyarrow.RecordBatch``
+    of a Parquet file, its first row at index ``first``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch])
+    sizes = {name: np.zeros(table.num_rows, dtype=np.int64) for name in table.column_names}
+    for name in table.column_names:
+        at = 0
+        for chunk in table.column(name).chunks:
+            try:
+                sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
+            except UnsizedArrowType as exc:
+                raise UnsizedArrowType(f"column {name!r}: {exc}") from None
+            at += len(chunk)
+    totals = sum(sizes.values()) if sizes else np.zeros(table.num_rows, dtype=np.int64)
+    budget = max(limit, 8 * 2**20)
+    start = 0
+    while start < table.num_rows:
+        if totals[start] > limit:
+            yield (path, first + start, _oversized_row(table, start, sizes, int(totals[start]), limit))
+            start += 1
+            continue
+        end, held = start, 0
+        while (end < table.num_rows and totals[end] <= limit and end - start < _PARQUET_ROWS_PER_SLICE
+               and (held + totals[end] <= budget or end == start)):
+            held += int(totals[end])
+            end += 1
+        for i, row in enumerate(table.slice(start, end - start).to_pylist(), start=start):
+            yield (path, first + i, checked_record({k: v for k, v in row.items() if v is not None}))
+        start = end
 
 
 # ------------------------------------------------------------------ retrievers
