@@ -53,6 +53,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DEAD, QUALITY
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn, merge_into
 
@@ -808,7 +809,7 @@ def _absent_field_warnings(present: tuple, dims: tuple):
         if not seen:
             yield QualityWarning(
                 "slice_field_absent", field_name,
-                f"no session carries the metadata field {field_name!r}: every session is in "
+                f"no session carries the metadata field {quoted(field_name)}: every session is in "
                 f"{field_name}={MISSING_VALUE}. Check the name and where the field is (a session record's top level, "
                 "a StreamedBatch's metadata, a flat record's top level); from Python, "
                 "ReadInteractions(slice_fields=...) names the fields to keep")

@@ -74,5 +74,5 @@ def slice_name_problems(slices: Sequence[str]) -> list:
         elif d in NOT_SLICE_FIELDS:
             problems.append(f"{quoted(d)} is not a session metadata field")
         elif close:
-            problems.append(f"{quoted(d)} looks like a misspelt {close[0]!r}")
+            problems.append(f"{quoted(d)} looks like a misspelt {quoted(close[0])}")
     return problems

@@ -470,3 +470,17 @@ def test_guardian_max_reply_bytes_is_listed_with_the_guardian_options():
     [section] = [s for s in sections if "--guardian-max-reply-bytes BYTES\n" in s + "\n" or
                  "\n  --guardian-max-reply-bytes" in s]
     assert "--guardian-model" in section and "--judge-max-reply-bytes" in section
+
+
+def test_gate_verdicts_quote_data_values_through_quoted():
+    """Issue 28 (fix28j): verdict lines quoted values with ``!r`` (a gate's name, a slice key, a
+    key from the data: whole, any length); every one goes through ``quoting.quoted`` (at most 200
+    characters, the length said, control characters escaped)."""
+    long_slice = "assistant_id=" + "z" * 5000
+    [check] = evaluate_gates(_doc(toxicity=TOX), [parse_gate(f"toxicity toxic_rate mean <= 1 in slice {long_slice}")])
+    assert check.status == "fail"
+    assert f"({len(long_slice):,} characters)" in check.reason and len(check.reason) < 400, check.reason
+    gate = parse_gate("toxicity DIDT ci_high <= 0.1", name="g\x1b[31m" + "n" * 3000)
+    [check] = evaluate_gates(_doc(toxicity=TOX), [gate])
+    line = check.message(0.95)
+    assert "(3,006 characters)" in line and len(line) < 500 and "\x1b" not in line, line

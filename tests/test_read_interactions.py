@@ -777,3 +777,18 @@ def test_jsonl_byte_ranges_are_redistributed_before_they_are_read(tmp_path, monk
             assert_that(out["dead_letter"], is_empty(), label="no dead letters")
     ids(2**20)
     ids(2**30)
+
+
+def test_warnings_quote_data_values_through_quoted():
+    """Issue 28 (fix28j): warnings quoted ids from the data with ``!r``, whole (a 5,000-character
+    qa_id or session id was repeated in full); they go through ``quoting.quoted`` (200 characters
+    at most, the length said)."""
+    from types import SimpleNamespace
+
+    from fair_forge_beam.io.read import _duplicate_qa_warnings, _empty_answer_warnings
+
+    meta = SimpleNamespace(session_id="s" * 5000, assistant_id="bot")
+    [dup] = list(_duplicate_qa_warnings(meta, {"q" * 5000: 2}))
+    assert dup.value.message.count("(5,000 characters)") == 2 and len(dup.value.message) < 700, dup.value.message[:300]
+    [empty] = list(_empty_answer_warnings(meta, ["q1"], "in.jsonl:1"))
+    assert "(5,000 characters)" in empty.value.message and len(empty.value.message) < 900

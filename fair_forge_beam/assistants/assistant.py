@@ -70,6 +70,7 @@ from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, Unre
                                                 read_bounded)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
            "COUNTER_NAMES", "KINDS"]
@@ -188,7 +189,7 @@ def response_field(doc: Any, path: str) -> Any:
         elif isinstance(cur, list) and part.lstrip("-").isdigit() and -len(cur) <= int(part) < len(cur):
             cur = cur[int(part)]
         else:
-            raise ValueError(f"response has no field {path!r} (stopped at {part!r})")
+            raise ValueError(f"response has no field {quoted(path)} (stopped at {quoted(part)})")
     return cur
 
 
@@ -370,7 +371,7 @@ class _Client:
         except ValueError as exc:
             raise _TurnFailed(str(exc)) from None
         if not isinstance(value, str):
-            raise _TurnFailed(f"response field {cfg.response_path!r} is a {type(value).__name__}, not text")
+            raise _TurnFailed(f"response field {quoted(cfg.response_path)} is a {type(value).__name__}, not text")
         return value
 
     def _answer(self, session: dict, turn: dict, turn_index: int, history: list) -> tuple[str, bool]:
@@ -495,7 +496,7 @@ class AssistantHandler(RemoteModelHandler):
                  headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE,
                  max_reply_bytes: int = MAX_REPLY_BYTES):
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+            raise ValueError(f"kind must be one of {KINDS}, got {quoted(kind)}")
         if kind == "openai" and not model:
             raise ValueError("an OpenAI-compatible assistant needs a model name")
         if kind == "http":
@@ -615,7 +616,7 @@ class _Split(beam.DoFn):
 class _FailedBatch(beam.DoFn):
     def process(self, failed):
         batch, exc = failed
-        reason = (f"batch failed: {exc[1]}" if isinstance(exc, tuple) and len(exc) >= 2 else f"batch failed: {exc!r}")[:2000]
+        reason = (f"batch failed: {exc[1]}" if isinstance(exc, tuple) and len(exc) >= 2 else f"batch failed: {quoted(exc)}")[:2000]
         for s in batch:
             try:
                 rec = json.loads(s)

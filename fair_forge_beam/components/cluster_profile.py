@@ -138,6 +138,7 @@ from fair_forge_beam.components.clustering import (  # the numerical part (no Be
     fit_clusters,
     sample_key,
 )
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["ClusterProfile", "SmallestKeysCombineFn", "points_schema"]
 
@@ -368,13 +369,13 @@ def _check_metrics(cfg: ClusterConfig) -> None:
         with _Quiet():
             HDBSCAN(min_cluster_size=2, metric=cfg.metric, copy=True).fit(probe)
     except Exception as e:
-        raise ValueError(f"metric={cfg.metric!r} (upstream toxicity_cluster_selection_method) is not a distance HDBSCAN accepts: {e}") from None
+        raise ValueError(f"metric={quoted(cfg.metric)} (upstream toxicity_cluster_selection_method) is not a distance HDBSCAN accepts: {e}") from None
     if cfg.need_latent:
         _import_umap(cfg.numba_cache)
         from umap import distances
 
         if cfg.umap_metric not in distances.named_distances:
-            raise ValueError(f"umap_metric={cfg.umap_metric!r} is not a UMAP metric; use one of {sorted(distances.named_distances)}")
+            raise ValueError(f"umap_metric={quoted(cfg.umap_metric)} is not a UMAP metric; use one of {sorted(distances.named_distances)}")
 
 
 class ClusterProfile(beam.PTransform):
@@ -450,7 +451,7 @@ class ClusterProfile(beam.PTransform):
         )
         self.cfg.validate()
         if points_path is not None and (not isinstance(points_path, str) or not points_path):
-            raise ValueError(f"points_path must be a file path or None, got {points_path!r}")
+            raise ValueError(f"points_path must be a file path or None, got {quoted(points_path)}")
 
     def expand(self, pcoll):
         cfg = self.cfg

@@ -24,6 +24,7 @@ from typing import Any, Iterable, NamedTuple, Optional
 import numpy as np
 
 from fair_forge_beam.options import SEED
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.statistical.seeding import stable_hash64
 
 __all__ = [
@@ -114,7 +115,7 @@ class ClusterConfig:
     def validate(self) -> None:
         def pos_int(name, v, low=1):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+                raise ValueError(f"{name} must be an integer >= {low}, got {quoted(v)}")
 
         pos_int("min_cluster_size", self.min_cluster_size, 2)
         pos_int("umap_n_components", self.umap_n_components, 1)
@@ -126,15 +127,15 @@ class ClusterConfig:
         for name in ("cluster_selection_epsilon", "umap_min_dist"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+                raise ValueError(f"{name} must be a finite number >= 0, got {quoted(v)}")
         for name in ("metric", "umap_metric"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v:
-                raise ValueError(f"{name} must be a metric name (str), got {v!r}")
+                raise ValueError(f"{name} must be a metric name (str), got {quoted(v)}")
         if not isinstance(self.umap_random_state, (int, np.integer)) or isinstance(self.umap_random_state, bool):
-            raise ValueError(f"umap_random_state must be an int, got {self.umap_random_state!r}")
+            raise ValueError(f"umap_random_state must be an int, got {quoted(self.umap_random_state)}")
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
+            raise ValueError(f"seed must be an int, got {quoted(self.seed)}")
 
     def hdbscan_params(self) -> dict:
         return {

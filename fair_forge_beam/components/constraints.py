@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["Constraint", "JsonConstraint", "WordCountConstraint", "KeywordConstraint", "RegexConstraint",
            "check_constraints", "compliance"]
 
@@ -50,7 +52,7 @@ class WordCountConstraint:
 
     def __init__(self, max_words: int):
         if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
-            raise ValueError(f"max_words must be an integer >= 0, got {max_words!r}")
+            raise ValueError(f"max_words must be an integer >= 0, got {quoted(max_words)}")
         self.max_words = max_words
         self.name = f"max_words<={max_words}"
 

@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from typing import NamedTuple, Optional, Sequence
 
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.regulatory import RegulatoryJudgeOutput
 
 __all__ = [
@@ -84,7 +85,7 @@ def _checked_scores(r: Reranker, query: str, docs: Sequence[str], what: str) -> 
         raise ValueError(f"{what} returned {len(scores)} scores for {len(docs)} chunks")
     for s in scores:
         if not 0.0 <= s <= 1.0:  # also rejects NaN
-            raise ValueError(f"{what} score {s!r} is outside [0, 1]")
+            raise ValueError(f"{what} score {quoted(s)} is outside [0, 1]")
     return scores
 
 
@@ -109,7 +110,7 @@ class RerankerContradictionChecker(ContradictionChecker):
                  relevance_reranker: Optional[Reranker] = None, relevance_threshold: float = 0.5):
         for n, v in (("contradiction_threshold", contradiction_threshold), ("relevance_threshold", relevance_threshold)):
             if not 0.0 <= float(v) <= 1.0:
-                raise ValueError(f"{n} must be in [0, 1], got {v!r}")
+                raise ValueError(f"{n} must be in [0, 1], got {quoted(v)}")
         self.reranker = reranker
         self.contradiction_threshold = float(contradiction_threshold)
         self.relevance_reranker = relevance_reranker

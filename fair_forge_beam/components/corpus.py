@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence, Union
 
 from fair_forge_beam.io.edge import read_side_text
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "RegulatoryDocument",
@@ -106,7 +107,7 @@ def _check_unique(docs: Sequence[RegulatoryDocument]) -> None:
     seen = set()
     for d in docs:
         if d.source in seen:
-            raise ValueError(f"two corpus documents have the same source {d.source!r}")
+            raise ValueError(f"two corpus documents have the same source {quoted(d.source)}")
         seen.add(d.source)
 
 
@@ -175,7 +176,7 @@ def packaged_corpus(name: str) -> LocalCorpusConnector:
         ValueError: unknown name (lists the shipped ones).
     """
     if name not in PACKAGED_CORPORA:
-        raise ValueError(f"unknown packaged corpus {name!r}; shipped: {', '.join(PACKAGED_CORPORA)}")
+        raise ValueError(f"unknown packaged corpus {quoted(name)}; shipped: {', '.join(PACKAGED_CORPORA)}")
     base = importlib.resources.files("fair_forge_beam").joinpath(f"data/regulatory/{name}")
     return LocalCorpusConnector(str(base))
 
@@ -201,7 +202,7 @@ class ChunkerConfig(NamedTuple):
         """
         for name, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)):
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"{name} must be an int, got {v!r}")
+                raise ValueError(f"{name} must be an int, got {quoted(v)}")
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1 character, got {chunk_size}")
         if chunk_overlap < 0:

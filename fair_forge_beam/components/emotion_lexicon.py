@@ -22,6 +22,7 @@ from typing import Mapping, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key, file_key
 from fair_forge_beam.components.text import normalize_text, tokenize
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = ["EMOTIONS", "tokenize", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
@@ -189,10 +190,10 @@ def _check_header(columns: list) -> None:
     head = ";".join(columns)
     head = head if len(head) <= 120 else head[:120] + "…"
     if not any(n in _INDEX for n in names):
-        raise ValueError(f"its header {head!r} names no emotion column ({';'.join(e.title() for e in EMOTIONS)}, "
+        raise ValueError(f"its header {quoted(head)} names no emotion column ({';'.join(e.title() for e in EMOTIONS)}, "
                          "';'-separated)")
     if all(n in _INDEX for n in names):
-        raise ValueError(f"its header {head!r} names no language column (e.g. 'english', ';'-separated)")
+        raise ValueError(f"its header {quoted(head)} names no language column (e.g. 'english', ';'-separated)")
 
 
 class DictEmotionLexicon(EmotionLexicon):

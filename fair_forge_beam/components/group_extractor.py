@@ -51,6 +51,7 @@ import numpy as np
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
 from fair_forge_beam.components.text import ascii_words
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "GroupDetection",
@@ -120,14 +121,14 @@ def _check_group_lists(mapping: Any, what: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for group, items in mapping.items():
         if not isinstance(group, str) or not group.strip():
-            raise ValueError(f"{what}: group names must be non-empty str, got {group!r}")
+            raise ValueError(f"{what}: group names must be non-empty str, got {quoted(group)}")
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-            raise ValueError(f"{what}[{group!r}] must be a list of str, got {type(items).__name__}")
+            raise ValueError(f"{what}[{quoted(group)}] must be a list of str, got {type(items).__name__}")
         if len(items) == 0:
-            raise ValueError(f"{what}[{group!r}] is empty: group {group!r} needs at least one phrase")
+            raise ValueError(f"{what}[{quoted(group)}] is empty: group {quoted(group)} needs at least one phrase")
         for i, p in enumerate(items):
             if not isinstance(p, str) or not p.strip():
-                raise ValueError(f"{what}[{group!r}][{i}] must be a non-empty str, got {p!r}")
+                raise ValueError(f"{what}[{quoted(group)}][{i}] must be a non-empty str, got {quoted(p)}")
         out[group] = list(items)
     return out
 
@@ -252,7 +253,7 @@ class EmbeddingGroupExtractor(Transient, GroupExtractor):
         unknown = sorted(set(thresholds) - set(self._groups), key=str)
         if unknown:
             raise ValueError(f"thresholds given for unknown group(s) {unknown}; groups are {list(self._groups)}")
-        self.thresholds = {g: _check_threshold(thresholds.get(g, self.default_threshold), f"thresholds[{g!r}]") for g in self._groups}
+        self.thresholds = {g: _check_threshold(thresholds.get(g, self.default_threshold), f"thresholds[{quoted(g)}]") for g in self._groups}
         self.normalize_embeddings = bool(normalize_embeddings)
         self._thr = np.array([self.thresholds[g] for g in self._groups], dtype=np.float64)
         self._flat: list[str] = [p for g in self._groups for p in self.group_prototypes[g]]
@@ -357,7 +358,7 @@ class EmbeddingGroupExtractor(Transient, GroupExtractor):
 
 def _check_threshold(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
+        raise ValueError(f"{what} must be a finite number, got {quoted(value)}")
     return float(value)
 
 
@@ -429,7 +430,7 @@ class KeywordGroupExtractor(GroupExtractor):
             for ti, term in enumerate(self.group_keywords[g]):
                 toks = keyword_tokens(term)
                 if not toks:
-                    raise ValueError(f"group_keywords[{g!r}][{ti}] = {term!r} has no word character")
+                    raise ValueError(f"group_keywords[{quoted(g)}][{ti}] = {quoted(term)} has no word character")
                 variants = [tuple(toks)]
                 if self.plurals:
                     variants += [tuple(toks[:-1]) + (f,) for f in sorted(_plural_forms(toks[-1]))]

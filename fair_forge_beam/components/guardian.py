@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fair_forge_beam.schemas.bias import GuardianBias
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "ProtectedAttribute",
@@ -353,7 +354,7 @@ class LLMGuardian(Transient, Guardian):
         self.definitions = dict(ATTRIBUTE_DEFINITIONS)
         for k, v in (definitions or {}).items():
             if not isinstance(k, str) or not k or not isinstance(v, str) or not v.strip():
-                raise ValueError(f"definitions must map attribute names to non-empty text, got {k!r}: {v!r}")
+                raise ValueError(f"definitions must map attribute names to non-empty text, got {quoted(k)}: {quoted(v)}")
             self.definitions[k] = v
         params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if self.logprobs:
@@ -384,7 +385,7 @@ class LLMGuardian(Transient, Guardian):
             return self.definitions[attribute]
         except KeyError:
             raise KeyError(
-                f"no definition for attribute {attribute!r}; known: {sorted(self.definitions)} "
+                f"no definition for attribute {quoted(attribute)}; known: {sorted(self.definitions)} "
                 "(pass definitions={...} to the guardian for a new one)"
             ) from None
 
@@ -440,7 +441,7 @@ class LLMGuardian(Transient, Guardian):
         req = self.request(f"direct#{attribute}", question, answer, attribute, context)
         (res,) = list(self.handler.run_inference([req], self._client))
         if res.error is not None:
-            raise GuardianError(f"{self.describe()} failed on {attribute!r}: {res.error}")
+            raise GuardianError(f"{self.describe()} failed on {quoted(attribute)}: {res.error}")
         return self.parse(res.answer, attribute, getattr(res, "logprobs", None))
 
     def close(self) -> None:
@@ -502,7 +503,7 @@ class LlamaGuard(LLMGuardian):
         word = _first_word(_first_line(answer_text))
         if word in ("safe", "unsafe"):
             return word == "unsafe"
-        raise GuardianParseError(f"expected 'safe' or 'unsafe' on the first line, got {answer_text[:200]!r}")
+        raise GuardianParseError(f"expected 'safe' or 'unsafe' on the first line, got {quoted(answer_text[:200])}")
 
 
 class GraniteGuardian(LLMGuardian):
@@ -539,11 +540,11 @@ class GraniteGuardian(LLMGuardian):
         tags = _SCORE_RE.findall(answer_text)
         found = {_first_word(t) for t in tags} if tags else {_first_word(_first_line(answer_text))}
         if len(found) > 1:
-            raise GuardianParseError(f"ambiguous answer: {len(tags)} <score> tags with different labels ({answer_text[:200]!r})")
+            raise GuardianParseError(f"ambiguous answer: {len(tags)} <score> tags with different labels ({quoted(answer_text[:200])})")
         (word,) = found
         if word in ("yes", "no"):
             return word == "yes"
-        raise GuardianParseError(f"expected 'Yes' or 'No', got {answer_text[:200]!r}")
+        raise GuardianParseError(f"expected 'Yes' or 'No', got {quoted(answer_text[:200])}")
 
 
 #: upstream class names
@@ -561,5 +562,5 @@ def make_guardian(kind: str, model: str, base_url: Optional[str] = None, **kwarg
     try:
         cls = GUARDIAN_KINDS[kind]
     except KeyError:
-        raise ValueError(f"unknown guardian kind {kind!r}; choose from {sorted(GUARDIAN_KINDS)}") from None
+        raise ValueError(f"unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}") from None
     return cls(model, base_url, **kwargs)

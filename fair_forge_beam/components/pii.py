@@ -35,6 +35,7 @@ from abc import ABC, abstractmethod
 from typing import NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["PIISpan", "PIIDetector", "PatternDetector", "PresidioDetector", "PATTERN_CLASSES", "luhn_valid",
            "iban_valid", "build_detector"]
@@ -67,7 +68,7 @@ class PIIDetector(ABC):
     def __init__(self, domain_fit: float = 1.0, regulatory_fit: float = 1.0):
         for n, v in (("domain_fit", domain_fit), ("regulatory_fit", regulatory_fit)):
             if not 0.0 <= float(v) <= 1.0:
-                raise ValueError(f"{n} must be in [0, 1], got {v!r}")
+                raise ValueError(f"{n} must be in [0, 1], got {quoted(v)}")
         self.domain_fit, self.regulatory_fit = float(domain_fit), float(regulatory_fit)
 
     @property
@@ -300,4 +301,4 @@ def build_detector(kind: str = "patterns", domain_fit: float = 1.0, regulatory_f
         return PatternDetector(domain_fit, regulatory_fit)
     if kind == "presidio":
         return PresidioDetector(domain_fit=domain_fit, regulatory_fit=regulatory_fit)
-    raise ValueError(f"unknown PII detector {kind!r}; expected 'patterns' or 'presidio'")
+    raise ValueError(f"unknown PII detector {quoted(kind)}; expected 'patterns' or 'presidio'")

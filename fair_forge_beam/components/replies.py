@@ -33,6 +33,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "declared_length", "openai_http_client", "reply_deadline"]
 
@@ -96,7 +98,7 @@ def check_call_limits(request_timeout: Optional[float], max_concurrency: int, re
     if min(int(r) for r in retries) < 0:
         raise ValueError("retry counts must be >= 0")
     if int(max_reply_bytes) <= 0:
-        raise ValueError(f"max_reply_bytes must be > 0, got {max_reply_bytes!r}")
+        raise ValueError(f"max_reply_bytes must be > 0, got {quoted(max_reply_bytes)}")
 
 
 def declared_length(headers: Any) -> Optional[int]:

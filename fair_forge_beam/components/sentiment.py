@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "SentimentScore",
@@ -161,7 +162,7 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
 
     def __init__(self, threshold: float = VADER_THRESHOLD):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (0.0 <= threshold < 1.0):
-            raise ValueError(f"threshold must be a number in [0, 1), got {threshold!r}")
+            raise ValueError(f"threshold must be a number in [0, 1), got {quoted(threshold)}")
         self.threshold = float(threshold)
         self._analyzer = None
 

@@ -43,6 +43,8 @@ import threading
 import weakref
 from typing import Any, Callable, Hashable, Optional, TypeVar
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["acquire", "SharedDict", "Transient", "content_key", "file_key"]
 
 T = TypeVar("T")
@@ -101,17 +103,17 @@ def acquire(key: Hashable, loader: Callable[[], T]) -> T:
     try:
         hash(key)
     except TypeError as exc:
-        raise TypeError(f"shared resource key must be hashable, got {key!r}") from exc
+        raise TypeError(f"shared resource key must be hashable, got {quoted(key)}") from exc
 
     def construct():
         obj = loader()
         if obj is None:
-            raise ValueError(f"the loader of shared resource {key!r} returned None")
+            raise ValueError(f"the loader of shared resource {quoted(key)} returned None")
         try:
             weakref.ref(obj)
         except TypeError as exc:
             raise TypeError(
-                f"shared resource {key!r}: a {type(obj).__name__} cannot be weakly referenced "
+                f"shared resource {quoted(key)}: a {type(obj).__name__} cannot be weakly referenced "
                 "(wrap a dict in SharedDict, or hold the value in a small class instance)"
             ) from exc
         return obj

@@ -64,6 +64,8 @@ import math
 import re
 from typing import Any, Callable, Optional
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["MAX_TEMPLATE_VALUE", "MAX_TEMPLATE_WORK", "MAX_INT_DIGITS", "LOOP_STEP_COST", "TemplateLimitError", "bounded_sandbox"]
 
 #: the most characters (or items, nested ones counted) one value built by a template may hold
@@ -552,16 +554,16 @@ def bounded_sandbox(base=None):
             else:
                 est = _estimate(name, value, args, kwargs)
             if est is not None:
-                spend(context, est, f"the filter {name!r}")
+                spend(context, est, f"the filter {quoted(name)}")
             elif name not in _CONSTANT_TIME_FILTERS:  # reads its whole input (max, min, wordcount, …)
-                spend(context, sized(context, value), f"the filter {name!r}", builds=False)
+                spend(context, sized(context, value), f"the filter {quoted(name)}", builds=False)
             first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
                      _PassArg.environment: (context.environment,)}[kind]
             out = fn(*first, value, *args, **kwargs)
             if est is None and isinstance(out, _BUILT):
-                spend(context, sized(context, out), f"the filter {name!r}")
+                spend(context, sized(context, out), f"the filter {quoted(name)}")
             elif name in _RECOUNTED and isinstance(out, str) and len(out) > est + _RECOUNT_SLACK:
-                spend(context, len(out), f"the filter {name!r}")
+                spend(context, len(out), f"the filter {quoted(name)}")
             return out
 
         wrapper.__name__ = getattr(fn, "__name__", name)
@@ -576,9 +578,9 @@ def bounded_sandbox(base=None):
         def wrapper(context, value, *args, **kwargs):
             other = args[0] if args else next(iter(kwargs.values()), None)
             if name == "in":
-                spend(context, sized(context, other), f"the test {name!r}", builds=False)
+                spend(context, sized(context, other), f"the test {quoted(name)}", builds=False)
             elif name in _COMPARING_TESTS:
-                spend(context, min(sized(context, value), sized(context, other)), f"the test {name!r}", builds=False)
+                spend(context, min(sized(context, value), sized(context, other)), f"the test {quoted(name)}", builds=False)
             first = {None: (), _PassArg.context: (context,), _PassArg.eval_context: (context.eval_ctx,),
                      _PassArg.environment: (context.environment,)}[kind]
             return fn(*first, value, *args, **kwargs)
@@ -636,7 +638,7 @@ def bounded_sandbox(base=None):
             for op, right in zip(ops_and_values[::2], ops_and_values[1::2]):
                 cost = sized(context, right) if op in ("in", "notin") \
                     else min(sized(context, left), sized(context, right))
-                spend(context, cost, f"the comparison {op!r}", builds=False)
+                spend(context, cost, f"the comparison {quoted(op)}", builds=False)
                 result = _COMPARE[op](left, right)
                 if not result:
                     return result

@@ -41,6 +41,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = [
     "COMPONENTS",
     "DEFAULT_TOOL_WEIGHTS",
@@ -79,7 +81,7 @@ def normalise_tool_weights(weights: Optional[Mapping[str, float]]) -> dict[str, 
     for c in COMPONENTS:
         v = weights.get(c, 0.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"tool_weights[{c!r}] must be a finite number >= 0, got {v!r}")
+            raise ValueError(f"tool_weights[{quoted(c)}] must be a finite number >= 0, got {quoted(v)}")
         out[c] = float(v)
     total = math.fsum(out.values())
     if total <= 0:
@@ -117,7 +119,7 @@ def tool_calls(calls: Any, field: str) -> list[dict]:
         if step is None:
             step = i + 1
         if not _is_step(step):
-            raise ToolTraceError(f"{field}[{i}].step must be an integer (|step| <= 2**53), got {step!r}")
+            raise ToolTraceError(f"{field}[{i}].step must be an integer (|step| <= 2**53), got {quoted(step)}")
         out.append({"tool_name": name, "parameters": dict(params), "step": int(step), "_pos": i})
     out.sort(key=lambda c: (c["step"], c["_pos"]))
     for c in out:

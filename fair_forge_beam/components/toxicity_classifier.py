@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = ["ToxicityClassifier", "ProfanityCheckClassifier", "CLASSIFIERS", "make_classifier", "describe_scorer"]
@@ -46,7 +47,7 @@ class ToxicityClassifier(ABC):
 
     def __init__(self, threshold: float = 0.5):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
-            raise ValueError(f"toxicity classifier threshold must be a number in (0, 1], got {threshold!r}")
+            raise ValueError(f"toxicity classifier threshold must be a number in (0, 1], got {quoted(threshold)}")
         self.threshold = float(threshold)
 
     def setup(self) -> None:
@@ -154,7 +155,7 @@ def make_classifier(name: str, threshold: float = 0.5) -> ToxicityClassifier:
         ValueError: unknown ``name`` (the message lists the known ones).
     """
     if name not in CLASSIFIERS:
-        raise ValueError(f"unknown toxicity classifier {name!r}; known: {sorted(CLASSIFIERS)}")
+        raise ValueError(f"unknown toxicity classifier {quoted(name)}; known: {sorted(CLASSIFIERS)}")
     return CLASSIFIERS[name](threshold=threshold)
 
 

@@ -85,6 +85,7 @@ from typing import Iterable, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
 
 __all__ = [
@@ -278,7 +279,7 @@ class HurtLexLoader(ToxicityLoader):
                  languages: Optional[Iterable[str]] = None):
         super().__init__()
         if level not in LEVELS:
-            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+            raise ValueError(f"level must be one of {LEVELS}, got {quoted(level)}")
         self.level = level
         self.exclude_neutral_group_terms = bool(exclude_neutral_group_terms)
         if languages is None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 from fair_forge_beam._beam import beam
 from fair_forge_beam.explainability.schemas import (AttributionBatchResult, AttributionMethod, AttributionResult, Granularity,
                                                     TokenAttribution)
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["AttributionExplainer", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
            "ExplainAttributions", "require_interpreto", "item_seed"]
@@ -120,14 +121,14 @@ def _method(m: Union[str, AttributionMethod]) -> AttributionMethod:
     for x in AttributionMethod:
         if str(m).lower() in (x.value.lower(), x.name.lower()):
             return x
-    raise ValueError(f"unknown attribution method {m!r}; one of {[x.value for x in AttributionMethod]}")
+    raise ValueError(f"unknown attribution method {quoted(m)}; one of {[x.value for x in AttributionMethod]}")
 
 
 def _granularity(g: Union[str, Granularity]) -> Granularity:
     try:
         return g if isinstance(g, Granularity) else Granularity(str(g).lower())
     except ValueError:
-        raise ValueError(f"unknown granularity {g!r}; one of {[x.value for x in Granularity]}") from None
+        raise ValueError(f"unknown granularity {quoted(g)}; one of {[x.value for x in Granularity]}") from None
 
 
 class AttributionExplainer:

@@ -34,6 +34,7 @@ from typing import Iterable, Sequence, Union
 
 from fair_forge_beam.generators.schemas import Chunk
 from fair_forge_beam.io.edge import read_side_text
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["BaseContextLoader", "LocalMarkdownLoader", "create_markdown_loader", "create_context_loader",
            "packaged_corpus_path", "CORPORA", "slug"]
@@ -59,7 +60,7 @@ def packaged_corpus_path(name: str) -> str:
     """Folder of a shipped corpus (``airline`` or ``callcenter``). Raises ``ValueError`` for
     another name."""
     if name not in CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; shipped corpora: {', '.join(CORPORA)} (or give a path)")
+        raise ValueError(f"unknown corpus {quoted(name)}; shipped corpora: {', '.join(CORPORA)} (or give a path)")
     return str(importlib.resources.files("fair_forge_beam").joinpath("data", "corpora", name))
 
 
@@ -88,7 +89,7 @@ class LocalMarkdownLoader(BaseContextLoader):
                  header_levels: Iterable[int] = (1, 2, 3)):
         for name, v in (("max_chunk_size", max_chunk_size), ("min_chunk_size", min_chunk_size), ("overlap", overlap)):
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"{name} must be an integer, got {v!r}")
+                raise ValueError(f"{name} must be an integer, got {quoted(v)}")
         if max_chunk_size < 1:
             raise ValueError(f"max_chunk_size must be >= 1, got {max_chunk_size}")
         if not 0 <= min_chunk_size < max_chunk_size:
@@ -237,5 +238,5 @@ def create_context_loader(loader_type: str = "markdown", **kwargs) -> BaseContex
     """``"markdown"`` → :class:`LocalMarkdownLoader` (``kwargs`` passed on); any other type →
     ``ValueError``."""
     if loader_type != "markdown":
-        raise ValueError(f"unknown context loader type {loader_type!r}; supported: 'markdown'")
+        raise ValueError(f"unknown context loader type {quoted(loader_type)}; supported: 'markdown'")
     return LocalMarkdownLoader(**kwargs)

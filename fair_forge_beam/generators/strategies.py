@@ -18,6 +18,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam.generators.schemas import Chunk
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["BaseChunkSelectionStrategy", "SequentialStrategy", "RandomSamplingStrategy", "chunk_digest"]
 
@@ -55,7 +56,7 @@ class SequentialStrategy(BaseChunkSelectionStrategy):
 
 def _count(name: str, v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        raise ValueError(f"{name} must be an integer >= 1, got {quoted(v)}")
     return int(v)
 
 
@@ -76,7 +77,7 @@ class RandomSamplingStrategy(BaseChunkSelectionStrategy):
         self.num_samples = _count("num_samples", num_samples)
         self.chunks_per_sample = _count("chunks_per_sample", chunks_per_sample)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
+            raise ValueError(f"seed must be an integer >= 0 or None, got {quoted(seed)}")
         self.seed = None if seed is None else int(seed)
         self.with_replacement = bool(with_replacement)
 

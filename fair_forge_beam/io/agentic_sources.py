@@ -60,6 +60,7 @@ from typing import Any, Optional, Sequence, Union
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "tau_bench_sessions",
@@ -157,7 +158,7 @@ def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
     for p in pats:
         matched = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)
         if not matched:
-            raise ValueError(f"no input file matches {p!r}")
+            raise ValueError(f"no input file matches {quoted(p)}")
         files.extend(matched)
     return files
 
@@ -199,7 +200,7 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
                 raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
             for call in calls:
                 if not isinstance(call or {}, dict) or not isinstance((call or {}).get("function") or {}, dict):
-                    raise TypeError(f"a tool call must be an object with a 'function' object, got {call!r}")
+                    raise TypeError(f"a tool call must be an object with a 'function' object, got {quoted(call)}")
                 fn = (call or {}).get("function") or {}
                 entry = {
                     "tool_name": fn.get("name") or UNPARSED,
@@ -412,10 +413,10 @@ def _bfcl_session(rec: dict, truth: dict, results: Optional[dict], tools_used: s
     has_truth = rec["id"] in truth
     gt = truth.get(rec["id"]) or []
     if not isinstance(gt, list):
-        raise TypeError(f"ground_truth of {sid!r} must be a list (one entry per turn), got {type(gt).__name__}")
+        raise TypeError(f"ground_truth of {quoted(sid)} must be a list (one entry per turn), got {type(gt).__name__}")
     res = None if results is None else (results.get(rec["id"]) or [])
     if res is not None and not isinstance(res, list):
-        raise TypeError(f"result of {sid!r} must be a list (one entry per turn), got {type(res).__name__}")
+        raise TypeError(f"result of {quoted(sid)} must be a list (one entry per turn), got {type(res).__name__}")
     conversation = []
     for i, msgs in enumerate(questions):
         msgs = msgs if isinstance(msgs, list) else [msgs]
@@ -472,7 +473,7 @@ def agentic_retriever(fmt: str, inputs: Sequence[str], max_record_bytes: Optiona
     Raises ``ValueError`` for an unknown format, inputs matching no file or (BFCL) a question file
     without its answer file — before the pipeline."""
     if fmt not in AGENTIC_INPUT_FORMATS:
-        raise ValueError(f"unknown agentic input format {fmt!r}; choose from {sorted(AGENTIC_INPUT_FORMATS)}")
+        raise ValueError(f"unknown agentic input format {quoted(fmt)}; choose from {sorted(AGENTIC_INPUT_FORMATS)}")
     files = _expand(inputs)
     if fmt == "bfcl":
         for f in files:

@@ -42,6 +42,8 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = [
     "MAX_NESTING",
     "RecordRejected",
@@ -177,7 +179,7 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
             if isinstance(node, dict):
                 for k in node:
                     if not isinstance(k, str):
-                        raise RecordRejected(f"key {k!r} at {where} is not a string")
+                        raise RecordRejected(f"key {quoted(k)} at {where} is not a string")
                     if has_surrogates(k):
                         raise RecordRejected(_surrogate_reason(f"a key at {where}", k))
                 items = node.items()
@@ -902,7 +904,7 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
 
     kind = CompressionTypes.detect_compression_type(path) if compression == CompressionTypes.AUTO else compression
     if not CompressionTypes.is_valid_compression_type(kind):
-        raise ValueError(f"unknown compression type {compression!r}")
+        raise ValueError(f"unknown compression type {quoted(compression)}")
     raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     if kind == CompressionTypes.UNCOMPRESSED:
         return raw

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
@@ -42,7 +43,7 @@ def parse_timestamp(value: Any) -> float:
     if value is None:
         raise ValueError("no timestamp")
     if isinstance(value, bool):
-        raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {value!r}")
+        raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {quoted(value)}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
@@ -53,14 +54,14 @@ def parse_timestamp(value: Any) -> float:
             try:
                 dt = datetime.fromisoformat(text)
             except ValueError:
-                raise ValueError(f"timestamp {value!r} is neither epoch seconds nor ISO 8601") from None
+                raise ValueError(f"timestamp {quoted(value)} is neither epoch seconds nor ISO 8601") from None
             if dt.tzinfo is None:
                 dt = dt.replace(tzinfo=timezone.utc)
             seconds = dt.timestamp()
     else:
         raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {type(value).__name__}")
     if not math.isfinite(seconds) or not _MIN_S <= seconds <= _MAX_S:
-        raise ValueError(f"timestamp {value!r} is out of range")
+        raise ValueError(f"timestamp {quoted(value)} is out of range")
     return seconds
 
 

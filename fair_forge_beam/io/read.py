@@ -64,6 +64,7 @@ from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords"]
 
@@ -280,7 +281,7 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
         meta,
         "duplicate_qa_id",
         qa_counts,
-        lambda qa_id, count: f"qa_id {qa_id!r} appears {count} times in session {meta.session_id!r}; "
+        lambda qa_id, count: f"qa_id {quoted(qa_id)} appears {count} times in session {quoted(meta.session_id)}; "
         "interactions are identified by turn index, all are kept",
     )
 
@@ -290,7 +291,7 @@ def _numeric_id_warnings(raw_header: Any, meta, where: str):
     number (read as its decimal text: ``123`` and ``"123"`` are one session)."""
     if not isinstance(raw_header, dict):
         return
-    numeric = [f"{k} {raw_header[k]!r}" for k in ("session_id", "assistant_id")
+    numeric = [f"{k} {quoted(raw_header[k])}" for k in ("session_id", "assistant_id")
                if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
     if numeric:
         yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
@@ -307,7 +308,7 @@ def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
         shown = ", ".join(repr(q) for q in qa_ids[:5]) + (", ..." if len(qa_ids) > 5 else "")
         yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
             "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
-            f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(qa_ids)} empty answer(s) "
+            f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: {len(qa_ids)} empty answer(s) "
             f"({shown}); a metric that scores this session scores them as the assistant gave them — no toxic word (not "
             "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the session's "
             "language dead-letters them with the rest)"))
@@ -373,7 +374,7 @@ class _ParseRecord(beam.DoFn):
             if self.timestamp_policy == "processing_time":
                 return None, None
             what = "missing" if value is None else "unreadable"
-            return None, f"timestamp field {self.timestamp_field!r} {what}: {exc}"
+            return None, f"timestamp field {quoted(self.timestamp_field)} {what}: {exc}"
 
     def process(self, item):
         source, position, payload = item
@@ -557,7 +558,7 @@ class _ParseRecord(beam.DoFn):
         if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "session_kept_in_part", f"{meta.session_id}/{meta.assistant_id}",
-                f"session {meta.session_id!r} of assistant {meta.assistant_id!r} at {where}: {len(conv) - n_read} of "
+                f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: {len(conv) - n_read} of "
                 f"{len(conv)} interactions rejected at read (dead letters, stage read); the session is kept in part, "
                 f"its other {n_read} interaction(s) are scored and its session statistics rest on them only"))
         if self.streaming:
@@ -630,7 +631,7 @@ def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
         out.append(QualityWarning(
             "session_split",
             f"{session_id}/{assistant_id}",
-            f"session {session_id!r} of assistant {assistant_id!r} is found in {parts}"
+            f"session {quoted(session_id)} of assistant {quoted(assistant_id)} is found in {parts}"
             f"{' across ' + str(len(files)) + ' files' if len(files) > 1 else ''}; they are merged into one "
             "session whose turns are numbered by (declared turn_index, file, position in file, position in "
             "the conversation), so every interaction keeps its own element_id",
@@ -734,7 +735,7 @@ def records_to_interactions(
     metadata fields kept in ``Interaction.slice_values`` (:func:`slice_value`), for slicing.
     """
     if timestamp_policy not in ("dead_letter", "processing_time"):
-        raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
+        raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
     parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
@@ -1378,7 +1379,7 @@ def _parquet_slice_records(path: str, batch, first: int, limit: int):
             try:
                 sizes[name][at:at + len(chunk)] = arrow_value_sizes(chunk)
             except UnsizedArrowType as exc:
-                raise UnsizedArrowType(f"column {name!r}: {exc}") from None
+                raise UnsizedArrowType(f"column {quoted(name)}: {exc}") from None
             at += len(chunk)
     totals = sum(sizes.values()) if sizes else np.zeros(table.num_rows, dtype=np.int64)
     budget = max(limit, 8 * 2**20)
@@ -1477,18 +1478,18 @@ class ReadInteractions(beam.PTransform):
     ):
         super().__init__()
         if int(max_record_bytes) <= 0:
-            raise ValueError(f"max_record_bytes must be > 0, got {max_record_bytes!r}")
+            raise ValueError(f"max_record_bytes must be > 0, got {quoted(max_record_bytes)}")
         self.max_record_bytes = int(max_record_bytes)
         if timestamp_policy not in ("dead_letter", "processing_time"):
-            raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {timestamp_policy!r}")
+            raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
         self.timestamp_field, self.timestamp_policy = timestamp_field, timestamp_policy
         self.slice_fields = tuple(slice_fields)
         if (file_patterns is None) == (retriever is None):
             raise ValueError("give exactly one of file_patterns or retriever")
         if retriever is not None and not (isinstance(retriever, type) and issubclass(retriever, Retriever)):
-            raise ValueError(f"retriever must be a Retriever subclass, got {retriever!r}")
+            raise ValueError(f"retriever must be a Retriever subclass, got {quoted(retriever)}")
         if file_format not in ("auto", "json", "jsonl", "parquet"):
-            raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {file_format!r}")
+            raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {quoted(file_format)}")
         self.patterns = [absolute_pattern(p) for p in ([file_patterns] if isinstance(file_patterns, str) else list(file_patterns or []))]
         self.retriever, self.retriever_kwargs, self.file_format = retriever, retriever_kwargs or {}, file_format
         self._formats = self._resolve_formats() if self.patterns else {}
@@ -1497,20 +1498,20 @@ class ReadInteractions(beam.PTransform):
         out = {}
         for pattern in self.patterns:
             if "://" not in pattern and os.path.isdir(pattern):
-                raise ValueError(f"{pattern!r} is a folder: give its files, e.g. {os.path.join(pattern, '*.jsonl')!r}")
+                raise ValueError(f"{quoted(pattern)} is a folder: give its files, e.g. {quoted(os.path.join(pattern, '*.jsonl'))}")
             files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
             if not files:
-                raise ValueError(f"no input file matches {pattern!r}")
+                raise ValueError(f"no input file matches {quoted(pattern)}")
             refused = sorted((f for f in files if format_refusal(f, self.file_format)), key=str)
             if refused:
-                more = f" (and {len(refused) - 1:,} more file(s) of pattern {pattern!r})" if len(refused) > 1 else ""
+                more = f" (and {len(refused) - 1:,} more file(s) of pattern {quoted(pattern)})" if len(refused) > 1 else ""
                 raise ValueError(format_refusal(refused[0], self.file_format) + more)
             if self.file_format != "auto":
                 out[pattern] = self.file_format
                 continue
             fmts = {detect_format(f) for f in files}
             if len(fmts) > 1:
-                raise ValueError(f"pattern {pattern!r} mixes formats {sorted(fmts)}; give one pattern per format")
+                raise ValueError(f"pattern {quoted(pattern)} mixes formats {sorted(fmts)}; give one pattern per format")
             out[pattern] = fmts.pop()
         return out
 

@@ -38,6 +38,7 @@ from fair_forge_beam.io.read import MAX_RECORD_BYTES
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
@@ -165,9 +166,9 @@ class ReadStreamingRetriever(beam.PTransform):
                  records_per_bundle: int = 500):
         super().__init__()
         if not (isinstance(retriever, type) and issubclass(retriever, StreamingRetriever)):
-            raise ValueError(f"retriever must be a StreamingRetriever subclass, got {retriever!r}")
+            raise ValueError(f"retriever must be a StreamingRetriever subclass, got {quoted(retriever)}")
         if int(records_per_bundle) < 1:
-            raise ValueError(f"records_per_bundle must be >= 1, got {records_per_bundle!r}")
+            raise ValueError(f"records_per_bundle must be >= 1, got {quoted(records_per_bundle)}")
         self.fn = _ReadRetrieverFn(retriever, retriever_kwargs or {}, timestamp_field, records_per_bundle)
 
     def expand(self, pbegin):
@@ -226,9 +227,9 @@ class WatchJsonl(beam.PTransform):
                  max_record_bytes: Optional[int] = None):
         super().__init__()
         if not interval or interval <= 0:
-            raise ValueError(f"watch interval must be > 0 seconds, got {interval!r}")
+            raise ValueError(f"watch interval must be > 0 seconds, got {quoted(interval)}")
         if stop_after is not None and stop_after <= 0:
-            raise ValueError(f"stop_after must be > 0 seconds, got {stop_after!r}")
+            raise ValueError(f"stop_after must be > 0 seconds, got {quoted(stop_after)}")
         self.pattern, self.interval, self.stop_after = pattern, float(interval), stop_after
         self.max_record_bytes = max_record_bytes
 
@@ -296,7 +297,7 @@ class KafkaRecords(beam.PTransform):
         if not topics:
             raise ValueError("Kafka needs at least one topic: --kafka-topic NAME")
         if max_num_records is not None and int(max_num_records) < 1:
-            raise ValueError(f"max_num_records must be >= 1, got {max_num_records!r}")
+            raise ValueError(f"max_num_records must be >= 1, got {quoted(max_num_records)}")
         from apache_beam.io.kafka import ReadFromKafka
 
         config = {"bootstrap.servers": ",".join(servers), "auto.offset.reset": "earliest", **(consumer_config or {})}

@@ -67,6 +67,7 @@ from fair_forge_beam.engine import (
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_of_key
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
@@ -107,7 +108,7 @@ def _label_score(value: Any) -> float:
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0:
         return float(value)
-    raise ValueError(f"must be a boolean or a number in [0, 1], got {value!r}")
+    raise ValueError(f"must be a boolean or a number in [0, 1], got {quoted(value)}")
 
 
 class _Score(beam.DoFn):
@@ -145,12 +146,12 @@ class _Score(beam.DoFn):
         if self.source == "label":
             value = read_path(x, self.label_field)
             if value is None:
-                fail = f"no correctness label at {self.label_field!r}"
+                fail = f"no correctness label at {quoted(self.label_field)}"
             else:
                 try:
                     meta["score"] = _label_score(value)
                 except ValueError as exc:
-                    fail = f"label {self.label_field!r} {exc}"
+                    fail = f"label {quoted(self.label_field)} {exc}"
         elif self.source == "tools":
             if tool is None:
                 fail = "no tool correctness (no ground_truth_agentic.expected_tools, or a malformed trace)"
@@ -241,7 +242,7 @@ class _Conversation(SessionReducer):
         warnings, records = repeated_turns(key, [m["turn_index"] for m in metas]), []
         tasks = sorted({m["task_id"] for m in metas if m["task_id"] is not None})
         if len(tasks) > 1:
-            warnings.append(QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {tasks[0]!r}")
+            warnings.append(QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {quoted(tasks[0])}")
             )
         task = tasks[0] if tasks else None
         base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
@@ -424,14 +425,14 @@ class Agentic(MetricTransform):
             raise ValueError("Agentic needs k (the number of attempts in pass@k / pass^k), e.g. Agentic(k=3)")
         self.k = check_k(k)
         if self.k > MAX_K:
-            raise ValueError(f"k must be at most {MAX_K} (the pass@k curve has one point per k), got {k!r}")
+            raise ValueError(f"k must be at most {MAX_K} (the pass@k curve has one point per k), got {quoted(k)}")
         judge = judge if judge is not None else model
         source = correctness_source or ("judge" if judge is not None else "label")
         if source not in SOURCES:
-            raise ValueError(f"correctness_source must be one of {SOURCES}, got {correctness_source!r}")
+            raise ValueError(f"correctness_source must be one of {SOURCES}, got {quoted(correctness_source)}")
         for nm, v in (("threshold", threshold), ("tool_threshold", tool_threshold)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
-                raise ValueError(f"{nm} must be a number in [0, 1], got {v!r}")
+                raise ValueError(f"{nm} must be a number in [0, 1], got {quoted(v)}")
         if not label_field or not isinstance(label_field, str):
             raise ValueError("label_field must be a dotted path such as 'agentic.reward'")
         self.correctness_source = source

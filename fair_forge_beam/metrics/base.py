@@ -6,6 +6,7 @@ import tempfile
 from typing import Any, ClassVar, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -76,9 +77,9 @@ class MetricTransform(beam.PTransform):
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
-            raise ValueError(f"statistical_mode must be a StatisticalMode, got {statistical_mode!r}")
+            raise ValueError(f"statistical_mode must be a StatisticalMode, got {quoted(statistical_mode)}")
         if isinstance(slices, str):  # ("region") is a string: its letters are not dimensions
-            raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {slices!r}), got the string {slices!r}")
+            raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {quoted(slices)}), got the string {quoted(slices)}")
         problems = slice_name_problems(slices)
         if problems:
             raise ValueError(f"slices: {'; '.join(problems)}; choose from {list(SLICE_DIMENSIONS)} or the name of a "

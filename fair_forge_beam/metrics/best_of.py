@@ -69,6 +69,7 @@ from fair_forge_beam.engine import (
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.metrics.judged import build_judge
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.best_of import (
     BestOfContestRecord,
@@ -568,11 +569,11 @@ class BestOf(MetricTransform):
             raise ValueError(f"BestOf slices must be among {list(BESTOF_SLICES)}, got {bad}")
         super().__init__(statistical_mode, slices)
         if mode not in BESTOF_MODES:
-            raise ValueError(f"mode must be one of {BESTOF_MODES}, got {mode!r}")
+            raise ValueError(f"mode must be one of {BESTOF_MODES}, got {quoted(mode)}")
         if block not in BLOCKS:
-            raise ValueError(f"block must be one of {BLOCKS}, got {block!r}")
+            raise ValueError(f"block must be one of {BLOCKS}, got {quoted(block)}")
         if not (isinstance(prior_sd, (int, float)) and np.isfinite(prior_sd) and prior_sd > 0):
-            raise ValueError(f"prior_sd must be a finite number > 0, got {prior_sd!r}")
+            raise ValueError(f"prior_sd must be a finite number > 0, got {quoted(prior_sd)}")
         if isinstance(contestant_order, str):
             contestant_order = [c.strip() for c in contestant_order.split(",") if c.strip()]
         self.judge = build_judge(judge, BestOfJudgeOutput)

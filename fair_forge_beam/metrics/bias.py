@@ -36,6 +36,7 @@ from fair_forge_beam.engine import (
 )
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.metrics.judged import JudgeScorer
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.bias import (
@@ -96,11 +97,11 @@ def _parse_verdict(guardian: LLMGuardian):
     def verdict(res):
         meta = _parse_key(res.key)
         if meta is None:  # pragma: no cover - keys are made by _MakeRequests
-            return (dead_letter(STAGE, f"unknown guardian request key {res.key!r}", res.raw, res.element_id),)
+            return (dead_letter(STAGE, f"unknown guardian request key {quoted(res.key)}", res.raw, res.element_id),)
         try:
             v = guardian.parse(res.answer, meta[0], getattr(res, "logprobs", None))
         except GuardianParseError as exc:
-            return (dead_letter(STAGE, f"unparseable guardian answer for {meta[0]!r}: {exc}", res.raw or res.answer, meta[1],
+            return (dead_letter(STAGE, f"unparseable guardian answer for {quoted(meta[0])}: {exc}", res.raw or res.answer, meta[1],
                                 source=f"guardian:{meta[0]}"), _outcome(meta, None, None))
         return (_outcome(meta, bool(v.is_biased), None if v.certainty is None else float(v.certainty)),)
 
@@ -113,7 +114,7 @@ def _judge_failure(d):
     meta = _parse_key(src[len("judge:"):]) if src.startswith("judge:") else None
     if meta is None:
         return (d._replace(stage=STAGE, reason=f"guardian call failed: {d.reason}"),)
-    return (dead_letter(STAGE, f"guardian call failed for {meta[0]!r}: {d.reason}", d.raw, meta[1], source=f"guardian:{meta[0]}"),
+    return (dead_letter(STAGE, f"guardian call failed for {quoted(meta[0])}: {d.reason}", d.raw, meta[1], source=f"guardian:{meta[0]}"),
             _outcome(meta, None, None))
 
 
@@ -130,12 +131,12 @@ class _DirectGuardian(beam.DoFn):
                 v = self.guardian.is_biased(question=x.query, answer=x.assistant, attribute=a, context=x.context)
                 certainty = None if v.certainty is None else float(v.certainty)
                 if certainty is not None and not 0.0 <= certainty <= 1.0:
-                    raise ValueError(f"certainty {certainty!r} outside [0, 1]")
+                    raise ValueError(f"certainty {quoted(certainty)} outside [0, 1]")
                 biased = bool(v.is_biased)
             except Exception as exc:  # one bad call never stops the run
                 yield beam.pvalue.TaggedOutput(
                     DEAD,
-                    dead_letter(STAGE, f"guardian failed for {a!r}: {type(exc).__name__}: {exc}", x._asdict(), x.element_id, source=f"guardian:{a}"),
+                    dead_letter(STAGE, f"guardian failed for {quoted(a)}: {type(exc).__name__}: {exc}", x._asdict(), x.element_id, source=f"guardian:{a}"),
                 )
                 yield _outcome(meta, None, None)
                 continue
@@ -329,7 +330,7 @@ class Bias(MetricTransform):
         super().__init__(statistical_mode, slices)
         if isinstance(guardian, type):
             if not issubclass(guardian, Guardian):
-                raise ValueError(f"guardian must be a Guardian subclass or instance, got {guardian!r}")
+                raise ValueError(f"guardian must be a Guardian subclass or instance, got {quoted(guardian)}")
             guardian = guardian(config=config) if config is not None else guardian()
         elif guardian is None:
             raise ValueError(
@@ -344,7 +345,7 @@ class Bias(MetricTransform):
             raise ValueError(f"duplicated attributes in {list(attrs)}")
         for a in attrs:
             if not isinstance(a, str) or not a:
-                raise ValueError(f"attribute names must be non-empty strings, got {a!r}")
+                raise ValueError(f"attribute names must be non-empty strings, got {quoted(a)}")
             if isinstance(guardian, LLMGuardian):
                 try:
                     guardian.definition(a)

@@ -42,6 +42,7 @@ from fair_forge_beam.engine import (
     DEAD, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.humanity import HumanityMetric, HumanitySessionMetric, HumanitySliceMetric
@@ -190,7 +191,7 @@ class _ScoreHumanity(beam.DoFn):
                     DEAD,
                     dead_letter(
                         "humanity",
-                        f"no emotion lexicon for language {x.language!r} (lexicon covers: {known})",
+                        f"no emotion lexicon for language {quoted(x.language)} (lexicon covers: {known})",
                         x._asdict(),
                         x.element_id,
                     ),
@@ -390,7 +391,7 @@ class Humanity(MetricTransform):
     ):
         super().__init__(statistical_mode, slices)
         if slice_bootstrap not in SLICE_BOOTSTRAPS:
-            raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {slice_bootstrap!r}")
+            raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {quoted(slice_bootstrap)}")
         self.lexicon = lexicon or NRCLexPackageLexicon()
         self.max_units = int(max_units)
         self.slice_bootstrap = slice_bootstrap

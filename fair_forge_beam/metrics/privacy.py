@@ -45,6 +45,7 @@ from fair_forge_beam.components.pii import PIIDetector, PatternDetector
 from fair_forge_beam.engine import SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -150,9 +151,9 @@ def _expected_spans(raw, text: str, classes: set) -> list:
             raise ValueError(f"span {i} is not an object")
         label, start, end = s.get("label"), s.get("start"), s.get("end")
         if not isinstance(label, str) or label not in classes:
-            raise ValueError(f"span {i}: label {label!r} is outside the domain classes {sorted(classes)}")
+            raise ValueError(f"span {i}: label {quoted(label)} is outside the domain classes {sorted(classes)}")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)) or not 0 <= start < end:
-            raise ValueError(f"span {i}: offsets must be integers with 0 <= start < end, got {start!r}, {end!r}")
+            raise ValueError(f"span {i}: offsets must be integers with 0 <= start < end, got {quoted(start)}, {quoted(end)}")
         if end > len(text):
             raise ValueError(f"span {i}: end {end} is beyond the text ({len(text)} characters)")
         if s.get("text") is not None and s.get("text") != text[start:end]:
@@ -416,7 +417,7 @@ class Privacy(MetricTransform):
                  domain=None, text_field: str = "assistant", slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__(statistical_mode, slices)
         if text_field not in TEXT_FIELDS:
-            raise ValueError(f"text_field must be one of {TEXT_FIELDS}, got {text_field!r}")
+            raise ValueError(f"text_field must be one of {TEXT_FIELDS}, got {quoted(text_field)}")
         self.detector = detector or PatternDetector()
         if domain is None:
             domain = PrivacyDomain.uniform(sorted(self.detector.supported_classes))

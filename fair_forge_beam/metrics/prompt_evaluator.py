@@ -59,6 +59,7 @@ from fair_forge_beam.engine import (
     DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.prompt_evaluator import (
@@ -101,9 +102,9 @@ def check_k(k: Any) -> int:
             ``True``, ``10**8`` …): K generations per query and K² cosines per query.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer (generations per query), got {k!r}")
+        raise ValueError(f"k must be a positive integer (generations per query), got {quoted(k)}")
     if k > MAX_K:
-        raise ValueError(f"k must be at most {MAX_K} generations per query (K calls and K² cosines each), got {k!r}")
+        raise ValueError(f"k must be at most {MAX_K} generations per query (K calls and K² cosines each), got {quoted(k)}")
     return int(k)
 
 
@@ -114,7 +115,7 @@ def check_tau(tau: Any) -> float:
         ValueError: not a finite number in [−1, 1].
     """
     if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or not -1.0 <= tau <= 1.0:
-        raise ValueError(f"tau must be a cosine threshold in [-1, 1], got {tau!r}")
+        raise ValueError(f"tau must be a cosine threshold in [-1, 1], got {quoted(tau)}")
     return float(tau)
 
 

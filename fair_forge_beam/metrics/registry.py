@@ -103,7 +103,7 @@ def _judge_config(options: dict, metric: str) -> dict:
     base_url, model = options.get("judge_base_url"), options.get("judge_model")
     if not base_url or not model:
         raise ValueError(
-            f"metric {metric!r} needs an LLM judge: pass --judge-base-url and --judge-model (any OpenAI-compatible "
+            f"metric {quoted(metric)} needs an LLM judge: pass --judge-base-url and --judge-model (any OpenAI-compatible "
             "endpoint: OpenAI, vLLM, Ollama, llama.cpp server, Groq); the API key is read from the environment "
             "variable named by --judge-api-key-env (default OPENAI_API_KEY)"
         )

@@ -55,6 +55,7 @@ from fair_forge_beam.engine import (
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_session_interactions
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -295,9 +296,9 @@ class _LocalCheck(beam.DoFn):
             checks = [ChunkCheck(*c) for c in checks]
             for c in checks:
                 if c.verdict not in CHUNK_VERDICTS:
-                    raise ValueError(f"unknown verdict {c.verdict!r}; expected one of {CHUNK_VERDICTS}")
+                    raise ValueError(f"unknown verdict {quoted(c.verdict)}; expected one of {CHUNK_VERDICTS}")
                 if c.score is not None and not 0.0 <= float(c.score) <= 1.0:
-                    raise ValueError(f"checker score {c.score!r} is outside [0, 1]")
+                    raise ValueError(f"checker score {quoted(c.score)} is outside [0, 1]")
         except Exception as exc:  # noqa: BLE001 - any checker failure goes to the dead letter
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"contradiction checker failed: {type(exc).__name__}: {exc}",
                                                              x._asdict(), x.element_id))
@@ -614,11 +615,11 @@ class Regulatory(MetricTransform):
         self.connector = _connector(corpus)
         self.documents = list(self.connector.load_documents())  # an unreadable corpus fails here, not in the pipeline
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+            raise ValueError(f"top_k must be an int >= 1, got {quoted(top_k)}")
         if not -1.0 <= float(similarity_threshold) <= 1.0:
-            raise ValueError(f"similarity_threshold must be in [-1, 1], got {similarity_threshold!r}")
+            raise ValueError(f"similarity_threshold must be in [-1, 1], got {quoted(similarity_threshold)}")
         if not 0.0 <= float(compliance_threshold) <= 1.0:
-            raise ValueError(f"compliance_threshold must be in [0, 1], got {compliance_threshold!r}")
+            raise ValueError(f"compliance_threshold must be in [0, 1], got {quoted(compliance_threshold)}")
         if int(batch_size) < 1:
             raise ValueError("batch_size must be >= 1")
         self.top_k, self.similarity_threshold = top_k, float(similarity_threshold)

@@ -44,6 +44,7 @@ from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import (
     JudgeScorer, build_judge, decode_part, encode_part, request_key, session_of_key,
 )
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import (
@@ -140,7 +141,7 @@ class StructuredJudgeStrategy(RoleScoringStrategy):
     def score(self, parsed):
         v = parsed.get("adherent")
         if not isinstance(v, bool):
-            raise ValueError(f"'adherent' must be a boolean, got {v!r}")
+            raise ValueError(f"'adherent' must be a boolean, got {quoted(v)}")
         return 1.0 if v else 0.0
 
 
@@ -220,7 +221,7 @@ def _verdict(strategy: RoleScoringStrategy):
         try:
             score = float(strategy.score(res.parsed or {}))
             if not 0.0 <= score <= 1.0:
-                raise ValueError(f"score {score!r} outside [0, 1]")
+                raise ValueError(f"score {quoted(score)} outside [0, 1]")
         except (TypeError, ValueError) as exc:
             return (dead_letter(NAME, f"judge answer unusable ({exc})", res.raw, res.element_id),)
         reason = str((res.parsed or {}).get("reason", ""))
@@ -370,7 +371,7 @@ class RoleAdherence(MetricTransform):
         self.strategy = scoring_strategy or StructuredJudgeStrategy()
         self.judge = build_judge(judge, self.strategy.schema)
         if not 0.0 < float(threshold) <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+            raise ValueError(f"threshold must be in (0, 1], got {quoted(threshold)}")
         if int(max_units) < 1:
             raise ValueError("max_units must be >= 1")
         self.threshold, self.strict_mode, self.max_units = float(threshold), bool(strict_mode), int(max_units)

@@ -36,6 +36,7 @@ from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityL
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
@@ -137,7 +138,7 @@ class _ScoreToxicity(beam.DoFn):
             if self.classifier is not None and not self._covers(x.language):
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", (
                     f"toxicity scorer {self.classifier.name} covers {', '.join(sorted(self.classifier.languages))} only, "
-                    f"not language {x.language!r} " + ("(--toxicity-scorer hurtlex scores it by the lexicon)"
+                    f"not language {quoted(x.language)} " + ("(--toxicity-scorer hurtlex scores it by the lexicon)"
                                                        if x.language in self.matcher.languages else
                                                        f"(nor does the HurtLex lexicon: {', '.join(sorted(self.matcher.languages))})")),
                     x._asdict(), x.element_id)))
@@ -150,7 +151,7 @@ class _ScoreToxicity(beam.DoFn):
             if m is None:
                 known = ", ".join(sorted(self.matcher.languages)) or "none"
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter(
-                    "toxicity", f"no toxicity lexicon for language {x.language!r} (lexicon covers: {known})", x._asdict(), x.element_id)))
+                    "toxicity", f"no toxicity lexicon for language {quoted(x.language)} (lexicon covers: {known})", x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
             if x.language != "english":  # the lexicon has the language; the group words and VADER do not
@@ -158,7 +159,7 @@ class _ScoreToxicity(beam.DoFn):
                     f" and sentiment ({type(self.sentiment).__name__})" if self.sentiment is not None else "")
                 out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                     "english_only_parts", x.element_id,
-                    f"answer in language {x.language!r}: its toxic words are read by the lexicon of that language, but "
+                    f"answer in language {quoted(x.language)}: its toxic words are read by the lexicon of that language, but "
                     f"Toxicity's {parts} read English only, so its group mentions (ASB, DIDT) are not reliable (e.g. "
                     "Spanish 'son' matches the group 'men')")))
             n_chars = len(x.assistant or "")
@@ -344,7 +345,7 @@ def _resolve_classifier(classifier):
     from fair_forge_beam.components.toxicity_classifier import ToxicityClassifier
 
     if not isinstance(classifier, ToxicityClassifier):
-        raise ValueError(f"toxicity_classifier must be a ToxicityClassifier or None, got {classifier!r}")
+        raise ValueError(f"toxicity_classifier must be a ToxicityClassifier or None, got {quoted(classifier)}")
     return classifier
 
 
@@ -353,10 +354,10 @@ def _resolve_loader(loader) -> ToxicityLoader:
         return HurtLexLoader()
     if isinstance(loader, type):  # upstream passes the class
         if not issubclass(loader, ToxicityLoader):
-            raise ValueError(f"toxicity_loader must be a ToxicityLoader (class or instance), got {loader!r}")
+            raise ValueError(f"toxicity_loader must be a ToxicityLoader (class or instance), got {quoted(loader)}")
         return loader()
     if not isinstance(loader, ToxicityLoader):
-        raise ValueError(f"toxicity_loader must be a ToxicityLoader (class or instance), got {loader!r}")
+        raise ValueError(f"toxicity_loader must be a ToxicityLoader (class or instance), got {quoted(loader)}")
     return loader
 
 def _disparity(code: str, label: str, definition: str, headline: bool = False) -> EstimateInfo:
@@ -541,14 +542,14 @@ class Toxicity(MetricTransform):
         self.sentiment_for_all = bool(sentiment_for_all)
         thr = group_toxicity_threshold
         if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= thr < 1.0:
-            raise ValueError(f"group_toxicity_threshold must be a number in [0, 1), got {thr!r}")
+            raise ValueError(f"group_toxicity_threshold must be a number in [0, 1), got {quoted(thr)}")
         self.threshold = float(thr)
         self.groups = tuple(group_extractor.groups)
         self.reference = dict(group_reference_q) if group_reference_q is not None else None
         reference_distribution(self.groups, self.reference)  # validates
         self.weights = normalise_didt_weights(w_DR, w_ASB, w_DTO)
         if group_set not in GROUP_SETS:
-            raise ValueError(f"group_set must be one of {GROUP_SETS}, got {group_set!r}")
+            raise ValueError(f"group_set must be one of {GROUP_SETS}, got {quoted(group_set)}")
         self.group_set = group_set
         self.clustering = bool(clustering) and "overall" in self.slices
         self.cluster_profile = None
@@ -571,7 +572,7 @@ class Toxicity(MetricTransform):
                 points_path=cluster_points_path,
             )
         if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+            raise ValueError(f"batch_size must be >= 1, got {quoted(batch_size)}")
         self.batch_size = int(batch_size)
 
     @property

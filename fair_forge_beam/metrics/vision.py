@@ -45,6 +45,7 @@ from fair_forge_beam.engine import (
     DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
@@ -132,7 +133,7 @@ class _ScoreFrames(beam.DoFn):
                 except (TypeError, ValueError):
                     s = float("nan")
                 if not math.isfinite(s):
-                    out.append(self._dead(x, f"similarity scorer returned a non-finite score ({s!r})"))
+                    out.append(self._dead(x, f"similarity scorer returned a non-finite score ({quoted(s)})"))
                 else:
                     out.append(self._score(x, s))
         return out
@@ -287,7 +288,7 @@ class Vision(MetricTransform):
         if not isinstance(scorer, SimilarityScorer):  # a duck-typed upstream scorer: adapt it
             scorer = _DuckScorer(scorer)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
-            raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+            raise ValueError(f"threshold must be a finite number, got {quoted(threshold)}")
         if int(max_units) < 1 or int(batch_size) < 1:
             raise ValueError("max_units and batch_size must be >= 1")
         self.scorer, self.threshold = scorer, float(threshold)

@@ -278,7 +278,7 @@ class Gate(BaseModel):
                 raise ValueError("margin belongs to regression gates")
         elif kind == "coverage":
             if self.field not in COVERAGE_MEASURES:
-                raise ValueError(f"field of a coverage gate: one of {', '.join(COVERAGE_MEASURES)}, got {self.field!r}")
+                raise ValueError(f"field of a coverage gate: one of {', '.join(COVERAGE_MEASURES)}, got {quoted(self.field)}")
             if self.key is not None or self.for_every is not None or self.margin:
                 raise ValueError("a coverage gate has no key, for_every or margin")
             if self.field == "assistants_of_baseline":
@@ -501,7 +501,7 @@ def regression_fields(gate: Gate) -> list[str]:
 def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, problems: list) -> None:
     spec = fields[g.metric].get(g.field)
     if spec is None:
-        problems.append(f"{where}: metric {g.metric!r} has no field {g.field!r} (fields: {', '.join(fields[g.metric])})")
+        problems.append(f"{where}: metric {quoted(g.metric)} has no field {quoted(g.field)} (fields: {', '.join(fields[g.metric])})")
         return
     if g.kind == "threshold" and g.stat in _INTERVAL_STATS and not bayesian:
         problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
@@ -509,15 +509,15 @@ def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice
     if spec.key_name is None and (g.key is not None or g.for_every is not None):
         hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
                 if g.for_every is not None and g.for_every in slice_dims else "")
-        problems.append(f"{where}: field {g.field!r} has no entries to choose (drop 'for ...'){hint}")
+        problems.append(f"{where}: field {quoted(g.field)} has no entries to choose (drop 'for ...'){hint}")
     if spec.key_name is not None:
         if g.key is None and g.for_every is None and g.kind == "threshold":
-            problems.append(f"{where}: field {g.field!r} has one estimate per {spec.key_name}: add "
+            problems.append(f"{where}: field {quoted(g.field)} has one estimate per {spec.key_name}: add "
                             f"'for every {spec.key_name}' or 'for {spec.key_name} <name>'")
         if g.for_every is not None and g.for_every != spec.key_name:
-            problems.append(f"{where}: field {g.field!r} is keyed by {spec.key_name}, not {g.for_every!r}")
+            problems.append(f"{where}: field {quoted(g.field)} is keyed by {spec.key_name}, not {quoted(g.for_every)}")
         if g.key is not None and spec.keys and g.key not in spec.keys:
-            problems.append(f"{where}: unknown {spec.key_name} {g.key!r} (known: {', '.join(spec.keys)})")
+            problems.append(f"{where}: unknown {spec.key_name} {quoted(g.key)} (known: {', '.join(spec.keys)})")
 
 
 def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, baseline: Optional[dict],
@@ -534,7 +534,7 @@ def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slic
     info = info_of(g.metric)
     checked = regression_fields(g)
     if not checked:
-        problems.append(f"{where}: metric {g.metric!r} has no headline estimate with a better side to compare")
+        problems.append(f"{where}: metric {quoted(g.metric)} has no headline estimate with a better side to compare")
     for f in checked:
         e = info.gate_fields()[f]
         if not e.direction:
@@ -551,7 +551,7 @@ def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slic
                             f"; {g.metric} {', '.join(uncounted)} has no counts: its difference also needs this run "
                             "and the baseline in --mode bayesian" if uncounted and not bayesian else ""))
     elif g.metric not in (baseline.get("metrics") or {}):
-        problems.append(f"{where}: the baseline has no results of {g.metric!r} (its metrics: "
+        problems.append(f"{where}: the baseline has no results of {quoted(g.metric)} (its metrics: "
                         f"{', '.join(baseline.get('metrics') or {}) or 'none'})")
 
 
@@ -572,7 +572,7 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
         for d in _dims_of(g, problems, where) or ["every"]:
             if d not in SLICE_DIMENSIONS and d != "every":
                 problems.append(f"{where}: dead_letter_share is counted per {', '.join(SLICE_DIMENSIONS)} "
-                                f"(interactions read per slice), not per {d!r}")
+                                f"(interactions read per slice), not per {quoted(d)}")
 
 
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
@@ -602,10 +602,10 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             gated = list(metrics)
         else:
             if g.metric not in fields:
-                problems.append(f"{where}: unknown metric {g.metric!r} (gateable: {', '.join(sorted(fields))})")
+                problems.append(f"{where}: unknown metric {quoted(g.metric)} (gateable: {', '.join(sorted(fields))})")
                 continue
             if g.metric not in metrics:
-                problems.append(f"{where}: metric {g.metric!r} is not run by this audit (metrics: "
+                problems.append(f"{where}: metric {quoted(g.metric)} is not run by this audit (metrics: "
                                 f"{', '.join(metrics)}); add it to the metrics or remove the gate")
             gated = [g.metric]
         n_before = len(problems)
@@ -623,7 +623,7 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             computed = [m for m in gated if d in metric_slice_dimensions(m, slice_dims)]
             if not computed:
                 shown = metric_slice_dimensions(gated[0], slice_dims) if len(gated) == 1 else slice_dims
-                problems.append(f"{where}: slice dimension {d!r} is not computed by this audit for "
+                problems.append(f"{where}: slice dimension {quoted(d)} is not computed by this audit for "
                                 f"{', '.join(gated)} (slices: {', '.join(shown)})")
     if problems:
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
@@ -706,27 +706,27 @@ class GateCheck(BaseModel):
             where = f"{self.metric}, {where}"
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
         if self.value is None or (self.kind == "regression" and self.difference is None):
-            return f"{head} {self.gate!r} [{where}]: {self.reason}"
+            return f"{head} {quoted(self.gate)} [{where}]: {self.reason}"
         if self.kind == "coverage":
             if self.op is None:  # assistants_of_baseline
-                return f"{head} {self.gate!r} [{where}]: {self.reason}"
+                return f"{head} {quoted(self.gate)} [{where}]: {self.reason}"
             cmp = self.op if self.status == "pass" else _NEGATED[self.op]
             detail = (f" ({self.interactions_read - self.interactions_scored} of {self.interactions_read} interactions "
                       "read not scored)" if self.interactions_read is not None else "")
-            return f"{head} {self.gate!r} [{where}]: {self.field} = {_fmt_num(self.value)} {cmp} {self.threshold:g}{detail}"
+            return f"{head} {quoted(self.gate)} [{where}]: {self.field} = {_fmt_num(self.value)} {cmp} {self.threshold:g}{detail}"
         if self.kind == "regression":
             level = f"{ci_level * 100:g}% interval" if ci_level else "interval"
             d = self.difference
             verdict = ("credibly worse than the baseline" + (f" by more than {self.margin:g}" if self.margin else "")
                        if self.status == "fail" else "not credibly worse than the baseline")
-            return (f"{head} {self.gate!r} [{where}]: {self.field} {verdict}: this run {_fmt_est(self)}, baseline "
+            return (f"{head} {quoted(self.gate)} [{where}]: {self.field} {verdict}: this run {_fmt_est(self)}, baseline "
                     f"{_fmt_est(self.baseline)}; difference {_fmt_signed(d['mean'])}, {level} "
                     f"[{_fmt_signed(d['ci_low'])}, {_fmt_signed(d['ci_high'])}] ({self.method}; {self.direction})")
         level = f"{ci_level * 100:g}% credible interval" if ci_level else "interval"
         interval = (f", {level} [{_fmt_num(self.ci_low)}, {_fmt_num(self.ci_high)}]"
                     if self.ci_low is not None or self.ci_high is not None else ", no interval")
         cmp = self.op if self.status == "pass" else _NEGATED[self.op]
-        return (f"{head} {self.gate!r} [{where}]: {self.field} {self.stat} = {_fmt_num(self.value)} {cmp} "
+        return (f"{head} {quoted(self.gate)} [{where}]: {self.field} {self.stat} = {_fmt_num(self.value)} {cmp} "
                 f"{self.threshold:g} (mean {_fmt_num(self.mean)}{interval}, n = {self.n})")
 
 
@@ -767,11 +767,11 @@ def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optiona
 def _missing_slice(doc: dict, metric: str, slice_key: str, records: list[dict]) -> str:
     missing = slice_key.endswith("=*") and any(r.get("slice") == slice_key[:-1] + MISSING_VALUE for r in records)
     if missing:
-        return (f"no session carries the metadata field {slice_key[:-2]!r} (every session is in "
-                f"{slice_key[:-1] + MISSING_VALUE!r})")
+        return (f"no session carries the metadata field {quoted(slice_key[:-2])} (every session is in "
+                f"{quoted(slice_key[:-1] + MISSING_VALUE)})")
     if slice_key.endswith("=*"):  # 'in every <dimension>' and no slice of that dimension at all
         return f"no {slice_key[:-2]} slice in the results of {metric}: nothing scored (scored interactions: {_scored(doc, metric)})"
-    return f"no slice {slice_key!r} in the results of {metric} (scored interactions: {_scored(doc, metric)})"
+    return f"no slice {quoted(slice_key)} in the results of {metric} (scored interactions: {_scored(doc, metric)})"
 
 
 def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None) -> list[GateCheck]:
@@ -814,7 +814,7 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
             entries = [(k, dotted_get(node.get(k), spec.suffix) if spec.suffix else node.get(k)) for k in keys]
             if not entries:
                 checks.append(GateCheck(**base, slice=slice_key, status="fail",
-                                        reason=f"no {spec.key_name} estimates in slice {slice_key!r}"))
+                                        reason=f"no {spec.key_name} estimates in slice {quoted(slice_key)}"))
         for key, est in entries:
             est = est if isinstance(est, dict) else {}
             value = est.get(g.stat)
@@ -829,7 +829,7 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                               f"{info['n']}), too small to judge (sessions are the resampling unit)")
                 else:
                     reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
-                              else f"no {g.field} estimate" + (f" for {spec.key_name} {key!r}" if key else ""))
+                              else f"no {g.field} estimate" + (f" for {spec.key_name} {quoted(key)}" if key else ""))
                 checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
                 continue
             ok = compare(float(value), g.op, g.threshold)
@@ -911,10 +911,10 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
                     extra = {"interactions_read": int(read), "interactions_scored": scored}
             if value is None:
                 status = "skipped" if g.if_undefined == "skip" else "fail"
-                reason = (f"no interaction read in slice {slice_key!r}" if g.field == "dead_letter_share" and
+                reason = (f"no interaction read in slice {quoted(slice_key)}" if g.field == "dead_letter_share" and
                           slice_key in read_by_slice else
-                          f"no interactions-read count for slice {slice_key!r} in results.json" if g.field ==
-                          "dead_letter_share" else f"slice {slice_key!r} has no {g.field} count")
+                          f"no interactions-read count for slice {quoted(slice_key)} in results.json" if g.field ==
+                          "dead_letter_share" else f"slice {quoted(slice_key)} has no {g.field} count")
                 checks.append(GateCheck(**base, metric=m, slice=slice_key, status=status, reason=reason))
                 continue
             ok = compare(float(value), g.op, g.threshold)
@@ -972,7 +972,7 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                         f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare"
                         if isinstance(bas, dict) else
                         f"{f} is undefined in this run (no data: n = {est['n']}) and the baseline has no value of it "
-                        f"{'here' if brec is not None else f'(no slice {slice_key!r})'}: nothing to compare")))
+                        f"{'here' if brec is not None else f'(no slice {quoted(slice_key)})'}: nothing to compare")))
                     continue
                 if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
@@ -981,7 +981,7 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                     continue
                 if brec is None or not isinstance(bas, dict) or bas.get("mean") is None:
                     checks.append(GateCheck(**one, status="skipped", reason=(
-                        f"no slice {slice_key!r} in the baseline's results of {g.metric}: nothing to compare"
+                        f"no slice {quoted(slice_key)} in the baseline's results of {g.metric}: nothing to compare"
                         if brec is None else f"the baseline has no value of {f} here: nothing to compare")))
                     continue
                 one["baseline"] = {k: bas.get(k) for k in ("mean", "ci_low", "ci_high", "n")}

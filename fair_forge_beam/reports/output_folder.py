@@ -41,6 +41,7 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
@@ -394,7 +395,7 @@ def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: s
                 under = _pattern_reaches(form, folder)
                 if under is False or (under and not may_hold_reads):
                     where = "the output folder itself" if under is False else "files inside it"
-                    raise ValueError(f"{option} {out}: the pattern {read!r}, which this command reads, can match "
+                    raise ValueError(f"{option} {out}: the pattern {quoted(read)}, which this command reads, can match "
                                      f"{where} (every later run would read this one's outputs): narrow the "
                                      "pattern (e.g. '*.jsonl') or write elsewhere (nothing was touched)")
 

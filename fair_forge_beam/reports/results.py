@@ -52,6 +52,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.io.secrets import scrub_known
+from fair_forge_beam.quoting import quoted
 
 
 def _masked_columns(names, cols) -> list:
@@ -201,7 +202,7 @@ def _undeclared(value, t: pa.DataType, path: str):
                 return bad
     elif isinstance(value, dict) and pa.types.is_map(t):
         for k, v in value.items():
-            bad = _undeclared(v, t.item_type, f"{path}[{k!r}]")
+            bad = _undeclared(v, t.item_type, f"{path}[{quoted(k)}]")
             if bad:
                 return bad
     elif isinstance(value, (list, tuple)) and (pa.types.is_list(t) or pa.types.is_large_list(t)):
@@ -236,7 +237,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
                                         schema=schema)
         for r in recs:
             extra = [k for k in r if k not in declared]
-            bad = [f"{k} = {r[k]!r}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
+            bad = [f"{k} = {quoted(r[k])}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
             if not extra and not bad:
                 bad = [p for p in (_undeclared(r.get(f.name), f.type, f.name) for f in schema) if p]
             if extra or bad:

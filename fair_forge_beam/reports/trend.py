@@ -58,6 +58,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
 
@@ -137,7 +138,7 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
     for pattern in patterns:
         matches = _match(pattern)
         if not matches:
-            raise TrendUsageError(f"no run matched {pattern!r}")
+            raise TrendUsageError(f"no run matched {quoted(pattern)}")
         stages = [m for m in matches if is_stage_path(m) or is_stage_path(os.path.dirname(m.rstrip("/")))]
         if len(stages) == len(matches):  # named on purpose: say what it is
             raise TrendUsageError(f"{stages[0]} is the stage of a run being written or killed (the atomic writer's "
@@ -470,9 +471,9 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
     for dim in dims:
         if not any(_slice_wanted(k, [dim]) for e in entries for m in e["slices"].values() for k in m):
             if dim not in ("overall", "assistant_id", "language"):  # a name no audit sliced by: a typo
-                raise TrendUsageError(f"--slices {dim!r}: no run has a slice of it (slices are overall, assistant_id, "
+                raise TrendUsageError(f"--slices {quoted(dim)}: no run has a slice of it (slices are overall, assistant_id, "
                                       "language or a metadata field the audits were given in --slices)")
-            notes.append(f"no run has a slice of {dim!r} (slices are overall, assistant_id, language or a metadata "
+            notes.append(f"no run has a slice of {quoted(dim)} (slices are overall, assistant_id, language or a metadata "
                          "field the audit was given in --slices)")
     modes = sorted({str(e["config"].get("mode")) for e in entries})
     if len(modes) > 1:

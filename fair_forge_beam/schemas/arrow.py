@@ -16,6 +16,8 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 from pydantic import BaseModel
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["arrow_type", "arrow_fields", "union_fields", "value_type", "from_arrow_value", "from_arrow_array"]
 
 _SCALARS = {float: pa.float64(), int: pa.int64(), bool: pa.bool_(), str: pa.string()}
@@ -56,7 +58,7 @@ def arrow_type(annotation, all_nullable: bool = False) -> pa.DataType:
         return pa.map_(arrow_type(key, all_nullable), arrow_type(item, all_nullable))
     elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return pa.struct(arrow_fields(annotation, all_nullable=all_nullable))
-    raise TypeError(f"no Arrow column type for the annotation {annotation!r}")
+    raise TypeError(f"no Arrow column type for the annotation {quoted(annotation)}")
 
 
 def arrow_fields(model: type[BaseModel], names: Optional[Sequence[str]] = None, prefix: str = "",
@@ -78,7 +80,7 @@ def arrow_fields(model: type[BaseModel], names: Optional[Sequence[str]] = None, 
     out = []
     for name in (list(fields) if names is None else names):
         if name not in fields:
-            raise KeyError(f"{model.__name__} has no field {name!r}")
+            raise KeyError(f"{model.__name__} has no field {quoted(name)}")
         annotation = fields[name].annotation
         _, optional = _unwrap_optional(annotation)
         out.append(pa.field(prefix + name, arrow_type(annotation, all_nullable), nullable=all_nullable or optional))
@@ -119,7 +121,7 @@ def value_type(annotation) -> pa.DataType:
         return pa.map_(value_type(args[0]), value_type(args[1]))
     if origin is typing.Literal and all(isinstance(v, str) for v in args):
         return pa.string()
-    raise TypeError(f"no stored column type for the annotation {annotation!r}")
+    raise TypeError(f"no stored column type for the annotation {quoted(annotation)}")
 
 
 def from_arrow_value(value, t: pa.DataType):

@@ -21,6 +21,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fair_forge_beam.schemas.languages import normalize_language
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "Batch",
@@ -75,7 +76,7 @@ class Batch(BaseModel):
     @classmethod
     def _weight_is_a_number(cls, v: Any) -> Any:
         if isinstance(v, (bool, str)):
-            raise ValueError(f"weight must be a number, got {type(v).__name__} {v!r}")
+            raise ValueError(f"weight must be a number, got {type(v).__name__} {quoted(v)}")
         return v
 
     @field_validator("weight")
@@ -84,9 +85,9 @@ class Batch(BaseModel):
         if v is None:
             return v
         if not math.isfinite(v):
-            raise ValueError(f"weight must be a finite number >= 0, got {v!r}")
+            raise ValueError(f"weight must be a finite number >= 0, got {quoted(v)}")
         if v < 0:
-            raise ValueError(f"weight must be >= 0, got {v!r}")
+            raise ValueError(f"weight must be >= 0, got {quoted(v)}")
         return v
 
 

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "SessionHistogram", "KEY", "dotted_get"]
 
 #: the placeholder of the key segment of a keyed estimate's path
@@ -90,18 +92,18 @@ class EstimateInfo:
 
     def __post_init__(self):
         if self.path.count(KEY) > 1:
-            raise ValueError(f"{self.path!r}: at most one {KEY} segment")
+            raise ValueError(f"{quoted(self.path)}: at most one {KEY} segment")
         if isinstance(self.counts, tuple) and (KEY in self.path) != all(c.endswith("." + KEY) for c in self.counts):
-            raise ValueError(f"{self.path!r}: the counts paths of a keyed estimate end in .{KEY} (and only theirs)")
+            raise ValueError(f"{quoted(self.path)}: the counts paths of a keyed estimate end in .{KEY} (and only theirs)")
         if (KEY in self.path) != (self.key_name is not None):
-            raise ValueError(f"{self.path!r}: a keyed path and a key_name go together")
+            raise ValueError(f"{quoted(self.path)}: a keyed path and a key_name go together")
         if self.direction not in (-1, 0, 1):
-            raise ValueError(f"{self.path!r}: direction must be -1, 0 or +1")
+            raise ValueError(f"{quoted(self.path)}: direction must be -1, 0 or +1")
         if self.reference is not None and self.reference[0] not in ("<=", "<", ">=", ">"):
-            raise ValueError(f"{self.path!r}: reference op must be <=, <, >= or >")
+            raise ValueError(f"{quoted(self.path)}: reference op must be <=, <, >= or >")
         lo, hi = self.value_range
         if not hi > lo:
-            raise ValueError(f"{self.path!r}: value_range must be (low, high) with high > low")
+            raise ValueError(f"{quoted(self.path)}: value_range must be (low, high) with high > low")
 
     @property
     def keyed(self) -> bool:

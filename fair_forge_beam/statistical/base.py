@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 
 from fair_forge_beam.options import CI_LEVEL, MC_SAMPLES, SEED
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "StatisticalMode",
@@ -40,12 +41,12 @@ def check_counts(successes: Any, trials: Any) -> tuple[int, int]:
     for name, v in (("successes", successes), ("trials", trials)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             if not (isinstance(v, (float, np.floating)) and float(v).is_integer()):
-                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+                raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
         if v < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+            raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
     s, t = int(successes), int(trials)
     if s > t:
-        raise ValueError(f"successes must be <= trials, got successes={s!r} > trials={t!r}")
+        raise ValueError(f"successes must be <= trials, got successes={quoted(s)} > trials={quoted(t)}")
     return s, t
 
 
@@ -53,11 +54,11 @@ def check_count(name: str, v: Any) -> int:
     """Validate one category count: a non-negative integer (an integer-valued finite float is
     accepted); the message names ``name`` and the value (case-004)."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float, np.floating)):
-        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
     if isinstance(v, (float, np.floating)) and not float(v).is_integer():  # NaN, inf, 1.5
-        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
     if v < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
     return int(v)
 
 
@@ -66,7 +67,7 @@ def check_count_map(name: str, values: Mapping[str, Number]) -> None:
     for k, v in values.items():
         fv = float(v)
         if not math.isfinite(fv) or fv < 0:
-            raise ValueError(f"{name}[{k!r}] must be a finite number >= 0, got {v!r}")
+            raise ValueError(f"{name}[{quoted(k)}] must be a finite number >= 0, got {quoted(v)}")
 
 
 def _interpolate(a, b, t: float):

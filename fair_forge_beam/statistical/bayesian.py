@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from fair_forge_beam.options import CI_LEVEL, MC_SAMPLES, SEED
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.statistical.base import (
     StatisticalMode,
     Summary,
@@ -57,12 +58,12 @@ class BayesianMode(StatisticalMode):
         rng_seed: Optional[int] = SEED,
     ):
         if int(mc_samples) != mc_samples or mc_samples < 100:
-            raise ValueError(f"mc_samples must be an integer >= 100, got {mc_samples!r}")
+            raise ValueError(f"mc_samples must be an integer >= 100, got {quoted(mc_samples)}")
         if not 0.0 < ci_level < 1.0:
-            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
+            raise ValueError(f"ci_level must be in (0, 1), got {quoted(ci_level)}")
         for name, v in (("dirichlet_prior", dirichlet_prior), ("beta_prior_a", beta_prior_a), ("beta_prior_b", beta_prior_b)):
             if not (v > 0 and np.isfinite(v)):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+                raise ValueError(f"{name} must be a finite number > 0, got {quoted(v)}")
         self.mc_samples = int(mc_samples)
         self.ci_level = float(ci_level)
         self.dirichlet_prior = float(dirichlet_prior)
@@ -131,7 +132,7 @@ class BayesianMode(StatisticalMode):
             ValueError: negative counts, or a reference that sums to 0.
         """
         if divergence_type != "total_variation":
-            raise NotImplementedError(f"divergence_type {divergence_type!r} is not supported")
+            raise NotImplementedError(f"divergence_type {quoted(divergence_type)} is not supported")
         check_count_map("observed", observed)
         check_count_map("reference", reference)
         cats = list(dict.fromkeys([*reference.keys(), *observed.keys()]))
@@ -189,7 +190,7 @@ class BayesianMode(StatisticalMode):
             ValueError: unknown ``center``.
         """
         if center not in ("mean", "median"):
-            raise ValueError(f"Unknown center type {center!r}; use 'mean' or 'median'")
+            raise ValueError(f"Unknown center type {quoted(center)}; use 'mean' or 'median'")
         live = [v for v in values.values() if v is not None and not (isinstance(v, dict) and v.get("mean") is None)]
         if not live:
             return empty_summary()

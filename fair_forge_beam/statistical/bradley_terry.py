@@ -36,6 +36,7 @@ from scipy.sparse import csgraph
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.options import CI_LEVEL
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.seeding import estimator_rng
@@ -63,7 +64,7 @@ def pair_outcome(a: str, b: str, winner: Optional[str]) -> tuple[tuple[str, str]
     ``winner`` is ``a``, ``b`` or ``None`` (tie). Raises ``ValueError`` when ``a == b`` or the
     winner is neither contestant."""
     if a == b:
-        raise ValueError(f"a contestant cannot meet itself ({a!r})")
+        raise ValueError(f"a contestant cannot meet itself ({quoted(a)})")
     lo, hi = (a, b) if a < b else (b, a)
     if winner is None:
         return (lo, hi), (0, 0, 1)
@@ -71,7 +72,7 @@ def pair_outcome(a: str, b: str, winner: Optional[str]) -> tuple[tuple[str, str]
         return (lo, hi), (1, 0, 0)
     if winner == hi:
         return (lo, hi), (0, 1, 0)
-    raise ValueError(f"winner {winner!r} is neither {a!r} nor {b!r}")
+    raise ValueError(f"winner {quoted(winner)} is neither {quoted(a)} nor {quoted(b)}")
 
 
 class PairwiseCountCombineFn(beam.CombineFn):
@@ -257,7 +258,7 @@ def fit_bradley_terry(players: Sequence[str], pairs: Iterable, prior_sd: Optiona
     """
     players = tuple(players)
     if prior_sd is not None and not (np.isfinite(prior_sd) and prior_sd > 0):
-        raise ValueError(f"prior_sd must be a finite number > 0 (or None), got {prior_sd!r}")
+        raise ValueError(f"prior_sd must be a finite number > 0 (or None), got {quoted(prior_sd)}")
     try:
         w = win_matrix(players, pairs)
     except KeyError as exc:

@@ -23,6 +23,7 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
@@ -408,7 +409,7 @@ class KeyedCountsCombineFn(StoredAccumulator, beam.CombineFn):
         for k, n in other[2].items():
             left = out[2].get(k, 0) - n
             if left < 0:
-                raise ValueError(f"subtract: key {k!r} counts {n} in the part but {out[2].get(k, 0)} in the whole")
+                raise ValueError(f"subtract: key {quoted(k)} counts {n} in the part but {out[2].get(k, 0)} in the whole")
             if left:
                 out[2][k] = left
             else:
@@ -464,7 +465,7 @@ class CountAndSmallestCombineFn(beam.combiners.TupleCombineFn):
     def __init__(self, cap: int):
         self.cap = int(cap)
         if self.cap < 1:
-            raise ValueError(f"cap must be >= 1, got {cap!r}")
+            raise ValueError(f"cap must be >= 1, got {quoted(cap)}")
         super().__init__(beam.combiners.CountCombineFn(), beam.combiners.TopCombineFn(self.cap))
 
     def add_input(self, accumulator, element):
@@ -587,7 +588,7 @@ class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
     def __init__(self, categories: Sequence[str]):
         cats = list(categories)
         if not cats or len(set(cats)) != len(cats):
-            raise ValueError(f"categories must be a non-empty list of distinct names, got {cats!r}")
+            raise ValueError(f"categories must be a non-empty list of distinct names, got {quoted(cats)}")
         self.categories = tuple(cats)
         self._index = {c: i for i, c in enumerate(cats)}
 
@@ -598,7 +599,7 @@ class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
         try:
             return self._index[c]
         except KeyError:
-            raise ValueError(f"category {c!r} is not in the declared set {list(self.categories)!r}") from None
+            raise ValueError(f"category {quoted(c)} is not in the declared set {quoted(list(self.categories))}") from None
 
     def add_input(self, acc, element):
         if isinstance(element, str):
@@ -608,10 +609,10 @@ class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
             if len(element) != len(acc):
                 raise ValueError(f"count vector has {len(element)} entries, expected {len(acc)}")
             for i, v in enumerate(element):
-                acc[i] += v if type(v) is int and v >= 0 else check_count(f"count for category {self.categories[i]!r}", v)
+                acc[i] += v if type(v) is int and v >= 0 else check_count(f"count for category {quoted(self.categories[i])}", v)
             return acc
         for c, v in element.items():
-            acc[self._index_of(c)] += check_count(f"count for category {c!r}", v)
+            acc[self._index_of(c)] += check_count(f"count for category {quoted(c)}", v)
         return acc
 
     def merge_accumulators(self, accumulators):
@@ -645,7 +646,7 @@ def estimate_distribution(counts: Sequence[int], categories: Sequence[str], mode
     Frequentist: ``c_k / N`` (``None`` when ``N = 0``). Bayesian: ``p ~ Dirichlet(α₀ + c)``
     with the marginal ``p_k ~ Beta(α₀ + c_k, Kα₀ + N − α₀ − c_k)``: exact mean and quantiles.
     """
-    counts = [check_count(f"counts[{c!r}]", v) for c, v in zip(categories, counts)]
+    counts = [check_count(f"counts[{quoted(c)}]", v) for c, v in zip(categories, counts)]
     total = sum(counts)
     out: dict[str, Estimate] = {}
     if not mode.is_bayesian:
@@ -673,7 +674,7 @@ def estimate_divergence(
     Frequentist: proportions ``c/N`` vs the (renormalised) reference; ``None`` when ``N = 0``.
     Bayesian: the mode's ``distribution_divergence`` on the counts (declared zeros included).
     """
-    counts = [check_count(f"counts[{c!r}]", v) for c, v in zip(categories, counts)]
+    counts = [check_count(f"counts[{quoted(c)}]", v) for c, v in zip(categories, counts)]
     total = sum(counts)
     ref_total = float(sum(reference.get(c, 0.0) for c in categories))
     ref = {c: (float(reference.get(c, 0.0)) / ref_total if ref_total else 1.0 / len(categories)) for c in categories}
@@ -712,7 +713,7 @@ def resolve_weights(weights: Sequence[Optional[float]]) -> tuple[list[float], Op
         return [], None
     for i, w in enumerate(weights):
         if w is not None and (not math.isfinite(w) or w < 0):
-            raise ValueError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
+            raise ValueError(f"weights[{i}] must be a finite number >= 0, got {quoted(w)}")
     given = [w for w in weights if w is not None]
     if not given:
         return [1.0 / n] * n, None
@@ -723,9 +724,9 @@ def resolve_weights(weights: Sequence[Optional[float]]) -> tuple[list[float], Op
     if len(given) == n:
         if abs(total - 1.0) <= 1e-6:
             return [float(w) for w in weights], None
-        return [1.0 / n] * n, f"weights sum to {total!r}, not 1: equal weights used"
+        return [1.0 / n] * n, f"weights sum to {quoted(total)}, not 1: equal weights used"
     if total >= 1.0:
-        return [1.0 / n] * n, f"given weights sum to {total!r} >= 1 with unweighted interactions: equal weights used"
+        return [1.0 / n] * n, f"given weights sum to {quoted(total)} >= 1 with unweighted interactions: equal weights used"
     share = (1.0 - total) / (n - len(given))
     return [float(w) if w is not None else share for w in weights], None
 
@@ -750,7 +751,7 @@ class WeightedMeanStats:
             self.S_u += s
         else:
             if not math.isfinite(weight) or weight < 0:
-                raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+                raise ValueError(f"weight must be a finite number >= 0, got {quoted(weight)}")
             self.n_w += 1
             self.W += to_exact(weight)
             ws = float(weight) * float(score)
@@ -936,7 +937,7 @@ class BootstrapStats:
         if len(values) != self.m:
             raise ValueError(f"expected {self.m} values, got {len(values)}")
         if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+            raise ValueError(f"weight must be a finite number >= 0, got {quoted(weight)}")
         entry = [int(n_items), to_exact(weight)] + [to_exact(float(weight) * float(v)) for v in values]
         self.n_units += 1
         self._add_entry(str(unit), entry, source_bucketed=False)
@@ -972,7 +973,7 @@ class BootstrapStats:
         if other.bucketed:  # both pooled: every bucket at once
             missing = np.flatnonzero(other.present & ~self.present)
             if missing.size:
-                raise ValueError(f"subtract: unit {int(missing[0])!r} of the part is not in the whole")
+                raise ValueError(f"subtract: unit {quoted(int(missing[0]))} of the part is not in the whole")
             np.subtract(self.sums, other.sums, out=self.sums)
             touched = np.flatnonzero(other.present)
             self.present[touched] = (self.sums[touched] != 0).any(axis=1)
@@ -981,7 +982,7 @@ class BootstrapStats:
                 if self.bucketed:
                     key = self._bucket(k)
                     if not self.present[key]:
-                        raise ValueError(f"subtract: unit {key!r} of the part is not in the whole")
+                        raise ValueError(f"subtract: unit {quoted(key)} of the part is not in the whole")
                     row = self.sums[key]
                     for i, v in enumerate(e):
                         row[i] -= v
@@ -989,7 +990,7 @@ class BootstrapStats:
                     continue
                 cur = self._units.get(k)
                 if cur is None:
-                    raise ValueError(f"subtract: unit {k!r} of the part is not in the whole")
+                    raise ValueError(f"subtract: unit {quoted(k)} of the part is not in the whole")
                 left = [a - b for a, b in zip(cur, e)]
                 if any(left):
                     self._units[k] = left
@@ -1293,7 +1294,7 @@ def _to_limbs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     associative: merge order cannot change a bit. Resolution 2⁻³² per added value.
     """
     if x.size and float(np.max(np.abs(x))) >= _FIX_LIMIT:
-        raise ValueError(f"bootstrap contribution {float(np.max(np.abs(x)))!r} exceeds 2**30; rescale the scores or weights")
+        raise ValueError(f"bootstrap contribution {quoted(float(np.max(np.abs(x))))} exceeds 2**30; rescale the scores or weights")
     v = np.rint(x * _FIX)
     hi = np.floor(v / _FIX)
     lo = v - hi * _FIX
@@ -1339,10 +1340,10 @@ class GammaBootstrapStats:
         if len(values) != self.m:
             raise ValueError(f"expected {self.m} values, got {len(values)}")
         if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+            raise ValueError(f"weight must be a finite number >= 0, got {quoted(weight)}")
         if 0 < weight < GAMMA_MIN_WEIGHT:
             raise ValueError(
-                f"weight {weight!r} is below {GAMMA_MIN_WEIGHT!r}, the smallest positive weight the exact fixed-point "
+                f"weight {quoted(weight)} is below {quoted(GAMMA_MIN_WEIGHT)}, the smallest positive weight the exact fixed-point "
                 "sums resolve; rescale the weights (e.g. use interaction counts) or use BootstrapMeanCombineFn"
             )
         g = rows.rows([str(unit)])[0]

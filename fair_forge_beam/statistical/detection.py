@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_rate
@@ -54,7 +55,7 @@ class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
             raise ValueError(f"expected a count vector of length {self.size}, got {len(element)}")
         for i, v in enumerate(element):
             if isinstance(v, bool) or int(v) != v or v < 0:
-                raise ValueError(f"counts must be integers >= 0, got {v!r}")
+                raise ValueError(f"counts must be integers >= 0, got {quoted(v)}")
             acc[i] += int(v)
         return acc
 

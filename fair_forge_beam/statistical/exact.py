@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["to_exact", "from_exact", "exact_ratio", "exact_to_bytes", "exact_from_bytes"]
 
 _SHIFT = 1074
@@ -23,7 +25,7 @@ def to_exact(x: float) -> int:
         ValueError: ``x`` is NaN or infinite.
     """
     if not math.isfinite(x):
-        raise ValueError(f"cannot accumulate a non-finite value: {x!r}")
+        raise ValueError(f"cannot accumulate a non-finite value: {quoted(x)}")
     num, den = float(x).as_integer_ratio()
     return num * (_ONE // den)
 

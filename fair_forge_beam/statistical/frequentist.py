@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from fair_forge_beam.statistical.base import StatisticalMode, check_count_map, check_counts
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["FrequentistMode"]
 
@@ -54,7 +55,7 @@ class FrequentistMode(StatisticalMode):
             ValueError: a negative or non-finite entry.
         """
         if divergence_type != "total_variation":
-            raise NotImplementedError(f"divergence_type {divergence_type!r} is not supported")
+            raise NotImplementedError(f"divergence_type {quoted(divergence_type)} is not supported")
         check_count_map("observed", observed)
         check_count_map("reference", reference)
         keys = list(dict.fromkeys([*observed.keys(), *reference.keys()]))
@@ -97,7 +98,7 @@ class FrequentistMode(StatisticalMode):
             ValueError: unknown ``center``.
         """
         if center not in ("mean", "median"):
-            raise ValueError(f"Unknown center type {center!r}; use 'mean' or 'median'")
+            raise ValueError(f"Unknown center type {quoted(center)}; use 'mean' or 'median'")
         raw = [v["mean"] if isinstance(v, dict) else v for v in values.values()]
         vals = np.array([v for v in raw if v is not None], dtype=np.float64)
         if vals.size == 0:

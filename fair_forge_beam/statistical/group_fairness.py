@@ -57,6 +57,7 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
@@ -91,7 +92,7 @@ def normalise_didt_weights(w_DR: float = 1 / 3, w_ASB: float = 1 / 3, w_DTO: flo
     ws = [w_DR, w_ASB, w_DTO]
     for name, w in zip(("w_DR", "w_ASB", "w_DTO"), ws):
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
-            raise ValueError(f"{name} must be a finite number, got {w!r}")
+            raise ValueError(f"{name} must be a finite number, got {quoted(w)}")
     total = math.fsum(ws)
     if total <= 0:
         return {"w_DR": 1 / 3, "w_ASB": 1 / 3, "w_DTO": 1 / 3}
@@ -114,7 +115,7 @@ def reference_distribution(groups: Sequence[str], reference: Optional[Mapping[st
     for g in groups:
         v = reference.get(g, 0.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"group_reference_q[{g!r}] must be a finite number >= 0, got {v!r}")
+            raise ValueError(f"group_reference_q[{quoted(g)}] must be a finite number >= 0, got {quoted(v)}")
         vals[g] = float(v)
     total = math.fsum(vals.values())
     if total <= 0:
@@ -190,7 +191,7 @@ class GroupFairnessStats:
         if sentiment is not None:
             s = float(sentiment)
             if not math.isfinite(s):
-                raise ValueError(f"sentiment must be finite, got {sentiment!r}")
+                raise ValueError(f"sentiment must be finite, got {quoted(sentiment)}")
             e = to_exact(s)
             for g in gs:
                 self.M[g] += 1
@@ -369,7 +370,7 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
     def __init__(self, groups: Sequence[str], mode: StatisticalMode, namespace: str = "group-fairness|asb"):
         gs = list(groups)
         if not gs or len(set(gs)) != len(gs):
-            raise ValueError(f"groups must be a non-empty list of distinct names, got {gs!r}")
+            raise ValueError(f"groups must be a non-empty list of distinct names, got {quoted(gs)}")
         self.groups = tuple(gs)
         self.B = mode.replicate_count if mode.is_bayesian else 0
         self.seed, self.namespace = mode.seed, namespace
@@ -544,7 +545,7 @@ def estimate_group_fairness(
         ValueError: an unknown ``group_set``.
     """
     if group_set not in GROUP_SETS:
-        raise ValueError(f"group_set must be one of {GROUP_SETS}, got {group_set!r}")
+        raise ValueError(f"group_set must be one of {GROUP_SETS}, got {quoted(group_set)}")
     groups = list(groups)
     w = normalise_didt_weights(**(weights or {}))
     N = {g: st.N[i] for i, g in enumerate(groups)}

@@ -30,6 +30,7 @@ import numpy as np
 from scipy import special, stats
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode, check_counts, percentile_interval
@@ -46,7 +47,7 @@ def check_k(k) -> int:
         ValueError: ``k`` is not a positive integer (``k = 0``, ``k = -1``, ``2.5``, ``True``...).
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive integer (the number of attempts in pass@k / pass^k), got {k!r}")
+        raise ValueError(f"k must be a positive integer (the number of attempts in pass@k / pass^k), got {quoted(k)}")
     return k
 
 
@@ -188,7 +189,7 @@ def _check_hist(hist: Mapping[tuple[int, int], int]) -> list[tuple[int, int, int
     for (n, c), count in sorted(hist.items()):
         c, n = check_counts(c, n)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"unit count of (n={n}, c={c}) must be a non-negative integer, got {count!r}")
+            raise ValueError(f"unit count of (n={n}, c={c}) must be a non-negative integer, got {quoted(count)}")
         if count and n > 0:
             cells.append((n, c, count))
     return cells
@@ -233,7 +234,7 @@ def pass_k_curve(
     """
     ks = [check_k(k) for k in ks]
     if estimator not in ("unbiased", "plugin"):
-        raise ValueError(f"estimator must be 'unbiased' or 'plugin', got {estimator!r}")
+        raise ValueError(f"estimator must be 'unbiased' or 'plugin', got {quoted(estimator)}")
     cells = _check_hist(hist)
     units = sum(count for _, _, count in cells)
     if not mode.is_bayesian:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -220,7 +221,7 @@ def slice_means_combiner(n_values: int, mode: StatisticalMode, max_units: int = 
         ValueError: unknown ``method``.
     """
     if method not in SLICE_BOOTSTRAPS:
-        raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {method!r}")
+        raise ValueError(f"slice_bootstrap must be 'buckets' or 'gamma', got {quoted(method)}")
     if method == "gamma" and mode.is_bayesian:
         return GammaBootstrapCombineFn(n_values, mode, namespace)
     # a point estimate is the exact ratio of the sums over every unit, however they are grouped:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.quoting import quoted
 from apache_beam.coders import coders as _coders
 from apache_beam.transforms import trigger as _trigger
 from apache_beam.transforms import window as _window
@@ -81,10 +82,10 @@ def parse_duration(text: str, what: str = "duration") -> float:
     """
     m = _DURATION.match(str(text))
     if not m:
-        raise ValueError(f"{what}: cannot read {text!r} as a duration; use e.g. 30s, 10m, 1h, 1.5h, 250ms or 2d")
+        raise ValueError(f"{what}: cannot read {quoted(text)} as a duration; use e.g. 30s, 10m, 1h, 1.5h, 250ms or 2d")
     seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
     if not seconds <= MAX_DURATION:
-        raise ValueError(f"{what}: {text!r} is longer than 100 years ({MAX_DURATION:g} s), the longest duration accepted")
+        raise ValueError(f"{what}: {quoted(text)} is longer than 100 years ({MAX_DURATION:g} s), the longest duration accepted")
     return seconds
 
 
@@ -120,24 +121,24 @@ class WindowSpec:
         kind = kind.strip().lower()
         forms = "fixed:SIZE, sliding:SIZE,PERIOD or session:GAP (e.g. fixed:1h, sliding:1h,5m, session:10m)"
         if kind not in ("fixed", "sliding", "session") or not rest.strip():
-            raise ValueError(f"--window {text!r}: expected {forms}")
+            raise ValueError(f"--window {quoted(text)}: expected {forms}")
         parts = [p.strip() for p in rest.split(",")]
         period = None
         if kind == "sliding":
             if len(parts) != 2:
-                raise ValueError(f"--window {text!r}: a sliding window needs SIZE,PERIOD (e.g. sliding:1h,5m)")
+                raise ValueError(f"--window {quoted(text)}: a sliding window needs SIZE,PERIOD (e.g. sliding:1h,5m)")
             size, period = parse_duration(parts[0], "--window size"), parse_duration(parts[1], "--window period")
             if period <= 0 or period > size:
-                raise ValueError(f"--window {text!r}: the period must be > 0 and at most the size")
+                raise ValueError(f"--window {quoted(text)}: the period must be > 0 and at most the size")
         else:
             if len(parts) != 1:
-                raise ValueError(f"--window {text!r}: expected {forms}")
+                raise ValueError(f"--window {quoted(text)}: expected {forms}")
             size = parse_duration(parts[0], "--window size")
         if size <= 0:
-            raise ValueError(f"--window {text!r}: the size must be > 0")
+            raise ValueError(f"--window {quoted(text)}: the size must be > 0")
         early = parse_duration(early_firing, "--early-firing") if early_firing else None
         if early is not None and (early < 1 or early != int(early)):
-            raise ValueError(f"--early-firing {early_firing!r}: must be a whole number of seconds >= 1 (e.g. 30s, 1m)")
+            raise ValueError(f"--early-firing {quoted(early_firing)}: must be a whole number of seconds >= 1 (e.g. 30s, 1m)")
         lateness = parse_duration(allowed_lateness, "--allowed-lateness") if allowed_lateness else 0.0
         return cls(kind, size, period, early, lateness)
 

@@ -60,6 +60,7 @@ from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secre
 from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.quoting import quoted
 
 __all__ = [
     "JudgeRequest",
@@ -175,7 +176,7 @@ def judge_request(
     for m in messages:
         role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m)
         if role not in ROLES:
-            raise ValueError(f"unknown message role {role!r}; expected one of {ROLES}")
+            raise ValueError(f"unknown message role {quoted(role)}; expected one of {ROLES}")
         if not isinstance(content, str):
             raise ValueError(f"message content must be text, got {type(content).__name__}")
         msgs.append((role, content))
@@ -707,7 +708,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         if not model:
             raise ValueError("model is required")
         if structured_output not in ("auto",) + STRUCTURED_MODES:
-            raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}, got {structured_output!r}")
+            raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}, got {quoted(structured_output)}")
         params = dict(params or {})
         _check_params(params)
         check_call_limits(request_timeout, max_concurrency, requests_per_minute,

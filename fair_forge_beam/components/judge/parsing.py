@@ -35,6 +35,8 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = [
     "fence",
     "strip_echoes",
@@ -434,7 +436,7 @@ def resolve_schema(
         return None
     if isinstance(ref, type):
         if not issubclass(ref, BaseModel):
-            raise ValueError(f"output schema {ref!r} is not a pydantic model class")
+            raise ValueError(f"output schema {quoted(ref)} is not a pydantic model class")
         return ref
     if not isinstance(ref, str):
         raise ValueError(f"output schema must be a pydantic class or its name, got {type(ref).__name__}")
@@ -443,11 +445,11 @@ def resolve_schema(
     module, sep, qualname = ref.partition(":")
     if not sep or not module or not qualname:
         known = ", ".join(sorted(registry or ())) or "none"
-        raise ValueError(f"unknown output schema {ref!r}: not a registered name (registered: {known}) nor 'module:ClassName'")
+        raise ValueError(f"unknown output schema {quoted(ref)}: not a registered name (registered: {known}) nor 'module:ClassName'")
     try:
         obj = importlib.import_module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"output schema {ref!r} cannot be imported: {exc}") from exc
+        raise ValueError(f"output schema {quoted(ref)} cannot be imported: {exc}") from exc
     return resolve_schema(obj)

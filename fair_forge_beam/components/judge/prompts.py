@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from fair_forge_beam.quoting import quoted
+
 __all__ = ["PromptTemplate", "chat_messages", "ROLES", "DATA_NOTE"]
 
 ROLES = ("system", "developer", "user", "assistant")
@@ -146,7 +148,7 @@ def chat_messages(
     out.append(("user", user))
     for role, content in out:
         if role not in ROLES:
-            raise ValueError(f"unknown message role {role!r}; expected one of {ROLES}")
+            raise ValueError(f"unknown message role {quoted(role)}; expected one of {ROLES}")
         if not isinstance(content, str):
             raise ValueError(f"message content must be text, got {type(content).__name__}")
     return tuple(out)
