@@ -39,7 +39,8 @@ statistics schema version other than this package's (naming both), runs made wit
 settings (naming the first difference), a run file that is not as the run wrote it (its manifest's
 ``files``: a file it does not list, a listed file missing, another size or sha256 —
 :func:`check_sealed`, naming the run and the file), a manifest count its sealed files do not
-hold (interactions read, per slice, dead letters per stage — :func:`checked_counts`, naming both numbers).
+hold (interactions read, per slice, dead letters per stage, data-quality warnings per kind — :func:`checked_counts`,
+naming both numbers).
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ from typing import Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest",
            "check_sealed", "file_digest", "sealed_files"]
@@ -245,19 +247,19 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
             found = [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d) and not is_stage_path(d)]
             bare = [d for d in found if not os.path.isfile(os.path.join(d, STATS_DIR, "manifest.json"))]
             if bare:
-                raise ValueError(f"--from {pat!r}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "
+                raise ValueError(f"--from {quoted(pat)}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "
                                  "audit of an older version, a windowed run or not an audit folder")
         stages = [d for d in found if is_stage_path(d)] if "://" in pat else \
             [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d) and is_stage_path(d)]
         found = [d for d in found if not is_stage_path(d)]
         if not found and stages:  # named on purpose: say what it is instead of "nothing matches"
-            raise ValueError(f"--from {pat!r}: {stages[0]} is the stage of an audit being written or killed (its "
+            raise ValueError(f"--from {quoted(pat)}: {stages[0]} is the stage of an audit being written or killed (its "
                              "atomic writer's folder, removed by the next run into the same output), not a run")
         if not found:
-            raise ValueError(f"--from {pat!r}: no run folder matches")
+            raise ValueError(f"--from {quoted(pat)}: no run folder matches")
         unfinished = [d for d in found if not FileSystems.exists(f"{d}/{MARKER}")]
         if unfinished:
-            raise ValueError(f"--from {pat!r}: {unfinished[0]} has no {MARKER}: its run is being published "
+            raise ValueError(f"--from {quoted(pat)}: {unfinished[0]} has no {MARKER}: its run is being published "
                              "or was cut short; roll it up once it is complete")
         runs += sorted(found)
     return runs  # a folder named twice is not merged silently: check_no_overlap names it
@@ -640,8 +642,10 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason kinds returned are
       the files' own (the manifest's counts per stage must match them).
 
-    ``quality`` (per-record warnings: ``data_quality/``, which the manifest does not seal and a
-    roll-up does not copy) is returned as the manifest holds it.
+    * ``quality``: per kind, the run's sealed ``stats/quality_counts.json``
+      (:data:`~fair_forge_beam.io.session_stats.QUALITY_COUNTS`; ``data_quality/`` cannot hold them:
+      a roll-up's holds only its session stage's warnings). A run written before that file
+      existed (not in its ``files``) keeps the manifest's numbers.
 
     Raises:
         ValueError: one line naming the run, the count, the manifest's number and the files'.
@@ -651,7 +655,7 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     import pyarrow.compute as pc
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.io.session_stats import MANIFEST
+    from fair_forge_beam.io.session_stats import MANIFEST, QUALITY_COUNTS
     from fair_forge_beam.reports.results import _reason_kind
     from fair_forge_beam.slices import CORE_SLICE_FIELDS, SLICE_DIMENSIONS
 
@@ -710,6 +714,23 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     for stage in sorted(set(per_stage) | set(found)):
         if per_stage.get(stage, 0) != found.get(stage, 0):
             raise mismatch(f"dead_letters of stage {json.dumps(stage)}", per_stage.get(stage, 0), found.get(stage, 0))
+    quality = counts.get("quality") if counts.get("quality") is not None else {}
+    if not isinstance(quality, dict):
+        raise mismatch("quality", json.dumps(quality), "{kind: count}")
+    if QUALITY_COUNTS in (manifest.get("files") or {}):  # check_sealed: it is the file the run wrote
+        try:
+            with FileSystems.open(f"{run_dir}/{QUALITY_COUNTS}") as f:
+                sealed = json.loads(read_all(f).decode("utf-8"))["quality"]
+            ok = isinstance(sealed, dict) and all(type(n) is int for n in sealed.values())
+        except (OSError, ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise ValueError(f"{run_dir}: {QUALITY_COUNTS} is not the run's quality counts ({{\"quality\": {{kind: "
+                             "count}}); re-run that audit, or leave it out")
+        for kind in sorted(set(map(str, quality)) | set(sealed)):
+            listed = quality.get(kind, 0)
+            if type(listed) is not int or listed != sealed.get(kind, 0):
+                raise mismatch(f"quality[{json.dumps(kind)}]", json.dumps(listed), sealed.get(kind, 0))
     return {**counts, "interactions_read": read, "interactions_read_by_slice": dict(sorted(by_slice.items())),
             "dead_letters": sorted([*k, n] for k, n in dead.items())}
 

@@ -331,9 +331,11 @@ def test_two_audits_of_one_input_write_the_same_data_files_and_list_each_with_it
     runs = [sealed_runs / "b", sealed_runs / "b-again"]
     manifests = [_manifest(r) for r in runs]
     assert sorted(manifests[0]["files"]) == sorted(manifests[1]["files"])
-    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED}
+    # fix28j: stats/quality_counts.json (the manifest's quality counts, sealed) is listed too
+    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED} | {"stats/quality_counts.json"}
     for run, m in zip(runs, manifests):
-        on_disk = sorted(str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir())
+        on_disk = sorted([str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir()]
+                         + ["stats/quality_counts.json"])
         assert sorted(m["files"]) == on_disk
         for rel, entry in m["files"].items():
             data = (run / rel).read_bytes()
@@ -375,18 +377,25 @@ def _add_to_read(c: dict) -> None:
     c["interactions_read"] += 1000
 
 
+def _invent_quality(c: dict) -> None:
+    c["quality"]["numeric_id"] = 5
+
+
 @pytest.mark.parametrize("run,edit,named", [
     ("a", _add_to_read, "counts interactions_read = "),
     ("w", _add_to_read, "counts interactions_read = "),  # a roll-up's manifest: its copies hold the numbers
     ("a", _add_to_a_slice, 'counts interactions_read_by_slice["assistant_id=hh-chosen"] = '),
     ("a", _add_to_dead_letters, 'counts dead_letters of stage "read" = 1001, but the run\'s files hold 1'),
     ("a", _invent_dead_letters, 'counts dead_letters of stage "toxicity" = 5, but the run\'s files hold 0'),
+    ("a", _invent_quality, 'counts quality["numeric_id"] = 5, but the run\'s files hold 0'),  # fix28j: was rolled up
+    ("w", _invent_quality, 'counts quality["numeric_id"] = 5, but the run\'s files hold 0'),
 ])
 def test_a_count_edited_in_the_manifest_is_refused(sealed_runs, tmp_path, capsys, run, edit, named):
     """The manifest cannot list its own hash, so its ``counts`` were rolled up as written: 1000
     added to ``interactions_read`` in a night's manifest gave a roll-up (exit 0) claiming 1000 more
     interactions read (issue 27, fresh-user trial). Every count the stored files also hold
-    (interactions read, per slice, dead letters per stage) is checked against them: a usage error
+    (interactions read, per slice, dead letters per stage, quality warnings per kind — fix28j) is
+    checked against them: a usage error
     naming the run and both numbers."""
     runs = [tmp_path / r for r in (["a", "b"] if run == "a" else [run])]
     for r in runs:

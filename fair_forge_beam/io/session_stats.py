@@ -68,7 +68,9 @@ The manifest's ``counts``: ``interactions_read``, ``dead_letters`` (``[stage, re
 count]``) and ``quality`` (``{kind: count}``) — the run's own, without the session stages'
 warnings (the reader's and the engine's), which a roll-up recomputes over the merged sessions —
 and ``interactions_read_by_slice``. A roll-up checks each count its sealed files also hold
-(:func:`~fair_forge_beam.rollup.checked_counts`): the manifest cannot list its own hash.
+(:func:`~fair_forge_beam.rollup.checked_counts`): the manifest cannot list its own hash. ``quality``
+is also written to :data:`QUALITY_COUNTS` (``stats/quality_counts.json``, sealed), which it is checked
+against.
 """
 from __future__ import annotations
 
@@ -85,6 +87,7 @@ __all__ = [
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
+    "QUALITY_COUNTS",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
@@ -100,6 +103,12 @@ SESSIONS_TABLE = "sessions"
 SLICES_TABLE = "slices"
 #: the run's manifest, relative to its output folder
 MANIFEST = f"{STATS_DIR}/manifest.json"
+#: the run's data-quality warnings per kind as its manifest's ``counts["quality"]`` holds them (the
+#: run's own, without the session stages'), in a file of its own under ``stats/``: sealed (its size
+#: and sha256 are in the manifest's ``files``), so a roll-up checks the manifest's counts against it
+#: (:func:`~fair_forge_beam.rollup.checked_counts`) — ``data_quality/`` cannot: a roll-up's holds only
+#: its session stage's warnings, its runs' per-record warnings stay in their own folders
+QUALITY_COUNTS = f"{STATS_DIR}/quality_counts.json"
 #: the folders of an output folder whose every file the manifest lists (``files``): all a roll-up
 #: reads of a run besides the manifest itself (and ``run_info.json``'s recorded options, which
 #: hold the run's times: not data, and not the same for two runs of one input)
@@ -384,12 +393,16 @@ class WriteSessionStats:
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items())),
                "stored_slices": dict(sorted(self.stored_slices.items())),
                "slices_not_stored": dict(sorted(self.slices_not_stored.items()))}
+        counts = every | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
         self.written.append(write_one_file(
-            every
-            | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
+            counts
             | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
                                                                                 ensure_ascii=False, allow_nan=False)),
             f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
+        self.written.append(write_one_file(  # sealed (under stats/): the manifest's quality counts are checked against it
+            counts | "StatsQualityText" >> beam.Map(lambda c: json.dumps({"quality": c["quality"]}, indent=2,
+                                                                         ensure_ascii=False, allow_nan=False)),
+            f"{self.out}/{QUALITY_COUNTS}", "WriteStatsQualityCounts"))
 
 
 class _CountsCombineFn(beam.CombineFn):
