@@ -227,3 +227,31 @@ def test_ids_without_a_key_are_read_as_they_are(keys):
     rec = {"session_id": "s1", "assistant_id": "bot", "language": "english", "conversation": [_turn("q1")]}
     (_, (_, _, fields, _, _)), = [o.value for o in _ParseRecord()._dispatch("f", 0, json.dumps(rec))]
     assert fields[:4] == ("s1/bot/0", "s1", "bot", "english") and fields[6] == "q1"
+
+
+def test_a_language_is_masked_before_it_is_normalised_and_a_source_is_masked_as_an_id(monkeypatch):
+    """Issue 28 (fix28j): a language was lower-cased before it was masked, so a key with capitals
+    (shorter than 16 characters: masked as written only) escaped masking in that field and was
+    written whole (``language`` is a name field: writers keep it); and the ``source`` (the file
+    path) in session summaries (record keys: stored in stats/sessions' reader column, named by
+    session_split warnings) and dead letters was not id-masked. Both are masked as given, where
+    records are read."""
+    from fair_forge_beam.io import secrets as sec
+    from fair_forge_beam.io.read import _ParseRecord
+
+    short = "SkCapKey42xyz"  # 13 characters, capitals: masked as written only
+    monkeypatch.setattr(sec, "_ENVS", set())
+    monkeypatch.setattr(sec, "_ENVS_SNAPSHOT", frozenset())
+    monkeypatch.delenv(sec.NAMES_ENV, raising=False)
+    monkeypatch.setenv(ENV, short)
+    sec.register_secret_env(ENV)
+    source = f"/data/{short}/night.jsonl"
+    session = {"session_id": "s1", "assistant_id": "bot", "language": short, "conversation": [_turn("q1")]}
+    streamed = {"metadata": {"session_id": "s2", "assistant_id": "bot", "language": f" {short} "},
+                "batch": _turn("q2")}
+    for rec in (session, streamed):
+        (_, (order, _, fields, _, _)), *_ = [o.value for o in _ParseRecord()._dispatch(source, 3, json.dumps(rec))]
+        assert short.lower() not in fields[3] and short not in fields[3] and "***" in fields[3], fields[3]
+        assert short not in order[1] and TAG.match(order[1][len("/data/"):]), order
+    [dead] = [o.value for o in _ParseRecord()._dispatch(source, 4, "not json")]
+    assert short not in dead.source and TAG.match(dead.source[len("/data/"):-len(":4")]), dead.source

@@ -62,7 +62,7 @@ from fair_forge_beam.io.elements import (
 from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
-from fair_forge_beam.schemas.common import Batch, IterationLevel, SessionMetadata, StreamedBatch
+from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
 from fair_forge_beam.quoting import quoted
 
@@ -381,6 +381,9 @@ class _ParseRecord(beam.DoFn):
         return self._dispatch(source, position, payload)
 
     def _dispatch(self, source, position, payload):
+        # the source (a file path, a retriever's name) is an id from outside too: masked once, here,
+        # so the session summaries (record keys), warnings and dead letters name it the same way
+        source = self._masker()(str(source))
         where = f"{source}:{position}"
         if isinstance(payload, ReadError):
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", payload.reason, payload.raw, source=where))]
@@ -454,7 +457,7 @@ class _ParseRecord(beam.DoFn):
                 ]
             rec = _flat_to_streamed(rec)
         try:
-            sb = StreamedBatch.model_validate(rec)
+            sb = StreamedBatch.model_validate(rec, context={MASK_CONTEXT: self._masker()})
         except ValidationError as exc:
             return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc, flat=original is not rec),
                                                                original, source=where))]
@@ -497,7 +500,7 @@ class _ParseRecord(beam.DoFn):
     def _session(self, where, rec, position_key=("", 0)):
         header = {k: v for k, v in rec.items() if k != "conversation"}
         try:
-            meta = self._masked(SessionMetadata.model_validate(header))
+            meta = self._masked(SessionMetadata.model_validate(header, context={MASK_CONTEXT: self._masker()}))
         except ValidationError as exc:
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec, source=where))
             return

@@ -18,7 +18,7 @@ import enum
 import math
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.quoting import quoted
@@ -29,6 +29,7 @@ __all__ = [
     "SessionMetadata",
     "StreamedBatch",
     "IterationLevel",
+    "MASK_CONTEXT",
     "Logprobs",
     "BaseMetric",
     "InteractionMetric",
@@ -91,6 +92,12 @@ class Batch(BaseModel):
         return v
 
 
+#: the validation context key of the record-id masker (:func:`fair_forge_beam.io.secrets.id_masker`):
+#: a field that is normalised (``language``: stripped, lower-cased, aliases resolved) is masked as
+#: given, before it is normalised — ``model_validate(data, context={MASK_CONTEXT: mask})``
+MASK_CONTEXT = "mask_id"
+
+
 class _SessionHeader(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -117,12 +124,14 @@ class _SessionHeader(BaseModel):
 
     @field_validator("language", mode="before")
     @classmethod
-    def _normalise_language(cls, v: Any) -> Any:
+    def _normalise_language(cls, v: Any, info: ValidationInfo) -> Any:
         if v is None:
             return "english"
         if not isinstance(v, str):
             raise ValueError(f"language must be a string, got {type(v).__name__}")
-        return normalize_language(v)
+        # masked as given, then normalised (lower-cased first, a key with capitals escaped masking)
+        mask = (info.context or {}).get(MASK_CONTEXT) if isinstance(info.context, dict) else None
+        return normalize_language(mask(v) if mask is not None else v)
 
     @field_validator("context", mode="before")
     @classmethod
