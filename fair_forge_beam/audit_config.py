@@ -338,12 +338,89 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
         if a.option_strings and a.dest != "help":
             check._add_action(a)
     try:
-        _, rest = check.parse_known_args(job)
+        values, rest = check.parse_known_args(job)
     except argparse.ArgumentError as exc:
         raise ConfigError(f"--config {known.config}: {exc}") from None
     if rest:
         raise ConfigError(f"--config {known.config}: not understood: {quoted(' '.join(rest))}")
+    check_file_values(values, job, gates, known.config, beam_argv)
     return job + beam_argv + argv, gates
+
+
+def check_file_values(values: argparse.Namespace, job: Sequence[str], gates: Sequence, path: str,
+                      beam_argv: Sequence[str] = ()) -> None:
+    """The checks a run makes of its options after parsing (metric names, slice dimensions, the
+    declared validations, each gate's syntax), made of a ``--config`` file's own values first, so
+    that an error names the file and the key (issue 28: ``unknown metric 'bogus'`` from a file named
+    neither). ``values``: the file's options parsed alone (``job``: their arguments); ``gates``: its
+    gates; ``beam_argv``: its ``[beam]`` table as arguments (their values, unknown options and the
+    runner's name are checked as the command line's are). A gate's fit to the audit (its metric run, its slices computed) is checked by the audit
+    once the command line is merged (:func:`check_file_gates`).
+
+    Raises:
+        ConfigError: ``--config <file>: <key>: <the run's own message>``.
+    """
+    from fair_forge_beam.metrics.registry import METRICS
+    from fair_forge_beam.options import metric_names, validate
+    from fair_forge_beam.reports.gates import GateConfigError, make_gate
+
+    given = {a.split("=", 1)[0][2:] for a in job}
+    if "metrics" in given:
+        for name in metric_names(values.metrics):
+            if name not in METRICS:
+                raise ConfigError(f"--config {path}: metrics: unknown metric {quoted(name)}; available: "
+                                  f"{', '.join(sorted(METRICS))}")
+    if "slices" in given:
+        try:
+            parse_slices(values.slices)
+        except ConfigError as exc:
+            raise ConfigError(f"--config {path}: slices: {str(exc).removeprefix('--slices: ')}") from None
+    try:
+        validate(values)
+    except ValueError as exc:  # names the option (its flag): the key
+        raise ConfigError(f"--config {path}: {exc}") from None
+    for i, gate in enumerate(gates):
+        try:
+            make_gate(gate, where=f"gate #{i + 1}")
+        except GateConfigError as exc:
+            raise ConfigError(f"--config {path}: gates[{i}]: {exc}") from None
+    if beam_argv:
+        from fair_forge_beam.options import beam_value_problem, unknown_beam_options
+
+        problem = beam_value_problem(beam_argv)
+        if problem:
+            raise ConfigError(f"--config {path}: [beam] {problem}")
+        unknown = unknown_beam_options(beam_argv)
+        if unknown:
+            names = [a.split("=", 1)[0].lstrip("-") for a in unknown]
+            raise ConfigError(f"--config {path}: [beam] {', '.join(map(quoted, dict.fromkeys(names)))}: not a Beam "
+                              "pipeline option")
+        runners = [a.split("=", 1)[1] for a in beam_argv if a.startswith("--runner=")]
+        if runners:
+            from apache_beam.runners.runner import create_runner
+
+            try:
+                create_runner(runners[-1])
+            except ValueError as exc:
+                raise ConfigError(f"--config {path}: [beam] runner: {exc}") from None
+
+
+def check_file_gates(path: str, gates: Sequence, resolve) -> None:
+    """``resolve(gates)`` (:func:`fair_forge_beam.reports.gates.resolve_gates` with the audit's
+    metrics, mode and slices) of a ``--config`` file's gates alone, so that a gate that does not fit
+    the audit names the file and the key.
+
+    Raises:
+        ConfigError: ``--config <file>: gates: <the gates' message>``.
+    """
+    from fair_forge_beam.reports.gates import GateConfigError
+
+    if not gates:
+        return
+    try:
+        resolve(list(gates))
+    except GateConfigError as exc:
+        raise ConfigError(f"--config {path}: gates: {exc}") from None
 
 
 def is_template_launch(options) -> bool:

@@ -271,6 +271,36 @@ def test_bad_config_values_name_the_file(tmp_path, body, message):
     assert message in str(exc.value) and str(cfg) in str(exc.value)
 
 
+@pytest.mark.parametrize("body, message", [
+    ('metrics = ["humanity", "bogus"]', ": metrics: unknown metric 'bogus'; available: "),
+    ('slices = "overall,bad=x"', ": slices: 'bad=x' is not a field name"),
+    ('gates = ["bogusmetric mean <= 1"]', ": gates[0]: gate 'bogusmetric mean <= 1': expected "),
+    ('[beam]\nrunner = "Bogus"', ": [beam] runner: Unexpected pipeline runner: Bogus"),
+    ('[beam]\nbogus_opt = 3', ": [beam] 'bogus_opt': not a Beam pipeline option"),
+    ('[beam]\ndirect_num_workers = -3', ": [beam] --direct_num_workers must be"),
+])
+def test_errors_of_a_config_files_values_checked_later_name_the_file_and_the_key(tmp_path, body, message):
+    """Issue 28 (fix28j): the values a run checks after parsing (metric names, slice dimensions,
+    gates, the [beam] table) gave the run's message without the file (``unknown metric 'bogus'``
+    from a config file named neither the file nor the key); they are checked in the file first."""
+    cfg = _write(tmp_path / "bad.toml", body + "\n")
+    with pytest.raises(ConfigError) as exc:
+        expand_argv(audit.build_parser(), ["--config", str(cfg)])
+    assert str(exc.value).startswith(f"--config {cfg}{message}"), str(exc.value)
+
+
+def test_a_config_files_gate_that_does_not_fit_the_audit_names_the_file(tmp_path, capsys):
+    """Issue 28 (fix28j): a file's gate whose metric the audit does not run was 'invalid gate(s)'
+    without the file; it is checked alone first (exit 2, one line naming the file and gates)."""
+    cfg = _write(tmp_path / "bad.toml", 'metrics = ["humanity"]\ngates = ["toxicity DIDT ci_high <= 0.2"]\n')
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", f"--runner={FNAPI}", "--config", str(cfg), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"--config {cfg}: gates: invalid gate(s): gate 'toxicity DIDT ci_high <= 0.2': metric 'toxicity' is not run" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_config_errors_exit_2_before_running(tmp_path, capsys):
     out = tmp_path / "out"
     cases = [
