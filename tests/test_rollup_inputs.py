@@ -59,10 +59,16 @@ def test_a_night_rerun_into_another_folder_is_not_rolled_up_twice(tmp_path, caps
     assert week["summary"]["interactions_read"] > 0
 
 
-def test_a_run_without_its_stored_statistics_is_a_usage_error(tmp_path, capsys):
-    data = _night(tmp_path, "night", slice(0, 8))
-    audit.run([*COMMON, "--input", str(data), "--output", str(tmp_path / "a")])
-    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(tmp_path / "b")])
+def _copies(two_nights: Path, tmp_path: Path) -> tuple:
+    """Copies of the module's two audited nights (:func:`two_nights`) in ``tmp_path``: ``a``, ``b``."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(two_nights / "a", a)
+    shutil.copytree(two_nights / "b", b)
+    return a, b
+
+
+def test_a_run_without_its_stored_statistics_is_a_usage_error(two_nights, tmp_path, capsys):
+    _copies(two_nights, tmp_path)
     shutil.copytree(tmp_path / "b", tmp_path / "gone")
     shutil.rmtree(tmp_path / "gone" / "stats" / "sessions")
     capsys.readouterr()
@@ -79,10 +85,8 @@ def test_a_run_without_its_stored_statistics_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize("folder,ext", [("stats/sessions", "parquet"), ("stats/slices", "parquet"),
                                         ("sessions/humanity", "parquet"), ("results.parquet", "parquet"),
                                         ("dead_letter", "jsonl")])
-def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(tmp_path, capsys, folder, ext):
-    a, b = tmp_path / "a", tmp_path / "b"
-    audit.run([*COMMON, "--input", str(_night(tmp_path, "night", slice(0, 8))), "--output", str(a)])
-    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(b)])
+def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(two_nights, tmp_path, capsys, folder, ext):
+    a, b = _copies(two_nights, tmp_path)
     shard = f"part-00000-of-00001.{ext}"
     assert (b / folder / shard).is_file()
     for stray in (f"part-00000-of-00001-copy.{ext}", f"copy of {shard}", f"part-00001-of-00002.{ext}"):
@@ -103,10 +107,8 @@ def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(t
     assert again["summary"]["interactions_read"] == week["summary"]["interactions_read"] > 0
 
 
-def test_a_truncated_shard_is_a_usage_error_naming_the_file(tmp_path, capsys):
-    a, b = tmp_path / "a", tmp_path / "b"
-    audit.run([*COMMON, "--input", str(_night(tmp_path, "night", slice(0, 8))), "--output", str(a)])
-    audit.run([*COMMON, "--input", str(_night(tmp_path, "other", slice(8, 16))), "--output", str(b)])
+def test_a_truncated_shard_is_a_usage_error_naming_the_file(two_nights, tmp_path, capsys):
+    a, b = _copies(two_nights, tmp_path)
     for folder in ("stats/sessions", "sessions/toxicity", "results.parquet"):
         bad = tmp_path / "bad"
         shutil.rmtree(bad, ignore_errors=True)
@@ -137,9 +139,7 @@ def two_nights(tmp_path_factory):
 def test_a_shard_copied_under_another_shard_name_is_refused(two_nights, tmp_path, capsys, where, copy_name):
     """Fresh-user trial: a copy of a shard under another shard-like name (part-0-of-1, six digits,
     a roll-up's r-prefix in a plain audit) was read as more data: 84 scored of 56 read."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(two_nights / "a", a)
-    shutil.copytree(two_nights / "b", b)
+    a, b = _copies(two_nights, tmp_path)
     src = sorted((a / where).glob("part-*"))[0]
     shutil.copy(src, a / where / copy_name)
     with pytest.raises(SystemExit) as exc:
@@ -151,9 +151,7 @@ def test_a_shard_copied_under_another_shard_name_is_refused(two_nights, tmp_path
 def test_a_rollup_copy_of_a_run_it_did_not_merge_is_refused(two_nights, tmp_path, capsys):
     """A roll-up's copies are part-rRRR-… with R one of its runs: a fake part-r002-… in a roll-up of
     two runs was read as more data."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(two_nights / "a", a)
-    shutil.copytree(two_nights / "b", b)
+    a, b = _copies(two_nights, tmp_path)
     _rollup(tmp_path / "w", [a, b])
     folder = tmp_path / "w" / "stats" / "sessions"
     real = sorted(folder.glob("part-r000-*"))[0]
