@@ -67,7 +67,7 @@ from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCac
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bounded_chat_completion,
                                                 check_call_limits, declared_length, http_client, openai_http_client,
-                                                read_bounded)
+                                                read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted
@@ -317,6 +317,9 @@ class _Client:
         except openai.APITimeoutError:
             raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
         except openai.APIStatusError as exc:
+            moved = redirect_reason(getattr(exc, "response", None))
+            if moved:
+                raise _TurnFailed(moved) from None
             raise _TurnFailed(f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]) from None
         except openai.APIConnectionError as exc:
             raise _TurnFailed(f"connection error: {self.scrub(exc)}"[:2000]) from None
@@ -347,6 +350,9 @@ class _Client:
                     raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), cfg.max_reply_bytes, declared_length(resp.headers))
                 except ReplyTooLarge as exc:
                     raise _TurnFailed(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
+            moved = redirect_reason(resp)
+            if moved:
+                raise _TurnFailed(moved)
             if resp.status_code in RETRY_STATUSES:
                 raise _RetryStatus(resp.status_code, raw, resp.headers.get("retry-after"))
             return resp.status_code, raw

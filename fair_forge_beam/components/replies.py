@@ -287,28 +287,54 @@ def with_reply_deadline(client, timeout: float):
     return client
 
 
+def redirect_reason(response: Any) -> Optional[str]:
+    """``'HTTP 307 redirect (to <host>) not followed'`` for a redirect reply (a 3xx status with a
+    ``Location``), else ``None``. No client of the package follows a redirect
+    (:func:`openai_http_client`, :func:`http_client`): the request body holds the users'
+    conversations and a redirect may point at any host."""
+    try:
+        status, location = int(response.status_code), response.headers.get("location")
+    except Exception:  # noqa: BLE001 - no reply to look at
+        return None
+    if not (300 <= status < 400) or location is None:
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(location)
+        host = parts.netloc.rpartition("@")[2] or str(response.request.url.netloc.decode("ascii", "replace"))
+    except Exception:  # noqa: BLE001 - an unparsable Location: shown as it came
+        host = location
+    host = "".join(c if c.isprintable() else "?" for c in host)
+    host = host if len(host) <= 100 else host[:100] + "…"
+    return f"HTTP {status} redirect (to {host}) not followed"
+
+
 def openai_http_client(openai_mod: Any, timeout: float, max_reply_bytes: int, on_request: Callable[[Any], None]):
     """The ``httpx`` client for an ``openai.OpenAI`` endpoint client: replies bounded to
     ``max_reply_bytes`` (:func:`bound_replies`), ``on_request`` called for every HTTP attempt
     (pacing, counting), and each attempt bounded by a deadline of ``timeout`` seconds for the whole
     reply — connect, request and every read of headers and body (:func:`with_reply_deadline`), so a
-    server that drips its reply is cut at ``timeout`` s, not at ``timeout`` per byte."""
+    server that drips its reply is cut at ``timeout`` s, not at ``timeout`` per byte. Redirects are
+    never followed (``openai``'s default client follows them): the reply is the client's status
+    error, named by :func:`redirect_reason`."""
 
     def start(request) -> None:
         on_request(request)  # pacing waits here: the deadline starts when the attempt is sent
         reply_deadline(timeout)
 
     return with_reply_deadline(openai_mod.DefaultHttpxClient(
-        event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]}), timeout)
+        follow_redirects=False, event_hooks={"request": [start], "response": [bound_replies(max_reply_bytes)]}), timeout)
 
 
 def http_client(timeout: float, headers: Mapping[str, str], connect_retries: int = 0):
     """A plain ``httpx`` client (for an endpoint that is not OpenAI-compatible) whose every attempt
     has a deadline of ``timeout`` seconds for the whole reply (:func:`with_reply_deadline`);
     ``connect_retries``: ``httpx``'s own retries of a connection that fails to open. Read the body
-    with ``client.stream`` and :func:`read_bounded`."""
+    with ``client.stream`` and :func:`read_bounded`. Redirects are never followed
+    (:func:`redirect_reason`)."""
     import httpx2
 
     return with_reply_deadline(httpx2.Client(
-        timeout=timeout, headers=dict(headers), transport=httpx2.HTTPTransport(retries=int(connect_retries)),
+        follow_redirects=False, timeout=timeout, headers=dict(headers), transport=httpx2.HTTPTransport(retries=int(connect_retries)),
         event_hooks={"request": [lambda request: reply_deadline(timeout)]}), timeout)

@@ -57,7 +57,7 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client
+from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted
@@ -486,6 +486,9 @@ class _JudgeClient:
             return f"connection error: {self.scrub(exc)}"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
+            moved = redirect_reason(getattr(exc, "response", None))
+            if moved:
+                return moved
             if status in (401, 403):
                 return f"HTTP {status}: authentication failed (check the key in ${self.cfg.api_key_env})"
             return f"HTTP {status}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
