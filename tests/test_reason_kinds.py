@@ -24,8 +24,8 @@ def test_a_number_with_thousands_separators_is_one_number():
     """Hostile-tester trial: 'record of 3,145,778 bytes is over the limit of 1,048,576 bytes' was
     grouped as 'record of N,N,N bytes ...'."""
     assert _reason_kind("record of 3,145,778 bytes is over the limit of 1,048,576 bytes") == \
-        _reason_kind("record of 70,001 bytes is over the limit of 65,536 bytes") == \
-        "record of N bytes is over the limit of N bytes"
+        _reason_kind("record of 70,001 bytes is over the limit of 1,048,576 bytes") == \
+        "record of N bytes is over the limit of 1,048,576 bytes"
     assert _reason_kind("fields a,b and 1,2 differ") == "fields a,b and N,N differ"  # a list stays a list
 
 
@@ -56,3 +56,20 @@ def test_status_codes_stay_and_a_long_reason_is_cut_between_words():
     assert reason.startswith(head) and reason.endswith(tail)
     words = set(reason.split())
     assert head.split()[-1] in words and tail.split()[0] in words, kind  # whole words at both cuts
+
+
+def test_a_limit_keeps_its_number():
+    """Trial 28c: results.json grouped 'over the limit of N bytes (--max-record-bytes)': the limit,
+    the run's and not the record's, was lost. Numbers after 'limit of', 'limited to', 'at most',
+    'more than' and an option name stay; the record's own (sizes, positions, counts) are grouped."""
+    a = "record of 3,145,778 bytes is over the limit of 67,108,864 bytes (--max-record-bytes); not read"
+    b = "record of 70,001,000 bytes is over the limit of 67,108,864 bytes (--max-record-bytes); not read"
+    assert _reason_kind(a) == _reason_kind(b) == \
+        "record of N bytes is over the limit of 67,108,864 bytes (--max-record-bytes); not read"
+    assert _reason_kind("nested more than 64 levels deep (at a.b); records are limited to 64 levels") == \
+        "nested more than 64 levels deep (at a.b); records are limited to 64 levels"
+    assert _reason_kind("the record holds 10,004 JSON values, over the limit of 4,096 for a record "
+                        "(--max-record-bytes 65,536 / 16 bytes a value)") == \
+        "the record holds N JSON values, over the limit of 4,096 for a record (--max-record-bytes 65,536 / 16 bytes a value)"
+    assert _reason_kind("5 of 7 interactions rejected: conversation[1]: x; and 2 more") == \
+        "N of N interactions rejected: conversation[N]: x; and N more"

@@ -732,18 +732,31 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
+_NUMBER = re.compile(r"(?<![\w.-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})")
+
+#: the words before a number that is not a record's own (a code, a limit, an option's value): the
+#: number stays in a reason kind (:func:`_reason_kind`)
+_KEPT_NUMBER = re.compile(r"(?:\bHTTP|\bstatus|\bErrno|\blimit(?: of)?|\blimited to|\bat most|\bup to|\bmore than|\bmax(?:imum)?"
+                          r"|(?<![\w-])--[a-z][\w-]*|/)[ =]$", re.IGNORECASE)
+
+
 def _reason_kind(reason: str) -> str:
-    """Group reasons that differ only in free-standing numbers (positions, indices, counts:
-    ``"line 7"`` → ``"line N"``, ``"1,048,576 bytes"`` → ``"N bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word
-    or name stay (``UTF-8``, ``bad2.jsonl``, ``e5``), so a reason kind still reads as the reason. A kind
+    """Group reasons that differ only in free-standing numbers of their own record (positions,
+    indices, counts, sizes: ``"line 7"`` → ``"line N"``, ``"record of 70,001 bytes"`` → ``"record of N
+    bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word or name stay (``UTF-8``,
+    ``bad2.jsonl``, ``e5``), and so do numbers that are the run's or the reason itself (``HTTP 500``,
+    ``[Errno 28]``, ``over the limit of 65,536 bytes``, ``--max-record-bytes 65,536``: :data:`_KEPT_NUMBER`),
+    so a reason kind still reads as the reason. A kind
     longer than 160 characters keeps its first 100 and its last 57 (`` … `` between): the cause is
     usually said last (``batch.qa_id: …; …: Field required``, ``HTTP 500: <body> … the real error``),
     and a cut at the start lost it (trial 28)."""
     kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
     # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N");
-    # a status or error code is the reason itself and stays ("HTTP 429", "HTTP 500", "[Errno 28]")
-    kind = re.sub(r"(?<![\w.-])(?<!HTTP )(?<!status )(?<!Errno )(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})",
-                  "N", kind)
+    # a number that is not the record's own stays (_KEPT_NUMBER): a status or error code is the reason
+    # itself ("HTTP 429", "HTTP 500", "[Errno 28]"), a limit is the run's ("over the limit of
+    # 1,048,576 bytes", "--max-record-bytes 65,536", "limited to 64 levels", "at most 5")
+    kind = _NUMBER.sub(lambda m: m.group(0) if _KEPT_NUMBER.search(m.string, max(0, m.start() - 48), m.start())
+                       else "N", kind)
     if len(kind) <= 160:
         return kind
     # cut between words where a space is near (a cut inside a word lost "incor" of "incorrect
