@@ -190,12 +190,12 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
     if not inputs:
         raise ValueError("--input is required (the dataset files to run)")
     handler = build_assistant_handler(args)
-    from fair_forge_beam.io.read import unmatched_patterns
+    from fair_forge_beam.io.read import unmatched_patterns, unmatched_reason
 
     if unmatched_patterns(inputs) == inputs:  # a missing export: an empty run, exit 4, as the audit's (docs/cli.md)
         from fair_forge_beam.reports.empty_run import fail_empty_run
 
-        fail_empty_run(f"no input record (no input file matches {', '.join(repr(i) for i in inputs)})", args.output,
+        fail_empty_run(f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})", args.output,
                        prog="run", allow_empty=False)
     out = _prepare(args.output, RUN_FILES, reads=inputs)
     with run_pipeline(pipeline_options(beam_args)) as p:

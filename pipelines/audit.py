@@ -130,7 +130,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
-    from fair_forge_beam.io.read import NoRecords, ReadInteractions, unmatched_patterns
+    from fair_forge_beam.io.read import NoRecords, ReadInteractions, unmatched_patterns, unmatched_reason
     from fair_forge_beam.io.session_stats import WriteSessionStats
     from fair_forge_beam.rollup import audit_manifest, input_fingerprints, seal_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
@@ -235,8 +235,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
             build_source(args, inputs)  # argument errors here, as usage errors
         elif args.input and unmatched_patterns(inputs) == list(inputs):  # a missing export: nothing to read
-            nothing = ("no input record (no input file matches "
-                       f"{', '.join(repr(i) for i in inputs)})")
+            nothing = f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})"
             reader = ReadInteractions(retriever=NoRecords, slice_fields=metadata_dimensions(slice_dims))
         else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),

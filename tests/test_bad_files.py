@@ -29,11 +29,11 @@ def _store(xs, name):
     _SINK[name] = list(xs)
 
 
-def _read(pattern):
+def _read(pattern, **kw):
     """Run ReadInteractions on one pattern; return (interactions, dead letters, warnings) as lists."""
     _SINK.clear()
     with beam.Pipeline(options=pipeline_options([])) as p:
-        r = p | ReadInteractions(pattern)
+        r = p | ReadInteractions(pattern, **kw)
         for name in ("interactions", "dead_letter", "quality"):
             r[name] | f"collect_{name}" >> beam.combiners.ToList() | f"store_{name}" >> beam.Map(_store, name)
     return _SINK["interactions"], _SINK["dead_letter"], _SINK["quality"]
@@ -112,3 +112,86 @@ def test_main_job_groups_reasons_deterministically_and_rejects_unknown_flags(tmp
     with pytest.raises(SystemExit) as e:
         run(["--inputs", str(f), "--output", str(out)])
     assert e.value.code == 2
+
+
+def test_a_records_rejected_entries_are_one_dead_letter_not_one_each(tmp_path):
+    """Trial 28c (B1): a 3 MB record whose conversation held 1M empty objects gave 1,000,000 dead
+    letters (1.8 GB peak). A record's rejected entries are one dead letter: the first problems and
+    how many; its good entries are still read."""
+    good = [{"qa_id": f"q{i}", "query": "hi", "assistant": "yo"} for i in range(3)]
+    rec = {"session_id": "amp", "assistant_id": "x", "conversation": [good[0], *[{}] * 5000, good[1], 7, good[2]]}
+    (tmp_path / "amp.jsonl").write_text(json.dumps(rec) + "\n")
+    inter, dead, quality = _read(str(tmp_path / "amp.jsonl"))
+    assert len(inter) == 3
+    assert len(dead) == 1, len(dead)
+    reason = dead[0].reason
+    assert reason.startswith("5,001 of 5,004 interactions rejected: conversation[1]: qa_id: Field required"), reason
+    assert reason.endswith("; and 4,998 more"), reason
+    assert dead[0].element_id == "amp/x/1"
+    assert json.loads(dead[0].raw)["conversation"] == [{}, {}, {}]
+    assert [q.kind for q in quality] == ["session_kept_in_part"]
+
+
+def test_a_record_with_more_values_than_its_size_allows_is_never_parsed(tmp_path):
+    """A record within --max-record-bytes may hold at most limit / 16 JSON values (each takes memory
+    whatever its text: 22M empty objects in a 66 MB line took 12 GB): over it, one dead letter
+    naming the count and the bound; the file's other records are read."""
+    from fair_forge_beam.io import edge
+
+    limit = 64 * 1024  # 4,096 values
+    rec = {"session_id": "amp", "assistant_id": "x", "conversation": [[]] * 5000}
+    text = json.dumps(rec, separators=(",", ":"))
+    assert len(text) < limit and edge.count_values(text) == 10_004
+    (tmp_path / "amp.jsonl").write_text(json.dumps(_session("ok")) + "\n" + text + "\n")
+    inter, dead, _ = _read(str(tmp_path / "amp.jsonl"), max_record_bytes=limit)
+    assert len(inter) == 2
+    assert [d.reason for d in dead] == [
+        "the record holds 10,004 JSON values, over the limit of 4,096 for a record (--max-record-bytes 65,536 / 16 "
+        "bytes a value): parsed, each value takes memory whatever its text; it is never parsed"]
+
+
+def test_count_values_reads_strings_and_escapes():
+    from fair_forge_beam.io import edge
+
+    assert edge.count_values('{"a": [1, "x,[{", {}], "b\\\\": "q\\",", "c": null}') == 8
+    assert edge.count_values("[]") == 2 and edge.count_values("1") == 1
+    text = json.dumps({"k": ["a,b", {"x": [1, 2, {"y": "]}{["}]}] * 300})
+    assert edge.count_values(text, chunk_chars=7) == edge.count_values(text)
+
+
+def test_reasons_name_what_the_input_holds(tmp_path):
+    """Trial 28c: a file whose lines end in CR alone was one dead letter 'invalid JSON: Extra data'
+    and a NUL at a line's start 'Expecting value': the reasons name the CR line ends and the NUL."""
+    lines = [json.dumps(_session(f"s{i}")) for i in range(3)]
+    (tmp_path / "cr.jsonl").write_bytes(("\r".join(lines) + "\r").encode())
+    inter, dead, _ = _read(str(tmp_path / "cr.jsonl"))
+    assert inter == [] and len(dead) == 1
+    assert "the line holds 3 carriage return(s) (CR) not followed by LF" in dead[0].reason
+    assert "the file's lines end in CR alone" in dead[0].reason
+    (tmp_path / "nul.jsonl").write_bytes(b"\x00" + lines[0].encode() + b"\n" + lines[1].encode() + b"\n")
+    inter, dead, _ = _read(str(tmp_path / "nul.jsonl"))
+    assert len(inter) == 2 and len(dead) == 1
+    assert dead[0].reason.startswith("invalid JSON: Expecting value: line 1 column 1 (char 0): the text holds U+0000 (NUL)")
+
+
+def test_an_input_that_is_a_socket_or_a_link_loop_is_named(tmp_path):
+    """Trial 28c: a socket matched as input was read as nothing ('the inputs hold no interaction'),
+    a symbolic link loop said 'no input file matches'."""
+    import socket
+
+    from fair_forge_beam.io.read import unmatched_reason
+
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / "s.jsonl"))
+        with pytest.raises(ValueError, match=r"--input: .*s\.jsonl is a socket, not a regular file; not read"):
+            ReadInteractions(str(tmp_path / "s.jsonl"))
+    finally:
+        sock.close()
+    (tmp_path / "loop.jsonl").symlink_to(tmp_path / "loop.jsonl")
+    with pytest.raises(ValueError, match="loop.jsonl is a symbolic link loop"):
+        ReadInteractions(str(tmp_path / "loop.jsonl"))
+    (tmp_path / "gone.jsonl").symlink_to(tmp_path / "nowhere")
+    assert unmatched_reason(str(tmp_path / "gone.jsonl")).endswith(
+        f"gone.jsonl is a symbolic link to a missing target ('{tmp_path / 'nowhere'}')")
+    assert unmatched_reason(str(tmp_path / "none.jsonl")) == f"no input file matches '{tmp_path / 'none.jsonl'}'"

@@ -366,3 +366,27 @@ def test_a_row_group_is_decoded_a_slice_at_a_time(tmp_path):
     rows, peak = map(int, out.stdout.split())
     assert rows == n
     assert peak < 64 * MB, f"Arrow's pool peaked at {peak / MB:.0f} MiB"
+
+
+def test_a_row_group_over_the_limit_by_its_data_bytes_is_never_decoded(tmp_path, monkeypatch):
+    """Trial 28c (B2): a 41 KB zstd file whose second row group is one row of a 1.2 GB string was
+    decoded (3.85 GB peak): the bound counted 8 bytes per value, not a string's bytes. The column
+    chunks' uncompressed sizes (metadata) are in the bound too: never decoded, one dead letter."""
+    from fair_forge_beam.io.read import _ReadParquetRowGroup
+
+    n = 8 * MB
+    schema = pa.schema([("session_id", pa.string()), ("assistant_id", pa.string()), ("answer", pa.string())])
+    path = tmp_path / "in.parquet"
+    with pq.ParquetWriter(path, schema, compression="zstd") as w:
+        for sid, answer in (("s0", "ok"), ("big", "x" * n), ("s1", "ok")):
+            w.write_table(pa.table({"session_id": [sid], "assistant_id": ["bot"], "answer": [answer]}, schema=schema))
+    assert path.stat().st_size < 64 * 1024
+    decoded = []
+    real = pq.ParquetFile.iter_batches
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches",
+                        lambda self, *a, **k: decoded.extend(k["row_groups"]) or real(self, *a, **k))
+    got = [item for rg in range(3) for item in _ReadParquetRowGroup(MB).process((str(path), rg))]
+    assert decoded == [0, 2]
+    assert [r["session_id"] for _, _, r in got if not isinstance(r, ReadError)] == ["s0", "s1"]
+    [(_, _, dead)] = [g for g in got if isinstance(g[2], ReadError)]
+    assert "its column chunks' uncompressed data, from its metadata), over the limit of 1,048,576 bytes" in dead.reason

@@ -624,3 +624,13 @@ def test_a_copied_run_folder_is_listed_once():
     # the same results at another time is another run
     t = build_trend([run("runs/a", a, started="2025-03-01T02:00:00Z"), run("runs/a2", a, started="2025-03-02T02:00:00Z")])
     assert [r["path"] for r in t["runs"]] == ["runs/a", "runs/a2"]
+
+
+def test_a_results_json_that_is_a_link_loop_is_named(tmp_path):
+    """Trial 28c: a run folder whose results.json is a symbolic link loop was 'has no results.json
+    (not a run folder)'."""
+    run = tmp_path / "r_loop"
+    run.mkdir()
+    (run / "results.json").symlink_to(run / "results.json")
+    with pytest.raises(TrendUsageError, match=r"r_loop has no readable results.json: .*results.json is a symbolic link loop"):
+        find_runs([str(run)])

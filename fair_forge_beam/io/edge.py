@@ -77,6 +77,12 @@ __all__ = [
     "check_regular_file",
     "NotARegularFile",
     "NonFiniteNumber",
+    "broken_link",
+    "json_error_reason",
+    "file_kind",
+    "VALUE_BYTES",
+    "max_values",
+    "count_values",
 ]
 
 #: Deepest nesting of arrays/objects a record may have (the record itself is level 1). A
@@ -231,7 +237,7 @@ def _unique_pairs(pairs: list) -> dict:
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
 
-def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
+def loads(text: str, max_depth: int = MAX_NESTING, limit: Optional[int] = None) -> Any:
     """``json.loads`` for hostile text: returns a record that passed :func:`check_value`.
 
     Text with at most ``max_depth - 1`` brackets and no ``\\uD8xx``-``\\uDFxx`` escape is
@@ -240,8 +246,12 @@ def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
     Raises:
         ValueError: invalid JSON (``json.JSONDecodeError``), or :class:`RecordRejected`: nested
             beyond ``max_depth`` (also when deeper than the parser can recurse), a lone surrogate,
-            or an object that repeats a key.
+            or an object that repeats a key, or (``limit``: the record size limit) more JSON
+            values than :func:`max_values` allows, refused before it is parsed.
     """
+    too_many = _too_many_values(text, limit)
+    if too_many:
+        raise RecordRejected(too_many)
     try:
         obj = _DECODER.decode(text)
     except RecursionError:
@@ -252,6 +262,35 @@ def loads(text: str, max_depth: int = MAX_NESTING) -> Any:
     if _needs_check(text, max_depth):
         obj = check_value(obj, max_depth)
     return obj
+
+
+_CONTROL_NAMES = {0: "NUL", 0x7F: "DEL", 0x1B: "ESC", 0x0C: "form feed", 0x0B: "vertical tab", 0x08: "backspace"}
+
+
+def json_error_reason(exc: ValueError, text: str) -> str:
+    """``"invalid JSON: <parser's message>"`` for the line ``text``, with what the text holds where
+    the parser stopped when the message alone points the wrong way: a control character there
+    (``U+0000 (NUL)``: JSON allows one only escaped, inside a string — a binary or zero-padded
+    file), or records separated by a carriage return alone (the file's lines end in CR, classic
+    Mac OS: a line is cut at LF only, and a raw CR cannot be inside a JSON string, so such a "line"
+    holds several records; the file is not read as lines of CR — convert its line ends)."""
+    reason = f"invalid JSON: {exc}"
+    pos = getattr(exc, "pos", None)
+    if not isinstance(pos, int) or not 0 <= pos < len(text):
+        return reason
+    ch = text[pos]
+    gap = text[len(text[:pos].rstrip(" \t\r\n")):pos]  # the whitespace before the extra data
+    if getattr(exc, "msg", "") == "Extra data" and "\r" in gap and "\n" not in gap:
+        n = text.count("\r") - text.count("\r\n")
+        return (f"{reason}: the line holds {n:,} carriage return(s) (CR) not followed by LF before more records: "
+                "the file's lines end in CR alone (classic Mac OS line ends), and lines are cut at LF only; "
+                "convert its line ends (e.g. tr '\\r' '\\n' < in > out)")
+    code = ord(ch)
+    if (code < 0x20 and ch not in " \t\r\n") or code == 0x7F:
+        name = _CONTROL_NAMES.get(code, "a control character")
+        return (f"{reason}: the text holds U+{code:04X} ({name}) there, which JSON allows only escaped inside a "
+                "string (a binary, zero-padded or damaged file?)")
+    return reason
 
 
 class JsonValue(NamedTuple):
@@ -310,9 +349,21 @@ def _cuts(a: np.ndarray, state: list) -> tuple[np.ndarray, int]:
     A quote ends or starts a string unless an odd run of backslashes precedes it; brackets and
     commas outside strings are structural; depth is their running sum (RFC 8259 §2, §7).
     """
-    n = a.size
-    if n == 0:
+    if a.size == 0:
         return np.empty(0, dtype=np.int64), -1
+    outside, opens, closes, depth = _structure(a, state)
+    ends = np.flatnonzero(closes & (depth == 0))
+    end = int(ends[0]) if ends.size else -1
+    commas = np.flatnonzero(outside & (a == ord(",")) & (depth == 1))
+    if end >= 0:
+        commas = commas[commas < end]
+    return commas, end
+
+
+def _structure(a: np.ndarray, state: list) -> tuple:
+    """``(outside strings, opening brackets, closing brackets, depth)`` masks of the non-empty
+    chunk ``a``, ``state`` carried and updated as :func:`_cuts` says."""
+    n = a.size
     idx = np.arange(n, dtype=np.int64)
     backslash = a == ord("\\")
     last_plain = np.maximum.accumulate(np.where(backslash, -1, idx))  # last non-backslash at or before i
@@ -325,14 +376,54 @@ def _cuts(a: np.ndarray, state: list) -> tuple[np.ndarray, int]:
     opens = outside & ((a == ord("[")) | (a == ord("{")))
     closes = outside & ((a == ord("]")) | (a == ord("}")))
     depth = np.cumsum(opens.astype(np.int64) - closes.astype(np.int64)) + state[2]
-    ends = np.flatnonzero(closes & (depth == 0))
-    end = int(ends[0]) if ends.size else -1
-    commas = np.flatnonzero(outside & (a == ord(",")) & (depth == 1))
-    if end >= 0:
-        commas = commas[commas < end]
     state[0] = int(n - 1 - last_plain[-1]) if last_plain[-1] >= 0 else state[0] + n
     state[1], state[2] = int(quotes[-1] % 2), int(depth[-1])
-    return commas, end
+    return outside, opens, closes, depth
+
+
+#: bytes of text per JSON value a record may have on average: a parsed value takes Python memory
+#: whatever its text (an empty object ``{}``: 2 bytes of text, ~72 bytes in a list), so a record
+#: within ``--max-record-bytes`` may hold at most ``limit // VALUE_BYTES`` values (arrays,
+#: objects, strings, numbers, literals). Parsed, they take at most ~5x the limit; a record of
+#: ordinary text (a conversation) has a value per 20-200 bytes of text.
+VALUE_BYTES = 16
+
+
+def max_values(limit: int) -> int:
+    """The most JSON values a record within ``limit`` bytes may hold (:data:`VALUE_BYTES`)."""
+    return max(int(limit) // VALUE_BYTES, 1)
+
+
+def count_values(text: str, chunk_chars: int = 1 << 20) -> int:
+    """How many JSON values ``text`` holds, from its structure alone (never parsed): one per
+    element of an array or member of an object, plus the text's own value — the commas and
+    opening brackets outside strings, plus one (an upper bound by one per empty container).
+    Vectorised per chunk of ``chunk_chars`` characters (any character outside ASCII counts as a
+    byte of a string or of invalid text, which the parser then names)."""
+    state, total = [0, 0, 1], 1
+    for at in range(0, len(text), chunk_chars):
+        piece = text[at:at + chunk_chars].encode("latin-1", "replace")
+        a = np.frombuffer(piece, dtype=np.uint8)
+        outside, opens, _closes, _depth = _structure(a, state)
+        total += int(np.count_nonzero(opens)) + int(np.count_nonzero(outside & (a == ord(","))))
+    return total
+
+
+def _too_many_values(text: str, limit: Optional[int]) -> Optional[str]:
+    """The reason a text of a record within ``limit`` bytes is refused before it is parsed: it
+    holds more JSON values than :func:`max_values` (``None``: it does not, or no limit)."""
+    if not limit:
+        return None
+    most = max_values(limit)
+    # a value takes at least one character and its separator: a short text cannot hold too many
+    if len(text) <= most or text.count(",") + text.count("[") + text.count("{") < most:
+        return None
+    n = count_values(text)
+    if n <= most:
+        return None
+    return (f"the record holds {n:,} JSON values, over the limit of {most:,} for a record (--max-record-bytes "
+            f"{int(limit):,} / {VALUE_BYTES} bytes a value): parsed, each value takes memory whatever its text; "
+            "it is never parsed")
 
 
 def _trailing(index: int, offset: int, rest: bytes, head_bytes: int) -> JsonValue:
@@ -1054,6 +1145,33 @@ def file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+def broken_link(path: str) -> Optional[str]:
+    """Why the local ``path`` cannot be opened when a symbolic link is the cause: ``"<path> is a
+    symbolic link loop …"`` (``ELOOP``, in the path itself or a folder of it) or ``"<path> is a
+    symbolic link to a missing target (…)"``; ``None`` otherwise (a remote path, a path that opens,
+    a plain missing path). A matcher (glob, Beam's) lists neither: without this, the message was
+    "no file matches"."""
+    import errno
+
+    if "://" in str(path):
+        return None
+    try:
+        os.stat(path)
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{path} is a symbolic link loop (its links lead back to themselves, so it names no file)"
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            return f"{path} is a symbolic link to a missing target ({quoted(target)})"
+    except ValueError:  # a NUL in the path
+        return None
+    return None
 
 
 class NonFiniteNumber(ValueError):

@@ -333,9 +333,10 @@ class _ParseRecord(beam.DoFn):
     """
 
     def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False,
-                 slice_fields: Sequence[str] = ()):
+                 slice_fields: Sequence[str] = (), max_record_bytes: Optional[int] = None):
         self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
         self.slice_fields = tuple(slice_fields)
+        self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
 
     def setup(self):
         from fair_forge_beam.io.secrets import id_masker
@@ -404,11 +405,11 @@ class _ParseRecord(beam.DoFn):
             if not text.strip():
                 return []  # blank line: not a record
             try:
-                rec = edge.loads(text)
+                rec = edge.loads(text, limit=self.max_record_bytes)
             except edge.RecordRejected as exc:
                 return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", str(exc), text, source=where))]
             except ValueError as exc:
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"invalid JSON: {exc}", text, source=where))]
+                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", edge.json_error_reason(exc, text), text, source=where))]
         else:
             # objects from Parquet rows or a retriever: the same edge checks as parsed text;
             # Parquet/Python temporal and decimal values become JSON values (ISO 8601, float)
@@ -436,7 +437,8 @@ class _ParseRecord(beam.DoFn):
                 )
             ]
         if "conversation" in rec:
-            return list(self._session(where, rec, position_key))
+            # a generator: the runner takes its outputs one by one, none held as a list
+            return self._session(where, rec, position_key)
         original = rec
         if not _is_streamed(rec):
             # a record with none of an interaction's own fields is no flat interaction either: say
@@ -519,26 +521,20 @@ class _ParseRecord(beam.DoFn):
         seen: dict[str, int] = {}
         empty: list = []
         n_read = 0  # interactions parsed from this record (one progress update per record)
+        # the record's rejected interactions: one dead letter for them all (the first few problems
+        # and how many), never one per entry — a record's outputs are bounded by its own size
+        bad = _RejectedEntries()
         for i, raw_batch in enumerate(conv):
             try:
                 if not isinstance(raw_batch, dict):
                     raise ValueError(f"interaction must be an object, got {type(raw_batch).__name__}")
                 b = Batch.model_validate(raw_batch)
             except (ValidationError, ValueError) as exc:
-                yield beam.pvalue.TaggedOutput(
-                    DEAD,
-                    dead_letter(
-                        "read", f"conversation[{i}]: {_error_text(exc)}", {**header, "conversation": [raw_batch]},
-                        make_element_id(meta.session_id, meta.assistant_id, i), where
-                    ),
-                )
+                bad.add(i, _error_text(exc), raw_batch)
                 continue
             event_time, bad_time = self._event_time(raw_batch, header)
             if bad_time:
-                yield beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"conversation[{i}]: {bad_time}", {**header, "conversation": [raw_batch]},
-                                      make_element_id(meta.session_id, meta.assistant_id, i), where)
-                )
+                bad.add(i, bad_time, raw_batch)
                 continue
             n_read += 1
             qa_id = mask(b.qa_id)
@@ -557,6 +553,8 @@ class _ParseRecord(beam.DoFn):
                 )
         if n_read:
             _READ_PROGRESS.inc(n_read)
+        if bad.count:
+            yield beam.pvalue.TaggedOutput(DEAD, bad.dead_letter(header, len(conv), meta, where))
         yield from _empty_answer_warnings(meta, empty, where)
         if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
@@ -566,6 +564,33 @@ class _ParseRecord(beam.DoFn):
                 f"its other {n_read} interaction(s) are scored and its session statistics rest on them only"))
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
+
+
+class _RejectedEntries:
+    """The rejected entries of one session record's conversation: how many, and the first
+    :attr:`SHOWN` with their problem and text (what its one dead letter shows)."""
+
+    SHOWN = 3
+
+    def __init__(self):
+        self.count, self.first = 0, []
+
+    def add(self, i: int, problem: str, raw) -> None:
+        self.count += 1
+        if len(self.first) < self.SHOWN:
+            self.first.append((i, problem, raw))
+
+    def dead_letter(self, header: dict, n_entries: int, meta, where: str):
+        problems = "; ".join(f"conversation[{i}]: {problem}" for i, problem, _ in self.first)
+        if self.count == 1:
+            reason = problems
+        else:
+            more = self.count - len(self.first)
+            reason = (f"{self.count:,} of {n_entries:,} interactions rejected: {problems}"
+                      f"{f'; and {more:,} more' if more else ''}")
+        at = self.first[0][0]
+        return dead_letter("read", reason, {**header, "conversation": [raw for _, _, raw in self.first]},
+                           make_element_id(meta.session_id, meta.assistant_id, at), where)
 
 
 #: where ``qa_id`` and ``language`` are in an :class:`Interaction`'s fields
@@ -729,8 +754,12 @@ def records_to_interactions(
     timestamp_policy: str = "dead_letter",
     streaming: bool = False,
     slice_fields: Sequence[str] = (),
+    max_record_bytes: Optional[int] = None,
 ) -> dict:
     """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
+
+    ``max_record_bytes``: the record size limit (default :data:`MAX_RECORD_BYTES`), which also
+    bounds the JSON values of a record's text (:func:`fair_forge_beam.io.edge.max_values`).
 
     ``timestamp_field`` / ``timestamp_policy``: read each interaction's event time (see
     :class:`_ParseRecord`); ``streaming``: unbounded input (streamed records need a
@@ -739,7 +768,7 @@ def records_to_interactions(
     """
     if timestamp_policy not in ("dead_letter", "processing_time"):
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
-    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields)
+    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields, max_record_bytes)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
@@ -1274,9 +1303,42 @@ def row_group_least_size(meta, limit: int) -> tuple:
     column with the most values (each value of one leaf column, a null or empty list included, is a
     slot of its own once converted); ``most``, ``num_rows x limit``, the most its rows may hold when
     none is over ``limit``. ``least > most``: some row is over the limit, so the row group need not be
-    decoded (a good row group never is refused: its rows' sizes sum to at most ``most``)."""
+    decoded (a good row group never is refused: its rows' sizes sum to at most ``most``).
+
+    ``least`` is also at least the column chunks' uncompressed data (``total_uncompressed_size``,
+    less :func:`_chunk_overhead`): a string or binary value costs its length once converted, which
+    8 bytes per value does not count (trial 28c: one row of a 1.2 GB string, 41 KB of zstd, was
+    decoded, 3.85 GB). PLAIN, dictionary and RLE data take at most the converted bytes of the
+    values they encode; what a chunk holds besides (page headers with their statistics, levels) is
+    allowed for by :func:`_chunk_overhead`."""
+    return row_group_bounds(meta, limit)[:2]
+
+
+#: what a column chunk of a Parquet file may hold besides its values' data, allowed for in
+#: :func:`row_group_least_size`: this many bytes, plus 1/:data:`_PAGE_OVERHEAD_SHARE` of the chunk
+#: (page headers, with statistics of up to 4 KiB a value in pyarrow's writer, per page of ~1 MiB)
+_CHUNK_OVERHEAD_BYTES = 64 * 1024
+_PAGE_OVERHEAD_SHARE = 64
+
+
+def _chunk_overhead(size: int) -> int:
+    return _CHUNK_OVERHEAD_BYTES + size // _PAGE_OVERHEAD_SHARE
+
+
+def row_group_bounds(meta, limit: int) -> tuple:
+    """``(least, most, basis)``: :func:`row_group_least_size`'s bounds and what ``least`` rests on
+    (words for a dead letter)."""
     values = max((meta.column(j).num_values for j in range(meta.num_columns)), default=0)
-    return PY_SLOT_BYTES * int(values), int(meta.num_rows) * int(limit)
+    data = 0
+    for j in range(meta.num_columns):
+        size = int(meta.column(j).total_uncompressed_size or 0)
+        data += max(0, size - _chunk_overhead(size))
+    by_values = PY_SLOT_BYTES * int(values)
+    if data > by_values:
+        basis = "its column chunks' uncompressed data, from its metadata"
+    else:
+        basis = "8 per value of its largest column, from its metadata"
+    return max(by_values, data), int(meta.num_rows) * int(limit), basis
 
 
 #: rows converted to Python objects at a time (with at most ``max(limit, 8 MiB)`` bytes of data), and
@@ -1342,13 +1404,13 @@ class _ReadParquetRowGroup(beam.DoFn):
                 pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER_BYTES)
                 meta = pf.metadata.row_group(rg)
                 offset = sum(pf.metadata.row_group(i).num_rows for i in range(rg))
-                least, most = row_group_least_size(meta, limit)
+                least, most, basis = row_group_bounds(meta, limit)
                 if least > most and (meta.num_rows <= 1 or least > max(limit, PARQUET_DECODE_BYTES)):
                     # some row is over the limit, and decoding it costs too much: never decoded
                     # (trial 28b: 500M booleans, 3.6 GB)
                     yield (path, rg, ReadError(
                         f"row group {rg} of Parquet file {path} holds at least {least:,} bytes of values once converted "
-                        f"(8 per value of its largest column, from its metadata), over the limit of {most:,} bytes for "
+                        f"({basis}), over the limit of {most:,} bytes for "
                         f"its {meta.num_rows:,} row(s) (--max-record-bytes per row); its rows are "
                         "not read, the other row groups are", ""))
                     return
@@ -1425,6 +1487,15 @@ class _RunRetriever(beam.DoFn):
 def unmatched_patterns(patterns: Sequence[str]) -> list[str]:
     """The file patterns (any Beam filesystem) that match no file, in the order given."""
     return [p for p in patterns if not any(r.metadata_list for r in FileSystems.match([absolute_pattern(p)]))]
+
+
+def unmatched_reason(pattern: str) -> str:
+    """``"no input file matches '<pattern>'"``, and why when a symbolic link is the cause (a loop, a
+    missing target: :func:`fair_forge_beam.io.edge.broken_link`)."""
+    import glob
+
+    why = None if glob.has_magic(pattern) else edge.broken_link(pattern)
+    return f"no input file matches {quoted(pattern)}" + (f": {why}" if why else "")
 
 
 class NoRecords(Retriever):
@@ -1504,7 +1575,9 @@ class ReadInteractions(beam.PTransform):
                 raise ValueError(f"{quoted(pattern)} is a folder: give its files, e.g. {quoted(os.path.join(pattern, '*.jsonl'))}")
             files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
             if not files:
-                raise ValueError(f"no input file matches {quoted(pattern)}")
+                raise ValueError(unmatched_reason(pattern))
+            for f in files:  # a socket, FIFO or device matched is named, never read as an empty file
+                edge.check_regular_file(f, "--input")
             refused = sorted((f for f in files if format_refusal(f, self.file_format)), key=str)
             if refused:
                 more = f" (and {len(refused) - 1:,} more file(s) of pattern {quoted(pattern)})" if len(refused) > 1 else ""
@@ -1561,5 +1634,5 @@ class ReadInteractions(beam.PTransform):
                 )
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
         out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                      slice_fields=self.slice_fields)
+                                      slice_fields=self.slice_fields, max_record_bytes=self.max_record_bytes)
         return out

@@ -179,6 +179,11 @@ def _run_folder(match: str) -> str:
     if _exists(f"{m}/windowed_results.json"):
         raise TrendUsageError(f"{m} is a windowed run (windowed_results.json): the trend reads batch audits and "
                               "roll-ups (results.json); narrow the pattern")
+    from fair_forge_beam.io.edge import broken_link
+
+    broken = broken_link(f"{m}/results.json")
+    if broken:
+        raise TrendUsageError(f"{m} has no readable results.json: {broken}")
     raise TrendUsageError(f"{m} has no results.json (not a run folder): narrow the pattern")
 
 
