@@ -99,3 +99,23 @@ def test_main_job_on_tau_bench_rewards(tau_path, tmp_path):
     assert table.num_rows == 1490 and table.column("agentic_is_correct").to_pylist().count(True) == sum(
         len(s["correct_indices"]) for s in read_sessions(str(tmp_path / "out"), "agentic")
     )
+
+
+def test_a_trace_files_lines_are_bounded_and_named_as_the_audit_reader_does(tmp_path):
+    """The agentic loaders' JSON Lines reader parses with the same bounds and reasons as the audit's:
+    a line of more JSON values than its size allows (--max-record-bytes / 16) is refused before it
+    is parsed, and a NUL where the parser stopped is named (trial 28c)."""
+    import json
+
+    from fair_forge_beam.io.agentic_sources import _file_records
+    from fair_forge_beam.io.read import ReadError
+
+    good = json.dumps({"a": 1})
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([good, json.dumps([[]] * 400), "\x00" + good, good]) + "\n")
+    got = _file_records(str(path), limit=4096)
+    assert [r for r in got if not isinstance(r, ReadError)] == [{"a": 1}, {"a": 1}]
+    reasons = [r.reason for r in got if isinstance(r, ReadError)]
+    assert reasons[0].startswith(f"{path} line 2: the record holds 801 JSON values, over the limit of 256"), reasons
+    assert reasons[1].startswith(f"{path} line 3: invalid JSON: Expecting value: line 1 column 1 (char 0): the text "
+                                 "holds U+0000 (NUL)"), reasons

@@ -98,7 +98,7 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
         for v in edge.json_values(read, limit, OVERSIZED_RAW_BYTES, READ_CHUNK):
             text = _json_element(path, v, limit)
             try:
-                out.append(edge.loads(text) if isinstance(text, str) else text)
+                out.append(edge.loads(text, limit=limit) if isinstance(text, str) else text)
             except ValueError as exc:
                 out.append(ReadError(f"{path}: element {v.index} is not valid JSON ({exc})", text))
         return out
@@ -113,11 +113,15 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
             if not text.strip():
                 continue
             try:
-                out.append(edge.loads(text))
+                out.append(edge.loads(text, limit=limit))
+            except edge.RecordRejected as exc:
+                if not out and n == 1:
+                    return None
+                out.append(ReadError(f"{path} line {n}: {exc}", text))
             except ValueError as exc:
                 if not out and n == 1:
                     return None
-                out.append(ReadError(f"{path} line {n}: invalid JSON ({exc})", text))
+                out.append(ReadError(f"{path} line {n}: {edge.json_error_reason(exc, text)}", text))
         return out
 
     try:
