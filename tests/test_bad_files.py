@@ -166,12 +166,13 @@ def test_reasons_name_what_the_input_holds(tmp_path):
     (tmp_path / "cr.jsonl").write_bytes(("\r".join(lines) + "\r").encode())
     inter, dead, _ = _read(str(tmp_path / "cr.jsonl"))
     assert inter == [] and len(dead) == 1
-    assert "the line holds 3 carriage return(s) (CR) not followed by LF" in dead[0].reason
-    assert "the file's lines end in CR alone" in dead[0].reason
+    assert dead[0].reason.startswith("invalid JSON: the file's lines end in CR alone (classic Mac OS line ends) and "
+                                     "lines are cut at LF only, so this line holds 3 CR(s) and more than one record")
     (tmp_path / "nul.jsonl").write_bytes(b"\x00" + lines[0].encode() + b"\n" + lines[1].encode() + b"\n")
     inter, dead, _ = _read(str(tmp_path / "nul.jsonl"))
     assert len(inter) == 2 and len(dead) == 1
-    assert dead[0].reason.startswith("invalid JSON: Expecting value: line 1 column 1 (char 0): the text holds U+0000 (NUL)")
+    assert dead[0].reason.startswith("invalid JSON: a U+0000 (NUL) character where the parser stopped (Expecting value: "
+                                     "line 1 column 1 (char 0))")
 
 
 def test_an_input_that_is_a_socket_or_a_link_loop_is_named(tmp_path):

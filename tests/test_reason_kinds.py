@@ -73,3 +73,9 @@ def test_a_limit_keeps_its_number():
         "the record holds N JSON values, over the limit of 4,096 for a record (--max-record-bytes 65,536 / 16 bytes a value)"
     assert _reason_kind("5 of 7 interactions rejected: conversation[1]: x; and 2 more") == \
         "N of N interactions rejected: conversation[N]: x; and N more"
+
+
+def test_a_code_point_stays():
+    assert _reason_kind("invalid JSON: a U+0000 (NUL) character where the parser stopped (Expecting value: line 1 "
+                        "column 7 (char 6))") == ("invalid JSON: a U+0000 (NUL) character where the parser stopped "
+                                                  "(Expecting value: line N column N (char N))")

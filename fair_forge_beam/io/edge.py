@@ -282,14 +282,15 @@ def json_error_reason(exc: ValueError, text: str) -> str:
     gap = text[len(text[:pos].rstrip(" \t\r\n")):pos]  # the whitespace before the extra data
     if getattr(exc, "msg", "") == "Extra data" and "\r" in gap and "\n" not in gap:
         n = text.count("\r") - text.count("\r\n")
-        return (f"{reason}: the line holds {n:,} carriage return(s) (CR) not followed by LF before more records: "
-                "the file's lines end in CR alone (classic Mac OS line ends), and lines are cut at LF only; "
-                "convert its line ends (e.g. tr '\\r' '\\n' < in > out)")
+        # the cause first: a reason kind longer than 160 characters keeps its start and its end
+        return (f"invalid JSON: the file's lines end in CR alone (classic Mac OS line ends) and lines are cut at "
+                f"LF only, so this line holds {n:,} CR(s) and more than one record ({exc}); convert its line ends "
+                "(e.g. tr '\\r' '\\n' < in > out)")
     code = ord(ch)
     if (code < 0x20 and ch not in " \t\r\n") or code == 0x7F:
         name = _CONTROL_NAMES.get(code, "a control character")
-        return (f"{reason}: the text holds U+{code:04X} ({name}) there, which JSON allows only escaped inside a "
-                "string (a binary, zero-padded or damaged file?)")
+        return (f"invalid JSON: a U+{code:04X} ({name}) character where the parser stopped ({exc}): JSON allows "
+                "one only escaped, inside a string (a binary, zero-padded or damaged file?)")
     return reason
 
 

@@ -732,7 +732,7 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
-_NUMBER = re.compile(r"(?<![\w.-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})")
+_NUMBER = re.compile(r"(?<![\w.+-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})")
 
 #: the words before a number that is not a record's own (a code, a limit, an option's value): the
 #: number stays in a reason kind (:func:`_reason_kind`)
