@@ -206,6 +206,18 @@ class _MergeCombineFn(WrappedCombineFn):
         return _merge_all(self.inner, accumulators)
 
 
+def merge_stored_slices(parts, fused: "FusedCombineFn") -> list:
+    """``(slice key, [slice accumulator per slot])`` pairs (several runs' stored slices, in any
+    order) → one merged pair per slice key, as ``CombinePerKey(_MergeCombineFn(fused))`` makes
+    it (each part merged into a fresh accumulator, compacted, extracted): an
+    :class:`Engine`'s ``stored_slices`` with ``stored_slices_merged``."""
+    fn = _MergeCombineFn(fused)
+    accs: dict = {}
+    for key, value in parts:
+        accs[key] = fn.add_input(accs[key] if key in accs else fn.create_accumulator(), value)
+    return [(key, fn.extract_output(fn.merge_accumulators([fn.compact(acc)]))) for key, acc in accs.items()]
+
+
 def _merge_all(fn, accumulators):
     """``fn.merge_accumulators(accumulators)``, merged into the first (Beam's contract allows it)."""
     it = iter(accumulators)
@@ -904,6 +916,10 @@ class Engine(beam.PTransform):
         stored_slices: with ``from_accumulators`` (a roll-up), ``PCollection[(slice key, [slice
             accumulator per metric or None])]``: slice accumulators of earlier runs, merged into
             the slices the input makes (a metric's slot is ``None`` where it is not stored).
+        stored_slices_merged: ``stored_slices`` holds one element per slice key, the runs'
+            accumulators already merged where they were read (:class:`_MergeCombineFn`'s merge,
+            e.g. :func:`merge_stored_slices`): no combine of its own (whose shuffle would carry
+            megabytes per slice again in Bayesian mode).
         subtracted_sessions: with ``stored_slices``, ``PCollection[(session key,``
             :class:`Reduced` ``)]``: sessions whose contribution to ``stored_slices`` is taken out
             again (a run's part of a session the input holds merged): they go through the slice
@@ -916,10 +932,12 @@ class Engine(beam.PTransform):
 
     def __init__(self, specs: Sequence[MetricSpec], on_session_accumulators=None, from_accumulators: bool = False,
                  extra_session_inputs: Sequence[tuple] = (), session_extras: Sequence[tuple] = (),
-                 on_slice_accumulators=None, stored_slices=None, subtracted_sessions=None):
+                 on_slice_accumulators=None, stored_slices=None, subtracted_sessions=None,
+                 stored_slices_merged: bool = False):
         super().__init__()
         self.on_slice_accumulators = on_slice_accumulators
         self.stored_slices, self.subtracted_sessions = stored_slices, subtracted_sessions
+        self.stored_slices_merged = stored_slices_merged
         self.extra_session_inputs, self.session_extras = tuple(extra_session_inputs), tuple(session_extras)
         self.specs = tuple(specs)
         names = [s.name for s in self.specs]
@@ -1087,7 +1105,8 @@ class Engine(beam.PTransform):
         (:class:`_SignedSliceCombineFn`)."""
         # the runs' stored slices merged where they are read (a combine whose input is a Flatten is lifted only after
         # the Flatten's buffer: megabytes per slice and run in Bayesian mode would cross it unmerged)
-        stored = self.stored_slices | "MergeStoredSlices" >> beam.CombinePerKey(_MergeCombineFn(fused))
+        stored = self.stored_slices if self.stored_slices_merged else \
+            self.stored_slices | "MergeStoredSlices" >> beam.CombinePerKey(_MergeCombineFn(fused))
         parts = [stored | "TagStoredSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1]))),
                  slices | "TagInputSlices" >> beam.Map(lambda kv: (kv[0], (1, kv[1])))]
         if self.subtracted_sessions is not None:

@@ -433,9 +433,11 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
     if open_parquet and ext == "parquet":
         import pyarrow.parquet as pq
 
+        from fair_forge_beam.io.session_stats import open_stored
+
         for path in paths:
             try:
-                with FileSystems.open(path) as f:
+                with open_stored(path) as f:
                     pq.ParquetFile(f).metadata
             except Exception as exc:  # noqa: BLE001 - pyarrow's errors name no file ("<Buffer>")
                 raise ValueError(f"{run_dir}: {folder}{path.rsplit('/', 1)[-1]} cannot be read as Parquet "
@@ -864,15 +866,15 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                 if slice_cols[g]:
                     stored_accs = (
                         p
-                        | f"StoredSliceFiles{label}" >> beam.Create([(j, path) for j, r in enumerate(runs)
-                                                                     for path in run_shards(r, slice_tables[g])])
+                        | f"StoredSliceFiles{label}" >> beam.Create([tuple(
+                            (j, path) for j, r in enumerate(runs) for path in run_shards(r, slice_tables[g]))])
                         | f"ReadStoredSlices{label}" >> beam.FlatMap(_read_slices, fuseds[g], slice_cols[g])
                     )
                     subtracted = sessions[f"m{g}"]
                 engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
                                 session_extras=[(READER, SessionRecordsCombineFn())],
                                 on_slice_accumulators=stats.slices, stored_slices=stored_accs,
-                                subtracted_sessions=subtracted)
+                                subtracted_sessions=subtracted, stored_slices_merged=True)
                 inputs = (sessions[f"g{g}"], stored_rows[f"g{g}"]) | f"SessionsAndReduced{label}" >> beam.Flatten()
                 res = inputs | f"Engine{label}" >> engine
                 results.update({n: res[n] for n in names})
@@ -931,12 +933,16 @@ def _run_options(run: str, stored: dict, declared) -> dict:
     return {d: source[d] for d in declared if d in source}
 
 
-def _read_slices(item, fused, columns) -> list:
-    """``(run index, path of a stored slice table file)`` → its ``(slice key, [slice accumulator per
-    slot])`` (:func:`~fair_forge_beam.io.session_stats.read_slice_accumulators`)."""
+def _read_slices(files, fused, columns) -> list:
+    """Every ``(run index, path of a stored slice table file)`` of ``files`` → one ``(slice key,
+    [slice accumulator per slot])`` per slice key, the files' accumulators merged as they are read
+    (:func:`~fair_forge_beam.io.session_stats.read_slice_accumulators`,
+    :func:`~fair_forge_beam.engine.merge_stored_slices`): a file's tables are freed before the
+    next is read, and the merged slices cross one shuffle less than the runs' rows would."""
+    from fair_forge_beam.engine import merge_stored_slices
     from fair_forge_beam.io.session_stats import read_slice_accumulators
 
-    return read_slice_accumulators(item[1], fused, columns)
+    return merge_stored_slices((kv for _, path in files for kv in read_slice_accumulators(path, fused, columns)), fused)
 
 
 def _parquet_files(run: str, folder: str) -> list:
@@ -950,10 +956,11 @@ def _read_parquet(path: str, columns=None):
     Raises:
         ValueError: the shard cannot be read (named: pyarrow's own message names no file)."""
     import pyarrow.parquet as pq
-    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import open_stored
 
     try:
-        with FileSystems.open(path) as f:
+        with open_stored(path) as f:  # a local file memory-mapped: no copy through a Python file object
             return pq.read_table(f, columns=columns, use_threads=False)  # CPU: one thread per file
     except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
         raise ValueError(f"{path} cannot be read as Parquet ({_one_line(exc)}): a truncated or damaged shard; "
@@ -1078,10 +1085,11 @@ class _ReadStoredRows(beam.DoFn):
     def process(self, item):
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
-        from apache_beam.io.filesystems import FileSystems
+
+        from fair_forge_beam.io.session_stats import open_stored
 
         j, path, g = item
-        with FileSystems.open(path) as f:
+        with open_stored(path) as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS, use_threads=False):
                 if self.merged is None:
                     yield from self._merged_rows(j, batch)
@@ -1400,15 +1408,14 @@ def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dic
     Reads three columns of the stored tables (``pyarrow``, in the launcher)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.io.session_stats import READER
+    from fair_forge_beam.io.session_stats import READER, open_stored
 
     slots: dict = {}  # (session_id, assistant_id) -> run -> {record key: n_slots} (all the numbering reads)
     for j, r in enumerate(runs):
         for table in tables:
             for path in _parquet_files(r, table):
-                with FileSystems.open(path) as f:
+                with open_stored(path) as f:
                     stored = pq.ParquetFile(f)
                     if READER not in stored.schema_arrow.names:
                         continue

@@ -87,7 +87,7 @@ __all__ = [
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
-    "QUALITY_COUNTS",
+    "QUALITY_COUNTS", "open_stored",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
@@ -284,6 +284,18 @@ class _SliceToRow(beam.DoFn):
         yield row
 
 
+def open_stored(path: str):
+    """A stored Parquet file opened for ``pyarrow``: a local file memory-mapped (read without a
+    copy through a Python file object: the roll-up reads hundreds of megabytes of stored
+    statistics), any other path through Beam's filesystems. A context manager either way; the
+    values read are the same (a column's decoded buffers are pyarrow's own, never the map's)."""
+    if "://" not in path:
+        return pa.memory_map(path)
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path)
+
+
 def read_slice_accumulators(path: str, fused, columns: Sequence[tuple]) -> list:
     """One stored slice table file → ``[(slice key, [slice accumulator per slot of fused, None
     where not stored])]``, each column decoded at once (``CombineFn.from_arrow``).
@@ -291,9 +303,8 @@ def read_slice_accumulators(path: str, fused, columns: Sequence[tuple]) -> list:
     Raises:
         StatsSchemaMismatch: the file's schema version is not :data:`STATS_SCHEMA_VERSION`."""
     import pyarrow.parquet as pq
-    from apache_beam.io.filesystems import FileSystems
 
-    with FileSystems.open(path) as f:
+    with open_stored(path) as f:
         table = pq.read_table(f, use_threads=False)  # megabytes of exact sums: threads cost CPU, not save it
     meta = table.schema.metadata or {}
     version = meta.get(SCHEMA_VERSION_KEY)
