@@ -11,6 +11,8 @@ Output folders:
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import json
 import logging
 import sys
@@ -99,6 +101,11 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                                 num_retries=min(args.generator_retries, 3),
                                 max_concurrency=args.generator_max_concurrency,
                                 max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
+    from fair_forge_beam.reports.output_folder import check_cache_file
+
+    check_cache_file(args.generator_cache or DEFAULT_CACHE, "--generator-cache" if args.generator_cache else
+                     "the generator cache (--generator-cache; default $FAIR_FORGE_JUDGE_CACHE or "
+                     "$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
     out = _prepare(args.output, GENERATE_FILES)
     counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
     log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
@@ -163,6 +170,9 @@ def build_assistant_handler(args: Any):
     template = args.request_template
     if args.request_template_file:
         template = read_side_text(args.request_template_file, "--request-template-file")
+    from fair_forge_beam.reports.output_folder import check_cache_file
+
+    check_cache_file(args.assistant_cache, "--assistant-cache")
     common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
                   requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes)
@@ -239,11 +249,11 @@ def stage_main(run, command: str, argv: Optional[Sequence[str]] = None) -> int:
 
     cli_logging()
     doc = run(argv)
-    print(json.dumps(doc, indent=2, sort_keys=True))
+    say(json.dumps(doc, indent=2, sort_keys=True))
     reason = stage_empty_reason(command, doc)
     if reason is None:
         return 0
-    print(f"{command}: empty run: {printable(reason)}; the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})",
+    say(f"{command}: empty run: {printable(reason)}; the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})",
           file=sys.stderr)
     return EMPTY_RUN_EXIT_CODE
 

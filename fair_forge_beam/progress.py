@@ -289,6 +289,30 @@ class QuietLogs:
         return False
 
 
+class _EnvironmentFailureShownOnce(logging.Filter):
+    """A run stopped by its machine (a full disk, a quota, a read-only file system, ``ulimit -f`` or
+    ``-n``, a failing device: :func:`~fair_forge_beam.reports.output_folder.environment_failure`)
+    is said in one line by the entry point, with the errno's text and the file or pipeline step.
+    The ERROR record Beam's runner logs for the same failure (about 15 lines of a worker's
+    traceback) is dropped from the console: it says nothing the line does not (decision,
+    docs/reliability.md). So is the one it logs for Ctrl-C reaching a worker's step (the entry
+    point says 'interrupted'). Every other ERROR record is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not record.name.startswith("apache_beam"):
+            return True
+        from fair_forge_beam.reports.output_folder import environment_failure, interruption
+
+        exc = record.exc_info[1] if record.exc_info else None
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is shown as logging shows it
+            return True
+        if exc is not None and interruption(exc) or text.startswith("KeyboardInterrupt"):
+            return False  # Ctrl-C: the entry point says 'interrupted'
+        return environment_failure(exc) is None and environment_failure(RuntimeError(text)) is None
+
+
 class _OneLineRetries(logging.Filter):
     """Beam's retry decorator (``apache_beam.utils.retry``) logs each retry with the whole
     traceback of the exception it caught; a console shows it as one line instead (what was
@@ -313,3 +337,5 @@ def cli_logging() -> None:
         retries.addFilter(_OneLineRetries())
     for handler in logging.getLogger().handlers:
         handler.addFilter(lambda r: "apitools not found" not in r.getMessage())
+        if not any(isinstance(f, _EnvironmentFailureShownOnce) for f in handler.filters):
+            handler.addFilter(_EnvironmentFailureShownOnce())

@@ -25,6 +25,8 @@ automatically for these sources). Kafka's event time is the ``--timestamp-field`
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import json
 import time
 from typing import Optional
@@ -271,7 +273,7 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
     with FileSystems.create(f"{folder}/windowed_results.json") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if not args.quiet:
-        print(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters "
+        say(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters "
               f"({doc['late_records']} later than the allowed lateness), "
               f"{doc['data_quality_warnings']} data-quality warnings in {time.time() - started:.1f} s; "
               f"outputs: {shown}/windows/, {shown}/windowed_results.json")

@@ -25,13 +25,16 @@ failed, 4 an empty run (docs/cli.md).
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.resources
 import logging
 import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import check_output_folder, run_id_of, staged_output, write_launcher_reports
+from fair_forge_beam.reports.output_folder import (check_cache_file, check_output_folder, run_id_of, staged_output,
+                                                   write_launcher_reports)
+from fair_forge_beam.console import guarded, safe_streams, say
 from fair_forge_beam.reports.summary import console_summary, printable as _printable
 from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
 
@@ -244,6 +247,13 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
         out = check_output_folder(args.output, reads=inputs)  # never over (or around) an --input
+        if (args.judge_base_url or args.guardian_base_url or args.generator_base_url) and _local_run(options, runner):
+            # every file the run writes is checked before it starts: the endpoints' answer cache too
+            from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
+
+            check_cache_file(args.judge_cache or DEFAULT_CACHE,
+                             "--judge-cache" if args.judge_cache else "the judge cache (--judge-cache; default "
+                             "$FAIR_FORGE_JUDGE_CACHE or $XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
     except ValueError as exc:
         parser.error(str(exc))
     if nothing and not args.allow_empty:
@@ -283,8 +293,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                  "publishes them as %s when it succeeds", stage, out)
         return {}
     with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
-        doc, gate_failure = _run_staged(args, argv, build, options, runner, stage, out, baseline, baseline_info, gates,
-                                        gate_baseline, beam_args)
+        doc, gate_failure, summary = _run_staged(args, argv, build, options, runner, stage, out, baseline,
+                                                 baseline_info, gates, gate_baseline, beam_args)
+    if summary is not None:
+        say(summary)  # the paths the outputs have, now published
     if gate_failure is not None:
         raise gate_failure  # after publishing: a valid run that failed a check
     return doc
@@ -293,7 +305,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates,
                 gate_baseline=None, beam_args=()):
     """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
-    caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None)``.
+    caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None, the
+    console summary to print once published or None with --quiet)``.
 
     Raises:
         EmptyRun: an empty run without ``--allow-empty`` (one line printed on stderr).
@@ -336,8 +349,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)
-    if not args.quiet:
-        print(console_summary(doc, out, written, gates))  # the paths the outputs have once published
+    # printed once published (by the caller): the console can never stop the outputs from being published
+    summary = None if args.quiet else console_summary(doc, out, written, gates)
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
         if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
             from fair_forge_beam.reports.compare import run_differences
@@ -348,15 +361,27 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         try:
             check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline, checks=checks)
         except GatesFailed as exc:
-            return doc, exc
-    return doc, None
+            return doc, exc, summary
+    return doc, None, summary
+
+
+def _local_run(options, runner) -> bool:
+    """Whether the pipeline's workers run on this machine (FnApiRunner, DirectRunner, Prism...), so
+    that the files they write (the judge cache) can be checked here; not a Flex Template launch nor
+    a remote runner (Dataflow, a Flink or Spark cluster)."""
+    from fair_forge_beam.audit_config import is_template_launch
+
+    if is_template_launch(options):
+        return False
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return not any(remote in str(name) for remote in ("Dataflow", "Flink", "Spark", "Portable"))
 
 
 def print_version() -> None:
     """``fair-forge-beam <version>`` on stdout (:func:`fair_forge_beam.version.product_version`)."""
     from fair_forge_beam.version import product_version
 
-    print(f"fair-forge-beam {product_version()}")
+    say(f"fair-forge-beam {product_version()}")
 
 
 def _watch_run(pipeline, progress) -> None:
@@ -398,26 +423,14 @@ COMMANDS = {
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The console script ``fair-forge-beam``: ``fair-forge-beam [audit options]`` runs the audit;
     ``fair-forge-beam <command> …`` runs one of :data:`COMMANDS` with the rest of the arguments."""
+    safe_streams()  # a console that cannot show a character (PYTHONIOENCODING=ascii) shows it escaped
     args = list(sys.argv[1:] if argv is None else argv)
     if "--version" in (args[:args.index("--")] if "--" in args else args):
         print_version()  # before anything heavy is imported (no Beam)
         return 0
-    try:
-        if args and args[0] in COMMANDS:
-            import importlib
-
-            return importlib.import_module(COMMANDS[args[0]]).main(args[1:])
-        return _audit_main(args if argv is not None else None)
-    except Exception as exc:  # noqa: BLE001 - a full disk or read-only file system is one line; the rest re-raised
-        from fair_forge_beam.reports.output_folder import environment_failure
-
-        why = environment_failure(exc)
-        if why is None:
-            raise
-        command = args[0] if args and args[0] in COMMANDS else "audit"
-        print(f"fair-forge-beam: error: the {command} stopped: {why}; nothing was published (the output folder, "
-              "if any, is as it was)", file=sys.stderr)
-        return 1
+    command = args[0] if args and args[0] in COMMANDS else "audit"
+    return guarded(lambda: (importlib.import_module(COMMANDS[command]).main(args[1:]) if command in COMMANDS
+                            else _audit_main(args if argv is not None else None)), command)
 
 
 def _audit_main(argv: Optional[Sequence[str]] = None) -> int:

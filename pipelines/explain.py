@@ -13,6 +13,8 @@ See docs/explainability.md.
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import functools
 import os
 import sys
@@ -113,9 +115,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              read_jsonl_shards(os.path.join(args.output, "dead_letter")),
                              {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
                               "seed": args.seed, "max length": args.max_length})
-    print(f"attributions written to {args.output}")
+    say(f"attributions written to {args.output}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "explain"))

@@ -38,4 +38,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "generate"))

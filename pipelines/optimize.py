@@ -10,6 +10,8 @@ See docs/optimizer.md.
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import json
 import os
 import sys
@@ -64,6 +66,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.optimizer.optimizers import GEPAOptimizer, MIPROv2Optimizer
 
     cache = None if args.judge_cache == "none" else (args.judge_cache or DEFAULT_CACHE)
+    from fair_forge_beam.reports.output_folder import check_cache_file
+
+    try:  # every file the run writes is checked before it starts (the cache, like --output)
+        check_cache_file(cache, "--judge-cache" if args.judge_cache else "the judge cache (--judge-cache; default "
+                         "$FAIR_FORGE_JUDGE_CACHE or $XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
+    except ValueError as exc:
+        parser.error(str(exc))
 
     def handler(model):
         return OpenAIJudgeHandler(model, args.base_url, api_key_env=args.api_key_env, cache_path=cache)
@@ -92,10 +101,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         params = {"model": args.model, "executor_model": value(args, "executor_model"),
                   "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
         write_optimizer_report(args.output, out, dead, params, seed_prompt)
-    print(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
+    say(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
           f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "optimize"))

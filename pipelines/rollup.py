@@ -7,4 +7,6 @@ import sys
 from fair_forge_beam.rollup import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "rollup"))

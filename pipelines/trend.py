@@ -8,6 +8,8 @@ line on stderr and exit code 2.
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import sys
 from typing import Optional, Sequence
 
@@ -48,18 +50,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.reports.summary import printable
     from fair_forge_beam.reports.trend import TrendUsageError, write_trend
 
-    def say(line: str) -> None:
+    def note(line: str) -> None:
         if not args.quiet:
-            print(f"trend: {printable(line)}", file=sys.stderr, flush=True)
+            say(f"trend: {printable(line)}", file=sys.stderr)
 
     try:
-        json_path, html_path = write_trend(args.patterns, args.output, slices, with_plots=not args.no_plots, log=say)
+        json_path, html_path = write_trend(args.patterns, args.output, slices, with_plots=not args.no_plots, log=note)
     except TrendUsageError as exc:
         parser.error(printable(str(exc)))
     if not args.quiet:
-        print(html_path)
+        say(html_path)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "trend"))

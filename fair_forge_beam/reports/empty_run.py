@@ -12,6 +12,8 @@ fails) — an empty-run exit would hide exactly the failure the gate was written
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 import sys
 from typing import NoReturn, Optional, Sequence
 
@@ -95,6 +97,6 @@ def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_e
 
     kept = "is left as it was" if FileSystems.exists(out) else "is not written"  # a first run has no folder yet
     hint = "; --allow-empty publishes such a run" if allow_empty else ""
-    print(f"{prog}: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
+    say(f"{prog}: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
           f"{EMPTY_RUN_EXIT_CODE}{hint})", file=sys.stderr)
     raise EmptyRun(reason)

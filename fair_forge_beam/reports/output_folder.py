@@ -44,7 +44,7 @@ from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
-           "STALE_STAGE_HOURS", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
+           "STALE_STAGE_HOURS", "OutputFolderError", "check_cache_file", "check_output_folder", "environment_failure", "interruption", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,10 @@ OWNED_OUTPUTS = OUTPUT_FILES + STALE_OUTPUTS + (MARKER,)
 TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
+
+#: bytes of path a run writes below its folder, at most (Beam's ``sessions/<metric>/beam-temp-<name>-<uuid>/<uuid>``
+#: is about 130): a local output whose path leaves less than this under PATH_MAX is a usage error
+DEEPEST_PATH_BYTES = 256
 
 _STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
@@ -260,6 +264,53 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
                              "beside its output folder")
         _check_apart(out, reads, may_hold_reads, option)
         return out
+    try:  # any OSError of the check itself (a name too long, a loop of links, EACCES on a parent) is a usage error
+        return _check_local_output(out, reads, staged, may_hold_reads, option)
+    except OSError as exc:
+        raise ValueError(_os_problem(option, out, exc)) from None
+
+
+def _os_problem(option: str, out: str, exc: OSError) -> str:
+    """The one-line usage error of an ``OSError`` met while checking or creating ``option``'s folder:
+    the path (quoted: a 300-character or 5,000-character path is cut) and the errno's text."""
+    why = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
+    return f"{option} {quoted(out)}: cannot create or write the folder: {why}"
+
+
+def _name_problem(path: str) -> Optional[str]:
+    """Why the local ``path`` (not yet created; a stage or lock name included) cannot be made:
+    a component longer than the file system's NAME_MAX or the whole path longer than PATH_MAX
+    (both asked of its nearest existing folder), else ``None``."""
+    ancestor = os.path.dirname(os.path.abspath(path))
+    while ancestor and not os.path.isdir(ancestor):
+        parent = os.path.dirname(ancestor)
+        if parent == ancestor:
+            break
+        ancestor = parent
+
+    def limit(name: str, default: int) -> int:
+        try:
+            return os.pathconf(ancestor or "/", name)
+        except (OSError, ValueError):
+            return default
+
+    name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
+    longest = max(len(os.fsencode(path)), len(os.fsencode(os.path.abspath(path)))) + DEEPEST_PATH_BYTES
+    if longest >= path_max:
+        return (f"{os.strerror(errno.ENAMETOOLONG)} (with its stage and the {DEEPEST_PATH_BYTES} bytes kept for the "
+                f"files inside, the path is over the limit of {path_max - 1} bytes)")
+    longest = max((len(os.fsencode(part)) for part in os.path.abspath(path).split(os.sep)), default=0)
+    if longest > name_max:
+        return f"{os.strerror(errno.ENAMETOOLONG)} (a name, with its stage suffix, is over {name_max} bytes)"
+    return None
+
+
+def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_reads: bool, option: str) -> str:
+    # the longest path the run makes: its stage's lock file beside it (or inside a mount point)
+    longest = (new_stage_path(out) + ".lock") if staged else os.path.join(out, "results.json")
+    problem = _name_problem(longest)
+    if problem:
+        raise ValueError(f"{option} {quoted(out)}: cannot create the folder: {problem}")
     if os.path.lexists(out) and not os.path.isdir(out):
         if os.path.islink(out) and not os.path.exists(out):
             raise ValueError(f"{option} must be a folder, but {out} is a symbolic link to {os.readlink(out)}, "
@@ -288,6 +339,46 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
             what = f"folder {out}" if place == target else f"the folder of {out} ({parent})"
             raise ValueError(f"{option}: cannot write in {what}: {problem}")
     return out
+
+
+def check_cache_file(path: Optional[str], option: str) -> None:
+    """Check, before any pipeline runs, that the local SQLite cache file ``path`` (a judge,
+    generator or assistant cache; ``None``/``"none"``/``"default"`` resolved as the run resolves
+    them) can be opened or created: a folder that cannot be made (``XDG_CACHE_HOME=/proc/x``, a
+    parent that is a file, a name too long) or written in, or a file that is a folder, is a
+    one-line usage error naming ``option`` and the path. Nothing is written: a missing file's
+    folder is probed as the output's is (:func:`_unwritable`), an existing file is opened for
+    appending and closed unchanged.
+
+    Raises:
+        ValueError: the one-line message (exit code 2 in every command).
+    """
+    from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, default_cache_path
+
+    if path in (None, "", "none"):
+        return
+    if path == DEFAULT_CACHE:
+        path = default_cache_path()
+    if not _is_local(path):
+        return
+    problem = _name_problem(path)
+    try:
+        if problem is None and os.path.isdir(path):
+            problem = "it is a folder (give the path of a file)"
+        elif problem is None and os.path.lexists(path):
+            with open(path, "ab"):
+                pass
+        elif problem is None:
+            ancestor = os.path.dirname(os.path.abspath(path))
+            while not os.path.lexists(ancestor):
+                ancestor = os.path.dirname(ancestor)
+            problem = os.strerror(errno.ENOTDIR) if not os.path.isdir(ancestor) else _unwritable(ancestor)
+            if problem:
+                problem += f": {quoted(ancestor)}"
+    except OSError as exc:
+        problem = os.strerror(exc.errno) if exc.errno else str(exc)
+    if problem:
+        raise ValueError(f"{option} {quoted(path)}: cannot create or write the cache file: {problem}")
 
 
 def _unwritable(folder: str) -> Optional[str]:
@@ -640,9 +731,19 @@ def _stage_lock(stage: str, wait: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
+class OutputFolderError(ValueError):
+    """The output folder (or its stage) could not be created once the checks passed (an ``OSError``
+    of ``os.makedirs``): a one-line usage error, exit code 2, before any pipeline runs."""
+
+
 #: what the machine, not the run, ran out of or refused: a full disk or quota, a read-only file
-#: system (the run's own errors keep their traceback)
-_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+#: system, a file size limit (``ulimit -f``: EFBIG), the open-file limits of the process or the
+#: system (``ulimit -n``: EMFILE, ENFILE) and a failing device (EIO). The run's own errors keep
+#: their traceback.
+_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EIO)
+#: what to do about each, said after the errno's text
+_ENVIRONMENT_HINTS = {errno.EFBIG: "the file size limit, ulimit -f", errno.EMFILE: "the open-file limit, ulimit -n",
+                      errno.ENFILE: "the system's open-file limit"}
 
 
 def environment_failure(exc: BaseException) -> Optional[str]:
@@ -660,13 +761,32 @@ def environment_failure(exc: BaseException) -> Optional[str]:
         seen.add(id(e))
         if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
             where = f" ({e.filename})" if e.filename else ""
-            return f"{os.strerror(e.errno)}{where}"
+            hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""
+            return f"{os.strerror(e.errno)}{hint}{where}"
         for m in re.finditer(r"\[Errno (\d+)\]", str(e)):
             if int(m.group(1)) in _ENVIRONMENT_ERRNOS:
                 step = re.search(r"\[while running '([^']*)'\]", str(e))
-                return os.strerror(int(m.group(1))) + (f" (in the pipeline's step {step.group(1)})" if step else "")
+                code = int(m.group(1))
+                hint = f" ({_ENVIRONMENT_HINTS[code]})" if code in _ENVIRONMENT_HINTS else ""
+                return os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
         todo += [e.__cause__, e.__context__]
     return None
+
+
+def interruption(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
+    ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
+    reached a worker's step."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
+            return True
+        todo += [e.__cause__, e.__context__]
+    return False
 
 
 @contextlib.contextmanager
@@ -697,10 +817,16 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
     stage = new_stage_path(out)
     local = _is_local(out)
     if local:  # the check created nothing: the stage's folder (--output's parent) is made now
-        os.makedirs(os.path.dirname(stage), exist_ok=True)
+        try:
+            os.makedirs(os.path.dirname(stage), exist_ok=True)
+        except OSError as exc:
+            raise OutputFolderError(_os_problem("--output", out, exc)) from None
     with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
         if local:
-            os.makedirs(stage)
+            try:
+                os.makedirs(stage)
+            except OSError as exc:
+                raise OutputFolderError(_os_problem("--output", out, exc)) from None
         try:
             yield stage
         except BaseException:
