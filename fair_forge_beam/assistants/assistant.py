@@ -171,8 +171,9 @@ def render_request(template: str, values: Mapping[str, Any]) -> Any:
     except _RawValue as exc:
         raise ValueError(f"request template: {exc}") from None
     except Exception as exc:  # noqa: BLE001 — TemplateError, TypeError (| tojson of an undefined name), OverflowError (range), RecursionError, ...
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise ValueError(f"request template: {type(exc).__name__}: {first}") from None
+        from fair_forge_beam.plain import plain_reason
+
+        raise ValueError(f"request template: {plain_reason(exc)}") from None  # plain words, no class name
     try:
         return json.loads(text)
     except ValueError as exc:

@@ -81,6 +81,8 @@ check the current value, the baseline value and the interval of the difference.
 """
 from __future__ import annotations
 
+from fair_forge_beam.console import say  # console output never fails a run
+
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
@@ -90,6 +92,7 @@ from fair_forge_beam.schemas.metric_info import dotted_get
 import math
 import operator
 import re
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, Sequence, Union
 
@@ -232,11 +235,32 @@ class Gate(BaseModel):
             raise ValueError(unknown_operator(v))
         return v
 
+    @field_validator("threshold", "margin", mode="before")
+    @classmethod
+    def _a_number(cls, v, info):
+        """What a config's value is when it is no number, in words (pydantic said 'Input should be a
+        valid number' for a TOML integer of 400 digits, a date, a string, a table alike)."""
+        if v is None or isinstance(v, float):
+            return v
+        if isinstance(v, bool):
+            raise ValueError(f"not a number but {str(v).lower()}")
+        if isinstance(v, int):
+            if abs(v) > sys.float_info.max:
+                digits = len(str(abs(v))) if abs(v).bit_length() < 14_000 else None
+                size = f"{digits:,} digits" if digits else "too many digits"
+                raise ValueError(f"too large for a number ({size}; the largest is about 1.8e308)")
+            return float(v)
+        if isinstance(v, str):
+            raise ValueError(f"not a number but the text {quoted(v)} (write a number without quotes)")
+        kind = {"date": "a date", "datetime": "a date and time", "time": "a time of day", "list": "a list",
+                "tuple": "a list", "dict": "a table"}.get(type(v).__name__, "a value of another kind")
+        raise ValueError(f"not a number but {kind} ({quoted(v)})")
+
     @field_validator("threshold", "margin")
     @classmethod
     def _finite(cls, v, info):
         if v is not None and not math.isfinite(v):
-            raise ValueError(f"{info.field_name} must be a finite number")
+            raise ValueError(f"not a finite number ({v}): write a finite number such as 0.95, -1 or 2e-3")
         return v
 
     @field_validator("slices", mode="before")
@@ -330,22 +354,46 @@ _FOR = r"(?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?
 _IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
         |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$"""
 _OP = r"(?P<op>[<>=!≤≥≠]+)"  # any operator-like token: one not in OPERATORS is an error that names them
-_GATE_RE = re.compile(
-    rf"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
-    {_OP}\s*(?P<threshold>{NUMBER_PATTERN}){_FOR}{_IN}""",
-    re.X,
-)
-_COVERAGE_RE = re.compile(
-    rf"""^\s*coverage\s+(?:(?P<metric>[A-Za-z_][\w-]*)\s+)??
-    (?:(?P<baseline>assistants_of_baseline)\s*$
-      |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{NUMBER_PATTERN}){_IN})""",
-    re.X,
-)
-_REGRESSION_RE = re.compile(
-    rf"""^\s*regression\s+(?P<metric>[A-Za-z_][\w-]*)(?:\s+(?P<field>[A-Za-z_]\w*))??\s+not\s+worse
-    (?:\s+by\s+more\s+than\s+(?P<margin>{NUMBER_PATTERN}))?{_FOR}{_IN}""",
-    re.X,
-)
+def _gate_forms(number: str) -> tuple:
+    """The three gate forms' patterns (threshold, coverage, regression), their numbers written as
+    ``number``: :data:`NUMBER_PATTERN` (what parses), or ``\\S+`` (any word: a text that fits only
+    so has a threshold or margin that is no number, said as such)."""
+    return (
+        re.compile(rf"""^\s*(?P<metric>[A-Za-z_][\w-]*)\s+(?P<field>[A-Za-z_]\w*)\s+(?P<stat>[A-Za-z_]\w*)\s*
+            {_OP}\s*(?P<threshold>{number}){_FOR}{_IN}""", re.X),
+        re.compile(rf"""^\s*coverage\s+(?:(?P<metric>[A-Za-z_][\w-]*)\s+)??
+            (?:(?P<baseline>assistants_of_baseline)\s*$
+              |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{number}){_IN})""", re.X),
+        re.compile(rf"""^\s*regression\s+(?P<metric>[A-Za-z_][\w-]*)(?:\s+(?P<field>[A-Za-z_]\w*))??\s+not\s+worse
+            (?:\s+by\s+more\s+than\s+(?P<margin>{number}))?{_FOR}{_IN}""", re.X),
+    )
+
+
+_GATE_RE, _COVERAGE_RE, _REGRESSION_RE = _gate_forms(NUMBER_PATTERN)
+#: the same forms with any word where a number goes (:func:`_number_words`)
+_LOOSE = dict(zip(("", "coverage", "regression"), _gate_forms(r"[^\s,]+")))
+
+
+def _number_words(token: str) -> str:
+    """Why ``token``, written where a gate's threshold or margin goes, is not one: not finite
+    (``inf``, ``nan``), a percent sign (``0.5%``: the fraction 0.005 is meant), or not a number
+    written with the digits 0-9 (``1/2``, ``0.5e``, ``−1`` with a Unicode minus)."""
+    bare = token.strip().lower().lstrip("+-")
+    if bare in ("inf", "infinity", "nan"):
+        return f"{quoted(token)} is not a finite number: write a finite number such as 0.95, -1 or 2e-3"
+    if token.endswith("%"):
+        try:
+            hint = f": {token} is {exact_float(token[:-1]) / 100:g}"
+        except ValueError:
+            hint = ""
+        return f"{quoted(token)} has a percent sign: write the fraction, without %{hint}"
+    try:
+        exact_float(token)
+    except ValueError as exc:
+        return str(exc)
+    return f"{quoted(token)} is not a number here"
+
+
 #: the gate forms by first word, each with an example: a usage error names the one its text began
 #: (the threshold form for any other first word), not all of them
 _FORMS = {
@@ -424,7 +472,13 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
                     "for_every": g["for_every"]}
     if m and m.groupdict().get("op") is not None and m.group("op") not in OPERATORS:
         raise GateConfigError(f"gate {quoted(text)}: {unknown_operator(m.group('op'))}")
-    if not m:
+    if not m:  # a text of the right form but for its number says what is wrong with the number
+        loose = _LOOSE.get(first if first in ("coverage", "regression") else "").match(text)
+        for what in ("threshold", "margin"):
+            token = loose.groupdict().get(what) if loose else None
+            if token is not None and (re.search(r"\d", token) or token.strip().lower().lstrip("+-") in
+                                      ("inf", "infinity", "nan")):  # a word (no digit) keeps the form's hint
+                raise GateConfigError(f"gate {quoted(text)}: the {what} {_number_words(token)}")
         raise GateConfigError(f"gate {quoted(text)}: {_expected(text)}")
     if name:
         data["name"] = name
@@ -455,7 +509,12 @@ def make_gate(data: Union[str, dict, Gate], where: str = "gate") -> Gate:
 
 
 def _pydantic_message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'gate'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'gate'}: {_words(e['msg'])}" for e in exc.errors())
+
+
+def _words(msg: str) -> str:
+    """pydantic's message without its ``Value error, `` prefix (the check's own words follow it)."""
+    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
 
 
 def metric_slice_dimensions(metric: str, slice_dims: Sequence[str]) -> tuple:
@@ -1110,11 +1169,11 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     loud = not quiet or report["status"] == "nothing checked"
     for c in checks:
         if c.status == "fail" or (c.status != "pass" and loud):
-            print(c.message(ci_level), file=sys.stderr)
+            say(c.message(ci_level), file=sys.stderr)
     summary = gates_summary(report)
     if report["n_failed"]:
-        print(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
+        say(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
         raise GatesFailed(checks, summary)
     if loud:  # a skipped gate is not a pass: said on stderr
-        print(summary, file=sys.stderr if report["n_skipped"] else sys.stdout)
+        say(summary, file=sys.stderr if report["n_skipped"] else sys.stdout)
     return checks

@@ -289,12 +289,13 @@ def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: O
 def too_small(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float]) -> Optional[str]:
     """Why the slice is too small to judge (``None`` when it is not): fewer than
     :data:`MIN_SESSIONS` sessions, or every headline estimate with a value inconclusive (or none
-    with a value). ``overall`` is never too small."""
-    if rec.get("slice") == "overall":
-        return None
+    with a value). ``overall`` is too small only by the first rule (one session: no interval, as
+    every surface marks it: the console's ``1*`` too)."""
     n_ses = rec.get("n_sessions")
     if isinstance(n_ses, int) and n_ses < MIN_SESSIONS:
         return f"{n_ses} session{'s' if n_ses != 1 else ''}: no interval"
+    if rec.get("slice") == "overall":
+        return None
     ok, flags = _judged(metric, rec, heads, width, level)
     if ok:
         return None

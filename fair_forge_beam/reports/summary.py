@@ -124,7 +124,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
             vals = "".join(f"  {'n/a' if is_undefined(name, h, dotted_get(r, h)) else format_estimate(dotted_get(r, h)):<34}"
                            for h in heads)
             n_ses = r.get("n_sessions")
-            small = r["slice"] != "overall" and isinstance(n_ses, int) and n_ses < MIN_SESSIONS
+            small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
             lines.append(
                 "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
@@ -134,8 +134,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
             lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
                          " so one session gives no interval: the report lists these slices apart)")
         if len(slices) > MAX_CONSOLE_SLICES:
-            small_n = sum(1 for r in slices if r["slice"] != "overall" and isinstance(r.get("n_sessions"), int)
-                          and r["n_sessions"] < MIN_SESSIONS)
+            small_n = sum(1 for r in slices if isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_SESSIONS)
             lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "
                          f"the {len({r['slice'] for _, r in shown})} above; every slice in {out}/results.json "
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")

@@ -41,10 +41,9 @@ _RENDER_FAILURES = (RecursionError, OverflowError, ArithmeticError, TypeError, L
 
 
 def _template_failure(exc: BaseException, doing: str) -> TemplateRenderError:
-    if isinstance(exc, RecursionError):
-        why = "recursion deeper than Python's limit (a macro or call that never ends)"
-    else:
-        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    from fair_forge_beam.plain import plain_reason
+
+    why = plain_reason(exc)  # plain words, no class name
     return TemplateRenderError(f"template error while {doing}: {why}")
 
 
