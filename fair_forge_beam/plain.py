@@ -45,7 +45,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, ZeroDivisionError):
         return "a division by zero"
     if isinstance(exc, OverflowError):
-        return f"a number too large: {first}" if first else "a number too large"
+        return first or "a number too large"
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
     if isinstance(exc, OSError) and exc.errno:

@@ -240,10 +240,10 @@ def test_tojsons_indent_is_a_small_whole_number_only(template):
 
 
 @pytest.mark.parametrize("template, error", [
-    ("{% for i in range(100000000) %}{% endfor %}{}", "OverflowError: Range too big"),
+    ("{% for i in range(100000000) %}{% endfor %}{}", "Range too big"),
     ('{"m": {{ query|tojson }}', "did not render to JSON"),
-    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
-    ('{"m": {{ query|tojson }', "TemplateSyntaxError"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "recursion deeper than Python's limit"),
+    ('{"m": {{ query|tojson }', "syntax error on line 1"),
 ])
 @pytest.mark.slow
 def test_request_template_runtime_errors_are_one_line_usage_errors(tmp_path, template, error):
