@@ -198,7 +198,7 @@ def test_an_empty_windowed_run_leaves_the_previous_folder(tmp_path, capsys):
                    "--window", "fixed:1h", f"--runner={FNAPI}", "--output", str(out)])
     assert exc.value.code == 4
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"fair-forge-beam: empty run: no interaction was scored in any window (2 dead letters); {out} is "
+    assert err == [f"fair-forge-beam: empty run: no interaction was scored in any window (1 dead letter); {out} is "
                    "left as it was (exit code 4; --allow-empty publishes such a run)"]
     assert _tree(out) == before and _siblings(out) == []
 
@@ -232,7 +232,8 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
                      "dead_letter/part-00000-of-00001.jsonl",
                      "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
                      "stats/sessions/part-00000-of-00001.parquet",
-                     "stats/slices/part-00000-of-00001.parquet"}  # stored slice accumulators (schema v4)
+                     "stats/slices/part-00000-of-00001.parquet",  # stored slice accumulators (schema v4)
+                     "stats/quality_counts.json"}  # the manifest's quality counts, sealed (issue 28)
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION

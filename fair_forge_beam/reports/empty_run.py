@@ -42,6 +42,11 @@ def _top(reasons: Optional[dict]) -> str:
     return f"; most common: {reason} ({count})"
 
 
+def _dead(n: int) -> str:
+    """``n`` dead letter(s), in words: "1 dead letter", "2 dead letters"."""
+    return f"{n} dead letter{'' if n == 1 else 's'}"
+
+
 def empty_run_reason(doc: dict, coverage_gated: bool = False) -> Optional[str]:
     """Why the run whose ``results.json`` content is ``doc`` is empty, or ``None`` when it is not.
 
@@ -56,14 +61,14 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False) -> Optional[str]:
     if n_read == 0 and rejected == 0:
         return "no input record (the inputs hold no interaction)"
     if n_read == 0:
-        return f"every record was rejected at read ({rejected} dead letters{_top(s.get('rejected_at_read_reasons'))})"
+        return f"every record was rejected at read ({_dead(rejected)}{_top(s.get('rejected_at_read_reasons'))})"
     if coverage_gated:
         return None
     idle = []
     for name, ms in (s.get("metrics") or {}).items():
         if not ms.get("interactions_scored", ms.get("scored", 0)):
             dead = int(ms.get("dead_letters") or 0)
-            idle.append(f"{name} scored nothing of {n_read} interactions read ({dead} dead letters"
+            idle.append(f"{name} scored nothing of {n_read} interactions read ({_dead(dead)}"
                         f"{_top(ms.get('dead_letter_reasons'))})")
     return "; ".join(idle) or None
 
@@ -77,8 +82,8 @@ def windowed_empty_run_reason(doc: dict, metrics: Sequence[str]) -> Optional[str
         return None
     dead = int(doc.get("dead_letters") or 0)
     if len(idle) == len(metrics):
-        return f"no interaction was scored in any window ({dead} dead letters)"
-    return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({dead} dead letters in all)"
+        return f"no interaction was scored in any window ({_dead(dead)})"
+    return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({_dead(dead)} in all)"
 
 
 def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_empty: bool = True) -> NoReturn:
