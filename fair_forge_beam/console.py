@@ -3,15 +3,77 @@
 A console that cannot show a character (``PYTHONIOENCODING=ascii``, a C locale) shows it escaped
 (``b\\xf8t-\\u2713``), and a console that is gone (stdout a closed pipe or ``/dev/full``) is
 dropped: :func:`safe_streams` at every entry point, :func:`say` for every line a command prints.
+The failures a user did not cause by the run's own code — Ctrl-C (:func:`interruption`), the
+machine's storage or limits (:func:`environment_failure`), an output folder that cannot be created
+(:class:`OutputFolderError`) — are one line each (:func:`guarded`). This module imports nothing of
+the package, so that any layer (the readers' progress, the output folder) may use it.
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
+import re
 import sys
 from typing import Any, Callable, Optional, TextIO
 
-__all__ = ["entry_point", "guarded", "safe_streams", "say"]
+__all__ = ["OutputFolderError", "entry_point", "environment_failure", "guarded", "interruption", "safe_streams", "say"]
+
+
+class OutputFolderError(ValueError):
+    """The output folder (or its stage) could not be created once the checks passed (an ``OSError``
+    of ``os.makedirs``): a one-line usage error, exit code 2, before any pipeline runs."""
+
+
+#: what the machine, not the run, ran out of or refused: a full disk or quota, a read-only file
+#: system, a file size limit (``ulimit -f``: EFBIG), the open-file limits of the process or the
+#: system (``ulimit -n``: EMFILE, ENFILE) and a failing device (EIO). The run's own errors keep
+#: their traceback.
+_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EIO)
+#: what to do about each, said after the errno's text
+_ENVIRONMENT_HINTS = {errno.EFBIG: "the file size limit, ulimit -f", errno.EMFILE: "the open-file limit, ulimit -n",
+                      errno.ENFILE: "the system's open-file limit"}
+
+
+def environment_failure(exc: BaseException) -> Optional[str]:
+    """One line for a run that stopped because its machine's storage failed — no space left, a
+    quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
+    text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
+    [while running 'WriteParquet/…']``); None for any other failure."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
+            where = f" ({e.filename})" if e.filename else ""
+            hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""
+            return f"{os.strerror(e.errno)}{hint}{where}"
+        for m in re.finditer(r"\[Errno (\d+)\]", str(e)):
+            if int(m.group(1)) in _ENVIRONMENT_ERRNOS:
+                step = re.search(r"\[while running '([^']*)'\]", str(e))
+                code = int(m.group(1))
+                hint = f" ({_ENVIRONMENT_HINTS[code]})" if code in _ENVIRONMENT_HINTS else ""
+                return os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
+def interruption(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
+    ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
+    reached a worker's step."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
+            return True
+        todo += [e.__cause__, e.__context__]
+    return False
 
 
 def safe_streams() -> None:
@@ -64,10 +126,8 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam") -> int:
     as one line on stderr, never a traceback (docs/reliability.md, docs/cli.md): Ctrl-C (``KeyboardInterrupt``:
     'interrupted', exit code 130; the stage is removed, so the output folder is as it was, like
     SIGTERM's), an output folder that cannot be created (``OutputFolderError``: exit code 2) and
-    the machine's storage or limits failing (:func:`~fair_forge_beam.reports.output_folder.environment_failure`:
+    the machine's storage or limits failing (:func:`environment_failure`:
     exit code 1). Any other exception is re-raised."""
-    from fair_forge_beam.reports.output_folder import OutputFolderError, environment_failure, interruption
-
     try:
         return run_command()
     except OutputFolderError as exc:

@@ -291,7 +291,7 @@ class QuietLogs:
 
 class _EnvironmentFailureShownOnce(logging.Filter):
     """A run stopped by its machine (a full disk, a quota, a read-only file system, ``ulimit -f`` or
-    ``-n``, a failing device: :func:`~fair_forge_beam.reports.output_folder.environment_failure`)
+    ``-n``, a failing device: :func:`~fair_forge_beam.console.environment_failure`)
     is said in one line by the entry point, with the errno's text and the file or pipeline step.
     The ERROR record Beam's runner logs for the same failure (about 15 lines of a worker's
     traceback) is dropped from the console: it says nothing the line does not (decision,
@@ -301,7 +301,7 @@ class _EnvironmentFailureShownOnce(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR or not record.name.startswith("apache_beam"):
             return True
-        from fair_forge_beam.reports.output_folder import environment_failure, interruption
+        from fair_forge_beam.console import environment_failure, interruption
 
         exc = record.exc_info[1] if record.exc_info else None
         try:

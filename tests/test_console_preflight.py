@@ -66,7 +66,7 @@ def test_an_oserror_creating_the_stage_is_a_usage_error(tmp_path, monkeypatch, c
 # ----------------------------------------------------------------------------- 2. environment failures
 @pytest.mark.parametrize("code", [errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EIO, errno.ENOSPC])
 def test_the_machines_limits_are_environment_failures(code):
-    from fair_forge_beam.reports.output_folder import environment_failure
+    from fair_forge_beam.console import environment_failure
 
     assert environment_failure(OSError(code, os.strerror(code))).startswith(os.strerror(code))
     wrapped = RuntimeError(f"OSError: [Errno {code}] {os.strerror(code)} [while running 'WriteX/Write']")

@@ -8,7 +8,7 @@ import errno
 
 import pytest
 
-from fair_forge_beam.reports.output_folder import environment_failure
+from fair_forge_beam.console import environment_failure
 from pipelines import audit
 
 BEAM_WRAPPED = RuntimeError("OSError: [Errno 28] No space left on device [while running 'WriteParquet/Write/WriteImpl/WriteBundles']")

@@ -41,10 +41,11 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
+from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
-           "STALE_STAGE_HOURS", "OutputFolderError", "check_cache_file", "check_output_folder", "environment_failure", "interruption", "empty_output_problem", "staged_output", "new_stage_path",
+           "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
@@ -729,64 +730,6 @@ def _stage_lock(stage: str, wait: bool = True) -> Iterator[bool]:
                 os.remove(path)
     finally:
         os.close(fd)
-
-
-class OutputFolderError(ValueError):
-    """The output folder (or its stage) could not be created once the checks passed (an ``OSError``
-    of ``os.makedirs``): a one-line usage error, exit code 2, before any pipeline runs."""
-
-
-#: what the machine, not the run, ran out of or refused: a full disk or quota, a read-only file
-#: system, a file size limit (``ulimit -f``: EFBIG), the open-file limits of the process or the
-#: system (``ulimit -n``: EMFILE, ENFILE) and a failing device (EIO). The run's own errors keep
-#: their traceback.
-_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EIO)
-#: what to do about each, said after the errno's text
-_ENVIRONMENT_HINTS = {errno.EFBIG: "the file size limit, ulimit -f", errno.EMFILE: "the open-file limit, ulimit -n",
-                      errno.ENFILE: "the system's open-file limit"}
-
-
-def environment_failure(exc: BaseException) -> Optional[str]:
-    """One line for a run that stopped because its machine's storage failed — no space left, a
-    quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
-    text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
-    [while running 'WriteParquet/…']``); None for any other failure."""
-    import re
-
-    seen, todo = set(), [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
-            where = f" ({e.filename})" if e.filename else ""
-            hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""
-            return f"{os.strerror(e.errno)}{hint}{where}"
-        for m in re.finditer(r"\[Errno (\d+)\]", str(e)):
-            if int(m.group(1)) in _ENVIRONMENT_ERRNOS:
-                step = re.search(r"\[while running '([^']*)'\]", str(e))
-                code = int(m.group(1))
-                hint = f" ({_ENVIRONMENT_HINTS[code]})" if code in _ENVIRONMENT_HINTS else ""
-                return os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
-        todo += [e.__cause__, e.__context__]
-    return None
-
-
-def interruption(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
-    ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
-    reached a worker's step."""
-    seen, todo = set(), [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
-            return True
-        todo += [e.__cause__, e.__context__]
-    return False
 
 
 @contextlib.contextmanager
