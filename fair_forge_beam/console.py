@@ -35,17 +35,24 @@ _ENVIRONMENT_HINTS = {errno.EFBIG: "the file size limit, ulimit -f", errno.EMFIL
                       errno.ENFILE: "the system's open-file limit"}
 
 
-def environment_failure(exc: BaseException) -> Optional[str]:
-    """One line for a run that stopped because its machine's storage failed — no space left, a
-    quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
-    text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
-    [while running 'WriteParquet/…']``); None for any other failure."""
+def _chain(exc: BaseException):
+    """``exc`` and every exception of its causes and contexts, each once (depth first)."""
     seen, todo = set(), [exc]
     while todo:
         e = todo.pop()
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__]
+
+
+def environment_failure(exc: BaseException) -> Optional[str]:
+    """One line for a run that stopped because its machine's storage failed — no space left, a
+    quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
+    text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
+    [while running 'WriteParquet/…']``); None for any other failure."""
+    for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
             where = f" ({e.filename})" if e.filename else ""
             hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""
@@ -56,7 +63,6 @@ def environment_failure(exc: BaseException) -> Optional[str]:
                 code = int(m.group(1))
                 hint = f" ({_ENVIRONMENT_HINTS[code]})" if code in _ENVIRONMENT_HINTS else ""
                 return os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
-        todo += [e.__cause__, e.__context__]
     return None
 
 
@@ -64,16 +70,7 @@ def interruption(exc: BaseException) -> bool:
     """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
     ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
     reached a worker's step."""
-    seen, todo = set(), [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
-            return True
-        todo += [e.__cause__, e.__context__]
-    return False
+    return any(isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt") for e in _chain(exc))
 
 
 def safe_streams() -> None:
