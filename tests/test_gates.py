@@ -27,6 +27,7 @@ from fair_forge_beam.reports.gates import (
     gates_report,
     make_gate,
     parse_gate,
+    read_count_dimensions,
     resolve_gates,
 )
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
@@ -184,6 +185,32 @@ def test_an_interval_gate_on_a_one_session_slice_names_the_rule_not_missing_data
     assert "rests on 1 session (n = 3), too small to judge" in checks[0].reason and "no data" not in checks[0].reason
     didt = evaluate_gates(_doc(toxicity=[one]), [parse_gate("toxicity DIDT ci_high <= 0.5 in every assistant_id")])
     assert "no data" in didt[0].reason  # no estimate at all: still 'no data'
+
+
+def test_an_every_dimension_gate_covers_every_value_read_and_fails_one_never_scored():
+    """Issue 28 trial: bot-c's only session was Spanish (Toxicity scores English): it was read, has
+    no Toxicity slice, and 'in every assistant_id' passed without it. A value the run read and
+    never scored fails the gate naming it and why, whatever if_undefined says, in threshold and
+    regression gates; the read counts are written for such a gate."""
+    doc = _doc(toxicity=TOX)
+    doc["summary"]["interactions_read_by_slice"] = {"overall": 9, "assistant_id=a": 4, "assistant_id=b": 4,
+                                                    "assistant_id=bot-c": 1, "language=spanish": 1}
+    gate = make_gate({"gate": "toxicity toxic_rate ci_high <= 0.9 in every assistant_id", "if_undefined": "skip"})
+    checks = evaluate_gates(doc, [gate])
+    assert [(c.slice, c.status) for c in checks] == [("assistant_id=a", "pass"), ("assistant_id=b", "pass"),
+                                                     ("assistant_id=bot-c", "fail")]
+    assert checks[-1].reason == "bot-c: no estimate (0 of 1 interactions scored)"
+    assert "bot-c: no estimate" in checks[-1].message() and not gates_report(checks, [gate])["passed"]
+    every = evaluate_gates(doc, [parse_gate("toxicity toxic_rate ci_high <= 0.9 in every slice")])
+    assert {c.slice for c in every if c.status == "fail"} == {"assistant_id=bot-c", "language=spanish"}
+    assert [c.status for c in evaluate_gates(doc, [parse_gate("toxicity toxic_rate ci_high <= 0.9")])] == ["pass"]
+    reg = evaluate_gates(doc, [parse_gate("regression toxicity toxic_rate not worse in every assistant_id")], doc)
+    assert [(c.slice, c.status, c.reason) for c in reg if c.slice == "assistant_id=bot-c"] == [
+        ("assistant_id=bot-c", "fail", "bot-c: no estimate (0 of 1 interactions scored)")]
+    # the counts are written for such a gate (audit and roll-up), as for a per-slice coverage gate
+    dims = ("overall", "assistant_id", "language")
+    assert read_count_dimensions([gate], dims) == dims
+    assert read_count_dimensions([parse_gate("toxicity toxic_rate ci_high <= 0.9")], dims) == ()
 
 
 def test_bias_gate_for_every_attribute():

@@ -134,7 +134,9 @@ def test_regression_gates_that_apply():
     # a frequentist regression gate on a rate with counts: the Agresti–Caffo interval
     resolve_gates(["regression toxicity toxic_rate not worse"], ["toxicity"], False, DIMS,
                   _doc("frequentist", [_tox("overall", 2, 40, 20)]))
-    assert read_count_dimensions(gates, DIMS) == DIMS and read_count_dimensions(gates[:2], DIMS) == ()
+    assert read_count_dimensions(gates, DIMS) == DIMS and read_count_dimensions(gates[1:2], DIMS) == ()
+    # a regression gate in every <dimension> covers every value read (issue 28): it needs the read counts
+    assert read_count_dimensions(gates[:1], DIMS) == DIMS
 
 
 # ------------------------------------------------------------------------------- coverage
@@ -361,7 +363,9 @@ def test_a_run_made_worse_fails_its_regression_gate_with_both_values_and_the_int
     line = next(ln for ln in err.splitlines() if ln.startswith("GATE FAILED"))
     assert line.startswith(f"GATE FAILED '{gate}' [assistant_id=hh-rejected]: toxic_rate credibly worse than the "
                            "baseline: this run ")
-    assert "interactions_read_by_slice" not in after["summary"]  # no coverage gate: results.json as before
+    # a gate in every assistant_id covers every assistant read: results.json carries the read counts
+    assert after["summary"]["interactions_read_by_slice"]["assistant_id=hh-rejected"] == cur["n_interactions"]
+    assert "interactions_read_by_slice" not in before["summary"]  # no per-slice gate: results.json as before
 
 
 @pytest.mark.slow

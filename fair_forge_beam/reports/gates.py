@@ -59,8 +59,10 @@ Semantics:
   (:func:`compare`: ``<=``/``>=`` pass, ``<``/``>`` fail) — float noise never decides a gate;
 * a selected slice absent from the results (e.g. the metric scored nothing) fails the gate;
   coverage gates also see every assistant and language that was *read* (``results.json``'s
-  ``summary.interactions_read_by_slice``, written when a coverage gate asks for it), so an
-  assistant whose every answer was dead-lettered fails them with 0 scored;
+  ``summary.interactions_read_by_slice``, written when a coverage gate or a threshold/regression
+  gate ``in every slice|<dimension>`` asks for it), so an assistant whose every answer was
+  dead-lettered fails them with 0 scored, and fails such a threshold/regression gate with
+  ``<value>: no estimate (0 of <n> interactions scored)`` (whatever ``if_undefined`` says);
 * an undefined estimate (``mean``/interval ``null``, e.g. DIDT with no group detected) fails the
   gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json``;
 * regression: a slice or estimate too small to compare (fewer than two sessions, or a
@@ -693,12 +695,18 @@ def uses_baseline(gates: Sequence[Gate]) -> bool:
     return any(g.kind == "regression" or (g.kind == "coverage" and g.field == "assistants_of_baseline") for g in gates)
 
 
+def _per_slice(g: Gate) -> bool:
+    """A threshold or regression gate over every slice or every value of a dimension: it covers
+    every value the run read (issue 28), so it needs the interactions-read counts."""
+    return g.kind != "coverage" and isinstance(g.slices, str) and g.slices.startswith("every")
+
+
 def read_count_dimensions(gates: Sequence[Gate], slice_dims: Sequence[str]) -> tuple:
     """The slice dimensions whose interactions-read counts ``results.json`` must carry for these
     gates (``summary.interactions_read_by_slice``): those of :data:`~fair_forge_beam.slices.SLICE_DIMENSIONS` the
     audit computes, when a per-slice coverage gate is among them; else ``()`` (the default
     ``results.json`` keeps its bytes)."""
-    if not any(g.kind == "coverage" and g.field != "assistants_of_baseline" for g in gates):
+    if not any((g.kind == "coverage" and g.field != "assistants_of_baseline") or _per_slice(g) for g in gates):
         return ()
     return tuple(d for d in SLICE_DIMENSIONS if d in slice_dims)
 
@@ -853,16 +861,39 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = 
     return checks
 
 
+def _with_read_slices(doc: dict, g: Gate, records: list) -> list:
+    """``records`` and, for a gate over every slice / every value of a dimension, a read-only
+    record for each slice the run READ (``summary.interactions_read_by_slice``) that the metric
+    has no record of: nothing of it was scored, so the gate fails naming it — a gate never passes
+    on data that is not there (an assistant whose only session is in a language the metric does
+    not score was read, and is a value of ``in every assistant_id``)."""
+    read_by_slice = (doc.get("summary") or {}).get("interactions_read_by_slice") or {}
+    if not _per_slice(g) or not read_by_slice:
+        return records
+    mine = metric_slice_dimensions(g.metric, _run_slice_dims(doc))
+    have = {r.get("slice") for r in records}
+    return [*records, *({"slice": k, _READ_ONLY: int(n)} for k, n in read_by_slice.items()
+                        if k not in have and k != "overall" and _slice_dim(k) in mine)]
+
+
+def _not_scored(slice_key: str, rec: dict) -> str:
+    """``'bot-c: no estimate (0 of 1 interactions scored)'``: a value read, never scored."""
+    return f"{slice_key.split('=', 1)[-1]}: no estimate (0 of {rec[_READ_ONLY]} interactions scored)"
+
+
 def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
     spec = gate_fields()[g.metric][g.field]
     base = {"gate": g.label, "gate_index": i, "metric": g.metric, "field": g.field, "stat": g.stat, "op": g.op,
             "threshold": g.threshold}
     records = (doc.get("metrics", {}).get(g.metric) or {}).get("slices", [])
     checks: list[GateCheck] = []
-    for slice_key, rec in _selected_slices(g, records):
+    for slice_key, rec in _selected_slices(g, _with_read_slices(doc, g, records)):
         if rec is None:
             checks.append(GateCheck(**base, slice=slice_key, status="fail",
                                     reason=_missing_slice(doc, g.metric, slice_key, records)))
+            continue
+        if _READ_ONLY in rec:  # read, nothing scored: fails whatever if_undefined says
+            checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=_not_scored(slice_key, rec)))
             continue
         node = dotted_get(rec, spec.path)
         if spec.key_name is None:
@@ -999,7 +1030,7 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
 
     level, seed = run_config(cfg_c).ci_level, run_config(cfg_c).seed
     checks: list[GateCheck] = []
-    for slice_key, rec in _selected_slices(g, records):
+    for slice_key, rec in _selected_slices(g, _with_read_slices(doc, g, records)):
         for f in regression_fields(g):
             e = gfields[f]
             base = {"gate": g.label, "gate_index": i, "metric": g.metric, "field": f, "kind": "regression",
@@ -1008,6 +1039,9 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
             if rec is None:
                 checks.append(GateCheck(**base, slice=slice_key, status="fail",
                                         reason=_missing_slice(doc, g.metric, slice_key, records)))
+                continue
+            if _READ_ONLY in rec:
+                checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=_not_scored(slice_key, rec)))
                 continue
             if e.keyed:
                 keys = [g.key] if g.key is not None else [k for k, _ in e.entries(rec)]
