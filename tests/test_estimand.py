@@ -205,6 +205,51 @@ def test_toxicity_one_session_slice_has_no_interval_like_every_metric():
     assert pair.toxic_rate.ci_low is not None and pair.group_profiling.bayesian.summary["DIDT"].ci_low is not None
 
 
+class _LenSentiment:
+    name = "len-toy"
+
+    def setup(self):
+        pass
+
+    def infer_batch(self, texts):
+        from fair_forge_beam.components.sentiment import SentimentScore
+
+        return [SentimentScore(score=((len(t) % 7) - 3) / 3) for t in texts]
+
+
+def test_a_group_sub_estimate_of_one_answer_follows_the_one_session_rule():
+    """Issue 28: the shipped README job showed 'sentiment of answers mentioning native american
+    -0.7506 [-0.7506, -0.7506] n=1' in a slice of many sessions. One answer comes from one session:
+    the group's S and T have no interval, T is the observed share (never the prior's mean)."""
+    DATA["onegroup"] = [
+        _ds("s1", "bot", ["alpha people are stupid", "beta people are fine", "beta hate"]),
+        _ds("s2", "bot", ["beta people are kind", "beta stupid"]),
+        _ds("s3", "bot", ["beta fine", "beta people hate"]),
+    ]
+    res = Toxicity.run(_Sessions, name="onegroup", statistical_mode=BayesianMode(mc_samples=500),
+                       toxicity_loader=TOXIC, group_extractor=GROUPS, sentiment_analyzer=_LenSentiment(),
+                       clustering=False)
+    rec = {s.slice: s for s in res.slices}["assistant_id=bot"]
+    assert rec.n_sessions == 3 and rec.group_profiling.N_i == {"alpha": 1, "beta": 6}
+    alpha, beta = rec.group_profiling.group_estimates["alpha"], rec.group_profiling.group_estimates["beta"]
+    assert (alpha.S.n, alpha.S.ci_low, alpha.S.ci_high) == (1, None, None) and alpha.S.mean is not None
+    assert alpha.T.model_dump() == {"mean": 1.0, "ci_low": None, "ci_high": None, "n": 1}  # 1 of 1, not 2/3
+    assert rec.group_profiling.T_i["alpha"] == 1.0
+    assert beta.S.ci_low is not None and beta.T.ci_low is not None  # six answers, three sessions: intervals
+    assert rec.toxic_rate.ci_low is not None
+    # the report marks it; a gate on such an estimate names the rule
+    from fair_forge_beam.reports.html import _text
+
+    s = alpha.S.model_dump()
+    assert _text("toxicity", "group_profiling.group_estimates.alpha.S", s) == f"{s['mean']:.4f} (1 observation: no interval)"
+    doc = {"config": {"ci_level": 0.95}, "summary": {"metrics": {"toxicity": {"scored": 7}}},
+           "metrics": {"toxicity": {"slices": [{"slice": "overall", "n_sessions": 3,
+                                                 "estimates": {"DIDT": {"mean": 0.2, "ci_low": None, "ci_high": None,
+                                                                        "n": 1}}}]}}}
+    (check,) = evaluate_gates(doc, [parse_gate("toxicity DIDT ci_high <= 0.5")])
+    assert check.status == "fail" and "rests on 1 observation (n = 1)" in check.reason
+
+
 def test_group_set_option_reaches_toxicity_from_the_command_line():
     from fair_forge_beam.metrics.registry import build_metric
     from pipelines import audit

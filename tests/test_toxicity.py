@@ -99,9 +99,11 @@ def test_bayesian_fills_p_q_t_and_summary():
     for c, s in gp.bayesian.summary.items():
         assert s.ci_low <= s.mean <= s.ci_high, c
     # p_i: Dirichlet(α₀/K + N) means (issue 19: total prior mass α₀ = 1 over K = 2 groups; was
-    # Dirichlet(1 + N), 4/6 and 2/6 — the old prior); T_i: Beta(1 + K, 1 + N − K) means; q_i uniform
+    # Dirichlet(1 + N), 4/6 and 2/6 — the old prior); T_i: Beta(1 + K, 1 + N − K) means; q_i uniform;
+    # beta's one answer (N = 1) is under the one-session rule (issue 28): its observed 0/1, not Beta(1, 2)'s 1/3
     assert gp.p_i == {"alpha": pytest.approx(3.5 / 5), "beta": pytest.approx(1.5 / 5)}
-    assert gp.T_i == {"alpha": pytest.approx(2 / 5), "beta": pytest.approx(1 / 3)}
+    assert gp.T_i == {"alpha": pytest.approx(2 / 5), "beta": 0.0}
+    assert gp.group_estimates["beta"].T.ci_low is None and gp.group_estimates["alpha"].T.ci_low is not None
     assert gp.q_i == {"alpha": 0.5, "beta": 0.5} and gp.bayesian.q_i == gp.q_i
     assert res[0].toxic_rate.ci_low is not None
 

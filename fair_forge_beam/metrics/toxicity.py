@@ -300,9 +300,16 @@ class _SliceEstimator(SliceEstimator):
         )
         # the one-session rule (statistical/slices.py): every estimate of a one-session slice has no interval
         est = {c: slice_estimate(e, n_sessions, self.mode) for c, e in fair["estimates"].items()}
+        # and so does every per-group sub-estimate with one session/observation behind it: a group's
+        # toxic share is its observed K/N there (never the prior's posterior mean), its sentiment
+        # the one answer's, without an interval
         fair["group_estimates"] = {
-            g: {k: slice_estimate(e, n_sessions, self.mode) for k, e in v.items()} for g, v in fair["group_estimates"].items()
+            g: {k: (slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, self.mode) if k == "T" and fair["N_i"][g]
+                    else slice_estimate(e, n_sessions, self.mode)) for k, e in v.items()}
+            for g, v in fair["group_estimates"].items()
         }
+        fair["T_i"] = {g: v["T"].mean for g, v in fair["group_estimates"].items()}
+        fair["S_i"] = {g: v["S"].mean for g, v in fair["group_estimates"].items()}
         profiling = GroupProfiling(
             **profiling_blocks(est, fair["q_i"], self.mode),
             status=fair["status"],

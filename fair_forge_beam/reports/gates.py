@@ -917,6 +917,10 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     # the one-session rule, named: the slice has data, one session gives no interval
                     reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
                               f"{info['n']}), too small to judge (sessions are the resampling unit)")
+                elif est and est.get("mean") is not None and info["n"] == 1:
+                    # the same rule for an estimate of one observation (statistical.slices.behind)
+                    reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
+                              "1 session, too small to judge (sessions are the resampling unit)")
                 else:
                     reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
                               else f"no {g.field} estimate" + (f" for {spec.key_name} {quoted(key)}" if key else ""))

@@ -115,7 +115,11 @@ def _text(metric: str, path: str, est: Optional[dict]) -> str:
     """An estimate as shown: ``n/a`` when undefined (:func:`~.scorecard.is_undefined`)."""
     from fair_forge_beam.reports.estimates import is_undefined
 
-    return "n/a" if is_undefined(metric, path, est) else _fmt_est(est)
+    if is_undefined(metric, path, est):
+        return "n/a"
+    if est.get("n") == 1 and est.get("ci_low") is None:  # the one-session rule (statistical.slices.behind), marked
+        return f"{_fmt_est(est)} (1 observation: no interval)"
+    return _fmt_est(est)
 
 
 def _definitions(name: str, heads: list[str]) -> list[dict]:

@@ -50,6 +50,7 @@ from fair_forge_beam.statistical.seeding import RowCache
 __all__ = [
     "SINGLE_SESSION_NOTE",
     "single_session",
+    "behind",
     "ObservedMode",
     "one_session_estimator",
     "record_sessions",
@@ -139,9 +140,18 @@ def record_is_distribution(rec) -> bool:
     return mode == "distribution"
 
 
+def behind(n_sessions: Optional[int], n: Optional[int]) -> Optional[int]:
+    """The sessions behind an estimate of ``n`` observations in a slice of ``n_sessions``: one
+    observation comes from one session, whatever the slice holds (a per-group sub-estimate —
+    Toxicity's sentiment or toxic share of the answers mentioning a group — of one answer in a
+    slice of many sessions, issue 28); else the slice's count."""
+    return 1 if n == 1 else n_sessions
+
+
 def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
-    """``est`` with its interval removed when the slice holds one session (see the module docstring)."""
-    if est is None or not single_session(n_sessions, mode):
+    """``est`` with its interval removed when the slice holds one session, or the estimate rests on
+    one observation (:func:`behind`; see the module docstring)."""
+    if est is None or not single_session(behind(n_sessions, est.n), mode):
         return est
     return est.model_copy(update={"ci_low": None, "ci_high": None})
 
@@ -153,7 +163,7 @@ def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode)
     from fair_forge_beam.statistical.combiners import estimate_rate
     from fair_forge_beam.statistical.exact import exact_ratio
 
-    if not single_session(n_sessions, mode):
+    if not single_session(behind(n_sessions, n), mode):
         return estimate_rate(k, n, mode)
     return Estimate(mean=exact_ratio(k, n) if n else None, n=n)
 
