@@ -391,10 +391,14 @@ def test_a_drifted_assistant_fails_the_coverage_gates(tmp_path, capsys):
     assert read["assistant_id=drifter"] == read["language=spanish"] == n_drift
     assert read["overall"] == doc["summary"]["interactions_read"]
     report = json.loads((tmp_path / "after" / "gates.json").read_text(encoding="utf-8"))
-    assert [g["status"] for g in report["gates"]] == ["fail", "fail", "fail", "pass"]
+    # issue 28: the threshold gate in every assistant_id covers drifter too (read, never scored): it
+    # fails naming it (it passed on the scored assistants alone)
+    assert [g["status"] for g in report["gates"]] == ["fail", "fail", "fail", "fail"]
     failed = [(c["field"], c["slice"], c["value"]) for g in report["gates"] for c in g["checks"] if c["status"] == "fail"]
     assert failed == [("assistants_of_baseline", "assistant_id=drifter", 0.0),
-                      ("dead_letter_share", "assistant_id=drifter", 1.0), ("sessions", "language=spanish", 0.0)]
+                      ("dead_letter_share", "assistant_id=drifter", 1.0), ("sessions", "language=spanish", 0.0),
+                      ("toxic_rate", "assistant_id=drifter", None)]
+    assert report["gates"][3]["checks"][-1]["reason"] == f"drifter: no estimate (0 of {n_drift} interactions scored)"
     err = capsys.readouterr().err
     assert ("GATE FAILED 'coverage dead_letter_share <= 0.05 in every assistant_id' [toxicity, assistant_id=drifter]: "
             f"dead_letter_share = 1 > 0.05 ({n_drift} of {n_drift} interactions read not scored)") in err
