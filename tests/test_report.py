@@ -853,7 +853,9 @@ def test_findings_name_the_assistants_nobody_scored(runs, tmp_path):
     assert "assistant_id=support-bot" not in {s["slice"] for m in doc["metrics"].values() for s in m["slices"]}
     text = unscored((tmp_path / "default" / "report.html").read_text(encoding="utf-8"))
     assert "Not scored at all (2 assistants" in text
-    assert "support-bot (32 dead letters; most often: " in text and "sushi_bot (20 dead letters" in text  # 16 + 10 answers, 2 metrics
+    # counted in interactions, as the summary's "26 not scored" (16 + 10 answers), the metrics named
+    assert "support-bot (16 interactions not scored by humanity or toxicity; most often: " in text
+    assert "sushi_bot (10 interactions not scored by humanity or toxicity; most often: " in text
 
 
 def test_the_repository_report_template_is_the_package_one():

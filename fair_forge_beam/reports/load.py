@@ -313,8 +313,8 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; one record of each of the ``first`` most frequent reason kinds, then other
     records, up to ``first``), "unreadable": lines that were not JSON objects, "by_assistant":
-    {assistant_id: {"count", "reason": its most frequent reason}} (read from each dead letter's
-    original record; the :data:`MAX_DEAD_ASSISTANTS` smallest assistant ids)}``. No dead-letter
+    {assistant_id: {"count", "reason": its most frequent reason, "by_stage": {stage: count}}} (read
+    from each dead letter's original record; the :data:`MAX_DEAD_ASSISTANTS` smallest assistant ids)}``. No dead-letter
     shards give zero counts.
 
     The result depends on the dead letters only, never on their order in the shards (a runner
@@ -343,7 +343,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         by_reason[(stage, reason)] += 1
         who = _assistant_of(d.get("raw"))
         if who is not None and (ceiling is None or who < ceiling):
-            assistants.setdefault(who, Counter())[reason] += 1
+            assistants.setdefault(who, Counter())[(stage, reason)] += 1
             if len(assistants) > MAX_DEAD_ASSISTANTS:  # keep the smallest ids, whatever the order they come in
                 ceiling = max(assistants)
                 del assistants[ceiling]
@@ -364,8 +364,15 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     chosen = [kinds[k] for k, _ in ranked[:first]]
     chosen += [t for t in smallest if t[0] not in {c[0] for c in chosen}]
     firsts = [ex for _, ex in chosen[:first]]
-    by_assistant = {a: {"count": sum(c.values()), "reason": sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]}
-                    for a, c in sorted(assistants.items())}
+    by_assistant = {}
+    for a, c in sorted(assistants.items()):
+        reasons: Counter = Counter()
+        stages: Counter = Counter()
+        for (s, r), n in c.items():
+            reasons[r] += n
+            stages[s] += n
+        by_assistant[a] = {"count": sum(c.values()), "reason": sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
+                           "by_stage": dict(sorted(stages.items()))}
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
             "first": firsts, "unreadable": unreadable, "by_assistant": by_assistant}
 
