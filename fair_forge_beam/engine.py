@@ -625,7 +625,10 @@ class _ScoreAndRoute(beam.DoFn):
         from fair_forge_beam.progress import ProgressCounter
 
         tune_gc()  # this process runs our bundles (an SDK worker too)
-        self._progress = ProgressCounter(f"scored.{self.spec.name}")  # progress lines on stderr; Beam counter
+        # progress lines on stderr (Beam counters): interactions the scorer took, and those it scored
+        # (a score out; a dead letter is not one) — the count results.json calls interactions_scored
+        self._progress = ProgressCounter(f"taken.{self.spec.name}")
+        self._scored = ProgressCounter(f"scored.{self.spec.name}")
         scorer = self.spec.scorer
         if isinstance(scorer, beam.DoFn):
             self._score = scorer.process
@@ -634,28 +637,34 @@ class _ScoreAndRoute(beam.DoFn):
             self._score = _one
         else:  # a plain function: one interaction -> its score, or None (no score)
             self._score = lambda x, fn=scorer: () if (out := fn(x)) is None else (out,)
-        self._pending = 0
+        self._pending = self._pending_scored = 0
 
     def teardown(self):
         if isinstance(self.spec.scorer, beam.DoFn):
             self.spec.scorer.teardown()
 
     def start_bundle(self):
-        self._pending = 0
+        self._pending = self._pending_scored = 0
 
     def finish_bundle(self):
-        if self._pending:  # the bundle's remaining count (progress is counted in steps of _PROGRESS_STEP)
+        self._flush_progress()  # the bundle's remaining count (progress is counted in steps of _PROGRESS_STEP)
+
+    def _flush_progress(self):
+        """Add the interactions taken and scored since the last flush, together (a line never shows
+        taken-but-not-yet-scored interactions as "not scored")."""
+        if self._pending:
             self._progress.inc(self._pending)
-            self._pending = 0
+        if self._pending_scored:
+            self._scored.inc(self._pending_scored)
+        self._pending = self._pending_scored = 0
 
     def process(self, element):
         spec, slot = self.spec, self.slot
         record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
         tagged = beam.pvalue.TaggedOutput
+        if self._pending >= _PROGRESS_STEP:  # the elements before this one, scored: both counts at once
+            self._flush_progress()
         self._pending += len(element) if isinstance(element, list) else 1  # a batch (spec.batch_size) or one
-        if self._pending >= _PROGRESS_STEP:
-            self._progress.inc(self._pending)
-            self._pending = 0
         dims_of = sent = None
         if self.dims_slot is not None:
             missing = (None,) * self.n_dims
@@ -666,6 +675,7 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
+            self._pending_scored += 1
             rec = None if record is None else headed(spec.name, "interaction", record(out), out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
                 yield rec

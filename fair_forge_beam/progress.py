@@ -10,16 +10,22 @@ element. The process-local tally sees the work of the in-memory FnApiRunner (the
 when the runner reports them while running, else not at all (no line is printed then).
 
 Counter names (namespace :data:`NAMESPACE`): ``read`` (interactions parsed from the inputs),
-``scored.<metric>`` (interactions a metric's scorer has taken). Judge and guardian calls: the
+``taken.<metric>`` (interactions a metric's scorer has taken) and ``scored.<metric>`` (those it
+scored: a score came out, not a dead letter). The line shows ``scored``, the count the summary
+and ``results.json`` call ``interactions_scored``, with the interactions taken and not scored so
+far in brackets (issue 28, fresh-user trial: the line said "scored: humanity 2,042" — taken —
+where the summary said "2016 scored, 26 not scored"); the time left extrapolates ``taken``. When
+the run ends the reporter writes one last line if the counts changed since its last one, so the
+last line agrees with the summary (the trial's last line was sampled mid-run: 1,792). Judge and guardian calls: the
 handler's counters ``calls``, ``cache_hits``, ``results``, ``failures`` and ``submitted``
 (elements handed to the endpoint) in ``fair_forge_beam.judge`` / ``fair_forge_beam.guardian``.
 
 A line reads::
 
-    progress: 1,024 interactions read, scored: humanity 1,024, toxicity 512; judge: 40 done, 8 pending; 12 s elapsed, about 12 s left
+    progress: 1,024 interactions read, scored: humanity 1,000 (24 not scored), toxicity 512; judge: 40 done, 8 pending; 12 s elapsed, about 12 s left
 
-Time left: the slowest metric's rate since its first scored interaction, applied to its
-interactions not yet scored (``read − scored``); judge calls in flight count at the judge's rate.
+Time left: the slowest metric's rate since its first taken interaction, applied to its
+interactions not yet taken (``read − taken``); judge calls in flight count at the judge's rate.
 No estimate ("time left unknown") until there is a rate; it is an extrapolation, not a promise:
 reading may not be finished (the total is not known before the inputs are read).
 """
@@ -116,12 +122,12 @@ def eta_seconds(counts: Mapping[tuple[str, str], int], started: Mapping[tuple[st
     """
     read = counts.get((NAMESPACE, "read"), 0)
     lefts = []
-    for (ns, name), scored in counts.items():
-        if ns != NAMESPACE or not name.startswith("scored.") or scored <= 0:
+    for name, taken, key in _taken(counts):
+        if taken <= 0:
             continue
-        since = now - started.get((ns, name), now)
-        if since > 0 and read > scored:
-            lefts.append((read - scored) * since / scored)
+        since = now - started.get(key, started.get((NAMESPACE, f"scored.{name}"), now))
+        if since > 0 and read > taken:
+            lefts.append((read - taken) * since / taken)
     done, pending = _judge_totals(counts)
     if done and pending:
         firsts = [started[(ns, n)] for ns in JUDGE_NAMESPACES for n in ("results", "failures") if (ns, n) in started]
@@ -129,8 +135,21 @@ def eta_seconds(counts: Mapping[tuple[str, str], int], started: Mapping[tuple[st
         if since > 0:
             lefts.append(pending * since / done)
     if not lefts:
-        return None if read == 0 or not any(n.startswith("scored.") for ns, n in counts if ns == NAMESPACE) else 0.0
+        return None if read == 0 or not any(n.startswith(("scored.", "taken.")) for ns, n in counts if ns == NAMESPACE) else 0.0
     return max(0.0, max(lefts))
+
+
+def _taken(counts: Mapping[tuple[str, str], int]) -> list[tuple[str, int, tuple[str, str]]]:
+    """``[(metric, interactions taken, its counter key)]``: ``taken.<metric>``, else (tallies
+    without it) ``scored.<metric>``."""
+    names = sorted({n.split(".", 1)[1] for ns, n in counts if ns == NAMESPACE and n.startswith(("scored.", "taken."))})
+    out = []
+    for m in names:
+        key = (NAMESPACE, f"taken.{m}")
+        if key not in counts:
+            key = (NAMESPACE, f"scored.{m}")
+        out.append((m, counts.get(key, 0), key))
+    return out
 
 
 def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: Optional[float]) -> str:
@@ -139,10 +158,12 @@ def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: 
     ``elapsed``: seconds since the run started; ``eta``: seconds left or ``None`` (unknown)."""
     read = counts.get((NAMESPACE, "read"), 0)
     parts = [f"{_n(read)} interactions read"]
-    scored = sorted((name.split(".", 1)[1], v) for (ns, name), v in counts.items()
-                    if ns == NAMESPACE and name.startswith("scored."))
+    scored = []
+    for m, taken, _ in _taken(counts):
+        v = counts.get((NAMESPACE, f"scored.{m}"), 0)
+        scored.append(f"{m} {_n(v)}" + (f" ({_n(taken - v)} not scored)" if taken > v else ""))
     if scored:
-        parts[-1] += ", scored: " + ", ".join(f"{m} {_n(v)}" for m, v in scored)
+        parts[-1] += ", scored: " + ", ".join(scored)
     done, pending = _judge_totals(counts)
     if done or pending:
         parts.append(f"judge: {_n(done)} done, {_n(pending)} pending")
@@ -237,6 +258,11 @@ class ProgressReporter:
             self._stop.set()
             self._thread.join()
             self._thread = None
+            if exc[0] is None and self.lines:  # the last line agrees with the summary printed next
+                try:
+                    self.tick()
+                except Exception:  # noqa: BLE001 - progress must never break a run
+                    pass
 
 
 class _ErrorsOnly(logging.Filter):

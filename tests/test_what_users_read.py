@@ -38,3 +38,52 @@ def test_unscored_assistants_are_counted_in_interactions_with_their_metrics_name
     assert got["sushi_bot"]["what"] == "10 interactions not scored by humanity or toxicity"
     assert got["rejected-bot"]["what"] == "3 records rejected at read" and got["rejected-bot"]["interactions"] is None
     assert got["half-bot"]["what"] == "interactions not scored: humanity 4, toxicity 2"
+
+
+def test_progress_counts_what_the_summary_counts_and_its_last_line_is_the_final_count():
+    """The trial's console: "progress: 2,042 interactions read, scored: humanity 1,792, …" above
+    "humanity: interactions: 2016 scored, 26 not scored": the line counted interactions the scorer
+    took (dead letters included) and its last line was sampled mid-run. Now "scored" counts
+    scores out of the scorer (results.json's interactions_scored), the dead-lettered ones are
+    labelled "not scored", and the reporter's exit writes the final count."""
+    import io
+    import types
+
+    from apache_beam.pvalue import TaggedOutput
+
+    from fair_forge_beam import progress as P
+    from fair_forge_beam.engine import _ScoreAndRoute
+
+    class Scorer:  # a DoFn-like scorer: odd elements are dead letters
+        def process(self, x):
+            yield TaggedOutput("dead_letter", x) if x % 2 else x
+
+    import apache_beam as beam
+
+    class DoFnScorer(Scorer, beam.DoFn):
+        pass
+
+    spec = types.SimpleNamespace(name="m", scorer=DoFnScorer(), interaction_record=None, session_value=None,
+                                 cell_value=None)
+    now = [0.0]
+    out = io.StringIO()
+    rep = P.ProgressReporter(interval=1000, stream=out, clock=lambda: now[0])
+    with rep:
+        fn = _ScoreAndRoute(spec, 0)
+        fn.setup()
+        fn.start_bundle()
+        P.ProgressCounter("read", beam_counter=_Null()).inc(10)
+        for x in range(10):
+            list(fn.process(x))
+        rep.tick()  # a line mid-run (nothing flushed yet: counted in steps)
+        fn.finish_bundle()
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("progress: 10 interactions read, scored: m 5 (5 not scored);"), lines
+    assert P.format_progress({(P.NAMESPACE, "read"): 3, (P.NAMESPACE, "taken.m"): 3, (P.NAMESPACE, "scored.m"): 3},
+                             1, 0.0).startswith("progress: 3 interactions read, scored: m 3;")
+    P.reset()
+
+
+class _Null:
+    def inc(self, n=1):
+        pass
