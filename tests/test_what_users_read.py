@@ -87,3 +87,44 @@ def test_progress_counts_what_the_summary_counts_and_its_last_line_is_the_final_
 class _Null:
     def inc(self, n=1):
         pass
+
+
+def _tox(key, sessions, n, toxic, est):
+    return {"metric": "toxicity", "level": "slice", "slice": key, "mode": "distribution", "n_interactions": n,
+            "n_sessions": sessions, "n_toxic": toxic, "toxic_rate": {"n": n, **est}}
+
+
+def test_one_function_labels_an_estimate_inconclusive_on_every_surface():
+    """The trial's report: a one-session assistant the scorecard lists as "1 session: no interval"
+    was "0.0000 … inconclusive" in the Toxicity table (a Wald width from its counts), a toxic share
+    of one answer was flagged and the sentiment of the same answer not, and with a gate the
+    scorecard dropped a flag (interval wholly on one side of the gate) that the table kept. The
+    scorecard, the metric table and the list of all estimates now agree, cell by cell."""
+    from fair_forge_beam.reports.gates import parse_gate
+    from fair_forge_beam.reports.html import _metric_section
+    from fair_forge_beam.reports.scorecard import inconclusive, scorecard
+
+    doc = {"config": {"ci_level": 0.95, "mode": "bayesian"},
+           "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": [
+               _tox("overall", 21, 43, 14, {"mean": 0.33, "ci_low": 0.2, "ci_high": 0.47}),
+               _tox("assistant_id=one", 1, 3, 0, {"mean": 0.0, "ci_low": None, "ci_high": None}),  # one session: no interval
+               _tox("assistant_id=wide", 10, 20, 10, {"mean": 0.5, "ci_low": 0.2, "ci_high": 0.8}),
+               _tox("assistant_id=settled", 10, 20, 4, {"mean": 0.25, "ci_low": 0.05, "ci_high": 0.45}),
+           ]}}}
+    # one observation in a slice of many sessions: no interval, under the one-session rule
+    one_obs = {"mean": 0.0, "ci_low": None, "ci_high": None, "n": 1}
+    rec = doc["metrics"]["toxicity"]["slices"][2]
+    assert inconclusive("toxicity", "toxic_rate", one_obs, rec, 0.2, 0.95, {"toxic_rate": (0, 1)}) is None
+    for gates in ((), (parse_gate("toxicity toxic_rate ci_high <= 0.5 in assistant_id=settled"),)):
+        card = scorecard(doc, 0.2, gates)
+        section = _metric_section("toxicity", doc["metrics"]["toxicity"], {}, doc["config"], 0.2, False, gates)
+        card_flags = {r["slice"]: bool(r["cells"][0]["inconclusive"]) for r in card["rows"] + card["small"] + [card["overall"]]}
+        table_flags = {r["key"]: bool(r["cells"][0]["flag"]) for r in section["table"] + section["small"]}
+        all_flags = {r["key"]: bool(r["flag"]) for r in section["all_rows"] if r["path"] == "toxic_rate"}
+        assert card_flags["assistant_id=one"] is False  # "1 session: no interval", not a width
+        assert card_flags["assistant_id=wide"] is True
+        # a gate on 'settled' decides it whatever the width (the scorecard's rule); 'wide': the width rule
+        assert card_flags["assistant_id=settled"] is (not gates)
+        for key, flag in card_flags.items():
+            assert table_flags[key] == flag and all_flags[key] == flag, (gates, key)
+        assert section["n_flags"] == sum(card_flags.values())

@@ -42,7 +42,7 @@ with the Wald width ``2z·√(p̃(1−p̃)/ñ)`` at ``p̃ = (k+1)/(n+2)``, ``ñ 
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config
@@ -159,7 +159,8 @@ def _group_flags(flags: list[dict]) -> list[dict]:
     return rows
 
 
-def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool) -> dict:
+def _metric_section(name: str, m: dict, summary: dict, config: dict, width: float, with_plots: bool,
+                    gates: Sequence[Any] = ()) -> dict:
     from fair_forge_beam.reports.plots import metric_figures
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.reports.scorecard import estimate_label, inconclusive, slice_label, too_small
@@ -170,10 +171,12 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
     n_estimate_rows = n_flags = n_small_flags = 0
     for rec in m.get("slices", []):
         counts = counts_for(name, rec)
-        why_small = too_small(name, rec, heads, width, level)
+        why_small = too_small(name, rec, heads, width, level, gates)
         head_cells = {}
         for path, est in iter_estimates(name, rec, heads):
-            flag = None if is_undefined(name, path, est) else inconclusive(name, path, est, rec, width, level, counts)
+            # the scorecard's decider, with the run's gates: the same label on every surface
+            flag = None if is_undefined(name, path, est) else inconclusive(name, path, est, rec, width, level, counts,
+                                                                           gates)
             text = _text(name, path, est)
             if path in heads:
                 head_cells[path] = {"text": text, "n": est.get("n"), "flag": flag,
@@ -260,7 +263,7 @@ def _assistant_rows(card: dict) -> list:
                     [[c["text"] + (" (inconclusive)" if c.get("inconclusive") else ""), c["status"]] for c in r["cells"]]])
     for r in card.get("small") or []:
         out.append([r["assistant"], r["n_interactions"], r["n_sessions"], f"too small to judge: {r['reason']}", False,
-                    [[c["text"], "na"] for c in r["cells"]]])
+                    [[c["text"] + (" (inconclusive)" if c.get("inconclusive") else ""), "na"] for c in r["cells"]]])
     return out
 
 
@@ -373,7 +376,8 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
     env = Environment(loader=PackageLoader("fair_forge_beam", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
-    sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots) for n, m in doc["metrics"].items()]
+    sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots, gates or ())
+                for n, m in doc["metrics"].items()]
     from fair_forge_beam.reports.scorecard import credible_differences, findings_headline, scorecard, toxicity_measure
 
     card = scorecard(doc, inconclusive_width, gates or ())

@@ -126,8 +126,22 @@ def _slice_label(key: Optional[str]) -> str:
 
 
 def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
-                 counts: Optional[dict] = None) -> Optional[dict]:
+                 counts: Optional[dict] = None, gates: Sequence[Any] = (), cell: Optional[dict] = None) -> Optional[dict]:
     """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
+
+    The one decider of the label: the scorecard, each metric's tables, the list of inconclusive
+    estimates and the count above them all call it, so an estimate is labelled the same way
+    everywhere (issue 28, fresh-user trial: a value the scorecard listed as "1 session: no
+    interval" was "inconclusive" in the Toxicity table, and of two sub-estimates resting on one
+    observation one was flagged and the other not). ``None`` for
+
+    * an undefined estimate (:func:`~.estimates.is_undefined`: shown as n/a);
+    * an estimate without an interval under the one-session rule (a distribution-mode record of
+      one session, or an estimate of one observation: :func:`~fair_forge_beam.statistical.slices.behind`):
+      its label is "no interval" (too small to judge), never a width it does not have;
+    * an estimate whose threshold is a gate of the run with the whole interval on one side of it
+      (:func:`_settled`: the gate's verdict does not depend on the width). ``cell`` is its
+      :func:`judge_cell` when the caller has it, else it is judged against ``gates`` here.
 
     Args:
         metric, path: metric name and dotted estimate path (for its natural range).
@@ -141,8 +155,17 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     Returns:
         ``{"width", "relative_width", "n", "n_needed", "interactions_needed", "method"}``.
     """
-    if est.get("mean") is None:
+    if est is None or est.get("mean") is None or is_undefined(metric, path, est):
         return None
+    from fair_forge_beam.statistical.slices import behind, record_is_distribution
+
+    if (est.get("ci_low") is None or est.get("ci_high") is None) and record_is_distribution(record) \
+            and behind(record.get("n_sessions"), est.get("n")) == 1:
+        return None  # the one-session rule: no interval, labelled so ("1 session" / "1 observation")
+    if cell is None and gates:
+        cell = judge_cell(metric, path, est, str(record.get("slice")), gates)
+    if cell is not None and _settled(est, cell):
+        return None  # the whole interval on one side of its gate: conclusive, however wide
     n = est.get("n") or 0
     n_int = record.get("n_interactions") or n
     scale = value_range(metric, path)
@@ -274,7 +297,8 @@ def toxicity_measure(metric: dict, run_info: Optional[dict] = None) -> Optional[
     return f"word lexicon {lex}: {rule}"
 
 
-def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float]) -> tuple[bool, list]:
+def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float],
+            gates: Sequence[Any] = ()) -> tuple[bool, list]:
 
     counts = counts_for(metric, rec)
     flags = []
@@ -282,11 +306,12 @@ def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: O
         est = dotted_get(rec, h)
         if is_undefined(metric, h, est):
             continue
-        flags.append(inconclusive(metric, h, est, rec, width, level, counts))
+        flags.append(inconclusive(metric, h, est, rec, width, level, counts, gates))
     return bool(flags) and not all(flags), flags
 
 
-def too_small(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float]) -> Optional[str]:
+def too_small(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float],
+              gates: Sequence[Any] = ()) -> Optional[str]:
     """Why the slice is too small to judge (``None`` when it is not): fewer than
     :data:`MIN_SESSIONS` sessions, or every headline estimate with a value inconclusive (or none
     with a value). ``overall`` is too small only by the first rule (one session: no interval, as
@@ -296,7 +321,7 @@ def too_small(metric: str, rec: dict, heads: Sequence[str], width: float, level:
         return f"{n_ses} session{'s' if n_ses != 1 else ''}: no interval"
     if rec.get("slice") == "overall":
         return None
-    ok, flags = _judged(metric, rec, heads, width, level)
+    ok, flags = _judged(metric, rec, heads, width, level, gates)
     if ok:
         return None
     return "every interval too wide" if flags else "no value"
@@ -334,9 +359,7 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             est = dotted_get(rec, col["path"])
             j = judge_cell(col["metric"], col["path"], est, key, gates)
             flag = None if j["status"] == "na" else inconclusive(col["metric"], col["path"], est, rec, width, level,
-                                                                 counts_for(col["metric"], rec))
-            if flag is not None and _settled(est, j):
-                flag = None  # the whole interval on one side of its threshold: conclusive, however wide
+                                                                 counts_for(col["metric"], rec), cell=j)
             judged_any |= j["status"] != "na" and flag is None
             cells.append({"text": "n/a" if j["status"] == "na" else fmt_est(est, 3), **j, "inconclusive": flag})
         n_int = max((s[0] or 0 for s in sizes), default=0)
