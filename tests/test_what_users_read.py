@@ -128,3 +128,32 @@ def test_one_function_labels_an_estimate_inconclusive_on_every_surface():
         for key, flag in card_flags.items():
             assert table_flags[key] == flag and all_flags[key] == flag, (gates, key)
         assert section["n_flags"] == sum(card_flags.values())
+
+
+def test_an_estimate_of_one_observation_is_marked_on_every_surface():
+    """The report says "(1 observation: no interval)" for an estimate resting on one observation
+    (statistical.slices.behind) and a gate on its interval fails naming the rule; the console
+    printed the bare value. One predicate now decides for the console, the report and the gates;
+    results.json holds the same record (n = 1, no interval)."""
+    from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
+    from fair_forge_beam.reports.html import _text
+    from fair_forge_beam.reports.summary import summary_table
+
+    one = {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 1}
+    rec = {"metric": "humanity", "level": "slice", "slice": "assistant_id=bot", "mode": "distribution",
+           "n_interactions": 12, "n_sessions": 6, "mean_entropy": {"mean": 1.2, "ci_low": 1.0, "ci_high": 1.4, "n": 12},
+           "mean_spearman": one}
+    overall = {**rec, "slice": "overall"}
+    doc = {"config": {"mode": "bayesian", "seed": 42, "mc_samples": 100},
+           "summary": {"interactions_read": 12, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {"humanity": {"interactions_scored": 12, "interactions_not_scored": 0}}},
+           "metrics": {"humanity": {"headline_columns": ["mean_entropy", "mean_spearman"], "slices": [overall, rec]}}}
+    text = summary_table(doc, "out", [])
+    row = next(ln for ln in text.splitlines() if "assistant_id=bot" in ln)
+    assert "0.5000 (1 observation)" in row and "1.2000 [1.0000, 1.4000]" in row
+    assert "(1 observation): the estimate rests on one observation" in text
+    assert _text("humanity", "mean_spearman", one) == "0.5000 (1 observation: no interval)"
+    check = evaluate_gates(doc, [parse_gate("humanity mean_spearman ci_low >= 0.1 in assistant_id=bot")])[0]
+    assert check.status == "fail" and "rests on 1 observation" in check.reason
+    check = evaluate_gates(doc, [parse_gate("humanity mean_spearman mean >= 0.1 in assistant_id=bot")])[0]
+    assert check.status == "pass" and "(mean 0.5, 1 observation: no interval, n = 1)" in check.message(0.95)

@@ -791,7 +791,8 @@ class GateCheck(BaseModel):
                     f"[{_fmt_signed(d['ci_low'])}, {_fmt_signed(d['ci_high'])}] ({self.method}; {self.direction})")
         level = f"{ci_level * 100:g}% credible interval" if ci_level else "interval"
         interval = (f", {level} [{_fmt_num(self.ci_low)}, {_fmt_num(self.ci_high)}]"
-                    if self.ci_low is not None or self.ci_high is not None else ", no interval")
+                    if self.ci_low is not None or self.ci_high is not None
+                    else ", 1 observation: no interval" if _one_observation(self) else ", no interval")
         cmp = self.op if self.status == "pass" else _NEGATED[self.op]
         return (f"{head} {quoted(self.gate)} [{where}]: {self.field} {self.stat} = {_fmt_num(self.value)} {cmp} "
                 f"{self.threshold:g} (mean {_fmt_num(self.mean)}{interval}, n = {self.n})")
@@ -839,6 +840,14 @@ def _missing_slice(doc: dict, metric: str, slice_key: str, records: list[dict]) 
     if slice_key.endswith("=*"):  # 'in every <dimension>' and no slice of that dimension at all
         return f"no {slice_key[:-2]} slice in the results of {metric}: nothing scored (scored interactions: {_scored(doc, metric)})"
     return f"no slice {quoted(slice_key)} in the results of {metric} (scored interactions: {_scored(doc, metric)})"
+
+
+def _one_observation(est: dict) -> bool:
+    """:func:`~fair_forge_beam.statistical.slices.rests_on_one_observation` (the predicate the
+    console and the report mark with)."""
+    from fair_forge_beam.statistical.slices import rests_on_one_observation
+
+    return rests_on_one_observation(est)
 
 
 def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None) -> list[GateCheck]:
@@ -917,7 +926,7 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     # the one-session rule, named: the slice has data, one session gives no interval
                     reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
                               f"{info['n']}), too small to judge (sessions are the resampling unit)")
-                elif est and est.get("mean") is not None and info["n"] == 1:
+                elif _one_observation(est):
                     # the same rule for an estimate of one observation (statistical.slices.behind)
                     reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
                               "1 session, too small to judge (sessions are the resampling unit)")

@@ -117,8 +117,10 @@ def _text(metric: str, path: str, est: Optional[dict]) -> str:
 
     if is_undefined(metric, path, est):
         return "n/a"
-    if est.get("n") == 1 and est.get("ci_low") is None:  # the one-session rule (statistical.slices.behind), marked
-        return f"{_fmt_est(est)} (1 observation: no interval)"
+    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, rests_on_one_observation
+
+    if rests_on_one_observation(est):  # the one-session rule (statistical.slices.behind), marked as everywhere
+        return f"{_fmt_est(est)} ({ONE_OBSERVATION_NOTE})"
     return _fmt_est(est)
 
 

@@ -92,6 +92,14 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
     bounded whatever the number of assistants."""
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
+    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, rests_on_one_observation
+
+    def cell(name, h, est):
+        if is_undefined(name, h, est):
+            return "n/a"
+        if rests_on_one_observation(est):  # marked as the report and the gates mark it
+            return f"{format_estimate(est)} (1 observation)"
+        return format_estimate(est)
 
     s = doc["summary"]
     lines = [
@@ -115,14 +123,15 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
-        starred = False
+        starred = one_obs = False
         last_why = None
         for why, r in shown:
             if why is not None and why != last_why:
                 lines.append(f"  {why}:")
             last_why = why
-            vals = "".join(f"  {'n/a' if is_undefined(name, h, dotted_get(r, h)) else format_estimate(dotted_get(r, h)):<34}"
-                           for h in heads)
+            texts = [cell(name, h, dotted_get(r, h)) for h in heads]
+            one_obs |= any(t.endswith("(1 observation)") for t in texts)
+            vals = "".join(f"  {t:<34}" for t in texts)
             n_ses = r.get("n_sessions")
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
@@ -133,6 +142,9 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
         if starred:
             lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
                          " so one session gives no interval: the report lists these slices apart)")
+        if one_obs:
+            lines.append(f"  (1 observation): the estimate rests on one observation, so on one session: "
+                         f"{ONE_OBSERVATION_NOTE.split(': ', 1)[1]} (the report marks it so; a gate on its interval fails)")
         if len(slices) > MAX_CONSOLE_SLICES:
             small_n = sum(1 for r in slices if isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_SESSIONS)
             lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "

@@ -51,6 +51,8 @@ __all__ = [
     "SINGLE_SESSION_NOTE",
     "single_session",
     "behind",
+    "ONE_OBSERVATION_NOTE",
+    "rests_on_one_observation",
     "ObservedMode",
     "one_session_estimator",
     "record_sessions",
@@ -146,6 +148,21 @@ def behind(n_sessions: Optional[int], n: Optional[int]) -> Optional[int]:
     Toxicity's sentiment or toxic share of the answers mentioning a group — of one answer in a
     slice of many sessions, issue 28); else the slice's count."""
     return 1 if n == 1 else n_sessions
+
+
+#: how every surface marks an estimate of one observation (:func:`rests_on_one_observation`)
+ONE_OBSERVATION_NOTE = "1 observation: no interval"
+
+
+def rests_on_one_observation(est) -> bool:
+    """Whether an estimate (a dict or an :class:`Estimate`) is a value resting on one observation
+    without an interval (:func:`behind`: one observation, one session). The console, the report
+    and the gates decide with this one predicate and say :data:`ONE_OBSERVATION_NOTE`; in
+    ``results.json`` the estimate is the same record (``n = 1``, ``ci_low = ci_high = null``)."""
+    if est is None:
+        return False
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    return get("mean") is not None and get("n") == 1 and (get("ci_low") is None or get("ci_high") is None)
 
 
 def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
