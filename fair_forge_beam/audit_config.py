@@ -43,7 +43,7 @@ from typing import Any, Optional, Sequence
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
 from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -333,7 +333,9 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     if known.input:  # the command line's inputs replace the file's
         job = [a for a in job if not a.startswith("--input=")]
     # check the file's values on their own first, so an error names the file
-    check = argparse.ArgumentParser(add_help=False, allow_abbrev=False, parents=[], exit_on_error=False)
+    from fair_forge_beam.options import ChoiceHintParser
+
+    check = ChoiceHintParser(add_help=False, allow_abbrev=False, parents=[], exit_on_error=False)
     for a in parser._actions:
         if a.option_strings and a.dest != "help":
             check._add_action(a)
@@ -369,7 +371,7 @@ def check_file_values(values: argparse.Namespace, job: Sequence[str], gates: Seq
         for name in metric_names(values.metrics):
             if name not in METRICS:
                 raise ConfigError(f"--config {path}: metrics: unknown metric {quoted(name)}; available: "
-                                  f"{', '.join(sorted(METRICS))}")
+                                  f"{', '.join(sorted(METRICS))}{did_you_mean(name, METRICS)}")
     if "slices" in given:
         try:
             parse_slices(values.slices)
@@ -397,10 +399,10 @@ def check_file_values(values: argparse.Namespace, job: Sequence[str], gates: Seq
                               "pipeline option")
         runners = [a.split("=", 1)[1] for a in beam_argv if a.startswith("--runner=")]
         if runners:
-            from apache_beam.runners.runner import create_runner
+            from fair_forge_beam.options import check_runner
 
             try:
-                create_runner(runners[-1])
+                check_runner(runners[-1])
             except ValueError as exc:
                 raise ConfigError(f"--config {path}: [beam] runner: {exc}") from None
 

@@ -347,7 +347,22 @@ class Group:
     options: tuple[Option, ...] = field(default_factory=tuple)
 
 
-class OneLineErrorParser(argparse.ArgumentParser):
+class ChoiceHintParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose "invalid choice" error offers the nearest valid value
+    (:func:`~fair_forge_beam.quoting.did_you_mean`): ``argument --mode: invalid choice: 'bayesain'
+    (choose from 'frequentist', 'bayesian'); did you mean 'bayesian'?``. The command parsers
+    (:class:`OneLineErrorParser`) and a ``--config`` file's check are ones."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            from fair_forge_beam.quoting import did_you_mean
+
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {choices})"
+                                                 + did_you_mean(value, action.choices))
+
+
+class OneLineErrorParser(ChoiceHintParser):
     """An ``ArgumentParser`` whose usage errors are one line, not the whole usage, and whose first
     check is for options it does not know.
 
@@ -422,7 +437,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
         args = list(sys.argv[1:] if args is None else args)
         unknown = self.unknown_flags(args)
         if unknown:
-            self.error(unrecognised_message(unknown, beam=self.passes_on is not None))
+            self.error(unrecognised_message(unknown, beam=self.passes_on is not None,
+                                            known=[f for f in self._option_string_actions if f.startswith("--")]))
         return super().parse_known_args(args, namespace)
 
     def parse_args(self, args=None, namespace=None):
@@ -432,11 +448,30 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return parsed
 
 
-def unrecognised_message(flags: Sequence[str], beam: bool = False) -> str:
+def unrecognised_message(flags: Sequence[str], beam: bool = False, known: Sequence[str] = ()) -> str:
     """The usage error of options no parser knows, one wording for every command; ``beam``: the
-    command passes other options to Beam (they are not Beam's either)."""
+    command passes other options to Beam (they are not Beam's either); ``known``: the command's
+    own option names, the nearest of which is offered for the first unknown one
+    (:func:`~fair_forge_beam.quoting.did_you_mean`: ``--metric`` → ``--metrics``)."""
+    from fair_forge_beam.quoting import did_you_mean
+
     return f"unrecognised option(s) {' '.join(flags)}: not an option of this job" + (
-        " nor a Beam pipeline option" if beam else "")
+        " nor a Beam pipeline option" if beam else "") + (did_you_mean(flags[0], known) if flags and known else "")
+
+
+def check_runner(name: str) -> None:
+    """Raise ``ValueError`` (Beam's own words, then the nearest runner name:
+    :func:`~fair_forge_beam.quoting.did_you_mean`) when ``name`` is not a runner Beam can make;
+    the audit and a ``--config`` file's ``[beam]`` table check ``--runner`` with it."""
+    from apache_beam.options.pipeline_options import StandardOptions
+    from apache_beam.runners.runner import create_runner
+
+    from fair_forge_beam.quoting import did_you_mean
+
+    try:
+        create_runner(name)
+    except ValueError as exc:
+        raise ValueError(str(exc).rstrip(".") + did_you_mean(name, StandardOptions.KNOWN_RUNNER_NAMES)) from None
 
 
 def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam: bool = False) -> str:
@@ -1115,7 +1150,7 @@ class _BeamValueError(ValueError):
     """A Beam pipeline option's value that Beam's own parser refuses (``--direct_num_workers=two``)."""
 
 
-class _BeamParser(argparse.ArgumentParser):
+class _BeamParser(ChoiceHintParser):
     """Beam's options' parser whose error raises :class:`_BeamValueError` (argparse would print its
     whole usage block, 129 lines, and exit)."""
 

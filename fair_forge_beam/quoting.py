@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted"]
+__all__ = ["QUOTE_LIMIT", "quoted", "closest", "did_you_mean"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
 QUOTE_LIMIT = 200
@@ -35,3 +35,31 @@ def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
     if len(shown) <= limit:
         return shown
     return f"{shown[:limit]}… ({len(shown):,} characters)"
+
+
+#: how close a mistyped value must be to a valid one for a usage error to offer it (difflib's ratio)
+HINT_CUTOFF = 0.6
+
+
+def closest(value: Any, choices, cutoff: float = HINT_CUTOFF) -> Any:
+    """The valid value nearest to a mistyped ``value`` (``difflib``'s ratio, case ignored), or
+    ``None`` when none is at least ``cutoff`` alike (or ``value`` is not a text). ``choices``: the
+    closed set of valid values (texts; other values are compared as their ``str``)."""
+    import difflib
+
+    if not isinstance(value, str) or len(value) > QUOTE_LIMIT:
+        return None
+    by_lower: dict = {}
+    for c in choices or ():
+        by_lower.setdefault(str(c).lower(), c)
+    hit = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=cutoff)
+    return by_lower[hit[0]] if hit else None
+
+
+def did_you_mean(value: Any, choices, cutoff: float = HINT_CUTOFF) -> str:
+    """The end of a usage error about a value outside a closed set: ``"; did you mean 'humanity'?"``
+    when a valid value is close to ``value`` (:func:`closest`), else ``""``. Every option, config
+    key and gate word with a closed set of values says it with this one helper (issue 28,
+    fresh-user trial: ``--metrics humanty``, ``--mode bayesain``, ``--group-extractor keywrod``)."""
+    hit = closest(value, choices, cutoff)
+    return "" if hit is None or hit == value else f"; did you mean {quoted(hit)}?"

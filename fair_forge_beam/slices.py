@@ -62,13 +62,15 @@ def slice_name_problems(slices: Sequence[str]) -> list:
     :data:`SLICE_DIMENSIONS` are built in; any other name is a session metadata
     field and must be a field name (letters, digits, ``_ . -``; at most 64), not in
     :data:`NOT_SLICE_FIELDS`, and not a near miss of a built-in (``langauge``)."""
-    import difflib
+    from fair_forge_beam.quoting import closest
 
     problems = []
     for d in dict.fromkeys(slices):
         if d in SLICE_DIMENSIONS:
             continue
-        close = difflib.get_close_matches(d, SLICE_DIMENSIONS, n=1, cutoff=0.8) if isinstance(d, str) else []
+        # a near miss is refused (any other name may be a metadata field): a stricter cutoff than a hint's
+        hit = closest(d, SLICE_DIMENSIONS, cutoff=0.8)
+        close = [hit] if hit is not None else []
         if not isinstance(d, str) or not _FIELD_NAME.fullmatch(d):
             problems.append(f"{quoted(d)} is not a field name (letters, digits, _ . -; at most 64)")
         elif d in NOT_SLICE_FIELDS:

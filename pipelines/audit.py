@@ -186,9 +186,9 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         options = pipeline_options(beam_args)
         runner = options.view_as(StandardOptions).runner
         if isinstance(runner, str):  # an unknown runner is a usage error, not a traceback from beam.Pipeline
-            from apache_beam.runners.runner import create_runner
+            from fair_forge_beam.options import check_runner
 
-            create_runner(runner)
+            check_runner(runner)
         mode = statistical_mode(args)
         slice_dims = parse_slices(args.slices)
         if config_gates:  # the file's gates alone first: an error names the file

@@ -157,3 +157,66 @@ def test_an_estimate_of_one_observation_is_marked_on_every_surface():
     assert check.status == "fail" and "rests on 1 observation" in check.reason
     check = evaluate_gates(doc, [parse_gate("humanity mean_spearman mean >= 0.1 in assistant_id=bot")])[0]
     assert check.status == "pass" and "(mean 0.5, 1 observation: no interval, n = 1)" in check.message(0.95)
+
+
+def _typo(word: str) -> str:
+    """``word`` with two neighbouring letters swapped (a missing letter for short words)."""
+    if len(word) < 4:
+        return word[:-1] + word[-1] * 2
+    i = len(word) // 2
+    return word[:i - 1] + word[i] + word[i - 1] + word[i + 1:]
+
+
+def _parsers():
+    import importlib
+
+    for module in ("pipelines.audit", "fair_forge_beam.rollup", "pipelines.loop", "pipelines.generate",
+                   "pipelines.run_assistant", "pipelines.trend"):
+        yield module, importlib.import_module(module).build_parser()
+
+
+def test_every_closed_set_option_offers_the_nearest_value(capsys, tmp_path):
+    """A mistyped value of any option with a closed set of values — every command's argparse
+    choices, --metrics, a --config file's keys, a gate's metric and field, Beam's runner, an
+    option's own name — ends in one usage line offering the nearest valid value, said by one
+    helper (quoting.did_you_mean)."""
+    import pytest
+
+    from fair_forge_beam.quoting import did_you_mean
+
+    assert did_you_mean("humanty", ["humanity", "toxicity"]) == "; did you mean 'humanity'?"
+    assert did_you_mean("Bayesian", ["frequentist", "bayesian"]) == "; did you mean 'bayesian'?"
+    assert did_you_mean("zzzz", ["humanity", "toxicity"]) == ""
+    seen = 0
+    for module, parser in _parsers():
+        for action in parser._actions:
+            if not action.choices or not action.option_strings or isinstance(action.choices, dict):
+                continue
+            for choice in action.choices:
+                typo = _typo(str(choice))
+                if typo in action.choices or did_you_mean(typo, action.choices) != f"; did you mean {choice!r}?":
+                    continue  # the swap makes another valid value, or one nearer another (json / jsonl)
+                with pytest.raises(SystemExit) as exc:
+                    parser.parse_args([action.option_strings[-1], typo])
+                err = capsys.readouterr().err
+                assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, (module, err)
+                assert f"invalid choice: {typo!r}" in err and f"did you mean {choice!r}?" in err, (module, err)
+                seen += 1
+    assert seen >= 30, seen
+    import pipelines.audit as audit
+
+    for argv, hint in ((["--metrics", "humanty"], "'humanity'"), (["--metrics", "humanity,toxicty"], "'toxicity'"),
+                       (["--mode", "bayesain"], "'bayesian'"), (["--group-extractor", "keywrod"], "'keyword'"),
+                       (["--metric", "humanity"], "'--metrics'"), (["--runner", "DirectRuner"], "'DirectRunner'"),
+                       (["--metrics", "toxicity", "--gate", "toxicity toxic_rat mean <= 0.2"], "'toxic_rate'")):
+        with pytest.raises(SystemExit) as exc:
+            audit.main([*argv, "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exc.value.code == 2 and f"did you mean {hint}?" in err, (argv, err)
+    config = tmp_path / "audit.toml"
+    for text, hint in (('mode = "bayesain"\n', "'bayesian'"), ('metrics = ["humanty"]\n', "'humanity'")):
+        config.write_text(text, encoding="utf-8")
+        with pytest.raises(SystemExit) as exc:
+            audit.main(["--config", str(config), "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exc.value.code == 2 and str(config) in err and f"did you mean {hint}?" in err, (text, err)

@@ -16,7 +16,7 @@ import pyarrow as pa
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
 
@@ -388,7 +388,8 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
             clustering) and it is not installed; the message names the flag that does without it.
     """
     if name not in METRICS:
-        raise ValueError(f"unknown metric {quoted(name)}; available: {', '.join(sorted(METRICS))}")
+        raise ValueError(f"unknown metric {quoted(name)}; available: {', '.join(sorted(METRICS))}"
+                         + did_you_mean(name, METRICS))
     transform = METRICS[name][0](mode, options or {})
     if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
         transform.slices = tuple(options["slices"])

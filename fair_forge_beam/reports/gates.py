@@ -86,7 +86,7 @@ from __future__ import annotations
 from fair_forge_beam.console import say  # console output never fails a run
 
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -562,7 +562,8 @@ def regression_fields(gate: Gate) -> list[str]:
 def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, problems: list) -> None:
     spec = fields[g.metric].get(g.field)
     if spec is None:
-        problems.append(f"{where}: metric {quoted(g.metric)} has no field {quoted(g.field)} (fields: {', '.join(fields[g.metric])})")
+        problems.append(f"{where}: metric {quoted(g.metric)} has no field {quoted(g.field)} (fields: {', '.join(fields[g.metric])})"
+                        + did_you_mean(g.field, fields[g.metric]))
         return
     if g.kind == "threshold" and g.stat in _INTERVAL_STATS and not bayesian:
         problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
@@ -578,7 +579,8 @@ def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice
         if g.for_every is not None and g.for_every != spec.key_name:
             problems.append(f"{where}: field {quoted(g.field)} is keyed by {spec.key_name}, not {quoted(g.for_every)}")
         if g.key is not None and spec.keys and g.key not in spec.keys:
-            problems.append(f"{where}: unknown {spec.key_name} {quoted(g.key)} (known: {', '.join(spec.keys)})")
+            problems.append(f"{where}: unknown {spec.key_name} {quoted(g.key)} (known: {', '.join(spec.keys)})"
+                            + did_you_mean(g.key, spec.keys))
 
 
 def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slice_dims, baseline: Optional[dict],
@@ -663,7 +665,8 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             gated = list(metrics)
         else:
             if g.metric not in fields:
-                problems.append(f"{where}: unknown metric {quoted(g.metric)} (gateable: {', '.join(sorted(fields))})")
+                problems.append(f"{where}: unknown metric {quoted(g.metric)} (gateable: {', '.join(sorted(fields))})"
+                                + did_you_mean(g.metric, fields))
                 continue
             if g.metric not in metrics:
                 problems.append(f"{where}: metric {quoted(g.metric)} is not run by this audit (metrics: "
