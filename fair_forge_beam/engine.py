@@ -581,14 +581,20 @@ def headed(metric: str, level: str, rec: Any, score: Any = None) -> Optional[dic
 def repeated_turns(key: tuple, turns: Sequence) -> list:
     """``[QualityWarning("duplicate_turn_index", …)]`` when a session's turn indices repeat (the
     same session, ``(session_id, assistant_id)``, given in several records), else ``[]``: the one
-    warning every session reducer gives for it. ``key``: the session key; ``turns``: its turn
-    indices (or any per-interaction identity that must not repeat)."""
+    warning every session reducer gives for it, naming the first few repeated turns and how many
+    repeat (:func:`~fair_forge_beam.io.elements.repeats_named`), whatever their number. ``key``: the
+    session key; ``turns``: its turn indices (or any per-interaction identity that must not repeat;
+    a tuple is shown by its first item, the turn)."""
     if len(set(turns)) == len(turns):
         return []
-    from fair_forge_beam.io.elements import QualityWarning
+    from collections import Counter
 
+    from fair_forge_beam.io.elements import QualityWarning, repeats_named
+
+    n, named = repeats_named(Counter(turns), lambda t: str(t[0] if type(t) is tuple and t else t))
     return [QualityWarning("duplicate_turn_index", f"{key[0]}/{key[1]}",
-                           "the same session (session_id, assistant_id) appears in several records; turn indices repeat")]
+                           "the same session (session_id, assistant_id) appears in several records; "
+                           f"{n} turn ind{'ices' if n > 1 else 'ex'} repeat: {named}")]
 
 
 def _session_key(s) -> tuple:

@@ -181,6 +181,31 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
     assert checks["n_failed"] == 0 and checks["n_gates"] == 3
 
 
+def test_keys_repeated_across_days_are_one_warning_per_session_as_in_the_union(tmp_path):
+    """Issue 28: a session whose 12 qa_ids each come back on the next day gives ONE
+    ``duplicate_qa_id`` warning (naming the first 3 and how many), in the union audit and in the
+    roll-up alike: the same ``results.json`` and the same warnings (before: one per repeated qa_id)."""
+    s = SESSIONS[0]
+    conv = [{**t, "qa_id": f"q{i:02d}"} for i, t in enumerate((s["conversation"] * 12)[:12])]
+    files = _write_days(tmp_path, [[{**s, "conversation": conv}], [{**s, "conversation": conv}]])
+    runs = []
+    for d, f in enumerate(files):
+        _audit(tmp_path / f"a{d}", [f], "frequentist")
+        runs.append(tmp_path / f"a{d}")
+    union_bytes = _audit(tmp_path / "union", files, "frequentist")
+    assert _rollup(tmp_path / "roll", runs) == union_bytes
+    assert json.loads(union_bytes)["summary"]["data_quality_by_kind"] == {"duplicate_qa_id": 1, "session_split": 1}
+    from fair_forge_beam.reports.load import iter_quality_warnings
+
+    def dup(run):
+        return [q for q in iter_quality_warnings(str(tmp_path / run)) if q["kind"] == "duplicate_qa_id"]
+
+    assert dup("roll") == dup("union")
+    (w,) = dup("union")
+    assert "12 qa_ids given more than once" in w["message"] and "'q00' (2 times)" in w["message"]
+    assert "and 9 more" in w["message"]
+
+
 def test_dead_letters_of_a_cut_conversation_are_numbered_as_in_the_union(tmp_path):
     """A conversation no metric can score (Spanish), cut over two days: the roll-up's dead letters
     name the same element ids, and hold the same interaction, as one audit of both files, and its

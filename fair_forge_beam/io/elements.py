@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter", "DEAD", "QUALITY"]
+__all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter", "DEAD", "QUALITY",
+           "SHOWN_REPEATS", "repeats_named"]
 
 
 class Interaction(NamedTuple):
@@ -96,6 +97,33 @@ class QualityWarning(NamedTuple):
     kind: str
     key: str
     message: str
+
+
+#: how many repeated keys one warning names (the others are counted): a session's warning of a kind is
+#: one, whatever the number of keys that repeat in it (issue 28)
+SHOWN_REPEATS = 3
+
+
+def repeats_named(counts: Any, show: Any = repr, shown: int = SHOWN_REPEATS) -> Optional[tuple]:
+    """``(how many keys repeat, text naming the first `shown` of them)`` of ``counts`` (key → how
+    many times it is given; a mapping or its items), ``None`` when no key is given twice. The
+    first are the smallest keys (a deterministic choice: the same counts give the same text in
+    any order, as a roll-up must), each shown as ``show(key)`` with its count; the text ends with
+    how many more. Time linear in the keys, memory in ``shown``."""
+    import heapq
+
+    items = counts.items() if hasattr(counts, "items") else counts
+    rep = [(k, c) for k, c in items if c > 1]
+    if not rep:
+        return None
+    try:
+        first = heapq.nsmallest(shown, rep, key=lambda kc: kc[0])
+    except TypeError:  # keys that do not compare (mixed types): by their text
+        first = heapq.nsmallest(shown, rep, key=lambda kc: repr(kc[0]))
+    text = ", ".join(f"{show(k)} ({c} times)" for k, c in first)
+    if len(rep) > len(first):
+        text += f" and {len(rep) - len(first)} more"
+    return len(rep), text
 
 
 #: the output tags of what a stage cannot use: dead letters (with the reason and the original

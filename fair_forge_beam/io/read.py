@@ -58,6 +58,7 @@ from fair_forge_beam.io.elements import (
     QualityWarning,
     dead_letter,
     make_element_id,
+    repeats_named,
 )
 from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
@@ -268,12 +269,14 @@ def _flat_to_streamed(rec: dict) -> dict:
 
 
 def _repeat_warnings(meta: SessionMetadata, kind: str, counts: dict, describe):
-    """One data-quality warning per key counted more than once in a session (case-002)."""
-    for key, count in sorted(counts.items()):
-        if count > 1:
-            yield beam.pvalue.TaggedOutput(
-                QUALITY, QualityWarning(kind, f"{meta.session_id}/{meta.assistant_id}", describe(key, count))
-            )
+    """At most one data-quality warning of ``kind`` per session (case-002), whatever the number of
+    keys counted more than once in it: ``describe(how many keys repeat, text naming the first
+    few)`` (:func:`~fair_forge_beam.io.elements.repeats_named`) is its message (issue 28)."""
+    named = repeats_named(counts, quoted if kind == "duplicate_qa_id" else str)
+    if named is not None:
+        yield beam.pvalue.TaggedOutput(
+            QUALITY, QualityWarning(kind, f"{meta.session_id}/{meta.assistant_id}", describe(*named))
+        )
 
 
 def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
@@ -281,8 +284,8 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
         meta,
         "duplicate_qa_id",
         qa_counts,
-        lambda qa_id, count: f"qa_id {quoted(qa_id)} appears {count} times in session {quoted(meta.session_id)}; "
-        "interactions are identified by turn index, all are kept",
+        lambda n, named: f"{n} qa_id{'s' if n > 1 else ''} given more than once in session {quoted(meta.session_id)}: "
+        f"{named}; interactions are identified by turn index, all are kept",
     )
 
 
@@ -667,7 +670,8 @@ def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
     out += [w.value for w in _duplicate_qa_warnings(meta, seen)]
     out += [w.value for w in _repeat_warnings(
         meta, "duplicate_turn_index", explicit,
-        lambda turn, count: f"turn_index {turn} is given {count} times; they are ordered by file position")]
+        lambda n, named: f"{n} turn_index value{'s' if n > 1 else ''} given more than once: {named}; they are ordered by "
+        "file position")]
     return out
 
 

@@ -242,8 +242,9 @@ class _Conversation(SessionReducer):
         warnings, records = repeated_turns(key, [m["turn_index"] for m in metas]), []
         tasks = sorted({m["task_id"] for m in metas if m["task_id"] is not None})
         if len(tasks) > 1:
-            warnings.append(QualityWarning("conflicting_task_id", display, f"turns name several task ids {tasks}; using {quoted(tasks[0])}")
-            )
+            shown = ", ".join(quoted(t) for t in tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+            warnings.append(QualityWarning("conflicting_task_id", display,
+                                           f"turns name {len(tasks)} task ids ({shown}); using {quoted(tasks[0])}"))
         task = tasks[0] if tasks else None
         base = {"metric": self.name, "session_id": session_id, "assistant_id": assistant_id, "language": language}
         scores, correct_turns, tool_scores = [], [], []

@@ -158,13 +158,14 @@ class _BuildBlock(beam.DoFn):
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "bestof_question_mismatch", block_id,
                 "contestants of this block answered different questions (qa_ids): " +
-                "; ".join(f"{c.assistant_id}: {list(c.qa_ids)}" for c in contestants)))
+                "; ".join(f"{c.assistant_id}: {_first_qa_ids(c.qa_ids)}" for c in contestants[:3]) +
+                (f"; and {len(contestants) - 3} more contestants" if len(contestants) > 3 else "")))
             qa_ids = tuple(dict.fromkeys(q for c in contestants for q in c.qa_ids))
         if self.order and any(c.assistant_id not in self.order for c in contestants):
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "bestof_undeclared_contestant", block_id,
-                "contestants not in the declared order were placed after it, sorted by id: " +
-                ", ".join(c.assistant_id for c in contestants if c.assistant_id not in self.order)))
+                "contestants not in the declared order were placed after it, sorted by id: " + _first_ids(
+                    [c.assistant_id for c in contestants if c.assistant_id not in self.order])))
         block = Block(block_id, session_id, language, qa_ids, tuple(contestants), len(items))
         if len(contestants) == 1:
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
@@ -172,6 +173,18 @@ class _BuildBlock(beam.DoFn):
             yield _finish(block, self.mode, "walkover", contestants[0].assistant_id, [], 0, {})
             return
         yield block
+
+
+def _first_ids(ids) -> str:
+    """The first 3 of ``ids`` and how many more (a warning is bounded, issue 28)."""
+    return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+
+def _first_qa_ids(qa_ids) -> str:
+    """A contestant's qa_ids as one warning shows them: the first 3 and how many (issue 28: a
+    warning is bounded, whatever the number of keys)."""
+    shown = ", ".join(quoted(q) for q in qa_ids[:3])
+    return f"[{shown}{f', ... ({len(qa_ids)} in all)' if len(qa_ids) > 3 else ''}]"
 
 
 def _qa_label(qa_ids) -> str:

@@ -54,7 +54,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
-from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter, repeats_named
 from fair_forge_beam.engine import (
     DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
 )
@@ -90,6 +90,8 @@ PARTIAL = "partial"
 LINKS = "links"
 GEN_SEP = "#gen#"
 JQ_SEP = "#jq#"
+#: a session part saying that several records share one interaction id (``{DUP: element id, "n": records}``)
+DUP = "dup_of"
 #: largest accepted number of generations per query
 MAX_K = 1000
 
@@ -232,9 +234,8 @@ class _ScoreQuery(beam.DoFn):
         if not metas:  # pragma: no cover - every generation key comes from a meta
             return
         x = metas[0]
-        if len(metas) > 1:
-            yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-                "duplicate_element_id", qkey, f"{len(metas)} records share this interaction id; it is scored once"))
+        if len(metas) > 1:  # told by its session's one warning (the session reducer), never one per id
+            yield (_skey(x), {DUP: qkey, "n": len(metas)})
         gens: dict[int, str] = {}
         for i, answer in sorted(grouped[GENS]):
             gens.setdefault(i, answer)
@@ -344,6 +345,8 @@ def _session_order(r: dict) -> tuple:
     # judgements by (query, sample index, score): never arrival order
     if "jq_of" in r:
         return (2, r["jq_of"], r["i"], r["score"])
+    if DUP in r:
+        return (3, r[DUP], r["n"])
     q = r.get(PARTIAL, r)
     return (int("failed" in q), q.get("turn_index", 0), q.get("element_id") or q.get("failed", ""))
 
@@ -377,11 +380,21 @@ class _SessionReducer(SessionReducer):
         session_id, assistant_id, language = key
         skey = session_key_text(key)
         jq: dict = {}
+        shared: dict = {}
         for v in values:
             if "jq_of" in v:
                 jq.setdefault(v["jq_of"], {}).setdefault(v["i"], v["score"])
+            elif DUP in v:
+                shared[v[DUP]] = max(shared.get(v[DUP], 0), v["n"])
         values = [_finish_jq(v[PARTIAL], jq.get(v[PARTIAL]["element_id"], {})) if PARTIAL in v else v
-                  for v in values if "jq_of" not in v]
+                  for v in values if "jq_of" not in v and DUP not in v]
+        warnings = []
+        named = repeats_named(shared, str)
+        if named is not None:  # one warning for the session, whatever the number of shared ids (issue 28)
+            warnings.append(QualityWarning(
+                "duplicate_element_id", skey,
+                f"{named[0]} interaction id{'s are' if named[0] > 1 else ' is'} shared by several records: {named[1]}; "
+                "each is scored once"))
         failed = sum(1 for v in values if "failed" in v)
         items = [v for v in values if "failed" not in v]  # in (turn, element id) order
         nq = len(items)
@@ -407,7 +420,7 @@ class _SessionReducer(SessionReducer):
         if nq:
             main = (skey, float(nq), (math.fsum(q["csr"] for q in items) / nq, math.fsum(q["stability"] for q in items) / nq), nq)
         opt = [None if points[f] is None else (skey, float(points[f][1]), (points[f][0],), points[f][1]) for f in ("rss", "icr", "jq")]
-        return rec, (main, *opt, (big, ns), failed), [], items
+        return rec, (main, *opt, (big, ns), failed), warnings, items
 
 
 class _SliceEstimator(SliceEstimator):
