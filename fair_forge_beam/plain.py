@@ -10,18 +10,78 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["plain_reason"]
+__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind"]
 
 
 def plain_reason(exc: BaseException) -> str:
     """One line saying why ``exc`` happened, without its class name: the exception's own first
     line for most (the message is already words), a sentence for those whose message is Python's
     (a recursion, a template that loads another one, a sandbox refusal, a syntax error, an
-    ``OSError``'s errno). Never raises."""
+    ``OSError``'s errno, text that is not UTF-8, damaged compressed data, a validation error's
+    fields). A class name left inside the message (``… (EOFError: …)``, a library's own
+    ``ArrowInvalid: …``) is taken out (:func:`plain_words`). Never raises. What every dead letter's
+    and warning's reason built from an exception goes through (issue 28)."""
     try:
-        return _reason(exc)
+        return plain_words(_reason(exc))
     except Exception:  # noqa: BLE001 - a reason is never a second failure
         return "an unexpected error"
+
+
+def repr_reason(text: str) -> str:
+    """An exception as its ``repr`` gives it (``"RuntimeError('unexpected bug')"``, what Beam's
+    failed-batch output carries) → its message in plain words (``"unexpected bug"``)."""
+    try:
+        import ast
+
+        m = re.fullmatch(r"\s*[\w.]+\((.*)\)\s*", str(text), re.S)
+        if m:
+            args = ast.literal_eval(f"({m.group(1)},)") if m.group(1).strip() else ()
+            if args and all(isinstance(a, str) for a in args[:1]):
+                return plain_words(str(args[0]).strip().splitlines()[0] if str(args[0]).strip() else "") or "an unexpected error"
+            if not args:
+                return plain_words(re.sub(r"(?<!^)(?=[A-Z])", " ", str(text).split("(")[0].split(".")[-1]).lower())
+        return plain_words(str(text).strip().splitlines()[0] if str(text).strip() else "")
+    except Exception:  # noqa: BLE001 - a reason is never a second failure
+        return plain_words(str(text)) if str(text).strip() else "an unexpected error"
+
+
+def json_kind(value) -> str:
+    """What a JSON value is, in words (``"null"``, ``"a number"``, ``"a text"``, ``"a list"``,
+    ``"an object"``, ``"true or false"``), never a Python type name (``NoneType``, ``str``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a text"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value of no JSON kind"
+
+
+#: an exception class name as Python or a library prints it (``ValueError``, ``JSONDecodeError``,
+#: ``ArrowInvalid``, ``pyarrow.lib.ArrowInvalid``), with the ``": "`` that follows it
+_CLASS_NAME = re.compile(r"\b(?:[A-Za-z_]\w*\.)*([A-Z][A-Za-z]*?)(Error|Exception|Invalid)\b(?:: ?)?")
+
+
+def plain_words(text: str) -> str:
+    """``text`` without exception class names: ``"Name: "`` in front of a message is dropped, a
+    name left standing becomes its words (``"KeyError"`` → ``"key error"``)."""
+
+    def words(m: re.Match) -> str:
+        if m.group(0).endswith(":") or m.group(0).endswith(": "):
+            return ""
+        base = re.sub(r"(?<!^)(?=[A-Z][a-z])", " ", m.group(1)).lower().strip()
+        return f"{base} {m.group(2).lower()}".strip() if base else m.group(2).lower()
+
+    out = _CLASS_NAME.sub(words, text)
+    out = re.sub(r"\(\s*\)", "", out)
+    out = re.sub(r"\s{2,}", " ", out).strip()
+    return out or "an unexpected error"
 
 
 def _reason(exc: BaseException) -> str:
@@ -47,7 +107,18 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OverflowError):
         return first or "a number too large"
     if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        enc = (exc.encoding or "utf-8").upper().replace("UTF-8-SIG", "UTF-8")
+        return f"not {enc} text ({exc.reason} at byte {exc.start:,})"
+    if name == "ValidationError" and hasattr(exc, "errors"):  # pydantic: its fields, not its report
+        parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'record'}: {e.get('msg')}" for e in exc.errors()[:3]]
+        more = len(exc.errors()) - len(parts)
+        return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+    if name == "error" and type(exc).__module__ == "zlib":
+        return f"damaged compressed data ({first.split(': ', 1)[-1]})" if first else "damaged compressed data"
+    if isinstance(exc, KeyError):
+        return f"missing {first}" if first else "a missing key"
+    if isinstance(exc, EOFError):
+        return first or "the data ends too early (truncated?)"
     if isinstance(exc, OSError) and exc.errno:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{os.strerror(exc.errno)}{where}"

@@ -539,5 +539,5 @@ def test_message_time_and_dead_letters_in_process():
         assert_that(out["interactions"] | beam.Map(lambda x: (x.element_id, x.event_time)),
                     equal_to([("s1/a/0", 1700000000.25), ("s1/a/1", 1700000000.25)]), label="times")
         assert_that(out["dead_letter"] | beam.Map(lambda d: (d.source, d.reason.split(":")[0])),
-                    equal_to([("kafka:live/1:3", "invalid JSON"), ("kafka:live/1:4", "record is a NoneType, not an object"),
+                    equal_to([("kafka:live/1:3", "invalid JSON"), ("kafka:live/1:4", "record is null, not an object"),
                               ("kafka:live/0:8", "line is not valid UTF-8")]), label="dead")

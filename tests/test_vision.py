@@ -79,7 +79,8 @@ def test_vision_values_summaries_and_bad_input(tmp_path):
     assert [d["element_id"] for d in dead] == ["bad/cam/0", "bad/cam/1", "bad/cam/2"]
     assert all(d["stage"] == "vision" for d in dead)
     assert "reference description" in dead[0]["reason"] and "reference description" in dead[1]["reason"]
-    assert "RuntimeError: cannot read this frame" in dead[2]["reason"] and "[boom]" in dead[2]["raw"]
+    # plain words, never the exception's class name (issue 28; was "…: RuntimeError: cannot read this frame")
+    assert dead[2]["reason"] == "similarity scorer failed: cannot read this frame" and "[boom]" in dead[2]["raw"]
     assert [q["kind"] for q in out["quality"]] == ["empty_description"]
     # slice: all 7 scored frames pooled
     (overall,) = [r for r in out["slices"] if r["slice"] == "overall"]

@@ -70,6 +70,7 @@ from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, Unre
                                                 read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
@@ -325,7 +326,7 @@ class _Client:
         except openai.APIConnectionError as exc:
             raise _TurnFailed(f"connection error: {self.scrub(exc)}"[:2000]) from None
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
-            raise _TurnFailed(f"unreadable answer: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+            raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:
             content = completion.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
@@ -365,7 +366,7 @@ class _Client:
         except httpx2.TimeoutException:
             raise _TurnFailed(f"timeout after {cfg.request_timeout:g} s (client retries: {cfg.client_retries})") from None
         except httpx2.HTTPError as exc:
-            raise _TurnFailed(f"connection error: {type(exc).__name__}: {self.scrub(exc)}"[:2000]) from None
+            raise _TurnFailed(f"connection error: {self.scrub(plain_reason(exc))}"[:2000]) from None
         text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
         if status != 200:
             raise _TurnFailed(f"HTTP {status}: {self.scrub(text)[:500]}")

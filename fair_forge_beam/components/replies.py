@@ -34,6 +34,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "declared_length", "openai_http_client", "reply_deadline"]
@@ -189,13 +190,13 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
     try:
         body = raw.decode("utf-8")  # JSON is UTF-8 (RFC 8259 §8.1): no guessing with U+FFFD
     except UnicodeDecodeError as exc:
-        raise UnreadableReply(f"the body is not valid UTF-8 ({exc})", raw.decode("utf-8", "replace")) from None
+        raise UnreadableReply(f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start:,})", raw.decode("utf-8", "replace")) from None
     try:
         data = json.loads(body)
     except ValueError as exc:
-        raise UnreadableReply(f"JSONDecodeError: {exc}", body) from None
+        raise UnreadableReply(f"the body is not JSON ({plain_reason(exc)})", body) from None
     if not isinstance(data, dict):
-        raise UnreadableReply(f"the body is a JSON {type(data).__name__}, not an object", body)
+        raise UnreadableReply(f"the body is {json_kind(data)}, not an object", body)
     return ChatCompletion.construct(**data), body
 
 

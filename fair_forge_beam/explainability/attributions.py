@@ -19,6 +19,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.explainability.schemas import (AttributionBatchResult, AttributionMethod, AttributionResult, Granularity,
                                                     TokenAttribution)
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["AttributionExplainer", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
            "ExplainAttributions", "require_interpreto", "item_seed"]
@@ -248,7 +249,7 @@ class _ExplainFn(beam.DoFn):
         except ImportError:
             raise
         except Exception as exc:  # a bad item never stops the batch
-            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", f"{type(exc).__name__}: {str(exc)[:500]}", item,
+            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", plain_reason(exc)[:500], item,
                                                                   element_id=item_id))
             return
         out = res.model_dump(mode="json")

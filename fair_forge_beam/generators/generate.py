@@ -44,6 +44,7 @@ from fair_forge_beam.generators.schemas import (
     GeneratedQueriesOutput,
 )
 from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy, SequentialStrategy, chunk_digest
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
            "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
@@ -258,7 +259,7 @@ class _ToBatches(beam.DoFn):
         try:
             batches = batches_for(chunk_id, occ, res.parsed, self._conv)
         except ValueError as exc:
-            yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", str(exc), res.raw, element_id=chunk_id,
+            yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", plain_reason(exc), res.raw, element_id=chunk_id,
                                                                source=f"generator:{res.key}"))
             return
         yield int(gi), (int(pos), batches)

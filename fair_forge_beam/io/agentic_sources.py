@@ -61,6 +61,7 @@ from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the gu
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.plain import plain_reason
 
 __all__ = [
     "tau_bench_sessions",
@@ -100,7 +101,7 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
             try:
                 out.append(edge.loads(text, limit=limit) if isinstance(text, str) else text)
             except ValueError as exc:
-                out.append(ReadError(f"{path}: element {v.index} is not valid JSON ({exc})", text))
+                out.append(ReadError(f"{path}: element {v.index} is not valid JSON ({plain_reason(exc)})", text))
         return out
 
     def lines(f, head: bytes):  # JSON lines; None when the first line is not JSON (one value over several lines)
@@ -117,7 +118,7 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
             except edge.RecordRejected as exc:
                 if not out and n == 1:
                     return None
-                out.append(ReadError(f"{path} line {n}: {exc}", text))
+                out.append(ReadError(f"{path} line {n}: {plain_reason(exc)}", text))
             except ValueError as exc:
                 if not out and n == 1:
                     return None
@@ -136,9 +137,9 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
             with edge.open_input(path) as f:
                 records = values(f, f.read(edge.ENCODING_PROBE_BYTES))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        return [ReadError(f"{path}: cannot read the file ({type(exc).__name__}: {exc}); no record of it was read", "")]
+        return [ReadError(f"{path}: cannot read the file ({plain_reason(exc)}); no record of it was read", "")]
     except ValueError as exc:  # a value that breaks the depth bound or is not JSON
-        return [ReadError(f"{path}: invalid JSON file ({exc}); no record of it was read", "")]
+        return [ReadError(f"{path}: invalid JSON file ({plain_reason(exc)}); no record of it was read", "")]
     return records or [ReadError(f"{path}: empty file, no records", "")]
 
 
@@ -149,7 +150,7 @@ def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
         raw = json.dumps(rec, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         raw = repr(rec)
-    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({type(exc).__name__}: {exc})", raw)
+    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", raw)
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = [
@@ -264,7 +265,13 @@ def loads(text: str, max_depth: int = MAX_NESTING, limit: Optional[int] = None) 
     return obj
 
 
-_CONTROL_NAMES = {0: "NUL", 0x7F: "DEL", 0x1B: "ESC", 0x0C: "form feed", 0x0B: "vertical tab", 0x08: "backspace"}
+_CONTROL_NAMES = {0: "NUL", 0x7F: "DEL", 0x1B: "ESC", 0x0C: "form feed", 0x0B: "vertical tab", 0x08: "backspace",
+                  0x0D: "CR, carriage return", 0x0A: "LF, line feed", 0x09: "tab"}
+#: what a raw line end or tab inside a JSON string says of the file (JSON allows them only escaped)
+_RAW_IN_STRING = {"\r": "the file's text holds raw line ends (CR alone: classic Mac OS line ends?) inside a string; "
+                        "write them escaped (\\r)",
+                  "\n": "the text holds a raw line end inside a string; write it escaped (\\n)",
+                  "\t": "the text holds a raw tab inside a string; write it escaped (\\t)"}
 
 
 def json_error_reason(exc: ValueError, text: str) -> str:
@@ -274,7 +281,8 @@ def json_error_reason(exc: ValueError, text: str) -> str:
     file), or records separated by a carriage return alone (the file's lines end in CR, classic
     Mac OS: a line is cut at LF only, and a raw CR cannot be inside a JSON string, so such a "line"
     holds several records; the file is not read as lines of CR — convert its line ends)."""
-    reason = f"invalid JSON: {exc}"
+    why = plain_reason(exc)
+    reason = f"invalid JSON: {why}"
     pos = getattr(exc, "pos", None)
     if not isinstance(pos, int) or not 0 <= pos < len(text):
         return reason
@@ -284,13 +292,16 @@ def json_error_reason(exc: ValueError, text: str) -> str:
         n = text.count("\r") - text.count("\r\n")
         # the cause first: a reason kind longer than 160 characters keeps its start and its end
         return (f"invalid JSON: the file's lines end in CR alone (classic Mac OS line ends) and lines are cut at "
-                f"LF only, so this line holds {n:,} CR(s) and more than one record ({exc}); convert its line ends "
+                f"LF only, so this line holds {n:,} CR(s) and more than one record ({why}); convert its line ends "
                 "(e.g. tr '\\r' '\\n' < in > out)")
     code = ord(ch)
     if (code < 0x20 and ch not in " \t\r\n") or code == 0x7F:
         name = _CONTROL_NAMES.get(code, "a control character")
-        return (f"invalid JSON: a U+{code:04X} ({name}) character where the parser stopped ({exc}): JSON allows "
+        return (f"invalid JSON: a U+{code:04X} ({name}) character where the parser stopped ({why}): JSON allows "
                 "one only escaped, inside a string (a binary, zero-padded or damaged file?)")
+    if ch in _RAW_IN_STRING and str(getattr(exc, "msg", "")).startswith("Invalid control character"):
+        return (f"invalid JSON: a U+{code:04X} ({_CONTROL_NAMES[code]}) character inside a string where the parser "
+                f"stopped ({why}): {_RAW_IN_STRING[ch]}")
     return reason
 
 
@@ -943,7 +954,7 @@ class _Decompressing(io.RawIOBase):
                 self._at_end()  # a decompressor that does not tell a file cut short: the check that does
         except self._errors as exc:
             raise CompressedDataError(f"{self._path}: corrupt, truncated or unreadable {self._kind} data "
-                                      f"({type(exc).__name__}: {exc})") from None
+                                      f"({plain_reason(exc)})") from None
         b[:len(data)] = data
         self._pos += len(data)
         return len(data)

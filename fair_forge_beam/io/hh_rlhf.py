@@ -21,6 +21,7 @@ from typing import Any, Optional
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["HHRLHFPairs", "parse_transcript", "hh_rlhf_sessions"]
 
@@ -71,7 +72,7 @@ def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[l
                 pair = {v: parse_transcript(rec[v]) for v in ("chosen", "rejected")}
             except (ValueError, KeyError, TypeError) as exc:
                 if skipped is not None:
-                    skipped.append((i, f"{type(exc).__name__}: {exc}"))
+                    skipped.append((i, plain_reason(exc)))
                 continue
             for variant, turns in pair.items():
                 out.append({

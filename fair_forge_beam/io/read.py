@@ -65,6 +65,8 @@ from fair_forge_beam.statistical.combiners import StoredAccumulator
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
+from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import json_kind
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords"]
@@ -111,7 +113,7 @@ def checked_record(item: Any) -> Any:
     except edge.RecordRejected as exc:
         return ReadError(str(exc), dead_letter("read", "", item).raw)
     except (RecursionError, ValueError, TypeError) as exc:
-        return ReadError(f"cannot read record ({type(exc).__name__}: {exc})", f"<{type(item).__name__}>")
+        return ReadError(f"cannot read record ({plain_reason(exc)})", f"<{type(item).__name__}>")
 
 
 def absolute_pattern(pattern: str) -> str:
@@ -179,7 +181,7 @@ def _error_text(exc: Exception, flat: bool = False) -> str:
             loc = ".".join(str(x) for x in at) or "record"
             parts.append(f"{loc}: {e.get('msg')}")
         return "; ".join(parts)
-    return f"{type(exc).__name__}: {exc}"
+    return plain_reason(exc)
 
 
 # ------------------------------------------------------------------ record -> interactions
@@ -378,7 +380,7 @@ class _ParseRecord(beam.DoFn):
             if self.timestamp_policy == "processing_time":
                 return None, None
             what = "missing" if value is None else "unreadable"
-            return None, f"timestamp field {quoted(self.timestamp_field)} {what}: {exc}"
+            return None, f"timestamp field {quoted(self.timestamp_field)} {what}: {plain_reason(exc)}"
 
     def process(self, item):
         source, position, payload = item
@@ -399,7 +401,8 @@ class _ParseRecord(beam.DoFn):
                     return [
                         beam.pvalue.TaggedOutput(
                             DEAD,
-                            dead_letter("read", f"line is not valid UTF-8: {exc}", payload.decode("utf-8", "replace"), source=where),
+                            dead_letter("read", f"line is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
+                                        payload.decode("utf-8", "replace"), source=where),
                         )
                     ]
             else:
@@ -425,7 +428,7 @@ class _ParseRecord(beam.DoFn):
             except (RecursionError, ValueError, TypeError) as exc:
                 return [
                     beam.pvalue.TaggedOutput(
-                        DEAD, dead_letter("read", f"cannot read record ({type(exc).__name__}: {exc})", repr(type(payload)), source=where)
+                        DEAD, dead_letter("read", f"cannot read record ({plain_reason(exc)})", repr(type(payload)), source=where)
                     )
                 ]
         return self._record(where, rec, (str(source), int(position)))
@@ -436,7 +439,7 @@ class _ParseRecord(beam.DoFn):
         if not isinstance(rec, dict):
             return [
                 beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"record is a {type(rec).__name__}, not an object", rec, source=where)
+                    DEAD, dead_letter("read", f"record is {json_kind(rec)}, not an object", rec, source=where)
                 )
             ]
         if "conversation" in rec:
@@ -530,7 +533,7 @@ class _ParseRecord(beam.DoFn):
         for i, raw_batch in enumerate(conv):
             try:
                 if not isinstance(raw_batch, dict):
-                    raise ValueError(f"interaction must be an object, got {type(raw_batch).__name__}")
+                    raise ValueError(f"interaction must be an object, got {json_kind(raw_batch)}")
                 b = Batch.model_validate(raw_batch)
             except (ValidationError, ValueError) as exc:
                 bad.add(i, _error_text(exc), raw_batch)
@@ -926,7 +929,7 @@ class _JsonLinesSource(FileBasedSource):
                 file_name,
                 pos,
                 ReadError(
-                    f"cannot read compressed file {file_name} after {pos} decompressed bytes ({type(exc).__name__}: {exc}); "
+                    f"cannot read compressed file {file_name} after {pos} decompressed bytes ({plain_reason(exc)}); "
                     "records after this point are missing",
                     "",
                 ),
@@ -985,7 +988,7 @@ def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYT
             except UnicodeDecodeError as exc:
                 yield (file_name, pos, ReadError(
                     f"file {file_name} looks like {encoding.upper()} (by its first bytes) but the line at character "
-                    f"{pos} does not decode as it: {exc}", ""))
+                    f"{pos} does not decode as it: {plain_reason(exc)}", ""))
                 line = None
             else:
                 if pos == 0:
@@ -1102,11 +1105,11 @@ class _ReadJsonFile(beam.DoFn):
                     index = value.index + 1
         except UnicodeDecodeError as exc:
             yield (path, index, ReadError(f"JSON file {path} looks like {encoding.upper()} (by its first bytes) but does "
-                                          f"not decode as it after {index} element(s): {exc}; records after this point "
+                                          f"not decode as it after {index} element(s): {plain_reason(exc)}; records after this point "
                                           "are missing", ""))
         except (OSError, EOFError, zlib.error, ValueError) as exc:  # corrupt compressed data: the reason names it
-            yield (path, index, ReadError(f"cannot read file {path} after {index} element(s) ({type(exc).__name__}: "
-                                          f"{exc}); records after this point are missing", ""))
+            yield (path, index, ReadError(f"cannot read file {path} after {index} element(s) ({plain_reason(exc)}); "
+                                          "records after this point are missing", ""))
 
 
 def _json_element(path: str, value, limit: int):
@@ -1120,7 +1123,7 @@ def _json_element(path: str, value, limit: int):
     try:
         return value.text.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return ReadError(f"element {value.index} of JSON file {path} is not valid UTF-8: {exc}",
+        return ReadError(f"element {value.index} of JSON file {path} is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
                          value.text.decode("utf-8", "replace"))
 
 
@@ -1132,7 +1135,7 @@ class _ParquetRowGroups(beam.DoFn):
             with FileSystems.open(metadata.path) as f:
                 n = pq.ParquetFile(f).num_row_groups
         except Exception as exc:  # noqa: BLE001 - not a Parquet file, truncated, ...
-            return [(metadata.path, ("error", f"{type(exc).__name__}: {exc}"))]
+            return [(metadata.path, ("error", plain_reason(exc)))]
         return [(metadata.path, rg) for rg in range(n)]
 
 
@@ -1426,11 +1429,11 @@ class _ReadParquetRowGroup(beam.DoFn):
                         done += 1
                     first += batch.num_rows
         except UnsizedArrowType as exc:  # never read a row whose size is unknown
-            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path}: {exc}, so the size of its "
+            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path}: {plain_reason(exc)}, so the size of its "
                                        "rows cannot be bounded (--max-record-bytes); its rows are not read", ""))
         except Exception as exc:  # noqa: BLE001 - a corrupt row group is named in the dead letter
             after = f"; its first {done:,} row(s) are read" if done else ""
-            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({type(exc).__name__}: {exc})"
+            yield (path, rg, ReadError(f"cannot read row group {rg} of Parquet file {path} ({plain_reason(exc)})"
                                        f"{after}", ""))
 
 

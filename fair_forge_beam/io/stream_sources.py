@@ -39,6 +39,7 @@ from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.plain import plain_reason
 
 __all__ = [
     "StreamingRetriever", "ReadStreamingRetriever", "WatchJsonl", "KafkaRecords", "MessageEventTime", "PubSubRecords",
@@ -203,7 +204,7 @@ class _ReadLines(beam.DoFn):
             with open_input(path) as f:  # compressed files in bounded pieces (Beam's reader expands 16 MiB reads)
                 yield from file_lines(path, f, self.max_record_bytes)
         except Exception as exc:  # noqa: BLE001 - a corrupt/vanished file is a dead letter naming it
-            yield (path, 0, ReadError(f"cannot read file {path} ({type(exc).__name__}: {exc})", ""))
+            yield (path, 0, ReadError(f"cannot read file {path} ({plain_reason(exc)})", ""))
 
 
 class WatchJsonl(beam.PTransform):

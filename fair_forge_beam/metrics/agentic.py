@@ -81,6 +81,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import single_session, slice_estimate
 from fair_forge_beam.statistical.combiners import WithFailedCount
 from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, pass_k_note, task_histogram
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Agentic", "read_path", "SOURCES"]
 
@@ -127,7 +128,7 @@ class _Score(beam.DoFn):
         except ToolTraceError as exc:
             raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
             yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter(TOOLS_STAGE, f"tool correctness not computed: {exc}", raw, x.element_id)
+                DEAD, dead_letter(TOOLS_STAGE, f"tool correctness not computed: {plain_reason(exc)}", raw, x.element_id)
             )
         task = read_path(x, self.task_field) if self.task_field else None
         meta = {
@@ -207,7 +208,7 @@ def _verdict(name: str):
             if not (math.isfinite(score) and 0.0 <= score <= 1.0):
                 raise ValueError(f"score {score} outside [0, 1]")
         except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
-            return (dead_letter(name, f"judge answer has no usable correctness_score ({exc})", res.raw, res.element_id),)
+            return (dead_letter(name, f"judge answer has no usable correctness_score ({plain_reason(exc)})", res.raw, res.element_id),)
         reasoning = str(parsed.get("reasoning") or "") or (res.reasoning or None)
         return (SessionPart.keyed(session_of_key(res.key), (1, (res.key, score, reasoning))),)
 

@@ -87,6 +87,7 @@ from fair_forge_beam.statistical.bradley_terry import (
     elo_scale,
     estimate_bradley_terry,
 )
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["BestOf", "Block", "BlockScore", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
 
@@ -284,7 +285,7 @@ class _KingOfTheHill(beam.DoFn):
                 self._client = self.handler.create_client()
             (res,) = list(self.handler.run_inference([req], self._client, self.inference_args))
         except Exception as exc:  # noqa: BLE001 - retries are exhausted: dead letter, not a crash
-            return None, f"judge call failed: {type(exc).__name__}: {exc}"[:2000], ""
+            return None, f"judge call failed: {plain_reason(exc)}"[:2000], ""
         if res.error is not None:
             return None, res.error, res.raw or ""
         return res, "", ""

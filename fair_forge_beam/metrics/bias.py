@@ -50,6 +50,7 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, SumCombineFn, estimate_rate
 from fair_forge_beam.statistical.slices import single_session, slice_rate
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Bias"]
 
@@ -101,7 +102,7 @@ def _parse_verdict(guardian: LLMGuardian):
         try:
             v = guardian.parse(res.answer, meta[0], getattr(res, "logprobs", None))
         except GuardianParseError as exc:
-            return (dead_letter(STAGE, f"unparseable guardian answer for {quoted(meta[0])}: {exc}", res.raw or res.answer, meta[1],
+            return (dead_letter(STAGE, f"unparseable guardian answer for {quoted(meta[0])}: {plain_reason(exc)}", res.raw or res.answer, meta[1],
                                 source=f"guardian:{meta[0]}"), _outcome(meta, None, None))
         return (_outcome(meta, bool(v.is_biased), None if v.certainty is None else float(v.certainty)),)
 
@@ -136,7 +137,7 @@ class _DirectGuardian(beam.DoFn):
             except Exception as exc:  # one bad call never stops the run
                 yield beam.pvalue.TaggedOutput(
                     DEAD,
-                    dead_letter(STAGE, f"guardian failed for {quoted(a)}: {type(exc).__name__}: {exc}", x._asdict(), x.element_id, source=f"guardian:{a}"),
+                    dead_letter(STAGE, f"guardian failed for {quoted(a)}: {plain_reason(exc)}", x._asdict(), x.element_id, source=f"guardian:{a}"),
                 )
                 yield _outcome(meta, None, None)
                 continue

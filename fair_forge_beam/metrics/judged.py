@@ -36,6 +36,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means
 from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, CollectCombineFn, WithFailedCount,
                                                    session_mean_and_point_estimates)
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "META", "QUALITY"]
 
@@ -156,7 +157,7 @@ def _scores_verdict(metric: str, fields: Sequence[str]):
             if not all(np.isfinite(scores)):
                 raise ValueError("non-finite score")
         except (KeyError, TypeError, ValueError) as exc:  # the handler validated; this is a guard
-            return (dead_letter(metric, f"judge answer has no usable scores ({exc})", res.raw, res.element_id, f"judge:{res.key}"),)
+            return (dead_letter(metric, f"judge answer has no usable scores ({plain_reason(exc)})", res.raw, res.element_id, f"judge:{res.key}"),)
         insight = str(parsed.get("insight", ""))
         return (SessionPart.keyed(session_of_key(res.key), (1, (res.key, scores, insight, res.reasoning or None))),)
 

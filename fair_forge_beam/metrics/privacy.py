@@ -51,6 +51,7 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.detection import CountVectorCombineFn, estimate_confusion
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Privacy", "PrivacyDomain", "match_spans", "span_iou", "interpretation_for", "TEXT_FIELDS"]
 
@@ -183,12 +184,12 @@ class _ScorePrivacy(beam.DoFn):
         try:
             expected = _expected_spans(x.spans, text, set(dom.classes))
         except ValueError as exc:
-            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"bad expected span: {exc}", list(x.spans or ()), x.element_id))
+            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"bad expected span: {plain_reason(exc)}", list(x.spans or ()), x.element_id))
             return
         try:
             predicted = list(self.detector.predict(text))
         except Exception as exc:  # a detector backend failing on hostile text: dead letter, never a crash
-            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"detector {self.detector.name} failed: {type(exc).__name__}: {exc}", text, x.element_id))
+            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"detector {self.detector.name} failed: {plain_reason(exc)}", text, x.element_id))
             return
         counts, kept, ood = match_spans(predicted, expected, dom.classes, dom.iou_threshold)
         vec = [v for c in dom.classes for v in counts[c]] + [1, int(bool(kept)), len(expected), len(predicted), ood]

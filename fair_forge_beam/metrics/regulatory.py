@@ -72,6 +72,7 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_and_point_estimates,
 )
 from fair_forge_beam.statistical.slices import slice_rate
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
 
@@ -300,7 +301,7 @@ class _LocalCheck(beam.DoFn):
                 if c.score is not None and not 0.0 <= float(c.score) <= 1.0:
                     raise ValueError(f"checker score {quoted(c.score)} is outside [0, 1]")
         except Exception as exc:  # noqa: BLE001 - any checker failure goes to the dead letter
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"contradiction checker failed: {type(exc).__name__}: {exc}",
+            yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"contradiction checker failed: {plain_reason(exc)}",
                                                              x._asdict(), x.element_id))
             for c in chunks:
                 yield _verdict(skey, x.element_id, c.source, c.chunk_index, None, None)

@@ -54,6 +54,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_bootstrap_means,
     estimate_rate,
 )
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["RoleAdherence", "RoleAdherenceJudgeOutput", "RoleScoringStrategy", "StructuredJudgeStrategy", "ROLE_RUBRIC", "ROLE_CASE"]
 
@@ -223,7 +224,7 @@ def _verdict(strategy: RoleScoringStrategy):
             if not 0.0 <= score <= 1.0:
                 raise ValueError(f"score {quoted(score)} outside [0, 1]")
         except (TypeError, ValueError) as exc:
-            return (dead_letter(NAME, f"judge answer unusable ({exc})", res.raw, res.element_id),)
+            return (dead_letter(NAME, f"judge answer unusable ({plain_reason(exc)})", res.raw, res.element_id),)
         reason = str((res.parsed or {}).get("reason", ""))
         return (SessionPart.keyed(session_of_key(res.key), (1, RoleVerdict(res.key, score, reason))),)
 

@@ -64,6 +64,7 @@ from fair_forge_beam.statistical.group_fairness import (
     profiling_blocks,
     reference_distribution,
 )
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Toxicity", "ToxicityScore"]
 
@@ -146,7 +147,7 @@ class _ScoreToxicity(beam.DoFn):
             try:
                 m = self.matcher.match(x.assistant or "", x.language)
             except Exception as exc:  # noqa: BLE001 - a scorer never crashes the pipeline
-                out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", f"lexicon match failed: {type(exc).__name__}: {exc}", x._asdict(), x.element_id)))
+                out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", f"lexicon match failed: {plain_reason(exc)}", x._asdict(), x.element_id)))
                 continue
             if m is None:
                 known = ", ".join(sorted(self.matcher.languages)) or "none"
@@ -191,7 +192,7 @@ class _ScoreToxicity(beam.DoFn):
             probs = dict(zip(live, self.classifier.probabilities([ok[i][0].assistant for i in live]))) \
                 if self.classifier is not None and live else {}
         except Exception as exc:  # noqa: BLE001
-            reason = f"toxicity scoring failed for the batch: {type(exc).__name__}: {exc}"
+            reason = f"toxicity scoring failed for the batch: {plain_reason(exc)}"
             return out + [beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", reason, x._asdict(), x.element_id)) for x, _ in ok]
         emb_of = {i: emb[j] for j, i in enumerate(live)} if emb is not None else {}
         for i, (x, m) in enumerate(ok):

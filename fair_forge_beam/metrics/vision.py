@@ -58,6 +58,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_rate,
     session_mean_estimates,
 )
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summary", "hallucination_summary"]
 
@@ -126,7 +127,7 @@ class _ScoreFrames(beam.DoFn):
                         sims.append(exc)
             for x, s in zip(todo, sims):
                 if isinstance(s, Exception):
-                    out.append(self._dead(x, f"similarity scorer failed: {type(s).__name__}: {s}"[:2000]))
+                    out.append(self._dead(x, f"similarity scorer failed: {plain_reason(s)}"[:2000]))
                     continue
                 try:
                     s = float(s)

@@ -61,6 +61,7 @@ from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits,
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.plain import plain_reason, repr_reason
 
 __all__ = [
     "JudgeRequest",
@@ -492,7 +493,7 @@ class _JudgeClient:
             if status in (401, 403):
                 return f"HTTP {status}: authentication failed (check the key in ${self.cfg.api_key_env})"
             return f"HTTP {status}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
-        return self.scrub(f"{type(exc).__name__}: {exc}")[:2000]
+        return self.scrub(plain_reason(exc))[:2000]
 
     def _body_text(self, exc) -> str:
         try:
@@ -547,7 +548,7 @@ class _JudgeClient:
         try:
             choice = completion.choices[0] if completion.choices else None
         except Exception as exc:
-            raise _BadAnswer(f"response body is not a chat completion ({type(exc).__name__}: {exc})", self.scrub(body)) from None
+            raise _BadAnswer(f"response body is not a chat completion ({plain_reason(exc)})", self.scrub(body)) from None
         usage = getattr(completion, "usage", None)
         p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
         c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -939,9 +940,9 @@ class _BatchFailureToDeadLetters(beam.DoFn):
     def process(self, failed):
         batch, exc = failed
         if isinstance(exc, tuple) and len(exc) >= 2:  # (exception type, repr, traceback lines)
-            reason = f"batch failed: {exc[1]}"
+            reason = f"batch failed: {repr_reason(exc[1])}"
         else:
-            reason = f"batch failed: {type(exc).__name__}: {exc}"
+            reason = f"batch failed: {plain_reason(exc)}"
         reason = reason[:2000]
         for req in batch:
             self._failures.inc()

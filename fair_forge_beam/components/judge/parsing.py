@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
 
+from fair_forge_beam.plain import json_kind
 from fair_forge_beam.quoting import quoted
 
 __all__ = [
@@ -343,7 +344,7 @@ def parse_verdict(
             if isinstance(whole, dict):
                 obj, why = _validate_strict(whole, schema)
                 return (obj, None) if obj is not None else (None, f"answer does not match schema {name}: {why}")
-            kind = "a list of verdicts" if isinstance(whole, list) else f"a JSON {type(whole).__name__}"
+            kind = "a list of verdicts" if isinstance(whole, list) else json_kind(whole)
             return None, f"answer is {kind}, not one JSON object"
     fields = _field_names(schema)
     verdicts: list[BaseModel] = []
