@@ -155,14 +155,8 @@ class _ScoreToxicity(beam.DoFn):
                     "toxicity", f"no toxicity lexicon for language {quoted(x.language)} (lexicon covers: {known})", x._asdict(), x.element_id)))
                 continue
             ok.append((x, m))
-            if x.language != "english":  # the lexicon has the language; the group words and VADER do not
-                parts = f"group detection ({type(self.extractor).__name__})" + (
-                    f" and sentiment ({type(self.sentiment).__name__})" if self.sentiment is not None else "")
-                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-                    "english_only_parts", x.element_id,
-                    f"answer in language {quoted(x.language)}: its toxic words are read by the lexicon of that language, but "
-                    f"Toxicity's {parts} read English only, so its group mentions (ASB, DIDT) are not reliable (e.g. "
-                    "Spanish 'son' matches the group 'men')")))
+            # an answer in another language than English: its session's one english_only_parts
+            # warning (the session reducer), never one per answer (issue 28)
             n_chars = len(x.assistant or "")
             if n_chars > MAX_ANALYSIS_CHARS:
                 out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
@@ -264,14 +258,22 @@ class _InteractionRecord:
 class _SessionReducer(SessionReducer):
     """Session record (toxic rate, group mentions); each session adds 1 to its cell's session count."""
 
-    def __init__(self, mode: StatisticalMode, groups: Sequence[str]):
-        self.mode, self.groups = mode, tuple(groups)
+    def __init__(self, mode: StatisticalMode, groups: Sequence[str], english_only: str = "group detection"):
+        self.mode, self.groups, self.english_only = mode, tuple(groups), english_only
 
     def reduce(self, key, combined):
         n, n_toxic, mentions = combined
         if n == 0:
             return None, None, []  # an empty pane of a window that fired before (nothing new in it)
         session_id, assistant_id, language = key
+        warnings = []
+        if language != "english":  # the lexicon has the language; the group words and VADER do not
+            warnings.append(QualityWarning(
+                "english_only_parts", f"{session_id}/{assistant_id}",
+                f"{n} answer{'s' if n > 1 else ''} in language {quoted(language)}: {'their' if n > 1 else 'its'} toxic "
+                f"words are read by the lexicon of that language, but Toxicity's {self.english_only} read English only, "
+                f"so {'their' if n > 1 else 'its'} group mentions (ASB, DIDT) are not reliable (e.g. Spanish 'son' "
+                "matches the group 'men')"))
         rec = ToxicitySessionMetric(
             session_id=session_id,
             assistant_id=assistant_id,
@@ -281,7 +283,7 @@ class _SessionReducer(SessionReducer):
             toxic_rate=estimate_rate(n_toxic, n, self.mode),
             group_mentions={self.groups[g]: c for g, c in sorted(mentions.items())},
         )
-        return rec, 1, []
+        return rec, 1, warnings
 
 
 class _SliceEstimator(SliceEstimator):
@@ -618,7 +620,8 @@ class Toxicity(MetricTransform):
             interaction_record=_InteractionRecord(self.groups),
             session_value=_session_value,
             session_combine=SessionGroupCountsCombineFn(),
-            session_reducer=_SessionReducer(self.mode, self.groups),
+            session_reducer=_SessionReducer(self.mode, self.groups, f"group detection ({type(self.extractor).__name__})" + (
+                f" and sentiment ({type(self.sentiment).__name__})" if self.sentiment is not None else "")),
             cell_value=_cell_value,
             cell_value_type=CellValue,
             interaction_slice_combine=StoredTupleCombineFn(
