@@ -658,8 +658,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
     ]
     if read_counts is None:  # one count per run, not one tagged element per interaction through the results combine
-        parts.insert(0, read["interactions"] | "CountRead" >> beam.combiners.Count.Globally() | "TagRead" >> beam.Map(
-            lambda n: ("read", None, n)))
+        # no default element: nothing read gives no ("read", None, 0), which both combines count as 0
+        # (ResultsDocFn, the manifest's _CountsCombineFn); a default adds a DoOnce and a side input (2 stages)
+        parts.insert(0, read["interactions"]
+                     | "CountRead" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
+                     | "TagRead" >> beam.Map(lambda n: ("read", None, n)))
     else:
         parts.insert(0, read_counts)
     # interactions read per slice (counted per key first, then one element per slice): in
