@@ -3,7 +3,8 @@
 
 Each run is ``sys.executable -m pipelines.audit ARGS`` with ``PYTHONPATH=<tree>`` and ``cwd=<tree>``,
 ARGS the README's own command of that tree (``outputs_identity.readme_command``) with ``--output``
-replaced by a fresh folder outside the tree. A child's CPU is the growth of
+replaced by a fresh folder outside the tree. Bytecode is cached for every tree alike
+(``PYTHONPYCACHEPREFIX`` under the work folder, written; ``--warmup`` uncounted runs per tree fill it). A child's CPU is the growth of
 ``getrusage(RUSAGE_CHILDREN)`` (user + sys) over its run, so it counts the job and every process it
 waited for. Rounds interleave the trees (A B A B ..., the order alternating each round)::
 
@@ -38,10 +39,11 @@ def readme_args(tree: Path, out: Path) -> list:
     return [*args, "--output", str(out)]
 
 
-def run_once(tree: Path, out: Path) -> dict:
+def run_once(tree: Path, out: Path, pycache: Path) -> dict:
     if out.exists():
         shutil.rmtree(out)
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(pycache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -60,15 +62,23 @@ def main(argv=None) -> int:
     ap.add_argument("--tree", action="append", required=True, type=Path, help="a checkout (twice or more)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=None, help="folder for the outputs (default: a temp dir)")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted runs of each tree first (default 1)")
     a = ap.parse_args(argv)
     trees = [t.resolve() for t in a.tree]
     work = a.work or Path(tempfile.mkdtemp(prefix="bench_readme_"))
     work.mkdir(parents=True, exist_ok=True)
+    # every tree's bytecode cached alike (a user's steady state: compiled once), in one prefix outside
+    # the trees: otherwise a checkout with __pycache__ folders is compared with one that compiles its
+    # modules on every run (PYTHONDONTWRITEBYTECODE set, or a fresh worktree)
+    pycache = work / "pycache"
+    for t in trees:
+        for _ in range(a.warmup):
+            run_once(t, work / "out", pycache)
     cpu = {t: [] for t in trees}
     for r in range(a.rounds):
         order = trees if r % 2 == 0 else trees[::-1]
         for t in order:
-            m = run_once(t, work / "out")
+            m = run_once(t, work / "out", pycache)
             cpu[t].append(m["cpu"])
             print(f"round {r + 1} {t}: cpu {m['cpu']:.2f} s (user {m['user']:.2f} + sys {m['sys']:.2f}), "
                   f"wall {m['wall']:.2f} s, load {m['load']:.2f}", flush=True)
