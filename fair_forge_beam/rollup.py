@@ -846,11 +846,24 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             log.info("rollup: the slices of %s are the runs' stored slice accumulators, corrected for the merged "
                      "sessions only", ", ".join(lay.specs[slot].name for (lay, _), cols in zip(layouts, slice_cols)
                                                for _, slot in cols))
+        # each stored session table's reused rows are written where the pipeline reads the file (once per
+        # file: the first engine group reading it), staged, then moved into place after the pipeline
+        copies: dict = {}  # (run index, path) -> (staged path, final path)
+        files = []
+        for j, r in enumerate(runs):
+            for g in range(len(layouts)):
+                for path in run_shards(r, table_of[g]):
+                    staged = None
+                    if merged is not None and (j, path) not in copies:
+                        staged = f"{out}/{_REUSED_STAGE}/{len(copies):05d}.parquet"
+                        name = path.rsplit("/", 1)[-1]
+                        copies[(j, path)] = (staged, f"{out}/{table_of[g]}part-r{j:03d}-{name[len('part-'):]}")
+                    files.append((j, path, g, staged))
+        copied_tables = {table_of[g] for g in range(len(layouts))} if merged is not None else set()
         with run_pipeline(pipeline_options(beam_args)) as p:
             stored_rows = (
                 p
-                | "StoredFiles" >> beam.Create([(j, path, g) for j, r in enumerate(runs) for g in range(len(layouts))
-                                                for path in run_shards(r, table_of[g])])
+                | "StoredFiles" >> beam.Create(files)
                 | "SpreadFiles" >> beam.Reshuffle()
                 | "ReadStored" >> beam.ParDo(_ReadStoredRows(layouts, merged, from_stored)).with_outputs(
                     "quality", *[f"g{g}" for g in range(len(layouts))], main="merge")
@@ -889,8 +902,9 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                           read_counts=counts, write_interactions=False,
                           read_slice_dims=read_count_dimensions(gates, slices))
+        _place_reused_rows(out, copies.values())
         _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
-        _copy_reused_rows(runs, out, [*tables,
+        _copy_reused_rows(runs, out, [*(t for t in tables if t not in copied_tables),
                                       *(f"sessions/{m}/" for m in metrics)], merged)
         seal_manifest(out)  # every file a roll-up of this roll-up reads is in place: its size and hash
         elapsed = time.time() - started
@@ -1050,12 +1064,61 @@ def _copy_reused_rows(runs: Sequence[str], out: str, folders: Sequence[str], mer
                     pq.write_table(t, f)
 
 
+def _place_reused_rows(out: str, copies) -> None:
+    """Move the reused rows :class:`_ReadStoredRows` wrote into ``out``'s stage folder
+    (:data:`_REUSED_STAGE`; ``copies``: ``(staged path, final path)`` pairs, a file with no reused
+    row never written) to their ``part-r<run>-…`` names, then remove that folder."""
+    from apache_beam.io.filesystems import FileSystems
+
+    moves = [(a, b) for a, b in copies if FileSystems.exists(a)]
+    for folder in sorted({b.rsplit("/", 1)[0] for _, b in moves}):
+        if not FileSystems.exists(folder):
+            FileSystems.mkdirs(folder)
+    if moves:
+        FileSystems.rename([a for a, _ in moves], [b for _, b in moves])
+    stage = f"{out}/{_REUSED_STAGE}"
+    if FileSystems.exists(stage):
+        FileSystems.delete([stage])
+
+
 #: rows per Arrow record batch decoded at once by :class:`_ReadStoredRows`
 _READ_BATCH_ROWS = 8192
 
+#: the folder of the roll-up's stage where :class:`_ReadStoredRows` writes each stored session
+#: table's reused rows during the pipeline (moved to ``part-r<run>-…`` after it: Beam's sinks clear
+#: files named like theirs)
+_REUSED_STAGE = "reused-rows.tmp"
+
+
+def _write_reused_rows(stored, kept: Sequence[tuple], target: str) -> None:
+    """Write the reused rows of one stored Parquet file (``stored``, a ``pyarrow.parquet.ParquetFile``;
+    ``kept``: per record batch read, ``(its reused rows, its reused mask)``) to ``target``, the same
+    file :func:`_copy_reused_rows` writes from the file read again: a table chunked as the source's
+    row groups (what ``read_table`` then ``filter`` give), written by ``pyarrow.parquet.write_table``.
+    Nothing is written when no row is reused."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.io.filesystems import FileSystems
+
+    table = pa.Table.from_batches([rows for rows, _ in kept], schema=stored.schema_arrow)
+    if not table.num_rows:
+        return
+    table = table.combine_chunks()
+    reused = np.cumsum(np.concatenate([m.to_numpy(zero_copy_only=False) for _, m in kept]))  # up to each row
+    ends = np.cumsum([stored.metadata.row_group(i).num_rows for i in range(stored.num_row_groups)])
+    counts = np.diff(np.concatenate([[0], reused[ends - 1]]))  # reused rows per row group
+    pieces, at = [], 0
+    for n in counts.tolist():
+        pieces.append(table.slice(at, n))
+        at += n
+    with FileSystems.create(target) as f:
+        pq.write_table(pa.concat_tables(pieces), f)
+
 
 class _ReadStoredRows(beam.DoFn):
-    """``(run index, path of a stored session table's Parquet file, engine group g)`` → per stored
+    """``(run index, path of a stored session table's Parquet file, engine group g, staged path or
+    None)`` → per stored
     row of a session in ``merged`` (main) ``((session_id, assistant_id), (run index, row))``,
     ``row`` a dict of column → plain value (:func:`~fair_forge_beam.schemas.arrow.from_arrow_array`:
     structs and lists as tuples, maps as dicts), for :class:`_MergeRunsOfSession`; per row of any
@@ -1064,7 +1127,9 @@ class _ReadStoredRows(beam.DoFn):
     the engine's input (``"g<g>"``: ``(session key, Reduced(slots))``: slice values,
     interaction-side cell values, metadata values) — its accumulators are not even decoded. The file is read with
     ``pyarrow`` in record batches and decoded column by column, so the per-interaction values
-    cost no Python call each.
+    cost no Python call each. With a staged path, the file's rows of reused sessions are also
+    written there (:func:`_write_reused_rows`: the roll-up's copy of them, moved into place after
+    the pipeline by :func:`_place_reused_rows`), so the file is read once for both.
 
     Args:
         groups: per engine group, its :class:`~fair_forge_beam.engine.SessionLayout` and metric names.
@@ -1090,15 +1155,22 @@ class _ReadStoredRows(beam.DoFn):
 
         from fair_forge_beam.io.session_stats import open_stored
 
-        j, path, g = item
+        j, path, g, copy_to = item
+        kept = []  # with copy_to: the reused rows, batch by batch (the file read once for both)
         with open_stored(path) as f:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=_READ_BATCH_ROWS, use_threads=False):
+            stored = pq.ParquetFile(f)
+            for batch in stored.iter_batches(batch_size=_READ_BATCH_ROWS, use_threads=False):
                 if self.merged is None:
                     yield from self._merged_rows(j, batch)
                     continue
                 reused = _reused_mask(batch, self.merged)
                 yield from self._merged_rows(j, batch.filter(pc.invert(reused)))
-                yield from self._reused_rows(g, batch.filter(reused))
+                rows = batch.filter(reused)
+                if copy_to is not None:
+                    kept.append((rows, reused))
+                yield from self._reused_rows(g, rows)
+            if copy_to is not None:
+                _write_reused_rows(stored, kept, copy_to)
 
     @staticmethod
     def _merged_rows(j, batch):
