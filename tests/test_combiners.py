@@ -815,7 +815,7 @@ def test_collected_values_are_stored_in_a_total_order_never_arrival_order(sort):
 
 
 def test_beta_quantiles_are_scipys_beta_ppf_bit_for_bit():
-    """Bayesian rate intervals come from the ufunc ``scipy.stats.beta.ppf`` calls (no import of
+    """Bayesian rate intervals come from ``scipy.special.betaincinv`` (no import of
     ``scipy.stats``): the same floats, also where the arguments take ``scipy.stats``' own path."""
     import random
 
