@@ -55,6 +55,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -1112,8 +1113,12 @@ def _write_reused_rows(stored, kept: Sequence[tuple], target: str) -> None:
     for n in counts.tolist():
         pieces.append(table.slice(at, n))
         at += n
-    with FileSystems.create(target) as f:
+    # a unique name first, then renamed: two attempts at one bundle (a retry, a runner's backup
+    # attempt) never interleave their bytes in one file; the last rename wins, same bytes either way
+    partial = f"{target}.{uuid.uuid4().hex}.partial"
+    with FileSystems.create(partial) as f:
         pq.write_table(pa.concat_tables(pieces), f)
+    FileSystems.rename([partial], [target])
 
 
 class _ReadStoredRows(beam.DoFn):
