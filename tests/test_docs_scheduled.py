@@ -103,22 +103,25 @@ def test_cron_and_airflow_call_the_nightly_script():
                and [a.name for a in n.names] == ["CronDataIntervalTimetable"] for n in ast.walk(tree))
 
 
-def _nightly(tmp_path: Path, days: dict):
+def _nightly(tmp_path: Path, days: dict, after: Path | None = None):
     """The page's nightly.sh in ``tmp_path`` with ``logs/<day>.jsonl`` = lines ``[a, b)`` of the
     shipped slice per day, and ``fair-forge-beam`` on PATH; returns ``night(day)`` -> the finished
-    process."""
+    process. With ``after`` (a folder of :func:`first_night`), ``tmp_path`` starts as a copy of it:
+    its logs, and the outputs of the nights it ran (their paths are relative to the folder)."""
     import fair_forge_beam
 
     data = Path(fair_forge_beam.__file__).resolve().parent / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
     lines = data.read_text(encoding="utf-8").splitlines(keepends=True)
-    (tmp_path / "logs").mkdir()
+    if after is not None:  # modification times kept (copy2): nightly.sh compares them (find -newer)
+        shutil.copytree(after, tmp_path, symlinks=True, dirs_exist_ok=True)
+    (tmp_path / "logs").mkdir(exist_ok=True)
     for day, (a, b) in days.items():
         (tmp_path / "logs" / f"{day}.jsonl").write_text("".join(lines[a:b]), encoding="utf-8")
     script = tmp_path / "nightly.sh"
     script.write_text(_scheduler_blocks()["bash"], encoding="utf-8")
     script.chmod(0o755)
     bin_dir = tmp_path / "bin"  # fair-forge-beam on PATH: the console script's module, by this interpreter's path
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "fair-forge-beam"
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m pipelines.audit "$@"\n', encoding="utf-8")
     shim.chmod(0o755)
@@ -130,15 +133,36 @@ def _nightly(tmp_path: Path, days: dict):
     return night
 
 
-def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
+@pytest.fixture(scope="module")
+def first_night(tmp_path_factory):
+    """``(folder, process)``: nightly.sh's first night, 2026-12-01 (lines [0, 10) of the shipped
+    slice, no earlier night: no baseline), run once for the module. The tests that start with this
+    night copy the folder (:func:`_nightly`'s ``after``) instead of running it again; they never
+    write into it."""
+    root = tmp_path_factory.mktemp("first-night")
+    first = _nightly(root, {"2026-12-01": (0, 10)})("2026-12-01")
+    return root, first
+
+
+@pytest.fixture(scope="module")
+def second_night(first_night, tmp_path_factory):
+    """``(folder, process)``: :func:`first_night`, then nightly.sh's night 2026-12-02 (lines
+    [10, 20): gated against the first night, the latest earlier night that passed), run once for
+    the module; read-only as :func:`first_night`."""
+    root = tmp_path_factory.mktemp("second-night")
+    second = _nightly(root, {"2026-12-02": (10, 20)}, after=first_night[0])("2026-12-02")
+    return root, second
+
+
+def test_nightly_script_runs_three_nights_with_an_empty_one(first_night, tmp_path):
     """The page's nightly.sh, as written, for three nights: the first audits and rolls up (exit 0),
     the second has an empty export (exit 4: nothing published, the first night's folder
     untouched), the third gates against the first (the previous published night) and the week
     rolls up both nights."""
-    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (0, 0), "2026-12-03": (10, 20)})
-
-    first = night("2026-12-01")
+    done, first = first_night  # the first night: night("2026-12-01") with lines [0, 10)
     assert first.returncode == 0, first.stderr[-3000:]
+    night = _nightly(tmp_path, {"2026-12-02": (0, 0), "2026-12-03": (10, 20)}, after=done)
+
     before = {p: p.read_bytes() for p in sorted((tmp_path / "audits").rglob("*")) if p.is_file()}
     empty = night("2026-12-02")
     assert empty.returncode == 4, empty.stderr[-3000:]
@@ -157,15 +181,16 @@ def test_nightly_script_runs_three_nights_with_an_empty_one(tmp_path):
     assert len(json.loads((tmp_path / "trend" / "trend.json").read_text(encoding="utf-8"))["runs"]) == 3
 
 
-def test_nightly_script_after_a_killed_night(tmp_path):
+def test_nightly_script_after_a_killed_night(first_night, tmp_path):
     """A night SIGKILLed while its pipeline ran leaves only its stage beside the outputs
     (``audits/<day>.staging-<time>-<id>/`` with part of the run's files, and its lock file, which
     the dead process no longer holds). The next night does not take it for a night (baseline,
     week, trend): nightly.sh exits 0, the regression gates compare with the last published night,
     the week holds the published nights only. Re-running the killed night into the same folder
     removes the stage."""
-    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (10, 20), "2026-12-03": (20, 30)})
-    assert night("2026-12-01").returncode == 0
+    done, first = first_night  # night("2026-12-01") with lines [0, 10)
+    assert first.returncode == 0
+    night = _nightly(tmp_path, {"2026-12-02": (10, 20), "2026-12-03": (20, 30)}, after=done)
     stage = tmp_path / "audits" / "2026-12-02.staging-20261203T023000Z-0badf00d"
     # what the writer has made when the kill comes: the stage and its lock, and some of the files
     shutil.copytree(tmp_path / "audits" / "2026-12-01" / "stats", stage / "stats")
@@ -189,14 +214,15 @@ def test_nightly_script_after_a_killed_night(tmp_path):
     assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-02", "2026-12-03"]
 
 
-def test_nightly_baseline_is_the_latest_night_that_passed_its_gates(tmp_path):
+def test_nightly_baseline_is_the_latest_night_that_passed_its_gates(first_night, second_night, tmp_path):
     """A night that failed a gate (gates.json ``"passed": false``) is never the next night's
     baseline (fresh-user trial: a drifted night became the yardstick, and a toxic jump the night
     after it compared with nothing and went green): the next night gates against the latest earlier
     night that passed."""
-    night = _nightly(tmp_path, {"2026-12-01": (0, 10), "2026-12-02": (10, 20), "2026-12-03": (20, 30)})
-    assert night("2026-12-01").returncode == 0
-    assert night("2026-12-02").returncode == 0
+    assert first_night[1].returncode == 0  # night("2026-12-01") with lines [0, 10)
+    done, second = second_night  # then night("2026-12-02") with lines [10, 20)
+    assert second.returncode == 0
+    night = _nightly(tmp_path, {"2026-12-03": (20, 30)}, after=done)
     red = tmp_path / "audits" / "2026-12-02" / "gates.json"  # as a night whose gate failed (exit 3) leaves it
     red.write_text(red.read_text(encoding="utf-8").replace('"passed": true', '"passed": false', 1), encoding="utf-8")
     third = night("2026-12-03")
@@ -205,54 +231,56 @@ def test_nightly_baseline_is_the_latest_night_that_passed_its_gates(tmp_path):
     assert info["options"]["baseline"] == "audits/2026-12-01"
 
 
-def test_nightly_week_is_the_seven_days_ending_on_the_night(tmp_path):
+def test_nightly_week_is_the_seven_days_ending_on_the_night(first_night, tmp_path):
     """The week nightly.sh rolls up is the published nights of the seven days ending on DAY, not
     the last seven published nights: after a gap, a night two weeks old is not in this week (it
     was, issue 27's fresh-user trial). A night whose export is missing exits 4 (an empty run, not
     a configuration error) and publishes nothing."""
-    night = _nightly(tmp_path, {"2026-11-20": (0, 10), "2026-12-01": (10, 20)})
-    assert night("2026-11-20").returncode == 0
-    second = night("2026-12-01")
+    done, first = first_night  # night("2026-12-01") with lines [0, 10): two weeks before the next
+    assert first.returncode == 0
+    night = _nightly(tmp_path, {"2026-12-15": (10, 20)}, after=done)
+    second = night("2026-12-15")
     assert second.returncode == 0, second.stderr[-3000:]
     info = json.loads((tmp_path / "week" / "run_info.json").read_text(encoding="utf-8"))
-    assert info["rollup"]["runs"] == ["audits/2026-12-01"]
-    missing = night("2026-12-02")  # no logs/2026-12-02.jsonl
+    assert info["rollup"]["runs"] == ["audits/2026-12-15"]
+    missing = night("2026-12-16")  # no logs/2026-12-16.jsonl
     assert missing.returncode == 4, missing.stderr[-3000:]
     assert "empty run: no input record (no input file matches" in missing.stderr
-    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-11-20", "2026-12-01"]
+    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-15"]
 
 
-def test_nightly_baseline_is_the_last_ended_week_rolled_up(tmp_path):
+def test_nightly_baseline_is_the_last_ended_week_rolled_up(first_night, second_night, tmp_path):
     """From the second week on, the baseline is the roll-up of the last week (Monday to Sunday)
     that ended before the night's week — all its published nights, a red one too (a baseline chosen
     by its own gate outcome is a night that passed by chance low: issue 27's trial, 5 of 14 nights
     of unchanged data failed the toxic-rate gate) — rolled up once into ``weeks/<Monday>`` and
     reused by the week's later nights."""
-    night = _nightly(tmp_path, {"2026-11-26": (0, 10), "2026-11-27": (10, 20), "2026-12-01": (20, 30),
-                                "2026-12-02": (30, 40)})
-    assert night("2026-11-26").returncode == 0
-    assert night("2026-11-27").returncode == 0
-    info = json.loads((tmp_path / "audits" / "2026-11-27" / "run_info.json").read_text(encoding="utf-8"))
-    assert info["options"]["baseline"] == "audits/2026-11-26"  # the first week: the latest night that passed
-    red = tmp_path / "audits" / "2026-11-27" / "gates.json"  # as a night whose gate failed (exit 3) leaves it
+    # the week of Monday 2026-11-30: night("2026-12-01") with lines [0, 10), night("2026-12-02") with [10, 20)
+    assert first_night[1].returncode == 0
+    done, second = second_night
+    assert second.returncode == 0
+    night = _nightly(tmp_path, {"2026-12-08": (20, 30), "2026-12-09": (30, 40)}, after=done)
+    info = json.loads((tmp_path / "audits" / "2026-12-02" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["options"]["baseline"] == "audits/2026-12-01"  # the first week: the latest night that passed
+    red = tmp_path / "audits" / "2026-12-02" / "gates.json"  # as a night whose gate failed (exit 3) leaves it
     red.write_text(red.read_text(encoding="utf-8").replace('"passed": true', '"passed": false', 1), encoding="utf-8")
     assert not (tmp_path / "weeks").exists()
 
-    tuesday = night("2026-12-01")
+    tuesday = night("2026-12-08")
     assert tuesday.returncode == 0, tuesday.stderr[-3000:]
-    info = json.loads((tmp_path / "audits" / "2026-12-01" / "run_info.json").read_text(encoding="utf-8"))
-    assert info["options"]["baseline"] == "weeks/2026-11-23"
-    week = tmp_path / "weeks" / "2026-11-23"
+    info = json.loads((tmp_path / "audits" / "2026-12-08" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["options"]["baseline"] == "weeks/2026-11-30"
+    week = tmp_path / "weeks" / "2026-11-30"
     assert json.loads((week / "run_info.json").read_text(encoding="utf-8"))["rollup"]["runs"] == [
-        "audits/2026-11-26", "audits/2026-11-27"]  # the red night too
-    gates = json.loads((tmp_path / "audits" / "2026-12-01" / "gates.json").read_text(encoding="utf-8"))
+        "audits/2026-12-01", "audits/2026-12-02"]  # the red night too
+    gates = json.loads((tmp_path / "audits" / "2026-12-08" / "gates.json").read_text(encoding="utf-8"))
     assert gates["n_gates"] == 4 and gates["passed"]
     _assert_regressions(gates)
     sealed = (week / "_SUCCESS").read_bytes()
 
-    wednesday = night("2026-12-02")
+    wednesday = night("2026-12-09")
     assert wednesday.returncode == 0, wednesday.stderr[-3000:]
-    info = json.loads((tmp_path / "audits" / "2026-12-02" / "run_info.json").read_text(encoding="utf-8"))
-    assert info["options"]["baseline"] == "weeks/2026-11-23"
+    info = json.loads((tmp_path / "audits" / "2026-12-09" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["options"]["baseline"] == "weeks/2026-11-30"
     assert (week / "_SUCCESS").read_bytes() == sealed  # not rolled up again: its nights are older than it
-    assert sorted(p.name for p in (tmp_path / "weeks").iterdir()) == ["2026-11-23"]
+    assert sorted(p.name for p in (tmp_path / "weeks").iterdir()) == ["2026-11-30"]
