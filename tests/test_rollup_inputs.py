@@ -38,11 +38,12 @@ def _rollup(out: Path, runs: list):
     return rollup.run([*[a for r in runs for a in ("--from", str(r))], "--output", str(out), "--quiet", "--no-report"])
 
 
-def test_a_night_rerun_into_another_folder_is_not_rolled_up_twice(tmp_path, capsys):
-    first = _night(tmp_path, "2026-12-01", slice(0, 8))
-    second = _night(tmp_path, "2026-12-02", slice(8, 16))
-    for out, data in (("a1", first), ("a2", second), ("a2-rerun", second)):
-        audit.run([*COMMON, "--input", str(data), "--output", str(tmp_path / out)])
+def test_a_night_rerun_into_another_folder_is_not_rolled_up_twice(two_nights, tmp_path, capsys):
+    # a1, a2: the module's audits of the two nights (copies); a2-rerun: night b audited again
+    first, second = two_nights / "night-a.jsonl", two_nights / "night-b.jsonl"
+    for out, name in (("a1", "a"), ("a2", "b")):
+        shutil.copytree(two_nights / name, tmp_path / out)
+    audit.run([*COMMON, "--input", str(second), "--output", str(tmp_path / "a2-rerun")])
     files = json.loads((tmp_path / "a2" / "stats" / "manifest.json").read_text(encoding="utf-8"))["input_files"]
     assert [f[0] for f in files] == [str(second)] and files[0][1] == second.stat().st_size
     week = _rollup(tmp_path / "week", [tmp_path / "a1", tmp_path / "a2"])
@@ -126,7 +127,8 @@ def test_a_truncated_shard_is_a_usage_error_naming_the_file(two_nights, tmp_path
 
 @pytest.fixture(scope="module")
 def two_nights(tmp_path_factory):
-    """Two audits of two nights (made once; each test rolls up its own copies)."""
+    """Two audits of two nights and their files ``night-a.jsonl``, ``night-b.jsonl`` (made once; each
+    test rolls up its own copies; :func:`sealed_runs` copies ``b``)."""
     base = tmp_path_factory.mktemp("nights")
     for name, lines in (("a", slice(0, 8)), ("b", slice(8, 16))):
         audit.run([*COMMON, "--input", str(_night(base, f"night-{name}", lines)), "--output", str(base / name)])
@@ -188,17 +190,18 @@ SEALED = [("stats/sessions", "parquet"), ("stats/slices", "parquet"), ("sessions
 
 
 @pytest.fixture(scope="module")
-def sealed_runs(tmp_path_factory):
+def sealed_runs(two_nights, tmp_path_factory):
     """Audits made once: ``a`` (night a and a record without conversation: one dead letter), ``b``
-    and ``b-again`` (night b twice, the same settings), ``b-same-input`` (night b, Humanity alone,
-    Bayesian) and ``w``, the roll-up of ``a`` and ``b``."""
+    and ``b-again`` (night b twice, the same settings: ``b`` is a copy of :func:`two_nights`' audit
+    of night b, ``b-again`` a second audit of the same file), ``b-same-input`` (night b, Humanity
+    alone, Bayesian) and ``w``, the roll-up of ``a`` and ``b``."""
     base = tmp_path_factory.mktemp("sealed")
     night_a = _night(base, "night-a", slice(0, 8))
     night_a.write_text(night_a.read_text(encoding="utf-8") + BROKEN, encoding="utf-8")
-    night_b = _night(base, "night-b", slice(8, 16))
+    night_b = two_nights / "night-b.jsonl"
     audit.run([*COMMON, "--input", str(night_a), "--output", str(base / "a")])
-    for name in ("b", "b-again"):
-        audit.run([*COMMON, "--input", str(night_b), "--output", str(base / name)])
+    shutil.copytree(two_nights / "b", base / "b")
+    audit.run([*COMMON, "--input", str(night_b), "--output", str(base / "b-again")])
     same = [x for x in COMMON if x not in ("--metrics", "humanity,toxicity", "--mode", "frequentist")]
     audit.run([*same, "--metrics", "humanity", "--mode", "bayesian", "--input", str(night_b),
                "--output", str(base / "b-same-input")])
