@@ -55,7 +55,6 @@ import os
 import re
 import sys
 import time
-import uuid
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -1100,7 +1099,7 @@ def _write_reused_rows(stored, kept: Sequence[tuple], target: str) -> None:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from apache_beam.io.filesystems import FileSystems
+    from fair_forge_beam.io.write import replace_file
 
     table = pa.Table.from_batches([rows for rows, _ in kept], schema=stored.schema_arrow)
     if not table.num_rows:
@@ -1113,12 +1112,7 @@ def _write_reused_rows(stored, kept: Sequence[tuple], target: str) -> None:
     for n in counts.tolist():
         pieces.append(table.slice(at, n))
         at += n
-    # a unique name first, then renamed: two attempts at one bundle (a retry, a runner's backup
-    # attempt) never interleave their bytes in one file; the last rename wins, same bytes either way
-    partial = f"{target}.{uuid.uuid4().hex}.partial"
-    with FileSystems.create(partial) as f:
-        pq.write_table(pa.concat_tables(pieces), f)
-    FileSystems.rename([partial], [target])
+    replace_file(target, lambda f: pq.write_table(pa.concat_tables(pieces), f))  # never in place
 
 
 class _ReadStoredRows(beam.DoFn):

@@ -37,3 +37,24 @@ def test_one_step_not_a_sharded_sink(tmp_path):
     p = beam.Pipeline(options=pipeline_options())
     write_one_file(p | beam.Create(["x"]), str(tmp_path / "a.json"), "WriteOne")
     assert _leaves(p, "WriteOne") == ["WriteOne"]
+
+
+def test_whole_files_are_never_written_in_place(tmp_path, monkeypatch):
+    """A step's whole file (results.json, the manifest, generate's and run_assistant's files) is written
+    under a unique partial name and renamed: two attempts at one bundle cannot interleave their bytes,
+    and a second attempt replaces the first whole."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.write import OutputFiles, _write_whole_file
+
+    created = []
+    real_create = FileSystems.create
+    monkeypatch.setattr(FileSystems, "create",
+                        staticmethod(lambda path, *a, **k: (created.append(path), real_create(path, *a, **k))[1]))
+    target = str(tmp_path / "results.json")
+    _write_whole_file("first attempt, longer", target)
+    _write_whole_file("second", target)
+    OutputFiles(str(tmp_path)).put("sorted.jsonl", b"{}\n")
+    assert len(set(created)) == 3 and not {target, str(tmp_path / "sorted.jsonl")} & set(created)
+    assert (tmp_path / "results.json").read_text() == "second"
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["results.json", "sorted.jsonl"]  # no partial left

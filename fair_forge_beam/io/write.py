@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import glob
 import json
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from fair_forge_beam._beam import beam
 
@@ -133,12 +133,27 @@ def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
     )
 
 
-def _write_whole_file(text: str, path: str) -> str:
+def replace_file(path: str, write: Callable[[Any], None]) -> str:
+    """Write a whole file at ``path`` (local or remote, Beam's ``FileSystems``) from inside a pipeline
+    step: ``write(f)`` writes its bytes to a binary file object. Returns ``path``.
+
+    Written under a unique ``<path>.<hex>.partial`` name, then renamed onto ``path`` (replacing it):
+    two attempts at one bundle (a retry, a runner's backup attempt) never interleave their bytes in one
+    file, and a reader never sees a half-written one; the last rename wins, the same bytes either way."""
+    import uuid
+
     from apache_beam.io.filesystems import FileSystems
 
-    with FileSystems.create(path) as f:  # replaces it: a retried step writes the same bytes again
-        f.write(text.encode("utf-8"))
+    partial = f"{path}.{uuid.uuid4().hex}.partial"
+    with FileSystems.create(partial) as f:
+        write(f)
+    FileSystems.rename([partial], [path])
     return path
+
+
+def _write_whole_file(text: str, path: str) -> str:
+    data = text.encode("utf-8")
+    return replace_file(path, lambda f: f.write(data))
 
 
 def write_one_file(texts: beam.PCollection, path: str, label: str) -> beam.PCollection:
@@ -177,9 +192,7 @@ class OutputFiles:
         """Write ``data`` to ``<out>/<name>`` (replacing it); returns the path."""
         from apache_beam.io.filesystems import FileSystems
 
-        path = FileSystems.join(self.out, name)
-        with FileSystems.create(path) as f:
-            f.write(data)
+        path = replace_file(FileSystems.join(self.out, name), lambda f: f.write(data))
         self.written.append(path)
         return path
 
