@@ -1262,7 +1262,10 @@ class _MergeRunsOfSession(beam.DoFn):
     def setup(self):
         from fair_forge_beam.io.session_stats import stored_columns
 
-        self._columns = [stored_columns(layout, names) for layout, names in self.groups]
+        # each column's renumbering walk looked up here, once: hashing a nested Arrow type (the lookup's
+        # key) costs tens of microseconds, once per value when looked up in process
+        self._columns = [[(column, s, _renumberer(t)) for column, s, t in stored_columns(layout, names)]
+                         for layout, names in self.groups]
         self._subtract = [_reduced_columns(layout, names, lambda slot, keep=keep: slot in keep)
                           for (layout, names), keep in zip(self.groups, self.from_stored)]
 
@@ -1293,12 +1296,12 @@ class _MergeRunsOfSession(beam.DoFn):
                 if layout.dims and row.get("meta_values") is not None:
                     slots.setdefault(layout.dims_slot, []).append((tuple(row["meta_values"]), bool(row["meta_differ"])))
                 pairs = {}
-                for column, s, t in self._columns[g]:
+                for column, s, walk in self._columns[g]:
                     value = row.get(column)
                     if value is not None:
                         as_stored = value
-                        if renumber:
-                            value = _renumbered(value, t, mapping, session_id, assistant_id)
+                        if renumber and walk is not None:  # _renumbered, its walk looked up in setup
+                            value = walk(value, mapping, session_id, assistant_id)
                         if s in paired:  # a list of values, renumbered one by one
                             pairs[s] = list(zip(as_stored, value))
                         slots.setdefault(s, []).append(fns[s].from_plain(value))
