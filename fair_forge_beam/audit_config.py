@@ -44,6 +44,7 @@ __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_temp
 
 from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
 from fair_forge_beam.quoting import did_you_mean, quoted
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -209,7 +210,7 @@ def load_config(path: str) -> dict:
     except SideFileTooLarge as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
-        raise ConfigError(f"--config {path}: cannot read the file ({type(exc).__name__}: {exc})") from None
+        raise ConfigError(f"--config {path}: cannot read the file ({plain_reason(exc)})") from None
     from fair_forge_beam.options import exact_float
 
     from fair_forge_beam.io.edge import MAX_NESTING, SideFileTooDeep, check_side_nesting

@@ -337,7 +337,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         try:
             m = _read_json(f"{run_dir}/{STATS_DIR}/manifest.json")
         except (OSError, ValueError) as exc:  # a truncated or foreign file: named, never a traceback
-            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json cannot be read ({' '.join(str(exc).split())}): "
+            raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json cannot be read ({_one_line(exc)}): "
                              "not a complete run") from None
         if not isinstance(m, dict):
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is not a manifest (not a JSON object)")
@@ -467,7 +467,11 @@ def _rollup_inputs(run_dir: str) -> Optional[int]:
 
 
 def _one_line(exc: Exception) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".replace("'<Buffer>'", "the file").split())
+    """Why ``exc`` happened, on one line and in plain words (:func:`~fair_forge_beam.plain.plain_reason`:
+    never a class name such as ``ArrowInvalid``, issue 28); pyarrow's ``'<Buffer>'`` is "the file"."""
+    from fair_forge_beam.plain import plain_reason
+
+    return " ".join(plain_reason(exc).replace("'<Buffer>'", "the file").split())
 
 
 def _check_shards(run_dir: str, manifest: dict) -> None:

@@ -167,3 +167,25 @@ def test_plain_reason_of_library_exceptions():
     assert plain_reason(KeyError("score")) == "missing 'score'"
     assert repr_reason("RuntimeError('unexpected bug')") == "unexpected bug"
     assert not CLASS_NAME.search(repr_reason("pyarrow.lib.ArrowInvalid('bad (ValueError: x)')"))
+
+
+def test_usage_errors_that_embed_an_exception_say_it_in_plain_words(tmp_path):
+    """A usage error that quotes an exception names no class (issue 28, B7: a truncated stats
+    Parquet was "cannot be read as Parquet (ArrowInvalid: …)", a --config loop "(OSError: …)")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam import rollup
+    from fair_forge_beam.audit_config import ConfigError, load_config
+
+    shard = tmp_path / "part-00000-of-00001.parquet"
+    pq.write_table(pa.table({"session_id": ["a", "b"]}), shard)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    with pytest.raises(ValueError) as exc:
+        rollup._read_parquet(str(shard))
+    assert "cannot be read as Parquet (" in str(exc.value) and not CLASS_NAME.search(str(exc.value)), exc.value
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(ConfigError) as exc:
+        load_config(str(loop))
+    assert "cannot read the file (" in str(exc.value) and not CLASS_NAME.search(str(exc.value)), exc.value

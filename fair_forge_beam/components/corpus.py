@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence, Union
 
 from fair_forge_beam.io.edge import read_side_text
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = [
@@ -159,7 +160,7 @@ class LocalCorpusConnector(CorpusConnector):
             try:
                 docs.append(RegulatoryDocument(read_side_text(p, "regulatory corpus file"), name))
             except (UnicodeDecodeError, OSError) as exc:
-                raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({type(exc).__name__}: {exc}); "
+                raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({plain_reason(exc)}); "
                                  "remove it or convert it to .md/.txt") from None
         return docs
 
