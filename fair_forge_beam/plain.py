@@ -113,6 +113,21 @@ def _reason(exc: BaseException) -> str:
         parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'record'}: {e.get('msg')}" for e in exc.errors()[:3]]
         more = len(exc.errors()) - len(parts)
         return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+    if name == "BadGzipFile":  # gzip's message ends in a Python bytes repr: "Not a gzipped file (b'{\"')"
+        import ast
+
+        m = re.search(r"\((b(['\"]).*\2)\)\s*$", first)
+        try:
+            head = ast.literal_eval(m.group(1)) if m else b""
+        except (ValueError, SyntaxError):
+            head = b""
+        if not head:
+            return "not gzip data"
+        if all(32 <= c < 127 for c in head):  # text: said as text (the bytes' digits read as a count)
+            from fair_forge_beam.quoting import quoted
+
+            return f"not gzip data (it starts with the text {quoted(head.decode('ascii'))}, not gzip's bytes 0x1f 0x8b)"
+        return f"not gzip data (it starts with bytes {' '.join(f'0x{c:02x}' for c in head)}, not gzip's 0x1f 0x8b)"
     if name == "error" and type(exc).__module__ == "zlib":
         return f"damaged compressed data ({first.split(': ', 1)[-1]})" if first else "damaged compressed data"
     if isinstance(exc, KeyError):

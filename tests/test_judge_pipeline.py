@@ -97,7 +97,7 @@ def test_fault_injection_every_request_is_a_result_or_a_dead_letter(tmp_path):
         assert all(d["stage"] == "judge" and d["reason"] for d in dead)
         assert "HTTP 500" in by_key["k20"]["reason"] and "2 batch attempt" in by_key["k20"]["reason"]
         assert "not a chat completion" in by_key["k40"]["reason"] and '"chatcmpl-broken"' in by_key["k40"]["raw"]
-        assert "does not match schema Verdict" in by_key["k45"]["reason"] and "__not_in_any_schema__" in by_key["k45"]["raw"]
+        assert "does not match the verdict schema: " in by_key["k45"]["reason"] and "Verdict" not in by_key["k45"]["reason"] and "__not_in_any_schema__" in by_key["k45"]["raw"]
         assert by_key["k45"]["element_id"] == "s/a/45"
         # the timed-out and rate-limited calls succeeded on a retry
         assert {"k11", "k12", "k30"} <= ok_keys

@@ -189,3 +189,4 @@ def test_usage_errors_that_embed_an_exception_say_it_in_plain_words(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load_config(str(loop))
     assert "cannot read the file (" in str(exc.value) and not CLASS_NAME.search(str(exc.value)), exc.value
+

@@ -79,3 +79,12 @@ def test_a_code_point_stays():
     assert _reason_kind("invalid JSON: a U+0000 (NUL) character where the parser stopped (Expecting value: line 1 "
                         "column 7 (char 6))") == ("invalid JSON: a U+0000 (NUL) character where the parser stopped "
                                                   "(Expecting value: line N column N (char N))")
+
+
+def test_a_host_and_port_and_a_schema_limit_stay():
+    """Trial 28 (B13/B14): a redirect target was grouped as 'to N.0.2:N', a judge score over its
+    schema's limit as 'less than or equal to N'."""
+    assert _reason_kind("judge: HTTP 307 redirect (to 127.0.0.2:8080) not followed") == \
+        "judge: HTTP 307 redirect (to 127.0.0.2:8080) not followed"
+    assert _reason_kind("score: Input should be less than or equal to 1") == "score: Input should be less than or equal to 1"
+    assert _reason_kind("line 7: bad; at byte 12. then 0.5") == "line N: bad; at byte N. then N"

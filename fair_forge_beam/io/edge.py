@@ -291,9 +291,10 @@ def json_error_reason(exc: ValueError, text: str) -> str:
     if getattr(exc, "msg", "") == "Extra data" and "\r" in gap and "\n" not in gap:
         n = text.count("\r") - text.count("\r\n")
         # the cause first: a reason kind longer than 160 characters keeps its start and its end
-        return (f"invalid JSON: the file's lines end in CR alone (classic Mac OS line ends) and lines are cut at "
-                f"LF only, so this line holds {n:,} CR(s) and more than one record ({why}); convert its line ends "
-                "(e.g. tr '\\r' '\\n' < in > out)")
+        # the parser's "Extra data: line 1 column N" is left out: it is the symptom, and a grouped reason of
+        # more than 160 characters lost its middle to it (trial 28: "… cut at LF … N))")
+        return (f"invalid JSON: lines end in CR alone (classic Mac OS), so this line holds {n:,} CR(s) and more "
+                "than one record; convert its line ends (e.g. tr '\\r' '\\n' < in > out)")
     code = ord(ch)
     if (code < 0x20 and ch not in " \t\r\n") or code == 0x7F:
         name = _CONTROL_NAMES.get(code, "a control character")

@@ -929,8 +929,9 @@ class _JsonLinesSource(FileBasedSource):
                 file_name,
                 pos,
                 ReadError(
-                    f"cannot read compressed file {file_name} after {pos} decompressed bytes ({plain_reason(exc)}); "
-                    "records after this point are missing",
+                    # the cause last: a grouped reason longer than 160 characters keeps its end (trial 28)
+                    f"cannot read compressed file {file_name}: records after this point are missing ({pos:,} "
+                    f"decompressed bytes read; {plain_reason(exc).removeprefix(f'{file_name}: ')})",
                     "",
                 ),
             )

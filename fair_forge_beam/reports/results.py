@@ -735,11 +735,12 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
-_NUMBER = re.compile(r"(?<![\w.+-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})")
+_NUMBER = re.compile(r"(?<![\w.+-])(?<![\w.]:)(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})(?!\.?\w)(?!:\d)")
 
 #: the words before a number that is not a record's own (a code, a limit, an option's value): the
 #: number stays in a reason kind (:func:`_reason_kind`)
 _KEPT_NUMBER = re.compile(r"(?:\bHTTP|\bstatus|\bErrno|\blimit(?: of)?|\blimited to|\bat most|\bup to|\bmore than|\bmax(?:imum)?"
+                          r"|\b(?:less|greater) than(?: or equal to)?|\bmultiple of"
                           r"|(?<![\w-])--[a-z][\w-]*|/)[ =]$", re.IGNORECASE)
 
 

@@ -334,7 +334,6 @@ def parse_verdict(
 
     Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
     """
-    name = schema.__name__
     if finish_reason == "length":
         return None, "the reply was cut by the token limit (finish_reason=length); cut replies are never scored (raise max_tokens)"
     text = (answer or "").strip()
@@ -343,7 +342,7 @@ def parse_verdict(
         if complete:
             if isinstance(whole, dict):
                 obj, why = _validate_strict(whole, schema)
-                return (obj, None) if obj is not None else (None, f"answer does not match schema {name}: {why}")
+                return (obj, None) if obj is not None else (None, f"answer does not match the verdict schema: {why}")
             kind = "a list of verdicts" if isinstance(whole, list) else json_kind(whole)
             return None, f"answer is {kind}, not one JSON object"
     fields = _field_names(schema)
@@ -358,7 +357,7 @@ def parse_verdict(
             continue
         obj, why = _validate_strict(value, schema)
         if obj is None:
-            return None, f"answer does not match schema {name}: {why}"
+            return None, f"answer does not match the verdict schema: {why}"
         verdicts.append(obj)
         canon[json.dumps(obj.model_dump(mode="json"), sort_keys=True)] = None
     if not verdicts:
