@@ -437,14 +437,19 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
 
         from fair_forge_beam.io.session_stats import open_stored
 
+        from fair_forge_beam.io.session_stats import stored_rows_problem
+
         for path in paths:
             try:
                 with open_stored(path) as f:
-                    pq.ParquetFile(f).metadata
+                    problem = stored_rows_problem(pq.ParquetFile(f))
             except Exception as exc:  # noqa: BLE001 - pyarrow's errors name no file ("<Buffer>")
                 raise ValueError(f"{run_dir}: {folder}{path.rsplit('/', 1)[-1]} cannot be read as Parquet "
                                  f"({_one_line(exc)}): a truncated or damaged shard; re-run that audit, or leave "
                                  "it out") from None
+            if problem:  # a stored row is data from outside: checked here, never deep in the engine (issue 28)
+                raise ValueError(f"{run_dir}: {folder}{path.rsplit('/', 1)[-1]}: {problem}: not a row this package "
+                                 "writes (an edited or foreign file); re-run that audit, or leave it out")
     return paths
 
 

@@ -418,3 +418,36 @@ def test_the_counts_a_rollup_takes_are_those_its_runs_files_hold(sealed_runs):
         m = _manifest(sealed_runs / name)
         assert checked_counts(str(sealed_runs / name), m) == m["counts"], name
     assert sum(n for *_, n in _manifest(sealed_runs / "a")["counts"]["dead_letters"]) == 1  # the broken record
+
+
+@pytest.mark.parametrize("folder,column,value,named", [
+    ("stats/sessions", "session_id", None, "row 1: column 'session_id' is null"),
+    ("sessions/toxicity", "assistant_id", None, "row 1: column 'assistant_id' is null"),
+    ("sessions/toxicity", "n_interactions", -5, "row 1: column 'n_interactions' is -5 (a count is never negative)"),
+])
+def test_a_resealed_shard_whose_rows_break_the_stored_rules_is_a_usage_error(sealed_runs, tmp_path, capsys, folder,
+                                                                             column, value, named):
+    """Trial 28 (B6): a stats Parquet with a null session_id, its manifest's checksums resealed after
+    the edit, ended in a pydantic traceback in Engine/ReduceSessions (exit 1): a stored row is
+    checked where the shard is read, one line naming the file, the row and the column (exit 2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.rollup import file_digest
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    shard = b / folder / "part-00000-of-00001.parquet"
+    t = pq.read_table(shard)
+    i = t.schema.get_field_index(column)
+    col = t.column(column).to_pylist()
+    t = t.set_column(i, pa.field(column, t.schema.field(column).type), pa.array([value] + col[1:],
+                                                                                  t.schema.field(column).type))
+    pq.write_table(t, shard)
+    m = _manifest(b)
+    rel = f"{folder}/part-00000-of-00001.parquet"
+    m["files"][rel]["size"], m["files"][rel]["sha256"] = file_digest(str(shard))
+    (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{b}: {rel}: {named}: not a row this package writes" in err, err

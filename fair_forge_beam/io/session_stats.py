@@ -86,7 +86,7 @@ __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
-    "slices_schema", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
+    "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
     "QUALITY_COUNTS", "open_stored",
 ]
 
@@ -122,6 +122,44 @@ READER = "reader"
 
 _KEY_FIELDS = [pa.field("session_id", pa.string(), nullable=False), pa.field("assistant_id", pa.string(), nullable=False),
                pa.field("language", pa.string(), nullable=False)]
+
+
+#: the key columns of every stored row table (stored statistics, session records, results.parquet):
+#: text, never null
+_STORED_KEYS = ("session_id", "assistant_id", "language")
+
+
+def stored_rows_problem(pf) -> Optional[str]:
+    """Why the rows of a stored Parquet file (``pf``: a ``pyarrow.parquet.ParquetFile``) do not fit
+    the rules of what this package writes, in one phrase naming the row (1-based) and the column, or
+    ``None``: a key column (:data:`_STORED_KEYS`) that is not text or holds a null, a count column
+    (an integer column ``n_…``) that holds a null or a negative number. A run folder is data from
+    outside (edited and resealed, trial 28 B6: a null ``session_id`` ended in a pydantic traceback
+    deep in the engine); reads the key and count columns only."""
+    import pyarrow.compute as pc
+
+    from fair_forge_beam.quoting import quoted
+
+    schema = pf.schema_arrow
+    keys = [n for n in _STORED_KEYS if n in schema.names]
+    counts = [f.name for f in schema if f.name.startswith("n_") and pa.types.is_integer(f.type)]
+    for name in keys:
+        t = schema.field(name).type
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            return f"column {quoted(name)} holds {t}, not text"
+    if not keys and not counts:
+        return None
+    table = pf.read(columns=keys + counts, use_threads=False)
+    for name in keys + counts:
+        col = table.column(name)
+        bad = pc.is_null(col) if col.null_count else (pc.less(col, 0) if name in counts else None)
+        if bad is None or not pc.any(bad).as_py():
+            continue
+        row = pc.index(bad, True).as_py()
+        value = col[row].as_py()
+        what = "null" if value is None else f"{value:,} (a count is never negative)"
+        return f"row {row + 1:,}: column {quoted(name)} is {what}"
+    return None
 
 
 class StatsSchemaMismatch(ValueError):
