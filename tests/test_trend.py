@@ -391,6 +391,36 @@ def test_usage_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
         "assistant_id, language or a metadata field the audits were given in --slices)"
 
 
+def test_an_edited_run_is_refused_and_one_run_is_never_two(tmp_path, capsys):
+    """Trial 28 (B8): a run edited to interactions_read -5, or started_at '2026-13-45…' (silently
+    replaced by finished_at), was trended (exit 0), and an edited copy of a run (the same run id)
+    counted as a second run: the run files are read strictly, one run id is one run."""
+    r = tmp_path / "audits"
+    good = doc("bayesian", [tox("overall", 1, 10, 3)])
+    info = {"started_at": "2026-12-01T02:00:00.000Z", "finished_at": "2026-12-01T02:01:00.000Z"}
+    bad = copy.deepcopy(good)
+    bad["summary"]["interactions_read"] = -5
+    _write_run(r / "neg", bad, info)
+    assert _usage_error([str(r / "neg")], capsys) == (
+        f"fair-forge-beam trend: error: {r / 'neg'}: {r / 'neg'}/results.json: field 'summary.interactions_read' holds "
+        "-5: a count or a duration is never negative (a damaged or edited run file)")
+    _write_run(r / "month13", good, {**info, "started_at": "2026-13-45T02:00:00.000Z"})
+    assert _usage_error([str(r / "month13")], capsys) == (
+        f"fair-forge-beam trend: error: {r / 'month13'}: {r / 'month13'}/run_info.json: field 'started_at' holds "
+        "'2026-13-45T02:00:00.000Z': not an ISO 8601 time (a damaged or edited run file)")
+    for name, read in (("one", 40), ("edited", 41)):
+        edited = copy.deepcopy(good)
+        edited["summary"]["interactions_read"] = read
+        _write_run(r / name, edited, info)
+        (r / name / "stats").mkdir()
+        (r / name / "stats" / "manifest.json").write_text(json.dumps({"run_id": "20261201T020000Z-0123abcd"}))
+    err = _usage_error([str(r / "one"), str(r / "edited"), "--output", str(tmp_path / "t")], capsys)
+    assert err in (f"fair-forge-beam trend: error: {a} and {b} hold the same run (run id 20261201T020000Z-0123abcd) with "
+                   "different results.json or run_info.json: one of them was edited; give only the one to follow"
+                   for a, b in ((r / "one", r / "edited"), (r / "edited", r / "one"))), err
+    assert not (tmp_path / "t").exists()
+
+
 def test_output_inside_the_pattern_is_skipped_and_runs_are_found_once(tmp_path, capsys):
     r = tmp_path / "audits"
     a = _write_run(r / "a", doc("bayesian", [tox("overall", 1, 10, 3)]), {"started_at": "2025-01-02T00:00:00Z"})

@@ -16,14 +16,30 @@ anywhere in a slice record must hold numbers or ``null`` there (and an integer o
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from datetime import datetime
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
 __all__ = ["RunFileError", "check_results", "check_run_info", "check_manifest"]
 
 #: a number (an integer is one; text and booleans are not)
 _Number = StrictFloat
+#: a count: an integer, never negative (issue 28, B8: an edited ``interactions_read: -5`` was trended)
+_Count = Annotated[StrictInt, Field(ge=0)]
+
+
+def _utc_time(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("not an ISO 8601 time") from None
+    return value
+
+
+#: a time as the package writes it (ISO 8601; an impossible date such as month 13 is refused, never
+#: replaced by another field: issue 28, B8)
+_Time = Annotated[StrictStr, AfterValidator(_utc_time)]
 
 
 class RunFileError(ValueError):
@@ -49,22 +65,22 @@ class _Config(_Open):
 
 
 class _SummaryMetric(_Open):
-    scored: Optional[StrictInt] = None
-    interactions_scored: Optional[StrictInt] = None
-    interactions_not_scored: Optional[StrictInt] = None
-    dead_letters: Optional[StrictInt] = None
+    scored: Optional[_Count] = None
+    interactions_scored: Optional[_Count] = None
+    interactions_not_scored: Optional[_Count] = None
+    dead_letters: Optional[_Count] = None
     dead_letter_unit: Optional[StrictStr] = None
-    dead_letter_reasons: Optional[dict[StrictStr, StrictInt]] = None
+    dead_letter_reasons: Optional[dict[StrictStr, _Count]] = None
 
 
 class _Summary(_Open):
-    interactions_read: Optional[StrictInt] = None
-    rejected_at_read: Optional[StrictInt] = None
-    rejected_at_read_reasons: Optional[dict[StrictStr, StrictInt]] = None
-    data_quality_warnings: Optional[StrictInt] = None
-    data_quality_by_kind: Optional[dict[StrictStr, StrictInt]] = None
+    interactions_read: Optional[_Count] = None
+    rejected_at_read: Optional[_Count] = None
+    rejected_at_read_reasons: Optional[dict[StrictStr, _Count]] = None
+    data_quality_warnings: Optional[_Count] = None
+    data_quality_by_kind: Optional[dict[StrictStr, _Count]] = None
     metrics: Optional[dict[StrictStr, _SummaryMetric]] = None
-    interactions_read_by_slice: Optional[dict[StrictStr, StrictInt]] = None
+    interactions_read_by_slice: Optional[dict[StrictStr, _Count]] = None
 
 
 class _Slice(_Open):
@@ -72,8 +88,8 @@ class _Slice(_Open):
     metric: Optional[StrictStr] = None
     level: Optional[StrictStr] = None
     mode: Optional[StrictStr] = None
-    n_interactions: Optional[StrictInt] = None
-    n_sessions: Optional[StrictInt] = None
+    n_interactions: Optional[_Count] = None
+    n_sessions: Optional[_Count] = None
 
 
 class _Metric(_Open):
@@ -110,9 +126,9 @@ class _Manifest(_Open):
 
 class _RunInfo(_Open):
     runner: Optional[StrictStr] = None
-    started_at: Optional[StrictStr] = None
-    finished_at: Optional[StrictStr] = None
-    seconds: Optional[_Number] = None
+    started_at: Optional[_Time] = None
+    finished_at: Optional[_Time] = None
+    seconds: Optional[Annotated[_Number, Field(ge=0)]] = None
     argv: Optional[list[StrictStr]] = None
     options: Optional[dict[StrictStr, Any]] = None
     beam_args: Optional[list[StrictStr]] = None
@@ -132,6 +148,11 @@ def _refusal(path: str, exc: ValidationError, doc: Any) -> RunFileError:
     what = err["msg"].lower().rstrip(".")
     if err["type"] == "missing":
         return RunFileError(f"{path}: field '{field}' is missing (a damaged or edited run file)")
+    if err["type"] in ("greater_than_equal", "value_error"):  # the type is right, the value impossible
+        why = "a count or a duration is never negative" if err["type"] == "greater_than_equal" else \
+            str(err.get("ctx", {}).get("error", "an impossible value"))
+        shown = value if isinstance(value, (int, float)) else repr(str(value)[:40])
+        return RunFileError(f"{path}: field '{field}' holds {shown}: {why} (a damaged or edited run file)")
     if err["type"] == "string_unicode":  # the type is right; its characters are not (a lone surrogate, \ud800)
         return RunFileError(f"{path}: field '{field}' holds text that is not valid Unicode (a lone surrogate such "
                             "as \\ud800, in a value or a key; a damaged or edited run file)")

@@ -221,28 +221,32 @@ def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = 
             info = read_run_info(p)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
             raise TrendUsageError(f"{p}: {' '.join(str(exc).splitlines())}") from None
+        run_id, audit_runs = _stored_ids(p)
         yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {},
-               "audit_runs": _audit_runs(p)}
+               "audit_runs": audit_runs, "run_id": run_id}
         if progress and time.monotonic() - last >= 5:
             last = time.monotonic()
             progress(f"read {i + 1} of {len(paths)} runs")
 
 
-def _audit_runs(path: str) -> Optional[list]:
-    """The ids of the audit runs a run's statistics are made of (its ``stats/manifest.json``'s
-    ``audit_runs``: an audit's own id, a roll-up's the union of its inputs', at every level), or
-    ``None`` for a run without stored statistics or with a manifest the trend cannot read (the trend
-    reads no statistics; :func:`_comparable_earlier` then falls back on the merged runs' paths)."""
+def _stored_ids(path: str) -> tuple:
+    """``(run id, audit run ids)`` of a run from its ``stats/manifest.json``: its own ``run_id`` and the
+    ids of the audit runs its statistics are made of (``audit_runs``: an audit's own id, a roll-up's the
+    union of its inputs', at every level); ``None`` for either when the run has no stored statistics or
+    a manifest the trend cannot read (the trend reads no statistics; :func:`_comparable_earlier` then
+    falls back on the merged runs' paths, :func:`_distinct_runs` on the files' contents)."""
     from fair_forge_beam.io.edge import read_side_json
 
     manifest = f"{path.rstrip('/')}/stats/manifest.json"
     if not _exists(manifest):
-        return None
+        return None, None
     try:
-        ids = read_side_json(manifest, "a run's stats/manifest.json").get("audit_runs")
+        m = read_side_json(manifest, "a run's stats/manifest.json")
+        ids, run_id = m.get("audit_runs"), m.get("run_id")
     except (OSError, ValueError, AttributeError):
-        return None
-    return [str(i) for i in ids] if isinstance(ids, list) else None
+        return None, None
+    return (run_id if isinstance(run_id, str) and run_id else None,
+            [str(i) for i in ids] if isinstance(ids, list) else None)
 
 
 # ----------------------------------------------------------------------------- the trend
@@ -383,11 +387,14 @@ def _distinct_runs(runs: Iterable[dict], copies: list) -> Iterator[dict]:
     """``runs`` without the copies of a run already given: a folder whose ``results.json`` and
     ``run_info.json`` contents equal an earlier one's, start time (``started_at``, to the
     millisecond) included, is a copied run folder and is left out (runs that record no start time
-    are never taken for copies), and ``(its path, the first one's path)`` appended to ``copies``. One
+    are never taken for copies), and ``(its path, the first one's path)`` appended to ``copies``; two
+    folders of one run id (``stats/manifest.json``'s ``run_id``) whose documents differ are a
+    :class:`TrendUsageError` (an edited copy: one run is never counted as two). One
     SHA-256 of the two documents per run (streamed: the document is not serialised whole)."""
     import hashlib
 
     seen: dict = {}
+    ids: dict = {}  # run id -> the first path that holds it
     enc = json.JSONEncoder(sort_keys=True, default=str, allow_nan=True)
     for r in runs:
         h = hashlib.sha256()
@@ -398,6 +405,13 @@ def _distinct_runs(runs: Iterable[dict], copies: list) -> Iterator[dict]:
         if first != r.get("path") and isinstance(info, dict) and info.get("started_at"):
             copies.append((str(r.get("path")), str(first)))
             continue
+        run_id = r.get("run_id")
+        if run_id and ids.setdefault(run_id, r.get("path")) != r.get("path"):
+            # one run (one id) in two folders whose files differ: one of them was edited, and which one
+            # holds the run's numbers cannot be told; never counted as two runs (issue 28, B8)
+            raise TrendUsageError(f"{ids[run_id]} and {r.get('path')} hold the same run (run id {run_id}) with "
+                                  "different results.json or run_info.json: one of them was edited; "
+                                  "give only the one to follow")
         yield r
 
 
