@@ -126,8 +126,8 @@ def _reason(exc: BaseException) -> str:
         if all(32 <= c < 127 for c in head):  # text: said as text (the bytes' digits read as a count)
             from fair_forge_beam.quoting import quoted
 
-            return f"not gzip data (it starts with the text {quoted(head.decode('ascii'))}, not gzip's bytes 0x1f 0x8b)"
-        return f"not gzip data (it starts with bytes {' '.join(f'0x{c:02x}' for c in head)}, not gzip's 0x1f 0x8b)"
+            return f"not gzip data (it starts with the text {quoted(head.decode('ascii'))}, not a gzip header)"
+        return f"not gzip data (it starts with bytes {' '.join(f'0x{c:02x}' for c in head)}, not a gzip header)"
     if name == "error" and type(exc).__module__ == "zlib":
         return f"damaged compressed data ({first.split(': ', 1)[-1]})" if first else "damaged compressed data"
     if isinstance(exc, KeyError):

@@ -212,5 +212,5 @@ def test_a_plain_text_file_named_gz_is_named_without_a_bytes_repr(tmp_path):
     reason = dead[0].reason
     assert "b'" not in reason and reason.count("plain.jsonl.gz") == 1, reason
     assert reason.endswith("(0 decompressed bytes read; corrupt, truncated or unreadable gzip data (not gzip data (it "
-                           "starts with the text '{\"', not gzip's bytes 0x1f 0x8b)))"), reason
-    assert _reason_kind(reason).endswith("starts with the text '{\"', not gzip's bytes 0xNN 0xNN)))")
+                           "starts with the text '{\"', not a gzip header)))"), reason
+    assert _reason_kind(reason).endswith("starts with the text '{\"', not a gzip header)))")
