@@ -308,3 +308,51 @@ def test_the_overall_row_of_one_session_is_marked():
     overall = next(line for line in lines if line.strip().startswith("overall"))
     assert " 1* " in overall + " "
     assert any("fewer than 2 sessions" in line for line in lines)
+
+
+def test_check_cache_file_refuses_a_file_that_is_not_a_cache(tmp_path):
+    """Issue 28 B1: an existing cache file that is not an SQLite cache (a CSV, a gzip, another
+    program's database) is a one-line usage error before the pipeline (was a 186-line
+    sqlite3.DatabaseError traceback); an empty file or an earlier cache passes, and nothing is written."""
+    import sqlite3
+
+    from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
+    from fair_forge_beam.reports.output_folder import check_cache_file
+
+    csv = tmp_path / "not_a_db.sqlite"
+    csv.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not an SQLite database") as exc:
+        check_cache_file(str(csv), "--judge-cache")
+    assert "--judge-cache" in str(exc.value) and "\n" not in str(exc.value)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE people (name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ValueError, match="not a cache.*'people'"):
+        check_cache_file(str(other), "--assistant-cache")
+    (tmp_path / "empty.sqlite3").write_bytes(b"")
+    check_cache_file(str(tmp_path / "empty.sqlite3"), "--judge-cache")
+    cache = SQLiteJudgeCache(str(tmp_path / "c.sqlite3"))
+    cache.put("k", {"a": 1})
+    cache.close()
+    before = sorted(os.listdir(tmp_path))
+    check_cache_file(str(tmp_path / "c.sqlite3"), "--judge-cache")
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_audit_refuses_a_judge_cache_that_is_not_a_cache(tmp_path, capsys):
+    from pipelines import audit
+
+    data = tmp_path / "in.jsonl"
+    data.write_text("")
+    csv = tmp_path / "cache.csv"
+    csv.write_text("a,b\n1,2\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--input", str(data), "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1",
+                    "--judge-model", "m", "--judge-cache", str(csv), "--output", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--judge-cache" in err[0] and "not an SQLite database" in err[0]
+    assert not out.exists()

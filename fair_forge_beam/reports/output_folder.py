@@ -345,11 +345,12 @@ def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_r
 def check_cache_file(path: Optional[str], option: str) -> None:
     """Check, before any pipeline runs, that the local SQLite cache file ``path`` (a judge,
     generator or assistant cache; ``None``/``"none"``/``"default"`` resolved as the run resolves
-    them) can be opened or created: a folder that cannot be made (``XDG_CACHE_HOME=/proc/x``, a
+    them) can be opened or created and, when it exists, is a cache store (empty, or an SQLite
+    file holding the table ``answers``; see :func:`_not_a_cache`): a folder that cannot be made (``XDG_CACHE_HOME=/proc/x``, a
     parent that is a file, a name too long) or written in, or a file that is a folder, is a
     one-line usage error naming ``option`` and the path. Nothing is written: a missing file's
     folder is probed as the output's is (:func:`_unwritable`), an existing file is opened for
-    appending and closed unchanged.
+    appending and closed unchanged, its schema read through a read-only connection.
 
     Raises:
         ValueError: the one-line message (exit code 2 in every command).
@@ -369,6 +370,7 @@ def check_cache_file(path: Optional[str], option: str) -> None:
         elif problem is None and os.path.lexists(path):
             with open(path, "ab"):
                 pass
+            problem = _not_a_cache(path)
         elif problem is None:
             ancestor = os.path.dirname(os.path.abspath(path))
             while not os.path.lexists(ancestor):
@@ -379,7 +381,42 @@ def check_cache_file(path: Optional[str], option: str) -> None:
     except OSError as exc:
         problem = os.strerror(exc.errno) if exc.errno else str(exc)
     if problem:
-        raise ValueError(f"{option} {quoted(path)}: cannot create or write the cache file: {problem}")
+        raise ValueError(f"{option} {quoted(path)}: cannot use the cache file: {problem}")
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_CACHE_COLUMNS = {"key", "value"}
+
+
+def _not_a_cache(path: str) -> Optional[str]:
+    """Why the existing file ``path`` is not a cache store (``None``: it is one, or it is empty,
+    which SQLite makes a new database): it must start with SQLite's header and, if it holds any
+    table, hold the cache's table ``answers`` with columns ``key`` and ``value``. Read only: the
+    header is read with ``open``, the schema through a read-only, immutable connection (no
+    journal, WAL or lock file is made)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    if not head:
+        return None
+    if head != _SQLITE_MAGIC:
+        return "it is not an SQLite database (a cache file is one; give a new path or the path of an earlier cache)"
+    try:
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1", uri=True)
+        try:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(answers)")} if "answers" in tables else set()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"it cannot be read as an SQLite database ({exc})"
+    if tables and not _CACHE_COLUMNS <= columns:
+        shown = ", ".join(quoted(t) for t in sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        return (f"it is an SQLite database but not a cache (no table 'answers' with columns 'key' and 'value'; "
+                f"its tables: {shown})")
+    return None
 
 
 def _unwritable(folder: str) -> Optional[str]:
