@@ -135,6 +135,10 @@ def test_gate_table_form_equals_text_form():
     ("toxicity DIDT ci_high <= 0.2 for every group", ["toxicity"], True, None, "no entries"),
     ("toxicity DIDT ci_high <= 0.2 in every language", ["toxicity"], True, ("overall", "assistant_id"),
      "'language' is not computed"),
+    # issue 28 B14: a misspelt dimension gets the same hint as a misspelt metric or field
+    ("toxicity DIDT ci_high <= 0.2 in every assistant", ["toxicity"], True, None,
+     "'assistant' is not computed.*did you mean 'assistant_id'\\?"),
+    ("coverage sessions >= 2 in every langauge", ["toxicity"], True, None, "did you mean 'language'\\?"),
 ])
 def test_gates_that_cannot_apply_are_rejected_before_running(text, metrics, bayesian, dims, message):
     with pytest.raises(GateConfigError, match=message):

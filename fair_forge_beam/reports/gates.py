@@ -688,7 +688,8 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             if not computed:
                 shown = metric_slice_dimensions(gated[0], slice_dims) if len(gated) == 1 else slice_dims
                 problems.append(f"{where}: slice dimension {quoted(d)} is not computed by this audit for "
-                                f"{', '.join(gated)} (slices: {', '.join(shown)})")
+                                f"{', '.join(gated)} (slices: {', '.join(shown)})"
+                                + did_you_mean(d, [x for x in shown if x != "overall"]))
     if problems:
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
 
