@@ -499,6 +499,33 @@ def _named_folder(flag: str):
     return lambda v: f"{flag} is empty: name the output folder (write '.' for the current folder)" if not str(v).strip() else None
 
 
+def _url(flag: str):
+    """A check of an endpoint option: an ``http://`` or ``https://`` URL with a host, so that a
+    typo (``htp:/127.0.0.1:8000/v1``, a missing scheme, a bad port) is a one-line usage error
+    before the pipeline, not connection errors retried for minutes (issue 28 B5)."""
+    from urllib.parse import urlsplit
+
+    def problem(v: Any) -> Optional[str]:
+        text = str(v)
+        why = None
+        try:
+            parts = urlsplit(text)
+            port = parts.port  # raises ValueError on a port that is not a number in 0..65535
+        except ValueError as exc:
+            parts, port, why = None, None, str(exc)
+        if why is None and parts.scheme.lower() not in ("http", "https"):
+            why = f"the scheme is {quoted(parts.scheme)}" if parts.scheme else "no scheme"
+        elif why is None and not parts.hostname:
+            why = "no host"
+        elif why is None and text != text.strip():
+            why = "spaces around it"
+        if why is None:
+            return None
+        return (f"{flag} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1), "
+                f"got {quoted(text)}: {why}")
+    return problem
+
+
 def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
@@ -654,7 +681,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("NUMBER", _DECIMAL, "0.7")),
     )),
     Group("LLM judge and guardian (metrics context, conversational, bias)", (
-        Option("judge-base-url", default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
+        Option("judge-base-url", validate=_url("--judge-base-url"), default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
                template=Template("TEXT", _URL, "https://judge.example.com/v1", label="Judge endpoint")),
         Option("judge-model", help="judge model name as the endpoint knows it",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
@@ -683,7 +710,7 @@ GROUPS: tuple[Group, ...] = (
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
         _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
-        Option("guardian-base-url", default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
+        Option("guardian-base-url", validate=_url("--guardian-base-url"), default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("TEXT", _URL, "https://guardian.example.com/v1", label="Guardian endpoint")),
         Option("guardian-model", help="guardian model name, e.g. llama-guard3:8b",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "llama-guard3:8b")),
@@ -757,7 +784,7 @@ GROUPS: tuple[Group, ...] = (
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
                template=_NO_TEMPLATE_FREE_TEXT),
-        Option("generator-base-url", default_from="judge-base-url",
+        Option("generator-base-url", validate=_url("--generator-base-url"), default_from="judge-base-url",
                help="OpenAI-compatible endpoint of the generating LLM (prompt_evaluator's answers; pipelines.generate "
                     "and the loop: the test set)",
                template=Template("TEXT", _WORD, "https://gen.example.com/v1")),
@@ -953,7 +980,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("assistant-kind", default="openai", choices=("openai", "http"),
            help="OpenAI-compatible chat endpoint, or a generic HTTP JSON endpoint (--request-template, --response-path)",
            template=Template("ENUM", "^(openai|http)$", "openai")),
-    Option("assistant-url", help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
+    Option("assistant-url", validate=_url("--assistant-url"), help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
            template=Template("TEXT", _URL, "http://bot:8080/v1", label="Assistant endpoint")),
     Option("assistant-model", help="model name of the assistant (openai)",
            template=Template("TEXT", _NAME, "my-bot")),
@@ -980,7 +1007,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("method", default="gepa", choices=("gepa", "miprov2"),
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
     Option("model", default_note="required", help="model of the proposal calls (and the executor / evaluator unless given)"),
-    Option("base-url", default_note="api.openai.com", help="OpenAI-compatible endpoint root including /v1"),
+    Option("base-url", validate=_url("--base-url"), default_note="api.openai.com", help="OpenAI-compatible endpoint root including /v1"),
     Option("api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"),
     Option("executor-model", default_from="model", help="model that answers with each candidate prompt"),
     Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),

@@ -184,3 +184,36 @@ def test_a_rollup_reads_older_metric_lists_as_sets():
     base = _settings(manifest("humanity,toxicity"))
     for old in ("humanity,humanity,toxicity", "humanity,toxicity,", "toxicity, humanity"):
         assert _settings(manifest(old)) == base, old
+
+
+ALL_OPTIONS = {d: o for c in ("audit", *O.COMMANDS) for d, o in O.command_options(c).items()}
+URL_OPTIONS = sorted(d for d in ALL_OPTIONS if d.endswith("url"))
+
+
+def test_every_url_option_is_checked_before_the_pipeline():
+    """Issue 28 B5: ``--judge-base-url 'htp:/127.0.0.1:8000/v1'`` was retried as a connection error
+    for minutes. Every endpoint option (judge, guardian, generator, assistant, optimizer) is an
+    http(s) URL with a host, checked by the declared validation: a one-line usage error."""
+    assert {"judge_base_url", "guardian_base_url", "generator_base_url", "assistant_url", "base_url"} <= set(URL_OPTIONS)
+    for dest in URL_OPTIONS:
+        flag = ALL_OPTIONS[dest].flag
+        for bad, why in [("htp:/127.0.0.1:8000/v1", "the scheme is 'htp'"), ("127.0.0.1:8000/v1", "no scheme"),
+                         ("http:///v1", "no host"), ("http://h:99999/v1", "Port out of range"),
+                         ("file:///etc/passwd", "the scheme is 'file'"), (" http://h/v1", "")]:
+            with pytest.raises(ValueError, match=f"^{flag} must be an http:// or https:// URL with a host") as ei:
+                O.validate({dest: bad}, next(c for c in ("audit", *O.COMMANDS) if dest in O.command_options(c)))
+            assert why in str(ei.value) and "\n" not in str(ei.value)
+        for good in ("http://localhost:8000/v1", "https://api.example.com/v1", "http://[::1]:8080/v1", "HTTPS://h"):
+            O.validate({dest: good}, next(c for c in ("audit", *O.COMMANDS) if dest in O.command_options(c)))
+
+
+@pytest.mark.parametrize("argv", [
+    ["--metrics", "context", "--judge-base-url", "htp:/127.0.0.1:1/v1", "--judge-model", "m"],
+    ["--metrics", "bias", "--guardian-base-url", "localhost:1/v1", "--guardian-model", "m"],
+])
+def test_a_mistyped_endpoint_is_a_usage_error_in_the_audit(argv, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        audit.run(argv + ["--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "must be an http:// or https:// URL" in err[0], err
+    assert not (tmp_path / "out").exists()
