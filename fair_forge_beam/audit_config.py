@@ -217,6 +217,14 @@ def load_config(path: str) -> dict:
 
     too_deep = (f"--config {path}: nested more than {MAX_NESTING} levels deep (dotted keys, table headers, "
                 f"arrays and inline tables); a config, as input records, is limited to {MAX_NESTING} levels")
+    import codecs
+
+    if raw.startswith(codecs.BOM_UTF8):  # accepted: TOML is UTF-8, and editors may write a BOM before it
+        raw = raw[len(codecs.BOM_UTF8):]
+    elif raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        enc = "UTF-32" if raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)) else "UTF-16"
+        raise ConfigError(f"--config {path}: not valid TOML: the file is {enc} text (it starts with a {enc} byte "
+                          f"order mark); TOML is UTF-8: save the file as UTF-8")
     try:
         text = raw.decode("utf-8")
         if not toml_nesting_bound(text, MAX_NESTING):  # before tomllib builds every level
@@ -233,7 +241,13 @@ def load_config(path: str) -> dict:
         raise ConfigError(f"--config {path}: nested deeper than the TOML parser can follow; a config is limited "
                           f"to {MAX_NESTING} levels") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path}: not valid TOML: {exc}") from None
+        from fair_forge_beam.plain import plain_reason
+
+        hint = ""
+        if re.search(rb"\r(?!\n)", raw):  # what the JSONL reader says of CR-only line ends
+            hint = ("; its lines end with CR alone (classic Mac line ends), which TOML does not allow: save it "
+                    "with LF or CRLF line ends")
+        raise ConfigError(f"--config {path}: not valid TOML: {plain_reason(exc)}{hint}") from None
     except ValueError as exc:
         raise ConfigError(f"--config {path}: {exc}") from None
 

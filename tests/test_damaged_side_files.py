@@ -423,3 +423,33 @@ def test_a_lone_surrogate_in_a_run_file_is_named_as_such(tmp_path):
         read_results(str(run))
     msg = str(err.value)
     assert "field 'config' holds text that is not valid Unicode (a lone surrogate" in msg and "\n" not in msg, msg
+
+
+def test_a_config_with_a_bom_is_read_and_other_encodings_and_line_ends_are_named(tmp_path):
+    """Issue 28 B12/B9: a UTF-8 BOM before a TOML config said 'Invalid statement (at line 1, column
+    1)'; it is accepted (decision: TOML is UTF-8 and editors write that BOM). A UTF-16 file is named
+    as such, CR-only line ends are named as the JSONL reader names them, and a file that cannot be
+    read says why in words (no 'OSError: [Errno 40]')."""
+    import codecs
+
+    from fair_forge_beam.audit_config import ConfigError, load_config
+
+    text = 'seed = 7\r\nmode = "frequentist"\r\n'
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(codecs.BOM_UTF8 + text.encode())
+    assert load_config(str(bom)) == {"seed": 7, "mode": "frequentist"}
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_bytes(text.encode("utf-16"))
+    with pytest.raises(ConfigError, match="the file is UTF-16 text.*TOML is UTF-8"):
+        load_config(str(utf16))
+    cr = tmp_path / "cr.toml"
+    cr.write_bytes(text.replace("\r\n", "\r").encode())
+    with pytest.raises(ConfigError, match="lines end with CR alone"):
+        load_config(str(cr))
+    loop = tmp_path / "loop1"
+    os.symlink(tmp_path / "loop2", loop)
+    os.symlink(loop, tmp_path / "loop2")
+    with pytest.raises(ConfigError) as ei:
+        load_config(str(loop))
+    msg = str(ei.value)
+    assert "Too many levels of symbolic links" in msg and "OSError" not in msg and "Errno" not in msg, msg
