@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind"]
+__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind", "side_file_error"]
 
 
 def plain_reason(exc: BaseException) -> str:
@@ -25,6 +25,19 @@ def plain_reason(exc: BaseException) -> str:
         return plain_words(_reason(exc))
     except Exception:  # noqa: BLE001 - a reason is never a second failure
         return "an unexpected error"
+
+
+def side_file_error(what: str, path, exc: BaseException) -> str:
+    """The one-line usage error of a side file (``--config``, ``--privacy-domain``, a
+    ``--seed-prompt-file`` ...) that could not be read or parsed: ``"<what>: cannot read <path>:
+    <why>"`` with ``why`` in plain words (:func:`plain_reason`, never ``OSError: [Errno 40]``),
+    and the option and path named once — a reader's message that already starts with them (a
+    file over the size limit, a JSON error at a position) is given as it is (issue 28 B9:
+    ``--privacy-domain: cannot read /dev/zero: --privacy-domain: /dev/zero is larger ...``)."""
+    reason = plain_reason(exc)
+    if reason.startswith(f"{what}: ") or reason.startswith(f"{what} {path}"):
+        return reason
+    return f"{what}: cannot read {path}: {reason}"
 
 
 def repr_reason(text: str) -> str:

@@ -14,6 +14,7 @@ See docs/explainability.md.
 from __future__ import annotations
 
 from fair_forge_beam.console import say  # console output never fails a run
+from fair_forge_beam.plain import side_file_error
 
 import functools
 import os
@@ -100,7 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             lines = [(i + 1, ln) for i, (_, ln) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES))
                      if isinstance(ln, ReadError) or ln.strip()]
     except OSError as exc:
-        parser.error(f"--input: cannot read {args.input}: {exc}")
+        parser.error(side_file_error("--input", args.input, exc))
     os.makedirs(args.output, exist_ok=True)
     loader = functools.partial(load_hf, args.model, args.seed)
     with run_pipeline(pipeline_options(beam_args)) as p:

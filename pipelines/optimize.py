@@ -11,6 +11,7 @@ See docs/optimizer.md.
 from __future__ import annotations
 
 from fair_forge_beam.console import say  # console output never fails a run
+from fair_forge_beam.plain import side_file_error
 
 import json
 import os
@@ -43,7 +44,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             seed_prompt = read_side_text(args.seed_prompt_file, "--seed-prompt-file").strip()
         except (OSError, ValueError) as exc:
-            parser.error(f"--seed-prompt-file: cannot read {args.seed_prompt_file}: {exc}")
+            parser.error(side_file_error("--seed-prompt-file", args.seed_prompt_file, exc))
     from fair_forge_beam.reports.output_folder import check_output_folder
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
@@ -56,7 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             part = side_json_loads(read_side_text(path, "--input"), f"--input {path}")
         except (OSError, ValueError) as exc:
-            parser.error(f"--input: cannot read {path}: {exc}")
+            parser.error(side_file_error("--input", path, exc))
         if not isinstance(part, list):
             parser.error(f"--input must hold a JSON list of sessions: {path} does not")
         datasets.extend(part)

@@ -453,3 +453,26 @@ def test_a_config_with_a_bom_is_read_and_other_encodings_and_line_ends_are_named
         load_config(str(loop))
     msg = str(ei.value)
     assert "Too many levels of symbolic links" in msg and "OSError" not in msg and "Errno" not in msg, msg
+
+
+def test_a_side_file_usage_error_names_the_option_once_in_plain_words(tmp_path, monkeypatch):
+    """Issue 28 B9: ``--privacy-domain /dev/zero`` said '--privacy-domain: cannot read /dev/zero:
+    --privacy-domain: /dev/zero is larger ...' (the option twice); a symlink loop said '(OSError:
+    [Errno 40] ...)'. Every side-file error goes through plain.side_file_error."""
+    from fair_forge_beam.io import edge
+    from fair_forge_beam.metrics import registry
+    from fair_forge_beam.plain import side_file_error
+
+    big = tmp_path / "big.json"
+    big.write_text("{}" + " " * 100)
+    monkeypatch.setattr(edge, "MAX_SIDE_FILE_BYTES", 10)
+    loop = tmp_path / "loop1"
+    os.symlink(tmp_path / "loop2", loop)
+    os.symlink(loop, tmp_path / "loop2")
+    for path, says in [(big, "is larger than"), (loop, "Too many levels of symbolic links")]:
+        with pytest.raises(ValueError) as ei:
+            registry._privacy(None, {"privacy_domain": str(path)})
+        msg = str(ei.value)
+        assert msg.count("--privacy-domain") == 1 and says in msg and "Errno" not in msg and "OSError" not in msg, msg
+    assert side_file_error("--x", "p", OSError(40, "Too many levels of symbolic links", "p")) == \
+        "--x: cannot read p: Too many levels of symbolic links: p"

@@ -16,6 +16,7 @@ import pyarrow as pa
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
+from fair_forge_beam.plain import side_file_error
 from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -237,7 +238,7 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
         try:
             seed_prompt = read_side_text(options["seed_prompt_file"], "--seed-prompt-file")
         except OSError as exc:
-            raise ValueError(f"--seed-prompt-file: cannot read {options['seed_prompt_file']}: {exc}") from None
+            raise ValueError(side_file_error("--seed-prompt-file", options["seed_prompt_file"], exc)) from None
     if not seed_prompt or not seed_prompt.strip():
         raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
     gen = {k: options.get(k) for k in ("judge_max_concurrency", "judge_requests_per_minute", "judge_timeout", "judge_retries")}
@@ -277,7 +278,7 @@ def _privacy(mode: StatisticalMode, options: dict):
         try:
             domain = side_json_loads(read_side_text(path, "--privacy-domain"), f"--privacy-domain {path}")
         except (OSError, ValueError) as exc:
-            raise ValueError(f"--privacy-domain: cannot read {path}: {exc}") from None
+            raise ValueError(side_file_error("--privacy-domain", path, exc)) from None
         if not isinstance(domain, dict):
             raise ValueError(f"--privacy-domain: {path} must hold a JSON object")
         fits = {k: domain.pop(k) for k in ("domain_fit", "regulatory_fit") if k in domain}
