@@ -241,7 +241,6 @@ def load_config(path: str) -> dict:
         raise ConfigError(f"--config {path}: nested deeper than the TOML parser can follow; a config is limited "
                           f"to {MAX_NESTING} levels") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-
         hint = ""
         if re.search(rb"\r(?!\n)", raw):  # what the JSONL reader says of CR-only line ends
             hint = ("; its lines end with CR alone (classic Mac line ends), which TOML does not allow: save it "
