@@ -82,7 +82,8 @@ def test_parse_structured_never_picks_among_verdicts():
 
 def test_parse_structured_reports_why():
     obj, err = parse_structured('{"score": 7, "insight": "x"}', Verdict)
-    assert obj is None and "score" in err and "Verdict" in err
+    # the reason names the field and the rule in plain words, never the schema's class (issue 28 B13)
+    assert obj is None and "score" in err and "does not match the verdict schema" in err and "Verdict" not in err
     obj, err = parse_structured("no json here", Verdict)
     assert obj is None and err == "no JSON object found in the answer"
 
