@@ -59,7 +59,7 @@ def repr_reason(text: str) -> str:
 
 
 def json_kind(value) -> str:
-    """What a JSON value is, in words (``"null"``, ``"a number"``, ``"a text"``, ``"a list"``,
+    """What a JSON value is, in words (``"null"``, ``"a number"``, ``"text"``, ``"a list"``,
     ``"an object"``, ``"true or false"``), never a Python type name (``NoneType``, ``str``)."""
     if value is None:
         return "null"
@@ -68,7 +68,7 @@ def json_kind(value) -> str:
     if isinstance(value, (int, float)):
         return "a number"
     if isinstance(value, str):
-        return "a text"
+        return "text"
     if isinstance(value, (list, tuple)):
         return "a list"
     if isinstance(value, dict):

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
+from fair_forge_beam.plain import json_kind
+
 __all__ = ["RunFileError", "check_results", "check_run_info", "check_manifest"]
 
 #: a number (an integer is one; text and booleans are not)
@@ -135,11 +137,6 @@ class _RunInfo(_Open):
     versions: Optional[dict[StrictStr, Any]] = None
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
-
-
 def _refusal(path: str, exc: ValidationError, doc: Any) -> RunFileError:
     err = exc.errors()[0]
     loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "union["))]
@@ -156,7 +153,7 @@ def _refusal(path: str, exc: ValidationError, doc: Any) -> RunFileError:
     if err["type"] == "string_unicode":  # the type is right; its characters are not (a lone surrogate, \ud800)
         return RunFileError(f"{path}: field '{field}' holds text that is not valid Unicode (a lone surrogate such "
                             "as \\ud800, in a value or a key; a damaged or edited run file)")
-    return RunFileError(f"{path}: field '{field}' holds {_kind(value)} where {_expected(what)} is needed "
+    return RunFileError(f"{path}: field '{field}' holds {json_kind(value)} where {_expected(what)} is needed "
                         "(a damaged or edited run file)")
 
 
@@ -188,7 +185,7 @@ def _estimates(metric: str, node: dict, prefix: str, path: str) -> None:
                     except ValidationError as exc:
                         err = exc.errors()[0]
                         field = f"{at}{key}." + ".".join(str(x) for x in err["loc"] if not str(x).startswith(("function-", "union[")))
-                        raise RunFileError(f"{path}: field '{field}' holds {_kind(err.get('input'))} where a number or "
+                        raise RunFileError(f"{path}: field '{field}' holds {json_kind(err.get('input'))} where a number or "
                                            "null is needed (a damaged or edited run file)") from None
                 else:
                     stack.append((value, f"{at}{key}."))
@@ -219,7 +216,7 @@ def check_run_info(doc: Any, path: str) -> dict:
     Raises:
         RunFileError: one line naming ``path`` and the field."""
     if not isinstance(doc, dict):
-        raise RunFileError(f"{path}: holds {_kind(doc)} where an object is needed (a damaged or edited run file)")
+        raise RunFileError(f"{path}: holds {json_kind(doc)} where an object is needed (a damaged or edited run file)")
     _check(_RunInfo, doc, path)
     return doc
 
