@@ -581,7 +581,7 @@ def dead_letters_carry_stage_reason_and_raw(d, p, ex):
         (["invalid JSON"], lambda raw: raw.rstrip("\n") == malformed, None),
         (["invalid JSON"], lambda raw: raw.rstrip("\n") == truncated, None),
         (["list", "not an object"], same_json([1, 2, 3]), None),
-        (["int", "not an object"], same_json(42), None),
+        (["a number", "not an object"], same_json(42), None),
         (["session_id", "required"], same_json(no_sid), None),
         (["conversation[1]", "query"], same_json({**header, "conversation": [no_query["conversation"][1]]}), "nq/bot/1"),
         (["conversation[0]", "weight"], lambda raw: json.loads(raw)["conversation"][0]["weight"] == -0.5, "bw/bot/0"),
@@ -618,7 +618,7 @@ def invalid_json_file_goes_to_dead_letter(d, p, ex):
             [
                 # the file is read element by element: the dead letter holds the unfinished element
                 (["invalid JSON file", "b_broken.json", "ends inside element 0"], lambda raw: raw == broken_text[1:], None),
-                (["int", "not an object"], lambda raw: json.loads(raw) == 7, None),
+                (["a number", "not an object"], lambda raw: json.loads(raw) == 7, None),
                 (["list", "not an object"], lambda raw: json.loads(raw) == ["nested"], None),
             ]
         ),
