@@ -26,8 +26,11 @@ A line reads::
 
 Time left: the slowest metric's rate since its first taken interaction, applied to its
 interactions not yet taken (``read − taken``); judge calls in flight count at the judge's rate.
-No estimate ("time left unknown") until there is a rate; it is an extrapolation, not a promise:
-reading may not be finished (the total is not known before the inputs are read).
+No estimate ("time left unknown") until there is a rate, and none when every interaction read is
+taken and no judge call with a rate is pending (reading, scoring in flight and writing may still
+go on: the line never says "about 0 s left" while the run works; issue 28). An estimate under half
+a second, which would print as "0 s", is shown as unknown too. It is an extrapolation, not a
+promise: reading may not be finished (the total is not known before the inputs are read).
 """
 from __future__ import annotations
 
@@ -118,7 +121,9 @@ def eta_seconds(counts: Mapping[tuple[str, str], int], started: Mapping[tuple[st
 
     For each metric: ``(read − scored) / rate`` with ``rate = scored / (now − its first scored
     interaction)``; judge calls pending: ``pending / (done / (now − first judge result))``. The
-    largest of these (the stages run side by side). Units: seconds; always >= 0.
+    largest of these (the stages run side by side). Units: seconds; always > 0. ``None`` also when
+    no stage has work left to extrapolate (every interaction read is taken, no judge call pending
+    with a rate): the run still reads, scores in flight or writes, and 0 would be a wrong number.
     """
     read = counts.get((NAMESPACE, "read"), 0)
     lefts = []
@@ -134,9 +139,8 @@ def eta_seconds(counts: Mapping[tuple[str, str], int], started: Mapping[tuple[st
         since = now - min(firsts) if firsts else 0.0
         if since > 0:
             lefts.append(pending * since / done)
-    if not lefts:
-        return None if read == 0 or not any(n.startswith(("scored.", "taken.")) for ns, n in counts if ns == NAMESPACE) else 0.0
-    return max(0.0, max(lefts))
+    left = max(lefts, default=0.0)
+    return left if left > 0 else None
 
 
 def _taken(counts: Mapping[tuple[str, str], int]) -> list[tuple[str, int, tuple[str, str]]]:
@@ -155,7 +159,9 @@ def _taken(counts: Mapping[tuple[str, str], int]) -> list[tuple[str, int, tuple[
 def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: Optional[float]) -> str:
     """One progress line from the tallies ``{(namespace, name): count}`` (see the module docstring).
 
-    ``elapsed``: seconds since the run started; ``eta``: seconds left or ``None`` (unknown)."""
+    ``elapsed``: seconds since the run started; ``eta``: seconds left or ``None`` (unknown). An
+    ``eta`` that would print as "0 s" (under half a second, or not positive) is shown as unknown:
+    the line is written while the run works, and "about 0 s left" would be wrong."""
     read = counts.get((NAMESPACE, "read"), 0)
     parts = [f"{_n(read)} interactions read"]
     scored = []
@@ -167,7 +173,7 @@ def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: 
     done, pending = _judge_totals(counts)
     if done or pending:
         parts.append(f"judge: {_n(done)} done, {_n(pending)} pending")
-    left = "time left unknown" if eta is None else f"about {_duration(eta)} left"
+    left = "time left unknown" if eta is None or round(eta) < 1 else f"about {_duration(eta)} left"
     parts.append(f"{_duration(elapsed)} elapsed, {left}")
     return "progress: " + "; ".join(parts)
 

@@ -23,7 +23,25 @@ def test_format_progress_exact():
         "12 s elapsed, about 12 s left")
     assert P.format_progress({(NS, "read"): 3}, 75, None) == (
         "progress: 3 interactions read; 1 min 15 s elapsed, time left unknown")
-    assert P.format_progress({}, 3725, 0.0) == "progress: 0 interactions read; 1 h 02 min elapsed, about 0 s left"
+    # an estimate that would print as "0 s" is no estimate: the line is written while the run works (issue 28)
+    for eta in (0.0, 0.4, -1.0):
+        assert P.format_progress({}, 3725, eta) == "progress: 0 interactions read; 1 h 02 min elapsed, time left unknown"
+    assert P.format_progress({}, 3725, 0.6).endswith("about 1 s left")
+
+
+def test_eta_never_zero_while_work_remains():
+    """Issue 28: a run's line said "about 0 s left" mid-run. Every metric has taken all that was
+    read so far (reading goes on), interactions are in flight, a judge call is pending with no
+    result yet: no stage has a rate to extrapolate, so there is no estimate, never 0."""
+    started = {(NS, "taken.toxicity"): 0.0, (NS, "scored.toxicity"): 0.0}
+    caught_up = {(NS, "read"): 500, (NS, "taken.toxicity"): 500, (NS, "scored.toxicity"): 480}
+    assert P.eta_seconds(caught_up, started, now=10.0) is None
+    pending = {**caught_up, (J, "submitted"): 20}
+    assert P.eta_seconds(pending, started, now=10.0) is None
+    done = {(NS, "read"): 500, (NS, "taken.toxicity"): 500, (NS, "scored.toxicity"): 500}
+    assert P.eta_seconds(done, started, now=10.0) is None
+    for counts in (caught_up, pending, done):
+        assert "0 s left" not in P.format_progress(counts, 10.0, P.eta_seconds(counts, started, now=10.0))
 
 
 def test_eta_is_the_slowest_stage_extrapolated():
