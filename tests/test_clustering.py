@@ -399,3 +399,74 @@ def test_fit_restores_the_callers_thread_settings():
     fit = fit_clusters(np.ones((3, 4), np.float32), ClusterConfig())  # too few points: no UMAP
     assert fit.status == "too_few"
     assert [(p["filepath"], p["num_threads"]) for p in threadpool_info()] == before
+
+
+# ------------------------------------------------------------------ numba's cache (issue 28)
+_NUMBA_PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+    import fair_forge_beam.components.clustering as C
+    before = os.environ.get("NUMBA_CACHE_DIR")
+    import numba.core.config as config
+    print(json.dumps({"env": before, "numba": config.CACHE_DIR, "again": C.numba_cache_dir()}))
+    """
+)
+
+
+def _env_without_numba_dir(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(extra, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+    return env
+
+
+def test_numba_cache_goes_to_the_user_cache_folder(tmp_path):
+    """Without NUMBA_CACHE_DIR numba's cache is the user cache folder (XDG_CACHE_HOME honoured, else
+    ~/.cache), set before numba is imported; a NUMBA_CACHE_DIR the user set is kept."""
+    cases = {
+        "xdg": (_env_without_numba_dir(XDG_CACHE_HOME=str(tmp_path / "xdg")), str(tmp_path / "xdg" / "fair_forge_beam" / "numba")),
+        "home": (_env_without_numba_dir(HOME=str(tmp_path / "home")), str(tmp_path / "home" / ".cache" / "fair_forge_beam" / "numba")),
+        "user": (_env_without_numba_dir(NUMBA_CACHE_DIR=str(tmp_path / "mine")), str(tmp_path / "mine")),
+    }
+    for name, (env, want) in cases.items():
+        proc = subprocess.run([sys.executable, "-c", _NUMBA_PROBE], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert got == {"env": want, "numba": want, "again": want}, (name, got)
+
+
+_NUMBA_RUN = textwrap.dedent(
+    """
+    import json, os, sys, sysconfig, time
+    import numpy as np
+    start = time.time() - 1
+    from fair_forge_beam.components.clustering import ClusterConfig, fit_clusters
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(c, 0.05, size=(40, 8)) for c in (0.0, 1.0, 2.0)]).astype(np.float32)
+    fit_clusters(X, ClusterConfig(min_cluster_size=5))
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], os.path.dirname(os.path.dirname(
+        sys.modules["fair_forge_beam"].__file__))}
+    written = []
+    for root in roots:
+        for d, _, files in os.walk(root):
+            written += [os.path.join(d, f) for f in files if f.endswith((".nbi", ".nbc"))
+                        and os.path.getmtime(os.path.join(d, f)) >= start]
+    cache = os.environ["NUMBA_CACHE_DIR"]
+    mine = [f for d, _, fs in os.walk(cache) for f in fs if f.endswith((".nbi", ".nbc"))]
+    print(json.dumps({"written": written, "mine": len(mine)}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_clustering_run_writes_nothing_into_the_installed_packages(tmp_path):
+    """Issue 28: umap/pynndescent's numba kernels were cached into site-packages (a read-only
+    install fails; a shared one gets dirty). A fit in a fresh process writes its kernels to the user
+    cache folder and no numba cache file under site-packages or the package's own tree."""
+    env = _env_without_numba_dir(XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.run([sys.executable, "-c", _NUMBA_RUN], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["written"] == [], got["written"]
+    assert got["mine"] > 0, got

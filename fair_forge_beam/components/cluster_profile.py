@@ -100,8 +100,9 @@ Costs (see ``benchmarks/bench_clustering.py``): one worker fits UMAP on ≤ cap 
 development machine; the assignment costs ≈0.9 ms per point (UMAP transform ≈90 %, kNN vote ≈10 %)
 and runs in parallel over batches. umap-learn compiles its numba kernels on first use (≈25–35 s
 per process); with ``numba_cache=True`` (default) the compiled kernels of umap and pynndescent
-that can be cached are written to numba's on-disk cache (next to the installed package, or
-numba's user cache directory) so later processes load them in well under a second.
+that can be cached are written to numba's on-disk cache (``$NUMBA_CACHE_DIR``, by default the
+user cache folder ``~/.cache/fair_forge_beam/numba``, never the installed packages:
+:func:`fair_forge_beam.components.clustering.numba_cache_dir`) so later processes load them in well under a second.
 pynndescent's per-index closures (used from 4,096 distinct points on) cannot be cached and cost
 ≈30 s of compilation per fitting process. The fitted model travels to the assigning workers as a
 pickled side input (≈190 MB at cap = 50,000 × 384: UMAP keeps its training data and search

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 import warnings
@@ -162,6 +163,31 @@ _NUMBA_LOCK = threading.Lock()
 _NUMBA_CACHED = False
 
 
+def numba_cache_dir() -> str:
+    """Where numba writes its compiled kernels: ``$NUMBA_CACHE_DIR`` when the user set it, else the
+    user cache folder ``$XDG_CACHE_HOME/fair_forge_beam/numba`` (``~/.cache`` when
+    ``XDG_CACHE_HOME`` is unset), which this function puts in ``NUMBA_CACHE_DIR`` (and numba's
+    config, when numba is already imported) for this process and those it starts. Called before
+    numba is imported (:func:`_import_umap`): numba's default writes into the installed
+    packages' ``__pycache__`` folders (site-packages), which fails on a read-only install and
+    dirties a shared one (issue 28). Returns the folder."""
+    given = os.environ.get("NUMBA_CACHE_DIR")
+    if given:
+        return given
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "fair_forge_beam", "numba")
+    os.environ["NUMBA_CACHE_DIR"] = path
+    config = sys.modules.get("numba.core.config")
+    if config is not None and not getattr(config, "CACHE_DIR", ""):
+        config.CACHE_DIR = path  # numba read the environment at its import, before this
+    return path
+
+
+# at import too: a worker that unpickles a fitted UMAP (a side input) imports umap and numba
+# without calling _import_umap, but has imported this module (its DoFn's) first
+numba_cache_dir()
+
+
 def _enable_numba_cache() -> int:
     """Turn on numba's on-disk cache for the compiled kernels of umap and pynndescent.
 
@@ -216,6 +242,7 @@ def _import_umap(numba_cache: bool = True):
             ``embeddings`` extra) are not installed.
     """
     require_clustering()
+    numba_cache_dir()  # before numba is imported: its cache goes to the user cache folder, not site-packages
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import umap  # noqa: F401  (heavy; only here)
