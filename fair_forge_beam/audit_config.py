@@ -324,7 +324,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
 
 def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list]:
     """The effective arguments of a run: template-style spellings normalised and the ``--config``
-    file's content put before the command line's flags (so those override it).
+    file's content put before the command line's flags. An option (or a ``[beam]`` option) that
+    the command line also gives overrides the file: the file's value of it is left out (a list
+    one, such as ``inputs``, too), so an option given twice can only be the command line's own,
+    a usage error (:func:`fair_forge_beam.options.given_twice`).
 
     Returns:
         ``(argv, config_gates)``: arguments for ``parser.parse_known_args`` and the file's gates
@@ -343,8 +346,19 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     if not known.config:
         return argv, []
     job, beam_argv, gates = config_to_argv(parser, load_config(known.config), known.config)
-    if known.input:  # the command line's inputs replace the file's
-        job = [a for a in job if not a.startswith("--input=")]
+    # an option the command line gives replaces the file's value (the command line's inputs replace
+    # the file's inputs): the file's entries of it are dropped, so that the command line's own
+    # arguments, which the parser checks for an option given twice, are the only ones of it
+    from fair_forge_beam.options import _beam_parser, beam_option, options_given
+
+    def beam_action(flag):
+        return _beam_parser()._option_string_actions.get(flag) if beam_option(flag) else None
+
+    given = {a.dest for a, _, _ in options_given(parser, argv)}
+    job = [a for a in job if not {x.dest for x, _, _ in options_given(parser, [a])} & given]
+    if beam_argv and any(a.startswith("--") and a.split("=", 1)[0] not in parser._option_string_actions for a in argv):
+        given_beam = {a.dest for a, _, _ in options_given(parser, argv, beam_action) if a not in parser._actions}
+        beam_argv = [a for a in beam_argv if not {x.dest for x, _, _ in options_given(_beam_parser(), [a])} & given_beam]
     # check the file's values on their own first, so an error names the file
     from fair_forge_beam.options import ChoiceHintParser
 

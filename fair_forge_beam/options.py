@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "unrecognised_message",
+__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message",
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
@@ -433,12 +433,26 @@ class OneLineErrorParser(ChoiceHintParser):
                 out.append(flag)
         return out
 
+    def _passed_on_action(self, flag: str) -> Optional[argparse.Action]:
+        """The Beam action of ``flag`` when this parser passes its unknown options to Beam."""
+        if self.passes_on is beam_option and flag not in self._option_string_actions and beam_option(flag):
+            return _beam_parser()._option_string_actions.get(flag)
+        return None
+
+    def given_twice(self, args: Sequence[str]) -> Optional[str]:
+        """The usage error of an option of this parser (or of Beam's, when it passes its other
+        options to Beam) that ``args`` give more than once (:func:`given_twice`), or ``None``."""
+        return given_twice(self, args, self._passed_on_action)
+
     def parse_known_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
         unknown = self.unknown_flags(args)
         if unknown:
             self.error(unrecognised_message(unknown, beam=self.passes_on is not None,
                                             known=[f for f in self._option_string_actions if f.startswith("--")]))
+        twice = self.given_twice(args)
+        if twice:
+            self.error(twice)
         return super().parse_known_args(args, namespace)
 
     def parse_args(self, args=None, namespace=None):
@@ -446,6 +460,87 @@ class OneLineErrorParser(ChoiceHintParser):
         if rest:
             self.error(leftover_message(self, rest, beam=self.passes_on is not None))
         return parsed
+
+
+#: argparse actions that keep one value, the last given (``--mode``, ``--output``, a flag): given twice, one
+#: is silently lost; every other action is meant to be given more than once (``--input``, ``--gate``:
+#: append; Beam's ``--experiments``, ``--dataflow_service_options``: their own actions accumulate)
+SINGLE_VALUED_ACTIONS = (argparse._StoreAction, argparse._StoreConstAction, argparse.BooleanOptionalAction)
+
+
+def options_given(parser: argparse.ArgumentParser, args: Sequence[str],
+                  other: Optional[Callable[[str], Optional[argparse.Action]]] = None
+                  ) -> list[tuple[argparse.Action, str, Optional[str]]]:
+    """The options of ``parser`` that ``args`` give (up to a ``--``), in order: ``(action, the
+    option name as written, its value)``; the value is ``None`` for a flag, the text after ``=``
+    (``--mode=bayesian``) or the argument(s) the option takes next (``--mode bayesian``; several
+    joined by a space). ``other(flag)``: the action of an option ``parser`` does not declare but
+    passes on (Beam's), or ``None``. A value is never read as an option."""
+    actions = parser._option_string_actions
+    out: list[tuple[argparse.Action, str, Optional[str]]] = []
+    i, n = 0, len(args)
+    flag_like = lambda a: len(a) > 1 and a[0] in parser.prefix_chars and " " not in a and not (  # noqa: E731
+        parser._negative_number_matcher.match(a) and not parser._has_negative_number_optionals)
+    while i < n:
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if not flag_like(arg):
+            continue
+        name, eq, attached = arg.partition("=")
+        if not name.startswith("--") and name not in actions and arg[:2] in actions:  # -n5
+            name, eq, attached = arg[:2], "=", arg[2:]
+        action = actions.get(name) or (other(name) if other else None)
+        if action is None:
+            continue
+        if eq or action.nargs == 0:
+            out.append((action, name, attached if eq else None))
+            continue
+        want = action.nargs
+        if want is None or want == 1:
+            taken = args[i:i + 1]
+        elif isinstance(want, int):
+            taken = args[i:i + want]
+        else:  # "?", "*", "+", argparse.REMAINDER: what follows up to the next option
+            j = i
+            while j < n and args[j] != "--" and not flag_like(args[j]) and (want != "?" or j == i):
+                j += 1
+            taken = args[i:j]
+        i += len(taken)
+        out.append((action, name, " ".join(taken) if taken else None))
+    return out
+
+
+def given_twice(parser: argparse.ArgumentParser, args: Sequence[str],
+                other: Optional[Callable[[str], Optional[argparse.Action]]] = None) -> Optional[str]:
+    """One line when ``args`` give a single-valued option more than once (issue 28: ``--mode
+    frequentist --mode bayesian`` ran Bayesian, the last one, without a word), else ``None``:
+    ``--mode given twice: 'frequentist', then 'bayesian'; give it once``. Options meant to repeat
+    (any action but :data:`SINGLE_VALUED_ACTIONS`: ``--input``, ``--gate``) may repeat; a flag repeated means the same
+    (``--quiet --quiet``), but two flags that set one value differently (Beam's
+    ``--save_main_session --no_save_main_session``) are refused. ``other``: as in
+    :func:`options_given`. Every :class:`OneLineErrorParser` checks the arguments it is given;
+    the main job checks the command line's own, before a ``--config`` file's values are added
+    (a file's value that the command line also gives is replaced by it:
+    :func:`fair_forge_beam.audit_config.expand_argv`)."""
+    seen: dict[str, tuple[argparse.Action, str, Optional[str]]] = {}
+    for action, name, val in options_given(parser, args, other):
+        if not isinstance(action, SINGLE_VALUED_ACTIONS) or action.dest == "help":
+            continue
+        first = seen.get(action.dest)
+        if first is None:
+            seen[action.dest] = (action, name, val)
+            continue
+        a0, name0, val0 = first
+        if action.nargs == 0 and a0.nargs == 0:
+            if a0 is action or getattr(a0, "const", None) == getattr(action, "const", None):
+                continue  # the same flag again: the same meaning
+            return f"{name0} and {name} both given: they set one value in opposite ways; give one of them"
+        spelt = name0 if name0 == name else f"{name0} (as {name})"
+        shown = lambda v: "no value" if v is None else quoted(v)  # noqa: E731
+        return f"{spelt} given twice: {shown(val0)}, then {shown(val)}; give it once"
+    return None
 
 
 def unrecognised_message(flags: Sequence[str], beam: bool = False, known: Sequence[str] = ()) -> str:
@@ -884,7 +979,8 @@ GROUPS: tuple[Group, ...] = (
     Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
         Option("config", metavar="TOML", in_config=False, default_note="no config file",
                help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], gates); "
-                    "command-line flags override it",
+                    "an option the command line also gives replaces the file's value (inputs too), and an option "
+                    "given twice on the command line is a usage error",
                template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/audits/nightly.toml", label="Audit config")),
         Option("gate", metavar="EXPR", repeatable=True, in_config=False, default_note="no gate",
                help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2', 'bias rate ci_high <= 0.1 for every attribute', "
