@@ -451,3 +451,38 @@ def test_a_resealed_shard_whose_rows_break_the_stored_rules_is_a_usage_error(sea
     (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
     err = _refused(tmp_path, [a, b], capsys)
     assert f"{b}: {rel}: {named}: not a row this package writes" in err, err
+
+
+@pytest.mark.parametrize("folder,column,edit,named", [
+    ("stats/sessions", "humanity__session", lambda v: [{**v[0], "counts": [-1] + list(v[0]["counts"])[1:]}, *v[1:]],
+     "row 1: column 'humanity__session', field 'humanity__session[].counts[]' is -1 (a count is never negative)"),
+    ("stats/sessions", "toxicity__session", lambda v: {**v, "a": v["a"], "counts": [(k, -4) for k, _ in v["counts"]] or [(0, -4)]},
+     "row 1: column 'toxicity__session', field 'toxicity__session.counts[value]' is -4 (a count is never negative)"),
+])
+def test_a_resealed_shard_with_a_nested_count_edited_is_a_usage_error(sealed_runs, tmp_path, capsys, folder, column, edit,
+                                                                      named):
+    """Issue 28: the stored rules covered top-level columns only; a count inside a stored accumulator
+    (a list's items, a map's values), edited and resealed, reached the engine."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.rollup import file_digest
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    shard = b / folder / "part-00000-of-00001.parquet"
+    t = pq.read_table(shard)
+    i = t.schema.get_field_index(column)
+    values = t.column(column).to_pylist()
+    first = next(k for k, v in enumerate(values) if v)
+    assert first == 0, values[:2]
+    values[0] = edit(values[0])
+    t = t.set_column(i, t.schema.field(column), pa.array(values, t.schema.field(column).type))
+    pq.write_table(t, shard)
+    m = _manifest(b)
+    rel = f"{folder}/part-00000-of-00001.parquet"
+    m["files"][rel]["size"], m["files"][rel]["sha256"] = file_digest(str(shard))
+    (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{b}: {rel}: {named}: not a row this package writes" in err, err

@@ -129,36 +129,110 @@ _KEY_FIELDS = [pa.field("session_id", pa.string(), nullable=False), pa.field("as
 _STORED_KEYS = ("session_id", "assistant_id", "language")
 
 
+def _counts(name: str) -> bool:
+    """Whether a stored integer field of this name is a count (never null, never negative): ``n``,
+    ``n_…`` (``n_interactions``, ``n_units``, ``n_flagged``) and ``counts``."""
+    return name == "n" or name.startswith("n_") or name == "counts"
+
+
+def _checked(field: pa.Field, counting: bool = False) -> bool:
+    """Whether a stored field or one inside it falls under a rule of :func:`stored_rows_problem`."""
+    t = field.type
+    counting = counting or _counts(field.name)
+    if not field.nullable or (counting and pa.types.is_integer(t)):
+        return True
+    if pa.types.is_struct(t):
+        return any(_checked(t.field(i)) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _checked(t.key_field) or _checked(t.item_field, counting)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _checked(t.value_field, counting)
+    return False
+
+
+def _nested_problem(arr, field: pa.Field, rows, present, path: str, counting: bool = False):
+    """The first ``(row index, field path, what)`` of ``arr`` (the values of ``field``; ``rows``: the
+    row each value belongs to; ``present``: whether the value's parents hold one) that breaks a
+    rule, or ``None``: a field the stored schema declares not null, or a count, that is null where
+    its parent holds a value; a count below 0. Lists and maps are followed into their items
+    (a count list's items, a count map's values are counts)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    t = field.type
+    counting = counting or _counts(field.name)
+    is_count = counting and pa.types.is_integer(t)
+    null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool) if arr.null_count else np.zeros(len(arr), bool)
+    if (not field.nullable or is_count) and (present & null).any():
+        i = int(np.argmax(present & null))
+        return int(rows[i]), path, "null"
+    valid = present & ~null
+    if is_count and len(arr):
+        negative = valid & np.asarray(pc.fill_null(pc.less(arr, 0), False).to_numpy(zero_copy_only=False), dtype=bool)
+        if negative.any():
+            i = int(np.argmax(negative))
+            return int(rows[i]), path, f"{arr[i].as_py():,} (a count is never negative)"
+    if pa.types.is_struct(t):
+        for k in range(t.num_fields):
+            child = t.field(k)
+            if _checked(child):
+                found = _nested_problem(arr.field(k), child, rows, valid, f"{path}.{child.name}")
+                if found:
+                    return found
+        return None
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.diff(offsets)
+        values = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if len(offsets) else arr.values.slice(0, 0)
+        rows, present = np.repeat(rows, lengths), np.repeat(valid, lengths)
+        if pa.types.is_map(t):
+            for child, sub, counts in ((t.key_field, values.field(0), False), (t.item_field, values.field(1), counting)):
+                if _checked(child, counts):
+                    found = _nested_problem(sub, child, rows, present, f"{path}[{'key' if child is t.key_field else 'value'}]",
+                                            counts)
+                    if found:
+                        return found
+            return None
+        if _checked(t.value_field, counting):
+            return _nested_problem(values, t.value_field, rows, present, f"{path}[]", counting)
+    return None
+
+
 def stored_rows_problem(pf) -> Optional[str]:
     """Why the rows of a stored Parquet file (``pf``: a ``pyarrow.parquet.ParquetFile``) do not fit
-    the rules of what this package writes, in one phrase naming the row (1-based) and the column, or
-    ``None``: a key column (:data:`_STORED_KEYS`) that is not text or holds a null, a count column
-    (an integer column ``n_…``) that holds a null or a negative number. A run folder is data from
-    outside (edited and resealed, trial 28 B6: a null ``session_id`` ended in a pydantic traceback
-    deep in the engine); reads the key and count columns only."""
-    import pyarrow.compute as pc
+    the rules of what this package writes, in one phrase naming the row (1-based) and the column
+    (and, inside it, the field: ``humanity__session[].turn_index``, ``[]`` for a list's items), or
+    ``None``. One rule set, applied to every field the stored schema holds, at any depth: a key
+    column (:data:`_STORED_KEYS`) that is not text or holds a null; a field the schema declares not
+    null that holds a null where its parent holds a value; a count (an integer field ``n``,
+    ``n_…`` or ``counts``, and the items or values of a list or map so named) that is null there or
+    negative. A run folder is data from outside (edited and resealed, trial 28 B6: a null
+    ``session_id`` ended in a pydantic traceback deep in the engine); reads the columns that hold a
+    field under a rule only."""
+    import numpy as np
 
     from fair_forge_beam.quoting import quoted
 
     schema = pf.schema_arrow
     keys = [n for n in _STORED_KEYS if n in schema.names]
-    counts = [f.name for f in schema if f.name.startswith("n_") and pa.types.is_integer(f.type)]
     for name in keys:
         t = schema.field(name).type
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             return f"column {quoted(name)} holds {t}, not text"
-    if not keys and not counts:
+    checked = [f.name for f in schema if f.name not in keys and _checked(f)]
+    if not keys and not checked:
         return None
-    table = pf.read(columns=keys + counts, use_threads=False)
-    for name in keys + counts:
-        col = table.column(name)
-        bad = pc.is_null(col) if col.null_count else (pc.less(col, 0) if name in counts else None)
-        if bad is None or not pc.any(bad).as_py():
-            continue
-        row = pc.index(bad, True).as_py()
-        value = col[row].as_py()
-        what = "null" if value is None else f"{value:,} (a count is never negative)"
-        return f"row {row + 1:,}: column {quoted(name)} is {what}"
+    table = pf.read(columns=keys + checked, use_threads=False)
+    n = table.num_rows
+    for name in keys + checked:
+        field = schema.field(name)
+        if name in keys:  # a key is never null, whatever the stored schema says
+            field = field.with_nullable(False)
+        found = _nested_problem(table.column(name).combine_chunks(), field, np.arange(n), np.ones(n, bool), name)
+        if found:
+            row, path, what = found
+            where = f"column {quoted(name)}" if path == name else f"column {quoted(name)}, field {quoted(path)}"
+            return f"row {row + 1:,}: {where} is {what}"
     return None
 
 
