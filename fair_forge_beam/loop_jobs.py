@@ -93,7 +93,9 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                              language=args.language, seed_examples=args.seed_example, custom_system_prompt=custom,
                              selection_strategy=strategy, conversation_mode=args.conversation, seed=args.seed)
     except TemplateRenderError as exc:  # the one user template rendered here
-        raise ValueError(f"--system-prompt-file {args.system_prompt_file}: {exc}") from None
+        from fair_forge_beam.plain import plain_reason
+
+        raise ValueError(f"--system-prompt-file {args.system_prompt_file}: {plain_reason(exc)}") from None
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
                                 api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
@@ -273,4 +275,6 @@ def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:
         validate(args, command)
         return job(args, beam_args)
     except (ValueError, FileNotFoundError) as exc:
-        parser.error(str(exc))
+        from fair_forge_beam.plain import plain_reason
+
+        parser.error(plain_reason(exc))

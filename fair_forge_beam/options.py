@@ -107,6 +107,13 @@ NUMBER_PATTERN = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 NUMBER_RULE = "an optional sign + or - first, then the digits 0-9"
 
 
+def _plain(exc: BaseException) -> str:
+    """``exc`` in plain words (:func:`fair_forge_beam.plain.plain_reason`: no class name, no errno)."""
+    from fair_forge_beam.plain import plain_reason
+
+    return plain_reason(exc)
+
+
 def exact_float(text: str) -> float:
     """The float a number text means, or ``ValueError`` (one line) when it means none exactly:
     anything but :data:`NUMBER_PATTERN` — an optional sign, ASCII digits ``0-9``, a decimal point,
@@ -145,7 +152,7 @@ def strict_float(text: str) -> float:
     try:
         return exact_float(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(_plain(exc)) from None
 
 
 def metric_names(text: str) -> list[str]:
@@ -177,7 +184,7 @@ def metrics_option(text: str) -> str:
     try:
         return ",".join(metric_names(text))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(_plain(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -565,8 +572,9 @@ def check_runner(name: str) -> None:
 
     try:
         create_runner(name)
-    except ValueError as exc:
-        raise ValueError(str(exc).rstrip(".") + did_you_mean(name, StandardOptions.KNOWN_RUNNER_NAMES)) from None
+    except Exception as exc:  # noqa: BLE001 - ValueError; an ImportError or AttributeError of a dotted name
+        raise ValueError(f"--runner {quoted(name)}: " * (not isinstance(exc, ValueError)) + _plain(exc).rstrip(".")
+                         + did_you_mean(name, StandardOptions.KNOWN_RUNNER_NAMES)) from None
 
 
 def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam: bool = False) -> str:
@@ -607,7 +615,7 @@ def _url(flag: str):
             parts = urlsplit(text)
             port = parts.port  # raises ValueError on a port that is not a number in 0..65535
         except ValueError as exc:
-            parts, port, why = None, None, str(exc)
+            parts, port, why = None, None, _plain(exc)
         if why is None and parts.scheme.lower() not in ("http", "https"):
             why = f"the scheme is {quoted(parts.scheme)}" if parts.scheme else "no scheme"
         elif why is None and not parts.hostname:

@@ -173,7 +173,9 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             baseline_info = read_run_info(args.compare.rsplit("/", 1)[0] if args.compare.endswith("results.json")
                                           else args.compare)
         except (FileNotFoundError, ValueError) as exc:
-            parser.error(f"--compare: {exc}")
+            from fair_forge_beam.plain import plain_reason
+
+            parser.error(f"--compare: {plain_reason(exc)}")
     from fair_forge_beam.reports.load import read_baseline
 
     try:  # regression / coverage gates' baseline run, read before this run's output folder is replaced

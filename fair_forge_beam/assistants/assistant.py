@@ -70,7 +70,7 @@ from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, Unre
                                                 read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
@@ -169,16 +169,13 @@ def render_request(template: str, values: Mapping[str, Any]) -> Any:
     """
     try:
         text = _template(template, values).render(**values)
-    except _RawValue as exc:
-        raise ValueError(f"request template: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 — TemplateError, TypeError (| tojson of an undefined name), OverflowError (range), RecursionError, ...
-        from fair_forge_beam.plain import plain_reason
-
+    except Exception as exc:  # noqa: BLE001 — _RawValue, TemplateError, TypeError (| tojson of an undefined name), OverflowError (range), RecursionError, ...
         raise ValueError(f"request template: {plain_reason(exc)}") from None  # plain words, no class name
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"request template did not render to JSON ({exc}); use | tojson for every value") from None
+        raise ValueError(f"request template did not render to JSON ({plain_reason(exc)}); use | tojson for every "
+                         "value") from None
 
 
 def response_field(doc: Any, path: str) -> Any:
@@ -315,7 +312,7 @@ class _Client:
         except ReplyTooLarge as exc:
             raise _TurnFailed(exc.reason("--assistant-max-reply-bytes")) from None
         except UnreadableReply as exc:
-            raise _TurnFailed(f"unreadable answer: {exc}"[:2000]) from None
+            raise _TurnFailed(f"unreadable answer: {plain_reason(exc)}"[:2000]) from None
         except openai.APITimeoutError:
             raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
         except openai.APIStatusError as exc:
@@ -377,9 +374,9 @@ class _Client:
         try:
             value = response_field(doc, cfg.response_path)
         except ValueError as exc:
-            raise _TurnFailed(str(exc)) from None
+            raise _TurnFailed(plain_reason(exc)) from None
         if not isinstance(value, str):
-            raise _TurnFailed(f"response field {quoted(cfg.response_path)} is a {type(value).__name__}, not text")
+            raise _TurnFailed(f"response field {quoted(cfg.response_path)} is {json_kind(value)}, not text")
         return value
 
     def _answer(self, session: dict, turn: dict, turn_index: int, history: list) -> tuple[str, bool]:
@@ -396,7 +393,7 @@ class _Client:
             try:
                 body = render_request(cfg.request_template, values)
             except ValueError as exc:
-                raise _TurnFailed(str(exc)) from None
+                raise _TurnFailed(plain_reason(exc)) from None
             key_doc = [["session", json.dumps([session["session_id"], session["assistant_id"]], ensure_ascii=False)], ["request", json.dumps(body, sort_keys=True, ensure_ascii=False)]]
         key = cache_key(cfg.identity, key_doc, cfg.params, None, 0)
         if self.cache is not None:

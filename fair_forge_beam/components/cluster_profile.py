@@ -369,8 +369,11 @@ def _check_metrics(cfg: ClusterConfig) -> None:
     try:
         with _Quiet():
             HDBSCAN(min_cluster_size=2, metric=cfg.metric, copy=True).fit(probe)
-    except Exception as e:
-        raise ValueError(f"metric={quoted(cfg.metric)} (upstream toxicity_cluster_selection_method) is not a distance HDBSCAN accepts: {e}") from None
+    except Exception as e:  # noqa: BLE001 - sklearn's ValueError, a KeyError of an unknown name ...
+        from fair_forge_beam.plain import plain_reason
+
+        raise ValueError(f"metric={quoted(cfg.metric)} (upstream toxicity_cluster_selection_method) is not a distance HDBSCAN "
+                         f"accepts: {plain_reason(e)}") from None
     if cfg.need_latent:
         _import_umap(cfg.numba_cache)
         from umap import distances

@@ -415,7 +415,9 @@ def _fit_clusters(X: np.ndarray, cfg: ClusterConfig) -> FitOutcome:
                     latent = emb[inv]
                     umap_info["fitted"] = True
             except Exception as e:  # degrade visibly rather than lose the whole run
-                notes.append(f"UMAP failed ({type(e).__name__}: {str(e)[:200]}); HDBSCAN clustered the raw embeddings")
+                from fair_forge_beam.plain import plain_reason
+
+                notes.append(f"UMAP failed ({plain_reason(e)[:200]}); HDBSCAN clustered the raw embeddings")
                 model = None
 
     space = "latent" if (cfg.use_latent_space and latent is not None) else "embedding"

@@ -174,7 +174,9 @@ class NRCCsvLexicon(EmotionLexicon):
                         if word:
                             tables[normalize_language(col)][word] = idx
             except csv.Error as exc:  # an unclosed quote: the rest of the file would be one field
-                raise ValueError(f"not a ';'-separated CSV text: {exc} (after line {reader.line_num})") from None
+                from fair_forge_beam.plain import plain_reason
+
+                raise ValueError(f"not a ';'-separated CSV text: {plain_reason(exc)} (after line {reader.line_num})") from None
         return tables
 
 

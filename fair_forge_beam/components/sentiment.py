@@ -176,7 +176,9 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
             try:
                 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
             except ImportError as exc:
-                raise RuntimeError(f"VaderSentimentAnalyzer needs the package vaderSentiment: pip install vaderSentiment==3.3.2 ({exc})") from exc
+                from fair_forge_beam.plain import plain_reason
+
+                raise RuntimeError(f"VaderSentimentAnalyzer needs the package vaderSentiment: pip install vaderSentiment==3.3.2 ({plain_reason(exc)})") from exc
             from fair_forge_beam.components.shared_resources import acquire
 
             self._analyzer = acquire(("vader", "windowed"), lambda: _windowed_vader(SentimentIntensityAnalyzer)())

@@ -152,7 +152,9 @@ class _Score(beam.DoFn):
                 try:
                     meta["score"] = _label_score(value)
                 except ValueError as exc:
-                    fail = f"label {quoted(self.label_field)} {exc}"
+                    from fair_forge_beam.plain import plain_reason
+
+                    fail = f"label {quoted(self.label_field)} {plain_reason(exc)}"
         elif self.source == "tools":
             if tool is None:
                 fail = "no tool correctness (no ground_truth_agentic.expected_tools, or a malformed trace)"

@@ -16,7 +16,7 @@ import pyarrow as pa
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
-from fair_forge_beam.plain import side_file_error
+from fair_forge_beam.plain import plain_reason, side_file_error
 from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.schemas.metric_info import MetricInfo
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -178,7 +178,7 @@ def _regulatory(mode: StatisticalMode, options: dict):
     try:
         return Regulatory(corpus=connector, judge=_judge_config(options, "regulatory"), statistical_mode=mode, **kwargs)
     except OSError as exc:  # not found, a directory where a file is named, denied, damaged compressed data
-        raise ValueError(f"--regulatory-corpus: {exc}") from None
+        raise ValueError(side_file_error("--regulatory-corpus", corpus, exc)) from None
 
 
 
@@ -285,12 +285,12 @@ def _privacy(mode: StatisticalMode, options: dict):
     try:
         detector = build_detector(value(options, "privacy_detector") or "patterns", **fits)
     except ImportError as exc:  # presidio chosen but not installed: a configuration error, before any pipeline
-        raise ValueError(str(exc)) from None
+        raise ValueError(plain_reason(exc)) from None
     try:
         return Privacy(statistical_mode=mode, detector=detector, domain=domain,
                        **constructor_kwargs(f"{_M}.privacy:Privacy", options))
     except Exception as exc:  # pydantic's ValidationError of the domain: a one-line configuration error
-        raise ValueError(f"--privacy-domain: {exc}") from None
+        raise ValueError(f"--privacy-domain: {path}: {plain_reason(exc)}") from None
 
 
 

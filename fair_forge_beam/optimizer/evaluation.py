@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Example", "EvaluatorScore", "CandidateScore", "load_examples", "evaluate_prompts", "run_structured",
            "executor_messages", "evaluator_messages"]
@@ -93,7 +94,7 @@ def load_examples(datasets: Sequence[Any]) -> tuple[list[Example], list[dict]]:
         try:
             ds = item if isinstance(item, Dataset) else Dataset.model_validate(item)
         except Exception as exc:  # pydantic ValidationError or a non-mapping
-            dead.append(dead_letter("optimizer.read", f"invalid session: {str(exc)[:500]}", item, element_id=f"#{i}")._asdict())
+            dead.append(dead_letter("optimizer.read", f"invalid session: {plain_reason(exc)[:500]}", item, element_id=f"#{i}")._asdict())
             continue
         for b in ds.conversation:
             ident = (ds.context or "", b.query)

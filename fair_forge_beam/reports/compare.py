@@ -369,6 +369,7 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.plain import plain_reason
 
     p = OneLineErrorParser(prog="python -m fair_forge_beam.reports.compare",
                                 description="Compare two fair_forge_beam runs (current − baseline).")
@@ -386,14 +387,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             docs.append(_doc(getattr(args, name)))
         except (OSError, ValueError) as exc:
-            p.error(f"{name} run {getattr(args, name)}: {exc}")
+            p.error(f"{name} run {getattr(args, name)}: {plain_reason(exc)}")
     try:  # an unwritable --json too
         cmp = compare_runs(*docs)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(cmp, f, indent=2, ensure_ascii=False, allow_nan=False)
     except (OSError, ValueError) as exc:
-        p.error(str(exc))
+        p.error(plain_reason(exc))
     print(comparison_table(cmp, only_detectable=not args.all))
     return 0
 

@@ -86,6 +86,7 @@ from __future__ import annotations
 from fair_forge_beam.console import say  # console output never fails a run
 
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
@@ -392,7 +393,7 @@ def _number_words(token: str) -> str:
     try:
         exact_float(token)
     except ValueError as exc:
-        return str(exc)
+        return plain_reason(exc)
     return f"{quoted(token)} is not a number here"
 
 
@@ -436,7 +437,7 @@ def _number(gate: str, text: str) -> float:
     try:
         return exact_float(text)
     except ValueError as exc:
-        raise GateConfigError(f"gate {quoted(gate)}: {exc}") from None
+        raise GateConfigError(f"gate {quoted(gate)}: {plain_reason(exc)}") from None
 
 
 def parse_gate(text: str, name: Optional[str] = None) -> Gate:

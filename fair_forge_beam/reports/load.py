@@ -91,7 +91,9 @@ def read_baseline(path: Optional[str]) -> Optional[dict]:
     try:
         return read_results(path)
     except (FileNotFoundError, ValueError) as exc:
-        raise ValueError(f"--baseline: {exc}") from None
+        from fair_forge_beam.plain import plain_reason
+
+        raise ValueError(f"--baseline: {plain_reason(exc)}") from None
 
 
 def read_results(path: str) -> dict:

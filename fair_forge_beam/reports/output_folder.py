@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 from fair_forge_beam.console import OutputFolderError
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
@@ -411,7 +412,7 @@ def _not_a_cache(path: str) -> Optional[str]:
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        return f"it cannot be read as an SQLite database ({exc})"
+        return f"it cannot be read as an SQLite database ({plain_reason(exc)})"
     if tables and not _CACHE_COLUMNS <= columns:
         shown = ", ".join(quoted(t) for t in sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         return (f"it is an SQLite database but not a cache (no table 'answers' with columns 'key' and 'value'; "
@@ -846,7 +847,7 @@ def prepare_output_folder(output: str, filesystems=None) -> str:
         try:
             filesystems.mkdirs(out)
         except (OSError, IOError) as exc:  # e.g. a parent of --output is a file
-            raise ValueError(f"--output: cannot create folder {out}: {exc}") from None
+            raise ValueError(f"--output: cannot create folder {out}: {plain_reason(exc)}") from None
     _remove_owned(out, OWNED_OUTPUTS, filesystems)
     return out
 

@@ -58,6 +58,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
+from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -220,7 +221,7 @@ def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = 
             doc = read_results(p)
             info = read_run_info(p)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
-            raise TrendUsageError(f"{p}: {' '.join(str(exc).splitlines())}") from None
+            raise TrendUsageError(f"{p}: {plain_reason(exc)}") from None
         run_id, audit_runs = _stored_ids(p)
         yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {},
                "audit_runs": audit_runs, "run_id": run_id}
@@ -772,7 +773,7 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here
         output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
     except ValueError as exc:
-        raise TrendUsageError(str(exc)) from None
+        raise TrendUsageError(plain_reason(exc)) from None
     # said once the runs are read: a run that cannot be read is a usage error of one line, no progress line before it
     trend = build_trend(iter_runs(paths, progress=say), slices=slices, progress=say)
     say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched and read (results.json, run_info.json)")

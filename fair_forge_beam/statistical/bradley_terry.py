@@ -262,7 +262,7 @@ def fit_bradley_terry(players: Sequence[str], pairs: Iterable, prior_sd: Optiona
     try:
         w = win_matrix(players, pairs)
     except KeyError as exc:
-        raise ValueError(f"pair names a player not in players: {exc}") from None
+        raise ValueError(f"pair names a player not in players: {quoted(exc.args[0]) if exc.args else 'unknown'}") from None
     n = len(players)
     exists = ford_condition(w)
     if n == 0:

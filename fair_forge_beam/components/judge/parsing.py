@@ -439,7 +439,7 @@ def resolve_schema(
             raise ValueError(f"output schema {quoted(ref)} is not a pydantic model class")
         return ref
     if not isinstance(ref, str):
-        raise ValueError(f"output schema must be a pydantic class or its name, got {type(ref).__name__}")
+        raise ValueError(f"output schema must be a pydantic class or its name, got {quoted(ref)}")
     if registry and ref in registry:
         return resolve_schema(registry[ref])
     module, sep, qualname = ref.partition(":")
@@ -451,5 +451,7 @@ def resolve_schema(
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"output schema {quoted(ref)} cannot be imported: {exc}") from exc
+        from fair_forge_beam.plain import plain_reason
+
+        raise ValueError(f"output schema {quoted(ref)} cannot be imported: {plain_reason(exc)}") from None
     return resolve_schema(obj)
