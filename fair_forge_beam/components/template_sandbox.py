@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import islice
 from typing import Any, Callable, Optional
 
 from fair_forge_beam.quoting import quoted
@@ -118,23 +119,48 @@ def _size(v: Any, cap: int = 2 * 10**9) -> int:
         return total
     if isinstance(v, (list, tuple, set, frozenset)):
         total = 0
-        for x in v:
-            t = type(x)
-            if t is str:
-                total += 1 + len(x)
-            elif t is int:
-                total += 2 if -10**18 < x < 10**18 else 1 + _size(x)
-            elif t in _SCALARS:
-                total += 2
-            else:
-                total += 1 + _size(x, cap - total)
-            if total >= cap:
-                return total
+        items = iter(v)
+        while chunk := list(islice(items, _CHUNK)):
+            more = _chunk_size(chunk)
+            if more is not None and total + more < cap:
+                total += more
+                continue
+            for x in chunk:
+                t = type(x)
+                if t is str:
+                    total += 1 + len(x)
+                elif t is int:
+                    total += 2 if -10**18 < x < 10**18 else 1 + _size(x)
+                elif t in _SCALARS:
+                    total += 2
+                else:
+                    total += 1 + _size(x, cap - total)
+                if total >= cap:
+                    return total
         return total
     return 1
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_OTHER_SCALARS = frozenset({float, bool, type(None)})
+#: items of a collection counted at once by :func:`_chunk_size`
+_CHUNK = 4096
+
+
+def _chunk_size(chunk: list) -> Optional[int]:
+    """What :func:`_size` counts for the items of ``chunk`` (a piece of a collection), in one step
+    when they are all texts or all scalars (no nested values, no integers of 19 digits or more),
+    else ``None`` (counted item by item). The same sum as item by item, without a new integer
+    object per item: tracing allocations (``tracemalloc``) made a count of a long list ten times
+    slower."""
+    kinds = set(map(type, chunk))
+    if kinds == {str}:
+        return len(chunk) + sum(map(len, chunk))
+    if kinds == {int}:
+        return 2 * len(chunk) if -10**18 < min(chunk) and max(chunk) < 10**18 else None
+    if kinds <= _OTHER_SCALARS:
+        return 2 * len(chunk)
+    return None
 
 
 def _ints(values) -> list:
