@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.components.judge.cache import SQLiteJudgeCache, cache_key
+from fair_forge_beam.components.judge.cache import SQLiteJudgeCache, cache_key, endpoint_identity
 from fair_forge_beam.components.judge.parsing import (
     iter_json_objects,
     json_schema_response_format,
@@ -137,7 +137,22 @@ def test_chat_messages_keep_history_verbatim():
 
 
 # -- cache -------------------------------------------------------------------------------------
-def test_cache_key_covers_every_input_but_not_the_url():
+def test_endpoint_identity_is_the_endpoint_without_credentials_or_query(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    one = endpoint_identity("m", "http://127.0.0.1:8000/v1")
+    assert one == "http://127.0.0.1:8000/v1|m"
+    for same in ("HTTP://127.0.0.1:8000/v1/", "http://user:pw-SECRET@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1?api-key=QSECRET"):
+        assert endpoint_identity("m", same) == one, same
+    for other in ("http://127.0.0.1:8001/v1", "https://127.0.0.1:8000/v1", "http://127.0.0.2:8000/v1", "http://127.0.0.1:8000/v2"):
+        assert endpoint_identity("m", other) != one, other
+    assert endpoint_identity("m2", "http://127.0.0.1:8000/v1") != one
+    assert endpoint_identity("m", "http://[::1]/v1") == "http://[::1]:80/v1|m"
+    assert endpoint_identity("m", None) == "https://api.openai.com:443/v1|m"  # the OpenAI client's default
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert endpoint_identity("m", None) == "http://127.0.0.1:9/v1|m"  # where the client then sends requests
+
+
+def test_cache_key_covers_every_input():
     base = dict(model="m", messages=[("user", "hi")], params={"temperature": 0}, schema=Verdict.model_json_schema(), sample_index=0)
     k = cache_key(**base)
     assert len(k) == 64 and k == cache_key(**dict(base, params={"temperature": 0}))

@@ -144,11 +144,20 @@ def test_rerun_with_the_cache_makes_zero_requests(tmp_path):
         assert c2 == dict.fromkeys(COUNTER_NAMES, 0) | {"cache_hits": 30, "results": 30}
         strip = lambda rows: sorted((r["key"], r["parsed"], r["raw"], r["reasoning"]) for r in rows)  # noqa: E731
         assert strip(again) == strip(first) and all(r["cached"] for r in again) and not any(r["cached"] for r in first)
-        # the key ignores the URL: the same model behind another endpoint shares the answers
-        with ScriptedOpenAIServer(echo_verdict) as other:
+        # the key holds the endpoint (issue 28): another server serving the same model name is
+        # asked itself and its own verdicts come back (keyed by the model name alone, this run
+        # made 0 requests and returned the first server's verdicts) ...
+        other_verdict = lambda req: {"score": 0.95, "insight": "the other server"}  # noqa: E731
+        with ScriptedOpenAIServer(other_verdict) as other:
             moved = handler_for(other, tmp_path)
             out = moved.request(make_requests(texts[:5]), moved.create_client())
-            assert other.count() == 0 and all(r.cached for r in out)
+            assert other.count() == 5 and not any(r.cached for r in out)
+            assert [r.parsed["score"] for r in out] == [0.95] * 5
+        # ... while another spelling of one endpoint (trailing slash, scheme and host case) is the same endpoint
+        respelled = OpenAIJudgeHandler("judge-model", srv.base_url.replace("http://", "HTTP://") + "/", output_schema=Verdict,
+                                       cache_path=str(tmp_path / "judge-cache.sqlite3"), num_retries=0, api_key_env="FFB_TEST_UNSET_KEY")
+        out = respelled.request(make_requests(texts[:5]), respelled.create_client())
+        assert srv.count() == 0 and all(r.cached for r in out)
         # ... but another sample index, parameter or schema is another question
         client = handler.create_client()
         out = handler.request([r._replace(sample_index=1) for r in make_requests(texts[:3])], client)

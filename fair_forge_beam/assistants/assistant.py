@@ -63,7 +63,7 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
-from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bounded_chat_completion,
                                                 check_call_limits, declared_length, http_client, openai_http_client,
@@ -216,7 +216,9 @@ class _Config:
 
     @property
     def identity(self) -> str:
-        return f"openai:{self.model}" if self.kind == "openai" else f"http:{self.url}"
+        if self.kind == "openai":
+            return f"openai:{endpoint_identity(self.model, self.base_url)}"
+        return f"http:{self.url}"
 
 
 class _TurnFailed(Exception):

@@ -1,9 +1,12 @@
 """Persistent content-addressed cache of judge answers (SQLite).
 
 The key is a SHA-256 over the canonical JSON of everything that determines an answer — the
-model name (not the endpoint URL, so the same model behind another host shares answers), the
-messages, the sampling parameters, the output schema's JSON Schema and the sample index — so a
-re-run or a resumed run asks the endpoint only for what is missing. Only validated answers are
+endpoint (:func:`endpoint_identity`: scheme, host, port and path, never credentials) with the
+model name, the messages, the sampling parameters, the output schema's JSON Schema and the sample
+index — so a re-run or a resumed run asks the endpoint only for what is missing, and two servers
+that serve different weights under one model name never share answers (issue 28: keyed by the
+model name alone, a run against a second server reused the first one's answers, and two runs at
+once on one cache mixed both judges' scores). Only validated answers are
 stored; errors never are.
 
 Several worker processes may share one file on a local disk: WAL journal (readers never block
@@ -18,15 +21,19 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["SQLiteJudgeCache", "cache_key", "default_cache_path", "DEFAULT_CACHE", "CACHE_ENV"]
+__all__ = ["SQLiteJudgeCache", "cache_key", "endpoint_identity", "default_cache_path", "DEFAULT_CACHE", "CACHE_ENV"]
 
 DEFAULT_CACHE = "default"
 """Sentinel for the default cache location (see :func:`default_cache_path`)."""
 
 CACHE_ENV = "FAIR_FORGE_JUDGE_CACHE"
-_KEY_VERSION = 2  # 2: strict verdict rule, data fences, logprobs kept (answers read under 1 are not reused)
+_KEY_VERSION = 3  # 3: the endpoint in the key; 2: strict verdict rule, data fences, logprobs kept (older answers are not reused)
+#: where an OpenAI client sends requests when it is given no base URL (the client's own default)
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def default_cache_path() -> str:
@@ -39,6 +46,26 @@ def default_cache_path() -> str:
     return os.path.join(base, "fair_forge_beam", "judge-cache.sqlite3")
 
 
+def endpoint_identity(model: str, base_url: Optional[str]) -> str:
+    """The endpoint and model part of a cache key: ``"<scheme>://<host>:<port><path>|<model>"``.
+
+    ``base_url`` None is where the OpenAI client sends requests without one (``$OPENAI_BASE_URL``,
+    else :data:`OPENAI_DEFAULT_BASE_URL`). Scheme and host are lower-cased, the scheme's default
+    port is written out and a trailing ``/`` dropped, so spellings of one endpoint share answers;
+    ``user:password@`` and the query string are left out (credentials never enter a key, and a key
+    rotated in a query keeps the cache). Raises ``ValueError`` for a URL without a host or with a
+    port out of range (the options check URLs before a run, ``options._url``)."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError(f"endpoint URL has no host: {url!r}")
+    port = parts.port or _DEFAULT_PORTS.get(scheme)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}|{model}"
+
+
 def cache_key(
     model: str,
     messages: Sequence[Sequence[str]],
@@ -47,7 +74,9 @@ def cache_key(
     sample_index: int,
 ) -> str:
     """64-hex-digit SHA-256 of the canonical JSON (sorted keys, no whitespace, UTF-8) of
-    ``[version, model, [[role, content], …], params, schema JSON, sample_index]``."""
+    ``[version, model, [[role, content], …], params, schema JSON, sample_index]``. ``model`` is
+    what identifies the answering model: :func:`endpoint_identity` for an endpoint's model (a
+    bare model name would let two servers share answers)."""
     doc = [_KEY_VERSION, model, [[r, c] for r, c in messages], dict(params or {}), schema, int(sample_index)]
     blob = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()

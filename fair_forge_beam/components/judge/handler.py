@@ -43,7 +43,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
-from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.components.judge.parsing import (
     is_whole_json,
     json_schema_response_format,
@@ -356,6 +356,7 @@ class _JudgeClient:
 
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-judge")
         self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        self.identity = endpoint_identity(cfg.model, cfg.base_url)  # the cache key's model: this endpoint's
         self._mode_lock = threading.Lock()
         self.mode = "json_schema" if cfg.structured_output == "auto" else cfg.structured_output
 
@@ -403,7 +404,7 @@ class _JudgeClient:
             schema = resolve_schema(req.schema if req.schema is not None else cfg.output_schema, cfg.schemas)
         except ValueError as exc:
             return failure(str(exc))
-        key = cache_key(cfg.model, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
+        key = cache_key(self.identity, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
         if self.cache is None:
             return self._ask_and_store(req, params, schema, key, failure)
         with _single_flight((self.cache.path, key)):
