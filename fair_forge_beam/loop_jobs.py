@@ -265,7 +265,6 @@ def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:
     ``"run"``), validate it and return ``job(args, beam_args)``. An option that is neither the
     stage's nor Beam's, a failed validation, a ``ValueError`` or a missing file is a one-line
     usage error (``parser.error``, exit status 2)."""
-    import sys
 
     from fair_forge_beam.options import reject_unknown_arguments, validate
 

@@ -751,7 +751,6 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the roll-up; returns its ``results.json`` content. Raises ``SystemExit(2)`` on a usage
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
-    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
     from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.reports.load import read_baseline

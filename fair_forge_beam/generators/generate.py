@@ -445,7 +445,6 @@ class Generator:
     def _one(self, chunk, n, seed_examples, custom, conversation) -> dict:
         import tempfile
 
-        from fair_forge_beam._beam import beam
         from fair_forge_beam.components.judge.handler import RunJudge
         from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
         from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
@@ -466,7 +465,6 @@ class Generator:
         return parsed
 
     def _run(self, plan: GenerationPlan, out: str, parquet: bool) -> None:
-        from fair_forge_beam._beam import beam
         from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
         with run_pipeline(pipeline_options(self.pipeline_args)) as p:

@@ -1225,6 +1225,5 @@ def read_side_json(path, what: str, limit: Optional[int] = None):
     except SideFileTooDeep as exc:
         raise ValueError(f"{exc}: a damaged file") from None
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
-        from fair_forge_beam.plain import plain_reason
 
         raise ValueError(f"{path} is not a readable JSON file ({plain_reason(exc)}): a damaged or truncated file") from None

@@ -121,7 +121,6 @@ def absolute_pattern(pattern: str) -> str:
     scheme (``gs://``, ``s3://``, ``hdfs://``) is returned unchanged. Beam's local file system does
     not match a glob without a folder part, and a worker of a distributed runner has its own
     working directory: patterns are resolved once, where the user typed them."""
-    import os
 
     if "://" in pattern:
         return pattern

@@ -152,8 +152,6 @@ class _Score(beam.DoFn):
                 try:
                     meta["score"] = _label_score(value)
                 except ValueError as exc:
-                    from fair_forge_beam.plain import plain_reason
-
                     fail = f"label {quoted(self.label_field)} {plain_reason(exc)}"
         elif self.source == "tools":
             if tool is None:

@@ -48,8 +48,6 @@ def preflight_side_file(read, option: str, path: str):
     except UnicodeDecodeError as exc:
         raise ValueError(f"{option}: cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (OSError, ValueError, csv.Error, RecursionError) as exc:
-        from fair_forge_beam.plain import plain_reason
-
         why = plain_reason(exc)  # plain words, no class name; a reason that names the option already is given alone
         raise ValueError(why if why.startswith(f"{option}:") else f"{option}: cannot read {path}: {why}") from None
 

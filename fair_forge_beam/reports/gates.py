@@ -1207,7 +1207,6 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
         GatesFailed: a ``SystemExit`` with code :data:`GATE_FAILED_EXIT_CODE` when a gate failed.
     """
     import json
-    import sys
 
     from apache_beam.io.filesystems import FileSystems
 

@@ -459,7 +459,6 @@ def _pattern_reaches(pattern: str, folder: str) -> Optional[bool]:
     """Whether the local glob ``pattern`` can match the absolute path ``folder`` (``False``: the folder
     itself) or a path under it (``True``), whatever exists today; ``None``: neither. Component by
     component as a glob matches (``*``, ``?``, ``[…]`` within one name, ``**`` any number of names)."""
-    import fnmatch
 
     pat, parts = _components(pattern), _components(folder)
     seen: dict = {}
