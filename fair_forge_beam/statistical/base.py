@@ -74,40 +74,18 @@ def _interpolate(a, b, t: float):
     return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
 
 
-def _plain_order_statistics(values: np.ndarray) -> bool:
-    """Whether sorted order statistics equal the partition's bit for bit: every value finite
-    and none of them a zero (``-0.0`` and ``0.0`` compare equal, so which of them lands at a
-    position may differ between the two algorithms; with a NaN the partition's ``min`` of the
-    tail gives NaN)."""
-    return bool(np.isfinite(values).all() and (values != 0.0).all())
-
-
 def percentile_interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
     """Equal-tailed interval ``(q_alpha, q_{1-alpha})`` of ``samples``.
 
     Same definition as ``numpy.quantile(..., method="linear")`` (Hyndman & Fan type 7:
     position ``q·(n−1)``, linear interpolation between the neighbouring order statistics).
-    The order statistics come from ``numpy.sort`` (numpy 2's vectorised sort: 3x faster than a
-    two-point ``numpy.partition`` at n = 5000, measured on this project's machine); samples with
-    a zero, NaN or infinity at the end or at the order statistics used take the partition path
-    (:func:`_percentile_interval_partition`), so the result never depends on which path ran.
+    The order statistics come from one two-point ``numpy.partition`` (the next one up as the
+    smallest value after it), :func:`_percentile_interval_partition`: any values, zeros and NaN
+    included. (A full ``numpy.sort`` gives the same values where they are finite and not zero,
+    and cost 0.12 ms at n = 5000 against the partition's 0.07 ms, measured on this project's
+    machine under numpy 2.4.)
     """
-    n = samples.size
-    if n == 0:
-        return _percentile_interval_partition(samples, alpha)
-    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
-    ks = [min(int(np.floor(p)), n - 1) for p in pos]
-    s = np.sort(samples)
-    if not (math.isfinite(s[0]) and math.isfinite(s[n - 1])):
-        return _percentile_interval_partition(samples, alpha)
-    out = []
-    for p, k in zip(pos, ks):
-        a = float(s[k])
-        b = float(s[k + 1]) if k + 1 < n else a
-        if a == 0.0 or b == 0.0:
-            return _percentile_interval_partition(samples, alpha)
-        out.append(_interpolate(a, b, p - k))
-    return out[0], out[1]
+    return _percentile_interval_partition(samples, alpha)
 
 
 def _percentile_interval_partition(samples: np.ndarray, alpha: float) -> tuple[float, float]:
@@ -127,21 +105,10 @@ def _percentile_interval_partition(samples: np.ndarray, alpha: float) -> tuple[f
 
 
 def percentile_intervals(samples: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise :func:`percentile_interval` of a ``(rows, n)`` array (one sort; the partition
-    path when a row has a zero, NaN or infinity at the end or at an order statistic used)."""
+    """Row-wise :func:`percentile_interval` of a ``(rows, n)`` array (one two-point partition)."""
     n = samples.shape[1]
     pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
     ks = [min(int(np.floor(p)), n - 1) for p in pos]
-    if n and samples.shape[0]:
-        s = np.sort(samples, axis=1)
-        idx = [i for k in ks for i in (k, min(k + 1, n - 1))]
-        if _plain_order_statistics(s[:, idx + [0, n - 1]]):
-            out = []
-            for p, k in zip(pos, ks):
-                a = s[:, k]
-                b = s[:, k + 1] if k + 1 < n else a
-                out.append(_interpolate(a, b, p - k))
-            return out[0], out[1]
     part = np.partition(samples, sorted(set(ks)), axis=1)
     out = []
     for p, k in zip(pos, ks):

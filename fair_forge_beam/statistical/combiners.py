@@ -1549,6 +1549,19 @@ def _within_session_replicates(scores: np.ndarray, w: np.ndarray, pos: list, row
     B = rows.n
     chunk = max(1, WITHIN_SESSION_CHUNK_BYTES // (8 * B * (m + 2)))
     contiguous = pos == list(range(n))
+    if n <= chunk:  # one chunk (a session of up to ~140 interactions at 5,000 draws): the same sums, see below
+        if contiguous and n <= rows.max_rows:
+            raw = rows.prefix(n)
+        elif contiguous or n > rows.max_rows:
+            raw = exponential_rows(rows.seed, rows.namespace, pos, B)
+        else:
+            raw = rows.rows(pos)
+        G = raw * w[:, None]
+        # the row-order sums of the loop below without its leading zero row: adding an exact 0.0 first or
+        # last changes no bit but the sign of a zero sum, which the trailing "+ 0.0" makes the loop's (+0.0)
+        den = G.sum(axis=0) + 0.0
+        num = (scores.T[:, :, None] * G[None, :, :]).sum(axis=1) + 0.0
+        return num / den
     den = np.zeros((1, B))
     num = np.zeros((m, 1, B))
     for start in range(0, n, chunk):
