@@ -224,3 +224,28 @@ def test_an_invalid_utf8_judge_reply_is_a_dead_letter_not_scored_with_replacemen
             client.close()
     assert not bad.ok and "not valid UTF-8" in bad.error, bad
     assert fine.ok
+
+
+def test_identical_calls_to_a_dripping_judge_fail_together_in_one_time_out(tmp_path):
+    """Hostile-tester trial (issue 28 B15): 12 identical judge calls (the same turn in 4 sessions)
+    to a server dripping 1 byte / 0.5 s at --judge-timeout 3 held each batch attempt ~40 s: the
+    single-flight guard let one ask while the others waited, and after its time-out each waiter
+    asked in turn — 12 time-outs one after the other. A failure is now handed to the identical
+    requests that waited for it: the batch fails after about one time-out, one request sent."""
+    import time
+
+    with ScriptedOpenAIServer(lambda req: Reply(content=json.dumps(GOOD), drip=0.05)) as srv:
+        handler = handler_for(srv, tmp_path, output_schema=ContextJudgeOutput, request_timeout=1.0, max_concurrency=8)
+        client = handler.create_client()
+        reqs = [judge_request(f"k{i}", [("user", "judge this")], element_id=f"s{i}") for i in range(6)]
+        start = time.monotonic()
+        try:
+            out = handler.request(reqs, client)
+        finally:
+            client.close()
+        took = time.monotonic() - start
+        sent = srv.count()
+    assert took < 3, f"6 identical dripped calls held the batch {took:.1f} s with a 1 s time-out"
+    assert sent == 1
+    assert [r.key for r in out] == [f"k{i}" for i in range(6)] and [r.element_id for r in out] == [f"s{i}" for i in range(6)]
+    assert all(not r.ok and "timeout after 1 s" in r.error for r in out), out

@@ -308,26 +308,49 @@ _INFLIGHT: dict = {}
 _INFLIGHT_LOCK = threading.Lock()
 
 
+class _Flight:
+    """One question in flight in this process: ``done`` is set when its asker finished;
+    ``failure``: the asker's outcome when it failed (never cached), handed to those who waited."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.failure: Optional[_Outcome] = None
+
+
 @contextlib.contextmanager
 def _single_flight(slot):
     """One thread of this process at a time per ``slot`` (cache file, cache key): a second request
-    with the same key waits for the first, then finds its answer in the cache (an error is never
-    cached, so it then asks itself). Without this, two identical requests in flight were both
-    asked or one was answered from the cache depending on timing — the number of calls varied
-    between runs, and so could the answers of a non-deterministic model."""
+    with the same key waits for the first, then finds its answer in the cache. Without this, two
+    identical requests in flight were both asked or one was answered from the cache depending on
+    timing — the number of calls varied between runs, and so could the answers of a
+    non-deterministic model.
+
+    Yields ``(flight, failure)``: ``failure`` is the failed :class:`_Outcome` of the request it
+    waited for (the same question failed — a time-out, a refused connection, an invalid answer —
+    while it waited: its own outcome too, not asked again), or None when this thread asks, and
+    then sets ``flight.failure`` to its outcome when that failed. Before, each waiter asked in turn after the
+    failure, so N identical requests to a hanging judge took N time-outs one after the other, not
+    one (issue 28 B15: 12 identical calls at ``--judge-timeout 3`` held each batch attempt ~40 s)."""
     while True:
         with _INFLIGHT_LOCK:
-            ev = _INFLIGHT.get(slot)
-            if ev is None:
-                ev = _INFLIGHT[slot] = threading.Event()
+            flight = _INFLIGHT.get(slot)
+            if flight is None:
+                flight = _INFLIGHT[slot] = _Flight()
                 break
-        ev.wait()
+        flight.done.wait()
+        if flight.failure is not None:
+            yield flight, flight.failure
+            return
     try:
-        yield
+        yield flight, None
     finally:
         with _INFLIGHT_LOCK:
             _INFLIGHT.pop(slot, None)
-        ev.set()
+        flight.done.set()
+
+
+def _failed(out: "_Outcome") -> bool:
+    return out.result is None or out.result.error is not None
 
 
 class _JudgeClient:
@@ -407,8 +430,15 @@ class _JudgeClient:
         key = cache_key(self.identity, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
         if self.cache is None:
             return self._ask_and_store(req, params, schema, key, failure)
-        with _single_flight((self.cache.path, key)):
-            return self._ask_and_store(req, params, schema, key, failure)
+        with _single_flight((self.cache.path, key)) as (flight, shared):
+            if shared is not None:  # the same question failed while this request waited: so does this one
+                res = shared.result and shared.result._replace(key=req.key, element_id=eid, sample_index=req.sample_index,
+                                                               prompt_tokens=0, completion_tokens=0)
+                return _Outcome(result=res, transient=shared.transient)
+            out = self._ask_and_store(req, params, schema, key, failure)
+            if _failed(out):
+                flight.failure = out
+            return out
 
     def _ask_and_store(self, req: JudgeRequest, params: Mapping[str, Any], schema, key: str, failure) -> _Outcome:
         """The cached answer for ``key``, or the question asked (re-asked on an invalid answer)
