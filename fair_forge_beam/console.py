@@ -7,17 +7,201 @@ The failures a user did not cause by the run's own code — Ctrl-C (:func:`inter
 machine's storage or limits (:func:`environment_failure`), an output folder that cannot be created
 (:class:`OutputFolderError`) — are one line each (:func:`guarded`). This module imports nothing of
 the package, so that any layer (the readers' progress, the output folder) may use it.
+
+Interrupts (issue 28, B2-B4): a command that owns its process (the console script, ``python -m
+pipelines.<command>``) takes SIGINT (Ctrl-C) and SIGTERM (schedulers, systemd, Kubernetes,
+``timeout``) itself (:func:`guarded`). The first one raises ``KeyboardInterrupt`` in the main thread,
+so the stage of an unpublished run is removed as the exception leaves :func:`staged_output
+<fair_forge_beam.reports.output_folder.staged_output>`; a publication in progress is finished first
+(:func:`uninterrupted`). Then one line says what stopped and the state of the output folder
+(as it was / complete), and the process ends at once with exit code 130 (SIGINT) or 143 (SIGTERM) —
+not waiting for threads still blocked in a judge call, which would hold it for minutes. Should the
+main thread not get there within :data:`GRACE_SECONDS` (a call that cannot be interrupted), a
+watchdog removes the stages itself, says the line and ends the process. A signal after the command
+finished ends it the same way, saying that the outputs are complete. Further signals are ignored.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import re
+import shutil
+import signal
 import sys
-from typing import Any, Callable, Optional, TextIO
+import threading
+import time
+from typing import Any, Callable, Iterator, Optional, TextIO
 
-__all__ = ["OutputFolderError", "entry_point", "environment_failure", "guarded", "interruption", "safe_streams", "say"]
+__all__ = ["OutputFolderError", "entry_point", "environment_failure", "guarded", "interruption", "safe_streams", "say",
+           "uninterrupted", "note_stage", "forget_stage", "note_published", "GRACE_SECONDS"]
+
+#: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
+#: the watchdog does it and ends the process
+GRACE_SECONDS = 5.0
+#: the signals a command that owns its process handles (exit code 128 + the signal's number)
+_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+class _Interrupts:
+    """The process's interrupt state (one per process; changed under ``lock``)."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.signum: Optional[int] = None  # the first SIGINT / SIGTERM received
+        self.installed: dict = {}  # signal number -> the handler it replaced
+        self.finished = False  # the command returned: a signal now ends the process at once
+        self.shield = 0  # depth of uninterrupted() sections (a publication)
+        self.pending = False  # a signal arrived inside a section: raised when it ends
+        self.stages: dict = {}  # stage folder -> its output folder (removed by the watchdog)
+        self.outputs: list = []  # output folders this run staged (published or not)
+        self.published: list = []  # output folders published by this run
+        self.command, self.prog = "command", "fair-forge-beam"
+        self.exiting = False
+
+
+_STATE = _Interrupts()
+
+
+def note_stage(stage: str, output: str) -> None:
+    """A stage folder being written for ``output``: removed (with ``<stage>.lock``) should the
+    process end on an interrupt before it is published or removed (:func:`forget_stage`)."""
+    with _STATE.lock:
+        _STATE.stages[stage] = output
+        _STATE.outputs.append(output)
+
+
+def forget_stage(stage: str) -> None:
+    with _STATE.lock:
+        _STATE.stages.pop(stage, None)
+
+
+def note_published(output: str) -> None:
+    """``output`` now holds this run's complete outputs (what an interrupt's line then says)."""
+    with _STATE.lock:
+        _STATE.published.append(output)
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A section an interrupt does not cut (a publication: the outputs are swapped in whole): a
+    SIGINT / SIGTERM arriving inside it is raised as ``KeyboardInterrupt`` when it ends."""
+    with _STATE.lock:
+        _STATE.shield += 1
+    try:
+        yield
+    except BaseException:
+        _leave_section()
+        raise
+    if _leave_section() and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+
+
+def _leave_section() -> bool:
+    """Leave an :func:`uninterrupted` section; whether a signal waits to be raised."""
+    with _STATE.lock:
+        _STATE.shield -= 1
+        if _STATE.shield or not _STATE.pending:
+            return False
+        _STATE.pending = False
+        return True
+
+
+def _signal_name(signum: Optional[int]) -> str:
+    return "Ctrl-C" if signum in (None, signal.SIGINT) else signal.Signals(signum).name
+
+
+def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
+    """The one line of an interrupt: what stopped, and what state the output folder is in."""
+    how = _signal_name(signum)
+    with _STATE.lock:
+        published, outputs = list(_STATE.published), [o for o in _STATE.outputs if o not in _STATE.published]
+        finished = _STATE.finished
+    if published:
+        state = f"the output folder {published[-1]} is complete (published before the interruption)"
+    elif outputs:
+        state = f"the output folder {outputs[-1]} is untouched (as it was before the run; nothing published)"
+    else:
+        state = "nothing was written"
+    what = f"the {command} had finished" if finished else f"the {command} stopped"
+    return f"{prog}: interrupted ({how}): {what}; {state}"
+
+
+def _remove_stages() -> None:
+    with _STATE.lock:
+        stages = list(_STATE.stages)
+    for stage in stages:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(stage, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.remove(stage + ".lock")
+
+
+def _hard_exit(code: int, line: Optional[str]) -> None:
+    """Say ``line``, flush both streams and end the process now (``os._exit``: threads still blocked
+    in a network call are not waited for)."""
+    with _STATE.lock:
+        if _STATE.exiting:
+            return
+        _STATE.exiting = True
+    if line:
+        say(line, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _watchdog(signum: int) -> None:
+    deadline = time.monotonic() + GRACE_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    limit = time.monotonic() + 60  # a publication in progress is finished first
+    while time.monotonic() < limit:
+        with _STATE.lock:
+            if not _STATE.shield:
+                break
+        time.sleep(0.1)
+    _remove_stages()
+    _hard_exit(128 + signum, _interrupt_line(_STATE.command, _STATE.prog, signum))
+
+
+def _on_signal(signum, frame) -> None:  # runs in the main thread, between two bytecodes
+    with _STATE.lock:
+        first = _STATE.signum is None
+        if first:
+            _STATE.signum = signum
+        finished, shielded = _STATE.finished, _STATE.shield > 0
+        if first and shielded:
+            _STATE.pending = True
+    if not first:
+        return  # the first one is being dealt with; the watchdog bounds how long
+    if finished:  # the command returned (its outputs published, or not): nothing left to clean
+        _hard_exit(128 + signum, _interrupt_line(_STATE.command, _STATE.prog, signum))
+        return
+    threading.Thread(target=_watchdog, args=(signum,), name="fair-forge-interrupt", daemon=True).start()
+    if not shielded:
+        raise KeyboardInterrupt
+
+
+def _install(command: str, prog: str) -> bool:
+    """Take SIGINT / SIGTERM (main thread only); whether they were taken."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    with _STATE.lock:
+        _STATE.reset()
+        _STATE.command, _STATE.prog = command, prog
+        for name in _SIGNALS:
+            num = getattr(signal, name)
+            try:
+                _STATE.installed[num] = signal.signal(num, _on_signal)
+            except (ValueError, OSError):  # pragma: no cover - not settable here
+                pass
+    return bool(_STATE.installed)
 
 
 class OutputFolderError(ValueError):
@@ -118,13 +302,36 @@ def _silence(stream: TextIO) -> None:
         pass
 
 
-def guarded(run_command, command: str, prog: str = "fair-forge-beam") -> int:
+def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_process: bool = False) -> int:
     """``run_command()``'s exit code, with the failures a user did not cause by the run's own code
-    as one line on stderr, never a traceback (docs/reliability.md, docs/cli.md): Ctrl-C (``KeyboardInterrupt``:
-    'interrupted', exit code 130; the stage is removed, so the output folder is as it was, like
-    SIGTERM's), an output folder that cannot be created (``OutputFolderError``: exit code 2) and
-    the machine's storage or limits failing (:func:`environment_failure`:
-    exit code 1). Any other exception is re-raised."""
+    as one line on stderr, never a traceback (docs/reliability.md, docs/cli.md): an interrupt
+    (Ctrl-C / SIGINT: exit code 130, SIGTERM: 143 — the stage is removed, so an output folder not
+    yet replaced is as it was, and the line says which), an output folder that cannot be created
+    (``OutputFolderError``: exit code 2) and the machine's storage or limits failing
+    (:func:`environment_failure`: exit code 1). Any other exception is re-raised.
+
+    ``owns_process``: the command is the process (the console script, ``python -m ...``): SIGINT and
+    SIGTERM are taken for its whole life (the module docstring), and an interrupt ends the process
+    once its line is said. Otherwise (a call from Python) the handlers are those of the caller."""
+    owned = owns_process and _install(command, prog)
+    try:
+        code = _guarded(run_command, command, prog)
+    except BaseException:  # SystemExit (a usage error said as the interrupt came) included
+        if owned and _STATE.signum is not None:
+            _remove_stages()
+            _hard_exit(128 + _STATE.signum, _interrupt_line(command, prog, _STATE.signum))
+        raise
+    finally:
+        if owned:
+            with _STATE.lock:
+                _STATE.finished = True
+    if owned and _STATE.signum is not None:  # an interrupt reached the command: end now, threads not waited for
+        _remove_stages()  # a stage no staged_output removed (none, normally)
+        _hard_exit(128 + _STATE.signum, None)
+    return code
+
+
+def _guarded(run_command, command: str, prog: str) -> int:
     try:
         return run_command()
     except OutputFolderError as exc:
@@ -133,10 +340,10 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam") -> int:
     except BaseException as exc:  # noqa: BLE001 - Ctrl-C, a full disk, a read-only file system: one line
         if isinstance(exc, SystemExit) or not isinstance(exc, Exception) and not isinstance(exc, KeyboardInterrupt):
             raise
-        if interruption(exc):  # Ctrl-C, also as Beam re-raises it from a worker's step
-            say(f"{prog}: interrupted: the {command} stopped (Ctrl-C); an output folder not yet replaced is as it "
-                "was", file=sys.stderr)
-            return 130
+        if interruption(exc) or _STATE.signum is not None:  # Ctrl-C / SIGTERM, also as Beam re-raises it
+            signum = _STATE.signum
+            say(_interrupt_line(command, prog, signum), file=sys.stderr)
+            return 128 + (signum or signal.SIGINT)
         why = environment_failure(exc)
         if why is None:
             raise
@@ -149,4 +356,4 @@ def entry_point(main: Callable[[], int], command: str, prog: Optional[str] = Non
     """A ``python -m pipelines.<command>`` entry point: :func:`safe_streams`, then ``main()``
     under :func:`guarded`."""
     safe_streams()
-    return guarded(main, command, prog or f"fair-forge-beam {command}")
+    return guarded(main, command, prog or f"fair-forge-beam {command}", owns_process=True)

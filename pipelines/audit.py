@@ -431,8 +431,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print_version()  # before anything heavy is imported (no Beam)
         return 0
     command = args[0] if args and args[0] in COMMANDS else "audit"
+    # from the command line (argv None) the command is the process: SIGINT / SIGTERM end it in one line
     return guarded(lambda: (importlib.import_module(COMMANDS[command]).main(args[1:]) if command in COMMANDS
-                            else _audit_main(args if argv is not None else None)), command)
+                            else _audit_main(args if argv is not None else None)), command,
+                   owns_process=argv is None)
 
 
 def _audit_main(argv: Optional[Sequence[str]] = None) -> int:

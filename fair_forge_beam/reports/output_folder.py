@@ -801,19 +801,27 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
             os.makedirs(os.path.dirname(stage), exist_ok=True)
         except OSError as exc:
             raise OutputFolderError(_os_problem("--output", out, exc)) from None
-    with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
-        if local:
+    from fair_forge_beam.console import forget_stage, note_published, note_stage, uninterrupted
+
+    note_stage(stage, out)  # an interrupt that ends the process before this block does removes it (console)
+    try:
+        with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
+            if local:
+                try:
+                    os.makedirs(stage)
+                except OSError as exc:
+                    raise OutputFolderError(_os_problem("--output", out, exc)) from None
             try:
-                os.makedirs(stage)
-            except OSError as exc:
-                raise OutputFolderError(_os_problem("--output", out, exc)) from None
-        try:
-            yield stage
-        except BaseException:
-            with contextlib.suppress(Exception):
-                _remove_tree(stage)
-            raise
-        publish_stage(stage, out, owned)
+                yield stage
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    _remove_tree(stage)
+                raise
+            with uninterrupted():  # Ctrl-C / SIGTERM during the swap: raised once the outputs are whole
+                publish_stage(stage, out, owned)
+                note_published(out)
+    finally:
+        forget_stage(stage)
 
 
 def prepare_output_folder(output: str, filesystems=None) -> str:

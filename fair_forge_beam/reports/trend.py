@@ -791,12 +791,15 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     if not _is_remote(out):
         os.makedirs(out, exist_ok=True)
     written = []
-    for name, text in (("trend.json", trend_json(trend)), ("trend.html", html)):
-        p = f"{out}/{name}"
-        with FileSystems.create(p) as f:
-            # the page's text masked too, never a name in it
-            f.write((text if name == "trend.json" else scrub_known_text(text, page_names)).encode("utf-8"))
-        written.append(p)
+    from fair_forge_beam.console import note_published, uninterrupted
+
+    with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are whole
+        for name, text in (("trend.json", trend_json(trend)), ("trend.html", scrub_known_text(html, page_names))):
+            p = f"{out}/{name}"
+            with FileSystems.create(p) as f:  # the page's text masked too, never a name in it
+                f.write(text.encode("utf-8"))
+            written.append(p)
+        note_published(out)
     say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
         f"{time.monotonic() - t0:.1f} s)")
     return written[0], written[1]

@@ -1,0 +1,201 @@
+"""Interrupts end a command promptly and cleanly at any moment (issue 28, B2-B4).
+
+SIGINT (Ctrl-C) and SIGTERM (schedulers, systemd, Kubernetes, ``timeout``) sent to the command line
+while it reads, while its judge hangs, while it writes or after it published: exit code 130 / 143
+within a few seconds, never death by the signal and never a traceback, one line saying what stopped
+and what state the output folder is in, and no stage or lock left behind
+(:mod:`fair_forge_beam.console`). The CLI runs as a subprocess (``sys.executable``), the judge is a
+127.0.0.1 server that never finishes its replies.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import FNAPI, REPO
+
+HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+def _leftovers(folder: Path, out: Path) -> list:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(out.name + "."))
+
+
+def _one_line(err: str) -> list:
+    """The lines of stderr that are not logging or progress."""
+    return [line for line in err.splitlines() if line.startswith("fair-forge-beam")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_the_judge_hangs_ends_the_run_in_seconds(tmp_path, sig):
+    """B2 / B3: the first Ctrl-C was ignored for 10+ minutes (the process waited for the judge's
+    threads at exit; the second printed a KeyboardInterrupt traceback); SIGTERM killed it (rc -15)
+    and left ``<out>.staging-*`` and its ``.lock``."""
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
+    with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "context",
+             "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
+             "--output", str(out), f"--runner={FNAPI}"],
+            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        deadline = time.time() + 180
+        while time.time() < deadline and not srv.count():  # the judge has its first call: it hangs
+            time.sleep(0.2)
+        assert srv.count(), "the judge was never called"
+        time.sleep(1)
+        proc.send_signal(getattr(signal, sig))
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - sent
+    assert proc.returncode == CODES[sig], err[-3000:]
+    assert took < 15, f"{sig} took {took:.1f} s to end the run"
+    assert "Traceback" not in err, err[-3000:]
+    lines = _one_line(err)
+    how = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    assert lines == [f"fair-forge-beam: interrupted ({how}): the audit stopped; the output folder {out} is untouched "
+                     "(as it was before the run; nothing published)"], err[-3000:]
+    assert _leftovers(tmp_path, out) == []  # no stage, no lock
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == {"before": True}
+
+
+@pytest.mark.slow
+def test_an_interrupt_after_publishing_leaves_the_outputs_complete(tmp_path):
+    """B4: Ctrl-C right after the outputs were published killed the process by the signal (rc -2,
+    no line). Here the run is held after publishing by a full stdout (the summary cannot be
+    printed), then interrupted: exit code 130, one line saying the outputs are complete, and they
+    are whole."""
+    out = tmp_path / "out"
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "humanity", "--output", str(out),
+             f"--runner={FNAPI}"],
+            cwd=tmp_path, env=_env(), stdout=write_end, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        os.close(write_end)
+        deadline = time.time() + 240
+        while time.time() < deadline and not ((out / "results.json").exists() and not _leftovers(tmp_path, out)):
+            time.sleep(0.2)
+        time.sleep(1)
+        assert proc.poll() is None, "the run ended although its stdout is full"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(read_end)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert _one_line(err) == [f"fair-forge-beam: interrupted (Ctrl-C): the audit stopped; the output folder {out} is "
+                              "complete (published before the interruption)"], err[-3000:]
+    assert _leftovers(tmp_path, out) == []
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert "humanity" in doc["metrics"] and (out / "report.html").stat().st_size > 0 and (out / "run_info.json").exists()
+
+
+GUARDED = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from fair_forge_beam.console import guarded
+
+    when = sys.argv[1]
+
+    def command():
+        if when == "during":
+            os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+            time.sleep(30)
+        return 0
+
+    code = guarded(command, "rollup", "fair-forge-beam rollup", owns_process=True)
+    if when == "after":  # the command returned: the interpreter is ending
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+        time.sleep(30)
+    sys.exit(code)
+    """
+)
+
+
+@pytest.mark.parametrize("when", ["during", "after"])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_or_after_a_command_is_its_exit_code_and_one_line(tmp_path, when, sig):
+    """Every subcommand runs under console.guarded: an interrupt during it or after it returned (the
+    interpreter ending) is exit code 130 / 143 and one line, never the signal's death (rc -2 / -15)."""
+    script = tmp_path / "guarded.py"
+    script.write_text(GUARDED, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), when, sig], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == CODES[sig], proc.stderr
+    how = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    what = "stopped" if when == "during" else "had finished"
+    assert proc.stderr.splitlines() == [f"fair-forge-beam rollup: interrupted ({how}): the rollup {what}; nothing was "
+                                        "written"], proc.stderr
+
+
+WEDGED = textwrap.dedent(
+    """
+    import os, signal, sys, time, threading
+    from fair_forge_beam.console import guarded, note_stage
+
+    stage = sys.argv[1]
+
+    def command():
+        os.makedirs(stage)
+        open(stage + ".lock", "w").close()
+        note_stage(stage, sys.argv[2])
+        sent = False
+        while True:  # a step that swallows the interrupt and goes on
+            try:
+                if not sent:
+                    sent = True
+                    os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(60)
+            except KeyboardInterrupt:
+                print("swallowed", flush=True)
+
+    sys.exit(guarded(command, "audit", owns_process=True))
+    """
+)
+
+
+def test_a_run_that_swallows_the_interrupt_is_ended_by_the_watchdog(tmp_path):
+    """A step that does not let the interrupt through (a library catching it, a call that cannot
+    be interrupted) does not hold the process: after the grace period the stage and its lock are
+    removed, the line is said and the process ends with 143."""
+    from fair_forge_beam.console import GRACE_SECONDS
+
+    script = tmp_path / "wedged.py"
+    script.write_text(WEDGED, encoding="utf-8")
+    stage, out = tmp_path / "out.staging-x", tmp_path / "out"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script), str(stage), str(out)], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stdout == "swallowed\n"
+    assert time.monotonic() - start < GRACE_SECONDS + 20
+    assert proc.stderr.splitlines() == [f"fair-forge-beam: interrupted (SIGTERM): the audit stopped; the output folder "
+                                        f"{out} is untouched (as it was before the run; nothing published)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wedged.py"]
