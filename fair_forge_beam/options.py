@@ -460,7 +460,29 @@ class OneLineErrorParser(ChoiceHintParser):
         twice = self.given_twice(args)
         if twice:
             self.error(twice)
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        problem = None if getattr(parsed, "version", False) else self.unset_key_variable(args, parsed)
+        if problem:
+            self.error(problem)
+        return parsed, rest
+
+    def unset_key_variable(self, args: Sequence[str], parsed) -> Optional[str]:
+        """The usage error of an ``--…-api-key-env NAME`` given in ``args`` (the command line, a
+        ``--config`` file's values) whose variable ``NAME`` is unset or empty in the environment:
+        the endpoint would be called with no key (issue 28). Names the option and the variable,
+        never a value. None when every one given is set; an option not given is not checked (its
+        default variable, when unset, sends no key: a local endpoint needs none)."""
+        import os
+
+        given = {self._flag_of(a) for a in (args[:args.index("--")] if "--" in args else args)}
+        for flag, action in self._option_string_actions.items():
+            if not (flag.startswith("--") and flag.endswith("api-key-env") and flag in given):
+                continue
+            name = getattr(parsed, action.dest, None)
+            if isinstance(name, str) and name and not os.environ.get(name):
+                return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to the "
+                        f"endpoint's API key, or leave {flag} out for an endpoint that needs no key")
+        return None
 
     def parse_args(self, args=None, namespace=None):
         parsed, rest = self.parse_known_args(args, namespace)
@@ -789,7 +811,8 @@ GROUPS: tuple[Group, ...] = (
         Option("judge-model", help="judge model name as the endpoint knows it",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
         Option("judge-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
-               help="environment variable holding the judge's API key (never logged or written)",
+               help="environment variable holding the judge's API key (never logged or written); given, it must be set and "
+                    "not empty (a usage error otherwise); not given, OPENAI_API_KEY when set, else no key (a local judge)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Judge API key variable")),
         Option("judge-cache", path=True,
                help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
@@ -806,7 +829,8 @@ GROUPS: tuple[Group, ...] = (
                help="seconds for the whole reply of each HTTP attempt to the judge / guardian / generator (a "
                     "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
                     "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
-                    "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most",
+                    "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most (identical requests "
+                    "in flight share one attempt and its failure, so N of them take one deadline, not N)",
                template=Template("NUMBER", _DECIMAL, "60")),
         Option("judge-retries", valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
@@ -821,7 +845,8 @@ GROUPS: tuple[Group, ...] = (
                help="prompt convention of the guardian",
                template=Template("ENUM", "^(llama_guard|granite_guardian)$", "llama_guard")),
         Option("guardian-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
-               help="environment variable holding the guardian's API key (never logged or written)",
+               help="environment variable holding the guardian's API key (never logged or written); given, it must be set "
+                    "and not empty (a usage error otherwise)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Guardian API key variable")),
         Option("guardian-logprobs", type=bool, feeds=(f"{_GUARDIAN}.logprobs",),
                help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
@@ -1088,7 +1113,8 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            template=Template("TEXT", _URL, "http://bot:8080/v1", label="Assistant endpoint")),
     Option("assistant-model", help="model name of the assistant (openai)",
            template=Template("TEXT", _NAME, "my-bot")),
-    Option("assistant-api-key-env", default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key",
+    Option("assistant-api-key-env", default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key; given, it must be set and not empty (a usage "
+                   "error otherwise)",
            template=_ADV),
     Option("request-template", metavar="JINJA_JSON",
            help="JSON body template of an http assistant, e.g. '{\"q\": {{ query | tojson }}}'", template=_ADV),
@@ -1112,7 +1138,8 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
     Option("model", default_note="required", help="model of the proposal calls (and the executor / evaluator unless given)"),
     Option("base-url", validate=_url("--base-url"), default_note="api.openai.com", help="OpenAI-compatible endpoint root including /v1"),
-    Option("api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"),
+    Option("api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key; given, it must be set and not empty (a usage "
+                   "error otherwise)"),
     Option("executor-model", default_from="model", help="model that answers with each candidate prompt"),
     Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),
     Option("objective", default="", feeds=(f"{_GEPA}.objective", f"{_MIPRO}.objective"),

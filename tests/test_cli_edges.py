@@ -130,3 +130,53 @@ def test_an_empty_output_is_refused_by_every_command(command, tmp_path, capsys, 
     line = _one_line(capsys)
     assert exc.value.code == 2 and "--output is empty" in line, line
     assert sorted(p.name for p in here.iterdir()) == ["stats"] and (here / "stats" / "mine.csv").read_text() == "mine"
+
+
+@pytest.mark.parametrize("flag", ["--judge-api-key-env", "--guardian-api-key-env", "--generator-api-key-env"])
+@pytest.mark.parametrize("state", ["unset", "empty"])
+def test_an_api_key_variable_that_is_unset_is_a_usage_error_before_anything_runs(tmp_path, capsys, monkeypatch, flag, state):
+    """Hostile-tester trial (issue 28): ``--judge-api-key-env NAME`` with NAME unset still called the
+    judge, with no key. Every ``--…-api-key-env`` given names a variable that must hold the key:
+    otherwise exit code 2 and one line naming the option and NAME (never a value), the endpoint
+    never called, nothing written."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines.audit import main
+
+    monkeypatch.delenv("FFB_TEST_KEY_VAR", raising=False)
+    if state == "empty":
+        monkeypatch.setenv("FFB_TEST_KEY_VAR", "")
+    with ScriptedOpenAIServer(lambda req: '{"score": 0.5, "insight": "ok"}') as srv:
+        with pytest.raises(SystemExit) as exc:
+            main(["--metrics", "context", "--judge-base-url", srv.base_url, "--judge-model", "m",
+                  "--judge-cache", str(tmp_path / "c.sqlite"), "--output", str(tmp_path / "out"), flag, "FFB_TEST_KEY_VAR"])
+        assert srv.count() == 0
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{flag} 'FFB_TEST_KEY_VAR': the environment variable 'FFB_TEST_KEY_VAR' is unset or empty" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_config_files_api_key_variable_is_checked_too(tmp_path, capsys, monkeypatch):
+    from pipelines.audit import main
+
+    monkeypatch.delenv("FFB_TEST_KEY_VAR", raising=False)
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text('metrics = "context"\n[options]\njudge-base-url = "http://127.0.0.1:9/v1"\njudge-model = "m"\n'
+                   'judge-api-key-env = "FFB_TEST_KEY_VAR"\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["--config", str(cfg), "--output", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert "--judge-api-key-env 'FFB_TEST_KEY_VAR': the environment variable" in capsys.readouterr().err
+
+
+def test_without_the_option_a_local_judge_gets_no_key(tmp_path, monkeypatch):
+    """No ``--judge-api-key-env`` and its default variable unset: no usage error, and the local
+    judge is called with no key (a placeholder bearer, never a value of the environment)."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines.audit import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ScriptedOpenAIServer(lambda req: '{"score": 0.5, "insight": "ok"}') as srv:
+        main(["--metrics", "context", "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache",
+              str(tmp_path / "c.sqlite"), "--output", str(tmp_path / "out"), f"--runner={FNAPI}", "--no-report"])
+        assert srv.count() > 0 and set(srv.authorizations) == {"Bearer not-needed"}
