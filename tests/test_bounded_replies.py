@@ -249,3 +249,97 @@ def test_identical_calls_to_a_dripping_judge_fail_together_in_one_time_out(tmp_p
     assert sent == 1
     assert [r.key for r in out] == [f"k{i}" for i in range(6)] and [r.element_id for r in out] == [f"s{i}" for i in range(6)]
     assert all(not r.ok and "timeout after 1 s" in r.error for r in out), out
+
+
+def _raw_server(mode: str):
+    """A 127.0.0.1 server that breaks HTTP the way ``mode`` says, for every connection; returns
+    ``(base_url, stop)``."""
+    import socket
+    import struct
+    import threading
+
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    lsock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve(conn):
+        try:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                if mode == "plain-to-tls":
+                    break
+            if mode == "plain-to-tls":
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            elif mode == "many headers":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                for i in range(200):
+                    conn.sendall(b"X-H%d: %s\r\n" % (i, b"a" * 8000))
+            elif mode == "one huge header":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 * 1024 * 1024) + b"\r\n")
+            elif mode in ("reset mid-body", "closed mid-body"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\": ")
+                if mode == "reset mid-body":
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def loop():
+        while not stop.is_set():
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        lsock.close()
+
+    threading.Thread(target=loop, daemon=True).start()
+    port = lsock.getsockname()[1]
+    scheme = "https" if mode == "plain-to-tls" else "http"
+    return f"{scheme}://127.0.0.1:{port}/v1", stop.set
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("many headers", "the reply's status line and headers are too large to read"),
+    ("one huge header", "the reply's status line and headers are too large to read"),
+    ("refused", "the connection was refused"),
+    ("reset mid-body", "the connection was reset by the server"),
+    ("closed mid-body", "the server closed the connection before the reply was whole (7 of 1,000 bytes received)"),
+    ("plain-to-tls", "the TLS handshake failed: the server does not speak TLS on this port"),
+])
+def test_a_transport_failure_says_what_happened(tmp_path, mode, words):
+    """Hostile-tester trial (issue 28 B10): a judge sending 2000 headers of 8 KB, or one of 50 MB,
+    failed with 'connection error: Connection error.' (openai's words for any transport failure).
+    Each failure now says what happened, in plain words, never a class name; a body cut short is a
+    failure of the call (it escaped the judge before)."""
+    import socket
+
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler
+
+    if mode == "refused":
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        url, stop = f"http://127.0.0.1:{s.getsockname()[1]}/v1", (lambda: None)
+        s.close()
+    else:
+        url, stop = _raw_server(mode)
+    try:
+        handler = OpenAIJudgeHandler("m", url, cache_path=None, output_schema=ContextJudgeOutput, num_retries=0,
+                                     client_retries=0, request_timeout=5, api_key_env="FFB_TEST_UNSET_KEY")
+        client = handler.create_client()
+        try:
+            (res,) = handler.request([judge_request("k", [("user", "judge this")])], client)
+        finally:
+            client.close()
+    finally:
+        stop()
+    assert not res.ok and words in res.error, res.error
+    assert "Connection error." not in res.error and "Error" not in res.error, res.error

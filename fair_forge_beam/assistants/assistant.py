@@ -65,7 +65,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, UnreadableReply, bounded_chat_completion,
+from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, connection_reason, UnreadableReply, bounded_chat_completion,
                                                 check_call_limits, declared_length, http_client, openai_http_client,
                                                 read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
@@ -323,7 +323,7 @@ class _Client:
                 raise _TurnFailed(moved) from None
             raise _TurnFailed(f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]) from None
         except openai.APIConnectionError as exc:
-            raise _TurnFailed(f"connection error: {self.scrub(exc)}"[:2000]) from None
+            raise _TurnFailed(f"connection error: {self.scrub(connection_reason(exc))}"[:2000]) from None
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:
@@ -365,7 +365,7 @@ class _Client:
         except httpx2.TimeoutException:
             raise _TurnFailed(f"timeout after {cfg.request_timeout:g} s (client retries: {cfg.client_retries})") from None
         except httpx2.HTTPError as exc:
-            raise _TurnFailed(f"connection error: {self.scrub(plain_reason(exc))}"[:2000]) from None
+            raise _TurnFailed(f"connection error: {self.scrub(connection_reason(exc))}"[:2000]) from None
         text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
         if status != 200:
             raise _TurnFailed(f"HTTP {status}: {self.scrub(text)[:500]}")

@@ -29,6 +29,7 @@ reply is never cached and never scored, and the run goes on.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -37,7 +38,7 @@ from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
-           "declared_length", "openai_http_client", "reply_deadline"]
+           "declared_length", "openai_http_client", "reply_deadline", "connection_reason"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -187,6 +188,8 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
             raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), limit, declared_length(resp.headers))
         except httpx2.TimeoutException:  # the body did not arrive whole by the deadline: the client's own error
             raise openai.APITimeoutError(request=resp.http_response.request) from None
+        except httpx2.TransportError as exc:  # cut or broken while the body was read: as the client says it for the headers
+            raise openai.APIConnectionError(request=resp.http_response.request) from exc
     try:
         body = raw.decode("utf-8")  # JSON is UTF-8 (RFC 8259 §8.1): no guessing with U+FFFD
     except UnicodeDecodeError as exc:
@@ -339,3 +342,53 @@ def http_client(timeout: float, headers: Mapping[str, str], connect_retries: int
     return with_reply_deadline(httpx2.Client(
         follow_redirects=False, timeout=timeout, headers=dict(headers), transport=httpx2.HTTPTransport(retries=int(connect_retries)),
         event_hooks={"request": [lambda request: reply_deadline(timeout)]}), timeout)
+
+
+def connection_reason(exc: BaseException) -> str:
+    """Why an HTTP call failed below the HTTP status (no reply, or one that could not be read), in
+    plain words, from the cause that ``openai``'s ``"Connection error."`` or ``httpx``'s error
+    wraps (issue 28 B10: a judge sending 2000 headers of 8 KB read "connection error: Connection
+    error."): reply headers too large, the connection refused, reset or closed before the reply was
+    whole (bytes received of those announced), TLS spoken to a port that does not, a certificate
+    not accepted, a host name that does not resolve, a URL that is not http(s). Never a class
+    name; the deepest cause's own words (:func:`~fair_forge_beam.plain.plain_reason`) otherwise."""
+    import socket
+    import ssl
+
+    chain, seen, e = [], set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    texts = " | ".join(str(x) for x in chain)
+    m = re.search(r"received (\d+) bytes, expected (\d+)", texts)
+    if m:
+        return (f"the server closed the connection before the reply was whole ({int(m.group(1)):,} of "
+                f"{int(m.group(2)):,} bytes received)")
+    if "buffer too long" in texts.lower() or "header" in texts.lower() and "too" in texts.lower():
+        return ("the reply's status line and headers are too large to read (over the HTTP client's limit): the "
+                "server sent oversized headers")
+    if "without sending a response" in texts.lower() or "server disconnected" in texts.lower():
+        return "the server closed the connection without answering"
+    if "peer closed connection" in texts.lower() or "incomplete chunked read" in texts.lower():
+        return "the server closed the connection before the reply was whole"
+    for x in chain:
+        if isinstance(x, ssl.SSLCertVerificationError):
+            return f"the server's TLS certificate was not accepted ({getattr(x, 'verify_message', None) or x.reason})"
+        if isinstance(x, ssl.SSLError):
+            if x.reason in ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST", "RECORD_LAYER_FAILURE"):
+                return ("the TLS handshake failed: the server does not speak TLS on this port (an https:// URL to a "
+                        "plain-HTTP port?)")
+            return f"the TLS handshake failed ({(x.reason or str(x)).replace('_', ' ').lower()})"
+        if isinstance(x, ConnectionRefusedError):
+            return "the connection was refused (nothing listens at that host and port?)"
+        if isinstance(x, ConnectionResetError):
+            return "the connection was reset by the server"
+        if isinstance(x, ConnectionAbortedError):
+            return "the connection was aborted"
+        if isinstance(x, socket.gaierror):
+            return "the host name could not be resolved"
+    if "unsupported protocol" in texts.lower() or "missing an 'http://' or 'https://'" in texts.lower():
+        return "the URL does not start with http:// or https://"
+    deepest = chain[-1] if chain else exc
+    return plain_reason(deepest)

@@ -57,7 +57,7 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
+from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted
@@ -514,8 +514,8 @@ class _JudgeClient:
         openai = self._openai_mod
         if isinstance(exc, openai.APITimeoutError):
             return f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})"
-        if isinstance(exc, openai.APIConnectionError):
-            return f"connection error: {self.scrub(exc)}"
+        if isinstance(exc, openai.APIConnectionError):  # what happened, from its cause (issue 28 B10)
+            return f"connection error: {self.scrub(connection_reason(exc))}"[:2000]
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             moved = redirect_reason(getattr(exc, "response", None))
