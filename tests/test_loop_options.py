@@ -69,6 +69,7 @@ def test_the_loop_s_generator_reads_the_judge_s_key_variable(monkeypatch, tmp_pa
         raise ValueError("stop before any request")
 
     monkeypatch.setattr(gen_module, "generator_handler", handler)
+    monkeypatch.setenv("FFB_JUDGE_KEY", "sk-test-not-a-real-key")  # a given --judge-api-key-env must be set (issue 28)
     with pytest.raises(SystemExit) as exc:
         loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "bot", "--judge-base-url",
                   "http://127.0.0.1:9/v1", "--judge-model", "judge", "--judge-api-key-env", "FFB_JUDGE_KEY",

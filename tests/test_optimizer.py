@@ -178,7 +178,8 @@ def test_declared_defaults_match_the_constructors():
 
 
 @pytest.mark.slow
-def test_cli_writes_result_and_dead_letters(tmp_path):
+def test_cli_writes_result_and_dead_letters(tmp_path, monkeypatch):
+    monkeypatch.setenv("FFB_TEST_UNSET_KEY", "sk-test-not-a-real-key")  # a given --api-key-env must be set (issue 28)
     import subprocess
     import sys
 
@@ -230,7 +231,8 @@ def test_result_records_every_candidate_evaluation_with_scored_and_dead_counts(t
 
 
 @pytest.mark.slow
-def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path):
+def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("FFB_TEST_UNSET_KEY", "sk-test-not-a-real-key")  # a given --api-key-env must be set (issue 28)
     import html as html_lib
     import subprocess
     import sys
