@@ -275,14 +275,22 @@ def _raw_server(mode: str):
                 data += chunk
                 if mode == "plain-to-tls":
                     break
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while mode != "plain-to-tls" and len(body) < length:  # the whole request read: no reset for unread bytes
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                body += chunk
             if mode == "plain-to-tls":
                 conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-            elif mode == "many headers":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-                for i in range(200):
-                    conn.sendall(b"X-H%d: %s\r\n" % (i, b"a" * 8000))
-            elif mode == "one huge header":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 * 1024 * 1024) + b"\r\n")
+            elif mode in ("many headers", "one huge header"):
+                head = (b"".join(b"X-H%d: %s\r\n" % (i, b"a" * 8000) for i in range(200)) if mode == "many headers"
+                        else b"X-Big: " + b"a" * (2 * 1024 * 1024) + b"\r\n")
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + head)
+                while conn.recv(65536):  # until the client hangs up
+                    pass
             elif mode in ("reset mid-body", "closed mid-body"):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\": ")
                 if mode == "reset mid-body":
