@@ -62,6 +62,7 @@ class _Interrupts:
         self.published: list = []  # output folders published by this run
         self.command, self.prog = "command", "fair-forge-beam"
         self.exiting = False
+        self.code: Optional[int] = None  # the command's exit code once it returned (owned process)
 
 
 _STATE = _Interrupts()
@@ -314,6 +315,10 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     SIGTERM are taken for its whole life (the module docstring), and an interrupt ends the process
     once its line is said. Otherwise (a call from Python) the handlers are those of the caller."""
     owned = owns_process and _install(command, prog)
+    if owned:
+        import atexit
+
+        atexit.register(_end_after_atexit)  # registered first of the command's: runs last
     try:
         code = _guarded(run_command, command, prog)
     except BaseException:  # SystemExit (a usage error said as the interrupt came) included
@@ -328,7 +333,23 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     if owned and _STATE.signum is not None:  # an interrupt reached the command: end now, threads not waited for
         _remove_stages()  # a stage no staged_output removed (none, normally)
         _hard_exit(128 + _STATE.signum, None)
+    if owned:
+        _STATE.code = code
     return code
+
+
+def _end_after_atexit() -> None:
+    """The last exit handler of a command that owns its process and returned: once the threads are
+    joined and every other exit handler ran, the process ends with the command's exit code
+    instead of tearing the interpreter down — whose signal handlers are Python's defaults by then,
+    so a SIGINT in that last second killed it by the signal (rc -2, no line: issue 28 B4)."""
+    code = getattr(_STATE, "code", None)
+    if code is None or _STATE.exiting:
+        return
+    import logging
+
+    logging.shutdown()
+    _hard_exit(int(code) if isinstance(code, int) else 1, None)
 
 
 def _guarded(run_command, command: str, prog: str) -> int:

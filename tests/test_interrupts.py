@@ -199,3 +199,23 @@ def test_a_run_that_swallows_the_interrupt_is_ended_by_the_watchdog(tmp_path):
     assert proc.stderr.splitlines() == [f"fair-forge-beam: interrupted (SIGTERM): the audit stopped; the output folder "
                                         f"{out} is untouched (as it was before the run; nothing published)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wedged.py"]
+
+
+def test_a_command_that_returns_ends_with_its_code_after_the_exit_handlers(tmp_path):
+    """After the command returned, the process ends with its exit code once the threads are joined
+    and the exit handlers ran (the interpreter's teardown, where a signal killed it, is skipped)."""
+    script = tmp_path / "returns.py"
+    script.write_text(textwrap.dedent(
+        """
+        import atexit, sys
+        from fair_forge_beam.console import guarded
+
+        def command():
+            atexit.register(lambda: print("exit handler ran", flush=True))
+            return 3
+
+        sys.exit(guarded(command, "audit", owns_process=True))
+        """), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "exit handler ran\n", "")
