@@ -38,7 +38,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
-           "MAX_REPLY_BYTES"]
+           "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 from fair_forge_beam.quoting import quoted  # how a usage error quotes a user's value
@@ -58,6 +58,10 @@ MC_SAMPLES = 5000
 #: 100k-token answer with its JSON envelope is about 0.5 MB; log-probabilities with 20
 #: alternatives per token about 4 KB a token)
 MAX_REPLY_BYTES = 4 * 2**20
+#: ``--judge-max-prompt-chars``: the longest prompt sent to a judge, guardian or generator, in
+#: characters of all its messages together (400,000: about 100,000 tokens, as long as or longer than
+#: most models' context; a 6 MB answer made a 6 MB request, a 120-turn conversation 51 MB in all)
+MAX_PROMPT_CHARS = 400_000
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
@@ -837,6 +841,12 @@ GROUPS: tuple[Group, ...] = (
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
         _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
+        Option("judge-max-prompt-chars", valid=_CHARS, type=int, default=MAX_PROMPT_CHARS, metavar="CHARS",
+               feeds=(f"{_JUDGE}.max_prompt_chars",),
+               help="longest prompt sent to the judge, in characters of all its messages (answer, context and "
+                    "conversation history included); a longer one is not sent and becomes a dead letter naming its "
+                    "size and the limit (never cached, never scored)",
+               template=Template("NUMBER", "^[1-9][0-9]{0,7}$", str(MAX_PROMPT_CHARS), label="Longest judge prompt")),
         Option("guardian-base-url", validate=_url("--guardian-base-url"), default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("TEXT", _URL, "https://guardian.example.com/v1", label="Guardian endpoint")),
         Option("guardian-model", help="guardian model name, e.g. llama-guard3:8b",

@@ -376,3 +376,35 @@ def test_a_batch_that_raises_sends_every_request_to_the_dead_letter(tmp_path):
     # plain words, never the exception's repr (issue 28; was "batch failed: RuntimeError('unexpected bug')")
     assert all(d["reason"].startswith("batch failed: unexpected bug") for d in dead)
     assert all('"messages"' in d["raw"] for d in dead)
+
+
+def test_a_prompt_over_the_limit_is_not_sent_and_not_cached(tmp_path):
+    """Issue 28 (trial 28e B11): a 6 MB answer was one 6 MB request; now a prompt over
+    max_prompt_chars (all messages together) is a failure naming its size and the limit, never
+    sent and never cached — a re-run with a higher limit asks it."""
+    short, long_ = "answer " * 5, "x" * 250
+    reqs = make_requests([short, long_])  # system "Judge the answer." (17) + the user text
+    with ScriptedOpenAIServer(echo_verdict) as srv:
+        capped = handler_for(srv, tmp_path, max_prompt_chars=200, max_prompt_option="--judge-max-prompt-chars")
+        out = {r.key: r for r in capped.request(reqs, capped.create_client())}
+        assert srv.count() == 1 and out["k0"].error is None and out["k0"].parsed is not None
+        assert out["k1"].parsed is None
+        assert out["k1"].error == ("prompt of 267 characters is over the limit of 200 characters "
+                                   "(--judge-max-prompt-chars); not sent")
+        roomy = handler_for(srv, tmp_path, max_prompt_chars=1000)
+        again = {r.key: r for r in roomy.request(reqs, roomy.create_client())}
+        assert srv.count() == 2 and again["k0"].cached and not again["k1"].cached and again["k1"].error is None
+        with pytest.raises(ValueError, match="max_prompt_chars must be > 0"):
+            handler_for(srv, tmp_path, max_prompt_chars=0)
+
+
+def test_the_main_job_default_prompt_limit_reaches_the_judge():
+    from fair_forge_beam.metrics.registry import _judge_config
+    from fair_forge_beam.options import MAX_PROMPT_CHARS
+    from pipelines.audit import parse_args
+
+    common = ["--input", "x.jsonl", "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]
+    cfg = _judge_config(vars(parse_args(common + ["--judge-max-prompt-chars", "1234"])[0]), "context")
+    assert cfg["max_prompt_chars"] == 1234 and cfg["max_prompt_option"] == "--judge-max-prompt-chars"
+    default = _judge_config(vars(parse_args(common)[0]), "context")
+    assert default["max_prompt_chars"] == MAX_PROMPT_CHARS == 400_000

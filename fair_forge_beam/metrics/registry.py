@@ -116,6 +116,7 @@ def _judge_config(options: dict, metric: str) -> dict:
         "cache_path": options.get("judge_cache") or "default",  # "default": the handler's cache folder on the worker
         **constructor_kwargs(_JUDGE, options),
         "max_reply_option": "--judge-max-reply-bytes",
+        "max_prompt_option": "--judge-max-prompt-chars",
     }
 
 

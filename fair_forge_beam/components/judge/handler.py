@@ -59,7 +59,7 @@ from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
 from fair_forge_beam.io.elements import dead_letter
-from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import plain_reason, repr_reason
 
@@ -302,6 +302,8 @@ class _Config:
     default_headers: dict = field(default_factory=dict)
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_reply_option: Optional[str] = None
+    max_prompt_chars: int = MAX_PROMPT_CHARS
+    max_prompt_option: Optional[str] = None
 
 
 _INFLIGHT: dict = {}
@@ -427,6 +429,10 @@ class _JudgeClient:
             schema = resolve_schema(req.schema if req.schema is not None else cfg.output_schema, cfg.schemas)
         except ValueError as exc:
             return failure(str(exc))
+        size = sum(len(content) for _role, content in req.messages)
+        if size > cfg.max_prompt_chars:  # never sent, never cached: a re-run with a higher limit asks it
+            return failure(f"prompt of {size:,} characters is over the limit of {cfg.max_prompt_chars:,} characters "
+                           f"({cfg.max_prompt_option or 'max_prompt_chars'}); not sent")
         key = cache_key(self.identity, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
         if self.cache is None:
             return self._ask_and_store(req, params, schema, key, failure)
@@ -711,6 +717,12 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         (:mod:`~fair_forge_beam.components.replies`) and becomes a failed result naming its size and
         the limit — never re-asked, cached or scored.
       max_reply_option: the option named in that reason (e.g. ``"--judge-max-reply-bytes"``).
+      max_prompt_chars: longest prompt sent, in characters of all its messages together (> 0;
+        default :data:`~fair_forge_beam.options.MAX_PROMPT_CHARS`, 400,000): a longer prompt is
+        not sent and becomes a failed result naming its size and the limit — never cached or
+        scored (a 6 MB answer was one 6 MB request; each turn of a conversation carries its whole
+        history, so a long conversation's requests grow with the square of its length).
+      max_prompt_option: the option named in that reason (e.g. ``"--judge-max-prompt-chars"``).
     """
 
     def __init__(
@@ -739,6 +751,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         default_headers: Optional[Mapping[str, str]] = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
         max_reply_option: Optional[str] = None,
+        max_prompt_chars: int = MAX_PROMPT_CHARS,
+        max_prompt_option: Optional[str] = None,
     ):
         if not model:
             raise ValueError("model is required")
@@ -748,6 +762,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         _check_params(params)
         check_call_limits(request_timeout, max_concurrency, requests_per_minute,
                           (client_retries, num_retries, invalid_answer_retries), max_reply_bytes)
+        if int(max_prompt_chars) <= 0:
+            raise ValueError(f"max_prompt_chars must be > 0, got {quoted(max_prompt_chars)}")
         if not api_key_env:
             raise ValueError("api_key_env must name an environment variable")
         register_secret_env(api_key_env)  # the writers mask its value too (name only, never the key)
@@ -784,6 +800,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             default_headers=dict(default_headers or {}),
             max_reply_bytes=int(max_reply_bytes),
             max_reply_option=max_reply_option,
+            max_prompt_chars=int(max_prompt_chars),
+            max_prompt_option=max_prompt_option,
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
