@@ -91,17 +91,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out["method"] = args.method
     from fair_forge_beam.io.write import to_json_line
 
-    with open(os.path.join(args.output, "result.json"), "w", encoding="utf-8") as fh:
-        fh.write(to_json_line(out) + "\n")
-    with open(os.path.join(args.output, "dead_letter.jsonl"), "w", encoding="utf-8") as fh:
-        for d in dead:
-            fh.write(to_json_line(d) + "\n")
+    from fair_forge_beam.io.write import replace_files
+
+    files = [(os.path.join(args.output, "result.json"), to_json_line(out) + "\n"),
+             (os.path.join(args.output, "dead_letter.jsonl"), "".join(to_json_line(d) + "\n" for d in dead))]
     if not args.no_report:
-        from fair_forge_beam.reports.tool_reports import write_optimizer_report
+        from fair_forge_beam.reports.tool_reports import render_optimizer_report
 
         params = {"model": args.model, "executor_model": value(args, "executor_model"),
                   "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
-        write_optimizer_report(args.output, out, dead, params, seed_prompt)
+        files.append((os.path.join(args.output, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
+    replace_files(files)  # all of them or none (a full disk leaves the folder's files as they were)
     say(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
           f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
     return 0

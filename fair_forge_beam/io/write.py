@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_window_files",
+__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_window_files", "replace_file", "replace_files",
            "OutputFiles", "sorted_dead_letters"]
 
 
@@ -145,10 +145,53 @@ def replace_file(path: str, write: Callable[[Any], None]) -> str:
     from apache_beam.io.filesystems import FileSystems
 
     partial = f"{path}.{uuid.uuid4().hex}.partial"
-    with FileSystems.create(partial) as f:
-        write(f)
-    FileSystems.rename([partial], [path])
+    try:
+        with FileSystems.create(partial) as f:
+            write(f)
+        FileSystems.rename([partial], [path])
+    except BaseException:  # a full disk, a quota: no half-written .partial left behind
+        _remove_quietly([partial])
+        raise
     return path
+
+
+def _remove_quietly(paths: list) -> None:
+    from apache_beam.io.filesystems import FileSystems
+
+    for p in paths:
+        try:
+            if FileSystems.exists(p):
+                FileSystems.delete([p])
+        except Exception:  # noqa: BLE001 - best effort: the original error is what is raised
+            pass
+
+
+def replace_files(files) -> list:
+    """Publish several whole files together, all or nothing (local or remote, Beam's ``FileSystems``):
+    ``files`` is a sequence of ``(path, data)``, ``data`` bytes or text (written UTF-8). Returns the paths.
+
+    Every file is written in full under a unique ``<path>.<hex>.partial`` name first; only when all
+    are written are they renamed onto their paths. A failure while writing (a full disk: ``ENOSPC``,
+    a quota, ``ulimit -f``) removes the partial files and leaves every path as it was, then re-raises
+    (the commands' 'nothing was published' is then true). The renames themselves need no space."""
+    import uuid
+
+    from apache_beam.io.filesystems import FileSystems
+
+    staged = []
+    try:
+        for path, data in files:
+            partial = f"{path}.{uuid.uuid4().hex}.partial"
+            staged.append((partial, path))
+            raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+            with FileSystems.create(partial) as f:
+                f.write(raw)
+        for partial, path in staged:
+            FileSystems.rename([partial], [path])
+    except BaseException:
+        _remove_quietly([partial for partial, _ in staged])
+        raise
+    return [path for _, path in staged]
 
 
 def _write_whole_file(text: str, path: str) -> str:

@@ -390,14 +390,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.error(f"{name} run {getattr(args, name)}: {plain_reason(exc)}")
     try:  # an unwritable --json too
         cmp = compare_runs(*docs)
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(cmp, f, indent=2, ensure_ascii=False, allow_nan=False)
+        if args.json:  # the whole file or none (a full disk leaves --json as it was)
+            from fair_forge_beam.io.write import replace_files
+
+            replace_files([(args.json, json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False))])
     except (OSError, ValueError) as exc:
+        from fair_forge_beam.console import environment_failure
+
+        if environment_failure(exc):  # a full disk, a quota: exit code 1, one line (console.guarded)
+            raise
         p.error(plain_reason(exc))
     print(comparison_table(cmp, only_detectable=not args.all))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "comparison", prog="python -m fair_forge_beam.reports.compare"))

@@ -761,7 +761,6 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
             (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`).
     """
     from fair_forge_beam._beam import beam  # noqa: F401
-    from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.secrets import name_texts, scrub_known, scrub_known_text
 
@@ -790,15 +789,13 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     out = output.rstrip("/") or "."
     if not _is_remote(out):
         os.makedirs(out, exist_ok=True)
-    written = []
     from fair_forge_beam.console import note_published, uninterrupted
+    from fair_forge_beam.io.write import replace_files
 
-    with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are whole
-        for name, text in (("trend.json", trend_json(trend)), ("trend.html", scrub_known_text(html, page_names))):
-            p = f"{out}/{name}"
-            with FileSystems.create(p) as f:  # the page's text masked too, never a name in it
-                f.write(text.encode("utf-8"))
-            written.append(p)
+    with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are in place
+        # both files or neither (a full disk: the folder is as it was); the page's text masked too, never a name in it
+        written = replace_files([(f"{out}/trend.json", trend_json(trend)),
+                                 (f"{out}/trend.html", scrub_known_text(html, page_names))])
         note_published(out)
     say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
         f"{time.monotonic() - t0:.1f} s)")
