@@ -238,6 +238,10 @@ def environment_failure(exc: BaseException) -> Optional[str]:
     text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
     [while running 'WriteParquet/…']``); None for any other failure."""
     for e in _chain(exc):
+        if "database or disk is full" in str(e):  # SQLite's ENOSPC (SQLITE_FULL), also as Beam wraps it
+            step = re.search(r"\[while running '([^']*)'\]", str(e))
+            return os.strerror(errno.ENOSPC) + " (SQLite: database or disk is full)" + (
+                f" (in the pipeline's step {step.group(1)})" if step else "")
         if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
             where = f" ({e.filename})" if e.filename else ""
             hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""

@@ -100,3 +100,45 @@ def test_compare_json_and_tool_reports_on_a_full_disk_keep_the_old_file(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "cmp.json", "rep"]
     assert old.read_text() == "old" and [p.name for p in (tmp_path / "rep").iterdir()] == ["report.html"]
     assert (tmp_path / "rep" / "report.html").read_text() == "old page"
+
+
+@pytest.fixture
+def small_sqlite(monkeypatch):
+    """Every SQLite file the answer cache opens holds at most 3 pages (its schema and table): the
+    first stored answer fills it ('database or disk is full', SQLITE_FULL) as a full disk does."""
+    from fair_forge_beam.components.judge import cache
+
+    real = cache.sqlite3.connect
+
+    def connect(*a, **kw):
+        conn = real(*a, **kw)
+        conn.execute("PRAGMA max_page_count=3")
+        return conn
+    monkeypatch.setattr(cache.sqlite3, "connect", connect)
+
+
+def test_a_full_judge_cache_keeps_every_answer(tmp_path, small_sqlite, caplog):
+    """B3: --judge-cache on a full disk dead-lettered every valid answer ('judge: batch failed:
+    database or disk is full'), and the run ended as an empty run (exit code 4)."""
+    from test_judge_pipeline import ScriptedOpenAIServer, echo_verdict, handler_for, make_requests, run_judge
+
+    reqs = make_requests([f"answer {i} " + "x" * 3000 for i in range(6)])
+    with ScriptedOpenAIServer(echo_verdict) as srv:
+        handler = handler_for(srv, tmp_path, cache_path=str(tmp_path / "c.sqlite3"))
+        with caplog.at_level("WARNING"):
+            results, dead, counters = run_judge(handler, reqs, tmp_path)
+    assert not dead and sorted(r["key"] for r in results) == sorted(r.key for r in reqs)
+    warnings = [r.getMessage() for r in caplog.records if "answer cache" in r.getMessage()]
+    assert warnings and all("database or disk is full; going on without it" in w for w in warnings)
+
+
+def test_a_full_disk_in_sqlite_is_one_line_exit_code_1():
+    import sqlite3
+
+    from fair_forge_beam.console import environment_failure
+
+    assert environment_failure(sqlite3.OperationalError("database or disk is full")) == \
+        "No space left on device (SQLite: database or disk is full)"
+    wrapped = RuntimeError("sqlite3.OperationalError: database or disk is full [while running 'Judge/Call']")
+    assert environment_failure(wrapped).endswith("(in the pipeline's step Judge/Call)")
+    assert environment_failure(sqlite3.OperationalError("no such table: answers")) is None

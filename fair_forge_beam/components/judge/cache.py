@@ -12,11 +12,17 @@ stored; errors never are.
 Several worker processes may share one file on a local disk: WAL journal (readers never block
 the writer), a busy timeout, and one short autocommit statement per read or write. Network file
 systems do not support WAL; give each machine its own file there.
+
+A cache whose disk fills (SQLite's 'database or disk is full', or its disk I/O error) is dropped
+for the rest of the worker process with one warning: the answers already received are kept and
+scored, later ones are asked for and not stored (decision, issue 28 B3: the cache only saves
+calls; it never costs a run its answers). docs/reliability.md.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -24,7 +30,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["SQLiteJudgeCache", "cache_key", "endpoint_identity", "default_cache_path", "DEFAULT_CACHE", "CACHE_ENV"]
+__all__ = ["SQLiteJudgeCache", "cache_key", "endpoint_identity", "default_cache_path", "storage_failure", "DEFAULT_CACHE",
+           "CACHE_ENV"]
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_CACHE = "default"
 """Sentinel for the default cache location (see :func:`default_cache_path`)."""
@@ -82,13 +91,28 @@ def cache_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying its disk failed: full (``SQLITE_FULL``: 'database or disk
+    is full', also a quota or ``ulimit -f``) or an I/O error (``SQLITE_IOERR``, which ENOSPC on the
+    WAL's files becomes)."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return (code & 0xFF) in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+    text = str(exc)
+    return "database or disk is full" in text or "disk I/O error" in text
+
+
 class SQLiteJudgeCache:
     """Key → JSON answer record, in one SQLite file (created with its folder if missing).
 
     Thread-safe: each thread gets its own connection. ``get`` returns None for a missing or
     unreadable record; ``put`` keeps the first record stored for a key (a concurrent duplicate
     is ignored, so every reader sees one answer per key). Raises ``sqlite3.Error`` when the
-    file cannot be opened or written.
+    file cannot be opened or written, except when its disk fails (:func:`storage_failure`): the
+    cache is then off for this object (``off`` holds the reason), with one warning, and ``get``
+    finds nothing, ``put`` stores nothing.
     """
 
     def __init__(self, path: str, timeout_s: float = 30.0):
@@ -98,7 +122,20 @@ class SQLiteJudgeCache:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
-        self._conn()  # open now: a bad path fails at setup, not at the first element
+        self.off: Optional[str] = None
+        try:
+            self._conn()  # open now: a bad path fails at setup, not at the first element
+        except sqlite3.Error as exc:
+            if not storage_failure(exc):
+                raise
+            self._turn_off(exc)
+
+    def _turn_off(self, exc: BaseException) -> None:
+        with self._lock:
+            first, self.off = self.off is None, self.off or str(exc)
+        if first:
+            _log.warning("answer cache %s: %s; going on without it (answers received are kept; the next ones are "
+                         "asked for and not stored)", self.path.encode("utf-8", "backslashreplace").decode("utf-8"), exc)
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -114,7 +151,15 @@ class SQLiteJudgeCache:
         return conn
 
     def get(self, key: str) -> Optional[dict]:
-        row = self._conn().execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+        if self.off is not None:
+            return None
+        try:
+            row = self._conn().execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            if not storage_failure(exc):
+                raise
+            self._turn_off(exc)
+            return None
         if row is None:
             return None
         try:
@@ -125,7 +170,14 @@ class SQLiteJudgeCache:
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         blob = json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._conn().execute("INSERT OR IGNORE INTO answers (key, value) VALUES (?, ?)", (key, blob))
+        if self.off is not None:
+            return
+        try:
+            self._conn().execute("INSERT OR IGNORE INTO answers (key, value) VALUES (?, ?)", (key, blob))
+        except sqlite3.Error as exc:  # a full disk: the answer is still returned to the caller and scored
+            if not storage_failure(exc):
+                raise
+            self._turn_off(exc)
 
     def __contains__(self, key: str) -> bool:
         return self._conn().execute("SELECT 1 FROM answers WHERE key = ?", (key,)).fetchone() is not None
