@@ -282,8 +282,10 @@ def say(*parts: Any, file: Optional[TextIO] = None, sep: str = " ") -> None:
     encode is written escaped, and a stream that fails (``EPIPE``, ``ENOSPC`` on a redirected
     stdout, a closed file) is silenced for the rest of the process (its descriptor then points at
     ``/dev/null``, so that the interpreter's last flush does not fail either)."""
+    from fair_forge_beam.plain import shown_text
+
     stream = sys.stdout if file is None else file
-    text = sep.join(str(p) for p in parts)
+    text = shown_text(sep.join(str(p) for p in parts))  # an OS name's undecodable bytes escaped (caf\xe9)
     try:
         try:
             print(text, file=stream, flush=True)

@@ -399,7 +399,10 @@ class OneLineErrorParser(ChoiceHintParser):
         self.passes_on = passes_on
 
     def error(self, message: str):
-        one_line = re.sub(r"\n[ \t]+", "; ", str(message).strip()).replace(":; ", ": ")
+        from fair_forge_beam.plain import shown_text
+
+        # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7)
+        one_line = re.sub(r"\n[ \t]+", "; ", shown_text(message).strip()).replace(":; ", ": ")
         one_line = " ".join(one_line.splitlines())
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
 
@@ -455,8 +458,30 @@ class OneLineErrorParser(ChoiceHintParser):
         options to Beam) that ``args`` give more than once (:func:`given_twice`), or ``None``."""
         return given_twice(self, args, self._passed_on_action)
 
+    @staticmethod
+    def undecodable_argument(args: Sequence[str]) -> Optional[str]:
+        """The usage error of the first argument holding bytes the OS gave undecoded (a file name
+        that is not valid UTF-8, or not ASCII under an ASCII locale: :func:`~fair_forge_beam.plain.has_os_bytes`),
+        naming its option, or ``None`` (issue 28 B7: was an 87-line ``UnicodeEncodeError`` traceback)."""
+        from fair_forge_beam.plain import has_os_bytes, path_name_problem
+
+        for i, a in enumerate(args):
+            if not has_os_bytes(a):
+                continue
+            if a.startswith("-") and "=" in a:
+                what, value = a.split("=", 1)
+            elif i and args[i - 1].startswith("-") and "=" not in args[i - 1]:
+                what, value = args[i - 1], a
+            else:
+                what, value = "a path given", a
+            return path_name_problem(value, what) or path_name_problem(a, "a path given")
+        return None
+
     def parse_known_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
+        bad_name = self.undecodable_argument(args)
+        if bad_name:
+            self.error(bad_name)
         unknown = self.unknown_flags(args)
         if unknown:
             self.error(unrecognised_message(unknown, beam=self.passes_on is not None,

@@ -10,7 +10,63 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind", "side_file_error"]
+__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
+           "path_name_problem", "first_path_name_problem"]
+
+#: the lone surrogates Python's file-system decoding (``surrogateescape``) makes of bytes it cannot decode
+_OS_BYTES = re.compile("[\udc80-\udcff]+")
+
+
+def has_os_bytes(text) -> bool:
+    """Whether ``text`` (a path or argument from the OS) holds bytes Python could not decode: a name
+    that is not valid UTF-8 (``caf\\xe9.jsonl``), or any non-ASCII name when the file-system
+    encoding is ASCII (``LC_ALL=C PYTHONUTF8=0``). Such a text cannot be encoded as UTF-8 (Beam's
+    coders and metrics, JSON files) and is refused where it enters (:func:`path_name_problem`)."""
+    return isinstance(text, str) and _OS_BYTES.search(text) is not None
+
+
+def shown_text(text) -> str:
+    """``text`` as it can always be printed or stored: the undecodable bytes of an OS name shown
+    escaped (``caf\\xe9.jsonl``); when they are UTF-8 (an ASCII locale), the characters they spell
+    (``données-ü.jsonl``). Other text unchanged."""
+    text = str(text)
+    if not has_os_bytes(text):
+        return text
+
+    def one(m):
+        raw = m.group(0).encode("utf-8", "surrogateescape")
+        return raw.decode("utf-8", "backslashreplace")
+    return _OS_BYTES.sub(one, text)
+
+
+def path_name_problem(path, what: str) -> "str | None":
+    """The one-line usage error of a path (given, or found by a pattern or in a folder) whose name
+    holds undecodable bytes (:func:`has_os_bytes`), naming it with them escaped; ``None`` for any
+    other path. Decision (issue 28 B7): such a name is refused before anything runs (exit code 2),
+    as every file name the package reads or writes travels as UTF-8 text (Beam's coders, metrics,
+    ``run_info.json``, dead letters' ``source``)."""
+    if not has_os_bytes(path):
+        return None
+    shown = shown_text(path)
+    raw = str(path).encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{what}: {shown}: the name is not valid UTF-8 (each \\xNN is a byte that is not); rename it"
+    import sys
+
+    return (f"{what}: {shown}: the name is not ASCII and this process reads file names as "
+            f"{sys.getfilesystemencoding()} (its locale, e.g. LC_ALL=C); run it under a UTF-8 locale "
+            "(LC_ALL=C.UTF-8) or with PYTHONUTF8=1")
+
+
+def first_path_name_problem(paths, what: str) -> "str | None":
+    """:func:`path_name_problem` of the first path of ``paths`` that has one, else ``None``."""
+    for p in paths:
+        problem = path_name_problem(p, what)
+        if problem:
+            return problem
+    return None
 
 
 def plain_reason(exc: BaseException) -> str:

@@ -237,6 +237,7 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.session_stats import STATS_DIR
+    from fair_forge_beam.plain import first_path_name_problem
     from fair_forge_beam.reports.output_folder import MARKER, is_stage_path
 
     runs: list[str] = []
@@ -247,6 +248,9 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
                      for m in r.metadata_list]
         else:
             found = [d.rstrip("/") for d in glob.glob(pat) if os.path.isdir(d) and not is_stage_path(d)]
+            bad_name = first_path_name_problem(found, "--from")
+            if bad_name:  # a name that is not UTF-8 text (issue 28 B7): one line, never a traceback
+                raise ValueError(bad_name)
             bare = [d for d in found if not os.path.isfile(os.path.join(d, STATS_DIR, "manifest.json"))]
             if bare:
                 raise ValueError(f"--from {quoted(pat)}: {bare[0]} holds no stored statistics ({STATS_DIR}/manifest.json): an "

@@ -128,6 +128,11 @@ class LocalMarkdownLoader(BaseContextLoader):
             files = []
         if not files:
             raise FileNotFoundError(f"no Markdown files found at {source}")
+        from fair_forge_beam.plain import first_path_name_problem
+
+        bad_name = first_path_name_problem((str(f) for f in files), "context files")
+        if bad_name:  # a name that is not UTF-8 text (issue 28 B7)
+            raise ValueError(bad_name)
         return files
 
     def load(self, source: Source) -> list[Chunk]:

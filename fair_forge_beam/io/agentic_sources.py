@@ -164,6 +164,11 @@ def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
         matched = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)
         if not matched:
             raise ValueError(f"no input file matches {quoted(p)}")
+        from fair_forge_beam.plain import first_path_name_problem
+
+        bad_name = first_path_name_problem(matched, "--input")
+        if bad_name:  # a name that is not UTF-8 text (issue 28 B7)
+            raise ValueError(bad_name)
         files.extend(matched)
     return files
 

@@ -66,7 +66,7 @@ from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
 from fair_forge_beam.plain import plain_reason
-from fair_forge_beam.plain import json_kind
+from fair_forge_beam.plain import first_path_name_problem, json_kind
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords"]
@@ -1583,6 +1583,9 @@ class ReadInteractions(beam.PTransform):
             files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
             if not files:
                 raise ValueError(unmatched_reason(pattern))
+            bad_name = first_path_name_problem(files, "--input")
+            if bad_name:  # a name that is not UTF-8 text (issue 28 B7): one line, never Beam's traceback
+                raise ValueError(bad_name)
             for f in files:  # a socket, FIFO or device matched is named, never read as an empty file
                 edge.check_regular_file(f, "--input")
             refused = sorted((f for f in files if format_refusal(f, self.file_format)), key=str)

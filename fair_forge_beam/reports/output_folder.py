@@ -256,8 +256,10 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
     Raises:
         ValueError: a one-line message for a usage error (exit code 2 in every command).
     """
-    problem = empty_output_problem(output, option)
-    if problem:
+    from fair_forge_beam.plain import path_name_problem
+
+    problem = empty_output_problem(output, option) or path_name_problem(output, option)
+    if problem:  # a name that is not UTF-8 text (issue 28 B7), from a --config file or the environment too
         raise ValueError(problem)
     out = _normalise(output)
     if not _is_local(out):
@@ -362,6 +364,11 @@ def check_cache_file(path: Optional[str], option: str) -> None:
         return
     if path == DEFAULT_CACHE:
         path = default_cache_path()
+    from fair_forge_beam.plain import path_name_problem
+
+    bad_name = path_name_problem(path, option)
+    if bad_name:  # e.g. XDG_CACHE_HOME or HOME holding bytes that are not UTF-8 (issue 28 B7)
+        raise ValueError(bad_name)
     if not _is_local(path):
         return
     problem = _name_problem(path)

@@ -58,7 +58,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import path_name_problem, plain_reason
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -152,6 +152,9 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
                                               and os.path.basename(m) in ("trend.html", "trend.json"))):
                 continue
             run = _run_folder(m)
+            bad_name = path_name_problem(run, pattern)
+            if bad_name:  # a name that is not UTF-8 text (issue 28 B7): one line, never a traceback
+                raise TrendUsageError(bad_name)
             found.setdefault(_key(run), run)
     if not found:
         raise TrendUsageError(f"no run matched {' '.join(repr(p) for p in patterns)} (only the trend's own output folder)")
