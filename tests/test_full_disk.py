@@ -75,6 +75,9 @@ def test_trend_on_a_full_disk_publishes_nothing(tmp_path, capsys, disk_full_for)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0] and "nothing was published" in err[0], err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no new trend.json, no .partial, no half page
+    # a folder made for the trend goes with it
+    assert audit.main(["trend", str(a), "--output", str(tmp_path / "new"), "--no-plots", "--quiet"]) == 1
+    assert not (tmp_path / "new").exists()
 
 
 def test_compare_json_and_tool_reports_on_a_full_disk_keep_the_old_file(tmp_path, capsys, disk_full_for):

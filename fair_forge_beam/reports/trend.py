@@ -48,6 +48,7 @@ the data is escaped by jinja2's autoescape, plot text by matplotlib's SVG writer
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -790,16 +791,22 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     page_names = name_texts(trend)
     page_names |= {_html.escape(n) for n in page_names}
     out = output.rstrip("/") or "."
-    if not _is_remote(out):
+    made = not _is_remote(out) and not os.path.isdir(out)
+    if made:
         os.makedirs(out, exist_ok=True)
     from fair_forge_beam.console import note_published, uninterrupted
     from fair_forge_beam.io.write import replace_files
 
-    with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are in place
-        # both files or neither (a full disk: the folder is as it was); the page's text masked too, never a name in it
-        written = replace_files([(f"{out}/trend.json", trend_json(trend)),
-                                 (f"{out}/trend.html", scrub_known_text(html, page_names))])
-        note_published(out)
+    try:  # both files or neither (a full disk: the folder is as it was); the page's text masked too, never a name in it
+        with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are in place
+            written = replace_files([(f"{out}/trend.json", trend_json(trend)),
+                                     (f"{out}/trend.html", scrub_known_text(html, page_names))])
+            note_published(out)
+    except BaseException:
+        if made:  # the folder made for them goes too
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
+        raise
     say(f"wrote {written[1]} and {written[0]} ({len(trend['runs'])} runs, {len(trend['changes'])} changes; "
         f"{time.monotonic() - t0:.1f} s)")
     return written[0], written[1]
