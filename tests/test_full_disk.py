@@ -145,3 +145,33 @@ def test_a_full_disk_in_sqlite_is_one_line_exit_code_1():
     wrapped = RuntimeError("sqlite3.OperationalError: database or disk is full [while running 'Judge/Call']")
     assert environment_failure(wrapped).endswith("(in the pipeline's step Judge/Call)")
     assert environment_failure(sqlite3.OperationalError("no such table: answers")) is None
+
+
+def test_a_full_disk_in_a_scorer_stops_the_run_instead_of_dead_lettering_the_data():
+    """The class of B3: a step that dead-letters what it cannot score turned the machine's ENOSPC
+    into one dead letter per record (then an 'empty run', exit code 4)."""
+    from types import SimpleNamespace
+
+    from fair_forge_beam.assistants.assistant import _FailedBatch
+    from fair_forge_beam.metrics.toxicity import _ScoreToxicity
+
+    class Matcher:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def match(self, text, language):
+            raise self.exc
+
+    x = SimpleNamespace(assistant="hi", language="english", element_id="s/a/0", _asdict=lambda: {"assistant": "hi"})
+    for exc, stops in ((OSError(errno.ENOSPC, "No space left on device"), True), (ValueError("bad text"), False)):
+        fn = _ScoreToxicity(Matcher(exc), None, None, None, 0.5, False, False)
+        fn._covered = {}
+        if stops:
+            with pytest.raises(OSError):
+                fn.process([x])
+        else:
+            out = fn.process([x])
+            assert len(out) == 1 and "lexicon match failed: bad text" in out[0].value.reason
+    with pytest.raises(RuntimeError, match="Errno 28"):
+        list(_FailedBatch().process((['{"session_id": "s", "assistant_id": "a"}'],
+                                     ("OSError", "OSError(28, '[Errno 28] No space left on device')", []))))

@@ -624,6 +624,11 @@ class _FailedBatch(beam.DoFn):
     def process(self, failed):
         batch, exc = failed
         reason = (f"batch failed: {exc[1]}" if isinstance(exc, tuple) and len(exc) >= 2 else f"batch failed: {quoted(exc)}")[:2000]
+        from fair_forge_beam.console import environment_failure
+
+        if environment_failure(exc if isinstance(exc, BaseException) else RuntimeError(reason)):
+            # a full disk is the machine's failure, never the data's (issue 28 B3): the run stops, exit code 1
+            raise RuntimeError(reason)
         for s in batch:
             try:
                 rec = json.loads(s)

@@ -249,6 +249,10 @@ class _ExplainFn(beam.DoFn):
         except ImportError:
             raise
         except Exception as exc:  # a bad item never stops the batch
+            from fair_forge_beam.console import environment_failure
+
+            if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                raise
             yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", plain_reason(exc)[:500], item,
                                                                   element_id=item_id))
             return

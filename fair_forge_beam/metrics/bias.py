@@ -135,6 +135,10 @@ class _DirectGuardian(beam.DoFn):
                     raise ValueError(f"certainty {quoted(certainty)} outside [0, 1]")
                 biased = bool(v.is_biased)
             except Exception as exc:  # one bad call never stops the run
+                from fair_forge_beam.console import environment_failure
+
+                if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                    raise
                 yield beam.pvalue.TaggedOutput(
                     DEAD,
                     dead_letter(STAGE, f"guardian failed for {quoted(a)}: {plain_reason(exc)}", x._asdict(), x.element_id, source=f"guardian:{a}"),

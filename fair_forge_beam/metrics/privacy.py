@@ -189,6 +189,10 @@ class _ScorePrivacy(beam.DoFn):
         try:
             predicted = list(self.detector.predict(text))
         except Exception as exc:  # a detector backend failing on hostile text: dead letter, never a crash
+            from fair_forge_beam.console import environment_failure
+
+            if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                raise
             yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"detector {self.detector.name} failed: {plain_reason(exc)}", text, x.element_id))
             return
         counts, kept, ood = match_spans(predicted, expected, dom.classes, dom.iou_threshold)

@@ -301,6 +301,10 @@ class _LocalCheck(beam.DoFn):
                 if c.score is not None and not 0.0 <= float(c.score) <= 1.0:
                     raise ValueError(f"checker score {quoted(c.score)} is outside [0, 1]")
         except Exception as exc:  # noqa: BLE001 - any checker failure goes to the dead letter
+            from fair_forge_beam.console import environment_failure
+
+            if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                raise
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(STAGE, f"contradiction checker failed: {plain_reason(exc)}",
                                                              x._asdict(), x.element_id))
             for c in chunks:

@@ -103,7 +103,8 @@ def _interaction_record(s: ToxicityScore, groups: Sequence[str]) -> dict:
 
 
 class _ScoreToxicity(beam.DoFn):
-    """Scores a batch of interactions; dead-letters what it cannot score (never raises)."""
+    """Scores a batch of interactions; dead-letters what it cannot score (raises only when the machine fails:
+    a full disk, a quota, see console.environment_failure)."""
 
     def __init__(self, matcher, extractor, embedder, sentiment, threshold: float, cluster: bool, sentiment_for_all: bool,
                  classifier=None):
@@ -147,6 +148,10 @@ class _ScoreToxicity(beam.DoFn):
             try:
                 m = self.matcher.match(x.assistant or "", x.language)
             except Exception as exc:  # noqa: BLE001 - a scorer never crashes the pipeline
+                from fair_forge_beam.console import environment_failure
+
+                if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                    raise
                 out.append(beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", f"lexicon match failed: {plain_reason(exc)}", x._asdict(), x.element_id)))
                 continue
             if m is None:
@@ -186,6 +191,10 @@ class _ScoreToxicity(beam.DoFn):
             probs = dict(zip(live, self.classifier.probabilities([ok[i][0].assistant for i in live]))) \
                 if self.classifier is not None and live else {}
         except Exception as exc:  # noqa: BLE001
+            from fair_forge_beam.console import environment_failure
+
+            if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
+                raise
             reason = f"toxicity scoring failed for the batch: {plain_reason(exc)}"
             return out + [beam.pvalue.TaggedOutput(DEAD, dead_letter("toxicity", reason, x._asdict(), x.element_id)) for x, _ in ok]
         emb_of = {i: emb[j] for j, i in enumerate(live)} if emb is not None else {}
