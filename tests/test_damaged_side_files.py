@@ -476,3 +476,52 @@ def test_a_side_file_usage_error_names_the_option_once_in_plain_words(tmp_path, 
         assert msg.count("--privacy-domain") == 1 and says in msg and "Errno" not in msg and "OSError" not in msg, msg
     assert side_file_error("--x", "p", OSError(40, "Too many levels of symbolic links", "p")) == \
         "--x: cannot read p: Too many levels of symbolic links: p"
+
+
+#: issue 28 (trial 28e B4): values of the right type but impossible — each named, never trended or read as a baseline
+_IMPOSSIBLE = [
+    ("rate17", lambda d: d["metrics"]["toxicity"]["slices"][0]["toxic_rate"].__setitem__("mean", 1.7),
+     "metrics.toxicity.slices.0.toxic_rate.mean", "from 0 to 1"),
+    ("ratelow", lambda d: d["metrics"]["toxicity"]["slices"][0]["toxic_rate"].__setitem__("ci_low", -0.1),
+     "metrics.toxicity.slices.0.toxic_rate.ci_low", "from 0 to 1"),
+    ("reversed", lambda d: d["metrics"]["toxicity"]["slices"][0]["toxic_rate"].update(ci_low=0.9, ci_high=0.2),
+     "metrics.toxicity.slices.0.toxic_rate", "[0.9, 0.2] is reversed"),
+    ("reversednested", lambda d: d["metrics"]["toxicity"]["slices"][0]["estimates"]["DR"].update(ci_low=0.7, ci_high=0.1),
+     "metrics.toxicity.slices.0.estimates.DR", "reversed"),
+    ("ntoxic", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__("n_toxic", -3),
+     "metrics.toxicity.slices.0.n_toxic", "never negative"),
+    ("estn", lambda d: d["metrics"]["toxicity"]["slices"][0]["toxic_rate"].__setitem__("n", -1),
+     "metrics.toxicity.slices.0.toxic_rate.n", "never negative"),
+    ("category", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__("categories", {"asm": -2}),
+     "metrics.toxicity.slices.0.categories.asm", "never negative"),
+    ("groupcount", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__("group_profiling", {"N_i": {"men": -1}}),
+     "metrics.toxicity.slices.0.group_profiling.N_i.men", "never negative"),
+    ("share", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__(
+        "emotion_distribution", {"joy": {"mean": 1.2, "ci_low": 0.1, "ci_high": 0.3}}),
+     "metrics.toxicity.slices.0.emotion_distribution.joy.mean", "from 0 to 1"),
+    ("words", lambda d: d["metrics"]["toxicity"]["slices"][0].__setitem__("total_words", -5),
+     "metrics.toxicity.slices.0.total_words", "never negative"),
+]
+
+
+@pytest.mark.parametrize("name,change,field,why", _IMPOSSIBLE, ids=[d[0] for d in _IMPOSSIBLE])
+def test_a_results_json_holding_an_impossible_value_is_one_line_naming_it(tmp_path, name, change, field, why):
+    """Trial 28e B4: a rate of 1.7, an interval [0.9, 0.2] and a negative count were trended
+    (``defined: true``) and read as a baseline (its gate skipped as 'zero width', exit 0)."""
+    from fair_forge_beam.reports.load import read_baseline, read_results
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(_mutated(change)), encoding="utf-8")
+    for read in (lambda: read_results(str(run)), lambda: read_baseline(str(run))):
+        with pytest.raises(ValueError) as err:
+            read()
+        msg = str(err.value)
+        assert str(run / "results.json") in msg and f"field '{field}'" in msg and why in msg and "\n" not in msg, msg
+
+
+def test_a_reversed_interval_is_not_called_zero_width():
+    from fair_forge_beam.statistical.slices import too_small_to_compare
+
+    why = too_small_to_compare([{"ci_low": 0.9, "ci_high": 0.2}, {"ci_low": 0.1, "ci_high": 0.3}], [5, 5])
+    assert "reversed" in why and "zero width" not in why, why

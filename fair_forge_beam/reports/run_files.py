@@ -16,10 +16,12 @@ anywhere in a slice record must hold numbers or ``null`` there (and an integer o
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter,
+                      ValidationError, model_validator)
 
 from fair_forge_beam.plain import json_kind
 
@@ -108,10 +110,44 @@ class _Results(_Open):
 
 
 class _Estimate(_Open):
+    """An estimate: numbers or ``null``, a count ``n``, an interval whose ends are in order (issue 28
+    B4: an edited ``[0.9, 0.2]`` was trended and read as a baseline of "zero width")."""
     mean: Optional[_Number] = None
     ci_low: Optional[_Number] = None
     ci_high: Optional[_Number] = None
-    n: Optional[StrictInt] = None
+    n: Optional[_Count] = None
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
+            raise ValueError(f"the interval [{self.ci_low:.6g}, {self.ci_high:.6g}] is reversed (its low end is above "
+                             "its high end)")
+        return self
+
+
+#: a share or a rate: a number from 0 to 1
+_Share = Annotated[_Number, Field(ge=0, le=1)]
+
+
+class _RateEstimate(_Estimate):
+    """An estimate of a rate or a share (:func:`_is_rate`): its mean and interval within [0, 1]."""
+    mean: Optional[_Share] = None
+    ci_low: Optional[_Share] = None
+    ci_high: Optional[_Share] = None
+
+
+#: a count anywhere in a slice record (:func:`_is_count`)
+_COUNT = TypeAdapter(_Count)
+#: keys whose value, or whose object's values, are counts (the stored rows' rule too:
+#: ``session_stats.stored_rows_problem``): ``n``, ``n_…``, ``N_…``, ``…_count(s)``, ``…_words`` and
+#: Toxicity's per-category counts
+_COUNT_KEY = re.compile(r"(n|n_\w+|N_\w+|\w*_?counts?|\w+_words|categories)")
+#: estimates of a rate or share: ``…_rate`` / ``…_share``, an emotion's share, a group's probability ``p``
+_RATE_KEY = re.compile(r"\w*_?(rate|share)")
+
+
+def _is_rate(key: str, parent: str) -> bool:
+    return bool(_RATE_KEY.fullmatch(key)) or parent == "emotion_distribution" or (key == "p" and parent != "")
 
 
 class _Manifest(_Open):
@@ -172,23 +208,52 @@ def _check(model, doc: Any, path: str) -> None:
         raise _refusal(path, exc, doc) from None
 
 
+def _problem(field: str, err: dict, path: str) -> RunFileError:
+    value = err.get("input")
+    if err["type"] in ("greater_than_equal", "less_than_equal", "value_error") and isinstance(value, (int, float, dict)):
+        why = {"greater_than_equal": "below its lowest possible value", "less_than_equal": "above its highest possible "
+               "value"}.get(err["type"]) or str(err.get("ctx", {}).get("error", "an impossible value"))
+        if err["type"] == "greater_than_equal" and isinstance(value, int):
+            why = "a count is never negative"
+        elif err["type"] in ("greater_than_equal", "less_than_equal"):
+            why = "a rate or share is from 0 to 1"
+        shown = value if isinstance(value, (int, float)) else "an estimate"
+        return RunFileError(f"{path}: field '{field}' holds {shown}: {why} (a damaged or edited run file)")
+    return RunFileError(f"{path}: field '{field}' holds {json_kind(value)} where a number or null is needed "
+                        "(a damaged or edited run file)")
+
+
 def _estimates(metric: str, node: dict, prefix: str, path: str) -> None:
-    """Every estimate in ``node`` (walked without recursion) holds numbers."""
-    stack = [(node, prefix)]
+    """Every estimate in ``node`` (walked without recursion) holds numbers, its interval in order
+    (a rate's within [0, 1]); every count (:data:`_COUNT_KEY`) is an integer >= 0."""
+    stack = [(node, prefix, "")]
     while stack:
-        d, at = stack.pop()
+        d, at, parent = stack.pop()
         for key, value in d.items():
+            key = str(key)
             if isinstance(value, dict):
                 if {"mean", "ci_low", "ci_high"} <= value.keys():
                     try:
-                        _Estimate.model_validate(value)
+                        (_RateEstimate if _is_rate(key, parent) else _Estimate).model_validate(value)
                     except ValidationError as exc:
                         err = exc.errors()[0]
-                        field = f"{at}{key}." + ".".join(str(x) for x in err["loc"] if not str(x).startswith(("function-", "union[")))
-                        raise RunFileError(f"{path}: field '{field}' holds {json_kind(err.get('input'))} where a number or "
-                                           "null is needed (a damaged or edited run file)") from None
+                        loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "union["))]
+                        raise _problem(f"{at}{key}" + "".join("." + x for x in loc), err, path) from None
                 else:
-                    stack.append((value, f"{at}{key}."))
+                    if _COUNT_KEY.fullmatch(key):
+                        for k, v in value.items():
+                            if isinstance(v, int):
+                                _count(v, f"{at}{key}.{k}", path)
+                    stack.append((value, f"{at}{key}.", key))
+            elif isinstance(value, int) and _COUNT_KEY.fullmatch(key):
+                _count(value, f"{at}{key}", path)
+
+
+def _count(value: Any, field: str, path: str) -> None:
+    try:
+        _COUNT.validate_python(value)
+    except ValidationError as exc:
+        raise _problem(field, exc.errors()[0], path) from None
 
 
 def check_results(doc: Any, path: str) -> dict:

@@ -225,7 +225,7 @@ def too_small_to_compare(estimates: Sequence[Optional[Mapping]], n_sessions: Seq
     for name, est in zip(names, estimates):
         lo, hi = (est or {}).get("ci_low"), (est or {}).get("ci_high")
         if lo is not None and hi is not None and not hi > lo:
-            return f"{name}'s interval has zero width ([{lo:.4g}, {hi:.4g}])"
+            return f"{name}'s interval has {'zero width' if hi == lo else 'its ends reversed'} ([{lo:.4g}, {hi:.4g}])"
     return None
 
 
