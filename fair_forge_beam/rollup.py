@@ -359,7 +359,8 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         _check_regular_files(run_dir)  # before any shard is opened: a FIFO would be waited on forever
         _check_shards(run_dir, m)
         check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
-        manifests.append({**m, "counts": checked_counts(run_dir, m)})  # the files' numbers, never the text's alone
+        # the files' numbers, never the text's alone; the text as read, for recheck_runs
+        manifests.append({**m, "counts": checked_counts(run_dir, m), _COUNTS_AS_READ: ("counts" in m, m.get("counts"))})
     first = _settings(manifests[0])
     for run_dir, m in zip(runs[1:], manifests[1:]):
         modes = (manifests[0]["options"].get("mode"), m["options"].get("mode"))
@@ -752,6 +753,49 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
             "dead_letters": sorted([*k, n] for k, n in dead.items())}
 
 
+#: the key of a checked manifest (:func:`load_manifests`) holding its ``counts`` as read (``counts``
+#: holds them as its sealed files do)
+_COUNTS_AS_READ = "_counts_as_read"
+
+
+class RunsChanged(RuntimeError):
+    """A run folder changed while the roll-up read it (:func:`recheck_runs`): one line, exit 1,
+    nothing published."""
+
+
+def recheck_runs(runs: Sequence[str], manifests: Sequence[dict]) -> None:
+    """What the pre-flight checked (:func:`load_manifests`) is what the pipeline read: each run's
+    manifest is read again and must be the one checked (its run id, settings and sealed files'
+    list: another run published into the folder meanwhile has another), its counts again those
+    its sealed files hold (:func:`checked_counts`), and every sealed file again the one listed
+    (:func:`check_sealed`: names, sizes and sha256). Called after the pipeline and the copies read
+    the runs, before anything is published (issue 28, trial 28e B8: a night re-published during a
+    roll-up gave totals of the old night and slices of the new one, exit 0).
+
+    Raises:
+        RunsChanged: one line naming the run and what changed."""
+    from fair_forge_beam.io.session_stats import MANIFEST
+
+    for run_dir, before in zip(runs, manifests):
+        try:
+            now = _read_json(f"{run_dir}/{MANIFEST}")
+            if not isinstance(now, dict):
+                raise ValueError(f"{MANIFEST} is not a JSON object")
+            had, counts = before[_COUNTS_AS_READ]
+            changed = now != {**{k: v for k, v in before.items() if k not in ("counts", _COUNTS_AS_READ)},
+                              **({"counts": counts} if had else {})}
+            if not changed:
+                check_sealed(run_dir, before)
+        except (OSError, ValueError) as exc:
+            raise RunsChanged(f"{run_dir} changed while the roll-up read it ({_one_line(exc)}); nothing was "
+                              "published: roll up again once its run is complete") from None
+        if changed:
+            what = (f"its run id is {json.dumps(now.get('run_id'))}, was {json.dumps(before.get('run_id'))}"
+                    if now.get("run_id") != before.get("run_id") else f"its {MANIFEST} is not the one checked")
+            raise RunsChanged(f"{run_dir} changed while the roll-up read it ({what}: re-published or edited); nothing "
+                              "was published: roll up again once its run is complete")
+
+
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the roll-up; returns its ``results.json`` content. Raises ``SystemExit(2)`` on a usage
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
@@ -780,6 +824,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline, members)
         except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
             parser.error(str(exc))
+        except RunsChanged as exc:  # not a usage error: the same command succeeds once the runs stay put
+            say(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
     if gate_failure is not None:
         raise gate_failure  # after publishing: a valid roll-up that failed a check
     return doc
@@ -918,6 +965,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
         _copy_reused_rows(runs, out, [*(t for t in tables if t not in copied_tables),
                                       *(f"sessions/{m}/" for m in metrics)], merged)
+        recheck_runs(runs, manifests)  # the runs read are those checked (after the copies, before publishing)
         seal_manifest(out)  # every file a roll-up of this roll-up reads is in place: its size and hash
         elapsed = time.time() - started
         doc = read_results(out)

@@ -486,3 +486,54 @@ def test_a_resealed_shard_with_a_nested_count_edited_is_a_usage_error(sealed_run
     (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
     err = _refused(tmp_path, [a, b], capsys)
     assert f"{b}: {rel}: {named}: not a row this package writes" in err, err
+
+
+def _swap_in(target: Path, source: Path) -> None:
+    """``source``'s files published as ``target`` (a re-run's publication: the folder replaced)."""
+    old = target.with_name(target.name + ".old")
+    target.rename(old)
+    shutil.copytree(source, target)
+    shutil.rmtree(old)
+
+
+def _edit_count(run: Path) -> None:
+    doc = _manifest(run)
+    doc["counts"]["interactions_read"] += 1
+    (run / "stats" / "manifest.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _edit_shard(run: Path) -> None:
+    shard = run / "results.parquet" / "part-00000-of-00001.parquet"
+    data = bytearray(shard.read_bytes())
+    at = data.find(b"parquet-cpp")  # the footer's created_by text: a byte no reader checks
+    data[at] ^= 0x20
+    shard.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("change", ["republished", "count edited", "shard edited"])
+def test_a_run_that_changes_while_the_rollup_reads_it_is_refused_and_nothing_published(
+        sealed_runs, tmp_path, capsys, monkeypatch, change):
+    """Trial 28e B8 (TOCTOU): night b re-published while the roll-up ran gave exit 0 and a roll-up of
+    the old night's totals with the new night's slices. The runs are checked again after the pipeline
+    and the copies read them, before publishing: one line naming the run, exit 1, nothing published."""
+    from fair_forge_beam import rollup
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    place = rollup._place_reused_rows
+
+    def during(*args, **kwargs):  # after the pipeline read the runs, before the copies and the publication
+        {"republished": lambda: _swap_in(b, sealed_runs / "b-again"), "count edited": lambda: _edit_count(b),
+         "shard edited": lambda: _edit_shard(b)}[change]()
+        return place(*args, **kwargs)
+
+    monkeypatch.setattr(rollup, "_place_reused_rows", during)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        _rollup(tmp_path / "out", [a, b])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 1 and len(err) == 1 and "Traceback" not in err[0], err
+    assert f"{b} changed while the roll-up read it" in err[0] and "nothing was published" in err[0], err
+    assert ("run id" in err[0]) == (change == "republished"), err
+    assert not (tmp_path / "out").exists()
