@@ -131,6 +131,41 @@ def test_slice_value_text_of_every_json_value():
         "eu", "", "3", "3", "0", "2.5", "Infinity", "true", None, None, '{"a":[null],"b":1}']
 
 
+def test_distinct_values_are_distinct_slices_with_unambiguous_labels():
+    """Trial 28e B5: the string "(missing)" was one slice with null and absent (n 3, no warning),
+    true with "true" and ["eu"] with '["eu"]'. A string that would read as another value's label is
+    shown as its JSON string (docs/data.md)."""
+    from fair_forge_beam.io.read import slice_value
+    from fair_forge_beam.slices import MISSING_VALUE
+
+    values = ["(missing)", None, True, "true", ["eu"], '["eu"]', 3, "3", "null", "-1.5", '"eu"', "eu", {"a": 1},
+              '{"a":1}', "Infinity", "NaN", " 3", False, "false"]
+    labels = [MISSING_VALUE if slice_value(v) is None else slice_value(v) for v in values]
+    assert len(set(labels)) == len(values), labels  # only null is "(missing)"
+    assert labels[:6] == ['"(missing)"', "(missing)", "true", '"true"', '["eu"]', '"[\\"eu\\"]"'], labels
+    assert slice_value("eu") == "eu" and slice_value("(missing") == "(missing" and slice_value("nope") == "nope"
+    assert slice_value("true story") == "true story" and slice_value("3 bots") == "3 bots"
+
+
+def test_console_tables_measure_the_width_of_what_they_print():
+    """Trial 28e B5: 'region=eu\u200b' is printed escaped (6 columns more) but was measured before
+    escaping, and its row's columns were shifted; a wide character counts two columns."""
+    from fair_forge_beam.reports.summary import console_summary, display_width
+
+    est = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
+    rows = [{"slice": s, "n_interactions": 10, "n_sessions": 5, "toxic_rate": est}
+            for s in ("overall", "region=eu\u200b", "region=日本", "region=e\u0301u", "region=plain")]
+    doc = {"config": {"mode": "frequentist"},
+           "summary": {"interactions_read": 10, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {"toxicity": {"scored": 10, "interactions_scored": 10, "dead_letters": 0}}},
+           "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": rows}}}
+    lines = [ln for ln in console_summary(doc, "out", []).splitlines() if ln.startswith("  ") and "0.5" in ln]
+    assert len(lines) == 5, lines
+    starts = {display_width(ln[:ln.index(" 10 ")]) for ln in lines}  # where the n column begins, on screen
+    assert len(starts) == 1, lines
+    assert display_width("日本") == 4 and display_width("e\u0301") == 1
+
+
 @given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(["eu", "us", "apac"])), min_size=2, max_size=2),
                 max_size=12), st.data())
 def test_metadata_dims_combine_any_merge_order(parts, data):

@@ -191,12 +191,34 @@ _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines 
 MAX_SLICE_VALUE = 200
 
 
+def _reads_as_another_value(text: str) -> bool:
+    """Whether the string ``text`` as a slice label would read as another value: the label of a
+    session without the field (:data:`~fair_forge_beam.slices.MISSING_VALUE`), or a JSON value
+    (``true``, ``3``, ``null``, ``["eu"]``, ``"eu"`` with its quotes) — the label of a boolean,
+    number or nested value."""
+    from fair_forge_beam.slices import MISSING_VALUE
+
+    if text == MISSING_VALUE:
+        return True
+    t = text.strip()
+    if not t or t[0] not in '-0123456789tfn[{"IN':
+        return False
+    try:
+        json.loads(t)
+    except ValueError:
+        return False
+    return True
+
+
 def slice_value(value, mask=None) -> Optional[str]:
     """A session metadata field's value as the text of its slice key (``region=eu``), or ``None``
     when the record does not carry it (``null``, absent, a float NaN: the engine's
-    ``"(missing)"``). A string as is; a number as the shortest JSON (``3``, and ``3.0``, ``-0.0``
-    → ``3``, ``0``; ``Infinity``); a boolean or nested value as compact JSON (``true``,
-    ``{"a":1}``, keys sorted). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
+    ``"(missing)"``). A string as is, unless it would read as another value's label (``"true"``,
+    ``"3"``, ``'["eu"]'``, ``"(missing)"``: :func:`_reads_as_another_value`), then as its JSON text
+    with quotes (``"true"``); a number as the shortest JSON (``3``, and ``3.0``, ``-0.0`` → ``3``,
+    ``0``; ``Infinity``); a boolean or nested value as compact JSON (``true``, ``{"a":1}``, keys
+    sorted). So distinct values are distinct slices, each label unambiguous (issue 28, trial 28e B5:
+    ``"(missing)"`` was merged with null and absent, ``true`` with ``"true"``). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
     ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
     stay two slices. ``mask``: the record-id masker (:func:`~fair_forge_beam.io.secrets.id_masker`)
     applied to the text before it is cut (a value holding a key is masked whole, its hash taken of
@@ -207,6 +229,8 @@ def slice_value(value, mask=None) -> Optional[str]:
         value = int(value)  # 1.0 (e.g. a nullable integer column written as float) and 1 are one slice
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                             separators=(",", ":"), default=str)
+    if isinstance(value, str) and _reads_as_another_value(value):
+        text = json.dumps(value, ensure_ascii=False)  # "true", "3", "(missing)": never the label of another value
     if mask is not None:
         text = mask(text)
     if len(text) <= MAX_SLICE_VALUE:

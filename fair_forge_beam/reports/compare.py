@@ -47,7 +47,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
-from fair_forge_beam.reports.summary import printable
+from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
@@ -362,7 +362,8 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
         if only_detectable and r["verdict"] in (SAME, NOT_ESTIMABLE, NOT_ASSESSABLE):
             continue
         d = r["difference"] or {}
-        lines.append(f"  {r['metric']:<14} {r['slice']:<28} {r['estimate']:<40} {_f(d.get('mean'))} "
+        lines.append(f"  {pad(printable(r['metric']), 14)} {pad(printable(r['slice']), 28)} "
+                     f"{pad(printable(r['estimate']), 40)} {_f(d.get('mean'))} "
                      f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}  ({r['method']})")
     return "\n".join(lines)
 

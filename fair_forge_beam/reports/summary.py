@@ -119,7 +119,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
             shown = [(None, r) for r in slices]
         else:
             shown = [(None, r) for r in slices if r["slice"] == "overall"] + _extremes(name, slices, heads, CONSOLE_EXTREMES)
-        width = max([len(r["slice"]) for _, r in shown] + [10])
+        width = max([display_width(printable(r["slice"])) for _, r in shown] + [10])  # the width of what is printed
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
@@ -136,7 +136,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
             lines.append(
-                "  " + r["slice"].ljust(width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
+                "  " + pad(printable(r["slice"]), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
         if starred:
@@ -152,6 +152,22 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal: a wide or full-width character (CJK, most emoji)
+    two, a combining mark or a format character none, any other one (issue 28, trial 28e B5: a
+    label's width was counted before :func:`printable` escaped it, and the table's rows were
+    misaligned)."""
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf")
+               else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` and spaces to :func:`display_width` ``width``."""
+    return text + " " * max(0, width - display_width(text))
 
 
 def printable(text: str) -> str:
