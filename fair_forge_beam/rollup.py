@@ -359,6 +359,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         _check_regular_files(run_dir)  # before any shard is opened: a FIFO would be waited on forever
         _check_shards(run_dir, m)
         check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
+        check_settings(run_dir, m)  # the manifest's settings are the sealed ones
         # the files' numbers, never the text's alone; the text as read, for recheck_runs
         manifests.append({**m, "counts": checked_counts(run_dir, m), _COUNTS_AS_READ: ("counts" in m, m.get("counts"))})
     first = _settings(manifests[0])
@@ -533,11 +534,13 @@ def sealed_files(folder: str) -> list[str]:
     file under :data:`~fair_forge_beam.io.session_stats.SEALED_FOLDERS` but the manifest itself
     and Beam's temporary files (``beam-temp-*``, never published): what :func:`seal_manifest`
     lists and :func:`check_sealed` compares."""
-    from fair_forge_beam.io.session_stats import MANIFEST, SEALED_FOLDERS
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import MANIFEST, SEALED_FILES, SEALED_FOLDERS
     from fair_forge_beam.reports.output_folder import _has_temporary_part, _list_files
 
     base = folder.rstrip("/") + "/"
-    out = []
+    out = [name for name in SEALED_FILES if FileSystems.exists(base + name)]
     for sub in SEALED_FOLDERS:
         for path in _list_files(base + sub.rstrip("/")):
             rel = path[len(base):] if path.startswith(base) else path
@@ -646,6 +649,35 @@ def check_sealed(run_dir: str, manifest: dict) -> None:
                              f"{MANIFEST} lists {want['size']} bytes, sha256 {want['sha256'][:16]}…): changed or "
                              "replaced since (e.g. another run's shard copied over it); re-run that audit, or leave "
                              "it out")
+
+
+def check_settings(run_dir: str, manifest: dict) -> None:
+    """The manifest's settings (:func:`~fair_forge_beam.io.session_stats.manifest_settings`) are
+    those its sealed :data:`~fair_forge_beam.io.session_stats.SETTINGS` holds (check it after
+    :func:`check_sealed`): the manifest cannot list its own hash, and a roll-up builds its metrics
+    from them (trial 28e B6: an edited ``mode`` or ``mc_samples`` ended in a Beam traceback).
+
+    Raises:
+        ValueError: one line naming the run and the first setting that differs."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.session_stats import MANIFEST, SETTINGS, manifest_settings
+
+    if SETTINGS not in (manifest.get("files") or {}):
+        raise ValueError(f"{run_dir}: {MANIFEST} is incomplete (no {SETTINGS} in its files): not a complete run "
+                         "(re-run that audit, or leave it out)")
+    try:
+        with FileSystems.open(f"{run_dir}/{SETTINGS}") as f:
+            sealed = json.loads(read_all(f).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{run_dir}: {SETTINGS} cannot be read ({_one_line(exc)}): re-run that audit, or leave it "
+                         "out") from None
+    listed = json.loads(json.dumps(manifest_settings(manifest)))
+    if listed != sealed:
+        diff = _first_difference(sealed if isinstance(sealed, dict) else {}, listed) or "its settings"
+        raise ValueError(f"{run_dir}: {MANIFEST} is not the manifest the run wrote: it differs from the sealed "
+                         f"{SETTINGS} in {diff} (written vs now; an edited manifest): re-run that audit, or leave it "
+                         "out")
 
 
 def checked_counts(run_dir: str, manifest: dict) -> dict:
@@ -905,6 +937,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             log.info("rollup: the slices of %s are the runs' stored slice accumulators, corrected for the merged "
                      "sessions only", ", ".join(lay.specs[slot].name for (lay, _), cols in zip(layouts, slice_cols)
                                                for _, slot in cols))
+        _check_stored_shapes(runs, slice_tables, slice_cols, fuseds, options)
         # each stored session table's reused rows are written where the pipeline reads the file (once per
         # file: the first engine group reading it), staged, then moved into place after the pipeline
         copies: dict = {}  # (run index, path) -> (staged path, final path)
@@ -1007,6 +1040,52 @@ def _run_options(run: str, stored: dict, declared) -> dict:
     recorded = info.get("options") if isinstance(info, dict) else None
     source = recorded if isinstance(recorded, dict) else stored
     return {d: source[d] for d in declared if d in source}
+
+
+def _check_stored_shapes(runs: Sequence[str], slice_tables: Sequence, slice_cols: Sequence, fuseds: Sequence,
+                         options: dict) -> None:
+    """Each run's stored slice accumulators have the shapes the manifest's settings give them (a
+    Bayesian slice holds ``mc_samples`` draws per replicate sum): each stored slice file's type is
+    the one the settings write, and its first slice holding a value is decoded as the pipeline will
+    decode every row (``CombineFn.from_arrow``, which checks the draws against the settings).
+    The settings are sealed (:func:`check_settings`); this holds for a manifest edited and resealed
+    too, which ended in a Beam traceback (trial 28e B6: 'cannot reshape array of size 20000 into
+    shape (4,0)').
+
+    Raises:
+        ValueError: one line naming the run, the file, the column and the settings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam.io.session_stats import open_stored
+
+    said = f"--mode {options.get('mode')}" + (f", --mc-samples {options.get('mc_samples')}"
+                                             if options.get("mode") == "bayesian" else "")
+    for table, cols, fused in zip(slice_tables, slice_cols, fuseds):
+        if not cols:
+            continue
+        for r, path in [(r, path) for r in runs for path in run_shards(r, table)]:
+            with open_stored(path) as f:
+                stored = pq.ParquetFile(f)
+                types = {field.name: field.type for field in stored.schema_arrow}
+                first = (stored.read_row_group(0, columns=[name for name, _ in cols], use_threads=False)
+                         if stored.num_row_groups else None)
+            for name, slot in cols:
+                def refused(why: str):
+                    return ValueError(f"{r}: {path.rsplit('/', 1)[-1]} of {table}, column {name}, does not fit the "
+                                      f"manifest's settings ({said}): {why}; a manifest edited and resealed, or a shard "
+                                      "of another run: re-run that audit, or leave it out")
+
+                want = fused.fns[slot].stored_type()
+                if want is not None and name in types and not types[name].equals(want):
+                    raise refused("its stored type is not the one these settings write")
+                if first is None:
+                    continue
+                column = first.column(name).combine_chunks().drop_null()
+                try:
+                    fused.fns[slot].from_arrow(column.slice(0, 1))  # the first slice holding a value
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError, pa.ArrowException) as exc:
+                    raise refused(_one_line(exc)) from None
 
 
 def _read_slices(files, fused, columns) -> list:

@@ -192,3 +192,21 @@ def test_single_answer_group_with_a_tiny_gamma_draw_is_finite():
     # one answer: every replicate is its sentiment (on the 2⁻¹⁶ fixed-point grid of the sums)
     assert (S.mean, S.ci_low, S.ci_high) == (pytest.approx(0.4, abs=2e-5),) * 3
     assert all(np.isfinite([e.mean, e.ci_low, e.ci_high]).all() for e in r["estimates"].values())
+
+
+def test_a_stored_accumulator_of_other_settings_is_refused_in_plain_words():
+    """Trial 28e B6: a roll-up of runs whose manifest's mode or mc_samples was edited decoded the
+    stored accumulators under the edited settings: numpy's 'cannot reshape array of size 20000 into
+    shape (4,0)' in a Beam traceback. Decoding checks the draws against the settings: a Bayesian
+    accumulator holds draws for every group its answers mention, a frequentist one none, each of
+    mc_samples draws."""
+    items = _random_items(np.random.default_rng(5), 30, 3)
+    bayes = GroupFairnessCombineFn(["a", "b", "c"], BayesianMode(mc_samples=200))
+    freq = GroupFairnessCombineFn(["a", "b", "c"], FrequentistMode())
+    fewer = GroupFairnessCombineFn(["a", "b", "c"], BayesianMode(mc_samples=100))
+    stored_b, stored_f = bayes.to_stored(_acc(bayes, items)), freq.to_stored(_acc(freq, items))
+    assert bayes.from_plain(stored_b) == _acc(bayes, items) and freq.from_plain(stored_f) == _acc(freq, items)
+    for fn, stored, says in ((freq, stored_b, "stored by a Bayesian run"), (bayes, stored_f, "not stored by a Bayesian"),
+                             (fewer, stored_b, "of 200 Monte Carlo draws where these settings make 100")):
+        with pytest.raises(ValueError, match=says):
+            fn.from_plain(stored)

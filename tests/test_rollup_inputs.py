@@ -537,3 +537,76 @@ def test_a_run_that_changes_while_the_rollup_reads_it_is_refused_and_nothing_pub
     assert f"{b} changed while the roll-up read it" in err[0] and "nothing was published" in err[0], err
     assert ("run id" in err[0]) == (change == "republished"), err
     assert not (tmp_path / "out").exists()
+
+
+def _set_setting(doc: dict, key: str, value) -> None:
+    for part in ("config", "options"):
+        doc[part][key] = value
+
+
+def _reseal(run: Path, doc: dict) -> None:
+    """``doc`` written as ``run``'s manifest, its settings file edited to match and its hash listed
+    again: a manifest edited and resealed by hand."""
+    import hashlib
+
+    from fair_forge_beam.io.session_stats import manifest_settings
+
+    settings = json.dumps(manifest_settings(doc), indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    (run / "stats" / "settings.json").write_bytes(settings)
+    doc["files"]["stats/settings.json"] = {"size": len(settings), "sha256": hashlib.sha256(settings).hexdigest()}
+
+
+@pytest.mark.parametrize("key,value,named", [("mode", "bayesian", '--mode: "frequentist" vs "bayesian"'),
+                                             ("mc_samples", 1000, "--mc-samples: "),
+                                             ("seed", 7, "--seed: 42 vs 7"),
+                                             ("group_extractor", "declared", '--group-extractor: "keyword" vs "declared"')])
+@pytest.mark.parametrize("both", [True, False], ids=["both runs", "one run"])
+def test_a_setting_edited_in_the_manifest_is_refused(sealed_runs, tmp_path, capsys, key, value, named, both):
+    """Trial 28e B6: both nights' manifests edited (mode bayesian -> frequentist, or mc_samples
+    5000 -> 1000) ended in a 42-line Beam traceback, 'cannot reshape array of size 20000 into shape
+    (4,0)'. The settings are sealed (stats/settings.json): one line naming the run and the setting."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for r in runs:
+        shutil.copytree(sealed_runs / r.name, r)
+    for r in runs if both else runs[-1:]:
+        m = _manifest(r)
+        _set_setting(m, key, value)
+        (r / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    err = _refused(tmp_path, runs, capsys)
+    edited = runs[0] if both else runs[1]
+    assert f": {edited}: stats/manifest.json is not the manifest the run wrote" in err and named in err, err
+
+
+def test_a_manifest_edited_and_resealed_whose_statistics_do_not_fit_its_mode_is_one_line(sealed_runs, tmp_path, capsys):
+    """The manifest and its settings file edited together and resealed: the stored slice
+    accumulators are decoded under the settings before the pipeline (a Beam traceback before)."""
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for r in runs:
+        shutil.copytree(sealed_runs / r.name, r)
+        m = _manifest(r)
+        _set_setting(m, "mode", "bayesian")
+        _set_setting(m, "mc_samples", 1000)
+        _reseal(r, m)
+        (r / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    err = _refused(tmp_path, runs, capsys)
+    assert "of stats/slices/, column" in err and "does not fit the manifest's settings (--mode bayesian" in err, err
+
+
+def test_an_edited_results_json_is_not_read_as_the_runs(sealed_runs, tmp_path):
+    """Trial 28e B4: results.json was not sealed; an edited one was trended and read as a baseline.
+    It is listed in the manifest's files now: a value edited (still possible) is refused where read,
+    and by a roll-up."""
+    from fair_forge_beam.reports.load import read_baseline, read_results
+
+    run = tmp_path / "a"
+    shutil.copytree(sealed_runs / "a", run)
+    assert "results.json" in _manifest(run)["files"]
+    assert read_results(str(run))["metrics"]
+    doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    doc["metrics"]["toxicity"]["slices"][0]["toxic_rate"]["mean"] = 0.01
+    (run / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    for read in (lambda: read_results(str(run)), lambda: read_baseline(str(run))):
+        with pytest.raises(ValueError) as err:
+            read()
+        assert f"{run / 'results.json'} is not the file its run wrote" in str(err.value), err.value
+        assert "\n" not in str(err.value)

@@ -87,16 +87,17 @@ __all__ = [
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
-    "QUALITY_COUNTS", "open_stored",
+    "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 6
+STATS_SCHEMA_VERSION = 7
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
 # 6: the manifest lists the size and sha256 of every file a roll-up reads (``files``, issue 28)
+# 7: results.json and the manifest's settings (stats/settings.json) are sealed too (issue 28, trial 28e B4/B6)
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
@@ -109,6 +110,19 @@ MANIFEST = f"{STATS_DIR}/manifest.json"
 #: (:func:`~fair_forge_beam.rollup.checked_counts`) — ``data_quality/`` cannot: a roll-up's holds only
 #: its session stage's warnings, its runs' per-record warnings stay in their own folders
 QUALITY_COUNTS = f"{STATS_DIR}/quality_counts.json"
+#: the manifest's settings (:func:`manifest_settings`: what a roll-up rebuilds the metrics from and
+#: compares across runs), written beside it by the pipeline: sealed, so a roll-up refuses a manifest
+#: whose settings were edited (trial 28e B6: ``mode`` bayesian -> frequentist ended in a 42-line Beam
+#: traceback, 'cannot reshape array of size 20000 into shape (4,0)')
+SETTINGS = f"{STATS_DIR}/settings.json"
+#: the manifest's fields :data:`SETTINGS` holds (``options`` without the run-only ones, ``config``
+#: without its ``inputs``: two runs of one configuration hold the same bytes)
+SETTINGS_FIELDS = ("product_version", "config", "static", "options", "stats_schema_version", "stored", "not_stored",
+                   "stored_slices", "slices_not_stored")
+#: the files of an output folder, outside :data:`SEALED_FOLDERS`, whose size and hash the manifest
+#: lists too: ``results.json``, read by ``trend``, ``--baseline`` and ``--compare``
+#: (:func:`fair_forge_beam.reports.load.read_results` checks it against the manifest)
+SEALED_FILES = ("results.json",)
 #: the folders of an output folder whose every file the manifest lists (``files``): all a roll-up
 #: reads of a run besides the manifest itself (and ``run_info.json``'s recorded options, which
 #: hold the run's times: not data, and not the same for two runs of one input)
@@ -522,6 +536,10 @@ class WriteSessionStats:
             | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
                                                                                 ensure_ascii=False, allow_nan=False)),
             f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
+        self.written.append(write_one_file(  # sealed (under stats/): the manifest's settings are checked against it
+            counts | "StatsSettingsText" >> beam.Map(lambda _, d=manifest_settings(doc): json.dumps(
+                d, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=True)),
+            f"{self.out}/{SETTINGS}", "WriteStatsSettings"))
         self.written.append(write_one_file(  # sealed (under stats/): the manifest's quality counts are checked against it
             counts | "StatsQualityText" >> beam.Map(lambda c: json.dumps({"quality": c["quality"]}, indent=2,
                                                                          ensure_ascii=False, allow_nan=False)),
@@ -554,6 +572,19 @@ class _CountsCombineFn(beam.CombineFn):
         by_slice = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "read_slice" and n}
         return {"interactions_read": acc.get(("read", None), 0), "interactions_read_by_slice": by_slice,
                 "dead_letters": dead, "quality": quality}
+
+
+def manifest_settings(doc: dict) -> dict:
+    """The part of a manifest ``doc`` that :data:`SETTINGS` seals (:data:`SETTINGS_FIELDS`; the
+    options a roll-up ignores, ``RUN_ONLY_OPTIONS``, and the config's ``inputs`` left out)."""
+    from fair_forge_beam.options import RUN_ONLY_OPTIONS
+
+    out = {k: doc[k] for k in SETTINGS_FIELDS if k in doc}
+    if isinstance(out.get("options"), dict):
+        out["options"] = {k: v for k, v in out["options"].items() if k not in RUN_ONLY_OPTIONS}
+    if isinstance(out.get("config"), dict):
+        out["config"] = {k: v for k, v in out["config"].items() if k != "inputs"}
+    return out
 
 
 def count_parts(counts: dict) -> list:

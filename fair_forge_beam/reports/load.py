@@ -103,14 +103,51 @@ def read_results(path: str) -> dict:
         FileNotFoundError: no ``results.json`` there.
         ValueError: the file is not a results document (no ``metrics`` object), or one of its
             fields has the wrong type (:class:`~fair_forge_beam.reports.run_files.RunFileError`,
-            one line naming the file and the field: :func:`~fair_forge_beam.reports.run_files.check_results`).
+            one line naming the file and the field: :func:`~fair_forge_beam.reports.run_files.check_results`),
+            or not the file its run wrote (:func:`check_results_seal`).
     """
     from fair_forge_beam.reports.run_files import check_results
 
     p = results_path(path)
     if not _exists(p):
         raise FileNotFoundError(f"no results.json at {p}")
-    return check_results(_read_run_json(p), p)
+    doc = check_results(_read_run_json(p), p)
+    check_results_seal(p)
+    return doc
+
+
+def check_results_seal(p: str) -> None:
+    """``results.json`` at ``p`` is the file its run wrote when the run's ``stats/manifest.json``
+    lists it (:data:`~fair_forge_beam.io.session_stats.SEALED_FILES`: its size and sha256, issue
+    28, trial 28e B4: an edited results.json was trended and read as a baseline). A folder without
+    a manifest (a run that stored no statistics, an earlier version's) is read on its values alone
+    (:func:`~fair_forge_beam.reports.run_files.check_results`).
+
+    Raises:
+        RunFileError: one line naming the file, its size and hash and the listed ones."""
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.session_stats import MANIFEST
+    from fair_forge_beam.reports.run_files import RunFileError
+    from fair_forge_beam.rollup import file_digest
+
+    if not p.endswith("/results.json"):
+        return
+    manifest = f"{p[:-len('results.json')]}{MANIFEST}"
+    if not _exists(manifest):
+        return
+    try:
+        doc = read_side_json(manifest, "a run's stats/manifest.json")
+    except (OSError, ValueError):
+        return  # its own readers (the roll-up) name a damaged manifest; the values were checked
+    files = doc.get("files") if isinstance(doc, dict) else None
+    want = files.get("results.json") if isinstance(files, dict) else None
+    if not isinstance(want, dict):
+        return
+    size, sha256 = file_digest(p)
+    if (size, sha256) != (want.get("size"), want.get("sha256")):
+        raise RunFileError(f"{p} is not the file its run wrote ({size} bytes, sha256 {sha256[:16]}…; {MANIFEST} "
+                           f"lists {want.get('size')} bytes, sha256 {str(want.get('sha256'))[:16]}…): edited or "
+                           "replaced since (a damaged or edited run file); re-run that audit")
 
 
 def read_run_info(run_dir: str) -> dict:

@@ -328,7 +328,10 @@ def _replicate_sums(sums, B: int) -> np.ndarray:
     array of them) → a new int64 array of shape ``(4, B)`` (a copy: answers are drawn into it)."""
     if isinstance(sums, (bytes, bytearray, memoryview)):
         sums = np.frombuffer(sums, dtype="<i8")
-    return np.array(sums, dtype=np.int64).reshape(4, B)
+    arr = np.array(sums, dtype=np.int64)
+    if arr.size != 4 * B:  # a run of other settings (--mode, --mc-samples): never numpy's 'cannot reshape'
+        raise ValueError(f"stored replicate sums of {arr.size / 4:g} Monte Carlo draws where these settings make {B}")
+    return arr.reshape(4, B)
 
 
 def _rebuild_gfs(G, B, n, n_flagged, n_no_group, N, K, M, S, gamma, bound, pending=(), seed=0, namespace=""):
@@ -415,7 +418,13 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         from fair_forge_beam.statistical.exact import exact_from_bytes
 
         n, n_flagged, n_no_group, bound, N, K, M, S, gamma, pending = value
+        if not self.B and gamma:
+            raise ValueError("a stored group-fairness accumulator holds Monte Carlo draws: stored by a Bayesian run")
         gamma = {int(g): _replicate_sums(sums, self.B) for g, sums in gamma}
+        if self.B and any(k and g not in gamma and not any(g in p[2] for p in pending) for g, k in enumerate(N)):
+            # a Bayesian slice draws for every group an answer mentions (a group no answer mentions is dropped)
+            raise ValueError("a stored group-fairness accumulator holds no Monte Carlo draws for a group its answers "
+                             "mention: not stored by a Bayesian run")
         return _rebuild_gfs(len(self.groups), self.B, n, n_flagged, n_no_group, N, K, M,
                             [exact_from_bytes(x) for x in S], gamma, bound,
                             [(e, bool(f), tuple(gs), s) for e, f, gs, s in pending], self.seed, self.namespace)
