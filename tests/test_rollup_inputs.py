@@ -332,11 +332,12 @@ def test_two_audits_of_one_input_write_the_same_data_files_and_list_each_with_it
     runs = [sealed_runs / "b", sealed_runs / "b-again"]
     manifests = [_manifest(r) for r in runs]
     assert sorted(manifests[0]["files"]) == sorted(manifests[1]["files"])
-    # fix28j: stats/quality_counts.json (the manifest's quality counts, sealed) is listed too
-    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED} | {"stats/quality_counts.json"}
+    # fix28j: stats/quality_counts.json (the manifest's quality counts, sealed) is listed too; fix28u (trial
+    # 28e B4, B6): results.json and stats/settings.json (the manifest's settings) too
+    single = ["stats/quality_counts.json", "stats/settings.json", "results.json"]
+    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED} | set(single)
     for run, m in zip(runs, manifests):
-        on_disk = sorted([str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir()]
-                         + ["stats/quality_counts.json"])
+        on_disk = sorted([str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir()] + single)
         assert sorted(m["files"]) == on_disk
         for rel, entry in m["files"].items():
             data = (run / rel).read_bytes()
