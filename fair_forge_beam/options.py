@@ -42,6 +42,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 from fair_forge_beam.quoting import quoted  # how a usage error quotes a user's value
+from fair_forge_beam.io.urls import has_userinfo, mask_url_secrets
 
 # Defaults that code outside this table also needs (a library default, a run's config without
 # the value): they are declared here once and imported, never written again. This module imports
@@ -399,10 +400,12 @@ class OneLineErrorParser(ChoiceHintParser):
         self.passes_on = passes_on
 
     def error(self, message: str):
+        from fair_forge_beam.io.secrets import mask_line
         from fair_forge_beam.plain import shown_text
 
-        # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7)
-        one_line = re.sub(r"\n[ \t]+", "; ", shown_text(message).strip()).replace(":; ", ": ")
+        # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7); a value
+        # quoted back holds no URL credentials
+        one_line = re.sub(r"\n[ \t]+", "; ", mask_line(shown_text(message)).strip()).replace(":; ", ": ")
         one_line = " ".join(one_line.splitlines())
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")
 
@@ -673,10 +676,59 @@ def _url(flag: str):
             why = "no host"
         elif why is None and text != text.strip():
             why = "spaces around it"
+        if why is None and has_userinfo(text):
+            # a password in a URL is written wherever the URL is (logs, caches, a proxy's records) and
+            # the HTTP client sends it as Basic auth in place of the key's Bearer header (trial 28e B2)
+            return (f"{flag} holds a user name or password (user:password@host): give the URL without it, and "
+                    f"the key in the environment variable the endpoint's --...-api-key-env option names")
         if why is None:
             return None
         return (f"{flag} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1), "
-                f"got {quoted(text)}: {why}")
+                f"got {quoted(mask_url_secrets(text))}: {why}")
+    return problem
+
+
+#: what an environment variable's name is (POSIX's portable names)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: the prefixes of API keys of common services, as they are written (``sk-`` OpenAI/Anthropic,
+#: ``sk_live_`` Stripe, ``ghp_`` GitHub, ``hf_`` Hugging Face, ``AKIA`` AWS, ``AIza`` Google, ``xox`` Slack,
+#: ``gsk_`` Groq, ``eyJ`` a JSON web token …)
+_KEY_PREFIXES = ("sk-", "sk_", "pk_", "rk_", "ghp_", "gho_", "ghs_", "github_pat_", "hf_", "gsk_", "xai-", "AKIA",
+                 "AIza", "xox", "glpat-", "eyJ")
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether ``value`` looks like an API key rather than a variable name: a common key prefix
+    (:data:`_KEY_PREFIXES`), or a run of 20 letters and digits or more holding lower-case letters,
+    upper-case letters and digits alike, or a run of 32 or more holding digits (a hex or base62 token:
+    a variable name has words joined by ``_``: ``MyTeam_OpenAI_Key2024`` is a name)."""
+    v = str(value)
+    if v.startswith(_KEY_PREFIXES):
+        return True
+    for run in re.findall(r"[A-Za-z0-9]+", v):
+        if len(run) >= 20 and any(c.islower() for c in run) and any(c.isupper() for c in run) \
+                and any(c.isdigit() for c in run):
+            return True
+        if len(run) >= 32 and any(c.isdigit() for c in run):
+            return True
+    return False
+
+
+def _env_name(flag: str):
+    """A check of an ``--*-api-key-env`` option: the *name* of an environment variable
+    (:data:`ENV_NAME`), never a key. A key given in its place (``--judge-api-key-env sk-proj-…``) was
+    written to run_info.json, stats/manifest.json and report.html, and the judge got no key (trial
+    28e B1). The message never repeats the value."""
+    def problem(v: Any) -> Optional[str]:
+        text = str(v)
+        if looks_like_key(text):
+            return (f"{flag} takes the NAME of an environment variable that holds the key; the value given "
+                    f"looks like a key itself, not a variable name (not shown here: it is neither used nor "
+                    f"written). Put the key in a variable and name it, e.g. {flag} OPENAI_API_KEY")
+        if not ENV_NAME.fullmatch(text):
+            return (f"{flag} takes the NAME of an environment variable (letters, digits and _, not starting "
+                    f"with a digit); the value given is not one (not shown here), e.g. {flag} OPENAI_API_KEY")
+        return None
     return problem
 
 
@@ -839,7 +891,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("TEXT", _URL, "https://judge.example.com/v1", label="Judge endpoint")),
         Option("judge-model", help="judge model name as the endpoint knows it",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
-        Option("judge-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
+        Option("judge-api-key-env", validate=_env_name("--judge-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
                help="environment variable holding the judge's API key (never logged or written); given, it must be set and "
                     "not empty (a usage error otherwise); not given, OPENAI_API_KEY when set, else no key (a local judge)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Judge API key variable")),
@@ -879,7 +931,7 @@ GROUPS: tuple[Group, ...] = (
         Option("guardian-kind", default="llama_guard", choices=("llama_guard", "granite_guardian"),
                help="prompt convention of the guardian",
                template=Template("ENUM", "^(llama_guard|granite_guardian)$", "llama_guard")),
-        Option("guardian-api-key-env", default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
+        Option("guardian-api-key-env", validate=_env_name("--guardian-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
                help="environment variable holding the guardian's API key (never logged or written); given, it must be set "
                     "and not empty (a usage error otherwise)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Guardian API key variable")),
@@ -953,7 +1005,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("TEXT", _WORD, "https://gen.example.com/v1")),
         Option("generator-model", default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
                template=Template("TEXT", _WORD, "gpt-4o-mini")),
-        Option("generator-api-key-env", default_from="judge-api-key-env",
+        Option("generator-api-key-env", validate=_env_name("--generator-api-key-env"), default_from="judge-api-key-env",
                help="environment variable holding the generator's API key (never logged or written); unset, the "
                     "generator uses the judge's, as it uses the judge's endpoint and model",
                template=Template("TEXT", _WORD, "OPENAI_API_KEY")),
@@ -1148,7 +1200,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            template=Template("TEXT", _URL, "http://bot:8080/v1", label="Assistant endpoint")),
     Option("assistant-model", help="model name of the assistant (openai)",
            template=Template("TEXT", _NAME, "my-bot")),
-    Option("assistant-api-key-env", default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key; given, it must be set and not empty (a usage "
+    Option("assistant-api-key-env", validate=_env_name("--assistant-api-key-env"), default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key; given, it must be set and not empty (a usage "
                    "error otherwise)",
            template=_ADV),
     Option("request-template", metavar="JINJA_JSON",
@@ -1173,7 +1225,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
     Option("model", default_note="required", help="model of the proposal calls (and the executor / evaluator unless given)"),
     Option("base-url", validate=_url("--base-url"), default_note="api.openai.com", help="OpenAI-compatible endpoint root including /v1"),
-    Option("api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key; given, it must be set and not empty (a usage "
+    Option("api-key-env", validate=_env_name("--api-key-env"), default="OPENAI_API_KEY", help="environment variable holding the API key; given, it must be set and not empty (a usage "
                    "error otherwise)"),
     Option("executor-model", default_from="model", help="model that answers with each candidate prompt"),
     Option("evaluator-model", default_from="model", help="model that scores the answers (structured output)"),

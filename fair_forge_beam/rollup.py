@@ -571,7 +571,9 @@ def seal_manifest(folder: str) -> dict:
     for rel in sealed_files(base):
         size, sha256 = file_digest(f"{base}/{rel}")
         files[rel] = {"size": size, "sha256": sha256}
-    doc = {**{k: v for k, v in doc.items() if k != "files"}, "files": files}
+    from fair_forge_beam.io.secrets import scrub_known
+
+    doc = scrub_known({**{k: v for k, v in doc.items() if k != "files"}, "files": files})  # as the pipeline wrote it
     with FileSystems.create(f"{base}/{MANIFEST}") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     return doc

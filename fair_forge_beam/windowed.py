@@ -270,8 +270,10 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
         reason = windowed_empty_run_reason(doc, metrics)
         if reason:
             fail_empty_run(reason, shown)
-    with FileSystems.create(f"{folder}/windowed_results.json") as f:
-        f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    from fair_forge_beam.io.secrets import scrub_known
+
+    with FileSystems.create(f"{folder}/windowed_results.json") as f:  # values masked, never keys
+        f.write(json.dumps(scrub_known(doc), indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     if not args.quiet:
         say(f"windowed audit: {len(doc['slices'])} slice records, {doc['dead_letters']} dead letters "
               f"({doc['late_records']} later than the allowed lateness), "

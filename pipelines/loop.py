@@ -65,6 +65,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
     try:
         validate(args, "loop")
+        validate(audit_args)  # the audit's options too (--judge-api-key-env feeds the generator), before any stage
         if args.input:
             raise ValueError("--input is not a loop option: the loop runs the set it generates (use pipelines.run_assistant)")
         build_assistant_handler(args)  # a bad assistant configuration fails before any generation
@@ -83,8 +84,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         parser.error(str(exc))
     doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser)
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
+    from fair_forge_beam.io.secrets import scrub_known
+
     with open(os.path.join(root, "loop_summary.json"), "w", encoding="utf-8") as f:
-        json.dump(loop_doc, f, indent=2, sort_keys=True)
+        json.dump(scrub_known(loop_doc), f, indent=2, sort_keys=True)
         f.write("\n")
     return doc
 

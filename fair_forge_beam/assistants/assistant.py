@@ -279,8 +279,11 @@ class _Client:
 
             self._openai = openai
             transport = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
-            self.client = openai.OpenAI(api_key=api_key, base_url=cfg.base_url, timeout=cfg.request_timeout,
-                                        max_retries=cfg.client_retries, http_client=transport,
+            from fair_forge_beam.io.urls import split_query
+
+            root, query = split_query(cfg.base_url)  # a query string is sent intact with every request
+            self.client = openai.OpenAI(api_key=api_key, base_url=root, default_query=query or None,
+                                        timeout=cfg.request_timeout, max_retries=cfg.client_retries, http_client=transport,
                                         default_headers=cfg.headers or None)
         else:
             hdrs = dict(cfg.headers)

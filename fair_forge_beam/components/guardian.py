@@ -285,10 +285,15 @@ class GuardianLLMConfig(BaseModel):
 
 
 def _v1(url: Optional[str]) -> Optional[str]:
+    """``url`` with a path ending in ``/v1``, its query string kept after it (``http://h/x?k=1`` →
+    ``http://h/x/v1?k=1``; it was ``http://h/x?k=1/v1``)."""
     if url is None:
         return None
-    url = url.rstrip("/")
-    return url if url.endswith("/v1") else url + "/v1"
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    return urlunsplit(parts._replace(path=path if path.endswith("/v1") else path + "/v1"))
 
 
 # ------------------------------------------------------------------------------ LLM guardians

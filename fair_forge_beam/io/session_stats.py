@@ -250,6 +250,14 @@ def stored_rows_problem(pf) -> Optional[str]:
     return None
 
 
+def _masked(doc: dict) -> dict:
+    """The manifest's values masked as run_info.json's are (its ``options`` hold the endpoints' URLs:
+    their credentials, and the key values, :func:`~fair_forge_beam.io.secrets.scrub_known`)."""
+    from fair_forge_beam.io.secrets import scrub_known
+
+    return scrub_known(doc)
+
+
 class StatsSchemaMismatch(ValueError):
     """Stored statistics of another schema version than this package reads."""
 
@@ -533,7 +541,7 @@ class WriteSessionStats:
         counts = every | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
         self.written.append(write_one_file(
             counts
-            | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps({**d, "counts": counts}, indent=2,
+            | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps(_masked({**d, "counts": counts}), indent=2,
                                                                                 ensure_ascii=False, allow_nan=False)),
             f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
         self.written.append(write_one_file(  # sealed (under stats/): the manifest's settings are checked against it

@@ -36,12 +36,14 @@ __all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", 
 def to_json_line(record) -> str:
     """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON), with
     the values of the API-key variables masked (:func:`~fair_forge_beam.io.secrets.scrub_known`:
-    defence at the writer; judge text is scrubbed when it arrives already).
+    defence at the writer; judge text is scrubbed when it arrives already) and every URL's
+    credentials (:func:`~fair_forge_beam.io.urls.mask_url_secrets`; without a key, on the line's text).
 
     ``record``: a dict, a ``NamedTuple`` or an object with ``as_record()`` (an interaction: its
     optional tail fields only when set). Raises ``ValueError`` on ``NaN``/``inf``."""
-    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.secrets import known_secrets, scrub_known
     from fair_forge_beam.io.edge import scrub_json_text
+    from fair_forge_beam.io.urls import mask_url_secrets
 
     if hasattr(record, "as_record"):
         record = record.as_record()
@@ -49,6 +51,9 @@ def to_json_line(record) -> str:
         record = record._asdict()
     # lone surrogates (hostile text) become visible escape text: the line is always UTF-8
     # API-key values masked in the record's values, never in its keys (a key is a field name)
+    if not known_secrets():  # no key: the line's URL credentials only, masked in its text (one pass, no walk)
+        return scrub_json_text(mask_url_secrets(json.dumps(record, ensure_ascii=False, allow_nan=False,
+                                                           separators=(",", ":"), default=str)))
     return scrub_json_text(json.dumps(scrub_known(record), ensure_ascii=False, allow_nan=False,
                                       separators=(",", ":"), default=str))
 
@@ -98,14 +103,13 @@ def _has_text(t) -> bool:
 def scrub_table(table):
     """``table`` (a ``pyarrow.Table``) with the values of the API-key variables masked in every
     text it holds, at any depth (structs, lists), except the names under
-    :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` (:func:`~fair_forge_beam.io.secrets.scrub_known`).
-    The same table when the run uses no key or no text holds one."""
+    :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` (:func:`~fair_forge_beam.io.secrets.scrub_known`),
+    and the credentials of every URL (:func:`~fair_forge_beam.io.urls.mask_url_secrets`, with or
+    without a key). The same table when no text holds one."""
     import pyarrow as pa
 
-    from fair_forge_beam.io.secrets import known_secrets, scrub_known
+    from fair_forge_beam.io.secrets import scrub_known
 
-    if not known_secrets():
-        return table
     cols = []
     for name, col in zip(table.column_names, table.columns):
         if _has_text(col.type):
@@ -195,7 +199,9 @@ def replace_files(files) -> list:
 
 
 def _write_whole_file(text: str, path: str) -> str:
-    data = text.encode("utf-8")
+    from fair_forge_beam.io.urls import mask_url_secrets
+
+    data = mask_url_secrets(text).encode("utf-8")  # no URL credentials in any file (trial 28e B2)
     return replace_file(path, lambda f: f.write(data))
 
 
@@ -244,8 +250,11 @@ class OutputFiles:
         return self.put(name, "".join(to_json_line(r) + "\n" for r in records).encode("utf-8"))
 
     def put_json(self, name: str, doc: dict) -> str:
-        """``doc`` as indented JSON with sorted keys and a final newline."""
-        return self.put(name, (json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
+        """``doc`` as indented JSON with sorted keys and a final newline, its values masked
+        (:func:`~fair_forge_beam.io.secrets.scrub_known`: key values, URL credentials; never keys)."""
+        from fair_forge_beam.io.secrets import scrub_known
+
+        return self.put(name, (json.dumps(scrub_known(doc), indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
 
 
 def sorted_dead_letters(dead) -> list[dict]:

@@ -390,7 +390,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (OSError, ValueError) as exc:
             p.error(f"{name} run {getattr(args, name)}: {plain_reason(exc)}")
     try:  # an unwritable --json too
-        cmp = compare_runs(*docs)
+        from fair_forge_beam.io.secrets import scrub_known
+
+        cmp = scrub_known(compare_runs(*docs))  # values masked (key values, URL credentials), never keys
         if args.json:  # the whole file or none (a full disk leaves --json as it was)
             from fair_forge_beam.io.write import replace_files
 

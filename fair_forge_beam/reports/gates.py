@@ -1213,8 +1213,10 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     ci_level = (doc.get("config") or {}).get("ci_level")
     checks = list(checks) if checks is not None else evaluate_gates(doc, gates, baseline)
     report = gates_report(checks, gates, ci_level)
-    with FileSystems.create(f"{out}/gates.json") as f:
-        f.write(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    from fair_forge_beam.io.urls import mask_url_secrets
+
+    with FileSystems.create(f"{out}/gates.json") as f:  # no URL credentials (a baseline's path may be a URL)
+        f.write(mask_url_secrets(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8"))
     # --quiet: the failures, and a run whose every gate was skipped (its exit code 0 would read as a
     # pass); a gate skipped beside others that checked is in gates.json and, without --quiet, on stderr
     loud = not quiet or report["status"] == "nothing checked"

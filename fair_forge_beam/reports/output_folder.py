@@ -899,8 +899,10 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
         from fair_forge_beam.reports.compare import compare_runs
 
         with FileSystems.create(f"{out}/comparison.json") as f:
-            f.write(json.dumps(compare_runs(doc, baseline, current_info=run_info or None,
-                                                baseline_info=baseline_info), indent=2, ensure_ascii=False,
-                                allow_nan=False).encode("utf-8"))
+            from fair_forge_beam.io.secrets import scrub_known
+
+            f.write(json.dumps(scrub_known(compare_runs(doc, baseline, current_info=run_info or None,
+                                                        baseline_info=baseline_info)), indent=2, ensure_ascii=False,
+                               allow_nan=False).encode("utf-8"))
         written.append("comparison.json")
     return written

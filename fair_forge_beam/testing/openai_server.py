@@ -197,7 +197,8 @@ class ScriptedOpenAIServer:
     Counters (thread-safe): :meth:`count` (chat requests, optionally by status),
     ``by_status`` (``Counter`` of status codes), ``requests`` (every :class:`ChatRequest`),
     ``usage_totals`` (``prompt_tokens`` / ``completion_tokens`` of the completions sent),
-    ``authorizations`` (``Counter`` of ``Authorization`` header values — test use only).
+    ``authorizations`` (``Counter`` of ``Authorization`` header values — test use only), ``paths``
+    (``Counter`` of the chat requests' paths, query string included).
     Raises ``RuntimeError`` when started twice.
     """
 
@@ -273,6 +274,7 @@ class ScriptedOpenAIServer:
             self.requests: list[ChatRequest] = []
             self.by_status: Counter = Counter()
             self.authorizations: Counter = Counter()
+            self.paths: Counter = Counter()
             self._attempts: Counter = Counter()
             self._fault_fired: Counter = Counter()
             self._received = 0
@@ -452,9 +454,13 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.app
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        from urllib.parse import urlsplit
+
+        if urlsplit(self.path).path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):  # a query is the client's
             self._send(404, _error_body(404, f"no route {self.path}", "not_found"))
             return
+        with app._lock:
+            app.paths[self.path] += 1
         app._arrived()
         try:
             body = json.loads(raw.decode("utf-8"))

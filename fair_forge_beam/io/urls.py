@@ -1,0 +1,91 @@
+"""Credentials in URLs (issue 28, trial 28e B2): the one place that masks them, and the split of an
+endpoint's base URL into its root and its query.
+
+:func:`mask_url_secrets` is what every recorder goes through (:func:`fair_forge_beam.io.secrets.scrub`
+for every file we write and every text a page or the console shows; the log record factory
+:func:`fair_forge_beam.io.secrets.install_log_masking` for every log line, the HTTP clients' request
+lines included; :func:`fair_forge_beam.console.say` and the usage-error line): a URL's user name and
+password (``http://user:password@host`` → ``http://***@host``) and the values of query parameters
+whose name says they hold a secret (``?api-key=…`` → ``?api-key=***``) are masked, in any text,
+plain or JSON-escaped (``http:\\/\\/``) or HTML-escaped (``&amp;``).
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+__all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo"]
+
+#: a query parameter whose name holds one of these words (any case; ``api-key``, ``apikey``,
+#: ``access_token``, ``X-Amz-Signature``, ``client_secret``, ``sig`` …) holds a secret: its value is masked
+SECRET_PARAM_WORDS = ("key", "token", "sig", "password", "passwd", "pwd", "secret", "auth", "credential",
+                      "session")
+
+_MASK = "***"
+#: ``scheme://userinfo@``: the scheme's slashes plain or JSON-escaped (``:\\/\\/``); the userinfo is
+#: what stands before the first ``@`` of the authority (no ``/ ? #``, whitespace or quotes)
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*:(?:\\*/){2})([^/?#@\s\"'<>\\]+)@")
+#: ``?name=value`` / ``&name=value`` / ``;name=value`` (also ``&amp;name=``); the value ends at the
+#: next ``& # ;``, whitespace, a quote, ``<``, ``>`` or a backslash. A parameter is masked when its
+#: name holds a word of :data:`SECRET_PARAM_WORDS` (:data:`_SECRET_NAME`)
+_PARAM = re.compile(r"([?&;][A-Za-z0-9_.\-\[\]]+=)([^&#;\s\"'<>\\]+)")
+_SECRET_NAME = re.compile("|".join(SECRET_PARAM_WORDS), re.I)
+
+
+def _param(m: "re.Match") -> str:
+    return m.group(1) + _MASK if _SECRET_NAME.search(m.group(1)) else m.group(0)
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-[]")
+
+
+def _secret_param_at_an_equals(text: str) -> bool:
+    """Whether some ``=`` of ``text`` ends a secret parameter's name (``?api-key=``): a look behind
+    each ``=`` (a text holds few), much cheaper than a regular expression over the whole text."""
+    at = text.find("=")
+    while at > 0:
+        start = at - 1
+        while start >= 0 and text[start] in _NAME_CHARS and at - start <= 64:
+            start -= 1
+        if start >= 0 and start < at - 1 and text[start] in "?&;" and _SECRET_NAME.search(text, start + 1, at):
+            return True
+        at = text.find("=", at + 1)
+    return False
+
+
+def mask_url_secrets(text: str) -> str:
+    """``text`` with every URL's user name and password and the value of every query parameter
+    named as a secret (:data:`SECRET_PARAM_WORDS`) replaced by ``***``; the same object when it holds
+    neither (a few substring tests first: the common case). Never raises."""
+    if not isinstance(text, str):
+        return text
+    out = text
+    if "@" in out and "/" in out:
+        out = _USERINFO.sub(lambda m: m.group(1) + _MASK + "@", out)
+    if "=" in out and ("?" in out or "&" in out or ";" in out) and _secret_param_at_an_equals(out):
+        out = _PARAM.sub(_param, out)
+    return text if out == text else out
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether ``url`` names a user or a password (``http://user:password@host``)."""
+    try:
+        parts = urlsplit(str(url))
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return "@" in str(url).split("/", 3)[2] if str(url).count("/") >= 2 else False
+
+
+def split_query(url: Optional[str]) -> tuple:
+    """``(root, query)``: ``url`` without its query string and fragment, and its query parameters as
+    a dict (``{}`` for none). An OpenAI client joins its base URL and the endpoint's path as text:
+    ``http://h/v1?api-key=K`` sent its requests to ``/v1/?api-key=Kchat/completions`` (trial 28e B2);
+    the client is given the root and the parameters (``default_query``), so every request keeps them
+    intact. ``None`` → ``(None, {})``."""
+    if url is None:
+        return None, {}
+    parts = urlsplit(url)
+    if not parts.query and not parts.fragment:
+        return url, {}
+    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query, keep_blank_values=True))
