@@ -511,6 +511,9 @@ class OneLineErrorParser(ChoiceHintParser):
             if not (flag.startswith("--") and flag.endswith("api-key-env") and flag in given):
                 continue
             name = getattr(parsed, action.dest, None)
+            not_a_name = _env_name(flag)(name) if isinstance(name, str) else None
+            if not_a_name:  # a key given as the name: said without repeating it (trial 28e B1)
+                return not_a_name
             if isinstance(name, str) and name and not os.environ.get(name):
                 return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to the "
                         f"endpoint's API key, or leave {flag} out for an endpoint that needs no key")
