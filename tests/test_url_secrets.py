@@ -169,3 +169,17 @@ def test_a_secret_in_a_base_urls_query_reaches_the_judge_intact_and_is_recorded_
         assert QSECRET.encode() not in data and key.encode() not in data, name
     info = json.loads((tmp_path / "out" / "run_info.json").read_text(encoding="utf-8"))
     assert f"{base}?api-key=***&deployment=d1" in json.dumps(info)
+
+
+def test_a_secret_parameter_is_a_whole_word_of_its_name():
+    """The data's own URLs keep their ordinary parameters: a name is secret by a whole word
+    (``api-key``, ``accessToken``, ``X-Amz-Signature``), not by a substring (``keyword``,
+    ``author`` and ``monkey`` hold 'key' / 'auth' and were masked by the first rule)."""
+    from fair_forge_beam.io.urls import mask_url_secrets
+
+    for name in ("api-key", "apikey", "APIKEY", "access_token", "accessToken", "X-Amz-Signature", "client_secret",
+                 "sig", "session_id", "password", "auth"):
+        assert mask_url_secrets(f"https://h/p?{name}=S3CR3T&x=1") == f"https://h/p?{name}=***&x=1", name
+    for name in ("keyword", "author", "monkey", "tokens", "signal", "q"):
+        text = f"https://h/p?{name}=value&x=1"
+        assert mask_url_secrets(text) is text, name

@@ -17,10 +17,13 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo"]
 
-#: a query parameter whose name holds one of these words (any case; ``api-key``, ``apikey``,
-#: ``access_token``, ``X-Amz-Signature``, ``client_secret``, ``sig`` …) holds a secret: its value is masked
-SECRET_PARAM_WORDS = ("key", "token", "sig", "password", "passwd", "pwd", "secret", "auth", "credential",
-                      "session")
+#: a query parameter one of whose name's words (split at ``- _ . [ ]``, digits and camelCase; any
+#: case) is one of these holds a secret: its value is masked (``api-key``, ``apikey``,
+#: ``access_token``, ``accessToken``, ``X-Amz-Signature``, ``client_secret``, ``sig``, ``session_id``
+#: …). Whole words, so the data's own ``?keyword=``, ``?author=`` or ``?monkey=`` stay as written
+SECRET_PARAM_WORDS = frozenset({"key", "apikey", "token", "sig", "signature", "password", "passwd", "pwd",
+                                "secret", "auth", "authorization", "credential", "credentials", "session",
+                                "sessionid", "sid"})
 
 _MASK = "***"
 #: ``scheme://userinfo@``: the scheme's slashes plain or JSON-escaped (``:\\/\\/``); the userinfo is
@@ -28,13 +31,18 @@ _MASK = "***"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*:(?:\\*/){2})([^/?#@\s\"'<>\\]+)@")
 #: ``?name=value`` / ``&name=value`` / ``;name=value`` (also ``&amp;name=``); the value ends at the
 #: next ``& # ;``, whitespace, a quote, ``<``, ``>`` or a backslash. A parameter is masked when its
-#: name holds a word of :data:`SECRET_PARAM_WORDS` (:data:`_SECRET_NAME`)
+#: name holds a word of :data:`SECRET_PARAM_WORDS` (:func:`_secret_name`)
 _PARAM = re.compile(r"([?&;][A-Za-z0-9_.\-\[\]]+=)([^&#;\s\"'<>\\]+)")
-_SECRET_NAME = re.compile("|".join(SECRET_PARAM_WORDS), re.I)
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def _secret_name(name: str) -> bool:
+    """Whether a query parameter's ``name`` has a word of :data:`SECRET_PARAM_WORDS`."""
+    return any(w.lower() in SECRET_PARAM_WORDS for w in _NAME_WORDS.findall(name))
 
 
 def _param(m: "re.Match") -> str:
-    return m.group(1) + _MASK if _SECRET_NAME.search(m.group(1)) else m.group(0)
+    return m.group(1) + _MASK if _secret_name(m.group(1)) else m.group(0)
 
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-[]")
@@ -48,7 +56,7 @@ def _secret_param_at_an_equals(text: str) -> bool:
         start = at - 1
         while start >= 0 and text[start] in _NAME_CHARS and at - start <= 64:
             start -= 1
-        if start >= 0 and start < at - 1 and text[start] in "?&;" and _SECRET_NAME.search(text, start + 1, at):
+        if start >= 0 and start < at - 1 and text[start] in "?&;" and _secret_name(text[start + 1:at]):
             return True
         at = text.find("=", at + 1)
     return False
