@@ -282,7 +282,7 @@ def say(*parts: Any, file: Optional[TextIO] = None, sep: str = " ") -> None:
     encode is written escaped, and a stream that fails (``EPIPE``, ``ENOSPC`` on a redirected
     stdout, a closed file) is silenced for the rest of the process (its descriptor then points at
     ``/dev/null``, so that the interpreter's last flush does not fail either)."""
-    from fair_forge_beam.io.secrets import mask_line
+    from fair_forge_beam.urls import mask_line
     from fair_forge_beam.plain import shown_text
 
     stream = sys.stdout if file is None else file

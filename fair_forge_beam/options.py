@@ -42,7 +42,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 from fair_forge_beam.quoting import quoted  # how a usage error quotes a user's value
-from fair_forge_beam.io.urls import has_userinfo, mask_url_secrets
+from fair_forge_beam.urls import has_userinfo, mask_url_secrets
 
 # Defaults that code outside this table also needs (a library default, a run's config without
 # the value): they are declared here once and imported, never written again. This module imports
@@ -400,7 +400,7 @@ class OneLineErrorParser(ChoiceHintParser):
         self.passes_on = passes_on
 
     def error(self, message: str):
-        from fair_forge_beam.io.secrets import mask_line
+        from fair_forge_beam.urls import mask_line
         from fair_forge_beam.plain import shown_text
 
         # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7); a value

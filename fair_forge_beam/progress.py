@@ -362,7 +362,7 @@ def cli_logging() -> None:
     Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
     apitools' "not found" notice (a Google Cloud extra this package does not need) dropped.
     ``--quiet`` narrows it further while a run lasts (:class:`RunLogging`)."""
-    from fair_forge_beam.io.secrets import install_log_masking
+    from fair_forge_beam.urls import install_log_masking
 
     install_log_masking()  # every log line masked where it is made: URL credentials, key values
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -58,6 +58,7 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.io.session_stats import file_digest
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
@@ -505,28 +506,6 @@ def _check_shards(run_dir: str, manifest: dict) -> None:
         run_shards(run_dir, f"sessions/{m}/", "parquet", open_parquet=True)
     for folder, ext in _RECORD_FOLDERS.items():
         run_shards(run_dir, folder, ext, open_parquet=True)
-
-
-def file_digest(path: str) -> tuple[int, str]:
-    """``(size in bytes, sha256 as 64 hex digits)`` of the file ``path`` (any Beam filesystem,
-    read as stored: never decompressed by its extension), read in pieces of 1 MiB — memory
-    bounded by the piece, whatever the file's size (``hashlib``).
-
-    Raises:
-        OSError: the file cannot be read."""
-    import hashlib
-
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    from fair_forge_beam.io.session_stats import HASH_PIECE
-
-    digest, size = hashlib.sha256(), 0
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        while piece := f.read(HASH_PIECE):
-            digest.update(piece)
-            size += len(piece)
-    return size, digest.hexdigest()
 
 
 def sealed_files(folder: str) -> list[str]:

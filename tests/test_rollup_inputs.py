@@ -434,7 +434,7 @@ def test_a_resealed_shard_whose_rows_break_the_stored_rules_is_a_usage_error(sea
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fair_forge_beam.rollup import file_digest
+    from fair_forge_beam.io.session_stats import file_digest
 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(sealed_runs / "a", a)
@@ -467,7 +467,7 @@ def test_a_resealed_shard_with_a_nested_count_edited_is_a_usage_error(sealed_run
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fair_forge_beam.rollup import file_digest
+    from fair_forge_beam.io.session_stats import file_digest
 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(sealed_runs / "a", a)

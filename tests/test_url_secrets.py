@@ -14,7 +14,7 @@ import pytest
 
 from helpers import FNAPI, REPO
 from fair_forge_beam.io.secrets import install_log_masking, scrub, scrub_known
-from fair_forge_beam.io.urls import mask_url_secrets, split_query
+from fair_forge_beam.urls import mask_url_secrets, split_query
 from fair_forge_beam.options import looks_like_key
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
@@ -175,7 +175,7 @@ def test_a_secret_parameter_is_a_whole_word_of_its_name():
     """The data's own URLs keep their ordinary parameters: a name is secret by a whole word
     (``api-key``, ``accessToken``, ``X-Amz-Signature``), not by a substring (``keyword``,
     ``author`` and ``monkey`` hold 'key' / 'auth' and were masked by the first rule)."""
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
 
     for name in ("api-key", "apikey", "APIKEY", "access_token", "accessToken", "X-Amz-Signature", "client_secret",
                  "sig", "session_id", "password", "auth"):

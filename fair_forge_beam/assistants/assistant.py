@@ -279,7 +279,7 @@ class _Client:
 
             self._openai = openai
             transport = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
-            from fair_forge_beam.io.urls import split_query
+            from fair_forge_beam.urls import split_query
 
             root, query = split_query(cfg.base_url)  # a query string is sent intact with every request
             self.client = openai.OpenAI(api_key=api_key, base_url=root, default_query=query or None,

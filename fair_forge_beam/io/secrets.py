@@ -30,7 +30,7 @@ import threading
 import unicodedata
 from typing import Any, Callable, Iterable, Optional
 
-from fair_forge_beam.io.urls import mask_url_secrets
+from fair_forge_beam.urls import install_log_masking, mask_line, mask_url_secrets  # noqa: F401 - mask_line, install_log_masking: here too
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
            "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
@@ -314,7 +314,7 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     sessions``), a value that is itself our own words is kept whole, except under the dict keys of
     :data:`USER_FIELDS` (the settings a user gave: their values come from outside). A secret that is
     not our own words (every real key) is masked in every value, as without ``own``.
-    Every text value is also passed through :func:`~fair_forge_beam.io.urls.mask_url_secrets` (with
+    Every text value is also passed through :func:`~fair_forge_beam.urls.mask_url_secrets` (with
     or without ``secrets``): a URL's user name and password and its secret-looking query parameters
     (issue 28, trial 28e B2).
     Never raises for any input.
@@ -654,46 +654,3 @@ def scrub_known_text(text: str, names: Iterable[str] = ()) -> str:
     text: the text is composed of our words and of values already masked by :func:`scrub_known` (the
     writer of a page or table passes it masked records), and cannot tell one from the other."""
     return scrub(text, [k for k in known_secrets() if not is_own_text(k)], keep=names)
-
-
-def mask_line(text: str) -> str:
-    """One line we print or log with the credentials of every URL masked
-    (:func:`~fair_forge_beam.io.urls.mask_url_secrets`). The values of the key variables are masked
-    where a line is composed (a page's or the console table's text: :func:`scrub_known_text`, which
-    keeps the names; masking them here again would mask a field name equal to a key). Never raises."""
-    try:
-        return mask_url_secrets(text) if isinstance(text, str) else text
-    except Exception:  # noqa: BLE001 - masking must never stop a line; a line that cannot be read is dropped whole
-        return MASK
-
-
-_FACTORY_LOCK = threading.Lock()
-
-
-def install_log_masking() -> None:
-    """Make every log record of this process masked by :func:`mask_line` when it is created (a log
-    record factory: every logger and every handler, Beam's and the HTTP clients' included — httpx
-    logs each request's URL at INFO, trial 28e B2); the message is formatted then, and an exception's
-    text too. Installed once per process; idempotent."""
-    import logging
-
-    with _FACTORY_LOCK:
-        previous = logging.getLogRecordFactory()
-        if getattr(previous, "_fair_forge_masking", False):
-            return
-
-        def factory(*args, **kwargs):
-            record = previous(*args, **kwargs)
-            try:
-                message = record.getMessage()
-            except Exception:  # noqa: BLE001 - a record whose arguments do not fit stays as it is
-                return record
-            masked = mask_line(message)
-            if masked is not message or record.args:
-                record.msg, record.args = masked, None
-            if record.exc_info and record.exc_info[0] is not None:
-                record.exc_text = mask_line(logging.Formatter().formatException(record.exc_info))
-            return record
-
-        factory._fair_forge_masking = True
-        logging.setLogRecordFactory(factory)

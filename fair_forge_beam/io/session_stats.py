@@ -127,7 +127,7 @@ SEALED_FILES = ("results.json",)
 #: reads of a run besides the manifest itself (and ``run_info.json``'s recorded options, which
 #: hold the run's times: not data, and not the same for two runs of one input)
 SEALED_FOLDERS = (f"{STATS_DIR}/", "sessions/", "results.parquet/", "dead_letter/")
-#: bytes read at once when a file is hashed (:func:`fair_forge_beam.rollup.file_digest`): the memory it needs, whatever the file's size
+#: bytes read at once when a file is hashed (:func:`file_digest`): the memory it needs, whatever the file's size
 HASH_PIECE = 1 << 20
 #: the Parquet key-value metadata key holding :data:`STATS_SCHEMA_VERSION`
 SCHEMA_VERSION_KEY = b"fair_forge_beam.stats_schema_version"
@@ -621,3 +621,22 @@ def check_schema_version(found: Any, where: str) -> None:
             f"{where}: stored statistics of schema version {found}, but this fair_forge_beam reads version "
             f"{STATS_SCHEMA_VERSION}: roll up runs made by the same version (or re-run the audits)")
 
+
+def file_digest(path: str) -> tuple[int, str]:
+    """``(size in bytes, sha256 as 64 hex digits)`` of the file ``path`` (any Beam filesystem,
+    read as stored: never decompressed by its extension), read in pieces of 1 MiB — memory
+    bounded by the piece, whatever the file's size (``hashlib``).
+
+    Raises:
+        OSError: the file cannot be read."""
+    import hashlib
+
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    digest, size = hashlib.sha256(), 0
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        while piece := f.read(HASH_PIECE):
+            digest.update(piece)
+            size += len(piece)
+    return size, digest.hexdigest()

@@ -37,13 +37,13 @@ def to_json_line(record) -> str:
     """One JSON line (UTF-8 text, ``NaN``/``inf`` rejected so every line is standard JSON), with
     the values of the API-key variables masked (:func:`~fair_forge_beam.io.secrets.scrub_known`:
     defence at the writer; judge text is scrubbed when it arrives already) and every URL's
-    credentials (:func:`~fair_forge_beam.io.urls.mask_url_secrets`; without a key, on the line's text).
+    credentials (:func:`~fair_forge_beam.urls.mask_url_secrets`; without a key, on the line's text).
 
     ``record``: a dict, a ``NamedTuple`` or an object with ``as_record()`` (an interaction: its
     optional tail fields only when set). Raises ``ValueError`` on ``NaN``/``inf``."""
     from fair_forge_beam.io.secrets import known_secrets, scrub_known
     from fair_forge_beam.io.edge import scrub_json_text
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
 
     if hasattr(record, "as_record"):
         record = record.as_record()
@@ -104,7 +104,7 @@ def scrub_table(table):
     """``table`` (a ``pyarrow.Table``) with the values of the API-key variables masked in every
     text it holds, at any depth (structs, lists), except the names under
     :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` (:func:`~fair_forge_beam.io.secrets.scrub_known`),
-    and the credentials of every URL (:func:`~fair_forge_beam.io.urls.mask_url_secrets`, with or
+    and the credentials of every URL (:func:`~fair_forge_beam.urls.mask_url_secrets`, with or
     without a key). The same table when no text holds one."""
     import pyarrow as pa
 
@@ -199,7 +199,7 @@ def replace_files(files) -> list:
 
 
 def _write_whole_file(text: str, path: str) -> str:
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
 
     data = mask_url_secrets(text).encode("utf-8")  # no URL credentials in any file (trial 28e B2)
     return replace_file(path, lambda f: f.write(data))

@@ -1213,7 +1213,7 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     ci_level = (doc.get("config") or {}).get("ci_level")
     checks = list(checks) if checks is not None else evaluate_gates(doc, gates, baseline)
     report = gates_report(checks, gates, ci_level)
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
 
     with FileSystems.create(f"{out}/gates.json") as f:  # no URL credentials (a baseline's path may be a URL)
         f.write(mask_url_secrets(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)).encode("utf-8"))

@@ -128,7 +128,7 @@ def check_results_seal(p: str) -> None:
     from fair_forge_beam.io.edge import read_side_json
     from fair_forge_beam.io.session_stats import MANIFEST
     from fair_forge_beam.reports.run_files import RunFileError
-    from fair_forge_beam.rollup import file_digest
+    from fair_forge_beam.io.session_stats import file_digest
 
     if not p.endswith("/results.json"):
         return

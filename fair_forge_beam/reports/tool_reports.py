@@ -129,7 +129,7 @@ def write_optimizer_report(out_dir: str, result: Mapping[str, Any], dead_letters
                            params: Optional[Mapping[str, Any]] = None, seed_prompt: str = "") -> str:
     """Write ``out_dir/report.html`` (:func:`render_optimizer_report`); returns its path."""
     path = os.path.join(out_dir, "report.html")
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
     from fair_forge_beam.io.write import replace_files
 
     replace_files([(path, mask_url_secrets(render_optimizer_report(result, dead_letters, params, seed_prompt)))])  # no URL credentials; the whole page or none (a full disk leaves the old one)
@@ -173,7 +173,7 @@ def write_explain_report(out_dir: str, results: Sequence[Mapping[str, Any]], dea
                          params: Optional[Mapping[str, Any]] = None) -> str:
     """Write ``out_dir/report.html`` (:func:`render_explain_report`); returns its path."""
     path = os.path.join(out_dir, "report.html")
-    from fair_forge_beam.io.urls import mask_url_secrets
+    from fair_forge_beam.urls import mask_url_secrets
     from fair_forge_beam.io.write import replace_files
 
     replace_files([(path, mask_url_secrets(render_explain_report(results, dead_letters, params)))])  # no URL credentials; the whole page or none (a full disk leaves the old one)

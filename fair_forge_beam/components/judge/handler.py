@@ -369,7 +369,7 @@ class _JudgeClient:
         self._local = threading.local()
         self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
         http_client = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
-        from fair_forge_beam.io.urls import split_query
+        from fair_forge_beam.urls import split_query
 
         root, query = split_query(cfg.base_url)  # a query string is sent intact with every request
         self.client = openai.OpenAI(

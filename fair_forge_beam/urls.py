@@ -3,7 +3,7 @@ endpoint's base URL into its root and its query.
 
 :func:`mask_url_secrets` is what every recorder goes through (:func:`fair_forge_beam.io.secrets.scrub`
 for every file we write and every text a page or the console shows; the log record factory
-:func:`fair_forge_beam.io.secrets.install_log_masking` for every log line, the HTTP clients' request
+:func:`install_log_masking` for every log line, the HTTP clients' request
 lines included; :func:`fair_forge_beam.console.say` and the usage-error line): a URL's user name and
 password (``http://user:password@host`` → ``http://***@host``) and the values of query parameters
 whose name says they hold a secret (``?api-key=…`` → ``?api-key=***``) are masked, in any text,
@@ -12,10 +12,11 @@ plain or JSON-escaped (``http:\\/\\/``) or HTML-escaped (``&amp;``).
 from __future__ import annotations
 
 import re
+import threading
 from typing import Optional
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-__all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo"]
+__all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo", "mask_line", "install_log_masking"]
 
 #: a query parameter one of whose name's words (split at ``- _ . [ ]``, digits and camelCase; any
 #: case) is one of these holds a secret: its value is masked (``api-key``, ``apikey``,
@@ -97,3 +98,46 @@ def split_query(url: Optional[str]) -> tuple:
     if not parts.query and not parts.fragment:
         return url, {}
     return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def mask_line(text: str) -> str:
+    """One line we print or log with the credentials of every URL masked
+    (:func:`mask_url_secrets`). The values of the key variables are masked
+    where a line is composed (a page's or the console table's text: :func:`~fair_forge_beam.io.secrets.scrub_known_text`, which
+    keeps the names; masking them here again would mask a field name equal to a key). Never raises."""
+    try:
+        return mask_url_secrets(text) if isinstance(text, str) else text
+    except Exception:  # noqa: BLE001 - masking must never stop a line; a line that cannot be read is dropped whole
+        return _MASK
+
+
+_FACTORY_LOCK = threading.Lock()
+
+
+def install_log_masking() -> None:
+    """Make every log record of this process masked by :func:`mask_line` when it is created (a log
+    record factory: every logger and every handler, Beam's and the HTTP clients' included — httpx
+    logs each request's URL at INFO, trial 28e B2); the message is formatted then, and an exception's
+    text too. Installed once per process; idempotent."""
+    import logging
+
+    with _FACTORY_LOCK:
+        previous = logging.getLogRecordFactory()
+        if getattr(previous, "_fair_forge_masking", False):
+            return
+
+        def factory(*args, **kwargs):
+            record = previous(*args, **kwargs)
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a record whose arguments do not fit stays as it is
+                return record
+            masked = mask_line(message)
+            if masked is not message or record.args:
+                record.msg, record.args = masked, None
+            if record.exc_info and record.exc_info[0] is not None:
+                record.exc_text = mask_line(logging.Formatter().formatException(record.exc_info))
+            return record
+
+        factory._fair_forge_masking = True
+        logging.setLogRecordFactory(factory)
