@@ -39,6 +39,6 @@ setup(
     include_package_data=True,
     install_requires=_requirements(),
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["fair-forge-beam=pipelines.audit:main"]},
+    entry_points={"console_scripts": ["fair-forge-beam=pipelines.launcher:main"]},
     license="MIT",
 )

@@ -189,6 +189,24 @@ def _on_signal(signum, frame) -> None:  # runs in the main thread, between two b
         raise KeyboardInterrupt
 
 
+def starting(prog: str = "fair-forge-beam") -> None:
+    """Take SIGINT / SIGTERM from the process's first line on (the console script and each
+    ``python -m pipelines.<command>`` call this before importing anything heavy): an interrupt
+    while the command still imports (Beam, pyarrow, pydantic: about a second) ends the process with
+    one line and exit code 130 / 143, never a ``KeyboardInterrupt`` traceback from inside an import
+    or a death by the signal with no line (issue 28). :func:`guarded` takes the signals over once
+    the command runs. Main thread only; otherwise a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_signal(signum, frame) -> None:
+        _hard_exit(128 + signum, f"{prog}: interrupted ({_signal_name(signum)}): stopped while starting; nothing was written")
+
+    for name in _SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(getattr(signal, name), on_signal)
+
+
 def _install(command: str, prog: str) -> bool:
     """Take SIGINT / SIGTERM (main thread only); whether they were taken."""
     if threading.current_thread() is not threading.main_thread():

@@ -24,6 +24,11 @@ failed, 4 an empty run (docs/cli.md).
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam")
+
 import argparse
 import importlib
 import importlib.resources

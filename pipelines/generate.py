@@ -9,6 +9,11 @@ Beam pipeline options. Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam generate")
+
 import argparse
 import sys
 from typing import Optional, Sequence

@@ -15,6 +15,11 @@ model and API-key variable (``--judge-api-key-env``). Returns the audit's result
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam loop")
+
 import argparse
 import json
 import os

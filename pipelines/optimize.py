@@ -10,6 +10,11 @@ See docs/optimizer.md.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam optimize")
+
 from fair_forge_beam.console import say  # console output never fails a run
 from fair_forge_beam.plain import side_file_error
 

@@ -10,6 +10,11 @@ Options: :mod:`fair_forge_beam.options`; job: :mod:`fair_forge_beam.loop_jobs`.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam run_assistant")
+
 import argparse
 import sys
 from typing import Optional, Sequence

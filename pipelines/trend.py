@@ -8,6 +8,11 @@ line on stderr and exit code 2.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam trend")
+
 from fair_forge_beam.console import say  # console output never fails a run
 
 import sys

@@ -219,3 +219,48 @@ def test_a_command_that_returns_ends_with_its_code_after_the_exit_handlers(tmp_p
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "exit handler ran\n", "")
+
+
+#: the command's first heavy import made slow (3 s) and announced on stderr, so that the signal
+#: lands inside the command's imports whatever the machine's speed: the first package module
+#: imported after fair_forge_beam.console (which the signals' handler lives in)
+_SLOW_IMPORTS = """
+import builtins, sys, time
+_real = builtins.__import__
+def _slow(name, *args, **kwargs):
+    if (name.startswith(("fair_forge_beam.", "pipelines.")) and name != "fair_forge_beam.console"
+            and "fair_forge_beam.console" in sys.modules and not getattr(_slow, "done", False)):
+        _slow.done = True
+        print("importing", file=sys.stderr, flush=True)
+        time.sleep(3)
+    return _real(name, *args, **kwargs)
+builtins.__import__ = _slow
+"""
+_ENTRY = {
+    "console_script": "from pipelines.launcher import main; sys.exit(main())",
+    "python_m": "import runpy; runpy.run_module('pipelines.audit', run_name='__main__', alter_sys=True)",
+}
+
+
+@pytest.mark.parametrize("how", ["console_script", "python_m"])
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how, name):
+    """A fresh user's Ctrl-C in a command's first second (issue 28): the signal landed inside Beam's
+    imports, before the command took the signals, and printed a ``KeyboardInterrupt`` traceback
+    (SIGINT at 0.3-0.9 s) or ended the process with no line (SIGTERM). The console script and
+    every ``python -m pipelines.<command>`` now take them first (``console.starting``)."""
+    args = (["trend"] if how == "console_script" else []) + [str(tmp_path / "no-run-*")]
+    argv = [sys.executable, "-c", _SLOW_IMPORTS + _ENTRY[how], *args]
+    if how == "python_m":
+        argv = [sys.executable, "-c", _SLOW_IMPORTS + "sys.argv[1:] = " + repr(args) + "; " + _ENTRY[how]]
+    # a terminal's Ctrl-C: SIGINT at its default disposition (a background job of a script ignores it)
+    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    first = proc.stderr.readline()
+    assert first.strip() == "importing", first
+    proc.send_signal(getattr(signal, name))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == CODES[name], (proc.returncode, err[-2000:])
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
+    assert _one_line(err) == [f"fair-forge-beam: interrupted ({how_said}): stopped while starting; nothing was written"], err[-2000:]
