@@ -156,12 +156,14 @@ def _taken(counts: Mapping[tuple[str, str], int]) -> list[tuple[str, int, tuple[
     return out
 
 
-def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: Optional[float]) -> str:
+def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: Optional[float],
+                    final: bool = False) -> str:
     """One progress line from the tallies ``{(namespace, name): count}`` (see the module docstring).
 
     ``elapsed``: seconds since the run started; ``eta``: seconds left or ``None`` (unknown). An
     ``eta`` that would print as "0 s" (under half a second, or not positive) is shown as unknown:
-    the line is written while the run works, and "about 0 s left" would be wrong."""
+    the line is written while the run works, and "about 0 s left" would be wrong. ``final``: the
+    run's last line, written once the pipeline finished: elapsed time only (nothing is left)."""
     read = counts.get((NAMESPACE, "read"), 0)
     parts = [f"{_n(read)} interactions read"]
     scored = []
@@ -174,7 +176,7 @@ def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: 
     if done or pending:
         parts.append(f"judge: {_n(done)} done, {_n(pending)} pending")
     left = "time left unknown" if eta is None or round(eta) < 1 else f"about {_duration(eta)} left"
-    parts.append(f"{_duration(elapsed)} elapsed, {left}")
+    parts.append(f"{_duration(elapsed)} elapsed" if final else f"{_duration(elapsed)} elapsed, {left}")
     return "progress: " + "; ".join(parts)
 
 
@@ -230,14 +232,15 @@ class ProgressReporter:
                 counts[k] = max(counts.get(k, 0), v)
         return counts
 
-    def tick(self) -> Optional[str]:
-        """Write a line if the counts changed since the last one; returns it (or ``None``)."""
+    def tick(self, final: bool = False) -> Optional[str]:
+        """Write a line if the counts changed since the last one; returns it (or ``None``).
+        ``final``: the run's last line (no time left)."""
         counts = self.counts()
         if not counts or counts == self._last:
             return None
         self._last = counts
         now = self.clock()
-        line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now))
+        line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now), final=final)
         stream = self.stream if self.stream is not None else sys.stderr
         stream.write(line + "\n")
         stream.flush()
@@ -266,7 +269,7 @@ class ProgressReporter:
             self._thread = None
             if exc[0] is None and self.lines:  # the last line agrees with the summary printed next
                 try:
-                    self.tick()
+                    self.tick(final=True)
                 except Exception:  # noqa: BLE001 - progress must never break a run
                     pass
 

@@ -27,6 +27,10 @@ def test_format_progress_exact():
     for eta in (0.0, 0.4, -1.0):
         assert P.format_progress({}, 3725, eta) == "progress: 0 interactions read; 1 h 02 min elapsed, time left unknown"
     assert P.format_progress({}, 3725, 0.6).endswith("about 1 s left")
+    # the run's last line, written once the pipeline finished: nothing is left to estimate (a new
+    # user read "5 s elapsed, time left unknown" under a finished run)
+    for eta in (None, 0.0, 12.0):
+        assert P.format_progress({(NS, "read"): 3}, 75, eta, final=True) == "progress: 3 interactions read; 1 min 15 s elapsed"
 
 
 def test_eta_never_zero_while_work_remains():
@@ -120,8 +124,12 @@ def test_main_job_reports_progress_on_stderr_and_quiet_silences_it(tmp_path):
     proc, seconds = _main_job(tmp_path)
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("progress: ")]
     assert lines, proc.stderr[-3000:]
+    # while the run works a line says the time left; the last one, written once the pipeline
+    # finished (when the counts changed since the line before), says the elapsed time only
     assert all(re.fullmatch(r"progress: [\d,]+ interactions read(, scored: .+)?; .+ elapsed, "
-                            r"(time left unknown|about .+ left)", ln) for ln in lines), lines
+                            r"(time left unknown|about .+ left)", ln) for ln in lines[:-1]), lines
+    assert re.fullmatch(r"progress: [\d,]+ interactions read(, scored: .+)?; .+ elapsed(, (time left unknown|about .+ left))?",
+                        lines[-1]), lines
     assert any("scored: humanity" in ln for ln in lines) or any(" 2,042 interactions read" in ln for ln in lines)
     assert len(lines) <= seconds / 0.5 + 1  # at most one line per interval, never one per element (2,042)
     assert "progress:" not in proc.stdout  # stdout keeps the summary only
