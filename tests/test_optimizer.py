@@ -186,7 +186,7 @@ def test_cli_writes_result_and_dead_letters(tmp_path, monkeypatch):
     data = _load(GEPA_DATA)
     bad = data[0]["conversation"][1]["query"]
     with ScriptedOpenAIServer(scripted(bad_query=bad)) as srv:
-        env = dict(os.environ, FFB_TEST_UNSET_KEY="")
+        env = dict(os.environ)  # the key variable set (monkeypatch above): a given --api-key-env must name a set one
         cmd = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--output", str(tmp_path / "out"),
                "--model", "opt-model", "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY",
                "--judge-cache", str(tmp_path / "c.sqlite3"), "--seed-prompt", "SEED prompt", "--iterations", "2"]
@@ -242,7 +242,7 @@ def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path, monke
     hostile = "BETTER <script>alert(1)</script> & <b>bold</b> prompt"
     seed = 'SEED <img src=x onerror="alert(2)"> prompt'
     with ScriptedOpenAIServer(scripted(bad_query=bad, proposals=(hostile, "WORSE prompt", "SAME prompt"))) as srv:
-        env = dict(os.environ, FFB_TEST_UNSET_KEY="")
+        env = dict(os.environ)  # the key variable set (monkeypatch above): a given --api-key-env must name a set one
         base = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--model", "opt-model",
                 "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY", "--judge-cache", str(tmp_path / "c.sqlite3"),
                 "--seed-prompt", seed, "--iterations", "2"]
