@@ -365,17 +365,18 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
 
 
 def _end_after_atexit() -> None:
-    """The last exit handler of a command that owns its process and returned: once the threads are
-    joined and every other exit handler ran, the process ends with the command's exit code
-    instead of tearing the interpreter down — whose signal handlers are Python's defaults by then,
-    so a SIGINT in that last second killed it by the signal (rc -2, no line: issue 28 B4)."""
-    code = getattr(_STATE, "code", None)
-    if code is None or _STATE.exiting:
+    """The first exit handler to run (registered last) of a command that owns its process and
+    returned: its exit code is decided, so SIGINT and SIGTERM are ignored from here on — through
+    the other exit handlers (whatever registered them before the command: a coverage tool, an
+    embedding program) and the interpreter's teardown, which otherwise puts back the signals'
+    default action, so that a SIGINT in that last second killed the process by the signal (rc -2,
+    no line: issue 28 B4). Nothing is cut short: every exit handler runs (ending the process here
+    with ``os._exit`` skipped the handlers registered before the command)."""
+    if getattr(_STATE, "code", None) is None or _STATE.exiting:
         return
-    import logging
-
-    logging.shutdown()
-    _hard_exit(int(code) if isinstance(code, int) else 1, None)
+    for name in _SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def _guarded(run_command, command: str, prog: str) -> int:

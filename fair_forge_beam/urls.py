@@ -133,10 +133,13 @@ def install_log_masking() -> None:
             except Exception:  # noqa: BLE001 - a record whose arguments do not fit stays as it is
                 return record
             masked = mask_line(message)
-            if masked is not message or record.args:
+            if masked is not message:  # else msg and args stay: filters read them (Beam's retries in one line)
                 record.msg, record.args = masked, None
             if record.exc_info and record.exc_info[0] is not None:
-                record.exc_text = mask_line(logging.Formatter().formatException(record.exc_info))
+                text = logging.Formatter().formatException(record.exc_info)
+                shown = mask_line(text)
+                if shown is not text:
+                    record.exc_text = shown
             return record
 
         factory._fair_forge_masking = True

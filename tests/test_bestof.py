@@ -166,6 +166,7 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
                          "--mode", "bayesian", "--mc-samples", "1000", "--judge-base-url", srv.base_url,
                          "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
         assert srv.count() == 8  # 4 assistants → 6 independent matches, + the failing one asked twice
+        port = srv.port  # the re-run asks the same endpoint (the cache key holds it, issue 28)
     m = doc["metrics"]["bestof"]
     block, failed = read_sessions(str(tmp_path / "out"), "bestof")
     assert (failed["session_id"], failed["status"], failed["n_failed"], failed["bestof_winner_id"]) == ("zz-fail", "failed", 1, None)
@@ -201,7 +202,7 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     mixed = list(sessions + extra)
     random.Random(5).shuffle(mixed)
     shuffled.write_text(json.dumps(mixed), encoding="utf-8")
-    with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")]) as srv:
+    with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")], port=port) as srv:
         doc2 = audit.run(["--quiet", f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing",
                           "--input", str(shuffled), "--output", str(tmp_path / "out2"),
                           "--metrics", "bestof", "--bestof-mode", "all_pairs", "--bestof-order", "assistant_delta",

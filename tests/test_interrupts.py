@@ -203,12 +203,23 @@ def test_a_run_that_swallows_the_interrupt_is_ended_by_the_watchdog(tmp_path):
 
 def test_a_command_that_returns_ends_with_its_code_after_the_exit_handlers(tmp_path):
     """After the command returned, the process ends with its exit code once the threads are joined
-    and the exit handlers ran (the interpreter's teardown, where a signal killed it, is skipped)."""
+    and EVERY exit handler ran — those registered before the command too (ending the process
+    with os._exit in an exit handler skipped them: a coverage tool's, test_light_install's import
+    report) — with SIGINT / SIGTERM ignored once the command's own exit handlers ran (through the
+    earlier ones and the interpreter's teardown, where a signal killed the process, issue 28 B4): a
+    SIGINT sent there changes nothing."""
     script = tmp_path / "returns.py"
     script.write_text(textwrap.dedent(
         """
-        import atexit, sys
+        import atexit, os, signal, sys, time
         from fair_forge_beam.console import guarded
+
+        def early():  # runs after the command's exit handlers: a SIGINT here is ignored
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            print("registered before the command", flush=True)
+
+        atexit.register(early)
 
         def command():
             atexit.register(lambda: print("exit handler ran", flush=True))
@@ -218,7 +229,7 @@ def test_a_command_that_returns_ends_with_its_code_after_the_exit_handlers(tmp_p
         """), encoding="utf-8")
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=60)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "exit handler ran\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "exit handler ran\nregistered before the command\n", "")
 
 
 #: the command's first heavy import made slow (3 s) and announced on stderr, so that the signal

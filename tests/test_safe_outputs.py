@@ -94,9 +94,10 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
         run_id = m.pop("run_id")
         assert run_id == json.loads(t["_SUCCESS"])["run"] and m.pop("audit_runs") == [run_id]
         files = m.pop("files")
+        # results.json is sealed too (issue 28, trial 28e B4: an edited results.json was read by trend)
         assert files == {name: {"size": len(t[name]), "sha256": hashlib.sha256(t[name]).hexdigest()} for name in t
-                         if name.split("/")[0] in ("stats", "sessions", "results.parquet", "dead_letter")
-                         and name != "stats/manifest.json"}
+                         if (name.split("/")[0] in ("stats", "sessions", "results.parquet", "dead_letter")
+                             or name == "results.json") and name != "stats/manifest.json"}
     assert manifests[0] == manifests[1]
 
 
@@ -233,7 +234,8 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
                      "data_quality/part-00000-of-00001.jsonl", "stats/manifest.json",
                      "stats/sessions/part-00000-of-00001.parquet",
                      "stats/slices/part-00000-of-00001.parquet",  # stored slice accumulators (schema v4)
-                     "stats/quality_counts.json"}  # the manifest's quality counts, sealed (issue 28)
+                     "stats/quality_counts.json",  # the manifest's quality counts, sealed (issue 28)
+                     "stats/settings.json"}  # the manifest's settings, sealed (issue 28, trial 28e B6)
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION
