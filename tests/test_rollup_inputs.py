@@ -432,24 +432,11 @@ def test_a_resealed_shard_whose_rows_break_the_stored_rules_is_a_usage_error(sea
     the edit, ended in a pydantic traceback in Engine/ReduceSessions (exit 1): a stored row is
     checked where the shard is read, one line naming the file, the row and the column (exit 2)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from fair_forge_beam.io.session_stats import file_digest
+    def edit(values, field):  # the first row's value replaced; the column made nullable
+        return pa.field(column, field.type), [value] + values[1:]
 
-    a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(sealed_runs / "a", a)
-    shutil.copytree(sealed_runs / "b", b)
-    shard = b / folder / "part-00000-of-00001.parquet"
-    t = pq.read_table(shard)
-    i = t.schema.get_field_index(column)
-    col = t.column(column).to_pylist()
-    t = t.set_column(i, pa.field(column, t.schema.field(column).type), pa.array([value] + col[1:],
-                                                                                  t.schema.field(column).type))
-    pq.write_table(t, shard)
-    m = _manifest(b)
-    rel = f"{folder}/part-00000-of-00001.parquet"
-    m["files"][rel]["size"], m["files"][rel]["sha256"] = file_digest(str(shard))
-    (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+    a, b, rel = _edited_and_resealed(sealed_runs, tmp_path, folder, column, edit)
     err = _refused(tmp_path, [a, b], capsys)
     assert f"{b}: {rel}: {named}: not a row this package writes" in err, err
 
@@ -464,6 +451,19 @@ def test_a_resealed_shard_with_a_nested_count_edited_is_a_usage_error(sealed_run
                                                                       named):
     """Issue 28: the stored rules covered top-level columns only; a count inside a stored accumulator
     (a list's items, a map's values), edited and resealed, reached the engine."""
+    def edit_first(values, field):  # the first row (it holds a value) edited; the schema kept
+        assert next(k for k, v in enumerate(values) if v) == 0, values[:2]
+        return field, [edit(values[0])] + values[1:]
+
+    a, b, rel = _edited_and_resealed(sealed_runs, tmp_path, folder, column, edit_first)
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{b}: {rel}: {named}: not a row this package writes" in err, err
+
+
+def _edited_and_resealed(sealed_runs, tmp_path, folder, column, edit):
+    """Copies of the runs ``a`` and ``b``; in ``b``'s shard of ``folder``, ``column`` replaced by
+    ``edit(values, field) -> (field, values)`` and the manifest's checksum of the shard resealed
+    (so only the stored-row rules can refuse it). Returns ``(a, b, the shard's path in the run)``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -472,21 +472,16 @@ def test_a_resealed_shard_with_a_nested_count_edited_is_a_usage_error(sealed_run
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(sealed_runs / "a", a)
     shutil.copytree(sealed_runs / "b", b)
-    shard = b / folder / "part-00000-of-00001.parquet"
+    rel = f"{folder}/part-00000-of-00001.parquet"
+    shard = b / rel
     t = pq.read_table(shard)
-    i = t.schema.get_field_index(column)
-    values = t.column(column).to_pylist()
-    first = next(k for k, v in enumerate(values) if v)
-    assert first == 0, values[:2]
-    values[0] = edit(values[0])
-    t = t.set_column(i, t.schema.field(column), pa.array(values, t.schema.field(column).type))
+    field, values = edit(t.column(column).to_pylist(), t.schema.field(column))
+    t = t.set_column(t.schema.get_field_index(column), field, pa.array(values, field.type))
     pq.write_table(t, shard)
     m = _manifest(b)
-    rel = f"{folder}/part-00000-of-00001.parquet"
     m["files"][rel]["size"], m["files"][rel]["sha256"] = file_digest(str(shard))
     (b / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
-    err = _refused(tmp_path, [a, b], capsys)
-    assert f"{b}: {rel}: {named}: not a row this package writes" in err, err
+    return a, b, rel
 
 
 def _swap_in(target: Path, source: Path) -> None:
