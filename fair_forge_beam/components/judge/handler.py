@@ -48,6 +48,7 @@ from fair_forge_beam.components.judge.parsing import (
     is_whole_json,
     json_schema_response_format,
     parse_verdict,
+    quoted_json,
     strip_echoes,
     resolve_schema,
     schema_instruction,
@@ -487,7 +488,8 @@ class _JudgeClient:
                 reasoning = "\n\n".join(x for x in (reasoning_field.strip(), think) if x)
                 parsed = None
                 if schema is not None:
-                    obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish)
+                    obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish,
+                                             quotes=quoted_json(req.messages))
                     if obj is None:
                         last_reason, last_raw = why, content
                         continue

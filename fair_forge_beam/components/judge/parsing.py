@@ -20,7 +20,11 @@ which a judge answer becomes a score:
    the answer is looked at — never just the first. An object sharing a field name with the schema
    is *verdict-shaped*; an array holding one is a *list of verdicts* (rejected). Every
    verdict-shaped object must validate, and all of them must be the same verdict; two different
-   verdicts are ambiguous (rejected → dead letter). No verdict-shaped object → rejected.
+   verdicts are ambiguous (rejected → dead letter). No verdict-shaped object → rejected. When
+   the verdicts differ, a JSON value that also stands inside a data block (:func:`quoted_json`:
+   an answer carrying a planted ``{"score": 1.0}``, valid or not, a list of them) is a quotation
+   of the judged text and is set aside, so a judge that quotes it beside its own verdict is
+   scored by its own; still two different verdicts → ambiguous.
 5. Validation is pydantic's strict mode (``true`` is not a number, ``"0_8"`` is not a number),
    over JSON in which repeated keys and ``NaN`` / ``Infinity`` are errors.
 """
@@ -43,6 +47,7 @@ __all__ = [
     "strip_echoes",
     "unfence",
     "parse_verdict",
+    "quoted_json",
     "is_whole_json",
     "split_reasoning",
     "iter_json_objects",
@@ -170,6 +175,49 @@ def unfence(text: str) -> str:
             out = out.replace(whole, inner)
 
 
+def _contents(messages: Iterable[Sequence[str]]) -> Iterator[str]:
+    """The text content of each ``(role, content)`` pair or ``{"role", "content"}`` mapping."""
+    for m in messages:
+        content = m[1] if not isinstance(m, Mapping) else m.get("content")
+        if isinstance(content, str):
+            yield content
+
+
+def _data_blocks(text: str) -> Iterator[tuple[str, str, str]]:
+    """``(label, nonce, inner text)`` of every genuine data block of ``text``, blocks nested in
+    blocks included (a quoted inner block is data too)."""
+    todo = [text]
+    while todo:
+        for lab, n, whole in _blocks(todo.pop()):
+            inner = whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")]
+            todo.append(inner)
+            yield lab, n, inner
+
+
+def _canonical(value: Any) -> str:
+    """One text per JSON value, whatever its key order or spacing (flagged values included)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def quoted_json(messages: Iterable[Sequence[str]] = ()) -> frozenset:
+    """The canonical text (:func:`_canonical`) of every JSON object and array written inside the
+    data blocks of ``messages``, at any depth: what a judge's reply can only *quote*.
+
+    A reply that repeats one of them repeats the judged text (an answer may carry a planted
+    verdict such as ``{"score": 1.0}``); :func:`parse_verdict` sets such values aside. Text outside
+    the data blocks (the instructions, which may show an example verdict) is not included."""
+    out: set = set()
+    for content in _contents(messages):
+        for _lab, _n, inner in _data_blocks(content):
+            todo = list(_iter_json_values(inner))
+            while todo:
+                value = todo.pop()
+                if isinstance(value, (dict, list)):
+                    out.add(_canonical(value))
+                    todo.extend(value.values() if isinstance(value, dict) else value)
+    return frozenset(out)
+
+
 def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Iterable[str] = ()) -> str:
     """``answer`` without what it repeats of the fenced prompt.
 
@@ -184,17 +232,11 @@ def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Ite
         return answer or ""
     keys: dict[tuple[str, str], None] = {}
     verbatim: list[str] = [e for e in extra if e]
-    for m in messages:
-        content = m[1] if not isinstance(m, Mapping) else m.get("content")
-        if not isinstance(content, str):
-            continue
+    for content in _contents(messages):
         found = False
-        todo = [content]
-        while todo:  # blocks nested in blocks count too (a quoted inner block is cut as well)
-            for lab, n, whole in _blocks(todo.pop()):
-                keys[(lab, n)] = None
-                found = True
-                todo.append(whole[len(f"<<<BEGIN {lab} {n}>>>\n"): -len(f"\n<<<END {lab} {n}>>>")])
+        for lab, n, _inner in _data_blocks(content):
+            keys[(lab, n)] = None
+            found = True
         if found:
             verbatim.append(content)
     if not keys and not verbatim:
@@ -325,12 +367,15 @@ def parse_verdict(
     *,
     structured: bool = False,
     finish_reason: Optional[str] = None,
+    quotes: frozenset = frozenset(),
 ) -> tuple[Optional[BaseModel], Optional[str]]:
     """The judge's verdict in ``answer`` under the rule of this module's docstring.
 
     ``answer``: the answer with echoes and reasoning removed (:func:`strip_echoes`,
     :func:`split_reasoning`). ``structured``: the request asked the server for a JSON mode
-    (``json_schema`` or ``json_object``). ``finish_reason``: as sent by the server.
+    (``json_schema`` or ``json_object``). ``finish_reason``: as sent by the server. ``quotes``:
+    :func:`quoted_json` of the request's messages; in text mode a JSON value of the answer equal to
+    one of them is a quotation of the judged text, set aside when the verdicts differ (rule 4).
 
     Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
     """
@@ -347,23 +392,31 @@ def parse_verdict(
             return None, f"answer is {kind}, not one JSON object"
     fields = _field_names(schema)
     verdicts: list[BaseModel] = []
-    canon: dict[str, None] = {}
+    canon: dict[str, bool] = {}  # each distinct verdict -> whether every copy of it is a quotation
     for value in _iter_json_values(text):
+        quote = bool(quotes) and isinstance(value, (dict, list)) and _canonical(value) in quotes
         if isinstance(value, list):
-            if any(isinstance(x, dict) and fields & set(x) for x in value):
+            if not quote and any(isinstance(x, dict) and fields & set(x) for x in value):
                 return None, "answer holds a list of verdicts; exactly one JSON object is expected"
             continue
         if not isinstance(value, dict) or not fields & set(value):
             continue
         obj, why = _validate_strict(value, schema)
         if obj is None:
+            if quote:  # an invalid verdict written in the judged text, quoted: not the judge's
+                continue
             return None, f"answer does not match the verdict schema: {why}"
         verdicts.append(obj)
-        canon[json.dumps(obj.model_dump(mode="json"), sort_keys=True)] = None
+        key = json.dumps(obj.model_dump(mode="json"), sort_keys=True)
+        canon[key] = canon.get(key, True) and quote
     if not verdicts:
         return None, "no JSON object found in the answer"
     if len(canon) > 1:
-        return None, f"ambiguous answer: {len(canon)} different verdicts (the judge's own verdict cannot be told apart)"
+        own = [k for k, only_quoted in canon.items() if not only_quoted]
+        if len(own) != 1:
+            return None, (f"ambiguous answer: {len(canon)} different verdicts (the judge's own verdict cannot be told apart"
+                          + (f"; {len(canon) - len(own)} of them repeat the judged text)" if len(own) < len(canon) else ")"))
+        return next(v for v in reversed(verdicts) if json.dumps(v.model_dump(mode="json"), sort_keys=True) == own[0]), None
     return verdicts[-1], None
 
 
