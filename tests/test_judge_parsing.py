@@ -198,3 +198,27 @@ def test_cache_is_safe_with_several_processes(tmp_path):
         assert p.exitcode == 0
     c = SQLiteJudgeCache(path)
     assert len(c) == 200 and c.get("k150") == {"i": 150}
+
+
+@pytest.mark.parametrize("bomb", ["[" * 200_000, '{"a":' * 80_000, "[" * 999 + "1," * 190_000, ("[" * 500 + "1," * 300) * 200])
+def test_reading_any_text_for_json_is_bounded(bomb, monkeypatch):
+    """A judged answer or a reply made of nesting or unclosed values by the hundred thousand:
+    before, a decode was tried at every bracket, each reading deep or to the end (21 s for one
+    200,000-character answer). Counted in decoder calls, not seconds: at most a few per
+    thousand characters once the bound is hit, and a verdict before the bomb is still read."""
+    from fair_forge_beam.components.judge import parsing
+    from fair_forge_beam.components.judge.prompts_quality import context_messages
+
+    calls = [0]
+    real = parsing._STRICT_DECODER
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s, idx=0):
+            calls[0] += 1
+            return real.raw_decode(s, idx)
+
+    monkeypatch.setattr(parsing, "_STRICT_DECODER", Counting())
+    parsing.quoted_json(context_messages("ctx", "q", bomb, None))
+    obj, why = parsing.parse_verdict('{"score": 0.2, "insight": "x"} ' + bomb, Verdict)
+    assert why is None and obj.score == 0.2
+    assert calls[0] <= 2_000, calls[0]
