@@ -11,3 +11,7 @@ def main() -> int:
     from pipelines.audit import main as audit_main
 
     return audit_main()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
