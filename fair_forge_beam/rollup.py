@@ -1420,7 +1420,7 @@ class _MergeRunsOfSession(beam.DoFn):
                     value = row.get(column)
                     if value is not None:
                         as_stored = value
-                        if renumber and walk is not None:  # _renumbered, its walk looked up in setup
+                        if renumber and walk is not None:  # the type's renumberer, looked up in setup
                             value = walk(value, mapping, session_id, assistant_id)
                         if s in paired:  # a list of values, renumbered one by one
                             pairs[s] = list(zip(as_stored, value))
@@ -1496,19 +1496,13 @@ def _row_reduced(layout, row: dict, cells, slices, values: Optional[dict] = None
     return Reduced(slots)
 
 
-def _renumbered(value, t, turns: dict, session_id: str, assistant_id: str):
-    """A stored plain value of Arrow type ``t`` (structs and lists as tuples, as
-    :func:`~fair_forge_beam.schemas.arrow.from_arrow_array` gives them) with every ``turn_index``,
-    the turn of every ``element_id`` and of every judge ``request_key``
-    (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the union's)."""
-    walk = _renumberer(t)
-    return value if walk is None or value is None else walk(value, turns, session_id, assistant_id)
-
-
 @functools.lru_cache(maxsize=256)
 def _renumberer(t):
     """The function ``(plain value of Arrow type t, turns, session_id, assistant_id) → the value
-    renumbered`` of :func:`_renumbered`, built once per type; ``None`` when ``t`` holds no turn
+    renumbered``: every ``turn_index``, the turn of every ``element_id`` and of every judge
+    ``request_key`` (``"<session>#<turn>#<digest>"``) mapped by ``turns`` (a run's turn index → the
+    union's), structs and lists as tuples (as :func:`~fair_forge_beam.schemas.arrow.from_arrow_array`
+    gives them); built once per type; ``None`` when ``t`` holds no turn
     field (:func:`_holds_turn_fields`: its values are never walked)."""
     import pyarrow as pa
 
