@@ -640,10 +640,11 @@ class _ScoreAndRoute(beam.DoFn):
             self._score = scorer.process
             scorer.setup()
         elif isinstance(scorer, beam.PTransform):  # its scores arrive here already scored
-            self._score = _one
+            self._score = _one  # as session parts, not interactions: _ReduceSessions counts its progress
         else:  # a plain function: one interaction -> its score, or None (no score)
             self._score = lambda x, fn=scorer: () if (out := fn(x)) is None else (out,)
         self._pending = self._pending_scored = 0
+        self._counting = not isinstance(scorer, beam.PTransform)
 
     def teardown(self):
         if isinstance(self.spec.scorer, beam.DoFn):
@@ -668,9 +669,11 @@ class _ScoreAndRoute(beam.DoFn):
         spec, slot = self.spec, self.slot
         record, session_value, cell_value = spec.interaction_record, spec.session_value, spec.cell_value
         tagged = beam.pvalue.TaggedOutput
-        if self._pending >= _PROGRESS_STEP:  # the elements before this one, scored: both counts at once
-            self._flush_progress()
-        self._pending += len(element) if isinstance(element, list) else 1  # a batch (spec.batch_size) or one
+        counting = self._counting
+        if counting:
+            if self._pending >= _PROGRESS_STEP:  # the elements before this one, scored: both counts at once
+                self._flush_progress()
+            self._pending += len(element) if isinstance(element, list) else 1  # a batch (spec.batch_size) or one
         dims_of = sent = None
         if self.dims_slot is not None:
             missing = (None,) * self.n_dims
@@ -681,7 +684,7 @@ class _ScoreAndRoute(beam.DoFn):
             if isinstance(out, beam.pvalue.TaggedOutput):
                 yield out
                 continue
-            self._pending_scored += 1
+            self._pending_scored += counting
             rec = None if record is None else headed(spec.name, "interaction", record(out), out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
                 yield rec
@@ -721,6 +724,13 @@ class _ReduceSessions(beam.DoFn):
         for spec in self.layout.specs:
             if spec.session_reducer is not None:
                 spec.session_reducer.setup()
+        from fair_forge_beam.progress import ProgressCounter
+
+        # progress of a metric scored by a PTransform (a judge: what reaches _ScoreAndRoute are session
+        # parts, not interactions): its session records' n_interactions (what results.json sums as
+        # interactions_scored), as each session is reduced
+        self._progress = {slot: (ProgressCounter(f"taken.{spec.name}"), ProgressCounter(f"scored.{spec.name}"))
+                          for slot, spec in enumerate(self.layout.specs) if isinstance(spec.scorer, beam.PTransform)}
 
     def process(self, kv):
         key, combined = kv
@@ -773,6 +783,11 @@ class _ReduceSessions(beam.DoFn):
                 yield tagged(f"q{slot}", w)
             stored_warnings += warnings
             if rec is not None:
+                counters = self._progress.get(slot)
+                if counters is not None:
+                    scored = int(rec.get("n_interactions") or 0)
+                    counters[0].inc(scored)  # a session's n_failed is not in interactions for every metric
+                    counters[1].inc(scored)  # (BestOf counts failed matches), so no "not scored" here
                 yield tagged(f"s{slot}", headed(spec.name, "session", rec))
             if slice_value is not None:
                 stored_slices[slot] = slice_value

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import subprocess
 import sys
@@ -135,3 +137,37 @@ def test_main_job_reports_progress_on_stderr_and_quiet_silences_it(tmp_path):
     assert "progress:" not in proc.stdout  # stdout keeps the summary only
     quiet, _ = _main_job(tmp_path, "--quiet")
     assert "progress:" not in quiet.stderr and quiet.stdout == ""
+
+
+def _judged_job(tmp_path, srv, name):
+    data = [{"session_id": "s1", "assistant_id": "bot", "language": "english", "context": "You sell bread.",
+             "conversation": [{"qa_id": str(i), "query": f"Question {i}?", "assistant": f"Answer {i}.",
+                               "ground_truth_assistant": "Bread."} for i in range(3)]}]
+    inp = tmp_path / "in.json"
+    inp.write_text(json.dumps(data), encoding="utf-8")
+    argv = [sys.executable, "-m", "pipelines.audit", "--input", str(inp), "--metrics", "context", "--no-report",
+            "--output", str(tmp_path / name), f"--runner={FNAPI}", "--progress-interval", "0.2", "--allow-empty",
+            "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-api-key-env", "FFB_TEST_PROGRESS_KEY"]
+    env = {**os.environ, "FFB_TEST_PROGRESS_KEY": "sk-test-progress-not-a-key"}
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("progress: ")]
+    return proc, lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reply,scored", [({"score": 0.5, "insight": "ok"}, 3), ("no verdict here", 0)])
+def test_a_judge_metrics_last_progress_line_counts_what_the_summary_counts(tmp_path, reply, scored):
+    """Trial 28f B12: the last line said 'scored: context 6' for 3 scored turns (it counted the
+    judge's session parts: one per turn and one per verdict) and 'context 3' when every answer
+    was a dead letter (0 scored)."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(lambda req: reply) as srv:
+        proc, lines = _judged_job(tmp_path, srv, "out")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["metrics"]["context"]["interactions_scored"] == scored
+    counted = [ln for ln in lines if "scored: context" in ln]
+    assert counted, lines
+    assert re.search(rf"scored: context {scored}(;|,|$| )", counted[-1]), counted
+    assert re.search(rf"scored: context {scored}(;|,|$| )", lines[-1]), lines
