@@ -8,6 +8,9 @@ this package imports Beam through here: a temporary ``NullHandler`` keeps the ro
 untouched during that first import.
 """
 import logging
+import threading
+import types
+import weakref
 
 _root = logging.getLogger()
 _guard = None
@@ -50,3 +53,53 @@ def tune_gc() -> None:
 
 
 __all__ += ["tune_gc", "GC_THRESHOLD0"]
+
+
+_ARGS: "weakref.WeakKeyDictionary" = None  # function -> {bound: (args, defaults)}, see cache_dofn_signatures
+_ARGS_LOCK = threading.Lock()
+
+
+def cache_dofn_signatures() -> None:
+    """Make Beam's ``core.get_function_args_defaults`` (the argument names and default values of a
+    function, from ``inspect.signature``) remember its answer per Python function, in this
+    process, once; every other callable goes to Beam's function as before.
+
+    Why: Beam asks it again for every method of a ``DoFn`` each time it checks the ``DoFn`` for
+    state and timers (``userstate.get_dofn_specs``: ``dir(dofn)``, then every method), and it
+    checks each ``DoFn`` several times while building the graph, translating it and creating
+    every bundle's processor: about 37,000 calls for one small audit, the answer never changing
+    (it depends on the function's code and defaults only, and for a bound method not on the
+    object it is bound to). Measured on a Bayesian audit of 18 sessions in one process
+    (in-memory runner, 3 rounds, interleaved): 3.0 -> 2.35 CPU s per audit, ``results.json``
+    byte-identical. Answers are kept per function object (weakly: a function that goes away
+    takes its entry with it) and handed out as new lists. Called by
+    :func:`fair_forge_beam.beam_pipeline.run_pipeline`, beside :func:`tune_gc`."""
+    global _ARGS
+    from apache_beam.transforms import core
+
+    with _ARGS_LOCK:
+        if getattr(core.get_function_args_defaults, "_ffb_cached", False):
+            return
+        original = core.get_function_args_defaults
+        _ARGS = weakref.WeakKeyDictionary()
+
+        def get_function_args_defaults(f):
+            bound = isinstance(f, types.MethodType)
+            func = f.__func__ if bound else f
+            if type(func) is not types.FunctionType:
+                return original(f)
+            per = _ARGS.get(func)
+            hit = None if per is None else per.get(bound)
+            if hit is None:
+                args, defaults = original(f)
+                hit = (tuple(args), tuple(defaults))
+                with _ARGS_LOCK:
+                    _ARGS.setdefault(func, {})[bound] = hit
+            return list(hit[0]), list(hit[1])
+
+        get_function_args_defaults._ffb_cached = True
+        get_function_args_defaults.__wrapped_original__ = original
+        core.get_function_args_defaults = get_function_args_defaults
+
+
+__all__ += ["cache_dofn_signatures"]

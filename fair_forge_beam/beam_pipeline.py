@@ -73,9 +73,10 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             own words); their stderr follows the runner's message.
         Exception: any other failure, as Beam raised it.
     """
-    from fair_forge_beam._beam import tune_gc
+    from fair_forge_beam._beam import cache_dofn_signatures, tune_gc
 
     tune_gc()  # the launcher runs an in-process runner's bundles
+    cache_dofn_signatures()  # Beam re-inspects every DoFn method many times per job
     started = time.time()
     try:
         with beam.Pipeline(options=options) as p:
