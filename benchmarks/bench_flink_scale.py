@@ -42,7 +42,10 @@ Per run it records:
 ``--staging-ab J`` first runs J jobs of ``--ab-size`` interactions on one cluster with the jars staged
 (Beam's default) and J without (:class:`FlinkCluster`'s ``stage_jars=False``, this change),
 alternately, and prints the start-up and the jars of each (one run of this script: the ratio is
-what counts on a shared machine).
+what counts on a shared machine). On a given cluster (``main``'s ``cluster``), a Flink run of the
+table whose size is ``--ab-size`` and whose runner arguments are the unstaged A/B jobs' is not run
+again: the last unstaged A/B job is that run (same data, same command line), and its record and
+output folder are the table's (the record says ``"reused": "ab-unstaged-<J-1>"``).
 
 Each run's record is kept as ``<work>/runs/<runner>-<size>.json`` (``--work`` reuses a folder,
 data included: a later invocation with other ``--runners`` adds to the same table).
@@ -58,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -424,6 +428,7 @@ def main(argv=None, cluster=None) -> int:
             made, sessions = write_sessions(str(tmp), n, a.seed)
             tmp.rename(data[n])
             print(f"data: {made:,} interactions in {sessions:,} sessions -> {data[n]}", flush=True)
+    ab = []
     if a.staging_ab:
         ab = staging_ab(work, data[a.ab_size], a.staging_ab, a.interval, cluster)
         (work / "runs" / "staging-ab.json").write_text(json.dumps(ab, indent=1))
@@ -431,7 +436,17 @@ def main(argv=None, cluster=None) -> int:
         for runner in runners:
             out = work / f"out-{runner}-{n}"
             print(f"run {runner} {n:,} ...", flush=True)
-            if runner == "flink" and cluster is not None:
+            same_as_ab = (runner == "flink" and cluster is not None and ab and n == a.ab_size
+                          and cluster.runner_args(stage_jars=a.stage_jars or None) == cluster.runner_args(stage_jars=False))
+            if same_as_ab:  # the last unstaged A/B job was this very run: the same data and command line
+                last = [r for r in ab if not r["stage_jars"]][-1]
+                rec = {k: v for k, v in last.items() if k not in ("stage_jars", "job")}
+                rec["reused"] = f"ab-unstaged-{last['job'] - 1}"
+                if out.exists():
+                    shutil.rmtree(out)
+                shutil.copytree(work / rec["reused"], out)
+                print(f"  the staging A/B's job {rec['reused']} (same data and runner arguments), not run again", flush=True)
+            elif runner == "flink" and cluster is not None:
                 rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None), cluster, a.interval)
             elif runner == "flink":
                 fresh, boot_s = start_cluster(work / f"cluster-{n}", stage_jars=a.stage_jars or None)

@@ -8,8 +8,9 @@ only when its JVMs have the jars.
 
 Runs the benchmark's ``main`` with ``--sizes 300 --staging-ab 1`` on the session's cluster
 (``flink_cluster`` in tests/conftest.py): one job with the job server's jars staged (Beam's
-default), one without (the cluster's default since issue 26), then the in-memory run and the
-Flink run of the table, whose ``results.json`` must be byte-identical. Flink artifacts missing:
+default), one without (the cluster's default since issue 26), then the in-memory run; the
+unstaged job, run with the cluster's default arguments, is the Flink run of the table, whose
+``results.json`` must be byte-identical to the in-memory run's. Flink artifacts missing:
 skipped locally, a failure under ``CI=true`` (as tests/test_runners_integration.py).
 """
 from __future__ import annotations
@@ -105,6 +106,9 @@ def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsy
     assert ab[True]["staged_files"] >= lib_jars, ab[True]  # at least the JobManager's copy
     assert ab[False]["staged_files"] < lib_jars / 10, ab[False]
     assert flink["staged_files"] == ab[False]["staged_files"], flink
+    # the shared cluster's default runner arguments are the unstaged A/B job's: that job is the
+    # table's Flink run (the same data and command line), not run a third time
+    assert flink["reused"] == "ab-unstaged-0" and "run flink 300" in printed, flink
     assert "identical" in printed
 
 
