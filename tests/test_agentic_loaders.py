@@ -118,3 +118,23 @@ def test_a_trace_files_lines_are_bounded_and_named_as_the_audit_reader_does(tmp_
     reasons = [r.reason for r in got if isinstance(r, ReadError)]
     assert reasons[0].startswith(f"{path} line 2: the record holds 801 JSON values, over the limit of 256"), reasons
     assert reasons[1].startswith(f"{path} line 3: invalid JSON: a U+0000 (NUL) character where the parser stopped"), reasons
+
+
+@pytest.mark.parametrize("case", ["missing input", "bfcl without answers", "output is a folder"])
+def test_the_converter_says_a_bad_argument_in_one_line(tmp_path, capsys, case):
+    """Trial 28f B10: a missing input, a BFCL file without its answers or an output that cannot be
+    written ended in a 15-line traceback (exit 1); now one line naming the problem, exit 2, and
+    no output file."""
+    (tmp_path / "t.json").write_text("[]", encoding="utf-8")
+    (tmp_path / "b.json").write_text('{"id": "x", "question": []}', encoding="utf-8")
+    (tmp_path / "dir").mkdir()
+    argv = {"missing input": ["tau_bench", str(tmp_path / "nope.json"), str(tmp_path / "out.jsonl")],
+            "bfcl without answers": ["bfcl", str(tmp_path / "b.json"), str(tmp_path / "out.jsonl")],
+            "output is a folder": ["tau_bench", str(tmp_path / "t.json"), str(tmp_path / "dir")]}[case]
+    with pytest.raises(SystemExit) as exc:
+        convert(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    lines = [ln for ln in err.splitlines() if not ln.startswith("skipped (unreadable)")]
+    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "out.jsonl").exists()

@@ -504,20 +504,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--answers", help="BFCL: ground-truth file (default possible_answer_<name> next to the input)")
     p.add_argument("--tools-used", default="ground_truth", help="BFCL: ground_truth, none or a result file")
     args = p.parse_args(argv)
-    if args.format == "tau_bench":
-        sessions = tau_bench_sessions(args.input, args.assistant_id)
-    else:
-        sessions = bfcl_sessions(args.input, args.answers, args.tools_used)
     from fair_forge_beam.io.read import ReadError
+    from fair_forge_beam.io.write import replace_file
 
-    for bad in (s for s in sessions if isinstance(s, ReadError)):
-        sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
-    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with io.open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+    # a missing input, a BFCL file without its answers, an output that cannot be written: one line
+    # and exit 2 (trial 28f B10: 15-line tracebacks); the output appears whole or not at all
+    try:
+        if args.format == "tau_bench":
+            sessions = tau_bench_sessions(args.input, args.assistant_id)
+        else:
+            sessions = bfcl_sessions(args.input, args.answers, args.tools_used)
+        for bad in (s for s in sessions if isinstance(s, ReadError)):
+            sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
+        text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            data = text.encode("utf-8")
+            replace_file(args.output, lambda f: f.write(data))
+    except (ValueError, OSError) as exc:
+        p.error(plain_reason(exc))
     return 0
 
 

@@ -435,8 +435,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = OneLineErrorParser(prog="python -m fair_forge_beam.metrics.registry")
     p.add_argument("--write-template-metadata", metavar="PATH", required=True)
     args = p.parse_args(argv)
-    with open(args.write_template_metadata, "w", encoding="utf-8") as f:
-        f.write(template_metadata_text(METRICS))
+    try:
+        with open(args.write_template_metadata, "w", encoding="utf-8") as f:
+            f.write(template_metadata_text(METRICS))
+    except OSError as exc:  # one line, as every command (trial 28f B10's class)
+        p.error(plain_reason(exc))
     return 0
 
 
