@@ -204,6 +204,34 @@ def read_windowed(out: str, kind: str = "slices") -> list[dict]:
     return recs
 
 
+def _runs_stages_whole(options) -> bool:
+    """Whether the pipeline's runner is Beam's in-memory ``FnApiRunner`` (the default runner): it
+    runs each step over all of its input before the next one starts, and its grouping builds Beam's
+    trigger driver without a processing-time clock (Beam 2.77, ``fn_api_runner/execution.py``:
+    ``create_trigger_driver(windowing, True)``, no ``clock``)."""
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return str(name).rsplit(".", 1)[-1].lower() in ("fnapirunner", "fn_api_runner")
+
+
+def _early_firing_on(spec: WindowSpec, options, args) -> WindowSpec:
+    """``spec`` as the runner can run it. ``--early-firing`` is a processing-time trigger
+    (``AfterProcessingTime``): its first element asks the trigger context for the current
+    processing time, and the in-memory runner gives its trigger driver no clock, so Beam failed
+    with ``'NoneType' object has no attribute 'time'`` (issue 28, B14). That runner groups a step's
+    whole input at once, so an early pane could carry nothing the on-time pane does not: on it the
+    windows fire on time (and late, with ``--allowed-lateness``) and the console says so once."""
+    if spec.early_firing is None or not _runs_stages_whole(options):
+        return spec
+    import dataclasses
+
+    if not getattr(args, "quiet", False):
+        say(f"--early-firing {args.early_firing}: the in-memory runner (FnApiRunner, the default) runs each step over "
+            f"its whole input and has no processing-time clock, so it fires no early panes; each window fires "
+            f"on time (early panes need a streaming runner: --runner FlinkRunner)")
+    return dataclasses.replace(spec, early_firing=None)
+
+
 def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     """Build and run the windowed pipeline; returns ``windowed_results.json``'s content.
 
@@ -227,6 +255,7 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     options = pipeline_options(beam_args)
     if unbounded:
         options.view_as(StandardOptions).streaming = True
+        spec = _early_firing_on(spec, options, args)
         out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
         return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
     with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
