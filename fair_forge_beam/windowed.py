@@ -42,7 +42,7 @@ from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 from fair_forge_beam.io.write import write_window_files
 from fair_forge_beam.io.event_time import AssignEventTime
-from fair_forge_beam.streaming.windows import AddWindowFields, WindowSpec, parse_duration
+from fair_forge_beam.streaming.windows import AddWindowFields, KeepRepresentableWindows, WindowSpec, parse_duration
 from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
 
 __all__ = ["is_windowed_run", "build_source", "window_interactions", "write_windowed", "run_windowed", "read_windowed"]
@@ -167,13 +167,20 @@ def _count_late(out: str) -> int:
     return n
 
 
-def window_interactions(interactions, spec, unbounded: bool):
+def window_interactions(interactions, spec, unbounded: bool, dead_letters: Optional[list] = None):
     """The event-timed, windowed interactions of a run and its late records:
     ``(windowed PCollection, late dead letters or None)``. In a streaming (``unbounded``) run,
     records later than the allowed lateness are routed to dead letters before the windows'
     grouping would drop them (:class:`~fair_forge_beam.streaming.late.RouteLateRecords`); a
-    bounded run (batch) drops nothing as late and routes nothing."""
+    bounded run (batch) drops nothing as late and routes nothing. Records whose windows fall outside
+    the dates a window can have (years 1..9999: :class:`KeepRepresentableWindows`) never reach the
+    windows: their dead letters are appended to ``dead_letters`` (a list of PCollections) when given."""
     timed = interactions | "EventTime" >> beam.ParDo(AssignEventTime())
+    ranged = timed | "WindowRange" >> beam.ParDo(KeepRepresentableWindows(spec.window_fn())).with_outputs(
+        "dead_letter", main="interactions")
+    timed = ranged.interactions
+    if dead_letters is not None:
+        dead_letters.append(ranged.dead_letter)
     late = None
     if unbounded:
         from fair_forge_beam.streaming.late import RouteLateRecords
@@ -269,9 +276,10 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
     started = time.time()
     with run_pipeline(options) as p:
         read = p | "Read" >> source
-        windowed, late = window_interactions(read["interactions"], spec, unbounded)
-        if late is not None:
-            read = {**read, "dead_letter": (read["dead_letter"], late) | "WithLate" >> beam.Flatten()}
+        out_of_range = []
+        windowed, late = window_interactions(read["interactions"], spec, unbounded, out_of_range)
+        dead = [read["dead_letter"], *out_of_range] + ([late] if late is not None else [])
+        read = {**read, "dead_letter": tuple(dead) | "WithLate" >> beam.Flatten()}
         results = apply_metrics(windowed, transforms)  # engine metrics share their shuffles
         write_windowed(read, results, folder)
     doc = {

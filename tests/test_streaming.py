@@ -372,3 +372,25 @@ def test_kafka_and_pubsub_construction():
         PubSubRecords()
     with pytest.raises(ValueError):
         PubSubRecords(subscription="not-a-path")
+
+
+@pytest.mark.parametrize("spec, ts", [("fixed:1h", "9999-12-31T23:59:59Z"), ("sliding:1h,5m", "0001-01-01T00:00:00Z"),
+                                      ("sliding:1d,1h", "9999-12-31T23:59:59Z"), ("session:10m", "9999-12-31T23:59:59Z")])
+def test_a_record_whose_windows_fall_outside_the_dates_is_a_dead_letter(tmp_path, spec, ts):
+    """Issue 28 (trial 28f B3): a timestamp the reader accepts (years 1..9999) whose window starts in
+    year 0 or ends in year 10000 ended the windowed run with an OverflowError and lost every good
+    record; it is one dead letter with a reason, and the other records' windows are written."""
+    from pipelines import audit
+
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, [_flat("s1", 0, TEXTS["s1", 0], "2024-05-01T10:05:00Z"),
+                        _flat("s2", 0, TEXTS["s2", 0], "2024-05-01T10:06:00Z"),
+                        _flat("s9", 0, TEXTS["s3", 0], ts)])
+    out = tmp_path / "out"
+    doc = audit.run(["--input", str(data), "--window", spec, "--metrics", "humanity", "--output", str(out), "--quiet"])
+    assert doc["dead_letters"] == 1
+    dead = [json.loads(line) for f in sorted((out / "windows").glob("dead_letter-*.jsonl")) for line in open(f)]
+    assert [d["stage"] for d in dead] == ["window"] and "outside the dates a window can have" in dead[0]["reason"]
+    assert ts in dead[0]["reason"] and dead[0]["element_id"].startswith("s9/")
+    kept = {r["n_interactions"] for r in doc["slices"] if r["slice"] == "overall"}
+    assert kept and max(kept) <= 2 and all(r["window_start"][:7] in ("2024-04", "2024-05") for r in doc["slices"])

@@ -63,6 +63,8 @@ __all__ = [
     "window_fields",
     "window_seed_parts",
     "AddWindowFields",
+    "KeepRepresentableWindows",
+    "WINDOW_RANGE_STAGE",
 ]
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -304,3 +306,52 @@ class AddWindowFields(beam.DoFn):
     def process(self, rec, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         fields = window_fields(window, pane if self.pane else None)
         yield {**rec, **fields} if fields else rec
+
+
+#: the dead-letter stage of a record whose windows cannot be represented
+WINDOW_RANGE_STAGE = "window"
+# the first and last microsecond a window's bounds can have: they are written as ISO 8601 dates
+# (``window_start``, ``window_end``), years 1..9999 (Python's ``datetime``)
+_FIRST_MICROS = -62135596800 * 10**6
+_LAST_MICROS = 253402300799 * 10**6 + 999_999
+
+
+def _bound_text(micros: int) -> str:
+    if _FIRST_MICROS <= micros <= _LAST_MICROS:
+        from apache_beam.utils.timestamp import Timestamp
+
+        return _iso(Timestamp(micros=micros))
+    return f"{micros / 1e6:.0f} s since the epoch"
+
+
+class KeepRepresentableWindows(beam.DoFn):
+    """Passes an event-timed element whose windows (as ``window_fn`` assigns them: fixed, sliding,
+    or a session's first extent) all start and end within years 1..9999; any other element goes to
+    the ``dead_letter`` output with a reason naming its time and the window out of range (issue 28,
+    trial 28f B3: 9999-12-31T23:59:59Z in ``fixed:1h`` ends in year 10000; 0001-01-01 in
+    ``sliding:1h,5m`` starts in year 0; each ended the run with an ``OverflowError``). A merged
+    session spans its elements' first extents, so it stays in range too."""
+
+    def __init__(self, window_fn):
+        self.window_fn = window_fn
+
+    def process(self, x, ts=beam.DoFn.TimestampParam):
+        try:
+            windows = list(self.window_fn.assign(_window.WindowFn.AssignContext(ts, element=x)))
+            bad = next((w for w in windows if not (_FIRST_MICROS <= w.start.micros and w.end.micros <= _LAST_MICROS)),
+                       None)
+            problem = None
+        except (OverflowError, ValueError) as exc:
+            bad, problem = None, exc
+        if bad is None and problem is None:
+            yield x
+            return
+        from fair_forge_beam.io.elements import dead_letter
+
+        where = (f"its window [{_bound_text(bad.start.micros)}, {_bound_text(bad.end.micros)})" if bad is not None
+                 else f"its windows ({type(problem).__name__})")
+        yield beam.pvalue.TaggedOutput("dead_letter", dead_letter(
+            WINDOW_RANGE_STAGE,
+            f"event time {_bound_text(int(ts.micros))}: {where} falls outside the dates a window can have "
+            f"(0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z)",
+            x, getattr(x, "element_id", None)))
