@@ -60,6 +60,7 @@ class _Interrupts:
         self.stages: dict = {}  # stage folder -> its output folder (removed by the watchdog)
         self.outputs: list = []  # output folders this run staged (published or not)
         self.published: list = []  # output folders published by this run
+        self.in_place: list = []  # output folders a streaming run writes in place (no stage)
         self.command, self.prog = "command", "fair-forge-beam"
         self.exiting = False
         self.code: Optional[int] = None  # the command's exit code once it returned (owned process)
@@ -85,6 +86,13 @@ def note_published(output: str) -> None:
     """``output`` now holds this run's complete outputs (what an interrupt's line then says)."""
     with _STATE.lock:
         _STATE.published.append(output)
+
+
+def note_in_place(output: str) -> None:
+    """``output`` is written in place by a streaming run as its windows fire (what an interrupt's
+    line then says: never "untouched" nor "nothing was written")."""
+    with _STATE.lock:
+        _STATE.in_place.append(output)
 
 
 @contextlib.contextmanager
@@ -122,7 +130,11 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
     with _STATE.lock:
         published, outputs = list(_STATE.published), [o for o in _STATE.outputs if o not in _STATE.published]
         finished = _STATE.finished
-    if published:
+        in_place = list(_STATE.in_place)
+    if in_place:
+        state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
+                 f"the windows that fired, if any; a streaming run writes in place)")
+    elif published:
         state = f"the output folder {published[-1]} is complete (published before the interruption)"
     elif outputs:
         state = f"the output folder {outputs[-1]} is untouched (as it was before the run; nothing published)"

@@ -246,14 +246,15 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     it succeeds (:func:`~fair_forge_beam.reports.output_folder.staged_output`); one that scored
     nothing for a metric is an empty run (exit code 4, nothing published) unless ``--allow-empty``.
     A streaming run (``--watch``, Kafka, Pub/Sub), whose files appear as windows fire, writes in
-    place: the earlier outputs of the folder are removed first
-    (:func:`~fair_forge_beam.reports.output_folder.prepare_output_folder`).
+    place: a folder holding a finished run is refused
+    (:func:`~fair_forge_beam.reports.output_folder.finished_run_problem`), an earlier stream's
+    leftovers are removed first (:func:`~fair_forge_beam.reports.output_folder.prepare_output_folder`).
 
     Raises:
         ValueError: argument errors (before the pipeline starts).
         EmptyRun: a bounded run that scored nothing for a metric, without ``--allow-empty``.
     """
-    from fair_forge_beam.reports.output_folder import prepare_output_folder, staged_output
+    from fair_forge_beam.reports.output_folder import finished_run_problem, prepare_output_folder, staged_output
 
     if not args.window:
         raise ValueError("a streaming source needs --window (e.g. --window fixed:1h)")
@@ -263,7 +264,13 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     if unbounded:
         options.view_as(StandardOptions).streaming = True
         spec = _early_firing_on(spec, options, args)
-        out = prepare_output_folder(args.output, FileSystems)  # a reused folder: earlier outputs only, never a user's file
+        problem = finished_run_problem(args.output, FileSystems)  # checked by the launcher too, as a usage error
+        if problem:
+            raise ValueError(problem)
+        out = prepare_output_folder(args.output, FileSystems)  # an earlier stream's leftovers only, never a user's file
+        from fair_forge_beam.console import note_in_place
+
+        note_in_place(out)
         return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
     with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
         return _run_windowed_into(stage, args.output.rstrip("/") or ".", args, options, source, spec, metrics,

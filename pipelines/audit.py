@@ -163,6 +163,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
     windowed = is_windowed_run(args)
     nothing = None  # why the run reads nothing before it starts (every --input pattern matches no file)
+    streaming_run = False  # a streaming source (--watch, Kafka, Pub/Sub): outputs written in place
     from fair_forge_beam.options import validate
 
     try:  # the declared validations (--judge-timeout > 0, --inconclusive-width in (0, 1], ...)
@@ -243,7 +244,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                 raise ValueError("gates apply to batch audits (results.json); a windowed run writes per-window "
                                  "results and evaluates no gate: drop --gate / the config's gates, or --window")
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
-            build_source(args, inputs)  # argument errors here, as usage errors
+            streaming_run = build_source(args, inputs)[1]  # argument errors here, as usage errors
         elif args.input and unmatched_patterns(inputs) == list(inputs):  # a missing export: nothing to read
             nothing = f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})"
             reader = ReadInteractions(retriever=NoRecords, slice_fields=metadata_dimensions(slice_dims))
@@ -254,6 +255,12 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
         out = check_output_folder(args.output, reads=inputs)  # never over (or around) an --input
+        if streaming_run:  # written in place as windows fire: never over a finished run's outputs
+            from fair_forge_beam.reports.output_folder import finished_run_problem
+
+            problem = finished_run_problem(args.output)
+            if problem:
+                raise ValueError(problem)
         if (args.judge_base_url or args.guardian_base_url or args.generator_base_url) and _local_run(options, runner):
             # every file the run writes is checked before it starts: the endpoints' answer cache too
             from fair_forge_beam.components.judge.cache import DEFAULT_CACHE

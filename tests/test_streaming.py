@@ -394,3 +394,65 @@ def test_a_record_whose_windows_fall_outside_the_dates_is_a_dead_letter(tmp_path
     assert ts in dead[0]["reason"] and dead[0]["element_id"].startswith("s9/")
     kept = {r["n_interactions"] for r in doc["slices"] if r["slice"] == "overall"}
     assert kept and max(kept) <= 2 and all(r["window_start"][:7] in ("2024-04", "2024-05") for r in doc["slices"])
+
+
+def _finished_run(out):
+    """A folder as a finished batch audit leaves it (the files a stream would have removed)."""
+    (out / "stats" / "humanity").mkdir(parents=True)
+    (out / "stats" / "humanity" / "part-00000-of-00001.parquet").write_text("stats")
+    for name, text in (("results.json", "{}"), ("report.html", "<html></html>"), ("run_info.json", "{}"),
+                       ("_SUCCESS", "run-1")):
+        (out / name).write_text(text)
+    return sorted((str(p.relative_to(out)), p.read_text()) for p in out.rglob("*") if p.is_file())
+
+
+def test_a_stream_never_replaces_a_finished_run(tmp_path, capsys):
+    """Issue 28 (trial 28f B5): --watch into a folder holding a finished audit deleted its
+    results.json, stats/ and report.html at start (a stream writes in place, so nothing replaced
+    them). It is a usage error (exit 2, one line) and the folder is unchanged."""
+    from pipelines import audit
+
+    out = tmp_path / "out"
+    before = _finished_run(out)
+    (tmp_path / "in").mkdir()
+    with pytest.raises(SystemExit) as e:
+        audit.run(["--watch", str(tmp_path / "in" / "*.jsonl"), "--watch-stop-after", "2s", "--window", "fixed:1m",
+                   "--metrics", "humanity", "--output", str(out), "--quiet"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "holds a finished run (_SUCCESS, results.json" in err and "streaming run writes its windows in place" in err
+    assert sorted((str(p.relative_to(out)), p.read_text()) for p in out.rglob("*") if p.is_file()) == before
+
+
+@pytest.mark.slow
+def test_an_interrupted_stream_says_what_its_folder_holds(tmp_path):
+    """Issue 28 (trial 28f B5): Ctrl-C during a --watch run said "nothing was written", but a stream
+    writes in place (it had emptied the folder of an earlier stream's leftovers, and writes each
+    window as it fires). Its line now says the folder holds what the stream wrote."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    (tmp_path / "in").mkdir()
+    out = tmp_path / "out"
+    (out / "windows").mkdir(parents=True)
+    (out / "windows" / "humanity-slices-old.jsonl").write_text("{}\n")  # an earlier stream's leftover
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--watch", str(tmp_path / "in" / "*.jsonl"),
+                             "--watch-interval", "1s", "--window", "fixed:1m", "--metrics", "humanity",
+                             "--output", str(out)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    deadline = time.time() + 120
+    while time.time() < deadline and (out / "windows" / "humanity-slices-old.jsonl").exists():
+        time.sleep(0.2)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.startswith("fair-forge-beam")]
+    assert proc.returncode == 130, err[-3000:]
+    assert lines == [f"fair-forge-beam: interrupted (Ctrl-C): the audit stopped; the output folder {out} holds what "
+                     "the stream wrote before the interruption (the files of the windows that fired, if any; a "
+                     "streaming run writes in place)"], err[-3000:]

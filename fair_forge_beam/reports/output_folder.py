@@ -47,7 +47,8 @@ from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
            "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
-           "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder", "write_launcher_reports"]
+           "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
+           "finished_run_problem", "write_launcher_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -829,6 +830,30 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                 note_published(out)
     finally:
         forget_stage(stage)
+
+
+def finished_run_problem(output: str, filesystems=None) -> Optional[str]:
+    """Why a streaming run must not write into ``output``, or ``None``: the folder holds the outputs
+    of a finished run (its ``_SUCCESS`` marker, or any of a batch or bounded windowed run's files).
+
+    A streaming run writes in place as its windows fire (it cannot be staged), so it would remove
+    that run's outputs before anything of its own is complete (issue 28, trial 28f B5: a --watch run
+    emptied a finished audit's folder at start, and Ctrl-C then said "nothing was written"). Leftovers
+    of an earlier streaming run (``windows/`` without a marker) are no finished run: they are removed
+    as before (:func:`prepare_output_folder`)."""
+    if filesystems is None:
+        filesystems = _fs()
+    out = _normalise(output)
+    if not filesystems.exists(out) or os.path.isfile(out):
+        return None
+    found = [name for name in (MARKER,) + OUTPUT_FILES + ("windowed_results.json",)
+             if filesystems.exists(f"{out}/{name.rstrip('/')}")]
+    if not found:
+        return None
+    shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    return (f"--output {quoted(out)} holds a finished run ({shown}); a streaming run writes its windows in place as "
+            f"they fire, so it would replace that run before anything new is complete: give a new or empty folder "
+            f"(or move the earlier run away first)")
 
 
 def prepare_output_folder(output: str, filesystems=None) -> str:
