@@ -38,6 +38,29 @@ def test_window_specs():
         WindowSpec.parse("fixed:1h", early_firing="500ms")
 
 
+@pytest.mark.parametrize("spec, message", [
+    ("fixed:0.0001ms", "shorter than 1 µs"), ("sliding:1s,0.0001ms", "shorter than 1 µs"),
+    ("session:0.0001ms", "shorter than 1 µs"), ("fixed:0.0000001", "shorter than 1 µs"),
+    ("sliding:1d,1ms", "86,400,000 windows"), ("sliding:1001s,1s", "1,001 windows"),
+])
+def test_window_specs_beam_cannot_run_are_usage_errors(spec, message, tmp_path, capsys):
+    """Issue 28 (trial 28f B1/B2): fixed:0.0001ms (ZeroDivisionError), session:0.0001ms (ValueError in
+    Beam) and sliding:1d,1ms (86.4 million windows per record: MemoryError) ended in tracebacks.
+    A duration below Beam's 1 µs and more than 1,000 windows per record are one-line usage errors."""
+    from pipelines import audit
+
+    with pytest.raises(ValueError, match=message):
+        WindowSpec.parse(spec)
+    data = tmp_path / "in.jsonl"
+    _write_jsonl(data, [_flat("s1", 0, "hello", 1700000000)])
+    with pytest.raises(SystemExit) as e:
+        audit.run(["--input", str(data), "--window", spec, "--metrics", "humanity", "--output", str(tmp_path / "o")])
+    assert e.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("fair-forge-beam")]
+    assert len(err) == 1 and message in err[0], err
+    assert WindowSpec.parse("sliding:1000s,1s").period == 1.0 and WindowSpec.parse("fixed:1ms").size == 0.001
+
+
 def test_parse_timestamp():
     assert parse_timestamp(1700000000) == 1700000000.0
     assert parse_timestamp("1700000000.5") == 1700000000.5

@@ -73,6 +73,12 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 
 #: longest accepted duration, seconds (100 Julian years)
 MAX_DURATION = 100 * 365.25 * 86400.0
+#: shortest positive duration accepted, seconds: Beam's timestamp resolution (1 µs); a shorter one
+#: is 0 in Beam (``fixed:0.0001ms`` divided by zero, ``session:0.0001ms`` refused deep in Beam)
+MIN_DURATION = 1e-6
+#: most windows one record may fall in (a sliding window's SIZE / PERIOD): Beam copies the
+#: record into each (``sliding:1d,1ms``: 86.4 million copies per record, a MemoryError)
+MAX_WINDOWS_PER_RECORD = 1000
 
 
 def parse_duration(text: str, what: str = "duration") -> float:
@@ -88,6 +94,8 @@ def parse_duration(text: str, what: str = "duration") -> float:
     seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
     if not seconds <= MAX_DURATION:
         raise ValueError(f"{what}: {quoted(text)} is longer than 100 years ({MAX_DURATION:g} s), the longest duration accepted")
+    if 0 < seconds and round(seconds * 1e6) < 1:
+        raise ValueError(f"{what}: {quoted(text)} is shorter than 1 µs (0.001ms), Beam's timestamp resolution")
     return seconds
 
 
@@ -132,6 +140,10 @@ class WindowSpec:
             size, period = parse_duration(parts[0], "--window size"), parse_duration(parts[1], "--window period")
             if period <= 0 or period > size:
                 raise ValueError(f"--window {quoted(text)}: the period must be > 0 and at most the size")
+            per_record = round(size * 1e6) / round(period * 1e6)  # as Beam counts them: whole microseconds
+            if per_record > MAX_WINDOWS_PER_RECORD:
+                raise ValueError(f"--window {quoted(text)}: each record would fall in {per_record:,.0f} windows "
+                                 f"(SIZE / PERIOD); at most {MAX_WINDOWS_PER_RECORD:,} are accepted: use a longer period")
         else:
             if len(parts) != 1:
                 raise ValueError(f"--window {quoted(text)}: expected {forms}")
