@@ -207,6 +207,32 @@ class _ReadLines(beam.DoFn):
             yield (path, 0, ReadError(f"cannot read file {path} ({plain_reason(exc)})", ""))
 
 
+class _KeyByShownPath(beam.DoFn):
+    """A match → ``(path as it can be encoded, match)``: a name with bytes that are not UTF-8 is keyed
+    by its escaped form (``caf\\xe9.jsonl``), as Beam's string coder cannot write it."""
+
+    def process(self, m):
+        from fair_forge_beam.plain import shown_text
+
+        yield shown_text(m.path), m
+
+
+class _RefuseUndecodableNames(beam.DoFn):
+    """A match whose name holds bytes that are not UTF-8 → one ``ReadError`` record naming it escaped
+    (output ``refused``), never read (issue 28, trial 28f B4: such a file appearing under ``--watch``
+    ended the stream with a UnicodeEncodeError; given up front, such a name is a usage error)."""
+
+    def process(self, m):
+        from fair_forge_beam.io.read import ReadError
+        from fair_forge_beam.plain import path_name_problem, shown_text
+
+        problem = path_name_problem(m.path, "watched file")
+        if problem is None:
+            yield m
+            return
+        yield beam.pvalue.TaggedOutput("refused", (shown_text(m.path), 0, ReadError(problem, "")))
+
+
 class WatchJsonl(beam.PTransform):
     """``PBegin`` → ``(path, offset, line)`` of every JSONL file that appears under ``pattern``,
     each file read once (when first matched; later appends are not re-read).
@@ -237,16 +263,21 @@ class WatchJsonl(beam.PTransform):
     def expand(self, pbegin):
         start = Timestamp.now()
         stop = start + Duration.of(self.stop_after) if self.stop_after else MAX_TIMESTAMP
-        return (
+        named = (
             pbegin
             | "MatchContinuously" >> fileio.MatchContinuously(
                 self.pattern, interval=self.interval, has_deduplication=False, start_timestamp=start, stop_timestamp=stop
             )
-            | "KeyByPath" >> beam.Map(lambda m: (m.path, m)).with_output_types(typing.Tuple[str, typing.Any])
+            | "KeyByPath" >> beam.ParDo(_KeyByShownPath()).with_output_types(typing.Tuple[str, typing.Any])
             | "FirstTimeSeen" >> beam.ParDo(_FirstTimeSeen())
+            | "Names" >> beam.ParDo(_RefuseUndecodableNames()).with_outputs("refused", main="files")
+        )
+        lines = (
+            named.files
             | "ReadMatches" >> fileio.ReadMatches()
             | "ReadLines" >> beam.ParDo(_ReadLines(self.max_record_bytes or MAX_RECORD_BYTES))
         )
+        return (lines, named.refused) | "WithRefused" >> beam.Flatten()
 
 
 # ------------------------------------------------------------------ Kafka
