@@ -659,11 +659,21 @@ def _named_folder(flag: str):
     return lambda v: f"{flag} is empty: name the output folder (write '.' for the current folder)" if not str(v).strip() else None
 
 
+def url_key_option(flag: str) -> str:
+    """The option naming the key variable of the endpoint option ``flag``: its name with ``url`` /
+    ``base-url`` replaced by ``api-key-env`` (``--judge-base-url`` → ``--judge-api-key-env``,
+    ``--assistant-url`` → ``--assistant-api-key-env``, ``--base-url`` → ``--api-key-env``); every URL
+    option has it (tests/test_url_secrets.py checks each one's hint names an existing option)."""
+    return re.sub(r"(?:base-)?url$", "api-key-env", flag)
+
+
 def _url(flag: str):
     """A check of an endpoint option: an ``http://`` or ``https://`` URL with a host, so that a
     typo (``htp:/127.0.0.1:8000/v1``, a missing scheme, a bad port) is a one-line usage error
     before the pipeline, not connection errors retried for minutes (issue 28 B5)."""
     from urllib.parse import urlsplit
+
+    key_option = url_key_option(flag)
 
     def problem(v: Any) -> Optional[str]:
         text = str(v)
@@ -683,7 +693,7 @@ def _url(flag: str):
             # a password in a URL is written wherever the URL is (logs, caches, a proxy's records) and
             # the HTTP client sends it as Basic auth in place of the key's Bearer header (trial 28e B2)
             return (f"{flag} holds a user name or password (user:password@host): give the URL without it, and "
-                    f"the key in the environment variable the endpoint's --...-api-key-env option names")
+                    f"the key in the environment variable {key_option} names")
         if why is None:
             return None
         return (f"{flag} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1), "

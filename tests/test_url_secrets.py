@@ -183,3 +183,25 @@ def test_a_secret_parameter_is_a_whole_word_of_its_name():
     for name in ("keyword", "author", "monkey", "tokens", "signal", "q"):
         text = f"https://h/p?{name}=value&x=1"
         assert mask_url_secrets(text) is text, name
+
+
+def test_every_url_options_password_hint_names_its_own_key_option():
+    """Fresh-user trial (fresh13): the hint for a URL with ``user:password@`` named
+    ``--...-api-key-env``, not the option of the URL given. Every endpoint option's hint names the
+    key option of that endpoint, and that option exists."""
+    import re
+
+    from fair_forge_beam.options import TABLE
+
+    url_options = [o for o in TABLE.values() if o.name.endswith("url")]
+    assert {o.name for o in url_options} >= {"judge-base-url", "guardian-base-url", "generator-base-url",
+                                              "assistant-url", "base-url"}
+    flags = {f"--{o.name}" for o in TABLE.values()}
+    for o in url_options:
+        text = o.validate(f"http://svc:{PASSWORD}@127.0.0.1:9/v1")
+        assert text and "user name or password" in text and PASSWORD not in text, (o.name, text)
+        named = re.findall(r"--[a-z][\w-]*", text)
+        assert named[0] == f"--{o.name}" and "..." not in text, text
+        key = [n for n in named if n.endswith("api-key-env")]
+        assert len(key) == 1 and key[0] in flags, text
+        assert key[0] == re.sub(r"(?:base-)?url$", "api-key-env", f"--{o.name}"), text
