@@ -59,6 +59,7 @@ class _Interrupts:
         self.pending = False  # a signal arrived inside a section: raised when it ends
         self.stages: dict = {}  # stage folder -> its output folder (removed by the watchdog)
         self.outputs: list = []  # output folders this run staged (published or not)
+        self.existed: dict = {}  # output folder -> whether it existed before the run
         self.published: list = []  # output folders published by this run
         self.in_place: list = []  # output folders a streaming run writes in place (no stage)
         self.command, self.prog = "command", "fair-forge-beam"
@@ -69,12 +70,27 @@ class _Interrupts:
 _STATE = _Interrupts()
 
 
-def note_stage(stage: str, output: str) -> None:
+def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
     """A stage folder being written for ``output``: removed (with ``<stage>.lock``) should the
-    process end on an interrupt before it is published or removed (:func:`forget_stage`)."""
+    process end on an interrupt before it is published or removed (:func:`forget_stage`).
+    ``existed``: whether ``output`` existed before the run (default: a local path is looked at, a
+    URL counts as existing), what the lines about it say (:func:`output_state`)."""
+    if existed is None:
+        existed = "://" in output or os.path.lexists(output)
     with _STATE.lock:
         _STATE.stages[stage] = output
         _STATE.outputs.append(output)
+        _STATE.existed[output] = bool(existed)
+
+
+def output_state(output: str, existed: bool) -> str:
+    """What a run that published nothing left at ``output``, the one wording of every line that
+    says it (an interrupt's, a failed run's, an empty run's): a folder that existed is as it was,
+    one that did not was not created (fresh13: "the output folder X is untouched" was said of a
+    folder that never existed)."""
+    if existed:
+        return f"the output folder {output} is untouched (as it was before the run; nothing published)"
+    return f"nothing was written ({output} was not created)"
 
 
 def forget_stage(stage: str) -> None:
@@ -129,7 +145,7 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
     how = _signal_name(signum)
     with _STATE.lock:
         published, outputs = list(_STATE.published), [o for o in _STATE.outputs if o not in _STATE.published]
-        finished = _STATE.finished
+        finished, existed = _STATE.finished, dict(_STATE.existed)
         in_place = list(_STATE.in_place)
     if in_place:
         state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
@@ -137,7 +153,7 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
     elif published:
         state = f"the output folder {published[-1]} is complete (published before the interruption)"
     elif outputs:
-        state = f"the output folder {outputs[-1]} is untouched (as it was before the run; nothing published)"
+        state = output_state(outputs[-1], existed.get(outputs[-1], True))
     else:
         state = "nothing was written"
     what = f"the {command} had finished" if finished else f"the {command} stopped"
@@ -407,8 +423,12 @@ def _guarded(run_command, command: str, prog: str) -> int:
         why = environment_failure(exc)
         if why is None:
             raise
-        say(f"{prog}: error: the {command} stopped: {why}; nothing was published (the output folder, "
-            "if any, is as it was)", file=sys.stderr)
+        with _STATE.lock:
+            outputs = [o for o in _STATE.outputs if o not in _STATE.published]
+            existed = dict(_STATE.existed)
+        state = (output_state(outputs[-1], existed.get(outputs[-1], True)) if outputs
+                 else "the output folder, if any, is as it was")
+        say(f"{prog}: error: the {command} stopped: {why}; nothing was published ({state})", file=sys.stderr)
         return 1
 
 

@@ -196,8 +196,9 @@ def test_a_run_that_swallows_the_interrupt_is_ended_by_the_watchdog(tmp_path):
     assert proc.returncode == 143, proc.stderr
     assert proc.stdout == "swallowed\n"
     assert time.monotonic() - start < GRACE_SECONDS + 20
-    assert proc.stderr.splitlines() == [f"fair-forge-beam: interrupted (SIGTERM): the audit stopped; the output folder "
-                                        f"{out} is untouched (as it was before the run; nothing published)"]
+    # out never existed: "nothing was written (out was not created)", not "untouched" (fresh13)
+    assert proc.stderr.splitlines() == [f"fair-forge-beam: interrupted (SIGTERM): the audit stopped; nothing was "
+                                        f"written ({out} was not created)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wedged.py"]
 
 
@@ -275,3 +276,33 @@ def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how,
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
     how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
     assert _one_line(err) == [f"fair-forge-beam: interrupted ({how_said}): stopped while starting; nothing was written"], err[-2000:]
+
+
+@pytest.mark.parametrize("existed", [False, True])
+@pytest.mark.parametrize("failure", ["interrupt", "disk"])
+def test_the_lines_say_a_folder_that_never_existed_was_not_created(tmp_path, capsys, monkeypatch, existed, failure):
+    """Fresh-user trial (fresh13): an interrupted or failed run said "the output folder X is
+    untouched" of a folder that never existed. Such a folder "was not created" and nothing was
+    written; a folder that existed is still "untouched"."""
+    import errno
+
+    from fair_forge_beam import console
+    from fair_forge_beam.console import guarded
+    from fair_forge_beam.reports.output_folder import staged_output
+
+    monkeypatch.setattr(console, "_STATE", console._Interrupts())  # this process's earlier runs are not this one
+
+    out = tmp_path / "out"
+    if existed:
+        out.mkdir()
+
+    def command():
+        with staged_output(str(out)):
+            raise KeyboardInterrupt if failure == "interrupt" else OSError(errno.ENOSPC, "No space left on device")
+
+    code = guarded(command, "audit")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == (130 if failure == "interrupt" else 1) and len(err) == 1, err
+    assert "untouched" in err[0] if existed else (f"nothing was written ({out} was not created)" in err[0]
+                                                  and "untouched" not in err[0] and "is as it was" not in err[0]), err
+    assert out.exists() == existed

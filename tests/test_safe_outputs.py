@@ -173,9 +173,11 @@ def test_an_empty_run_from_the_command_line(tmp_path):
     proc = _cli("--quiet", "--metrics", "humanity", "--input", _jsonl(tmp_path / "in.jsonl", []), f"--runner={FNAPI}",
                 "--output", str(out))
     assert proc.returncode == 4 and proc.stdout == ""
-    # a folder that does not exist yet is "not written", not "left as it was" (issue 27, fresh-user trial)
+    # a folder that does not exist yet was not created, not "left as it was" (issue 27, fresh-user trial;
+    # fresh13: one wording with the interrupt's and the failure's lines)
     assert proc.stderr.splitlines() == [f"fair-forge-beam: empty run: no input record (the inputs hold no interaction); "
-                                        f"{out} is not written (exit code 4; --allow-empty publishes such a run)"]
+                                        f"nothing was written ({out} was not created) (exit code 4; --allow-empty "
+                                        "publishes such a run)"]
     assert not out.exists() and _siblings(out) == []
 
 

@@ -91,7 +91,8 @@ def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_e
 
         fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
 
-    (``is not written`` when ``out`` does not exist yet.)
+    (``nothing was written (out was not created)`` when ``out`` does not exist yet:
+    :func:`~fair_forge_beam.console.output_state`.)
 
     ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data).
     ``prog``: the command named (the loop and the run stage name themselves); ``allow_empty``:
@@ -100,8 +101,11 @@ def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_e
 
     from fair_forge_beam.reports.summary import printable
 
-    kept = "is left as it was" if FileSystems.exists(out) else "is not written"  # a first run has no folder yet
+    from fair_forge_beam.console import output_state
+
+    # a first run has no folder yet: "nothing was written (out was not created)"
+    kept = f"{printable(out)} is left as it was" if FileSystems.exists(out) else output_state(printable(out), False)
     hint = "; --allow-empty publishes such a run" if allow_empty else ""
-    say(f"{prog}: empty run: {printable(reason)}; {printable(out)} {kept} (exit code "
+    say(f"{prog}: empty run: {printable(reason)}; {kept} (exit code "
           f"{EMPTY_RUN_EXIT_CODE}{hint})", file=sys.stderr)
     raise EmptyRun(reason)

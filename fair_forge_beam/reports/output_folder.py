@@ -804,6 +804,7 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
     clean_stale_stages(out)
     stage = new_stage_path(out)
     local = _is_local(out)
+    existed = os.path.exists(out) if local else _fs().exists(out)  # what the lines about it say (console)
     if local:  # the check created nothing: the stage's folder (--output's parent) is made now
         try:
             os.makedirs(os.path.dirname(stage), exist_ok=True)
@@ -811,7 +812,7 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
             raise OutputFolderError(_os_problem("--output", out, exc)) from None
     from fair_forge_beam.console import forget_stage, note_published, note_stage, uninterrupted
 
-    note_stage(stage, out)  # an interrupt that ends the process before this block does removes it (console)
+    note_stage(stage, out, existed)  # an interrupt that ends the process before this block does removes it (console)
     try:
         with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
             if local:
