@@ -35,6 +35,7 @@ promise: reading may not be finished (the total is not known before the inputs a
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -360,10 +361,52 @@ class _OneLineRetries(logging.Filter):
         return True
 
 
+class _BeamWarningsOnce(logging.Filter):
+    """A warning Beam logs again with the same text from the same line (below ERROR) is shown once
+    a process: Beam logs some of them once per worker thread, DoFn instance or model load (fresh13:
+    RunInference's "Resource module is not available for current platform" 2-4 times a judge run,
+    once for each judge DoFn's model load, when Beam's optional ``model_manager`` import fails). A
+    record is Beam's when its logger is (``apache_beam.*``) or when Beam's own code logged it on the
+    root logger (its file is under the ``apache_beam`` package). Messages that differ (a retry's
+    error, a step's name) are all shown; ERROR and above always are."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self._seen: set = set()
+        self._lock = threading.Lock()
+        self._beam_dir = None
+
+    def _is_beams(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("apache_beam"):
+            return True
+        if self._beam_dir is None:
+            import apache_beam
+
+            self._beam_dir = os.path.dirname(os.path.abspath(apache_beam.__file__)) + os.sep
+        return (record.pathname or "").startswith(self._beam_dir)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR or not self._is_beams(record):
+            return True
+        try:
+            key = (record.pathname, record.lineno, record.getMessage())
+        except Exception:  # noqa: BLE001 - a malformed record is shown as logging shows it
+            return True
+        with self._lock:
+            if key in self._seen:
+                return False
+            if len(self._seen) < 10_000:  # bounded: past it, new warnings are shown (never dropped unseen)
+                self._seen.add(key)
+        return True
+
+
 def cli_logging() -> None:
     """The logging of a command-line entry point: INFO lines with time and logger on stderr,
     Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
-    apitools' "not found" notice (a Google Cloud extra this package does not need) dropped.
+    apitools' "not found" notice (a Google Cloud extra this package does not need) dropped, and a
+    warning Beam repeats (per worker thread, DoFn or model load) shown once (:class:`_BeamWarningsOnce`).
     ``--quiet`` narrows it further while a run lasts (:class:`RunLogging`)."""
     from fair_forge_beam.urls import install_log_masking
 
@@ -377,3 +420,5 @@ def cli_logging() -> None:
         handler.addFilter(lambda r: "apitools not found" not in r.getMessage())
         if not any(isinstance(f, _EnvironmentFailureShownOnce) for f in handler.filters):
             handler.addFilter(_EnvironmentFailureShownOnce())
+        if not any(isinstance(f, _BeamWarningsOnce) for f in handler.filters):
+            handler.addFilter(_BeamWarningsOnce())

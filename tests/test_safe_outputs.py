@@ -378,3 +378,59 @@ def test_beam_retries_are_one_line_on_the_console(caplog):
     line = record.getMessage()
     assert "Traceback" not in line and "\n" not in line
     assert line.startswith("retrying judge_batch in ") and "TimeoutError: the reply did not arrive whole" in line
+
+
+_REPEATED_BEAM_WARNING = """
+import logging, sys, threading
+import apache_beam.ml.inference.base as base
+from fair_forge_beam.progress import QuietLogs, cli_logging
+
+cli_logging()
+base.resource = None  # as when Beam's optional model_manager import fails (no torch): one warning per call
+with QuietLogs() as q:
+    if sys.argv[1] == "quiet":
+        q.quiet()
+    threads = [threading.Thread(target=base._get_current_process_memory_in_bytes) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    base._get_current_process_memory_in_bytes()
+    logging.getLogger("apache_beam.x").warning("step %s failed", "A")  # different texts: each shown
+    logging.getLogger("apache_beam.x").warning("step %s failed", "B")
+"""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_warning_beam_repeats_is_shown_once_and_never_with_quiet(quiet):
+    """Fresh-user trial (fresh13): Beam's "Resource module is not available" appeared 4 times on
+    a judge run (Beam logs it on each model load: each judge DoFn instance, each worker thread).
+    A warning Beam repeats word for word is shown once a process, none with --quiet; Beam's
+    warnings that differ are all shown."""
+    proc = subprocess.run([sys.executable, "-c", _REPEATED_BEAM_WARNING, "quiet" if quiet else "loud"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("Resource module is not available") == (0 if quiet else 1), proc.stderr
+    assert [proc.stderr.count(f"step {s} failed") for s in "AB"] == ([0, 0] if quiet else [1, 1]), proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_judge_run_without_beams_model_manager_says_the_resource_warning_once(tmp_path, quiet):
+    """The same on a whole judge run (Beam's optional ``model_manager`` import failing, as without
+    torch: a light install): on main the warning was said once per judge DoFn's model load."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    hh = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+    pre = ("import sys, runpy; sys.modules['apache_beam.ml.inference.model_manager'] = None; sys.argv[0] = 'audit'; "
+           "runpy.run_module('pipelines.audit', run_name='__main__')")
+    with ScriptedOpenAIServer(lambda req: {"score": 1.0, "insight": "ok"}) as srv:
+        proc = subprocess.run(
+            [sys.executable, "-c", pre, "--input", str(hh), "--metrics", "context", "--judge-base-url", srv.base_url,
+             "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"), "--output", str(tmp_path / "out"),
+             f"--runner={FNAPI}", *(["--quiet"] if quiet else [])],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+            env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "x"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("Resource module is not available") == (0 if quiet else 1), proc.stderr[-3000:]
