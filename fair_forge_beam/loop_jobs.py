@@ -138,15 +138,15 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
 
 def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> dict:
     """The ``top`` most common reasons of a stage's ``dead_letter.jsonl`` in ``out`` (``{reason:
-    count}``, most frequent first; the first ``most_lines`` lines, each read bounded), ``{}`` when it
+    count}``, most frequent first, reasons grouped as results.json's are: :mod:`~fair_forge_beam.reports.reasons`; the first ``most_lines`` lines, each read bounded), ``{}`` when it
     has none: what an empty stage's one line names (the generator's failure, not the audit's "no
     input record")."""
-    from collections import Counter
-
     from apache_beam.io.filesystems import FileSystems
 
+    from fair_forge_beam.reports.reasons import add_reason, shown_reasons
+
     path = FileSystems.join(out, "dead_letter.jsonl")
-    counts: Counter = Counter()
+    groups: dict = {}
     if not FileSystems.exists(path):
         return {}
     with FileSystems.open(path) as f:
@@ -158,8 +158,9 @@ def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> di
             except (ValueError, AttributeError):
                 continue
             if isinstance(reason, str) and reason:
-                counts[reason[:300]] += 1
-    return dict(counts.most_common(top))
+                add_reason(groups, "", reason)
+    ranked = sorted(((r, n) for (_, r), n in shown_reasons(groups).items()), key=lambda rn: (-rn[1], rn[0]))
+    return dict(ranked[:top])
 
 
 def build_assistant_handler(args: Any):

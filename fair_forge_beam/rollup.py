@@ -670,8 +670,8 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
       column of ``stats/sessions/``: every session read keeps its row, scored or not);
     * ``interactions_read_by_slice``: the same per ``assistant_id=…`` / ``language=…`` (the
       session row's), for each such dimension the manifest counts or the run sliced by;
-    * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason kinds returned are
-      the files' own (the manifest's counts per stage must match them).
+    * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason groups returned are
+      the files' own (:mod:`~fair_forge_beam.reports.reasons`) (the manifest's counts per stage must match them).
 
     * ``quality``: per kind, the run's sealed ``stats/quality_counts.json``
       (:data:`~fair_forge_beam.io.session_stats.QUALITY_COUNTS`; ``data_quality/`` cannot hold them:
@@ -687,7 +687,7 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.session_stats import MANIFEST, QUALITY_COUNTS
-    from fair_forge_beam.reports.results import _reason_kind
+    from fair_forge_beam.reports.reasons import add_reason, shown_reasons
     from fair_forge_beam.slices import CORE_SLICE_FIELDS, SLICE_DIMENSIONS
 
     counts = manifest.get("counts")
@@ -725,14 +725,14 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     for key in sorted(set(listed) | set(by_slice)):
         if listed.get(key, 0) != by_slice.get(key, 0) or (key in listed and type(listed[key]) is not int):
             raise mismatch(f"interactions_read_by_slice[{json.dumps(key)}]", listed.get(key, 0), by_slice.get(key, 0))
-    dead: dict = {}
+    groups: dict = {}
     for path in run_shards(run_dir, "dead_letter/", "jsonl"):
         with FileSystems.open(path) as f:
             for line in read_all(f).decode("utf-8").splitlines():
                 if line.strip():
                     record = json.loads(line)
-                    key = (str(record.get("stage")), _reason_kind(str(record.get("reason"))))
-                    dead[key] = dead.get(key, 0) + 1
+                    add_reason(groups, str(record.get("stage")), str(record.get("reason")))
+    dead = shown_reasons(groups)
     per_stage: dict = {}
     for entry in counts.get("dead_letters") or ():
         ok = isinstance(entry, list) and len(entry) == 3 and type(entry[2]) is int

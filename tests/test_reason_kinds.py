@@ -88,3 +88,73 @@ def test_a_host_and_port_and_a_schema_limit_stay():
         "judge: HTTP 307 redirect (to 127.0.0.2:8080) not followed"
     assert _reason_kind("score: Input should be less than or equal to 1") == "score: Input should be less than or equal to 1"
     assert _reason_kind("line 7: bad; at byte 12. then 0.5") == "line N: bad; at byte N. then N"
+
+
+# ---------------------------------------------------------------- what a user reads (fresh13)
+_JUDGE = ["judge: invalid answer after 3 attempt(s): score: Field required",
+          "judge: invalid answer after 3 attempt(s): score: Field required",
+          "judge: prompt of 1,234 characters is over the limit of 50 characters (--judge-max-prompt-chars); not sent",
+          "judge: prompt of 987 characters is over the limit of 50 characters (--judge-max-prompt-chars); not sent"]
+_READ = ["line is not valid UTF-8: 'utf-8' codec can't decode byte 0x9c in position 3: invalid start byte",
+         "line is not valid UTF-8: 'utf-8' codec can't decode byte 0xff in position 41: invalid start byte"]
+
+
+def _no_placeholder(texts):
+    import re
+
+    for t in texts:
+        assert not re.search(r"\bN\b|UTF-N|0xNN", t), t
+
+
+def test_grouped_reasons_are_shown_by_a_real_reason_with_the_count():
+    """Fresh-user trial (fresh13): the judge failure summary read 'invalid answer after N
+    attempt(s)' and 'prompt of N characters': a class with its digits replaced reads as a broken
+    template. A group is shown by one real reason of it (the smallest), 'e.g. ' first when its
+    reasons differ, with the group's count: in results.json, the stored counts, the report's
+    table and a loop stage's summary."""
+    from fair_forge_beam.io.session_stats import _CountsCombineFn
+    from fair_forge_beam.reports.reasons import group_reasons
+    from fair_forge_beam.reports.results import ResultsDocFn
+
+    assert group_reasons(_JUDGE) == {
+        "judge: invalid answer after 3 attempt(s): score: Field required": 2,
+        "e.g. judge: prompt of 1,234 characters is over the limit of 50 characters (--judge-max-prompt-chars); not sent": 2}
+    els = [("read", None, 10)] + [("dead", ("context", r), 1) for r in _JUDGE] + [("dead", ("read", r), 1) for r in _READ]
+    for order in (els, els[::-1]):  # any merge order gives the same text
+        fn = ResultsDocFn({}, {"context": {}})
+        accs = [fn.add_input(fn.create_accumulator(), e) for e in order]
+        doc = fn.extract_output(fn.merge_accumulators(accs))
+        reasons = doc["summary"]["metrics"]["context"]["dead_letter_reasons"]
+        assert reasons == group_reasons(_JUDGE), reasons
+        read = doc["summary"]["rejected_at_read_reasons"]
+        assert read == {"e.g. " + _READ[0]: 2}, read
+        _no_placeholder([*reasons, *read])
+        counts = _CountsCombineFn()
+        manifest = counts.extract_output(counts.merge_accumulators([counts.add_input(counts.create_accumulator(), e)
+                                                                    for e in order]))
+        _no_placeholder(r for _, r, _ in manifest["dead_letters"])
+        assert sum(n for *_, n in manifest["dead_letters"]) == 6
+        # a roll-up's input (the stored counts) groups the same way again
+        fn = ResultsDocFn({}, {"context": {}})
+        acc = fn.create_accumulator()
+        for s, r, n in manifest["dead_letters"]:
+            fn.add_input(acc, ("dead", (s, r), n))
+        assert fn.extract_output(acc)["summary"]["metrics"]["context"]["dead_letter_reasons"] == reasons
+
+
+def test_the_reports_and_a_loop_stages_reasons_are_real_reasons(tmp_path):
+    import json
+
+    from fair_forge_beam.loop_jobs import dead_letter_reasons
+    from fair_forge_beam.reports.load import dead_letter_summary
+    from fair_forge_beam.reports.reasons import group_reasons
+
+    (tmp_path / "dead_letter").mkdir()
+    (tmp_path / "dead_letter" / "part-00000-of-00001.jsonl").write_text(
+        "".join(json.dumps({"stage": "context", "reason": r, "raw": "{}"}) + "\n" for r in _JUDGE), encoding="utf-8")
+    s = dead_letter_summary(str(tmp_path))
+    assert sorted(s["by_reason"]) == sorted(("context", r, n) for r, n in group_reasons(_JUDGE).items()), s["by_reason"]
+    _no_placeholder(r for _, r, _ in s["by_reason"])
+    (tmp_path / "dead_letter.jsonl").write_text(
+        "".join(json.dumps({"stage": "run", "reason": r}) + "\n" for r in _READ), encoding="utf-8")
+    assert dead_letter_reasons(str(tmp_path)) == {"e.g. " + _READ[0]: 2}

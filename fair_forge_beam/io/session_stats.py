@@ -529,7 +529,7 @@ class WriteSessionStats:
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
         with the run's counts from ``parts`` — its ``("read", None, n)``, ``("dead", (stage,
-        reason kind), 1)`` and ``("quality", kind, 1)`` elements — less the warnings of the
+        reason), 1)`` (stored grouped, a real reason per group: :mod:`~fair_forge_beam.reports.reasons`) and ``("quality", kind, 1)`` elements — less the warnings of the
         session stages: the engine's and ``session_quality`` (the reader's)."""
         minus = [q | f"StatsSessionQuality{i}" >> beam.Map(lambda w: ("quality", str(w.kind), -1))
                  for i, q in enumerate([*self.session_quality, *session_quality])]
@@ -563,19 +563,32 @@ class _CountsCombineFn(beam.CombineFn):
 
     def add_input(self, acc, el):
         kind, key, n = el
-        k = (kind, None if kind == "read" else (tuple(map(str, key)) if kind == "dead" else str(key)))
+        if kind == "dead":  # (stage, reason): grouped by the reason's class, a real reason shown (reports.reasons)
+            from fair_forge_beam.reports.reasons import add_reason
+
+            add_reason(acc.setdefault("dead", {}), str(key[0]), str(key[1]), n)
+            return acc
+        k = (kind, None if kind == "read" else str(key))
         acc[k] = acc.get(k, 0) + n
         return acc
 
     def merge_accumulators(self, accs):
+        from fair_forge_beam.reports.reasons import merge_reasons
+
         out: dict = {}
         for a in accs:
             for k, n in a.items():
-                out[k] = out.get(k, 0) + n
+                if k == "dead":
+                    merge_reasons(out.setdefault("dead", {}), n)
+                else:
+                    out[k] = out.get(k, 0) + n
         return out
 
     def extract_output(self, acc):
-        dead = sorted([*k[1], n] for k, n in acc.items() if k[0] == "dead" and n)
+        from fair_forge_beam.reports.reasons import shown_reasons
+
+        dead = sorted([*k, n] for k, n in shown_reasons(acc.get("dead") or {}).items() if n)
+        acc = {k: v for k, v in acc.items() if k != "dead"}
         quality = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "quality" and n}
         by_slice = {k[1]: n for k, n in sorted(acc.items(), key=lambda kv: str(kv[0])) if k[0] == "read_slice" and n}
         return {"interactions_read": acc.get(("read", None), 0), "interactions_read_by_slice": by_slice,

@@ -347,7 +347,8 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     """Counts of the run's dead letters (``dead_letter/`` shards) per stage and reason, and a few records.
 
     Streams the shards once (memory independent of its size). Reasons that differ only in
-    numbers are counted together (as ``results.json`` does). Returns ``{"total", "by_stage":
+    numbers are counted together and shown by a real reason of the group (as ``results.json``
+    does: :mod:`~fair_forge_beam.reports.reasons`). Returns ``{"total", "by_stage":
     {stage: count}, "by_reason": [(stage, reason, count)] (most frequent first, at most 50, the
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; one record of each of the ``first`` most frequent reason kinds, then other
@@ -360,9 +361,10 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     writes records in any order and any shard): the records shown are the smallest of their kind
     by ``(element_id, stage, reason, raw)``, and the assistants kept the smallest ids.
     """
-    from fair_forge_beam.reports.results import _reason_kind
+    from fair_forge_beam.reports.reasons import EXAMPLE_MARK, add_reason, cut_reason
 
     by_stage: Counter = Counter()
+    groups: dict = {}  # (stage, reason class) -> [example, count, varied]: what a class is shown as
     by_reason: Counter = Counter()
     kinds: dict[tuple, tuple] = {}  # (stage, reason kind) -> its smallest record (sort key, shown record)
     smallest: list[tuple] = []  # the 2 * first smallest records overall
@@ -377,7 +379,8 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         if not isinstance(d, dict):
             unreadable += 1
             continue
-        stage, reason = str(d.get("stage", "?")), _reason_kind(str(d.get("reason", "?")))
+        stage, full = str(d.get("stage", "?")), str(d.get("reason", "?"))
+        reason = add_reason(groups, stage, full)[1]  # its class: the group's key
         by_stage[stage] += 1
         by_reason[(stage, reason)] += 1
         who = _assistant_of(d.get("raw"))
@@ -396,8 +399,12 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
             kinds[(stage, reason)] = (key, ex)
         if len(smallest) < 2 * first or key < smallest[-1][0]:
             smallest = sorted([*smallest, (key, ex)], key=lambda t: t[0])[:2 * first]
+    def shown(stage: str, kind: str) -> str:  # a class as a real reason of it (reports.reasons)
+        text, _, varied = groups.get((stage, kind), (kind, 0, False))
+        return EXAMPLE_MARK + text if varied else cut_reason(text)
+
     ranked = sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))
-    rows = [(s, r, c) for (s, r), c in ranked[:50]]
+    rows = [(s, shown(s, r), c) for (s, r), c in ranked[:50]]
     if len(ranked) > 50:
         rows.append(("*", f"other ({len(ranked) - 50} kinds)", sum(c for _, c in ranked[50:])))
     chosen = [kinds[k] for k, _ in ranked[:first]]
@@ -408,7 +415,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         reasons: Counter = Counter()
         stages: Counter = Counter()
         for (s, r), n in c.items():
-            reasons[r] += n
+            reasons[shown(s, r)] += n
             stages[s] += n
         by_assistant[a] = {"count": sum(c.values()), "reason": sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
                            "by_stage": dict(sorted(stages.items()))}

@@ -53,6 +53,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.io.secrets import scrub_known
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.reports.reasons import add_reason, merge_reasons, reason_class, shown_reasons
 
 
 def _masked_columns(names, cols) -> list:
@@ -371,8 +372,8 @@ class ResultsDocFn(beam.CombineFn):
     Input elements are tagged tuples ``(kind, key, value)``:
     ``("read", None, n)`` with the number of interactions read (one element, or one per input
     part: counts add up); ``("read_slice", slice key, n)`` with the interactions read in one
-    slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason kind), 1)`` per dead
-    letter; ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
+    slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason), 1)`` per dead
+    letter (grouped by the reason's class, each group shown by a real reason of it: :mod:`~fair_forge_beam.reports.reasons`); ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
     session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
     (plain JSON values), or ``("slices", metric, pairs)`` with the :class:`SliceSummariesFn` output
     of some of a metric's slice records (what the main job sends). The accumulator holds integer counters and the slice records only, so
@@ -385,7 +386,7 @@ class ResultsDocFn(beam.CombineFn):
         self.config, self.static, self.read_slice_dims = config, static, tuple(read_slice_dims)
 
     def create_accumulator(self):
-        return {"read": 0, "dead": Counter(), "quality": Counter(), "scored": Counter(), "slices": {},
+        return {"read": 0, "dead": {}, "quality": Counter(), "scored": Counter(), "slices": {},
                 "read_slice": Counter()}
 
     def _add_slice(self, acc, metric: str, rec: dict) -> None:
@@ -401,8 +402,8 @@ class ResultsDocFn(beam.CombineFn):
         elif kind == "read_slice":
             if key.split("=", 1)[0] in self.read_slice_dims:  # counted for the stored statistics only
                 acc["read_slice"][key] += value
-        elif kind == "dead":
-            acc["dead"][tuple(key)] += value
+        elif kind == "dead":  # (stage, reason): grouped by the reason's class (reports.reasons)
+            add_reason(acc["dead"], str(key[0]), str(key[1]), value)
         elif kind == "quality":
             acc["quality"][key] += value
         elif kind == "scored":
@@ -418,7 +419,8 @@ class ResultsDocFn(beam.CombineFn):
         out = next(accs)
         for a in accs:
             out["read"] += a["read"]
-            for k in ("dead", "quality", "scored", "read_slice"):
+            merge_reasons(out["dead"], a["dead"])
+            for k in ("quality", "scored", "read_slice"):
                 out[k].update(a[k])
             for m, recs in a["slices"].items():
                 _merge_slice_pairs(out["slices"].setdefault(m, []), recs)
@@ -427,7 +429,7 @@ class ResultsDocFn(beam.CombineFn):
     def extract_output(self, acc):
         slices = {m: [summary if whole is None else whole for summary, whole in recs] for m, recs in acc["slices"].items()}
         detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
-        return build_results_doc(self.config, self.static, acc["read"], acc["dead"], acc["quality"], acc["scored"],
+        return build_results_doc(self.config, self.static, acc["read"], Counter(shown_reasons(acc["dead"])), acc["quality"], acc["scored"],
                                  slices, acc["read_slice"] if self.read_slice_dims else None, detailed)
 
 
@@ -527,7 +529,8 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     ``interactions_read − interactions_scored``, never below 0), ``dead_letters`` (records the
     metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
-    ``dead_letter_reasons`` (counts per reason kind, adding up to ``dead_letters``).
+    ``dead_letter_reasons`` (counts per group of reasons, adding up to ``dead_letters``; a group is
+    named by a real reason of it, ``"e.g. "`` first when its reasons differ: :mod:`~fair_forge_beam.reports.reasons`).
 
     ``read_by_slice`` (given when a coverage gate needs it): ``summary.interactions_read_by_slice``,
     the interactions read per slice ``{"overall": n, "assistant_id=…": n, "language=…": n}``,
@@ -654,7 +657,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
             "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True))
     parts = [
-        dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), _reason_kind(str(_field(d, "reason")))), 1)),
+        dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), str(_field(d, "reason"))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
     ]
     if read_counts is None:  # one count per run, not one tagged element per interaction through the results combine
@@ -735,43 +738,8 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
-_NUMBER = re.compile(r"(?<![\w.+-])(?<![\w.]:)(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})(?!\.?\w)(?!:\d)")
-
-#: the words before a number that is not a record's own (a code, a limit, an option's value): the
-#: number stays in a reason kind (:func:`_reason_kind`)
-_KEPT_NUMBER = re.compile(r"(?:\bHTTP|\bstatus|\bErrno|\blimit(?: of)?|\blimited to|\bat most|\bup to|\bmore than|\bmax(?:imum)?"
-                          r"|\b(?:less|greater) than(?: or equal to)?|\bmultiple of"
-                          r"|(?<![\w-])--[a-z][\w-]*|/)[ =]$", re.IGNORECASE)
-
-
-def _reason_kind(reason: str) -> str:
-    """Group reasons that differ only in free-standing numbers of their own record (positions,
-    indices, counts, sizes: ``"line 7"`` → ``"line N"``, ``"record of 70,001 bytes"`` → ``"record of N
-    bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word or name stay (``UTF-8``,
-    ``bad2.jsonl``, ``e5``), and so do numbers that are the run's or the reason itself (``HTTP 500``,
-    ``[Errno 28]``, ``over the limit of 65,536 bytes``, ``--max-record-bytes 65,536``: :data:`_KEPT_NUMBER`),
-    so a reason kind still reads as the reason. A kind
-    longer than 160 characters keeps its first 100 and its last 57 (`` … `` between): the cause is
-    usually said last (``batch.qa_id: …; …: Field required``, ``HTTP 500: <body> … the real error``),
-    and a cut at the start lost it (trial 28)."""
-    kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
-    # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N");
-    # a number that is not the record's own stays (_KEPT_NUMBER): a status or error code is the reason
-    # itself ("HTTP 429", "HTTP 500", "[Errno 28]"), a limit is the run's ("over the limit of
-    # 1,048,576 bytes", "--max-record-bytes 65,536", "limited to 64 levels", "at most 5")
-    kind = _NUMBER.sub(lambda m: m.group(0) if _KEPT_NUMBER.search(m.string, max(0, m.start() - 48), m.start())
-                       else "N", kind)
-    if len(kind) <= 160:
-        return kind
-    # cut between words where a space is near (a cut inside a word lost "incor" of "incorrect
-    # header check"): the end starts at a word up to 15 characters before its 57, the start
-    # takes what is left of the 160 and ends at a word
-    start = len(kind) - 57
-    space = kind.rfind(" ", start - 15, start + 1)
-    tail = kind[space + 1:] if space != -1 else kind[start:]
-    head = kind[:160 - 3 - len(tail)]
-    head = head[:head.rindex(" ")] if " " in head[60:] else head
-    return head + " … " + tail
+#: the class reasons are grouped by (tests and older callers; reports.reasons is the helper)
+_reason_kind = reason_class
 
 
 def _ranked(counts: dict, top: int = 20) -> dict:

@@ -1,0 +1,123 @@
+"""Dead-letter reasons grouped for what a user reads: ``results.json``'s ``dead_letter_reasons``
+and ``rejected_at_read_reasons``, the stored counts of ``stats/manifest.json``, the console, the
+report's dead-letter table and a loop stage's summary.
+
+Reasons are grouped by their *class* (:func:`reason_class`: the reason with the numbers of its own
+record masked, ``"line 7"`` and ``"line 9"`` are one class), but a group is *shown* by one real
+reason of it and its count (:func:`shown_reasons`): the smallest reason of the group, marked
+``"e.g. "`` when the group holds reasons that differ. A fresh user (fresh13) read the class itself,
+``"invalid answer after N attempt(s)"`` and ``"UTF-N"``, as a broken template.
+
+A group's accumulator is ``{(stage, class): [example, count, varied]}`` (:func:`add_reason`,
+:func:`merge_reasons`): its size grows with the classes, never with the records, and the example
+and the mark do not depend on the order the reasons come in (a runner merges in any order).
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["EXAMPLE_MARK", "reason_class", "cut_reason", "add_reason", "merge_reasons", "shown_reasons",
+           "group_reasons"]
+
+#: what starts a shown group whose reasons differ (its example is one of them)
+EXAMPLE_MARK = "e.g. "
+
+_NUMBER = re.compile(r"(?<![\w.+-])(?<![\w.]:)(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-])(?!,\d{3})(?!\.?\w)(?!:\d)")
+
+#: the words before a number that is not a record's own (a code, a limit, an option's value): the
+#: number stays in a reason class (:func:`reason_class`)
+_KEPT_NUMBER = re.compile(r"(?:\bHTTP|\bstatus|\bErrno|\blimit(?: of)?|\blimited to|\bat most|\bup to|\bmore than|\bmax(?:imum)?"
+                          r"|\b(?:less|greater) than(?: or equal to)?|\bmultiple of"
+                          r"|(?<![\w-])--[a-z][\w-]*|/)[ =]$", re.IGNORECASE)
+
+
+def reason_class(reason: str) -> str:
+    """The class of a reason, the key reasons are grouped by, never shown (:func:`shown_reasons`
+    shows a real reason of the class). Reasons that differ only in free-standing numbers of their own record (positions,
+    indices, counts, sizes: ``"line 7"`` → ``"line N"``, ``"record of 70,001 bytes"`` → ``"record of N
+    bytes"``) and hex byte values (``0x9c`` → ``0xNN``); digits inside a word or name stay (``UTF-8``,
+    ``bad2.jsonl``, ``e5``), and so do numbers that are the run's or the reason itself (``HTTP 500``,
+    ``[Errno 28]``, ``over the limit of 65,536 bytes``, ``--max-record-bytes 65,536``: :data:`_KEPT_NUMBER`),
+    so a reason kind still reads as the reason. A kind
+    longer than 160 characters keeps its first 100 and its last 57 (`` … `` between): the cause is
+    usually said last (``batch.qa_id: …; …: Field required``, ``HTTP 500: <body> … the real error``),
+    and a cut at the start lost it (trial 28)."""
+    if reason.startswith(EXAMPLE_MARK):  # a shown group (a roll-up's stored counts): its example's class
+        reason = reason[len(EXAMPLE_MARK):]
+    kind = re.sub(r"\b0x[0-9a-fA-F]+\b", "0xNN", reason)
+    # a number with thousands separators is one number ("1,048,576 bytes" -> "N bytes", not "N,N,N");
+    # a number that is not the record's own stays (_KEPT_NUMBER): a status or error code is the reason
+    # itself ("HTTP 429", "HTTP 500", "[Errno 28]"), a limit is the run's ("over the limit of
+    # 1,048,576 bytes", "--max-record-bytes 65,536", "limited to 64 levels", "at most 5")
+    kind = _NUMBER.sub(lambda m: m.group(0) if _KEPT_NUMBER.search(m.string, max(0, m.start() - 48), m.start())
+                       else "N", kind)
+    return cut_reason(kind)
+
+
+def cut_reason(kind: str) -> str:
+    """``kind`` as it is when at most 160 characters, else its first 100 and its last 57 with
+    `` … `` between, cut between words (see :func:`reason_class`)."""
+    if len(kind) <= 160:
+        return kind
+    # cut between words where a space is near (a cut inside a word lost "incor" of "incorrect
+    # header check"): the end starts at a word up to 15 characters before its 57, the start
+    # takes what is left of the 160 and ends at a word
+    start = len(kind) - 57
+    space = kind.rfind(" ", start - 15, start + 1)
+    tail = kind[space + 1:] if space != -1 else kind[start:]
+    head = kind[:160 - 3 - len(tail)]
+    head = head[:head.rindex(" ")] if " " in head[60:] else head
+    return head + " … " + tail
+
+
+def add_reason(groups: dict, stage: str, reason: str, n: int = 1) -> tuple:
+    """Count ``n`` records of ``stage`` with ``reason`` (a reason, or a group as
+    :func:`shown_reasons` shows it) into ``groups``; returns the group's key ``(stage, class)``."""
+    varied = reason.startswith(EXAMPLE_MARK)
+    full = reason[len(EXAMPLE_MARK):] if varied else reason
+    text = cut_reason(full)
+    key = (stage, reason_class(full))
+    g = groups.get(key)
+    if g is None:
+        groups[key] = [text, n, varied]
+    else:
+        _join(g, text, n, varied)
+    return key
+
+
+def _join(g: list, text: str, n: int, varied: bool) -> None:
+    if text != g[0]:
+        g[2] = True
+        if text < g[0]:
+            g[0] = text
+    g[1] += n
+    g[2] = g[2] or varied
+
+
+def merge_reasons(into: dict, other: dict) -> dict:
+    """Add the groups ``other`` to ``into``; returns ``into``."""
+    for key, (text, n, varied) in other.items():
+        g = into.get(key)
+        if g is None:
+            into[key] = [text, n, varied]
+        else:
+            _join(g, text, n, varied)
+    return into
+
+
+def shown_reasons(groups: dict) -> dict:
+    """``{(stage, shown reason): count}`` of ``groups``: each group by its example, marked
+    :data:`EXAMPLE_MARK` when its reasons differ."""
+    out: dict = {}
+    for (stage, _), (text, n, varied) in groups.items():
+        key = (stage, EXAMPLE_MARK + text if varied else text)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def group_reasons(reasons) -> dict:
+    """``{shown reason: count}`` of an iterable of reasons (one stage)."""
+    groups: dict = {}
+    for r in reasons:
+        add_reason(groups, "", r)
+    return {r: n for (_, r), n in shown_reasons(groups).items()}
