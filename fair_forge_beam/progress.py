@@ -372,8 +372,6 @@ class _BeamWarningsOnce(logging.Filter):
 
     def __init__(self):
         super().__init__()
-        import threading
-
         self._seen: set = set()
         self._lock = threading.Lock()
         self._beam_dir = None
