@@ -277,3 +277,15 @@ def test_a_run_whose_every_turn_failed_exits_as_an_empty_run(dataset, tmp_path, 
     assert code == EMPTY_RUN_EXIT_CODE
     assert err[-1].startswith("run: empty run: no turn was answered (5 turn(s) sent, 5 failed")
     assert (tmp_path / "out" / "run_summary.json").exists()  # written: the failures can be read
+
+
+@pytest.mark.parametrize("path", [".", "a..b", "a.", ".a", " "])
+def test_a_response_path_with_an_empty_step_is_refused_before_any_request(tmp_path, path):
+    """Trial 28f: '--response-path .' was accepted, so every turn was sent to the endpoint and
+    then failed ('response has no field'); now refused when the handler is built, in one line."""
+    with pytest.raises(ValueError, match="has an empty step") as exc:
+        AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template='{"q": {{ query | tojson }}}',
+                         response_path=path)
+    assert "\n" not in str(exc.value)
+    AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template='{"q": {{ query | tojson }}}',
+                     response_path="choices.0.message.content")

@@ -519,6 +519,9 @@ class AssistantHandler(RemoteModelHandler):
             render_request(request_template, sample)  # fail fast on a template that cannot work
             if not response_path:
                 raise ValueError("an HTTP assistant needs a response path")
+            if any(not step.strip() for step in str(response_path).split(".")):  # '.', 'a..b', 'a.': no reply has it
+                raise ValueError(f"response path {quoted(response_path)} has an empty step; give dot-separated keys and "
+                                 f"list indices, e.g. 'choices.0.message.content'")
         params = dict(params or {})
         bad = sorted(set(params) & {"model", "messages", "stream", "n"})
         if bad:
