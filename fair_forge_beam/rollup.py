@@ -64,7 +64,7 @@ from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .g
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest",
-           "check_sealed", "file_digest", "sealed_files"]
+           "check_sealed", "file_digest", "sealed_files", "seal_more"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
 
@@ -335,7 +335,7 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         ValueError: an unreadable or incomplete manifest (naming the run), a version mismatch
             (:class:`~fair_forge_beam.io.session_stats.StatsSchemaMismatch`) or runs of different settings (naming the first difference and both runs).
     """
-    from fair_forge_beam.io.session_stats import STATS_DIR, check_schema_version
+    from fair_forge_beam.io.session_stats import STATS_DIR, check_run_ids, check_schema_version
 
     manifests = []
     for run_dir in runs:
@@ -357,10 +357,11 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
         bad = _malformed_run_ids(m)
         if bad:  # a field present but of the wrong shape is never read as absent (it would hide an overlap)
             raise ValueError(f"{run_dir}: {STATS_DIR}/manifest.json is invalid ({bad}): not a complete run")
-        _check_regular_files(run_dir)  # before any shard is opened: a FIFO would be waited on forever
+        _check_regular_files(run_dir, m)  # before any shard is opened: a FIFO would be waited on forever
         _check_shards(run_dir, m)
         check_sealed(run_dir, m)  # after the shard checks: their messages say more about a stray name
         check_settings(run_dir, m)  # the manifest's settings are the sealed ones
+        check_run_ids(run_dir, m)  # its run id, audit runs and input files too (what an overlap is)
         # the files' numbers, never the text's alone; the text as read, for recheck_runs
         manifests.append({**m, "counts": checked_counts(run_dir, m), _COUNTS_AS_READ: ("counts" in m, m.get("counts"))})
     first = _settings(manifests[0])
@@ -508,18 +509,20 @@ def _check_shards(run_dir: str, manifest: dict) -> None:
         run_shards(run_dir, folder, ext, open_parquet=True)
 
 
-def sealed_files(folder: str) -> list[str]:
+def sealed_files(folder: str, manifest: dict) -> list[str]:
     """The paths, relative to the output folder ``folder`` (any filesystem) and sorted, of every
     file under :data:`~fair_forge_beam.io.session_stats.SEALED_FOLDERS` but the manifest itself
-    and Beam's temporary files (``beam-temp-*``, never published): what :func:`seal_manifest`
-    lists and :func:`check_sealed` compares."""
+    and Beam's temporary files (``beam-temp-*``, never published), and of the files ``manifest``'s
+    run seals besides (:func:`~fair_forge_beam.io.session_stats.sealed_by`: ``results.json``,
+    ``run_info.json``) that are there: what :func:`seal_manifest` lists and :func:`check_sealed`
+    compares."""
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.io.session_stats import MANIFEST, SEALED_FILES, SEALED_FOLDERS
+    from fair_forge_beam.io.session_stats import MANIFEST, SEALED_FOLDERS, sealed_by
     from fair_forge_beam.reports.output_folder import _has_temporary_part, _list_files
 
     base = folder.rstrip("/") + "/"
-    out = [name for name in SEALED_FILES if FileSystems.exists(base + name)]
+    out = [name for name in sealed_by(manifest) if "/" not in name and FileSystems.exists(base + name)]
     for sub in SEALED_FOLDERS:
         for path in _list_files(base + sub.rstrip("/")):
             rel = path[len(base):] if path.startswith(base) else path
@@ -547,7 +550,7 @@ def seal_manifest(folder: str) -> dict:
     base = folder.rstrip("/")
     doc = read_side_json(f"{base}/{MANIFEST}", "a run's stats/manifest.json")
     files = {}
-    for rel in sealed_files(base):
+    for rel in sealed_files(base, doc):
         size, sha256 = file_digest(f"{base}/{rel}")
         files[rel] = {"size": size, "sha256": sha256}
     from fair_forge_beam.io.secrets import scrub_known
@@ -556,6 +559,33 @@ def seal_manifest(folder: str) -> dict:
     with FileSystems.create(f"{base}/{MANIFEST}") as f:
         f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     return doc
+
+
+def seal_more(folder: str, rel: str) -> None:
+    """Add the file ``rel`` of ``folder`` (one its run seals, written after :func:`seal_manifest`:
+    ``run_info.json``, by the launcher of an audit or a roll-up) to the manifest's ``files``, its
+    size and sha256; the other entries are kept, never hashed again. A folder without a manifest (a
+    run that stored no statistics) is left as it is.
+
+    Raises:
+        ValueError: the manifest cannot be read.
+        OSError: the file cannot be read, or the manifest written."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.session_stats import MANIFEST, sealed_by
+
+    base = folder.rstrip("/")
+    if not FileSystems.exists(f"{base}/{MANIFEST}"):
+        return
+    doc = read_side_json(f"{base}/{MANIFEST}", "a run's stats/manifest.json")
+    if rel not in sealed_by(doc):
+        return  # a run of a version that did not seal it: its readers do not ask
+    size, sha256 = file_digest(f"{base}/{rel}")
+    doc = scrub_known({**doc, "files": {**(doc.get("files") or {}), rel: {"size": size, "sha256": sha256}}})
+    with FileSystems.create(f"{base}/{MANIFEST}") as f:
+        f.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
 
 
 def _listed_problem(files: object) -> Optional[str]:
@@ -572,7 +602,7 @@ def _listed_problem(files: object) -> Optional[str]:
     return None
 
 
-def _check_regular_files(run_dir: str) -> None:
+def _check_regular_files(run_dir: str, manifest: dict) -> None:
     """Every file of ``run_dir``'s sealed folders (:func:`sealed_files`) is a regular file.
 
     Raises:
@@ -580,7 +610,7 @@ def _check_regular_files(run_dir: str) -> None:
             FIFO to read its footer or hash waits for a writer forever)."""
     from fair_forge_beam.io.edge import NotARegularFile, check_regular_file
 
-    for rel in sealed_files(run_dir):
+    for rel in sealed_files(run_dir, manifest):
         try:
             check_regular_file(f"{run_dir.rstrip('/')}/{rel}", run_dir)
         except NotARegularFile as exc:
@@ -606,7 +636,7 @@ def check_sealed(run_dir: str, manifest: dict) -> None:
         raise ValueError(f"{run_dir}: {MANIFEST} is {'incomplete' if problem == 'no files' else 'invalid'} "
                          f"({problem}): not a complete run (re-run that audit, or leave it out)")
     listed = manifest["files"]
-    present = sealed_files(run_dir)
+    present = sealed_files(run_dir, manifest)
     for rel in present:
         if rel not in listed:
             raise ValueError(f"{run_dir}: {rel} is not a file the run wrote ({MANIFEST} does not list it): a file "
@@ -995,6 +1025,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                     "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
                 }, "copied": ["results.parquet/", "dead_letter/"]}}
         info = write_run_info(out, info)
+        seal_more(out, "run_info.json")  # sealed as results.json is: a trend or a comparison reads it
         for what, why in not_rebuilt.items():
             log.warning("rollup: %s is not rebuilt: %s", what, why)
         width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
@@ -1027,14 +1058,17 @@ def _check_stored_shapes(runs: Sequence[str], slice_tables: Sequence, slice_cols
                          options: dict) -> None:
     """Each run's stored slice accumulators have the shapes the manifest's settings give them (a
     Bayesian slice holds ``mc_samples`` draws per replicate sum): each stored slice file's type is
-    the one the settings write, and its first slice holding a value is decoded as the pipeline will
-    decode every row (``CombineFn.from_arrow``, which checks the draws against the settings).
-    The settings are sealed (:func:`check_settings`); this holds for a manifest edited and resealed
-    too, which ended in a Beam traceback (trial 28e B6: 'cannot reshape array of size 20000 into
-    shape (4,0)').
+    the one the settings write, and every slice of it is decoded as the pipeline will decode it
+    (``CombineFn.from_arrow``, which checks the draws against the settings), :data:`SHAPE_BATCH`
+    rows at a time (memory bounded by a batch, whatever the file's size; each batch's accumulators
+    are dropped once decoded). The settings are sealed (:func:`check_settings`); this holds for a
+    manifest edited and resealed too, which ended in a Beam traceback (trial 28e B6: 'cannot
+    reshape array of size 20000 into shape (4,0)'), and for one slice of a shard edited and
+    resealed (only its first slice holding a value was decoded before: a later one reached the
+    pipeline).
 
     Raises:
-        ValueError: one line naming the run, the file, the column and the settings."""
+        ValueError: one line naming the run, the file, the column, the slice's row and the settings."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -1046,27 +1080,46 @@ def _check_stored_shapes(runs: Sequence[str], slice_tables: Sequence, slice_cols
         if not cols:
             continue
         for r, path in [(r, path) for r in runs for path in run_shards(r, table)]:
+            def refused(name: str, why: str):
+                return ValueError(f"{r}: {path.rsplit('/', 1)[-1]} of {table}, column {name}, does not fit the "
+                                  f"manifest's settings ({said}): {why}; a manifest edited and resealed, or a shard "
+                                  "of another run: re-run that audit, or leave it out")
+
             with open_stored(path) as f:
                 stored = pq.ParquetFile(f)
                 types = {field.name: field.type for field in stored.schema_arrow}
-                first = (stored.read_row_group(0, columns=[name for name, _ in cols], use_threads=False)
-                         if stored.num_row_groups else None)
-            for name, slot in cols:
-                def refused(why: str):
-                    return ValueError(f"{r}: {path.rsplit('/', 1)[-1]} of {table}, column {name}, does not fit the "
-                                      f"manifest's settings ({said}): {why}; a manifest edited and resealed, or a shard "
-                                      "of another run: re-run that audit, or leave it out")
+                for name, slot in cols:
+                    want = fused.fns[slot].stored_type()
+                    if want is not None and name in types and not types[name].equals(want):
+                        raise refused(name, "its stored type is not the one these settings write")
+                present = [name for name, _ in cols if name in types]
+                row = 0
+                for batch in (stored.iter_batches(batch_size=SHAPE_BATCH, columns=present, use_threads=False)
+                              if present else ()):
+                    for name, slot in cols:
+                        if name not in types:
+                            continue
+                        column = batch.column(name)
+                        valid = column.drop_null()
+                        if not len(valid):
+                            continue
+                        try:
+                            fused.fns[slot].from_arrow(valid)  # every slice holding a value
+                        except (ValueError, TypeError, KeyError, IndexError, AttributeError, pa.ArrowException) as first:
+                            for i in range(len(column)):  # the first slice refused, named by its row
+                                if not column[i].is_valid:
+                                    continue
+                                try:
+                                    fused.fns[slot].from_arrow(column.slice(i, 1))
+                                except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+                                        pa.ArrowException) as exc:
+                                    raise refused(name, f"row {row + i + 1:,}: {_one_line(exc)}") from None
+                            raise refused(name, _one_line(first)) from None
+                    row += batch.num_rows
 
-                want = fused.fns[slot].stored_type()
-                if want is not None and name in types and not types[name].equals(want):
-                    raise refused("its stored type is not the one these settings write")
-                if first is None:
-                    continue
-                column = first.column(name).combine_chunks().drop_null()
-                try:
-                    fused.fns[slot].from_arrow(column.slice(0, 1))  # the first slice holding a value
-                except (ValueError, TypeError, KeyError, IndexError, AttributeError, pa.ArrowException) as exc:
-                    raise refused(_one_line(exc)) from None
+
+#: slice rows decoded at once by :func:`_check_stored_shapes`
+SHAPE_BATCH = 256
 
 
 def _read_slices(files, fused, columns) -> list:

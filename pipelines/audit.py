@@ -355,6 +355,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     if reason and not args.allow_empty:
         fail_empty_run(reason, out)
     info = write_run_info(stage, info)
+    from fair_forge_beam.rollup import seal_more
+
+    seal_more(stage, "run_info.json")  # sealed as results.json is: a trend, a comparison and a roll-up read it
     if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
         from fair_forge_beam.reports.compare import run_differences
 

@@ -333,18 +333,21 @@ def test_two_audits_of_one_input_write_the_same_data_files_and_list_each_with_it
     manifests = [_manifest(r) for r in runs]
     assert sorted(manifests[0]["files"]) == sorted(manifests[1]["files"])
     # fix28j: stats/quality_counts.json (the manifest's quality counts, sealed) is listed too; fix28u (trial
-    # 28e B4, B6): results.json and stats/settings.json (the manifest's settings) too
+    # 28e B4, B6): results.json and stats/settings.json (the manifest's settings) too; seal28: run_info.json
+    # and stats/run_ids.json (the manifest's run id, audit runs and input files) too — the run's own record,
+    # not data: each holds its run (times, the run id), so they are left out of the same-bytes checks below
     single = ["stats/quality_counts.json", "stats/settings.json", "results.json"]
-    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED} | set(single)
+    own = ["run_info.json", "stats/run_ids.json"]
+    assert {f.split("/part-")[0] for f in manifests[0]["files"]} == {f for f, _ in SEALED} | set(single) | set(own)
     for run, m in zip(runs, manifests):
-        on_disk = sorted([str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir()] + single)
+        on_disk = sorted([str(p.relative_to(run)) for f, _ in SEALED for p in (run / f).iterdir()] + single + own)
         assert sorted(m["files"]) == on_disk
         for rel, entry in m["files"].items():
             data = (run / rel).read_bytes()
             assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, rel
             run_id = m["run_id"].encode()
-            assert run_id not in data, rel  # nor in a Parquet key-value: those are in the bytes
-    for rel in manifests[0]["files"]:
+            assert rel in own or run_id not in data, rel  # nor in a Parquet key-value: those are in the bytes
+    for rel in (r for r in manifests[0]["files"] if r not in own):
         first, second = ((r / rel) for r in runs)
         if first.read_bytes() == second.read_bytes():
             assert manifests[0]["files"][rel] == manifests[1]["files"][rel]
@@ -606,3 +609,117 @@ def test_an_edited_results_json_is_not_read_as_the_runs(sealed_runs, tmp_path):
             read()
         assert f"{run / 'results.json'} is not the file its run wrote" in str(err.value), err.value
         assert "\n" not in str(err.value)
+
+
+def _edit_json(path: Path, edit) -> None:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    edit(doc)
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _trend_refusal(runs: list) -> str:
+    from fair_forge_beam.reports.trend import TrendUsageError, iter_runs
+
+    with pytest.raises(TrendUsageError) as err:
+        list(iter_runs([str(r) for r in runs]))
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("edit,named", [
+    (lambda d: d["options"].update(seed=7), "run_info.json is not the file"),
+    (lambda d: d.update(started_at="2020-01-01T00:00:00.000Z"), "run_info.json is not the file"),
+])
+def test_an_edited_run_info_json_is_refused_by_rollup_trend_and_compare(sealed_runs, tmp_path, capsys, edit, named):
+    """seal28 (issue 28): run_info.json (the options a comparison states, the times a trend orders by)
+    was not sealed: an edited one was read as the run's. It is listed in the manifest's files now."""
+    from fair_forge_beam.reports.compare import _info
+    from fair_forge_beam.reports.load import read_run_info
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+    assert "run_info.json" in _manifest(a)["files"] and read_run_info(str(a))["options"]
+    _edit_json(a / "run_info.json", edit)
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{a}: run_info.json is not the file the run wrote" in err, err
+    assert f"{a / 'run_info.json'} is not the file its run wrote" in _trend_refusal([a, b])
+    for read in (lambda: read_run_info(str(a)), lambda: _info(str(a))):
+        with pytest.raises(ValueError) as exc:
+            read()
+        assert named in str(exc.value) and "\n" not in str(exc.value), exc.value
+
+
+@pytest.mark.parametrize("field", ["audit_runs", "input_files", "run_id", "files"])
+def test_an_edited_run_id_audit_runs_or_input_files_in_the_manifest_is_refused(sealed_runs, tmp_path, capsys, field):
+    """seal28 (issue 28): the manifest's ``audit_runs`` and ``input_files`` (what a roll-up and a
+    trend count as one audit run or one input) were not sealed: an edit made two runs of one night
+    look apart. They are sealed in stats/run_ids.json; ``files``: run_info.json's entry removed (its
+    run sealed it: stats/settings.json's ``sealed_files``)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sealed_runs / "a", a)
+    shutil.copytree(sealed_runs / "b", b)
+
+    def edit(m):
+        if field == "audit_runs":
+            m["audit_runs"] = sorted([*m["audit_runs"], "20260101T000000Z-00000000"])
+        elif field == "input_files":
+            m["input_files"][0][2] += 1.0
+        elif field == "run_id":
+            m["run_id"] = m["audit_runs"][0] = "20260101T000000Z-00000000"
+        else:
+            del m["files"]["run_info.json"]
+
+    _edit_json(b / "stats" / "manifest.json", edit)
+    err = _refused(tmp_path, [a, b], capsys)
+    if field == "files":
+        assert f"{b}: run_info.json is not a file the run wrote" in err, err
+        assert f"{b / 'run_info.json'} is not listed in stats/manifest.json, whose run sealed it" in _trend_refusal([a, b])
+        return
+    assert (f"{b}: stats/manifest.json is not the manifest the run wrote: its {field} differs from the sealed "
+            "stats/run_ids.json") in err, err
+    assert f"its {field} differs from the sealed stats/run_ids.json" in _trend_refusal([a, b])
+
+
+def test_runs_written_before_run_info_and_run_ids_were_sealed_still_roll_up_and_trend(sealed_runs, tmp_path):
+    """The contract of seal28: runs of this stats schema (7) written before it — no ``sealed_files``
+    in the manifest or stats/settings.json, no stats/run_ids.json, run_info.json not listed — are
+    read as before (their results.json alone sealed). A guard: it passes on the code before too."""
+    import hashlib
+
+    from fair_forge_beam.reports.trend import iter_runs
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for r in runs:
+        shutil.copytree(sealed_runs / r.name, r)
+        (r / "stats" / "run_ids.json").unlink()
+        m = _manifest(r)
+        del m["sealed_files"], m["files"]["run_info.json"], m["files"]["stats/run_ids.json"]
+        _reseal(r, m)
+        (r / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+        settings = (r / "stats" / "settings.json").read_bytes()
+        assert b"sealed_files" not in settings and m["files"]["stats/settings.json"]["sha256"] == \
+            hashlib.sha256(settings).hexdigest()
+    assert _rollup(tmp_path / "w", runs)["summary"]["interactions_read"] > 0
+    assert len(list(iter_runs([str(r) for r in runs]))) == 2
+
+
+def test_a_later_slice_edited_and_resealed_is_refused_not_only_the_first(sealed_runs, tmp_path, capsys):
+    """fix28u decoded only the first stored slice of each file holding a value before the pipeline:
+    a later slice edited and resealed (Monte Carlo draws in a frequentist run's group fairness)
+    reached the pipeline. Every slice is decoded now: one line naming its row."""
+    def edit(values, field):
+        assert len(values) > 2 and all(v["interaction"]["f0"]["gamma"] == [] for v in values if v)
+        values[-1]["interaction"]["f0"]["gamma"] = [{"group": 0, "sums": b"\x00" * 8}]
+        return field, values
+
+    a, b, rel = _edited_and_resealed(sealed_runs, tmp_path, "stats/slices", "toxicity__acc", edit)
+    err = _refused(tmp_path, [a, b], capsys)
+    assert f"{b}: part-00000-of-00001.parquet of stats/slices/, column toxicity__acc, does not fit" in err, err
+    assert "holds Monte Carlo draws" in err and f"row {len(_slices(b))}:" in err, err
+
+
+def _slices(run: Path) -> list:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(run / "stats" / "slices" / "part-00000-of-00001.parquet").column("slice").to_pylist()

@@ -83,7 +83,8 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
 
     after = _tree(out)
     assert set(after) == set(before)
-    for name in sorted(set(before) - {"_SUCCESS", "run_info.json", "stats/manifest.json"}):  # a new run: the same rows
+    # (stats/run_ids.json, seal28: the manifest's run id, audit runs and input files, sealed: a new run's own)
+    for name in sorted(set(before) - {"_SUCCESS", "run_info.json", "stats/manifest.json", "stats/run_ids.json"}):
         assert _rows(out / name, after[name]) == _rows(out / name, before[name]), name
     # the stored statistics' manifest names its run (the id _SUCCESS holds) and hashes the files it
     # wrote (issue 28: a shard whose rows came in another order has another hash): all else is the same
@@ -97,7 +98,7 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
         # results.json is sealed too (issue 28, trial 28e B4: an edited results.json was read by trend)
         assert files == {name: {"size": len(t[name]), "sha256": hashlib.sha256(t[name]).hexdigest()} for name in t
                          if (name.split("/")[0] in ("stats", "sessions", "results.parquet", "dead_letter")
-                             or name == "results.json") and name != "stats/manifest.json"}
+                             or name in ("results.json", "run_info.json")) and name != "stats/manifest.json"}
     assert manifests[0] == manifests[1]
 
 
@@ -237,7 +238,8 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
                      "stats/sessions/part-00000-of-00001.parquet",
                      "stats/slices/part-00000-of-00001.parquet",  # stored slice accumulators (schema v4)
                      "stats/quality_counts.json",  # the manifest's quality counts, sealed (issue 28)
-                     "stats/settings.json"}  # the manifest's settings, sealed (issue 28, trial 28e B6)
+                     "stats/settings.json",  # the manifest's settings, sealed (issue 28, trial 28e B6)
+                     "stats/run_ids.json"}  # the manifest's run id, audit runs, input files, sealed (seal28)
     assert len(pandas.read_parquet(out / "results.parquet")) == 5
     assert json.loads((out / "gates.json").read_text())["n_failed"] == 1
     from fair_forge_beam.io.session_stats import STATS_SCHEMA_VERSION

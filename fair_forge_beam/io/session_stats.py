@@ -87,7 +87,8 @@ __all__ = [
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
     "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
-    "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings",
+    "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings", "RUN_IDS", "RUN_ID_FIELDS",
+    "sealed_by", "run_ids_of", "check_run_ids", "check_listed_file",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
@@ -116,13 +117,27 @@ QUALITY_COUNTS = f"{STATS_DIR}/quality_counts.json"
 #: traceback, 'cannot reshape array of size 20000 into shape (4,0)')
 SETTINGS = f"{STATS_DIR}/settings.json"
 #: the manifest's fields :data:`SETTINGS` holds (``options`` without the run-only ones, ``config``
-#: without its ``inputs``: two runs of one configuration hold the same bytes)
+#: without its ``inputs``: two runs of one configuration hold the same bytes); ``sealed_files`` (the
+#: run's own list of :data:`SEALED_FILES`) among them, so a manifest cannot drop a file from it
 SETTINGS_FIELDS = ("product_version", "config", "static", "options", "stats_schema_version", "stored", "not_stored",
-                   "stored_slices", "slices_not_stored")
-#: the files of an output folder, outside :data:`SEALED_FOLDERS`, whose size and hash the manifest
-#: lists too: ``results.json``, read by ``trend``, ``--baseline`` and ``--compare``
-#: (:func:`fair_forge_beam.reports.load.read_results` checks it against the manifest)
-SEALED_FILES = ("results.json",)
+                   "stored_slices", "slices_not_stored", "sealed_files")
+#: the manifest's fields of the run itself (not settings: they differ between two runs of one
+#: input), written by the pipeline beside it: sealed, so a roll-up and a trend refuse a manifest
+#: whose ``audit_runs`` or ``input_files`` were edited (they decide what counts as an overlap)
+RUN_IDS = f"{STATS_DIR}/run_ids.json"
+#: the manifest's fields :data:`RUN_IDS` holds
+RUN_ID_FIELDS = ("run_id", "audit_runs", "input_files")
+#: the files whose size and hash the manifest lists besides every file under :data:`SEALED_FOLDERS`:
+#: ``results.json`` (read by ``trend``, ``--baseline`` and ``--compare``:
+#: :func:`fair_forge_beam.reports.load.read_results` checks it against the manifest), ``run_info.json``
+#: (read by them and by a roll-up: :func:`fair_forge_beam.reports.load.read_run_info`; written and sealed
+#: after the others, :func:`~fair_forge_beam.rollup.seal_more`; a Flex Template job writes none) and
+#: :data:`RUN_IDS` (under ``stats/``, sealed as its folder is; listed here so that a run that wrote it must
+#: have it). A run lists them in its manifest's (and settings') ``sealed_files``; a run written before
+#: that field (stats schema 7 still) sealed ``results.json`` alone (:func:`sealed_by`)
+SEALED_FILES = ("results.json", "run_info.json", RUN_IDS)
+#: what :func:`sealed_by` gives for a manifest without ``sealed_files``
+_SEALED_BEFORE = ("results.json",)
 #: the folders of an output folder whose every file the manifest lists (``files``): all a roll-up
 #: reads of a run besides the manifest itself (and ``run_info.json``'s recorded options, which
 #: hold the run's times: not data, and not the same for two runs of one input)
@@ -537,7 +552,7 @@ class WriteSessionStats:
         doc = {**self.manifest, "stats_schema_version": STATS_SCHEMA_VERSION,
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items())),
                "stored_slices": dict(sorted(self.stored_slices.items())),
-               "slices_not_stored": dict(sorted(self.slices_not_stored.items()))}
+               "slices_not_stored": dict(sorted(self.slices_not_stored.items())), "sealed_files": list(SEALED_FILES)}
         counts = every | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
         self.written.append(write_one_file(
             counts
@@ -548,6 +563,10 @@ class WriteSessionStats:
             counts | "StatsSettingsText" >> beam.Map(lambda _, d=manifest_settings(doc): json.dumps(
                 d, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=True)),
             f"{self.out}/{SETTINGS}", "WriteStatsSettings"))
+        self.written.append(write_one_file(  # sealed (under stats/): the manifest's run ids and input files are checked against it
+            counts | "StatsRunIdsText" >> beam.Map(lambda _, d=run_ids_of(_masked(doc)): json.dumps(
+                d, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=True)),
+            f"{self.out}/{RUN_IDS}", "WriteStatsRunIds"))
         self.written.append(write_one_file(  # sealed (under stats/): the manifest's quality counts are checked against it
             counts | "StatsQualityText" >> beam.Map(lambda c: json.dumps({"quality": c["quality"]}, indent=2,
                                                                          ensure_ascii=False, allow_nan=False)),
@@ -606,6 +625,81 @@ def manifest_settings(doc: dict) -> dict:
     if isinstance(out.get("config"), dict):
         out["config"] = {k: v for k, v in out["config"].items() if k != "inputs"}
     return out
+
+
+def run_ids_of(doc: dict) -> dict:
+    """The part of a manifest ``doc`` that :data:`RUN_IDS` seals (:data:`RUN_ID_FIELDS`), as JSON
+    reads it back (``input_files``' tuples as lists)."""
+    return json.loads(json.dumps({k: doc[k] for k in RUN_ID_FIELDS if k in doc}, allow_nan=False))
+
+
+def sealed_by(manifest: dict) -> tuple:
+    """The files outside :data:`SEALED_FOLDERS` (and :data:`RUN_IDS`) that the run of ``manifest``
+    seals: its ``sealed_files`` (known names only), else ``("results.json",)`` (a run written
+    before the field; a manifest that drops it differs from its sealed :data:`SETTINGS`)."""
+    listed = manifest.get("sealed_files") if isinstance(manifest, dict) else None
+    if not isinstance(listed, list):
+        return _SEALED_BEFORE
+    return tuple(name for name in SEALED_FILES if name in listed)
+
+
+def check_listed_file(folder: str, rel: str, manifest: dict) -> bool:
+    """The file ``rel`` of the run folder ``folder`` is the one its manifest lists (size and sha256,
+    :func:`file_digest`) when the manifest lists it or its ``sealed_files`` name it (:func:`sealed_by`;
+    a manifest without that field requires nothing, as before it); returns
+    whether it was checked (``False``: not sealed by that run, or sealed but never written — a Flex
+    Template job writes no ``run_info.json`` — and absent).
+
+    Raises:
+        ValueError: one line naming the file — of another size or hash (edited or replaced), listed
+            but missing, or present, sealed by its run and not listed (its entry removed)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    files = files if isinstance(files, dict) else {}
+    want = files.get(rel)
+    p = f"{folder.rstrip('/')}/{rel}"
+    if want is None:
+        declared = isinstance(manifest, dict) and isinstance(manifest.get("sealed_files"), list)
+        if declared and rel in sealed_by(manifest) and FileSystems.exists(p):
+            raise ValueError(f"{p} is not listed in {MANIFEST}, whose run sealed it (its entry removed: an edited "
+                             "manifest); re-run that audit")
+        return False
+    if not FileSystems.exists(p):
+        raise ValueError(f"{p} is missing ({MANIFEST} lists it): not a complete run; re-run that audit")
+    size, sha256 = file_digest(p)
+    if not isinstance(want, dict) or (size, sha256) != (want.get("size"), want.get("sha256")):
+        listed = want if isinstance(want, dict) else {}
+        raise ValueError(f"{p} is not the file its run wrote ({size} bytes, sha256 {sha256[:16]}…; {MANIFEST} "
+                         f"lists {listed.get('size')} bytes, sha256 {str(listed.get('sha256'))[:16]}…): edited or "
+                         "replaced since (a damaged or edited run file); re-run that audit")
+    return True
+
+
+def check_run_ids(folder: str, manifest: dict) -> None:
+    """The manifest's ``run_id``, ``audit_runs`` and ``input_files`` are those its sealed
+    :data:`RUN_IDS` holds, when its run wrote that file (:func:`sealed_by`; check the file's own
+    hash first: :func:`check_listed_file` or a roll-up's ``check_sealed``): what a roll-up and a
+    trend count as one audit run, or one input, is the run's own.
+
+    Raises:
+        ValueError: one line naming the run folder and the first field that differs."""
+    from fair_forge_beam.io.edge import read_side_json
+
+    if RUN_IDS not in sealed_by(manifest):
+        return
+    try:
+        sealed = read_side_json(f"{folder.rstrip('/')}/{RUN_IDS}", "a run's stats/run_ids.json")
+    except (OSError, ValueError) as exc:
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{folder}: {RUN_IDS} cannot be read ({reason}): not a complete run; re-run that "
+                         "audit") from None
+    listed = run_ids_of(manifest)
+    if listed != sealed:
+        sealed = sealed if isinstance(sealed, dict) else {}
+        field = next(k for k in RUN_ID_FIELDS if listed.get(k) != sealed.get(k))
+        raise ValueError(f"{folder}: {MANIFEST} is not the manifest the run wrote: its {field} differs from the sealed "
+                         f"{RUN_IDS} (an edited manifest); re-run that audit")
 
 
 def count_parts(counts: dict) -> list:

@@ -125,29 +125,35 @@ def check_results_seal(p: str) -> None:
 
     Raises:
         RunFileError: one line naming the file, its size and hash and the listed ones."""
-    from fair_forge_beam.io.edge import read_side_json
-    from fair_forge_beam.io.session_stats import MANIFEST
-    from fair_forge_beam.reports.run_files import RunFileError
-    from fair_forge_beam.io.session_stats import file_digest
+    if p.endswith("/results.json"):
+        check_run_file_seal(p[:-len("/results.json")], "results.json")
 
-    if not p.endswith("/results.json"):
-        return
-    manifest = f"{p[:-len('results.json')]}{MANIFEST}"
+
+def check_run_file_seal(run_dir: str, rel: str) -> None:
+    """The file ``rel`` of ``run_dir`` (``results.json``, ``run_info.json``) is the one its run's
+    ``stats/manifest.json`` lists (size and sha256), when the manifest lists it or its run sealed it
+    (:func:`~fair_forge_beam.io.session_stats.check_listed_file`). A folder without a manifest, or
+    with one its own readers refuse (the roll-up names it), is read on its values alone.
+
+    Raises:
+        RunFileError: one line naming the file."""
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.session_stats import MANIFEST, check_listed_file
+    from fair_forge_beam.reports.run_files import RunFileError
+
+    manifest = f"{run_dir.rstrip('/')}/{MANIFEST}"
     if not _exists(manifest):
         return
     try:
         doc = read_side_json(manifest, "a run's stats/manifest.json")
     except (OSError, ValueError):
         return  # its own readers (the roll-up) name a damaged manifest; the values were checked
-    files = doc.get("files") if isinstance(doc, dict) else None
-    want = files.get("results.json") if isinstance(files, dict) else None
-    if not isinstance(want, dict):
+    if not isinstance(doc, dict):
         return
-    size, sha256 = file_digest(p)
-    if (size, sha256) != (want.get("size"), want.get("sha256")):
-        raise RunFileError(f"{p} is not the file its run wrote ({size} bytes, sha256 {sha256[:16]}…; {MANIFEST} "
-                           f"lists {want.get('size')} bytes, sha256 {str(want.get('sha256'))[:16]}…): edited or "
-                           "replaced since (a damaged or edited run file); re-run that audit")
+    try:
+        check_listed_file(run_dir, rel, doc)
+    except ValueError as exc:
+        raise RunFileError(str(exc)) from None
 
 
 def read_run_info(run_dir: str) -> dict:
@@ -158,10 +164,14 @@ def read_run_info(run_dir: str) -> dict:
             the wrong type (:func:`~fair_forge_beam.reports.run_files.check_run_info`)."""
     from fair_forge_beam.reports.run_files import check_run_info
 
-    p = f"{run_dir.rstrip('/')}/run_info.json"
+    folder = _run_dir(run_dir)
+    p = f"{folder.rstrip('/')}/run_info.json"
     if not _exists(p):
+        check_run_file_seal(folder, "run_info.json")  # listed but gone: refused
         return {}
-    return check_run_info(_read_run_json(p), p)
+    doc = check_run_info(_read_run_json(p), p)
+    check_run_file_seal(folder, "run_info.json")  # sealed since issue 28 (seal28): an edited one is refused
+    return doc
 
 
 def _read_run_json(p: str):

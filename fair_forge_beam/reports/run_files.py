@@ -160,6 +160,7 @@ class _Manifest(_Open):
     slices_not_stored: Optional[dict[StrictStr, Any]] = None
     counts: Optional[dict[StrictStr, Any]] = None
     input_files: Optional[list[list[Any]]] = None
+    sealed_files: Optional[list[StrictStr]] = None
 
 
 class _RunInfo(_Open):

@@ -224,9 +224,9 @@ def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = 
         try:
             doc = read_results(p)
             info = read_run_info(p)
+            run_id, audit_runs = _stored_ids(p)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
             raise TrendUsageError(f"{p}: {plain_reason(exc)}") from None
-        run_id, audit_runs = _stored_ids(p)
         yield {"path": p, "results": doc, "run_info": info if isinstance(info, dict) else {},
                "audit_runs": audit_runs, "run_id": run_id}
         if progress and time.monotonic() - last >= 5:
@@ -237,12 +237,16 @@ def iter_runs(paths: Sequence[str], progress: Optional[Callable[[str], None]] = 
 def _stored_ids(path: str) -> tuple:
     """``(run id, audit run ids)`` of a run from its ``stats/manifest.json``: its own ``run_id`` and the
     ids of the audit runs its statistics are made of (``audit_runs``: an audit's own id, a roll-up's the
-    union of its inputs', at every level); ``None`` for either when the run has no stored statistics or
-    a manifest the trend cannot read (the trend reads no statistics; :func:`_comparable_earlier` then
+    union of its inputs', at every level), checked against the run's sealed ``stats/run_ids.json`` when it
+    wrote one (``ValueError``, one line, for an edited manifest); ``None`` for either when the run has no
+    stored statistics or a manifest the trend cannot read (the trend reads no statistics; :func:`_comparable_earlier` then
     falls back on the merged runs' paths, :func:`_distinct_runs` on the files' contents)."""
     from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.session_stats import RUN_IDS, check_listed_file, check_run_ids
 
-    manifest = f"{path.rstrip('/')}/stats/manifest.json"
+    folder = path.rstrip("/")
+    folder = folder[:-len("/results.json")] if folder.endswith("/results.json") else folder
+    manifest = f"{folder}/stats/manifest.json"
     if not _exists(manifest):
         return None, None
     try:
@@ -250,6 +254,9 @@ def _stored_ids(path: str) -> tuple:
         ids, run_id = m.get("audit_runs"), m.get("run_id")
     except (OSError, ValueError, AttributeError):
         return None, None
+    # the ids decide which runs are one (issue 28, seal28): those its run sealed, never an edit's
+    check_listed_file(folder, RUN_IDS, m)
+    check_run_ids(folder, m)
     return (run_id if isinstance(run_id, str) and run_id else None,
             [str(i) for i in ids] if isinstance(ids, list) else None)
 
