@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fair_forge_beam.console import say  # console output never fails a run
 
+import contextlib
 import json
 import logging
 import sys
@@ -36,20 +37,19 @@ def corpus_source(corpus: str) -> str:
     return packaged_corpus_path(corpus) if corpus in CORPORA else corpus
 
 
-def _prepare(out: str, names: Sequence[str], reads: Sequence[str] = ()) -> str:
+@contextlib.contextmanager
+def _staged(out: str, names: Sequence[str], reads: Sequence[str] = ()):
     """``out`` checked (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`: a file, an
-    unwritable folder, or one that is or holds an input is a ``ValueError``), created, and cleared of
-    ``names`` of an earlier run."""
-    from apache_beam.io.filesystems import FileSystems
+    unwritable folder, or one that is or holds an input is a ``ValueError``), then a stage beside it
+    to write the run into, published as ``out`` only when the block ends normally
+    (:func:`~fair_forge_beam.reports.output_folder.staged_output`, as the audit's): a failing or
+    killed run leaves the previous run's ``names`` whole (they were deleted before the run started:
+    a killed generate left a folder without its dataset). Yields the stage's path."""
+    from fair_forge_beam.reports.output_folder import MARKER, check_output_folder, staged_output
 
-    from fair_forge_beam.reports.output_folder import check_output_folder
-
-    out = check_output_folder(out, reads=reads, staged=False)
-    FileSystems.mkdirs(out) if not FileSystems.exists(out) else None
-    stale = [FileSystems.join(out, n) for n in names if FileSystems.exists(FileSystems.join(out, n))]
-    if stale:
-        FileSystems.delete(stale)
-    return out
+    check_output_folder(out, reads=reads)  # the inputs too (staged_output checks the folder alone)
+    with staged_output(out, owned=(*names, MARKER)) as stage:
+        yield stage
 
 
 def _read_json(path: str) -> dict:
@@ -108,32 +108,32 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     check_cache_file(args.generator_cache or DEFAULT_CACHE, "--generator-cache" if args.generator_cache else
                      "the generator cache (--generator-cache; default $FAIR_FORGE_JUDGE_CACHE or "
                      "$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
-    out = _prepare(args.output, GENERATE_FILES)
-    counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
-    log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
-             "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)
-    with run_pipeline(pipeline_options(beam_args)) as p:
-        outs = p | "Generate" >> GenerateDataset(handler, plan)
-        outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts, requested_per_chunk=plan.num)
-    from apache_beam.io.filesystems import FileSystems
+    with _staged(args.output, GENERATE_FILES) as out:  # the previous run's files stay whole until this one's are
+        counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
+        log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
+                 "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)
+        with run_pipeline(pipeline_options(beam_args)) as p:
+            outs = p | "Generate" >> GenerateDataset(handler, plan)
+            outs | "WriteGenerated" >> WriteGenerated(out, args.parquet, counts, requested_per_chunk=plan.num)
+        from apache_beam.io.filesystems import FileSystems
 
-    doc = _read_json(FileSystems.join(out, "generation_summary.json"))
-    # what the run cost (not in the file, which is the same bytes whether answers came from the cache or not)
-    from fair_forge_beam.components.judge.handler import judge_counters
-    from fair_forge_beam.generators.generate import GENERATOR_NAMESPACE
+        doc = _read_json(FileSystems.join(out, "generation_summary.json"))
+        # what the run cost (not in the file, which is the same bytes whether answers came from the cache or not)
+        from fair_forge_beam.components.judge.handler import judge_counters
+        from fair_forge_beam.generators.generate import GENERATOR_NAMESPACE
 
-    try:
-        c = doc["counters"] = judge_counters(p.result, GENERATOR_NAMESPACE)
-    except Exception:  # noqa: BLE001 - a runner without metrics
-        c = None
-    if c is not None:
-        log.info("generator calls: %d planned — %d from the cache, %d asked (%d HTTP request(s), retries included), "
-                 "%d failed", len(plan.requests), c["cache_hits"], c["calls"], c["requests"], c["failures"])
-    warning = shortfall_warning(doc.get("shortfall"))
-    if warning:
-        log.warning("%s", warning)
-    doc["dead_letter_reasons"] = dead_letter_reasons(out)
-    return doc
+        try:
+            c = doc["counters"] = judge_counters(p.result, GENERATOR_NAMESPACE)
+        except Exception:  # noqa: BLE001 - a runner without metrics
+            c = None
+        if c is not None:
+            log.info("generator calls: %d planned — %d from the cache, %d asked (%d HTTP request(s), retries included), "
+                     "%d failed", len(plan.requests), c["cache_hits"], c["calls"], c["requests"], c["failures"])
+        warning = shortfall_warning(doc.get("shortfall"))
+        if warning:
+            log.warning("%s", warning)
+        doc["dead_letter_reasons"] = dead_letter_reasons(out)
+        return doc
 
 
 def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> dict:
@@ -210,19 +210,19 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
 
         fail_empty_run(f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})", args.output,
                        prog="run", allow_empty=False)
-    out = _prepare(args.output, RUN_FILES, reads=inputs)
-    with run_pipeline(pipeline_options(beam_args)) as p:
-        read = p | "Read" >> ReadInteractions(inputs)
-        outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
-        outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
-    doc = _read_json(FileSystems.join(out, "run_summary.json"))
-    doc["dead_letter_reasons"] = dead_letter_reasons(out)
-    if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
-        try:
-            doc["counters"] = assistant_counters(p.result)
-        except Exception:  # noqa: BLE001 - a runner without metrics
-            pass
-    return doc
+    with _staged(args.output, RUN_FILES, reads=inputs) as out:  # the previous run's files stay whole until this one's are
+        with run_pipeline(pipeline_options(beam_args)) as p:
+            read = p | "Read" >> ReadInteractions(inputs)
+            outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)
+            outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
+        doc = _read_json(FileSystems.join(out, "run_summary.json"))
+        doc["dead_letter_reasons"] = dead_letter_reasons(out)
+        if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
+            try:
+                doc["counters"] = assistant_counters(p.result)
+            except Exception:  # noqa: BLE001 - a runner without metrics
+                pass
+        return doc
 
 
 def stage_empty_reason(command: str, doc: dict) -> Optional[str]:

@@ -30,6 +30,11 @@ METHODS = ("Saliency", "IntegratedGradients", "GradientShap", "SmoothGrad", "Squ
            "Lime", "KernelShap", "Occlusion", "Sobol")
 
 
+#: what explain writes in its --output (shards at the top level, by pattern: their count may change
+#: between runs), replaced whole by each run; anything else there is the user's and stays
+EXPLAIN_OUTPUTS = ("attributions-*-of-*.jsonl", "dead_letter-*-of-*.jsonl", "report.html")
+
+
 def load_hf(name: str, seed: int = 0):
     """``(model, tokenizer)`` from a folder / hub name; ``"tiny-random"`` → :func:`~fair_forge_beam.testing.tiny_lm.tiny_gpt2`."""
     if name == "tiny-random":
@@ -92,11 +97,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
             yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", raw, source=f"{args.input}:{no}"))
 
-    from fair_forge_beam.reports.output_folder import check_output_folder
+    from fair_forge_beam.reports.output_folder import MARKER, check_output_folder, staged_output
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
-        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []),
-                            staged=False)
+        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []))
     except ValueError as exc:
         parser.error(str(exc))
     from fair_forge_beam.io.edge import open_input
@@ -107,20 +111,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      if isinstance(ln, ReadError) or ln.strip()]
     except OSError as exc:
         parser.error(side_file_error("--input", args.input, exc))
-    os.makedirs(args.output, exist_ok=True)
     loader = functools.partial(load_hf, args.model, args.seed)
-    with run_pipeline(pipeline_options(beam_args)) as p:
-        parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
-        out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
-        write_jsonl(out["results"], os.path.join(args.output, "attributions"), "Results")
-        write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(args.output, "dead_letter"), "DeadLetters")
-    if not args.no_report:
-        from fair_forge_beam.reports.tool_reports import write_explain_report
+    # written into a stage beside --output and swapped into place only when every file is (as the audit's):
+    # a killed or failing run leaves the previous folder whole (its shards were overwritten in place)
+    with staged_output(args.output, owned=EXPLAIN_OUTPUTS + (MARKER,)) as stage:
+        with run_pipeline(pipeline_options(beam_args)) as p:
+            parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
+            out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
+            write_jsonl(out["results"], os.path.join(stage, "attributions"), "Results")
+            write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(stage, "dead_letter"),
+                        "DeadLetters")
+        if not args.no_report:
+            from fair_forge_beam.reports.tool_reports import write_explain_report
 
-        write_explain_report(args.output, read_jsonl_shards(os.path.join(args.output, "attributions")),
-                             read_jsonl_shards(os.path.join(args.output, "dead_letter")),
-                             {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
-                              "seed": args.seed, "max length": args.max_length})
+            write_explain_report(stage, read_jsonl_shards(os.path.join(stage, "attributions")),
+                                 read_jsonl_shards(os.path.join(stage, "dead_letter")),
+                                 {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
+                                  "seed": args.seed, "max length": args.max_length})
     say(f"attributions written to {args.output}")
     return 0
 

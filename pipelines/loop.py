@@ -91,9 +91,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
     from fair_forge_beam.io.secrets import scrub_known
 
-    with open(os.path.join(root, "loop_summary.json"), "w", encoding="utf-8") as f:
-        json.dump(scrub_known(loop_doc), f, indent=2, sort_keys=True)
-        f.write("\n")
+    from fair_forge_beam.io.write import replace_files
+
+    # whole or not at all (a kill mid-write left a truncated file); each stage's folder is published whole by its stage
+    replace_files([(os.path.join(root, "loop_summary.json"), json.dumps(scrub_known(loop_doc), indent=2, sort_keys=True) + "\n")])
     return doc
 
 

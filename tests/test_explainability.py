@@ -161,3 +161,42 @@ def test_cli_report_on_the_tiny_model(tmp_path):
     atts = res[0]["attributions"]
     assert [html.unescape(t) for _, t in spans] == [a["text"] for a in atts]
     assert [float(a) for a, _ in spans] == [round(a["normalized_score"], 3) for a in atts]
+
+
+@pytest.mark.slow
+def test_a_failing_explain_leaves_the_previous_folder_and_a_new_one_replaces_every_shard(tmp_path, monkeypatch):
+    """explain wrote its shards straight into --output (issue 28, seal28): a run failing after them
+    (here: its report, a full disk) left new attributions beside the old report, and shards of an
+    earlier run with another shard count stayed and were read as this run's. It writes into a stage
+    now, swapped into place on success; its shards, by pattern, are replaced whole."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+    from fair_forge_beam.reports import tool_reports
+
+    def tree(root):
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\n', encoding="utf-8")
+    args = ["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion"]
+    assert explain.main(args) == 0
+    (out / "attributions-00001-of-00002.jsonl").write_text('{"id": "stale"}\n', encoding="utf-8")  # an earlier run's
+    (out / "mine.txt").write_text("the user's", encoding="utf-8")
+    before = tree(out)
+    inp.write_text('{"id": "2", "prompt": "a dog ran", "target": "far away"}\nnot json\n', encoding="utf-8")
+
+    def full_disk(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tool_reports, "write_explain_report", full_disk)
+    with pytest.raises(OSError):
+        explain.main(args)
+    assert tree(out) == before  # byte for byte: no new shard beside the old report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.jsonl", "o"]  # no stage left
+    monkeypatch.undo()
+    assert explain.main(args) == 0
+    assert [r["id"] for r in read_jsonl_shards(str(out / "attributions"))] == ["2"]  # the stale shard is gone
+    assert "explain.read" in [d["stage"] for d in read_jsonl_shards(str(out / "dead_letter"))]
+    assert (out / "mine.txt").read_text() == "the user's" and "report.html" in tree(out)

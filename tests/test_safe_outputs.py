@@ -436,3 +436,41 @@ def test_a_judge_run_without_beams_model_manager_says_the_resource_warning_once(
             env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "x"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("Resource module is not available") == (0 if quiet else 1), proc.stderr[-3000:]
+
+
+# ------------------------------------------------------------------ every command stages (seal28 item 2)
+@pytest.mark.slow
+def test_a_failing_run_assistant_leaves_the_previous_folder_whole(tmp_path, monkeypatch):
+    """``run_assistant`` (and ``generate``, and the loop's stages: loop_jobs) deleted the previous
+    run's files before the pipeline started, then wrote each file in place: a run failing while it
+    wrote (a full disk here, after dataset.jsonl) left the folder with half of a new run and none of
+    the old one. It writes into a stage now, published only when the run succeeded."""
+    from test_assistant_runner import SESSIONS, echo, run_http
+
+    from fair_forge_beam.assistants import assistant
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS), encoding="utf-8")
+    out = tmp_path / "run"
+    with ScriptedOpenAIServer(echo) as srv:
+        run_http(data, out, srv)
+        before = _tree(out)
+        assert {"dataset.jsonl", "run_summary.json", "dead_letter.jsonl"} <= set(before)
+        (out / "mine.txt").write_text("the user's", encoding="utf-8")
+        written = assistant._write_run
+
+        def full_disk(folder, *a, **kw):
+            written(folder, *a, **kw)  # every file written, then the disk is full
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(assistant, "_write_run", full_disk)
+        data.write_text(json.dumps(SESSIONS[0]) + "\n", encoding="utf-8")  # another run: other files
+        with pytest.raises(Exception):
+            run_http(data, out, srv)
+        assert _tree(out) == {**before, "mine.txt": b"the user's"}
+        assert _siblings(out) == []
+        monkeypatch.setattr(assistant, "_write_run", written)
+        summary = run_http(data, out, srv)  # a run that succeeds replaces it, the user's file kept
+    assert summary["sessions"] == 1 and json.loads((out / "run_summary.json").read_text())["sessions"] == 1
+    assert (out / "mine.txt").read_text() == "the user's" and _siblings(out) == []

@@ -51,7 +51,6 @@ fair_forge_beam.io.agentic_sources tau_bench IN OUT.jsonl`` writes our JSONL.
 from __future__ import annotations
 
 import ast
-import io
 import json
 import os
 import sys

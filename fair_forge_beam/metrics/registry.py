@@ -435,9 +435,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = OneLineErrorParser(prog="python -m fair_forge_beam.metrics.registry")
     p.add_argument("--write-template-metadata", metavar="PATH", required=True)
     args = p.parse_args(argv)
-    try:
-        with open(args.write_template_metadata, "w", encoding="utf-8") as f:
-            f.write(template_metadata_text(METRICS))
+    from fair_forge_beam.io.write import replace_files
+
+    try:  # whole, or the old file kept (a kill mid-write truncated it)
+        replace_files([(args.write_template_metadata, template_metadata_text(METRICS))])
     except OSError as exc:  # one line, as every command (trial 28f B10's class)
         p.error(plain_reason(exc))
     return 0

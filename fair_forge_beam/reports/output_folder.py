@@ -204,6 +204,12 @@ def _remove_temporaries(folder: str) -> None:
         _fs().delete(stale)
 
 
+def _is_pattern(name: str) -> bool:
+    """Whether an owned name is a pattern of file names (``*``, ``?``, ``[``: a command's shards at
+    the top level of its folder, whose count may change from run to run)."""
+    return any(c in name for c in "*?[")
+
+
 def _remove_owned(out: str, owned: Iterable[str], fs=None) -> None:
     """Delete ``owned`` outputs in ``out`` — named files, and the run's own folders (names ending in
     ``/``) whole, whatever they hold — and Beam's temporaries anywhere under ``out``; a user's file at
@@ -213,7 +219,10 @@ def _remove_owned(out: str, owned: Iterable[str], fs=None) -> None:
     stale = []
     for name in owned:
         path = f"{out}/{name.rstrip('/')}"
-        if name.endswith("/") and _is_local(out):
+        if _is_pattern(name):  # a command's shards at the top level (explain's attributions-*-of-*.jsonl)
+            stale += [m.path for r in fs.match([path]) for m in r.metadata_list
+                      if fnmatch.fnmatchcase(m.path.rstrip("/").rsplit("/", 1)[-1], name)]
+        elif name.endswith("/") and _is_local(out):
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             elif os.path.lexists(path):
@@ -634,11 +643,14 @@ def _carry_user_files(old: str, new: str, owned: tuple) -> None:
     """Hard-link (or copy) into ``new`` every top-level entry of ``old`` that is not an output of
     ours (not in ``owned``; the run's own folders are replaced whole, nothing inside them is
     carried). Beam's temporaries are left behind; a name the new run wrote wins."""
-    names = {n.rstrip("/") for n in owned}
+    names = {n.rstrip("/") for n in owned if not _is_pattern(n)}
+    patterns = [n for n in owned if _is_pattern(n)]
     for entry in os.scandir(old):
         name = entry.name
         if _is_temporary(name) or name.startswith(_STAGE):
             continue
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            continue  # an earlier run's shard of ours (another shard count): never carried into the new run
         if name not in names and not os.path.lexists(os.path.join(new, name)):
             _carry(entry.path, os.path.join(new, name))
 
@@ -794,7 +806,8 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
 
     Args:
         output: the output folder (local path or URL of any Beam filesystem).
-        owned: the names the command writes in its folder (files; folders end in ``/``). Default:
+        owned: the names the command writes in its folder (files; folders end in ``/``; a pattern,
+            ``attributions-*-of-*.jsonl``, names shards whose count may change). Default:
             the main job's :data:`OWNED_OUTPUTS`.
 
     Yields:
