@@ -493,17 +493,24 @@ class OneLineErrorParser(ChoiceHintParser):
         if twice:
             self.error(twice)
         parsed, rest = super().parse_known_args(args, namespace)
-        problem = None if getattr(parsed, "version", False) else self.unset_key_variable(args, parsed)
+        problem = None if getattr(parsed, "version", False) else self.unset_key_variable(args, parsed, rest)
         if problem:
             self.error(problem)
         return parsed, rest
 
-    def unset_key_variable(self, args: Sequence[str], parsed) -> Optional[str]:
+    def unset_key_variable(self, args: Sequence[str], parsed, beam_args: Sequence[str] = ()) -> Optional[str]:
         """The usage error of an ``--…-api-key-env NAME`` given in ``args`` (the command line, a
         ``--config`` file's values) whose variable ``NAME`` is unset or empty in the environment:
         the endpoint would be called with no key (issue 28). Names the option and the variable,
         never a value. None when every one given is set; an option not given is not checked (its
-        default variable, when unset, sends no key: a local endpoint needs none)."""
+        default variable, when unset, sends no key: a local endpoint needs none).
+
+        Checked where the key is read: on a runner whose workers read this environment (or one
+        started from it: :func:`key_read_elsewhere` of ``beam_args`` is ``None``). On a remote one
+        (Dataflow, a Flex Template launch, a cluster elsewhere) the variable may exist only on the
+        workers: one warning per option and variable instead (the logger ``fair_forge_beam.options``),
+        never an error."""
+        import logging
         import os
 
         given = {self._flag_of(a) for a in (args[:args.index("--")] if "--" in args else args)}
@@ -515,8 +522,16 @@ class OneLineErrorParser(ChoiceHintParser):
             if not_a_name:  # a key given as the name: said without repeating it (trial 28e B1)
                 return not_a_name
             if isinstance(name, str) and name and not os.environ.get(name):
-                return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to the "
-                        f"endpoint's API key, or leave {flag} out for an endpoint that needs no key")
+                elsewhere = key_read_elsewhere(beam_args)
+                if elsewhere is None:
+                    return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to "
+                            f"the endpoint's API key, or leave {flag} out for an endpoint that needs no key")
+                if (flag, name) not in _WARNED_KEYS:
+                    _WARNED_KEYS.add((flag, name))
+                    logging.getLogger("fair_forge_beam.options").warning(
+                        "%s %s: the environment variable %s is unset or empty here; the key is read by %s, not "
+                        "checked now: set it there, or the endpoint is called with no key", flag, quoted(name),
+                        quoted(name), elsewhere)
         return None
 
     def parse_args(self, args=None, namespace=None):
@@ -725,6 +740,72 @@ def looks_like_key(value: str) -> bool:
         if len(run) >= 32 and any(c.isdigit() for c in run):
             return True
     return False
+
+
+#: hosts that are this machine: a job server, cluster or worker pool there was started here, and its
+#: workers read the environment it was started with (the local Flink cluster of the tests, a WorkerPool)
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "")
+
+
+def _beam_values(beam_args: Sequence[str]) -> dict:
+    """``{option name: last value}`` of Beam's ``--name=value`` / ``--name value`` options in
+    ``beam_args`` (a flag alone: ``""``), read without Beam (the parser stays light)."""
+    out: dict = {}
+    args = list(beam_args)
+    for i, a in enumerate(args):
+        if not isinstance(a, str) or not a.startswith("--") or a == "--":
+            continue
+        name, eq, val = a[2:].partition("=")
+        if not eq:
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            val = nxt if isinstance(nxt, str) and not nxt.startswith("--") else ""
+        out[name.replace("-", "_").lower()] = val
+    return out
+
+
+def _host(address: str) -> str:
+    """The host of ``address`` (``host:port``, ``scheme://host:port/path``, ``[::1]:8099``)."""
+    rest = address.split("://", 1)[-1].split("/", 1)[0]
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
+def key_read_elsewhere(beam_args: Sequence[str]) -> Optional[str]:
+    """Where the pipeline's workers read an ``--…-api-key-env`` variable when that is not this
+    process's environment (or one started from it): a few words naming them, else ``None``.
+
+    ``None`` (the key is read here: checked now, a usage error when unset) for the in-memory and
+    multi-process runners (FnApiRunner, DirectRunner), Prism, ``--environment_type=LOOPBACK`` on any
+    runner, and a Flink, Spark or portable job server or worker pool on this machine (started here:
+    ``[local]``, ``[auto]``, ``localhost``/``127.0.0.1``; its workers inherit the environment it was
+    started with). Elsewhere (a warning instead): Dataflow, a Flex Template launch
+    (``--template_location``), a cluster or worker pool on another host, Docker workers."""
+    v = _beam_values(beam_args)
+    runner = (v.get("runner") or "").lower()
+    env = (v.get("environment_type") or "").upper()
+    if v.get("template_location"):
+        return "the Dataflow workers of a Flex Template launch"
+    if "dataflow" in runner:
+        return "the Dataflow workers"
+    if env == "LOOPBACK":
+        return None
+    if env == "DOCKER":
+        return "the runner's Docker containers (--environment_type=DOCKER)"
+    if env == "EXTERNAL" and _host(v.get("environment_config") or "") not in _LOCAL_HOSTS:
+        return f"the worker pool at {_host(v['environment_config'])}"
+    for option in ("job_endpoint", "flink_master", "spark_master_url", "spark_rest_url"):
+        address = v.get(option)
+        if not address or address.startswith("[") and address.endswith("]") or address.startswith("local"):
+            continue  # [local], [auto], local[*]: a cluster this process starts
+        host = _host(address)
+        if host not in _LOCAL_HOSTS:
+            return f"the workers of the cluster at {host} (--{option})"
+    return None
+
+
+#: (option, variable) pairs already warned about in this process: one warning each, however often parsed
+_WARNED_KEYS: set = set()
 
 
 def _env_name(flag: str):

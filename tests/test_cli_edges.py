@@ -156,6 +156,69 @@ def test_an_api_key_variable_that_is_unset_is_a_usage_error_before_anything_runs
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+LOCAL_RUNNERS = {  # the workers read this environment, or one started from it (seal28 item 3)
+    "in-memory": [f"--runner={FNAPI}"],
+    "multi-process": [f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+    "prism": ["--runner=PrismRunner", "--prism_location=/opt/prism"],
+    "local flink (ours)": ["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=PROCESS",
+                           '--environment_config={"command":"/tmp/bin/boot"}'],
+    "flink [local]": ["--runner=FlinkRunner", "--flink_master=[local]"],
+    "loopback to a remote job server": ["--runner=PortableRunner", "--job_endpoint=flink.example.com:8099",
+                                        "--environment_type=LOOPBACK"],
+}
+REMOTE_RUNNERS = {
+    "dataflow": (["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"], "the Dataflow workers"),
+    "flex template": (["--runner=DataflowRunner", "--template_location=gs://b/t.json"], "a Flex Template launch"),
+    "flink cluster": (["--runner=FlinkRunner", "--flink_master=flink.example.com:8081"],
+                      "the cluster at flink.example.com (--flink_master)"),
+    "job server elsewhere": (["--runner=PortableRunner", "--job_endpoint=10.1.2.3:8099"], "the cluster at 10.1.2.3"),
+    "docker workers": (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=DOCKER"],
+                       "Docker containers"),
+}
+_KEY_ARGS = ["--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]
+
+
+@pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS))
+def test_an_unset_key_variable_is_a_usage_error_on_a_runner_whose_workers_read_this_environment(
+        tmp_path, capsys, monkeypatch, runner):
+    """seal28 (issue 28): the check applies where the key is read; these runners' workers are
+    this process, its children or a cluster started here: exit 2, one line, before anything runs."""
+    from pipelines.audit import parse_args
+
+    monkeypatch.delenv("FFB_TEST_KEY_VAR", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        parse_args([*_KEY_ARGS, "--output", str(tmp_path / "out"), "--judge-api-key-env", "FFB_TEST_KEY_VAR",
+                    *LOCAL_RUNNERS[runner]])
+    assert exc.value.code == 2
+    assert "--judge-api-key-env 'FFB_TEST_KEY_VAR': the environment variable 'FFB_TEST_KEY_VAR' is unset" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("runner", sorted(REMOTE_RUNNERS))
+def test_an_unset_key_variable_is_one_warning_on_a_remote_runner(tmp_path, capsys, caplog, monkeypatch, runner):
+    """seal28 (issue 28): on Dataflow, a Flex Template launch or a cluster elsewhere the key may exist
+    on the workers only: the launcher's usage error refused a run that would have worked. One
+    warning naming the option, the variable and who reads it (never a value), the options parsed;
+    parsed again (the loop parses the audit's options twice), still one warning."""
+    import logging
+
+    from fair_forge_beam import options
+    from pipelines.audit import parse_args
+
+    monkeypatch.delenv("FFB_TEST_KEY_VAR", raising=False)
+    monkeypatch.setattr(options, "_WARNED_KEYS", set())
+    beam_args, where = REMOTE_RUNNERS[runner]
+    argv = [*_KEY_ARGS, "--output", str(tmp_path / "out"), "--judge-api-key-env", "FFB_TEST_KEY_VAR", *beam_args]
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.options"):
+        args, rest, _ = parse_args(argv)
+        parse_args(argv)
+    assert args.judge_api_key_env == "FFB_TEST_KEY_VAR" and rest
+    warned = [r.getMessage() for r in caplog.records if r.name == "fair_forge_beam.options"]
+    assert len(warned) == 1 and "\n" not in warned[0], warned
+    assert warned[0].startswith("--judge-api-key-env 'FFB_TEST_KEY_VAR': the environment variable 'FFB_TEST_KEY_VAR' "
+                                "is unset or empty here; the key is read by ") and where in warned[0], warned
+    assert capsys.readouterr().err == ""  # no usage error
+
+
 def test_a_config_files_api_key_variable_is_checked_too(tmp_path, capsys, monkeypatch):
     from pipelines.audit import main
 
