@@ -55,6 +55,37 @@ class JavaJobServerOptions(PipelineOptions):
                                  "jars each job carries (Beam's default: every jar of the job server's classpath)")
 
 
+def _workers_leave_ctrl_c_to_the_command() -> None:
+    """Beam's multi-process SDK workers (``--direct_running_mode=multi_processing``: each
+    ``sh -c "python -m apache_beam.runners.worker.sdk_worker_main"``, started by
+    ``local_job_service.SubprocessSdkWorker``) start with SIGINT ignored. A Ctrl-C at the terminal
+    reaches the whole foreground process group: each worker printed a ``KeyboardInterrupt``
+    traceback (logged back through the command as 'Python sdk harness failed') and, the command
+    ended, went on calling the judge. The command takes the interrupt alone and ends its workers
+    (:mod:`fair_forge_beam.console`); SIGTERM still ends a worker. Installed once per process."""
+    import signal
+    import subprocess
+    import types
+
+    from apache_beam.runners.portability import local_job_service
+
+    if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
+        return
+
+    def ignore_sigint() -> None:  # in the child, before its command runs: inherited by sh and python
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    class Popen(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("preexec_fn", ignore_sigint)
+            super().__init__(*args, **kwargs)
+
+    shim = types.ModuleType("subprocess")
+    shim.__dict__.update({k: v for k, v in vars(subprocess).items() if not k.startswith("__")})
+    shim.Popen, shim.ctrl_c_left_to_the_command = Popen, True
+    local_job_service.subprocess = shim
+
+
 class WorkerProcessError(RuntimeError):
     """A job failed, and the SDK worker processes it started wrote to stderr: the message is the
     job's error followed by what they wrote (:func:`fair_forge_beam.process_workers.worker_stderr`)."""
@@ -77,6 +108,7 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
 
     tune_gc()  # the launcher runs an in-process runner's bundles
     cache_dofn_signatures()  # Beam re-inspects every DoFn method many times per job
+    _workers_leave_ctrl_c_to_the_command()
     started = time.time()
     try:
         with beam.Pipeline(options=options) as p:

@@ -144,16 +144,19 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
     """The one line of an interrupt: what stopped, and what state the output folder is in."""
     how = _signal_name(signum)
     with _STATE.lock:
-        published, outputs = list(_STATE.published), [o for o in _STATE.outputs if o not in _STATE.published]
+        published = list(_STATE.published)
+        last = _STATE.outputs[-1] if _STATE.outputs else None
         finished, existed = _STATE.finished, dict(_STATE.existed)
         in_place = list(_STATE.in_place)
     if in_place:
         state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
                  f"the windows that fired, if any; a streaming run writes in place)")
+    elif last is not None and last not in published:  # the folder being written (the loop's audit after its stages')
+        state = output_state(last, existed.get(last, True))
+        if published:
+            state += f"; complete before it: {', '.join(dict.fromkeys(published))}"
     elif published:
         state = f"the output folder {published[-1]} is complete (published before the interruption)"
-    elif outputs:
-        state = output_state(outputs[-1], existed.get(outputs[-1], True))
     else:
         state = "nothing was written"
     what = f"the {command} had finished" if finished else f"the {command} stopped"
@@ -182,7 +185,70 @@ def _hard_exit(code: int, line: Optional[str]) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(OSError):  # the line is said: what the ended workers' threads print is not
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 2)
+    _end_descendants()
     os._exit(code)
+
+
+def _descendants() -> list:
+    """The process ids of this process's children, grandchildren … (Linux: ``/proc``; ``[]``
+    elsewhere), children first."""
+    parents: dict = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after the command's name, which may hold spaces
+        if len(fields) > 1:
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [os.getpid()]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _end_descendants(wait: float = 2.0) -> None:
+    """End every process this one started (Beam's multi-process SDK workers and the shells that run
+    them, a runner's job server): SIGTERM, then SIGKILL for those still there after ``wait``
+    seconds. Called as an interrupted command ends the process, so that no worker outlives it,
+    still calling a judge (issue 28, seal28: a Ctrl-C of a multi-process run left 4 processes)."""
+    pids = _descendants()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (wait if sig == signal.SIGTERM else 0)
+        while time.monotonic() < deadline:
+            pids = [p for p in pids if _running(p)]
+            if not pids:
+                return
+            time.sleep(0.05)
+        pids = [p for p in pids if _running(p)]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie of ours is reaped here: it ran)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z"
+    except OSError:
+        return False
 
 
 def _watchdog(signum: int) -> None:

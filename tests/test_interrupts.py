@@ -306,3 +306,122 @@ def test_the_lines_say_a_folder_that_never_existed_was_not_created(tmp_path, cap
     assert "untouched" in err[0] if existed else (f"nothing was written ({out} was not created)" in err[0]
                                                   and "untouched" not in err[0] and "is as it was" not in err[0]), err
     assert out.exists() == existed
+
+
+def _group(pgid: int) -> list:
+    """The processes of process group ``pgid`` still running (zombies are not)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            out.append(int(name))
+    return out
+
+
+def _no_process_left(pgid: int) -> list:
+    deadline = time.time() + 10
+    while time.time() < deadline and _group(pgid):
+        time.sleep(0.2)
+    left = _group(pgid)
+    for pid in left:  # never leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,to", [("SIGINT", "group"), ("SIGTERM", "command")], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_of_a_multi_process_run_is_one_line_and_ends_its_workers(tmp_path, sig, to):
+    """seal28 (issue 28): a Ctrl-C (SIGINT to the terminal's whole process group) of a
+    ``--direct_running_mode=multi_processing`` run printed each worker's KeyboardInterrupt
+    traceback, and the 4 worker processes (2 x sh + python) outlived the command (exit 130), still
+    calling the judge; SIGTERM to the command alone left them too. Now: the same one line and exit
+    code as the in-memory run, nothing staged, no process of the run left."""
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "context",
+             "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
+             "--output", str(out), f"--runner={FNAPI}", "--direct_num_workers=2",
+             "--direct_running_mode=multi_processing"],
+            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)  # its own process group, as a terminal's foreground job
+        try:
+            deadline = time.time() + 180
+            while time.time() < deadline and not srv.count():
+                time.sleep(0.2)
+            assert srv.count(), "the judge was never called"
+            time.sleep(1)
+            assert len(_group(proc.pid)) > 1, "no worker process"
+            (os.killpg if to == "group" else os.kill)(proc.pid, getattr(signal, sig))
+            _, err = proc.communicate(timeout=60)  # a worker holding the pipes would time out here
+        finally:
+            left = _no_process_left(proc.pid)
+            if proc.poll() is None:
+                proc.kill()
+    assert left == [], f"{len(left)} process(es) of the run outlived it"
+    assert proc.returncode == CODES[sig], err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    how = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    assert _one_line(err) == [f"fair-forge-beam: interrupted ({how}): the audit stopped; nothing was written ({out} "
+                              "was not created)"], err[-3000:]
+    assert _leftovers(tmp_path, out) == [] and not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_of_the_loop_during_its_audit_names_the_folder_it_was_writing(tmp_path, sig):
+    """seal28 (issue 28): a Ctrl-C of the loop during its audit (run_parsed) said 'the output folder
+    OUT/run is complete (published before the interruption)' — the last stage published, not the
+    audit it stopped. The line names the folder being written, untouched, then those complete."""
+    import hashlib
+
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    scored = []
+
+    def judge(req):
+        if '"queries"' in json.dumps(req.json_schema or {}):
+            h = hashlib.blake2b(req.prompt.encode("utf-8"), digest_size=4).hexdigest()
+            return {"queries": [{"query": f"What does the policy say ({h})?", "difficulty": "easy"}],
+                    "chunk_summary": "policy"}
+        scored.append(1)
+        return Reply(content="{}", drip=30, drip_headers=True)  # the audit's judge hangs
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(judge) as j, ScriptedOpenAIServer(lambda req: "an answer") as bot:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.loop", "--corpus", "airline", "--strategy", "random", "--num-samples", "2",
+             "--chunks-per-sample", "1", "--seed", "3", "--num-queries", "1", "--assistant-id", "bot-v1",
+             "--judge-base-url", j.base_url, "--judge-model", "judge", "--judge-cache", str(tmp_path / "j.sqlite3"),
+             "--generator-cache", str(tmp_path / "g.sqlite3"), "--assistant-url", bot.base_url, "--assistant-model",
+             "bot", "--metrics", "context", "--output", str(out), f"--runner={FNAPI}"],
+            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+        try:
+            deadline = time.time() + 240
+            while time.time() < deadline and not scored and proc.poll() is None:
+                time.sleep(0.2)
+            assert scored, "the audit's judge was never called"
+            time.sleep(1)
+            os.killpg(proc.pid, getattr(signal, sig))
+            _, err = proc.communicate(timeout=60)
+        finally:
+            left = _no_process_left(proc.pid)
+            if proc.poll() is None:
+                proc.kill()
+    assert left == [] and proc.returncode == CODES[sig], err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    how = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    assert _one_line(err) == [f"fair-forge-beam loop: interrupted ({how}): the loop stopped; nothing was written "
+                              f"({out / 'audit'} was not created); complete before it: {out / 'generated'}, "
+                              f"{out / 'run'}"], err[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["generated", "run"]  # no stage, no lock, no loop_summary.json
+    assert (out / "run" / "dataset.jsonl").exists() and (out / "generated" / "dataset.jsonl").exists()
