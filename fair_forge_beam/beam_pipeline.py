@@ -58,12 +58,11 @@ class JavaJobServerOptions(PipelineOptions):
 def _workers_leave_ctrl_c_to_the_command() -> None:
     """Beam's multi-process SDK workers (``--direct_running_mode=multi_processing``: each
     ``sh -c "python -m apache_beam.runners.worker.sdk_worker_main"``, started by
-    ``local_job_service.SubprocessSdkWorker``) start with SIGINT ignored. A Ctrl-C at the terminal
-    reaches the whole foreground process group: each worker printed a ``KeyboardInterrupt``
-    traceback (logged back through the command as 'Python sdk harness failed') and, the command
-    ended, went on calling the judge. The command takes the interrupt alone and ends its workers
+    ``local_job_service.SubprocessSdkWorker``) start in a process group of their own, so the
+    terminal's Ctrl-C does not reach them. Before, in the command's foreground group, each worker
+    printed a ``KeyboardInterrupt`` traceback (logged back through the command as 'Python sdk
+    harness failed') and, the command ended, went on calling the judge. The command takes the interrupt alone and ends its workers
     (:mod:`fair_forge_beam.console`); SIGTERM still ends a worker. Installed once per process."""
-    import signal
     import subprocess
     import types
 
@@ -72,12 +71,12 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
     if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
         return
 
-    def ignore_sigint() -> None:  # in the child, before its command runs: inherited by sh and python
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
     class Popen(subprocess.Popen):
         def __init__(self, *args, **kwargs):
-            kwargs.setdefault("preexec_fn", ignore_sigint)
+            # a process group of its own: the terminal's Ctrl-C (sent to the foreground group) reaches
+            # the command alone. Not a preexec_fn: Python code between fork and exec can deadlock in a
+            # process with threads, and Beam starts workers from threads
+            kwargs.setdefault("process_group", 0)
             super().__init__(*args, **kwargs)
 
     shim = types.ModuleType("subprocess")
