@@ -308,27 +308,43 @@ def test_the_lines_say_a_folder_that_never_existed_was_not_created(tmp_path, cap
     assert out.exists() == existed
 
 
-def _group(pgid: int) -> list:
-    """The processes of process group ``pgid`` still running (zombies are not)."""
-    out = []
+def _stat(pid) -> tuple:
+    """``(state, ppid)`` of a process, or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def _tree(root: int) -> list:
+    """``root`` and its running descendants (zombies are not), whatever their process group:
+    Beam's workers get a group of their own."""
+    parents = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            out.append(int(name))
+        if name.isdigit():
+            st = _stat(name)
+            if st is not None and st[0] != b"Z":
+                parents[int(name)] = st[1]
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in parents:
+            out.append(pid)
+        todo.extend(p for p, parent in parents.items() if parent == pid)
     return out
 
 
-def _no_process_left(pgid: int) -> list:
+def _alive(pids) -> list:
+    return [p for p in pids if (st := _stat(p)) is not None and st[0] != b"Z"]
+
+
+def _no_process_left(pids) -> list:
     deadline = time.time() + 10
-    while time.time() < deadline and _group(pgid):
+    while time.time() < deadline and _alive(pids):
         time.sleep(0.2)
-    left = _group(pgid)
+    left = _alive(pids)
     for pid in left:  # never leave them to the next test
         os.kill(pid, signal.SIGKILL)
     return left
@@ -353,17 +369,19 @@ def test_an_interrupt_of_a_multi_process_run_is_one_line_and_ends_its_workers(tm
              "--direct_running_mode=multi_processing"],
             cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)  # its own process group, as a terminal's foreground job
+        run = []
         try:
             deadline = time.time() + 180
             while time.time() < deadline and not srv.count():
                 time.sleep(0.2)
             assert srv.count(), "the judge was never called"
             time.sleep(1)
-            assert len(_group(proc.pid)) > 1, "no worker process"
+            run = _tree(proc.pid)
+            assert len(run) > 1, "no worker process"
             (os.killpg if to == "group" else os.kill)(proc.pid, getattr(signal, sig))
             _, err = proc.communicate(timeout=60)  # a worker holding the pipes would time out here
         finally:
-            left = _no_process_left(proc.pid)
+            left = _no_process_left(_tree(proc.pid) + run)
             if proc.poll() is None:
                 proc.kill()
     assert left == [], f"{len(left)} process(es) of the run outlived it"
@@ -405,16 +423,18 @@ def test_an_interrupt_of_the_loop_during_its_audit_names_the_folder_it_was_writi
              "bot", "--metrics", "context", "--output", str(out), f"--runner={FNAPI}"],
             cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
+        run = []
         try:
             deadline = time.time() + 240
             while time.time() < deadline and not scored and proc.poll() is None:
                 time.sleep(0.2)
             assert scored, "the audit's judge was never called"
             time.sleep(1)
+            run = _tree(proc.pid)
             os.killpg(proc.pid, getattr(signal, sig))
             _, err = proc.communicate(timeout=60)
         finally:
-            left = _no_process_left(proc.pid)
+            left = _no_process_left(_tree(proc.pid) + run)
             if proc.poll() is None:
                 proc.kill()
     assert left == [] and proc.returncode == CODES[sig], err[-3000:]
