@@ -289,7 +289,8 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
         kind = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type) reads as its base
         number = {strict_int: "a whole number", strict_float: "a number"}.get(kind)
         if isinstance(action, argparse._AppendAction):
-            pass
+            if not values:  # given, but as nothing: never the default a key left out would mean
+                raise ConfigError(f"{where}: an empty list; give at least one value, or leave the key out")
         elif isinstance(value, list):
             if number:  # one number, never a list (its items joined read as one number: [100] was '100')
                 raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {quoted(value)}")
