@@ -108,7 +108,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     check_cache_file(args.generator_cache or DEFAULT_CACHE, "--generator-cache" if args.generator_cache else
                      "the generator cache (--generator-cache; default $FAIR_FORGE_JUDGE_CACHE or "
                      "$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
-    with _staged(args.output, GENERATE_FILES) as out:  # the previous run's files stay whole until this one's are
+    reads = [corpus_source(args.corpus)] + ([args.system_prompt_file] if args.system_prompt_file else [])
+    with _staged(args.output, GENERATE_FILES, reads) as out:  # the previous run's files stay whole until this one's are
         counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
         log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
                  "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)

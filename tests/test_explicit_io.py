@@ -3,10 +3,17 @@
 * An input given explicitly as nothing (``inputs = []`` in a ``--config`` file, any repeatable
   option given as an empty list) is a usage error: the shipped example data is the default only
   when no input is given at all (B6: ``inputs = []`` audited the example data, exit 0).
+* An output path that is, or lies inside, what the command reads (a run folder, its
+  ``results.json``, an input or side file) is a one-line usage error, exit 2, and nothing is
+  touched (B9: ``compare RUN BASE --json RUN/results.json`` replaced the run's results, exit 0).
 """
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from test_trend import doc, tox
 
 
 def _one_line(capsys) -> str:
@@ -44,3 +51,81 @@ def test_an_empty_list_for_any_repeatable_config_option_is_refused(tmp_path, cap
         audit.parse_args(["--config", str(cfg)])
     line = _one_line(capsys)
     assert exc.value.code == 2 and "kafka-topic" in line and "empty list" in line, line
+
+
+def _run(folder):
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(doc("bayesian", [tox("overall", 1, 10, 3)])), encoding="utf-8")
+    (folder / "run_info.json").write_text(json.dumps({"started_at": "2026-12-01T00:00:00Z"}), encoding="utf-8")
+    return folder
+
+
+def _files(root) -> dict:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_compare_json_never_over_or_inside_a_run_it_reads(tmp_path, capsys):
+    from fair_forge_beam.reports import compare
+
+    run, base = _run(tmp_path / "run"), _run(tmp_path / "base")
+    before = _files(tmp_path)
+    for current in (run, run / "results.json"):
+        for target in (run / "results.json", run / "run_info.json", run / "cmp.json", base / "results.json",
+                       run / "sub" / ".." / "results.json"):
+            with pytest.raises(SystemExit) as exc:
+                compare.main([str(current), str(base), "--json", str(target)])
+            line = _one_line(capsys)
+            assert exc.value.code == 2 and "which this command reads" in line, (current, target, line)
+            assert _files(tmp_path) == before, target
+    assert compare.main([str(run), str(base), "--json", str(tmp_path / "cmp.json")]) == 0  # beside the runs: fine
+    assert json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))
+
+
+def test_the_converter_never_writes_over_what_it_reads(tmp_path, capsys):
+    from fair_forge_beam.io.agentic_sources import main
+
+    src = tmp_path / "traj.json"
+    src.write_text("[]", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["tau_bench", str(src), str(src)])
+    line = _one_line(capsys)
+    assert exc.value.code == 2 and "which this command reads" in line, line
+    assert src.read_text(encoding="utf-8") == "[]"
+
+
+def test_cluster_points_is_never_an_input_or_a_side_file(tmp_path, capsys, monkeypatch):
+    import fair_forge_beam.reports.results as results
+    from pipelines import audit
+
+    def reached(*a, **k):
+        raise AssertionError("the audit went past its checks")
+
+    monkeypatch.setattr(results, "results_config", reached)
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"session_id": "s", "assistant_id": "a", "conversation": [{"qa_id": "q", "query": "hi", '
+                   '"assistant": "hello"}]}\n', encoding="utf-8")
+    lex = tmp_path / "lex.csv"
+    lex.write_text("word,emotion\n", encoding="utf-8")
+    for target, extra in ((src, []), (lex, ["--emotion-lexicon-csv", str(lex)])):
+        with pytest.raises(SystemExit) as exc:
+            audit.run(["--input", str(src), "--metrics", "toxicity", "--group-extractor", "embedding",
+                       "--cluster-points", str(target), "--output", str(tmp_path / "o"), *extra])
+        line = _one_line(capsys)
+        assert exc.value.code == 2 and "--cluster-points" in line and "which this command reads" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_generate_never_replaces_the_file_it_reads_its_prompt_from(tmp_path, capsys):
+    from pipelines import generate
+
+    out = tmp_path / "gen"
+    out.mkdir()
+    (tmp_path / "c.md").write_text("# A\n\nSome text about things.\n", encoding="utf-8")
+    prompt = out / "dataset.jsonl"
+    prompt.write_text("Ask about {{ context }}", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        generate.main(["--corpus", str(tmp_path / "c.md"), "--system-prompt-file", str(prompt),
+                       "--generator-base-url", "http://127.0.0.1:9/v1", "--generator-model", "m", "--output", str(out)])
+    line = _one_line(capsys)
+    assert exc.value.code == 2 and "which this command reads" in line, line
+    assert prompt.read_text(encoding="utf-8") == "Ask about {{ context }}"

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from typing import Any, Optional, Sequence, Union
@@ -368,6 +369,17 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _run_paths(runs: Sequence[str]) -> list:
+    """The paths a comparison reads: each run as given and, for a run given as its ``results.json``,
+    the run folder holding it (a folder with ``run_info.json``)."""
+    paths = list(runs)
+    for run in runs:
+        folder = os.path.dirname(os.path.abspath(run)) if "://" not in run else ""
+        if folder and os.path.isfile(run) and os.path.isfile(os.path.join(folder, "run_info.json")):
+            paths.append(folder)
+    return paths
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.options import OneLineErrorParser
     from fair_forge_beam.plain import plain_reason
@@ -383,6 +395,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if getattr(args, name) is not None and not getattr(args, name).strip():
             p.error(f"{name if name != 'json' else '--json'} is empty: name a run folder or its results.json"
                     if name != "json" else "--json is empty: name the file to write")
+    if args.json:  # never one of the runs, inside one, or a file of one (B9: it replaced the run's results.json)
+        from fair_forge_beam.reports.output_folder import check_output_file
+
+        try:
+            check_output_file(args.json, _run_paths([args.current, args.baseline]), "--json")
+        except ValueError as exc:
+            p.error(str(exc))
     docs = []
     for name in ("current", "baseline"):  # a missing, empty or unreadable run: one line naming it, exit 2 (was a traceback)
         try:

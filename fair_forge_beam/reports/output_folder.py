@@ -284,6 +284,29 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
         raise ValueError(_os_problem(option, out, exc)) from None
 
 
+def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--output") -> str:
+    """Check, before anything is read or written, that the output FILE ``output`` (``compare --json``,
+    the converter's output) is none of ``reads`` and lies inside none of them (a run folder it reads,
+    its ``results.json``, an input file), compared by real path as :func:`check_output_folder` does;
+    returns it unchanged. ``-`` (standard output) passes.
+
+    Raises:
+        ValueError: a one-line message for a usage error (exit code 2 in every command).
+    """
+    from fair_forge_beam.plain import path_name_problem
+
+    if output == "-":
+        return output
+    problem = (f"{option} is empty: name the file to write" if isinstance(output, str) and not output.strip()
+               else path_name_problem(output, option))
+    if problem:
+        raise ValueError(problem)
+    if _is_local(output) and os.path.isdir(output):
+        raise ValueError(f"{option} must be a file, but {output} is a folder")
+    _check_apart(output, reads, True, option)
+    return output
+
+
 def _os_problem(option: str, out: str, exc: OSError) -> str:
     """The one-line usage error of an ``OSError`` met while checking or creating ``option``'s folder:
     the path (quoted: a 300-character or 5,000-character path is cut) and the errno's text."""
