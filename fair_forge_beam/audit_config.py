@@ -206,7 +206,7 @@ def load_config(path: str) -> dict:
     from fair_forge_beam.io.edge import SideFileTooLarge, read_side_file  # read whole, bounded, any filesystem
 
     try:
-        raw = read_side_file(path, "--config")
+        raw = read_side_file(path, "--config", pipe=True)  # --config <(...): a pipe
     except SideFileTooLarge as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"

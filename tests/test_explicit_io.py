@@ -6,10 +6,15 @@
 * An output path that is, or lies inside, what the command reads (a run folder, its
   ``results.json``, an input or side file) is a one-line usage error, exit 2, and nothing is
   touched (B9: ``compare RUN BASE --json RUN/results.json`` replaced the run's results, exit 0).
+* A side file (read or written) that is a FIFO, a socket or a device is a one-line usage error,
+  exit 2, before it is opened (B11: ``--emotion-lexicon-csv FIFO`` hung the audit forever); only
+  ``--config`` reads a pipe (``--config <(...)``, tests/test_damaged_side_files.py).
 """
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 
@@ -129,3 +134,75 @@ def test_generate_never_replaces_the_file_it_reads_its_prompt_from(tmp_path, cap
     line = _one_line(capsys)
     assert exc.value.code == 2 and "which this command reads" in line, line
     assert prompt.read_text(encoding="utf-8") == "Ask about {{ context }}"
+
+
+def _never_hangs(call, fifo):
+    """``call()``'s ``SystemExit`` code; a call still blocked after 20 s (an open of ``fifo``) is
+    released (a writer opens and closes it) and fails the test."""
+    box = {}
+
+    def target():
+        try:
+            call()
+            box["code"] = 0
+        except SystemExit as exc:
+            box["code"] = exc.code
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        for _ in range(50):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+            t.join(0.2)
+            if not t.is_alive():
+                break
+        pytest.fail("blocked on the FIFO (released by a writer)")
+    assert "exc" not in box, box
+    return box.get("code")
+
+
+def test_every_side_file_that_is_a_fifo_is_a_one_line_usage_error(tmp_path, capsys, monkeypatch):
+    import fair_forge_beam.reports.results as results
+    from pipelines import audit, explain, generate, optimize
+
+    def reached(*a, **k):
+        raise AssertionError("the audit went past its checks")
+
+    monkeypatch.setattr(results, "results_config", reached)
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"session_id": "s", "assistant_id": "a", "conversation": [{"qa_id": "q", "query": "hi", '
+                   '"assistant": "hello"}]}\n', encoding="utf-8")
+    (tmp_path / "c.md").write_text("# A\n\nSome text about things.\n", encoding="utf-8")
+    judge = ["--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]
+    gen = ["--corpus", str(tmp_path / "c.md"), "--generator-base-url", "http://127.0.0.1:9/v1",
+           "--generator-model", "m", "--output", str(tmp_path / "g")]
+    cases = {
+        "--emotion-lexicon-csv": lambda: audit.run(["--input", str(src), "--metrics", "humanity",
+                                                    "--emotion-lexicon-csv", fifo, "--output", str(tmp_path / "o")]),
+        "--privacy-domain": lambda: audit.run(["--input", str(src), "--metrics", "privacy", "--privacy-domain", fifo,
+                                               "--output", str(tmp_path / "o")]),
+        "--seed-prompt-file": lambda: audit.run(["--input", str(src), "--metrics", "prompt_evaluator",
+                                                 "--seed-prompt-file", fifo, *judge, "--output", str(tmp_path / "o")]),
+        "--judge-cache": lambda: audit.run(["--input", str(src), "--metrics", "context", *judge, "--judge-cache", fifo,
+                                            "--output", str(tmp_path / "o")]),
+        "--cluster-points": lambda: audit.run(["--input", str(src), "--metrics", "toxicity", "--group-extractor",
+                                               "embedding", "--cluster-points", fifo, "--output", str(tmp_path / "o")]),
+        "--system-prompt-file": lambda: generate.main([*gen, "--system-prompt-file", fifo]),
+        "--generator-cache": lambda: generate.main([*gen, "--generator-cache", fifo]),
+        "--input": lambda: explain.main(["--input", fifo, "--output", str(tmp_path / "e"), "--model", "m"]),
+        "--seed-prompt-file ": lambda: optimize.main(["--input", str(src), "--output", str(tmp_path / "p"),
+                                                      "--model", "m", "--seed-prompt-file", fifo]),
+    }
+    for option, call in cases.items():
+        code = _never_hangs(call, fifo)
+        line = _one_line(capsys)
+        assert code == 2 and option.strip() in line and "FIFO" in line, (option, code, line)
+        assert os.path.exists(fifo) and not os.path.isfile(fifo), option  # never replaced either

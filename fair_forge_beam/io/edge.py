@@ -969,7 +969,7 @@ class _Decompressing(io.RawIOBase):
                 super().close()
 
 
-def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] = None):
+def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] = None, pipe: bool = False):
     """A user's input file (any Beam filesystem) as a binary file object whose ``read(n)`` and
     ``readline(n)`` return at most ``n`` bytes, holding about ``n`` + :data:`READ_CHUNK` bytes of
     decompressed data at most: a highly compressed file (a 2 MB ``.gz`` of one 2 GB record) is
@@ -994,7 +994,9 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
     into memory (``CompressedFile._fetch_to_internal_buffer``), without a bound.
 
     Raises:
-        OSError: the file cannot be opened (the filesystem's error); while reading,
+        OSError: the file cannot be opened (the filesystem's error; "<path> is a FIFO (named
+            pipe), not a regular file" for a local FIFO, socket or device, whose open or read waits
+            for a writer forever; ``pipe``: a FIFO is opened); while reading,
             :class:`CompressedDataError` (an ``OSError``) for corrupt or truncated compressed data.
         ValueError: an unknown ``compression``.
     """
@@ -1006,6 +1008,14 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
+    try:  # before Beam opens it: a FIFO's open blocks until a writer comes (issue 28, trial 28f B11)
+        check_regular_file(path, "")
+    except NotARegularFile:
+        import stat as _stat
+
+        mode = os.stat(path).st_mode
+        if not (_stat.S_ISDIR(mode) or (pipe and _stat.S_ISFIFO(mode))):  # a folder: the filesystem's own error
+            raise OSError(f"{path} is {file_kind(mode)}, not a regular file; not read") from None
     kind = CompressionTypes.detect_compression_type(path) if compression == CompressionTypes.AUTO else compression
     if not CompressionTypes.is_valid_compression_type(kind):
         raise ValueError(f"unknown compression type {quoted(compression)}")
@@ -1051,23 +1061,41 @@ class SideFileTooLarge(ValueError):
     """A user's file read whole is over its limit (one line: the option, the file, its limit)."""
 
 
-def read_side_file(path, what: str, limit: Optional[int] = None) -> bytes:
+def read_side_file(path, what: str, limit: Optional[int] = None, pipe: bool = False) -> bytes:
     """The bytes of a user's file that is read whole (any Beam filesystem; a compression ending is
     decompressed, :func:`open_input`), never more than ``limit`` + 1 bytes of it (default
     :data:`MAX_SIDE_FILE_BYTES`, read at call time). ``what``: the option or role that names the
     file in the message (``"--emotion-lexicon-csv"``).
 
+    A local FIFO, socket or device is refused before it is opened (:func:`check_regular_file`):
+    opening a FIFO waited for a writer forever (issue 28, trial 28f B11: ``--emotion-lexicon-csv
+    FIFO`` hung the audit); ``pipe``: a pipe is read (``--config <(...)``, process substitution). A
+    directory gets the filesystem's own error when opened.
+
     Raises:
+        NotARegularFile (a ``ValueError``): one line naming ``what``, the path and what it is.
         SideFileTooLarge (a ``ValueError``): the file holds more than ``limit`` bytes (decompressed).
         OSError: the file cannot be opened or its compressed data is damaged (:class:`CompressedDataError`).
     """
+    _check_side_path(path, what, pipe)
     limit = MAX_SIDE_FILE_BYTES if limit is None else int(limit)
-    with open_input(str(path)) as f:
+    with open_input(str(path), pipe=pipe) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise SideFileTooLarge(f"{what}: {path} is larger than {limit:,} bytes, the most a file read whole may hold "
                                "(fair_forge_beam.io.edge.MAX_SIDE_FILE_BYTES); not read")
     return data
+
+
+def _check_side_path(path, what: str, pipe: bool = False) -> None:
+    import stat
+
+    try:
+        check_regular_file(path, what)
+    except NotARegularFile:
+        mode = os.stat(str(path)).st_mode
+        if not (stat.S_ISDIR(mode) or (pipe and stat.S_ISFIFO(mode))):
+            raise
 
 
 def read_side_text(path, what: str, limit: Optional[int] = None) -> str:

@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
@@ -303,6 +304,10 @@ def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--o
         raise ValueError(problem)
     if _is_local(output) and os.path.isdir(output):
         raise ValueError(f"{option} must be a file, but {output} is a folder")
+    if _is_local(output) and os.path.exists(output) and not stat.S_ISREG(os.stat(output).st_mode):
+        from fair_forge_beam.io.edge import file_kind  # writing into a FIFO waits for a reader forever
+
+        raise ValueError(f"{option} must be a regular file, but {output} is {file_kind(os.stat(output).st_mode)}")
     _check_apart(output, reads, True, option)
     return output
 
@@ -408,6 +413,10 @@ def check_cache_file(path: Optional[str], option: str) -> None:
     try:
         if problem is None and os.path.isdir(path):
             problem = "it is a folder (give the path of a file)"
+        elif problem is None and os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            from fair_forge_beam.io.edge import file_kind  # a FIFO's open waited for a reader forever
+
+            problem = f"it is {file_kind(os.stat(path).st_mode)}, not a regular file"
         elif problem is None and os.path.lexists(path):
             with open(path, "ab"):
                 pass
