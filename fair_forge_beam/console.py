@@ -64,6 +64,7 @@ class _Interrupts:
         self.in_place: list = []  # output folders a streaming run writes in place (no stage)
         self.command, self.prog = "command", "fair-forge-beam"
         self.exiting = False
+        self.said = False  # the interrupt's line was said (it is said once)
         self.code: Optional[int] = None  # the command's exit code once it returned (owned process)
 
 
@@ -174,12 +175,17 @@ def _remove_stages() -> None:
 
 
 def _hard_exit(code: int, line: Optional[str]) -> None:
-    """Say ``line``, flush both streams and end the process now (``os._exit``: threads still blocked
-    in a network call are not waited for)."""
+    """Say ``line`` (unless the interrupt's line was said already: once, issue 28 trial 28f B13),
+    flush both streams and end the process now (``os._exit``: threads still blocked in a network
+    call are not waited for)."""
     with _STATE.lock:
         if _STATE.exiting:
             return
         _STATE.exiting = True
+        if _STATE.said:
+            line = None
+        elif line:
+            _STATE.said = True
     if line:
         say(line, file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
@@ -435,6 +441,8 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     SIGTERM are taken for its whole life (the module docstring), and an interrupt ends the process
     once its line is said. Otherwise (a call from Python) the handlers are those of the caller."""
     owned = owns_process and _install(command, prog)
+    with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state)
+        _STATE.said = False
     if owned:
         import atexit
 
@@ -448,8 +456,8 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
         raise
     finally:
         if owned:
-            with _STATE.lock:
-                _STATE.finished = True
+            with _STATE.lock:  # "had finished" only for a command that returned on its own
+                _STATE.finished = _STATE.signum is None
     if owned and _STATE.signum is not None:  # an interrupt reached the command: end now, threads not waited for
         _remove_stages()  # a stage no staged_output removed (none, normally)
         _hard_exit(128 + _STATE.signum, None)
@@ -484,7 +492,10 @@ def _guarded(run_command, command: str, prog: str) -> int:
             raise
         if interruption(exc) or _STATE.signum is not None:  # Ctrl-C / SIGTERM, also as Beam re-raises it
             signum = _STATE.signum
-            say(_interrupt_line(command, prog, signum), file=sys.stderr)
+            with _STATE.lock:  # said once: the watchdog, firing while the command's frames unwind
+                said, _STATE.said = _STATE.said, True  # (a 5 GB plan freed), says nothing more
+            if not said:
+                say(_interrupt_line(command, prog, signum), file=sys.stderr)
             return 128 + (signum or signal.SIGINT)
         why = environment_failure(exc)
         if why is None:

@@ -83,6 +83,12 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     chunks = loader.load(corpus_source(args.corpus))
     strategy = (RandomSamplingStrategy(args.num_samples, args.chunks_per_sample, args.seed, args.with_replacement)
                 if args.strategy == "random" else SequentialStrategy())
+    calls, product = strategy.planned_calls(len(chunks))
+    cap = getattr(args, "max_generator_calls", None) or 100_000
+    if calls > cap:  # before the plan is built: 1e9 planned calls held 5 GB after 150 s (issue 28, trial 28f B13)
+        raise ValueError(f"the plan is {calls:,} generator calls ({product}), above --max-generator-calls {cap:,}: "
+                         "lower --num-samples or --chunks-per-sample (or use larger chunks, --max-chunk-size), or "
+                         "raise --max-generator-calls")
     custom = None
     if args.system_prompt_file:
         custom = read_side_text(args.system_prompt_file, "--system-prompt-file")

@@ -1284,6 +1284,9 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
                 "calls still failed; 0: each request is tried once", template=_ADV),
     Option("generator-max-concurrency", valid=_CONCURRENCY, type=int, default=16,
            help="concurrent generator requests per worker", template=_ADV),
+    Option("max-generator-calls", valid=Range(1, 100_000_000), type=int, default=100_000,
+           help="largest plan of generator calls (chunks per session x sessions) a generate may make; a larger "
+                "plan is refused before it is built", template=_ADV),
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
            template=_ADV),
     Option("parquet", type=bool, help="also write dataset.parquet", template=_ADV),
@@ -1354,7 +1357,8 @@ _GENERATE = ("Generate (test sets from Markdown, spec §10)", (
     "corpus", "language", "num-queries", "conversation", "strategy", "num-samples", "chunks-per-sample", "with-replacement",
     "max-chunk-size", "min-chunk-size", "markdown-overlap", "header-levels", "seed-example", "system-prompt-file",
     "generator-base-url", "generator-model", "generator-api-key-env", "generator-cache", "generator-timeout",
-    "generator-retries", "generator-max-concurrency", "generator-max-reply-bytes", "no-structured-output", "parquet"))
+    "generator-retries", "generator-max-concurrency", "generator-max-reply-bytes", "max-generator-calls",
+    "no-structured-output", "parquet"))
 _RUN = ("Run the assistant under test (spec §11)", (
     "input", "assistant-kind", "assistant-url", "assistant-model", "assistant-api-key-env", "request-template",
     "request-template-file", "response-path", "send-context", "assistant-cache", "assistant-timeout", "assistant-retries",

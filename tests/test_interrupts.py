@@ -445,3 +445,37 @@ def test_an_interrupt_of_the_loop_during_its_audit_names_the_folder_it_was_writi
                               f"{out / 'run'}"], err[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["generated", "run"]  # no stage, no lock, no loop_summary.json
     assert (out / "run" / "dataset.jsonl").exists() and (out / "generated" / "dataset.jsonl").exists()
+
+
+SLOW_UNWIND = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from fair_forge_beam import console
+
+    console.GRACE_SECONDS = 0.3
+
+    class Slow:  # a plan of 1e9 calls: freeing it took seconds after the interrupt
+        def __del__(self):
+            time.sleep(2)
+
+    def command():
+        plan = [Slow()]
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+        return len(plan)
+
+    sys.exit(console.guarded(command, "generate", "gen", owns_process=True))
+    """
+)
+
+
+def test_the_interrupt_line_is_said_once_while_the_command_unwinds_slowly(tmp_path):
+    """Issue 28 (trial 28f B13): a SIGTERM while generate built a 5 GB plan printed 'the generate
+    stopped' and, as the watchdog fired while the plan was being freed, 'the generate had finished'
+    too (it never had). The line is said once, and it is the true one."""
+    script = tmp_path / "slow_unwind.py"
+    script.write_text(SLOW_UNWIND, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.splitlines() == ["gen: interrupted (SIGTERM): the generate stopped; nothing was written"], proc.stderr

@@ -42,6 +42,11 @@ class BaseChunkSelectionStrategy(ABC):
         """JSON-compatible description (part of the session-id key)."""
         return {"strategy": type(self).__name__}
 
+    def planned_calls(self, n_chunks: int) -> tuple[int, str]:
+        """How many chunks :meth:`select` yields over ``n_chunks`` chunks (one generator call each),
+        computed without building a group, and the product that makes it (for a message)."""
+        return n_chunks, f"{n_chunks:,} chunk(s), all in one session"
+
 
 class SequentialStrategy(BaseChunkSelectionStrategy):
     """All chunks, in the order given, as one group; nothing for an empty list."""
@@ -88,6 +93,12 @@ class RandomSamplingStrategy(BaseChunkSelectionStrategy):
     def describe(self) -> dict:
         return {"strategy": type(self).__name__, "num_samples": self.num_samples, "chunks_per_sample": self.chunks_per_sample,
                 "seed": self.seed or 0, "with_replacement": self.with_replacement}
+
+    def planned_calls(self, n_chunks: int) -> tuple[int, str]:
+        if not n_chunks:
+            return 0, "no chunk"
+        per = self.chunks_per_sample if self.with_replacement else min(self.chunks_per_sample, n_chunks)
+        return self.num_samples * per, f"--num-samples {self.num_samples:,} x {per:,} chunk(s) per sample"
 
     def _rank(self, sample: int, digest: str) -> bytes:
         return hashlib.blake2b(f"{self.seed or 0}\x00{sample}\x00{digest}".encode(), digest_size=16).digest()
