@@ -37,8 +37,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import (check_cache_file, check_output_folder, run_id_of, staged_output,
-                                                   write_launcher_reports)
+from fair_forge_beam.reports.output_folder import check_cache_file, check_output_folder, run_id_of, staged_output
 from fair_forge_beam.console import guarded, safe_streams, say
 from fair_forge_beam.reports.summary import console_summary, printable as _printable
 from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
@@ -370,6 +369,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
     checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
+    from fair_forge_beam.reports.html import write_launcher_reports
+
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)
     # printed once published (by the caller): the console can never stop the outputs from being published
