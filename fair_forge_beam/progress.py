@@ -235,9 +235,10 @@ class ProgressReporter:
 
     def tick(self, final: bool = False) -> Optional[str]:
         """Write a line if the counts changed since the last one; returns it (or ``None``).
-        ``final``: the run's last line (no time left)."""
+        ``final``: the run's last line (no time left), written even when the counts did not change
+        (the line before it still said the time left: fresh14 read "time left unknown" last)."""
         counts = self.counts()
-        if not counts or counts == self._last:
+        if not counts or (counts == self._last and not final):
             return None
         self._last = counts
         now = self.clock()
