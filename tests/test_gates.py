@@ -340,6 +340,9 @@ def test_config_errors_exit_2_before_running(tmp_path, capsys):
         (["--gate", "toxicity DIDTX ci_high <= 0.2", "--metrics", "toxicity", "--mode", "bayesian"],
          "has no field 'DIDTX'"),
         (["--gate", "toxicity DIDT ci_high <= 0.2", "--metrics", "toxicity"], "only the Bayesian mode"),
+        # the hint names the option a command line uses (fresh14: 'set mode = "bayesian"' on a plain
+        # command line, and blamed on --config when --mode frequentist overrode the file's mode)
+        (["--gate", "toxicity DIDT ci_high <= 0.2", "--metrics", "toxicity"], "run with --mode bayesian"),
         (["--config", str(tmp_path / "missing.toml")], "cannot read the file"),
     ]
     # a threshold or margin is a TOML number: `true` is not 1 and "1.6" is not 1.6 (issue 28)

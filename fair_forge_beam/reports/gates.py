@@ -567,8 +567,9 @@ def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice
                         + did_you_mean(g.field, fields[g.metric]))
         return
     if g.kind == "threshold" and g.stat in _INTERVAL_STATS and not bayesian:
-        problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives; "
-                        "set mode = \"bayesian\" or gate on mean")
+        problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives, and this "
+                        "run's mode is frequentist (--mode, or mode in --config; the command line wins): run with "
+                        "--mode bayesian, or gate on mean")
     if spec.key_name is None and (g.key is not None or g.for_every is not None):
         hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
                 if g.for_every is not None and g.for_every in slice_dims else "")
