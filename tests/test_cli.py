@@ -267,3 +267,15 @@ def test_an_option_without_its_value_names_the_command(module, argv, prog, capsy
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: argument {argv[0]}: expected one argument"), lines
     assert lines[0].endswith(f"(every option: {prog} --help)"), lines
+
+
+def test_comparison_table_says_why_a_row_was_not_judged():
+    """fresh14: every 'too small to compare' row of the console table ended in '(None)' (no method)
+    and never said why; the row now shows its reason, and no row shows 'None'."""
+    row = {"metric": "toxicity", "slice": "assistant_id=x", "estimate": "toxic_rate", "verdict": "too small to compare",
+           "method": None, "too_small": "one session on a side", "difference": {"mean": 0.1, "ci_low": None, "ci_high": None}}
+    judged = {**row, "verdict": "same", "method": "bootstrap", "too_small": None,
+              "difference": {"mean": 0.0, "ci_low": -0.1, "ci_high": 0.1}}
+    lines = comparison_table({"ci_level": 0.95, "verdicts": {}, "rows": [row, judged]}).splitlines()
+    assert lines[1].endswith("too small to compare  (one session on a side)"), lines
+    assert lines[2].endswith("same  (bootstrap)") and "None" not in "\n".join(lines), lines

@@ -363,9 +363,12 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
         if only_detectable and r["verdict"] in (SAME, NOT_ESTIMABLE, NOT_ASSESSABLE):
             continue
         d = r["difference"] or {}
+        # how the difference was judged, or why it was not (never a bare "None": fresh14)
+        how = r.get("method") or r.get("too_small") or ""
         lines.append(f"  {pad(printable(r['metric']), 14)} {pad(printable(r['slice']), 28)} "
                      f"{pad(printable(r['estimate']), 40)} {_f(d.get('mean'))} "
-                     f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}  ({r['method']})")
+                     f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}"
+                     + (f"  ({printable(str(how))})" if how else ""))
     return "\n".join(lines)
 
 
