@@ -260,7 +260,9 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     base = None if "://" in path else os.path.dirname(os.path.abspath(path))
     unknown = sorted(set(config) - set(TOP_LEVEL) - {"options", "beam", "gates"})
     if unknown:
-        raise ConfigError(f"--config {path}: unknown key(s) [{', '.join(map(quoted, unknown))}]; top-level keys are "
+        known = [*TOP_LEVEL, "options", "beam", "gates"]
+        hint = did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+        raise ConfigError(f"--config {path}: unknown key(s) {', '.join(map(quoted, unknown))}{hint}; top-level keys are "
                           f"{', '.join(sorted(TOP_LEVEL))}, [options], [beam] and gates")
     items: list[tuple[str, Any]] = [(TOP_LEVEL[k], v) for k, v in config.items() if k in TOP_LEVEL]
     options = config.get("options", {})
