@@ -479,3 +479,16 @@ def test_assistants_of_baseline_reads_how_the_baseline_was_sliced_not_what_it_sc
     other = {**scored_nothing, "config": {**scored_nothing["config"], "slices": ["overall", "language"]}}
     with pytest.raises(GateConfigError, match="the baseline was not sliced by assistant_id \\(its slices: overall, language\\)"):
         resolve_gates(["coverage assistants_of_baseline"], ["toxicity"], True, DIMS, other)
+
+
+def test_a_regression_gates_line_names_the_field_it_checked():
+    """fresh14: a regression gate over several headline fields printed two identical lines
+    'GATE FAILED … [assistant_id=support-bot]: support-bot: no estimate (0 of 16 interactions
+    scored)', one for toxic_rate and one for DIDT; each line now names its field."""
+    from fair_forge_beam.reports.gates import GateCheck
+
+    lines = {GateCheck(gate="regression toxicity not worse in every assistant_id", gate_index=0, metric="toxicity",
+                       field=f, slice="assistant_id=support-bot", status="fail", kind="regression",
+                       reason="support-bot: no estimate (0 of 16 interactions scored)").message()
+             for f in ("toxic_rate", "DIDT")}
+    assert len(lines) == 2 and any("]: toxic_rate: support-bot: no estimate" in ln for ln in lines), lines

@@ -779,7 +779,11 @@ class GateCheck(BaseModel):
             where = f"{self.metric}, {where}"
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
         if self.value is None or (self.kind == "regression" and self.difference is None):
-            return f"{head} {quoted(self.gate)} [{where}]: {self.reason}"
+            # a regression gate checks each headline field: its line names the one it is about
+            # (fresh14: two identical 'GATE FAILED … no estimate' lines, for toxic_rate and DIDT)
+            field = (f"{self.field}: " if self.kind == "regression" and self.field
+                     and not str(self.reason or "").startswith(f"{self.field}") else "")
+            return f"{head} {quoted(self.gate)} [{where}]: {field}{self.reason}"
         if self.kind == "coverage":
             if self.op is None:  # assistants_of_baseline
                 return f"{head} {quoted(self.gate)} [{where}]: {self.reason}"
