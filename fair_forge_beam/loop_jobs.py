@@ -145,12 +145,12 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
 
 def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> dict:
     """The ``top`` most common reasons of a stage's ``dead_letter.jsonl`` in ``out`` (``{reason:
-    count}``, most frequent first, reasons grouped as results.json's are: :mod:`~fair_forge_beam.reports.reasons`; the first ``most_lines`` lines, each read bounded), ``{}`` when it
+    count}``, most frequent first, reasons grouped as results.json's are: :mod:`~fair_forge_beam.reasons`; the first ``most_lines`` lines, each read bounded), ``{}`` when it
     has none: what an empty stage's one line names (the generator's failure, not the audit's "no
     input record")."""
     from apache_beam.io.filesystems import FileSystems
 
-    from fair_forge_beam.reports.reasons import add_reason, shown_reasons
+    from fair_forge_beam.reasons import add_reason, shown_reasons
 
     path = FileSystems.join(out, "dead_letter.jsonl")
     groups: dict = {}

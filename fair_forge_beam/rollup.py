@@ -701,7 +701,7 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     * ``interactions_read_by_slice``: the same per ``assistant_id=…`` / ``language=…`` (the
       session row's), for each such dimension the manifest counts or the run sliced by;
     * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason groups returned are
-      the files' own (:mod:`~fair_forge_beam.reports.reasons`) (the manifest's counts per stage must match them).
+      the files' own (:mod:`~fair_forge_beam.reasons`) (the manifest's counts per stage must match them).
 
     * ``quality``: per kind, the run's sealed ``stats/quality_counts.json``
       (:data:`~fair_forge_beam.io.session_stats.QUALITY_COUNTS`; ``data_quality/`` cannot hold them:
@@ -717,7 +717,7 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.session_stats import MANIFEST, QUALITY_COUNTS
-    from fair_forge_beam.reports.reasons import add_reason, shown_reasons
+    from fair_forge_beam.reasons import add_reason, shown_reasons
     from fair_forge_beam.slices import CORE_SLICE_FIELDS, SLICE_DIMENSIONS
 
     counts = manifest.get("counts")

@@ -261,7 +261,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             if problem:
                 raise ValueError(problem)
         if args.cluster_points:  # a file the run writes: never an --input or a file the run reads
-            from fair_forge_beam.reports.output_folder import check_output_file
+            from fair_forge_beam.io.paths import check_output_file
 
             check_output_file(args.cluster_points, list(inputs) + [f for f in (
                 args.baseline, args.emotion_lexicon_csv, args.privacy_domain, args.seed_prompt_file, args.judge_cache) if f],

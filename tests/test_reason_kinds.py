@@ -113,7 +113,7 @@ def test_grouped_reasons_are_shown_by_a_real_reason_with_the_count():
     reasons differ, with the group's count: in results.json, the stored counts, the report's
     table and a loop stage's summary."""
     from fair_forge_beam.io.session_stats import _CountsCombineFn
-    from fair_forge_beam.reports.reasons import group_reasons
+    from fair_forge_beam.reasons import group_reasons
     from fair_forge_beam.reports.results import ResultsDocFn
 
     assert group_reasons(_JUDGE) == {
@@ -147,7 +147,7 @@ def test_the_reports_and_a_loop_stages_reasons_are_real_reasons(tmp_path):
 
     from fair_forge_beam.loop_jobs import dead_letter_reasons
     from fair_forge_beam.reports.load import dead_letter_summary
-    from fair_forge_beam.reports.reasons import group_reasons
+    from fair_forge_beam.reasons import group_reasons
 
     (tmp_path / "dead_letter").mkdir()
     (tmp_path / "dead_letter" / "part-00000-of-00001.jsonl").write_text(

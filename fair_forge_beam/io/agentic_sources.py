@@ -503,7 +503,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--answers", help="BFCL: ground-truth file (default possible_answer_<name> next to the input)")
     p.add_argument("--tools-used", default="ground_truth", help="BFCL: ground_truth, none or a result file")
     args = p.parse_args(argv)
-    from fair_forge_beam.reports.output_folder import check_output_file
+    from fair_forge_beam.io.paths import check_output_file
 
     try:  # never over the files it reads (B9's class: the converter truncated its own input)
         check_output_file(args.output, [args.input] + [f for f in (args.answers, args.tools_used)

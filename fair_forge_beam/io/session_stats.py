@@ -544,7 +544,7 @@ class WriteSessionStats:
     def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
         with the run's counts from ``parts`` — its ``("read", None, n)``, ``("dead", (stage,
-        reason), 1)`` (stored grouped, a real reason per group: :mod:`~fair_forge_beam.reports.reasons`) and ``("quality", kind, 1)`` elements — less the warnings of the
+        reason), 1)`` (stored grouped, a real reason per group: :mod:`~fair_forge_beam.reasons`) and ``("quality", kind, 1)`` elements — less the warnings of the
         session stages: the engine's and ``session_quality`` (the reader's)."""
         minus = [q | f"StatsSessionQuality{i}" >> beam.Map(lambda w: ("quality", str(w.kind), -1))
                  for i, q in enumerate([*self.session_quality, *session_quality])]
@@ -582,8 +582,8 @@ class _CountsCombineFn(beam.CombineFn):
 
     def add_input(self, acc, el):
         kind, key, n = el
-        if kind == "dead":  # (stage, reason): grouped by the reason's class, a real reason shown (reports.reasons)
-            from fair_forge_beam.reports.reasons import add_reason
+        if kind == "dead":  # (stage, reason): grouped by the reason's class, a real reason shown (fair_forge_beam.reasons)
+            from fair_forge_beam.reasons import add_reason
 
             add_reason(acc.setdefault("dead", {}), str(key[0]), str(key[1]), n)
             return acc
@@ -592,7 +592,7 @@ class _CountsCombineFn(beam.CombineFn):
         return acc
 
     def merge_accumulators(self, accs):
-        from fair_forge_beam.reports.reasons import merge_reasons
+        from fair_forge_beam.reasons import merge_reasons
 
         out: dict = {}
         for a in accs:
@@ -604,7 +604,7 @@ class _CountsCombineFn(beam.CombineFn):
         return out
 
     def extract_output(self, acc):
-        from fair_forge_beam.reports.reasons import shown_reasons
+        from fair_forge_beam.reasons import shown_reasons
 
         dead = sorted([*k, n] for k, n in shown_reasons(acc.get("dead") or {}).items() if n)
         acc = {k: v for k, v in acc.items() if k != "dead"}

@@ -399,7 +399,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.error(f"{name if name != 'json' else '--json'} is empty: name a run folder or its results.json"
                     if name != "json" else "--json is empty: name the file to write")
     if args.json:  # never one of the runs, inside one, or a file of one (B9: it replaced the run's results.json)
-        from fair_forge_beam.reports.output_folder import check_output_file
+        from fair_forge_beam.io.paths import check_output_file
 
         try:
             check_output_file(args.json, _run_paths([args.current, args.baseline]), "--json")

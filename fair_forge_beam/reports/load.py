@@ -358,7 +358,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
 
     Streams the shards once (memory independent of its size). Reasons that differ only in
     numbers are counted together and shown by a real reason of the group (as ``results.json``
-    does: :mod:`~fair_forge_beam.reports.reasons`). Returns ``{"total", "by_stage":
+    does: :mod:`~fair_forge_beam.reasons`). Returns ``{"total", "by_stage":
     {stage: count}, "by_reason": [(stage, reason, count)] (most frequent first, at most 50, the
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; one record of each of the ``first`` most frequent reason kinds, then other
@@ -371,7 +371,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     writes records in any order and any shard): the records shown are the smallest of their kind
     by ``(element_id, stage, reason, raw)``, and the assistants kept the smallest ids.
     """
-    from fair_forge_beam.reports.reasons import EXAMPLE_MARK, add_reason, cut_reason
+    from fair_forge_beam.reasons import EXAMPLE_MARK, add_reason, cut_reason
 
     by_stage: Counter = Counter()
     groups: dict = {}  # (stage, reason class) -> [example, count, varied]: what a class is shown as
@@ -409,7 +409,7 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
             kinds[(stage, reason)] = (key, ex)
         if len(smallest) < 2 * first or key < smallest[-1][0]:
             smallest = sorted([*smallest, (key, ex)], key=lambda t: t[0])[:2 * first]
-    def shown(stage: str, kind: str) -> str:  # a class as a real reason of it (reports.reasons)
+    def shown(stage: str, kind: str) -> str:  # a class as a real reason of it (fair_forge_beam.reasons)
         text, _, varied = groups.get((stage, kind), (kind, 0, False))
         return EXAMPLE_MARK + text if varied else cut_reason(text)
 

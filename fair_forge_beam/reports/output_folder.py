@@ -41,6 +41,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from fair_forge_beam.io.paths import check_apart
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
@@ -277,39 +278,12 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
         if staged and "/" not in out.partition("://")[2].strip("/"):
             raise ValueError(f"{option} {out}: give a folder inside the bucket (e.g. {out}/audits): a run is staged "
                              "beside its output folder")
-        _check_apart(out, reads, may_hold_reads, option)
+        check_apart(out, reads, may_hold_reads, option)
         return out
     try:  # any OSError of the check itself (a name too long, a loop of links, EACCES on a parent) is a usage error
         return _check_local_output(out, reads, staged, may_hold_reads, option)
     except OSError as exc:
         raise ValueError(_os_problem(option, out, exc)) from None
-
-
-def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--output") -> str:
-    """Check, before anything is read or written, that the output FILE ``output`` (``compare --json``,
-    the converter's output) is none of ``reads`` and lies inside none of them (a run folder it reads,
-    its ``results.json``, an input file), compared by real path as :func:`check_output_folder` does;
-    returns it unchanged. ``-`` (standard output) passes.
-
-    Raises:
-        ValueError: a one-line message for a usage error (exit code 2 in every command).
-    """
-    from fair_forge_beam.plain import path_name_problem
-
-    if output == "-":
-        return output
-    problem = (f"{option} is empty: name the file to write" if isinstance(output, str) and not output.strip()
-               else path_name_problem(output, option))
-    if problem:
-        raise ValueError(problem)
-    if _is_local(output) and os.path.isdir(output):
-        raise ValueError(f"{option} must be a file, but {output} is a folder")
-    if _is_local(output) and os.path.exists(output) and not stat.S_ISREG(os.stat(output).st_mode):
-        from fair_forge_beam.io.edge import file_kind  # writing into a FIFO waits for a reader forever
-
-        raise ValueError(f"{option} must be a regular file, but {output} is {file_kind(os.stat(output).st_mode)}")
-    _check_apart(output, reads, True, option)
-    return output
 
 
 def _os_problem(option: str, out: str, exc: OSError) -> str:
@@ -360,7 +334,7 @@ def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_r
         from fair_forge_beam.io.edge import file_kind
 
         raise ValueError(f"{option} must be a folder, but {out} is {file_kind(os.stat(out).st_mode)}")
-    _check_apart(out, reads, may_hold_reads, option)
+    check_apart(out, reads, may_hold_reads, option)
     target = os.path.realpath(out)
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):  # created with the stage, after every check passed
@@ -493,89 +467,6 @@ def _unwritable(folder: str) -> Optional[str]:
     except OSError:  # not the owner: the modification time moved, nothing else did
         pass
     return None
-
-
-def _real(path: str) -> str:
-    path = path.rstrip("/") or "/"
-    return path if "://" in path else os.path.realpath(path)
-
-
-def _components(path: str) -> list:
-    return [p for p in path.split("/") if p]
-
-
-def _pattern_reaches(pattern: str, folder: str) -> Optional[bool]:
-    """Whether the local glob ``pattern`` can match the absolute path ``folder`` (``False``: the folder
-    itself) or a path under it (``True``), whatever exists today; ``None``: neither. Component by
-    component as a glob matches (``*``, ``?``, ``[…]`` within one name, ``**`` any number of names)."""
-
-    pat, parts = _components(pattern), _components(folder)
-    seen: dict = {}
-
-    def reach(i: int, j: int) -> Optional[bool]:
-        if (i, j) in seen:
-            return seen[i, j]
-        if j == len(parts):
-            got = True if i < len(pat) and pat[i:] != ["**"] else False
-        elif i == len(pat):
-            got = None
-        elif pat[i] == "**":
-            found = {reach(i + 1, j), reach(i, j + 1)} - {None}  # "**" as no name, or as one more
-            got = False if False in found else (True if found else None)
-        else:
-            got = reach(i + 1, j + 1) if fnmatch.fnmatchcase(parts[j], pat[i]) else None
-        seen[i, j] = got
-        return got
-
-    return reach(0, 0)
-
-
-def _pattern_forms(pattern: str) -> list:
-    """A local glob pattern made absolute, as typed and with its leading folders (those without a
-    wildcard) resolved through symbolic links."""
-    import glob
-
-    absolute = os.path.abspath(os.path.expanduser(pattern))
-    parts = absolute.split("/")
-    fixed = next((k for k, p in enumerate(parts) if glob.has_magic(p)), len(parts))
-    resolved = os.path.realpath("/".join(parts[:fixed]) or "/") + ("/" + "/".join(parts[fixed:]) if fixed < len(parts) else "")
-    return list(dict.fromkeys([absolute, resolved]))
-
-
-def _check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: str) -> None:
-    """``out`` is not one of ``reads``, not inside one and (unless ``may_hold_reads``) holds none. A
-    read given as a local glob pattern is refused when it can match ``out`` or (unless
-    ``may_hold_reads``) a path under it, whether or not ``out`` exists yet: the first run into
-    ``out`` and every later one (which would read the earlier run's outputs) are refused alike."""
-    import glob
-
-    target = _real(out)
-    folders = list(dict.fromkeys([os.path.abspath(out), target])) if "://" not in out else []
-    for read in reads:
-        for path in (sorted(glob.glob(read)) if "://" not in read and glob.has_magic(read) else [read]):
-            if "://" not in path and not os.path.lexists(path):
-                continue  # not a local file (a topic, a broker): nothing of it can be overwritten
-            src = _real(path)
-            if target == src:
-                raise ValueError(f"{option} {out} is {path}, which this command reads: write elsewhere (nothing was "
-                                 "touched)")
-            if target.startswith(src.rstrip("/") + "/"):
-                raise ValueError(f"{option} {out} is inside {path}, which this command reads: write elsewhere "
-                                 "(nothing was touched)")
-            if not may_hold_reads and src.startswith(target.rstrip("/") + "/"):
-                raise ValueError(f"{option} {out} holds {path}, which this command reads, and would be replaced "
-                                 "whole: write elsewhere (nothing was touched)")
-    for read in reads:  # what a pattern could match once the output exists (the files found today: above)
-        if "://" in read or not glob.has_magic(read):
-            continue
-        for form in _pattern_forms(read):
-            for folder in folders:
-                under = _pattern_reaches(form, folder)
-                if under is False or (under and not may_hold_reads):
-                    where = "the output folder itself" if under is False else "files inside it"
-                    raise ValueError(f"{option} {out}: the pattern {quoted(read)}, which this command reads, can match "
-                                     f"{where} (every later run would read this one's outputs): narrow the "
-                                     "pattern (e.g. '*.jsonl') or write elsewhere (nothing was touched)")
 
 
 # ----------------------------------------------------------------------------- stage, publish

@@ -53,7 +53,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from fair_forge_beam.io.secrets import scrub_known
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.reports.reasons import add_reason, merge_reasons, reason_class, shown_reasons
+from fair_forge_beam.reasons import add_reason, merge_reasons, reason_class, shown_reasons
 
 
 def _masked_columns(names, cols) -> list:
@@ -373,7 +373,7 @@ class ResultsDocFn(beam.CombineFn):
     ``("read", None, n)`` with the number of interactions read (one element, or one per input
     part: counts add up); ``("read_slice", slice key, n)`` with the interactions read in one
     slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason), 1)`` per dead
-    letter (grouped by the reason's class, each group shown by a real reason of it: :mod:`~fair_forge_beam.reports.reasons`); ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
+    letter (grouped by the reason's class, each group shown by a real reason of it: :mod:`~fair_forge_beam.reasons`); ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
     session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
     (plain JSON values), or ``("slices", metric, pairs)`` with the :class:`SliceSummariesFn` output
     of some of a metric's slice records (what the main job sends). The accumulator holds integer counters and the slice records only, so
@@ -402,7 +402,7 @@ class ResultsDocFn(beam.CombineFn):
         elif kind == "read_slice":
             if key.split("=", 1)[0] in self.read_slice_dims:  # counted for the stored statistics only
                 acc["read_slice"][key] += value
-        elif kind == "dead":  # (stage, reason): grouped by the reason's class (reports.reasons)
+        elif kind == "dead":  # (stage, reason): grouped by the reason's class (fair_forge_beam.reasons)
             add_reason(acc["dead"], str(key[0]), str(key[1]), value)
         elif kind == "quality":
             acc["quality"][key] += value
@@ -530,7 +530,7 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
     ``dead_letter_reasons`` (counts per group of reasons, adding up to ``dead_letters``; a group is
-    named by a real reason of it, ``"e.g. "`` first when its reasons differ: :mod:`~fair_forge_beam.reports.reasons`).
+    named by a real reason of it, ``"e.g. "`` first when its reasons differ: :mod:`~fair_forge_beam.reasons`).
 
     ``read_by_slice`` (given when a coverage gate needs it): ``summary.interactions_read_by_slice``,
     the interactions read per slice ``{"overall": n, "assistant_id=…": n, "language=…": n}``,
@@ -738,7 +738,7 @@ def write_run_info(out: str, run_info: dict) -> dict:
     return info
 
 
-#: the class reasons are grouped by (tests and older callers; reports.reasons is the helper)
+#: the class reasons are grouped by (tests and older callers; fair_forge_beam.reasons is the helper)
 _reason_kind = reason_class
 
 
