@@ -308,22 +308,10 @@ def test_main_job_streaming_usage_errors(argv, message, tmp_path, capsys):
 def test_watch_picks_up_file_dropped_after_start(tmp_path):
     """A streaming run over an empty folder; a file dropped 3 s after start is read, its bad
     record dead-lettered and its window's result written; the watch stops by itself."""
-    from pipelines import audit
-
     folder = tmp_path / "incoming"
     folder.mkdir()
     out = tmp_path / "out"
-    result: dict = {}
-
-    def run():
-        try:
-            result["doc"] = audit.run(["--watch", str(folder / "*.jsonl"), "--watch-interval", "1s",
-                                       "--watch-stop-after", "8s", "--window", "fixed:1m", "--metrics", "humanity",
-                                       "--output", str(out), "--quiet"])
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            result["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
+    t, result = _watching(folder, out)
     started = time.time()
     t.start()
     time.sleep(3)
@@ -487,24 +475,12 @@ def test_a_watched_file_with_a_non_utf8_name_is_a_dead_letter(tmp_path):
     ended the stream with a UnicodeEncodeError in Beam's string coder (given up front, such a name is
     a usage error, but a watch finds it later). It is one dead letter naming it escaped; the other
     file's records are scored."""
-    from pipelines import audit
-
     folder = tmp_path / "incoming"
     folder.mkdir()
     now = time.time()
     _write_jsonl(folder / "a.jsonl", [_flat("s1", 0, TEXTS["s1", 0], now), _flat("s1", 1, TEXTS["s1", 1], now)])
     out = tmp_path / "out"
-    result: dict = {}
-
-    def run():
-        try:
-            result["doc"] = audit.run(["--watch", str(folder / "*.jsonl"), "--watch-interval", "1s",
-                                       "--watch-stop-after", "8s", "--window", "fixed:1m", "--metrics", "humanity",
-                                       "--output", str(out), "--quiet"])
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            result["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
+    t, result = _watching(folder, out)
     t.start()
     time.sleep(3)
     tmp = folder / "bad.part"
@@ -517,3 +493,21 @@ def test_a_watched_file_with_a_non_utf8_name_is_a_dead_letter(tmp_path):
     assert sum(r["n_interactions"] for r in overall) == 2
     dead = [json.loads(line) for f in out.glob("windows/dead_letter-*.jsonl") for line in open(f)]
     assert len(dead) == 1 and "caf\\xe9.jsonl: the name is not valid UTF-8" in dead[0]["reason"], dead
+
+
+def _watching(folder, out):
+    """A thread (not started) running a watched humanity audit of ``folder/*.jsonl`` into ``out``
+    (1 s polls, stops after 8 s, 1-minute windows); its result or error lands in the dict."""
+    from pipelines import audit
+
+    result: dict = {}
+
+    def run():
+        try:
+            result["doc"] = audit.run(["--watch", str(folder / "*.jsonl"), "--watch-interval", "1s",
+                                       "--watch-stop-after", "8s", "--window", "fixed:1m", "--metrics", "humanity",
+                                       "--output", str(out), "--quiet"])
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller's assertion
+            result["error"] = exc
+
+    return threading.Thread(target=run, daemon=True), result
