@@ -787,12 +787,13 @@ class _ReduceSessions(beam.DoFn):
                 yield tagged(f"q{slot}", w)
             stored_warnings += warnings
             if rec is not None:
+                rec = headed(spec.name, "session", rec)  # a dict from here (a reducer may give a pydantic model)
                 counters = self._progress.get(slot)
-                if counters is not None:
+                if counters is not None and isinstance(rec, dict):
                     scored = int(rec.get("n_interactions") or 0)
                     counters[0].inc(scored)  # a session's n_failed is not in interactions for every metric
                     counters[1].inc(scored)  # (BestOf counts failed matches), so no "not scored" here
-                yield tagged(f"s{slot}", headed(spec.name, "session", rec))
+                yield tagged(f"s{slot}", rec)
             if slice_value is not None:
                 stored_slices[slot] = slice_value
                 yield (cell, (slot, (None, slice_value)))

@@ -165,3 +165,30 @@ def run_module_peak_rss(module: str, args, tmp_path: Path, **popen) -> tuple:
                           capture_output=True, text=True, **popen)
     peak = int(out.read_text()) / 1024 if out.exists() else float("nan")
     return proc, peak
+
+
+def reseal(run: Path, doc: dict) -> None:
+    """``doc`` (to be written as ``run``'s stats/manifest.json by the caller) made consistent by hand:
+    ``run``'s stats/settings.json edited to match it and that file's hash listed again in ``doc``
+    (a manifest edited and resealed by hand)."""
+    import hashlib
+    import json
+
+    from fair_forge_beam.io.session_stats import manifest_settings
+
+    settings = json.dumps(manifest_settings(doc), indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    (run / "stats" / "settings.json").write_bytes(settings)
+    doc["files"]["stats/settings.json"] = {"size": len(settings), "sha256": hashlib.sha256(settings).hexdigest()}
+
+
+def written_before_run_ids(run: Path) -> None:
+    """Make ``run`` (an audit of this version) look like one written before its ids were sealed:
+    no stats/run_ids.json, no ``sealed_files``, run_info.json not listed, resealed."""
+    import json
+
+    (run / "stats" / "run_ids.json").unlink()
+    path = run / "stats" / "manifest.json"
+    m = json.loads(path.read_text(encoding="utf-8"))
+    del m["sealed_files"], m["files"]["run_info.json"], m["files"]["stats/run_ids.json"]
+    reseal(run, m)
+    path.write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")

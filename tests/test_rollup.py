@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import reseal, written_before_run_ids
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
@@ -446,9 +447,11 @@ def test_overlapping_inputs_are_refused_naming_the_runs(tmp_path, capsys):
         assert exc.value.code == 2 and "the runs overlap" in err[0] and all(n in err[0] for n in named), err
         assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
     # older runs: no audit_runs in the manifest -> each is its own folder's only member
-    for d in days[:2]:
+    for d in days[:2]:  # as written before audit_runs (and before seal28 sealed the run ids: resealed)
+        written_before_run_ids(d)
         manifest = json.loads((d / "stats" / "manifest.json").read_text())
         del manifest["audit_runs"], manifest["run_id"]
+        reseal(d, manifest)
         (d / "stats" / "manifest.json").write_text(json.dumps(manifest))
     _rollup(tmp_path / "old", days[:2])
     assert json.loads((tmp_path / "old" / "stats" / "manifest.json").read_text())["audit_runs"] == sorted(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import reseal, written_before_run_ids
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
@@ -543,18 +544,6 @@ def _set_setting(doc: dict, key: str, value) -> None:
         doc[part][key] = value
 
 
-def _reseal(run: Path, doc: dict) -> None:
-    """``doc`` written as ``run``'s manifest, its settings file edited to match and its hash listed
-    again: a manifest edited and resealed by hand."""
-    import hashlib
-
-    from fair_forge_beam.io.session_stats import manifest_settings
-
-    settings = json.dumps(manifest_settings(doc), indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8")
-    (run / "stats" / "settings.json").write_bytes(settings)
-    doc["files"]["stats/settings.json"] = {"size": len(settings), "sha256": hashlib.sha256(settings).hexdigest()}
-
-
 @pytest.mark.parametrize("key,value,named", [("mode", "bayesian", '--mode: "frequentist" vs "bayesian"'),
                                              ("mc_samples", 1000, "--mc-samples: "),
                                              ("seed", 7, "--seed: 42 vs 7"),
@@ -585,7 +574,7 @@ def test_a_manifest_edited_and_resealed_whose_statistics_do_not_fit_its_mode_is_
         m = _manifest(r)
         _set_setting(m, "mode", "bayesian")
         _set_setting(m, "mc_samples", 1000)
-        _reseal(r, m)
+        reseal(r, m)
         (r / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
     err = _refused(tmp_path, runs, capsys)
     assert "of stats/slices/, column" in err and "does not fit the manifest's settings (--mode bayesian" in err, err
@@ -692,11 +681,8 @@ def test_runs_written_before_run_info_and_run_ids_were_sealed_still_roll_up_and_
     runs = [tmp_path / "a", tmp_path / "b"]
     for r in runs:
         shutil.copytree(sealed_runs / r.name, r)
-        (r / "stats" / "run_ids.json").unlink()
+        written_before_run_ids(r)
         m = _manifest(r)
-        del m["sealed_files"], m["files"]["run_info.json"], m["files"]["stats/run_ids.json"]
-        _reseal(r, m)
-        (r / "stats" / "manifest.json").write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
         settings = (r / "stats" / "settings.json").read_bytes()
         assert b"sealed_files" not in settings and m["files"]["stats/settings.json"]["sha256"] == \
             hashlib.sha256(settings).hexdigest()
