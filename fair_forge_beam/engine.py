@@ -169,9 +169,6 @@ class MetricSpec:
             stored statistics keep each session's slice value, and a roll-up takes a session found
             in one run only straight to the slices, without reducing it again. ``None``: a roll-up
             reduces every session of this metric again.
-        interaction_warnings: the scorer emits data-quality findings per answer as
-            :class:`~fair_forge_beam.io.elements.InteractionWarning`; the engine makes them one
-            warning per session and kind (:class:`~fair_forge_beam.io.elements.OneWarningPerSession`).
     """
 
     name: str
@@ -194,7 +191,6 @@ class MetricSpec:
     session_value_type: Any = None
     cell_value_type: Any = None
     slice_value_type: Any = None
-    interaction_warnings: bool = False
 
 
 # ------------------------------------------------------------------ slice roll-up
@@ -983,34 +979,12 @@ class Engine(beam.PTransform):
             raise ValueError("Engine: every metric of one engine needs the same slices")
         self.on_session_accumulators, self.from_accumulators = on_session_accumulators, from_accumulators
 
-    @staticmethod
-    def _one_warning_per_session(findings: list, out: dict) -> None:
-        """The scorers' warnings of the metrics that find data-quality problems per answer
-        (``MetricSpec.interaction_warnings``), each session's made one warning per kind
-        (:class:`~fair_forge_beam.io.elements.OneWarningPerSession`), in ONE combine for all
-        those metrics (tagged by metric, then split again): no per-metric shuffle."""
-        from fair_forge_beam.io.elements import OneWarningPerSession
-
-        names = [n for n, _ in findings]
-        merged = (
-            tuple(q | f"{n}/TagFindings" >> beam.Map(lambda w, n=n: (n, w)) for n, q in findings)
-            | "FlattenFindings" >> beam.Flatten()
-            | "OneWarningPerSession" >> OneWarningPerSession(tagged=True)
-        )
-        if len(names) == 1:
-            parts = [merged]
-        else:
-            parts = merged | "SplitFindings" >> beam.Partition(lambda e, _, names=names: names.index(e[0]), len(names))
-        for n, part in zip(names, parts):
-            out[n]["quality"].insert(0, part | f"{n}/Findings" >> beam.Map(lambda e: e[1]))
-
     def _score(self, interactions, layout: SessionLayout, out: dict):
         """Per metric: the scorer and the routing of its outputs; returns the session combine's
         inputs and the auxiliary records (fills ``out`` with each metric's interactions, dead
         letters and warnings)."""
         specs, dims = layout.specs, layout.dims
         session_inputs, aux_records = [], []
-        findings: list = []  # (metric, its scorer's warnings) of metrics finding problems per answer
         if dims and any(isinstance(s.scorer, beam.PTransform) for s in specs):
             # a PTransform scorer's scores do not come with their interactions: the metadata values
             # of every session go to the session combine from the input. Exact when a window fires
@@ -1049,15 +1023,9 @@ class Engine(beam.PTransform):
                 aux_out, aux_dead = spec.aux(scored[AUX])
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
-            if spec.interaction_warnings:  # per-answer findings: see _one_warning_per_session
-                findings.append((n, scored[QUALITY]))
-            out[n] = {"interactions": scored.main, "dead_letter": dead,
-                      "quality": [] if spec.interaction_warnings else [scored[QUALITY]]}
-            out[n]["quality"] += extra_quality
+            out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
             if spec.session_value is not None or spec.cell_value is not None or in_call:
                 session_inputs.append(scored["sessions"])
-        if findings:
-            self._one_warning_per_session(findings, out)
         return session_inputs, aux_records
 
     def expand(self, pcoll):

@@ -148,16 +148,12 @@ def test_humanity_and_toxicity_share_one_session_and_one_slice_shuffle():
     res = apply_metrics(p | beam.Create(INPUT), transforms)
     assert set(res) == {"humanity", "toxicity"}
     assert all(set(r) == {"interactions", "sessions", "slices", "dead_letter", "quality"} for r in res.values())
-    # one combine by session, one by cell, one merging cells into slices — for both metrics; and one
-    # of the warnings found per answer (Toxicity's answer_truncated: one per session and kind, issue 28
-    # fix28w), for every metric that has them, never one per metric; no element without such findings
-    assert _combines(p) == ["Engine/CombineSessions", "Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices",
-                            "Engine/OneWarningPerSession/CombinePerSession"]
+    # one combine by session, one by cell, one merging cells into slices — for both metrics
+    assert _combines(p) == ["Engine/CombineSessions", "Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
     grouped = [t.unique_name for t in p.to_runner_api().components.transforms.values()
                if t.spec.urn == "beam:transform:group_by_key:v1" and not t.unique_name.startswith("Create/")]
     assert sorted(grouped) == ["Engine/CombineSessions/GroupByKey", "Engine/CombineSlices/CombineCells/GroupByKey",
-                               "Engine/CombineSlices/MergeSlices/GroupByKey",
-                               "Engine/OneWarningPerSession/CombinePerSession/GroupByKey"]  # no join, no per-metric shuffle
+                               "Engine/CombineSlices/MergeSlices/GroupByKey"]  # no join, no per-metric shuffle
 
 
 # ------------------------------------------------------------------ the sparse fused CombineFn

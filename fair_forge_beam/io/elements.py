@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Optional
 from fair_forge_beam._beam import beam
 
 __all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter", "DEAD", "QUALITY",
-           "SHOWN_REPEATS", "repeats_named", "InteractionWarning", "OneWarningPerSession", "session_warning"]
+           "SHOWN_REPEATS", "repeats_named"]
 
 
 class Interaction(NamedTuple):
@@ -97,91 +97,6 @@ class QualityWarning(NamedTuple):
     kind: str
     key: str
     message: str
-
-
-class InteractionWarning(NamedTuple):
-    """A data-quality finding about ``n`` interactions of one session (an answer cut for analysis,
-    an empty description, an empty answer, a numeric id), on its way to being the session's one
-    warning of that kind (:class:`OneWarningPerSession`): a component that finds it per answer
-    emits this, never a :class:`QualityWarning` per answer (issue 28: 100k answers gave 100k
-    warnings). ``session``: ``"session_id/assistant_id"`` (the key of the session's warnings);
-    ``example``: the finding as said of one interaction (the smallest is kept, naming it)."""
-
-    kind: str
-    session: str
-    n: int
-    example: str
-
-
-def session_warning(kind: str, session: str, n: int, example: str) -> QualityWarning:
-    """The session's one :class:`QualityWarning` of ``kind``: how many of its interactions, and
-    the first (smallest) example."""
-    if n == 1:
-        return QualityWarning(kind, session, f"1 interaction of this session: {example}")
-    return QualityWarning(kind, session, f"{n} interactions of this session; the first: {example}")
-
-
-class _SessionWarningFn(beam.CombineFn):
-    """``(n, smallest example)`` of a session's :class:`InteractionWarning` of one kind: memory
-    bounded, the same result in any order (a runner merges in any order)."""
-
-    def create_accumulator(self):
-        return (0, None)
-
-    def add_input(self, acc, w):
-        n, ex = acc
-        return n + w.n, w.example if ex is None or w.example < ex else ex
-
-    def merge_accumulators(self, accs):
-        n, ex = 0, None
-        for an, aex in accs:
-            n += an
-            if aex is not None and (ex is None or aex < ex):
-                ex = aex
-        return n, ex
-
-    def extract_output(self, acc):
-        return acc
-
-
-class OneWarningPerSession(beam.PTransform):
-    """A PCollection of warnings (:class:`QualityWarning` and :class:`InteractionWarning`) → the
-    same warnings with every session's :class:`InteractionWarning` of one kind made its one
-    :class:`QualityWarning` (:func:`session_warning`: the count of interactions, the first
-    example); other warnings pass unchanged. The one mechanism for warnings found per answer
-    (issue 28; session 12 did the same for repeated keys, :func:`repeats_named`): a metric's
-    ``data_quality_by_kind`` counts sessions for these kinds. Combined per (kind, session) with
-    combiner lifting (partial counts per bundle); an unbounded PCollection in the global window
-    with its default trigger cannot be grouped, and there each one becomes a warning of its own.
-
-    ``tagged``: the elements are ``(tag, warning)`` pairs (the engine's metrics, several sources in
-    one combine: one shuffle for them all), grouped per tag too, and the output keeps the pairs."""
-
-    def __init__(self, tagged: bool = False):
-        super().__init__()
-        self.tagged = tagged
-
-    def expand(self, pcoll):
-        from apache_beam.transforms.window import GlobalWindows
-
-        tagged = self.tagged
-        marks, others = pcoll | "Split" >> beam.Partition(
-            lambda e, _: 0 if isinstance(e[1] if tagged else e, InteractionWarning) else 1, 2)
-        windowing = pcoll.windowing
-        if tagged:
-            key, done = (lambda e: ((e[0], e[1].kind, e[1].session), e[1])), (lambda k, acc: (k[0], session_warning(*k[1:], *acc)))
-        else:
-            key, done = (lambda w: ((w.kind, w.session), w)), (lambda k, acc: session_warning(*k, *acc))
-        if not pcoll.is_bounded and isinstance(windowing.windowfn, GlobalWindows) and windowing.is_default():
-            merged = marks | "EachAlone" >> beam.Map(lambda e: done(key(e)[0], (key(e)[1].n, key(e)[1].example)))
-        else:
-            merged = (
-                marks
-                | "BySession" >> beam.Map(key).with_output_types(Any)
-                | "CombinePerSession" >> beam.CombinePerKey(_SessionWarningFn())
-                | "OnePerSession" >> beam.MapTuple(done)
-            )
-        return (others, merged) | "Flatten" >> beam.Flatten()
 
 
 #: how many repeated keys one warning names (the others are counted): a session's warning of a kind is
@@ -293,11 +208,6 @@ class DeadLetterCoder(_JsonTupleCoder):
         super().__init__(DeadLetter)
 
 
-class InteractionWarningCoder(_JsonTupleCoder):
-    def __init__(self):
-        super().__init__(InteractionWarning)
-
-
 class QualityWarningCoder(_JsonTupleCoder):
     def __init__(self):
         super().__init__(QualityWarning)
@@ -306,4 +216,3 @@ class QualityWarningCoder(_JsonTupleCoder):
 beam.coders.registry.register_coder(Interaction, InteractionCoder)
 beam.coders.registry.register_coder(DeadLetter, DeadLetterCoder)
 beam.coders.registry.register_coder(QualityWarning, QualityWarningCoder)
-beam.coders.registry.register_coder(InteractionWarning, InteractionWarningCoder)

@@ -55,7 +55,6 @@ from fair_forge_beam.io.elements import (
     DEAD,
     QUALITY,
     Interaction,
-    InteractionWarning,
     QualityWarning,
     dead_letter,
     make_element_id,
@@ -315,31 +314,29 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
     )
 
 
-def _numeric_id_warnings(raw_header: Any, meta, where: str, n: int = 1):
-    """A ``numeric_id`` finding about the record's ``n`` interactions when it gave ``session_id`` /
-    ``assistant_id`` as a JSON number (read as its decimal text: ``123`` and ``"123"`` are one
-    session); the session's one warning of the kind counts them (io.elements.OneWarningPerSession)."""
+def _numeric_id_warnings(raw_header: Any, meta, where: str):
+    """A ``numeric_id`` warning when the record gave ``session_id`` / ``assistant_id`` as a JSON
+    number (read as its decimal text: ``123`` and ``"123"`` are one session)."""
     if not isinstance(raw_header, dict):
         return
     numeric = [f"{k} {quoted(raw_header[k])}" for k in ("session_id", "assistant_id")
                if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
     if numeric:
-        yield beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
-            "numeric_id", f"{meta.session_id}/{meta.assistant_id}", n,
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "numeric_id", f"{meta.session_id}/{meta.assistant_id}",
             f"{' and '.join(numeric)} at {where} {'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
             f"({', '.join(repr(str(raw_header[k.split()[0]])) for k in numeric)}): a record giving the same id as text "
             "joins the same session"))
 
 
 def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
-    """An ``empty_answer`` finding about the interactions whose answer is empty or only
-    whitespace: they are scored as they are (decision, docs/data.md); the session's one warning
-    of the kind counts them (io.elements.OneWarningPerSession)."""
+    """An ``empty_answer`` warning naming the interactions whose answer is empty or only
+    whitespace: they are scored as they are (decision, docs/data.md)."""
     if qa_ids:
         shown = ", ".join(repr(q) for q in qa_ids[:5]) + (", ..." if len(qa_ids) > 5 else "")
-        yield beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
-            "empty_answer", f"{meta.session_id}/{meta.assistant_id}", len(qa_ids),
-            f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: empty answer(s) "
+        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+            "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
+            f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: {len(qa_ids)} empty answer(s) "
             f"({shown}); a metric that scores this session scores them as the assistant gave them — no toxic word (not "
             "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the session's "
             "language dead-letters them with the rest)"))
@@ -547,7 +544,7 @@ class _ParseRecord(beam.DoFn):
                 DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
-        yield from _numeric_id_warnings(header, meta, where, len(conv))
+        yield from _numeric_id_warnings(header, meta, where)
         mask = self._masker()
         values = _slice_values(self.slice_fields, header, mask=mask)
         seen: dict[str, int] = {}
@@ -805,12 +802,8 @@ def records_to_interactions(
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
-    from fair_forge_beam.io.elements import OneWarningPerSession
-
-    # findings per interaction (numeric_id, empty_answer): one warning per session and kind
-    parsed_quality = parsed[QUALITY] | f"{label}OneWarningPerSession" >> OneWarningPerSession()
     if streaming:
-        interactions, quality = parsed.main, parsed_quality
+        interactions, quality = parsed.main, parsed[QUALITY]
     else:
         ordered = (
             parsed[_STREAMED]
@@ -822,7 +815,7 @@ def records_to_interactions(
         # stays empty), so the ordered interactions go on directly: no Flatten, which would make
         # the runner write and re-read every interaction between two fused stages
         interactions = ordered.main
-        quality = (parsed_quality, ordered["session_quality"]) | f"{label}FlattenQuality" >> beam.Flatten()
+        quality = (parsed[QUALITY], ordered["session_quality"]) | f"{label}FlattenQuality" >> beam.Flatten()
     # a turn the assistant runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a
     # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming
     answered, failed_turns = interactions | f"{label}SkipFailedTurns" >> SkipFailedTurns()
