@@ -1033,7 +1033,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         checks = evaluate_gates(doc, gates, baseline) if gates else None  # once: the report shows them too
         written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks)
         if not args.quiet:
-            say(console_summary(doc, shown, written, gates))  # the paths the outputs have once published
+            say(console_summary(doc, shown, written, gates, what="roll-up"))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
             try:
                 check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks)

@@ -709,3 +709,13 @@ def _slices(run: Path) -> list:
     import pyarrow.parquet as pq
 
     return pq.read_table(run / "stats" / "slices" / "part-00000-of-00001.parquet").column("slice").to_pylist()
+
+
+def test_a_roll_ups_console_summary_says_roll_up():
+    """fresh14: the roll-up's console summary began 'fair_forge_beam audit:'."""
+    from fair_forge_beam.reports.summary import summary_table
+
+    doc = {"config": {"mode": "frequentist"}, "summary": {"interactions_read": 0, "rejected_at_read": 0,
+                                                          "data_quality_warnings": 0, "metrics": {}}, "metrics": {}}
+    assert summary_table(doc, "out", [], "roll-up").startswith("fair_forge_beam roll-up: mode frequentist")
+    assert summary_table(doc, "out", []).startswith("fair_forge_beam audit: mode frequentist")

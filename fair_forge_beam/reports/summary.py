@@ -71,19 +71,20 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
     return out
 
 
-def console_summary(doc: dict, out: str, files: Sequence[str], gates=None) -> str:
+def console_summary(doc: dict, out: str, files: Sequence[str], gates=None, what: str = "audit") -> str:
     """:func:`summary_table` as a command prints it (an audit, a roll-up): composed of the masked
     document's values (:func:`~fair_forge_beam.io.secrets.scrub_known`), then the text masked with
     the run's key values, every name of the document and text of ``gates`` kept (issue 28: never a
     field, slice or metric name nor our own words; trial B7)."""
     from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
 
-    return scrub_known_text(summary_table(scrub_known(doc), out, files), name_texts(doc) | gate_texts(gates))
+    return scrub_known_text(summary_table(scrub_known(doc), out, files, what), name_texts(doc) | gate_texts(gates))
 
 
-def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) -> str:
+def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], what: str = "audit") -> str:
     """The printed summary of a run from its ``results.json`` content ``doc``; ``files`` are the
-    outputs listed under ``out`` on the last line.
+    outputs listed under ``out`` on the last line; ``what`` names the run in the first line
+    (``"audit"``, ``"roll-up"``).
 
     A metric with at most :data:`MAX_CONSOLE_SLICES` slices prints every slice; a metric with more
     prints the overall slice, then per headline estimate the :data:`CONSOLE_EXTREMES` slices with
@@ -103,7 +104,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6]) 
 
     s = doc["summary"]
     lines = [
-        f"fair_forge_beam audit: mode {doc['config']['mode']}"
+        f"fair_forge_beam {what}: mode {doc['config']['mode']}"
         + (f", seed {doc['config']['seed']}, {doc['config']['mc_samples']} draws" if doc["config"]["mode"] == "bayesian" else ""),
         f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
         f"{s['data_quality_warnings']} data-quality warnings",
