@@ -892,7 +892,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                                resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.load import read_results
-    from fair_forge_beam.reports.html import write_launcher_reports
+    from fair_forge_beam.reports.launcher_reports import write_launcher_reports
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output
     from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import console_summary

@@ -369,7 +369,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
     checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
-    from fair_forge_beam.reports.html import write_launcher_reports
+    from fair_forge_beam.reports.launcher_reports import write_launcher_reports
 
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)

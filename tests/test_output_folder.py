@@ -15,7 +15,7 @@ import pytest
 
 from fair_forge_beam.reports.compare import compare_runs
 from fair_forge_beam.reports.layout import OUTPUT_FILES
-from fair_forge_beam.reports.html import write_launcher_reports
+from fair_forge_beam.reports.launcher_reports import write_launcher_reports
 from fair_forge_beam.reports.output_folder import (STALE_OUTPUTS, check_output_folder,
                                                    prepare_output_folder, staged_output)
 

@@ -638,7 +638,7 @@ def test_gate_colours_the_scorecard_instead_of_the_reference_line(shipped_bayes,
     found = {(d["worse"], d["better"]) for d in credible_differences(doc, card, limit=10 ** 6) if d["label"] == card["worst"]["label"]}
     assert not any(("hh-rejected", p["assistant"]) in found for p in peers["names"])
     # the main job hands its gates to the report (write_launcher_reports -> write_report -> render_report)
-    from fair_forge_beam.reports.html import write_launcher_reports
+    from fair_forge_beam.reports.launcher_reports import write_launcher_reports
 
     gate = parse_gate("toxicity toxic_rate ci_high <= 0.9 in every assistant_id")
     run_dir = tmp_path / "gated"

@@ -49,8 +49,7 @@ from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_
 from fair_forge_beam.reports.load import run_config
 from fair_forge_beam.statistical.compare import normal_quantile
 
-__all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS",
-           "write_launcher_reports"]
+__all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS"]
 
 DEFAULT_INCONCLUSIVE_WIDTH = 0.2
 #: flagged estimates listed per metric (the rest are counted)
@@ -536,45 +535,3 @@ def _unscored_counts(entry: dict) -> dict:
         else:
             parts.append(f"{s}: {n} {dead_letter_unit(s)}")
     return {"interactions": max(per_interaction.values()) if per_interaction else None, "what": "; ".join(parts)}
-
-
-def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
-                           inconclusive_width: float, gates: Optional[list] = None,
-                           baseline_info: Optional[dict] = None, gate_checks: Optional[list] = None) -> list[str]:
-    """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
-    ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
-    ``gates`` (the run's resolved gates) colour the report's scorecard where they apply;
-    ``baseline_info`` (the baseline's ``run_info.json``) lets the comparison state every differing setting;
-    ``gate_checks`` (:func:`~fair_forge_beam.reports.gates.evaluate_gates`' result) puts the gates' outcome —
-    passed, failed and skipped apart — in the report's findings.
-
-    Returns:
-        The names of the outputs now in ``out`` (for the summary's last line), in
-        :data:`OUTPUT_FILES` order.
-    """
-    from fair_forge_beam.reports.layout import OUTPUT_FILES
-
-    written = [n for n in OUTPUT_FILES if n not in ("report.html", "comparison.json")]
-    if not no_report:
-        outcome = None
-        if gates and gate_checks is not None:
-            from fair_forge_beam.reports.gates import gates_report
-
-            outcome = gates_report(gate_checks, gates, (doc.get("config") or {}).get("ci_level"))
-        write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates, compare_info=baseline_info, gate_outcome=outcome)
-        written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
-    elif baseline is not None:
-        from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
-        from apache_beam.io.filesystems import FileSystems
-
-        from fair_forge_beam.reports.compare import compare_runs
-
-        with FileSystems.create(f"{out}/comparison.json") as f:
-            from fair_forge_beam.io.secrets import scrub_known
-
-            f.write(json.dumps(scrub_known(compare_runs(doc, baseline, current_info=run_info or None,
-                                                        baseline_info=baseline_info)), indent=2, ensure_ascii=False,
-                               allow_nan=False).encode("utf-8"))
-        written.append("comparison.json")
-    return written

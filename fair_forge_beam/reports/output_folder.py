@@ -41,7 +41,6 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-from fair_forge_beam.io.paths import check_apart
 from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
@@ -278,6 +277,8 @@ def check_output_folder(output: str, reads: Sequence[str] = (), staged: bool = T
         if staged and "/" not in out.partition("://")[2].strip("/"):
             raise ValueError(f"{option} {out}: give a folder inside the bucket (e.g. {out}/audits): a run is staged "
                              "beside its output folder")
+        from fair_forge_beam.io.paths import check_apart  # here: the io package imports Beam (--version does not)
+
         check_apart(out, reads, may_hold_reads, option)
         return out
     try:  # any OSError of the check itself (a name too long, a loop of links, EACCES on a parent) is a usage error
@@ -334,6 +335,8 @@ def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_r
         from fair_forge_beam.io.edge import file_kind
 
         raise ValueError(f"{option} must be a folder, but {out} is {file_kind(os.stat(out).st_mode)}")
+    from fair_forge_beam.io.paths import check_apart  # here: the io package imports Beam (--version does not)
+
     check_apart(out, reads, may_hold_reads, option)
     target = os.path.realpath(out)
     parent = os.path.dirname(target)
