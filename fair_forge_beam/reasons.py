@@ -77,12 +77,17 @@ def add_reason(groups: dict, stage: str, reason: str, n: int = 1) -> tuple:
     full = reason[len(EXAMPLE_MARK):] if varied else reason
     text = cut_reason(full)
     key = (stage, reason_class(full))
+    _put(groups, key, text, n, varied)
+    return key
+
+
+def _put(groups: dict, key, text: str, n: int, varied: bool) -> None:
+    """Add ``n`` reasons shown as ``text`` to the group ``key`` (made when new)."""
     g = groups.get(key)
     if g is None:
         groups[key] = [text, n, varied]
     else:
         _join(g, text, n, varied)
-    return key
 
 
 def _join(g: list, text: str, n: int, varied: bool) -> None:
@@ -97,11 +102,7 @@ def _join(g: list, text: str, n: int, varied: bool) -> None:
 def merge_reasons(into: dict, other: dict) -> dict:
     """Add the groups ``other`` to ``into``; returns ``into``."""
     for key, (text, n, varied) in other.items():
-        g = into.get(key)
-        if g is None:
-            into[key] = [text, n, varied]
-        else:
-            _join(g, text, n, varied)
+        _put(into, key, text, n, varied)
     return into
 
 
