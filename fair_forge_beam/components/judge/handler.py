@@ -471,6 +471,7 @@ class _JudgeClient:
         pt = ct = 0
         last_reason, last_raw = "", ""
         try:
+            quotes = quoted_json(req.messages) if schema is not None else frozenset()  # once per request, not per ask
             for _ask in range(1 + cfg.invalid_answer_retries):
                 try:
                     content, reasoning_field, finish, p_tok, c_tok, logprobs, mode = self._ask(req, schema, params)
@@ -489,7 +490,7 @@ class _JudgeClient:
                 parsed = None
                 if schema is not None:
                     obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish,
-                                             quotes=quoted_json(req.messages))
+                                             quotes=quotes)
                     if obj is None:
                         last_reason, last_raw = why, content
                         continue
