@@ -1,5 +1,8 @@
 """README's two set-up commands stay true: CI runs exactly the test command."""
+import os
 import re
+import shutil
+import subprocess
 
 from helpers import REPO
 
@@ -32,3 +35,28 @@ def test_ci_runs_the_test_command_in_a_fresh_venv():
     activated = [i for i, ln in enumerate(lines[:at]) if re.match(r'(\.|source) "?\$\w+"?/bin/activate\b', ln)]
     assert made and activated and made[0] < activated[0], lines[:at]
     assert not any(re.match(r"(python3? -m )?pip3? install", ln) for ln in lines[:made[0]]), "installs before the venv"
+
+
+def test_ci_removes_the_venv_it_made_however_the_run_ends(tmp_path):
+    """Each CI venv holds ~7 GB (torch's CUDA wheels); the ones earlier runs left in /tmp filled
+    the disk and a stop's CI failed in pip ("No space left on device"). The script's venv set-up,
+    run up to its EXIT trap, then failing: the temporary folder is gone and the exit code kept;
+    a venv the caller names (FAIR_FORGE_CI_VENV) is kept."""
+    lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("CI_TMP="))
+    end = next(i for i, ln in enumerate(lines) if ln.strip() == "trap finish EXIT")
+    block = "\n".join(["set -euo pipefail", *lines[start:end + 1],
+                       'mkdir -p "$VENV/bin"; head -c 100000 /dev/zero > "$VENV/bin/big"', "exit 3"])
+    bash = shutil.which("bash")
+    made = tmp_path / "tmp"
+    made.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "FAIR_FORGE_CI_VENV"}
+    run = subprocess.run([bash, "-c", block], env={**env, "TMPDIR": str(made)},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3, run.stderr
+    assert "== whole .ci/run:" in run.stdout
+    assert list(made.iterdir()) == [], list(made.rglob("*"))
+    own = tmp_path / "own" / "venv"
+    run = subprocess.run([bash, "-c", block], env={**env, "TMPDIR": str(made), "FAIR_FORGE_CI_VENV": str(own)},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3 and (own / "bin" / "big").is_file(), run.stderr
