@@ -35,7 +35,8 @@ import time
 from typing import Any, Callable, Iterator, Optional, TextIO
 
 __all__ = ["OutputFolderError", "entry_point", "environment_failure", "guarded", "interruption", "safe_streams", "say",
-           "uninterrupted", "note_stage", "forget_stage", "note_published", "GRACE_SECONDS"]
+           "uninterrupted", "note_stage", "forget_stage", "note_published", "expect_output", "command_output",
+           "GRACE_SECONDS"]
 
 #: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
 #: the watchdog does it and ends the process
@@ -66,6 +67,7 @@ class _Interrupts:
         self.exiting = False
         self.said = False  # the interrupt's line was said (it is said once)
         self.code: Optional[int] = None  # the command's exit code once it returned (owned process)
+        self.expected: Optional[tuple] = None  # (output folder, existed) the command will write, before its stage
 
 
 _STATE = _Interrupts()
@@ -92,6 +94,91 @@ def output_state(output: str, existed: bool) -> str:
     if existed:
         return f"the output folder {output} is untouched (as it was before the run; nothing published)"
     return f"nothing was written ({output} was not created)"
+
+
+def early_state(output: Optional[str], existed: bool) -> str:
+    """What an interrupt before the command began writing left (fresh14: a Ctrl-C in the first
+    second said "nothing was written" and not that the existing output folder was untouched):
+    ``nothing was written; the output folder X is untouched (as it was before the run)``, or
+    ``nothing was written (X was not created)``; ``nothing was written`` when the command has no
+    output folder or it is not known yet."""
+    if output is None:
+        return "nothing was written"
+    if existed:
+        return f"nothing was written; the output folder {output} is untouched (as it was before the run)"
+    return output_state(output, False)
+
+
+def expect_output(output: Optional[str], existed: Optional[bool] = None) -> None:
+    """The output folder the command will write, known before its stage is (its option parsed, or
+    read from the command line by :func:`command_output`): what an interrupt before the stage
+    says (:func:`early_state`). ``existed``: default, a local path is looked at now (nothing of
+    the run is written yet), a URL counts as existing."""
+    if not output:
+        return
+    output = str(output)
+    if existed is None:
+        existed = "://" in output or os.path.lexists(output)
+    with _STATE.lock:
+        _STATE.expected = (output, bool(existed))
+
+
+#: the default output folder of each command that writes one and has a default (the declarations of
+#: ``--output`` in fair_forge_beam.options and pipelines.trend; tests/test_interrupts.py checks they
+#: agree). rollup, explain and optimize require ``--output``; trend writes files into a folder.
+DEFAULT_OUTPUTS = {"audit": "fair_forge_output", "loop": "fair_forge_loop", "generate": "fair_forge_loop",
+                   "run": "fair_forge_loop"}
+#: the commands the console script runs by their name (``fair-forge-beam rollup …``; pipelines.audit.COMMANDS)
+_NAMED_COMMANDS = ("rollup", "trend")
+
+
+def command_output(command: str, argv) -> Optional[str]:
+    """The output folder ``command`` will write, read from its command line ``argv`` with no import
+    (an interrupt while the command still imports or parses says it): the last ``--output DIR`` /
+    ``--output=DIR`` before ``--``; the audit's and the loop's ``--config`` file's ``output`` (a
+    local path relative to the file); else the command's default (:data:`DEFAULT_OUTPUTS`).
+    ``None`` when none is known."""
+    args = [str(a) for a in argv]
+    if "--" in args:
+        args = args[:args.index("--")]
+    if args and args[0] == command and command in _NAMED_COMMANDS:
+        args = args[1:]
+    found, config = None, None
+    for i, a in enumerate(args):
+        if a == "--output" and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith("--output="):
+            found = a.split("=", 1)[1]
+        elif a == "--config" and i + 1 < len(args):
+            config = args[i + 1]
+        elif a.startswith("--config="):
+            config = a.split("=", 1)[1]
+    if found:
+        return found
+    if config and command == "audit":
+        found = _config_output(config)
+        if found:
+            return found
+    return DEFAULT_OUTPUTS.get(command)
+
+
+def _config_output(path: str) -> Optional[str]:
+    """A local config file's top-level ``output`` (relative to the file), or None (a URL, an
+    unreadable or invalid file: the command says why once it parses it)."""
+    try:
+        if "://" in path or not os.path.isfile(path):
+            return None
+        import tomllib
+
+        with open(path, "rb") as f:
+            value = tomllib.load(f).get("output")
+    except Exception:  # noqa: BLE001 - the command itself reports a bad file
+        return None
+    if not isinstance(value, str) or not value:
+        return None
+    if "://" in value or os.path.isabs(value):
+        return value
+    return os.path.normpath(os.path.join(os.path.dirname(path), value)) if os.path.dirname(path) else value
 
 
 def forget_stage(stage: str) -> None:
@@ -149,6 +236,7 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
         last = _STATE.outputs[-1] if _STATE.outputs else None
         finished, existed = _STATE.finished, dict(_STATE.existed)
         in_place = list(_STATE.in_place)
+        expected = _STATE.expected
     if in_place:
         state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
                  f"the windows that fired, if any; a streaming run writes in place)")
@@ -158,8 +246,8 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
             state += f"; complete before it: {', '.join(dict.fromkeys(published))}"
     elif published:
         state = f"the output folder {published[-1]} is complete (published before the interruption)"
-    else:
-        state = "nothing was written"
+    else:  # before the command's first stage: its output folder, once known, is named
+        state = early_state(*(expected or (None, False)))
     what = f"the {command} had finished" if finished else f"the {command} stopped"
     return f"{prog}: interrupted ({how}): {what}; {state}"
 
@@ -298,9 +386,13 @@ def starting(prog: str = "fair-forge-beam") -> None:
     the command runs. Main thread only; otherwise a no-op."""
     if threading.current_thread() is not threading.main_thread():
         return
+    argv = sys.argv[1:]
+    command = prog.split(" ", 1)[1] if " " in prog else argv[0] if argv and argv[0] in _NAMED_COMMANDS else "audit"
+    output = command_output({"run_assistant": "run"}.get(command, command), argv)
+    state = early_state(output, output is not None and ("://" in output or os.path.lexists(output)))
 
     def on_signal(signum, frame) -> None:
-        _hard_exit(128 + signum, f"{prog}: interrupted ({_signal_name(signum)}): stopped while starting; nothing was written")
+        _hard_exit(128 + signum, f"{prog}: interrupted ({_signal_name(signum)}): stopped while starting; {state}")
 
     for name in _SIGNALS:
         with contextlib.suppress(ValueError, OSError):
@@ -443,6 +535,9 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     owned = owns_process and _install(command, prog)
     with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state)
         _STATE.said = False
+        _STATE.expected = None  # an earlier call's folder is not this one's
+    if owned:  # the command line is this command's: its output folder is named until the command parses it
+        expect_output(command_output(command, sys.argv[1:]))
     if owned:
         import atexit
 

@@ -277,6 +277,9 @@ def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:
     from fair_forge_beam.options import reject_unknown_arguments, validate
 
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    from fair_forge_beam.console import expect_output
+
+    expect_output(getattr(args, "output", None))  # an interrupt before the stage names it
     reject_unknown_arguments(parser, beam_args)
     try:
         validate(args, command)

@@ -850,6 +850,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args, beam_args = parser.parse_known_args(argv)
+    from fair_forge_beam.console import expect_output
+
+    expect_output(args.output)  # an interrupt before the stage names it (untouched, or not created)
     args.argv = argv  # for run_info.json: the command as given, also when called from Python
     with QuietLogs() as levels:
         if args.quiet:

@@ -150,6 +150,9 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.extras import MissingExtraError
     from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
 
+    from fair_forge_beam.console import expect_output
+
+    expect_output(args.output)  # an interrupt before the stage names it (untouched, or not created)
     if args.quiet:  # errors and gate failures only (docs/cli.md)
         levels.quiet()
     if args.emotion_lexicon_csv and not FileSystems.exists(args.emotion_lexicon_csv):

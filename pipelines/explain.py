@@ -65,7 +65,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="maximum tokens of prompt + target, between 1 and 1,000,000 (default: 512)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.html")
     args, beam_args = parser.parse_known_args(argv)
+    from fair_forge_beam.console import expect_output
     from fair_forge_beam.options import reject_unknown_arguments
+
+    expect_output(args.output)  # an interrupt before the stage names it (untouched, or not created)
 
     reject_unknown_arguments(parser, beam_args)
     if args.max_length < 1:

@@ -58,6 +58,9 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
+    from fair_forge_beam.console import expect_output
+
+    expect_output(args.output)  # an interrupt before the first stage names it (untouched, or not created)
     # the rest is the audit's: parsed now, once, with the audit's own parser (a --config file too),
     # so what neither its options nor Beam's take is refused before any generation
     # named as the loop in every usage error (the audit's parser said "fair-forge-beam: error")

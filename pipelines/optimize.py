@@ -33,6 +33,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = OneLineErrorParser(prog="fair-forge-beam-optimize", passes_on=beam_option, description=__doc__.split("\n\n")[0])
     add_arguments(parser, command="optimize")  # options declared in fair_forge_beam.options
     args, beam_args = parser.parse_known_args(argv)
+    from fair_forge_beam.console import expect_output
+
+    expect_output(args.output)  # an interrupt before the stage names it (untouched, or not created)
     reject_unknown_arguments(parser, beam_args)
     try:
         validate(args, "optimize")

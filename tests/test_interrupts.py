@@ -266,7 +266,8 @@ def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how,
     if how == "python_m":
         argv = [sys.executable, "-c", _SLOW_IMPORTS + "sys.argv[1:] = " + repr(args) + "; " + _ENTRY[how]]
     # a terminal's Ctrl-C: SIGINT at its default disposition (a background job of a script ignores it)
-    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    # (cwd: a folder without the audit's default output folder, which the python -m line names)
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     first = proc.stderr.readline()
     assert first.strip() == "importing", first
@@ -275,7 +276,70 @@ def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how,
     assert proc.returncode == CODES[name], (proc.returncode, err[-2000:])
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
     how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
-    assert _one_line(err) == [f"fair-forge-beam: interrupted ({how_said}): stopped while starting; nothing was written"], err[-2000:]
+    # trend has no output folder of its own; the audit's default one is named (fix28fresh)
+    state = "nothing was written" + (" (fair_forge_output was not created)" if how == "python_m" else "")
+    assert _one_line(err) == [f"fair-forge-beam: interrupted ({how_said}): stopped while starting; {state}"], err[-2000:]
+
+
+@pytest.mark.parametrize("existed", [True, False])
+@pytest.mark.parametrize("given", ["--output", "--output=", "--config", "rollup"])
+def test_an_interrupt_before_the_stage_says_the_existing_output_folder_is_untouched(tmp_path, given, existed):
+    """fresh14: a Ctrl-C in the first second of a run whose --output folder existed said "nothing was
+    written" and not that the folder was untouched. While the command still imports
+    (``console.starting``) and once it runs but has no stage yet (``console.guarded``), the line
+    says both, naming the folder from the command line (``--output DIR``, ``--output=DIR``, a
+    ``--config`` file's ``output``, a subcommand's); a folder that did not exist "was not created"."""
+    out = tmp_path / "night"
+    if existed:
+        out.mkdir()
+        (out / "results.json").write_text("{}", encoding="utf-8")
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text('output = "night"\n', encoding="utf-8")
+    args = {"--output": ["--output", str(out)], "--output=": [f"--output={out}"], "--config": ["--config", str(cfg)],
+            "rollup": ["rollup", "--from", str(tmp_path / "no-run-*"), "--output", str(out)]}[given]
+    state = (f"nothing was written; the output folder {out} is untouched (as it was before the run)" if existed
+             else f"nothing was written ({out} was not created)")
+    command = "rollup" if given == "rollup" else "audit"
+    # 1. while the command still imports
+    argv = [sys.executable, "-c", _SLOW_IMPORTS + "sys.argv[1:] = " + repr(args) + "; " + _ENTRY["console_script"]]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "importing"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert _one_line(err) == [f"fair-forge-beam: interrupted (SIGTERM): stopped while starting; {state}"], err[-2000:]
+    # 2. the command runs (console.guarded), before it parsed its options or made its stage
+    script = tmp_path / "early.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, sys, time
+        from fair_forge_beam.console import guarded
+        sys.argv[1:] = {args!r}
+
+        def command():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+
+        sys.exit(guarded(command, {command!r}, owns_process=True))
+        """), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == [f"fair-forge-beam: interrupted (Ctrl-C): the {command} stopped; {state}"]
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"] if existed else not out.exists()
+
+
+def test_the_default_output_folders_the_interrupt_line_names_are_the_options():
+    """console.DEFAULT_OUTPUTS (console imports nothing of the package) agrees with the --output
+    declarations of the commands it names."""
+    from fair_forge_beam.console import DEFAULT_OUTPUTS
+    from pipelines import audit
+
+    assert DEFAULT_OUTPUTS["audit"] == audit.build_parser().get_default("output")
+    from fair_forge_beam.options import OPTIONS
+
+    output = OPTIONS["output"]
+    for command in ("loop", "generate", "run"):
+        assert DEFAULT_OUTPUTS[command] == output.per_command[command]["default"], command
 
 
 @pytest.mark.parametrize("existed", [False, True])
@@ -478,4 +542,6 @@ def test_the_interrupt_line_is_said_once_while_the_command_unwinds_slowly(tmp_pa
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 143, proc.stderr
-    assert proc.stderr.splitlines() == ["gen: interrupted (SIGTERM): the generate stopped; nothing was written"], proc.stderr
+    # (its default output folder is named, fix28fresh)
+    assert proc.stderr.splitlines() == ["gen: interrupted (SIGTERM): the generate stopped; nothing was written "
+                                        "(fair_forge_loop was not created)"], proc.stderr
