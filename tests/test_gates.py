@@ -549,3 +549,84 @@ def test_gate_verdicts_quote_data_values_through_quoted():
     [check] = evaluate_gates(_doc(toxicity=TOX), [gate])
     line = check.message(0.95)
     assert "(3,006 characters)" in line and len(line) < 500 and "\x1b" not in line, line
+
+
+# ------------------------------------------------------------------ fresh14: what a new user met
+def test_skipped_checks_are_one_console_line_grouped_by_reason_and_each_in_gates_json(tmp_path, capsys):
+    """fresh14: a gated run on the shipped examples printed 18 'gate skipped' lines (9 one-session
+    assistants × 2 gates). The console has one line for them, grouped by reason, naming the fields,
+    the gates and the slices compactly; gates.json keeps each check with its own message."""
+    from fair_forge_beam.reports.gates import check_gates
+
+    one = [{"slice": f"assistant_id=bot-{i}", "n_sessions": 1, "toxic_rate": _est(0.0, None, None, 3),
+            "estimates": {"DIDT": _est(0.1, 0.0, 0.2, 3)}} for i in range(9)]
+    doc = _doc(toxicity=[TOX[0], *one])
+    gates = [make_gate({"gate": "toxicity toxic_rate ci_high <= 0.9 in every assistant_id", "name": "per-bot",
+                        "if_undefined": "skip"}),
+             make_gate({"gate": "toxicity DIDT ci_high <= 0.9 in every assistant_id", "name": "didt"}),
+             make_gate({"gate": "toxicity DIDT mean <= 0.9", "name": "overall"})]
+    check_gates(doc, gates, str(tmp_path), shown="night")
+    err = capsys.readouterr().err.splitlines()
+    skipped = [ln for ln in err if "skipped" in ln and not ln.startswith("gates:")]
+    assert len(skipped) == 1, err
+    line = skipped[0]
+    assert line.startswith("gate skipped: 9 checks (each with its reason in night/gates.json): 9 × toxic_rate: "
+                           "ci_high undefined: the slice rests on 1 session, too small to judge ('per-bot'; "
+                           "assistant_id: bot-0, bot-1, bot-2, bot-3, bot-4, bot-5, bot-6, bot-7, bot-8)"), line
+    report = json.loads((tmp_path / "gates.json").read_text(encoding="utf-8"))
+    messages = [c["message"] for g in report["gates"] for c in g["checks"] if c["status"] == "skipped"]
+    assert len(messages) == 9 and all(m.startswith("gate skipped 'per-bot' [assistant_id=bot-") for m in messages)
+    assert all("skip" not in c for g in report["gates"] for c in g["checks"])  # gates.json's keys as before
+    # more slices than a line lists: the first ten and how many more
+    many = _doc(toxicity=[TOX[0], *[{**r, "slice": f"assistant_id=b{i:02d}"} for i, r in enumerate(one * 3)]])
+    check_gates(many, gates[:1], str(tmp_path))
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("gate skipped")]
+    assert line.count(", b") == 9 and "b09, … and 17 more)" in line, line
+
+
+def test_a_value_read_and_never_scored_fails_saying_the_field_and_why():
+    """fresh14: 'GATE FAILED … [assistant_id=sushi_bot]: sushi_bot: no estimate (0 of 10 interactions
+    scored)' said neither the field nor why. The line names the field and the reasons the metric
+    could not score interactions in the run (results.json has them for the whole run)."""
+    doc = _doc(toxicity=TOX)
+    doc["summary"]["interactions_read_by_slice"] = {"overall": 19, "assistant_id=a": 4, "assistant_id=b": 4,
+                                                    "assistant_id=sushi_bot": 10, "language=spanish": 10}
+    why = "toxicity scorer profanity-check covers english only, not language 'spanish'"
+    doc["summary"]["metrics"]["toxicity"]["dead_letter_reasons"] = {why: 10}
+    for text in ("toxicity toxic_rate ci_high <= 0.9 in every assistant_id",
+                 "regression toxicity toxic_rate not worse in every assistant_id"):
+        [check] = [c for c in evaluate_gates(doc, [parse_gate(text)], doc) if c.status == "fail"]
+        line = check.message(0.95)
+        assert line.endswith(f"[assistant_id=sushi_bot]: toxic_rate: sushi_bot: no estimate (0 of 10 interactions "
+                             f"scored); what toxicity could not score in this run: {why} (10 interactions)"), line
+
+
+def _uncommented_regression_example(template: str) -> str:
+    """templates/audit.example.toml with its commented regression example uncommented as its comments
+    say: the ``baseline`` line at the top and the last ``[[gates]]`` table."""
+    lines = template.splitlines()
+    start = max(i for i, ln in enumerate(lines) if ln == "# [[gates]]")
+    out = [ln[2:] if (ln.startswith("# baseline = ") or i >= start) and ln.startswith("# ") else ln
+           for i, ln in enumerate(lines)]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.slow
+def test_the_templates_commented_regression_example_passes_on_the_shipped_data(tmp_path):
+    """fresh14: the template's commented regression example failed on the shipped data once
+    uncommented (no baseline; the baseline it named did not exist). Uncommented as written, in a
+    checkout's layout, after README's first command (its baseline): exit 0, the regression gate passed."""
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "fair_forge_beam" / "data").mkdir(parents=True)
+    (tmp_path / "fair_forge_beam" / "data" / "examples").symlink_to(REPO / "fair_forge_beam" / "data" / "examples")
+    text = _uncommented_regression_example((REPO / "templates" / "audit.example.toml").read_text(encoding="utf-8"))
+    assert 'baseline = "../fair_forge_output"' in text and 'kind = "regression"' in text
+    config = tmp_path / "templates" / "audit.toml"
+    config.write_text(text, encoding="utf-8")
+    readme = ["--metrics", "humanity,toxicity", "--mode", "bayesian", "--output", str(tmp_path / "fair_forge_output")]
+    assert audit.main(["--quiet", f"--runner={FNAPI}", *readme]) == 0
+    assert audit.main(["--quiet", f"--runner={FNAPI}", "--config", str(config)]) == 0
+    report = json.loads((tmp_path / "fair_forge_output" / "nightly" / "gates.json").read_text(encoding="utf-8"))
+    assert [(g["gate"], g["status"]) for g in report["gates"]] == [
+        ("toxicity-didt", "pass"), ("toxic-answers-per-assistant", "pass"),
+        ("regression toxicity toxic_rate not worse by more than 0.02 in every assistant_id", "pass")]

@@ -398,7 +398,10 @@ def test_a_drifted_assistant_fails_the_coverage_gates(tmp_path, capsys):
     assert failed == [("assistants_of_baseline", "assistant_id=drifter", 0.0),
                       ("dead_letter_share", "assistant_id=drifter", 1.0), ("sessions", "language=spanish", 0.0),
                       ("toxic_rate", "assistant_id=drifter", None)]
-    assert report["gates"][3]["checks"][-1]["reason"] == f"drifter: no estimate (0 of {n_drift} interactions scored)"
+    # the reason says why: what the metric could not score in the run (fix28fresh: it said no why)
+    assert report["gates"][3]["checks"][-1]["reason"].startswith(
+        f"drifter: no estimate (0 of {n_drift} interactions scored); what toxicity could not score in this run: ")
+    assert "'spanish'" in report["gates"][3]["checks"][-1]["reason"]
     err = capsys.readouterr().err
     assert ("GATE FAILED 'coverage dead_letter_share <= 0.05 in every assistant_id' [toxicity, assistant_id=drifter]: "
             f"dead_letter_share = 1 > 0.05 ({n_drift} of {n_drift} interactions read not scored)") in err

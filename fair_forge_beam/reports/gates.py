@@ -62,9 +62,11 @@ Semantics:
   ``summary.interactions_read_by_slice``, written when a coverage gate or a threshold/regression
   gate ``in every slice|<dimension>`` asks for it), so an assistant whose every answer was
   dead-lettered fails them with 0 scored, and fails such a threshold/regression gate with
-  ``<value>: no estimate (0 of <n> interactions scored)`` (whatever ``if_undefined`` says);
+  ``<field>: <value>: no estimate (0 of <n> interactions scored); what <metric> could not score in
+  this run: <reasons>`` (whatever ``if_undefined`` says);
 * an undefined estimate (``mean``/interval ``null``, e.g. DIDT with no group detected) fails the
-  gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json``;
+  gate unless ``if_undefined = "skip"``; skipped checks are listed in ``gates.json`` and, on the
+  console, in one line grouped by reason (:func:`skipped_line`);
 * regression: a slice or estimate too small to compare (fewer than two sessions, or a
   zero-width interval, in either run: :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`)
   and a slice or value the baseline lacks are *skipped* — no difference is claimed — with the
@@ -759,10 +761,13 @@ class GateCheck(BaseModel):
     too_small: Optional[str] = None
     interactions_read: Optional[int] = None
     interactions_scored: Optional[int] = None
+    #: a skipped check's reason without its slice's particulars: the console groups skipped checks by it
+    #: (:func:`skipped_line`); not written (``reason`` is)
+    skip: Optional[str] = None
 
     def record(self) -> dict:
         """The check as written to ``gates.json`` (threshold checks keep their pre-coverage keys)."""
-        drop = {"gate_index"} | {k for k in _OPTIONAL_CHECK_FIELDS if getattr(self, k) is None}
+        drop = {"gate_index", "skip"} | {k for k in _OPTIONAL_CHECK_FIELDS if getattr(self, k) is None}
         if self.kind == "threshold":
             drop.add("kind")
         return self.model_dump(exclude=drop)
@@ -781,8 +786,11 @@ class GateCheck(BaseModel):
         if self.value is None or (self.kind == "regression" and self.difference is None):
             # a regression gate checks each headline field: its line names the one it is about
             # (fresh14: two identical 'GATE FAILED … no estimate' lines, for toxic_rate and DIDT)
-            field = (f"{self.field}: " if self.kind == "regression" and self.field
-                     and not str(self.reason or "").startswith(f"{self.field}") else "")
+            # a threshold check's line names its field too (fresh14: 'GATE FAILED … [assistant_id=sushi_bot]:
+            # sushi_bot: no estimate' said neither the field nor why)
+            field = (f"{self.field}: " if self.field and (
+                self.kind == "regression" and not str(self.reason or "").startswith(f"{self.field}")
+                or self.kind == "threshold" and self.field not in str(self.reason or "")) else "")
             return f"{head} {quoted(self.gate)} [{where}]: {field}{self.reason}"
         if self.kind == "coverage":
             if self.op is None:  # assistants_of_baseline
@@ -895,9 +903,21 @@ def _with_read_slices(doc: dict, g: Gate, records: list) -> list:
                         if k not in have and k != "overall" and _slice_dim(k) in mine)]
 
 
-def _not_scored(slice_key: str, rec: dict) -> str:
-    """``'bot-c: no estimate (0 of 1 interactions scored)'``: a value read, never scored."""
-    return f"{slice_key.split('=', 1)[-1]}: no estimate (0 of {rec[_READ_ONLY]} interactions scored)"
+def _not_scored(slice_key: str, rec: dict, doc: Optional[dict] = None, metric: Optional[str] = None) -> str:
+    """``'bot-c: no estimate (0 of 1 interactions scored)'``: a value read, never scored; with the
+    run's reasons the metric could not score interactions (``summary.metrics.<metric>.
+    dead_letter_reasons``, for the whole run: results.json keeps no reasons per slice) when it has
+    any, so that the line says why (fresh14: the shipped examples' Spanish assistants failed
+    'in every assistant_id' without a word of why)."""
+    line = f"{slice_key.split('=', 1)[-1]}: no estimate (0 of {rec[_READ_ONLY]} interactions scored)"
+    reasons = (((doc or {}).get("summary") or {}).get("metrics") or {}).get(metric or "") or {}
+    reasons = reasons.get("dead_letter_reasons") if isinstance(reasons, dict) else None
+    if isinstance(reasons, dict) and reasons:
+        top = sorted(reasons.items(), key=lambda kv: (-int(kv[1] or 0), str(kv[0])))
+        said = "; ".join(f"{k} ({v} interactions)" for k, v in top[:3])
+        more = f"; {len(top) - 3} other reasons" if len(top) > 3 else ""
+        line += f"; what {metric} could not score in this run: {said}{more}"
+    return line
 
 
 def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
@@ -912,7 +932,8 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                                     reason=_missing_slice(doc, g.metric, slice_key, records)))
             continue
         if _READ_ONLY in rec:  # read, nothing scored: fails whatever if_undefined says
-            checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=_not_scored(slice_key, rec)))
+            checks.append(GateCheck(**base, slice=slice_key, status="fail",
+                                    reason=_not_scored(slice_key, rec, doc, g.metric)))
             continue
         node = dotted_get(rec, spec.path)
         if spec.key_name is None:
@@ -936,14 +957,18 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     # the one-session rule, named: the slice has data, one session gives no interval
                     reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
                               f"{info['n']}), too small to judge (sessions are the resampling unit)")
+                    skip = f"{g.stat} undefined: the slice rests on 1 session, too small to judge"
                 elif _one_observation(est):
                     # the same rule for an estimate of one observation (statistical.slices.behind)
                     reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
                               "1 session, too small to judge (sessions are the resampling unit)")
+                    skip = f"{g.stat} undefined: the estimate rests on 1 observation, too small to judge"
                 else:
                     reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
                               else f"no {g.field} estimate" + (f" for {spec.key_name} {quoted(key)}" if key else ""))
-                checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason))
+                    skip = f"{g.stat} undefined (no data)" if est else "no estimate"
+                checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason,
+                                        skip=skip))
                 continue
             ok = compare(float(value), g.op, g.threshold)
             checks.append(GateCheck(**base, slice=slice_key, key=key, value=float(value), **info,
@@ -1028,14 +1053,18 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
                           slice_key in read_by_slice else
                           f"no interactions-read count for slice {quoted(slice_key)} in results.json" if g.field ==
                           "dead_letter_share" else f"slice {quoted(slice_key)} has no {g.field} count")
-                checks.append(GateCheck(**base, metric=m, slice=slice_key, status=status, reason=reason))
+                checks.append(GateCheck(**base, metric=m, slice=slice_key, status=status, reason=reason,
+                                        skip=f"no {g.field} count" if g.field != "dead_letter_share" else
+                                        "no interaction read" if slice_key in read_by_slice else
+                                        "no interactions-read count in results.json"))
                 continue
             ok = compare(float(value), g.op, g.threshold)
             checks.append(GateCheck(**base, metric=m, slice=slice_key, value=float(value), **extra,
                                     status="pass" if ok else "fail"))
     if not checks:
         checks.append(GateCheck(**base, metric=g.metric or "*", slice=str(g.slices), status="skipped",
-                                reason="no metric of this run slices by this dimension"))
+                                reason="no metric of this run slices by this dimension",
+                                skip="no metric of this run slices by this dimension"))
     return checks
 
 
@@ -1064,7 +1093,8 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                                         reason=_missing_slice(doc, g.metric, slice_key, records)))
                 continue
             if _READ_ONLY in rec:
-                checks.append(GateCheck(**base, slice=slice_key, status="fail", reason=_not_scored(slice_key, rec)))
+                checks.append(GateCheck(**base, slice=slice_key, status="fail",
+                                        reason=_not_scored(slice_key, rec, doc, g.metric)))
                 continue
             if e.keyed:
                 keys = [g.key] if g.key is not None else [k for k, _ in e.entries(rec)]
@@ -1084,7 +1114,9 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                     # no value in either run (e.g. Spearman with no reference answers; or a baseline that
                     # lacks the slice or the estimate: a night whose answers were all in another language):
                     # not a regression, nothing to compare — as compare_runs' undefined_in_both
-                    checks.append(GateCheck(**one, status="skipped", reason=(
+                    checks.append(GateCheck(**one, status="skipped", skip=(
+                        "undefined in both runs: nothing to compare" if isinstance(bas, dict) else
+                        "undefined in this run, the baseline has no value: nothing to compare"), reason=(
                         f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare"
                         if isinstance(bas, dict) else
                         f"{f} is undefined in this run (no data: n = {est['n']}) and the baseline has no value of it "
@@ -1092,11 +1124,11 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                     continue
                 if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
-                    checks.append(GateCheck(**one, status=status, reason=(
+                    checks.append(GateCheck(**one, status=status, skip="undefined in this run (no data)", reason=(
                         f"{f} is undefined in this run (no data: n = {est['n']})" if cur else f"no {f} estimate")))
                     continue
                 if brec is None or not isinstance(bas, dict) or bas.get("mean") is None:
-                    checks.append(GateCheck(**one, status="skipped", reason=(
+                    checks.append(GateCheck(**one, status="skipped", skip="not in the baseline: nothing to compare", reason=(
                         f"no slice {quoted(slice_key)} in the baseline's results of {g.metric}: nothing to compare"
                         if brec is None else f"the baseline has no value of {f} here: nothing to compare")))
                     continue
@@ -1106,6 +1138,7 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                                        sessions_of(g.metric, rec), sessions_of(g.metric, brec))
                 if row["verdict"] == TOO_SMALL:
                     checks.append(GateCheck(**one, status="skipped", too_small=row["too_small"],
+                                            skip=f"too small to compare ({row['too_small']})",
                                             reason=f"{f}: too small to compare ({row['too_small']})"))
                     continue
                 d = row["difference"]
@@ -1185,6 +1218,49 @@ def gates_summary(report: dict) -> str:
     return line
 
 
+#: how many slices (or gates, fields) a line of skipped checks names before "… and N more"
+_SKIPPED_SHOWN = 10
+
+
+def _listed(items: Sequence[str]) -> str:
+    items = list(dict.fromkeys(items))
+    more = f", … and {len(items) - _SKIPPED_SHOWN} more" if len(items) > _SKIPPED_SHOWN else ""
+    return ", ".join(items[:_SKIPPED_SHOWN]) + more
+
+
+def _slices_listed(keys: Sequence[str]) -> str:
+    """``assistant_id: a, b, c`` when the slices are values of one dimension, else the keys."""
+    keys = list(dict.fromkeys(keys))
+    dims = {k.split("=", 1)[0] for k in keys if "=" in k}
+    if len(dims) == 1 and all("=" in k for k in keys):
+        return f"{dims.pop()}: {_listed([k.split('=', 1)[1] for k in keys])}"
+    return f"slices {_listed(keys)}"
+
+
+def skipped_line(checks: Sequence[GateCheck], where: Optional[str] = None) -> Optional[str]:
+    """One console line for every skipped check of a run (fresh14: a gated run on the shipped data
+    printed 18 'gate skipped' lines, one per gate and slice): their number, then, grouped by reason
+    (:attr:`GateCheck.skip`), how many, the fields, the gates and the slices, e.g. ``gate skipped:
+    18 checks (each with its reason in out/gates.json): 9 × toxic_rate ci_high undefined: the slice
+    rests on 1 session, too small to judge ('toxic-answers-per-assistant'; assistant_id: a, b, …);
+    9 × …``. ``None`` when no check was skipped. Each check's own line is in ``gates.json``
+    (``message``) and the report."""
+    skipped = [c for c in checks if c.status == "skipped"]
+    if not skipped:
+        return None
+    groups: dict = {}
+    for c in skipped:
+        groups.setdefault(c.skip or c.reason, []).append(c)
+    parts = []
+    for why, mine in groups.items():
+        fields = _listed([c.field + (f"[{c.key}]" if c.key is not None else "") for c in mine])
+        gates = _listed([quoted(c.gate) for c in mine])
+        parts.append(f"{len(mine)} × {fields}: {why} ({gates}; {_slices_listed([c.slice for c in mine])})")
+    n = len(skipped)
+    detail = f"each with its reason in {where}/gates.json" if where else "each with its reason in gates.json"
+    return printable(f"gate skipped: {n} check{'s' if n != 1 else ''} ({detail}): " + "; ".join(parts))
+
+
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,
                   slice_dims: Sequence[str], baseline: Optional[dict] = None) -> list[Gate]:
     """Gates from config entries / ``--gate`` texts, validated against the audit (see
@@ -1226,8 +1302,11 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     # pass); a gate skipped beside others that checked is in gates.json and, without --quiet, on stderr
     loud = not quiet or report["status"] == "nothing checked"
     for c in checks:
-        if c.status == "fail" or (c.status != "pass" and loud):
+        if c.status == "fail":
             say(c.message(ci_level), file=sys.stderr)
+    skipped = skipped_line(checks, shown or out) if loud else None
+    if skipped:  # one line for them all, grouped by reason (fresh14: 18 lines); each in gates.json
+        say(skipped, file=sys.stderr)
     summary = gates_summary(report)
     if report["n_failed"]:
         say(summary + f" (exit code {GATE_FAILED_EXIT_CODE}; details in {shown or out}/gates.json)", file=sys.stderr)
