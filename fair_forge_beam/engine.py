@@ -6,7 +6,9 @@ its computations and the evaluator derives one combiner per slice for all of the
 * ``scorer`` — a ``DoFn`` (or a ``PTransform`` such as ``RunInference`` with its parsing, see
   :class:`MetricSpec`) from one ``Interaction`` (or, with ``batch_size``, a list of them) to
   score tuples; what it cannot score it yields as ``TaggedOutput("dead_letter", …)``, data
-  warnings as ``TaggedOutput("quality", …)``, anything for an auxiliary stage as
+  warnings as ``TaggedOutput("quality", …)`` (a finding made per interaction as an
+  :class:`~fair_forge_beam.io.elements.InteractionWarning`: one warning per session and kind, see
+  ``MetricSpec.interaction_warnings``), anything for an auxiliary stage as
   ``TaggedOutput("aux", …)``. A score tuple carries ``session_id``, ``assistant_id`` and
   ``language``.
 * ``interaction_record(score) -> dict`` — its per-interaction output record (``None``: the
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.elements import DEAD, QUALITY
+from fair_forge_beam.io.elements import DEAD, QUALITY, FindingsFn, InteractionWarning
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn, merge_into
@@ -78,6 +80,7 @@ __all__ = [
     "Values",
     "SessionLayout",
     "MetadataDimsCombineFn",
+    "FindingsCombineFn",
     "headed",
     "interaction_ids",
     "Scored",
@@ -169,6 +172,13 @@ class MetricSpec:
             stored statistics keep each session's slice value, and a roll-up takes a session found
             in one run only straight to the slices, without reducing it again. ``None``: a roll-up
             reduces every session of this metric again.
+        interaction_warnings: the scorer emits data-quality findings per interaction as
+            :class:`~fair_forge_beam.io.elements.InteractionWarning` (``TaggedOutput("quality",
+            …)``); they travel in the session combine (a slot of the metric's,
+            :class:`FindingsCombineFn`: per kind the count and the first example) and the session
+            stage makes them one warning per session and kind. Stored with the session's
+            statistics (``<metric>__findings``), so a roll-up merges a cut session's parts and
+            warns once, as one audit of every run's inputs does.
     """
 
     name: str
@@ -191,6 +201,7 @@ class MetricSpec:
     session_value_type: Any = None
     cell_value_type: Any = None
     slice_value_type: Any = None
+    interaction_warnings: bool = False
 
 
 # ------------------------------------------------------------------ slice roll-up
@@ -357,6 +368,28 @@ class MetadataDimsCombineFn(StoredAccumulator, beam.CombineFn):
         import pyarrow as pa
 
         return pa.struct([("values", pa.list_(pa.string())), ("differ", pa.bool_())])
+
+
+class FindingsCombineFn(StoredAccumulator, FindingsFn):
+    """A metric's findings about one session's interactions
+    (:class:`~fair_forge_beam.io.elements.InteractionWarning`): per kind, how many interactions
+    and the first example (:class:`~fair_forge_beam.io.elements.FindingsFn`), stored as
+    :func:`~fair_forge_beam.io.elements.findings_arrow_type`."""
+
+    def _stored_type(self):
+        from fair_forge_beam.io.elements import findings_arrow_type
+
+        return findings_arrow_type()
+
+    def to_stored(self, acc):
+        from fair_forge_beam.io.elements import findings_to_stored
+
+        return findings_to_stored(acc)
+
+    def from_plain(self, value):
+        from fair_forge_beam.io.elements import findings_from_plain
+
+        return findings_from_plain(value)
 
 
 #: the input count ``n`` of :class:`PairCombineFn`'s accumulators
@@ -617,7 +650,7 @@ class _ScoreAndRoute(beam.DoFn):
     auxiliary values pass through."""
 
     def __init__(self, spec: MetricSpec, slot: int, cell_slot: Optional[int] = None, dims_slot: Optional[int] = None,
-                 dims: tuple = ()):
+                 dims: tuple = (), findings_slot: Optional[int] = None):
         # cell_slot: the session-combine slot of the cell values (they reach the slices through the
         # session stage, which alone knows a session's metadata and is what stored statistics keep);
         # dims_slot: a DoFn scorer sees the interactions, so each session it routes a value of goes
@@ -625,6 +658,9 @@ class _ScoreAndRoute(beam.DoFn):
         # same bundle, hence in the same pane of a window as the values (early and late panes too)
         self.spec, self.slot, self.cell_slot = spec, slot, cell_slot
         self.dims_slot, self.dims, self.n_dims = dims_slot, tuple(dims), len(dims)
+        # findings_slot: the session-combine slot of the scorer's findings per interaction
+        # (MetricSpec.interaction_warnings): one warning per session and kind, made by the session stage
+        self.findings_slot = findings_slot
 
     def setup(self):
         from fair_forge_beam._beam import tune_gc
@@ -682,6 +718,9 @@ class _ScoreAndRoute(beam.DoFn):
             sent = set()
         for out in self._score(element) or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
+                if type(out.value) is InteractionWarning:
+                    yield self._finding(out.value)
+                    continue
                 yield out
                 continue
             self._pending_scored += counting
@@ -698,11 +737,22 @@ class _ScoreAndRoute(beam.DoFn):
             if cell_value is not None:
                 yield tagged("sessions", (_session_key(out), (self.cell_slot, cell_value(out))))
 
+    def _finding(self, w):
+        """A finding per interaction to its session's findings slot; a metric that did not declare
+        ``interaction_warnings`` has none, and each finding is a warning of its own."""
+        from fair_forge_beam.io.elements import session_warning
+
+        if self.findings_slot is None:
+            return beam.pvalue.TaggedOutput(QUALITY, session_warning(w.kind, f"{w.session_id}/{w.assistant_id}", w.n,
+                                                                     w.example))
+        return beam.pvalue.TaggedOutput("sessions", ((w.session_id, w.assistant_id, w.language), (self.findings_slot, w)))
+
 
 @beam.typehints.with_output_types(Any)
 class _ReduceSessions(beam.DoFn):
     """``(session key, [combined per slot])`` → per metric its session record (``"s<slot>"``), its
-    warnings (``"q<slot>"``), its interaction records (``"i<slot>"``) and, to the cells (main),
+    warnings (``"q<slot>"``: its session reducer's, and its findings per interaction as one warning
+    per kind), its interaction records (``"i<slot>"``) and, to the cells (main),
     its slice value ``(cell, (slot, (None, value)))`` and its session's interaction-side values
     ``(cell, (slot, (Values(values), None)))``. The cell is ``(assistant_id, language, *the
     session's metadata values)``; warnings of the session stage's own (metadata values that
@@ -793,6 +843,15 @@ class _ReduceSessions(beam.DoFn):
             if slice_value is not None:
                 stored_slices[slot] = slice_value
                 yield (cell, (slot, (None, slice_value)))
+        if lay.findings and not reduced:  # findings per interaction: one warning per session and kind
+            from fair_forge_beam.io.elements import findings_warnings
+
+            for slot, at in lay.findings.items():
+                if combined[at]:
+                    warnings = findings_warnings(combined[at], f"{key[0]}/{key[1]}")
+                    for w in warnings:
+                        yield tagged(f"q{slot}", w)
+                    stored_warnings += warnings
         if self.store and not reduced:
             yield tagged(STORED, (key, accs if accs is not None else combined, stored_slices, stored_warnings))
 
@@ -883,7 +942,8 @@ class SessionLayout:
     ``session_combine`` (default: a :class:`~fair_forge_beam.statistical.combiners.CollectCombineFn`
     ordered by ``session_order``); slot ``n + i``: its cell values, collected per session; slot
     ``2n``: the metadata slice values (:class:`MetadataDimsCombineFn`), when the slices name
-    metadata fields; then one slot per ``extras`` entry ``(name, CombineFn)`` (per-session data
+    metadata fields; then one slot per metric declaring ``interaction_warnings``, its findings per
+    interaction (:class:`FindingsCombineFn`, at :meth:`findings_slot`); then one slot per ``extras`` entry ``(name, CombineFn)`` (per-session data
     that only goes to ``on_session_accumulators``, e.g. the reader's record summaries), at
     :attr:`extra_slots`\\ ``[name]``.
     """
@@ -905,6 +965,12 @@ class SessionLayout:
                 else beam.combiners.CountCombineFn() for sp in self.specs]  # a slot never fed: any CombineFn holds it
         if self.dims:
             fns.append(MetadataDimsCombineFn())
+        #: metric slot -> the slot of its findings per interaction (MetricSpec.interaction_warnings)
+        self.findings = {}
+        for i, sp in enumerate(self.specs):
+            if sp.interaction_warnings:
+                self.findings[i] = len(fns)
+                fns.append(FindingsCombineFn())
         self.extra_slots = {}
         for name, fn in extras:
             self.extra_slots[name] = len(fns)
@@ -913,6 +979,10 @@ class SessionLayout:
 
     def cell_slot(self, slot: int) -> int:
         return self.n + slot
+
+    def findings_slot(self, slot: int) -> Optional[int]:
+        """The slot of metric ``slot``'s findings per interaction (``None``: it declares none)."""
+        return self.findings.get(slot)
 
     def combine_fn(self) -> "FusedCombineFn":
         return FusedCombineFn(self.fns)
@@ -1014,7 +1084,8 @@ class Engine(beam.PTransform):
             route = "Route" if isinstance(spec.scorer, beam.PTransform) else "Score"
             in_call = bool(dims) and not isinstance(spec.scorer, beam.PTransform)  # see _ScoreAndRoute
             scored = src | f"{n}/{route}" >> beam.ParDo(_ScoreAndRoute(
-                spec, slot, layout.cell_slot(slot), layout.dims_slot if in_call else None, dims)).with_outputs(
+                spec, slot, layout.cell_slot(slot), layout.dims_slot if in_call else None, dims,
+                layout.findings_slot(slot))).with_outputs(
                 DEAD, QUALITY, AUX, "sessions", main="main")
             dead = scored[DEAD]
             if extra_dead:
@@ -1024,7 +1095,7 @@ class Engine(beam.PTransform):
                 aux_records.append(aux_out | f"{n}/TagAux" >> beam.Map(lambda r, s=slot: (s, r)))
                 dead = (dead, aux_dead) | f"{n}/FlattenDead" >> beam.Flatten()
             out[n] = {"interactions": scored.main, "dead_letter": dead, "quality": [scored[QUALITY], *extra_quality]}
-            if spec.session_value is not None or spec.cell_value is not None or in_call:
+            if spec.session_value is not None or spec.cell_value is not None or in_call or slot in layout.findings:
                 session_inputs.append(scored["sessions"])
         return session_inputs, aux_records
 
@@ -1050,10 +1121,10 @@ class Engine(beam.PTransform):
                 lambda kv, s=layout.extra_slots[name]: (kv[0], (s, kv[1]))))
         with_sessions = layout.with_sessions
         session_parts = cells = None
-        if session_inputs and (with_sessions or layout.cell_slots):
+        if session_inputs and (with_sessions or layout.cell_slots or layout.findings):
             flat = session_inputs[0] if len(session_inputs) == 1 else (
                 tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
-            q_slots = range(n_specs) if dims else with_sessions
+            q_slots = range(n_specs) if dims else sorted({*with_sessions, *layout.findings})
             if self.from_accumulators:
                 accumulators = flat
             elif self.on_session_accumulators:  # the accumulators themselves, then their outputs
@@ -1094,7 +1165,7 @@ class Engine(beam.PTransform):
                         f"{n}/FlattenInteractions" >> beam.Flatten())
             else:
                 out[n]["sessions"] = p | f"{n}/NoSessions" >> beam.Create([])
-            if session_parts is not None and (slot in with_sessions or dims):
+            if session_parts is not None and (slot in with_sessions or dims or slot in layout.findings):
                 out[n]["quality"].append(session_parts[f"q{slot}"])
 
         fused = slice_combiner(specs)

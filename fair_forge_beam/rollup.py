@@ -1641,7 +1641,7 @@ def union_numbering(summaries: dict) -> tuple:
         first = session_numbering(union)
         for run, summary in summaries.items():
             local = session_numbering(summary)
-            mapping = {local[rk] + at: first[rk] + at for rk, (n, _, _) in summary.items() for at in range(n)}
+            mapping = {local[rk] + at: first[rk] + at for rk, (n, *_) in summary.items() for at in range(n)}
             if any(k != v for k, v in mapping.items()):
                 turns[run] = mapping
     return union, turns

@@ -99,11 +99,11 @@ def test_a_numeric_session_id_is_read_as_text_with_a_warning(tmp_path):
     assert dead == [] and sorted(i.session_id for i in inter) == ["123", "123", "5", "s"]
     src = tmp_path / "in.json"
     assert sorted((q.kind, q.key, q.message) for q in quality) == [
-        ("numeric_id", "123/7", f"assistant_id 7 at {src}:1 is a number, read as text ('7'): a record giving the same "
+        ("numeric_id", "123/7", f"1 interaction of this session: assistant_id 7 at {src}:1 is a number, read as text ('7'): a record giving the same "
                                 "id as text joins the same session"),
-        ("numeric_id", "123/bot", f"session_id 123 at {src}:0 is a number, read as text ('123'): a record giving the "
+        ("numeric_id", "123/bot", f"1 interaction of this session: session_id 123 at {src}:0 is a number, read as text ('123'): a record giving the "
                                   "same id as text joins the same session"),
-        ("numeric_id", "5/bot", f"session_id 5 at {src}:2 is a number, read as text ('5'): a record giving the same id "
+        ("numeric_id", "5/bot", f"1 interaction of this session: session_id 5 at {src}:2 is a number, read as text ('5'): a record giving the same id "
                                 "as text joins the same session"),
     ]
 
@@ -150,7 +150,9 @@ def test_empty_answers_are_scored_with_a_warning(tmp_path):
     inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
     assert len(inter) == 3 and dead == []
     assert [(q.kind, q.message) for q in quality] == [(
-        "empty_answer", f"session 'e' of assistant 'bot' at {tmp_path / 'in.jsonl'}:0: 2 empty answer(s) ('q0', 'q2'); "
+        # one warning per session, counting its interactions (issue 28, fix28w)
+        "empty_answer", f"2 interactions of this session; the first: session 'e' of assistant 'bot' at "
+                        f"{tmp_path / 'in.jsonl'}:0: empty answer(s) ('q0', 'q2'); "
                         "a metric that scores this session scores them as the assistant gave them — no toxic word (not "
                         "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the "
                         "session's language dead-letters them with the rest)")]

@@ -791,4 +791,4 @@ def test_warnings_quote_data_values_through_quoted():
     [dup] = list(_duplicate_qa_warnings(meta, {"q" * 5000: 2}))
     assert dup.value.message.count("(5,000 characters)") == 2 and len(dup.value.message) < 700, dup.value.message[:300]
     [empty] = list(_empty_answer_warnings(meta, ["q1"], "in.jsonl:1"))
-    assert "(5,000 characters)" in empty.value.message and len(empty.value.message) < 900
+    assert "(5,000 characters)" in empty.value.example and len(empty.value.example) < 900

@@ -104,6 +104,18 @@ def _check_split(root: Path, pieces: list, mode: str) -> None:
     assert_same_records(root / "rollup", union)
 
 
+def _days_rolled_up(root: Path, pieces: list[list[dict]], mode: str) -> bytes:
+    """Each day's audit of ``pieces`` (:func:`_write_days`), one audit of every day's file
+    (``root/union``) and the roll-up of the days (``root/roll``), whose ``results.json`` is checked
+    to be the union's, byte for byte; returns it."""
+    files = _write_days(root, pieces)
+    for d, f in enumerate(files):
+        _audit(root / f"a{d}", [f], mode)
+    union_bytes = _audit(root / "union", files, mode)
+    assert _rollup(root / "roll", [root / f"a{d}" for d in range(len(files))]) == union_bytes
+    return union_bytes
+
+
 def _records(folder: Path) -> list:
     """Every record of an output folder's Parquet (``*.parquet`` files anywhere under it) or
     JSON Lines (``part-*.jsonl``) shards, in a canonical order (shard names and row order are the
@@ -192,13 +204,7 @@ def test_keys_repeated_across_days_are_one_warning_per_session_as_in_the_union(t
     roll-up alike: the same ``results.json`` and the same warnings (before: one per repeated qa_id)."""
     s = SESSIONS[0]
     conv = [{**t, "qa_id": f"q{i:02d}"} for i, t in enumerate((s["conversation"] * 12)[:12])]
-    files = _write_days(tmp_path, [[{**s, "conversation": conv}], [{**s, "conversation": conv}]])
-    runs = []
-    for d, f in enumerate(files):
-        _audit(tmp_path / f"a{d}", [f], "frequentist")
-        runs.append(tmp_path / f"a{d}")
-    union_bytes = _audit(tmp_path / "union", files, "frequentist")
-    assert _rollup(tmp_path / "roll", runs) == union_bytes
+    union_bytes = _days_rolled_up(tmp_path, [[{**s, "conversation": conv}], [{**s, "conversation": conv}]], "frequentist")
     assert json.loads(union_bytes)["summary"]["data_quality_by_kind"] == {"duplicate_qa_id": 1, "session_split": 1}
     from fair_forge_beam.reports.load import iter_quality_warnings
 
@@ -209,6 +215,48 @@ def test_keys_repeated_across_days_are_one_warning_per_session_as_in_the_union(t
     (w,) = dup("union")
     assert "12 qa_ids given more than once" in w["message"] and "'q00' (2 times)" in w["message"]
     assert "and 9 more" in w["message"]
+
+
+def test_findings_per_answer_of_a_session_cut_across_days_are_one_warning_as_in_the_union(tmp_path):
+    """Issue 27 + 28 (roll36): the findings made per answer — the reader's ``empty_answer`` and
+    ``numeric_id``, Toxicity's ``answer_truncated`` — are one warning per session and kind. A
+    session cut across two days with such findings on both days is one warning of each kind in the
+    roll-up as in the union audit: the same ``results.json`` and the same warnings, their counts
+    and their first example (before: 2 per kind in the roll-up, one per day's part). The findings
+    travel in the stored per-session state; the first ``answer_truncated`` example is day 1's,
+    whose turns the union numbers otherwise (its element id renumbered as the union names it)."""
+    from fair_forge_beam.metrics.toxicity import MAX_ANALYSIS_CHARS
+    from fair_forge_beam.reports.load import iter_quality_warnings
+
+    long = "a long answer " * (MAX_ANALYSIS_CHARS // 14 + 10)
+    # single-interaction records of session 4242 (a JSON number: numeric_id), turns interleaved across the days
+    # (day 0: turns 1 and 3, day 1: turns 0 and 2): each day numbers its two records 0, 1, the union 0..3
+    answers = {0: "", 1: "", 2: long, 3: long}
+    streamed = {t: {"metadata": {"session_id": 4242, "assistant_id": "bot", "language": "english"}, "turn_index": t,
+                    "batch": {"qa_id": f"q{t}", "query": "How do I bake bread?", "assistant": answers[t]}}
+                for t in range(4)}
+    s = SESSIONS[0]  # a conversation cut over the days, an empty answer and a long one in each part
+    conv = [{**t, "qa_id": f"c{i}", "assistant": ("", long)[i % 2]} for i, t in enumerate((s["conversation"] * 4)[:4])]
+    union_bytes = _days_rolled_up(tmp_path, [[streamed[1], streamed[3], {**s, "conversation": conv[:2]}],
+                                             [streamed[0], streamed[2], {**s, "conversation": conv[2:]}]], "frequentist")
+    kinds = ("answer_truncated", "empty_answer", "numeric_id")
+    assert json.loads(union_bytes)["summary"]["data_quality_by_kind"] == {
+        "answer_truncated": 2, "empty_answer": 2, "numeric_id": 1, "session_split": 1}
+
+    def found(run):
+        return sorted((q["kind"], q["key"], q["message"]) for q in iter_quality_warnings(str(tmp_path / run))
+                      if q["kind"] in kinds)
+
+    assert found("roll") == found("union")
+    by = {(k, key): m for k, key, m in found("union")}
+    assert by[("numeric_id", "4242/bot")].startswith("4 interactions of this session; the first: session_id 4242 at ")
+    assert by[("empty_answer", "4242/bot")].startswith("2 interactions of this session; the first: ")
+    assert by[("answer_truncated", "4242/bot")].startswith(
+        "2 interactions of this session; the first: interaction 4242/bot/2: "), by  # day 1's second record
+    key = f"{s['session_id']}/{s['assistant_id']}"
+    assert by[("answer_truncated", key)].startswith(f"2 interactions of this session; the first: interaction {key}/1: ")
+    assert by[("empty_answer", key)].startswith("2 interactions of this session; the first: ")
+    assert_same_records(tmp_path / "roll", tmp_path / "union")
 
 
 def test_dead_letters_of_a_cut_conversation_are_numbered_as_in_the_union(tmp_path):

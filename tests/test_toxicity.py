@@ -229,7 +229,8 @@ def test_an_answer_cut_before_group_detection_is_told():
     CONVERSATIONS["cut"] = [_ds("c", "a", [long_answer, "alpha people are stupid"])]
     res = _run("cut")
     warnings = [q for q in res.quality if q["kind"] == "answer_truncated"]
-    assert [q["key"] for q in warnings] == ["c/a/0"]
+    assert [q["key"] for q in warnings] == ["c/a"]  # the session's one warning (fix28w), was keyed by the answer
+    assert warnings[0]["message"].startswith("1 interaction of this session: interaction c/a/0: ")
     assert str(len(long_answer)) in warnings[0]["message"] and str(MAX_ANALYSIS_CHARS) in warnings[0]["message"]
     by_id = {r.element_id: r for r in res.interactions}
     assert by_id["c/a/0"].toxic_words == 1  # the lexicon still reads the whole answer

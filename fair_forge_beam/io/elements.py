@@ -12,7 +12,8 @@ from typing import Any, NamedTuple, Optional
 from fair_forge_beam._beam import beam
 
 __all__ = ["Interaction", "DeadLetter", "QualityWarning", "make_element_id", "session_unit_key", "dead_letter", "DEAD", "QUALITY",
-           "SHOWN_REPEATS", "repeats_named"]
+           "SHOWN_REPEATS", "repeats_named", "InteractionWarning", "session_warning", "add_finding", "merge_findings",
+           "findings_warnings", "FindingsFn", "findings_arrow_type", "findings_to_stored", "findings_from_plain"]
 
 
 class Interaction(NamedTuple):
@@ -97,6 +98,113 @@ class QualityWarning(NamedTuple):
     kind: str
     key: str
     message: str
+
+
+class InteractionWarning(NamedTuple):
+    """A data-quality finding about ``n`` interactions of one session (an answer cut for analysis,
+    an empty description, an empty answer, a numeric id), on its way to being the session's one
+    warning of that kind (:func:`session_warning`): a component that finds it per answer emits
+    this, never a :class:`QualityWarning` per answer (issue 28: 100k answers gave 100k warnings).
+
+    The session's findings of a kind travel in its per-session state (:func:`add_finding`: the
+    count and the smallest example, merged in any order): a metric's in the engine's session
+    combine (``MetricSpec.interaction_warnings``), the reader's in its record summary
+    (``io.read.SessionRecordsCombineFn``). Both are stored statistics, so a roll-up merges the
+    parts of a session cut across runs and warns once, as one audit of every run's inputs does.
+
+    ``example``: the finding as said of one interaction; ``element_id`` (``""``: none) is the
+    interaction it names, found in ``example`` (a roll-up renumbers it as it renumbers the turns of
+    a cut session), and orders the examples by turn (the smallest is the session's first)."""
+
+    kind: str
+    session_id: str
+    assistant_id: str
+    language: str
+    n: int
+    example: str
+    element_id: str = ""
+
+
+def session_warning(kind: str, session: str, n: int, example: str) -> QualityWarning:
+    """The session's one :class:`QualityWarning` of ``kind``: how many of its interactions, and
+    the first (smallest) example."""
+    if n == 1:
+        return QualityWarning(kind, session, f"1 interaction of this session: {example}")
+    return QualityWarning(kind, session, f"{n} interactions of this session; the first: {example}")
+
+
+def _turn_of(element_id: str) -> int:
+    """The turn an element id names (``-1``: none): examples are ordered by it, which a roll-up's
+    renumbering of a cut session keeps (a run's turns keep their order in the union's)."""
+    tail = element_id.rpartition("/")[2] if element_id else ""
+    return int(tail) if tail.isdigit() else -1
+
+
+def _first(element_id: str, head: str, tail: str) -> tuple:
+    return (_turn_of(element_id), element_id, head, tail)
+
+
+def add_finding(acc: dict, kind: str, n: int, example: str, element_id: str = "") -> dict:
+    """Add a finding (:class:`InteractionWarning`'s fields) to a session's findings ``acc``
+    (``{kind: (n, first)}``, ``first`` the smallest example as ``(turn, element_id, text before it,
+    text after it)``); returns ``acc``."""
+    head, found, tail = example.partition(element_id) if element_id else (example, "", "")
+    first = _first(element_id if found else "", head, tail)
+    had = acc.get(kind)
+    acc[kind] = (n, first) if had is None else (had[0] + n, min(had[1], first))
+    return acc
+
+
+def merge_findings(accs) -> dict:
+    """Findings accumulators (:func:`add_finding`) merged: counts added, the smallest example kept
+    (any order gives the same result)."""
+    out: dict = {}
+    for acc in accs:
+        for kind, (n, first) in (acc or {}).items():
+            had = out.get(kind)
+            out[kind] = (n, first) if had is None else (had[0] + n, min(had[1], first))
+    return out
+
+
+def findings_warnings(acc: dict, session: str) -> list:
+    """A session's findings (:func:`add_finding`) as its warnings: one per kind (:func:`session_warning`)."""
+    return [session_warning(kind, session, n, f"{head}{element_id}{tail}")
+            for kind, (n, (_, element_id, head, tail)) in sorted((acc or {}).items())]
+
+
+class FindingsFn(beam.CombineFn):
+    """A session's findings (:class:`InteractionWarning`) combined: accumulator and output
+    ``{kind: (n, first)}`` (:func:`add_finding`; any merge order gives the same result)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, w):
+        return add_finding(acc, w.kind, w.n, w.example, w.element_id)
+
+    def merge_accumulators(self, accumulators):
+        return merge_findings(accumulators)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def findings_arrow_type():
+    """The stored type of a session's findings: one struct per kind, its count and its first
+    example (``element_id``: the interaction it names, renumbered by a roll-up; the text before
+    and after it)."""
+    import pyarrow as pa
+
+    return pa.list_(pa.struct([("kind", pa.string()), ("n", pa.int64()), ("element_id", pa.string()),
+                               ("example", pa.string()), ("example_end", pa.string())]))
+
+
+def findings_to_stored(acc: dict) -> list:
+    return [(kind, n, element_id or None, head, tail) for kind, (n, (_, element_id, head, tail)) in sorted(acc.items())]
+
+
+def findings_from_plain(value) -> dict:
+    return {kind: (n, _first(element_id or "", head, tail)) for kind, n, element_id, head, tail in value or ()}
 
 
 #: how many repeated keys one warning names (the others are counted): a session's warning of a kind is
@@ -208,6 +316,11 @@ class DeadLetterCoder(_JsonTupleCoder):
         super().__init__(DeadLetter)
 
 
+class InteractionWarningCoder(_JsonTupleCoder):
+    def __init__(self):
+        super().__init__(InteractionWarning)
+
+
 class QualityWarningCoder(_JsonTupleCoder):
     def __init__(self):
         super().__init__(QualityWarning)
@@ -216,3 +329,4 @@ class QualityWarningCoder(_JsonTupleCoder):
 beam.coders.registry.register_coder(Interaction, InteractionCoder)
 beam.coders.registry.register_coder(DeadLetter, DeadLetterCoder)
 beam.coders.registry.register_coder(QualityWarning, QualityWarningCoder)
+beam.coders.registry.register_coder(InteractionWarning, InteractionWarningCoder)

@@ -55,9 +55,16 @@ from fair_forge_beam.io.elements import (
     DEAD,
     QUALITY,
     Interaction,
+    InteractionWarning,
     QualityWarning,
     dead_letter,
+    findings_arrow_type,
+    findings_from_plain,
+    findings_to_stored,
+    findings_warnings,
     make_element_id,
+    merge_findings,
+    add_finding,
     repeats_named,
 )
 from fair_forge_beam.io import edge
@@ -314,32 +321,41 @@ def _duplicate_qa_warnings(meta: SessionMetadata, qa_counts: dict):
     )
 
 
-def _numeric_id_warnings(raw_header: Any, meta, where: str):
-    """A ``numeric_id`` warning when the record gave ``session_id`` / ``assistant_id`` as a JSON
-    number (read as its decimal text: ``123`` and ``"123"`` are one session)."""
+def _finding(meta, kind: str, n: int, example: str):
+    """A finding about ``n`` interactions of ``meta``'s session, on its way to the session's one
+    warning of ``kind`` (:class:`~fair_forge_beam.io.elements.InteractionWarning`)."""
+    return beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
+        kind, meta.session_id, meta.assistant_id, getattr(meta, "language", None) or "english", n, example))
+
+
+def _numeric_id_warnings(raw_header: Any, meta, where: str, n: int = 1):
+    """A ``numeric_id`` finding about the record's ``n`` interactions when it gave ``session_id`` /
+    ``assistant_id`` as a JSON number (read as its decimal text: ``123`` and ``"123"`` are one
+    session); the session's one warning of the kind counts them."""
     if not isinstance(raw_header, dict):
         return
     numeric = [f"{k} {quoted(raw_header[k])}" for k in ("session_id", "assistant_id")
                if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
     if numeric:
-        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-            "numeric_id", f"{meta.session_id}/{meta.assistant_id}",
+        yield _finding(
+            meta, "numeric_id", n,
             f"{' and '.join(numeric)} at {where} {'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
             f"({', '.join(repr(str(raw_header[k.split()[0]])) for k in numeric)}): a record giving the same id as text "
-            "joins the same session"))
+            "joins the same session")
 
 
 def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
-    """An ``empty_answer`` warning naming the interactions whose answer is empty or only
-    whitespace: they are scored as they are (decision, docs/data.md)."""
+    """An ``empty_answer`` finding about the interactions whose answer is empty or only
+    whitespace: they are scored as they are (decision, docs/data.md); the session's one warning
+    of the kind counts them."""
     if qa_ids:
         shown = ", ".join(repr(q) for q in qa_ids[:5]) + (", ..." if len(qa_ids) > 5 else "")
-        yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-            "empty_answer", f"{meta.session_id}/{meta.assistant_id}",
-            f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: {len(qa_ids)} empty answer(s) "
+        yield _finding(
+            meta, "empty_answer", len(qa_ids),
+            f"session {quoted(meta.session_id)} of assistant {quoted(meta.assistant_id)} at {where}: empty answer(s) "
             f"({shown}); a metric that scores this session scores them as the assistant gave them — no toxic word (not "
             "toxic), no emotion (entropy 0) — and counts them in its rates (one that cannot score the session's "
-            "language dead-letters them with the rest)"))
+            "language dead-letters them with the rest)")
 
 
 class _ParseRecord(beam.DoFn):
@@ -524,8 +540,8 @@ class _ParseRecord(beam.DoFn):
                 _STREAMED, (key, (order, sb.turn_index, tuple(_interaction(meta, sb.batch, 0, event_time, values, qa_id)), 1,
                                   False))
             ),
-            *_numeric_id_warnings(rec.get("metadata"), meta, where),
-            *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where),
+            *_to_session(order[:3], (*_numeric_id_warnings(rec.get("metadata"), meta, where),
+                                     *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where))),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -544,7 +560,6 @@ class _ParseRecord(beam.DoFn):
                 DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
             )
             return
-        yield from _numeric_id_warnings(header, meta, where)
         mask = self._masker()
         values = _slice_values(self.slice_fields, header, mask=mask)
         seen: dict[str, int] = {}
@@ -584,7 +599,9 @@ class _ParseRecord(beam.DoFn):
             _READ_PROGRESS.inc(n_read)
         if bad.count:
             yield beam.pvalue.TaggedOutput(DEAD, bad.dead_letter(header, len(conv), meta, where))
-        yield from _empty_answer_warnings(meta, empty, where)
+        if n_read:  # the record's findings about its interactions: its session's one warning per kind counts them
+            findings = (*_numeric_id_warnings(header, meta, where, n_read), *_empty_answer_warnings(meta, empty, where))
+            yield from findings if self.streaming else _to_session((-1, *position_key), findings)
         if 0 < n_read < len(conv):  # some turns are dead letters: the session is scored on the others
             yield beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
                 "session_kept_in_part", f"{meta.session_id}/{meta.assistant_id}",
@@ -593,6 +610,20 @@ class _ParseRecord(beam.DoFn):
                 f"its other {n_read} interaction(s) are scored and its session statistics rest on them only"))
         if self.streaming:
             yield from _duplicate_qa_warnings(meta, seen)
+
+
+def _to_session(record: tuple, findings: tuple):
+    """A bounded read's findings (``TaggedOutput(QUALITY, InteractionWarning)``) of the record whose
+    key is ``record`` (``(declared turn_index or -1, source, position)``): one element to its
+    session's grouping (:class:`_OrderStreamed`) beside the record's interactions, ``(record,
+    ((kind, n, example), …))`` — a pair, where an interaction is a 5-tuple; plain tuples, encoded
+    5x faster than named ones. There they join the record's entry of the session's record summary
+    (:func:`session_records`), whose one warning per kind (:func:`session_warnings`) the read and
+    a roll-up of a session cut across runs make alike."""
+    if findings:
+        w = findings[0].value
+        yield beam.pvalue.TaggedOutput(_STREAMED, ((w.session_id, w.assistant_id), (
+            record, tuple((out.value.kind, out.value.n, out.value.example) for out in findings))))
 
 
 class _RejectedEntries:
@@ -634,7 +665,7 @@ class _SessionKey(NamedTuple):
 
 def session_numbering(records: dict) -> dict:
     """The first turn slot of each record of one session: ``records`` maps a record key
-    ``(declared turn_index or -1, source, position)`` to ``(n_slots, from_session, items)``
+    ``(declared turn_index or -1, source, position)`` to ``(n_slots, from_session, items, findings)``
     (:func:`session_records`); records are ranked by key and each occupies ``n_slots`` slots
     (a session record: its conversation's length, rejected entries included; a streamed record: 1).
     A turn's index is its record's first slot + its place in the record."""
@@ -645,31 +676,45 @@ def session_numbering(records: dict) -> dict:
     return first
 
 
-def session_records(items) -> dict:
+def session_records(items, findings=()) -> dict:
     """One session's record summary from its parsed items ``(order, given turn, fields, n_slots,
-    from_session)``: record key → ``(n_slots, from_session, [(place in record, qa_id), …])``.
-    What the turn numbering and the session's reader warnings depend on, and what an audit stores
-    for roll-ups (:mod:`fair_forge_beam.io.session_stats`): a roll-up merges the summaries of a
-    session's runs (items appended) and numbers the union as one audit would."""
+    from_session)`` and its records' findings (``(record key, ((kind, n, example), …))``,
+    :func:`_to_session`): record key → ``(n_slots,
+    from_session, [(place in record, qa_id), …], findings)``, ``findings`` the record's findings
+    about its interactions (:func:`~fair_forge_beam.io.elements.add_finding`: per kind, how many and
+    the first example). What the turn numbering and the session's reader warnings depend on, and
+    what an audit stores for roll-ups (:mod:`fair_forge_beam.io.session_stats`): a roll-up merges
+    the summaries of a session's runs (items appended, findings merged) and numbers and warns
+    about the union as one audit would. A finding of a record without an item is left out (that
+    record is no part of the session)."""
     out: dict = {}
     for order, _given, fields, n_slots, from_session in items:
         rk = tuple(order[:3])
-        rec = out.setdefault(rk, (n_slots, from_session, []))
+        rec = out.get(rk)
+        if rec is None:
+            rec = out[rk] = (n_slots, from_session, [], {})
         rec[2].append((order[3], fields[_QA_AT]))
+    for rk, found in findings:
+        rec = out.get(tuple(rk))
+        if rec is not None:
+            for kind, n, example in found:
+                add_finding(rec[3], kind, n, example)
     return out
 
 
 def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
     """The reader's warnings of one session from its record summary (:func:`session_records`):
     ``session_split`` (several session records, or session records and single-interaction
-    records), ``duplicate_qa_id``, ``duplicate_turn_index`` (a declared turn given twice)."""
+    records), ``duplicate_qa_id``, ``duplicate_turn_index`` (a declared turn given twice), and
+    one per kind of its records' findings about their interactions (``empty_answer``,
+    ``numeric_id``: :func:`~fair_forge_beam.io.elements.findings_warnings`)."""
     meta = _SessionKey(session_id, assistant_id)
     seen: dict[str, int] = {}
     explicit: dict[int, int] = {}
     places: list = []
     n_streamed = 0
     for rk in sorted(records):
-        _, from_session, items = records[rk]
+        _, from_session, items, _ = records[rk]
         for _at, qa_id in items:
             seen[qa_id] = seen.get(qa_id, 0) + 1
             if rk[0] != -1 and not from_session:
@@ -698,14 +743,16 @@ def session_warnings(session_id: str, assistant_id: str, records: dict) -> list:
         meta, "duplicate_turn_index", explicit,
         lambda n, named: f"{n} turn_index value{'s' if n > 1 else ''} given more than once: {named}; they are ordered by "
         "file position")]
+    out += findings_warnings(merge_findings(rec[3] for rec in records.values()), f"{session_id}/{assistant_id}")
     return out
 
 
 class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
     """One session's record summaries (:func:`session_records`) merged: the union of the records,
-    each record's items appended. Stored (:mod:`fair_forge_beam.io.session_stats`) as
+    each record's items appended and findings merged. Stored (:mod:`fair_forge_beam.io.session_stats`) as
     ``list<struct<declared, source, position, n_slots, from_session, items: list<struct<at,
-    qa_id>>>>``, one entry per record in key order."""
+    qa_id>>, findings>>`` (``findings``: :func:`~fair_forge_beam.io.elements.findings_arrow_type`),
+    one entry per record in key order."""
 
     def create_accumulator(self):
         return {}
@@ -716,8 +763,13 @@ class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
     def merge_accumulators(self, accumulators):
         out: dict = {}
         for a in accumulators:
-            for rk, (n, fs, items) in a.items():
-                out.setdefault(rk, (n, fs, []))[2].extend(items)
+            for rk, (n, fs, items, findings) in a.items():
+                rec = out.get(rk)
+                if rec is None:
+                    out[rk] = (n, fs, list(items), dict(findings))
+                else:
+                    rec[2].extend(items)
+                    out[rk] = (*rec[:3], merge_findings([rec[3], findings]))
         return out
 
     def extract_output(self, acc):
@@ -729,14 +781,15 @@ class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
         return pa.list_(pa.struct([
             ("declared", pa.int64()), ("source", pa.string()), ("position", pa.int64()), ("n_slots", pa.int64()),
             ("from_session", pa.bool_()), ("items", pa.list_(pa.struct([("at", pa.int64()), ("qa_id", pa.string())]))),
+            ("findings", findings_arrow_type()),
         ]))
 
     def to_stored(self, acc):
-        return [(*rk, n, bool(fs), items) for rk, (n, fs, items) in sorted(acc.items())]
+        return [(*rk, n, bool(fs), items, findings_to_stored(findings)) for rk, (n, fs, items, findings) in sorted(acc.items())]
 
     def from_plain(self, value):
-        return {(declared, source, position): (n_slots, from_session, [tuple(i) for i in items])
-                for declared, source, position, n_slots, from_session, items in value or ()}
+        return {(declared, source, position): (n_slots, from_session, [tuple(i) for i in items], findings_from_plain(found))
+                for declared, source, position, n_slots, from_session, items, found in value or ()}
 
 
 class _OrderStreamed(beam.DoFn):
@@ -759,8 +812,11 @@ class _OrderStreamed(beam.DoFn):
 
     def process(self, kv):
         key, items = kv
-        items = sorted(items, key=lambda it: it[0])
-        records = session_records(items)
+        findings, parsed = [], []  # the records' findings (pairs: _to_session) travel with their interactions
+        for it in items:
+            (findings if len(it) == 2 else parsed).append(it)
+        items = sorted(parsed, key=lambda it: it[0])
+        records = session_records(items, findings)
         first_slot = session_numbering(records)
         for order, given_turn, fields, _, from_session in items:
             # validated when parsed: only the turn index (and so the element id) is set here
@@ -775,6 +831,34 @@ class _OrderStreamed(beam.DoFn):
             yield beam.pvalue.TaggedOutput("session_quality", w)
         for language in sorted({it[2][_LANGUAGE_AT] for it in items}):  # the engine's session keys
             yield beam.pvalue.TaggedOutput("records", ((key[0], key[1], language), records))
+
+
+class _OneWarningPerSession(beam.PTransform):
+    """A streaming read's warnings → the same, with each session's findings of a kind
+    (:class:`~fair_forge_beam.io.elements.InteractionWarning`) made its one warning
+    (:func:`~fair_forge_beam.io.elements.findings_warnings`), per window; other warnings pass
+    unchanged. (A bounded read makes them in its session grouping: :func:`_to_session`.) An
+    unbounded PCollection in the global window with its default trigger cannot be grouped: there
+    each finding is a warning of its own."""
+
+    def expand(self, pcoll):
+        from apache_beam.transforms.window import GlobalWindows
+
+        from fair_forge_beam.io.elements import FindingsFn
+
+        found, others = pcoll | "Split" >> beam.Partition(lambda w, _: 0 if type(w) is InteractionWarning else 1, 2)
+        windowing = pcoll.windowing
+        if not pcoll.is_bounded and isinstance(windowing.windowfn, GlobalWindows) and windowing.is_default():
+            merged = found | "EachAlone" >> beam.FlatMap(
+                lambda w: findings_warnings(add_finding({}, w.kind, w.n, w.example), f"{w.session_id}/{w.assistant_id}"))
+        else:
+            merged = (
+                found
+                | "BySession" >> beam.Map(lambda w: ((w.session_id, w.assistant_id), w)).with_output_types(Any)
+                | "CombinePerSession" >> beam.CombinePerKey(FindingsFn())
+                | "OnePerKind" >> beam.FlatMapTuple(lambda k, acc: findings_warnings(acc, f"{k[0]}/{k[1]}"))
+            )
+        return (others, merged) | "Flatten" >> beam.Flatten()
 
 
 def records_to_interactions(
@@ -802,8 +886,8 @@ def records_to_interactions(
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
-    if streaming:
-        interactions, quality = parsed.main, parsed[QUALITY]
+    if streaming:  # no session grouping: the records' findings are made one warning per session and kind here
+        interactions, quality = parsed.main, parsed[QUALITY] | f"{label}OneWarningPerSession" >> _OneWarningPerSession()
     else:
         ordered = (
             parsed[_STREAMED]

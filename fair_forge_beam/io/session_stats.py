@@ -26,7 +26,8 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
   ``meta_differ`` (bool): the session's metadata slice values, when the run sliced by metadata
   fields (:class:`~fair_forge_beam.engine.MetadataDimsCombineFn`);
 * ``reader``: the reader's record summary of the session (one struct per record: declared turn,
-  source file, position, turn slots, items with their ``qa_id``;
+  source file, position, turn slots, items with their ``qa_id``, the record's findings about its
+  interactions in the type of ``<metric>__findings`` below;
   :class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`): a roll-up numbers a session that
   spans runs as one audit of all their inputs would, and recomputes the reader's warnings;
 * ``<metric>__session``: the metric's session accumulator, typed by its ``CombineFn``
@@ -34,7 +35,15 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
   ``struct<turn_index, weight, entropy, spearman, counts>``, one per interaction; Toxicity's
   ``struct<a: answers, b: toxic answers, counts: map<group index, answers>>``;
 * ``<metric>__cells``: the session's interaction-side statistics (Toxicity's group-fairness and
-  lexicon inputs, one struct per answer), for a metric that has any.
+  lexicon inputs, one struct per answer), for a metric that has any;
+* ``<metric>__findings``: the metric's data-quality findings about the session's interactions
+  (``MetricSpec.interaction_warnings``: Toxicity's ``answer_truncated``, Vision's
+  ``empty_description``), one struct per kind: ``kind``, ``n`` (interactions), the first
+  example (``element_id`` of the interaction it names, renumbered by a roll-up as the turns are;
+  ``example`` and ``example_end``, the text before and after it): a roll-up merges a cut
+  session's parts (counts added, the smaller example kept) and warns once, as one audit of every
+  run's inputs does. The reader's findings (``empty_answer``, ``numeric_id``) are in ``reader``,
+  per record.
 
 A slice row (:func:`slices_schema`, the same key-value metadata): ``slice`` (string: ``overall``,
 ``assistant_id=…``, ``language=…``, ``<metadata field>=…``) and, per stored metric,
@@ -93,12 +102,14 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 7
+STATS_SCHEMA_VERSION = 8
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
 # 6: the manifest lists the size and sha256 of every file a roll-up reads (``files``, issue 28)
 # 7: results.json and the manifest's settings (stats/settings.json) are sealed too (issue 28, trial 28e B4/B6)
+# 8: findings made per interaction are per-session state (issue 28, fix28w; issue 27: a roll-up merges a cut
+#    session's): ``<metric>__findings`` columns, and a ``findings`` list in each record of the reader's summary
 #: the folder of stored statistics under ``--output``, and its session table
 STATS_DIR = "stats"
 SESSIONS_TABLE = "sessions"
@@ -335,6 +346,8 @@ def _columns(layout, slot: int) -> list:
         out.append((f"{spec.name}__session", slot))
     if spec.cell_value is not None:
         out.append((f"{spec.name}__cells", layout.cell_slot(slot)))
+    if layout.findings_slot(slot) is not None:
+        out.append((f"{spec.name}__findings", layout.findings_slot(slot)))
     return out
 
 

@@ -33,7 +33,7 @@ from fair_forge_beam._beam import beam
 
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
-from fair_forge_beam.io.elements import QualityWarning, dead_letter
+from fair_forge_beam.io.elements import InteractionWarning, QualityWarning, dead_letter
 from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.quoting import quoted
@@ -164,10 +164,12 @@ class _ScoreToxicity(beam.DoFn):
             # warning (the session reducer), never one per answer (issue 28)
             n_chars = len(x.assistant or "")
             if n_chars > MAX_ANALYSIS_CHARS:
-                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-                    "answer_truncated", x.element_id,
-                    f"answer of {n_chars} characters: Toxicity's group detection and sentiment read its first "
-                    f"{MAX_ANALYSIS_CHARS} characters (the lexicon reads all of it)")))
+                # one warning per session, counting its answers (MetricSpec.interaction_warnings)
+                out.append(beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
+                    "answer_truncated", x.session_id, x.assistant_id, x.language, 1,
+                    f"interaction {x.element_id}: answer of {n_chars} characters: Toxicity's group detection and "
+                    f"sentiment read the first {MAX_ANALYSIS_CHARS} characters of such answers (the lexicon reads all "
+                    "of it)", x.element_id)))
         if not ok:
             return out
         texts = [(x.assistant or "")[:MAX_ANALYSIS_CHARS] for x, _ in ok]
@@ -642,6 +644,7 @@ class Toxicity(MetricTransform):
                 self._describe(), self.group_set),
             slices=self.slices,
             aux=self._cluster_stage if self.clustering else None,
+            interaction_warnings=True,  # answer_truncated
         )
 
     def _cluster_stage(self, embeddings):

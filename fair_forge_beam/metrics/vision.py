@@ -40,7 +40,7 @@ import numpy as np
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.similarity import SimilarityScorer
-from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.io.elements import Interaction, InteractionWarning, dead_letter
 from fair_forge_beam.engine import (
     DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
@@ -107,8 +107,11 @@ class _ScoreFrames(beam.DoFn):
             if gt is None or not str(gt).strip():
                 out.append(self._dead(x, "frame has no reference description (ground_truth_assistant is missing or empty): nothing to compare with"))
             elif not (x.assistant or "").strip():
-                out.append(beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
-                    "empty_description", x.element_id, "the model's description of this frame is empty: scored 0.0 (counts as a hallucination)")))
+                # one warning per session, counting its frames (MetricSpec.interaction_warnings)
+                out.append(beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
+                    "empty_description", x.session_id, x.assistant_id, x.language, 1,
+                    f"frame {x.element_id}: the model's description of the frame is empty: scored 0.0 (counts as a "
+                    "hallucination)", x.element_id)))
                 out.append(self._score(x, 0.0))
             else:
                 todo.append(x)
@@ -310,6 +313,7 @@ class Vision(MetricTransform):
                 BootstrapMeanCombineFn(1, self.max_units), RateCombineFn(), MinMaxCombineFn()),
             estimator=_SliceEstimator(self.mode, self.threshold, self.max_units, self.scorer.name),
             slices=self.slices,
+            interaction_warnings=True,  # empty_description
         )
 
     @classmethod
