@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int
+from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int, user_path
 from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
@@ -131,6 +131,12 @@ def normalise_template_args(parser: argparse.ArgumentParser, argv: Sequence[str]
 
 
 def _resolve(path: str, base: Optional[str]) -> str:
+    """A config file's path value: ``~`` expanded (:func:`~fair_forge_beam.options.user_path`), then a
+    local relative path taken relative to the file's folder ``base``.
+
+    Raises:
+        argparse.ArgumentTypeError: ``~user`` of an unknown user."""
+    path = user_path(path)
     if base is None or "://" in path or os.path.isabs(path):
         return path
     return os.path.normpath(os.path.join(base, path))
@@ -305,7 +311,10 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
                 raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {quoted(v)}")
             v = str(v).lower() if isinstance(v, bool) else str(v)
             if name in PATH_OPTIONS:
-                v = _resolve(v, base)
+                try:
+                    v = _resolve(v, base)
+                except argparse.ArgumentTypeError as exc:
+                    raise ConfigError(f"{where}: {exc}") from None
             job.append(f"--{name}={v}")
     beam_opts = config.get("beam", {})
     if not isinstance(beam_opts, dict):
@@ -343,7 +352,7 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     # the command's own name and one-line error ("--config" without a value), not "audit.py: error";
     # every other option is the command parser's to check
     pre = OneLineErrorParser(prog=parser.prog, add_help=False, allow_abbrev=False, passes_on=lambda flag: True)
-    pre.add_argument("--config")
+    pre.add_argument("--config", type=user_path)
     pre.add_argument("--input", action="append")
     known, _ = pre.parse_known_args(argv)
     if not known.config:

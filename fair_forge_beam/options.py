@@ -112,6 +112,33 @@ NUMBER_PATTERN = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 NUMBER_RULE = "an optional sign + or - first, then the digits 0-9"
 
 
+def user_path(text: str) -> str:
+    """The value of an option that names a file or folder, a leading ``~`` or ``~user`` expanded as a
+    shell expands it (``os.path.expanduser``): a quoted ``--output '~/x'`` (trial 28f B8), a
+    ``--config`` file's ``output = "~/x"`` or a value from a scheduler that runs no shell made a folder
+    literally named ``~``. Every path-valued option of every command parses its value with it (an
+    :class:`Option` with ``path`` or ``file``; the commands' own path arguments); a ``--config``
+    file's path values too (:func:`fair_forge_beam.audit_config.config_to_argv`). A value not
+    starting with ``~`` is returned as it is (``./~x`` names a file ``~x`` here).
+
+    Raises:
+        argparse.ArgumentTypeError: ``~user`` of a user this machine does not know, or ``~`` with
+            no home folder (no ``HOME`` and no password entry): one line, the way out named.
+    """
+    import os
+
+    if not isinstance(text, str) or not text.startswith("~"):
+        return text
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        user = text[1:].split("/", 1)[0].split(os.sep, 1)[0]
+        who = f"there is no user {quoted(user)} on this machine" if user else "this user has no home folder (HOME is unset)"
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)}: {who}, so {quoted('~' + user)} names no home folder; write the path in full (or "
+            f"./{text} for a file or folder whose name starts with ~)")
+    return expanded
+
+
 def _plain(exc: BaseException) -> str:
     """``exc`` in plain words (:func:`fair_forge_beam.plain.plain_reason`: no class name, no errno)."""
     from fair_forge_beam.plain import plain_reason
@@ -269,7 +296,11 @@ class Option:
             when the value is parsed and by :func:`validate`.
         feeds: ``"module:Callable.argument"`` constructor arguments the value is passed to.
         template: a :class:`Template`, or the reason the option is not a template parameter.
-        path: a local relative path in a config file is taken relative to the file's folder.
+        path: a local relative path in a config file is taken relative to the file's folder
+            (implies ``file``).
+        file: the value names a file or folder (or a glob of them): a leading ``~`` / ``~user`` is
+            expanded where the value is parsed (:func:`user_path`), on the command line and in a
+            config file alike.
         in_config: a config file may set it (``[options]`` or a top-level key).
         config_keys: top-level keys of a config file that set it (``inputs``, ``metrics`` ...).
         default_from: an unset value takes the value of this option (``judge-api-key-env``), read
@@ -294,6 +325,7 @@ class Option:
     feeds: tuple[str, ...] = ()
     template: Any = None
     path: bool = False
+    file: bool = False
     in_config: bool = True
     config_keys: tuple[str, ...] = ()
     default_from: Optional[str] = None
@@ -339,6 +371,8 @@ class Option:
             kwargs["action"] = "append"
         if self.parse is not None:
             kwargs["type"] = self.parse
+        elif self.path or self.file:
+            kwargs["type"] = user_path
         elif self.type is not str:
             kwargs["type"] = (number_type(self.type, self.valid) if self.valid is not None
                               else {int: strict_int, float: strict_float}.get(self.type, self.type))
@@ -1036,7 +1070,7 @@ GROUPS: tuple[Group, ...] = (
         _reply_limit("guardian"),
     )),
     Group("Regulatory (uses the --judge-* options)", (
-        Option("regulatory-corpus", metavar="PATH", default="airline",
+        Option("regulatory-corpus", file=True, metavar="PATH", default="airline",
                help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
                     "tau-bench airline policy; 'callcenter')",
                template=Template("TEXT", _WORD, "airline")),
@@ -1080,7 +1114,7 @@ GROUPS: tuple[Group, ...] = (
         Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
                per_command={"optimize": {"help": "the prompt to improve", "default_note": "required, or --seed-prompt-file"}},
                template="free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file"),
-        Option("seed-prompt-file", metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
+        Option("seed-prompt-file", file=True, metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
                per_command={"optimize": {"help": "file holding the prompt to improve"}},
                template=Template("TEXT", _WORD, "gs://bucket/prompt.txt")),
         Option("prompt-k", valid=Range(1, 1000), type=int, default=10, feeds=(f"{_PE}.k",),
@@ -1140,7 +1174,7 @@ GROUPS: tuple[Group, ...] = (
         Option("timestamp-policy", default="dead_letter", choices=("dead_letter", "processing_time"),
                help="a record without a readable timestamp: reject it (dead_letter) or use the processing time",
                template=Template("ENUM", "^(dead_letter|processing_time)$", "dead_letter")),
-        Option("watch", metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB",
+        Option("watch", file=True, metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB",
                template=Template("TEXT", _WORD, "gs://bucket/incoming/*.jsonl")),
         Option("watch-interval", default="10s", metavar="DURATION", help="time between two matches of --watch",
                template=Template("TEXT", _WORD, "10s")),
@@ -1168,7 +1202,7 @@ GROUPS: tuple[Group, ...] = (
     Group("report", (
         Option("no-report", type=bool, help="do not write report.html",
                template=Template("BOOLEAN", _BOOL_RE, "true")),
-        Option("compare", metavar="RUN_DIR", default_note="no comparison",
+        Option("compare", file=True, metavar="RUN_DIR", default_note="no comparison",
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
                template=Template("TEXT", _WORD, "gs://bucket/audits/2026-11-29")),
@@ -1191,7 +1225,7 @@ GROUPS: tuple[Group, ...] = (
                template="prints the version and exits: not a job parameter"),
     )),
     Group("scheduled audits (config file and gates; exit code 3 when a gate fails)", (
-        Option("config", metavar="TOML", in_config=False, default_note="no config file",
+        Option("config", file=True, metavar="TOML", in_config=False, default_note="no config file",
                help="audit config file (TOML: inputs, metrics, mode, seed, slices, output, [options], [beam], gates); "
                     "an option the command line also gives replaces the file's value (inputs too), and an option "
                     "given twice on the command line is a usage error",

@@ -200,17 +200,17 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.options import OneLineErrorParser, beam_option
+    from fair_forge_beam.options import OneLineErrorParser, beam_option, user_path
 
     p = OneLineErrorParser(
         prog="fair-forge-beam rollup", allow_abbrev=False, passes_on=beam_option,
         description="Merge the stored statistics (stats/) of earlier audits or roll-ups into one result, as if one "
                     "audit had read all their inputs, without reading any raw log. Unknown --options are Beam's.")
-    p.add_argument("--from", dest="runs", action="append", required=True, metavar="PATTERN",
+    p.add_argument("--from", dest="runs", action="append", required=True, metavar="PATTERN", type=user_path,
                    help="run folders to merge (a glob, quoted; repeatable), e.g. 'audits/2026-12-0*'")
-    p.add_argument("--output", required=True, metavar="DIR", help="the roll-up's output folder (an audit's layout)")
+    p.add_argument("--output", required=True, metavar="DIR", type=user_path, help="the roll-up's output folder (an audit's layout)")
     p.add_argument("--gate", action="append", metavar="GATE", help="a gate, as in the audit (repeatable)")
-    p.add_argument("--baseline", metavar="RUN_DIR",
+    p.add_argument("--baseline", metavar="RUN_DIR", type=user_path,
                    help="the run regression gates and 'coverage assistants_of_baseline' compare with (an audit "
                         "or a roll-up), as in the audit")
     p.add_argument("--quiet", action="store_true", help="print nothing but gate failures and errors (as the audit's --quiet)")

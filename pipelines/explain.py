@@ -47,14 +47,14 @@ def load_hf(name: str, seed: int = 0):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.options import OneLineErrorParser, beam_option
+    from fair_forge_beam.options import OneLineErrorParser, beam_option, user_path
     from fair_forge_beam.progress import cli_logging
 
     cli_logging()
     parser = OneLineErrorParser(prog="fair-forge-beam-explain", passes_on=beam_option, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", required=True, metavar="FILE", help="JSON Lines of {id, prompt, target[, method, granularity]}")
-    parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--model", required=True, help="local folder or hub name of a causal LM ('tiny-random': built-in test model)")
+    parser.add_argument("--input", required=True, metavar="FILE", type=user_path, help="JSON Lines of {id, prompt, target[, method, granularity]}")
+    parser.add_argument("--output", required=True, metavar="DIR", type=user_path, help="output folder")
+    parser.add_argument("--model", required=True, type=user_path, help="local folder or hub name of a causal LM ('tiny-random': built-in test model)")
     parser.add_argument("--method", default="Lime", choices=METHODS, help="attribution method (default: Lime)")
     parser.add_argument("--granularity", default="word", choices=("token", "word", "sentence"), help="(default: word)")
     from fair_forge_beam.options import Range, number_type, option

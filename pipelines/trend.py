@@ -24,7 +24,7 @@ PROG = "fair-forge-beam trend"
 
 
 def build_parser():
-    from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.options import OneLineErrorParser, user_path
     from fair_forge_beam.reports.trend import DEFAULT_SLICES
 
     p = OneLineErrorParser(
@@ -32,10 +32,10 @@ def build_parser():
         description="The trend report over many runs: per assistant and headline estimate, each run's value and "
                     "interval over time, the credible changes between consecutive runs, coverage per run. "
                     "Writes trend.html and trend.json.")
-    p.add_argument("patterns", nargs="+", metavar="PATTERN",
+    p.add_argument("patterns", nargs="+", metavar="PATTERN", type=user_path,
                    help="run folders (audits or roll-ups: folders holding results.json), their results.json, or "
                         "glob patterns of either; quote globs ('audits/*') or let the shell expand them")
-    p.add_argument("--output", default=".", metavar="DIR",
+    p.add_argument("--output", default=".", metavar="DIR", type=user_path,
                    help="folder for trend.html and trend.json, created when missing (default: the current folder); "
                         "skipped when a pattern matches it")
     p.add_argument("--slices", default=",".join(DEFAULT_SLICES), metavar="DIMS",

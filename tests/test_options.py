@@ -36,9 +36,10 @@ def test_parser_is_the_declarations():
         if o.type is bool:
             assert a.nargs == 0 and a.default is False
             continue
-        from fair_forge_beam.options import strict_float, strict_int
+        from fair_forge_beam.options import strict_float, strict_int, user_path
 
-        parse = o.parse or {int: strict_int, float: strict_float}.get(o.type, o.type)  # numbers: ASCII digits only
+        # numbers: ASCII digits only; a file or folder: ~ expanded (fix28z, trial 28f B8)
+        parse = o.parse or (user_path if o.path or o.file else {int: strict_int, float: strict_float}.get(o.type, o.type))
         assert a.default == o.default and (getattr(a.type, "base", a.type) or str) is parse, dest
         assert getattr(a.type, "valid", None) is o.valid, dest  # a numeric option's range is enforced by its parser
         assert list(a.choices or ()) == list(o.choices), dest

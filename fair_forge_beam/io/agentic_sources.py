@@ -493,15 +493,15 @@ def agentic_retriever(fmt: str, inputs: Sequence[str], max_record_bytes: Optiona
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Converter: ``python -m fair_forge_beam.io.agentic_sources {tau_bench,bfcl} INPUT OUTPUT.jsonl``."""
-    from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.options import OneLineErrorParser, user_path
 
     p = OneLineErrorParser(prog="python -m fair_forge_beam.io.agentic_sources", description=main.__doc__)
     p.add_argument("format", choices=sorted(AGENTIC_INPUT_FORMATS))
-    p.add_argument("input", help="input file or glob")
-    p.add_argument("output", help="JSONL file of sessions in our schema ('-' = stdout)")
+    p.add_argument("input", type=user_path, help="input file or glob")
+    p.add_argument("output", type=user_path, help="JSONL file of sessions in our schema ('-' = stdout)")
     p.add_argument("--assistant-id", default="gpt-4o", help="τ-bench: assistant_id of every session")
-    p.add_argument("--answers", help="BFCL: ground-truth file (default possible_answer_<name> next to the input)")
-    p.add_argument("--tools-used", default="ground_truth", help="BFCL: ground_truth, none or a result file")
+    p.add_argument("--answers", type=user_path, help="BFCL: ground-truth file (default possible_answer_<name> next to the input)")
+    p.add_argument("--tools-used", default="ground_truth", type=user_path, help="BFCL: ground_truth, none or a result file")
     args = p.parse_args(argv)
     from fair_forge_beam.io.paths import check_output_file
 

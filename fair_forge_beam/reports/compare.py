@@ -384,14 +384,14 @@ def _run_paths(runs: Sequence[str]) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from fair_forge_beam.options import OneLineErrorParser
+    from fair_forge_beam.options import OneLineErrorParser, user_path
     from fair_forge_beam.plain import plain_reason
 
     p = OneLineErrorParser(prog="python -m fair_forge_beam.reports.compare",
                                 description="Compare two fair_forge_beam runs (current − baseline).")
-    p.add_argument("current", help="run folder (or results.json) judged")
-    p.add_argument("baseline", help="run folder (or results.json) compared with")
-    p.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    p.add_argument("current", type=user_path, help="run folder (or results.json) judged")
+    p.add_argument("baseline", type=user_path, help="run folder (or results.json) compared with")
+    p.add_argument("--json", metavar="PATH", type=user_path, help="also write the comparison as JSON")
     p.add_argument("--all", action="store_true", help="list every row, not only detectable differences")
     args = p.parse_args(argv)
     for name in ("current", "baseline", "json"):
