@@ -1622,6 +1622,103 @@ def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequenc
     unknown = unknown_beam_options(beam_args)
     if unknown:
         parser.error(leftover_message(parser, unknown, beam=True))
+    problem = beam_options_problem(beam_args)
+    if problem:
+        parser.error(problem)
+
+
+#: Beam's validation messages (``PipelineOptionsValidator``) that name an option by its bare name,
+#: reworded to name the flag the user gives
+_BEAM_MISSING = ((re.compile(r"^Missing required option: (\w+)\.?$"), r"--\1 is missing"),
+                 (re.compile(r"^Missing GCS path option: (\w+)\.?$"), r"--\1 is missing (a gs://bucket/folder path)"))
+
+
+def beam_options_problem(beam_args: Sequence[str]) -> Optional[str]:
+    """Why the pipeline options in ``beam_args`` would not make a pipeline (one line), or ``None``:
+    checked before any work starts, by every command that passes options to Beam
+    (:func:`reject_unknown_arguments`). Before (trial 28f B7) ``--runner DataflowRunner`` without
+    ``--project`` / ``--region`` / ``--temp_location`` was a 40-line traceback from ``beam.Pipeline``.
+
+    What is checked: the runner can be made (:func:`check_runner`: an unknown name, the nearest one
+    offered); Beam's own validation (``PipelineOptionsValidator``, what ``beam.Pipeline`` runs when it
+    is built) of the options as the pipeline will have them (:func:`~fair_forge_beam.beam_pipeline.pipeline_options`),
+    run with no network and no credentials: in Beam's dry-run mode (no bucket's soft-delete policy
+    is looked up) and without creating Beam's default Cloud Storage bucket, so on Dataflow
+    ``--temp_location`` (or ``--staging_location``) must be given; and the address of a cluster
+    (``--flink_master``, ``--job_endpoint``, ``--spark_rest_url``), which Beam hands to its job
+    server unchecked (:func:`_address_problem`). Beam's messages are kept, a missing option named
+    by its flag (``--project is missing``), all of them joined in the line."""
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions, TestOptions
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+    from apache_beam.runners.runner import create_runner
+
+    options = pipeline_options(list(beam_args))  # a copy: the validator sets values (a default region)
+    runner = options.view_as(StandardOptions).runner
+    if isinstance(runner, str):
+        try:
+            check_runner(runner)
+        except ValueError as exc:
+            return f"Beam pipeline option --runner: {exc}"
+        runner = create_runner(runner)
+    options.view_as(TestOptions).dry_run = True  # Beam's own switch: no bucket looked up on Cloud Storage
+    make_bucket = GoogleCloudOptions.__dict__.get("_create_default_gcs_bucket")
+    GoogleCloudOptions._create_default_gcs_bucket = lambda self: None  # Beam would create one: network, credentials
+    try:
+        errors = PipelineOptionsValidator(options, runner).validate()
+    except Exception as exc:  # noqa: BLE001 - a validator that fails on a value: Beam's words
+        errors = [_plain(exc)]
+    finally:
+        if make_bucket is None:
+            del GoogleCloudOptions._create_default_gcs_bucket
+        else:
+            GoogleCloudOptions._create_default_gcs_bucket = make_bucket
+    values = options.get_all_options()
+    for option in ("flink_master", "job_endpoint", "spark_rest_url"):
+        problem = _address_problem(option, values.get(option))
+        if problem:
+            errors.append(problem)
+    if not errors:
+        return None
+    shown = []
+    for e in errors:
+        e = " ".join(str(e).split()).rstrip(".")
+        for pattern, words in _BEAM_MISSING:
+            e = pattern.sub(words, e)
+        if e not in shown:
+            shown.append(e)
+    if "--temp_location is missing (a gs://bucket/folder path)" in shown:  # staging_location defaults to it
+        shown = [e for e in shown if not e.startswith("--staging_location is missing")]
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return (f"Beam pipeline options: the {name} would refuse them: {'; '.join(shown)} (checked before anything "
+            "runs; docs/runners.md)")
+
+
+def _address_problem(option: str, address: Optional[str]) -> Optional[str]:
+    """Why ``address``, the value of the cluster address ``--<option>``, is not a host and port (one
+    clause), or ``None`` (not given, or a name Beam gives a meaning: ``[local]``, ``[auto]``,
+    ``embed``). ``--job_endpoint`` needs a port; ``--flink_master`` and ``--spark_rest_url`` may
+    have an ``http://`` or ``https://`` scheme."""
+    from urllib.parse import urlsplit
+
+    if address is None or address in ("[local]", "[auto]", "embed"):
+        return None
+    text = str(address).strip()
+    web = option != "job_endpoint"
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", text)
+    if scheme and not (web and scheme.group(1).lower() in ("http", "https")):
+        return (f"--{option} {quoted(address)}: the scheme {quoted(scheme.group(1))} is not one it takes "
+                f"({'http:// or https://, or none' if web else 'none'}); write host:port")
+    try:
+        parts = urlsplit(text if scheme else "//" + text)
+        port = parts.port  # ValueError: not a number in 0..65535
+    except ValueError as exc:
+        return f"--{option} {quoted(address)}: {_plain(exc)}; write host:port"
+    if not parts.hostname or (parts.path not in ("", "/")) or " " in text:
+        return f"--{option} {quoted(address)}: not a host and port; write host:port (e.g. localhost:8081)"
+    if port is None and not web:
+        return f"--{option} {quoted(address)}: no port; write host:port (e.g. localhost:8099)"
+    return None
 
 
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:

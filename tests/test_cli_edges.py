@@ -167,8 +167,11 @@ LOCAL_RUNNERS = {  # the workers read this environment, or one started from it (
                                         "--environment_type=LOOPBACK"],
 }
 REMOTE_RUNNERS = {
-    "dataflow": (["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"], "the Dataflow workers"),
-    "flex template": (["--runner=DataflowRunner", "--template_location=gs://b/t.json"], "a Flex Template launch"),
+    # options Beam's validation accepts (fix28z: a project 'p', or no --temp_location, is a usage error now)
+    "dataflow": (["--runner", "DataflowRunner", "--project", "my-project", "--region", "europe-west1",
+                  "--temp_location", "gs://my-bucket/tmp"], "the Dataflow workers"),
+    "flex template": (["--runner=DataflowRunner", "--template_location=gs://b/t.json", "--project=my-project",
+                       "--region=europe-west1", "--temp_location=gs://my-bucket/tmp"], "a Flex Template launch"),
     "flink cluster": (["--runner=FlinkRunner", "--flink_master=flink.example.com:8081"],
                       "the cluster at flink.example.com (--flink_master)"),
     "job server elsewhere": (["--runner=PortableRunner", "--job_endpoint=10.1.2.3:8099"], "the cluster at 10.1.2.3"),
