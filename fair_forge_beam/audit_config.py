@@ -209,10 +209,12 @@ def load_config(path: str) -> dict:
         ConfigError: missing file or invalid TOML (with line and column).
     """
     from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
-    from fair_forge_beam.io.edge import SideFileTooLarge, read_side_file  # read whole, bounded, any filesystem
+    from fair_forge_beam.io.edge import NotARegularFile, SideFileTooLarge, read_side_file  # read whole, bounded, any filesystem
 
-    try:
-        raw = read_side_file(path, "--config", pipe=True)  # --config <(...): a pipe
+    try:  # --config <(...): the shell's pipe is read; a named FIFO, socket or device is refused before it is opened
+        raw = read_side_file(path, "--config", pipe=True)
+    except NotARegularFile as exc:
+        raise ConfigError(f"{exc} (a FIFO nobody writes to would be waited on for ever; --config <(...) is read)") from None
     except SideFileTooLarge as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"

@@ -355,21 +355,25 @@ def test_a_run_file_that_is_not_a_regular_file_is_one_line(tmp_path, kind):
 
 def test_a_config_read_from_a_pipe_still_works(tmp_path):
     """``--config <(...)`` (process substitution: a pipe) stays accepted: only run folders' files
-    must be regular files."""
+    must be regular files. The shell hands ``/dev/fd/N``, a pipe whose writer it started; a named
+    FIFO is refused before it is opened since fix28z (nobody may ever write to it:
+    tests/test_cli_config_fifo.py), so the pipe here is the shell's kind, written by a thread."""
     import threading
 
     from fair_forge_beam.audit_config import load_config
 
-    fifo = tmp_path / "cfg.toml"
-    os.mkfifo(fifo)
+    r, w = os.pipe()
 
     def write():
-        with open(fifo, "w", encoding="utf-8") as f:
+        with os.fdopen(w, "w", encoding="utf-8") as f:
             f.write("seed = 7\n")
 
     t = threading.Thread(target=write, daemon=True)
     t.start()
-    assert load_config(str(fifo))["seed"] == 7
+    try:
+        assert load_config(f"/dev/fd/{r}")["seed"] == 7
+    finally:
+        os.close(r)
     t.join(5)
 
 

@@ -1014,8 +1014,8 @@ def open_input(path: str, compression: str = "auto", xz_memlimit: Optional[int] 
         import stat as _stat
 
         mode = os.stat(path).st_mode
-        if not (_stat.S_ISDIR(mode) or (pipe and _stat.S_ISFIFO(mode))):  # a folder: the filesystem's own error
-            raise OSError(f"{path} is {file_kind(mode)}, not a regular file; not read") from None
+        if not (_stat.S_ISDIR(mode) or (pipe and _stat.S_ISFIFO(mode) and is_process_pipe(path))):
+            raise OSError(f"{path} is {file_kind(mode)}, not a regular file; not read") from None  # a folder: the filesystem's own error
     kind = CompressionTypes.detect_compression_type(path) if compression == CompressionTypes.AUTO else compression
     if not CompressionTypes.is_valid_compression_type(kind):
         raise ValueError(f"unknown compression type {quoted(compression)}")
@@ -1069,8 +1069,9 @@ def read_side_file(path, what: str, limit: Optional[int] = None, pipe: bool = Fa
 
     A local FIFO, socket or device is refused before it is opened (:func:`check_regular_file`):
     opening a FIFO waited for a writer forever (issue 28, trial 28f B11: ``--emotion-lexicon-csv
-    FIFO`` hung the audit); ``pipe``: a pipe is read (``--config <(...)``, process substitution). A
-    directory gets the filesystem's own error when opened.
+    FIFO`` hung the audit); ``pipe``: a pipe the shell hands the process is read (``--config <(...)``,
+    process substitution: :func:`is_process_pipe`), a named FIFO is still refused (fix28z: ``--config
+    FIFO`` that nobody writes to waited for ever). A directory gets the filesystem's own error when opened.
 
     Raises:
         NotARegularFile (a ``ValueError``): one line naming ``what``, the path and what it is.
@@ -1094,7 +1095,7 @@ def _check_side_path(path, what: str, pipe: bool = False) -> None:
         check_regular_file(path, what)
     except NotARegularFile:
         mode = os.stat(str(path)).st_mode
-        if not (stat.S_ISDIR(mode) or (pipe and stat.S_ISFIFO(mode))):
+        if not (stat.S_ISDIR(mode) or (pipe and stat.S_ISFIFO(mode) and is_process_pipe(path))):
             raise
 
 
@@ -1174,6 +1175,17 @@ def check_regular_file(path, what: str) -> None:
         return
     if not stat.S_ISREG(mode):
         raise NotARegularFile(f"{what}: {path} is {file_kind(mode)}, not a regular file; not read")
+
+
+def is_process_pipe(path) -> bool:
+    """Whether the local ``path`` (a FIFO by ``os.stat``) is a pipe the shell handed this process —
+    process substitution, ``--config <(cat a.toml)``: ``/dev/fd/N`` or ``/proc/<pid>/fd/N``, whose
+    writer the shell started — and not a named FIFO on a filesystem, which nobody may ever open for
+    writing: opening it for reading waits for a writer for ever (fix28z). Told by where the path
+    leads: a named FIFO is a file of a folder; ``/dev/fd/N`` leads to ``/proc/<pid>/fd/pipe:[…]``,
+    nothing on a filesystem. (A shell without ``/dev/fd`` makes a named FIFO for ``<(...)``: refused.)"""
+    real = os.path.realpath(str(path))
+    return real.startswith(("/dev/fd/", "/proc/")) or not os.path.lexists(real)
 
 
 def file_kind(mode: int) -> str:
