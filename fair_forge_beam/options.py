@@ -139,6 +139,63 @@ def user_path(text: str) -> str:
     return expanded
 
 
+#: Python parameters of the library that its errors name, which no option is called, and what each
+#: command line offers instead: ``{parameter: {command's prog or "*": an option, or the clause that
+#: replaces "pass <parameter>" when the command has none}}``. Parameters an option feeds
+#: (:attr:`Option.feeds`) are added by :func:`api_parameters`. Trial 28f B15: ``--input-format
+#: bfcl`` said "pass answers_path", which the audit has no option for.
+API_PARAMETERS: dict[str, dict[str, str]] = {
+    "answers_path": {
+        "python -m fair_forge_beam.io.agentic_sources": "--answers",
+        "*": ("name each answer file possible_answer_<name> next to its question file (this command has no option for "
+              "another name: convert first with python -m fair_forge_beam.io.agentic_sources bfcl QUESTIONS OUT.jsonl "
+              "--answers FILE, or use the Python API's answers_path; docs/metrics/agentic.md)"),
+    },
+    "file_format": {"*": "--input-format"},
+    "file_patterns": {"*": "--input"},
+}
+
+
+@functools.lru_cache(maxsize=1)
+def api_parameters() -> dict[str, dict[str, str]]:
+    """:data:`API_PARAMETERS` and, for every option of every command that feeds one library
+    parameter whose name holds an ``_`` (:attr:`Option.feeds`: ``max_record_bytes`` →
+    ``--max-record-bytes``), that parameter → the option; a parameter two options feed
+    (``api_key_env``) is left out: which one a message means is not known."""
+    fed: dict[str, set] = {}
+    for command in (*COMMANDS, "audit"):
+        for o in command_options(command).values():
+            for target in o.feeds:
+                arg = target.rsplit(".", 1)[-1]
+                if "_" in arg:
+                    fed.setdefault(arg, set()).add(o.flag)
+    out = {arg: {"*": flags.pop()} for arg, flags in fed.items() if len(flags) == 1}
+    out.update(API_PARAMETERS)
+    return out
+
+
+def command_line_words(message: str, prog: str = "") -> str:
+    """``message`` (a library error shown by command ``prog``) with each Python parameter of
+    :func:`api_parameters` it names — a whole word, not quoted, not part of a dotted name or a
+    path — replaced by what the command line offers: the option (``file_format must be …`` →
+    ``--input-format must be …``), or, when this command has none, ``pass <parameter>`` by the
+    clause of how to do without it. The one place where the command line translates the
+    library's words (:meth:`OneLineErrorParser.error`)."""
+    if "_" not in message:
+        return message
+    table = api_parameters()
+    for name in set(re.findall(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+", message)) & set(table):
+        offers = table[name]
+        instead = offers.get(prog, offers["*"])
+        word = re.compile(r"(?<![\w.\-/'\"`])(?:(pass|give|set) )?" + re.escape(name) + r"(?![\w\-/'\"`])")
+        if instead.startswith("--"):
+            message = word.sub(lambda m: (m.group(1) + " " if m.group(1) else "") + instead, message)
+        else:
+            message = word.sub(lambda m: instead if m.group(1) else f"{name} (no option of this command: {instead})",
+                               message)
+    return message
+
+
 def _plain(exc: BaseException) -> str:
     """``exc`` in plain words (:func:`fair_forge_beam.plain.plain_reason`: no class name, no errno)."""
     from fair_forge_beam.plain import plain_reason
@@ -438,7 +495,9 @@ class OneLineErrorParser(ChoiceHintParser):
         from fair_forge_beam.plain import shown_text
 
         # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7); a value
-        # quoted back holds no URL credentials
+        # quoted back holds no URL credentials; a library's Python parameter named as this command's
+        # option, or how to do without one (trial 28f B15: "pass answers_path")
+        message = command_line_words(str(message), self.prog)
         one_line = re.sub(r"\n[ \t]+", "; ", mask_line(shown_text(message)).strip()).replace(":; ", ": ")
         one_line = " ".join(one_line.splitlines())
         self.exit(2, f"{self.prog}: error: {one_line} (every option: {self.prog} --help)\n")

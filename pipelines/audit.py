@@ -242,6 +242,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
 
             if not args.window:
                 raise ValueError("a streaming source needs --window (e.g. --window fixed:1h)")
+            if args.input_format in ("tau_bench", "bfcl"):  # was the reader's "file_format must be …" (B15)
+                raise ValueError(f"--input-format {args.input_format} is read by a batch audit only; a windowed or "
+                                 "streaming run reads auto, json, jsonl or parquet: drop --window, or convert first "
+                                 f"(python -m fair_forge_beam.io.agentic_sources {args.input_format} IN OUT.jsonl)")
             if gates:
                 raise ValueError("gates apply to batch audits (results.json); a windowed run writes per-window "
                                  "results and evaluates no gate: drop --gate / the config's gates, or --window")
