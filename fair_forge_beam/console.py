@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-__all__ = ["OutputFolderError", "entry_point", "environment_failure", "guarded", "interruption", "safe_streams", "say",
+__all__ = ["OutputFolderError", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say",
            "uninterrupted", "note_stage", "forget_stage", "note_published", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
@@ -465,6 +465,35 @@ def environment_failure(exc: BaseException) -> Optional[str]:
     return None
 
 
+#: Beam's start of a portable runner (Flink, Spark, a job endpoint): its job server started from a jar
+#: (downloaded if absent), a subprocess, or a job service connected to. A failure raised through
+#: these frames is the machine's or the cluster's (a jar the repository does not serve, an address
+#: nobody answers at), before any data was read.
+_RUNNER_START_FILES = ("apache_beam/runners/portability/job_server.py", "apache_beam/utils/subprocess_server.py")
+_RUNNER_START_FUNCTIONS = {("apache_beam/runners/portability/portable_runner.py", "create_job_service")}
+
+
+def runner_start_failure(exc: BaseException) -> Optional[str]:
+    """One line for a run whose runner could not start (trial 28f: ``--runner FlinkRunner`` whose
+    job-server jar the repository answers 404 for printed a 190-line traceback; a ``--job_endpoint``
+    nobody answers at, 62 lines): Beam's own first line of the failure, found in ``exc``, its causes
+    and contexts, when it was raised while Beam started the runner's job server or connected to its
+    job service (:data:`_RUNNER_START_FILES`); None for any other failure."""
+    import traceback
+
+    for e in _chain(exc):
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            name = frame.f_code.co_filename.replace(os.sep, "/")
+            if name.endswith(_RUNNER_START_FILES) or any(
+                    name.endswith(f) and frame.f_code.co_name == fn for f, fn in _RUNNER_START_FUNCTIONS):
+                text = str(e).strip().splitlines()
+                if text:
+                    return text[0]
+                return ("no answer from the job service in time (--job_server_timeout)" if "timeout" in type(e).__name__.lower()
+                        else "Beam gave no reason")
+    return None
+
+
 def interruption(exc: BaseException) -> bool:
     """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
     ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
@@ -594,7 +623,10 @@ def _guarded(run_command, command: str, prog: str) -> int:
             return 128 + (signum or signal.SIGINT)
         why = environment_failure(exc)
         if why is None:
-            raise
+            why = runner_start_failure(exc)
+            if why is None:
+                raise
+            why = f"Beam could not start the runner's job server or a service the run needs: {why}"
         with _STATE.lock:
             outputs = [o for o in _STATE.outputs if o not in _STATE.published]
             existed = dict(_STATE.existed)
