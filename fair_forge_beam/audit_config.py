@@ -42,7 +42,8 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_template_launch", "TEMPLATE_EXCLUDED"]
 
-from fair_forge_beam.options import TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, strict_float, strict_int, user_path
+from fair_forge_beam.options import (OPTIONS, TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, config_value_problem,
+                                     user_path)
 from fair_forge_beam.quoting import did_you_mean, quoted
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
@@ -289,29 +290,19 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
     for name, value in items:
         action = actions[name]
         where = f"--config {path}: {name}"
+        # the one check of a value's type against its option's declaration (issue 28/27: output = 5,
+        # true, a date or a list was taken as its text)
+        problem = config_value_problem(OPTIONS[action.dest], value)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
         if _is_flag(action):
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: expected true or false, got {quoted(value)}")
             if value:
                 job.append(f"--{name}")
             continue
-        values = value if isinstance(value, list) else [value]
-        kind = getattr(action.type, "base", action.type)  # a ranged number type (options.number_type) reads as its base
-        number = {strict_int: "a whole number", strict_float: "a number"}.get(kind)
-        if isinstance(action, argparse._AppendAction):
-            if not values:  # given, but as nothing: never the default a key left out would mean
-                raise ConfigError(f"{where}: an empty list; give at least one value, or leave the key out")
-        elif isinstance(value, list):
-            if number:  # one number, never a list (its items joined read as one number: [100] was '100')
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got a list {quoted(value)}")
-            values = [",".join(str(v) for v in value)]  # --metrics / --slices: comma-separated
-        for v in values:
-            if isinstance(v, (dict, list)):
-                raise ConfigError(f"{where}: expected a value, got {quoted(v)}")
-            if number and (isinstance(v, bool) or not isinstance(v, (int, float))
-                           or (kind is strict_int and not isinstance(v, int))):
-                raise ConfigError(f"{where}: expected {number} (TOML, unquoted), got {quoted(v)}")
-            v = str(v).lower() if isinstance(v, bool) else str(v)
+        if isinstance(value, list) and not isinstance(action, argparse._AppendAction):
+            value = ",".join(value)  # a comma-separated text option (Option.listed): its texts joined
+        for v in (value if isinstance(value, list) else [value]):
+            v = str(v)
             if name in PATH_OPTIONS:
                 try:
                     v = _resolve(v, base)

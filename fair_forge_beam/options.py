@@ -367,6 +367,9 @@ class Option:
             (``--output`` is a folder of other files in each command); :meth:`for_command` applies it.
         parse: the argparse ``type`` of a text option whose value is normalised where it is parsed
             (``--metrics``: :func:`metrics_option`); raises ``argparse.ArgumentTypeError``.
+        listed: a text option whose value is a comma-separated list (``--metrics a,b``): a config
+            file may give it as one text or as a TOML list of texts (joined with commas); any other
+            text option takes one text (:func:`config_value_problem`).
     """
 
     name: str
@@ -388,6 +391,7 @@ class Option:
     default_from: Optional[str] = None
     per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     parse: Optional[Callable[[str], Any]] = None
+    listed: bool = False
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -997,7 +1001,7 @@ GROUPS: tuple[Group, ...] = (
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
                     "file is read",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),
-        Option("metrics", default="humanity", config_keys=("metrics",), parse=metrics_option,
+        Option("metrics", listed=True, default="humanity", config_keys=("metrics",), parse=metrics_option,
                help="comma-separated metrics to run (available: {metrics})",
                template=Template("TEXT", "^({metrics_re})(,({metrics_re}))*$", "humanity,toxicity (in gcloud's --parameters use the ^~^ delimiter, see templates/README.md)"),
                per_command={"loop": {"template": "advanced: set it on the command line of a custom launcher"}}),
@@ -1154,7 +1158,7 @@ GROUPS: tuple[Group, ...] = (
                help="king of the hill (N-1 sequential matches per block, as the original) or all pairs (N(N-1)/2 "
                     "parallel matches, Bradley-Terry ranking)",
                template=Template("ENUM", "^(king|all_pairs)$", "king")),
-        Option("bestof-order", metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
+        Option("bestof-order", listed=True, metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
                help="declared contest order of assistant ids (others follow, sorted)", default_note="sorted ids",
                template=Template("TEXT", _WORD, "gpt-4o,claude-3")),
         Option("bestof-block", default="session", choices=("session", "qa"), feeds=(f"{_BO}.block",),
@@ -1239,7 +1243,7 @@ GROUPS: tuple[Group, ...] = (
                template=Template("TEXT", _WORD, "10s")),
         Option("watch-stop-after", metavar="DURATION", help="stop watching after DURATION", default_note="never",
                template=Template("TEXT", _WORD, "1h")),
-        Option("kafka-bootstrap-servers", metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)",
+        Option("kafka-bootstrap-servers", listed=True, metavar="HOST:PORT[,...]", help="streaming: Kafka brokers (ReadFromKafka)",
                template=Template("TEXT", _WORD, "10.0.0.1:9092")),
         Option("kafka-topic", repeatable=True, metavar="TOPIC", help="Kafka topic to read; repeatable",
                template=Template("TEXT", _WORD, "interactions")),
@@ -1298,7 +1302,7 @@ GROUPS: tuple[Group, ...] = (
                help="an earlier audit's or roll-up's output folder (its results.json) that regression gates "
                     "('regression <metric> [<field>] not worse') and 'coverage assistants_of_baseline' compare with",
                template="read by gates, which a template launch does not evaluate"),
-        Option("slices", default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
+        Option("slices", listed=True, default=",".join(SLICE_DIMENSIONS), config_keys=("slices",),
                help="comma-separated slice dimensions to aggregate: overall, assistant_id, language, and any session "
                     "metadata field by name, e.g. region (overall is always included)",
                template=Template("TEXT", r"^[A-Za-z_][A-Za-z0-9_.-]*(,[A-Za-z_][A-Za-z0-9_.-]*)*$", "overall,assistant_id,region")),
@@ -1361,7 +1365,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
     Option("markdown-overlap", valid=_CHARS0, type=int, default=100,
            help="characters shared by consecutive size-split chunks", template=_ADV),
-    Option("header-levels", default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
+    Option("header-levels", listed=True, default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
            template=_ADV),
     Option("seed-example", repeatable=True, metavar="QUESTION", help="example question whose style to match; repeatable",
            template=_ADV),
@@ -1786,6 +1790,80 @@ def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
     top = {k: o.name for o in OPTIONS.values() for k in o.config_keys}
     paths = {o.name for o in OPTIONS.values() if o.path}
     return top, paths, {"help"} | {o.name for o in OPTIONS.values() if not o.in_config}
+
+
+def _toml_kind(value: Any) -> str:
+    """What a parsed TOML value is, in TOML's words (``a TOML date``)."""
+    import datetime
+
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"), (list, "list"),
+                       (dict, "table"), (datetime.datetime, "date-time"), (datetime.date, "date"),
+                       (datetime.time, "time")):
+        if isinstance(value, kind):
+            return f"a TOML {name}"
+    return f"a {type(value).__name__}"
+
+
+def _toml_shown(value: Any) -> str:
+    """A config value as the message shows it: a text quoted, a list or table as ``a list [...]``,
+    any other value as TOML writes it with its kind (``true (a TOML boolean)``)."""
+    if isinstance(value, str):
+        return quoted(value)
+    if isinstance(value, (list, dict)):
+        return f"{'a list' if isinstance(value, list) else 'a table'} {quoted(value)}"
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif hasattr(value, "isoformat"):
+        shown = value.isoformat()
+    else:
+        shown = quoted(value)
+    return f"{shown} ({_toml_kind(value)})"
+
+
+def config_expects(option: Option) -> str:
+    """What a config file's value of ``option`` must be, by its declared type: ``true or false``
+    (a flag), ``a whole number (TOML, unquoted)``, ``a number (TOML, unquoted)``, ``text (a quoted
+    TOML string)``, or for a repeatable or :attr:`Option.listed` option ``text or a list of texts``."""
+    if option.type is bool:
+        return "true or false"
+    one = {int: "a whole number (TOML, unquoted)", float: "a number (TOML, unquoted)"}.get(option.type)
+    if one is not None:
+        return f"{one}, or a list of them" if option.repeatable else one
+    if option.repeatable or option.listed:
+        return "text or a list of texts (quoted TOML strings)"
+    return "text (a quoted TOML string)"
+
+
+def _config_item_fits(option: Option, item: Any) -> bool:
+    if option.type is bool:
+        return isinstance(item, bool)
+    if option.type is int:
+        return isinstance(item, int) and not isinstance(item, bool)
+    if option.type is float:
+        return isinstance(item, (int, float)) and not isinstance(item, bool)
+    return isinstance(item, str)
+
+
+def config_value_problem(option: Option, value: Any) -> Optional[str]:
+    """The one check of a config file's value (``--config``: a top-level key or ``[options]``)
+    against its option's declared type (:func:`config_expects`): ``None``, or ``expected <what the
+    option takes>, got <the value and its TOML kind>`` (``output = 5``: ``expected text (a quoted
+    TOML string), got 5 (a TOML integer)``; issue 28/27: a number, a boolean, a date or a list was
+    taken as its text). A list is accepted for a repeatable option (each item checked) and for a
+    comma-separated text option (:attr:`Option.listed`; texts only); an empty list of a repeatable
+    option is refused (it would not mean the default a key left out means). Values (ranges,
+    choices, paths) are the parser's to check, as on the command line."""
+    expects = config_expects(option)
+    if isinstance(value, list) and (option.repeatable or option.listed):
+        if not value and option.repeatable:
+            return "an empty list; give at least one value, or leave the key out"
+        for item in value:
+            if not _config_item_fits(option, item):
+                return f"expected {expects}, got a list {quoted(value)} holding {_toml_kind(item)}"
+        return None
+    if not _config_item_fits(option, value):
+        return f"expected {expects}, got {_toml_shown(value)}"
+    return None
 
 
 def template_metadata(metrics: Sequence[str] = (), command: str = "audit") -> dict:
