@@ -1784,6 +1784,63 @@ def _address_problem(option: str, address: Optional[str]) -> Optional[str]:
     return None
 
 
+#: the main job's run kinds (:func:`run_kinds`) and, for each, the options such a run does not read,
+#: with why: one given (on the command line or in a ``--config`` file) to a run of a kind that does not
+#: read it is a usage error (:func:`ignored_option_problem`; trial 28g G5: ``--compare`` was dropped by
+#: a windowed run without a word). Every option of the main job is read by every kind but these (a
+#: test goes through every option vs every kind). Kinds: ``windowed`` (``--window``, every streaming
+#: source), ``batch`` (no ``--window``), ``files`` (no ``--watch``), ``no-kafka`` (no ``--kafka-topic``),
+#: ``no-pubsub`` (no ``--pubsub-subscription`` / ``--pubsub-topic``).
+_WINDOWED_WRITES = "a windowed run writes per-window results (windows/*.jsonl, windowed_results.json)"
+IGNORED_BY_RUN: dict[str, dict[str, str]] = {
+    "windowed": {
+        "compare": f"{_WINDOWED_WRITES}, no results.json or report.html to compare: compare two batch audits",
+        "inconclusive_width": f"{_WINDOWED_WRITES} and no report.html, whose inconclusive flags this sets",
+        "no_report": f"{_WINDOWED_WRITES} and never a report.html",
+        "progress_interval": "a windowed run shows no progress lines",
+        "gate": f"{_WINDOWED_WRITES} and evaluates no gate",
+        "baseline": f"{_WINDOWED_WRITES} and evaluates no gate, the only reader of --baseline",
+        "cluster_points": "a windowed run does no toxicity clustering",
+    },
+    "batch": {
+        "early_firing": "it shapes the panes of --window",
+        "allowed_lateness": "it shapes the panes of --window",
+        "timestamp_field": "event times are read by a windowed run only (--window)",
+        "timestamp_policy": "event times are read by a windowed run only (--window)",
+    },
+    "files": {"watch_interval": "it paces --watch", "watch_stop_after": "it stops --watch"},
+    "no-kafka": {n: "it configures the Kafka source (--kafka-topic)" for n in (
+        "kafka_bootstrap_servers", "kafka_expansion_service", "kafka_event_time", "kafka_max_records")},
+    "no-pubsub": {"pubsub_timestamp_attribute": "it configures the Pub/Sub source (--pubsub-subscription / "
+                                                "--pubsub-topic)"},
+}
+#: what a run kind is, as the usage error names it
+RUN_KIND_TEXT = {"windowed": "a windowed run (--window)", "batch": "a run without --window",
+                 "files": "a run without --watch", "no-kafka": "a run without --kafka-topic",
+                 "no-pubsub": "a run without --pubsub-subscription / --pubsub-topic"}
+
+
+def run_kinds(args: Any) -> list[str]:
+    """The kinds (:data:`IGNORED_BY_RUN`) of the main-job run that ``args`` ask for."""
+    windowed = bool(args.window or args.watch or args.kafka_topic or args.pubsub_subscription or args.pubsub_topic)
+    return [k for k, on in (("windowed", windowed), ("batch", not windowed), ("files", not args.watch),
+                            ("no-kafka", not args.kafka_topic),
+                            ("no-pubsub", not (args.pubsub_subscription or args.pubsub_topic))) if on]
+
+
+def ignored_option_problem(args: Any) -> Optional[str]:
+    """One line when ``args`` give an option their run kind does not read (:data:`IGNORED_BY_RUN`):
+    ``--compare: not read by a windowed run (--window): <why>; drop --compare``. An option counts as
+    given when its value is not its declared default (a config file's, the loop's own values too)."""
+    for kind in run_kinds(args):
+        for dest, why in IGNORED_BY_RUN[kind].items():
+            got = getattr(args, dest, None)
+            if got not in (None, False, [], OPTIONS[dest].default):
+                flag = OPTIONS[dest].flag
+                return f"{flag}: not read by {RUN_KIND_TEXT[kind]}: {why}; drop {flag}"
+    return None
+
+
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:
     """What an audit config file may hold: ``(top-level key → option name, options whose relative
     paths are relative to the file, option names a file cannot set)``."""

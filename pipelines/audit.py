@@ -257,6 +257,11 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
                                       max_record_bytes=args.max_record_bytes)
+        from fair_forge_beam.options import ignored_option_problem
+
+        problem = ignored_option_problem(args)  # an option this kind of run does not read (trial 28g G5)
+        if problem:
+            raise ValueError(problem)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
