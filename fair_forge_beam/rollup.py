@@ -81,14 +81,19 @@ def _jsonable(v):
 
 
 def input_fingerprints(patterns: Sequence[str]) -> list[list]:
-    """``[path, size in bytes, last modified (epoch seconds)]`` of every file the input ``patterns``
-    match (any Beam filesystem), sorted: what a roll-up compares to refuse one input read by two of
-    its runs (a night re-run into a new folder). A pattern that matches nothing adds nothing."""
+    """``[path, size in bytes, last modified (epoch seconds), sha256 of its content]`` of every file
+    the input ``patterns`` match (any Beam filesystem), sorted: what a roll-up compares to refuse
+    one input read by two of its runs (a night re-run into a new folder: the same path, size and
+    time; a renamed or ``cp -p`` copied log: the same content, :func:`check_no_overlap`). The
+    digest is of the bytes as stored (a ``.gz`` file's compressed bytes), read through the
+    filesystem Beam reads the input with (:func:`~fair_forge_beam.io.session_stats.file_digest`);
+    an empty file, or one that cannot be read here (the reader says why), has no digest (three
+    fields). A pattern that matches nothing adds nothing."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.read import absolute_pattern
 
-    out = set()
+    out: dict[tuple, Optional[str]] = {}
     for pattern in patterns:
         try:
             found = FileSystems.match([absolute_pattern(pattern)])
@@ -96,8 +101,16 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
             continue
         for r in found:
             for m in r.metadata_list:
-                out.add((m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0)))
-    return [list(t) for t in sorted(out)]
+                entry = (m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
+                if entry in out:  # matched by two patterns: hashed once
+                    continue
+                out[entry] = None
+                if m.size_in_bytes:
+                    try:
+                        out[entry] = file_digest(m.path)[1]
+                    except Exception:  # noqa: BLE001 - an unreadable file is the reader's error, not the manifest's
+                        pass
+    return [[*entry, *([digest] if digest else [])] for entry, digest in sorted(out.items())]
 
 
 def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[str] = None,
@@ -167,8 +180,11 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
     Raises:
         ValueError: a folder given twice (by any path to it), an audit run held by two inputs
             (a roll-up and a run it already holds, two roll-ups of overlapping weeks, a copy of a run),
-            or an input file (same path, size and modification time) read by two inputs (a night
-            re-run into another folder); the message names the overlapping runs.
+            an input file (same path, size and modification time) read by two inputs (a night
+            re-run into another folder), or input files of the same content (sha256, recorded by
+            :func:`input_fingerprints`; runs written before it record none and are compared by path
+            only) read by two inputs (a renamed or copied log); the message names the overlapping
+            runs and files.
     """
     seen: dict[str, str] = {}
     for run_dir in runs:
@@ -188,14 +204,24 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
                                  "each audit run once: give a roll-up or the runs it holds, not both")
             owner[i] = run_dir
     read_by: dict[tuple, str] = {}
+    same_content: dict[str, tuple[str, str]] = {}  # sha256 -> (run, the file it read)
     for run_dir, m in zip(runs, manifests):
         for f in m.get("input_files") or ():
-            key = tuple(f)
+            key = tuple(f[:3])  # path, size, modification time (a run written before the digest has these)
             if key in read_by and read_by[key] != run_dir:
                 raise ValueError(f"the runs overlap: {read_by[key]} and {run_dir} both read {f[0]} (the same file: "
                                  f"{f[1]} bytes, modified at the same time); a roll-up counts each input once: give "
                                  "one run of it (a night re-run into a new folder is a second run of the same data)")
             read_by[key] = run_dir
+            digest = f[3] if len(f) > 3 and isinstance(f[3], str) else None  # none: written before digests
+            if digest is None:
+                continue
+            other = same_content.get(digest)
+            if other is not None and other[0] != run_dir:
+                raise ValueError(f"the runs overlap: {other[0]} read {other[1]} and {run_dir} read {f[0]}, the same "
+                                 f"content ({f[1]} bytes, sha256 {digest[:16]}…); a roll-up counts each input once: "
+                                 "give one run of it (a renamed or copied log is the same data)")
+            same_content.setdefault(digest, (run_dir, f[0]))
     return sorted(owner)
 
 

@@ -11,7 +11,7 @@ log again (DESIGN §10, docs/scheduled.md). Layout under ``--output``::
                                     results.json's config, every option that builds the metrics,
                                     the metrics' static fields, which metrics stored their
                                     statistics (or why not), the run's additive counts, the
-                                    files it read (``input_files``: path, size, mtime), and the
+                                    files it read (``input_files``: path, size, mtime, sha256), and the
                                     files it wrote that a roll-up reads (``files``: size and
                                     sha256 of each, :func:`seal_manifest`)
 

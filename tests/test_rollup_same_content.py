@@ -1,0 +1,79 @@
+"""A roll-up refuses two runs that read the same data under different file names (trial 28g G7: two
+audits of one log and of its renamed or ``cp -p`` copy were rolled up with every session counted
+twice, exit 0, only duplicate-turn data-quality warnings). Each audit records the sha256 of every
+input file it reads in its sealed ``input_files``; the roll-up compares those digests, never the
+logs. Runs written before the digest keep the path, size and time check alone."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fair_forge_beam import rollup
+from fair_forge_beam.io.session_stats import file_digest
+from pipelines import audit
+
+EXAMPLES = Path(audit.default_inputs()[1])
+COMMON = ["--quiet", "--no-report", "--metrics", "humanity", "--mode", "frequentist"]
+
+
+def _manifest(files):
+    return {"run_id": "r", "audit_runs": [], "input_files": files}
+
+
+def test_input_fingerprints_record_the_content_digest(tmp_path):
+    a, empty = tmp_path / "a.jsonl", tmp_path / "e.jsonl"
+    a.write_text('{"x": 1}\n', encoding="utf-8")
+    empty.write_text("", encoding="utf-8")
+    (got_a, got_e) = rollup.input_fingerprints([str(a), str(empty), str(a)])
+    assert got_a[0] == str(a) and got_a[1] == a.stat().st_size and got_a[3] == file_digest(str(a))[1]
+    assert len(got_e) == 3  # an empty file has no digest: two empty logs are not the same data
+
+
+@pytest.mark.parametrize("names", [("a.jsonl", "renamed.jsonl"), ("a.jsonl", "sub/a.jsonl")])
+def test_runs_whose_files_share_a_digest_are_refused_naming_both_runs_and_files(names):
+    d = "0" * 64
+    ms = [{**_manifest([[f"/logs/{names[0]}", 10, 1.0, d]]), "audit_runs": ["r1"]},
+          {**_manifest([[f"/logs/{names[1]}", 10, 2.0, d]]), "audit_runs": ["r2"]}]
+    with pytest.raises(ValueError) as exc:
+        rollup.check_no_overlap(["/runs/A", "/runs/B"], ms)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(
+        f"the runs overlap: /runs/A read /logs/{names[0]} and /runs/B read /logs/{names[1]}, the same content "
+        "(10 bytes, sha256 0000000000000000…)"), msg
+
+
+def test_runs_written_before_the_digest_keep_the_path_check_alone():
+    old = [{**_manifest([["/logs/a.jsonl", 10, 1.0]]), "audit_runs": ["r1"]},
+           {**_manifest([["/logs/copy.jsonl", 10, 2.0]]), "audit_runs": ["r2"]}]
+    assert rollup.check_no_overlap(["/runs/A", "/runs/B"], old) == ["r1", "r2"]
+    new_and_old = [{**_manifest([["/logs/a.jsonl", 10, 1.0, "0" * 64]]), "audit_runs": ["r1"]},
+                   {**_manifest([["/logs/a.jsonl", 10, 1.0]]), "audit_runs": ["r2"]}]
+    with pytest.raises(ValueError, match="both read /logs/a.jsonl"):  # the same file by path, digest or not
+        rollup.check_no_overlap(["/runs/A", "/runs/B"], new_and_old)
+    one_run_two_names = [{**_manifest([["/logs/a", 10, 1.0, "1" * 64], ["/logs/b", 10, 1.0, "1" * 64]]),
+                          "audit_runs": ["r1"]}]
+    assert rollup.check_no_overlap(["/runs/A"], one_run_two_names) == ["r1"]  # one audit reads what it reads
+
+
+def test_a_rollup_of_a_log_and_its_copy_is_a_one_line_usage_error(tmp_path, capsys):
+    log = tmp_path / "logs" / "night.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:40]), encoding="utf-8")
+    copy = tmp_path / "logs" / "night-copy.jsonl"
+    shutil.copy2(log, copy)  # cp -p: same bytes, same time, another name
+    audit.run([*COMMON, "--input", str(log), "--output", str(tmp_path / "A")])
+    audit.run([*COMMON, "--input", str(copy), "--output", str(tmp_path / "B")])
+    files = json.loads((tmp_path / "B" / "stats" / "run_ids.json").read_text(encoding="utf-8"))["input_files"]
+    assert files == [[str(copy), copy.stat().st_size, os.path.getmtime(copy), file_digest(str(copy))[1]]]  # sealed
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        rollup.run(["--from", str(tmp_path / "A"), "--from", str(tmp_path / "B"), "--output", str(tmp_path / "R"),
+                    "--quiet", "--no-report"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {copy}, the same content" in err[0]
+    assert not (tmp_path / "R").exists()
