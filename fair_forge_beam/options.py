@@ -1796,7 +1796,6 @@ IGNORED_BY_RUN: dict[str, dict[str, str]] = {
     "windowed": {
         "compare": f"{_WINDOWED_WRITES}, no results.json or report.html to compare: compare two batch audits",
         "inconclusive_width": f"{_WINDOWED_WRITES} and no report.html, whose inconclusive flags this sets",
-        "no_report": f"{_WINDOWED_WRITES} and never a report.html",
         "progress_interval": "a windowed run shows no progress lines",
         "gate": f"{_WINDOWED_WRITES} and evaluates no gate",
         "baseline": f"{_WINDOWED_WRITES} and evaluates no gate, the only reader of --baseline",

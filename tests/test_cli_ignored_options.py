@@ -12,7 +12,7 @@ from helpers import FNAPI
 from fair_forge_beam import options as O
 from pipelines import audit
 
-SAMPLE = {"compare": "{tmp}/earlier", "inconclusive_width": "0.3", "progress_interval": "2", "no_report": None,
+SAMPLE = {"compare": "{tmp}/earlier", "inconclusive_width": "0.3", "progress_interval": "2",
           "gate": "humanity mean_entropy mean >= 0", "baseline": "{tmp}/earlier", "cluster_points": "{tmp}/p.parquet",
           "early_firing": "1m", "allowed_lateness": "1m", "timestamp_field": "ts", "timestamp_policy": "processing_time",
           "watch_interval": "1s", "watch_stop_after": "1s", "kafka_bootstrap_servers": "h:9092",
@@ -21,7 +21,7 @@ SAMPLE = {"compare": "{tmp}/earlier", "inconclusive_width": "0.3", "progress_int
 #: an argv of each kind (files read whole: no streaming source needed)
 KIND_ARGV = {"windowed": ["--window", "fixed:1h"], "batch": [], "files": [], "no-kafka": [], "no-pubsub": []}
 #: options of the report / run / scheduled groups and the streaming group that each kind reads
-READ = {"windowed": {"quiet", "allow_empty", "version", "config", "slices", "window", "timestamp_field",
+READ = {"windowed": {"quiet", "allow_empty", "version", "config", "slices", "no_report", "window", "timestamp_field",
                      "timestamp_policy", "watch", "watch_interval", "watch_stop_after", "kafka_topic", "pubsub_topic",
                      "pubsub_subscription", "kafka_bootstrap_servers", "kafka_expansion_service", "kafka_event_time",
                      "kafka_max_records", "pubsub_timestamp_attribute", "early_firing", "allowed_lateness"},
@@ -84,3 +84,12 @@ def test_compare_on_a_windowed_run_names_why(tmp_path, capsys, monkeypatch):
                     "--output", str(tmp_path / "out"), "--compare", str(tmp_path)])
     assert "--compare: not read by a windowed run (--window): a windowed run writes per-window results" in \
         capsys.readouterr().err
+
+
+def test_no_report_on_a_windowed_run_is_accepted(tmp_path):
+    """--no-report asks for what a windowed run does anyway (it never writes report.html): a script
+    that passes it to every run keeps working; the run writes no report."""
+    out = tmp_path / "out"
+    assert audit.main(["--quiet", f"--runner={FNAPI}", "--input", str(_data(tmp_path)), "--metrics", "humanity",
+                       "--window", "fixed:1h", "--no-report", "--output", str(out)]) == 0
+    assert out.is_dir() and not list(out.rglob("report.html"))
