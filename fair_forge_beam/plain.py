@@ -157,6 +157,8 @@ def _reason(exc: BaseException) -> str:
     text = str(exc)
     first = text.splitlines()[0].strip() if text.strip() else ""
     name = type(exc).__name__
+    if isinstance(exc, RecursionError) and ("JSON" in text or "decod" in text):
+        return "nested deeper than the JSON decoder goes (Python's recursion limit)"
     if isinstance(exc, RecursionError):
         return "recursion deeper than Python's limit (a macro or call that never ends)"
     if isinstance(exc, TypeError) and "no loader" in text:

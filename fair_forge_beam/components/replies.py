@@ -175,7 +175,8 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
 
     Returns ``(completion, body)``: ``openai``'s ``ChatCompletion`` (built leniently, as the
     client's own parser does) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
-    :class:`UnreadableReply` when the body is not UTF-8 or not a JSON object, and ``openai``'s errors
+    :class:`UnreadableReply` when the body is not UTF-8 or not a JSON object (nested past the decoder's
+    depth included), and ``openai``'s errors
     (HTTP status, time-out — also a body not whole by the deadline of :func:`openai_http_client` —,
     connection) as the client raises them."""
     from openai.types.chat import ChatCompletion
@@ -196,11 +197,14 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
         raise UnreadableReply(f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start:,})", raw.decode("utf-8", "replace")) from None
     try:
         data = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: a body nested deeper than the decoder goes (issue 28 G1)
         raise UnreadableReply(f"the body is not JSON ({plain_reason(exc)})", body) from None
     if not isinstance(data, dict):
         raise UnreadableReply(f"the body is {json_kind(data)}, not an object", body)
-    return ChatCompletion.construct(**data), body
+    try:
+        return ChatCompletion.construct(**data), body
+    except Exception as exc:  # noqa: BLE001 - whatever the model builder makes of this one body: this reply only
+        raise UnreadableReply(f"the body is not a chat completion ({plain_reason(exc)})", body) from None
 
 
 

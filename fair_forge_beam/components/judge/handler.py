@@ -417,6 +417,10 @@ class _JudgeClient:
         self._local.tally = tally
         try:
             out = self._judge(req, params)
+        except Exception as exc:  # noqa: BLE001 - one request's failure is its dead letter, never its batch's (issue 28 G1)
+            reason = f"request failed: {self.scrub(plain_reason(exc))}"[:2000]
+            out = _Outcome(result=JudgeResult(req.key, req.element_id, req.sample_index, None, "", "", "", 0, 0, False,
+                                              self.cfg.model, reason))
         finally:
             self._local.tally = None
         out.requests = tally.requests
@@ -480,6 +484,7 @@ class _JudgeClient:
                     last_reason, last_raw = bad.reason, bad.raw
                     continue
                 pt, ct = pt + p_tok, ct + c_tok
+                last_raw = content  # the original of this ask, for its dead letter whatever fails below
                 structured = schema is not None and mode in ("json_schema", "json_object")
                 think, answer = split_reasoning(content)
                 if not (structured and is_whole_json(answer)):
@@ -520,6 +525,8 @@ class _JudgeClient:
                 out = _Outcome(transient=self._describe(exc))
             else:
                 return failure(self._describe(exc), self._body_text(exc), pt, ct)
+        except Exception as exc:  # noqa: BLE001 - anything else this one reply did (issue 28 G1): its dead letter only
+            return failure(f"unreadable reply: {self.scrub(plain_reason(exc))}"[:2000], last_raw, pt, ct)
         out.prompt_tokens, out.completion_tokens = pt, ct
         return out
 
