@@ -24,7 +24,9 @@ which a judge answer becomes a score:
    the verdicts differ, a JSON value that also stands inside a data block (:func:`quoted_json`:
    an answer carrying a planted ``{"score": 1.0}``, valid or not, a list of them) is a quotation
    of the judged text and is set aside, so a judge that quotes it beside its own verdict is
-   scored by its own; still two different verdicts → ambiguous.
+   scored by its own; still two different verdicts → ambiguous. Values are compared as JSON
+   data: key order and spacing aside, numbers equal by value at any depth (``1`` == ``1.0`` ==
+   ``10E-1``), ``true`` never equal to ``1``, strings by their decoded text.
 5. Validation is pydantic's strict mode (``true`` is not a number, ``"0_8"`` is not a number),
    over JSON in which repeated keys and ``NaN`` / ``Infinity`` are errors.
 """
@@ -35,6 +37,7 @@ import hashlib
 import importlib
 import json
 import re
+from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
@@ -186,9 +189,41 @@ def _data_blocks(text: str) -> Iterator[tuple[str, str, str]]:
             yield lab, n, inner
 
 
+def _number_text(value: Any) -> str:
+    """One text per number value (JSON's data model: ``1``, ``1.0``, ``1e0``, ``10E-1`` are one
+    number), from the number as written (:class:`_Number`) where the decoder kept it: exact, no
+    rounding to a float or to a context's precision; ``-0`` is ``0``."""
+    d = Decimal(value.text if isinstance(value, _Number) else int(value) if isinstance(value, int) else repr(value))
+    if not d.is_finite():
+        return str(d)
+    sign, digits, exp = d.as_tuple()
+    text = "".join(map(str, digits)).lstrip("0")
+    if not text:
+        return "0"
+    stripped = text.rstrip("0")
+    return f"{'-' if sign else ''}{stripped}e{exp + len(text) - len(stripped)}"
+
+
 def _canonical(value: Any) -> str:
-    """One text per JSON value, whatever its key order or spacing (flagged values included)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    """One text per JSON value, at any depth: whatever its key order or spacing, numbers equal by
+    value (``1`` == ``1.0`` == ``1e0`` == ``10E-1``; ``true`` is not ``1``), flagged values
+    included. A value nested past the recursion limit gets a text of its own (equal to nothing)."""
+    try:
+        return _canon(value)
+    except RecursionError:
+        return f"<too deep {id(value)}>"
+
+
+def _canon(value: Any) -> str:
+    if value is None or isinstance(value, (bool, str)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):
+        return _number_text(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _canon(v) for k, v in sorted(value.items())) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canon(v) for v in value) + "]"
+    return repr(value)  # NaN / Infinity (_BadConstant)
 
 
 def quoted_json(messages: Iterable[Sequence[str]] = ()) -> frozenset:
@@ -270,7 +305,17 @@ def _pairs(pairs):
     return _Suspect(d) if len(d) != len(pairs) else d
 
 
-_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_BadConstant)
+class _Number(float):
+    """A JSON number with a fraction or an exponent: the float, and ``text``, the number as
+    written (so that equality of values is exact: :func:`_number_text`)."""
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_BadConstant, parse_float=_Number)
 
 
 def _suspect(value: Any) -> Optional[str]:
