@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted", "closest", "did_you_mean"]
+__all__ = ["QUOTE_LIMIT", "quoted", "shown", "shown_key", "closest", "did_you_mean"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
 QUOTE_LIMIT = 200
@@ -35,6 +35,33 @@ def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
     if len(shown) <= limit:
         return shown
     return f"{shown[:limit]}… ({len(shown):,} characters)"
+
+
+def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """A value from the data (an assistant id, a slice value, a session id) as shown to a person —
+    console tables, progress, warnings, gate lines, compare tables, report.html, trend.html: its
+    text (no quotes) cut to ``limit`` characters, ``…`` and its length when longer
+    (``'AAAA… (1,000,000 characters)'``), every non-printable character written as its escape (a
+    record must not forge a line or drive the terminal). The files meant for machines
+    (results.json, Parquet) keep the whole value. Never raises."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:  # noqa: BLE001 - an int past Python's digit limit
+        return quoted(value, limit)
+    cut = text[:limit]
+    if not cut.isprintable():
+        cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    if len(text) > limit or len(cut) > limit:
+        return f"{cut[:limit - 1]}… ({len(text):,} characters)"
+    return cut
+
+
+def shown_key(key: Any, limit: int = QUOTE_LIMIT) -> str:
+    """A slice key ``dimension=value`` shown to a person: the value through :func:`shown`
+    (``assistant_id=AAAA… (1,000,000 characters)``); ``overall`` as it is."""
+    text = "" if key is None else str(key)
+    dim, sep, val = text.partition("=")
+    return f"{shown(dim, limit)}={shown(val, limit)}" if sep else shown(text, limit)
 
 
 #: how close a mistyped value must be to a valid one for a usage error to offer it (difflib's ratio)

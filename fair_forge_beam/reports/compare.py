@@ -48,6 +48,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
+from fair_forge_beam.quoting import shown_key
 from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
@@ -365,7 +366,7 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
         d = r["difference"] or {}
         # how the difference was judged, or why it was not (never a bare "None": fresh14)
         how = r.get("method") or r.get("too_small") or ""
-        lines.append(f"  {pad(printable(r['metric']), 14)} {pad(printable(r['slice']), 28)} "
+        lines.append(f"  {pad(printable(r['metric']), 14)} {pad(shown_key(r['slice']), 28)} "
                      f"{pad(printable(r['estimate']), 40)} {_f(d.get('mean'))} "
                      f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}"
                      + (f"  ({printable(str(how))})" if how else ""))

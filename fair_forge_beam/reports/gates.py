@@ -89,7 +89,7 @@ from fair_forge_beam.console import say  # console output never fails a run
 
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float
 from fair_forge_beam.plain import plain_reason
-from fair_forge_beam.quoting import did_you_mean, quoted
+from fair_forge_beam.quoting import did_you_mean, quoted, shown, shown_key
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -779,7 +779,7 @@ class GateCheck(BaseModel):
         return printable(self._message(ci_level))  # slice keys and reasons carry values from the data
 
     def _message(self, ci_level: Optional[float]) -> str:
-        where = self.slice + (f", {self.key}" if self.key is not None else "")
+        where = shown_key(self.slice) + (f", {shown(self.key)}" if self.key is not None else "")
         if self.kind == "coverage":
             where = f"{self.metric}, {where}"
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
@@ -909,7 +909,7 @@ def _not_scored(slice_key: str, rec: dict, doc: Optional[dict] = None, metric: O
     dead_letter_reasons``, for the whole run: results.json keeps no reasons per slice) when it has
     any, so that the line says why (fresh14: the shipped examples' Spanish assistants failed
     'in every assistant_id' without a word of why)."""
-    line = f"{slice_key.split('=', 1)[-1]}: no estimate (0 of {rec[_READ_ONLY]} interactions scored)"
+    line = f"{shown(slice_key.split('=', 1)[-1])}: no estimate (0 of {rec[_READ_ONLY]} interactions scored)"
     reasons = (((doc or {}).get("summary") or {}).get("metrics") or {}).get(metric or "") or {}
     reasons = reasons.get("dead_letter_reasons") if isinstance(reasons, dict) else None
     if isinstance(reasons, dict) and reasons:
@@ -1233,8 +1233,8 @@ def _slices_listed(keys: Sequence[str]) -> str:
     keys = list(dict.fromkeys(keys))
     dims = {k.split("=", 1)[0] for k in keys if "=" in k}
     if len(dims) == 1 and all("=" in k for k in keys):
-        return f"{dims.pop()}: {_listed([k.split('=', 1)[1] for k in keys])}"
-    return f"slices {_listed(keys)}"
+        return f"{dims.pop()}: {_listed([shown(k.split('=', 1)[1]) for k in keys])}"
+    return f"slices {_listed([shown_key(k) for k in keys])}"
 
 
 def skipped_line(checks: Sequence[GateCheck], where: Optional[str] = None) -> Optional[str]:
@@ -1253,7 +1253,7 @@ def skipped_line(checks: Sequence[GateCheck], where: Optional[str] = None) -> Op
         groups.setdefault(c.skip or c.reason, []).append(c)
     parts = []
     for why, mine in groups.items():
-        fields = _listed([c.field + (f"[{c.key}]" if c.key is not None else "") for c in mine])
+        fields = _listed([c.field + (f"[{shown(c.key)}]" if c.key is not None else "") for c in mine])
         gates = _listed([quoted(c.gate) for c in mine])
         parts.append(f"{len(mine)} × {fields}: {why} ({gates}; {_slices_listed([c.slice for c in mine])})")
     n = len(skipped)

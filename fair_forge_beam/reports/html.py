@@ -379,6 +379,9 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
     env = Environment(loader=PackageLoader("fair_forge_beam", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
+    from fair_forge_beam.quoting import shown, shown_key
+
+    env.filters["shown"], env.filters["shown_key"] = shown, shown_key  # values from the data, as a person reads them
     sections = [_metric_section(n, m, summary, config, inconclusive_width, with_plots, gates or ())
                 for n, m in doc["metrics"].items()]
     from fair_forge_beam.reports.scorecard import credible_differences, findings_headline, scorecard, toxicity_measure

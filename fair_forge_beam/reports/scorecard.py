@@ -107,22 +107,23 @@ def slice_label(key: Optional[str]) -> str:
     """``assistant_id=bot`` → ``bot``; ``language=english`` → ``language: english``;
     ``overall`` → ``all interactions``. Non-printable characters (zero-width, bidi controls,
     newlines: values come from the data) are written as their escapes, so two different values
-    never look alike (:func:`~fair_forge_beam.reports.summary.printable`)."""
-    from fair_forge_beam.reports.summary import printable
-
-    return printable(_slice_label(key))
+    never look alike), and a value is cut to 200 characters with its length
+    (:func:`~fair_forge_beam.quoting.shown`)."""
+    return _slice_label(key)
 
 
 def _slice_label(key: Optional[str]) -> str:
+    from fair_forge_beam.quoting import shown
+
     key = "" if key is None else str(key)
     if key == "overall":
         return "all interactions"
     dim, sep, val = key.partition("=")
     if not sep:
-        return key
+        return shown(key)
     if dim == "assistant_id":
-        return val
-    return f"{dim.replace('_', ' ')}: {val}"
+        return shown(val)
+    return f"{shown(dim.replace('_', ' '))}: {shown(val)}"
 
 
 def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],

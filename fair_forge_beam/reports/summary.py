@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.schemas.metric_info import dotted_get
+from fair_forge_beam.quoting import shown_key
 
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
 
@@ -120,7 +121,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             shown = [(None, r) for r in slices]
         else:
             shown = [(None, r) for r in slices if r["slice"] == "overall"] + _extremes(name, slices, heads, CONSOLE_EXTREMES)
-        width = max([display_width(printable(r["slice"])) for _, r in shown] + [10])  # the width of what is printed
+        width = max([display_width(shown_key(r["slice"])) for _, r in shown] + [10])  # the width of what is printed
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
@@ -137,7 +138,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
             lines.append(
-                "  " + pad(printable(r["slice"]), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
+                "  " + pad(shown_key(r["slice"]), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
         if starred:

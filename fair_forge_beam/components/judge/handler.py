@@ -61,7 +61,7 @@ from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secre
 from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import quoted, shown
 from fair_forge_beam.plain import plain_reason, repr_reason
 
 __all__ = [
@@ -913,7 +913,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                         self._cfg.model, f"{out.transient} (still failing after {st.attempt} batch attempt(s))",
                     )
                 else:
-                    pending.append(f"{batch[i].key}: {out.transient}")
+                    pending.append(f"{shown(batch[i].key)}: {out.transient}")  # the key holds ids from the data
             if pending:
                 raise JudgeTransientError(f"{len(pending)} of {len(batch)} {self.role} calls failed transiently; "
                                          f"first: {pending[0]}")
