@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Callable, Mapping, Optional
 
-__all__ = ["plain_reason", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
+__all__ = ["plain_reason", "validation_words", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
            "path_name_problem", "first_path_name_problem"]
 
 #: the lone surrogates Python's file-system decoding (``surrogateescape``) makes of bytes it cannot decode
@@ -67,6 +68,64 @@ def first_path_name_problem(paths, what: str) -> "str | None":
         if problem:
             return problem
     return None
+
+
+#: a part of a pydantic error's location that names no field: a validator (``function-after[...]``), a
+#: union member (``union[...]``, ``str``, ``tuple[str, ...]``) or a model class (``Gate``, ``ThresholdGate``)
+_NOT_A_FIELD = re.compile(r".*[\[(].*|str|int|float|bool|list|dict|tuple|set|frozenset|bytes|none|"
+                          r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)*")
+#: pydantic error types saying "an object (or an instance of <Class>) was expected"
+_OBJECT_TYPES = {"model_type", "model_attributes_type", "dict_type", "dataclass_type", "dataclass_exact_type",
+                 "mapping_type"}
+
+
+def _validation_msg(e: Mapping) -> str:
+    kind, msg = str(e.get("type", "")), str(e.get("msg", ""))
+    given = f", not {json_kind(e['input'])}" if "input" in e else ""
+    if kind in _OBJECT_TYPES:
+        return f"should be an object (a table of keys and values){given}"
+    if kind in ("is_instance_of", "is_subclass_of"):
+        return f"is not of the kind expected here{given}"
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    msg = re.sub(r"\s*,?\s*or (?:an )?instance of [\w.]+", "", msg)
+    msg = re.sub(r"\b(?:an )?instance of [\w.]+", "the expected kind", msg)
+    msg = plain_words(re.sub(r"^Input should", "should", msg))
+    if kind in ("literal_error", "enum") and "input" in e:
+        from fair_forge_beam.quoting import quoted
+
+        msg += f", not {quoted(e['input'])}"
+    elif kind.endswith("_type") and given and " got " not in msg:
+        msg += given
+    return msg
+
+
+def validation_words(exc: BaseException, limit: Optional[int] = 5,
+                     loc: Optional[Callable[[tuple], tuple]] = None, root: str = "record") -> str:
+    """A pydantic validation error in words, the one renderer of every validation error a person
+    reads (a ``--config`` gate, a record rejected at read, a judge's answer, any other reason built
+    from one): ``field.sub: what is wrong`` per error, ``; `` between them, the first ``limit``
+    (then ``and N more``), never a class name (cli.md): ``gates=[1, 2]`` is ``should be an object (a
+    table of keys and values), not a number`` where pydantic says ``Input should be a valid
+    dictionary or instance of Gate``. A location names fields only (validators, union members and
+    model classes left out); ``loc`` rewrites it first; ``root`` names an error of the whole value.
+    Errors that read the same are said once. Never raises."""
+    try:
+        seen: list = []
+        for e in exc.errors():
+            at = tuple(e.get("loc", ()))
+            if loc is not None:
+                at = tuple(loc(at))
+            at = [str(x) for x in at if not (isinstance(x, str) and _NOT_A_FIELD.fullmatch(x))]
+            text = f"{'.'.join(at) or root}: {_validation_msg(e)}"
+            if text not in seen:
+                seen.append(text)
+        shown = seen if limit is None else seen[:limit]
+        more = len(seen) - len(shown)
+        return "; ".join(shown) + (f"; and {more} more" if more > 0 else "") or "an invalid value"
+    except Exception:  # noqa: BLE001 - a reason is never a second failure
+        return "an invalid value"
 
 
 def plain_reason(exc: BaseException) -> str:
@@ -181,9 +240,7 @@ def _reason(exc: BaseException) -> str:
         enc = (exc.encoding or "utf-8").upper().replace("UTF-8-SIG", "UTF-8")
         return f"not {enc} text ({exc.reason} at byte {exc.start:,})"
     if name == "ValidationError" and hasattr(exc, "errors"):  # pydantic: its fields, not its report
-        parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'record'}: {e.get('msg')}" for e in exc.errors()[:3]]
-        more = len(exc.errors()) - len(parts)
-        return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+        return validation_words(exc, limit=3)
     if name == "BadGzipFile":  # gzip's message ends in a Python bytes repr: "Not a gzipped file (b'{\"')"
         import ast
 

@@ -87,8 +87,8 @@ def test_weights_must_be_numbers_and_duplicate_turn_indices_are_reported(tmp_pat
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in sb))
     inter, dead, quality = _read([str(tmp_path / "*.json"), str(tmp_path / "*.jsonl")])
     assert sorted(d.reason for d in dead) == [
-        "conversation[0]: weight: Value error, weight must be a number, got bool True",
-        "conversation[0]: weight: Value error, weight must be a number, got str '0.5'",
+        "conversation[0]: weight: weight must be a number, got bool True",
+        "conversation[0]: weight: weight must be a number, got str '0.5'",
     ]
     # w1 and w2 keep one of their two interactions: each says so (issue 28, earlier notes)
     assert sorted(q.kind for q in quality) == ["duplicate_turn_index", "session_kept_in_part", "session_kept_in_part"]

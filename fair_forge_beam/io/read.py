@@ -179,14 +179,10 @@ def _error_text(exc: Exception, flat: bool = False) -> str:
     ``flat`` record (top-level interaction fields, read as a ``StreamedBatch``) without the
     ``batch.`` / ``metadata.`` the reader put in front of them."""
     if isinstance(exc, ValidationError):
-        parts = []
-        for e in exc.errors():
-            at = tuple(e.get("loc", ()))
-            if flat and at[:1] in (("batch",), ("metadata",)):
-                at = at[1:]
-            loc = ".".join(str(x) for x in at) or "record"
-            parts.append(f"{loc}: {e.get('msg')}")
-        return "; ".join(parts)
+        from fair_forge_beam.plain import validation_words
+
+        return validation_words(exc, limit=None,
+                                loc=lambda at: at[1:] if flat and at[:1] in (("batch",), ("metadata",)) else at)
     return plain_reason(exc)
 
 

@@ -514,7 +514,9 @@ def make_gate(data: Union[str, dict, Gate], where: str = "gate") -> Gate:
 
 
 def _pydantic_message(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'gate'}: {_words(e['msg'])}" for e in exc.errors())
+    from fair_forge_beam.plain import validation_words
+
+    return validation_words(exc, limit=None, root="gate")
 
 
 def _words(msg: str) -> str:

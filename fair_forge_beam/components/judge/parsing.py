@@ -479,13 +479,9 @@ def parse_verdict(
 
 
 def _short_validation_error(exc: ValidationError, limit: int = 5) -> str:
-    errs = exc.errors()
-    parts = []
-    for e in errs[:limit]:
-        loc = ".".join(str(x) for x in e.get("loc", ())) or "<root>"
-        parts.append(f"{loc}: {e.get('msg')}")
-    more = f" (+{len(errs) - limit} more)" if len(errs) > limit else ""
-    return "; ".join(parts) + more
+    from fair_forge_beam.plain import validation_words
+
+    return validation_words(exc, limit=limit, root="the answer")
 
 
 def parse_structured(answer: str, schema: type[BaseModel]) -> tuple[Optional[BaseModel], Optional[str]]:
