@@ -202,6 +202,28 @@ def _fmt_num(x: Optional[float]) -> str:
 KINDS = ("threshold", "coverage", "regression")
 #: what a coverage gate can measure (``coverage [<metric>] <measure> ...``)
 COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "assistants_of_baseline")
+#: the range of what each coverage measure counts (a count of sessions or interactions, a share)
+COVERAGE_RANGES = {"sessions": (0.0, math.inf), "interactions": (0.0, math.inf), "dead_letter_share": (0.0, 1.0)}
+
+
+def _outside_range(where: str, what: str, value: float, lo: float, hi: float, name: str, unit: str,
+                   op: Optional[str]) -> Optional[str]:
+    """The usage error of a threshold (or a margin: ``op`` None, ``lo`` 0, ``hi`` the range's length)
+    outside the range its field declares (issue 28 G9: ``toxic_rate ci_high <= 5``, a rate being at
+    most 1, always passed), with a hint when it reads as a percentage; None inside it."""
+    if lo <= value <= hi:
+        return None
+    span = f"{lo:g} to {hi:g}" if math.isfinite(hi) else f"{lo:g} or more"
+    if op is None:
+        verdict = "the gate could never fail"
+    else:
+        above = value > hi
+        never_fails = above == (op in ("<=", "<"))
+        verdict = "the gate could never fail" if never_fails else "the gate could never pass"
+    hint = ""
+    if math.isfinite(hi) and hi <= 1 < value <= 100:
+        hint = f"; a percentage? write the fraction: {value:g}% is {value / 100:g}"
+    return f"{where}: {what} {value:g} is outside the range of {name}, {span} ({unit}): {verdict}{hint}"
 
 
 #: a number as a config writes it (TOML integer or float): never a boolean (``true`` is not 1) nor
@@ -574,6 +596,14 @@ def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice
         problems.append(f"{where}: {g.stat} is a credible-interval bound, which only the Bayesian mode gives, and this "
                         "run's mode is frequentist (--mode, or mode in --config; the command line wins): run with "
                         "--mode bayesian, or gate on mean")
+    if g.kind == "threshold" and g.threshold is not None:
+        from fair_forge_beam.reports.estimates import info_of
+
+        e = info_of(g.metric).gate_fields()[g.field]  # the range the metric declares for this field
+        lo, hi = e.value_range
+        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"{g.metric} {g.field}", e.unit, g.op)
+        if bad:
+            problems.append(bad)
     if spec.key_name is None and (g.key is not None or g.for_every is not None):
         hint = (f"; to check every {g.for_every} slice, write 'in every {g.for_every}'"
                 if g.for_every is not None and g.for_every in slice_dims else "")
@@ -606,6 +636,11 @@ def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slic
         problems.append(f"{where}: metric {quoted(g.metric)} has no headline estimate with a better side to compare")
     for f in checked:
         e = info.gate_fields()[f]
+        if g.margin:  # a margin is a difference on the field's scale: at most the length of its range
+            bad = _outside_range(where, "margin", g.margin, 0.0, e.span, f"a difference of {g.metric} {f}",
+                                 e.unit, None)
+            if bad:
+                problems.append(bad)
         if not e.direction:
             problems.append(f"{where}: {g.metric} {f} has no better side (no 'worse' to check); gate it with a "
                             "threshold instead")
@@ -637,6 +672,12 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
         if "assistant_id" not in slice_dims:
             problems.append(f"{where}: this audit does not slice by assistant_id (slices: {', '.join(slice_dims)})")
         return
+    if g.field in COVERAGE_RANGES and g.threshold is not None:
+        lo, hi = COVERAGE_RANGES[g.field]
+        unit = "share of the interactions read" if g.field == "dead_letter_share" else f"a count of {g.field}"
+        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"coverage {g.field}", unit, g.op)
+        if bad:
+            problems.append(bad)
     if g.field == "dead_letter_share":
         for d in _dims_of(g, problems, where) or ["every"]:
             if d not in SLICE_DIMENSIONS and d != "every":
