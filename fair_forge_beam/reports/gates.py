@@ -541,11 +541,6 @@ def _pydantic_message(exc: ValidationError) -> str:
     return validation_words(exc, limit=None, root="gate")
 
 
-def _words(msg: str) -> str:
-    """pydantic's message without its ``Value error, `` prefix (the check's own words follow it)."""
-    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
-
-
 def metric_slice_dimensions(metric: str, slice_dims: Sequence[str]) -> tuple:
     """The dimensions among ``slice_dims`` that ``metric`` slices by: all of them, unless its info
     limits them (``MetricInfo.slice_dimensions``: BestOf ranks assistants, so it has no
