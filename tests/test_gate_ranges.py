@@ -86,3 +86,11 @@ def test_every_gateable_field_is_checked_against_its_declared_range(which, insid
     bad = (lo - outside) if below else (hi + outside)
     assert math.isfinite(bad)
     assert "outside the range" in _problem(gate(bad), metrics=[metric])
+
+
+def test_a_cosine_gate_may_be_negative():
+    """Vision's mean similarity is a cosine, -1 to 1 (spec §17: upstream documents [0, 1], but a
+    cosine can be negative): ``>= -0.2`` is a gate that can fail, and ``>= -1.5`` is refused."""
+    validate_gates([parse_gate("vision mean_similarity mean >= -0.2")], ["vision"], True)
+    assert "outside the range of vision mean_similarity, -1 to 1" in _problem(
+        parse_gate("vision mean_similarity mean >= -1.5"), metrics=("vision",))

@@ -260,8 +260,9 @@ class Vision(MetricTransform):
         name=NAME,
         # similarity to the reference description (higher is better), hallucinated-frame share (spec §6.9)
         estimates=(
-            EstimateInfo("mean_similarity", "mean similarity", unit="cosine similarity", direction=+1,
-                         gate="mean_similarity", headline=True),
+            # a cosine: -1 to 1 (spec §17: upstream documents [0, 1], but cosines can be negative)
+            EstimateInfo("mean_similarity", "mean similarity", unit="cosine similarity", value_range=(-1.0, 1.0),
+                         direction=+1, gate="mean_similarity", headline=True),
             EstimateInfo("hallucination_rate", "hallucination rate", unit="share of frames", direction=-1,
                          gate="hallucination_rate", headline=True, counts=("n_hallucinations", "n_interactions")),
         ),
