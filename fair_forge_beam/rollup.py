@@ -717,6 +717,11 @@ def check_settings(run_dir: str, manifest: dict) -> None:
                          "out")
 
 
+#: the key of checked counts (:func:`checked_counts`) holding the run's records that gave an
+#: interaction, from its stored ``reader`` column (not a manifest count)
+RECORDS_READ = "records_read"
+
+
 def checked_counts(run_dir: str, manifest: dict) -> dict:
     """The run's ``counts`` as a roll-up takes them: each number its sealed files also hold is
     compared with them (the manifest cannot list its own hash, so an edited count would otherwise
@@ -761,10 +766,13 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     dims = tuple(d for d in CORE_SLICE_FIELDS
                  if d in (manifest["options"].get("slices") or SLICE_DIMENSIONS)
                  or any(str(k).split("=", 1)[0] == d for k in counts.get("interactions_read_by_slice") or {}))
-    read, by_slice = 0, {}
+    read, by_slice, per_session = 0, {}, []
     for path in run_shards(run_dir, table) if table else ():
-        t = _read_parquet(path, ["reader", *CORE_SLICE_FIELDS])
+        t = _read_parquet(path, ["reader", "session_id", *CORE_SLICE_FIELDS])
         records = t.column("reader").combine_chunks()
+        # the session's records that gave an interaction: the same list in each of its language rows
+        per_session.append(pa.table({"sid": t.column("session_id"), "aid": t.column("assistant_id"),
+                                     "r": pc.list_value_length(records).fill_null(0)}))
         items = pc.list_value_length(pc.struct_field(pc.list_flatten(records), "items")).fill_null(0)
         per = pa.table({"s": pc.list_parent_indices(records), "n": items}).group_by("s").aggregate([("n", "sum")])
         n = np.zeros(len(t), np.int64)  # a session's interactions, over its records
@@ -818,8 +826,12 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
             listed = quality.get(kind, 0)
             if type(listed) is not int or listed != sealed.get(kind, 0):
                 raise mismatch(f"quality[{json.dumps(kind)}]", json.dumps(listed), sealed.get(kind, 0))
+    records_read = 0  # summary.records_read of a rejected_share gate: counted from the files, never listed
+    if per_session:
+        grouped = pa.concat_tables(per_session).group_by(["sid", "aid"]).aggregate([("r", "max")])
+        records_read = int(pc.sum(grouped.column("r_max")).as_py() or 0)
     return {**counts, "interactions_read": read, "interactions_read_by_slice": dict(sorted(by_slice.items())),
-            "dead_letters": sorted([*k, n] for k, n in dead.items())}
+            "dead_letters": sorted([*k, n] for k, n in dead.items()), RECORDS_READ: records_read}
 
 
 #: the key of a checked manifest (:func:`load_manifests`) holding its ``counts`` as read (``counts``
@@ -917,7 +929,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                                   slices_stored)
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
-    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, evaluate_gates, read_count_dimensions,
+    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, counts_records, evaluate_gates, read_count_dimensions,
                                                resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.load import read_results
@@ -1034,7 +1046,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             read = {"interactions": empty, "dead_letter": empty, "quality": quality, "session_quality": quality}
             write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                           read_counts=counts, write_interactions=False,
-                          read_slice_dims=read_count_dimensions(gates, slices))
+                          read_slice_dims=read_count_dimensions(gates, slices), count_records=counts_records(gates))
         _place_reused_rows(out, copies.values())
         _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
         _copy_reused_rows(runs, out, [*(t for t in tables if t not in copied_tables),

@@ -148,7 +148,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.audit_config import is_template_launch, parse_slices
     from fair_forge_beam.slices import metadata_dimensions
     from fair_forge_beam.extras import MissingExtraError
-    from fair_forge_beam.reports.gates import read_count_dimensions, resolve_gates, uses_baseline
+    from fair_forge_beam.reports.gates import counts_records, read_count_dimensions, resolve_gates, uses_baseline
 
     from fair_forge_beam.console import expect_output
 
@@ -310,7 +310,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                                 on_slice_accumulators=stats.slices)
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static,
-                                stats=stats, read_slice_dims=read_count_dimensions(gates, slice_dims))
+                                stats=stats, read_slice_dims=read_count_dimensions(gates, slice_dims),
+                                count_records=counts_records(gates))
         return written + stats.written
 
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends

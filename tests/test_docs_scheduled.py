@@ -55,7 +55,7 @@ def test_nightly_walkthrough_runs_as_written(tmp_path):
             for n in nights]
     assert week["summary"]["interactions_read"] == sum(read) > 0
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
-    assert gates["n_gates"] == 4 and gates["passed"]
+    assert gates["n_gates"] == 5 and gates["passed"]
     _assert_regressions(gates)
     assert json.loads((tmp_path / "week49" / "gates.json").read_text(encoding="utf-8"))["passed"]
     assert (tmp_path / "trend" / "trend.html").is_file() and (tmp_path / "trend" / "trend.json").is_file()
@@ -88,6 +88,9 @@ def test_cron_and_airflow_call_the_nightly_script():
     fields = entries[0].split(None, 5)
     assert fields[:5] == ["30", "2", "*", "*", "*"] and "./nightly.sh" in fields[5]
     assert "%" not in fields[5].replace("\\%", "")  # cron turns an unescaped % into a newline
+    # the UTC day, as nightly.sh counts weeks in UTC (trial27x: a local 'date -d yesterday' on a host east
+    # of UTC names a UTC day that has not ended at 02:30 local)
+    assert "date -u -d yesterday" in fields[5] and "date -d yesterday" not in fields[5]
     tree = ast.parse(blocks["python"])  # Airflow is not installed here: the DAG file must at least be Python
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "BashOperator"]
     command = next(k.value.value for k in calls[0].keywords if k.arg == "bash_command")
@@ -172,7 +175,7 @@ def test_nightly_script_runs_three_nights_with_an_empty_one(first_night, tmp_pat
     assert third.returncode == 0, third.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-03"]
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
-    assert gates["n_gates"] == 4 and gates["passed"]  # coverage, assistants of the baseline, 2 regressions
+    assert gates["n_gates"] == 5 and gates["passed"]  # 2 coverage (dead letters, rejected at read), assistants of the baseline, 2 regressions
     _assert_regressions(gates)
     week = json.loads((tmp_path / "week" / "results.json").read_text(encoding="utf-8"))
     read = [json.loads((tmp_path / "audits" / n / "results.json").read_text())["summary"]["interactions_read"]
@@ -201,7 +204,7 @@ def test_nightly_script_after_a_killed_night(first_night, tmp_path):
     third = night("2026-12-03")
     assert third.returncode == 0, third.stderr[-3000:]
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
-    assert gates["n_gates"] == 4 and gates["passed"]
+    assert gates["n_gates"] == 5 and gates["passed"]
     _assert_regressions(gates)
     info = json.loads((tmp_path / "week" / "run_info.json").read_text(encoding="utf-8"))
     assert info["rollup"]["runs"] == ["audits/2026-12-01", "audits/2026-12-03"]
@@ -274,7 +277,7 @@ def test_nightly_baseline_is_the_last_ended_week_rolled_up(first_night, second_n
     assert json.loads((week / "run_info.json").read_text(encoding="utf-8"))["rollup"]["runs"] == [
         "audits/2026-12-01", "audits/2026-12-02"]  # the red night too
     gates = json.loads((tmp_path / "audits" / "2026-12-08" / "gates.json").read_text(encoding="utf-8"))
-    assert gates["n_gates"] == 4 and gates["passed"]
+    assert gates["n_gates"] == 5 and gates["passed"]
     _assert_regressions(gates)
     sealed = (week / "_SUCCESS").read_bytes()
 

@@ -827,6 +827,9 @@ class _OrderStreamed(beam.DoFn):
             yield beam.pvalue.TaggedOutput("session_quality", w)
         for language in sorted({it[2][_LANGUAGE_AT] for it in items}):  # the engine's session keys
             yield beam.pvalue.TaggedOutput("records", ((key[0], key[1], language), records))
+        # the input records that gave this session an interaction, once per session (not per
+        # language): the denominator of the rejected_share coverage gate, with the records rejected at read
+        yield beam.pvalue.TaggedOutput("n_records", len(records))
 
 
 class _OneWarningPerSession(beam.PTransform):
@@ -889,7 +892,7 @@ def records_to_interactions(
             parsed[_STREAMED]
             | f"{label}GroupStreamed" >> beam.GroupByKey()
             | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs("session_quality", "records",
-                                                                                    main="main")
+                                                                                    "n_records", main="main")
         )
         # a bounded parse yields every interaction through the session grouping (its main output
         # stays empty), so the ordered interactions go on directly: no Flatten, which would make
@@ -903,6 +906,7 @@ def records_to_interactions(
     out = {"interactions": answered, "dead_letter": dead, "quality": quality}
     if not streaming:  # each session's record summary and reader warnings, for stored statistics
         out["session_records"], out["session_quality"] = ordered["records"], ordered["session_quality"]
+        out["records_read"] = ordered["n_records"]  # per session: its records that gave an interaction
     return out
 
 

@@ -14,12 +14,16 @@ credible interval of Toxicity's DIDT in the ``overall`` slice::
 **Coverage gates** bound what was scored: ``sessions`` and ``interactions`` per slice (a lower
 bound: minimum sessions per slice), ``dead_letter_share`` — the share of the interactions read
 in a slice that a metric did not score (dead-lettered or not scored: ``(read − scored) / read``),
-and ``assistants_of_baseline`` — every assistant of the ``--baseline`` run is scored in this
-one. Without a metric name they check every metric of the audit::
+``rejected_share`` — the share of the run's input records rejected at read (unparsable, not an
+object, failing the schema: ``rejected_at_read / (records_read + rejected_at_read)``, run-level
+only: a record rejected at read has no trustworthy assistant or language, so it belongs to no
+slice), and ``assistants_of_baseline`` — every assistant of the ``--baseline`` run is scored in
+this one. Without a metric name they check every metric of the audit::
 
     coverage sessions >= 20 in every assistant_id
     coverage dead_letter_share <= 0.05 in every language
     coverage toxicity dead_letter_share <= 0.05 in every assistant_id
+    coverage rejected_share <= 0.05
     coverage assistants_of_baseline
 
 **Regression gates** check that the run is *not credibly worse* than a baseline (``--baseline
@@ -118,6 +122,7 @@ __all__ = [
     "resolve_gates",
     "check_gates",
     "uses_baseline",
+    "counts_records",
     "read_count_dimensions",
     "regression_fields",
     "KINDS",
@@ -201,9 +206,10 @@ def _fmt_num(x: Optional[float]) -> str:
 #: the kinds of gate
 KINDS = ("threshold", "coverage", "regression")
 #: what a coverage gate can measure (``coverage [<metric>] <measure> ...``)
-COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "assistants_of_baseline")
+COVERAGE_MEASURES = ("sessions", "interactions", "dead_letter_share", "rejected_share", "assistants_of_baseline")
 #: the range of what each coverage measure counts (a count of sessions or interactions, a share)
-COVERAGE_RANGES = {"sessions": (0.0, math.inf), "interactions": (0.0, math.inf), "dead_letter_share": (0.0, 1.0)}
+COVERAGE_RANGES = {"sessions": (0.0, math.inf), "interactions": (0.0, math.inf), "dead_letter_share": (0.0, 1.0),
+                   "rejected_share": (0.0, 1.0)}
 
 
 def _outside_range(where: str, what: str, value: float, lo: float, hi: float, name: str, unit: str,
@@ -390,7 +396,7 @@ def _gate_forms(number: str) -> tuple:
             {_OP}\s*(?P<threshold>{number}){_FOR}{_IN}""", re.X),
         re.compile(rf"""^\s*coverage\s+(?:(?P<metric>[A-Za-z_][\w-]*)\s+)??
             (?:(?P<baseline>assistants_of_baseline)\s*$
-              |(?P<field>sessions|interactions|dead_letter_share)\s*{_OP}\s*(?P<threshold>{number}){_IN})""", re.X),
+              |(?P<field>sessions|interactions|dead_letter_share|rejected_share)\s*{_OP}\s*(?P<threshold>{number}){_IN})""", re.X),
         re.compile(rf"""^\s*regression\s+(?P<metric>[A-Za-z_][\w-]*)(?:\s+(?P<field>[A-Za-z_]\w*))??\s+not\s+worse
             (?:\s+by\s+more\s+than\s+(?P<margin>{number}))?{_FOR}{_IN}""", re.X),
     )
@@ -424,8 +430,8 @@ def _number_words(token: str) -> str:
 #: the gate forms by first word, each with an example: a usage error names the one its text began
 #: (the threshold form for any other first word), not all of them
 _FORMS = {
-    "coverage": ("'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> [in ...]' or "
-                 "'coverage [<metric>] assistants_of_baseline'", "'coverage dead_letter_share <= 0.05 in every language'"),
+    "coverage": ("'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> [in ...]', "
+                 "'coverage rejected_share <op> <threshold>' or 'coverage [<metric>] assistants_of_baseline'", "'coverage dead_letter_share <= 0.05 in every language'"),
     "regression": ("'regression <metric> [<field>] not worse [by more than <margin>] [for ...] [in ...]'",
                    "'regression toxicity DIDT not worse in every assistant_id'"),
     "": ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in every slice|in every <dimension>|"
@@ -669,10 +675,22 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
         return
     if g.field in COVERAGE_RANGES and g.threshold is not None:
         lo, hi = COVERAGE_RANGES[g.field]
-        unit = "share of the interactions read" if g.field == "dead_letter_share" else f"a count of {g.field}"
+        unit = {"dead_letter_share": "share of the interactions read",
+                "rejected_share": "share of the input records read"}.get(g.field, f"a count of {g.field}")
         bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"coverage {g.field}", unit, g.op)
         if bad:
             problems.append(bad)
+    if g.field == "rejected_share":
+        # run-level: the records rejected at read have no trustworthy assistant, language or
+        # metric (an unparsable line names none), so there is no per-slice or per-metric share
+        if g.metric is not None:
+            problems.append(f"{where}: rejected_share is the share of the run's input records rejected at read, "
+                            f"before any metric: write it without a metric ('coverage rejected_share <op> <threshold>')")
+        if g.slices != "overall":
+            problems.append(f"{where}: rejected_share is run-level only (a record rejected at read has no "
+                            "trustworthy assistant_id or language): write it without 'in ...'; bound what a "
+                            "slice lost with 'coverage dead_letter_share <op> <threshold> in every <dimension>'")
+        return
     if g.field == "dead_letter_share":
         for d in _dims_of(g, problems, where) or ["every"]:
             if d not in SLICE_DIMENSIONS and d != "every":
@@ -736,6 +754,12 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
 
 
+def counts_records(gates: Sequence[Gate]) -> bool:
+    """True when a gate reads ``summary.records_read`` (``coverage rejected_share``): the run then
+    writes it into ``results.json`` (else it keeps its bytes)."""
+    return any(g.kind == "coverage" and g.field == "rejected_share" for g in gates)
+
+
 def uses_baseline(gates: Sequence[Gate]) -> bool:
     """True when a gate reads the ``--baseline`` run (regression gates, ``coverage assistants_of_baseline``)."""
     return any(g.kind == "regression" or (g.kind == "coverage" and g.field == "assistants_of_baseline") for g in gates)
@@ -752,14 +776,15 @@ def read_count_dimensions(gates: Sequence[Gate], slice_dims: Sequence[str]) -> t
     gates (``summary.interactions_read_by_slice``): those of :data:`~fair_forge_beam.slices.SLICE_DIMENSIONS` the
     audit computes, when a per-slice coverage gate is among them; else ``()`` (the default
     ``results.json`` keeps its bytes)."""
-    if not any((g.kind == "coverage" and g.field != "assistants_of_baseline") or _per_slice(g) for g in gates):
+    if not any((g.kind == "coverage" and g.field not in ("assistants_of_baseline", "rejected_share")) or _per_slice(g)
+               for g in gates):
         return ()
     return tuple(d for d in SLICE_DIMENSIONS if d in slice_dims)
 
 
 #: GateCheck fields written to gates.json only when set (coverage and regression checks)
 _OPTIONAL_CHECK_FIELDS = ("baseline", "difference", "method", "direction", "margin", "too_small", "interactions_read",
-                          "interactions_scored")
+                          "interactions_scored", "records_read", "records_rejected")
 
 
 class GateCheck(BaseModel):
@@ -770,7 +795,9 @@ class GateCheck(BaseModel):
     check adds ``baseline`` (the baseline's ``{mean, ci_low, ci_high, n}``), ``difference``
     (``{mean, ci_low, ci_high}`` of this run − baseline), its ``method``, the estimate's
     ``direction`` and the ``margin``, or ``too_small`` (why no difference is claimed); a
-    ``dead_letter_share`` check adds ``interactions_read`` and ``interactions_scored``."""
+    ``dead_letter_share`` check adds ``interactions_read`` and ``interactions_scored``; a
+    ``rejected_share`` check (run-level: ``metric`` ``*``, slice ``overall``) adds ``records_read``
+    (the input records that gave an interaction) and ``records_rejected`` (rejected at read)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -799,6 +826,8 @@ class GateCheck(BaseModel):
     too_small: Optional[str] = None
     interactions_read: Optional[int] = None
     interactions_scored: Optional[int] = None
+    records_read: Optional[int] = None
+    records_rejected: Optional[int] = None
     #: a skipped check's reason without its slice's particulars: the console groups skipped checks by it
     #: (:func:`skipped_line`); not written (``reason`` is)
     skip: Optional[str] = None
@@ -818,7 +847,7 @@ class GateCheck(BaseModel):
 
     def _message(self, ci_level: Optional[float]) -> str:
         where = shown_key(self.slice) + (f", {shown(self.key)}" if self.key is not None else "")
-        if self.kind == "coverage":
+        if self.kind == "coverage" and self.field != "rejected_share":  # rejected_share: run-level, no metric
             where = f"{self.metric}, {where}"
         head = {"pass": "gate passed", "fail": "GATE FAILED", "skipped": "gate skipped"}[self.status]
         if self.value is None or (self.kind == "regression" and self.difference is None):
@@ -835,7 +864,9 @@ class GateCheck(BaseModel):
                 return f"{head} {quoted(self.gate)} [{where}]: {self.reason}"
             cmp = self.op if self.status == "pass" else _NEGATED[self.op]
             detail = (f" ({self.interactions_read - self.interactions_scored} of {self.interactions_read} interactions "
-                      "read not scored)" if self.interactions_read is not None else "")
+                      "read not scored)" if self.interactions_read is not None else
+                      f" ({self.records_rejected} of {self.records_read + self.records_rejected} input records rejected "
+                      "at read)" if self.records_read is not None else "")
             return f"{head} {quoted(self.gate)} [{where}]: {self.field} = {_fmt_num(self.value)} {cmp} {self.threshold:g}{detail}"
         if self.kind == "regression":
             level = f"{ci_level * 100:g}% interval" if ci_level else "interval"
@@ -1050,6 +1081,8 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
             checks.append(GateCheck(**base, metric=g.metric or "*", slice="assistant_id=*", status="skipped",
                                     reason="the baseline has no assistant scored by a metric of this run"))
         return checks
+    if g.field == "rejected_share":
+        return [_rejected_check(doc, g, base)]
     dims = _run_slice_dims(doc)
     read_by_slice = dict((doc.get("summary") or {}).get("interactions_read_by_slice") or {})
     if "overall" not in read_by_slice and (doc.get("summary") or {}).get("interactions_read") is not None:
@@ -1104,6 +1137,27 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
                                 reason="no metric of this run slices by this dimension",
                                 skip="no metric of this run slices by this dimension"))
     return checks
+
+
+def _rejected_check(doc: dict, g: Gate, base: dict) -> GateCheck:
+    """``coverage rejected_share``: the run's input records rejected at read over the records read
+    (those that gave an interaction, plus the rejected ones: a record kept in part counts in both),
+    from ``summary.records_read`` and ``summary.rejected_at_read``. Run-level (metric ``*``, slice
+    ``overall``). A run with no record at all has no share: it fails (``if_undefined = "skip"``:
+    skipped) — an empty input is never green."""
+    summary = doc.get("summary") or {}
+    read, rejected = summary.get("records_read"), summary.get("rejected_at_read")
+    where = {**base, "metric": "*", "slice": "overall"}
+    if read is None or rejected is None:
+        return GateCheck(**where, status="fail", reason="results.json has no records_read count (written when a "
+                         "'coverage rejected_share' gate is given to the run)", skip="no records_read count")
+    total = int(read) + int(rejected)
+    if not total:
+        status = "skipped" if g.if_undefined == "skip" else "fail"
+        return GateCheck(**where, status=status, reason="no input record read", skip="no input record read")
+    value = int(rejected) / total
+    return GateCheck(**where, value=value, records_read=int(read), records_rejected=int(rejected),
+                     status="pass" if compare(value, base["op"], base["threshold"]) else "fail")
 
 
 def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:

@@ -382,12 +382,13 @@ class ResultsDocFn(beam.CombineFn):
     (slices: ``overall`` first, then by key), so the document is the same on every runner.
     """
 
-    def __init__(self, config: dict, static: dict, read_slice_dims: tuple = ()):
+    def __init__(self, config: dict, static: dict, read_slice_dims: tuple = (), count_records: bool = False):
         self.config, self.static, self.read_slice_dims = config, static, tuple(read_slice_dims)
+        self.count_records = count_records
 
     def create_accumulator(self):
         return {"read": 0, "dead": {}, "quality": Counter(), "scored": Counter(), "slices": {},
-                "read_slice": Counter()}
+                "read_slice": Counter(), "records": 0}
 
     def _add_slice(self, acc, metric: str, rec: dict) -> None:
         """Keep ``rec``'s summary (:func:`slice_summary`), and the whole record while the metric
@@ -399,6 +400,8 @@ class ResultsDocFn(beam.CombineFn):
         kind, key, value = el
         if kind == "read":
             acc["read"] += value
+        elif kind == "records":
+            acc["records"] += value
         elif kind == "read_slice":
             if key.split("=", 1)[0] in self.read_slice_dims:  # counted for the stored statistics only
                 acc["read_slice"][key] += value
@@ -419,6 +422,7 @@ class ResultsDocFn(beam.CombineFn):
         out = next(accs)
         for a in accs:
             out["read"] += a["read"]
+            out["records"] += a.get("records", 0)
             merge_reasons(out["dead"], a["dead"])
             for k in ("quality", "scored", "read_slice"):
                 out[k].update(a[k])
@@ -430,7 +434,8 @@ class ResultsDocFn(beam.CombineFn):
         slices = {m: [summary if whole is None else whole for summary, whole in recs] for m, recs in acc["slices"].items()}
         detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
         return build_results_doc(self.config, self.static, acc["read"], Counter(shown_reasons(acc["dead"])), acc["quality"], acc["scored"],
-                                 slices, acc["read_slice"] if self.read_slice_dims else None, detailed)
+                                 slices, acc["read_slice"] if self.read_slice_dims else None, detailed,
+                                 acc["records"] if self.count_records else None)
 
 
 def _add_slice_pair(recs: list, metric: str, rec: dict, static: dict) -> None:
@@ -520,7 +525,8 @@ def _slice_order(r):
 
 
 def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, quality: Counter, scored: Counter,
-                      slices: dict, read_by_slice: Optional[Counter] = None, detailed: Optional[dict] = None) -> dict:
+                      slices: dict, read_by_slice: Optional[Counter] = None, detailed: Optional[dict] = None,
+                      records_read: Optional[int] = None) -> dict:
     """The ``results.json`` document from the combined counts (see :class:`ResultsDocFn`).
 
     ``summary.metrics.<name>`` names one unit per field: ``interactions_scored`` (interactions
@@ -537,6 +543,11 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     ``overall`` first, then by key — the denominators of ``dead_letter_share``. Left out
     otherwise, so a run without coverage gates keeps its bytes.
 
+    ``records_read`` (given when a ``coverage rejected_share`` gate needs it):
+    ``summary.records_read``, the input records that gave at least one interaction (a record kept
+    in part counts here and, for its rejected interactions, once in ``rejected_at_read``) — with
+    ``rejected_at_read`` the denominator of ``rejected_share``. Left out otherwise.
+
     ``metrics.<name>.common``: the :data:`RUN_LEVEL_FIELDS` every slice of the metric holds with the
     same value, stated once and left out of the slice records (a slice record in full is
     ``{**common, **record}``: :func:`fair_forge_beam.reports.load.full_slice`). ``detailed``:
@@ -550,6 +561,7 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
         "config": config,
         "summary": {
             "interactions_read": n_read,
+            **({"records_read": int(records_read)} if records_read is not None else {}),
             "rejected_at_read": by_stage.get("read", 0),
             "rejected_at_read_reasons": _ranked({r: c for (s, r), c in dead.items() if s == "read"}),
             "data_quality_warnings": sum(quality.values()),
@@ -618,7 +630,7 @@ def results_json_bytes(doc: dict) -> bytes:
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
                   static: dict, stats=None, read_counts=None, write_interactions: bool = True,
-                  read_slice_dims: tuple = ()) -> list:
+                  read_slice_dims: tuple = (), count_records: bool = False) -> list:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
 
     Args:
@@ -636,6 +648,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         write_interactions: ``False``: no ``results.parquet/`` (a roll-up copies its runs' shards).
         read_slice_dims: slice dimensions among ``assistant_id`` and ``language`` whose
             interactions-read counts go into ``results.json`` (coverage gates; default none).
+        count_records: ``summary.records_read`` goes into ``results.json`` (a ``coverage
+            rejected_share`` gate): counted from ``read["records_read"]`` (one count per session),
+            or a roll-up's ``("records", None, n)`` elements in ``read_counts``.
 
     Returns:
         The sinks' results (PCollections of the written file names), complete only once every
@@ -668,6 +683,10 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
                      | "TagRead" >> beam.Map(lambda n: ("read", None, n)))
     else:
         parts.insert(0, read_counts)
+    if count_records and read_counts is None and "records_read" in read:
+        parts.append(read["records_read"]
+                     | "CountRecords" >> beam.CombineGlobally(sum).without_defaults()
+                     | "TagRecords" >> beam.Map(lambda n: ("records", None, n)))
     # interactions read per slice (counted per key first, then one element per slice): in
     # results.json for coverage gates (read_slice_dims), always in the stored counts (a roll-up's
     # coverage gates); a roll-up (read_counts: its runs' stored counts) has no interactions to count
@@ -702,7 +721,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     written.append(write_one_file(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
-        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims))
+        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims, count_records))
         | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8")),
         f"{out}/results.json", "WriteResultsJson"))
     return written
