@@ -80,20 +80,21 @@ def test_trial_half_garbage_export_fails_the_documented_nightly_gates(tmp_path):
 
 
 def test_rollup_gives_the_unions_rejected_share(tmp_path):
-    """Two days, each part garbage: the roll-up's records_read and rejected_at_read (from the runs'
+    """Two days, each part garbage, one session's records in both (cut across the days, as a
+    conversation across midnight): the roll-up's records_read and rejected_at_read (from the runs'
     stored statistics) are the union audit's, and so its rejected_share."""
     lines = DATA.read_text(encoding="utf-8").splitlines(keepends=True)
     gate = ["--gate", "coverage rejected_share <= 0.05"]
     assert _audit(tmp_path, "d1", lines[:40] + GARBAGE[:10], gate).returncode == 3
-    assert _audit(tmp_path, "d2", lines[40:100] + GARBAGE[10:40], gate).returncode == 3
-    assert _audit(tmp_path, "union", lines[:40] + GARBAGE[:10] + lines[40:100] + GARBAGE[10:40], gate).returncode == 3
+    assert _audit(tmp_path, "d2", lines[39:100] + GARBAGE[10:40], gate).returncode == 3
+    assert _audit(tmp_path, "union", lines[:40] + GARBAGE[:10] + lines[39:100] + GARBAGE[10:40], gate).returncode == 3
     roll = subprocess.run([sys.executable, "-m", "pipelines.audit", "rollup", "--quiet", "--no-report", "--from", "d1",
                            "--from", "d2", "--output", "week", *gate], cwd=tmp_path, capture_output=True, text=True,
                           timeout=900, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert roll.returncode == 3, roll.stderr[-3000:]
     week = json.loads((tmp_path / "week" / "results.json").read_text(encoding="utf-8"))["summary"]
     union = json.loads((tmp_path / "union" / "results.json").read_text(encoding="utf-8"))["summary"]
-    assert (week["records_read"], week["rejected_at_read"]) == (union["records_read"], union["rejected_at_read"]) == (100, 40)
+    assert (week["records_read"], week["rejected_at_read"]) == (union["records_read"], union["rejected_at_read"]) == (101, 40)
     gates = [json.loads((tmp_path / r / "gates.json").read_text(encoding="utf-8"))["gates"][0]["checks"][0]
              for r in ("week", "union")]
-    assert gates[0]["value"] == gates[1]["value"] == pytest.approx(40 / 140)
+    assert gates[0]["value"] == gates[1]["value"] == pytest.approx(40 / 141)

@@ -79,6 +79,7 @@ class _SummaryMetric(_Open):
 
 class _Summary(_Open):
     interactions_read: Optional[_Count] = None
+    records_read: Optional[_Count] = None
     rejected_at_read: Optional[_Count] = None
     rejected_at_read_reasons: Optional[dict[StrictStr, _Count]] = None
     data_quality_warnings: Optional[_Count] = None
