@@ -430,8 +430,8 @@ def _number_words(token: str) -> str:
 #: the gate forms by first word, each with an example: a usage error names the one its text began
 #: (the threshold form for any other first word), not all of them
 _FORMS = {
-    "coverage": ("'coverage [<metric>] sessions|interactions|dead_letter_share <op> <threshold> [in ...]', "
-                 "'coverage rejected_share <op> <threshold>' or 'coverage [<metric>] assistants_of_baseline'", "'coverage dead_letter_share <= 0.05 in every language'"),
+    "coverage": ("'coverage [<metric>] sessions|interactions|dead_letter_share|rejected_share <op> <threshold> [in ...]' "
+                 "or 'coverage [<metric>] assistants_of_baseline'", "'coverage rejected_share <= 0.05'"),
     "regression": ("'regression <metric> [<field>] not worse [by more than <margin>] [for ...] [in ...]'",
                    "'regression toxicity DIDT not worse in every assistant_id'"),
     "": ("'<metric> <field> <stat> <op> <threshold> [for every <key name>] [in every slice|in every <dimension>|"
