@@ -717,9 +717,26 @@ def check_settings(run_dir: str, manifest: dict) -> None:
                          "out")
 
 
-#: the key of checked counts (:func:`checked_counts`) holding the run's records that gave an
-#: interaction, from its stored ``reader`` column (not a manifest count)
-RECORDS_READ = "records_read"
+def records_read(run_dir: str, manifest: dict) -> int:
+    """The run's input records that gave an interaction (``summary.records_read``, for a
+    ``coverage rejected_share`` gate): the records of the reader's summaries in ``stats/sessions/``
+    (column ``reader``, one entry per record), once per session and assistant (a session's language
+    rows hold the same list). Not a manifest count: counted from the sealed files, so it needs no
+    check; a session cut across runs has its own records in each, and their sum is the union's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stored = manifest.get("stored") or {}
+    table = sorted(set(stored.values()))[0] if stored else None
+    parts = []
+    for path in run_shards(run_dir, table) if table else ():
+        t = _read_parquet(path, ["reader", "session_id", "assistant_id"])
+        parts.append(pa.table({"sid": t.column("session_id"), "aid": t.column("assistant_id"),
+                               "r": pc.list_value_length(t.column("reader").combine_chunks()).fill_null(0)}))
+    if not parts:
+        return 0
+    grouped = pa.concat_tables(parts).group_by(["sid", "aid"]).aggregate([("r", "max")])
+    return int(pc.sum(grouped.column("r_max")).as_py() or 0)
 
 
 def checked_counts(run_dir: str, manifest: dict) -> dict:
@@ -766,13 +783,10 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     dims = tuple(d for d in CORE_SLICE_FIELDS
                  if d in (manifest["options"].get("slices") or SLICE_DIMENSIONS)
                  or any(str(k).split("=", 1)[0] == d for k in counts.get("interactions_read_by_slice") or {}))
-    read, by_slice, per_session = 0, {}, []
+    read, by_slice = 0, {}
     for path in run_shards(run_dir, table) if table else ():
-        t = _read_parquet(path, ["reader", "session_id", *CORE_SLICE_FIELDS])
+        t = _read_parquet(path, ["reader", *CORE_SLICE_FIELDS])
         records = t.column("reader").combine_chunks()
-        # the session's records that gave an interaction: the same list in each of its language rows
-        per_session.append(pa.table({"sid": t.column("session_id"), "aid": t.column("assistant_id"),
-                                     "r": pc.list_value_length(records).fill_null(0)}))
         items = pc.list_value_length(pc.struct_field(pc.list_flatten(records), "items")).fill_null(0)
         per = pa.table({"s": pc.list_parent_indices(records), "n": items}).group_by("s").aggregate([("n", "sum")])
         n = np.zeros(len(t), np.int64)  # a session's interactions, over its records
@@ -826,12 +840,8 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
             listed = quality.get(kind, 0)
             if type(listed) is not int or listed != sealed.get(kind, 0):
                 raise mismatch(f"quality[{json.dumps(kind)}]", json.dumps(listed), sealed.get(kind, 0))
-    records_read = 0  # summary.records_read of a rejected_share gate: counted from the files, never listed
-    if per_session:
-        grouped = pa.concat_tables(per_session).group_by(["sid", "aid"]).aggregate([("r", "max")])
-        records_read = int(pc.sum(grouped.column("r_max")).as_py() or 0)
     return {**counts, "interactions_read": read, "interactions_read_by_slice": dict(sorted(by_slice.items())),
-            "dead_letters": sorted([*k, n] for k, n in dead.items()), RECORDS_READ: records_read}
+            "dead_letters": sorted([*k, n] for k, n in dead.items())}
 
 
 #: the key of a checked manifest (:func:`load_manifests`) holding its ``counts`` as read (``counts``
@@ -1040,6 +1050,9 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                 results.update({n: res[n] for n in names})
             counts = p | "StoredCounts" >> beam.Create(
                 [c for m in manifests for c in count_parts(m.get("counts") or {})]
+                # a rejected_share gate's records_read: the runs' reader summaries (records_read)
+                + ([("records", None, sum(records_read(r, m) for r, m in zip(runs, manifests)))]
+                   if counts_records(gates) else [])
                 + [("scored", m, n) for m, n in scored.items()])
             empty = p | "NoRecords" >> beam.Create([])
             quality = (sessions["quality"], stored_rows["quality"]) | "SessionQuality" >> beam.Flatten()

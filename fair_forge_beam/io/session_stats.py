@@ -721,8 +721,6 @@ def count_parts(counts: dict) -> list:
     out += [("dead", (stage, reason), int(n)) for stage, reason, n in counts.get("dead_letters", ())]
     out += [("quality", kind, int(n)) for kind, n in (counts.get("quality") or {}).items()]
     out += [("read_slice", key, int(n)) for key, n in (counts.get("interactions_read_by_slice") or {}).items()]
-    if counts.get("records_read") is not None:  # a roll-up's checked counts: from the run's stored reader column
-        out.append(("records", None, int(counts["records_read"])))
     return out
 
 
