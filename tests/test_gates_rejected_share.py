@@ -45,6 +45,7 @@ def test_parsed_and_evaluated_run_level():
 @pytest.mark.parametrize("text, words", [
     ("coverage rejected_share <= 0.05 in every assistant_id", "run-level only"),
     ("coverage toxicity rejected_share <= 0.05", "without a metric"),
+    ("coverage rejected_share <= 5", "outside the range of coverage rejected_share, 0 to 1"),  # a share: 5% is 0.05
 ])
 def test_no_per_slice_or_per_metric_form(text, words):
     with pytest.raises(GateConfigError, match=words):
