@@ -73,6 +73,17 @@ def handler_for(srv, tmp_path, **kw):
     return OpenAIJudgeHandler("judge-model", srv.base_url, **kw)
 
 
+def judged_through(srv, tmp_path, requests, **kw):
+    """Judge ``requests`` with a real handler (:func:`handler_for`, no re-ask of an invalid answer)
+    on the scripted server ``srv``: the handler's results, in order."""
+    handler = handler_for(srv, tmp_path, invalid_answer_retries=0, **kw)
+    client = handler.create_client()
+    try:
+        return handler.request(requests, client)
+    finally:
+        client.close()
+
+
 METRIC_OUTPUTS = ("interactions", "sessions", "slices", "dead_letter", "quality")
 
 

@@ -58,14 +58,7 @@ ix = partial(helpers.ix, "S", "bot", context="A bakery assistant.", qa_id_format
              gt="At 8.")
 
 
-def ask(srv, tmp_path, requests, **kw):
-    """Judge ``requests`` with a real handler on the server; results in order."""
-    handler = handler_for(srv, tmp_path, invalid_answer_retries=0, **kw)
-    client = handler.create_client()
-    try:
-        return handler.request(requests, client)
-    finally:
-        client.close()
+ask = helpers.judged_through
 
 
 # ------------------------------------------------------------------ 1. the judge's own verdict wins

@@ -29,12 +29,7 @@ def _replies(bad: Reply):
 def _ask(srv, tmp_path, n=N, **kw):
     reqs = [judge_request(f"k{i}", context_messages("ctx", f"QUESTION-{i}?", "an answer", None), schema=ContextJudgeOutput)
             for i in range(n)]
-    handler = handler_for(srv, tmp_path, invalid_answer_retries=0, **kw)
-    client = handler.create_client()
-    try:
-        return handler.request(reqs, client)
-    finally:
-        client.close()
+    return helpers.judged_through(srv, tmp_path, reqs, **kw)
 
 
 @pytest.mark.parametrize("bad", [
