@@ -206,6 +206,10 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
     read_by: dict[tuple, str] = {}
     same_content: dict[str, tuple[str, str]] = {}  # sha256 -> (run, the file it read)
     for run_dir, m in zip(runs, manifests):
+        # a run that read nothing and rejected nothing (an empty day published with --allow-empty:
+        # "[]" every night) holds no data its files could count twice: its digests are not compared
+        counts = m.get("counts") or {}
+        holds_data = bool(counts.get("interactions_read") or counts.get("dead_letters"))
         for f in m.get("input_files") or ():
             key = tuple(f[:3])  # path, size, modification time (a run written before the digest has these)
             if key in read_by and read_by[key] != run_dir:
@@ -214,7 +218,7 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
                                  "one run of it (a night re-run into a new folder is a second run of the same data)")
             read_by[key] = run_dir
             digest = f[3] if len(f) > 3 and isinstance(f[3], str) else None  # none: written before digests
-            if digest is None:
+            if digest is None or not holds_data:
                 continue
             other = same_content.get(digest)
             if other is not None and other[0] != run_dir:

@@ -201,10 +201,13 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
 def test_keys_repeated_across_days_are_one_warning_per_session_as_in_the_union(tmp_path):
     """Issue 28: a session whose 12 qa_ids each come back on the next day gives ONE
     ``duplicate_qa_id`` warning (naming the first 3 and how many), in the union audit and in the
-    roll-up alike: the same ``results.json`` and the same warnings (before: one per repeated qa_id)."""
+    roll-up alike: the same ``results.json`` and the same warnings (before: one per repeated qa_id).
+    The second day's answers differ (a file of the same bytes as the first day's is the same data
+    delivered again, which a roll-up refuses: test_rollup_same_content)."""
     s = SESSIONS[0]
     conv = [{**t, "qa_id": f"q{i:02d}"} for i, t in enumerate((s["conversation"] * 12)[:12])]
-    union_bytes = _days_rolled_up(tmp_path, [[{**s, "conversation": conv}], [{**s, "conversation": conv}]], "frequentist")
+    again = [{**t, "assistant": t["assistant"] + " (asked again)"} for t in conv]
+    union_bytes = _days_rolled_up(tmp_path, [[{**s, "conversation": conv}], [{**s, "conversation": again}]], "frequentist")
     assert json.loads(union_bytes)["summary"]["data_quality_by_kind"] == {"duplicate_qa_id": 1, "session_split": 1}
     from fair_forge_beam.reports.load import iter_quality_warnings
 

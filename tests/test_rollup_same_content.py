@@ -20,8 +20,30 @@ EXAMPLES = Path(audit.default_inputs()[1])
 COMMON = ["--quiet", "--no-report", "--metrics", "humanity", "--mode", "frequentist"]
 
 
-def _manifest(files):
-    return {"run_id": "r", "audit_runs": [], "input_files": files}
+def _manifest(files, interactions_read=10):
+    return {"run_id": "r", "audit_runs": [], "input_files": files,
+            "counts": {"interactions_read": interactions_read, "dead_letters": []}}
+
+
+def test_runs_that_read_nothing_share_a_digest_without_overlapping(tmp_path):
+    """An empty day published with --allow-empty ("[]" every night) holds no data to count twice: two
+    such runs, or one and a run of data, roll up; two runs that read records from one content do not."""
+    d = "0" * 64
+    empty = [{**_manifest([["/logs/d1.json", 3, 1.0, d]], 0), "audit_runs": ["r1"]},
+             {**_manifest([["/logs/d2.json", 3, 2.0, d]], 0), "audit_runs": ["r2"]}]
+    assert rollup.check_no_overlap(["/runs/A", "/runs/B"], empty) == ["r1", "r2"]
+    one_read = [empty[0], {**_manifest([["/logs/d2.json", 3, 2.0, d]], 5), "audit_runs": ["r2"]}]
+    assert rollup.check_no_overlap(["/runs/A", "/runs/B"], one_read) == ["r1", "r2"]
+    rejected = {**_manifest([["/logs/d1.json", 3, 1.0, d]], 0), "audit_runs": ["r3"]}
+    rejected["counts"]["dead_letters"] = [{"stage": "read", "count": 1}]
+    with pytest.raises(ValueError, match="the same content"):
+        rollup.check_no_overlap(["/runs/B", "/runs/C"], [one_read[1], rejected])
+    for d_ in ("d1", "d2"):  # end to end: two "[]" days published with --allow-empty, then rolled up
+        (tmp_path / f"{d_}.json").write_text("[]\n", encoding="utf-8")
+        assert audit.main([*COMMON, "--allow-empty", "--input", str(tmp_path / f"{d_}.json"),
+                           "--output", str(tmp_path / d_)]) == 0
+    assert audit.main(["rollup", "--quiet", "--no-report", "--from", str(tmp_path / "d1"), "--from",
+                       str(tmp_path / "d2"), "--output", str(tmp_path / "week")]) == 0
 
 
 def test_input_fingerprints_record_the_content_digest(tmp_path):

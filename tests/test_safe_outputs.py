@@ -225,7 +225,7 @@ def test_a_run_removes_every_leftover_and_a_failed_gate_still_publishes(tmp_path
     data = _jsonl(tmp_path / "in.jsonl", [_session("s1"), _session("s2", turns=3)])
     with pytest.raises(SystemExit) as exc:
         audit.run(["--quiet", "--no-report", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}",
-                   "--gate", "humanity mean_entropy mean <= -1", "--output", str(out)])
+                   "--gate", "humanity mean_entropy mean >= 3", "--output", str(out)])
     assert exc.value.code == 3
     assert f"details in {out}/gates.json" in capsys.readouterr().err
     files = set(_tree(out))
