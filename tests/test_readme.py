@@ -3,6 +3,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 
 from helpers import REPO
 
@@ -60,3 +62,28 @@ def test_ci_removes_the_venv_it_made_however_the_run_ends(tmp_path):
     run = subprocess.run([bash, "-c", block], env={**env, "TMPDIR": str(made), "FAIR_FORGE_CI_VENV": str(own)},
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 3 and (own / "bin" / "big").is_file(), run.stderr
+
+
+def test_ci_removes_what_killed_runs_left(tmp_path):
+    """A CI run killed outright (SIGKILL, no EXIT trap) leaves its ~7 GB folder: the next run removes
+    every ``ffb-ci.*`` folder whose run's pid is no longer alive (or, without a pid, older than 6
+    hours), and keeps a live run's."""
+    lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("CI_TMP="))
+    end = next(i for i, ln in enumerate(lines) if ln.strip() == "trap finish EXIT")
+    block = "\n".join(["set -euo pipefail", *lines[start:end + 1], "exit 0"])
+    made = tmp_path / "tmp"
+    dead, live, fresh, stale = (made / f"ffb-ci.{n}" for n in ("dead", "live", "fresh", "stale"))
+    for d in (dead, live, fresh, stale):
+        (d / "venv").mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (dead / "pid").write_text(gone.stdout.strip() + "\n")
+    (live / "pid").write_text(f"{os.getpid()}\n")
+    old = time.time() - 7 * 3600
+    os.utime(stale, (old, old))
+    env = {k: v for k, v in os.environ.items() if k != "FAIR_FORGE_CI_VENV"}
+    run = subprocess.run([shutil.which("bash"), "-c", block], env={**env, "TMPDIR": str(made)},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in made.iterdir()) == ["ffb-ci.fresh", "ffb-ci.live"]
+
