@@ -123,7 +123,8 @@ def parse_args(argv: Sequence[str], parser: Optional[argparse.ArgumentParser] = 
 def run_parsed(args: argparse.Namespace, beam_args: Sequence[str] = (), config_gates: Sequence = (),
                argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None) -> dict:
     """:func:`run` with options already parsed (:func:`parse_args`; the loop sets its own values on
-    them); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``);
+    them; ``beam_args`` as :func:`parse_args` gives them, checked there: the runner and Beam's own
+    validation); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``);
     ``parser``: the one whose name usage errors give (the loop's: default the audit's).
     Returns and raises as :func:`run`."""
     from fair_forge_beam.progress import QuietLogs
@@ -191,14 +192,14 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        if not args.window and (args.early_firing or args.allowed_lateness):
-            raise ValueError("--early-firing / --allowed-lateness shape the panes of --window: give --window too")
+        from fair_forge_beam.options import ignored_option_problem
+
+        problem = ignored_option_problem(args)  # an option this kind of run does not read (trial 28g G5), first
+        if problem:
+            raise ValueError(problem)
+        # (the runner and Beam's own option checks ran in reject_unknown_arguments: beam_options_problem)
         options = pipeline_options(beam_args)
         runner = options.view_as(StandardOptions).runner
-        if isinstance(runner, str):  # an unknown runner is a usage error, not a traceback from beam.Pipeline
-            from fair_forge_beam.options import check_runner
-
-            check_runner(runner)
         mode = statistical_mode(args)
         slice_dims = parse_slices(args.slices)
         if config_gates:  # the file's gates alone first: an error names the file
@@ -257,11 +258,6 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
                                       max_record_bytes=args.max_record_bytes)
-        from fair_forge_beam.options import ignored_option_problem
-
-        problem = ignored_option_problem(args)  # an option this kind of run does not read (trial 28g G5)
-        if problem:
-            raise ValueError(problem)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
