@@ -149,7 +149,11 @@ def add_finding(acc: dict, kind: str, n: int, example: str, element_id: str = ""
     (``{kind: (n, first)}``, ``first`` the smallest example as ``(turn, element_id, text before it,
     text after it)``); returns ``acc``."""
     head, found, tail = example.partition(element_id) if element_id else (example, "", "")
-    first = _first(element_id if found else "", head, tail)
+    return _put(acc, kind, n, _first(element_id if found else "", head, tail))
+
+
+def _put(acc: dict, kind: str, n: int, first: tuple) -> dict:
+    """``n`` more findings of ``kind`` into ``acc``, ``first`` kept if it is the smallest example."""
     had = acc.get(kind)
     acc[kind] = (n, first) if had is None else (had[0] + n, min(had[1], first))
     return acc
@@ -161,8 +165,7 @@ def merge_findings(accs) -> dict:
     out: dict = {}
     for acc in accs:
         for kind, (n, first) in (acc or {}).items():
-            had = out.get(kind)
-            out[kind] = (n, first) if had is None else (had[0] + n, min(had[1], first))
+            _put(out, kind, n, first)
     return out
 
 
