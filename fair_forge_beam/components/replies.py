@@ -176,7 +176,8 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
     Returns ``(completion, body)``: ``openai``'s ``ChatCompletion`` (built leniently, as the
     client's own parser does) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
     :class:`UnreadableReply` when the body is not UTF-8 or not a JSON object (nested past the decoder's
-    depth included), and ``openai``'s errors
+    depth included) or holds more than one choice (callers never send ``n``: two answers to one
+    request leave no telling which is meant), and ``openai``'s errors
     (HTTP status, time-out — also a body not whole by the deadline of :func:`openai_http_client` —,
     connection) as the client raises them."""
     from openai.types.chat import ChatCompletion
@@ -201,6 +202,9 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
         raise UnreadableReply(f"the body is not JSON ({plain_reason(exc)})", body) from None
     if not isinstance(data, dict):
         raise UnreadableReply(f"the body is {json_kind(data)}, not an object", body)
+    choices = data.get("choices")
+    if isinstance(choices, list) and len(choices) > 1:  # one was asked for (``n`` is never sent): which would be the answer?
+        raise UnreadableReply(f"the body has {len(choices):,} choices where one was asked for", body)
     try:
         return ChatCompletion.construct(**data), body
     except Exception as exc:  # noqa: BLE001 - whatever the model builder makes of this one body: this reply only
