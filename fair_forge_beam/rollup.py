@@ -58,13 +58,13 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.session_stats import file_digest
+from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
-from fair_forge_beam.io.edge import read_all  # whole files in pieces: Beam's .gz reader stops at 16 MiB
+from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest",
-           "check_sealed", "file_digest", "sealed_files", "seal_more"]
+           "check_sealed", "content_digest", "file_digest", "sealed_files", "seal_more"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
 
@@ -84,11 +84,10 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
     """``[path, size in bytes, last modified (epoch seconds), sha256 of its content]`` of every file
     the input ``patterns`` match (any Beam filesystem), sorted: what a roll-up compares to refuse
     one input read by two of its runs (a night re-run into a new folder: the same path, size and
-    time; a renamed or ``cp -p`` copied log: the same content, :func:`check_no_overlap`). The
-    digest is of the bytes as stored (a ``.gz`` file's compressed bytes), read through the
-    filesystem Beam reads the input with (:func:`~fair_forge_beam.io.session_stats.file_digest`);
-    an empty file, or one that cannot be read here (the reader says why), has no digest (three
-    fields). A pattern that matches nothing adds nothing."""
+    time; a renamed, ``cp -p`` copied or recompressed log: the same content, :func:`check_no_overlap`).
+    The digest is of the content as the reader decodes it (:func:`content_digest`); an empty file,
+    or one that cannot be read here (the reader says why), has no digest (three fields). A pattern
+    that matches nothing adds nothing."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.read import absolute_pattern
@@ -107,10 +106,32 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
                 out[entry] = None
                 if m.size_in_bytes:
                     try:
-                        out[entry] = file_digest(m.path)[1]
+                        out[entry] = content_digest(m.path)
                     except Exception:  # noqa: BLE001 - an unreadable file is the reader's error, not the manifest's
                         pass
     return [[*entry, *([digest] if digest else [])] for entry, digest in sorted(out.items())]
+
+
+def content_digest(path: str) -> str:
+    """sha256 (64 hex digits) of the file ``path`` as the reader decodes it: a compressed file
+    (``.gz``, ``.bz2``, ``.xz``, ``.zst``, … by its name, :func:`~fair_forge_beam.io.edge.open_input`)
+    is hashed decompressed, so ``day.jsonl``, ``day.jsonl.gz`` and the same data recompressed at
+    another level share one digest; a plain file's digest is that of its bytes. Memory: one piece of
+    :data:`~fair_forge_beam.io.session_stats.HASH_PIECE` bytes. Compressed data that is corrupt or cut
+    short is hashed as stored (its copies are still told apart from other files).
+
+    Raises:
+        OSError: the file cannot be read."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open_input(path) as f:
+            while piece := f.read(HASH_PIECE):
+                digest.update(piece)
+    except CompressedDataError:
+        return file_digest(path)[1]
+    return digest.hexdigest()
 
 
 def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[str] = None,
@@ -181,7 +202,7 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
         ValueError: a folder given twice (by any path to it), an audit run held by two inputs
             (a roll-up and a run it already holds, two roll-ups of overlapping weeks, a copy of a run),
             an input file (same path, size and modification time) read by two inputs (a night
-            re-run into another folder), or input files of the same content (sha256, recorded by
+            re-run into another folder), or input files of the same decoded content (sha256, recorded by
             :func:`input_fingerprints`; runs written before it record none and are compared by path
             only) read by two inputs (a renamed or copied log); the message names the overlapping
             runs and files.
@@ -223,8 +244,8 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
             other = same_content.get(digest)
             if other is not None and other[0] != run_dir:
                 raise ValueError(f"the runs overlap: {other[0]} read {other[1]} and {run_dir} read {f[0]}, the same "
-                                 f"content ({f[1]} bytes, sha256 {digest[:16]}…); a roll-up counts each input once: "
-                                 "give one run of it (a renamed or copied log is the same data)")
+                                 f"content (sha256 {digest[:16]}…, decompressed); a roll-up counts each input once: "
+                                 "give one run of it (a renamed, copied or recompressed log is the same data)")
             same_content.setdefault(digest, (run_dir, f[0]))
     return sorted(owner)
 

@@ -65,7 +65,7 @@ def test_runs_whose_files_share_a_digest_are_refused_naming_both_runs_and_files(
     msg = str(exc.value)
     assert "\n" not in msg and msg.startswith(
         f"the runs overlap: /runs/A read /logs/{names[0]} and /runs/B read /logs/{names[1]}, the same content "
-        "(10 bytes, sha256 0000000000000000…)"), msg
+        "(sha256 0000000000000000…, decompressed)"), msg
 
 
 def test_runs_written_before_the_digest_keep_the_path_check_alone():
@@ -98,4 +98,44 @@ def test_a_rollup_of_a_log_and_its_copy_is_a_one_line_usage_error(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1, err
     assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {copy}, the same content" in err[0]
+    assert not (tmp_path / "R").exists()
+
+
+def test_a_log_and_its_compressed_copies_share_one_digest(tmp_path):
+    """The same records stored plain, gzipped at two levels (another header time too) and as xz
+    are one content; a truncated gzip is hashed as stored, apart from the whole one."""
+    import gzip
+    import lzma
+
+    data = "".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:40]).encode("utf-8")
+    plain = tmp_path / "night.jsonl"
+    plain.write_bytes(data)
+    copies = {"fast.jsonl.gz": gzip.compress(data, 1, mtime=1), "best.jsonl.gz": gzip.compress(data, 9, mtime=2),
+              "night.jsonl.xz": lzma.compress(data)}
+    for name, blob in copies.items():
+        (tmp_path / name).write_bytes(blob)
+    digests = {rollup.content_digest(str(tmp_path / n)) for n in ["night.jsonl", *copies]}
+    assert digests == {file_digest(str(plain))[1]}
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(copies["best.jsonl.gz"][:-20])
+    assert rollup.content_digest(str(cut)) == file_digest(str(cut))[1] not in digests
+
+
+def test_a_rollup_of_a_log_and_its_recompressed_copy_is_refused(tmp_path, capsys):
+    import gzip
+
+    log = tmp_path / "logs" / "night.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:40]), encoding="utf-8")
+    packed = tmp_path / "logs" / "night-archive.jsonl.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes(), 6, mtime=0))
+    audit.run([*COMMON, "--input", str(log), "--output", str(tmp_path / "A")])
+    audit.run([*COMMON, "--input", str(packed), "--output", str(tmp_path / "B")])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        rollup.run(["--from", str(tmp_path / "A"), "--from", str(tmp_path / "B"), "--output", str(tmp_path / "R"),
+                    "--quiet", "--no-report"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {packed}, the same content" in err[0]
     assert not (tmp_path / "R").exists()
