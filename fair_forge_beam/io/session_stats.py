@@ -89,7 +89,7 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.write import write_one_file, write_parquet
+from fair_forge_beam.io.write import write_files, write_parquet
 
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
@@ -554,11 +554,13 @@ class WriteSessionStats:
         self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
                                           slices_schema(layout, fused, columns), 64))
 
-    def write_manifest(self, parts, session_quality: Sequence = ()) -> None:
+    def write_manifest(self, parts, session_quality: Sequence = (), parts_never_empty: bool = False) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),
         with the run's counts from ``parts`` — its ``("read", None, n)``, ``("dead", (stage,
         reason), 1)`` (stored grouped, a real reason per group: :mod:`~fair_forge_beam.reasons`) and ``("quality", kind, 1)`` elements — less the warnings of the
-        session stages: the engine's and ``session_quality`` (the reader's)."""
+        session stages: the engine's and ``session_quality`` (the reader's). ``parts_never_empty``:
+        ``parts`` holds an element in every run (a ``("read", None, 0)``), so its combine needs no
+        default."""
         minus = [q | f"StatsSessionQuality{i}" >> beam.Map(lambda w: ("quality", str(w.kind), -1))
                  for i, q in enumerate([*self.session_quality, *session_quality])]
         every = (parts, *minus) | "StatsCountParts" >> beam.Flatten() if minus else parts
@@ -566,24 +568,26 @@ class WriteSessionStats:
                "stored": dict(sorted(self.stored.items())), "not_stored": dict(sorted(self.not_stored.items())),
                "stored_slices": dict(sorted(self.stored_slices.items())),
                "slices_not_stored": dict(sorted(self.slices_not_stored.items())), "sealed_files": list(SEALED_FILES)}
-        counts = every | "StatsCounts" >> beam.CombineGlobally(_CountsCombineFn())
-        self.written.append(write_one_file(
-            counts
-            | "StatsManifestText" >> beam.Map(lambda counts, d=doc: json.dumps(_masked({**d, "counts": counts}), indent=2,
-                                                                                ensure_ascii=False, allow_nan=False)),
-            f"{self.out}/{STATS_DIR}/manifest.json", "WriteStatsManifest"))
-        self.written.append(write_one_file(  # sealed (under stats/): the manifest's settings are checked against it
-            counts | "StatsSettingsText" >> beam.Map(lambda _, d=manifest_settings(doc): json.dumps(
+        combine = beam.CombineGlobally(_CountsCombineFn())
+        # a caller whose parts always hold an element (write_outputs: its ("read", None, 0)) needs no
+        # default: the default's DoOnce and side input were 4 transforms and 2 stages (issue 26)
+        counts = every | "StatsCounts" >> (combine.without_defaults() if parts_never_empty else combine)
+        settings, run_ids = manifest_settings(doc), run_ids_of(_masked(doc))
+        # the four files in one step (two transforms per file were a text and a write)
+        self.written.append(write_files(counts, [
+            (f"{self.out}/{STATS_DIR}/manifest.json",
+             lambda counts, d=doc: json.dumps(_masked({**d, "counts": counts}), indent=2, ensure_ascii=False,
+                                              allow_nan=False)),
+            # sealed (under stats/): the manifest's settings are checked against it
+            (f"{self.out}/{SETTINGS}", lambda _, d=settings: json.dumps(
                 d, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=True)),
-            f"{self.out}/{SETTINGS}", "WriteStatsSettings"))
-        self.written.append(write_one_file(  # sealed (under stats/): the manifest's run ids and input files are checked against it
-            counts | "StatsRunIdsText" >> beam.Map(lambda _, d=run_ids_of(_masked(doc)): json.dumps(
+            # sealed (under stats/): the manifest's run ids and input files are checked against it
+            (f"{self.out}/{RUN_IDS}", lambda _, d=run_ids: json.dumps(
                 d, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=True)),
-            f"{self.out}/{RUN_IDS}", "WriteStatsRunIds"))
-        self.written.append(write_one_file(  # sealed (under stats/): the manifest's quality counts are checked against it
-            counts | "StatsQualityText" >> beam.Map(lambda c: json.dumps({"quality": c["quality"]}, indent=2,
-                                                                         ensure_ascii=False, allow_nan=False)),
-            f"{self.out}/{QUALITY_COUNTS}", "WriteStatsQualityCounts"))
+            # sealed (under stats/): the manifest's quality counts are checked against it
+            (f"{self.out}/{QUALITY_COUNTS}", lambda c: json.dumps({"quality": c["quality"]}, indent=2,
+                                                                  ensure_ascii=False, allow_nan=False)),
+        ], "WriteStats"))
 
 
 class _CountsCombineFn(beam.CombineFn):

@@ -11,6 +11,7 @@ files a pipeline writes once at its end. Works on every Beam filesystem (local, 
                                 ``WriteToParquetBatched``), never row by row
 :func:`write_one_file`          a ``PCollection`` of one text → exactly one file (``results.json``,
                                 ``stats/manifest.json``)
+:func:`write_files`             a ``PCollection`` of one element → several whole files, one step
 :func:`write_window_files`      windowed ``PCollection`` → one JSON Lines file per window and pane
                                 (``fileio.WriteToFiles``; streaming runs)
 :class:`OutputFiles`            whole files written once, in order, from inside a pipeline
@@ -29,7 +30,7 @@ from typing import Any, Callable, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_window_files", "replace_file", "replace_files",
+__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_files", "write_window_files", "replace_file", "replace_files",
            "OutputFiles", "sorted_dead_letters"]
 
 
@@ -205,14 +206,33 @@ def _write_whole_file(text: str, path: str) -> str:
     return replace_file(path, lambda f: f.write(data))
 
 
-def write_one_file(texts: beam.PCollection, path: str, label: str) -> beam.PCollection:
+def _write_files_of(element, files) -> list:
+    return [_write_whole_file(to_text(element), path) for path, to_text in files]
+
+
+def write_one_file(texts: beam.PCollection, path: str, label: str,
+                   to_text: Optional[Callable[[Any], str]] = None) -> beam.PCollection:
     """A ``PCollection`` holding one text → the file ``path`` exactly, UTF-8 (no shard name, no
     newline added), written by one step through Beam's ``FileSystems`` (local or remote). Returns
-    the written file name.
+    the written file name. ``to_text``: the element → its text, in the same step (default: the
+    element is the text).
 
     One ``Map``: a ``WriteToText`` of one shard expands to 11 transforms and about 4 stages (its
     ``DoOnce``, a ``GroupByKey``, the finalize step), and the README's job writes three such files."""
-    return texts | label >> beam.Map(_write_whole_file, path)
+    if to_text is None:
+        return texts | label >> beam.Map(_write_whole_file, path)
+    return write_files(texts, [(path, to_text)], label)
+
+
+def write_files(elements: beam.PCollection, files: list, label: str) -> beam.PCollection:
+    """A ``PCollection`` holding one element → several whole files, written by one step, in
+    order (each as :func:`write_one_file` writes one): ``files`` is a list of ``(path, to_text)``,
+    ``to_text`` the element → that file's text. Returns the written file names.
+
+    One step for all: a ``Map`` that makes a text and a ``Map`` that writes it were two
+    transforms per file (issue 26: each transform costs graph construction, translation and a
+    bundle processor's set-up)."""
+    return elements | label >> beam.FlatMap(_write_files_of, list(files))
 
 
 def write_window_files(pcoll: beam.PCollection, folder: str, prefix: str, label: str) -> None:

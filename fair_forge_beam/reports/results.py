@@ -675,9 +675,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), str(_field(d, "reason"))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
     ]
+    # one ("read", None, 0) in every run: both combines below (ResultsDocFn, the manifest's _CountsCombineFn)
+    # count it as nothing, and it spares each its default (a DoOnce and a side input: 4 transforms, 2 stages)
+    parts.append(dead.pipeline | "ReadCountSeed" >> beam.Create([("read", None, 0)]))
     if read_counts is None:  # one count per run, not one tagged element per interaction through the results combine
-        # no default element: nothing read gives no ("read", None, 0), which both combines count as 0
-        # (ResultsDocFn, the manifest's _CountsCombineFn); a default adds a DoOnce and a side input (2 stages)
+        # no default element: nothing read gives no ("read", None, n) from here (the seed above counts 0)
         parts.insert(0, read["interactions"]
                      | "CountRead" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
                      | "TagRead" >> beam.Map(lambda n: ("read", None, n)))
@@ -703,7 +705,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             | "TagReadSlices" >> beam.MapTuple(lambda k, n: ("read_slice", k, n)))
     if stats is not None:
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
-        stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality)
+        stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality, parts_never_empty=True)
     for name, r in results.items():
         schema = session_schema(name)
         written.append(write_parquet(r["sessions"], f"Sessions_{name}", f"{out}/sessions/{name}/part", schema,
@@ -721,9 +723,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     written.append(write_one_file(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
-        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims, count_records))
-        | "ResultsJson" >> beam.Map(lambda doc: results_json_bytes(doc).decode("utf-8")),
-        f"{out}/results.json", "WriteResultsJson"))
+        | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims, count_records)
+                                                   ).without_defaults(),  # parts hold the seed: never empty
+        f"{out}/results.json", "WriteResultsJson", to_text=lambda doc: results_json_bytes(doc).decode("utf-8")))
     return written
 
 

@@ -1,0 +1,61 @@
+"""The README's main job's graph (issue 26: README's job at most 5 CPU s): each transform costs graph
+construction, type inference, translation and a bundle processor's set-up, so steps that exist only
+for plumbing are not in it. The graph is built by ``pipelines.audit.run`` and captured when the
+pipeline would run (nothing runs, nothing is published)."""
+from __future__ import annotations
+
+import pytest
+
+from fair_forge_beam._beam import beam
+from pipelines import audit
+
+from helpers import FNAPI
+
+
+class _Built(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def leaves(tmp_path_factory):
+    """The full labels of the leaf transforms of README's job (humanity + toxicity, Bayesian)."""
+    out = str(tmp_path_factory.mktemp("graph") / "out")
+    found = []
+
+    def capture(self, *a, **k):
+        def walk(node):
+            if not node.parts:
+                found.append(node.full_label)
+            for part in node.parts:
+                walk(part)
+
+        walk(self._root_transform())
+        raise _Built
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(beam.Pipeline, "run", capture)
+    try:
+        with pytest.raises(_Built):
+            audit.run(["--quiet", "--metrics", "humanity,toxicity", "--mode", "bayesian", "--output", out,
+                       f"--runner={FNAPI}"])
+    finally:
+        mp.undo()
+    return found
+
+
+def test_the_two_run_combines_have_no_default_step(leaves):
+    """The manifest's counts and results.json's combine take a ("read", None, 0) that every run holds,
+    not a default: a default is a DoOnce (3 transforms), an InjectDefault and a side-input stage each."""
+    for combine in ("StatsCounts/", "CombineResults/"):
+        steps = [leaf for leaf in leaves if leaf.startswith(combine)]
+        assert steps, combine
+        assert not [s for s in steps if "DoOnce" in s or "InjectDefault" in s], steps
+    assert [leaf for leaf in leaves if leaf.startswith("ReadCountSeed/")]
+
+
+def test_whole_files_are_one_step_each_group(leaves):
+    """The four stats files (manifest, settings, run ids, quality counts) are written by one step, and
+    results.json's text is made where it is written (a text step and a write step were two per file)."""
+    assert [leaf for leaf in leaves if leaf.startswith("WriteStats") and "/" not in leaf] == ["WriteStats"]
+    assert not [leaf for leaf in leaves if leaf.startswith("Stats") and leaf.endswith("Text")]
+    assert "WriteResultsJson" in leaves and "ResultsJson" not in leaves
