@@ -40,7 +40,8 @@ def on_gc(phase, info):
 gc.callbacks.append(on_gc)
 if variant == "default":
     import fair_forge_beam._beam as fb
-    fb.tune_gc = lambda: None
+    import fair_forge_beam._gc as fg
+    fb.tune_gc = fg.tune_gc = lambda: None
 sys.argv = ["fair-forge-beam", *sys.argv[3:]]
 code = 0
 try:

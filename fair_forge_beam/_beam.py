@@ -25,32 +25,8 @@ finally:
 
 __all__ = ["beam"]
 
-#: the cyclic garbage collector's generation-0 threshold in a process that runs our pipelines
-#: (CPython's default: 700), see :func:`tune_gc`
-GC_THRESHOLD0 = 50_000
-
-
-def tune_gc() -> None:
-    """Raise the cyclic garbage collector's generation-0 threshold to :data:`GC_THRESHOLD0` (the
-    generation-1 and -2 thresholds stay as they are) in this process, once; a lower threshold the
-    application set itself is raised too, a higher one kept.
-
-    Why: a pipeline allocates container objects fast (decoded elements, accumulators) and holds
-    many of them (a bundle's elements, a combine's table), so under CPython's default of 700 the
-    collector runs full collections over millions of live objects again and again; it frees
-    almost nothing (our data holds no reference cycles to speak of). Measured on this package's
-    roll-up of 7 Bayesian audits of 100k interactions (``benchmarks/bench_gc.py``): 31 full
-    collections took 5.0 of 32.7 CPU seconds; with this threshold, 3 took 0.17 s (CPU 0.876×). Reference counting frees
-    everything else as before; only cyclic garbage waits longer (up to 50,000 net allocations).
-    Called by :func:`fair_forge_beam.beam_pipeline.run_pipeline` (the launcher and an in-process
-    runner) and by the ``setup`` of the heavy ``DoFn``\\ s (an SDK worker process of Flink, Prism or
-    the multi-process runner)."""
-    import gc
-
-    threshold = gc.get_threshold()
-    if threshold[0] < GC_THRESHOLD0:
-        gc.set_threshold(GC_THRESHOLD0, *threshold[1:])
-
+# the collector threshold (defined beside, without Beam: the commands raise it before their imports)
+from fair_forge_beam._gc import GC_THRESHOLD0, tune_gc  # noqa: E402
 
 __all__ += ["tune_gc", "GC_THRESHOLD0"]
 

@@ -54,3 +54,17 @@ def test_the_heavy_dofns_tune_their_worker(monkeypatch, make):
     monkeypatch.setattr(fb, "tune_gc", lambda: calls.append(1))
     make().setup()
     assert calls == [1]
+
+
+def test_a_command_raises_the_threshold_before_its_imports():
+    """A command's process raises it first (``console.starting``), not only when its pipeline starts:
+    README's job collected 398 times before its pipeline started (issue 26). Beam is not imported."""
+    out = _child("""
+        import gc, sys
+        gc.set_threshold(700, 10, 10)
+        sys.argv = ["fair-forge-beam", "--output", "/nonexistent/out"]
+        from fair_forge_beam.console import starting
+        starting()
+        print(gc.get_threshold()[0], "apache_beam" in sys.modules)
+    """)
+    assert out == f"{fb.GC_THRESHOLD0} False"
