@@ -59,3 +59,11 @@ def test_whole_files_are_one_step_each_group(leaves):
     assert [leaf for leaf in leaves if leaf.startswith("WriteStats") and "/" not in leaf] == ["WriteStats"]
     assert not [leaf for leaf in leaves if leaf.startswith("Stats") and leaf.endswith("Text")]
     assert "WriteResultsJson" in leaves and "ResultsJson" not in leaves
+
+
+def test_reads_and_reads_per_slice_are_one_count(leaves):
+    """The interactions read and those of each slice (results.json's coverage counts, the stored
+    counts) are counted per key by one count: a count of all and a count per slice were 10 transforms
+    and 2 shuffles."""
+    assert not [leaf for leaf in leaves if "ReadSlices" in leaf or leaf.startswith("ReadSliceKeys")]
+    assert len([leaf for leaf in leaves if leaf.startswith("CountRead/") and leaf.endswith("GroupByKey")]) == 1

@@ -678,17 +678,6 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     # one ("read", None, 0) in every run: both combines below (ResultsDocFn, the manifest's _CountsCombineFn)
     # count it as nothing, and it spares each its default (a DoOnce and a side input: 4 transforms, 2 stages)
     parts.append(dead.pipeline | "ReadCountSeed" >> beam.Create([("read", None, 0)]))
-    if read_counts is None:  # one count per run, not one tagged element per interaction through the results combine
-        # no default element: nothing read gives no ("read", None, n) from here (the seed above counts 0)
-        parts.insert(0, read["interactions"]
-                     | "CountRead" >> beam.CombineGlobally(beam.combiners.CountCombineFn()).without_defaults()
-                     | "TagRead" >> beam.Map(lambda n: ("read", None, n)))
-    else:
-        parts.insert(0, read_counts)
-    if count_records and read_counts is None and "records_read" in read:
-        parts.append(read["records_read"]
-                     | "CountRecords" >> beam.CombineGlobally(sum).without_defaults()
-                     | "TagRecords" >> beam.Map(lambda n: ("records", None, n)))
     # interactions read per slice (counted per key first, then one element per slice): in
     # results.json for coverage gates (read_slice_dims), always in the stored counts (a roll-up's
     # coverage gates); a roll-up (read_counts: its runs' stored counts) has no interactions to count
@@ -697,12 +686,21 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
     wanted = tuple(d for d in read_slice_dims if d in CORE_SLICE_FIELDS)
     stored_dims = tuple(d for d in CORE_SLICE_FIELDS if d in (config.get("slices") or SLICE_DIMENSIONS))
     dims = tuple(dict.fromkeys((*wanted, *(stored_dims if stats is not None else ()))))
-    if dims and read_counts is None:
-        parts.append(
-            read["interactions"]
-            | "ReadSliceKeys" >> beam.FlatMap(lambda x, ds=dims: [f"{d}={getattr(x, d)}" for d in ds])
-            | "CountReadSlices" >> beam.combiners.Count.PerElement()
-            | "TagReadSlices" >> beam.MapTuple(lambda k, n: ("read_slice", k, n)))
+    if read_counts is None:  # one count per run and slice, not one tagged element per interaction through the results combine
+        # the interactions read and those of each slice in one count per key: ("read", None) and
+        # ("read_slice", "dimension=value") (a count of all and a count per slice were 10 transforms and
+        # 2 shuffles); nothing read gives no ("read", None, n) from here (the seed above counts 0)
+        parts.insert(0, read["interactions"]
+                     | "ReadCountKeys" >> beam.FlatMap(
+                         lambda x, ds=dims: [("read", None), *(("read_slice", f"{d}={getattr(x, d)}") for d in ds)])
+                     | "CountRead" >> beam.combiners.Count.PerElement()
+                     | "TagRead" >> beam.MapTuple(lambda key, n: (key[0], key[1], n)))
+    else:
+        parts.insert(0, read_counts)
+    if count_records and read_counts is None and "records_read" in read:
+        parts.append(read["records_read"]
+                     | "CountRecords" >> beam.CombineGlobally(sum).without_defaults()
+                     | "TagRecords" >> beam.Map(lambda n: ("records", None, n)))
     if stats is not None:
         reader_quality = [read["session_quality"]] if "session_quality" in read else []
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality, parts_never_empty=True)
