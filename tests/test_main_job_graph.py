@@ -67,3 +67,10 @@ def test_reads_and_reads_per_slice_are_one_count(leaves):
     and 2 shuffles."""
     assert not [leaf for leaf in leaves if "ReadSlices" in leaf or leaf.startswith("ReadSliceKeys")]
     assert len([leaf for leaf in leaves if leaf.startswith("CountRead/") and leaf.endswith("GroupByKey")]) == 1
+
+
+def test_slice_summaries_are_tagged_by_their_combine(leaves):
+    """Each metric's slice summaries reach the results combine as ('slices', metric, pairs) from their
+    own combine: a step that only tagged them was one transform per metric."""
+    assert [leaf for leaf in leaves if leaf.startswith("SliceSummaries_")]
+    assert not [leaf for leaf in leaves if leaf.startswith("TagSlices_")]

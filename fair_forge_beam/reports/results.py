@@ -483,6 +483,14 @@ class SliceSummariesFn(beam.CombineFn):
         return acc
 
 
+class _TaggedSliceSummariesFn(SliceSummariesFn):
+    """:class:`SliceSummariesFn` whose output is the results combine's element ``("slices", metric,
+    pairs)`` itself (a step that only tagged it was one transform per metric)."""
+
+    def extract_output(self, acc):
+        return "slices", self.metric, acc
+
+
 def _drop_whole(recs: list) -> None:
     """Keep only the summaries of ``[summary, whole]`` pairs, but ``overall``'s whole record."""
     for r in recs:
@@ -716,8 +724,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
         parts.append(
             r["slices"]
-            | f"SliceSummaries_{name}" >> beam.CombineGlobally(SliceSummariesFn(name, static)).without_defaults()
-            | f"TagSlices_{name}" >> beam.Map(lambda pairs, m=name: ("slices", m, pairs)))
+            | f"SliceSummaries_{name}" >> beam.CombineGlobally(_TaggedSliceSummariesFn(name, static)).without_defaults())
     written.append(write_one_file(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
