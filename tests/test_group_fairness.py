@@ -200,13 +200,18 @@ def test_a_stored_accumulator_of_other_settings_is_refused_in_plain_words():
     shape (4,0)' in a Beam traceback. Decoding checks the draws against the settings: a Bayesian
     accumulator holds draws for every group its answers mention, a frequentist one none, each of
     mc_samples draws."""
-    items = _random_items(np.random.default_rng(5), 30, 3)
     bayes = GroupFairnessCombineFn(["a", "b", "c"], BayesianMode(mc_samples=200))
     freq = GroupFairnessCombineFn(["a", "b", "c"], FrequentistMode())
     fewer = GroupFairnessCombineFn(["a", "b", "c"], BayesianMode(mc_samples=100))
-    stored_b, stored_f = bayes.to_stored(_acc(bayes, items)), freq.to_stored(_acc(freq, items))
-    assert bayes.from_plain(stored_b) == _acc(bayes, items) and freq.from_plain(stored_f) == _acc(freq, items)
-    for fn, stored, says in ((freq, stored_b, "stored by a Bayesian run"), (bayes, stored_f, "not stored by a Bayesian"),
-                             (fewer, stored_b, "of 200 Monte Carlo draws where these settings make 100")):
-        with pytest.raises(ValueError, match=says):
-            fn.from_plain(stored)
+    # 30 answers are stored undrawn (at most pending_limit(200) = 32), 60 drawn
+    for n_items in (30, 60):
+        items = _random_items(np.random.default_rng(5), n_items, 3)
+        stored_b, stored_f = bayes.to_stored(_acc(bayes, items)), freq.to_stored(_acc(freq, items))
+        gamma, pending = stored_b[-2], stored_b[-1]
+        assert (bool(gamma), bool(pending)) == ((False, True) if n_items == 30 else (True, False))
+        assert bayes.from_plain(stored_b) == _acc(bayes, items) and freq.from_plain(stored_f) == _acc(freq, items)
+        for fn, stored, says in ((freq, stored_b, "stored by a Bayesian run"), (bayes, stored_f, "not stored by a Bayesian"),
+                                 *([(fewer, stored_b, "of 200 Monte Carlo draws where these settings make 100")]
+                                   if n_items == 60 else [])):  # undrawn answers can be drawn at any count
+            with pytest.raises(ValueError, match=says):
+                fn.from_plain(stored)

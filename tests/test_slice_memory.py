@@ -66,6 +66,8 @@ def test_lazy_draws_equal_eager_draws_in_any_split_and_merge_order(split):
     ref, bound = _eager_gamma(answers, B, 7, "ns")
     assert sorted(merged.gamma) == sorted(ref)
     assert all(np.array_equal(merged.gamma[g], ref[g]) for g in ref)
+    merged._draw()  # reading gamma draws nothing in place: the pending answers' bound counts once drawn
+    assert sorted(merged.gamma) == sorted(ref) and all(np.array_equal(merged.gamma[g], ref[g]) for g in ref)
     assert merged.bound == bound
     # inputs of a merge are never drawn into (a cell accumulator goes to several slices)
     assert all(len(p.pending) <= pending_limit(B) for p in parts)
@@ -146,3 +148,31 @@ def test_toxicity_slice_stage_memory_does_not_grow_with_draws():
     low = _toxicity_peak(200, interactions)
     high = _toxicity_peak(4000, interactions)
     assert high - low < 15e6, (low / 1e6, high / 1e6)
+
+
+def test_a_small_slice_is_stored_with_its_answers_not_draws():
+    """Trial 28h H7: every slice was stored drawn (4·B int64 per group), so 10,000 assistants of two
+    answers stored 704 MB of sums and their roll-up peaked at 10.3 GB. A slice of at most
+    pending_limit(B) answers with a group is stored with them pending: the same bytes at 500 and
+    5,000 draws, whether or not its estimate was read first; a larger one is stored drawn."""
+    answers = [("x1", True, [0, 1], 0.5), ("x2", False, [2], None), ("x4", False, [0, 2], -0.25)]
+    stored = {}
+    for B in (500, 5000):
+        mode = BayesianMode(mc_samples=B, rng_seed=3)
+        fn = GroupFairnessCombineFn(GROUPS, mode, "toxicity|asb")
+        for read_first in (False, True):
+            acc = fn.create_accumulator()
+            for a in answers:
+                acc = fn.add_input(acc, a)
+            if read_first:  # the estimate reads the draws first (a runner may hand one accumulator to both)
+                estimate_group_fairness(acc, GROUPS, mode, key=("toxicity", "assistant_id=x"))
+            stored[B, read_first] = pickle.dumps(fn.to_stored(acc))
+            assert fn.from_plain(fn.to_stored(acc)) == acc  # the same statistics back, drawn when read
+    assert stored[500, False] == stored[500, True] and stored[5000, False] == stored[5000, True]
+    assert len(stored[5000, True]) == len(stored[500, True]) < 1_000, {k: len(v) for k, v in stored.items()}
+    big = GroupFairnessCombineFn(GROUPS, BayesianMode(mc_samples=500, rng_seed=3), "ns")
+    acc = big.create_accumulator()
+    for a in _answers(3 * pending_limit(500)):  # some answers mention no group
+        acc = big.add_input(acc, a)
+    gamma, pending = big.to_stored(acc)[-2:]
+    assert gamma and not pending  # past the limit: drawn, so a roll-up never draws it again

@@ -156,10 +156,16 @@ class GroupFairnessStats:
 
     @property
     def gamma(self) -> dict:
-        """``{group index: int64 array (4, B)}`` of every answer added (pending answers drawn first)."""
-        if self.pending:
-            self._draw()
-        return self._gamma
+        """``{group index: int64 array (4, B)}`` of every answer added: the drawn sums, and the
+        pending answers drawn into a copy. Reading never changes the statistics, so whether a
+        slice's estimate was made before it was stored (a runner may hand one accumulator to both)
+        never changes what is stored (:meth:`GroupFairnessCombineFn.to_stored`). Each read draws
+        the pending answers again (at most :func:`pending_limit` of them): read it once."""
+        if not self.pending:
+            return self._gamma
+        gamma = {g: a.copy() for g, a in self._gamma.items()}
+        _draw_into(gamma, self.pending, self.seed, self.namespace, self.B, self.bound)
+        return gamma
 
     def _draw(self) -> None:
         """Adds the pending answers' keyed draws to ``gamma`` (in chunks of rows: bounded memory)."""
@@ -275,8 +281,8 @@ class GroupFairnessStats:
             return False
         same = (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S) == (
             other.G, other.B, other.n, other.n_flagged, other.n_no_group, other.N, other.K, other.M, other.S)
-        return same and self.gamma.keys() == other.gamma.keys() and all(
-            np.array_equal(self.gamma[g], other.gamma[g]) for g in self.gamma)
+        mine, theirs = self.gamma, other.gamma
+        return same and mine.keys() == theirs.keys() and all(np.array_equal(mine[g], theirs[g]) for g in mine)
 
     def __reduce__(self):
         return (_rebuild_gfs, (self.G, self.B, self.n, self.n_flagged, self.n_no_group, self.N, self.K, self.M, self.S,
@@ -401,12 +407,18 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         ])
 
     def to_stored(self, acc: GroupFairnessStats):
-        """The stored value, with every pending answer drawn first (in ``acc`` itself: the slice's
-        estimate draws them anyway, and an accumulator shared with it is drawn once), so that a
-        roll-up merges replicate sums and never draws a run's answers again."""
+        """The stored value: a slice of at most :func:`pending_limit` answers with a group keeps
+        them undrawn (``pending``, sorted; about 60 bytes each), a larger one is stored drawn
+        (``gamma``, every pending answer drawn first, in ``acc`` itself), so that a roll-up merges
+        replicate sums and never draws a large slice's answers again. Which form is stored depends
+        on the slice's answers only: answers are drawn when more than the limit are pending, so a
+        slice holds drawn sums exactly when it has more than the limit, whatever the order of
+        adds and merges (reading ``gamma`` draws nothing). Before (issue 28, trial 28h H7), every
+        slice was stored drawn, ``4·B`` int64 per group: 10,000 assistants of two answers each
+        stored 704 MB of sums, and their roll-up peaked at 10.3 GB."""
         from fair_forge_beam.statistical.exact import exact_to_bytes
 
-        if acc.pending:
+        if acc.pending and acc._gamma:
             acc._draw()
 
         return (acc.n, acc.n_flagged, acc.n_no_group, acc.bound, list(acc.N), list(acc.K), list(acc.M),
@@ -418,7 +430,7 @@ class GroupFairnessCombineFn(StoredAccumulator, beam.CombineFn):
         from fair_forge_beam.statistical.exact import exact_from_bytes
 
         n, n_flagged, n_no_group, bound, N, K, M, S, gamma, pending = value
-        if not self.B and gamma:
+        if not self.B and (gamma or pending):  # a frequentist run neither draws nor keeps answers pending
             raise ValueError("a stored group-fairness accumulator holds Monte Carlo draws: stored by a Bayesian run")
         gamma = {int(g): _replicate_sums(sums, self.B) for g, sums in gamma}
         if self.B and any(k and g not in gamma and not any(g in p[2] for p in pending) for g, k in enumerate(N)):
@@ -615,8 +627,9 @@ def estimate_group_fairness(
         # Bayesian bootstrap of each group's rate over its answers (the same keyed γ as ASB):
         # replicate b is Σγ·flag / Σγ — centred on K_g/N_g, as the frequentist DTO
         rates = {}
+        gamma = st.gamma
         for g in present:
-            arr = st.gamma[groups.index(g)]
+            arr = gamma[groups.index(g)]
             reps = arr[2].astype(np.float64) / arr[3].astype(np.float64)
             rates[g] = {"mean": float(np.mean(reps)), "samples": reps}
         dto = m.dispersion_metric(rates, "mean")
@@ -632,8 +645,9 @@ def estimate_group_fairness(
                      f"(seen: {_seen([groups[i] for i in with_sent])})")
     elif bayes:
         per_group = {}
+        gamma = st.gamma
         for i in with_sent:
-            num, den = st.gamma[i][0], st.gamma[i][1]
+            num, den = gamma[i][0], gamma[i][1]
             reps = (num.astype(np.float64) / den.astype(np.float64)) / _SCALE
             per_group[groups[i]] = {"mean": float(np.mean(reps)), "samples": reps}
             group_est[groups[i]]["S"] = _est(mode.summarize(reps), st.M[i])
