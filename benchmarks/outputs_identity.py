@@ -553,6 +553,10 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the run names and exit")
     ap.add_argument("--compare-only", action="store_true",
                     help="run nothing: compare the outputs a previous run left in --work")
+    ap.add_argument("--reuse-a", action="store_true",
+                    help="tree A's outputs that a previous run left in --work are compared again, not recomputed, for "
+                         "each run whose command line (output folder included), tree A, runner and --hash-seed were "
+                         "the same (the tree's files are not checked: for a tree left unchanged); the others run")
     a = ap.parse_args(argv)
     if len(a.tree) != 2:
         ap.error("give exactly two --tree")
@@ -616,11 +620,20 @@ def main(argv=None) -> int:
                     srv.reset_counts()
                     t0 = time.monotonic()
                     side = work / label / run.name
+                    # what tree A's outputs of this run depend on besides the tree's files (--reuse-a)
+                    key = json.dumps({"tree": str(tree.resolve()), "runner": a.runner, "hash_seed": a.hash_seed,
+                                      "args": [str(x) for x in args]}, sort_keys=True)
+                    done = work / label / f"{run.name}.done"
+                    if label == "A" and a.reuse_a and side.is_dir() and done.is_file() and done.read_text("utf-8") == key:
+                        print(f"  A {run.name}: reused (--reuse-a: {side})", flush=True)
+                        continue
+                    done.unlink(missing_ok=True)
                     if side.exists():
                         shutil.rmtree(side)
                     code, stdout = run_audit(tree, args, env_extra, work / f"{label}-{run.name}.stderr", a.timeout)
                     reqs = sorted(json.dumps(r.body, sort_keys=True, ensure_ascii=False) for r in srv.requests)
                     side_outputs(scratch / "out", side, code, stdout, [json.loads(r) for r in reqs] if run.endpoints else None)
+                    done.write_text(key, encoding="utf-8")
                     print(f"  {label} {run.name}: exit {code}, {time.monotonic() - t0:.1f} s, {srv.count()} requests", flush=True)
     norms = [Normaliser(t) for t in trees]
     for run in runs:

@@ -132,9 +132,19 @@ def _script(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
+@pytest.fixture(scope="module")
+def readme_work(tmp_path_factory):
+    """``(work folder, finished process)``: the README job of this tree against itself, run once for
+    the module; :func:`test_a_changed_default_is_found` compares its tree-A outputs again
+    (``--reuse-a``) instead of running the same job of the same tree a third time."""
+    root = tmp_path_factory.mktemp("identity")
+    return root / "w", _script("--tree", str(REPO), "--tree", str(REPO), "--runs", "readme", "--work", str(root / "w"),
+                               cwd=root)
+
+
 @pytest.mark.slow
-def test_readme_job_of_one_tree_against_itself_is_identical(tmp_path):
-    r = _script("--tree", str(REPO), "--tree", str(REPO), "--runs", "readme", "--work", str(tmp_path / "w"), cwd=tmp_path)
+def test_readme_job_of_one_tree_against_itself_is_identical(readme_work):
+    r = readme_work[1]
     # report.html too: its dead-letter summary no longer follows the dead_letter/ record order (the
     # fault this script found; it was an expected failure here until reports.load was fixed)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -144,16 +154,20 @@ def test_readme_job_of_one_tree_against_itself_is_identical(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_changed_default_is_found(tmp_path):
+def test_a_changed_default_is_found(readme_work, tmp_path):
     """A copy of the tree whose credible-interval level defaults to 0.9: the README job's intervals
-    change, so the comparison fails and names results.json."""
+    change, so the comparison fails and names results.json. Tree A (this tree) is the module's
+    run of :func:`readme_work`, reused (``--reuse-a``): only the copy's job runs here."""
     copy = tmp_path / "copy"
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", "tests", "docs", "benchmarks", "__pycache__", "*.egg-info"))
     options = copy / "fair_forge_beam" / "options.py"
     text = options.read_text(encoding="utf-8")
     assert "\nCI_LEVEL = 0.95\n" in text
     options.write_text(text.replace("\nCI_LEVEL = 0.95\n", "\nCI_LEVEL = 0.9\n"), encoding="utf-8")
-    r = _script("--tree", str(REPO), "--tree", str(copy), "--runs", "readme", "--work", str(tmp_path / "w"), cwd=tmp_path)
+    work, first = readme_work
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    r = _script("--tree", str(REPO), "--tree", str(copy), "--runs", "readme", "--work", str(work), "--reuse-a", cwd=tmp_path)
+    assert "  A readme: reused (--reuse-a: " in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     assert "0 of 1 runs identical after normalising" in r.stdout
     assert "out/results.json: /config/statistical_mode: 'BayesianMode(mc_samples=5000, ci_level=0.95," in r.stdout
