@@ -63,10 +63,10 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
-from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path, endpoint_identity
-from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import (REPLY_CHUNK, ReplyTooLarge, connection_reason, UnreadableReply, bounded_chat_completion,
-                                                check_call_limits, declared_length, http_client, openai_http_client,
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
+from fair_forge_beam.io.secrets import register_secret_env
+from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, ReplyTooLarge, connection_reason, UnreadableReply,
+                                                bounded_chat_completion, check_call_limits, declared_length, http_client,
                                                 read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
@@ -84,7 +84,6 @@ COUNTER_NAMES = ("sessions", "turns", "successes", "failures", "cache_hits", "re
 """Beam counters in :data:`RUNNER_NAMESPACE`. ``requests``: HTTP requests sent by the ``openai``
 client (retries included); the ``http`` kind counts one per turn sent (the retries of Beam's
 ``retry`` are not counted)."""
-_NO_KEY = "not-needed"
 ERROR_PREFIX = "[ERROR] "
 
 
@@ -258,55 +257,28 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, httpx2.TransportError)
 
 
-class _Client:
+class _Client(EndpointClient):
+    """An endpoint's client shared by the threads of a process (:class:`EndpointClient`): an
+    ``openai`` client, or for the ``http`` kind a plain ``httpx`` one with the key as its bearer."""
+
     def __init__(self, cfg: _Config, api_key: str):
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        from fair_forge_beam.components.judge.handler import _Pacer
-
-        self.cfg = cfg
-        self._secret = "" if api_key == _NO_KEY else api_key
-        # HTTP requests of the session running in this thread (a session runs in one thread); returned
-        # with the session's result and counted by the DoFn: Beam counters incremented in the executor's
-        # threads are outside Beam's metrics context and lost
-        self._local = threading.local()
-        self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
-        self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-assistant")
-        self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        super().__init__(cfg, api_key, "fair-forge-assistant")
         if cfg.kind == "openai":
             import openai
 
             self._openai = openai
-            transport = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
-            from fair_forge_beam.urls import split_query
-
-            root, query = split_query(cfg.base_url)  # a query string is sent intact with every request
-            self.client = openai.OpenAI(api_key=api_key, base_url=root, default_query=query or None,
-                                        timeout=cfg.request_timeout, max_retries=cfg.client_retries, http_client=transport,
-                                        default_headers=cfg.headers or None)
+            self.client = self.openai_client(openai, api_key, cfg.headers)
         else:
             hdrs = dict(cfg.headers)
             if self._secret:
                 hdrs.setdefault("Authorization", f"Bearer {self._secret}")
-            self.session = http_client(cfg.request_timeout, hdrs, cfg.client_retries)
+            self.client = http_client(cfg.request_timeout, hdrs, cfg.client_retries)
 
-    def _on_request(self, request) -> None:
-        if self._pacer is not None:
-            self._pacer.wait()
+    def count_request(self) -> None:
+        # HTTP requests of the session running in this thread (a session runs in one thread); returned
+        # with the session's result and counted by the DoFn: Beam counters incremented in the executor's
+        # threads are outside Beam's metrics context and lost
         self._local.requests = getattr(self._local, "requests", 0) + 1
-
-    def scrub(self, text: Any) -> str:
-        return scrub_secrets("" if text is None else str(text), [self._secret])
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        try:
-            (self.client if self.cfg.kind == "openai" else self.session).close()
-        except Exception:  # pragma: no cover - best effort
-            pass
-        if self.cache is not None:
-            self.cache.close()
 
     # -- one turn ----------------------------------------------------------------------------
     def _call_openai(self, messages: list) -> str:
@@ -342,14 +314,12 @@ class _Client:
         from apache_beam.utils import retry
 
         cfg = self.cfg
-        if self._pacer is not None:
-            self._pacer.wait()
-        self._local.requests = getattr(self._local, "requests", 0) + 1
+        self.on_request()
 
         @retry.with_exponential_backoff(num_retries=cfg.client_retries, initial_delay_secs=0.5, max_delay_secs=30,
                                         retry_filter=_retryable, logger=_LOG.info)
         def attempt() -> tuple:
-            with self.session.stream("POST", cfg.url, json=body) as resp:  # the body read here, never past the limit
+            with self.client.stream("POST", cfg.url, json=body) as resp:  # the body read here, never past the limit
                 try:
                     raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), cfg.max_reply_bytes, declared_length(resp.headers))
                 except ReplyTooLarge as exc:
@@ -550,7 +520,7 @@ class AssistantHandler(RemoteModelHandler):
         api_key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
         if cfg.cache_path == DEFAULT_CACHE:
             cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
-        return _Client(cfg, api_key or _NO_KEY)
+        return _Client(cfg, api_key or NO_KEY)
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
         return dict(self._batch_kwargs)

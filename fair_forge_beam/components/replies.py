@@ -34,11 +34,13 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
+from fair_forge_beam.io.secrets import scrub as scrub_secrets
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
-           "declared_length", "openai_http_client", "reply_deadline", "connection_reason"]
+           "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -400,3 +402,76 @@ def connection_reason(exc: BaseException) -> str:
         return "the URL does not start with http:// or https://"
     deepest = chain[-1] if chain else exc
     return plain_reason(deepest)
+
+
+#: the key sent to a local server when none is set (not a secret: never masked)
+NO_KEY = "not-needed"
+
+
+class Pacer:
+    """Spaces HTTP requests at least ``60 / per_minute`` seconds apart (per worker process)."""
+
+    def __init__(self, per_minute: float):
+        self.interval = 60.0 / float(per_minute)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            time.sleep(slot - now)
+
+
+class EndpointClient:
+    """Worker-side state shared by every thread of a process that asks one endpoint (the judge's
+    :class:`_JudgeClient`, the assistant runner's client): the key (``NO_KEY``: none), masked in
+    every text :meth:`scrub` returns; the pacing of ``requests_per_minute``; the thread pool of
+    ``max_concurrency`` threads; the answer cache of ``cache_path``. ``self.client`` (closed by
+    :meth:`close`) is set by the subclass, an ``openai`` one by :meth:`openai_client`."""
+
+    def __init__(self, cfg: Any, api_key: str, thread_name_prefix: str):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.cfg = cfg
+        self._secret = "" if api_key == NO_KEY else api_key
+        self._local = threading.local()
+        self._pacer = Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
+        self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix=thread_name_prefix)
+        self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+
+    def openai_client(self, openai: Any, api_key: str, headers: Mapping[str, str]):
+        """An ``openai.OpenAI`` client of ``cfg.base_url`` (a query string is sent intact with every
+        request) whose every HTTP attempt passes :meth:`on_request` (:func:`openai_http_client`)."""
+        from fair_forge_beam.urls import split_query
+
+        cfg = self.cfg
+        root, query = split_query(cfg.base_url)
+        return openai.OpenAI(api_key=api_key, base_url=root, default_query=query or None, timeout=cfg.request_timeout,
+                             max_retries=cfg.client_retries, default_headers=headers or None,
+                             http_client=openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self.on_request))
+
+    def on_request(self, request: Any = None) -> None:
+        """Before each HTTP attempt, in the calling thread: waits for its pace, then counts it
+        (:meth:`count_request`)."""
+        if self._pacer is not None:
+            self._pacer.wait()
+        self.count_request()
+
+    def count_request(self) -> None:
+        """Counts one HTTP attempt (in the subclass's per-thread tally)."""
+
+    def scrub(self, text: Any) -> str:
+        """Text with the key masked (:func:`~.secrets.scrub`); None → ``""``."""
+        return scrub_secrets("" if text is None else str(text), [self._secret])
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        try:
+            self.client.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+        if self.cache is not None:
+            self.cache.close()

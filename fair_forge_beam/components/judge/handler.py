@@ -36,14 +36,13 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
-from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, SQLiteJudgeCache, cache_key, default_cache_path, endpoint_identity
+from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.components.judge.parsing import (
     is_whole_json,
     json_schema_response_format,
@@ -58,7 +57,8 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply, bounded_chat_completion, openai_http_client, redirect_reason
+from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply,
+                                                bounded_chat_completion, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
@@ -92,7 +92,6 @@ re-sends). ``cache_hits`` + ``calls`` = elements; ``results`` + ``failures`` = e
 Tokens: as reported by the server, for calls actually made (cache hits add none)."""
 
 _RUNTIME_LOCK = threading.Lock()
-_NO_KEY = "not-needed"  # sent to local servers when no key is set (not a secret)
 _FORBIDDEN_PARAMS = frozenset({"model", "messages", "response_format", "stream", "n"})
 
 
@@ -267,23 +266,6 @@ class _BadAnswer(Exception):
         self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
 
 
-class _Pacer:
-    """Spaces HTTP requests at least ``60 / per_minute`` seconds apart (per worker process)."""
-
-    def __init__(self, per_minute: float):
-        self.interval = 60.0 / float(per_minute)
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def wait(self) -> None:
-        with self._lock:
-            now = time.monotonic()
-            slot = max(now, self._next)
-            self._next = slot + self.interval
-        if slot > now:
-            time.sleep(slot - now)
-
-
 @dataclass
 class _Config:
     model: str
@@ -356,60 +338,25 @@ def _failed(out: "_Outcome") -> bool:
     return out.result is None or out.result.error is not None
 
 
-class _JudgeClient:
-    """Worker-side state shared by every DoFn thread of a process: the ``openai`` client (with a
-    request hook that counts and paces HTTP requests), the thread pool, the cache and the
-    structured-output mode the server was found to support."""
+class _JudgeClient(EndpointClient):
+    """Worker-side state shared by every DoFn thread of a process (:class:`EndpointClient`): the
+    ``openai`` client (its request hook counts HTTP requests in the thread's tally), the thread
+    pool, the cache and the structured-output mode the server was found to support."""
 
     def __init__(self, cfg: _Config, api_key: str):
         import openai
 
-        self.cfg = cfg
+        super().__init__(cfg, api_key, "fair-forge-judge")
         self._openai_mod = openai
-        self._secret = "" if api_key == _NO_KEY else api_key
-        self._local = threading.local()
-        self._pacer = _Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
-        http_client = openai_http_client(openai, cfg.request_timeout, cfg.max_reply_bytes, self._on_request)
-        from fair_forge_beam.urls import split_query
-
-        root, query = split_query(cfg.base_url)  # a query string is sent intact with every request
-        self.client = openai.OpenAI(
-            api_key=api_key,
-            base_url=root,
-            default_query=query or None,
-            timeout=cfg.request_timeout,
-            max_retries=cfg.client_retries,
-            http_client=http_client,
-            default_headers=cfg.default_headers or None,
-        )
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="fair-forge-judge")
-        self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        self.client = self.openai_client(openai, api_key, cfg.default_headers)
         self.identity = endpoint_identity(cfg.model, cfg.base_url)  # the cache key's model: this endpoint's
         self._mode_lock = threading.Lock()
         self.mode = "json_schema" if cfg.structured_output == "auto" else cfg.structured_output
 
-    # -- hooks / helpers -------------------------------------------------------------------
-    def _on_request(self, request) -> None:  # httpx request hook: runs in the calling thread
-        if self._pacer is not None:
-            self._pacer.wait()
+    def count_request(self) -> None:
         tally = getattr(self._local, "tally", None)
         if tally is not None:
             tally.requests += 1
-
-    def scrub(self, text: Any) -> str:
-        """Text with the key masked (:func:`~.secrets.scrub`); None → ``""``."""
-        return scrub_secrets("" if text is None else str(text), [self._secret])
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        try:
-            self.client.close()
-        except Exception:  # pragma: no cover - best effort
-            pass
-        if self.cache is not None:
-            self.cache.close()
 
     # -- one call ----------------------------------------------------------------------------
     def judge(self, req: JudgeRequest, params: Mapping[str, Any]) -> _Outcome:
@@ -848,7 +795,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         if not api_key:
             if cfg.base_url is None:
                 raise ValueError(f"no API key: set the environment variable {cfg.api_key_env} (or give base_url for a local server)")
-            api_key = _NO_KEY
+            api_key = NO_KEY
         if cfg.cache_path == DEFAULT_CACHE:
             cfg = dataclasses.replace(cfg, cache_path=default_cache_path())
         return _JudgeClient(cfg, api_key)
