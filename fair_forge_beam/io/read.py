@@ -354,6 +354,11 @@ def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
             "language dead-letters them with the rest)")
 
 
+def _rejected(reason: str, record: Any, where: str):
+    """A record rejected at read: its dead letter (stage ``read``, ``source`` its place)."""
+    return beam.pvalue.TaggedOutput(DEAD, dead_letter("read", reason, record, source=where))
+
+
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter.
@@ -427,19 +432,14 @@ class _ParseRecord(beam.DoFn):
         source = self._masker()(str(source))
         where = f"{source}:{position}"
         if isinstance(payload, ReadError):
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", payload.reason, payload.raw, source=where))]
+            return [_rejected(payload.reason, payload.raw, where)]
         if isinstance(payload, (bytes, str)):
             if isinstance(payload, bytes):
                 try:
                     text = payload.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    return [
-                        beam.pvalue.TaggedOutput(
-                            DEAD,
-                            dead_letter("read", f"line is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
-                                        payload.decode("utf-8", "replace"), source=where),
-                        )
-                    ]
+                    return [_rejected(f"line is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
+                                      payload.decode("utf-8", "replace"), where)]
             else:
                 text = payload
             text = text.lstrip("\ufeff")  # a UTF-8 byte-order mark is not data
@@ -448,9 +448,9 @@ class _ParseRecord(beam.DoFn):
             try:
                 rec = edge.loads(text, limit=self.max_record_bytes)
             except edge.RecordRejected as exc:
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", str(exc), text, source=where))]
+                return [_rejected(str(exc), text, where)]
             except ValueError as exc:
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", edge.json_error_reason(exc, text), text, source=where))]
+                return [_rejected(edge.json_error_reason(exc, text), text, where)]
         else:
             # objects from Parquet rows or a retriever: the same edge checks as parsed text;
             # Parquet/Python temporal and decimal values become JSON values (ISO 8601, float)
@@ -459,24 +459,16 @@ class _ParseRecord(beam.DoFn):
                     payload = payload.model_dump()
                 rec = edge.check_value(payload, convert=True)
             except edge.RecordRejected as exc:
-                return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", str(exc), payload, source=where))]
+                return [_rejected(str(exc), payload, where)]
             except (RecursionError, ValueError, TypeError) as exc:
-                return [
-                    beam.pvalue.TaggedOutput(
-                        DEAD, dead_letter("read", f"cannot read record ({plain_reason(exc)})", repr(type(payload)), source=where)
-                    )
-                ]
+                return [_rejected(f"cannot read record ({plain_reason(exc)})", repr(type(payload)), where)]
         return self._record(where, rec, (str(source), int(position)))
 
     def _record(self, where, rec, position_key=("", 0)):
         if hasattr(rec, "model_dump"):  # pydantic objects from a retriever
             rec = rec.model_dump()
         if not isinstance(rec, dict):
-            return [
-                beam.pvalue.TaggedOutput(
-                    DEAD, dead_letter("read", f"record is {json_kind(rec)}, not an object", rec, source=where)
-                )
-            ]
+            return [_rejected(f"record is {json_kind(rec)}, not an object", rec, where)]
         if "conversation" in rec:
             # a generator: the runner takes its outputs one by one, none held as a list
             return self._session(where, rec, position_key)
@@ -486,44 +478,24 @@ class _ParseRecord(beam.DoFn):
             # what it lacks as a session, not which interaction fields are missing (issue 28)
             if "conversations" in rec or "session_id" not in rec or not any(k in rec for k in _FLAT_FIELDS):
                 hint = " (found 'conversations': did you mean 'conversation'?)" if "conversations" in rec else ""
-                return [
-                    beam.pvalue.TaggedOutput(
-                        DEAD,
-                        dead_letter(
-                            "read",
-                            "not a session (needs 'conversation'), a StreamedBatch ('metadata' + 'batch') or a flat "
-                            f"interaction ('session_id', 'assistant_id', 'qa_id', 'query', 'assistant'){hint}",
-                            original,
-                            source=where,
-                        ),
-                    )
-                ]
+                return [_rejected("not a session (needs 'conversation'), a StreamedBatch ('metadata' + 'batch') or a flat "
+                                  f"interaction ('session_id', 'assistant_id', 'qa_id', 'query', 'assistant'){hint}",
+                                  original, where)]
             rec = _flat_to_streamed(rec)
         try:
             sb = StreamedBatch.model_validate(rec, context={MASK_CONTEXT: self._masker()})
         except ValidationError as exc:
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", _error_text(exc, flat=original is not rec),
-                                                               original, source=where))]
+            return [_rejected(_error_text(exc, flat=original is not rec), original, where)]
         event_time, bad_time = self._event_time(rec.get("batch"), rec.get("metadata"), rec)
         if bad_time:
-            return [beam.pvalue.TaggedOutput(DEAD, dead_letter("read", bad_time, original, source=where))]
+            return [_rejected(bad_time, original, where)]
         mask = self._masker()
         values = _slice_values(self.slice_fields, rec.get("metadata"), original, mask=mask)
         meta, qa_id = self._masked(sb.metadata), mask(sb.batch.qa_id)
         if self.streaming:
             if sb.turn_index is None:
-                return [
-                    beam.pvalue.TaggedOutput(
-                        DEAD,
-                        dead_letter(
-                            "read",
-                            "a streamed record needs an explicit turn_index in a streaming run (records of an unbounded "
-                            "stream cannot be ranked within their session)",
-                            original,
-                            source=where,
-                        ),
-                    )
-                ]
+                return [_rejected("a streamed record needs an explicit turn_index in a streaming run (records of an "
+                                  "unbounded stream cannot be ranked within their session)", original, where)]
             _READ_PROGRESS.inc()
             return [_interaction(meta, sb.batch, sb.turn_index, event_time, values, qa_id),
                     *_numeric_id_warnings(rec.get("metadata"), meta, where),
@@ -545,16 +517,14 @@ class _ParseRecord(beam.DoFn):
         try:
             meta = self._masked(SessionMetadata.model_validate(header, context={MASK_CONTEXT: self._masker()}))
         except ValidationError as exc:
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", f"session header: {_error_text(exc)}", rec, source=where))
+            yield _rejected(f"session header: {_error_text(exc)}", rec, where)
             return
         conv = rec.get("conversation")
         if not isinstance(conv, list):
-            yield beam.pvalue.TaggedOutput(DEAD, dead_letter("read", "conversation must be a list", rec, source=where))
+            yield _rejected("conversation must be a list", rec, where)
             return
         if not conv:
-            yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter("read", "session has an empty conversation: nothing to score", rec, source=where)
-            )
+            yield _rejected("session has an empty conversation: nothing to score", rec, where)
             return
         mask = self._masker()
         values = _slice_values(self.slice_fields, header, mask=mask)
