@@ -65,7 +65,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import register_secret_env
-from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, ReplyTooLarge, connection_reason, UnreadableReply,
+from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, ReplyTooLarge, UnreadableReply,
                                                 bounded_chat_completion, check_call_limits, declared_length, http_client,
                                                 read_bounded, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
@@ -290,15 +290,8 @@ class _Client(EndpointClient):
             raise _TurnFailed(exc.reason("--assistant-max-reply-bytes")) from None
         except UnreadableReply as exc:
             raise _TurnFailed(f"unreadable answer: {plain_reason(exc)}"[:2000]) from None
-        except openai.APITimeoutError:
-            raise _TurnFailed(f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})") from None
-        except openai.APIStatusError as exc:
-            moved = redirect_reason(getattr(exc, "response", None))
-            if moved:
-                raise _TurnFailed(moved) from None
-            raise _TurnFailed(f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]) from None
-        except openai.APIConnectionError as exc:
-            raise _TurnFailed(f"connection error: {self.scrub(connection_reason(exc))}"[:2000]) from None
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:  # time-outs included
+            raise _TurnFailed(self.describe(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:
@@ -335,10 +328,8 @@ class _Client(EndpointClient):
             status, raw = attempt()
         except _RetryStatus as exc:  # still refused after the retries: the last reply is the reason
             status, raw = exc.status, exc.raw
-        except httpx2.TimeoutException:
-            raise _TurnFailed(f"timeout after {cfg.request_timeout:g} s (client retries: {cfg.client_retries})") from None
-        except httpx2.HTTPError as exc:
-            raise _TurnFailed(f"connection error: {self.scrub(connection_reason(exc))}"[:2000]) from None
+        except httpx2.HTTPError as exc:  # time-outs included
+            raise _TurnFailed(self.describe(exc)) from None
         text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
         if status != 200:
             raise _TurnFailed(f"HTTP {status}: {self.scrub(text)[:500]}")

@@ -467,6 +467,25 @@ class EndpointClient:
         """Text with the key masked (:func:`~.secrets.scrub`); None → ``""``."""
         return scrub_secrets("" if text is None else str(text), [self._secret])
 
+    def timeout_reason(self) -> str:
+        return f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})"
+
+    def describe(self, exc: Exception) -> str:
+        """Why a request failed with ``exc``, the key masked: a time-out, a connection error (what
+        happened, from its cause: issue 28 B10), a redirect not followed, an HTTP status and the
+        server's message; anything else in its own words."""
+        import httpx2
+        import openai
+
+        if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):
+            return self.timeout_reason()
+        if isinstance(exc, (openai.APIConnectionError, httpx2.HTTPError)):
+            return f"connection error: {self.scrub(connection_reason(exc))}"[:2000]
+        if isinstance(exc, openai.APIStatusError):
+            moved = redirect_reason(getattr(exc, "response", None))
+            return moved or f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
+        return self.scrub(plain_reason(exc))[:2000]
+
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
         try:

@@ -57,8 +57,8 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, ReplyTooLarge, check_call_limits, connection_reason, UnreadableReply,
-                                                bounded_chat_completion, redirect_reason)
+from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, ReplyTooLarge, check_call_limits, UnreadableReply,
+                                                bounded_chat_completion)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
@@ -466,32 +466,21 @@ class _JudgeClient(EndpointClient):
         except ReplyTooLarge as big:  # never re-asked, never cached, never scored
             return failure(big.reason(cfg.max_reply_option or "max_reply_bytes"), big.head_text(self.scrub), pt, ct)
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-            out = _Outcome(transient=self._describe(exc))
+            out = _Outcome(transient=self.describe(exc))
         except openai.APIStatusError as exc:
             if exc.status_code in (408, 409):
-                out = _Outcome(transient=self._describe(exc))
+                out = _Outcome(transient=self.describe(exc))
             else:
-                return failure(self._describe(exc), self._body_text(exc), pt, ct)
+                return failure(self.describe(exc), self._body_text(exc), pt, ct)
         except Exception as exc:  # noqa: BLE001 - anything else this one reply did (issue 28 G1): its dead letter only
             return failure(f"unreadable reply: {self.scrub(plain_reason(exc))}"[:2000], last_raw, pt, ct)
         out.prompt_tokens, out.completion_tokens = pt, ct
         return out
 
-    def _describe(self, exc: Exception) -> str:
-        openai = self._openai_mod
-        if isinstance(exc, openai.APITimeoutError):
-            return f"timeout after {self.cfg.request_timeout:g} s (client retries: {self.cfg.client_retries})"
-        if isinstance(exc, openai.APIConnectionError):  # what happened, from its cause (issue 28 B10)
-            return f"connection error: {self.scrub(connection_reason(exc))}"[:2000]
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            moved = redirect_reason(getattr(exc, "response", None))
-            if moved:
-                return moved
-            if status in (401, 403):
-                return f"HTTP {status}: authentication failed (check the key in ${self.cfg.api_key_env})"
-            return f"HTTP {status}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
-        return self.scrub(plain_reason(exc))[:2000]
+    def describe(self, exc: Exception) -> str:
+        if isinstance(exc, self._openai_mod.APIStatusError) and exc.status_code in (401, 403):
+            return f"HTTP {exc.status_code}: authentication failed (check the key in ${self.cfg.api_key_env})"
+        return super().describe(exc)
 
     def _body_text(self, exc) -> str:
         try:
