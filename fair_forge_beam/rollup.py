@@ -58,6 +58,7 @@ import time
 from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.io.paths import same_folder
 from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
@@ -170,7 +171,7 @@ def audit_runs_of(run_dir: str, manifest: dict) -> tuple[list[str], bool]:
     ids = manifest.get("audit_runs")
     if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
         return sorted(set(ids)), True
-    return [f"folder:{_same_folder(run_dir)}"], False
+    return [f"folder:{same_folder(run_dir)}"], False
 
 
 def _malformed_run_ids(manifest: dict) -> Optional[str]:
@@ -188,12 +189,6 @@ def _malformed_run_ids(manifest: dict) -> Optional[str]:
     return None
 
 
-def _same_folder(path: str) -> str:
-    """A folder's identity: a local folder's real path, a URL without its trailing slashes."""
-    path = path.rstrip("/") or "/"
-    return path if "://" in path else os.path.realpath(path)
-
-
 def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str]:
     """The union of the runs' audit runs (:func:`audit_runs_of`), sorted, once each is checked
     to be in one input only: a roll-up counts every audit run once.
@@ -209,7 +204,7 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
     """
     seen: dict[str, str] = {}
     for run_dir in runs:
-        key = _same_folder(run_dir)
+        key = same_folder(run_dir)
         if key in seen:
             raise ValueError(f"the runs overlap: {seen[key]} and {run_dir} are the same folder; give each run once")
         seen[key] = run_dir

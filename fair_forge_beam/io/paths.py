@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["check_apart", "check_output_file"]
+__all__ = ["check_apart", "check_output_file", "same_folder"]
 
 
 def _is_local(path: str) -> bool:
@@ -22,7 +22,8 @@ def _is_local(path: str) -> bool:
     return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
 
 
-def _real(path: str) -> str:
+def same_folder(path: str) -> str:
+    """A folder's identity: a local folder's real path, a URL without its trailing slashes."""
     path = path.rstrip("/") or "/"
     return path if "://" in path else os.path.realpath(path)
 
@@ -76,13 +77,13 @@ def check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: st
     ``out`` and every later one (which would read the earlier run's outputs) are refused alike."""
     import glob
 
-    target = _real(out)
+    target = same_folder(out)
     folders = list(dict.fromkeys([os.path.abspath(out), target])) if "://" not in out else []
     for read in reads:
         for path in (sorted(glob.glob(read)) if "://" not in read and glob.has_magic(read) else [read]):
             if "://" not in path and not os.path.lexists(path):
                 continue  # not a local file (a topic, a broker): nothing of it can be overwritten
-            src = _real(path)
+            src = same_folder(path)
             if target == src:
                 raise ValueError(f"{option} {out} is {path}, which this command reads: write elsewhere (nothing was "
                                  "touched)")

@@ -90,6 +90,7 @@ import pyarrow as pa
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.write import write_files, write_parquet
+from fair_forge_beam.statistical.combiners import stored_type_of
 
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
@@ -288,19 +289,14 @@ class StatsSchemaMismatch(ValueError):
     """Stored statistics of another schema version than this package reads."""
 
 
-def _stored_type(fn) -> Optional[pa.DataType]:
-    get = getattr(fn, "stored_type", None)
-    return get() if get is not None else None
-
-
 def not_storable_reason(layout, slot: int) -> Optional[str]:
     """Why metric ``slot`` of ``layout`` cannot store its session statistics (``None``: it can)."""
     spec = layout.specs[slot]
     if spec.session_value is None and spec.cell_value is None:
         return "it has no session statistics"
-    if spec.session_value is not None and _stored_type(layout.fns[slot]) is None:
+    if spec.session_value is not None and stored_type_of(layout.fns[slot]) is None:
         return "its session values declare no stored type"
-    if spec.cell_value is not None and _stored_type(layout.fns[layout.cell_slot(slot)]) is None:
+    if spec.cell_value is not None and stored_type_of(layout.fns[layout.cell_slot(slot)]) is None:
         return "its interaction-side values declare no stored type"
     if spec.aux is not None:
         return "its estimator needs a whole-dataset stage (e.g. cluster profiling over the vectors)"
@@ -357,9 +353,9 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
     if layout.dims:
         fields += [pa.field("meta_values", pa.list_(pa.string())), pa.field("meta_differ", pa.bool_())]
     if READER in layout.extra_slots:
-        fields.append(pa.field(READER, _stored_type(layout.fns[layout.extra_slots[READER]])))
+        fields.append(pa.field(READER, stored_type_of(layout.fns[layout.extra_slots[READER]])))
     for slot in stored:
-        fields += [pa.field(name, _stored_type(layout.fns[s])) for name, s in _columns(layout, slot)]
+        fields += [pa.field(name, stored_type_of(layout.fns[s])) for name, s in _columns(layout, slot)]
     names = [layout.specs[s].name for s in stored]
     fields += [pa.field(name, t) for name, _, t in slice_columns(layout, names)]
     fields.append(pa.field(QUALITY_COLUMN, _QUALITY_TYPE))
@@ -416,7 +412,7 @@ class _ToRow(beam.DoFn):
 def slice_accumulator_columns(layout, fused, metrics: Sequence[str]) -> list:
     """``(column name, slot)`` of the stored slice accumulators (``<metric>__acc``) of ``layout``'s
     ``metrics`` whose slice combiner (``fused.fns[slot]``) declares a stored type and ``subtract``."""
-    from fair_forge_beam.statistical.combiners import can_subtract, stored_type_of
+    from fair_forge_beam.statistical.combiners import can_subtract
 
     names = set(metrics)
     return [(f"{spec.name}__acc", slot) for slot, spec in enumerate(layout.specs)
@@ -733,7 +729,7 @@ def stored_columns(layout, metrics: Sequence[str]) -> list:
     ``metrics``: what a roll-up decodes from a session row (with the slot's
     ``CombineFn.from_plain``) and merges into that slot of the session's accumulators."""
     names = set(metrics)
-    return [(column, s, _stored_type(layout.fns[s])) for slot, spec in enumerate(layout.specs) if spec.name in names
+    return [(column, s, stored_type_of(layout.fns[s])) for slot, spec in enumerate(layout.specs) if spec.name in names
             for column, s in _columns(layout, slot)]
 
 

@@ -169,18 +169,14 @@ def judge_request(
 
     Raises ``ValueError`` on an empty key, no messages, an unknown role, non-text content or a
     negative sample index."""
-    from fair_forge_beam.components.judge.prompts import ROLES
+    from fair_forge_beam.components.judge.prompts import checked_message
 
     if not isinstance(key, str) or not key:
         raise ValueError("key must be a non-empty string")
     msgs = []
     for m in messages:
         role, content = (m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m)
-        if role not in ROLES:
-            raise ValueError(f"unknown message role {quoted(role)}; expected one of {ROLES}")
-        if not isinstance(content, str):
-            raise ValueError(f"message content must be text, got {type(content).__name__}")
-        msgs.append((role, content))
+        msgs.append(checked_message(role, content))
     if not msgs:
         raise ValueError("a judge request needs at least one message")
     if int(sample_index) < 0:

@@ -145,9 +145,14 @@ def chat_messages(
     for role, content in history:
         out.append((role, content))
     out.append(("user", user))
-    for role, content in out:
-        if role not in ROLES:
-            raise ValueError(f"unknown message role {quoted(role)}; expected one of {ROLES}")
-        if not isinstance(content, str):
-            raise ValueError(f"message content must be text, got {type(content).__name__}")
-    return tuple(out)
+    return tuple(checked_message(role, content) for role, content in out)
+
+
+def checked_message(role: Any, content: Any) -> tuple[str, str]:
+    """``(role, content)`` of one message. Raises ``ValueError`` on a role not in :data:`ROLES`
+    or content that is not text."""
+    if role not in ROLES:
+        raise ValueError(f"unknown message role {quoted(role)}; expected one of {ROLES}")
+    if not isinstance(content, str):
+        raise ValueError(f"message content must be text, got {type(content).__name__}")
+    return role, content
