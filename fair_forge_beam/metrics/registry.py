@@ -338,22 +338,23 @@ def metric_info(name: str) -> Optional[MetricInfo]:
     ``info``), or ``None`` for a name this version does not know (a ``results.json`` of a newer
     version or of a metric of your own: readers then use the generic reading). Imports the
     metric's module (no model, lexicon or judge is loaded); cached per class."""
-    cls = _class_of(METRICS.get(name))
-    if cls is None:
-        return None
-    if isinstance(cls, type):
-        return getattr(cls, "info", None)
-    return _info_of(cls)
+    return _class_attribute(name, "info")
 
 
 def session_model(name: str):
     """The pydantic model of metric ``name``'s session records (its class's ``session_schema``):
     the typed columns of ``sessions/<name>/``; ``None`` for a name this version does not know or a
     class without one. Imports the metric's module only."""
+    return _class_attribute(name, "session_schema")
+
+
+def _class_attribute(name: str, attribute: str):
+    """``attribute`` of metric ``name``'s class (imported from its ``"module:Class"`` on first use),
+    or ``None`` for an unknown name or a class without it."""
     cls = _class_of(METRICS.get(name))
     if cls is None:
         return None
-    return getattr(cls if isinstance(cls, type) else _class(cls), "session_schema", None)
+    return getattr(cls if isinstance(cls, type) else _class(cls), attribute, None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -362,10 +363,6 @@ def _class(cls_path: str) -> type:
 
     module, cls = cls_path.split(":")
     return getattr(importlib.import_module(module), cls)
-
-
-def _info_of(cls_path: str) -> Optional[MetricInfo]:
-    return getattr(_class(cls_path), "info", None)
 
 
 BASE_FIELDS = [
