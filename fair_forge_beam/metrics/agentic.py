@@ -402,7 +402,6 @@ class Agentic(MetricTransform):
         ),
         plot="plot_agentic",
     )
-    headline_columns = info.headline_columns()
     interaction_schema = AgenticInteraction
     session_schema = AgenticMetric
     slice_schema = AgenticSliceMetric

@@ -54,6 +54,11 @@ class MetricResults(list):
         self.dead_letter, self.quality = list(dead_letter), list(quality)
 
 
+class _Headlines:
+    def __get__(self, obj, cls) -> tuple:
+        return cls.info.headline_columns() if cls.info is not None else ()
+
+
 class MetricTransform(beam.PTransform):
     """Base of metric ``PTransform``s: ``PCollection[Interaction]`` → dict of result PCollections.
 
@@ -73,6 +78,9 @@ class MetricTransform(beam.PTransform):
     #: how to read the results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`): estimates,
     #: labels, ranges, directions, reference lines, gate fields, Parquet columns; ``None``: read generically
     info: ClassVar[Optional[MetricInfo]] = None
+    #: the slice columns the main job's summary prints: ``info``'s headline estimates (none without
+    #: an info), of the class and of an instance that sets no columns of its own
+    headline_columns = _Headlines()
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()

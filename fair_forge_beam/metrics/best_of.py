@@ -561,7 +561,6 @@ class BestOf(MetricTransform):
         sessions_field="n_blocks",  # the resampling unit: a block (a session, or one question)
         plot="plot_bestof",
     )
-    headline_columns = info.headline_columns()
     interaction_schema = BestOfContestRecord
     session_schema = BestOfMetric
     slice_schema = BestOfSliceMetric

@@ -318,7 +318,6 @@ class Bias(MetricTransform):
     run_returns = "slices"
     info = BIAS_INFO
     #: dotted paths of the run summary's columns (set per instance: one per attribute)
-    headline_columns: tuple = BIAS_INFO.headline_columns()
     interaction_schema = BiasInteractionMetric
     session_schema = BiasMetric
     slice_schema = BiasSliceMetric

@@ -80,7 +80,6 @@ class Context(JudgedMetric):
         session_histograms=(SessionHistogram("context awareness", "context_awareness"),),
         plot="plot_context",
     )
-    headline_columns = info.headline_columns()
     interaction_schema = ContextInteraction
     session_schema = ContextMetric
     slice_schema = ContextSliceMetric

@@ -133,7 +133,6 @@ class Conversational(JudgedMetric):
         session_histograms=tuple(SessionHistogram(f, f"{f}.mean", (0, 10), 1000) for f in RESULT_FIELDS),
         plot="plot_conversational",
     )
-    headline_columns = info.headline_columns()
     interaction_schema = ConversationalInteraction
     session_schema = ConversationalMetric
     slice_schema = ConversationalSliceMetric

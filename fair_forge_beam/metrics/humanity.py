@@ -376,7 +376,6 @@ class Humanity(MetricTransform):
 
     name = "humanity"
     info = HUMANITY_INFO
-    headline_columns = HUMANITY_INFO.headline_columns()
     interaction_schema = HumanityMetric
     session_schema = HumanitySessionMetric
     slice_schema = HumanitySliceMetric

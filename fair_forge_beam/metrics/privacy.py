@@ -416,7 +416,6 @@ class Privacy(MetricTransform):
                                          ("privacy_expected", "int64"), ("privacy_tp", "int64"), ("privacy_fp", "int64"),
                                          ("privacy_fn", "int64"))),),
     )
-    headline_columns = info.headline_columns()
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, detector: Optional[PIIDetector] = None,
                  domain=None, text_field: str = "assistant", slices: Sequence[str] = SLICE_DIMENSIONS):

@@ -499,7 +499,6 @@ class PromptEvaluator(MetricTransform):
                                 ("csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters", "n_samples"),
                                 "prompt_evaluator_"),),
     )
-    headline_columns = info.headline_columns()
     interaction_schema = QuerySampleMetrics
     session_schema = PromptEvaluatorMetric
     slice_schema = PromptEvaluatorSliceMetric

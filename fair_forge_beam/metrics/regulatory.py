@@ -589,7 +589,6 @@ class Regulatory(MetricTransform):
 
     name = STAGE
     info = REGULATORY_INFO
-    headline_columns = REGULATORY_INFO.headline_columns()
     interaction_schema = RegulatoryInteraction
     session_schema = RegulatoryMetric
     slice_schema = RegulatorySliceMetric

@@ -362,7 +362,6 @@ class RoleAdherence(MetricTransform):
         parquet=(ParquetColumns(columns=(("role_adherent", "bool_"), ("role_adherence_score", "float64"),
                                          ("role_reason", "string"))),),
     )
-    headline_columns = info.headline_columns()
 
     def __init__(self, judge: Any = None, statistical_mode: Optional[StatisticalMode] = None,
                  scoring_strategy: Optional[RoleScoringStrategy] = None, threshold: float = 0.5, strict_mode: bool = False,

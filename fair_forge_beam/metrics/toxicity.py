@@ -488,7 +488,6 @@ class Toxicity(MetricTransform):
     name = "toxicity"
     run_returns = "slices"
     info = TOXICITY_INFO
-    headline_columns = TOXICITY_INFO.headline_columns()
     interaction_schema = ToxicityMetric
     session_schema = ToxicitySessionMetric
     slice_schema = ToxicitySliceMetric

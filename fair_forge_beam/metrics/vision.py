@@ -269,7 +269,6 @@ class Vision(MetricTransform):
         parquet=(ParquetColumns("fair_forge_beam.schemas.vision:VisionInteraction",
                                 ("similarity_score", "is_hallucination"), "vision_"),),
     )
-    headline_columns = info.headline_columns()
     interaction_schema = VisionInteraction
     session_schema = VisionSessionMetric
     slice_schema = VisionSliceMetric
