@@ -67,7 +67,7 @@ from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, def
 from fair_forge_beam.io.secrets import register_secret_env
 from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, ReplyTooLarge, UnreadableReply,
                                                 bounded_chat_completion, check_call_limits, declared_length, http_client,
-                                                read_bounded, redirect_reason)
+                                                read_bounded, redirect_reason, unfinished_reply)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.plain import json_kind, plain_reason
@@ -296,8 +296,12 @@ class _Client(EndpointClient):
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:
             content = completion.choices[0].message.content
+            finish = completion.choices[0].finish_reason
         except (AttributeError, IndexError, TypeError):
             raise _TurnFailed("answer has no choices[0].message") from None
+        unfinished = unfinished_reply(finish, "used as the assistant's answer")
+        if unfinished:  # cut by the token limit, withheld by a filter…: not the assistant's whole answer
+            raise _TurnFailed(unfinished)
         if not isinstance(content, str):
             raise _TurnFailed("answer content is not text")
         return content

@@ -40,7 +40,7 @@ from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
-           "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY"]
+           "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -212,6 +212,35 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
     except Exception as exc:  # noqa: BLE001 - whatever the model builder makes of this one body: this reply only
         raise UnreadableReply(f"the body is not a chat completion ({plain_reason(exc)})", body) from None
 
+
+
+# ------------------------------------------------------------------ which replies ended as a whole answer
+#: ``finish_reason`` values of a chat reply that ended as a whole answer: the model stopped by itself
+#: (OpenAI's ``"stop"``, and the end-of-sequence spellings some OpenAI-compatible servers send).
+#: A reply without a ``finish_reason`` (absent, null or empty) is read as whole too: some servers never
+#: send one. Every other value — ``"length"`` (cut by the token limit), ``"content_filter"`` (withheld
+#: or cut by the provider's filter), ``"tool_calls"`` / ``"function_call"`` (no tools are ever offered,
+#: so such a reply is not an answer) and any value not listed (``"abort"``, ``"error"`` …) — means the
+#: reply is not the model's whole answer: it is never scored or used (:func:`unfinished_reply`).
+WHOLE_ANSWER_ENDS = frozenset({"stop", "eos", "eos_token", "stop_sequence", "end_turn"})
+
+
+def unfinished_reply(finish_reason: Any, use: str = "used") -> Optional[str]:
+    """Why a chat reply with this ``finish_reason`` is not a whole answer, or None when it is
+    (:data:`WHOLE_ANSWER_ENDS`, or none sent). The one rule for every reader of a chat reply
+    (judge, guardian, generator, optimizer, BestOf through the judge handler; the assistant under
+    test): such a reply is never cached, scored or used; callers dead-letter it (or fail the turn).
+    ``use``: the verb for what is never done with it (``"scored"``, ``"used"``)."""
+    if finish_reason is None or finish_reason == "" or finish_reason in WHOLE_ANSWER_ENDS:
+        return None
+    if finish_reason == "length":
+        return f"the reply was cut by the token limit (finish_reason=length); cut replies are never {use} (raise max_tokens)"
+    if finish_reason == "content_filter":
+        return (f"the reply was withheld or cut by the provider's content filter (finish_reason=content_filter); "
+                f"filtered replies are never {use}")
+    shown = finish_reason if isinstance(finish_reason, str) and finish_reason.isidentifier() else quoted(finish_reason, 80)
+    return (f"the reply did not end as a whole answer (finish_reason={shown}); only a reply that stopped by itself "
+            f"(finish_reason stop, or none sent) is {use}")
 
 
 # ------------------------------------------------------------------ a deadline for the whole reply

@@ -58,7 +58,7 @@ from fair_forge_beam.components.judge.parsing import (
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
 from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, ReplyTooLarge, check_call_limits, UnreadableReply,
-                                                bounded_chat_completion)
+                                                bounded_chat_completion, unfinished_reply)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
@@ -445,8 +445,8 @@ class _JudgeClient(EndpointClient):
                     # the decoded values too (issue 28): a verdict field is text that left a parser, whatever
                     # spelling of the key the reply used (escapes, a validator's rewrite)
                     parsed = scrub_secrets(obj.model_dump(mode="json"), [self._secret])
-                elif finish == "length":  # free text (guardians, generators) cut by the token limit: never used
-                    last_reason, last_raw = "the reply was cut by the token limit (finish_reason=length); cut replies are never used (raise max_tokens)", content
+                elif unfinished_reply(finish):  # free text (guardians, generators) cut or withheld: never used
+                    last_reason, last_raw = unfinished_reply(finish, "used"), content
                     continue
                 record = scrub_secrets({  # every text that is kept, cache entry included, masked as it leaves the parsers
                     "parsed": parsed, "answer": answer, "reasoning": reasoning, "raw": content,

@@ -13,7 +13,10 @@ which a judge answer becomes a score:
    JSON value answering a JSON-mode request (rule 3), every echoed data block (and every
    verbatim echo of a fenced message) is cut out of it before anything is read
    (:func:`strip_echoes`); an opened block that is never closed cuts to the end.
-2. A reply cut by the token limit (``finish_reason == "length"``) is rejected, complete or not.
+2. A reply that did not end as a whole answer is rejected, complete or not: cut by the token
+   limit (``finish_reason == "length"``), withheld or cut by a content filter
+   (``"content_filter"``) or any other end than the model stopping by itself
+   (:func:`~fair_forge_beam.components.replies.unfinished_reply`, the one rule of every reader).
 3. Structured output first: when the server enforced a JSON mode and the whole answer is one
    JSON value, that value is the verdict (an array or a scalar is rejected).
 4. Otherwise (text mode, or a server that ignored the JSON mode) every top-level JSON value of
@@ -42,6 +45,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
 
+from fair_forge_beam.components.replies import unfinished_reply
 from fair_forge_beam.plain import json_kind
 from fair_forge_beam.quoting import quoted
 
@@ -437,8 +441,9 @@ def parse_verdict(
 
     Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
     """
-    if finish_reason == "length":
-        return None, "the reply was cut by the token limit (finish_reason=length); cut replies are never scored (raise max_tokens)"
+    unfinished = unfinished_reply(finish_reason, "scored")
+    if unfinished:
+        return None, unfinished
     text = (answer or "").strip()
     if structured:
         complete, whole = _whole_json(text)
