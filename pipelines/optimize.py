@@ -110,8 +110,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
         files.append((os.path.join(args.output, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
     replace_files(files)  # all of them or none (a full disk leaves the folder's files as they were)
-    say(f"{args.method}: score {out['initial_score']:.4f} -> {out['final_score']:.4f}; "
-          f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
+    def shown(score) -> str:
+        return "none" if score is None else f"{score:.4f}"
+
+    first, last = out["initial_score"], out["final_score"]
+    scores = "no score (no example was scored)" if first is None and last is None else f"score {shown(first)} -> {shown(last)}"
+    say(f"{args.method}: {scores}; "
+        f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
+    if out["final_score"] is None:  # no prompt was scored: an empty run, as generate's and run_assistant's
+        from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+
+        say(f"optimize: empty run: no example was scored ({out['n_dead']:,} dead letters); the outputs are written "
+            f"(exit code {EMPTY_RUN_EXIT_CODE})", file=sys.stderr)
+        return EMPTY_RUN_EXIT_CODE
     return 0
 
 

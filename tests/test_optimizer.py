@@ -288,3 +288,52 @@ def test_miprov2_report_renders_trials_and_failed_trials():
     assert "<script" not in page and "<i>json" not in page and "&lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;" in page
     assert _report_field(page, "trials-run") == "2" and _report_field(page, "scored-vs-dead") == "6 / 3"
     assert ">n/a</td>" in page and "optimizer.evaluate" in page
+
+
+def _evaluator_always_fails(req):
+    system = req.messages[0]["content"]
+    if system.startswith("You improve system prompts") or system.startswith("You write system-prompt instructions"):
+        return {"prompts": ["BETTER prompt"]}
+    if system.startswith("You grade a response"):
+        return "Score: 1"  # no verdict: every evaluation is a dead letter
+    return "ANS[SEED]"
+
+
+def test_nothing_scored_is_no_score_never_0(tmp_path):
+    """Issue 28 (trial 28h, H4): initial_score and final_score were 0.0 when no example was scored."""
+    with ScriptedOpenAIServer(_evaluator_always_fails) as srv:
+        res = GEPAOptimizer.run(_load(GEPA_DATA), handler(srv, tmp_path), "SEED prompt", workdir=str(tmp_path / "w"))
+    assert res.stop_reason == "evaluation_failed" and res.evaluations[0]["n_scored"] == 0
+    assert res.initial_score is None and res.final_score is None, (res.initial_score, res.final_score)
+    assert res.to_dict()["initial_score"] is None
+
+
+def test_miprov2_nothing_scored_is_no_score_never_0(tmp_path):
+    pytest.importorskip("optuna", reason="MIPROv2 needs optuna (the [optimizer] extra)")
+    from fair_forge_beam.optimizer import MIPROv2Optimizer
+
+    with ScriptedOpenAIServer(_evaluator_always_fails) as srv:
+        res = MIPROv2Optimizer.run(_load(MIPRO_DATA), handler(srv, tmp_path), "SEED inst", workdir=str(tmp_path / "w"),
+                                   num_candidates=1, num_trials=2, minibatch_size=3, num_demo_sets=1)
+    assert res.stop_reason == "evaluation_failed" and res.optimized_prompt == "SEED inst"
+    assert res.initial_score is None and res.final_score is None, (res.initial_score, res.final_score)
+
+
+def test_cli_run_that_scored_nothing_is_an_empty_run_exit_4(tmp_path, monkeypatch, capsys):
+    """The outputs are written (the dead letters can be read), the scores are null, the line says
+    "no score", and the exit code is 4 as generate's and run_assistant's empty runs."""
+    from pipelines import optimize
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(_evaluator_always_fails) as srv:
+        code = optimize.main(["--method", "gepa", "--input", _load(GEPA_DATA) and GEPA_DATA, "--model", "m",
+                              "--base-url", srv.base_url, "--judge-cache", str(tmp_path / "c.sqlite3"),
+                              "--seed-prompt", "SEED prompt", "--iterations", "2", "--output", str(out)])
+    said = capsys.readouterr()
+    assert code == 4, said.err
+    res = json.loads((out / "result.json").read_text())
+    assert res["initial_score"] is None and res["final_score"] is None and res["n_dead"] == 8
+    assert "gepa: no score (no example was scored); stop: evaluation_failed; dead letters: 8" in said.out + said.err
+    assert "optimize: empty run: no example was scored (8 dead letters); the outputs are written (exit code 4)" in said.err
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "no score (no example was scored)" in page and len((out / "dead_letter.jsonl").read_text().splitlines()) == 8

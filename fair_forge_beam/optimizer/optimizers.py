@@ -68,11 +68,13 @@ class OptimizationResult:
     """GEPA's result (spec §12) plus ``stop_reason``, ``n_dead`` (dead letters over the run) and
     ``evaluations``: one row per candidate evaluation, in run order, ``{"round", "stage", "prompt",
     "score", "n_scored", "n_dead"}`` (``stage``: ``"seed"`` or ``"iteration N"``; ``score`` None
-    when no example was scored; ``n_dead``: that candidate's examples lost to dead letters)."""
+    when no example was scored; ``n_dead``: that candidate's examples lost to dead letters).
+    ``initial_score`` / ``final_score`` are None when no example of that prompt was scored — never
+    0 (a run that scored nothing is an empty run: ``pipelines.optimize`` exits 4)."""
 
     optimized_prompt: str
-    initial_score: float
-    final_score: float
+    initial_score: Optional[float]
+    final_score: Optional[float]
     iterations_run: int
     n_examples: int
     history: list = field(default_factory=list)
@@ -87,14 +89,16 @@ class OptimizationResult:
 
 @dataclass
 class MIPROv2Result:
-    """MIPROv2's result (spec §12): ``final_score`` is the best trial's minibatch score;
+    """MIPROv2's result (spec §12): ``final_score`` is the best trial's minibatch score (when no
+    trial was scored, the result is the seed prompt and ``final_score`` its ``initial_score``; both
+    None when nothing was scored, never 0);
     ``trials`` rows ``(trial, instruction_idx, demo_set_idx, score)``; plus ``n_dead`` and
     ``evaluations`` (as :class:`OptimizationResult`'s; ``stage`` ``"seed"`` or ``"trial N"``)."""
 
     optimized_prompt: str
     optimized_instruction: str
-    initial_score: float
-    final_score: float
+    initial_score: Optional[float]
+    final_score: Optional[float]
     trials_run: int
     n_examples: int
     demos: list = field(default_factory=list)
@@ -217,7 +221,7 @@ class GEPAOptimizer(_Base):
                 reason = "no_improvement"
         if not reason:
             reason = "iterations_reached"
-        return OptimizationResult(best_prompt, initial if initial is not None else 0.0, best_score if best_score is not None else 0.0,
+        return OptimizationResult(best_prompt, initial, best_score,  # None when nothing was scored: never 0
                                   it, len(self.examples), history, reason, len(self.dead_letters), list(self.dead_letters),
                                   list(self.evaluations))
 
@@ -319,11 +323,11 @@ class MIPROv2Optimizer(_Base):
                 if best is None or score > best[0]:
                     best = (score, ii, di, prompt)
             trials.append((t, ii, di, score))
-        if best is None:
-            best = (None, None, None, self.seed_prompt)
+        if best is None:  # no trial scored: the result is the seed prompt, with its own score (None: nothing scored)
+            best = (initial, None, None, self.seed_prompt)
             reason = reason or "evaluation_failed"
         return MIPROv2Result(best[3], instructions[best[1]] if best[1] is not None else self.seed_prompt,
-                             initial if initial is not None else 0.0, best[0] if best[0] is not None else 0.0,
+                             initial, best[0],
                              len(trials), len(self.examples), demo_sets[best[2]] if best[2] is not None else [],
                              trials, reason or "trials_reached", len(self.dead_letters), list(self.dead_letters),
                              list(self.evaluations))

@@ -90,7 +90,8 @@ def _optimizer_view(result: Mapping[str, Any]) -> dict:
             continue
         pts.append((x, float(e["score"])))
     if method == "gepa":
-        best = [(0, float(result["initial_score"]))] + [(int(h["iteration"]), float(h["best_score"]))
+        best = [(0, float(result["initial_score"]))] if result.get("initial_score") is not None else []
+        best += [(int(h["iteration"]), float(h["best_score"]))
                                                         for h in result.get("history") or [] if h.get("best_score") is not None]
     else:
         for x, y in pts:
