@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run regression gates and 'coverage assistants_of_baseline' compare with (an audit "
                         "or a roll-up), as in the audit")
     p.add_argument("--quiet", action="store_true", help="print nothing but gate failures and errors (as the audit's --quiet)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="publish an empty roll-up (no interaction read, or a metric that scored nothing) and exit 0, as the "
+                        "audit's --allow-empty; without it such a roll-up exits with code 4 and leaves --output as it was")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--inconclusive-width", type=number_type(float, declared_option("inconclusive-width").valid), default=None, metavar="W",
                    help="the report's inconclusive-interval width (default: the runs' setting)")
@@ -962,6 +965,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.gates import (GatesFailed, check_gates, counts_records, evaluate_gates, read_count_dimensions,
                                                resolve_gates,
                                                uses_baseline)
+    from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
     from fair_forge_beam.reports.load import read_results
     from fair_forge_beam.reports.launcher_reports import write_launcher_reports
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output
@@ -1088,6 +1092,9 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         seal_manifest(out)  # every file a roll-up of this roll-up reads is in place: its size and hash
         elapsed = time.time() - started
         doc = read_results(out)
+        reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()))
+        if reason and not getattr(args, "allow_empty", False):  # as the audit's: nothing published, exit code 4
+            fail_empty_run(reason, shown, prog="fair-forge-beam rollup")
         from fair_forge_beam.options import OPTIONS
 
         info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),

@@ -272,7 +272,7 @@ def test_dead_letters_of_a_cut_conversation_are_numbered_as_in_the_union(tmp_pat
     for d, f in enumerate(files):
         _audit(tmp_path / f"a{d}", [f], "frequentist", "--allow-empty")
     union_bytes = _audit(tmp_path / "union", files, "frequentist", "--allow-empty")
-    assert _rollup(tmp_path / "roll", [tmp_path / "a0", tmp_path / "a1"]) == union_bytes  # its session_split too
+    assert _rollup(tmp_path / "roll", [tmp_path / "a0", tmp_path / "a1"], "--allow-empty") == union_bytes  # its session_split too
     union = _records(tmp_path / "union" / "dead_letter")
     assert len(union) == 2 * len(conv) and len({json.loads(r)["element_id"] for r in union}) == len(conv)
     assert_same_records(tmp_path / "roll", tmp_path / "union")

@@ -42,7 +42,7 @@ def test_runs_that_read_nothing_share_a_digest_without_overlapping(tmp_path):
         (tmp_path / f"{d_}.json").write_text("[]\n", encoding="utf-8")
         assert audit.main([*COMMON, "--allow-empty", "--input", str(tmp_path / f"{d_}.json"),
                            "--output", str(tmp_path / d_)]) == 0
-    assert audit.main(["rollup", "--quiet", "--no-report", "--from", str(tmp_path / "d1"), "--from",
+    assert audit.main(["rollup", "--quiet", "--no-report", "--allow-empty", "--from", str(tmp_path / "d1"), "--from",
                        str(tmp_path / "d2"), "--output", str(tmp_path / "week")]) == 0
 
 
