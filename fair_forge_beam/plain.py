@@ -236,6 +236,8 @@ def _reason(exc: BaseException) -> str:
         return "a division by zero"
     if isinstance(exc, OverflowError):
         return first or "a number too large"
+    if isinstance(exc, UnicodeDecodeError) and getattr(exc, "what", None) and getattr(exc, "path", None):
+        return str(exc)  # io.edge.SideFileNotText: names the file it is about
     if isinstance(exc, UnicodeDecodeError):
         enc = (exc.encoding or "utf-8").upper().replace("UTF-8-SIG", "UTF-8")
         return f"not {enc} text ({exc.reason} at byte {exc.start:,})"

@@ -160,7 +160,9 @@ class LocalCorpusConnector(CorpusConnector):
             try:
                 docs.append(RegulatoryDocument(read_side_text(p, "regulatory corpus file"), name))
             except (UnicodeDecodeError, OSError) as exc:
-                raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({plain_reason(exc)}); "
+                why = (f"not UTF-8 text ({exc.reason} at byte {exc.start:,})" if isinstance(exc, UnicodeDecodeError)
+                       else plain_reason(exc))  # the file is named here already
+                raise ValueError(f"regulatory corpus file {p} cannot be read as UTF-8 text ({why}); "
                                  "remove it or convert it to .md/.txt") from None
         return docs
 

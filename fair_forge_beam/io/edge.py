@@ -1099,10 +1099,31 @@ def _check_side_path(path, what: str, pipe: bool = False) -> None:
             raise
 
 
+class SideFileNotText(UnicodeDecodeError):
+    """A side file (a corpus file, a prompt file, a lexicon …) that is not UTF-8 text, its message
+    naming what it is and the file: ``"generator source file: cannot read corpus/b.md: not UTF-8
+    text (invalid start byte at byte 0)"`` — the form of
+    :func:`~fair_forge_beam.plain.side_file_error`, which gives it as it is, as
+    :func:`~fair_forge_beam.plain.plain_reason` does (issue 28, trial 28h H12: the error named no
+    file). A ``UnicodeDecodeError``, so every caller catching that still does."""
+
+    def __init__(self, what: str, path, exc: UnicodeDecodeError):
+        super().__init__(exc.encoding, exc.object, exc.start, exc.end, exc.reason)
+        self.what, self.path = what, str(path)
+
+    def __str__(self) -> str:
+        return f"{self.what}: cannot read {self.path}: not UTF-8 text ({self.reason} at byte {self.start:,})"
+
+
 def read_side_text(path, what: str, limit: Optional[int] = None) -> str:
     """:func:`read_side_file` decoded as UTF-8 (a UTF-8 BOM dropped). Raises as
-    :func:`read_side_file`, and ``UnicodeDecodeError`` for text that is not UTF-8."""
-    return read_side_file(path, what, limit).decode("utf-8-sig")
+    :func:`read_side_file`, and :class:`SideFileNotText` (a ``UnicodeDecodeError`` naming ``what``
+    and ``path``) for text that is not UTF-8."""
+    data = read_side_file(path, what, limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SideFileNotText(what, path, exc) from None
 
 
 def nesting_depth(value: Any) -> int:
