@@ -368,3 +368,17 @@ def test_an_output_that_is_no_folder_is_named_for_what_it_is(tmp_path):
         check_output_folder(str(link))
     with pytest.raises(ValueError, match=r"fifo is a FIFO \(named pipe\)$"):
         check_output_folder(str(fifo))
+
+
+def test_an_output_that_is_a_loop_of_links_is_no_dangling_link(tmp_path):
+    """Trial 28h H13: `--output loopy` (a link to itself) was called "a dangling link"."""
+    import os
+
+    loopy, a, b = tmp_path / "loopy", tmp_path / "a", tmp_path / "b"
+    os.symlink(loopy, loopy)
+    os.symlink(b, a)
+    os.symlink(a, b)
+    for link in (loopy, a):
+        with pytest.raises(ValueError, match=r"is a symbolic link loop \(its links lead back to themselves") as exc:
+            check_output_folder(str(link))
+        assert "dangling" not in str(exc.value)

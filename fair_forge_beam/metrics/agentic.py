@@ -391,9 +391,11 @@ class Agentic(MetricTransform):
     info = MetricInfo(
         name="agentic",
         # conversation success, pass@k and pass^k (spec §6.7): higher is better
-        estimates=tuple(EstimateInfo(f, f.replace("_", " "), unit=unit, direction=+1, gate=f, headline=True)
-                        for f, unit in (("success_rate", "share of sessions"), ("pass_at_k", "probability"),
-                                        ("pass_pow_k", "probability"))),
+        estimates=tuple(EstimateInfo(f, f.replace("_", " "), unit=unit, direction=+1, gate=f, headline=True,
+                                     observed=observed)
+                        for f, unit, observed in (("success_rate", "share of sessions", "session"),
+                                                  ("pass_at_k", "probability", "task"),
+                                                  ("pass_pow_k", "probability", "task"))),
         parquet=(
             ParquetColumns("fair_forge_beam.schemas.agentic:AgenticInteraction",
                            ("task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"),

@@ -174,7 +174,9 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "rows": [{metric, slice, estimate, direction, current, baseline, difference: {mean,
         ci_low, ci_high}, method, verdict[, p_current_higher]}], "differences": what else differs
         between the runs (:func:`run_differences`: settings, modes, metrics, inputs), "verdicts": {metric: {verdict:
-        count}}, "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
+        count}}, "not_compared": {metric: why no estimate of it was compared} for a metric without
+        a verdict (the current or the baseline run scored nothing, no slice in common, no value in
+        either run), "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
         / "only_in_baseline": metric names}``. ``difference`` is
         current − baseline in the estimate's units. Rows cover the metrics, slices and estimates
         both runs have, in the current run's order; output is deterministic.
@@ -198,16 +200,19 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
     seed = int(seed if seed is not None else rc.seed)
     rows: list[dict] = []
     verdicts: dict[str, dict[str, int]] = {}
+    not_compared: dict[str, str] = {}
     no_value = 0
     for metric, m in a["metrics"].items():
         if metric not in b["metrics"]:
             continue
         base_slices = {s["slice"]: s for s in b["metrics"][metric].get("slices", [])}
         tally: Counter = Counter()
+        common = 0
         for rec in m.get("slices", []):
             other = base_slices.get(rec["slice"])
             if other is None:
                 continue
+            common += 1
             base_est = dict(iter_estimates(metric, other))
             cur_counts, base_counts = counts_for(metric, rec), counts_for(metric, other)
             n_cur, n_base = sessions_of(metric, rec), sessions_of(metric, other)
@@ -222,6 +227,11 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
                 rows.append(row)
                 tally[row["verdict"]] += 1
         verdicts[metric] = dict(sorted(tally.items()))
+        if not tally:  # said, never a bare "humanity: " (trial 28h H13)
+            not_compared[metric] = ("the current run scored nothing" if not m.get("slices")
+                                    else "the baseline run scored nothing" if not base_slices
+                                    else "no slice of the current run is in the baseline" if not common
+                                    else "no estimate has a value in either run")
     return {
         "current": {"inputs": cfg_c.get("inputs"), "mode": cfg_c.get("mode")},
         "baseline": {"inputs": cfg_b.get("inputs"), "mode": cfg_b.get("mode")},
@@ -232,6 +242,7 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "rows": rows,
         "differences": run_differences(a, b, current_info, baseline_info),
         "verdicts": verdicts,
+        "not_compared": not_compared,
         "undefined_in_both": no_value,
         "only_in_current": sorted(set(a["metrics"]) - set(b["metrics"])),
         "only_in_baseline": sorted(set(b["metrics"]) - set(a["metrics"])),
@@ -359,7 +370,8 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
     lines += [f"warning: the runs differ in {printable(d['message'])}" for d in cmp.get("differences", [])]
     for metric, tally in cmp["verdicts"].items():
-        lines.append(f"{metric}: " + ", ".join(f"{v}: {c}" for v, c in tally.items()))
+        why = (cmp.get("not_compared") or {}).get(metric, "nothing to compare") if not tally else None
+        lines.append(f"{metric}: " + (f"nothing compared: {why}" if why else ", ".join(f"{v}: {c}" for v, c in tally.items())))
     for r in cmp["rows"]:
         if only_detectable and r["verdict"] in (SAME, NOT_ESTIMABLE, NOT_ASSESSABLE):
             continue

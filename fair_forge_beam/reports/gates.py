@@ -1029,8 +1029,10 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     skip = f"{g.stat} undefined: the slice rests on 1 session, too small to judge"
                 elif _one_observation(est):
                     # the same rule for an estimate of one observation (statistical.slices.behind)
+                    unit = getattr(spec, "observed", "session")  # the metric's unit: a pass@k rests on tasks
                     reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
-                              "1 session, too small to judge (sessions are the resampling unit)")
+                              f"1 {unit}, too small to judge ("
+                              + ("sessions are the resampling unit)" if unit == "session" else f"a {unit} is one observation of it)"))
                     skip = f"{g.stat} undefined: the estimate rests on 1 observation, too small to judge"
                 else:
                     reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est

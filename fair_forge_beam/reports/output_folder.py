@@ -330,6 +330,11 @@ def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_r
         raise ValueError(f"{option} {quoted(out)}: cannot create the folder: {problem}")
     if os.path.lexists(out) and not os.path.isdir(out):
         if os.path.islink(out) and not os.path.exists(out):
+            from fair_forge_beam.io.edge import broken_link
+
+            problem = broken_link(out) or ""
+            if " loop " in problem:  # a loop is no dangling link (trial 28h H13): the readers' wording of it
+                raise ValueError(f"{option} must be a folder, but {problem}")
             raise ValueError(f"{option} must be a folder, but {out} is a symbolic link to {os.readlink(out)}, "
                              "which does not exist (a dangling link)")
         from fair_forge_beam.io.edge import file_kind

@@ -126,13 +126,16 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
         starred = one_obs = False
+        observed = _observed_units(name, heads)
+        one_units: set = set()
         last_why = None
         for why, r in shown:
             if why is not None and why != last_why:
                 lines.append(f"  {why}:")
             last_why = why
             texts = [cell(name, h, dotted_get(r, h)) for h in heads]
-            one_obs |= any(t.endswith("(1 observation)") for t in texts)
+            one_units |= {observed[h] for h, t in zip(heads, texts) if t.endswith("(1 observation)")}
+            one_obs = bool(one_units)
             vals = "".join(f"  {t:<34}" for t in texts)
             n_ses = r.get("n_sessions")
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
@@ -145,7 +148,8 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
                          " so one session gives no interval: the report lists these slices apart)")
         if one_obs:
-            lines.append(f"  (1 observation): the estimate rests on one observation, so on one session: "
+            units = " or ".join(f"one {u}" for u in sorted(one_units))  # the metric's unit: a pass@k rests on tasks
+            lines.append(f"  (1 observation): the estimate rests on one observation, so on {units}: "
                          f"{ONE_OBSERVATION_NOTE.split(': ', 1)[1]} (the report marks it so; a gate on its interval fails)")
         if len(slices) > MAX_CONSOLE_SLICES:
             small_n = sum(1 for r in slices if isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_SESSIONS)
@@ -154,6 +158,23 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
+
+
+def _observed_units(name: str, heads) -> dict:
+    """Per headline column of metric ``name``, what one observation of it is
+    (:attr:`~fair_forge_beam.schemas.metric_info.EstimateInfo.observed`; ``"session"`` when the
+    metric or the column is unknown)."""
+    try:
+        from fair_forge_beam.metrics.registry import metric_info
+
+        info = metric_info(name)
+    except Exception:  # noqa: BLE001 - a results.json of a metric this version does not know: the default
+        info = None
+    out = {}
+    for h in heads:
+        spec = info.find(h)[0] if info is not None else None
+        out[h] = getattr(spec, "observed", None) or "session"
+    return out
 
 
 def display_width(text: str) -> int:

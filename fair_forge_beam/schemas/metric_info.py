@@ -74,6 +74,9 @@ class EstimateInfo:
             Wald width of a frequentist rate.
         explained: listed with its definition at the top of the metric's report section
             (headline estimates with a definition always are).
+        observed: what one observation of the estimate is (its ``n`` counts them): ``"session"``
+            for most; agentic pass@k and pass^k: ``"task"`` (a task's k sessions are one
+            observation). The console's and the gates' one-observation notes name it.
     """
 
     path: str
@@ -89,6 +92,7 @@ class EstimateInfo:
     keys: tuple[str, ...] = ()
     counts: Optional[Counts] = None
     explained: bool = True
+    observed: str = "session"
 
     def __post_init__(self):
         if self.path.count(KEY) > 1:
