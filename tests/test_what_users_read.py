@@ -108,7 +108,7 @@ def test_one_function_labels_an_estimate_inconclusive_on_every_surface():
            "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": [
                _tox("overall", 21, 43, 14, {"mean": 0.33, "ci_low": 0.2, "ci_high": 0.47}),
                _tox("assistant_id=one", 1, 3, 0, {"mean": 0.0, "ci_low": None, "ci_high": None}),  # one session: no interval
-               _tox("assistant_id=wide", 10, 20, 10, {"mean": 0.5, "ci_low": 0.2, "ci_high": 0.8}),
+               _tox("assistant_id=wide", 10, 20, 10, {"mean": 0.5, "ci_low": 0.05, "ci_high": 0.8}),  # straddles 0.10
                _tox("assistant_id=settled", 10, 20, 4, {"mean": 0.25, "ci_low": 0.05, "ci_high": 0.45}),
            ]}}}
     # one observation in a slice of many sessions: no interval, under the one-session rule

@@ -19,8 +19,9 @@ Thresholds: a gate (:mod:`fair_forge_beam.reports.gates`) on the same metric, fi
 the run has gates, else the documented reference line the metric declares (:func:`reference_line`;
 for reading, not standards). A cell whose interval is too wide (the report's inconclusive rule,
 :func:`inconclusive`) is marked *inconclusive*, unless its threshold is a gate of the run and the whole interval lies
-on one side of it (the gate's verdict does not depend on the width; a reference line, a reading
-aid, keeps the width rule). The scorecard's columns are the
+on one side of it, or its reference line and the whole interval lies beyond it (the verdict does
+not depend on the width; a wide interval within a reference line, a reading aid, keeps the width
+rule). The scorecard's columns are the
 metrics' headline estimates plus every estimate a threshold gate of the run reads on assistant
 slices, so the findings follow from the gates on the page.
 
@@ -140,9 +141,12 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     * an estimate without an interval under the one-session rule (a distribution-mode record of
       one session, or an estimate of one observation: :func:`~fair_forge_beam.statistical.slices.behind`):
       its label is "no interval" (too small to judge), never a width it does not have;
-    * an estimate whose threshold is a gate of the run with the whole interval on one side of it
-      (:func:`_settled`: the gate's verdict does not depend on the width). ``cell`` is its
-      :func:`judge_cell` when the caller has it, else it is judged against ``gates`` here.
+    * an estimate whose threshold is a gate of the run with the whole interval on one side of it,
+      or a reference line with the whole interval beyond it on the bad side (:func:`_settled`: the
+      verdict does not depend on the width; issue 28, hostile trial 8: a toxic rate of 0.440
+      [0.307, 0.578] against the 0.10 line was left out of the findings as "inconclusive").
+      ``cell`` is its :func:`judge_cell` when the caller has it, else it is judged here (against
+      ``gates``, else the reference line).
 
     Args:
         metric, path: metric name and dotted estimate path (for its natural range).
@@ -163,10 +167,19 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     if (est.get("ci_low") is None or est.get("ci_high") is None) and record_is_distribution(record) \
             and behind(record.get("n_sessions"), est.get("n")) == 1:
         return None  # the one-session rule: no interval, labelled so ("1 session" / "1 observation")
-    if cell is None and gates:
+    flag = _width_flag(metric, path, est, record, width, ci_level, counts)
+    if flag is None:
+        return None
+    if cell is None:  # judged only for a flag it may lift (a report of 3,000 assistants judges ~80,000 estimates)
         cell = judge_cell(metric, path, est, str(record.get("slice")), gates)
-    if cell is not None and _settled(est, cell):
-        return None  # the whole interval on one side of its gate: conclusive, however wide
+    if _settled(est, cell):
+        return None  # the whole interval on one side of its gate, or beyond its reference line: conclusive
+    return flag
+
+
+def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
+                counts: Optional[dict]) -> Optional[dict]:
+    """:func:`inconclusive`'s width rule alone (its flag, or ``None``)."""
     n = est.get("n") or 0
     n_int = record.get("n_interactions") or n
     scale = value_range(metric, path)
@@ -396,13 +409,17 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
 
 
 def _settled(est: dict, cell: dict) -> bool:
-    """Whether ``cell``'s threshold is a gate of the run and the whole interval of ``est`` lies on
-    one side of it (a judged cell, :func:`judge_cell`): the gate's verdict, on the page and in the
-    exit code, does not depend on the interval's width. A reference line (a reading aid) keeps the
-    width rule."""
-    th = cell.get("threshold")
-    if th is None or not str(th.get("source", "")).startswith("gate"):
+    """Whether the reading of ``est`` against ``cell``'s threshold (a judged cell,
+    :func:`judge_cell`) does not depend on the interval's width: a gate of the run with the whole
+    interval on one side of it (the gate's verdict, on the page and in the exit code), or a
+    reference line with the whole interval beyond it (``fail``: a clearly bad value, however wide
+    its interval, issue 28). A wide interval wholly within a reference line (a reading aid) keeps
+    the width rule."""
+    th = (cell or {}).get("threshold")
+    if th is None:
         return False
+    if not str(th.get("source", "")).startswith("gate"):
+        return cell.get("status") == "fail" and est.get("ci_low") is not None and est.get("ci_high") is not None
     if th.get("stat") in (None, "") and (est.get("ci_low") is None or est.get("ci_high") is None):
         return False
     from fair_forge_beam.reports.gates import compare
