@@ -279,3 +279,35 @@ def test_comparison_table_says_why_a_row_was_not_judged():
     lines = comparison_table({"ci_level": 0.95, "verdicts": {}, "rows": [row, judged]}).splitlines()
     assert lines[1].endswith("too small to compare  (one session on a side)"), lines
     assert lines[2].endswith("same  (bootstrap)") and "None" not in "\n".join(lines), lines
+
+
+def test_compare_lists_only_detectable_differences_by_default(tmp_path, capsys):
+    """Issue 28, hostile trial 8: ``compare A A`` on a 10,000-assistant run printed 12,848 "too
+    small to compare" rows (its --help: --all lists "every row, not only detectable differences").
+    By default only better/worse/higher/lower rows, then one line counting the others and naming
+    --all; --json holds every row whatever --all."""
+    from fair_forge_beam.reports.compare import main
+
+    row = {"metric": "toxicity", "slice": "assistant_id=x", "estimate": "toxic_rate", "method": "beta",
+           "too_small": None, "difference": {"mean": 0.1, "ci_low": 0.05, "ci_high": 0.15}}
+    rows = [{**row, "verdict": "worse"}, {**row, "verdict": "too small to compare", "too_small": "one session"},
+            {**row, "verdict": "no detectable difference"}, {**row, "verdict": "not estimable (no value)"}]
+    lines = comparison_table({"ci_level": 0.95, "verdicts": {}, "rows": rows}, only_detectable=True).splitlines()
+    assert len(lines) == 3 and lines[1].endswith("worse  (beta)"), lines
+    assert lines[2].startswith("3 rows without a detectable difference not listed") and "--all" in lines[2], lines
+    assert len(comparison_table({"ci_level": 0.95, "verdicts": {}, "rows": rows}).splitlines()) == 5
+    # the command: the same runs compared, every row too small or the same -> no row line, one count line
+    slices = [{"slice": "overall", "mode": "distribution", "n_interactions": 10, "n_sessions": 5,
+               "toxic_rate": {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}},
+              {"slice": "assistant_id=a", "mode": "distribution", "n_interactions": 2, "n_sessions": 1,
+               "toxic_rate": {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 2}}]
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95}, "metrics": {"toxicity": {"slices": slices}}}
+    (tmp_path / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "cmp.json"
+    assert main([str(tmp_path / "results.json"), str(tmp_path / "results.json"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("  toxicity") for line in printed), printed
+    n = len(json.loads(out.read_text())["rows"])
+    assert n >= 2 and printed[-1].startswith(f"{n} rows without a detectable difference not listed"), printed
+    assert main([str(tmp_path / "results.json"), str(tmp_path / "results.json"), "--all"]) == 0
+    assert sum(line.startswith("  toxicity") for line in capsys.readouterr().out.splitlines()) == n

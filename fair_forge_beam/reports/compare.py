@@ -54,7 +54,7 @@ from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
 __all__ = ["compare_runs", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
-           "TOO_SMALL", "main"]
+           "TOO_SMALL", "DETECTABLE", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
 HIGHER, LOWER = "higher", "lower"
@@ -62,6 +62,8 @@ NOT_ASSESSABLE, NOT_ESTIMABLE = "not assessable (no interval)", "not estimable (
 TOO_SMALL = TOO_SMALL_TO_COMPARE
 #: every verdict a row can carry
 VERDICTS = (BETTER, WORSE, SAME, HIGHER, LOWER, NOT_ASSESSABLE, NOT_ESTIMABLE, TOO_SMALL)
+#: the verdicts of a detectable difference (what the console lists without ``--all``)
+DETECTABLE = (BETTER, WORSE, HIGHER, LOWER)
 
 #: method name -> one-line note (the methods live in :mod:`fair_forge_beam.statistical.compare`)
 METHOD_NOTES = METHODS
@@ -366,14 +368,20 @@ def _f(x) -> str:
 
 
 def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
-    """Plain-text table of a :func:`compare_runs` result (one line per row)."""
+    """Plain-text table of a :func:`compare_runs` result (one line per row). ``only_detectable``:
+    only the rows whose verdict is a detectable difference (:data:`DETECTABLE`), then one line
+    counting the others (no detectable difference, too small to compare, not assessable, not
+    estimable: their tally per metric is above) and naming ``--all`` (the command's default: a
+    10,000-assistant run listed 12,848 "too small to compare" rows, issue 28)."""
     lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
     lines += [f"warning: the runs differ in {printable(d['message'])}" for d in cmp.get("differences", [])]
     for metric, tally in cmp["verdicts"].items():
         why = (cmp.get("not_compared") or {}).get(metric, "nothing to compare") if not tally else None
         lines.append(f"{metric}: " + (f"nothing compared: {why}" if why else ", ".join(f"{v}: {c}" for v, c in tally.items())))
+    left = 0
     for r in cmp["rows"]:
-        if only_detectable and r["verdict"] in (SAME, NOT_ESTIMABLE, NOT_ASSESSABLE):
+        if only_detectable and r["verdict"] not in DETECTABLE:
+            left += 1
             continue
         d = r["difference"] or {}
         # how the difference was judged, or why it was not (never a bare "None": fresh14)
@@ -382,6 +390,10 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
                      f"{pad(printable(r['estimate']), 40)} {_f(d.get('mean'))} "
                      f"[{_f(d.get('ci_low'))}, {_f(d.get('ci_high'))}]  {r['verdict']}"
                      + (f"  ({printable(str(how))})" if how else ""))
+    if left:
+        lines.append(f"{left:,} row{'s' if left != 1 else ''} without a detectable difference not listed "
+                     "(no detectable difference, too small to compare, not assessable or estimable: counted above); "
+                     "--all lists every row, --json writes every row")
     return "\n".join(lines)
 
 
@@ -404,8 +416,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 description="Compare two fair_forge_beam runs (current − baseline).")
     p.add_argument("current", type=user_path, help="run folder (or results.json) judged")
     p.add_argument("baseline", type=user_path, help="run folder (or results.json) compared with")
-    p.add_argument("--json", metavar="PATH", type=user_path, help="also write the comparison as JSON")
-    p.add_argument("--all", action="store_true", help="list every row, not only detectable differences")
+    p.add_argument("--json", metavar="PATH", type=user_path,
+                   help="also write the comparison as JSON: every row, whatever --all")
+    p.add_argument("--all", action="store_true",
+                   help="list every row, not only detectable differences (better, worse, higher, lower; "
+                        "the others are counted in one line)")
     args = p.parse_args(argv)
     for name in ("current", "baseline", "json"):
         if getattr(args, name) is not None and not getattr(args, name).strip():
