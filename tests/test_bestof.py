@@ -282,3 +282,40 @@ def test_block_reducer_keeps_one_part_and_warns_about_the_others():
     rec, unit, warnings, rows = _BlockReducer().reduce(('["S"]', "", "english"), sorted([b, a], key=_block_order))
     assert rec is a.record and unit == a.unit and rows == [{"round": 1}]
     assert [w.kind for w in warnings] == ["bestof_block_in_parts"] and "2 parts" in warnings[0].message
+
+
+def test_leader_win_rate_is_a_rate_estimate_over_its_matches_and_blocks_are_the_sessions(tmp_path):
+    """Issue 28, hostile trial 8: the leader won 6 of 6 matches in 3 blocks of a Bayesian run; its
+    leader_win_rate was the raw 1.0 without an interval (a gate on ci_low: "undefined"), and the
+    console's sessions column was blank although n_blocks = 3. Now the rate primitive over its
+    matches (Beta(1 + 6, 1 + 0): 0.875 and its equal-tailed interval), blocks in the sessions
+    column; ties count as half wins; frequentist: k/n, no interval."""
+    from scipy import stats
+
+    from fair_forge_beam.metrics.best_of import leader_rate
+    from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
+    from fair_forge_beam.reports.summary import summary_table
+
+    data = [ix(s, p, 0, f"{p} [q={q}]") for s in ("S1", "S2", "S3") for p, q in (("a", 3), ("b", 1), ("c", 2))]
+    with ScriptedOpenAIServer(marker_judge) as srv:
+        res = run_metric(BestOf(judge=handler_for(srv, tmp_path), statistical_mode=BayesianMode(), slices=("overall",)),
+                         data, tmp_path / "r")
+    (rec,) = res["slices"]
+    lw = rec["leader_win_rate"]
+    assert rec["leader"] == "a" and rec["n_blocks"] == 3 and lw["n"] == 6
+    lo, hi = stats.beta(7, 1).ppf([0.025, 0.975])
+    assert lw["mean"] == pytest.approx(7 / 8) and lw["ci_low"] == pytest.approx(lo) and lw["ci_high"] == pytest.approx(hi)
+    doc = {"config": {"mode": "bayesian", "ci_level": 0.95, "seed": 42, "mc_samples": 5000},
+           "summary": {"interactions_read": 9, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {"bestof": {"scored": 9, "not_scored": 0}}},
+           "metrics": {"bestof": {"headline_columns": ["leader_win_rate"], "slices": [rec]}}}
+    row = [ln for ln in summary_table(doc, "out").splitlines() if ln.strip().startswith("overall")][0]
+    assert row.split()[1:3] == ["9", "3"], row
+    (check,) = evaluate_gates(doc, [parse_gate("bestof leader_win_rate ci_low >= 0.5")])
+    assert check.status == "pass", check
+    # ties as half wins; one block (the one-session rule) and frequentist: the observed share
+    est = leader_rate(3, 1, 2, 4, BayesianMode())
+    a, b = 1 + 3 + 1, 1 + 1 + 1
+    assert est.mean == pytest.approx(a / (a + b)) and est.ci_low == pytest.approx(stats.beta(a, b).ppf(0.025))
+    assert leader_rate(3, 1, 2, 1, BayesianMode()).model_dump() == {"mean": 4 / 6, "ci_low": None, "ci_high": None, "n": 6}
+    assert leader_rate(3, 1, 0, 4, FrequentistMode()).model_dump() == {"mean": 0.75, "ci_low": None, "ci_high": None, "n": 4}

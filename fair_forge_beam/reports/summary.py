@@ -16,6 +16,14 @@ from fair_forge_beam.quoting import shown_key
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
 
 
+def sessions_of(metric: str, record: Optional[dict]) -> Optional[int]:
+    """A slice record's resampling units (:func:`fair_forge_beam.reports.compare.sessions_of`:
+    ``n_sessions``; BestOf: ``n_blocks``)."""
+    from fair_forge_beam.reports.compare import sessions_of as units
+
+    return units(metric, record)
+
+
 def format_estimate(est: Optional[dict]) -> str:
     """``"mean [ci_low, ci_high]"`` with 4 decimals, ``"mean"`` without an interval, ``"n/a"``
     for a missing estimate or mean."""
@@ -58,7 +66,7 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
     out = []
     for h in heads:
         valued = [r for r in slices if r["slice"] != "overall" and not is_undefined(name, h, dotted_get(r, h))
-                  and not (isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_COMPARE_SESSIONS)]
+                  and not (isinstance(sessions_of(name, r), int) and sessions_of(name, r) < MIN_COMPARE_SESSIONS)]
         valued.sort(key=lambda r: (-dotted_get(r, h)["mean"], r["slice"]))
         info, key = estimate_info(name, h)
         label, sign = (info.label_for(key) if info is not None else h), direction(name, h)
@@ -137,7 +145,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             one_units |= {observed[h] for h, t in zip(heads, texts) if t.endswith("(1 observation)")}
             one_obs = bool(one_units)
             vals = "".join(f"  {t:<34}" for t in texts)
-            n_ses = r.get("n_sessions")
+            n_ses = sessions_of(name, r)  # the metric's resampling units (BestOf: blocks)
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
             lines.append(
@@ -152,7 +160,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             lines.append(f"  (1 observation): the estimate rests on one observation, so on {units}: "
                          f"{ONE_OBSERVATION_NOTE.split(': ', 1)[1]} (the report marks it so; a gate on its interval fails)")
         if len(slices) > MAX_CONSOLE_SLICES:
-            small_n = sum(1 for r in slices if isinstance(r.get("n_sessions"), int) and r["n_sessions"] < MIN_SESSIONS)
+            small_n = sum(1 for r in slices if isinstance(sessions_of(name, r), int) and sessions_of(name, r) < MIN_SESSIONS)
             lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "
                          f"the {len({r['slice'] for _, r in shown})} above; every slice in {out}/results.json "
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
