@@ -292,7 +292,7 @@ def test_leader_win_rate_is_a_rate_estimate_over_its_matches_and_blocks_are_the_
     column; ties count as half wins; frequentist: k/n, no interval."""
     from scipy import stats
 
-    from fair_forge_beam.metrics.best_of import leader_rate
+    from fair_forge_beam.statistical.slices import slice_win_rate as leader_rate
     from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
     from fair_forge_beam.reports.summary import summary_table
 

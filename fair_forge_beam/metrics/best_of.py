@@ -80,7 +80,7 @@ from fair_forge_beam.schemas.best_of import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import AccumulatorOutput
-from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE, single_session, slice_estimate
+from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE, single_session, slice_estimate, slice_win_rate
 from fair_forge_beam.statistical.bradley_terry import (
     SliceStatsCombineFn,
     counts_by_player,
@@ -397,27 +397,6 @@ class _BlockReducer(SessionReducer):
         return first.record, first.unit, warnings, list(first.contests)
 
 
-def leader_rate(wins: int, losses: int, ties: int, n_blocks: Optional[int], mode) -> Estimate:
-    """The leader's win rate over its matches, ties as half wins: the rate primitive of every pooled
-    rate (:func:`~fair_forge_beam.statistical.slices.slice_rate`: a Beta posterior in a Bayesian
-    run, ``k/n`` in a frequentist one, the observed share under the one-session rule, the block
-    being the session). With ties the Beta posterior counts each as half a win and half a loss,
-    Beta(a + w + t/2, b + l + t/2). Before (issue 28, hostile trial 8) it was the raw share
-    without an interval in every mode, so a gate on its ``ci_low`` could never pass."""
-    from fair_forge_beam.statistical.combiners import _beta_interval
-    from fair_forge_beam.statistical.slices import behind, single_session, slice_rate
-
-    games = wins + losses + ties
-    if not ties:
-        return slice_rate(wins, games, n_blocks, mode)
-    if not mode.is_bayesian or single_session(behind(n_blocks, games), mode) or mode.beta_prior_a is None:
-        return Estimate(mean=(wins + 0.5 * ties) / games, n=games)
-    a0, b0 = mode.beta_prior()
-    a, b = a0 + wins + 0.5 * ties, b0 + losses + 0.5 * ties
-    lo, hi = _beta_interval(mode.tail_probability, a, b)
-    return Estimate(mean=a / (a + b), ci_low=lo, ci_high=hi, n=games)
-
-
 class _RankSlice(SliceEstimator):
     """Slice statistics → :class:`BestOfSliceMetric` (Bradley–Terry ranking)."""
 
@@ -463,7 +442,7 @@ class _RankSlice(SliceEstimator):
             slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,
             n_interactions=n_interactions, n_contests=sum(sum(c) for _, c in pairs), n_failed=n_failed,
             leader=leader["assistant_id"] if leader else None,
-            leader_win_rate=leader_rate(leader["wins"], leader["losses"], leader["ties"], n_blocks, self.mode)
+            leader_win_rate=slice_win_rate(leader["wins"], leader["losses"], leader["ties"], n_blocks, self.mode)
             if leader else Estimate(),
             ranking=rows, estimator=estimator, mle_exists=fit.mle_exists, judge_model=self.judge_model,
         )

@@ -50,6 +50,7 @@ from fair_forge_beam.statistical.seeding import RowCache
 __all__ = [
     "SINGLE_SESSION_NOTE",
     "single_session",
+    "slice_win_rate",
     "behind",
     "ONE_OBSERVATION_NOTE",
     "rests_on_one_observation",
@@ -183,6 +184,26 @@ def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode)
     if not single_session(behind(n_sessions, n), mode):
         return estimate_rate(k, n, mode)
     return Estimate(mean=exact_ratio(k, n) if n else None, n=n)
+
+
+def slice_win_rate(wins: int, losses: int, ties: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
+    """A win rate over ``wins + losses + ties`` matches, ties as half wins (BestOf's
+    ``leader_win_rate``): :func:`slice_rate` (a Beta posterior in a Bayesian run, ``k/n`` in a
+    frequentist one, the observed share under the one-session rule; for BestOf a block is the
+    session). With ties the Beta posterior counts each as half a win and half a loss,
+    Beta(a + w + t/2, b + l + t/2). Before (issue 28, hostile trial 8) it was the raw share
+    without an interval in every mode, so a gate on its ``ci_low`` could never pass."""
+    from fair_forge_beam.statistical.combiners import _beta_interval
+
+    games = wins + losses + ties
+    if not ties:
+        return slice_rate(wins, games, n_sessions, mode)
+    if not mode.is_bayesian or single_session(behind(n_sessions, games), mode) or mode.beta_prior_a is None:
+        return Estimate(mean=(wins + 0.5 * ties) / games, n=games)
+    a0, b0 = mode.beta_prior()
+    a, b = a0 + wins + 0.5 * ties, b0 + losses + 0.5 * ties
+    lo, hi = _beta_interval(mode.tail_probability, a, b)
+    return Estimate(mean=a / (a + b), ci_low=lo, ci_high=hi, n=games)
 
 
 def slice_estimates(ests: Iterable[E], n_sessions: Optional[int], mode: StatisticalMode) -> list[E]:
