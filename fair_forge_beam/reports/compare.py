@@ -47,7 +47,7 @@ from collections import Counter
 from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
-from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates
+from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates, sessions_of
 from fair_forge_beam.quoting import shown_key
 from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
@@ -93,17 +93,6 @@ def _verdict(lo: float, hi: float, sign: int) -> str:
     if hi < 0:
         return WORSE if sign > 0 else BETTER if sign < 0 else LOWER
     return SAME
-
-
-def sessions_of(metric: str, record: Optional[dict]) -> Optional[int]:
-    """The number of resampling units (sessions; BestOf: blocks) of a slice record, from the field
-    its metric's info names (``n_sessions`` for a metric without an info); ``None`` when absent."""
-    from fair_forge_beam.reports.estimates import info_of
-
-    info = info_of(metric)
-    field = info.sessions_field if info is not None else "n_sessions"
-    n = (record or {}).get(field) if field else None
-    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: dict, cur_counts: dict,

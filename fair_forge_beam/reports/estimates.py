@@ -21,6 +21,7 @@ from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
 
 __all__ = [
     "info_of",
+    "sessions_of",
     "estimate_info",
     "is_undefined",
     "is_estimate",
@@ -96,3 +97,12 @@ def is_undefined(metric: str, path: str, est: Optional[dict]) -> bool:
     words). A value of 0 is a value: the metric stores ``None`` where there is nothing to
     measure, never a placeholder 0 (issue 28)."""
     return not est or est.get("mean") is None
+
+
+def sessions_of(metric: str, record: Optional[dict]) -> Optional[int]:
+    """The number of resampling units (sessions; BestOf: blocks) of a slice record, from the field
+    its metric's info names (``n_sessions`` for a metric without an info); ``None`` when absent."""
+    info = info_of(metric)
+    field = info.sessions_field if info is not None else "n_sessions"
+    n = (record or {}).get(field) if field else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

@@ -1060,7 +1060,7 @@ _READ_ONLY = "\x00read only"
 
 
 def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:
-    from fair_forge_beam.reports.compare import sessions_of
+    from fair_forge_beam.reports.estimates import sessions_of
 
     metrics = [g.metric] if g.metric else list(doc.get("metrics") or {})
     base = {"gate": g.label, "gate_index": i, "field": g.field, "op": g.op, "threshold": g.threshold,
@@ -1163,7 +1163,8 @@ def _rejected_check(doc: dict, g: Gate, base: dict) -> GateCheck:
 
 
 def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:
-    from fair_forge_beam.reports.compare import TOO_SMALL, compare_estimate, sessions_of
+    from fair_forge_beam.reports.compare import TOO_SMALL, compare_estimate
+    from fair_forge_beam.reports.estimates import sessions_of
     from fair_forge_beam.reports.estimates import counts_for, info_of
 
     info = info_of(g.metric)

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from fair_forge_beam.reports.estimates import sessions_of
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.schemas.metric_info import dotted_get
 from fair_forge_beam.quoting import shown_key
 
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
-
-
-def sessions_of(metric: str, record: Optional[dict]) -> Optional[int]:
-    """A slice record's resampling units (:func:`fair_forge_beam.reports.compare.sessions_of`:
-    ``n_sessions``; BestOf: ``n_blocks``)."""
-    from fair_forge_beam.reports.compare import sessions_of as units
-
-    return units(metric, record)
 
 
 def format_estimate(est: Optional[dict]) -> str:
