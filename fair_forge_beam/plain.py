@@ -79,26 +79,157 @@ _OBJECT_TYPES = {"model_type", "model_attributes_type", "dict_type", "dataclass_
                  "mapping_type"}
 
 
+#: what a value of each kind is called in a sentence ("should be <kind>")
+_KIND_WORDS = {
+    "string_type": "text", "string_sub_type": "text", "str_type": "text", "bool_type": "true or false",
+    "int_type": "a whole number", "float_type": "a number", "list_type": "a list", "tuple_type": "a list",
+    "set_type": "a list", "frozen_set_type": "a list", "none_required": "null", "bytes_type": "text",
+    "iterable_type": "a list", "callable_type": "a function", "date_type": "a date", "time_type": "a time of day",
+    "datetime_type": "a date and time", "time_delta_type": "a duration", "url_type": "a URL", "uuid_type": "a UUID",
+    "decimal_type": "a number", "complex_type": "a number", "json_type": "JSON text",
+    "missing_sentinel_error": "left out",
+}
+#: what a value of text that does not parse should have been ("... not text that reads as <kind>")
+_PARSING_WORDS = {
+    "bool_parsing": "true or false", "int_parsing": "a whole number", "int_parsing_size": "a whole number of at most "
+    "4,300 digits", "float_parsing": "a number", "decimal_parsing": "a number", "complex_str_parsing": "a number",
+    "date_parsing": "a date", "date_from_datetime_parsing": "a date", "time_parsing": "a time of day",
+    "datetime_parsing": "a date and time", "datetime_from_date_parsing": "a date and time",
+    "datetime_object_invalid": "a date and time", "time_delta_parsing": "a duration", "url_parsing": "a URL",
+    "url_syntax_violation": "a URL", "uuid_parsing": "a UUID",
+}
+#: error types said in fixed words (nothing of the input or context to add)
+_FIXED_WORDS = {
+    "missing": "is required but missing",
+    "missing_argument": "is required but missing",
+    "missing_keyword_only_argument": "is required but missing",
+    "missing_positional_only_argument": "is required but missing",
+    "extra_forbidden": "is not a field of this object (an unknown key: leave it out or check its spelling)",
+    "unexpected_keyword_argument": "is not a field of this object (an unknown key: leave it out or check its spelling)",
+    "unexpected_positional_argument": "is one value too many",
+    "multiple_argument_values": "is given twice",
+    "arguments_type": "should be a list or an object of arguments",
+    "recursion_loop": "refers to itself (a cycle)",
+    "invalid_key": "has a key that is not text",
+    "frozen_field": "cannot be changed once set",
+    "frozen_instance": "cannot be changed once set",
+    "finite_number": "should be a finite number (not NaN or infinity)",
+    "string_unicode": "is not valid Unicode text (a lone surrogate such as \\ud800?)",
+    "string_not_ascii": "should hold ASCII characters only",
+    "int_from_float": "should be a whole number, not one with a fractional part",
+    "set_item_not_hashable": "holds an item that cannot be in a set (a list or an object)",
+    "default_factory_not_called": "could not be filled in because of the errors before it",
+    "date_from_datetime_inexact": "should be a date (a date and time at midnight at most)",
+    "date_past": "should be a date in the past", "date_future": "should be a date in the future",
+    "datetime_past": "should be in the past", "datetime_future": "should be in the future",
+    "timezone_naive": "should have no time zone", "timezone_aware": "should have a time zone",
+    "no_such_attribute": "is not a field of this object",
+    "needs_python_object": "cannot be given as JSON",
+}
+
+
+def _count_words(n, one: str) -> str:
+    try:
+        return f"{int(n):,} {one}{'' if int(n) == 1 else 's'}"
+    except (TypeError, ValueError):
+        return f"{n} {one}s"
+
+
+def _ctx_words(kind: str, ctx: Mapping, given: str) -> "str | None":
+    """The words of an error type whose meaning is in its context (a bound, a length, a pattern)."""
+    if kind == "greater_than":
+        return f"should be more than {ctx['gt']}"
+    if kind == "greater_than_equal":
+        return f"should be {ctx['ge']} or more"
+    if kind == "less_than":
+        return f"should be less than {ctx['lt']}"
+    if kind == "less_than_equal":
+        return f"should be {ctx['le']} or less"
+    if kind == "multiple_of":
+        return f"should be a multiple of {ctx['multiple_of']}"
+    if kind in ("too_short", "too_long"):
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        have = f", not {ctx['actual_length']:,}" if isinstance(ctx.get("actual_length"), int) else ""
+        return f"should hold {'at least' if kind == 'too_short' else 'at most'} {_count_words(bound, 'item')}{have}"
+    if kind in ("string_too_short", "bytes_too_short"):
+        return f"should be at least {_count_words(ctx['min_length'], 'character')} long"
+    if kind in ("string_too_long", "bytes_too_long", "url_too_long"):
+        return f"should be at most {_count_words(ctx['max_length'], 'character')} long"
+    if kind == "string_pattern_mismatch":
+        from fair_forge_beam.quoting import quoted
+
+        return f"should match the pattern {quoted(str(ctx['pattern']))}"
+    if kind in ("literal_error", "enum"):
+        return f"should be {ctx['expected']}"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tag = ctx.get("discriminator", "its kind")
+        if kind == "union_tag_not_found":
+            return f"lacks its {tag} (which says what kind of object it is)"
+        return f"has a {tag} that is none of {ctx.get('expected_tags', 'the known kinds')}"
+    if kind == "timezone_offset":
+        return f"should have the time zone offset {ctx.get('tz_expected')}"
+    if kind == "url_scheme":
+        return f"should be a URL starting with {ctx.get('expected_schemes')}"
+    if kind == "uuid_version":
+        return f"should be a UUID of version {ctx.get('expected_version')}"
+    if kind in ("decimal_max_digits", "decimal_max_places", "decimal_whole_digits"):
+        n = next(iter(ctx.values()), "")
+        what = {"decimal_max_digits": "digits", "decimal_max_places": "decimal places",
+                "decimal_whole_digits": "digits before the point"}[kind]
+        return f"should have at most {n} {what}"
+    if kind in ("json_invalid", "bytes_invalid_encoding", "iteration_error", "get_attribute_error"):
+        err = ctx.get("error") or ctx.get("encoding_error")
+        why = plain_words(str(err).strip()) if err else ""
+        head = {"json_invalid": "is not valid JSON", "bytes_invalid_encoding": "is not text of its encoding",
+                "iteration_error": "could not be read item by item",
+                "get_attribute_error": "could not be read"}[kind]
+        return f"{head} ({why})" if why else head
+    return None
+
+
 def _validation_msg(e: Mapping) -> str:
+    """One pydantic error in words: its type says what is wrong (:data:`_FIXED_WORDS`, :data:`_KIND_WORDS`,
+    :data:`_PARSING_WORDS`, :func:`_ctx_words`), never pydantic's own message (``Field required``,
+    ``Extra inputs are not permitted``, ``Input should be a valid string``) — but for a validator's
+    own ``ValueError``, whose message is the project's words."""
     kind, msg = str(e.get("type", "")), str(e.get("msg", ""))
+    ctx = e.get("ctx") or {}
     given = f", not {json_kind(e['input'])}" if "input" in e else ""
     if kind in _OBJECT_TYPES:
         return f"should be an object (a table of keys and values){given}"
     if kind in ("is_instance_of", "is_subclass_of"):
         return f"is not of the kind expected here{given}"
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    msg = re.sub(r"\s*,?\s*or (?:an )?instance of [\w.]+", "", msg)
-    msg = re.sub(r"\b(?:an )?instance of [\w.]+", "the expected kind", msg)
-    msg = plain_words(re.sub(r"^Input should", "should", msg))
-    if kind in ("literal_error", "enum") and "input" in e:
+    if kind in ("value_error", "assertion_error"):  # a validator's own words
+        text = str(ctx.get("error", "")) or msg
+        for prefix in ("Value error, ", "Assertion failed, "):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+        return plain_words(text.strip()) if text.strip() else "is not a value this field accepts"
+    if kind in _FIXED_WORDS:
+        return _FIXED_WORDS[kind]
+    if kind in _KIND_WORDS:
+        return f"should be {_KIND_WORDS[kind]}{given}"
+    if kind in _PARSING_WORDS:
         from fair_forge_beam.quoting import quoted
 
-        msg += f", not {quoted(e['input'])}"
-    elif kind.endswith("_type") and given and " got " not in msg:
-        msg += given
-    return msg
+        shown = f", not the text {quoted(e['input'])}" if isinstance(e.get("input"), str) else given
+        return f"should be {_PARSING_WORDS[kind]}{shown}"
+    try:
+        words = _ctx_words(kind, ctx, given)
+    except (KeyError, TypeError, ValueError):
+        words = None
+    if words is not None:
+        if kind in ("literal_error", "enum") and "input" in e:
+            from fair_forge_beam.quoting import quoted
+
+            words += f", not {quoted(e['input'])}"
+        elif kind.startswith(("greater", "less", "multiple")) and isinstance(e.get("input"), (int, float)) \
+                and not isinstance(e.get("input"), bool):
+            words += f", not {e['input']}"
+        return words
+    # a type this table does not know (a later pydantic's, a custom error): what it is about, in
+    # general words — never pydantic's sentence
+    return f"is not a value this field accepts{given}"
 
 
 def validation_words(exc: BaseException, limit: Optional[int] = 5,

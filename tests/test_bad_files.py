@@ -125,7 +125,7 @@ def test_a_records_rejected_entries_are_one_dead_letter_not_one_each(tmp_path):
     assert len(inter) == 3
     assert len(dead) == 1, len(dead)
     reason = dead[0].reason
-    assert reason.startswith("5,001 of 5,004 interactions rejected: conversation[1]: qa_id: Field required"), reason
+    assert reason.startswith("5,001 of 5,004 interactions rejected: conversation[1]: qa_id: is required but missing"), reason
     assert reason.endswith("; and 4,998 more"), reason
     assert dead[0].element_id == "amp/x/1"
     assert json.loads(dead[0].raw)["conversation"] == [{}, {}, {}]

@@ -119,7 +119,7 @@ def test_gate_table_form_equals_text_form():
     assert make_gate(table) == parse_gate("bias rate ci_high <= 0.1 for every attribute")
     with pytest.raises(GateConfigError, match="threshold"):
         make_gate({**table, "threshold": float("nan")})
-    with pytest.raises(GateConfigError, match="colour: Extra inputs"):
+    with pytest.raises(GateConfigError, match="colour: is not a field of this object"):
         make_gate({**table, "colour": "red"})
 
 

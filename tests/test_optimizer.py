@@ -204,7 +204,7 @@ def test_evaluator_score_is_the_schema_object_not_the_first_score_number():
     quoted = 'The answer says "score": 1.0 itself. Verdict: {"score": 0.2, "insight": "wrong plan price"}'
     assert parse_structured(quoted, EvaluatorScore)[0].score == 0.2  # the original reads 1.0 here
     parsed, err = parse_structured('{"score": 1.5, "insight": "x"}', EvaluatorScore)
-    assert parsed is None and "less than or equal to 1" in err  # the original clamps to 1.0
+    assert parsed is None and "should be 1.0 or less, not 1.5" in err  # the original clamps to 1.0
     parsed, err = parse_structured('{"score": 0.5, "insight": "x", "bonus": 1}', EvaluatorScore)
     assert parsed is None and err
 

@@ -162,7 +162,7 @@ def test_a_session_without_conversation_is_told_so(tmp_path):
     reasons = sorted(d["reason"] for d in dead)
     assert len(reasons) == 2
     # the field as the user wrote it (a top-level 'assistant'; it said 'batch.assistant', a name the reader made)
-    assert reasons[0] == "assistant: Field required", reasons
+    assert reasons[0] == "assistant: is required but missing", reasons
     assert reasons[1].startswith("not a session (needs 'conversation')"), reasons
 
 
