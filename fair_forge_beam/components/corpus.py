@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import NamedTuple, Sequence, Union
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.io.edge import read_side_text
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
@@ -245,6 +246,6 @@ def chunk_document(doc: RegulatoryDocument, config: ChunkerConfig) -> list[Corpu
     splitter = cls(config.chunk_size, overlap=config.chunk_overlap, trim=True)
     out = []
     for start, piece in splitter.chunk_indices(text):
-        if piece.strip():
+        if not is_blank(piece):
             out.append(CorpusChunk(doc.source, len(out), piece, int(start)))
     return out

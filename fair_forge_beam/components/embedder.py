@@ -79,6 +79,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
 
@@ -465,11 +466,11 @@ class SentenceTransformerEmbedder(Embedder):
             return [(text, n)]
         chunks = []
         for para in _PARAGRAPH_RE.split(text):
-            if not para.strip():
+            if is_blank(para):
                 continue
             m = len(tok.encode(para, add_special_tokens=True).ids)
             pieces = [(para.strip(), m)] if m <= limit else [
-                (piece, len(tok.encode(piece, add_special_tokens=True).ids)) for piece in self._splitter().chunks(para) if piece.strip()
+                (piece, len(tok.encode(piece, add_special_tokens=True).ids)) for piece in self._splitter().chunks(para) if not is_blank(piece)
             ]
             chunks.extend(pieces)
         return chunks or [(text, n)]

@@ -48,6 +48,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
 from fair_forge_beam.components.text import ascii_words
@@ -120,14 +121,14 @@ def _check_group_lists(mapping: Any, what: str) -> dict[str, list[str]]:
         raise ValueError(f"{what} must contain at least one group")
     out: dict[str, list[str]] = {}
     for group, items in mapping.items():
-        if not isinstance(group, str) or not group.strip():
+        if not isinstance(group, str) or is_blank(group):
             raise ValueError(f"{what}: group names must be non-empty str, got {quoted(group)}")
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise ValueError(f"{what}[{quoted(group)}] must be a list of str, got {type(items).__name__}")
         if len(items) == 0:
             raise ValueError(f"{what}[{quoted(group)}] is empty: group {quoted(group)} needs at least one phrase")
         for i, p in enumerate(items):
-            if not isinstance(p, str) or not p.strip():
+            if not isinstance(p, str) or is_blank(p):
                 raise ValueError(f"{what}[{quoted(group)}][{i}] must be a non-empty str, got {quoted(p)}")
         out[group] = list(items)
     return out

@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.schemas.bias import GuardianBias
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
@@ -358,7 +359,7 @@ class LLMGuardian(Transient, Guardian):
         self.include_context = bool(include_context)
         self.definitions = dict(ATTRIBUTE_DEFINITIONS)
         for k, v in (definitions or {}).items():
-            if not isinstance(k, str) or not k or not isinstance(v, str) or not v.strip():
+            if not isinstance(k, str) or not k or not isinstance(v, str) or is_blank(v):
                 raise ValueError(f"definitions must map attribute names to non-empty text, got {quoted(k)}: {quoted(v)}")
             self.definitions[k] = v
         params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}

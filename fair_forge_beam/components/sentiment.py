@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
 
@@ -193,7 +194,7 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
 
     def infer(self, text: str) -> SentimentScore:
         text = _check_text(text)
-        if not text.strip():
+        if is_blank(text):
             return SentimentScore(score=0.0, label="neutral")
         if self._analyzer is None:
             self.setup()

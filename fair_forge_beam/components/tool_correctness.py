@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.plain import json_kind
 from fair_forge_beam.quoting import quoted
 
@@ -113,7 +114,7 @@ def tool_calls(calls: Any, field: str) -> list[dict]:
             raise ToolTraceError(f"{field}[{i}] has no tool_name")
         if not isinstance(name, str):  # one of the wrong type is not missing (trial 28h H13)
             raise ToolTraceError(f"{field}[{i}].tool_name must be text, got {json_kind(name)} ({quoted(name, 40)})")
-        if not name.strip():
+        if is_blank(name):
             raise ToolTraceError(f"{field}[{i}].tool_name is empty")
         params = c.get("parameters")
         if params is None:

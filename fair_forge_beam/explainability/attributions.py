@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.explainability.schemas import (AttributionBatchResult, AttributionMethod, AttributionResult, Granularity,
                                                     TokenAttribution)
 from fair_forge_beam.quoting import quoted
@@ -108,10 +109,10 @@ def unattributed_text(text: str, elements: Sequence[str]) -> list[str]:
         j = text.find(e, pos)
         if j < 0:
             continue
-        if text[pos:j].strip():
+        if not is_blank(text[pos:j]):
             missing.append(text[pos:j].strip())
         pos = j + len(e)
-    if text[pos:].strip():
+    if not is_blank(text[pos:]):
         missing.append(text[pos:].strip())
     return missing
 
@@ -190,7 +191,7 @@ class AttributionExplainer:
         than ``max_length`` tokens; ``ImportError`` when interpreto is missing."""
         import torch
 
-        if not prompt or not target:
+        if is_blank(prompt) or is_blank(target):
             raise ValueError("prompt and target must be non-empty text")
         m, g = _method(method or self.default_method), _granularity(granularity or self.default_granularity)
         n_tokens = len(self.tokenizer(prompt + " " + target)["input_ids"])

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.generators.schemas import (
@@ -179,7 +180,7 @@ def plan_requests(chunks: Sequence[Chunk], assistant_id: str, *, num_queries_per
     empty ``assistant_id`` or a count < 1."""
     from fair_forge_beam.components.judge.handler import judge_request
 
-    if not assistant_id or not str(assistant_id).strip():
+    if not assistant_id or is_blank(str(assistant_id)):
         raise ValueError("assistant_id must be a non-empty string")
     strategy = selection_strategy or SequentialStrategy()
     schema = GeneratedConversationOutput if conversation_mode else GeneratedQueriesOutput

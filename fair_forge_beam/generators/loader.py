@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Iterable, Sequence, Union
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.generators.schemas import Chunk
 from fair_forge_beam.io.edge import read_side_text
 from fair_forge_beam.quoting import quoted
@@ -164,7 +165,7 @@ class LocalMarkdownLoader(BaseContextLoader):
         result = []
         for i, (header, lines) in enumerate(out):
             body = lines[1:] if i else lines
-            if "\n".join(body).strip():
+            if not is_blank("\n".join(body)):
                 result.append((header, "\n".join(lines).strip()))
         return result
 
@@ -174,7 +175,7 @@ class LocalMarkdownLoader(BaseContextLoader):
         chunks: list[Chunk] = []
         secs = self.sections(text)
         if all(h is None for h, _ in secs):
-            return self._size_chunks(text.strip(), base, "Introduction", source_file) if text.strip() else []
+            return self._size_chunks(text.strip(), base, "Introduction", source_file) if not is_blank(text) else []
         for i, (header, content) in enumerate(secs, start=1):
             header = "Introduction" if header is None else header
             cid = f"{base}_{slug(header) or f'section_{i}'}"

@@ -44,6 +44,7 @@ import math
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.progress import ProgressCounter
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
@@ -499,7 +500,7 @@ class _ParseRecord(beam.DoFn):
             _READ_PROGRESS.inc()
             return [_interaction(meta, sb.batch, sb.turn_index, event_time, values, qa_id),
                     *_numeric_id_warnings(rec.get("metadata"), meta, where),
-                    *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where)]
+                    *_empty_answer_warnings(meta, [qa_id] if is_blank(sb.batch.assistant) else [], where)]
         key = (meta.session_id, meta.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
@@ -509,7 +510,7 @@ class _ParseRecord(beam.DoFn):
                                   False))
             ),
             *_to_session(order[:3], (*_numeric_id_warnings(rec.get("metadata"), meta, where),
-                                     *_empty_answer_warnings(meta, [qa_id] if not sb.batch.assistant.strip() else [], where))),
+                                     *_empty_answer_warnings(meta, [qa_id] if is_blank(sb.batch.assistant) else [], where))),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -548,7 +549,7 @@ class _ParseRecord(beam.DoFn):
                 continue
             n_read += 1
             qa_id = mask(b.qa_id)
-            if not b.assistant.strip():
+            if is_blank(b.assistant):
                 empty.append(qa_id)
             if self.streaming:
                 seen[qa_id] = seen.get(qa_id, 0) + 1

@@ -54,6 +54,7 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.tool_correctness import (
     ToolTraceError,
     conversation_tool_calls,
@@ -161,7 +162,7 @@ class _Score(beam.DoFn):
                 meta["reasoning"] = tool["reasoning"]
         else:
             gt = x.ground_truth_assistant
-            if not gt or not gt.strip():
+            if is_blank(gt):
                 fail = "no ground_truth_assistant to judge the answer against"
             else:
                 from fair_forge_beam.components.judge.handler import judge_request

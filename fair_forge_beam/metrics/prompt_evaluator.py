@@ -51,6 +51,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.constraints import check_constraints, compliance
 from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
@@ -170,7 +171,7 @@ class _FanOut(beam.DoFn):
         self.seed_prompt, self.k = seed_prompt, k
 
     def process(self, x: Interaction):
-        if not (x.query or "").strip():
+        if is_blank(x.query):
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(NAME, "empty query: nothing to generate an answer for", x._asdict(), x.element_id))
             return
         messages = generation_messages(self.seed_prompt, x.context, x.query)
@@ -249,7 +250,7 @@ class _ScoreQuery(beam.DoFn):
                 x._asdict(), x.element_id))
             yield (_skey(x), {"failed": x.element_id})
             return
-        ref = x.ground_truth_assistant if (x.ground_truth_assistant or "").strip() else None
+        ref = None if is_blank(x.ground_truth_assistant) else x.ground_truth_assistant
         vecs = self.embedder.encode(answers + ([ref] if ref is not None else []))
         sims = cosine_matrix(vecs)
         labels = threshold_clusters(sims[:n, :n], self.tau)
@@ -523,7 +524,7 @@ class PromptEvaluator(MetricTransform):
         from fair_forge_beam.metrics.judged import build_judge
 
         self.k, self.tau = check_k(k), check_tau(tau)
-        if not isinstance(seed_prompt, str) or not seed_prompt.strip():
+        if not isinstance(seed_prompt, str) or is_blank(seed_prompt):
             raise ValueError("seed_prompt (the system prompt under test) must be a non-empty string")
         if model is None:
             raise ValueError(

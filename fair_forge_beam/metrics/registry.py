@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
@@ -238,7 +239,7 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
             seed_prompt = read_side_text(options["seed_prompt_file"], "--seed-prompt-file")
         except OSError as exc:
             raise ValueError(side_file_error("--seed-prompt-file", options["seed_prompt_file"], exc)) from None
-    if not seed_prompt or not seed_prompt.strip():
+    if is_blank(seed_prompt):
         raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
     gen = {k: options.get(k) for k in ("judge_max_concurrency", "judge_requests_per_minute", "judge_timeout", "judge_retries")}
     for k in ("base_url", "model", "api_key_env"):  # each --generator-* defaults to its --judge-* (declared default_from)

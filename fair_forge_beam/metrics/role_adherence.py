@@ -32,6 +32,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
 from fair_forge_beam.engine import (
@@ -199,7 +200,7 @@ class _BuildRequests(beam.DoFn):
 
         skey, turns = kv
         items = sorted(turns, key=lambda t: (t[0], t[1], t[2], t[3], t[4], t[5] or ""))
-        roles = sorted({t[5] for t in items if t[5] and t[5].strip()})
+        roles = sorted({t[5] for t in items if not is_blank(t[5])})
         if not roles:
             for t in items:
                 yield beam.pvalue.TaggedOutput(DEAD, dead_letter(

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.similarity import SimilarityScorer
 from fair_forge_beam.io.elements import Interaction, InteractionWarning, dead_letter
 from fair_forge_beam.engine import (
@@ -104,9 +105,9 @@ class _ScoreFrames(beam.DoFn):
         out, todo = [], []
         for x in batch:
             gt = x.ground_truth_assistant
-            if gt is None or not str(gt).strip():
+            if is_blank(gt if gt is None else str(gt)):
                 out.append(self._dead(x, "frame has no reference description (ground_truth_assistant is missing or empty): nothing to compare with"))
-            elif not (x.assistant or "").strip():
+            elif is_blank(x.assistant):
                 # one warning per session, counting its frames (MetricSpec.interaction_warnings)
                 out.append(beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
                     "empty_description", x.session_id, x.assistant_id, x.language, 1,

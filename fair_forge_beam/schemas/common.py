@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.quoting import quoted
 
@@ -118,7 +119,7 @@ class _SessionHeader(BaseModel):
     @field_validator("session_id", "assistant_id")
     @classmethod
     def _non_empty(cls, v: str) -> str:
-        if not v.strip():
+        if is_blank(v):
             raise ValueError("must be a non-empty string")
         return v
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 
 __all__ = ["BESTOF_RUBRIC", "BESTOF_CASE", "CONTESTANT_TURN", "render_contestant", "bestof_messages"]
@@ -86,7 +87,7 @@ def render_contestant(turns: Sequence[tuple[str, str, Optional[str]]]) -> str:
     """A contestant's conversation as text: per turn the question, the answer and (when not
     blank) the reference answer, turns in the given order, separated by blank lines."""
     return "\n\n".join(
-        CONTESTANT_TURN.render(number=k, query=q or "", answer=a or "", reference=g if g and g.strip() else "")
+        CONTESTANT_TURN.render(number=k, query=q or "", answer=a or "", reference="" if is_blank(g) else g)
         for k, (q, a, g) in enumerate(turns, start=1)
     )
 

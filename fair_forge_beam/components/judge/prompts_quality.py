@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 
 __all__ = [
@@ -156,11 +157,11 @@ ASSISTANT ANSWER (to judge):
 
 
 def _reference(ground_truth: Optional[str]) -> str:
-    return ground_truth if ground_truth and ground_truth.strip() else NO_REFERENCE
+    return NO_REFERENCE if is_blank(ground_truth) else ground_truth
 
 
 def _has(text: Optional[str]) -> bool:
-    return bool(text and text.strip())
+    return not is_blank(text)
 
 
 def context_messages(

@@ -1,0 +1,130 @@
+"""Issue 28 H11: a text made only of invisible characters counted as content. A vision answer
+"\\u200b" was scored without its empty_description warning (while "", "   " and "\\n\\t" had it), a
+chatbot_role "\\u200b" was judged as a role (while "" and "   " were dead letters), an explain prompt
+"\\u200b" reached the model and died in torch. ``str.strip()`` keeps format characters (Cf): every
+emptiness check of the package now asks one predicate, fair_forge_beam.blank.is_blank."""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from helpers import handler_for, run_metric
+from test_bad_files import _read
+from test_vision import MarkerScorer, frame
+
+from fair_forge_beam.blank import is_blank
+
+ROOT = Path(__file__).resolve().parents[1]
+#: texts that show as nothing: whitespace, zero-width, BOM, word joiner, no-break space, line and
+#: paragraph separators, a control character, bidirectional marks, a variation selector, a tag
+BLANKS = ["", " ", "\n\t", "\u200b", "\ufeff", "\u2060", "\u00a0", "\u2028", "\u2029", "\x00", "\u200e\u200f",
+          "\u202a\u202c", " \u200b\u200c\u200d ", "\ufe0f", "\U000e0020", "\u3000", "\u00ad", "\u3164", "\u2800"]
+CONTENT = ["a", " a ", "\u200ba", "é", "\u0301", "0", "-", "日本", "\U0001f600"]
+
+
+def test_the_predicate_over_the_categories_that_show_nothing():
+    for text in BLANKS:
+        assert is_blank(text), repr(text)
+    for text in CONTENT:
+        assert not is_blank(text), repr(text)
+    assert is_blank(None) and not is_blank(0)
+    for code in range(0x20000):
+        ch = chr(code)
+        if unicodedata.category(ch) in ("Cf", "Zs", "Zl", "Zp", "Cc"):
+            assert is_blank(ch * 2) and not is_blank(ch + "x"), hex(code)
+        elif unicodedata.category(ch).startswith(("L", "N", "P")) and ch not in "\u3164\uffa0\u115f\u1160":
+            assert not is_blank(ch), hex(code)
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\ufeff\u2060", " \u00a0\u200c "])
+def test_a_vision_answer_of_invisible_characters_is_empty(tmp_path, text):
+    from fair_forge_beam.metrics.vision import Vision
+
+    data = [frame("s", 0, "[s=1.0]"), frame("s", 1, text), frame("s", 2, "[s=1.0]", gt="\u200b")]
+    out = run_metric(Vision(scorer=MarkerScorer(), threshold=0.75), data, tmp_path)
+    assert [q["kind"] for q in out["quality"]] == ["empty_description"], out["quality"]
+    dead = out["dead_letter"]
+    assert [d["element_id"] for d in dead] == ["s/cam/2"] and "reference description" in dead[0]["reason"], dead
+    s = out["sessions"][0]
+    assert s["n_frames"] == 2 and s["min_similarity"] == 0.0 and s["n_hallucinations"] == 1
+
+
+def test_a_read_answer_of_invisible_characters_warns_and_a_blank_id_is_rejected(tmp_path):
+    recs = [{"session_id": "s", "assistant_id": "bot", "conversation": [
+        {"qa_id": "q0", "query": "x", "assistant": "\u200b"}, {"qa_id": "q1", "query": "x", "assistant": "\ufeff \u2060"},
+        {"qa_id": "q2", "query": "x", "assistant": "ok"}]},
+        {"session_id": "\u200b", "assistant_id": "bot", "conversation": [{"qa_id": "q", "query": "x", "assistant": "y"}]}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
+    assert len(inter) == 3
+    empty = [q for q in quality if q.kind == "empty_answer"]
+    assert len(empty) == 1 and empty[0].message.startswith("2 interactions of this session"), quality
+    assert len(dead) == 1 and "session_id: must be a non-empty string" in dead[0].reason, dead
+
+
+def test_a_role_of_invisible_characters_is_no_role(tmp_path):
+    from fair_forge_beam.io.read import _interaction
+    from fair_forge_beam.metrics.role_adherence import RoleAdherence
+    from fair_forge_beam.schemas.common import Dataset
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    d = Dataset.model_validate({"session_id": "s", "assistant_id": "bot", "chatbot_role": "\u200b\u2060",
+                                "conversation": [{"qa_id": "q", "query": "hi", "assistant": "hello"}]})
+    with ScriptedOpenAIServer(lambda req: {"adherent": True, "reason": "ok"}) as srv:
+        res = run_metric(RoleAdherence(judge=handler_for(srv, tmp_path)), [_interaction(d, d.conversation[0], 0)],
+                         tmp_path / "run")
+        sent = list(srv.requests)
+    assert sent == [] and [d["element_id"] for d in res["dead_letter"]] == ["s/bot/0"], res["dead_letter"]
+    assert "no chatbot_role" in res["dead_letter"][0]["reason"]
+
+
+@pytest.mark.parametrize("prompt, target", [("\u200b", "x"), ("hi", "\ufeff"), ("\u2060 ", "x")])
+def test_an_explain_prompt_of_invisible_characters_is_refused_before_the_model(prompt, target):
+    pytest.importorskip("torch")
+    from fair_forge_beam.explainability.attributions import AttributionExplainer
+
+    class NoModel:
+        def __call__(self, *a, **k):  # pragma: no cover - never reached
+            raise AssertionError("the tokenizer was called")
+
+    with pytest.raises(ValueError, match="non-empty text"):
+        AttributionExplainer(NoModel(), NoModel()).explain(prompt, target)
+
+
+def test_the_query_reference_and_seed_checks_ask_the_predicate():
+    from fair_forge_beam.components.judge.prompts_quality import NO_REFERENCE, _has, _reference
+    from fair_forge_beam.metrics.prompt_evaluator import PromptEvaluator
+
+    assert _reference("\u200b") == NO_REFERENCE and not _has("\ufeff") and _has("a")
+    with pytest.raises(ValueError, match="non-empty"):
+        PromptEvaluator(seed_prompt="\u200b\u2060", k=2)
+
+
+#: emptiness checks by str.strip() that stay: the blank lines between JSON records and after a JSON
+#: value (JSON's own whitespace), option values, path names (a file may be named by any character)
+_KEPT = {("io/read.py", "not text.strip()"), ("io/agentic_sources.py", "not text.strip()"),
+         ("components/judge/parsing.py", "not body[end:].strip()"), ("io/paths.py", "not output.strip()"),
+         ("options.py", "not str(v).strip()"), ("reports/compare.py", "not getattr(args, name).strip()"),
+         ("reports/output_folder.py", "not output.strip()"), ("streaming/windows.py", "not rest.strip()"),
+         ("assistants/assistant.py", "not step.strip()")}
+
+
+def _strip_tests(path: Path):
+    """The lines where ``not <x>.strip()`` is a condition."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            c = node.operand
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "strip" and not c.args:
+                yield node.lineno, ast.unparse(node)
+
+
+def test_no_emptiness_check_of_text_content_by_strip():
+    pkg = ROOT / "fair_forge_beam"
+    found = [f"{p.relative_to(pkg)}:{line}: {text}" for p in sorted(pkg.rglob("*.py"))
+             for line, text in _strip_tests(p) if (str(p.relative_to(pkg)), text) not in _KEPT]
+    assert found == [], found
