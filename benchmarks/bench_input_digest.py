@@ -1,6 +1,8 @@
-"""Input digest benchmark (trial 28g G7; not a test): what recording the sha256 of every input file
-(``rollup.input_fingerprints``, so that a roll-up refuses a renamed or copied log) adds to an audit,
-as a ratio of the audit's CPU, measured in one run.
+"""Input digest benchmark (trial 28g G7, 28h H14; not a test): what recording the sha256 of every input
+file and the order-independent digest of its records (``rollup.input_fingerprints``, so that a
+roll-up refuses a renamed, copied or reordered log) adds to an audit, as a ratio of the audit's CPU,
+measured in one run; and the content digest alone (``rollup.content_digest``, what it cost before
+the records digest) in the same run.
 
 For each data set — the README's first command's data (the package's example files, ``--metrics
 humanity,toxicity --mode bayesian``) and a synthetic file of ``--interactions`` interactions
@@ -8,7 +10,7 @@ humanity,toxicity --mode bayesian``) and a synthetic file of ``--interactions`` 
 --mode frequentist``) — it runs the audit as a child of this interpreter (``sys.executable -m
 pipelines.audit``; CPU seconds of the finished child), then ``input_fingerprints`` of the same
 inputs ``--rounds`` times in a child (the digest alone, after a first call that imports what it uses: CPU of the calls
-in it) and prints both, and the ratio digest / audit.
+in it) and prints both, and the ratio digest / audit; then ``content_digest`` of each file alike.
 
     python benchmarks/bench_input_digest.py                      # README data, and 100,000 interactions
     python benchmarks/bench_input_digest.py --interactions 20000
@@ -29,14 +31,15 @@ if str(ROOT) not in sys.path:
 from benchmarks.bench_engine import write_sessions  # noqa: E402
 from benchmarks.bench_rollup import timed  # noqa: E402
 
-_DIGEST = ("import json, sys, time; from fair_forge_beam.rollup import input_fingerprints; "
-           "rounds = int(sys.argv[1]); files = sys.argv[2:]; input_fingerprints([]); t = time.process_time(); "
-           "[input_fingerprints(files) for _ in range(rounds)]; "
+_DIGEST = ("import json, sys, time; from fair_forge_beam.rollup import input_fingerprints, content_digest; "
+           "rounds, mode = int(sys.argv[1]), sys.argv[2]; files = sys.argv[3:]; input_fingerprints([]); "
+           "fn = (lambda fs: input_fingerprints(fs)) if mode == 'both' else (lambda fs: [content_digest(f) for f in fs]); "
+           "t = time.process_time(); [fn(files) for _ in range(rounds)]; "
            "print(json.dumps((time.process_time() - t) / rounds))")
 
 
-def digest_cpu(files: list[str], rounds: int) -> float:
-    out = subprocess.run([sys.executable, "-c", _DIGEST, str(rounds), *files], cwd=ROOT, capture_output=True,
+def digest_cpu(files: list[str], rounds: int, mode: str = "both") -> float:
+    out = subprocess.run([sys.executable, "-c", _DIGEST, str(rounds), mode, *files], cwd=ROOT, capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -61,9 +64,12 @@ def main(argv=None) -> int:
                    *[a for f in files for a in ("--input", f)], "--output", str(work / "out")]
             audit_cpu, wall = timed(cmd, work / "audit.log")
             digest = digest_cpu(files, args.rounds)
+            content = digest_cpu(files, args.rounds, "content")
             print(json.dumps({"data": name, "bytes": size, "audit_cpu_s": round(audit_cpu, 2),
-                              "audit_wall_s": round(wall, 2), "digest_cpu_s": round(digest, 4),
-                              "digest_over_audit": round(digest / audit_cpu, 5)}))
+                              "audit_wall_s": round(wall, 2), "digests_cpu_s": round(digest, 4),
+                              "digests_over_audit": round(digest / audit_cpu, 5),
+                              "content_digest_only_cpu_s": round(content, 4),
+                              "content_digest_only_over_audit": round(content / audit_cpu, 5)}))
     return 0
 
 

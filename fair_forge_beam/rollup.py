@@ -82,18 +82,21 @@ def _jsonable(v):
 
 
 def input_fingerprints(patterns: Sequence[str]) -> list[list]:
-    """``[path, size in bytes, last modified (epoch seconds), sha256 of its content]`` of every file
-    the input ``patterns`` match (any Beam filesystem), sorted: what a roll-up compares to refuse
-    one input read by two of its runs (a night re-run into a new folder: the same path, size and
-    time; a renamed, ``cp -p`` copied or recompressed log: the same content, :func:`check_no_overlap`).
-    The digest is of the content as the reader decodes it (:func:`content_digest`); an empty file,
-    or one that cannot be read here (the reader says why), has no digest (three fields). A pattern
-    that matches nothing adds nothing."""
+    """``[path, size in bytes, last modified (epoch seconds), sha256 of its content, digest of its
+    records]`` of every file the input ``patterns`` match (any Beam filesystem), sorted: what a
+    roll-up compares to refuse one input read by two of its runs (a night re-run into a new folder:
+    the same path, size and time; a renamed, ``cp -p`` copied or recompressed log: the same content;
+    the same records in another order or layout: the same records digest, :func:`check_no_overlap`).
+    The content digest is of the content as the reader decodes it (:func:`content_digest`), the
+    records digest of its records whatever their order (:func:`input_digests`), both from one pass
+    over the file; an empty file, or one that cannot be read here (the reader says why), has no
+    digest (three fields), a file whose records are not counted here (Parquet, or corrupt
+    compressed data) no records digest (four fields). A pattern that matches nothing adds nothing."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.io.read import absolute_pattern
 
-    out: dict[tuple, Optional[str]] = {}
+    out: dict[tuple, tuple] = {}
     for pattern in patterns:
         try:
             found = FileSystems.match([absolute_pattern(pattern)])
@@ -104,13 +107,119 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
                 entry = (m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
                 if entry in out:  # matched by two patterns: hashed once
                     continue
-                out[entry] = None
+                out[entry] = ()
                 if m.size_in_bytes:
                     try:
-                        out[entry] = content_digest(m.path)
+                        content, records = input_digests(m.path)
+                        out[entry] = (content, records) if records else (content,)
                     except Exception:  # noqa: BLE001 - an unreadable file is the reader's error, not the manifest's
                         pass
-    return [[*entry, *([digest] if digest else [])] for entry, digest in sorted(out.items())]
+    return [[*entry, *digests] for entry, digests in sorted(out.items())]
+
+
+#: how a records digest is written in ``input_files`` (its 5th field): this prefix, then the sum
+#: mod 2**256 of the records' sha256 as 64 hex digits
+RECORDS_DIGEST_PREFIX = "records:"
+
+
+class _HashingReader:
+    """``read(n)`` of a binary file object that also feeds every byte it gives to ``digest``."""
+
+    def __init__(self, f, digest):
+        self.f, self.digest = f, digest
+
+    def read(self, n: int = -1) -> bytes:
+        piece = self.f.read(n)
+        self.digest.update(piece)
+        return piece
+
+
+def _record_hash(text) -> int:
+    """sha256 of one record as an integer: of its canonical JSON (``json.dumps`` with sorted keys,
+    no spaces, ASCII escapes), so that its layout (whitespace, key order, escapes, a JSON Lines
+    line or a ``.json`` array element) does not matter; a text that is not JSON by its own bytes
+    (stripped of whitespace), and it is a dead letter of the reader's."""
+    import hashlib
+
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    try:
+        canon = b"json:" + json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"),
+                                      ensure_ascii=True).encode("ascii")
+    except (ValueError, RecursionError, TypeError):  # not JSON (a dead letter of the reader's): its text
+        canon = b"text:" + raw.strip()
+    return int.from_bytes(hashlib.sha256(canon).digest(), "big")
+
+
+def _records_sum(path: str, fmt: str, f) -> tuple[int, int]:
+    """``(sum of the records' hashes mod 2**256, number of records)`` of the decompressed binary
+    file ``f``, read by the reader's own streaming readers (:func:`~fair_forge_beam.io.read.file_lines`
+    for JSON Lines; :func:`~fair_forge_beam.io.edge.json_values` for a ``.json`` file: one array
+    element at a time, never ``json.load`` of the file): memory bounded by one record."""
+    from fair_forge_beam.io import edge
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, ReadError, _utf8_reader, file_lines
+
+    total, n = 0, 0
+
+    def add(h: int) -> None:
+        nonlocal total, n
+        total, n = (total + h) % (1 << 256), n + 1
+
+    if fmt == "jsonl":
+        first = True
+        for _, _, line in file_lines(path, f, MAX_RECORD_BYTES):
+            if isinstance(line, ReadError):  # over the limit, or not text: said by its reason and head
+                add(_record_hash(f"{line.reason}\n{line.raw}"))
+                continue
+            if first:  # a byte-order mark is not data (the reader drops it)
+                line = line.lstrip("\ufeff") if isinstance(line, str) else line.removeprefix(b"\xef\xbb\xbf")
+                first = False
+            if line.strip():
+                add(_record_hash(line))
+        return total, n
+    head = b"".join(edge.head_pieces(f))
+    if edge.not_text_reason(path, head) is not None:
+        return 0, 0
+    read = _utf8_reader(f, edge.text_encoding(head), head)
+    for value in edge.json_values(read, MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES):
+        if value.problem or value.text is None:
+            add(_record_hash(f"{value.problem}\n{value.size}\n".encode() + value.head))
+        else:
+            add(_record_hash(value.text))
+    return total, n
+
+
+def input_digests(path: str) -> tuple[str, Optional[str]]:
+    """``(content digest, records digest)`` of the input file ``path``, from one pass over it: the
+    content digest is :func:`content_digest`'s; the records digest is of its records whatever their
+    order and layout — ``"records:"`` and the sum mod 2**256 of the sha256 of each record's
+    canonical JSON (:func:`_record_hash`: a JSON Lines line, a ``.json`` array's element), so a copy
+    whose lines or elements are shuffled, re-indented, with keys reordered, or written as the other
+    JSON format shares it (issue 28 H14: a reordered copy passed the content digest and every
+    session was counted twice). ``None`` for a file of no record, a Parquet file (not counted
+    here) or compressed data that is corrupt or cut short. Memory: one record, one piece.
+
+    Raises:
+        OSError: the file cannot be read."""
+    import hashlib
+
+    from fair_forge_beam.io.read import detect_format
+
+    digest = hashlib.sha256()
+    fmt = detect_format(path)
+    try:
+        with open_input(path) as f:
+            reader = _HashingReader(f, digest)
+            total = n = 0
+            if fmt in ("jsonl", "json"):
+                try:
+                    total, n = _records_sum(path, fmt, reader)
+                except (UnicodeDecodeError, ValueError):  # text the reader cannot decode: no records digest
+                    total = n = 0
+            while reader.read(HASH_PIECE):  # the rest of the content (all of it for another format)
+                pass
+    except CompressedDataError:
+        return file_digest(path)[1], None
+    return digest.hexdigest(), (f"{RECORDS_DIGEST_PREFIX}{total:064x}" if n else None)
 
 
 def content_digest(path: str) -> str:
@@ -199,8 +308,11 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
             an input file (same path, size and modification time) read by two inputs (a night
             re-run into another folder), or input files of the same decoded content (sha256, recorded by
             :func:`input_fingerprints`; runs written before it record none and are compared by path
-            only) read by two inputs (a renamed or copied log); the message names the overlapping
-            runs and files.
+            only) read by two inputs (a renamed or copied log), or of the same records in another
+            order or layout (the records digest, :func:`input_digests`: a shuffled or re-indented
+            copy; runs written before it are compared without it), or two runs whose files together
+            hold the same records (the sum of their records digests); the message names the
+            overlapping runs and files.
     """
     seen: dict[str, str] = {}
     for run_dir in runs:
@@ -221,6 +333,8 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
             owner[i] = run_dir
     read_by: dict[tuple, str] = {}
     same_content: dict[str, tuple[str, str]] = {}  # sha256 -> (run, the file it read)
+    same_records: dict[str, tuple[str, str]] = {}  # records digest -> (run, the file it read)
+    run_records: dict[int, str] = {}  # all of a run's records -> the run
     for run_dir, m in zip(runs, manifests):
         # a run that read nothing and rejected nothing (an empty day published with --allow-empty:
         # "[]" every night) holds no data its files could count twice: its digests are not compared
@@ -242,7 +356,39 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
                                  f"content (sha256 {digest[:16]}…, decompressed); a roll-up counts each input once: "
                                  "give one run of it (a renamed, copied or recompressed log is the same data)")
             same_content.setdefault(digest, (run_dir, f[0]))
+            records = f[4] if len(f) > 4 and isinstance(f[4], str) and f[4].startswith(RECORDS_DIGEST_PREFIX) else None
+            if records is None:  # none: written before records digests, or a file whose records are not counted
+                continue
+            other = same_records.get(records)
+            if other is not None and other[0] != run_dir:
+                raise ValueError(f"the runs overlap: {other[0]} read {other[1]} and {run_dir} read {f[0]}, the same "
+                                 f"records in another order or layout (records digest {records[8:24]}…); a roll-up "
+                                 "counts each input once: give one run of it (a shuffled, re-indented or reformatted "
+                                 "copy of a log is the same data)")
+            same_records.setdefault(records, (run_dir, f[0]))
+        total = _run_records(m) if holds_data else None  # the run's records, however its files split them
+        if total is not None:
+            other_run = run_records.get(total)
+            if other_run is not None and other_run != run_dir:
+                raise ValueError(f"the runs overlap: {other_run} and {run_dir} read the same records, split into files "
+                                 "in another way (the sum of their files' records digests is equal); a roll-up counts "
+                                 "each input once: give one run of it")
+            run_records.setdefault(total, run_dir)
     return sorted(owner)
+
+
+def _run_records(manifest: dict) -> Optional[int]:
+    """The records digest of all of a run's input files together (their records digests summed mod
+    2**256: the digest of the union of their records), or ``None`` when a file it read has none."""
+    total, files = 0, manifest.get("input_files") or ()
+    for f in files:
+        if not (len(f) > 4 and isinstance(f[4], str) and f[4].startswith(RECORDS_DIGEST_PREFIX)):
+            return None
+        try:
+            total = (total + int(f[4][len(RECORDS_DIGEST_PREFIX):], 16)) % (1 << 256)
+        except ValueError:
+            return None
+    return total if files else None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -89,7 +89,8 @@ def test_a_rollup_of_a_log_and_its_copy_is_a_one_line_usage_error(tmp_path, caps
     shutil.copy2(log, copy)  # cp -p: same bytes, same time, another name
     _rollup_of_both_is_refused(tmp_path, capsys, log, copy)
     files = json.loads((tmp_path / "B" / "stats" / "run_ids.json").read_text(encoding="utf-8"))["input_files"]
-    assert files == [[str(copy), copy.stat().st_size, os.path.getmtime(copy), file_digest(str(copy))[1]]]  # sealed
+    assert files == [[str(copy), copy.stat().st_size, os.path.getmtime(copy), file_digest(str(copy))[1],
+                      rollup.input_digests(str(copy))[1]]]  # sealed
 
 
 def _rollup_of_both_is_refused(tmp_path, capsys, log, other):
