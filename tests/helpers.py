@@ -203,3 +203,23 @@ def written_before_run_ids(run: Path) -> None:
     del m["sealed_files"], m["files"]["run_info.json"], m["files"]["stats/run_ids.json"]
     reseal(run, m)
     path.write_text(json.dumps(m, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def rollup_of_both_is_refused(tmp_path, capsys, common, log, other, says="the same content"):
+    """Audit ``log`` into ``tmp_path/A`` and ``other`` into ``tmp_path/B`` (options ``common``); their
+    roll-up is one usage line (exit 2) naming both runs and files and saying ``says``, nothing written."""
+    import pytest
+
+    from fair_forge_beam import rollup
+    from pipelines import audit
+
+    audit.run([*common, "--input", str(log), "--output", str(tmp_path / "A")])
+    audit.run([*common, "--input", str(other), "--output", str(tmp_path / "B")])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        rollup.run(["--from", str(tmp_path / "A"), "--from", str(tmp_path / "B"), "--output", str(tmp_path / "R"),
+                    "--quiet", "--no-report"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {other}, {says}" in err[0], err
+    assert not (tmp_path / "R").exists()

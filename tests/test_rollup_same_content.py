@@ -15,6 +15,7 @@ import pytest
 from fair_forge_beam import rollup
 from fair_forge_beam.io.session_stats import file_digest
 from pipelines import audit
+import helpers
 
 EXAMPLES = Path(audit.default_inputs()[1])
 COMMON = ["--quiet", "--no-report", "--metrics", "humanity", "--mode", "frequentist"]
@@ -87,24 +88,10 @@ def test_a_rollup_of_a_log_and_its_copy_is_a_one_line_usage_error(tmp_path, caps
     log.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:40]), encoding="utf-8")
     copy = tmp_path / "logs" / "night-copy.jsonl"
     shutil.copy2(log, copy)  # cp -p: same bytes, same time, another name
-    _rollup_of_both_is_refused(tmp_path, capsys, log, copy)
+    helpers.rollup_of_both_is_refused(tmp_path, capsys, COMMON, log, copy)
     files = json.loads((tmp_path / "B" / "stats" / "run_ids.json").read_text(encoding="utf-8"))["input_files"]
     assert files == [[str(copy), copy.stat().st_size, os.path.getmtime(copy), file_digest(str(copy))[1],
                       rollup.input_digests(str(copy))[1]]]  # sealed
-
-
-def _rollup_of_both_is_refused(tmp_path, capsys, log, other):
-    """Audit ``log`` into A and ``other`` into B; their roll-up is one usage line naming both, nothing written."""
-    audit.run([*COMMON, "--input", str(log), "--output", str(tmp_path / "A")])
-    audit.run([*COMMON, "--input", str(other), "--output", str(tmp_path / "B")])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        rollup.run(["--from", str(tmp_path / "A"), "--from", str(tmp_path / "B"), "--output", str(tmp_path / "R"),
-                    "--quiet", "--no-report"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1, err
-    assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {other}, the same content" in err[0]
-    assert not (tmp_path / "R").exists()
 
 
 def test_a_log_and_its_compressed_copies_share_one_digest(tmp_path):
@@ -135,4 +122,4 @@ def test_a_rollup_of_a_log_and_its_recompressed_copy_is_refused(tmp_path, capsys
     log.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:40]), encoding="utf-8")
     packed = tmp_path / "logs" / "night-archive.jsonl.gz"
     packed.write_bytes(gzip.compress(log.read_bytes(), 6, mtime=0))
-    _rollup_of_both_is_refused(tmp_path, capsys, log, packed)
+    helpers.rollup_of_both_is_refused(tmp_path, capsys, COMMON, log, packed)

@@ -15,6 +15,7 @@ import pytest
 
 from fair_forge_beam import rollup
 from pipelines import audit
+import helpers
 
 EXAMPLES = Path(audit.default_inputs()[1])
 COMMON = ["--quiet", "--no-report", "--metrics", "humanity", "--mode", "frequentist"]
@@ -116,16 +117,7 @@ def test_the_same_records_split_into_files_otherwise_are_refused():
 
 def test_a_rollup_of_a_log_and_its_shuffled_reformatted_copy_is_refused(tmp_path, capsys):
     files = _variants(tmp_path)
-    audit.run([*COMMON, "--input", str(files["night.jsonl"]), "--output", str(tmp_path / "A")])
-    audit.run([*COMMON, "--input", str(files["array.json"]), "--output", str(tmp_path / "B")])
+    helpers.rollup_of_both_is_refused(tmp_path, capsys, COMMON, files["night.jsonl"], files["array.json"],
+                                      says="the same records in another order or layout")
     sealed = json.loads((tmp_path / "B" / "stats" / "run_ids.json").read_text(encoding="utf-8"))["input_files"]
     assert len(sealed) == 1 and sealed[0][4] == rollup.input_digests(str(files["night.jsonl"]))[1], sealed
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exc:
-        rollup.run(["--from", str(tmp_path / "A"), "--from", str(tmp_path / "B"), "--output", str(tmp_path / "R"),
-                    "--quiet", "--no-report"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 2 and len(err) == 1, err
-    assert (f"the runs overlap: {tmp_path / 'A'} read {files['night.jsonl']} and {tmp_path / 'B'} read "
-            f"{files['array.json']}, the same records in another order or layout") in err[0], err
-    assert not (tmp_path / "R").exists()
