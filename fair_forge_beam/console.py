@@ -129,7 +129,7 @@ def expect_output(output: Optional[str], existed: Optional[bool] = None) -> None
 DEFAULT_OUTPUTS = {"audit": "fair_forge_output", "loop": "fair_forge_loop", "generate": "fair_forge_loop",
                    "run": "fair_forge_loop"}
 #: the commands the console script runs by their name (``fair-forge-beam rollup …``; pipelines.audit.COMMANDS)
-_NAMED_COMMANDS = ("rollup", "trend")
+_NAMED_COMMANDS = ("rollup", "trend", "compare")
 
 
 def command_output(command: str, argv) -> Optional[str]:

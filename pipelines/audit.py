@@ -73,6 +73,8 @@ def build_parser(prog: str = "fair-forge-beam") -> argparse.ArgumentParser:
         description="Audit AI-assistant conversations (fairness, safety, quality metrics) as an Apache Beam pipeline. "
         "Unknown --options are passed to Beam (e.g. --runner, --direct_num_workers).",
         allow_abbrev=False,  # "--mod bayesian" is a usage error, not a silent "--mode"
+        epilog="Other commands (each with its own --help): "
+        + "; ".join(f"{prog} {name}" for name in COMMANDS) + " (docs/cli.md, docs/scheduled.md).",
     )
     add_arguments(p, METRICS)  # every option, declared once in fair_forge_beam.options
     return p
@@ -450,6 +452,7 @@ def _judge_counters(result) -> dict:
 COMMANDS = {
     "rollup": "pipelines.rollup",  # merge stored statistics of earlier audits (docs/scheduled.md)
     "trend": "pipelines.trend",  # trend.html / trend.json over many runs (docs/scheduled.md)
+    "compare": "fair_forge_beam.reports.compare",  # two runs' estimates, current − baseline (docs/cli.md)
 }
 
 

@@ -121,6 +121,30 @@ def test_compare_runs_and_table_carry_the_differences(tmp_path):
     assert compare_runs(_doc(), _doc())["differences"] == []
 
 
+def test_the_compare_command_warns_of_the_runs_settings_differences(tmp_path, capsys):
+    """fresh16: `python -m fair_forge_beam.reports.compare A B` loaded each run's results.json and
+    dropped its run_info.json, so two runs of other settings (--toxicity-scorer hurtlex against the
+    default) were compared without a word, while the audit's --compare warned."""
+    from fair_forge_beam.reports.compare import main as compare_main
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, argv in ((a, ["--group-extractor", "embedding"]), (b, [])):
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(_doc()), encoding="utf-8")
+        (folder / "run_info.json").write_text(json.dumps({"argv": argv}), encoding="utf-8")
+    assert compare_main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "warning: the runs differ in --group-extractor: current embedding, baseline keyword", out
+    cmp = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))
+    assert [d["what"] for d in cmp["differences"]] == ["--group-extractor"]
+    # the console script's command too (fresh16: `fair-forge-beam compare A B` was read as an audit's stray argument)
+    assert audit.main(["compare", str(a), str(b)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == out[1]
+    # and the audit's --help names the other commands (fresh16: it named none)
+    shown = "".join(audit.build_parser().format_help().split())  # argparse wraps the epilog anywhere
+    assert "Othercommands(eachwithitsown--help):fair-forge-beamrollup;fair-forge-beamtrend;fair-forge-beamcompare" in shown
+
+
 @pytest.mark.slow
 def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
     """End to end: a keyword run compared with an earlier run of other mode and metrics warns on stderr's log."""

@@ -422,16 +422,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             check_output_file(args.json, _run_paths([args.current, args.baseline]), "--json")
         except ValueError as exc:
             p.error(str(exc))
-    docs = []
+    docs, infos = [], []
     for name in ("current", "baseline"):  # a missing, empty or unreadable run: one line naming it, exit 2 (was a traceback)
-        try:
+        try:  # the run's results and its run_info.json: the settings differences are told from both (fresh16)
             docs.append(_doc(getattr(args, name)))
+            infos.append(_info(getattr(args, name)) or {})
         except (OSError, ValueError) as exc:
             p.error(f"{name} run {getattr(args, name)}: {plain_reason(exc)}")
     try:  # an unwritable --json too
         from fair_forge_beam.io.secrets import scrub_known
 
-        cmp = scrub_known(compare_runs(*docs))  # values masked (key values, URL credentials), never keys
+        # values masked (key values, URL credentials), never keys
+        cmp = scrub_known(compare_runs(*docs, current_info=infos[0], baseline_info=infos[1]))
         if args.json:  # the whole file or none (a full disk leaves --json as it was)
             from fair_forge_beam.io.write import replace_files
 
