@@ -141,7 +141,10 @@ def test_report_is_bounded_worst_first_and_filterable(many, browser):
     first = tox[tox.index("<table>"):tox.index("</table>")]
     assert first.count("<tr>") == 1 + 40  # header + at most 40 slices
     more = int(re.search(r"The 40 above: all interactions, then worst first\. (\d+) more slices", tox).group(1))
-    small = int(re.search(r"Too small to judge: (\d+) slices", tox).group(1))
+    # the section is left out when no slice is too small: since a value wholly beyond its reference line
+    # is judged however wide its interval (issue 28 H6), these 300 assistants' slices are all judged
+    found_small = re.search(r"Too small to judge: (\d+) slices?", tox)
+    small = int(found_small.group(1)) if found_small else 0
     assert 40 + more + small == N_ASSISTANTS + 2
     # worst first: the first assistant row of the slice table has the highest toxic rate
     rates = [r["toxic_rate"]["mean"] for r in doc["metrics"]["toxicity"]["slices"]
