@@ -1238,7 +1238,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         seal_manifest(out)  # every file a roll-up of this roll-up reads is in place: its size and hash
         elapsed = time.time() - started
         doc = read_results(out)
-        reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()))
+        reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()),
+                                  inputs="the runs rolled up")
         if reason and not getattr(args, "allow_empty", False):  # as the audit's: nothing published, exit code 4
             fail_empty_run(reason, shown, prog="fair-forge-beam rollup")
         from fair_forge_beam.options import OPTIONS

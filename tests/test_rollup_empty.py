@@ -38,7 +38,7 @@ def _empty_rollup(tmp_path, runs, capsys):
 def test_a_rollup_of_runs_that_read_nothing_exits_4_unless_allow_empty(tmp_path, capsys):
     runs = _days(tmp_path, {"d1": [], "d2": []})
     err = _empty_rollup(tmp_path, runs, capsys)
-    assert ("fair-forge-beam rollup: empty run: no input record (the inputs hold no interaction); nothing was written "
+    assert ("fair-forge-beam rollup: empty run: no input record (the runs rolled up hold no interaction); nothing was written "
             f"({tmp_path / 'week'} was not created) (exit code 4; --allow-empty publishes such a run)") in err, err
     assert audit.main(["rollup", "--quiet", "--no-report", "--allow-empty", *runs, "--output", str(tmp_path / "week")]) == 0
     assert (tmp_path / "week" / "results.json").exists()

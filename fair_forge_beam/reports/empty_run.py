@@ -47,8 +47,9 @@ def _dead(n: int) -> str:
     return f"{n} dead letter{'' if n == 1 else 's'}"
 
 
-def empty_run_reason(doc: dict, coverage_gated: bool = False) -> Optional[str]:
+def empty_run_reason(doc: dict, coverage_gated: bool = False, inputs: str = "the inputs") -> Optional[str]:
     """Why the run whose ``results.json`` content is ``doc`` is empty, or ``None`` when it is not.
+    ``inputs``: what the run read, in its words ("the inputs"; a roll-up: "the runs rolled up").
 
     Reads ``summary``: ``interactions_read`` 0 and ``rejected_at_read`` 0 → no input record;
     ``interactions_read`` 0 with rejections → every record rejected; a metric whose
@@ -59,7 +60,7 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False) -> Optional[str]:
     s = doc.get("summary") or {}
     n_read, rejected = int(s.get("interactions_read") or 0), int(s.get("rejected_at_read") or 0)
     if n_read == 0 and rejected == 0:
-        return "no input record (the inputs hold no interaction)"
+        return f"no input record ({inputs} hold no interaction)"
     if n_read == 0:
         return f"every record was rejected at read ({_dead(rejected)}{_top(s.get('rejected_at_read_reasons'))})"
     if coverage_gated:
