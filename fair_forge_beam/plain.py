@@ -135,18 +135,28 @@ def _count_words(n, one: str) -> str:
         return f"{n} {one}s"
 
 
+#: the words of the error types that only fill one value of their context into a sentence
+_CTX_TEMPLATES = {
+    "greater_than": "should be more than {gt}", "greater_than_equal": "should be {ge} or more",
+    "less_than": "should be less than {lt}", "less_than_equal": "should be {le} or less",
+    "multiple_of": "should be a multiple of {multiple_of}",
+    "timezone_offset": "should have the time zone offset {tz_expected}",
+    "url_scheme": "should be a URL starting with {expected_schemes}",
+    "uuid_version": "should be a UUID of version {expected_version}",
+}
+
+
+class _OrNone(dict):
+    """An error's context for :data:`_CTX_TEMPLATES`: a value it lacks reads ``None``."""
+
+    def __missing__(self, key):
+        return None
+
+
 def _ctx_words(kind: str, ctx: Mapping, given: str) -> "str | None":
     """The words of an error type whose meaning is in its context (a bound, a length, a pattern)."""
-    if kind == "greater_than":
-        return f"should be more than {ctx['gt']}"
-    if kind == "greater_than_equal":
-        return f"should be {ctx['ge']} or more"
-    if kind == "less_than":
-        return f"should be less than {ctx['lt']}"
-    if kind == "less_than_equal":
-        return f"should be {ctx['le']} or less"
-    if kind == "multiple_of":
-        return f"should be a multiple of {ctx['multiple_of']}"
+    if kind in _CTX_TEMPLATES:
+        return _CTX_TEMPLATES[kind].format_map(_OrNone(ctx))
     if kind in ("too_short", "too_long"):
         bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
         have = f", not {ctx['actual_length']:,}" if isinstance(ctx.get("actual_length"), int) else ""
@@ -166,12 +176,6 @@ def _ctx_words(kind: str, ctx: Mapping, given: str) -> "str | None":
         if kind == "union_tag_not_found":
             return f"lacks its {tag} (which says what kind of object it is)"
         return f"has a {tag} that is none of {ctx.get('expected_tags', 'the known kinds')}"
-    if kind == "timezone_offset":
-        return f"should have the time zone offset {ctx.get('tz_expected')}"
-    if kind == "url_scheme":
-        return f"should be a URL starting with {ctx.get('expected_schemes')}"
-    if kind == "uuid_version":
-        return f"should be a UUID of version {ctx.get('expected_version')}"
     if kind in ("decimal_max_digits", "decimal_max_places", "decimal_whole_digits"):
         n = next(iter(ctx.values()), "")
         what = {"decimal_max_digits": "digits", "decimal_max_places": "decimal places",
