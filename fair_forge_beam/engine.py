@@ -22,8 +22,11 @@ its computations and the evaluator derives one combiner per slice for all of the
 * ``cell_value(score)`` + ``interaction_slice_combine`` and/or ``session_slice_combine`` — the
   per-slice statistics (``CombineFn``\\ s from :mod:`fair_forge_beam.statistical` whose
   ``extract_output`` is their accumulator).
-* ``estimator.estimate(slice_key, (interaction_acc, session_acc), window, aux)`` — the slice
-  records (either accumulator is ``None`` when nothing reached that side of the slice).
+* ``estimator.estimate(slice_key, accs, window, aux)`` — the slice records; ``accs`` is a
+  :class:`SliceAccumulators` ``(interaction_acc, session_acc, n_sessions)`` (either accumulator
+  is ``None`` when nothing reached that side of the slice; ``n_sessions`` is the engine's count of
+  the slice's sessions in which the metric scored something, see :func:`session_scored`: the
+  count every slice record states and the one-session rule reads).
 
 :class:`Engine` owns the rest, for every metric of a run at once:
 
@@ -91,6 +94,8 @@ __all__ = [
     "Corrected",
     "STORED",
     "slice_combiner",
+    "SliceAccumulators",
+    "session_scored",
 ]
 
 #: the tag of :class:`_ReduceSessions`' ``(session key, accumulators, slice values, warnings)``
@@ -172,6 +177,8 @@ class MetricSpec:
             stored statistics keep each session's slice value, and a roll-up takes a session found
             in one run only straight to the slices, without reducing it again. ``None``: a roll-up
             reduces every session of this metric again.
+        scored: ``session record dict -> bool``, whether the metric scored something in that
+            session (:func:`session_scored`; ``None``: its ``n_interactions`` is above 0).
         interaction_warnings: the scorer emits data-quality findings per interaction as
             :class:`~fair_forge_beam.io.elements.InteractionWarning` (``TaggedOutput("quality",
             …)``); they travel in the session combine (a slot of the metric's,
@@ -202,6 +209,7 @@ class MetricSpec:
     cell_value_type: Any = None
     slice_value_type: Any = None
     interaction_warnings: bool = False
+    scored: Optional[Callable[[dict], bool]] = None
 
 
 # ------------------------------------------------------------------ slice roll-up
@@ -314,9 +322,12 @@ class Reduced(NamedTuple):
     value (slot ``i``), its interaction-side cell values (slot ``n + i``) and the metadata slice
     values (the dims slot), ``None`` where nothing. :class:`Engine` with ``from_accumulators``
     takes it in place of the accumulators: the values go to the slices as they are, with no
-    reduce, no session record and no warning (the run stored those)."""
+    reduce, no session record and no warning (the run stored those). ``scored``: per metric slot,
+    whether that metric scored something in the session as the run stored it (``None``, or
+    ``None`` at a slot: the session counts when it has interaction-side values there)."""
 
     slots: Any
+    scored: Any = None
 
 
 class Corrected(NamedTuple):
@@ -392,19 +403,53 @@ class FindingsCombineFn(StoredAccumulator, FindingsFn):
         return findings_from_plain(value)
 
 
-#: the input count ``n`` of :class:`PairCombineFn`'s accumulators
+#: the input count ``n`` and the scored-session count of :class:`PairCombineFn`'s accumulators
 _INPUTS = SumCombineFn()
+
+
+class SliceAccumulators(NamedTuple):
+    """What a :class:`SliceEstimator` gets for one slice of one metric."""
+
+    #: the ``interaction_slice_combine`` accumulator (``None``: nothing reached that side)
+    interaction: Any
+    #: the ``session_slice_combine`` accumulator (``None``: nothing reached that side)
+    session: Any
+    #: the slice's sessions in which the metric scored something (:func:`session_scored`): the
+    #: slice record's session count, and the one the one-session rule reads
+    n_sessions: int
+
+
+def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any) -> bool:
+    """Whether metric ``spec`` scored something in a session, from the session's record (the
+    reducer's, a dict) or, for a metric without session records, its interaction-side values.
+
+    One definition for every metric (issue 28, trial 8: a guardian that failed on every answer
+    left Bias slices counting 3 sessions with 0 scored, and Agentic counted conversations with
+    nothing scored, so ``coverage sessions >= N`` passed on no evidence): a session counts toward
+    its slices' ``n_sessions`` when the metric's ``scored`` declaration says so (default: the
+    record's ``n_interactions``, the interactions it scored, is above 0); without a record,
+    when at least one interaction-side value reached the session."""
+    if spec.session_reducer is not None and spec.session_value is not None:
+        if record is None:
+            return False
+        if spec.scored is not None:
+            return bool(spec.scored(record))
+        n = record.get("n_interactions")
+        return isinstance(n, int) and n > 0
+    return bool(cell_values)
 
 
 class PairCombineFn(StoredParts, beam.CombineFn):
     """A metric's slice combiner: two ``CombineFn``\\ s side by side over ``(a or None, b or
-    None)`` inputs (``None``: nothing for that side; a :class:`Values`: several inputs of that
-    side); output ``[acc_a, acc_b, n]`` (a side without a ``CombineFn`` stays ``None``; ``n``: the
-    inputs, one per session and side that reached the slice). Merging merges each side and adds
-    ``n``, so order never matters; the estimator gets ``(acc_a, acc_b)``.
+    None, scored)`` inputs, one per session (``None``: nothing for that side; a :class:`Values`:
+    several inputs of that side; ``scored``: 1 when the metric scored something in the session,
+    :func:`session_scored`, else 0); output ``[acc_a, acc_b, n, n_sessions]`` (a side without a
+    ``CombineFn`` stays ``None``; ``n``: the inputs; ``n_sessions``: the scored sessions). Merging
+    merges each side and adds the counts, so order never matters; the estimator gets
+    :class:`SliceAccumulators` ``(acc_a, acc_b, n_sessions)``.
 
-    Stored (:meth:`stored_type`) as ``struct<interaction: …, session: …, n: int64>`` of the sides'
-    stored types (``None``: a side declares none). ``subtract`` (the optional method of the slice
+    Stored (:meth:`stored_type`) as ``struct<interaction: …, session: …, n: int64, sessions:
+    int64>`` of the sides' stored types (``None``: a side declares none). ``subtract`` (the optional method of the slice
     combiner, :func:`~fair_forge_beam.statistical.combiners.can_subtract`: when both sides have
     one) subtracts side by side and gives ``None`` when no input is left (``n`` back to 0: the
     slice would hold nothing of this metric)."""
@@ -413,10 +458,10 @@ class PairCombineFn(StoredParts, beam.CombineFn):
         self.fns = (first, second)
 
     def create_accumulator(self):
-        return [*(None if fn is None else fn.create_accumulator() for fn in self.fns), 0]
+        return [*(None if fn is None else fn.create_accumulator() for fn in self.fns), 0, 0]
 
     def add_input(self, acc, element):
-        for i, v in enumerate(element):
+        for i, v in enumerate(element[:2]):
             if v is None:
                 continue
             if type(v) is Values:  # a session's interaction-side values: each added
@@ -426,12 +471,13 @@ class PairCombineFn(StoredParts, beam.CombineFn):
             else:
                 acc[i] = self.fns[i].add_input(acc[i], v)
         acc[2] += 1
+        acc[3] += element[2]
         return acc
 
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
         return [*(None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)),
-                sum(a[2] for a in accs)]
+                sum(a[2] for a in accs), sum(a[3] for a in accs)]
 
     def merge_into(self, acc, other):
         """``other`` merged into ``acc`` side by side (:func:`~fair_forge_beam.statistical.combiners.merge_into`)."""
@@ -439,13 +485,14 @@ class PairCombineFn(StoredParts, beam.CombineFn):
             if fn is not None:
                 acc[i] = merge_into(fn, acc[i], other[i])
         acc[2] += other[2]
+        acc[3] += other[3]
         return acc
 
     def extract_output(self, acc):
-        return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2]]
+        return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2], acc[3]]
 
     def _parts(self) -> list:
-        return [("interaction", self.fns[0]), ("session", self.fns[1]), ("n", _INPUTS)]
+        return [("interaction", self.fns[0]), ("session", self.fns[1]), ("n", _INPUTS), ("sessions", _INPUTS)]
 
     def subtract(self, acc, other):
         n = acc[2] - other[2]
@@ -752,17 +799,18 @@ class _ScoreAndRoute(beam.DoFn):
 class _ReduceSessions(beam.DoFn):
     """``(session key, [combined per slot])`` → per metric its session record (``"s<slot>"``), its
     warnings (``"q<slot>"``: its session reducer's, and its findings per interaction as one warning
-    per kind), its interaction records (``"i<slot>"``) and, to the cells (main),
-    its slice value ``(cell, (slot, (None, value)))`` and its session's interaction-side values
-    ``(cell, (slot, (Values(values), None)))``. The cell is ``(assistant_id, language, *the
+    per kind), its interaction records (``"i<slot>"``) and, to the cells (main), one input of
+    its slice combiner (:class:`PairCombineFn`): ``(cell, (slot, (Values(interaction-side values)
+    or None, slice value or None, scored)))``, ``scored`` 1 when the metric scored something in
+    the session (:func:`session_scored`). The cell is ``(assistant_id, language, *the
     session's metadata values)``; warnings of the session stage's own (metadata values that
     differ) go out under ``"q0"``.
 
     With ``extract`` (the layout's fused ``CombineFn``) the input holds accumulators, extracted
     here; with ``store`` every session also goes out under :data:`STORED` as ``(session key,
-    accumulators, {slot: slice value}, [warnings])`` (what the stored statistics keep). An input
-    :class:`Reduced` (a roll-up's session found in one run) sends its stored values to the cells
-    and nothing else."""
+    accumulators, {slot: slice value}, [warnings], {slot: scored})`` (what the stored statistics
+    keep). An input :class:`Reduced` (a roll-up's session found in one run) sends its stored values
+    to the cells and nothing else."""
 
     def __init__(self, layout: "SessionLayout", extract: Optional["FusedCombineFn"] = None, store: bool = False):
         self.layout, self.extract, self.store = layout, extract, store
@@ -812,17 +860,26 @@ class _ReduceSessions(beam.DoFn):
                         f"{d}={MISSING_VALUE if v is None else v}" for d, v in zip(lay.dims, values)))
                 stored_warnings.append(w)
                 yield tagged("q0", w)
+        # per metric slot: [interaction-side values, slice value, scored], sent to the cells as one input
+        sends: dict = {}
+        stored_scored = {}  # slot -> whether the metric scored something in the session (session_scored)
         for slot in lay.cell_slots:
-            values = combined[lay.cell_slot(slot)]
+            values = full = combined[lay.cell_slot(slot)]
             if values is not None:
                 if override is not None and lay.cell_slot(slot) in override:
                     values = override[lay.cell_slot(slot)]
-                yield (cell, (slot, (Values(values), None)))
+                sends[slot] = [Values(values), None, session_scored(lay.specs[slot], None, full)]
+                stored_scored[slot] = sends[slot][2]
+        flags = kv[1].scored if reduced else None  # as the run stored them (a roll-up's part may send some values only)
+        for slot in sends:
+            if flags is not None and flags[slot] is not None:
+                sends[slot][2] = flags[slot]
         for slot in lay.with_sessions:
             spec, value = lay.specs[slot], combined[slot]
             if reduced:
                 if value is not None:
-                    yield (cell, (slot, (None, value)))
+                    flag = flags[slot] if flags is not None and flags[slot] is not None else False
+                    sends.setdefault(slot, [None, None, False])[1:] = [value, flag]
                 continue
             if value is None or spec.session_reducer is None:
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
@@ -834,15 +891,22 @@ class _ReduceSessions(beam.DoFn):
             stored_warnings += warnings
             if rec is not None:
                 rec = headed(spec.name, "session", rec)  # a dict from here (a reducer may give a pydantic model)
+            scored = stored_scored[slot] = session_scored(spec, rec, None)
+            if slot in sends:
+                sends[slot][2] = scored
+            if rec is not None:
                 counters = self._progress.get(slot)
                 if counters is not None and isinstance(rec, dict):
-                    scored = int(rec.get("n_interactions") or 0)
-                    counters[0].inc(scored)  # a session's n_failed is not in interactions for every metric
-                    counters[1].inc(scored)  # (BestOf counts failed matches), so no "not scored" here
+                    n_scored = int(rec.get("n_interactions") or 0)
+                    counters[0].inc(n_scored)  # a session's n_failed is not in interactions for every metric
+                    counters[1].inc(n_scored)  # (BestOf counts failed matches), so no "not scored" here
                 yield tagged(f"s{slot}", rec)
             if slice_value is not None:
                 stored_slices[slot] = slice_value
-                yield (cell, (slot, (None, slice_value)))
+                sends.setdefault(slot, [None, None, scored])[1] = slice_value
+        for slot in sorted(sends):
+            values, slice_value, scored = sends[slot]
+            yield (cell, (slot, (values, slice_value, int(bool(scored)))))
         if lay.findings and not reduced:  # findings per interaction: one warning per session and kind
             from fair_forge_beam.io.elements import findings_warnings
 
@@ -853,7 +917,8 @@ class _ReduceSessions(beam.DoFn):
                         yield tagged(f"q{slot}", w)
                     stored_warnings += warnings
         if self.store and not reduced:
-            yield tagged(STORED, (key, accs if accs is not None else combined, stored_slices, stored_warnings))
+            yield tagged(STORED, (key, accs if accs is not None else combined, stored_slices, stored_warnings,
+                                  stored_scored))
 
 
 @beam.typehints.with_output_types(Any)
@@ -880,7 +945,7 @@ class _EstimateSlices(beam.DoFn):
             acc = accs[slot]
             if acc is None:
                 continue
-            args = (key, tuple(acc[:2]), window, aux.get(slot, ()) if aux else ())
+            args = (key, SliceAccumulators(acc[0], acc[1], acc[3]), window, aux.get(slot, ()) if aux else ())
             recs = spec.estimator.estimate(*args)
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
             if observed is not None and any(record_sessions(r) == 1 and record_is_distribution(r) for r in recs):

@@ -948,6 +948,9 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
                           "it seals); re-run that audit, or leave it out")
 
     stored = manifest.get("stored") or {}
+    if not stored and manifest.get("not_stored"):  # nothing to roll up (and no session rows to check the counts against)
+        raise ValueError(f"{run_dir}: none of the run's metrics stored its statistics (" + "; ".join(
+            f"{m}: {why}" for m, why in sorted(manifest["not_stored"].items())) + "): a roll-up merges stored statistics")
     table = sorted(set(stored.values()))[0] if stored else None
     dims = tuple(d for d in CORE_SLICE_FIELDS
                  if d in (manifest["options"].get("slices") or SLICE_DIMENSIONS)
@@ -1594,7 +1597,7 @@ class _ReadStoredRows(beam.DoFn):
         if not batch.num_rows:
             return
         layout, _ = self.groups[g]
-        cells, slices = self._reuse[g]
+        cells, slices, scored = self._reuse[g]
         fns, tag = layout.fns, f"g{g}"
 
         def column(name):
@@ -1611,6 +1614,7 @@ class _ReadStoredRows(beam.DoFn):
         dims = zip(column("meta_values"), column("meta_differ")) if layout.dims else None
         cell_values = [(s, column(c)) for c, s in cells]
         slice_values = [(s, column(c)) for c, s in slices]
+        flags = [(s, column(c)) for c, s in scored]
         for i, key in enumerate(keys):
             slots = [None] * len(fns)
             if dims is not None:
@@ -1622,19 +1626,24 @@ class _ReadStoredRows(beam.DoFn):
                     slots[s] = fns[s].extract_output(fns[s].from_plain(values[i]))
             for s, values in slice_values:
                 slots[s] = values[i]
-            yield tagged(tag, (key, Reduced(slots)))
+            was_scored = [None] * len(fns)
+            for s, values in flags:
+                was_scored[s] = values[i]
+            yield tagged(tag, (key, Reduced(slots, was_scored)))
             for w in quality[i] or ():
                 yield tagged("quality", QualityWarning(*w))
 
 
 def _reduced_columns(layout, names, keep) -> tuple:
-    """``(cell columns, slice columns)``, each ``[(column name, slot)]``, of the stored session
-    columns that make a :class:`~fair_forge_beam.engine.Reduced` of ``layout``'s metrics
-    ``names`` whose metric slot passes ``keep`` (cell slot ``n + i`` belongs to metric ``i``)."""
-    from fair_forge_beam.io.session_stats import slice_columns, stored_columns
+    """``(cell columns, slice columns, scored columns)``, each ``[(column name, slot)]``, of the
+    stored session columns that make a :class:`~fair_forge_beam.engine.Reduced` of ``layout``'s
+    metrics ``names`` whose metric slot passes ``keep`` (cell slot ``n + i`` belongs to metric
+    ``i``)."""
+    from fair_forge_beam.io.session_stats import scored_columns, slice_columns, stored_columns
 
     cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n and keep(s - layout.n)]
-    return cells, [(c, s) for c, s, _ in slice_columns(layout, names) if keep(s)]
+    return (cells, [(c, s) for c, s, _ in slice_columns(layout, names) if keep(s)],
+            [(c, s) for c, s in scored_columns(layout, names) if keep(s)])
 
 
 class _MergeRunsOfSession(beam.DoFn):
@@ -1687,7 +1696,7 @@ class _MergeRunsOfSession(beam.DoFn):
         for g, (layout, _names) in enumerate(self.groups):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
-            sub_cells, sub_slices = self._subtract[g]
+            sub_cells, sub_slices, sub_scored = self._subtract[g]
             paired = {s for _, s in sub_cells}
             own: dict = {}  # session key -> [(row, {cell slot: [(stored value, renumbered value), ...]})]
             for run, row in rows:
@@ -1732,7 +1741,7 @@ class _MergeRunsOfSession(beam.DoFn):
                         left = [p for p in pr if not (same_cell and p[0] == p[1])]
                         cells.setdefault(s, []).extend(r for _, r in left)
                         kept[s] = [v for v, _ in left]
-                    part = _row_reduced(layout, row, sub_cells, sub_slices, kept)
+                    part = _row_reduced(layout, row, sub_cells, sub_slices, sub_scored, kept)
                     if part is not None:
                         yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
                 cells = {s: fns[s].extract_output(fns[s].from_plain(v)) for s, v in cells.items()}
@@ -1751,9 +1760,9 @@ def _cell_dims(layout, dims) -> tuple:
     return tuple(MISSING_VALUE if v is None else v for v in values)
 
 
-def _row_reduced(layout, row: dict, cells, slices, values: Optional[dict] = None):
+def _row_reduced(layout, row: dict, cells, slices, scored, values: Optional[dict] = None):
     """A stored session row (column → plain value) as the :class:`~fair_forge_beam.engine.Reduced`
-    of its ``cells`` and ``slices`` columns (:func:`_reduced_columns`) and its metadata values;
+    of its ``cells``, ``slices`` and ``scored`` columns (:func:`_reduced_columns`) and its metadata values;
     ``None`` when it holds none of those values. ``values``: per cell slot, the plain values to
     send in place of the row's own (a subset of them)."""
     from fair_forge_beam.engine import Reduced
@@ -1775,7 +1784,10 @@ def _row_reduced(layout, row: dict, cells, slices, values: Optional[dict] = None
         return None
     if layout.dims and row.get("meta_values") is not None:
         slots[layout.dims_slot] = (tuple(row["meta_values"]), bool(row["meta_differ"]))
-    return Reduced(slots)
+    was_scored = [None] * len(fns)
+    for column, s in scored:
+        was_scored[s] = row.get(column)
+    return Reduced(slots, was_scored)
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,6 +17,7 @@ from fair_forge_beam.reports.load import iter_dead_letters, iter_quality_warning
 import helpers
 from helpers import FNAPI, handler_for, run_metric
 from fair_forge_beam.io.hh_rlhf import HHRLHFPairs
+from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE
 from fair_forge_beam.metrics.best_of import BestOf, contest_order
 from fair_forge_beam.schemas.best_of import BestOfMetric, BestOfSliceMetric
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
@@ -117,7 +118,9 @@ def test_king_of_the_hill_shuffle_tie_walkover_and_failures(tmp_path):
     sl = {s["slice"]: s for s in r1["slices"]}
     assert set(sl) == {"overall", "language=english", "language=spanish"}
     o = sl["overall"]
-    assert (o["n_blocks"], o["n_contests"], o["n_failed"], o["n_interactions"]) == (5, 3, 2, len(DATA))
+    # n_blocks: the blocks holding a contest (the engine's scored sessions, issue 28 H3): S1 and S5;
+    # the walkover S2 and the failed S3 and S4 are read, not scored
+    assert (o["n_blocks"], o["n_contests"], o["n_failed"], o["n_interactions"]) == (2, 3, 2, len(DATA))
     rank = {r["assistant_id"]: r for r in o["ranking"]}
     assert (rank["b"]["wins"], rank["b"]["losses"], rank["b"]["ties"], rank["b"]["win_rate"]) == (1, 0, 1, 0.75)
     assert rank["solo"]["blocks_won"] == 1 and rank["solo"]["win_rate"] is None
@@ -179,17 +182,34 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     assert summary["scored"] == 14 and summary["dead_letters"] == 1
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
-    assert overall["n_failed"] == 1 and overall["n_blocks"] == 2
+    assert overall["n_failed"] == 1 and overall["n_blocks"] == 1  # zz-fail's only match failed: not scored (H3)
     # the main job's --slices names assistant_id too: BestOf has no per-assistant ranking, and
-    # each block is counted once in its language slice (before the engine, twice: n_blocks 4)
+    # each block is counted once in its language slice (before the engine, twice)
     assert [s["slice"] for s in m["slices"]] == ["overall", "language=english"]
     assert {k: m["slices"][1][k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")} == {
         k: overall[k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")}
-    ranking = [r for r in overall["ranking"] if r["assistant_id"] not in ("u1", "u2")]
     assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["u1", "u2"]  # no matches: last
+    # the example is one block with matches: the one-session rule (a block is BestOf's session) gives
+    # strengths without intervals and no P(best); the failed block no longer counts as a second one
+    assert SINGLE_SESSION_NOTE in overall["estimator"]
+    assert all(r["strength"]["ci_low"] is None and r["prob_best"] is None for r in overall["ranking"])
+    # two blocks with matches (the example and a copy of it under another session id; its prompts are
+    # the example's, answered from the cache)
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps(sessions + [{**s, "session_id": f"{s['session_id']}-copy"} for s in sessions] + extra),
+                     encoding="utf-8")
+    with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")], port=port) as srv:
+        two = audit.run(["--quiet", f"--runner={FNAPI}", "--input", str(twice), "--output", str(tmp_path / "twice"),
+                         "--metrics", "bestof", "--bestof-mode", "all_pairs", "--bestof-order", "assistant_delta",
+                         "--mode", "bayesian", "--mc-samples", "1000", "--judge-base-url", srv.base_url,
+                         "--judge-model", "judge-model", "--judge-cache", str(tmp_path / "cache.sqlite3")])
+    both = two["metrics"]["bestof"]["slices"][0]
+    assert (both["slice"], both["n_blocks"], both["n_contests"]) == ("overall", 2, 12)
+    ranking = [r for r in both["ranking"] if r["assistant_id"] not in ("u1", "u2")]
+    assert [r["assistant_id"] for r in both["ranking"]] == expected + ["u1", "u2"]
     # Bayesian: strengths exist although the MLE does not (a transitive order); ordered, with
     # credible intervals around them and P(best) summing to 1
-    assert overall["mle_exists"] is False and "Laplace" in overall["estimator"]
+    assert both["mle_exists"] is False and "Laplace" in both["estimator"]
     means = [r["strength"]["mean"] for r in ranking]
     assert means == sorted(means, reverse=True) and abs(sum(means)) < 1e-9
     assert all(r["strength"]["ci_low"] < r["strength"]["mean"] < r["strength"]["ci_high"] for r in ranking)

@@ -83,16 +83,16 @@ def test_empty_pane_safe_combine_fn_merge_order(groups, rnd):
     for g in groups:
         acc = fn.create_accumulator()
         for v in g:
-            acc = fn.add_input(acc, (v, None) if v % 2 else (None, v))
+            acc = fn.add_input(acc, ((v, None) if v % 2 else (None, v)) + (int(v % 3 > 0),))  # (a, b, scored)
         accs.append(acc)
     shuffled = list(accs)
     rnd.shuffle(shuffled)
     flat = [v for g in groups for v in g]
     # PairCombineFn's output ends with n, its inputs (cells merge: a slice emptied by a roll-up's
-    # subtraction is known by n = 0)
-    expect = [sum(v for v in flat if v % 2), sum(v for v in flat if not v % 2), len(flat)]
+    # subtraction is known by n = 0), and the scored sessions (the engine's count)
+    expect = [sum(v for v in flat if v % 2), sum(v for v in flat if not v % 2), len(flat), sum(1 for v in flat if v % 3)]
     assert fn.extract_output(fn.merge_accumulators(shuffled)) == expect
-    assert fn.extract_output(fn.merge_accumulators([])) == [0, 0, 0]
+    assert fn.extract_output(fn.merge_accumulators([])) == [0, 0, 0, 0]
 
 
 # ------------------------------------------------------------------ TestStream panes

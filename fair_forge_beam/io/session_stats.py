@@ -43,13 +43,18 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
   ``example`` and ``example_end``, the text before and after it): a roll-up merges a cut
   session's parts (counts added, the smaller example kept) and warns once, as one audit of every
   run's inputs does. The reader's findings (``empty_answer``, ``numeric_id``) are in ``reader``,
-  per record.
+  per record;
+* ``<metric>__slice``: the session's slice value (what its session stage gave the slices), for a
+  metric that declares its type;
+* ``<metric>__scored`` (bool; ``null``: the metric had nothing of the session): whether the
+  metric scored something in the session (:func:`~fair_forge_beam.engine.session_scored`), so a
+  roll-up counts the slices' sessions as one audit of every run's inputs does.
 
 A slice row (:func:`slices_schema`, the same key-value metadata): ``slice`` (string: ``overall``,
 ``assistant_id=…``, ``language=…``, ``<metadata field>=…``) and, per stored metric,
 ``<metric>__acc``: the accumulator its slice estimate was made from — the metric's slice combiner
 (:class:`~fair_forge_beam.engine.PairCombineFn`) as ``struct<interaction: …, session: …, n:
-int64>``, each side typed by its ``CombineFn``'s stored type (``null``: the metric has nothing in
+int64, sessions: int64>`` (``sessions``: the scored sessions), each side typed by its ``CombineFn``'s stored type (``null``: the metric has nothing in
 that slice). E.g. Toxicity's ``interaction`` is ``struct<f0: group fairness, f1: token counts>``
 (:class:`~fair_forge_beam.statistical.group_fairness.GroupFairnessCombineFn`: counts, exact
 sentiment sums as ``binary``, the Bayesian replicate sums as ``list<int64>`` per group, the
@@ -95,7 +100,7 @@ from fair_forge_beam.statistical.combiners import stored_type_of
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
-    "SESSIONS_TABLE", "count_parts", "slice_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
+    "SESSIONS_TABLE", "count_parts", "slice_columns", "scored_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
     "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings", "RUN_IDS", "RUN_ID_FIELDS",
     "sealed_by", "run_ids_of", "check_run_ids", "check_listed_file",
@@ -103,7 +108,7 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 8
+STATS_SCHEMA_VERSION = 9
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
@@ -325,6 +330,13 @@ def slice_columns(layout, metrics: Sequence[str]) -> list:
             if spec.name in names and (t := _slice_type(spec)) is not None]
 
 
+def scored_columns(layout, metrics: Sequence[str]) -> list:
+    """``(column name, slot)`` of the stored scored-session flags (``<metric>__scored``) of
+    ``layout``'s ``metrics``."""
+    names = set(metrics)
+    return [(f"{spec.name}__scored", slot) for slot, spec in enumerate(layout.specs) if spec.name in names]
+
+
 def slices_stored(layout, metrics: Sequence[str]) -> bool:
     """Whether the session rows of ``layout``'s ``metrics`` keep everything their session stage
     gave the slices (each metric with sessions stores its slice value): then a roll-up takes a
@@ -358,6 +370,7 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
         fields += [pa.field(name, stored_type_of(layout.fns[s])) for name, s in _columns(layout, slot)]
     names = [layout.specs[s].name for s in stored]
     fields += [pa.field(name, t) for name, _, t in slice_columns(layout, names)]
+    fields += [pa.field(name, pa.bool_()) for name, _ in scored_columns(layout, names)]
     fields.append(pa.field(QUALITY_COLUMN, _QUALITY_TYPE))
     return pa.schema(fields, metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode(),
                                        b"fair_forge_beam.metrics": json.dumps(names).encode(),
@@ -365,7 +378,7 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
 
 
 class _ToRow(beam.DoFn):
-    """``(session key, [accumulator per slot], {slot: slice value}, [warnings])`` (the engine's
+    """``(session key, [accumulator per slot], {slot: slice value}, [warnings], {slot: scored})`` (the engine's
     :data:`~fair_forge_beam.engine.STORED` output) → its row (nothing when neither a stored metric
     nor the reader has a value for that session: a session every metric dead-lettered keeps its
     row, with its reader summary and no metric value, so that a roll-up numbers its turns and
@@ -376,13 +389,14 @@ class _ToRow(beam.DoFn):
         self.layout = layout
         self.columns = [c for slot in stored for c in _columns(layout, slot)]
         self.slices = [(name, slot) for name, slot, _ in slice_columns(layout, [layout.specs[s].name for s in stored])]
+        self.scored = scored_columns(layout, [layout.specs[s].name for s in stored])
 
     def process(self, element):
         row = self._row(*element)
         if row is not None:  # no bare return beside yield in a DoFn: Beam warns about every such class
             yield row
 
-    def _row(self, key, accs, slices, warnings):
+    def _row(self, key, accs, slices, warnings, scored):
         lay = self.layout
         values = {name: accs[s] for name, s in self.columns}
         reader = accs[lay.extra_slots[READER]] if READER in lay.extra_slots else None
@@ -405,6 +419,8 @@ class _ToRow(beam.DoFn):
             row[name] = None if values[name] is None else lay.fns[s].to_stored(values[name])
         for name, slot in self.slices:
             row[name] = slices.get(slot)
+        for name, slot in self.scored:
+            row[name] = None if slot not in scored else bool(scored[slot])
         row[QUALITY_COLUMN] = sorted((str(w.kind), str(w.key), str(w.message)) for w in quality)
         return row
 

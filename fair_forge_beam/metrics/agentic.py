@@ -305,8 +305,10 @@ def _SliceCombineFn() -> WithFailedCount:
     return WithFailedCount(PassCountsCombineFn())
 
 
-def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str) -> dict:
-    """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts."""
+def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str,
+                 n_sessions: int) -> dict:
+    """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts; ``n_sessions``: the
+    slice's conversations with something scored (the engine's count, :class:`~fair_forge_beam.engine.SliceAccumulators`)."""
     conv = counts["conversations"]
     ks = list(range(1, k + 1))
     task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, mode, (name, key, "tasks"), "unbiased")
@@ -319,7 +321,6 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     trials = sum(cnt for (n, _), cnt in conv.items() if n > 0)
     successes = sum(cnt for (n, c), cnt in conv.items() if n > 0 and c == n)
     rate = pass_k_estimates(trials, successes, 1, mode)[1] if trials else Estimate(mean=None, n=0)
-    n_sessions = sum(conv.values())
     if single_session(n_sessions, mode):  # the one-session rule (statistical/slices.py)
         rate = slice_estimate(rate, n_sessions, mode)
         one = functools.partial(slice_estimate, n_sessions=n_sessions, mode=mode)
@@ -351,11 +352,11 @@ class _SliceEstimator(SliceEstimator):
 
     def estimate(self, key, accs, window, aux):
         counts, failed = accs[1]
-        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source)]
+        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source, accs.n_sessions)]
 
     def empty_input(self) -> list:
         """The ``overall`` slice of a run without interactions (``n = 0``, ``None`` estimates)."""
-        return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source)]
+        return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source, 0)]
 
 
 class Agentic(MetricTransform):

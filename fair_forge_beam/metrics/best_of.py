@@ -397,6 +397,12 @@ class _BlockReducer(SessionReducer):
         return first.record, first.unit, warnings, list(first.contests)
 
 
+def _block_scored(record: dict) -> bool:
+    """A block counts toward its slices' ``n_blocks`` when it holds a contest (a judged match, or a
+    tie of identical answers): a walkover or a block whose every match failed ranks no one."""
+    return bool(record.get("bestof_contests"))
+
+
 class _RankSlice(SliceEstimator):
     """Slice statistics → :class:`BestOfSliceMetric` (Bradley–Terry ranking)."""
 
@@ -405,7 +411,8 @@ class _RankSlice(SliceEstimator):
         self.bestof_mode, self.judge_model = metric.bestof_mode, metric.judge.model_name
 
     def estimate(self, key, accs, window, aux):
-        (players, pairs), blocks, n_blocks, n_interactions, n_failed = _SLICE_STATS.extract_output(accs[1])
+        (players, pairs), blocks, _, n_interactions, n_failed = _SLICE_STATS.extract_output(accs[1])
+        n_blocks = accs.n_sessions  # blocks with a judged match (the engine's count; the spec's `scored`)
         wlt = counts_by_player(players, pairs)
         bt = estimate_bradley_terry(pairs, wlt, self.mode, self.prior_sd, "bestof", key, "bradley-terry")
         fit, strengths, extra = bt.fit, bt.strengths, bt.ranks
@@ -609,6 +616,7 @@ class BestOf(MetricTransform):
             session_reducer=_BlockReducer(),
             session_slice_combine=AccumulatorOutput(SliceStatsCombineFn()),
             estimator=_RankSlice(self),
+            scored=_block_scored,
             # the main job's --slices may name assistant_id: a ranking per assistant makes no sense
             slices=tuple(x for x in self.slices if x in BESTOF_SLICES),
         )

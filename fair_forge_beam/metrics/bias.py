@@ -241,7 +241,7 @@ class _SliceEstimator(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         acc = accs[1]
         A = len(self.attributes)
-        n_sessions, n_interactions = acc[0], acc[1]
+        n_sessions, n_interactions = accs.n_sessions, acc[1]
         counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
         if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)

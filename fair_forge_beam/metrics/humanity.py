@@ -313,7 +313,7 @@ class _SliceEstimator(SliceEstimator):
             mode=self.mode.get_result_type(),
             n_interactions=st.n_items,
             n_with_reference=st_ref.n_items,
-            n_sessions=st.n_units,
+            n_sessions=accs.n_sessions,
             mean_entropy=entropy,
             mean_spearman=spearman,
             emotion_distribution=dist,

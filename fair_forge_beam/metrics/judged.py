@@ -282,7 +282,7 @@ class _SliceEstimator(SliceEstimator):
             slice=key,
             mode=self.mode.get_result_type(),
             n_interactions=st.n_items,
-            n_sessions=st.n_units,
+            n_sessions=accs.n_sessions,
             n_failed=int(failed),
             resampling=resampling,
             judge_model=self.judge_model,

@@ -368,7 +368,7 @@ class _SlicePrivacy(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         counts = accs[1]
         return [{"metric": "privacy", "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
-                 "n_sessions": counts[-1], **privacy_summary(counts[:-1], self.domain, self.detector, self.mode, ("slice", key))}]
+                 "n_sessions": accs.n_sessions, **privacy_summary(counts[:-1], self.domain, self.detector, self.mode, ("slice", key))}]
 
 
 class Privacy(MetricTransform):

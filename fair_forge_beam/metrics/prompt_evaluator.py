@@ -70,7 +70,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     OptionalCombineFn,
@@ -436,9 +436,9 @@ class _SliceEstimator(SliceEstimator):
         main, rss, icr, jq, (big, ns), failed = accs[1]
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
-        n_sessions = bootstrap_sessions(main)
+        n_sessions = accs.n_sessions
         rec = PromptEvaluatorSliceMetric(
-            slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=main.n_units,
+            slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=n_sessions,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
             csr_pooled=slice_rate(big, ns, n_sessions, self.mode),
             resampling=bootstrap_resampling(main, self.mode),

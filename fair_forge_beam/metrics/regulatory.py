@@ -429,7 +429,7 @@ class _SliceEstimator(SliceEstimator):
         c = dict(zip(SLICE_COUNTS, vec))
         n_rate = c["compliant"] + c["non_compliant"]
         # the one-session rule (statistical/slices.py)
-        rate = slice_rate(c["compliant"], n_rate, c["sessions"], self.mode)
+        rate = slice_rate(c["compliant"], n_rate, accs.n_sessions, self.mode)
         if n_chunks == 0:
             status = "empty_corpus"
         elif n_rate == 0:
@@ -439,7 +439,7 @@ class _SliceEstimator(SliceEstimator):
         s, k = c["supporting_chunks"], c["contradicting_chunks"]
         rec = RegulatorySliceMetric(
             slice=key, mode=self.mode.get_result_type(), status=status,
-            n_interactions=c["compliant"] + c["non_compliant"] + c["irrelevant"], n_sessions=c["sessions"],
+            n_interactions=c["compliant"] + c["non_compliant"] + c["irrelevant"], n_sessions=accs.n_sessions,
             n_failed=c["failed"], n_compliant=c["compliant"], n_non_compliant=c["non_compliant"], n_irrelevant=c["irrelevant"],
             compliance_rate=rate, total_supporting_chunks=s, total_contradicting_chunks=k,
             total_irrelevant_chunks=c["irrelevant_chunks"], chunk_support_ratio=round(s / (s + k), 4) if s + k else None,

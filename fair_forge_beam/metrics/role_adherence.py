@@ -318,7 +318,7 @@ class _SliceRoles(SliceEstimator):
         st, (k, n) = accs[1]
         (mean,) = estimate_bootstrap_means(st, self.mode, f"{NAME}|sessions")
         return [{"metric": NAME, "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
-                 "n_interactions": st.n_items, "n_sessions": n, "role_adherence": mean.model_dump(),
+                 "n_interactions": st.n_items, "n_sessions": accs.n_sessions, "role_adherence": mean.model_dump(),
                  "adherent_sessions": estimate_rate(k, n, self.mode).model_dump(), "judge_model": self.judge_model}]
 
 

@@ -304,7 +304,7 @@ class _SliceEstimator(SliceEstimator):
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
     def estimate(self, key, accs, window, aux):
-        return [self._record(key, accs[0], accs[1] or 0, list(aux) if key == "overall" else [], window)]
+        return [self._record(key, accs[0], accs.n_sessions, list(aux) if key == "overall" else [], window)]
 
     def _record(self, key, stats, n_sessions, cluster, window):
         gf, (toxic_words, total_words, cats) = stats

@@ -51,7 +51,7 @@ from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.vision import VisionInteraction, VisionSessionMetric, VisionSliceMetric
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, bootstrap_sessions, slice_bootstrap_means, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     MinMaxCombineFn,
@@ -216,10 +216,10 @@ class _SliceEstimator(SliceEstimator):
         st, (k, n), (lo, hi) = accs[1]
         # the one-session rule (statistical/slices.py), for the mean and the pooled rate alike
         (mean,) = slice_bootstrap_means(st, self.mode, "vision|sessions")
-        n_sessions = bootstrap_sessions(st)
+        n_sessions = accs.n_sessions
         resampling = bootstrap_resampling(st, self.mode)
         rec = VisionSliceMetric(
-            slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=st.n_units,
+            slice=key, mode=self.mode.get_result_type(), n_interactions=st.n_items, n_sessions=n_sessions,
             threshold=self.threshold, mean_similarity=mean, min_similarity=lo, max_similarity=hi,
             hallucination_rate=slice_rate(k, n, n_sessions, self.mode), n_hallucinations=k,
             resampling=resampling, scorer=self.scorer_name,

@@ -143,6 +143,8 @@ class AgenticSliceMetric(BaseModel):
     Monte-Carlo credible interval. ``curve`` repeats this for ``k = 1 … k``. A trial succeeds
     when every scored interaction of its conversation is correct. ``success_rate``: successful
     conversations / conversations with ``n > 0`` (Beta posterior in Bayesian mode).
+    ``n_sessions``: conversations with at least one scored interaction (the engine's count,
+    docs/engine.md).
     """
 
     slice: str

@@ -145,8 +145,9 @@ class BestOfRanking(BaseModel):
 class BestOfSliceMetric(BaseModel):
     """Ranking over a slice (``overall``, ``language=<name>``) of all its blocks.
 
-    ``n_blocks``, ``n_interactions``, ``n_contests`` (judged matches), ``n_failed`` (failed
-    judgements). ``leader``: rank-1 contestant; ``leader_win_rate``: its win rate as an
+    ``n_blocks`` (blocks holding a contest: the engine's count of scored sessions, docs/engine.md;
+    a walkover or a block whose every match failed is not counted), ``n_interactions``,
+    ``n_contests`` (judged matches), ``n_failed`` (failed judgements). ``leader``: rank-1 contestant; ``leader_win_rate``: its win rate as an
     :class:`Estimate`. ``estimator``: what produced the strengths (MLE / Laplace posterior,
     ties as half wins); ``mle_exists``: Ford's condition on the verdict graph.
     """

@@ -108,7 +108,7 @@ class BiasSliceMetric(BaseModel):
     """Bias rates over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``): counts
     ``(k, n)`` summed over the slice's interactions, then estimated as in
     :class:`AttributeBiasRate`. ``n_interactions``: interactions with at least one verdict;
-    ``n_sessions``: sessions with at least one guardian outcome (verdict or failure). ``guardian``: the guardian's name.
+    ``n_sessions``: sessions with at least one verdict (the engine's count of scored sessions, docs/engine.md; a session whose every guardian call failed adds its failures, not a session). ``guardian``: the guardian's name.
     ``rates``: the same rates as ``{attribute: Estimate(mean=rate, ci_low, ci_high, n=n_samples)}``
     (the shape the run summary reads)."""
 

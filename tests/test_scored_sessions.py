@@ -1,0 +1,150 @@
+"""A slice's session count is the sessions in which its metric scored something, for every metric
+(issue 28, hostile trial 8, H3): a guardian that failed on every answer of a session left Bias
+slices counting it, and Agentic counted conversations with nothing scored, so ``coverage sessions
+>= N`` passed on no evidence and the one-session rule did not see a slice that rests on one
+session. The engine counts the scored sessions once (``engine.session_scored``) and hands the
+count to every estimator; a roll-up stores each session's flag and counts as one audit of every
+run's inputs does."""
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+import helpers
+from helpers import run_metric
+from fair_forge_beam.components.guardian import LlamaGuard
+from fair_forge_beam.metrics.bias import Bias
+from fair_forge_beam.reports.gates import GatesFailed
+from fair_forge_beam.statistical import BayesianMode
+from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+from pipelines import audit
+
+ix = partial(helpers.ix, query="What do you think of them?", agentic={}, gta={}, logprobs={})
+
+
+def _by_slice(records):
+    return {r["slice"]: r for r in records}
+
+
+def test_bias_slices_count_only_sessions_with_a_verdict(tmp_path):
+    data = [ix("s1", "A", t, f"fine {t}") for t in range(2)] + [ix("s2", "A", t, f"[boom] {t}") for t in range(2)]
+    data += [ix("s3", "B", 0, "fine"), ix("s3", "B", 1, "fine again"), ix("s4", "B", 0, "[boom]")]
+    faults = [Fault("server_error", match="[boom]", retry_after=None)]
+    with ScriptedOpenAIServer(lambda req: "safe", faults=faults) as srv:
+        guardian = LlamaGuard("llama-guard", srv.base_url, api_key_env="FFB_TEST_UNSET_KEY", num_retries=0, client_retries=0,
+                              cache_path=None)
+        out = run_metric(Bias(guardian=guardian, attributes=["gender"], statistical_mode=BayesianMode(mc_samples=200)),
+                         data, tmp_path / "run")
+    slices = _by_slice(out["slices"])
+    assert slices["overall"]["n_sessions"] == 2  # s2 and s4: every guardian call failed
+    assert slices["overall"]["n_interactions"] == 4
+    # each assistant's slice rests on one session: the one-session rule (the observed share, no interval)
+    for key in ("assistant_id=A", "assistant_id=B"):
+        (rate,) = slices[key]["attribute_rates"]
+        assert slices[key]["n_sessions"] == 1 and (rate["rate"], rate["ci_low"], rate["ci_high"]) == (0.0, None, None), slices[key]
+    (overall_rate,) = slices["overall"]["attribute_rates"]
+    assert overall_rate["ci_low"] is not None and overall_rate["n_failed"] == 3  # the failures are still counted
+
+
+def _conversation(sid, assistant, rewards):
+    """An agentic conversation; a reward of ``None`` leaves that turn without its label (a dead letter)."""
+    turns = []
+    for t, r in enumerate(rewards):
+        agentic = {"task_id": f"task-{sid}"}
+        if r is not None:
+            agentic["reward"] = r
+        turns.append({"qa_id": f"{sid}-{t}", "query": f"question {t}", "assistant": "ok", "agentic": agentic})
+    return {"session_id": sid, "assistant_id": assistant, "language": "english", "context": "", "conversation": turns}
+
+
+#: the split conversation "cut" is labelled on day 2 only; "u1" and "u2" are never labelled
+DAYS = {
+    "d1": [_conversation("c1", "bot", [1.0, 1.0]), _conversation("u1", "bot", [None, None]),
+           _conversation("cut", "other", [None])],
+    "d2": [_conversation("c2", "other", [0.0, 1.0]), _conversation("c3", "other", [1.0]),
+           _conversation("u2", "other", [None]), {**_conversation("cut", "other", [None, 1.0]),
+                                                  "conversation": [_conversation("cut", "other", [None, 1.0])["conversation"][1]]}],
+}
+AGENTIC = ["--quiet", "--no-report", "--metrics", "agentic", "--agentic-correctness", "label", "--agentic-k", "1",
+           "--mode", "bayesian"]
+
+
+def _write(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _slices(run: Path) -> dict:
+    doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    return _by_slice(doc["metrics"]["agentic"]["slices"])
+
+
+def test_agentic_sessions_and_the_coverage_gate_count_scored_conversations(tmp_path):
+    union = _write(tmp_path / "all.jsonl", DAYS["d1"] + DAYS["d2"])
+    # c1, c2, c3 and cut are scored; u1 and u2 have nothing scored
+    with pytest.raises(GatesFailed) as failed:  # SystemExit(3), after the outputs are written
+        audit.main([*AGENTIC, "--input", str(union), "--output", str(tmp_path / "all"), "--gate", "coverage sessions >= 5"])
+    assert failed.value.code == 3 and "sessions = 4 < 5" in failed.value.failed[0].message(0.95)  # 4 scored, not the 6 read
+    whole = _slices(tmp_path / "all")
+    assert whole["overall"]["n_sessions"] == 4
+    assert (whole["assistant_id=bot"]["n_sessions"], whole["assistant_id=other"]["n_sessions"]) == (1, 3)
+    gates = json.loads((tmp_path / "all" / "gates.json").read_text(encoding="utf-8"))
+    assert [c["value"] for g in gates["gates"] for c in g["checks"]] == [4], gates
+
+
+def _context_session(sid, assistant, answers, turns=None):
+    turns = turns if turns is not None else range(len(answers))
+    return {"session_id": sid, "assistant_id": assistant, "language": "english", "context": "A cooking assistant.",
+            "conversation": [{"qa_id": f"{sid}-{t}", "query": f"question {t}", "assistant": a}
+                             for t, a in zip(turns, answers)]}
+
+
+def _context_judge(req):
+    return {"score": 1.0, "insight": "ok"}
+
+
+@pytest.mark.slow
+def test_a_rollup_counts_scored_sessions_as_one_audit_of_every_runs_inputs(tmp_path, monkeypatch):
+    """Context against a scripted judge that fails on every answer marked ``[boom]``: "u1" is never
+    scored, "cut" is unscored on day 1 and scored on day 2 (a session cut across runs: subtracted
+    from the stored slices and merged), "c1" and "c2" are scored. The roll-up's results equal one
+    audit of both days' inputs, whose slices count 3 sessions."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    days = [[_context_session("c1", "bot", ["fine"]), _context_session("u1", "bot", ["[boom] a", "[boom] b"]),
+             _context_session("cut", "other", ["[boom] c"])],
+            [_context_session("c2", "other", ["fine too"]), _context_session("cut", "other", ["fine again"], turns=[1])]]
+    faults = [Fault("server_error", match="[boom]", retry_after=None)]
+    with ScriptedOpenAIServer(_context_judge, faults=faults) as srv:
+        argv = ["--quiet", "--no-report", "--metrics", "context", "--mode", "bayesian", "--mc-samples", "200",
+                "--judge-base-url", srv.base_url, "--judge-model", "judge-model", "--judge-retries", "0",
+                "--judge-cache", str(tmp_path / "cache")]
+        files = [_write(tmp_path / f"d{i}.jsonl", records) for i, records in enumerate(days)]
+        for i, f in enumerate(files):
+            audit.run([*argv, "--input", str(f), "--output", str(tmp_path / f"a{i}")])
+        audit.run([*argv, *[a for f in files for a in ("--input", str(f))], "--output", str(tmp_path / "union")])
+    union = json.loads((tmp_path / "union" / "results.json").read_text(encoding="utf-8"))
+    slices = _by_slice(union["metrics"]["context"]["slices"])
+    assert (slices["overall"]["n_sessions"], slices["assistant_id=bot"]["n_sessions"],
+            slices["assistant_id=other"]["n_sessions"]) == (3, 1, 2)
+    assert audit.main(["rollup", "--quiet", "--no-report", "--from", str(tmp_path / "a0"), "--from", str(tmp_path / "a1"),
+                       "--output", str(tmp_path / "week")]) == 0
+    assert (tmp_path / "week" / "results.json").read_bytes() == (tmp_path / "union" / "results.json").read_bytes()
+
+
+def test_a_run_that_stored_no_statistics_is_refused_for_that_reason(tmp_path, capsys):
+    """An Agentic run stores no statistics (its session values declare no stored type): the roll-up
+    said the run's manifest "was changed since the run wrote it" (its counts had no session rows
+    to be checked against)."""
+    runs = []
+    for day, records in DAYS.items():
+        assert audit.main([*AGENTIC, "--input", str(_write(tmp_path / f"{day}.jsonl", records)),
+                           "--output", str(tmp_path / day)]) == 0
+        runs += ["--from", str(tmp_path / day)]
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["rollup", "--quiet", "--no-report", *runs, "--output", str(tmp_path / "week")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "none of the run's metrics stored its statistics (agentic: its session values declare no " \
+        "stored type)" in err and "was changed" not in err, err
