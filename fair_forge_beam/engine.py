@@ -64,6 +64,8 @@ from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts
 
 __all__ = [
     "MetricSpec",
+    "CONTENT_FIELDS",
+    "fields_read",
     "SessionReducer",
     "SliceEstimator",
     "CombineSlices",
@@ -186,6 +188,11 @@ class MetricSpec:
             stage makes them one warning per session and kind. Stored with the session's
             statistics (``<metric>__findings``), so a roll-up merges a cut session's parts and
             warns once, as one audit of every run's inputs does.
+        reads: the interaction content fields (:data:`CONTENT_FIELDS`) the metric reads, as this
+            instance is configured (e.g. Privacy's ``text_field``); the reader gives its
+            data-quality warnings about a field (``empty_answer``: ``assistant``) only when a
+            metric of the run reads it (:func:`fields_read`). ``None``: not declared — the metric
+            may read any field, and every such warning is given.
     """
 
     name: str
@@ -210,6 +217,33 @@ class MetricSpec:
     slice_value_type: Any = None
     interaction_warnings: bool = False
     scored: Optional[Callable[[dict], bool]] = None
+    reads: Optional[frozenset] = None
+
+    def __post_init__(self):
+        if self.reads is not None:
+            unknown = sorted(set(self.reads) - set(CONTENT_FIELDS))
+            if unknown:
+                raise ValueError(f"{self.name}: reads names no interaction content field: {unknown} "
+                                 f"(one of {list(CONTENT_FIELDS)})")
+            object.__setattr__(self, "reads", frozenset(self.reads))
+
+
+#: the interaction fields a metric declares reading (:attr:`MetricSpec.reads`): its content. The ids,
+#: language, turn index and weight are not declared (every metric's records and sessions carry them).
+CONTENT_FIELDS = ("context", "query", "assistant", "ground_truth_assistant", "observation", "agentic",
+                  "ground_truth_agentic", "logprobs", "chatbot_role", "spans")
+
+
+def fields_read(specs) -> Optional[frozenset]:
+    """The content fields the metrics of ``specs`` (:class:`MetricSpec`) read, together: the union
+    of their :attr:`~MetricSpec.reads`; ``None`` when one of them does not declare it (any field
+    may be read)."""
+    out: set = set()
+    for spec in specs:
+        if spec.reads is None:
+            return None
+        out |= spec.reads
+    return frozenset(out)
 
 
 # ------------------------------------------------------------------ slice roll-up

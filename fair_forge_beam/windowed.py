@@ -61,8 +61,9 @@ def _streaming_source(args) -> Optional[str]:
     return given[0] if given else None
 
 
-def build_source(args, inputs):
-    """The main job's source as ``(PTransform PBegin → {interactions, dead_letter, quality}, unbounded)``.
+def build_source(args, inputs, fields_read=None):
+    """The main job's source as ``(PTransform PBegin → {interactions, dead_letter, quality}, unbounded)``;
+    ``fields_read``: the content fields the run's metrics read (the reader's ``fields_read``).
 
     Raises:
         ValueError: several sources, bad durations, Kafka/Pub/Sub argument errors, ``--input``
@@ -82,7 +83,7 @@ def build_source(args, inputs):
     fields = metadata_dimensions(parse_slices(args.slices)) if getattr(args, "slices", None) else ()
     if source is None:
         return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy,
-                                slice_fields=fields, max_record_bytes=args.max_record_bytes), False
+                                slice_fields=fields, max_record_bytes=args.max_record_bytes, fields_read=fields_read), False
     if args.watch:
         from fair_forge_beam.io.stream_sources import WatchJsonl
 
@@ -95,13 +96,14 @@ def build_source(args, inputs):
         records = KafkaRecords(args.kafka_bootstrap_servers, args.kafka_topic, expansion_service=args.kafka_expansion_service,
                                max_num_records=getattr(args, "kafka_max_records", None))
         if getattr(args, "kafka_event_time", "field") == "message":
-            return _ParseStream(records, None, policy, message_time=True, slice_fields=fields), not records.bounded
-        return _ParseStream(records, ts_field, policy, slice_fields=fields), not records.bounded
+            return _ParseStream(records, None, policy, message_time=True, slice_fields=fields,
+                                fields_read=fields_read), not records.bounded
+        return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read), not records.bounded
     else:
         from fair_forge_beam.io.stream_sources import PubSubRecords
 
         records = PubSubRecords(args.pubsub_subscription, args.pubsub_topic, args.pubsub_timestamp_attribute)
-    return _ParseStream(records, ts_field, policy, slice_fields=fields), True
+    return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read), True
 
 
 class _ParseStream(beam.PTransform):
@@ -109,15 +111,15 @@ class _ParseStream(beam.PTransform):
     event time is its element timestamp (Kafka's message timestamp), not a payload field."""
 
     def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy, message_time: bool = False,
-                 slice_fields=()):
+                 slice_fields=(), fields_read=None):
         super().__init__()
         self.records, self.timestamp_field, self.timestamp_policy = records, timestamp_field, timestamp_policy
-        self.message_time, self.slice_fields = message_time, tuple(slice_fields)
+        self.message_time, self.slice_fields, self.fields_read = message_time, tuple(slice_fields), fields_read
 
     def expand(self, pbegin):
         recs = pbegin | "Records" >> self.records
         out = records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                      streaming=True, slice_fields=self.slice_fields)
+                                      streaming=True, slice_fields=self.slice_fields, fields_read=self.fields_read)
         if self.message_time:
             from fair_forge_beam.io.stream_sources import MessageEventTime
 
@@ -259,7 +261,9 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
     if not args.window:
         raise ValueError("a streaming source needs --window (e.g. --window fixed:1h)")
     spec = WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
-    source, unbounded = build_source(args, inputs)
+    from fair_forge_beam.engine import engine_spec, fields_read
+
+    source, unbounded = build_source(args, inputs, fields_read(engine_spec(t) for t in transforms.values()))
     options = pipeline_options(beam_args)
     if unbounded:
         options.view_as(StandardOptions).streaming = True

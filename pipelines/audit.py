@@ -144,7 +144,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     from fair_forge_beam.io.session_stats import WriteSessionStats
     from fair_forge_beam.rollup import audit_manifest, input_fingerprints, seal_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
-    from fair_forge_beam.engine import apply_metrics
+    from fair_forge_beam.engine import apply_metrics, engine_spec, fields_read
     from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
@@ -224,8 +224,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             raise ValueError(f"--cluster-points writes the toxicity clustering's points, but {why}: drop "
                              "--cluster-points, or give --metrics toxicity --group-extractor embedding")
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
+        # the reader warns about a field of an interaction (an empty answer) only when a metric reads it
+        read_fields = fields_read(engine_spec(t) for t in transforms.values())
         if args.early_firing or args.allowed_lateness:  # checked again by the engine; here as a usage error
-            from fair_forge_beam.engine import engine_spec, panes_metadata_problem
+            from fair_forge_beam.engine import panes_metadata_problem
 
             specs = [engine_spec(t) for t in transforms.values()]
             problem = panes_metadata_problem([s for s in specs if metadata_dimensions(s.slices)])
@@ -238,7 +240,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                 raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
             retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs, args.max_record_bytes)
             reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
-                                      slice_fields=metadata_dimensions(slice_dims))
+                                      slice_fields=metadata_dimensions(slice_dims), fields_read=read_fields)
         elif windowed:
             from fair_forge_beam.windowed import build_source, run_windowed
             from fair_forge_beam.streaming.windows import WindowSpec
@@ -256,10 +258,11 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             streaming_run = build_source(args, inputs)[1]  # argument errors here, as usage errors
         elif args.input and unmatched_patterns(inputs) == list(inputs):  # a missing export: nothing to read
             nothing = f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})"
-            reader = ReadInteractions(retriever=NoRecords, slice_fields=metadata_dimensions(slice_dims))
+            reader = ReadInteractions(retriever=NoRecords, slice_fields=metadata_dimensions(slice_dims),
+                                      fields_read=read_fields)
         else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
-                                      max_record_bytes=args.max_record_bytes)
+                                      max_record_bytes=args.max_record_bytes, fields_read=read_fields)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs

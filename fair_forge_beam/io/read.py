@@ -341,6 +341,17 @@ def _numeric_id_warnings(raw_header: Any, meta, where: str, n: int = 1):
             "joins the same session")
 
 
+#: the reader's findings about one content field of an interaction, by kind → that field: given only
+#: when a metric of the run reads the field (``fields_read``: :func:`fair_forge_beam.engine.fields_read`)
+FIELD_FINDINGS = {"empty_answer": "assistant"}
+
+
+def findings_given(fields_read: Optional[Sequence[str]]) -> frozenset:
+    """The kinds of :data:`FIELD_FINDINGS` a read whose metrics read ``fields_read`` gives
+    (``None``: fields not declared, every kind)."""
+    return frozenset(kind for kind, field in FIELD_FINDINGS.items() if fields_read is None or field in fields_read)
+
+
 def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
     """An ``empty_answer`` finding about the interactions whose answer is empty or only
     whitespace: they are scored as they are (decision, docs/data.md); the session's one warning
@@ -376,13 +387,18 @@ class _ParseRecord(beam.DoFn):
     uses (``s-<key>`` → ``s-***~<tag>``), so element ids, session keys, slice names, statistics,
     warnings and every output built from them hold the same masked id. An id without a secret is
     kept as it is. The raw record of a dead letter is masked by its writer, as free text.
+
+    A finding about a content field (:data:`FIELD_FINDINGS`: ``empty_answer``) is given only when
+    ``fields_read`` (the fields the run's metrics read) holds its field, or is ``None``.
     """
 
     def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False,
-                 slice_fields: Sequence[str] = (), max_record_bytes: Optional[int] = None):
+                 slice_fields: Sequence[str] = (), max_record_bytes: Optional[int] = None,
+                 fields_read: Optional[Sequence[str]] = None):
         self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
         self.slice_fields = tuple(slice_fields)
         self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
+        self.empty_answers = "empty_answer" in findings_given(fields_read)
 
     def setup(self):
         from fair_forge_beam.io.secrets import id_masker
@@ -500,7 +516,7 @@ class _ParseRecord(beam.DoFn):
             _READ_PROGRESS.inc()
             return [_interaction(meta, sb.batch, sb.turn_index, event_time, values, qa_id),
                     *_numeric_id_warnings(rec.get("metadata"), meta, where),
-                    *_empty_answer_warnings(meta, [qa_id] if is_blank(sb.batch.assistant) else [], where)]
+                    *_empty_answer_warnings(meta, [qa_id] if self.empty_answers and is_blank(sb.batch.assistant) else [], where)]
         key = (meta.session_id, meta.assistant_id)  # a tuple of str: a deterministic key, no JSON
         order = (sb.turn_index if sb.turn_index is not None else -1, *position_key, 0)
         _READ_PROGRESS.inc()
@@ -510,7 +526,7 @@ class _ParseRecord(beam.DoFn):
                                   False))
             ),
             *_to_session(order[:3], (*_numeric_id_warnings(rec.get("metadata"), meta, where),
-                                     *_empty_answer_warnings(meta, [qa_id] if is_blank(sb.batch.assistant) else [], where))),
+                                     *_empty_answer_warnings(meta, [qa_id] if self.empty_answers and is_blank(sb.batch.assistant) else [], where))),
         ]
 
     def _session(self, where, rec, position_key=("", 0)):
@@ -549,7 +565,7 @@ class _ParseRecord(beam.DoFn):
                 continue
             n_read += 1
             qa_id = mask(b.qa_id)
-            if is_blank(b.assistant):
+            if self.empty_answers and is_blank(b.assistant):
                 empty.append(qa_id)
             if self.streaming:
                 seen[qa_id] = seen.get(qa_id, 0) + 1
@@ -839,6 +855,7 @@ def records_to_interactions(
     streaming: bool = False,
     slice_fields: Sequence[str] = (),
     max_record_bytes: Optional[int] = None,
+    fields_read: Optional[Sequence[str]] = None,
 ) -> dict:
     """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
 
@@ -848,11 +865,13 @@ def records_to_interactions(
     ``timestamp_field`` / ``timestamp_policy``: read each interaction's event time (see
     :class:`_ParseRecord`); ``streaming``: unbounded input (streamed records need a
     ``turn_index``; no session grouping before the metrics' windows); ``slice_fields``: session
-    metadata fields kept in ``Interaction.slice_values`` (:func:`slice_value`), for slicing.
+    metadata fields kept in ``Interaction.slice_values`` (:func:`slice_value`), for slicing;
+    ``fields_read``: the content fields the run's metrics read (:func:`fair_forge_beam.engine.fields_read`),
+    a data-quality finding about another field (:data:`FIELD_FINDINGS`) is not given (``None``: every one is).
     """
     if timestamp_policy not in ("dead_letter", "processing_time"):
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
-    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields, max_record_bytes)
+    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields, max_record_bytes, fields_read)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
@@ -1617,6 +1636,10 @@ class ReadInteractions(beam.PTransform):
             Parquet row: never converted to Python; its row group is held as Arrow data), it becomes
             a dead letter naming its size and the limit (:func:`bounded_lines`,
             :class:`_ReadJsonFile`, :class:`_ReadParquetRowGroup`); the rest of the file is read.
+        fields_read: the interaction content fields the metrics of the run read
+            (:func:`fair_forge_beam.engine.fields_read`): a data-quality warning about a field
+            (:data:`FIELD_FINDINGS`: ``empty_answer`` about ``assistant``) is given only when it
+            is among them. ``None`` (default): every such warning is given.
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -1635,8 +1658,10 @@ class ReadInteractions(beam.PTransform):
         timestamp_policy: str = "dead_letter",
         slice_fields: Sequence[str] = (),
         max_record_bytes: int = MAX_RECORD_BYTES,
+        fields_read: Optional[Sequence[str]] = None,
     ):
         super().__init__()
+        self.fields_read = None if fields_read is None else frozenset(fields_read)
         if int(max_record_bytes) <= 0:
             raise ValueError(f"max_record_bytes must be > 0, got {quoted(max_record_bytes)}")
         self.max_record_bytes = int(max_record_bytes)
@@ -1723,5 +1748,6 @@ class ReadInteractions(beam.PTransform):
                 )
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
         out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                      slice_fields=self.slice_fields, max_record_bytes=self.max_record_bytes)
+                                      slice_fields=self.slice_fields, max_record_bytes=self.max_record_bytes,
+                                      fields_read=self.fields_read)
         return out

@@ -63,7 +63,7 @@ from fair_forge_beam.components.tool_correctness import (
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
+    CONTENT_FIELDS, DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -465,7 +465,18 @@ class Agentic(MetricTransform):
             estimator=estimator,
             empty_input_slices=estimator.empty_input,
             slices=self.slices,
+            reads=self._reads(),
         )
+
+    def _reads(self) -> frozenset:
+        """The content fields :class:`_Score` reads: the tool trace and its ground truth; the judged
+        question, answer and reference (``judge``); the first field of ``label_field`` (``label``)
+        and of ``task_field`` when they are content fields."""
+        out = {"agentic", "ground_truth_agentic"}
+        if self.correctness_source == "judge":
+            out |= {"query", "assistant", "ground_truth_assistant"}
+        paths = ([self.label_field] if self.correctness_source == "label" else []) + ([self.task_field] if self.task_field else [])
+        return frozenset(out | {p.split(".")[0] for p in paths if p.split(".")[0] in CONTENT_FIELDS})
 
     @classmethod
     def run(cls, retriever, k: int = None, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:

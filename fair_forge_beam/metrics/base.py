@@ -122,7 +122,8 @@ class MetricTransform(beam.PTransform):
         with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
             with run_pipeline(pipeline_options(pipeline_args)) as p:
                 read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
-                                                      slice_fields=metadata_dimensions(transform.slices))
+                                                      slice_fields=metadata_dimensions(transform.slices),
+                                                      fields_read=transform.spec().reads)
                 res = read["interactions"] | cls.__name__ >> transform
                 dead = (read["dead_letter"], res["dead_letter"]) | "FlattenDead" >> beam.Flatten()
                 quality = (read["quality"], res["quality"]) | "FlattenQuality" >> beam.Flatten()

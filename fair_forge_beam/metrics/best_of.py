@@ -619,6 +619,7 @@ class BestOf(MetricTransform):
             scored=_block_scored,
             # the main job's --slices may name assistant_id: a ranking per assistant makes no sense
             slices=tuple(x for x in self.slices if x in BESTOF_SLICES),
+            reads=frozenset({"query", "assistant", "ground_truth_assistant"}),  # each contestant's turns
         )
 
     @classmethod

@@ -380,4 +380,5 @@ class Bias(MetricTransform):
                 SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
             estimator=_SliceEstimator(self.mode, self.attributes, g.describe()),
             slices=self.slices,
+            reads=frozenset({"query", "assistant", "context"}),  # the guardian's question, answer and context
         )

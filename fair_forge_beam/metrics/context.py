@@ -67,6 +67,7 @@ class Context(JudgedMetric):
     """
 
     name = "context"
+    reads = frozenset({"context", "query", "assistant", "ground_truth_assistant", "observation"})
     info = MetricInfo(
         name="context",
         estimates=(

@@ -121,6 +121,7 @@ class Conversational(JudgedMetric):
     """
 
     name = "conversational"
+    reads = frozenset({"query", "assistant", "ground_truth_assistant", "observation"})  # of the turn and its history
     info = MetricInfo(
         name="conversational",
         # the judge's seven 0–10 scores (spec §6.4): higher is better

@@ -413,4 +413,5 @@ class Humanity(MetricTransform):
             slice_value_type=SliceValue,
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
             slices=self.slices,
+            reads=frozenset({"assistant", "ground_truth_assistant"}),  # their emotions
         )

@@ -306,6 +306,8 @@ class JudgedMetric(MetricTransform):
 
     judge_schema: ClassVar[type] = None
     score_fields: ClassVar[tuple] = ()
+    #: the interaction content fields its judge prompts hold (``MetricSpec.reads``); ``None``: not declared
+    reads: ClassVar[Optional[frozenset]] = None
 
     def __init__(
         self,
@@ -363,6 +365,7 @@ class JudgedMetric(MetricTransform):
             session_slice_combine=WithFailedCount(BootstrapMeanCombineFn(len(self.score_fields), self.max_units)),
             estimator=_SliceEstimator(self),
             slices=self.slices,
+            reads=self.reads,
         )
 
     @classmethod

@@ -441,4 +441,5 @@ class Privacy(MetricTransform):
             session_slice_combine=CountVectorCombineFn(size + 1),
             estimator=_SlicePrivacy(self.domain, self.detector, self.mode),
             slices=self.slices,
+            reads=frozenset({self.text_field, "spans"}),  # the text scanned and its expected spans
         )

@@ -570,6 +570,8 @@ class PromptEvaluator(MetricTransform):
             session_slice_combine=combiner,
             estimator=_SliceEstimator(self),
             slices=self.slices,
+            # its own generated answers are judged, never the assistant's answer
+            reads=frozenset({"context", "query", "ground_truth_assistant"}),
         )
 
     @classmethod

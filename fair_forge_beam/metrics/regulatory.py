@@ -666,6 +666,7 @@ class Regulatory(MetricTransform):
             session_slice_combine=CategoryCountCombineFn(SLICE_COUNTS),
             estimator=_SliceEstimator(self.mode, self.checker_name),
             slices=self.slices,
+            reads=frozenset({"query", "assistant"}),
         )
 
     @classmethod

@@ -390,4 +390,5 @@ class RoleAdherence(MetricTransform):
             session_slice_combine=beam.combiners.TupleCombineFn(BootstrapMeanCombineFn(1, self.max_units), RateCombineFn()),
             estimator=_SliceRoles(self.mode, self.judge.model_name),
             slices=self.slices,
+            reads=frozenset({"query", "assistant", "chatbot_role"}),
         )

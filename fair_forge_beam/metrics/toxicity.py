@@ -644,6 +644,7 @@ class Toxicity(MetricTransform):
             slices=self.slices,
             aux=self._cluster_stage if self.clustering else None,
             interaction_warnings=True,  # answer_truncated
+            reads=frozenset({"assistant"}),
         )
 
     def _cluster_stage(self, embeddings):

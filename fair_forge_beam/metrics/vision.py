@@ -315,6 +315,7 @@ class Vision(MetricTransform):
             estimator=_SliceEstimator(self.mode, self.threshold, self.max_units, self.scorer.name),
             slices=self.slices,
             interaction_warnings=True,  # empty_description
+            reads=frozenset({"assistant", "ground_truth_assistant"}),  # the description and its reference
         )
 
     @classmethod
