@@ -153,10 +153,11 @@ def _record_hash(text) -> int:
 def _records_sum(path: str, fmt: str, f) -> tuple[int, int]:
     """``(sum of the records' hashes mod 2**256, number of records)`` of the decompressed binary
     file ``f``, read by the reader's own streaming readers (:func:`~fair_forge_beam.io.read.file_lines`
-    for JSON Lines; :func:`~fair_forge_beam.io.edge.json_values` for a ``.json`` file: one array
-    element at a time, never ``json.load`` of the file): memory bounded by one record."""
+    for JSON Lines; :func:`~fair_forge_beam.io.edge.json_values` of the reader's decoding
+    :func:`~fair_forge_beam.io.read.utf8_reader` for a ``.json`` file: one array element at a time,
+    never ``json.load`` of the file): memory bounded by one record."""
     from fair_forge_beam.io import edge
-    from fair_forge_beam.io.read import MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, ReadError, _utf8_reader, file_lines
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, ReadError, file_lines, utf8_reader
 
     total, n = 0, 0
 
@@ -179,7 +180,7 @@ def _records_sum(path: str, fmt: str, f) -> tuple[int, int]:
     head = b"".join(edge.head_pieces(f))
     if edge.not_text_reason(path, head) is not None:
         return 0, 0
-    read = _utf8_reader(f, edge.text_encoding(head), head)
+    read = utf8_reader(f, edge.text_encoding(head), head)
     for value in edge.json_values(read, MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES):
         if value.problem or value.text is None:
             add(_record_hash(f"{value.problem}\n{value.size}\n".encode() + value.head))

@@ -88,12 +88,12 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
     import zlib
 
     from fair_forge_beam.io.read import (MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, READ_CHUNK, ReadError, _json_element,
-                                         _utf8_reader, file_lines)
+                                         file_lines, utf8_reader)
 
     limit = int(limit or MAX_RECORD_BYTES)
 
     def values(f, head: bytes) -> list:  # a JSON list or one JSON value (it may span lines)
-        read = _utf8_reader(f, edge.text_encoding(head), head)
+        read = utf8_reader(f, edge.text_encoding(head), head)
         out = []
         for v in edge.json_values(read, limit, OVERSIZED_RAW_BYTES, READ_CHUNK):
             text = _json_element(path, v, limit)

@@ -77,7 +77,8 @@ from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.plain import first_path_name_problem, json_kind
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords"]
+__all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords",
+           "utf8_reader"]
 
 log = logging.getLogger(__name__)
 
@@ -1147,11 +1148,13 @@ def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b
         yield (file_name, at, line)
 
 
-def _utf8_reader(f, encoding: str, head: bytes):
+def utf8_reader(f, encoding: str, head: bytes):
     """``read(n)`` giving the UTF-8 bytes of file ``f`` (``head`` already read from it) in the text
-    ``encoding``: UTF-8 bytes as they are (a UTF-8 BOM dropped), UTF-16/UTF-32 decoded
-    incrementally and encoded as UTF-8, so a file of any size is read in pieces. A piece that
-    does not decode raises ``UnicodeDecodeError``."""
+    ``encoding`` (:func:`~fair_forge_beam.io.edge.text_encoding` of ``head``): UTF-8 bytes as they
+    are (a UTF-8 BOM dropped), UTF-16/UTF-32 decoded incrementally and encoded as UTF-8, so a file
+    of any size is read in pieces. A piece that does not decode raises ``UnicodeDecodeError``.
+    The reader's decoding of a ``.json`` file (:class:`_ReadJsonFile`), public for the readers of
+    the same files elsewhere (a roll-up's records digest, the agentic loaders), which decode as it does."""
     import codecs
 
     if encoding == "utf-8-sig" and head.startswith(codecs.BOM_UTF8):
@@ -1197,7 +1200,7 @@ class _ReadJsonFile(beam.DoFn):
                 if reason is not None:
                     yield (path, 0, ReadError(reason, ""))
                     return
-                read = _utf8_reader(f, encoding, head)
+                read = utf8_reader(f, encoding, head)
                 for value in edge.json_values(read, self.max_record_bytes, OVERSIZED_RAW_BYTES, READ_CHUNK):
                     yield (path, value.index, _json_element(path, value, self.max_record_bytes))
                     index = value.index + 1
