@@ -183,8 +183,8 @@ class _OutcomeOrder:
 
 class _SessionReducer(SessionReducer):
     """A session's outcomes (sorted by :class:`_OutcomeOrder`) → its interaction records, its
-    :class:`BiasMetric` record and its slice value ``(1, judged, (k, n) per attribute, (failed,
-    tried) per attribute)``."""
+    :class:`BiasMetric` record and its slice value ``(judged, (k, n) per attribute, (failed,
+    tried) per attribute)`` (its sessions are the engine's count)."""
 
     def __init__(self, mode: StatisticalMode, attributes: Sequence[str]):
         self.mode, self.attributes = mode, tuple(attributes)
@@ -231,7 +231,7 @@ class _SessionReducer(SessionReducer):
             attribute_rates=_rates(counts, fails, self.attributes, self.mode),
             guardian_interactions={a: v for a, v in per_attr.items()},
         )
-        return session, (1, judged, *counts, *fails), warnings, records
+        return session, (judged, *counts, *fails), warnings, records
 
 
 class _SliceEstimator(SliceEstimator):
@@ -241,8 +241,8 @@ class _SliceEstimator(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         acc = accs[1]
         A = len(self.attributes)
-        n_sessions, n_interactions = accs.n_sessions, acc[1]
-        counts, fails = acc[2 : 2 + A], acc[2 + A : 2 + 2 * A]
+        n_sessions, n_interactions = accs.n_sessions, acc[0]
+        counts, fails = acc[1 : 1 + A], acc[1 + A : 1 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
         if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)
             attribute_rates = [r.model_copy(update={"rate": slice_rate(r.k_biased, r.n_samples, n_sessions, self.mode).mean,
@@ -376,8 +376,7 @@ class Bias(MetricTransform):
             session_value=part_value,
             session_order=_OutcomeOrder(self.attributes),
             session_reducer=_SessionReducer(self.mode, self.attributes),
-            session_slice_combine=beam.combiners.TupleCombineFn(
-                SumCombineFn(), SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
+            session_slice_combine=beam.combiners.TupleCombineFn(SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
             estimator=_SliceEstimator(self.mode, self.attributes, g.describe()),
             slices=self.slices,
             reads=frozenset({"query", "assistant", "context"}),  # the guardian's question, answer and context

@@ -358,7 +358,7 @@ class _SessionPrivacy(SessionReducer):
         session_id, assistant_id, language = key
         rec = {"metric": "privacy", "level": "session", "session_id": session_id, "assistant_id": assistant_id,
                "language": language, **privacy_summary(counts, self.domain, self.detector, self.mode, ("session", *key))}
-        return rec, list(counts) + [1], []
+        return rec, list(counts), []
 
 
 class _SlicePrivacy(SliceEstimator):
@@ -368,7 +368,7 @@ class _SlicePrivacy(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         counts = accs[1]
         return [{"metric": "privacy", "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
-                 "n_sessions": accs.n_sessions, **privacy_summary(counts[:-1], self.domain, self.detector, self.mode, ("slice", key))}]
+                 "n_sessions": accs.n_sessions, **privacy_summary(counts, self.domain, self.detector, self.mode, ("slice", key))}]
 
 
 class Privacy(MetricTransform):
@@ -438,7 +438,7 @@ class Privacy(MetricTransform):
             session_value=lambda s: s.counts,
             session_combine=CountVectorCombineFn(size),
             session_reducer=_SessionPrivacy(self.domain, self.detector, self.mode),
-            session_slice_combine=CountVectorCombineFn(size + 1),
+            session_slice_combine=CountVectorCombineFn(size),
             estimator=_SlicePrivacy(self.domain, self.detector, self.mode),
             slices=self.slices,
             reads=frozenset({self.text_field, "spans"}),  # the text scanned and its expected spans
