@@ -103,10 +103,12 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             own words); their stderr follows the runner's message.
         Exception: any other failure, as Beam raised it.
     """
-    from fair_forge_beam._beam import cache_dofn_signatures, tune_gc
+    from fair_forge_beam._beam import cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression, tune_gc
 
     tune_gc()  # the launcher runs an in-process runner's bundles
     cache_dofn_signatures()  # Beam re-inspects every DoFn method many times per job
+    cache_dofn_specs()  # and looks for the state and timers of every DoFn object several times
+    cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times
     _workers_leave_ctrl_c_to_the_command()
     started = time.time()
     try:

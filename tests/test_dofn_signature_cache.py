@@ -52,3 +52,57 @@ def test_a_pipeline_run_caches_the_answers_and_they_are_beams():
         print(core.get_function_args_defaults is cached)
     """.replace("beam.testing.util", "__import__('apache_beam.testing.util').testing.util"))
     assert out.splitlines() == ["True True", "['total'] 0", "True"]
+
+
+def test_a_pipeline_run_looks_for_a_dofns_state_and_timers_once():
+    """``_beam.cache_dofn_specs``: ``userstate.get_dofn_specs`` answers once per DoFn object (new
+    sets each time, Beam's own answer), a stateful DoFn is still found stateful, and an entry goes
+    with its DoFn."""
+    out = _child("""
+        import gc
+        from apache_beam.transforms import userstate
+        from apache_beam.coders import VarIntCoder
+        from fair_forge_beam import _beam
+        from fair_forge_beam._beam import beam
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+
+        original = userstate.get_dofn_specs
+
+        class Count(beam.DoFn):
+            TOTAL = userstate.ReadModifyWriteStateSpec("total", VarIntCoder())
+
+            def process(self, kv, total=beam.DoFn.StateParam(TOTAL)):
+                total.write((total.read() or 0) + kv[1])
+                yield kv[0], total.read()
+
+        class Plain(beam.DoFn):
+            def process(self, x):
+                yield x
+
+        looked = []  # get_dofn_specs starts with dir(dofn)
+
+        class Looked(Count):
+            def __dir__(self):
+                looked.append(1)
+                return super().__dir__()
+
+        with run_pipeline(pipeline_options([])) as p:
+            got = p | beam.Create([("a", 1), ("a", 2), ("b", 5)]) | beam.ParDo(Count())
+            beam.testing.util.assert_that(got, beam.testing.util.equal_to([("a", 1), ("a", 3), ("b", 5)]))
+        cached = userstate.get_dofn_specs
+        print(cached is not original, getattr(cached, "__wrapped_original__", None) is original)
+        count, plain = Looked(), Plain()
+        seen = [cached(count), cached(count), cached(plain), cached(plain)]
+        print(len(looked), cached(count)[0] == seen[0][0], len(looked))  # once per object
+        print(seen[0] == seen[1] == original(count), seen[0] is not seen[1] and seen[0][0] is not seen[1][0],
+              seen[2] == original(plain) == (set(), set()))
+        print(sorted(s.name for s in seen[0][0]), userstate.is_stateful_dofn(count), userstate.is_stateful_dofn(plain))
+        seen[0][0].clear()  # a caller changing its set changes no later answer
+        print(len(cached(count)[0]))
+        key = id(count)
+        print(key in _beam._SPECS, end=" ")
+        del count, seen
+        gc.collect()
+        print(key not in _beam._SPECS)
+    """.replace("beam.testing.util", "__import__('apache_beam.testing.util').testing.util"))
+    assert out.splitlines() == ["True True", "1 True 1", "True True True", "['total'] True False", "1", "True True"]
