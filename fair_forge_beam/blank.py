@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-__all__ = ["is_blank", "is_blank_char"]
+__all__ = ["is_blank", "is_blank_char", "is_blank_line"]
 
 #: Unicode categories that show nothing: format characters, space separators, line and paragraph
 #: separators, control characters
@@ -52,3 +52,12 @@ def is_blank(text) -> bool:
         if not is_blank_char(ch):
             return False
     return True
+
+
+def is_blank_line(text: str) -> bool:
+    """Whether a line of a JSON Lines file is a blank line, not a record: :func:`is_blank`, but for a
+    control character that is not whitespace (a NUL, U+0001 …): a line of NULs is damage (a file
+    cut and padded, a disk block of zeros), so it stays a rejected line that names it. The audit's
+    reader and the agentic loaders both ask this (issue 29 T14: a line of only U+200B was rejected
+    as invalid JSON while one of only NBSP or U+2028 was skipped)."""
+    return is_blank(text) and not any(unicodedata.category(ch) == "Cc" and not ch.isspace() for ch in text)

@@ -105,10 +105,25 @@ def test_the_query_reference_and_seed_checks_ask_the_predicate():
         PromptEvaluator(seed_prompt="\u200b\u2060", k=2)
 
 
-#: emptiness checks by str.strip() that stay: the blank lines between JSON records and after a JSON
-#: value (JSON's own whitespace), option values, path names (a file may be named by any character)
-_KEPT = {("io/read.py", "not text.strip()"), ("io/agentic_sources.py", "not text.strip()"),
-         ("components/judge/parsing.py", "not body[end:].strip()"), ("io/paths.py", "not output.strip()"),
+@pytest.mark.parametrize("blank", ["\u200b", "\u00a0", "\u2028", "\ufeff\u2060 ", "\u200e\t"])
+def test_a_line_of_invisible_characters_is_a_blank_line_to_every_reader(tmp_path, blank):
+    """Issue 29 T14: a JSON Lines line of only U+200B was "rejected at read (invalid JSON)" while one of
+    only NBSP or U+2028 was skipped as blank (str.strip()): the audit's reader and the agentic
+    loaders' now skip every line blank.is_blank calls blank, alike."""
+    from fair_forge_beam.io.agentic_sources import _file_records
+
+    rec = {"session_id": "s", "assistant_id": "bot", "conversation": [{"qa_id": "q", "query": "x", "assistant": "y"}]}
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(rec) + "\n" + blank + "\n" + json.dumps(dict(rec, session_id="t")) + "\n",
+                    encoding="utf-8")
+    inter, dead, _ = _read(str(path))
+    assert dead == [] and sorted(i.session_id for i in inter) == ["s", "t"], dead
+    assert [r["session_id"] for r in _file_records(str(path))] == ["s", "t"]
+
+
+#: emptiness checks by str.strip() that stay: the rest after a JSON value (JSON's own whitespace),
+#: option values, path names (a file may be named by any character)
+_KEPT = {("components/judge/parsing.py", "not body[end:].strip()"), ("io/paths.py", "not output.strip()"),
          ("options.py", "not str(v).strip()"), ("reports/compare.py", "not getattr(args, name).strip()"),
          ("reports/output_folder.py", "not output.strip()"), ("streaming/windows.py", "not rest.strip()"),
          ("assistants/assistant.py", "not step.strip()")}

@@ -57,6 +57,7 @@ import sys
 from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
+from fair_forge_beam.blank import is_blank_line
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
@@ -110,7 +111,7 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
                 out.append(ReadError(f"{path} line {n}: {line.reason}", line.raw))
                 continue
             text = line.decode("utf-8") if isinstance(line, bytes) else line
-            if not text.strip():
+            if is_blank_line(text):  # a blank line (blank.is_blank_line: U+200B alike NBSP and U+2028) is not a record
                 continue
             try:
                 out.append(edge.loads(text, limit=limit))

@@ -44,7 +44,7 @@ import math
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.blank import is_blank
+from fair_forge_beam.blank import is_blank, is_blank_line
 from fair_forge_beam.progress import ProgressCounter
 from apache_beam.io import fileio
 from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
@@ -461,8 +461,8 @@ class _ParseRecord(beam.DoFn):
             else:
                 text = payload
             text = text.lstrip("\ufeff")  # a UTF-8 byte-order mark is not data
-            if not text.strip():
-                return []  # blank line: not a record
+            if is_blank_line(text):
+                return []  # blank line (whitespace and invisible characters only: blank.is_blank_line): not a record
             try:
                 rec = edge.loads(text, limit=self.max_record_bytes)
             except edge.RecordRejected as exc:
