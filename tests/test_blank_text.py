@@ -143,3 +143,23 @@ def test_no_emptiness_check_of_text_content_by_strip():
     found = [f"{p.relative_to(pkg)}:{line}: {text}" for p in sorted(pkg.rglob("*.py"))
              for line, text in _strip_tests(p) if (str(p.relative_to(pkg)), text) not in _KEPT]
     assert found == [], found
+
+
+@pytest.mark.parametrize("blank", ["", "\u200b", "\u00a0", "\u200e\u200f"])
+def test_a_context_of_invisible_characters_is_a_dead_letter_before_the_judge(tmp_path, blank):
+    """Issue 29 T13: context "", "\\u200b", NBSP or only bidirectional marks was judged and scored
+    (hh-rlhf's sessions have context ""). The Context metric needs the context: such an interaction is
+    a dead letter naming the field, never sent to the judge (as role adherence does without a role)."""
+    import helpers
+    from fair_forge_beam.metrics.context import Context
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    data = [helpers.ix("s", "bot", 0, "ok", context=blank, query="q"),
+            helpers.ix("t", "bot", 0, "ok", context="A bakery assistant.", query="q")]
+    with ScriptedOpenAIServer(lambda req: {"score": 0.7, "insight": "fine"}) as srv:
+        res = run_metric(Context(judge=handler_for(srv, tmp_path)), data, tmp_path / "run")
+        sent = len(srv.requests)
+    assert sent == 1 and [r["element_id"] for r in res["interactions"]] == ["t/bot/0"]
+    dead = res["dead_letter"]
+    assert [d["element_id"] for d in dead] == ["s/bot/0"] and dead[0]["stage"] == "context", dead
+    assert dead[0]["reason"].startswith("context is blank"), dead

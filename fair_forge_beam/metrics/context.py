@@ -13,6 +13,10 @@ interactions — Rubin 1981, Dirichlet(1,…,1) weights keyed by turn, percentil
 place of upstream's multinomial resampling). Per slice (overall / assistant / language): the
 mean of session means weighted by scored interactions, Bayesian bootstrap over sessions.
 
+An interaction whose session has no context (missing, ``""`` or only invisible characters:
+:func:`~fair_forge_beam.blank.is_blank`) is a dead letter (stage ``"context"``, reason
+``context is blank …``) before any judge call: there is nothing to judge it against.
+
 Failed judgements (HTTP errors after retries, answers that never validate) go to the dead
 letter (stage ``"context"``, reason and raw text), are excluded from every mean and counted in
 ``n_failed``.
@@ -68,6 +72,9 @@ class Context(JudgedMetric):
 
     name = "context"
     reads = frozenset({"context", "query", "assistant", "ground_truth_assistant", "observation"})
+    #: an interaction of a session without a context (blank: blank.is_blank) is a dead letter naming
+    #: it, never judged (issue 29 T13: context "" or "\u200b" was judged and scored)
+    requires = (("context", "the session's context to judge the answer against"),)
     info = MetricInfo(
         name="context",
         estimates=(

@@ -38,7 +38,7 @@ from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, Colle
                                                    session_mean_and_point_estimates)
 from fair_forge_beam.plain import plain_reason
 
-__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "META", "QUALITY"]
+__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "require_text", "META", "QUALITY"]
 
 META = "meta"
 
@@ -292,6 +292,35 @@ class _SliceEstimator(SliceEstimator):
 
 
 # ----------------------------------------------------------------------------------------------
+class _RequireText(beam.DoFn):
+    """An interaction whose every required text field holds something (:func:`~fair_forge_beam.blank.is_blank`
+    false) passes; one with a blank required field is a dead letter naming the field, before any
+    judge call."""
+
+    def __init__(self, stage: str, requires: Sequence[tuple[str, str]]):
+        self.stage, self.requires = stage, tuple(requires)
+
+    def process(self, x):
+        from fair_forge_beam.blank import is_blank
+
+        for field, why in self.requires:
+            if is_blank(getattr(x, field, None)):
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+                    self.stage, f"{field} is blank (missing, empty or only invisible characters): {self.stage} needs {why}",
+                    x, x.element_id))
+                return
+        yield x
+
+
+def require_text(interactions, stage: str, requires: Sequence[tuple[str, str]], label: str = "RequireText"):
+    """``(kept interactions, dead letters)``: each interaction whose text fields ``requires``
+    (``(field, what the metric needs it for)`` pairs) are all non-blank by
+    :func:`~fair_forge_beam.blank.is_blank` is kept; any other is one dead letter (stage ``stage``)
+    whose reason names the first blank field — the judge is never asked about it."""
+    out = interactions | label >> beam.ParDo(_RequireText(stage, requires)).with_outputs(DEAD, main="main")
+    return out.main, out[DEAD]
+
+
 class JudgedMetric(MetricTransform):
     """Base of metrics scored by an LLM judge: subclasses build the requests and map the
     validated answers to ``score_fields``; this class runs the judge, joins verdicts to their
@@ -308,6 +337,10 @@ class JudgedMetric(MetricTransform):
     score_fields: ClassVar[tuple] = ()
     #: the interaction content fields its judge prompts hold (``MetricSpec.reads``); ``None``: not declared
     reads: ClassVar[Optional[frozenset]] = None
+    #: ``(field, what it is needed for)``: text fields without which there is nothing to judge; an
+    #: interaction with one of them blank (:func:`~fair_forge_beam.blank.is_blank`) is a dead letter
+    #: naming the field, never sent to the judge (:func:`require_text`)
+    requires: ClassVar[tuple] = ()
 
     def __init__(
         self,
@@ -345,8 +378,12 @@ class JudgedMetric(MetricTransform):
         """The metric's judge scorer: ``make_requests`` → ``RunJudge`` → score parts."""
 
         def build(interactions):
+            blank = None
+            if self.requires:
+                interactions, blank = require_text(interactions, self.name, self.requires)
             requests, metas, quality = self.make_requests(interactions)
-            return {"requests": requests, "parts": metas | "MetaParts" >> beam.Map(_meta_part), "quality": quality}
+            return {"requests": requests, "parts": metas | "MetaParts" >> beam.Map(_meta_part), "quality": quality,
+                    "dead_letter": blank}
 
         return JudgeScorer(self.judge, build, _scores_verdict(self.name, self.score_fields), self.name,
                            inference_args=self.inference_args)
