@@ -409,3 +409,26 @@ def test_main_job_regulatory(tmp_path, monkeypatch, shared_dir):
         with pytest.raises(SystemExit) as e:
             audit.run(base + ["--judge-base-url", "http://127.0.0.1:9", "--judge-model", "m", "--output", str(tmp_path / "x")] + extra)
         assert e.value.code == 2
+
+
+def test_the_summary_names_failed_chunk_checks_in_their_own_unit(tmp_path):
+    """Issue 29 T3: the console said "dead letters: 19 interactions this metric could not score" where
+    the 19 were failed chunk verdicts of 5 interactions (4 scored, 5 not scored of 9 read). A judge
+    failure is one dead letter per retrieved chunk: the summary names that unit, never interactions."""
+    from collections import Counter
+
+    from fair_forge_beam.reports.results import build_results_doc
+    from fair_forge_beam.reports.summary import metric_summary_lines
+
+    data = [ix("s", "bot", 0, "Cash or refund: same price, full refund. [boom]", query="Cash discount? Refund?")]
+    with ScriptedOpenAIServer(judge, faults=[Fault("server_error", match="[boom]", retry_after=None)]) as srv:
+        out = run_metric(metric(judge=handler_for(srv, tmp_path)), data, tmp_path / "o")
+    dead = out["dead_letter"]
+    assert len(dead) >= 2 and {d["element_id"] for d in dead} == {"s/bot/0"}, dead  # one per retrieved chunk
+    doc = build_results_doc({}, {"regulatory": {}}, 1, Counter(("regulatory", d["reason"]) for d in dead), Counter(),
+                             Counter(), {})
+    ms = doc["summary"]["metrics"]["regulatory"]
+    lines = metric_summary_lines("regulatory", ms, 1)
+    assert lines[0] == "regulatory: interactions: 0 scored, 1 not scored (of 1 read)"
+    assert lines[1].startswith(f"  dead letters: {len(dead)} failed checks (one per retrieved policy chunk"), lines
+    assert "interactions this metric could not score" not in lines[1]

@@ -544,6 +544,10 @@ REGULATORY_INFO = MetricInfo(
                         "retrieved_chunks"), "regulatory_"),
         ParquetColumns("fair_forge_beam.schemas.regulatory:RegulatoryInteraction", ("insight",)),
     ),
+    # a judge failure is one dead letter per retrieved chunk, not per interaction (issue 29 T3: "19
+    # interactions this metric could not score" were 19 failed chunk verdicts of 5 interactions)
+    dead_letter_unit="failed checks (one per retrieved policy chunk the judge could not decide, or per interaction "
+                     "that could not be checked at all)",
 )
 
 
