@@ -79,8 +79,8 @@ __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve
 STAGE = "regulatory"
 EMPTY_CORPUS_REASON = "empty corpus: the policy corpus has no chunk to check the answer against"
 NOTHING_RETRIEVED = "No policy chunk relevant to this exchange was retrieved."
-#: session count vector rolled up to slices, in this order
-SLICE_COUNTS = ("sessions", "compliant", "non_compliant", "irrelevant", "failed", "empty_corpus",
+#: session count vector rolled up to slices, in this order (a slice's sessions are the engine's count)
+SLICE_COUNTS = ("compliant", "non_compliant", "irrelevant", "failed", "empty_corpus",
                 "supporting_chunks", "contradicting_chunks", "irrelevant_chunks")
 
 
@@ -344,7 +344,6 @@ class _SessionReducer(SessionReducer):
             checks.setdefault((v[1], v[2], v[3]), v)  # a success wins over a failure of the same check
         base = {"metric": STAGE, "session_id": session_id, "assistant_id": assistant_id, "language": language}
         counts = dict.fromkeys(SLICE_COUNTS, 0)
-        counts["sessions"] = 1
         warnings += repeated_turns(key, [m[1] for m in metas])
         scored = []  # (turn, weight, score, verdict)
         for m in metas:
