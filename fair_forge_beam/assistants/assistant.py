@@ -65,9 +65,9 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import register_secret_env
-from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, ReplyTooLarge, UnreadableReply,
-                                                bounded_chat_completion, check_call_limits, declared_length, http_client,
-                                                read_bounded, redirect_reason, unfinished_reply)
+from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
+                                                chat_completion_body, check_call_limits, declared_length, http_client,
+                                                read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import MAX_REPLY_BYTES
 from fair_forge_beam.plain import json_kind, plain_reason
@@ -284,8 +284,8 @@ class _Client(EndpointClient):
     def _call_openai(self, messages: list) -> str:
         openai = self._openai
         try:
-            completion, _body = bounded_chat_completion(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
-                                                        messages=messages, **self.cfg.params)
+            data, _body = chat_completion_body(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
+                                               messages=messages, **self.cfg.params)
         except ReplyTooLarge as exc:
             raise _TurnFailed(exc.reason("--assistant-max-reply-bytes")) from None
         except UnreadableReply as exc:
@@ -294,17 +294,10 @@ class _Client(EndpointClient):
             raise _TurnFailed(self.describe(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
-        try:
-            content = completion.choices[0].message.content
-            finish = completion.choices[0].finish_reason
-        except (AttributeError, IndexError, TypeError):
-            raise _TurnFailed("answer has no choices[0].message") from None
-        unfinished = unfinished_reply(finish, "used as the assistant's answer")
-        if unfinished:  # cut by the token limit, withheld by a filter…: not the assistant's whole answer
-            raise _TurnFailed(unfinished)
-        if not isinstance(content, str):
-            raise _TurnFailed("answer content is not text")
-        return content
+        try:  # the one reader of every chat reply: the same reason as the audit's judge gives for this reply
+            return read_chat_reply(data, "used as the assistant's answer").content  # "" is an answer (an empty one)
+        except NotAnAnswer as no:  # refused, cut, withheld, a tool call, content not text…: not the assistant's whole answer
+            raise _TurnFailed(no.reason) from None
 
     def _call_http(self, body: Any) -> str:
         import httpx2

@@ -32,7 +32,7 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
 from fair_forge_beam.io.secrets import scrub as scrub_secrets
@@ -40,6 +40,7 @@ from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
+           "chat_completion_body", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
            "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
 
 #: bytes read per step of a reply
@@ -171,19 +172,17 @@ def bound_replies(limit: int) -> Callable[[Any], None]:
     return hook
 
 
-def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
+def chat_completion_body(client: Any, limit: int, **create_kwargs: Any) -> tuple:
     """One ``client.chat.completions.create(**create_kwargs)`` call whose reply is read up to
     ``limit`` decoded bytes.
 
-    Returns ``(completion, body)``: ``openai``'s ``ChatCompletion`` (built leniently, as the
-    client's own parser does) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
+    Returns ``(data, body)``: the reply as a JSON object (plain ``dict``, read by
+    :func:`read_chat_reply`) and the body as text. Raises :class:`ReplyTooLarge` over the limit,
     :class:`UnreadableReply` when the body is not UTF-8 or not a JSON object (nested past the decoder's
     depth included) or holds more than one choice (callers never send ``n``: two answers to one
     request leave no telling which is meant), and ``openai``'s errors
     (HTTP status, time-out — also a body not whole by the deadline of :func:`openai_http_client` —,
     connection) as the client raises them."""
-    from openai.types.chat import ChatCompletion
-
     import httpx2
     import openai
 
@@ -207,11 +206,177 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
     choices = data.get("choices")
     if isinstance(choices, list) and len(choices) > 1:  # one was asked for (``n`` is never sent): which would be the answer?
         raise UnreadableReply(f"the body has {len(choices):,} choices where one was asked for", body)
+    return data, body
+
+
+def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
+    """:func:`chat_completion_body` as ``(completion, body)``: ``openai``'s ``ChatCompletion``
+    built leniently (as the client's own parser does) from the reply. The package's readers use
+    :func:`chat_completion_body` and :func:`read_chat_reply` instead: the model keeps whatever types
+    the server sent."""
+    from openai.types.chat import ChatCompletion
+
+    data, body = chat_completion_body(client, limit, **create_kwargs)
     try:
         return ChatCompletion.construct(**data), body
     except Exception as exc:  # noqa: BLE001 - whatever the model builder makes of this one body: this reply only
         raise UnreadableReply(f"the body is not a chat completion ({plain_reason(exc)})", body) from None
 
+
+# ------------------------------------------------------------------ reading one chat reply
+#: the largest usage count read as a token count; a larger one (``10**30``, ``1e300``) is no count and
+#: is ignored, as are negative, fractional and non-numeric ones (usage is advisory: never a reason to
+#: fail a reply, and never a number that overflows a counter)
+MAX_TOKEN_COUNT = 10 ** 9
+
+_WARNED: set = set()
+_WARNED_LOCK = threading.Lock()
+
+
+class ChatReply(NamedTuple):
+    """A chat reply read as a whole answer (:func:`read_chat_reply`)."""
+
+    content: str  #: the answer's text: ``message.content``, or the text parts of a content list joined
+    reasoning: str  #: a ``reasoning_content`` / ``reasoning`` field as text (``""``: none)
+    finish_reason: Optional[str]  #: as sent (text or None)
+    prompt_tokens: int  #: 0 when absent or not a count (:func:`usage_count`)
+    completion_tokens: int  #: 0 when absent or not a count
+    logprobs: Any  #: the choice's ``logprobs`` as sent
+
+
+class NotAnAnswer(ValueError):
+    """A chat reply that is not a whole answer (:func:`read_chat_reply`): ``reason`` in plain words
+    (the same for every caller), the usage counts it gave (advisory) and ``answer``: the answer's
+    text when the reply had one but ended otherwise than by itself (kept for a dead letter's raw),
+    else None."""
+
+    def __init__(self, reason: str, prompt_tokens: int = 0, completion_tokens: int = 0, answer: Optional[str] = None):
+        super().__init__(reason)
+        self.reason, self.prompt_tokens, self.completion_tokens, self.answer = reason, prompt_tokens, completion_tokens, answer
+
+
+def usage_count(value: Any, field: str = "usage") -> int:
+    """A usage count as sent, when it is one: a whole number from 0 to :data:`MAX_TOKEN_COUNT`
+    (``12`` or ``12.0``); anything else (absent, null, negative, fractional, huge, text, true) is 0,
+    with a warning the first time a process sees such a value in ``field``. Never raises."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
+        return int(value)
+    with _WARNED_LOCK:
+        first = field not in _WARNED
+        _WARNED.add(field)
+    if first:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "an endpoint sent %s = %s, which is not a token count: ignored (usage is advisory; the reply is read, "
+            "its count taken as 0); said once per process", field, quoted(value, 60))
+    return 0
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else None
+
+
+def _shown(text: Any, limit: int = 500) -> str:
+    text = text if isinstance(text, str) else quoted(text, limit)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
+    """The answer of one Chat Completions reply (``data``: its JSON object), or :class:`NotAnAnswer`
+    saying why it is none. The one reader of a chat reply for every caller — the judge handler
+    (judge, guardian, generator, optimizer, BestOf) and the assistant under test — so the same
+    reply gets the same reason everywhere. Never raises anything else, whatever types the server
+    sent. In order:
+
+    * ``usage`` is advisory: a count that is not one (:func:`usage_count`) is read as 0, never a
+      failure;
+    * an ``error`` object beside (or instead of) the answer: ``"the reply is an error: …"``;
+    * no choice, or a choice or message that is not an object: ``"response has no choices"``,
+      ``"response's choice is …, not an object"``, ``"response's choice has no message"``;
+    * a ``finish_reason`` that is neither text nor null: ``"finish_reason is not text: ['stop']"``;
+    * a refusal anywhere — ``message.refusal`` (non-blank) or a ``{"type": "refusal"}`` part of a
+      content list — whatever the content beside it: ``"model refused: …"``;
+    * a reply that did not end as a whole answer (:func:`unfinished_reply`, with ``use``);
+    * a tool call (``tool_calls``, ``function_call``): none is ever offered, so it is no answer;
+    * content that is not text: a list is read as its text parts joined (any other part — an image,
+      audio — makes it no answer), anything else (an object, a number) is none; no content at all
+      (null, absent, an empty list): ``"empty answer (finish_reason=…)"``.
+
+    An empty text (``""``) is returned as it is: whether it serves (an assistant's empty answer does;
+    a judge's is no verdict) is the caller's."""
+    usage = _field(data, "usage")
+    pt = usage_count(_field(usage, "prompt_tokens"), "usage.prompt_tokens")
+    ct = usage_count(_field(usage, "completion_tokens"), "usage.completion_tokens")
+
+    def no(reason: str, answer: Optional[str] = None) -> NotAnAnswer:
+        return NotAnAnswer(reason, pt, ct, answer)
+
+    error = _field(data, "error")
+    if error not in (None, "", {}, [], False):
+        said = _field(error, "message") if isinstance(error, Mapping) else error
+        raise no(f"the reply is an error: {_shown(said if said not in (None, '') else error)}")
+    choices = _field(data, "choices")
+    if choices is None or choices == []:
+        raise no("response has no choices")
+    if not isinstance(choices, list):
+        raise no(f"response's choices is {json_kind(choices)}, not a list")
+    choice = choices[0]
+    if not isinstance(choice, Mapping):
+        raise no(f"response's choice is {json_kind(choice)}, not an object")
+    msg = choice.get("message")
+    if msg is None:
+        raise no("response's choice has no message")
+    if not isinstance(msg, Mapping):
+        raise no(f"response's message is {json_kind(msg)}, not an object")
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise no(f"finish_reason is not text: {quoted(finish, 80)}")
+    content = msg.get("content")
+    refusal = msg.get("refusal")
+    if isinstance(content, list):
+        parts = [p for p in content if isinstance(p, Mapping) and p.get("type") == "refusal"]
+        if parts and not (isinstance(refusal, str) and refusal.strip()):
+            refusal = parts[0].get("refusal")
+            refusal = refusal if isinstance(refusal, str) and refusal.strip() else (refusal or "(no reason given)")
+    if refusal not in (None, False, "", [], {}) and not (isinstance(refusal, str) and not refusal.strip()):
+        raise no(f"model refused: {_shown(refusal)}")
+    text = None
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list) and content:
+        pieces = []
+        for i, part in enumerate(content, 1):
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            elif isinstance(part, Mapping):
+                shown = kind if isinstance(kind, str) and kind.isidentifier() else quoted(kind, 40)
+                raise no(f"answer content part {i:,} is of type {shown}, not text")
+            else:
+                raise no(f"answer content part {i:,} is {json_kind(part)}, not a text part")
+        text = "".join(pieces)
+    elif content is not None and not isinstance(content, list):
+        raise no(f"answer content is {json_kind(content)}, not text")
+    unfinished = unfinished_reply(finish, use)
+    if unfinished:
+        raise no(unfinished, text)
+    calls = [name for name in ("tool_calls", "function_call") if msg.get(name) not in (None, "", [], {})]
+    if calls:
+        raise no(f"the reply calls a tool ({calls[0]}), and none is offered: not an answer")
+    if text is None:
+        raise no(f"empty answer (finish_reason={finish})")
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+    if not isinstance(reasoning, str):
+        try:
+            reasoning = json.dumps(reasoning, ensure_ascii=False)
+        except (TypeError, ValueError):
+            reasoning = quoted(reasoning, 2000)
+    return ChatReply(text, reasoning, finish, pt, ct, choice.get("logprobs"))
 
 
 # ------------------------------------------------------------------ which replies ended as a whole answer
@@ -231,8 +396,8 @@ def unfinished_reply(finish_reason: Any, use: str = "used") -> Optional[str]:
     (judge, guardian, generator, optimizer, BestOf through the judge handler; the assistant under
     test): such a reply is never cached, scored or used; callers dead-letter it (or fail the turn).
     ``use``: the verb for what is never done with it (``"scored"``, ``"used"``)."""
-    if finish_reason is None or finish_reason == "" or finish_reason in WHOLE_ANSWER_ENDS:
-        return None
+    if finish_reason is None or finish_reason == "" or (isinstance(finish_reason, str) and finish_reason in WHOLE_ANSWER_ENDS):
+        return None  # (a value that is not text is never whole, and never raises here: a list is unhashable)
     if finish_reason == "length":
         return f"the reply was cut by the token limit (finish_reason=length); cut replies are never {use} (raise max_tokens)"
     if finish_reason == "content_filter":

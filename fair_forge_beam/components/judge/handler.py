@@ -57,8 +57,8 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
-from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, ReplyTooLarge, check_call_limits, UnreadableReply,
-                                                bounded_chat_completion, unfinished_reply)
+from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
+                                                chat_completion_body, read_chat_reply, unfinished_reply, usage_count)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
@@ -409,7 +409,9 @@ class _JudgeClient(EndpointClient):
                 hit = scrub_secrets(hit, [self._secret])  # a record written by an older version
                 res = JudgeResult(
                     req.key, eid, req.sample_index, hit.get("parsed"), hit.get("answer", ""), hit.get("reasoning", ""),
-                    hit.get("raw", ""), int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)), True, cfg.model,
+                    # counts of an entry written before usage was read as advisory may be no counts (10**30)
+                    hit.get("raw", ""), usage_count(hit.get("prompt_tokens"), "a cached prompt_tokens"),
+                    usage_count(hit.get("completion_tokens"), "a cached completion_tokens"), True, cfg.model,
                     None, hit.get("logprobs"),
                 )
                 return _Outcome(result=res, cache_hit=True)
@@ -510,8 +512,8 @@ class _JudgeClient(EndpointClient):
                 if mode == "json_object":
                     kwargs["response_format"] = {"type": "json_object"}
             try:
-                completion, body = bounded_chat_completion(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
-                                                           messages=messages, **kwargs)
+                data, body = chat_completion_body(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
+                                                  messages=messages, **kwargs)
             except UnreadableReply as exc:  # a 200 whose body is not a JSON object
                 raise _BadAnswer(f"response body is not a chat completion ({exc})", self.scrub(exc.body)) from None
             except openai.BadRequestError as exc:
@@ -524,34 +526,27 @@ class _JudgeClient(EndpointClient):
                     if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
                         _LOG.info("judge endpoint rejected response_format %r; using %r from now on", self.mode, mode)
                         self.mode = mode
-            return self._read(completion, body) + (mode,)
+            return self._read(data, body, "scored" if schema is not None else "used") + (mode,)
         raise last_exc  # pragma: no cover - the loop always returns or raises
 
-    def _read(self, completion, body: str):
+    def _read(self, data, body: str, use: str):
+        """The answer of one reply by the one reader of every caller (:func:`~.replies.read_chat_reply`):
+        a reply that is not a whole answer (refused, cut, a tool call, content not text, a hostile
+        ``finish_reason``…) raises ``_BadAnswer`` with its reason; so does an empty answer (no verdict,
+        no label). Usage counts are advisory."""
         try:
-            choice = completion.choices[0] if completion.choices else None
-        except Exception as exc:
-            raise _BadAnswer(f"response body is not a chat completion ({plain_reason(exc)})", self.scrub(body)) from None
-        usage = getattr(completion, "usage", None)
-        p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
-        c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
-        if choice is None or choice.message is None:
-            raise _BadAnswer("response has no choices", self.scrub(body), p_tok, c_tok)
-        msg = choice.message
-        extra = msg.model_extra or {}
-        reasoning_field = extra.get("reasoning_content") or extra.get("reasoning") or ""
-        if not isinstance(reasoning_field, str):
-            reasoning_field = json.dumps(reasoning_field, ensure_ascii=False)
-        content = msg.content
-        if not content:
-            refusal = getattr(msg, "refusal", None)
-            reason = f"model refused: {self.scrub(refusal)}" if refusal else f"empty answer (finish_reason={choice.finish_reason})"
-            raise _BadAnswer(reason, self.scrub(body), p_tok, c_tok)
-        return self.scrub(content), self.scrub(reasoning_field), choice.finish_reason, p_tok, c_tok, self._logprobs(choice)
+            reply = read_chat_reply(data, use)
+        except NotAnAnswer as no:  # the answer's text, when it had one (a cut verdict), else the whole body
+            raw = no.answer if no.answer is not None else body
+            raise _BadAnswer(self.scrub(no.reason), self.scrub(raw), no.prompt_tokens, no.completion_tokens) from None
+        if not reply.content:
+            raise _BadAnswer(f"empty answer (finish_reason={reply.finish_reason})", self.scrub(body), reply.prompt_tokens,
+                             reply.completion_tokens)
+        return (self.scrub(reply.content), self.scrub(reply.reasoning), reply.finish_reason, reply.prompt_tokens,
+                reply.completion_tokens, self._logprobs(reply.logprobs))
 
-    def _logprobs(self, choice) -> Optional[dict]:
-        """``choice.logprobs`` in the chat shape, key scrubbed from tokens; None when absent."""
-        lp = getattr(choice, "logprobs", None)
+    def _logprobs(self, lp) -> Optional[dict]:
+        """A choice's ``logprobs`` (as sent) in the chat shape, key scrubbed from tokens; None when absent."""
         if lp is None:
             return None
         try:
