@@ -142,3 +142,39 @@ def test_usage_counts_that_are_no_counts_never_fail_a_verdict_or_an_answer(tmp_p
     assert (counters["prompt_tokens"], counters["completion_tokens"]) == (10 + 7, 5 + 5 + 3)  # the counts that are counts
     assert (summary["successes"], summary["failures"]) == (len(markers), 0)
 
+
+def test_run_summary_counts_the_requests_of_a_batch_that_failed(tmp_path, monkeypatch):
+    """T6: a session that raised failed its batch on each of Beam's 3 attempts; the server got every
+    request, yet ``run_summary.json`` said ``requests: 0`` (only a finished session's count was kept).
+    Now each attempt's requests are kept: the dead letters' batch counts them, and a later attempt
+    that succeeds adds its earlier attempts' requests."""
+    import functools
+
+    from apache_beam.utils import retry
+
+    from fair_forge_beam.assistants.assistant import _Client
+    from pipelines import run_assistant
+
+    monkeypatch.setattr(retry, "with_exponential_backoff",  # Beam's back-off between attempts of a batch, made short
+                        functools.partial(retry.with_exponential_backoff, initial_delay_secs=0.01, max_delay_secs=0.02))
+    asked = _Client._call_openai
+    fails = {"n": 0}
+
+    def answer_then_fail(self, messages):
+        text = asked(self, messages)  # sent and answered, then the session fails (a bug, say): the batch fails
+        if "FAIL" in messages[-1]["content"] or ("ONCE" in messages[-1]["content"] and not fails["n"]):
+            fails["n"] += "ONCE" in messages[-1]["content"]
+            raise RuntimeError("the session broke")
+        return text
+
+    monkeypatch.setattr(_Client, "_call_openai", answer_then_fail)
+    for query, sent, dead in (("FAIL", 3, 1), ("ONCE", 2, 0)):  # 3 attempts fail; 1 fails, the 2nd succeeds
+        data = tmp_path / f"{query}.jsonl"
+        data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "context": "", "conversation": [
+            {"qa_id": "q1", "query": query, "assistant": ""}]}) + "\n")
+        with ScriptedOpenAIServer(V) as srv:
+            summary = run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
+                                         "--assistant-url", srv.base_url, "--output", str(tmp_path / f"out-{query}")])
+            asked_n = srv.count()
+        assert asked_n == sent and summary["counters"]["requests"] == sent, (query, asked_n, summary["counters"])
+        assert summary["dead_letters"] == dead and summary["successes"] == 1 - dead

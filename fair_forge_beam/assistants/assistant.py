@@ -56,6 +56,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -257,12 +258,23 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, httpx2.TransportError)
 
 
+@dataclass
+class _BatchTally:
+    """One batch across Beam's attempts: ``sent``, the HTTP requests of its failed attempts."""
+
+    batch: Any
+    attempt: int = 0
+    sent: int = 0
+
+
 class _Client(EndpointClient):
     """An endpoint's client shared by the threads of a process (:class:`EndpointClient`): an
     ``openai`` client, or for the ``http`` kind a plain ``httpx`` one with the key as its bearer."""
 
     def __init__(self, cfg: _Config, api_key: str):
         super().__init__(cfg, api_key, "fair-forge-assistant")
+        self._tally_lock = threading.Lock()
+        self._tallies: dict = {}  # id(batch) -> _BatchTally
         if cfg.kind == "openai":
             import openai
 
@@ -273,6 +285,20 @@ class _Client(EndpointClient):
             if self._secret:
                 hdrs.setdefault("Authorization", f"Bearer {self._secret}")
             self.client = http_client(cfg.request_timeout, hdrs, cfg.client_retries)
+
+    def batch_attempt(self, batch: Sequence[str]) -> "_BatchTally":
+        """The tally of ``batch`` across Beam's attempts of it (Beam retries a batch with the same
+        object), its ``attempt`` counted up: the requests its failed attempts sent."""
+        with self._tally_lock:
+            tally = self._tallies.get(id(batch))
+            if tally is None or tally.batch is not batch:  # the batch held: its id is not reused while the tally lives
+                tally = self._tallies[id(batch)] = _BatchTally(batch)
+            tally.attempt += 1
+            return tally
+
+    def batch_done(self, batch: Sequence[str]) -> None:
+        with self._tally_lock:
+            self._tallies.pop(id(batch), None)
 
     def count_request(self) -> None:
         # HTTP requests of the session running in this thread (a session runs in one thread); returned
@@ -370,8 +396,19 @@ class _Client(EndpointClient):
 
     def run_session(self, session_json: str) -> dict:
         """Run one session turn by turn; returns ``{"session", "summary", "dead_letters", "counts"}``
-        (``counts``: this session's :data:`COUNTER_NAMES` values)."""
+        (``counts``: this session's :data:`COUNTER_NAMES` values). An exception that escapes it (the
+        batch fails) carries ``requests_sent``: the HTTP requests this session had sent."""
         self._local.requests = 0
+        try:
+            return self._run_session(session_json)
+        except BaseException as exc:
+            try:
+                exc.requests_sent = int(self._local.requests)
+            except Exception:  # noqa: BLE001 - an exception that takes no attribute: its requests stay uncounted
+                pass
+            raise
+
+    def _run_session(self, session_json: str) -> dict:
         session = json.loads(session_json)
         out = copy.deepcopy(session)
         history: list[dict] = []
@@ -520,9 +557,38 @@ class AssistantHandler(RemoteModelHandler):
         return sum(len(s.encode("utf-8")) for s in batch)
 
     def request(self, batch: Sequence[str], model: _Client, inference_args: Optional[dict] = None) -> list[dict]:
-        """Run the sessions of ``batch`` concurrently (≤ ``max_concurrency``), each turn by turn."""
+        """Run the sessions of ``batch`` concurrently (≤ ``max_concurrency``), each turn by turn.
+
+        Every session runs to its end before the batch returns or fails. An attempt in which a
+        session raised fails (Beam retries the batch) but its HTTP requests are kept: a later attempt
+        that succeeds adds them to its first session's ``requests``; the last attempt returns, for
+        every session of the batch, the dead letter a failed batch gets (``"batch failed: …"``,
+        as :class:`_FailedBatch` writes it), the requests of all attempts in the first one's
+        ``counts``. Before, a failed batch's requests were never counted (issue 29 T6: 18 sent,
+        ``requests: 0``). A failure of the machine (a full disk) is raised on every attempt: the run
+        stops."""
+        from concurrent.futures import wait
+
+        tally = model.batch_attempt(batch)
         futures = [model.executor.submit(model.run_session, s) for s in batch]
-        return [f.result() for f in futures]
+        wait(futures)
+        failure = next((f.exception() for f in futures if f.exception() is not None), None)
+        if failure is None:
+            model.batch_done(batch)
+            results = [f.result() for f in futures]
+            if results and tally.sent:  # the requests of the earlier, failed attempts of this batch
+                results[0]["counts"]["requests"] = int(results[0]["counts"].get("requests", 0)) + tally.sent
+            return results
+        tally.sent += sum(int(getattr(f.exception(), "requests_sent", 0) or 0) if f.exception() is not None
+                          else int(f.result()["counts"].get("requests", 0)) for f in futures)
+        from fair_forge_beam.console import environment_failure
+
+        if tally.attempt <= self.num_retries or environment_failure(failure):
+            raise failure  # Beam asks the batch again (the machine's failure: the run stops after the retries)
+        model.batch_done(batch)  # the last attempt: each session's dead letter, and every request counted
+        reason = f"batch failed: {model.scrub(repr(failure))}"[:2000]
+        return [{"session": None, "summary": None, "dead_letters": [_batch_dead_letter(s, reason)._asdict()],
+                 "counts": {"requests": tally.sent} if i == 0 else {}} for i, s in enumerate(batch)]
 
 
 def assistant_counters(pipeline_result, namespace: str = RUNNER_NAMESPACE) -> dict[str, int]:
@@ -578,10 +644,21 @@ class _Split(beam.DoFn):
             if counts.get(n):
                 self._ctr[n].inc(int(counts[n]))
         yield beam.pvalue.TaggedOutput("counts", dict(counts))
-        yield beam.pvalue.TaggedOutput("sessions", res["session"])
-        yield beam.pvalue.TaggedOutput("summaries", res["summary"])
+        if res["session"] is not None:  # None: a session of a batch that failed (its dead letter below)
+            yield beam.pvalue.TaggedOutput("sessions", res["session"])
+            yield beam.pvalue.TaggedOutput("summaries", res["summary"])
         for d in res["dead_letters"]:
             yield beam.pvalue.TaggedOutput("dead_letter", dead_letter(**d))
+
+
+def _batch_dead_letter(session_json: str, reason: str):
+    """The dead letter of a session whose batch failed: stage ``runner``, the session as raw."""
+    try:
+        rec = json.loads(session_json)
+        eid = make_element_id(rec["session_id"], rec["assistant_id"], 0)
+    except Exception:  # noqa: BLE001
+        eid = None
+    return dead_letter("runner", reason, session_json, element_id=eid, source="runner")
 
 
 class _FailedBatch(beam.DoFn):
@@ -594,12 +671,7 @@ class _FailedBatch(beam.DoFn):
             # a full disk is the machine's failure, never the data's (issue 28 B3): the run stops, exit code 1
             raise RuntimeError(reason)
         for s in batch:
-            try:
-                rec = json.loads(s)
-                eid = make_element_id(rec["session_id"], rec["assistant_id"], 0)
-            except Exception:  # noqa: BLE001
-                eid = None
-            yield dead_letter("runner", reason, s, element_id=eid, source="runner")
+            yield _batch_dead_letter(s, reason)
 
 
 class RunAssistant(beam.PTransform):
