@@ -155,3 +155,45 @@ def test_session_requests_are_independent_sorted_and_bounded():
     with pytest.raises(Exception):
         ConversationalJudgeOutput(**dict.fromkeys(DIMENSIONS, 10.5), insight="x")
 
+
+
+def test_long_session_history_is_cut_to_the_prompt_limit_oldest_first_and_warned(tmp_path):
+    """Issue 28 T8: the turns of a long session whose history alone would pass the prompt limit
+    (--judge-max-prompt-chars) are all judged: the oldest earlier turns are left out, as few as
+    needed, the prompt says how many, and the session gets one ``history_cut`` warning (before,
+    every such turn was a dead letter "prompt ... over the limit")."""
+    n, limit = 300, 6_000
+
+    def judge(req):  # insight: the number of earlier turns shown
+        case = unfence(req.messages[-1]["content"])
+        return {**dict.fromkeys(DIMENSIONS, 5.0), "insight": str(len(re.findall(r"^User: ", case, re.M)))}
+
+    data = [ix("Z", "bot", t, f"answer {t} " + "a" * 60) for t in range(n)]
+    random.Random(3).shuffle(data)
+    with ScriptedOpenAIServer(judge) as srv:
+        res = run_metric(Conversational(judge=handler_for(srv, tmp_path, max_prompt_chars=limit)), data, tmp_path / "z")
+        sent = list(srv.requests)
+    assert not res["dead_letter"]
+    per = {r["turn_index"]: r for r in res["interactions"]}
+    assert sorted(per) == list(range(n))  # every turn judged
+    sizes = [sum(len(m["content"]) for m in r.messages) for r in sent]
+    assert len(sent) == n and max(sizes) <= limit
+    cut = [t for t in range(n) if per[t]["history_turns"] < t]
+    assert cut and cut == list(range(cut[0], n))  # from the first turn that needs it on
+    for t in (cut[0], n - 1):
+        shown = per[t]["history_turns"]
+        assert 0 < shown < t and per[t]["insight"] == str(shown)
+        # the newest earlier turns are kept, the prompt says how many older ones are not
+        (case,) = [unfence(m["content"]) for r in sent for m in r.messages
+                   if m["role"] == "user" and f"CURRENT QUESTION:\nZ question {t}\n" in unfence(m["content"])]
+        assert f"[{t - shown:,} earlier turn{'s' * (t - shown > 1)} left out: the prompt limit]\n\n[Turn {t - shown + 1}]\n" in case and f"[Turn {t}]\nUser: Z question {t - 1}\n" in case
+        assert f"[Turn {t - shown}]\n" not in case
+    # as many as fit: one more earlier turn would pass the limit
+    assert max(sizes) > limit - 200
+    (w,) = [q for q in res["quality"] if q["kind"] == "history_cut"]
+    assert w["key"] == "Z/bot" and f"{len(cut):,} turns of this session" in w["message"]
+    assert f"the first: turn_index {cut[0]} " in w["message"]
+    # without a limit that bites: no note, no warning, prompts as before
+    capped = session_requests(_turn(data[0])[0], [_turn(x)[1] for x in data], max_prompt_chars=10**7)
+    assert capped == session_requests(_turn(data[0])[0], [_turn(x)[1] for x in data])
+    assert all("history_left_out" not in m[1][5] for _, m in capped)

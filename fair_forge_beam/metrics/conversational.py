@@ -14,6 +14,12 @@ cached one by one — and a turn's verdict does not depend on the judge's earlie
 applies to every iteration level (upstream switches history off for streamed batches; here
 streamed records get their turn order at read time, so history is available).
 
+Long sessions: a turn whose prompt with its whole history would pass the judge's limit
+(``max_prompt_chars``, ``--judge-max-prompt-chars``) gets its **oldest** earlier turns left out,
+as few as needed, with a note saying how many; the session gets one ``history_cut`` warning (issue
+28 T8: such turns were dead letters). The requests of a session are made one at a time
+(:func:`iter_session_requests`, a generator), never all held at once.
+
 Per session: each dimension's weighted mean with the spec §3.4 weight rules (frequentist:
 §3.5 exactly; Bayesian: Bayesian bootstrap over the session's turns with one set of Dirichlet
 weights shared by the seven dimensions, instead of upstream's independent resampling per
@@ -27,8 +33,8 @@ import typing
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.components.judge.prompts_quality import conversational_messages
-from fair_forge_beam.io.elements import Interaction
+from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, conversational_messages, history_turn, left_out_note
+from fair_forge_beam.io.elements import Interaction, QualityWarning
 from fair_forge_beam.engine import session_key_of
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -43,7 +49,7 @@ from fair_forge_beam.schemas.conversational import (
 )
 from fair_forge_beam.statistical.base import StatisticalMode
 
-__all__ = ["Conversational", "session_requests"]
+__all__ = ["Conversational", "session_requests", "iter_session_requests"]
 
 REQUESTS = "requests"
 
@@ -59,42 +65,104 @@ def _order(t):
     return (t[0], t[1], t[2], t[4] or "", t[5] or "", t[6] or "", t[7] or "", t[3] is None, t[3] or 0.0)
 
 
-def session_requests(skey: str, turns: Sequence[tuple], chat_history: bool = True, max_history_turns: Optional[int] = None):
-    """Judge requests and metas of one session.
+def session_requests(skey: str, turns: Sequence[tuple], chat_history: bool = True, max_history_turns: Optional[int] = None,
+                     max_prompt_chars: Optional[int] = None) -> list:
+    """Judge requests and metas of one session, as a list (see :func:`iter_session_requests`)."""
+    return list(iter_session_requests(skey, turns, chat_history, max_history_turns, max_prompt_chars))
+
+
+def iter_session_requests(skey: str, turns: Sequence[tuple], chat_history: bool = True,
+                          max_history_turns: Optional[int] = None, max_prompt_chars: Optional[int] = None):
+    """Judge requests and metas of one session, made one at a time (a generator: a session's
+    prompts are never all held at once; issue 28 T8: a 3,000-turn session's list of prompts
+    peaked at 3.5 GB).
 
     ``turns``: compact turns (see ``_turn``) in any order. They are sorted by ``turn_index``
     (ties broken by content); the history of a turn is every turn with a *smaller*
     ``turn_index`` (the last ``max_history_turns`` of them when set; none when
-    ``chat_history`` is False). Returns a list of ``(JudgeRequest, (skey, meta))``."""
+    ``chat_history`` is False). ``max_prompt_chars`` (the judge's prompt limit, None: none):
+    when the prompt with that history would be longer, the **oldest** earlier turns are left
+    out, as few as needed, and the history starts with a note saying how many
+    (:func:`~fair_forge_beam.components.judge.prompts_quality.left_out_note`); the meta's extra
+    then holds ``history_left_out``. A turn whose prompt is over the limit with no history at all
+    is still asked (and refused by the judge for its own size). Yields
+    ``(JudgeRequest, (skey, meta))``."""
     from fair_forge_beam.components.judge.handler import judge_request
 
     language = json.loads(skey)[2]
     items = sorted(turns, key=_order)
-    out = []
-    earlier: list[tuple] = []
+    # cum[m]: characters of the first m turns as render_history writes them (turn m + 1 is items[m])
+    cum = [0]
+    for m, t in enumerate(items):
+        cum.append(cum[-1] + len(history_turn(m + 1, t[4], t[5])))
+
+    def history_chars(s: int, e: int, note: bool) -> int:
+        n = e - s
+        size = (cum[e] - cum[s]) + 2 * (n - 1) if n else 0
+        if note:
+            size += len(left_out_note(s)) + (2 if n else 0)
+        return size if (n or note) else len(NO_HISTORY)
+
     i = 0
     while i < len(items):
         j = i
         while j < len(items) and items[j][0] == items[i][0]:
             j += 1
+        e = i  # the earlier turns are items[:i]
         if not chat_history:
-            history = []
+            lo = e
         elif max_history_turns is not None:
-            history = earlier[-max_history_turns:] if max_history_turns > 0 else []
+            lo = max(0, e - max_history_turns)
         else:
-            history = earlier
-        first = len(earlier) - len(history) + 1
+            lo = 0
         for t in items[i:j]:
             turn_index, element_id, qa_id, weight, query, answer, reference, observation = t
-            messages = conversational_messages(
-                language, [(h[4], h[5]) for h in history], query, answer, reference, observation, first_turn=first
-            )
+
+            def messages_for(s: int, note: bool):
+                return conversational_messages(language, [(h[4], h[5]) for h in items[s:e]], query, answer, reference,
+                                               observation, first_turn=s + 1, left_out=s if note else 0)
+
+            s, note = lo, False
+            if max_prompt_chars is not None and lo < e:
+                bare = messages_for(e, False)  # no history: the rest of the prompt
+                rest = sum(len(c) for _r, c in bare) - len(NO_HISTORY)
+                if rest + history_chars(lo, e, False) > max_prompt_chars:
+                    note = True
+                    a, b = lo + 1, e  # the smallest s in (lo, e] that fits (sizes shrink as s grows); e if none
+                    while a < b:
+                        mid = (a + b) // 2
+                        if rest + history_chars(mid, e, True) <= max_prompt_chars:
+                            b = mid
+                        else:
+                            a = mid + 1
+                    s = a
+            messages = messages_for(s, note)
+            while note and s < e and sum(len(c) for _r, c in messages) > max_prompt_chars:  # a guard: never taken
+                s += 1
+                messages = messages_for(s, note)
             key = request_key(skey, turn_index, messages)
             req = judge_request(key, messages, schema=ConversationalJudgeOutput, element_id=element_id)
-            out.append((req, (skey, (key, turn_index, element_id, qa_id, weight, {"history_turns": len(history)}))))
-        earlier = earlier + list(items[i:j])
+            extra = {"history_turns": e - s}
+            if note:
+                extra["history_left_out"] = s
+            yield req, (skey, (key, turn_index, element_id, qa_id, weight, extra))
         i = j
-    return out
+
+
+def _history_warnings(display: str, metas: Sequence[tuple]) -> list:
+    """The session's one ``history_cut`` warning when some of its turns were judged with older
+    turns left out for the prompt limit (meta extra ``history_left_out``)."""
+    cut = [(m[1], m[5]["history_left_out"]) for m in metas if m[5].get("history_left_out")]
+    if not cut:
+        return []
+    first, n_first = min(cut)
+    most = max(n for _t, n in cut)
+    turns = f"{len(cut):,} turn{'' if len(cut) == 1 else 's'}"
+    return [QualityWarning(
+        "history_cut", display,
+        f"{turns} of this session judged without their oldest earlier turns, left out to keep the prompt within "
+        f"the judge's limit (--judge-max-prompt-chars): up to {most:,} left out of one turn; the first: turn_index "
+        f"{first} ({n_first:,} left out)")]
 
 
 class Conversational(JudgedMetric):
@@ -160,11 +228,13 @@ class Conversational(JudgedMetric):
         from fair_forge_beam.components.judge.handler import JudgeRequest
 
         chat_history, max_turns = self.chat_history, self.max_history_turns
+        limit = getattr(self.judge, "max_prompt_chars", None)  # the judge's prompt limit
         pairs = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
             | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-            | "BuildRequests" >> beam.FlatMap(lambda kv: session_requests(kv[0], kv[1], chat_history, max_turns))
+            # a generator: the session's requests leave one at a time, never all held at once
+            | "BuildRequests" >> beam.FlatMap(lambda kv: iter_session_requests(kv[0], kv[1], chat_history, max_turns, limit))
         )
         requests = pairs | "Requests" >> beam.Map(lambda p: p[0]).with_output_types(JudgeRequest)
         metas = pairs | "Metas" >> beam.Map(lambda p: p[1]).with_output_types(typing.Tuple[str, typing.Any])
@@ -175,6 +245,10 @@ class Conversational(JudgedMetric):
         rec = dict(zip(RESULT_FIELDS, scores))
         rec.update(insight=insight, reasoning=reasoning, history_turns=int(extra.get("history_turns", 0)))
         return rec
+
+    @staticmethod
+    def session_warnings(display: str, metas: Sequence[tuple]) -> list:
+        return _history_warnings(display, metas)
 
     @staticmethod
     def session_fields(estimates: list) -> dict:

@@ -224,6 +224,7 @@ class _SessionReducer(SessionReducer):
         self.fields = metric.score_fields
         self.interaction_record = metric.interaction_record
         self.session_fields = metric.session_fields
+        self.session_warnings = metric.session_warnings
 
     def setup(self):
         self._not_scored = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.name}", "not_scored")
@@ -238,7 +239,7 @@ class _SessionReducer(SessionReducer):
             if kind == 1:
                 verdicts.setdefault(v[0], v)
         display = f"{session_id}/{assistant_id}"
-        warnings = repeated_turns(key, [m[1] for m in metas])
+        warnings = repeated_turns(key, [m[1] for m in metas]) + list(self.session_warnings(display, metas))
         scored = [(m, verdicts[m[0]]) for m in metas if m[0] in verdicts]
         n_failed = len(metas) - len(scored)
         if n_failed:
@@ -368,6 +369,12 @@ class JudgedMetric(MetricTransform):
     @staticmethod
     def session_fields(estimates: list) -> dict:  # pragma: no cover
         raise NotImplementedError
+
+    @staticmethod
+    def session_warnings(display: str, metas: Sequence[tuple]) -> list:
+        """Data-quality warnings of one session from its metas (``"session_id/assistant_id"``,
+        the metas as the reducer sees them, sorted); none by default."""
+        return []
 
     @staticmethod
     def slice_fields(estimates: list) -> dict:  # pragma: no cover

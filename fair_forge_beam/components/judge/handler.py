@@ -763,6 +763,12 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
     def model_name(self) -> str:
         return self._cfg.model
 
+    @property
+    def max_prompt_chars(self) -> int:
+        """The longest prompt this judge sends, in characters of all its messages together (a
+        longer one is a failure, never sent): a metric that can shorten its prompts fits them to it."""
+        return self._cfg.max_prompt_chars
+
     def create_client(self) -> _JudgeClient:
         """Build the worker-side client; reads the API key from ``api_key_env`` here (never
         before, never stored on the handler). Raises ``ValueError`` when the key is missing

@@ -39,6 +39,8 @@ __all__ = [
     "context_messages",
     "conversational_messages",
     "render_history",
+    "history_turn",
+    "left_out_note",
 ]
 
 #: text put in the reference slot when the interaction has no ``ground_truth_assistant``
@@ -183,15 +185,26 @@ def context_messages(
     return chat_messages(system, user)
 
 
-def render_history(turns: Sequence[tuple[str, str]], first_turn: int = 1) -> str:
+def history_turn(k: int, query: Optional[str], answer: Optional[str]) -> str:
+    """One earlier turn as :func:`render_history` writes it: ``[Turn k]``, question, answer."""
+    return f"[Turn {k}]\nUser: {query or ''}\nAssistant: {answer or ''}"
+
+
+def left_out_note(n: int) -> str:
+    """The line put before the earlier turns shown when ``n`` older turns were left out to keep
+    the prompt within the judge's limit."""
+    return f"[{n:,} earlier turn{'' if n == 1 else 's'} left out: the prompt limit]"
+
+
+def render_history(turns: Sequence[tuple[str, str]], first_turn: int = 1, left_out: int = 0) -> str:
     """Earlier turns as text, oldest first: ``[Turn k]`` headers (``k`` from ``first_turn``) with
-    the user's question and the assistant's answer (both verbatim). No turns → :data:`NO_HISTORY`."""
-    if not turns:
-        return NO_HISTORY
-    parts = []
+    the user's question and the assistant's answer (both verbatim). ``left_out`` > 0: the turns
+    start with :func:`left_out_note` (older turns cut for the prompt limit). No turns and none left
+    out → :data:`NO_HISTORY`."""
+    parts = [left_out_note(left_out)] if left_out > 0 else []
     for k, (q, a) in enumerate(turns, start=first_turn):
-        parts.append(f"[Turn {k}]\nUser: {q or ''}\nAssistant: {a or ''}")
-    return "\n\n".join(parts)
+        parts.append(history_turn(k, q, a))
+    return "\n\n".join(parts) if parts else NO_HISTORY
 
 
 def conversational_messages(
@@ -202,17 +215,19 @@ def conversational_messages(
     ground_truth_assistant: Optional[str],
     observation: Optional[str] = None,
     first_turn: int = 1,
+    left_out: int = 0,
 ) -> tuple[tuple[str, str], ...]:
     """Messages of one Conversational judgement: ``(("system", rubric), ("user", case))``.
 
     ``history``: the session's earlier ``(query, answer)`` pairs in turn order (oldest first),
-    numbered from ``first_turn`` (> 1 when older turns were left out). The observation variant
+    numbered from ``first_turn`` (> 1 when older turns were left out), after a note that
+    ``left_out`` older turns were cut for the prompt limit when > 0. The observation variant
     is used when ``observation`` has non-blank text."""
     obs = observation if _has(observation) else ""
     rubric = CONVERSATIONAL_RUBRIC_WITH_OBSERVATION if obs else CONVERSATIONAL_RUBRIC
     system = rubric.render(preferred_language=preferred_language or "english")
     user = CONVERSATIONAL_CASE.render(
-        history=render_history(history, first_turn),
+        history=render_history(history, first_turn, left_out),
         query=query or "",
         assistant_answer=assistant_answer or "",
         ground_truth_assistant=_reference(ground_truth_assistant),
