@@ -87,6 +87,24 @@ def judged_through(srv, tmp_path, requests, **kw):
 METRIC_OUTPUTS = ("interactions", "sessions", "slices", "dead_letter", "quality")
 
 
+def run_judge(handler, requests, out_dir):
+    """Run ``RunJudge`` with ``handler`` over ``requests`` on FnApiRunner; returns (results, dead
+    letters, counters)."""
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    from fair_forge_beam._beam import beam  # noqa: F401  (Beam as the package sets it up)
+    from fair_forge_beam.components.judge import RunJudge, judge_counters
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+
+    p = TestPipeline(runner=FNAPI, blocking=True)
+    out = p | beam.Create(requests) | RunJudge(handler)
+    write_jsonl(out.results, str(out_dir / "results"), "Results")
+    write_jsonl(out.dead_letters, str(out_dir / "dead"), "Dead")
+    result = p.run()
+    result.wait_until_finish()
+    return read_jsonl_shards(str(out_dir / "results")), read_jsonl_shards(str(out_dir / "dead")), judge_counters(result)
+
+
 def run_metric(metric, interactions, out):
     """Run ``metric`` over ``interactions`` on FnApiRunner; its outputs as lists of dicts."""
     from apache_beam.testing.test_pipeline import TestPipeline

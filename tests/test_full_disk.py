@@ -123,7 +123,8 @@ def small_sqlite(monkeypatch):
 def test_a_full_judge_cache_keeps_every_answer(tmp_path, small_sqlite, caplog):
     """B3: --judge-cache on a full disk dead-lettered every valid answer ('judge: batch failed:
     database or disk is full'), and the run ended as an empty run (exit code 4)."""
-    from test_judge_pipeline import ScriptedOpenAIServer, echo_verdict, handler_for, make_requests, run_judge
+    from helpers import run_judge
+    from test_judge_pipeline import ScriptedOpenAIServer, echo_verdict, handler_for, make_requests
 
     reqs = make_requests([f"answer {i} " + "x" * 3000 for i in range(6)])
     with ScriptedOpenAIServer(echo_verdict) as srv:

@@ -13,7 +13,7 @@ import time
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from helpers import FNAPI, REPO
+from helpers import FNAPI, REPO, run_judge
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import (
     COUNTER_NAMES,
@@ -41,19 +41,6 @@ def echo_verdict(req):
 
 def make_requests(texts, schema=None):
     return [judge_request(f"k{i}", [("system", "Judge the answer."), ("user", t)], schema=schema, element_id=f"s/a/{i}") for i, t in enumerate(texts)]
-
-
-def run_judge(handler, requests, out_dir):
-    """Run RunJudge on FnApiRunner; returns (results, dead letters, counters)."""
-    from apache_beam.testing.test_pipeline import TestPipeline
-
-    p = TestPipeline(runner=FNAPI, blocking=True)
-    out = p | beam.Create(requests) | RunJudge(handler)
-    write_jsonl(out.results, str(out_dir / "results"), "Results")
-    write_jsonl(out.dead_letters, str(out_dir / "dead"), "Dead")
-    result = p.run()
-    result.wait_until_finish()
-    return read_jsonl_shards(str(out_dir / "results")), read_jsonl_shards(str(out_dir / "dead")), judge_counters(result)
 
 
 def handler_for(srv, tmp_path, **kw):

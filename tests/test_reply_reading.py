@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from helpers import FNAPI, judged_through
+from helpers import judged_through, run_judge
 from fair_forge_beam.components.judge import judge_request
 from fair_forge_beam.components.judge.prompts_quality import context_messages
 from fair_forge_beam.components.replies import NotAnAnswer, read_chat_reply, usage_count
@@ -112,11 +112,7 @@ def test_the_judge_and_the_assistant_give_the_same_reason_for_each_reply_that_is
 def test_usage_counts_that_are_no_counts_never_fail_a_verdict_or_an_answer(tmp_path):
     """T5: ``usage.prompt_tokens`` 10**30 overflowed the judge's Beam counter: every verdict of the
     batch was dead-lettered "batch failed: Python int too large to convert to C long"."""
-    from apache_beam.testing.test_pipeline import TestPipeline
-
-    from fair_forge_beam._beam import beam
-    from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_counters
-    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler
     from pipelines import run_assistant
 
     markers = list(BAD_USAGE) + ["WHOLE"]
@@ -128,17 +124,10 @@ def test_usage_counts_that_are_no_counts_never_fail_a_verdict_or_an_answer(tmp_p
     with ScriptedOpenAIServer(_script) as srv:
         handler = OpenAIJudgeHandler("judge-model", srv.base_url, cache_path=str(tmp_path / "c.sqlite3"), num_retries=0,
                                      client_retries=0, api_key_env="FFB_TEST_UNSET_KEY")
-        p = TestPipeline(runner=FNAPI, blocking=True)
-        out = p | beam.Create(reqs) | RunJudge(handler)
-        write_jsonl(out.results, str(tmp_path / "results"), "Results")
-        write_jsonl(out.dead_letters, str(tmp_path / "dead"), "Dead")
-        result = p.run()
-        result.wait_until_finish()
+        results, dead, counters = run_judge(handler, reqs, tmp_path)
         summary = run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
                                      "--assistant-url", srv.base_url, "--output", str(tmp_path / "out")])
-    results, dead = read_jsonl_shards(str(tmp_path / "results")), read_jsonl_shards(str(tmp_path / "dead"))
     assert dead == [] and sorted(r["parsed"]["score"] for r in results) == [0.7] * len(markers)
-    counters = judge_counters(result)
     assert (counters["prompt_tokens"], counters["completion_tokens"]) == (10 + 7, 5 + 5 + 3)  # the counts that are counts
     assert (summary["successes"], summary["failures"]) == (len(markers), 0)
 
