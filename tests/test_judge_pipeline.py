@@ -13,17 +13,8 @@ import time
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from helpers import FNAPI, REPO, run_judge
-from fair_forge_beam._beam import beam
-from fair_forge_beam.components.judge import (
-    COUNTER_NAMES,
-    OpenAIJudgeHandler,
-    RunJudge,
-    SQLiteJudgeCache,
-    judge_counters,
-    judge_request,
-)
-from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+from helpers import REPO, run_judge
+from fair_forge_beam.components.judge import COUNTER_NAMES, OpenAIJudgeHandler, SQLiteJudgeCache, judge_request
 from fair_forge_beam.testing.openai_server import Fault, Reply, ScriptedOpenAIServer
 
 
