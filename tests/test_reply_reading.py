@@ -50,6 +50,13 @@ NOT_ANSWERS = {
     "TOOL-CALL": (_body(msg={"tool_calls": [{"id": "t", "type": "function", "function": {"name": "f", "arguments": V}}]}),
                   "the reply calls a tool (tool_calls), and none is offered: not an answer"),
     "ERROR-BESIDE": (_body(error={"message": "partial failure"}), "the reply is an error: partial failure"),
+    "ROLE-USER": (_body(msg={"role": "user"}), "the reply's message is from role 'user', not the assistant's"),
+    "CONTENT-FILTERED": (_body(choice={"index": 0, "message": {"role": "assistant", "content": V}, "finish_reason": "stop",
+                                       "content_filter_results": {"hate": {"filtered": True, "severity": "high"},
+                                                                  "violence": {"filtered": False}}}),
+                         "content filtered by the provider (hate)"),
+    "PROMPT-FILTERED": (_body(prompt_filter_results=[{"prompt_index": 0, "content_filter_results": {
+                            "jailbreak": {"filtered": True, "detected": True}}}]), "prompt filtered by the provider (jailbreak)"),
 }
 #: usage counts that are no counts: the reply is read, the count is 0
 BAD_USAGE = {

@@ -286,6 +286,14 @@ def _shown(text: Any, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _filtered(results: Any) -> str:
+    """The categories a provider's content filter results (``{category: {"filtered": true, ...}}``)
+    filtered, joined; ``""`` when none (or no such results)."""
+    if not isinstance(results, Mapping):
+        return ""
+    return ", ".join(str(k) for k, v in results.items() if isinstance(v, Mapping) and v.get("filtered") is True)[:200]
+
+
 def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
     """The answer of one Chat Completions reply (``data``: its JSON object), or :class:`NotAnAnswer`
     saying why it is none. The one reader of a chat reply for every caller — the judge handler
@@ -299,6 +307,11 @@ def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
     * no choice, or a choice or message that is not an object: ``"response has no choices"``,
       ``"response's choice is …, not an object"``, ``"response's choice has no message"``;
     * a ``finish_reason`` that is neither text nor null: ``"finish_reason is not text: ['stop']"``;
+    * a message from another role than the assistant's (``"role": "user"``);
+    * a provider's content filter that filtered the answer or the prompt (Azure OpenAI's
+      ``content_filter_results`` of the choice, ``prompt_filter_results`` of the reply: a category
+      with ``"filtered": true``), whatever the finish reason says: ``"content filtered by the
+      provider (hate)"``;
     * a refusal anywhere — ``message.refusal`` (non-blank) or a ``{"type": "refusal"}`` part of a
       content list — whatever the content beside it: ``"model refused: …"``;
     * a reply that did not end as a whole answer (:func:`unfinished_reply`, with ``use``);
@@ -336,6 +349,17 @@ def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
     finish = choice.get("finish_reason")
     if finish is not None and not isinstance(finish, str):
         raise no(f"finish_reason is not text: {quoted(finish, 80)}")
+    role = msg.get("role")
+    if role is not None and role != "assistant":
+        raise no(f"the reply's message is from role {quoted(role, 40)}, not the assistant's")
+    filtered = _filtered(choice.get("content_filter_results"))
+    if filtered:
+        raise no(f"content filtered by the provider ({filtered})")
+    prompts = _field(data, "prompt_filter_results")
+    for entry in prompts if isinstance(prompts, list) else [prompts]:
+        filtered = _filtered(entry.get("content_filter_results") if isinstance(entry, Mapping) else None)
+        if filtered:
+            raise no(f"prompt filtered by the provider ({filtered})")
     content = msg.get("content")
     refusal = msg.get("refusal")
     if isinstance(content, list):
