@@ -23,6 +23,8 @@ import pytest
 from helpers import FNAPI, REPO
 
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+#: sessions with a context (hh-rlhf has none: Context dead-letters a blank context before any judge call)
+FF = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"
 CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 
@@ -52,7 +54,7 @@ def test_an_interrupt_while_the_judge_hangs_ends_the_run_in_seconds(tmp_path, si
     (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "context",
+            [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
              "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
              "--output", str(out), f"--runner={FNAPI}"],
             cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -427,7 +429,7 @@ def test_an_interrupt_of_a_multi_process_run_is_one_line_and_ends_its_workers(tm
     out = tmp_path / "out"
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "context",
+            [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
              "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
              "--output", str(out), f"--runner={FNAPI}", "--direct_num_workers=2",
              "--direct_running_mode=multi_processing"],

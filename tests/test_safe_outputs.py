@@ -424,7 +424,7 @@ def test_a_judge_run_without_beams_model_manager_says_the_resource_warning_once(
     torch: a light install): on main the warning was said once per judge DoFn's model load."""
     from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
-    hh = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+    hh = REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json"  # sessions with a context
     pre = ("import sys, runpy; sys.modules['apache_beam.ml.inference.model_manager'] = None; sys.argv[0] = 'audit'; "
            "runpy.run_module('pipelines.audit', run_name='__main__')")
     with ScriptedOpenAIServer(lambda req: {"score": 1.0, "insight": "ok"}) as srv:

@@ -35,6 +35,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.io.secrets import scrub as scrub_secrets
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
@@ -364,10 +365,10 @@ def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
     refusal = msg.get("refusal")
     if isinstance(content, list):
         parts = [p for p in content if isinstance(p, Mapping) and p.get("type") == "refusal"]
-        if parts and not (isinstance(refusal, str) and refusal.strip()):
+        if parts and not (isinstance(refusal, str) and not is_blank(refusal)):
             refusal = parts[0].get("refusal")
-            refusal = refusal if isinstance(refusal, str) and refusal.strip() else (refusal or "(no reason given)")
-    if refusal not in (None, False, "", [], {}) and not (isinstance(refusal, str) and not refusal.strip()):
+            refusal = refusal if isinstance(refusal, str) and not is_blank(refusal) else (refusal or "(no reason given)")
+    if refusal not in (None, False, "", [], {}) and not (isinstance(refusal, str) and is_blank(refusal)):
         raise no(f"model refused: {_shown(refusal)}")
     text = None
     if isinstance(content, str):
