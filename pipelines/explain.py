@@ -114,6 +114,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      if isinstance(ln, ReadError) or ln.strip()]
     except OSError as exc:
         parser.error(side_file_error("--input", args.input, exc))
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, fail_empty_run
+
+    if not lines:  # told before the model is loaded: an input with no item is an empty run (exit 4), as the stages'
+        fail_empty_run(f"no input record ({args.input} holds no item)", args.output, prog="explain", allow_empty=False)
     loader = functools.partial(load_hf, args.model, args.seed)
     # written into a stage beside --output and swapped into place only when every file is (as the audit's):
     # a killed or failing run leaves the previous folder whole (its shards were overwritten in place)
@@ -131,8 +135,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  read_jsonl_shards(os.path.join(stage, "dead_letter")),
                                  {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
                                   "seed": args.seed, "max length": args.max_length})
-    say(f"attributions written to {args.output}")
-    return 0
+    n_done = len(read_jsonl_shards(os.path.join(args.output, "attributions")))
+    say(f"attributions written to {args.output}: {n_done:,} item(s) explained")
+    if n_done:
+        return 0
+    from fair_forge_beam.reasons import add_reason, shown_reasons
+    from fair_forge_beam.reports.summary import printable
+
+    dead, groups = read_jsonl_shards(os.path.join(args.output, "dead_letter")), {}
+    for d in dead:
+        add_reason(groups, "", str(d.get("reason")))
+    ranked = sorted(((r, n) for (_, r), n in shown_reasons(groups).items()), key=lambda rn: (-rn[1], rn[0]))
+    top = f"; most common: {printable(ranked[0][0])} ({ranked[0][1]:,})" if ranked else ""
+    say(f"explain: empty run: no item was explained ({len(dead):,} dead letter{'' if len(dead) == 1 else 's'}{top}); "
+        f"the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})", file=sys.stderr)
+    return EMPTY_RUN_EXIT_CODE
 
 
 if __name__ == "__main__":

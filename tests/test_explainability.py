@@ -200,3 +200,66 @@ def test_a_failing_explain_leaves_the_previous_folder_and_a_new_one_replaces_eve
     assert [r["id"] for r in read_jsonl_shards(str(out / "attributions"))] == ["2"]  # the stale shard is gone
     assert "explain.read" in [d["stage"] for d in read_jsonl_shards(str(out / "dead_letter"))]
     assert (out / "mine.txt").read_text() == "the user's" and "report.html" in tree(out)
+
+
+def test_an_explain_input_with_no_item_is_an_empty_run_told_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    """trial29 T9: an empty --input exited 0 "attributions written" after loading the model; it is an
+    empty run (exit 4) like generate's, run_assistant's and optimize's, said before any model is loaded."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from pipelines import explain
+
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+
+    def no_load(*a, **kw):
+        raise AssertionError("the model was loaded for an input with no item")
+
+    monkeypatch.setattr(explain, "load_hf", no_load)
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    for text in ("", "\n  \n\n"):
+        inp.write_text(text, encoding="utf-8")
+        with pytest.raises(SystemExit) as exc:
+            explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random"])
+        assert exc.value.code == EMPTY_RUN_EXIT_CODE
+        err = capsys.readouterr().err
+        assert "explain: empty run: no input record" in err and "holds no item" in err
+        assert not out.exists()
+
+
+def test_explain_whose_every_item_is_a_dead_letter_exits_4_with_our_reasons(tmp_path, capsys):
+    """trial29 T9/T10: every item a dead letter exited 0; a prompt of combining marks only reached the
+    model and was dead-lettered with torch's words ("ArrayRef: invalid slice, N = 1; size = 0")."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    inp.write_text('{"id": "a", "prompt": "\\u200b", "target": "yes"}\n{"id": "b", "prompt": "hello", "target": "\\u00a0\\u2060"}\n'
+                   '{"id": "c", "prompt": "\\u0301\\u0301", "target": "no"}\nnot json\n', encoding="utf-8")
+    assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--no-report"]) == 4
+    assert "explain: empty run: no item was explained (4 dead letters; most common: " in capsys.readouterr().err
+    reasons = {d.get("element_id"): d["reason"] for d in read_jsonl_shards(str(out / "dead_letter"))}
+    assert reasons["a"].startswith("blank prompt: ") and reasons["b"].startswith("blank target: ")
+    assert reasons["c"] == "blank prompt: the prompt holds only combining marks (no character for them to sit on)"
+    assert read_jsonl_shards(str(out / "attributions")) == []
+
+
+def test_a_model_failure_is_a_reason_naming_the_stage_the_item_and_the_method():
+    """Any exception of the explainer's model (a library's words alone: "ArrayRef: invalid slice") is a
+    dead letter naming the stage, the item and the method, with the library's words after them."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from fair_forge_beam.explainability.attributions import ModelFailure, _ExplainFn
+    from fair_forge_beam.testing.tiny_lm import tiny_gpt2
+
+    class Broken:
+        def explain(self, *a, **kw):
+            raise RuntimeError("ArrayRef: invalid slice, N = 1; size = 0")
+
+    fn = _ExplainFn(tiny_gpt2, "Lime", "word", 0, 512)
+    fn.setup()
+    fn._explainer._instance = lambda *a, **kw: Broken()
+    with pytest.raises(ModelFailure, match=r"^Lime \(word granularity\) failed on the model: ArrayRef"):
+        fn._explainer.explain("hello world", "yes")
+    (dead,) = [d.value for d in fn.process({"id": "x7", "prompt": "hello world", "target": "yes"})]
+    assert dead.stage == "explain" and dead.element_id == "x7"
+    assert dead.reason == "explain: item 'x7': Lime (word granularity) failed on the model: ArrayRef: invalid slice, N = 1; size = 0"

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import time
+import unicodedata
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.blank import is_blank
+from fair_forge_beam.blank import is_blank, is_blank_char
 from fair_forge_beam.explainability.schemas import (AttributionBatchResult, AttributionMethod, AttributionResult, Granularity,
                                                     TokenAttribution)
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import plain_reason
 
-__all__ = ["AttributionExplainer", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
+__all__ = ["AttributionExplainer", "ModelFailure", "blank_text_reason", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
            "ExplainAttributions", "require_interpreto", "item_seed"]
 
 EXTRA_HINT = "pip install 'fair_forge_beam[explain]' (installs interpreto)"
@@ -117,6 +118,25 @@ def unattributed_text(text: str, elements: Sequence[str]) -> list[str]:
     return missing
 
 
+def blank_text_reason(field: str, text: str) -> Optional[str]:
+    """Why ``text`` (the item's ``field``: "prompt" or "target") holds nothing to attribute, or ``None``:
+    blank by :func:`~fair_forge_beam.blank.is_blank` (empty, whitespace, zero-width or other invisible
+    characters), or only combining marks (with invisible characters): no base character for a mark to
+    sit on, so no element for the model's split — the model failed on it with a library's words
+    ("ArrayRef: invalid slice", issue 28 trial29 T10)."""
+    if is_blank(text):
+        return (f"blank {field}: the {field} holds nothing to read "
+                f"({'empty' if not text else 'only whitespace or invisible characters'})")
+    if all(is_blank_char(ch) or unicodedata.category(ch).startswith("M") for ch in text):
+        return f"blank {field}: the {field} holds only combining marks (no character for them to sit on)"
+    return None
+
+
+class ModelFailure(ValueError):
+    """The model (or interpreto's method over it) failed on an item: the reason names the method and
+    granularity and keeps the library's own words after them."""
+
+
 def _method(m: Union[str, AttributionMethod]) -> AttributionMethod:
     if isinstance(m, AttributionMethod):
         return m
@@ -183,26 +203,48 @@ class AttributionExplainer:
             self._cache[key] = inst
         return inst
 
+    @staticmethod
+    def _failure(what: str, exc: BaseException) -> BaseException:
+        """The exception to raise for ``exc`` from the library: a machine's failure (a full disk, no
+        memory) as it is; anything else a :class:`ModelFailure` naming ``what`` failed on the model."""
+        from fair_forge_beam.console import environment_failure
+
+        if environment_failure(exc) or isinstance(exc, MemoryError):
+            return exc
+        return ModelFailure(f"{what} failed on the model: {plain_reason(exc)}")
+
     def explain(self, prompt: str, target: str, method=None, granularity=None, max_length: int = 512, **kwargs) -> AttributionResult:
         """Attributions of ``prompt + target`` elements to the ``target`` tokens.
 
         Returns an :class:`AttributionResult` (elements in position order). Raises
-        ``ValueError`` for an empty prompt or target, an unknown method / granularity, or more
-        than ``max_length`` tokens; ``ImportError`` when interpreto is missing."""
+        ``ValueError`` for a blank prompt or target (:func:`blank_text_reason`: "blank prompt: ..."),
+        an unknown method / granularity, or more than ``max_length`` tokens; :class:`ModelFailure`
+        when the tokenizer, the model or interpreto fails on the item (its reason names the method);
+        ``ImportError`` when interpreto is missing."""
         import torch
 
-        if is_blank(prompt) or is_blank(target):
-            raise ValueError("prompt and target must be non-empty text")
+        for field, text in (("prompt", prompt), ("target", target)):
+            blank = blank_text_reason(field, text)
+            if blank:
+                raise ValueError(blank)
         m, g = _method(method or self.default_method), _granularity(granularity or self.default_granularity)
-        n_tokens = len(self.tokenizer(prompt + " " + target)["input_ids"])
+        try:
+            n_tokens = len(self.tokenizer(prompt + " " + target)["input_ids"])
+        except Exception as exc:  # noqa: BLE001 - the library's failure, told as ours (below)
+            raise self._failure("the tokenizer", exc) from exc
         if n_tokens > int(max_length):
             raise ValueError(f"{n_tokens} tokens exceed max_length={max_length}")
         seed = item_seed(self.seed, prompt, target, m.value, g.value)
         start = time.perf_counter()
-        inst = self._instance(m, g, kwargs)
-        torch.manual_seed(seed)
-        raw = inst.explain(prompt, targets=target)
-        tokens, scores = self.parser.parse(raw)
+        try:
+            inst = self._instance(m, g, kwargs)
+            torch.manual_seed(seed)
+            raw = inst.explain(prompt, targets=target)
+            tokens, scores = self.parser.parse(raw)
+        except ImportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a library's words alone do not say what failed
+            raise self._failure(f"{m.value} ({g.value} granularity)", exc) from exc
         norm = min_max_normalize(scores)
         atts = [TokenAttribution(text=t, score=s, position=i, normalized_score=n) for i, (t, s, n) in enumerate(zip(tokens, scores, norm))]
         meta = {"compute_time_seconds": time.perf_counter() - start, "max_length": int(max_length), "seed": seed}
@@ -254,7 +296,10 @@ class _ExplainFn(beam.DoFn):
 
             if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
                 raise
-            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", plain_reason(exc)[:500], item,
+            reason = plain_reason(exc)
+            if isinstance(exc, ModelFailure):  # names the stage and the item, then the library's words
+                reason = f"explain: item {quoted(item_id) if item_id is not None else '(no id)'}: {reason}"
+            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", reason[:500], item,
                                                                   element_id=item_id))
             return
         out = res.model_dump(mode="json")
