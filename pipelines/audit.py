@@ -471,6 +471,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # from the command line (argv None) the command is the process: SIGINT / SIGTERM end it in one line
     return guarded(lambda: (importlib.import_module(COMMANDS[command]).main(args[1:]) if command in COMMANDS
                             else _audit_main(args if argv is not None else None)), command,
+                   # a named command says its own name (its usage, errors and interrupt line): fair-forge-beam trend
+                   prog=f"fair-forge-beam {command}" if command in COMMANDS else "fair-forge-beam",
                    owns_process=argv is None)
 
 

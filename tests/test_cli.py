@@ -335,3 +335,32 @@ def test_compare_lists_only_detectable_differences_by_default(tmp_path, capsys):
     assert n >= 2 and printed[-1].startswith(f"{n} rows without a detectable difference not listed"), printed
     assert main([str(tmp_path / "results.json"), str(tmp_path / "results.json"), "--all"]) == 0
     assert sum(line.startswith("  toxicity") for line in capsys.readouterr().out.splitlines()) == n
+
+
+@pytest.mark.parametrize("command", ["rollup", "trend", "compare"])
+def test_every_named_command_of_the_console_script_names_itself(command, capsys, monkeypatch):
+    """trial29 T12: `fair-forge-beam compare --help` and its errors said "python -m
+    fair_forge_beam.reports.compare" (rollup and trend said "fair-forge-beam rollup" / "trend"). Every
+    named command (pipelines.audit.COMMANDS) names itself "fair-forge-beam <command>" in its usage, its
+    usage errors and its interrupt line (console.guarded's prog)."""
+    from pipelines import audit
+
+    assert set(audit.COMMANDS) == {"rollup", "trend", "compare"}  # a new named command: add it above
+    prog = f"fair-forge-beam {command}"
+    with pytest.raises(SystemExit) as ei:
+        audit.main([command, "--help"])
+    assert ei.value.code == 0 and capsys.readouterr().out.startswith(f"usage: {prog} ")
+    with pytest.raises(SystemExit) as ei:
+        audit.main([command, "--no-such-option", "x"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert ei.value.code == 2 and len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), lines
+    assert lines[0].endswith(f"(every option: {prog} --help)"), lines
+    seen = {}
+
+    def fake_guarded(run, cmd, prog="fair-forge-beam", owns_process=False):
+        seen.update(command=cmd, prog=prog)
+        return 0
+
+    monkeypatch.setattr(audit, "guarded", fake_guarded)
+    audit.main([command, "x"])
+    assert seen == {"command": command, "prog": prog}

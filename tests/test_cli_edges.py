@@ -33,7 +33,7 @@ def test_compare_refuses_what_is_not_a_run_in_one_line(case, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([str(a), str(b)])
     line = _one_line(capsys)
-    assert exc.value.code == 2 and str(a) in line and line.startswith("python -m fair_forge_beam.reports.compare: error:")
+    assert exc.value.code == 2 and str(a) in line and line.startswith("fair-forge-beam compare: error:")
 
 
 def test_an_audit_option_s_error_in_the_loop_names_the_loop(tmp_path, capsys):

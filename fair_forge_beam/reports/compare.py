@@ -397,11 +397,16 @@ def _run_paths(runs: Sequence[str]) -> list:
     return paths
 
 
+#: the command's name in its usage, errors and interrupt line: the console script's named command
+#: (pipelines.audit.COMMANDS), also when run as ``python -m fair_forge_beam.reports.compare``, as rollup's and trend's
+PROG = "fair-forge-beam compare"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.options import OneLineErrorParser, user_path
     from fair_forge_beam.plain import plain_reason
 
-    p = OneLineErrorParser(prog="python -m fair_forge_beam.reports.compare",
+    p = OneLineErrorParser(prog=PROG,
                                 description="Compare two fair_forge_beam runs (current − baseline).")
     p.add_argument("current", type=user_path, help="run folder (or results.json) judged")
     p.add_argument("baseline", type=user_path, help="run folder (or results.json) compared with")
@@ -451,4 +456,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 if __name__ == "__main__":
     from fair_forge_beam.console import entry_point
 
-    sys.exit(entry_point(main, "comparison", prog="python -m fair_forge_beam.reports.compare"))
+    sys.exit(entry_point(main, "comparison", prog=PROG))
