@@ -128,9 +128,12 @@ def test_the_compare_command_warns_of_the_runs_settings_differences(tmp_path, ca
     from fair_forge_beam.reports.compare import main as compare_main
 
     a, b = tmp_path / "a", tmp_path / "b"
+    doc = _doc(metrics=("toxicity",))  # runs that scored something: a comparison of nothing exits 4 (trial29 T11)
+    doc["metrics"]["toxicity"]["slices"] = [{"slice": "overall", "mode": "distribution", "n_interactions": 10, "n_sessions": 5,
+                                             "toxic_rate": {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}}]
     for folder, argv in ((a, ["--group-extractor", "embedding"]), (b, [])):
         folder.mkdir()
-        (folder / "results.json").write_text(json.dumps(_doc()), encoding="utf-8")
+        (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
         (folder / "run_info.json").write_text(json.dumps({"argv": argv}), encoding="utf-8")
     assert compare_main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out.splitlines()

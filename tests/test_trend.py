@@ -664,3 +664,40 @@ def test_a_results_json_that_is_a_link_loop_is_named(tmp_path):
     (run / "results.json").symlink_to(run / "results.json")
     with pytest.raises(TrendUsageError, match=r"r_loop has no readable results.json: .*results.json is a symbolic link loop"):
         find_runs([str(run)])
+
+
+def test_trend_and_compare_of_runs_that_scored_nothing_are_empty_exit_4(tmp_path, capsys):
+    """trial29 T11: `trend e1 e2` of two --allow-empty runs (humanity scored nothing) exited 0 "drawing
+    0 figures (2 runs, 0 changes)" and `compare e1 e2` exited 0 "nothing compared". An empty outcome is
+    exit code 4 (docs/cli.md) with one line naming what was empty, and neither writes its output (a
+    previous trend.html / comparison JSON stays as it was)."""
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+
+    nothing = doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.0))], read=40, not_scored=40)
+    nothing["metrics"]["humanity"]["slices"] = []  # every interaction dead-lettered: no slice
+    e1 = _write_run(tmp_path / "e1", nothing, {"started_at": "2026-01-01T00:00:00Z"})
+    e2 = _write_run(tmp_path / "e2", nothing, {"started_at": "2026-01-02T00:00:00Z"})
+    out = tmp_path / "t"
+    out.mkdir()
+    (out / "trend.html").write_text("the last good page", encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        audit.main(["trend", str(e1), str(e2), "--output", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == EMPTY_RUN_EXIT_CODE and len(err) == 1, err
+    assert err[0].startswith("fair-forge-beam trend: empty trend: no run has a value of a headline estimate to follow"), err
+    assert "(2 runs read; humanity scored nothing in any of them)" in err[0] and f"{out} is left as it was" in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["trend.html"] and (out / "trend.html").read_text() == "the last good page"
+    cmp_json = tmp_path / "cmp.json"
+    with pytest.raises(SystemExit) as e:
+        audit.main(["compare", str(e2), str(e1), "--json", str(cmp_json)])
+    captured = capsys.readouterr()
+    assert e.value.code == EMPTY_RUN_EXIT_CODE, captured
+    assert "humanity: nothing compared: the current run scored nothing" in captured.out  # the table still says it
+    assert captured.err.strip().splitlines() == [
+        "fair-forge-beam compare: empty comparison: nothing compared (humanity: the current run scored nothing); "
+        f"nothing was written ({cmp_json} was not created) (exit code 4)"]
+    assert not cmp_json.exists()
+    # one run that scored something beside one that did not: a trend (one point), not empty
+    good = doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.0, 0.8, 1.2))])
+    _write_run(tmp_path / "e3", good, {"started_at": "2026-01-03T00:00:00Z"})
+    assert audit.main(["trend", str(e1), str(tmp_path / "e3"), "--output", str(out), "--quiet", "--no-plots"]) == 0

@@ -53,7 +53,7 @@ from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
-__all__ = ["compare_runs", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
+__all__ = ["compare_runs", "empty_comparison_reason", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
            "TOO_SMALL", "DETECTABLE", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
@@ -439,7 +439,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         # values masked (key values, URL credentials), never keys
         cmp = scrub_known(compare_runs(*docs, current_info=infos[0], baseline_info=infos[1]))
-        if args.json:  # the whole file or none (a full disk leaves --json as it was)
+        empty = empty_comparison_reason(cmp)
+        if args.json and not empty:  # the whole file or none (a full disk leaves --json as it was)
             from fair_forge_beam.io.write import replace_files
 
             replace_files([(args.json, json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False))])
@@ -450,7 +451,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         p.error(plain_reason(exc))
     print(comparison_table(cmp, only_detectable=not args.all))
+    if empty:  # nothing was compared: never exit 0 as if it had been (trial29 T11); --json is not written
+        from fair_forge_beam.reports.empty_run import fail_empty_run
+
+        fail_empty_run(empty, args.json, prog=PROG, allow_empty=False, kind="empty comparison")
     return 0
+
+
+def empty_comparison_reason(cmp: dict) -> Optional[str]:
+    """Why the comparison ``cmp`` (:func:`compare_runs`) compared nothing, or ``None``: no metric
+    has a row judged (every metric's tally is empty: a run that scored nothing, no common slice ...),
+    with each metric's reason: "nothing compared: humanity: the current run scored nothing"."""
+    verdicts = cmp.get("verdicts") or {}
+    if any(verdicts.values()):
+        return None
+    why = cmp.get("not_compared") or {}
+    named = "; ".join(f"{m}: {why.get(m, 'nothing to compare')}" for m in verdicts)
+    return f"nothing compared ({named or 'the runs have no metric'})"
 
 
 if __name__ == "__main__":

@@ -87,7 +87,8 @@ def windowed_empty_run_reason(doc: dict, metrics: Sequence[str]) -> Optional[str
     return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({_dead(dead)} in all)"
 
 
-def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_empty: bool = True) -> NoReturn:
+def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam", allow_empty: bool = True,
+                   kind: str = "empty run") -> NoReturn:
     """Print the empty run's one line on stderr and raise :class:`EmptyRun` (exit code 4)::
 
         fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
@@ -97,7 +98,9 @@ def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_e
 
     ``reason`` passes through :func:`~fair_forge_beam.reports.summary.printable` (it quotes data).
     ``prog``: the command named (the loop and the run stage name themselves); ``allow_empty``:
-    whether the command has ``--allow-empty`` (the hint names it)."""
+    whether the command has ``--allow-empty`` (the hint names it). ``out``: the folder or file the
+    command would have written (``None``: it writes none, the line says nothing of it); ``kind``:
+    what was empty ("empty trend", "empty comparison" for the commands over earlier runs)."""
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.reports.summary import printable
@@ -105,8 +108,9 @@ def fail_empty_run(reason: str, out: str, prog: str = "fair-forge-beam", allow_e
     from fair_forge_beam.console import output_state
 
     # a first run has no folder yet: "nothing was written (out was not created)"
-    kept = f"{printable(out)} is left as it was" if FileSystems.exists(out) else output_state(printable(out), False)
+    kept = ("" if out is None else f"; {printable(out)} is left as it was" if FileSystems.exists(out)
+            else f"; {output_state(printable(out), False)}")
     hint = "; --allow-empty publishes such a run" if allow_empty else ""
-    say(f"{prog}: empty run: {printable(reason)}; {kept} (exit code "
+    say(f"{prog}: {kind}: {printable(reason)}{kept} (exit code "
           f"{EMPTY_RUN_EXIT_CODE}{hint})", file=sys.stderr)
     raise EmptyRun(reason)

@@ -761,12 +761,32 @@ def render_trend(trend: dict, with_plots: bool = True, title: str = "fair_forge_
     )
 
 
+def empty_trend_reason(trend: dict) -> Optional[str]:
+    """Why the trend ``trend`` (:func:`build_trend`) has nothing to follow, or ``None``: no headline
+    estimate has a value in any run of any followed slice (every run scored nothing: no figure, no
+    change) — "no run has a value of a headline estimate to follow (2 runs read; humanity scored
+    nothing in any of them)"."""
+    if any(p.get("defined", True) for s in trend.get("series") or () for p in s.get("points") or ()):
+        return None
+    n = len(trend.get("runs") or ())
+    metrics = list(dict.fromkeys(m for r in trend.get("runs") or () for m in r.get("metrics") or ()))
+    if not metrics:
+        metrics = list(dict.fromkeys(s["metric"] for s in trend.get("series") or ()))
+    idle = (", ".join(metrics) + " scored nothing in any of them") if metrics else "they hold no metric"
+    return (f"no run has a value of a headline estimate to follow in the slices followed ({n} run{'s' if n != 1 else ''} "
+            f"read; {idle})")
+
+
 def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str] = DEFAULT_SLICES,
-                with_plots: bool = True, log: Optional[Callable[[str], None]] = None) -> tuple[str, str]:
+                with_plots: bool = True, log: Optional[Callable[[str], None]] = None,
+                prog: str = "fair-forge-beam trend") -> tuple[str, str]:
     """Find the runs, build the trend and write ``<output>/trend.json`` and ``<output>/trend.html``;
     returns their paths. ``output`` is created when missing (any Beam filesystem).
 
     Raises:
+        EmptyRun: (``SystemExit(4)``, :mod:`~fair_forge_beam.reports.empty_run`) when the trend has
+            nothing to follow (:func:`empty_trend_reason`): one line on stderr naming ``prog``,
+            nothing written, ``output`` left as it was.
         TrendUsageError: as :func:`find_runs` / :func:`iter_runs`; an ``output`` that is a file, cannot
             be written, or lies inside a run it reads
             (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`).
@@ -789,6 +809,11 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     say(f"{len(paths)} run{'s' if len(paths) != 1 else ''} matched and read (results.json, run_info.json)")
     for note in trend["notes"]:
         say(f"note: {note}")
+    empty = empty_trend_reason(trend)
+    if empty:  # nothing to follow: never a page of no figure over the last good one, exit 0 (trial29 T11)
+        from fair_forge_beam.reports.empty_run import fail_empty_run
+
+        fail_empty_run(empty, output.rstrip("/") or ".", prog=prog, allow_empty=False, kind="empty trend")
     if with_plots:
         say(f"drawing {len({(s['metric'], s['estimate']) for s in trend['series']})} figures")
     trend = scrub_known(trend)  # API-key values masked in values, never in keys
