@@ -39,7 +39,9 @@ def test_the_console_script_says_it_in_one_line_and_exits_1(monkeypatch, capsys,
     monkeypatch.setattr(importlib.import_module("pipelines.rollup"), "main", full)
     assert audit.main(command) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"fair-forge-beam: error: the {command[0] if command else 'audit'} stopped: "
+    # a named command names itself (0a6ebed): "fair-forge-beam rollup: error: ..."
+    prog = "fair-forge-beam" + (f" {command[0]}" if command else "")
+    assert len(err) == 1 and err[0].startswith(f"{prog}: error: the {command[0] if command else 'audit'} stopped: "
                                                "No space left on device"), err
 
 
