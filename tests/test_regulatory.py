@@ -261,10 +261,13 @@ def test_local_checker_verdicts_irrelevant_not_counted_and_checker_failure(tmp_p
     assert sessions["s2"].verdict == "IRRELEVANT" and sessions["s3"].n_failed == 1 and sessions["s3"].verdict is None
     slices = {r["slice"]: RegulatorySliceMetric.model_validate(r) for r in out["slices"]}
     o = slices["overall"]
-    # n_sessions: the sessions with something scored (the engine's count, issue 28 H3): s3's only
-    # interaction failed, so 2 of the 3 sessions (s2's irrelevant verdict is a verdict)
-    assert (o.n_interactions, o.n_failed, o.n_sessions, o.n_compliant, o.n_non_compliant, o.n_irrelevant) == (4, 1, 2, 2, 1, 1)
+    # n_sessions: the sessions that hold evidence for the compliance rate (the engine's count, issue 28
+    # H3; Regulatory's declaration since trial 9 T3): s3's only interaction failed and s2's only verdict
+    # is IRRELEVANT, which the rate leaves out, so the rate rests on s1 alone: 1 session, and the
+    # one-session rule gives the observed share without an interval (s2 was counted before)
+    assert (o.n_interactions, o.n_failed, o.n_sessions, o.n_compliant, o.n_non_compliant, o.n_irrelevant) == (4, 1, 1, 2, 1, 1)
     assert o.compliance_rate.mean == pytest.approx(2 / 3) and o.status == "ok" and o.corpus_chunks >= 2
+    assert (o.compliance_rate.ci_low, o.compliance_rate.ci_high) == (None, None)
     assert slices["language=spanish"].status == "no_relevant_interactions" and slices["language=spanish"].n_failed == 1
     assert slices["assistant_id=other"].compliance_rate.mean is None
 

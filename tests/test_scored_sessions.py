@@ -148,3 +148,37 @@ def test_a_run_that_stored_no_statistics_is_refused_for_that_reason(tmp_path, ca
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "none of the run's metrics stored its statistics (agentic: its session values declare no " \
         "stored type)" in err and "was changed" not in err, err
+
+
+def _policy_session(sid, assistant, n):
+    return {"session_id": sid, "assistant_id": assistant, "language": "english", "context": "",
+            "conversation": [{"qa_id": f"{sid}-{t}", "query": f"Can I change my seat {t}?", "assistant": f"Sure, answer {t}."}
+                             for t in range(n)]}
+
+
+def test_regulatory_sessions_count_only_sessions_with_evidence_for_the_compliance_rate(tmp_path, monkeypatch):
+    """Regulatory's headline, the compliance rate, leaves IRRELEVANT interactions out (no policy chunk
+    retrieved). A run in which no chunk is retrieved for any interaction (similarity threshold 1.0
+    against the hashing embedder) checks every interaction and makes no judge call: its interactions
+    are scored (IRRELEVANT is a verdict, the run is not empty), but no session holds evidence for the
+    rate, so every slice counts 0 sessions and ``coverage sessions >= 1`` fails (trial 9 T3: it passed
+    with the 3 sessions read, on no evidence)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    data = _write(tmp_path / "in.jsonl", [_policy_session("a", "bot", 2), _policy_session("b", "bot", 1),
+                                          _policy_session("c", "other", 2)])
+    with ScriptedOpenAIServer(lambda req: {"verdict": "SUPPORTS"}) as srv:
+        argv = ["--quiet", "--no-report", "--metrics", "regulatory", "--regulatory-threshold", "1.0",
+                "--regulatory-embedder", "hashing", "--judge-base-url", srv.base_url, "--judge-model", "judge-model",
+                "--judge-cache", str(tmp_path / "cache"), "--input", str(data)]
+        with pytest.raises(GatesFailed) as failed:
+            audit.main([*argv, "--output", str(tmp_path / "gated"), "--gate", "coverage sessions >= 1"])
+        assert audit.main([*argv, "--output", str(tmp_path / "plain")]) == 0  # no gate: published, exit 0
+        assert srv.requests == []  # nothing retrieved: no check asked
+    assert failed.value.code == 3 and "sessions = 0 < 1" in failed.value.failed[0].message(0.95)
+    doc = json.loads((tmp_path / "plain" / "results.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["metrics"]["regulatory"]["interactions_scored"] == 5
+    slices = _by_slice(doc["metrics"]["regulatory"]["slices"])
+    for key in ("overall", "assistant_id=bot", "assistant_id=other"):
+        s = slices[key]
+        assert (s["n_sessions"], s["n_irrelevant"], s["status"], s["compliance_rate"]["mean"]) == (
+            0, s["n_interactions"], "no_relevant_interactions", None), s

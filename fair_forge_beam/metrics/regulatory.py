@@ -416,6 +416,16 @@ class _SessionReducer(SessionReducer):
         return out
 
 
+def _rated(record: dict) -> bool:
+    """A session counts toward its slices' ``n_sessions`` when it holds evidence for the slice's
+    headline, the compliance rate: a COMPLIANT or NON_COMPLIANT interaction. A session whose every
+    checked interaction is IRRELEVANT (no policy chunk retrieved, or none the checker found to bear
+    on it) adds nothing to the rate, so it does not count (issue 28, trial 9 T3: a slice whose rate
+    rested on one session counted the IRRELEVANT-only sessions beside it, and the one-session rule
+    and ``coverage sessions >= N`` did not see that)."""
+    return bool(record.get("n_compliant") or record.get("n_non_compliant"))
+
+
 class _SliceEstimator(SliceEstimator):
     """Slice counts → the slice record; ``aux`` holds the corpus size (one int)."""
 
@@ -666,6 +676,7 @@ class Regulatory(MetricTransform):
             session_value=part_value,
             session_order=_part_order,
             session_reducer=_SessionReducer(self.mode, self.compliance_threshold),
+            scored=_rated,
             session_slice_combine=CategoryCountCombineFn(SLICE_COUNTS),
             estimator=_SliceEstimator(self.mode, self.checker_name),
             slices=self.slices,
