@@ -255,8 +255,8 @@ def load_config(path: str) -> dict:
             hint = ("; its lines end with CR alone (classic Mac line ends), which TOML does not allow: save it "
                     "with LF or CRLF line ends")
         raise ConfigError(f"--config {path}: not valid TOML: {plain_reason(exc)}{hint}") from None
-    except ValueError as exc:
-        raise ConfigError(f"--config {path}: {exc}") from None
+    except ValueError as exc:  # plain words: a TOML integer of 5,000 digits is Python's refusal with Python's advice
+        raise ConfigError(f"--config {path}: {plain_reason(exc)}") from None
 
 
 def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> tuple[list[str], list[str], list]:

@@ -11,7 +11,7 @@ import os
 import re
 from typing import Callable, Mapping, Optional
 
-__all__ = ["plain_reason", "validation_words", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
+__all__ = ["plain_reason", "int_digits_reason", "validation_words", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
            "path_name_problem", "first_path_name_problem"]
 
 #: the lone surrogates Python's file-system decoding (``surrogateescape``) makes of bytes it cannot decode
@@ -347,7 +347,25 @@ def plain_words(text: str) -> str:
     return out or "an unexpected error"
 
 
+#: Python's refusal to convert an integer of more digits than ``sys.get_int_max_str_digits()`` (a
+#: JSON number of 50,000 digits, a TOML integer): its advice names a Python call, not an option
+_INT_DIGITS = re.compile(r"Exceeds the limit \((\d+) digits\) for integer string conversion(?:: value has (\d+) digits)?")
+
+
+def int_digits_reason(exc: BaseException) -> Optional[str]:
+    """``"a number of 50,000 digits; numbers are limited to 4,300 digits"`` when ``exc`` is Python's
+    integer-digits refusal, else ``None``."""
+    m = _INT_DIGITS.search(str(exc)) if isinstance(exc, ValueError) else None
+    if m is None:
+        return None
+    size = f"{int(m.group(2)):,} digits" if m.group(2) else f"more than {int(m.group(1)):,} digits"
+    return f"a number of {size}; numbers are limited to {int(m.group(1)):,} digits"
+
+
 def _reason(exc: BaseException) -> str:
+    digits = int_digits_reason(exc)
+    if digits:
+        return digits
     text = str(exc)
     first = text.splitlines()[0].strip() if text.strip() else ""
     name = type(exc).__name__

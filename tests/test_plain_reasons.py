@@ -14,6 +14,10 @@ import pytest
 from fair_forge_beam._beam import beam
 
 CLASS_NAME = re.compile(r"[A-Z][a-z]+(Error|Exception|Invalid)\b")
+#: advice that names a Python call (``use sys.set_int_max_str_digits to increase the limit``): a user of
+#: the command line has no way to follow it (trial 10 T9)
+PYTHON_ADVICE = re.compile(r"\bsys\.[a-z_]+")
+HUGE_NUMBER = "9" * 50_000
 
 GOOD = json.dumps({"session_id": "s", "assistant_id": "a", "conversation": [{"qa_id": "q", "query": "hi", "assistant": "yo"}]})
 
@@ -46,6 +50,8 @@ def _cases() -> dict:
         "bad_json.json": ("[" + g + ', {"session_id": }]').encode(),
         "truncated.json": ("[" + g + ", " + g[:20]).encode(),
         "not_utf8.json": b'[{"session_id": "\xff"}]',
+        "huge_number.jsonl": (g + "\n" + g[:-1] + ', "turn_index": ' + HUGE_NUMBER + "}\n").encode(),
+        "huge_number.json": ("[" + g + ", " + g[:-1] + ', "turn_index": ' + HUGE_NUMBER + "}]").encode(),
         "truncated.jsonl.gz": gzip.compress(((g + "\n") * 50).encode())[:-30],
         "garbage.jsonl.gz": b"\x1f\x8b\x08\x00garbagegarbage",
         "truncated.json.gz": gzip.compress(b"[" + g.encode() + b",")[:-10],
@@ -57,7 +63,7 @@ def _cases() -> dict:
 def _assert_plain(reasons: list, where: str) -> None:
     assert reasons, f"{where}: no reason at all"
     for r in reasons:
-        assert not CLASS_NAME.search(r) and "Traceback" not in r, f"{where}: {r!r}"
+        assert not CLASS_NAME.search(r) and "Traceback" not in r and not PYTHON_ADVICE.search(r), f"{where}: {r!r}"
 
 
 def _read_reasons(path, tmp_path) -> list:
@@ -190,3 +196,33 @@ def test_usage_errors_that_embed_an_exception_say_it_in_plain_words(tmp_path):
         load_config(str(loop))
     assert "cannot read the file (" in str(exc.value) and not CLASS_NAME.search(str(exc.value)), exc.value
 
+
+
+@pytest.mark.parametrize("name", ["huge_number.jsonl", "huge_number.json"])
+def test_a_number_longer_than_python_converts_is_said_as_such(tmp_path, name):
+    """A JSON number of 50,000 digits is valid JSON that Python refuses to convert: the record's
+    dead letter says how long the number is and the limit, not "invalid JSON" with Python's advice
+    (trial 10 T9); the good record beside it is read."""
+    path = tmp_path / name
+    path.write_bytes(_cases()[name])
+    reasons = _read_reasons(path, tmp_path)
+    assert any("a number of 50,000 digits; numbers are limited to 4,300 digits" in r for r in reasons), reasons
+    assert not any("invalid JSON" in r for r in reasons), reasons
+
+
+def test_python_advice_is_never_a_reason(tmp_path):
+    """Every path that turns Python's integer-digits refusal into words says it plainly: an int too long
+    to print, and a --config holding one (tomllib converts TOML integers as Python does)."""
+    from fair_forge_beam.audit_config import ConfigError, load_config
+    from fair_forge_beam.plain import plain_reason
+
+    try:
+        str(10 ** 5000)
+    except ValueError as exc:
+        assert plain_reason(exc) == "a number of more than 4,300 digits; numbers are limited to 4,300 digits"
+    config = tmp_path / "audit.toml"
+    config.write_text("seed = " + HUGE_NUMBER[:5000] + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_config(str(config))
+    assert "a number of 5,000 digits; numbers are limited to 4,300 digits" in str(exc.value), exc.value
+    assert not PYTHON_ADVICE.search(str(exc.value)), exc.value

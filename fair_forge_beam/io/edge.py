@@ -42,7 +42,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import int_digits_reason, plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = [
@@ -281,6 +281,9 @@ def json_error_reason(exc: ValueError, text: str) -> str:
     file), or records separated by a carriage return alone (the file's lines end in CR, classic
     Mac OS: a line is cut at LF only, and a raw CR cannot be inside a JSON string, so such a "line"
     holds several records; the file is not read as lines of CR — convert its line ends)."""
+    digits = int_digits_reason(exc)
+    if digits:  # valid JSON: a number longer than Python converts
+        return digits
     why = plain_reason(exc)
     reason = f"invalid JSON: {why}"
     pos = getattr(exc, "pos", None)
