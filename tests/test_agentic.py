@@ -177,3 +177,24 @@ def test_run_with_retriever_tools_source_and_empty_conversation():
 def test_configuration_errors_fail_before_the_pipeline(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         Agentic(**kwargs)
+
+
+def test_a_record_another_correctness_source_could_score_says_so(tmp_path):
+    """A dead letter for want of the chosen source's evidence names the option that reads it and the
+    sources this record could be scored by (trial 10 T14: the shipped agentic example, run with the
+    default label source, dead-lettered all 9 turns as "no correctness label at 'agentic.reward'",
+    though ``--agentic-correctness tools`` scores every one)."""
+    data = [
+        ix("S", "agent", 0, "42", agentic={"task_id": "t", "tools_used": [CALC]}, gta={"expected_tools": [CALC]},
+           gt="42"),  # tools and judge could score it
+        ix("S", "agent", 1, "b", agentic={"task_id": "t"}, gta=None, gt=None),  # nothing could
+    ]
+    res = run_metric(Agentic(k=1, correctness_source="label"), data, tmp_path / "label")
+    reasons = sorted(d["reason"] for d in res["dead_letter"])
+    assert reasons == ["no correctness label at 'agentic.reward' (--agentic-label-field)",
+                       "no correctness label at 'agentic.reward' (--agentic-label-field); --agentic-correctness tools or "
+                       "judge would score this record"], reasons
+    data = [ix("S", "agent", 0, "42", agentic={"task_id": "t", "reward": 1.0}, gta=None, gt=None)]
+    res = run_metric(Agentic(k=1, correctness_source="tools"), data, tmp_path / "tools")
+    (d,) = res["dead_letter"]
+    assert d["reason"].endswith("; --agentic-correctness label would score this record"), d["reason"]

@@ -148,7 +148,7 @@ class _Score(beam.DoFn):
         if self.source == "label":
             value = read_path(x, self.label_field)
             if value is None:
-                fail = f"no correctness label at {quoted(self.label_field)}"
+                fail = f"no correctness label at {quoted(self.label_field)} (--agentic-label-field)"
             else:
                 try:
                     meta["score"] = _label_score(value)
@@ -175,8 +175,27 @@ class _Score(beam.DoFn):
                     REQUESTS, judge_request(key, messages, schema=AnswerCorrectnessOutput, element_id=x.element_id)
                 )
         if fail:
+            fail += self._other_sources(x, tool)
             yield beam.pvalue.TaggedOutput(DEAD, dead_letter(self.name, fail, x._asdict(), x.element_id))
         yield SessionPart(x.session_id, x.assistant_id, x.language, (0, meta))
+
+    def _other_sources(self, x: Interaction, tool) -> str:
+        """``"; --agentic-correctness tools or judge would score this record"``: the other correctness
+        sources this record holds what they need for (trial 10 T14: the shipped agentic example, run
+        with the default source, dead-lettered every turn with a reason that named no way out); ``""``
+        when none. Short, so that the summary's grouped reason keeps it whole."""
+        found = []
+        if self.source != "tools" and tool is not None:
+            found.append("tools")
+        if self.source != "label" and self.label_field:
+            try:
+                _label_score(read_path(x, self.label_field))
+                found.append("label")
+            except ValueError:
+                pass
+        if self.source != "judge" and not is_blank(x.ground_truth_assistant):
+            found.append("judge")
+        return f"; --agentic-correctness {' or '.join(found)} would score this record" if found else ""
 
 
 def _judge_scorer(m: "Agentic") -> JudgeScorer:
