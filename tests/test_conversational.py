@@ -197,3 +197,20 @@ def test_long_session_history_is_cut_to_the_prompt_limit_oldest_first_and_warned
     capped = session_requests(_turn(data[0])[0], [_turn(x)[1] for x in data], max_prompt_chars=10**7)
     assert capped == session_requests(_turn(data[0])[0], [_turn(x)[1] for x in data])
     assert all("history_left_out" not in m[1][5] for _, m in capped)
+
+
+def test_history_cut_speaks_only_of_turns_judged(tmp_path):
+    """A turn whose prompt is over the limit with no history at all is a dead letter (not sent), and
+    only that: the session's ``history_cut`` warning counts and names the turns judged with a cut
+    history (trial 10 T13: "2 turns ... judged without their oldest earlier turns ... the first:
+    turn_index 2", though turn 2 was never sent and turn 3 alone was judged with a cut history)."""
+    limit = 3_000
+    data = [ix("L", "bot", t, f"answer {t}", query="q" * 3_500 if t == 2 else None) for t in range(4)]
+    with ScriptedOpenAIServer(lambda req: {**dict.fromkeys(DIMENSIONS, 5.0), "insight": "ok"}) as srv:
+        res = run_metric(Conversational(judge=handler_for(srv, tmp_path, max_prompt_chars=limit)), data, tmp_path / "l")
+    (d,) = res["dead_letter"]
+    assert d["element_id"].endswith("/2") and "over the limit of 3,000 characters" in d["reason"], d
+    per = {r["turn_index"]: r for r in res["interactions"]}
+    assert sorted(per) == [0, 1, 3] and per[3]["history_turns"] < 3
+    (w,) = [q for q in res["quality"] if q["kind"] == "history_cut"]
+    assert "1 turn of this session" in w["message"] and "the first: turn_index 3 " in w["message"], w

@@ -239,8 +239,10 @@ class _SessionReducer(SessionReducer):
             if kind == 1:
                 verdicts.setdefault(v[0], v)
         display = f"{session_id}/{assistant_id}"
-        warnings = repeated_turns(key, [m[1] for m in metas]) + list(self.session_warnings(display, metas))
         scored = [(m, verdicts[m[0]]) for m in metas if m[0] in verdicts]
+        # a metric's warnings speak of the turns judged: a turn without a verdict (not sent, or its call failed)
+        # is a dead letter, and only that (trial 10 T13: history_cut named a turn whose prompt was never sent)
+        warnings = repeated_turns(key, [m[1] for m in metas]) + list(self.session_warnings(display, [m for m, _ in scored]))
         n_failed = len(metas) - len(scored)
         if n_failed:
             self._not_scored.inc(n_failed)
@@ -372,8 +374,9 @@ class JudgedMetric(MetricTransform):
 
     @staticmethod
     def session_warnings(display: str, metas: Sequence[tuple]) -> list:
-        """Data-quality warnings of one session from its metas (``"session_id/assistant_id"``,
-        the metas as the reducer sees them, sorted); none by default."""
+        """Data-quality warnings of one session from the metas of its judged turns (``display``:
+        ``"session_id/assistant_id"``; ``metas``: the turns with a verdict, sorted; a turn without
+        one is a dead letter, and no warning speaks of it); none by default."""
         return []
 
     @staticmethod
