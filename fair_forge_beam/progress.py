@@ -4,8 +4,8 @@ Counting: the DoFns count with :class:`ProgressCounter` — a Beam counter
 (``Metrics.counter(NAMESPACE or the judge's namespace, name)``) plus a process-local tally. A
 reporter thread in the launcher (:class:`ProgressReporter`) samples the tallies (and, for a
 runner whose ``run()`` returns while the job runs, the Beam counters of its ``PipelineResult``)
-every ``interval`` seconds and writes one line when something changed — never a line per
-element. The process-local tally sees the work of the in-memory FnApiRunner (the default), whose
+every ``interval`` seconds and writes one line when something changed, or every
+:data:`HEARTBEAT` seconds while nothing does — never a line per element. The process-local tally sees the work of the in-memory FnApiRunner (the default), whose
 ``run()`` returns only at the end; workers in other processes are seen through the Beam counters
 when the runner reports them while running, else not at all (no line is printed then).
 
@@ -22,15 +22,20 @@ handler's counters ``calls``, ``cache_hits``, ``results``, ``failures`` and ``su
 
 A line reads::
 
-    progress: 1,024 interactions read, scored: humanity 1,000 (24 not scored), toxicity 512; judge: 40 done, 8 pending; 12 s elapsed, about 12 s left
+    progress: 1,024 interactions read, scored: humanity 1,000 (24 not scored), toxicity 512; judge: 40 done, 8 pending; 12 s elapsed, about 12 s of scoring left
 
 Time left: the slowest metric's rate since its first taken interaction, applied to its
 interactions not yet taken (``read − taken``); judge calls in flight count at the judge's rate.
 No estimate ("time left unknown") until there is a rate, and none when every interaction read is
 taken and no judge call with a rate is pending (reading, scoring in flight and writing may still
 go on: the line never says "about 0 s left" while the run works; issue 28). An estimate under half
-a second, which would print as "0 s", is shown as unknown too. It is an extrapolation, not a
-promise: reading may not be finished (the total is not known before the inputs are read).
+a second, which would print as "0 s", is shown as unknown too. It is an extrapolation of scoring
+only, and says so ("of scoring left"): the combines, estimates and writing that follow are not in
+it. Once every metric has taken every interaction read and no judge call is pending the line says
+"scoring caught up with reading; combining and writing" (trial 10 T15: "about 4 s left" came
+before 70 % of the run), and while no count moves a line still comes every :data:`HEARTBEAT`
+seconds. It is not a promise: reading may not be finished (the total is not known before the
+inputs are read).
 """
 from __future__ import annotations
 
@@ -45,6 +50,8 @@ __all__ = ["NAMESPACE", "JUDGE_NAMESPACES", "ProgressCounter", "snapshot", "rese
            "eta_seconds", "ProgressReporter"]
 
 NAMESPACE = "fair_forge_beam.progress"
+#: seconds after which the reporter writes a line although no count changed (the run is alive)
+HEARTBEAT = 30.0
 JUDGE_NAMESPACES = ("fair_forge_beam.judge", "fair_forge_beam.guardian")
 
 _LOCK = threading.Lock()
@@ -176,7 +183,12 @@ def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: 
     done, pending = _judge_totals(counts)
     if done or pending:
         parts.append(f"judge: {_n(done)} done, {_n(pending)} pending")
-    left = "time left unknown" if eta is None or round(eta) < 1 else f"about {_duration(eta)} left"
+    if eta is not None and round(eta) >= 1:
+        left = f"about {_duration(eta)} of scoring left"  # the stages after scoring are not extrapolated
+    elif read and scored and all(t >= read for _m, t, _k in _taken(counts)) and not pending:
+        left = "scoring caught up with reading; combining and writing"  # the rest of the run: no count moves
+    else:
+        left = "time left unknown"
     parts.append(f"{_duration(elapsed)} elapsed" if final else f"{_duration(elapsed)} elapsed, {left}")
     return "progress: " + "; ".join(parts)
 
@@ -199,7 +211,7 @@ def _result_counts(result) -> dict[tuple[str, str], int]:
 
 class ProgressReporter:
     """A daemon thread writing a progress line to ``stream`` at most every ``interval`` seconds,
-    and only when the counts changed.
+    when the counts changed, or :data:`HEARTBEAT` seconds after the last line.
 
     Use as a context manager around the pipeline run; ``watch(result)`` adds a running
     ``PipelineResult`` whose Beam counters are polled too (the larger of the two counts wins).
@@ -220,6 +232,7 @@ class ProgressReporter:
         self._thread: Optional[threading.Thread] = None
         self._result = None
         self._last: Optional[dict] = None
+        self._last_at = float("-inf")
         self.lines = 0
         self.started = clock()
 
@@ -234,14 +247,16 @@ class ProgressReporter:
         return counts
 
     def tick(self, final: bool = False) -> Optional[str]:
-        """Write a line if the counts changed since the last one; returns it (or ``None``).
-        ``final``: the run's last line (no time left), written even when the counts did not change
-        (the line before it still said the time left: fresh14 read "time left unknown" last)."""
+        """Write a line if the counts changed since the last one, or if :data:`HEARTBEAT` seconds
+        passed since it (the stages after scoring move no count: trial 10 T15 read "about 4 s
+        left", then nothing for 3½ minutes); returns it (or ``None``). ``final``: the run's last
+        line (no time left), written even when the counts did not change (the line before it still
+        said the time left: fresh14 read "time left unknown" last)."""
         counts = self.counts()
-        if not counts or (counts == self._last and not final):
-            return None
-        self._last = counts
         now = self.clock()
+        if not counts or (counts == self._last and not final and now - self._last_at < HEARTBEAT):
+            return None
+        self._last, self._last_at = counts, now
         line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now), final=final)
         stream = self.stream if self.stream is not None else sys.stderr
         stream.write(line + "\n")

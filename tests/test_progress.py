@@ -22,13 +22,13 @@ def test_format_progress_exact():
               (J, "submitted"): 48, (J, "results"): 38, (J, "failures"): 2, (J, "calls"): 40}
     assert P.format_progress(counts, 12.4, 12.0) == (
         "progress: 1,024 interactions read, scored: humanity 1,024, toxicity 512; judge: 40 done, 8 pending; "
-        "12 s elapsed, about 12 s left")
+        "12 s elapsed, about 12 s of scoring left")
     assert P.format_progress({(NS, "read"): 3}, 75, None) == (
         "progress: 3 interactions read; 1 min 15 s elapsed, time left unknown")
     # an estimate that would print as "0 s" is no estimate: the line is written while the run works (issue 28)
     for eta in (0.0, 0.4, -1.0):
         assert P.format_progress({}, 3725, eta) == "progress: 0 interactions read; 1 h 02 min elapsed, time left unknown"
-    assert P.format_progress({}, 3725, 0.6).endswith("about 1 s left")
+    assert P.format_progress({}, 3725, 0.6).endswith("about 1 s of scoring left")
     # the run's last line, written once the pipeline finished: nothing is left to estimate (a new
     # user read "5 s elapsed, time left unknown" under a finished run)
     for eta in (None, 0.0, 12.0):
@@ -134,7 +134,8 @@ def test_main_job_reports_progress_on_stderr_and_quiet_silences_it(tmp_path):
     # while the run works a line says the time left; the last one, written once the pipeline
     # finished (when the counts changed since the line before), says the elapsed time only
     assert all(re.fullmatch(r"progress: [\d,]+ interactions read(, scored: .+)?; .+ elapsed, "
-                            r"(time left unknown|about .+ left)", ln) for ln in lines[:-1]), lines
+                            r"(time left unknown|about .+ of scoring left|scoring caught up with reading; combining and "
+                            r"writing)", ln) for ln in lines[:-1]), lines
     assert re.fullmatch(r"progress: [\d,]+ interactions read(, scored: .+)?; .+ elapsed", lines[-1]), lines
     assert any("scored: humanity" in ln for ln in lines) or any(" 2,042 interactions read" in ln for ln in lines)
     assert len(lines) <= seconds / 0.5 + 1  # at most one line per interval, never one per element (2,042)
@@ -175,3 +176,27 @@ def test_a_judge_metrics_last_progress_line_counts_what_the_summary_counts(tmp_p
     assert counted, lines
     assert re.search(rf"scored: context {scored}(;|,|$| )", counted[-1]), counted
     assert re.search(rf"scored: context {scored}(;|,|$| )", lines[-1]), lines
+
+
+def test_after_scoring_the_line_says_what_runs_and_a_heartbeat_keeps_coming():
+    """Trial 10 T15: "about 4 s left", then nothing for 3 1/2 minutes: the estimate covered scoring only
+    and no count moves while the run combines, estimates and writes. The estimate now says it is of
+    scoring; once scoring caught up with reading the line says what runs; and a line comes every
+    HEARTBEAT seconds while no count moves."""
+    now = [0.0]
+    out = io.StringIO()
+    P.reset()
+    rep = P.ProgressReporter(interval=5, stream=out, clock=lambda: now[0])
+    rep.started = 0.0
+    P.ProgressCounter("read", beam_counter=_NullCounter()).inc(10)
+    P.ProgressCounter("taken.humanity", beam_counter=_NullCounter()).inc(10)
+    P.ProgressCounter("scored.humanity", beam_counter=_NullCounter()).inc(9)
+    now[0] = 10.0
+    assert rep.tick() == ("progress: 10 interactions read, scored: humanity 9 (1 not scored); 10 s elapsed, scoring "
+                          "caught up with reading; combining and writing")
+    now[0] = 10.0 + P.HEARTBEAT - 1
+    assert rep.tick() is None  # nothing moved, within the heartbeat
+    now[0] = 10.0 + P.HEARTBEAT
+    assert rep.tick() == ("progress: 10 interactions read, scored: humanity 9 (1 not scored); 40 s elapsed, scoring "
+                          "caught up with reading; combining and writing")
+    P.reset()
