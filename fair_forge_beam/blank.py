@@ -15,28 +15,27 @@ from __future__ import annotations
 import functools
 import unicodedata
 
+import regex
+
 __all__ = ["is_blank", "is_blank_char", "is_blank_line"]
 
-#: Unicode categories that show nothing: format characters, space separators, line and paragraph
-#: separators, control characters
-_BLANK_CATEGORIES = frozenset({"Cf", "Zs", "Zl", "Zp", "Cc"})
-#: characters of other categories that show as nothing (the Braille blank pattern, the Hangul fillers)
-_BLANK_OTHERS = frozenset("\u2800\u115f\u1160\u3164\uffa0")
+#: one character that shows as nothing: Unicode's ``Default_Ignorable_Code_Point`` (zero-width
+#: characters and joiners, U+FEFF, U+2060-U+206F, soft hyphen, bidirectional marks, variation
+#: selectors, the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, tags, and the
+#: unassigned code points Unicode reserves as ignorable) and ``White_Space``, as the ``regex``
+#: package's tables hold them (its Unicode version, newer than ``unicodedata``'s), plus this
+#: package's own decisions: every format, separator and control character (categories Cf, Zs, Zl,
+#: Zp, Cc: a lone U+0600 or ``"\x00"`` is no text to read) and the Braille blank U+2800
+_BLANK_CLASS = r"[\p{Default_Ignorable_Code_Point}\p{White_Space}\p{Cf}\p{Zs}\p{Zl}\p{Zp}\p{Cc}\u2800]"
+_BLANK_CHAR = regex.compile(_BLANK_CLASS)
 
 
 @functools.lru_cache(maxsize=4096)
 def is_blank_char(ch: str) -> bool:
-    """Whether the one character ``ch`` shows as nothing: whitespace, a format, separator or control
-    character (categories Cf, Zs, Zl, Zp, Cc: zero-width space and joiners, U+FEFF, U+2060, soft
-    hyphen, bidirectional marks, tags), a variation selector, the combining grapheme joiner, a
-    Hangul filler, the Braille blank."""
-    if ch.isspace() or ch in _BLANK_OTHERS:
-        return True
-    if unicodedata.category(ch) in _BLANK_CATEGORIES:
-        return True
-    code = ord(ch)
-    return (0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF or 0x180B <= code <= 0x180F or code == 0x034F
-            or 0xE0000 <= code <= 0xE0FFF)
+    """Whether the one character ``ch`` shows as nothing: a ``Default_Ignorable_Code_Point`` or
+    ``White_Space`` character, a format, separator or control character (categories Cf, Zs, Zl,
+    Zp, Cc), the Braille blank (:data:`_BLANK_CLASS`). Cached: :func:`is_blank` asks it per character."""
+    return _BLANK_CHAR.fullmatch(ch) is not None
 
 
 def is_blank(text) -> bool:

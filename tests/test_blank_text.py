@@ -41,6 +41,35 @@ def test_the_predicate_over_the_categories_that_show_nothing():
             assert not is_blank(ch), hex(code)
 
 
+def test_every_default_ignorable_code_point_is_blank():
+    """Trial30 T1: blank.py's hand-kept list missed the Khmer inherent vowels U+17B4/U+17B5 (category
+    Mn, invisible), U+2065 and U+FFF0-FFF8 (unassigned, reserved as ignorable): an answer "\u17b4\u17b5"
+    was scored with no empty_answer warning. What shows as nothing follows Unicode's
+    Default_Ignorable_Code_Point and White_Space properties, every code point of them; a lone
+    combining mark stays content (a documented decision)."""
+    import regex
+
+    prop = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{White_Space}]")
+    ignorable = [chr(c) for c in range(0x110000) if prop.fullmatch(chr(c))]
+    assert len(ignorable) > 4000  # 4,174 default-ignorables in Unicode 18 (most of them tags and reserved)
+    for ch in ignorable:
+        assert is_blank(ch * 2) and not is_blank(ch + "x"), hex(ord(ch))
+    for text in ("\u17b4\u17b5", "\u2065", "\ufff0\ufff8", " \u17b4\u2060"):
+        assert is_blank(text), repr(text)
+    for text in ("\u0301", "\u17b6", "\u17b4a"):  # a combining mark (Khmer vowel sign AA too) is content
+        assert not is_blank(text), repr(text)
+
+
+def test_an_answer_of_khmer_inherent_vowels_warns_empty_answer(tmp_path):
+    recs = [{"session_id": "s", "assistant_id": "blank_khmer", "conversation": [
+        {"qa_id": "q0", "query": "x", "assistant": "\u17b4\u17b5"}, {"qa_id": "q1", "query": "x", "assistant": "\ufff0"},
+        {"qa_id": "q2", "query": "x", "assistant": "ok"}]}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    inter, dead, quality = _read(str(tmp_path / "in.jsonl"))
+    empty = [q for q in quality if q.kind == "empty_answer"]
+    assert len(inter) == 3 and len(empty) == 1 and empty[0].message.startswith("2 interactions of this session"), quality
+
+
 @pytest.mark.parametrize("text", ["\u200b", "\ufeff\u2060", " \u00a0\u200c "])
 def test_a_vision_answer_of_invisible_characters_is_empty(tmp_path, text):
     from fair_forge_beam.metrics.vision import Vision
