@@ -192,3 +192,41 @@ def test_a_context_of_invisible_characters_is_a_dead_letter_before_the_judge(tmp
     dead = res["dead_letter"]
     assert [d["element_id"] for d in dead] == ["s/bot/0"] and dead[0]["stage"] == "context", dead
     assert dead[0]["reason"].startswith("context is blank"), dead
+
+
+def _judged(metric_cls, data, tmp_path, answer):
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(lambda req: answer) as srv:
+        res = run_metric(metric_cls(judge=handler_for(srv, tmp_path)), data, tmp_path / "run")
+        sent = [m["content"] for req in srv.requests for m in req.messages if m["role"] == "user"]
+    return res, sent
+
+
+@pytest.mark.parametrize("metric", ["context", "conversational"])
+@pytest.mark.parametrize("blank", ["\u2060", "\u17b4\u17b5", ""])
+def test_a_judge_metric_that_reads_the_question_dead_letters_a_blank_one(tmp_path, metric, blank):
+    """Trial30 T7: a query "\\u2060" was sent to the judge by Context and Conversational and scored
+    (relation and quality maxims of an answer to no question), with no warning; a context of Khmer
+    inherent vowels was judged by Context. Each judge metric declares the text fields its prompt needs
+    (``requires``): a blank one is a dead letter naming the field, never a judge request. A blank
+    *answer* is judged (what is scored; the reader warns empty_answer)."""
+    import helpers
+    from fair_forge_beam.metrics.context import Context
+    from fair_forge_beam.metrics.conversational import Conversational
+    from fair_forge_beam.schemas.conversational import DIMENSIONS
+
+    cls, answer = {"context": (Context, {"score": 0.8, "insight": "fine"}),
+                   "conversational": (Conversational, {**dict.fromkeys(DIMENSIONS, 7.0), "insight": "fine"})}[metric]
+    shop = "We sell shoes."
+    data = [helpers.ix("blankq", "bot", 0, "Yes we sell shoes.", context=shop, query=blank),
+            helpers.ix("blanka", "bot", 0, "\u2060", context=shop, query="Do you sell shoes?"),
+            helpers.ix("ok", "bot", 0, "Yes.", context=shop, query="Do you sell shoes?")]
+    if metric == "context":
+        data.append(helpers.ix("khmerctx", "bot", 0, "Yes.", context="\u17b4", query="Do you sell shoes?"))
+    res, sent = _judged(cls, data, tmp_path, answer)
+    assert len(sent) == 2 and [r["element_id"] for r in res["interactions"]] == ["blanka/bot/0", "ok/bot/0"], sent
+    dead = sorted(res["dead_letter"], key=lambda d: d["element_id"])
+    assert [d["element_id"] for d in dead] == ["blankq/bot/0"] + (["khmerctx/bot/0"] if metric == "context" else []), dead
+    assert dead[0]["stage"] == metric and dead[0]["reason"].startswith("query is blank"), dead
+    assert all(d["reason"].startswith("context is blank") for d in dead[1:]), dead

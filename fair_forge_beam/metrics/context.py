@@ -13,9 +13,10 @@ interactions — Rubin 1981, Dirichlet(1,…,1) weights keyed by turn, percentil
 place of upstream's multinomial resampling). Per slice (overall / assistant / language): the
 mean of session means weighted by scored interactions, Bayesian bootstrap over sessions.
 
-An interaction whose session has no context (missing, ``""`` or only invisible characters:
-:func:`~fair_forge_beam.blank.is_blank`) is a dead letter (stage ``"context"``, reason
-``context is blank …``) before any judge call: there is nothing to judge it against.
+An interaction whose session has no context, or with no question (missing, ``""`` or only invisible
+characters: :func:`~fair_forge_beam.blank.is_blank`), is a dead letter (stage ``"context"``, reason
+``context is blank …`` / ``query is blank …``) before any judge call: there is nothing to judge it
+against (``requires``).
 
 Failed judgements (HTTP errors after retries, answers that never validate) go to the dead
 letter (stage ``"context"``, reason and raw text), are excluded from every mean and counted in
@@ -72,9 +73,12 @@ class Context(JudgedMetric):
 
     name = "context"
     reads = frozenset({"context", "query", "assistant", "ground_truth_assistant", "observation"})
-    #: an interaction of a session without a context (blank: blank.is_blank) is a dead letter naming
-    #: it, never judged (issue 29 T13: context "" or "\u200b" was judged and scored)
-    requires = (("context", "the session's context to judge the answer against"),)
+    #: an interaction of a session without a context, or without a question (blank: blank.is_blank),
+    #: is a dead letter naming the field, never judged (issue 29 T13: context "" or "\u200b" was judged
+    #: and scored; trial30 T7: a query "\u2060" was). A blank answer is judged (it is what is scored:
+    #: the reader's empty_answer warning says so)
+    requires = (("context", "the session's context to judge the answer against"),
+                ("query", "the question the answer replies to"))
     info = MetricInfo(
         name="context",
         estimates=(

@@ -190,6 +190,11 @@ class Conversational(JudgedMetric):
 
     name = "conversational"
     reads = frozenset({"query", "assistant", "ground_truth_assistant", "observation"})  # of the turn and its history
+    #: a turn without a question (blank: blank.is_blank) is a dead letter naming it, never judged: the
+    #: relation, quality and quantity maxims judge an answer *to* the question (trial30 T7: a query
+    #: "\u2060" was judged and scored). Such a turn is not in the history of the later turns either. A
+    #: blank answer is judged (it is what is scored: the reader's empty_answer warning says so)
+    requires = (("query", "the question the answer replies to"),)
     info = MetricInfo(
         name="conversational",
         # the judge's seven 0–10 scores (spec §6.4): higher is better
