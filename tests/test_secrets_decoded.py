@@ -268,6 +268,22 @@ def test_a_key_joined_by_any_invisible_character_is_masked():
         assert S.scrub(text, [key]) == text
 
 
+def test_every_default_ignorable_code_point_is_a_gap_of_a_loosely_spelt_key():
+    """Trial30 T1, the masker's member of the class: its gaps were derived from unicodedata's categories
+    and names, which miss U+2065 and U+FFF0-FFF8 (default-ignorable, unassigned: a renderer shows
+    nothing). Every Default_Ignorable_Code_Point that is not whitespace is a gap."""
+    import regex
+
+    from fair_forge_beam.io import secrets as S
+
+    prop = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+    every = {chr(c) for c in range(0x110000) if prop.fullmatch(chr(c)) and not chr(c).isspace()}
+    assert not every - set(S._invisibles()), sorted(hex(ord(c)) for c in every - set(S._invisibles()))[:20]
+    key = "sk-ffb-" + secrets.token_hex(16)
+    for sep in ("\u2065", "\ufff0", "\ufff8", "\u17b4"):
+        assert S.scrub(f"key {sep.join(key)}!", [key]) == "key ***!", hex(ord(sep))
+
+
 @pytest.mark.parametrize("sep", TRIAL28_SEPARATORS, ids=lambda s: f"U+{ord(s):04X}")
 def test_a_judge_joining_the_key_by_an_invisible_character_leaves_it_nowhere(sep, monkeypatch):
     key = "sk-ffb-" + secrets.token_hex(16)

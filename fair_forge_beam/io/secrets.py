@@ -27,9 +27,9 @@ import hashlib
 import os
 import re
 import threading
-import unicodedata
 from typing import Any, Callable, Iterable, Optional
 
+from fair_forge_beam.blank import is_invisible_char
 from fair_forge_beam.urls import install_log_masking, mask_line, mask_url_secrets  # noqa: F401 - mask_line, install_log_masking: here too
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
@@ -128,19 +128,13 @@ def _hex(code: int) -> str:
 
 
 def _is_invisible(ch: str) -> bool:
-    """Whether ``ch`` shows as nothing between two visible characters (Unicode's default-ignorable
-    characters, derived from :mod:`unicodedata`, not listed by hand): every format character
-    (category ``Cf``: zero-width space / joiners, word joiner, U+FEFF, soft hyphen, invisible
-    operators U+2061-2064, bidirectional marks and controls, U+180E, tags U+E0001 and
-    U+E0020-E007F …), every variation selector (U+FE00-FE0F, U+E0100-E01EF, Mongolian U+180B-180F),
-    the combining grapheme joiner, the Hangul fillers, the Khmer inherent vowels and every code point
-    of plane 14's U+E0000-E0FFF, assigned or not."""
-    code = ord(ch)
-    if 0xE0000 <= code <= 0xE0FFF or unicodedata.category(ch) == "Cf":
-        return True
-    name = unicodedata.name(ch, "")
-    return ("VARIATION SELECTOR" in name or "GRAPHEME JOINER" in name or "FILLER" in name and "HANGUL" in name
-            or "VOWEL INHERENT" in name)
+    """Whether ``ch`` shows as nothing between two visible characters: Unicode's default-ignorable
+    characters and every format character (:func:`fair_forge_beam.blank.is_invisible_char`, Unicode's
+    property, not a list kept here): zero-width space / joiners, word joiner, U+FEFF, soft hyphen,
+    invisible operators U+2061-2065, bidirectional marks and controls, U+180E, tags, variation
+    selectors, the combining grapheme joiner, the Hangul fillers, the Khmer inherent vowels, the
+    reserved U+FFF0-FFF8 and every code point of plane 14's U+E0000-E0FFF, assigned or not."""
+    return is_invisible_char(ch)
 
 
 #: the planes that hold default-ignorable characters (0, 1 and 14; a test checks every plane)
