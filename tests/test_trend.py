@@ -701,3 +701,44 @@ def test_trend_and_compare_of_runs_that_scored_nothing_are_empty_exit_4(tmp_path
     good = doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.0, 0.8, 1.2))])
     _write_run(tmp_path / "e3", good, {"started_at": "2026-01-03T00:00:00Z"})
     assert audit.main(["trend", str(e1), str(tmp_path / "e3"), "--output", str(out), "--quiet", "--no-plots"]) == 0
+
+
+def test_runs_that_share_no_metric_compare_nothing_in_trend_and_compare_alike(tmp_path, capsys):
+    """trial30 T4/T5: `compare` of a humanity run and a toxicity run said "nothing compared (the runs
+    have no metric)" (each has one); `trend` of the same runs exited 0 saying "humanity: 1 series
+    compared run to run" of a metric in one run, every series one point. One rule, one reason:
+    runs that share no metric compared nothing, exit 4, naming what each run has; a series of one
+    point is never "compared"."""
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+
+    h = _write_run(tmp_path / "h", doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.0, 0.8, 1.2))]),
+                   {"started_at": "2026-01-01T00:00:00Z"})
+    t = _write_run(tmp_path / "t", doc("bayesian", tox_slices=[tox("overall", 4, 40, 10)]),
+                   {"started_at": "2026-01-02T00:00:00Z"})
+    with pytest.raises(SystemExit) as e:
+        audit.main(["compare", str(t), str(h)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == EMPTY_RUN_EXIT_CODE and err == [
+        "fair-forge-beam compare: empty comparison: nothing compared (the runs share no metric: current toxicity; "
+        "baseline humanity) (exit code 4)"], err
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        audit.main(["trend", str(h), str(t), "--output", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == EMPTY_RUN_EXIT_CODE, err
+    assert "trend: humanity: 2 series, each in 1 run: nothing to compare" in err, err
+    assert not any("compared run to run" in line for line in err), err
+    assert err[-1].startswith("fair-forge-beam trend: empty trend: nothing compared (the runs share no metric: "
+                              "h humanity; t toxicity); nothing was written"), err
+    assert not out.exists()
+    # one run alone is followed (a schedule's first night), and says it compared nothing
+    lines: list = []
+    build_trend([run(str(h), json.loads((h / "results.json").read_text()))], progress=lines.append)
+    assert lines == ["humanity: 2 series, each in 1 run: nothing to compare"], lines
+    assert audit.main(["trend", str(h), "--output", str(out), "--quiet", "--no-plots"]) == 0
+    # a metric the runs share is compared run to run, and said so
+    h2 = _write_run(tmp_path / "h2", doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.1, 0.9, 1.3))]),
+                    {"started_at": "2026-01-03T00:00:00Z"})
+    lines = []
+    build_trend([run(str(p), json.loads((p / "results.json").read_text())) for p in (h, t, h2)], progress=lines.append)
+    assert lines == ["humanity: 2 series compared run to run", "toxicity: 2 series, each in 1 run: nothing to compare"], lines

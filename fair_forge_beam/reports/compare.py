@@ -53,7 +53,7 @@ from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
-__all__ = ["compare_runs", "empty_comparison_reason", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
+__all__ = ["compare_runs", "empty_comparison_reason", "nothing_compared", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
            "TOO_SMALL", "DETECTABLE", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
@@ -461,13 +461,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def empty_comparison_reason(cmp: dict) -> Optional[str]:
     """Why the comparison ``cmp`` (:func:`compare_runs`) compared nothing, or ``None``: no metric
     has a row judged (every metric's tally is empty: a run that scored nothing, no common slice ...),
-    with each metric's reason: "nothing compared: humanity: the current run scored nothing"."""
+    with each metric's reason: "nothing compared (humanity: the current run scored nothing)", or
+    the runs' metrics when they share none (:func:`nothing_compared`)."""
     verdicts = cmp.get("verdicts") or {}
     if any(verdicts.values()):
         return None
-    why = cmp.get("not_compared") or {}
-    named = "; ".join(f"{m}: {why.get(m, 'nothing to compare')}" for m in verdicts)
-    return f"nothing compared ({named or 'the runs have no metric'})"
+    runs = [("current", [*verdicts, *(cmp.get("only_in_current") or ())]),
+            ("baseline", [*verdicts, *(cmp.get("only_in_baseline") or ())])]
+    return nothing_compared(runs, cmp.get("not_compared") or {})
+
+
+def nothing_compared(runs: Sequence[tuple[str, Sequence[str]]], why: dict) -> str:
+    """The one reason ``compare`` and ``trend`` give when runs compared nothing: no estimate of a
+    metric, a slice and a headline is in two of the runs with a value in either. ``runs``: each
+    run's ``(label, metric names)``; ``why``: ``{metric: why none of it was compared}``.
+    "nothing compared (the runs share no metric: current humanity, toxicity; baseline context)"
+    when no metric is in two runs (was "the runs have no metric", trial30 T4), else each shared
+    metric's reason: "nothing compared (humanity: the current run scored nothing)"."""
+    seen = Counter(m for _, names in runs for m in dict.fromkeys(names))
+    shared = [m for m, c in seen.items() if c > 1]
+    if not shared:
+        each = "; ".join(f"{label} {', '.join(names) if names else 'no metric'}" for label, names in runs)
+        return f"nothing compared (the runs share no metric: {each})"
+    named = "; ".join(f"{m}: {why.get(m, 'nothing to compare')}" for m in shared)
+    return f"nothing compared ({named})"
 
 
 if __name__ == "__main__":

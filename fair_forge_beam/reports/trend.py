@@ -545,7 +545,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                                    "estimate_label": estimate_label(metric, path), "slice_label": slice_label(key),
                                    "direction": sign, "range": rng, "points": points})
         if progress:
-            progress(f"{metric}: {sum(1 for s in series if s['metric'] == metric)} series compared run to run")
+            progress(f"{metric}: {_compared_text([s for s in series if s['metric'] == metric])}")
     changes.sort(key=lambda c: (-c["to_run"], *_change_order(c)))
     methods = sorted({p["vs_previous"]["method"] for s in series for p in s["points"]
                       if p.get("vs_previous", {}).get("method")})
@@ -761,14 +761,38 @@ def render_trend(trend: dict, with_plots: bool = True, title: str = "fair_forge_
     )
 
 
+def _compared_text(series: list[dict]) -> str:
+    """How many of one metric's ``series`` were compared run to run (a point with ``vs_previous``),
+    in words: a series of one point is never "compared" (trial30 T5: "24 series compared run to run"
+    of a metric in one run of two)."""
+    n, done = len(series), sum(1 for s in series if any("vs_previous" in p for p in s["points"]))
+    if done == n:
+        return f"{n} series compared run to run"
+    if done:
+        return f"{n} series, {done} compared run to run (the others have no earlier run to compare with)"
+    if all(len(s["points"]) == 1 for s in series):
+        return f"{n} series, each in 1 run: nothing to compare"
+    return f"{n} series, none compared run to run (no earlier run of its kind has a value to compare with)"
+
+
 def empty_trend_reason(trend: dict) -> Optional[str]:
     """Why the trend ``trend`` (:func:`build_trend`) has nothing to follow, or ``None``: no headline
     estimate has a value in any run of any followed slice (every run scored nothing: no figure, no
     change) — "no run has a value of a headline estimate to follow (2 runs read; humanity scored
-    nothing in any of them)"."""
+    nothing in any of them)"; or two runs or more that share no metric, ``compare``'s rule and words
+    (:func:`~fair_forge_beam.reports.compare.nothing_compared`: "nothing compared (the runs share no
+    metric: base humanity, toxicity; ctx1 context)"; trial30 T5: it exited 0, every series one
+    point). A trend of one run follows it and compares nothing, as the first night of a schedule
+    does, and a run with values beside one that scored nothing has a point to follow: not empty."""
+    runs = trend.get("runs") or ()
     if any(p.get("defined", True) for s in trend.get("series") or () for p in s.get("points") or ()):
-        return None
-    n = len(trend.get("runs") or ())
+        named = [(r["name"], r.get("metrics") or []) for r in runs]
+        if len(runs) < 2 or len({m for _, ms in named for m in ms}) < sum(len(set(ms)) for _, ms in named):
+            return None  # one run, or a metric in two runs
+        from fair_forge_beam.reports.compare import nothing_compared
+
+        return nothing_compared(named, {})
+    n = len(runs)
     metrics = list(dict.fromkeys(m for r in trend.get("runs") or () for m in r.get("metrics") or ()))
     if not metrics:
         metrics = list(dict.fromkeys(s["metric"] for s in trend.get("series") or ()))
