@@ -45,7 +45,7 @@ __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_temp
 from fair_forge_beam.options import (OPTIONS, TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, config_value_problem,
                                      user_path)
 from fair_forge_beam.quoting import did_you_mean, quoted
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import int_digits_reason, plain_reason
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
 #: top-level keys of an audit config (besides ``options``, ``beam`` and ``gates``) -> main-job option;
@@ -203,6 +203,38 @@ def toml_nesting_bound(text: str, limit: int) -> bool:
     return True
 
 
+class _NoNumber(str):
+    """A TOML float that means no number (``1e400``, ``1e-400``): kept in the parsed file with
+    :func:`~fair_forge_beam.options.exact_float`'s reason, which :func:`load_config` then gives with
+    the value's key (tomllib's ``parse_float`` is called without it: trial30 T6)."""
+
+
+def _lenient_float(text: str):
+    from fair_forge_beam.options import exact_float
+
+    try:
+        return exact_float(text)
+    except ValueError as exc:
+        return _NoNumber(str(exc))
+
+
+def _key_path(keys: Sequence) -> str:
+    """A parsed TOML value's key path, as TOML writes it: ``gates[0].threshold``, ``options.seed``."""
+    out = ""
+    for k in keys:
+        out += f"[{k}]" if isinstance(k, int) else ("." if out else "") + (
+            k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else quoted(k))
+    return out
+
+
+def _no_number(value: Any, keys: tuple = ()) -> Optional[str]:
+    """``<key path>: <reason>`` of the first :class:`_NoNumber` in a parsed config, or ``None``."""
+    if isinstance(value, _NoNumber):
+        return f"{_key_path(keys)}: {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((w for k, v in items if (w := _no_number(v, (*keys, k)))), None)
+
+
 def load_config(path: str) -> dict:
     """Read a TOML audit config from any Beam filesystem.
 
@@ -220,8 +252,6 @@ def load_config(path: str) -> dict:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - any filesystem's "not found"/"denied"
         raise ConfigError(f"--config {path}: cannot read the file ({plain_reason(exc)})") from None
-    from fair_forge_beam.options import exact_float
-
     from fair_forge_beam.io.edge import MAX_NESTING, SideFileTooDeep, check_side_nesting
 
     too_deep = (f"--config {path}: nested more than {MAX_NESTING} levels deep (dotted keys, table headers, "
@@ -240,8 +270,12 @@ def load_config(path: str) -> dict:
             raise ConfigError(too_deep)
         # nesting bounded as input records are: tomllib recurses per level (RecursionError), and so
         # does what reads the config
-        return check_side_nesting(tomllib.loads(text, parse_float=exact_float),  # 1e-400 is no silent 0
-                                  "the file")
+        doc = check_side_nesting(tomllib.loads(text, parse_float=_lenient_float),  # 1e-400 is no silent 0
+                                 "the file")
+        bad = _no_number(doc)
+        if bad:  # the value's key named (trial30 T6: "'1e400' is too large for a number" said no key)
+            raise ConfigError(f"--config {path}: {bad}")
+        return doc
     except ConfigError:
         raise
     except SideFileTooDeep:
@@ -256,7 +290,17 @@ def load_config(path: str) -> dict:
                     "with LF or CRLF line ends")
         raise ConfigError(f"--config {path}: not valid TOML: {plain_reason(exc)}{hint}") from None
     except ValueError as exc:  # plain words: a TOML integer of 5,000 digits is Python's refusal with Python's advice
-        raise ConfigError(f"--config {path}: {plain_reason(exc)}") from None
+        import sys
+
+        # tomllib's int() says neither key nor line: the line and column told, as TOML's syntax errors do
+        limit = sys.get_int_max_str_digits()
+        long = re.search(r"(?<![\w.])[0-9][0-9_]{%d,}" % limit, text) if int_digits_reason(exc) else None
+        where = ""
+        if long:
+            at = long.start()
+            line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+            where = f"line {line}, column {column}: "
+        raise ConfigError(f"--config {path}: {where}{plain_reason(exc)}") from None
 
 
 def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> tuple[list[str], list[str], list]:

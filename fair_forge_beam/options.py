@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message",
+__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
@@ -1860,7 +1860,7 @@ def _toml_kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _toml_shown(value: Any) -> str:
+def toml_shown(value: Any) -> str:
     """A config value as the message shows it: a text quoted, a list or table as ``a list [...]``,
     any other value as TOML writes it with its kind (``true (a TOML boolean)``)."""
     if isinstance(value, str):
@@ -1918,7 +1918,7 @@ def config_value_problem(option: Option, value: Any) -> Optional[str]:
                 return f"expected {expects}, got a list {quoted(value)} holding {_toml_kind(item)}"
         return None
     if not _config_item_fits(option, value):
-        return f"expected {expects}, got {_toml_shown(value)}"
+        return f"expected {expects}, got {toml_shown(value)}"
     return None
 
 

@@ -94,3 +94,48 @@ def test_the_command_exits_2_with_one_line_and_writes_nothing(body, folder, tmp_
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--config a.toml: output: expected text (a quoted TOML string), got " in lines[0]
     assert not (tmp_path / folder).exists()
+
+
+GATE = '[[gates]]\nmetric = "humanity"\nfield = "mean_entropy"\nstat = "mean"\nop = "<="\n'
+
+
+@pytest.mark.parametrize("body, words", [
+    (GATE + "threshold = 1e400", "gates[0].threshold: '1e400' is too large for a number (the largest is about 1.8e308)"),
+    (GATE + "threshold = 0.5\n" + GATE + "threshold = -1e-400",
+     "gates[1].threshold: '-1e-400' is too small for a number: it would become 0"),
+    ("seed = 1e400", "seed: '1e400' is too large for a number"),
+    ("[options]\nci-level = 1e-400", "options.ci-level: '1e-400' is too small for a number"),
+    ('[beam]\n"a.b" = [1.0, 1e400]', "beam.'a.b'[1]: '1e400' is too large for a number"),
+    ("seed = " + "9" * 5000, "line 4, column 8: a number of 5,000 digits; numbers are limited to 4,300 digits"),
+])
+def test_a_config_value_that_is_no_number_names_its_key(body, words, tmp_path):
+    """trial30 T6: `threshold = 1e400` in [[gates]] said "--config g.toml: '1e400' is too large for a
+    number" (tomllib's parse_float is called without the key), `seed = 1e400` alike, and an integer of
+    5,000 digits gave Python's "Exceeds the limit (4300 digits) for integer string conversion ...
+    sys.set_int_max_str_digits()". Every value error of a config file names where the value is."""
+    from fair_forge_beam.audit_config import load_config
+
+    path = tmp_path / "a.toml"
+    path.write_text(f'inputs = ["x.jsonl"]\nmetrics = ["humanity"]\noutput = "out"\n{body}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_config(str(path))
+    assert str(exc.value) == f"--config {path}: {words}" or str(exc.value).startswith(f"--config {path}: {words}"), exc.value
+    assert "sys." not in str(exc.value)
+
+
+@pytest.mark.parametrize("value", [DATE, datetime.datetime(2026, 12, 1, 3, 4), datetime.time(1, 2), True, [0.5], {"x": 1}])
+def test_a_gate_threshold_of_another_type_is_told_as_an_option_is(value):
+    """trial30 T6: a [[gates]] threshold = 2026-01-01 said "not a number but a date (datetime.date(2026,
+    1, 1))", Python's repr, where the option check of the same file says "got 2026-12-01 (a TOML
+    date)": one describer (options.toml_shown) for both."""
+    from fair_forge_beam.reports.gates import GateConfigError, make_gate
+
+    with pytest.raises(GateConfigError) as exc:
+        make_gate({"metric": "humanity", "field": "mean_entropy", "stat": "mean", "op": "<=", "threshold": value})
+    with pytest.raises(ConfigError) as opt:
+        config_to_argv(PARSER, {"seed": value}, "a.toml")
+    shown = str(opt.value).split(", got ", 1)[1]
+    assert f"threshold: not a number but {shown}" in str(exc.value), (str(exc.value), shown)
+    assert "datetime." not in str(exc.value) and "(" + repr(value) + ")" not in str(exc.value)
+    if value is DATE:
+        assert "not a number but 2026-12-01 (a TOML date)" in str(exc.value)

@@ -252,7 +252,7 @@ def test_a_gate_threshold_that_is_no_number_says_why(threshold, words):
 @pytest.mark.parametrize("value, words", [
     ("1" + "0" * 400, "too large for a number (401 digits"), ("inf", "not a finite number"),
     ("true", "not a number but true"), ('"0.5"', "not a number but the text '0.5'"),
-    ("1979-05-27", "not a number but a date"), ("[0.5]", "not a number but a list"), ("{x = 1}", "not a number but a table")])
+    ("1979-05-27", "not a number but 1979-05-27 (a TOML date)"), ("[0.5]", "not a number but a list"), ("{x = 1}", "not a number but a table")])
 def test_a_toml_threshold_that_is_no_number_says_why(tmp_path, value, words):
     from fair_forge_beam.reports.gates import GateConfigError, make_gate
 

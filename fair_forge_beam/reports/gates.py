@@ -91,7 +91,7 @@ from __future__ import annotations
 
 from fair_forge_beam.console import say  # console output never fails a run
 
-from fair_forge_beam.options import NUMBER_PATTERN, exact_float
+from fair_forge_beam.options import NUMBER_PATTERN, exact_float, toml_shown
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import did_you_mean, quoted, shown, shown_key
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
@@ -276,7 +276,7 @@ class Gate(BaseModel):
         if v is None or isinstance(v, float):
             return v
         if isinstance(v, bool):
-            raise ValueError(f"not a number but {str(v).lower()}")
+            raise ValueError(f"not a number but {toml_shown(v)}")
         if isinstance(v, int):
             if abs(v) > sys.float_info.max:
                 digits = len(str(abs(v))) if abs(v).bit_length() < 14_000 else None
@@ -285,9 +285,8 @@ class Gate(BaseModel):
             return float(v)
         if isinstance(v, str):
             raise ValueError(f"not a number but the text {quoted(v)} (write a number without quotes)")
-        kind = {"date": "a date", "datetime": "a date and time", "time": "a time of day", "list": "a list",
-                "tuple": "a list", "dict": "a table"}.get(type(v).__name__, "a value of another kind")
-        raise ValueError(f"not a number but {kind} ({quoted(v)})")
+        # the option check's words (trial30 T6: "a date (datetime.date(2026, 1, 1))", Python's repr)
+        raise ValueError(f"not a number but {toml_shown(list(v) if isinstance(v, tuple) else v)}")
 
     @field_validator("threshold", "margin")
     @classmethod
