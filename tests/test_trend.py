@@ -742,3 +742,25 @@ def test_runs_that_share_no_metric_compare_nothing_in_trend_and_compare_alike(tm
     lines = []
     build_trend([run(str(p), json.loads((p / "results.json").read_text())) for p in (h, t, h2)], progress=lines.append)
     assert lines == ["humanity: 2 series compared run to run", "toxicity: 2 series, each in 1 run: nothing to compare"], lines
+
+
+def test_every_reader_of_runs_says_a_windowed_run_is_one(tmp_path, capsys):
+    """trial30 T12: `compare`, `--compare` and `--baseline` on a windowed run's folder said only "no
+    results.json at …/results.json", where `trend` said what the folder is. One reader
+    (reports.load.windowed_run) for all of them."""
+    from fair_forge_beam.reports.load import read_baseline, read_results
+
+    win = tmp_path / "win"
+    win.mkdir()
+    (win / "windowed_results.json").write_text("{}")
+    h = _write_run(tmp_path / "h", doc("bayesian", hum_slices=[hum("overall", 40, 10, est(1.0, 0.8, 1.2))]))
+    said = f"{win} is a windowed run (windowed_results.json): compare, --compare, --baseline, rollup and trend read"
+    with pytest.raises(SystemExit):
+        audit.main(["compare", str(win), str(h)])
+    err = capsys.readouterr().err
+    assert f"current run {win}: no results.json at {win / 'results.json'}: {said}" in err, err
+    with pytest.raises(FileNotFoundError, match="is a windowed run"):
+        read_results(str(win))
+    with pytest.raises(ValueError, match=f"--baseline: no results.json at .*: {win} is a windowed run"):
+        read_baseline(str(win))
+    assert said in _usage_error([str(win)], capsys)

@@ -96,6 +96,16 @@ def read_baseline(path: Optional[str]) -> Optional[dict]:
         raise ValueError(f"--baseline: {plain_reason(exc)}") from None
 
 
+def windowed_run(folder: str) -> Optional[str]:
+    """What a folder without ``results.json`` is when it is a windowed run (``windowed_results.json``),
+    in the words every reader of runs gives (``compare``, ``--compare``, ``--baseline``, ``trend``;
+    trial30 T12: compare said only "no results.json"), or ``None``."""
+    if not _exists(f"{folder.rstrip('/') or '/'}/windowed_results.json"):
+        return None
+    return (f"{folder} is a windowed run (windowed_results.json): compare, --compare, --baseline, rollup and trend "
+            "read batch audits and roll-ups (results.json)")
+
+
 def read_results(path: str) -> dict:
     """The content of a run's ``results.json`` (``path``: the run folder or the file).
 
@@ -110,7 +120,8 @@ def read_results(path: str) -> dict:
 
     p = results_path(path)
     if not _exists(p):
-        raise FileNotFoundError(f"no results.json at {p}")
+        windowed = windowed_run(p.rsplit("/", 1)[0] or "/")
+        raise FileNotFoundError(f"no results.json at {p}" + (f": {windowed}" if windowed else ""))
     doc = check_results(_read_run_json(p), p)
     check_results_seal(p)
     return doc

@@ -181,9 +181,11 @@ def _run_folder(match: str) -> str:
         raise TrendUsageError(f"{m} is not a run folder (a file): give run folders or their results.json")
     if _exists(f"{m}/results.json"):
         return m
-    if _exists(f"{m}/windowed_results.json"):
-        raise TrendUsageError(f"{m} is a windowed run (windowed_results.json): the trend reads batch audits and "
-                              "roll-ups (results.json); narrow the pattern")
+    from fair_forge_beam.reports.load import windowed_run
+
+    windowed = windowed_run(m)
+    if windowed:
+        raise TrendUsageError(f"{windowed}; narrow the pattern")
     from fair_forge_beam.io.edge import broken_link
 
     broken = broken_link(f"{m}/results.json")
