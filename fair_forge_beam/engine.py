@@ -72,6 +72,7 @@ __all__ = [
     "Engine",
     "FusedCombineFn",
     "PairCombineFn",
+    "Evidence",
     "apply_metrics",
     "engine_spec",
     "session_key_text",
@@ -98,6 +99,7 @@ __all__ = [
     "slice_combiner",
     "SliceAccumulators",
     "session_scored",
+    "session_flags",
 ]
 
 #: the tag of :class:`_ReduceSessions`' ``(session key, accumulators, slice values, warnings)``
@@ -181,6 +183,12 @@ class MetricSpec:
             reduces every session of this metric again.
         scored: ``session record dict -> bool``, whether the metric scored something in that
             session (:func:`session_scored`; ``None``: its ``n_interactions`` is above 0).
+        evidence: the kinds of per-session evidence some of the metric's estimates rest on
+            (:class:`Evidence`: e.g. Toxicity's group-fairness estimates rest on the sessions whose
+            answers name a group): the slice combine counts, per kind, the scored sessions that
+            hold it (:attr:`SliceAccumulators.evidence`), so an estimate counts the sessions behind
+            it and the one-session rule holds per estimate. ``None``: every estimate rests on the
+            slice's scored sessions.
         interaction_warnings: the scorer emits data-quality findings per interaction as
             :class:`~fair_forge_beam.io.elements.InteractionWarning` (``TaggedOutput("quality",
             …)``); they travel in the session combine (a slot of the metric's,
@@ -218,6 +226,7 @@ class MetricSpec:
     interaction_warnings: bool = False
     scored: Optional[Callable[[dict], bool]] = None
     reads: Optional[frozenset] = None
+    evidence: Optional["Evidence"] = None
 
     def __post_init__(self):
         if self.reads is not None:
@@ -357,8 +366,8 @@ class Reduced(NamedTuple):
     values (the dims slot), ``None`` where nothing. :class:`Engine` with ``from_accumulators``
     takes it in place of the accumulators: the values go to the slices as they are, with no
     reduce, no session record and no warning (the run stored those). ``scored``: per metric slot,
-    whether that metric scored something in the session as the run stored it (``None``, or
-    ``None`` at a slot: the session counts when it has interaction-side values there)."""
+    the session's flags as the run stored them (:func:`session_flags`: scored, evidence held;
+    ``None``, or ``None`` at a slot: the session counts when it has interaction-side values there)."""
 
     slots: Any
     scored: Any = None
@@ -441,6 +450,20 @@ class FindingsCombineFn(StoredAccumulator, FindingsFn):
 _INPUTS = SumCombineFn()
 
 
+class Evidence:
+    """A metric's declaration of the per-session evidence its estimates rest on
+    (:attr:`MetricSpec.evidence`): ``kinds``, a fixed tuple of names (the stored statistics keep
+    one count per kind), and :meth:`of`, the kinds one session holds, from what the session sends
+    its slices (its interaction-side values, a :class:`Values`'s items or ``None``, and its slice
+    value or ``None``). The engine counts, per kind, the scored sessions holding it
+    (:class:`PairCombineFn`), the same in a roll-up (a roll-up's session sends the same values)."""
+
+    kinds: tuple = ()
+
+    def of(self, values: Any, slice_value: Any) -> set:
+        raise NotImplementedError
+
+
 class SliceAccumulators(NamedTuple):
     """What a :class:`SliceEstimator` gets for one slice of one metric."""
 
@@ -451,6 +474,9 @@ class SliceAccumulators(NamedTuple):
     #: the slice's sessions in which the metric scored something (:func:`session_scored`): the
     #: slice record's session count, and the one the one-session rule reads
     n_sessions: int
+    #: per kind of the metric's :class:`Evidence`, the scored sessions holding it: the sessions an
+    #: estimate resting on that kind counts (``{}``: the metric declares none)
+    evidence: Mapping = {}
 
 
 def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any) -> bool:
@@ -473,26 +499,44 @@ def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any)
     return bool(cell_values)
 
 
+def session_flags(spec: "MetricSpec", scored: bool, values: Any, slice_value: Any) -> int:
+    """What a session sends its slices about itself (:class:`PairCombineFn`'s third input item): bit
+    0 set when the metric scored something in it (``scored``, :func:`session_scored`), bit ``j + 1``
+    when it holds kind ``j`` of the metric's :class:`Evidence`, from its interaction-side values
+    (all of them: a list or ``None``) and its slice value. Stored with the session
+    (``<metric>__scored`` and ``<metric>__evidence``), so a roll-up sends what the run sent."""
+    if not scored:
+        return 0
+    if spec.evidence is None:
+        return 1
+    held = spec.evidence.of(values, slice_value)
+    return 1 | sum(1 << (j + 1) for j, kind in enumerate(spec.evidence.kinds) if kind in held)
+
+
 class PairCombineFn(StoredParts, beam.CombineFn):
     """A metric's slice combiner: two ``CombineFn``\\ s side by side over ``(a or None, b or
-    None, scored)`` inputs, one per session (``None``: nothing for that side; a :class:`Values`:
-    several inputs of that side; ``scored``: 1 when the metric scored something in the session,
-    :func:`session_scored`, else 0); output ``[acc_a, acc_b, n, n_sessions]`` (a side without a
+    None, flags)`` inputs, one per session (``None``: nothing for that side; a :class:`Values`:
+    several inputs of that side; ``flags``: :func:`session_flags`, bit 0 set when the metric scored
+    something in the session, :func:`session_scored`, bit ``j + 1`` when it holds evidence kind ``j``); output ``[acc_a, acc_b, n, n_sessions, *per-kind evidence counts]`` (a side without a
     ``CombineFn`` stays ``None``; ``n``: the inputs; ``n_sessions``: the scored sessions). Merging
     merges each side and adds the counts, so order never matters; the estimator gets
-    :class:`SliceAccumulators` ``(acc_a, acc_b, n_sessions)``.
+    :class:`SliceAccumulators` ``(acc_a, acc_b, n_sessions, evidence)``. With an :class:`Evidence`
+    the accumulator (and the output) ends with one count per kind: the scored sessions holding it.
 
     Stored (:meth:`stored_type`) as ``struct<interaction: …, session: …, n: int64, sessions:
-    int64>`` of the sides' stored types (``None``: a side declares none). ``subtract`` (the optional method of the slice
+    int64, sessions:<kind>: int64 …>`` of the sides' stored types (``None``: a side declares none). ``subtract`` (the optional method of the slice
     combiner, :func:`~fair_forge_beam.statistical.combiners.can_subtract`: when both sides have
     one) subtracts side by side and gives ``None`` when no input is left (``n`` back to 0: the
     slice would hold nothing of this metric)."""
 
-    def __init__(self, first: Optional[beam.CombineFn], second: Optional[beam.CombineFn]):
+    def __init__(self, first: Optional[beam.CombineFn], second: Optional[beam.CombineFn],
+                 evidence: Optional[Evidence] = None):
         self.fns = (first, second)
+        self.evidence = evidence
+        self.kinds = tuple(evidence.kinds) if evidence is not None else ()
 
     def create_accumulator(self):
-        return [*(None if fn is None else fn.create_accumulator() for fn in self.fns), 0, 0]
+        return [*(None if fn is None else fn.create_accumulator() for fn in self.fns), 0, 0, *(0 for _ in self.kinds)]
 
     def add_input(self, acc, element):
         for i, v in enumerate(element[:2]):
@@ -505,28 +549,32 @@ class PairCombineFn(StoredParts, beam.CombineFn):
             else:
                 acc[i] = self.fns[i].add_input(acc[i], v)
         acc[2] += 1
-        acc[3] += element[2]
+        flags = int(element[2])  # bit 0: scored; bit j + 1: evidence kind j (session_flags)
+        acc[3] += flags & 1
+        for j in range(len(self.kinds)):
+            acc[4 + j] += (flags >> (j + 1)) & 1
         return acc
 
     def merge_accumulators(self, accumulators):
         accs = list(accumulators)
         return [*(None if fn is None else fn.merge_accumulators([a[i] for a in accs]) for i, fn in enumerate(self.fns)),
-                sum(a[2] for a in accs), sum(a[3] for a in accs)]
+                *(sum(a[i] for a in accs) for i in range(2, 4 + len(self.kinds)))]
 
     def merge_into(self, acc, other):
         """``other`` merged into ``acc`` side by side (:func:`~fair_forge_beam.statistical.combiners.merge_into`)."""
         for i, fn in enumerate(self.fns):
             if fn is not None:
                 acc[i] = merge_into(fn, acc[i], other[i])
-        acc[2] += other[2]
-        acc[3] += other[3]
+        for i in range(2, 4 + len(self.kinds)):
+            acc[i] += other[i]
         return acc
 
     def extract_output(self, acc):
-        return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), acc[2], acc[3]]
+        return [*(None if fn is None else fn.extract_output(a) for fn, a in zip(self.fns, acc)), *acc[2:]]
 
     def _parts(self) -> list:
-        return [("interaction", self.fns[0]), ("session", self.fns[1]), ("n", _INPUTS), ("sessions", _INPUTS)]
+        return [("interaction", self.fns[0]), ("session", self.fns[1]), ("n", _INPUTS), ("sessions", _INPUTS),
+                *((f"sessions:{kind}", _INPUTS) for kind in self.kinds)]
 
     def subtract(self, acc, other):
         n = acc[2] - other[2]
@@ -835,8 +883,8 @@ class _ReduceSessions(beam.DoFn):
     warnings (``"q<slot>"``: its session reducer's, and its findings per interaction as one warning
     per kind), its interaction records (``"i<slot>"``) and, to the cells (main), one input of
     its slice combiner (:class:`PairCombineFn`): ``(cell, (slot, (Values(interaction-side values)
-    or None, slice value or None, scored)))``, ``scored`` 1 when the metric scored something in
-    the session (:func:`session_scored`). The cell is ``(assistant_id, language, *the
+    or None, slice value or None, flags)))``, ``flags`` the session's :func:`session_flags` (bit 0:
+    the metric scored something in the session, :func:`session_scored`; the evidence kinds it holds). The cell is ``(assistant_id, language, *the
     session's metadata values)``; warnings of the session stage's own (metadata values that
     differ) go out under ``"q0"``.
 
@@ -896,7 +944,8 @@ class _ReduceSessions(beam.DoFn):
                 yield tagged("q0", w)
         # per metric slot: [interaction-side values, slice value, scored], sent to the cells as one input
         sends: dict = {}
-        stored_scored = {}  # slot -> whether the metric scored something in the session (session_scored)
+        stored_scored = {}  # slot -> the session's flags (session_flags: scored, evidence held)
+        every: dict = {}  # slot -> the session's interaction-side values
         for slot in lay.cell_slots:
             values = full = combined[lay.cell_slot(slot)]
             if values is not None:
@@ -904,16 +953,20 @@ class _ReduceSessions(beam.DoFn):
                     values = override[lay.cell_slot(slot)]
                 sends[slot] = [Values(values), None, session_scored(lay.specs[slot], None, full)]
                 stored_scored[slot] = sends[slot][2]
+                every[slot] = full  # all of them (a roll-up's corrected session sends some): its evidence
         flags = kv[1].scored if reduced else None  # as the run stored them (a roll-up's part may send some values only)
+        as_stored = set()  # slots whose flags are the run's, as stored (session_flags)
         for slot in sends:
             if flags is not None and flags[slot] is not None:
                 sends[slot][2] = flags[slot]
+                as_stored.add(slot)
         for slot in lay.with_sessions:
             spec, value = lay.specs[slot], combined[slot]
             if reduced:
                 if value is not None:
                     flag = flags[slot] if flags is not None and flags[slot] is not None else False
                     sends.setdefault(slot, [None, None, False])[1:] = [value, flag]
+                    as_stored.add(slot)
                 continue
             if value is None or spec.session_reducer is None:
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
@@ -940,7 +993,11 @@ class _ReduceSessions(beam.DoFn):
                 sends.setdefault(slot, [None, None, scored])[1] = slice_value
         for slot in sorted(sends):
             values, slice_value, scored = sends[slot]
-            yield (cell, (slot, (values, slice_value, int(bool(scored)))))
+            if slot not in as_stored:
+                scored = session_flags(lay.specs[slot], scored, every.get(slot), slice_value)
+                if slot in stored_scored:
+                    stored_scored[slot] = scored
+            yield (cell, (slot, (values, slice_value, int(scored))))
         if lay.findings and not reduced:  # findings per interaction: one warning per session and kind
             from fair_forge_beam.io.elements import findings_warnings
 
@@ -979,7 +1036,7 @@ class _EstimateSlices(beam.DoFn):
             acc = accs[slot]
             if acc is None:
                 continue
-            args = (key, SliceAccumulators(acc[0], acc[1], acc[3]), window, aux.get(slot, ()) if aux else ())
+            args = (key, SliceAccumulators(acc[0], acc[1], acc[3], dict(zip(spec.evidence.kinds, acc[4:])) if spec.evidence else {}), window, aux.get(slot, ()) if aux else ())
             recs = spec.estimator.estimate(*args)
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
             if observed is not None and any(record_sessions(r) == 1 and record_is_distribution(r) for r in recs):
@@ -1362,7 +1419,7 @@ class _SignedSliceCombineFn(WrappedCombineFn):
 def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:
     """The slice combiner of an engine's metrics: per metric its :class:`PairCombineFn` of
     ``interaction_slice_combine`` and ``session_slice_combine``, fused (slot = the metric's index)."""
-    return FusedCombineFn([PairCombineFn(s.interaction_slice_combine, s.session_slice_combine) for s in specs])
+    return FusedCombineFn([PairCombineFn(s.interaction_slice_combine, s.session_slice_combine, s.evidence) for s in specs])
 
 
 def engine_spec(transform, interactions=None) -> MetricSpec:

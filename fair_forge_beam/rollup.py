@@ -59,7 +59,7 @@ from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.paths import same_folder
-from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest
+from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, session_flags
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
@@ -1615,7 +1615,7 @@ class _ReadStoredRows(beam.DoFn):
         dims = zip(column("meta_values"), column("meta_differ")) if layout.dims else None
         cell_values = [(s, column(c)) for c, s in cells]
         slice_values = [(s, column(c)) for c, s in slices]
-        flags = [(s, column(c)) for c, s in scored]
+        flags = [(s, column(c), column(e) if e else None) for c, s, e in scored]
         for i, key in enumerate(keys):
             slots = [None] * len(fns)
             if dims is not None:
@@ -1628,23 +1628,25 @@ class _ReadStoredRows(beam.DoFn):
             for s, values in slice_values:
                 slots[s] = values[i]
             was_scored = [None] * len(fns)
-            for s, values in flags:
-                was_scored[s] = values[i]
+            for s, values, held in flags:
+                was_scored[s] = session_flags(values[i], held[i] if held is not None else None)
             yield tagged(tag, (key, Reduced(slots, was_scored)))
             for w in quality[i] or ():
                 yield tagged("quality", QualityWarning(*w))
 
 
 def _reduced_columns(layout, names, keep) -> tuple:
-    """``(cell columns, slice columns, scored columns)``, each ``[(column name, slot)]``, of the
+    """``(cell columns, slice columns, scored columns)``, each ``[(column name, slot)]`` (a scored
+    column with its evidence column or ``None``: ``(name, slot, evidence name)``), of the
     stored session columns that make a :class:`~fair_forge_beam.engine.Reduced` of ``layout``'s
     metrics ``names`` whose metric slot passes ``keep`` (cell slot ``n + i`` belongs to metric
     ``i``)."""
-    from fair_forge_beam.io.session_stats import scored_columns, slice_columns, stored_columns
+    from fair_forge_beam.io.session_stats import evidence_columns, scored_columns, slice_columns, stored_columns
 
     cells = [(c, s) for c, s, _ in stored_columns(layout, names) if s >= layout.n and keep(s - layout.n)]
+    held = dict((s, c) for c, s in evidence_columns(layout, names))
     return (cells, [(c, s) for c, s, _ in slice_columns(layout, names) if keep(s)],
-            [(c, s) for c, s in scored_columns(layout, names) if keep(s)])
+            [(c, s, held.get(s)) for c, s in scored_columns(layout, names) if keep(s)])
 
 
 class _MergeRunsOfSession(beam.DoFn):
@@ -1786,8 +1788,8 @@ def _row_reduced(layout, row: dict, cells, slices, scored, values: Optional[dict
     if layout.dims and row.get("meta_values") is not None:
         slots[layout.dims_slot] = (tuple(row["meta_values"]), bool(row["meta_differ"]))
     was_scored = [None] * len(fns)
-    for column, s in scored:
-        was_scored[s] = row.get(column)
+    for column, s, held in scored:
+        was_scored[s] = session_flags(row.get(column), row.get(held) if held else None)
     return Reduced(slots, was_scored)
 
 

@@ -102,8 +102,11 @@ def test_bayesian_fills_p_q_t_and_summary():
     # Dirichlet(1 + N), 4/6 and 2/6 — the old prior); T_i: Beta(1 + K, 1 + N − K) means; q_i uniform;
     # beta's one answer (N = 1) is under the one-session rule (issue 28): its observed 0/1, not Beta(1, 2)'s 1/3
     assert gp.p_i == {"alpha": pytest.approx(3.5 / 5), "beta": pytest.approx(1.5 / 5)}
-    assert gp.T_i == {"alpha": pytest.approx(2 / 5), "beta": 0.0}
-    assert gp.group_estimates["beta"].T.ci_low is None and gp.group_estimates["alpha"].T.ci_low is not None
+    # alpha's 3 answers all come from session s1: its toxic share rests on 1 session of the slice's 2, so it is
+    # the observed 1/3 too (trial30 T3: the rule holds per estimate; it was Beta(2, 3)'s 2/5)
+    assert gp.T_i == {"alpha": pytest.approx(1 / 3), "beta": 0.0}
+    assert gp.group_estimates["beta"].T.ci_low is None and gp.group_estimates["alpha"].T.ci_low is None
+    assert gp.group_estimates["alpha"].T.n_sessions == 1 and gp.group_estimates["alpha"].T.n == 3
     assert gp.q_i == {"alpha": 0.5, "beta": 0.5} and gp.bayesian.q_i == gp.q_i
     assert res[0].toxic_rate.ci_low is not None
 

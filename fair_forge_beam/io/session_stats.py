@@ -48,13 +48,17 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
   metric that declares its type;
 * ``<metric>__scored`` (bool; ``null``: the metric had nothing of the session): whether the
   metric scored something in the session (:func:`~fair_forge_beam.engine.session_scored`), so a
-  roll-up counts the slices' sessions as one audit of every run's inputs does.
+  roll-up counts the slices' sessions as one audit of every run's inputs does; for a metric that
+  declares per-session evidence (:class:`~fair_forge_beam.engine.Evidence`), ``<metric>__evidence``
+  (int64: bit ``j`` set when the session holds kind ``j``), so a roll-up counts the sessions behind
+  each estimate as one audit does.
 
 A slice row (:func:`slices_schema`, the same key-value metadata): ``slice`` (string: ``overall``,
 ``assistant_id=…``, ``language=…``, ``<metadata field>=…``) and, per stored metric,
 ``<metric>__acc``: the accumulator its slice estimate was made from — the metric's slice combiner
 (:class:`~fair_forge_beam.engine.PairCombineFn`) as ``struct<interaction: …, session: …, n:
-int64, sessions: int64>`` (``sessions``: the scored sessions), each side typed by its ``CombineFn``'s stored type (``null``: the metric has nothing in
+int64, sessions: int64>`` (``sessions``: the scored sessions; a metric declaring per-session
+evidence, :class:`~fair_forge_beam.engine.Evidence`, adds ``sessions:<kind>: int64`` per kind), each side typed by its ``CombineFn``'s stored type (``null``: the metric has nothing in
 that slice). E.g. Toxicity's ``interaction`` is ``struct<f0: group fairness, f1: token counts>``
 (:class:`~fair_forge_beam.statistical.group_fairness.GroupFairnessCombineFn`: counts, exact
 sentiment sums as ``binary``, the Bayesian replicate sums as ``list<int64>`` per group, the
@@ -100,7 +104,7 @@ from fair_forge_beam.statistical.combiners import stored_type_of
 __all__ = [
     "STATS_SCHEMA_VERSION", "STATS_DIR", "SCHEMA_VERSION_KEY", "WriteSessionStats", "sessions_schema",
     "not_storable_reason", "stored_columns", "StatsSchemaMismatch", "check_schema_version", "READER",
-    "SESSIONS_TABLE", "count_parts", "slice_columns", "scored_columns", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
+    "SESSIONS_TABLE", "count_parts", "slice_columns", "scored_columns", "evidence_columns", "session_flags", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
     "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings", "RUN_IDS", "RUN_ID_FIELDS",
     "sealed_by", "run_ids_of", "check_run_ids", "check_listed_file",
@@ -108,12 +112,14 @@ __all__ = [
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
 #: refuses files of another version with a one-line usage error naming both
-STATS_SCHEMA_VERSION = 9
+STATS_SCHEMA_VERSION = 10
 # 3: Humanity's session values hold spearman = null for an interaction without a reference
 #    emotion profile (2 stored 0.0), and its slice value a separate Spearman unit (issue 28)
 # 4: the slice accumulators are stored too (stats/slices/: one row per slice, issue 27)
 # 6: the manifest lists the size and sha256 of every file a roll-up reads (``files``, issue 28)
 # 7: results.json and the manifest's settings (stats/settings.json) are sealed too (issue 28, trial 28e B4/B6)
+# 10: a metric declaring per-session evidence (MetricSpec.evidence: Toxicity, Humanity) stores in its slice
+#     accumulator one more count per kind, ``sessions:<kind>`` (the scored sessions holding it; trial30 T3)
 # 8: findings made per interaction are per-session state (issue 28, fix28w; issue 27: a roll-up merges a cut
 #    session's): ``<metric>__findings`` columns, and a ``findings`` list in each record of the reader's summary
 #: the folder of stored statistics under ``--output``, and its session table
@@ -337,6 +343,22 @@ def scored_columns(layout, metrics: Sequence[str]) -> list:
     return [(f"{spec.name}__scored", slot) for slot, spec in enumerate(layout.specs) if spec.name in names]
 
 
+def evidence_columns(layout, metrics: Sequence[str]) -> list:
+    """``(column name, slot)`` of the stored evidence flags (``<metric>__evidence``, int64: bit ``j``
+    set when the session holds kind ``j`` of the metric's :class:`~fair_forge_beam.engine.Evidence`)
+    of ``layout``'s ``metrics`` that declare evidence."""
+    names = set(metrics)
+    return [(f"{spec.name}__evidence", slot) for slot, spec in enumerate(layout.specs)
+            if spec.name in names and spec.evidence is not None]
+
+
+def session_flags(scored, evidence) -> Optional[int]:
+    """A session's flags as the engine sends them to its slices (bit 0: scored; bit ``j + 1``:
+    evidence kind ``j``), from its stored ``<metric>__scored`` and ``<metric>__evidence`` values;
+    ``None`` when the metric had nothing of the session."""
+    return None if scored is None else int(bool(scored)) | (int(evidence or 0) << 1)
+
+
 def slices_stored(layout, metrics: Sequence[str]) -> bool:
     """Whether the session rows of ``layout``'s ``metrics`` keep everything their session stage
     gave the slices (each metric with sessions stores its slice value): then a roll-up takes a
@@ -371,6 +393,7 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
     names = [layout.specs[s].name for s in stored]
     fields += [pa.field(name, t) for name, _, t in slice_columns(layout, names)]
     fields += [pa.field(name, pa.bool_()) for name, _ in scored_columns(layout, names)]
+    fields += [pa.field(name, pa.int64()) for name, _ in evidence_columns(layout, names)]
     fields.append(pa.field(QUALITY_COLUMN, _QUALITY_TYPE))
     return pa.schema(fields, metadata={SCHEMA_VERSION_KEY: str(STATS_SCHEMA_VERSION).encode(),
                                        b"fair_forge_beam.metrics": json.dumps(names).encode(),
@@ -390,6 +413,7 @@ class _ToRow(beam.DoFn):
         self.columns = [c for slot in stored for c in _columns(layout, slot)]
         self.slices = [(name, slot) for name, slot, _ in slice_columns(layout, [layout.specs[s].name for s in stored])]
         self.scored = scored_columns(layout, [layout.specs[s].name for s in stored])
+        self.evidence = evidence_columns(layout, [layout.specs[s].name for s in stored])
 
     def process(self, element):
         row = self._row(*element)
@@ -420,7 +444,9 @@ class _ToRow(beam.DoFn):
         for name, slot in self.slices:
             row[name] = slices.get(slot)
         for name, slot in self.scored:
-            row[name] = None if slot not in scored else bool(scored[slot])
+            row[name] = None if slot not in scored else bool(int(scored[slot]) & 1)
+        for name, slot in self.evidence:  # the evidence kinds the session held (engine.session_flags)
+            row[name] = None if slot not in scored else int(scored[slot]) >> 1
         row[QUALITY_COLUMN] = sorted((str(w.kind), str(w.key), str(w.message)) for w in quality)
         return row
 

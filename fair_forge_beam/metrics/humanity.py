@@ -39,7 +39,7 @@ from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
+    DEAD, SCORE_IDS, Evidence, MetricSpec, SessionReducer, SliceEstimator, repeated_turns, score_ids, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.quoting import quoted
@@ -50,7 +50,9 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import (
     SLICE_BOOTSTRAPS,
     bootstrap_resampling,
+    estimate_mode,
     slice_bootstrap_means,
+    slice_estimate,
     slice_means_combiner,
 )
 from fair_forge_beam.schemas.common import Estimate
@@ -296,6 +298,20 @@ class _SessionReducer(SessionReducer):
         return rec, (unit, ref_unit, counts), warnings
 
 
+class _Evidence(Evidence):
+    """The sessions Spearman rests on (``"reference"``: an interaction with a reference emotion
+    profile) and those the emotion shares rest on (``"emotions"``: an emotion word in an answer),
+    from the session's slice value (:class:`~fair_forge_beam.engine.Evidence`)."""
+
+    kinds = ("reference", "emotions")
+
+    def of(self, values, slice_value) -> set:
+        if slice_value is None:
+            return set()
+        _, ref_unit, counts = slice_value
+        return {k for k, held in (("reference", ref_unit is not None), ("emotions", any(counts))) if held}
+
+
 class _SliceEstimator(SliceEstimator):
     def __init__(self, mode: StatisticalMode, lexicon: EmotionLexicon, max_units: int):
         self.mode, self.lexicon, self.max_units = mode, lexicon, max_units
@@ -307,7 +323,13 @@ class _SliceEstimator(SliceEstimator):
         (entropy,) = slice_bootstrap_means(st, self.mode, "humanity|sessions")
         (spearman,) = slice_bootstrap_means(st_ref, self.mode, "humanity|sessions")
         resampling = bootstrap_resampling(st, self.mode)
-        dist = estimate_distribution(counts, EMOTIONS, self.mode)
+        # the one-session rule per estimate: Spearman rests on the sessions with a reference, the
+        # emotion shares on those with an emotion word (an observed share from one)
+        ev = accs.evidence or {}
+        spearman = slice_estimate(spearman, accs.n_sessions, self.mode, ev.get("reference"))
+        emotional = ev.get("emotions")
+        dist = {e: slice_estimate(v, accs.n_sessions, self.mode, emotional)
+                for e, v in estimate_distribution(counts, EMOTIONS, estimate_mode(self.mode, emotional)).items()}
         rec = HumanitySliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),
@@ -414,4 +436,5 @@ class Humanity(MetricTransform):
             estimator=_SliceEstimator(self.mode, self.lexicon, self.max_units),
             slices=self.slices,
             reads=frozenset({"assistant", "ground_truth_assistant"}),  # their emotions
+            evidence=_Evidence(),
         )

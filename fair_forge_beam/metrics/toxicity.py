@@ -34,7 +34,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import InteractionWarning, QualityWarning, dead_letter
-from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
+from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, Evidence, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -48,7 +48,7 @@ from fair_forge_beam.schemas.toxicity import (
     ToxicitySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import estimate_mode, slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
     StoredTupleCombineFn,
@@ -297,6 +297,19 @@ class _SessionReducer(SessionReducer):
         return rec, 1, warnings
 
 
+class _GroupEvidence(Evidence):
+    """The sessions DR/DTO/ASB/DIDT rest on (``"groups"``: an answer names a group) and each group's
+    toxic share and sentiment (``"group:<name>"``: an answer names that group), :class:`~fair_forge_beam.engine.Evidence`."""
+
+    def __init__(self, groups: Sequence[str]):
+        self.groups = tuple(groups)
+        self.kinds = ("groups", *(f"group:{g}" for g in self.groups))
+
+    def of(self, values, slice_value) -> set:
+        named = {g for v in values or () for g in v[0][2]}
+        return {"groups", *(f"group:{self.groups[g]}" for g in named)} if named else set()
+
+
 class _SliceEstimator(SliceEstimator):
     def __init__(self, mode, groups, reference, weights, threshold, has_sentiment, describe: dict, group_set: str = "declared"):
         self.mode, self.groups, self.reference, self.weights = mode, tuple(groups), reference, weights
@@ -304,22 +317,28 @@ class _SliceEstimator(SliceEstimator):
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
     def estimate(self, key, accs, window, aux):
-        return [self._record(key, accs[0], accs.n_sessions, list(aux) if key == "overall" else [], window)]
+        return [self._record(key, accs[0], accs.n_sessions, list(aux) if key == "overall" else [], window,
+                             accs.evidence)]
 
-    def _record(self, key, stats, n_sessions, cluster, window):
+    def _record(self, key, stats, n_sessions, cluster, window, evidence=None):
         gf, (toxic_words, total_words, cats) = stats
+        # the one-session rule (statistical/slices.py) per estimate: DR/DTO/ASB/DIDT rest on the
+        # sessions whose answers name a group (an observed profile, without an interval, from one)
+        named = evidence.get("groups") if evidence else None
         fair = estimate_group_fairness(
-            gf, self.groups, self.mode, key=("toxicity", key, *window_seed_parts(window)), reference=self.reference,
-            weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
+            gf, self.groups, estimate_mode(self.mode, named), key=("toxicity", key, *window_seed_parts(window)),
+            reference=self.reference, weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
         )
-        # the one-session rule (statistical/slices.py): every estimate of a one-session slice has no interval
-        est = {c: slice_estimate(e, n_sessions, self.mode) for c, e in fair["estimates"].items()}
+        est = {c: slice_estimate(e, n_sessions, self.mode, named) for c, e in fair["estimates"].items()}
         # and so does every per-group sub-estimate with one session/observation behind it: a group's
         # toxic share is its observed K/N there (never the prior's posterior mean), its sentiment
         # the one answer's, without an interval
+        behind_group = {g: evidence.get(f"group:{g}") if evidence else None for g in fair["group_estimates"]}
         fair["group_estimates"] = {
-            g: {k: (slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, self.mode) if k == "T" and fair["N_i"][g]
-                    else slice_estimate(e, n_sessions, self.mode)) for k, e in v.items()}
+            g: {k: (slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, self.mode, behind_group[g])
+                    if k == "T" and fair["N_i"][g]
+                    else slice_estimate(e, n_sessions, self.mode, named if k == "p" else behind_group[g]))
+                for k, e in v.items()}
             for g, v in fair["group_estimates"].items()
         }
         fair["T_i"] = {g: v["T"].mean for g, v in fair["group_estimates"].items()}
@@ -645,6 +664,7 @@ class Toxicity(MetricTransform):
             aux=self._cluster_stage if self.clustering else None,
             interaction_warnings=True,  # answer_truncated
             reads=frozenset({"assistant"}),
+            evidence=_GroupEvidence(self.groups),
         )
 
     def _cluster_stage(self, embeddings):

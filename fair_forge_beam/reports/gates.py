@@ -1021,11 +1021,17 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
             if value is None:
                 status = "skipped" if g.if_undefined == "skip" else "fail"
                 sessions = rec.get("n_sessions") if isinstance(rec, dict) else None
+                own = est.get("n_sessions") if est else None  # an estimate resting on part of the slice's sessions
                 if est and est.get("mean") is not None and isinstance(sessions, int) and sessions < 2:
                     # the one-session rule, named: the slice has data, one session gives no interval
                     reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
                               f"{info['n']}), too small to judge (sessions are the resampling unit)")
                     skip = f"{g.stat} undefined: the slice rests on 1 session, too small to judge"
+                elif est and est.get("mean") is not None and own == 1 and not info["n"] == 1:
+                    # the same rule per estimate: its evidence comes from one of the slice's sessions
+                    reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 session of the slice's "
+                              f"{sessions} (n = {info['n']}), too small to judge (sessions are the resampling unit)")
+                    skip = f"{g.stat} undefined: the estimate rests on 1 session, too small to judge"
                 elif _one_observation(est):
                     # the same rule for an estimate of one observation (statistical.slices.behind)
                     unit = getattr(spec, "observed", "session")  # the metric's unit: a pass@k rests on tasks

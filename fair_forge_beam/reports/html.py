@@ -118,10 +118,11 @@ def _text(metric: str, path: str, est: Optional[dict]) -> str:
 
     if is_undefined(metric, path, est):
         return "n/a"
-    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, rests_on_one_observation
+    from fair_forge_beam.statistical.slices import one_session_note
 
-    if rests_on_one_observation(est):  # the one-session rule (statistical.slices.behind), marked as everywhere
-        return f"{_fmt_est(est)} ({ONE_OBSERVATION_NOTE})"
+    note = one_session_note(est)
+    if note is not None:  # the one-session rule (statistical.slices.behind), marked as everywhere
+        return f"{_fmt_est(est)} ({note})"
     return _fmt_est(est)
 
 

@@ -95,13 +95,14 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
     bounded whatever the number of assistants."""
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
-    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, rests_on_one_observation
+    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, ONE_SESSION_NOTE, one_session_note
 
     def cell(name, h, est):
         if is_undefined(name, h, est):
             return "n/a"
-        if rests_on_one_observation(est):  # marked as the report and the gates mark it
-            return f"{format_estimate(est)} (1 observation)"
+        note = one_session_note(est)
+        if note is not None:  # marked as the report and the gates mark it
+            return f"{format_estimate(est)} ({note.split(':', 1)[0]})"
         return format_estimate(est)
 
     s = doc["summary"]
@@ -126,7 +127,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         lines.append(
             "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
-        starred = one_obs = False
+        starred = one_obs = one_ses = False
         observed = _observed_units(name, heads)
         one_units: set = set()
         last_why = None
@@ -137,6 +138,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             texts = [cell(name, h, dotted_get(r, h)) for h in heads]
             one_units |= {observed[h] for h, t in zip(heads, texts) if t.endswith("(1 observation)")}
             one_obs = bool(one_units)
+            one_ses |= any(t.endswith(f"({ONE_SESSION_NOTE.split(':', 1)[0]})") for t in texts)
             vals = "".join(f"  {t:<34}" for t in texts)
             n_ses = sessions_of(name, r)  # the metric's resampling units (BestOf: blocks)
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
@@ -152,6 +154,9 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             units = " or ".join(f"one {u}" for u in sorted(one_units))  # the metric's unit: a pass@k rests on tasks
             lines.append(f"  (1 observation): the estimate rests on one observation, so on {units}: "
                          f"{ONE_OBSERVATION_NOTE.split(': ', 1)[1]} (the report marks it so; a gate on its interval fails)")
+        if one_ses:
+            lines.append(f"  ({ONE_SESSION_NOTE.split(':', 1)[0]}): the estimate rests on the evidence of one session of "
+                         f"its slice: {ONE_SESSION_NOTE.split(': ', 1)[1]}, too small to judge (the report marks it so)")
         if len(slices) > MAX_CONSOLE_SLICES:
             small_n = sum(1 for r in slices if isinstance(sessions_of(name, r), int) and sessions_of(name, r) < MIN_SESSIONS)
             lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "

@@ -78,7 +78,9 @@ def arrow_fields(model: type[BaseModel], names: Optional[Sequence[str]] = None, 
     """
     fields = model.model_fields
     out = []
-    for name in (list(fields) if names is None else names):
+    # a field declared ``json_schema_extra={"arrow": False}`` is results.json's only (Estimate.n_sessions)
+    for name in ([n for n, f in fields.items() if (f.json_schema_extra or {}).get("arrow", True)]
+                 if names is None else names):
         if name not in fields:
             raise KeyError(f"{model.__name__} has no field {quoted(name)}")
         annotation = fields[name].annotation

@@ -18,7 +18,7 @@ import enum
 import math
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
 
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.schemas.languages import normalize_language
@@ -222,3 +222,16 @@ class Estimate(BaseModel):
     ci_low: Optional[float] = None
     ci_high: Optional[float] = None
     n: int = 0
+    #: the sessions behind this estimate when fewer than its slice's ``n_sessions`` (an estimate
+    #: resting on part of the slice's evidence: Toxicity's DR/DTO/ASB/DIDT on the sessions whose
+    #: answers name a group, Humanity's Spearman on those with a reference); ``None`` (left out of
+    #: the record): the slice's. The one-session rule reads it (statistical/slices.py); results.json
+    #: and the JSON records only, not the Parquet columns (whose schemas stay as they were)
+    n_sessions: Optional[int] = Field(default=None, json_schema_extra={"arrow": False})
+
+    @model_serializer(mode="wrap")
+    def _without_slice_sessions(self, handler):
+        out = handler(self)
+        if isinstance(out, dict) and out.get("n_sessions", 0) is None:
+            del out["n_sessions"]  # the slice's count: the record stays as before (docs/statistics.md)
+        return out

@@ -21,6 +21,14 @@ the rule; the helpers here give the same values. The console, the report and the
 records, so the rule holds on every surface. Frequentist estimates never carry intervals, so
 the rule only touches distribution modes.
 
+The rule holds **per estimate**: an estimate counts the sessions whose evidence it rests on, not
+the slice's (issue 28, trial30: Toxicity's DIDT had an interval in a slice of five sessions whose
+group mentions all came from one). A metric declares the kinds of per-session evidence
+(:class:`~fair_forge_beam.engine.Evidence`), the engine counts the sessions holding each kind,
+and the estimator passes that count as ``sessions`` (:func:`slice_estimate`, :func:`slice_rate`,
+:func:`estimate_mode`); an estimate resting on fewer sessions than its slice says how many in its
+``n_sessions``, and the surfaces read :func:`estimate_sessions` / :func:`one_session_note`.
+
 The same support rule for **differences** (:func:`too_small_to_compare`): no change or
 difference is claimed between two slice estimates when either rests on fewer than
 :data:`MIN_COMPARE_SESSIONS` sessions, or either interval is degenerate (zero width: e.g. 2–3
@@ -53,7 +61,11 @@ __all__ = [
     "slice_win_rate",
     "behind",
     "ONE_OBSERVATION_NOTE",
+    "ONE_SESSION_NOTE",
     "rests_on_one_observation",
+    "estimate_sessions",
+    "one_session_note",
+    "estimate_mode",
     "ObservedMode",
     "one_session_estimator",
     "record_sessions",
@@ -166,24 +178,74 @@ def rests_on_one_observation(est) -> bool:
     return get("mean") is not None and get("n") == 1 and (get("ci_low") is None or get("ci_high") is None)
 
 
-def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
+#: how every surface marks an estimate of several observations from one session (:func:`one_session_note`)
+ONE_SESSION_NOTE = "1 session: no interval"
+
+
+def estimate_sessions(est, slice_sessions: Optional[int]) -> Optional[int]:
+    """The sessions behind an estimate (a dict or an :class:`Estimate`) of a slice of
+    ``slice_sessions``: its own ``n_sessions`` when it states one (it rests on part of the slice's
+    evidence), else :func:`behind`."""
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    own = get("n_sessions")
+    return own if isinstance(own, int) and not isinstance(own, bool) else behind(slice_sessions, get("n"))
+
+
+def one_session_note(est) -> Optional[str]:
+    """How the console, the report and the gates mark an estimate without an interval because it
+    rests on one observation (:data:`ONE_OBSERVATION_NOTE`) or on one session of a larger slice
+    (:data:`ONE_SESSION_NOTE`, its ``n_sessions`` = 1); ``None`` otherwise."""
+    if rests_on_one_observation(est):
+        return ONE_OBSERVATION_NOTE
+    if est is None:
+        return None
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    if get("mean") is not None and get("n_sessions") == 1 and (get("ci_low") is None or get("ci_high") is None):
+        return ONE_SESSION_NOTE
+    return None
+
+
+def _own_sessions(n_sessions: Optional[int], sessions: Optional[int]) -> Optional[int]:
+    """``sessions`` when it is fewer than the slice's ``n_sessions`` (what an estimate states), else None."""
+    return sessions if sessions is not None and (n_sessions is None or sessions < n_sessions) else None
+
+
+def estimate_mode(mode: StatisticalMode, sessions: Optional[int]) -> StatisticalMode:
+    """The mode to estimate in with ``sessions`` behind the estimate: :class:`ObservedMode` under
+    the one-session rule (an observed share, no prior, no interval), else ``mode``."""
+    return ObservedMode(mode) if single_session(sessions, mode) and not isinstance(mode, ObservedMode) else mode
+
+
+def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode, sessions: Optional[int] = None) -> E:
     """``est`` with its interval removed when the slice holds one session, or the estimate rests on
-    one observation (:func:`behind`; see the module docstring)."""
-    if est is None or not single_session(behind(n_sessions, est.n), mode):
+    one session (``sessions``: the sessions holding the evidence it rests on, when the metric
+    declares it, :class:`~fair_forge_beam.engine.Evidence`) or one observation (:func:`behind`;
+    see the module docstring). An estimate with data and fewer ``sessions`` than the slice states
+    them (``n_sessions``; not an estimate of one observation: its ``n = 1`` says one session)."""
+    if est is None:
         return est
-    return est.model_copy(update={"ci_low": None, "ci_high": None})
+    update = {}
+    own = _own_sessions(n_sessions, sessions)
+    if own is not None and est.mean is not None and est.n != 1:  # one observation says it already (behind)
+        update["n_sessions"] = own
+    if single_session(behind(n_sessions if sessions is None else sessions, est.n), mode):
+        update.update(ci_low=None, ci_high=None)
+    return est.model_copy(update=update) if update else est
 
 
-def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
+def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode, sessions: Optional[int] = None) -> Estimate:
     """A slice's pooled rate of ``k`` events in ``n`` trials: :func:`~fair_forge_beam.statistical.combiners.estimate_rate`
-    in ``mode``, or, under the one-session rule, the observed share ``k/n`` without an interval
+    in ``mode``, or, under the one-session rule (the slice's, or ``sessions``: those behind the
+    rate, see :func:`slice_estimate`), the observed share ``k/n`` without an interval
     (``mean=None`` when ``n = 0``)."""
     from fair_forge_beam.statistical.combiners import estimate_rate
     from fair_forge_beam.statistical.exact import exact_ratio
 
-    if not single_session(behind(n_sessions, n), mode):
-        return estimate_rate(k, n, mode)
-    return Estimate(mean=exact_ratio(k, n) if n else None, n=n)
+    if not single_session(behind(n_sessions if sessions is None else sessions, n), mode):
+        est = estimate_rate(k, n, mode)
+    else:
+        est = Estimate(mean=exact_ratio(k, n) if n else None, n=n)
+    return slice_estimate(est, n_sessions, mode, sessions)
 
 
 def slice_win_rate(wins: int, losses: int, ties: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
@@ -231,7 +293,8 @@ def too_small_to_compare(estimates: Sequence[Optional[Mapping]], n_sessions: Seq
 
     Args:
         estimates: the two (or more) sides' estimates ``{mean, ci_low, ci_high, …}``.
-        n_sessions: each side's slice session count (``None``: not recorded, not checked).
+        n_sessions: each side's slice session count (``None``: not recorded, not checked); an
+            estimate's own ``n_sessions`` (it rests on fewer) stands for it.
         names: how each side is called in the reason.
 
     Returns:
@@ -240,7 +303,9 @@ def too_small_to_compare(estimates: Sequence[Optional[Mapping]], n_sessions: Seq
         (``"current's interval has zero width ([0.5, 0.5])"``). Sessions are the resampling unit
         (module docstring): one session, or a degenerate interval, says nothing about how sessions vary.
     """
-    for name, n in zip(names, n_sessions):
+    for name, n, est in zip(names, n_sessions, estimates):
+        own = (est or {}).get("n_sessions")  # an estimate resting on fewer sessions than its slice says so
+        n = own if isinstance(own, int) and not isinstance(own, bool) else n
         if n is not None and n < MIN_COMPARE_SESSIONS:
             return f"{name} rests on {n} session{'' if n == 1 else 's'}"
     for name, est in zip(names, estimates):
