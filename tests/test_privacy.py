@@ -301,3 +301,26 @@ def test_report_on_the_sample_leads_with_the_leak_rate_and_names_bank_bot(tmp_pa
     assert estimate_label("role_adherence", "adherent_sessions") == "adherent-session share"
     assert definition("role_adherence", "role_adherence")
     assert judge_cell("role_adherence", "role_adherence", {"mean": 0.3, "ci_low": None, "ci_high": None}, "overall")["status"] == "fail"
+
+
+def test_a_class_resting_on_one_session_follows_the_one_session_rule(tmp_path):
+    """A PII class's precision, recall, miss rate and F2 rest on the sessions holding that class (trial30
+    T3's class, per estimate): assistant "a" has two sessions, and only the first names e-mail addresses
+    (two of them, so not one observation). Its e-mail figures are the observed ones, without an interval,
+    and say they rest on 1 session; the slice's composites (2 sessions) keep their intervals."""
+    answer = "Write to ann@example.com or bob@example.org."
+    spans = [{"label": "email_address", "start": 9, "end": 24, "text": "ann@example.com"},
+             {"label": "email_address", "start": 28, "end": 43, "text": "bob@example.org"}]
+    data = [{"session_id": "s1", "assistant_id": "a", "language": "english", "context": "",
+             "conversation": [{"qa_id": "q1", "query": "Contacts?", "assistant": answer, "spans": spans}]},
+            {"session_id": "s2", "assistant_id": "a", "language": "english", "context": "",
+             "conversation": [{"qa_id": "q2", "query": "Hours?", "assistant": "We open at nine.", "spans": []}]}]
+    interactions = [_interaction(d, b, i) for d in map(Dataset.model_validate, data) for i, b in enumerate(d.conversation)]
+    res = run_metric(Privacy(statistical_mode=BayesianMode(mc_samples=400, rng_seed=7)), interactions, tmp_path)
+    a = {s["slice"]: s for s in res["slices"]}["assistant_id=a"]
+    assert a["n_sessions"] == 2 and a["score"]["ci_low"] is not None  # the composite: the slice's two sessions
+    email = a["class_metrics"]["email_address"]
+    assert (email["tp"], email["fp"], email["fn"]) == (2, 0, 0)
+    for field in ("precision", "recall", "f2"):
+        e = email[field]
+        assert (e["mean"], e["ci_low"], e["ci_high"], e["n_sessions"]) == (1.0, None, None, 1), (field, e)

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.pii import PIIDetector, PatternDetector
-from fair_forge_beam.engine import SCORE_IDS, MetricSpec, SessionReducer, SliceEstimator, score_ids
+from fair_forge_beam.engine import SCORE_IDS, Evidence, MetricSpec, SessionReducer, SliceEstimator, score_ids
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.quoting import quoted
@@ -51,6 +51,7 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.detection import CountVectorCombineFn, estimate_confusion
+from fair_forge_beam.statistical.slices import estimate_mode, slice_estimate
 from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Privacy", "PrivacyDomain", "match_spans", "span_iou", "interpretation_for", "TEXT_FIELDS"]
@@ -361,14 +362,43 @@ class _SessionPrivacy(SessionReducer):
         return rec, list(counts), []
 
 
+class _ClassEvidence(Evidence):
+    """The sessions each PII class's figures rest on (``"class:<name>"``: the session holds a TP, FP
+    or FN of that class, from its summed counts, the slice value), :class:`~fair_forge_beam.engine.Evidence`."""
+
+    def __init__(self, classes: Sequence[str]):
+        self.classes = tuple(classes)
+        self.kinds = tuple(f"class:{c}" for c in self.classes)
+
+    def of(self, values, slice_value) -> set:
+        counts = slice_value or ()
+        return {f"class:{c}" for j, c in enumerate(self.classes) if sum(counts[3 * j:3 * j + 3])}
+
+
 class _SlicePrivacy(SliceEstimator):
     def __init__(self, domain, detector, mode):
         self.domain, self.detector, self.mode = domain, detector, mode
 
     def estimate(self, key, accs, window, aux):
         counts = accs[1]
+        summary = privacy_summary(counts, self.domain, self.detector, self.mode, ("slice", key))
+        # the one-session rule per class (statistical/slices.py): a class's precision, recall, miss rate
+        # and F2 rest on the sessions holding that class (trial30 T3's class; the composites on the slice's)
+        for c, m in summary["class_metrics"].items():
+            behind = (accs.evidence or {}).get(f"class:{c}")
+            if behind is None:
+                continue
+            mode = estimate_mode(self.mode, behind)
+            ests = estimate_confusion(m["tp"], m["fp"], m["fn"], mode, ("privacy", c, m["tp"], m["fp"], m["fn"]))[:4] \
+                if mode is not self.mode else [Estimate(**m[f]) for f in _CLASS_ESTIMATES]
+            for f, e in zip(_CLASS_ESTIMATES, ests):
+                m[f] = slice_estimate(e, accs.n_sessions, self.mode, behind).model_dump()
         return [{"metric": "privacy", "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
-                 "n_sessions": accs.n_sessions, **privacy_summary(counts, self.domain, self.detector, self.mode, ("slice", key))}]
+                 "n_sessions": accs.n_sessions, **summary}]
+
+
+#: a class's estimates, in :func:`~fair_forge_beam.statistical.detection.estimate_confusion`'s order
+_CLASS_ESTIMATES = ("precision", "recall", "fn_rate", "f2")
 
 
 class Privacy(MetricTransform):
@@ -440,6 +470,7 @@ class Privacy(MetricTransform):
             session_reducer=_SessionPrivacy(self.domain, self.detector, self.mode),
             session_slice_combine=CountVectorCombineFn(size),
             estimator=_SlicePrivacy(self.domain, self.detector, self.mode),
+            evidence=_ClassEvidence(self.domain.classes),
             slices=self.slices,
             reads=frozenset({self.text_field, "spans"}),  # the text scanned and its expected spans
         )
