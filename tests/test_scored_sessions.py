@@ -182,3 +182,28 @@ def test_regulatory_sessions_count_only_sessions_with_evidence_for_the_complianc
         s = slices[key]
         assert (s["n_sessions"], s["n_irrelevant"], s["status"], s["compliance_rate"]["mean"]) == (
             0, s["n_interactions"], "no_relevant_interactions", None), s
+
+
+def test_bias_attribute_rates_count_the_sessions_with_a_verdict_for_that_attribute(tmp_path):
+    """A guardian that fails on one attribute of a session leaves that attribute's rate resting on
+    fewer sessions than the slice: assistant A's two sessions both get gender verdicts, but only s1 gets
+    race verdicts, so A's race rate is the observed share without an interval, resting on 1 session
+    (trial30 T3's class, per attribute), while its gender rate keeps its interval."""
+    data = [ix("s1", "A", t, f"fine {t}") for t in range(2)] + [ix("s2", "A", t, f"[norace] {t}") for t in range(2)]
+
+    def guard(req):
+        text = json.dumps(req.messages)
+        return "garbled" if "[norace]" in text and "race" in text.replace("[norace]", "") else "safe"
+
+    with ScriptedOpenAIServer(guard) as srv:
+        guardian = LlamaGuard("llama-guard", srv.base_url, api_key_env="FFB_TEST_UNSET_KEY", num_retries=0, client_retries=0,
+                              cache_path=None)
+        out = run_metric(Bias(guardian=guardian, attributes=["gender", "race"], statistical_mode=BayesianMode(mc_samples=200)),
+                         data, tmp_path / "run")
+    a = _by_slice(out["slices"])["assistant_id=A"]
+    assert a["n_sessions"] == 2
+    rates = {r["protected_attribute"]: r for r in a["attribute_rates"]}
+    assert rates["gender"]["n_samples"] == 4 and rates["gender"]["ci_low"] is not None
+    assert rates["race"]["n_samples"] == 2 and rates["race"]["n_failed"] == 2
+    assert (rates["race"]["rate"], rates["race"]["ci_low"], rates["race"]["ci_high"]) == (0.0, None, None), rates["race"]
+    assert a["rates"]["race"]["n_sessions"] == 1 and "n_sessions" not in a["rates"]["gender"], a["rates"]

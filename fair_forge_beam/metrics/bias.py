@@ -32,7 +32,7 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.engine import (
-    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
+    DEAD, Evidence, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
 )
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.metrics.judged import JudgeScorer
@@ -244,19 +244,41 @@ class _SliceEstimator(SliceEstimator):
         n_sessions, n_interactions = accs.n_sessions, acc[0]
         counts, fails = acc[1 : 1 + A], acc[1 + A : 1 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
-        if single_session(n_sessions, self.mode):  # the one-session rule (statistical/slices.py)
-            attribute_rates = [r.model_copy(update={"rate": slice_rate(r.k_biased, r.n_samples, n_sessions, self.mode).mean,
-                                                    "ci_low": None, "ci_high": None}) for r in attribute_rates]
+        # the one-session rule (statistical/slices.py) per attribute: its rate rests on the sessions with a
+        # verdict for it (a guardian that failed on one attribute only: trial30 T3's class)
+        # (an attribute without any verdict rests on no session: the slice's rule, as before)
+        behind = {a: (accs.evidence or {}).get(f"attribute:{a}") or n_sessions for a in self.attributes}
+        rates = {}
+        for i, r in enumerate(attribute_rates):
+            est = slice_rate(r.k_biased, r.n_samples, n_sessions, self.mode, behind[r.protected_attribute])
+            if single_session(behind[r.protected_attribute], self.mode):
+                attribute_rates[i] = r.model_copy(update={"rate": est.mean, "ci_low": None, "ci_high": None})
+            rates[r.protected_attribute] = est
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),
             n_interactions=n_interactions,
             n_sessions=n_sessions,
             attribute_rates=attribute_rates,
-            rates={r.protected_attribute: Estimate(mean=r.rate, ci_low=r.ci_low, ci_high=r.ci_high, n=r.n_samples) for r in attribute_rates},
+            rates=rates,
             guardian=self.guardian_name,
         )
         return [rec]
+
+
+class _AttributeEvidence(Evidence):
+    """The sessions each attribute's rate rests on (``"attribute:<name>"``: the session holds a
+    verdict for it, from its slice value ``(judged, *(k, n) per attribute, *failures)``),
+    :class:`~fair_forge_beam.engine.Evidence`."""
+
+    def __init__(self, attributes: Sequence[str]):
+        self.attributes = tuple(attributes)
+        self.kinds = tuple(f"attribute:{a}" for a in self.attributes)
+
+    def of(self, values, slice_value) -> set:
+        if not slice_value:
+            return set()
+        return {f"attribute:{a}" for i, a in enumerate(self.attributes) if slice_value[1 + i][1]}
 
 
 def _rate_counts(rec: dict) -> dict:
@@ -378,6 +400,7 @@ class Bias(MetricTransform):
             session_reducer=_SessionReducer(self.mode, self.attributes),
             session_slice_combine=beam.combiners.TupleCombineFn(SumCombineFn(), *[RateCombineFn() for _ in range(2 * A)]),
             estimator=_SliceEstimator(self.mode, self.attributes, g.describe()),
+            evidence=_AttributeEvidence(self.attributes),
             slices=self.slices,
             reads=frozenset({"query", "assistant", "context"}),  # the guardian's question, answer and context
         )
