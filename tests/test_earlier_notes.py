@@ -61,8 +61,35 @@ def test_free_text_replies_cut_by_the_token_limit_are_rejected(tmp_path):
         sent = srv.count()
     assert whole.error is None and whole.answer == "safe"
     assert cut.error == ("invalid answer after 2 attempt(s): the reply was cut by the token limit (finish_reason=length); "
-                         "cut replies are never used (raise max_tokens)")
+                         "cut replies are never used (no max_tokens was sent (the server's own limit); set one in Python: "
+                         "OpenAIJudgeHandler(params={'max_tokens': …}); no CLI option sets it)")
     assert cut.raw == "unsafe\nS1,S2" and sent == 3
+
+
+def test_a_cut_reply_names_the_max_tokens_sent_and_the_python_setting_that_raises_it(tmp_path):
+    """trial30 T11: a cut guardian reply said "(raise max_tokens)"; no CLI option sets any caller's
+    max_tokens. The reason names the max_tokens sent and where it is set: the guardian's (16) in
+    LlamaGuard / GuardianLLMConfig, the assistant's in its params."""
+    from pipelines import run_assistant
+    from fair_forge_beam.components.guardian import GuardianError, LlamaGuard
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    data = tmp_path / "set.jsonl"
+    data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "context": "", "conversation": [
+        {"qa_id": "q1", "query": "hi", "assistant": ""}]}) + "\n")
+    with ScriptedOpenAIServer(lambda req: Reply(content="unsafe", finish_reason="length")) as srv:
+        guard = LlamaGuard("g", srv.base_url, cache_path=None, api_key_env="FFB_TEST_UNSET_KEY", num_retries=0,
+                           client_retries=0, invalid_answer_retries=0)
+        with pytest.raises(GuardianError) as cut:
+            guard.is_biased("q", "a", "gender")
+        guard.close()
+        run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
+                           "--assistant-url", srv.base_url, "--output", str(tmp_path / "out")])
+    assert ("cut replies are never used (max_tokens is 16; raise it in Python: LlamaGuard(max_tokens=…) or "
+            "GuardianLLMConfig(max_tokens=…); no CLI option sets it)") in str(cut.value)
+    [dead] = [json.loads(x) for x in (tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()]
+    assert dead["reason"].endswith("(no max_tokens was sent (the server's own limit); set one in Python: "
+                                   "AssistantHandler(params={'max_tokens': …}); no CLI option sets it)"), dead
 
 
 # ------------------------------------------------------------------ the reader's warnings

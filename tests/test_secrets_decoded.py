@@ -373,3 +373,68 @@ def test_a_judge_joining_the_key_by_escaped_spaces_leaves_it_out_of_the_cache(se
     for field in ("answer", "raw", "reasoning"):
         assert stored[field] and not _loose_key_in(stored[field], key), (field, stored[field][:80])
     assert not _loose_key_in(rows[0], key)
+
+
+def test_a_key_split_across_a_positions_alternatives_or_a_replys_texts_is_stored_nowhere(tmp_path, monkeypatch):
+    """trial30 T10: the guardian answers ``safe`` and the key, cut in three, stands among the first
+    position's ``top_logprobs`` alternatives (in order, in reverse order, or one piece per position);
+    and a reply that is no answer (a tool call) holds the key split across its texts (tool-call
+    arguments, a refusal, logprob tokens). Nothing stored (cache, results, dead-letter raw) holds a
+    piece of the key; the certainty (the safe/unsafe alternatives) is read as before."""
+    import math
+    import sqlite3
+
+    from fair_forge_beam.components.guardian import unsafe_label_probability
+    from fair_forge_beam.components.judge import OpenAIJudgeHandler, judge_request
+
+    key = "sk-trial30-SECRET-" + secrets.token_hex(6)
+    pieces = [key[:7], key[7:18], key[18:]]
+    monkeypatch.setenv(ENV, key)
+
+    def alt(t, lp=-5.0):
+        return {"token": t, "logprob": lp, "bytes": [ord(c) for c in t]}
+
+    def top(*extra):
+        return [alt("safe", math.log(0.7)), alt("unsafe", math.log(0.3)), *map(alt, extra)]
+
+    shapes = {
+        "[order]": [{**alt("safe", math.log(0.7)), "top_logprobs": top(*pieces)}],
+        "[reverse]": [{**alt("safe", math.log(0.7)), "top_logprobs": top(*reversed(pieces))}],
+        "[scatter]": [{**alt("safe", math.log(0.7)), "top_logprobs": top(pieces[2])},
+                      {**alt("\n"), "top_logprobs": [alt("\n"), alt("x"), alt(pieces[0])]},
+                      {**alt("."), "top_logprobs": [alt(pieces[1])]}],
+    }
+    tool_body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "g", "choices": [{
+        "index": 0, "finish_reason": "tool_calls", "logprobs": {"content": [{**alt("x"), "top_logprobs": top(*pieces)}]},
+        "message": {"role": "assistant", "content": None, "refusal": pieces[1],
+                    "tool_calls": [{"id": f"t{i}", "type": "function", "function": {"name": "f", "arguments": p}}
+                                   for i, p in enumerate(pieces)]}}]}).encode()
+
+    def answer(req):
+        if "[tool]" in req.prompt:
+            return Reply(body=tool_body)
+        return Reply(content="safe", logprobs={"content": next(v for k, v in shapes.items() if k in req.prompt)})
+
+    cache = tmp_path / "cache.sqlite3"
+    with ScriptedOpenAIServer(answer) as srv:
+        handler = OpenAIJudgeHandler("g", srv.base_url, api_key_env=ENV, cache_path=str(cache), num_retries=0,
+                                     client_retries=0, invalid_answer_retries=0, params={"logprobs": True, "top_logprobs": 5})
+        reqs = [judge_request(k, [("user", k)], schema=None, element_id=k) for k in (*shapes, "[tool]")]
+        client = handler.create_client()
+        first = handler.request(reqs, client)
+        again = handler.request(reqs[:3], client)
+        client.close()
+    assert all(r.cached for r in again)
+    for r in (*first[:3], *again):
+        assert r.error is None and r.answer == "safe"
+        assert unsafe_label_probability(r.logprobs, "unsafe", "safe") == pytest.approx(0.3)
+    assert first[3].error and first[3].raw
+    with sqlite3.connect(str(cache)) as conn:
+        stored = [v for (v,) in conn.execute("SELECT value FROM answers")]
+    assert len(stored) == 3
+    texts = [*stored, *(json.dumps(r._asdict(), default=str) for r in (*first, *again))]
+    for text in texts:
+        for piece in pieces:
+            assert piece not in text, (piece, text[:300])
+    raw = b"".join(f.read_bytes() for f in tmp_path.glob("cache.sqlite3*"))
+    assert not any(p.encode() in raw for p in pieces)

@@ -66,7 +66,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import register_secret_env
-from fair_forge_beam.components.replies import (NO_KEY, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
+from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
                                                 chat_completion_body, check_call_limits, declared_length, http_client,
                                                 read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
@@ -321,7 +321,8 @@ class _Client(EndpointClient):
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:  # the one reader of every chat reply: the same reason as the audit's judge gives for this reply
-            return read_chat_reply(data, "used as the assistant's answer").content  # "" is an answer (an empty one)
+            return read_chat_reply(data, "used as the assistant's answer",
+                                   limit_setting(self.cfg.params, "AssistantHandler(params={'max_tokens': …})")).content  # "" is an answer (an empty one)
         except NotAnAnswer as no:  # refused, cut, withheld, a tool call, content not text…: not the assistant's whole answer
             raise _TurnFailed(no.reason) from None
 

@@ -371,6 +371,7 @@ class LLMGuardian(Transient, Guardian):
         from fair_forge_beam.components.judge.prompts import PromptTemplate
 
         handler_kwargs.setdefault("namespace", "fair_forge_beam.guardian")
+        handler_kwargs.setdefault("max_tokens_setting", f"{type(self).__name__}(max_tokens=…) or GuardianLLMConfig(max_tokens=…)")
         #: the judge handler used by :class:`~fair_forge_beam.components.judge.RunJudge`
         self.handler = OpenAIJudgeHandler(
             model, base_url, api_key_env=api_key_env, params=params, cache_path=cache_path, **handler_kwargs

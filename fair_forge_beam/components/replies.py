@@ -295,7 +295,12 @@ def _filtered(results: Any) -> str:
     return ", ".join(str(k) for k, v in results.items() if isinstance(v, Mapping) and v.get("filtered") is True)[:200]
 
 
-def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
+#: where a caller's token limit is set, said in a cut reply's reason when the caller does not say
+#: (trial30 T11: no CLI option sets a max_tokens; the reason names the Python setting)
+NO_LIMIT_SETTING = "raise max_tokens, a request parameter set in Python (params={'max_tokens': …}); no CLI option sets it"
+
+
+def read_chat_reply(data: Any, use: str = "used", limit: str = NO_LIMIT_SETTING) -> ChatReply:
     """The answer of one Chat Completions reply (``data``: its JSON object), or :class:`NotAnAnswer`
     saying why it is none. The one reader of a chat reply for every caller — the judge handler
     (judge, guardian, generator, optimizer, BestOf) and the assistant under test — so the same
@@ -387,7 +392,7 @@ def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
         text = "".join(pieces)
     elif content is not None and not isinstance(content, list):
         raise no(f"answer content is {json_kind(content)}, not text")
-    unfinished = unfinished_reply(finish, use)
+    unfinished = unfinished_reply(finish, use, limit)
     if unfinished:
         raise no(unfinished, text)
     calls = [name for name in ("tool_calls", "function_call") if msg.get(name) not in (None, "", [], {})]
@@ -415,16 +420,27 @@ def read_chat_reply(data: Any, use: str = "used") -> ChatReply:
 WHOLE_ANSWER_ENDS = frozenset({"stop", "eos", "eos_token", "stop_sequence", "end_turn"})
 
 
-def unfinished_reply(finish_reason: Any, use: str = "used") -> Optional[str]:
+def limit_setting(params: Any, setting: str) -> str:
+    """What a cut reply's reason tells the user to change: the ``max_tokens`` sent (or that none was,
+    so the server's own limit cut it) and ``setting``, the Python setting that sets it (no CLI
+    option sets any caller's ``max_tokens``)."""
+    n = params.get("max_tokens") if isinstance(params, Mapping) else None
+    if n is None:
+        return f"no max_tokens was sent (the server's own limit); set one in Python: {setting}; no CLI option sets it"
+    return f"max_tokens is {n}; raise it in Python: {setting}; no CLI option sets it"
+
+
+def unfinished_reply(finish_reason: Any, use: str = "used", limit: str = NO_LIMIT_SETTING) -> Optional[str]:
     """Why a chat reply with this ``finish_reason`` is not a whole answer, or None when it is
     (:data:`WHOLE_ANSWER_ENDS`, or none sent). The one rule for every reader of a chat reply
     (judge, guardian, generator, optimizer, BestOf through the judge handler; the assistant under
     test): such a reply is never cached, scored or used; callers dead-letter it (or fail the turn).
-    ``use``: the verb for what is never done with it (``"scored"``, ``"used"``)."""
+    ``use``: the verb for what is never done with it (``"scored"``, ``"used"``). ``limit``: what the
+    user changes for a cut reply (:func:`limit_setting`)."""
     if finish_reason is None or finish_reason == "" or (isinstance(finish_reason, str) and finish_reason in WHOLE_ANSWER_ENDS):
         return None  # (a value that is not text is never whole, and never raises here: a list is unhashable)
     if finish_reason == "length":
-        return f"the reply was cut by the token limit (finish_reason=length); cut replies are never {use} (raise max_tokens)"
+        return f"the reply was cut by the token limit (finish_reason=length); cut replies are never {use} ({limit})"
     if finish_reason == "content_filter":
         return (f"the reply was withheld or cut by the provider's content filter (finish_reason=content_filter); "
                 f"filtered replies are never {use}")

@@ -443,6 +443,116 @@ def scrub_tokens(tokens: list, secrets: Iterable[str]) -> list:
     return [MASK if h else t for t, h in zip([str(t) for t in tokens], masked_tokens(tokens, secrets))]
 
 
+#: a token text this long or longer that is a piece of a secret is masked wherever it stands
+#: (:func:`scrub_logprobs`): a key cut into pieces a provider scatters in any order
+FRAGMENT_LEN = 6
+
+
+def scrub_logprobs(items: list, secrets: Iterable[str]) -> list:
+    """A reply's log-probability positions (``[{"token", "logprob", "top_logprobs": [{"token",
+    "logprob"}]}]``, changed in place and returned) with every token text that holds part of a
+    secret replaced by :data:`MASK`, however the provider splits the secret (trial30 T10): along
+    the chosen tokens (a position that holds a piece has its alternatives masked too), along a
+    position's alternatives, along the r-th alternatives of every position (each walk as
+    :func:`masked_tokens`), and any token text of :data:`FRAGMENT_LEN` characters or more that is a
+    piece of a secret, in whatever order the pieces stand. Log-probabilities are kept."""
+    secs = _secrets(secrets)
+    if not secs or not items:
+        return items
+    for t in _logprob_hits(items, secs):
+        t["token"] = MASK
+    return scrub(items, secs)
+
+
+def _logprob_hits(items: list, secs: tuple) -> list:
+    """The token dicts of ``items`` (positions as :func:`scrub_logprobs` takes them, texts not yet
+    changed: every walk reads the texts as sent) that :func:`scrub_logprobs` masks."""
+    def tok(t):
+        return t.get("token") if isinstance(t, dict) and isinstance(t.get("token"), str) else ""
+
+    items = [it for it in items if isinstance(it, dict)]
+    tops = [[t for t in (it.get("top_logprobs") or []) if isinstance(t, dict)] if isinstance(it.get("top_logprobs"), list)
+            else [] for it in items]
+    out = []
+    for it, alts, hit in zip(items, tops, masked_tokens([tok(it) for it in items], secs)):
+        if hit:  # the chosen token holds a piece: its alternatives (the chosen one among them) too
+            out.extend((it, *alts))
+    walks = list(tops)  # a position's alternatives, in order
+    for rank in range(max((len(w) for w in tops), default=0)):  # the r-th alternatives of every position
+        walks.append([w[rank] for w in tops if rank < len(w)])
+    for walk in walks:
+        out.extend(t for t, hit in zip(walk, masked_tokens([tok(t) for t in walk], secs)) if hit)
+    out.extend(t for t in (*items, *(t for w in tops for t in w)) if _is_piece(tok(t), secs))
+    return out
+
+
+def scrub_body(body: str, secrets: Iterable[str]) -> str:
+    """A reply's body as stored (a dead letter's raw) with the secrets masked as :func:`scrub` does,
+    and also when a secret is split across the body's JSON texts (tokens, their alternatives, tool
+    calls, refusal…): every text of the JSON document is masked as :func:`scrub_logprobs` masks a
+    token, along the document's order. A body that is not JSON is masked as text."""
+    import json
+
+    secs = _secrets(secrets)
+    if not secs:
+        return scrub(body, secs)
+    try:
+        doc = json.loads(body)
+    except (TypeError, ValueError, RecursionError):
+        return scrub(body, secs)
+    return json.dumps(scrub_reply(doc, secs), ensure_ascii=False)
+
+
+def scrub_reply(doc: Any, secrets: Iterable[str]) -> Any:
+    """A reply's JSON document (changed in place) with every text masked as :func:`scrub_body`
+    says, before any reader takes a text from it (answer, reasoning, refusal, tool calls, tokens)."""
+    secs = _secrets(secrets)
+    if not secs:
+        return doc
+    doc = scrub(doc, secs)  # a whole key inside a text: that part masked, the text kept
+    leaves = []
+
+    def _walk(v):
+        if isinstance(v, dict):
+            for k in v:
+                if isinstance(v[k], str):
+                    if k not in _REPLY_FIELDS:
+                        leaves.append((v, k))
+                else:
+                    _walk(v[k])
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, str):
+                    leaves.append((v, i))
+                else:
+                    _walk(x)
+    try:
+        _walk(doc)
+    except RecursionError:
+        return scrub(doc, secs)
+    hits = [(box, k) for (box, k), hit in zip(leaves, masked_tokens([box[k] for box, k in leaves], secs))
+            if hit or _is_piece(box[k], secs)]
+    for choice in (doc.get("choices") if isinstance(doc, dict) and isinstance(doc.get("choices"), list) else []):
+        lp = choice.get("logprobs") if isinstance(choice, dict) else None
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):  # the token walks, on the texts as sent
+            hits.extend((t, "token") for t in _logprob_hits(lp["content"], secs))
+    for box, k in hits:
+        box[k] = MASK
+    return doc
+
+
+#: fields of a chat reply that are the protocol's words, not text the model wrote: never masked as
+#: pieces of a key (a key ``assistant_id`` must not turn ``"role": "assistant"`` into ``***``);
+#: a whole key in them is masked as everywhere
+_REPLY_FIELDS = frozenset({"role", "finish_reason", "object", "type", "id", "model", "system_fingerprint", "service_tier"})
+
+
+def _is_piece(text: str, secs: tuple) -> bool:
+    """``text`` (blanks around it aside) is :data:`FRAGMENT_LEN` characters or more of a secret."""
+    piece = text.strip().lower()
+    return len(piece) >= FRAGMENT_LEN and any(piece in s.lower() for s in secs)
+
+
 def masked_tokens(tokens: list, secrets: Iterable[str]) -> list:
     """For each token of ``tokens`` (read in sequence), whether it holds part of a secret
     (see :func:`scrub_tokens`)."""

@@ -56,9 +56,9 @@ from fair_forge_beam.components.judge.parsing import (
     split_reasoning,
 )
 from fair_forge_beam.components.shared_resources import Transient
-from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets
+from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets, scrub_body, scrub_logprobs, scrub_reply
 from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
-                                                chat_completion_body, read_chat_reply, unfinished_reply, usage_count)
+                                                chat_completion_body, read_chat_reply, unfinished_reply, usage_count, limit_setting)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
@@ -283,6 +283,7 @@ class _Config:
     max_reply_option: Optional[str] = None
     max_prompt_chars: int = MAX_PROMPT_CHARS
     max_prompt_option: Optional[str] = None
+    max_tokens_setting: str = "OpenAIJudgeHandler(params={'max_tokens': …})"
 
 
 _INFLIGHT: dict = {}
@@ -515,7 +516,7 @@ class _JudgeClient(EndpointClient):
                 data, body = chat_completion_body(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
                                                   messages=messages, **kwargs)
             except UnreadableReply as exc:  # a 200 whose body is not a JSON object
-                raise _BadAnswer(f"response body is not a chat completion ({exc})", self.scrub(exc.body)) from None
+                raise _BadAnswer(f"response body is not a chat completion ({exc})", scrub_body(exc.body, [self._secret])) from None
             except openai.BadRequestError as exc:
                 last_exc = exc
                 if mode is None or mode == modes[-1]:
@@ -526,21 +527,23 @@ class _JudgeClient(EndpointClient):
                     if STRUCTURED_MODES.index(mode) > STRUCTURED_MODES.index(self.mode):
                         _LOG.info("judge endpoint rejected response_format %r; using %r from now on", self.mode, mode)
                         self.mode = mode
-            return self._read(data, body, "scored" if schema is not None else "used") + (mode,)
+            return self._read(data, body, "scored" if schema is not None else "used", params) + (mode,)
         raise last_exc  # pragma: no cover - the loop always returns or raises
 
-    def _read(self, data, body: str, use: str):
+    def _read(self, data, body: str, use: str, params: Mapping[str, Any]):
         """The answer of one reply by the one reader of every caller (:func:`~.replies.read_chat_reply`):
         a reply that is not a whole answer (refused, cut, a tool call, content not text, a hostile
         ``finish_reason``…) raises ``_BadAnswer`` with its reason; so does an empty answer (no verdict,
         no label). Usage counts are advisory."""
-        try:
-            reply = read_chat_reply(data, use)
+        try:  # every text of the reply masked first, however the server split the key across them
+            reply = read_chat_reply(scrub_reply(data, [self._secret]), use,
+                                    limit_setting(params, self.cfg.max_tokens_setting))
         except NotAnAnswer as no:  # the answer's text, when it had one (a cut verdict), else the whole body
-            raw = no.answer if no.answer is not None else body
-            raise _BadAnswer(self.scrub(no.reason), self.scrub(raw), no.prompt_tokens, no.completion_tokens) from None
+            raw = self.scrub(no.answer) if no.answer is not None else scrub_body(body, [self._secret])
+            raise _BadAnswer(self.scrub(no.reason), raw, no.prompt_tokens, no.completion_tokens) from None
         if not reply.content:
-            raise _BadAnswer(f"empty answer (finish_reason={reply.finish_reason})", self.scrub(body), reply.prompt_tokens,
+            raise _BadAnswer(f"empty answer (finish_reason={reply.finish_reason})", scrub_body(body, [self._secret]),
+                             reply.prompt_tokens,
                              reply.completion_tokens)
         return (self.scrub(reply.content), self.scrub(reply.reasoning), reply.finish_reason, reply.prompt_tokens,
                 reply.completion_tokens, self._logprobs(reply.logprobs))
@@ -565,21 +568,7 @@ class _JudgeClient(EndpointClient):
             return None
         if not items:
             return None
-        from fair_forge_beam.io.secrets import MASK, masked_tokens
-
-        # a key split across tokens: each token holding a piece of it is masked, and so is every
-        # alternative at that position (the chosen token is among them, and the others spell pieces too)
-        for it, hit in zip(items, masked_tokens([it["token"] for it in items], [self._secret])):
-            if hit:
-                it["token"] = MASK
-                for t in it["top_logprobs"]:
-                    t["token"] = MASK
-        for rank in range(max(len(it["top_logprobs"]) for it in items)):  # the key along the r-th alternatives
-            seq = [it["top_logprobs"][rank] if rank < len(it["top_logprobs"]) else None for it in items]
-            for t, hit in zip(seq, masked_tokens([t["token"] if t else "" for t in seq], [self._secret])):
-                if hit and t is not None:
-                    t["token"] = MASK
-        return scrub_secrets({"content": items}, [self._secret])
+        return {"content": scrub_logprobs(items, [self._secret])}
 
     def __del__(self):  # pragma: no cover - process teardown
         try:
@@ -664,6 +653,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         scored (a 6 MB answer was one 6 MB request; each turn of a conversation carries its whole
         history, so a long conversation's requests grow with the square of its length).
       max_prompt_option: the option named in that reason (e.g. ``"--judge-max-prompt-chars"``).
+      max_tokens_setting: the Python setting of ``max_tokens`` a cut reply's reason names (no CLI
+        option sets it; e.g. ``"GuardianLLMConfig(max_tokens=…)"``), with the ``max_tokens`` sent.
     """
 
     def __init__(
@@ -694,6 +685,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         max_reply_option: Optional[str] = None,
         max_prompt_chars: int = MAX_PROMPT_CHARS,
         max_prompt_option: Optional[str] = None,
+        max_tokens_setting: str = _Config.max_tokens_setting,
     ):
         if not model:
             raise ValueError("model is required")
@@ -743,6 +735,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             max_reply_option=max_reply_option,
             max_prompt_chars=int(max_prompt_chars),
             max_prompt_option=max_prompt_option,
+            max_tokens_setting=str(max_tokens_setting),
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
