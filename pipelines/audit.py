@@ -388,7 +388,12 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
                                      baseline_info=baseline_info, gate_checks=checks)
     # printed once published (by the caller): the console can never stop the outputs from being published
-    summary = None if args.quiet else console_summary(doc, out, written, gates)
+    if args.quiet:
+        summary = None
+    else:  # the assistants nobody scored, named as the report names them (trial30 T8)
+        from fair_forge_beam.reports.load import dead_letter_summary
+
+        summary = console_summary(doc, out, written, gates, dead_letters=dead_letter_summary(stage))
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
         if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
             from fair_forge_beam.reports.compare import run_differences

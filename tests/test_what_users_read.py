@@ -220,3 +220,30 @@ def test_every_closed_set_option_offers_the_nearest_value(capsys, tmp_path):
             audit.main(["--config", str(config), "--output", str(tmp_path / "out")])
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert exc.value.code == 2 and str(config) in err and f"did you mean {hint}?" in err, (text, err)
+
+
+def test_the_console_names_the_assistants_nobody_scored_in_the_reports_words(tmp_path):
+    """trial30 T8: report.html named "Not scored at all (2 assistants …): support-bot (16 …); sushi_bot
+    (10 …)", the console (all a CI log shows) named none and, with 6,000 assistants, did not count
+    the 858 unscored. The console says the report's words (one function), ten names and the rest
+    counted, in one line: with 10,000 unscored assistants the summary stays under 100 lines."""
+    from fair_forge_beam.reports.html import unscored_words
+    from fair_forge_beam.reports.summary import console_summary
+
+    doc = {"config": {"mode": "frequentist"},
+           "summary": {"interactions_read": 20_000, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {m: {"interactions_scored": 0, "dead_letters": 20_000} for m in ("humanity", "toxicity")}},
+           "metrics": {m: {"slices": [], "headline_columns": []} for m in ("humanity", "toxicity")}}
+    for n, folder in ((2, tmp_path / "two"), (10_000, tmp_path / "many")):
+        _dead(folder, [(m, f"bot-{i:05d}") for i in range(n) for m in ("humanity", "toxicity")])
+        summary = load.dead_letter_summary(str(folder))
+        lines = console_summary(doc, "/out", ["results.json", "report.html"], dead_letters=summary).splitlines()
+        head, names = unscored_words(unscored_assistants(doc, summary), 10)
+        [line] = [ln for ln in lines if ln.startswith("Not scored at all")]
+        assert line.startswith(f"{head} {names}") and len(lines) < 100
+        assert line.count(" not scored by humanity or toxicity; most often: ") == min(n, 10)
+    assert head == "Not scored at all (10,000 assistants: every interaction is a dead letter):"
+    assert names.startswith("bot-00000 (1 interaction not scored by humanity or toxicity; most often: no emotion lexicon")
+    assert names.endswith("bot-00009 (1 interaction not scored by humanity or toxicity; most often: "
+                          "no emotion lexicon for language 'spanish' (humanity)) and 9,990 more.")
+    assert lines[-2].endswith("Every one in /out/report.html and /out/dead_letter/.")

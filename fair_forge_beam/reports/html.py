@@ -47,6 +47,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config
+from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, unscored_assistants, unscored_words  # noqa: F401 - here too
 from fair_forge_beam.statistical.compare import normal_quantile
 
 __all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS"]
@@ -389,6 +390,7 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
 
     card = scorecard(doc, inconclusive_width, gates or ())
     card["unscored"] = unscored_assistants(doc, dead_letters)
+    card["unscored_words"] = unscored_words(card["unscored"], REPORT_UNSCORED_NAMES)
     differences = credible_differences(doc, card)
     checks = None
     if gates and gate_outcome is None:  # called without the job's outcome: the gates this page can evaluate
@@ -490,52 +492,3 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     return out_path
 
 
-def unscored_assistants(doc: dict, dead_letters: Optional[dict]) -> list[dict]:
-    """The assistants no metric scored at all: they have dead letters
-    (:func:`~fair_forge_beam.reports.load.dead_letter_summary`'s ``by_assistant``) and no
-    ``assistant_id=…`` slice in any metric. ``[{assistant, dead_letters, reason, interactions,
-    what}]`` (the most frequent reason), sorted by name; the findings name them (issue 28: the
-    shipped examples' Spanish-only assistants were invisible).
-
-    ``what`` counts in the units the rest of the page uses (issue 28, fresh-user trial: "32 dead
-    letters" for 16 interactions, one dead letter per interaction and metric, where the summary
-    and each metric's "Interactions: N scored, M not scored" count interactions): the
-    interactions each metric could not score, with the metrics named (``interactions``: the
-    largest such count, or ``None``); stages whose dead letters stand for something else (records
-    rejected at read, a metric's own :func:`~.results.dead_letter_unit`) in their own unit."""
-    seen = {str(r.get("slice"))[len("assistant_id="):] for m in doc.get("metrics", {}).values()
-            for r in m.get("slices") or [] if str(r.get("slice", "")).startswith("assistant_id=")}
-    by = (dead_letters or {}).get("by_assistant") or {}
-    return [{"assistant": a, "dead_letters": v["count"], "reason": v["reason"], **_unscored_counts(v)}
-            for a, v in sorted(by.items()) if a not in seen]
-
-
-def _unscored_counts(entry: dict) -> dict:
-    """``{"interactions", "what"}`` of one unscored assistant's dead letters (see
-    :func:`unscored_assistants`); an entry without ``by_stage`` (older summaries) says its dead
-    letters."""
-    from fair_forge_beam.reports.results import _DEFAULT_UNIT, dead_letter_unit
-
-    stages = entry.get("by_stage")
-    if not stages:
-        n = entry["count"]
-        return {"interactions": None, "what": f"{n} dead letter{'s' if n != 1 else ''}"}
-    per_interaction = {s: n for s, n in stages.items() if s != "read" and dead_letter_unit(s) == _DEFAULT_UNIT}
-    parts = []
-    if per_interaction:
-        counts = set(per_interaction.values())
-        names = sorted(per_interaction)
-        if len(counts) == 1:
-            n = counts.pop()
-            parts.append(f"{n} interaction{'s' if n != 1 else ''} not scored by "
-                         + (" or ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " or " + names[-1]))
-        else:
-            parts.append("interactions not scored: " + ", ".join(f"{s} {per_interaction[s]}" for s in names))
-    for s, n in sorted(stages.items()):
-        if s in per_interaction:
-            continue
-        if s == "read":
-            parts.append(f"{n} record{'s' if n != 1 else ''} rejected at read")
-        else:
-            parts.append(f"{s}: {n} {dead_letter_unit(s)}")
-    return {"interactions": max(per_interaction.values()) if per_interaction else None, "what": "; ".join(parts)}

@@ -73,14 +73,98 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
     return out
 
 
-def console_summary(doc: dict, out: str, files: Sequence[str], gates=None, what: str = "audit") -> str:
+#: unscored assistants named in report.html's findings (the console names :data:`CONSOLE_UNSCORED_NAMES`)
+REPORT_UNSCORED_NAMES = 20
+
+
+def unscored_assistants(doc: dict, dead_letters: Optional[dict]) -> list[dict]:
+    """The assistants no metric scored at all: they have dead letters
+    (:func:`~fair_forge_beam.reports.load.dead_letter_summary`'s ``by_assistant``) and no
+    ``assistant_id=…`` slice in any metric. ``[{assistant, dead_letters, reason, interactions,
+    what}]`` (the most frequent reason), sorted by name; the findings name them (issue 28: the
+    shipped examples' Spanish-only assistants were invisible).
+
+    ``what`` counts in the units the rest of the page uses (issue 28, fresh-user trial: "32 dead
+    letters" for 16 interactions, one dead letter per interaction and metric, where the summary
+    and each metric's "Interactions: N scored, M not scored" count interactions): the
+    interactions each metric could not score, with the metrics named (``interactions``: the
+    largest such count, or ``None``); stages whose dead letters stand for something else (records
+    rejected at read, a metric's own :func:`~.results.dead_letter_unit`) in their own unit."""
+    seen = {str(r.get("slice"))[len("assistant_id="):] for m in doc.get("metrics", {}).values()
+            for r in m.get("slices") or [] if str(r.get("slice", "")).startswith("assistant_id=")}
+    by = (dead_letters or {}).get("by_assistant") or {}
+    return [{"assistant": a, "dead_letters": v["count"], "reason": v["reason"], **_unscored_counts(v)}
+            for a, v in sorted(by.items()) if a not in seen]
+
+
+def unscored_words(unscored: list, cap: int) -> tuple[str, str]:
+    """``(head, names)``: the words that name the assistants nobody scored (:func:`unscored_assistants`),
+    the same in report.html's findings and on the console (trial30 T8): ``"Not scored at all (2
+    assistants: every interaction is a dead letter):"`` and ``"support-bot (16 interactions not
+    scored by …; most often: …); sushi_bot (…)."``, the first ``cap`` by name, ``"and N more"``
+    counting the rest."""
+    from fair_forge_beam.quoting import shown
+
+    n = len(unscored)
+    head = f"Not scored at all ({n:,} assistant{'s' if n != 1 else ''}: every interaction is a dead letter):"
+    names = "; ".join(f"{shown(u['assistant'])} ({u['what']}; most often: {u['reason']})" for u in unscored[:cap])
+    return head, names + (f" and {n - cap:,} more." if n > cap else ".")
+
+
+def _unscored_counts(entry: dict) -> dict:
+    """``{"interactions", "what"}`` of one unscored assistant's dead letters (see
+    :func:`unscored_assistants`); an entry without ``by_stage`` (older summaries) says its dead
+    letters."""
+    from fair_forge_beam.reports.results import _DEFAULT_UNIT, dead_letter_unit
+
+    stages = entry.get("by_stage")
+    if not stages:
+        n = entry["count"]
+        return {"interactions": None, "what": f"{n} dead letter{'s' if n != 1 else ''}"}
+    per_interaction = {s: n for s, n in stages.items() if s != "read" and dead_letter_unit(s) == _DEFAULT_UNIT}
+    parts = []
+    if per_interaction:
+        counts = set(per_interaction.values())
+        names = sorted(per_interaction)
+        if len(counts) == 1:
+            n = counts.pop()
+            parts.append(f"{n} interaction{'s' if n != 1 else ''} not scored by "
+                         + (" or ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " or " + names[-1]))
+        else:
+            parts.append("interactions not scored: " + ", ".join(f"{s} {per_interaction[s]}" for s in names))
+    for s, n in sorted(stages.items()):
+        if s in per_interaction:
+            continue
+        if s == "read":
+            parts.append(f"{n} record{'s' if n != 1 else ''} rejected at read")
+        else:
+            parts.append(f"{s}: {n} {dead_letter_unit(s)}")
+    return {"interactions": max(per_interaction.values()) if per_interaction else None, "what": "; ".join(parts)}
+
+
+#: unscored assistants named on the console (the rest counted; report.html names more)
+CONSOLE_UNSCORED_NAMES = 10
+
+
+def console_summary(doc: dict, out: str, files: Sequence[str], gates=None, what: str = "audit",
+                    dead_letters: Optional[dict] = None) -> str:
     """:func:`summary_table` as a command prints it (an audit, a roll-up): composed of the masked
     document's values (:func:`~fair_forge_beam.io.secrets.scrub_known`), then the text masked with
     the run's key values, every name of the document and text of ``gates`` kept (issue 28: never a
-    field, slice or metric name nor our own words; trial B7)."""
+    field, slice or metric name nor our own words; trial B7). ``dead_letters``: the run's
+    :func:`~fair_forge_beam.reports.load.dead_letter_summary`, for the line naming the assistants
+    nobody scored (the report's words, :func:`unscored_words`)."""
     from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
 
-    return scrub_known_text(summary_table(scrub_known(doc), out, files, what), name_texts(doc) | gate_texts(gates))
+    text = summary_table(scrub_known(doc), out, files, what)
+    if dead_letters:
+        unscored = unscored_assistants(doc, scrub_known(dead_letters))
+        if unscored:
+            head, names = unscored_words(unscored, CONSOLE_UNSCORED_NAMES)
+            body, outputs = text.rsplit("\n", 1)
+            where = f"{out}/report.html and {out}/dead_letter/" if "report.html" in files else f"{out}/dead_letter/"
+            text = "\n".join((body, printable(f"{head} {names} Every one in {where}."), outputs))
+    return scrub_known_text(text, name_texts(doc) | gate_texts(gates))
 
 
 def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], what: str = "audit") -> str:
