@@ -50,9 +50,21 @@ output folder are the table's (the record says ``"reused": "ab-unstaged-<J-1>"``
 Each run's record is kept as ``<work>/runs/<runner>-<size>.json`` (``--work`` reuses a folder,
 data included: a later invocation with other ``--runners`` adds to the same table).
 
+``--variant "LABEL [ARG ...]"`` (repeatable) runs every size and runner once per variant, the
+variants one after the other for each size and runner (an A/B within one invocation: on a shared
+machine only those ratios count): ``ARG``\ s are added to the audit's command line (e.g. Beam's
+``--experiments=pre_optimize=pack_combiners``), except ``--code-root=PATH``, which puts that
+checkout first on ``PYTHONPATH`` of the launcher and of the variant's fresh Flink cluster (its SDK
+workers). A variant's record is ``<runner>-<size>-<LABEL>.json``, its output ``out-<runner>-<size>-<LABEL>``;
+every ``results.json`` of a size is compared with the in-memory run of the first variant. Flink
+records name the combines Beam's portable runner lifted into a pre-combine (``lifted_combines``,
+from the launcher's ``PortableRunner._optimize_pipeline``; the table's "lifted" counts them).
+
     python benchmarks/bench_flink_scale.py                                  # 100k and 1M, both runners
     python benchmarks/bench_flink_scale.py --sizes 300 --staging-ab 2       # smoke test
     python benchmarks/bench_flink_scale.py --sizes 1000000 --runners flink --work /tmp/fs
+    python benchmarks/bench_flink_scale.py --sizes 100000 --runners in_memory,flink --variant lifted \
+        --variant "unlifted --experiments=pre_optimize=pack_combiners"     # Beam's combiner lifting A/B
 
 Needs ``.ci/get_runners.sh flink`` for the Flink runs.
 """
@@ -62,6 +74,7 @@ import argparse
 import json
 import os
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -69,6 +82,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from unittest import mock
 from pathlib import Path
 from typing import Optional
 
@@ -93,6 +107,14 @@ def _marked_run(self, *a, **k):
     marks.setdefault("t_run", time.time())
     return _run(self, *a, **k)
 _pl.Pipeline.run = _marked_run
+from apache_beam.runners.portability import portable_runner as _pr
+_optimize = _pr.PortableRunner._optimize_pipeline
+def _noted_optimize(proto, options):  # the combines a portable runner lifts: their Precombine transforms
+    out = _optimize(proto, options)
+    marks["lifted_combines"] = sorted(t.unique_name.rsplit("/", 1)[0] for t in out.components.transforms.values()
+                                      if t.unique_name.endswith("/Precombine"))
+    return out
+_pr.PortableRunner._optimize_pipeline = staticmethod(_noted_optimize)
 import fair_forge_beam.reports.load as load
 _read = load.read_results
 def _marked_read(*a, **k):
@@ -307,7 +329,7 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
         if len(new) != 1:
             raise RuntimeError(f"expected one new Flink job, found {new}")
         fig = flink_job_figures(cluster, new[0])
-        rec.update(fig, jid=new[0])
+        rec.update(fig, jid=new[0], lifted_combines=marks.get("lifted_combines"))
         start, end = fig["job_start"], fig["job_end"]
         rec.update({f"{role}_peak_rss_mb": kb / 1024 for role, kb in sampler.jvm_hwm_kb.items()})
         rec.update(worker_peak_rss_mb=max(sampler.worker_hwm_kb.values(), default=0) / 1024,
@@ -323,23 +345,42 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
     return rec
 
 
-def start_cluster(workdir: Path, **kw):
+def start_cluster(workdir: Path, env: Optional[dict] = None, **kw):
+    """A fresh 2-TaskManager cluster; ``env``: variables set while it starts (its JVMs and so its
+    SDK workers inherit them, e.g. ``PYTHONPATH``)."""
     from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
     cluster = FlinkCluster(task_managers=2, workdir=workdir, **kw)
     t0 = time.monotonic()
-    cluster.start()
+    with mock.patch.dict(os.environ, env or {}):  # the JVMs inherit it, then it is restored
+        cluster.start()
     return cluster, time.monotonic() - t0
+
+
+def parse_variant(text: str) -> tuple[str, list[str], dict]:
+    """``"LABEL [ARG ...]"`` → ``(label, audit arguments, environment)`` (``--code-root=PATH``:
+    ``PYTHONPATH`` with that checkout first)."""
+    words = shlex.split(text)
+    if not words or words[0].startswith("-") or "/" in words[0]:
+        raise ValueError(f"a variant starts with its label (a name), got {text!r}")
+    args, env = [], {}
+    for w in words[1:]:
+        if w.startswith("--code-root="):
+            root = str(Path(w.split("=", 1)[1]).resolve())
+            env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        else:
+            args.append(w)
+    return words[0], args, env
 
 
 # ---------------------------------------------------------------- table
 COLUMNS = [  # (header, key, format)
-    ("runner", "runner", "{}"), ("interactions", "n", "{:,}"), ("wall s", "wall_s", "{:.1f}"),
+    ("runner", "runner", "{}"), ("variant", "variant", "{}"), ("interactions", "n", "{:,}"), ("wall s", "wall_s", "{:.1f}"),
     ("CPU s", "cpu_s", "{:.1f}"), ("start-up s", "startup_s", "{:.1f}"), ("processing s", "processing_s", "{:.1f}"),
     ("finish s", "finish_s", "{:.1f}"), ("launcher MB", "launcher_peak_rss_mb", "{:.0f}"),
     ("TM-0 MB", "taskmanager-0_peak_rss_mb", "{:.0f}"), ("TM-1 MB", "taskmanager-1_peak_rss_mb", "{:.0f}"),
     ("worker MB", "worker_peak_rss_mb", "{:.0f}"), ("workers sum MB", "workers_sum_peak_rss_mb", "{:.0f}"),
-    ("tasks", "tasks", "{}"), ("shuffled MB", "write_bytes", "{}"), ("blob files", "staged_files", "{}"), ("blob MB", "staged_mb", "{:.0f}"),
+    ("tasks", "tasks", "{}"), ("lifted", "lifted_combines", "{}"), ("shuffled MB", "write_bytes", "{}"), ("blob files", "staged_files", "{}"), ("blob MB", "staged_mb", "{:.0f}"),
     ("identical", "identical", "{}"),
 ]
 
@@ -350,6 +391,8 @@ def fmt(rec: dict, key: str, f: str) -> str:
         return "-"
     if key == "write_bytes":
         return f"{v / MB:.1f}"
+    if isinstance(v, list):
+        return str(len(v))
     return f.format(v)
 
 
@@ -406,7 +449,18 @@ def main(argv=None, cluster=None) -> int:
                     help="first J Flink jobs of --ab-size interactions with the jars staged and J without")
     ap.add_argument("--ab-size", type=int, default=300, help="interactions of the --staging-ab jobs (300)")
     ap.add_argument("--stage-jars", action="store_true", help="stage the jars in the scale runs (Beam's default)")
+    ap.add_argument("--variant", action="append", default=[], metavar='"LABEL [ARG ...]"',
+                    help="run every size and runner once per variant, with these audit arguments "
+                         "(--code-root=PATH: that checkout first on PYTHONPATH); see the docstring")
     a = ap.parse_args(argv)
+    try:
+        variants = [parse_variant(v) for v in a.variant] or [("", [], {})]
+    except ValueError as e:
+        ap.error(str(e))
+    if len({v[0] for v in variants}) != len(variants):
+        ap.error("variant labels must differ")
+    if cluster is not None and any(v[2] for v in variants):
+        ap.error("--code-root needs a fresh cluster per run (its SDK workers inherit PYTHONPATH)")
     sizes = [int(s) for s in a.sizes.split(",")]
     runners = [r.strip() for r in a.runners.split(",")]
     if bad := set(runners) - {"in_memory", "flink"}:
@@ -434,46 +488,54 @@ def main(argv=None, cluster=None) -> int:
         (work / "runs" / "staging-ab.json").write_text(json.dumps(ab, indent=1))
     for n in sizes:
         for runner in runners:
-            out = work / f"out-{runner}-{n}"
-            print(f"run {runner} {n:,} ...", flush=True)
-            same_as_ab = (runner == "flink" and cluster is not None and ab and n == a.ab_size
-                          and cluster.runner_args(stage_jars=a.stage_jars or None) == cluster.runner_args(stage_jars=False))
-            if same_as_ab:  # the last unstaged A/B job was this very run: the same data and command line
-                last = [r for r in ab if not r["stage_jars"]][-1]
-                rec = {k: v for k, v in last.items() if k not in ("stage_jars", "job")}
-                rec["reused"] = f"ab-unstaged-{last['job'] - 1}"
-                if out.exists():
-                    shutil.rmtree(out)
-                shutil.copytree(work / rec["reused"], out)
-                print(f"  the staging A/B's job {rec['reused']} (same data and runner arguments), not run again", flush=True)
-            elif runner == "flink" and cluster is not None:
-                rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None), cluster, a.interval)
-            elif runner == "flink":
-                fresh, boot_s = start_cluster(work / f"cluster-{n}", stage_jars=a.stage_jars or None)
-                try:
-                    rec = run_audit(data[n], out, fresh.runner_args(), fresh, a.interval)
-                finally:
-                    fresh.stop()
-                rec["cluster_start_s"] = boot_s
-            else:
-                from fair_forge_beam.testing import beam_runners as rn
+            for label, extra, env in variants:
+                tag = f"{runner}-{n}" + (f"-{label}" if label else "")
+                out = work / f"out-{tag}"
+                print(f"run {runner} {n:,}{f' ({label})' if label else ''} ...", flush=True)
+                same_as_ab = (runner == "flink" and cluster is not None and ab and n == a.ab_size and not extra
+                              and cluster.runner_args(stage_jars=a.stage_jars or None) == cluster.runner_args(stage_jars=False))
+                if same_as_ab:  # the last unstaged A/B job was this very run: the same data and command line
+                    last = [r for r in ab if not r["stage_jars"]][-1]
+                    rec = {k: v for k, v in last.items() if k not in ("stage_jars", "job")}
+                    rec["reused"] = f"ab-unstaged-{last['job'] - 1}"
+                    if out.exists():
+                        shutil.rmtree(out)
+                    shutil.copytree(work / rec["reused"], out)
+                    print(f"  the staging A/B's job {rec['reused']} (same data and runner arguments), not run again", flush=True)
+                elif runner == "flink" and cluster is not None:
+                    rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None) + extra, cluster,
+                                    a.interval)
+                elif runner == "flink":
+                    fresh, boot_s = start_cluster(work / (f"cluster-{n}" + (f"-{label}" if label else "")), env,
+                                                  stage_jars=a.stage_jars or None)
+                    try:
+                        rec = run_audit(data[n], out, fresh.runner_args() + extra, fresh, a.interval, env)
+                    finally:
+                        fresh.stop()
+                    rec["cluster_start_s"] = boot_s
+                else:
+                    from fair_forge_beam.testing import beam_runners as rn
 
-                rec = run_audit(data[n], out, rn.runner_args("in_memory"), None, a.interval)
-            rec.update(runner=runner, n=n)
-            (work / "runs" / f"{runner}-{n}.json").write_text(json.dumps(rec, indent=1))
-            print("  " + json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rec.items()}), flush=True)
+                    rec = run_audit(data[n], out, rn.runner_args("in_memory") + extra, None, a.interval, env)
+                rec.update(runner=runner, n=n, variant=label or None, variant_args=extra, variant_env=env)
+                (work / "runs" / f"{tag}.json").write_text(json.dumps(rec, indent=1))
+                print("  " + json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rec.items()}),
+                      flush=True)
     recs = []
     for n in sizes:
-        ref = work / f"out-in_memory-{n}" / "results.json"
-        for runner in ("in_memory", "flink"):  # every run of these sizes in the work folder
-            f = work / "runs" / f"{runner}-{n}.json"
-            if not f.exists():
-                continue
-            rec = json.loads(f.read_text())
-            res = work / f"out-{runner}-{n}" / "results.json"
-            rec["identical"] = ("reference" if runner == "in_memory" else
-                                (res.read_bytes() == ref.read_bytes()) if ref.exists() else "no reference")
-            recs.append(rec)
+        first = f"-{variants[0][0]}" if variants[0][0] else ""
+        ref = work / f"out-in_memory-{n}{first}" / "results.json"
+        for runner in ("in_memory", "flink"):  # every run of these sizes and variants in the work folder
+            for label, _, _ in variants:
+                tag = f"{runner}-{n}" + (f"-{label}" if label else "")
+                f = work / "runs" / f"{tag}.json"
+                if not f.exists():
+                    continue
+                rec = json.loads(f.read_text())
+                res = work / f"out-{tag}" / "results.json"
+                rec["identical"] = ("reference" if res == ref else
+                                    (res.read_bytes() == ref.read_bytes()) if ref.exists() else "no reference")
+                recs.append(rec)
     print()
     print_table(recs)
     print(f"load average at the end {os.getloadavg()}")
