@@ -31,8 +31,10 @@ its computations and the evaluator derives one combiner per slice for all of the
 :class:`Engine` owns the rest, for every metric of a run at once:
 
 ``Interaction`` → per metric: scorer (+ ``BatchElements``) fused with the routing of its
-outputs → **one** per-session ``CombinePerKey`` over all metrics (key: the tuple
-``(session_id, assistant_id, language)``; accumulator: one slot per metric) → one session
+outputs → **one** per-session combine over all metrics (key: the tuple
+``(session_id, assistant_id, language)``; accumulator: one slot per metric; in batch its
+pre-combine holds at most :data:`SESSION_TABLE_KEYS` sessions, never Beam's lifted table of
+100,000: :func:`~fair_forge_beam.streaming.combine.combine_per_key`'s ``table_keys``) → one session
 ``DoFn`` → **one** :class:`CombineSlices` over all metrics (key:
 the finest cell, rolled up into ``overall``, ``assistant_id=…``, ``language=…``) → one estimator
 ``DoFn``. Windowed input goes through the same graph: the per-key combines group per window
@@ -107,6 +109,10 @@ __all__ = [
 STORED = "stored"
 
 AUX = "aux"
+#: most sessions the session combine's pre-combine holds per bundle (oldest flushed first): a session's
+#: values arrive within a scorer batch or two of each other (256 interactions), and 4,096 accumulators
+#: of about 4 kB are about 16 MB per worker at any size (docs/performance.md, "Why the workers grew")
+SESSION_TABLE_KEYS = 4096
 
 class SessionReducer:
     """Turns one session's combined value into its record. Override :meth:`reduce`;
@@ -1286,9 +1292,10 @@ class Engine(beam.PTransform):
             elif self.on_session_accumulators:  # the accumulators themselves, then their outputs
                 from fair_forge_beam.statistical.combiners import AccumulatorOutput
 
-                accumulators = flat | "CombineSessions" >> combine_per_key(AccumulatorOutput(layout.combine_fn()), flat)
+                accumulators = flat | "CombineSessions" >> combine_per_key(
+                    AccumulatorOutput(layout.combine_fn()), flat, SESSION_TABLE_KEYS)
             else:
-                accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat)
+                accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat, SESSION_TABLE_KEYS)
             extract = layout.combine_fn() if self.on_session_accumulators or self.from_accumulators else None
             store = self.on_session_accumulators is not None
             session_parts = (

@@ -148,12 +148,36 @@ def test_humanity_and_toxicity_share_one_session_and_one_slice_shuffle():
     res = apply_metrics(p | beam.Create(INPUT), transforms)
     assert set(res) == {"humanity", "toxicity"}
     assert all(set(r) == {"interactions", "sessions", "slices", "dead_letter", "quality"} for r in res.values())
-    # one combine by session, one by cell, one merging cells into slices — for both metrics
-    assert _combines(p) == ["Engine/CombineSessions", "Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
+    # one grouping by session (a GroupByKey and a fold: never pre-combined), one combine by cell,
+    # one merging cells into slices — for both metrics
+    assert _combines(p) == ["Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
     grouped = [t.unique_name for t in p.to_runner_api().components.transforms.values()
                if t.spec.urn == "beam:transform:group_by_key:v1" and not t.unique_name.startswith("Create/")]
     assert sorted(grouped) == ["Engine/CombineSessions/GroupByKey", "Engine/CombineSlices/CombineCells/GroupByKey",
                                "Engine/CombineSlices/MergeSlices/GroupByKey"]  # no join, no per-metric shuffle
+
+
+def test_the_session_combine_is_never_lifted_by_a_portable_batch_runner():
+    """Beam's portable runner (Flink, Spark) lifts every ``CombinePerKey`` of a batch job into a
+    pre-combine before its shuffle, and the Python worker keeps that pre-combine's table for the
+    whole bundle — a Flink partition — up to 100,000 keys: at 1M interactions each SDK worker held
+    100,000 session accumulators (docs/performance.md, "Why the workers grew"). The session stage,
+    one key per session, has no pre-combine; the slice combines (few keys) keep theirs."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+
+    from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+    from fair_forge_beam.metrics.humanity import Humanity
+    from fair_forge_beam.metrics.toxicity import Toxicity
+
+    p = beam.Pipeline()
+    apply_metrics(p | beam.Create(INPUT), {
+        "humanity": Humanity(),
+        "toxicity": Toxicity(clustering=False, group_extractor=KeywordGroupExtractor(default_group_keywords()))})
+    optimized = PortableRunner._optimize_pipeline(p.to_runner_api(), PipelineOptions([]))
+    names = [t.unique_name for t in optimized.components.transforms.values()]
+    assert [n for n in names if n.startswith("Engine/CombineSessions/") and "Precombine" in n] == []
+    assert any(n.startswith("Engine/CombineSlices/CombineCells/") and "Precombine" in n for n in names)
 
 
 # ------------------------------------------------------------------ the sparse fused CombineFn
@@ -386,9 +410,10 @@ def test_every_ported_metric_declares_a_spec_and_fuses_into_one_session_shuffle(
     p = beam.Pipeline()
     res = apply_metrics(p | beam.Create(INPUT), transforms)
     assert set(res) == set(transforms)
-    sessions = [c for c in _combines(p) if c.endswith("CombineSessions")]
+    sessions = [t.unique_name for t in p.to_runner_api().components.transforms.values()
+                if t.spec.urn == "beam:transform:group_by_key:v1" and "CombineSessions" in t.unique_name]
     slices = [c for c in _combines(p) if "CombineSlices" in c]
-    assert sessions == ["Engine/CombineSessions"]
+    assert sessions == ["Engine/CombineSessions/GroupByKey"]  # one session shuffle (never pre-combined by Beam)
     assert slices == ["Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
 
 

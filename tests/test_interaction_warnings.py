@@ -66,8 +66,11 @@ def test_toxicity_and_vision_findings_share_one_combine_and_stay_apart():
     res = apply_metrics(p | beam.Create(data), {
         "toxicity": Toxicity(clustering=False, group_extractor=KeywordGroupExtractor(default_group_keywords())),
         "vision": Vision(scorer=MarkerScorer(), threshold=0.75)})
-    assert _combines(p) == ["Engine/CombineSessions", "Engine/CombineSlices/CombineCells",
-                            "Engine/CombineSlices/MergeSlices"]
+    # the session combine (a GroupByKey of small-table pre-combines, never lifted) and the slice combines
+    assert _combines(p) == ["Engine/CombineSlices/CombineCells", "Engine/CombineSlices/MergeSlices"]
+    assert [t.unique_name for t in p.to_runner_api().components.transforms.values()
+            if t.spec.urn == "beam:transform:group_by_key:v1" and "CombineSessions" in t.unique_name] == [
+        "Engine/CombineSessions/GroupByKey"]
     for name, r in res.items():
         (r["quality"] | f"{name}/Kinds" >> beam.Map(lambda q: (q.kind, q.key, q.message.split(";")[0]))
          | f"{name}/All" >> beam.combiners.ToList() | f"{name}/Keep" >> beam.Map(_keep, name))

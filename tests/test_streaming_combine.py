@@ -85,6 +85,86 @@ def test_falls_back_where_not_exact():
     assert not wcombine.can_group_in_global_window(streaming | beam.Create([("a", 1)]) | beam.WindowInto(window.FixedWindows(60)))
 
 
+class _Sorted(beam.CombineFn):
+    """Values as a sorted list (``setup`` must have run: the folds call it)."""
+
+    def setup(self):
+        self.ready = True
+
+    def create_accumulator(self):
+        assert self.ready
+        return []
+
+    def add_input(self, acc, v):
+        acc.append(v)
+        return acc
+
+    def merge_accumulators(self, accs):
+        return [v for a in accs for v in a]
+
+    def extract_output(self, acc):
+        return sorted(acc)
+
+
+@pytest.mark.parametrize("windowfn", [None, window.FixedWindows(60)], ids=["global", "fixed"])
+@pytest.mark.parametrize("table_keys", [1, 3, 1000])
+def test_a_small_table_gives_the_same_elements_and_no_lifting(tmp_path, windowfn, table_keys):
+    """``table_keys`` on a bounded batch input: a pre-combine table of that many keys, a GroupByKey
+    and a merge (no runner lifts it, so no worker keeps Beam's table of 100,000 keys), with the
+    same keys, values, windows, timestamps and panes as Beam's CombinePerKey — a table smaller than
+    the keys (1, 3) flushes keys before their last value."""
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+
+    rnd = random.Random(5)
+    data = [(f"k{rnd.randrange(40)}", rnd.randrange(100), rnd.uniform(0, 400)) for _ in range(400)]
+    p = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
+    kv = p | beam.Create(data) | beam.Map(lambda x: window.TimestampedValue((x[0], x[1]), x[2]))
+    if windowfn is not None:
+        kv = kv | beam.WindowInto(windowfn)
+    folded = kv | "Folded" >> wcombine.combine_per_key(_Sorted(), kv, table_keys)
+    assert folded.windowing.windowfn == kv.windowing.windowfn
+    kv | "Lifted" >> beam.CombinePerKey(_Sorted()) | "DescLifted" >> beam.ParDo(_Describe(tmp_path / "lifted"))
+    folded | "DescFolded" >> beam.ParDo(_Describe(tmp_path / "folded"))
+    names = [t.unique_name for t in PortableRunner._optimize_pipeline(
+        p.to_runner_api(), PipelineOptions([])).components.transforms.values()]
+    assert not [n for n in names if n.startswith("Folded/") and "Precombine" in n]
+    assert [n for n in names if n.startswith("Lifted/") and "Precombine" in n]  # what Beam does to a CombinePerKey
+    p.run().wait_until_finish()
+    lifted = _lines(tmp_path / "lifted")
+    assert len(lifted) >= 40
+    assert _lines(tmp_path / "folded") == lifted
+
+
+def test_the_pre_combine_table_never_holds_more_than_its_keys():
+    """The bound is what the fix is about: a bundle of 1,000 keys through a table of 3 holds at most
+    3 accumulators at any time, flushing the oldest key first; every value reaches one output."""
+    fn = wcombine._PreCombine(_Sorted(), 3)
+    fn.setup()
+    fn.start_bundle()
+    out, largest = [], 0
+    for i in range(3000):
+        out += list(fn.process((f"k{i // 3}", i)))  # each key's values together, as a session's arrive
+        largest = max(largest, len(fn.table))
+    flushed_before_the_end = len(out)
+    out += [wv.value for wv in fn.finish_bundle()]
+    assert largest == 3 and flushed_before_the_end == 997 and len(out) == 1000
+    assert sorted(v for _, acc in out for v in acc) == list(range(3000))
+    assert [k for k, _ in out] == [f"k{i}" for i in range(1000)]  # oldest first
+
+
+def test_a_small_table_only_in_batch():
+    streaming = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}", "--streaming"]))
+    kv = streaming | beam.Create([("a", 1)])
+    assert isinstance(wcombine.combine_per_key(sum, kv, table_keys=10), beam.CombinePerKey)
+    unbounded = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
+    stream = unbounded | _TestStream().add_elements([("a", 1)])
+    assert isinstance(wcombine.combine_per_key(sum, stream, table_keys=10), beam.CombinePerKey)
+    batch = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"])) | beam.Create([("a", 1)])
+    assert isinstance(wcombine.combine_per_key(sum, batch, table_keys=10), wcombine.SmallTableCombinePerKey)
+    with pytest.raises(ValueError, match="max_keys"):
+        wcombine.SmallTableCombinePerKey(sum, 0)
+
+
 def _interactions(n):
     words = ["happy", "sad", "idiot", "women", "men", "trust", "fear", "joy", "the", "calm", "angry", "muslim"]
     out = []
