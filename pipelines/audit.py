@@ -384,16 +384,14 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
     checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
     from fair_forge_beam.reports.launcher_reports import write_launcher_reports
+    from fair_forge_beam.reports.load import dead_letter_summary
 
+    # the dead letters read once, for the report and the console (the assistants nobody scored, trial30 T8)
+    dead = dead_letter_summary(stage) if not (args.quiet and args.no_report) else None
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
-                                     baseline_info=baseline_info, gate_checks=checks)
+                                     baseline_info=baseline_info, gate_checks=checks, dead_letters=dead)
     # printed once published (by the caller): the console can never stop the outputs from being published
-    if args.quiet:
-        summary = None
-    else:  # the assistants nobody scored, named as the report names them (trial30 T8)
-        from fair_forge_beam.reports.load import dead_letter_summary
-
-        summary = console_summary(doc, out, written, gates, dead_letters=dead_letter_summary(stage))
+    summary = None if args.quiet else console_summary(doc, out, written, gates, dead_letters=dead)
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
         if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
             from fair_forge_beam.reports.compare import run_differences

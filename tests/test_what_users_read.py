@@ -247,3 +247,23 @@ def test_the_console_names_the_assistants_nobody_scored_in_the_reports_words(tmp
     assert names.endswith("bot-00009 (1 interaction not scored by humanity or toxicity; most often: "
                           "no emotion lexicon for language 'spanish' (humanity)) and 9,990 more.")
     assert lines[-2].endswith("Every one in /out/report.html and /out/dead_letter/.")
+
+
+def test_an_audit_reads_its_dead_letters_once_for_the_report_and_the_console(tmp_path, monkeypatch, capsys):
+    """The report and the console both name the assistants nobody scored from the dead-letter summary;
+    the shards (as large as the input when every record is a dead letter) are streamed once, not once
+    per surface. The shipped data's two unscored assistants are named on the console."""
+    from pipelines import audit
+
+    calls = []
+    real = load.dead_letter_summary
+
+    def counted(run_dir, *a, **kw):
+        calls.append(run_dir)
+        return real(run_dir, *a, **kw)
+
+    monkeypatch.setattr(load, "dead_letter_summary", counted)
+    assert audit.main(["--metrics", "humanity", "--output", str(tmp_path / "out")]) == 0
+    assert len(calls) == 1, calls
+    out = capsys.readouterr().out
+    assert "Not scored at all (2 assistants" in out and "support-bot" in out and "sushi_bot" in out

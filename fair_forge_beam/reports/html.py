@@ -440,7 +440,8 @@ def render_report(doc: dict, run_info: Optional[dict] = None, dead_letters: Opti
 def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Union[str, dict, None] = None,
                  inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
                  run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None,
-                 compare_info: Optional[dict] = None, gate_outcome: Optional[dict] = None) -> str:
+                 compare_info: Optional[dict] = None, gate_outcome: Optional[dict] = None,
+                 dead_letters: Optional[dict] = None) -> str:
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
@@ -455,6 +456,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
             section (and ``comparison.json``) states every differing option and package version
             (:func:`~fair_forge_beam.reports.compare.run_differences`), not only mode and metrics.
         gates / gate_outcome: see :func:`render_report`.
+        dead_letters: the run's :func:`~fair_forge_beam.reports.load.dead_letter_summary`, when the
+            caller has read it (skips reading the shards again).
 
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
@@ -478,7 +481,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     # the page is composed of our words and of the records' values masked (values from outside: a key
     # is masked there, never in our own words — a scorer named like the key, issue 28 trial B7)
     html = render_report(with_session_distributions(scrub_known(doc), run_dir), scrub_known(run_info),
-                         scrub_known(dead_letter_summary(run_dir)), scrub_known(cmp) if cmp is not None else None,
+                         scrub_known(dead_letters if dead_letters is not None else dead_letter_summary(run_dir)),
+                         scrub_known(cmp) if cmp is not None else None,
                          inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
 

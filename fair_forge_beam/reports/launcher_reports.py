@@ -11,13 +11,15 @@ __all__ = ["write_launcher_reports"]
 
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
                            inconclusive_width: float, gates: Optional[list] = None,
-                           baseline_info: Optional[dict] = None, gate_checks: Optional[list] = None) -> list[str]:
+                           baseline_info: Optional[dict] = None, gate_checks: Optional[list] = None,
+                           dead_letters: Optional[dict] = None) -> list[str]:
     """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
     ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
     ``gates`` (the run's resolved gates) colour the report's scorecard where they apply;
     ``baseline_info`` (the baseline's ``run_info.json``) lets the comparison state every differing setting;
     ``gate_checks`` (:func:`~fair_forge_beam.reports.gates.evaluate_gates`' result) puts the gates' outcome —
-    passed, failed and skipped apart — in the report's findings.
+    passed, failed and skipped apart — in the report's findings. ``dead_letters``: the run's dead-letter
+    summary when the caller has read it (the report does not read the shards again).
 
     Returns:
         The names of the outputs now in ``out`` (for the summary's last line), in
@@ -35,7 +37,7 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
 
             outcome = gates_report(gate_checks, gates, (doc.get("config") or {}).get("ci_level"))
         write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates, compare_info=baseline_info, gate_outcome=outcome)
+                     gates=gates, compare_info=baseline_info, gate_outcome=outcome, dead_letters=dead_letters)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
