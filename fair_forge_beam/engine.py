@@ -66,6 +66,7 @@ from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts
 
 __all__ = [
     "MetricSpec",
+    "GroupPerSession",
     "CONTENT_FIELDS",
     "fields_read",
     "SessionReducer",
@@ -113,6 +114,19 @@ AUX = "aux"
 #: values arrive within a scorer batch or two of each other (256 interactions), and 4,096 accumulators
 #: of about 4 kB are about 16 MB per worker at any size (docs/performance.md, "Why the workers grew")
 SESSION_TABLE_KEYS = 4096
+
+
+class GroupPerSession(beam.PTransform):
+    """``(session key, value)`` → ``(session key, [values])``, the values in no particular order (a
+    consumer sorts them), with the session combine's bounded pre-combine (:data:`SESSION_TABLE_KEYS`
+    sessions per bundle, :func:`~fair_forge_beam.streaming.combine.combine_per_key`) instead of
+    Beam's lifted table of up to 100,000 sessions' lists of turns: a metric that builds its judge
+    requests from a whole session (Conversational, Role adherence, BestOf's blocks) groups with it."""
+
+    def expand(self, pcoll):
+        from fair_forge_beam.streaming.combine import combine_per_key
+
+        return pcoll | "ToList" >> combine_per_key(beam.combiners.ToListCombineFn(), pcoll, SESSION_TABLE_KEYS)
 
 class SessionReducer:
     """Turns one session's combined value into its record. Override :meth:`reduce`;

@@ -64,7 +64,7 @@ import numpy as np
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
 from fair_forge_beam.engine import (
-    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text,
+    DEAD, QUALITY, GroupPerSession, MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text,
 )
 from fair_forge_beam.io.elements import QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
@@ -486,7 +486,7 @@ def _build_blocks(m: "BestOf", interactions):
     built = (
         interactions
         | "KeyByBlock" >> beam.Map(lambda x, f=block_key(m.block): (f(x), x)).with_output_types(typing.Tuple[str, typing.Any])
-        | "CollectBlocks" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+        | "CollectBlocks" >> GroupPerSession()
         | "BuildBlocks" >> beam.ParDo(_BuildBlock(m.contestant_order, m.bestof_mode)).with_outputs(QUALITY, main="main")
     )
     # _BuildBlock emits Blocks (to judge) and walkovers (already scored) on its main output

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, conversational_messages, history_turn, left_out_note
 from fair_forge_beam.io.elements import Interaction, QualityWarning
-from fair_forge_beam.engine import session_key_of
+from fair_forge_beam.engine import GroupPerSession, session_key_of
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
@@ -237,7 +237,7 @@ class Conversational(JudgedMetric):
         pairs = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+            | "GroupSessions" >> GroupPerSession()
             # a generator: the session's requests leave one at a time, never all held at once
             | "BuildRequests" >> beam.FlatMap(lambda kv: iter_session_requests(kv[0], kv[1], chat_history, max_turns, limit))
         )

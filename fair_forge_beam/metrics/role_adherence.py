@@ -36,7 +36,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
 from fair_forge_beam.engine import (
-    DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_of, session_key_text,
+    DEAD, GroupPerSession, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_of, session_key_text,
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.io.elements import Interaction, dead_letter
@@ -242,7 +242,7 @@ def _judge_roles(handler, strategy: RoleScoringStrategy, inference_args=None) ->
         built = (
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
-            | "GroupSessions" >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+            | "GroupSessions" >> GroupPerSession()
             | "BuildRequests" >> beam.ParDo(_BuildRequests(strategy)).with_outputs("parts", DEAD, main="main")
         )
         requests = built.main | "Requests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
