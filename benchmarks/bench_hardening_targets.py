@@ -137,10 +137,13 @@ def main(argv=None) -> int:
         ok = (r["exit"] == 0 and r["results_json_bytes"] < 25e6 and peak < 1.5 * GB
               and r["report_html_bytes"] < 3e6 and r["console_lines"] < 100)
         failed += not ok
+        mb = lambda b: "n/a" if b is None else f"{b / 1e6:.2f} MB"  # noqa: E731
         print(f"assistants (10,000 x 2 sessions, Humanity + Toxicity, Bayesian): exit {r['exit']}, results.json "
-              f"{r['results_json_bytes'] / 1e6:.1f} MB (< 25), peak RSS {gb(peak)} (< 1.5), report.html "
-              f"{r['report_html_bytes'] / 1e6:.2f} MB (< 3), console {r['console_lines']} lines (< 100): "
+              f"{mb(r['results_json_bytes'])} (< 25), peak RSS {gb(peak)} (< 1.5), report.html "
+              f"{mb(r['report_html_bytes'])} (< 3), console {r['console_lines']} lines (< 100): "
               f"{'met' if ok else 'MISSED'}", flush=True)
+        for line in r["stderr_tail"]:
+            print("   ", line, flush=True)
     return 1 if failed else 0
 
 
