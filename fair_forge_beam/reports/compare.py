@@ -44,7 +44,7 @@ import json
 import os
 import sys
 from collections import Counter
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates, sessions_of
@@ -95,6 +95,15 @@ def _verdict(lo: float, hi: float, sign: int) -> str:
     return SAME
 
 
+def _side(est: Mapping) -> dict:
+    """One side of a comparison row: the estimate's mean, interval and ``n``, and its own
+    ``n_sessions`` when it states one (it rests on fewer sessions than its slice)."""
+    side = {k: est.get(k) for k in ("mean", "ci_low", "ci_high", "n")}
+    if est.get("n_sessions") is not None:
+        side["n_sessions"] = est["n_sessions"]
+    return side
+
+
 def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: dict, cur_counts: dict,
                      base_counts: dict, cfg_c: dict, cfg_b: dict, seed: int, draws: int, level: float,
                      cur_sessions: Optional[int] = None, base_sessions: Optional[int] = None) -> dict:
@@ -107,14 +116,16 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
 
     Returns:
         ``{metric, slice, estimate, direction, current, baseline, method[, p_current_higher],
-        difference: {mean, ci_low, ci_high}, verdict[, too_small]}``.
+        difference: {mean, ci_low, ci_high}, verdict[, too_small]}``; a side is ``{mean, ci_low,
+        ci_high, n[, n_sessions]}`` (``n_sessions`` when the estimate rests on fewer sessions than its
+        slice, as ``results.json`` states it).
     """
     sign = direction(metric, path)
     row: dict[str, Any] = {
         "metric": metric, "slice": slice_key, "estimate": path,
         "direction": {1: "higher is better", -1: "lower is better", 0: "no better side"}[sign],
-        "current": {k: cur.get(k) for k in ("mean", "ci_low", "ci_high", "n")},
-        "baseline": {k: base.get(k) for k in ("mean", "ci_low", "ci_high", "n")},
+        "current": _side(cur),
+        "baseline": _side(base),
     }
     if cur.get("mean") is None or base.get("mean") is None:  # one run has no value (both: no row)
         row.update(difference=None, method=None, verdict=NOT_ESTIMABLE)
