@@ -128,6 +128,7 @@ class GroupPerSession(beam.PTransform):
 
         return pcoll | "ToList" >> combine_per_key(beam.combiners.ToListCombineFn(), pcoll, SESSION_TABLE_KEYS)
 
+
 class SessionReducer:
     """Turns one session's combined value into its record. Override :meth:`reduce`;
     :meth:`setup` runs once per worker (row caches, lexicons)."""
@@ -1056,7 +1057,8 @@ class _EstimateSlices(beam.DoFn):
             acc = accs[slot]
             if acc is None:
                 continue
-            args = (key, SliceAccumulators(acc[0], acc[1], acc[3], dict(zip(spec.evidence.kinds, acc[4:])) if spec.evidence else {}), window, aux.get(slot, ()) if aux else ())
+            evidence = dict(zip(spec.evidence.kinds, acc[4:])) if spec.evidence else {}  # sessions per kind
+            args = (key, SliceAccumulators(acc[0], acc[1], acc[3], evidence), window, aux.get(slot, ()) if aux else ())
             recs = spec.estimator.estimate(*args)
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
             if observed is not None and any(record_sessions(r) == 1 and record_is_distribution(r) for r in recs):
