@@ -33,7 +33,9 @@ Retries, throttling, cache — all from maintained code, none hand-rolled:
   Beam ``RateLimiter`` is applied per batch; Beam's ``RemoteModelHandler`` retries a batch that
   raised (``num_retries``) with backoff and adaptive throttling;
 * a turn's answer is cached (the judge's SQLite cache, content-addressed by endpoint identity,
-  messages/body and parameters); errors are never cached. A re-run with the same cache makes no
+  messages/body and parameters); errors are never cached, but a turn that failed is not asked again in
+  the same run (a batch's retry: :meth:`~fair_forge_beam.components.replies.EndpointClient.one_question`).
+  A re-run with the same cache makes no
   call for turns already answered.
 
 A session is one element: its turns go out one after another, each with the history of the
@@ -225,6 +227,10 @@ class _TurnFailed(Exception):
     pass
 
 
+class _TurnTooLarge(_TurnFailed):
+    """A reply over the size limit: never cached, never kept for a later identical turn."""
+
+
 #: HTTP statuses of a generic endpoint's reply that are asked again (``client_retries`` times)
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: the longest ``Retry-After`` (seconds) waited before asking again; a longer one is cut to it
@@ -313,7 +319,7 @@ class _Client(EndpointClient):
             data, _body = chat_completion_body(self.client, self.cfg.max_reply_bytes, model=self.cfg.model,
                                                messages=messages, **self.cfg.params)
         except ReplyTooLarge as exc:
-            raise _TurnFailed(exc.reason("--assistant-max-reply-bytes")) from None
+            raise _TurnTooLarge(exc.reason("--assistant-max-reply-bytes")) from None
         except UnreadableReply as exc:
             raise _TurnFailed(f"unreadable answer: {plain_reason(exc)}"[:2000]) from None
         except (openai.APIStatusError, openai.APIConnectionError) as exc:  # time-outs included
@@ -340,7 +346,7 @@ class _Client(EndpointClient):
                 try:
                     raw = read_bounded(resp.iter_bytes(REPLY_CHUNK), cfg.max_reply_bytes, declared_length(resp.headers))
                 except ReplyTooLarge as exc:
-                    raise _TurnFailed(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
+                    raise _TurnTooLarge(f"HTTP {resp.status_code}: {exc.reason('--assistant-max-reply-bytes')}") from None
             moved = redirect_reason(resp)
             if moved:
                 raise _TurnFailed(moved)
@@ -386,13 +392,20 @@ class _Client(EndpointClient):
                 raise _TurnFailed(plain_reason(exc)) from None
             key_doc = [["session", json.dumps([session["session_id"], session["assistant_id"]], ensure_ascii=False)], ["request", json.dumps(body, sort_keys=True, ensure_ascii=False)]]
         key = cache_key(cfg.identity, key_doc, cfg.params, None, 0)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None and isinstance(hit.get("answer"), str):
-                return self.scrub(hit["answer"]), True  # an entry written before a spelling of the key was masked
-        answer = self.scrub(self._call_openai(messages) if cfg.kind == "openai" else self._call_http(body))
-        if self.cache is not None:
-            self.cache.put(key, {"answer": answer})
+        with self.one_question(key) as question:  # a turn that failed is not asked again in this run (a batch's retry)
+            if question.known is not None:
+                raise _TurnFailed(question.known)
+            if self.cache is not None:
+                hit = self.cache.get(key)
+                if hit is not None and isinstance(hit.get("answer"), str):
+                    return self.scrub(hit["answer"]), True  # an entry written before a spelling of the key was masked
+            try:
+                answer = self.scrub(self._call_openai(messages) if cfg.kind == "openai" else self._call_http(body))
+            except _TurnFailed as exc:
+                question.failed(str(exc), len(str(exc)), final=not isinstance(exc, _TurnTooLarge))
+                raise
+            if self.cache is not None:
+                self.cache.put(key, {"answer": answer})
         return answer, False
 
     def run_session(self, session_json: str) -> dict:

@@ -445,6 +445,9 @@ class LLMGuardian(Transient, Guardian):
         :class:`GuardianParseError` when the answer has no label."""
         if self._client is None:
             self._client = self.handler.load_model()
+        # each direct call is a question of its own, asked again after an earlier call's failure (a run remembers its
+        # failed questions: EndpointClient.one_question; the direct client lives until close())
+        self._client.failed_questions.clear()
         req = self.request(f"direct#{attribute}", question, answer, attribute, context)
         (res,) = list(self.handler.run_inference([req], self._client))
         if res.error is not None:

@@ -28,11 +28,13 @@ reply is never cached and never scored, and the run goes on.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
 from fair_forge_beam.blank import is_blank
@@ -42,7 +44,8 @@ from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "chat_completion_body", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
-           "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
+           "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY",
+           "FailedQuestions", "Question", "FAILED_QUESTIONS_MAX", "FAILED_QUESTIONS_MAX_CHARS", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -660,6 +663,110 @@ class Pacer:
             time.sleep(slot - now)
 
 
+#: failed questions one client (one run's endpoint) remembers at most (:class:`FailedQuestions`)
+FAILED_QUESTIONS_MAX = 65_536
+#: characters of their outcomes' texts (reason and raw answer) it keeps at most
+FAILED_QUESTIONS_MAX_CHARS = 16 * 2**20
+
+
+class FailedQuestions:
+    """The questions (answer-cache keys) that failed after their attempts in one run, with their
+    failed outcome: a later identical request gets that outcome and is not asked again.
+
+    Bounded: at most ``max_entries`` questions and ``max_chars`` characters of their outcomes'
+    texts, least recently used forgotten first; a forgotten question (and an outcome longer than
+    ``max_chars`` on its own, never kept) is asked again by a later identical request, as every
+    question was before this memory — a run with more distinct failing questions than the bound
+    can again send more requests than ``attempts x questions``, never a different answer. Thread-safe."""
+
+    def __init__(self, max_entries: int = FAILED_QUESTIONS_MAX, max_chars: int = FAILED_QUESTIONS_MAX_CHARS):
+        self.max_entries, self.max_chars = int(max_entries), int(max_chars)
+        self._items: OrderedDict = OrderedDict()  # key -> (outcome, chars)
+        self._asks: OrderedDict = OrderedDict()  # key -> times asked and failed transiently (not final yet)
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> Any:
+        """The remembered failed outcome of ``key``, or None."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def failed_once_more(self, key: str) -> int:
+        """Counts one more ask of ``key`` that failed without being final (a transient failure);
+        returns how many there have been in this run (at most ``max_entries`` questions counted,
+        least recently used forgotten first)."""
+        with self._lock:
+            n = self._asks.pop(key, 0) + 1
+            self._asks[key] = n
+            while len(self._asks) > self.max_entries:
+                self._asks.popitem(last=False)
+            return n
+
+    def put(self, key: str, outcome: Any, chars: int) -> None:
+        """Remember ``outcome`` (``chars``: the length of its texts) for ``key``; the first outcome
+        of a question stays (every later request got that one)."""
+        chars = max(int(chars), 0)
+        if chars > self.max_chars:
+            return
+        with self._lock:
+            self._asks.pop(key, None)
+            if key in self._items:
+                return
+            self._items[key] = (outcome, chars)
+            self._chars += chars
+            while len(self._items) > self.max_entries or self._chars > self.max_chars:
+                _old, (_outcome, n) = self._items.popitem(last=False)
+                self._chars -= n
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._asks.clear()
+            self._chars = 0
+
+
+_INFLIGHT: dict = {}
+_INFLIGHT_LOCK = threading.Lock()
+
+
+class _Flight:
+    """One question in flight in this process: ``done`` is set when its asker finished;
+    ``failure``: the asker's failed outcome, handed to those who waited."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.failure: Any = None
+
+
+class Question:
+    """One question being answered (:meth:`EndpointClient.one_question`). ``known``: the failed
+    outcome an identical request already got — while this one waited for it, or earlier in the
+    run (:class:`FailedQuestions`) — which is this request's outcome too (it sends nothing); None
+    when this request asks, and then reports a failure with :meth:`failed`."""
+
+    __slots__ = ("key", "known", "_flight", "_memory")
+
+    def __init__(self, key: str, known: Any, flight: Optional[_Flight], memory: FailedQuestions):
+        self.key, self.known, self._flight, self._memory = key, known, flight, memory
+
+    def failed(self, outcome: Any, chars: int, final: bool = True) -> None:
+        """This question failed with ``outcome``: handed to the identical requests waiting for it;
+        when ``final`` (the failure after all its attempts, which says what this question gets in
+        this run) also to every later identical request of the run. ``chars``: the length of its
+        texts (the memory's bound)."""
+        if self._flight is not None:
+            self._flight.failure = outcome
+        if final:
+            self._memory.put(self.key, outcome, chars)
+
+
 class EndpointClient:
     """Worker-side state shared by every thread of a process that asks one endpoint (the judge's
     :class:`_JudgeClient`, the assistant runner's client): the key (``NO_KEY``: none), masked in
@@ -676,6 +783,46 @@ class EndpointClient:
         self._pacer = Pacer(cfg.requests_per_minute) if cfg.requests_per_minute else None
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix=thread_name_prefix)
         self.cache = SQLiteJudgeCache(cfg.cache_path) if cfg.cache_path else None
+        #: this client's failed questions: it lives as long as one run's DoFns (Beam shares one client per
+        #: process and RunInference step of a pipeline), so a failure never reaches a later run
+        self.failed_questions = FailedQuestions()
+
+    @contextlib.contextmanager
+    def one_question(self, key: str) -> Iterator[Question]:
+        """One question (``key``: its answer-cache key, computed whether or not a cache is
+        configured), one outcome per run: yields a :class:`Question`.
+
+        One thread of the process at a time asks a given question (per cache file, or per client
+        without one): an identical request waits for the first. Before, two identical requests in
+        flight were both asked or one was answered from the cache depending on timing — the number
+        of calls varied between runs, and so could the answers of a non-deterministic model. When
+        the first one failed (a time-out, a refused connection, an invalid answer), its failure is
+        the waiters' too (``known``): before, each waiter asked in turn after the failure, so N
+        identical requests to a hanging judge took N time-outs one after the other (issue 28 B15).
+        A question whose failure was final (:meth:`Question.failed`) is not asked again in this run:
+        a later identical request gets the same outcome (:class:`FailedQuestions`). Before, it was
+        asked again with all its attempts, so the requests sent (issue 28 trial 30 T11: 106-114 for
+        15 cut guardian replies x 2 attempts) and, with a flaky server, which elements failed
+        depended on arrival order and bundle timing. A success is the cache's business (a later
+        identical request is a cache hit; with no cache it is asked again)."""
+        slot = (self.cache.path if self.cache is not None else id(self), key)
+        while True:
+            with _INFLIGHT_LOCK:
+                flight = _INFLIGHT.get(slot)
+                if flight is None:
+                    flight = _INFLIGHT[slot] = _Flight()
+                    break
+            flight.done.wait()
+            if flight.failure is not None:
+                yield Question(key, flight.failure, None, self.failed_questions)
+                return
+        known = flight.failure = self.failed_questions.get(key)  # the waiters, if any, get it too
+        try:
+            yield Question(key, known, flight, self.failed_questions)
+        finally:
+            with _INFLIGHT_LOCK:
+                _INFLIGHT.pop(slot, None)
+            flight.done.set()
 
     def openai_client(self, openai: Any, api_key: str, headers: Mapping[str, str]):
         """An ``openai.OpenAI`` client of ``cfg.base_url`` (a query string is sent intact with every

@@ -21,6 +21,31 @@ Answers that never validate, permanent HTTP errors and calls that stay failing b
 :class:`~fair_forge_beam.io.elements.DeadLetter` records (stage ``"judge"``) with the reason and the
 raw answer. Nothing is ever scored 0 silently.
 
+One question, one outcome per run: identical requests (the same answer-cache key — endpoint,
+messages, parameters, schema, sample index — computed whether or not a cache is configured) are
+asked once at a time (:meth:`~fair_forge_beam.components.replies.EndpointClient.one_question`), and
+a question that failed after its attempts is not asked again in the run: the identical requests
+that waited for it and the later ones get the same failure with their own ids and zero tokens
+(counted as ``shared_failures``). By kind of failure:
+
+* an invalid answer after ``1 + invalid_answer_retries`` asks (no verdict, a cut reply, a refusal,
+  a body that is not a chat completion), a permanent HTTP error (400, 401, 404, …) and an
+  unreadable reply: final at once — the same prompt and parameters were already asked every time
+  the rule allows, and asking again only makes the run's requests and failures depend on which
+  identical request came first;
+* a transient failure (time-out, refused connection, 429/5xx after the client's retries): handed to
+  the requests in flight, and asked again by Beam's retry of the batch (that is how a transient
+  failure is retried), but a question gets ``1 + num_retries`` such asks in a run, whichever batches
+  make them: then (or when a batch holding it has no retry left) its failure is final for the rest
+  of the run. Before, each batch holding the question had its own ``1 + num_retries``;
+* never sent (a prompt over ``max_prompt_chars``, an unknown schema) and a reply over
+  ``max_reply_bytes``: as before, a failure of that request only (never cached, never kept).
+
+The memory belongs to the worker's client, so it lasts one run (Beam shares one client per process
+and ``RunInference`` step of a pipeline: a later run in the same process asks again); it keeps at
+most :data:`~fair_forge_beam.components.replies.FAILED_QUESTIONS_MAX` questions
+(:class:`~fair_forge_beam.components.replies.FailedQuestions`).
+
 The API key is read from the environment (``api_key_env``) on the worker when the client is
 created; it is not an attribute of the handler, so it is never pickled into the pipeline graph,
 and it is scrubbed (:mod:`.secrets`) from every answer, reasoning text, raw body, logprob token
@@ -32,7 +57,6 @@ rejected, strict pydantic validation.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -84,12 +108,19 @@ STRUCTURED_MODES = ("json_schema", "json_object", "text")
 """Structured-output modes, strongest first; ``"auto"`` starts at the first and steps down when the
 server answers HTTP 400 to a mode and the next one works (remembered per worker process)."""
 
-COUNTER_NAMES = ("requests", "calls", "cache_hits", "retries", "results", "failures", "prompt_tokens", "completion_tokens")
+COUNTER_NAMES = ("requests", "calls", "cache_hits", "shared_failures", "retries", "results", "failures", "prompt_tokens",
+                 "completion_tokens")
 """Beam counters in the handler's namespace. ``requests``: HTTP requests sent (= what the server
 receives). ``calls``: elements that needed the endpoint (first request of each). ``retries``:
 ``requests - calls`` (client retries, batch retries, re-asks after invalid answers, fallback
-re-sends). ``cache_hits`` + ``calls`` = elements; ``results`` + ``failures`` = elements.
-Tokens: as reported by the server, for calls actually made (cache hits add none)."""
+re-sends). ``shared_failures``: elements that sent nothing because an identical question (same
+cache key) failed — while they waited for it, or earlier in the run — and got its failure
+(:meth:`~fair_forge_beam.components.replies.EndpointClient.one_question`); each is also a
+``failure``. ``cache_hits`` + ``calls`` + ``shared_failures`` = elements, but for the failures that
+were never sent (a prompt over the limit, an unknown schema); ``results`` + ``failures`` =
+elements. Tokens: as reported by the server, for calls actually made (cache hits and shared
+failures add none). Before ``shared_failures`` existed, the failures shared by requests in flight
+were in none of the three."""
 
 _RUNTIME_LOCK = threading.Lock()
 _FORBIDDEN_PARAMS = frozenset({"model", "messages", "response_format", "stream", "n"})
@@ -251,6 +282,9 @@ class _Outcome:
     cache_hit: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    question: Optional[str] = None  # its answer-cache key (None: never asked, e.g. a prompt over the limit)
+    shared: bool = False  # the failure of an identical question (in flight or earlier in the run): nothing sent
+    too_large: bool = False  # a reply over the size limit: never kept for a later identical request
 
 
 class _BadAnswer(Exception):
@@ -284,55 +318,24 @@ class _Config:
     max_prompt_chars: int = MAX_PROMPT_CHARS
     max_prompt_option: Optional[str] = None
     max_tokens_setting: str = "OpenAIJudgeHandler(params={'max_tokens': …})"
-
-
-_INFLIGHT: dict = {}
-_INFLIGHT_LOCK = threading.Lock()
-
-
-class _Flight:
-    """One question in flight in this process: ``done`` is set when its asker finished;
-    ``failure``: the asker's outcome when it failed (never cached), handed to those who waited."""
-
-    def __init__(self):
-        self.done = threading.Event()
-        self.failure: Optional[_Outcome] = None
-
-
-@contextlib.contextmanager
-def _single_flight(slot):
-    """One thread of this process at a time per ``slot`` (cache file, cache key): a second request
-    with the same key waits for the first, then finds its answer in the cache. Without this, two
-    identical requests in flight were both asked or one was answered from the cache depending on
-    timing — the number of calls varied between runs, and so could the answers of a
-    non-deterministic model.
-
-    Yields ``(flight, failure)``: ``failure`` is the failed :class:`_Outcome` of the request it
-    waited for (the same question failed — a time-out, a refused connection, an invalid answer —
-    while it waited: its own outcome too, not asked again), or None when this thread asks, and
-    then sets ``flight.failure`` to its outcome when that failed. Before, each waiter asked in turn after the
-    failure, so N identical requests to a hanging judge took N time-outs one after the other, not
-    one (issue 28 B15: 12 identical calls at ``--judge-timeout 3`` held each batch attempt ~40 s)."""
-    while True:
-        with _INFLIGHT_LOCK:
-            flight = _INFLIGHT.get(slot)
-            if flight is None:
-                flight = _INFLIGHT[slot] = _Flight()
-                break
-        flight.done.wait()
-        if flight.failure is not None:
-            yield flight, flight.failure
-            return
-    try:
-        yield flight, None
-    finally:
-        with _INFLIGHT_LOCK:
-            _INFLIGHT.pop(slot, None)
-        flight.done.set()
+    batch_attempts: int = 1  # 1 + Beam's num_retries: the asks a question that fails transiently gets in a run
 
 
 def _failed(out: "_Outcome") -> bool:
     return out.result is None or out.result.error is not None
+
+
+def _still_failing(req: JudgeRequest, out: "_Outcome", attempts: int, model: str) -> JudgeResult:
+    """The failed result of a request whose question still failed transiently after ``attempts``
+    batch attempts (each with the client's retries)."""
+    return JudgeResult(req.key, req.element_id, req.sample_index, None, "", "", "", out.prompt_tokens, out.completion_tokens,
+                       False, model, f"{out.transient} (still failing after {attempts} batch attempt(s))")
+
+
+def _chars(out: "_Outcome") -> int:
+    """The characters a failed outcome holds (its reason and raw answer): what it costs the memory."""
+    res = out.result
+    return len(out.transient or "") + (len(res.error or "") + len(res.raw or "") if res is not None else 0)
 
 
 class _JudgeClient(EndpointClient):
@@ -387,17 +390,31 @@ class _JudgeClient(EndpointClient):
             return failure(f"prompt of {size:,} characters is over the limit of {cfg.max_prompt_chars:,} characters "
                            f"({cfg.max_prompt_option or 'max_prompt_chars'}); not sent")
         key = cache_key(self.identity, req.messages, params, schema_json(schema) if schema is not None else None, req.sample_index)
-        if self.cache is None:
-            return self._ask_and_store(req, params, schema, key, failure)
-        with _single_flight((self.cache.path, key)) as (flight, shared):
-            if shared is not None:  # the same question failed while this request waited: so does this one
+        with self.one_question(key) as question:
+            shared = question.known
+            if shared is not None:  # the same question failed while this request waited, or earlier in the run: so does this one
                 res = shared.result and shared.result._replace(key=req.key, element_id=eid, sample_index=req.sample_index,
                                                                prompt_tokens=0, completion_tokens=0)
-                return _Outcome(result=res, transient=shared.transient)
+                return _Outcome(result=res, transient=shared.transient, question=key, shared=True)
             out = self._ask_and_store(req, params, schema, key, failure)
+            out.question = key
             if _failed(out):
-                flight.failure = out
+                # a failure after its attempts is the question's for the whole run; a transient one is final once the
+                # question was asked as often as a batch is (1 + num_retries, whichever batches asked it) or when its
+                # batch has no attempt left (``request``); a reply over the size limit is never kept (as never cached)
+                final = out.result is not None and not out.too_large
+                if out.result is None:
+                    asks = self.failed_questions.failed_once_more(key)
+                    if asks >= cfg.batch_attempts:
+                        out.result, final = _still_failing(req, out, asks, cfg.model), True
+                question.failed(out, _chars(out), final=final)
             return out
+
+    def remember_failure(self, question: Optional[str], result: JudgeResult) -> None:
+        """``result``, the final failure of a question that failed transiently (its batch had no
+        attempt left), is what a later identical request of this run gets (:class:`FailedQuestions`)."""
+        if question is not None:
+            self.failed_questions.put(question, _Outcome(result=result), _chars(_Outcome(result=result)))
 
     def _ask_and_store(self, req: JudgeRequest, params: Mapping[str, Any], schema, key: str, failure) -> _Outcome:
         """The cached answer for ``key``, or the question asked (re-asked on an invalid answer)
@@ -463,7 +480,9 @@ class _JudgeClient(EndpointClient):
             asks = 1 + cfg.invalid_answer_retries
             return failure(f"invalid answer after {asks} attempt(s): {last_reason}", last_raw, pt, ct)
         except ReplyTooLarge as big:  # never re-asked, never cached, never scored
-            return failure(big.reason(cfg.max_reply_option or "max_reply_bytes"), big.head_text(self.scrub), pt, ct)
+            out = failure(big.reason(cfg.max_reply_option or "max_reply_bytes"), big.head_text(self.scrub), pt, ct)
+            out.too_large = True
+            return out
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
             out = _Outcome(transient=self.describe(exc))
         except openai.APIStatusError as exc:
@@ -736,6 +755,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             max_prompt_chars=int(max_prompt_chars),
             max_prompt_option=max_prompt_option,
             max_tokens_setting=str(max_tokens_setting),
+            batch_attempts=1 + int(num_retries),
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
@@ -830,14 +850,13 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                     c["prompt_tokens"].inc(out.prompt_tokens)
                 if out.completion_tokens:
                     c["completion_tokens"].inc(out.completion_tokens)
+                if out.shared and i not in st.sent and (out.result is not None or final):
+                    c["shared_failures"].inc()  # its outcome: an identical question's failure, nothing sent
                 if out.result is not None:
                     st.done[i] = out.result
                 elif final:
-                    req = batch[i]
-                    st.done[i] = JudgeResult(
-                        req.key, req.element_id, req.sample_index, None, "", "", "", out.prompt_tokens, out.completion_tokens, False,
-                        self._cfg.model, f"{out.transient} (still failing after {st.attempt} batch attempt(s))",
-                    )
+                    st.done[i] = _still_failing(batch[i], out, st.attempt, self._cfg.model)
+                    model.remember_failure(out.question, st.done[i])  # after all its attempts: the question's for the run
                 else:
                     pending.append(f"{shown(batch[i].key)}: {out.transient}")  # the key holds ids from the data
             if pending:
