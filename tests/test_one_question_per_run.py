@@ -193,6 +193,12 @@ def test_the_memory_is_bounded_least_recently_used_first():
     assert m.get("f") is None and m.get("e") == "E"
     m.put("e", "other", 1)  # the first outcome of a question stays
     assert m.get("e") == "E"
+    # transient asks of a question: counted until it is answered (no cache: asked again later) or final
+    assert [m.failed_once_more("t") for _ in range(2)] == [1, 2]
+    m.answered("t")
+    assert m.failed_once_more("t") == 1
+    m.put("t", "T", 1)
+    assert m.failed_once_more("t") == 1 and m.get("t") == "T"
 
 
 def test_counter_names_hold_shared_failures():

@@ -408,6 +408,8 @@ class _JudgeClient(EndpointClient):
                     if asks >= cfg.batch_attempts:
                         out.result, final = _still_failing(req, out, asks, cfg.model), True
                 question.failed(out, _chars(out), final=final)
+            else:
+                self.failed_questions.answered(key)
             return out
 
     def remember_failure(self, question: Optional[str], result: JudgeResult) -> None:
