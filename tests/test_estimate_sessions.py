@@ -162,3 +162,86 @@ def test_a_rollup_counts_the_sessions_behind_each_estimate_as_one_audit(tmp_path
     union = json.loads((tmp_path / "union" / "results.json").read_text(encoding="utf-8"))
     assert _slice(union, "toxicity")["estimates"]["DIDT"]["n_sessions"] == 2
     assert (tmp_path / "week" / "results.json").read_bytes() == (tmp_path / "union" / "results.json").read_bytes()
+
+
+def _gate_messages(argv, gates):
+    with pytest.raises(GatesFailed) as failed:  # if_undefined = "fail": the gate fails, naming the cause
+        audit.main([*argv, *[a for g in gates for a in ("--gate", g)]])
+    return [c.message(0.95) for c in failed.value.failed]
+
+
+def _agentic_session(sid, reward, task=None):
+    turn = {"qa_id": f"{sid}-q0", "query": "What is 15 + 27?", "assistant": "42",
+            "agentic": {"reward": reward, **({"task_id": task} if task else {})}}
+    return {"session_id": sid, "assistant_id": "botA", "language": "english", "context": "", "conversation": [turn]}
+
+
+AGENTIC = ["--metrics", "agentic", "--agentic-correctness", "label", "--agentic-k", "1", "--mode", "bayesian",
+           "--mc-samples", "500", "--no-report"]
+
+
+def test_agentic_pass_at_k_rests_on_the_sessions_with_a_task_id(tmp_path):
+    """Agentic's pass@k / pass^k average over tasks: they rest on the conversations with a task id, not on
+    the slice's (trial30 T3's class): botA has 3 scored conversations and only s1 names a task. Its pass@1
+    is s1's observed outcome without an interval (one trial of one task: one observation) and a gate on
+    it is not passed (before: a Beta(2, 1) interval from s1 alone, and the gate passed); the success rate
+    rests on all 3. With two tasked conversations of four, the task curve keeps its intervals and says
+    it rests on 2 sessions."""
+    data = _write(tmp_path / "d.jsonl", [_agentic_session("s1", 1, "T1"), _agentic_session("s2", 0),
+                                         _agentic_session("s3", 1)])
+    messages = _gate_messages([*AGENTIC, "--input", str(data), "--output", str(tmp_path / "run")],
+                              ["agentic pass_at_k ci_low >= 0 in every assistant_id"])
+    assert len(messages) == 1 and "the estimate rests on 1 observation (n = 1)" in messages[0], messages
+    assert "too small to judge" in messages[0], messages
+    doc = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    a = _slice(doc, "agentic")
+    assert (a["n_sessions"], a["n_tasks"]) == (3, 1)
+    for f in ("pass_at_k", "pass_pow_k"):
+        assert (a[f]["mean"], a[f]["ci_low"], a[f]["ci_high"], a[f]["n"]) == (1.0, None, None, 1), (f, a[f])
+    assert a["success_rate"]["ci_low"] is not None and "n_sessions" not in a["success_rate"]  # all 3 sessions
+    assert a["curve"][0]["conversation_pass_at_k"]["ci_low"] is not None
+
+    two = _write(tmp_path / "d2.jsonl", [_agentic_session("s1", 1, "T1"), _agentic_session("s2", 0, "T2"),
+                                         _agentic_session("s3", 1), _agentic_session("s4", 0)])
+    assert audit.main([*AGENTIC, "--quiet", "--input", str(two), "--output", str(tmp_path / "run2")]) == 0
+    a = _slice(json.loads((tmp_path / "run2" / "results.json").read_text(encoding="utf-8")), "agentic")
+    e = a["pass_at_k"]
+    assert a["n_sessions"] == 4 and (e["n"], e["n_sessions"]) == (2, 2) and e["ci_low"] <= e["mean"] <= e["ci_high"], e
+    assert "n_sessions" not in a["success_rate"]
+
+
+def test_prompt_evaluator_rss_and_jq_rest_on_the_sessions_holding_them(tmp_path):
+    """PromptEvaluator's RSS (answers against the reference) and JQ (judged against it) rest on the
+    sessions whose queries have a reference: botA has 3 scored sessions and only s1's two queries have
+    one. RSS and JQ say they rest on 1 session, without an interval, and gates on them name the rule
+    (before: no n_sessions, and the gates said "no data: n = 2"); CSR rests on all 3."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    def scripted(req):
+        if "You grade a response" in req.prompt:  # a JQ judgement
+            return {"score": 0.75, "insight": "scripted"}
+        return "We open at nine." if req.attempt % 2 else "Closed on Sundays."
+
+    def session(sid, reference):
+        return {"session_id": sid, "assistant_id": "botA", "language": "english", "context": "",
+                "conversation": [{"qa_id": f"{sid}-q{i}", "query": f"Hours {sid} {i}?", "assistant": "",
+                                  "ground_truth_assistant": "We open at nine." if reference else None} for i in range(2)]}
+
+    data = _write(tmp_path / "d.jsonl", [session("s1", True), session("s2", False), session("s3", False)])
+    with ScriptedOpenAIServer(scripted) as srv:
+        messages = _gate_messages(
+            ["--metrics", "prompt_evaluator", "--similarity-embedder", "hashing", "--prompt-k", "2", "--seed-prompt",
+             "You are a bakery's assistant.", "--prompt-jq-objective", "Give the opening hour.",
+             "--generator-base-url", srv.base_url, "--generator-model", "gen", "--judge-cache", str(tmp_path / "c.sqlite3"), "--mode", "bayesian",
+             "--mc-samples", "500", "--no-report", "--input", str(data), "--output", str(tmp_path / "run")],
+            ["prompt_evaluator rss ci_low >= 0 in every assistant_id", "prompt_evaluator jq ci_low >= 0 in every assistant_id"])
+    assert len(messages) == 2, messages
+    for m in messages:
+        assert "the estimate rests on 1 session of the slice's 3 (n = 2), too small to judge" in m, m
+    doc = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    p = _slice(doc, "prompt_evaluator")
+    assert p["n_sessions"] == 3
+    for f in ("rss", "jq"):
+        assert (p[f]["ci_low"], p[f]["ci_high"], p[f]["n"], p[f]["n_sessions"]) == (None, None, 2, 1), (f, p[f])
+    assert p["jq"]["mean"] == pytest.approx(0.75)
+    assert p["csr"]["ci_low"] is not None and "n_sessions" not in p["csr"]  # all 3 sessions

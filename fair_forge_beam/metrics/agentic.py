@@ -63,7 +63,7 @@ from fair_forge_beam.components.tool_correctness import (
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    CONTENT_FIELDS, DEAD, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
+    CONTENT_FIELDS, DEAD, Evidence, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -79,7 +79,7 @@ from fair_forge_beam.schemas.agentic import (
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import single_session, slice_estimate
+from fair_forge_beam.statistical.slices import estimate_mode, single_session, slice_estimate
 from fair_forge_beam.statistical.combiners import WithFailedCount
 from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, pass_k_note, task_histogram
 from fair_forge_beam.plain import plain_reason
@@ -324,13 +324,24 @@ def _SliceCombineFn() -> WithFailedCount:
     return WithFailedCount(PassCountsCombineFn())
 
 
+class _TaskEvidence(Evidence):
+    """The sessions the per-task pass@k / pass^k rest on (``"task"``: a conversation with a task id,
+    a trial of its task; from the slice value ``((task, n, c), n_failed)``), :class:`~fair_forge_beam.engine.Evidence`."""
+
+    kinds = ("task",)
+
+    def of(self, values, slice_value) -> set:
+        return {"task"} if slice_value and slice_value[0][0] is not None else set()
+
+
 def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str,
-                 n_sessions: int) -> dict:
+                 n_sessions: int, tasked: Optional[int] = None) -> dict:
     """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts; ``n_sessions``: the
-    slice's conversations with something scored (the engine's count, :class:`~fair_forge_beam.engine.SliceAccumulators`)."""
+    slice's conversations with something scored (the engine's count, :class:`~fair_forge_beam.engine.SliceAccumulators`);
+    ``tasked``: those with a task id (:class:`_TaskEvidence`), the sessions the task curve rests on."""
     conv = counts["conversations"]
     ks = list(range(1, k + 1))
-    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, mode, (name, key, "tasks"), "unbiased")
+    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, estimate_mode(mode, tasked), (name, key, "tasks"), "unbiased")
     conv_curve = pass_k_curve(conv, ks, mode, (name, key, "conversations"), "plugin")
     curve = [
         PassKPoint(k=t.k, pass_at_k=t.pass_at_k, pass_pow_k=t.pass_pow_k,
@@ -343,8 +354,17 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     if single_session(n_sessions, mode):  # the one-session rule (statistical/slices.py)
         rate = slice_estimate(rate, n_sessions, mode)
         one = functools.partial(slice_estimate, n_sessions=n_sessions, mode=mode)
-        fields = ("pass_at_k", "pass_pow_k", "conversation_pass_at_k", "conversation_pass_pow_k")
+        fields = ("conversation_pass_at_k", "conversation_pass_pow_k")
         curve = [p.model_copy(update={f: one(getattr(p, f)) for f in fields}) for p in curve]
+
+    def by_task(e: Estimate) -> Estimate:
+        # the rule per estimate: the task curve rests on the sessions with a task id; one task (n = 1)
+        # of several trials is several sessions, and keeps its interval as before
+        if e.n == 1 and not single_session(tasked if tasked is not None else n_sessions, mode):
+            return e
+        return slice_estimate(e, n_sessions, mode, tasked)
+
+    curve = [p.model_copy(update={f: by_task(getattr(p, f)) for f in ("pass_at_k", "pass_pow_k")}) for p in curve]
     rec = AgenticSliceMetric(
         slice=key,
         mode=mode.get_result_type(),
@@ -371,7 +391,8 @@ class _SliceEstimator(SliceEstimator):
 
     def estimate(self, key, accs, window, aux):
         counts, failed = accs[1]
-        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source, accs.n_sessions)]
+        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source, accs.n_sessions,
+                             (accs.evidence or {}).get("task"))]
 
     def empty_input(self) -> list:
         """The ``overall`` slice of a run without interactions (``n = 0``, ``None`` estimates)."""
@@ -485,6 +506,7 @@ class Agentic(MetricTransform):
             empty_input_slices=estimator.empty_input,
             slices=self.slices,
             reads=self._reads(),
+            evidence=_TaskEvidence(),
         )
 
     def _reads(self) -> frozenset:

@@ -57,7 +57,7 @@ from fair_forge_beam.components.embedder import Embedder
 from fair_forge_beam.components.similarity import cosine_matrix, threshold_clusters
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter, repeats_named
 from fair_forge_beam.engine import (
-    DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
+    DEAD, QUALITY, Evidence, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_text,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.quoting import quoted
@@ -70,7 +70,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_estimate, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     OptionalCombineFn,
@@ -424,6 +424,20 @@ class _SessionReducer(SessionReducer):
         return rec, (main, *opt, (big, ns), failed), warnings, items
 
 
+class _Evidence(Evidence):
+    """The sessions RSS rests on (``"rss"``: a query with a reference answer) and those JQ rests on
+    (``"jq"``: a query with a JQ verdict), from the session's slice value (its RSS and JQ units,
+    ``None`` when no query has the value), :class:`~fair_forge_beam.engine.Evidence`. CSR, stability,
+    the pooled CSR and ICR (every query, with constraints) rest on every scored session."""
+
+    kinds = ("rss", "jq")
+
+    def of(self, values, slice_value) -> set:
+        if slice_value is None:
+            return set()
+        return {k for k, unit in (("rss", slice_value[1]), ("jq", slice_value[3])) if unit is not None}
+
+
 class _SliceEstimator(SliceEstimator):
     def __init__(self, metric: "PromptEvaluator"):
         self.mode, self.max_units, self.k, self.tau = metric.mode, metric.max_units, metric.k, metric.tau
@@ -437,6 +451,9 @@ class _SliceEstimator(SliceEstimator):
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
         n_sessions = accs.n_sessions
+        # the one-session rule per estimate: RSS and JQ rest on the sessions holding them (_Evidence)
+        ev = accs.evidence or {}
+        e_rss, e_jq = (slice_estimate(e, n_sessions, self.mode, ev.get(k)) for e, k in ((e_rss, "rss"), (e_jq, "jq")))
         rec = PromptEvaluatorSliceMetric(
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=n_sessions,
             n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
@@ -572,6 +589,7 @@ class PromptEvaluator(MetricTransform):
             slices=self.slices,
             # its own generated answers are judged, never the assistant's answer
             reads=frozenset({"context", "query", "ground_truth_assistant"}),
+            evidence=_Evidence(),
         )
 
     @classmethod

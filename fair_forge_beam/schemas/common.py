@@ -224,7 +224,9 @@ class Estimate(BaseModel):
     n: int = 0
     #: the sessions behind this estimate when fewer than its slice's ``n_sessions`` (an estimate
     #: resting on part of the slice's evidence: Toxicity's DR/DTO/ASB/DIDT on the sessions whose
-    #: answers name a group, Humanity's Spearman on those with a reference); ``None`` (left out of
+    #: answers name a group, Humanity's Spearman on those with a reference, Agentic's task curve on
+    #: the conversations with a task id, PromptEvaluator's RSS and JQ on those with a reference;
+    #: see each metric's ``Evidence``); ``None`` (left out of
     #: the record): the slice's. The one-session rule reads it (statistical/slices.py); results.json
     #: and the JSON records only, not the Parquet columns (whose schemas stay as they were)
     n_sessions: Optional[int] = Field(default=None, json_schema_extra={"arrow": False})
