@@ -193,6 +193,9 @@ def test_agentic_pass_at_k_rests_on_the_sessions_with_a_task_id(tmp_path):
                               ["agentic pass_at_k ci_low >= 0 in every assistant_id"])
     assert len(messages) == 1 and "the estimate rests on 1 observation (n = 1)" in messages[0], messages
     assert "too small to judge" in messages[0], messages
+    # the gate names the estimate's unit as the console does ("so on one task"): a pass@k's one
+    # observation is a task (before: "so on 1 session", the gate's spec not knowing the unit)
+    assert "so on 1 task" in messages[0] and "a task is one observation of it" in messages[0], messages
     doc = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
     a = _slice(doc, "agentic")
     assert (a["n_sessions"], a["n_tasks"]) == (3, 1)

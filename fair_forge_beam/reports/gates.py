@@ -175,13 +175,16 @@ class FieldSpec:
     ``path``: dotted path to an :class:`~fair_forge_beam.schemas.common.Estimate` dict, or, for a
     keyed field, to a ``{key: Estimate}`` dict (``{key: {…, suffix: Estimate}}`` when ``suffix``
     is set); ``key_name``: what a key is (``"attribute"``, ``"emotion"``); ``keys``: the keys the
-    metric can produce (for validation).
+    metric can produce (for validation); ``observed``: what one observation of the estimate is
+    (the estimate's ``observed``: ``"session"``, or ``"task"`` for agentic pass@k), named by the
+    one-observation rule's reason.
     """
 
     path: str
     key_name: Optional[str] = None
     keys: tuple = ()
     suffix: str = ""
+    observed: str = "session"
 
 
 def gate_fields() -> dict[str, dict[str, FieldSpec]]:
@@ -192,7 +195,7 @@ def gate_fields() -> dict[str, dict[str, FieldSpec]]:
     out: dict[str, dict[str, FieldSpec]] = {}
     for name in METRICS:
         info = metric_info(name)
-        fields = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix)
+        fields = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix, e.observed)
                   for g, e in (info.gate_fields() if info is not None else {}).items()}
         if fields:
             out[name] = fields
@@ -1034,7 +1037,7 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     skip = f"{g.stat} undefined: the estimate rests on 1 session, too small to judge"
                 elif _one_observation(est):
                     # the same rule for an estimate of one observation (statistical.slices.behind)
-                    unit = getattr(spec, "observed", "session")  # the metric's unit: a pass@k rests on tasks
+                    unit = spec.observed  # the estimate's unit: a pass@k rests on tasks
                     reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
                               f"1 {unit}, too small to judge ("
                               + ("sessions are the resampling unit)" if unit == "session" else f"a {unit} is one observation of it)"))
