@@ -849,3 +849,17 @@ def test_a_bayesian_rate_does_not_import_scipy_stats():
                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["0.0602", "0.5178", "False"]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 65, 1024])
+@pytest.mark.parametrize("b", [1, 2, 7, 5000])
+def test_weighted_row_sums_are_numpys_stacked_sums_bit_for_bit(k, b):
+    """The bootstrap's row-at-a-time weighted sums give the bits of ``(G * w[:, None]).sum(axis=0)`` of the
+    stacked rows (signed zeros, tiny and huge weights included)."""
+    rng = np.random.default_rng(k * 10_000 + b)
+    G = rng.standard_exponential((k, b))
+    weights = [rng.normal(size=k),
+               np.where(rng.random(k) < 0.5, -0.0, 0.0),
+               rng.normal(size=k) * 10.0 ** rng.integers(-300, 300, k)]
+    got = C._weighted_row_sums(list(G), [[float(x) for x in w] for w in weights])
+    assert [g.tobytes() for g in got] == [(G * w[:, None]).sum(axis=0).tobytes() for w in weights]

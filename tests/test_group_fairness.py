@@ -215,3 +215,27 @@ def test_a_stored_accumulator_of_other_settings_is_refused_in_plain_words():
                                    if n_items == 60 else [])):  # undrawn answers can be drawn at any count
             with pytest.raises(ValueError, match=says):
                 fn.from_plain(stored)
+
+
+def test_bayesian_replicate_sums_are_the_keyed_draws_of_each_answer():
+    """gamma (drawn in chunks, each answer's rows added to its groups) holds, per group, exactly the
+    sums of the answers' own keyed rows γ̃ = max(rint(γ·2¹⁶), 1): Σ γ̃·s̃, Σ γ̃ over the answers with a
+    sentiment, Σ γ̃ over the flagged ones and Σ γ̃ (chunked or not, any answer order)."""
+    from fair_forge_beam.statistical.group_fairness import _SCALE
+    from fair_forge_beam.statistical.seeding import exponential_rows
+
+    mode = BayesianMode(mc_samples=200)
+    rng = np.random.default_rng(7)
+    items = [(f"e{i}", bool(rng.random() < 0.3), sorted({int(g) for g in rng.integers(0, 4, rng.integers(1, 3))}),
+              None if rng.random() < 0.4 else float(rng.uniform(-1, 1))) for i in range(150)]
+    fn = GroupFairnessCombineFn(["a", "b", "c", "d"], mode, "t|asb")
+    gamma = _acc(fn, items).gamma
+    want = {}
+    for (eid, flagged, gs, s), row in zip(items, exponential_rows(mode.seed, "t|asb", [it[0] for it in items], 200)):
+        g_row = np.maximum(np.rint(row * _SCALE), 1.0).astype(np.int64)
+        sq = int(round(s * _SCALE)) if s is not None else 0
+        for g in gs:
+            cur = want.setdefault(g, np.zeros((4, 200), dtype=np.int64))
+            cur += np.stack([g_row * sq, g_row * (s is not None), g_row * flagged, g_row])
+    assert sorted(gamma) == sorted(want)
+    assert all(np.array_equal(gamma[g], want[g]) for g in want)

@@ -1215,7 +1215,7 @@ def estimate_bootstrap_means(
         # hash collision can merge two of a handful of sessions)
         keys = sorted(units)
         unit_rows = shared_row_cache(mode.seed, namespace + "|unit", B, max_rows=4 * EXACT_UNITS)
-        return _ratio_replicates(mode, unit_rows.rows(keys), [units[k] for k in keys], st.m, n_items)
+        return _ratio_replicates(mode, unit_rows.row_views(keys), [units[k] for k in keys], st.m, n_items)
     # exact per-bucket sums (identical for the unit and the bucket representation)
     buckets: dict[int, list[int]] = {}
     for key, e in units.items():
@@ -1233,7 +1233,7 @@ def estimate_bootstrap_means(
     keys = sorted(buckets)
     if rows is None or rows.n != B or rows.seed != mode.seed or rows.namespace != namespace:
         rows = shared_row_cache(mode.seed, namespace, B, max_rows=st.max_units)
-    return _ratio_replicates(mode, rows.rows(keys), [buckets[k] for k in keys], st.m, n_items)
+    return _ratio_replicates(mode, rows.row_views(keys), [buckets[k] for k in keys], st.m, n_items)
 
 
 def _clip_to_units(reps: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -1277,15 +1277,31 @@ def _range_summaries(reps: np.ndarray, lo: np.ndarray, hi: np.ndarray, alpha: fl
     return out
 
 
-def _ratio_replicates(mode: StatisticalMode, G: np.ndarray, entries: list, m: int, n_items: int) -> list[Estimate]:
-    """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (rows of ``G`` align with ``entries``),
+def _weighted_row_sums(rows: list, weights: list) -> list:
+    """``[Σ_k rows[k]·w[k] for w in weights]`` (rows of one length ``B``), each the bits of
+    ``(G * w[:, None]).sum(axis=0)`` of the stacked rows: numpy reduces that axis as a running
+    ``acc += row`` from zeros (for ``B >= 2``; a single column is summed pairwise), which is the
+    loop here, one row at a time and every sum from the row while it is in the cache — no ``(K, B)``
+    matrix of the rows nor of their products (40 MB each at 1,024 buckets × 5,000 draws)."""
+    if len(rows[0]) < 2:
+        G = np.stack(rows)
+        return [(G * np.array(w, dtype=np.float64)[:, None]).sum(axis=0) for w in weights]
+    accs = [np.zeros(len(rows[0])) for _ in weights]
+    tmp = np.empty_like(accs[0])
+    for k, r in enumerate(rows):
+        for acc, w in zip(accs, weights):
+            np.multiply(r, w[k], out=tmp)
+            acc += tmp
+    return accs
+
+
+def _ratio_replicates(mode: StatisticalMode, G: list, entries: list, m: int, n_items: int) -> list[Estimate]:
+    """Summaries of ``Σ_k g_k WV_jk / Σ_k g_k W_k`` per replicate (the rows ``G`` align with ``entries``),
     clipped to the range of the units' own means (:func:`_clip_to_units`)."""
-    W = np.array([from_exact(e[1]) for e in entries])
-    den = (G * W[:, None]).sum(axis=0)
+    den, *nums = _weighted_row_sums(G, [[from_exact(e[i]) for e in entries] for i in range(1, m + 2)])
     out = []
     for j in range(m):
-        V = np.array([from_exact(e[2 + j]) for e in entries])
-        num = (G * V[:, None]).sum(axis=0)
+        num = nums[j]
         means = [exact_ratio(e[2 + j], e[1]) for e in entries if e[1] != 0]
         out.append(_range_summary(mode, num / den, min(means), max(means), n_items) if means
                    else _summaries(mode, num / den, n_items))
@@ -1519,7 +1535,7 @@ def session_mean_estimates(
     live = w > 0
     if live.any():  # convex combinations of the weighted scores: clip rounding (see _clip_to_units)
         s_lo, s_hi = scores[live].min(axis=0), scores[live].max(axis=0)
-        reps = np.clip(reps, s_lo[:, None], s_hi[:, None])
+        reps = np.clip(reps, s_lo[:, None], s_hi[:, None], out=reps)  # reps: a new array of this call's
         if type(mode).summarize is StatisticalMode.summarize:
             return _range_summaries(reps, s_lo, s_hi, mode.tail_probability, n), warning
     if type(mode).summarize is not StatisticalMode.summarize:  # a custom mode's own summary

@@ -290,7 +290,7 @@ class GroupFairnessStats:
 
 
 #: answers drawn at once by :meth:`GroupFairnessStats._draw` (``_DRAW_CHUNK × B`` floats at a time)
-_DRAW_CHUNK = 64
+_DRAW_CHUNK = 16
 
 
 def _draw_into(gamma: dict, items: Sequence, seed: int, namespace: str, B: int, bound: int) -> int:
@@ -302,24 +302,34 @@ def _draw_into(gamma: dict, items: Sequence, seed: int, namespace: str, B: int, 
         ValueError: the sums could overflow int64."""
     for start in range(0, len(items), _DRAW_CHUNK):
         chunk = items[start:start + _DRAW_CHUNK]
-        rows = np.maximum(np.rint(exponential_rows(seed, namespace, [c[0] for c in chunk], B) * _SCALE),
-                          1.0).astype(np.int64)
-        for row, (_, flagged, gs, sentiment) in zip(rows, chunk):
+        # γ̃ = max(rint(γ·2¹⁶), 1), computed in place (no temporary of the chunk's size per step)
+        rows = exponential_rows(seed, namespace, [c[0] for c in chunk], B)
+        rows *= _SCALE
+        np.rint(rows, out=rows)
+        np.maximum(rows, 1.0, out=rows)
+        rows = rows.astype(np.int64)
+        for row, row_max, (_, flagged, gs, sentiment) in zip(rows, rows.max(axis=1).tolist(), chunk):
             sq = int(round(sentiment * _SCALE)) if sentiment is not None else 0
-            bound += int(row.max()) * max(abs(sq), _SCALE)
+            bound += int(row_max) * max(abs(sq), _SCALE)
             if bound >= _INT64_LIMIT:
                 raise ValueError(
                     "the Bayesian ASB/DTO replicate sums of this slice would overflow int64 "
                     "(about 2**26 answers mentioning one group); use a finer slicing or fewer mc_samples"
                 )
-            has_s = 1 if sentiment is not None else 0
-            upd = np.stack([row * sq, row * has_s, row * int(flagged), row])
+            # the answer's rows (γ̃·s̃, γ̃ if it has a sentiment, γ̃ if flagged, γ̃) added to each of its
+            # groups' sums; a factor 0 adds nothing and int64 sums are exact, so skipping it changes no bit
+            scaled = row * sq if sq else None
             for g in gs:
                 cur = gamma.get(g)
                 if cur is None:
-                    gamma[g] = upd.copy()
-                else:
-                    cur += upd
+                    cur = gamma[g] = np.zeros((4, B), dtype=np.int64)
+                if scaled is not None:
+                    cur[0] += scaled
+                if sentiment is not None:
+                    cur[1] += row
+                if flagged:
+                    cur[2] += row
+                cur[3] += row
     return bound
 
 
@@ -588,6 +598,12 @@ def estimate_group_fairness(
     else:
         status = "ok"
     out["status"] = status
+    drawn: list = []  # st.gamma read once (each read draws the pending answers again): by DTO and ASB
+
+    def _gamma() -> dict:
+        if not drawn:
+            drawn.append(st.gamma)
+        return drawn[0]
 
     # per-group table (p over the DR group set, with DR's prior)
     dist_mode = _dr_mode(mode, len(dr_groups), key) if bayes else mode
@@ -627,7 +643,7 @@ def estimate_group_fairness(
         # Bayesian bootstrap of each group's rate over its answers (the same keyed γ as ASB):
         # replicate b is Σγ·flag / Σγ — centred on K_g/N_g, as the frequentist DTO
         rates = {}
-        gamma = st.gamma
+        gamma = _gamma()
         for g in present:
             arr = gamma[groups.index(g)]
             reps = arr[2].astype(np.float64) / arr[3].astype(np.float64)
@@ -645,7 +661,7 @@ def estimate_group_fairness(
                      f"(seen: {_seen([groups[i] for i in with_sent])})")
     elif bayes:
         per_group = {}
-        gamma = st.gamma
+        gamma = _gamma()
         for i in with_sent:
             num, den = gamma[i][0], gamma[i][1]
             reps = (num.astype(np.float64) / den.astype(np.float64)) / _SCALE

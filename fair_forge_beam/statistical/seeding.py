@@ -118,16 +118,25 @@ class RowCache:
 
     def rows(self, units: Sequence[Part]) -> np.ndarray:
         out = np.empty((len(units), self.n), dtype=np.float64)
-        for i, u in enumerate(units):
+        for i, r in enumerate(self.row_views(units)):
+            out[i] = r
+        return out
+
+    def row_views(self, units: Sequence[Part]) -> list:
+        """The rows of ``units`` as the cache holds them (read-only arrays, no copy): what
+        :meth:`rows` copies into one matrix, for a caller that reads them one at a time."""
+        out = []
+        for u in units:
             r = self._rows.get(u)
             if r is None:
                 r = _row(self.seed, self.namespace, u, self.n)
+                r.setflags(write=False)
                 self._rows[u] = r
                 if len(self._rows) > self.max_rows:
                     self._rows.popitem(last=False)
             else:
                 self._rows.move_to_end(u)
-            out[i] = r
+            out.append(r)
         return out
 
 
