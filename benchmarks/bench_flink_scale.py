@@ -55,7 +55,7 @@ variants one after the other for each size and runner (an A/B within one invocat
 machine only those ratios count): ``ARG``\ s are added to the audit's command line (e.g. Beam's
 ``--experiments=pre_optimize=pack_combiners``), except ``--code-root=PATH``, which puts that
 checkout first on ``PYTHONPATH`` of the launcher and of the variant's fresh Flink cluster (its SDK
-workers). A variant's record is ``<runner>-<size>-<LABEL>.json``, its output ``out-<runner>-<size>-<LABEL>``;
+workers), and ``--env=NAME=VALUE``, which sets that variable there (e.g. ``MALLOC_ARENA_MAX=2``). A variant's record is ``<runner>-<size>-<LABEL>.json``, its output ``out-<runner>-<size>-<LABEL>``;
 every ``results.json`` of a size is compared with the in-memory run of the first variant. Flink
 records name the combines Beam's portable runner lifted into a pre-combine (``lifted_combines``,
 from the launcher's ``PortableRunner._optimize_pipeline``; the table's "lifted" counts them).
@@ -194,6 +194,7 @@ class Sampler(threading.Thread):
         self.jvm_hwm_kb: dict[str, int] = {}
         self.worker_hwm_kb: dict[int, int] = {}  # python worker pid -> largest VmHWM seen
         self.worker_cmd: dict[int, str] = {}
+        self.worker_rss: dict[int, list[tuple[float, int]]] = {}  # python worker pid -> [(time, VmRSS KB)]
         self.cpu_first: dict[int, int] = {}  # pid -> utime + stime (ticks) when first seen
         self.cpu_last: dict[int, int] = {}  # ... when last seen
         self.kind: dict[int, str] = {}  # pid -> "jvm", "python" (SDK worker) or "other" (boot, shells)
@@ -223,6 +224,7 @@ class Sampler(threading.Thread):
                 total += _status_kb(pid, "VmRSS")
                 if exe.startswith("python"):
                     self.worker_hwm_kb[pid] = max(self.worker_hwm_kb.get(pid, 0), _status_kb(pid, "VmHWM"))
+                    self.worker_rss.setdefault(pid, []).append((time.time(), _status_kb(pid, "VmRSS")))
                     self.worker_cmd[pid] = cmd[:200]
         self.workers_sum_kb = max(self.workers_sum_kb, total)
         for d in (self.cluster.workdir / "tmp").glob("*/blobStorage/job_*"):
@@ -235,6 +237,20 @@ class Sampler(threading.Thread):
                 pass
             old = self.blobs.get(d, (0, 0))
             self.blobs[d] = (max(old[0], files), max(old[1], size))
+
+    def largest_worker_timeline(self, vertices: list, points: int = 40) -> dict:
+        """The worker with the largest peak: its RSS over the run (``points`` samples, MB, seconds
+        from its first sample), when it peaked and the Flink vertices running then (``vertices``:
+        ``(name, start, end)`` in epoch seconds): which stage a worker's peak belongs to."""
+        if not self.worker_rss:
+            return {}
+        pid = max(self.worker_hwm_kb, key=self.worker_hwm_kb.get)
+        series = self.worker_rss.get(pid) or [(0.0, 0)]
+        t_peak, kb = max(series, key=lambda s: s[1])
+        step = max(1, len(series) // points)
+        return {"largest_worker_rss_mb": [(round(t - series[0][0], 1), round(k / 1024)) for t, k in series[::step]],
+                "largest_worker_peak_at_s": round(t_peak - series[0][0], 1), "largest_worker_peak_rss_mb": round(kb / 1024),
+                "vertices_at_peak": [n[:120] for n, a, b in vertices if a <= t_peak <= (b if b > 0 else float("inf"))]}
 
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU seconds between the first and last sample, per kind of process (own CPU only, not
@@ -285,7 +301,8 @@ def flink_job_figures(cluster, jid: str) -> dict:
             "tasks": sum(v.get("parallelism", 0) for v in verts), "vertices": len(verts),
             "write_bytes": sum(x.get("write-bytes", 0) for x in m),
             "read_bytes": sum(x.get("read-bytes", 0) for x in m),
-            "write_records": sum(x.get("write-records", 0) for x in m)}
+            "write_records": sum(x.get("write-records", 0) for x in m),
+            "vertex_times": [(v["name"], v.get("start-time", 0) / 1000, v.get("end-time", 0) / 1000) for v in verts]}
 
 
 # ---------------------------------------------------------------- one run
@@ -330,6 +347,8 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
             raise RuntimeError(f"expected one new Flink job, found {new}")
         fig = flink_job_figures(cluster, new[0])
         rec.update(fig, jid=new[0], lifted_combines=marks.get("lifted_combines"))
+        rec.update(sampler.largest_worker_timeline(fig.pop("vertex_times")))
+        rec.pop("vertex_times", None)
         start, end = fig["job_start"], fig["job_end"]
         rec.update({f"{role}_peak_rss_mb": kb / 1024 for role, kb in sampler.jvm_hwm_kb.items()})
         rec.update(worker_peak_rss_mb=max(sampler.worker_hwm_kb.values(), default=0) / 1024,
@@ -359,7 +378,7 @@ def start_cluster(workdir: Path, env: Optional[dict] = None, **kw):
 
 def parse_variant(text: str) -> tuple[str, list[str], dict]:
     """``"LABEL [ARG ...]"`` → ``(label, audit arguments, environment)`` (``--code-root=PATH``:
-    ``PYTHONPATH`` with that checkout first)."""
+    ``PYTHONPATH`` with that checkout first; ``--env=NAME=VALUE``: that variable set)."""
     words = shlex.split(text)
     if not words or words[0].startswith("-") or "/" in words[0]:
         raise ValueError(f"a variant starts with its label (a name), got {text!r}")
@@ -368,6 +387,9 @@ def parse_variant(text: str) -> tuple[str, list[str], dict]:
         if w.startswith("--code-root="):
             root = str(Path(w.split("=", 1)[1]).resolve())
             env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        elif w.startswith("--env="):  # NAME=VALUE for the launcher and the fresh cluster (its SDK workers)
+            name, _, value = w.split("=", 1)[1].partition("=")
+            env[name] = value
         else:
             args.append(w)
     return words[0], args, env
