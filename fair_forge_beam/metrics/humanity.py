@@ -114,7 +114,15 @@ def _doubled_average_ranks(v: Sequence[int]) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=65536)
+#: distinct (reference, answer) emotion-vector pairs :func:`spearman_alignment` remembers per process,
+#: about 0.2-0.4 kB each (under 2 MB for 4,096). It was 65,536 (14-24 MB when full), a count an SDK
+#: worker of a 1M-interaction audit on Flink fills (almost every pair of the bench's data is distinct)
+#: and one of 100k does not (docs/performance.md, "Why the workers grew"); a pair repeated within the
+#: last 4,096 is still answered from memory
+SPEARMAN_CACHE_ENTRIES = 4096
+
+
+@functools.lru_cache(maxsize=SPEARMAN_CACHE_ENTRIES)
 def _spearman_cached(gt_counts: tuple, counts: tuple) -> float:
     # Spearman's rho = Pearson correlation of the average ranks (what scipy.stats.spearmanr
     # computes), evaluated with exact integer sums of doubled ranks; one rounding in the sqrt and
