@@ -36,6 +36,8 @@ Per run it records:
   rest (boot binaries, shells);
 * the five vertices that wrote most, with each subtask's bytes, input records and seconds (how
   evenly the work is spread over the TaskManagers);
+* the largest SDK worker's RSS over the run (``largest_worker_rss_mb``: about 40 samples), when it
+  peaked and the vertices running then (``vertices_at_peak``): which stage a worker's peak belongs to;
 * whether ``results.json`` is byte-identical to the in-memory run of the same size (it is
   runner-independent by contract; no field is excluded).
 
