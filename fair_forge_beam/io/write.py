@@ -42,7 +42,7 @@ def to_json_line(record) -> str:
 
     ``record``: a dict, a ``NamedTuple`` or an object with ``as_record()`` (an interaction: its
     optional tail fields only when set). Raises ``ValueError`` on ``NaN``/``inf``."""
-    from fair_forge_beam.io.secrets import known_secrets, scrub_known
+    from fair_forge_beam.io.secrets import known_secrets, masks_nothing, scrub_known
     from fair_forge_beam.io.edge import scrub_json_text
     from fair_forge_beam.urls import mask_url_secrets
 
@@ -55,7 +55,7 @@ def to_json_line(record) -> str:
     if not known_secrets():  # no key: the line's URL credentials only, masked in its text (one pass, no walk)
         return scrub_json_text(mask_url_secrets(json.dumps(record, ensure_ascii=False, allow_nan=False,
                                                            separators=(",", ":"), default=str)))
-    return scrub_json_text(json.dumps(scrub_known(record), ensure_ascii=False, allow_nan=False,
+    return scrub_json_text(json.dumps(record if masks_nothing(record) else scrub_known(record), ensure_ascii=False, allow_nan=False,
                                       separators=(",", ":"), default=str))
 
 
@@ -101,19 +101,52 @@ def _has_text(t) -> bool:
     return False
 
 
+def _holds_any(col, needles: tuple) -> bool:
+    """Whether a text of the Arrow column ``col`` (at any depth of its structs, lists and maps, as
+    :func:`_has_text` finds them) may hold one of ``needles``: Arrow's substring search over each
+    text array (children in full: the values of null structs and of sliced lists can only add a
+    hit); a type it cannot look into counts as a hit."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def texts(arr):
+        t = arr.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            yield arr
+        elif pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                yield from texts(arr.field(i))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            yield from texts(arr.values)
+        elif pa.types.is_map(t):
+            yield from texts(arr.keys)
+            yield from texts(arr.items)
+        elif _has_text(t):
+            yield None  # cannot look into it: a hit
+
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    for arr in (a for chunk in chunks for a in texts(chunk)):
+        if arr is None or any(pc.any(pc.match_substring(arr, n)).as_py() for n in needles):
+            return True
+    return False
+
+
 def scrub_table(table):
     """``table`` (a ``pyarrow.Table``) with the values of the API-key variables masked in every
     text it holds, at any depth (structs, lists), except the names under
     :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` (:func:`~fair_forge_beam.io.secrets.scrub_known`),
     and the credentials of every URL (:func:`~fair_forge_beam.urls.mask_url_secrets`, with or
-    without a key). The same table when no text holds one."""
+    without a key). The same table when no text holds one. A column none of whose texts holds a
+    needle of :func:`~fair_forge_beam.io.secrets.known_needles` (Arrow's substring search) is kept
+    without reading its values into Python."""
     import pyarrow as pa
 
-    from fair_forge_beam.io.secrets import scrub_known
+    from fair_forge_beam.io.secrets import known_needles, scrub_known
 
+    needles = known_needles()
     cols = []
     for name, col in zip(table.column_names, table.columns):
-        if _has_text(col.type):
+        if _has_text(col.type) and (needles is None or _holds_any(col, needles)):  # most columns: no walk
             values = col.to_pylist()
             masked = scrub_known({name: values})[name]
             col = pa.array(masked, type=col.type) if masked != values else col

@@ -51,18 +51,30 @@ from fair_forge_beam._beam import beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from fair_forge_beam.io.secrets import scrub_known
+from fair_forge_beam.io.secrets import masks_nothing, scrub_known
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.reasons import add_reason, merge_reasons, reason_class, shown_reasons
 
 
-def _masked_columns(names, cols) -> list:
-    """The column values ``cols`` (lists, by column name ``names``) with API-key values masked
-    (:func:`scrub_known`: names under :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` kept), except
-    ``record``: the JSON line :func:`~fair_forge_beam.io.write.to_json_line` masked already (as a
-    structure: masking its text again would mask the names in it)."""
-    masked = scrub_known({n: c for n, c in zip(names, cols) if n != "record"})
-    return [masked.get(n, c) if n != "record" else c for n, c in zip(names, cols)]
+def _takes_no_text(t: pa.DataType) -> bool:
+    """Whether ``pa.array`` refuses a text as a value of the Arrow type ``t`` (numbers, flags, dates,
+    timestamps, null): a column of such a type can hold no text to mask. Binary types take text, as
+    do strings and everything nested."""
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+            or pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_null(t))
+
+
+def _masked_columns(names, cols, types) -> list:
+    """The column values ``cols`` (lists, by column name ``names``, of the Arrow ``types`` they are
+    written as) with API-key values masked (:func:`scrub_known`: names under
+    :data:`~fair_forge_beam.io.secrets.NAME_FIELDS` kept), except ``record``: the JSON line
+    :func:`~fair_forge_beam.io.write.to_json_line` masked already (as a structure: masking its text
+    again would mask the names in it). Walked: the columns whose values hold a needle
+    (:func:`~fair_forge_beam.io.secrets.masks_nothing`), unless their type takes no text
+    (:func:`_takes_no_text`: Arrow refuses a text as a number, a flag, a date or a time)."""
+    walk = {n: c for n, c, t in zip(names, cols, types) if n != "record" and not _takes_no_text(t) and not masks_nothing(c)}
+    masked = scrub_known(walk) if walk else {}
+    return [masked.get(n, c) for n, c in zip(names, cols)]
 from fair_forge_beam.io.write import to_json_line, write_jsonl, write_one_file, write_parquet
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
@@ -160,7 +172,7 @@ def _parquet_table(schema: pa.Schema):
                     col.extend([r[n] if n in r else None for r in group])
                 else:
                     col.extend([r[n] if n in r else r.get(alt) for r in group])
-        arrays = [pa.array(c, type=t) for c, t in zip(_masked_columns(names, cols), types)]
+        arrays = [pa.array(c, type=t) for c, t in zip(_masked_columns(names, cols, types), types)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -234,7 +246,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
             cols = [[name] * len(recs), [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
                     [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                     [n_of(r.get("n_interactions")) for r in recs], [to_json_line(r) for r in recs]]
-            return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols), schema)],
+            return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)],
                                         schema=schema)
         for r in recs:
             extra = [k for k in r if k not in declared]
@@ -249,7 +261,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
                 [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                 [n_of(r.get("n_interactions")) for r in recs]]
         cols += [[r.get(f.name) for r in recs] for f in list(schema)[len(SESSION_INDEX):]]
-        arrays = [pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols), schema)]
+        arrays = [pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -320,7 +332,7 @@ def slice_rows_table(rows) -> pa.Table:
     """A batch of :func:`slice_row` tuples -> one ``pa.Table`` of :data:`SLICE_SCHEMA` (string
     values with an API-key value masked, :func:`scrub_known`)."""
     cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in SLICE_SCHEMA]
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols), SLICE_SCHEMA)],
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols, SLICE_SCHEMA.types), SLICE_SCHEMA)],
                                 schema=SLICE_SCHEMA)
 
 
