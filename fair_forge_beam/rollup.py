@@ -1263,9 +1263,15 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             log.warning("rollup: %s is not rebuilt: %s", what, why)
         width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
         checks = evaluate_gates(doc, gates, baseline) if gates else None  # once: the report shows them too
-        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks)
+        from fair_forge_beam.reports.load import dead_letter_summary
+
+        # the dead letters (the runs' copied shards) read once, for the report and the console's line
+        # naming the assistants nobody scored, as an audit prints it
+        dead = dead_letter_summary(out) if not (args.quiet and args.no_report) else None
+        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks,
+                                         dead_letters=dead)
         if not args.quiet:
-            say(console_summary(doc, shown, written, gates, what="roll-up"))  # the paths the outputs have once published
+            say(console_summary(doc, shown, written, gates, what="roll-up", dead_letters=dead))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
             try:
                 check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks)

@@ -267,3 +267,21 @@ def test_an_audit_reads_its_dead_letters_once_for_the_report_and_the_console(tmp
     assert len(calls) == 1, calls
     out = capsys.readouterr().out
     assert "Not scored at all (2 assistants" in out and "support-bot" in out and "sushi_bot" in out
+
+
+def test_a_rollup_names_the_assistants_nobody_scored_as_an_audit_does(tmp_path, monkeypatch, capsys):
+    """A roll-up's console had no line naming the assistants nobody scored (issue 28's leftover): it
+    says them as the audit does, from the runs' copied dead letters read once for the report and the
+    console."""
+    from fair_forge_beam import rollup
+    from pipelines import audit
+
+    assert audit.main(["--metrics", "humanity", "--output", str(tmp_path / "a"), "--quiet", "--no-report"]) == 0
+    calls = []
+    real = load.dead_letter_summary
+    monkeypatch.setattr(load, "dead_letter_summary", lambda run_dir, *a, **kw: calls.append(run_dir) or real(run_dir, *a, **kw))
+    capsys.readouterr()
+    rollup.run(["--from", str(tmp_path / "a"), "--output", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert "Not scored at all (2 assistants" in out and "support-bot" in out and "sushi_bot" in out, out[-2000:]
+    assert len(calls) == 1, calls
