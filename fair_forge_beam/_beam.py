@@ -27,8 +27,10 @@ __all__ = ["beam"]
 
 # the collector threshold (defined beside, without Beam: the commands raise it before their imports)
 from fair_forge_beam._gc import GC_THRESHOLD0, tune_gc  # noqa: E402
+# glibc's mmap threshold, fixed where the threshold is raised (beside, without Beam, as well)
+from fair_forge_beam._malloc import MMAP_THRESHOLD, tune_malloc  # noqa: E402
 
-__all__ += ["tune_gc", "GC_THRESHOLD0"]
+__all__ += ["tune_gc", "GC_THRESHOLD0", "tune_malloc", "MMAP_THRESHOLD"]
 
 
 _ARGS: "weakref.WeakKeyDictionary" = None  # function -> {bound: (args, defaults)}, see cache_dofn_signatures

@@ -103,9 +103,10 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             own words); their stderr follows the runner's message.
         Exception: any other failure, as Beam raised it.
     """
-    from fair_forge_beam._beam import cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression, tune_gc
+    from fair_forge_beam._beam import cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression, tune_gc, tune_malloc
 
     tune_gc()  # the launcher runs an in-process runner's bundles
+    tune_malloc()
     cache_dofn_signatures()  # Beam re-inspects every DoFn method many times per job
     cache_dofn_specs()  # and looks for the state and timers of every DoFn object several times
     cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times

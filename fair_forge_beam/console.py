@@ -387,9 +387,10 @@ def starting(prog: str = "fair-forge-beam") -> None:
     Main thread only; otherwise a no-op."""
     if threading.current_thread() is not threading.main_thread():
         return
-    from fair_forge_beam import _gc
+    from fair_forge_beam import _gc, _malloc
 
     _gc.tune_gc()  # the command is the process: its imports allocate fast too (README's job: 0.15 CPU s less)
+    _malloc.tune_malloc()
     argv = sys.argv[1:]
     command = prog.split(" ", 1)[1] if " " in prog else argv[0] if argv and argv[0] in _NAMED_COMMANDS else "audit"
     output = command_output({"run_assistant": "run"}.get(command, command), argv)

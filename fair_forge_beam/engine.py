@@ -813,10 +813,11 @@ class _ScoreAndRoute(beam.DoFn):
         self.findings_slot = findings_slot
 
     def setup(self):
-        from fair_forge_beam._beam import tune_gc
+        from fair_forge_beam._beam import tune_gc, tune_malloc
         from fair_forge_beam.progress import ProgressCounter
 
         tune_gc()  # this process runs our bundles (an SDK worker too)
+        tune_malloc()
         # progress lines on stderr (Beam counters): interactions the scorer took, and those it scored
         # (a score out; a dead letter is not one) — the count results.json calls interactions_scored
         self._progress = ProgressCounter(f"taken.{self.spec.name}")
@@ -919,9 +920,10 @@ class _ReduceSessions(beam.DoFn):
         self.layout, self.extract, self.store = layout, extract, store
 
     def setup(self):
-        from fair_forge_beam._beam import tune_gc
+        from fair_forge_beam._beam import tune_gc, tune_malloc
 
         tune_gc()  # this process runs our bundles (an SDK worker too)
+        tune_malloc()
         for spec in self.layout.specs:
             if spec.session_reducer is not None:
                 spec.session_reducer.setup()

@@ -1554,9 +1554,10 @@ class _ReadStoredRows(beam.DoFn):
         self.from_stored = [set(x) for x in from_stored] or [set() for _ in self.groups]
 
     def setup(self):
-        from fair_forge_beam._beam import tune_gc
+        from fair_forge_beam._beam import tune_gc, tune_malloc
 
         tune_gc()  # this process runs our bundles (an SDK worker too)
+        tune_malloc()
         self._reuse = [_reduced_columns(layout, names, lambda slot, skip=skip: slot not in skip)
                        for (layout, names), skip in zip(self.groups, self.from_stored)]
 

@@ -51,9 +51,10 @@ def test_a_pipeline_run_raises_the_launchers_threshold():
 ], ids=["score", "reduce_sessions", "rollup_read"])
 def test_the_heavy_dofns_tune_their_worker(monkeypatch, make):
     calls = []
-    monkeypatch.setattr(fb, "tune_gc", lambda: calls.append(1))
+    monkeypatch.setattr(fb, "tune_gc", lambda: calls.append("gc"))
+    monkeypatch.setattr(fb, "tune_malloc", lambda: calls.append("malloc"))  # glibc's mmap threshold (test_malloc_tuning)
     make().setup()
-    assert calls == [1]
+    assert calls == ["gc", "malloc"]
 
 
 def test_a_command_raises_the_threshold_before_its_imports():

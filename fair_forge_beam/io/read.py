@@ -402,8 +402,10 @@ class _ParseRecord(beam.DoFn):
         self.empty_answers = "empty_answer" in findings_given(fields_read)
 
     def setup(self):
+        from fair_forge_beam._beam import tune_malloc
         from fair_forge_beam.io.secrets import id_masker
 
+        tune_malloc()  # the read stage is the first that moves the data through this process (an SDK worker too)
         self._mask = id_masker()  # the run's secrets, read on the worker
 
     def _masker(self):

@@ -1,0 +1,51 @@
+"""glibc's ``malloc`` in a process that runs our pipelines: large blocks are mapped and unmapped on
+their own, never kept in the heap. No Beam import here (a command sets it before its imports,
+beside :func:`fair_forge_beam._gc.tune_gc`); ``fair_forge_beam._beam`` re-exports the names."""
+from __future__ import annotations
+
+import os
+
+#: blocks of at least this many bytes get their own memory mapping, returned to the system when
+#: freed (glibc's ``M_MMAP_THRESHOLD``; its default starts at 128 KiB and rises, see
+#: :func:`tune_malloc`)
+MMAP_THRESHOLD = 256 * 1024
+
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+_done = False
+
+
+def tune_malloc() -> bool:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` in this process, once. Returns whether
+    it is set (``False``: not glibc, or the user set the threshold, ``MALLOC_MMAP_THRESHOLD_`` or
+    ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold``, which is kept).
+
+    Why: glibc raises its threshold to the size of each mapped block that is freed (up to 32 MiB),
+    so after the first buffer of Beam's data plane (a worker's outputs are flushed in messages of
+    up to 10 MB) every later buffer of that size is cut out of a heap, in whichever of glibc's
+    per-thread arenas the thread (gRPC's reader, Beam's sender, the bundle) uses, and the holes stay
+    when they are freed. An SDK worker's resident set then keeps growing with the data a stage
+    moves, although its live objects do not (issue 26: the Flink worker's peak 1.40x from 100k to
+    1M interactions). Fixed, a block of 256 KiB or more is mapped for itself and unmapped when
+    freed. Measured (FnApiRunner ``multi_processing``, the keyword audit, the runner's inputs sent
+    in element-aligned messages of 1 MB as Flink's runner does): the worker's peak 757 -> 571 MB
+    at 50k interactions and 801 -> 655 MB at 200k, glibc's freed but kept memory 184 -> 8 MB at the
+    end of the session stage; ``docs/performance.md``, "Why the workers grew". Called where
+    :func:`~fair_forge_beam._gc.tune_gc` is: the command's process, the launcher, and the
+    ``setup`` of the heavy ``DoFn``\\ s (an SDK worker of Flink, Prism, Dataflow or the
+    multi-process runner)."""
+    global _done
+    if _done:
+        return True
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # glibc only (musl, macOS: their own allocators)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    _done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    return _done
