@@ -26,10 +26,11 @@ def tune_malloc() -> bool:
     when they are freed. An SDK worker's resident set then keeps growing with the data a stage
     moves, although its live objects do not (issue 26: the Flink worker's peak 1.40x from 100k to
     1M interactions). Fixed, a block of 256 KiB or more is mapped for itself and unmapped when
-    freed. Measured (FnApiRunner ``multi_processing``, the keyword audit, the runner's inputs sent
-    in element-aligned messages of 1 MB as Flink's runner does): the worker's peak 757 -> 571 MB
-    at 50k interactions and 801 -> 655 MB at 200k, glibc's freed but kept memory 184 -> 8 MB at the
-    end of the session stage; ``docs/performance.md``, "Why the workers grew". Called where
+    freed. Measured on the keyword audit: on Flink (2 workers) the largest SDK worker 741 -> 635 MB
+    at 100k interactions and 992 -> 778 MB at 1M (1.34x -> 1.23x from 100k to 1M), outputs
+    identical; in one worker of the FnApiRunner (``multi_processing``, its inputs sent in messages
+    of 1 MB as Flink's runner does) glibc's freed but kept memory at the session stage's peak
+    184 -> 8 MB; ``docs/performance.md``, "Why the workers grew". Called where
     :func:`~fair_forge_beam._gc.tune_gc` is: the command's process, the launcher, and the
     ``setup`` of the heavy ``DoFn``\\ s (an SDK worker of Flink, Prism, Dataflow or the
     multi-process runner)."""
