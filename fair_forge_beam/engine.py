@@ -18,7 +18,9 @@ its computations and the evaluator derives one combiner per slice for all of the
   ``session_order``, a total order — never arrival order).
 * ``session_reducer.reduce(key, combined)`` — ``key`` is the tuple ``(session_id,
   assistant_id, language)``; returns ``(session record or None, slice value or None,
-  [QualityWarning, …])``.
+  [QualityWarning, …])``. The engine calls ``session_reducer.reduce_many(keys, values)`` with
+  the sessions of a bundle (up to :data:`SESSION_REDUCE_BATCH`; default: ``reduce`` per session),
+  for a reducer that pays per-call costs once for many sessions.
 * ``cell_value(score)`` + ``interaction_slice_combine`` and/or ``session_slice_combine`` — the
   per-slice statistics (``CombineFn``\\ s from :mod:`fair_forge_beam.statistical` whose
   ``extract_output`` is their accumulator).
@@ -114,6 +116,8 @@ AUX = "aux"
 #: values arrive within a scorer batch or two of each other (256 interactions), and 4,096 accumulators
 #: of about 4 kB are about 16 MB per worker at any size (docs/performance.md, "Why the workers grew")
 SESSION_TABLE_KEYS = 4096
+#: sessions :class:`_ReduceSessions` holds before its reducers' ``reduce_many`` (fewer at a bundle's end)
+SESSION_REDUCE_BATCH = 256
 
 
 class GroupPerSession(beam.PTransform):
@@ -141,6 +145,13 @@ class SessionReducer:
         value or None, list of QualityWarning)``, plus a fourth item, the list of the session's
         interaction record dicts, for a metric declared with ``session_interactions``."""
         raise NotImplementedError
+
+    def reduce_many(self, keys: Sequence[tuple], values: Sequence[Any]) -> list:
+        """``[reduce(key, value) for key, value in zip(keys, values)]``, what the engine calls for
+        the sessions of a bundle it holds (up to :data:`SESSION_REDUCE_BATCH`, in any grouping:
+        one session's result must not depend on the others'). Override it to pay per-call costs
+        once for many sessions (Humanity's within-session bootstraps)."""
+        return [self.reduce(k, v) for k, v in zip(keys, values)]
 
 
 class SliceEstimator:
@@ -935,10 +946,49 @@ class _ReduceSessions(beam.DoFn):
         self._progress = {slot: (ProgressCounter(f"taken.{spec.name}"), ProgressCounter(f"scored.{spec.name}"))
                           for slot, spec in enumerate(self.layout.specs) if isinstance(spec.scorer, beam.PTransform)}
 
-    def process(self, kv):
-        key, combined = kv
+    def start_bundle(self):
+        self._held = []
+
+    def process(self, kv, window=beam.DoFn.WindowParam, timestamp=beam.DoFn.TimestampParam,
+                pane_info=beam.DoFn.PaneInfoParam):
+        # held until SESSION_REDUCE_BATCH sessions or the bundle's end: each metric's reducer gets
+        # them in one reduce_many call; each output goes out in its own session's window and pane
+        self._held.append((kv, window, timestamp, pane_info))
+        if len(self._held) >= SESSION_REDUCE_BATCH:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self):
+        from apache_beam.utils.windowed_value import WindowedValue
+
+        held, self._held = self._held, []
+        if not held:
+            return
         tagged = beam.pvalue.TaggedOutput
         lay = self.layout
+        opened = [self._open(kv) for kv, *_ in held]
+        results: list = [{} for _ in held]
+        for slot in lay.with_sessions:
+            reducer = lay.specs[slot].session_reducer
+            if reducer is None:
+                continue
+            at = [i for i, (_, combined, reduced, _, _) in enumerate(opened) if not reduced and combined[slot] is not None]
+            if at:
+                outs = reducer.reduce_many([held[i][0][0] for i in at], [opened[i][1][slot] for i in at])
+                for i, out in zip(at, outs):
+                    results[i][slot] = out
+        for (kv, window, timestamp, pane_info), parts, reduced_by_slot in zip(held, opened, results):
+            for out in self._session(kv, parts, reduced_by_slot):
+                if type(out) is tagged:
+                    yield tagged(out.tag, WindowedValue(out.value, timestamp, (window,), pane_info))
+                else:
+                    yield WindowedValue(out, timestamp, (window,), pane_info)
+
+    def _open(self, kv):
+        """``(key, combined per slot, reduced, override, accumulators)`` of one input."""
+        key, combined = kv
         reduced = type(combined) is Reduced
         override = None
         if type(combined) is Corrected:
@@ -948,6 +998,13 @@ class _ReduceSessions(beam.DoFn):
             combined = combined.slots
         elif self.extract is not None:
             accs, combined = combined, self.extract.extract_output(combined)
+        return key, combined, reduced, override, accs
+
+    def _session(self, kv, opened, reduced_by_slot):
+        """One session's outputs, its reducers' results in ``reduced_by_slot`` (slot -> result)."""
+        key, combined, reduced, override, accs = opened
+        tagged = beam.pvalue.TaggedOutput
+        lay = self.layout
         stored_slices, stored_warnings = {}, []
         cell = (key[1], key[2])
         if lay.dims_slot is not None:
@@ -993,7 +1050,7 @@ class _ReduceSessions(beam.DoFn):
                 continue
             if value is None or spec.session_reducer is None:
                 continue  # no interaction of this session for this metric (or an empty pane), or no sessions
-            rec, slice_value, warnings, *per_interaction = spec.session_reducer.reduce(key, value)
+            rec, slice_value, warnings, *per_interaction = reduced_by_slot[slot]
             for r in per_interaction[0] if per_interaction else ():
                 yield tagged(f"i{slot}", headed(spec.name, "interaction", r))
             for w in warnings:

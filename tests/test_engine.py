@@ -445,3 +445,41 @@ def test_the_engine_builds_record_headers_and_runs_a_plain_function_scorer(test_
         res = (p | beam.Create(INPUT) | Engine([spec]))["f"]
         assert_that(res["interactions"] | beam.Map(lambda r: (r["metric"], r["level"], r["element_id"], r["words"])),
                     equal_to([("f", "interaction", INPUT[1].element_id, 3), ("f", "interaction", INPUT[2].element_id, 5)]))
+
+
+class _ManyTurns(SessionReducer):
+    """Only ``reduce_many`` (its ``reduce`` raises): each record says how many sessions its call had."""
+
+    def reduce(self, key, values):
+        raise AssertionError("the engine calls reduce_many")
+
+    def reduce_many(self, keys, values):
+        return [({"key": k, "turns": sorted(t for t, _ in v), "with_others": len(keys) > 1}, None, [])
+                for k, v in zip(keys, values)]
+
+
+class _Stamp(beam.DoFn):
+    def process(self, rec, window=beam.DoFn.WindowParam, timestamp=beam.DoFn.TimestampParam):
+        yield rec["key"][0], int(window.start), int(timestamp)
+
+
+def test_the_session_stage_hands_a_bundles_sessions_to_reduce_many_in_their_own_windows(test_pipeline):
+    """Issue 26: a metric's SessionReducer.reduce_many gets the sessions the session stage holds
+    (the default loops reduce); each record goes out in its session's window with its timestamp."""
+    from apache_beam.transforms.window import FixedWindows, TimestampedValue
+
+    spec = MetricSpec(**{**_turn_spec("t", None).__dict__, "session_reducer": _ManyTurns()})
+    rows = [(_inter(f"s{i}", "a", t, "x"), 10 * i + t) for i in range(5) for t in range(2)]
+    with test_pipeline as p:
+        res = (p | beam.Create(rows) | beam.Map(lambda r: TimestampedValue(*r))
+               | beam.WindowInto(FixedWindows(10)) | Engine([spec]))["t"]
+        assert_that(res["sessions"], equal_to([
+            _h("t", "session", key=(f"s{i}", "a", "english"), turns=[0, 1], with_others=True) for i in range(5)]),
+            label="records")
+        assert_that(res["sessions"] | beam.ParDo(_Stamp()), equal_to([(f"s{i}", 10 * i, 10 * i + 9) for i in range(5)]),
+                    label="windows")
+
+
+def test_the_default_reduce_many_is_reduce_per_session():
+    got = _Turns().reduce_many([("s1", "a", "x"), ("s2", "a", "x")], [[(1, "u"), (0, "v")], [(0, "w")]])
+    assert got == [_Turns().reduce(("s1", "a", "x"), [(1, "u"), (0, "v")]), _Turns().reduce(("s2", "a", "x"), [(0, "w")])]
