@@ -60,3 +60,63 @@ def test_a_long_session_bootstraps_in_bounded_memory():
     for j, e in enumerate(est):
         assert e.n == n and e.ci_low < e.mean < e.ci_high
         assert abs(e.mean - scores[:, j].mean()) < 0.01
+
+
+def _random_session(rng, max_rows):
+    n = int(rng.choice([40, max_rows, max_rows + 1, 300]) if rng.random() < 0.06 else
+            rng.choice([1, 2, 3, 3, 4, 5, 6, 6, 9]))
+    m = int(rng.choice([1, 1, 2, 3]))
+    kind = rng.integers(5)
+    if kind == 0:
+        scores = rng.integers(0, 3, (n, m)).astype(float)  # ties and zeros
+    elif kind == 1:
+        scores = np.full((n, m), rng.choice([0.0, -0.0, 1.5, 0.1]))  # one value: degenerate ranges
+    elif kind == 2:
+        scores = rng.normal(size=(n, m)) * rng.choice([1.0, 1e-300, 1e300])
+    else:
+        scores = rng.random((n, m))
+    if rng.random() < 0.2:
+        scores[rng.random((n, m)) < 0.3] *= -0.0  # signed zeros among the values
+    kind = rng.integers(4)
+    if kind == 0:
+        weights = [None] * n
+    elif kind == 1:
+        weights = [None if x is None else float(x) for x in rng.choice([0.0, 0.5, 1.0, None], n)]
+    elif kind == 2:
+        weights = [float(x) for x in rng.dirichlet(np.ones(n))]
+    else:
+        weights = [0.0] * n
+    pos = list(range(n)) if rng.random() < 0.5 else sorted(int(p) for p in rng.choice(2 * n + 400, n, replace=False))
+    return scores, weights, pos
+
+
+def _bits(estimates):
+    return [(e.n, *(None if v is None else np.float64(v).tobytes() for v in (e.mean, e.ci_low, e.ci_high)))
+            for e in estimates]
+
+
+@pytest.mark.parametrize("B, seed", [(5000, 1), (1000, 2), (101, 3)])
+def test_many_sessions_at_once_are_each_sessions_own_bits(monkeypatch, B, seed):
+    """Issue 26: session_mean_estimates_many (a bundle's within-session bootstraps, the sessions of
+    one length in one pass) gives every session the bits of its own session_mean_estimates call:
+    random sessions of 1 to 300 interactions (beyond the worker's cached rows), None/zero/Dirichlet
+    weights, ties, signed zeros, degenerate ranges, scores from 1e-300 to 1e300, turns not from 0.
+    And the batch path is the one taken: no session of 3+ cached turns is bootstrapped on its own."""
+    rng = np.random.default_rng(seed)
+    mode = BayesianMode(mc_samples=B, rng_seed=seed)
+    sessions = [_random_session(rng, combiners.WITHIN_SESSION_ROWS) for _ in range(1000 if B == 5000 else 2000)]
+    own = [combiners.session_mean_estimates(*s, mode, "many") for s in sessions]
+    alone = []
+    real = combiners.session_mean_estimates
+    monkeypatch.setattr(combiners, "session_mean_estimates", lambda *a, **k: alone.append(a[0]) or real(*a, **k))
+    many = combiners.session_mean_estimates_many(sessions, mode, "many")
+    monkeypatch.undo()
+    assert [(_bits(e), w) for e, w in many] == [(_bits(e), w) for e, w in own]
+    one_chunk = {m: combiners.WITHIN_SESSION_CHUNK_BYTES // (8 * B * (m + 2)) for m in (1, 2, 3)}
+    batched = [s for s, w, _ in sessions if 3 <= len(s) <= min(combiners.WITHIN_SESSION_ROWS, one_chunk[s.shape[1]])
+               and any(x > 0 for x in combiners.resolve_weights(w)[0])]
+    assert len(batched) > len(sessions) // 4
+    assert not any(any(a is s for s in batched) for a in alone)
+    both = combiners.session_mean_and_point_estimates_many(sessions[:300], mode, "many")
+    one = [combiners.session_mean_and_point_estimates(*s, mode, "many") for s in sessions[:300]]
+    assert [(_bits(e), _bits(p), w) for e, p, w in both] == [(_bits(e), _bits(p), w) for e, p, w in one]

@@ -863,3 +863,28 @@ def test_a_session_given_twice_gives_the_engines_one_duplicate_turn_warning(test
         res = p | beam.Create(rows) | Humanity()
         assert_that(res["quality"] | beam.Map(lambda q: (q.kind, q.key)),
                     equal_to([("duplicate_turn_index", "s/a")]))
+
+
+def test_the_session_reducer_bootstraps_a_bundles_sessions_in_one_call(monkeypatch):
+    """Issue 26: Humanity's reduce_many (what the engine calls for the sessions of a bundle) sends
+    every session's within-session bootstraps (entropy, and Spearman where a reference is) in one
+    batched call, and each record is the bits of reducing its session alone."""
+    from fair_forge_beam.metrics import humanity
+
+    reducer = humanity._SessionReducer(BayesianMode(mc_samples=1000, rng_seed=4))
+    rng = np.random.default_rng(4)
+    keys, values = [], []
+    for s in range(40):
+        n = int(rng.integers(1, 8))
+        keys.append((f"s{s}", "a", "english"))
+        values.append([(t, None if s % 3 else 1.0 / n, float(rng.choice([0.0, rng.random()])),
+                        None if rng.random() < 0.4 else float(rng.uniform(-1, 1)), (1, 0, 0, 0, 0, 0, 0, 0))
+                       for t in range(n)])
+    alone = [reducer.reduce(k, v) for k, v in zip(keys, values)]
+    calls = []
+    real = humanity.session_mean_and_point_estimates_many
+    monkeypatch.setattr(humanity, "session_mean_and_point_estimates_many",
+                        lambda asks, *a: calls.append(len(asks)) or real(asks, *a))
+    together = reducer.reduce_many(keys, values)
+    assert calls == [40 + sum(any(v[3] is not None for v in items) for items in values)]
+    assert json.dumps(together) == json.dumps(alone)

@@ -61,7 +61,7 @@ from fair_forge_beam.statistical.combiners import (
     OptionalCombineFn,
     StoredTupleCombineFn,
     estimate_distribution,
-    session_mean_and_point_estimates,
+    session_mean_and_point_estimates_many,
 )
 
 __all__ = ["Humanity", "has_reference", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
@@ -272,21 +272,31 @@ class _SessionReducer(SessionReducer):
         self.mode = mode
 
     def reduce(self, key, items):
+        return self.reduce_many([key], [items])[0]
+
+    def reduce_many(self, keys, values):
+        # the within-session bootstraps of all these sessions (entropy, then Spearman over the
+        # interactions with a reference, with their own weights and turns) in one call: the same bits
+        # as one call per session (session_mean_and_point_estimates_many)
+        refs = [[v for v in items if v[3] is not None] for items in values]
+        asks = [(np.array([(v[2],) for v in items], dtype=np.float64), [v[1] for v in items], [v[0] for v in items])
+                for items in values]
+        asks += [(np.array([(v[3],) for v in ref], dtype=np.float64), [v[1] for v in ref], [v[0] for v in ref])
+                 for ref in refs if ref]
+        answers = iter(session_mean_and_point_estimates_many(asks, self.mode, "humanity|within-session"))
+        entropies = [next(answers) for _ in values]
+        return [self._record(key, items, ref, entropy, next(answers) if ref else None)
+                for key, items, ref, entropy in zip(keys, values, refs, entropies)]
+
+    def _record(self, key, items, ref, entropy, spearman_estimates):
         session_id, assistant_id, language = key
         session_key = f"{session_id}/{assistant_id}"  # display key for warnings
-        turns = [v[0] for v in items]
-        warnings = repeated_turns(key, turns)
-        weights = [v[1] for v in items]
-        entropy = np.array([(v[2],) for v in items], dtype=np.float64)
-        est, point, warning = session_mean_and_point_estimates(entropy, weights, turns, self.mode, "humanity|within-session")
+        warnings = repeated_turns(key, [v[0] for v in items])
+        est, point, warning = entropy
         if warning:
             warnings.append(QualityWarning("weights", session_key, warning))
-        # Spearman: only the interactions with a reference, with their own weights and turns
-        ref = [v for v in items if v[3] is not None]
         if ref:
-            rho = np.array([(v[3],) for v in ref], dtype=np.float64)
-            est_s, point_s, _ = session_mean_and_point_estimates(
-                rho, [v[1] for v in ref], [v[0] for v in ref], self.mode, "humanity|within-session")
+            est_s, point_s, _ = spearman_estimates
             spearman, ref_unit = est_s[0], (session_key_text(key), float(len(ref)), (point_s[0].mean,), len(ref))
         else:
             spearman, ref_unit = Estimate(mean=None, n=0), None
