@@ -7,6 +7,7 @@ nothing of the structure and is now crossed with a few byte searches (``edge._ch
 These tests hold the fast path to the full one: the same values, problems and carried state."""
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -19,15 +20,8 @@ def _values(text: bytes, chunk: int, fast: bool, monkeypatch) -> list:
 
     if not fast:
         monkeypatch.setattr(edge, "_changes_nothing", lambda a, state: False)
-    pos = 0
-
-    def read(n):
-        nonlocal pos
-        piece = text[pos:pos + n]
-        pos += len(piece)
-        return piece
     try:
-        return [tuple(v) for v in edge.json_values(read, limit=1 << 20, chunk_bytes=chunk)]
+        return [tuple(v) for v in edge.json_values(io.BytesIO(text).read, limit=1 << 20, chunk_bytes=chunk)]
     finally:
         monkeypatch.undo()
 
@@ -74,13 +68,6 @@ def test_a_long_string_is_crossed_without_the_full_scan(monkeypatch):
     real = edge._structure
     monkeypatch.setattr(edge, "_structure", lambda a, state: calls.append(a.size) or real(a, state))
     text = b'[{"a": "' + b"z" * (64 * 4096) + b'"}, {"b": 1}]'
-    pos = 0
-
-    def read(n):
-        nonlocal pos
-        piece = text[pos:pos + n]
-        pos += len(piece)
-        return piece
-    got = list(edge.json_values(read, limit=1 << 20, chunk_bytes=4096))
+    got = list(edge.json_values(io.BytesIO(text).read, limit=1 << 20, chunk_bytes=4096))
     assert [json.loads(v.text) for v in got] == [{"a": "z" * (64 * 4096)}, {"b": 1}]
     assert len(calls) <= 3, calls
