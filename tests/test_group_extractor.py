@@ -193,6 +193,22 @@ def test_keyword_validation_and_types():
     assert pickle.loads(pickle.dumps(ex)).detect_batch(texts) == ex.detect_batch(texts)
 
 
+def test_keyword_extractor_pickles_without_its_index():
+    """The keyword index (derived from the lists) stays behind when the extractor is pickled: every
+    engine DoFn carries the metric layout, and Beam pickles and unpickles each DoFn many times per job
+    (issue 26). A copy builds it again, in setup() or on first use, and detects the same groups."""
+    ex = KeywordGroupExtractor(default_group_keywords())
+    state = ex.__getstate__()
+    assert not {"_index", "_first", "_template"} & set(state)
+    assert len(pickle.dumps(ex)) < len(pickle.dumps(ex.group_keywords)) + 4096
+    texts = ["Black women and trans folks", "", "asian-american kids", "nothing here", "the ladies", "jews"]
+    lazy, set_up = pickle.loads(pickle.dumps(ex)), pickle.loads(pickle.dumps(ex))
+    set_up.setup()
+    assert lazy.groups == ex.groups
+    assert lazy.detect_batch(texts) == set_up.detect_batch(texts) == ex.detect_batch(texts)
+    assert pickle.loads(pickle.dumps(lazy)).detect_one(texts[0]) == ex.detect_one(texts[0])
+
+
 def _naive_keyword_detect(group_keywords, text):
     """Reference: every keyword variant at every position; per group the smallest
     (position, -length, term index)."""

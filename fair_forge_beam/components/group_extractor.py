@@ -423,9 +423,27 @@ class KeywordGroupExtractor(GroupExtractor):
         self.group_keywords = _check_group_lists(group_keywords, "group_keywords")
         self._groups = tuple(self.group_keywords)
         self.plurals = bool(plurals)
+        self._build_index()  # here too: a bad keyword is an error at construction
+
+    #: attributes derived from ``group_keywords`` and ``plurals``: not pickled, built again on first use
+    _DERIVED = ("_index", "_first", "_absent", "_template")
+
+    def __getstate__(self):
+        # the keyword index is about 66 of the 80 KB this extractor pickles to, and every engine DoFn
+        # carries the metric layout (hence this extractor): Beam pickles each DoFn several times while
+        # building and translating the job and unpickles it again for every bundle processor of its
+        # stage; only the scorer detects groups, and it builds the index once per unpickled copy
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
+
+    def setup(self) -> None:
+        if "_index" not in self.__dict__:
+            self._build_index()
+
+    def _build_index(self) -> None:
         # first token -> (owners of the one-token keyword, {second token: [(token list, owners)]});
-        # owners = [(group index, term index)]: a sequence listed by several groups maps to each
-        self._index: dict[str, tuple[list[tuple[int, int]], dict[str, list[tuple[list[str], list[tuple[int, int]]]]]]] = {}
+        # owners = [(group index, term index)]: a sequence listed by several groups maps to each.
+        # Built aside and set last: a thread that finds ``_index`` finds every derived attribute complete
+        index: dict[str, tuple[list[tuple[int, int]], dict[str, list[tuple[list[str], list[tuple[int, int]]]]]]] = {}
         owners: dict[tuple[str, ...], list[tuple[int, int]]] = {}
         for gi, g in enumerate(self._groups):
             for ti, term in enumerate(self.group_keywords[g]):
@@ -441,14 +459,15 @@ class KeywordGroupExtractor(GroupExtractor):
                     if all(o[0] != gi for o in lst):
                         lst.append((gi, ti))
         for seq, own in owners.items():
-            single, multi = self._index.setdefault(seq[0], ([], {}))
+            single, multi = index.setdefault(seq[0], ([], {}))
             if len(seq) == 1:
                 single.extend(own)
             else:
                 multi.setdefault(seq[1], []).append((list(seq), own))
-        self._first = frozenset(self._index)
+        self._first = frozenset(index)
         self._absent = GroupDetection(False, 0.0, None, None)
         self._template = {g: self._absent for g in self._groups}
+        self._index = index
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -456,6 +475,8 @@ class KeywordGroupExtractor(GroupExtractor):
 
     def _detect(self, texts, embeddings):
         out = []
+        if "_index" not in self.__dict__:  # unpickled: setup() not called (yet)
+            self._build_index()
         first, index, template = self._first, self._index, self._template
         for text in texts:
             # keyword_tokens(text); ASCII text split without the regular expression (the same words)
