@@ -234,7 +234,22 @@ def test_an_answer_cut_before_group_detection_is_told():
     warnings = [q for q in res.quality if q["kind"] == "answer_truncated"]
     assert [q["key"] for q in warnings] == ["c/a"]  # the session's one warning (fix28w), was keyed by the answer
     assert warnings[0]["message"].startswith("1 interaction of this session: interaction c/a/0: ")
-    assert str(len(long_answer)) in warnings[0]["message"] and str(MAX_ANALYSIS_CHARS) in warnings[0]["message"]
+    assert f"{len(long_answer):,} characters" in warnings[0]["message"]
+    assert f"the first {MAX_ANALYSIS_CHARS:,} characters" in warnings[0]["message"]
+    # the scorer that gives the verdict is named (trial33 T4: "the lexicon" was said when the classifier decided)
+    assert "(the toxic verdict, the lexicon's, reads all of it)" in warnings[0]["message"], warnings[0]["message"]
     by_id = {r.element_id: r for r in res.interactions}
     assert by_id["c/a/0"].toxic_words == 1  # the lexicon still reads the whole answer
     assert by_id["c/a/0"].groups == [] and by_id["c/a/1"].groups == ["alpha"]
+
+
+def test_a_cut_answers_warning_names_the_classifier_when_it_gives_the_verdict():
+    """trial33 T4: with the classifier in use, the warning said "the lexicon reads all of it" (the lexicon
+    decides only without a classifier); it names the scorer whose verdict reads the whole answer."""
+    from fair_forge_beam.components.toxicity_classifier import ProfanityCheckClassifier
+    from fair_forge_beam.metrics.toxicity import MAX_ANALYSIS_CHARS
+
+    CONVERSATIONS["cut_clf"] = [_ds("k", "a", ["word " * (MAX_ANALYSIS_CHARS // 5) + "fine"])]
+    res = _run("cut_clf", toxicity_classifier=ProfanityCheckClassifier())
+    (warning,) = [q for q in res.quality if q["kind"] == "answer_truncated"]
+    assert "(the toxic verdict, the classifier's, reads all of it)" in warning["message"], warning["message"]

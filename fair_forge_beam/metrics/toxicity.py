@@ -167,9 +167,10 @@ class _ScoreToxicity(beam.DoFn):
                 # one warning per session, counting its answers (MetricSpec.interaction_warnings)
                 out.append(beam.pvalue.TaggedOutput(QUALITY, InteractionWarning(
                     "answer_truncated", x.session_id, x.assistant_id, x.language, 1,
-                    f"interaction {x.element_id}: answer of {n_chars} characters: Toxicity's group detection and "
-                    f"sentiment read the first {MAX_ANALYSIS_CHARS} characters of such answers (the lexicon reads all "
-                    "of it)", x.element_id)))
+                    f"interaction {x.element_id}: answer of {n_chars:,} characters: Toxicity's group detection and "
+                    f"sentiment read the first {MAX_ANALYSIS_CHARS:,} characters of such answers (the toxic verdict, "
+                    f"{'the classifier' if self.classifier is not None else 'the lexicon'}'s, reads all of it)",
+                    x.element_id)))
         if not ok:
             return out
         texts = [(x.assistant or "")[:MAX_ANALYSIS_CHARS] for x, _ in ok]
