@@ -88,6 +88,22 @@ def test_edge_loads_bounds_nesting_and_rejects_surrogates():
         edge.loads("[" * 65 + "]" * 65)
 
 
+def test_a_records_reason_names_its_first_broken_value_in_the_records_order():
+    """trial33 T3: a session whose three answers hold lone surrogates was rejected naming
+    ``conversation.2`` (the walk met values last to first); a user who fixed that one met the next."""
+    from fair_forge_beam.io import edge
+
+    turns = ", ".join(f'{{"qa_id": "q{i}", "assistant": "a\\udfff{i}", "extra": [1, "\\ud800"]}}' for i in range(3))
+    with pytest.raises(edge.RecordRejected, match=r"^conversation\.0\.assistant holds a lone surrogate U\+DFFF"):
+        edge.loads(f'{{"session_id": "s", "conversation": [{turns}]}}')
+    with pytest.raises(edge.RecordRejected, match=r"^a\.0 holds"):
+        edge.loads('{"a": ["\\ud801", "\\ud802"], "b": "\\ud803"}')
+    # Parquet rows (convert=True) take the same walk: the first broken value, the others converted alike
+    with pytest.raises(edge.RecordRejected, match=r"^x\.1 holds a lone surrogate U\+D801"):
+        edge.check_value({"x": [1, "\ud801", ("\ud802",)], "y": "\ud803"}, convert=True)
+    assert edge.check_value({"t": (1, (2, 3)), "d": {"k": [4]}}, convert=True) == {"t": [1, [2, 3]], "d": {"k": [4]}}
+
+
 @pytest.mark.parametrize("piece", [1, 2, 3, 7, 4096])
 def test_json_values_cut_a_top_level_array_respecting_strings(piece):
     import io

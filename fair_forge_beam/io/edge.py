@@ -168,8 +168,9 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
     ``convert=True`` other scalars are converted by :func:`json_value` (Parquet rows).
 
     Raises:
-        RecordRejected: the first rule broken, with the path of the offending value
-            (``conversation.0.agentic``) in the message.
+        RecordRejected: the first rule broken in the record's order (a mapping's keys are checked
+            before its values), with the path of the offending value (``conversation.0.agentic``)
+            in the message.
     """
     root = [value]
     stack = [(root, 0, value, 1, "")]
@@ -189,12 +190,14 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
                         raise RecordRejected(f"key {quoted(k)} at {where} is not a string")
                     if has_surrogates(k):
                         raise RecordRejected(_surrogate_reason(f"a key at {where}", k))
-                items = node.items()
+                items = reversed(node.items())
             else:
                 if isinstance(node, tuple):
                     node = list(node)
                     parent[key] = node
-                items = enumerate(node)
+                items = zip(range(len(node) - 1, -1, -1), reversed(node))
+            # pushed last to first, so that the walk meets values in the record's own order and the
+            # reason names the first broken one (trial33 T3: it named conversation.2 of three)
             for k, v in items:
                 if v is None or isinstance(v, (bool, int, float)):
                     continue
