@@ -285,3 +285,51 @@ def test_a_rollup_names_the_assistants_nobody_scored_as_an_audit_does(tmp_path, 
     out = capsys.readouterr().out
     assert "Not scored at all (2 assistants" in out and "support-bot" in out and "sushi_bot" in out, out[-2000:]
     assert len(calls) == 1, calls
+
+
+def _toxicity_doc(rows, rejected=0, reasons=None):
+    return {"config": {"mode": "frequentist"},
+            "summary": {"interactions_read": 100, "rejected_at_read": rejected, "data_quality_warnings": 0,
+                        "rejected_at_read_reasons": reasons or {},
+                        "metrics": {"toxicity": {"interactions_scored": 100, "interactions_not_scored": 0}}},
+            "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": rows}}}
+
+
+def _rate_row(key, mean, sessions):
+    return {"slice": key, "n_interactions": 9, "n_sessions": sessions,
+            "toxic_rate": {"mean": mean, "ci_low": mean / 2, "ci_high": min(1.0, mean * 2)}}
+
+
+def test_the_console_says_why_records_were_rejected_at_read():
+    """trial33 T2: the console counted the records rejected at read but gave no reason and no
+    pointer, while each metric's dead letters have both; the most frequent reasons now come with the
+    count (at most three, the rest counted) and the folder that holds each record."""
+    from fair_forge_beam.reports.summary import console_summary
+
+    reasons = {"nested more than 64 levels deep (at conversation.0.extra.0.0…)": 3, "invalid JSON": 2,
+               "weight must be a finite number >= 0, got nan": 1, "a JSON object repeats the key 'assistant'": 1}
+    lines = console_summary(_toxicity_doc([_rate_row("overall", 0.1, 5)], 7, reasons), "out", []).splitlines()
+    (line,) = [ln for ln in lines if "rejected at read:" in ln]
+    assert line == ("  rejected at read: 7 records (nested more than 64 levels deep (at conversation.0.extra.0.0…): 3; "
+                    "invalid JSON: 2; weight must be a finite number >= 0, got nan: 1; and 1 more reason); "
+                    "each in out/dead_letter/"), line
+    quiet = console_summary(_toxicity_doc([_rate_row("overall", 0.1, 5)]), "out", []).splitlines()
+    assert not [ln for ln in quiet if "rejected at read:" in ln]  # nothing rejected: no line
+
+
+def test_few_judged_slices_are_listed_once_not_as_both_worst_and_best():
+    """trial33 T10: with more slices than the console prints but only three that can be judged (two
+    sessions or more), the same three rows were printed as the three worst and again as the three
+    best; they are now listed once, worst first."""
+    from fair_forge_beam.reports.summary import MAX_CONSOLE_SLICES, console_summary
+
+    rows = [_rate_row("overall", 0.05, 40), _rate_row("assistant_id=a", 0.09, 3), _rate_row("assistant_id=b", 0.2, 3),
+            _rate_row("language=english", 0.05, 40)]
+    rows += [_rate_row(f"assistant_id=x{i:03d}", 0.5, 1) for i in range(MAX_CONSOLE_SLICES)]
+    lines = console_summary(_toxicity_doc(rows), "out", []).splitlines()
+    tox = lines[next(i for i, ln in enumerate(lines) if ln.startswith("toxicity:")):]
+    shown = [ln.split()[0] for ln in tox if ln.startswith("  ") and ln.split()[0] in
+             {"assistant_id=a", "assistant_id=b", "language=english"}]
+    assert shown == ["assistant_id=b", "assistant_id=a", "language=english"], tox  # once each, highest rate first
+    assert not [ln for ln in tox if "(best)" in ln or "(worst)" in ln], tox
+    assert any(ln.strip() == "toxic-answer rate, worst first:" for ln in tox), tox

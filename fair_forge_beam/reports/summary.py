@@ -63,6 +63,10 @@ def _extremes(name: str, slices: list, heads: Sequence[str], n: int) -> list[tup
         valued.sort(key=lambda r: (-dotted_get(r, h)["mean"], r["slice"]))
         info, key = estimate_info(name, h)
         label, sign = (info.label_for(key) if info is not None else h), direction(name, h)
+        if len(valued) <= 2 * n:  # too few for two lists: each once (trial33 T10: the same rows were worst and best)
+            rows = sorted(valued, key=lambda r: (dotted_get(r, h)["mean"], r["slice"])) if sign > 0 else valued
+            out.extend((f"{label}, {'worst' if sign else 'highest'} first", r) for r in rows)
+            continue
         ends = [("highest", valued[:n]), ("lowest", sorted(valued[::-1][:n], key=lambda r: (dotted_get(r, h)["mean"], r["slice"])))]
         if sign > 0:  # higher is better: the lowest are the worst, shown first
             ends.reverse()
@@ -196,6 +200,9 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         f"records: {s['interactions_read']} interactions read, {s['rejected_at_read']} rejected at read, "
         f"{s['data_quality_warnings']} data-quality warnings",
     ]
+    if s.get("rejected_at_read"):  # why, as each metric's dead letters say (trial33 T2: the count alone)
+        lines.append(f"  rejected at read: {s['rejected_at_read']} record{'s' if s['rejected_at_read'] != 1 else ''}"
+                     f"{_top_reasons(s.get('rejected_at_read_reasons'))}; each in {out}/dead_letter/")
     if not s["interactions_read"]:
         lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
                      "see dead_letter/); the metrics below have nothing to report")
@@ -248,6 +255,21 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
+
+
+#: reasons of the records rejected at read named on the console (the others are counted)
+CONSOLE_READ_REASONS = 3
+
+
+def _top_reasons(reasons: Optional[dict]) -> str:
+    """`` (reason: count; …; and N more reasons)`` of ``results.json``'s ranked
+    ``rejected_at_read_reasons`` (most frequent first), or ``""`` without any."""
+    items = list((reasons or {}).items())
+    if not items:
+        return ""
+    shown = "; ".join(f"{r}: {c}" for r, c in items[:CONSOLE_READ_REASONS])
+    more = len(items) - CONSOLE_READ_REASONS
+    return f" ({shown}{f'; and {more} more reason' + ('s' if more != 1 else '') if more > 0 else ''})"
 
 
 def _observed_units(name: str, heads) -> dict:
