@@ -10,7 +10,13 @@ import os
 #: :func:`tune_malloc`)
 MMAP_THRESHOLD = 256 * 1024
 
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+#: free memory at the top of a heap that glibc keeps for the next allocations instead of returning
+#: it to the system at once (glibc's ``M_TRIM_THRESHOLD``), fixed beside :data:`MMAP_THRESHOLD`:
+#: see :func:`tune_malloc`
+TRIM_THRESHOLD = 16 * 2**20
+
+_M_TRIM_THRESHOLD = -1  # mallopt's parameter numbers (malloc.h)
+_M_MMAP_THRESHOLD = -3
 _done = False
 
 
@@ -30,7 +36,18 @@ def tune_malloc() -> bool:
     at 100k interactions and 992 -> 778 MB at 1M (1.34x -> 1.23x from 100k to 1M), outputs
     identical; in one worker of the FnApiRunner (``multi_processing``, its inputs sent in messages
     of 1 MB as Flink's runner does) glibc's freed but kept memory at the session stage's peak
-    184 -> 8 MB; ``docs/performance.md``, "Why the workers grew". Called where
+    184 -> 8 MB; ``docs/performance.md``, "Why the workers grew".
+
+    The trimming threshold is fixed too, at :data:`TRIM_THRESHOLD` (a threshold the user set,
+    ``MALLOC_TRIM_THRESHOLD_`` or ``GLIBC_TUNABLES=glibc.malloc.trim_threshold``, is kept): setting
+    the mmap threshold stops glibc's own adjustment of both, which raises the trimming threshold to
+    twice the mmap threshold it reaches (up to 64 MiB), so the trimming threshold stayed wherever the
+    process's history had left it — at glibc's initial 128 KiB in a command, which calls this first,
+    higher in a process that had freed a large block before. At 128 KiB the heap's top is given back
+    and faulted in again around nearly every temporary array of 128-256 KiB (the Bayesian
+    bootstraps' rows of 5,000 draws): a 100k Bayesian audit took 2.34 million page faults and 5.0
+    CPU s in the kernel (docs/performance.md, "2026-12-06 (later): in one process or one per run").
+    Called where
     :func:`~fair_forge_beam._gc.tune_gc` is: the command's process, the launcher, and the
     ``setup`` of the heavy ``DoFn``\\ s (an SDK worker of Flink, Prism, Dataflow or the
     multi-process runner)."""
@@ -49,4 +66,7 @@ def tune_malloc() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     _done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    if _done and "MALLOC_TRIM_THRESHOLD_" not in os.environ \
+            and "trim_threshold" not in os.environ.get("GLIBC_TUNABLES", ""):
+        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     return _done

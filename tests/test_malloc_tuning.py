@@ -15,7 +15,8 @@ glibc = pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"
 
 
 def _child(code: str, **env) -> str:
-    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_" and k != "GLIBC_TUNABLES"}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           check=True, timeout=300, env={**environ, **env}).stdout.strip()
 
@@ -47,6 +48,34 @@ def test_after_tune_malloc_large_buffers_stay_out_of_the_heap():
     tuned = _child(HEAP_GROWTH.replace("sys.argv[1]", '"tuned"'))
     assert untuned.split()[0] == "None" and int(untuned.split()[1]) >= 35  # glibc's default: cut out of the heap
     assert tuned.split()[0] == "True" and int(tuned.split()[1]) < 5  # mapped each, unmapped when freed
+
+
+#: page faults of 500 rounds of two temporary buffers of 200 KiB (below the mmap threshold, so from the
+#: heap's top), allocated and freed in a process that called tune_malloc first, as a command does
+TOP_CHURN = """
+    import resource
+    from fair_forge_beam._malloc import tune_malloc
+    tuned = tune_malloc()
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    before = faults()
+    for _ in range(500):
+        a = bytearray(200 << 10)
+        b = bytearray(200 << 10)
+        del b, a
+    print(tuned, faults() - before)
+"""
+
+
+@glibc
+def test_after_tune_malloc_the_heaps_top_is_not_given_back_and_faulted_in_again_per_buffer():
+    """Setting the mmap threshold stops glibc's own raising of the trimming threshold: left at its
+    initial 128 KiB, every round returned the top and faulted 400 KiB in again (about 100 faults)."""
+    tuned, faults = _child(TOP_CHURN).split()
+    assert tuned == "True" and int(faults) < 2_000
+    # a trimming threshold the user set is kept: then the heap's top goes back every round
+    tuned, faults = _child(TOP_CHURN, MALLOC_TRIM_THRESHOLD_="131072").split()
+    assert tuned == "True" and int(faults) > 20_000
 
 
 @glibc
