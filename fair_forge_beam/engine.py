@@ -113,7 +113,7 @@ STORED = "stored"
 
 AUX = "aux"
 #: most sessions the session combine's pre-combine holds per bundle (oldest flushed first): a session's
-#: values arrive within a scorer batch or two of each other (256 interactions), and 4,096 accumulators
+#: values arrive within a scorer batch or two of each other (2,048 interactions), and 4,096 accumulators
 #: of about 4 kB are about 16 MB per worker at any size (docs/performance.md, "Why the workers grew")
 SESSION_TABLE_KEYS = 4096
 #: sessions :class:`_ReduceSessions` holds before its reducers' ``reduce_many`` (fewer at a bundle's end)

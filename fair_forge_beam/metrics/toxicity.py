@@ -73,6 +73,11 @@ _DEFAULT = object()  # "use the default component"
 #: sees the whole answer; the embedder reads what it is given in windows of 256 word pieces). A
 #: longer answer is cut, and the cut is told: one ``answer_truncated`` data-quality warning each.
 MAX_ANALYSIS_CHARS = 20_000
+#: answers per scoring batch (``Toxicity(batch_size=…)``): the classifier, the group extractor and
+#: the sentiment analyser pay a fixed cost per call (scikit-learn's input checks and the calibrated
+#: SVM's five folds: about 3 ms a call), so the batches are thousands of answers, of a fixed size
+#: (docs/performance.md, "Toxicity's batches"; 256 adaptive batches averaged 232 answers)
+SCORE_BATCH = 2048
 
 
 ToxicityScore = NamedTuple("ToxicityScore", [
@@ -484,7 +489,9 @@ class Toxicity(MetricTransform):
         slices: any of ``"overall"``, ``"assistant_id"``, ``"language"``, or the name of a session
             metadata field (e.g. ``"region"``: its values come from ``Interaction.slice_values``, see
             ``ReadInteractions(slice_fields=…)``; ``ValueError`` for a name that cannot be one).
-        batch_size: most answers per scoring batch (``BatchElements``; 256).
+        batch_size: answers per scoring batch (``BatchElements`` of exactly this many, fewer at a
+            bundle's end; :data:`SCORE_BATCH`, 2,048: the classifier, the group extractor and
+            the sentiment analyser each pay a fixed cost per call, so calls of thousands of texts).
         toxicity_classifier: a :class:`~fair_forge_beam.components.toxicity_classifier.ToxicityClassifier`
             deciding ``is_toxic`` (the lexicon still gives words and categories); answers in a
             language it does not cover go to the dead letter. Default ``None``: the lexicon rule
@@ -542,7 +549,7 @@ class Toxicity(MetricTransform):
         cluster_cap: int = 50_000,
         cluster_points_path: Optional[str] = None,
         slices: Sequence[str] = SLICE_DIMENSIONS,
-        batch_size: int = 256,
+        batch_size: int = SCORE_BATCH,
         group_set: str = "declared",
         toxicity_classifier=None,
     ):
@@ -647,6 +654,7 @@ class Toxicity(MetricTransform):
             scorer=_ScoreToxicity(self.matcher, self.extractor, self.embedder, self.sentiment, self.threshold,
                                   self.clustering, self.sentiment_for_all, self.classifier),
             batch_size=self.batch_size,
+            min_batch_size=self.batch_size,  # a fixed size: BatchElements' adaptive sizing stayed near 230
             interaction_record=_InteractionRecord(self.groups),
             session_value=_session_value,
             session_combine=SessionGroupCountsCombineFn(),
