@@ -204,25 +204,62 @@ def session_schema(name: str) -> pa.Schema:
 def _undeclared(value, t: pa.DataType, path: str):
     """The first dotted path in ``value`` (a record's value for a column of type ``t``) whose key
     the type does not declare, else ``None``: a struct drops unknown keys silently, so the writer
-    checks them (a session record must match its metric's declared model)."""
-    if isinstance(value, dict) and pa.types.is_struct(t):
-        names = {f.name: f.type for f in t}
-        for k, v in value.items():
-            if k not in names:
-                return f"{path}.{k}"
-            bad = _undeclared(v, names[k], f"{path}.{k}")
-            if bad:
-                return bad
-    elif isinstance(value, dict) and pa.types.is_map(t):
-        for k, v in value.items():
-            bad = _undeclared(v, t.item_type, f"{path}[{quoted(k)}]")
-            if bad:
-                return bad
-    elif isinstance(value, (list, tuple)) and (pa.types.is_list(t) or pa.types.is_large_list(t)):
-        for i, v in enumerate(value):
-            bad = _undeclared(v, t.value_type, f"{path}[{i}]")
-            if bad:
-                return bad
+    checks them (a session record must match its metric's declared model). One value; a writer
+    checks its rows with :func:`undeclared_checker`, built once per column type."""
+    check = undeclared_checker(t)
+    return None if check is None else check(value, path)
+
+
+def undeclared_checker(t: pa.DataType):
+    """:func:`_undeclared` for type ``t`` as a function ``(value, path) -> path or None``, built
+    once (``None``: a type with no struct below it, where nothing can be undeclared). Why: the
+    session writers check every record's every value, and reading a struct type's fields from
+    Arrow (a new Python object per field) per value cost more than the rest of the table."""
+    if pa.types.is_struct(t):
+        fields = {f.name: undeclared_checker(f.type) for f in t}
+
+        def struct(value, path):
+            if not isinstance(value, dict):
+                return None
+            for k, v in value.items():
+                if k not in fields:
+                    return f"{path}.{k}"
+                check = fields[k]
+                if check is not None:
+                    bad = check(v, f"{path}.{k}")
+                    if bad:
+                        return bad
+            return None
+
+        return struct
+    if pa.types.is_map(t):
+        item = undeclared_checker(t.item_type)
+        if item is None:
+            return None
+
+        def mapping(value, path):
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    bad = item(v, f"{path}[{quoted(k)}]")
+                    if bad:
+                        return bad
+            return None
+
+        return mapping
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = undeclared_checker(t.value_type)
+        if element is None:
+            return None
+
+        def listing(value, path):
+            if isinstance(value, (list, tuple)):
+                for i, v in enumerate(value):
+                    bad = element(v, f"{path}[{i}]")
+                    if bad:
+                        return bad
+            return None
+
+        return listing
     return None
 
 
@@ -237,6 +274,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
     """
     schema = schema if schema is not None else session_schema(name)
     declared = set(schema.names) | set(_CONSTANT_KEYS)
+    checks = [(f.name, c) for f in schema if (c := undeclared_checker(f.type)) is not None]
 
     def n_of(n):
         return int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None
@@ -252,7 +290,7 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
             extra = [k for k in r if k not in declared]
             bad = [f"{k} = {quoted(r[k])}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
             if not extra and not bad:
-                bad = [p for p in (_undeclared(r.get(f.name), f.type, f.name) for f in schema) if p]
+                bad = [p for p in (check(r.get(n), n) for n, check in checks) if p]
             if extra or bad:
                 raise ValueError(f"{name}: a session record does not match its session model "
                                  f"(undeclared: {sorted(extra) + bad})")
