@@ -113,3 +113,76 @@ def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path):
     rows = pq.read_table([str(f) for f in files]).to_pylist() if len(files) > 1 else pq.read_table(files[0]).to_pylist()
     key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
     assert sorted(map(key, rows)) == sorted(key(_reference_row(r)) for r in recs)
+
+
+def _former_undeclared(value, t, path):
+    """reports/results.py's walk before undeclared_checker (the struct's fields read per value)."""
+    from fair_forge_beam.quoting import quoted
+
+    if isinstance(value, dict) and pa.types.is_struct(t):
+        names = {f.name: f.type for f in t}
+        for k, v in value.items():
+            if k not in names:
+                return f"{path}.{k}"
+            bad = _former_undeclared(v, names[k], f"{path}.{k}")
+            if bad:
+                return bad
+    elif isinstance(value, dict) and pa.types.is_map(t):
+        for k, v in value.items():
+            bad = _former_undeclared(v, t.item_type, f"{path}[{quoted(k)}]")
+            if bad:
+                return bad
+    elif isinstance(value, (list, tuple)) and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        for i, v in enumerate(value):
+            bad = _former_undeclared(v, t.value_type, f"{path}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+def test_undeclared_checker_finds_what_the_former_walk_found():
+    """The session writers' check, built once per column type (undeclared_checker), names the same
+    first undeclared path as the former per-value walk on random nested types and values (declared
+    and stray keys, maps, lists, large lists, tuples, wrong shapes); a leaf type needs no checker."""
+    import random
+
+    rng = random.Random(7)
+    leaves = [pa.float64(), pa.int64(), pa.string(), pa.bool_()]
+
+    def a_type(depth):
+        kind = rng.choice(["leaf", "leaf", "struct", "map", "list", "large_list"] if depth < 3 else ["leaf"])
+        if kind == "leaf":
+            return rng.choice(leaves)
+        if kind == "struct":
+            return pa.struct([(f"f{i}", a_type(depth + 1)) for i in range(rng.randint(1, 4))])
+        if kind == "map":
+            return pa.map_(pa.string(), a_type(depth + 1))
+        return (pa.list_ if kind == "list" else pa.large_list)(a_type(depth + 1))
+
+    def a_value(t, depth=0):
+        if rng.random() < 0.1 or depth > 4:  # a value of another shape, or none
+            return rng.choice([None, 1, "x", [1], {"f0": 1}, {"zz": 2}, (3,)])
+        if pa.types.is_struct(t):
+            names = [f.name for f in t]
+            keys = rng.sample(names, rng.randint(0, len(names))) + (["stray"] if rng.random() < 0.15 else [])
+            rng.shuffle(keys)
+            return {k: a_value(t.field(k).type, depth + 1) if k in names else 0 for k in keys}
+        if pa.types.is_map(t):
+            return {f"k{i}": a_value(t.item_type, depth + 1) for i in range(rng.randint(0, 3))}
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            items = [a_value(t.value_type, depth + 1) for _ in range(rng.randint(0, 3))]
+            return tuple(items) if rng.random() < 0.3 else items
+        return rng.choice([1.5, 2, "s", True, None])
+
+    found = 0
+    for _ in range(3000):
+        t = a_type(0)
+        check = results.undeclared_checker(t)
+        for _ in range(5):
+            v = a_value(t)
+            want = _former_undeclared(v, t, "col")
+            assert (None if check is None else check(v, "col")) == want, (t, v)
+            assert results._undeclared(v, t, "col") == want
+            found += want is not None
+    assert found > 500  # the random values do hold stray keys
+    assert results.undeclared_checker(pa.list_(pa.map_(pa.string(), pa.float64()))) is None
