@@ -253,3 +253,24 @@ def test_a_cut_answers_warning_names_the_classifier_when_it_gives_the_verdict():
     res = _run("cut_clf", toxicity_classifier=ProfanityCheckClassifier())
     (warning,) = [q for q in res.quality if q["kind"] == "answer_truncated"]
     assert "(the toxic verdict, the classifier's, reads all of it)" in warning["message"], warning["message"]
+
+
+def test_the_scorer_gets_batches_of_a_fixed_size(monkeypatch):
+    """Toxicity's scorer is called with SCORE_BATCH answers at a time (fewer only at a bundle's
+    end): its classifier, group extractor and sentiment analyser pay a fixed cost per call, and
+    BatchElements' adaptive sizing (64 up to 256) averaged 232 answers on the bench's data."""
+    from fair_forge_beam.metrics import toxicity
+
+    sizes = []
+    score = toxicity._ScoreToxicity.process
+    monkeypatch.setattr(toxicity._ScoreToxicity, "process", lambda self, batch: (sizes.append(len(batch)),
+                                                                                  score(self, batch))[1])
+    n = toxicity.SCORE_BATCH * 2 + 5
+    CONVERSATIONS["fixed"] = [_ds(f"s{i}", f"bot-{i % 3}", [f"answer {i} {w}" for w in ("alpha", "fine", "stupid")])
+                              for i in range(n // 3 + 1)]
+    res = _run("fixed")
+    assert len(res.interactions) == 3 * len(CONVERSATIONS["fixed"])
+    assert toxicity.SCORE_BATCH >= 2048
+    assert Toxicity(group_extractor=GROUPS, clustering=False, sentiment_analyzer=None).batch_size == toxicity.SCORE_BATCH
+    assert sorted(sizes, reverse=True)[:2] == [toxicity.SCORE_BATCH] * 2 and sum(sizes) == len(res.interactions)
+    assert sum(s < toxicity.SCORE_BATCH for s in sizes) <= 1  # one bundle in memory: one short batch at its end
