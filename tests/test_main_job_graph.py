@@ -67,6 +67,33 @@ def test_reads_and_reads_per_slice_are_one_count(leaves):
     and 2 shuffles."""
     assert not [leaf for leaf in leaves if "ReadSlices" in leaf or leaf.startswith("ReadSliceKeys")]
     assert len([leaf for leaf in leaves if leaf.startswith("CountRead/") and leaf.endswith("GroupByKey")]) == 1
+    # one combine input per interaction: no step that makes a key per count and slice of each
+    # interaction (three elements per interaction, each through two more steps)
+    assert not [leaf for leaf in leaves if leaf.startswith("ReadCountKeys") or leaf.startswith("CountRead/CountRead:")]
+
+
+def test_read_counts_are_the_former_per_key_counts():
+    """ReadCountsFn, merged in any split, gives the counts the former per-key count gave: ("read",
+    None, n) and one ("read_slice", "<dimension>=<value>", n) per slice of the dimensions."""
+    import random
+    from collections import Counter, namedtuple
+
+    from fair_forge_beam.reports.results import ReadCountsFn
+
+    X = namedtuple("X", "assistant_id language")
+    rng = random.Random(3)
+    for _ in range(200):
+        xs = [X(rng.choice(["a", "b", None, 1, "1"]), rng.choice(["english", "es"])) for _ in range(rng.randint(0, 40))]
+        dims = rng.choice([(), ("assistant_id",), ("language",), ("assistant_id", "language"), ("language", "assistant_id")])
+        former = Counter(k for x in xs for k in [("read", None), *(("read_slice", f"{d}={getattr(x, d)}") for d in dims)])
+        fn = ReadCountsFn(dims)
+        cut = rng.randint(0, len(xs))
+        parts = [fn.create_accumulator(), fn.create_accumulator()]
+        for i, x in enumerate(xs):
+            parts[i >= cut] = fn.add_input(parts[i >= cut], x)
+        out = fn.extract_output(fn.merge_accumulators(parts))
+        assert sorted(out, key=repr) == sorted(((k, v, n) for (k, v), n in former.items()), key=repr)
+        assert len(out) == len({(k, v) for k, v, _ in out})
 
 
 def test_slice_summaries_are_tagged_by_their_combine(leaves):

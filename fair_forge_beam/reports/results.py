@@ -686,6 +686,44 @@ def results_json_bytes(doc: dict) -> bytes:
     return text.encode("utf-8")
 
 
+class ReadCountsFn(beam.CombineFn):
+    """Interactions → their counts as ``[("read", None, n), ("read_slice", "<dimension>=<value>", n)
+    …]``: all of them, and those of each slice of ``dims`` (attributes of an interaction, e.g.
+    ``assistant_id``). One dictionary entry per distinct tuple of ``dims`` values is added to per
+    interaction; the slices' counts are summed from those at the end. Nothing counted gives ``[]``.
+    Why: one combine input per interaction, where a key per count and slice (a ``FlatMap`` to 1 +
+    len(dims) keys, then ``Count.PerElement``) made three elements per interaction cross two more
+    steps each (docs/performance.md, "The read counts")."""
+
+    def __init__(self, dims: Sequence[str] = ()):
+        self.dims = tuple(dims)
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, x):
+        key = tuple([getattr(x, d) for d in self.dims])
+        acc[key] = acc.get(key, 0) + 1
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = iter(accumulators)
+        out = next(accs)
+        for a in accs:
+            for key, n in a.items():
+                out[key] = out.get(key, 0) + n
+        return out
+
+    def extract_output(self, acc):
+        if not acc:
+            return []
+        per_slice: Counter = Counter()
+        for key, n in acc.items():
+            for d, v in zip(self.dims, key):
+                per_slice[f"{d}={v}"] += n
+        return [("read", None, sum(acc.values())), *(("read_slice", k, n) for k, n in sorted(per_slice.items()))]
+
+
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
                   static: dict, stats=None, read_counts=None, write_interactions: bool = True,
                   read_slice_dims: tuple = (), count_records: bool = False) -> list:
@@ -749,10 +787,8 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         # ("read_slice", "dimension=value") (a count of all and a count per slice were 10 transforms and
         # 2 shuffles); nothing read gives no ("read", None, n) from here (the seed above counts 0)
         parts.insert(0, read["interactions"]
-                     | "ReadCountKeys" >> beam.FlatMap(
-                         lambda x, ds=dims: [("read", None), *(("read_slice", f"{d}={getattr(x, d)}") for d in ds)])
-                     | "CountRead" >> beam.combiners.Count.PerElement()
-                     | "TagRead" >> beam.MapTuple(lambda key, n: (key[0], key[1], n)))
+                     | "CountRead" >> beam.CombineGlobally(ReadCountsFn(dims)).without_defaults()
+                     | "TagRead" >> beam.FlatMap(lambda counts: counts))
     else:
         parts.insert(0, read_counts)
     if count_records and read_counts is None and "records_read" in read:
