@@ -1001,6 +1001,15 @@ GROUPS: tuple[Group, ...] = (
                     "longer one is never held whole: it becomes a dead letter naming its size, and the rest of the "
                     "file is read",
                template=Template("NUMBER", "^[1-9][0-9]{0,11}$", "67108864", label="Largest record")),
+        # 1,024: a UUID is 36 characters, a ULID 26, a composite key or URL-like id a few hundred; an id
+        # is a key, copied into every element id, output row, slice and statistic of its session (trial33
+        # T9: ids of 10 MB each made 2.2 GB of RSS and 344 MB of outputs from one record)
+        Option("max-id-chars", valid=_CHARS, type=int, default=1024, metavar="CHARS",
+               feeds=("fair_forge_beam.io.read:ReadInteractions.max_id_chars",),
+               help="longest id read, in characters: a session_id, assistant_id, qa_id or language longer than this "
+                    "makes its record (a session record's entry, for a qa_id) a dead letter naming the field, its "
+                    "length and the limit; ids are keys, copied into every element id and output row",
+               template=Template("NUMBER", "^[1-9][0-9]{0,7}$", "1024", label="Longest id")),
         Option("metrics", listed=True, default="humanity", config_keys=("metrics",), parse=metrics_option,
                help="comma-separated metrics to run (available: {metrics})",
                template=Template("TEXT", "^({metrics_re})(,({metrics_re}))*$", "humanity,toxicity (in gcloud's --parameters use the ^~^ delimiter, see templates/README.md)"),

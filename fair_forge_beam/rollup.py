@@ -92,28 +92,22 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
     over the file; an empty file, or one that cannot be read here (the reader says why), has no
     digest (three fields), a file whose records are not counted here (Parquet, or corrupt
     compressed data) no records digest (four fields). A pattern that matches nothing adds nothing."""
-    from apache_beam.io.filesystems import FileSystems
-
-    from fair_forge_beam.io.read import absolute_pattern
+    from fair_forge_beam.io.read import distinct_inputs
 
     out: dict[tuple, tuple] = {}
-    for pattern in patterns:
-        try:
-            found = FileSystems.match([absolute_pattern(pattern)])
-        except Exception:  # noqa: BLE001 - an unreadable pattern is the reader's error, not the manifest's
-            continue
-        for r in found:
-            for m in r.metadata_list:
-                entry = (m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
-                if entry in out:  # matched by two patterns: hashed once
-                    continue
-                out[entry] = ()
-                if m.size_in_bytes:
-                    try:
-                        content, records = input_digests(m.path)
-                        out[entry] = (content, records) if records else (content,)
-                    except Exception:  # noqa: BLE001 - an unreadable file is the reader's error, not the manifest's
-                        pass
+    # each file once, by the path of the first pattern that reaches it, as the reader reads it (a
+    # symbolic link or hard link to a file matched too is that file); an unreadable pattern is the
+    # reader's error, not the manifest's
+    for _, _, files in distinct_inputs(patterns, strict=False).patterns:
+        for m in files:
+            entry = (m.path, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
+            out[entry] = ()
+            if m.size_in_bytes:
+                try:
+                    content, records = input_digests(m.path)
+                    out[entry] = (content, records) if records else (content,)
+                except Exception:  # noqa: BLE001 - an unreadable file is the reader's error, not the manifest's
+                    pass
     return [[*entry, *digests] for entry, digests in sorted(out.items())]
 
 

@@ -83,7 +83,8 @@ def build_source(args, inputs, fields_read=None):
     fields = metadata_dimensions(parse_slices(args.slices)) if getattr(args, "slices", None) else ()
     if source is None:
         return ReadInteractions(inputs, file_format=args.input_format, timestamp_field=ts_field, timestamp_policy=policy,
-                                slice_fields=fields, max_record_bytes=args.max_record_bytes, fields_read=fields_read), False
+                                slice_fields=fields, max_record_bytes=args.max_record_bytes, fields_read=fields_read,
+                                max_id_chars=args.max_id_chars), False
     if args.watch:
         from fair_forge_beam.io.stream_sources import WatchJsonl
 
@@ -97,13 +98,15 @@ def build_source(args, inputs, fields_read=None):
                                max_num_records=getattr(args, "kafka_max_records", None))
         if getattr(args, "kafka_event_time", "field") == "message":
             return _ParseStream(records, None, policy, message_time=True, slice_fields=fields,
-                                fields_read=fields_read), not records.bounded
-        return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read), not records.bounded
+                                fields_read=fields_read, max_id_chars=args.max_id_chars), not records.bounded
+        return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read,
+                            max_id_chars=args.max_id_chars), not records.bounded
     else:
         from fair_forge_beam.io.stream_sources import PubSubRecords
 
         records = PubSubRecords(args.pubsub_subscription, args.pubsub_topic, args.pubsub_timestamp_attribute)
-    return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read), True
+    return _ParseStream(records, ts_field, policy, slice_fields=fields, fields_read=fields_read,
+                        max_id_chars=args.max_id_chars), True
 
 
 class _ParseStream(beam.PTransform):
@@ -111,15 +114,17 @@ class _ParseStream(beam.PTransform):
     event time is its element timestamp (Kafka's message timestamp), not a payload field."""
 
     def __init__(self, records: beam.PTransform, timestamp_field, timestamp_policy, message_time: bool = False,
-                 slice_fields=(), fields_read=None):
+                 slice_fields=(), fields_read=None, max_id_chars=None):
         super().__init__()
         self.records, self.timestamp_field, self.timestamp_policy = records, timestamp_field, timestamp_policy
         self.message_time, self.slice_fields, self.fields_read = message_time, tuple(slice_fields), fields_read
+        self.max_id_chars = max_id_chars
 
     def expand(self, pbegin):
         recs = pbegin | "Records" >> self.records
         out = records_to_interactions(recs, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
-                                      streaming=True, slice_fields=self.slice_fields, fields_read=self.fields_read)
+                                      streaming=True, slice_fields=self.slice_fields, fields_read=self.fields_read,
+                                      max_id_chars=self.max_id_chars)
         if self.message_time:
             from fair_forge_beam.io.stream_sources import MessageEventTime
 

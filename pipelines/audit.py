@@ -240,7 +240,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                 raise ValueError(f"--input-format {args.input_format} needs --input (the benchmark's files)")
             retriever, retriever_kwargs = agentic_retriever(args.input_format, inputs, args.max_record_bytes)
             reader = ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
-                                      slice_fields=metadata_dimensions(slice_dims), fields_read=read_fields)
+                                      slice_fields=metadata_dimensions(slice_dims), fields_read=read_fields,
+                                      max_id_chars=args.max_id_chars)
         elif windowed:
             from fair_forge_beam.windowed import build_source, run_windowed
             from fair_forge_beam.streaming.windows import WindowSpec
@@ -262,7 +263,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
                                       fields_read=read_fields)
         else:  # a pattern of several that matches nothing is a usage error (an audit of part of the input)
             reader = ReadInteractions(inputs, file_format=args.input_format, slice_fields=metadata_dimensions(slice_dims),
-                                      max_record_bytes=args.max_record_bytes, fields_read=read_fields)
+                                      max_record_bytes=args.max_record_bytes, fields_read=read_fields,
+                                      max_id_chars=args.max_id_chars)
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs

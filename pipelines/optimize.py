@@ -60,8 +60,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             staged=False)
     except ValueError as exc:
         parser.error(str(exc))
+    from fair_forge_beam.io.read import InputFiles, file_identity, warn_repeated_inputs
+
+    reached: dict = {}  # a file given twice (a link to it, ./a and a) is read once: its sessions are not doubled
+    for path in dict.fromkeys(args.input):
+        reached.setdefault(file_identity(path), []).append(path)
+    repeated = InputFiles([], [(paths[0], paths) for paths in reached.values() if len(paths) > 1]).warning()
+    if repeated:
+        warn_repeated_inputs(repeated)
     datasets = []
-    for path in args.input:  # repeatable: the lists are joined
+    for path in [paths[0] for paths in reached.values()]:  # repeatable: the lists are joined
         try:
             part = side_json_loads(read_side_text(path, "--input"), f"--input {path}")
         except (OSError, ValueError) as exc:

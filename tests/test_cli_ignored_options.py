@@ -30,7 +30,7 @@ READ = {"windowed": {"quiet", "allow_empty", "version", "config", "slices", "no_
                   "pubsub_subscription", "watch_interval", "watch_stop_after", "kafka_bootstrap_servers",
                   "kafka_expansion_service", "kafka_event_time", "kafka_max_records", "pubsub_timestamp_attribute"}}
 #: the main group's options that every kind reads
-COMMON = {"input", "input_format", "max_record_bytes", "metrics", "mode", "seed", "mc_samples", "ci_level", "output",
+COMMON = {"input", "input_format", "max_record_bytes", "max_id_chars", "metrics", "mode", "seed", "mc_samples", "ci_level", "output",
           "slice_bootstrap", "emotion_lexicon_csv", "group_extractor", "toxicity_scorer", "toxicity_classifier_threshold",
           "toxicity_level", "toxicity_group_set", "no_clustering"}
 READ["batch"] |= COMMON | {"cluster_points"}

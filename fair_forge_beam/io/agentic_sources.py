@@ -154,22 +154,20 @@ def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
-    from apache_beam.io.filesystems import FileSystems
+    from fair_forge_beam.io.read import warn_repeated_inputs, distinct_inputs
+    from fair_forge_beam.plain import first_path_name_problem
 
-    from fair_forge_beam.io.read import absolute_pattern
-
-    pats = [absolute_pattern(p) for p in ([patterns] if isinstance(patterns, str) else list(patterns))]
+    found = distinct_inputs(patterns)  # a file several patterns reach (a link, a glob and its name) is read once
     files = []
-    for p in pats:
-        matched = sorted(m.path for r in FileSystems.match([p]) for m in r.metadata_list)
+    for p, matched, new in found.patterns:
         if not matched:
             raise ValueError(f"no input file matches {quoted(p)}")
-        from fair_forge_beam.plain import first_path_name_problem
-
-        bad_name = first_path_name_problem(matched, "--input")
+        bad_name = first_path_name_problem([m.path for m in matched], "--input")
         if bad_name:  # a name that is not UTF-8 text (issue 28 B7)
             raise ValueError(bad_name)
-        files.extend(matched)
+        files.extend(sorted(m.path for m in new))
+    if found.warning():
+        warn_repeated_inputs(found.warning())
     return files
 
 

@@ -75,9 +75,10 @@ from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, 
 from fair_forge_beam.io.edge import READ_CHUNK
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.plain import first_path_name_problem, json_kind
+from fair_forge_beam.options import option as declared_option
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords",
+__all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords", "distinct_inputs", "file_identity", "InputFiles", "warn_repeated_inputs", "long_id_reason",
            "utf8_reader"]
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,41 @@ _READ_PROGRESS = ProgressCounter("read")  # interactions parsed (progress lines 
 
 #: longest metadata slice value kept (characters); a longer one is cut and marked
 MAX_SLICE_VALUE = 200
+
+#: default longest id read, in characters: ``--max-id-chars`` (declared in the option table)
+MAX_ID_CHARS = declared_option("max-id-chars").default
+#: the session header's fields that are keys: each bounded by ``--max-id-chars``
+_HEADER_IDS = ("session_id", "assistant_id", "language")
+
+
+def _id_length(value) -> int:
+    """Characters of an id as the reader makes it text (a string as it is, an integer as its
+    decimal digits); 0 for any other value (the schema names its type)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return len(str(value))
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return max(1, int(abs(value).bit_length() * 0.30103))
+    return 0
+
+
+def long_id_reason(fields: Any, names: Sequence[str], limit: int, prefix: str = "") -> Optional[str]:
+    """``"session_id of 10,000,000 characters is over the limit of 1,024 (--max-id-chars)"`` for the
+    first of the id fields ``names`` of the dict ``fields`` longer than ``limit`` characters, else
+    ``None``. An id is a key, not content: it is copied into every element id, output row, slice
+    key and statistic of its session (trial33 T9: 10 MB ids made 2.2 GB of RSS and 344 MB of outputs
+    from one record), so a record holding a longer one is a dead letter, checked before the record
+    is validated (the id is never masked, normalised or copied). ``prefix`` is put before the field's
+    name (``metadata.``: where a StreamedBatch's user wrote it)."""
+    if not isinstance(fields, dict):
+        return None
+    for name in names:
+        n = _id_length(fields.get(name))
+        if n > limit:
+            return f"{prefix}{name} of {n:,} characters is over the limit of {limit:,} (--max-id-chars)"
+    return None
 
 
 def _reads_as_another_value(text: str) -> bool:
@@ -395,10 +431,11 @@ class _ParseRecord(beam.DoFn):
 
     def __init__(self, timestamp_field: Optional[str] = None, timestamp_policy: str = "dead_letter", streaming: bool = False,
                  slice_fields: Sequence[str] = (), max_record_bytes: Optional[int] = None,
-                 fields_read: Optional[Sequence[str]] = None):
+                 fields_read: Optional[Sequence[str]] = None, max_id_chars: Optional[int] = None):
         self.timestamp_field, self.timestamp_policy, self.streaming = timestamp_field, timestamp_policy, streaming
         self.slice_fields = tuple(slice_fields)
         self.max_record_bytes = int(max_record_bytes or MAX_RECORD_BYTES)
+        self.max_id_chars = int(max_id_chars or MAX_ID_CHARS)
         self.empty_answers = "empty_answer" in findings_given(fields_read)
 
     def setup(self):
@@ -502,6 +539,11 @@ class _ParseRecord(beam.DoFn):
                                   f"interaction ('session_id', 'assistant_id', 'qa_id', 'query', 'assistant'){hint}",
                                   original, where)]
             rec = _flat_to_streamed(rec)
+        flat, limit = original is not rec, self.max_id_chars
+        long_id = (long_id_reason(rec.get("metadata"), _HEADER_IDS, limit, "" if flat else "metadata.")
+                   or long_id_reason(rec.get("batch"), ("qa_id",), limit, "" if flat else "batch."))
+        if long_id:
+            return [_rejected(long_id, original, where)]
         try:
             sb = StreamedBatch.model_validate(rec, context={MASK_CONTEXT: self._masker()})
         except ValidationError as exc:
@@ -534,6 +576,10 @@ class _ParseRecord(beam.DoFn):
 
     def _session(self, where, rec, position_key=("", 0)):
         header = {k: v for k, v in rec.items() if k != "conversation"}
+        long_id = long_id_reason(header, _HEADER_IDS, self.max_id_chars)
+        if long_id:
+            yield _rejected(f"session header: {long_id}", rec, where)
+            return
         try:
             meta = self._masked(SessionMetadata.model_validate(header, context={MASK_CONTEXT: self._masker()}))
         except ValidationError as exc:
@@ -558,6 +604,9 @@ class _ParseRecord(beam.DoFn):
             try:
                 if not isinstance(raw_batch, dict):
                     raise ValueError(f"interaction must be an object, got {json_kind(raw_batch)}")
+                long_id = long_id_reason(raw_batch, ("qa_id",), self.max_id_chars)
+                if long_id:
+                    raise ValueError(long_id)
                 b = Batch.model_validate(raw_batch)
             except (ValidationError, ValueError) as exc:
                 bad.add(i, _error_text(exc), raw_batch)
@@ -859,11 +908,15 @@ def records_to_interactions(
     slice_fields: Sequence[str] = (),
     max_record_bytes: Optional[int] = None,
     fields_read: Optional[Sequence[str]] = None,
+    max_id_chars: Optional[int] = None,
 ) -> dict:
     """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
 
     ``max_record_bytes``: the record size limit (default :data:`MAX_RECORD_BYTES`), which also
     bounds the JSON values of a record's text (:func:`fair_forge_beam.io.edge.max_values`).
+    ``max_id_chars``: the longest id (default :data:`MAX_ID_CHARS`, ``--max-id-chars``): a record
+    with a longer ``session_id``, ``assistant_id``, ``language`` or ``qa_id`` is a dead letter
+    (:func:`long_id_reason`).
 
     ``timestamp_field`` / ``timestamp_policy``: read each interaction's event time (see
     :class:`_ParseRecord`); ``streaming``: unbounded input (streamed records need a
@@ -874,7 +927,8 @@ def records_to_interactions(
     """
     if timestamp_policy not in ("dead_letter", "processing_time"):
         raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
-    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields, max_record_bytes, fields_read)
+    parse = _ParseRecord(timestamp_field, timestamp_policy, streaming, slice_fields, max_record_bytes, fields_read,
+                         max_id_chars)
     parsed = records | f"{label}Records" >> beam.ParDo(parse).with_outputs(DEAD, QUALITY, _STREAMED, main="main")
     from fair_forge_beam.io.failed_turns import SkipFailedTurns
 
@@ -1035,6 +1089,15 @@ class _JsonLinesSource(FileBasedSource):
                     "",
                 ),
             )
+
+
+def _jsonl_file_source(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> _JsonLinesSource:
+    """The source of one matched JSON Lines file: its name escaped (``glob.escape``), since Beam's
+    ``FileBasedSource`` matches its pattern again — a name holding ``[``, ``*`` or ``?`` matched
+    nothing, and the file was read as empty (a glob matching ``c[1].jsonl``: exit 4, no record)."""
+    import glob
+
+    return _JsonLinesSource(glob.escape(path), max_record_bytes)
 
 
 def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYTES, head: bytes = b""):
@@ -1599,6 +1662,89 @@ def unmatched_patterns(patterns: Sequence[str]) -> list[str]:
     return [p for p in patterns if not any(r.metadata_list for r in FileSystems.match([absolute_pattern(p)]))]
 
 
+def file_identity(path: str) -> tuple:
+    """What makes two matched paths one file: a local file's device and inode (``st_dev``,
+    ``st_ino``: a symbolic link is its target, a hard link its other names, ``./a`` is ``a``); a
+    remote one's (``gs://``, ``s3://``) normalised path (no ``//`` or ``.`` parts); a local path that
+    cannot be examined, its real path."""
+    import posixpath
+
+    if "://" in path:
+        scheme, _, rest = path.partition("://")
+        return ("url", scheme.lower(), posixpath.normpath(rest) if rest else rest)
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return ("path", os.path.realpath(path))
+    return ("file", st.st_dev, st.st_ino)
+
+
+class InputFiles(NamedTuple):
+    """The files of input patterns, each file once (:func:`distinct_inputs`)."""
+
+    #: ``(pattern made absolute, every file it matches, those that no earlier pattern reached)``
+    #: per distinct pattern, in the order given; files as Beam's ``FileMetadata`` (``path``,
+    #: ``size_in_bytes``, ``last_updated_in_seconds``)
+    patterns: list
+    #: ``(path, [patterns as given])`` of each file that several distinct patterns reach
+    repeated: list
+
+    def warning(self, option: str = "--input") -> Optional[str]:
+        """One line naming the files reached by several patterns and those patterns (the first
+        three files; how many in all), or ``None`` when there is none."""
+        if not self.repeated:
+            return None
+        def one(path, pats):
+            return f"{path} (by {', '.join(quoted(p) for p in pats)})"
+        if len(self.repeated) == 1:
+            (path, pats), = self.repeated
+            return (f"input file {path} is matched by {len(pats)} {option} patterns "
+                    f"({', '.join(quoted(p) for p in pats)}): it is read once, not {len(pats)} times")
+        shown = "; ".join(one(path, pats) for path, pats in self.repeated[:3])
+        more = len(self.repeated) - 3
+        return (f"{len(self.repeated):,} input files are matched by more than one {option} pattern, each is read once: "
+                f"{shown}{f'; and {more:,} more' if more > 0 else ''}")
+
+
+def distinct_inputs(patterns: Sequence[str], strict: bool = True) -> InputFiles:
+    """The files the input ``patterns`` (any Beam filesystem) match, each file read once however
+    many patterns reach it (trial33 T8: ``--input 'logs/*.jsonl' --input logs/today.jsonl``, or a
+    file and a symbolic link to it, read the file twice and doubled every count). A file is known
+    by :func:`file_identity`; the first pattern that reaches it reads it. The same pattern given
+    twice (``a.jsonl`` and ``./a.jsonl`` alike: patterns are made absolute) is one pattern, as
+    before; a file reached by several distinct patterns is named by :meth:`InputFiles.warning`.
+    ``strict``: a pattern whose matching fails raises (``False``: it matches nothing)."""
+    given: dict[str, str] = {}
+    for p in ([patterns] if isinstance(patterns, str) else patterns):
+        given.setdefault(absolute_pattern(p), p)
+    first: dict[tuple, tuple] = {}  # identity -> (path, [patterns as given])
+    out = []
+    for pattern, as_given in given.items():
+        try:
+            files = [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        except Exception:  # noqa: BLE001 - the caller's own match says why (strict: raised here)
+            if strict:
+                raise
+            files = []
+        new = []
+        for m in files:
+            key = file_identity(m.path)
+            who = first.get(key)
+            if who is None:
+                first[key] = (m.path, [as_given])
+                new.append(m)
+            elif as_given not in who[1]:
+                who[1].append(as_given)
+        out.append((pattern, files, new))
+    return InputFiles(out, [(path, pats) for path, pats in first.values() if len(pats) > 1])
+
+
+@functools.lru_cache(maxsize=64)
+def warn_repeated_inputs(message: str) -> None:
+    """Log ``message`` once per process (a command may build its reader twice: a check, then the run)."""
+    log.warning("%s", message)
+
+
 def unmatched_reason(pattern: str) -> str:
     """``"no input file matches '<pattern>'"``, and why when a symbolic link is the cause (a loop, a
     missing target: :func:`fair_forge_beam.io.edge.broken_link`)."""
@@ -1645,6 +1791,11 @@ class ReadInteractions(beam.PTransform):
             (:func:`fair_forge_beam.engine.fields_read`): a data-quality warning about a field
             (:data:`FIELD_FINDINGS`: ``empty_answer`` about ``assistant``) is given only when it
             is among them. ``None`` (default): every such warning is given.
+        max_id_chars: longest id (characters; default :data:`MAX_ID_CHARS`, 1,024): a record whose
+            ``session_id``, ``assistant_id`` or ``language`` (or a flat record's ``qa_id``) is longer is
+            one dead letter naming the field, its length and the limit; a session record's
+            conversation entry with a longer ``qa_id`` is rejected as any bad entry is
+            (:func:`long_id_reason`). Ids are keys, copied into every element id and output row.
 
     Returns (from ``expand``): ``{"interactions", "dead_letter", "quality"}``.
 
@@ -1664,12 +1815,16 @@ class ReadInteractions(beam.PTransform):
         slice_fields: Sequence[str] = (),
         max_record_bytes: int = MAX_RECORD_BYTES,
         fields_read: Optional[Sequence[str]] = None,
+        max_id_chars: int = MAX_ID_CHARS,
     ):
         super().__init__()
         self.fields_read = None if fields_read is None else frozenset(fields_read)
         if int(max_record_bytes) <= 0:
             raise ValueError(f"max_record_bytes must be > 0, got {quoted(max_record_bytes)}")
         self.max_record_bytes = int(max_record_bytes)
+        if int(max_id_chars) <= 0:
+            raise ValueError(f"max_id_chars must be > 0, got {quoted(max_id_chars)}")
+        self.max_id_chars = int(max_id_chars)
         if timestamp_policy not in ("dead_letter", "processing_time"):
             raise ValueError(f"timestamp_policy must be 'dead_letter' or 'processing_time', got {quoted(timestamp_policy)}")
         self.timestamp_field, self.timestamp_policy = timestamp_field, timestamp_policy
@@ -1680,16 +1835,24 @@ class ReadInteractions(beam.PTransform):
             raise ValueError(f"retriever must be a Retriever subclass, got {quoted(retriever)}")
         if file_format not in ("auto", "json", "jsonl", "parquet"):
             raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {quoted(file_format)}")
-        self.patterns = [absolute_pattern(p) for p in ([file_patterns] if isinstance(file_patterns, str) else list(file_patterns or []))]
+        given = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns or [])
+        self.patterns = [absolute_pattern(p) for p in given]
         self.retriever, self.retriever_kwargs, self.file_format = retriever, retriever_kwargs or {}, file_format
-        self._formats = self._resolve_formats() if self.patterns else {}
+        self._formats = self._resolve_formats(given) if self.patterns else []
 
-    def _resolve_formats(self) -> dict[str, str]:
-        out = {}
+    def _resolve_formats(self, given: Sequence[str]) -> list[tuple[tuple, str]]:
+        """``(what to read: patterns or escaped paths, format)`` per pattern that reaches a file no
+        earlier one reached: the pattern itself when it reaches no other's file, else its own files
+        (:func:`distinct_inputs`); one warning names the files several patterns reach."""
+        import glob
+
         for pattern in self.patterns:
             if "://" not in pattern and os.path.isdir(pattern):
                 raise ValueError(f"{quoted(pattern)} is a folder: give its files, e.g. {quoted(os.path.join(pattern, '*.jsonl'))}")
-            files = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        found = distinct_inputs(given)
+        out = []
+        for pattern, matched, new in found.patterns:
+            files = [m.path for m in matched]
             if not files:
                 raise ValueError(unmatched_reason(pattern))
             bad_name = first_path_name_problem(files, "--input")
@@ -1701,13 +1864,15 @@ class ReadInteractions(beam.PTransform):
             if refused:
                 more = f" (and {len(refused) - 1:,} more file(s) of pattern {quoted(pattern)})" if len(refused) > 1 else ""
                 raise ValueError(format_refusal(refused[0], self.file_format) + more)
-            if self.file_format != "auto":
-                out[pattern] = self.file_format
-                continue
-            fmts = {detect_format(f) for f in files}
+            fmts = {self.file_format} if self.file_format != "auto" else {detect_format(f) for f in files}
             if len(fmts) > 1:
                 raise ValueError(f"pattern {quoted(pattern)} mixes formats {sorted(fmts)}; give one pattern per format")
-            out[pattern] = fmts.pop()
+            if new:  # a file several patterns reach is read by the first (a Beam pattern: the path escaped)
+                out.append(((pattern,) if len(new) == len(files) else tuple(sorted(glob.escape(m.path) for m in new)),
+                            fmts.pop()))
+        message = found.warning()
+        if message:
+            warn_repeated_inputs(message)
         return out
 
     def expand(self, pbegin):
@@ -1720,7 +1885,7 @@ class ReadInteractions(beam.PTransform):
                 | "RunRetriever" >> beam.ParDo(_RunRetriever(self.retriever, self.retriever_kwargs))
                 | "SpreadRetrieved" >> beam.Reshuffle()
             )
-        for i, (pattern, fmt) in enumerate(self._formats.items()):
+        for i, (pattern, fmt) in enumerate(self._formats):
             lbl = f"Input{i}"
             if fmt == "jsonl":
                 # byte ranges of the files, redistributed before they are read (Beam's ReadAllFiles:
@@ -1728,15 +1893,15 @@ class ReadInteractions(beam.PTransform):
                 # Impulse, which Flink connects forward, so one TaskManager read everything
                 record_pcolls.append(
                     p
-                    | f"{lbl}Pattern" >> beam.Create([pattern])
+                    | f"{lbl}Pattern" >> beam.Create(list(pattern))
                     | f"{lbl}ReadJsonl" >> ReadAllFiles(True, CompressionTypes.AUTO, JSONL_RANGE_BYTES, _JSONL_MIN_RANGE_BYTES,
-                                                        functools.partial(_JsonLinesSource,
+                                                        functools.partial(_jsonl_file_source,
                                                                           max_record_bytes=self.max_record_bytes))
                 )
             elif fmt == "json":
                 record_pcolls.append(
                     p
-                    | f"{lbl}Pattern" >> beam.Create([pattern])
+                    | f"{lbl}Pattern" >> beam.Create(list(pattern))
                     | f"{lbl}Match" >> fileio.MatchAll()
                     | f"{lbl}Spread" >> beam.Reshuffle()
                     | f"{lbl}Open" >> fileio.ReadMatches()
@@ -1745,7 +1910,7 @@ class ReadInteractions(beam.PTransform):
             else:
                 record_pcolls.append(
                     p
-                    | f"{lbl}Pattern" >> beam.Create([pattern])
+                    | f"{lbl}Pattern" >> beam.Create(list(pattern))
                     | f"{lbl}Match" >> fileio.MatchAll()
                     | f"{lbl}RowGroups" >> beam.ParDo(_ParquetRowGroups())
                     | f"{lbl}Spread" >> beam.Reshuffle()
@@ -1754,5 +1919,5 @@ class ReadInteractions(beam.PTransform):
         records = tuple(record_pcolls) | "FlattenRecords" >> beam.Flatten()
         out = records_to_interactions(records, timestamp_field=self.timestamp_field, timestamp_policy=self.timestamp_policy,
                                       slice_fields=self.slice_fields, max_record_bytes=self.max_record_bytes,
-                                      fields_read=self.fields_read)
+                                      fields_read=self.fields_read, max_id_chars=self.max_id_chars)
         return out
