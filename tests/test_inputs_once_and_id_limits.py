@@ -183,3 +183,30 @@ def test_a_jsonl_file_whose_name_holds_glob_characters_is_read(tmp_path):
     with beam.Pipeline(runner=FNAPI) as p:
         out = p | ReadInteractions(str(tmp_path / "*.jsonl"))
         assert_that(out["interactions"] | beam.Map(lambda ix: ix.element_id), equal_to(["s4/bot/0", "s4/bot/1"]))
+
+
+def test_optimize_reads_a_file_given_by_two_names_once(tmp_path, monkeypatch, caplog):
+    from fair_forge_beam.optimizer import optimizers
+    from pipelines import optimize
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_session("s1"), _session("s2")]), encoding="utf-8")
+    os.symlink(data, tmp_path / "link.json")
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def run(cls, datasets, *args, **kwargs):
+        seen.append(len(datasets))
+        raise Stop
+
+    monkeypatch.setattr(optimizers.GEPAOptimizer, "run", classmethod(run))
+    with caplog.at_level(logging.WARNING), pytest.raises(Stop):
+        optimize.main(["--method", "gepa", "--input", str(data), "--input", str(tmp_path / "link.json"),
+                       "--input", str(data), "--model", "m", "--base-url", "http://127.0.0.1:9", "--judge-cache", "none",
+                       "--seed-prompt", "S", "--output", str(tmp_path / "out")])
+    assert seen == [2]  # before: 6 (the lists joined three times)
+    assert [r.getMessage() for r in caplog.records if "read once" in r.getMessage()] == [
+        f"input file {data} is matched by 2 --input patterns ('{data}', '{tmp_path / 'link.json'}'): it is read once, "
+        "not 2 times"]
