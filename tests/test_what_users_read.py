@@ -333,3 +333,14 @@ def test_few_judged_slices_are_listed_once_not_as_both_worst_and_best():
     assert shown == ["assistant_id=b", "assistant_id=a", "language=english"], tox  # once each, highest rate first
     assert not [ln for ln in tox if "(best)" in ln or "(worst)" in ln], tox
     assert any(ln.strip() == "toxic-answer rate, worst first:" for ln in tox), tox
+
+
+def test_a_record_whose_assistant_id_is_blank_belongs_to_no_assistant(tmp_path):
+    """trial33 T7: a record rejected at read because its assistant_id was empty was listed as an
+    assistant with no name, "not scored at all"; a blank id names no assistant (the reader refuses it
+    as one), so the record is counted under "rejected at read" only."""
+    _dead(tmp_path, [("read", ""), ("read", " \u200b"), ("read", "real-bot")])
+    by = load.dead_letter_summary(str(tmp_path))["by_assistant"]
+    assert sorted(by) == ["real-bot"], by
+    doc = {"metrics": {"humanity": {"slices": []}}}
+    assert [u["assistant"] for u in unscored_assistants(doc, {"by_assistant": by})] == ["real-bot"]

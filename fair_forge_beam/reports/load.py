@@ -463,5 +463,9 @@ def _assistant_of(raw) -> Optional[str]:
     if isinstance(raw, dict):
         who = raw.get("assistant_id")
         if isinstance(who, (str, int)) and not isinstance(who, bool):
-            return str(who)
+            from fair_forge_beam.blank import is_blank
+
+            # a blank id names no assistant: the reader refuses it as one (trial33 T7: a nameless
+            # assistant was listed as "not scored at all")
+            return None if is_blank(str(who)) else str(who)
     return None
