@@ -362,6 +362,21 @@ def int_digits_reason(exc: BaseException) -> Optional[str]:
     return f"a number of {size}; numbers are limited to {int(m.group(1)):,} digits"
 
 
+def head_words(head: bytes, name: str) -> str:
+    """What a file that should start with a ``name`` header (``"gzip"``, ``"bzip2"`` …) starts with
+    instead, in words: ``"it starts with the text '{\"', not a gzip header"`` (printable ASCII said as
+    text), ``"it starts with bytes 0x1f 0xcb, not a gzip header"``; ``""`` for no bytes."""
+    head = bytes(head or b"")
+    if not head:
+        return ""
+    header = f"{'an' if name[:1] in 'aeiox' else 'a'} {name} header"  # an xz header
+    if all(32 <= c < 127 for c in head):  # text: said as text (the bytes' digits read as a count)
+        from fair_forge_beam.quoting import quoted
+
+        return f"it starts with the text {quoted(head.decode('ascii'))}, not {header}"
+    return f"it starts with bytes {' '.join(f'0x{c:02x}' for c in head)}, not {header}"
+
+
 def _reason(exc: BaseException) -> str:
     digits = int_digits_reason(exc)
     if digits:
@@ -397,6 +412,12 @@ def _reason(exc: BaseException) -> str:
     if name == "ValidationError" and hasattr(exc, "errors"):  # pydantic: its fields, not its report
         return validation_words(exc, limit=3)
     if name == "BadGzipFile":  # gzip's message ends in a Python bytes repr: "Not a gzipped file (b'{\"')"
+        if first.startswith("CRC check failed"):  # a member's check, after its data was given (trial 33 T6)
+            return "gzip data check (CRC) failed"
+        if first.startswith("Incorrect length of data produced"):
+            return "gzip length check (ISIZE) failed"
+        if not first.startswith("Not a gzipped file"):  # "Unknown compression method", a bad header
+            return f"damaged gzip header ({first[:1].lower()}{first[1:]})" if first else "damaged gzip header"
         import ast
 
         m = re.search(r"\((b(['\"]).*\2)\)\s*$", first)
@@ -404,13 +425,8 @@ def _reason(exc: BaseException) -> str:
             head = ast.literal_eval(m.group(1)) if m else b""
         except (ValueError, SyntaxError):
             head = b""
-        if not head:
-            return "not gzip data"
-        if all(32 <= c < 127 for c in head):  # text: said as text (the bytes' digits read as a count)
-            from fair_forge_beam.quoting import quoted
-
-            return f"not gzip data (it starts with the text {quoted(head.decode('ascii'))}, not a gzip header)"
-        return f"not gzip data (it starts with bytes {' '.join(f'0x{c:02x}' for c in head)}, not a gzip header)"
+        words = head_words(head, "gzip")
+        return f"not gzip data ({words})" if words else "not gzip data"
     if name == "error" and type(exc).__module__ == "zlib":
         return f"damaged compressed data ({first.split(': ', 1)[-1]})" if first else "damaged compressed data"
     if isinstance(exc, KeyError):

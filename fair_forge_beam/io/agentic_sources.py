@@ -126,6 +126,7 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
         return out
 
     try:
+        edge.refuse_damaged(path)  # no record of a file whose compressed data fails its check
         with edge.open_input(path) as f:
             head = f.read(edge.ENCODING_PROBE_BYTES)
             reason = edge.not_text_reason(path, head)

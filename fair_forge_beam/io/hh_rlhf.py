@@ -61,6 +61,7 @@ def hh_rlhf_sessions(path: str, limit: Optional[int] = None, skipped: Optional[l
 
     max_record_bytes = MAX_RECORD_BYTES if max_record_bytes is None else int(max_record_bytes)
     out: list[dict[str, Any]] = []
+    edge.refuse_damaged(str(path))  # checked whole first: a ``limit`` may stop before a gzip CRC
     with edge.open_input(str(path)) as fh:
         for i, (_, line) in enumerate(bounded_lines(fh, max_record_bytes)):
             if limit is not None and i >= limit:

@@ -196,13 +196,21 @@ class _ReadLines(beam.DoFn):
         self.max_record_bytes = int(max_record_bytes)
 
     def process(self, readable):
-        from fair_forge_beam.io.edge import open_input
-        from fair_forge_beam.io.read import ReadError, file_lines
+        from fair_forge_beam.io.edge import CompressedDataError, open_input
+        from fair_forge_beam.io.read import ReadError, compressed_end_reason, compressed_refusal, file_lines
 
-        path = readable.metadata.path
+        path, lines = readable.metadata.path, 0
         try:
+            refused = compressed_refusal(path)  # a damaged compressed file: one dead letter, none of its lines
+            if refused is not None:
+                yield (path, 0, refused)
+                return
             with open_input(path) as f:  # compressed files in bounded pieces (Beam's reader expands 16 MiB reads)
-                yield from file_lines(path, f, self.max_record_bytes)
+                for item in file_lines(path, f, self.max_record_bytes):
+                    yield item
+                    lines += 1
+        except CompressedDataError as exc:  # cut short, or data after its last stream: after the lines before
+            yield (path, 0, ReadError(compressed_end_reason(path, exc, lines, "line"), ""))
         except Exception as exc:  # noqa: BLE001 - a corrupt/vanished file is a dead letter naming it
             yield (path, 0, ReadError(f"cannot read file {path} ({plain_reason(exc)})", ""))
 
