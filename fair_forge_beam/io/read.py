@@ -1054,7 +1054,7 @@ class _JsonLinesSource(FileBasedSource):
         # after the lines before the cut, instead of a silent partial read.
         import zlib
 
-        pos = lines = 0
+        pos, lines, utf8 = 0, 0, True
         if not offset_range_tracker.try_claim(0):
             return
         try:
@@ -1078,6 +1078,7 @@ class _JsonLinesSource(FileBasedSource):
             encoding = edge.text_encoding(head)
             with edge.open_input(file_name) as f:
                 if encoding not in ("utf-8", "utf-8-sig"):
+                    utf8 = False  # character offsets: no decompressed byte count is said
                     for item in _decoded_lines(file_name, f, encoding, max_record_bytes):
                         yield item
                         lines += 1
@@ -1086,7 +1087,7 @@ class _JsonLinesSource(FileBasedSource):
                     yield (file_name, at, line)
                     pos, lines = f.tell(), lines + 1
         except edge.CompressedDataError as exc:
-            yield (file_name, pos, ReadError(compressed_end_reason(file_name, exc, lines, "line", pos), ""))
+            yield (file_name, pos, ReadError(compressed_end_reason(file_name, exc, lines, "line", pos if utf8 else None), ""))
         except (OSError, EOFError, zlib.error) as exc:
             yield (
                 file_name,
