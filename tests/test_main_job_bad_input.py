@@ -206,19 +206,22 @@ def test_allow_empty_publishes_a_run_whose_input_matches_no_file(tmp_path, capsy
 
 
 @pytest.mark.slow
-def test_empty_input_says_nothing_was_read(tmp_path, capsys):
+@pytest.mark.parametrize("name,text", [("empty.jsonl", ""), ("empty.json", ""), ("blank.json", " \n\t\n")])
+def test_empty_input_says_nothing_was_read(tmp_path, capsys, name, text):
     """An empty JSONL file: the summary says no interaction was read (fresh-clone trial: it printed
     an empty table with no warning). Since issue 27 an empty run is exit code 4 with one line and
-    nothing published; with --allow-empty it succeeds as before."""
+    nothing published; with --allow-empty it succeeds as before. An empty or blank ``.json`` file
+    is the same: no record (trial33 T5: "every record was rejected at read … records after this point
+    are missing", and one rejected record counted that never existed)."""
     from pipelines.audit import run
 
-    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
-    argv = ["--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"), "--no-report",
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    argv = ["--input", str(tmp_path / name), "--output", str(tmp_path / "out"), "--no-report",
             "--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"]
     with pytest.raises(SystemExit) as exc:
         run(argv)
     assert exc.value.code == 4 and "empty run: no input record" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
     doc = run([*argv, "--allow-empty"])
-    assert doc["summary"]["interactions_read"] == 0
+    assert doc["summary"]["interactions_read"] == 0 and doc["summary"]["rejected_at_read"] == 0
     assert "warning: no interaction was read" in capsys.readouterr().out

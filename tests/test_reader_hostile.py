@@ -120,7 +120,7 @@ def test_json_values_cut_a_top_level_array_respecting_strings(piece):
     assert cut("[1] [2]") == [(b"1", None), (None, "data after the end of the top-level array, at byte 4")]
     assert cut("[1,,2]")[1][1].startswith("an empty element") and cut("[1,]")[1][1].startswith("an empty element")
     assert cut("[1}")[1] == (None, "'}' closes the top-level array, at byte 2")
-    assert cut("")[0][1].startswith("the file holds no JSON value")
+    assert cut("") == cut(" \n\t ") == []  # no value, no record: as an empty JSON Lines file (trial33 T5)
     assert cut('[1, "ab')[1][1].startswith("the text ends inside a string of element 1")
     assert cut('["' + "x" * 300 + '", 5]') == [(None, "oversized"), (b"5", None)]  # never held whole
 
