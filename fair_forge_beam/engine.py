@@ -118,6 +118,21 @@ AUX = "aux"
 SESSION_TABLE_KEYS = 4096
 #: sessions :class:`_ReduceSessions` holds before its reducers' ``reduce_many`` (fewer at a bundle's end)
 SESSION_REDUCE_BATCH = 256
+#: characters of an interaction's texts that count as one more interaction in a scorer batch
+#: (:func:`batch_weight`): a batch of ``batch_size`` holds at most about ``batch_size`` × this many
+#: characters, plus one interaction, whatever the answers' lengths (2,048 × 8,192: 16 M characters)
+BATCH_TEXT_UNIT = 8192
+
+
+def batch_weight(x) -> int:
+    """What one interaction ``x`` counts for in a scorer batch (``BatchElements``' ``element_size_fn``):
+    1, plus 1 per :data:`BATCH_TEXT_UNIT` characters of its answer, query and context. Interactions of
+    everyday length count 1, so a batch is ``batch_size`` of them; long texts close a batch earlier,
+    so a scorer never holds ``batch_size`` answers of up to ``--max-record-bytes`` each (a batch of
+    2,048 answers of 1 MB held 2 GB). Scores do not depend on the batch (a scorer's contract)."""
+    chars = sum(len(t) for t in (getattr(x, "assistant", None), getattr(x, "query", None),
+                                 getattr(x, "context", None)) if isinstance(t, str))
+    return 1 + chars // BATCH_TEXT_UNIT
 
 
 class GroupPerSession(beam.PTransform):
@@ -191,8 +206,9 @@ class MetricSpec:
         session_slice_combine: ``CombineFn`` of the reducer's slice values (output = accumulator).
         estimator: :class:`SliceEstimator`.
         slices: slice dimensions (``"overall"``, ``"assistant_id"``, ``"language"``).
-        batch_size: score batches of at most this many interactions (``BatchElements``); ``None``:
-            one interaction per call.
+        batch_size: score batches of at most this many interactions (``BatchElements``; an
+            interaction with long texts counts for more, :func:`batch_weight`); ``None``: one
+            interaction per call.
         aux: optional ``PCollection[aux values] -> (PCollection[record], PCollection[dead letter])``
             run on the scorer's ``"aux"`` output (batch only); its records reach the estimator.
         min_batch_size: with ``batch_size``, ``BatchElements``' lower bound (default
@@ -1308,7 +1324,8 @@ class Engine(beam.PTransform):
             src = interactions
             if spec.batch_size:
                 src = src | f"{n}/Batch" >> beam.BatchElements(
-                    min_batch_size=spec.min_batch_size or min(64, spec.batch_size), max_batch_size=spec.batch_size)
+                    min_batch_size=spec.min_batch_size or min(64, spec.batch_size), max_batch_size=spec.batch_size,
+                    element_size_fn=batch_weight)  # long texts count for more: a batch's text is bounded
             extra_dead, extra_quality = [], []
             if isinstance(spec.scorer, beam.PTransform):  # e.g. RunInference with a model handler + parsing
                 parts = src | f"{n}/Score" >> spec.scorer

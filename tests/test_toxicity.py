@@ -274,3 +274,29 @@ def test_the_scorer_gets_batches_of_a_fixed_size(monkeypatch):
     assert Toxicity(group_extractor=GROUPS, clustering=False, sentiment_analyzer=None).batch_size == toxicity.SCORE_BATCH
     assert sorted(sizes, reverse=True)[:2] == [toxicity.SCORE_BATCH] * 2 and sum(sizes) == len(res.interactions)
     assert sum(s < toxicity.SCORE_BATCH for s in sizes) <= 1  # one bundle in memory: one short batch at its end
+
+
+def test_a_scorer_batch_of_long_answers_holds_a_bounded_text(monkeypatch):
+    """Fixed batches of SCORE_BATCH answers would hold 2,048 answers of up to --max-record-bytes each
+    (2 GB for answers of 1 MB): an interaction counts for one more per BATCH_TEXT_UNIT characters of
+    its texts (engine.batch_weight), so a batch of long answers closes early; short ones still make
+    full batches, and every answer is scored once whatever the batches."""
+    from fair_forge_beam import engine
+    from fair_forge_beam.metrics import toxicity
+
+    monkeypatch.setattr(toxicity, "SCORE_BATCH", 64)
+    texts = []
+    score = toxicity._ScoreToxicity.process
+    monkeypatch.setattr(toxicity._ScoreToxicity, "process", lambda self, batch: (
+        texts.append(sum(len(x.assistant) for x in batch)), score(self, batch))[1])
+    unit = engine.BATCH_TEXT_UNIT
+    from types import SimpleNamespace as Ix
+
+    assert engine.batch_weight(Ix(assistant="x", query="q", context="")) == 1
+    long_answer = "word " * (unit * 4 // 5)  # just under 4 units of text: counts for 4 interactions
+    assert engine.batch_weight(Ix(assistant=long_answer, query="q", context="")) == 4
+    CONVERSATIONS["long"] = [_ds(f"l{i}", "bot", [long_answer, "fine"]) for i in range(40)]
+    res = _run("long", batch_size=64)
+    assert len(res.interactions) == 80
+    assert max(texts) <= 64 * unit, (max(texts), texts)  # at most a batch's worth of units of text
+    assert len(texts) >= 4, texts  # 40 x 4 + 40 units = 200 over batches of 64 (by count alone: 2 batches)
