@@ -863,3 +863,26 @@ def test_weighted_row_sums_are_numpys_stacked_sums_bit_for_bit(k, b):
                rng.normal(size=k) * 10.0 ** rng.integers(-300, 300, k)]
     got = C._weighted_row_sums(list(G), [[float(x) for x in w] for w in weights])
     assert [g.tobytes() for g in got] == [(G * w[:, None]).sum(axis=0).tobytes() for w in weights]
+
+
+
+_ReadX = __import__("collections").namedtuple("ReadX", "assistant_id language")
+_read_item = st.builds(_ReadX, st.sampled_from(["a", "b", "1", None, 1]), st.sampled_from(["english", "es"]))
+
+
+@given(items=st.lists(_read_item, max_size=40), dims=st.sampled_from([(), ("assistant_id",), ("language",),
+                                                                      ("assistant_id", "language")]), data=st.data())
+def test_read_counts_combine_any_merge_order(items, dims, data):
+    """The results' read counts (``ReadCountsFn``, one combine input per interaction): any split,
+    merge grouping and serialisation give the one-accumulator counts (the interactions read, and
+    per slice key of ``dims``); its merge adds into the first accumulator, so nesting must not matter."""
+    from collections import Counter
+
+    from fair_forge_beam.reports.results import ReadCountsFn
+
+    fn = ReadCountsFn(dims)
+    ref = fn.extract_output(_accumulate(fn, items))
+    assert _merged_state(fn, data, items) == ref
+    per_slice = Counter(f"{d}={getattr(x, d)}" for x in items for d in dims)
+    assert ref == ([] if not items else [("read", None, len(items)),
+                                         *(("read_slice", k, n) for k, n in sorted(per_slice.items()))])
