@@ -1,7 +1,11 @@
 """Issue 28 G4: a 1,000,000-character assistant_id was printed whole (console table lines of 1 MB,
 4 MB of stdout; report.html 62 MB, the id ~60 times). Every place that shows a value from the data
 to a person cuts it with one helper (:func:`fair_forge_beam.quoting.shown`: 200 characters, then its
-length); results.json and the Parquet files keep the whole id."""
+length); results.json and the Parquet files keep the whole id.
+
+Since ``--max-id-chars`` (default 1,024 characters) a record whose id is longer is a dead letter; a
+user who raises the limit reads such ids, and every place that shows them must still cut them, so
+the runs here raise it (:data:`RAISED`), and one run checks the default's refusal is bounded too."""
 from __future__ import annotations
 
 import json
@@ -16,6 +20,7 @@ from helpers import FNAPI
 REPO = Path(__file__).resolve().parents[1]
 LONG_A, LONG_B = "A" * 1_000_000, "B" * 1_000_000
 BOUND = 200_000  # bytes: stdout + stderr of a run, and each HTML page
+RAISED = "--max-id-chars=1000000"  # reads the 1,000,000-character ids (the default, 1,024, refuses them)
 
 
 def test_shown_cuts_a_long_value_and_says_its_length():
@@ -46,9 +51,9 @@ def _audit(tmp_path, name, records, *extra):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("long")
-    base = _audit(tmp, "base", [_record("s1", LONG_A)])
+    base = _audit(tmp, "base", [_record("s1", LONG_A)], RAISED)
     cur = _audit(tmp, "cur", [_record("s1", LONG_A), _record("s2", LONG_B, "spanish"), _record("C" * 500_000, LONG_A)],
-                 "--baseline", str(tmp / "base"), "--compare", str(tmp / "base"),
+                 RAISED, "--baseline", str(tmp / "base"), "--compare", str(tmp / "base"),
                  "--gate", "regression toxicity toxic_rate not worse in every assistant_id",
                  "--gate", "toxicity toxic_rate mean >= 0.5 in every assistant_id")
     return tmp, base, cur
@@ -74,6 +79,13 @@ def test_console_and_report_of_a_run_with_a_long_id_are_bounded(runs):
 
     table = pq.read_table(str(tmp / "cur" / "results.parquet")).to_pylist()
     assert any(LONG_A in json.dumps(r) for r in table)
+
+
+def test_a_long_id_under_the_default_limit_is_refused_in_a_bounded_line(tmp_path):
+    p = _audit(tmp_path, "default", [_record("s1", LONG_A)])
+    assert p.returncode == 4, p.stderr[-2000:]  # its one record is a dead letter: an empty run
+    assert len(p.stdout) + len(p.stderr) < BOUND and "A" * 1000 not in p.stdout + p.stderr
+    assert "assistant_id of 1,000,000 characters is over the limit of 1,024 (--max-id-chars)" in p.stderr
 
 
 def test_trend_page_of_runs_with_a_long_id_is_bounded(runs):
