@@ -73,6 +73,24 @@ def test_runner_args_stage_jars_only_without_the_shared_classpath(tmp_path):
         shared.runner_args()
 
 
+def test_shared_classpath_config_is_parent_first_without_the_leaked_loader_check(tmp_path):
+    """With Beam's classes in the TaskManager's loader, a pooled thread that a finished job started
+    keeps that job's (closed) context class loader and may serve the next job: Flink's leak check
+    failed a Kafka job's EMBEDDED Java harness on such a thread (CI, 2026-12-06), so the shared
+    classpath turns the check off; per-job class loaders keep Flink's defaults."""
+    import yaml
+
+    home = tmp_path / "flink-home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "config.yaml").write_text("classloader:\n  resolve-order: child-first\n", encoding="utf-8")
+    shared = FlinkCluster(workdir=tmp_path / "shared")._write_config(home)
+    doc = yaml.safe_load((shared / "config.yaml").read_text(encoding="utf-8"))
+    assert doc["classloader"] == {"resolve-order": "parent-first", "check-leaked-classloader": False}
+    per_job = FlinkCluster(workdir=tmp_path / "per-job", share_classpath=False)._write_config(home)
+    doc = yaml.safe_load((per_job / "config.yaml").read_text(encoding="utf-8"))
+    assert doc["classloader"] == {"resolve-order": "child-first"}
+
+
 @pytest.mark.runners
 @pytest.mark.slow
 def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsys):
