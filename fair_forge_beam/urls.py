@@ -102,11 +102,19 @@ def split_query(url: Optional[str]) -> tuple:
 
 def mask_line(text: str) -> str:
     """One line we print or log with the credentials of every URL masked
-    (:func:`mask_url_secrets`). The values of the key variables are masked
+    (:func:`mask_url_secrets`) and every secret-shaped string (a PEM private key, ``sk-…``, ``AKIA…``:
+    :func:`~fair_forge_beam.io.secrets.mask_shapes`, trial33 O1: a line quoting the data shows it to a
+    person). The values of the key variables are masked
     where a line is composed (a page's or the console table's text: :func:`~fair_forge_beam.io.secrets.scrub_known_text`, which
     keeps the names; masking them here again would mask a field name equal to a key). Never raises."""
     try:
-        return mask_url_secrets(text) if isinstance(text, str) else text
+        if not isinstance(text, str):
+            return text
+        from fair_forge_beam.io.secrets import mask_shapes
+
+        out = mask_url_secrets(text)
+        shown = mask_shapes(out)
+        return out if shown is out else shown
     except Exception:  # noqa: BLE001 - masking must never stop a line; a line that cannot be read is dropped whole
         return _MASK
 

@@ -4,7 +4,9 @@ One function, :func:`scrub`, applied where endpoint text enters our records (the
 scrubs every answer, reasoning, raw body, log-probability token and error with the key it sent,
 and again every value its parsers decode: verdicts and cache entries) and again by the writers of
 output files and of stdout (:func:`scrub_known`, which looks up the keys named by
-:func:`register_secret_env`). A secret is replaced by ``***`` in every spelling JSON text can give
+:func:`register_secret_env` and every credential-like variable of the environment:
+:func:`secret_envs`). What is shown to a person (report pages, the console) also has
+secret-shaped strings masked (:func:`scrub_shown`, :func:`mask_shapes`; trial33 O1). A secret is replaced by ``***`` in every spelling JSON text can give
 it: plain, ``\\/`` and ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth.
 
 Only values of free text are masked, never names (issue 28): dict keys, the values under the one
@@ -35,7 +37,8 @@ from fair_forge_beam.urls import install_log_masking, mask_line, mask_url_secret
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
            "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
            "NAME_FIELDS", "USER_FIELDS", "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP",
-           "mask_line", "install_log_masking", "known_needles", "masks_nothing"]
+           "mask_line", "install_log_masking", "known_needles", "masks_nothing", "CREDENTIAL_WORDS",
+           "is_credential_name", "VALUE_KEYED_FIELDS", "SECRET_SHAPES", "mask_shapes", "scrub_shown"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -102,6 +105,45 @@ ARGV_FIELDS = frozenset({"argv", "beam_args"})
 #: ``options``, results.json's ``config``): values from outside, masked even when they equal our own
 #: words (``--judge-model humanity`` with a key ``humanity``; :func:`scrub`'s ``own``)
 USER_FIELDS = frozenset({"argv", "beam_args", "options", "config"})
+
+#: dict keys whose value is a dict keyed by text from outside (trial33 O1): the counts of dead letters
+#: per reason (``{"conversation[0]: weight: weight must be a number, got str '<the value>'": 1}``,
+#: results.json's ``rejected_at_read_reasons`` and ``dead_letter_reasons``). A reason quotes the
+#: record's value, so its keys are values: masked as values are (two keys that mask to the same
+#: text are merged, their counts added), and never kept as names (:func:`name_texts`). Before, a key
+#: quoted by a reason was in results.json and on the console even when the run registered it
+VALUE_KEYED_FIELDS = frozenset({"rejected_at_read_reasons", "dead_letter_reasons", "not_scored_reasons"})
+
+#: secrets told by their shape alone (trial33 O1): masked in what is shown to a person
+#: (:func:`scrub_shown`: report pages, the console), whatever the environment holds — a key of a
+#: service this run never heard of, planted in or leaked into the data. Each is a well-known
+#: credential format, long enough not to be ordinary text: a PEM private key block (up to its END
+#: line, or to the text's end when the text was cut), an OpenAI/Anthropic/Stripe-style ``sk-``/``rk_``
+#: key (20 characters or more after the prefix, letters and a digit among them), an AWS access key id
+#: (``AKIA``/``ASIA`` and 16 capitals or digits), GitHub (``ghp_`` …, ``github_pat_``), Slack
+#: (``xoxb-`` …), Google (``AIza`` and 35), Hugging Face / Groq / GitLab (``hf_``, ``gsk_``,
+#: ``glpat-`` and 20 or more, a digit among them) tokens. Not told: keys without such a prefix (a hex
+#: or base64 string is also ordinary data), which only :func:`known_secrets` masks
+SECRET_SHAPES = re.compile(
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|.*)"
+    r"|(?<![A-Za-z0-9_-])(?:sk|rk)[-_](?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}"
+    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"
+    r"|(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"
+    r"|(?<![A-Za-z0-9_])xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"
+    r"|(?<![A-Za-z0-9_-])(?:hf_|gsk_|glpat-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}", re.S)
+#: texts one of which every match of :data:`SECRET_SHAPES` holds (looked for first: most texts hold none)
+_SHAPE_NEEDLES = ("-----BEGIN", "sk-", "sk_", "rk-", "rk_", "AKIA", "ASIA", "gh", "github_pat_", "xox", "AIza",
+                  "hf_", "gsk_", "glpat-")
+
+
+def mask_shapes(text: str) -> str:
+    """``text`` with every secret-shaped string (:data:`SECRET_SHAPES`) replaced by :data:`MASK`; the
+    same object when it holds none. Never raises."""
+    if not isinstance(text, str) or not any(n in text for n in _SHAPE_NEEDLES):
+        return text
+    out = SECRET_SHAPES.sub(MASK, text)
+    return text if out == text else out
 
 #: JSON's two-character escapes, by the character they stand for
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
@@ -285,7 +327,7 @@ def _text_scrubber(secs: tuple, keep: tuple = ()):
 
 
 def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: Iterable[str] = (),
-          own: bool = False) -> Any:
+          own: bool = False, shapes: bool = False) -> Any:
     """``value`` with every secret of ``secrets`` replaced by :data:`MASK`, in every JSON spelling
     of it (plain, ``\\/``, ``\\uXXXX`` escapes of some or all of its characters: a reply that
     escapes each character of the key is masked as text, and its decoded value is too).
@@ -311,12 +353,15 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
     Every text value is also passed through :func:`~fair_forge_beam.urls.mask_url_secrets` (with
     or without ``secrets``): a URL's user name and password and its secret-looking query parameters
     (issue 28, trial 28e B2).
+    ``shapes``: secret-shaped strings (:func:`mask_shapes`) are masked too (what is shown to a person:
+    :func:`scrub_shown`), our own words kept as with ``own``.
+    The keys of a dict under a key of :data:`VALUE_KEYED_FIELDS` are values (reasons quoting the
+    data): masked as values, the counts of keys that mask alike added.
     Never raises for any input.
     """
     secs = _secrets(secrets)
     names = frozenset(names)
     if secs:
-        own = own and all(is_own_text(s) for s in secs)
         pattern = _pattern(secs)
         keep = tuple(sorted({k for k in keep if isinstance(k, str) and k and pattern.search(k)}, key=len, reverse=True))
         _keys = _text_scrubber(secs, keep)
@@ -324,13 +369,39 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
         def _masked(v: str) -> str:
             return mask_url_secrets(_keys(v))
     else:  # no key to mask: the credentials of URLs only
-        own, _masked = False, mask_url_secrets
+        own, _masked = own and shapes, mask_url_secrets
+    if shapes:
+        _unshaped = _masked
+
+        def _masked(v: str) -> str:
+            out = _unshaped(v)
+            shown = mask_shapes(out)
+            return out if shown is out else shown
+
+    ours: list = []  # whether every secret is our own words: asked once, when a text would change (is_own_text
+    # reads the package's source on its first call, about 1.8 s of CPU: a run whose texts hold no secret never asks)
+
+    def _own_secrets() -> bool:
+        if not ours:
+            ours.append(all(is_own_text(s) for s in secs))
+        return ours[0]
 
     def _text(v: str, user: bool = False) -> str:
         masked = _masked(v)
-        if own and not user and masked is not v and masked != v and is_own_text(v):
+        if own and not user and masked is not v and masked != v and _own_secrets() and is_own_text(v):
             return v  # our own words, whole: kept (see ``own``)
         return masked
+
+    def _keyed(d: dict, user: bool) -> dict:  # a dict keyed by values (VALUE_KEYED_FIELDS)
+        out: dict = {}
+        for k, x in d.items():
+            k2, x2 = (_text(k, user) if own else _masked(k)) if isinstance(k, str) else k, _do(x, False, user)
+            if k2 in out and isinstance(out[k2], (int, float)) and isinstance(x2, (int, float)) \
+                    and not isinstance(x2, bool):
+                out[k2] += x2  # two reasons that mask alike: one row, their counts added
+            else:
+                out[k2] = x2
+        return out
 
     def _argv(args: list) -> list:
         out, named = [], False
@@ -355,6 +426,7 @@ def scrub(value: Any, secrets: Iterable[str], names: Iterable[str] = (), keep: I
             return v if name else _text(v, user) if own else _masked(v)  # (one call less per text)
         if isinstance(v, dict):
             return {k: (_argv(x) if names and k in ARGV_FIELDS and isinstance(x, list)
+                        else _keyed(x, user) if k in VALUE_KEYED_FIELDS and isinstance(x, dict)
                         else _do(x, k in names, user or k in USER_FIELDS)) for k, x in v.items()}
         if isinstance(v, list):
             return [_do(x, name, user) for x in v]
@@ -587,6 +659,8 @@ def name_texts(value: Any) -> frozenset:
                 out.update(slice_parts(v))
         elif isinstance(v, dict):
             for k, x in v.items():
+                if k in VALUE_KEYED_FIELDS and isinstance(x, dict):  # keyed by values: no name there
+                    continue
                 out.add(str(k))
                 _walk(x, k in NAME_FIELDS)
         elif isinstance(v, (list, tuple)):
@@ -617,16 +691,64 @@ def register_secret_env(name: str) -> None:
 
 
 def secret_envs() -> frozenset:
-    """The registered variable names (this process and :data:`NAMES_ENV`): the key variables of
-    the endpoints this run uses (a judge, guardian, generator or assistant registers its own when
-    it is built). A run without an endpoint masks nothing (issue 28: ``OPENAI_API_KEY`` was
-    masked in every run, and a field whose value equalled it lost its value)."""
-    return _names(_ENVS_SNAPSHOT, os.environ.get(NAMES_ENV, ""))
+    """The names of the variables whose values are masked: the registered ones (this process and
+    :data:`NAMES_ENV`: the key variables of the endpoints this run uses — a judge, guardian,
+    generator or assistant registers its own when it is built) and every credential-like variable
+    set in this process's environment (:func:`is_credential_name`: ``OPENAI_API_KEY``, ``HF_TOKEN``,
+    ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD`` …), whether the run uses it or not (trial33 O1: the
+    value of ``OPENAI_API_KEY`` planted in an answer of a run without an endpoint was written
+    unmasked to ``dead_letter/`` and three times to ``report.html``). Before, only the registered
+    names were: issue 28 masked ``OPENAI_API_KEY`` in every run and a field whose value equalled it
+    lost its value — since then names are never masked (:data:`NAME_FIELDS`, dict keys) and our own
+    words are kept (:func:`is_own_text`), which is what that issue needed."""
+    env = os.environ
+    return _names(_ENVS_SNAPSHOT, env.get(NAMES_ENV, ""), _credential_names(tuple(getattr(env, "_data", env))))
 
 
 @functools.lru_cache(maxsize=16)
-def _names(mine: frozenset, inherited: str) -> frozenset:
-    return frozenset(mine | set(filter(None, inherited.split(","))))
+def _names(mine: frozenset, inherited: str, ambient: frozenset = frozenset()) -> frozenset:
+    return frozenset(mine | set(filter(None, inherited.split(","))) | ambient)
+
+
+#: what in a variable's name (any case) says it holds a credential (:func:`is_credential_name`)
+CREDENTIAL_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+#: endings of a credential-like name that say it names something else: another variable
+#: (``JUDGE_API_KEY_ENV=OPENAI_API_KEY``, and :data:`NAMES_ENV`, a list of names) — never a key
+_NAMING_SUFFIXES = ("_ENV", "_ENVS")
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether the environment variable ``name`` looks like it holds a credential: its name holds
+    a word of :data:`CREDENTIAL_WORDS` in any case (``*KEY*``, ``*TOKEN*``, ``*SECRET*``,
+    ``*PASSWORD*``, ``*PASSWD*``, ``*CREDENTIAL*``), and it does not name another variable
+    (:data:`_NAMING_SUFFIXES`, :data:`NAMES_ENV`)."""
+    upper = str(name).upper()
+    return (upper != NAMES_ENV and not upper.endswith(_NAMING_SUFFIXES)
+            and any(w in upper for w in CREDENTIAL_WORDS))
+
+
+@functools.lru_cache(maxsize=16)
+def _credential_names(names: tuple) -> frozenset:
+    """The credential-like names (:func:`is_credential_name`) among ``names`` (the environment's,
+    as ``os.environ`` stores them: a tuple of them is the cache key, so a variable set or removed
+    later is seen)."""
+    out = set()
+    for n in names:
+        text = os.fsdecode(n) if isinstance(n, bytes) else str(n)
+        if is_credential_name(text):
+            out.add(text)
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _names_a_path(value: str) -> bool:
+    """Whether a credential-like variable's ``value`` is the path of a file or folder that exists
+    (``SSH_KEY_PATH=/home/u/.ssh/id_ed25519``, ``GNOME_KEYRING_CONTROL=/run/user/1000/keyring``): it
+    says where a credential is, is not one, and masking it would mask the paths our outputs name."""
+    try:
+        return os.path.isabs(value) and os.path.exists(value)
+    except (ValueError, OSError):
+        return False
 
 
 def gate_texts(gates: Any) -> frozenset:
@@ -656,10 +778,18 @@ def gate_texts(gates: Any) -> frozenset:
 
 
 def known_secrets() -> list:
-    """The current values of the registered key variables (read now, from this process's
-    environment; never stored)."""
+    """The current values of the variables of :func:`secret_envs` (read now, from this process's
+    environment; never stored): a registered variable's value whatever it is; a credential-like
+    variable's (not registered) unless it names an existing file or folder (:func:`_names_a_path`).
+    Values shorter than :data:`MIN_SECRET_LEN` characters are never masked (:func:`scrub`)."""
     env = os.environ
-    return [v for v in (env.get(n) for n in secret_envs()) if v]
+    registered = _names(_ENVS_SNAPSHOT, env.get(NAMES_ENV, ""))
+    out = []
+    for n in secret_envs():
+        v = env.get(n)
+        if v and (n in registered or not _names_a_path(v)):
+            out.append(v)
+    return out
 
 
 #: a number as our sentences format one (``2``, ``-0.25``, ``1,000``, ``1e-05``, ``95%``)
@@ -808,6 +938,14 @@ def scrub_known(value: Any) -> Any:
     return scrub(value, known_secrets(), names=NAME_FIELDS, own=True)
 
 
+def scrub_shown(value: Any) -> Any:
+    """:func:`scrub_known` of a record we show to a person (a report page's dead letters, reasons and
+    warnings, the console's): secret-shaped strings (:func:`mask_shapes`) masked too, whatever the
+    environment holds. The files that keep a record as read (``dead_letter/``: the original record
+    and its reason) are masked by :func:`scrub_known` only (docs/reliability.md)."""
+    return scrub(value, known_secrets(), names=NAME_FIELDS, own=True, shapes=True)
+
+
 def scrub_known_text(text: str, names: Iterable[str] = ()) -> str:
     """:func:`scrub` of a text drawn from our records (a console table, a page) with the current
     key values, every occurrence of ``names`` kept (:func:`name_texts` of the records it shows,
@@ -815,4 +953,8 @@ def scrub_known_text(text: str, names: Iterable[str] = ()) -> str:
     the name (issue 28). A key that is our own words (:func:`is_own_text`) is not masked in such a
     text: the text is composed of our words and of values already masked by :func:`scrub_known` (the
     writer of a page or table passes it masked records), and cannot tell one from the other."""
-    return scrub(text, [k for k in known_secrets() if not is_own_text(k)], keep=names)
+    keys = known_secrets()
+    masked = scrub(text, keys, keep=names)
+    if masked is text or masked == text or not keys:  # nothing masked: our own words never asked (a cold
+        return masked  # is_own_text reads the package's source, about 1.8 s of CPU)
+    return scrub(text, [k for k in keys if not is_own_text(k)], keep=names)

@@ -106,6 +106,9 @@ def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam
     from fair_forge_beam.reports.summary import printable
 
     from fair_forge_beam.console import output_state
+    from fair_forge_beam.io.secrets import scrub_known_text
+
+    reason = scrub_known_text(reason)  # it quotes the data's reasons: the key values masked (trial33 O1)
 
     # a first run has no folder yet: "nothing was written (out was not created)"
     kept = ("" if out is None else f"; {printable(out)} is left as it was" if FileSystems.exists(out)

@@ -476,13 +476,14 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info)
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text
+    from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text, scrub_shown
 
     # the page is composed of our words and of the records' values masked (values from outside: a key
-    # is masked there, never in our own words — a scorer named like the key, issue 28 trial B7)
-    html = render_report(with_session_distributions(scrub_known(doc), run_dir), scrub_known(run_info),
-                         scrub_known(dead_letters if dead_letters is not None else dead_letter_summary(run_dir)),
-                         scrub_known(cmp) if cmp is not None else None,
+    # is masked there, never in our own words — a scorer named like the key, issue 28 trial B7); what
+    # it shows of the data (dead letters, reasons) also without secret-shaped strings (trial33 O1)
+    html = render_report(with_session_distributions(scrub_shown(doc), run_dir), scrub_known(run_info),
+                         scrub_shown(dead_letters if dead_letters is not None else dead_letter_summary(run_dir)),
+                         scrub_shown(cmp) if cmp is not None else None,
                          inconclusive_width, with_plots, gates=gates, gate_outcome=gate_outcome)
     out_path = out_path or f"{run_dir}/report.html"
 

@@ -413,8 +413,9 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         r = d.get("raw")
         r = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
         cut = len(r) > max_raw_chars
+        # kept a little longer than shown: cut after masking, so a secret across the cut is masked whole
         ex = {"stage": stage, "reason": str(d.get("reason", "")), "element_id": d.get("element_id"),
-              "raw": r[:max_raw_chars] + (" …" if cut else ""), "truncated": cut}
+              "raw": r[:max_raw_chars + _RAW_MARGIN], "truncated": cut}
         key = (str(ex["element_id"] or ""), stage, ex["reason"], r)
         if (stage, reason) not in kinds or key < kinds[(stage, reason)][0]:
             kinds[(stage, reason)] = (key, ex)
@@ -430,7 +431,13 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
         rows.append(("*", f"other ({len(ranked) - 50} kinds)", sum(c for _, c in ranked[50:])))
     chosen = [kinds[k] for k, _ in ranked[:first]]
     chosen += [t for t in smallest if t[0] not in {c[0] for c in chosen}]
-    firsts = [ex for _, ex in chosen[:first]]
+    from fair_forge_beam.io.secrets import scrub_shown
+
+    firsts = []
+    for _, ex in chosen[:first]:  # what a person is shown: key values and secret-shaped strings masked (trial33 O1)
+        shown_ex = scrub_shown(ex)
+        shown_ex["raw"] = shown_ex["raw"][:max_raw_chars] + (" …" if ex["truncated"] else "")
+        firsts.append(shown_ex)
     by_assistant = {}
     for a, c in sorted(assistants.items()):
         reasons: Counter = Counter()
@@ -443,6 +450,11 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
             "first": firsts, "unreadable": unreadable, "by_assistant": by_assistant}
 
+
+#: characters of a dead letter's original record kept beyond those :func:`dead_letter_summary` shows, so
+#: that a secret the cut would split is masked whole before the cut (real API keys are 37-164 characters;
+#: a PEM private key block cut short is masked to the text's end)
+_RAW_MARGIN = 256
 
 #: assistants whose dead letters :func:`dead_letter_summary` tells apart (memory stays bounded)
 MAX_DEAD_ASSISTANTS = 10_000

@@ -44,10 +44,17 @@ def _env():
 
 
 def _dead_summary(dead: Sequence[Mapping[str, Any]]) -> dict:
-    """``{"n", "by_stage": [(stage, reason-prefix, count)], "rows": first MAX_DEAD_ROWS}``."""
-    by = Counter((str(d.get("stage", "")), str(d.get("reason", ""))[:120]) for d in dead)
-    rows = [{"stage": d.get("stage"), "reason": str(d.get("reason", ""))[:500], "element_id": d.get("element_id"),
-             "raw": str(d.get("raw", ""))[:_MAX_RAW]} for d in list(dead)[:MAX_DEAD_ROWS]]
+    """``{"n", "by_stage": [(stage, reason-prefix, count)], "rows": first MAX_DEAD_ROWS}``; the texts
+    shown masked (:func:`~fair_forge_beam.io.secrets.scrub_shown`: key values and secret-shaped
+    strings, trial33 O1) before they are cut, so a secret across a cut is masked whole."""
+    from fair_forge_beam.io.secrets import scrub_shown
+
+    def shown(text, n: int) -> str:
+        return scrub_shown(str(text)[:n + 256])[:n]
+
+    by = Counter((str(d.get("stage", "")), shown(d.get("reason", ""), 120)) for d in dead)
+    rows = [{"stage": d.get("stage"), "reason": shown(d.get("reason", ""), 500), "element_id": scrub_shown(d.get("element_id")),
+             "raw": shown(d.get("raw", ""), _MAX_RAW)} for d in list(dead)[:MAX_DEAD_ROWS]]
     return {"n": len(dead), "by_stage": [(s, r, c) for (s, r), c in sorted(by.items())], "rows": rows}
 
 
@@ -133,10 +140,11 @@ def write_optimizer_report(out_dir: str, result: Mapping[str, Any], dead_letters
                            params: Optional[Mapping[str, Any]] = None, seed_prompt: str = "") -> str:
     """Write ``out_dir/report.html`` (:func:`render_optimizer_report`); returns its path."""
     path = os.path.join(out_dir, "report.html")
-    from fair_forge_beam.urls import mask_url_secrets
+    from fair_forge_beam.io.secrets import scrub_known_text
     from fair_forge_beam.io.write import replace_files
 
-    replace_files([(path, mask_url_secrets(render_optimizer_report(result, dead_letters, params, seed_prompt)))])  # no URL credentials; the whole page or none (a full disk leaves the old one)
+    # no URL credentials nor key values (trial33 O1); the whole page or none (a full disk leaves the old one)
+    replace_files([(path, scrub_known_text(render_optimizer_report(result, dead_letters, params, seed_prompt)))])
     return path
 
 
@@ -177,8 +185,9 @@ def write_explain_report(out_dir: str, results: Sequence[Mapping[str, Any]], dea
                          params: Optional[Mapping[str, Any]] = None) -> str:
     """Write ``out_dir/report.html`` (:func:`render_explain_report`); returns its path."""
     path = os.path.join(out_dir, "report.html")
-    from fair_forge_beam.urls import mask_url_secrets
+    from fair_forge_beam.io.secrets import scrub_known_text
     from fair_forge_beam.io.write import replace_files
 
-    replace_files([(path, mask_url_secrets(render_explain_report(results, dead_letters, params)))])  # no URL credentials; the whole page or none (a full disk leaves the old one)
+    # no URL credentials nor key values (trial33 O1); the whole page or none (a full disk leaves the old one)
+    replace_files([(path, scrub_known_text(render_explain_report(results, dead_letters, params)))])
     return path
