@@ -327,9 +327,12 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
         log.info("Flex Template launch: job graph written; the Dataflow job writes its outputs under %s and "
                  "publishes them as %s when it succeeds", stage, out)
         return {}
+    earlier = _earlier_run(out)  # read before it is replaced: the run says when its settings differed (T12)
     with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
         doc, gate_failure, summary = _run_staged(args, argv, build, options, runner, stage, out, baseline,
                                                  baseline_info, gates, gate_baseline, beam_args)
+    if earlier is not None:
+        _say_replaced(out, doc, earlier)
     if summary is not None:
         say(summary)  # the paths the outputs have, now published
     if gate_failure is not None:
@@ -406,6 +409,34 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         except GatesFailed as exc:
             return doc, exc, summary
     return doc, None, summary
+
+
+def _earlier_run(out: str):
+    """``(results.json, run_info.json)`` contents of the run ``out`` holds, or ``None`` (no run there,
+    or one that cannot be read: a damaged folder is replaced as before, with nothing to say)."""
+    from fair_forge_beam.reports.load import read_results, read_run_info
+
+    try:
+        return read_results(out), read_run_info(out)
+    except (OSError, ValueError):
+        return None
+
+
+def _say_replaced(out: str, doc: dict, earlier: tuple) -> None:
+    """One warning line on stderr when this run replaced in ``out`` a run made with other settings
+    (:func:`~fair_forge_beam.reports.compare.replaced_run_line`; trial33 T12); ``--quiet`` silences it
+    as every warning."""
+    from fair_forge_beam.io.secrets import scrub_known_text
+    from fair_forge_beam.reports.compare import replaced_run_line
+    from fair_forge_beam.reports.load import read_run_info
+
+    try:
+        line = replaced_run_line(out, doc, earlier[0], read_run_info(out), earlier[1])
+        line = scrub_known_text(line) if line else line  # settings are values from outside: key values masked
+    except (OSError, ValueError):  # the comparison is a courtesy: never a reason to fail a published run
+        return
+    if line:
+        log.warning("%s", _printable(line))
 
 
 def _local_run(options, runner) -> bool:

@@ -355,6 +355,24 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
     return out
 
 
+def replaced_run_line(out: str, current: dict, earlier: dict, current_info: Optional[dict] = None,
+                      earlier_info: Optional[dict] = None) -> Optional[str]:
+    """The one line a run says when it replaced, in ``out``, an earlier run made with other settings
+    (trial33 T12: the bare ``fair-forge-beam`` ran its defaults into README's ``fair_forge_output``
+    and replaced README's humanity+toxicity Bayesian audit without a word), or ``None`` when the
+    settings are the same (a re-run: nothing to say). The settings are those :func:`run_differences`
+    compares — the statistical mode and its parameters, metrics, inputs and every result-changing
+    option —, not what the data or the installed versions made of them."""
+    diffs = [d for d in run_differences(current, earlier, current_info, earlier_info)
+             if d["what"] != "interactions_read" and not d["what"].startswith("version of ")
+             and not d["what"].endswith(" lexicon")]
+    if not diffs:
+        return None
+    said = "; ".join(f"{d['what']} {_show(d['baseline'])} -> {_show(d['current'])}" for d in diffs)
+    return (f"replaced the earlier run in {out}, made with other settings ({said}); give another --output "
+            f"to keep both runs")
+
+
 def _show(v) -> str:
     if v is None:
         return "not set"
