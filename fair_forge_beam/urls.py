@@ -7,7 +7,8 @@ for every file we write and every text a page or the console shows; the log reco
 lines included; :func:`fair_forge_beam.console.say` and the usage-error line): a URL's user name and
 password (``http://user:password@host`` → ``http://***@host``) and the values of query parameters
 whose name says they hold a secret (``?api-key=…`` → ``?api-key=***``) are masked, in any text,
-plain or JSON-escaped (``http:\\/\\/``) or HTML-escaped (``&amp;``).
+plain or JSON-escaped (``http:\\/\\/``) or HTML-escaped (``&amp;``). Also here, light as this module is (a
+log line is masked while Beam itself is imported): :func:`mask_shapes`, secret-shaped strings.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import threading
 from typing import Optional
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-__all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo", "mask_line", "install_log_masking"]
+__all__ = ["mask_url_secrets", "SECRET_PARAM_WORDS", "split_query", "has_userinfo", "mask_line", "install_log_masking",
+           "SECRET_SHAPES", "mask_shapes"]
 
 #: a query parameter one of whose name's words (split at ``- _ . [ ]``, digits and camelCase; any
 #: case) is one of these holds a secret: its value is masked (``api-key``, ``apikey``,
@@ -77,6 +79,38 @@ def mask_url_secrets(text: str) -> str:
     return text if out == text else out
 
 
+#: secrets told by their shape alone (trial33 O1): masked in what is shown to a person
+#: (:func:`fair_forge_beam.io.secrets.scrub_shown`: report pages; :func:`mask_line`: every console and log line), whatever the environment holds — a key of a
+#: service this run never heard of, planted in or leaked into the data. Each is a well-known
+#: credential format, long enough not to be ordinary text: a PEM private key block (up to its END
+#: line, or to the text's end when the text was cut), an OpenAI/Anthropic/Stripe-style ``sk-``/``rk_``
+#: key (20 characters or more after the prefix, letters and a digit among them), an AWS access key id
+#: (``AKIA``/``ASIA`` and 16 capitals or digits), GitHub (``ghp_`` …, ``github_pat_``), Slack
+#: (``xoxb-`` …), Google (``AIza`` and 35), Hugging Face / Groq / GitLab (``hf_``, ``gsk_``,
+#: ``glpat-`` and 20 or more, a digit among them) tokens. Not told: keys without such a prefix (a hex
+#: or base64 string is also ordinary data), which only the key values of :func:`fair_forge_beam.io.secrets.known_secrets` mask
+SECRET_SHAPES = re.compile(
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|.*)"
+    r"|(?<![A-Za-z0-9_-])(?:sk|rk)[-_](?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}"
+    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"
+    r"|(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"
+    r"|(?<![A-Za-z0-9_])xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"
+    r"|(?<![A-Za-z0-9_-])(?:hf_|gsk_|glpat-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}", re.S)
+#: texts one of which every match of :data:`SECRET_SHAPES` holds (looked for first: most texts hold none)
+_SHAPE_NEEDLES = ("-----BEGIN", "sk-", "sk_", "rk-", "rk_", "AKIA", "ASIA", "gh", "github_pat_", "xox", "AIza",
+                  "hf_", "gsk_", "glpat-")
+
+
+def mask_shapes(text: str) -> str:
+    """``text`` with every secret-shaped string (:data:`SECRET_SHAPES`) replaced by ``***``; the
+    same object when it holds none. Never raises."""
+    if not isinstance(text, str) or not any(n in text for n in _SHAPE_NEEDLES):
+        return text
+    out = SECRET_SHAPES.sub(_MASK, text)
+    return text if out == text else out
+
+
 def has_userinfo(url: str) -> bool:
     """Whether ``url`` names a user or a password (``http://user:password@host``)."""
     try:
@@ -103,15 +137,13 @@ def split_query(url: Optional[str]) -> tuple:
 def mask_line(text: str) -> str:
     """One line we print or log with the credentials of every URL masked
     (:func:`mask_url_secrets`) and every secret-shaped string (a PEM private key, ``sk-…``, ``AKIA…``:
-    :func:`~fair_forge_beam.io.secrets.mask_shapes`, trial33 O1: a line quoting the data shows it to a
+    :func:`mask_shapes`, trial33 O1: a line quoting the data shows it to a
     person). The values of the key variables are masked
     where a line is composed (a page's or the console table's text: :func:`~fair_forge_beam.io.secrets.scrub_known_text`, which
     keeps the names; masking them here again would mask a field name equal to a key). Never raises."""
     try:
         if not isinstance(text, str):
             return text
-        from fair_forge_beam.io.secrets import mask_shapes
-
         out = mask_url_secrets(text)
         shown = mask_shapes(out)
         return out if shown is out else shown

@@ -6,8 +6,9 @@ and again every value its parsers decode: verdicts and cache entries) and again 
 output files and of stdout (:func:`scrub_known`, which looks up the keys named by
 :func:`register_secret_env` and every credential-like variable of the environment:
 :func:`secret_envs`). What is shown to a person (report pages, the console) also has
-secret-shaped strings masked (:func:`scrub_shown`, :func:`mask_shapes`; trial33 O1). A secret is replaced by ``***`` in every spelling JSON text can give
-it: plain, ``\\/`` and ``\\uXXXX`` escapes of any or all of its characters, at any nesting depth.
+secret-shaped strings masked (:func:`scrub_shown`, :func:`mask_shapes`; trial33 O1). A secret is
+replaced by ``***`` in every spelling JSON text can give it: plain, ``\\/`` and ``\\uXXXX`` escapes of
+any or all of its characters, at any nesting depth.
 
 Only values of free text are masked, never names (issue 28): dict keys, the values under the one
 declared list :data:`NAME_FIELDS` (slice, metric and column names, gate texts, options that name
@@ -32,7 +33,7 @@ import threading
 from typing import Any, Callable, Iterable, Optional
 
 from fair_forge_beam.blank import is_invisible_char
-from fair_forge_beam.urls import install_log_masking, mask_line, mask_url_secrets  # noqa: F401 - mask_line, install_log_masking: here too
+from fair_forge_beam.urls import SECRET_SHAPES, install_log_masking, mask_line, mask_shapes, mask_url_secrets  # noqa: F401 - mask_line, install_log_masking, SECRET_SHAPES: here too
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
            "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
@@ -114,36 +115,6 @@ USER_FIELDS = frozenset({"argv", "beam_args", "options", "config"})
 #: quoted by a reason was in results.json and on the console even when the run registered it
 VALUE_KEYED_FIELDS = frozenset({"rejected_at_read_reasons", "dead_letter_reasons", "not_scored_reasons"})
 
-#: secrets told by their shape alone (trial33 O1): masked in what is shown to a person
-#: (:func:`scrub_shown`: report pages, the console), whatever the environment holds — a key of a
-#: service this run never heard of, planted in or leaked into the data. Each is a well-known
-#: credential format, long enough not to be ordinary text: a PEM private key block (up to its END
-#: line, or to the text's end when the text was cut), an OpenAI/Anthropic/Stripe-style ``sk-``/``rk_``
-#: key (20 characters or more after the prefix, letters and a digit among them), an AWS access key id
-#: (``AKIA``/``ASIA`` and 16 capitals or digits), GitHub (``ghp_`` …, ``github_pat_``), Slack
-#: (``xoxb-`` …), Google (``AIza`` and 35), Hugging Face / Groq / GitLab (``hf_``, ``gsk_``,
-#: ``glpat-`` and 20 or more, a digit among them) tokens. Not told: keys without such a prefix (a hex
-#: or base64 string is also ordinary data), which only :func:`known_secrets` masks
-SECRET_SHAPES = re.compile(
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|.*)"
-    r"|(?<![A-Za-z0-9_-])(?:sk|rk)[-_](?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}"
-    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"
-    r"|(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"
-    r"|(?<![A-Za-z0-9_])xox[abposr]-[A-Za-z0-9-]{10,}"
-    r"|(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"
-    r"|(?<![A-Za-z0-9_-])(?:hf_|gsk_|glpat-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}", re.S)
-#: texts one of which every match of :data:`SECRET_SHAPES` holds (looked for first: most texts hold none)
-_SHAPE_NEEDLES = ("-----BEGIN", "sk-", "sk_", "rk-", "rk_", "AKIA", "ASIA", "gh", "github_pat_", "xox", "AIza",
-                  "hf_", "gsk_", "glpat-")
-
-
-def mask_shapes(text: str) -> str:
-    """``text`` with every secret-shaped string (:data:`SECRET_SHAPES`) replaced by :data:`MASK`; the
-    same object when it holds none. Never raises."""
-    if not isinstance(text, str) or not any(n in text for n in _SHAPE_NEEDLES):
-        return text
-    out = SECRET_SHAPES.sub(MASK, text)
-    return text if out == text else out
 
 #: JSON's two-character escapes, by the character they stand for
 _SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
