@@ -4,13 +4,13 @@ One function, :func:`scrub`, applied where endpoint text enters our records (the
 scrubs every answer, reasoning, raw body, log-probability token and error with the key it sent,
 and again every value its parsers decode: verdicts and cache entries) and again by the writers of
 output files and of stdout (:func:`scrub_known`, which looks up the keys named by
-:func:`register_secret_env` and every credential-like variable of the environment:
-:func:`secret_envs`). What is shown to a person (report pages, the console) also has
+:func:`register_secret_env`: the run's own). What is shown to a person (report pages, the console) also has
 secret-shaped strings masked (:func:`scrub_shown`, :func:`mask_shapes`; trial33 O1). A secret is
 replaced by ``***`` in every spelling JSON text can give it: plain, ``\\/`` and ``\\uXXXX`` escapes of
 any or all of its characters, at any nesting depth.
 
-Only values of free text are masked, never names (issue 28): dict keys, the values under the one
+Only values of free text are masked, never names (issue 28): dict keys (but those of the reason
+counts, :data:`VALUE_KEYED_FIELDS`, which quote values), the values under the one
 declared list :data:`NAME_FIELDS` (slice, metric and column names, gate texts, options that name
 metrics or fields; in a command line, :data:`ARGV_FIELDS`) and, in a text drawn from records (the
 console table, a page), every name of those records and every gate text (:func:`scrub_known_text`).
@@ -38,8 +38,7 @@ from fair_forge_beam.urls import SECRET_SHAPES, install_log_masking, mask_line, 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
            "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
            "NAME_FIELDS", "USER_FIELDS", "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP",
-           "mask_line", "install_log_masking", "known_needles", "masks_nothing", "CREDENTIAL_WORDS",
-           "is_credential_name", "VALUE_KEYED_FIELDS", "SECRET_SHAPES", "mask_shapes", "scrub_shown"]
+           "mask_line", "install_log_masking", "known_needles", "masks_nothing", "VALUE_KEYED_FIELDS", "SECRET_SHAPES", "mask_shapes", "scrub_shown"]
 
 MASK = "***"
 #: shorter values are never treated as secrets (a 1-3 character placeholder would mask text)
@@ -662,64 +661,17 @@ def register_secret_env(name: str) -> None:
 
 
 def secret_envs() -> frozenset:
-    """The names of the variables whose values are masked: the registered ones (this process and
-    :data:`NAMES_ENV`: the key variables of the endpoints this run uses — a judge, guardian,
-    generator or assistant registers its own when it is built) and every credential-like variable
-    set in this process's environment (:func:`is_credential_name`: ``OPENAI_API_KEY``, ``HF_TOKEN``,
-    ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD`` …), whether the run uses it or not (trial33 O1: the
-    value of ``OPENAI_API_KEY`` planted in an answer of a run without an endpoint was written
-    unmasked to ``dead_letter/`` and three times to ``report.html``). Before, only the registered
-    names were: issue 28 masked ``OPENAI_API_KEY`` in every run and a field whose value equalled it
-    lost its value — since then names are never masked (:data:`NAME_FIELDS`, dict keys) and our own
-    words are kept (:func:`is_own_text`), which is what that issue needed."""
-    env = os.environ
-    return _names(_ENVS_SNAPSHOT, env.get(NAMES_ENV, ""), _credential_names(tuple(getattr(env, "_data", env))))
+    """The registered variable names (this process and :data:`NAMES_ENV`): the key variables of
+    the endpoints this run uses (a judge, guardian, generator or assistant registers its own when
+    it is built). A run without an endpoint masks no variable's value (issue 28: ``OPENAI_API_KEY``
+    was masked in every run, and a field whose value equalled it lost its value); what it shows a
+    person still has secret-shaped strings masked (:func:`scrub_shown`, trial33 O1)."""
+    return _names(_ENVS_SNAPSHOT, os.environ.get(NAMES_ENV, ""))
 
 
 @functools.lru_cache(maxsize=16)
-def _names(mine: frozenset, inherited: str, ambient: frozenset = frozenset()) -> frozenset:
-    return frozenset(mine | set(filter(None, inherited.split(","))) | ambient)
-
-
-#: what in a variable's name (any case) says it holds a credential (:func:`is_credential_name`)
-CREDENTIAL_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-#: endings of a credential-like name that say it names something else: another variable
-#: (``JUDGE_API_KEY_ENV=OPENAI_API_KEY``, and :data:`NAMES_ENV`, a list of names) — never a key
-_NAMING_SUFFIXES = ("_ENV", "_ENVS")
-
-
-def is_credential_name(name: str) -> bool:
-    """Whether the environment variable ``name`` looks like it holds a credential: its name holds
-    a word of :data:`CREDENTIAL_WORDS` in any case (``*KEY*``, ``*TOKEN*``, ``*SECRET*``,
-    ``*PASSWORD*``, ``*PASSWD*``, ``*CREDENTIAL*``), and it does not name another variable
-    (:data:`_NAMING_SUFFIXES`, :data:`NAMES_ENV`)."""
-    upper = str(name).upper()
-    return (upper != NAMES_ENV and not upper.endswith(_NAMING_SUFFIXES)
-            and any(w in upper for w in CREDENTIAL_WORDS))
-
-
-@functools.lru_cache(maxsize=16)
-def _credential_names(names: tuple) -> frozenset:
-    """The credential-like names (:func:`is_credential_name`) among ``names`` (the environment's,
-    as ``os.environ`` stores them: a tuple of them is the cache key, so a variable set or removed
-    later is seen)."""
-    out = set()
-    for n in names:
-        text = os.fsdecode(n) if isinstance(n, bytes) else str(n)
-        if is_credential_name(text):
-            out.add(text)
-    return frozenset(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _names_a_path(value: str) -> bool:
-    """Whether a credential-like variable's ``value`` is the path of a file or folder that exists
-    (``SSH_KEY_PATH=/home/u/.ssh/id_ed25519``, ``GNOME_KEYRING_CONTROL=/run/user/1000/keyring``): it
-    says where a credential is, is not one, and masking it would mask the paths our outputs name."""
-    try:
-        return os.path.isabs(value) and os.path.exists(value)
-    except (ValueError, OSError):
-        return False
+def _names(mine: frozenset, inherited: str) -> frozenset:
+    return frozenset(mine | set(filter(None, inherited.split(","))))
 
 
 def gate_texts(gates: Any) -> frozenset:
@@ -749,18 +701,10 @@ def gate_texts(gates: Any) -> frozenset:
 
 
 def known_secrets() -> list:
-    """The current values of the variables of :func:`secret_envs` (read now, from this process's
-    environment; never stored): a registered variable's value whatever it is; a credential-like
-    variable's (not registered) unless it names an existing file or folder (:func:`_names_a_path`).
-    Values shorter than :data:`MIN_SECRET_LEN` characters are never masked (:func:`scrub`)."""
+    """The current values of the registered key variables (read now, from this process's
+    environment; never stored)."""
     env = os.environ
-    registered = _names(_ENVS_SNAPSHOT, env.get(NAMES_ENV, ""))
-    out = []
-    for n in secret_envs():
-        v = env.get(n)
-        if v and (n in registered or not _names_a_path(v)):
-            out.append(v)
-    return out
+    return [v for v in (env.get(n) for n in secret_envs()) if v]
 
 
 #: a number as our sentences format one (``2``, ``-0.25``, ``1,000``, ``1e-05``, ``95%``)
