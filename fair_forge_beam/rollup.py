@@ -64,7 +64,7 @@ from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option,
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest",
+__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest", "is_hidden",
            "check_sealed", "content_digest", "file_digest", "sealed_files", "seal_more"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
@@ -569,6 +569,18 @@ def load_manifests(runs: Sequence[str]) -> list[dict]:
 
 #: a shard's name: Beam's ``part-SSSSS-of-NNNNN.<ext>``, or a roll-up's copy of one run's shard
 #: ``part-rRRR-SSSSS-of-NNNNN.<ext>`` (a roll-up of roll-ups: ``part-rRRR-rQQQ-…``)
+#: name prefixes of hidden files, which a run's folders may hold besides what it wrote (:func:`is_hidden`)
+_HIDDEN = (".", "_")
+
+
+def is_hidden(rel: str) -> bool:
+    """Whether the path ``rel`` (``/``-separated) names a hidden file: one of its parts starts with
+    ``.`` or ``_`` (Finder's ``.DS_Store``, Hadoop's ``.part-….crc`` checksums, ``_SUCCESS``). A run
+    writes none in its folders; a roll-up neither reads (:func:`run_shards`) nor seals
+    (:func:`sealed_files`) them, as Beam's, Hadoop's and Arrow's dataset readers pass them over
+    (trial34 T8: a ``.DS_Store`` made a night impossible to roll up)."""
+    return any(part.startswith(_HIDDEN) for part in rel.split("/") if part)
+
 _SHARD_NAME = re.compile(r"part-((?:r\d+-)*)(\d+)-of-(\d+)\.(parquet|jsonl)")
 
 #: the per-record folders a roll-up copies from each run, and their shards' extension
@@ -580,7 +592,8 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
     """The paths of the shards in ``run_dir/folder`` (any filesystem), sorted — the only files of a
     run's folder that a roll-up reads, each one :func:`_check_shards` accepts.
 
-    Every file in the folder must be named as a shard (:data:`_SHARD_NAME`, extension ``ext``);
+    Every file in the folder must be named as a shard (:data:`_SHARD_NAME`, extension ``ext``), but
+    hidden files (:func:`is_hidden`), which are passed over;
     Beam's own shards (no ``r`` prefix) must be complete (``0 … N-1`` of one ``N``); a roll-up's copies
     (``part-rRRR-…``; a copy with no row left is not written) must each be within their ``N``.
     With ``open_parquet``, each Parquet shard's footer is read (a truncated copy fails here).
@@ -602,6 +615,7 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
     groups: dict = {}
     seen: dict = {}
     inputs = _rollup_inputs(run_dir)  # None: an audit, whose folders hold Beam's shards only
+    paths = [p for p in paths if not is_hidden(p.rstrip("/").rsplit("/", 1)[-1])]
     for path in paths:
         name = path.rstrip("/").rsplit("/", 1)[-1]
         g = _SHARD_NAME.fullmatch(name)
@@ -702,7 +716,7 @@ def _check_shards(run_dir: str, manifest: dict) -> None:
 def sealed_files(folder: str, manifest: dict) -> list[str]:
     """The paths, relative to the output folder ``folder`` (any filesystem) and sorted, of every
     file under :data:`~fair_forge_beam.io.session_stats.SEALED_FOLDERS` but the manifest itself
-    and Beam's temporary files (``beam-temp-*``, never published), and of the files ``manifest``'s
+    and Beam's temporary files (``beam-temp-*``, never published) and hidden files (:func:`is_hidden`), and of the files ``manifest``'s
     run seals besides (:func:`~fair_forge_beam.io.session_stats.sealed_by`: ``results.json``,
     ``run_info.json``) that are there: what :func:`seal_manifest` lists and :func:`check_sealed`
     compares."""
@@ -716,7 +730,7 @@ def sealed_files(folder: str, manifest: dict) -> list[str]:
     for sub in SEALED_FOLDERS:
         for path in _list_files(base + sub.rstrip("/")):
             rel = path[len(base):] if path.startswith(base) else path
-            if rel != MANIFEST and not _has_temporary_part(rel):
+            if rel != MANIFEST and not _has_temporary_part(rel) and not is_hidden(rel):
                 out.append(rel)
     return sorted(out)
 

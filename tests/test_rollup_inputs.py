@@ -719,3 +719,19 @@ def test_a_roll_ups_console_summary_says_roll_up():
                                                           "data_quality_warnings": 0, "metrics": {}}, "metrics": {}}
     assert summary_table(doc, "out", [], "roll-up").startswith("fair_forge_beam roll-up: mode frequentist")
     assert summary_table(doc, "out", []).startswith("fair_forge_beam audit: mode frequentist")
+
+
+def test_hidden_files_in_a_run_folder_are_passed_over(two_nights, tmp_path):
+    """Trial34 T8: a ``.DS_Store`` (Finder writes one when someone browses a shared audits folder) or
+    a Hadoop checksum ``.part-….crc`` in a run's folder made the roll-up refuse the run as holding a
+    stray file. Names starting with ``.`` or ``_`` are hidden, as Beam's, Hadoop's and Arrow's readers
+    treat them: passed over, the roll-up the same as without them."""
+    a, b = _copies(two_nights, tmp_path)
+    week = _rollup(tmp_path / "week", [a, b])
+    for folder in ("stats/sessions", "sessions/toxicity", "results.parquet", "dead_letter"):
+        if (b / folder).is_dir():
+            for hidden in (".DS_Store", ".part-00000-of-00001.parquet.crc", "_SUCCESS", "_tmp-part-00001-of-00002.parquet"):
+                (b / folder / hidden).write_bytes(b"junk")
+    again = _rollup(tmp_path / "again", [a, b])
+    assert again["summary"]["interactions_read"] == week["summary"]["interactions_read"] > 0
+    assert again["metrics"] == week["metrics"]
