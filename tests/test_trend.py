@@ -764,3 +764,24 @@ def test_every_reader_of_runs_says_a_windowed_run_is_one(tmp_path, capsys):
     with pytest.raises(ValueError, match=f"--baseline: no results.json at .*: {win} is a windowed run"):
         read_baseline(str(win))
     assert said in _usage_error([str(win)], capsys)
+
+
+def test_a_folder_named_with_no_day_or_a_day_after_the_run_is_ordered_by_time_with_a_note():
+    """Trial34 T6: a folder named ``2062-12-03`` (or ``2026-13-45``) became the latest run of the trend
+    without a word. A run covers the day its folder names only when that is a calendar day and, for an
+    audit, not more than a day after it was made; otherwise it is ordered by time, as a run without a
+    day, and a note names it and why. A night audited just after midnight ahead of UTC keeps its day."""
+    t0 = doc("bayesian", [tox("overall", 1, 10, 3)])
+    runs = [
+        run("audits/2026-12-01", t0, started="2026-12-02T02:30:00Z"),
+        run("audits/2026-12-02", t0, started="2026-12-01T23:30:00Z"),  # UTC+1 just after midnight: its own day
+        run("audits/2062-12-03", t0, started="2026-12-04T02:30:00Z"),
+        run("audits/2026-13-45", t0, started="2026-12-03T02:30:00Z"),
+    ]
+    t = build_trend(runs)
+    assert [(r["path"], r["covers"]) for r in t["runs"]] == [
+        ("audits/2026-13-45", None), ("audits/2062-12-03", None), ("audits/2026-12-01", "2026-12-01"),
+        ("audits/2026-12-02", "2026-12-02")]
+    [note] = [n for n in t["notes"] if "named with a day" in n]
+    assert "2062-12-03 (2062-12-03 is after the run was made, 2026-12-04)" in note
+    assert "2026-13-45 (2026-13-45 is no calendar day)" in note and note.startswith("2 runs")

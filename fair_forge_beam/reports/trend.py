@@ -16,7 +16,8 @@ its nights is compared with the week before, never with its own last night.
 
 **Order of runs.** By the data they cover, oldest first, never by when they ran (a night
 re-run a week later keeps its place): a run covers the ``YYYY-MM-DD`` day in its folder's name
-(:func:`covered_day`: ``audits/2026-12-01``, the day the user gave it), a roll-up without a day of its
+(:func:`covered_day`: ``audits/2026-12-01``, the day the user gave it; not a day that is no calendar
+day or, for an audit, after it was made: a note names such a run), a roll-up without a day of its
 own the latest day among the runs it merged (``run_info.json``'s ``rollup.runs``; a roll-up of roll-ups, their
 days), and runs on one day
 come audits first. Runs without a covered day come first, by time: ``run_info.json``'s
@@ -55,7 +56,7 @@ import os
 import re
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
@@ -339,10 +340,40 @@ _DAY = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
 
 
 def covered_day(path: str) -> Optional[str]:
-    """The day a run covers as its user named it: a ``YYYY-MM-DD`` in the run folder's name
-    (``audits/2026-12-01``, ``week-2026-12-07``; the last one when there are several), else ``None``."""
-    days = _DAY.findall(os.path.basename(path.rstrip("/")))
+    """The day a run covers as its user named it: a ``YYYY-MM-DD`` calendar day in the run folder's
+    name (``audits/2026-12-01``, ``week-2026-12-07``; the last one when there are several), else
+    ``None`` — also for a text of that form that is no day (``2026-13-45``, trial34 T6)."""
+    days = [d for d in _DAY.findall(os.path.basename(path.rstrip("/"))) if _is_day(d)]
     return days[-1] if days else None
+
+
+def _is_day(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: how far the day a run's folder names may lie after the day it ran (UTC) and still be the day it
+#: covers: a night audited just after midnight in a time zone ahead of UTC names the day it ran
+DAY_AHEAD = timedelta(days=1)
+
+
+def _named_day_problem(e: dict) -> Optional[str]:
+    """Why the ``YYYY-MM-DD`` in run ``e``'s folder name is not the day it covers, or ``None``: no
+    calendar day (``2026-13-45``), or, for an audit, a day more than :data:`DAY_AHEAD` after the run's
+    recorded time (a run cannot cover a day that had not come: ``2062-12-03`` made in 2026). Such a run
+    is ordered by its time, as a run without a day (trial34 T6: it became "the latest run" without a
+    word); ``e["covers"]`` is set to ``None`` then."""
+    named = _DAY.findall(os.path.basename(e["path"].rstrip("/")))
+    if named and e["covers"] is None:
+        return f"{named[-1]} is no calendar day"
+    if e["covers"] is not None and e["time"] is not None and e["merged"] is None \
+            and date.fromisoformat(e["covers"]) > (e["time"] + DAY_AHEAD).date():
+        day, e["covers"] = e["covers"], None
+        return f"{day} is after the run was made, {e['time'].date().isoformat()}"
+    return None
 
 
 def _order(entries: list[dict]) -> list[dict]:
@@ -352,6 +383,7 @@ def _order(entries: list[dict]) -> list[dict]:
     for e in entries:
         e["merged"] = _merged_runs(e)
         e["covers"] = covered_day(e["path"])
+        e["day_problem"] = _named_day_problem(e)
     changed = True
     while changed:  # a roll-up without a day or a time of its own: the latest of its merged runs', at every
         changed = False  # level (a month of weeks takes the weeks' days once they have theirs)
@@ -488,6 +520,11 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
             "metrics": list(e["slices"]), "coverage": e["coverage"],
             "previous": earlier[i][0] if earlier[i] else None, "differs_from_previous": diffs,
         })
+    undated = [f"{e['name']} ({e['day_problem']})" for e in entries if e["day_problem"]]
+    if undated:
+        notes.append(f"{len(undated)} run{'s' if len(undated) != 1 else ''} named with a day that is not the day "
+                     f"{'they cover' if len(undated) != 1 else 'it covers'}, ordered by time as runs without a day: "
+                     + ", ".join(undated[:5]) + (f" and {len(undated) - 5} more" if len(undated) > 5 else ""))
     untimed = [e["name"] for e in entries if e["time"] is None]
     if untimed:
         notes.append(f"{len(untimed)} run{'s' if len(untimed) != 1 else ''} without a recorded time (no started_at/"
