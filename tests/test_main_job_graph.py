@@ -101,3 +101,28 @@ def test_slice_summaries_are_tagged_by_their_combine(leaves):
     own combine: a step that only tagged them was one transform per metric."""
     assert [leaf for leaf in leaves if leaf.startswith("SliceSummaries_")]
     assert not [leaf for leaf in leaves if leaf.startswith("TagSlices_")]
+
+
+def test_interaction_rows_become_tables_before_they_meet(leaves):
+    """Each metric's interaction records are batched into Arrow tables in their own stage and only the
+    tables are flattened for results.parquet: a Flatten of the rows themselves (``FlattenInteractionRows``)
+    made FnApiRunner write and read every row dict once more (docs/performance.md)."""
+    assert not [leaf for leaf in leaves if "FlattenInteractionRows" in leaf]
+    assert {"ParquetTable/0", "ParquetTable/1", "ParquetTables"} <= set(leaves)
+
+
+def test_scored_counts_cross_the_results_flatten_once_per_bundle(leaves):
+    """results.json's interactions scored per metric were one ("scored", metric, n) element per session
+    through FlattenResultParts (written and read again by FnApiRunner); now one per bundle, the sum of
+    its session records' n_interactions, and none for a bundle without a session record."""
+    from fair_forge_beam.reports.results import _ScoredPerBundle
+
+    assert {"TagScored_humanity", "TagScored_toxicity"} <= set(leaves)
+    fn = _ScoredPerBundle("humanity")
+    fn.start_bundle()
+    for n in (3, None, 0, 4):
+        assert list(fn.process({"n_interactions": n}) or ()) == []
+    out = [wv.value for wv in fn.finish_bundle()]
+    assert out == [("scored", "humanity", 7)]
+    fn.start_bundle()
+    assert list(fn.finish_bundle()) == []

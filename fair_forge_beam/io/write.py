@@ -161,16 +161,31 @@ def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
     ``WriteToParquetBatched``). ``to_table``: a list of ``pcoll``'s elements → ``pyarrow.Table``
     (default: the elements are dicts of ``schema``'s fields). Every text value is masked on its way
     out (:func:`scrub_table`), unless ``masked``: ``to_table`` masks its values itself. Returns the
-    written file names."""
+    written file names.
+
+    ``pcoll`` may be a tuple of PCollections (e.g. the interaction records of several metrics): each
+    is batched and made into tables on its own and only the tables are flattened, since a runner that
+    materialises a ``Flatten`` of several inputs (FnApiRunner) would otherwise write and read every
+    row once more (docs/performance.md). A table then holds rows of one input only."""
     make = to_table or _rows_table(schema)
-    return (
-        pcoll
-        | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
-        # declared, not inferred: Beam's type inference walks the bytecode of the function and of what it
-        # calls (pyarrow, scrub_table), 0.06 CPU s for README's job's two stats tables, to find Any
-        | f"{label}Table" >> beam.Map(make if masked else (lambda batch: scrub_table(make(batch)))).with_output_types(Any)
-        | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
-    )
+    # declared, not inferred: Beam's type inference walks the bytecode of the function and of what it
+    # calls (pyarrow, scrub_table), 0.06 CPU s for README's job's two stats tables, to find Any
+    table_fn = make if masked else (lambda batch: scrub_table(make(batch)))
+    if isinstance(pcoll, (tuple, list)) and len(pcoll) > 1:
+        tables = tuple(
+            pc
+            | f"{label}Batch/{i}" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
+            | f"{label}Table/{i}" >> beam.Map(table_fn).with_output_types(Any)
+            for i, pc in enumerate(pcoll)) | f"{label}Tables" >> beam.Flatten()
+    else:
+        if isinstance(pcoll, (tuple, list)):
+            pcoll = pcoll[0]
+        tables = (
+            pcoll
+            | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
+            | f"{label}Table" >> beam.Map(table_fn).with_output_types(Any)
+        )
+    return tables | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
 
 
 def replace_file(path: str, write: Callable[[Any], None]) -> str:

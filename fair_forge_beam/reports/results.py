@@ -724,6 +724,29 @@ class ReadCountsFn(beam.CombineFn):
         return [("read", None, sum(acc.values())), *(("read_slice", k, n) for k, n in sorted(per_slice.items()))]
 
 
+class _ScoredPerBundle(beam.DoFn):
+    """A metric's session records → one ``("scored", metric, n)`` per bundle, ``n`` the sum of their
+    ``n_interactions`` (:class:`ResultsDocFn` adds them up): one element per bundle instead of one per
+    session through the results' ``Flatten``, which FnApiRunner writes and reads again. A bundle without
+    a session record gives none. The main job's sessions are in the global window (batch)."""
+
+    def __init__(self, metric: str):
+        self.metric = metric
+
+    def start_bundle(self):
+        self._n = None
+
+    def process(self, rec):
+        self._n = (self._n or 0) + int(rec.get("n_interactions") or 0)
+
+    def finish_bundle(self):
+        if self._n is not None:
+            from apache_beam.transforms.window import GlobalWindows
+
+            yield GlobalWindows.windowed_value(("scored", self.metric, self._n))
+        self._n = None
+
+
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
                   static: dict, stats=None, read_counts=None, write_interactions: bool = True,
                   read_slice_dims: tuple = (), count_records: bool = False) -> list:
@@ -765,7 +788,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
                write_jsonl(quality, f"{out}/data_quality/part", "Quality")]
     if write_interactions:
         written.append(write_parquet(
-            tuple(r["interactions"] for r in results.values()) | "FlattenInteractionRows" >> beam.Flatten(),
+            tuple(r["interactions"] for r in results.values()),  # each metric's rows made into tables on its own
             "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True))
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), str(_field(d, "reason"))), 1)),
@@ -806,8 +829,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
         written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
                                      SLICE_BATCH_ROWS, slice_rows_table, masked=True))
-        parts.append(r["sessions"] | f"TagScored_{name}" >> beam.Map(
-            lambda s, m=name: ("scored", m, int(s.get("n_interactions") or 0))))
+        parts.append(r["sessions"] | f"TagScored_{name}" >> beam.ParDo(_ScoredPerBundle(name)))
         parts.append(
             r["slices"]
             | f"SliceSummaries_{name}" >> beam.CombineGlobally(_TaggedSliceSummariesFn(name, static)).without_defaults())
