@@ -63,6 +63,11 @@ MAX_REPLY_BYTES = 4 * 2**20
 #: characters of all its messages together (400,000: about 100,000 tokens, as long as or longer than
 #: most models' context; a 6 MB answer made a 6 MB request, a 120-turn conversation 51 MB in all)
 MAX_PROMPT_CHARS = 400_000
+#: ``--endpoint-down-after``: batches in a row whose every request sent still failed transiently after
+#: all its attempts, after which a run stops asking that endpoint (0: never;
+#: :class:`~fair_forge_beam.components.replies.EndpointHealth`). Two: one dead batch may be a blip; with the
+#: defaults each costs about 4 x 4 x 60 s + 35 s of back-off (trial34 T2: every batch paid it, hours in all)
+ENDPOINT_DOWN_AFTER = 2
 
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
@@ -1117,6 +1122,14 @@ GROUPS: tuple[Group, ...] = (
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
+        Option("endpoint-down-after", valid=Range(0, 10_000), type=int, default=ENDPOINT_DOWN_AFTER, metavar="BATCHES",
+               feeds=(f"{_JUDGE}.endpoint_down_after",),
+               help="an endpoint (judge, guardian, generator, assistant) whose every request of this many batches in a "
+                    "row still failed after all retries (time-outs, refused connections, 429/5xx) is down for the rest "
+                    "of the run: its other requests are not sent and become dead letters at once, 'endpoint down: N "
+                    "batches in a row failed every request after all retries (last error: ...)'; a batch with one "
+                    "reply resets the count (0 = never)",
+               template=Template("NUMBER", _COUNT, str(ENDPOINT_DOWN_AFTER), label="Endpoint down after")),
         _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
         Option("judge-max-prompt-chars", valid=_CHARS, type=int, default=MAX_PROMPT_CHARS, metavar="CHARS",
                feeds=(f"{_JUDGE}.max_prompt_chars",),

@@ -39,13 +39,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optio
 from fair_forge_beam.components.judge.cache import SQLiteJudgeCache
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.io.secrets import scrub as scrub_secrets
+from fair_forge_beam.options import ENDPOINT_DOWN_AFTER
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "chat_completion_body", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
            "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY",
-           "FailedQuestions", "Question", "FAILED_QUESTIONS_MAX", "FAILED_QUESTIONS_MAX_CHARS", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
+           "FailedQuestions", "Question", "EndpointHealth", "ENDPOINT_DOWN_AFTER", "FAILED_QUESTIONS_MAX", "FAILED_QUESTIONS_MAX_CHARS", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
 
 #: bytes read per step of a reply
 REPLY_CHUNK = 64 * 1024
@@ -738,6 +739,59 @@ class FailedQuestions:
             self._chars = 0
 
 
+
+
+class EndpointHealth:
+    """Whether an endpoint is down for the rest of a run (trial34 T2), per worker process: the one
+    path of every endpoint kind (judge, guardian, generator: :class:`_JudgeClient`; the assistant
+    runner's client), held by its :class:`EndpointClient`, which lives as long as one run's DoFns.
+
+    A batch is *dead* when it sent requests and every one of them still failed transiently (time-out,
+    refused connection, 429/5xx) after all its attempts — the client's retries and Beam's retries of the
+    batch — and none got a reply (a valid or invalid answer, a permanent HTTP error: the endpoint is
+    up). After ``down_after`` dead batches in a row (0: never) the endpoint is down: a request that
+    would be sent is not, and fails at once with :meth:`reason` (why: the last error, how many batches
+    failed), so a dead endpoint costs the run ``down_after`` batches' worth of back-off, not every
+    batch's. A batch with one reply resets the count (a flaky endpoint never trips it); a batch that
+    sent nothing (cache hits, failures shared with an identical question) leaves it as it is.
+
+    Why not Beam's ``AdaptiveThrottler`` (which ``RemoteModelHandler`` already applies to every
+    batch): it delays a request with a probability drawn from the recent accept ratio and never
+    refuses one, so a dead endpoint is still asked, batch after batch, with every back-off; and its
+    random draw would make which requests fail depend on chance. This count is deterministic for a
+    given order of batches. Thread-safe."""
+
+    def __init__(self, down_after: int = ENDPOINT_DOWN_AFTER, role: str = "endpoint"):
+        self.down_after = int(down_after)
+        self.role = role
+        self.dead_batches = 0
+        self.last_error = ""
+        self._reason: Optional[str] = None
+        self._lock = threading.Lock()
+
+    def reason(self) -> Optional[str]:
+        """The failure of every request this run no longer sends, or None while the endpoint is up."""
+        return self._reason
+
+    def batch_ended(self, sent: bool, replied: bool, last_error: Optional[str]) -> None:
+        """One batch ended after all its attempts: ``sent``, it sent requests; ``replied``, one of
+        them got a reply; ``last_error``: the transient failure of a request of it (None: none)."""
+        import logging
+
+        with self._lock:
+            if self._reason is not None or not sent:
+                return
+            if replied or not last_error:
+                self.dead_batches = 0
+                return
+            self.dead_batches += 1
+            self.last_error = last_error
+            if self.down_after and self.dead_batches >= self.down_after:
+                self._reason = (f"{self.role} endpoint down: {self.dead_batches} batches in a row failed every request after "
+                                f"all retries (last error: {last_error}); not sent (--endpoint-down-after {self.down_after})")
+                logging.getLogger(__name__).warning("%s; the run's other requests to it fail at once", self._reason)
+
+
 _INFLIGHT: dict = {}
 _INFLIGHT_LOCK = threading.Lock()
 
@@ -792,6 +846,9 @@ class EndpointClient:
         #: this client's failed questions: it lives as long as one run's DoFns (Beam shares one client per
         #: process and RunInference step of a pipeline), so a failure never reaches a later run
         self.failed_questions = FailedQuestions()
+        #: whether the endpoint is down for the rest of this run (per process, never across runs)
+        self.health = EndpointHealth(getattr(cfg, "endpoint_down_after", ENDPOINT_DOWN_AFTER),
+                                     getattr(cfg, "role", None) or "endpoint")
 
     @contextlib.contextmanager
     def one_question(self, key: str) -> Iterator[Question]:

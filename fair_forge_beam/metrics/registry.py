@@ -148,7 +148,7 @@ def _bias(mode: StatisticalMode, options: dict):
         )
     # --judge-timeout / --judge-retries bound the guardian's HTTP calls too
     cfg = _judge_config({**options, "judge_base_url": base_url, "judge_model": model}, "bias")
-    limits = {k: v for k, v in cfg.items() if k in ("request_timeout", "client_retries")}
+    limits = {k: v for k, v in cfg.items() if k in ("request_timeout", "client_retries", "endpoint_down_after")}
     guardian = make_guardian(
         value(options, "guardian_kind"),
         model,
@@ -241,7 +241,8 @@ def _prompt_evaluator(mode: StatisticalMode, options: dict):
             raise ValueError(side_file_error("--seed-prompt-file", options["seed_prompt_file"], exc)) from None
     if is_blank(seed_prompt):
         raise ValueError("metric 'prompt_evaluator' needs the system prompt under test: pass --seed-prompt TEXT or --seed-prompt-file PATH")
-    gen = {k: options.get(k) for k in ("judge_max_concurrency", "judge_requests_per_minute", "judge_timeout", "judge_retries")}
+    gen = {k: options.get(k) for k in ("judge_max_concurrency", "judge_requests_per_minute", "judge_timeout", "judge_retries",
+                                       "endpoint_down_after")}
     for k in ("base_url", "model", "api_key_env"):  # each --generator-* defaults to its --judge-* (declared default_from)
         gen[f"judge_{k}"] = value(options, f"generator_{k}")
     gen["judge_cache"] = options.get("judge_cache")

@@ -81,7 +81,7 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets, scrub_body, scrub_logprobs, scrub_reply
-from fair_forge_beam.components.replies import (NO_KEY, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
+from fair_forge_beam.components.replies import (NO_KEY, ENDPOINT_DOWN_AFTER, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
                                                 chat_completion_body, read_chat_reply, unfinished_reply, usage_count, limit_setting)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
@@ -319,6 +319,8 @@ class _Config:
     max_prompt_option: Optional[str] = None
     max_tokens_setting: str = "OpenAIJudgeHandler(params={'max_tokens': …})"
     batch_attempts: int = 1  # 1 + Beam's num_retries: the asks a question that fails transiently gets in a run
+    endpoint_down_after: int = ENDPOINT_DOWN_AFTER  # dead batches in a row after which the run stops asking (0: never)
+    role: str = "judge"  # what the endpoint is to the handler, in messages
 
 
 def _failed(out: "_Outcome") -> bool:
@@ -435,6 +437,9 @@ class _JudgeClient(EndpointClient):
                     None, hit.get("logprobs"),
                 )
                 return _Outcome(result=res, cache_hit=True)
+        down = self.health.reason()
+        if down is not None:  # the endpoint failed whole batches after all their retries: not asked again this run
+            return failure(down)
 
         openai = self._openai_mod
         pt = ct = 0
@@ -625,6 +630,8 @@ class _BatchState:
     attempt: int = 0
     done: dict = field(default_factory=dict)  # batch index -> JudgeResult
     sent: set = field(default_factory=set)  # batch indices that already sent a request
+    replied: bool = False  # a request of it got a reply from the endpoint (EndpointHealth)
+    last_error: Optional[str] = None  # the last transient failure of a request it sent
 
 
 class OpenAIJudgeHandler(Transient, RemoteModelHandler):
@@ -676,6 +683,11 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
       max_prompt_option: the option named in that reason (e.g. ``"--judge-max-prompt-chars"``).
       max_tokens_setting: the Python setting of ``max_tokens`` a cut reply's reason names (no CLI
         option sets it; e.g. ``"GuardianLLMConfig(max_tokens=…)"``), with the ``max_tokens`` sent.
+      endpoint_down_after: batches in a row whose every request sent failed transiently after all
+        its attempts, after which this run (per worker process) sends the endpoint nothing more: every
+        request that is not a cache hit fails at once, ``<role> endpoint down: N batches in a row failed
+        every request after all retries (last error: …)`` (:class:`~fair_forge_beam.components.replies.EndpointHealth`;
+        ≥ 0, 0: never; default :data:`~fair_forge_beam.components.replies.ENDPOINT_DOWN_AFTER`).
     """
 
     def __init__(
@@ -707,6 +719,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         max_prompt_chars: int = MAX_PROMPT_CHARS,
         max_prompt_option: Optional[str] = None,
         max_tokens_setting: str = _Config.max_tokens_setting,
+        endpoint_down_after: int = ENDPOINT_DOWN_AFTER,
     ):
         if not model:
             raise ValueError("model is required")
@@ -718,6 +731,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                           (client_retries, num_retries, invalid_answer_retries), max_reply_bytes)
         if int(max_prompt_chars) <= 0:
             raise ValueError(f"max_prompt_chars must be > 0, got {quoted(max_prompt_chars)}")
+        if isinstance(endpoint_down_after, bool) or int(endpoint_down_after) < 0:
+            raise ValueError(f"endpoint_down_after must be >= 0 (0: never), got {quoted(endpoint_down_after)}")
         if not api_key_env:
             raise ValueError("api_key_env must name an environment variable")
         register_secret_env(api_key_env)  # the writers mask its value too (name only, never the key)
@@ -758,6 +773,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             max_prompt_option=max_prompt_option,
             max_tokens_setting=str(max_tokens_setting),
             batch_attempts=1 + int(num_retries),
+            endpoint_down_after=int(endpoint_down_after),
+            role=self.role,
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
@@ -841,6 +858,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                 if out.cache_hit:
                     c["cache_hits"].inc()
                 if out.requests:
+                    if out.transient is None and out.result is not None:
+                        st.replied = True  # the endpoint answered (valid or not, or a permanent HTTP error): it is up
                     first = 0 if i in st.sent else 1
                     st.sent.add(i)
                     c["requests"].inc(out.requests)
@@ -854,6 +873,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
                     c["completion_tokens"].inc(out.completion_tokens)
                 if out.shared and i not in st.sent and (out.result is not None or final):
                     c["shared_failures"].inc()  # its outcome: an identical question's failure, nothing sent
+                if out.transient is not None and not out.shared:
+                    st.last_error = out.transient
                 if out.result is not None:
                     st.done[i] = out.result
                 elif final:
@@ -872,6 +893,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             raise
         with rt["lock"]:
             rt["batches"].pop(id(batch), None)
+        model.health.batch_ended(bool(st.sent), st.replied, st.last_error)
         results = [st.done[i] if batch[i].tag is None else st.done[i]._replace(tag=batch[i].tag) for i in range(len(batch))]
         for r in results:
             c["failures" if r.error is not None else "results"].inc()
