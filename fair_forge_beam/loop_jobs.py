@@ -108,7 +108,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                                 # and the batch's retries: --generator-retries 0 is one attempt (it made 4)
                                 num_retries=min(args.generator_retries, 3),
                                 max_concurrency=args.generator_max_concurrency,
-                                max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes")
+                                max_reply_bytes=args.generator_max_reply_bytes, max_reply_option="--generator-max-reply-bytes",
+                                endpoint_down_after=args.endpoint_down_after)
     from fair_forge_beam.reports.output_folder import check_cache_file
 
     check_cache_file(args.generator_cache or DEFAULT_CACHE, "--generator-cache" if args.generator_cache else
@@ -185,7 +186,8 @@ def build_assistant_handler(args: Any):
     check_cache_file(args.assistant_cache, "--assistant-cache")
     common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
-                  requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes)
+                  requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes,
+                  endpoint_down_after=args.endpoint_down_after)
     if args.assistant_kind == "openai":
         if not args.assistant_model:
             raise ValueError("--assistant-model is required for an OpenAI-compatible assistant")

@@ -1116,7 +1116,8 @@ GROUPS: tuple[Group, ...] = (
                     "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
                     "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
                     "hanging endpoint holds a batch about 4 x (1 + --judge-retries) x this + 35 s at most (identical requests "
-                    "in flight share one attempt and its failure, so N of them take one deadline, not N)",
+                    "in flight share one attempt and its failure, so N of them take one deadline, not N), and a run "
+                    "--endpoint-down-after such batches in a row: then it is down for the run",
                template=Template("NUMBER", _DECIMAL, "60")),
         Option("judge-retries", valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
@@ -1471,7 +1472,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
 TABLE: dict[str, Option] = {**OPTIONS, **{o.dest: o for o in OTHER_COMMANDS_OPTIONS}}
 assert len(TABLE) == len(OPTIONS) + len(OTHER_COMMANDS_OPTIONS), "an option declared twice"
 
-_COMMON = ("Common", ("assistant-id", "seed"))
+_COMMON = ("Common", ("assistant-id", "seed", "endpoint-down-after"))
 _GENERATE = ("Generate (test sets from Markdown, spec §10)", (
     "corpus", "language", "num-queries", "conversation", "strategy", "num-samples", "chunks-per-sample", "with-replacement",
     "max-chunk-size", "min-chunk-size", "markdown-overlap", "header-levels", "seed-example", "system-prompt-file",

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: options of the loop that it also sets on the audit (the same declarations: one value for both)
-SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model")
+SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model", "endpoint_down_after")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:

@@ -67,3 +67,28 @@ def test_health_counts_dead_batches_in_a_row_only():
     for _ in range(10):
         never.batch_ended(True, False, "HTTP 500")
     assert never.reason() is None
+
+
+@pytest.mark.parametrize("kind", ["openai", "http"])
+def test_a_dead_assistant_endpoint_costs_at_most_threshold_batches(tmp_path, capsys, kind):
+    """The assistant runner goes through the same path: 64 one-turn sessions, batches of 4 to 16
+    (--assistant-concurrency 4), an endpoint answering 500: at most 2 batches of 16 are sent (was 64)."""
+    import json
+
+    from pipelines import run_assistant
+
+    n = 64
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps({"session_id": f"s{i}", "assistant_id": "a", "context": "", "conversation": [
+        {"qa_id": "q1", "query": f"question {i}", "assistant": ""}]}) + "\n" for i in range(n)), encoding="utf-8")
+    with ScriptedOpenAIServer("fine", faults=[Fault("server_error", retry_after=None)]) as srv:
+        how = (["--assistant-model", "bot", "--assistant-url", srv.base_url] if kind == "openai" else
+               ["--request-template", '{"messages": {{ messages | tojson }}}', "--response-path", "choices.0.message.content",
+                "--assistant-url", srv.base_url + "/chat/completions"])
+        code = run_assistant.main(["--input", str(data), "--assistant-kind", kind, *how, "--assistant-retries", "0",
+                                   "--assistant-concurrency", "4", "--output", str(tmp_path / "out")])
+        sent = srv.count()
+    assert code != 0 and sent <= 2 * 16, f"{sent} requests to a dead assistant endpoint"
+    dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    down = [d for d in dead if "assistant endpoint down: 2 batches in a row" in d["reason"]]
+    assert len(dead) == n and len(down) >= n - sent and all("HTTP 500" in d["reason"] for d in down)

@@ -72,7 +72,7 @@ from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHU
                                                 chat_completion_body, check_call_limits, declared_length, http_client,
                                                 read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
-from fair_forge_beam.options import MAX_REPLY_BYTES
+from fair_forge_beam.options import ENDPOINT_DOWN_AFTER, MAX_REPLY_BYTES
 from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.quoting import quoted
 
@@ -215,6 +215,8 @@ class _Config:
     client_retries: int
     headers: dict = field(default_factory=dict)
     max_reply_bytes: int = MAX_REPLY_BYTES
+    endpoint_down_after: int = ENDPOINT_DOWN_AFTER  # dead batches in a row after which the run stops asking (0: never)
+    role: str = "assistant"
 
     @property
     def identity(self) -> str:
@@ -229,6 +231,11 @@ class _TurnFailed(Exception):
 
 class _TurnTooLarge(_TurnFailed):
     """A reply over the size limit: never cached, never kept for a later identical turn."""
+
+
+class _TurnTransient(_TurnFailed):
+    """A time-out, refused connection or 408/409/429/5xx still failing after the client's retries: what
+    says, batch after batch, that the endpoint is down (:class:`~fair_forge_beam.components.replies.EndpointHealth`)."""
 
 
 #: HTTP statuses of a generic endpoint's reply that are asked again (``client_retries`` times)
@@ -322,8 +329,10 @@ class _Client(EndpointClient):
             raise _TurnTooLarge(exc.reason("--assistant-max-reply-bytes")) from None
         except UnreadableReply as exc:
             raise _TurnFailed(f"unreadable answer: {plain_reason(exc)}"[:2000]) from None
-        except (openai.APIStatusError, openai.APIConnectionError) as exc:  # time-outs included
-            raise _TurnFailed(self.describe(exc)) from None
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:  # time-outs included
+            raise _TurnTransient(self.describe(exc)) from None
+        except openai.APIStatusError as exc:
+            raise (_TurnTransient if exc.status_code in (408, 409) else _TurnFailed)(self.describe(exc)) from None
         except Exception as exc:  # noqa: BLE001 - a malformed body and the like: the turn fails, the run goes on
             raise _TurnFailed(f"unreadable answer: {self.scrub(plain_reason(exc))}"[:2000]) from None
         try:  # the one reader of every chat reply: the same reason as the audit's judge gives for this reply
@@ -359,10 +368,10 @@ class _Client(EndpointClient):
         except _RetryStatus as exc:  # still refused after the retries: the last reply is the reason
             status, raw = exc.status, exc.raw
         except httpx2.HTTPError as exc:  # time-outs included
-            raise _TurnFailed(self.describe(exc)) from None
+            raise _TurnTransient(self.describe(exc)) from None
         text = raw.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259)
         if status != 200:
-            raise _TurnFailed(f"HTTP {status}: {self.scrub(text)[:500]}")
+            raise (_TurnTransient if status in RETRY_STATUSES else _TurnFailed)(f"HTTP {status}: {self.scrub(text)[:500]}")
         try:
             doc = json.loads(text)
         except ValueError:
@@ -399,6 +408,9 @@ class _Client(EndpointClient):
                 hit = self.cache.get(key)
                 if hit is not None and isinstance(hit.get("answer"), str):
                     return self.scrub(hit["answer"]), True  # an entry written before a spelling of the key was masked
+            down = self.health.reason()
+            if down is not None:  # the endpoint failed whole batches after all their retries: not asked again this run
+                raise _TurnFailed(down)
             try:
                 answer = self.scrub(self._call_openai(messages) if cfg.kind == "openai" else self._call_http(body))
             except _TurnFailed as exc:
@@ -409,10 +421,11 @@ class _Client(EndpointClient):
         return answer, False
 
     def run_session(self, session_json: str) -> dict:
-        """Run one session turn by turn; returns ``{"session", "summary", "dead_letters", "counts"}``
+        """Run one session turn by turn; returns ``{"session", "summary", "dead_letters", "counts", "endpoint"}``
         (``counts``: this session's :data:`COUNTER_NAMES` values). An exception that escapes it (the
         batch fails) carries ``requests_sent``: the HTTP requests this session had sent."""
         self._local.requests = 0
+        self._local.replied, self._local.transient = False, None  # what the session's turns said of the endpoint
         try:
             return self._run_session(session_json)
         except BaseException as exc:
@@ -432,10 +445,16 @@ class _Client(EndpointClient):
         for i, turn in enumerate(out["conversation"]):
             t0 = time.perf_counter()
             error, cached = None, False
+            sent_before, transient = int(self._local.requests), False
             try:
                 answer, cached = self._answer(session, turn, i, history)
             except _TurnFailed as exc:
                 error = self.scrub(exc)
+                transient = isinstance(exc, _TurnTransient)
+                if transient:
+                    self._local.transient = error
+            if self._local.requests > sent_before and not transient:
+                self._local.replied = True  # the endpoint answered this turn (an answer, or a reply that is none): it is up
             ms = round((time.perf_counter() - t0) * 1000.0, 3)
             total_ms += ms
             agentic = dict(turn.get("agentic") or {})
@@ -461,7 +480,8 @@ class _Client(EndpointClient):
                    "total_execution_time_ms": round(total_ms, 3), "avg_batch_time_ms": round(total_ms / n, 3) if n else 0.0}
         counts = {"sessions": 1, "turns": n, "successes": successes, "failures": failures, "cache_hits": cached_n,
                   "requests": int(self._local.requests)}
-        return {"session": out, "summary": summary, "dead_letters": dead, "counts": counts}
+        return {"session": out, "summary": summary, "dead_letters": dead, "counts": counts,
+                "endpoint": (int(self._local.requests) > 0, bool(self._local.replied), self._local.transient)}
 
 
 def cfg_identity(cfg: _Config) -> str:
@@ -503,6 +523,11 @@ class AssistantHandler(RemoteModelHandler):
         :data:`~fair_forge_beam.options.MAX_REPLY_BYTES`, 4 MiB); a longer reply is read no further
         (:mod:`~fair_forge_beam.components.replies`) and fails the turn with a reason naming its size
         and the limit (never cached).
+      endpoint_down_after: batches in a row whose every turn sent failed transiently (time-out, refused
+        connection, 408/409/429/5xx after the client's retries) and none got a reply, after which this run
+        (per worker process) sends the endpoint nothing more: every later turn not in the cache fails at
+        once, ``assistant endpoint down: …`` (:class:`~fair_forge_beam.components.replies.EndpointHealth`;
+        0: never).
 
     Raises ``ValueError`` on an invalid configuration.
     """
@@ -513,7 +538,7 @@ class AssistantHandler(RemoteModelHandler):
                  request_timeout: float = 60.0, max_concurrency: int = 16, requests_per_minute: Optional[float] = None,
                  client_retries: int = 3, num_retries: int = 2, throttle_delay_secs: int = 5, rate_limiter=None,
                  headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE,
-                 max_reply_bytes: int = MAX_REPLY_BYTES):
+                 max_reply_bytes: int = MAX_REPLY_BYTES, endpoint_down_after: int = ENDPOINT_DOWN_AFTER):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {quoted(kind)}")
         if kind == "openai" and not model:
@@ -537,13 +562,15 @@ class AssistantHandler(RemoteModelHandler):
             raise ValueError(f"parameters {bad} are set by the runner itself")
         check_call_limits(request_timeout, max_concurrency, requests_per_minute, (client_retries, num_retries),
                           max_reply_bytes)
+        if isinstance(endpoint_down_after, bool) or int(endpoint_down_after) < 0:
+            raise ValueError(f"endpoint_down_after must be >= 0 (0: never), got {quoted(endpoint_down_after)}")
         if api_key_env:
             register_secret_env(api_key_env)
         super().__init__(namespace=namespace, num_retries=int(num_retries), throttle_delay_secs=throttle_delay_secs,
                          rate_limiter=rate_limiter)
         self._cfg = _Config(kind, model, base_url, url, request_template, response_path, api_key_env, params, bool(send_context),
                             cache_path, float(request_timeout), int(max_concurrency), requests_per_minute, int(client_retries),
-                            dict(headers or {}), int(max_reply_bytes))
+                            dict(headers or {}), int(max_reply_bytes), int(endpoint_down_after))
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(max_concurrency), "max_batch_size": 4 * int(max_concurrency)}
 
@@ -590,6 +617,9 @@ class AssistantHandler(RemoteModelHandler):
         if failure is None:
             model.batch_done(batch)
             results = [f.result() for f in futures]
+            seen = [r.pop("endpoint") for r in results]  # (sent, replied, last transient failure) of each session
+            model.health.batch_ended(any(s for s, _r, _t in seen), any(r for _s, r, _t in seen),
+                                     next((t for _s, _r, t in reversed(seen) if t), None))
             if results and tally.sent:  # the requests of the earlier, failed attempts of this batch
                 results[0]["counts"]["requests"] = int(results[0]["counts"].get("requests", 0)) + tally.sent
             return results

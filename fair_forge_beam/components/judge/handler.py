@@ -46,6 +46,12 @@ and ``RunInference`` step of a pipeline: a later run in the same process asks ag
 most :data:`~fair_forge_beam.components.replies.FAILED_QUESTIONS_MAX` questions
 (:class:`~fair_forge_beam.components.replies.FailedQuestions`).
 
+A dead endpoint costs a run ``endpoint_down_after`` batches (``--endpoint-down-after``, default 2):
+after that many batches in a row whose every request sent still failed transiently after all its
+attempts, with no reply, the worker process sends it nothing more in this run and every request not in
+the cache fails at once, ``judge endpoint down: …`` with the last error
+(:class:`~fair_forge_beam.components.replies.EndpointHealth`; a batch with one reply resets the count).
+
 The API key is read from the environment (``api_key_env``) on the worker when the client is
 created; it is not an attribute of the handler, so it is never pickled into the pipeline graph,
 and it is scrubbed (:mod:`.secrets`) from every answer, reasoning text, raw body, logprob token
