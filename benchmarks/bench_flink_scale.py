@@ -120,8 +120,9 @@ _pr.PortableRunner._optimize_pipeline = staticmethod(_noted_optimize)
 import fair_forge_beam.reports.load as load
 _read = load.read_results
 def _marked_read(*a, **k):
-    marks.setdefault("t_results", time.time())
-    marks.setdefault("maxrss_kb_job_ended", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    if "t_run" in marks:  # the job's results: not the earlier run's, read before (a replaced run is named)
+        marks.setdefault("t_results", time.time())
+        marks.setdefault("maxrss_kb_job_ended", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     return _read(*a, **k)
 load.read_results = _marked_read
 import sys
