@@ -15,19 +15,50 @@ from typing import Iterator, Optional, Sequence
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-__all__ = ["pipeline_options", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
+__all__ = ["pipeline_options", "ViewsOnceOptions", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
 
 DEFAULT_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
 _RUNNER_ALIASES = {"fnapirunner": DEFAULT_RUNNER, "fn_api_runner": DEFAULT_RUNNER}
 
 
+class ViewsOnceOptions(PipelineOptions):
+    """``PipelineOptions`` whose :meth:`view_as` makes the view of each options class once per
+    object and hands out that view again.
+
+    Why: Beam's ``view_as(cls)`` builds a new ``argparse`` parser of every option of ``cls`` and
+    parses the flags again, each time, and Beam asks for a view for every transform it applies (its
+    labels, the type checks' options): about 980 views of one small audit, a third of its CPU
+    (measured: :mod:`tests.test_pipeline_options_views`' docstring, docs/performance.md). A view
+    holds nothing of its own: its option values live in the object's shared ``_all_options`` (every
+    view reads and writes them there), its flags are the object's, which never change, and Beam
+    lets no other attribute be set on it; so a second view of the same class answers exactly as a
+    new one would. The views are not pickled or copied with the object (a copy makes its own)."""
+
+    def view_as(self, cls):
+        views = self.__dict__.get("_ffb_views")
+        if views is None:
+            views = {}
+            object.__setattr__(self, "_ffb_views", views)
+        view = views.get(cls)
+        if view is None or view._all_options is not self._all_options:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if "_ffb_views" in state:
+            state = {k: v for k, v in state.items() if k != "_ffb_views"}
+        return state
+
+
 def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> PipelineOptions:
-    """``PipelineOptions`` from command-line style ``argv`` with ``FnApiRunner`` as default runner.
+    """``PipelineOptions`` from command-line style ``argv`` with ``FnApiRunner`` as default runner
+    (a :class:`ViewsOnceOptions`: each options class's view made once).
 
     Any Beam option passes through (``--runner=FlinkRunner``, ``--direct_num_workers=2``, ...).
     ``--runner=FnApiRunner`` is accepted as a short name.
     """
-    opts = PipelineOptions(list(argv or []), **overrides)
+    opts = ViewsOnceOptions(list(argv or []), **overrides)
     std = opts.view_as(StandardOptions)
     runner = std.runner
     if runner is None:
