@@ -87,7 +87,8 @@ def test_a_run_without_its_stored_statistics_is_a_usage_error(two_nights, tmp_pa
 @pytest.mark.parametrize("folder,ext", [("stats/sessions", "parquet"), ("stats/slices", "parquet"),
                                         ("sessions/humanity", "parquet"), ("results.parquet", "parquet"),
                                         ("dead_letter", "jsonl")])
-def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(two_nights, tmp_path, capsys, folder, ext):
+def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(two_nights, rolled_up_twice, tmp_path,
+                                                                              capsys, folder, ext):
     a, b = _copies(two_nights, tmp_path)
     shard = f"part-00000-of-00001.{ext}"
     assert (b / folder / shard).is_file()
@@ -104,8 +105,7 @@ def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(t
         named = stray if "of-00002" not in stray else f"{folder}/ holds 2 with different totals"
         assert str(bad) in err[0] and named in err[0] and "Traceback" not in err[0], err
         assert not (tmp_path / "r").exists()
-    week = _rollup(tmp_path / "week", [a, b])  # a roll-up's copies (part-r000-…) are shards of its folders
-    again = _rollup(tmp_path / "again", [tmp_path / "week"])
+    _, week, again = rolled_up_twice  # a roll-up's copies (part-r000-…) are shards of its folders
     assert again["summary"]["interactions_read"] == week["summary"]["interactions_read"] > 0
 
 
@@ -136,6 +136,18 @@ def two_nights(tmp_path_factory):
     return base
 
 
+@pytest.fixture(scope="module")
+def rolled_up_twice(two_nights, tmp_path_factory):
+    """``(folder, week, again)``: ``folder/week`` is the roll-up of copies of :func:`two_nights`'
+    audits, ``folder/again`` the roll-up of that roll-up (whose run's shards are the first roll-up's
+    ``part-r000-…`` copies), made once for the module (read-only: a test that edits one copies it);
+    ``week`` and ``again`` their results. They were the same roll-ups of the same unmodified copies
+    in each of the stray-file test's 5 cases, and the first one again in the fake-copy test."""
+    root = tmp_path_factory.mktemp("rolled-up-twice")
+    a, b = _copies(two_nights, root)
+    return root, _rollup(root / "week", [a, b]), _rollup(root / "again", [root / "week"])
+
+
 @pytest.mark.parametrize("where", ["stats/sessions", "sessions/humanity", "results.parquet"])
 @pytest.mark.parametrize("copy_name", ["part-0-of-1.parquet", "part-000000-of-00001.parquet",
                                        "part-r0-00000-of-00001.parquet", "part-r000-00000-of-00001.parquet"])
@@ -151,11 +163,10 @@ def test_a_shard_copied_under_another_shard_name_is_refused(two_nights, tmp_path
     assert exc.value.code == 2 and len(err) == 1 and f"{where}/{copy_name} is not a shard" in err[0], err
 
 
-def test_a_rollup_copy_of_a_run_it_did_not_merge_is_refused(two_nights, tmp_path, capsys):
+def test_a_rollup_copy_of_a_run_it_did_not_merge_is_refused(rolled_up_twice, tmp_path, capsys):
     """A roll-up's copies are part-rRRR-… with R one of its runs: a fake part-r002-… in a roll-up of
     two runs was read as more data."""
-    a, b = _copies(two_nights, tmp_path)
-    _rollup(tmp_path / "w", [a, b])
+    shutil.copytree(rolled_up_twice[0] / "week", tmp_path / "w")  # the roll-up of the two nights' audits
     folder = tmp_path / "w" / "stats" / "sessions"
     real = sorted(folder.glob("part-r000-*"))[0]
     shutil.copy(real, folder / real.name.replace("part-r000-", "part-r002-"))
