@@ -102,6 +102,7 @@ import math
 import operator
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional, Sequence, Union
 
@@ -187,19 +188,46 @@ class FieldSpec:
     observed: str = "session"
 
 
-def gate_fields() -> dict[str, dict[str, FieldSpec]]:
-    """Metric name → gateable field name → :class:`FieldSpec`, from each registered metric's info
-    (every estimate it declares with a ``gate`` name: all headline estimates and a few others)."""
-    from fair_forge_beam.metrics.registry import METRICS, metric_info
+class _GateFields(Mapping):
+    """What :func:`gate_fields` returns: a read-only mapping of the registered metrics (in the
+    registry's order) that have gateable fields, each metric's fields read from its info when first
+    asked for. Looking up one metric imports that metric's module only; iterating (the list of
+    gateable metrics in an unknown-metric error) reads them all."""
 
-    out: dict[str, dict[str, FieldSpec]] = {}
-    for name in METRICS:
-        info = metric_info(name)
-        fields = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix, e.observed)
-                  for g, e in (info.gate_fields() if info is not None else {}).items()}
-        if fields:
-            out[name] = fields
-    return out
+    def __init__(self, names: Sequence[str]):
+        self._names, self._read = tuple(names), {}
+
+    def _fields(self, name: str) -> dict[str, FieldSpec]:
+        if name not in self._read:
+            from fair_forge_beam.metrics.registry import metric_info
+
+            info = metric_info(name)
+            self._read[name] = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix, e.observed)
+                                for g, e in (info.gate_fields() if info is not None else {}).items()}
+        return self._read[name]
+
+    def __getitem__(self, name: str) -> dict[str, FieldSpec]:
+        fields = self._fields(name) if isinstance(name, str) and name in self._names else None
+        if not fields:
+            raise KeyError(name)
+        return fields
+
+    def __iter__(self):
+        return (n for n in self._names if self._fields(n))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def gate_fields() -> Mapping[str, dict[str, FieldSpec]]:
+    """Metric name → gateable field name → :class:`FieldSpec`, from each registered metric's info
+    (every estimate it declares with a ``gate`` name: all headline estimates and a few others).
+    Read on demand (:class:`_GateFields`): checking gates on Humanity and Toxicity imports their
+    modules, not every metric's (the other metrics' modules cost an audit with a gate about 1 CPU s
+    of imports, 598 modules)."""
+    from fair_forge_beam.metrics.registry import METRICS
+
+    return _GateFields(list(METRICS))
 
 
 def _fmt_num(x: Optional[float]) -> str:
