@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -785,3 +786,33 @@ def test_a_folder_named_with_no_day_or_a_day_after_the_run_is_ordered_by_time_wi
     [note] = [n for n in t["notes"] if "named with a day" in n]
     assert "2062-12-03 (2062-12-03 is after the run was made, 2026-12-04)" in note
     assert "2026-13-45 (2026-13-45 is no calendar day)" in note and note.startswith("2 runs")
+
+
+_TREND_IMPORTS = r"""
+import sys
+from pathlib import Path
+from test_trend import _write_run, doc, tox
+from pipelines import audit
+
+r = Path(sys.argv[1])
+_write_run(r / "a", doc("bayesian", [tox("overall", 1, 10, 3)]), {"started_at": "2025-01-01T00:00:00Z"})
+_write_run(r / "b", doc("bayesian", [tox("overall", 4, 10, 3)]), {"started_at": "2025-01-02T00:00:00Z"})
+code = audit.main(["trend", str(r / "a"), str(r / "b"), "--output", str(r / "t"), "--quiet", *sys.argv[2:]])
+print(code, "matplotlib" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("plots", [False, True])
+def test_a_trend_without_plots_imports_no_matplotlib(tmp_path, plots):
+    """``trend --no-plots`` (the nightly script's) chooses the slices of each figure without the
+    plotting module: matplotlib is not imported (before: about 0.7 CPU s of imports per trend);
+    with plots it is. A trend panel draws as many slices as a report panel."""
+    from fair_forge_beam.reports.plots import MAX_SLICES
+    from fair_forge_beam.reports.trend import TREND_PANELS
+
+    assert TREND_PANELS == MAX_SLICES
+    proc = subprocess.run([sys.executable, "-c", _TREND_IMPORTS, str(tmp_path), *([] if plots else ["--no-plots"])],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["0", str(plots)], proc.stdout

@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 
 __all__ = ["PLOTS", "MAX_SLICES", "figure_svg", "interval_panel", "grouped_intervals", "session_histograms",
            "session_distributions",
-           "plot_generic", "metric_figures", "trend_figure", "CHANGE_COLOURS", "TREND_PANELS"]
+           "plot_generic", "metric_figures", "trend_figure", "CHANGE_COLOURS"]
 
 #: most slices drawn in one panel (the shipped example data has 15 slices: all drawn)
 MAX_SLICES = 16
@@ -564,8 +564,6 @@ def plot_bestof(metric: dict, config: dict) -> list:
 #: ring colours of the changes the trend report marks (verdicts of :mod:`~.compare`): worse red,
 #: better green, higher/lower (no better side) blue
 CHANGE_COLOURS = {"worse": "#a31515", "better": "#1b6e20", "higher": "#1f4e9a", "lower": "#1f4e9a"}
-#: panels (slices) in one trend figure
-TREND_PANELS = MAX_SLICES
 #: x tick labels of a trend panel at most (evenly spaced, first and last run always labelled)
 TREND_TICKS = 8
 

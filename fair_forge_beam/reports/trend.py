@@ -80,6 +80,10 @@ CHANGED = ("worse", "better", "higher", "lower")
 MAX_CHANGE_ROWS = 200
 #: runs shown as columns in the per-estimate value tables of trend.html (the latest ones)
 MAX_VALUE_COLUMNS = 12
+#: panels (slices) in one trend figure: as many as one panel of the run's report draws
+#: (:data:`fair_forge_beam.reports.plots.MAX_SLICES`, checked by tests/test_trend.py); here, so that a trend without plots
+#: (``--no-plots``) chooses the same slices without importing matplotlib
+TREND_PANELS = 16
 
 
 class TrendUsageError(ValueError):
@@ -716,8 +720,6 @@ def _change_view(c: dict, runs: list[dict]) -> dict:
 
 
 def _figures(trend: dict, with_plots: bool) -> list[dict]:
-    from fair_forge_beam.reports.plots import TREND_PANELS, trend_figure
-
     runs = trend["runs"]
     labels = [_shown(r) for r in runs]
     last_change: dict[tuple, int] = {}
@@ -760,8 +762,9 @@ def _figures(trend: dict, with_plots: bool) -> list[dict]:
                     if v in CHANGED:
                         marks[p["run"]] = v
                 panels.append((s["slice_label"], ests, marks))
+            from fair_forge_beam.reports.plots import figure_svg, trend_figure
+
             fig = trend_figure(labels, panels, ylabel=view["label"])
-            from fair_forge_beam.reports.plots import figure_svg
 
             view["svg"] = figure_svg(fig, f"trend-{metric}-{len(out)}")
         out.append(view)
