@@ -375,6 +375,9 @@ class Option:
         listed: a text option whose value is a comma-separated list (``--metrics a,b``): a config
             file may give it as one text or as a TOML list of texts (joined with commas); any other
             text option takes one text (:func:`config_value_problem`).
+        read_by_metrics: the metrics (``--metrics`` names) whose run reads it in the main job; a run
+            of none of them does not (:func:`unread_because`); empty: read whatever the metrics.
+        read_in_modes: the statistical modes (``--mode``) whose run reads it; empty: every mode.
     """
 
     name: str
@@ -397,6 +400,8 @@ class Option:
     per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     parse: Optional[Callable[[str], Any]] = None
     listed: bool = False
+    read_by_metrics: tuple[str, ...] = ()
+    read_in_modes: tuple[str, ...] = ()
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -928,10 +933,12 @@ def _env_name(flag: str):
     return problem
 
 
-def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None) -> Option:
+def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None,
+                 read_by_metrics: tuple = ()) -> Option:
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
     return Option(f"{kind}-max-reply-bytes", valid=_BYTES, type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
+                  read_by_metrics=read_by_metrics,
                   help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
                        "letter naming its size and the limit (never cached, never scored)",
                   template=template or Template("NUMBER", "^[1-9][0-9]{0,11}$", str(MAX_REPLY_BYTES),
@@ -979,6 +986,11 @@ _RE = "fair_forge_beam.metrics.regulatory:Regulatory"
 _BAYES = "fair_forge_beam.statistical.bayesian:BayesianMode"
 _PR = "fair_forge_beam.metrics.privacy:Privacy"
 _RA = "fair_forge_beam.metrics.role_adherence:RoleAdherence"
+#: the metrics that ask the LLM judge (--judge-*; agentic with --agentic-correctness judge, or unset
+#: with a --judge-base-url; prompt_evaluator's generator defaults to it), and those that also send
+#: the guardian's requests under --judge-timeout / --judge-retries / --judge-cache (bias)
+_JUDGED = ("context", "conversational", "regulatory", "agentic", "bestof", "prompt_evaluator", "role_adherence")
+_JUDGED_OR_GUARDED = _JUDGED + ("bias",)
 
 #: main-job options deliberately absent from the Flex Template metadata, with the reason
 _NO_TEMPLATE_FREE_TEXT = "free text with spaces, which no safe parameter regex admits: put it in the --config file"
@@ -1022,15 +1034,17 @@ GROUPS: tuple[Group, ...] = (
         Option("mode", default="frequentist", choices=("frequentist", "bayesian"), config_keys=("mode",),
                help="statistical mode",
                template=Template("ENUM", "^(frequentist|bayesian)$", "bayesian", label="Statistical mode")),
-        Option("seed", valid=_SEED_RANGE, type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
+        Option("seed", read_in_modes=("bayesian",), valid=_SEED_RANGE, type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
                help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
                     "ids (generate; the loop gives it to both)",
                template=Template("NUMBER", "^[0-9]{1,18}$", "42")),
-        Option("mc-samples", valid=MC_SAMPLES_RANGE, type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
+        Option("mc-samples", read_in_modes=("bayesian",), valid=MC_SAMPLES_RANGE, type=int, default=MC_SAMPLES, feeds=(f"{_BAYES}.mc_samples",),
                help="Monte-Carlo draws / bootstrap replicates",
                template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "5000", label="Monte-Carlo draws")),
-        Option("ci-level", valid=CI_LEVEL_RANGE, type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level",), help="credible-interval level",
-               template=Template("NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$", "0.95", label="Credible-interval level")),
+        Option("ci-level", valid=CI_LEVEL_RANGE, type=float, default=CI_LEVEL, feeds=(f"{_BAYES}.ci_level", "fair_forge_beam.statistical.frequentist:FrequentistMode.ci_level"),
+               help="interval level: Bayesian credible intervals; frequentist: BestOf's Wald intervals and the intervals of a "
+                    "comparison (--compare, regression gates)",
+               template=Template("NUMBER", "^0?\\.[0-9]*[1-9][0-9]*$", "0.95", label="Interval level")),
         Option("output", default="fair_forge_output", path=True, config_keys=("output",), validate=_named_folder("--output"),
                help="output folder (created if missing); a run is written beside it and replaces it only when it "
                     "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
@@ -1040,78 +1054,78 @@ GROUPS: tuple[Group, ...] = (
                    "optimize": {"default": None, "default_note": "required", "metavar": "DIR",
                                 "help": "folder for result.json, dead_letter.jsonl and report.html"}},
                template=Template("GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$", "gs://my-bucket/audits/2025-01-01", required=True, label="Output folder")),
-        Option("slice-bootstrap", default="buckets", choices=("buckets", "gamma"), feeds=(f"{_H}.slice_bootstrap",),
+        Option("slice-bootstrap", read_by_metrics=("humanity",), read_in_modes=("bayesian",), default="buckets", choices=("buckets", "gamma"), feeds=(f"{_H}.slice_bootstrap",),
                help="Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) weights "
                     "(mc_samples draws per session)",
                template=Template("ENUM", "^(buckets|gamma)$", "buckets", label="Slice resampling")),
-        Option("emotion-lexicon-csv", path=True,
+        Option("emotion-lexicon-csv", read_by_metrics=("humanity",), path=True,
                help="NRC-format multi-language CSV for Humanity", default_note="the nrclex copy",
                template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/lexicons/nrc.csv", label="Emotion lexicon CSV")),
-        Option("group-extractor", default="keyword", choices=("keyword", "embedding"),
+        Option("group-extractor", read_by_metrics=("toxicity",), default="keyword", choices=("keyword", "embedding"),
                help="Toxicity group detection: keyword lists (no embedder; no clustering), or MiniLM embeddings vs the "
                     "shipped group prototypes (with cluster profiling); measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(keyword|embedding)$", "keyword", label="Toxicity group extractor")),
-        Option("toxicity-scorer", default="profanity-check", choices=("profanity-check", "hurtlex"),
+        Option("toxicity-scorer", read_by_metrics=("toxicity",), default="profanity-check", choices=("profanity-check", "hurtlex"),
                help="what decides that an answer is toxic: the alt-profanity-check classifier (English; other languages "
                     "go to the dead letter) or the original's HurtLex rule (any lexicon word, see --toxicity-level); "
                     "measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(profanity-check|hurtlex)$", "profanity-check")),
-        Option("toxicity-classifier-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5,
+        Option("toxicity-classifier-threshold", read_by_metrics=("toxicity",), valid=_HALF_OPEN_UNIT, type=float, default=0.5,
                help="an answer is toxic when the classifier's probability is at least this (--toxicity-scorer "
                     "profanity-check)",
                template=Template("NUMBER", _DECIMAL, "0.5")),
-        Option("toxicity-level", default="inclusive", choices=("inclusive", "conservative"),
+        Option("toxicity-level", read_by_metrics=("toxicity",), default="inclusive", choices=("inclusive", "conservative"),
                feeds=("fair_forge_beam.components.toxicity_lexicon:HurtLexLoader.level",),
                help="HurtLex level filter for Toxicity (inclusive = all entries, as upstream)",
                template=Template("ENUM", "^(inclusive|conservative)$", "inclusive", label="HurtLex level")),
-        Option("toxicity-group-set", default="declared", choices=("declared", "observed"), feeds=(f"{_T}.group_set",),
+        Option("toxicity-group-set", read_by_metrics=("toxicity",), default="declared", choices=("declared", "observed"), feeds=(f"{_T}.group_set",),
                help="Toxicity DR's group set, in both modes: every declared group, zero counts included, or only the "
                     "groups detected (observed: the original's Bayesian DR)",
                template=Template("ENUM", "^(declared|observed)$", "declared", label="Toxicity DR group set")),
-        Option("no-clustering", type=bool, help="skip Toxicity's UMAP + HDBSCAN cluster profiling",
+        Option("no-clustering", read_by_metrics=("toxicity",), type=bool, help="skip Toxicity's UMAP + HDBSCAN cluster profiling",
                template=Template("BOOLEAN", _BOOL_RE, "true", label="Skip clustering")),
-        Option("cluster-points", metavar="PATH", path=True, default_note="not written", feeds=(f"{_T}.cluster_points_path",),
+        Option("cluster-points", read_by_metrics=("toxicity",), metavar="PATH", path=True, default_note="not written", feeds=(f"{_T}.cluster_points_path",),
                help="write Toxicity's per-answer embeddings, 2-D coordinates and cluster labels to this Parquet file",
                template=Template("GCS_WRITE_FILE", _GCS_FILE, "gs://my-bucket/audits/2025-01-01/cluster_points.parquet", label="Cluster points file")),
     )),
     Group("Agentic (pass@k, pass^k, tool correctness)", (
-        Option("agentic-k", valid=Range(1, 1000), type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
+        Option("agentic-k", read_by_metrics=("agentic",), valid=Range(1, 1000), type=int, default=3, feeds=(f"{_AG}.k",), help="attempts k of pass@k / pass^k",
                template=Template("NUMBER", _COUNT, "3")),
-        Option("agentic-correctness", choices=("judge", "label", "tools"), feeds=(f"{_AG}.correctness_source",),
+        Option("agentic-correctness", read_by_metrics=("agentic",), choices=("judge", "label", "tools"), feeds=(f"{_AG}.correctness_source",),
                help="correctness of an interaction: LLM judge, a label in the data, or tool correctness",
                default_note="judge when --judge-base-url is given, else label",
                template=Template("ENUM", "^(judge|label|tools)$", "judge")),
-        Option("agentic-label-field", default="agentic.reward", feeds=(f"{_AG}.label_field",),
+        Option("agentic-label-field", read_by_metrics=("agentic",), default="agentic.reward", feeds=(f"{_AG}.label_field",),
                help="dotted path of the correctness label (agentic.reward: τ-bench's reward)",
                template=Template("TEXT", _WORD, "agentic.reward")),
-        Option("agentic-task-field", default="agentic.task_id", feeds=(f"{_AG}.task_field",),
+        Option("agentic-task-field", read_by_metrics=("agentic",), default="agentic.task_id", feeds=(f"{_AG}.task_field",),
                help="dotted path of the task id grouping repeated trials",
                template=Template("TEXT", _WORD, "agentic.task_id")),
-        Option("agentic-threshold", valid=_CLOSED_UNIT, type=float, default=0.7, feeds=(f"{_AG}.threshold",),
+        Option("agentic-threshold", read_by_metrics=("agentic",), valid=_CLOSED_UNIT, type=float, default=0.7, feeds=(f"{_AG}.threshold",),
                help="correct when score >= threshold",
                template=Template("NUMBER", _DECIMAL, "0.7")),
     )),
     Group("LLM judge and guardian (metrics context, conversational, bias)", (
-        Option("judge-base-url", validate=_url("--judge-base-url"), default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
+        Option("judge-base-url", read_by_metrics=_JUDGED, validate=_url("--judge-base-url"), default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
                template=Template("TEXT", _URL, "https://judge.example.com/v1", label="Judge endpoint")),
-        Option("judge-model", help="judge model name as the endpoint knows it",
+        Option("judge-model", read_by_metrics=_JUDGED, help="judge model name as the endpoint knows it",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
-        Option("judge-api-key-env", validate=_env_name("--judge-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
+        Option("judge-api-key-env", read_by_metrics=_JUDGED, validate=_env_name("--judge-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
                help="environment variable holding the judge's API key (never logged or written); given, it must be set and "
                     "not empty (a usage error otherwise); not given, OPENAI_API_KEY when set, else no key (a local judge)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Judge API key variable")),
-        Option("judge-cache", path=True,
+        Option("judge-cache", read_by_metrics=_JUDGED_OR_GUARDED, path=True,
                help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
                default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
                per_command={"optimize": {"help": "SQLite cache of every call (a path, or 'none': no cache)"}},
                template=Template("TEXT", "^/[A-Za-z0-9._/+-]+$", "/tmp/fair_forge_judge_cache.sqlite3")),
-        Option("judge-max-concurrency", valid=_CONCURRENCY, type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
+        Option("judge-max-concurrency", read_by_metrics=_JUDGED, valid=_CONCURRENCY, type=int, default=16, feeds=(f"{_JUDGE}.max_concurrency",),
                help="concurrent judge requests per worker",
                template=Template("NUMBER", "^[1-9][0-9]{0,8}$", "16", label="Judge concurrency")),
-        Option("judge-requests-per-minute", valid=_RATE, type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
+        Option("judge-requests-per-minute", read_by_metrics=_JUDGED, valid=_RATE, type=float, feeds=(f"{_JUDGE}.requests_per_minute",),
                help="judge request-rate limit per worker (requests per minute)", default_note="no limit",
                template=Template("NUMBER", "^([0-9]+\\.?[0-9]*|\\.[0-9]+)$", "600", label="Judge rate limit")),
-        Option("judge-timeout", valid=_SECONDS, type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
+        Option("judge-timeout", read_by_metrics=_JUDGED_OR_GUARDED, valid=_SECONDS, type=float, default=60.0, metavar="SECONDS", feeds=(f"{_JUDGE}.request_timeout",),
                help="seconds for the whole reply of each HTTP attempt to the judge / guardian / generator (a "
                     "deadline: a dripped reply is cut). A request is tried 1 + --judge-retries times by the client "
                     "and, while it fails transiently, its batch up to 4 times by Beam (backoff from about 5 s): a "
@@ -1119,11 +1133,11 @@ GROUPS: tuple[Group, ...] = (
                     "in flight share one attempt and its failure, so N of them take one deadline, not N), and a run "
                     "--endpoint-down-after such batches in a row: then it is down for the run",
                template=Template("NUMBER", _DECIMAL, "60")),
-        Option("judge-retries", valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
+        Option("judge-retries", read_by_metrics=_JUDGED_OR_GUARDED, valid=_RETRIES, type=int, default=3, metavar="N", feeds=(f"{_JUDGE}.client_retries",),
                help="retries per HTTP request by the client, for 429/5xx/time-outs (0 = none; Beam still retries a "
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", _COUNT, "3")),
-        Option("endpoint-down-after", valid=Range(0, 10_000), type=int, default=ENDPOINT_DOWN_AFTER, metavar="BATCHES",
+        Option("endpoint-down-after", read_by_metrics=_JUDGED_OR_GUARDED, valid=Range(0, 10_000), type=int, default=ENDPOINT_DOWN_AFTER, metavar="BATCHES",
                feeds=(f"{_JUDGE}.endpoint_down_after",),
                help="an endpoint (judge, guardian, generator, assistant) whose every request of this many batches in a "
                     "row still failed after all retries (time-outs, refused connections, 429/5xx) is down for the rest "
@@ -1131,115 +1145,115 @@ GROUPS: tuple[Group, ...] = (
                     "batches in a row failed every request after all retries (last error: ...)'; a batch with one "
                     "reply resets the count (0 = never)",
                template=Template("NUMBER", _COUNT, str(ENDPOINT_DOWN_AFTER), label="Endpoint down after")),
-        _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",)),
-        Option("judge-max-prompt-chars", valid=_CHARS, type=int, default=MAX_PROMPT_CHARS, metavar="CHARS",
+        _reply_limit("judge", feeds=(f"{_JUDGE}.max_reply_bytes",), read_by_metrics=_JUDGED),
+        Option("judge-max-prompt-chars", read_by_metrics=_JUDGED, valid=_CHARS, type=int, default=MAX_PROMPT_CHARS, metavar="CHARS",
                feeds=(f"{_JUDGE}.max_prompt_chars",),
                help="longest prompt sent to the judge, in characters of all its messages (answer, context and "
                     "conversation history included); a longer one is not sent and becomes a dead letter naming its "
                     "size and the limit (never cached, never scored)",
                template=Template("NUMBER", "^[1-9][0-9]{0,7}$", str(MAX_PROMPT_CHARS), label="Longest judge prompt")),
-        Option("guardian-base-url", validate=_url("--guardian-base-url"), default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
+        Option("guardian-base-url", read_by_metrics=("bias",), validate=_url("--guardian-base-url"), default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
                template=Template("TEXT", _URL, "https://guardian.example.com/v1", label="Guardian endpoint")),
-        Option("guardian-model", help="guardian model name, e.g. llama-guard3:8b",
+        Option("guardian-model", read_by_metrics=("bias",), help="guardian model name, e.g. llama-guard3:8b",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "llama-guard3:8b")),
-        Option("guardian-kind", default="llama_guard", choices=("llama_guard", "granite_guardian"),
+        Option("guardian-kind", read_by_metrics=("bias",), default="llama_guard", choices=("llama_guard", "granite_guardian"),
                help="prompt convention of the guardian",
                template=Template("ENUM", "^(llama_guard|granite_guardian)$", "llama_guard")),
-        Option("guardian-api-key-env", validate=_env_name("--guardian-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
+        Option("guardian-api-key-env", read_by_metrics=("bias",), validate=_env_name("--guardian-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_GUARDIAN}.api_key_env",),
                help="environment variable holding the guardian's API key (never logged or written); given, it must be set "
                     "and not empty (a usage error otherwise)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Guardian API key variable")),
-        Option("guardian-logprobs", type=bool, feeds=(f"{_GUARDIAN}.logprobs",),
+        Option("guardian-logprobs", read_by_metrics=("bias",), type=bool, feeds=(f"{_GUARDIAN}.logprobs",),
                help="ask the guardian for log-probabilities: certainty = P(unsafe label); without them certainty is null "
                     "(not measured)",
                template=Template("BOOLEAN", _BOOL_RE, "true", label="Guardian log-probabilities")),
-        _reply_limit("guardian"),
+        _reply_limit("guardian", read_by_metrics=("bias",)),
     )),
     Group("Regulatory (uses the --judge-* options)", (
-        Option("regulatory-corpus", file=True, metavar="PATH", default="airline",
+        Option("regulatory-corpus", read_by_metrics=("regulatory",), file=True, metavar="PATH", default="airline",
                help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
                     "tau-bench airline policy; 'callcenter')",
                template=Template("TEXT", _WORD, "airline")),
-        Option("chunk-size", valid=_CHARS, type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
+        Option("chunk-size", read_by_metrics=("regulatory",), valid=_CHARS, type=int, default=1000, feeds=(f"{_RE}.chunk_size",),
                help="corpus chunk size in characters",
                template=Template("NUMBER", _COUNT, "1000")),
-        Option("chunk-overlap", valid=_CHARS0, type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
+        Option("chunk-overlap", read_by_metrics=("regulatory",), valid=_CHARS0, type=int, default=100, feeds=(f"{_RE}.chunk_overlap",),
                help="characters shared by neighbouring chunks (< chunk size)",
                template=Template("NUMBER", _COUNT, "100")),
-        Option("regulatory-top-k", valid=Range(1, 10_000), type=int, default=10, feeds=(f"{_RE}.top_k",),
+        Option("regulatory-top-k", read_by_metrics=("regulatory",), valid=Range(1, 10_000), type=int, default=10, feeds=(f"{_RE}.top_k",),
                help="chunks kept per retrieval, for the query and the answer each",
                template=Template("NUMBER", _COUNT, "10")),
-        Option("regulatory-threshold", valid=Range(-1.0, 1.0), type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
+        Option("regulatory-threshold", read_by_metrics=("regulatory",), valid=Range(-1.0, 1.0), type=float, default=0.3, feeds=(f"{_RE}.similarity_threshold",),
                help="minimum cosine similarity of a retrieved chunk",
                template=Template("NUMBER", _DECIMAL, "0.3")),
-        Option("regulatory-embedder", default="minilm", choices=("minilm", "hashing"),
+        Option("regulatory-embedder", read_by_metrics=("regulatory",), default="minilm", choices=("minilm", "hashing"),
                help="chunk/query embedder: all-MiniLM-L6-v2 (minilm) or the model-free hashing embedder",
                template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
     )),
     Group("BestOf (metric bestof; needs the --judge-* options)", (
-        Option("bestof-mode", default="king", choices=("king", "all_pairs"), feeds=(f"{_BO}.mode",),
+        Option("bestof-mode", read_by_metrics=("bestof",), default="king", choices=("king", "all_pairs"), feeds=(f"{_BO}.mode",),
                help="king of the hill (N-1 sequential matches per block, as the original) or all pairs (N(N-1)/2 "
                     "parallel matches, Bradley-Terry ranking)",
                template=Template("ENUM", "^(king|all_pairs)$", "king")),
-        Option("bestof-order", listed=True, metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
+        Option("bestof-order", read_by_metrics=("bestof",), listed=True, metavar="A,B,C", feeds=(f"{_BO}.contestant_order",),
                help="declared contest order of assistant ids (others follow, sorted)", default_note="sorted ids",
                template=Template("TEXT", _WORD, "gpt-4o,claude-3")),
-        Option("bestof-block", default="session", choices=("session", "qa"), feeds=(f"{_BO}.block",),
+        Option("bestof-block", read_by_metrics=("bestof",), default="session", choices=("session", "qa"), feeds=(f"{_BO}.block",),
                help="compare whole conversations per session_id, or each question (session_id, qa_id)",
                template=Template("ENUM", "^(session|qa)$", "session")),
-        Option("bestof-criteria", feeds=(f"{_BO}.criteria",), help="extra judging criteria added to the BestOf rubric",
+        Option("bestof-criteria", read_by_metrics=("bestof",), feeds=(f"{_BO}.criteria",), help="extra judging criteria added to the BestOf rubric",
                template=_NO_TEMPLATE_FREE_TEXT),
     )),
     Group("Vision and PromptEvaluator", (
-        Option("similarity-embedder", default="minilm", choices=("minilm", "hashing"),
+        Option("similarity-embedder", read_by_metrics=("vision", "prompt_evaluator"), default="minilm", choices=("minilm", "hashing"),
                help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (minilm) or hashed tokens (no model)",
                template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
-        Option("vision-threshold", valid=_CLOSED_UNIT, type=float, default=0.75, feeds=(f"{_V}.threshold",),
+        Option("vision-threshold", read_by_metrics=("vision",), valid=_CLOSED_UNIT, type=float, default=0.75, feeds=(f"{_V}.threshold",),
                help="vision: similarity below which a frame is a hallucination",
                template=Template("NUMBER", _DECIMAL, "0.75")),
-        Option("seed-prompt", feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
+        Option("seed-prompt", read_by_metrics=("prompt_evaluator",), feeds=(f"{_PE}.seed_prompt",), help="prompt_evaluator: the system prompt under test",
                per_command={"optimize": {"help": "the prompt to improve", "default_note": "required, or --seed-prompt-file"}},
                template="free text with spaces: use seed_prompt_file (a Cloud Storage path) or the --config file"),
-        Option("seed-prompt-file", file=True, metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
+        Option("seed-prompt-file", read_by_metrics=("prompt_evaluator",), file=True, metavar="PATH", help="prompt_evaluator: read the system prompt from this file",
                per_command={"optimize": {"help": "file holding the prompt to improve"}},
                template=Template("TEXT", _WORD, "gs://bucket/prompt.txt")),
-        Option("prompt-k", valid=Range(1, 1000), type=int, default=10, feeds=(f"{_PE}.k",),
+        Option("prompt-k", read_by_metrics=("prompt_evaluator",), valid=Range(1, 1000), type=int, default=10, feeds=(f"{_PE}.k",),
                help="prompt_evaluator: generations per query (must be >= 1)",
                template=Template("NUMBER", _COUNT, "10")),
-        Option("prompt-tau", valid=_CLOSED_UNIT, type=float, default=0.8, feeds=(f"{_PE}.tau",),
+        Option("prompt-tau", read_by_metrics=("prompt_evaluator",), valid=_CLOSED_UNIT, type=float, default=0.8, feeds=(f"{_PE}.tau",),
                help="prompt_evaluator: cosine threshold for 'same meaning'",
                template=Template("NUMBER", _DECIMAL, "0.8")),
-        Option("prompt-jq-objective", feeds=(f"{_PE}.objective",),
+        Option("prompt-jq-objective", read_by_metrics=("prompt_evaluator",), feeds=(f"{_PE}.objective",),
                help="prompt_evaluator: turn on judge quality (JQ) with these criteria; the judge is --judge-* if given, "
                     "else the generator",
                template=_NO_TEMPLATE_FREE_TEXT),
-        Option("generator-base-url", validate=_url("--generator-base-url"), default_from="judge-base-url",
+        Option("generator-base-url", read_by_metrics=("prompt_evaluator",), validate=_url("--generator-base-url"), default_from="judge-base-url",
                help="OpenAI-compatible endpoint of the generating LLM (prompt_evaluator's answers; pipelines.generate "
                     "and the loop: the test set)",
                template=Template("TEXT", _WORD, "https://gen.example.com/v1")),
-        Option("generator-model", default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
+        Option("generator-model", read_by_metrics=("prompt_evaluator",), default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
                template=Template("TEXT", _WORD, "gpt-4o-mini")),
-        Option("generator-api-key-env", validate=_env_name("--generator-api-key-env"), default_from="judge-api-key-env",
+        Option("generator-api-key-env", read_by_metrics=("prompt_evaluator",), validate=_env_name("--generator-api-key-env"), default_from="judge-api-key-env",
                help="environment variable holding the generator's API key (never logged or written); unset, the "
                     "generator uses the judge's, as it uses the judge's endpoint and model",
                template=Template("TEXT", _WORD, "OPENAI_API_KEY")),
-        _reply_limit("generator", " (prompt_evaluator, pipelines.generate, the loop)"),
+        _reply_limit("generator", " (prompt_evaluator, pipelines.generate, the loop)", read_by_metrics=("prompt_evaluator",)),
     )),
     Group("Privacy and RoleAdherence", (
-        Option("privacy-detector", default="patterns", choices=("patterns", "presidio"),
+        Option("privacy-detector", read_by_metrics=("privacy",), default="patterns", choices=("patterns", "presidio"),
                help="privacy: PII detector, offline patterns or Microsoft Presidio (needs presidio-analyzer)",
                template=Template("ENUM", "^(patterns|presidio)$", "patterns")),
-        Option("privacy-domain", metavar="PATH", path=True, default_note="the detector's classes, equal weights",
+        Option("privacy-domain", read_by_metrics=("privacy",), metavar="PATH", path=True, default_note="the detector's classes, equal weights",
                help="privacy: JSON file of the domain (classes, criticality_weights, fn_severity_weights, iou_threshold, "
                     "regulatory_framework; optional domain_fit, regulatory_fit of the detector)",
                template="a local JSON file read when the pipeline is built: put it in the --config file's folder"),
-        Option("privacy-text", default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
+        Option("privacy-text", read_by_metrics=("privacy",), default="assistant", choices=("assistant", "query"), feeds=(f"{_PR}.text_field",),
                help="privacy: the text scanned for PII and the expected spans refer to (answer or question)",
                template=Template("ENUM", "^(assistant|query)$", "assistant")),
-        Option("role-threshold", valid=_HALF_OPEN_UNIT, type=float, default=0.5, feeds=(f"{_RA}.threshold",),
+        Option("role-threshold", read_by_metrics=("role_adherence",), valid=_HALF_OPEN_UNIT, type=float, default=0.5, feeds=(f"{_RA}.threshold",),
                help="role_adherence: a session is adherent when its adherence is at least this",
                template=Template("NUMBER", _DECIMAL, "0.5", label="Role adherence threshold")),
-        Option("role-strict", type=bool, feeds=(f"{_RA}.strict_mode",),
+        Option("role-strict", read_by_metrics=("role_adherence",), type=bool, feeds=(f"{_RA}.strict_mode",),
                help="role_adherence: a session is adherent only when every judged turn is",
                template=Template("BOOLEAN", _BOOL_RE, "false", label="Role adherence strict")),
     )),
@@ -1835,11 +1849,13 @@ IGNORED_BY_RUN: dict[str, dict[str, str]] = {
         "kafka_bootstrap_servers", "kafka_expansion_service", "kafka_event_time", "kafka_max_records")},
     "no-pubsub": {"pubsub_timestamp_attribute": "it configures the Pub/Sub source (--pubsub-subscription / "
                                                 "--pubsub-topic)"},
+    "no-report": {"inconclusive_width": "no report.html is written, whose inconclusive flags this sets"},
 }
 #: what a run kind is, as the usage error names it
 RUN_KIND_TEXT = {"windowed": "a windowed run (--window)", "batch": "a run without --window",
                  "files": "a run without --watch", "no-kafka": "a run without --kafka-topic",
-                 "no-pubsub": "a run without --pubsub-subscription / --pubsub-topic"}
+                 "no-pubsub": "a run without --pubsub-subscription / --pubsub-topic",
+                 "no-report": "a run with --no-report"}
 
 
 def run_kinds(args: Any) -> list[str]:
@@ -1847,20 +1863,79 @@ def run_kinds(args: Any) -> list[str]:
     windowed = bool(args.window or args.watch or args.kafka_topic or args.pubsub_subscription or args.pubsub_topic)
     return [k for k, on in (("windowed", windowed), ("batch", not windowed), ("files", not args.watch),
                             ("no-kafka", not args.kafka_topic),
-                            ("no-pubsub", not (args.pubsub_subscription or args.pubsub_topic))) if on]
+                            ("no-pubsub", not (args.pubsub_subscription or args.pubsub_topic)),
+                            ("no-report", bool(args.no_report) and not windowed)) if on]
 
 
-def ignored_option_problem(args: Any) -> Optional[str]:
+def _given(args: Any, dest: str) -> bool:
+    """Whether ``args`` give option ``dest``: a value that is not its declared default."""
+    return getattr(args, dest, None) not in (None, False, [], OPTIONS[dest].default)
+
+
+def _metric_names(metrics: Any) -> list[str]:
+    """``--metrics`` as a list (a comma-separated text, or a run's recorded list)."""
+    if isinstance(metrics, str):
+        metrics = metrics.split(",")
+    return [m.strip() for m in metrics or () if isinstance(m, str) and m.strip()]
+
+
+def unread_because(option: Option, metrics: Any, mode: Optional[str]) -> Optional[str]:
+    """Why a run of ``metrics`` (``--metrics``) in ``mode`` (``--mode``) does not read ``option``
+    (:attr:`Option.read_by_metrics`, :attr:`Option.read_in_modes`), or ``None`` when it does:
+    ``not read by a run of --metrics humanity: only toxicity reads it``."""
+    names = _metric_names(metrics)
+    readers = option.read_by_metrics
+    if readers and not set(readers) & set(names):
+        who = readers[0] if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]}"
+        return (f"not read by a run of --metrics {','.join(names)}: only metric{'s' if len(readers) > 1 else ''} "
+                f"{who} read{'' if len(readers) > 1 else 's'} it")
+    if option.read_in_modes and mode not in option.read_in_modes:
+        return f"not read by a {mode} run (--mode {mode}): only --mode {' or '.join(option.read_in_modes)} reads it"
+    return None
+
+
+def options_unread(metrics: Any, mode: Optional[str]) -> frozenset[str]:
+    """The main-job options (by ``dest``) a run of ``metrics`` in ``mode`` does not read
+    (:func:`unread_because`): left out of the settings a roll-up or a comparison compares, so that
+    two humanity runs never "differ in --toxicity-scorer" (trial34 T5)."""
+    return frozenset(d for d, o in OPTIONS.items() if unread_because(o, metrics, mode))
+
+
+def ignored_option_problem(args: Any, command_line: Optional[set] = None) -> Optional[str]:
     """One line when ``args`` give an option their run kind does not read (:data:`IGNORED_BY_RUN`):
-    ``--compare: not read by a windowed run (--window): <why>; drop --compare``. An option counts as
-    given when its value is not its declared default (a config file's, the loop's own values too)."""
+    ``--compare: not read by a windowed run (--window): <why>; drop --compare``, or an option of a
+    metric or mode the run does not run (:func:`unread_because`, trial34 T5) that the command line
+    gives: ``--toxicity-scorer: not read by a run of --metrics humanity: only metric toxicity reads it;
+    drop --toxicity-scorer``. An option counts as given when its value is not its declared default
+    (for a run kind, a config file's and the loop's own values too). ``command_line``: the options
+    (by ``dest``) the command line itself gives; ``None``: every option given counts as the command
+    line's. The same option from a ``--config`` file alone, for a metric or mode not run, is
+    :func:`unread_config_lines`' warning (a config shared by several jobs is normal)."""
     for kind in run_kinds(args):
         for dest, why in IGNORED_BY_RUN[kind].items():
-            got = getattr(args, dest, None)
-            if got not in (None, False, [], OPTIONS[dest].default):
+            if _given(args, dest):
                 flag = OPTIONS[dest].flag
                 return f"{flag}: not read by {RUN_KIND_TEXT[kind]}: {why}; drop {flag}"
+    for dest, o in OPTIONS.items():
+        if _given(args, dest) and (command_line is None or dest in command_line):
+            why = unread_because(o, getattr(args, "metrics", None), getattr(args, "mode", None))
+            if why:
+                return f"{o.flag}: {why}; drop {o.flag}"
     return None
+
+
+def unread_config_lines(args: Any, command_line: set, config: Optional[str]) -> list[str]:
+    """One warning line per option a ``--config`` file gives (not the command line) that this run's
+    metrics or mode do not read (:func:`unread_because`): the file may be shared by jobs of other
+    metrics (the command line's ``--metrics`` / ``--mode`` replace the file's), so this is no
+    error, but never dropped without a word."""
+    out = []
+    for dest, o in OPTIONS.items():
+        if _given(args, dest) and dest not in command_line:
+            why = unread_because(o, getattr(args, "metrics", None), getattr(args, "mode", None))
+            if why:
+                out.append(f"--config {config}: {o.name} = {quoted(getattr(args, dest))} is {why}: ignored")
+    return out
 
 
 def config_keys() -> tuple[dict[str, str], set[str], set[str]]:

@@ -476,13 +476,18 @@ def _read_json(path: str) -> dict:
 
 
 def _settings(manifest: dict) -> dict:
-    """What two runs must share to be rolled up. The metrics are a set: runs of ``--metrics
+    """What two runs must share to be rolled up (the options their metrics and mode read). The metrics are a set: runs of ``--metrics
     humanity,toxicity`` and ``toxicity,humanity`` score the same (every stored column and slice
     is named by its metric); the roll-up lists them in its first run's order. A run written before
     ``--metrics`` was normalised where it is parsed (:func:`fair_forge_beam.options.metrics_option`)
     may hold ``humanity,humanity,toxicity`` or ``humanity,toxicity,``: the same set."""
+    from fair_forge_beam.options import options_unread
+
     cfg = {k: v for k, v in manifest["config"].items() if k != "inputs"}
-    opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS}
+    # the options its metrics and mode read: an option of a metric the runs did not run (an old run
+    # recorded --toxicity-scorer hurtlex for a humanity run, trial34 T5) is no setting of theirs
+    unread = options_unread(cfg.get("metrics") or manifest["options"].get("metrics"), manifest["options"].get("mode"))
+    opts = {k: v for k, v in manifest["options"].items() if k not in RUN_ONLY_OPTIONS and k not in unread}
     if isinstance(cfg.get("metrics"), list):
         cfg["metrics"] = sorted({m.strip() if isinstance(m, str) else m for m in cfg["metrics"]} - {""})
     if isinstance(opts.get("metrics"), str):
@@ -639,9 +644,9 @@ def run_shards(run_dir: str, folder: str, ext: str = "parquet", required: bool =
         indices = {i for i, _, _ in shards}
         complete = indices == set(range(next(iter(totals)))) if prefix == "" else max(indices) < min(totals)
         if len(totals) != 1 or not complete:
-            have = f"{len(indices)} of {next(iter(totals))}" if len(totals) == 1 else \
-                f"{len(shards)} with different totals ({', '.join(sorted(n for *_, n in shards))})"
-            raise ValueError(f"{run_dir}: {folder} holds {have} shard(s)"
+            have = f"{len(indices)} of {next(iter(totals))} shard(s)" if len(totals) == 1 else \
+                f"{len(shards)} shard(s) of different totals ({', '.join(sorted(n for *_, n in shards))})"
+            raise ValueError(f"{run_dir}: {folder} holds {have}"
                              + (f" named part-{prefix}…" if prefix else "")
                              + ": not a complete run (re-run that audit, or leave it out)")
     if open_parquet and ext == "parquet":
@@ -1087,6 +1092,11 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         if args.quiet:
             levels.quiet()
         reject_unknown_arguments(parser, beam_args)
+        if args.no_report and args.inconclusive_width is not None:  # the audit's rule (IGNORED_BY_RUN, trial34 T4)
+            from fair_forge_beam.options import IGNORED_BY_RUN, RUN_KIND_TEXT
+
+            parser.error(f"--inconclusive-width: not read by {RUN_KIND_TEXT['no-report']}: "
+                         f"{IGNORED_BY_RUN['no-report']['inconclusive_width']}; drop --inconclusive-width")
         try:
             runs = resolve_runs(args.runs)
             check_output_folder(args.output, reads=runs)  # never one of the runs, inside one or around one
@@ -1144,7 +1154,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             f"{m}: {why}" for m, why in sorted(not_rebuilt.items())) + ")")
     transforms = {m: build_metric(m, mode, {**options, "slices": slices}) for m in metrics}
     specs = {m: engine_spec(t) for m, t in transforms.items()}
-    gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices, baseline)
+    gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices, baseline, command="rollup")
     if baseline is not None and not uses_baseline(gates):
         raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "
                          "'coverage assistants_of_baseline'; no such gate is given: add one, or drop --baseline")

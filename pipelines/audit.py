@@ -123,20 +123,33 @@ def parse_args(argv: Sequence[str], parser: Optional[argparse.ArgumentParser] = 
 
 
 def run_parsed(args: argparse.Namespace, beam_args: Sequence[str] = (), config_gates: Sequence = (),
-               argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None) -> dict:
+               argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None,
+               read_elsewhere: Sequence[str] = ()) -> dict:
     """:func:`run` with options already parsed (:func:`parse_args`; the loop sets its own values on
     them; ``beam_args`` as :func:`parse_args` gives them, checked there: the runner and Beam's own
     validation); ``argv``: the command line recorded in ``run_info.json`` (default: ``sys.argv[1:]``);
-    ``parser``: the one whose name usage errors give (the loop's: default the audit's).
-    Returns and raises as :func:`run`."""
+    ``parser``: the one whose name usage errors give (the loop's: default the audit's);
+    ``read_elsewhere``: options (by ``dest``) the caller's own stages read, never refused as options
+    of a metric or mode the audit does not run (the loop's generator reads ``--seed`` and the
+    ``--judge-*`` / ``--generator-*`` options). Returns and raises as :func:`run`."""
     from fair_forge_beam.progress import QuietLogs
 
     with QuietLogs() as levels:
         return _run(parser or build_parser(), args, list(beam_args), list(config_gates),
-                    list(sys.argv[1:] if argv is None else argv), levels)
+                    list(sys.argv[1:] if argv is None else argv), levels, read_elsewhere)
 
 
-def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) -> dict:
+def command_line_options(parser, argv: Sequence[str], read_elsewhere: Sequence[str] = ()) -> set:
+    """The options (by ``dest``) that ``argv``, the command line itself, gives (template-style
+    spellings too), but those in ``read_elsewhere`` (the loop's: read by its other stages)."""
+    from fair_forge_beam.audit_config import normalise_template_args
+    from fair_forge_beam.options import options_given
+
+    return {a.dest for a, _, _ in options_given(parser, normalise_template_args(parser, list(argv)))} - set(read_elsewhere)
+
+
+def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
+         read_elsewhere: Sequence[str] = ()) -> dict:
     from fair_forge_beam._beam import beam
     from apache_beam.options.pipeline_options import StandardOptions
 
@@ -194,11 +207,15 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        from fair_forge_beam.options import ignored_option_problem
+        from fair_forge_beam.options import ignored_option_problem, unread_config_lines
 
-        problem = ignored_option_problem(args)  # an option this kind of run does not read (trial 28g G5), first
-        if problem:
+        # the options the command line itself gives (a --config file's are warned about, not refused)
+        command_line = command_line_options(parser, argv, read_elsewhere)
+        problem = ignored_option_problem(args, command_line)  # an option this run does not read (trial 28g G5,
+        if problem:  # trial34 T4/T5), first
             raise ValueError(problem)
+        for line in unread_config_lines(args, command_line, args.config):
+            log.warning(line)
         # (the runner and Beam's own option checks ran in reject_unknown_arguments: beam_options_problem)
         options = pipeline_options(beam_args)
         runner = options.view_as(StandardOptions).runner
@@ -218,11 +235,11 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels) 
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
             "slices": slice_dims,
         }
-        if args.cluster_points and ("toxicity" not in metrics or metric_options["clustering"] is False):
-            why = ("toxicity is not among --metrics" if "toxicity" not in metrics
-                   else "clustering is off (--no-clustering, --group-extractor keyword or a windowed run)")
-            raise ValueError(f"--cluster-points writes the toxicity clustering's points, but {why}: drop "
-                             "--cluster-points, or give --metrics toxicity --group-extractor embedding")
+        if args.cluster_points and "toxicity" in metrics and metric_options["clustering"] is False:
+            # (without toxicity among --metrics: ignored_option_problem, from its declaration)
+            raise ValueError("--cluster-points writes the toxicity clustering's points, but clustering is off "
+                             "(--no-clustering, --group-extractor keyword or a windowed run): drop --cluster-points, "
+                             "or give --metrics toxicity --group-extractor embedding")
         transforms = {m: build_metric(m, mode, metric_options) for m in metrics}
         # the reader warns about a field of an interaction (an empty answer) only when a metric reads it
         read_fields = fields_read(engine_spec(t) for t in transforms.values())

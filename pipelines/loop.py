@@ -90,7 +90,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
                             inputs=[os.path.join(root, "generated", "dataset.jsonl")])
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
-    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser)
+    from fair_forge_beam.options import OPTIONS
+
+    # the generator and the assistant's stage read --seed, --endpoint-down-after and the judge's /
+    # generator's options, whatever the audit's metrics
+    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser,
+                           read_elsewhere=[d for d in OPTIONS if d in SHARED_WITH_AUDIT or d.startswith(("judge_", "generator_"))])
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
     from fair_forge_beam.io.secrets import scrub_known
 

@@ -241,3 +241,22 @@ def rollup_of_both_is_refused(tmp_path, capsys, common, log, other, says="the sa
     assert exc.value.code == 2 and len(err) == 1, err
     assert f"the runs overlap: {tmp_path / 'A'} read {log} and {tmp_path / 'B'} read {other}, {says}" in err[0], err
     assert not (tmp_path / "R").exists()
+
+
+def for_its_mode(argv):
+    """``argv`` without the options of a mode it does not run (``--seed``, ``--mc-samples``: a run
+    without ``--mode bayesian`` refuses them, trial34 T4): a test's shared flags given to both modes."""
+    from fair_forge_beam.options import OPTIONS
+
+    argv = [str(a) for a in argv]
+    mode = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--mode"), "frequentist")
+    drop = {o.flag for o in OPTIONS.values() if o.read_in_modes and mode not in o.read_in_modes}
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in drop:
+            skip = True
+        elif a.split("=", 1)[0] not in drop:
+            out.append(a)
+    return out

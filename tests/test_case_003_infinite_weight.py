@@ -16,6 +16,7 @@ from fair_forge_beam.reports.load import iter_dead_letters, iter_jsonl_lines, it
 
 from fair_forge_beam.io.read import ReadInteractions
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
+from helpers import for_its_mode
 from fair_forge_beam.statistical.combiners import WeightedMeanStats, resolve_weights, session_mean_estimates, weighted_mean_from_stats
 
 BAD = {"inf": float("inf"), "neginf": float("-inf"), "nan": float("nan"), "neg": -0.5}
@@ -145,7 +146,7 @@ def test_main_job_rejects_bad_weights_and_writes_only_finite_numbers(tmp_path, m
     path = tmp_path / "weights.jsonl"
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    doc = run(["--input", str(path), "--output", str(out), "--quiet", "--mode", mode, "--mc-samples", "300"])
+    doc = run(for_its_mode(["--input", str(path), "--output", str(out), "--quiet", "--mode", mode, "--mc-samples", "300"]))
 
     s = doc["summary"]
     assert s["rejected_at_read"] == 2 * len(BAD)

@@ -24,8 +24,8 @@ HINT = " (every option: fair-forge-beam --help)"
                                "the digits 0-9"),
     (["--metrics", "toxicity", "--cluster-points", "/tmp/p.parquet"],  # the default keyword extractor: no clusters
      "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but clustering is off"),
-    (["--metrics", "humanity", "--group-extractor", "embedding", "--cluster-points", "/tmp/p.parquet"],
-     "fair-forge-beam: error: --cluster-points writes the toxicity clustering's points, but toxicity is not"),
+    (["--metrics", "humanity", "--cluster-points", "/tmp/p.parquet"],  # its declaration: read by toxicity only
+     "fair-forge-beam: error: --cluster-points: not read by a run of --metrics humanity: only metric toxicity reads it"),
 ])
 def test_usage_error_is_one_line_with_a_hint(argv, message, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv, "--output", str(tmp_path / "o")],
@@ -91,7 +91,8 @@ def test_run_differences_reads_settings_and_versions_from_run_info():
               "versions": {"numpy": "2.4.6", "nrclex": "4.1.0"}}
     info_b = {"argv": ["--toxicity-level", "conservative", "--output", "o2", "--no-report"],
               "versions": {"numpy": "2.4.5", "nrclex": "4.1.0"}}
-    msgs = [d["message"] for d in run_differences(_doc(), _doc(), info_c, info_b)]
+    tox = ("humanity", "toxicity")  # the metric that reads --group-extractor and --toxicity-level
+    msgs = [d["message"] for d in run_differences(_doc(metrics=tox), _doc(metrics=tox), info_c, info_b)]
     assert msgs == ["--group-extractor: current embedding, baseline keyword",  # declared default fills the gap
                     "--toxicity-level: current inclusive, baseline conservative",
                     "Beam options: current [--direct_num_workers=2], baseline []",
@@ -109,7 +110,9 @@ def test_run_differences_reads_settings_and_versions_from_run_info():
 
 def test_compare_runs_and_table_carry_the_differences(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    for folder, doc, argv in ((a, _doc(), ["--group-extractor", "embedding"]), (b, _doc(mode="frequentist"), [])):
+    tox = ("humanity", "toxicity")  # --group-extractor is toxicity's
+    for folder, doc, argv in ((a, _doc(metrics=tox), ["--group-extractor", "embedding"]),
+                              (b, _doc(mode="frequentist", metrics=tox), [])):
         folder.mkdir()
         (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
         (folder / "run_info.json").write_text(json.dumps({"argv": argv}), encoding="utf-8")

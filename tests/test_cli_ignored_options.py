@@ -19,7 +19,8 @@ SAMPLE = {"compare": "{tmp}/earlier", "inconclusive_width": "0.3", "progress_int
           "kafka_expansion_service": "h:8097", "kafka_event_time": "message", "kafka_max_records": "5",
           "pubsub_timestamp_attribute": "ts"}
 #: an argv of each kind (files read whole: no streaming source needed)
-KIND_ARGV = {"windowed": ["--window", "fixed:1h"], "batch": [], "files": [], "no-kafka": [], "no-pubsub": []}
+KIND_ARGV = {"windowed": ["--window", "fixed:1h"], "batch": [], "files": [], "no-kafka": [], "no-pubsub": [],
+             "no-report": ["--no-report"]}
 #: options of the report / run / scheduled groups and the streaming group that each kind reads
 READ = {"windowed": {"quiet", "allow_empty", "version", "config", "slices", "no_report", "window", "timestamp_field",
                      "timestamp_policy", "watch", "watch_interval", "watch_stop_after", "kafka_topic", "pubsub_topic",
@@ -93,3 +94,132 @@ def test_no_report_on_a_windowed_run_is_accepted(tmp_path):
     assert audit.main(["--quiet", f"--runner={FNAPI}", "--input", str(_data(tmp_path)), "--metrics", "humanity",
                        "--window", "fixed:1h", "--no-report", "--output", str(out)]) == 0
     assert out.is_dir() and not list(out.rglob("report.html"))
+
+
+# ---- trial34 T4 / T5: options of a statistical mode, a metric or a report the run does not have ----
+
+def _refused(argv, tmp_path, capsys, flag, says=""):
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", f"--runner={FNAPI}", "--input", str(_data(tmp_path)), "--output", str(tmp_path / "out"),
+                    *argv])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(err) == 1 and f"error: {flag}: not read by" in err[0] and says in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("given", [["--seed", "7"], ["--mc-samples", "1000"]])
+def test_a_bayesian_option_of_a_frequentist_run_is_refused(given, tmp_path, capsys):
+    """T4: results.json recorded seed null, mc_samples null, and nothing was said."""
+    _refused(["--metrics", "humanity", "--mode", "frequentist", *given], tmp_path, capsys, given[0],
+             "not read by a frequentist run (--mode frequentist): only --mode bayesian reads it")
+
+
+def test_inconclusive_width_with_no_report_is_refused(tmp_path, capsys):
+    """T4: --inconclusive-width is read by report.html alone, which --no-report does not write."""
+    _refused(["--metrics", "humanity", "--no-report", "--inconclusive-width", "0.5"], tmp_path, capsys,
+             "--inconclusive-width", "a run with --no-report: no report.html is written")
+
+
+def test_rollup_refuses_inconclusive_width_with_no_report(tmp_path, capsys):
+    from fair_forge_beam import rollup
+
+    with pytest.raises(SystemExit) as exc:
+        rollup.run(["--from", str(tmp_path / "a"), "--from", str(tmp_path / "b"), "--output", str(tmp_path / "r"),
+                    "--no-report", "--inconclusive-width", "0.5"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--inconclusive-width: not read by a run with --no-report" in err, err
+
+
+def test_frequentist_intervals_are_at_the_ci_level_asked_for(tmp_path):
+    """T4: --mode frequentist --ci-level 0.99 gave 95 %: the frequentist mode has intervals (BestOf's
+    Wald intervals, a comparison's Agresti-Caffo ones, at results.json's ci_level): it now reads it."""
+    from fair_forge_beam.metrics.registry import statistical_mode
+    from fair_forge_beam.statistical.bradley_terry import estimate_bradley_terry  # noqa: F401 (reads mode.ci_level)
+
+    assert statistical_mode({"mode": "frequentist", "ci_level": 0.99}).ci_level == 0.99
+    out = tmp_path / "out"
+    audit.main(["--quiet", f"--runner={FNAPI}", "--no-report", "--input", str(_data(tmp_path)), "--metrics", "humanity",
+                "--mode", "frequentist", "--ci-level", "0.99", "--output", str(out)])
+    assert json.loads((out / "results.json").read_text())["config"]["ci_level"] == 0.99
+
+
+#: an option of each metric group given to a run of a metric that does not read it (T5)
+METRIC_OPTIONS = [(["--toxicity-scorer", "hurtlex"], "humanity"), (["--group-extractor", "embedding"], "humanity"),
+                  (["--agentic-k", "5"], "humanity"), (["--judge-base-url", "http://127.0.0.1:9/v1"], "humanity"),
+                  (["--judge-model", "m"], "toxicity"), (["--guardian-model", "m"], "humanity"),
+                  (["--chunk-size", "500"], "humanity"), (["--bestof-mode", "all_pairs"], "humanity"),
+                  (["--vision-threshold", "0.5"], "humanity"), (["--prompt-k", "5"], "humanity"),
+                  (["--privacy-text", "query"], "humanity"), (["--role-strict"], "humanity"),
+                  (["--emotion-lexicon-csv", "{tmp}/w.jsonl"], "toxicity"),
+                  (["--slice-bootstrap", "gamma", "--mode", "bayesian"], "toxicity")]
+
+
+@pytest.mark.parametrize("given, metrics", METRIC_OPTIONS)
+def test_an_option_of_a_metric_not_run_is_refused(given, metrics, tmp_path, capsys):
+    given = [g.format(tmp=tmp_path) for g in given]
+    _refused(["--metrics", metrics, *given], tmp_path, capsys, given[0], f"a run of --metrics {metrics}: only metric")
+
+
+def test_every_metric_option_names_metrics_that_exist():
+    """The declarations say which metrics read an option; the names are the registry's."""
+    from fair_forge_beam.metrics.registry import METRICS
+
+    scoped = [o for o in O.OPTIONS.values() if o.read_by_metrics]
+    assert len(scoped) > 40
+    for o in scoped:
+        assert set(o.read_by_metrics) <= set(METRICS), o.name
+    for group in O.GROUPS:
+        if group.title and group.title.split()[0] in ("Agentic", "LLM", "Regulatory", "BestOf", "Vision", "Privacy"):
+            assert all(o.read_by_metrics for o in group.options), group.title
+
+
+def _config_run(tmp_path, name, caplog, extra=()):
+    """A humanity run whose --config file (shared with a toxicity job) sets --toxicity-scorer hurtlex."""
+    config = tmp_path / "shared.toml"
+    config.write_text('[options]\ntoxicity-scorer = "hurtlex"\n', encoding="utf-8")
+    out = tmp_path / name
+    data = tmp_path / f"{name}.jsonl"
+    rows = [{"session_id": f"{name}{i}", "assistant_id": "a", "language": "english", "qa_id": "q0", "query": "hi",
+             "assistant": "fine thanks, glad to help", "turn_index": 0} for i in range(4)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert audit.main([f"--runner={FNAPI}", "--no-report", "--input", str(data), "--metrics", "humanity",
+                           "--output", str(out), *(["--config", str(config)] if not extra else []), *extra]) == 0
+    return out
+
+
+def test_a_config_option_of_a_metric_not_run_is_a_warning_and_rolls_up(tmp_path, caplog, capsys):
+    """T5: a --config shared by several jobs is normal (the command line's --metrics replaces the
+    file's): its option of a metric not run is said in one warning line, not refused; and two
+    humanity runs, one of which recorded --toxicity-scorer hurtlex, roll up and compare as alike."""
+    from fair_forge_beam import rollup
+    from fair_forge_beam.reports.compare import run_differences
+    from fair_forge_beam.reports.load import read_results, read_run_info
+
+    a = _config_run(tmp_path, "a", caplog)
+    said = [r.getMessage() for r in caplog.records if "toxicity-scorer" in r.getMessage()]
+    assert said == [f"--config {tmp_path / 'shared.toml'}: toxicity-scorer = 'hurtlex' is not read by a run of "
+                    "--metrics humanity: only metric toxicity reads it: ignored"], said
+    assert read_run_info(str(a))["options"]["toxicity_scorer"] == "hurtlex"  # recorded as run
+    b = _config_run(tmp_path, "b", caplog, extra=["--quiet"])
+    diffs = run_differences(read_results(str(a)), read_results(str(b)), read_run_info(str(a)), read_run_info(str(b)))
+    assert not [d for d in diffs if "toxicity" in d["what"]], diffs
+    rollup.run(["--from", str(a), "--from", str(b), "--output", str(tmp_path / "r"), "--quiet", "--no-report"])
+    assert (tmp_path / "r" / "results.json").exists()
+
+
+# ---- trial34 T9: messages that quote or advise what the user did not write ----
+
+def test_a_bare_in_every_is_every_slice():
+    from fair_forge_beam.reports.gates import make_gate
+
+    assert make_gate("toxicity toxic_rate mean <= 0.5 in every").slices == "every"
+
+
+def test_a_rollup_gate_on_a_metric_its_runs_did_not_run_gives_rollup_advice():
+    from fair_forge_beam.reports.gates import GateConfigError, resolve_gates
+
+    with pytest.raises(GateConfigError) as exc:
+        resolve_gates(["toxicity toxic_rate mean <= 0.5"], ["humanity"], False, ("overall",), command="rollup")
+    assert "not in the runs rolled up" in str(exc.value) and "--metrics" not in str(exc.value)
+    assert "add it to the metrics" not in str(exc.value)

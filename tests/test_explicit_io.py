@@ -110,10 +110,11 @@ def test_cluster_points_is_never_an_input_or_a_side_file(tmp_path, capsys, monke
     src.write_text('{"session_id": "s", "assistant_id": "a", "conversation": [{"qa_id": "q", "query": "hi", '
                    '"assistant": "hello"}]}\n', encoding="utf-8")
     lex = tmp_path / "lex.csv"
-    lex.write_text("word,emotion\n", encoding="utf-8")
+    lex.write_text("english;spanish;Anger;Anticipation;Disgust;Fear;Joy;Sadness;Surprise;Trust\n"  # read: humanity runs
+                   "happy;feliz;0;0;0;0;1;0;0;1\n", encoding="utf-8")
     for target, extra in ((src, []), (lex, ["--emotion-lexicon-csv", str(lex)])):
         with pytest.raises(SystemExit) as exc:
-            audit.run(["--input", str(src), "--metrics", "toxicity", "--group-extractor", "embedding",
+            audit.run(["--input", str(src), "--metrics", "toxicity,humanity", "--group-extractor", "embedding",
                        "--cluster-points", str(target), "--output", str(tmp_path / "o"), *extra])
         line = _one_line(capsys)
         assert exc.value.code == 2 and "--cluster-points" in line and "which this command reads" in line, line

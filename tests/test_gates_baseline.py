@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from helpers import FNAPI, REPO
+from helpers import FNAPI, REPO, for_its_mode
 from fair_forge_beam.reports.gates import (
     GATE_FAILED_EXIT_CODE,
     GateConfigError,
@@ -319,7 +319,7 @@ def _write_jsonl(path: Path, sessions: list[dict]) -> Path:
 
 def _run(argv: list[str]) -> int:
     try:
-        return audit.main(["--quiet", f"--runner={FNAPI}", "--mc-samples", "400", *argv])
+        return audit.main(for_its_mode(["--quiet", f"--runner={FNAPI}", "--mc-samples", "400", *argv]))
     except SystemExit as exc:
         return exc.code
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import FNAPI
+from helpers import FNAPI, for_its_mode
 
 ENV, ENV2 = "FFB_IDS_KEY", "FFB_IDS_KEY2"
 KEY = "sk-ids-0123456789abcdef0123"  # >= 16 characters: masked loosely (any case, spaced out) too
@@ -92,9 +92,9 @@ def _leaks(folder: Path) -> list:
 def _audit(data: Path, out: Path, *extra) -> dict:
     from pipelines import audit
 
-    return audit.run(["--metrics", "humanity", "--input", str(data), "--output", str(out), "--mc-samples", "200",
-                      "--seed", "3", "--slices", "assistant_id,region", "--gate",
-                      "humanity mean_entropy mean >= 0 in every assistant_id", f"--runner={FNAPI}", *extra])
+    return audit.run(for_its_mode(["--metrics", "humanity", "--input", str(data), "--output", str(out), "--mc-samples", "200",
+                                   "--seed", "3", "--slices", "assistant_id,region", "--gate",
+                                   "humanity mean_entropy mean >= 0 in every assistant_id", f"--runner={FNAPI}", *extra]))
 
 
 def _slice_ids(doc: dict, dim: str) -> set:

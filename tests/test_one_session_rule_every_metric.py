@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from helpers import FNAPI
+from helpers import FNAPI, for_its_mode
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -84,10 +84,10 @@ def _run(tmp_path, mode, srv) -> dict:
 
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS), encoding="utf-8")
-    doc = audit.run(["--quiet", "--no-report", "--input", str(data), "--output", str(tmp_path / mode), "--metrics", METRICS,
+    doc = audit.run(for_its_mode(["--quiet", "--no-report", "--input", str(data), "--output", str(tmp_path / mode), "--metrics", METRICS,
                      "--mode", mode, "--mc-samples", "300", "--toxicity-scorer", "hurtlex", "--group-extractor", "keyword",
                      "--judge-base-url", srv.base_url, "--judge-model", "jm", "--judge-retries", "0",
-                     "--guardian-base-url", srv.base_url, "--guardian-model", "gm", f"--runner={FNAPI}"])
+                     "--guardian-base-url", srv.base_url, "--guardian-model", "gm", f"--runner={FNAPI}"]))
     return {m: {s["slice"]: s for s in doc["metrics"][m]["slices"]} for m in doc["metrics"]}
 
 

@@ -38,7 +38,7 @@ from fair_forge_beam.reports.load import dead_letter_summary, load_results
 from fair_forge_beam.reports.plots import figure_svg
 from pipelines import audit
 
-from helpers import FNAPI, KEYWORD_AUDIT, open_page
+from helpers import FNAPI, KEYWORD_AUDIT, for_its_mode, open_page
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -51,7 +51,7 @@ def _write_jsonl(path: Path, sessions: list[dict]) -> str:
 
 
 def _run(out: Path, *argv: str) -> dict:
-    return audit.run(["--quiet", "--output", str(out), f"--runner={FNAPI}", *argv])
+    return audit.run(for_its_mode(["--quiet", "--output", str(out), f"--runner={FNAPI}", *argv]))
 
 
 @pytest.fixture(scope="module")

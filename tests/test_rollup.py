@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import reseal, written_before_run_ids
+from helpers import for_its_mode, reseal, written_before_run_ids
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
@@ -46,8 +46,8 @@ SESSIONS = _sessions()
 
 
 def _audit(out: Path, inputs: list, mode: str, *extra) -> bytes:
-    audit.run([*COMMON, "--mode", mode, *[a for i in inputs for a in ("--input", str(i))], "--output", str(out),
-               *extra])
+    audit.run(for_its_mode([*COMMON, "--mode", mode, *[a for i in inputs for a in ("--input", str(i))],
+                            "--output", str(out), *extra]))
     return (out / "results.json").read_bytes()
 
 

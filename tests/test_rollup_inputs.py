@@ -102,7 +102,7 @@ def test_a_stray_or_duplicated_file_in_a_run_folder_is_a_usage_error_naming_it(t
             _rollup(tmp_path / "r", [a, bad])
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1, err
-        named = stray if "of-00002" not in stray else f"{folder}/ holds 2 with different totals"
+        named = stray if "of-00002" not in stray else f"{folder}/ holds 2 shard(s) of different totals"
         assert str(bad) in err[0] and named in err[0] and "Traceback" not in err[0], err
         assert not (tmp_path / "r").exists()
     _, week, again = rolled_up_twice  # a roll-up's copies (part-r000-…) are shards of its folders

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import FNAPI
+from helpers import FNAPI, for_its_mode
 from pipelines import audit
 
 NULL = {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
@@ -47,7 +47,8 @@ def _write(path: Path, sessions) -> Path:
 
 def _run(argv) -> int:
     try:
-        audit.run(["--quiet", f"--runner={FNAPI}", "--metrics", "humanity", "--mc-samples", "300", "--seed", "5", *argv])
+        audit.run(for_its_mode(["--quiet", f"--runner={FNAPI}", "--metrics", "humanity", "--mc-samples", "300", "--seed", "5",
+                                *argv]))
         return 0
     except SystemExit as exc:
         return exc.code

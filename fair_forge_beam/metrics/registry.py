@@ -414,7 +414,8 @@ def statistical_mode(options: Any) -> StatisticalMode:
     """The run's :class:`~fair_forge_beam.statistical.base.StatisticalMode` from its options
     (``mode``, ``seed``, ``mc_samples``, ``ci_level``, the Beta prior; an ``argparse.Namespace``
     or a mapping by ``dest``). The Bayesian mode is built in both modes, so a bad
-    ``--mc-samples`` / ``--ci-level`` / ``--seed`` is a usage error in either.
+    ``--mc-samples`` / ``--ci-level`` / ``--seed`` is a usage error in either; the frequentist
+    mode takes ``--ci-level`` (its Wald and comparison intervals).
 
     Raises:
         ValueError: an option out of range.
@@ -423,7 +424,9 @@ def statistical_mode(options: Any) -> StatisticalMode:
 
     opts = vars(options) if not isinstance(options, Mapping) else options
     bayesian = BayesianMode(**constructor_kwargs("fair_forge_beam.statistical.bayesian:BayesianMode", opts))
-    return bayesian if opts.get("mode") == "bayesian" else FrequentistMode()
+    if opts.get("mode") == "bayesian":
+        return bayesian
+    return FrequentistMode(**constructor_kwargs("fair_forge_beam.statistical.frequentist:FrequentistMode", opts))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

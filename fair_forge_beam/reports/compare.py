@@ -305,7 +305,8 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
                     baseline_info: Optional[dict] = None) -> list[dict]:
     """What differs between two runs besides their results: statistical mode and its parameters,
     metrics, inputs, interactions read, each shared metric's lexicon, and — when both runs'
-    ``run_info.json`` are given — every result-changing main-job option and package version.
+    ``run_info.json`` are given — every result-changing main-job option that either run's metrics and
+    mode read (:func:`~fair_forge_beam.options.options_unread`) and package version.
 
     Args:
         current, baseline: the runs' ``results.json`` contents.
@@ -343,8 +344,14 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
             add(f"{metric} lexicon", m.get("lexicon"), other.get("lexicon"))
     set_c, set_b = _settings(current_info), _settings(baseline_info)
     if set_c is not None and set_b is not None:
+        from fair_forge_beam.options import options_unread
+
+        # an option neither run's metrics and mode read is no difference (trial34 T5: two humanity
+        # runs "differ in --toxicity-scorer")
+        unread = (options_unread(cfg_c.get("metrics"), cfg_c.get("mode"))
+                  & options_unread(cfg_b.get("metrics"), cfg_b.get("mode")))
         for key in set_c:
-            if set_c[key] != set_b.get(key):
+            if key not in unread and set_c[key] != set_b.get(key):
                 name = "Beam options" if key == "beam" else f"--{key.replace('_', '-')}"
                 add(name, set_c[key], set_b.get(key))
     ver_c, ver_b = (current_info or {}).get("versions"), (baseline_info or {}).get("versions")

@@ -414,7 +414,7 @@ class Gate(BaseModel):
 
 
 _FOR = r"(?:\s+for\s+(?:every\s+(?P<for_every>[A-Za-z_]\w*)|(?:[A-Za-z_]\w*\s+)?(?P<key>[\w.-]+)))?"
-_IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices)|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
+_IN = r"""(?:\s+in\s+(?:(?P<every_slice>every\s+slice|all\s+slices|every(?=\s*$))|every\s+(?P<every_dim>[A-Za-z_][\w.-]*)
         |(?:slices?\s+)?(?P<slice_keys>[^\s,]+(?:\s*,\s*[^\s,]+)*)))?\s*$"""
 _OP = r"(?P<op>[<>=!≤≥≠]+)"  # any operator-like token: one not in OPERATORS is an error that names them
 def _gate_forms(number: str) -> tuple:
@@ -730,7 +730,7 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
 
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
                    slice_dims: Sequence[str] = SLICE_DIMENSIONS,
-                   baseline: Optional[dict] = None) -> None:
+                   baseline: Optional[dict] = None, command: str = "audit") -> None:
     """Check every gate against the audit about to run (before the pipeline starts).
 
     Args:
@@ -741,6 +741,8 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
             metadata fields).
         baseline: the ``--baseline`` run's ``results.json`` content (regression gates and
             ``coverage assistants_of_baseline`` need it), else ``None``.
+        command: ``"audit"`` or ``"rollup"`` (a roll-up has no ``--metrics``: its metrics are its
+            runs', and the advice says so; trial34 T9).
 
     Raises:
         GateConfigError: one message listing every problem, each naming its gate.
@@ -760,7 +762,9 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
                 continue
             if g.metric not in metrics:
                 problems.append(f"{where}: metric {quoted(g.metric)} is not run by this audit (metrics: "
-                                f"{', '.join(metrics)}); add it to the metrics or remove the gate")
+                                f"{', '.join(metrics)}); add it to --metrics or remove the gate" if command == "audit"
+                                else f"{where}: metric {quoted(g.metric)} is not in the runs rolled up (their metrics: "
+                                f"{', '.join(metrics)}); remove the gate, or roll up runs that ran it")
             gated = [g.metric]
         n_before = len(problems)
         if g.kind == "threshold":
@@ -1393,7 +1397,7 @@ def skipped_line(checks: Sequence[GateCheck], where: Optional[str] = None) -> Op
 
 
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,
-                  slice_dims: Sequence[str], baseline: Optional[dict] = None) -> list[Gate]:
+                  slice_dims: Sequence[str], baseline: Optional[dict] = None, command: str = "audit") -> list[Gate]:
     """Gates from config entries / ``--gate`` texts, validated against the audit (see
     :func:`validate_gates`; ``baseline``: the ``--baseline`` run's ``results.json`` content).
 
@@ -1401,7 +1405,7 @@ def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str
         GateConfigError: a malformed or inapplicable gate.
     """
     gates = [make_gate(s, where=f"gate #{i + 1}") for i, s in enumerate(specs)]
-    validate_gates(gates, metrics, bayesian, slice_dims, baseline)
+    validate_gates(gates, metrics, bayesian, slice_dims, baseline, command)
     return gates
 
 

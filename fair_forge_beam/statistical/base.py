@@ -169,11 +169,11 @@ class StatisticalMode(ABC):
     """
 
     #: Level in (0, 1) of every interval a mode reports (credible level of a distribution mode).
-    #: A point-estimate mode (:class:`FrequentistMode`) has it too, fixed at :data:`~fair_forge_beam.options.CI_LEVEL` (the CLI's
-    #: ``--ci-level`` does not set it): its estimates carry no intervals, except the Wald intervals
-    #: of BestOf's Bradley–Terry strengths (:func:`~fair_forge_beam.statistical.bradley_terry.estimate_bradley_terry`),
-    #: which use it; it is also the level :meth:`summarize` uses and the ``ci_level`` that
-    #: ``results.json`` records in its ``config``. (:data:`fair_forge_beam.options.CI_LEVEL`)
+    #: A point-estimate mode (:class:`FrequentistMode`) has it too (the CLI's ``--ci-level`` in both
+    #: modes): its estimates carry no intervals, except the Wald intervals of BestOf's Bradley–Terry
+    #: strengths (:func:`~fair_forge_beam.statistical.bradley_terry.estimate_bradley_terry`), which
+    #: use it; it is also the level :meth:`summarize` uses and the ``ci_level`` that ``results.json``
+    #: records in its ``config`` (the level of a comparison's intervals). (:data:`fair_forge_beam.options.CI_LEVEL`)
     ci_level: float = CI_LEVEL
     #: Beta(a, b) prior of rates; ``None``: the mode declares none (a point-estimate mode, or a
     #: custom distribution mode whose own ``rate_estimation`` is used). Read with :meth:`beta_prior`.

@@ -5,6 +5,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from fair_forge_beam.options import CI_LEVEL
 from fair_forge_beam.statistical.base import StatisticalMode, check_count_map, check_counts
 from fair_forge_beam.quoting import quoted
 
@@ -17,13 +18,21 @@ class FrequentistMode(StatisticalMode):
     Differences from upstream (spec §17/case-004): invalid counts raise ``ValueError``;
     ``rate_estimation(0, 0)`` returns ``None`` (no data) instead of a fake ``0.0``.
 
-    Attributes (from :class:`StatisticalMode`): ``ci_level`` is :data:`~fair_forge_beam.options.CI_LEVEL` — no point estimate carries
-    an interval, except BestOf's Bradley–Terry Wald intervals, which use it; priors,
-    ``mc_samples`` and seeds are ``None`` (nothing is drawn).
+    Attributes (from :class:`StatisticalMode`): ``ci_level`` (the CLI's ``--ci-level``, default
+    :data:`~fair_forge_beam.options.CI_LEVEL`) — no point estimate carries an interval, but
+    BestOf's Bradley–Terry Wald intervals and the intervals of a comparison with another run
+    (``--compare``, regression gates: Agresti–Caffo) are at this level (trial34 T4: ``--ci-level
+    0.99`` gave 95 % intervals without a word); priors, ``mc_samples`` and seeds are ``None``
+    (nothing is drawn).
     """
 
-    def __repr__(self) -> str:
-        return "FrequentistMode()"
+    def __init__(self, ci_level: float = CI_LEVEL) -> None:
+        if isinstance(ci_level, bool) or not isinstance(ci_level, (int, float)) or not 0.0 < ci_level < 1.0:
+            raise ValueError(f"ci_level must be in (0, 1), got {quoted(ci_level)}")
+        self.ci_level = float(ci_level)
+
+    def __repr__(self) -> str:  # the default level as before (a run's recorded statistical_mode unchanged)
+        return "FrequentistMode()" if self.ci_level == CI_LEVEL else f"FrequentistMode(ci_level={self.ci_level})"
 
     def get_result_type(self) -> str:
         return "point_estimate"
