@@ -59,12 +59,14 @@ from typing import Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.paths import same_folder
+from fair_forge_beam.overlap import RECORDS_DIGEST_PREFIX, audit_runs_of, find_overlap  # noqa: F401 (re-exported)
 from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, session_flags
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "seal_manifest", "is_hidden",
+__all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "find_overlap",
+           "seal_manifest", "is_hidden",
            "check_sealed", "content_digest", "file_digest", "sealed_files", "seal_more"]
 
 log = logging.getLogger("fair_forge_beam.rollup")
@@ -111,9 +113,6 @@ def input_fingerprints(patterns: Sequence[str]) -> list[list]:
     return [[*entry, *digests] for entry, digests in sorted(out.items())]
 
 
-#: how a records digest is written in ``input_files`` (its 5th field): this prefix, then the sum
-#: mod 2**256 of the records' sha256 as 64 hex digits
-RECORDS_DIGEST_PREFIX = "records:"
 
 
 class _HashingReader:
@@ -268,16 +267,6 @@ def audit_manifest(config: dict, options: dict, static: dict, run_id: Optional[s
     return doc
 
 
-def audit_runs_of(run_dir: str, manifest: dict) -> tuple[list[str], bool]:
-    """The ids of the audit runs a stored run is made of (its manifest's ``audit_runs``) and whether
-    they were recorded. A run written before the manifest recorded them counts as one audit run,
-    named by its folder (``folder:<real path>``, so a symlink or ``a/`` and ``a`` are one folder)."""
-    ids = manifest.get("audit_runs")
-    if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
-        return sorted(set(ids)), True
-    return [f"folder:{same_folder(run_dir)}"], False
-
-
 def _malformed_run_ids(manifest: dict) -> Optional[str]:
     """What is wrong with a manifest's ``run_id`` / ``audit_runs`` (``None``: both absent, as in runs
     of older versions, or both well formed: a text and a non-empty list of texts holding it or, for a
@@ -309,81 +298,13 @@ def check_no_overlap(runs: Sequence[str], manifests: Sequence[dict]) -> list[str
             hold the same records (the sum of their records digests); the message names the
             overlapping runs and files.
     """
-    seen: dict[str, str] = {}
-    for run_dir in runs:
-        key = same_folder(run_dir)
-        if key in seen:
-            raise ValueError(f"the runs overlap: {seen[key]} and {run_dir} are the same folder; give each run once")
-        seen[key] = run_dir
-    owner: dict[str, str] = {}
+    found = find_overlap(runs, manifests, warn=True)
+    if found is not None:
+        raise ValueError(f"the runs overlap: {found[0]}; {found[1]}")
+    owner: list[str] = []
     for run_dir, m in zip(runs, manifests):
-        ids, recorded = audit_runs_of(run_dir, m)
-        if not recorded:
-            log.warning("rollup: %s records no audit_runs in its manifest (written by an older version): counted as "
-                        "one audit run, known by its folder", run_dir)
-        for i in ids:
-            if i in owner:
-                raise ValueError(f"the runs overlap: {owner[i]} and {run_dir} both hold audit run {i}; a roll-up counts "
-                                 "each audit run once: give a roll-up or the runs it holds, not both")
-            owner[i] = run_dir
-    read_by: dict[tuple, str] = {}
-    same_content: dict[str, tuple[str, str]] = {}  # sha256 -> (run, the file it read)
-    same_records: dict[str, tuple[str, str]] = {}  # records digest -> (run, the file it read)
-    run_records: dict[int, str] = {}  # all of a run's records -> the run
-    for run_dir, m in zip(runs, manifests):
-        # a run that read nothing and rejected nothing (an empty day published with --allow-empty:
-        # "[]" every night) holds no data its files could count twice: its digests are not compared
-        counts = m.get("counts") or {}
-        holds_data = bool(counts.get("interactions_read") or counts.get("dead_letters"))
-        for f in m.get("input_files") or ():
-            key = tuple(f[:3])  # path, size, modification time (a run written before the digest has these)
-            if key in read_by and read_by[key] != run_dir:
-                raise ValueError(f"the runs overlap: {read_by[key]} and {run_dir} both read {f[0]} (the same file: "
-                                 f"{f[1]} bytes, modified at the same time); a roll-up counts each input once: give "
-                                 "one run of it (a night re-run into a new folder is a second run of the same data)")
-            read_by[key] = run_dir
-            digest = f[3] if len(f) > 3 and isinstance(f[3], str) else None  # none: written before digests
-            if digest is None or not holds_data:
-                continue
-            other = same_content.get(digest)
-            if other is not None and other[0] != run_dir:
-                raise ValueError(f"the runs overlap: {other[0]} read {other[1]} and {run_dir} read {f[0]}, the same "
-                                 f"content (sha256 {digest[:16]}…, decompressed); a roll-up counts each input once: "
-                                 "give one run of it (a renamed, copied or recompressed log is the same data)")
-            same_content.setdefault(digest, (run_dir, f[0]))
-            records = f[4] if len(f) > 4 and isinstance(f[4], str) and f[4].startswith(RECORDS_DIGEST_PREFIX) else None
-            if records is None:  # none: written before records digests, or a file whose records are not counted
-                continue
-            other = same_records.get(records)
-            if other is not None and other[0] != run_dir:
-                raise ValueError(f"the runs overlap: {other[0]} read {other[1]} and {run_dir} read {f[0]}, the same "
-                                 f"records in another order or layout (records digest {records[8:24]}…); a roll-up "
-                                 "counts each input once: give one run of it (a shuffled, re-indented or reformatted "
-                                 "copy of a log is the same data)")
-            same_records.setdefault(records, (run_dir, f[0]))
-        total = _run_records(m) if holds_data else None  # the run's records, however its files split them
-        if total is not None:
-            other_run = run_records.get(total)
-            if other_run is not None and other_run != run_dir:
-                raise ValueError(f"the runs overlap: {other_run} and {run_dir} read the same records, split into files "
-                                 "in another way (the sum of their files' records digests is equal); a roll-up counts "
-                                 "each input once: give one run of it")
-            run_records.setdefault(total, run_dir)
-    return sorted(owner)
-
-
-def _run_records(manifest: dict) -> Optional[int]:
-    """The records digest of all of a run's input files together (their records digests summed mod
-    2**256: the digest of the union of their records), or ``None`` when a file it read has none."""
-    total, files = 0, manifest.get("input_files") or ()
-    for f in files:
-        if not (len(f) > 4 and isinstance(f[4], str) and f[4].startswith(RECORDS_DIGEST_PREFIX)):
-            return None
-        try:
-            total = (total + int(f[4][len(RECORDS_DIGEST_PREFIX):], 16)) % (1 << 256)
-        except ValueError:
-            return None
-    return total if files else None
+        owner += audit_runs_of(run_dir, m)[0]
+    return sorted(set(owner))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1078,7 +999,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
     from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
-    from fair_forge_beam.reports.load import read_baseline
+    from fair_forge_beam.reports.load import read_baseline, read_run_info
     from fair_forge_beam.reports.output_folder import check_output_folder
 
     parser = build_parser()
@@ -1103,10 +1024,12 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             manifests = load_manifests(runs)
             members = check_no_overlap(runs, manifests)
             baseline = read_baseline(args.baseline)
+            # its settings, told apart from the roll-up's before a gate reads it (trial34 T1)
+            baseline_info = read_run_info(args.baseline) if baseline is not None else None
         except ValueError as exc:
             parser.error(str(exc))
         try:
-            doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline, members)
+            doc, gate_failure = _rollup(args, beam_args, runs, manifests, baseline, members, baseline_info)
         except ValueError as exc:  # a configuration that cannot be rebuilt (gates, metrics): a usage error
             parser.error(str(exc))
         except RunsChanged as exc:  # not a usage error: the same command succeeds once the runs stay put
@@ -1118,7 +1041,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: Optional[dict],
-            members: Sequence[str]) -> tuple:
+            members: Sequence[str], baseline_info: Optional[dict] = None) -> tuple:
     """The roll-up's pipeline and files, written into a stage published as ``--output`` only when it
     succeeds (:func:`~fair_forge_beam.reports.output_folder.staged_output`); returns ``(results.json's
     content, the GatesFailed to raise after publishing or None)``."""
@@ -1280,7 +1203,15 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         for what, why in not_rebuilt.items():
             log.warning("rollup: %s is not rebuilt: %s", what, why)
         width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
-        checks = evaluate_gates(doc, gates, baseline) if gates else None  # once: the report shows them too
+        comparable = None
+        if baseline is not None:  # whether the baseline is like the roll-up: settings and data they share (trial34)
+            from fair_forge_beam.reports.compare import comparability
+
+            comparable = comparability(doc, baseline, info, baseline_info or None, current_dir=out,
+                                       baseline_dir=args.baseline, current_name=shown)
+            for line in comparable["caveats"]:
+                log.warning("--baseline: %s", line)
+        checks = evaluate_gates(doc, gates, baseline, comparable) if gates else None  # once: the report shows them too
         from fair_forge_beam.reports.load import dead_letter_summary
 
         # the dead letters (the runs' copied shards) read once, for the report and the console's line
@@ -1292,7 +1223,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
             say(console_summary(doc, shown, written, gates, what="roll-up", dead_letters=dead))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
             try:
-                check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks)
+                check_gates(doc, gates, out, quiet=args.quiet, shown=shown, baseline=baseline, checks=checks,
+                            comparable=comparable)
             except GatesFailed as exc:
                 return doc, exc
     return doc, None

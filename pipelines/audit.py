@@ -200,10 +200,12 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
             from fair_forge_beam.plain import plain_reason
 
             parser.error(f"--compare: {plain_reason(exc)}")
-    from fair_forge_beam.reports.load import read_baseline
+    from fair_forge_beam.reports.load import read_baseline, read_run_info
 
     try:  # regression / coverage gates' baseline run, read before this run's output folder is replaced
         gate_baseline = read_baseline(args.baseline)
+        # its settings (--toxicity-scorer …), told apart from this run's before a gate reads it (trial34 T1)
+        gate_baseline_info = read_run_info(args.baseline) if gate_baseline is not None else None
     except ValueError as exc:
         parser.error(str(exc))
     try:
@@ -347,7 +349,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
     earlier = _earlier_run(out)  # read before it is replaced: the run says when its settings differed (T12)
     with staged_output(out) as stage:  # an exception below (an empty run too) leaves --output untouched
         doc, gate_failure, summary = _run_staged(args, argv, build, options, runner, stage, out, baseline,
-                                                 baseline_info, gates, gate_baseline, beam_args)
+                                                 baseline_info, gates, gate_baseline, beam_args, gate_baseline_info)
     if earlier is not None:
         _say_replaced(out, doc, earlier)
     if summary is not None:
@@ -358,7 +360,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
 
 
 def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates,
-                gate_baseline=None, beam_args=()):
+                gate_baseline=None, beam_args=(), gate_baseline_info=None):
     """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
     caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None, the
     console summary to print once published or None with --quiet)``.
@@ -399,12 +401,23 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     from fair_forge_beam.rollup import seal_more
 
     seal_more(stage, "run_info.json")  # sealed as results.json is: a trend, a comparison and a roll-up read it
-    if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
-        from fair_forge_beam.reports.compare import run_differences
+    from fair_forge_beam.reports.compare import comparability, run_differences
 
+    if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
-    checks = evaluate_gates(doc, gates, gate_baseline) if gates else None  # once: the report shows them too
+        shared = comparability(doc, baseline, current_dir=stage, baseline_dir=args.compare,
+                               current_name=out)["shared_data"]
+        if shared:  # e.g. --compare with the week that holds this night (trial34 T3)
+            log.warning("--compare: the runs share data: %s", _printable(shared))
+    # whether the --baseline run is like this one: settings (run_info.json's too, trial34 T1) and data they share
+    comparable = None
+    if gate_baseline is not None:
+        comparable = comparability(doc, gate_baseline, info, gate_baseline_info or None, current_dir=stage,
+                                   baseline_dir=args.baseline, current_name=out)
+        for line in comparable["caveats"]:
+            log.warning("--baseline: %s", line)
+    checks = evaluate_gates(doc, gates, gate_baseline, comparable) if gates else None  # once: the report shows them too
     from fair_forge_beam.reports.launcher_reports import write_launcher_reports
     from fair_forge_beam.reports.load import dead_letter_summary
 
@@ -415,14 +428,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     # printed once published (by the caller): the console can never stop the outputs from being published
     summary = None if args.quiet else console_summary(doc, out, written, gates, dead_letters=dead)
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
-        if gate_baseline is not None:  # a regression against an unlike run (mode, seed, lexicon …) is said
-            from fair_forge_beam.reports.compare import run_differences
-
-            for d in run_differences(doc, gate_baseline):
-                if d["what"] not in ("inputs", "interactions_read"):  # other data: the point of a baseline
-                    log.warning("--baseline: the runs differ in %s", _printable(d["message"]))
         try:
-            check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline, checks=checks)
+            check_gates(doc, gates, stage, quiet=args.quiet, shown=out, baseline=gate_baseline, checks=checks,
+                        comparable=comparable)
         except GatesFailed as exc:
             return doc, exc, summary
     return doc, None, summary

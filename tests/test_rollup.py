@@ -186,10 +186,15 @@ def test_split_sessions_are_one_session_and_warned_once(tmp_path):
 
     # gates of a nightly job on the roll-up: per-slice coverage (its denominators, the interactions
     # read per assistant, come from the runs' stored counts) and a regression against a baseline
-    # run; the same checks, values and exit code as one gated audit of both files
+    # run; the same checks, values and exit code as one gated audit of both files. The baseline is an
+    # earlier night that holds none of their data (one of the merged nights is refused as a baseline:
+    # its regression gate fails, trial34 T3, tests/test_baseline_comparable.py)
+    (tmp_path / "earlier").mkdir()
+    _audit(tmp_path / "baseline", _write_days(tmp_path / "earlier", [[{**s, "session_id": f"{s['session_id']}-earlier"}]]),
+           "bayesian")
     gates = ["--gate", "coverage dead_letter_share <= 0.05 in every assistant_id",
              "--gate", "regression humanity not worse", "--gate", "coverage assistants_of_baseline",
-             "--baseline", str(runs[0])]
+             "--baseline", str(tmp_path / "baseline")]
     _audit(tmp_path / "gated_union", files, "bayesian", *gates)
     _rollup(tmp_path / "gated_roll", runs, *gates)
     for name in ("results.json", "gates.json"):

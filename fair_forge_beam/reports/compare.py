@@ -53,7 +53,8 @@ from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
-__all__ = ["compare_runs", "empty_comparison_reason", "nothing_compared", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
+__all__ = ["compare_runs", "comparability", "shared_data", "DATA_DIFFERENCES",
+           "empty_comparison_reason", "nothing_compared", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
            "TOO_SMALL", "DETECTABLE", "main"]
 
 BETTER, WORSE, SAME = "better", "worse", "no detectable difference"
@@ -158,7 +159,8 @@ _compare_estimate = compare_estimate  # its name before it was public
 
 def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,
                  draws: int = 20000, seed: Optional[int] = None, current_info: Optional[dict] = None,
-                 baseline_info: Optional[dict] = None) -> dict:
+                 baseline_info: Optional[dict] = None, current_dir: Optional[str] = None,
+                 baseline_dir: Optional[str] = None) -> dict:
     """Compare two runs (run folders, ``results.json`` paths or their loaded dicts).
 
     Args:
@@ -170,12 +172,15 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         seed: seed of the keyed draws (default: the current run's seed, read the same way).
         current_info, baseline_info: the runs' ``run_info.json`` contents for :func:`run_differences`
             (default: read from the run folder when a run is given as a folder, else none).
+        current_dir, baseline_dir: the run folders, for the data they share (:func:`shared_data`;
+            default: the runs when given as folders).
 
     Returns:
         ``{"current": {inputs, mode}, "baseline": {…}, "ci_level", "methods": {method: note},
         "rows": [{metric, slice, estimate, direction, current, baseline, difference: {mean,
         ci_low, ci_high}, method, verdict[, p_current_higher]}], "differences": what else differs
-        between the runs (:func:`run_differences`: settings, modes, metrics, inputs), "verdicts": {metric: {verdict:
+        between the runs (:func:`run_differences`: settings, modes, metrics, inputs), "shared_data": the data
+        both runs hold, given as folders (:func:`shared_data`; ``None``: none found), "verdicts": {metric: {verdict:
         count}}, "not_compared": {metric: why no estimate of it was compared} for a metric without
         a verdict (the current or the baseline run scored nothing, no slice in common, no value in
         either run), "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
@@ -243,6 +248,9 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "methods": {k: METHOD_NOTES[k] for k in sorted({r["method"] for r in rows if r["method"]})},
         "rows": rows,
         "differences": run_differences(a, b, current_info, baseline_info),
+        # the data both runs hold (the same run twice, a roll-up and one of its nights): not independent samples
+        "shared_data": shared_data(current_dir or (current if isinstance(current, str) else None),
+                                   baseline_dir or (baseline if isinstance(baseline, str) else None)),
         "verdicts": verdicts,
         "not_compared": not_compared,
         "undefined_in_both": no_value,
@@ -362,6 +370,66 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
     return out
 
 
+#: differences that leave two runs comparable: other data is the point of a baseline and of a trend
+DATA_DIFFERENCES = ("inputs", "interactions_read")
+
+
+def shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *, current_name: Optional[str] = None,
+                baseline_name: Optional[str] = None) -> Optional[str]:
+    """What data two run folders share (one line: "out and audits/d2 both read logs/d2.jsonl (…)"),
+    or ``None``: the roll-up's check (:func:`~fair_forge_beam.rollup.find_overlap`: the same folder,
+    an audit run both hold, an input file both read, the same content or records) on their
+    ``stats/manifest.json``. A folder without a readable manifest (a run given as its results.json
+    file, a run of an older version) is compared by folder only. ``current_name`` /
+    ``baseline_name``: how the line names them (an audit gates its stage, shown as its --output)."""
+    if not current_dir or not baseline_dir:
+        return None
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.overlap import find_overlap
+
+    runs = [_run_folder(current_dir), _run_folder(baseline_dir)]
+    manifests = []
+    for run in runs:
+        try:
+            m = read_side_json(f"{run}/stats/manifest.json", "a run's stats/manifest.json")
+        except (OSError, ValueError):
+            m = None
+        manifests.append(m if isinstance(m, dict) else {})
+    if not all(manifests):  # no record of the data: the same folder is all that can be told
+        manifests = [{}, {}]
+    found = find_overlap(runs, manifests, names=[current_name or current_dir, baseline_name or baseline_dir])
+    return None if found is None else found[0]
+
+
+def _run_folder(path: str) -> str:
+    path = path.rstrip("/") or "/"
+    return path[:-len("/results.json")] if path.endswith("/results.json") else path
+
+
+def comparability(current: dict, baseline: dict, current_info: Optional[dict] = None,
+                  baseline_info: Optional[dict] = None, *, current_dir: Optional[str] = None,
+                  baseline_dir: Optional[str] = None, current_name: Optional[str] = None) -> dict:
+    """Whether two runs may be compared as independent samples of like runs — the one place that
+    decides it for ``compare``, ``--compare``, ``--baseline`` gates (audit and roll-up) and the
+    changes a ``trend`` claims.
+
+    Returns:
+        ``{"differences": [...], "shared_data": line or None, "caveats": [lines]}``: ``differences``
+        are :func:`run_differences`' entries other than the data (:data:`DATA_DIFFERENCES`: inputs and
+        interactions read, the point of a comparison): settings from ``results.json`` and, given
+        both ``run_info.json``, every result-changing option and package version; ``shared_data``:
+        :func:`shared_data` of the run folders (given ``current_dir`` and ``baseline_dir``);
+        ``caveats``: one line each, "the runs differ in …" and "the runs share data: …".
+    """
+    diffs = [d for d in run_differences(current, baseline, current_info, baseline_info)
+             if d["what"] not in DATA_DIFFERENCES]
+    shared = shared_data(current_dir, baseline_dir, current_name=current_name)
+    caveats = [f"the runs differ in {printable(d['message'])}" for d in diffs]
+    if shared:
+        caveats.append(f"the runs share data: {printable(shared)}")
+    return {"differences": diffs, "shared_data": shared, "caveats": caveats}
+
+
 def replaced_run_line(out: str, current: dict, earlier: dict, current_info: Optional[dict] = None,
                       earlier_info: Optional[dict] = None) -> Optional[str]:
     """The one line a run says when it replaced, in ``out``, an earlier run made with other settings
@@ -400,6 +468,9 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     10,000-assistant run listed 12,848 "too small to compare" rows, issue 28)."""
     lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
     lines += [f"warning: the runs differ in {printable(d['message'])}" for d in cmp.get("differences", [])]
+    if cmp.get("shared_data"):  # e.g. a run compared with itself (trial34 T10), a roll-up with one of its nights
+        lines.append(f"warning: the runs share data: {printable(cmp['shared_data'])}; a difference between them is "
+                     "not a difference between independent runs")
     for metric, tally in cmp["verdicts"].items():
         why = (cmp.get("not_compared") or {}).get(metric, "nothing to compare") if not tally else None
         lines.append(f"{metric}: " + (f"nothing compared: {why}" if why else ", ".join(f"{v}: {c}" for v, c in tally.items())))
@@ -474,7 +545,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from fair_forge_beam.io.secrets import scrub_known
 
         # values masked (key values, URL credentials), never keys
-        cmp = scrub_known(compare_runs(*docs, current_info=infos[0], baseline_info=infos[1]))
+        cmp = scrub_known(compare_runs(*docs, current_info=infos[0], baseline_info=infos[1],
+                                       current_dir=args.current, baseline_dir=args.baseline))
         empty = empty_comparison_reason(cmp)
         if args.json and not empty:  # the whole file or none (a full disk leaves --json as it was)
             from fair_forge_beam.io.write import replace_files

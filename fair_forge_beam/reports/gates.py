@@ -794,9 +794,13 @@ def counts_records(gates: Sequence[Gate]) -> bool:
     return any(g.kind == "coverage" and g.field == "rejected_share" for g in gates)
 
 
+def _reads_baseline(g: Gate) -> bool:
+    return g.kind == "regression" or (g.kind == "coverage" and g.field == "assistants_of_baseline")
+
+
 def uses_baseline(gates: Sequence[Gate]) -> bool:
     """True when a gate reads the ``--baseline`` run (regression gates, ``coverage assistants_of_baseline``)."""
-    return any(g.kind == "regression" or (g.kind == "coverage" and g.field == "assistants_of_baseline") for g in gates)
+    return any(_reads_baseline(g) for g in gates)
 
 
 def _per_slice(g: Gate) -> bool:
@@ -971,9 +975,13 @@ def _one_observation(est: dict) -> bool:
     return rests_on_one_observation(est)
 
 
-def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None) -> list[GateCheck]:
+def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = None,
+                   comparable: Optional[dict] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on a ``results.json`` document (``baseline``: the ``--baseline`` run's
-    ``results.json`` content, for regression gates and ``coverage assistants_of_baseline``).
+    ``results.json`` content, for regression gates and ``coverage assistants_of_baseline``;
+    ``comparable``: :func:`~fair_forge_beam.reports.compare.comparability` of this run and the
+    baseline: a baseline that shares data with this run is no independent sample, so a regression
+    gate compares nothing — each of its fields fails, or is skipped with ``if_undefined = "skip"``).
 
     Returns:
         One :class:`GateCheck` per (gate, selected slice, key) — coverage gates per (gate, metric,
@@ -984,6 +992,8 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = 
     for i, g in enumerate(gates):
         if g.kind == "coverage":
             checks.extend(_coverage_checks(doc, g, i, baseline))
+        elif g.kind == "regression" and (comparable or {}).get("shared_data"):
+            checks.extend(_shared_data_checks(g, i, comparable["shared_data"]))
         elif g.kind == "regression":
             checks.extend(_regression_checks(doc, g, i, baseline))
         else:
@@ -1202,6 +1212,19 @@ def _rejected_check(doc: dict, g: Gate, base: dict) -> GateCheck:
                      status="pass" if compare(value, base["op"], base["threshold"]) else "fail")
 
 
+def _shared_data_checks(g: Gate, i: int, shared: str) -> list[GateCheck]:
+    """A regression gate against a baseline holding data of this run (a roll-up gated against one of
+    its nights, a night re-run gated against the week holding it; trial34 T3): one check per field,
+    failed — a gate that cannot judge is not passed — or skipped with ``if_undefined = "skip"``."""
+    status = "skipped" if g.if_undefined == "skip" else "fail"
+    why = (f"the baseline shares data with this run ({shared}): a regression gate compares independent runs, "
+           "nothing compared; give a baseline that holds none of this run's data")
+    return [GateCheck(gate=g.label, gate_index=i, metric=g.metric, field=f, kind="regression", margin=g.margin,
+                      slice=g.slices if isinstance(g.slices, str) else ", ".join(g.slices), status=status,
+                      reason=why, skip="the baseline shares data with this run: nothing compared")
+            for f in regression_fields(g)]
+
+
 def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> list[GateCheck]:
     from fair_forge_beam.reports.compare import TOO_SMALL, compare_estimate
     from fair_forge_beam.reports.estimates import sessions_of
@@ -1309,9 +1332,12 @@ class GatesFailed(SystemExit):
         return self.message
 
 
-def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: Optional[float] = None) -> dict:
+def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: Optional[float] = None,
+                 baseline_caveats: Sequence[str] = ()) -> dict:
     """The content of ``gates.json``: ``{passed, status, n_gates, n_passed, n_failed, n_skipped,
-    ci_level, gates: [{gate, status, checks}]}``.
+    ci_level, gates: [{gate, status, checks}]}``; with ``baseline_caveats`` (what makes the
+    ``--baseline`` run unlike this one: :func:`~fair_forge_beam.reports.compare.comparability`'s
+    ``caveats``), ``baseline_caveats`` at the top and on each gate that reads the baseline.
 
     A gate's status: ``fail`` if any check failed, ``pass`` if at least one passed and none failed,
     ``skipped`` if every check was skipped (it compared nothing: a regression gate whose estimates
@@ -1328,12 +1354,17 @@ def gates_report(checks: Sequence[GateCheck], gates: Sequence[Gate], ci_level: O
         entry = {"gate": g.label, "text": g.text, "status": status}
         if g.kind != "threshold":
             entry["kind"] = g.kind
+        if baseline_caveats and _reads_baseline(g):  # said where the gate is read (trial34 T1)
+            entry["baseline_caveats"] = list(baseline_caveats)
         out.append({**entry, "checks": [c.record() | {"message": c.message(ci_level)} for c in mine]})
     n = {s: sum(1 for x in out if x["status"] == s) for s in ("pass", "fail", "skipped")}
     status = ("fail" if n["fail"] else "nothing checked" if out and not n["pass"]
               else "partly skipped" if n["skipped"] else "pass")
-    return {"passed": n["fail"] == 0, "status": status, "n_gates": len(out), "n_passed": n["pass"],
-            "n_failed": n["fail"], "n_skipped": n["skipped"], "ci_level": ci_level, "gates": out}
+    report = {"passed": n["fail"] == 0, "status": status, "n_gates": len(out), "n_passed": n["pass"],
+              "n_failed": n["fail"], "n_skipped": n["skipped"], "ci_level": ci_level, "gates": out}
+    if baseline_caveats and any(_reads_baseline(g) for g in gates):
+        report["baseline_caveats"] = list(baseline_caveats)
+    return report
 
 
 def gates_summary(report: dict) -> str:
@@ -1350,6 +1381,10 @@ def gates_summary(report: dict) -> str:
             line += f", {len(skipped)} skipped (compared nothing: {', '.join(skipped)})"
     if report["n_failed"]:
         line += f"; FAILED: {', '.join(repr(g['gate']) for g in report['gates'] if g['status'] == 'fail')}"
+    if report.get("baseline_caveats"):  # a gate read against an unlike baseline never passes silently (trial34 T1)
+        n = len(report["baseline_caveats"])
+        line += (f"; against a baseline unlike this run ({n} caveat{'s' if n != 1 else ''}: "
+                 f"{printable('; '.join(report['baseline_caveats']))})")
     return line
 
 
@@ -1411,13 +1446,15 @@ def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str
 
 def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
                 shown: Optional[str] = None, baseline: Optional[dict] = None,
-                checks: Optional[Sequence[GateCheck]] = None) -> list[GateCheck]:
+                checks: Optional[Sequence[GateCheck]] = None, comparable: Optional[dict] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on ``doc`` (``baseline``: the ``--baseline`` run's ``results.json``
     content), write ``<out>/gates.json`` and print the outcome (failed and skipped checks on
     stderr, passed gates on stdout; with ``quiet`` only the failed checks, and the skipped ones
     of a run where every gate was skipped). ``shown``: the folder the messages name
     (default ``out``; the main job writes into a stage published as ``shown``). ``checks``: the
     :func:`evaluate_gates` result when the caller has it already (the report showed it).
+    ``comparable``: :func:`~fair_forge_beam.reports.compare.comparability` of this run and the
+    baseline: its caveats are written to ``gates.json`` and said in the gates' summary line.
 
     Raises:
         GatesFailed: a ``SystemExit`` with code :data:`GATE_FAILED_EXIT_CODE` when a gate failed.
@@ -1427,8 +1464,8 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     from apache_beam.io.filesystems import FileSystems
 
     ci_level = (doc.get("config") or {}).get("ci_level")
-    checks = list(checks) if checks is not None else evaluate_gates(doc, gates, baseline)
-    report = gates_report(checks, gates, ci_level)
+    checks = list(checks) if checks is not None else evaluate_gates(doc, gates, baseline, comparable)
+    report = gates_report(checks, gates, ci_level, (comparable or {}).get("caveats") or ())
     from fair_forge_beam.urls import mask_url_secrets
 
     with FileSystems.create(f"{out}/gates.json") as f:  # no URL credentials (a baseline's path may be a URL)

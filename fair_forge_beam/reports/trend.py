@@ -486,7 +486,7 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         ValueError: no run, ``draws`` < 100 or no slice dimension; :class:`TrendUsageError` a slice
             dimension other than ``overall``/``assistant_id``/``language`` that no run has.
     """
-    from fair_forge_beam.reports.compare import METHOD_NOTES, run_differences
+    from fair_forge_beam.reports.compare import METHOD_NOTES, comparability
     from fair_forge_beam.reports.scorecard import estimate_label, slice_label
 
     if draws < 100:
@@ -508,13 +508,18 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                      + ", ".join(f"{c} (copy of {o})" for c, o in copies[:5])
                      + (f" and {len(copies) - 5} more" if len(copies) > 5 else ""))
     labels = _run_labels(entries)
-    earlier = _comparable_earlier(entries)
+    earlier = _comparable_earlier(entries)  # never a run that shares data with it (a roll-up and one of its nights)
+    unlike: dict[tuple, list] = {}
+
+    def caveats(i: int, j: int) -> list:  # what makes run j unlike the later run i: comparability's settings
+        if (i, j) not in unlike:
+            a, b = entries[i], entries[j]
+            unlike[(i, j)] = [d["message"] for d in comparability(a["light"], b["light"], a["info"] or None,
+                                                                   b["info"] or None)["differences"]]
+        return unlike[(i, j)]
+
     for i, e in enumerate(entries):
-        prev = entries[earlier[i][0]] if earlier[i] else None
-        diffs = []
-        if prev is not None:
-            diffs = [d["message"] for d in run_differences(e["light"], prev["light"], e["info"] or None, prev["info"] or None)
-                     if d["what"] not in ("inputs", "interactions_read")]
+        diffs = caveats(i, earlier[i][0]) if earlier[i] else []
         run_rows.append({
             "index": i, "path": e["path"], "name": e["name"], "label": labels[i],
             "covers": e["covers"], "time": _iso(e["time"]) if e["time"] else None, "time_source": e["time_source"],
@@ -576,10 +581,12 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
                         pest = entries[prev_i]["slices"][metric][key]["estimates"][path]
                         vs = point["vs_previous"] = _vs_previous(metric, key, path, entries, i, prev_i, draws)
                         if vs["verdict"] in CHANGED:
+                            # a change across other settings (a scorer switch) may be theirs (trial34 T7)
                             changes.append({"metric": metric, "estimate": path, "slice": key, "from_run": prev_i,
                                             "to_run": i, "verdict": vs["verdict"], "previous": pest["estimate"],
                                             "current": est["estimate"], "difference": vs["difference"],
-                                            "method": vs["method"], "range": rng})
+                                            "method": vs["method"], "range": rng,
+                                            "runs_differ_in": caveats(i, prev_i)})
                     points.append(point)
                     if est["defined"]:
                         defined.add(i)
@@ -590,6 +597,13 @@ def build_trend(runs: Iterable[dict], slices: Sequence[str] = DEFAULT_SLICES, dr
         if progress:
             progress(f"{metric}: {_compared_text([s for s in series if s['metric'] == metric])}")
     changes.sort(key=lambda c: (-c["to_run"], *_change_order(c)))
+    across = sorted({(c["from_run"], c["to_run"]) for c in changes if c["runs_differ_in"]})
+    if across:  # said with the notes, as a mode difference is
+        n_across = sum(1 for c in changes if c["runs_differ_in"])
+        notes.append(f"{n_across} claimed change{'s' if n_across != 1 else ''} compare{'s' if n_across == 1 else ''} "
+                     "runs made with other settings (each marked, runs_differ_in): "
+                     + "; ".join(f"{labels[j]} -> {labels[i]}: {', '.join(caveats(i, j))}" for j, i in across[:5])
+                     + (f" and {len(across) - 5} more pairs" if len(across) > 5 else ""))
     methods = sorted({p["vs_previous"]["method"] for s in series for p in s["points"]
                       if p.get("vs_previous", {}).get("method")})
     return {
