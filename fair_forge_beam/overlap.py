@@ -35,7 +35,8 @@ def find_overlap(runs: Sequence[str], manifests: Sequence[dict], warn: bool = Fa
     ``("a and b both hold audit run r1", "a roll-up counts each audit run once: …")`` —, or ``None``
     when they share none: the one check of shared data (:func:`check_no_overlap` refuses a roll-up
     of such runs; :func:`~fair_forge_beam.reports.compare.comparability` says it of a comparison, a
-    ``--baseline`` gate and a trend). What counts as shared is listed in :func:`~fair_forge_beam.rollup.check_no_overlap`.
+    ``--baseline`` gate and a trend). What counts as shared is listed in
+    :func:`~fair_forge_beam.rollup.check_no_overlap`.
     ``warn``: log that a run records no audit runs (written by an older version); ``names``: how the
     findings name the runs (default: their paths; an audit gating its stage names its ``--output``)."""
     named = dict(zip(runs, names or runs))
@@ -43,7 +44,7 @@ def find_overlap(runs: Sequence[str], manifests: Sequence[dict], warn: bool = Fa
     for run_dir in runs:
         key = same_folder(run_dir)
         if key in seen:
-            return f"{named[seen[key]]} and {named[run_dir]} are the same folder", "give each run once"
+            return (f"{named[seen[key]]} and {named[run_dir]} are the same folder", "give each run once")
         seen[key] = run_dir
     owner: dict[str, str] = {}
     for run_dir, m in zip(runs, manifests):
@@ -68,36 +69,41 @@ def find_overlap(runs: Sequence[str], manifests: Sequence[dict], warn: bool = Fa
         for f in m.get("input_files") or ():
             key = tuple(f[:3])  # path, size, modification time (a run written before the digest has these)
             if key in read_by and read_by[key] != run_dir:
-                return (f"{named[read_by[key]]} and {named[run_dir]} both read {f[0]} (the same file: {f[1]} bytes, modified at the "
-                        "same time)", "a roll-up counts each input once: give one run of it (a night re-run into a new "
-                        "folder is a second run of the same data)")
+                return (f"{named[read_by[key]]} and {named[run_dir]} both read {f[0]} (the same file: {f[1]} bytes, "
+                        "modified at the same time)", "a roll-up counts each input once: give one run of it (a night "
+                        "re-run into a new folder is a second run of the same data)")
             read_by[key] = run_dir
             digest = f[3] if len(f) > 3 and isinstance(f[3], str) else None  # none: written before digests
             if digest is None or not holds_data:
                 continue
-            other = same_content.get(digest)
-            if other is not None and other[0] != run_dir:
-                return (f"{named[other[0]]} read {other[1]} and {named[run_dir]} read {f[0]}, the same content (sha256 "
-                        f"{digest[:16]}…, decompressed)", "a roll-up counts each input once: give one run of it (a "
-                        "renamed, copied or recompressed log is the same data)")
-            same_content.setdefault(digest, (run_dir, f[0]))
+            found = [(same_content, digest, f"the same content (sha256 {digest[:16]}…, decompressed)",
+                      "a renamed, copied or recompressed log is the same data")]
             records = f[4] if len(f) > 4 and isinstance(f[4], str) and f[4].startswith(RECORDS_DIGEST_PREFIX) else None
-            if records is None:  # none: written before records digests, or a file whose records are not counted
-                continue
-            other = same_records.get(records)
-            if other is not None and other[0] != run_dir:
-                return (f"{named[other[0]]} read {other[1]} and {named[run_dir]} read {f[0]}, the same records in another order or "
-                        f"layout (records digest {records[8:24]}…)", "a roll-up counts each input once: give one run of "
-                        "it (a shuffled, re-indented or reformatted copy of a log is the same data)")
-            same_records.setdefault(records, (run_dir, f[0]))
+            if records is not None:  # none: written before records digests, or a file whose records are not counted
+                found.append((same_records, records, f"the same records in another order or layout (records "
+                              f"digest {records[8:24]}…)",
+                              "a shuffled, re-indented or reformatted copy of a log is the same data"))
+            for seen, value, what, why in found:
+                other = _held_before(seen, value, run_dir, f[0])
+                if other is not None:
+                    return (f"{named[other[0]]} read {other[1]} and {named[run_dir]} read {f[0]}, {what}",
+                            f"a roll-up counts each input once: give one run of it ({why})")
         total = _run_records(m) if holds_data else None  # the run's records, however its files split them
         if total is not None:
             other_run = run_records.get(total)
             if other_run is not None and other_run != run_dir:
-                return (f"{named[other_run]} and {named[run_dir]} read the same records, split into files in another way (the sum "
-                        "of their files' records digests is equal)", "a roll-up counts each input once: give one run of it")
+                return (f"{named[other_run]} and {named[run_dir]} read the same records, split into files in another "
+                        "way (the sum of their files' records digests is equal)",
+                        "a roll-up counts each input once: give one run of it")
             run_records.setdefault(total, run_dir)
     return None
+
+
+def _held_before(seen: dict, digest: str, run_dir: str, path: str) -> Optional[tuple[str, str]]:
+    """``(run, file)`` of another run that read a file of this ``digest`` before, else ``None``; the
+    first run and file of each digest are kept in ``seen``."""
+    other = seen.setdefault(digest, (run_dir, path))
+    return other if other[0] != run_dir else None
 
 
 def _run_records(manifest: dict) -> Optional[int]:
