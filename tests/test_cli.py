@@ -151,44 +151,56 @@ def test_the_compare_command_warns_of_the_runs_settings_differences(tmp_path, ca
     assert "Othercommands(eachwithitsown--help):fair-forge-beamrollup;fair-forge-beamtrend;fair-forge-beamcompare" in shown
 
 
+#: the toxicity lexicon as a comparison names it (--toxicity-level is part of it)
+LEXICON = "HurtLex 1.2 (valeriobasile/hurtlex@e8205fa, level={}, neutral group terms excluded)"
+
+
 @pytest.mark.slow
 def test_main_job_warns_when_compared_runs_differ(tmp_path, caplog):
-    """End to end: a keyword run compared with an earlier run of other mode and metrics warns on stderr's log."""
+    """End to end: a keyword run compared with an earlier run of other mode and settings warns on stderr's log.
+    (Toxicity runs too, with the HurtLex scorer: --toxicity-level is an option toxicity reads, refused in a
+    run without it, trial34 T5.)"""
     base = tmp_path / "base"
-    common = ["--quiet", "--no-report", f"--runner={FNAPI}", "--group-extractor", "keyword"]
-    audit.run([*common, "--metrics", "humanity", "--mode", "frequentist", "--output", str(base)])
+    common = ["--quiet", "--no-report", f"--runner={FNAPI}", "--group-extractor", "keyword", "--metrics",
+              "humanity,toxicity", "--toxicity-scorer", "hurtlex"]
+    audit.run([*common, "--mode", "frequentist", "--output", str(base)])
     with caplog.at_level(logging.WARNING, logger="fair_forge_beam.audit"):
-        audit.run([*common, "--metrics", "humanity", "--mode", "frequentist", "--output", str(tmp_path / "same"),
+        audit.run([*common, "--mode", "frequentist", "--output", str(tmp_path / "same"),
                    "--compare", str(base)])
     assert [r for r in caplog.records if "runs differ" in r.getMessage()] == []
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fair_forge_beam.audit"):
-        audit.run([*common, "--metrics", "humanity", "--mode", "bayesian", "--mc-samples", "200",
+        audit.run([*common, "--mode", "bayesian", "--mc-samples", "200",
                    "--toxicity-level", "conservative", "--output", str(tmp_path / "cur"), "--compare", str(base)])
     msgs = [r.getMessage() for r in caplog.records if "runs differ" in r.getMessage()]
     assert msgs == ["--compare: the runs differ in mode: current bayesian, baseline frequentist",
+                    f"--compare: the runs differ in toxicity lexicon: current {LEXICON.format('conservative')}, "
+                    f"baseline {LEXICON.format('inclusive')}",
                     "--compare: the runs differ in --toxicity-level: current conservative, baseline inclusive"]
     cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
     # both runs' run_info.json too: comparison.json states what the warnings say
-    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "toxicity lexicon", "--toxicity-level"]
 
 
 @pytest.mark.slow
 def test_report_comparison_section_states_each_run_difference(tmp_path):
-    """report.html's comparison section lists the mode and settings differences --compare warns about."""
+    """report.html's comparison section lists the mode and settings differences --compare warns about.
+    (Toxicity runs too, with the HurtLex scorer: it reads --toxicity-level, trial34 T5.)"""
     base = tmp_path / "base"
-    common = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity"]
+    common = ["--quiet", f"--runner={FNAPI}", "--metrics", "humanity,toxicity", "--toxicity-scorer", "hurtlex"]
     audit.run([*common, "--no-report", "--mode", "frequentist", "--output", str(base)])
     audit.run([*common, "--mode", "bayesian", "--mc-samples", "200", "--toxicity-level", "conservative",
                "--output", str(tmp_path / "cur"), "--compare", str(base)])
     html = (tmp_path / "cur" / "report.html").read_text(encoding="utf-8")
     section = html[html.index('<h2 id="comparison">'):]
     items = section[section.index('<ul class="differences">'):section.index("</ul>")]
-    assert items.count("<li>") == 2
+    assert items.count("<li>") == 3
     assert "<li>mode: current bayesian, baseline frequentist</li>" in items
+    assert (f"<li>toxicity lexicon: current {LEXICON.format('conservative')}, baseline {LEXICON.format('inclusive')}"
+            "</li>") in items
     assert "<li>--toxicity-level: current conservative, baseline inclusive</li>" in items
     cmp = json.loads((tmp_path / "cur" / "comparison.json").read_text(encoding="utf-8"))
-    assert [d["what"] for d in cmp["differences"]] == ["mode", "--toxicity-level"]
+    assert [d["what"] for d in cmp["differences"]] == ["mode", "toxicity lexicon", "--toxicity-level"]
 
 
 @pytest.mark.slow
