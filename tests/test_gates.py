@@ -612,10 +612,13 @@ def _uncommented_regression_example(template: str) -> str:
 
 
 @pytest.mark.slow
-def test_the_templates_commented_regression_example_passes_on_the_shipped_data(tmp_path):
+def test_the_templates_commented_regression_example_runs_on_the_shipped_data(tmp_path):
     """fresh14: the template's commented regression example failed on the shipped data once
     uncommented (no baseline; the baseline it named did not exist). Uncommented as written, in a
-    checkout's layout, after README's first command (its baseline): exit 0, the regression gate passed."""
+    checkout's layout, after README's first command (its baseline): exit 0. README's run read the same
+    shipped file, so since trial34 T3 (a baseline sharing data is no independent sample) the regression
+    gate compares nothing: skipped, as the example's ``if_undefined = "skip"`` and its comment say, its
+    reason naming the shared data (it passed before, comparing a run with itself)."""
     (tmp_path / "templates").mkdir()
     (tmp_path / "fair_forge_beam" / "data").mkdir(parents=True)
     (tmp_path / "fair_forge_beam" / "data" / "examples").symlink_to(REPO / "fair_forge_beam" / "data" / "examples")
@@ -629,4 +632,6 @@ def test_the_templates_commented_regression_example_passes_on_the_shipped_data(t
     report = json.loads((tmp_path / "fair_forge_output" / "nightly" / "gates.json").read_text(encoding="utf-8"))
     assert [(g["gate"], g["status"]) for g in report["gates"]] == [
         ("toxicity-didt", "pass"), ("toxic-answers-per-assistant", "pass"),
-        ("regression toxicity toxic_rate not worse by more than 0.02 in every assistant_id", "pass")]
+        ("regression toxicity toxic_rate not worse by more than 0.02 in every assistant_id", "skipped")]
+    assert report["gates"][2]["checks"] and all(c["status"] == "skipped" and c["reason"].startswith(
+        "the baseline shares data with this run (") for c in report["gates"][2]["checks"])
