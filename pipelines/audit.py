@@ -401,9 +401,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     from fair_forge_beam.rollup import seal_more
 
     seal_more(stage, "run_info.json")  # sealed as results.json is: a trend, a comparison and a roll-up read it
-    from fair_forge_beam.reports.compare import comparability, run_differences
-
     if baseline is not None:  # a comparison of unlike runs is allowed, but said (one line per difference)
+        from fair_forge_beam.reports.compare import comparability, run_differences  # (scipy: only when comparing)
+
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
         shared = comparability(doc, baseline, current_dir=stage, baseline_dir=args.compare,
@@ -413,6 +413,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     # whether the --baseline run is like this one: settings (run_info.json's too, trial34 T1) and data they share
     comparable = None
     if gate_baseline is not None:
+        from fair_forge_beam.reports.compare import comparability
+
         comparable = comparability(doc, gate_baseline, info, gate_baseline_info or None, current_dir=stage,
                                    baseline_dir=args.baseline, current_name=out)
         for line in comparable["caveats"]:
