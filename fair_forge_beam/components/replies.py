@@ -740,7 +740,6 @@ class FailedQuestions:
 
 
 
-
 class EndpointHealth:
     """Whether an endpoint is down for the rest of a run (trial34 T2), per worker process: the one
     path of every endpoint kind (judge, guardian, generator: :class:`_JudgeClient`; the assistant
