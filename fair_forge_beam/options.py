@@ -991,6 +991,12 @@ _RA = "fair_forge_beam.metrics.role_adherence:RoleAdherence"
 #: the guardian's requests under --judge-timeout / --judge-retries / --judge-cache (bias)
 _JUDGED = ("context", "conversational", "regulatory", "agentic", "bestof", "prompt_evaluator", "role_adherence")
 _JUDGED_OR_GUARDED = _JUDGED + ("bias",)
+#: the metrics whose reading of the options :attr:`Option.read_by_metrics` declares: the package's
+#: metrics (``metrics.registry.METRICS`` holds these names; a test checks). A metric registered
+#: beyond them (docs/engine.md's ``Words``) has declared nothing here, so :func:`unread_because`
+#: never calls an option unread by its run: a judged metric of one's own takes ``--judge-base-url``.
+DECLARED_METRICS = ("humanity", "toxicity", "bias", "context", "conversational", "regulatory", "agentic", "bestof",
+                    "vision", "prompt_evaluator", "privacy", "role_adherence")
 
 #: main-job options deliberately absent from the Flex Template metadata, with the reason
 _NO_TEMPLATE_FREE_TEXT = "free text with spaces, which no safe parameter regex admits: put it in the --config file"
@@ -1882,10 +1888,11 @@ def _metric_names(metrics: Any) -> list[str]:
 def unread_because(option: Option, metrics: Any, mode: Optional[str]) -> Optional[str]:
     """Why a run of ``metrics`` (``--metrics``) in ``mode`` (``--mode``) does not read ``option``
     (:attr:`Option.read_by_metrics`, :attr:`Option.read_in_modes`), or ``None`` when it does:
-    ``not read by a run of --metrics humanity: only toxicity reads it``."""
+    ``not read by a run of --metrics humanity: only toxicity reads it``. A run with a metric beyond
+    :data:`DECLARED_METRICS` (one registered by a user) may read any option: ``None``."""
     names = _metric_names(metrics)
     readers = option.read_by_metrics
-    if readers and not set(readers) & set(names):
+    if readers and not set(readers) & set(names) and set(names) <= set(DECLARED_METRICS):
         who = readers[0] if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]}"
         return (f"not read by a run of --metrics {','.join(names)}: only metric{'s' if len(readers) > 1 else ''} "
                 f"{who} read{'' if len(readers) > 1 else 's'} it")

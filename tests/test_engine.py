@@ -483,3 +483,31 @@ def test_the_session_stage_hands_a_bundles_sessions_to_reduce_many_in_their_own_
 def test_the_default_reduce_many_is_reduce_per_session():
     got = _Turns().reduce_many([("s1", "a", "x"), ("s2", "a", "x")], [[(1, "u"), (0, "v")], [(0, "w")]])
     assert got == [_Turns().reduce(("s1", "a", "x"), [(1, "u"), (0, "v")]), _Turns().reduce(("s2", "a", "x"), [(0, "w")])]
+
+
+def test_a_registered_metric_of_ones_own_may_read_the_judge_options(tmp_path, monkeypatch):
+    """The option table declares which of the package's metrics read each option
+    (``read_by_metrics``), and a run of none of them is refused the option. A metric a user
+    registers (docs/engine.md) is in none of those lists: a judged metric of one's own must still take
+    ``--judge-base-url`` (it was refused: "only metrics context, ... read it"). The package's own
+    metrics are exactly the ones the table declares."""
+    import json as _json
+
+    from fair_forge_beam import options
+    from fair_forge_beam.metrics import registry
+    from pipelines import audit
+
+    assert set(options.DECLARED_METRICS) == set(registry.METRICS)
+    judge_url = options.OPTIONS["judge_base_url"]
+    assert options.unread_because(judge_url, "humanity", "frequentist")  # a package metric that does not read it
+    assert options.unread_because(judge_url, "humanity,words", "frequentist") is None
+
+    mod = _readme_example()
+    monkeypatch.setitem(registry.METRICS, "words", registry.Registered(lambda mode, options: mod.Words(statistical_mode=mode),
+                                                                       mod.Words))
+    data = tmp_path / "in.jsonl"
+    data.write_text(_json.dumps({"session_id": "s1", "assistant_id": "a", "language": "english", "conversation": [
+        {"qa_id": "q1", "query": "q", "assistant": "one two"}]}))
+    doc = audit.run(["--input", str(data), "--metrics", "words", "--no-report", "--quiet",
+                     "--judge-base-url", "http://127.0.0.1:9/v1", "--output", str(tmp_path / "out")])
+    assert doc["summary"]["metrics"]["words"]["interactions_scored"] == 1
