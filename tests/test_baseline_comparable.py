@@ -154,3 +154,20 @@ def test_a_trend_change_across_a_scorer_switch_is_marked(runs, tmp_path):
         assert any(d.startswith("--toxicity-scorer: current hurtlex, baseline profanity-check")
                    for d in c["runs_differ_in"])
     assert any("runs made with other settings" in n and "--toxicity-scorer" in n for n in t["notes"])
+
+
+def test_the_reports_comparison_says_the_runs_share_data(runs):
+    """The console and comparison.json said the runs share data; report.html's comparison section
+    did not (session 22's note). A roll-up compared with one of its nights, then with a night it
+    does not hold."""
+    from fair_forge_beam.reports.compare import compare_runs
+    from fair_forge_beam.reports.html import render_report
+
+    doc = json.loads((runs / "week" / "results.json").read_text(encoding="utf-8"))
+    shared = render_report(doc, comparison=compare_runs(str(runs / "week"), str(runs / "d1"), draws=200),
+                           with_plots=False)
+    assert 'id="shared-data"' in shared and str(runs / "logs" / "d1.jsonl") in shared.split('id="shared-data"')[1]
+    doc = json.loads((runs / "d2" / "results.json").read_text(encoding="utf-8"))
+    apart = render_report(doc, comparison=compare_runs(str(runs / "d2"), str(runs / "d1"), draws=200),
+                          with_plots=False)
+    assert 'id="comparison"' in apart and 'id="shared-data"' not in apart

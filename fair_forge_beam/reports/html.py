@@ -342,6 +342,7 @@ def _comparison_view(cmp: dict) -> dict:
         **{k: cmp[k] for k in ("current", "baseline", "ci_level", "methods", "verdicts", "undefined_in_both",
                                "only_in_current", "only_in_baseline", "seed", "draws")},
         "differences": [d["message"] for d in cmp.get("differences") or []],
+        "shared_data": cmp.get("shared_data"),
         "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]),
                   "difference_text": _fmt_est(r["difference"])} for r in shown],
         "rows_left": len(rows) - len(shown),
