@@ -247,8 +247,9 @@ def stage_empty_reason(command: str, doc: dict) -> Optional[str]:
         return (f"no interaction was generated ({doc.get('calls_planned', 0)} call(s) planned, {c.get('failures', '?')} "
                 f"failed, {dead} dead letters{top})")
     if command == "run" and not doc.get("successes"):
-        return (f"no turn was answered ({doc.get('turns', 0)} turn(s) sent, {doc.get('failures', 0)} failed, "
-                f"{dead} dead letters{top})")
+        sent = (doc.get("counters") or {}).get("requests")  # a dead endpoint's later turns are never sent
+        return (f"no turn was answered ({doc.get('turns', 0)} turn(s), {'?' if sent is None else sent} request(s) "
+                f"sent, {doc.get('failures', 0)} failed, {dead} dead letters{top})")
     return None
 
 

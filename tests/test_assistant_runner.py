@@ -275,7 +275,7 @@ def test_a_run_whose_every_turn_failed_exits_as_an_empty_run(dataset, tmp_path, 
         code = run_assistant.main(args)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EMPTY_RUN_EXIT_CODE
-    assert err[-1].startswith("run: empty run: no turn was answered (5 turn(s) sent, 5 failed")
+    assert err[-1].startswith("run: empty run: no turn was answered (5 turn(s), 5 request(s) sent, 5 failed")
     assert (tmp_path / "out" / "run_summary.json").exists()  # written: the failures can be read
 
 
