@@ -90,6 +90,33 @@ def audit_once(shared_tmp_dir):
     return get
 
 
+@pytest.fixture
+def short_beam_backoff(monkeypatch):
+    """Beam's waits around a failed batch of a ``RemoteModelHandler`` (the judge's, the guardian's,
+    the assistant's), made short for this test: the back-off between the attempts of a batch
+    (``apache_beam.utils.retry.with_exponential_backoff``: first about 5 s, then 10 and 20 s)
+    0.01-0.02 s, and the client-side throttler's delay (``ReactiveThrottler.throttle_delay_secs``,
+    5 s per throttled attempt, drawn at random after failures) 0 s (an int: Beam adds it to an
+    integer counter). Every attempt is still made and the throttler decides as before (its
+    decisions do not depend on the delay); only the waits are shorter. For in-process runs
+    (FnApiRunner in memory) of tests whose point is what the attempts do, not how long a run
+    waits: never for a test that bounds a run's wall time (such a bound counts these waits)."""
+    import functools
+
+    from apache_beam.io.components import adaptive_throttler
+    from apache_beam.utils import retry
+
+    monkeypatch.setattr(retry, "with_exponential_backoff",
+                        functools.partial(retry.with_exponential_backoff, initial_delay_secs=0.01, max_delay_secs=0.02))
+    init = adaptive_throttler.ReactiveThrottler.__init__
+
+    def short_delay(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.throttle_delay_secs = 0
+
+    monkeypatch.setattr(adaptive_throttler.ReactiveThrottler, "__init__", short_delay)
+
+
 # The modules of the runner suite (marked ``runners``), and the modules that share end-to-end runs
 # with it through ``audit_once``: under xdist these run in the runner suite's workers, so the
 # shared runs are not repeated in another process.

@@ -183,9 +183,12 @@ def _guardian(req):
 
 
 @pytest.mark.slow
-def test_bias_summary_counts_interactions_and_dead_letters_in_their_own_units(tmp_path, monkeypatch, capsys):
+def test_bias_summary_counts_interactions_and_dead_letters_in_their_own_units(tmp_path, monkeypatch, capsys,
+                                                                             short_beam_backoff):
     """4 interactions; the five guardian calls (one per protected attribute) of one of them fail:
-    3 interactions scored, 1 not scored, and 5 dead letters, each named for what it is."""
+    3 interactions scored, 1 not scored, and 5 dead letters, each named for what it is. (The
+    failing batch is still tried 1 + 3 times; Beam's waits between the attempts, about 23 of this
+    test's 27 s, are made short: ``short_beam_backoff``.)"""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     inp = tmp_path / "in.json"
     inp.write_text(json.dumps(SESSIONS), encoding="utf-8")

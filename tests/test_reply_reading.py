@@ -139,20 +139,14 @@ def test_usage_counts_that_are_no_counts_never_fail_a_verdict_or_an_answer(tmp_p
     assert (summary["successes"], summary["failures"]) == (len(markers), 0)
 
 
-def test_run_summary_counts_the_requests_of_a_batch_that_failed(tmp_path, monkeypatch):
+def test_run_summary_counts_the_requests_of_a_batch_that_failed(tmp_path, monkeypatch, short_beam_backoff):
     """T6: a session that raised failed its batch on each of Beam's 3 attempts; the server got every
     request, yet ``run_summary.json`` said ``requests: 0`` (only a finished session's count was kept).
     Now each attempt's requests are kept: the dead letters' batch counts them, and a later attempt
     that succeeds adds its earlier attempts' requests."""
-    import functools
-
-    from apache_beam.utils import retry
-
     from fair_forge_beam.assistants.assistant import _Client
     from pipelines import run_assistant
 
-    monkeypatch.setattr(retry, "with_exponential_backoff",  # Beam's back-off between attempts of a batch, made short
-                        functools.partial(retry.with_exponential_backoff, initial_delay_secs=0.01, max_delay_secs=0.02))
     asked = _Client._call_openai
     fails = {"n": 0}
 

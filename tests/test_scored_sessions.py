@@ -107,11 +107,13 @@ def _context_judge(req):
 
 
 @pytest.mark.slow
-def test_a_rollup_counts_scored_sessions_as_one_audit_of_every_runs_inputs(tmp_path, monkeypatch):
+def test_a_rollup_counts_scored_sessions_as_one_audit_of_every_runs_inputs(tmp_path, monkeypatch, short_beam_backoff):
     """Context against a scripted judge that fails on every answer marked ``[boom]``: "u1" is never
     scored, "cut" is unscored on day 1 and scored on day 2 (a session cut across runs: subtracted
     from the stored slices and merged), "c1" and "c2" are scored. The roll-up's results equal one
-    audit of both days' inputs, whose slices count 3 sessions."""
+    audit of both days' inputs, whose slices count 3 sessions. (A failing batch is still tried
+    1 + 3 times, but with Beam's waits between the attempts made short, ``short_beam_backoff``:
+    they were about 58 of this test's 68 s wall and 10 CPU-s.)"""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     days = [[_context_session("c1", "bot", ["fine"]), _context_session("u1", "bot", ["[boom] a", "[boom] b"]),
              _context_session("cut", "other", ["[boom] c"])],
