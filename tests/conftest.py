@@ -348,3 +348,26 @@ def browser(tmp_path_factory):
         ctx.close()
 
 
+
+
+#: a fast-tier test (not marked ``slow``) whose setup + call + teardown took longer than this many
+#: seconds is named at the end of the run (docs/testing.md: a fast test takes under about 5 s on a
+#: quiet 2-core machine; twice that leaves room for a loaded one)
+FAST_TIER_BUDGET_S = 10.0
+_over_budget: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Adds up each unmarked test's phases (the controller sees every worker's reports)."""
+    if "slow" not in report.keywords:
+        _over_budget[report.nodeid] = _over_budget.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Names the fast-tier tests over :data:`FAST_TIER_BUDGET_S`: a test added without its ``slow``
+    mark is how the fast tier grew past its 5 minutes (2026-12-06: 15 tests of 6–27 s)."""
+    over = sorted(((d, n) for n, d in _over_budget.items() if d > FAST_TIER_BUDGET_S), reverse=True)
+    if over:
+        terminalreporter.write_line(f"fast-tier tests over {FAST_TIER_BUDGET_S:.0f} s (mark them slow if they are "
+                                    f"on a quiet machine too, docs/testing.md): "
+                                    + ", ".join(f"{n} {d:.1f} s" for d, n in over[:20]))

@@ -348,6 +348,7 @@ print(n, pa.default_memory_pool().max_memory())
 """
 
 
+@pytest.mark.slow
 def test_a_row_group_is_decoded_a_slice_at_a_time(tmp_path):
     """Issue 28 (fix28j): a row group within the metadata bound was decoded whole as Arrow data (up
     to rows x the limit: here 4,000 rows of 100 KB, 400 MB; Arrow's pool peaked at ~650 MB). It is

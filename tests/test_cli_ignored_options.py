@@ -188,6 +188,7 @@ def _config_run(tmp_path, name, caplog, extra=()):
     return out
 
 
+@pytest.mark.slow
 def test_a_config_option_of_a_metric_not_run_is_a_warning_and_rolls_up(tmp_path, caplog, capsys):
     """T5: a --config shared by several jobs is normal (the command line's --metrics replaces the
     file's): its option of a metric not run is said in one warning line, not refused; and two

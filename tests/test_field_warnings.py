@@ -75,6 +75,7 @@ def test_a_field_warning_is_given_only_when_a_metric_of_the_run_reads_the_field(
             assert sum(getattr(o, "tag", None) == "quality" and o.value.kind == kind for o in out) == n, (text, read)
 
 
+@pytest.mark.slow
 def test_an_audit_that_reads_no_answer_is_not_warned_of_empty_answers(tmp_path):
     """The main job consults its metrics: agentic scoring a label in the data reads no answer (no
     ``empty_answer``); with humanity, which reads the answer, the one warning is given."""

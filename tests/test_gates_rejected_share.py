@@ -63,6 +63,7 @@ def _audit(tmp_path: Path, name: str, lines: list[str], gates: list[str]) -> sub
 GARBAGE = [f"{{garbage line {i}, not JSON\n" for i in range(400)]
 
 
+@pytest.mark.slow
 def test_trial_half_garbage_export_fails_the_documented_nightly_gates(tmp_path):
     lines = DATA.read_text(encoding="utf-8").splitlines(keepends=True)
     gates = _documented_gates()
@@ -80,6 +81,7 @@ def test_trial_half_garbage_export_fails_the_documented_nightly_gates(tmp_path):
     assert json.loads((tmp_path / "clean" / "results.json").read_text())["summary"]["records_read"] == 450
 
 
+@pytest.mark.slow
 def test_rollup_gives_the_unions_rejected_share(tmp_path):
     """Two days, each part garbage, one session's records in both (cut across the days, as a
     conversation across midnight): the roll-up's records_read and rejected_at_read (from the runs'

@@ -59,6 +59,7 @@ def runs(tmp_path_factory):
     return tmp, base, cur
 
 
+@pytest.mark.slow
 def test_console_and_report_of_a_run_with_a_long_id_are_bounded(runs):
     tmp, base, cur = runs
     assert base.returncode == 0, base.stderr[-2000:]
@@ -88,6 +89,7 @@ def test_a_long_id_under_the_default_limit_is_refused_in_a_bounded_line(tmp_path
     assert "assistant_id of 1,000,000 characters is over the limit of 1,024 (--max-id-chars)" in p.stderr
 
 
+@pytest.mark.slow
 def test_trend_page_of_runs_with_a_long_id_is_bounded(runs):
     tmp, _base, _cur = runs
     p = subprocess.run([sys.executable, "-m", "pipelines.trend", str(tmp / "base"), str(tmp / "cur"), "--output",

@@ -91,6 +91,7 @@ def test_identical_examples_and_candidates_never_share_a_request(tmp_path):
     assert again[0].score == scores[0].score and not dead
 
 
+@pytest.mark.slow
 def test_gepa_stops_when_no_candidate_is_strictly_better(tmp_path):
     with ScriptedOpenAIServer(scripted(proposals=("SAME prompt", "WORSE prompt"))) as srv:
         res = GEPAOptimizer.run(_load(GEPA_DATA), handler(srv, tmp_path), "SEED prompt", workdir=str(tmp_path / "w"))
@@ -98,6 +99,7 @@ def test_gepa_stops_when_no_candidate_is_strictly_better(tmp_path):
     assert res.iterations_run == 1 and res.final_score == pytest.approx(0.4, abs=1e-15)
 
 
+@pytest.mark.slow
 def test_gepa_failing_evaluator_is_dead_lettered_counted_and_the_run_continues(tmp_path):
     data = _load(GEPA_DATA)
     bad = data[0]["conversation"][1]["query"]

@@ -76,6 +76,7 @@ def test_every_way_in_is_one_line_exit_code_2(tmp_path, capsys):
     assert f"error: --from: {runs}/n\\xe9: the name" in _usage_error(["rollup", "--from", str(runs / "*"), "--output", out], capsys)
 
 
+@pytest.mark.slow
 def test_an_ascii_locale_is_named_not_a_traceback(tmp_path):
     """'données-ü.jsonl' under LC_ALL=C PYTHONUTF8=0: the bytes are UTF-8 but Python reads them as ASCII."""
     (tmp_path / "données-ü.jsonl").write_text(json.dumps(ROW) + "\n", encoding="utf-8")

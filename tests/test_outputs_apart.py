@@ -206,6 +206,7 @@ def test_a_malformed_manifest_field_is_refused_never_read_as_absent(tmp_path, fi
 
 
 # Issue 28 (second hostile report), item 4.
+@pytest.mark.slow
 def test_an_output_where_nothing_can_be_created_is_a_usage_error(runs):
     """``--output /proc/h2out``: access(2) answers yes to root for /proc, so the check passed and the
     run died in a FileNotFoundError traceback (exit 1). The check now makes (and removes) a probe

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.resources
 import logging
 
+import pytest
+
 from helpers import FNAPI
 
 
@@ -20,6 +22,7 @@ def _replaced(caplog) -> list:
     return [r.getMessage() for r in caplog.records if "replaced the earlier run" in r.getMessage()]
 
 
+@pytest.mark.slow
 def test_a_run_that_replaces_a_run_of_other_settings_says_so(tmp_path, caplog):
     from pipelines import audit
 

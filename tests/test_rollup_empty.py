@@ -35,6 +35,7 @@ def _empty_rollup(tmp_path, runs, capsys):
     return capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_rollup_of_runs_that_read_nothing_exits_4_unless_allow_empty(tmp_path, capsys):
     runs = _days(tmp_path, {"d1": [], "d2": []})
     err = _empty_rollup(tmp_path, runs, capsys)
@@ -44,6 +45,7 @@ def test_a_rollup_of_runs_that_read_nothing_exits_4_unless_allow_empty(tmp_path,
     assert (tmp_path / "week" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_a_rollup_whose_only_metric_scored_nothing_exits_4(tmp_path, capsys):
     spanish = [s for s in json.loads(FAIR_FORGE.read_text(encoding="utf-8")) if s["assistant_id"] == "support-bot"][:2]
     assert len(spanish) == 2

@@ -26,6 +26,7 @@ def _manifest(files, interactions_read=10):
             "counts": {"interactions_read": interactions_read, "dead_letters": []}}
 
 
+@pytest.mark.slow
 def test_runs_that_read_nothing_share_a_digest_without_overlapping(tmp_path):
     """An empty day published with --allow-empty ("[]" every night) holds no data to count twice: two
     such runs, or one and a run of data, roll up; two runs that read records from one content do not."""

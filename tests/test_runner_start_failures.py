@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from fair_forge_beam.console import runner_start_failure
 from helpers import REPO
 
@@ -50,6 +52,7 @@ def test_it_is_told_by_the_frames_beam_raised_it_through():
                                            RuntimeError("Pipeline failed"))) is None
 
 
+@pytest.mark.slow
 def test_an_unanswered_job_endpoint_is_one_line_and_exit_1(tmp_path):
     with socket.socket() as s:  # a port nobody listens at
         s.bind(("127.0.0.1", 0))
