@@ -23,7 +23,7 @@ same). The runs (``--list`` prints them):
   of tree A: both trees read the same input file). The judge, guardian and generator metrics
   talk to one :class:`~fair_forge_beam.testing.openai_server.ScriptedOpenAIServer` on 127.0.0.1
   started here, whose answer is a pure function of the request (:func:`deterministic_answer`), so
-  both trees get the same reply to the same request. Fixed ``--seed``; every run gets a fresh
+  both trees get the same reply to the same request. Fixed ``--seed`` (Bayesian runs); every run gets a fresh
   judge cache.
 
 Both trees write to the same output path, one after the other (the first tree's outputs are moved
@@ -266,7 +266,8 @@ def all_runs(metrics: list) -> list:
     for m in metrics:
         extra, inputs, endpoints = METRIC_RUNS[m]
         for mode in MODES:
-            args = ["--metrics", m, "--mode", mode, "--seed", SEED] + (["--mc-samples", MC_SAMPLES] if mode == "bayesian" else [])
+            # --seed and --mc-samples only where the run reads them (a frequentist run refuses them: trial34 T4)
+            args = ["--metrics", m, "--mode", mode] + (["--seed", SEED, "--mc-samples", MC_SAMPLES] if mode == "bayesian" else [])
             runs.append(Run(f"{m}-{mode}", args + extra, inputs, endpoints))
     return runs
 

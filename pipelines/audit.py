@@ -37,10 +37,13 @@ import sys
 import time
 from typing import Optional, Sequence
 
-from fair_forge_beam.reports.output_folder import check_cache_file, check_output_folder, run_id_of, staged_output
-from fair_forge_beam.console import guarded, safe_streams, say
-from fair_forge_beam.reports.summary import console_summary, printable as _printable
-from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
+from fair_forge_beam._gc import unscanned_imports
+
+with unscanned_imports():  # pydantic and the schemas: never collected, never walked (docs/performance.md)
+    from fair_forge_beam.reports.output_folder import check_cache_file, check_output_folder, run_id_of, staged_output
+    from fair_forge_beam.console import guarded, safe_streams, say
+    from fair_forge_beam.reports.summary import console_summary, printable as _printable
+    from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
 
 log = logging.getLogger("fair_forge_beam.audit")
 
@@ -64,7 +67,8 @@ def default_inputs() -> list[str]:
 
 
 def build_parser(prog: str = "fair-forge-beam") -> argparse.ArgumentParser:
-    from fair_forge_beam.metrics.registry import METRICS
+    with unscanned_imports():  # Beam, pyarrow, pydantic: never collected, never walked (docs/performance.md)
+        from fair_forge_beam.metrics.registry import METRICS
 
     from fair_forge_beam.options import OneLineErrorParser, add_arguments, beam_option
 

@@ -113,7 +113,10 @@ class ProfanityCheckClassifier(Transient, ToxicityClassifier):
     def setup(self) -> None:
         if self._model is not None:
             return
-        import profanity_check.profanity_check as pc  # loads the two joblib files once per process
+        from fair_forge_beam._gc import unscanned_imports
+
+        with unscanned_imports():  # scikit-learn and scipy.stats: never collected, never walked
+            import profanity_check.profanity_check as pc  # loads the two joblib files once per process
 
         self._vectorizer, self._model = pc.vectorizer, pc.model
 
