@@ -408,6 +408,8 @@ def _rejected(reason: str, record: Any, where: str):
     return beam.pvalue.TaggedOutput(DEAD, dead_letter("read", reason, record, source=where))
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _ParseRecord(beam.DoFn):
     """``(source, position, payload)`` -> interactions of session records; streamed records
     go out keyed by session for ordering; failures go to the dead letter.
@@ -827,6 +829,8 @@ class SessionRecordsCombineFn(StoredAccumulator, beam.CombineFn):
                 for declared, source, position, n_slots, from_session, items, found in value or ()}
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _OrderStreamed(beam.DoFn):
     """Assign ``turn_index`` to all interactions of one session — from session records and
     from streamed/flat records alike — in a stable order that never depends on arrival.
@@ -1288,6 +1292,8 @@ def utf8_reader(f, encoding: str, head: bytes):
     return read
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _ReadJsonFile(beam.DoFn):
     """A ``.json`` file (``.gz`` too) -> ``(file, element index, element text)`` one element of its
     top-level array at a time (or its one value), cut from pieces of the file by

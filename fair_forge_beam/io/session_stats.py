@@ -400,6 +400,8 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
                                        b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _ToRow(beam.DoFn):
     """``(session key, [accumulator per slot], {slot: slice value}, [warnings], {slot: scored})`` (the engine's
     :data:`~fair_forge_beam.engine.STORED` output) → its row (nothing when neither a stored metric
@@ -470,6 +472,8 @@ def slices_schema(layout, fused, columns: Sequence[tuple]) -> pa.Schema:
                                        b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _SliceToRow(beam.DoFn):
     """``(slice key, [slice accumulator per slot])`` → its stored row (module docstring)."""
 

@@ -724,6 +724,8 @@ class ReadCountsFn(beam.CombineFn):
         return [("read", None, sum(acc.values())), *(("read_slice", k, n) for k, n in sorted(per_slice.items()))]
 
 
+# what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
+@beam.typehints.with_output_types(Any)
 class _ScoredPerBundle(beam.DoFn):
     """A metric's session records → one ``("scored", metric, n)`` per bundle, ``n`` the sum of their
     ``n_interactions`` (:class:`ResultsDocFn` adds them up): one element per bundle instead of one per
