@@ -438,14 +438,14 @@ def check_file_values(values: argparse.Namespace, job: Sequence[str], gates: Seq
     Raises:
         ConfigError: ``--config <file>: <key>: <the run's own message>``.
     """
-    from fair_forge_beam.metrics.registry import METRICS
+    from fair_forge_beam.metrics.registry import METRICS, registered
     from fair_forge_beam.options import metric_names, validate
     from fair_forge_beam.reports.gates import GateConfigError, make_gate
 
     given = {a.split("=", 1)[0][2:] for a in job}
     if "metrics" in given:
         for name in metric_names(values.metrics):
-            if name not in METRICS:
+            if name not in METRICS and name not in registered():
                 raise ConfigError(f"--config {path}: metrics: unknown metric {quoted(name)}; available: "
                                   f"{', '.join(sorted(METRICS))}{did_you_mean(name, METRICS)}")
     if "slices" in given:

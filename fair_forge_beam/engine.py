@@ -28,7 +28,8 @@ its computations and the evaluator derives one combiner per slice for all of the
   :class:`SliceAccumulators` ``(interaction_acc, session_acc, n_sessions)`` (either accumulator
   is ``None`` when nothing reached that side of the slice; ``n_sessions`` is the engine's count of
   the slice's sessions in which the metric scored something, see :func:`session_scored`: the
-  count every slice record states and the one-session rule reads).
+  count every slice record states and the one-session rule reads). The engine applies that rule to
+  every record the estimator returns (:func:`~fair_forge_beam.statistical.slices.without_one_session_intervals`).
 
 :class:`Engine` owns the rest, for every metric of a run at once:
 
@@ -277,6 +278,9 @@ class MetricSpec:
     evidence: Optional["Evidence"] = None
 
     def __post_init__(self):
+        from fair_forge_beam.schemas.metric_info import check_metric_name
+
+        check_metric_name(self.name, "MetricSpec: the name")
         if self.reads is not None:
             unknown = sorted(set(self.reads) - set(CONTENT_FIELDS))
             if unknown:
@@ -771,12 +775,19 @@ def interaction_ids(metric: str, s: Any) -> dict:
     }
 
 
-def headed(metric: str, level: str, rec: Any, score: Any = None) -> Optional[dict]:
+#: the ids of a session key ``(session_id, assistant_id, language)``, as a session record names them
+SESSION_IDS = ("session_id", "assistant_id", "language")
+
+
+def headed(metric: str, level: str, rec: Any, score: Any = None, key: Optional[tuple] = None) -> Optional[dict]:
     """A metric's record with the engine's header (what every record of every metric starts
     with). ``rec``: a dict or a pydantic model (dumped); anything else (``None``: no record) passes
     unchanged, and so does a dict that already names its ``metric``. Otherwise ``metric`` and
     ``level`` go in front, and for an interaction record with its ``score`` the score's ids
-    (:func:`interaction_ids`)."""
+    (:func:`interaction_ids`), for a session record with its session ``key`` the ids of the key
+    the record does not give itself (:data:`SESSION_IDS`: the sessions output and the stored
+    statistics are keyed by them; a record of docs/engine.md's worked example names its
+    ``session_id`` only)."""
     if type(rec) is not dict:
         if not hasattr(rec, "model_dump"):
             return rec  # None (no record), or a value of the metric's own kind
@@ -785,6 +796,8 @@ def headed(metric: str, level: str, rec: Any, score: Any = None) -> Optional[dic
         return rec
     if score is not None:
         return {**interaction_ids(metric, score), **rec}
+    if key is not None:
+        return {"metric": metric, "level": level, **{f: v for f, v in zip(SESSION_IDS, key) if f not in rec}, **rec}
     return {"metric": metric, "level": level, **rec}
 
 
@@ -1073,7 +1086,7 @@ class _ReduceSessions(beam.DoFn):
                 yield tagged(f"q{slot}", w)
             stored_warnings += warnings
             if rec is not None:
-                rec = headed(spec.name, "session", rec)  # a dict from here (a reducer may give a pydantic model)
+                rec = headed(spec.name, "session", rec, key=key)  # a dict from here (a reducer may give a pydantic model)
             scored = stored_scored[slot] = session_scored(spec, rec, None)
             if slot in sends:
                 sends[slot][2] = scored
@@ -1125,7 +1138,7 @@ class _EstimateSlices(beam.DoFn):
         self._observed = [one_session_estimator(spec.estimator) for spec in self.specs]
 
     def _estimate(self, kv, window, aux):
-        from fair_forge_beam.statistical.slices import record_is_distribution, record_sessions
+        from fair_forge_beam.statistical.slices import rests_on_one_session, without_one_session_intervals
 
         key, accs = kv
         for slot, spec in enumerate(self.specs):
@@ -1136,10 +1149,10 @@ class _EstimateSlices(beam.DoFn):
             args = (key, SliceAccumulators(acc[0], acc[1], acc[3], evidence), window, aux.get(slot, ()) if aux else ())
             recs = spec.estimator.estimate(*args)
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
-            if observed is not None and any(record_sessions(r) == 1 and record_is_distribution(r) for r in recs):
+            if observed is not None and any(rests_on_one_session(r, acc[3]) for r in recs):
                 recs = observed.estimate(*args)
-            for rec in recs:
-                yield beam.pvalue.TaggedOutput(f"r{slot}", headed(spec.name, "slice", rec))
+            for rec in recs:  # the rule's intervals, whatever the estimator gave (an estimator of one's own)
+                yield beam.pvalue.TaggedOutput(f"r{slot}", without_one_session_intervals(headed(spec.name, "slice", rec), acc[3]))
 
     def process(self, kv, window=beam.DoFn.WindowParam):
         return self._estimate(kv, window, None)

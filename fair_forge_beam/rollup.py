@@ -60,7 +60,7 @@ from typing import Optional, Sequence
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.paths import same_folder
 from fair_forge_beam.overlap import RECORDS_DIGEST_PREFIX, audit_runs_of, find_overlap  # noqa: F401 (re-exported)
-from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, session_flags
+from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, not_stored_text, session_flags
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
@@ -885,7 +885,8 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     stored = manifest.get("stored") or {}
     if not stored and manifest.get("not_stored"):  # nothing to roll up (and no session rows to check the counts against)
         raise ValueError(f"{run_dir}: none of the run's metrics stored its statistics (" + "; ".join(
-            f"{m}: {why}" for m, why in sorted(manifest["not_stored"].items())) + "): a roll-up merges stored statistics")
+            f"{m}: {not_stored_text(why)}" for m, why in sorted(manifest["not_stored"].items()))
+            + "): a roll-up merges stored statistics")
     table = sorted(set(stored.values()))[0] if stored else None
     dims = tuple(d for d in CORE_SLICE_FIELDS
                  if d in (manifest["options"].get("slices") or SLICE_DIMENSIONS)
@@ -1074,7 +1075,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     metrics = [m for m in first["config"]["metrics"] if m in stored]
     if not metrics:
         raise ValueError("none of the runs' metrics stored its statistics (" + "; ".join(
-            f"{m}: {why}" for m, why in sorted(not_rebuilt.items())) + ")")
+            f"{m}: not stored by the audits: {not_stored_text(why)}"
+            for m, why in sorted((first.get("not_stored") or {}).items())) + ")")
     transforms = {m: build_metric(m, mode, {**options, "slices": slices}) for m in metrics}
     specs = {m: engine_spec(t) for m, t in transforms.items()}
     gates = resolve_gates(args.gate or [], metrics, mode.is_bayesian, slices, baseline, command="rollup")

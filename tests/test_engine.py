@@ -61,8 +61,10 @@ def test_readme_worked_example_runs_and_gives_exact_means(test_pipeline):
 
 
 def _h(metric, level, **fields):
-    """A record as the engine gives it: its header (``engine.headed``) in front of the metric's fields."""
-    return {"metric": metric, "level": level, **fields}
+    """A record as the engine gives it: its header (``engine.headed``) in front of the metric's fields;
+    a session record's header holds the ids of its session key (the test reducers record it as ``key``)."""
+    ids = dict(zip(("session_id", "assistant_id", "language"), fields["key"])) if level == "session" else {}
+    return {"metric": metric, "level": level, **ids, **fields}
 
 
 class _Turns(SessionReducer):
@@ -436,6 +438,12 @@ def test_the_engine_builds_record_headers_and_runs_a_plain_function_scorer(test_
     assert list(headed("m", "slice", Rec(slice="overall", n=2))) == ["metric", "level", "slice", "n"]
     own = {"metric": "other", "x": 1}
     assert headed("m", "session", own) is own and headed("m", "session", None) is None
+    # a session record: the ids of its key it does not name itself, after the header (trial35 T3)
+    key = ("s1", "a", "english")
+    assert headed("m", "session", {"n": 2}, key=key) == {"metric": "m", "level": "session", "session_id": "s1",
+                                                         "assistant_id": "a", "language": "english", "n": 2}
+    assert list(headed("m", "session", {"session_id": "s1", "assistant_id": "a", "n": 2}, key=key)) == [
+        "metric", "level", "language", "session_id", "assistant_id", "n"]
 
     spec = MetricSpec(**{**_turn_spec("f", None).__dict__,
                          "scorer": lambda x: None if x.assistant == "one" else Scored.of(x, len(x.assistant.split())),
@@ -511,3 +519,305 @@ def test_a_registered_metric_of_ones_own_may_read_the_judge_options(tmp_path, mo
     doc = audit.run(["--input", str(data), "--metrics", "words", "--no-report", "--quiet",
                      "--judge-base-url", "http://127.0.0.1:9/v1", "--output", str(tmp_path / "out")])
     assert doc["summary"]["metrics"]["words"]["interactions_scored"] == 1
+
+
+# ------------------------------------------------------------------ trial35: a metric of one's own, as the page promises
+def test_the_engine_applies_the_one_session_rule_to_what_any_estimator_returns(test_pipeline):
+    """trial35 T1: the worked example's estimator gives a one-session slice the interval [55, 55]
+    (``estimate_bootstrap_means`` of one unit), which a gate then judged while the report said "no
+    interval". The engine owns the rule: a slice of one session, an estimate stating one session, or
+    an estimate of one observation has no interval, whatever the estimator returned (the package's
+    metrics give the same records as before: they apply it themselves)."""
+    from fair_forge_beam.statistical import BayesianMode
+
+    mod = _readme_example()
+    with test_pipeline as p:
+        res = p | beam.Create(INPUT) | "Metric" >> mod.Words(statistical_mode=BayesianMode(mc_samples=200))
+        got = res["slices"] | beam.Map(lambda r: (r["slice"], r["n_sessions"], r["mean_words"]["mean"],
+                                                  r["mean_words"]["ci_low"] is None, r["mean_words"]["ci_high"] is None))
+        # a and b: one session each (their own mean, no interval); overall and english: two sessions
+        assert_that(got | beam.Filter(lambda t: t[1] == 1),
+                    equal_to([("assistant_id=a", 1, 2.0, True, True), ("assistant_id=b", 1, 5.0, True, True)]),
+                    label="one")
+        assert_that(got | beam.Filter(lambda t: t[1] == 2) | beam.Map(lambda t: (t[0], t[3], t[4])),
+                    equal_to([("overall", False, False), ("language=english", False, False)]), label="two")
+
+
+class _FakeIntervals(SliceEstimator):
+    """An estimator holding no mode that gives every estimate an interval: its slice's, one of an
+    estimate resting on one of the slice's sessions, one of one observation, a prior's over no data
+    (kept, as Privacy's for a class never seen), and a point-estimate record's (kept)."""
+
+    def estimate(self, key, accs, window, aux):
+        fake = lambda **kw: {"mean": 1.0, "ci_low": 0.5, "ci_high": 1.5, "n": 4, **kw}
+        return [{"slice": key, "n_sessions": accs.n_sessions, "whole": fake(), "nested": {"part": fake(n_sessions=1)},
+                 "single": fake(n=1), "none": {"mean": None, "ci_low": 0.0, "ci_high": 1.0, "n": 0},
+                 "prior": {"mean": 0.5, "ci_low": 0.025, "ci_high": 0.975, "n": 0, "n_sessions": 0}},
+                {"slice": key, "mode": "point_estimate", "n_sessions": accs.n_sessions, "wald": fake()}]
+
+
+def test_the_one_session_rule_holds_for_an_estimator_that_never_applies_it(test_pipeline):
+    from fair_forge_beam.statistical.slices import without_one_session_intervals
+
+    spec = MetricSpec(**{**_turn_spec("fake", lambda v: v[0]).__dict__, "estimator": _FakeIntervals(),
+                         "session_reducer": _NoRecordTurns(), "slices": ("overall", "assistant_id")})
+    ends = lambda e: (e["ci_low"], e["ci_high"])
+    with test_pipeline as p:
+        res = (p | beam.Create(INPUT) | Engine([spec]))["fake"]
+        got = res["slices"] | beam.Map(lambda r: (r["slice"], r.get("mode"), {
+            k: ends(v["part"] if k == "nested" else v) for k, v in r.items() if isinstance(v, dict)}))
+        fake, no, prior = (0.5, 1.5), (None, None), (0.025, 0.975)  # a prior over no data (n = 0) keeps its own
+        assert_that(got, equal_to([
+            ("overall", None, {"whole": fake, "nested": no, "single": no, "none": (0.0, 1.0), "prior": prior}),
+            ("assistant_id=a", None, {"whole": no, "nested": no, "single": no, "none": (0.0, 1.0), "prior": prior}),
+            ("assistant_id=b", None, {"whole": no, "nested": no, "single": no, "none": (0.0, 1.0), "prior": prior}),
+            ("overall", "point_estimate", {"wald": fake}), ("assistant_id=a", "point_estimate", {"wald": fake}),
+            ("assistant_id=b", "point_estimate", {"wald": fake})]))
+    unchanged = {"slice": "overall", "mode": "distribution", "n_sessions": 1, "x": {"mean": 2.0, "ci_low": None,
+                                                                                   "ci_high": None, "n": 3}}
+    assert without_one_session_intervals(unchanged, 1) is unchanged  # nothing to remove: the same record
+
+
+class _NoRecordTurns(SessionReducer):
+    """A session record that counts its interactions (the engine counts such a session), and no slice value."""
+
+    def reduce(self, key, values):
+        return {"n_interactions": len(values)}, None, []
+
+
+class _Retriever:
+    """docs/data.md's retriever (a module-level class, importable): the three interactions of ``INPUT``."""
+
+    @staticmethod
+    def make():
+        from fair_forge_beam import Retriever
+
+        class Three(Retriever):
+            def load_dataset(self):
+                return [{"session_id": s, "assistant_id": a, "language": "english", "conversation": [
+                    {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]}
+                    for s, a, turns in (("s1", "a", ["one", "one two three"]), ("s2", "b", ["one two three four five"]))]
+        return Three
+
+
+@pytest.mark.slow
+def test_the_worked_example_runs_upstream_style_with_plain_records():
+    """trial35 T2: ``Metric.run(MyRetriever)``, "unchanged" per the page, ran the whole pipeline and
+    then failed with ``'NoneType' object has no attribute 'model_validate'`` for a metric declaring no
+    result schemas; its records are now returned as the dicts the engine wrote."""
+    from fair_forge_beam.statistical import BayesianMode
+
+    mod = _readme_example()
+    res = mod.Words.run(_Retriever.make(), statistical_mode=BayesianMode(mc_samples=200))
+    assert sorted(r["words"] for r in res) == [1, 3, 5] and res.interactions == list(res)
+    assert {(s["session_id"], s["assistant_id"], s["mean_words"]) for s in res.sessions} == {("s1", "a", 2.0), ("s2", "b", 5.0)}
+    overall = res.slices[0]
+    assert overall["slice"] == "overall" and overall["mean_words"]["mean"] == pytest.approx(3.0, abs=1.5)
+    assert res.dead_letter == [] and res.quality == []
+
+
+def _words_jsonl(path, sessions) -> str:
+    import json as _json
+
+    path.write_text("\n".join(_json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [
+        {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]}) for s, a, turns in sessions))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_the_worked_example_stores_its_statistics_and_a_metric_without_a_stored_type_says_so(tmp_path, monkeypatch,
+                                                                                              caplog, capsys):
+    """trial35 T3: a metric whose session values declare no stored type stored nothing, the audit said
+    nothing and the roll-up's refusal named no field. The worked example declares its session value's
+    type: two days of it roll up to the audit of both (its session records carry their session's ids,
+    which the stored sessions are keyed by); without the type the audit warns once, naming
+    ``MetricSpec.session_value_type``, and so does the roll-up's refusal."""
+    import dataclasses
+    import json as _json
+    import logging
+
+    from fair_forge_beam import rollup
+    from fair_forge_beam.metrics import registry
+
+    mod = _readme_example()
+
+    class Untyped(mod.Words):
+        name = "untyped"
+        info = dataclasses.replace(mod.Words.info, name="untyped")
+
+        def spec(self, windowed=False):
+            return dataclasses.replace(super().spec(windowed), session_value_type=None)
+
+    for name, cls in (("words", mod.Words), ("untyped", Untyped)):
+        monkeypatch.setitem(registry.METRICS, name, registry.Registered(
+            lambda mode, options, cls=cls: cls(statistical_mode=mode), cls))
+    day1 = _words_jsonl(tmp_path / "d1.jsonl", [("s1", "a", ["one", "one two three"]), ("s3", "a", ["a b"])])
+    day2 = _words_jsonl(tmp_path / "d2.jsonl", [("s2", "b", ["one two three four five"]), ("s4", "b", ["x y z w"])])
+    common = ["--metrics", "words", "--mode", "bayesian", "--mc-samples", "300", "--no-report", "--quiet"]
+    for out, inputs in (("d1", [day1]), ("d2", [day2]), ("both", [day1, day2])):
+        audit_run([a for i in inputs for a in ("--input", i)] + common + ["--output", str(tmp_path / out)])
+    manifest = _json.loads((tmp_path / "d1" / "stats" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["stored"] == {"words": "stats/sessions/"} and manifest["not_stored"] == {}
+    rollup.run(["--from", str(tmp_path / "d1"), "--from", str(tmp_path / "d2"), "--output", str(tmp_path / "week"),
+                "--quiet", "--no-report"])
+    slices = lambda out: _json.loads((tmp_path / out / "results.json").read_text(encoding="utf-8"))["metrics"]["words"]["slices"]
+    assert slices("week") == slices("both")
+
+    with caplog.at_level(logging.WARNING):
+        audit_run(["--input", day1, "--metrics", "untyped", "--no-report", "--output", str(tmp_path / "untyped")])
+    said = [r.getMessage() for r in caplog.records if "rolled up" in r.getMessage()]
+    assert len(said) == 1 and "untyped cannot be rolled up" in said[0] and "MetricSpec.session_value_type" in said[0], said
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        rollup.run(["--from", str(tmp_path / "untyped"), "--output", str(tmp_path / "none"), "--quiet"])
+    refused = capsys.readouterr().err
+    assert "untyped: its session values declare no stored type" in refused, refused
+    assert "MetricSpec.session_value_type" in refused, refused
+
+
+def audit_run(argv):
+    from pipelines import audit
+
+    return audit.run(argv)
+
+
+def test_parquet_column_types_are_checked_where_declared_and_take_the_natural_spellings():
+    """trial35 T4: ``ParquetColumns(columns=(("refused", "bool"),))`` was a 30-line pyarrow traceback
+    (``module 'pyarrow' has no attribute 'bool'``) late in the run. A type is checked where the
+    columns are declared, in one line listing the type names; the natural spellings are taken."""
+    import pyarrow as pa
+
+    from fair_forge_beam.schemas.metric_info import COLUMN_TYPES, ParquetColumns
+
+    cols = ParquetColumns(columns=(("a", "bool"), ("b", "bool_"), ("c", "int"), ("d", "float"), ("e", "str"),
+                                   ("f", "int64"), ("g", "float64"), ("h", "string")))
+    assert [f.type for f in cols.fields()] == [pa.bool_(), pa.bool_(), pa.int64(), pa.float64(), pa.string(),
+                                               pa.int64(), pa.float64(), pa.string()]
+    for bad in ((("x", "boolean_"),), (("x",),), (("x", pa.int64()),)):
+        with pytest.raises(ValueError) as err:
+            ParquetColumns(columns=bad)
+        assert "\n" not in str(err.value) and all(t in str(err.value) for t in COLUMN_TYPES), str(err.value)
+
+
+def test_a_metric_name_that_cannot_name_files_is_refused_where_declared(tmp_path, monkeypatch):
+    """trial35 T5: a metric named ``../evil`` scored everything, then died in Beam's finalize_write. A
+    name is checked where it is declared — the metric's class, its info, its spec, its
+    registration — in one line."""
+    import dataclasses
+
+    from fair_forge_beam.metrics import registry
+    from fair_forge_beam.schemas.metric_info import MetricInfo
+
+    mod = _readme_example()
+    for bad in ("../evil", "a/b", "my words", "", ".", "x" * 65, "1st", "wörds"):
+        with pytest.raises(ValueError, match="cannot name a metric") as err:
+            type("Evil", (mod.Words,), {"name": bad})
+        assert "\n" not in str(err.value)
+        with pytest.raises(ValueError, match="cannot name a metric"):
+            MetricInfo(name=bad, estimates=())
+        with pytest.raises(ValueError, match="cannot name a metric"):
+            dataclasses.replace(mod.Words().spec(), name=bad)
+    for good in ("words", "my-words_2", "W"):
+        type("Fine", (mod.Words,), {"name": good})
+    monkeypatch.setitem(registry.METRICS, "../evil", registry.Registered(
+        lambda mode, options: mod.Words(statistical_mode=mode), mod.Words))
+    with pytest.raises(ValueError, match="cannot name a metric"):
+        registry.build_metric("../evil", registry.statistical_mode({}))
+
+
+#: an installed metric of one's own (trial35 T10): a rate with its counts, so a comparison that knows
+#: its info draws Beta posteriors, and one that does not falls back on the normal approximation
+_REFUSAL = '''
+from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
+from fair_forge_beam.statistical.combiners import RateCombineFn
+from fair_forge_beam.statistical.slices import slice_rate
+
+
+class Sessions(SessionReducer):
+    def reduce(self, key, values):
+        return {"n_interactions": len(values), "refusals": sum(values)}, (sum(values), len(values)), []
+
+
+class Slices(SliceEstimator):
+    def __init__(self, mode):
+        self.mode = mode
+
+    def estimate(self, key, accs, window, aux):
+        k, n = accs[1]
+        return [{"slice": key, "n_interactions": n, "n_sessions": accs.n_sessions, "k": k,
+                 "refusal_rate": slice_rate(k, n, accs.n_sessions, self.mode).model_dump()}]
+
+
+class Refusal(MetricTransform):
+    name = "refusal"
+    info = MetricInfo(name="refusal", estimates=(EstimateInfo("refusal_rate", "refusals", direction=-1, gate="refusal_rate",
+                                                              headline=True, counts=("k", "n_interactions")),))
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=Slices(self.mode), session_reducer=Sessions(), slices=self.slices,
+                          scorer=lambda x: Scored.of(x, int(x.assistant.startswith("Sorry"))), interaction_record=None,
+                          session_value=lambda s: s.value, session_value_type=int, session_slice_combine=RateCombineFn())
+'''
+
+
+def _installed_refusal(root):
+    """A distribution under ``root`` declaring ``refusal`` in the entry-point group, as ``pip install`` leaves one."""
+    root.mkdir()
+    (root / "refusal_metric.py").write_text(_REFUSAL, encoding="utf-8")
+    info = root / "refusal_metric-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: refusal-metric\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[fair_forge_beam.metrics]\nrefusal = refusal_metric:Refusal\n"
+                                           "bad/name = refusal_metric:Refusal\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.slow
+def test_an_installed_metric_is_known_to_every_command_and_compare_says_when_it_is_not(tmp_path, monkeypatch):
+    """trial35 T10: a metric registered at run time was known in that process only, so
+    ``fair-forge-beam compare`` in a new process compared its rate by another method ("higher",
+    normal approximation) than the run's --compare ("worse", Beta posteriors), without a word. An
+    installed distribution declares it under the entry-point group ``fair_forge_beam.metrics``,
+    which the registry reads on the first name it does not know (a name that cannot name a metric is
+    left out): the audit runs it and a new process compares it as the run did. A process that cannot
+    find a metric's info says so."""
+    import json as _json
+    import os
+    import subprocess
+
+    from fair_forge_beam.metrics import registry
+    from helpers import REPO
+
+    plugin = _installed_refusal(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(plugin))
+    monkeypatch.setattr(registry, "METRICS", dict(registry.METRICS))
+    monkeypatch.setattr(registry, "_installed_read", False)
+    assert registry.metric_info("refusal").name == "refusal" and "bad/name" not in registry.registered()
+    runs = {}
+    for name, share in (("base", 1), ("cur", 3)):
+        data = _words_jsonl(tmp_path / f"{name}.jsonl", [(f"s{i}", "a", ["Sorry no" if (i + j) % 10 < share else "ok"
+                                                                         for j in range(5)]) for i in range(40)])
+        runs[name] = tmp_path / name
+        argv = ["--input", data, "--metrics", "refusal", "--mode", "bayesian", "--no-report", "--quiet",
+                "--output", str(runs[name])]
+        audit_run(argv + (["--compare", str(runs["base"])] if name == "cur" else []))
+    in_run = _json.loads((runs["cur"] / "comparison.json").read_text(encoding="utf-8"))
+    overall = next(r for r in in_run["rows"] if r["slice"] == "overall")
+    assert (overall["method"], overall["verdict"]) == ("beta_posterior", "worse") and "read_generically" not in in_run
+
+    def compare(*paths):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(REPO), os.environ.get("PYTHONPATH", "")])}
+        out = tmp_path / "cmp.json"
+        proc = subprocess.run([sys.executable, "-m", "fair_forge_beam.reports.compare", str(runs["cur"]),
+                               str(runs["base"]), "--json", str(out)], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, _json.loads(out.read_text(encoding="utf-8"))
+
+    said, cmp = compare(plugin)  # a new process, the metric installed: compared as the run compared it
+    assert cmp["rows"] == in_run["rows"] and "warning: refusal" not in said
+    said, cmp = compare()  # not installed in this one: said, never a silent switch of method
+    assert "warning: refusal: no metric info in this process" in said and "entry-point group" in said, said
+    assert cmp["read_generically"] == {"refusal": cmp["read_generically"]["refusal"]}

@@ -300,18 +300,50 @@ class StatsSchemaMismatch(ValueError):
     """Stored statistics of another schema version than this package reads."""
 
 
+#: the reasons a metric's declaration can remove (:func:`not_storable_reason`), with what declares it
+NO_STORED_TYPE = {
+    "its session values declare no stored type":
+        "MetricSpec.session_value_type (the type of one session value: int, float, a typing.NamedTuple…)",
+    "its interaction-side values declare no stored type":
+        "MetricSpec.cell_value_type (the type of one cell value: int, float, a typing.NamedTuple…)",
+}
+
+
 def not_storable_reason(layout, slot: int) -> Optional[str]:
     """Why metric ``slot`` of ``layout`` cannot store its session statistics (``None``: it can)."""
     spec = layout.specs[slot]
     if spec.session_value is None and spec.cell_value is None:
         return "it has no session statistics"
+    no_session, no_cell = NO_STORED_TYPE
     if spec.session_value is not None and stored_type_of(layout.fns[slot]) is None:
-        return "its session values declare no stored type"
+        return no_session
     if spec.cell_value is not None and stored_type_of(layout.fns[layout.cell_slot(slot)]) is None:
-        return "its interaction-side values declare no stored type"
+        return no_cell
     if spec.aux is not None:
         return "its estimator needs a whole-dataset stage (e.g. cluster profiling over the vectors)"
     return None
+
+
+def not_stored_text(reason: str) -> str:
+    """A manifest's ``not_stored`` reason as the roll-up says it: naming the declaration that would
+    store the metric's statistics (:data:`NO_STORED_TYPE`) when it is one."""
+    field = NO_STORED_TYPE.get(reason)
+    return f"{reason}: a metric stores them when it declares {field.split(' (')[0]}" if field else reason
+
+
+def _say_not_storable(name: str, reason: str) -> None:
+    """One warning when the run starts that a roll-up cannot merge metric ``name`` of this run, for
+    a metric of one's own whose declaration lacks a stored type (:data:`NO_STORED_TYPE`; the
+    package's metrics without one are listed in docs/scheduled.md, and say nothing)."""
+    from fair_forge_beam.options import DECLARED_METRICS
+
+    field = NO_STORED_TYPE.get(reason)
+    if field and name not in DECLARED_METRICS:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "%s cannot be rolled up (fair-forge-beam rollup): %s; set %s to store its statistics "
+            "(docs/engine.md)", name, reason, field)
 
 
 #: the stored column of a session's session-stage warnings
@@ -563,6 +595,7 @@ class WriteSessionStats:
                 stored.append(slot)
             else:
                 self.not_stored[spec.name] = reason
+                _say_not_storable(spec.name, reason)
         if not stored:
             return
         table = SESSIONS_TABLE if not self._tables else f"{SESSIONS_TABLE}{self._tables}"

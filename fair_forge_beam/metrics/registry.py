@@ -19,10 +19,10 @@ from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.plain import plain_reason, side_file_error
 from fair_forge_beam.quoting import did_you_mean, quoted
-from fair_forge_beam.schemas.metric_info import MetricInfo
+from fair_forge_beam.schemas.metric_info import MetricInfo, check_metric_name
 from fair_forge_beam.statistical.base import StatisticalMode
 
-__all__ = ["METRICS", "Registered", "build_metric", "metric_info", "session_model", "interaction_parquet_fields",
+__all__ = ["METRICS", "Registered", "registered", "ENTRY_POINTS", "build_metric", "metric_info", "session_model", "interaction_parquet_fields",
            "statistical_mode"]
 
 _M = "fair_forge_beam.metrics"
@@ -330,6 +330,41 @@ METRICS: dict[str, Registered] = {
 }
 
 
+#: the entry-point group through which an installed distribution registers metrics of its own
+#: (docs/engine.md): each entry point's name is the metric's name, its value the metric's class
+#: (``words = "mypkg.words:Words"``), built as ``Class(statistical_mode=mode)``
+ENTRY_POINTS = "fair_forge_beam.metrics"
+_installed_read = False
+
+
+def _build_installed(cls_path: str, mode: StatisticalMode, options: dict):
+    return _class(cls_path)(statistical_mode=mode)
+
+
+def registered() -> dict[str, Registered]:
+    """:data:`METRICS` with the metrics installed distributions declare under :data:`ENTRY_POINTS`,
+    read once per process, on the first call (a name already in :data:`METRICS` keeps its entry; a
+    name that cannot name a metric is left out, saying so). Every command reads a name it does not
+    know through this, so an installed metric is known to each (trial35 T10: a metric registered
+    in one process only was compared by another method in ``fair-forge-beam compare``)."""
+    global _installed_read
+    if not _installed_read:
+        _installed_read = True
+        import importlib.metadata
+        import logging
+
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
+            if ep.name in METRICS:
+                continue
+            try:
+                check_metric_name(ep.name, f"entry point {quoted(ep.value)} of group {ENTRY_POINTS}:")
+            except ValueError as exc:
+                logging.getLogger(__name__).warning("%s", exc)
+                continue
+            METRICS[ep.name] = Registered(functools.partial(_build_installed, ep.value), ep.value)
+    return METRICS
+
+
 def _class_of(entry) -> Optional[Union[str, type]]:
     cls = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
     return cls if isinstance(cls, (str, type)) else None
@@ -353,7 +388,7 @@ def session_model(name: str):
 def _class_attribute(name: str, attribute: str):
     """``attribute`` of metric ``name``'s class (imported from its ``"module:Class"`` on first use),
     or ``None`` for an unknown name or a class without it."""
-    cls = _class_of(METRICS.get(name))
+    cls = _class_of(METRICS.get(name) or registered().get(name))
     if cls is None:
         return None
     return getattr(cls if isinstance(cls, type) else _class(cls), attribute, None)
@@ -386,9 +421,10 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
         fair_forge_beam.extras.MissingExtraError: the options need the ``embeddings`` extra (MiniLM,
             clustering) and it is not installed; the message names the flag that does without it.
     """
-    if name not in METRICS:
+    if name not in METRICS and name not in registered():
         raise ValueError(f"unknown metric {quoted(name)}; available: {', '.join(sorted(METRICS))}"
                          + did_you_mean(name, METRICS))
+    check_metric_name(name, "the registered name")
     transform = METRICS[name][0](mode, options or {})
     if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
         transform.slices = tuple(options["slices"])

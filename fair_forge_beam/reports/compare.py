@@ -47,7 +47,7 @@ from collections import Counter
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
-from fair_forge_beam.reports.estimates import counts_for, direction, iter_estimates, sessions_of
+from fair_forge_beam.reports.estimates import counts_for, direction, info_of, iter_estimates, sessions_of
 from fair_forge_beam.quoting import shown_key
 from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
@@ -68,6 +68,11 @@ DETECTABLE = (BETTER, WORSE, HIGHER, LOWER)
 
 #: method name -> one-line note (the methods live in :mod:`fair_forge_beam.statistical.compare`)
 METHOD_NOTES = METHODS
+#: why a metric without an info in this process is compared generically (:func:`compare_runs`'s ``read_generically``)
+NO_INFO = ("no metric info in this process (it is not the package's, nor installed under the entry-point group "
+           "fair_forge_beam.metrics: docs/engine.md): its estimates are read generically — no better side, no "
+           "counts behind a rate, so differences are normal approximations from the intervals, which may not be "
+           "the method of the run's own --compare")
 
 
 def _doc(run: Union[str, dict]) -> dict:
@@ -181,7 +186,8 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         ci_low, ci_high}, method, verdict[, p_current_higher]}], "differences": what else differs
         between the runs (:func:`run_differences`: settings, modes, metrics, inputs), "shared_data": the data
         both runs hold, given as folders (:func:`shared_data`; ``None``: none found), "verdicts": {metric: {verdict:
-        count}}, "not_compared": {metric: why no estimate of it was compared} for a metric without
+        count}}, "read_generically": {metric: why} for a compared metric without an info in this process
+        (:data:`NO_INFO`; the key only when there is one), "not_compared": {metric: why no estimate of it was compared} for a metric without
         a verdict (the current or the baseline run scored nothing, no slice in common, no value in
         either run), "undefined_in_both": estimates without a value in either run (no row), "only_in_current"
         / "only_in_baseline": metric names}``. ``difference`` is
@@ -206,6 +212,7 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         raise ValueError(f"draws must be at least 100, got {draws}")
     seed = int(seed if seed is not None else rc.seed)
     rows: list[dict] = []
+    generic = {m: NO_INFO for m in a["metrics"] if m in b["metrics"] and info_of(m) is None}
     verdicts: dict[str, dict[str, int]] = {}
     not_compared: dict[str, str] = {}
     no_value = 0
@@ -256,6 +263,8 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "undefined_in_both": no_value,
         "only_in_current": sorted(set(a["metrics"]) - set(b["metrics"])),
         "only_in_baseline": sorted(set(b["metrics"]) - set(a["metrics"])),
+        # said, never a silent switch of method (trial35 T10: "worse" in the run, "higher" here)
+        **({"read_generically": generic} if generic else {}),
     }
 
 
@@ -471,6 +480,7 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     if cmp.get("shared_data"):  # e.g. a run compared with itself (trial34 T10), a roll-up with one of its nights
         lines.append(f"warning: the runs share data: {printable(cmp['shared_data'])}; a difference between them is "
                      "not a difference between independent runs")
+    lines += [f"warning: {printable(m)}: {why}" for m, why in (cmp.get("read_generically") or {}).items()]
     for metric, tally in cmp["verdicts"].items():
         why = (cmp.get("not_compared") or {}).get(metric, "nothing to compare") if not tally else None
         lines.append(f"{metric}: " + (f"nothing compared: {why}" if why else ", ".join(f"{v}: {c}" for v, c in tally.items())))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Optional
 
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
+from fair_forge_beam.statistical.slices import is_estimate
 
 __all__ = [
     "info_of",
@@ -44,11 +45,6 @@ def estimate_info(metric: str, path: str) -> tuple[Optional[EstimateInfo], Optio
     the metric or the path is not declared)."""
     info = info_of(metric)
     return info.find(path) if info is not None else (None, None)
-
-
-def is_estimate(value: Any) -> bool:
-    """True for a dict with the keys ``mean``, ``ci_low`` and ``ci_high``."""
-    return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
 
 
 def iter_estimates(metric: str, record: dict, headline: Optional[list[str]] = None) -> Iterator[tuple[str, dict]]:

@@ -225,9 +225,9 @@ def gate_fields() -> Mapping[str, dict[str, FieldSpec]]:
     Read on demand (:class:`_GateFields`): checking gates on Humanity and Toxicity imports their
     modules, not every metric's (the other metrics' modules cost an audit with a gate about 1 CPU s
     of imports, 598 modules)."""
-    from fair_forge_beam.metrics.registry import METRICS
+    from fair_forge_beam.metrics.registry import registered
 
-    return _GateFields(list(METRICS))
+    return _GateFields(list(registered()))
 
 
 def _fmt_num(x: Optional[float]) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "SessionHistogram", "KEY", "dotted_get"]
+__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "COLUMN_TYPES", "check_metric_name", "SessionHistogram", "KEY", "dotted_get"]
 
 #: the placeholder of the key segment of a keyed estimate's path
 KEY = "{key}"
@@ -36,6 +36,26 @@ KEY = "{key}"
 #: counts of a rate: ``(k path, n path)`` (dotted, may hold ``{key}``), or a function of the slice
 #: record returning ``{concrete estimate path: (k, n)}``
 Counts = Union[tuple[str, str], Callable[[dict], dict]]
+
+
+#: what a metric's name may be: it names files and folders (``sessions/<name>/``), Beam transforms,
+#: ``--metrics`` lists and gates, so letters, digits, ``_`` and ``-``, a letter first
+_METRIC_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+
+def check_metric_name(name: Any, what: str = "metric name") -> str:
+    """``name`` when it can be a metric's name (:data:`_METRIC_NAME`: letters, digits, ``_`` and
+    ``-``, a letter first, at most 64), checked where a metric is declared (its class, its
+    :class:`MetricInfo`, its :class:`~fair_forge_beam.engine.MetricSpec`, its registration).
+
+    Raises:
+        ValueError: one line naming it (a ``/`` once failed in Beam's finalize_write after scoring
+            every interaction, trial35 T5).
+    """
+    if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+        raise ValueError(f"{what} {quoted(name)} cannot name a metric: use letters, digits, _ and -, a letter first "
+                         "(at most 64; the name names its output folders and --metrics)")
+    return name
 
 
 def dotted_get(record: Any, path: str):
@@ -185,14 +205,24 @@ def _pattern(path: str) -> re.Pattern:
     return p
 
 
+#: the column types of :attr:`ParquetColumns.columns`: each name (pyarrow's, and the natural
+#: spellings) -> the pyarrow type function
+COLUMN_TYPES = {"string": "string", "str": "string", "bool_": "bool_", "bool": "bool_", "boolean": "bool_",
+                "int64": "int64", "int": "int64", "int32": "int32", "float64": "float64", "float": "float64",
+                "double": "float64", "float32": "float32"}
+
+
 @dataclass(frozen=True)
 class ParquetColumns:
     """Per-interaction Parquet columns of a metric (``results.parquet``).
 
     Either derived from a pydantic result model — ``model`` (``"module:Class"``), the field
     ``names`` and a column-name ``prefix`` (:func:`fair_forge_beam.schemas.arrow.arrow_fields`) —
-    or given directly as ``columns``: ``(name, pyarrow type name)`` pairs (``"string"``,
-    ``"bool_"``, ``"int64"``, ``"float64"``).
+    or given directly as ``columns``: ``(name, type name)`` pairs, a type name one of
+    :data:`COLUMN_TYPES` (``"string"``, ``"bool"``, ``"int64"``, ``"float64"``, …).
+
+    Raises:
+        ValueError: a column type name not in :data:`COLUMN_TYPES` (when declared, one line).
     """
 
     model: Optional[str] = None
@@ -200,11 +230,18 @@ class ParquetColumns:
     prefix: str = ""
     columns: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self):
+        for column in self.columns:
+            pair = isinstance(column, (tuple, list)) and len(column) == 2
+            if not pair or not isinstance(column[1], str) or column[1] not in COLUMN_TYPES:
+                raise ValueError(f"ParquetColumns: column {quoted(column)} must be a (name, type) pair with a type "
+                                 f"of {', '.join(COLUMN_TYPES)}")
+
     def fields(self) -> list:
         import pyarrow as pa
 
         if self.model is None:
-            return [pa.field(name, getattr(pa, typ)()) for name, typ in self.columns]
+            return [pa.field(name, getattr(pa, COLUMN_TYPES[typ])()) for name, typ in self.columns]
         import importlib
 
         from fair_forge_beam.schemas.arrow import union_fields
@@ -255,6 +292,7 @@ class MetricInfo:
     plot: Optional[str] = None
 
     def __post_init__(self):
+        check_metric_name(self.name, "MetricInfo: the name")
         gates = [e.gate for e in self.estimates if e.gate]
         if len(gates) != len(set(gates)):
             raise ValueError(f"{self.name}: a gate field declared twice")

@@ -70,6 +70,9 @@ __all__ = [
     "one_session_estimator",
     "record_sessions",
     "record_is_distribution",
+    "rests_on_one_session",
+    "is_estimate",
+    "without_one_session_intervals",
     "slice_estimate",
     "slice_estimates",
     "slice_rate",
@@ -153,6 +156,58 @@ def record_sessions(rec) -> Optional[int]:
 def record_is_distribution(rec) -> bool:
     mode = rec.get("mode") if isinstance(rec, Mapping) else getattr(rec, "mode", None)
     return mode == "distribution"
+
+
+def rests_on_one_session(rec, slice_sessions: Optional[int]) -> bool:
+    """Whether the engine estimates the slice record ``rec`` again with its modes observed
+    (:func:`one_session_estimator`): it rests on one session — its ``n_sessions``, or, for a record
+    that states neither a count nor a mode (an estimator written from docs/engine.md),
+    ``slice_sessions``, the engine's count — in a distribution mode (the record's, when it states one)."""
+    mode = rec.get("mode") if isinstance(rec, Mapping) else getattr(rec, "mode", None)
+    n = record_sessions(rec)
+    if n is None and mode is None:
+        n = slice_sessions
+    return n == 1 and mode in (None, "distribution")
+
+
+def is_estimate(value) -> bool:
+    """True for a dict with the keys ``mean``, ``ci_low`` and ``ci_high`` (how every surface finds an estimate)."""
+    return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
+
+
+def without_one_session_intervals(rec, slice_sessions: Optional[int]):
+    """The one-session rule applied by the engine to every slice record of every metric, whatever its
+    estimator did (docs/statistics.md): each estimate in the record ``rec`` (a dict, as the engine
+    heads it; an estimate is a dict of :func:`is_estimate`, at any depth of dicts — lists are not
+    searched, as no surface reads them) that has a value from data (``n`` not 0: a prior's interval
+    over no data, Privacy's for a class never seen, stays) and rests on fewer than 2 sessions — its own
+    ``n_sessions``, else :func:`behind` of the slice's ``slice_sessions`` (the engine's count) — has no
+    interval (``ci_low = ci_high = None``), as :func:`slice_estimate` gives it. A record of a
+    point-estimate run (``mode`` stated and not ``"distribution"``: BestOf's frequentist Wald
+    intervals stay, as :func:`single_session` has it) and a record that needs no change are returned
+    as they are (the package's estimators apply the rule themselves: their records are unchanged)."""
+    if not isinstance(rec, dict) or rec.get("mode", "distribution") != "distribution":
+        return rec
+
+    def fixed(node: dict) -> dict:
+        out = node
+        for key, value in node.items():
+            if not isinstance(value, dict):
+                continue
+            new = value
+            if is_estimate(value):
+                sessions = estimate_sessions(value, slice_sessions)
+                if (value.get("mean") is not None and value.get("n") != 0 and isinstance(sessions, int)
+                        and sessions < 2 and (value["ci_low"] is not None or value["ci_high"] is not None)):
+                    new = {**value, "ci_low": None, "ci_high": None}
+            else:
+                new = fixed(value)
+            if new is not value:
+                out = dict(out) if out is node else out
+                out[key] = new
+        return out
+
+    return fixed(rec)
 
 
 def behind(n_sessions: Optional[int], n: Optional[int]) -> Optional[int]:
