@@ -298,6 +298,11 @@ class _ErrorsOnly(logging.Filter):
         return record.levelno >= logging.ERROR
 
 
+HTTP_CLIENT_LOGGERS = ("httpx2", "httpx", "httpcore", "openai")
+"""The loggers of the HTTP clients a judge, guardian or assistant endpoint uses (the pinned openai
+client logs through ``httpx2``, older ones through ``httpx``/``httpcore``/``openai``)."""
+
+
 class QuietLogs:
     """``--quiet`` for one run (the audit's, a roll-up's): call :meth:`quiet` inside the block to
     print nothing but gate failures and errors. Raises to ERROR the
@@ -309,7 +314,7 @@ class QuietLogs:
     caller running several audits in one process keeps its own settings). Worker processes of
     other runners (multi-processing, Flink, Prism) configure their own logging."""
 
-    NAMES = ("fair_forge_beam", "apache_beam", "httpx2", "httpx", "httpcore", "openai")
+    NAMES = ("fair_forge_beam", "apache_beam") + HTTP_CLIENT_LOGGERS
 
     def __enter__(self):
         self.loggers = [logging.getLogger(n) for n in self.NAMES]
@@ -421,12 +426,20 @@ def cli_logging() -> None:
     Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
     apitools' "not found" notice (a Google Cloud extra this package does not need) dropped, and a
     warning Beam repeats (per worker thread, DoFn or model load) shown once (:class:`_BeamWarningsOnce`).
+    The HTTP clients' loggers (:data:`HTTP_CLIENT_LOGGERS`) are at WARNING: their INFO lines are one
+    per request (``HTTP Request: POST ... "HTTP/1.1 200 OK"``, 1,488 on a judge run of README's
+    data), a client's debug trace, not a run's progress; their warnings and errors are kept. A
+    level the caller set on one of them before is kept.
     ``--quiet`` narrows it further while a run lasts (:class:`RunLogging`)."""
     from fair_forge_beam.urls import install_log_masking
 
     install_log_masking()  # every log line masked where it is made: URL credentials, key values
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    for name in HTTP_CLIENT_LOGGERS:
+        client = logging.getLogger(name)
+        if client.level == logging.NOTSET:  # never set: a caller's own choice is kept
+            client.setLevel(logging.WARNING)
     retries = logging.getLogger("apache_beam.utils.retry")
     if not any(isinstance(f, _OneLineRetries) for f in retries.filters):
         retries.addFilter(_OneLineRetries())

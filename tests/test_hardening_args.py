@@ -179,6 +179,32 @@ def test_quiet_also_silences_the_http_clients_info_lines_for_one_run():
             httpx_log.setLevel(before)
 
 
+def test_the_http_clients_per_request_lines_are_off_by_default_and_a_callers_level_is_kept():
+    """trial35 T9: a judge run printed one ``INFO httpx2: HTTP Request`` line per call (1,488 on
+    README's data) between the progress lines; only --quiet removed them, and with them the progress
+    and the summary. An entry point's logging puts the HTTP clients' loggers at WARNING (their
+    warnings and errors are kept); a level a caller set before is left as it is."""
+    import logging
+
+    from fair_forge_beam.progress import HTTP_CLIENT_LOGGERS, cli_logging
+
+    assert {"httpx2", "httpx", "httpcore", "openai"} <= set(HTTP_CLIENT_LOGGERS)
+    loggers = [logging.getLogger(n) for n in HTTP_CLIENT_LOGGERS]
+    before = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.NOTSET)
+        logging.getLogger("openai").setLevel(logging.DEBUG)  # the caller's own choice
+        cli_logging()
+        for lg in loggers[:-1]:
+            assert not lg.isEnabledFor(logging.INFO) and lg.isEnabledFor(logging.WARNING), lg.name
+        assert logging.getLogger("openai").level == logging.DEBUG
+        assert logging.getLogger("fair_forge_beam").level == logging.NOTSET  # our progress lines untouched
+    finally:
+        for lg, level in zip(loggers, before):
+            lg.setLevel(level)
+
+
 def _numeric_options():
     from fair_forge_beam.options import command_options
 

@@ -325,7 +325,8 @@ def test_a_read_only_output_is_a_usage_error_before_the_pipeline(tmp_path):
 # ------------------------------------------------------------------ --quiet
 @pytest.mark.slow
 def test_quiet_prints_nothing_on_a_context_run(tmp_path):
-    """19 Context requests to a scripted server: without --quiet one ``httpx2`` INFO line each and
+    """19 Context requests to a scripted server: without --quiet no ``httpx2`` INFO line (trial35 T9:
+    they were one a request; the client's debug trace, off by default) and
     Beam's resource-module warning (a platform without the ``resource`` module, emulated by a module
     that fails to import); with --quiet stdout and stderr are empty."""
     from test_main_job_judges import answer
@@ -350,7 +351,7 @@ def test_quiet_prints_nothing_on_a_context_run(tmp_path):
             assert srv.count() == 19
             got[quiet] = proc
     loud = got[False].stderr
-    assert loud.count("INFO httpx2: HTTP Request") == 19, loud
+    assert "HTTP Request" not in loud, loud
     assert "Resource module is not available" in loud
     assert (got[True].stdout, got[True].stderr) == ("", "")
 
