@@ -382,6 +382,21 @@ class _OneLineRetries(logging.Filter):
         return True
 
 
+class _ServiceStopIsDebug(logging.Filter):
+    """Beam's subprocess server logs every stop of the service it started (the Prism runner's job
+    service, a Java expansion or Flink job server) as a WARNING, ``Really destroying service at
+    localhost:54897 with cmd: (...)``: the normal end of every Prism run, printed after the summary
+    where a user reads it as a fault (trial35 T11). The record is made a DEBUG one: shown only where
+    that logger is enabled for DEBUG. Beam's other records of that logger (a failed start, a port
+    in use, a gRPC channel that would not close) are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not str(record.msg).startswith("Really destroying service"):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
 class _BeamWarningsOnce(logging.Filter):
     """A warning Beam logs again with the same text from the same line (below ERROR) is shown once
     a process: Beam logs some of them once per worker thread, DoFn instance or model load (fresh13:
@@ -424,7 +439,8 @@ class _BeamWarningsOnce(logging.Filter):
 def cli_logging() -> None:
     """The logging of a command-line entry point: INFO lines with time and logger on stderr,
     Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
-    apitools' "not found" notice (a Google Cloud extra this package does not need) dropped, and a
+    apitools' "not found" notice (a Google Cloud extra this package does not need) dropped, the
+    stop of a service Beam started (Prism's job service) a DEBUG record (:class:`_ServiceStopIsDebug`), and a
     warning Beam repeats (per worker thread, DoFn or model load) shown once (:class:`_BeamWarningsOnce`).
     The HTTP clients' loggers (:data:`HTTP_CLIENT_LOGGERS`) are at WARNING: their INFO lines are one
     per request (``HTTP Request: POST ... "HTTP/1.1 200 OK"``, 1,488 on a judge run of README's
@@ -443,6 +459,9 @@ def cli_logging() -> None:
     retries = logging.getLogger("apache_beam.utils.retry")
     if not any(isinstance(f, _OneLineRetries) for f in retries.filters):
         retries.addFilter(_OneLineRetries())
+    services = logging.getLogger("apache_beam.utils.subprocess_server")
+    if not any(isinstance(f, _ServiceStopIsDebug) for f in services.filters):
+        services.addFilter(_ServiceStopIsDebug())
     for handler in logging.getLogger().handlers:
         handler.addFilter(lambda r: "apitools not found" not in r.getMessage())
         if not any(isinstance(f, _EnvironmentFailureShownOnce) for f in handler.filters):

@@ -356,6 +356,32 @@ def test_quiet_prints_nothing_on_a_context_run(tmp_path):
     assert (got[True].stdout, got[True].stderr) == ("", "")
 
 
+def test_the_stop_of_a_service_beam_started_is_not_a_warning(caplog):
+    """trial35 T11: every Prism run ended with ``WARNING apache_beam.utils.subprocess_server: Really
+    destroying service at localhost:54897 with cmd: (...)`` after the summary (Beam logs each normal
+    stop of its job service so). It is a DEBUG record now: hidden at an entry point's levels, shown
+    where that logger is enabled for DEBUG; the logger's other warnings are kept."""
+    import logging
+
+    from fair_forge_beam.progress import cli_logging
+
+    cli_logging()
+    log = logging.getLogger("apache_beam.utils.subprocess_server")
+    before = log.level
+    try:
+        with caplog.at_level(logging.INFO):
+            log.warning("Really destroying service at %s with cmd: %s", "localhost:54897", ("/x/prism-v2.77.0",))
+            log.warning("Port %s already in use", 8099)
+        assert "Really destroying" not in caplog.text and "Port 8099 already in use" in caplog.text
+        caplog.clear()
+        log.setLevel(logging.DEBUG)
+        with caplog.at_level(logging.DEBUG):
+            log.warning("Really destroying service at %s with cmd: %s", "localhost:1", ("/x/prism",))
+        assert [(r.levelname, r.getMessage()[:26]) for r in caplog.records] == [("DEBUG", "Really destroying service ")]
+    finally:
+        log.setLevel(before)
+
+
 def test_beam_retries_are_one_line_on_the_console(caplog):
     """Hostile-tester trial: a hanging judge printed three 'Traceback for above exception' blocks
     (Beam's retry decorator logs the whole traceback of each retried failure)."""
