@@ -16,6 +16,7 @@ import pytest
 from fair_forge_beam.reports.compare import compare_runs
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.reports.launcher_reports import write_launcher_reports
+from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.reports.output_folder import (STALE_OUTPUTS, check_output_folder,
                                                    prepare_output_folder, staged_output)
 
@@ -181,11 +182,52 @@ def test_a_killed_runs_stage_goes_but_a_running_runs_stage_stays(tmp_path):
     _write(running, "results.json", "being written")
     with open(str(running) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run, still going
-        with staged_output(str(out)) as stage:
-            _write(stage, "results.json", "new")
+        # trial35 T8: a second run into a folder a live run writes is refused (both published, one
+        # after the other, and the first one's results vanished with no warning)
+        with pytest.raises(OutputFolderError, match="is being written by another run"):
+            with staged_output(str(out)):
+                pytest.fail("the block ran")
         assert not killed.exists() and not Path(str(killed) + ".lock").exists()
         assert (running / "results.json").read_text() == "being written"
+        assert not out.exists()
+    with staged_output(str(out)) as stage:  # the other run gone (its lock released): the folder is free
+        _write(stage, "results.json", "new")
     assert (out / "results.json").read_text() == "new"
+
+
+def test_a_second_run_into_a_folder_a_live_run_writes_is_refused_naming_it(tmp_path):
+    """trial35 T8: two runs into the same --output at once both exited 0 and one's results vanished.
+    A run holding its stage (another process) makes a second one refuse at start in one line that
+    names the holder's pid and host; once the first ends, the folder is free again."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from fair_forge_beam.reports.output_folder import staged_output\n"
+         "with staged_output(sys.argv[1]) as stage:\n"
+         "    print(stage, flush=True)\n"
+         "    sys.stdin.readline()\n", str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        stage = holder.stdout.readline().strip()
+        assert stage, "the holder made no stage"
+        with pytest.raises(OutputFolderError) as exc:
+            with staged_output(str(out)):
+                pytest.fail("the block ran")
+        line = str(exc.value)
+        assert "\n" not in line and f"pid {holder.pid} on host {socket.gethostname()}" in line and stage in line
+        assert Path(stage).is_dir()  # the live run's stage is left alone
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0 and out.is_dir()
+    with staged_output(str(out)) as stage:
+        _write(stage, "results.json", "second")
+    assert (out / "results.json").read_text() == "second"
 
 
 def test_without_an_atomic_exchange_two_renames_and_a_kill_between_them_is_repaired(tmp_path, monkeypatch):
