@@ -1061,7 +1061,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from fair_forge_beam.reports.load import read_results
     from fair_forge_beam.reports.launcher_reports import write_launcher_reports
     from fair_forge_beam.reports.output_folder import run_id_of, staged_output
-    from fair_forge_beam.reports.results import results_config, utc_timestamp, write_outputs, write_run_info
+    from fair_forge_beam.reports.results import results_config, scored_tests, utc_timestamp, write_outputs, write_run_info
     from fair_forge_beam.reports.summary import console_summary
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -1100,7 +1100,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
         table_of = [stored[names[0]] for _, names in layouts]  # each engine group's stored table
         merged = _merged_sessions(runs, tables, all(slices_stored(lay, names) for lay, names in layouts))
-        scored = _copied_scored(runs, metrics, merged)
+        scored, left_out = _copied_scored(runs, metrics, merged, scored_tests(specs))
         log.info("rollup: %s sessions found in several runs (or rows) are merged and reduced again; every other "
                  "session's stored outputs are reused", "all" if merged is None else len(merged))
         # per engine group, the metrics whose slices are the runs' stored slice accumulators merged, less each
@@ -1170,13 +1170,15 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                 # a rejected_share gate's records_read: the runs' reader summaries (records_read)
                 + ([("records", None, sum(records_read(r, m) for r, m in zip(runs, manifests)))]
                    if counts_records(gates) else [])
-                + [("scored", m, n) for m, n in scored.items()])
+                + [("scored", m, n) for m, n in scored.items()]
+                + [("left_out", m, n) for m, n in left_out.items()])
             empty = p | "NoRecords" >> beam.Create([])
             quality = (sessions["quality"], stored_rows["quality"]) | "SessionQuality" >> beam.Flatten()
             read = {"interactions": empty, "dead_letter": empty, "quality": quality, "session_quality": quality}
             write_outputs(read, results, out, interaction_parquet_fields(metrics), config, static, stats=stats,
                           read_counts=counts, write_interactions=False,
-                          read_slice_dims=read_count_dimensions(gates, slices), count_records=counts_records(gates))
+                          read_slice_dims=read_count_dimensions(gates, slices), count_records=counts_records(gates),
+                          scored_tests=scored_tests(specs))
         _place_reused_rows(out, copies.values())
         _copy_record_outputs(runs, out, _record_turn_maps(runs, tables, merged))
         _copy_reused_rows(runs, out, [*(t for t in tables if t not in copied_tables),
@@ -1385,24 +1387,38 @@ def _reused_mask(table, merged):
                               value_set=merged))
 
 
-def _copied_scored(runs: Sequence[str], metrics: Sequence[str], merged) -> dict:
+def _copied_scored(runs: Sequence[str], metrics: Sequence[str], merged, tests: Optional[dict] = None) -> tuple:
     """Per metric, the interactions of its reused sessions (the sum of their stored session
     records' ``n_interactions``): results.json's ``interactions_scored`` of what the engine does
-    not see again."""
+    not see again. ``tests``: ``{metric: MetricSpec.scored}``: a metric declaring one counts only
+    the reused sessions it passes, as the audit does (``reports.results.write_outputs``); those it
+    leaves out go to the second dict (``interactions_left_out``). Returns ``(scored, left_out)``."""
     import pyarrow.compute as pc
 
-    out = {}
+    from fair_forge_beam.reports.results import session_records
+
+    out, left = {}, {}
     if merged is None:
-        return out
+        return out, left
     for m in metrics:
         n = 0
+        test = (tests or {}).get(m)
         for r in runs:
             for path in _parquet_files(r, f"sessions/{m}/"):
+                if test is not None:  # the whole records: the test reads the metric's own fields
+                    t = _read_parquet(path, None)
+                    for rec in session_records(t.filter(_reused_mask(t, merged))):
+                        k = int(rec.get("n_interactions") or 0)
+                        if test(rec):
+                            n += k
+                        elif k:
+                            left[m] = left.get(m, 0) + k
+                    continue
                 t = _read_parquet(path, ["session_id", "assistant_id", "n_interactions"])
                 n += int(pc.sum(t.column("n_interactions").filter(_reused_mask(t, merged))).as_py() or 0)
         if n:
             out[m] = n
-    return out
+    return out, left
 
 
 def _copy_reused_rows(runs: Sequence[str], out: str, folders: Sequence[str], merged) -> None:

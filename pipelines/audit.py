@@ -162,7 +162,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
     from fair_forge_beam.rollup import audit_manifest, input_fingerprints, seal_manifest
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields, statistical_mode
     from fair_forge_beam.engine import apply_metrics, engine_spec, fields_read
-    from fair_forge_beam.reports.results import metric_static, results_config, write_outputs
+    from fair_forge_beam.reports.results import metric_static, results_config, scored_tests, write_outputs
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
     from fair_forge_beam.audit_config import is_template_launch, parse_slices
@@ -337,7 +337,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static,
                                 stats=stats, read_slice_dims=read_count_dimensions(gates, slice_dims),
-                                count_records=counts_records(gates))
+                                count_records=counts_records(gates),
+                                scored_tests=scored_tests({n: engine_spec(t) for n, t in transforms.items()}))
         return written + stats.written
 
     if is_template_launch(options):  # Flex Template launcher: the job runs after this process ends

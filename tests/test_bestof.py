@@ -159,8 +159,10 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     # the block has no winner
     extra = [{"session_id": "zz-fail", "assistant_id": aid, "context": "", "conversation": [
         {"qa_id": "1", "query": "Hi", "assistant": f"{aid} says hello [boom]"}]} for aid in ("u1", "u2")]
+    walkover = [{"session_id": "zz-solo", "assistant_id": "solo", "context": "", "conversation": [
+        {"qa_id": str(k), "query": f"Q{k}", "assistant": f"answer {k}"} for k in range(3)]}]
     inp = tmp_path / "in.json"
-    inp.write_text(json.dumps(sessions + extra), encoding="utf-8")
+    inp.write_text(json.dumps(sessions + extra + walkover), encoding="utf-8")
     expected = sorted(lengths, key=lambda a: -lengths[a])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")]) as srv:
@@ -171,7 +173,8 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
         assert srv.count() == 8  # 4 assistants → 6 independent matches, + the failing one asked twice
         port = srv.port  # the re-run asks the same endpoint (the cache key holds it, issue 28)
     m = doc["metrics"]["bestof"]
-    block, failed = read_sessions(str(tmp_path / "out"), "bestof")
+    block, failed, solo = read_sessions(str(tmp_path / "out"), "bestof")
+    assert (solo["status"], solo["n_interactions"]) == ("walkover", 3)
     assert (failed["session_id"], failed["status"], failed["n_failed"], failed["bestof_winner_id"]) == ("zz-fail", "failed", 1, None)
     dead = list(iter_dead_letters(str(tmp_path / "out")))
     assert len(dead) == 1 and dead[0]["stage"] == "bestof" and "invalid answer" in dead[0]["reason"]
@@ -179,7 +182,21 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     assert block["status"] == "decided" and block["bestof_winner_id"] == expected[0]
     assert block["points"] == {a: float(3 - expected.index(a)) for a in expected}
     summary = doc["summary"]["metrics"]["bestof"]
-    assert summary["scored"] == 14 and summary["dead_letters"] == 1
+    # scored: the interactions of the blocks the ranking rests on (MetricSpec.scored, the slices'
+    # n_blocks): the example's 12; zz-fail's 2 (its match failed) and the walkover's 3 (trial35 T7:
+    # "60 scored, 0 not scored" when 57 of 60 were in walkovers) are read, not scored
+    assert (summary["scored"], summary["interactions_scored"], summary["interactions_not_scored"]) == (12, 12, 5)
+    assert summary["interactions_left_out"] == 5
+    from fair_forge_beam.reports.summary import metric_summary_lines
+
+    assert metric_summary_lines("bestof", summary, 17)[0] == (
+        "bestof: interactions: 12 scored, 5 not scored (of 17 read; 5 of them in blocks never compared "
+        "(walkovers, failed matches))")
+    assert summary["dead_letters"] == 1
+    # the report's session count says which of them the table rests on
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "3 sessions (1 scored: the estimates rest on these)" in page
+    assert "5 not scored (5 of them in blocks never compared (walkovers, failed matches))" in page
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
     assert overall["n_failed"] == 1 and overall["n_blocks"] == 1  # zz-fail's only match failed: not scored (H3)
@@ -188,7 +205,7 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     assert [s["slice"] for s in m["slices"]] == ["overall", "language=english"]
     assert {k: m["slices"][1][k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")} == {
         k: overall[k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")}
-    assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["u1", "u2"]  # no matches: last
+    assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["solo", "u1", "u2"]  # no matches: last
     # the example is one block with matches: the one-session rule (a block is BestOf's session) gives
     # strengths without intervals and no P(best); the failed block no longer counts as a second one
     assert SINGLE_SESSION_NOTE in overall["estimator"]
@@ -219,7 +236,7 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     # same input shuffled, on two SDK worker processes: the same matches, winners and numbers
     # (the judge cache is shared, so the re-run also shows that the prompts are identical)
     shuffled = tmp_path / "shuffled.json"
-    mixed = list(sessions + extra)
+    mixed = list(sessions + extra + walkover)
     random.Random(5).shuffle(mixed)
     shuffled.write_text(json.dumps(mixed), encoding="utf-8")
     with ScriptedOpenAIServer(length_judge, faults=[Fault("invalid", match="[boom]")], port=port) as srv:

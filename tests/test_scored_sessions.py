@@ -162,9 +162,10 @@ def test_regulatory_sessions_count_only_sessions_with_evidence_for_the_complianc
     """Regulatory's headline, the compliance rate, leaves IRRELEVANT interactions out (no policy chunk
     retrieved). A run in which no chunk is retrieved for any interaction (similarity threshold 1.0
     against the hashing embedder) checks every interaction and makes no judge call: its interactions
-    are scored (IRRELEVANT is a verdict, the run is not empty), but no session holds evidence for the
+    are checked (IRRELEVANT is a verdict, the run is not empty), but no session holds evidence for the
     rate, so every slice counts 0 sessions and ``coverage sessions >= 1`` fails (trial 9 T3: it passed
-    with the 3 sessions read, on no evidence)."""
+    with the 3 sessions read, on no evidence). The summary says so too: 0 interactions scored, the 5
+    in sessions the estimates leave out (trial35 T7: the scored count is what the estimate rests on)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     data = _write(tmp_path / "in.jsonl", [_policy_session("a", "bot", 2), _policy_session("b", "bot", 1),
                                           _policy_session("c", "other", 2)])
@@ -178,7 +179,8 @@ def test_regulatory_sessions_count_only_sessions_with_evidence_for_the_complianc
         assert srv.requests == []  # nothing retrieved: no check asked
     assert failed.value.code == 3 and "sessions = 0 < 1" in failed.value.failed[0].message(0.95)
     doc = json.loads((tmp_path / "plain" / "results.json").read_text(encoding="utf-8"))
-    assert doc["summary"]["metrics"]["regulatory"]["interactions_scored"] == 5
+    summary = doc["summary"]["metrics"]["regulatory"]
+    assert (summary["interactions_scored"], summary["interactions_not_scored"], summary["interactions_left_out"]) == (0, 5, 5)
     slices = _by_slice(doc["metrics"]["regulatory"]["slices"])
     for key in ("overall", "assistant_id=bot", "assistant_id=other"):
         s = slices[key]

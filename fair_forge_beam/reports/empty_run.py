@@ -54,7 +54,9 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False, inputs: str = "the
     Reads ``summary``: ``interactions_read`` 0 and ``rejected_at_read`` 0 → no input record;
     ``interactions_read`` 0 with rejections → every record rejected; a metric whose
     ``interactions_scored`` is 0 → it scored nothing (with its dead letters and their most common
-    reason), unless ``coverage_gated`` (the run has a coverage gate: the module docstring). The
+    reason) — not when its sessions were read and its estimates leave them out
+    (``interactions_left_out``: Regulatory's IRRELEVANT-only sessions, BestOf's walkovers: the metric
+    gave them a verdict, its slices say the estimates rest on 0 sessions) — unless ``coverage_gated`` (the run has a coverage gate: the module docstring). The
     text comes partly from the data: print it through ``reports.summary.printable``.
     """
     s = doc.get("summary") or {}
@@ -67,7 +69,7 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False, inputs: str = "the
         return None
     idle = []
     for name, ms in (s.get("metrics") or {}).items():
-        if not ms.get("interactions_scored", ms.get("scored", 0)):
+        if not ms.get("interactions_scored", ms.get("scored", 0)) and not ms.get("interactions_left_out"):
             dead = int(ms.get("dead_letters") or 0)
             idle.append(f"{name} scored nothing of {n_read} interactions read ({_dead(dead)}"
                         f"{_top(ms.get('dead_letter_reasons'))})")

@@ -227,11 +227,14 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         "n_small_flags": n_small_flags,
         "scored": ms.get("interactions_scored", ms.get("scored")),
         "not_scored": ms.get("interactions_not_scored"),
+        "left_out": ms.get("interactions_left_out") or 0,
+        "left_out_what": _left_out_what(name),
         "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
         "dead_letter_unit": ms.get("dead_letter_unit") or "dead-lettered records",
         "dead_letter_reasons": ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {},
         "figures": metric_figures(name, m, config) if with_plots else [],
         "n_sessions_total": _n_sessions(m),
+        "n_sessions_scored": _n_sessions_scored(name, m),
     }
 
 
@@ -279,6 +282,25 @@ def _n_sessions(m: dict) -> Optional[int]:
         return dist["n_sessions"]
     if m.get("sessions") is not None:
         return len(m["sessions"])
+    return None
+
+
+def _left_out_what(name: str) -> str:
+    from fair_forge_beam.reports.summary import LEFT_OUT
+
+    return LEFT_OUT.get(name, "sessions its estimates leave out")
+
+
+def _n_sessions_scored(name: str, m: dict) -> Optional[int]:
+    """The sessions the metric's estimates rest on: the overall slice's session count
+    (:func:`~fair_forge_beam.reports.estimates.sessions_of`: ``n_sessions``, BestOf's
+    ``n_blocks``; the engine's scored sessions, ``MetricSpec.scored``), the count the slice table
+    shows; ``None`` without an overall slice that states it."""
+    from fair_forge_beam.reports.estimates import sessions_of
+
+    for rec in m.get("slices") or ():
+        if rec.get("slice") == "overall":
+            return sessions_of(name, rec)
     return None
 
 

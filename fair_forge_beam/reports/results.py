@@ -424,7 +424,8 @@ class ResultsDocFn(beam.CombineFn):
     part: counts add up); ``("read_slice", slice key, n)`` with the interactions read in one
     slice (only when ``read_slice_dims`` is set: coverage gates); ``("dead", (stage, reason), 1)`` per dead
     letter (grouped by the reason's class, each group shown by a real reason of it: :mod:`~fair_forge_beam.reasons`); ``("quality", kind, 1)`` per data-quality warning; ``("scored", metric, n)`` per
-    session (``n`` = its ``n_interactions``); ``("slice", metric, record)`` per slice record
+    session (``n`` = its ``n_interactions``); ``("left_out", metric, n)``: the interactions of the
+    sessions the metric's ``MetricSpec.scored`` test leaves out; ``("slice", metric, record)`` per slice record
     (plain JSON values), or ``("slices", metric, pairs)`` with the :class:`SliceSummariesFn` output
     of some of a metric's slice records (what the main job sends). The accumulator holds integer counters and the slice records only, so
     its size grows with the number of slices and reason kinds, never with sessions or
@@ -438,7 +439,7 @@ class ResultsDocFn(beam.CombineFn):
 
     def create_accumulator(self):
         return {"read": 0, "dead": {}, "quality": Counter(), "scored": Counter(), "slices": {},
-                "read_slice": Counter(), "records": 0}
+                "read_slice": Counter(), "records": 0, "left_out": Counter()}
 
     def _add_slice(self, acc, metric: str, rec: dict) -> None:
         """Keep ``rec``'s summary (:func:`slice_summary`), and the whole record while the metric
@@ -461,6 +462,8 @@ class ResultsDocFn(beam.CombineFn):
             acc["quality"][key] += value
         elif kind == "scored":
             acc["scored"][key] += value
+        elif kind == "left_out":
+            acc["left_out"][key] += value
         elif kind == "slice":
             self._add_slice(acc, key, value)
         elif kind == "slices":  # a part of a metric's slices already summarised (SliceSummariesFn)
@@ -474,7 +477,7 @@ class ResultsDocFn(beam.CombineFn):
             out["read"] += a["read"]
             out["records"] += a.get("records", 0)
             merge_reasons(out["dead"], a["dead"])
-            for k in ("quality", "scored", "read_slice"):
+            for k in ("quality", "scored", "read_slice", "left_out"):
                 out[k].update(a[k])
             for m, recs in a["slices"].items():
                 _merge_slice_pairs(out["slices"].setdefault(m, []), recs)
@@ -485,7 +488,7 @@ class ResultsDocFn(beam.CombineFn):
         detailed = {m: len(recs) <= MAX_DETAILED_SLICES for m, recs in acc["slices"].items()}
         return build_results_doc(self.config, self.static, acc["read"], Counter(shown_reasons(acc["dead"])), acc["quality"], acc["scored"],
                                  slices, acc["read_slice"] if self.read_slice_dims else None, detailed,
-                                 acc["records"] if self.count_records else None)
+                                 acc["records"] if self.count_records else None, acc["left_out"])
 
 
 def _add_slice_pair(recs: list, metric: str, rec: dict, static: dict) -> None:
@@ -584,13 +587,16 @@ def _slice_order(r):
 
 def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, quality: Counter, scored: Counter,
                       slices: dict, read_by_slice: Optional[Counter] = None, detailed: Optional[dict] = None,
-                      records_read: Optional[int] = None) -> dict:
+                      records_read: Optional[int] = None, left_out: Optional[Counter] = None) -> dict:
     """The ``results.json`` document from the combined counts (see :class:`ResultsDocFn`).
 
     ``summary.metrics.<name>`` names one unit per field: ``interactions_scored`` (interactions
     that entered the metric's aggregates, the sum of its sessions' ``n_interactions``; also
     under the older key ``scored``), ``interactions_not_scored`` (interactions read that did not:
-    ``interactions_read − interactions_scored``, never below 0), ``dead_letters`` (records the
+    ``interactions_read − interactions_scored``, never below 0), ``interactions_left_out`` (only
+    when above 0: of those not scored, the interactions of sessions the metric read and its
+    estimates leave out, ``MetricSpec.scored``: BestOf's walkover and failed blocks, Regulatory's
+    sessions without a rated interaction; from ``left_out``), ``dead_letters`` (records the
     metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
     ``dead_letter_reasons`` (counts per group of reasons, adding up to ``dead_letters``; a group is
@@ -635,6 +641,7 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
             "scored": n_scored,
             "interactions_scored": n_scored,
             "interactions_not_scored": max(n_read - n_scored, 0),
+            **({"interactions_left_out": int(left_out[name])} if left_out and left_out.get(name) else {}),
             "dead_letters": n_dead,
             "dead_letter_unit": dead_letter_unit(name),
             "dead_letter_reasons": _ranked({r: c for (s, r), c in dead.items() if s == name}),
@@ -730,28 +737,46 @@ class _ScoredPerBundle(beam.DoFn):
     """A metric's session records → one ``("scored", metric, n)`` per bundle, ``n`` the sum of their
     ``n_interactions`` (:class:`ResultsDocFn` adds them up): one element per bundle instead of one per
     session through the results' ``Flatten``, which FnApiRunner writes and reads again. A bundle without
-    a session record gives none. The main job's sessions are in the global window (batch)."""
+    a session record gives none. The main job's sessions are in the global window (batch).
 
-    def __init__(self, metric: str):
-        self.metric = metric
+    ``scored``: the metric's ``MetricSpec.scored`` test (``None``: every session record counts):
+    only the sessions it passes count, the ones the metric's estimates rest on (the engine's
+    ``n_sessions``), so ``interactions_scored`` is what the estimate rests on — BestOf's walkover
+    blocks, never compared, are read but not scored (trial35 T7: "60 scored" of which 57 were in
+    walkovers); their interactions go out as ``("left_out", metric, n)``."""
+
+    def __init__(self, metric: str, scored=None):
+        self.metric, self.scored = metric, scored
 
     def start_bundle(self):
         self._n = None
+        self._left_out = 0
 
     def process(self, rec):
-        self._n = (self._n or 0) + int(rec.get("n_interactions") or 0)
+        n = int(rec.get("n_interactions") or 0)
+        kept = self.scored is None or self.scored(rec)
+        self._n = (self._n or 0) + (n if kept else 0)
+        self._left_out += 0 if kept else n
 
     def finish_bundle(self):
         if self._n is not None:
             from apache_beam.transforms.window import GlobalWindows
 
             yield GlobalWindows.windowed_value(("scored", self.metric, self._n))
+            if self._left_out:
+                yield GlobalWindows.windowed_value(("left_out", self.metric, self._left_out))
         self._n = None
+
+
+def scored_tests(specs: dict) -> dict:
+    """``{metric: MetricSpec.scored}`` of the metrics that declare one (``specs``: ``{name:
+    MetricSpec}``): :func:`write_outputs`'s ``scored_tests``."""
+    return {name: spec.scored for name, spec in specs.items() if getattr(spec, "scored", None) is not None}
 
 
 def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema, config: dict,
                   static: dict, stats=None, read_counts=None, write_interactions: bool = True,
-                  read_slice_dims: tuple = (), count_records: bool = False) -> list:
+                  read_slice_dims: tuple = (), count_records: bool = False, scored_tests: Optional[dict] = None) -> list:
     """Attach every sink of the main job to the pipeline (see the module docstring for the layout).
 
     Args:
@@ -772,6 +797,9 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         count_records: ``summary.records_read`` goes into ``results.json`` (a ``coverage
             rejected_share`` gate): counted from ``read["records_read"]`` (one count per session),
             or a roll-up's ``("records", None, n)`` elements in ``read_counts``.
+        scored_tests: ``{metric: MetricSpec.scored}`` (:func:`scored_tests`): a metric's
+            ``interactions_scored`` counts only the sessions its test passes; a metric left out
+            counts every session record's ``n_interactions``.
 
     Returns:
         The sinks' results (PCollections of the written file names), complete only once every
@@ -831,7 +859,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
         written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
                                      SLICE_BATCH_ROWS, slice_rows_table, masked=True))
-        parts.append(r["sessions"] | f"TagScored_{name}" >> beam.ParDo(_ScoredPerBundle(name)))
+        parts.append(r["sessions"] | f"TagScored_{name}" >> beam.ParDo(_ScoredPerBundle(name, (scored_tests or {}).get(name))))
         parts.append(
             r["slices"]
             | f"SliceSummaries_{name}" >> beam.CombineGlobally(_TaggedSliceSummariesFn(name, static)).without_defaults())

@@ -72,6 +72,7 @@ class _SummaryMetric(_Open):
     scored: Optional[_Count] = None
     interactions_scored: Optional[_Count] = None
     interactions_not_scored: Optional[_Count] = None
+    interactions_left_out: Optional[_Count] = None
     dead_letters: Optional[_Count] = None
     dead_letter_unit: Optional[StrictStr] = None
     dead_letter_reasons: Optional[dict[StrictStr, _Count]] = None

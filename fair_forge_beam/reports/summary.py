@@ -27,13 +27,22 @@ def format_estimate(est: Optional[dict]) -> str:
     return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
 
 
+#: what the sessions a metric's ``MetricSpec.scored`` test leaves out are, in its own words
+#: (``interactions_left_out``); a metric not named here: "sessions its estimates leave out"
+LEFT_OUT = {"bestof": "blocks never compared (walkovers, failed matches)",
+            "regulatory": "sessions without a COMPLIANT or NON_COMPLIANT interaction"}
+
+
 def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
     """The summary lines of one metric, one unit per line, each unit named: interactions
-    (scored / not scored of those read), then dead letters (with what one dead letter stands
+    (scored / not scored of those read, and how many of those not scored were in sessions its
+    estimates leave out: BestOf's walkovers), then dead letters (with what one dead letter stands
     for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
     scored = ms.get("interactions_scored", ms.get("scored", 0))
     not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
-    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read)"]
+    left_out = ms.get("interactions_left_out") or 0  # in sessions its estimates leave out (MetricSpec.scored)
+    lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read"
+             + (f"; {left_out} of them in {LEFT_OUT.get(name, 'sessions its estimates leave out')})" if left_out else ")")]
     dead = ms.get("dead_letters", ms.get("not_scored", 0))
     reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
     if dead:
