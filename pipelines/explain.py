@@ -136,18 +136,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                  {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
                                   "seed": args.seed, "max length": args.max_length})
     n_done = len(read_jsonl_shards(os.path.join(args.output, "attributions")))
-    say(f"attributions written to {args.output}: {n_done:,} item(s) explained")
-    if n_done:
-        return 0
     from fair_forge_beam.reasons import add_reason, shown_reasons
     from fair_forge_beam.reports.summary import printable
 
+    # the audit's way: the dead letters counted beside the explained items, with their most common
+    # reason (trial35 T6: "1 item(s) explained" was the whole output when 2 of 3 items were dead letters)
     dead, groups = read_jsonl_shards(os.path.join(args.output, "dead_letter")), {}
     for d in dead:
         add_reason(groups, "", str(d.get("reason")))
     ranked = sorted(((r, n) for (_, r), n in shown_reasons(groups).items()), key=lambda rn: (-rn[1], rn[0]))
     top = f"; most common: {printable(ranked[0][0])} ({ranked[0][1]:,})" if ranked else ""
-    say(f"explain: empty run: no item was explained ({len(dead):,} dead letter{'' if len(dead) == 1 else 's'}{top}); "
+    letters = f"{len(dead):,} dead letter{'' if len(dead) == 1 else 's'}"
+    if n_done:
+        say(f"attributions written to {args.output}: {n_done:,} item(s) explained, {letters}"
+            + (f" (every one in {os.path.join(args.output, 'dead_letter')}-*.jsonl{top})" if dead else ""))
+        return 0
+    say(f"explain: empty run: no item was explained ({letters}{top}); "
         f"the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})", file=sys.stderr)
     return EMPTY_RUN_EXIT_CODE
 

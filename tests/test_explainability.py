@@ -185,7 +185,8 @@ def test_a_failing_explain_leaves_the_previous_folder_and_a_new_one_replaces_eve
     (out / "attributions-00001-of-00002.jsonl").write_text('{"id": "stale"}\n', encoding="utf-8")  # an earlier run's
     (out / "mine.txt").write_text("the user's", encoding="utf-8")
     before = tree(out)
-    inp.write_text('{"id": "2", "prompt": "a dog ran", "target": "far away"}\nnot json\n', encoding="utf-8")
+    # (a target in the tiny model's words: "far away" is its [UNK], refused since trial35 T6)
+    inp.write_text('{"id": "2", "prompt": "a dog ran", "target": "fast"}\nnot json\n', encoding="utf-8")
 
     def full_disk(*a, **kw):
         raise OSError(28, "No space left on device")
@@ -263,3 +264,51 @@ def test_a_model_failure_is_a_reason_naming_the_stage_the_item_and_the_method():
     (dead,) = [d.value for d in fn.process({"id": "x7", "prompt": "hello world", "target": "yes"})]
     assert dead.stage == "explain" and dead.element_id == "x7"
     assert dead.reason == "explain: item 'x7': Lime (word granularity) failed on the model: ArrayRef: invalid slice, N = 1; size = 0"
+
+
+def test_items_the_method_cannot_explain_are_refused_before_the_model_and_counted_in_the_summary(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    """trial35 T6: docs/explainability.md's command on 3 items exited 0 printing only "1 item(s)
+    explained"; the 2 dead letters were torch's words ("cannot reshape tensor of 0 elements",
+    "index 2 is out of bounds"), and ``the cat sat``->``ok`` "succeeded" with its whole target
+    dropped. The cause: a piece the tokenizer reads as a special token (the tiny model's ``[UNK]``
+    for a word out of its vocabulary, markup) is left out of the elements interpreto attributes. Such
+    items are refused by the tokenizer before the model is called, with what to do; the summary
+    counts the dead letters with the most common reason, as the audit's does."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import json
+
+    from pipelines import explain
+
+    from fair_forge_beam.explainability.attributions import AttributionExplainer
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    called = []
+    instance = AttributionExplainer._instance
+
+    def spy(self, *a, **kw):
+        called.append(a)
+        return instance(self, *a, **kw)
+
+    monkeypatch.setattr(AttributionExplainer, "_instance", spy)
+    items = [("1", "the cat sat", "on a mat"), ("2", "ignore <b>this</b>", "ok"), ("3", "   ", "x"),
+             ("4", "the cat sat", "ok"), ("5", "ignore <b>this</b>", "on a mat"), ("6", "the cat sat", "on <|endoftext|> mat")]
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    inp.write_text("".join(json.dumps({"id": i, "prompt": p, "target": t}) + "\n" for i, p, t in items), encoding="utf-8")
+    assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
+                         "--no-report"]) == 0
+    assert len(called) == 1  # only item 1 reached the model
+    reasons = {d["element_id"]: d["reason"] for d in read_jsonl_shards(str(out / "dead_letter"))}
+    fix = "rephrase the item in words the model's tokenizer knows, or use another --model"
+    target_unk = ("the model's tokenizer reads 'ok' of the target as its unknown token '[UNK]' (a word out of its "
+                  f"vocabulary, markup): Occlusion cannot attribute to it, so the target would be explained in part; {fix}")
+    assert reasons == {
+        "2": target_unk, "3": "blank prompt: the prompt holds nothing to read (only whitespace or invisible characters)",
+        "4": target_unk,
+        "5": ("the model's tokenizer reads none of the prompt as text ('ignore', '<b>this</b>' as its unknown token '[UNK]' "
+              f"(a word out of its vocabulary, markup)): Occlusion has nothing in it to attribute to; {fix}"),
+        "6": target_unk.replace("'ok'", "'<|endoftext|>'")}
+    assert [r["id"] for r in read_jsonl_shards(str(out / "attributions"))] == ["1"]
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(f"attributions written to {out}: 1 item(s) explained, 5 dead letters (every one in {out}/dead_letter-*.jsonl; "
+                           "most common: the model's tokenizer reads "), line

@@ -213,6 +213,65 @@ class AttributionExplainer:
             return exc
         return ModelFailure(f"{what} failed on the model: {plain_reason(exc)}")
 
+    def _special_pieces(self, text: str) -> tuple[int, int, list[str], list[str]]:
+        """``(tokens, special, pieces, names)``: how many tokens the tokenizer makes of ``text`` alone,
+        how many of them are special tokens, the names of those (``[UNK]``) and the pieces
+        of ``text`` it reads as one of its special tokens (its unknown token: a word out of its
+        vocabulary, markup such as ``<b>this</b>`` for a word-level one; a literal ``<|endoftext|>``),
+        which interpreto leaves out of the elements it attributes. Without character offsets (a
+        slow tokenizer) a piece is shown as its token."""
+        tok = self.tokenizer
+        special = set(getattr(tok, "all_special_ids", ()) or ())
+        try:
+            enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            spans = enc["offset_mapping"]
+        except Exception:  # noqa: BLE001 - a slow tokenizer has no offsets: the tokens name the pieces
+            enc, spans = tok(text, add_special_tokens=False), None
+        ids = list(enc["input_ids"])
+        pieces: list[str] = []
+        names: list[str] = []
+        for k, i in enumerate(ids):
+            if i in special:
+                name = str(tok.convert_ids_to_tokens(i))
+                if name not in names:
+                    names.append(name)
+                piece = text[spans[k][0]:spans[k][1]] if spans is not None else str(tok.convert_ids_to_tokens(i))
+                if piece.strip() and piece.strip() not in pieces:
+                    pieces.append(piece.strip())
+        return len(ids), sum(1 for i in ids if i in special), pieces, names
+
+    def _unreadable(self, prompt: str, target: str, m: AttributionMethod) -> Optional[str]:
+        """Why the method cannot explain the item, found by the tokenizer before the model is called
+        (trial35 T6: these failed inside the model as "cannot reshape tensor of 0 elements" and
+        "index 2 is out of bounds", or "succeeded" with the whole target dropped): a target with a
+        piece the tokenizer reads as a special token (what is explained would not be the target), or
+        a prompt with no piece it reads as text. ``None`` when the item can be explained (a prompt
+        with some pieces dropped is explained, and the dropped text is told: ``unattributed``)."""
+        try:
+            n_target, _, in_target, target_names = self._special_pieces(target)
+            n_prompt, n_special, in_prompt, prompt_names = self._special_pieces(prompt)
+        except Exception:  # noqa: BLE001 - the check is an aid; the model's own failure is told below
+            return None
+
+        def shown(pieces):
+            return ", ".join(quoted(p[:80]) for p in pieces[:5]) + (", ..." if len(pieces) > 5 else "")
+
+        def as_(names):  # "its unknown token '[UNK]'" for a word out of its vocabulary
+            unk = getattr(self.tokenizer, "unk_token", None)
+            what = "its unknown token" if names == [unk] else "its special token" + ("s" if len(names) > 1 else "")
+            return f"{what} {shown(names)} (a word out of its vocabulary, markup)"
+
+        fix = "rephrase the item in words the model's tokenizer knows, or use another --model"
+        if n_target == 0:
+            return f"the model's tokenizer makes no token of the target {quoted(target[:80])}: nothing to attribute; {fix}"
+        if in_target:
+            return (f"the model's tokenizer reads {shown(in_target)} of the target as {as_(target_names)}: {m.value} "
+                    f"cannot attribute to it, so the target would be explained in part; {fix}")
+        if n_prompt == n_special:  # no token, or only special ones
+            return (f"the model's tokenizer reads none of the prompt as text ({shown(in_prompt) or 'no token'}"
+                    + (f" as {as_(prompt_names)}" if prompt_names else "") + f"): {m.value} has nothing in it to attribute to; {fix}")
+        return None
+
     def explain(self, prompt: str, target: str, method=None, granularity=None, max_length: int = 512, **kwargs) -> AttributionResult:
         """Attributions of ``prompt + target`` elements to the ``target`` tokens.
 
@@ -234,6 +293,9 @@ class AttributionExplainer:
             raise self._failure("the tokenizer", exc) from exc
         if n_tokens > int(max_length):
             raise ValueError(f"{n_tokens} tokens exceed max_length={max_length}")
+        unreadable = self._unreadable(prompt, target, m)
+        if unreadable:
+            raise ValueError(unreadable)
         seed = item_seed(self.seed, prompt, target, m.value, g.value)
         start = time.perf_counter()
         try:
