@@ -159,7 +159,7 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     # the block has no winner
     extra = [{"session_id": "zz-fail", "assistant_id": aid, "context": "", "conversation": [
         {"qa_id": "1", "query": "Hi", "assistant": f"{aid} says hello [boom]"}]} for aid in ("u1", "u2")]
-    walkover = [{"session_id": "zz-solo", "assistant_id": "solo", "context": "", "conversation": [
+    walkover = [{"session_id": "zz-solo", "assistant_id": "solo", "context": "", "language": "spanish", "conversation": [
         {"qa_id": str(k), "query": f"Q{k}", "assistant": f"answer {k}"} for k in range(3)]}]
     inp = tmp_path / "in.json"
     inp.write_text(json.dumps(sessions + extra + walkover), encoding="utf-8")
@@ -202,9 +202,15 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     assert overall["n_failed"] == 1 and overall["n_blocks"] == 1  # zz-fail's only match failed: not scored (H3)
     # the main job's --slices names assistant_id too: BestOf has no per-assistant ranking, and
     # each block is counted once in its language slice (before the engine, twice)
-    assert [s["slice"] for s in m["slices"]] == ["overall", "language=english"]
-    assert {k: m["slices"][1][k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")} == {
-        k: overall[k] for k in ("n_blocks", "n_contests", "n_failed", "n_interactions")}
+    assert [s["slice"] for s in m["slices"]] == ["overall", "language=english", "language=spanish"]
+    # a slice whose only block is a walkover has no leader and no win rate (trial35 T7: the walkover-only
+    # assistant led it with the prior's 0.5000 [0.0250, 0.9750])
+    spanish = m["slices"][2]
+    assert (spanish["n_blocks"], spanish["leader"], spanish["leader_win_rate"]["mean"]) == (0, None, None)
+    assert [(r["assistant_id"], r["blocks_won"]) for r in spanish["ranking"]] == [("solo", 1)]
+    assert {k: m["slices"][1][k] for k in ("n_blocks", "n_contests", "n_failed")} == {
+        k: overall[k] for k in ("n_blocks", "n_contests", "n_failed")}
+    assert (m["slices"][1]["n_interactions"], overall["n_interactions"]) == (14, 17)  # the Spanish walkover's 3
     assert [r["assistant_id"] for r in overall["ranking"]] == expected + ["solo", "u1", "u2"]  # no matches: last
     # the example is one block with matches: the one-session rule (a block is BestOf's session) gives
     # strengths without intervals and no P(best); the failed block no longer counts as a second one

@@ -444,7 +444,10 @@ class _RankSlice(SliceEstimator):
         for k, r in enumerate(rows, start=1):
             r["rank"] = k
         estimator = f"{bt.estimator}; {SINGLE_SESSION_NOTE}" if one else bt.estimator
-        leader = rows[0] if rows else None
+        # the leader is the rank-1 assistant when it was compared: a slice whose blocks were all
+        # walkovers (or failed) has none, not a walkover-only assistant with the prior's win rate
+        # (trial35 T7: language=spanish, 0 blocks compared, 'leader sushi_bot 0.5000 [0.0250, 0.9750]')
+        leader = rows[0] if rows and rows[0]["wins"] + rows[0]["losses"] + rows[0]["ties"] else None
         rec = BestOfSliceMetric(
             slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,
             n_interactions=n_interactions, n_contests=sum(sum(c) for _, c in pairs), n_failed=n_failed,
