@@ -211,3 +211,23 @@ def test_bias_attribute_rates_count_the_sessions_with_a_verdict_for_that_attribu
     assert rates["race"]["n_samples"] == 2 and rates["race"]["n_failed"] == 2
     assert (rates["race"]["rate"], rates["race"]["ci_low"], rates["race"]["ci_high"]) == (0.0, None, None), rates["race"]
     assert a["rates"]["race"]["n_sessions"] == 1 and "n_sessions" not in a["rates"]["gender"], a["rates"]
+
+
+def test_a_rollup_counts_the_reused_sessions_its_metrics_scored_test_passes(tmp_path, monkeypatch):
+    """trial35 T7's rule in a roll-up: a reused session (copied, not reduced again) adds its
+    interactions to ``interactions_scored`` only when the metric's ``MetricSpec.scored`` test passes
+    it, as the audit's count does; the others go to ``interactions_left_out``. A metric without a
+    test counts every reused session; a merged session (reduced again) is the engine's to count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fair_forge_beam import rollup
+
+    table = pa.table({"metric": ["m"] * 3, "session_id": ["s1", "s2", "s3"], "assistant_id": ["a", "a", "b"],
+                      "n_interactions": [2, 3, 4], "n_compared": [1, 0, 5]})
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(table, path)
+    monkeypatch.setattr(rollup, "_parquet_files", lambda run, folder: [str(path)])
+    merged = pa.array(["2:s3:b"])  # s3 is merged: reduced again by the engine, not copied
+    assert rollup._copied_scored(["r"], ["m"], merged, {"m": lambda rec: rec["n_compared"] > 0}) == ({"m": 2}, {"m": 3})
+    assert rollup._copied_scored(["r"], ["m"], merged) == ({"m": 5}, {})
