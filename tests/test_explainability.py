@@ -266,8 +266,7 @@ def test_a_model_failure_is_a_reason_naming_the_stage_the_item_and_the_method():
     assert dead.reason == "explain: item 'x7': Lime (word granularity) failed on the model: ArrayRef: invalid slice, N = 1; size = 0"
 
 
-def test_items_the_method_cannot_explain_are_refused_before_the_model_and_counted_in_the_summary(tmp_path, capsys,
-                                                                                                  monkeypatch):
+def test_items_the_method_cannot_explain_are_refused_before_the_model_and_counted_in_the_summary(tmp_path, capsys):
     """trial35 T6: docs/explainability.md's command on 3 items exited 0 printing only "1 item(s)
     explained"; the 2 dead letters were torch's words ("cannot reshape tensor of 0 elements",
     "index 2 is out of bounds"), and ``the cat sat``->``ok`` "succeeded" with its whole target
@@ -283,21 +282,17 @@ def test_items_the_method_cannot_explain_are_refused_before_the_model_and_counte
     from fair_forge_beam.explainability.attributions import AttributionExplainer
     from fair_forge_beam.io.write import read_jsonl_shards
 
-    called = []
-    instance = AttributionExplainer._instance
+    from unittest import mock
 
-    def spy(self, *a, **kw):
-        called.append(a)
-        return instance(self, *a, **kw)
-
-    monkeypatch.setattr(AttributionExplainer, "_instance", spy)
+    spy = mock.patch.object(AttributionExplainer, "_instance", autospec=True, side_effect=AttributionExplainer._instance)
     items = [("1", "the cat sat", "on a mat"), ("2", "ignore <b>this</b>", "ok"), ("3", "   ", "x"),
              ("4", "the cat sat", "ok"), ("5", "ignore <b>this</b>", "on a mat"), ("6", "the cat sat", "on <|endoftext|> mat")]
     inp, out = tmp_path / "items.jsonl", tmp_path / "o"
     inp.write_text("".join(json.dumps({"id": i, "prompt": p, "target": t}) + "\n" for i, p, t in items), encoding="utf-8")
-    assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
-                         "--no-report"]) == 0
-    assert len(called) == 1  # only item 1 reached the model
+    with spy as instance:
+        assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
+                             "--no-report"]) == 0
+    assert instance.call_count == 1  # only item 1 reached the model
     reasons = {d["element_id"]: d["reason"] for d in read_jsonl_shards(str(out / "dead_letter"))}
     fix = "rephrase the item in words the model's tokenizer knows, or use another --model"
     target_unk = ("the model's tokenizer reads 'ok' of the target as its unknown token '[UNK]' (a word out of its "
