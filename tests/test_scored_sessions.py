@@ -149,7 +149,7 @@ def test_a_run_that_stored_no_statistics_is_refused_for_that_reason(tmp_path, ca
         audit.main(["rollup", "--quiet", "--no-report", *runs, "--output", str(tmp_path / "week")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "none of the run's metrics stored its statistics (agentic: its session values declare no " \
-        "stored type)" in err and "was changed" not in err, err
+        "stored type: a metric stores them when it declares MetricSpec.session_value_type)" in err and "was changed" not in err, err
 
 
 def _policy_session(sid, assistant, n):

@@ -568,6 +568,7 @@ class BestOf(MetricTransform):
                                 ("block_id", "round", "left_id", "right_id", "winner_id", "confidence", "verdict",
                                  "judged"), "bestof_"),),
         dead_letter_unit="failed matches (one per judge call between two contestants)",
+        left_out="blocks never compared (walkovers, failed matches)",
         slice_dimensions=BESTOF_SLICES,
         sessions_field="n_blocks",  # the resampling unit: a block (a session, or one question)
         plot="plot_bestof",

@@ -557,6 +557,7 @@ REGULATORY_INFO = MetricInfo(
     # interactions this metric could not score" were 19 failed chunk verdicts of 5 interactions)
     dead_letter_unit="failed checks (one per retrieved policy chunk the judge could not decide, or per interaction "
                      "that could not be checked at all)",
+    left_out="sessions without a COMPLIANT or NON_COMPLIANT interaction",
 )
 
 

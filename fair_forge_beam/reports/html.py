@@ -48,7 +48,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config
-from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, unscored_assistants, unscored_words  # noqa: F401 - here too
+from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, left_out_what, unscored_assistants, unscored_words  # noqa: F401 - here too
 from fair_forge_beam.statistical.compare import normal_quantile
 
 __all__ = ["write_report", "render_report", "inconclusive", "DEFAULT_INCONCLUSIVE_WIDTH", "MAX_FLAGS"]
@@ -228,7 +228,7 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         "scored": ms.get("interactions_scored", ms.get("scored")),
         "not_scored": ms.get("interactions_not_scored"),
         "left_out": ms.get("interactions_left_out") or 0,
-        "left_out_what": _left_out_what(name),
+        "left_out_what": left_out_what(name),
         "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
         "dead_letter_unit": ms.get("dead_letter_unit") or "dead-lettered records",
         "dead_letter_reasons": ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {},
@@ -283,12 +283,6 @@ def _n_sessions(m: dict) -> Optional[int]:
     if m.get("sessions") is not None:
         return len(m["sessions"])
     return None
-
-
-def _left_out_what(name: str) -> str:
-    from fair_forge_beam.reports.summary import LEFT_OUT
-
-    return LEFT_OUT.get(name, "sessions its estimates leave out")
 
 
 def _n_sessions_scored(name: str, m: dict) -> Optional[int]:

@@ -27,10 +27,18 @@ def format_estimate(est: Optional[dict]) -> str:
     return f"{est['mean']:.4f} [{est['ci_low']:.4f}, {est['ci_high']:.4f}]"
 
 
-#: what the sessions a metric's ``MetricSpec.scored`` test leaves out are, in its own words
-#: (``interactions_left_out``); a metric not named here: "sessions its estimates leave out"
-LEFT_OUT = {"bestof": "blocks never compared (walkovers, failed matches)",
-            "regulatory": "sessions without a COMPLIANT or NON_COMPLIANT interaction"}
+def left_out_what(name: str) -> str:
+    """What the sessions metric ``name``'s ``MetricSpec.scored`` test leaves out are, in its own
+    words (:attr:`~fair_forge_beam.schemas.metric_info.MetricInfo.left_out`; the summary's
+    ``interactions_left_out``), or "sessions its estimates leave out" (a metric that words nothing,
+    or one this version does not know)."""
+    try:
+        from fair_forge_beam.metrics.registry import metric_info
+
+        what = metric_info(name).left_out
+    except Exception:  # noqa: BLE001 - a results.json of a metric this version does not know: the default
+        what = None
+    return what or "sessions its estimates leave out"
 
 
 def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
@@ -42,7 +50,7 @@ def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
     not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
     left_out = ms.get("interactions_left_out") or 0  # in sessions its estimates leave out (MetricSpec.scored)
     lines = [f"{name}: interactions: {scored} scored, {not_scored} not scored (of {n_read} read"
-             + (f"; {left_out} of them in {LEFT_OUT.get(name, 'sessions its estimates leave out')})" if left_out else ")")]
+             + (f"; {left_out} of them in {left_out_what(name)})" if left_out else ")")]
     dead = ms.get("dead_letters", ms.get("not_scored", 0))
     reasons = ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {}
     if dead:

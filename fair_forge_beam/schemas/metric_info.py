@@ -273,6 +273,9 @@ class MetricInfo:
             under another name (left out of every listing, e.g. Toxicity's upstream-shaped copy).
         parquet: its per-interaction Parquet columns, in order.
         dead_letter_unit: what one of its dead letters stands for, when not one interaction.
+        left_out: what the sessions its ``MetricSpec.scored`` test leaves out are, in its own words
+            (``interactions_left_out`` of the summary: "blocks never compared"); ``None``: "sessions
+            its estimates leave out".
         slice_dimensions: the slice dimensions it can be sliced by (``None``: any).
         sessions_field: the slice-record field holding the number of resampling units (sessions,
             or BestOf's blocks); ``None``: none.
@@ -286,6 +289,7 @@ class MetricInfo:
     repeats: tuple[str, ...] = ()
     parquet: tuple[ParquetColumns, ...] = ()
     dead_letter_unit: Optional[str] = None
+    left_out: Optional[str] = None
     slice_dimensions: Optional[tuple[str, ...]] = None
     sessions_field: Optional[str] = "n_sessions"
     session_histograms: tuple[SessionHistogram, ...] = ()
