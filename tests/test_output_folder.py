@@ -424,3 +424,45 @@ def test_an_output_that_is_a_loop_of_links_is_no_dangling_link(tmp_path):
         with pytest.raises(ValueError, match=r"is a symbolic link loop \(its links lead back to themselves") as exc:
             check_output_folder(str(link))
         assert "dangling" not in str(exc.value)
+
+
+def test_two_runs_that_both_passed_the_start_check_do_not_both_publish(tmp_path, monkeypatch):
+    """trial35 T8, the same instant (two scheduled jobs): both runs check the folder before either
+    has locked its stage, so the check at start lets both through. The run that locks second finds
+    the other's lock once its own is held and refuses, removing its stage; the first publishes."""
+    import os
+    import subprocess
+    import sys
+
+    from fair_forge_beam.reports import output_folder
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\n"
+         "from fair_forge_beam.reports.output_folder import staged_output\n"
+         "with staged_output(sys.argv[1]) as stage:\n"
+         "    print(stage, flush=True)\n"
+         "    sys.stdin.readline()\n"
+         "    open(stage + '/results.json', 'w').write('first')\n", str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    real = output_folder._busy_problem
+    calls = []
+
+    def raced(folder, own=None):  # the check at start ran before the other run locked its stage
+        calls.append(own)
+        return None if own is None else real(folder, own=own)
+
+    monkeypatch.setattr(output_folder, "_busy_problem", raced)
+    try:
+        stage = holder.stdout.readline().strip()
+        assert stage, "the holder made no stage"
+        with pytest.raises(OutputFolderError, match="is being written by another run") as exc:
+            with staged_output(str(out)):
+                pytest.fail("the block ran")
+        assert stage in str(exc.value) and calls[0] is None and calls[1] is not None
+        assert not Path(calls[1]).exists()  # its own stage removed; the other run's left alone
+        assert Path(stage).is_dir()
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0 and (out / "results.json").read_text() == "first"

@@ -730,16 +730,17 @@ def _host() -> str:
     return socket.gethostname() or "?"
 
 
-def _busy_problem(out: str) -> Optional[str]:
+def _busy_problem(out: str, own: Optional[str] = None) -> Optional[str]:
     """Local ``out``: why a new run may not write into it — another live run holds the lock of a
     stage of that folder (left after :func:`clean_stale_stages`, which removes the stages of
     killed runs): the two would publish one after the other and the first one's results would
-    vanish with no warning (trial35 T8). ``None`` when no live run writes there."""
+    vanish with no warning (trial35 T8). ``None`` when no live run writes there. ``own``: this
+    run's stage, whose lock it holds (not another run's)."""
     import glob
 
     target = _target(out)
     stages = glob.glob(glob.escape(target) + _STAGE + "*") + glob.glob(os.path.join(glob.escape(target), _STAGE + "*"))
-    for stage in sorted(s for s in stages if not s.endswith(".lock")):
+    for stage in sorted(s for s in stages if not s.endswith(".lock") and s != own):
         with _stage_lock(stage, wait=False) as free:
             if free:
                 continue
@@ -801,6 +802,13 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                     os.makedirs(stage)
                 except OSError as exc:
                     raise OutputFolderError(_os_problem("--output", out, exc)) from None
+                # again, this run's stage locked: two runs started at one instant (two scheduled jobs)
+                # both passed the check above; each now sees the other's lock, so neither publishes
+                # over the other (both refuse in that race: never a silent loss)
+                busy = _busy_problem(out, own=stage)
+                if busy:
+                    _remove_tree(stage)
+                    raise OutputFolderError(busy)
             try:
                 yield stage
             except BaseException:
