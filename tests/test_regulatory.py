@@ -435,3 +435,21 @@ def test_the_summary_names_failed_chunk_checks_in_their_own_unit(tmp_path):
     assert lines[0] == "regulatory: interactions: 0 scored, 1 not scored (of 1 read)"
     assert lines[1].startswith(f"  dead letters: {len(dead)} failed checks (one per retrieved policy chunk"), lines
     assert "interactions this metric could not score" not in lines[1]
+
+
+def test_a_slice_without_a_rated_interaction_has_no_rate_not_the_prior():
+    """trial35b B2: a Bayesian run whose sessions were all IRRELEVANT showed every slice as
+    '0*  0.5000 [0.0250, 0.9750]' (the Beta(1, 1) prior) and gates passed on it; such a slice has
+    no rate, as BestOf's slice without a compared block has no leader_win_rate (75b86e5)."""
+    from fair_forge_beam.engine import SliceAccumulators
+    from fair_forge_beam.metrics.regulatory import SLICE_COUNTS, _SliceEstimator
+
+    est = _SliceEstimator(BayesianMode(mc_samples=400, rng_seed=7), "local")
+    counts = dict.fromkeys(SLICE_COUNTS, 0)
+    (rec,) = est.estimate("overall", SliceAccumulators(None, tuple({**counts, "irrelevant": 5}.values()), 0), None, (3,))
+    assert rec.status == "no_relevant_interactions" and rec.n_sessions == 0
+    assert (rec.compliance_rate.mean, rec.compliance_rate.ci_low, rec.compliance_rate.ci_high) == (None, None, None)
+    # a slice with rated interactions keeps its posterior
+    (ok,) = est.estimate("overall", SliceAccumulators(
+        None, tuple({**counts, "compliant": 3, "non_compliant": 1}.values()), 2), None, (3,))
+    assert ok.compliance_rate.mean == pytest.approx(4 / 6) and ok.compliance_rate.ci_low is not None

@@ -56,6 +56,7 @@ from fair_forge_beam.metrics.base import MetricResults, MetricTransform, nest_se
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.regulatory import (
     CHUNK_VERDICTS,
@@ -437,8 +438,10 @@ class _SliceEstimator(SliceEstimator):
         (n_chunks,) = aux
         c = dict(zip(SLICE_COUNTS, vec))
         n_rate = c["compliant"] + c["non_compliant"]
-        # the one-session rule (statistical/slices.py)
-        rate = slice_rate(c["compliant"], n_rate, accs.n_sessions, self.mode)
+        # the one-session rule (statistical/slices.py); a slice without a rated interaction has no
+        # rate, not the prior's 0.5000 [0.0250, 0.9750] of a Bayesian run (trial35b B2; BestOf's
+        # leader_win_rate alike since 75b86e5)
+        rate = slice_rate(c["compliant"], n_rate, accs.n_sessions, self.mode) if n_rate else Estimate(n=0)
         if n_chunks == 0:
             status = "empty_corpus"
         elif n_rate == 0:
