@@ -1091,10 +1091,35 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                 checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason,
                                         skip=skip))
                 continue
+            nothing = _on_no_observation(g.metric, rec, est)
+            if nothing is not None:  # a prior's value, not the data's: undefined, as a null estimate
+                checks.append(GateCheck(
+                    **base, slice=slice_key, key=key, **info, status="skipped" if g.if_undefined == "skip" else "fail",
+                    reason=f"{g.field} {g.stat} = {_fmt_num(float(value))} is undefined: the estimate rests on no "
+                           f"observation ({nothing}), so it is its prior's value, too small to judge",
+                    skip=f"{g.stat} undefined: the estimate rests on no observation, too small to judge"))
+                continue
             ok = compare(float(value), g.op, g.threshold)
             checks.append(GateCheck(**base, slice=slice_key, key=key, value=float(value), **info,
                                     status="pass" if ok else "fail"))
     return checks
+
+
+def _on_no_observation(metric: str, rec: dict, est: dict) -> Optional[str]:
+    """Why an estimate with a value rests on no observation — its ``n`` is 0, or its slice holds no
+    session the metric scored (``n_sessions`` 0: BestOf's ``n_blocks``) — or ``None``. Such a value
+    is the prior's (a Bayesian rate over no data: 0.5000 [0.0250, 0.9750]; Privacy's class no
+    session showed, displayed by design): no gate passes on it, for any metric (trial35b B2: a
+    Regulatory run whose sessions were all IRRELEVANT passed 'compliance_rate mean >= 0.4' with
+    n = 0)."""
+    from fair_forge_beam.reports.estimates import sessions_of
+
+    n = est.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n == 0:
+        return "n = 0"
+    if sessions_of(metric, rec) == 0:
+        return f"n = {n}, in 0 sessions scored"
+    return None
 
 
 def _run_slice_dims(doc: dict) -> tuple:
@@ -1123,6 +1148,8 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
             now = {r.get("slice"): r for r in (doc["metrics"].get(m) or {}).get("slices") or []}
             for b in before:
                 n_now = int((now.get(b["slice"]) or {}).get("n_interactions") or 0)
+                # a slice whose sessions the estimates all leave out (n_sessions 0) scored nothing (trial35b B1)
+                n_now = 0 if sessions_of(m, now.get(b["slice"])) == 0 else n_now
                 ok = n_now > 0
                 reason = (f"scored in the baseline ({b.get('n_interactions')} interactions) and in this run "
                           f"({n_now} interactions)" if ok else
@@ -1157,19 +1184,27 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
                                         reason=_missing_slice(doc, m, slice_key, records)))
                 continue
             extra: dict = {}
+            unknown = None  # why the slice's scored interactions are not known (results.json has no count)
             if g.field == "sessions":
                 value = 0 if rec.get(_READ_ONLY) else sessions_of(m, rec)
             elif g.field == "interactions":
-                value = 0 if rec.get(_READ_ONLY) else rec.get("n_interactions")
+                value, unknown = _scored_interactions(doc, m, slice_key, rec)
             else:
                 read = read_by_slice.get(slice_key)
-                scored = int(rec.get("n_interactions") or 0)
-                if not read:
+                scored, unknown = _scored_interactions(doc, m, slice_key, rec)
+                if unknown is not None:
+                    value = None
+                elif not read:
                     value = None
                 else:
-                    scored = min(scored, int(read))
+                    scored = min(scored or 0, int(read))
                     value = (int(read) - scored) / int(read)
                     extra = {"interactions_read": int(read), "interactions_scored": scored}
+            if value is None and unknown is not None:
+                status = "skipped" if g.if_undefined == "skip" else "fail"
+                checks.append(GateCheck(**base, metric=m, slice=slice_key, status=status, reason=unknown,
+                                        skip="no count of the slice's scored interactions"))
+                continue
             if value is None:
                 status = "skipped" if g.if_undefined == "skip" else "fail"
                 reason = (f"no interaction read in slice {quoted(slice_key)}" if g.field == "dead_letter_share" and
@@ -1189,6 +1224,36 @@ def _coverage_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> li
                                 reason="no metric of this run slices by this dimension",
                                 skip="no metric of this run slices by this dimension"))
     return checks
+
+
+def _scored_interactions(doc: dict, metric: str, slice_key: str, rec: dict) -> tuple:
+    """``(n, None)``: the interactions ``metric`` scored in a slice, the count its summary states
+    (``interactions_scored``: those of the sessions its estimates rest on, ``MetricSpec.scored``),
+    or ``(None, why)`` when results.json does not hold it. A slice record's ``n_interactions``
+    counts every interaction of the slice's sessions the metric read, those its ``scored`` test
+    leaves out too (BestOf's walkover blocks, Regulatory's IRRELEVANT-only sessions; trial35b B1:
+    a BestOf run that scored nothing passed ``coverage bestof interactions >= 1`` with 17): it is
+    the scored count only when the summary has no ``interactions_left_out``. Otherwise ``overall``
+    reads the summary, a slice without a scored session (``n_sessions`` 0) scored 0, and any other
+    slice has no count — the engine counts scored sessions per slice, not their interactions — so
+    its check is undefined rather than passed on the interactions read."""
+    from fair_forge_beam.reports.estimates import sessions_of
+
+    if rec.get(_READ_ONLY):
+        return 0, None
+    ms = ((doc.get("summary") or {}).get("metrics") or {}).get(metric) or {}
+    left_out = int(ms.get("interactions_left_out") or 0) if isinstance(ms, dict) else 0
+    if not left_out:
+        n = rec.get("n_interactions")
+        return (None if n is None else int(n)), None
+    if slice_key == "overall" and ms.get("interactions_scored", ms.get("scored")) is not None:
+        return int(ms.get("interactions_scored", ms.get("scored"))), None
+    if sessions_of(metric, rec) == 0:
+        return 0, None
+    return None, (f"results.json has no count of the interactions {metric} scored in slice {quoted(slice_key)}: "
+                  f"its n_interactions ({rec.get('n_interactions')}) counts the interactions of sessions its "
+                  f"estimates leave out ({left_out} in the run), and the engine counts scored sessions per slice, "
+                  f"not their interactions; gate the overall slice, or coverage sessions")
 
 
 def _rejected_check(doc: dict, g: Gate, base: dict) -> GateCheck:
@@ -1268,6 +1333,10 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                 one = {**base, "slice": slice_key, "key": key, **est,
                        "value": None if est["mean"] is None else float(est["mean"])}
                 bas = dotted_get(brec, path) if brec is not None else None
+                if isinstance(bas, dict) and bas.get("mean") is not None and _on_no_observation(g.metric, brec, bas):
+                    bas = {**bas, "mean": None}  # the baseline's prior, not its data: no value (trial35b B2)
+                if cur.get("mean") is not None and _on_no_observation(g.metric, rec, cur):
+                    cur, one["value"] = {**cur, "mean": None}, None  # this run's prior: undefined here
                 if cur.get("mean") is None and not (isinstance(bas, dict) and bas.get("mean") is not None):
                     # no value in either run (e.g. Spearman with no reference answers; or a baseline that
                     # lacks the slice or the estimate: a night whose answers were all in another language):
