@@ -197,6 +197,9 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "3 sessions (1 scored: the estimates rest on these)" in page
     assert "5 not scored (5 of them in blocks never compared (walkovers, failed matches))" in page
+    # the slice table's n counts the walkovers' interactions too (17 beside '12 scored'): its header
+    # says so (trial35b B9)
+    assert ">n read</th><th>sessions</th>" in page and "<th>slice</th><th>n</th>" not in page
     overall = m["slices"][0]
     assert overall["slice"] == "overall" and overall["leader"] == expected[0] and overall["n_contests"] == 6
     assert overall["n_failed"] == 1 and overall["n_blocks"] == 1  # zz-fail's only match failed: not scored (H3)

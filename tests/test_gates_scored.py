@@ -120,6 +120,32 @@ def test_a_regression_gate_compares_no_prior():
     assert [c.status for c in checks] == ["fail"] and "undefined in this run" in checks[0].reason
 
 
+def test_the_slice_tables_n_says_it_counts_the_interactions_read_beside_the_scored_ones():
+    """trial35b B9: 'bestof: interactions: 12 scored, 48 not scored' above 'overall  60  1*': a
+    slice's n counts the walkovers too (the engine counts scored sessions per slice, not their
+    interactions), so the column says 'n read' and a line says what it counts; a metric that
+    leaves nothing out keeps its table byte for byte."""
+    from fair_forge_beam.reports.summary import summary_table
+
+    def doc(left_out):
+        ms = {"scored": 12, "interactions_scored": 12, "interactions_not_scored": left_out, "dead_letters": 0}
+        if left_out:
+            ms["interactions_left_out"] = left_out
+        return {"config": {"mode": "frequentist"},
+                "summary": {"interactions_read": 12 + left_out, "rejected_at_read": 0, "data_quality_warnings": 0,
+                            "metrics": {"bestof": ms}},
+                "metrics": {"bestof": {"headline_columns": [], "slices": [_slice("overall", 12 + left_out, 4)]}}}
+
+    text = summary_table(doc(48), "out", [])
+    head = next(ln for ln in text.splitlines() if ln.lstrip().startswith("slice"))
+    assert head.split() == ["slice", "n", "read", "sessions"]
+    assert ("  n read: the interactions of the slice's sessions bestof read, with those in blocks never compared "
+            "(walkovers, failed matches) (48 in the run), which its estimates leave out; sessions: those the "
+            "estimates rest on") in text.splitlines()
+    plain = summary_table(doc(0), "out", [])
+    assert "n read" not in plain and "  slice             n  sessions" in plain.splitlines()
+
+
 def test_an_assistant_of_the_baseline_whose_sessions_were_all_left_out_was_not_scored():
     def doc(n_sessions):
         return {"config": {"ci_level": 0.95}, "summary": {"metrics": {"regulatory": {"scored": 0}}},

@@ -232,8 +232,12 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         else:
             shown = [(None, r) for r in slices if r["slice"] == "overall"] + _extremes(name, slices, heads, CONSOLE_EXTREMES)
         width = max([display_width(shown_key(r["slice"])) for _, r in shown] + [10])  # the width of what is printed
+        # a metric whose estimates leave sessions out (MetricSpec.scored): a slice's n counts every
+        # interaction of its sessions the metric read, those too (trial35b B9: 'overall  60' under
+        # '12 scored'); the engine counts scored sessions per slice, not their interactions: say so
+        left_out = int((s["metrics"][name] or {}).get("interactions_left_out") or 0)
         lines.append(
-            "  " + "slice".ljust(width) + "  " + "n".rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
+            "  " + "slice".ljust(width) + "  " + ("n read" if left_out else "n").rjust(7) + "  " + "sessions".rjust(8) + "".join(f"  {h.rsplit('.', 1)[-1]:<34}" for h in heads)
         )
         starred = one_obs = one_ses = False
         observed = _observed_units(name, heads)
@@ -255,6 +259,10 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
                 "  " + pad(shown_key(r["slice"]), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
+        if left_out:
+            lines.append(f"  n read: the interactions of the slice's sessions {name} read, with those in "
+                         f"{left_out_what(name)} ({left_out} in the run), which its estimates leave out; "
+                         "sessions: those the estimates rest on")
         if starred:
             lines.append(f"  * fewer than {MIN_SESSIONS} sessions: too small to judge (sessions are the resampling unit,"
                          " so one session gives no interval: the report lists these slices apart)")
