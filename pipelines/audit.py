@@ -431,7 +431,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     # the dead letters read once, for the report and the console (the assistants nobody scored, trial30 T8)
     dead = dead_letter_summary(stage) if not (args.quiet and args.no_report) else None
     written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
-                                     baseline_info=baseline_info, gate_checks=checks, dead_letters=dead)
+                                     baseline_info=baseline_info, gate_checks=checks, dead_letters=dead,
+                                     baseline_dir=args.compare if baseline is not None else None, shown=out)
     # printed once published (by the caller): the console can never stop the outputs from being published
     summary = None if args.quiet else console_summary(doc, out, written, gates, dead_letters=dead)
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published

@@ -171,3 +171,22 @@ def test_the_reports_comparison_says_the_runs_share_data(runs):
     apart = render_report(doc, comparison=compare_runs(str(runs / "d2"), str(runs / "d1"), draws=200),
                           with_plots=False)
     assert 'id="comparison"' in apart and 'id="shared-data"' not in apart
+
+
+@pytest.mark.parametrize("report", [True, False])
+def test_an_audit_compare_says_the_runs_share_data_on_every_surface(runs, tmp_path, report):
+    """trial35b B3: an audit with ``--compare`` warned "the runs share data" on the console, but its
+    comparison.json said ``"shared_data": null`` and report.html had no such line: the launcher gave
+    ``compare_runs`` the results dicts, no folders. A copy of d1's log (the same content under another
+    name) audited and compared with d1, with and without the report; the line names --output, never
+    the run's stage."""
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes((runs / "logs" / "d1.jsonl").read_bytes())
+    common = [a for a in COMMON if report is False or a != "--no-report"]
+    out = tmp_path / "cur"
+    assert _run([*common, "--input", copy, "--output", out, "--compare", runs / "d1"]) == 0
+    shared = json.loads((out / "comparison.json").read_text(encoding="utf-8"))["shared_data"]
+    assert shared and shared.startswith(f"{out} read {copy} and {runs / 'd1'} read ") and "the same content" in shared, shared
+    if report:
+        page = (out / "report.html").read_text(encoding="utf-8")
+        assert 'id="shared-data"' in page and "the same content" in page.split('id="shared-data"')[1]

@@ -165,7 +165,8 @@ _compare_estimate = compare_estimate  # its name before it was public
 def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_level: Optional[float] = None,
                  draws: int = 20000, seed: Optional[int] = None, current_info: Optional[dict] = None,
                  baseline_info: Optional[dict] = None, current_dir: Optional[str] = None,
-                 baseline_dir: Optional[str] = None) -> dict:
+                 baseline_dir: Optional[str] = None, current_name: Optional[str] = None,
+                 baseline_name: Optional[str] = None) -> dict:
     """Compare two runs (run folders, ``results.json`` paths or their loaded dicts).
 
     Args:
@@ -178,7 +179,9 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         current_info, baseline_info: the runs' ``run_info.json`` contents for :func:`run_differences`
             (default: read from the run folder when a run is given as a folder, else none).
         current_dir, baseline_dir: the run folders, for the data they share (:func:`shared_data`;
-            default: the runs when given as folders).
+            default: the runs when given as folders; an audit gives its stage and ``--compare`` folder).
+        current_name, baseline_name: how the ``shared_data`` line names the runs (default: their
+            folders; an audit names its stage as its ``--output``).
 
     Returns:
         ``{"current": {inputs, mode}, "baseline": {…}, "ci_level", "methods": {method: note},
@@ -257,7 +260,8 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "differences": run_differences(a, b, current_info, baseline_info),
         # the data both runs hold (the same run twice, a roll-up and one of its nights): not independent samples
         "shared_data": shared_data(current_dir or (current if isinstance(current, str) else None),
-                                   baseline_dir or (baseline if isinstance(baseline, str) else None)),
+                                   baseline_dir or (baseline if isinstance(baseline, str) else None),
+                                   current_name=current_name, baseline_name=baseline_name),
         "verdicts": verdicts,
         "not_compared": not_compared,
         "undefined_in_both": no_value,

@@ -469,7 +469,8 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
                  inconclusive_width: float = DEFAULT_INCONCLUSIVE_WIDTH, doc: Optional[dict] = None,
                  run_info: Optional[dict] = None, with_plots: bool = True, gates: Optional[list] = None,
                  compare_info: Optional[dict] = None, gate_outcome: Optional[dict] = None,
-                 dead_letters: Optional[dict] = None) -> str:
+                 dead_letters: Optional[dict] = None, compare_dir: Optional[str] = None,
+                 shown: Optional[str] = None) -> str:
     """Render ``<run_dir>/report.html`` (or ``out_path``) from the run folder; returns the path.
 
     Args:
@@ -486,6 +487,10 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         gates / gate_outcome: see :func:`render_report`.
         dead_letters: the run's :func:`~fair_forge_beam.reports.load.dead_letter_summary`, when the
             caller has read it (skips reading the shards again).
+        compare_dir: the baseline's run folder when ``compare_with`` is its loaded ``results.json``
+            (default: ``compare_with`` when a folder): with ``run_dir``, the comparison says the data
+            both runs hold (:func:`~fair_forge_beam.reports.compare.shared_data`).
+        shown: how that line names this run (an audit's stage: its ``--output``; default ``run_dir``).
 
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
@@ -507,7 +512,10 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     cmp = None
     if compare_with is not None:
         # both runs' run_info: the section states every differing setting and version, as --compare's warnings do
-        cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info)
+        # both run folders: the section says the data they share, as the console does (trial35b B3)
+        cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info,
+                           current_dir=run_dir, current_name=shown,
+                           baseline_dir=compare_dir or (compare_with if isinstance(compare_with, str) else None))
         with FileSystems.create(f"{run_dir}/comparison.json") as f:
             f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text, scrub_shown

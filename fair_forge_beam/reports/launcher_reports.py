@@ -12,7 +12,8 @@ __all__ = ["write_launcher_reports"]
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
                            inconclusive_width: float, gates: Optional[list] = None,
                            baseline_info: Optional[dict] = None, gate_checks: Optional[list] = None,
-                           dead_letters: Optional[dict] = None) -> list[str]:
+                           dead_letters: Optional[dict] = None, baseline_dir: Optional[str] = None,
+                           shown: Optional[str] = None) -> list[str]:
     """After a local run: ``report.html`` (unless ``no_report``) and, with a ``baseline`` run's
     ``results.json`` content, ``comparison.json``; from the small ``results.json`` content ``doc``.
     ``gates`` (the run's resolved gates) colour the report's scorecard where they apply;
@@ -20,6 +21,8 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
     ``gate_checks`` (:func:`~fair_forge_beam.reports.gates.evaluate_gates`' result) puts the gates' outcome —
     passed, failed and skipped apart — in the report's findings. ``dead_letters``: the run's dead-letter
     summary when the caller has read it (the report does not read the shards again).
+    ``baseline_dir``: the baseline's run folder (``--compare``), ``shown``: how ``out`` is named (a stage:
+    its ``--output``): the comparison says the data both runs share, as the console does (trial35b B3).
 
     Returns:
         The names of the outputs now in ``out`` (for the summary's last line), in
@@ -37,7 +40,8 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
 
             outcome = gates_report(gate_checks, gates, (doc.get("config") or {}).get("ci_level"))
         write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates, compare_info=baseline_info, gate_outcome=outcome, dead_letters=dead_letters)
+                     gates=gates, compare_info=baseline_info, gate_outcome=outcome, dead_letters=dead_letters,
+                     compare_dir=baseline_dir, shown=shown)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
@@ -48,8 +52,8 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
         with FileSystems.create(f"{out}/comparison.json") as f:
             from fair_forge_beam.io.secrets import scrub_known
 
-            f.write(json.dumps(scrub_known(compare_runs(doc, baseline, current_info=run_info or None,
-                                                        baseline_info=baseline_info)), indent=2, ensure_ascii=False,
-                               allow_nan=False).encode("utf-8"))
+            cmp = compare_runs(doc, baseline, current_info=run_info or None, baseline_info=baseline_info,
+                               current_dir=out, baseline_dir=baseline_dir, current_name=shown)
+            f.write(json.dumps(scrub_known(cmp), indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
         written.append("comparison.json")
     return written
