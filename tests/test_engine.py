@@ -821,3 +821,94 @@ def test_an_installed_metric_is_known_to_every_command_and_compare_says_when_it_
     said, cmp = compare()  # not installed in this one: said, never a silent switch of method
     assert "warning: refusal: no metric info in this process" in said and "entry-point group" in said, said
     assert cmp["read_generically"] == {"refusal": cmp["read_generically"]["refusal"]}
+
+
+def _distribution(root, entry_points: str):
+    """A distribution ``mine`` under ``root`` (the refusal metric's module beside it) declaring
+    ``entry_points`` in the metrics group, as ``pip install`` leaves one."""
+    root.mkdir()
+    (root / "refusal_metric.py").write_text(_REFUSAL, encoding="utf-8")
+    info = root / "mine-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mine\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[fair_forge_beam.metrics]\n{entry_points}", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """The registry as a new process finds it: the entry-point group not read yet."""
+    from fair_forge_beam.metrics import registry
+
+    monkeypatch.setattr(registry, "METRICS", dict(registry.METRICS))
+    monkeypatch.setattr(registry, "_installed", {}, raising=False)
+    monkeypatch.setattr(registry, "_installed_read", False)
+    yield registry
+    if hasattr(registry, "_installed_class"):
+        registry._installed_class.cache_clear()
+
+
+def test_an_entry_point_that_fails_to_import_is_one_line_exit_2(tmp_path, monkeypatch, fresh_registry, capsys):
+    """trial35b B5: ``broken = mywords.nope:Broken`` gave a 40-line traceback ending in
+    ModuleNotFoundError, exit 1. One line naming the entry point, its distribution and the error,
+    exit 2 (a usage error, as every other configuration error); a module that raises as it is
+    imported is told so too."""
+    from pipelines import audit
+
+    monkeypatch.syspath_prepend(str(_distribution(tmp_path / "site", "broken = nope_mod:Broken\n"
+                                                  "raising = raising_mod:Raising\n")))
+    (tmp_path / "site" / "raising_mod.py").write_text("raise RuntimeError('no licence key')\n", encoding="utf-8")
+    mode = fresh_registry.statistical_mode({})
+    with pytest.raises(ValueError) as err:
+        fresh_registry.build_metric("broken", mode)
+    said = str(err.value)
+    assert "\n" not in said and "'broken = nope_mod:Broken' of distribution 'mine'" in said, said
+    assert "ModuleNotFoundError: No module named 'nope_mod'" in said, said
+    with pytest.raises(ValueError, match="'raising = raising_mod:Raising' of distribution 'mine'.*RuntimeError: "
+                                         "no licence key"):
+        fresh_registry.metric_info("raising")
+    data = _words_jsonl(tmp_path / "d.jsonl", [("s1", "a", ["one"])])
+    with pytest.raises(SystemExit) as exit_:
+        audit.main(["--input", data, "--metrics", "broken", "--no-report", "--quiet", "--output",
+                    str(tmp_path / "out")])
+    err_text = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err_text and "'broken = nope_mod:Broken'" in err_text
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_entry_point_named_unlike_its_class_is_refused(tmp_path, monkeypatch, fresh_registry):
+    """trial35b B6: ``wordz = mywords.words:Words`` (``name = "words"``) ran: sessions/wordz/ and
+    results.json's ``wordz`` beside results.parquet's ``words``. The entry point's name, the class's
+    ``name`` and its info's name must agree: refused in one line where registered; a class whose
+    info names another metric is refused where declared."""
+    from fair_forge_beam.metrics.base import MetricTransform
+    from fair_forge_beam.schemas.metric_info import MetricInfo
+
+    monkeypatch.syspath_prepend(str(_distribution(tmp_path / "site", "refusal = refusal_metric:Refusal\n"
+                                                  "refusalz = refusal_metric:Refusal\n")))
+    mode = fresh_registry.statistical_mode({})
+    for read in (lambda: fresh_registry.build_metric("refusalz", mode), lambda: fresh_registry.metric_info("refusalz")):
+        with pytest.raises(ValueError) as err:
+            read()
+        said = str(err.value)
+        assert "\n" not in said and "'refusalz = refusal_metric:Refusal' of distribution 'mine'" in said
+        assert "(Refusal.name) is 'refusal', not the entry point's 'refusalz'" in said, said
+    assert fresh_registry.metric_info("refusal").name == "refusal"  # the agreeing one is built as before
+    assert fresh_registry.build_metric("refusal", mode).name == "refusal"
+    with pytest.raises(ValueError, match=r"^Slow.info.name 'words' is not Slow.name 'slow': .*give both the same$"):
+        type("Slow", (MetricTransform,), {"name": "slow", "info": MetricInfo(name="words", estimates=())})
+    type("Fine", (MetricTransform,), {"name": "words", "info": MetricInfo(name="words", estimates=())})
+
+
+def test_an_entry_point_named_like_a_built_in_metric_is_said(tmp_path, monkeypatch, fresh_registry, caplog):
+    """trial35b B7: ``bias = mywords.words:Words`` was left out without a word (the built-in keeps the
+    name): one warning naming the entry point, its distribution and the built-in class."""
+    import logging
+
+    monkeypatch.syspath_prepend(str(_distribution(tmp_path / "site", "bias = refusal_metric:Refusal\n")))
+    caplog.set_level(logging.WARNING, logger="fair_forge_beam.metrics.registry")
+    assert fresh_registry.registered()["bias"].cls == "fair_forge_beam.metrics.bias:Bias"
+    said = [r.getMessage() for r in caplog.records if "bias" in r.getMessage()]
+    assert said == ["entry point 'bias = refusal_metric:Refusal' of distribution 'mine' (group "
+                    "fair_forge_beam.metrics) is not used: the metric 'bias' is built in "
+                    "(fair_forge_beam.metrics.bias:Bias)"], said

@@ -335,34 +335,85 @@ METRICS: dict[str, Registered] = {
 #: (``words = "mypkg.words:Words"``), built as ``Class(statistical_mode=mode)``
 ENTRY_POINTS = "fair_forge_beam.metrics"
 _installed_read = False
+#: metric name -> the entry point that declared it (read by :func:`registered`)
+_installed: dict = {}
 
 
-def _build_installed(cls_path: str, mode: StatisticalMode, options: dict):
-    return _class(cls_path)(statistical_mode=mode)
+def _entry_point_text(ep) -> str:
+    """How a line names entry point ``ep``: ``entry point 'words = mywords.words:Words' of distribution
+    'mywords' (group fair_forge_beam.metrics)``."""
+    dist = getattr(getattr(ep, "dist", None), "name", None)
+    return (f"entry point {quoted(f'{ep.name} = {ep.value}')} of "
+            f"{f'distribution {quoted(dist)}' if dist else 'an unnamed distribution'} (group {ENTRY_POINTS})")
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_class(name: str) -> type:
+    """The class entry point ``name`` declares, imported once.
+
+    Raises:
+        ValueError: one line naming the entry point, its distribution and why (trial35b B5: a
+            40-line traceback, exit 1): the import fails (any error of the distribution's code), or
+            the class's ``name`` or its info's name is not the entry point's (B6: the outputs were
+            split between the two names).
+    """
+    ep = _installed[name]
+    try:
+        cls = ep.load()
+    except Exception as exc:  # the distribution's own code: whatever it raises is one line
+        raise ValueError(f"{_entry_point_text(ep)} cannot be imported: {type(exc).__name__}: "
+                         f"{plain_reason(exc)}") from exc
+    if not isinstance(cls, type):
+        raise ValueError(f"{_entry_point_text(ep)} names {quoted(cls)}, not a metric class")
+    info = getattr(cls, "info", None)
+    for what, declared in ((f"its class's name ({cls.__name__}.name)", getattr(cls, "name", None)),
+                           (f"its info's name ({cls.__name__}.info.name)", getattr(info, "name", name))):
+        if declared != name:
+            raise ValueError(f"{_entry_point_text(ep)}: {what} is {quoted(declared)}, not the entry point's "
+                             f"{quoted(name)}: one name names a metric's outputs, --metrics and gates; give "
+                             "both the same")
+    return cls
+
+
+def _build_installed(name: str, mode: StatisticalMode, options: dict):
+    return _installed_class(name)(statistical_mode=mode)
 
 
 def registered() -> dict[str, Registered]:
     """:data:`METRICS` with the metrics installed distributions declare under :data:`ENTRY_POINTS`,
-    read once per process, on the first call (a name already in :data:`METRICS` keeps its entry; a
-    name that cannot name a metric is left out, saying so). Every command reads a name it does not
-    know through this, so an installed metric is known to each (trial35 T10: a metric registered
-    in one process only was compared by another method in ``fair-forge-beam compare``)."""
+    read once per process, on the first call (a name already in :data:`METRICS` keeps its entry,
+    saying so; a name that cannot name a metric is left out, saying so). Every command reads a name
+    it does not know through this, so an installed metric is known to each (trial35 T10: a metric
+    registered in one process only was compared by another method in ``fair-forge-beam compare``).
+    An entry point's class is imported when the metric is built or its info read
+    (:func:`_installed_class`: one line, never a traceback, when it fails)."""
     global _installed_read
     if not _installed_read:
         _installed_read = True
+        _installed_class.cache_clear()  # read again (a test's new distribution): its classes imported again
         import importlib.metadata
         import logging
 
         for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
-            if ep.name in METRICS:
+            if ep.name in METRICS:  # trial35b B7: was left out without a word
+                logging.getLogger(__name__).warning(
+                    "%s is not used: the metric %s is %s", _entry_point_text(ep), quoted(ep.name),
+                    f"built in ({_class_path(METRICS[ep.name])})" if ep.name not in _installed
+                    else f"declared by {_entry_point_text(_installed[ep.name])}")
                 continue
             try:
                 check_metric_name(ep.name, f"entry point {quoted(ep.value)} of group {ENTRY_POINTS}:")
             except ValueError as exc:
                 logging.getLogger(__name__).warning("%s", exc)
                 continue
-            METRICS[ep.name] = Registered(functools.partial(_build_installed, ep.value), ep.value)
+            _installed[ep.name] = ep
+            METRICS[ep.name] = Registered(functools.partial(_build_installed, ep.name), ep.value)
     return METRICS
+
+
+def _class_path(entry) -> str:
+    cls = _class_of(entry)
+    return cls if isinstance(cls, str) else f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls)}"
 
 
 def _class_of(entry) -> Optional[Union[str, type]]:
@@ -391,6 +442,9 @@ def _class_attribute(name: str, attribute: str):
     cls = _class_of(METRICS.get(name) or registered().get(name))
     if cls is None:
         return None
+    ep = _installed.get(name)
+    if ep is not None and cls == ep.value:  # an entry point: imported and checked as the run builds it
+        return getattr(_installed_class(name), attribute, None)
     return getattr(cls if isinstance(cls, type) else _class(cls), attribute, None)
 
 
