@@ -303,6 +303,17 @@ HTTP_CLIENT_LOGGERS = ("httpx2", "httpx", "httpcore", "openai")
 client logs through ``httpx2``, older ones through ``httpx``/``httpcore``/``openai``)."""
 
 
+def quiet_http_clients() -> None:
+    """The HTTP clients' loggers (:data:`HTTP_CLIENT_LOGGERS`) at WARNING, each unless a level was
+    set on it before (a caller's own choice is kept): by :func:`cli_logging` and where a client is
+    made (``components.replies``), so that a Beam worker process, which never runs an entry point,
+    does too (trial35b B4: ``--direct_running_mode multi_processing`` printed one line per request)."""
+    for name in HTTP_CLIENT_LOGGERS:
+        client = logging.getLogger(name)
+        if client.level == logging.NOTSET:  # never set: a caller's own choice is kept
+            client.setLevel(logging.WARNING)
+
+
 class QuietLogs:
     """``--quiet`` for one run (the audit's, a roll-up's): call :meth:`quiet` inside the block to
     print nothing but gate failures and errors. Raises to ERROR the
@@ -452,10 +463,7 @@ def cli_logging() -> None:
     install_log_masking()  # every log line masked where it is made: URL credentials, key values
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    for name in HTTP_CLIENT_LOGGERS:
-        client = logging.getLogger(name)
-        if client.level == logging.NOTSET:  # never set: a caller's own choice is kept
-            client.setLevel(logging.WARNING)
+    quiet_http_clients()
     retries = logging.getLogger("apache_beam.utils.retry")
     if not any(isinstance(f, _OneLineRetries) for f in retries.filters):
         retries.addFilter(_OneLineRetries())

@@ -530,8 +530,14 @@ def with_reply_deadline(client, timeout: float):
 
     ``httpx`` has no public total time-out; this sets the pools' ``_network_backend``, an
     attribute of ``httpcore``'s pool (checked at each ``httpx`` upgrade by the tests of
-    ``tests/test_bounded_replies.py``)."""
+    ``tests/test_bounded_replies.py``). The HTTP clients' per-request INFO lines are off unless a
+    level was set (:func:`~fair_forge_beam.progress.quiet_http_clients`), here where every client is
+    made: in a Beam worker process too, where no entry point set them (trial35b B4)."""
     import httpx2
+
+    from fair_forge_beam.progress import quiet_http_clients
+
+    quiet_http_clients()
 
     for transport in (client._transport, *client._mounts.values()):  # the pools of the client and its proxies
         pool = getattr(transport, "_pool", None) if isinstance(transport, httpx2.HTTPTransport) else None
