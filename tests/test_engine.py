@@ -699,6 +699,28 @@ def test_parquet_column_types_are_checked_where_declared_and_take_the_natural_sp
         assert "\n" not in str(err.value) and all(t in str(err.value) for t in COLUMN_TYPES), str(err.value)
 
 
+def test_parquet_column_names_are_checked_where_declared():
+    """trial35b B10: ``ParquetColumns(columns=(("words", "int64"), ("", "int64")))`` wrote a column named
+    ``''`` (all null), and ``("session_id", "int64")`` was silently ignored (the engine's header column
+    stayed a string). A name is checked where declared, as its type is: non-blank, not one of the
+    header's columns, not twice."""
+    from fair_forge_beam.schemas.metric_info import ParquetColumns
+
+    for bad, said in (((("words", "int64"), ("", "int64")), "column name '' must be a non-blank string"),
+                      ((("  ", "string"),), "column name '  ' must be a non-blank string"),
+                      (((None, "string"),), "column name None must be a non-blank string"),
+                      ((("session_id", "int64"),), "column 'session_id' is one of the columns every row"),
+                      ((("metric", "string"),), "column 'metric' is one of the columns every row"),
+                      ((("a", "int64"), ("a", "string")), "column 'a' is declared twice")):
+        with pytest.raises(ValueError) as err:
+            ParquetColumns(columns=bad)
+        assert said in str(err.value) and "\n" not in str(err.value), str(err.value)
+    from fair_forge_beam.metrics.registry import BASE_FIELDS
+    from fair_forge_beam.schemas.metric_info import PARQUET_HEADER
+
+    assert [f.name for f in BASE_FIELDS] == [name for name, _ in PARQUET_HEADER]
+
+
 def test_a_metric_name_that_cannot_name_files_is_refused_where_declared(tmp_path, monkeypatch):
     """trial35 T5: a metric named ``../evil`` scored everything, then died in Beam's finalize_write. A
     name is checked where it is declared — the metric's class, its info, its spec, its

@@ -19,7 +19,7 @@ from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.plain import plain_reason, side_file_error
 from fair_forge_beam.quoting import did_you_mean, quoted
-from fair_forge_beam.schemas.metric_info import MetricInfo, check_metric_name
+from fair_forge_beam.schemas.metric_info import COLUMN_TYPES, PARQUET_HEADER, MetricInfo, check_metric_name
 from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["METRICS", "Registered", "registered", "ENTRY_POINTS", "build_metric", "metric_info", "session_model", "interaction_parquet_fields",
@@ -456,15 +456,7 @@ def _class(cls_path: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-BASE_FIELDS = [
-    pa.field("metric", pa.string()),
-    pa.field("element_id", pa.string()),
-    pa.field("session_id", pa.string()),
-    pa.field("assistant_id", pa.string()),
-    pa.field("language", pa.string()),
-    pa.field("turn_index", pa.int64()),
-    pa.field("qa_id", pa.string()),
-]
+BASE_FIELDS = [pa.field(name, getattr(pa, COLUMN_TYPES[typ])()) for name, typ in PARQUET_HEADER]
 
 
 def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = None):

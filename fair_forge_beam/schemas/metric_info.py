@@ -211,6 +211,11 @@ COLUMN_TYPES = {"string": "string", "str": "string", "bool_": "bool_", "bool": "
                 "int64": "int64", "int": "int64", "int32": "int32", "float64": "float64", "float": "float64",
                 "double": "float64", "float32": "float32"}
 
+#: the columns every row of ``results.parquet`` starts with, written by the engine (name, type name):
+#: a metric declares none of them (``metrics.registry.BASE_FIELDS`` is built from this)
+PARQUET_HEADER = (("metric", "string"), ("element_id", "string"), ("session_id", "string"),
+                  ("assistant_id", "string"), ("language", "string"), ("turn_index", "int64"), ("qa_id", "string"))
+
 
 @dataclass(frozen=True)
 class ParquetColumns:
@@ -222,7 +227,10 @@ class ParquetColumns:
     :data:`COLUMN_TYPES` (``"string"``, ``"bool"``, ``"int64"``, ``"float64"``, …).
 
     Raises:
-        ValueError: a column type name not in :data:`COLUMN_TYPES` (when declared, one line).
+        ValueError: a column type name not in :data:`COLUMN_TYPES`, or a column name that is empty
+            or blank, given twice or one of the header's (:data:`PARQUET_HEADER`, written by the engine)
+            (when declared, one line; trial35b B10: an empty name was written, ``session_id``
+            declared int64 was ignored).
     """
 
     model: Optional[str] = None
@@ -236,6 +244,18 @@ class ParquetColumns:
             if not pair or not isinstance(column[1], str) or column[1] not in COLUMN_TYPES:
                 raise ValueError(f"ParquetColumns: column {quoted(column)} must be a (name, type) pair with a type "
                                  f"of {', '.join(COLUMN_TYPES)}")
+        header = {name for name, _ in PARQUET_HEADER}
+        seen: set = set()
+        for name, _ in self.columns:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"ParquetColumns: column name {quoted(name)} must be a non-blank string")
+            if name in header:
+                raise ValueError(f"ParquetColumns: column {quoted(name)} is one of the columns every row of "
+                                 f"results.parquet starts with ({', '.join(sorted(header))}), written by the "
+                                 "engine: name the metric's column otherwise")
+            if name in seen:
+                raise ValueError(f"ParquetColumns: column {quoted(name)} is declared twice")
+            seen.add(name)
 
     def fields(self) -> list:
         import pyarrow as pa
