@@ -307,3 +307,32 @@ def test_items_the_method_cannot_explain_are_refused_before_the_model_and_counte
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith(f"attributions written to {out}: 1 item(s) explained, 5 dead letters (every one in {out}/dead_letter-*.jsonl; "
                            "most common: the model's tokenizer reads "), line
+
+
+def test_an_item_with_interpretos_mask_token_is_refused_in_any_position(tmp_path):
+    """trial35b B8: two identical items ``the cat sat on``->``a [REPLACE]`` with another between: the
+    first was refused (``[REPLACE]`` read as ``[UNK]``), the second explained, because building
+    Occlusion added ``[REPLACE]`` to the shared tokenizer. interpreto's mask token is refused
+    whatever ran before, in the same words; a special token other than the unknown one is called a
+    control token, not "a word out of its vocabulary, markup"."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import json
+
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    items = [("r1", "the cat sat on", "a [REPLACE]"), ("ok1", "the cat sat", "on a mat"),
+             ("r2", "the cat sat on", "a [REPLACE]"), ("r3", "the [REPLACE] sat", "on a mat"),
+             ("p1", "the cat sat", "on [PAD] mat")]
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    inp.write_text("".join(json.dumps({"id": i, "prompt": p, "target": t}) + "\n" for i, p, t in items), encoding="utf-8")
+    assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
+                         "--no-report"]) == 0
+    reasons = {d["element_id"]: d["reason"] for d in read_jsonl_shards(str(out / "dead_letter"))}
+    assert [r["id"] for r in read_jsonl_shards(str(out / "attributions"))] == ["ok1"]
+    assert reasons["r1"] == reasons["r2"] and reasons["r1"].startswith(
+        "the target holds '[REPLACE]', the token interpreto adds to a tokenizer without a mask token"), reasons
+    assert reasons["r3"].startswith("the prompt holds '[REPLACE]'"), reasons
+    assert "its special token '[PAD]' (a control token of the model, not text)" in reasons["p1"], reasons
+    assert "out of its vocabulary" not in reasons["p1"]

@@ -153,6 +153,11 @@ def _granularity(g: Union[str, Granularity]) -> Granularity:
         raise ValueError(f"unknown granularity {quoted(g)}; one of {[x.value for x in Granularity]}") from None
 
 
+#: the token interpreto adds to a tokenizer without a mask token (``tokenizer.add_tokens``), the first
+#: time a perturbation method is built on it: text holding it is refused whatever ran before (trial35b B8)
+INTERPRETO_MASK = "[REPLACE]"
+
+
 class AttributionExplainer:
     """Explains a causal LM's continuation of a prompt (spec §13).
 
@@ -259,9 +264,17 @@ class AttributionExplainer:
         def as_(names):  # "its unknown token '[UNK]'" for a word out of its vocabulary
             unk = getattr(self.tokenizer, "unk_token", None)
             what = "its unknown token" if names == [unk] else "its special token" + ("s" if len(names) > 1 else "")
-            return f"{what} {shown(names)} (a word out of its vocabulary, markup)"
+            why = [w for w, held in (("a word out of its vocabulary, markup", unk in names),  # trial35b B8: '[PAD]'
+                                     ("a control token of the model, not text", any(n != unk for n in names))) if held]
+            return f"{what} {shown(names)} ({'; '.join(why)})"
 
         fix = "rephrase the item in words the model's tokenizer knows, or use another --model"
+        if getattr(self.tokenizer, "mask_token", None) is None:  # interpreto's own then (trial35b B8)
+            for field, text in (("target", target), ("prompt", prompt)):
+                if INTERPRETO_MASK in text:
+                    return (f"the {field} holds {quoted(INTERPRETO_MASK)}, the token interpreto adds to a tokenizer "
+                            "without a mask token to mask words with: how the tokenizer reads it depends on the "
+                            f"methods run before, and a perturbation cannot tell it from a masked word; {fix}")
         if n_target == 0:
             return f"the model's tokenizer makes no token of the target {quoted(target[:80])}: nothing to attribute; {fix}"
         if in_target:
