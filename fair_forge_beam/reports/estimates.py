@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
-from fair_forge_beam.statistical.slices import is_estimate
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, is_estimate
 
 __all__ = [
     "info_of",

@@ -67,6 +67,12 @@ def dotted_get(record: Any, path: str):
     return record
 
 
+def is_estimate(value) -> bool:
+    """True for a dict with the keys ``mean``, ``ci_low`` and ``ci_high`` (how every surface finds an
+    estimate). Here, not in :mod:`fair_forge_beam.statistical.slices`: the reports read it without Beam."""
+    return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
+
+
 @dataclass(frozen=True)
 class EstimateInfo:
     """One estimate of a slice record, or one keyed family of estimates.

@@ -41,6 +41,7 @@ from typing import Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.schemas.metric_info import is_estimate
 
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -168,11 +169,6 @@ def rests_on_one_session(rec, slice_sessions: Optional[int]) -> bool:
     if n is None and mode is None:
         n = slice_sessions
     return n == 1 and mode in (None, "distribution")
-
-
-def is_estimate(value) -> bool:
-    """True for a dict with the keys ``mean``, ``ci_low`` and ``ci_high`` (how every surface finds an estimate)."""
-    return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
 
 
 def without_one_session_intervals(rec, slice_sessions: Optional[int]):
