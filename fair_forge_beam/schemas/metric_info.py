@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "COLUMN_TYPES", "check_metric_name", "SessionHistogram", "KEY", "dotted_get"]
@@ -253,7 +254,7 @@ class ParquetColumns:
         header = {name for name, _ in PARQUET_HEADER}
         seen: set = set()
         for name, _ in self.columns:
-            if not isinstance(name, str) or not name.strip():
+            if not isinstance(name, str) or is_blank(name):
                 raise ValueError(f"ParquetColumns: column name {quoted(name)} must be a non-blank string")
             if name in header:
                 raise ValueError(f"ParquetColumns: column {quoted(name)} is one of the columns every row of "
