@@ -195,24 +195,31 @@ def test_a_killed_runs_stage_goes_but_a_running_runs_stage_stays(tmp_path):
     assert (out / "results.json").read_text() == "new"
 
 
+def _live_run(out: Path, then: str = ""):
+    """Another process running into ``out``: it holds its stage (printed on its stdout) until a line
+    comes on its stdin, then runs ``then`` (code with ``stage`` in scope) and publishes."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys\n"
+         "from fair_forge_beam.reports.output_folder import staged_output\n"
+         "with staged_output(sys.argv[1]) as stage:\n"
+         "    print(stage, flush=True)\n"
+         "    sys.stdin.readline()\n" + then, str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+
+
 def test_a_second_run_into_a_folder_a_live_run_writes_is_refused_naming_it(tmp_path):
     """trial35 T8: two runs into the same --output at once both exited 0 and one's results vanished.
     A run holding its stage (another process) makes a second one refuse at start in one line that
     names the holder's pid and host; once the first ends, the folder is free again."""
-    import os
     import socket
-    import subprocess
-    import sys
 
     out = tmp_path / "out"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
-         "from fair_forge_beam.reports.output_folder import staged_output\n"
-         "with staged_output(sys.argv[1]) as stage:\n"
-         "    print(stage, flush=True)\n"
-         "    sys.stdin.readline()\n", str(out)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    holder = _live_run(out)
     try:
         stage = holder.stdout.readline().strip()
         assert stage, "the holder made no stage"
@@ -430,22 +437,10 @@ def test_two_runs_that_both_passed_the_start_check_do_not_both_publish(tmp_path,
     """trial35 T8, the same instant (two scheduled jobs): both runs check the folder before either
     has locked its stage, so the check at start lets both through. The run that locks second finds
     the other's lock once its own is held and refuses, removing its stage; the first publishes."""
-    import os
-    import subprocess
-    import sys
-
     from fair_forge_beam.reports import output_folder
 
     out = tmp_path / "out"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\n"
-         "from fair_forge_beam.reports.output_folder import staged_output\n"
-         "with staged_output(sys.argv[1]) as stage:\n"
-         "    print(stage, flush=True)\n"
-         "    sys.stdin.readline()\n"
-         "    open(stage + '/results.json', 'w').write('first')\n", str(out)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    holder = _live_run(out, "    open(stage + '/results.json', 'w').write('first')\n")
     real = output_folder._busy_problem
     calls = []
 
