@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, PortableOptions, StandardOptions
 
 __all__ = ["pipeline_options", "ViewsOnceOptions", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
 
@@ -65,7 +65,34 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
         std.runner = DEFAULT_RUNNER
     elif isinstance(runner, str) and runner.lower() in _RUNNER_ALIASES:
         std.runner = _RUNNER_ALIASES[runner.lower()]
+    if _workers_share_the_launchers_environment(opts):
+        # Beam's stager runs `python -m pip freeze` in the launcher at every portable job's submission
+        # (0.5 CPU s, 1-5 s of wall), to ship the list for comparison with the workers' packages: here
+        # the workers run the launcher's own interpreter, so the list says nothing (docs/runners.md)
+        debug = opts.view_as(DebugOptions)
+        if not debug.lookup_experiment(_NO_SUBMISSION_LISTING):
+            debug.add_experiment(_NO_SUBMISSION_LISTING)
     return opts
+
+
+#: Beam's experiment that skips the launcher's `pip freeze` of a portable job (its stager)
+_NO_SUBMISSION_LISTING = "disable_logging_submission_environment"
+
+
+def _workers_share_the_launchers_environment(opts: PipelineOptions) -> bool:
+    """Whether a portable run's SDK workers run the launcher's interpreter: Prism with its own
+    workers (LOOPBACK, its default, or a worker pool — anything but a Docker image), or PROCESS
+    workers started by this package's worker command (:mod:`fair_forge_beam.process_workers`)."""
+    runner = opts.view_as(StandardOptions).runner
+    name = (runner if isinstance(runner, str) else type(runner).__name__ if runner is not None else "").lower()
+    env = (opts.view_as(PortableOptions).environment_type or "").upper()
+    if "prism" in name:
+        return env != "DOCKER"
+    if env == "PROCESS":
+        from fair_forge_beam.process_workers import worker_command_of
+
+        return worker_command_of(opts) is not None
+    return False
 
 
 class JavaJobServerOptions(PipelineOptions):

@@ -58,11 +58,18 @@ def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> P
         raise ValueError("no interpreter to run: sys.executable is empty (an embedded Python?)")
     folder = Path(folder)
     (folder / STDERR_DIR).mkdir(parents=True, exist_ok=True)
+    py, err = shlex.quote(python), _stderr_file(folder, "python")
     wrapper = (
         "#!/bin/sh\n"
         "# The interpreter that wrote this command, by the path it was started with: a symlink to it\n"
         "# elsewhere, or its resolved base interpreter, would lose its venv (fair_forge_beam/process_workers.py).\n"
-        f"exec {shlex.quote(python)} \"$@\" 2>>{_stderr_file(folder, 'python')}\n"
+        "# Beam's boot binary asks pip, at every worker start, for the installed packages (a log line) and\n"
+        "# whether apache-beam is installed: answered from importlib.metadata, without importing pip.\n"
+        "case \"$*\" in\n"
+        f"\"-m pip freeze --all\") exec {py} -c {shlex.quote(_PIP_FREEZE)} 2>>{err} ;;\n"
+        f"\"-m pip show \"*) [ $# -eq 4 ] && exec {py} -c {shlex.quote(_PIP_SHOW)} \"$4\" 2>>{err} ;;\n"
+        "esac\n"
+        f"exec {py} \"$@\" 2>>{err}\n"
     )
     for name in ("python", "python3"):
         path = folder / name
@@ -72,6 +79,27 @@ def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> P
         path.chmod(0o755)
     (folder / _MARK).write_text(json.dumps({"python": python}), encoding="utf-8")
     return folder / "python"
+
+
+#: what the ``python`` wrapper runs for the boot binary's ``python -m pip freeze --all`` (its log of the
+#: worker's packages): the installed distributions as ``name==version``, one per line
+_PIP_FREEZE = (
+    "import importlib.metadata as m\n"
+    "names = {f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions() if d.metadata['Name']}\n"
+    "print('# installed distributions (importlib.metadata; fair_forge_beam worker command, not pip)')\n"
+    "print('\\n'.join(sorted(names, key=str.lower)))\n"
+)
+#: what it runs for ``python -m pip show NAME`` (the boot binary's check that Beam is installed: only
+#: the exit status counts): exit 1 with pip's words when ``NAME`` is not installed
+_PIP_SHOW = (
+    "import importlib.metadata as m, sys\n"
+    "try:\n"
+    "    version = m.version(sys.argv[1])\n"
+    "except m.PackageNotFoundError:\n"
+    "    sys.exit(f'WARNING: Package(s) not found: {sys.argv[1]} (asked of importlib.metadata by the '\n"
+    "             f'fair_forge_beam worker command, for {sys.executable})')\n"
+    "print(f'Name: {sys.argv[1]}\\nVersion: {version}')\n"
+)
 
 
 def _stderr_file(folder: Path, kind: str) -> str:

@@ -87,6 +87,74 @@ def test_worker_command_runs_the_launchers_venv(tmp_path):
     assert worker_stderr(["--environment_type=LOOPBACK"], before) == ""  # not a PROCESS command of ours
 
 
+def test_worker_command_answers_the_boot_binarys_pip_questions_without_pip(tmp_path):
+    """Beam's boot binary runs ``python -m pip freeze --all`` twice (a log of the packages) and
+    ``python -m pip show apache-beam`` (is Beam installed?) at every SDK worker start: about 3 CPU s
+    and 5-20 s of a Flink job's start here (pip's own imports). The wrapper answers both from
+    ``importlib.metadata``: the same exit status, the packages listed, pip's words when Beam is
+    missing (what a failed job's error shows, see the Flink test below); any other pip command is
+    pip's. Fails before: a ``pip`` that records each run (first on ``PYTHONPATH``) ran."""
+    import apache_beam
+
+    from fair_forge_beam.process_workers import worker_stderr, write_python_wrapper
+
+    fake = tmp_path / "fake"
+    (fake / "pip").mkdir(parents=True)
+    (fake / "pip" / "__init__.py").write_text("", encoding="utf-8")
+    (fake / "pip" / "__main__.py").write_text(
+        "import os, sys\nopen(os.environ['PIP_RAN'], 'a').write(' '.join(sys.argv[1:]) + '\\n')\nsys.exit(3)\n",
+        encoding="utf-8")
+    ran = tmp_path / "pip-ran.txt"
+    python = write_python_wrapper(tmp_path / "bin")
+    env = {**os.environ, "PYTHONPATH": str(fake), "PIP_RAN": str(ran)}
+
+    def run(*args):
+        return subprocess.run([str(python), *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+
+    show = run("-m", "pip", "show", "apache-beam")
+    assert show.returncode == 0 and f"Version: {apache_beam.__version__}" in show.stdout, show
+    freeze = run("-m", "pip", "freeze", "--all")
+    assert freeze.returncode == 0 and f"apache-beam=={apache_beam.__version__}" in freeze.stdout.splitlines(), freeze
+    import time
+
+    before = time.time() - 1
+    missing = run("-m", "pip", "show", "no-such-distribution-ffb")
+    assert missing.returncode == 1
+    opts = ["--environment_type=PROCESS",
+            "--environment_config=" + json.dumps({"command": str(tmp_path / "bin" / "beam-boot")})]
+    assert "Package(s) not found: no-such-distribution-ffb" in worker_stderr(opts, before)
+    assert not ran.exists(), ran.read_text()
+    # anything else still runs pip (here the recording one), and Python as such
+    assert run("-m", "pip", "install", "x").returncode == 3 and ran.read_text() == "install x\n"
+    assert run("-c", "print(6 * 7)").stdout == "42\n"
+
+
+def test_local_runners_skip_the_launchers_pip_freeze():
+    """Beam's stager runs ``pip freeze`` in the launcher at each portable job's submission, for a
+    comparison with the workers' packages; Prism's own workers and this package's PROCESS workers run
+    the launcher's interpreter, so those runs skip it (Beam's experiment); Dataflow-like runs keep it."""
+    from apache_beam.options.pipeline_options import DebugOptions
+
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from fair_forge_beam.process_workers import write_worker_command
+
+    def experiments(*argv):
+        return pipeline_options(list(argv)).view_as(DebugOptions).experiments or []
+
+    skip = "disable_logging_submission_environment"
+    assert skip in experiments("--runner=PrismRunner")
+    assert experiments("--runner=PrismRunner", f"--experiments={skip}").count(skip) == 1
+    assert skip not in experiments("--runner=PrismRunner", "--environment_type=DOCKER")
+    assert skip not in experiments()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = write_worker_command(Path(tmp) / "bin", Path("/bin/true"), Path(tmp) / "w")
+        process = ["--runner=PortableRunner", "--environment_type=PROCESS"]
+        assert skip in experiments(*process, "--environment_config=" + json.dumps({"command": str(ours)}))
+        assert skip not in experiments(*process, "--environment_config=" + json.dumps({"command": "/opt/boot"}))
+
+
 _FLINK_SCRIPT = r"""
 import json, sys
 from pathlib import Path
