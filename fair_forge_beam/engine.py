@@ -530,6 +530,25 @@ class SliceAccumulators(NamedTuple):
     #: estimate resting on that kind counts (``{}``: the metric declares none)
     evidence: Mapping = {}
 
+    def rests_on(self, kind: str, estimates):
+        """``estimates`` (an :class:`Estimate` or a mapping of them) stating the sessions of evidence
+        ``kind`` as their ``n_sessions``: the engine applies the one-session rule to each by that count
+        (:func:`~fair_forge_beam.statistical.slices.without_one_session_intervals`)."""
+        sessions = self.evidence.get(kind)
+        if sessions is None:
+            return estimates
+        if isinstance(estimates, Mapping):
+            return {k: self.rests_on(kind, e) for k, e in estimates.items()}
+        return estimates if estimates is None else estimates.model_copy(update={"n_sessions": sessions})
+
+    def mode_for(self, kind: str, mode):
+        """The mode to estimate what rests on evidence ``kind`` in: under the one-session rule (one
+        session holds it, a distribution mode) its observed one (no prior, no interval:
+        :func:`~fair_forge_beam.statistical.slices.estimate_mode`), else ``mode``."""
+        from fair_forge_beam.statistical.slices import estimate_mode
+
+        return estimate_mode(mode, self.evidence.get(kind))
+
 
 def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any) -> bool:
     """Whether metric ``spec`` scored something in a session, from the session's record (the

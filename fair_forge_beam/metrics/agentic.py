@@ -47,7 +47,6 @@ slice with ``n = 0`` and ``None`` estimates.
 """
 from __future__ import annotations
 
-import functools
 
 import json
 import math
@@ -63,7 +62,8 @@ from fair_forge_beam.components.tool_correctness import (
 )
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
-    CONTENT_FIELDS, DEAD, Evidence, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_of,
+    CONTENT_FIELDS, DEAD, Evidence, MetricSpec, SessionPart, SessionReducer, SliceAccumulators, SliceEstimator, part_value,
+    repeated_turns, session_key_of,
 )
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
@@ -79,7 +79,6 @@ from fair_forge_beam.schemas.agentic import (
 )
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import estimate_mode, single_session, slice_estimate
 from fair_forge_beam.statistical.combiners import WithFailedCount
 from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, pass_k_note, task_histogram
 from fair_forge_beam.plain import plain_reason
@@ -335,36 +334,23 @@ class _TaskEvidence(Evidence):
 
 
 def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode: StatisticalMode, source: str,
-                 n_sessions: int, tasked: Optional[int] = None) -> dict:
-    """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts; ``n_sessions``: the
-    slice's conversations with something scored (the engine's count, :class:`~fair_forge_beam.engine.SliceAccumulators`);
-    ``tasked``: those with a task id (:class:`_TaskEvidence`), the sessions the task curve rests on."""
+                 accs: SliceAccumulators) -> dict:
+    """The slice record (:class:`AgenticSliceMetric` as a dict) from merged counts; ``accs.n_sessions``: the
+    slice's conversations with something scored (the engine's count); the task curve rests on those
+    with a task id (:class:`_TaskEvidence`), by the engine's one-session rule."""
     conv = counts["conversations"]
+    n_sessions = accs.n_sessions
     ks = list(range(1, k + 1))
-    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, estimate_mode(mode, tasked), (name, key, "tasks"), "unbiased")
+    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, accs.mode_for("task", mode), (name, key, "tasks"), "unbiased")
     conv_curve = pass_k_curve(conv, ks, mode, (name, key, "conversations"), "plugin")
     curve = [
-        PassKPoint(k=t.k, pass_at_k=t.pass_at_k, pass_pow_k=t.pass_pow_k,
+        PassKPoint(k=t.k, pass_at_k=accs.rests_on("task", t.pass_at_k), pass_pow_k=accs.rests_on("task", t.pass_pow_k),
                    conversation_pass_at_k=cv.pass_at_k, conversation_pass_pow_k=cv.pass_pow_k)
         for t, cv in zip(task_curve, conv_curve)
     ]
     trials = sum(cnt for (n, _), cnt in conv.items() if n > 0)
     successes = sum(cnt for (n, c), cnt in conv.items() if n > 0 and c == n)
     rate = pass_k_estimates(trials, successes, 1, mode)[1] if trials else Estimate(mean=None, n=0)
-    if single_session(n_sessions, mode):  # the one-session rule (statistical/slices.py)
-        rate = slice_estimate(rate, n_sessions, mode)
-        one = functools.partial(slice_estimate, n_sessions=n_sessions, mode=mode)
-        fields = ("conversation_pass_at_k", "conversation_pass_pow_k")
-        curve = [p.model_copy(update={f: one(getattr(p, f)) for f in fields}) for p in curve]
-
-    def by_task(e: Estimate) -> Estimate:
-        # the rule per estimate: the task curve rests on the sessions with a task id; one task (n = 1)
-        # of several trials is several sessions, and keeps its interval as before
-        if e.n == 1 and not single_session(tasked if tasked is not None else n_sessions, mode):
-            return e
-        return slice_estimate(e, n_sessions, mode, tasked)
-
-    curve = [p.model_copy(update={f: by_task(getattr(p, f)) for f in ("pass_at_k", "pass_pow_k")}) for p in curve]
     rec = AgenticSliceMetric(
         slice=key,
         mode=mode.get_result_type(),
@@ -391,12 +377,12 @@ class _SliceEstimator(SliceEstimator):
 
     def estimate(self, key, accs, window, aux):
         counts, failed = accs[1]
-        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source, accs.n_sessions,
-                             (accs.evidence or {}).get("task"))]
+        return [slice_record(self.name, key, counts, failed, self.k, self.mode, self.source, accs)]
 
     def empty_input(self) -> list:
         """The ``overall`` slice of a run without interactions (``n = 0``, ``None`` estimates)."""
-        return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source, 0)]
+        return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source,
+                             SliceAccumulators(None, None, 0))]
 
 
 class Agentic(MetricTransform):

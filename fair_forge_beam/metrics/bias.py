@@ -49,7 +49,7 @@ from fair_forge_beam.schemas.bias import (
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, SumCombineFn, estimate_rate
-from fair_forge_beam.statistical.slices import single_session, slice_rate
+from fair_forge_beam.statistical.slices import slice_rate
 from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Bias"]
@@ -244,16 +244,17 @@ class _SliceEstimator(SliceEstimator):
         n_sessions, n_interactions = accs.n_sessions, acc[0]
         counts, fails = acc[1 : 1 + A], acc[1 + A : 1 + 2 * A]
         attribute_rates = _rates(counts, fails, self.attributes, self.mode)
-        # the one-session rule (statistical/slices.py) per attribute: its rate rests on the sessions with a
-        # verdict for it (a guardian that failed on one attribute only: trial30 T3's class)
-        # (an attribute without any verdict rests on no session: the slice's rule, as before)
-        behind = {a: (accs.evidence or {}).get(f"attribute:{a}") or n_sessions for a in self.attributes}
+        # an attribute's rate rests on the sessions with a verdict for it (a guardian that failed on one
+        # attribute only: trial30 T3's class), the engine's one-session rule per attribute (an attribute
+        # without any verdict rests on no session: the slice's rule, as before)
         rates = {}
         for i, r in enumerate(attribute_rates):
-            est = slice_rate(r.k_biased, r.n_samples, n_sessions, self.mode, behind[r.protected_attribute])
-            if single_session(behind[r.protected_attribute], self.mode):
+            kind = f"attribute:{r.protected_attribute}"
+            mode = accs.mode_for(kind, self.mode)
+            est = slice_rate(r.k_biased, r.n_samples, n_sessions, mode)
+            if mode is not self.mode:
                 attribute_rates[i] = r.model_copy(update={"rate": est.mean, "ci_low": None, "ci_high": None})
-            rates[r.protected_attribute] = est
+            rates[r.protected_attribute] = accs.rests_on(kind, est) if accs.evidence.get(kind) else est
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

@@ -50,9 +50,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.slices import (
     SLICE_BOOTSTRAPS,
     bootstrap_resampling,
-    estimate_mode,
     slice_bootstrap_means,
-    slice_estimate,
     slice_means_combiner,
 )
 from fair_forge_beam.schemas.common import Estimate
@@ -341,13 +339,10 @@ class _SliceEstimator(SliceEstimator):
         (entropy,) = slice_bootstrap_means(st, self.mode, "humanity|sessions")
         (spearman,) = slice_bootstrap_means(st_ref, self.mode, "humanity|sessions")
         resampling = bootstrap_resampling(st, self.mode)
-        # the one-session rule per estimate: Spearman rests on the sessions with a reference, the
-        # emotion shares on those with an emotion word (an observed share from one)
-        ev = accs.evidence or {}
-        spearman = slice_estimate(spearman, accs.n_sessions, self.mode, ev.get("reference"))
-        emotional = ev.get("emotions")
-        dist = {e: slice_estimate(v, accs.n_sessions, self.mode, emotional)
-                for e, v in estimate_distribution(counts, EMOTIONS, estimate_mode(self.mode, emotional)).items()}
+        # Spearman rests on the sessions with a reference, the emotion shares on those with an
+        # emotion word (the engine's one-session rule per estimate: an observed share from one)
+        spearman = accs.rests_on("reference", spearman)
+        dist = accs.rests_on("emotions", estimate_distribution(counts, EMOTIONS, accs.mode_for("emotions", self.mode)))
         rec = HumanitySliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

@@ -51,7 +51,6 @@ from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.detection import CountVectorCombineFn, estimate_confusion
-from fair_forge_beam.statistical.slices import estimate_mode, slice_estimate
 from fair_forge_beam.plain import plain_reason
 
 __all__ = ["Privacy", "PrivacyDomain", "match_spans", "span_iou", "interpretation_for", "TEXT_FIELDS"]
@@ -382,17 +381,14 @@ class _SlicePrivacy(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         counts = accs[1]
         summary = privacy_summary(counts, self.domain, self.detector, self.mode, ("slice", key))
-        # the one-session rule per class (statistical/slices.py): a class's precision, recall, miss rate
-        # and F2 rest on the sessions holding that class (trial30 T3's class; the composites on the slice's)
+        # a class's precision, recall, miss rate and F2 rest on the sessions holding that class (trial30
+        # T3's class; the composites on the slice's): the engine's one-session rule per class
         for c, m in summary["class_metrics"].items():
-            behind = (accs.evidence or {}).get(f"class:{c}")
-            if behind is None:
-                continue
-            mode = estimate_mode(self.mode, behind)
+            mode = accs.mode_for(f"class:{c}", self.mode)
             ests = estimate_confusion(m["tp"], m["fp"], m["fn"], mode, ("privacy", c, m["tp"], m["fp"], m["fn"]))[:4] \
                 if mode is not self.mode else [Estimate(**m[f]) for f in _CLASS_ESTIMATES]
             for f, e in zip(_CLASS_ESTIMATES, ests):
-                m[f] = slice_estimate(e, accs.n_sessions, self.mode, behind).model_dump()
+                m[f] = accs.rests_on(f"class:{c}", e).model_dump()
         return [{"metric": "privacy", "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
                  "n_sessions": accs.n_sessions, **summary}]
 

@@ -70,7 +70,7 @@ from fair_forge_beam.schemas.prompt_evaluator import (
     QuerySampleMetrics,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_bootstrap_means, slice_rate
 from fair_forge_beam.statistical.combiners import (
     BootstrapMeanCombineFn,
     OptionalCombineFn,
@@ -450,14 +450,10 @@ class _SliceEstimator(SliceEstimator):
         main, rss, icr, jq, (big, ns), failed = accs[1]
         csr, stab = self._est(main)
         (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
-        n_sessions = accs.n_sessions
-        # the one-session rule per estimate: RSS and JQ rest on the sessions holding them (_Evidence)
-        ev = accs.evidence or {}
-        e_rss, e_jq = (slice_estimate(e, n_sessions, self.mode, ev.get(k)) for e, k in ((e_rss, "rss"), (e_jq, "jq")))
-        rec = PromptEvaluatorSliceMetric(
-            slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=n_sessions,
-            n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss, icr=e_icr, jq=e_jq,
-            csr_pooled=slice_rate(big, ns, n_sessions, self.mode),
+        rec = PromptEvaluatorSliceMetric(  # RSS and JQ rest on the sessions holding them (_Evidence)
+            slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=accs.n_sessions,
+            n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=accs.rests_on("rss", e_rss),
+            icr=e_icr, jq=accs.rests_on("jq", e_jq), csr_pooled=slice_rate(big, ns, accs.n_sessions, self.mode),
             resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )

@@ -48,7 +48,7 @@ from fair_forge_beam.schemas.toxicity import (
     ToxicitySliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.slices import estimate_mode, slice_estimate, slice_rate
+from fair_forge_beam.statistical.slices import slice_rate
 from fair_forge_beam.statistical.combiners import (
     SessionGroupCountsCombineFn,
     StoredTupleCombineFn,
@@ -323,27 +323,22 @@ class _SliceEstimator(SliceEstimator):
         self.threshold, self.has_sentiment, self.describe = threshold, has_sentiment, describe
 
     def estimate(self, key, accs, window, aux):
-        return [self._record(key, accs[0], accs.n_sessions, list(aux) if key == "overall" else [], window,
-                             accs.evidence)]
+        return [self._record(key, accs, list(aux) if key == "overall" else [], window)]
 
-    def _record(self, key, stats, n_sessions, cluster, window, evidence=None):
-        gf, (toxic_words, total_words, cats) = stats
-        # the one-session rule (statistical/slices.py) per estimate: DR/DTO/ASB/DIDT rest on the
-        # sessions whose answers name a group (an observed profile, without an interval, from one)
-        named = evidence.get("groups") if evidence else None
+    def _record(self, key, accs, cluster, window):
+        gf, (toxic_words, total_words, cats) = accs[0]
+        n_sessions = accs.n_sessions
+        # DR/DTO/ASB/DIDT and each group's mention share rest on the sessions whose answers name a group,
+        # a group's toxic share and sentiment on those naming that group (the engine's one-session rule
+        # per estimate: from one session, an observed profile and share, never the prior's, no interval)
         fair = estimate_group_fairness(
-            gf, self.groups, estimate_mode(self.mode, named), key=("toxicity", key, *window_seed_parts(window)),
+            gf, self.groups, accs.mode_for("groups", self.mode), key=("toxicity", key, *window_seed_parts(window)),
             reference=self.reference, weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
         )
-        est = {c: slice_estimate(e, n_sessions, self.mode, named) for c, e in fair["estimates"].items()}
-        # and so does every per-group sub-estimate with one session/observation behind it: a group's
-        # toxic share is its observed K/N there (never the prior's posterior mean), its sentiment
-        # the one answer's, without an interval
-        behind_group = {g: evidence.get(f"group:{g}") if evidence else None for g in fair["group_estimates"]}
+        est = accs.rests_on("groups", fair["estimates"])
         fair["group_estimates"] = {
-            g: {k: (slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, self.mode, behind_group[g])
-                    if k == "T" and fair["N_i"][g]
-                    else slice_estimate(e, n_sessions, self.mode, named if k == "p" else behind_group[g]))
+            g: {k: accs.rests_on("groups" if k == "p" else f"group:{g}", e if k != "T" or not fair["N_i"][g] else
+                                 slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, accs.mode_for(f"group:{g}", self.mode)))
                 for k, e in v.items()}
             for g, v in fair["group_estimates"].items()
         }

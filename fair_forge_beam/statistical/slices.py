@@ -25,9 +25,11 @@ The rule holds **per estimate**: an estimate counts the sessions whose evidence 
 the slice's (issue 28, trial30: Toxicity's DIDT had an interval in a slice of five sessions whose
 group mentions all came from one). A metric declares the kinds of per-session evidence
 (:class:`~fair_forge_beam.engine.Evidence`), the engine counts the sessions holding each kind,
-and the estimator passes that count as ``sessions`` (:func:`slice_estimate`, :func:`slice_rate`,
-:func:`estimate_mode`); an estimate resting on fewer sessions than its slice says how many in its
-``n_sessions``, and the surfaces read :func:`estimate_sessions` / :func:`one_session_note`.
+and the estimator says which estimates rest on which kind
+(:meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`, :meth:`~fair_forge_beam.engine.SliceAccumulators.mode_for`:
+:func:`estimate_mode`); the engine applies the rule by that count (:func:`without_one_session_intervals`);
+an estimate resting on fewer sessions than its slice says how many in its ``n_sessions``, and the
+surfaces read :func:`estimate_sessions` / :func:`one_session_note`.
 
 The same support rule for **differences** (:func:`too_small_to_compare`): no change or
 difference is claimed between two slice estimates when either rests on fewer than
@@ -173,37 +175,55 @@ def rests_on_one_session(rec, slice_sessions: Optional[int]) -> bool:
 
 def without_one_session_intervals(rec, slice_sessions: Optional[int]):
     """The one-session rule applied by the engine to every slice record of every metric, whatever its
-    estimator did (docs/statistics.md): each estimate in the record ``rec`` (a dict, as the engine
-    heads it; an estimate is a dict of :func:`is_estimate`, at any depth of dicts — lists are not
-    searched, as no surface reads them) that has a value from data (``n`` not 0: a prior's interval
-    over no data, Privacy's for a class never seen, stays) and rests on fewer than 2 sessions — its own
-    ``n_sessions``, else :func:`behind` of the slice's ``slice_sessions`` (the engine's count) — has no
-    interval (``ci_low = ci_high = None``), as :func:`slice_estimate` gives it. A record of a
-    point-estimate run (``mode`` stated and not ``"distribution"``: BestOf's frequentist Wald
-    intervals stay, as :func:`single_session` has it) and a record that needs no change are returned
-    as they are (the package's estimators apply the rule themselves: their records are unchanged)."""
-    if not isinstance(rec, dict) or rec.get("mode", "distribution") != "distribution":
+    estimator did (docs/statistics.md). Each estimate in the record ``rec`` (a dict, as the engine
+    heads it; an estimate is a dict of :func:`is_estimate`, at any depth of dicts and lists) that has a
+    value from data (``n`` not 0: a prior's interval over no data, Privacy's for a class never seen,
+    stays) and rests on fewer than 2 sessions has no interval (``ci_low = ci_high = None``). The
+    sessions it rests on: those it states (``n_sessions``: the count of the evidence it rests on,
+    :meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`), else the slice's ``slice_sessions``
+    (the engine's count); one observation (``n = 1``) is one session (:func:`behind`). In a list, where
+    ``n`` need not count observations (Agentic's task curve counts tasks, BestOf's strengths games),
+    only an estimate stating one session. An estimate keeps the count it states only when it has a
+    value of several observations resting on fewer sessions than the slice (else its count is the
+    slice's, and the field goes: such records are as before). A record of a point-estimate run (``mode`` stated and not
+    ``"distribution"``: BestOf's frequentist Wald intervals stay, as :func:`single_session` has it)
+    keeps its intervals; a record that needs no change is returned as it is."""
+    if not isinstance(rec, dict):
         return rec
+    distribution = rec.get("mode", "distribution") == "distribution"
 
-    def fixed(node: dict) -> dict:
+    def estimate(value: dict, listed: bool) -> dict:
+        own = value.get("n_sessions")
+        own = own if isinstance(own, int) and not isinstance(own, bool) else None
+        if own is None and listed:
+            return value
+        n = value.get("n")
+        sessions = behind(slice_sessions if own is None else own, n)
+        out = value
+        if (distribution and value.get("mean") is not None and n != 0 and isinstance(sessions, int)
+                and (own == 1 if listed else sessions < 2) and (value["ci_low"] is not None or value["ci_high"] is not None)):
+            out = {**value, "ci_low": None, "ci_high": None}
+        if own is not None and not (value.get("mean") is not None and n != 1
+                                    and (slice_sessions is None or own < slice_sessions)):
+            out = {k: v for k, v in out.items() if k != "n_sessions"}
+        return out
+
+    def fixed(node, listed: bool):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
         out = node
-        for key, value in node.items():
-            if not isinstance(value, dict):
-                continue
-            new = value
-            if is_estimate(value):
-                sessions = estimate_sessions(value, slice_sessions)
-                if (value.get("mean") is not None and value.get("n") != 0 and isinstance(sessions, int)
-                        and sessions < 2 and (value["ci_low"] is not None or value["ci_high"] is not None)):
-                    new = {**value, "ci_low": None, "ci_high": None}
+        for key, value in items:
+            if isinstance(value, dict):
+                new = estimate(value, listed) if is_estimate(value) else fixed(value, listed)
+            elif isinstance(value, list):
+                new = fixed(value, True)
             else:
-                new = fixed(value)
+                continue
             if new is not value:
-                out = dict(out) if out is node else out
+                out = (dict(out) if isinstance(node, dict) else list(out)) if out is node else out
                 out[key] = new
         return out
 
-    return fixed(rec)
+    return fixed(rec, False)
 
 
 def behind(n_sessions: Optional[int], n: Optional[int]) -> Optional[int]:
@@ -256,47 +276,30 @@ def one_session_note(est) -> Optional[str]:
     return None
 
 
-def _own_sessions(n_sessions: Optional[int], sessions: Optional[int]) -> Optional[int]:
-    """``sessions`` when it is fewer than the slice's ``n_sessions`` (what an estimate states), else None."""
-    return sessions if sessions is not None and (n_sessions is None or sessions < n_sessions) else None
-
-
 def estimate_mode(mode: StatisticalMode, sessions: Optional[int]) -> StatisticalMode:
     """The mode to estimate in with ``sessions`` behind the estimate: :class:`ObservedMode` under
     the one-session rule (an observed share, no prior, no interval), else ``mode``."""
     return ObservedMode(mode) if single_session(sessions, mode) and not isinstance(mode, ObservedMode) else mode
 
 
-def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode, sessions: Optional[int] = None) -> E:
-    """``est`` with its interval removed when the slice holds one session, or the estimate rests on
-    one session (``sessions``: the sessions holding the evidence it rests on, when the metric
-    declares it, :class:`~fair_forge_beam.engine.Evidence`) or one observation (:func:`behind`;
-    see the module docstring). An estimate with data and fewer ``sessions`` than the slice states
-    them (``n_sessions``; not an estimate of one observation: its ``n = 1`` says one session)."""
-    if est is None:
-        return est
-    update = {}
-    own = _own_sessions(n_sessions, sessions)
-    if own is not None and est.mean is not None and est.n != 1:  # one observation says it already (behind)
-        update["n_sessions"] = own
-    if single_session(behind(n_sessions if sessions is None else sessions, est.n), mode):
-        update.update(ci_low=None, ci_high=None)
-    return est.model_copy(update=update) if update else est
+def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
+    """``est`` with its interval removed when the slice holds one session or the estimate rests on one
+    observation (:func:`behind`; see the module docstring)."""
+    if est is not None and single_session(behind(n_sessions, est.n), mode):
+        return est.model_copy(update={"ci_low": None, "ci_high": None})
+    return est
 
 
-def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode, sessions: Optional[int] = None) -> Estimate:
+def slice_rate(k: int, n: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
     """A slice's pooled rate of ``k`` events in ``n`` trials: :func:`~fair_forge_beam.statistical.combiners.estimate_rate`
-    in ``mode``, or, under the one-session rule (the slice's, or ``sessions``: those behind the
-    rate, see :func:`slice_estimate`), the observed share ``k/n`` without an interval
-    (``mean=None`` when ``n = 0``)."""
+    in ``mode``, or, under the one-session rule (the slice's, or one observation: :func:`slice_estimate`),
+    the observed share ``k/n`` without an interval (``mean=None`` when ``n = 0``)."""
     from fair_forge_beam.statistical.combiners import estimate_rate
     from fair_forge_beam.statistical.exact import exact_ratio
 
-    if not single_session(behind(n_sessions if sessions is None else sessions, n), mode):
-        est = estimate_rate(k, n, mode)
-    else:
-        est = Estimate(mean=exact_ratio(k, n) if n else None, n=n)
-    return slice_estimate(est, n_sessions, mode, sessions)
+    if not single_session(behind(n_sessions, n), mode):
+        return slice_estimate(estimate_rate(k, n, mode), n_sessions, mode)
+    return Estimate(mean=exact_ratio(k, n) if n else None, n=n)
 
 
 def slice_win_rate(wins: int, losses: int, ties: int, n_sessions: Optional[int], mode: StatisticalMode) -> Estimate:
