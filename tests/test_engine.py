@@ -739,8 +739,8 @@ def test_a_metric_name_that_cannot_name_files_is_refused_where_declared(tmp_path
             MetricInfo(name=bad, estimates=())
         with pytest.raises(ValueError, match="cannot name a metric"):
             dataclasses.replace(mod.Words().spec(), name=bad)
-    for good in ("words", "my-words_2", "W"):
-        type("Fine", (mod.Words,), {"name": good})
+    for good in ("words", "my-words_2", "W"):  # a subclass renaming the metric declares its own info (issue 29)
+        type("Fine", (mod.Words,), {"name": good, "info": dataclasses.replace(mod.Words.info, name=good)})
     monkeypatch.setitem(registry.METRICS, "../evil", registry.Registered(
         lambda mode, options: mod.Words(statistical_mode=mode), mod.Words))
     with pytest.raises(ValueError, match="cannot name a metric"):
@@ -920,6 +920,23 @@ def test_an_entry_point_named_unlike_its_class_is_refused(tmp_path, monkeypatch,
     with pytest.raises(ValueError, match=r"^Slow.info.name 'words' is not Slow.name 'slow': .*give both the same$"):
         type("Slow", (MetricTransform,), {"name": "slow", "info": MetricInfo(name="words", estimates=())})
     type("Fine", (MetricTransform,), {"name": "words", "info": MetricInfo(name="words", estimates=())})
+
+
+def test_a_subclass_renaming_a_metric_declares_its_own_info():
+    """issue 29: ``class Wordz(Words): name = "wordz"`` kept ``Words.info`` (name ``words``), which then
+    described another metric: refused where the class is declared, saying what to do."""
+    import dataclasses
+
+    from fair_forge_beam.metrics.base import MetricTransform
+    from fair_forge_beam.schemas.metric_info import MetricInfo
+
+    words = type("Words", (MetricTransform,), {"name": "words", "info": MetricInfo(name="words", estimates=())})
+    with pytest.raises(ValueError, match=r"^Wordz.name 'wordz' is not the name of the info it inherits "
+                                         r"\(Words.info, 'words'\): declare its own, e\.g\. info = "
+                                         r"dataclasses.replace\(Words.info, name='wordz'\), or keep the name$"):
+        type("Wordz", (words,), {"name": "wordz"})
+    own = type("Wordz", (words,), {"name": "wordz", "info": dataclasses.replace(words.info, name="wordz")})
+    assert own.info.name == "wordz" and type("Same", (words,), {}).info is words.info
 
 
 def test_an_entry_point_named_like_a_built_in_metric_is_said(tmp_path, monkeypatch, fresh_registry, caplog):

@@ -86,11 +86,16 @@ class MetricTransform(beam.PTransform):
         super().__init_subclass__(**kwargs)
         if "name" in vars(cls):  # checked where declared, not after a whole run (trial35 T5)
             check_metric_name(cls.name, f"{cls.__name__}.name:")
-        info = vars(cls).get("info")
+        info = cls.info
         if isinstance(info, MetricInfo) and info.name != cls.name:  # trial35b B6: the outputs split between both
-            raise ValueError(f"{cls.__name__}.info.name {quoted(info.name)} is not {cls.__name__}.name "
-                             f"{quoted(cls.name)}: one name names a metric's outputs, --metrics and gates; give both "
-                             "the same")
+            if "info" in vars(cls):
+                raise ValueError(f"{cls.__name__}.info.name {quoted(info.name)} is not {cls.__name__}.name "
+                                 f"{quoted(cls.name)}: one name names a metric's outputs, --metrics and gates; give "
+                                 "both the same")
+            parent = next(b.__name__ for b in cls.__mro__ if "info" in vars(b))  # the info describes another metric
+            raise ValueError(f"{cls.__name__}.name {quoted(cls.name)} is not the name of the info it inherits "
+                             f"({parent}.info, {quoted(info.name)}): declare its own, e.g. info = "
+                             f"dataclasses.replace({parent}.info, name={quoted(cls.name)}), or keep the name")
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
