@@ -49,6 +49,13 @@ def _cli(*argv, **kw) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------ SIGKILL
+def _writing(out: Path) -> bool:
+    """Whether a run into ``out`` has written a file into its stage (a folder beside ``out``): its
+    sharded outputs' temporary files (fileio's ``.temp<uuid>/``) come first, then its shards."""
+    stages = [p for p in out.parent.iterdir() if p.name.startswith(out.name + ".") and p.is_dir()]
+    return any(f.is_file() for stage in stages for f in stage.rglob("*"))
+
+
 @pytest.mark.slow
 def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(tmp_path):
     import pandas
@@ -65,7 +72,7 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        while not list(tmp_path.rglob("beam-temp-*")):  # the pipeline is writing its shards
+        while not _writing(out):  # the pipeline is writing into its stage
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -79,7 +86,7 @@ def test_sigkill_during_a_run_leaves_the_previous_run_and_the_next_run_is_clean(
 
     again = _cli(*argv)  # the next run into the same folder
     assert again.returncode == 0, again.stderr
-    assert _siblings(out) == [] and list(tmp_path.rglob("beam-temp-*")) == []
+    assert _siblings(out) == [] and list(tmp_path.rglob("beam-temp-*")) == list(tmp_path.rglob(".temp*")) == []
 
     after = _tree(out)
     assert set(after) == set(before)

@@ -98,7 +98,7 @@ from typing import Any, Optional, Sequence
 import pyarrow as pa
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.io.write import write_files, write_parquet
+from fair_forge_beam.io.write import ShardedOutputs, write_files
 from fair_forge_beam.statistical.combiners import stored_type_of
 
 __all__ = [
@@ -564,12 +564,17 @@ class WriteSessionStats:
         manifest: the run's description (:func:`fair_forge_beam.rollup.audit_manifest`); which
             metrics stored their statistics (or why not) is added to it.
 
-    ``written``: the results of the sinks attached so far (PCollections of the written file
-    names), for a step that must run after them (``reports.output_folder.publish_after``).
+    ``outputs``: the run's :class:`~fair_forge_beam.io.write.ShardedOutputs`, to which the stored
+    tables are added (``stats/sessions/``, ``stats/slices/``): written with the run's other sharded
+    outputs by one writer (:func:`~fair_forge_beam.reports.results.write_outputs` calls its ``write``).
+    ``written``: the results of the other sinks attached so far (PCollections of the written file
+    names: the manifest's files), for a step that must run after them
+    (``reports.output_folder.publish_after``).
     """
 
     def __init__(self, out: str, manifest: dict):
         self.out, self.manifest = out, dict(manifest)
+        self.outputs = ShardedOutputs(out)
         self.written: list = []
         self.stored: dict[str, str] = {}
         self.not_stored: dict[str, str] = {}
@@ -603,8 +608,7 @@ class WriteSessionStats:
         for slot in stored:
             self.stored[layout.specs[slot].name] = f"{STATS_DIR}/{table}/"
         rows = accumulators | f"Stats{table}/Rows" >> beam.ParDo(_ToRow(layout, stored))
-        self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
-                                          sessions_schema(layout, stored), 10_000))
+        self.outputs.parquet(rows, f"Stats{table}/", f"{STATS_DIR}/{table}", sessions_schema(layout, stored), 10_000)
 
     def slices(self, slices, layout, fused) -> None:
         """The engine's ``on_slice_accumulators``: writes the slice accumulators (``(slice key,
@@ -626,8 +630,7 @@ class WriteSessionStats:
         for name in sorted(kept):
             self.stored_slices[name] = f"{STATS_DIR}/{table}/"
         rows = slices | f"Stats{table}/Rows" >> beam.ParDo(_SliceToRow(fused, columns))
-        self.written.append(write_parquet(rows, f"Stats{table}/", f"{self.out}/{STATS_DIR}/{table}/part",
-                                          slices_schema(layout, fused, columns), 64))
+        self.outputs.parquet(rows, f"Stats{table}/", f"{STATS_DIR}/{table}", slices_schema(layout, fused, columns), 64)
 
     def write_manifest(self, parts, session_quality: Sequence = (), parts_never_empty: bool = False) -> None:
         """``stats/manifest.json``, written by the pipeline (a Flex Template launch writes it too),

@@ -9,6 +9,9 @@ files a pipeline writes once at its end. Works on every Beam filesystem (local, 
 :func:`write_parquet`           ``PCollection`` of rows → Parquet shards of one schema, written as
                                 Arrow tables of many rows (``BatchElements`` +
                                 ``WriteToParquetBatched``), never row by row
+:class:`ShardedOutputs`         several outputs' JSON Lines and Parquet shards (folders
+                                ``<name>/part-SSSSS-of-NNNNN.*``) by one ``fileio.WriteToFiles``
+                                for all, an empty shard for an empty output (the main job)
 :func:`write_one_file`          a ``PCollection`` of one text → exactly one file (``results.json``,
                                 ``stats/manifest.json``)
 :func:`write_files`             a ``PCollection`` of one element → several whole files, one step
@@ -30,7 +33,7 @@ from typing import Any, Callable, Optional
 
 from fair_forge_beam._beam import beam
 
-__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "scrub_table", "write_one_file", "write_files", "write_window_files", "replace_file", "replace_files",
+__all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "ShardedOutputs", "PARQUET_WRITER_OPTIONS", "scrub_table", "write_one_file", "write_files", "write_window_files", "replace_file", "replace_files",
            "OutputFiles", "sorted_dead_letters"]
 
 
@@ -154,6 +157,27 @@ def scrub_table(table):
     return pa.Table.from_arrays(cols, schema=table.schema)
 
 
+def _table_fn(schema, to_table: Optional[Callable], masked: bool) -> Callable:
+    """A batch of rows → its ``pyarrow.Table`` of ``schema`` (``to_table``, default: the rows are
+    dicts of ``schema``'s fields), every text masked (:func:`scrub_table`) unless ``masked``."""
+    make = to_table or _rows_table(schema)
+    return make if masked else (lambda batch: scrub_table(make(batch)))
+
+
+def _batched_tables(pcoll, label: str, rows: int, table_fn: Callable) -> list:
+    """``pcoll`` (a PCollection, or a tuple of them) → one PCollection of ``table_fn``'s tables per
+    input, each of batches of up to ``rows`` rows (``BatchElements``): the rows of several inputs are
+    never flattened, only what ``table_fn`` makes of them (:func:`write_parquet`)."""
+    many = isinstance(pcoll, (tuple, list)) and len(pcoll) > 1
+    pcolls = list(pcoll) if isinstance(pcoll, (tuple, list)) else [pcoll]
+    # declared, not inferred: Beam's type inference walks the bytecode of the function and of what it
+    # calls (pyarrow, scrub_table), 0.06 CPU s for README's job's two stats tables, to find Any
+    return [pc
+            | f"{label}Batch{f'/{i}' if many else ''}" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
+            | f"{label}Table{f'/{i}' if many else ''}" >> beam.Map(table_fn).with_output_types(Any)
+            for i, pc in enumerate(pcolls)]
+
+
 def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
                   to_table: Optional[Callable] = None, masked: bool = False) -> beam.PCollection:
     """``pcoll`` of rows → Parquet shards ``prefix-SSSSS-of-NNNNN.parquet`` of ``schema`` (a
@@ -161,31 +185,255 @@ def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
     ``WriteToParquetBatched``). ``to_table``: a list of ``pcoll``'s elements → ``pyarrow.Table``
     (default: the elements are dicts of ``schema``'s fields). Every text value is masked on its way
     out (:func:`scrub_table`), unless ``masked``: ``to_table`` masks its values itself. Returns the
-    written file names.
+    written file names. The main job writes its outputs with :class:`ShardedOutputs` instead (one
+    writer for all).
 
     ``pcoll`` may be a tuple of PCollections (e.g. the interaction records of several metrics): each
     is batched and made into tables on its own and only the tables are flattened, since a runner that
     materialises a ``Flatten`` of several inputs (FnApiRunner) would otherwise write and read every
     row once more (docs/performance.md). A table then holds rows of one input only."""
-    make = to_table or _rows_table(schema)
-    # declared, not inferred: Beam's type inference walks the bytecode of the function and of what it
-    # calls (pyarrow, scrub_table), 0.06 CPU s for README's job's two stats tables, to find Any
-    table_fn = make if masked else (lambda batch: scrub_table(make(batch)))
-    if isinstance(pcoll, (tuple, list)) and len(pcoll) > 1:
-        tables = tuple(
-            pc
-            | f"{label}Batch/{i}" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
-            | f"{label}Table/{i}" >> beam.Map(table_fn).with_output_types(Any)
-            for i, pc in enumerate(pcoll)) | f"{label}Tables" >> beam.Flatten()
-    else:
-        if isinstance(pcoll, (tuple, list)):
-            pcoll = pcoll[0]
-        tables = (
-            pcoll
-            | f"{label}Batch" >> beam.BatchElements(min_batch_size=rows, max_batch_size=rows)
-            | f"{label}Table" >> beam.Map(table_fn).with_output_types(Any)
+    tables = _batched_tables(pcoll, label, rows, _table_fn(schema, to_table, masked))
+    merged = tuple(tables) | f"{label}Tables" >> beam.Flatten() if len(tables) > 1 else tables[0]
+    return merged | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
+
+
+#: the options of Beam's ``WriteToParquetBatched`` (its defaults, which :func:`write_parquet` keeps):
+#: :class:`ShardedOutputs` writes a table with the same ``pyarrow.parquet.ParquetWriter`` settings, so
+#: a shard of the same tables has the same bytes
+PARQUET_WRITER_OPTIONS = {"compression": "none", "use_deprecated_int96_timestamps": False,
+                          "use_compliant_nested_type": False}
+
+
+def _make_folder(folder: str) -> None:
+    """``folder`` made (local; nothing to make on an object store); there already is fine."""
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.mkdirs(folder)
+    except OSError:  # Beam's LocalFileSystem: the folder exists (a file there fails the create or move after)
+        pass
+
+
+class _ShardSink:
+    """One output's ``fileio.FileSink`` (``open``, ``write``, ``flush``, ``create_metadata``; duck-typed,
+    so that importing this module does not import ``fileio``): the records it is given are
+    ``(destination, payload)``. ``folder``: the output's final folder, made before its first file
+    is written: ``WriteToFiles``' final move renames into it, and Beam's local rename neither makes a
+    missing folder nor fails the step when it is missing (it logs and goes on)."""
+
+    mime_type = "application/octet-stream"
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self._fh = None
+
+    def create_metadata(self, destination: str, full_file_name: str):
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.fileio import FileMetadata
+
+        _make_folder(self.folder)
+        return FileMetadata(mime_type=self.mime_type, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def open(self, fh) -> None:
+        self._fh = fh
+
+
+class _JsonLinesSink(_ShardSink):
+    """JSON Lines as ``WriteToText`` writes them: each text UTF-8, then a newline."""
+
+    mime_type = "text/plain"
+
+    def write(self, record) -> None:
+        self._fh.write(record[1].encode("utf-8"))
+        self._fh.write(b"\n")
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+
+class _ParquetSink(_ShardSink):
+    """Arrow tables of one schema as one Parquet file, as ``WriteToParquetBatched`` writes them
+    (:data:`PARQUET_WRITER_OPTIONS`, a row group per table); ``flush`` writes the footer (``fileio``
+    calls it once, before it closes the file)."""
+
+    mime_type = "application/x-parquet"
+
+    def __init__(self, folder: str, schema):
+        super().__init__(folder)
+        self.schema = schema
+        self._writer = None
+
+    def open(self, fh) -> None:
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(fh, self.schema, **PARQUET_WRITER_OPTIONS)
+
+    def write(self, record) -> None:
+        self._writer.write_table(record[1])
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class _Outputs:
+    """The outputs of a :class:`ShardedOutputs` as ``WriteToFiles`` asks for them: a destination
+    (the output's folder, relative to the root) → its sink (called) and its shard names
+    (:meth:`name`)."""
+
+    def __init__(self, folder: str, outputs: dict):
+        self.folder = folder
+        self.outputs = outputs  # destination -> (suffix, schema or None)
+
+    def path(self, destination: str) -> str:
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.join(self.folder, destination)
+
+    def __call__(self, destination: str):
+        suffix, schema = self.outputs[destination]
+        return _JsonLinesSink(self.path(destination)) if schema is None else _ParquetSink(self.path(destination), schema)
+
+    def name(self, window, pane, shard_index, total_shards, compression, destination) -> str:
+        """``WriteToFiles``' ``file_naming``: ``<destination>/part-SSSSS-of-NNNNN<suffix>``, Beam's
+        shard names (its final move knows each destination's shard index and count)."""
+        return f"{destination}/part-{shard_index:05d}-of-{total_shards:05d}{self.outputs[destination][0]}"
+
+
+def _complete_outputs(_, outputs: _Outputs, temp: str, written) -> list:
+    """After ``WriteToFiles``' final move (``written``: its ``FileResult`` records): its temporary folder
+    ``temp`` removed, every moved shard checked in place, and each output that got no shard given
+    its empty one, ``part-00000-of-00001`` (a Parquet file with the schema and no row; an empty JSON
+    Lines file), as Beam's ``WriteToText`` and ``WriteToParquetBatched`` write for an empty input:
+    readers, roll-ups and the manifest's sealed files expect one. Returns every shard's path, sorted.
+    Idempotent (a retried step writes the same empty shards)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    # every temporary file was moved (or is a retried bundle's left-over): fileio's folder holds files only
+    left = [m.path for m in FileSystems.match([FileSystems.join(temp, "*")])[0].metadata_list]
+    if left:
+        FileSystems.delete(left)
+    if FileSystems.exists(temp):  # a local folder (an object store has none)
+        FileSystems.delete([temp])
+    names: dict = {}
+    for r in written:
+        names.setdefault(r.destination, []).append(FileSystems.join(outputs.folder, r.file_name))
+    paths = []
+    for destination in outputs.outputs:
+        moved = names.get(destination)
+        if moved:
+            found = {m.path for m in FileSystems.match([FileSystems.join(outputs.path(destination), "part-*")])[0].metadata_list}
+            missing = sorted(set(moved) - found)
+            if missing:  # fileio's move logs a failed rename and goes on: never a run with a shard left out
+                raise OSError(f"{len(missing)} shard(s) of {destination}/ were not moved into place: {missing[0]} "
+                              f"(from the temporary folder {temp})")
+            paths.extend(moved)
+            continue
+        path = FileSystems.join(outputs.folder, outputs.name(None, None, 0, 1, "", destination))
+        sink = outputs(destination)
+        fh = FileSystems.create(path, **sink.create_metadata(destination, path)._asdict())
+        try:
+            sink.open(fh)
+            sink.flush()
+        finally:
+            fh.close()
+        paths.append(path)
+    return sorted(paths)
+
+
+class _WriteOutputs(beam.PTransform):
+    """The records of several outputs (``(destination, payload)``; PCollections, flattened here) →
+    their shards, by one ``fileio.WriteToFiles`` (:class:`ShardedOutputs`)."""
+
+    def __init__(self, outputs: _Outputs):
+        super().__init__()
+        self.outputs = outputs
+
+    def expand(self, parts):
+        import uuid
+
+        from apache_beam.io import fileio
+        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.options.value_provider import StaticValueProvider
+
+        # fileio's own temporary folder name (.temp<uuid>), in the output folder: output_folder's
+        # TEMPORARY_PATTERNS, never published (and removed by the step after the move)
+        temp = FileSystems.join(self.outputs.folder, f".temp{uuid.uuid4()}")
+        records = parts | "Flatten" >> beam.Flatten() if len(parts) > 1 else parts[0]
+        written = records | "WriteToFiles" >> fileio.WriteToFiles(
+            path=self.outputs.folder, file_naming=self.outputs.name, destination=_destination_of,
+            temp_directory=StaticValueProvider(str, temp), sink=self.outputs,
+            # one writer per output in a bundle: no record is spilled to fileio's sharded path (a shuffle)
+            max_writers_per_bundle=max(len(self.outputs.outputs), fileio.WriteToFiles.MAX_NUM_WRITERS_PER_BUNDLE))
+        return (
+            records.pipeline
+            | "Once" >> beam.Impulse()  # one element (Create([None]) was four transforms)
+            | "Complete" >> beam.FlatMap(_complete_outputs, self.outputs, temp, beam.pvalue.AsList(written))
         )
-    return tables | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
+
+
+def _destination_of(record) -> str:
+    return record[0]
+
+
+def _tag_line(record, destination: str) -> tuple:
+    return destination, to_json_line(record)
+
+
+class _TagTable:
+    """A batch of rows → ``(destination, its table)``."""
+
+    def __init__(self, destination: str, table_fn: Callable):
+        self.destination, self.table_fn = destination, table_fn
+
+    def __call__(self, batch) -> tuple:
+        return self.destination, self.table_fn(batch)
+
+
+class ShardedOutputs:
+    """Several sharded outputs of one pipeline under one ``folder`` (any Beam filesystem), written
+    by one ``fileio.WriteToFiles`` for all of them: each output is a folder of shards
+    ``<folder>/<name>/part-SSSSS-of-NNNNN.<jsonl|parquet>``, written as :func:`write_jsonl` and
+    :func:`write_parquet` write theirs (the same bytes for the same records and tables; any number
+    of shards), and an output with no record still gets its one empty shard (with the schema).
+
+    Add the outputs (:meth:`jsonl`, :meth:`parquet`), then :meth:`write` once. One writer instead of
+    a ``WriteImpl`` per output (issue 26): README's job had nine, 144 of its 301 transforms and 36 of
+    its 62 bundles (each a ``DoOnce``, a ``GroupByKey`` of its bundles' results, a pre-finalize and a
+    finalize step)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self._outputs: dict = {}  # name -> (suffix, schema or None)
+        self._parts: list = []
+
+    def _add(self, name: str, suffix: str, schema) -> str:
+        name = name.strip("/")
+        if name in self._outputs:
+            raise ValueError(f"{name}/ is written twice")
+        self._outputs[name] = (suffix, schema)
+        return name
+
+    def jsonl(self, pcoll: beam.PCollection, name: str, label: str) -> None:
+        """``pcoll`` of dicts / NamedTuples (:func:`to_json_line`) → JSON Lines shards in ``<folder>/<name>/``."""
+        name = self._add(name, ".jsonl", None)
+        self._parts.append(pcoll | f"{label}ToJson" >> beam.Map(_tag_line, name).with_output_types(Any))
+
+    def parquet(self, pcoll, label: str, name: str, schema, rows: int, to_table: Optional[Callable] = None,
+                masked: bool = False) -> None:
+        """``pcoll`` of rows (a PCollection, or a tuple of them) → Parquet shards of ``schema`` in
+        ``<folder>/<name>/``, as Arrow tables of up to ``rows`` rows; ``to_table`` and ``masked`` as
+        :func:`write_parquet`'s."""
+        name = self._add(name, ".parquet", schema)
+        self._parts.extend(_batched_tables(pcoll, label, rows, _TagTable(name, _table_fn(schema, to_table, masked))))
+
+    def write(self, label: str = "WriteOutputs") -> beam.PCollection:
+        """Attach the one writer of every output added; returns the written shards' paths (complete
+        once every shard is in place, the empty ones too)."""
+        if not self._parts:
+            raise ValueError("no output to write")
+        return tuple(self._parts) | label >> _WriteOutputs(_Outputs(self.folder, dict(self._outputs)))
 
 
 def replace_file(path: str, write: Callable[[Any], None]) -> str:

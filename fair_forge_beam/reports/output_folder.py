@@ -69,8 +69,9 @@ TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
 
-#: bytes of path a run writes below its folder, at most (Beam's ``sessions/<metric>/beam-temp-<name>-<uuid>/<uuid>``
-#: is about 130): a local output whose path leaves less than this under PATH_MAX is a usage error
+#: bytes of path a run writes below its folder, at most (the main job's fileio ``.temp<uuid>/<hash>_<uuid>`` is
+#: about 100, a ``WriteToText``'s ``<folder>/beam-temp-<name>-<uuid>/<uuid>`` about 130): a local output whose path
+#: leaves less than this under PATH_MAX is a usage error
 DEEPEST_PATH_BYTES = 256
 
 _STAGE = STAGE_MARK

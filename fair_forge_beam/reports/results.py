@@ -11,8 +11,7 @@ Layout of ``--output`` (:data:`LAYOUT`):
   metric (``common``, :data:`RUN_LEVEL_FIELDS`).
 * ``results.parquet/part-SSSSS-of-NNNNN.parquet`` — one row per scored interaction, all metrics
   (union schema, nulls where a metric does not apply), built as Arrow tables of up to
-  :data:`PARQUET_BATCH_ROWS` rows and written by Beam's ``WriteToParquetBatched`` (one row
-  group per table). A folder of shards: ``pyarrow.parquet.read_table`` and
+  :data:`PARQUET_BATCH_ROWS` rows, one row group per table. A folder of shards: ``pyarrow.parquet.read_table`` and
   ``pandas.read_parquet`` read the folder as one table.
 * ``sessions/<metric>/part-SSSSS-of-NNNNN.parquet`` — one row per session (or BestOf block):
   ``metric``, ``session_id``, ``assistant_id``, ``n_interactions``, then one typed column per field
@@ -28,7 +27,12 @@ Layout of ``--output`` (:data:`LAYOUT`):
   fields only (:func:`slice_summary`); read the whole records with
   :func:`fair_forge_beam.reports.load.iter_slices`.
 * ``dead_letter/part-SSSSS-of-NNNNN.jsonl`` and ``data_quality/part-…jsonl`` — rejected records
-  ``{stage, reason, element_id, raw, source}`` and data-quality warnings, by ``WriteToText``.
+  ``{stage, reason, element_id, raw, source}`` and data-quality warnings.
+
+Every sharded output above (and the stored statistics' tables under ``stats/``) is written by one
+``fileio.WriteToFiles`` for all of them (:class:`~fair_forge_beam.io.write.ShardedOutputs`): any number
+of shards per folder, named ``part-SSSSS-of-NNNNN``, and one empty shard (with the schema) in the
+folder of an output with no record.
 * ``run_info.json`` — runner, timing (``started_at``, ``finished_at``: UTC, ISO 8601; ``seconds``), package
   versions, arguments (written by the launching
   process after a local run; a Flex Template launch has no such process).
@@ -75,7 +79,7 @@ def _masked_columns(names, cols, types) -> list:
     walk = {n: c for n, c, t in zip(names, cols, types) if n != "record" and not _takes_no_text(t) and not masks_nothing(c)}
     masked = scrub_known(walk) if walk else {}
     return [masked.get(n, c) for n, c in zip(names, cols)]
-from fair_forge_beam.io.write import to_json_line, write_jsonl, write_one_file, write_parquet
+from fair_forge_beam.io.write import ShardedOutputs, to_json_line, write_one_file
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
@@ -802,9 +806,10 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
             counts every session record's ``n_interactions``.
 
     Returns:
-        The sinks' results (PCollections of the written file names), complete only once every
-        file is in place: :func:`~fair_forge_beam.reports.output_folder.publish_after` waits on them
-        (with ``stats.written``, the stored statistics' sinks).
+        The sinks' results (PCollections of the written file names: the sharded outputs', the
+        stored statistics' tables included, and ``results.json``), complete only once every file is
+        in place: :func:`~fair_forge_beam.reports.output_folder.publish_after` waits on them (with
+        ``stats.written``, the manifest's files).
     """
     dead = (
         tuple([read["dead_letter"]] + [r["dead_letter"] for r in results.values()])
@@ -814,12 +819,14 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         tuple([read["quality"]] + [r["quality"] for r in results.values()])
         | "FlattenQuality" >> beam.Flatten()
     )
-    written = [write_jsonl(dead, f"{out}/dead_letter/part", "DeadLetter"),
-               write_jsonl(quality, f"{out}/data_quality/part", "Quality")]
+    # every sharded output (the stored statistics' tables too) is written by one writer, below
+    shards = stats.outputs if stats is not None else ShardedOutputs(out)
+    shards.jsonl(dead, "dead_letter", "DeadLetter")
+    shards.jsonl(quality, "data_quality", "Quality")
     if write_interactions:
-        written.append(write_parquet(
+        shards.parquet(
             tuple(r["interactions"] for r in results.values()),  # each metric's rows made into tables on its own
-            "Parquet", f"{out}/results.parquet/part", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True))
+            "Parquet", "results.parquet", parquet_schema, PARQUET_BATCH_ROWS, _parquet_table(parquet_schema), masked=True)
     parts = [
         dead | "TagDead" >> beam.Map(lambda d: ("dead", (str(_field(d, "stage")), str(_field(d, "reason"))), 1)),
         quality | "TagQuality" >> beam.Map(lambda q: ("quality", str(_field(q, "kind")), 1)),
@@ -853,22 +860,22 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         stats.write_manifest(tuple(parts) | "FlattenCountParts" >> beam.Flatten(), reader_quality, parts_never_empty=True)
     for name, r in results.items():
         schema = session_schema(name)
-        written.append(write_parquet(r["sessions"], f"Sessions_{name}", f"{out}/sessions/{name}/part", schema,
-                                     PARQUET_BATCH_ROWS, session_table(name, schema), masked=True))
+        shards.parquet(r["sessions"], f"Sessions_{name}", f"sessions/{name}", schema, PARQUET_BATCH_ROWS,
+                       session_table(name, schema), masked=True)
         # rows, not records, wait in the writer's batches (slice_row)
         rows = r["slices"] | f"SliceRows_{name}" >> beam.Map(slice_row(name))
-        written.append(write_parquet(rows, f"Slices_{name}", f"{out}/slices/{name}/part", SLICE_SCHEMA,
-                                     SLICE_BATCH_ROWS, slice_rows_table, masked=True))
+        shards.parquet(rows, f"Slices_{name}", f"slices/{name}", SLICE_SCHEMA, SLICE_BATCH_ROWS, slice_rows_table,
+                       masked=True)
         parts.append(r["sessions"] | f"TagScored_{name}" >> beam.ParDo(_ScoredPerBundle(name, (scored_tests or {}).get(name))))
         parts.append(
             r["slices"]
             | f"SliceSummaries_{name}" >> beam.CombineGlobally(_TaggedSliceSummariesFn(name, static)).without_defaults())
-    written.append(write_one_file(
+    written = [shards.write(), write_one_file(
         tuple(parts)
         | "FlattenResultParts" >> beam.Flatten()
         | "CombineResults" >> beam.CombineGlobally(ResultsDocFn(config, static, read_slice_dims, count_records)
                                                    ).without_defaults(),  # parts hold the seed: never empty
-        f"{out}/results.json", "WriteResultsJson", to_text=lambda doc: results_json_bytes(doc).decode("utf-8")))
+        f"{out}/results.json", "WriteResultsJson", to_text=lambda doc: results_json_bytes(doc).decode("utf-8"))]
     return written
 
 
