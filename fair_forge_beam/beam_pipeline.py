@@ -80,14 +80,16 @@ _NO_SUBMISSION_LISTING = "disable_logging_submission_environment"
 
 
 def _workers_share_the_launchers_environment(opts: PipelineOptions) -> bool:
-    """Whether a portable run's SDK workers run the launcher's interpreter: Prism with its own
-    workers (LOOPBACK, its default, or a worker pool — anything but a Docker image), or PROCESS
-    workers started by this package's worker command (:mod:`fair_forge_beam.process_workers`)."""
+    """Whether a portable run's SDK workers surely run the launcher's interpreter: Prism with
+    LOOPBACK workers (its default: in the launcher's process), or PROCESS workers started by this
+    package's worker command (:mod:`fair_forge_beam.process_workers`). Not a worker pool
+    (EXTERNAL: its interpreter is not known here), a user's own PROCESS command or a Docker image:
+    there Beam's comparison of the two environments' packages may tell something."""
     runner = opts.view_as(StandardOptions).runner
     name = (runner if isinstance(runner, str) else type(runner).__name__ if runner is not None else "").lower()
     env = (opts.view_as(PortableOptions).environment_type or "").upper()
-    if "prism" in name:
-        return env != "DOCKER"
+    if "prism" in name and env in ("", "LOOPBACK"):
+        return True
     if env == "PROCESS":
         from fair_forge_beam.process_workers import worker_command_of
 

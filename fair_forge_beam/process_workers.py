@@ -65,10 +65,11 @@ def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> P
         "# elsewhere, or its resolved base interpreter, would lose its venv (fair_forge_beam/process_workers.py).\n"
         "# Beam's boot binary asks pip, at every worker start, for the installed packages (a log line) and\n"
         "# whether apache-beam is installed: answered from importlib.metadata, without importing pip.\n"
-        "case \"$*\" in\n"
-        f"\"-m pip freeze --all\") exec {py} -c {shlex.quote(_PIP_FREEZE)} 2>>{err} ;;\n"
-        f"\"-m pip show \"*) [ $# -eq 4 ] && exec {py} -c {shlex.quote(_PIP_SHOW)} \"$4\" 2>>{err} ;;\n"
-        "esac\n"
+        "# Only those exact argument lists (compared one by one) are answered; anything else is Python's.\n"
+        "if [ $# -ge 3 ] && [ \"$1\" = -m ] && [ \"$2\" = pip ]; then\n"
+        f"    if [ $# -eq 4 ] && [ \"$3\" = freeze ] && [ \"$4\" = --all ]; then exec {py} -c {shlex.quote(_PIP_FREEZE)} 2>>{err}; fi\n"
+        f"    if [ $# -eq 4 ] && [ \"$3\" = show ]; then exec {py} -c {shlex.quote(_PIP_SHOW)} \"$4\" 2>>{err}; fi\n"
+        "fi\n"
         f"exec {py} \"$@\" 2>>{err}\n"
     )
     for name in ("python", "python3"):

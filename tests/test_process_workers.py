@@ -127,6 +127,13 @@ def test_worker_command_answers_the_boot_binarys_pip_questions_without_pip(tmp_p
     # anything else still runs pip (here the recording one), and Python as such
     assert run("-m", "pip", "install", "x").returncode == 3 and ran.read_text() == "install x\n"
     assert run("-c", "print(6 * 7)").stdout == "42\n"
+    # only the boot binary's exact argument lists, compared one by one (trial36b B7): the same words
+    # split otherwise, or more names, are Python's (here: no such module, or the recording pip)
+    assert run("-m pip freeze --all").returncode != 0
+    assert run("-m", "pip freeze", "--all").returncode == 1
+    assert run("-m", "pip", "show", "x", "apache-beam").returncode == 3
+    assert run("-m", "pip", "freeze").returncode == 3
+    assert ran.read_text() == "install x\nshow x apache-beam\nfreeze\n"
 
 
 def test_local_runners_skip_the_launchers_pip_freeze():
@@ -143,8 +150,14 @@ def test_local_runners_skip_the_launchers_pip_freeze():
 
     skip = "disable_logging_submission_environment"
     assert skip in experiments("--runner=PrismRunner")
+    assert skip in experiments("--runner=PrismRunner", "--environment_type=LOOPBACK")
     assert experiments("--runner=PrismRunner", f"--experiments={skip}").count(skip) == 1
     assert skip not in experiments("--runner=PrismRunner", "--environment_type=DOCKER")
+    # a worker pool's or a user's own command's interpreter is not known here (trial36b B8)
+    assert skip not in experiments("--runner=PrismRunner", "--environment_type=EXTERNAL",
+                                   "--environment_config=otherhost:50000")
+    assert skip not in experiments("--runner=PrismRunner", "--environment_type=PROCESS",
+                                   "--environment_config=" + json.dumps({"command": "/opt/boot"}))
     assert skip not in experiments()
     import tempfile
 
