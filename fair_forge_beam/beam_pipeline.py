@@ -147,7 +147,14 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
 
 class WorkerProcessError(RuntimeError):
     """A job failed, and the SDK worker processes it started wrote to stderr: the message is the
-    job's error followed by what they wrote (:func:`fair_forge_beam.process_workers.worker_stderr`)."""
+    job's error followed by what they wrote (:func:`fair_forge_beam.process_workers.worker_stderr`).
+    ``last_words``: the last line they wrote (the boot binary's reason, a Python exception's own
+    line), what the console's one line says (:func:`fair_forge_beam.console.guarded`), with
+    ``where``, the folder of their stderr files."""
+
+    def __init__(self, message: str, last_words: str = "", where: str = ""):
+        super().__init__(message)
+        self.last_words, self.where = last_words, where
 
 
 @contextmanager
@@ -181,4 +188,9 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
         detail = worker_stderr(options, started)
         if not detail:
             raise
-        raise WorkerProcessError(f"{exc}\n{detail}") from exc
+        from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of
+
+        said = [ln.strip() for ln in detail.splitlines()[1:] if ln.strip() and not ln.startswith("--- ")]
+        command = worker_command_of(options)
+        where = str(command.parent / STDERR_DIR) if command is not None else ""
+        raise WorkerProcessError(f"{exc}\n{detail}", said[-1] if said else "", where) from exc

@@ -499,6 +499,19 @@ def runner_start_failure(exc: BaseException) -> Optional[str]:
     return None
 
 
+def worker_start_failure(exc: BaseException) -> Optional[str]:
+    """One line for a job whose SDK workers failed and wrote to stderr (trial36b B9: a Flink worker
+    without Beam in its venv ended the command with a 50-line traceback): their last words
+    (``WorkerProcessError.last_words``, :func:`fair_forge_beam.beam_pipeline.run_pipeline`) and where
+    all they wrote is kept; None when ``exc`` holds no such error."""
+    for e in _chain(exc):
+        words = getattr(e, "last_words", None)
+        if type(e).__name__ == "WorkerProcessError" and isinstance(words, str):
+            where = getattr(e, "where", "") or "the stderr/ folder beside the worker command"
+            return f"an SDK worker process failed: {words or 'it gave no reason'} (all the workers wrote: {where})"
+    return None
+
+
 def interruption(exc: BaseException) -> bool:
     """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, in its causes and contexts, or the
     ``RuntimeError('KeyboardInterrupt [while running ...]')`` a Beam runner re-raises it as when it
@@ -626,7 +639,7 @@ def _guarded(run_command, command: str, prog: str) -> int:
             if not said:
                 say(_interrupt_line(command, prog, signum), file=sys.stderr)
             return 128 + (signum or signal.SIGINT)
-        why = environment_failure(exc)
+        why = environment_failure(exc) or worker_start_failure(exc)
         if why is None:
             why = runner_start_failure(exc)
             if why is None:

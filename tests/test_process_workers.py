@@ -136,6 +136,32 @@ def test_worker_command_answers_the_boot_binarys_pip_questions_without_pip(tmp_p
     assert ran.read_text() == "install x\nshow x apache-beam\nfreeze\n"
 
 
+def test_a_worker_that_failed_is_one_line_with_its_own_words(tmp_path, capsys):
+    """A job whose SDK worker could not start (here: no Beam in its venv) ends the command with one
+    line holding the worker's last words and where all the workers wrote, exit 1, as other runner
+    failures do (trial36b B9: a 50-line traceback). Fails before (the error was re-raised)."""
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.console import guarded
+    from fair_forge_beam.process_workers import write_worker_command
+
+    command = write_worker_command(tmp_path / "bin", Path("/bin/true"), tmp_path / "w")
+    opts = pipeline_options(["--runner=PortableRunner", "--job_endpoint=localhost:1", "--environment_type=PROCESS",
+                             "--environment_config=" + json.dumps({"command": str(command)})])
+    crash = ("import sys; sys.stderr.write('Traceback (most recent call last):\\n  File x\\n"
+             "ModuleNotFoundError: No module named apache_beam\\n'); sys.exit(1)")
+
+    def job():
+        with run_pipeline(opts):
+            # a worker started through the wrapper, as the boot binary does, then the runner's failure
+            subprocess.run([str(tmp_path / "bin" / "python"), "-c", crash], timeout=60)
+            raise RuntimeError("java.lang.IllegalStateException: Process died with exit code 1\n" + "\tat x.y(Z)\n" * 50)
+
+    assert guarded(job, "audit") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "ModuleNotFoundError: No module named apache_beam" in err[0] and str(tmp_path / "bin" / "stderr") in err[0]
+
+
 def test_local_runners_skip_the_launchers_pip_freeze():
     """Beam's stager runs ``pip freeze`` in the launcher at each portable job's submission, for a
     comparison with the workers' packages; Prism's own workers and this package's PROCESS workers run
@@ -206,9 +232,10 @@ print("RESULT " + json.dumps(res))
 
 @pytest.mark.slow
 def test_flink_cluster_from_a_venv(tmp_path):
-    """A Flink cluster started by a venv's interpreter (worker command in the cluster's folder): its
-    SDK workers run in that venv; a worker that cannot start fails the job with its own stderr in
-    the error. Fails on the symlink (the workers ran the base Python)."""
+    """A Flink cluster started by a venv's interpreter (worker command in the cluster's folder, a
+    folder whose name has a space): its SDK workers run in that venv; a worker that cannot start
+    fails the job with its own stderr in the error. Fails on the symlink (the workers ran the base
+    Python), and on the job server's options written as "--name=value" (the space)."""
     from test_runners_integration import _require
 
     _require("flink")
@@ -216,7 +243,8 @@ def test_flink_cluster_from_a_venv(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.run([str(python), "-c", _FLINK_SCRIPT, str(tmp_path / "cluster"), str(out), str(pth)],
+    # the cluster's folder has a space (trial36b B6: the job server refused "--flink-conf-dir=<it>")
+    proc = subprocess.run([str(python), "-c", _FLINK_SCRIPT, str(tmp_path / "flink cluster"), str(out), str(pth)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"

@@ -367,9 +367,11 @@ class FlinkCluster:
                 java, "-Xmx512m", *java_opts, "-cp", os.pathsep.join(
                     ([str(self.detector_jar)] if self._detector_ready() else []) + [f"{self.job_server_lib()}/*"]),
                 _JOB_SERVER_MAIN,
-                f"--flink-master=127.0.0.1:{self.rest_port}", f"--flink-conf-dir={conf}",
-                "--job-host=localhost", f"--job-port={self.job_port}", f"--artifact-port={self.artifact_port}",
-                "--expansion-port=-1", f"--artifacts-dir={self.workdir / 'artifacts'}",
+                # each value its own argument: the job server's parser (args4j) refuses
+                # "--flink-conf-dir=<a path with a space>" as an unknown option (trial36b B6)
+                "--flink-master", f"127.0.0.1:{self.rest_port}", "--flink-conf-dir", str(conf),
+                "--job-host", "localhost", "--job-port", str(self.job_port), "--artifact-port", str(self.artifact_port),
+                "--expansion-port", "-1", "--artifacts-dir", str(self.workdir / "artifacts"),
             ], env)
             self._wait(self._job_server_listens, "the job server to listen")
         except BaseException:
