@@ -287,3 +287,20 @@ def test_nightly_baseline_is_the_last_ended_week_rolled_up(first_night, second_n
     assert info["options"]["baseline"] == "weeks/2026-11-30"
     assert (week / "_SUCCESS").read_bytes() == sealed  # not rolled up again: its nights are older than it
     assert sorted(p.name for p in (tmp_path / "weeks").iterdir()) == ["2026-11-30"]
+
+
+def test_nightly_back_filled_night_keeps_the_latest_week(first_night, second_night, tmp_path):
+    """A night run late for a day before the latest published one (a late export, trial36 T12)
+    rolls ``week/`` up for the seven days ending on the latest published night, the back-filled
+    night included when it falls in them: it replaced the current week with the seven days ending
+    on the back-filled day (``week/`` held that one night, the week's two nights were gone)."""
+    assert first_night[1].returncode == 0  # night("2026-12-01") with lines [0, 10)
+    done, second = second_night  # then night("2026-12-02") with lines [10, 20)
+    assert second.returncode == 0
+    night = _nightly(tmp_path, {"2026-11-27": (20, 30)}, after=done)
+    late = night("2026-11-27")
+    assert late.returncode == 0, late.stderr[-3000:]
+    info = json.loads((tmp_path / "week" / "run_info.json").read_text(encoding="utf-8"))
+    assert info["rollup"]["runs"] == ["audits/2026-11-27", "audits/2026-12-01", "audits/2026-12-02"]
+    trend = json.loads((tmp_path / "trend" / "trend.json").read_text(encoding="utf-8"))
+    assert len(trend["runs"]) == 4  # three nights and the week
