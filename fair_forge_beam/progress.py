@@ -44,7 +44,7 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, Mapping, Optional, TextIO
+from typing import Callable, Mapping, Optional, Sequence, TextIO
 
 __all__ = ["NAMESPACE", "JUDGE_NAMESPACES", "ProgressCounter", "snapshot", "reset", "format_progress",
            "eta_seconds", "ProgressReporter"]
@@ -303,15 +303,61 @@ HTTP_CLIENT_LOGGERS = ("httpx2", "httpx", "httpcore", "openai")
 client logs through ``httpx2``, older ones through ``httpx``/``httpcore``/``openai``)."""
 
 
+MODEL_LIBRARY_LOGGERS = ("sentence_transformers", "transformers", "huggingface_hub")
+"""The loggers of the libraries that load a model (MiniLM through sentence-transformers): an INFO
+line at each load (``Loading SentenceTransformer model from …``), a library's trace, not a run's
+progress; printed under ``--quiet`` too (trial36 T8)."""
+
+
+def _warning_level(names: Sequence[str]) -> None:
+    """Each logger of ``names`` at WARNING unless a level was set on it before (a caller's own
+    choice is kept)."""
+    for name in names:
+        lg = logging.getLogger(name)
+        if lg.level == logging.NOTSET:  # never set: a caller's own choice is kept
+            lg.setLevel(logging.WARNING)
+
+
 def quiet_http_clients() -> None:
     """The HTTP clients' loggers (:data:`HTTP_CLIENT_LOGGERS`) at WARNING, each unless a level was
     set on it before (a caller's own choice is kept): by :func:`cli_logging` and where a client is
     made (``components.replies``), so that a Beam worker process, which never runs an entry point,
     does too (trial35b B4: ``--direct_running_mode multi_processing`` printed one line per request)."""
-    for name in HTTP_CLIENT_LOGGERS:
-        client = logging.getLogger(name)
-        if client.level == logging.NOTSET:  # never set: a caller's own choice is kept
-            client.setLevel(logging.WARNING)
+    _warning_level(HTTP_CLIENT_LOGGERS)
+
+
+_NATIVE_EXIT_REPORT_DROPPED = False
+
+
+def _drop_stderr_at_exit() -> None:
+    """An ``atexit`` handler: stderr (file descriptor 2) to ``/dev/null`` once Python's exit has begun."""
+    try:
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stderr closed or replaced: nothing to drop
+        pass
+
+
+def quiet_model_libraries() -> None:
+    """Where a model is loaded (``components.embedder``), in the launcher and in every Beam worker
+    process: the model libraries' loggers (:data:`MODEL_LIBRARY_LOGGERS`) at WARNING, each unless a
+    level was set on it before; and, when the load imported triton (torch imports it through
+    ``torch._dynamo`` wherever it is installed, GPU or not), the ~30 lines of
+    ``nanobind: leaked … instances / types / functions`` that its C++ bindings print while the
+    interpreter shuts down are dropped (trial36 T8): nanobind's own switch (``set_leak_warnings``) is not
+    exported by triton, so, as triton does for its own compile workers
+    (``triton/_compile_warmup_pool.py``), stderr goes to ``/dev/null`` at exit — registered after
+    every handler the process had at the load, so only handlers registered before it (``logging``'s
+    flush, which writes nothing new) and the interpreter's own finalisation run after it."""
+    global _NATIVE_EXIT_REPORT_DROPPED
+    _warning_level(MODEL_LIBRARY_LOGGERS)
+    if "triton" in sys.modules and not _NATIVE_EXIT_REPORT_DROPPED:
+        import atexit
+
+        atexit.register(_drop_stderr_at_exit)
+        _NATIVE_EXIT_REPORT_DROPPED = True
 
 
 class QuietLogs:
@@ -325,7 +371,7 @@ class QuietLogs:
     caller running several audits in one process keeps its own settings). Worker processes of
     other runners (multi-processing, Flink, Prism) configure their own logging."""
 
-    NAMES = ("fair_forge_beam", "apache_beam") + HTTP_CLIENT_LOGGERS
+    NAMES = ("fair_forge_beam", "apache_beam") + HTTP_CLIENT_LOGGERS + MODEL_LIBRARY_LOGGERS
 
     def __enter__(self):
         self.loggers = [logging.getLogger(n) for n in self.NAMES]

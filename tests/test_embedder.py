@@ -371,3 +371,38 @@ def test_minilm_writes_nothing_to_the_model_caches_so_they_need_no_preflight(tmp
     assert proc.stdout.strip() == "(2, 384)"
     assert not (tmp_path / "absent").exists()
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
+
+
+@pytest.mark.slow
+@needs_minilm
+def test_quiet_embedding_run_prints_nothing(tmp_path):
+    """``--quiet`` on the embedding path prints nothing (trial36 T8: 31 stderr lines, the
+    ``INFO sentence_transformers…: Loading SentenceTransformer model`` line at the load and ~30
+    lines of ``nanobind: leaked …`` from triton, which torch imports, at the interpreter's exit)."""
+    data = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
+    (tmp_path / "in.jsonl").write_text("".join(data.read_text(encoding="utf-8").splitlines(keepends=True)[:8]),
+                                      encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.audit", "--quiet", "--metrics", "toxicity", "--group-extractor", "embedding",
+         "--no-clustering", "--mode", "bayesian", "--mc-samples", "200", "--input", str(tmp_path / "in.jsonl"),
+         "--output", str(tmp_path / "out")],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == "" and done.stdout == "", done.stderr[-3000:]
+
+
+def test_model_library_loggers_at_warning_unless_set(monkeypatch):
+    """Where a model is loaded, the model libraries' loggers go to WARNING (their INFO line per load is
+    a library's trace); a level a caller set before is kept."""
+    import logging
+
+    from fair_forge_beam import progress
+
+    for name in progress.MODEL_LIBRARY_LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    monkeypatch.setattr(logging.getLogger("transformers"), "level", logging.DEBUG)  # the caller's choice
+    progress.quiet_model_libraries()
+    assert logging.getLogger("sentence_transformers").level == logging.WARNING
+    assert logging.getLogger("huggingface_hub").level == logging.WARNING
+    assert logging.getLogger("transformers").level == logging.DEBUG
+    assert set(progress.MODEL_LIBRARY_LOGGERS) <= set(progress.QuietLogs.NAMES)

@@ -945,3 +945,26 @@ def test_every_assistant_that_failed_a_gate_is_named_on_the_first_screen(tmp_pat
     small = page[page.index('id="too-small"'):]
     small = small[:small.index("</p>")]
     assert "bot-u" not in small and "bot-t" not in small and "bot-v" in small and "failed a gate" in small
+
+
+def test_plots_of_cjk_slice_values_warn_nothing():
+    """A slice value in Japanese drawn in a report plot warns nothing (trial36 T8: one matplotlib
+    ``Glyph 12468 … missing from font(s) DejaVu Sans`` UserWarning per character): the SVG keeps the
+    text as text, for the browser's fonts, so the layout font's missing glyphs do not matter."""
+    import warnings
+
+    from fair_forge_beam.reports.plots import _new, figure_svg
+
+    fig, axes = _new()
+    axes[0][0].barh([0, 1], [0.2, 0.4])
+    axes[0][0].set_yticks([0, 1], labels=["地域=東京", "地域=大阪"])
+    axes[0][0].set_title("ごはん")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        svg = figure_svg(fig, "cjk")
+    assert [str(w.message) for w in seen] == []
+    assert "地域=東京" in svg and "ごはん" in svg
+    with warnings.catch_warnings(record=True) as seen:  # the caller's warning filters are back as they were
+        warnings.simplefilter("always")
+        warnings.warn("Glyph 1 missing from font(s) X.", UserWarning)
+    assert len(seen) == 1

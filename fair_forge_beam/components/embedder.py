@@ -572,8 +572,12 @@ def _load_sentence_transformer(path: str, device: str):
     except ImportError as exc:
         missing = missing_modules("embeddings", ("torch", "sentence_transformers")) or [exc.name or str(exc)]  # not the model package
         raise MissingExtraError("SentenceTransformerEmbedder", "embeddings", missing) from exc
+    from fair_forge_beam.progress import quiet_model_libraries
+
+    quiet_model_libraries()  # its INFO line at the load, triton's exit report (imported with torch)
     with _offline_env(), _quiet_transformers():
         model = SentenceTransformer(path, device=device, local_files_only=True)
+    quiet_model_libraries()  # triton imported by the load itself
     model.eval()
     return model
 

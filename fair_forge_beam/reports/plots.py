@@ -24,6 +24,7 @@ from fair_forge_beam.schemas.metric_info import dotted_get
 import io
 import math
 import re
+import warnings
 from typing import Callable, Optional, Sequence
 
 import matplotlib
@@ -51,6 +52,9 @@ _RC = {
 }
 
 _ID = re.compile(r'\bid="([^"]+)"')
+#: matplotlib's warning for a character its layout font lacks (``Glyph 12468 (\N{...}) missing from font(s)
+#: DejaVu Sans.``): harmless in an SVG whose text the browser draws (see :func:`figure_svg`)
+_MISSING_GLYPH = r"Glyph \d+ .*missing from (current )?font"
 
 
 def figure_svg(fig, uid: str) -> str:
@@ -59,7 +63,12 @@ def figure_svg(fig, uid: str) -> str:
     an id). Deterministic for the same figure and ``uid``."""
     uid = re.sub(r"[^A-Za-z0-9_-]", "_", uid)
     buf = io.StringIO()
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": uid}):
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": uid}), warnings.catch_warnings():
+        # the SVG holds text, not glyphs (svg.fonttype none): the browser draws every character with
+        # its own fonts. matplotlib only measures the layout with DejaVu Sans, which has no CJK (a
+        # Japanese slice value printed 5 "Glyph 12468 ... missing from font(s) DejaVu Sans" warnings,
+        # trial36 T8); a font fallback list would help only where such fonts are installed
+        warnings.filterwarnings("ignore", message=_MISSING_GLYPH, category=UserWarning)
         fig.savefig(buf, format="svg",
                     metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     svg = buf.getvalue()
