@@ -178,7 +178,7 @@ def test_every_number_parameter_has_its_option_s_range():
         assert o.valid is not None and o.type in (int, float), (command, p["name"])
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_a_value_the_template_accepts_is_one_the_job_accepts(data):
     """trial36 T10: the declared regexes accepted 22 of 23 values the job refused (``mc_samples=5``:
