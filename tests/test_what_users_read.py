@@ -6,6 +6,7 @@ answered with the closest valid one."""
 from __future__ import annotations
 
 import json
+import re
 
 from fair_forge_beam.reports import load
 from fair_forge_beam.reports.html import unscored_assistants
@@ -344,3 +345,32 @@ def test_a_record_whose_assistant_id_is_blank_belongs_to_no_assistant(tmp_path):
     assert sorted(by) == ["real-bot"], by
     doc = {"metrics": {"humanity": {"slices": []}}}
     assert [u["assistant"] for u in unscored_assistants(doc, {"by_assistant": by})] == ["real-bot"]
+
+
+def test_an_assistant_scored_under_slices_without_assistant_id_is_not_named_unscored(tmp_path, capsys):
+    """trial36 T2: with ``--slices overall,language`` the console and report.html said "Not scored
+    at all (3 assistants …)" although each had interactions scored: "scored" was read from the
+    ``assistant_id=…`` slices, which that run does not compute. It is read from what the metrics
+    scored (the sessions' records), so the same assistants are named whatever the slices."""
+    from pipelines import audit
+
+    words = "happy sad angry glad love hate fear joy trust surprise good bad kind calm people help".split()
+    recs = []
+    for i, (who, lang) in enumerate([("en-bot", "english"), ("mixed-bot", "english"), ("mixed-bot", "german"),
+                                     ("de-bot", "german"), ("de-bot", "german")]):
+        recs.append({"session_id": f"s{i}", "assistant_id": who, "language": lang,
+                     "conversation": [{"qa_id": f"q{t}", "query": "hi", "assistant": " ".join(words[t:t + 8])}
+                                      for t in range(3)]})
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    for k, slices in enumerate(("overall,language", "overall,assistant_id", "overall")):
+        out = tmp_path / f"out{k}"
+        assert audit.main(["--input", str(data), "--metrics", "humanity", "--slices", slices,
+                           "--output", str(out)]) == 0
+        [line] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Not scored at all")]
+        assert line.startswith("Not scored at all (1 assistant: every interaction is a dead letter): de-bot ("), (slices, line)
+        assert "mixed-bot" not in line and "en-bot" not in line, (slices, line)
+        html = (out / "report.html").read_text(encoding="utf-8")
+        [note] = re.findall(r'<p class="note" id="unscored">(.*?)</p>', html, re.S)
+        assert "Not scored at all (1 assistant:" in note and "de-bot (" in note, (slices, note)
+        assert "mixed-bot" not in note and "en-bot" not in note, (slices, note)

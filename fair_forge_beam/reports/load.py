@@ -374,8 +374,10 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
     rest summed in one row), "first": [{stage, reason, element_id, raw}] (``raw`` cut to
     ``max_raw_chars``; one record of each of the ``first`` most frequent reason kinds, then other
     records, up to ``first``), "unreadable": lines that were not JSON objects, "by_assistant":
-    {assistant_id: {"count", "reason": its most frequent reason, "by_stage": {stage: count}}} (read
-    from each dead letter's original record; the :data:`MAX_DEAD_ASSISTANTS` smallest assistant ids)}``. No dead-letter
+    {assistant_id: {"count", "reason": its most frequent reason, "by_stage": {stage: count},
+    "interactions_scored": the interactions of that assistant the metrics scored (summed over the
+    metrics' ``sessions/`` records; absent when the run has no session shards)}} (read from each
+    dead letter's original record; the :data:`MAX_DEAD_ASSISTANTS` smallest assistant ids)}``. No dead-letter
     shards give zero counts.
 
     The result depends on the dead letters only, never on their order in the shards (a runner
@@ -447,6 +449,10 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
             stages[s] += n
         by_assistant[a] = {"count": sum(c.values()), "reason": sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0][0],
                            "by_stage": dict(sorted(stages.items()))}
+    scored = _scored_by_assistant(run_dir, by_assistant) if by_assistant else None
+    if scored is not None:  # what the metrics scored, whatever the run's slices (trial36 T2)
+        for a, entry in by_assistant.items():
+            entry["interactions_scored"] = scored.get(a, 0)
     return {"total": sum(by_stage.values()), "by_stage": dict(sorted(by_stage.items())), "by_reason": rows,
             "first": firsts, "unreadable": unreadable, "by_assistant": by_assistant}
 
@@ -455,6 +461,33 @@ def dead_letter_summary(run_dir: str, first: int = 5, max_raw_chars: int = 600) 
 #: that a secret the cut would split is masked whole before the cut (real API keys are 37-164 characters;
 #: a PEM private key block cut short is masked to the text's end)
 _RAW_MARGIN = 256
+
+def _scored_by_assistant(run_dir: str, among) -> Optional[Counter]:
+    """``{assistant: interactions scored}`` over every metric's ``sessions/<metric>/`` shards, for
+    the assistants of ``among`` (memory bounded by it): what was scored, whatever slices the run
+    computed. ``None`` when the run has no session shards or a shard has no ``assistant_id``
+    column (nothing to tell from)."""
+    import pyarrow.parquet as pq
+
+    files = _match(f"{_run_dir(run_dir)}/sessions/*/part-*.parquet")
+    if not files:
+        return None
+    out: Counter = Counter()
+    for p in files:
+        with _open(p) as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if "assistant_id" not in names:
+                return None
+            cols = ["assistant_id"] + (["n_interactions"] if "n_interactions" in names else [])
+            for batch in pf.iter_batches(columns=cols):
+                ids = batch.column("assistant_id").to_pylist()
+                ns = batch.column("n_interactions").to_pylist() if len(cols) > 1 else [1] * len(ids)
+                for a, n in zip(ids, ns):
+                    if a in among and n:
+                        out[a] += n
+    return out
+
 
 #: assistants whose dead letters :func:`dead_letter_summary` tells apart (memory stays bounded)
 MAX_DEAD_ASSISTANTS = 10_000

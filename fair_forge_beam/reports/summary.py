@@ -101,9 +101,13 @@ REPORT_UNSCORED_NAMES = 20
 def unscored_assistants(doc: dict, dead_letters: Optional[dict]) -> list[dict]:
     """The assistants no metric scored at all: they have dead letters
     (:func:`~fair_forge_beam.reports.load.dead_letter_summary`'s ``by_assistant``) and no
-    ``assistant_id=…`` slice in any metric. ``[{assistant, dead_letters, reason, interactions,
-    what}]`` (the most frequent reason), sorted by name; the findings name them (issue 28: the
-    shipped examples' Spanish-only assistants were invisible).
+    interaction scored by any metric (its ``interactions_scored``, from the run's session
+    records: trial36 T2, a run sliced by ``language`` only named every assistant "not scored at
+    all"). A summary without those counts (older runs) is judged by the ``assistant_id=…``
+    slices, and only when the run sliced by ``assistant_id``; otherwise nobody is named (never a
+    guess). ``[{assistant, dead_letters, reason, interactions, what}]`` (the most frequent
+    reason), sorted by name; the findings name them (issue 28: the shipped examples'
+    Spanish-only assistants were invisible).
 
     ``what`` counts in the units the rest of the page uses (issue 28, fresh-user trial: "32 dead
     letters" for 16 interactions, one dead letter per interaction and metric, where the summary
@@ -111,11 +115,20 @@ def unscored_assistants(doc: dict, dead_letters: Optional[dict]) -> list[dict]:
     interactions each metric could not score, with the metrics named (``interactions``: the
     largest such count, or ``None``); stages whose dead letters stand for something else (records
     rejected at read, a metric's own :func:`~.results.dead_letter_unit`) in their own unit."""
+    from fair_forge_beam.slices import SLICE_DIMENSIONS
+
+    by = (dead_letters or {}).get("by_assistant") or {}
+    sliced = "assistant_id" in ((doc.get("config") or {}).get("slices") or SLICE_DIMENSIONS)
     seen = {str(r.get("slice"))[len("assistant_id="):] for m in doc.get("metrics", {}).values()
             for r in m.get("slices") or [] if str(r.get("slice", "")).startswith("assistant_id=")}
-    by = (dead_letters or {}).get("by_assistant") or {}
+
+    def unscored(a: str, v: dict) -> bool:
+        if "interactions_scored" in v:
+            return not v["interactions_scored"]
+        return sliced and a not in seen
+
     return [{"assistant": a, "dead_letters": v["count"], "reason": v["reason"], **_unscored_counts(v)}
-            for a, v in sorted(by.items()) if a not in seen]
+            for a, v in sorted(by.items()) if unscored(a, v)]
 
 
 def unscored_words(unscored: list, cap: int) -> tuple[str, str]:
