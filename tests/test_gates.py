@@ -584,6 +584,46 @@ def test_skipped_checks_are_one_console_line_grouped_by_reason_and_each_in_gates
     assert line.count(", b") == 9 and "b09, … and 17 more)" in line, line
 
 
+def test_failed_checks_are_the_worst_of_each_gate_and_one_grouped_line_at_any_number_of_slices(tmp_path, capsys):
+    """trial36 T4: 5,000 assistants and two ``in every assistant_id`` gates printed 7,003 ``GATE
+    FAILED`` lines (1.47 MB) on stderr, ``--quiet`` or not. Above ten failed checks the console has
+    the three worst of each failed gate and one line counting them all, grouped by what failed
+    (as skipped checks are); gates.json keeps every check with its own message."""
+    from fair_forge_beam.reports.gates import check_gates
+
+    n = 5000
+    rows = [{"slice": f"assistant_id=bot-{i:04d}", "n_sessions": 1,
+             "toxic_rate": _est(0.5 + (i % 100) / 200, None, None, 3)} for i in range(n)]
+    doc = _doc(toxicity=[TOX[0], *rows])
+    gates = [make_gate("toxicity toxic_rate ci_high <= 0.9 in every assistant_id"),
+             make_gate("toxicity toxic_rate mean <= 0.6 in every assistant_id")]
+    for quiet in (True, False):
+        with pytest.raises(SystemExit):
+            check_gates(doc, gates, str(tmp_path), quiet=quiet, shown="night")
+        err = capsys.readouterr().err.splitlines()
+        failed = [ln for ln in err if ln.startswith("GATE FAILED")]
+        assert len(failed) == 3 + 3 + 1 and len(err) <= 9 and sum(map(len, err)) < 5000, (len(err), err[:3])
+        assert all("ci_high <= 0.9" in ln and "is undefined" in ln for ln in failed[:3]), failed[:3]
+        # the worst of the mean gate: the farthest above 0.6 (0.995), by slice
+        assert [ln.split("[", 1)[1].split("]")[0] for ln in failed[3:6]] == [
+            "assistant_id=bot-0099", "assistant_id=bot-0199", "assistant_id=bot-0299"], failed[3:6]
+        n_mean = sum(1 for r in rows if r["toxic_rate"]["mean"] > 0.6)
+        assert failed[6].startswith(f"GATE FAILED: {n + n_mean:,} checks (the 3 worst of each failed gate above; "
+                                    f"each with its reason in night/gates.json): {n:,} × toxic_rate: ci_high undefined: "
+                                    "the slice rests on 1 session, too small to judge ("), failed[6]
+        assert f"; {n_mean:,} × toxic_rate: mean > 0.6 (" in failed[6] and "… and 4990 more)" in failed[6], failed[6]
+        assert err[-1].startswith("gates: 0 of 2 passed; FAILED:"), err[-1]
+    report = json.loads((tmp_path / "gates.json").read_text(encoding="utf-8"))
+    assert sum(1 for g in report["gates"] for c in g["checks"] if c["status"] == "fail") == n + n_mean
+    # ten failed checks or fewer: each its own line, as before
+    few = _doc(toxicity=[TOX[0], *rows[96:100]])
+    with pytest.raises(SystemExit):
+        check_gates(few, gates, str(tmp_path), quiet=True)
+    err = capsys.readouterr().err.splitlines()
+    assert len([ln for ln in err if ln.startswith("GATE FAILED '")]) == 4 + 4 and not any(
+        ln.startswith("GATE FAILED:") for ln in err), err
+
+
 def test_a_value_read_and_never_scored_fails_saying_the_field_and_why():
     """fresh14: 'GATE FAILED … [assistant_id=sushi_bot]: sushi_bot: no estimate (0 of 10 interactions
     scored)' said neither the field nor why. The line names the field and the reasons the metric

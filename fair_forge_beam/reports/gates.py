@@ -1500,6 +1500,68 @@ def skipped_line(checks: Sequence[GateCheck], where: Optional[str] = None) -> Op
     return printable(f"gate skipped: {n} check{'s' if n != 1 else ''} ({detail}): " + "; ".join(parts))
 
 
+#: a run with at most this many failed checks prints each one's line; above, :func:`failed_lines` condenses them
+FAILED_SHOWN = 10
+#: failed checks printed per gate (its worst) when a run has more than :data:`FAILED_SHOWN`
+FAILED_SHOWN_PER_GATE = 3
+
+
+def _failed_class(c: GateCheck) -> str:
+    """What a failed check is, without its slice's particulars: the console groups failures by it."""
+    if c.skip:  # undefined, too small, no estimate: the words of a skipped check
+        return c.skip
+    neg = _NEGATED.get(c.op or "", c.op)
+    if c.kind == "regression":
+        return "credibly worse than the baseline" + (f" by more than {c.margin:g}" if c.margin else "")
+    if c.value is not None and c.threshold is not None:
+        return f"{c.stat + ' ' if c.kind == 'threshold' and c.stat else ''}{neg} {c.threshold:g}"
+    return c.reason
+
+
+def _worst_first(c: GateCheck) -> tuple:
+    """Sort key of failed checks, worst first: the farthest beyond its threshold (a regression: the
+    largest difference), then the checks with no value (undefined), by slice and key."""
+    if c.kind == "regression" and c.difference and c.difference.get("mean") is not None:
+        excess = abs(float(c.difference["mean"]))
+    elif c.value is not None and c.threshold is not None:
+        excess = abs(c.value - c.threshold)
+    else:
+        return (1, 0.0, c.slice, str(c.key))
+    return (0, -excess, c.slice, str(c.key))
+
+
+def failed_lines(checks: Sequence[GateCheck], ci_level: Optional[float] = None,
+                 where: Optional[str] = None) -> list[str]:
+    """The console's lines of a run's failed checks: each check's ``GATE FAILED …`` line when there
+    are at most :data:`FAILED_SHOWN`; above (trial36 T4: 5,000 assistants and two ``in every
+    assistant_id`` gates printed 7,003 lines, 1.47 MB, ``--quiet`` or not), the
+    :data:`FAILED_SHOWN_PER_GATE` worst of each failed gate (:func:`_worst_first`), then one line
+    counting them all, grouped by what failed as :func:`skipped_line` groups skipped checks:
+    ``GATE FAILED: 7,003 checks (the worst of each gate above; each with its reason in
+    out/gates.json): 5,001 × toxic_rate: ci_high undefined: … ('…'; assistant_id: a, b, … and
+    4,991 more); 2,002 × …``. Every check's own line is in ``gates.json`` (``message``)."""
+    failed = [c for c in checks if c.status == "fail"]
+    if len(failed) <= FAILED_SHOWN:
+        return [c.message(ci_level) for c in failed]
+    by_gate: dict = {}
+    for c in failed:
+        by_gate.setdefault(c.gate_index, []).append(c)
+    lines = [c.message(ci_level) for _, mine in sorted(by_gate.items())
+             for c in sorted(mine, key=_worst_first)[:FAILED_SHOWN_PER_GATE]]
+    groups: dict = {}
+    for c in failed:
+        groups.setdefault(_failed_class(c), []).append(c)
+    parts = []
+    for why, mine in groups.items():
+        fields = _listed([c.field + (f"[{shown(c.key)}]" if c.key is not None else "") for c in mine])
+        gates = _listed([quoted(c.gate) for c in mine])
+        parts.append(f"{len(mine):,} × {fields}: {why} ({gates}; {_slices_listed([c.slice for c in mine])})")
+    detail = f"each with its reason in {where}/gates.json" if where else "each with its reason in gates.json"
+    lines.append(printable(f"GATE FAILED: {len(failed):,} checks (the {FAILED_SHOWN_PER_GATE} worst of each failed "
+                           f"gate above; {detail}): " + "; ".join(parts)))
+    return lines
+
+
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,
                   slice_dims: Sequence[str], baseline: Optional[dict] = None, command: str = "audit") -> list[Gate]:
     """Gates from config entries / ``--gate`` texts, validated against the audit (see
@@ -1517,8 +1579,8 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
                 shown: Optional[str] = None, baseline: Optional[dict] = None,
                 checks: Optional[Sequence[GateCheck]] = None, comparable: Optional[dict] = None) -> list[GateCheck]:
     """Evaluate ``gates`` on ``doc`` (``baseline``: the ``--baseline`` run's ``results.json``
-    content), write ``<out>/gates.json`` and print the outcome (failed and skipped checks on
-    stderr, passed gates on stdout; with ``quiet`` only the failed checks, and the skipped ones
+    content), write ``<out>/gates.json`` and print the outcome (failed checks on stderr, their
+    number bounded (:func:`failed_lines`), skipped checks likewise (:func:`skipped_line`), passed gates on stdout; with ``quiet`` only the failed checks, and the skipped ones
     of a run where every gate was skipped). ``shown``: the folder the messages name
     (default ``out``; the main job writes into a stage published as ``shown``). ``checks``: the
     :func:`evaluate_gates` result when the caller has it already (the report showed it).
@@ -1542,9 +1604,8 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     # --quiet: the failures, and a run whose every gate was skipped (its exit code 0 would read as a
     # pass); a gate skipped beside others that checked is in gates.json and, without --quiet, on stderr
     loud = not quiet or report["status"] == "nothing checked"
-    for c in checks:
-        if c.status == "fail":
-            say(c.message(ci_level), file=sys.stderr)
+    for line in failed_lines(checks, ci_level, shown or out):
+        say(line, file=sys.stderr)
     skipped = skipped_line(checks, shown or out) if loud else None
     if skipped:  # one line for them all, grouped by reason (fresh14: 18 lines); each in gates.json
         say(skipped, file=sys.stderr)
