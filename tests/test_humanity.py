@@ -323,6 +323,25 @@ def test_duplicate_csv_entries_later_row_wins(tmp_path):
     assert lex.table("french") is None
 
 
+def test_nrc_csv_sentiment_columns_are_no_language_and_iso_codes_find_the_lexicons_language(tmp_path):
+    """trial36 T6: the real NRC release's ``Positive``/``Negative`` columns were read as languages
+    (``lexicon covers: english, negative, positive, swedish``), and ``sv``, ``sv-SE``, ``swe`` found
+    no Swedish table although the lexicon had one (the language table held 16 languages)."""
+    csv_path = tmp_path / "nrc.csv"
+    csv_path.write_text("English;swedish;Anger;Anticipation;Disgust;Fear;Joy; Negative ;POSITIVE;Sadness;Surprise;Trust\n"
+                        "happy;glad;0;0;0;0;1;0;1;0;0;0\n", encoding="utf-8")
+    lex = NRCCsvLexicon(str(csv_path))
+    assert lex.languages == {"english", "swedish"}
+    idx = {e: i for i, e in enumerate(EMOTIONS)}
+    for given in ("swedish", "Swedish", "sv", "SV", "sv-SE", "sv_FI", "swe"):
+        assert lex.table(given) == {"glad": (idx["joy"],)}, given
+    # a header of emotions and sentiments only names no language
+    only = tmp_path / "only.csv"
+    only.write_text("Anger;Joy;Positive;Negative\n1;0;0;1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="names no language column"):
+        NRCCsvLexicon(str(only)).load()
+
+
 def test_duplicate_csv_entries_later_row_wins_in_pipeline(tmp_path, test_pipeline):
     csv_path = tmp_path / "nrc_test.csv"
     csv_path.write_text(

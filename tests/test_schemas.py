@@ -111,6 +111,13 @@ def test_package_examples_validate():
         ("español", "spanish"),
         ("pt_BR", "portuguese"),
         ("fr", "french"),
+        # trial36 T6: every ISO 639-1, 639-2/T, 639-2/B code and English name, BCP 47 tags and withdrawn codes
+        ("sv", "swedish"), ("sv-SE", "swedish"), ("sv_FI", "swedish"), ("swe", "swedish"), ("Swedish", "swedish"),
+        ("he", "hebrew"), ("iw", "hebrew"), ("heb", "hebrew"), ("ger", "german"), ("deu", "german"),
+        ("el", "greek"), ("gre", "greek"), ("grc", "ancient greek"), ("fi", "finnish"), ("fin", "finnish"),
+        ("nb", "norwegian bokmål"), ("no", "norwegian"), ("fil", "filipino"), ("tl", "tagalog"),
+        ("zh-Hant-TW", "chinese"), ("sr-Latn", "serbian"), ("ca-ES-valencia", "catalan"), ("valencian", "catalan"),
+        ("castilian", "spanish"), ("in", "indonesian"), ("ji", "yiddish"), ("tlh", "klingon"), ("Klingon", "klingon"),
     ],
 )
 def test_language_normalisation(given, canonical):
@@ -120,7 +127,8 @@ def test_language_normalisation(given, canonical):
     assert SessionMetadata.model_validate({"session_id": "s", "assistant_id": "a", "language": given}).language == canonical
 
 
-@pytest.mark.parametrize("given, kept", [("klingon", "klingon"), ("Klingon ", "klingon"), ("xx-YY", "xx-yy"), ("tlh", "tlh")])
+@pytest.mark.parametrize("given, kept", [("elvish", "elvish"), ("Elvish ", "elvish"), ("xx-YY", "xx-yy"), ("qya", "qya"),
+                                         ("x-klingon", "x-klingon"), ("und", "und"), ("mul", "mul"), ("zxx", "zxx")])
 def test_unknown_language_is_kept_and_reported(given, kept):
     assert normalize_language(given) == kept
     assert not is_known_language(given)

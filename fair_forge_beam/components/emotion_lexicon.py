@@ -37,6 +37,11 @@ NRC_LICENCE = (
 )
 
 
+#: the NRC lexicon's two sentiment columns (``Positive``, ``Negative``, beside the eight emotions):
+#: neither an emotion of Humanity nor a language (trial36 T6: read as languages 'positive', 'negative')
+NRC_SENTIMENTS: tuple[str, ...] = ("positive", "negative")
+
+
 def _indices(emotions) -> tuple[int, ...]:
     return tuple(sorted({_INDEX[e.strip().lower()] for e in emotions if e.strip().lower() in _INDEX}))
 
@@ -136,6 +141,10 @@ class NRCLexPackageLexicon(EmotionLexicon):
 class NRCCsvLexicon(EmotionLexicon):
     """The upstream multi-language NRC CSV (``;``-separated; columns ``english;french;...;Trust``).
 
+    Every column is a language (its name or ISO code, :func:`~fair_forge_beam.schemas.languages.normalize_language`)
+    but the eight emotions and NRC's sentiment columns ``Positive``/``Negative`` (:data:`NRC_SENTIMENTS`,
+    not read: Humanity counts emotions), in any case and spacing.
+
     As upstream (spec §6.5): key = lower-cased word of the language column, value = emotions
     flagged 1; **later duplicate keys overwrite earlier ones**. Rows with no emotion are kept as
     "no emotion" entries (they overwrite too).
@@ -165,7 +174,7 @@ class NRCCsvLexicon(EmotionLexicon):
             try:
                 _check_header(reader.fieldnames or [])
                 emo_cols = {c: c.strip().lower() for c in reader.fieldnames if c.strip().lower() in _INDEX}
-                lang_cols = [c for c in reader.fieldnames if c not in emo_cols]
+                lang_cols = [c for c in reader.fieldnames if c not in emo_cols and c.strip().lower() not in NRC_SENTIMENTS]
                 tables: dict[str, dict[str, tuple[int, ...]]] = {normalize_language(c): {} for c in lang_cols}
                 for row in reader:
                     idx = _indices([emo for col, emo in emo_cols.items() if str(row.get(col, "")).strip() == "1"])
@@ -185,7 +194,8 @@ def _check_header(columns: list) -> None:
     in any case and spacing) and holds at least one emotion column and one language column: a
     header that does not is read as a lexicon covering no language of the data (trial 28b: a
     comma-separated file, duplicate columns — every row then scored nothing, an empty run)."""
-    names = [c.strip().lower() if c.strip().lower() in _INDEX else c for c in columns]
+    tagged = set(_INDEX) | set(NRC_SENTIMENTS)
+    names = [c.strip().lower() if c.strip().lower() in tagged else c for c in columns]
     twice = sorted({c for c in names if names.count(c) > 1})
     if twice:
         raise ValueError(f"its header names column(s) {', '.join(map(repr, twice))} more than once")
@@ -194,7 +204,7 @@ def _check_header(columns: list) -> None:
     if not any(n in _INDEX for n in names):
         raise ValueError(f"its header {quoted(head)} names no emotion column ({';'.join(e.title() for e in EMOTIONS)}, "
                          "';'-separated)")
-    if all(n in _INDEX for n in names):
+    if all(n in tagged for n in names):
         raise ValueError(f"its header {quoted(head)} names no language column (e.g. 'english', ';'-separated)")
 
 

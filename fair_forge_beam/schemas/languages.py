@@ -2,11 +2,24 @@
 
 The original stores full lower-case English names (``"english"``) and fails with a
 ``KeyError`` on ISO codes (spec §17 item 9). Here ``"en"``, ``"EN"``, ``"English"``,
-``"en-US"``, ``"eng"`` and ``"english"`` all normalise to ``"english"``. A language that is not
-in the table is kept (stripped, lower-cased) and reported by :func:`is_known_language`, so the
-caller can warn and count it instead of crashing.
+``"en-US"``, ``"eng"`` and ``"english"`` all normalise to ``"english"`` — for every language of
+ISO 639-2 (:mod:`fair_forge_beam.schemas.iso639`: its ISO 639-1 code, its ISO 639-2/T code (=
+ISO 639-3 for an individual language), its 639-2/B code, each of its English names; the withdrawn
+ISO 639-1 codes BCP 47 still reads, ``iw`` ``in`` ``ji`` ``jw`` ``mo``). trial36 T6: the table held 16
+languages, so ``sv``, ``sv-SE`` and ``swe`` were three languages apart from ``swedish`` (separate
+slices; dead letters although the lexicon had Swedish). The canonical name is the ISO English
+name's first form, lower-cased, its qualifier dropped and an inverted name turned (``"Greek,
+Modern (1453-)"`` -> ``"modern greek"``); the 16 languages of :data:`_ALIASES` keep their names
+and native spellings. ISO's special codes (``und``, ``mul``, ``zxx``, ``mis``, ``qaa``–``qtz``) name no
+language. A language that is not in the table is kept (stripped, lower-cased) and reported by
+:func:`is_known_language`, so the caller can warn and count it instead of crashing.
 """
 from __future__ import annotations
+
+import re
+from collections import Counter
+
+from fair_forge_beam.schemas.iso639 import ISO_639_2
 
 # canonical name -> ISO 639-1, ISO 639-2/3 codes and native spellings
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -26,15 +39,60 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "turkish": ("tr", "tur"),
     "polish": ("pl", "pol"),
     "catalan": ("ca", "cat", "català"),
+    "greek": ("el", "ell", "gre", "ελληνικά"),  # ISO 639-2 names it "Greek, Modern (1453-)" beside Ancient Greek
 }
 
-_LOOKUP: dict[str, str] = {}
-for _canonical, _aliases in _ALIASES.items():
-    _LOOKUP[_canonical] = _canonical
-    for _alias in _aliases:
-        _LOOKUP[_alias] = _canonical
+#: ISO 639-2 codes that name no language (ISO 639-2's special and reserved codes)
+_NOT_A_LANGUAGE = frozenset({"mis", "mul", "und", "zxx", "qaa-qtz"})
+#: ISO 639-1 codes withdrawn and replaced; BCP 47 and older systems (Java's Locale) still write them
+_WITHDRAWN_639_1 = {"iw": "he", "in": "id", "ji": "yi", "jw": "jv", "mo": "ro"}
 
-KNOWN_LANGUAGES: frozenset[str] = frozenset(_ALIASES)
+
+def _iso_names(name: str) -> list[str]:
+    """The lower-case forms of an ISO 639-2 English name: each ``;``-separated form, its
+    parenthesised qualifier dropped and an inverted form turned (``"Greek, Modern (1453-)"`` ->
+    ``"modern greek"``; ``"Bokmål, Norwegian; Norwegian Bokmål"`` -> ``"norwegian bokmål"``)."""
+    out = []
+    for form in name.split(";"):
+        form = " ".join(re.sub(r"\([^)]*\)", " ", form).split())
+        if ", " in form:
+            head, tail = form.split(", ", 1)
+            form = f"{tail} {head}"
+        if form and form.lower() not in out:
+            out.append(form.lower())
+    return out
+
+
+def _build_lookup() -> dict[str, str]:
+    lookup: dict[str, str] = {}
+    for canonical, aliases in _ALIASES.items():
+        lookup[canonical] = canonical
+        for alias in aliases:
+            lookup[alias] = canonical
+    for a2, a3, b3, name in ISO_639_2:
+        if a3 in _NOT_A_LANGUAGE:
+            continue
+        codes = [c for c in (a2, a3, b3) if c]
+        names = _iso_names(name)
+        canonical = next((lookup[c] for c in codes if c in lookup), None) or names[0]
+        for key in (canonical, *codes, *names):
+            lookup.setdefault(key, canonical)  # a name another language holds first stays that language's
+    for old, new in _WITHDRAWN_639_1.items():
+        lookup.setdefault(old, lookup[new])
+    # an inverted name's head alone ("Greek, Modern" -> "greek") when one language has it
+    heads = Counter(form.split(", ", 1)[0].lower() for *_, name in ISO_639_2 for form in name.split(";")
+                    if ", " in form)
+    for a2, a3, b3, name in ISO_639_2:
+        for form in name.split(";"):
+            head = form.split(", ", 1)[0].lower()
+            if ", " in form and heads[head] == 1 and a3 not in _NOT_A_LANGUAGE:
+                lookup.setdefault(head, lookup[a3])
+    return lookup
+
+
+_LOOKUP: dict[str, str] = _build_lookup()
+
+KNOWN_LANGUAGES: frozenset[str] = frozenset(_LOOKUP.values())
 
 
 def normalize_language(value: str) -> str:
