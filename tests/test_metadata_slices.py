@@ -147,23 +147,61 @@ def test_distinct_values_are_distinct_slices_with_unambiguous_labels():
     assert slice_value("true story") == "true story" and slice_value("3 bots") == "3 bots"
 
 
-def test_console_tables_measure_the_width_of_what_they_print():
-    """Trial 28e B5: 'region=eu\u200b' is printed escaped (6 columns more) but was measured before
-    escaping, and its row's columns were shifted; a wide character counts two columns."""
-    from fair_forge_beam.reports.summary import console_summary, display_width
+def _console_rows(labels) -> list:
+    """The console table's rows of a Toxicity run whose slices are ``labels`` (each n 10, 5 sessions)."""
+    from fair_forge_beam.reports.summary import console_summary
 
     est = {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}
-    rows = [{"slice": s, "n_interactions": 10, "n_sessions": 5, "toxic_rate": est}
-            for s in ("overall", "region=eu\u200b", "region=日本", "region=e\u0301u", "region=plain")]
+    rows = [{"slice": s, "n_interactions": 10, "n_sessions": 5, "toxic_rate": est} for s in labels]
     doc = {"config": {"mode": "frequentist"},
            "summary": {"interactions_read": 10, "rejected_at_read": 0, "data_quality_warnings": 0,
                        "metrics": {"toxicity": {"scored": 10, "interactions_scored": 10, "dead_letters": 0}}},
            "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": rows}}}
-    lines = [ln for ln in console_summary(doc, "out", []).splitlines() if ln.startswith("  ") and "0.5" in ln]
+    return [ln for ln in console_summary(doc, "out", []).splitlines() if ln.startswith("  ") and "0.5" in ln]
+
+
+def test_console_tables_measure_the_width_of_what_they_print():
+    """Trial 28e B5: 'region=eu\u200b' is printed escaped (6 columns more) but was measured before
+    escaping, and its row's columns were shifted; a wide character counts two columns."""
+    from fair_forge_beam.reports.summary import display_width
+
+    lines = _console_rows(("overall", "region=eu\u200b", "region=日本", "region=e\u0301u", "region=plain"))
     assert len(lines) == 5, lines
     starts = {display_width(ln[:ln.index(" 10 ")]) for ln in lines}  # where the n column begins, on screen
     assert len(starts) == 1, lines
     assert display_width("日本") == 4 and display_width("e\u0301") == 1
+
+
+def test_a_float_slice_value_is_its_shortest_json_at_any_magnitude():
+    """trial36 T11: ``tier = 1e300`` became a 301-digit label (float noise digits, then cut): every
+    integral float was turned into an int. An integral float stays an integer's label up to 2**53
+    (every integer there is a float: 3.0 and 3 one slice); beyond, its shortest JSON."""
+    from fair_forge_beam.io.read import slice_value
+
+    assert [slice_value(v) for v in (1e300, -1e300, 1e16, 2.0 ** 53, -(2.0 ** 53), 2.0 ** 53 * 2, 1.7976931348623157e308,
+                                     5e-324, 12345678901234567890)] == [
+        "1e+300", "-1e+300", "1e+16", "9007199254740992", "-9007199254740992", "1.8014398509481984e+16",
+        "1.7976931348623157e+308", "5e-324", "12345678901234567890"]
+
+
+def test_console_slice_column_is_bounded_whatever_the_labels_length():
+    """trial36 T11: a 200-character value (cut with its hash, as documented) set the console table's
+    slice column, so every row, ``overall`` included, was ~300 columns wide. A label over 40 columns
+    is elided in its middle, its start and end (the hash) kept; the files keep the full label."""
+    from fair_forge_beam.io.read import slice_value
+    from fair_forge_beam.reports.summary import CONSOLE_LABEL_WIDTH, display_width
+
+    long_a, long_b = "tier=" + slice_value("x" * 500), "tier=" + slice_value("x" * 500 + "y")
+    wide = "tier=" + "ゴールド" * 30
+    lines = _console_rows(("overall", long_a, long_b, wide, "tier=gold"))
+    assert len(lines) == 5, lines
+    starts = {display_width(ln[:ln.index(" 10 ")]) for ln in lines}
+    assert starts == {2 + CONSOLE_LABEL_WIDTH + 2 + 7 - 3}, lines  # the label column as wide as the cap, no wider
+    assert all(display_width(ln.rstrip()) <= 2 + CONSOLE_LABEL_WIDTH + 2 + 7 + 2 + 8 + 2 + 34 for ln in lines), lines
+    labels = [ln[2:ln.index(" 10 ")].rstrip() for ln in lines]
+    assert labels[0] == "overall" and labels[4] == "tier=gold"
+    assert labels[1].endswith(long_a[-9:]) and labels[2].endswith(long_b[-9:]) and labels[1] != labels[2], labels
+    assert labels[1].startswith("tier=xxx") and "…" in labels[3] and labels[3].startswith("tier=ゴールド"), labels
 
 
 @given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(["eu", "us", "apac"])), min_size=2, max_size=2),

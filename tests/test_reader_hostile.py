@@ -584,7 +584,11 @@ def test_summary_escapes_control_characters_from_the_data():
     text = summary_table(doc, "out")
     assert "\x1b" not in text and "\u202e" not in text
     assert not any(ln.lstrip().startswith("assistant_id=hh-chosen") for ln in text.splitlines())
-    assert "evil\\nassistant_id=hh-chosen" in text and "\\x1b[2J" in text
+    # printed escaped; the label, over the console's 40 columns, is elided in its middle (trial36 T11)
+    assert "assistant_id=evil\\nassistan…" in text and "[2J\\u202e" in text
+    short = {**doc, "metrics": {"humanity": {**doc["metrics"]["humanity"], "slices": [
+        {"slice": "assistant_id=e\n\x1b[2J", "n_interactions": 1, "n_sessions": 1}]}}}
+    assert "assistant_id=e\\n\\x1b[2J" in summary_table(short, "out")
 
 
 # ============================================================== repeated keys (fresh-user trial)

@@ -251,13 +251,17 @@ def _reads_as_another_value(text: str) -> bool:
     return True
 
 
+#: the largest magnitude up to which every integer is a float: a float slice value at most this is an integer's label
+_EXACT_INT = 2 ** 53
+
+
 def slice_value(value, mask=None) -> Optional[str]:
     """A session metadata field's value as the text of its slice key (``region=eu``), or ``None``
     when the record does not carry it (``null``, absent, a float NaN: the engine's
     ``"(missing)"``). A string as is, unless it would read as another value's label (``"true"``,
     ``"3"``, ``'["eu"]'``, ``"(missing)"``: :func:`_reads_as_another_value`), then as its JSON text
     with quotes (``"true"``); a number as the shortest JSON (``3``, and ``3.0``, ``-0.0`` → ``3``,
-    ``0``; ``Infinity``); a boolean or nested value as compact JSON (``true``, ``{"a":1}``, keys
+    ``0`` up to 2**53 in magnitude; ``1e+300``, ``2.5``, ``Infinity``); a boolean or nested value as compact JSON (``true``, ``{"a":1}``, keys
     sorted). So distinct values are distinct slices, each label unambiguous (issue 28, trial 28e B5:
     ``"(missing)"`` was merged with null and absent, ``true`` with ``"true"``). A text longer than :data:`MAX_SLICE_VALUE` characters is cut, and
     ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
@@ -266,8 +270,9 @@ def slice_value(value, mask=None) -> Optional[str]:
     the masked text)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) <= _EXACT_INT:
         value = int(value)  # 1.0 (e.g. a nullable integer column written as float) and 1 are one slice
+    # a larger float stays a float: its shortest JSON (1e300 -> 1e+300, not 301 digits of noise: trial36 T11)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                             separators=(",", ":"), default=str)
     if isinstance(value, str) and _reads_as_another_value(value):

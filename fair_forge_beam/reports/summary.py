@@ -210,7 +210,8 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
     prints the overall slice, then per headline estimate the :data:`CONSOLE_EXTREMES` slices with
     the highest and the lowest value (judged slices only: at least two sessions), and one line
     saying how many slices are not printed and where the full table is. The number of lines is
-    bounded whatever the number of assistants."""
+    bounded whatever the number of assistants, and their width whatever the labels' length (a
+    label over :data:`CONSOLE_LABEL_WIDTH` columns is elided: :func:`console_label`)."""
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
     from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, ONE_SESSION_NOTE, one_session_note
@@ -244,7 +245,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             shown = [(None, r) for r in slices]
         else:
             shown = [(None, r) for r in slices if r["slice"] == "overall"] + _extremes(name, slices, heads, CONSOLE_EXTREMES)
-        width = max([display_width(shown_key(r["slice"])) for _, r in shown] + [10])  # the width of what is printed
+        width = max([display_width(console_label(shown_key(r["slice"]))) for _, r in shown] + [10])  # what is printed
         # a metric whose estimates leave sessions out (MetricSpec.scored): a slice's n counts every
         # interaction of its sessions the metric read, those too (trial35b B9: 'overall  60' under
         # '12 scored'); the engine counts scored sessions per slice, not their interactions: say so
@@ -269,7 +270,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
             starred |= small
             lines.append(
-                "  " + pad(shown_key(r["slice"]), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
+                "  " + pad(console_label(shown_key(r["slice"])), width) + "  " + str(r["n_interactions"]).rjust(7) + "  "
                 + (f"{n_ses}*" if small else str("" if n_ses is None else n_ses)).rjust(8) + vals
             )
         if left_out:
@@ -336,6 +337,32 @@ def display_width(text: str) -> int:
 
     return sum(0 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf")
                else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
+
+
+#: the console table's slice column is at most this wide (trial36 T11: a 200-character value made
+#: every row, ``overall`` included, ~300 columns wide); the full label is in the output files
+CONSOLE_LABEL_WIDTH = 40
+#: columns of a long label's end kept by :func:`console_label` (a cut value's hash: ``…52d7adc8``)
+_LABEL_TAIL = 12
+
+
+def console_label(text: str, width: int = CONSOLE_LABEL_WIDTH) -> str:
+    """``text`` (a slice label as shown) within :func:`display_width` ``width``: a longer one keeps
+    its start and its last :data:`_LABEL_TAIL` columns around ``…`` (the end of a value cut with its
+    hash stays, so two long values that share their start stay apart)."""
+    if display_width(text) <= width:
+        return text
+    tail = ""
+    for c in reversed(text):
+        if display_width(c + tail) > _LABEL_TAIL:
+            break
+        tail = c + tail
+    head, room = "", width - 1 - display_width(tail)
+    for c in text:
+        if display_width(head + c) > room:
+            break
+        head += c
+    return head + "…" + tail
 
 
 def pad(text: str, width: int) -> str:
