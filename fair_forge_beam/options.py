@@ -2010,9 +2010,18 @@ def run_kinds(args: Any) -> list[str]:
                             ("no-report", bool(args.no_report) and not windowed)) if on]
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """``a == b`` where a bool equals only a bool: ``0`` is not ``False`` and ``1`` is not ``True``
+    (``0 in (None, False)`` is true in Python: ``--seed 0`` once counted as not given, trial36 T9)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
 def _given(args: Any, dest: str) -> bool:
-    """Whether ``args`` give option ``dest``: a value that is not its declared default."""
-    return getattr(args, dest, None) not in (None, False, [], OPTIONS[dest].default)
+    """Whether ``args`` give option ``dest``: a value that is not its declared default (``None``,
+    ``False`` and ``[]`` are "not given"; a zero is a value like any other: ``--seed 0``,
+    ``--judge-retries 0``, ``--endpoint-down-after 0``)."""
+    v = getattr(args, dest, None)
+    return not (v is None or v is False or (isinstance(v, list) and not v) or same_value(v, OPTIONS[dest].default))
 
 
 def _metric_names(metrics: Any) -> list[str]:

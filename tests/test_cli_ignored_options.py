@@ -224,3 +224,37 @@ def test_a_rollup_gate_on_a_metric_its_runs_did_not_run_gives_rollup_advice():
         resolve_gates(["toxicity toxic_rate mean <= 0.5"], ["humanity"], False, ("overall",), command="rollup")
     assert "not in the runs rolled up" in str(exc.value) and "--metrics" not in str(exc.value)
     assert "add it to the metrics" not in str(exc.value)
+
+
+# ---- trial36 T9: a zero is a value like any other ("given" was decided by `in (None, False, ...)`, and 0 == False) ----
+
+@pytest.mark.parametrize("given", [["--seed", "0"], ["--judge-retries", "0"], ["--endpoint-down-after", "0"]])
+def test_a_zero_of_an_option_the_run_does_not_read_is_refused(given, tmp_path, capsys):
+    """T9: --seed 0 (frequentist), --judge-retries 0 and --endpoint-down-after 0 (--metrics humanity) exited 0
+    without a word, while --seed 7 / --judge-retries 5 were refused."""
+    _refused(["--metrics", "humanity", "--mode", "frequentist", *given], tmp_path, capsys, given[0])
+
+
+def _numeric_unread_options():
+    return [d for d, o in O.OPTIONS.items() if o.type in (int, float)
+            and O.unread_because(o, "humanity", "frequentist") and not O.same_value(o.default, 0)]
+
+
+@pytest.mark.parametrize("dest", _numeric_unread_options())
+def test_every_numeric_option_given_zero_counts_as_given(dest):
+    """The same verdict for every value: each number option a humanity frequentist run does not read,
+    given 0 (or 0.0), is named as not read, as it is for any other value."""
+    o = O.OPTIONS[dest]
+    for zero in (0, 0.0):
+        args = audit.build_parser().parse_known_args(["--metrics", "humanity", "--mode", "frequentist"])[0]
+        setattr(args, dest, o.type(zero))
+        problem = O.ignored_option_problem(args, {dest})
+        assert problem is not None and problem.startswith(f"{o.flag}: not read by"), (dest, zero, problem)
+
+
+def test_a_flag_left_false_and_an_empty_list_are_not_given():
+    import argparse
+
+    assert not O._given(argparse.Namespace(seed=None), "seed")
+    assert O._given(argparse.Namespace(seed=0), "seed")
+    assert not O.same_value(0, False) and not O.same_value(True, 1) and O.same_value(0, 0.0)
