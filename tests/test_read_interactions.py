@@ -494,6 +494,25 @@ class IteratorButFullDataset(Retriever):
         return iter([_dataset("I", 0)])
 
 
+class OneSessionNotList(Retriever):
+    """trial36 T7: one session dict where a list of them is due."""
+
+    def load_dataset(self):
+        return _dataset("O", 1).model_dump()
+
+
+class OneDatasetStreamed(Retriever):
+    iteration_level = IterationLevel.STREAM_SESSIONS
+
+    def load_dataset(self):
+        return _dataset("O", 1)
+
+
+class TextNotList(Retriever):
+    def load_dataset(self):
+        return '[{"session_id": "s"}]'
+
+
 class MixedRetriever(Retriever):
     iteration_level = IterationLevel.STREAM_SESSIONS
 
@@ -637,6 +656,22 @@ def test_retriever_iterator_with_full_dataset_level_fails_naming_iteration_level
     with pytest.raises(Exception, match="iteration_level"):
         with test_pipeline as p:
             p | ReadInteractions(retriever=IteratorButFullDataset)
+
+
+@pytest.mark.parametrize("cls, says", [
+    (OneSessionNotList, "OneSessionNotList.load_dataset() returned a dict (keys 'session_id', 'assistant_id', "
+                        "'language', 'context', 'chatbot_role', …), not a list of sessions (Dataset objects or dicts) "
+                        "(iteration_level FULL_DATASET): return [session] for one session"),
+    (OneDatasetStreamed, "OneDatasetStreamed.load_dataset() returned one Dataset object, not an iterator of sessions"),
+    (TextNotList, "TextNotList.load_dataset() returned a str, not a list of sessions"),
+])
+def test_a_retriever_returning_one_session_is_one_error_naming_what_it_returned(cls, says, test_pipeline):
+    """trial36 T7: a dict was iterated as its keys: 5 dead letters 'invalid JSON: Expecting value', one per key,
+    and no word of the retriever's slip."""
+    with pytest.raises(Exception) as exc:
+        with test_pipeline as p:
+            p | ReadInteractions(retriever=cls)
+    assert says in str(exc.value), str(exc.value)[:600]
 
 
 def test_pattern_matching_no_file_raises_before_running(tmp_path):

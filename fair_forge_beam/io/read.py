@@ -70,7 +70,7 @@ from fair_forge_beam.io.elements import (
 )
 from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
-from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.io.retriever import Retriever, checked_dataset
 from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
 from fair_forge_beam.plain import plain_reason
@@ -1707,12 +1707,7 @@ class _RunRetriever(beam.DoFn):
     def process(self, _):
         retriever = self.retriever_cls(**self.kwargs)
         level = IterationLevel(retriever.iteration_level)
-        data = retriever.load_dataset()
-        if level == IterationLevel.FULL_DATASET and isinstance(data, collections.abc.Iterator):
-            raise ValueError(
-                f"{self.retriever_cls.__name__}.load_dataset() returned an iterator but iteration_level is "
-                "FULL_DATASET: return a list, or set iteration_level to STREAM_SESSIONS / STREAM_BATCHES"
-            )
+        data = checked_dataset(self.retriever_cls, level, retriever.load_dataset())
         source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
         for i, item in enumerate(data):
             yield (source, i, checked_record(item))

@@ -35,7 +35,7 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 
 from fair_forge_beam.io.read import MAX_RECORD_BYTES
-from fair_forge_beam.io.retriever import Retriever
+from fair_forge_beam.io.retriever import Retriever, checked_dataset
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 from fair_forge_beam.quoting import quoted
@@ -110,7 +110,9 @@ class _ReadRetrieverFn(beam.DoFn):
     def _iterator_at(self, position: int) -> Iterator:
         if self._open is not None and self._open[0] == position:
             return self._open[1]
-        it = iter(self.retriever_cls(**self.kwargs).load_dataset())
+        retriever = self.retriever_cls(**self.kwargs)
+        it = iter(checked_dataset(self.retriever_cls, IterationLevel(retriever.iteration_level), retriever.load_dataset(),
+                                    any_iterable=True))
         return itertools.islice(it, position, None) if position else it
 
     def process(
