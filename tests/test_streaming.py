@@ -72,6 +72,41 @@ def test_parse_timestamp():
             parse_timestamp(bad)
 
 
+
+def test_an_iso_basic_date_of_digits_is_that_date_not_epoch_seconds():
+    """trial36 T5: "20261206" was float()-ed first: 1970-08-23T12:06:46Z, window 1970, no word."""
+    day = 1796515200.0  # 2026-12-06T00:00:00Z
+    assert parse_timestamp("20261206") == parse_timestamp(" 20261206 ") == parse_timestamp("2026-12-06") == day
+    assert parse_timestamp("20261206T101500Z") == day + 10 * 3600 + 15 * 60
+    assert parse_timestamp("12345678") == 12345678.0  # no calendar date (month 34): epoch seconds, as before
+    with pytest.raises(ValueError, match=r"timestamp 20261206 is ambiguous: the ISO 8601 basic date 2026-12-06, or "
+                                         r"1970-08-23T12:06:46Z in seconds since the epoch"):
+        parse_timestamp(20261206)  # a JSON number: either reading is as likely
+    assert parse_timestamp(20261206.0) == 20261206.0  # a fraction: seconds
+
+
+@pytest.mark.parametrize("value, unit, divisor", [
+    (1796552100000, "milliseconds", "1,000"), ("1796552100000", "milliseconds", "1,000"),
+    (1796552100123.0, "milliseconds", "1,000"), (1796552100000000, "microseconds", "1,000,000"),
+    (1796552100000000000, "nanoseconds", "1,000,000,000")])
+def test_an_epoch_out_of_range_names_its_probable_unit(value, unit, divisor):
+    """trial36 T5: a JavaScript/Kafka millisecond epoch said only 'timestamp 1796552100000 is out of range'."""
+    with pytest.raises(ValueError) as exc:
+        parse_timestamp(value)
+    assert f"is out of range: it looks like {unit} since the epoch (2026-12-06T10:15:00Z); timestamps are read " \
+           f"as seconds: divide by {divisor}" in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("value", ["20261206101500", 20261206101500, "202612061015", 202612061015])
+def test_digits_that_spell_a_date_and_time_are_refused_with_the_iso_spelling(value):
+    """12 digits as seconds are the year 8390 (in range: read silently before); 14 are out of range."""
+    with pytest.raises(ValueError, match="it looks like a date and time without separators \\(2026-12-06T10:15:00\\); "
+                                         "write ISO 8601, e.g. '2026-12-06T10:15:00Z' or '20261206T101500Z'"):
+        parse_timestamp(value)
+    with pytest.raises(ValueError) as exc:
+        parse_timestamp(1e20)
+    assert str(exc.value) == "timestamp 1e+20 is out of range"  # no unit fits: nothing guessed
+
 @given(st.lists(st.lists(st.integers(0, 5), max_size=4), max_size=6), st.randoms())
 def test_empty_pane_safe_combine_fn_merge_order(groups, rnd):
     """Merging in any order and grouping gives the same accumulator; merging nothing is empty."""

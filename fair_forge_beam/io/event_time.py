@@ -9,8 +9,17 @@ Accepted values (:func:`parse_timestamp`):
 
 * a number: seconds since the Unix epoch (UTC); ``int``/``float``, finite;
 * a string: ISO 8601 as read by ``datetime.fromisoformat`` (``2024-05-01T12:00:00Z``,
-  ``2024-05-01 12:00:00+02:00``, ``2024-05-01``); a time without an offset is taken as UTC;
-  a string holding a number is read as seconds since the epoch.
+  ``2024-05-01 12:00:00+02:00``, ``2024-05-01``, the basic forms ``20240501`` and
+  ``20240501T120000Z``); a time without an offset is taken as UTC; any other string holding a
+  number is read as seconds since the epoch.
+
+An eight-digit string that is a calendar date (``"20261206"``) is that ISO 8601 basic date, never
+epoch seconds (1970-08-23: trial36 T5); the same digits as a JSON number (``20261206``) could be
+either and are refused as ambiguous. A number of seconds beyond year 9999 that is a date in
+1990–2199 when divided by 1,000, 10⁶ or 10⁹ is refused naming the unit it probably has
+(milliseconds: JavaScript, Java, Kafka), and 12 or 14 digits that spell a date and time
+(``20261206101500``, ``202612061015``: as seconds, after the year 5000) are refused with the ISO
+8601 spelling to write instead.
 
 A record whose timestamp is missing or unreadable goes to the dead letter (policy
 ``"dead_letter"``, the default) or, with policy ``"processing_time"``, gets the time at which
@@ -45,9 +54,13 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {quoted(value)}")
     if isinstance(value, (int, float)):
+        if isinstance(value, int) and _basic_date(str(value)) is not None:
+            raise ValueError(_ambiguous(value))
         seconds = float(value)
     elif isinstance(value, str):
         text = value.strip()
+        if text.isascii() and text.isdigit() and _basic_date(text) is not None:  # ISO 8601 basic date, not 1970
+            return _utc_seconds(datetime.fromisoformat(text))
         try:
             seconds = float(text)
         except ValueError:
@@ -55,14 +68,74 @@ def parse_timestamp(value: Any) -> float:
                 dt = datetime.fromisoformat(text)
             except ValueError:
                 raise ValueError(f"timestamp {quoted(value)} is neither epoch seconds nor ISO 8601") from None
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=timezone.utc)
-            seconds = dt.timestamp()
+            seconds = _utc_seconds(dt)
     else:
         raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {type(value).__name__}")
     if not math.isfinite(seconds) or not _MIN_S <= seconds <= _MAX_S:
-        raise ValueError(f"timestamp {quoted(value)} is out of range")
+        raise ValueError(f"timestamp {quoted(value)} is out of range{_probable_unit(value, seconds)}")
+    spelt = _date_time_digits(value)
+    if spelt is not None:  # 202612061015 s is the year 8390: the digits spell 2026-12-06 10:15
+        raise ValueError(f"timestamp {quoted(value)} is not read as seconds since the epoch{spelt}")
     return seconds
+
+
+def _utc_seconds(dt: datetime) -> float:
+    return (dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _basic_date(digits: str) -> Optional[datetime]:
+    """The calendar date ``digits`` spell as an ISO 8601 basic date (``YYYYMMDD``), or ``None``."""
+    if len(digits) != 8 or not digits.isdigit():
+        return None
+    try:
+        return datetime.strptime(digits, "%Y%m%d")
+    except ValueError:
+        return None
+
+
+def _ambiguous(value: int) -> str:
+    day = _basic_date(str(value)).date().isoformat()
+    as_epoch = datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"timestamp {value} is ambiguous: the ISO 8601 basic date {day}, or {as_epoch} in seconds since the "
+            f"epoch; write the date as the text {quoted(day)} (or {quoted(str(value))}), or epoch seconds as a "
+            f"number with a fraction ({value}.0)")
+
+
+#: the units a number beyond year 9999 in seconds probably has, by its divisor
+_UNITS = ((1_000, "milliseconds"), (1_000_000, "microseconds"), (1_000_000_000, "nanoseconds"))
+#: a converted time counts as probable between these years (logs of AI assistants)
+_PROBABLE_YEARS = (1990, 2200)
+
+
+def _probable_unit(value: Any, seconds: float) -> str:
+    """``: it looks like milliseconds since the epoch (2026-12-06T10:15:00Z); divide by 1,000 …``,
+    the ISO 8601 spelling of 12 or 14 digits that spell a date and time, or ``""``."""
+    if not math.isfinite(seconds) or seconds <= _MAX_S:
+        return ""
+    for divisor, unit in _UNITS:
+        t = seconds / divisor
+        if _MIN_S <= t <= _MAX_S:
+            at = datetime.fromtimestamp(t, tz=timezone.utc)
+            if _PROBABLE_YEARS[0] <= at.year < _PROBABLE_YEARS[1]:
+                return (f": it looks like {unit} since the epoch ({at.strftime('%Y-%m-%dT%H:%M:%SZ')}); timestamps are "
+                        f"read as seconds: divide by {divisor:,}, or write ISO 8601 text")
+    return _date_time_digits(value) or ""
+
+
+def _date_time_digits(value: Any) -> Optional[str]:
+    """``: it looks like a date and time without separators (…); write ISO 8601, e.g. …`` when
+    ``value`` (digits as a string or an integer) is 12 or 14 digits that spell ``YYYYMMDDhhmm[ss]``
+    (as seconds: after the year 5000), else ``None``."""
+    digits = value.strip() if isinstance(value, str) else str(value) if isinstance(value, int) and not isinstance(value, bool) else ""
+    if not (digits.isascii() and digits.isdigit() and len(digits) in (12, 14)):
+        return None
+    try:
+        at = datetime.strptime(digits, "%Y%m%d%H%M%S" if len(digits) == 14 else "%Y%m%d%H%M")
+    except ValueError:
+        return None
+    basic = at.strftime("%Y%m%dT%H%M%S")
+    return (f": it looks like a date and time without separators ({at.isoformat()}); write ISO 8601, e.g. "
+            f"{quoted(at.isoformat() + 'Z')} or {quoted(basic + 'Z')} (UTC)")
 
 
 def find_timestamp(field: str, *places: Optional[dict]) -> Any:
