@@ -1749,6 +1749,64 @@ def value(options: Any, dest: str) -> Any:
     return v
 
 
+#: how Python spells what a main-job option sets, for the options that feed no constructor argument
+#: of their own (:attr:`Option.feeds` spells the others): what a keyword named like the option (the
+#: CLI's spelling, ``Toxicity.run(R, toxicity_scorer="profanity-check")``) is told (trial36 T1)
+PYTHON_SPELLING: dict[str, str] = {
+    "mode": "statistical_mode=BayesianMode() or FrequentistMode() (fair_forge_beam.statistical)",
+    "toxicity_scorer": "toxicity_classifier='profanity-check' (or ProfanityCheckClassifier(), "
+                       "fair_forge_beam.components.toxicity_classifier); toxicity_classifier=None or 'hurtlex' is "
+                       "the HurtLex rule, Toxicity's default in Python",
+    "toxicity_classifier_threshold": "toxicity_classifier=ProfanityCheckClassifier(threshold=...)",
+    "emotion_lexicon_csv": "lexicon=NRCCsvLexicon(path) (fair_forge_beam.components.emotion_lexicon)",
+    "no_clustering": "clustering=False",
+    "judge_base_url": "judge={'base_url': ..., 'model': ...}",
+    "judge_model": "judge={'base_url': ..., 'model': ...}",
+    "judge_cache": "judge={..., 'cache_path': ...}",
+    "guardian_base_url": "guardian=make_guardian(kind, model, base_url) (fair_forge_beam.components.guardian)",
+    "guardian_model": "guardian=make_guardian(kind, model, base_url) (fair_forge_beam.components.guardian)",
+    "guardian_kind": "guardian=make_guardian(kind, model, base_url) (fair_forge_beam.components.guardian)",
+    "regulatory_corpus": "corpus=... (a corpus connector)",
+    "regulatory_embedder": "embedder=... (an Embedder)",
+    "similarity_embedder": "scorer=... (Vision) or embedder=... (PromptEvaluator)",
+    "seed_prompt_file": "seed_prompt=<the file's text>",
+    "generator_base_url": "model=... (the generator's handler)",
+    "generator_model": "model=... (the generator's handler)",
+    "privacy_detector": "detector=... (a PIIDetector)",
+    "privacy_domain": "domain=...",
+}
+
+#: the constructor argument of a metric that holds an object a feed names (``HurtLexLoader.level``)
+_HOLDERS = {"BayesianMode": "statistical_mode=BayesianMode({arg}=...)",
+            "FrequentistMode": "statistical_mode=FrequentistMode({arg}=...)",
+            "HurtLexLoader": "toxicity_loader=HurtLexLoader({arg}=...)",
+            "OpenAIJudgeHandler": "judge={{..., '{arg}': ...}}",
+            "LLMGuardian": "guardian=make_guardian(kind, model, base_url, {arg}=...)"}
+
+
+def python_spelling(dest: str, metric: Optional[str] = None) -> Optional[str]:
+    """How Python gives what option ``dest`` (the CLI's ``--<name>``, by ``dest``) sets: a keyword of
+    the metric class named ``metric`` (``k=...``), the object it belongs in
+    (``statistical_mode=BayesianMode(mc_samples=...)``), or :data:`PYTHON_SPELLING`'s text; ``None``
+    for an option that is not a metric's or a mode's."""
+    o = OPTIONS.get(dest)
+    if o is None:
+        return None
+    if dest in PYTHON_SPELLING:
+        return PYTHON_SPELLING[dest]
+    spelt = []
+    for f in o.feeds:
+        owner, _, arg = f.rpartition(".")
+        cls = owner.rpartition(":")[2]
+        if metric is not None and cls == metric:
+            spelt.append(f"{arg}=...")
+        elif cls in _HOLDERS:
+            spelt.append(_HOLDERS[cls].format(arg=arg))
+        elif owner.startswith("fair_forge_beam.metrics."):
+            spelt.append(f"{cls}({arg}=...)")
+    return " or ".join(dict.fromkeys(spelt)) or None
+
+
 def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``target`` (``"module:Callable"``) from the options that feed it.
 

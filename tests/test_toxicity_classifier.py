@@ -79,9 +79,16 @@ def test_bad_input_and_arguments():
             ProfanityCheckClassifier(threshold=bad)
     with pytest.raises(ValueError, match="unknown toxicity classifier 'nope'"):
         make_classifier("nope")
-    with pytest.raises(ValueError, match="toxicity_classifier must be"):
-        Toxicity(toxicity_classifier="profanity-check", group_extractor=KeywordGroupExtractor({"a": ["a"]}),
+    # a name is the command line's spelling (--toxicity-scorer, trial36 T1): a scorer's name works, another is refused
+    with pytest.raises(ValueError, match="toxicity_classifier must be a ToxicityClassifier, a scorer's name or None"):
+        Toxicity(toxicity_classifier=CLF.probabilities, group_extractor=KeywordGroupExtractor({"a": ["a"]}),
                  sentiment_analyzer=None, clustering=False)
+    with pytest.raises(ValueError, match="toxicity_classifier 'nope' is no scorer: a name is one of"):
+        Toxicity(toxicity_classifier="nope", group_extractor=KeywordGroupExtractor({"a": ["a"]}),
+                 sentiment_analyzer=None, clustering=False)
+    named = Toxicity(toxicity_classifier="profanity-check", group_extractor=KeywordGroupExtractor({"a": ["a"]}),
+                     sentiment_analyzer=None, clustering=False)
+    assert isinstance(named.classifier, ProfanityCheckClassifier) and named.classifier.describe() == CLF.describe()
     assert CLF.covers("en") and CLF.covers(None) and not CLF.covers("spanish")
 
 

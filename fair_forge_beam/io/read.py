@@ -41,7 +41,7 @@ import json
 import os
 import logging
 import math
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.blank import is_blank, is_blank_line
@@ -70,7 +70,7 @@ from fair_forge_beam.io.elements import (
 )
 from fair_forge_beam.io import edge
 from fair_forge_beam.statistical.combiners import StoredAccumulator
-from fair_forge_beam.io.retriever import Retriever, checked_dataset
+from fair_forge_beam.io.retriever import Retriever, checked_dataset, declared_keywords_problem, unread_keywords_problem
 from fair_forge_beam.schemas.common import MASK_CONTEXT, Batch, IterationLevel, SessionMetadata, StreamedBatch
 from fair_forge_beam.io.edge import READ_CHUNK
 from fair_forge_beam.plain import plain_reason
@@ -1701,8 +1701,9 @@ def _parquet_slice_records(path: str, batch, first: int, limit: int):
 
 # ------------------------------------------------------------------ retrievers
 class _RunRetriever(beam.DoFn):
-    def __init__(self, retriever_cls, kwargs):
+    def __init__(self, retriever_cls, kwargs, keyword_hints=None):
         self.retriever_cls, self.kwargs = retriever_cls, dict(kwargs or {})
+        self.keyword_hints = dict(keyword_hints or {})
 
     def process(self, _):
         retriever = self.retriever_cls(**self.kwargs)
@@ -1711,6 +1712,9 @@ class _RunRetriever(beam.DoFn):
         source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
         for i, item in enumerate(data):
             yield (source, i, checked_record(item))
+        problem = unread_keywords_problem(retriever, self.keyword_hints)  # every keyword read, or the run stops
+        if problem:
+            raise TypeError(problem)
 
 
 # ------------------------------------------------------------------ the PTransform
@@ -1827,7 +1831,11 @@ class ReadInteractions(beam.PTransform):
             must share one format (by extension, or ``file_format``).
         retriever: a :class:`Retriever` subclass; instantiated on a worker with
             ``retriever_kwargs``.
-        retriever_kwargs: keyword arguments for the retriever.
+        retriever_kwargs: keyword arguments for the retriever: each must be one its ``__init__``
+            declares (checked here) or, with ``Retriever``'s ``**kwargs``, one it reads while loading
+            (checked once loaded: ``TypeError`` naming the keyword nobody read).
+        keyword_hints: a text per retriever keyword to add when it is refused (``Metric.run``: the
+            metric keyword it is nearest to).
         file_format: ``"auto"`` (by extension), ``"json"``, ``"jsonl"`` or ``"parquet"``.
         timestamp_field: read each interaction's event time from this field (see
             :mod:`fair_forge_beam.io.event_time`); ``None`` (default): no event time.
@@ -1873,6 +1881,7 @@ class ReadInteractions(beam.PTransform):
         max_record_bytes: int = MAX_RECORD_BYTES,
         fields_read: Optional[Sequence[str]] = None,
         max_id_chars: int = MAX_ID_CHARS,
+        keyword_hints: Optional[Mapping[str, str]] = None,
     ):
         super().__init__()
         self.fields_read = None if fields_read is None else frozenset(fields_read)
@@ -1895,6 +1904,11 @@ class ReadInteractions(beam.PTransform):
         given = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns or [])
         self.patterns = [absolute_pattern(p) for p in given]
         self.retriever, self.retriever_kwargs, self.file_format = retriever, retriever_kwargs or {}, file_format
+        self.keyword_hints = dict(keyword_hints or {})
+        if retriever is not None:  # a keyword the retriever does not take: before any pipeline (trial36 T1)
+            problem = declared_keywords_problem(retriever, self.retriever_kwargs, self.keyword_hints)
+            if problem:
+                raise TypeError(problem)
         self._formats = self._resolve_formats(given) if self.patterns else []
 
     def _resolve_formats(self, given: Sequence[str]) -> list[tuple[tuple, str]]:
@@ -1939,7 +1953,7 @@ class ReadInteractions(beam.PTransform):
             record_pcolls.append(
                 p
                 | "RetrieverSeed" >> beam.Create([None])
-                | "RunRetriever" >> beam.ParDo(_RunRetriever(self.retriever, self.retriever_kwargs))
+                | "RunRetriever" >> beam.ParDo(_RunRetriever(self.retriever, self.retriever_kwargs, self.keyword_hints))
                 | "SpreadRetrieved" >> beam.Reshuffle()
             )
         for i, (pattern, fmt) in enumerate(self._formats):

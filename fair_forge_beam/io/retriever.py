@@ -17,19 +17,88 @@ in ``__main__``, when running on several worker processes.
 from __future__ import annotations
 
 import collections.abc
+import difflib
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, Mapping, Optional, Union
 
 from fair_forge_beam.schemas.common import Dataset, IterationLevel, StreamedBatch
 
-__all__ = ["Retriever", "checked_dataset"]
+__all__ = ["Retriever", "Keywords", "checked_dataset", "declared_keywords_problem", "unread_keywords_problem"]
+
+
+class Keywords(dict):
+    """A retriever's keyword arguments (``self.kwargs``) that remember which keys were asked for
+    (``[key]``, ``get``, ``in``, ``pop``, ``setdefault``; every key when the whole mapping is read:
+    iteration, ``keys``/``items``/``values``, ``copy``, ``**`` unpacking, ``dict(...)``), so that a
+    keyword nobody reads is refused instead of being dropped without a word (trial36 T1:
+    ``Humanity.run(R, statistcal_mode=...)`` ran in the default mode)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.asked: set = set()
+
+    def _all(self):
+        self.asked.update(dict.keys(self))
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return super().__contains__(key)
+
+    def pop(self, key, *default):
+        self.asked.add(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key, default=None):
+        self.asked.add(key)
+        return super().setdefault(key, default)
+
+    def __iter__(self):
+        self._all()
+        return super().__iter__()
+
+    def keys(self):
+        self._all()
+        return super().keys()
+
+    def items(self):
+        self._all()
+        return super().items()
+
+    def values(self):
+        self._all()
+        return super().values()
+
+    def copy(self):
+        self._all()
+        return dict(dict.items(self))
+
+    def __reduce__(self):
+        self._all()
+        return (dict, (dict(dict.items(self)),))
+
+    def unread(self) -> list:
+        """The keys given that nobody asked for, in the order given."""
+        return [k for k in dict.keys(self) if k not in self.asked]
 
 
 class Retriever(ABC):
-    """Base class of user data loaders. Subclasses implement :meth:`load_dataset`."""
+    """Base class of user data loaders. Subclasses implement :meth:`load_dataset`.
+
+    Keyword arguments are kept as ``self.kwargs``; each must be read (``self.kwargs["n"]``,
+    ``self.kwargs.get("n", 50)``) while the data are loaded: one that the retriever never asks for
+    stops the run naming it (:func:`unread_keywords_problem`). A subclass that declares its keywords
+    in its own ``__init__`` has them checked by Python, before any pipeline."""
 
     def __init__(self, **kwargs: Any):
-        self.kwargs = kwargs
+        self.kwargs = Keywords(kwargs)
 
     @property
     def iteration_level(self) -> IterationLevel:
@@ -83,3 +152,62 @@ def checked_dataset(retriever_cls: type, level: IterationLevel, data: Any, any_i
             "FULL_DATASET: return a list, or set iteration_level to STREAM_SESSIONS / STREAM_BATCHES"
         )
     return data
+
+
+def unread_keywords_problem(retriever: Any, hints: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """One line naming the keyword arguments ``retriever`` (a :class:`Retriever` whose data were
+    loaded) never asked for, or ``None``: ``ListRetriever never read the keyword argument given to
+    it: 'm' (did you mean 'n'?) (it asked for 'n'); ...``. ``hints``: a text per keyword to
+    add (``Humanity.run``: the metric's keyword it is nearest to)."""
+    kwargs = getattr(retriever, "kwargs", None)
+    if not isinstance(kwargs, Keywords):
+        return None  # a subclass that keeps its keywords its own way
+    unread = kwargs.unread()
+    if not unread:
+        return None
+    name = type(retriever).__name__
+    asked = sorted(str(k) for k in kwargs.asked)
+    parts = []
+    for k in unread:
+        near = difflib.get_close_matches(str(k), asked, n=1, cutoff=0.6)
+        hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
+        parts.append(f"{k!r}" + (f" ({hint})" if hint else ""))
+    return (f"{name} never read the keyword argument{'s' if len(unread) > 1 else ''} given to it: {'; '.join(parts)} "
+            f"({'it asked for ' + ', '.join(repr(a) for a in asked) if asked else 'it asked for none'}); a keyword "
+            f"nobody reads is not dropped without a word: drop it, correct its spelling, or read it in "
+            f"{name}.load_dataset() (self.kwargs)")
+
+
+def declared_keywords_problem(retriever_cls: type, kwargs: Mapping[str, Any],
+                              hints: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """For a retriever that declares its keywords (its ``__init__`` takes no ``**kwargs``): one line
+    naming a keyword in ``kwargs`` it does not take, with the nearest it does, or one it requires that
+    is missing; checked before any pipeline (on a worker Python would say it in a traceback).
+    ``None`` when they fit, or when the retriever takes ``**kwargs`` (then
+    :func:`unread_keywords_problem` checks, once its data are loaded)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(retriever_cls)
+    except (TypeError, ValueError):
+        return None
+    params = sig.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    named = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY)]
+    unknown = [k for k in kwargs if k not in named]
+    name = retriever_cls.__name__
+    if unknown:
+        parts = []
+        for k in unknown:
+            near = difflib.get_close_matches(str(k), named, n=1, cutoff=0.6)
+            hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
+            parts.append(f"{k!r}" + (f" ({hint})" if hint else ""))
+        return (f"{name} takes no keyword argument {', '.join(parts)}; its keywords: "
+                f"{', '.join(repr(n) for n in named) or 'none'}")
+    try:
+        sig.bind(**kwargs)
+    except TypeError as exc:
+        return f"{name}: {exc}"
+    return None

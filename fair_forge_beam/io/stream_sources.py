@@ -35,7 +35,7 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 
 from fair_forge_beam.io.read import MAX_RECORD_BYTES
-from fair_forge_beam.io.retriever import Retriever, checked_dataset
+from fair_forge_beam.io.retriever import Retriever, checked_dataset, declared_keywords_problem
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 from fair_forge_beam.quoting import quoted
@@ -172,6 +172,9 @@ class ReadStreamingRetriever(beam.PTransform):
             raise ValueError(f"retriever must be a StreamingRetriever subclass, got {quoted(retriever)}")
         if int(records_per_bundle) < 1:
             raise ValueError(f"records_per_bundle must be >= 1, got {quoted(records_per_bundle)}")
+        problem = declared_keywords_problem(retriever, retriever_kwargs or {})  # before any pipeline (trial36 T1)
+        if problem:
+            raise TypeError(problem)
         self.fn = _ReadRetrieverFn(retriever, retriever_kwargs or {}, timestamp_field, records_per_bundle)
 
     def expand(self, pbegin):

@@ -13,7 +13,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.slices import SLICE_DIMENSIONS, metadata_dimensions, slice_name_problems
 
-__all__ = ["MetricTransform", "MetricResults", "nest_session_interactions"]
+__all__ = ["MetricTransform", "MetricResults", "nest_session_interactions", "run_keyword_hints"]
 
 
 def nest_session_interactions(res: "MetricResults") -> "MetricResults":
@@ -31,6 +31,27 @@ def nest_session_interactions(res: "MetricResults") -> "MetricResults":
     ]
     out = MetricResults(sessions, sessions, res.slices, res.dead_letter, res.quality)
     out.interactions = per_qa
+    return out
+
+
+def run_keyword_hints(cls: type, metric_keywords: Sequence[str], retriever_kwargs: dict) -> dict[str, str]:
+    """What to tell of each keyword ``cls.run`` passes on to the retriever, should the retriever not
+    take or read it: the Python spelling of the command-line option it is named like
+    (``toxicity_scorer`` → ``toxicity_classifier='profanity-check'``), or the metric keyword it is
+    nearest to (``statistcal_mode`` → ``statistical_mode``)."""
+    import difflib
+
+    from fair_forge_beam.options import python_spelling
+
+    out = {}
+    for k in retriever_kwargs:
+        spelt = python_spelling(str(k), cls.__name__)
+        if spelt:
+            out[k] = f"the command line's --{str(k).replace('_', '-')}; in Python: {cls.__name__}({spelt})"
+            continue
+        near = difflib.get_close_matches(str(k), list(metric_keywords), n=1, cutoff=0.6)
+        if near:
+            out[k] = f"not a keyword of {cls.__name__}: did you mean {near[0]}=?"
     return out
 
 
@@ -125,7 +146,12 @@ class MetricTransform(beam.PTransform):
         where it declares none.
 
         Keyword arguments this metric's constructor accepts configure the metric; the rest are
-        passed to the retriever (as upstream). The pipeline runs on ``FnApiRunner`` unless
+        passed to the retriever (as upstream), which must take each (its ``__init__`` declares it:
+        checked before the pipeline) or read it (``self.kwargs``, with ``Retriever``'s own
+        ``__init__``: checked once its data are loaded): a keyword neither reads is a ``TypeError``
+        naming it and the metric keyword or the Python spelling of the command-line option it is
+        nearest to (trial36 T1: ``statistcal_mode=`` ran in the default mode, ``toxicity_scorer=``
+        with the default scorer, without a word). The pipeline runs on ``FnApiRunner`` unless
         ``pipeline_args`` names another runner.
         """
         from fair_forge_beam.io.read import ReadInteractions
@@ -135,10 +161,12 @@ class MetricTransform(beam.PTransform):
         params = inspect.signature(cls.__init__).parameters
         metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k not in metric_kwargs}
+        hints = run_keyword_hints(cls, [k for k in params if k != "self"], retriever_kwargs)
         transform = cls(**metric_kwargs)
         with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
             with run_pipeline(pipeline_options(pipeline_args)) as p:
                 read = p | "Read" >> ReadInteractions(retriever=retriever, retriever_kwargs=retriever_kwargs,
+                                                      keyword_hints=hints,
                                                       slice_fields=metadata_dimensions(transform.slices),
                                                       fields_read=transform.spec().reads)
                 res = read["interactions"] | cls.__name__ >> transform

@@ -381,12 +381,22 @@ class _SliceEstimator(SliceEstimator):
 
 
 def _resolve_classifier(classifier):
+    """``None`` (the HurtLex rule), a :class:`ToxicityClassifier`, or a name as the command line's
+    ``--toxicity-scorer`` spells it: ``'hurtlex'`` (the rule) or a registered classifier's name
+    (``'profanity-check'``, its default threshold; trial36 T1)."""
     if classifier is None:
         return None
-    from fair_forge_beam.components.toxicity_classifier import ToxicityClassifier
+    from fair_forge_beam.components.toxicity_classifier import CLASSIFIERS, ToxicityClassifier, make_classifier
 
+    if isinstance(classifier, str):
+        if classifier == "hurtlex":
+            return None
+        if classifier in CLASSIFIERS:
+            return make_classifier(classifier)
+        raise ValueError(f"toxicity_classifier {quoted(classifier)} is no scorer: a name is one of "
+                         f"{['hurtlex', *sorted(CLASSIFIERS)]} (as --toxicity-scorer), or pass a ToxicityClassifier")
     if not isinstance(classifier, ToxicityClassifier):
-        raise ValueError(f"toxicity_classifier must be a ToxicityClassifier or None, got {quoted(classifier)}")
+        raise ValueError(f"toxicity_classifier must be a ToxicityClassifier, a scorer's name or None, got {quoted(classifier)}")
     return classifier
 
 
@@ -458,7 +468,8 @@ class Toxicity(MetricTransform):
         toxicity_loader: a :class:`ToxicityLoader` class or instance (default HurtLex,
             inclusive level, neutral group terms excluded — case-001).
         group_extractor: a :class:`~fair_forge_beam.components.group_extractor.GroupExtractor`;
-            default an ``EmbeddingGroupExtractor`` over ``group_prototypes``.
+            default an ``EmbeddingGroupExtractor`` over ``group_prototypes``; ``"keyword"`` and
+            ``"embedding"`` as ``--group-extractor`` spells them (the shipped keyword lists; the default).
         group_prototypes: ``{group: [phrases]}``; default: the shipped HolisticBias-derived set
             (upstream requires them).
         group_thresholds, group_default_threshold (0.50), group_extractor_normalize_embeddings
@@ -489,9 +500,10 @@ class Toxicity(MetricTransform):
             the sentiment analyser each pay a fixed cost per call, so calls of thousands of texts).
         toxicity_classifier: a :class:`~fair_forge_beam.components.toxicity_classifier.ToxicityClassifier`
             deciding ``is_toxic`` (the lexicon still gives words and categories); answers in a
-            language it does not cover go to the dead letter. Default ``None``: the lexicon rule
-            above (the original's definition; the main job defaults to ``profanity-check``,
-            measured in ``docs/toxicity-validity.md``).
+            language it does not cover go to the dead letter, or its name as ``--toxicity-scorer``
+            spells it (``"profanity-check"``; ``"hurtlex"`` is ``None``). Default ``None``: the
+            lexicon rule above (the original's definition; the main job defaults to
+            ``profanity-check``, measured in ``docs/toxicity-validity.md``).
         group_set: DR's group set in both modes: ``"declared"`` (default; every declared group,
             zero counts included, spec §6.1's frequentist definition) or ``"observed"`` (groups
             detected at least once: the original's Bayesian DR). See
@@ -551,6 +563,16 @@ class Toxicity(MetricTransform):
         super().__init__(statistical_mode, slices)
         self.matcher = ToxicLexiconMatcher(_resolve_loader(toxicity_loader))
         self.classifier = _resolve_classifier(toxicity_classifier)
+        if isinstance(group_extractor, str):  # the command line's spelling (trial36 T1)
+            if group_extractor == "keyword":
+                from fair_forge_beam.components.group_extractor import KeywordGroupExtractor, default_group_keywords
+
+                group_extractor = KeywordGroupExtractor(default_group_keywords())
+            elif group_extractor == "embedding":
+                group_extractor = None
+            else:
+                raise ValueError(f"group_extractor {quoted(group_extractor)}: a name is 'keyword' or 'embedding' (as "
+                                 "--group-extractor), or pass a GroupExtractor")
         if group_extractor is None:
             from fair_forge_beam.components.group_extractor import EmbeddingGroupExtractor, default_group_prototypes
 
