@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections.abc
 import difflib
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam.schemas.common import Dataset, IterationLevel, StreamedBatch
 
@@ -40,42 +40,6 @@ class Keywords(dict):
     def _all(self):
         self.asked.update(dict.keys(self))
 
-    def __getitem__(self, key):
-        self.asked.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        self.asked.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key):
-        self.asked.add(key)
-        return super().__contains__(key)
-
-    def pop(self, key, *default):
-        self.asked.add(key)
-        return super().pop(key, *default)
-
-    def setdefault(self, key, default=None):
-        self.asked.add(key)
-        return super().setdefault(key, default)
-
-    def __iter__(self):
-        self._all()
-        return super().__iter__()
-
-    def keys(self):
-        self._all()
-        return super().keys()
-
-    def items(self):
-        self._all()
-        return super().items()
-
-    def values(self):
-        self._all()
-        return super().values()
-
     def copy(self):
         self._all()
         return dict(dict.items(self))
@@ -87,6 +51,26 @@ class Keywords(dict):
     def unread(self) -> list:
         """The keys given that nobody asked for, in the order given."""
         return [k for k in dict.keys(self) if k not in self.asked]
+
+
+def _asking(name: str, whole: bool):
+    """``dict.<name>`` that first records what it reads: every key (``whole``) or its key argument."""
+    base = getattr(dict, name)
+
+    def method(self, *args):
+        if whole:
+            self._all()
+        else:
+            self.asked.add(args[0])
+        return base(self, *args)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+for _name, _whole in (("__getitem__", False), ("get", False), ("__contains__", False), ("pop", False),
+                      ("setdefault", False), ("__iter__", True), ("keys", True), ("items", True), ("values", True)):
+    setattr(Keywords, _name, _asking(_name, _whole))
 
 
 class Retriever(ABC):
@@ -154,6 +138,16 @@ def checked_dataset(retriever_cls: type, level: IterationLevel, data: Any, any_i
     return data
 
 
+def _keywords_named(keys: Sequence[Any], valid: Sequence[str], hints: Optional[Mapping[str, str]]) -> list[str]:
+    """Each of ``keys`` quoted, with its hint (``hints``) or else the nearest of ``valid``: ``'pth' (did you mean 'path'?)``."""
+    out = []
+    for k in keys:
+        near = difflib.get_close_matches(str(k), list(valid), n=1, cutoff=0.6)
+        hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
+        out.append(f"{k!r}" + (f" ({hint})" if hint else ""))
+    return out
+
+
 def unread_keywords_problem(retriever: Any, hints: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """One line naming the keyword arguments ``retriever`` (a :class:`Retriever` whose data were
     loaded) never asked for, or ``None``: ``ListRetriever never read the keyword argument given to
@@ -167,11 +161,7 @@ def unread_keywords_problem(retriever: Any, hints: Optional[Mapping[str, str]] =
         return None
     name = type(retriever).__name__
     asked = sorted(str(k) for k in kwargs.asked)
-    parts = []
-    for k in unread:
-        near = difflib.get_close_matches(str(k), asked, n=1, cutoff=0.6)
-        hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
-        parts.append(f"{k!r}" + (f" ({hint})" if hint else ""))
+    parts = _keywords_named(unread, asked, hints)
     return (f"{name} never read the keyword argument{'s' if len(unread) > 1 else ''} given to it: {'; '.join(parts)} "
             f"({'it asked for ' + ', '.join(repr(a) for a in asked) if asked else 'it asked for none'}); a keyword "
             f"nobody reads is not dropped without a word: drop it, correct its spelling, or read it in "
@@ -199,12 +189,7 @@ def declared_keywords_problem(retriever_cls: type, kwargs: Mapping[str, Any],
     unknown = [k for k in kwargs if k not in named]
     name = retriever_cls.__name__
     if unknown:
-        parts = []
-        for k in unknown:
-            near = difflib.get_close_matches(str(k), named, n=1, cutoff=0.6)
-            hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
-            parts.append(f"{k!r}" + (f" ({hint})" if hint else ""))
-        return (f"{name} takes no keyword argument {', '.join(parts)}; its keywords: "
+        return (f"{name} takes no keyword argument {', '.join(_keywords_named(unknown, named, hints))}; its keywords: "
                 f"{', '.join(repr(n) for n in named) or 'none'}")
     try:
         sig.bind(**kwargs)
