@@ -101,3 +101,12 @@ def test_keywords_remember_what_was_asked_for():
     r.load_dataset()
     assert unread_keywords_problem(r).startswith("Sessions never read the keyword argument given to it: 'typo' "
                                                  "(it asked for 'n')")
+
+
+def test_verbose_is_read(capsys):
+    """run's own keyword `verbose` (upstream's) was accepted and read by nobody."""
+    Humanity.run(Sessions, n=2, verbose=True)
+    assert "Humanity.run: 2 interactions scored, 2 sessions, 3 slices, 0 dead letters, 0 data-quality warnings" \
+        in capsys.readouterr().err
+    Humanity.run(Sessions, n=2)
+    assert "Humanity.run:" not in capsys.readouterr().err

@@ -152,7 +152,8 @@ class MetricTransform(beam.PTransform):
         naming it and the metric keyword or the Python spelling of the command-line option it is
         nearest to (trial36 T1: ``statistcal_mode=`` ran in the default mode, ``toxicity_scorer=``
         with the default scorer, without a word). The pipeline runs on ``FnApiRunner`` unless
-        ``pipeline_args`` names another runner.
+        ``pipeline_args`` names another runner. ``verbose``: print one line of what the run did
+        (interactions scored, sessions, slices, dead letters, data-quality warnings) to stderr.
         """
         from fair_forge_beam.io.read import ReadInteractions
         from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
@@ -190,4 +191,10 @@ class MetricTransform(beam.PTransform):
                 read_jsonl_shards(f"{tmp}/quality"),
             )
             res.interactions = per_qa
+            if verbose:  # upstream's flag: one line of what the run did (trial36 T1: it was read by nobody)
+                import sys
+
+                print(f"{cls.__name__}.run: {len(per_qa):,} interactions scored, {len(res.sessions):,} sessions, "
+                      f"{len(slice_objs):,} slices, {len(res.dead_letter):,} dead letters, {len(res.quality):,} "
+                      "data-quality warnings", file=sys.stderr)
             return res
