@@ -530,24 +530,18 @@ class SliceAccumulators(NamedTuple):
     #: estimate resting on that kind counts (``{}``: the metric declares none)
     evidence: Mapping = {}
 
-    def rests_on(self, kind: str, estimates):
-        """``estimates`` (an :class:`Estimate` or a mapping of them) stating the sessions of evidence
-        ``kind`` as their ``n_sessions``: the engine applies the one-session rule to each by that count
-        (:func:`~fair_forge_beam.statistical.slices.without_one_session_intervals`)."""
-        sessions = self.evidence.get(kind)
-        if sessions is None:
-            return estimates
-        if isinstance(estimates, Mapping):
-            return {k: self.rests_on(kind, e) for k, e in estimates.items()}
-        return estimates if estimates is None else estimates.model_copy(update={"n_sessions": sessions})
+    def rests_on(self, kind: str, mode, estimate):
+        """What ``estimate`` (a function of the mode to estimate in, giving an :class:`Estimate`, ``None``,
+        or a mapping, list or tuple of them) gives for the estimates that rest on evidence ``kind`` (one
+        of the metric's :attr:`Evidence.kinds`), estimated in the mode the one-session rule asks for (the
+        observed one, no prior, no interval, when one session holds ``kind``; for an estimate of one
+        observation, too) and each stating the sessions holding ``kind`` as its ``n_sessions``, by which
+        the engine applies the rule (:func:`~fair_forge_beam.statistical.slices.without_one_session_intervals`).
+        The one call of the contract (docs/engine.md "Sessions per estimate"); a kind the metric does
+        not declare is refused, naming the declared ones (:func:`~fair_forge_beam.statistical.slices.rest_on`)."""
+        from fair_forge_beam.statistical.slices import rest_on
 
-    def mode_for(self, kind: str, mode):
-        """The mode to estimate what rests on evidence ``kind`` in: under the one-session rule (one
-        session holds it, a distribution mode) its observed one (no prior, no interval:
-        :func:`~fair_forge_beam.statistical.slices.estimate_mode`), else ``mode``."""
-        from fair_forge_beam.statistical.slices import estimate_mode
-
-        return estimate_mode(mode, self.evidence.get(kind))
+        return rest_on(self.evidence, kind, mode, estimate)
 
 
 def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any) -> bool:

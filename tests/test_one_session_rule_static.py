@@ -3,7 +3,7 @@
 The engine estimates a one-session slice again with its modes observed and removes the interval of
 every estimate resting on fewer than 2 sessions (``statistical/slices.py``: ``one_session_estimator``,
 ``without_one_session_intervals``). A metric whose estimates rest on part of a slice's sessions says
-on which evidence (``accs.rests_on(kind, estimates)``, ``accs.mode_for(kind, mode)``:
+on which evidence (``accs.rests_on(kind, mode, estimate)``, one call that also chooses the mode:
 ``engine.SliceAccumulators``); it never decides the rule itself. Before, seven metric modules did
 (``single_session``, ``slice_estimate``, ``estimate_mode``, ``behind`` and ``slice_rate``'s ``sessions``
 in bias, privacy, prompt_evaluator, toxicity, humanity, agentic and best_of), each a copy to keep
@@ -53,11 +53,11 @@ def test_the_check_finds_each_way_of_applying_the_rule():
                                            "toxicity.py:5: slice_estimate", "toxicity.py:6: behind",
                                            "toxicity.py:6: estimate_mode"]
     assert by_hand(src, "best_of.py") == ["best_of.py:6: behind", "best_of.py:6: estimate_mode"]  # its exception only
-    assert by_hand("def f(accs, m):\n    return accs.mode_for('task', m), accs.rests_on('task', 1)\n") == []
+    assert by_hand("def f(accs, m):\n    return accs.rests_on('task', m, lambda mode: 1)\n") == []
 
 
 def test_no_metric_module_applies_the_one_session_rule_by_hand():
     found = [hit for path in sorted(METRICS.glob("*.py"))
              for hit in by_hand(path.read_text(encoding="utf-8"), path.name)]
     assert found == [], ("apply the one-session rule in the engine only: declare the evidence an estimate rests on "
-                         "(accs.rests_on / accs.mode_for, engine.SliceAccumulators):\n" + "\n".join(found))
+                         "(accs.rests_on, engine.SliceAccumulators):\n" + "\n".join(found))

@@ -341,12 +341,14 @@ def slice_record(name: str, key: str, counts: dict, n_failed: int, k: int, mode:
     conv = counts["conversations"]
     n_sessions = accs.n_sessions
     ks = list(range(1, k + 1))
-    task_curve = pass_k_curve(task_histogram(counts["tasks"]), ks, accs.mode_for("task", mode), (name, key, "tasks"), "unbiased")
+    tasks = task_histogram(counts["tasks"])
+    task_curve = accs.rests_on("task", mode, lambda m: [(t.pass_at_k, t.pass_pow_k) for t in pass_k_curve(
+        tasks, ks, m, (name, key, "tasks"), "unbiased")])
     conv_curve = pass_k_curve(conv, ks, mode, (name, key, "conversations"), "plugin")
     curve = [
-        PassKPoint(k=t.k, pass_at_k=accs.rests_on("task", t.pass_at_k), pass_pow_k=accs.rests_on("task", t.pass_pow_k),
-                   conversation_pass_at_k=cv.pass_at_k, conversation_pass_pow_k=cv.pass_pow_k)
-        for t, cv in zip(task_curve, conv_curve)
+        PassKPoint(k=kk, pass_at_k=at, pass_pow_k=pow_, conversation_pass_at_k=cv.pass_at_k,
+                   conversation_pass_pow_k=cv.pass_pow_k)
+        for kk, (at, pow_), cv in zip(ks, task_curve, conv_curve)
     ]
     trials = sum(cnt for (n, _), cnt in conv.items() if n > 0)
     successes = sum(cnt for (n, c), cnt in conv.items() if n > 0 and c == n)

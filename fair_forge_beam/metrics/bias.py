@@ -250,11 +250,16 @@ class _SliceEstimator(SliceEstimator):
         rates = {}
         for i, r in enumerate(attribute_rates):
             kind = f"attribute:{r.protected_attribute}"
-            mode = accs.mode_for(kind, self.mode)
-            est = slice_rate(r.k_biased, r.n_samples, n_sessions, mode)
-            if mode is not self.mode:
+            modes = []
+
+            def rate(mode, r=r):
+                modes.append(mode)
+                return slice_rate(r.k_biased, r.n_samples, n_sessions, mode)
+
+            est = accs.rests_on(kind, self.mode, rate)
+            if modes[-1] is not self.mode:  # observed: so is the attribute's row
                 attribute_rates[i] = r.model_copy(update={"rate": est.mean, "ci_low": None, "ci_high": None})
-            rates[r.protected_attribute] = accs.rests_on(kind, est) if accs.evidence.get(kind) else est
+            rates[r.protected_attribute] = est if accs.evidence[kind] else est.model_copy(update={"n_sessions": None})
         rec = BiasSliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

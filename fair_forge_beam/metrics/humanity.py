@@ -337,12 +337,11 @@ class _SliceEstimator(SliceEstimator):
         # one slice-bootstrap path (statistical/slices.py), the one-session rule included; the
         # Spearman mean over the sessions with a reference only (the same keyed draws per session)
         (entropy,) = slice_bootstrap_means(st, self.mode, "humanity|sessions")
-        (spearman,) = slice_bootstrap_means(st_ref, self.mode, "humanity|sessions")
         resampling = bootstrap_resampling(st, self.mode)
         # Spearman rests on the sessions with a reference, the emotion shares on those with an
         # emotion word (the engine's one-session rule per estimate: an observed share from one)
-        spearman = accs.rests_on("reference", spearman)
-        dist = accs.rests_on("emotions", estimate_distribution(counts, EMOTIONS, accs.mode_for("emotions", self.mode)))
+        spearman = accs.rests_on("reference", self.mode, lambda m: slice_bootstrap_means(st_ref, m, "humanity|sessions")[0])
+        dist = accs.rests_on("emotions", self.mode, lambda m: estimate_distribution(counts, EMOTIONS, m))
         rec = HumanitySliceMetric(
             slice=key,
             mode=self.mode.get_result_type(),

@@ -384,11 +384,12 @@ class _SlicePrivacy(SliceEstimator):
         # a class's precision, recall, miss rate and F2 rest on the sessions holding that class (trial30
         # T3's class; the composites on the slice's): the engine's one-session rule per class
         for c, m in summary["class_metrics"].items():
-            mode = accs.mode_for(f"class:{c}", self.mode)
-            ests = estimate_confusion(m["tp"], m["fp"], m["fn"], mode, ("privacy", c, m["tp"], m["fp"], m["fn"]))[:4] \
-                if mode is not self.mode else [Estimate(**m[f]) for f in _CLASS_ESTIMATES]
-            for f, e in zip(_CLASS_ESTIMATES, ests):
-                m[f] = accs.rests_on(f"class:{c}", e).model_dump()
+            def confusion(mode, m=m, c=c):
+                return estimate_confusion(m["tp"], m["fp"], m["fn"], mode, ("privacy", c, m["tp"], m["fp"], m["fn"]))[:4] \
+                    if mode is not self.mode else [Estimate(**m[f]) for f in _CLASS_ESTIMATES]
+
+            for f, e in zip(_CLASS_ESTIMATES, accs.rests_on(f"class:{c}", self.mode, confusion)):
+                m[f] = e.model_dump()
         return [{"metric": "privacy", "level": "slice", "slice": key, "mode": self.mode.get_result_type(),
                  "n_sessions": accs.n_sessions, **summary}]
 

@@ -449,11 +449,13 @@ class _SliceEstimator(SliceEstimator):
     def estimate(self, key, accs, window, aux):
         main, rss, icr, jq, (big, ns), failed = accs[1]
         csr, stab = self._est(main)
-        (e_rss,), (e_icr,), (e_jq,) = self._est(rss), self._est(icr), self._est(jq)
+        (e_icr,) = self._est(icr)
+        e_rss = accs.rests_on("rss", self.mode, lambda m: slice_bootstrap_means(rss, m, "prompt_evaluator|sessions")[0])
+        e_jq = accs.rests_on("jq", self.mode, lambda m: slice_bootstrap_means(jq, m, "prompt_evaluator|sessions")[0])
         rec = PromptEvaluatorSliceMetric(  # RSS and JQ rest on the sessions holding them (_Evidence)
             slice=key, mode=self.mode.get_result_type(), n_interactions=main.n_items, n_sessions=accs.n_sessions,
-            n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=accs.rests_on("rss", e_rss),
-            icr=e_icr, jq=accs.rests_on("jq", e_jq), csr_pooled=slice_rate(big, ns, accs.n_sessions, self.mode),
+            n_failed=int(failed), k=self.k, tau=self.tau, csr=csr, stability=stab, rss=e_rss,
+            icr=e_icr, jq=e_jq, csr_pooled=slice_rate(big, ns, accs.n_sessions, self.mode),
             resampling=bootstrap_resampling(main, self.mode),
             generator_model=self.generator_model, embedder=self.embedder_name,
         )

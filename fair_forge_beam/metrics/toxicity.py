@@ -331,15 +331,23 @@ class _SliceEstimator(SliceEstimator):
         # DR/DTO/ASB/DIDT and each group's mention share rest on the sessions whose answers name a group,
         # a group's toxic share and sentiment on those naming that group (the engine's one-session rule
         # per estimate: from one session, an observed profile and share, never the prior's, no interval)
-        fair = estimate_group_fairness(
-            gf, self.groups, accs.mode_for("groups", self.mode), key=("toxicity", key, *window_seed_parts(window)),
-            reference=self.reference, weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set,
-        )
-        est = accs.rests_on("groups", fair["estimates"])
+        by_mode: dict = {}  # the fairness estimates in each mode the rule asks for (the run's, the observed)
+
+        def fairness(mode):
+            if type(mode) not in by_mode:
+                by_mode[type(mode)] = estimate_group_fairness(
+                    gf, self.groups, mode, key=("toxicity", key, *window_seed_parts(window)), reference=self.reference,
+                    weights=self.weights, has_sentiment=self.has_sentiment, group_set=self.group_set)
+            return by_mode[type(mode)]
+
+        modes = []
+        est = accs.rests_on("groups", self.mode, lambda m: modes.append(m) or fairness(m)["estimates"])
+        fair = fairness(modes[0])  # the profile in the mode of the estimates resting on "groups"
         fair["group_estimates"] = {
-            g: {k: accs.rests_on("groups" if k == "p" else f"group:{g}", e if k != "T" or not fair["N_i"][g] else
-                                 slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, accs.mode_for(f"group:{g}", self.mode)))
-                for k, e in v.items()}
+            g: {k: accs.rests_on("groups" if k == "p" else f"group:{g}", self.mode,
+                                 lambda m, g=g, k=k: fairness(m)["group_estimates"][g][k] if k != "T" or not fair["N_i"][g]
+                                 else slice_rate(fair["K_i"][g], fair["N_i"][g], n_sessions, m))
+                for k in v}
             for g, v in fair["group_estimates"].items()
         }
         fair["T_i"] = {g: v["T"].mean for g, v in fair["group_estimates"].items()}

@@ -26,8 +26,8 @@ the slice's (issue 28, trial30: Toxicity's DIDT had an interval in a slice of fi
 group mentions all came from one). A metric declares the kinds of per-session evidence
 (:class:`~fair_forge_beam.engine.Evidence`), the engine counts the sessions holding each kind,
 and the estimator says which estimates rest on which kind
-(:meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`, :meth:`~fair_forge_beam.engine.SliceAccumulators.mode_for`:
-:func:`estimate_mode`); the engine applies the rule by that count (:func:`without_one_session_intervals`);
+(:meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`, :func:`rest_on`: one call, which also
+chooses the mode, :func:`estimate_mode`); the engine applies the rule by that count (:func:`without_one_session_intervals`);
 an estimate resting on fewer sessions than its slice says how many in its ``n_sessions``, and the
 surfaces read :func:`estimate_sessions` / :func:`one_session_note`.
 
@@ -69,6 +69,7 @@ __all__ = [
     "estimate_sessions",
     "one_session_note",
     "estimate_mode",
+    "rest_on",
     "ObservedMode",
     "one_session_estimator",
     "record_sessions",
@@ -280,6 +281,70 @@ def estimate_mode(mode: StatisticalMode, sessions: Optional[int]) -> Statistical
     """The mode to estimate in with ``sessions`` behind the estimate: :class:`ObservedMode` under
     the one-session rule (an observed share, no prior, no interval), else ``mode``."""
     return ObservedMode(mode) if single_session(sessions, mode) and not isinstance(mode, ObservedMode) else mode
+
+
+def _estimates_of(value, where: str):
+    """The estimates (:class:`Estimate` s) in ``value``, an estimator's result: an :class:`Estimate`,
+    ``None``, or a mapping / list / tuple of them at any depth; anything else is refused in words."""
+    if value is None:
+        return
+    if isinstance(value, Estimate):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _estimates_of(v, where)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _estimates_of(v, where)
+    else:
+        raise TypeError(f"{where}: an estimate function gives an Estimate, None, or a mapping, list or tuple of "
+                        f"them, not {type(value).__name__}")
+
+
+def _rebuilt(value, leaf, other=None):
+    """``value`` with each :class:`Estimate` ``e`` (and ``o``, the one in the same place of ``other``) as ``leaf(e, o)``."""
+    if isinstance(value, Estimate):
+        return leaf(value, other)
+    if isinstance(value, Mapping):
+        return {k: _rebuilt(v, leaf, None if other is None else other[k]) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_rebuilt(v, leaf, None if other is None else other[i]) for i, v in enumerate(value))
+    return value
+
+
+def _one_observation_with_interval(est: Estimate) -> bool:
+    return est.mean is not None and est.n == 1 and (est.ci_low is not None or est.ci_high is not None)
+
+
+def rest_on(evidence: Mapping, kind: str, mode: StatisticalMode, estimate):
+    """:meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`: the estimates ``estimate(m)`` (a function
+    of the mode to estimate in) gives, estimated in the mode the one-session rule asks for, each stating
+    the sessions holding evidence ``kind`` (``evidence[kind]``) as its ``n_sessions``, by which the engine
+    applies the rule (:func:`without_one_session_intervals`). The mode: :class:`ObservedMode` when one
+    session holds ``kind`` (:func:`estimate_mode`), else ``mode``; and an estimate of one observation
+    (``n = 1``, :func:`behind`) that came with an interval is taken from ``estimate`` in the observed mode
+    (its observed value: a posterior of one observation is the prior speaking, trial36b B1). A kind the
+    metric does not declare (:class:`~fair_forge_beam.engine.Evidence`) and an ``estimate`` that is not a
+    function are refused: a misspelt kind fell back to the slice's count in silence (trial36b B2), and
+    estimates given already made could not be estimated in the observed mode (B3)."""
+    if kind not in evidence:
+        declared = ", ".join(map(repr, evidence)) or "none (the metric declares no MetricSpec.evidence)"
+        raise KeyError(f"rests_on: {kind!r} is not a kind of evidence the metric declares; its kinds: {declared}")
+    if not callable(estimate) or isinstance(estimate, Estimate):
+        raise TypeError(f"rests_on({kind!r}, mode, estimate): estimate is a function of the mode to estimate in "
+                        f"(e.g. lambda m: estimate_rate(k, n, m)), so that the rule can choose it, not "
+                        f"{type(estimate).__name__}")
+    sessions = evidence[kind]
+    used = estimate_mode(mode, sessions)
+    out = estimate(used)
+    where = f"rests_on({kind!r})"
+    if _distribution(mode) and not isinstance(used, ObservedMode) and any(
+            _one_observation_with_interval(e) for e in _estimates_of(out, where)):
+        observed = estimate(ObservedMode(mode))
+        out = _rebuilt(out, lambda e, o: o if _one_observation_with_interval(e) else e, observed)
+    else:
+        list(_estimates_of(out, where))  # refuses what is not an estimate
+    return _rebuilt(out, lambda e, o: e.model_copy(update={"n_sessions": sessions}))
 
 
 def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
