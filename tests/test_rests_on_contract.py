@@ -84,3 +84,15 @@ def test_agentic_one_task_is_its_observed_value_everywhere_in_the_record(tmp_pat
         for f, want in zip(("pass_at_k", "pass_pow_k"), observed[p["k"]]):
             e = p[f]
             assert (e["mean"], e["ci_low"], e["ci_high"], e["n"]) == (pytest.approx(want), None, None, 1), (p["k"], f, e)
+
+
+def test_a_one_session_slice_removes_listed_intervals_too():
+    """B4: in a slice of one session, an estimate inside a list kept an interval its estimator gave (one
+    ignoring its mode) while the same estimate at top level lost it."""
+    from fair_forge_beam.statistical.slices import without_one_session_intervals
+
+    est = {"mean": 0.5, "ci_low": 0.09, "ci_high": 0.91, "n": 3}
+    out = without_one_session_intervals({"mode": "distribution", "n_sessions": 1, "fixed": est, "curve": [est]}, 1)
+    assert out["fixed"]["ci_low"] is None and out["curve"][0]["ci_low"] is None, out
+    several = without_one_session_intervals({"mode": "distribution", "n_sessions": 3, "curve": [est]}, 3)
+    assert several["curve"][0]["ci_low"] == 0.09  # a list of a larger slice: judged by the count it states

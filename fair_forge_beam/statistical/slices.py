@@ -184,7 +184,8 @@ def without_one_session_intervals(rec, slice_sessions: Optional[int]):
     :meth:`~fair_forge_beam.engine.SliceAccumulators.rests_on`), else the slice's ``slice_sessions``
     (the engine's count); one observation (``n = 1``) is one session (:func:`behind`). In a list, where
     ``n`` need not count observations (Agentic's task curve counts tasks, BestOf's strengths games),
-    only an estimate stating one session. An estimate keeps the count it states only when it has a
+    only an estimate stating one session, and every estimate of a slice of one session (trial36b B4: a
+    list entry kept an interval its estimator gave where the same estimate at top level lost it). An estimate keeps the count it states only when it has a
     value of several observations resting on fewer sessions than the slice (else its count is the
     slice's, and the field goes: such records are as before). A record of a point-estimate run (``mode`` stated and not
     ``"distribution"``: BestOf's frequentist Wald intervals stay, as :func:`single_session` has it)
@@ -196,13 +197,13 @@ def without_one_session_intervals(rec, slice_sessions: Optional[int]):
     def estimate(value: dict, listed: bool) -> dict:
         own = value.get("n_sessions")
         own = own if isinstance(own, int) and not isinstance(own, bool) else None
-        if own is None and listed:
+        if own is None and listed and slice_sessions != 1:  # a slice of one session: every estimate, listed too
             return value
         n = value.get("n")
         sessions = behind(slice_sessions if own is None else own, n)
         out = value
         if (distribution and value.get("mean") is not None and n != 0 and isinstance(sessions, int)
-                and (own == 1 if listed else sessions < 2) and (value["ci_low"] is not None or value["ci_high"] is not None)):
+                and (own == 1 or slice_sessions == 1 if listed else sessions < 2) and (value["ci_low"] is not None or value["ci_high"] is not None)):
             out = {**value, "ci_low": None, "ci_high": None}
         if own is not None and not (value.get("mean") is not None and n != 1
                                     and (slice_sessions is None or own < slice_sessions)):
