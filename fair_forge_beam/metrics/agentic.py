@@ -384,7 +384,7 @@ class _SliceEstimator(SliceEstimator):
     def empty_input(self) -> list:
         """The ``overall`` slice of a run without interactions (``n = 0``, ``None`` estimates)."""
         return [slice_record(self.name, "overall", PassCountsCombineFn().create_accumulator(), 0, self.k, self.mode, self.source,
-                             SliceAccumulators(None, None, 0))]
+                             SliceAccumulators(None, None, 0, dict.fromkeys(_TaskEvidence.kinds, 0)))]
 
 
 class Agentic(MetricTransform):

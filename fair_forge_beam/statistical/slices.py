@@ -345,7 +345,8 @@ def rest_on(evidence: Mapping, kind: str, mode: StatisticalMode, estimate):
         out = _rebuilt(out, lambda e, o: o if _one_observation_with_interval(e) else e, observed)
     else:
         list(_estimates_of(out, where))  # refuses what is not an estimate
-    return _rebuilt(out, lambda e, o: e.model_copy(update={"n_sessions": sessions}))
+    # an estimate without a value states no count (the engine would drop it: an empty input's record stays as it was)
+    return _rebuilt(out, lambda e, o: e if e.mean is None else e.model_copy(update={"n_sessions": sessions}))
 
 
 def slice_estimate(est: E, n_sessions: Optional[int], mode: StatisticalMode) -> E:
