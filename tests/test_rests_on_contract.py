@@ -96,3 +96,31 @@ def test_a_one_session_slice_removes_listed_intervals_too():
     assert out["fixed"]["ci_low"] is None and out["curve"][0]["ci_low"] is None, out
     several = without_one_session_intervals({"mode": "distribution", "n_sessions": 3, "curve": [est]}, 3)
     assert several["curve"][0]["ci_low"] == 0.09  # a list of a larger slice: judged by the count it states
+
+
+def test_a_prior_over_no_data_is_marked_the_same_on_every_surface():
+    """B5: ``n = 0`` (a Bayesian rate over no data, 0.5000 [0.0250, 0.9750]) showed with its interval on the
+    console and "inconclusive" in the report, while the gates called it its prior's value and compare "too
+    small to compare". One predicate (``rests_on_no_observation``), one wording (``NO_OBSERVATION_NOTE``)."""
+    from fair_forge_beam.reports.html import _text
+    from fair_forge_beam.reports.gates import _on_no_observation
+    from fair_forge_beam.reports.scorecard import inconclusive
+    from fair_forge_beam.reports.summary import summary_table
+    from fair_forge_beam.statistical.slices import NO_OBSERVATION_NOTE, too_small_to_compare
+
+    prior = {"mean": 0.5, "ci_low": 0.025, "ci_high": 0.975, "n": 0}
+    data = {"mean": 0.4, "ci_low": 0.2, "ci_high": 0.6, "n": 30}
+    rec = {"slice": "assistant_id=botA", "mode": "distribution", "n_sessions": 5, "n_interactions": 30,
+           "rate": prior, "other": data}
+    assert _text("custom", "rate", prior) == f"n/a ({NO_OBSERVATION_NOTE})"
+    assert inconclusive("custom", "rate", prior, rec, 0.2, 0.95) is None
+    assert _on_no_observation("custom", rec, prior) == "n = 0"
+    assert too_small_to_compare([prior, data], [5, 5]) == f"current is its {NO_OBSERVATION_NOTE}"
+    assert too_small_to_compare([data, prior], [5, 5]) == f"baseline is its {NO_OBSERVATION_NOTE}"
+    doc = {"config": {"mode": "bayesian", "seed": 0, "mc_samples": 100},
+           "summary": {"interactions_read": 30, "rejected_at_read": 0, "data_quality_warnings": 0,
+                       "metrics": {"custom": {}}},
+           "metrics": {"custom": {"headline_columns": ["rate"], "slices": [{**rec, "slice": "overall"}]}}}
+    printed = summary_table(doc, "out")
+    assert "n/a (prior only)" in printed and "0.0250" not in printed, printed
+    assert "(prior only): the estimate rests on no observation (n = 0)" in printed, printed

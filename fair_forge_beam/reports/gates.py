@@ -1093,10 +1093,12 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                 continue
             nothing = _on_no_observation(g.metric, rec, est)
             if nothing is not None:  # a prior's value, not the data's: undefined, as a null estimate
+                from fair_forge_beam.statistical.slices import NO_OBSERVATION_NOTE
+
                 checks.append(GateCheck(
                     **base, slice=slice_key, key=key, **info, status="skipped" if g.if_undefined == "skip" else "fail",
                     reason=f"{g.field} {g.stat} = {_fmt_num(float(value))} is undefined: the estimate rests on no "
-                           f"observation ({nothing}), so it is its prior's value, too small to judge",
+                           f"observation ({nothing}), so it is its prior's value ({NO_OBSERVATION_NOTE}), too small to judge",
                     skip=f"{g.stat} undefined: the estimate rests on no observation, too small to judge"))
                 continue
             ok = compare(float(value), g.op, g.threshold)
@@ -1113,13 +1115,9 @@ def _on_no_observation(metric: str, rec: dict, est: dict) -> Optional[str]:
     Regulatory run whose sessions were all IRRELEVANT passed 'compliance_rate mean >= 0.4' with
     n = 0)."""
     from fair_forge_beam.reports.estimates import sessions_of
+    from fair_forge_beam.statistical.slices import rests_on_no_observation
 
-    n = est.get("n")
-    if isinstance(n, int) and not isinstance(n, bool) and n == 0:
-        return "n = 0"
-    if sessions_of(metric, rec) == 0:
-        return f"n = {n}, in 0 sessions scored"
-    return None
+    return rests_on_no_observation(est, sessions_of(metric, rec))
 
 
 def _run_slice_dims(doc: dict) -> tuple:

@@ -120,11 +120,11 @@ def _text(metric: str, path: str, est: Optional[dict]) -> str:
 
     if is_undefined(metric, path, est):
         return "n/a"
-    from fair_forge_beam.statistical.slices import one_session_note
+    from fair_forge_beam.statistical.slices import NO_OBSERVATION_NOTE, one_session_note
 
     note = one_session_note(est)
     if note is not None:  # the one-session rule (statistical.slices.behind), marked as everywhere
-        return f"{_fmt_est(est)} ({note})"
+        return f"{'n/a' if note == NO_OBSERVATION_NOTE else _fmt_est(est)} ({note})"
     return _fmt_est(est)
 
 

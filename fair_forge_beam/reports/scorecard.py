@@ -162,7 +162,11 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     """
     if est is None or est.get("mean") is None or is_undefined(metric, path, est):
         return None
-    from fair_forge_beam.statistical.slices import behind, record_is_distribution
+    from fair_forge_beam.reports.estimates import sessions_of
+    from fair_forge_beam.statistical.slices import behind, record_is_distribution, rests_on_no_observation
+
+    if rests_on_no_observation(est, sessions_of(metric, record)) is not None:
+        return None  # its prior's value: marked "prior only", never a width
 
     if (est.get("ci_low") is None or est.get("ci_high") is None) and record_is_distribution(record) \
             and behind(record.get("n_sessions"), est.get("n")) == 1:

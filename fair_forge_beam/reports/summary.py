@@ -214,14 +214,14 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
     label over :data:`CONSOLE_LABEL_WIDTH` columns is elided: :func:`console_label`)."""
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS as MIN_SESSIONS  # the one-session rule, as the report
-    from fair_forge_beam.statistical.slices import ONE_OBSERVATION_NOTE, ONE_SESSION_NOTE, one_session_note
+    from fair_forge_beam.statistical.slices import NO_OBSERVATION_NOTE, ONE_OBSERVATION_NOTE, ONE_SESSION_NOTE, one_session_note
 
     def cell(name, h, est):
         if is_undefined(name, h, est):
             return "n/a"
         note = one_session_note(est)
         if note is not None:  # marked as the report and the gates mark it
-            return f"{format_estimate(est)} ({note.split(':', 1)[0]})"
+            return f"{'n/a' if note == NO_OBSERVATION_NOTE else format_estimate(est)} ({note.split(':', 1)[0]})"
         return format_estimate(est)
 
     s = doc["summary"]
@@ -256,6 +256,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         starred = one_obs = one_ses = False
         observed = _observed_units(name, heads)
         one_units: set = set()
+        prior_only = False
         last_why = None
         for why, r in shown:
             if why is not None and why != last_why:
@@ -265,6 +266,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
             one_units |= {observed[h] for h, t in zip(heads, texts) if t.endswith("(1 observation)")}
             one_obs = bool(one_units)
             one_ses |= any(t.endswith(f"({ONE_SESSION_NOTE.split(':', 1)[0]})") for t in texts)
+            prior_only |= any(t.endswith(f"({NO_OBSERVATION_NOTE.split(':', 1)[0]})") for t in texts)
             vals = "".join(f"  {t:<34}" for t in texts)
             n_ses = sessions_of(name, r)  # the metric's resampling units (BestOf: blocks)
             small = isinstance(n_ses, int) and n_ses < MIN_SESSIONS  # the overall slice too: one rule, every row
@@ -287,6 +289,10 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         if one_ses:
             lines.append(f"  ({ONE_SESSION_NOTE.split(':', 1)[0]}): the estimate rests on the evidence of one session of "
                          f"its slice: {ONE_SESSION_NOTE.split(': ', 1)[1]}, too small to judge (the report marks it so)")
+        if prior_only:
+            lines.append(f"  ({NO_OBSERVATION_NOTE.split(':', 1)[0]}): the estimate rests on "
+                         f"{NO_OBSERVATION_NOTE.split(': ', 1)[1]} (n = 0), so its value would be its prior's: "
+                         "undefined (the report marks it so; no gate passes on it, no difference is claimed from it)")
         if len(slices) > MAX_CONSOLE_SLICES:
             small_n = sum(1 for r in slices if isinstance(sessions_of(name, r), int) and sessions_of(name, r) < MIN_SESSIONS)
             lines.append(f"  {len(slices)} slices ({small_n} too small to judge, fewer than {MIN_SESSIONS} sessions): "

@@ -66,6 +66,8 @@ __all__ = [
     "ONE_OBSERVATION_NOTE",
     "ONE_SESSION_NOTE",
     "rests_on_one_observation",
+    "NO_OBSERVATION_NOTE",
+    "rests_on_no_observation",
     "estimate_sessions",
     "one_session_note",
     "estimate_mode",
@@ -251,6 +253,34 @@ def rests_on_one_observation(est) -> bool:
     return get("mean") is not None and get("n") == 1 and (get("ci_low") is None or get("ci_high") is None)
 
 
+#: how every surface marks a value resting on no observation (:func:`rests_on_no_observation`)
+NO_OBSERVATION_NOTE = "prior only: no observation"
+
+
+def rests_on_no_observation(est, slice_sessions: Optional[int] = None) -> Optional[str]:
+    """Why the value of an estimate (a dict or an :class:`Estimate`) rests on no observation — its
+    ``n`` is 0, or it states 0 sessions (``n_sessions``), or its slice holds none (``slice_sessions``
+    0) — or ``None``. Such a value is its prior's (a Bayesian rate over no data: 0.5000 [0.0250,
+    0.9750]; Privacy's class no session showed): the one predicate of every surface, which say
+    :data:`NO_OBSERVATION_NOTE` — the console and the report show ``n/a`` marked so, no gate
+    passes on it and no difference is claimed from it (trial36b B5: the console and the report
+    showed the prior's interval, unmarked, and the report flagged it "inconclusive")."""
+    if est is None:
+        return None
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    if get("mean") is None:
+        return None
+    n = get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n == 0:
+        return "n = 0"
+    own = get("n_sessions")
+    if isinstance(own, int) and not isinstance(own, bool) and own == 0:
+        return f"n = {n}, in 0 sessions holding its evidence"
+    if slice_sessions == 0:
+        return f"n = {n}, in 0 sessions scored"
+    return None
+
+
 #: how every surface marks an estimate of several observations from one session (:func:`one_session_note`)
 ONE_SESSION_NOTE = "1 session: no interval"
 
@@ -267,7 +297,10 @@ def estimate_sessions(est, slice_sessions: Optional[int]) -> Optional[int]:
 def one_session_note(est) -> Optional[str]:
     """How the console, the report and the gates mark an estimate without an interval because it
     rests on one observation (:data:`ONE_OBSERVATION_NOTE`) or on one session of a larger slice
-    (:data:`ONE_SESSION_NOTE`, its ``n_sessions`` = 1); ``None`` otherwise."""
+    (:data:`ONE_SESSION_NOTE`, its ``n_sessions`` = 1), or whose value rests on no observation
+    (:data:`NO_OBSERVATION_NOTE`, :func:`rests_on_no_observation`: shown ``n/a``); ``None`` otherwise."""
+    if rests_on_no_observation(est) is not None:
+        return NO_OBSERVATION_NOTE
     if rests_on_one_observation(est):
         return ONE_OBSERVATION_NOTE
     if est is None:
@@ -425,6 +458,9 @@ def too_small_to_compare(estimates: Sequence[Optional[Mapping]], n_sessions: Seq
         (module docstring): one session, or a degenerate interval, says nothing about how sessions vary.
     """
     for name, n, est in zip(names, n_sessions, estimates):
+        if rests_on_no_observation(est) is not None:  # its prior's value (every surface's predicate; a slice of
+            # 0 sessions is said by the count below)
+            return f"{name} is its {NO_OBSERVATION_NOTE}"
         own = (est or {}).get("n_sessions")  # an estimate resting on fewer sessions than its slice says so
         n = own if isinstance(own, int) and not isinstance(own, bool) else n
         if n is not None and n < MIN_COMPARE_SESSIONS:
