@@ -544,6 +544,14 @@ class SliceAccumulators(NamedTuple):
         return rest_on(self.evidence, kind, mode, estimate)
 
 
+def slice_accumulators(spec: "MetricSpec", acc) -> SliceAccumulators:
+    """What the engine hands metric ``spec``'s estimator for one slice, from the metric's extracted
+    slice accumulator ``acc`` (``(interaction side, session side, _, scored sessions, *sessions per
+    evidence kind)``): the evidence counts keyed by ``spec.evidence.kinds`` (``{}`` when it declares none)."""
+    evidence = dict(zip(spec.evidence.kinds, acc[4:])) if spec.evidence else {}
+    return SliceAccumulators(acc[0], acc[1], acc[3], evidence)
+
+
 def session_scored(spec: "MetricSpec", record: Optional[dict], cell_values: Any) -> bool:
     """Whether metric ``spec`` scored something in a session, from the session's record (the
     reducer's, a dict) or, for a metric without session records, its interaction-side values.
@@ -1158,8 +1166,7 @@ class _EstimateSlices(beam.DoFn):
             acc = accs[slot]
             if acc is None:
                 continue
-            evidence = dict(zip(spec.evidence.kinds, acc[4:])) if spec.evidence else {}  # sessions per kind
-            args = (key, SliceAccumulators(acc[0], acc[1], acc[3], evidence), window, aux.get(slot, ()) if aux else ())
+            args = (key, slice_accumulators(spec, acc), window, aux.get(slot, ()) if aux else ())
             recs = spec.estimator.estimate(*args)
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
             if observed is not None and any(rests_on_one_session(r, acc[3]) for r in recs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted", "shown", "shown_key", "closest", "did_you_mean"]
+__all__ = ["QUOTE_LIMIT", "quoted", "shown", "shown_key", "length_note", "closest", "did_you_mean"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
 QUOTE_LIMIT = 200
@@ -54,6 +54,16 @@ def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     if len(text) > limit or len(cut) > limit:
         return f"{cut[:limit - 1]}… ({len(text):,} characters)"
     return cut
+
+
+def length_note(text: str) -> str:
+    """The end of ``text`` that :func:`shown` or :func:`quoted` wrote when they cut a value — ``…`` and
+    its length, ``"… (1,000,000 characters)"`` (a quote before it included) — or ``""``: what a
+    further cut of the text (a console column) keeps whole, so the length still shows."""
+    import re
+
+    m = re.search(r"…'? \([0-9,]+ characters\)$", text)
+    return text[m.start():] if m else ""
 
 
 def shown_key(key: Any, limit: int = QUOTE_LIMIT) -> str:

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from fair_forge_beam.reports.estimates import sessions_of
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.schemas.metric_info import dotted_get
-from fair_forge_beam.quoting import shown_key
+from fair_forge_beam.quoting import length_note, shown_key
 
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
 
@@ -355,14 +355,20 @@ _LABEL_TAIL = 12
 def console_label(text: str, width: int = CONSOLE_LABEL_WIDTH) -> str:
     """``text`` (a slice label as shown) within :func:`display_width` ``width``: a longer one keeps
     its start and its last :data:`_LABEL_TAIL` columns around ``…`` (the end of a value cut with its
-    hash stays, so two long values that share their start stay apart)."""
+    hash stays, so two long values that share their start stay apart); a value :func:`shown` cut
+    already keeps its whole length note (``assistant_id=AAA… (1,000,000 characters)``: the length
+    was cut to `` characters)`` before, the full suite's test_long_values)."""
     if display_width(text) <= width:
         return text
-    tail = ""
-    for c in reversed(text):
-        if display_width(c + tail) > _LABEL_TAIL:
-            break
-        tail = c + tail
+    note = length_note(text)  # a value cut already (quoting.shown): its "… (N characters)" stays whole
+    if note:
+        text, tail = text[:-len(note)], note[1:]
+    else:
+        tail = ""
+        for c in reversed(text):
+            if display_width(c + tail) > _LABEL_TAIL:
+                break
+            tail = c + tail
     head, room = "", width - 1 - display_width(tail)
     for c in text:
         if display_width(head + c) > room:
