@@ -58,7 +58,9 @@ def test_fault_injection_every_request_is_a_result_or_a_dead_letter(tmp_path):
         Fault("invalid", match="[invalid]"),
     ]
     with ScriptedOpenAIServer(echo_verdict, faults=faults) as srv:
-        handler = handler_for(srv, tmp_path, request_timeout=0.5, client_retries=2, num_retries=1, throttle_delay_secs=1, max_concurrency=8)
+        # 2 s: a clean answer must never time out (at 0.5 s one did, once, in a full run at load ~10:
+        # 73 requests, two 200s more), while the [slow] one (60 s) always does
+        handler = handler_for(srv, tmp_path, request_timeout=2.0, client_retries=2, num_retries=1, throttle_delay_secs=1, max_concurrency=8)
         t0 = time.monotonic()
         results, dead, counters = run_judge(handler, make_requests(texts), tmp_path / "run1")
         elapsed = time.monotonic() - t0
