@@ -17,7 +17,6 @@ in ``__main__``, when running on several worker processes.
 from __future__ import annotations
 
 import collections.abc
-import difflib
 from abc import ABC, abstractmethod
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
@@ -140,10 +139,12 @@ def checked_dataset(retriever_cls: type, level: IterationLevel, data: Any, any_i
 
 def _keywords_named(keys: Sequence[Any], valid: Sequence[str], hints: Optional[Mapping[str, str]]) -> list[str]:
     """Each of ``keys`` quoted, with its hint (``hints``) or else the nearest of ``valid``: ``'pth' (did you mean 'path'?)``."""
+    from fair_forge_beam.quoting import closest
+
     out = []
     for k in keys:
-        near = difflib.get_close_matches(str(k), list(valid), n=1, cutoff=0.6)
-        hint = (hints or {}).get(k) or (f"did you mean {near[0]!r}?" if near else "")
+        near = closest(str(k), valid)
+        hint = (hints or {}).get(k) or (f"did you mean {near!r}?" if near is not None else "")
         out.append(f"{k!r}" + (f" ({hint})" if hint else ""))
     return out
 

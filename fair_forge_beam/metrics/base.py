@@ -39,9 +39,8 @@ def run_keyword_hints(cls: type, metric_keywords: Sequence[str], retriever_kwarg
     take or read it: the Python spelling of the command-line option it is named like
     (``toxicity_scorer`` → ``toxicity_classifier='profanity-check'``), or the metric keyword it is
     nearest to (``statistcal_mode`` → ``statistical_mode``)."""
-    import difflib
-
     from fair_forge_beam.options import python_spelling
+    from fair_forge_beam.quoting import closest
 
     out = {}
     for k in retriever_kwargs:
@@ -49,9 +48,9 @@ def run_keyword_hints(cls: type, metric_keywords: Sequence[str], retriever_kwarg
         if spelt:
             out[k] = f"the command line's --{str(k).replace('_', '-')}; in Python: {cls.__name__}({spelt})"
             continue
-        near = difflib.get_close_matches(str(k), list(metric_keywords), n=1, cutoff=0.6)
-        if near:
-            out[k] = f"not a keyword of {cls.__name__}: did you mean {near[0]}=?"
+        near = closest(str(k), metric_keywords)
+        if near is not None:
+            out[k] = f"not a keyword of {cls.__name__}: did you mean {near}=?"
     return out
 
 
