@@ -939,6 +939,26 @@ def test_a_subclass_renaming_a_metric_declares_its_own_info():
     assert own.info.name == "wordz" and type("Same", (words,), {}).info is words.info
 
 
+def test_a_name_set_after_the_class_is_created_is_refused_when_used():
+    """trial36b B10: ``Late = type("Late", (Words,), {}); Late.name = "late"`` escaped the declaration's
+    check and wrote metric ``late`` described by ``words``' info. Checked again when the metric is
+    built, with the same message; an invalid late name too."""
+    from fair_forge_beam.metrics.base import MetricTransform
+    from fair_forge_beam.schemas.metric_info import MetricInfo
+
+    words = type("Words", (MetricTransform,), {"name": "words", "info": MetricInfo(name="words", estimates=())})
+    late = type("Late", (words,), {})
+    late()  # as declared: accepted
+    late.name = "late"
+    with pytest.raises(ValueError, match=r"^Late.name 'late' is not the name of the info it inherits "
+                                         r"\(Words.info, 'words'\): declare its own"):
+        late()
+    bare = type("Bare", (MetricTransform,), {"name": "bare"})
+    bare.name = "no spaces please"
+    with pytest.raises(ValueError, match=r"^Bare.name:"):
+        bare()
+
+
 def test_an_entry_point_named_like_a_built_in_metric_is_said(tmp_path, monkeypatch, fresh_registry, caplog):
     """trial35b B7: ``bias = mywords.words:Words`` was left out without a word (the built-in keeps the
     name): one warning naming the entry point, its distribution and the built-in class."""

@@ -106,6 +106,13 @@ class MetricTransform(beam.PTransform):
         super().__init_subclass__(**kwargs)
         if "name" in vars(cls):  # checked where declared, not after a whole run (trial35 T5)
             check_metric_name(cls.name, f"{cls.__name__}.name:")
+        cls._check_info_name()
+
+    @classmethod
+    def _check_info_name(cls) -> None:
+        """Raise ``ValueError`` when ``cls.info`` names another metric than ``cls.name``: run where the
+        class is declared and again when it is instantiated, so that a name set on the class after its
+        creation (``Late.name = "late"``, trial36b B10) is refused before its outputs split between both."""
         info = cls.info
         if isinstance(info, MetricInfo) and info.name != cls.name:  # trial35b B6: the outputs split between both
             if "info" in vars(cls):
@@ -119,6 +126,8 @@ class MetricTransform(beam.PTransform):
 
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
+        check_metric_name(type(self).name, f"{type(self).__name__}.name:")
+        type(self)._check_info_name()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
             raise ValueError(f"statistical_mode must be a StatisticalMode, got {quoted(statistical_mode)}")
         if isinstance(slices, str):  # ("region") is a string: its letters are not dimensions
