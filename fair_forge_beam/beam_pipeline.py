@@ -8,6 +8,7 @@ checks, DESIGN §9).
 """
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
@@ -190,7 +191,38 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             raise
         from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of
 
-        said = [ln.strip() for ln in detail.splitlines()[1:] if ln.strip() and not ln.startswith("--- ")]
+        said = [ln.rstrip() for ln in detail.splitlines()[1:] if ln.strip() and not ln.startswith("--- ")]
         command = worker_command_of(options)
         where = str(command.parent / STDERR_DIR) if command is not None else ""
-        raise WorkerProcessError(f"{exc}\n{detail}", said[-1] if said else "", where) from exc
+        raise WorkerProcessError(f"{exc}\n{detail}", last_words(str(exc), said), where) from exc
+
+
+#: a Python traceback's last line: the exception's (qualified) class name, then its message or nothing
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
+
+
+def _raised(text: str) -> Optional[str]:
+    """The exception line of the last Python traceback in ``text`` (its first unindented line after
+    the frames), or None when ``text`` holds no traceback."""
+    at = text.rfind("Traceback (most recent call last):")
+    if at < 0:
+        return None
+    for line in text[at:].splitlines()[1:]:
+        if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
+            return line.strip()
+    return None
+
+
+def last_words(job_error: str, stderr_lines: Sequence[str]) -> str:
+    """What a failed job's one console line names (:class:`WorkerProcessError`), cut to
+    :data:`~fair_forge_beam.quoting.QUOTE_LIMIT` characters: the Python exception a worker raised,
+    as the runner reports it in ``job_error`` (a step that failed inside a worker: Flink's
+    ``Error received from SDK harness … ModuleNotFoundError: No module named 'oddnum'``, trial37 T3,
+    where the line named was the first of the boot binary's dump of the pipeline options); else the
+    one in what the workers wrote to stderr (``stderr_lines``: a worker that died at start); else the
+    last line they wrote (the boot binary's own reason); ``""`` when they wrote nothing."""
+    from fair_forge_beam.quoting import shown
+
+    words = _raised(job_error) or _raised("\n".join(stderr_lines)) or next(
+        (ln.strip() for ln in reversed(stderr_lines) if ln.strip()), "")
+    return shown(words)

@@ -162,6 +162,48 @@ def test_a_worker_that_failed_is_one_line_with_its_own_words(tmp_path, capsys):
     assert "ModuleNotFoundError: No module named apache_beam" in err[0] and str(tmp_path / "bin" / "stderr") in err[0]
 
 
+def test_a_step_that_failed_in_a_worker_names_the_workers_exception(tmp_path, capsys):
+    """trial37 T3: a worker that started (the boot binary logged the pipeline options to stderr) and
+    then failed a step: the runner's error carries the worker's Python traceback; the one line named
+    the boot log's first line (a protobuf dump of the options) and the exception was 95 lines up.
+    Now the line names the exception of the last traceback in the job's error; the stderr's own
+    traceback, then its last line, only when the job's error holds none."""
+    from fair_forge_beam.beam_pipeline import last_words, pipeline_options, run_pipeline
+    from fair_forge_beam.console import guarded
+    from fair_forge_beam.process_workers import write_worker_command
+
+    command = write_worker_command(tmp_path / "bin", Path("/bin/true"), tmp_path / "w")
+    opts = pipeline_options(["--runner=PortableRunner", "--job_endpoint=localhost:1", "--environment_type=PROCESS",
+                             "--environment_config=" + json.dumps({"command": str(command)})])
+    boot = ("import sys; sys.stderr.write('pipeline_options:{fields:{key:\"beam:option:x:v1\" value:{bool_value:false}}}' * 40 "
+            "+ '\\n2026/12/06 20:42:58 Executing: python -m apache_beam.runners.worker.sdk_worker_main\\n')")
+    harness = ("java.lang.RuntimeException: Error received from SDK harness for instruction 3: Traceback (most recent "
+               "call last):\n  File \"sdk_worker.py\", line 310, in _execute\n    response = task()\n"
+               "ModuleNotFoundError: No module named 'oddnum'\n\n\tat org.apache.beam.X.y(X.java:1)\n" * 1
+               + "\tat org.apache.beam.X.z(X.java:2)\n" * 40)
+
+    def job():
+        with run_pipeline(opts):
+            subprocess.run([str(tmp_path / "bin" / "python"), "-c", boot], timeout=60)
+            raise RuntimeError(harness)
+
+    assert guarded(job, "audit") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "an SDK worker process failed: ModuleNotFoundError: No module named 'oddnum' (all the workers wrote: " in err[0], err
+    assert "pipeline_options" not in err[0]
+    # the order of the evidence; a chained traceback names its last exception; a long line is cut
+    assert last_words("no traceback here", ["boot says: stopping", ""]) == "boot says: stopping"
+    assert last_words("", ["Traceback (most recent call last):", '  File "x"', "ImportError: no beam", "exit 1"]) == \
+        "ImportError: no beam"
+    chained = ("Traceback (most recent call last):\n  File a\nKeyError: 'k'\n\nDuring handling of the above "
+               "exception, another exception occurred:\n\nTraceback (most recent call last):\n  File b\n"
+               "apache_beam.runners.common.UserCodeError: bad\n")
+    assert last_words(chained, ["x"]) == "apache_beam.runners.common.UserCodeError: bad"
+    assert last_words("", ["y" * 5000]).endswith("… (5,000 characters)")
+    assert last_words("", []) == ""
+
+
 def test_local_runners_skip_the_launchers_pip_freeze():
     """Beam's stager runs ``pip freeze`` in the launcher at each portable job's submission, for a
     comparison with the workers' packages; Prism's own workers and this package's PROCESS workers run
