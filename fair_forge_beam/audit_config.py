@@ -505,6 +505,7 @@ def is_template_launch(options) -> bool:
     """Whether the run only writes a Dataflow job graph (``--template_location``, as the Flex
     Template launcher does) instead of running the job: then the driver has no results to
     assemble and no gates to evaluate."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.options.pipeline_options import GoogleCloudOptions
 
     return bool(options.view_as(GoogleCloudOptions).template_location)

@@ -149,6 +149,7 @@ def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> di
     count}``, most frequent first, reasons grouped as results.json's are: :mod:`~fair_forge_beam.reasons`; the first ``most_lines`` lines, each read bounded), ``{}`` when it
     has none: what an empty stage's one line names (the generator's failure, not the audit's "no
     input record")."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.reasons import add_reason, shown_reasons
@@ -201,6 +202,7 @@ def build_assistant_handler(args: Any):
 def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence[str]] = None, assistant_id: Optional[str] = None) -> dict:
     """Run the dataset files against the assistant. Returns ``run_summary.json`` (plus the
     runner's counters under ``counters``)."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam._beam import beam

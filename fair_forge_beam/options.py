@@ -874,6 +874,7 @@ def check_runner(name: str) -> None:
     """Raise ``ValueError`` (Beam's own words, then the nearest runner name:
     :func:`~fair_forge_beam.quoting.did_you_mean`) when ``name`` is not a runner Beam can make;
     the audit and a ``--config`` file's ``[beam]`` table check ``--runner`` with it."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.options.pipeline_options import StandardOptions
     from apache_beam.runners.runner import create_runner
 
@@ -1876,6 +1877,7 @@ def beam_value_problem(args: Sequence[str]) -> Optional[str]:
 @functools.lru_cache(maxsize=1)
 def _beam_parser() -> argparse.ArgumentParser:
     """An ``ArgumentParser`` of every Beam ``PipelineOptions`` class's options (this package's included)."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.options.pipeline_options import PipelineOptions
 
     import fair_forge_beam.beam_pipeline  # noqa: F401 - declares JavaJobServerOptions
@@ -1950,6 +1952,7 @@ def beam_options_problem(beam_args: Sequence[str]) -> Optional[str]:
     server unchecked (:func:`_address_problem`). Beam's messages are kept, a missing option named
     by its flag (``--project is missing``), all of them joined in the line."""
     from fair_forge_beam.beam_pipeline import pipeline_options
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions, TestOptions
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
     from apache_beam.runners.runner import create_runner

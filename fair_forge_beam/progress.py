@@ -92,6 +92,7 @@ class ProgressCounter:
 
     def inc(self, n: int = 1) -> None:
         if self._counter is None:
+            import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
             from apache_beam.metrics import Metrics
 
             self._counter = Metrics.counter(self.namespace, self.name)
@@ -195,6 +196,7 @@ def format_progress(counts: Mapping[tuple[str, str], int], elapsed: float, eta: 
 
 def _result_counts(result) -> dict[tuple[str, str], int]:
     """Attempted values of the progress and judge counters of a running ``PipelineResult`` ({} if none)."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.metrics.metric import MetricsFilter
 
     out: dict[tuple[str, str], int] = {}
@@ -473,6 +475,7 @@ class _BeamWarningsOnce(logging.Filter):
         if record.name.startswith("apache_beam"):
             return True
         if self._beam_dir is None:
+            import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
             import apache_beam
 
             self._beam_dir = os.path.dirname(os.path.abspath(apache_beam.__file__)) + os.sep

@@ -140,3 +140,64 @@ def test_importing_the_main_job_does_not_run_it(tmp_path):
     assert res == {"has_run": True, "has_main": True}
     assert proc.stdout == ""
     assert not (tmp_path / "fair_forge_output").exists()
+
+
+def _beam_import_unguarded(path: Path) -> list:
+    """The ``apache_beam`` imports of ``path`` that may be Beam's first in a process without going
+    through ``fair_forge_beam._beam`` first (in the module, or earlier in the same function)."""
+    import ast
+
+    def guard(n):
+        return (isinstance(n, ast.Import) and any(a.name == "fair_forge_beam._beam" for a in n.names)
+                or isinstance(n, ast.ImportFrom) and n.module == "fair_forge_beam._beam")
+
+    def beam(n):
+        return (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "apache_beam" for a in n.names)
+                or isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "apache_beam")
+
+    def imports(node):
+        return sorted((n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))),
+                      key=lambda n: (n.lineno, n.col_offset))
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    found, guarded = [], False
+    for node in top:
+        for n in imports(node):
+            guarded = guarded or guard(n)
+            if beam(n) and not guarded:
+                found.append(n.lineno)
+    if guarded:
+        return found
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            here = False
+            for n in imports(fn):
+                here = here or guard(n)
+                if beam(n) and not here:
+                    found.append(n.lineno)
+    return sorted(set(found))
+
+
+def test_every_beam_import_goes_through_the_logging_guard():
+    """case-006's class (trial37: ``flink_cluster start`` and every Flink worker printed Beam's
+    ``WARNING:root:apitools not found …``): a module whose import of ``apache_beam`` can be the
+    process's first — in a function, when the module imported Beam lazily — imports
+    ``fair_forge_beam._beam`` before it, whose ``NullHandler`` keeps Beam's root-logger warning from
+    installing a handler and from reaching stderr. 20 such imports in 11 modules before."""
+    root = Path(__file__).resolve().parents[1]
+    files = [p for p in sorted([*root.glob("fair_forge_beam/**/*.py"), *root.glob("pipelines/**/*.py")])
+             if p.name != "_beam.py"]
+    assert len(files) > 100
+    bad = [f"{p.relative_to(root)}:{line}" for p in files for line in _beam_import_unguarded(p)]
+    assert not bad, "import fair_forge_beam._beam first: " + ", ".join(bad)
+
+
+def test_the_runner_helpers_print_nothing_of_beams_own(tmp_path):
+    """What ``flink_cluster start`` does first (the installed Beam's version, with Beam not imported
+    yet) writes nothing to stderr: Beam's apitools notice went to a new root handler before."""
+    _, proc = run_script("""
+    from fair_forge_beam.testing.beam_runners import beam_version
+    RESULT = {"version": beam_version()}
+    """, tmp_path)
+    assert proc.stderr == "", proc.stderr

@@ -684,6 +684,7 @@ class HashingEmbedder(Embedder):
 
 
 def _build_handler_class():
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
     class EmbedderModelHandler(ModelHandler):

@@ -103,6 +103,7 @@ def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam
     whether the command has ``--allow-empty`` (the hint names it). ``out``: the folder or file the
     command would have written (``None``: it writes none, the line says nothing of it); ``kind``:
     what was empty ("empty trend", "empty comparison" for the commands over earlier runs)."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.reports.summary import printable

@@ -1590,6 +1590,7 @@ def check_gates(doc: dict, gates: Sequence[Gate], out: str, quiet: bool = False,
     """
     import json
 
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     ci_level = (doc.get("config") or {}).get("ci_level")

@@ -495,6 +495,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
     """
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam._gc import unscanned_imports

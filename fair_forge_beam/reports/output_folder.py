@@ -92,6 +92,7 @@ def _fs():
 
 
 def _is_local(path: str) -> bool:
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.localfilesystem import LocalFileSystem
 
     return isinstance(_fs().get_filesystem(path), LocalFileSystem)

@@ -66,6 +66,7 @@ def cache_dir() -> Path:
 
 def beam_version() -> str:
     """The installed Apache Beam version, e.g. ``"2.77.0"``."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.version import __version__
 
     return __version__
