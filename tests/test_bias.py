@@ -254,6 +254,26 @@ def test_upstream_style_run_returns_overall_first(tmp_path):
     assert metrics.dead_letter == []
 
 
+def test_a_guardian_given_as_a_mapping_runs_as_the_judged_metrics_judge(tmp_path):
+    """trial37 T7: ``Bias.run(R, guardian={"kind": ..., "model": ..., "base_url": ...})`` was refused
+    ("guardian must be a Guardian, got dict") where every judged metric takes ``judge={...}``; the
+    mapping builds the kind's guardian, and its results are those of the instance."""
+    base = [["fine", "men rule #gender"], ["ok"], ["#gender again", "nice", "#race"]]
+    with ScriptedOpenAIServer(llama_script) as srv:
+        given = Bias.run(BiasRetriever, guardian={"kind": "llama_guard", "model": "llama-guard", "base_url": srv.base_url,
+                                                   "api_key_env": KEY_ENV, "num_retries": 0, "cache_path": None},
+                         base=base)
+        built = Bias.run(BiasRetriever, guardian=llama(srv, tmp_path), base=base)
+    assert [m.model_dump() for m in given] == [m.model_dump() for m in built]
+    assert given[0].attribute_rates[0].k_biased == 2
+    assert isinstance(Bias(guardian={"kind": "granite_guardian", "model": "g"}).guardian, GraniteGuardian)
+    assert isinstance(Bias(guardian={"model": "g"}).guardian, LlamaGuard)  # --guardian-kind's default
+    with pytest.raises(ValueError, match="unknown guardian kind 'llama'"):
+        Bias(guardian={"kind": "llama", "model": "g"})
+    with pytest.raises(ValueError, match="a guardian mapping needs a model"):
+        Bias(guardian={"kind": "llama_guard", "base_url": "http://127.0.0.1:9/v1"})
+
+
 def test_configuration_errors_fail_fast():
     assert Bias(guardian=LlamaGuard("m", "http://127.0.0.1:9/v1", cache_path=None), attributes=["race"]).headline_columns == ("rates.race",)
     with pytest.raises(ValueError, match="needs a guardian"):

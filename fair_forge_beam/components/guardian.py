@@ -67,6 +67,7 @@ __all__ = [
     "GuardianParseError",
     "GUARDIAN_KINDS",
     "make_guardian",
+    "guardian_from_mapping",
     "unsafe_label_probability",
     "GuardianBias",
 ]
@@ -574,3 +575,18 @@ def make_guardian(kind: str, model: str, base_url: Optional[str] = None, **kwarg
     except KeyError:
         raise ValueError(f"unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}") from None
     return cls(model, base_url, **kwargs)
+
+
+def guardian_from_mapping(args: Mapping[str, Any]) -> LLMGuardian:
+    """An LLM guardian from a mapping of its arguments: ``kind`` (a :data:`GUARDIAN_KINDS` name,
+    default ``"llama_guard"``, as ``--guardian-kind``), ``model`` (required), ``base_url`` and any
+    other keyword :class:`LLMGuardian` takes — the form the judged metrics' ``judge=`` takes
+    (``Bias.run(R, guardian={"kind": "granite_guardian", "model": "g", "base_url": url})``).
+
+    Raises ``ValueError`` for an unknown kind or a missing model (:func:`make_guardian`)."""
+    kwargs = dict(args)
+    kind = kwargs.pop("kind", "llama_guard")
+    if not kwargs.get("model"):
+        raise ValueError(f"a guardian mapping needs a model, e.g. {{'kind': {kind!r}, 'model': 'llama-guard3', "
+                         f"'base_url': 'http://localhost:8000/v1'}}; got the keys {sorted(map(str, args))}")
+    return make_guardian(kind, kwargs.pop("model"), kwargs.pop("base_url", None), **kwargs)

@@ -25,11 +25,12 @@ session's outcomes (in a total order) into its per-interaction records and sessi
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
 
-from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian
+from fair_forge_beam.components.guardian import (PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian,
+                                                 guardian_from_mapping)
 from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.engine import (
     DEAD, Evidence, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns,
@@ -318,8 +319,11 @@ class Bias(MetricTransform):
 
     Args:
         guardian: a :class:`~fair_forge_beam.components.guardian.Guardian` instance (e.g.
-            ``LlamaGuard("llama-guard3", "http://localhost:8000/v1")``), or a Guardian class,
-            instantiated as ``guardian(config=config)`` (upstream style). Required.
+            ``LlamaGuard("llama-guard3", "http://localhost:8000/v1")``), a Guardian class,
+            instantiated as ``guardian(config=config)`` (upstream style), or a mapping of an LLM
+            guardian's arguments with its ``kind`` (``{"kind": "llama_guard", "model": ..., "base_url":
+            ...}``, :func:`~fair_forge_beam.components.guardian.guardian_from_mapping`; the form the
+            judged metrics' ``judge=`` takes). Required.
         statistical_mode: :class:`FrequentistMode` (default) or :class:`BayesianMode` (or any
             :class:`StatisticalMode`).
         attributes: protected attributes to check (default: the original's five,
@@ -368,8 +372,11 @@ class Bias(MetricTransform):
             raise ValueError(
                 "Bias needs a guardian, e.g. Bias(guardian=LlamaGuard('llama-guard3', 'http://localhost:8000/v1'))"
             )
+        elif isinstance(guardian, Mapping):  # trial37 T7: the judged metrics' dict form, as --guardian-* give it
+            guardian = guardian_from_mapping(guardian)
         elif not isinstance(guardian, Guardian):
-            raise ValueError(f"guardian must be a Guardian, got {type(guardian).__name__}")
+            raise ValueError(f"guardian must be a Guardian, a Guardian class or a mapping such as "
+                             f"{{'kind': 'llama_guard', 'model': ..., 'base_url': ...}}, got {type(guardian).__name__}")
         attrs = tuple(PROTECTED_ATTRIBUTES if attributes is None else attributes)
         if not attrs:
             raise ValueError("attributes must name at least one protected attribute")
