@@ -58,6 +58,13 @@ def _read_json(path: str) -> dict:
     return read_side_json(path, "a stage's file")
 
 
+def generated_assistant_id(args: Any) -> str:
+    """The ``assistant_id`` the generated sessions carry: ``--assistant-id``; else, in the loop (which
+    runs them against ``--assistant-model``), that model's name (trial37 T8: a loop against ``my-bot``
+    audited its answers as ``assistant``); else ``"assistant"``."""
+    return args.assistant_id or getattr(args, "assistant_model", None) or "assistant"
+
+
 def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     """Generate a test set (``args``: the generate options). Returns ``generation_summary.json``
     (``calls_planned``: one per chunk group, whether the cache answers it or not) plus the generator's Beam counters under ``counters``
@@ -95,7 +102,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     from fair_forge_beam.components.judge.prompts import TemplateRenderError
 
     try:
-        plan = plan_requests(chunks, args.assistant_id or "assistant", num_queries_per_chunk=args.num_queries,
+        plan = plan_requests(chunks, generated_assistant_id(args), num_queries_per_chunk=args.num_queries,
                              language=args.language, seed_examples=args.seed_example, custom_system_prompt=custom,
                              selection_strategy=strategy, conversation_mode=args.conversation, seed=args.seed)
     except TemplateRenderError as exc:  # the one user template rendered here

@@ -1185,9 +1185,16 @@ GROUPS: tuple[Group, ...] = (
         Option("output", default="fair_forge_output", path=True, config_keys=("output",), validate=_named_folder("--output"),
                help="output folder (created if missing); a run is written beside it and replaces it only when it "
                     "succeeds (a failed, killed or empty run leaves the previous outputs untouched)",
-               per_command={**dict.fromkeys(("generate", "run", "loop"), {
-                   "default": "fair_forge_loop", "help": "output folder (generate: the files; loop: generated/, run/, audit/)",
-                   "template": Template("GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$", "gs://b/loop", required=True, label="Output folder")}),
+               # each stage its own default folder, so that generate -> run_assistant -> audit chain with their
+               # defaults (trial37 T8: run_assistant's default was generate's, which holds its input: refused)
+               per_command={**{command: {
+                   "default": default, "help": f"output folder ({what})",
+                   "template": Template("GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$", "gs://b/loop", required=True, label="Output folder")}
+                   for command, default, what in (
+                       ("generate", "fair_forge_loop", "dataset.jsonl, dead_letter.jsonl, generation_summary.json"),
+                       ("run", "fair_forge_run", "the answered dataset.jsonl, session_summaries.jsonl, dead_letter.jsonl, "
+                                                 "run_summary.json"),
+                       ("loop", "fair_forge_loop", "generated/, run/, audit/"))},
                    "optimize": {"default": None, "default_note": "required", "metavar": "DIR",
                                 "help": "folder for result.json, dead_letter.jsonl and report.html"}},
                template=Template("GCS_WRITE_FOLDER", "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r/][^\\n\\r]*$", "gs://my-bucket/audits/2025-01-01", required=True, label="Output folder")),
@@ -1515,7 +1522,7 @@ _MIPRO = "fair_forge_beam.optimizer.optimizers:MIPROv2Optimizer"
 OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     # generate, run and the loop (pipelines.generate, pipelines.run_assistant, pipelines.loop)
     Option("assistant-id", help="assistant_id of the sessions (generate: the label written; run: replaces the input's)",
-           default_note="generate: 'assistant'; run: keep the input's",
+           default_note="generate: 'assistant'; the loop: --assistant-model's name, else 'assistant'; run: keep the input's",
            template=Template("TEXT", _NAME, "my-bot-v2")),
     Option("corpus", default="airline", path=True,
            help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",

@@ -113,3 +113,31 @@ def test_a_generator_s_failed_calls_are_named_generator_calls(monkeypatch):
                 h.request([judge_request("k", [("user", "q")])], client)
         finally:
             client.close()
+
+
+def test_the_stages_chain_with_their_default_output_folders():
+    """trial37 T8: generate and run_assistant both wrote to fair_forge_loop by default, so
+    ``run_assistant --input fair_forge_loop/dataset.jsonl`` was refused (its output holds its input);
+    and run_assistant's --help described --output by the other commands' files. Each stage has its
+    own folder and its own words; the loop labels its sessions with the assistant's model name."""
+    import argparse
+
+    from pipelines import generate, loop, run_assistant
+    from fair_forge_beam.loop_jobs import generated_assistant_id
+
+    defaults = {name: m.build_parser().get_default("output") for name, m in
+                (("generate", generate), ("run", run_assistant), ("loop", loop))}
+    assert defaults == {"generate": "fair_forge_loop", "run": "fair_forge_run", "loop": "fair_forge_loop"}
+    helps = {name: m.build_parser().format_help() for name, m in
+             (("generate", generate), ("run", run_assistant), ("loop", loop))}
+    assert "run_summary.json" in helps["run"] and "generated/" not in helps["run"]
+    assert "generation_summary.json" in helps["generate"] and "run/" not in helps["generate"]
+    assert "generated/, run/, audit/" in helps["loop"]
+
+    def ns(**kw):
+        return argparse.Namespace(**{"assistant_id": None, **kw})
+
+    assert generated_assistant_id(ns()) == "assistant"  # generate alone
+    assert generated_assistant_id(ns(assistant_model="my-bot")) == "my-bot"  # the loop
+    assert generated_assistant_id(ns(assistant_id="v2", assistant_model="my-bot")) == "v2"
+    assert generated_assistant_id(ns(assistant_model=None)) == "assistant"  # an http assistant
