@@ -201,3 +201,42 @@ def cache_dofn_specs() -> None:
 
 
 __all__ += ["cache_dofn_specs"]
+
+
+def probe_ipython_only_when_imported() -> None:
+    """Make Beam's ``interactive_utils.is_in_ipython`` (and each Beam module's own name for it) answer
+    ``False`` without importing IPython when IPython is not imported in this process; when it is,
+    Beam's function answers, as before.
+
+    Why: Beam asks it for every transform it applies (``alter_label_if_ipython``) and when a
+    pipeline finishes, and its answer imports IPython (``from IPython import get_ipython``) when
+    IPython is installed: 0.04-0.06 CPU s of README's main job (issue 26) for an answer known
+    without it, since a process running in an IPython shell or kernel has imported IPython before it
+    runs the user's code. The answer is the same in every process. Called by
+    :func:`fair_forge_beam.beam_pipeline.run_pipeline`, beside :func:`cache_dofn_signatures`;
+    tests/test_beam_ipython_probe.py checks that a job's process no longer imports IPython, that
+    Beam's answer is still asked for inside IPython, and that Beam's modules use the name replaced."""
+    import sys
+
+    from apache_beam.utils import interactive_utils
+
+    with _ARGS_LOCK:
+        current = interactive_utils.is_in_ipython
+        if getattr(current, "_ffb_cached", False):
+            return
+        original = current
+
+        def is_in_ipython():
+            if "IPython" not in sys.modules:  # no IPython shell without IPython imported
+                return False
+            return original()
+
+        is_in_ipython._ffb_cached = True
+        is_in_ipython.__wrapped_original__ = original
+        is_in_ipython.__doc__ = original.__doc__
+        for name, module in list(sys.modules.items()):  # the modules that imported the name itself
+            if name.startswith("apache_beam") and getattr(module, "is_in_ipython", None) is original:
+                module.is_in_ipython = is_in_ipython
+
+
+__all__ += ["probe_ipython_only_when_imported"]
