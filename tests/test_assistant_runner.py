@@ -10,7 +10,7 @@ import sys
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from helpers import FNAPI, REPO
+from helpers import REPO, fnapi_pipeline
 from fair_forge_beam._beam import beam
 from fair_forge_beam.assistants.assistant import (
     AssistantHandler,
@@ -129,14 +129,13 @@ def test_missing_response_field_is_a_failed_turn(dataset, tmp_path):
 
 def test_run_assistant_transform_with_assert_that(dataset):
     """RunAssistant in a TestPipeline: exact summaries (times aside) and answered sessions."""
-    from apache_beam.testing.test_pipeline import TestPipeline
 
     from fair_forge_beam.io.read import ReadInteractions
     from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
     with ScriptedOpenAIServer(echo) as srv:
         handler = AssistantHandler("openai", model="bot", base_url=srv.base_url, max_concurrency=2, send_context=True)
-        with TestPipeline(runner=FNAPI, blocking=True) as p:
+        with fnapi_pipeline() as p:
             read = p | "Read" >> ReadInteractions([str(dataset)])
             outs = read["interactions"] | RunAssistant(handler, assistant_id="bot-2")
             assert_that(outs["summaries"] | beam.Map(lambda s: (s["session_id"], s["assistant_id"], s["total_batches"], s["successes"], s["failures"])),
@@ -154,7 +153,6 @@ def test_run_assistant_transform_with_assert_that(dataset):
 
 
 def test_skip_failed_turns_in_the_audit():
-    from apache_beam.testing.test_pipeline import TestPipeline
 
     from fair_forge_beam.io.elements import Interaction
 
@@ -162,7 +160,7 @@ def test_skip_failed_turns_in_the_audit():
         return Interaction(f"s/a/{i}", "s", "a", "english", "", i, f"q{i}", "query", "[ERROR] x" if runner is False else "ok",
                            None, None, None, {"runner": {"ok": runner, "error": "HTTP 500: boom"}} if runner is not None else {}, {}, {})
 
-    with TestPipeline(runner=FNAPI, blocking=True) as p:
+    with fnapi_pipeline() as p:
         ok, dead = p | beam.Create([inter(0, None), inter(1, True), inter(2, False)]) | SkipFailedTurns()
         assert_that(ok | beam.Map(lambda it: it.element_id), equal_to(["s/a/0", "s/a/1"]), label="Ok")
         assert_that(dead | beam.Map(lambda d: (d.stage, d.element_id, d.reason)),

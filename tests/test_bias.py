@@ -9,11 +9,10 @@ import re
 from functools import partial
 
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
 from scipy import stats
 
 import helpers
-from helpers import FNAPI
+from helpers import fnapi_pipeline
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.guardian import PROTECTED_ATTRIBUTES, GraniteGuardian, Guardian, GuardianBias, LlamaGuard
 from fair_forge_beam.components.judge import judge_counters
@@ -85,7 +84,7 @@ def run_bias(metric, interactions, out_dir):
     """Run on FnApiRunner; returns ({output: [dict]}, PipelineResult). Outputs are collected with
     a small ToList sink (a file sink per output makes the graph, and its build time, much larger)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    p = TestPipeline(runner=FNAPI, blocking=True)
+    p = fnapi_pipeline()
     res = p | beam.Create(interactions) | metric
     for name in OUTPUTS:
         (res[name] | f"J{name}" >> beam.Map(to_json_line) | f"L{name}" >> beam.combiners.ToList()

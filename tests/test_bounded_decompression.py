@@ -17,7 +17,7 @@ import zlib
 
 import pytest
 
-from helpers import FNAPI, REPO, run_module_peak_rss
+from helpers import FNAPI, REPO, fnapi_pipeline, run_module_peak_rss
 from fair_forge_beam.io.read import ReadError
 
 MB = 2**20
@@ -240,7 +240,6 @@ def test_every_compression_open_input_reads_is_told_by_the_name():
 
 def test_json_and_json_lines_in_every_compression_are_read_by_name(tmp_path):
     import apache_beam as beam
-    from apache_beam.testing import test_pipeline
     from apache_beam.testing.util import assert_that, equal_to
 
     from fair_forge_beam.io.read import ReadInteractions
@@ -253,7 +252,7 @@ def test_json_and_json_lines_in_every_compression_are_read_by_name(tmp_path):
             expected.append(sid)
             text = json.dumps([_session(sid)]) if kind == "json" else json.dumps(_session(sid)) + "\n"
             (tmp_path / kind / f"data.{kind}{suffix}").write_bytes(compress(text.encode()))
-    p = test_pipeline.TestPipeline(runner=FNAPI, blocking=True)
+    p = fnapi_pipeline()
     out = p | ReadInteractions([str(tmp_path / "json" / "*"), str(tmp_path / "jsonl" / "*")])
     assert_that(out["interactions"] | beam.Map(lambda x: x.session_id), equal_to(expected))
     assert_that(out["dead_letter"], equal_to([]), label="NoDeadLetters")

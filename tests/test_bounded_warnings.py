@@ -17,11 +17,10 @@ N_KEYS = 40  # distinct keys, each given twice
 
 def _quality(path, tmp_path) -> list:
     """The reader's data-quality warnings of the file ``path`` (FnApiRunner in memory)."""
-    from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that
 
     from fair_forge_beam.io.read import ReadInteractions
-    from helpers import FNAPI
+    from helpers import fnapi_pipeline
 
     dump = tmp_path / "quality.json"
 
@@ -29,7 +28,7 @@ def _quality(path, tmp_path) -> list:
         with open(dump, "w") as f:
             json.dump([list(w) for w in lists[0]], f)
 
-    with TestPipeline(runner=FNAPI, blocking=True) as p:
+    with fnapi_pipeline() as p:
         out = p | ReadInteractions(str(path))
         assert_that(out["quality"] | beam.combiners.ToList(), keep)
     return [QualityWarning(*w) for w in json.loads(dump.read_text())]

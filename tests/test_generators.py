@@ -298,10 +298,9 @@ def test_dataset_shape_ids_and_dead_letters(generated):
 
 def test_parquet_holds_the_same_sessions_and_the_audit_reader_reads_both_files(generated):
     import pyarrow.parquet as pq
-    from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from helpers import FNAPI
+    from helpers import fnapi_pipeline
     from fair_forge_beam._beam import beam
     from fair_forge_beam.io.read import ReadInteractions
 
@@ -313,7 +312,7 @@ def test_parquet_holds_the_same_sessions_and_the_audit_reader_reads_both_files(g
         b["agentic"] for b in records[0]["conversation"]]
     expected = sorted((r["session_id"], b["qa_id"], b["query"]) for r in records for b in r["conversation"])
     for name in ("dataset.jsonl", "dataset.parquet"):
-        with TestPipeline(runner=FNAPI, blocking=True) as p:
+        with fnapi_pipeline() as p:
             read = p | ReadInteractions([str(root / "a" / name)])
             assert_that(read["interactions"] | beam.Map(lambda it: (it.session_id, it.qa_id, it.query)), equal_to(expected))
             assert_that(read["dead_letter"], equal_to([]), label="NoDeadLetters")

@@ -635,10 +635,10 @@ def test_pipeline_bayesian_intervals(test_pipeline):
 
 def test_pipeline_bayesian_is_reproducible_and_seed_dependent():
     """Same seed -> identical aggregates; another seed -> different intervals."""
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from helpers import fnapi_pipeline
 
     # three runs in one pipeline, joined by slice key
-    with TestPipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner", blocking=True) as p:
+    with fnapi_pipeline() as p:
         data = p | beam.Create(DATA)
         a = data | "A" >> Humanity(statistical_mode=BayesianMode(mc_samples=300, rng_seed=11), lexicon=_dict_lexicon())
         b = data | "B" >> Humanity(statistical_mode=BayesianMode(mc_samples=300, rng_seed=11), lexicon=_dict_lexicon())

@@ -14,7 +14,7 @@ from apache_beam.internal import pickler
 from apache_beam.ml.inference.base import RunInference
 from pydantic import BaseModel, ConfigDict, Field
 
-from helpers import FNAPI
+from helpers import FNAPI, fnapi_pipeline
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge import OpenAIJudgeHandler, RunJudge, judge_request
 from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
@@ -53,9 +53,7 @@ def test_api_key_never_leaks(tmp_path, monkeypatch, caplog):
         )
         blobs = [pickle.dumps(handler), pickler.dumps(handler), pickler.dumps(RunInference(handler))]
 
-        from apache_beam.testing.test_pipeline import TestPipeline
-
-        p = TestPipeline(runner=FNAPI, blocking=True)
+        p = fnapi_pipeline()
         out = p | beam.Create(reqs) | RunJudge(handler)
         write_jsonl(out.results, str(tmp_path / "out" / "results"), "Results")
         write_jsonl(out.dead_letters, str(tmp_path / "out" / "dead"), "Dead")
@@ -118,9 +116,7 @@ def test_key_echoed_in_200_answers_is_scrubbed_at_the_root(tmp_path, monkeypatch
     with ScriptedOpenAIServer(answer) as srv:
         handler = OpenAIJudgeHandler("judge-model", srv.base_url, api_key_env=ENV, cache_path=str(tmp_path / "cache.sqlite3"),
                                      num_retries=0, client_retries=0, invalid_answer_retries=0)
-        from apache_beam.testing.test_pipeline import TestPipeline
-
-        p = TestPipeline(runner=FNAPI, blocking=True)
+        p = fnapi_pipeline()
         out = p | beam.Create(reqs) | RunJudge(handler)
         write_jsonl(out.results, str(tmp_path / "out" / "results"), "Results")
         write_jsonl(out.dead_letters, str(tmp_path / "out" / "dead"), "Dead")

@@ -68,11 +68,10 @@ def _assert_plain(reasons: list, where: str) -> None:
 
 def _read_reasons(path, tmp_path) -> list:
     """The reasons of the dead letters and warnings of ``ReadInteractions(path)``."""
-    from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that
 
     from fair_forge_beam.io.read import ReadInteractions
-    from helpers import FNAPI
+    from helpers import fnapi_pipeline
 
     dump = tmp_path / f"{path.name}.reasons.json"
 
@@ -80,7 +79,7 @@ def _read_reasons(path, tmp_path) -> list:
         with open(dump, "w") as f:
             json.dump(lists[0], f)
 
-    with TestPipeline(runner=FNAPI, blocking=True) as p:
+    with fnapi_pipeline() as p:
         out = p | ReadInteractions(str(path))
         texts = ((out["dead_letter"] | beam.Map(lambda d: d.reason)),
                  (out["quality"] | "Q" >> beam.Map(lambda w: w.message)))

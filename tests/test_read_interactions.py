@@ -19,14 +19,13 @@ from typing import Callable, Iterator
 import apache_beam as beam
 import pytest
 from apache_beam.io import source_test_utils
-from apache_beam.testing import test_pipeline as beam_test_pipeline
 from apache_beam.testing.util import assert_that, equal_to, is_empty
 
 from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.io.read import ReadInteractions, _JsonLinesSource
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas import Batch, Dataset, IterationLevel, SessionMetadata, StreamedBatch
-from helpers import FNAPI
+from helpers import FNAPI, fnapi_pipeline
 
 
 # ------------------------------------------------------------------ data helpers
@@ -156,7 +155,7 @@ def read_run(tmp_path_factory) -> ReadRun:
     tags: dict = {}
     matchers: dict = {}
     tagged = []
-    p = beam_test_pipeline.TestPipeline(runner=FNAPI, blocking=True)
+    p = fnapi_pipeline()
     for name, fn in SCENARIOS.items():
         d = root / name
         d.mkdir()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fair_forge_beam.io.retriever import Retriever
-from helpers import FNAPI, REPO
+from helpers import FNAPI, REPO, fnapi_pipeline
 
 
 def _session(sid, n=1, aid="a", **extra):
@@ -45,9 +45,7 @@ SURROGATE_LINES = {
 
 def _run(pipeline_fn):
     """Build and run a pipeline on FnApiRunner; ``pipeline_fn(p)`` attaches the checks."""
-    from apache_beam.testing.test_pipeline import TestPipeline
-
-    p = TestPipeline(runner=FNAPI, blocking=True)
+    p = fnapi_pipeline()
     pipeline_fn(p)
     p.run().wait_until_finish()
 

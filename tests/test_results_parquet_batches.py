@@ -14,11 +14,10 @@ import json
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.testing.test_pipeline import TestPipeline
 
 from fair_forge_beam.reports import results
 from fair_forge_beam.io.write import to_json_line, write_parquet
-from helpers import FNAPI
+from helpers import fnapi_pipeline
 
 SCHEMA = pa.schema([
     ("metric", pa.string()), ("element_id", pa.string()), ("turn_index", pa.int64()),
@@ -104,7 +103,7 @@ def test_pipeline_writes_row_groups_of_the_batch_size(tmp_path):
     n = 100
     recs = [{"metric": "humanity" if i % 3 else "toxicity", "element_id": f"e{i}", "turn_index": i, "joy": i / 4,
              "is_toxic": bool(i % 2), "matched": [str(i)]} for i in range(n)]
-    with TestPipeline(runner=FNAPI) as p:
+    with fnapi_pipeline() as p:
         write_parquet(p | beam.Create(recs), "T", str(tmp_path / "part"), SCHEMA, 40, results._parquet_table(SCHEMA))
     files = sorted(tmp_path.glob("part-*.parquet"))
     assert files

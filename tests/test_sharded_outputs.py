@@ -20,11 +20,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.write import ShardedOutputs, write_jsonl, write_parquet
-from helpers import FNAPI
+from helpers import FNAPI, fnapi_pipeline
 
 SCHEMA = pa.schema([("id", pa.string()), ("n", pa.int64()), ("tags", pa.list_(pa.string())),
                     ("score", pa.struct([("mean", pa.float64()), ("n", pa.int64())]))])
@@ -37,7 +36,7 @@ def _files(folder: Path) -> dict:
 
 
 def _beams_writers(out: Path, rows, records) -> dict:
-    with TestPipeline(runner=FNAPI) as p:
+    with fnapi_pipeline() as p:
         write_parquet(p | "Rows" >> beam.Create(rows), "T", str(out / "table" / "part"), SCHEMA, 10)
         write_jsonl(p | "Records" >> beam.Create(records), str(out / "lines" / "part"), "L")
     return _files(out)
@@ -46,7 +45,7 @@ def _beams_writers(out: Path, rows, records) -> dict:
 def _one_writer(out: Path, rows, records, expected_names) -> dict:
     from apache_beam.testing.util import assert_that, equal_to
 
-    with TestPipeline(runner=FNAPI) as p:
+    with fnapi_pipeline() as p:
         shards = ShardedOutputs(str(out))
         shards.parquet(p | "Rows" >> beam.Create(rows), "T", "table", SCHEMA, 10)
         shards.jsonl(p | "Records" >> beam.Create(records), "lines", "L")
@@ -71,7 +70,7 @@ def test_one_writer_writes_the_bytes_of_beams_writers(tmp_path, rows, records):
 
 def test_shards_of_several_bundles_are_named_and_complete(tmp_path):
     """Records of an output in several bundles: shards part-SSSSS-of-NNNNN, complete, all rows."""
-    with TestPipeline(runner=FNAPI) as p:
+    with fnapi_pipeline() as p:
         shards = ShardedOutputs(str(tmp_path))
         parts = tuple(p | f"Rows{i}" >> beam.Create(ROWS[i::3]) for i in range(3))
         shards.parquet(parts, "T", "a/b", SCHEMA, 4)
@@ -86,7 +85,7 @@ def test_shards_of_several_bundles_are_named_and_complete(tmp_path):
 
 def test_an_output_is_written_once():
     shards = ShardedOutputs("/nowhere")
-    with TestPipeline(runner=FNAPI) as p:
+    with fnapi_pipeline() as p:
         pc = p | beam.Create([{"a": 1}])
         shards.jsonl(pc, "x", "A")
         with pytest.raises(ValueError, match="x/ is written twice"):
