@@ -199,6 +199,7 @@ def test_two_instances_of_every_model_dofn_share_one_minilm_and_its_derived_data
 
 
 @needs_minilm
+@pytest.mark.slow  # loads MiniLM twice (docs/testing.md: slow): 39 s at load 7, 17 CPU s with collection
 def test_shared_model_gives_the_bits_of_a_private_copy_also_under_concurrent_threads():
     shared = SentenceTransformerEmbedder()
     shared.load()
