@@ -182,8 +182,25 @@ def xdist_scope(nodeid: str) -> str:
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker per core plus one, at most 4. The Flink group's worker spends much
     of its time waiting (event-time windows, allowed lateness, job start-up on the cluster's
-    JVMs), and the extra worker uses that core meanwhile."""
-    return min(4, (os.cpu_count() or 1) + 1)
+    JVMs), and the extra worker uses that core meanwhile. When ``-m`` leaves out the Flink group
+    (its tests are marked ``slow`` and ``runners``: the fast tier, ``-m "not slow"``), no worker
+    waits: one worker per core, at most 4 (a third worker on two cores only collects the suite once
+    more, about 16-18 CPU s, and shares the same two cores; docs/testing.md: Tiers)."""
+    extra = 1 if _may_select_the_flink_group(config) else 0
+    return min(4, (os.cpu_count() or 1) + extra)
+
+
+def _may_select_the_flink_group(config) -> bool:
+    """Whether ``-m`` (if given) selects a test marked ``slow`` and ``runners``, as the Flink group's are."""
+    markexpr = config.getoption("markexpr", "") or ""
+    if not markexpr.strip():
+        return True
+    try:
+        from _pytest.mark.expression import Expression
+
+        return bool(Expression.compile(markexpr).evaluate(lambda name, **kwargs: name in ("slow", "runners")))
+    except Exception:  # noqa: BLE001 - an expression this cannot read: keep the extra worker
+        return True
 
 
 def pytest_xdist_make_scheduler(config, log):
