@@ -23,19 +23,23 @@ def test_pipeline():
 def beam_as_the_package_runs_it():
     """Beam's per-process caches that :func:`fair_forge_beam.beam_pipeline.run_pipeline` installs
     before every run of the package's commands (``_beam.cache_dofn_signatures``,
-    ``cache_dofn_specs``, ``cache_pickle_compression``: the same answers, remembered), installed
+    ``cache_dofn_specs``, ``cache_pickle_compression``: the same answers, remembered;
+    ``probe_ipython_only_when_imported``: Beam's answer without importing IPython), installed
     once per test process before its first test, so that every pipeline a test builds itself
     (``TestPipeline``, ``beam.Pipeline``) runs as the package's runs do. Before, they were there
     only after the process's first ``run_pipeline``, so a test's cost and Beam's code path
     depended on which tests its worker had run before it; a small pipeline of ``ReadInteractions``
     and three writes took 1.05 CPU s without them, 0.53 with them. Their own tests
     (tests/test_dofn_signature_cache.py, test_pickle_compression_cache.py) run in fresh
-    interpreters. Not ``tune_gc`` / ``tune_malloc``: tests/test_gc_tuning.py checks those."""
-    from fair_forge_beam._beam import cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression
+    interpreters, as do tests/test_beam_ipython_probe.py's. Not ``tune_gc`` / ``tune_malloc``:
+    tests/test_gc_tuning.py checks those."""
+    from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression,
+                                       probe_ipython_only_when_imported)
 
     cache_dofn_signatures()
     cache_dofn_specs()
     cache_pickle_compression()
+    probe_ipython_only_when_imported()
 
 
 @pytest.fixture(scope="session")
