@@ -893,6 +893,12 @@ class _ScoreAndRoute(beam.DoFn):
             self._score = lambda x, fn=scorer: () if (out := fn(x)) is None else (out,)
         self._pending = self._pending_scored = 0
         self._counting = not isinstance(scorer, beam.PTransform)
+        from fair_forge_beam.score_check import ScoreCheck
+
+        # every score is checked here, for every metric (fair_forge_beam/score_check.py): a non-finite,
+        # Decimal, str or bool value where a number is declared is a dead letter of the metric
+        self._check = ScoreCheck(self.spec, len(SCORE_IDS))
+        self._invalid = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.spec.name}", "invalid_scores")
 
     def teardown(self):
         if isinstance(self.spec.scorer, beam.DoFn):
@@ -935,6 +941,12 @@ class _ScoreAndRoute(beam.DoFn):
                     continue
                 yield out
                 continue
+            sv = None if session_value is None else session_value(out)
+            cv = None if cell_value is None else cell_value(out)
+            problem = self._check.problem(out, sv, cv)
+            if problem is not None:
+                yield self._invalid_score(element, out, problem)
+                continue
             self._pending_scored += counting
             rec = None if record is None else headed(spec.name, "interaction", record(out), out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
@@ -945,9 +957,26 @@ class _ScoreAndRoute(beam.DoFn):
                     sent.add(key)
                     yield tagged("sessions", (key, (self.dims_slot, dims_of.get(key, missing))))
             if session_value is not None:
-                yield tagged("sessions", (_session_key(out), (slot, session_value(out))))
+                yield tagged("sessions", (_session_key(out), (slot, sv)))
             if cell_value is not None:
-                yield tagged("sessions", (_session_key(out), (self.cell_slot, cell_value(out))))
+                yield tagged("sessions", (_session_key(out), (self.cell_slot, cv)))
+
+    def _invalid_score(self, element, out, problem: str):
+        """The dead letter of a score that fails the engine's check: the metric, the field and
+        value (``problem``), the score, and the original interaction as its record."""
+        from fair_forge_beam.io.elements import dead_letter
+
+        self._invalid.inc()
+        eid = getattr(out, "element_id", None)
+        raw = out
+        for x in (element if isinstance(element, list) else (element,)):
+            if getattr(x, "element_id", None) == eid and hasattr(x, "as_record"):
+                raw = x
+                break
+        # the reason names the metric, the field and the value, not the record (element_id and raw
+        # do): the console groups a metric's dead letters by reason
+        reason = f"{self.spec.name}: the scorer's {type(out).__name__} {problem} (docs/engine.md: what a score may hold)"
+        return beam.pvalue.TaggedOutput(DEAD, dead_letter(self.spec.name, reason, raw, eid))
 
     def _finding(self, w):
         """A finding per interaction to its session's findings slot; a metric that did not declare
@@ -1157,6 +1186,7 @@ class _EstimateSlices(beam.DoFn):
         # the one-session rule (statistical/slices.py), for every metric: a slice of one session in a
         # distribution mode is estimated again with its modes observed (no prior, no resampling)
         self._observed = [one_session_estimator(spec.estimator) for spec in self.specs]
+        self._infos = [_declared_ranges(spec.name) for spec in self.specs]
 
     def _estimate(self, kv, window, aux):
         from fair_forge_beam.statistical.slices import rests_on_one_session, without_one_session_intervals
@@ -1171,11 +1201,73 @@ class _EstimateSlices(beam.DoFn):
             observed = getattr(self, "_observed", [None] * len(self.specs))[slot]
             if observed is not None and any(rests_on_one_session(r, acc[3]) for r in recs):
                 recs = observed.estimate(*args)
+            infos = getattr(self, "_infos", None)
             for rec in recs:  # the rule's intervals, whatever the estimator gave (an estimator of one's own)
-                yield beam.pvalue.TaggedOutput(f"r{slot}", without_one_session_intervals(headed(spec.name, "slice", rec), acc[3]))
+                rec = without_one_session_intervals(headed(spec.name, "slice", rec), acc[3])
+                yield beam.pvalue.TaggedOutput(f"r{slot}", rec)
+                if infos and infos[slot] is not None and isinstance(rec, dict):
+                    for w in outside_range_warnings(spec.name, infos[slot], rec):
+                        yield beam.pvalue.TaggedOutput(f"q{slot}", w)
 
     def process(self, kv, window=beam.DoFn.WindowParam):
         return self._estimate(kv, window, None)
+
+
+def _declared_ranges(name: str) -> Any:
+    """The :class:`~fair_forge_beam.schemas.metric_info.MetricInfo` of the metric ``name`` when one
+    of its estimates declares a ``value_range`` of its own (not the default ``(0, 1)``), else ``None``
+    (nothing to check; a metric this process does not know: its info is not here)."""
+    try:
+        from fair_forge_beam.metrics.registry import metric_info
+
+        info = metric_info(name)
+    except Exception:  # noqa: BLE001 - an unknown or unimportable metric: no ranges to check
+        return None
+    if info is None or not any(tuple(e.value_range) != (0, 1) for e in info.estimates):
+        return None
+    return info
+
+
+#: an estimate is outside its declared range beyond this share of the range's length (float noise)
+RANGE_TOLERANCE = 1e-9
+
+
+def outside_range_warnings(metric: str, info: Any, rec: dict) -> list:
+    """Data-quality warnings (``estimate_outside_range``) for the estimates of the slice record
+    ``rec`` — mean or interval bound — outside the ``value_range`` their :class:`EstimateInfo`
+    declares (one other than the default ``(0, 1)``, which every estimate has without a word):
+    a scorer gave values the metric says cannot be (trial37 T2: a score of -5 in words per answer,
+    declared 0–200, gave an interval from -0.90 and the gates passed without a word). The engine
+    cannot tell which score feeds which estimate, so it checks the estimates; a scorer that knows
+    its own bounds dead-letters a value outside them."""
+    from fair_forge_beam.io.elements import QualityWarning
+    from fair_forge_beam.quoting import fixed
+    from fair_forge_beam.schemas.metric_info import is_estimate
+
+    out = []
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if is_estimate(value):
+                e, _ = info.find(path)
+                if e is None or tuple(e.value_range) == (0, 1):
+                    continue
+                low, high = e.value_range
+                slack = RANGE_TOLERANCE * (high - low)
+                bad = [(k, value[k]) for k in ("mean", "ci_low", "ci_high") if isinstance(value.get(k), (int, float))
+                       and not low - slack <= value[k] <= high + slack]
+                if bad:
+                    said = ", ".join(f"{k} {fixed(v)}" for k, v in bad)
+                    out.append(QualityWarning("estimate_outside_range", f"{metric}/{rec.get('slice')}/{path}",
+                                              f"{metric} {path} in slice {rec.get('slice')}: {said} outside the range "
+                                              f"the metric declares, {low:g} to {high:g} ({e.unit or 'its unit'}): "
+                                              "its scorer gave values the metric says cannot be"))
+            elif isinstance(value, dict):
+                walk(value, path + ".")
+
+    walk(rec, "")
+    return out
 
 
 class _EstimateSlicesWithAux(_EstimateSlices):
@@ -1467,13 +1559,15 @@ class Engine(beam.PTransform):
                 aux = aux_records[0] if len(aux_records) == 1 else tuple(aux_records) | "FlattenAux" >> beam.Flatten()
                 est = slices | "EstimateSlices" >> beam.ParDo(
                     _EstimateSlicesWithAux(specs), beam.pvalue.AsList(aux)
-                ).with_outputs(*[f"r{i}" for i in range(len(specs))])
+                ).with_outputs(*[f"r{i}" for i in range(len(specs))], *[f"q{i}" for i in range(len(specs))])
             else:
                 est = slices | "EstimateSlices" >> beam.ParDo(_EstimateSlices(specs)).with_outputs(
-                    *[f"r{i}" for i in range(len(specs))])
+                    *[f"r{i}" for i in range(len(specs))], *[f"q{i}" for i in range(len(specs))])
         for slot, spec in enumerate(specs):
             n = spec.name
             out[n]["slices"] = est[f"r{slot}"] if cells is not None else p | f"{n}/NoSlices" >> beam.Create([])
+            if cells is not None:  # estimates outside the range the metric declares (outside_range_warnings)
+                out[n]["quality"].append(est[f"q{slot}"])
             if spec.empty_input_slices is not None and not self.from_accumulators:
                 fn = spec.empty_input_slices
                 empty = (

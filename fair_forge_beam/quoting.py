@@ -100,3 +100,33 @@ def did_you_mean(value: Any, choices, cutoff: float = HINT_CUTOFF) -> str:
     fresh-user trial: ``--metrics humanty``, ``--mode bayesain``, ``--group-extractor keywrod``)."""
     hit = closest(value, choices, cutoff)
     return "" if hit is None or hit == value else f"; did you mean {quoted(hit)}?"
+
+
+#: from this magnitude on, :func:`fixed` writes a number in scientific notation (fixed-point would
+#: write every digit: 1e308 is 309 of them)
+FIXED_LIMIT = 1e9
+
+
+def fixed(x: Any, digits: int = 4, sign: bool = False) -> str:
+    """An estimate as shown to a person (console tables, report.html, compare, trend, gates):
+    ``digits`` decimals (``f"{x:.4f}"``) up to :data:`FIXED_LIMIT` in magnitude, scientific
+    notation above it (``1.2500e+307``), ``nan`` / ``inf`` as such; ``+`` in front with
+    ``sign``; ``n/a`` for ``None``; anything that is not a number as :func:`shown`. Any finite float
+    is a short line (trial37 T2: 1e308 printed 309 digits)."""
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        try:
+            x = float(x)  # numpy scalars
+        except (TypeError, ValueError, OverflowError):
+            return shown(x)
+    plus = "+" if sign else ""
+    try:
+        if abs(x) < FIXED_LIMIT:
+            return f"{x:{plus}.{digits}f}"
+    except OverflowError:  # an int past float's range
+        pass
+    try:
+        return f"{float(x):{plus}.{digits}e}"
+    except OverflowError:
+        return shown(x)

@@ -1221,8 +1221,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         # the dead letters (the runs' copied shards) read once, for the report and the console's line
         # naming the assistants nobody scored, as an audit prints it
         dead = dead_letter_summary(out) if not (args.quiet and args.no_report) else None
-        written = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates, gate_checks=checks,
-                                         dead_letters=dead)
+        written, report_failure = write_launcher_reports(out, doc, info, None, args.no_report, width, gates=gates,
+                                                         gate_checks=checks, dead_letters=dead)
         if not args.quiet:
             say(console_summary(doc, shown, written, gates, what="roll-up", dead_letters=dead))  # the paths the outputs have once published
         if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
@@ -1231,6 +1231,8 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                             comparable=comparable)
             except GatesFailed as exc:
                 return doc, exc
+        if report_failure is not None:
+            return doc, report_failure  # exit code 1 once the rest is published
     return doc, None
 
 

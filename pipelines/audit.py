@@ -360,14 +360,15 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
     if summary is not None:
         say(summary)  # the paths the outputs have, now published
     if gate_failure is not None:
-        raise gate_failure  # after publishing: a valid run that failed a check
+        raise gate_failure  # after publishing: a valid run that failed a check (or whose report failed)
     return doc
 
 
 def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseline, baseline_info, gates,
                 gate_baseline=None, beam_args=(), gate_baseline_info=None):
     """The pipeline and the launcher's files, written into ``stage`` (published as ``out`` by the
-    caller); returns ``(results.json's content, the GatesFailed to raise after publishing or None, the
+    caller); returns ``(results.json's content, the GatesFailed — or, when report.html could not be
+    written, the ReportFailed (exit code 1) — to raise after publishing or None, the
     console summary to print once published or None with --quiet)``.
 
     Raises:
@@ -411,10 +412,13 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
 
         for d in run_differences(doc, baseline, info, baseline_info):
             log.warning("--compare: the runs differ in %s", _printable(d["message"]))
-        shared = comparability(doc, baseline, current_dir=stage, baseline_dir=args.compare,
-                               current_name=out)["shared_data"]
-        if shared:  # e.g. --compare with the week that holds this night (trial34 T3)
-            log.warning("--compare: the runs share data: %s", _printable(shared))
+        compared = comparability(doc, baseline, current_dir=stage, baseline_dir=args.compare, current_name=out)
+        for line in compared["missing"]:  # an older layout: what is not checked (trial37 T9)
+            log.warning("--compare: %s", line)
+        if compared["shared_data"]:  # e.g. --compare with the week that holds this night (trial34 T3)
+            log.warning("--compare: the runs share data: %s", _printable(compared["shared_data"]))
+        if compared["possibly_shared_data"]:
+            log.warning("--compare: the runs may share data: %s", _printable(compared["possibly_shared_data"]))
     # whether the --baseline run is like this one: settings (run_info.json's too, trial34 T1) and data they share
     comparable = None
     if gate_baseline is not None:
@@ -430,9 +434,9 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
 
     # the dead letters read once, for the report and the console (the assistants nobody scored, trial30 T8)
     dead = dead_letter_summary(stage) if not (args.quiet and args.no_report) else None
-    written = write_launcher_reports(stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates,
-                                     baseline_info=baseline_info, gate_checks=checks, dead_letters=dead,
-                                     baseline_dir=args.compare if baseline is not None else None, shown=out)
+    written, report_failure = write_launcher_reports(
+        stage, doc, info, baseline, args.no_report, args.inconclusive_width, gates=gates, baseline_info=baseline_info,
+        gate_checks=checks, dead_letters=dead, baseline_dir=args.compare if baseline is not None else None, shown=out)
     # printed once published (by the caller): the console can never stop the outputs from being published
     summary = None if args.quiet else console_summary(doc, out, written, gates, dead_letters=dead)
     if gates:  # writes gates.json; GatesFailed (exit code 3) is raised after the outputs are published
@@ -441,7 +445,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
                         comparable=comparable)
         except GatesFailed as exc:
             return doc, exc, summary
-    return doc, None, summary
+    return doc, report_failure, summary  # a report that failed: exit code 1 once the rest is published
 
 
 def _earlier_run(out: str):
@@ -464,7 +468,7 @@ def _say_replaced(out: str, doc: dict, earlier: tuple) -> None:
     from fair_forge_beam.reports.load import read_run_info
 
     try:
-        line = replaced_run_line(out, doc, earlier[0], read_run_info(out), earlier[1])
+        line = replaced_run_line(out, doc, earlier[0], read_run_info(out), earlier[1] or None)
         line = scrub_known_text(line) if line else line  # settings are values from outside: key values masked
     except (OSError, ValueError):  # the comparison is a courtesy: never a reason to fail a published run
         return

@@ -86,12 +86,13 @@ def test_missing_folder_is_created_and_a_file_is_a_usage_error(tmp_path):
 
 
 def test_no_report_with_a_baseline_writes_the_comparison_only(tmp_path):
-    written = write_launcher_reports(str(tmp_path), DOC, {}, DOC, no_report=True, inconclusive_width=0.2)
+    written, failure = write_launcher_reports(str(tmp_path), DOC, {}, DOC, no_report=True, inconclusive_width=0.2)
+    assert failure is None
     assert written == ["results.json", "results.parquet/", "sessions/", "slices/", "dead_letter/", "data_quality/",
                        "run_info.json", "stats/", "comparison.json"]
     assert json.loads((tmp_path / "comparison.json").read_text(encoding="utf-8")) == compare_runs(DOC, DOC)
     assert not (tmp_path / "report.html").exists()
-    assert write_launcher_reports(str(tmp_path / "x"), DOC, {}, None, True, 0.2) == list(OUTPUT_FILES[:8])
+    assert write_launcher_reports(str(tmp_path / "x"), DOC, {}, None, True, 0.2) == (list(OUTPUT_FILES[:8]), None)
 
 
 @pytest.fixture

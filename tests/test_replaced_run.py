@@ -42,3 +42,50 @@ def test_a_run_that_replaces_a_run_of_other_settings_says_so(tmp_path, caplog):
         audit.run(["--slices", "overall,assistant_id", *common])  # an option that changes the results
     [line] = _replaced(caplog)
     assert "--slices" in line and "metrics" not in line and "mode" not in line
+
+
+@pytest.mark.slow
+def test_a_run_of_an_older_layout_is_said_where_its_provenance_matters(tmp_path, caplog, capsys):
+    """trial37 T9: an output folder of an older layout (no run_info.json, no stats/; results.json
+    holds the config) was replaced, compared and used as a --baseline without a word of what it
+    lacks, and "the runs share data" was missing for two runs of the same file. The one reader of a
+    run's settings falls back to results.json's config, and each command says once what is missing."""
+    import shutil
+
+    from fair_forge_beam.reports import compare
+    from pipelines import audit
+
+    a, old = tmp_path / "A", tmp_path / "OLD"
+    common = ["--input", _shipped(), "--no-report", f"--runner={FNAPI}"]
+    audit.run(["--metrics", "humanity,toxicity", "--mode", "bayesian", "--output", str(a), *common])
+    shutil.copytree(a, old)
+    for gone in ("stats", "run_info.json", "_SUCCESS"):
+        p = old / gone
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    capsys.readouterr()
+    # compare: what OLD lacks, and the data both runs read (by results.json's inputs)
+    assert compare.main([str(a), str(old)]) in (0, None)
+    table = capsys.readouterr().out
+    assert (f"warning: {old} has no run_info.json and no stats/manifest.json (a run of an older layout, or a partial "
+            "copy)") in table
+    # a warning, not a gate's failure: without OLD's manifest the file may have changed between the runs
+    assert f"warning: the runs may share data: {a} and {old} both name {_shipped()} as input in results.json" in table
+    assert "version of" not in table  # results.json's versions are compared with the packages both name, not all
+    # --baseline: the same two lines as warnings
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        audit.run(["--metrics", "humanity,toxicity", "--mode", "bayesian", "--baseline", str(old), "--gate",
+                   "regression toxicity toxic_rate not worse", "--output", str(tmp_path / "C"), *common])
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"--baseline: {old} has no run_info.json") for m in said), said
+    assert any(m.startswith("--baseline: the runs may share data:") and str(old) in m for m in said), said
+    # replaced: said even with the same settings (its options could not be compared), once
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        audit.run(["--metrics", "humanity", "--mode", "bayesian", "--output", str(old), *common])
+        [line] = _replaced(caplog)
+        assert line.startswith(f"replaced the earlier run in {old}, made with other settings (metrics [humanity, "
+                               "toxicity] -> [humanity]); it had no run_info.json (an older layout)")
+        caplog.clear()
+        audit.run(["--metrics", "humanity", "--mode", "bayesian", "--output", str(old), *common])
+        assert _replaced(caplog) == []  # now a run of this layout, made with the same settings

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -48,12 +49,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, info_of, iter_estimates, sessions_of
-from fair_forge_beam.quoting import shown_key
+from fair_forge_beam.quoting import fixed, shown_key
 from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
-__all__ = ["compare_runs", "comparability", "shared_data", "DATA_DIFFERENCES",
+__all__ = ["compare_runs", "comparability", "shared_data", "possibly_shared_data", "provenance_gaps", "DATA_DIFFERENCES",
            "empty_comparison_reason", "nothing_compared", "compare_estimate", "sessions_of", "comparison_table", "run_differences", "VERDICTS",
            "TOO_SMALL", "DETECTABLE", "main"]
 
@@ -138,8 +139,9 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
         return row
     small = too_small_to_compare([cur, base], [cur_sessions, base_sessions])
     if small:
-        row.update(method=None, difference={"mean": cur["mean"] - base["mean"], "ci_low": None, "ci_high": None},
-                   verdict=TOO_SMALL, too_small=small)
+        mean = cur["mean"] - base["mean"]
+        row.update(method=None, difference={"mean": mean if math.isfinite(mean) else None, "ci_low": None,
+                                            "ci_high": None}, verdict=TOO_SMALL, too_small=small)
         return row
     from fair_forge_beam.reports.load import run_config
 
@@ -152,7 +154,9 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     if "p_current_higher" in d:
         row["p_current_higher"] = d["p_current_higher"]
     row["difference"] = {"mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"]}
-    if d["method"] == "no_interval":
+    if d["method"] == "out_of_range":
+        row["verdict"] = NOT_ESTIMABLE
+    elif d["method"] == "no_interval":
         row["verdict"] = SAME if d["mean"] == 0 else NOT_ASSESSABLE
     else:
         row["verdict"] = _verdict(d["ci_low"], d["ci_high"], sign)
@@ -262,6 +266,15 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "shared_data": shared_data(current_dir or (current if isinstance(current, str) else None),
                                    baseline_dir or (baseline if isinstance(baseline, str) else None),
                                    current_name=current_name, baseline_name=baseline_name),
+        "possibly_shared_data": possibly_shared_data(
+            current_dir or (current if isinstance(current, str) else None),
+            baseline_dir or (baseline if isinstance(baseline, str) else None),
+            current_name=current_name, baseline_name=baseline_name, docs=(a, b)),
+        # what a folder lacks of the files that record how it was made (an older layout: trial37 T9)
+        "missing": [line for line in (
+            provenance_gaps(current_dir or (current if isinstance(current, str) else None), current_name),
+            provenance_gaps(baseline_dir or (baseline if isinstance(baseline, str) else None), baseline_name))
+            if line],
         "verdicts": verdicts,
         "not_compared": not_compared,
         "undefined_in_both": no_value,
@@ -375,9 +388,13 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
             if key not in unread and set_c[key] != set_b.get(key):
                 name = "Beam options" if key == "beam" else f"--{key.replace('_', '-')}"
                 add(name, set_c[key], set_b.get(key))
-    ver_c, ver_b = (current_info or {}).get("versions"), (baseline_info or {}).get("versions")
+    # a run without run_info.json (an older layout) still records its versions in results.json's config
+    info_c, info_b = (current_info or {}).get("versions"), (baseline_info or {}).get("versions")
+    ver_c, ver_b = info_c or cfg_c.get("versions"), info_b or cfg_b.get("versions")
     if isinstance(ver_c, dict) and isinstance(ver_b, dict):
-        for pkg in sorted(set(ver_c) | set(ver_b)):
+        # the two files list other packages: from results.json's on one side, the packages both name
+        pkgs = set(ver_c) | set(ver_b) if bool(info_c) == bool(info_b) else set(ver_c) & set(ver_b)
+        for pkg in sorted(pkgs):
             if ver_c.get(pkg) != ver_b.get(pkg):
                 add(f"version of {pkg}", ver_c.get(pkg), ver_b.get(pkg))
     return out
@@ -393,7 +410,8 @@ def shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *, curr
     or ``None``: the roll-up's check (:func:`~fair_forge_beam.rollup.find_overlap`: the same folder,
     an audit run both hold, an input file both read, the same content or records) on their
     ``stats/manifest.json``. A folder without a readable manifest (a run given as its results.json
-    file, a run of an older version) is compared by folder only. ``current_name`` /
+    file, a run of an older version) is compared by folder only (:func:`possibly_shared_data` says
+    the input files both ``results.json`` name). ``current_name`` /
     ``baseline_name``: how the line names them (an audit gates its stage, shown as its --output)."""
     if not current_dir or not baseline_dir:
         return None
@@ -414,6 +432,85 @@ def shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *, curr
     return None if found is None else found[0]
 
 
+def _manifest_lacking(runs: Sequence[str]) -> list:
+    from fair_forge_beam.io.edge import read_side_json
+
+    lacking = []
+    for run in runs:
+        try:
+            m = read_side_json(f"{run}/stats/manifest.json", "a run's stats/manifest.json")
+        except (OSError, ValueError):
+            m = None
+        lacking.append(not isinstance(m, dict) or not m)
+    return lacking
+
+
+def possibly_shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *,
+                         current_name: Optional[str] = None, baseline_name: Optional[str] = None,
+                         docs: Optional[Sequence[Optional[dict]]] = None) -> Optional[str]:
+    """When a run folder has no ``stats/manifest.json`` (an older layout: :func:`shared_data` can
+    tell the same folder only, trial37 T9): the input files both runs' ``results.json`` name (the same
+    real path), as one line saying what could not be checked — a warning, never a gate's failure
+    (the file may have changed between the runs) —, else ``None`` (both have a manifest, or no
+    input in common). ``docs``: the runs' ``results.json`` contents when the caller has them."""
+    if not current_dir or not baseline_dir:
+        return None
+    runs = [_run_folder(current_dir), _run_folder(baseline_dir)]
+    lacking = _manifest_lacking(runs)
+    if not any(lacking) or shared_data(current_dir, baseline_dir) is not None:
+        return None
+    names = [current_name or current_dir, baseline_name or baseline_dir]
+    inputs = []
+    for run, doc in zip(runs, docs or (None, None)):
+        if doc is None:
+            try:
+                from fair_forge_beam.reports.load import read_results
+
+                doc = read_results(run)
+            except (OSError, ValueError):
+                return None
+        given = (doc.get("config") or {}).get("inputs") or ()
+        inputs.append({os.path.realpath(str(i)): str(i) for i in (given if isinstance(given, list) else [given])
+                       if "://" not in str(i)})
+    common = sorted(set(inputs[0]) & set(inputs[1]))
+    if not common:
+        return None
+    without = [n for n, lack in zip(names, lacking) if lack]
+    return (f"{names[0]} and {names[1]} both name {inputs[1][common[0]]}"
+            + (f" and {len(common) - 1} more input file{'s' if len(common) > 2 else ''}" if len(common) > 1 else "")
+            + f" as input in results.json ({' and '.join(without)} ha{'ve' if len(without) > 1 else 's'} no "
+            "stats/manifest.json, so whether the file changed between the runs cannot be told)")
+
+
+#: what a run folder of the current layout holds besides results.json, and what is lost without it
+PROVENANCE_FILES = (("run_info.json", "its options are not compared, only results.json's settings"),
+                    ("stats/manifest.json", "the data it shares with the other run is judged from results.json's "
+                                            "inputs alone"))
+
+
+def provenance_gaps(run_dir: Optional[str], name: Optional[str] = None) -> Optional[str]:
+    """One line saying what a run folder lacks of the files that record how it was made
+    (:data:`PROVENANCE_FILES`: an older layout, a partial copy) and what is therefore not checked,
+    or ``None`` (nothing missing, or not a folder). Said once by ``compare``, ``--compare`` and
+    ``--baseline`` (trial37 T9)."""
+    if not run_dir:
+        return None
+    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+    from apache_beam.io.filesystems import FileSystems
+
+    folder = _run_folder(run_dir)
+    try:
+        if not FileSystems.exists(f"{folder}/results.json"):
+            return None
+        missing = [(f, what) for f, what in PROVENANCE_FILES if not FileSystems.exists(f"{folder}/{f}")]
+    except Exception:  # noqa: BLE001 - a courtesy line: never a failure of the comparison
+        return None
+    if not missing:
+        return None
+    return (f"{name or run_dir} has no {' and no '.join(f for f, _ in missing)} (a run of an older layout, or a "
+            f"partial copy): {'; '.join(what for _, what in missing)}")
+
+
 def _run_folder(path: str) -> str:
     path = path.rstrip("/") or "/"
     return path[:-len("/results.json")] if path.endswith("/results.json") else path
@@ -427,7 +524,9 @@ def comparability(current: dict, baseline: dict, current_info: Optional[dict] = 
     changes a ``trend`` claims.
 
     Returns:
-        ``{"differences": [...], "shared_data": line or None, "caveats": [lines]}``: ``differences``
+        ``{"differences": [...], "shared_data": line or None, "possibly_shared_data": line or None,
+        "missing": [lines], "caveats": [lines]}``: ``missing``: :func:`provenance_gaps` of the folders
+        given, ``possibly_shared_data``: :func:`possibly_shared_data` (a warning only); ``differences``
         are :func:`run_differences`' entries other than the data (:data:`DATA_DIFFERENCES`: inputs and
         interactions read, the point of a comparison): settings from ``results.json`` and, given
         both ``run_info.json``, every result-changing option and package version; ``shared_data``:
@@ -437,10 +536,16 @@ def comparability(current: dict, baseline: dict, current_info: Optional[dict] = 
     diffs = [d for d in run_differences(current, baseline, current_info, baseline_info)
              if d["what"] not in DATA_DIFFERENCES]
     shared = shared_data(current_dir, baseline_dir, current_name=current_name)
-    caveats = [f"the runs differ in {printable(d['message'])}" for d in diffs]
+    maybe = possibly_shared_data(current_dir, baseline_dir, current_name=current_name, docs=(current, baseline))
+    missing = [line for line in (provenance_gaps(current_dir, current_name), provenance_gaps(baseline_dir)) if line]
+    caveats = [printable(line) for line in missing]
+    caveats += [f"the runs differ in {printable(d['message'])}" for d in diffs]
     if shared:
         caveats.append(f"the runs share data: {printable(shared)}")
-    return {"differences": diffs, "shared_data": shared, "caveats": caveats}
+    if maybe:
+        caveats.append(f"the runs may share data: {printable(maybe)}")
+    return {"differences": diffs, "shared_data": shared, "possibly_shared_data": maybe, "missing": missing,
+            "caveats": caveats}
 
 
 def replaced_run_line(out: str, current: dict, earlier: dict, current_info: Optional[dict] = None,
@@ -450,10 +555,18 @@ def replaced_run_line(out: str, current: dict, earlier: dict, current_info: Opti
     and replaced README's humanity+toxicity Bayesian audit without a word), or ``None`` when the
     settings are the same (a re-run: nothing to say). The settings are those :func:`run_differences`
     compares — the statistical mode and its parameters, metrics, inputs and every result-changing
-    option —, not what the data or the installed versions made of them."""
+    option —, not what the data or the installed versions made of them. An earlier run without
+    ``run_info.json`` (``earlier_info`` empty: an older layout) is always said, with what could not
+    be compared (its options): once, since the run that replaces it writes one (trial37 T9)."""
     diffs = [d for d in run_differences(current, earlier, current_info, earlier_info)
              if d["what"] != "interactions_read" and not d["what"].startswith("version of ")
              and not d["what"].endswith(" lexicon")]
+    if not earlier_info:  # an older layout (no run_info.json): its options cannot be compared (trial37 T9)
+        said = "; ".join(f"{d['what']} {_show(d['baseline'])} -> {_show(d['current'])}" for d in diffs)
+        return (f"replaced the earlier run in {out}, " + (f"made with other settings ({said}); " if diffs else "")
+                + "it had no run_info.json (an older layout): only the settings its results.json records (mode, "
+                "metrics, inputs, seed, draws, interval level, priors) could be compared"
+                + ("" if diffs else ", and they are the same") + "; give another --output to keep both runs")
     if not diffs:
         return None
     said = "; ".join(f"{d['what']} {_show(d['baseline'])} -> {_show(d['current'])}" for d in diffs)
@@ -470,7 +583,7 @@ def _show(v) -> str:
 
 
 def _f(x) -> str:
-    return "n/a" if x is None else f"{x:+.4f}"
+    return fixed(x, 4, sign=True)
 
 
 def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
@@ -480,10 +593,13 @@ def comparison_table(cmp: dict, only_detectable: bool = False) -> str:
     estimable: their tally per metric is above) and naming ``--all`` (the command's default: a
     10,000-assistant run listed 12,848 "too small to compare" rows, issue 28)."""
     lines = [f"comparison (current − baseline), {cmp['ci_level']:.0%} intervals"]
+    lines += [f"warning: {printable(m)}" for m in cmp.get("missing") or ()]
     lines += [f"warning: the runs differ in {printable(d['message'])}" for d in cmp.get("differences", [])]
     if cmp.get("shared_data"):  # e.g. a run compared with itself (trial34 T10), a roll-up with one of its nights
         lines.append(f"warning: the runs share data: {printable(cmp['shared_data'])}; a difference between them is "
                      "not a difference between independent runs")
+    if cmp.get("possibly_shared_data"):  # an older layout: judged from results.json's inputs (trial37 T9)
+        lines.append(f"warning: the runs may share data: {printable(cmp['possibly_shared_data'])}")
     lines += [f"warning: {printable(m)}: {why}" for m, why in (cmp.get("read_generically") or {}).items()]
     for metric, tally in cmp["verdicts"].items():
         why = (cmp.get("not_compared") or {}).get(metric, "nothing to compare") if not tally else None

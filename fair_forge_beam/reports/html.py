@@ -46,6 +46,7 @@ import json
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
+from fair_forge_beam.quoting import fixed
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config
 from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, left_out_what, unscored_assistants, unscored_words  # noqa: F401 - here too
@@ -102,7 +103,7 @@ def _fmt(x, digits: int = 4) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, float):
-        return f"{x:.{digits}f}"
+        return fixed(x, digits)
     return str(x)
 
 

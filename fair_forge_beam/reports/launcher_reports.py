@@ -4,9 +4,38 @@ with ``--no-report`` never imports the plots or ``scipy`` (test_fast_paths)."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import traceback
 from typing import Optional
 
-__all__ = ["write_launcher_reports"]
+__all__ = ["write_launcher_reports", "ReportFailed", "REPORT_FAILED_EXIT_CODE"]
+
+log = logging.getLogger("fair_forge_beam.audit")
+
+#: the exit code of a run whose report could not be written (its other outputs published)
+REPORT_FAILED_EXIT_CODE = 1
+
+
+class ReportFailed(SystemExit):
+    """A run's ``report.html`` could not be written: every other output is published (the audit
+    finished), the error is said in one line, and the run ends with exit code
+    :data:`REPORT_FAILED_EXIT_CODE` once published (a gate's failure, exit code 3, comes first)."""
+
+    def __init__(self, message: str):
+        super().__init__(REPORT_FAILED_EXIT_CODE)
+        self.message = message
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of ``exc`` (in the package when it can)."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    ours = [f for f in frames if "fair_forge_beam" in f.filename] or frames
+    if not ours:
+        return "unknown place"
+    f = ours[-1]
+    path = f.filename.split("fair_forge_beam" + os.sep, 1)[-1] if "fair_forge_beam" in f.filename else f.filename
+    return f"{path}:{f.lineno} in {f.name}"
 
 
 def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Optional[dict], no_report: bool,
@@ -25,8 +54,9 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
     its ``--output``): the comparison says the data both runs share, as the console does (trial35b B3).
 
     Returns:
-        The names of the outputs now in ``out`` (for the summary's last line), in
-        :data:`OUTPUT_FILES` order.
+        ``(written, failure)``: the names of the outputs now in ``out`` (for the summary's last
+        line), in :data:`OUTPUT_FILES` order, and the :class:`ReportFailed` to raise once they are
+        published when ``report.html`` could not be written (said in one line already), else ``None``.
     """
     from fair_forge_beam.reports.layout import OUTPUT_FILES
 
@@ -39,9 +69,12 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
             from fair_forge_beam.reports.gates import gates_report
 
             outcome = gates_report(gate_checks, gates, (doc.get("config") or {}).get("ci_level"))
-        write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc, run_info=run_info,
-                     gates=gates, compare_info=baseline_info, gate_outcome=outcome, dead_letters=dead_letters,
-                     compare_dir=baseline_dir, shown=shown)
+        try:
+            write_report(out, compare_with=baseline, inconclusive_width=inconclusive_width, doc=doc,
+                         run_info=run_info, gates=gates, compare_info=baseline_info, gate_outcome=outcome,
+                         dead_letters=dead_letters, compare_dir=baseline_dir, shown=shown)
+        except Exception as exc:  # noqa: BLE001 - the report's fault never discards a finished run (trial37 T2)
+            return written, _report_failed(out, shown, exc)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:
         from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
@@ -56,4 +89,29 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
                                current_dir=out, baseline_dir=baseline_dir, current_name=shown)
             f.write(json.dumps(scrub_known(cmp), indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
         written.append("comparison.json")
-    return written
+    return written, None
+
+
+def _report_failed(out: str, shown: Optional[str], exc: Exception) -> ReportFailed:
+    """The run's report could not be written: what it left half-written goes, the error is said
+    in one line (what failed, where, what is published), and the :class:`ReportFailed` to raise
+    once the other outputs are published is returned."""
+    from fair_forge_beam._beam import beam  # noqa: F401 - guarded Beam import first
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.plain import plain_reason
+    from fair_forge_beam.quoting import shown as shown_text
+
+    for name in ("report.html", "comparison.json"):
+        try:
+            if FileSystems.exists(f"{out}/{name}"):
+                FileSystems.delete([f"{out}/{name}"])
+        except Exception:  # noqa: BLE001 - what cannot be removed is named by the listing anyway
+            pass
+    folder = shown_text(shown or out)
+    message = (f"report.html was not written: {type(exc).__name__}: {plain_reason(exc)} (at {_where(exc)}); "
+               f"every other output of the run is published in {folder} (exit code {REPORT_FAILED_EXIT_CODE}). "
+               "A fault of fair_forge_beam's report: please report it with this line; once fixed, "
+               f"fair_forge_beam.reports.html.write_report({folder!r}) writes the report from the published run")
+    log.error("%s", message)
+    return ReportFailed(message)

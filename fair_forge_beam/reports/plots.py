@@ -155,11 +155,22 @@ def left_out(slices: Sequence[dict], chosen: Sequence[dict]) -> list[str]:
     return [slice_label(s.get("slice")) for s in slices if id(s) not in ids]
 
 
+#: the largest magnitude an estimate is drawn at: matplotlib's margins and tick locators take the
+#: span of the axis, which overflows for estimates near float's limit (1e308: "arange: cannot compute
+#: length", trial37 T2); a value beyond it is drawn at the limit (the tables show it as it is)
+PLOT_LIMIT = 1e300
+
+
+def drawn(x: float) -> float:
+    """``x`` as drawn: clipped to ±:data:`PLOT_LIMIT` (every estimate a figure draws goes through it)."""
+    return min(PLOT_LIMIT, max(-PLOT_LIMIT, x))
+
+
 def _draw_series(ax, ys, estimates, color, ms, lw, label=None, vertical=False):
     """Points at ``mean`` and bars from ``ci_low`` to ``ci_high`` for one series, as two artists:
     at heights ``ys`` with horizontal bars, or (``vertical``) at x positions ``ys`` with vertical bars."""
-    pts = [(y, e["mean"]) for y, e in zip(ys, estimates) if e and e.get("mean") is not None]
-    bars = [(y, e["ci_low"], e["ci_high"]) for y, e in zip(ys, estimates)
+    pts = [(y, drawn(e["mean"])) for y, e in zip(ys, estimates) if e and e.get("mean") is not None]
+    bars = [(y, drawn(e["ci_low"]), drawn(e["ci_high"])) for y, e in zip(ys, estimates)
             if e and e.get("mean") is not None and e.get("ci_low") is not None and e.get("ci_high") is not None]
     if bars:
         yb, lo, hi = zip(*bars)
@@ -531,9 +542,10 @@ def plot_agentic(metric: dict, config: dict) -> list:
         for j, s in enumerate(chosen):
             pts = [(p["k"], p.get(key) or {}) for p in s["curve"]]
             ks = [k for k, e in pts if e.get("mean") is not None]
-            ax.plot(ks, [e["mean"] for _, e in pts if e.get("mean") is not None], "o-", color=f"C{j % 10}", ms=3.5,
-                    lw=1.2, label=_short(s["slice"]))
-            bars = [(k, e["ci_low"], e["ci_high"]) for k, e in pts if e.get("ci_low") is not None and e.get("ci_high") is not None]
+            ax.plot(ks, [drawn(e["mean"]) for _, e in pts if e.get("mean") is not None], "o-", color=f"C{j % 10}",
+                    ms=3.5, lw=1.2, label=_short(s["slice"]))
+            bars = [(k, drawn(e["ci_low"]), drawn(e["ci_high"])) for k, e in pts
+                    if e.get("ci_low") is not None and e.get("ci_high") is not None]
             if bars:
                 kb, lo, hi = zip(*bars)
                 ax.vlines([k + 0.04 * (j - len(chosen) / 2) for k in kb], lo, hi, colors=f"C{j % 10}", lw=1.6, alpha=0.6)
@@ -605,14 +617,14 @@ def trend_figure(run_labels: Sequence[str], panels: Sequence[tuple[str, Sequence
             ax.set_visible(False)
             continue
         title, ests, marks = panels[k]
-        pts = [(i, e["mean"]) for i, e in enumerate(ests) if e and e.get("mean") is not None]
+        pts = [(i, drawn(e["mean"])) for i, e in enumerate(ests) if e and e.get("mean") is not None]
         if pts:
             ax.plot(*zip(*pts), "-", color="0.6", lw=0.8)
         _draw_series(ax, x, ests, "C0", 3.5, 1.6, vertical=True)
         for i, verdict in sorted(marks.items()):
             e = ests[i] if i < len(ests) else None
             if e and e.get("mean") is not None:
-                ax.plot([i], [e["mean"]], "o", ms=9, mfc="none", mec=CHANGE_COLOURS.get(verdict, "0.3"), mew=1.8)
+                ax.plot([i], [drawn(e["mean"])], "o", ms=9, mfc="none", mec=CHANGE_COLOURS.get(verdict, "0.3"), mew=1.8)
         if not pts:
             ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes, color="0.5")
         ax.set_title(_short(title, 28), fontsize=8.5)

@@ -58,6 +58,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
+from fair_forge_beam.quoting import fixed
 from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, is_undefined, value_range
 from fair_forge_beam.schemas.metric_info import dotted_get
 from fair_forge_beam.statistical.compare import normal_quantile
@@ -192,7 +193,7 @@ def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, c
         rel = w / scale
         if rel <= width:
             return None
-        factor = (rel / width) ** 2
+        factor = _squared(rel / width)
         return {"width": w, "relative_width": rel, "n": n, "n_needed": _ceil(n * factor) if n else None,
                 "interactions_needed": _ceil(n_int * factor) if n_int else None, "method": "width ∝ 1/√n"}
     kn = (counts or {}).get(path)
@@ -205,13 +206,26 @@ def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, c
             return None
         needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
         return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
-                "interactions_needed": _ceil(n_int * needed / m) if n_int else None,
+                "interactions_needed": _ceil(n_int * needed / m) if n_int and needed is not None else None,
                 "method": "Wald width at p̃=(k+1)/(n+2)"}
     return None
 
 
-def _ceil(x: float) -> int:
-    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109)."""
+#: a sample size needed above this is shown as not reachable (``None``): a width of extreme finite
+#: estimates (1e308) would need more interactions than a float holds (trial37 T2: OverflowError)
+MAX_NEEDED = 1e15
+
+
+def _squared(x: float) -> float:
+    """``x ** 2``, ``inf`` past float's range (``**`` raises OverflowError there, ``*`` does not)."""
+    return x * x
+
+
+def _ceil(x: float) -> Optional[int]:
+    """Ceiling that ignores float noise (12 · (0.6/0.2)² is 108, not 109); ``None`` for a count
+    past :data:`MAX_NEEDED` or not finite (an interval of extreme estimates)."""
+    if not x <= MAX_NEEDED:
+        return None
     return math.ceil(round(x, 6))
 
 
@@ -642,7 +656,7 @@ def fmt_est(e: Optional[dict], digits: int = 3) -> str:
     ``n/a`` without a value."""
     if not e or e.get("mean") is None:
         return "n/a"
-    m = f"{e['mean']:.{digits}f}"
+    m = fixed(e['mean'], digits)
     if e.get("ci_low") is None or e.get("ci_high") is None:
         return m
-    return f"{m} [{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]"
+    return f"{m} [{fixed(e['ci_low'], digits)}, {fixed(e['ci_high'], digits)}]"

@@ -36,10 +36,10 @@ def _env():
 
     env = Environment(loader=PackageLoader("fair_forge_beam", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
-    from fair_forge_beam.quoting import shown, shown_key
+    from fair_forge_beam.quoting import fixed, shown, shown_key
 
     env.filters["shown"], env.filters["shown_key"] = shown, shown_key  # values from the data, as a person reads them
-    env.filters["fmt"] = lambda x, d=4: "n/a" if x is None else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
+    env.filters["fmt"] = lambda x, d=4: "n/a" if x is None else (fixed(x, d) if isinstance(x, float) else str(x))
     from fair_forge_beam.reports.template_cache import use_bytecode_cache
 
     use_bytecode_cache(env)  # a later process loads the compiled templates instead of compiling them

@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
 from fair_forge_beam.plain import path_name_problem, plain_reason
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import fixed, quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
 
@@ -715,8 +715,8 @@ def _diff_text(d: Optional[dict]) -> str:
     if not d or d.get("mean") is None:
         return "n/a"
     if d.get("ci_low") is None or d.get("ci_high") is None:
-        return f"{d['mean']:+.4f}"
-    return f"{d['mean']:+.4f} [{d['ci_low']:+.4f}, {d['ci_high']:+.4f}]"
+        return fixed(d['mean'], 4, sign=True)
+    return f"{fixed(d['mean'], 4, sign=True)} [{fixed(d['ci_low'], 4, sign=True)}, {fixed(d['ci_high'], 4, sign=True)}]"
 
 
 def _shown(run: dict) -> str:

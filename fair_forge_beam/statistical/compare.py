@@ -54,6 +54,8 @@ METHODS = {
     "normal_from_intervals": "normal approximation: standard errors read off each run's interval "
                              "((ci_high − ci_low) / 2z), difference ± z·√(se₁² + se₂²)",
     "no_interval": "point estimates without interval: the difference only",
+    "out_of_range": "estimates near the limit of a float (1.8e308): their difference or its interval is beyond it, "
+                    "so it is not computed",
 }
 
 
@@ -109,11 +111,15 @@ def normal_difference(current: dict, baseline: dict, *, level: float = CI_LEVEL,
     """Normal-approximation interval of ``mean₁ − mean₂`` from the two sides' intervals (their
     standard errors read off as ``width / 2z`` at each side's own level, default :data:`~fair_forge_beam.options.CI_LEVEL`).
     Returns ``{"mean", "ci_low", "ci_high"}``."""
-    se1 = (current["ci_high"] - current["ci_low"]) / (2 * normal_quantile(current_level))
-    se2 = (baseline["ci_high"] - baseline["ci_low"]) / (2 * normal_quantile(baseline_level))
-    mean = current["mean"] - baseline["mean"]
+    # in units of the largest value: estimates near float's limit (1e308) give no intermediate
+    # overflow (a width of 2e308, its square); a result beyond the range is inf (difference() says so)
+    u = max(abs(float(e[k])) for e in (current, baseline) for k in ("mean", "ci_low", "ci_high"))
+    u = u if u > 1e150 else 1.0  # scaled only where it is needed: the same bits as ever below
+    se1 = (current["ci_high"] / u - current["ci_low"] / u) / (2 * normal_quantile(current_level))
+    se2 = (baseline["ci_high"] / u - baseline["ci_low"] / u) / (2 * normal_quantile(baseline_level))
+    mean = current["mean"] / u - baseline["mean"] / u
     half = normal_quantile(level) * math.sqrt(se1 * se1 + se2 * se2)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half}
+    return {"mean": mean * u, "ci_low": (mean - half) * u, "ci_high": (mean + half) * u}
 
 
 def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[int, int]] = None,
@@ -130,8 +136,19 @@ def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[
 
     Returns:
         ``{"method", "mean", "ci_low", "ci_high"[, "p_current_higher"]}``; ``ci_low``/``ci_high``
-        are ``None`` for ``method == "no_interval"``.
+        are ``None`` for ``method == "no_interval"``, and all three for ``"out_of_range"`` (a
+        difference of estimates near float's limit that does not fit in a float).
     """
+    found = _difference(current, baseline, current_counts=current_counts, baseline_counts=baseline_counts,
+                        bayesian=bayesian, prior=prior, level=level, current_level=current_level,
+                        baseline_level=baseline_level, draws=draws, seed=seed, key=key)
+    if all(v is None or math.isfinite(v) for k, v in found.items() if k in ("mean", "ci_low", "ci_high")):
+        return found
+    return {"method": "out_of_range", "mean": None, "ci_low": None, "ci_high": None}  # trial37 T2: inf in JSON
+
+
+def _difference(current: dict, baseline: dict, *, current_counts, baseline_counts, bayesian, prior, level,
+                current_level, baseline_level, draws, seed, key) -> dict:
     if current_counts and baseline_counts and current_counts[1] > 0 and baseline_counts[1] > 0:
         (k1, n1), (k2, n2) = current_counts, baseline_counts
         if bayesian:

@@ -1,0 +1,286 @@
+"""trial37 T2: the engine's check of every score at the scorer boundary (fair_forge_beam/score_check.py)
+and the writers' robustness to extreme finite estimates.
+
+A custom metric's scorer (docs/engine.md's contract) that returned NaN, inf, a Decimal, a str or a
+bool for one interaction killed the whole audit with a traceback (``cannot accumulate a non-finite
+value`` in ReduceSessions; ``ArrowInvalid`` in ParquetTable) or counted it silently; 1e308 crashed
+the report's scorecard after the pipeline finished (``OverflowError`` in ``_width_flag``) and the
+finished audit was discarded; the console printed a 300-digit number.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import Decimal
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pytest
+
+from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
+from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means
+
+#: what the scorer of the test metric returns for an answer naming one of these
+ODD = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "dec": Decimal("1.5"), "str": "7",
+       "true": True, "huge": 1e308, "npnan": np.float64("nan")}
+
+
+def _value(text: str):
+    return ODD[text] if text in ODD else float(text)
+
+
+class _SessionWords(SessionReducer):
+    def reduce(self, key, values):
+        n, mean = len(values), sum(values) / len(values)
+        return {"session_id": key[0], "n_interactions": n, "mean_words": mean}, ("/".join(key), n, (mean,), n), []
+
+
+class _SliceWords(SliceEstimator):
+    def __init__(self, mode):
+        self.mode = mode
+
+    def estimate(self, key, accs, window, aux):
+        (mean,) = estimate_bootstrap_means(accs[1], self.mode, "words|sessions")
+        return [{"slice": key, "n_interactions": accs[1].n_items, "n_sessions": accs.n_sessions,
+                 "mean_words": mean.model_dump()}]
+
+
+class OddWords(MetricTransform):
+    """docs/engine.md's worked example, but the scorer returns the number the answer names."""
+
+    name = "words"
+    info = MetricInfo(name="words", estimates=(EstimateInfo(
+        "mean_words", "words per answer", "mean number of words per answer", unit="words", value_range=(0, 200),
+        direction=0, gate="mean_words", headline=True),), parquet=(ParquetColumns(columns=(("words", "float64"),)),))
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=_SliceWords(self.mode), session_reducer=_SessionWords(),
+                          slices=self.slices, scorer=lambda x: Scored.of(x, _value(x.assistant)),
+                          interaction_record=lambda s: {"words": s.value}, session_value=lambda s: s.value,
+                          session_value_type=float, session_slice_combine=BootstrapMeanCombineFn(1))
+
+
+def _jsonl(path, sessions) -> str:
+    path.write_text("\n".join(json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [
+        {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]}) for s, a, turns in sessions))
+    return str(path)
+
+
+def _register(monkeypatch, name, cls):
+    from fair_forge_beam.metrics import registry
+
+    monkeypatch.setitem(registry.METRICS, name, registry.Registered(lambda mode, options: cls(statistical_mode=mode),
+                                                                    cls))
+
+
+def _main(argv) -> int:
+    from pipelines import audit
+
+    try:
+        return audit.main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+# ----------------------------------------------------------------------------- the check itself
+class _Typed(NamedTuple):
+    element_id: str
+    session_id: str
+    assistant_id: str
+    language: str
+    turn_index: int
+    qa_id: str
+    rate: float
+    count: int
+    spearman: Optional[float]
+    counts: tuple[int, ...]
+    flag: bool
+    note: str
+
+
+def _spec(**kw):
+    return MetricSpec(name="m", scorer=None, interaction_record=None, session_value=kw.get("session_value"),
+                      session_reducer=None, estimator=None, session_value_type=kw.get("session_value_type"))
+
+
+def _typed(**kw):
+    base = dict(element_id="e", session_id="s", assistant_id="a", language="english", turn_index=0, qa_id="q",
+                rate=0.5, count=3, spearman=None, counts=(1, 2), flag=True, note="x")
+    return _Typed(**{**base, **kw})
+
+
+def test_the_check_takes_finite_real_numbers_where_a_number_is_declared():
+    from fair_forge_beam.score_check import MAX_MAGNITUDE, ScoreCheck
+
+    check = ScoreCheck(_spec(), 6)
+    assert check.problem(_typed()) is None
+    assert check.problem(_typed(rate=np.float32(0.25), count=np.int64(2), spearman=-0.0)) is None
+    for field, value, said in (("rate", float("nan"), "nan, not a finite number"),
+                               ("rate", float("-inf"), "-inf, not a finite number"),
+                               ("rate", np.float64("inf"), "inf, not a finite number"),
+                               ("rate", 1e300, "beyond the magnitude"),
+                               ("rate", Decimal("1.5"), "a Decimal (Decimal('1.5')), not a float or int"),
+                               ("rate", "7", "a str ('7') where the metric declares a number"),
+                               ("rate", True, "a bool (True) where the metric declares a number"),
+                               ("count", np.bool_(False), "a numpy bool"),
+                               ("spearman", float("nan"), "nan, not a finite number"),
+                               ("counts", (1, float("nan")), "nan")):
+        problem = check.problem(_typed(**{field: value}))
+        assert problem is not None and problem.startswith(f"score field '{field}") and said in problem, (field, problem)
+    # bool and str fields are the metric's own: not numbers
+    assert check.problem(_typed(flag=False, note="7")) is None
+    assert MAX_MAGNITUDE == 1e150 and check.problem(_typed(rate=-1e150)) is None
+
+
+def test_the_session_value_is_checked_against_its_declared_type():
+    from fair_forge_beam.score_check import ScoreCheck
+
+    x = Scored("e", "s", "a", "english", 0, "q", "7")
+    declared = ScoreCheck(_spec(session_value=lambda s: s.value, session_value_type=float), 6)
+    assert "session value is a str ('7') where the metric declares a number" in declared.problem(x, "7")
+    assert declared.problem(Scored("e", "s", "a", "english", 0, "q", 2), 2) is None
+    # Scored.value is Any: without a declared number only non-finite and exotic numbers are refused
+    undeclared = ScoreCheck(_spec(session_value=lambda s: s.value), 6)
+    assert undeclared.problem(x, "7") is None and undeclared.problem(Scored(*x[:6], True), True) is None
+    assert "nan" in undeclared.problem(Scored(*x[:6], float("nan")), float("nan"))
+    assert "Decimal" in undeclared.problem(Scored(*x[:6], Decimal(2)), Decimal(2))
+
+
+# ----------------------------------------------------------------------------- the whole audit
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_a_bad_score_is_a_dead_letter_naming_the_metric_the_field_and_the_record(tmp_path, monkeypatch, capsys, mode):
+    _register(monkeypatch, "words", OddWords)
+    data = _jsonl(tmp_path / "in.jsonl", [("s1", "a", ["2", "3"]), ("s2", "a", ["4", "5"]), ("s3", "b", ["3", "3"]),
+                                          ("odd", "b", [*ODD, "3"])])
+    out = tmp_path / "out"
+    rc = _main(["--input", data, "--metrics", "words", "--mode", mode, "--gate", "words mean_words mean <= 100",
+                "--output", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    ms = doc["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["interactions_not_scored"]) == (7, len(ODD)), ms
+    dead = [json.loads(line) for f in sorted((out / "dead_letter").iterdir()) for line in f.read_text().splitlines()]
+    assert len(dead) == len(ODD)
+    for d in dead:
+        raw = json.loads(d["raw"])
+        assert d["stage"] == "words" and d["reason"].startswith("words: the scorer's Scored "), d
+        assert raw["session_id"] == "odd" and raw["assistant"] in ODD and d["element_id"] == raw["element_id"], d
+        assert ("score field 'value'" in d["reason"]) or ("session value" in d["reason"]), d
+    reasons = {json.loads(d["raw"])["assistant"]: d["reason"] for d in dead}
+    assert "nan, not a finite number" in reasons["nan"] and "inf, not a finite number" in reasons["-inf"]
+    assert "Decimal" in reasons["dec"] and "a str ('7')" in reasons["str"] and "a bool (True)" in reasons["true"]
+    assert "beyond the magnitude" in reasons["huge"]
+    overall = next(r for r in doc["metrics"]["words"]["slices"] if r["slice"] == "overall")
+    assert overall["n_interactions"] == 7 and math.isfinite(overall["mean_words"]["mean"])
+    assert f"1 not scored" not in printed and f"{len(ODD)} not scored" in printed
+    assert (out / "report.html").exists() and (out / "results.parquet").exists()
+
+
+# ----------------------------------------------------------------------------- extreme finite estimates
+#: finite floats at the edges: the largest, the smallest subnormal, the most negative
+EXTREMES = {"huge": (1e308, -1e308, 1.7976931348623157e308), "tiny": (5e-324, 0.0, 1e-300),
+            "neg": (-1e308, -1.7976931348623157e308, 1e308)}
+
+
+class _ExtremeSlices(SliceEstimator):
+    def estimate(self, key, accs, window, aux):
+        n = accs.n_sessions
+        return [{"slice": key, "n_interactions": accs[1].n_items, "n_sessions": n,
+                 **{name: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n} for name, (m, lo, hi) in EXTREMES.items()}}]
+
+
+class Extreme(MetricTransform):
+    """A metric whose estimator reports extreme finite estimates (what a custom estimator may return)."""
+
+    name = "extreme"
+    info = MetricInfo(name="extreme", estimates=tuple(
+        EstimateInfo(name, name, f"an extreme estimate ({name})", unit="units", value_range=(0, 1), direction=-1,
+                     gate=name, headline=True) for name in EXTREMES),
+        parquet=(ParquetColumns(columns=(("v", "float64"),)),))
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=_ExtremeSlices(), session_reducer=_SessionWords(),
+                          slices=self.slices, scorer=lambda x: Scored.of(x, 1.0),
+                          interaction_record=lambda s: {"v": s.value}, session_value=lambda s: s.value,
+                          session_value_type=float, session_slice_combine=BootstrapMeanCombineFn(1))
+
+
+def _longest_number(text: str) -> int:
+    return max((len(m) for m in re.findall(r"[-+]?\d[\d.,]*(?:e[-+]?\d+)?", text)), default=0)
+
+
+@pytest.mark.slow
+def test_extreme_finite_estimates_pass_the_audit_report_gates_and_compare(tmp_path, monkeypatch, capsys):
+    _register(monkeypatch, "extreme", Extreme)
+    data = _jsonl(tmp_path / "in.jsonl", [(f"s{i}", "ab"[i % 2], ["1", "2"]) for i in range(6)])
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        argv = ["--input", data, "--metrics", "extreme", "--mode", "bayesian", "--output", str(out),
+                "--gate", "extreme huge mean <= 1", "--gate", "extreme tiny ci_high <= 1",
+                "--gate", "extreme neg mean >= 0 in every assistant_id"]
+        if name == "b":
+            argv += ["--compare", str(tmp_path / "a"), "--baseline", str(tmp_path / "a"),
+                     "--gate", "regression extreme huge not worse"]
+        rc = _main(argv)
+        printed = capsys.readouterr()
+        assert rc == 3, printed.err[-2000:]  # the gates fail (1e308 > 1), after every output is published
+        for f in ("results.json", "report.html", "gates.json", "run_info.json"):
+            assert (out / f).exists(), f
+        assert _longest_number(printed.out) < 20 and _longest_number(printed.err) < 40, printed
+        html = (out / "report.html").read_text(encoding="utf-8")
+        assert "1.0000e+308" in html and _longest_number(html) < 60
+        runs.append(out)
+    assert (tmp_path / "b" / "comparison.json").exists()
+    from fair_forge_beam.reports import compare
+
+    assert compare.main([str(runs[1]), str(runs[0]), "--all"]) in (0, None)
+    table = capsys.readouterr().out
+    assert "extreme" in table and _longest_number(table) < 20, table
+
+
+@pytest.mark.slow
+def test_a_report_that_fails_publishes_the_run_and_says_so(tmp_path, monkeypatch, capsys, caplog):
+    """A fault while writing report.html: every other output is published, one error line says
+    what failed and where, and the run ends with exit code 1 (was: the finished audit was discarded)."""
+    from fair_forge_beam.reports import html
+    from fair_forge_beam.reports.launcher_reports import REPORT_FAILED_EXIT_CODE
+
+    def broken(*a, **k):
+        raise OverflowError(34, "Numerical result out of range")
+
+    monkeypatch.setattr(html, "write_report", broken)
+    data = tmp_path / "in.jsonl"
+    _jsonl(data, [("s1", "a", ["I am happy to help"]), ("s2", "b", ["Sorry, that is sad"])])
+    out = tmp_path / "out"
+    rc = _main(["--input", str(data), "--metrics", "humanity", "--output", str(out)])
+    assert rc == REPORT_FAILED_EXIT_CODE == 1
+    assert (out / "results.json").exists() and (out / "_SUCCESS").exists() and not (out / "report.html").exists()
+    said = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(line.startswith("report.html was not written: OverflowError: ") and "test_score_boundary.py" not in line
+               and f"published in {out}" in line for line in said), said
+    assert "report.html" not in capsys.readouterr().out.split("outputs:")[-1]
+
+
+@pytest.mark.slow
+def test_an_estimate_outside_the_declared_range_is_a_data_quality_warning(tmp_path, monkeypatch):
+    """A score of -5 in words per answer (declared 0–200) gave an interval from -0.90 and passed the
+    gates without a word: every estimate outside the range its info declares is a data-quality warning
+    naming the metric, the slice, the estimate and the values (the engine cannot tell which score feeds
+    which estimate, so it checks the estimates)."""
+    _register(monkeypatch, "words", OddWords)
+    data = _jsonl(tmp_path / "in.jsonl", [("s1", "a", ["2", "3"]), ("s2", "a", ["4", "5"]), ("s3", "b", ["3", "3"]),
+                                          ("odd", "b", ["-5", "-7"])])
+    out = tmp_path / "out"
+    assert _main(["--input", data, "--metrics", "words", "--mode", "frequentist", "--no-report", "--output",
+                  str(out)]) == 0
+    found = [json.loads(line) for f in sorted((out / "data_quality").iterdir()) for line in f.read_text().splitlines()]
+    ranged = {w["key"]: w["message"] for w in found if w["kind"] == "estimate_outside_range"}
+    assert set(ranged) == {"words/assistant_id=b/mean_words"}, found
+    assert ranged["words/assistant_id=b/mean_words"].startswith(
+        "words mean_words in slice assistant_id=b: mean -1.5000 outside the range the metric declares, 0 to 200 (words)")
