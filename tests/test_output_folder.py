@@ -462,3 +462,90 @@ def test_two_runs_that_both_passed_the_start_check_do_not_both_publish(tmp_path,
     finally:
         holder.communicate("\n", timeout=60)
     assert holder.returncode == 0 and (out / "results.json").read_text() == "first"
+
+
+def _other_group() -> int:
+    """A group id the folder can be given that is not the process's own (as root: any)."""
+    import os
+
+    if os.geteuid() == 0:
+        return 100 if os.getegid() != 100 else 101
+    others = [g for g in os.getgroups() if g != os.getegid()]
+    if not others:
+        pytest.skip("this user belongs to no second group to give the folder")
+    return others[0]
+
+
+def test_a_run_keeps_the_folders_mode_setgid_group_and_xattrs(tmp_path):
+    """trial37 T4: a shared ``chmod 2775; chgrp users`` folder came back ``drwxr-xr-x root:root``
+    (the stage, made with the process's defaults, was exchanged in). The folder keeps its mode with
+    the setgid bit, its group and its extended attributes (ACLs are xattrs), and what the run created
+    inside is made as in the folder itself: the folder's group, sub-folders setgid."""
+    import os
+    import stat
+
+    out = tmp_path / "team"
+    out.mkdir()
+    gid = _other_group()
+    os.chown(out, -1, gid)
+    os.chmod(out, 0o2775)
+    try:
+        os.setxattr(out, "user.team", b"audits")
+        xattr = True
+    except OSError:  # a filesystem without user xattrs
+        xattr = False
+    (out / "keep.txt").write_text("mine")
+    for _ in range(2):  # a first run into it, then a run that replaces one
+        with staged_output(str(out)) as stage:
+            assert os.stat(stage).st_gid == gid and os.stat(stage).st_mode & stat.S_ISGID  # before anything is written
+            os.makedirs(os.path.join(stage, "results.parquet"))
+            Path(stage, "results.parquet", "part-0.parquet").write_text("x")
+            Path(stage, "results.json").write_text("{}")
+        st = os.stat(out)
+        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o2775, gid), (oct(st.st_mode), st.st_gid)
+        assert not xattr or os.getxattr(out, "user.team") == b"audits"
+        sub = os.stat(out / "results.parquet")
+        assert sub.st_gid == gid and sub.st_mode & stat.S_ISGID
+        assert os.stat(out / "results.json").st_gid == gid and os.stat(out / "results.parquet" / "part-0.parquet").st_gid == gid
+        assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_a_read_only_folder_stays_read_only_and_is_written_all_the_same(tmp_path):
+    import os
+    import stat
+
+    out = tmp_path / "ro"
+    out.mkdir()
+    Path(out, "results.json").write_text("old")
+    os.chmod(out, 0o555)
+    try:
+        with staged_output(str(out)) as stage:
+            assert os.stat(stage).st_mode & stat.S_IWUSR  # the run can write its stage
+            Path(stage, "results.json").write_text("new")
+        assert stat.S_IMODE(os.stat(out).st_mode) == 0o555 and (out / "results.json").read_text() == "new"
+    finally:
+        os.chmod(out, 0o755)
+
+
+def test_a_file_replaced_whole_keeps_its_mode_and_group(tmp_path):
+    """The files the commands replace by a rename (compare's --json, trend.json / trend.html, the
+    optimizer's report, a roll-up's merged Parquet: io/write.replace_file(s)) keep the mode and group
+    of the file they replace; a new file gets the defaults."""
+    import os
+    import stat
+
+    from fair_forge_beam.io.write import replace_file, replace_files
+
+    gid = _other_group()
+    a, b = tmp_path / "cmp.json", tmp_path / "trend.json"
+    for f in (a, b):
+        f.write_text("old")
+        os.chown(f, -1, gid)
+        os.chmod(f, 0o640)
+    replace_files([(str(a), "new")])
+    replace_file(str(b), lambda fh: fh.write(b"new"))
+    for f in (a, b):
+        st = os.stat(f)
+        assert (f.read_text(), stat.S_IMODE(st.st_mode), st.st_gid) == ("new", 0o640, gid)
+    replace_files([(str(tmp_path / "fresh.json"), "x")])
+    assert os.stat(tmp_path / "fresh.json").st_gid == os.getegid()

@@ -451,11 +451,57 @@ def replace_file(path: str, write: Callable[[Any], None]) -> str:
     try:
         with FileSystems.create(partial) as f:
             write(f)
+        keep_metadata(path, partial)  # the replaced file's mode, group and ACLs (trial37 T4)
         FileSystems.rename([partial], [path])
     except BaseException:  # a full disk, a quota: no half-written .partial left behind
         _remove_quietly([partial])
         raise
     return path
+
+
+def keep_metadata(existing: str, new: str, writing: bool = False) -> None:
+    """Give ``new`` (a file or folder that is about to replace ``existing``) the metadata of
+    ``existing``: its group (and owner, as root), its mode with the setgid / sticky bits, and its
+    extended attributes — POSIX ACLs included (``shutil.copystat``, times left as ``new``'s). Local
+    paths only (an object store has none of these); nothing to do when ``existing`` is not there.
+    What the filesystem refuses (a group the user is not in, an xattr namespace) is left as the
+    defaults gave it. ``writing``: ``new`` is a folder still to be written, so it keeps its owner's
+    ``rwx`` until the final call (a ``555`` folder is replaced by a ``555`` one, written first).
+
+    Called before every replacement of something the user owns (docs/data.md, "what is atomic
+    where"): a run's stage before it is swapped in (and when it is made, so what is created inside
+    it gets a setgid folder's group and a default ACL as it would have in the folder itself), and
+    a whole file replaced by a rename (:func:`replace_file`, :func:`replace_files`) — trial37 T4."""
+    import os
+    import shutil
+    import stat
+
+    if "://" in existing or "://" in new:
+        return
+    try:
+        st = os.stat(existing)
+        before = os.stat(new)
+    except OSError:
+        return
+    for uid, gid in ((-1, st.st_gid), (st.st_uid, -1)):  # the group, then the owner (root only)
+        if (gid != -1 and gid != before.st_gid) or (uid != -1 and uid != before.st_uid and os.geteuid() == 0):
+            try:
+                os.chown(new, uid, gid)
+            except OSError:
+                pass
+    try:
+        shutil.copystat(existing, new)  # mode (setgid, sticky), flags, xattrs and ACLs; times restored below
+    except OSError:
+        try:
+            os.chmod(new, stat.S_IMODE(st.st_mode))
+        except OSError:
+            pass
+    try:
+        os.utime(new, ns=(before.st_atime_ns, before.st_mtime_ns))
+        if writing and stat.S_ISDIR(st.st_mode):
+            os.chmod(new, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+    except OSError:
+        pass
 
 
 def _remove_quietly(paths: list) -> None:
@@ -490,6 +536,7 @@ def replace_files(files) -> list:
             with FileSystems.create(partial) as f:
                 f.write(raw)
         for partial, path in staged:
+            keep_metadata(path, partial)  # the replaced file's mode, group and ACLs (trial37 T4)
             FileSystems.rename([partial], [path])
     except BaseException:
         _remove_quietly([partial for partial, _ in staged])

@@ -527,6 +527,9 @@ def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
         os.rename(stage, target)
         return
     _carry_user_files(target, stage, owned)
+    from fair_forge_beam.io.write import keep_metadata
+
+    keep_metadata(target, stage)  # the folder keeps its mode, setgid bit, group and ACLs (trial37 T4)
     try:
         _exchange(stage, target)
         old = stage
@@ -804,6 +807,12 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                     os.makedirs(stage)
                 except OSError as exc:
                     raise OutputFolderError(_os_problem("--output", out, exc)) from None
+                if not _stage_inside(_target(out)):
+                    from fair_forge_beam.io.write import keep_metadata
+
+                    # the folder's group, setgid bit and default ACL from the start: what the run creates
+                    # inside is made as it would be in the folder itself (trial37 T4)
+                    keep_metadata(_target(out), stage, writing=True)
                 # again, this run's stage locked: two runs started at one instant (two scheduled jobs)
                 # both passed the check above; each now sees the other's lock, so neither publishes
                 # over the other (both refuse in that race: never a silent loss)
