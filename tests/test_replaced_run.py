@@ -71,11 +71,14 @@ def test_a_run_of_an_older_layout_is_said_where_its_provenance_matters(tmp_path,
     # a warning, not a gate's failure: without OLD's manifest the file may have changed between the runs
     assert f"warning: the runs may share data: {a} and {old} both name {_shipped()} as input in results.json" in table
     assert "version of" not in table  # results.json's versions are compared with the packages both name, not all
-    # --baseline: the same two lines as warnings
+    # --baseline: the same two lines as warnings, and the report's comparison (--compare) says them too
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         audit.run(["--metrics", "humanity,toxicity", "--mode", "bayesian", "--baseline", str(old), "--gate",
-                   "regression toxicity toxic_rate not worse", "--output", str(tmp_path / "C"), *common])
+                   "regression toxicity toxic_rate not worse", "--compare", str(old), "--output", str(tmp_path / "C"),
+                   *[c for c in common if c != "--no-report"]])
+    html = (tmp_path / "C" / "report.html").read_text(encoding="utf-8")
+    assert "has no run_info.json and no stats/manifest.json" in html and 'id="possibly-shared-data"' in html
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith(f"--baseline: {old} has no run_info.json") for m in said), said
     assert any(m.startswith("--baseline: the runs may share data:") and str(old) in m for m in said), said

@@ -361,6 +361,9 @@ def _comparison_view(cmp: dict) -> dict:
                                "only_in_current", "only_in_baseline", "seed", "draws")},
         "differences": [d["message"] for d in cmp.get("differences") or []],
         "shared_data": cmp.get("shared_data"),
+        # an older layout's baseline: what it lacks, and the data the runs may share (trial37 T9)
+        "missing": list(cmp.get("missing") or ()),
+        "possibly_shared_data": cmp.get("possibly_shared_data"),
         "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]),
                   "difference_text": _fmt_est(r["difference"])} for r in shown],
         "rows_left": len(rows) - len(shown),
