@@ -897,7 +897,7 @@ class _ScoreAndRoute(beam.DoFn):
 
         # every score is checked here, for every metric (fair_forge_beam/score_check.py): a non-finite,
         # Decimal, str or bool value where a number is declared is a dead letter of the metric
-        self._check = ScoreCheck(self.spec, len(SCORE_IDS))
+        self._check = ScoreCheck(self.spec, [name for name, _ in SCORE_IDS])
         self._invalid = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.spec.name}", "invalid_scores")
 
     def teardown(self):

@@ -64,13 +64,13 @@ def _kind(declared: Any) -> Any:
     return "skip"
 
 
-def _fields_of(cls: type, skip: int = 0) -> list:
-    """``[(index, name, kind)]`` of a NamedTuple class's fields from ``skip`` on."""
+def _fields_of(cls: type, skip: frozenset = frozenset()) -> list:
+    """``[(index, name, kind)]`` of a NamedTuple class's fields, but those named in ``skip``."""
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - an annotation that does not resolve: no declaration
         hints = {}
-    return [(i, f, _kind(hints.get(f))) for i, f in enumerate(cls._fields) if i >= skip]
+    return [(i, f, _kind(hints.get(f))) for i, f in enumerate(cls._fields) if f not in skip]
 
 
 def _number_problem(v: Any, kind: Any) -> Optional[str]:
@@ -141,8 +141,9 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
 class ScoreCheck:
     """The check of one metric's scores (built once per scorer DoFn, cached per score type)."""
 
-    def __init__(self, spec: Any, n_ids: int):
-        self.spec, self.n_ids = spec, n_ids
+    def __init__(self, spec: Any, ids: Any = ()):
+        # ids: the names of the score's id fields (the engine's SCORE_IDS), read by the engine, not checked
+        self.spec, self.ids = spec, frozenset(ids)
         self._score_kinds: dict = {}
         self._session_kind = _kind(getattr(spec, "session_value_type", None))
         self._cell_kind = _kind(getattr(spec, "cell_value_type", None))
@@ -153,7 +154,7 @@ class ScoreCheck:
         t = type(score)
         kinds = self._score_kinds.get(t)
         if kinds is None:
-            kinds = self._score_kinds[t] = (("tuple", _fields_of(t, self.n_ids)) if hasattr(t, "_fields") else _ANY)
+            kinds = self._score_kinds[t] = (("tuple", _fields_of(t, self.ids)) if hasattr(t, "_fields") else _ANY)
         found = _problem(score, kinds)
         if found is not None:
             return f"score field {found[0] or 'value'!r} is {found[1]}"

@@ -86,6 +86,9 @@ def _main(argv) -> int:
 
 
 # ----------------------------------------------------------------------------- the check itself
+#: the id fields of every score (engine.SCORE_IDS): read by the engine, not checked
+IDS = ("element_id", "session_id", "assistant_id", "language", "turn_index", "qa_id")
+
 class _Typed(NamedTuple):
     element_id: str
     session_id: str
@@ -115,7 +118,7 @@ def _typed(**kw):
 def test_the_check_takes_finite_real_numbers_where_a_number_is_declared():
     from fair_forge_beam.score_check import MAX_MAGNITUDE, ScoreCheck
 
-    check = ScoreCheck(_spec(), 6)
+    check = ScoreCheck(_spec(), IDS)
     assert check.problem(_typed()) is None
     assert check.problem(_typed(rate=np.float32(0.25), count=np.int64(2), spearman=-0.0)) is None
     for field, value, said in (("rate", float("nan"), "nan, not a finite number"),
@@ -133,17 +136,23 @@ def test_the_check_takes_finite_real_numbers_where_a_number_is_declared():
     # bool and str fields are the metric's own: not numbers
     assert check.problem(_typed(flag=False, note="7")) is None
     assert MAX_MAGNITUDE == 1e150 and check.problem(_typed(rate=-1e150)) is None
+    # a score that only feeds its session (a judge's SessionPart: 4 ids and its value) has its value checked
+    from fair_forge_beam.engine import SessionPart
+
+    part = ScoreCheck(_spec(session_value=lambda p: p.value), IDS)
+    assert "nan" in part.problem(SessionPart("s", "a", "english", float("nan")), float("nan"))
+    assert part.problem(SessionPart("s", "a", "english", {"score": 0.5}), {"score": 0.5}) is None
 
 
 def test_the_session_value_is_checked_against_its_declared_type():
     from fair_forge_beam.score_check import ScoreCheck
 
     x = Scored("e", "s", "a", "english", 0, "q", "7")
-    declared = ScoreCheck(_spec(session_value=lambda s: s.value, session_value_type=float), 6)
+    declared = ScoreCheck(_spec(session_value=lambda s: s.value, session_value_type=float), IDS)
     assert "session value is a str ('7') where the metric declares a number" in declared.problem(x, "7")
     assert declared.problem(Scored("e", "s", "a", "english", 0, "q", 2), 2) is None
     # Scored.value is Any: without a declared number only non-finite and exotic numbers are refused
-    undeclared = ScoreCheck(_spec(session_value=lambda s: s.value), 6)
+    undeclared = ScoreCheck(_spec(session_value=lambda s: s.value), IDS)
     assert undeclared.problem(x, "7") is None and undeclared.problem(Scored(*x[:6], True), True) is None
     assert "nan" in undeclared.problem(Scored(*x[:6], float("nan")), float("nan"))
     assert "Decimal" in undeclared.problem(Scored(*x[:6], Decimal(2)), Decimal(2))
