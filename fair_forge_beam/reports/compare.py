@@ -415,10 +415,20 @@ def shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *, curr
     ``baseline_name``: how the line names them (an audit gates its stage, shown as its --output)."""
     if not current_dir or not baseline_dir:
         return None
-    from fair_forge_beam.io.edge import read_side_json
     from fair_forge_beam.overlap import find_overlap
 
     runs = [_run_folder(current_dir), _run_folder(baseline_dir)]
+    manifests = _manifests(runs)
+    if not all(manifests):  # no record of the data: the same folder is all that can be told
+        manifests = [{}, {}]
+    found = find_overlap(runs, manifests, names=[current_name or current_dir, baseline_name or baseline_dir])
+    return None if found is None else found[0]
+
+
+def _manifests(runs: Sequence[str]) -> list:
+    """Each run folder's ``stats/manifest.json`` content (``{}``: none that can be read)."""
+    from fair_forge_beam.io.edge import read_side_json
+
     manifests = []
     for run in runs:
         try:
@@ -426,23 +436,7 @@ def shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *, curr
         except (OSError, ValueError):
             m = None
         manifests.append(m if isinstance(m, dict) else {})
-    if not all(manifests):  # no record of the data: the same folder is all that can be told
-        manifests = [{}, {}]
-    found = find_overlap(runs, manifests, names=[current_name or current_dir, baseline_name or baseline_dir])
-    return None if found is None else found[0]
-
-
-def _manifest_lacking(runs: Sequence[str]) -> list:
-    from fair_forge_beam.io.edge import read_side_json
-
-    lacking = []
-    for run in runs:
-        try:
-            m = read_side_json(f"{run}/stats/manifest.json", "a run's stats/manifest.json")
-        except (OSError, ValueError):
-            m = None
-        lacking.append(not isinstance(m, dict) or not m)
-    return lacking
+    return manifests
 
 
 def possibly_shared_data(current_dir: Optional[str], baseline_dir: Optional[str], *,
@@ -456,7 +450,7 @@ def possibly_shared_data(current_dir: Optional[str], baseline_dir: Optional[str]
     if not current_dir or not baseline_dir:
         return None
     runs = [_run_folder(current_dir), _run_folder(baseline_dir)]
-    lacking = _manifest_lacking(runs)
+    lacking = [not m for m in _manifests(runs)]
     if not any(lacking) or shared_data(current_dir, baseline_dir) is not None:
         return None
     names = [current_name or current_dir, baseline_name or baseline_dir]
