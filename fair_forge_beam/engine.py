@@ -58,7 +58,7 @@ knows a session's metadata. Without metadata dimensions the graph is the one abo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -250,6 +250,10 @@ class MetricSpec:
             data-quality warnings about a field (``empty_answer``: ``assistant``) only when a
             metric of the run reads it (:func:`fields_read`). ``None``: not declared — the metric
             may read any field, and every such warning is given.
+        info: the metric's :class:`~fair_forge_beam.schemas.metric_info.MetricInfo`: the value
+            ranges its estimates declare are checked on every slice record
+            (:func:`outside_range_warnings`). ``None``: :func:`engine_spec` and a metric's
+            ``PTransform`` fill it from the metric's ``info``; without one nothing is checked.
     """
 
     name: str
@@ -276,6 +280,7 @@ class MetricSpec:
     scored: Optional[Callable[[dict], bool]] = None
     reads: Optional[frozenset] = None
     evidence: Optional["Evidence"] = None
+    info: Any = None
 
     def __post_init__(self):
         from fair_forge_beam.schemas.metric_info import check_metric_name
@@ -1186,7 +1191,7 @@ class _EstimateSlices(beam.DoFn):
         # the one-session rule (statistical/slices.py), for every metric: a slice of one session in a
         # distribution mode is estimated again with its modes observed (no prior, no resampling)
         self._observed = [one_session_estimator(spec.estimator) for spec in self.specs]
-        self._infos = [_declared_ranges(spec.name) for spec in self.specs]
+        self._infos = [_declared_ranges(spec.info) for spec in self.specs]
 
     def _estimate(self, kv, window, aux):
         from fair_forge_beam.statistical.slices import rests_on_one_session, without_one_session_intervals
@@ -1213,19 +1218,12 @@ class _EstimateSlices(beam.DoFn):
         return self._estimate(kv, window, None)
 
 
-def _declared_ranges(name: str) -> Any:
-    """The :class:`~fair_forge_beam.schemas.metric_info.MetricInfo` of the metric ``name`` when one
-    of its estimates declares a ``value_range`` of its own (not the default ``(0, 1)``), else ``None``
-    (nothing to check; a metric this process does not know: its info is not here)."""
-    try:
-        from fair_forge_beam.metrics.registry import metric_info
-
-        info = metric_info(name)
-    except Exception:  # noqa: BLE001 - an unknown or unimportable metric: no ranges to check
-        return None
-    if info is None or not any(tuple(e.value_range) != (0, 1) for e in info.estimates):
-        return None
-    return info
+def _declared_ranges(info: Any) -> Any:
+    """``info`` (a metric's :class:`~fair_forge_beam.schemas.metric_info.MetricInfo`, its spec's)
+    when one of its estimates declares a ``value_range`` of its own (not the default ``(0, 1)``),
+    else ``None``: nothing to check."""
+    estimates = getattr(info, "estimates", None) or ()
+    return info if any(tuple(e.value_range) != (0, 1) for e in estimates) else None
 
 
 #: an estimate is outside its declared range beyond this share of the range's length (float noise)
@@ -1650,10 +1648,15 @@ def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:
 
 def engine_spec(transform, interactions=None) -> MetricSpec:
     """The :class:`MetricSpec` a metric transform declares (``transform.spec(windowed)``; windowed
-    when ``interactions`` is a windowed PCollection)."""
+    when ``interactions`` is a windowed PCollection), with the transform's ``info`` as its
+    :attr:`~MetricSpec.info` when the spec gives none."""
     from fair_forge_beam.streaming.windows import is_windowed
 
-    return transform.spec(windowed=is_windowed(interactions) if interactions is not None else False)
+    spec = transform.spec(windowed=is_windowed(interactions) if interactions is not None else False)
+    info = getattr(transform, "info", None)
+    if spec.info is None and info is not None:  # the ranges the engine checks (outside_range_warnings)
+        spec = replace(spec, info=info)
+    return spec
 
 
 def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumulators=None,

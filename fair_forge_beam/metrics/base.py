@@ -140,10 +140,9 @@ class MetricTransform(beam.PTransform):
         self.slices = tuple(slices)
 
     def expand(self, interactions):
-        from fair_forge_beam.engine import Engine
-        from fair_forge_beam.streaming.windows import is_windowed
+        from fair_forge_beam.engine import Engine, engine_spec
 
-        return (interactions | "Engine" >> Engine([self.spec(windowed=is_windowed(interactions))]))[self.name]
+        return (interactions | "Engine" >> Engine([engine_spec(self, interactions)]))[self.name]
 
     @classmethod
     def run(cls, retriever, verbose: bool = False, pipeline_args: Optional[Sequence[str]] = None, **kwargs) -> MetricResults:
