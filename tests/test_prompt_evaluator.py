@@ -324,3 +324,21 @@ def test_identical_prompts_share_their_samples(tmp_path):
     qs = {r["session_id"]: r for r in out["interactions"]}
     assert qs["d1"]["cluster_labels"] == qs["d2"]["cluster_labels"] and qs["d1"]["csr"] == qs["d2"]["csr"] == 0.6667
     assert qs["d3"]["n_clusters"] == 3
+
+
+def test_bayesian_csr_of_sessions_and_slices_is_the_frequentist_quantity(tmp_path):
+    """trial37 T1: every query's K = 3 answers fall in one cluster, so the frequentist csr is 1.0 in
+    every session and slice. The query's own Bayesian csr is its Beta(1, 1) posterior mean 0.8 (spec
+    §6.10), but session and slice csr are means over queries of the observed CSR in both modes: 1.0,
+    and the slice interval contains it (it read 0.8000 [0.8000, 0.8000], the shrunk values
+    bootstrapped, whatever the number of queries)."""
+    data = [q(f"c{s}", t, f"Hours, take {t}? [same]", assistant_id=f"bot{s % 2}") for s in range(6) for t in range(3)]
+    with ScriptedOpenAIServer(lambda req: A) as srv:
+        out = run_metric(evaluator(srv, tmp_path, k=3, statistical_mode=BayesianMode(mc_samples=300, rng_seed=3)),
+                         data, tmp_path / "out")
+    assert [r["csr"] for r in out["interactions"]] == [0.8] * 18  # spec: (3 + 1) / (3 + 2) per query
+    for s in out["sessions"]:
+        assert (s["csr"], s["csr_ci_low"], s["csr_ci_high"]) == (1.0, 1.0, 1.0), s
+    assert {s["slice"] for s in out["slices"]} >= {"overall", "assistant_id=bot0", "assistant_id=bot1"}
+    for s in out["slices"]:
+        assert s["csr"]["mean"] == pytest.approx(1.0) and s["csr"]["ci_low"] <= 1.0 <= s["csr"]["ci_high"], s

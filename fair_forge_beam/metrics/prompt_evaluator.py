@@ -29,7 +29,8 @@ Per query (an interaction; its ``assistant`` is ignored, as upstream):
    :class:`~fair_forge_beam.schemas.prompt_evaluator.JQJudgeOutput`).
 
 Per session: unweighted means over queries (spec §6.10; Bayesian: Bayesian bootstrap over the
-session's queries, keyed rows), plus the pooled CSR rate. Per slice: query-level means with a
+session's queries, keyed rows) — of the queries' observed CSR ``n_max/n`` in both modes, never of
+their Beta posterior means (:func:`_observed_csr`) — plus the pooled CSR rate. Per slice: query-level means with a
 Bayesian bootstrap over sessions and the pooled CSR rate (Beta posterior).
 
 Bad input and failures: ``k`` < 1 (or not an integer), τ outside [−1, 1], an empty seed prompt
@@ -352,6 +353,19 @@ def _session_order(r: dict) -> tuple:
     return (int("failed" in q), q.get("turn_index", 0), q.get("element_id") or q.get("failed", ""))
 
 
+def _observed_csr(q: dict) -> float:
+    """A query's observed CSR ``n_largest_cluster / n_samples`` (rounded to 4 places, as its
+    frequentist ``csr``), the value session and slice means average in **both** modes.
+
+    The query's own Bayesian ``csr`` is its Beta posterior mean ``(n + 1)/(K + 2)`` (spec §6.10
+    step 4); averaging those shrunk values would make the Bayesian session and slice ``csr`` a
+    different quantity from the frequentist one, capped at ``(K + 1)/(K + 2)`` whatever the number
+    of queries (trial37 T1: ten perfectly consistent queries, K = 3, read ``0.8000 [0.8000,
+    0.8000]`` against the frequentist 1.0). The uncertainty of a mean over queries comes from
+    resampling the queries (sessions, at slice level), as every slice mean does."""
+    return _r4(q["n_largest_cluster"] / q["n_samples"])
+
+
 def _finish_jq(rec: dict, scores: dict) -> dict:
     """A query record with ``jq`` (mean of its answers' JQ scores) and ``n_jq_failed`` filled in."""
     rec = dict(rec)
@@ -401,7 +415,7 @@ class _SessionReducer(SessionReducer):
         nq = len(items)
         ests, points = {}, {}
         if nq:
-            scores = np.array([[q["csr"], q["stability"]] for q in items], dtype=np.float64)
+            scores = np.array([[_observed_csr(q), q["stability"]] for q in items], dtype=np.float64)
             (csr, stab), _ = session_mean_estimates(scores, [None] * nq, [q["turn_index"] for q in items], self.mode,
                                                   "prompt_evaluator|within-session")
             ests.update(csr=csr, stability=stab)
@@ -419,7 +433,8 @@ class _SessionReducer(SessionReducer):
         )
         main = None
         if nq:
-            main = (skey, float(nq), (math.fsum(q["csr"] for q in items) / nq, math.fsum(q["stability"] for q in items) / nq), nq)
+            main = (skey, float(nq), (math.fsum(_observed_csr(q) for q in items) / nq,
+                                      math.fsum(q["stability"] for q in items) / nq), nq)
         opt = [None if points[f] is None else (skey, float(points[f][1]), (points[f][0],), points[f][1]) for f in ("rss", "icr", "jq")]
         return rec, (main, *opt, (big, ns), failed), warnings, items
 
