@@ -4,8 +4,8 @@ with τ-bench's reward as the correctness label (no judge).
     PYTHONPATH=. python benchmarks/tau_bench_passk.py [--data ../shared/data/tau_bench/gpt-4o-airline.json.gz]
 
 Runs the Agentic PTransform twice on FnApiRunner (frequentist: unbiased per-task estimators,
-Yao et al. 2024; Bayesian: Beta(1, 1) prior per task, closed-form posterior mean of the task
-average and a Monte-Carlo 95 % interval seeded by key) and prints one table. Data: τ-bench
+Yao et al. 2024; Bayesian: the same task average's posterior, a Bayesian bootstrap over the
+tasks with weights seeded by key: its mean is the unbiased value, its 95 % interval resamples tasks) and prints one table. Data: τ-bench
 (sierra-research/tau-bench, MIT), historical_trajectories/gpt-4o-airline.json.
 """
 from __future__ import annotations

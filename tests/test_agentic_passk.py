@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scipy import special
 
 from fair_forge_beam.statistical import BayesianMode, FrequentistMode
 from fair_forge_beam.statistical.passk import (
@@ -98,35 +97,50 @@ def test_combiner_rejects_impossible_counts():
         fn.add_input(fn.create_accumulator(), ("t", 2, 3))
 
 
-def test_bayesian_curve_closed_form_mean_and_keyed_interval():
+def test_bayesian_curve_is_a_bootstrap_over_units_of_the_frequentist_values():
+    """The Bayesian curve is the posterior of the frequentist average under a Bayesian bootstrap over
+    the units (trial37 T1; it averaged each task's Beta(1, 1) posterior mean, another quantity)."""
     mode = BayesianMode(mc_samples=4000, rng_seed=7)
     hist = {(4, 1): 2, (4, 4): 1, (2, 0): 1}
     curve = pass_k_curve(hist, [1, 2, 3, 4], mode, ("agentic", "overall"))
-    for pt in curve:
+    freq = pass_k_curve(hist, [1, 2, 3, 4], FrequentistMode(), ("agentic", "overall"))
+    for pt, fp in zip(curve, freq):
         k = pt.k
-        means = []
-        for (n, c), count in hist.items():
-            if n < k:  # issue 13 item 9: a task with fewer than k trials is left out, as in frequentist mode
-                continue
-            a, b = 1 + c, 1 + n - c
-            means += [np.exp(special.betaln(a + k, b) - special.betaln(a, b))] * count
-        assert pt.pass_pow_k.mean == pytest.approx(np.mean(means), abs=1e-12)
-        assert pt.pass_pow_k.ci_low < pt.pass_pow_k.mean < pt.pass_pow_k.ci_high
-        assert pt.pass_at_k.ci_low < pt.pass_at_k.mean < pt.pass_at_k.ci_high
-        # the tasks with n >= k (was: every task, also where k > n — the old rule, replaced)
-        assert pt.pass_pow_k.n == (4 if k <= 2 else 3)
+        # the exact posterior mean of a Dirichlet-weighted mean is the plain mean: the frequentist value
+        assert pt.pass_pow_k.mean == pytest.approx(fp.pass_pow_k.mean, abs=1e-12)
+        assert pt.pass_at_k.mean == pytest.approx(fp.pass_at_k.mean, abs=1e-12)
+        assert pt.pass_pow_k.ci_low <= pt.pass_pow_k.mean <= pt.pass_pow_k.ci_high
+        assert pt.pass_at_k.ci_low <= pt.pass_at_k.mean <= pt.pass_at_k.ci_high
+        # the tasks with n >= k (issue 13 item 9: as in frequentist mode)
+        assert pt.pass_pow_k.n == fp.pass_pow_k.n == (4 if k <= 2 else 3)
     # same key, any insertion order of the histogram: bit-identical
     items = list(hist.items())
     random.Random(1).shuffle(items)
     assert pass_k_curve(dict(items), [1, 2, 3, 4], mode, ("agentic", "overall")) == curve
     # another key: another interval, same mean
-    other = pass_k_curve(hist, [4], mode, ("agentic", "assistant_id=x"))[0]
-    assert other.pass_pow_k.mean == curve[3].pass_pow_k.mean and other.pass_pow_k.ci_low != curve[3].pass_pow_k.ci_low
-    # the MC interval matches an independent simulation of the task average
+    other = pass_k_curve(hist, [2], mode, ("agentic", "assistant_id=x"))[0]
+    assert other.pass_pow_k.mean == curve[1].pass_pow_k.mean and other.pass_pow_k.ci_low != curve[1].pass_pow_k.ci_low
+    # the interval matches an independent Bayesian bootstrap of the four tasks' unbiased pass@2
     rng = np.random.default_rng(0)
-    sims = np.mean([rng.beta(1 + c, 1 + n - c, 200_000) ** 4 for (n, c), cnt in hist.items() if n >= 4 for _ in range(cnt)], axis=0)
-    assert curve[3].pass_pow_k.ci_low == pytest.approx(np.quantile(sims, 0.025), abs=0.01)
-    assert curve[3].pass_pow_k.ci_high == pytest.approx(np.quantile(sims, 0.975), abs=0.01)
+    values = np.array([pass_at_k_unbiased(n, c, 2) for (n, c), cnt in hist.items() for _ in range(cnt)])
+    sims = rng.dirichlet(np.ones(len(values)), 200_000) @ values
+    assert curve[1].pass_at_k.ci_low == pytest.approx(np.quantile(sims, 0.025), abs=0.01)
+    assert curve[1].pass_at_k.ci_high == pytest.approx(np.quantile(sims, 0.975), abs=0.01)
+
+
+@pytest.mark.parametrize("estimator", ["unbiased", "plugin"])
+@pytest.mark.parametrize("c", [0, 3])
+def test_bayesian_curve_over_many_units_holds_an_extreme_frequentist_value(estimator, c):
+    """50 tasks (or conversations) of 3 trials, every one successful (or every one failed): frequentist
+    pass@k and pass^k are 1 (or 0) at every k; the Bayesian interval holds that value and its mean is it.
+    It read pass^3 = 4/7 [0.53, 0.61] (each unit's Beta(4, 1) posterior mean, averaged): the prior's pull
+    did not shrink with the number of units (trial37 T1)."""
+    hist = {(3, c): 50}
+    freq = pass_k_curve(hist, [1, 2, 3], FrequentistMode(), ("a",), estimator)
+    for pt, fp in zip(pass_k_curve(hist, [1, 2, 3], BayesianMode(mc_samples=1000, rng_seed=5), ("a",), estimator), freq):
+        for b, f in ((pt.pass_at_k, fp.pass_at_k.mean), (pt.pass_pow_k, fp.pass_pow_k.mean)):
+            assert f == (1.0 if c else 0.0)
+            assert b.ci_low <= f <= b.ci_high and b.mean == pytest.approx(f), (pt.k, b)
 
 
 def test_empty_and_invalid():
