@@ -191,6 +191,24 @@ def test_an_interval_gate_on_a_one_session_slice_names_the_rule_not_missing_data
     assert "no data" in didt[0].reason  # no estimate at all: still 'no data'
 
 
+def test_a_gate_on_a_one_block_bestof_slice_names_the_rule_and_the_block():
+    """trial37 T6: a BestOf gate on a one-block slice said 'undefined (no data: n = 3)' (it read the slice's
+    n_sessions, which a BestOf record does not have: its unit is the block, n_blocks). The reason comes
+    from the one predicate of every surface (statistical.slices.undefined_because) in the metric's unit."""
+    one = {"slice": "overall", "n_blocks": 1, "leader": "a", "leader_win_rate": _est(0.6667, None, None, n=3)}
+    (check,) = evaluate_gates(_doc(bestof=[one]), [parse_gate("bestof leader_win_rate ci_high >= 0")])
+    assert check.status == "fail" and "no data" not in check.reason, check.reason
+    assert "the slice rests on 1 block (n = 3), too small to judge (blocks are the resampling unit)" in check.reason
+    skip = make_gate({"gate": "bestof leader_win_rate ci_high >= 0", "if_undefined": "skip"})
+    (check,) = evaluate_gates(_doc(bestof=[one]), [skip])
+    assert check.status == "skipped" and check.skip == "ci_high undefined: the slice rests on 1 block, too small to judge"
+    # and a session's metric keeps its words, from the same predicate
+    from fair_forge_beam.statistical.slices import undefined_because
+
+    assert undefined_because(_est(0.5, n=4), 1)[0].startswith("the slice rests on 1 session (n = 4)")
+    assert undefined_because(_est(None, n=0), 1) is None  # no value: no data, said by the caller
+
+
 def test_an_every_dimension_gate_covers_every_value_read_and_fails_one_never_scored():
     """Issue 28 trial: bot-c's only session was Spanish (Toxicity scores English): it was read, has
     no Toxicity slice, and 'in every assistant_id' passed without it. A value the run read and

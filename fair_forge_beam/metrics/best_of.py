@@ -571,6 +571,7 @@ class BestOf(MetricTransform):
         left_out="blocks never compared (walkovers, failed matches)",
         slice_dimensions=BESTOF_SLICES,
         sessions_field="n_blocks",  # the resampling unit: a block (a session, or one question)
+        sessions_unit="block",
         plot="plot_bestof",
     )
     interaction_schema = BestOfContestRecord

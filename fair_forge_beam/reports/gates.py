@@ -967,6 +967,18 @@ def _missing_slice(doc: dict, metric: str, slice_key: str, records: list[dict]) 
     return f"no slice {quoted(slice_key)} in the results of {metric} (scored interactions: {_scored(doc, metric)})"
 
 
+def _undefined_because(metric: str, spec, rec, est: dict) -> Optional[tuple[str, str]]:
+    """:func:`~fair_forge_beam.statistical.slices.undefined_because` of a gate's estimate, with the
+    slice's count and word of its metric's resampling unit (``MetricInfo.sessions_field`` /
+    ``sessions_unit``: BestOf's blocks) and what one observation of the estimate is."""
+    from fair_forge_beam.reports.estimates import info_of, sessions_of
+    from fair_forge_beam.statistical.slices import undefined_because
+
+    info = info_of(metric)
+    unit = info.sessions_unit if info is not None else "session"
+    return undefined_because(est, sessions_of(metric, rec if isinstance(rec, dict) else None), unit, spec.observed)
+
+
 def _one_observation(est: dict) -> bool:
     """:func:`~fair_forge_beam.statistical.slices.rests_on_one_observation` (the predicate the
     console and the report mark with)."""
@@ -1065,25 +1077,11 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                     "n": est.get("n")}
             if value is None:
                 status = "skipped" if g.if_undefined == "skip" else "fail"
-                sessions = rec.get("n_sessions") if isinstance(rec, dict) else None
-                own = est.get("n_sessions") if est else None  # an estimate resting on part of the slice's sessions
-                if est and est.get("mean") is not None and isinstance(sessions, int) and sessions < 2:
-                    # the one-session rule, named: the slice has data, one session gives no interval
-                    reason = (f"{g.field} {g.stat} is undefined: the slice rests on {sessions} session (n = "
-                              f"{info['n']}), too small to judge (sessions are the resampling unit)")
-                    skip = f"{g.stat} undefined: the slice rests on 1 session, too small to judge"
-                elif est and est.get("mean") is not None and own == 1 and not info["n"] == 1:
-                    # the same rule per estimate: its evidence comes from one of the slice's sessions
-                    reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 session of the slice's "
-                              f"{sessions} (n = {info['n']}), too small to judge (sessions are the resampling unit)")
-                    skip = f"{g.stat} undefined: the estimate rests on 1 session, too small to judge"
-                elif _one_observation(est):
-                    # the same rule for an estimate of one observation (statistical.slices.behind)
-                    unit = spec.observed  # the estimate's unit: a pass@k rests on tasks
-                    reason = (f"{g.field} {g.stat} is undefined: the estimate rests on 1 observation (n = 1), so on "
-                              f"1 {unit}, too small to judge ("
-                              + ("sessions are the resampling unit)" if unit == "session" else f"a {unit} is one observation of it)"))
-                    skip = f"{g.stat} undefined: the estimate rests on 1 observation, too small to judge"
+                # the one predicate of every surface (statistical.slices.undefined_because): a slice of one
+                # resampling unit (a session; BestOf's block), an estimate on one of them, one observation
+                why = _undefined_because(g.metric, spec, rec, est)
+                if why is not None:
+                    reason, skip = f"{g.field} {g.stat} is undefined: {why[0]}", f"{g.stat} undefined: {why[1]}"
                 else:
                     reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
                               else f"no {g.field} estimate" + (f" for {spec.key_name} {quoted(key)}" if key else ""))

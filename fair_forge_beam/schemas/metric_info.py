@@ -306,6 +306,8 @@ class MetricInfo:
         slice_dimensions: the slice dimensions it can be sliced by (``None``: any).
         sessions_field: the slice-record field holding the number of resampling units (sessions,
             or BestOf's blocks); ``None``: none.
+        sessions_unit: what one resampling unit is, in messages ("the slice rests on 1 block"):
+            ``"session"``, BestOf's ``"block"``.
         session_histograms: the session values the report draws as histograms.
         plot: name of its plot function in :mod:`fair_forge_beam.reports.plots` (``None``: the
             generic plot of the headline estimates).
@@ -319,6 +321,7 @@ class MetricInfo:
     left_out: Optional[str] = None
     slice_dimensions: Optional[tuple[str, ...]] = None
     sessions_field: Optional[str] = "n_sessions"
+    sessions_unit: str = "session"
     session_histograms: tuple[SessionHistogram, ...] = ()
     plot: Optional[str] = None
 

@@ -281,6 +281,36 @@ def rests_on_no_observation(est, slice_sessions: Optional[int] = None) -> Option
     return None
 
 
+def undefined_because(est, slice_units: Optional[int], unit: str = "session",
+                      observed: str = "session") -> Optional[tuple[str, str]]:
+    """Why an estimate (a dict or an :class:`Estimate`) that has a value has no interval, in the
+    words every surface uses: ``(reason, short)`` — its slice rests on one resampling unit (``unit``:
+    a session; BestOf's block), it rests on one ``unit`` of a larger slice (its ``n_sessions``), or it
+    is one observation (:func:`rests_on_one_observation`; ``observed``: what one is, e.g. a task) —
+    or ``None`` (no value at all: no data, or no rule applies). ``slice_units``: the slice's count of
+    ``unit`` (``n_sessions``; BestOf's ``n_blocks``). The gates name their reason from it (trial37
+    T6: a one-block BestOf slice's gate said "no data: n = 3", reading ``n_sessions``, which a BestOf
+    record does not have)."""
+    if est is None:
+        return None
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    if get("mean") is None:
+        return None
+    n = get("n")
+    units = f"{unit}s"
+    if isinstance(slice_units, int) and not isinstance(slice_units, bool) and slice_units < 2:
+        return (f"the slice rests on {slice_units} {unit} (n = {n}), too small to judge ({units} are the resampling unit)",
+                f"the slice rests on 1 {unit}, too small to judge")
+    if get("n_sessions") == 1 and n != 1:
+        return (f"the estimate rests on 1 {unit} of the slice's {slice_units} (n = {n}), too small to judge "
+                f"({units} are the resampling unit)", f"the estimate rests on 1 {unit}, too small to judge")
+    if rests_on_one_observation(est):
+        why = f"{units} are the resampling unit" if observed == unit else f"a {observed} is one observation of it"
+        return (f"the estimate rests on 1 observation (n = 1), so on 1 {observed}, too small to judge ({why})",
+                "the estimate rests on 1 observation, too small to judge")
+    return None
+
+
 #: how every surface marks an estimate of several observations from one session (:func:`one_session_note`)
 ONE_SESSION_NOTE = "1 session: no interval"
 
