@@ -543,6 +543,31 @@ def test_agentic_curve_and_bestof_ranking_are_plotted_and_rates_have_directions(
     assert counts_for("vision", {"n_hallucinations": 2, "n_interactions": 9}) == {"hallucination_rate": (2, 9)}
 
 
+def test_a_figure_or_panel_without_a_point_is_not_drawn_and_its_caption_says_why():
+    """trial37 T5: with no task id in the data, the Agentic report drew the per-task pass^k / pass@k figure
+    with axes, a legend of 5 slices and no point, and did not plot the per-conversation curve results.json
+    has. The class: a figure or panel of any metric with no finite point is not drawn; its caption says why."""
+    from fair_forge_beam.reports.plots import metric_figures
+
+    est = lambda m, lo=None, hi=None, n=5: {"mean": m, "ci_low": lo, "ci_high": hi, "n": n}  # noqa: E731
+    none = est(None, n=0)
+    curve = [{"k": k, "pass_at_k": none, "pass_pow_k": none, "conversation_pass_at_k": est(0.8, 0.59, 0.95),
+              "conversation_pass_pow_k": est(0.5 ** k, 0.1, 0.9)} for k in (1, 2, 3)]
+    slices = [{"slice": name, "n_tasks": 0, "pass_pow_k": none, "pass_at_k": none, "curve": curve}
+              for name in ("overall", "assistant_id=a", "assistant_id=b")]
+    (task, task_svg), (conv, conv_svg) = metric_figures("agentic", {"slices": slices}, {})
+    assert task_svg == "" and "per task over its trials: not drawn" in task and "no conversation has a task id" in task
+    assert "per conversation" in conv and conv_svg.startswith("<svg")
+    # a panel of a slice figure no slice has a value of (Humanity's Spearman ρ without references)
+    hum = [{"slice": name, "mean_entropy": est(1.2, 1.0, 1.4), "mean_spearman": none} for name in ("overall", "language=en")]
+    (caption, svg), = [f for f in metric_figures("humanity", {"slices": hum}, {}) if "Entropy" in f[0]]
+    assert "not drawn, no slice has a value of it: 'Spearman ρ vs reference'" in caption and svg.startswith("<svg")
+    assert "Spearman ρ vs reference" not in svg
+    # every panel empty: the caption alone
+    (caption, svg), = [f for f in metric_figures("context", {"slices": [{"slice": "overall", "context_awareness": none}]}, {})]
+    assert svg == "" and caption == "Context awareness per slice: not drawn, no slice has a value of it"
+
+
 # ------------------------------------------------------------------ issue 15: findings first, labels, plots
 @pytest.fixture(scope="module")
 def shipped_bayes(audit_once):

@@ -357,20 +357,28 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
                   metric: str = ""):
     """One panel per path, one row per slice (the :data:`MAX_SLICES` most relevant, see
     :func:`pick_slices`); undefined estimates (:func:`~.scorecard.is_undefined`) are drawn as
-    "n/a". Returns ``(figure, caption note on the slices not drawn)``."""
+    "n/a"; a path no slice has a value of gets no panel, named in the note. Returns ``(figure, caption
+    note on the panels and slices not drawn)``, or ``None`` and the note saying why when no path has a value."""
     from fair_forge_beam.reports.estimates import is_undefined
     from fair_forge_beam.reports.scorecard import slice_label
 
     chosen, _ = pick_slices(slices, MAX_SLICES, paths, metric)
     labels = [slice_label(s["slice"]) for s in chosen]
-    fig, axes = _new(1, len(paths), height=0.32 * len(labels) + 1.2)
-    for i, (ax, p) in enumerate(zip(axes[0], paths)):
+    named = dict(zip(paths, titles or paths))
+    # a panel with no value in any slice is not drawn; the caption names it (drawn_or_said's rule)
+    drawn = [p for p in paths if any(not is_undefined(metric, p, dotted_get(s, p)) for s in chosen)]
+    if not drawn:
+        return None, ": not drawn, no slice has a value of it"
+    fig, axes = _new(1, len(drawn), height=0.32 * len(labels) + 1.2)
+    for i, (ax, p) in enumerate(zip(axes[0], drawn)):
         ests = [None if is_undefined(metric, p, dotted_get(s, p)) else dotted_get(s, p) for s in chosen]
         interval_panel(ax, labels if i == 0 else [""] * len(labels), ests,
-                       title=(titles or paths)[i], color=f"C{i % 10}", xlim=(xlims or {}).get(p))
+                       title=named[p], color=f"C{paths.index(p) % 10}", xlim=(xlims or {}).get(p))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     fit(fig, max(len(_short(lbl)) for lbl in labels))
-    return fig, _left_note(slices, chosen)
+    missing = [named[p] for p in paths if p not in drawn]
+    gone = f" (not drawn, no slice has a value of it: {', '.join(repr(m) for m in missing)})" if missing else ""
+    return fig, gone + _left_note(slices, chosen)
 
 
 def _left_note(slices: Sequence[dict], chosen: Sequence[dict]) -> str:
@@ -530,15 +538,20 @@ def plot_conversational(metric: dict, config: dict) -> list:
     return out
 
 
-def plot_agentic(metric: dict, config: dict) -> list:
-    """pass@k and pass^k against k (1…k) for the largest slices, with their intervals."""
-    with_curve = [s for s in metric.get("slices") or [] if s.get("curve")]
-    chosen, _ = pick_slices(with_curve, 6, ["pass_pow_k", "pass_at_k"], "agentic")
+def _curve_figure(slices: Sequence[dict], at: str, pow_: str):
+    """pass^k (``pow_``) and pass@k (``at``) of each curve point against k, one series per slice of
+    ``slices`` (those with a value at some k: a slice without one is no series). Returns ``(figure,
+    caption note on the slices not drawn)``, or ``(None, "")`` when no slice has a value."""
+    def has_value(s):
+        return any((p.get(f) or {}).get("mean") is not None for p in s.get("curve") or () for f in (at, pow_))
+
+    with_values = [s for s in slices if has_value(s)]
+    chosen, _ = pick_slices(with_values, 6, [pow_, at], "agentic")
     if not chosen:
-        return []
+        return None, ""
     fig, axes = _new(1, 2, height=2.8)
-    for ax, key, title in ((axes[0][0], "pass_pow_k", "pass^k: all k trials succeed"),
-                           (axes[0][1], "pass_at_k", "pass@k: one of k succeeds")):
+    for ax, key, title in ((axes[0][0], pow_, "pass^k: all k trials succeed"),
+                           (axes[0][1], at, "pass@k: one of k succeeds")):
         for j, s in enumerate(chosen):
             pts = [(p["k"], p.get(key) or {}) for p in s["curve"]]
             ks = [k for k, e in pts if e.get("mean") is not None]
@@ -556,7 +569,33 @@ def plot_agentic(metric: dict, config: dict) -> list:
         ax.grid(alpha=0.3)
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fit(fig, 4, legend=True, wspace=0.35)
-    return [("pass^k and pass@k against k, per task over its trials" + _left_note(with_curve, chosen), fig)]
+    return fig, _left_note(with_values, chosen)
+
+
+def plot_agentic(metric: dict, config: dict) -> list:
+    """pass@k and pass^k against k (1…k) for the largest slices, with their intervals: per task over
+    its trials (the slices' ``pass_at_k`` / ``pass_pow_k`` curve), and per conversation (the
+    ``conversation_*`` curve, the original's plug-in). A curve no slice has a value of is not drawn;
+    its caption says why (trial37 T5: with no task id the task figure was drawn with axes, a legend
+    and no point, and the conversation curve was not drawn at all)."""
+    slices = [s for s in metric.get("slices") or [] if s.get("curve")]
+    if not slices:
+        return []
+    out = []
+    fig, note = _curve_figure(slices, "pass_at_k", "pass_pow_k")
+    task = "pass^k and pass@k against k, per task over its trials"
+    if fig is not None:
+        out.append((task + note, fig))
+    else:
+        n_tasks = sum(s.get("n_tasks") or 0 for s in slices if s.get("slice") == "overall")
+        why = ("no conversation has a task id (--agentic-task-field): the per-task curve needs repeated trials of a task"
+               if not n_tasks else "no task has k or more trials in any slice")
+        out.append((f"{task}: not drawn, {why}", None))
+    fig, note = _curve_figure(slices, "conversation_pass_at_k", "conversation_pass_pow_k")
+    if fig is not None:
+        out.append(("pass^k and pass@k against k, per conversation (plug-in, from its share of correct interactions)"
+                    + note, fig))
+    return out
 
 
 def plot_bestof(metric: dict, config: dict) -> list:
@@ -647,12 +686,54 @@ PLOTS: dict[str, Callable[[dict, dict], list]] = {f.__name__: f for f in (
     plot_humanity, plot_toxicity, plot_bias, plot_context, plot_conversational, plot_agentic, plot_bestof)}
 
 
+def _finite_points(ax) -> int:
+    """How many finite data points a panel draws: line vertices, scatter offsets, interval bars'
+    segments and bars (text such as "n/a", grids and legends are not data)."""
+    n = 0
+    for line in ax.lines:
+        xy = np.asarray(line.get_xydata(), dtype=float).reshape(-1, 2)
+        n += int(np.isfinite(xy).all(axis=1).sum())
+    for coll in ax.collections:
+        segs = coll.get_segments() if hasattr(coll, "get_segments") else []
+        n += sum(int(np.isfinite(np.asarray(sg, dtype=float)).all()) for sg in segs if len(sg))
+        if not len(segs):
+            off = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
+            n += int(np.isfinite(off).all(axis=1).sum())
+    for patch in ax.patches:
+        bbox = patch.get_bbox()
+        n += int(np.isfinite([bbox.x0, bbox.x1, bbox.y0, bbox.y1]).all())
+    return n
+
+
+def drawn_or_said(caption: str, fig):
+    """One report figure under the rule of every plot: a panel with no finite point is not drawn, and
+    the caption says so (trial37 T5: an empty pass^k / pass@k figure with axes and a legend).
+
+    Returns ``(caption, figure or None)``: the figure with its empty panels hidden (each named in the
+    caption), or ``None`` with the caption saying why when no panel has a point; a ``None`` figure
+    (the plot function said why itself) stays ``None``."""
+    if fig is None:
+        return caption, None
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+    empty = [ax for ax in panels if not _finite_points(ax)]
+    if not empty:
+        return caption, fig
+    if len(empty) == len(panels):
+        return f"{caption}: not drawn, no slice has a value of it", None
+    for ax in empty:
+        ax.set_visible(False)
+    names = ", ".join(repr(ax.get_title() or ax.get_xlabel() or "a panel") for ax in empty)
+    return f"{caption} (not drawn, no slice has a value of it: {names})", fig
+
+
 def metric_figures(name: str, metric: dict, config: dict) -> list[tuple[str, str]]:
-    """``[(caption, inline svg)]`` for one metric (the plot function its info names, else :func:`plot_generic`)."""
+    """``[(caption, inline svg)]`` for one metric (the plot function its info names, else
+    :func:`plot_generic`), each under :func:`drawn_or_said`: a figure with no point is its caption
+    alone (``svg`` ``""``)."""
     from fair_forge_beam.reports.estimates import info_of
 
     info = info_of(name)
     fn = PLOTS.get(info.plot, plot_generic) if info is not None and info.plot else plot_generic
     with matplotlib.rc_context(_RC):
-        figs = fn(metric, config)
-    return [(caption, figure_svg(fig, f"{name}-{i}")) for i, (caption, fig) in enumerate(figs)]
+        figs = [drawn_or_said(caption, fig) for caption, fig in fn(metric, config)]
+        return [(caption, "" if fig is None else figure_svg(fig, f"{name}-{i}")) for i, (caption, fig) in enumerate(figs)]
