@@ -3,7 +3,8 @@
 A Bayesian slice estimate must estimate the frequentist quantity: no unit (a query, a task, a
 conversation, a session) is shrunk by a prior before the slice aggregates it. On data whose
 frequentist value is an extreme (every query's answers in one cluster, every trial of every task
-successful, every turn adherent, every judge score the same, no toxic answer) over many units, each
+successful, every turn adherent, every judge score the same, no toxic answer, every frame its
+reference, no personal data) over many units, each
 slice's Bayesian interval holds the frequentist value or its mean is near it (a rate pooled over
 many observations: Beta(1, 1)'s mean 1/(n + 2) next to 0). PromptEvaluator's csr read 0.8000
 [0.8000, 0.8000] against 1.0 and Agentic's pass^3 0.5714 [0.53, 0.61] against 1.0 (each unit's
@@ -16,14 +17,20 @@ import json
 
 import pytest
 
-from fair_forge_beam.reports.estimates import info_of, iter_estimates
+from fair_forge_beam.reports.estimates import estimate_info, iter_estimates
+from fair_forge_beam.schemas.metric_info import EstimateInfo
 from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
 
+#: BestOf is not here: its block needs several contestants; its strengths are one joint Bradley–Terry
+#: fit and its leader's win rate a rate pooled over matches (no unit shrunk before an aggregate)
 METRICS = ("humanity", "toxicity", "context", "conversational", "role_adherence", "agentic", "prompt_evaluator",
-           "regulatory", "bias")
+           "regulatory", "bias", "vision", "privacy")
+
+
+NOT_HEADLINE = EstimateInfo("-", "-")
 
 
 def _instance(schema, defs):
@@ -58,17 +65,18 @@ def _answer(req):
         return json.dumps(_instance(req.json_schema, req.json_schema.get("$defs", {})))
     if "unsafe" in req.prompt.lower():
         return "safe"
-    return "We open at nine every day."
+    return "I will add your number to our do-not-call list."
 
 
 def _data(path):
     sessions = []
     for s in range(24):
-        turns = [{"qa_id": f"s{s}-q{t}", "query": f"When do you open, question {t}?", "assistant": "We open at nine.",
-                  "ground_truth_assistant": "We open at nine.", "agentic": {"reward": 1, "task_id": f"T{s % 8}"}}
+        answer = "I am sorry for the calls. I will add your number to our do-not-call list today."
+        turns = [{"qa_id": f"s{s}-q{t}", "query": f"Stop calling me at midnight, please (request {t}).", "assistant": answer,
+                  "ground_truth_assistant": answer, "agentic": {"reward": 1, "task_id": f"T{s % 8}"}}
                  for t in range(2)]
         sessions.append({"session_id": f"s{s}", "assistant_id": f"bot{s % 2}", "language": "english",
-                         "context": "A bakery that opens at nine.", "chatbot_role": "the bakery's polite assistant",
+                         "context": "Call-center customer service.", "chatbot_role": "the call center's polite assistant",
                          "conversation": turns})
     path.write_text(json.dumps(sessions), encoding="utf-8")
     return path
@@ -88,21 +96,20 @@ def test_every_bayesian_slice_estimate_holds_an_extreme_frequentist_value(tmp_pa
                 "--agentic-correctness", "label", "--agentic-k", "3", "--no-report", "--quiet", "--output", str(out)])
             assert rc == 0, mode
             docs[mode] = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    checked, far = 0, []
+    checked, far = dict.fromkeys(METRICS, 0), []
     for metric in METRICS:
-        heads = {e.path for e in info_of(metric).estimates if e.headline}
         f_slices = {r["slice"]: r for r in docs["frequentist"]["metrics"][metric]["slices"]}
         for b_rec in docs["bayesian"]["metrics"][metric]["slices"]:
             f_est = dict(iter_estimates(metric, f_slices[b_rec["slice"]]))
             for path, b in iter_estimates(metric, b_rec):
-                if path not in heads or path not in f_est or f_est[path]["mean"] is None or b["mean"] is None:
+                if not (estimate_info(metric, path)[0] or NOT_HEADLINE).headline or path not in f_est or f_est[path]["mean"] is None or b["mean"] is None:
                     continue
                 f = f_est[path]["mean"]
-                checked += 1
+                checked[metric] += 1
                 lo, hi = b["ci_low"], b["ci_high"]
                 inside = lo is not None and lo - 1e-9 <= f <= hi + 1e-9
                 near = abs(f - b["mean"]) <= max(0.05, (hi - lo) if lo is not None else 0.0)
                 if not (inside or near):
                     far.append(f"{metric} {b_rec['slice']} {path}: frequentist {f:.4f}, Bayesian {b['mean']:.4f} [{lo}, {hi}]")
-    assert checked >= 30, checked
+    assert all(checked.values()), checked  # every metric has a headline value in both modes
     assert not far, "\n".join(far)
