@@ -257,6 +257,15 @@ def rests_on_one_observation(est) -> bool:
 NO_OBSERVATION_NOTE = "prior only: no observation"
 
 
+def _valued(est):
+    """The field getter of an estimate (a dict or an :class:`Estimate`) that has a value (``mean``);
+    ``None`` for no estimate or one without a value."""
+    if est is None:
+        return None
+    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
+    return None if get("mean") is None else get
+
+
 def rests_on_no_observation(est, slice_sessions: Optional[int] = None) -> Optional[str]:
     """Why the value of an estimate (a dict or an :class:`Estimate`) rests on no observation — its
     ``n`` is 0, or it states 0 sessions (``n_sessions``), or its slice holds none (``slice_sessions``
@@ -265,10 +274,8 @@ def rests_on_no_observation(est, slice_sessions: Optional[int] = None) -> Option
     :data:`NO_OBSERVATION_NOTE` — the console and the report show ``n/a`` marked so, no gate
     passes on it and no difference is claimed from it (trial36b B5: the console and the report
     showed the prior's interval, unmarked, and the report flagged it "inconclusive")."""
-    if est is None:
-        return None
-    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
-    if get("mean") is None:
+    get = _valued(est)
+    if get is None:
         return None
     n = get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n == 0:
@@ -291,10 +298,8 @@ def undefined_because(est, slice_units: Optional[int], unit: str = "session",
     ``unit`` (``n_sessions``; BestOf's ``n_blocks``). The gates name their reason from it (trial37
     T6: a one-block BestOf slice's gate said "no data: n = 3", reading ``n_sessions``, which a BestOf
     record does not have)."""
-    if est is None:
-        return None
-    get = est.get if isinstance(est, Mapping) else (lambda k: getattr(est, k, None))
-    if get("mean") is None:
+    get = _valued(est)
+    if get is None:
         return None
     n = get("n")
     units = f"{unit}s"
