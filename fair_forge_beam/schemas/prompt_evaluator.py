@@ -62,7 +62,8 @@ class PromptEvaluatorMetric(BaseMetric):
     """One session (upstream ``PromptEvaluatorMetric``, plus intervals and counts).
 
     ``csr``, ``stability``: unweighted means over the session's scored queries (Bayesian:
-    Bayesian-bootstrap mean over queries, with ``*_ci_low/high``); ``rss``, ``icr``, ``jq``: means
+    Bayesian-bootstrap mean over queries, with ``*_ci_low/high``); ``csr`` averages each query's
+    observed ``n_largest_cluster / n_samples`` in both modes, never its Bayesian posterior mean; ``rss``, ``icr``, ``jq``: means
     over the queries that have them (None if none); ``csr_pooled``: the rate ``Σ n_largest /
     Σ n_samples`` through the mode (Bayesian: Beta posterior); ``n_queries``: scored queries;
     ``n_failed``: queries with no successful generation (dead-lettered); ``interactions``: the
