@@ -16,9 +16,8 @@ What decides that a file is used, so that a stale one never is:
   jinja2's version, the environment's syntax settings, and each filter's name and code (jinja2 checks
   a filter's existence while it compiles, and may call one on constant arguments).
 
-A cache that cannot be used costs only the compilation: a folder that cannot be made, or that
-another user owns or that its group or others may write to (its files hold code the rendering runs),
-a file that cannot be written or read is skipped without a word (the page is the same either way), and a file
+A cache that cannot be used costs only the compilation: a folder that cannot be made, a file that
+cannot be written or read is skipped without a word (the page is the same either way), and a file
 jinja2 cannot read is compiled again by jinja2 itself.
 """
 from __future__ import annotations
@@ -82,15 +81,7 @@ def use_bytecode_cache(env: Any, folder: Optional[str] = None) -> bool:
     folder = folder or cache_folder()
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.stat(folder)
     except OSError:
-        return False
-    import stat
-
-    # the files hold code the page's rendering runs: a folder someone else owns or may write to is not
-    # used (as jinja2 checks its own default folder), so that nobody else's file is ever run
-    if not stat.S_ISDIR(st.st_mode) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or (
-            hasattr(os, "getuid") and st.st_uid != os.getuid()):
         return False
     env.bytecode_cache = _bytecode_cache(folder, _settings_digest(env))
     return True
