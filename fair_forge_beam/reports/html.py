@@ -377,19 +377,15 @@ def _environment():
     """The report's jinja2 environment, made once per process: it keeps the template it compiled
     (jinja2's own cache, which recompiles a template whose file changed), so the second report of a
     process (a test session, a process running several audits) does not compile the 26 KB template
-    again (0.09-0.1 CPU s each time, docs/performance.md). Its filters never change. The compiled
-    template is also kept in the user cache folder (:mod:`~fair_forge_beam.reports.template_cache`), so
-    a later process loads it (about 1 ms) instead of compiling it."""
+    again (0.09-0.1 CPU s each time, docs/performance.md). Its filters never change."""
     from jinja2 import Environment, PackageLoader
 
     from fair_forge_beam.quoting import shown, shown_key
-    from fair_forge_beam.reports.template_cache import use_bytecode_cache
 
     env = Environment(loader=PackageLoader("fair_forge_beam", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
     env.filters["shown"], env.filters["shown_key"] = shown, shown_key  # values from the data, as a person reads them
-    use_bytecode_cache(env)  # a later process loads the compiled template instead of compiling it
     return env
 
 

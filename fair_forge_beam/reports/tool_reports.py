@@ -40,9 +40,6 @@ def _env():
 
     env.filters["shown"], env.filters["shown_key"] = shown, shown_key  # values from the data, as a person reads them
     env.filters["fmt"] = lambda x, d=4: "n/a" if x is None else (fixed(x, d) if isinstance(x, float) else str(x))
-    from fair_forge_beam.reports.template_cache import use_bytecode_cache
-
-    use_bytecode_cache(env)  # a later process loads the compiled templates instead of compiling them
     return env
 
 
