@@ -149,13 +149,14 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
 class WorkerProcessError(RuntimeError):
     """A job failed, and the SDK worker processes it started wrote to stderr: the message is the
     job's error followed by what they wrote (:func:`fair_forge_beam.process_workers.worker_stderr`).
-    ``last_words``: the last line they wrote (the boot binary's reason, a Python exception's own
-    line), what the console's one line says (:func:`fair_forge_beam.console.guarded`), with
-    ``where``, the folder of their stderr files."""
+    ``last_words``: the failure's reason (:func:`last_words`: a worker's Python exception, the boot
+    binary's last line, or the runner's own first line), what the console's one line says (:func:`fair_forge_beam.console.guarded`), with
+    ``where``, the folder of their stderr files; ``workers``: whether the workers are the failure's
+    cause (False: the runner failed on its own, e.g. a Java exception, :func:`last_words`)."""
 
-    def __init__(self, message: str, last_words: str = "", where: str = ""):
+    def __init__(self, message: str, last_words: str = "", where: str = "", workers: bool = True):
         super().__init__(message)
-        self.last_words, self.where = last_words, where
+        self.last_words, self.where, self.workers = last_words, where, workers
 
 
 @contextmanager
@@ -191,40 +192,68 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
         detail = worker_stderr(options, started)
         if not detail:
             raise
-        from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of
+        from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of, worker_stderr_texts
 
-        said = [ln.rstrip() for ln in detail.splitlines()[1:] if ln.strip() and not ln.startswith("--- ")]
         command = worker_command_of(options)
         where = str(command.parent / STDERR_DIR) if command is not None else ""
-        raise WorkerProcessError(f"{exc}\n{detail}", last_words(str(exc), said), where) from exc
+        words, workers = last_words(str(exc), worker_stderr_texts(options, started))
+        raise WorkerProcessError(f"{exc}\n{detail}", words, where, workers) from exc
 
 
+_HEADER = "Traceback (most recent call last):"
 #: a Python traceback's last line: the exception's (qualified) class name, then its message or nothing
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
+#: a terminal's colour codes (Python 3.13 colours a traceback under FORCE_COLOR / PYTHON_COLORS)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: what a runner says when an SDK worker process ended (Flink's and Prism's words)
+_WORKER_DIED = re.compile(r"Process died with exit code|SDK harness|worker (process )?(died|exited|failed)", re.I)
 
 
-def _raised(text: str) -> Optional[str]:
-    """The exception line of the last Python traceback in ``text`` (its first unindented line after
-    the frames), or None when ``text`` holds no traceback."""
-    at = text.rfind("Traceback (most recent call last):")
-    if at < 0:
-        return None
-    for line in text[at:].splitlines()[1:]:
+def _exception_after(lines: Sequence[str]) -> Optional[str]:
+    """The exception line of a traceback whose frames are ``lines`` (after its header): its first
+    unindented line; a message starting with a line break (``ValueError("\\nwhy")``) keeps its next line."""
+    for i, line in enumerate(lines):
         if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
+            if line.rstrip().endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
+                return f"{line.strip()} {lines[i + 1].strip()}"
             return line.strip()
     return None
 
 
-def last_words(job_error: str, stderr_lines: Sequence[str]) -> str:
-    """What a failed job's one console line names (:class:`WorkerProcessError`), cut to
-    :data:`~fair_forge_beam.quoting.QUOTE_LIMIT` characters: the Python exception a worker raised,
-    as the runner reports it in ``job_error`` (a step that failed inside a worker: Flink's
-    ``Error received from SDK harness … ModuleNotFoundError: No module named 'oddnum'``, trial37 T3,
-    where the line named was the first of the boot binary's dump of the pipeline options); else the
-    one in what the workers wrote to stderr (``stderr_lines``: a worker that died at start); else the
-    last line they wrote (the boot binary's own reason); ``""`` when they wrote nothing."""
+def _raised(text: str, first: bool) -> Optional[str]:
+    """The exception of a Python traceback in ``text``: the ``first`` one (a runner's error: the text
+    after it, an exception's message, cannot put another in its place; trial37b B2), else the last
+    whose header a frame follows (a worker's stderr, where earlier tracebacks were logged, not fatal);
+    None when ``text`` holds none."""
+    lines = _ANSI.sub("", text).splitlines()
+    heads = [i for i, ln in enumerate(lines) if ln.strip() == _HEADER or ln.rstrip().endswith(": " + _HEADER)]
+    if not first:
+        heads = [i for i in reversed(heads) if i + 1 < len(lines) and lines[i + 1].lstrip().startswith('File "')]
+    for i in heads:
+        found = _exception_after(lines[i + 1:])
+        if found:
+            return found
+    return None
+
+
+def last_words(job_error: str, stderr_texts: Sequence[str]) -> tuple:
+    """``(words, workers)``: what a failed job's one console line names (:class:`WorkerProcessError`),
+    cut to :data:`~fair_forge_beam.quoting.QUOTE_LIMIT` characters, and whether the workers are its
+    cause. In order: the Python exception a worker raised as the runner reports it in ``job_error`` (a
+    step that failed in a worker: Flink's ``Error received from SDK harness … ModuleNotFoundError: No
+    module named 'oddnum'``, trial37 T3, where the line named the boot binary's dump of the pipeline
+    options); the one in what a worker wrote to stderr (``stderr_texts``, one text per process, as
+    :func:`~fair_forge_beam.process_workers.worker_stderr_texts` reads them: a worker that died at start,
+    whatever its traceback's length, trial37b B1); when the runner says a worker process ended, the
+    last line the workers wrote (the boot binary's reason); else the runner's own first line (a
+    failure of the runner, e.g. a Java exception, is not the workers': ``workers`` False)."""
     from fair_forge_beam.quoting import shown
 
-    words = _raised(job_error) or _raised("\n".join(stderr_lines)) or next(
-        (ln.strip() for ln in reversed(stderr_lines) if ln.strip()), "")
-    return shown(words)
+    words = _raised(job_error, first=True) or next(filter(None, (_raised(t, first=False) for t in stderr_texts)), None)
+    if words:
+        return shown(words), True
+    if _WORKER_DIED.search(job_error):
+        said = [ln.strip() for t in stderr_texts for ln in t.splitlines() if ln.strip()]
+        return shown(said[-1] if said else ""), True
+    first = next((ln.strip() for ln in job_error.splitlines() if ln.strip()), "")
+    return shown(first), False

@@ -508,7 +508,9 @@ def worker_start_failure(exc: BaseException) -> Optional[str]:
         words = getattr(e, "last_words", None)
         if type(e).__name__ == "WorkerProcessError" and isinstance(words, str):
             where = getattr(e, "where", "") or "the stderr/ folder beside the worker command"
-            return f"an SDK worker process failed: {words or 'it gave no reason'} (all the workers wrote: {where})"
+            if getattr(e, "workers", True):
+                return f"an SDK worker process failed: {words or 'it gave no reason'} (all the workers wrote: {where})"
+            return f"the runner failed: {words or 'it gave no reason'} (the SDK workers' stderr: {where})"
     return None
 
 

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "stderr_report", "worker_command_of",
+__all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "worker_stderr_texts", "stderr_files", "stderr_report", "worker_command_of",
            "pid_alive", "STDERR_DIR", "BOOT_SCRIPT"]
 
 #: the worker command's file name in its folder
@@ -188,12 +188,29 @@ def worker_stderr(options, since: float, max_files: int = 4, max_lines: int = 25
     return "" if command is None else stderr_report(command.parent, since, max_files, max_lines)
 
 
-def stderr_report(folder: os.PathLike, since: float, max_files: int = 4, max_lines: int = 25) -> str:
-    """What the processes run through ``folder``'s wrappers (the boot binary and every ``python``
-    it ran: pip, the SDK worker) and started since ``since`` (a ``time.time()``) wrote to stderr:
-    the last ``max_lines`` lines (each cut at 400 characters) of at most ``max_files`` non-empty
-    files, those of processes that have ended first (a worker that could not start), newest first,
-    each under a header naming it; ``""`` when there is none."""
+def worker_stderr_texts(options, since: float, max_files: int = 4, max_bytes: int = 65536) -> list:
+    """The stderr of the worker processes of ``options``' worker command started since ``since``, as
+    :func:`stderr_files` orders them: the last ``max_bytes`` of each file, whole lines (``[]`` when
+    the command is not one of :func:`write_worker_command`). For naming a worker's exception
+    (:func:`fair_forge_beam.beam_pipeline.last_words`), whose traceback can be longer than the
+    lines :func:`stderr_report` shows (trial37b B1: a 38-line traceback lost its header)."""
+    command = worker_command_of(options)
+    texts = []
+    for f in [] if command is None else stderr_files(command.parent, since)[0][:max_files]:
+        try:
+            with open(f, "rb") as fh:
+                fh.seek(max(0, f.stat().st_size - max_bytes))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        texts.append(text if len(text) < max_bytes else text.split("\n", 1)[-1])
+    return texts
+
+
+def stderr_files(folder: os.PathLike, since: float) -> tuple:
+    """``(files, folder)``: the non-empty stderr files of the processes run through ``folder``'s
+    wrappers and started since ``since`` (a ``time.time()``), those of processes that have ended
+    first (a worker that could not start), newest first; and the folder holding them."""
     errors = Path(folder) / STDERR_DIR
     found = []
     for f in errors.glob("*.stderr") if errors.is_dir() else ():
@@ -205,8 +222,17 @@ def stderr_report(folder: os.PathLike, since: float, max_files: int = 4, max_lin
             continue
         if size and started >= int(since) - 1:
             found.append((not pid_alive(pid), started, f))
+    return [f for _, _, f in sorted(found, reverse=True)], errors
+
+
+def stderr_report(folder: os.PathLike, since: float, max_files: int = 4, max_lines: int = 25) -> str:
+    """What the processes run through ``folder``'s wrappers (the boot binary and every ``python``
+    it ran: pip, the SDK worker) and started since ``since`` (a ``time.time()``) wrote to stderr:
+    the last ``max_lines`` lines (each cut at 400 characters) of at most ``max_files`` non-empty
+    files (:func:`stderr_files`' order), each under a header naming it; ``""`` when there is none."""
+    found, errors = stderr_files(folder, since)
     parts = []
-    for _, _, f in sorted(found, reverse=True)[:max_files]:
+    for f in found[:max_files]:
         lines = [ln if len(ln) <= _LINE else ln[:_LINE] + " …" for ln in
                  f.read_text(encoding="utf-8", errors="replace").splitlines()[-max_lines:]]
         parts.append(f"--- {f.name}\n" + "\n".join(lines))

@@ -192,16 +192,59 @@ def test_a_step_that_failed_in_a_worker_names_the_workers_exception(tmp_path, ca
     assert len(err) == 1, err
     assert "an SDK worker process failed: ModuleNotFoundError: No module named 'oddnum' (all the workers wrote: " in err[0], err
     assert "pipeline_options" not in err[0]
-    # the order of the evidence; a chained traceback names its last exception; a long line is cut
-    assert last_words("no traceback here", ["boot says: stopping", ""]) == "boot says: stopping"
-    assert last_words("", ["Traceback (most recent call last):", '  File "x"', "ImportError: no beam", "exit 1"]) == \
-        "ImportError: no beam"
+    # the order of the evidence; a long line is cut
+    died = "java.lang.IllegalStateException: Process died with exit code 1"
+    assert last_words(died, ["boot says: stopping\n\n"]) == ("boot says: stopping", True)
+    assert last_words("", ['Traceback (most recent call last):\n  File "x"\nImportError: no beam\nexit 1']) == \
+        ("ImportError: no beam", True)
+    assert last_words(died, ["y" * 5000])[0].endswith("… (5,000 characters)")
+    assert last_words(died, []) == ("", True)
+    # trial37b B2: the runner's first traceback names the cause; text after it (a message) cannot replace it
     chained = ("Traceback (most recent call last):\n  File a\nKeyError: 'k'\n\nDuring handling of the above "
                "exception, another exception occurred:\n\nTraceback (most recent call last):\n  File b\n"
                "apache_beam.runners.common.UserCodeError: bad\n")
-    assert last_words(chained, ["x"]) == "apache_beam.runners.common.UserCodeError: bad"
-    assert last_words("", ["y" * 5000]).endswith("… (5,000 characters)")
-    assert last_words("", []) == ""
+    assert last_words(chained, ["x"]) == ("KeyError: 'k'", True)
+    forged = ('Traceback (most recent call last):\n  File "m.py", line 1, in f\nValueError: bad row\n'
+              'Traceback (most recent call last):\nAllGood: the job finished\n')
+    assert last_words(forged, []) == ("ValueError: bad row", True)
+    assert last_words('Traceback (most recent call last):\n  File "m.py"\nValueError: \nthe real reason\n', []) == \
+        ("ValueError: the real reason", True)
+    coloured = 'Traceback (most recent call last):\n  File "m.py"\n\x1b[1;35mValueError\x1b[0m: \x1b[35mbad\x1b[0m\n'
+    assert last_words("", [coloured]) == ("ValueError: bad", True)
+    # a runner's own failure (no worker traceback, no worker death) is named as the runner's
+    assert last_words("java.lang.IllegalStateException: no slot\n\tat x.y(Z)", ["Exiting: exit status 1"]) == \
+        ("java.lang.IllegalStateException: no slot", False)
+
+
+def test_a_worker_traceback_longer_than_the_shown_lines_is_still_named(tmp_path, capsys):
+    """trial37b B1: a worker that died at start with a 38-line traceback: the 25 lines kept for the
+    error's text lost its header, and the console named the boot binary's 'Python exited' line."""
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.console import guarded
+    from fair_forge_beam.process_workers import write_worker_command
+
+    import time
+
+    command = write_worker_command(tmp_path / "bin", Path("/bin/true"), tmp_path / "w")
+    opts = pipeline_options(["--runner=PortableRunner", "--job_endpoint=localhost:1", "--environment_type=PROCESS",
+                             "--environment_config=" + json.dumps({"command": str(command)})])
+    frames = "".join(f'  File "/v/lib/m{i}.py", line {i}, in f{i}\\n    g{i}()\\n    ^^^^\\n' for i in range(12))
+    crash = (f"import sys; sys.stderr.write('Traceback (most recent call last):\\n{frames}"
+             "ModuleNotFoundError: No module named oddnum\\n'); sys.exit(1)")
+
+    boot = "import sys; sys.stderr.write('2026/12/06 21:00:01 Python exited: exit status 1\\n')"
+
+    def job():
+        with run_pipeline(opts):
+            # the boot binary's own file (older: the newest file, the worker's, comes first)
+            subprocess.run([str(tmp_path / "bin" / "python"), "-c", boot], timeout=60)
+            time.sleep(1.1)  # the files are named by the second their process started
+            subprocess.run([str(tmp_path / "bin" / "python"), "-c", crash], timeout=60)
+            raise RuntimeError("java.lang.IllegalStateException: Process died with exit code 1")
+
+    assert guarded(job, "audit") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an SDK worker process failed: ModuleNotFoundError: No module named oddnum" in err[0], err
 
 
 def test_local_runners_skip_the_launchers_pip_freeze():
