@@ -119,7 +119,10 @@ def test_compare_runs_and_table_carry_the_differences(tmp_path):
     cmp = compare_runs(str(a), str(b))  # run folders: run_info.json read from each
     assert [d["what"] for d in cmp["differences"]] == ["mode", "--group-extractor"]
     table = comparison_table(cmp).splitlines()
-    assert table[1:3] == ["warning: the runs differ in mode: current bayesian, baseline frequentist",
+    # (these hand-made runs have no stats/manifest.json: trial37 T9's line says so first)
+    assert table[1:3] == [f"warning: {run} has no stats/manifest.json (a run of an older layout, or a partial copy): the "
+                          "data it shares with the other run is judged from results.json's inputs alone" for run in (a, b)]
+    assert table[3:5] == ["warning: the runs differ in mode: current bayesian, baseline frequentist",
                           "warning: the runs differ in --group-extractor: current embedding, baseline keyword"]
     assert compare_runs(_doc(), _doc())["differences"] == []
 
@@ -140,12 +143,14 @@ def test_the_compare_command_warns_of_the_runs_settings_differences(tmp_path, ca
         (folder / "run_info.json").write_text(json.dumps({"argv": argv}), encoding="utf-8")
     assert compare_main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == "warning: the runs differ in --group-extractor: current embedding, baseline keyword", out
+    assert out[1].startswith(f"warning: {a} has no stats/manifest.json"), out  # hand-made runs (trial37 T9)
+    assert out[2].startswith(f"warning: {b} has no stats/manifest.json"), out
+    assert out[3] == "warning: the runs differ in --group-extractor: current embedding, baseline keyword", out
     cmp = json.loads((tmp_path / "cmp.json").read_text(encoding="utf-8"))
     assert [d["what"] for d in cmp["differences"]] == ["--group-extractor"]
     # the console script's command too (fresh16: `fair-forge-beam compare A B` was read as an audit's stray argument)
     assert audit.main(["compare", str(a), str(b)]) == 0
-    assert capsys.readouterr().out.splitlines()[1] == out[1]
+    assert capsys.readouterr().out.splitlines()[1:4] == out[1:4]
     # and the audit's --help names the other commands (fresh16: it named none)
     shown = "".join(audit.build_parser().format_help().split())  # argparse wraps the epilog anywhere
     assert "Othercommands(eachwithitsown--help):fair-forge-beamrollup;fair-forge-beamtrend;fair-forge-beamcompare" in shown
