@@ -7,70 +7,174 @@ field, the value and the original record — never a traceback in the session co
 (``cannot accumulate a non-finite value``) or in the Parquet writer (``ArrowInvalid``), and never
 a number counted silently.
 
-What is a problem:
+What is a problem, anywhere a value is checked, whatever the declaration (the writers hold
+float64 / int64 and JSON, the statistics sum squares of scores):
 
 * a ``float`` (or numpy floating scalar) that is not finite (NaN, ±inf) or whose magnitude is
-  above :data:`MAX_MAGNITUDE` (1e150: the statistics sum squares of scores), anywhere it is
-  checked, whatever the declaration;
+  above :data:`MAX_MAGNITUDE` (1e150);
+* an ``int`` (or numpy integer) outside int64 (:data:`INT64`: ``2**64``, ``10**400``; the Parquet
+  writer fails on it and numpy's ``uint64`` wraps to a negative float);
 * a ``Decimal`` (or any number that is not an ``int``/``float``/numpy scalar: ``Fraction``,
-  ``complex``) where the declaration is a number or not given (``Any``): the outputs hold
-  float64/int64, and a ``Decimal`` reaches none of them;
-* where a number (``float`` or ``int``) is declared: a ``bool`` (``True`` is not 1.0 here: a
-  scorer that means a count or a rate returns ``1.0``/``0.0`` or declares ``bool``), a
-  ``str`` (``"7"``) or any other type. ``None`` passes (a metric's own "no value", such as
-  Humanity's Spearman without a reference); ``Optional[...]``, nested ``NamedTuple``\\ s and
-  ``tuple[X, ...]`` are checked field by field.
+  ``complex``, ``numpy.longdouble``): it reaches none of the outputs.
 
-The declaration: a score tuple's field annotations (``NamedTuple("MyScore", [..., ("x", float)])``;
-:class:`~fair_forge_beam.engine.Scored`'s ``value`` is ``Any``), ``session_value_type`` for the
-session value and ``cell_value_type`` for the cell value. Lists and dicts are not looked into
-(a judge's parts are validated by their schema before they are scores).
+Where a number is declared (``float``, ``int``, a numpy number type), moreover: a ``bool``
+(``True`` is not 1.0 here: a scorer that means a count or a rate returns ``1.0``/``0.0`` or
+declares ``bool``), a ``str`` (``"7"``) or any other type; where ``float`` is declared, an int
+beyond :data:`FLOAT_EXACT_INT` (2**53: float64 holds no larger int exactly, and the Parquet writer
+refuses it). ``None`` passes (a metric's own "no value", such as Humanity's Spearman without a
+reference).
+
+The declaration is followed in every form: ``Optional[X]``, ``Union[X, Y]`` and ``X | Y`` (a value
+passes if it fits one of them), ``Annotated[X, ...]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
+``list[X]``, ``set[X]``, ``Sequence[X]``, ``dict[K, V]`` (its values), nested ``NamedTuple``\\ s,
+pydantic models and dataclasses (field by field). The declarations: a score tuple's field
+annotations (``NamedTuple("MyScore", [..., ("x", float)])``; :class:`~fair_forge_beam.engine.Scored`'s
+``value`` is ``Any``), ``session_value_type`` for the session value and ``cell_value_type`` for
+the cell value. An undeclared value (``Any``, ``str``, ``bool``, a bare ``list``) has the rules of
+the first list; a NamedTuple, pydantic model or dataclass there is checked by its own annotations,
+while an undeclared list or dict is not looked into (a judge's parts are validated by their schema
+before they are scores).
 """
 from __future__ import annotations
 
+import collections.abc as abc
+import dataclasses
 import math
 import numbers
+import threading
+import types
 import typing
 from typing import Any, Optional
 
-_NUMBER = "number"  # a declared float / int
+#: a declared float / a declared int (any other declaration of a scalar is _ANY)
+_FLOAT, _INT = "float", "int"
 #: the largest magnitude a float score may have: the statistics sum squares of scores (variances,
 #: bootstrap weights times values), which stay finite below it for any count of interactions a run can
 #: hold (1e308 overflowed the Bayesian bootstrap to a wrong interval, trial37 T2)
 MAX_MAGNITUDE = 1e150
-_ANY = None  # no declaration: only non-finite floats and exotic numbers are problems
+#: the ints a score may hold: int64, what the Parquet writer and the statistics take (trial37b B10)
+INT64 = (-2**63, 2**63 - 1)
+#: the largest int float64 holds exactly: an int beyond it where a float is declared is refused
+FLOAT_EXACT_INT = 2**53
+_ANY = None  # no declaration: only what no output holds is a problem
+_UNIONS = (typing.Union, types.UnionType)
+_SEQUENCES = (list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet,
+              abc.Collection, abc.Iterable)
+_MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+#: the kind of each class that has fields (NamedTuple, pydantic model, dataclass), built once
+_CLASS_KINDS: dict = {}
+_BUILDING: set = set()
+_BUILD_LOCK = threading.RLock()
 
 
 def _kind(declared: Any) -> Any:
-    """What ``declared`` (a type annotation) asks of a value: :data:`_NUMBER`, ``("tuple",
-    [(name, kind), ...])`` for a NamedTuple class, ``("each", kind)`` for ``tuple[X, ...]``,
-    ``"skip"`` (bool, str, lists, dicts: not checked) or :data:`_ANY`."""
-    if declared is None or declared is Any:
+    """What ``declared`` (a type annotation) asks of a value: :data:`_FLOAT` / :data:`_INT`,
+    ``("union", [kind, ...])``, ``("tuple", [(index, name, kind), ...])`` for a NamedTuple,
+    ``("model", [(name, kind), ...])`` for a pydantic model or dataclass, ``("each", kind)`` for a
+    homogeneous container, ``("fixed", [kind, ...])`` for ``tuple[X, Y]``, ``("map", kind)`` for a
+    mapping's values, or :data:`_ANY`."""
+    if declared is None or declared is Any or declared is type(None):
         return _ANY
     origin = typing.get_origin(declared)
-    if origin is typing.Union:
-        kinds = [_kind(a) for a in typing.get_args(declared) if a is not type(None)]
-        return kinds[0] if len(kinds) == 1 else _ANY
-    if declared in (float, int):
-        return _NUMBER
+    args = typing.get_args(declared)
+    if origin is typing.Annotated:
+        return _kind(args[0])
+    if origin in _UNIONS:
+        kinds = []
+        for a in args:
+            k = _kind(a) if a is not type(None) else "none"
+            if k != "none" and k not in kinds:
+                kinds.append(k)
+        if _ANY in kinds and all(k in (_ANY, _FLOAT, _INT) for k in kinds):
+            # a scalar may also be a str (or bool, ...): the rules of any value, a number's range kept
+            return _ANY
+        return _ANY if not kinds else kinds[0] if len(kinds) == 1 else ("union", kinds)
     if origin is tuple:
-        args = typing.get_args(declared)
         if len(args) == 2 and args[1] is Ellipsis:
-            inner = _kind(args[0])
-            return ("each", inner) if inner != "skip" else "skip"
-        return "skip"
-    if isinstance(declared, type) and issubclass(declared, tuple) and hasattr(declared, "_fields"):
-        return ("tuple", _fields_of(declared))
-    return "skip"
+            return _container("each", _kind(args[0]))
+        if args == ((),):  # tuple[()]
+            return _ANY
+        kinds = [_kind(a) for a in args]
+        return ("fixed", kinds) if any(k is not _ANY for k in kinds) else _ANY
+    if origin in _SEQUENCES and len(args) == 1:
+        return _container("each", _kind(args[0]))
+    if origin in _MAPPINGS and len(args) == 2:
+        return _container("map", _kind(args[1]))
+    if origin is not None:  # Literal, ClassVar, Callable, type[...]: no number declared
+        return _ANY
+    if isinstance(declared, typing.NewType):
+        return _kind(declared.__supertype__)
+    if not isinstance(declared, type) or issubclass(declared, bool):
+        return _ANY  # a str (unresolved annotation), a TypeVar; bool is not a number here
+    if issubclass(declared, numbers.Integral):
+        return _INT
+    if issubclass(declared, numbers.Real):
+        return _FLOAT
+    return _class_kind(declared) or _ANY
+
+
+def _container(tag: str, inner: Any) -> Any:
+    return _ANY if inner is _ANY else (tag, inner)
+
+
+def _class_kind(cls: type) -> Any:
+    """The kind of a class with fields (a NamedTuple, a pydantic model, a dataclass), built once;
+    ``None`` for any other class. A field of the class's own type (directly or through others) is
+    checked as undeclared, by its value's own class."""
+    try:
+        return _CLASS_KINDS[cls]
+    except KeyError:
+        pass
+    with _BUILD_LOCK:  # one thread builds; a class is in _CLASS_KINDS only once it is whole
+        if cls in _CLASS_KINDS or cls in _BUILDING:
+            return _CLASS_KINDS.get(cls)
+        _BUILDING.add(cls)
+        try:
+            kind = None
+            if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+                kind = ("tuple", _fields_of(cls))
+            elif isinstance(getattr(cls, "model_fields", None), dict):  # a pydantic model
+                hints = _hints(cls)
+                kind = ("model", [(f, _kind(hints.get(f, info.annotation))) for f, info in cls.model_fields.items()])
+            elif dataclasses.is_dataclass(cls):
+                hints = _hints(cls)
+                kind = ("model", [(f.name, _kind(hints.get(f.name))) for f in dataclasses.fields(cls)])
+            if kind is not None and all(k is _ANY for *_, k in kind[1]):
+                kind = None
+            _CLASS_KINDS[cls] = kind
+        finally:
+            _BUILDING.discard(cls)
+    return kind
+
+
+def _hints(cls: type) -> dict:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: no declaration
+        return {}
 
 
 def _fields_of(cls: type, skip: frozenset = frozenset()) -> list:
     """``[(index, name, kind)]`` of a NamedTuple class's fields, but those named in ``skip``."""
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - an annotation that does not resolve: no declaration
-        hints = {}
+    hints = _hints(cls)
     return [(i, f, _kind(hints.get(f))) for i, f in enumerate(cls._fields) if f not in skip]
+
+
+def _int_text(v: int) -> str:
+    bits = v.bit_length()
+    if bits <= 96:
+        return repr(v)
+    # str() of a very long int is slow, and refused above 4300 digits: its size only
+    return f"an int of {'-' if v < 0 else ''}about 10**{int(bits * math.log10(2))}"
+
+
+def _int_problem(v: int, kind: Any) -> Optional[str]:
+    if not INT64[0] <= v <= INT64[1]:
+        return f"{_int_text(v)}, outside int64 (the outputs hold int64 / float64: -2**63 to 2**63-1)"
+    if kind is _FLOAT and abs(v) > FLOAT_EXACT_INT:
+        return (f"the int {v!r} where the metric declares a float: float64 holds ints exactly only up to 2**53 "
+                f"(return float(...))")
+    return None
 
 
 def _number_problem(v: Any, kind: Any) -> Optional[str]:
@@ -78,7 +182,9 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
     t = type(v)
     if t is float:
         return None if -MAX_MAGNITUDE <= v <= MAX_MAGNITUDE else _float_problem(v)
-    if t is int or v is None:
+    if t is int:
+        return _int_problem(v, kind)
+    if v is None:
         return None
     if t is bool:
         return None if kind is _ANY else (
@@ -90,13 +196,13 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
             f = float(v)
             return None if -MAX_MAGNITUDE <= f <= MAX_MAGNITUDE else _float_problem(f)
         if name.startswith(("int", "uint")):
-            return None
+            return _int_problem(int(v), kind)
         if name == "bool" or name == "bool_":
             return None if kind is _ANY else f"a numpy bool ({v!r}) where the metric declares a number"
     if isinstance(v, numbers.Number) or t.__name__ == "Decimal":
-        return (f"a {t.__name__} ({v!r}), not a float or int: the outputs hold float64 / int64 "
+        return (f"a {t.__name__} ({_short(v)}), not a float or int: the outputs hold float64 / int64 "
                 f"(return float(...))")
-    if kind is _NUMBER:
+    if kind is not _ANY:
         return f"a {t.__name__} ({_short(v)}) where the metric declares a number"
     return None
 
@@ -108,32 +214,75 @@ def _float_problem(v: float) -> str:
 
 
 def _short(v: Any) -> str:
+    if type(v) is int:
+        return _int_text(v)
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _join(head: str, found: tuple) -> tuple:
+    path = found[0]
+    return (head + ("" if not path else path if path.startswith("[") else "." + path), found[1])
+
+
+def _items(v: Any):
+    """The items of a container value (``None``: not a container the check looks into)."""
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return v
+    if type(v).__module__ == "numpy" and type(v).__name__ == "ndarray":
+        return v.reshape(-1).tolist() if v.dtype.kind in "biufc" else list(v.reshape(-1))
+    return None
+
+
 def _problem(v: Any, kind: Any) -> Optional[tuple]:
     """``(path, reason)`` of the first problem of ``v`` as ``kind`` asks (``None``: none)."""
-    if kind == "skip":
+    if v is None:
         return None
     if type(kind) is tuple:
-        if kind[0] == "tuple":
+        tag = kind[0]
+        if tag == "union":  # the value fits one of them, or the first one's reason
+            first = None
+            for inner in kind[1]:
+                found = _problem(v, inner)
+                if found is None:
+                    return None
+                first = first or found
+            return first
+        if tag == "tuple":
             if not isinstance(v, tuple):
-                return None if v is None else ("", f"a {type(v).__name__} ({_short(v)}) where a tuple is declared")
+                return ("", f"a {type(v).__name__} ({_short(v)}) where a tuple is declared")
             for i, name, inner in kind[1]:
                 if i < len(v):
                     found = _problem(v[i], inner)
                     if found is not None:
-                        return (name + ("." + found[0] if found[0] else ""), found[1])
+                        return _join(name, found)
             return None
-        if isinstance(v, (tuple, list)):  # ("each", inner)
-            for i, item in enumerate(v):
+        if tag == "model":
+            mapping = isinstance(v, abc.Mapping)
+            for name, inner in kind[1]:
+                found = _problem(v.get(name) if mapping else getattr(v, name, None), inner)
+                if found is not None:
+                    return _join(name, found)
+            return None
+        if tag == "map" and isinstance(v, abc.Mapping):
+            for key, item in v.items():
                 found = _problem(item, kind[1])
                 if found is not None:
-                    return (f"[{i}]" + found[0], found[1])
-        return None
-    if isinstance(v, tuple) and hasattr(type(v), "_fields"):  # an undeclared NamedTuple: its own annotations
-        return _problem(v, ("tuple", _fields_of(type(v))))
+                    return _join(f"[{_short(key)}]", found)
+            return None
+        items = _items(v) if tag in ("each", "fixed") else None
+        if items is not None:
+            inners = [kind[1]] * len(items) if tag == "each" else [*kind[1], *[_ANY] * (len(items) - len(kind[1]))]
+            for i, (item, inner) in enumerate(zip(items, inners)):
+                found = _problem(item, inner)
+                if found is not None:
+                    return _join(f"[{i}]", found)
+            return None
+        kind = _ANY  # a value of another shape than declared: the rules of any value
+    if kind is _ANY and not isinstance(v, (str, bytes, float, int)):
+        own = _class_kind(type(v))  # an undeclared NamedTuple, model or dataclass: its own annotations
+        if own is not None:
+            return _problem(v, own)
     reason = _number_problem(v, kind)
     return None if reason is None else ("", reason)
 
@@ -161,10 +310,9 @@ class ScoreCheck:
         if getattr(self.spec, "session_value", None) is not None:
             found = _problem(session_value, self._session_kind)
             if found is not None:
-                where = f"session value{'.' + found[0] if found[0] else ''}"
-                return f"{where} is {found[1]}"
+                return f"{_join('session value', found)[0]} is {found[1]}"
         if getattr(self.spec, "cell_value", None) is not None:
             found = _problem(cell_value, self._cell_kind)
             if found is not None:
-                return f"cell value{'.' + found[0] if found[0] else ''} is {found[1]}"
+                return f"{_join('cell value', found)[0]} is {found[1]}"
         return None

@@ -13,10 +13,12 @@ import json
 import math
 import re
 from decimal import Decimal
-from typing import NamedTuple, Optional
+from dataclasses import dataclass
+from typing import Annotated, NamedTuple, Optional, Union
 
 import numpy as np
 import pytest
+from pydantic import BaseModel
 
 from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform
@@ -25,7 +27,7 @@ from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estima
 
 #: what the scorer of the test metric returns for an answer naming one of these
 ODD = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "dec": Decimal("1.5"), "str": "7",
-       "true": True, "huge": 1e308, "npnan": np.float64("nan")}
+       "true": True, "huge": 1e308, "npnan": np.float64("nan"), "big": 2**64}
 
 
 def _value(text: str):
@@ -158,6 +160,89 @@ def test_the_session_value_is_checked_against_its_declared_type():
     assert "Decimal" in undeclared.problem(Scored(*x[:6], Decimal(2)), Decimal(2))
 
 
+class _Inner(NamedTuple):
+    v: float
+
+
+class _Model(BaseModel):
+    v: float
+    n: int = 0
+
+
+@dataclass
+class _Data:
+    v: float
+
+
+NAN, INF = float("nan"), float("inf")
+#: (declared type of field x, value: refused with this in the reason / None: accepted). Every refused
+#: row passed the check before trial37b B10/B11 (a form it did not follow: PEP 604, Union of numbers,
+#: fixed tuples, lists, dicts, Annotated, models, dataclasses, nested NamedTuples; ints past int64)
+FORMS = [
+    (float | None, NAN, "'x' is nan, not a finite number"),
+    (float | None, "seven", "'x' is a str ('seven') where the metric declares a number"),
+    (Union[int, float], "seven", "'x' is a str ('seven')"),
+    (Union[int, float], True, "'x' is a bool (True)"),
+    (int | float | None, np.bool_(True), "'x' is a numpy bool"),
+    (tuple[float, float], (1.0, NAN), "'x[1]' is nan"),
+    (tuple[float, float], (INF, 1.0), "'x[0]' is inf"),
+    (list[float], [1.0, -INF], "'x[1]' is -inf"),
+    (list[float], np.array([1.0, NAN]), "'x[1]' is nan"),
+    (Optional[list[float]], [1.0, "7"], "'x[1]' is a str ('7')"),
+    (set[int], {2**64}, "'x[0]' is 18446744073709551616, outside int64"),
+    (dict[str, float], {"a": 1.0, "b": NAN}, "\"x['b']\" is nan"),
+    (Annotated[float, "a rate"], NAN, "'x' is nan"),
+    (_Inner | None, _Inner(NAN), "'x.v' is nan"),
+    (list[_Inner], [_Inner(1.0), _Inner(INF)], "'x[1].v' is inf"),
+    (_Model, _Model.model_construct(v=NAN), "'x.v' is nan"),
+    (Optional[_Model], _Model.model_construct(v=1.0, n=2**64), "'x.n' is 18446744073709551616, outside int64"),
+    (_Data, _Data("seven"), "'x.v' is a str ('seven')"),
+    (str, NAN, "'x' is nan"),  # a declared str or bool: the rules of any value
+    (int, 10**400, "'x' is an int of about 10**400, outside int64"),
+    (int, 10**5000, "'x' is an int of about 10**5000, outside int64"),  # str() of it is refused
+    (int, 2**64, "'x' is 18446744073709551616, outside int64"),
+    (int, -2**63 - 1, "'x' is -9223372036854775809, outside int64"),
+    (float, 10**400, "'x' is an int of about 10**400, outside int64"),
+    (float, np.uint64(2**64 - 1), "'x' is 18446744073709551615, outside int64"),
+    (float, 2**53 + 1, "'x' is the int 9007199254740993 where the metric declares a float"),
+    (Union[int, float], 2**64, "'x' is 18446744073709551616, outside int64"),
+    # accepted
+    (float | None, None, None), (Union[int, float], 2**63 - 1, None), (int, -2**63, None), (float, 2**53, None),
+    (float, np.int64(-2**53), None), (list[float], [], None), (dict[str, float], {"a": 1.0}, None),
+    (_Inner | None, None, None), (list[_Inner], [_Inner(0.5)], None), (_Model, _Model(v=0.5, n=3), None),
+    (_Data, _Data(0.5), None), (str, "seven", None), (Union[float, str], "seven", None),
+    (tuple[float, float], (1.0, 2.0), None),
+]
+
+
+@pytest.mark.parametrize("declared, value, said", FORMS, ids=[f"{i}" for i in range(len(FORMS))])
+def test_the_check_follows_every_form_of_the_declaration(declared, value, said):
+    """trial37b B10/B11: the check follows the declared type through Optional / Union / ``X | Y``,
+    ``Annotated``, containers, nested NamedTuples, pydantic models and dataclasses, and refuses
+    every value the writers (Parquet int64 / float64, JSON) or the statistics cannot hold."""
+    from fair_forge_beam.engine import SCORE_IDS
+    from fair_forge_beam.score_check import ScoreCheck
+
+    score = NamedTuple("S", [*SCORE_IDS, ("x", declared)])("e", "s", "a", "english", 0, "q", value)
+    problem = ScoreCheck(_spec(), IDS).problem(score)
+    if said is None:
+        assert problem is None, problem
+    else:
+        assert problem is not None and problem.startswith("score field ") and said in problem, problem
+    # the same declaration as the session value's and the cell value's
+    spec = MetricSpec(name="m", scorer=None, interaction_record=None, session_value=lambda s: s.x,
+                      cell_value=lambda s: s.x, session_reducer=None, estimator=None, session_value_type=declared,
+                      cell_value_type=declared)
+    plain = Scored("e", "s", "a", "english", 0, "q", 1.0)
+    for where, problem in (("session value", ScoreCheck(spec, IDS).problem(plain, value, None)),
+                           ("cell value", ScoreCheck(spec, IDS).problem(plain, None, value))):
+        if said is None:
+            assert problem is None, problem
+        else:
+            assert problem is not None and problem.startswith(where) and said.split(" is ", 1)[1] in problem, problem
+            assert where + said.split(" is ", 1)[0].strip("'\"").removeprefix("x") + " is " in problem, problem
+
+
 # ----------------------------------------------------------------------------- the whole audit
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
@@ -184,6 +269,8 @@ def test_a_bad_score_is_a_dead_letter_naming_the_metric_the_field_and_the_record
     assert "nan, not a finite number" in reasons["nan"] and "inf, not a finite number" in reasons["-inf"]
     assert "Decimal" in reasons["dec"] and "a str ('7')" in reasons["str"] and "a bool (True)" in reasons["true"]
     assert "beyond the magnitude" in reasons["huge"]
+    # trial37b B10: an int past int64 ended the run in the Parquet writer (ArrowInvalid)
+    assert "score field 'value' is 18446744073709551616, outside int64" in reasons["big"]
     overall = next(r for r in doc["metrics"]["words"]["slices"] if r["slice"] == "overall")
     assert overall["n_interactions"] == 7 and math.isfinite(overall["mean_words"]["mean"])
     assert f"1 not scored" not in printed and f"{len(ODD)} not scored" in printed
