@@ -143,8 +143,9 @@ def write_worker_command(folder: os.PathLike, boot: os.PathLike, semi_persist_di
 def worker_command_of(options) -> Optional[Path]:
     """The worker command of pipeline ``options`` (``PipelineOptions`` or a list of arguments) when
     it is one :func:`write_worker_command` wrote, else ``None``."""
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
+
     if isinstance(options, (list, tuple)):
-        import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
         from apache_beam.options.pipeline_options import PipelineOptions
 
         options = PipelineOptions(list(options))
