@@ -229,7 +229,7 @@ def probe_ipython_only_when_imported() -> None:
         def is_in_ipython():
             if "IPython" not in sys.modules:  # no IPython shell without IPython imported
                 return False
-            return original()
+            return original() and _interactive_beam_loads()
 
         is_in_ipython._ffb_cached = True
         is_in_ipython.__wrapped_original__ = original
@@ -237,6 +237,29 @@ def probe_ipython_only_when_imported() -> None:
         for name, module in list(sys.modules.items()):  # the modules that imported the name itself
             if name.startswith("apache_beam") and getattr(module, "is_in_ipython", None) is original:
                 module.is_in_ipython = is_in_ipython
+
+
+_INTERACTIVE: list = []  # [whether Beam's interactive environment imports], once per process
+
+
+def _interactive_beam_loads() -> bool:
+    """Whether Beam's interactive environment (what Beam applies in an IPython shell) can be imported
+    in this process, asked once. It imports ``apache_beam.dataframe``, which needs the pandas range
+    of Beam's ``interactive`` extra (``<2.4`` for Beam 2.77); this package pins pandas 3, so inside
+    IPython or Jupyter every pipeline failed in ``Pipeline.apply`` (``DataFrame has no attribute
+    'first'``, trial37b B8). When it cannot be imported, the pipeline runs as outside IPython (Beam's
+    interactive features are unavailable either way) and one warning says why."""
+    with _ARGS_LOCK:
+        if not _INTERACTIVE:
+            try:
+                import apache_beam.runners.interactive.interactive_environment  # noqa: F401
+                _INTERACTIVE.append(True)
+            except Exception as exc:  # noqa: BLE001 - an import failing inside Beam's dataframe module
+                _INTERACTIVE.append(False)
+                logging.getLogger(__name__).warning(
+                    "Beam's interactive mode cannot load in this IPython session (%s: %s; its pandas range is not the "
+                    "installed one): pipelines run as outside IPython", type(exc).__name__, exc)
+        return _INTERACTIVE[0]
 
 
 __all__ += ["probe_ipython_only_when_imported"]
