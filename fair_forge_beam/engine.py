@@ -283,9 +283,12 @@ class MetricSpec:
     info: Any = None
 
     def __post_init__(self):
-        from fair_forge_beam.schemas.metric_info import check_metric_name
+        from fair_forge_beam.schemas.metric_info import MetricInfo, agreeing_name, check_metric_name
 
         check_metric_name(self.name, "MetricSpec: the name")
+        if isinstance(self.info, MetricInfo):  # trial37b B3: the slices said one name, the info's readers another
+            agreeing_name([("MetricSpec.name", self.name), ("MetricSpec.info.name", self.info.name)],
+                          "give the spec the info of the metric it declares")
         if self.reads is not None:
             unknown = sorted(set(self.reads) - set(CONTENT_FIELDS))
             if unknown:
@@ -1646,13 +1649,24 @@ def slice_combiner(specs: Sequence[MetricSpec]) -> FusedCombineFn:
     return FusedCombineFn([PairCombineFn(s.interaction_slice_combine, s.session_slice_combine, s.evidence) for s in specs])
 
 
-def engine_spec(transform, interactions=None) -> MetricSpec:
+def engine_spec(transform, interactions=None, key: Optional[str] = None) -> MetricSpec:
     """The :class:`MetricSpec` a metric transform declares (``transform.spec(windowed)``; windowed
     when ``interactions`` is a windowed PCollection), with the transform's ``info`` as its
-    :attr:`~MetricSpec.info` when the spec gives none."""
+    :attr:`~MetricSpec.info` when the spec gives none.
+
+    Raises:
+        ValueError: the spec's name, the transform's class's ``name``, its info's name (and ``key``,
+            the name the run keys it by, when given) are not one name (trial37b B3: the outputs split
+            between them), e.g. a name set on a built instance.
+    """
+    from fair_forge_beam.schemas.metric_info import agreeing_name, declared_names
     from fair_forge_beam.streaming.windows import is_windowed
 
     spec = transform.spec(windowed=is_windowed(interactions) if interactions is not None else False)
+    names = [("its spec's name (spec().name)", spec.name), *declared_names(transform)]
+    agreeing_name([("the registered key", key), *names] if key is not None else names,
+                  "a metric's name is its class's: declare a subclass with its own name and info = "
+                  "dataclasses.replace(<parent>.info, name=...) instead of renaming a built instance")
     info = getattr(transform, "info", None)
     if spec.info is None and info is not None:  # the ranges the engine checks (outside_range_warnings)
         spec = replace(spec, info=info)
@@ -1667,7 +1681,7 @@ def apply_metrics(interactions, transforms: Mapping[str, Any], on_session_accumu
     ``{name: dict of PCollections}`` in the order of ``transforms``."""
     specs, groups = {}, {}
     for name, t in transforms.items():
-        specs[name] = spec = engine_spec(t, interactions)
+        specs[name] = spec = engine_spec(t, interactions, key=name)
         groups.setdefault(spec.slices, []).append(name)
     results = {}
     for i, (slices, names) in enumerate(groups.items()):

@@ -741,10 +741,16 @@ def test_a_metric_name_that_cannot_name_files_is_refused_where_declared(tmp_path
             dataclasses.replace(mod.Words().spec(), name=bad)
     for good in ("words", "my-words_2", "W"):  # a subclass renaming the metric declares its own info (issue 29)
         type("Fine", (mod.Words,), {"name": good, "info": dataclasses.replace(mod.Words.info, name=good)})
-    monkeypatch.setitem(registry.METRICS, "../evil", registry.Registered(
-        lambda mode, options: mod.Words(statistical_mode=mode), mod.Words))
-    with pytest.raises(ValueError, match="cannot name a metric"):
-        registry.build_metric("../evil", registry.statistical_mode({}))
+    with pytest.raises(ValueError, match="the registered key '../evil' cannot name a metric"):  # where registered
+        monkeypatch.setitem(registry.METRICS, "../evil", registry.Registered(
+            lambda mode, options: mod.Words(statistical_mode=mode), mod.Words))
+    dict.__setitem__(registry.METRICS, "../evil", registry.Registered(  # past the registry's check: built, refused
+        lambda mode, options: mod.Words(statistical_mode=mode), "tests:Words"))
+    try:
+        with pytest.raises(ValueError, match="cannot name a metric"):
+            registry.build_metric("../evil", registry.statistical_mode({}))
+    finally:
+        dict.__delitem__(registry.METRICS, "../evil")
 
 
 #: an installed metric of one's own (trial35 T10): a rate with its counts, so a comparison that knows
@@ -814,7 +820,7 @@ def test_an_installed_metric_is_known_to_every_command_and_compare_says_when_it_
 
     plugin = _installed_refusal(tmp_path / "site")
     monkeypatch.syspath_prepend(str(plugin))
-    monkeypatch.setattr(registry, "METRICS", dict(registry.METRICS))
+    monkeypatch.setattr(registry, "METRICS", registry._Registry(registry.METRICS))
     monkeypatch.setattr(registry, "_installed_read", False)
     assert registry.metric_info("refusal").name == "refusal" and "bad/name" not in registry.registered()
     runs = {}
@@ -862,7 +868,7 @@ def fresh_registry(monkeypatch):
     """The registry as a new process finds it: the entry-point group not read yet."""
     from fair_forge_beam.metrics import registry
 
-    monkeypatch.setattr(registry, "METRICS", dict(registry.METRICS))
+    monkeypatch.setattr(registry, "METRICS", registry._Registry(registry.METRICS))
     monkeypatch.setattr(registry, "_installed", {}, raising=False)
     monkeypatch.setattr(registry, "_installed_read", False)
     yield registry
@@ -957,6 +963,59 @@ def test_a_name_set_after_the_class_is_created_is_refused_when_used():
     bare.name = "no spaces please"
     with pytest.raises(ValueError, match=r"^Bare.name:"):
         bare()
+
+
+def test_one_name_holds_for_every_way_a_metric_is_registered_or_built(tmp_path, monkeypatch, capsys):
+    """trial37b B3: docs/engine.md's ``METRICS["h2"] = Registered(..., H2)`` with ``H2.name == "humanity2"``
+    ran and wrote results.json and sessions/ under ``h2``, its slices and Parquet rows under
+    ``humanity2``. The rule entry points follow (key, class name and info name agree) holds for the
+    in-process registration, build_metric, a spec given to the engine and a built metric renamed: one
+    ValueError saying which differ and how to make them agree."""
+    import dataclasses
+
+    from fair_forge_beam.engine import engine_spec
+    from fair_forge_beam.metrics import registry
+    from pipelines import audit
+
+    mod = _readme_example()
+    h2 = type("H2", (mod.Words,), {"name": "words2", "info": dataclasses.replace(mod.Words.info, name="words2")})
+    with pytest.raises(ValueError) as err:  # the class form: refused where registered
+        monkeypatch.setitem(registry.METRICS, "h2", registry.Registered(lambda mode, options: h2(statistical_mode=mode), h2))
+    said = str(err.value)
+    assert "\n" not in said and "the registered key is 'h2'; H2.name is 'words2'; H2.info.name is 'words2'" in said, said
+    assert "METRICS[<Class>.name]" in said and "name = 'h2'" in said, said
+    assert "h2" not in registry.METRICS
+    monkeypatch.setitem(registry.METRICS, "words2", registry.Registered(lambda mode, options: h2(statistical_mode=mode), h2))
+    assert registry.build_metric("words2", registry.statistical_mode({})).name == "words2"  # agreeing: as before
+    # the "module:Class" form (imported late) and a factory building another metric: refused where built
+    monkeypatch.setitem(registry.METRICS, "h2", registry.Registered(lambda mode, options: h2(statistical_mode=mode),
+                                                                     "readme_words_example:Words"))
+    with pytest.raises(ValueError, match=r"^a metric's names differ: the registered key is 'h2'; H2.name is 'words2'"):
+        registry.build_metric("h2", registry.statistical_mode({}))
+    data = _words_jsonl(tmp_path / "d.jsonl", [("s1", "a", ["one two"])])
+    with pytest.raises(SystemExit) as exit_:
+        audit.main(["--input", data, "--metrics", "h2", "--no-report", "--quiet", "--output", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "the registered key is 'h2'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    # a built metric renamed: refused as it is set, and in the engine when set past __setattr__
+    words = mod.Words()
+    for attribute, value in (("name", "other"), ("info", dataclasses.replace(mod.Words.info, name="other"))):
+        with pytest.raises(ValueError, match=rf"^Words.{attribute} cannot be set on a built metric: .*declare a subclass"):
+            setattr(words, attribute, value)
+    vars(words)["name"] = "other"
+    with pytest.raises(ValueError, match=r"^a metric's names differ: its spec's name \(spec\(\).name\) is 'other'; "
+                                         r"Words.name is 'words'; Words.info.name is 'words'; the instance's own name"):
+        engine_spec(words)
+    late = type("Late", (mod.Words,), {})
+    built = late()
+    late.name = "late"  # a class renamed after its instance was built
+    with pytest.raises(ValueError, match=r"Late.name is 'late'; Late.info.name is 'words'"):
+        engine_spec(built)
+    with pytest.raises(ValueError, match=r"the registered key is 'w'; its spec's name"):  # the engine's key
+        apply_metrics(beam.Pipeline() | beam.Create(INPUT), {"w": mod.Words()})
+    with pytest.raises(ValueError, match=r"^a metric's names differ: MetricSpec.name is 'words'; MetricSpec.info.name "
+                                         r"is 'other'"):
+        dataclasses.replace(mod.Words().spec(), info=dataclasses.replace(mod.Words.info, name="other"))
 
 
 def test_an_entry_point_named_like_a_built_in_metric_is_said(tmp_path, monkeypatch, fresh_registry, caplog):

@@ -139,6 +139,16 @@ class MetricTransform(beam.PTransform):
         self.mode = statistical_mode or FrequentistMode()
         self.slices = tuple(slices)
 
+    def __setattr__(self, attribute, value):
+        """Refuses ``name`` and ``info`` set on a built metric (trial37b B3: ``m.name = "x"`` named its
+        ``results.json`` entry one way and its slice records another): a metric's name is its class's."""
+        if attribute in ("name", "info"):
+            cls = type(self).__name__
+            raise ValueError(f"{cls}.{attribute} cannot be set on a built metric: one name names a metric's outputs, "
+                             f"--metrics and gates, and it is its class's; declare a subclass with its own name and "
+                             f"info = dataclasses.replace({cls}.info, name=...)")
+        super().__setattr__(attribute, value)
+
     def expand(self, interactions):
         from fair_forge_beam.engine import Engine, engine_spec
 

@@ -19,7 +19,8 @@ from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.plain import plain_reason, side_file_error
 from fair_forge_beam.quoting import did_you_mean, quoted
-from fair_forge_beam.schemas.metric_info import COLUMN_TYPES, PARQUET_HEADER, MetricInfo, check_metric_name
+from fair_forge_beam.schemas.metric_info import (COLUMN_TYPES, PARQUET_HEADER, MetricInfo, agreeing_name, check_metric_name,
+                                                 declared_names)
 from fair_forge_beam.statistical.base import StatisticalMode
 
 __all__ = ["METRICS", "Registered", "registered", "ENTRY_POINTS", "build_metric", "metric_info", "session_model", "interaction_parquet_fields",
@@ -311,10 +312,48 @@ class Registered(NamedTuple):
     cls: Union[str, type]
 
 
+def _registration_fix(key: Any) -> str:
+    return (f"register the class under its name (METRICS[<Class>.name] = ...), or give the class name = {quoted(key)} "
+            f"and info = dataclasses.replace(<parent>.info, name={quoted(key)})")
+
+
+def check_registered_names(key: Any, metric: Any) -> None:
+    """Refuse metric ``metric`` (a class or a built transform) registered under ``key`` when the key, its
+    class's ``name`` and its info's name are not one name (:func:`~fair_forge_beam.schemas.metric_info.agreeing_name`):
+    the rule entry points follow (:func:`_installed_class`), for every way a metric is registered or built.
+
+    Raises:
+        ValueError: one line saying which differ and how to make them agree.
+    """
+    agreeing_name([("the registered key", key), *declared_names(metric)], _registration_fix(key))
+
+
+class _Registry(dict):
+    """:data:`METRICS`: a registration whose class is given as a class (``METRICS["words"] =
+    Registered(factory, Words)``, docs/engine.md) is checked as it is made: the key, the class's
+    ``name`` and its info's name agree (a ``"module:Class"`` is checked when it is built)."""
+
+    def __setitem__(self, key, entry):
+        check_metric_name(key, "the registered key")
+        cls = _class_of(entry)
+        if isinstance(cls, type):
+            check_registered_names(key, cls)
+        super().__setitem__(key, entry)
+
+    def update(self, *args, **kwargs):
+        for key, entry in dict(*args, **kwargs).items():
+            self[key] = entry
+
+    def setdefault(self, key, entry=None):
+        if key not in self:
+            self[key] = entry
+        return self[key]
+
+
 #: name -> the metric's factory ``(mode, options) -> MetricTransform`` and class. (A plain
 #: ``(factory, parquet fields function)`` pair, the registration of earlier versions, still works:
 #: such a metric has no info and is read generically.)
-METRICS: dict[str, Registered] = {
+METRICS: dict[str, Registered] = _Registry({
     "humanity": Registered(_humanity, f"{_M}.humanity:Humanity"),
     "toxicity": Registered(_toxicity, f"{_M}.toxicity:Toxicity"),
     "bias": Registered(_bias, f"{_M}.bias:Bias"),
@@ -327,7 +366,7 @@ METRICS: dict[str, Registered] = {
     "prompt_evaluator": Registered(_prompt_evaluator, f"{_M}.prompt_evaluator:PromptEvaluator"),
     "privacy": Registered(_privacy, f"{_M}.privacy:Privacy"),
     "role_adherence": Registered(_role_adherence, f"{_M}.role_adherence:RoleAdherence"),
-}
+})
 
 
 #: the entry-point group through which an installed distribution registers metrics of its own
@@ -472,6 +511,7 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
                          + did_you_mean(name, METRICS))
     check_metric_name(name, "the registered name")
     transform = METRICS[name][0](mode, options or {})
+    check_registered_names(name, transform)  # the key, the built transform's class and info: one name
     if (options or {}).get("slices"):  # --slices of the main job (validated there; "overall" always kept)
         transform.slices = tuple(options["slices"])
     return transform

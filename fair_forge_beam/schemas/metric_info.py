@@ -59,6 +59,38 @@ def check_metric_name(name: Any, what: str = "metric name") -> str:
     return name
 
 
+def declared_names(metric: Any) -> list:
+    """``(what, name)`` for each place metric ``metric`` (a metric class or an instance of one) declares
+    its name: its class's ``name``, its class's ``info.name``, and an instance's own ``name`` / ``info``
+    when one was set on it after it was built (read by :func:`agreeing_name`)."""
+    cls = metric if isinstance(metric, type) else type(metric)
+    out = [(f"{cls.__name__}.name", cls.name)] if isinstance(getattr(cls, "name", None), str) else []
+    if isinstance(getattr(cls, "info", None), MetricInfo):
+        out.append((f"{cls.__name__}.info.name", cls.info.name))
+    own = {} if isinstance(metric, type) else getattr(metric, "__dict__", {})
+    if "name" in own:
+        out.append(("the instance's own name (set after it was built)", own["name"]))
+    if isinstance(own.get("info"), MetricInfo):
+        out.append(("the instance's own info.name (set after it was built)", own["info"].name))
+    return out
+
+
+def agreeing_name(names: Sequence[tuple], fix: str) -> Any:
+    """The one name every ``(what, name)`` pair of ``names`` gives: a metric's registered key, its
+    class's ``name``, its info's name and its spec's name name the same outputs (trial37b B3: a metric
+    registered as ``METRICS["h2"]`` with class name ``humanity2`` wrote ``results.json`` under one and
+    its slices and Parquet rows under the other).
+
+    Raises:
+        ValueError: one line saying which differ and ``fix`` (how to make them agree).
+    """
+    first = names[0][1]
+    if all(n == first for _, n in names):
+        return first
+    said = "; ".join(f"{what} is {quoted(n)}" for what, n in names)
+    raise ValueError(f"a metric's names differ: {said}. One name names a metric's outputs, --metrics and gates: {fix}")
+
+
 def dotted_get(record: Any, path: str):
     """``record["a"]["b"]`` for the dotted path ``"a.b"`` (``None`` when missing)."""
     for part in path.split("."):
