@@ -126,7 +126,7 @@ def expect_output(output: Optional[str], existed: Optional[bool] = None) -> None
 #: the default output folder of each command that writes one and has a default (the declarations of
 #: ``--output`` in fair_forge_beam.options and pipelines.trend; tests/test_interrupts.py checks they
 #: agree). rollup, explain and optimize require ``--output``; trend writes files into a folder.
-DEFAULT_OUTPUTS = {"audit": "fair_forge_output", "loop": "fair_forge_loop", "generate": "fair_forge_loop",
+DEFAULT_OUTPUTS = {"audit": "fair_forge_output", "loop": "fair_forge_loop", "generate": "fair_forge_generated",
                    "run": "fair_forge_run"}
 #: the commands the console script runs by their name (``fair-forge-beam rollup …``; pipelines.audit.COMMANDS)
 _NAMED_COMMANDS = ("rollup", "trend", "compare")

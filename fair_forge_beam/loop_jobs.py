@@ -24,7 +24,7 @@ from fair_forge_beam.io.edge import read_side_text
 log = logging.getLogger("fair_forge_beam.loop")
 
 __all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source",
-           "run_stage"]
+           "run_stage", "RUN_SUMMARIES", "check_no_other_run"]
 
 GENERATE_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
 RUN_FILES = ("dataset.jsonl", "session_summaries.jsonl", "dead_letter.jsonl", "run_summary.json")
@@ -37,17 +37,43 @@ def corpus_source(corpus: str) -> str:
     return packaged_corpus_path(corpus) if corpus in CORPORA else corpus
 
 
+#: the file each command's run leaves at the top of its output folder (the audit's and a roll-up's:
+#: ``results.json``), by which a folder is known to hold that command's run
+RUN_SUMMARIES = {"generate": "generation_summary.json", "run": "run_summary.json", "loop": "loop_summary.json",
+                 "audit": "results.json"}
+
+
+def check_no_other_run(out: str, command: str, option: str = "--output") -> None:
+    """Refuse output folder ``out`` of ``command`` (``generate``, ``run`` or ``loop``) when it holds another
+    command's run (its :data:`RUN_SUMMARIES` file at the top level). Each command replaces only the files
+    of its own layout and keeps the rest as the user's own (docs/data.md), so the two runs' files would
+    mix and the folder would no longer say which run it holds (trial37b B7: generate and the loop shared
+    the default folder ``fair_forge_loop``).
+
+    Raises:
+        ValueError: one line naming the folder, the run it holds and what to do (a usage error, exit 2).
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    for other, name in RUN_SUMMARIES.items():
+        if other != command and FileSystems.exists(FileSystems.join(out, name)):
+            raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {command}: the two runs' files "
+                             f"would mix; give another {option} or remove that run")
+
+
 @contextlib.contextmanager
-def _staged(out: str, names: Sequence[str], reads: Sequence[str] = ()):
+def _staged(command: str, out: str, names: Sequence[str], reads: Sequence[str] = ()):
     """``out`` checked (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`: a file, an
     unwritable folder, or one that is or holds an input is a ``ValueError``), then a stage beside it
     to write the run into, published as ``out`` only when the block ends normally
     (:func:`~fair_forge_beam.reports.output_folder.staged_output`, as the audit's): a failing or
     killed run leaves the previous run's ``names`` whole (they were deleted before the run started:
-    a killed generate left a folder without its dataset). Yields the stage's path."""
+    a killed generate left a folder without its dataset). A folder holding another command's run is
+    refused (:func:`check_no_other_run`). Yields the stage's path."""
     from fair_forge_beam.reports.output_folder import MARKER, check_output_folder, staged_output
 
     check_output_folder(out, reads=reads)  # the inputs too (staged_output checks the folder alone)
+    check_no_other_run(out, command)  # its files would mix with another command's run
     with staged_output(out, owned=(*names, MARKER)) as stage:
         yield stage
 
@@ -123,7 +149,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                      "the generator cache (--generator-cache; default $FAIR_FORGE_JUDGE_CACHE or "
                      "$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
     reads = [corpus_source(args.corpus)] + ([args.system_prompt_file] if args.system_prompt_file else [])
-    with _staged(args.output, GENERATE_FILES, reads) as out:  # the previous run's files stay whole until this one's are
+    with _staged("generate", args.output, GENERATE_FILES, reads) as out:  # the previous run's files stay whole until this one's are
         counts = {"chunks": len(chunks), "groups": len(plan.groups), "calls_planned": len(plan.requests)}
         log.info("generating from %d chunks in %d group(s): %d call(s) planned to %s (answers in the cache are not asked "
                  "again)", len(chunks), len(plan.groups), len(plan.requests), base_url)
@@ -228,7 +254,7 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
 
         fail_empty_run(f"no input record ({'; '.join(unmatched_reason(i) for i in inputs)})", args.output,
                        prog="run", allow_empty=False)
-    with _staged(args.output, RUN_FILES, reads=inputs) as out:  # the previous run's files stay whole until this one's are
+    with _staged("run", args.output, RUN_FILES, reads=inputs) as out:  # the previous run's files stay whole until this one's are
         with run_pipeline(pipeline_options(beam_args)) as p:
             read = p | "Read" >> ReadInteractions(inputs)
             outs = read["interactions"] | "RunAssistant" >> RunAssistant(handler, assistant_id)

@@ -1191,7 +1191,7 @@ GROUPS: tuple[Group, ...] = (
                    "default": default, "help": f"output folder ({what})",
                    "template": Template("GCS_WRITE_FOLDER", "^gs://[^\\n\\r]+$", "gs://b/loop", required=True, label="Output folder")}
                    for command, default, what in (
-                       ("generate", "fair_forge_loop", "dataset.jsonl, dead_letter.jsonl, generation_summary.json"),
+                       ("generate", "fair_forge_generated", "dataset.jsonl, dead_letter.jsonl, generation_summary.json"),
                        ("run", "fair_forge_run", "the answered dataset.jsonl, session_summaries.jsonl, dead_letter.jsonl, "
                                                  "run_summary.json"),
                        ("loop", "fair_forge_loop", "generated/, run/, audit/"))},

@@ -51,7 +51,8 @@ SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model", "endpoi
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate, stage_empty_reason
+    from fair_forge_beam.loop_jobs import (build_assistant_handler, check_no_other_run, run_assistant, run_generate,
+                                           stage_empty_reason)
     from fair_forge_beam.options import validate
     from pipelines import audit
 
@@ -77,6 +78,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         if args.input:
             raise ValueError("--input is not a loop option: the loop runs the set it generates (use pipelines.run_assistant)")
         build_assistant_handler(args)  # a bad assistant configuration fails before any generation
+        check_no_other_run(root, "loop")  # another command's run there: the two runs' files would mix (trial37b B7)
         # the generator defaults to the audit's judge: its endpoint, model and API-key variable
         stage_args = {**vars(audit_args), **vars(args)}
         gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)

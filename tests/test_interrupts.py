@@ -546,4 +546,4 @@ def test_the_interrupt_line_is_said_once_while_the_command_unwinds_slowly(tmp_pa
     assert proc.returncode == 143, proc.stderr
     # (its default output folder is named, fix28fresh)
     assert proc.stderr.splitlines() == ["gen: interrupted (SIGTERM): the generate stopped; nothing was written "
-                                        "(fair_forge_loop was not created)"], proc.stderr
+                                        "(fair_forge_generated was not created)"], proc.stderr

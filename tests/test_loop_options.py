@@ -127,7 +127,7 @@ def test_the_stages_chain_with_their_default_output_folders():
 
     defaults = {name: m.build_parser().get_default("output") for name, m in
                 (("generate", generate), ("run", run_assistant), ("loop", loop))}
-    assert defaults == {"generate": "fair_forge_loop", "run": "fair_forge_run", "loop": "fair_forge_loop"}
+    assert defaults == {"generate": "fair_forge_generated", "run": "fair_forge_run", "loop": "fair_forge_loop"}
     helps = {name: m.build_parser().format_help() for name, m in
              (("generate", generate), ("run", run_assistant), ("loop", loop))}
     assert "run_summary.json" in helps["run"] and "generated/" not in helps["run"]
@@ -141,3 +141,41 @@ def test_the_stages_chain_with_their_default_output_folders():
     assert generated_assistant_id(ns(assistant_model="my-bot")) == "my-bot"  # the loop
     assert generated_assistant_id(ns(assistant_id="v2", assistant_model="my-bot")) == "v2"
     assert generated_assistant_id(ns(assistant_model=None)) == "assistant"  # an http assistant
+
+
+def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
+    """trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; each kept the
+    other's files as the user's own, so generate -> loop -> generate left generation_summary.json beside
+    loop_summary.json. Every command has its own default folder (test above), and generate, run_assistant
+    and the loop refuse a folder holding another command's run, in one line (exit 2), before any call."""
+    from fair_forge_beam.console import DEFAULT_OUTPUTS
+    from fair_forge_beam.loop_jobs import RUN_SUMMARIES
+    from pipelines import generate, loop, run_assistant
+
+    assert len(set(DEFAULT_OUTPUTS.values())) == len(DEFAULT_OUTPUTS), DEFAULT_OUTPUTS
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"session_id": "s", "assistant_id": "a", "conversation": [{"qa_id": "q", "query": "hi", '
+                    '"assistant": "x"}]}\n', encoding="utf-8")
+    endpoint = ["http://127.0.0.1:9/v1"]
+    commands = {
+        "generate": lambda out: generate.run(["--corpus", "airline", "--generator-base-url", *endpoint,
+                                              "--generator-model", "g", "--output", out]),
+        "run": lambda out: run_assistant.run(["--input", str(data), "--assistant-url", *endpoint, "--assistant-model",
+                                              "bot", "--output", out]),
+        "loop": lambda out: loop.run(["--assistant-url", *endpoint, "--assistant-model", "bot", "--judge-base-url",
+                                      *endpoint, "--judge-model", "judge", "--output", out]),
+    }
+    for command, start in commands.items():
+        for other, summary in RUN_SUMMARIES.items():
+            if other == command:
+                continue
+            out = tmp_path / f"{command}-over-{other}"
+            out.mkdir()
+            (out / summary).write_text("{}", encoding="utf-8")
+            with pytest.raises(SystemExit) as exit_:
+                start(str(out))
+            err = capsys.readouterr().err.strip().splitlines()
+            assert exit_.value.code == 2 and len(err) == 1, err
+            assert f"--output: {out} holds a run of {other} ({summary}), not of {command}" in err[0], err
+            assert sorted(p.name for p in out.iterdir()) == [summary]  # untouched
+
