@@ -87,8 +87,28 @@ def _read_json(path: str) -> dict:
 def generated_assistant_id(args: Any) -> str:
     """The ``assistant_id`` the generated sessions carry: ``--assistant-id``; else, in the loop (which
     runs them against ``--assistant-model``), that model's name (trial37 T8: a loop against ``my-bot``
-    audited its answers as ``assistant``); else ``"assistant"``."""
-    return args.assistant_id or getattr(args, "assistant_model", None) or "assistant"
+    audited its answers as ``assistant``); else ``"assistant"``.
+
+    Raises:
+        ValueError: the chosen id is one the reader would reject in every session (trial37b B6: a model
+            name over ``--max-id-chars`` made every session a dead letter and the audit an empty run, exit 4):
+            one line naming the option it came from (:func:`~fair_forge_beam.io.read.header_id_problem`,
+            with the smaller of ``--max-id-chars`` and the run stage's default limit).
+    """
+    chosen = args.assistant_id or getattr(args, "assistant_model", None)
+    if not chosen:
+        return "assistant"
+    from fair_forge_beam.io.read import MAX_ID_CHARS, header_id_problem
+    from fair_forge_beam.quoting import quoted
+
+    limit = min(MAX_ID_CHARS, int(getattr(args, "max_id_chars", None) or MAX_ID_CHARS))  # run_assistant reads with the default
+    problem = header_id_problem("assistant_id", chosen, limit)
+    if problem:
+        if args.assistant_id:
+            raise ValueError(f"--assistant-id {quoted(chosen)} cannot label the generated sessions: {problem}")
+        raise ValueError(f"--assistant-model {quoted(chosen)} cannot label the generated sessions (their assistant_id is the "
+                         f"model's name): {problem}; give --assistant-id NAME to label them")
+    return chosen
 
 
 def run_generate(args: Any, beam_args: Sequence[str]) -> dict:

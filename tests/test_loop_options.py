@@ -179,3 +179,31 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
             assert f"--output: {out} holds a run of {other} ({summary}), not of {command}" in err[0], err
             assert sorted(p.name for p in out.iterdir()) == [summary]  # untouched
 
+
+@pytest.mark.parametrize("flags, said", [
+    (["--assistant-model", "m" * 1100], "--assistant-model 'mmm"),
+    (["--assistant-model", "   "], "--assistant-model '   '"),
+    (["--assistant-model", "bot", "--max-id-chars", "2"], "--assistant-model 'bot'"),
+    (["--assistant-model", "bot", "--assistant-id", "x" * 1025], "--assistant-id 'xxx"),
+])
+def test_an_assistant_id_the_reader_would_reject_is_refused_before_any_call(flags, said, tmp_path, capsys):
+    """trial37b B6: ``--assistant-model`` with a 1,100-character name called the generator, dead-lettered
+    every session ("assistant_id of 1,100 characters is over the limit of 1,024") and the audit exited 4
+    with "empty run" and no reason; a blank name was refused as "assistant_id must be a non-empty
+    string", an option the user did not give. The id is checked where it is chosen, with the reader's
+    rule (io.read.header_id_problem), in one line naming the option: exit 2, no call, nothing written."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import loop
+
+    calls = []
+    with ScriptedOpenAIServer(lambda r: calls.append(r) or "{}") as endpoint:
+        with pytest.raises(SystemExit) as exit_:
+            loop.run(["--corpus", "airline", "--num-samples", "1", "--chunks-per-sample", "1", "--num-queries", "1",
+                      "--judge-base-url", endpoint.base_url, "--judge-model", "judge", "--assistant-url",
+                      endpoint.base_url, *flags, "--generator-cache", str(tmp_path / "gen.sqlite3"),
+                      "--metrics", "humanity", "--output", str(tmp_path / "out")])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert exit_.value.code == 2 and len(err) == 1, err
+    assert said in err[0] and "cannot label the generated sessions" in err[0], err
+    assert ("give --assistant-id NAME" in err[0]) == ("--assistant-model" in said), err
+    assert len(err[0]) < 600 and not calls and not (tmp_path / "out").exists()

@@ -232,6 +232,22 @@ def long_id_reason(fields: Any, names: Sequence[str], limit: int, prefix: str = 
     return None
 
 
+def header_id_problem(name: str, value: Any, limit: int = MAX_ID_CHARS) -> Optional[str]:
+    """Why the reader would reject a session whose header id ``name`` (``session_id``,
+    ``assistant_id``) is ``value`` — the checks a record's header gets: its length
+    (:func:`long_id_reason`), then the header's schema (a non-blank string or an integer) — or
+    ``None``. For an id a command makes itself (the loop's ``assistant_id`` from
+    ``--assistant-model``, trial37b B6): checked where it is chosen, not found in every session."""
+    problem = long_id_reason({name: value}, (name,), limit)
+    if problem:
+        return problem
+    try:
+        SessionMetadata.model_validate({"session_id": "s", "assistant_id": "a", name: value})
+    except ValidationError as exc:
+        return _error_text(exc)
+    return None
+
+
 def _reads_as_another_value(text: str) -> bool:
     """Whether the string ``text`` as a slice label would read as another value: the label of a
     session without the field (:data:`~fair_forge_beam.slices.MISSING_VALUE`), or a JSON value
