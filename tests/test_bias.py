@@ -273,6 +273,46 @@ def test_a_guardian_given_as_a_mapping_runs_as_the_judged_metrics_judge(tmp_path
         Bias(guardian={"kind": "llama_guard", "base_url": "http://127.0.0.1:9/v1"})
 
 
+def test_the_guardian_mapping_takes_what_the_guardian_takes_and_refuses_the_rest_in_one_line():
+    """trial37b B5: ``guardian={"config": GuardianLLMConfig(...)}`` was refused as "needs a model"; a list as
+    kind, a typo key and ``api_key`` raised raw TypeErrors naming OpenAIJudgeHandler; a model 123 or
+    '   ' was sent as the model. The mapping takes exactly what the kind's class takes (config included),
+    and anything else is one ValueError naming the key and the nearest valid one, never a key's value."""
+    from fair_forge_beam.components.guardian import GuardianLLMConfig, guardian_keywords
+
+    secret = "sk-NOT-SHOWN-123456"
+    url = "http://127.0.0.1:9"
+    for given in ({"config": GuardianLLMConfig(model="m", url=url, cache_path=None)},
+                  {"kind": "granite_guardian", "config": {"model": "m", "url": url, "cache_path": None}},
+                  {"model": "m", "base_url": url + "/v1", "request_timeout": 5, "definitions": {"gender": "x"}}):
+        guardian = Bias(guardian=given).guardian
+        assert guardian.model == "m" and isinstance(guardian, GraniteGuardian if "kind" in given else LlamaGuard)
+    assert {"config", "model", "base_url", "api_key_env", "request_timeout", "default_headers"} <= guardian_keywords(LlamaGuard)
+    for given, said in (
+        ({"kind": ["llama_guard"], "model": "m"}, r"^guardian mapping: unknown guardian kind \['llama_guard'\]; choose from"),
+        ({"kind": "llama-guard", "model": "m"}, r"unknown guardian kind 'llama-guard'.*did you mean 'llama_guard'\?"),
+        ({"model": "m", "base_ulr": url}, r"^guardian mapping: 'base_ulr' is not an argument of LlamaGuard; did you mean "
+                                          r"'base_url'\?"),
+        ({"model": "m", "api_key": secret}, r"'api_key' is not an argument of LlamaGuard; did you mean 'api_key_env'\? "
+                                            r"\(an API key is never given as a value"),
+        ({"model": "m", 1: 2}, r"^guardian mapping: a key of type int is not an argument of LlamaGuard"),
+        ({"model": 123}, r"^a guardian mapping needs a model name \(or a config\).*; got 123$"),
+        ({"model": "   "}, r"needs a model name.*; got '   '$"),
+        ({"model": ["a", "b"]}, r"needs a model name"),
+        ({"config": {"model": "m", "api_key": secret}}, r"^config: 'api_key' is not a field of GuardianLLMConfig; did you "
+                                                        r"mean 'api_key_env'\?"),
+        ({"config": {"model": "   "}}, r"^LlamaGuard needs a model name .*, got '   '$"),
+        ({"config": {"model": "m", "max_tokens": "ten"}}, r"^config: max_tokens: "),
+        ({"config": {"model": "m"}, "model": "m"}, "give either config or model, not both"),
+    ):
+        with pytest.raises(ValueError, match=said) as err:
+            Bias(guardian=given)
+        assert type(err.value) is ValueError and "\n" not in str(err.value) and secret not in str(err.value), err.value
+        assert "OpenAIJudgeHandler" not in str(err.value)
+    with pytest.raises(ValueError, match="needs a model name"):  # the class itself, as the mapping
+        LlamaGuard(123, url)
+
+
 def test_configuration_errors_fail_fast():
     assert Bias(guardian=LlamaGuard("m", "http://127.0.0.1:9/v1", cache_path=None), attributes=["race"]).headline_columns == ("rates.race",)
     with pytest.raises(ValueError, match="needs a guardian"):

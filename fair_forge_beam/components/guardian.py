@@ -286,6 +286,43 @@ class GuardianLLMConfig(BaseModel):
     cache_path: Optional[str] = "default"
 
 
+def _guardian_config(config: Any) -> GuardianLLMConfig:
+    """``config=`` given as a mapping: a :class:`GuardianLLMConfig`, or one ``ValueError`` naming the
+    key that is not one of its fields and the nearest that is (never a value: a key may hold a secret)."""
+    from pydantic import ValidationError
+
+    from fair_forge_beam.plain import validation_words
+    from fair_forge_beam.quoting import did_you_mean
+
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a GuardianLLMConfig or a mapping of its fields, got a {type(config).__name__}")
+    fields = list(GuardianLLMConfig.model_fields)
+    for key in config:
+        if key not in fields:
+            raise ValueError(f"config: {quoted(key)} is not a field of GuardianLLMConfig" + _key_hint(key, fields)
+                             + f" (its fields: {', '.join(fields)})")
+    try:
+        return GuardianLLMConfig(**config)
+    except ValidationError as exc:
+        raise ValueError(f"config: {validation_words(exc)}") from None
+
+
+#: mapping keys that would hold a secret: refused, the key's value never shown (it is read from the
+#: environment variable ``api_key_env`` names)
+_SECRET_KEYS = ("api_key", "apikey", "key", "token", "password", "secret", "authorization")
+
+
+def _key_hint(key: Any, valid) -> str:
+    """``"; did you mean 'api_key_env'?"`` (:func:`~fair_forge_beam.quoting.did_you_mean`), and for a key
+    that would hold a secret where the key comes from instead."""
+    from fair_forge_beam.quoting import did_you_mean
+
+    hint = did_you_mean(key, valid) if isinstance(key, str) else ""
+    if isinstance(key, str) and key.lower().replace("-", "_") in _SECRET_KEYS:
+        hint += " (an API key is never given as a value: it is read from the environment variable api_key_env names)"
+    return hint
+
+
 def _v1(url: Optional[str]) -> Optional[str]:
     """``url`` with a path ending in ``/v1``, its query string kept after it (``http://h/x?k=1`` →
     ``http://h/x/v1?k=1``; it was ``http://h/x?k=1/v1``)."""
@@ -345,11 +382,12 @@ class LLMGuardian(Transient, Guardian):
         if config is not None:
             if model is not None:
                 raise ValueError("give either config or model, not both")
-            cfg = config if isinstance(config, GuardianLLMConfig) else GuardianLLMConfig(**config)
+            cfg = config if isinstance(config, GuardianLLMConfig) else _guardian_config(config)
             model, base_url, api_key_env = cfg.model, _v1(cfg.url), cfg.api_key_env
             temperature, max_tokens, logprobs, cache_path = cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.cache_path
-        if not model:
-            raise ValueError(f"{type(self).__name__} needs a model name (model=... or config=GuardianLLMConfig(model=...))")
+        if not isinstance(model, str) or is_blank(model):  # trial37b B5: 123, ['a', 'b'] and '   ' were sent as the model
+            raise ValueError(f"{type(self).__name__} needs a model name (model=... or config=GuardianLLMConfig(model=...))"
+                             + ("" if model is None else f", got {quoted(model)}"))
         if int(max_tokens) < 1:
             raise ValueError("max_tokens must be >= 1")
         if not 0 <= int(top_logprobs) <= 20:
@@ -583,10 +621,43 @@ def guardian_from_mapping(args: Mapping[str, Any]) -> LLMGuardian:
     other keyword :class:`LLMGuardian` takes — the form the judged metrics' ``judge=`` takes
     (``Bias.run(R, guardian={"kind": "granite_guardian", "model": "g", "base_url": url})``).
 
-    Raises ``ValueError`` for an unknown kind or a missing model (:func:`make_guardian`)."""
+    It takes exactly what the kind's class takes (:func:`guardian_keywords`: ``config`` included, which
+    then gives the model). Raises one ``ValueError`` for an unknown kind, a key the class does not take
+    (naming the nearest that it does; a key's value is never shown: it may be a secret), or a missing
+    or blank model (trial37b B5: raw TypeErrors naming OpenAIJudgeHandler, and ``config`` refused)."""
+    from fair_forge_beam.quoting import did_you_mean
+
+    if not isinstance(args, Mapping):
+        raise ValueError(f"a guardian mapping must be a mapping of LLMGuardian's arguments, got a {type(args).__name__}")
     kwargs = dict(args)
     kind = kwargs.pop("kind", "llama_guard")
-    if not kwargs.get("model"):
-        raise ValueError(f"a guardian mapping needs a model, e.g. {{'kind': {kind!r}, 'model': 'llama-guard3', "
-                         f"'base_url': 'http://localhost:8000/v1'}}; got the keys {sorted(map(str, args))}")
-    return make_guardian(kind, kwargs.pop("model"), kwargs.pop("base_url", None), **kwargs)
+    if not isinstance(kind, str) or kind not in GUARDIAN_KINDS:
+        raise ValueError(f"guardian mapping: unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}"
+                         + (did_you_mean(kind, GUARDIAN_KINDS) if isinstance(kind, str) else ""))
+    cls = GUARDIAN_KINDS[kind]
+    valid = guardian_keywords(cls)
+    for key in kwargs:
+        if key not in valid:
+            raise ValueError(f"guardian mapping: {quoted(key) if isinstance(key, str) else f'a key of type {type(key).__name__}'} "
+                             f"is not an argument of {cls.__name__}{_key_hint(key, valid)} (it takes kind, "
+                             f"{', '.join(sorted(valid))})")
+    if "config" not in kwargs and (not isinstance(kwargs.get("model"), str) or is_blank(kwargs.get("model"))):
+        raise ValueError(f"a guardian mapping needs a model name (or a config), e.g. {{'kind': {kind!r}, 'model': "
+                         "'llama-guard3', 'base_url': 'http://localhost:8000/v1'}"
+                         + ("" if kwargs.get("model") is None else f"; got {quoted(kwargs['model'])}"))
+    return cls(kwargs.pop("model", None), kwargs.pop("base_url", None), **kwargs)
+
+
+def guardian_keywords(cls: type) -> frozenset:
+    """The keywords guardian class ``cls`` takes: its ``__init__``'s own, and those its ``**handler_kwargs``
+    pass to :class:`~fair_forge_beam.components.judge.handler.OpenAIJudgeHandler` (less ``params``, which
+    the guardian builds from ``temperature``, ``max_tokens`` and ``logprobs``)."""
+    import inspect
+
+    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+
+    def named(fn) -> set:
+        return {n for n, p in inspect.signature(fn).parameters.items()
+                if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+    return frozenset(named(cls.__init__) | (named(OpenAIJudgeHandler.__init__) - {"params"}))
