@@ -207,6 +207,17 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
     return None
 
 
+#: the fields holding an interaction's weight (spec §3.4), which the reader has checked (finite, >= 0)
+#: and the weighted statistics take at any finite magnitude (case-003: 1e308 weights give finite
+#: aggregates): MAX_MAGNITUDE, a bound for sums of squares of scores, is not theirs
+WEIGHT_FIELDS = frozenset({"weight"})
+
+
+def _a_weight(name: str, v: Any) -> bool:
+    """Whether ``v`` is a valid interaction weight in a field named as :data:`WEIGHT_FIELDS` names."""
+    return name in WEIGHT_FIELDS and type(v) in (float, int) and math.isfinite(v) and v >= 0
+
+
 def _float_problem(v: float) -> str:
     if not math.isfinite(v):
         return f"{v!r}, not a finite number"
@@ -252,7 +263,7 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
             if not isinstance(v, tuple):
                 return ("", f"a {type(v).__name__} ({_short(v)}) where a tuple is declared")
             for i, name, inner in kind[1]:
-                if i < len(v):
+                if i < len(v) and not _a_weight(name, v[i]):
                     found = _problem(v[i], inner)
                     if found is not None:
                         return _join(name, found)
@@ -260,7 +271,8 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
         if tag == "model":
             mapping = isinstance(v, abc.Mapping)
             for name, inner in kind[1]:
-                found = _problem(v.get(name) if mapping else getattr(v, name, None), inner)
+                item = v.get(name) if mapping else getattr(v, name, None)
+                found = None if _a_weight(name, item) else _problem(item, inner)
                 if found is not None:
                     return _join(name, found)
             return None
