@@ -105,3 +105,14 @@ def test_a_run_whose_key_is_our_scorer_name_keeps_our_words(tmp_path, registry, 
     rows = json.dumps([pq.read_table(f).to_pylist() for f in sorted((out / "results.parquet").rglob("*.parquet"))],
                       default=str)
     assert "k=***" in rows and f"k={key}" not in rows  # the reply, from outside, masked where it entered
+
+
+def test_a_sentence_composed_with_words_in_its_fields_is_our_words():
+    """The gate's sentence moved into a template whose field is a word (``({units} are the resampling
+    unit)``, fix37a): a key equal to the sentence masked it ('***' in gates.json). A field holds a number
+    or a word of our own text; a stranger's token there keeps the value a secret."""
+    assert S.is_own_text("too small to judge (sessions are the resampling unit)")
+    assert S.is_own_text("the slice rests on 1 block (n = 3), too small")
+    assert S.is_own_text("blocks are the resampling unit")
+    assert not S.is_own_text("too small to judge (s3cr3tZ are the resampling unit)")
+    assert not S.is_own_text("sessions s3cr3tZ hunter2 block")

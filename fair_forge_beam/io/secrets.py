@@ -767,7 +767,7 @@ _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
 def is_own_text(value: str) -> bool:
     """Whether ``value`` is our own words: part of a string constant of the package's source, or part
     of a sentence it composes, numbers in place of the template's fields (``fewer than 2 sessions``
-    from ``f"fewer than {MIN_SESSIONS} sessions: …"``). A value without a letter is never our words,
+    from ``f"fewer than {MIN_SESSIONS} sessions: …"``), or words (:func:`_filled_in`). A value without a letter is never our words,
     and at least half of a value matched to a sentence must be text other than numbers (a key of
     digits fits any number field). Such a value is published with the
     package: a key equal to it protects nothing, and masking it would mask our own words (a scorer
@@ -779,13 +779,58 @@ def is_own_text(value: str) -> bool:
         return True
     pieces = _NUMBER.split(value)
     if len(pieces) < 2 or 2 * sum(map(len, pieces)) < len(value) or not any(c.isalpha() for c in "".join(pieces)):
-        return False
+        return _filled_in(value, templates)
     first, mid, last = pieces[0], pieces[1:-1], pieces[-1]
     for parts in templates:
         for i in range(len(parts) - len(pieces) + 1):
             if (parts[i].endswith(first) and parts[i + len(pieces) - 1].startswith(last)
                     and all(parts[i + 1 + j] == m for j, m in enumerate(mid))):
                 return True
+    return _filled_in(value, templates)
+
+
+@functools.lru_cache(maxsize=1)
+def _own_words() -> frozenset:
+    """The words of the package's own texts (:func:`_own_texts`): what a word field of its sentences holds."""
+    return frozenset(w for t in _own_texts()[0] for w in re.findall(r"[A-Za-z][A-Za-z_-]*", t))
+
+
+def _filled_in(value: str, templates) -> bool:
+    """Whether ``value`` is part of a sentence one of ``templates`` composes with a word or a number in
+    each field (``too small to judge (sessions are the resampling unit)`` from ``f"… too small to judge
+    ({units} are the resampling unit)"``): the end of one literal part, whole literal parts between
+    fields, the start of another, each field one run of non-space characters; at least half of
+    ``value`` literal text, holding a letter (a key made mostly of what fields hold is not our words)."""
+    n = len(value)
+    words = _own_words()
+    w = min(4, n)  # a template whose literal parts hold neither the value's first nor its last characters
+    run_end = list(range(n + 1))  # run_end[k]: the end of the run of non-space characters from k
+    for k in range(n - 1, -1, -1):
+        if not value[k].isspace():
+            run_end[k] = run_end[k + 1]
+
+    def composed(pos: int, seq, spans: list) -> bool:
+        """value[pos:] is a field, seq[0], a field, … and the start of one of seq's parts."""
+        for b in range(pos + 1, run_end[pos] + 1):
+            if not (_NUMBER.fullmatch(value, pos, b) or value[pos:b] in words):
+                continue  # a field holds a number or one of our own words, never a stranger's token
+            here = spans + [(pos, b)]
+            if seq[0].startswith(value[b:]):  # the value ends in this part
+                filled = sum(e - a for a, e in here)
+                literal = "".join(value[e:a] for (_, e), (a, _) in zip([(0, 0)] + here, here + [(n, n)]))
+                if 2 * filled <= n and any(c.isalpha() for c in literal):
+                    return True
+            elif len(seq) > 1 and value.startswith(seq[0], b) and composed(b + len(seq[0]), seq[1:], here):
+                return True
+        return False
+
+    for parts in templates:
+        if not any(value[:w] in p or value[-w:] in p for p in parts):  # (a field at both ends: mostly fields)
+            continue
+        for i in range(len(parts) - 1):
+            for a in range(n):
+                if run_end[a] > a and parts[i].endswith(value[:a]) and composed(a, parts[i + 1:], []):
+                    return True
     return False
 
 
