@@ -53,6 +53,7 @@ def check_no_other_run(out: str, command: str, option: str = "--output") -> None
     Raises:
         ValueError: one line naming the folder, the run it holds and what to do (a usage error, exit 2).
     """
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     for other, name in RUN_SUMMARIES.items():
