@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted", "shown", "shown_key", "length_note", "closest", "did_you_mean"]
+__all__ = ["QUOTE_LIMIT", "quoted", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
+           "fixed_estimate"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
 QUOTE_LIMIT = 200
@@ -130,3 +131,19 @@ def fixed(x: Any, digits: int = 4, sign: bool = False) -> str:
         return f"{float(x):{plus}.{digits}e}"
     except OverflowError:
         return shown(x)
+
+
+def fixed_estimate(est: Any, digits: int = 4, number: Any = None) -> str:
+    """An estimate (a dict or an object with ``mean``, ``ci_low``, ``ci_high``) as shown to a person:
+    ``mean [ci_low, ci_high]``, the mean alone without an interval, ``n/a`` without a value; each
+    number through ``number`` (default :func:`fixed` with ``digits`` decimals). The one estimate
+    formatter of the console, the report, the scorecard and the gates."""
+    if not est:
+        return "n/a"
+    get = est.get if isinstance(est, dict) else (lambda k: getattr(est, k, None))
+    fmt = number or (lambda x: fixed(x, digits))
+    if get("mean") is None:
+        return "n/a"
+    if get("ci_low") is None or get("ci_high") is None:
+        return fmt(get("mean"))
+    return f"{fmt(get('mean'))} [{fmt(get('ci_low'))}, {fmt(get('ci_high'))}]"

@@ -932,12 +932,9 @@ def _fmt_signed(x: Optional[float]) -> str:
 
 def _fmt_est(e) -> str:
     """``mean [ci_low, ci_high]`` of an estimate dict or check (``mean`` alone without interval)."""
-    get = e.get if isinstance(e, dict) else lambda k: getattr(e, k)
-    if get("mean") is None:
-        return "n/a"
-    if get("ci_low") is None or get("ci_high") is None:
-        return _fmt_num(get("mean"))
-    return f"{_fmt_num(get('mean'))} [{_fmt_num(get('ci_low'))}, {_fmt_num(get('ci_high'))}]"
+    from fair_forge_beam.quoting import fixed_estimate
+
+    return fixed_estimate(e, number=_fmt_num)
 
 
 def _selected_slices(gate: Gate, records: list[dict]) -> list[tuple[str, Optional[dict]]]:

@@ -46,7 +46,7 @@ import json
 from importlib import metadata
 from typing import Any, Optional, Sequence, Union
 
-from fair_forge_beam.quoting import fixed
+from fair_forge_beam.quoting import fixed, fixed_estimate
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
 from fair_forge_beam.reports.load import run_config
 from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, left_out_what, unscored_assistants, unscored_words  # noqa: F401 - here too
@@ -108,11 +108,7 @@ def _fmt(x, digits: int = 4) -> str:
 
 
 def _fmt_est(e: Optional[dict]) -> str:
-    if not e or e.get("mean") is None:
-        return "n/a"
-    if e.get("ci_low") is None or e.get("ci_high") is None:
-        return _fmt(e["mean"])
-    return f"{_fmt(e['mean'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}]"
+    return fixed_estimate(e, number=_fmt)
 
 
 def _text(metric: str, path: str, est: Optional[dict]) -> str:

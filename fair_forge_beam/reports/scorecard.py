@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from fair_forge_beam.quoting import fixed
+from fair_forge_beam.quoting import fixed_estimate
 from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, is_undefined, value_range
 from fair_forge_beam.schemas.metric_info import dotted_get
 from fair_forge_beam.statistical.compare import normal_quantile
@@ -654,9 +654,4 @@ def credible_differences(doc: dict, card: dict, limit: int = MAX_DIFFERENCES) ->
 def fmt_est(e: Optional[dict], digits: int = 3) -> str:
     """``mean [ci_low, ci_high]`` with ``digits`` decimals; the mean alone without interval;
     ``n/a`` without a value."""
-    if not e or e.get("mean") is None:
-        return "n/a"
-    m = fixed(e['mean'], digits)
-    if e.get("ci_low") is None or e.get("ci_high") is None:
-        return m
-    return f"{m} [{fixed(e['ci_low'], digits)}, {fixed(e['ci_high'], digits)}]"
+    return fixed_estimate(e, digits)

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 from fair_forge_beam.reports.estimates import sessions_of
 from fair_forge_beam.reports.layout import OUTPUT_FILES
 from fair_forge_beam.schemas.metric_info import dotted_get
-from fair_forge_beam.quoting import fixed, length_note, shown_key
+from fair_forge_beam.quoting import fixed_estimate, length_note, shown_key
 
 __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printable"]
 
@@ -20,11 +20,7 @@ __all__ = ["summary_table", "metric_summary_lines", "format_estimate", "printabl
 def format_estimate(est: Optional[dict]) -> str:
     """``"mean [ci_low, ci_high]"`` with 4 decimals, ``"mean"`` without an interval, ``"n/a"``
     for a missing estimate or mean."""
-    if not est or est.get("mean") is None:
-        return "n/a"
-    if est.get("ci_low") is None:
-        return fixed(est['mean'])
-    return f"{fixed(est['mean'])} [{fixed(est['ci_low'])}, {fixed(est['ci_high'])}]"
+    return fixed_estimate(est)
 
 
 def left_out_what(name: str) -> str:
