@@ -253,6 +253,9 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
                                     else "the baseline run scored nothing" if not base_slices
                                     else "no slice of the current run is in the baseline" if not common
                                     else "no estimate has a value in either run")
+    # the two run folders, given as such or as the runs themselves
+    cdir = current_dir or (current if isinstance(current, str) else None)
+    bdir = baseline_dir or (baseline if isinstance(baseline, str) else None)
     return {
         "current": {"inputs": cfg_c.get("inputs"), "mode": cfg_c.get("mode")},
         "baseline": {"inputs": cfg_b.get("inputs"), "mode": cfg_b.get("mode")},
@@ -263,18 +266,11 @@ def compare_runs(current: Union[str, dict], baseline: Union[str, dict], *, ci_le
         "rows": rows,
         "differences": run_differences(a, b, current_info, baseline_info),
         # the data both runs hold (the same run twice, a roll-up and one of its nights): not independent samples
-        "shared_data": shared_data(current_dir or (current if isinstance(current, str) else None),
-                                   baseline_dir or (baseline if isinstance(baseline, str) else None),
-                                   current_name=current_name, baseline_name=baseline_name),
-        "possibly_shared_data": possibly_shared_data(
-            current_dir or (current if isinstance(current, str) else None),
-            baseline_dir or (baseline if isinstance(baseline, str) else None),
-            current_name=current_name, baseline_name=baseline_name, docs=(a, b)),
+        "shared_data": shared_data(cdir, bdir, current_name=current_name, baseline_name=baseline_name),
+        "possibly_shared_data": possibly_shared_data(cdir, bdir, current_name=current_name,
+                                                     baseline_name=baseline_name, docs=(a, b)),
         # what a folder lacks of the files that record how it was made (an older layout: trial37 T9)
-        "missing": [line for line in (
-            provenance_gaps(current_dir or (current if isinstance(current, str) else None), current_name),
-            provenance_gaps(baseline_dir or (baseline if isinstance(baseline, str) else None), baseline_name))
-            if line],
+        "missing": [line for line in (provenance_gaps(cdir, current_name), provenance_gaps(bdir, baseline_name)) if line],
         "verdicts": verdicts,
         "not_compared": not_compared,
         "undefined_in_both": no_value,
