@@ -366,17 +366,17 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
     labels = [slice_label(s["slice"]) for s in chosen]
     named = dict(zip(paths, titles or paths))
     # a panel with no value in any slice is not drawn; the caption names it (drawn_or_said's rule)
-    drawn = [p for p in paths if any(not is_undefined(metric, p, dotted_get(s, p)) for s in chosen)]
-    if not drawn:
+    valued = [p for p in paths if any(not is_undefined(metric, p, dotted_get(s, p)) for s in chosen)]
+    if not valued:
         return None, ": not drawn, no slice has a value of it"
-    fig, axes = _new(1, len(drawn), height=0.32 * len(labels) + 1.2)
-    for i, (ax, p) in enumerate(zip(axes[0], drawn)):
+    fig, axes = _new(1, len(valued), height=0.32 * len(labels) + 1.2)
+    for i, (ax, p) in enumerate(zip(axes[0], valued)):
         ests = [None if is_undefined(metric, p, dotted_get(s, p)) else dotted_get(s, p) for s in chosen]
         interval_panel(ax, labels if i == 0 else [""] * len(labels), ests,
                        title=named[p], color=f"C{paths.index(p) % 10}", xlim=(xlims or {}).get(p))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     fit(fig, max(len(_short(lbl)) for lbl in labels))
-    missing = [named[p] for p in paths if p not in drawn]
+    missing = [named[p] for p in paths if p not in valued]
     gone = f" (not drawn, no slice has a value of it: {', '.join(repr(m) for m in missing)})" if missing else ""
     return fig, gone + _left_note(slices, chosen)
 
