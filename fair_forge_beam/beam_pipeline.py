@@ -201,6 +201,12 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
 
 
 _HEADER = "Traceback (most recent call last):"
+_GROUP_HEADER = "Exception Group Traceback (most recent call last):"
+#: a traceback's header, alone on its line or after a runner's words (``…harness: Traceback (most …``);
+#: an exception group's behind its margin (``  + Exception Group Traceback (most recent call last):``)
+_HEAD = re.compile(r"(?:^\s*|: \s*)(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):\s*$")
+#: an exception group's exception line ends so (``ExceptionGroup: why (2 sub-exceptions)``)
+_GROUP_LINE = re.compile(r"\(\d+ sub-exceptions?\)$")
 #: a Python traceback's last line: the exception's (qualified) class name, then its message or nothing
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
 #: a terminal's colour codes (Python 3.13 colours a traceback under FORCE_COLOR / PYTHON_COLORS)
@@ -209,14 +215,39 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _WORKER_DIED = re.compile(r"Process died with exit code|SDK harness|worker (process )?(died|exited|failed)", re.I)
 
 
-def _exception_after(lines: Sequence[str]) -> Optional[str]:
-    """The exception line of a traceback whose frames are ``lines`` (after its header): its first
-    unindented line; a message starting with a line break (``ValueError("\\nwhy")``) keeps its next line."""
+def _exception_at(lines: Sequence[str]) -> tuple:
+    """``(index, words)`` of the exception line of a traceback whose frames are ``lines`` (after its
+    header): its first unindented line; a message starting with a line break (``ValueError("\\nwhy")``)
+    keeps its next line. ``(None, None)`` when there is none."""
     for i, line in enumerate(lines):
         if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
             if line.rstrip().endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
-                return f"{line.strip()} {lines[i + 1].strip()}"
-            return line.strip()
+                return i, f"{line.strip()} {lines[i + 1].strip()}"
+            return i, line.strip()
+    return None, None
+
+
+def _unmargined(line: str) -> str:
+    """``line`` of an exception group's traceback without its margin (``  | `` or ``  + ``, Python
+    3.11+); a separator between sub-exceptions (``+-+---- 1 ----``) keeps its ``+-``."""
+    bare = line.lstrip()
+    return bare[2:] if bare.startswith(("| ", "+ ")) else "" if bare == "|" else bare if bare.startswith("+-") else line
+
+
+def _group_leaf(lines: Sequence[str], first: bool) -> Optional[str]:
+    """The first sub-exception of the exception group whose exception line came just before ``lines``
+    (unmargined): the exception of the first part between the separators that is not a group itself,
+    its chain's ``first`` traceback as in :func:`_raised`."""
+    part: list = []
+    for line in [*lines, "+-"]:
+        if not line.startswith("+-"):
+            part.append(line)
+            continue
+        heads = [i for i, ln in enumerate(part) if ln.strip() == _HEADER]
+        found = _exception_at(part[heads[0 if first else -1] + 1:] if heads else part)[1]
+        if found and not _GROUP_LINE.search(found):
+            return found
+        part = []
     return None
 
 
@@ -224,13 +255,22 @@ def _raised(text: str, first: bool) -> Optional[str]:
     """The exception of a Python traceback in ``text``: the ``first`` one (a runner's error: the text
     after it, an exception's message, cannot put another in its place; trial37b B2), else the last
     whose header a frame follows (a worker's stderr, where earlier tracebacks were logged, not fatal);
-    None when ``text`` holds none."""
+    None when ``text`` holds none. An exception group's (``ExceptionGroup: why (2 sub-exceptions)``)
+    names its first sub-exception too, nested groups looked into (trial37b B2: the group's traceback,
+    every line behind a margin, was not found at all)."""
     lines = _ANSI.sub("", text).splitlines()
-    heads = [i for i, ln in enumerate(lines) if ln.strip() == _HEADER or ln.rstrip().endswith(": " + _HEADER)]
+    inside = set()  # lines within a group, behind its margin: its parts, read by _group_leaf
+    if any(ln.rstrip().endswith(_GROUP_HEADER) for ln in lines):
+        inside = {i for i, ln in enumerate(lines) if ln.lstrip().startswith(("|", "+-"))}
+        lines = [_unmargined(ln) for ln in lines]
+    heads = [i for i, ln in enumerate(lines) if i not in inside and _HEAD.search(ln)]
     if not first:
         heads = [i for i in reversed(heads) if i + 1 < len(lines) and lines[i + 1].lstrip().startswith('File "')]
     for i in heads:
-        found = _exception_after(lines[i + 1:])
+        at, found = _exception_at(lines[i + 1:])
+        if found and _GROUP_LINE.search(found):
+            leaf = _group_leaf(lines[i + 2 + at:], first)
+            return f"{found}; the first: {leaf}" if leaf else found
         if found:
             return found
     return None

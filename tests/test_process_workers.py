@@ -211,6 +211,18 @@ def test_a_step_that_failed_in_a_worker_names_the_workers_exception(tmp_path, ca
         ("ValueError: the real reason", True)
     coloured = 'Traceback (most recent call last):\n  File "m.py"\n\x1b[1;35mValueError\x1b[0m: \x1b[35mbad\x1b[0m\n'
     assert last_words("", [coloured]) == ("ValueError: bad", True)
+    # trial37b B2: an exception group's traceback (every line behind a margin) names the group and its
+    # first sub-exception, nested groups looked into; the parts' own tracebacks are not top-level ones
+    group = subprocess.run([sys.executable, "-c", (
+        "def f():\n try: raise KeyError('inner')\n except KeyError as e: raise ValueError('a') from e\n"
+        "errs = []\ntry: f()\nexcept Exception as e: errs.append(e)\n"
+        "raise ExceptionGroup('outer', [ExceptionGroup('nested', errs + [TypeError('b')]), OSError('c')])\n")],
+        capture_output=True, text=True, timeout=60).stderr
+    assert "Exception Group Traceback" in group and "  | " in group
+    assert last_words("", ["Traceback (most recent call last):\n  File \"x\"\nKeyError: 'logged'\n" + group]) == \
+        ("ExceptionGroup: outer (2 sub-exceptions); the first: ValueError: a", True)
+    assert last_words("java.lang.RuntimeException: Error received from SDK harness for instruction 3: " + group, []) \
+        == ("ExceptionGroup: outer (2 sub-exceptions); the first: KeyError: 'inner'", True)
     # a runner's own failure (no worker traceback, no worker death) is named as the runner's
     assert last_words("java.lang.IllegalStateException: no slot\n\tat x.y(Z)", ["Exiting: exit status 1"]) == \
         ("java.lang.IllegalStateException: no slot", False)
