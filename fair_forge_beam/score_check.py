@@ -21,8 +21,10 @@ Where a number is declared (``float``, ``int``, a numpy number type), moreover: 
 (``True`` is not 1.0 here: a scorer that means a count or a rate returns ``1.0``/``0.0`` or
 declares ``bool``), a ``str`` (``"7"``) or any other type; where ``float`` is declared, an int
 beyond :data:`FLOAT_EXACT_INT` (2**53: float64 holds no larger int exactly, and the Parquet writer
-refuses it). ``None`` passes (a metric's own "no value", such as Humanity's Spearman without a
-reference).
+refuses it); where ``int`` is declared, a float that is not a whole number (``2.5``: the Parquet
+writer truncated it to 2) or is beyond 2**53 (``3.0`` passes as the int it equals: numpy and
+pandas give floats for ints often; :func:`_float_value_problem` says why). ``None`` passes (a
+metric's own "no value", such as Humanity's Spearman without a reference).
 
 The declaration is followed in every form: ``Optional[X]``, ``Union[X, Y]`` and ``X | Y`` (a value
 passes if it fits one of them), ``Annotated[X, ...]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
@@ -181,7 +183,7 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
     """Why the scalar ``v`` cannot be a value of ``kind`` (``None``: it can)."""
     t = type(v)
     if t is float:
-        return None if -MAX_MAGNITUDE <= v <= MAX_MAGNITUDE else _float_problem(v)
+        return _float_value_problem(v, kind)
     if t is int:
         return _int_problem(v, kind)
     if v is None:
@@ -193,8 +195,7 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
     if mod == "numpy":
         name = t.__name__
         if name.startswith("float"):
-            f = float(v)
-            return None if -MAX_MAGNITUDE <= f <= MAX_MAGNITUDE else _float_problem(f)
+            return _float_value_problem(float(v), kind)
         if name.startswith(("int", "uint")):
             return _int_problem(int(v), kind)
         if name == "bool" or name == "bool_":
@@ -204,6 +205,28 @@ def _number_problem(v: Any, kind: Any) -> Optional[str]:
                 f"(return float(...))")
     if kind is not _ANY:
         return f"a {t.__name__} ({_short(v)}) where the metric declares a number"
+    return None
+
+
+def _float_value_problem(v: float, kind: Any) -> Optional[str]:
+    """Why the float ``v`` (a Python or numpy float, as a Python float) cannot be a value of ``kind``.
+
+    Where ``int`` is declared, a float must be a whole number float64 holds exactly (at most
+    :data:`FLOAT_EXACT_INT` in magnitude): ``2.5`` is refused (the Parquet writer's int64 column
+    truncated it to 2 silently, and the statistics would count a fraction of what the metric
+    declares whole). **Decision**: ``3.0`` (and ``numpy.float64(3.0)``) is taken as the int it
+    equals: numpy and pandas give floats for ints often (an int column with a missing value, a
+    mean of whole counts, ``np.sum`` of a float array), the value is exact, the Parquet writer
+    stores it as the int 3 and the statistics sum it exactly; refusing it would dead-letter every
+    score of such a scorer for no loss. NaN and ±inf are refused as anywhere."""
+    if not -MAX_MAGNITUDE <= v <= MAX_MAGNITUDE:
+        return _float_problem(v)
+    if kind is _INT:
+        if not v.is_integer():
+            return f"{v!r}, not a whole number, where the metric declares an int (return int(...) of a whole number)"
+        if abs(v) > FLOAT_EXACT_INT:
+            return (f"the float {v!r} where the metric declares an int: beyond 2**53 a float holds no exact int "
+                    f"(return the int itself)")
     return None
 
 

@@ -206,7 +206,26 @@ FORMS = [
     (float, np.uint64(2**64 - 1), "'x' is 18446744073709551615, outside int64"),
     (float, 2**53 + 1, "'x' is the int 9007199254740993 where the metric declares a float"),
     (Union[int, float], 2**64, "'x' is 18446744073709551616, outside int64"),
+    # a float that is not a whole number where an int is declared: the Parquet writer's int64 column
+    # truncated 2.5 to 2 silently (fix38a); a whole one beyond 2**53 is no exact int
+    (int, 2.5, "'x' is 2.5, not a whole number, where the metric declares an int"),
+    (int, -0.5, "'x' is -0.5, not a whole number"),
+    (int, np.float64(2.5), "'x' is 2.5, not a whole number"),
+    (int, np.float32(0.25), "'x' is 0.25, not a whole number"),
+    (Optional[int], 7.75, "'x' is 7.75, not a whole number"),
+    (int | None, 1e-300, "'x' is 1e-300, not a whole number"),
+    (list[int], [1, 2.5], "'x[1]' is 2.5, not a whole number"),
+    (list[int], np.array([1.0, 2.5]), "'x[1]' is 2.5, not a whole number"),
+    (tuple[int, ...], (3, np.float64(0.5)), "'x[1]' is 0.5, not a whole number"),
+    (dict[str, int], {"a": 1, "b": 1.5}, "\"x['b']\" is 1.5, not a whole number"),
+    (_Model, _Model.model_construct(v=1.0, n=2.5), "'x.n' is 2.5, not a whole number"),
+    (int, 2.0**60, "'x' is the float 1.152921504606847e+18 where the metric declares an int"),
+    (int, NAN, "'x' is nan, not a finite number"), (int, np.float64("-inf"), "'x' is -inf, not a finite number"),
+    (int, True, "'x' is a bool (True)"), (Optional[int], np.bool_(False), "'x' is a numpy bool"),
     # accepted
+    # decision (score_check._float_value_problem): a whole float where an int is declared is that int
+    (int, 3.0, None), (int, np.float64(3.0), None), (Optional[int], -0.0, None), (int, float(2**53), None),
+    (list[int], np.array([1.0, 2.0]), None), (Union[int, float], 2.5, None), (float, 2.5, None),
     (float | None, None, None), (Union[int, float], 2**63 - 1, None), (int, -2**63, None), (float, 2**53, None),
     (float, np.int64(-2**53), None), (list[float], [], None), (dict[str, float], {"a": 1.0}, None),
     (_Inner | None, None, None), (list[_Inner], [_Inner(0.5)], None), (_Model, _Model(v=0.5, n=3), None),
