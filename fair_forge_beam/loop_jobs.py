@@ -24,7 +24,7 @@ from fair_forge_beam.io.edge import read_side_text
 log = logging.getLogger("fair_forge_beam.loop")
 
 __all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source",
-           "run_stage", "RUN_SUMMARIES", "check_no_other_run"]
+           "run_stage"]
 
 GENERATE_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
 RUN_FILES = ("dataset.jsonl", "session_summaries.jsonl", "dead_letter.jsonl", "run_summary.json")
@@ -37,31 +37,6 @@ def corpus_source(corpus: str) -> str:
     return packaged_corpus_path(corpus) if corpus in CORPORA else corpus
 
 
-#: the file each command's run leaves at the top of its output folder (the audit's and a roll-up's:
-#: ``results.json``), by which a folder is known to hold that command's run
-RUN_SUMMARIES = {"generate": "generation_summary.json", "run": "run_summary.json", "loop": "loop_summary.json",
-                 "audit": "results.json"}
-
-
-def check_no_other_run(out: str, command: str, option: str = "--output") -> None:
-    """Refuse output folder ``out`` of ``command`` (``generate``, ``run`` or ``loop``) when it holds another
-    command's run (its :data:`RUN_SUMMARIES` file at the top level). Each command replaces only the files
-    of its own layout and keeps the rest as the user's own (docs/data.md), so the two runs' files would
-    mix and the folder would no longer say which run it holds (trial37b B7: generate and the loop shared
-    the default folder ``fair_forge_loop``).
-
-    Raises:
-        ValueError: one line naming the folder, the run it holds and what to do (a usage error, exit 2).
-    """
-    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
-    from apache_beam.io.filesystems import FileSystems
-
-    for other, name in RUN_SUMMARIES.items():
-        if other != command and FileSystems.exists(FileSystems.join(out, name)):
-            raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {command}: the two runs' files "
-                             f"would mix; give another {option} or remove that run")
-
-
 @contextlib.contextmanager
 def _staged(command: str, out: str, names: Sequence[str], reads: Sequence[str] = ()):
     """``out`` checked (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`: a file, an
@@ -70,8 +45,8 @@ def _staged(command: str, out: str, names: Sequence[str], reads: Sequence[str] =
     (:func:`~fair_forge_beam.reports.output_folder.staged_output`, as the audit's): a failing or
     killed run leaves the previous run's ``names`` whole (they were deleted before the run started:
     a killed generate left a folder without its dataset). A folder holding another command's run is
-    refused (:func:`check_no_other_run`). Yields the stage's path."""
-    from fair_forge_beam.reports.output_folder import MARKER, check_output_folder, staged_output
+    refused (:func:`~fair_forge_beam.reports.output_folder.check_no_other_run`). Yields the stage's path."""
+    from fair_forge_beam.reports.output_folder import MARKER, check_no_other_run, check_output_folder, staged_output
 
     check_output_folder(out, reads=reads)  # the inputs too (staged_output checks the folder alone)
     check_no_other_run(out, command)  # its files would mix with another command's run

@@ -51,8 +51,8 @@ SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model", "endpoi
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import (build_assistant_handler, check_no_other_run, run_assistant, run_generate,
-                                           stage_empty_reason)
+    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate, stage_empty_reason
+    from fair_forge_beam.reports.output_folder import check_no_other_run
     from fair_forge_beam.options import validate
     from pipelines import audit
 

@@ -147,10 +147,13 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
     """trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; each kept the
     other's files as the user's own, so generate -> loop -> generate left generation_summary.json beside
     loop_summary.json. Every command has its own default folder (test above), and generate, run_assistant
-    and the loop refuse a folder holding another command's run, in one line (exit 2), before any call."""
+    and the loop refuse a folder holding another command's run, in one line (exit 2), before any call.
+    fix38a: the main audit wrote into such a folder too (its files mixed with generate's dataset.jsonl),
+    and a windowed audit's folder (windowed_results.json) was taken by the stages: every command now
+    reads the one table of what marks each command's run (output_folder.RUN_MARKS)."""
     from fair_forge_beam.console import DEFAULT_OUTPUTS
-    from fair_forge_beam.loop_jobs import RUN_SUMMARIES
-    from pipelines import generate, loop, run_assistant
+    from fair_forge_beam.reports.output_folder import RUN_MARKS
+    from pipelines import audit, generate, loop, run_assistant
 
     assert len(set(DEFAULT_OUTPUTS.values())) == len(DEFAULT_OUTPUTS), DEFAULT_OUTPUTS
     data = tmp_path / "in.jsonl"
@@ -158,6 +161,7 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
                     '"assistant": "x"}]}\n', encoding="utf-8")
     endpoint = ["http://127.0.0.1:9/v1"]
     commands = {
+        "audit": lambda out: audit.run(["--input", str(data), "--metrics", "humanity", "--output", out]),
         "generate": lambda out: generate.run(["--corpus", "airline", "--generator-base-url", *endpoint,
                                               "--generator-model", "g", "--output", out]),
         "run": lambda out: run_assistant.run(["--input", str(data), "--assistant-url", *endpoint, "--assistant-model",
@@ -165,11 +169,12 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
         "loop": lambda out: loop.run(["--assistant-url", *endpoint, "--assistant-model", "bot", "--judge-base-url",
                                       *endpoint, "--judge-model", "judge", "--output", out]),
     }
+    assert sorted(commands) == sorted(RUN_MARKS)  # every command that has a run of its own checks
     for command, start in commands.items():
-        for other, summary in RUN_SUMMARIES.items():
+        for other, summary in ((o, name) for o, names in RUN_MARKS.items() for name in names):
             if other == command:
                 continue
-            out = tmp_path / f"{command}-over-{other}"
+            out = tmp_path / f"{command}-over-{summary}"
             out.mkdir()
             (out / summary).write_text("{}", encoding="utf-8")
             with pytest.raises(SystemExit) as exit_:

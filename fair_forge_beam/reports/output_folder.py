@@ -46,7 +46,7 @@ from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS",
+__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run",
            "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
            "finished_run_problem"]
@@ -66,6 +66,12 @@ MARKER = "_SUCCESS"
 OWNED_OUTPUTS = OUTPUT_FILES + STALE_OUTPUTS + (MARKER,)
 #: Beam's temporary files and folders (``FileBasedSink``: ``beam-temp-<name>-<uuid>``; ``fileio``: ``.temp<uuid>``)
 TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
+#: which command's run a folder holds: the files each command's run leaves at the top of its output
+#: folder, by which the folder is known to hold that run (the main job's: a batch audit's or a roll-up's
+#: ``results.json``, a windowed audit's ``windowed_results.json``; the release loop's stages: their
+#: summaries). The one table every command's :func:`check_no_other_run` reads
+RUN_MARKS = {"audit": ("results.json", "windowed_results.json"), "generate": ("generation_summary.json",),
+             "run": ("run_summary.json",), "loop": ("loop_summary.json",)}
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
 
@@ -76,6 +82,25 @@ DEEPEST_PATH_BYTES = 256
 
 _STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
+
+
+def check_no_other_run(out: str, command: str, option: str = "--output") -> None:
+    """Refuse output folder ``out`` of ``command`` (a :data:`RUN_MARKS` name: ``audit``, ``generate``,
+    ``run`` or ``loop``) when it holds another command's run (one of that command's marks at the top
+    level). Each command replaces only the files of its own layout and keeps the rest as the user's
+    own (docs/data.md), so the two runs' files would mix and the folder would no longer say which run
+    it holds (trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; fix38a:
+    the audit wrote beside a generate run's ``dataset.jsonl``, and the stages beside a windowed audit).
+
+    Raises:
+        ValueError: one line naming the folder, the run it holds and what to do (a usage error, exit 2).
+    """
+    fs = _fs()
+    for other, names in RUN_MARKS.items():
+        for name in names if other != command else ():
+            if fs.exists(fs.join(out, name)):
+                raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {command}: the two runs' "
+                                 f"files would mix; give another {option} or remove that run")
 
 
 def is_stage_path(path: str) -> bool:
