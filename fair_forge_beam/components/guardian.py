@@ -291,36 +291,20 @@ def _guardian_config(config: Any) -> GuardianLLMConfig:
     key that is not one of its fields and the nearest that is (never a value: a key may hold a secret)."""
     from pydantic import ValidationError
 
+    from fair_forge_beam.components.judge.arguments import key_hint
     from fair_forge_beam.plain import validation_words
-    from fair_forge_beam.quoting import did_you_mean
 
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a GuardianLLMConfig or a mapping of its fields, got a {type(config).__name__}")
     fields = list(GuardianLLMConfig.model_fields)
     for key in config:
         if key not in fields:
-            raise ValueError(f"config: {quoted(key)} is not a field of GuardianLLMConfig" + _key_hint(key, fields)
+            raise ValueError(f"config: {quoted(key)} is not a field of GuardianLLMConfig" + key_hint(key, fields)
                              + f" (its fields: {', '.join(fields)})")
     try:
         return GuardianLLMConfig(**config)
     except ValidationError as exc:
         raise ValueError(f"config: {validation_words(exc)}") from None
-
-
-#: mapping keys that would hold a secret: refused, the key's value never shown (it is read from the
-#: environment variable ``api_key_env`` names)
-_SECRET_KEYS = ("api_key", "apikey", "key", "token", "password", "secret", "authorization")
-
-
-def _key_hint(key: Any, valid) -> str:
-    """``"; did you mean 'api_key_env'?"`` (:func:`~fair_forge_beam.quoting.did_you_mean`), and for a key
-    that would hold a secret where the key comes from instead."""
-    from fair_forge_beam.quoting import did_you_mean
-
-    hint = did_you_mean(key, valid) if isinstance(key, str) else ""
-    if isinstance(key, str) and key.lower().replace("-", "_") in _SECRET_KEYS:
-        hint += " (an API key is never given as a value: it is read from the environment variable api_key_env names)"
-    return hint
 
 
 def _v1(url: Optional[str]) -> Optional[str]:
@@ -621,10 +605,15 @@ def guardian_from_mapping(args: Mapping[str, Any]) -> LLMGuardian:
     other keyword :class:`LLMGuardian` takes — the form the judged metrics' ``judge=`` takes
     (``Bias.run(R, guardian={"kind": "granite_guardian", "model": "g", "base_url": url})``).
 
-    It takes exactly what the kind's class takes (:func:`guardian_keywords`: ``config`` included, which
-    then gives the model). Raises one ``ValueError`` for an unknown kind, a key the class does not take
-    (naming the nearest that it does; a key's value is never shown: it may be a secret), or a missing
-    or blank model (trial37b B5: raw TypeErrors naming OpenAIJudgeHandler, and ``config`` refused)."""
+    It takes exactly what the kind's class takes (:func:`guardian_arguments`: ``config`` included, which
+    then gives the model), each value as the class declares it. Raises one ``ValueError`` for an
+    unknown kind, a key the class does not take (naming the nearest that it does), a value of the
+    wrong type (``{"temperature": "sk-live-…"}``, ``{"max_tokens": "many"}``: naming the key and what
+    it expects, :mod:`fair_forge_beam.components.judge.arguments`), a value the class refuses, or a
+    missing or blank model — never showing a value: it may be a secret (trial37b B5: raw TypeErrors
+    naming OpenAIJudgeHandler, and ``config`` refused; fix38a: Python's own conversion errors, which
+    quoted the value)."""
+    from fair_forge_beam.components.judge.arguments import check_keys, check_values, construct
     from fair_forge_beam.quoting import did_you_mean
 
     if not isinstance(args, Mapping):
@@ -635,29 +624,26 @@ def guardian_from_mapping(args: Mapping[str, Any]) -> LLMGuardian:
         raise ValueError(f"guardian mapping: unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}"
                          + (did_you_mean(kind, GUARDIAN_KINDS) if isinstance(kind, str) else ""))
     cls = GUARDIAN_KINDS[kind]
-    valid = guardian_keywords(cls)
-    for key in kwargs:
-        if key not in valid:
-            raise ValueError(f"guardian mapping: {quoted(key) if isinstance(key, str) else f'a key of type {type(key).__name__}'} "
-                             f"is not an argument of {cls.__name__}{_key_hint(key, valid)} (it takes kind, "
-                             f"{', '.join(sorted(valid))})")
+    takes = guardian_arguments(cls)
+    check_keys("guardian mapping", kwargs, takes, cls.__name__, also=("kind",))
     if "config" not in kwargs and (not isinstance(kwargs.get("model"), str) or is_blank(kwargs.get("model"))):
         raise ValueError(f"a guardian mapping needs a model name (or a config), e.g. {{'kind': {kind!r}, 'model': "
                          "'llama-guard3', 'base_url': 'http://localhost:8000/v1'}"
                          + ("" if kwargs.get("model") is None else f"; got {quoted(kwargs['model'])}"))
-    return cls(kwargs.pop("model", None), kwargs.pop("base_url", None), **kwargs)
+    check_values("guardian mapping", kwargs, takes)
+    return construct(cls, kwargs.pop("model", None), kwargs.pop("base_url", None), **kwargs)
+
+
+def guardian_arguments(cls: type) -> dict:
+    """``{keyword: annotation}`` of what guardian class ``cls`` takes: its ``__init__``'s own, and those its
+    ``**handler_kwargs`` pass to :class:`~fair_forge_beam.components.judge.handler.OpenAIJudgeHandler` (less
+    ``params``, which the guardian builds from ``temperature``, ``max_tokens`` and ``logprobs``)."""
+    from fair_forge_beam.components.judge.arguments import keyword_annotations
+    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+
+    return keyword_annotations(cls.__init__, OpenAIJudgeHandler.__init__, leave_out=("params",))
 
 
 def guardian_keywords(cls: type) -> frozenset:
-    """The keywords guardian class ``cls`` takes: its ``__init__``'s own, and those its ``**handler_kwargs``
-    pass to :class:`~fair_forge_beam.components.judge.handler.OpenAIJudgeHandler` (less ``params``, which
-    the guardian builds from ``temperature``, ``max_tokens`` and ``logprobs``)."""
-    import inspect
-
-    from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
-
-    def named(fn) -> set:
-        return {n for n, p in inspect.signature(fn).parameters.items()
-                if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-
-    return frozenset(named(cls.__init__) | (named(OpenAIJudgeHandler.__init__) - {"params"}))
+    """The keywords guardian class ``cls`` takes (:func:`guardian_arguments`)."""
+    return frozenset(guardian_arguments(cls))

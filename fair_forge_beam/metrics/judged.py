@@ -58,9 +58,15 @@ def build_judge(judge: Any, schema: type):
     """An ``OpenAIJudgeHandler`` from ``judge``: a handler (returned as is) or a mapping of its
     constructor arguments (``model`` required; ``output_schema`` defaults to ``schema``).
 
-    Raises ``ValueError`` when ``judge`` is None or of another type (configuration errors fail
-    before the pipeline starts)."""
+    Raises ``ValueError`` when ``judge`` is None or of another type, and for a mapping with a key the
+    handler does not take (naming the nearest that it does), a missing or blank model, a value of the
+    wrong type (``{"request_timeout": "sk-live-…"}``: naming the key and what it expects) or one the
+    handler refuses — one line, never showing a value: it may be a secret
+    (:mod:`fair_forge_beam.components.judge.arguments`; fix38a: a raw TypeError / ValueError of
+    Python's, which quoted the value). Configuration errors fail before the pipeline starts."""
+    from fair_forge_beam.components.judge.arguments import check_keys, check_values, construct, keyword_annotations
     from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+    from fair_forge_beam.blank import is_blank
 
     if judge is None:
         raise ValueError(
@@ -71,8 +77,15 @@ def build_judge(judge: Any, schema: type):
         return judge
     if isinstance(judge, Mapping):
         kwargs = dict(judge)
+        takes = keyword_annotations(OpenAIJudgeHandler.__init__)
+        check_keys("judge mapping", kwargs, takes, "OpenAIJudgeHandler")
+        if not isinstance(kwargs.get("model"), str) or is_blank(kwargs["model"]):
+            raise ValueError("a judge mapping needs a model name, e.g. {'model': 'my-judge', 'base_url': "
+                             "'http://localhost:8000/v1'}" + ("" if kwargs.get("model") is None else
+                                                              f"; got a {type(kwargs['model']).__name__}"))
         kwargs.setdefault("output_schema", schema)
-        return OpenAIJudgeHandler(**kwargs)
+        check_values("judge mapping", kwargs, takes)
+        return construct(OpenAIJudgeHandler, **kwargs)
     raise ValueError(f"judge must be an OpenAIJudgeHandler or a mapping of its arguments, got {type(judge).__name__}")
 
 

@@ -1,0 +1,184 @@
+"""The mapping form of an LLM component's arguments — a judged metric's ``judge={...}``
+(:func:`fair_forge_beam.metrics.judged.build_judge`) and a guardian's ``guardian={...}``
+(:func:`fair_forge_beam.components.guardian.guardian_from_mapping`): every key and every value is
+checked against what the class takes before the class sees it, so that a bad one is one
+``ValueError`` naming the key and what it expects, never the value. A value in the wrong key may be
+a secret (fix38a: ``{"model": "m", "temperature": "sk-live-…"}`` raised Python's own ``could not
+convert string to float: 'sk-live-…'``; ``{"max_tokens": "many"}`` an ``invalid literal for int()``).
+
+What a key expects is read from the class's own signature (its annotations), so a new argument is
+checked without a table to keep. The class's own range checks (``max_tokens must be >= 1``) still
+speak, with any text given in the mapping cut out of their message (:func:`construct`).
+"""
+from __future__ import annotations
+
+import collections.abc as abc
+import inspect
+import math
+import numbers
+import types
+import typing
+from typing import Any, Callable, Mapping
+
+__all__ = ["SECRET_KEYS", "key_hint", "keyword_annotations", "expects", "fits", "check_keys", "check_values", "construct"]
+
+#: mapping keys that would hold a secret: refused, the key's value never shown (it is read from the
+#: environment variable ``api_key_env`` names)
+SECRET_KEYS = ("api_key", "apikey", "key", "token", "password", "secret", "authorization")
+_UNIONS = (typing.Union, types.UnionType)
+_MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+
+
+def key_hint(key: Any, valid) -> str:
+    """``"; did you mean 'api_key_env'?"`` (:func:`~fair_forge_beam.quoting.did_you_mean`), and for a key
+    that would hold a secret where the key comes from instead."""
+    from fair_forge_beam.quoting import did_you_mean
+
+    hint = did_you_mean(key, valid) if isinstance(key, str) else ""
+    if isinstance(key, str) and key.lower().replace("-", "_") in SECRET_KEYS:
+        hint += " (an API key is never given as a value: it is read from the environment variable api_key_env names)"
+    return hint
+
+
+def keyword_annotations(*functions: Callable, leave_out: tuple = ()) -> dict:
+    """``{keyword: annotation}`` of the named parameters of ``functions`` (the first that names one
+    wins; ``*args`` / ``**kwargs``, ``self`` and ``leave_out`` left out; no annotation: ``Any``)."""
+    takes: dict = {}
+    for fn in functions:
+        hints = _hints(fn)
+        for name, p in inspect.signature(fn).parameters.items():
+            if name == "self" or name in leave_out or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            takes.setdefault(name, hints.get(name, Any))
+    return takes
+
+
+def _hints(fn: Callable) -> dict:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: taken as Any
+        return {}
+
+
+def fits(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` is what ``annotation`` declares (a number: finite, never a bool; an int: a
+    whole number; ``Optional`` / ``Union`` / ``Mapping[K, V]`` followed; ``Any`` and what is not a
+    class take anything)."""
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return True
+    if annotation is type(None) or annotation is None:
+        return value is None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return fits(value, args[0])
+    if origin in _UNIONS:
+        return any(fits(value, a) for a in args)
+    if origin in _MAPPINGS:
+        return isinstance(value, abc.Mapping) and (len(args) != 2 or all(
+            fits(k, args[0]) and fits(v, args[1]) for k, v in value.items()))
+    if origin is type:
+        return isinstance(value, type)
+    if origin is not None:
+        return isinstance(value, origin) if isinstance(origin, type) else True
+    if not isinstance(annotation, type):
+        return True  # a TypeVar, a string annotation that did not resolve
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if annotation is float:
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool) and
+                math.isfinite(float(value)))
+    return isinstance(value, annotation)
+
+
+def expects(annotation: Any) -> str:
+    """What ``annotation`` asks for, in words: ``a number``, ``a whole number or None``, ..."""
+    if annotation is type(None) or annotation is None:
+        return "None"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return expects(args[0])
+    if origin in _UNIONS:
+        words = [expects(a) for a in args if a is not type(None)]
+        return " or ".join(dict.fromkeys(words + (["None"] if type(None) in args else [])))
+    if origin in _MAPPINGS:
+        if len(args) == 2 and args[1] is not Any:
+            return f"a mapping of {_plural(args[0])} to {_plural(args[1])}"
+        return "a mapping"
+    if origin is type or annotation is type:
+        return "a class"
+    return {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}.get(
+        annotation, f"a {getattr(annotation, '__name__', 'value of its type')}")
+
+
+def _plural(annotation: Any) -> str:
+    return {str: "strings", int: "whole numbers", float: "numbers", bool: "true or false"}.get(annotation, "values")
+
+
+def check_keys(what: str, kwargs: Mapping, takes: Mapping[str, Any], owner: str, also: tuple = ()) -> None:
+    """Refuse a key of ``kwargs`` that ``takes`` (``{keyword: annotation}``, :func:`keyword_annotations`)
+    has not.
+
+    Args:
+        what: the mapping's name in messages (``"judge mapping"``).
+        owner: the class's name in messages.
+        also: keys the mapping form takes besides ``owner``'s (``kind``): named in the list, not checked.
+
+    Raises:
+        ValueError: one line naming the key and the nearest that ``owner`` takes (never its value).
+    """
+    from fair_forge_beam.quoting import quoted
+
+    for key in kwargs:
+        if key not in takes:
+            shown = quoted(key) if isinstance(key, str) else f"a key of type {type(key).__name__}"
+            raise ValueError(f"{what}: {shown} is not an argument of {owner}{key_hint(key, takes)} (it takes "
+                             f"{', '.join([*also, *sorted(takes)])})")
+
+
+def check_values(what: str, kwargs: Mapping, takes: Mapping[str, Any]) -> None:
+    """Refuse a value of ``kwargs`` that does not fit its key's annotation in ``takes`` (:func:`fits`).
+
+    Raises:
+        ValueError: one line naming the key and what it expects (:func:`expects`), never the value.
+    """
+    for key, value in kwargs.items():
+        if key in takes and not fits(value, takes[key]):
+            name = type(value).__name__
+            raise ValueError(f"{what}: {key!r} expects {expects(takes[key])}, got {'an' if name[:1] in 'aeiou' else 'a'} {name} "
+                             f"(its value is not shown: it may be a secret)")
+
+
+def construct(factory: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``factory(*args, **kwargs)``; a ``ValueError`` / ``TypeError`` it raises (its own range
+    checks: ``max_tokens must be >= 1``) becomes one ``ValueError`` with the same message, but every
+    text given as a value (of three characters or more and not blank, in mappings and lists too) cut
+    out of it (and the whole message left out if a long text's start is still in it: a value shown
+    cut, ``'sk-…' (90 characters)``), and no chained traceback that would show it."""
+    try:
+        return factory(*args, **kwargs)
+    except (ValueError, TypeError) as exc:
+        from fair_forge_beam.blank import is_blank
+
+        message = str(exc)
+        texts = sorted({t for t in _texts([args, list(kwargs.values())]) if not is_blank(t)}, key=len, reverse=True)
+        for text in texts:
+            for form in (repr(text), repr(text)[1:-1], text):
+                if len(form) >= 3:
+                    message = message.replace(form, "<a value given>")
+        if any(len(t) >= 8 and t[:8] in message for t in texts):
+            message = f"{type(exc).__name__}, its message not shown: it quoted a value given"
+        raise ValueError(message) from None
+
+
+def _texts(value: Any, depth: int = 0):
+    """Every string value in ``value`` (mappings' values, sequences' items), a few levels deep."""
+    if isinstance(value, str):
+        yield value
+    elif depth < 6 and isinstance(value, abc.Mapping):
+        for v in value.values():
+            yield from _texts(v, depth + 1)
+    elif depth < 6 and isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from _texts(v, depth + 1)
