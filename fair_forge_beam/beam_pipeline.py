@@ -9,6 +9,7 @@ checks, DESIGN §9).
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
@@ -171,6 +172,10 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             e.g. a worker that could not start ("Process died with exit code 1" in the runner's
             own words); their stderr follows the runner's message.
         Exception: any other failure, as Beam raised it.
+
+    Beam's own folder of the pipeline (``beam-pipeline-temp*`` in the system's temporary folder, made
+    by ``beam.Pipeline()``) is removed however the block ends: Beam removes it only in ``run()``, so a
+    block that raised while the graph was built (a usage error found there, Ctrl-C) left it behind.
     """
     from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression,
                                        probe_ipython_only_when_imported, tune_gc, tune_malloc)
@@ -183,8 +188,9 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     probe_ipython_only_when_imported()  # and imports IPython to learn that it runs outside IPython
     _workers_leave_ctrl_c_to_the_command()
     started = time.time()
+    pipeline = beam.Pipeline(options=options)
     try:
-        with beam.Pipeline(options=options) as p:
+        with pipeline as p:
             yield p
     except Exception as exc:
         from fair_forge_beam.process_workers import worker_stderr
@@ -198,6 +204,11 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
         where = str(command.parent / STDERR_DIR) if command is not None else ""
         words, workers = last_words(str(exc), worker_stderr_texts(options, started))
         raise WorkerProcessError(f"{exc}\n{detail}", words, where, workers) from exc
+    finally:
+        from apache_beam.utils.interactive_utils import is_in_ipython
+
+        if not is_in_ipython():  # as run() does: under IPython, interactive Beam removes it
+            shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)  # run() removed it, unless the block raised
 
 
 _HEADER = "Traceback (most recent call last):"

@@ -13,6 +13,61 @@ settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_
 settings.load_profile("ci")
 
 
+#: the environment variable naming the test session's own temporary folder, set by the process that
+#: made it (:func:`pytest_configure`) and inherited by its pytest-xdist workers and every process a test starts
+SESSION_TMP_ENV = "FAIR_FORGE_TEST_SESSION_TMP"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """Give the test session a temporary folder of its own (``fair-forge-tests-*`` in the system's),
+    the ``TMPDIR`` of its processes, removed whole when the session ends (:func:`pytest_unconfigure`).
+
+    Beam's ``Pipeline()`` makes a ``beam-pipeline-temp*`` folder and removes it only in ``run()``: each
+    test that builds a graph without running it (a construction error it checks, a graph it inspects)
+    left one in /tmp, 264 after one full run; ``tempfile.mkdtemp()`` folders of tests and of the
+    processes they start (``beam-temp*`` of a job server, ``tmp*``) are caught the same way. Nothing
+    else is touched: not another process's folder in /tmp (another test session, a run of the package),
+    which a listing taken at the start could not tell from this session's. Made by the process that
+    runs the session (xdist's controller, or the only process with ``-n 0``): its workers inherit
+    ``TMPDIR`` and :data:`SESSION_TMP_ENV` and make none of their own, and the controller removes the
+    folder after they have ended. pytest's own ``tmp_path`` folders stay where they were
+    (``pytest-of-<user>/``, its last three sessions kept): their base is fixed before ``TMPDIR`` changes."""
+    import tempfile
+
+    if os.environ.get(SESSION_TMP_ENV):  # an xdist worker, or a pytest a test started: the session's folder
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        factory.getbasetemp()  # xdist gives its workers folders under this one
+    root = tempfile.mkdtemp(prefix="fair-forge-tests-")
+    config.stash[_SESSION_TMP] = (root, os.environ.get("TMPDIR"), tempfile.tempdir)
+    os.environ["TMPDIR"] = os.environ[SESSION_TMP_ENV] = root
+    tempfile.tempdir = root
+
+
+def pytest_unconfigure(config):
+    """Remove the session's temporary folder (:func:`pytest_configure`) and restore ``TMPDIR``."""
+    import shutil
+    import tempfile
+
+    made = config.stash.get(_SESSION_TMP, None)
+    if made is None:
+        return
+    root, tmpdir, cached = made
+    del config.stash[_SESSION_TMP]
+    os.environ.pop(SESSION_TMP_ENV, None)
+    if tmpdir is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = tmpdir
+    tempfile.tempdir = cached
+    shutil.rmtree(root, ignore_errors=True)
+
+
+_SESSION_TMP = pytest.StashKey[tuple]()
+
+
 @pytest.fixture
 def test_pipeline():
     """A ``TestPipeline`` on FnApiRunner in-memory (use as a context manager; :func:`helpers.fnapi_pipeline`)."""
