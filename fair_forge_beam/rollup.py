@@ -1001,7 +1001,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.reports.load import read_baseline, read_run_info
-    from fair_forge_beam.reports.output_folder import check_output_folder
+    from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -1022,6 +1022,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         try:
             runs = resolve_runs(args.runs)
             check_output_folder(args.output, reads=runs)  # never one of the runs, inside one or around one
+            check_no_other_run(args.output, "audit", shown="rollup")  # the audit's layout: never over generate's run
             manifests = load_manifests(runs)
             members = check_no_overlap(runs, manifests)
             baseline = read_baseline(args.baseline)

@@ -185,6 +185,29 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
             assert sorted(p.name for p in out.iterdir()) == [summary]  # untouched
 
 
+def test_a_rollup_refuses_a_folder_holding_a_run_of_another_command(tmp_path, capsys):
+    """fix38a: the roll-up writes the audit's layout (results.json) and, like the audit, refuses a folder
+    holding a run of generate, run_assistant or the loop (their files would mix), in one line (exit 2)."""
+    from fair_forge_beam.reports.output_folder import MARKER, RUN_MARKS
+    from fair_forge_beam.rollup import run
+
+    day = tmp_path / "day1"
+    (day / "stats").mkdir(parents=True)
+    (day / "stats" / "manifest.json").write_text("{}", encoding="utf-8")
+    (day / MARKER).write_text("{}", encoding="utf-8")
+    for other in ("generate", "run", "loop"):
+        summary = RUN_MARKS[other][0]
+        out = tmp_path / f"rollup-over-{other}"
+        out.mkdir()
+        (out / summary).write_text("{}", encoding="utf-8")
+        with pytest.raises(SystemExit) as exit_:
+            run(["--from", str(day), "--output", str(out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and len(err) == 1, err
+        assert f"--output: {out} holds a run of {other} ({summary}), not of rollup" in err[0], err
+        assert sorted(p.name for p in out.iterdir()) == [summary]  # untouched
+
+
 @pytest.mark.parametrize("flags, said", [
     (["--assistant-model", "m" * 1100], "--assistant-model 'mmm"),
     (["--assistant-model", "   "], "--assistant-model '   '"),

@@ -84,10 +84,10 @@ _STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
 
 
-def check_no_other_run(out: str, command: str, option: str = "--output") -> None:
+def check_no_other_run(out: str, command: str, option: str = "--output", shown: Optional[str] = None) -> None:
     """Refuse output folder ``out`` of ``command`` (a :data:`RUN_MARKS` name: ``audit``, ``generate``,
-    ``run`` or ``loop``) when it holds another command's run (one of that command's marks at the top
-    level). Each command replaces only the files of its own layout and keeps the rest as the user's
+    ``run`` or ``loop``; a roll-up writes the audit's layout: ``audit``, ``shown`` ``rollup``) when it
+    holds another command's run (one of that command's marks at the top level). Each command replaces only the files of its own layout and keeps the rest as the user's
     own (docs/data.md), so the two runs' files would mix and the folder would no longer say which run
     it holds (trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; fix38a:
     the audit wrote beside a generate run's ``dataset.jsonl``, and the stages beside a windowed audit).
@@ -99,7 +99,7 @@ def check_no_other_run(out: str, command: str, option: str = "--output") -> None
     for other, names in RUN_MARKS.items():
         for name in names if other != command else ():
             if fs.exists(fs.join(out, name)):
-                raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {command}: the two runs' "
+                raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {shown or command}: the two runs' "
                                  f"files would mix; give another {option} or remove that run")
 
 
