@@ -296,6 +296,35 @@ def test_a_bad_score_is_a_dead_letter_naming_the_metric_the_field_and_the_record
     assert (out / "report.html").exists() and (out / "results.parquet").exists()
 
 
+class IntWords(OddWords):
+    """OddWords whose session value is declared an int (a count)."""
+
+    def spec(self, windowed=False):
+        import dataclasses
+
+        return dataclasses.replace(super().spec(windowed), session_value_type=int)
+
+
+@pytest.mark.slow
+def test_a_fraction_where_an_int_is_declared_is_a_dead_letter_and_a_whole_float_is_scored(tmp_path, monkeypatch, capsys):
+    """fix38a: 2.5 where the metric declares an int was accepted (and truncated to 2 by an int64 Parquet
+    column); now a dead letter naming the metric, the field and the value. 3.0 is the int it equals
+    (decision: score_check._float_value_problem)."""
+    _register(monkeypatch, "words", IntWords)
+    data = _jsonl(tmp_path / "in.jsonl", [("s1", "a", ["2", "3.0"]), ("s2", "a", ["2.5", "4"]), ("s3", "b", ["0.5", "5"])])
+    out = tmp_path / "out"
+    assert _main(["--input", data, "--metrics", "words", "--output", str(out)]) == 0
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    ms = doc["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["interactions_not_scored"]) == (4, 2), ms
+    dead = [json.loads(line) for f in sorted((out / "dead_letter").iterdir()) for line in f.read_text().splitlines()]
+    reasons = sorted(d["reason"] for d in dead)
+    assert reasons == [f"words: the scorer's Scored session value is {v}, not a whole number, where the metric declares an "
+                       f"int (return int(...) of a whole number) (docs/engine.md: what a score may hold)"
+                       for v in ("0.5", "2.5")], reasons
+    assert sorted(json.loads(d["raw"])["assistant"] for d in dead) == ["0.5", "2.5"]
+
+
 # ----------------------------------------------------------------------------- extreme finite estimates
 #: finite floats at the edges: the largest, the smallest subnormal, the most negative
 EXTREMES = {"huge": (1e308, -1e308, 1.7976931348623157e308), "tiny": (5e-324, 0.0, 1e-300),
