@@ -43,8 +43,9 @@ def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     console tables, progress, warnings, gate lines, compare tables, report.html, trend.html: its
     text (no quotes) cut to ``limit`` characters, ``…`` and its length when longer
     (``'AAAA… (1,000,000 characters)'``), every non-printable character written as its escape (a
-    record must not forge a line or drive the terminal). The files meant for machines
-    (results.json, Parquet) keep the whole value. Never raises."""
+    record must not forge a line or drive the terminal), and so is a space that starts or ends it
+    (``bot-α\\x20``: ``bot-α`` and ``bot-α `` are two assistants, and must not look like one, trial38
+    T6). The files meant for machines (results.json, Parquet) keep the whole value. Never raises."""
     try:
         text = value if isinstance(value, str) else str(value)
     except Exception:  # noqa: BLE001 - an int past Python's digit limit
@@ -52,6 +53,10 @@ def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     cut = text[:limit]
     if not cut.isprintable():
         cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    if cut[:1] == " " or cut[-1:] == " " and len(text) <= limit:  # the end of a cut value is not its end
+        lead = len(cut) - len(cut.lstrip(" "))
+        trail = len(cut) - len(cut.rstrip(" ")) if lead < len(cut) and len(text) <= limit else 0
+        cut = "\\x20" * lead + cut[lead:len(cut) - trail] + "\\x20" * trail
     if len(text) > limit or len(cut) > limit:
         return f"{cut[:limit - 1]}… ({len(text):,} characters)"
     return cut

@@ -35,6 +35,30 @@ def test_shown_cuts_a_long_value_and_says_its_length():
     assert shown_key("overall") == "overall"
 
 
+def test_a_space_that_starts_or_ends_a_value_is_shown(tmp_path):
+    """trial38 T6: ``bot-α`` and ``bot-α `` (an export's trailing space) are two assistants, but the
+    console, the report and the plots showed two identical rows: a space at either end is written as its
+    escape (``\\x20``), one inside as it is. Fails before (both rows read ``assistant_id=bot-α``)."""
+    from fair_forge_beam.quoting import QUOTE_LIMIT, shown
+
+    assert shown("bot-α ") == "bot-α\\x20" and shown(" a  ") == "\\x20a\\x20\\x20" and shown("a b") == "a b"
+    assert shown("  ") == "\\x20\\x20" and shown("") == ""
+    # the end of a value cut at the limit is not the value's end
+    assert shown("x" * (QUOTE_LIMIT - 1) + "  tail") == "x" * (QUOTE_LIMIT - 1) + "… (205 characters)"
+
+
+@pytest.mark.slow
+def test_two_ids_that_differ_by_a_space_are_two_rows(tmp_path):
+    """trial38 T6, a whole audit (a process of its own, over 10 s on a loaded machine): the console and
+    report.html tell ``bot-α`` from ``bot-α ``. Fails before."""
+    p = _audit(tmp_path, "spaces", [_record("s1", "bot-α"), _record("s2", "bot-α ")])
+    assert p.returncode == 0, p.stderr
+    rows = [ln.split()[0] for ln in p.stdout.splitlines() if ln.lstrip().startswith("assistant_id=bot")]
+    assert "assistant_id=bot-α" in rows and "assistant_id=bot-α\\x20" in rows, p.stdout
+    page = (tmp_path / "spaces" / "report.html").read_text()
+    assert "bot-α\\x20" in page
+
+
 def _record(sid, aid, language="english"):
     return json.dumps({"session_id": sid, "assistant_id": aid, "language": language,
                        "conversation": [{"qa_id": "q1", "query": "hi", "assistant": "hello"}]}) + "\n"
