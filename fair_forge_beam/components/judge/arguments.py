@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import collections.abc as abc
 import inspect
-import math
-import numbers
 import types
 import typing
 from typing import Any, Callable, Mapping
@@ -61,35 +59,31 @@ def _hints(fn: Callable) -> dict:
 
 
 def fits(value: Any, annotation: Any) -> bool:
-    """Whether ``value`` is what ``annotation`` declares (a number: finite, never a bool; an int: a
-    whole number; ``Optional`` / ``Union`` / ``Mapping[K, V]`` followed; ``Any`` and what is not a
-    class take anything)."""
-    if annotation is Any or annotation is inspect.Parameter.empty:
+    """Whether ``value`` is what ``annotation`` declares, by pydantic's strict validation (no
+    conversion: a bool is not a number, ``"5"`` not an int, a float not an int; a float must be
+    finite; ``Optional`` / ``Union`` / ``Mapping[K, V]`` followed; ``Any`` takes anything). An
+    annotation pydantic cannot build a validator for takes anything, as the class will judge it."""
+    import pydantic
+
+    check = _validator(annotation)
+    if check is None:
         return True
-    if annotation is type(None) or annotation is None:
-        return value is None
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return fits(value, args[0])
-    if origin in _UNIONS:
-        return any(fits(value, a) for a in args)
-    if origin in _MAPPINGS:
-        return isinstance(value, abc.Mapping) and (len(args) != 2 or all(
-            fits(k, args[0]) and fits(v, args[1]) for k, v in value.items()))
-    if origin is type:
-        return isinstance(value, type)
-    if origin is not None:
-        return isinstance(value, origin) if isinstance(origin, type) else True
-    if not isinstance(annotation, type):
-        return True  # a TypeVar, a string annotation that did not resolve
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if annotation is float:
-        return (isinstance(value, numbers.Real) and not isinstance(value, bool) and
-                math.isfinite(float(value)))
-    return isinstance(value, annotation)
+    try:
+        check.validate_python(value, strict=True)
+    except pydantic.ValidationError:
+        return False
+    return True
+
+
+def _validator(annotation: Any):
+    """pydantic's ``TypeAdapter`` of ``annotation`` (NaN and infinities refused), or None."""
+    import pydantic
+
+    try:
+        return pydantic.TypeAdapter(annotation, config=pydantic.ConfigDict(allow_inf_nan=False,
+                                                                           arbitrary_types_allowed=True))
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        return None
 
 
 def expects(annotation: Any) -> str:
