@@ -35,7 +35,18 @@ class BestOfJudgeOutput(BaseModel):
     reasoning: dict[str, Any] = Field(default_factory=dict, description="strengths and weaknesses of A and of B")
 
 
-class BestOfContest(BaseModel):
+class _Match(BaseModel):
+    """A match's outcome, as a contest and its flat row both begin (see :class:`BestOfContest`)."""
+
+    round: int
+    left_id: str
+    right_id: str
+    winner_id: str
+    confidence: float
+    verdict: str = ""
+
+
+class BestOfContest(_Match):
     """One match of a block (upstream ``BestOfContest`` fields).
 
     ``round``: 1-based match number within the block (king of the hill: in challenge order;
@@ -49,35 +60,28 @@ class BestOfContest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    round: int
-    left_id: str
-    right_id: str
-    winner_id: str
-    confidence: float
-    verdict: str = ""
     reasoning: dict[str, str] = Field(default_factory=dict)
     thinkings: Optional[str] = None
     judged: bool = True
 
 
-class BestOfContestRecord(BaseMetric):
-    """A contest as a flat row (the ``interactions`` output of the pipeline, one Parquet row
-    each). ``assistant_id`` = the contest's ``winner_id`` (``"tie"`` for a tie, as upstream's
-    contest); ``element_id`` = ``"<block id>#<round>"``; ``turn_index`` = ``round``."""
-
-    model_config = ConfigDict(extra="ignore")
+class _ContestPlace(BaseMetric):
+    """Where a contest row stands: its block, question and turn (see :class:`BestOfContestRecord`)."""
 
     element_id: str
     block_id: str
     qa_id: str
     language: str = "english"
     turn_index: int = 0
-    round: int
-    left_id: str
-    right_id: str
-    winner_id: str
-    confidence: float
-    verdict: str = ""
+
+
+class BestOfContestRecord(_Match, _ContestPlace):
+    """A contest as a flat row (the ``interactions`` output of the pipeline, one Parquet row
+    each). ``assistant_id`` = the contest's ``winner_id`` (``"tie"`` for a tie, as upstream's
+    contest); ``element_id`` = ``"<block id>#<round>"``; ``turn_index`` = ``round``."""
+
+    model_config = ConfigDict(extra="ignore")
+
     judged: bool = True
 
 

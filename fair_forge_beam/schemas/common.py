@@ -34,6 +34,7 @@ __all__ = [
     "Logprobs",
     "BaseMetric",
     "InteractionMetric",
+    "JudgedSessionMetric",
     "JudgedSliceMetric",
     "Estimate",
 ]
@@ -190,6 +191,18 @@ class InteractionMetric(BaseMetric):
     element_id: str = ""
     turn_index: int = 0
     language: str = "english"
+
+
+class JudgedSessionMetric(BaseMetric):
+    """Base of a judge metric's session record: the session, its ``language``, the interactions
+    scored (``n_interactions``) and ``n_failed`` (interactions whose judgement failed: they are in
+    the dead letter); unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    language: str = "english"
+    n_interactions: int
+    n_failed: int = 0
 
 
 class JudgedSliceMetric(BaseModel):

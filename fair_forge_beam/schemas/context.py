@@ -8,7 +8,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric, JudgedSliceMetric
+from fair_forge_beam.schemas.common import Estimate, InteractionMetric, JudgedSessionMetric, JudgedSliceMetric
 
 __all__ = ["ContextJudgeOutput", "ContextInteraction", "ContextMetric", "ContextSliceMetric"]
 
@@ -38,7 +38,7 @@ class ContextInteraction(InteractionMetric):
     reasoning: Optional[str] = None
 
 
-class ContextMetric(BaseMetric):
+class ContextMetric(JudgedSessionMetric):
     """One session (upstream ``ContextMetric``, plus ``language``, ``n_failed`` and ``estimate``).
 
     * ``n_interactions``: interactions the judge scored (failures excluded);
@@ -52,11 +52,6 @@ class ContextMetric(BaseMetric):
       the pipeline's session records, whose interactions are a separate output).
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    language: str = "english"
-    n_interactions: int
-    n_failed: int = 0
     context_awareness: Optional[float] = None
     context_awareness_ci_low: Optional[float] = None
     context_awareness_ci_high: Optional[float] = None

@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric, JudgedSliceMetric
+from fair_forge_beam.schemas.common import Estimate, InteractionMetric, JudgedSessionMetric, JudgedSliceMetric
 
 __all__ = [
     "DIMENSIONS",
@@ -60,7 +60,20 @@ class ConversationalInteraction(InteractionMetric):
     history_turns: int = 0
 
 
-class ConversationalMetric(BaseMetric):
+class _DimensionEstimates(BaseModel):
+    """The seven dimensions as :class:`Estimate` s (:data:`RESULT_FIELDS`, in output order): the
+    session's and the slice's record hold them after their header."""
+
+    conversational_memory: Estimate
+    conversational_language: Estimate
+    conversational_quality_maxim: Estimate
+    conversational_quantity_maxim: Estimate
+    conversational_relation_maxim: Estimate
+    conversational_manner_maxim: Estimate
+    conversational_sensibleness: Estimate
+
+
+class ConversationalMetric(_DimensionEstimates, JudgedSessionMetric):
     """One session (upstream ``ConversationalMetric``; each dimension an :class:`Estimate` with
     upstream's ``mean``/``ci_low``/``ci_high`` plus ``n``).
 
@@ -71,32 +84,13 @@ class ConversationalMetric(BaseMetric):
     judgement failed (in the dead letter). ``interactions``: filled by ``Conversational.run``.
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    language: str = "english"
-    n_interactions: int
-    n_failed: int = 0
-    conversational_memory: Estimate
-    conversational_language: Estimate
-    conversational_quality_maxim: Estimate
-    conversational_quantity_maxim: Estimate
-    conversational_relation_maxim: Estimate
-    conversational_manner_maxim: Estimate
-    conversational_sensibleness: Estimate
     interactions: list[ConversationalInteraction] = Field(default_factory=list)
 
 
-class ConversationalSliceMetric(JudgedSliceMetric):
+class ConversationalSliceMetric(_DimensionEstimates, JudgedSliceMetric):
     """Aggregate over a slice (``overall``, ``assistant_id=<id>``, ``language=<name>``): each
     dimension is the mean of session means weighted by the sessions' scored-turn counts;
     Bayesian: Bayesian bootstrap over sessions. ``n_failed``: turns whose judgement failed."""
 
-    conversational_memory: Estimate
-    conversational_language: Estimate
-    conversational_quality_maxim: Estimate
-    conversational_quantity_maxim: Estimate
-    conversational_relation_maxim: Estimate
-    conversational_manner_maxim: Estimate
-    conversational_sensibleness: Estimate
     resampling: Optional[str] = None
     judge_model: str = ""

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from fair_forge_beam.schemas.common import BaseMetric, Estimate, InteractionMetric
+from fair_forge_beam.schemas.common import Estimate, InteractionMetric, JudgedSessionMetric
 
 __all__ = [
     "CHUNK_VERDICTS",
@@ -90,7 +90,7 @@ class RegulatoryInteraction(InteractionMetric):
     insight: str = ""
 
 
-class RegulatoryMetric(BaseMetric):
+class RegulatoryMetric(JudgedSessionMetric):
     """One session (upstream ``RegulatoryMetric`` + ``language``, ``n_failed``, rates).
 
     * ``n_interactions``: checked interactions; ``n_failed``: interactions that could not be
@@ -107,11 +107,6 @@ class RegulatoryMetric(BaseMetric):
     * ``interactions``: filled by ``Regulatory.run`` (empty in the pipeline's session records).
     """
 
-    model_config = ConfigDict(extra="ignore")
-
-    language: str = "english"
-    n_interactions: int
-    n_failed: int = 0
     compliance_score: Optional[float] = None
     ci_low: Optional[float] = None
     ci_high: Optional[float] = None
