@@ -63,7 +63,18 @@ class IterationResult:
     failing_examples: list
 
 
-@dataclass
+def _run_result(cls):
+    """``cls`` as a dataclass whose fields end with what every optimizer's run reports:
+    ``stop_reason``, ``n_dead``, ``dead_letters`` and ``evaluations`` (see
+    :class:`OptimizationResult`), and ``to_dict()`` (:func:`dataclasses.asdict`)."""
+    cls.__annotations__.update(stop_reason="str", n_dead="int", dead_letters="list", evaluations="list")
+    cls.stop_reason, cls.n_dead = "", 0
+    cls.dead_letters, cls.evaluations = field(default_factory=list), field(default_factory=list)
+    cls.to_dict = asdict
+    return dataclass(cls)
+
+
+@_run_result
 class OptimizationResult:
     """GEPA's result (spec §12) plus ``stop_reason``, ``n_dead`` (dead letters over the run) and
     ``evaluations``: one row per candidate evaluation, in run order, ``{"round", "stage", "prompt",
@@ -78,16 +89,9 @@ class OptimizationResult:
     iterations_run: int
     n_examples: int
     history: list = field(default_factory=list)
-    stop_reason: str = ""
-    n_dead: int = 0
-    dead_letters: list = field(default_factory=list)
-    evaluations: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
-@dataclass
+@_run_result
 class MIPROv2Result:
     """MIPROv2's result (spec §12): ``final_score`` is the best trial's minibatch score (when no
     trial was scored, the result is the seed prompt and ``final_score`` its ``initial_score``; both
@@ -103,13 +107,6 @@ class MIPROv2Result:
     n_examples: int
     demos: list = field(default_factory=list)
     trials: list = field(default_factory=list)
-    stop_reason: str = ""
-    n_dead: int = 0
-    dead_letters: list = field(default_factory=list)
-    evaluations: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _fence(label: str, text: str) -> str:
@@ -150,6 +147,11 @@ class _Base:
         parsed, dead = run_structured(self.model, messages, ProposedPrompts, key, workdir=self.workdir, pipeline_args=self.pipeline_args)
         self.dead_letters.extend(dead)
         return None if parsed is None else [str(p) for p in parsed["prompts"]]
+
+    def _run_tail(self, stop_reason: str) -> dict:
+        """The fields every result ends with (:func:`_run_result`), from this run."""
+        return {"stop_reason": stop_reason, "n_dead": len(self.dead_letters), "dead_letters": list(self.dead_letters),
+                "evaluations": list(self.evaluations)}
 
 
 class GEPAOptimizer(_Base):
@@ -222,8 +224,7 @@ class GEPAOptimizer(_Base):
         if not reason:
             reason = "iterations_reached"
         return OptimizationResult(best_prompt, initial, best_score,  # None when nothing was scored: never 0
-                                  it, len(self.examples), history, reason, len(self.dead_letters), list(self.dead_letters),
-                                  list(self.evaluations))
+                                  it, len(self.examples), history, **self._run_tail(reason))
 
 
 def sample_demo_sets(demos: Sequence[tuple], num_sets: int, max_demos: int, seed: int) -> list[list[tuple]]:
@@ -329,5 +330,4 @@ class MIPROv2Optimizer(_Base):
         return MIPROv2Result(best[3], instructions[best[1]] if best[1] is not None else self.seed_prompt,
                              initial, best[0],
                              len(trials), len(self.examples), demo_sets[best[2]] if best[2] is not None else [],
-                             trials, reason or "trials_reached", len(self.dead_letters), list(self.dead_letters),
-                             list(self.evaluations))
+                             trials, **self._run_tail(reason or "trials_reached"))
