@@ -1055,7 +1055,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                                                   slices_stored)
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
-    from fair_forge_beam.reports.gates import (GatesFailed, check_gates, counts_records, evaluate_gates, read_count_dimensions,
+    from fair_forge_beam.reports.gates import (GatesFailed, baseline_and_checks, check_gates, counts_records, read_count_dimensions,
                                                resolve_gates,
                                                uses_baseline)
     from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
@@ -1208,15 +1208,9 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         for what, why in not_rebuilt.items():
             log.warning("rollup: %s is not rebuilt: %s", what, why)
         width = args.inconclusive_width if args.inconclusive_width is not None else options.get("inconclusive_width") or 0.5
-        comparable = None
-        if baseline is not None:  # whether the baseline is like the roll-up: settings and data they share (trial34)
-            from fair_forge_beam.reports.compare import comparability
-
-            comparable = comparability(doc, baseline, info, baseline_info or None, current_dir=out,
-                                       baseline_dir=args.baseline, current_name=shown)
-            for line in comparable["caveats"]:
-                log.warning("--baseline: %s", line)
-        checks = evaluate_gates(doc, gates, baseline, comparable) if gates else None  # once: the report shows them too
+        # whether the baseline is like the roll-up: settings and data they share (trial34)
+        comparable, checks = baseline_and_checks(doc, gates, baseline, info, baseline_info, current_dir=out,
+                                                 baseline_dir=args.baseline, current_name=shown, warn=log.warning)
         from fair_forge_beam.reports.load import dead_letter_summary
 
         # the dead letters (the runs' copied shards) read once, for the report and the console's line

@@ -378,7 +378,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     """
     from fair_forge_beam.progress import ProgressReporter
     from fair_forge_beam.reports.empty_run import empty_run_reason, fail_empty_run
-    from fair_forge_beam.reports.gates import GatesFailed, check_gates, evaluate_gates
+    from fair_forge_beam.reports.gates import GatesFailed, baseline_and_checks, check_gates
     from fair_forge_beam.reports.results import utc_timestamp, write_run_info
     from fair_forge_beam.beam_pipeline import run_pipeline
 
@@ -422,15 +422,8 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
         if compared["possibly_shared_data"]:
             log.warning("--compare: the runs may share data: %s", _printable(compared["possibly_shared_data"]))
     # whether the --baseline run is like this one: settings (run_info.json's too, trial34 T1) and data they share
-    comparable = None
-    if gate_baseline is not None:
-        from fair_forge_beam.reports.compare import comparability
-
-        comparable = comparability(doc, gate_baseline, info, gate_baseline_info or None, current_dir=stage,
-                                   baseline_dir=args.baseline, current_name=out)
-        for line in comparable["caveats"]:
-            log.warning("--baseline: %s", line)
-    checks = evaluate_gates(doc, gates, gate_baseline, comparable) if gates else None  # once: the report shows them too
+    comparable, checks = baseline_and_checks(doc, gates, gate_baseline, info, gate_baseline_info, current_dir=stage,
+                                             baseline_dir=args.baseline, current_name=out, warn=log.warning)
     from fair_forge_beam.reports.launcher_reports import write_launcher_reports
     from fair_forge_beam.reports.load import dead_letter_summary
 

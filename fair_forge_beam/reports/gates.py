@@ -119,6 +119,7 @@ __all__ = [
     "parse_gate",
     "validate_gates",
     "evaluate_gates",
+    "baseline_and_checks",
     "gates_report",
     "resolve_gates",
     "check_gates",
@@ -1008,6 +1009,25 @@ def evaluate_gates(doc: dict, gates: Sequence[Gate], baseline: Optional[dict] = 
         else:
             checks.extend(_threshold_checks(doc, g, i))
     return checks
+
+
+def baseline_and_checks(doc: dict, gates: Sequence[Gate], baseline: Optional[dict], info: dict,
+                        baseline_info: Optional[dict], *, current_dir: str, baseline_dir: Optional[str],
+                        current_name: str, warn) -> tuple[Optional[dict], Optional[list[GateCheck]]]:
+    """``(comparable, checks)`` of a run about to be published (an audit's, a roll-up's):
+    whether the ``--baseline`` run is like this one (:func:`~fair_forge_beam.reports.compare.comparability`
+    of the settings, ``run_info.json``'s too, and the data they share; each caveat one
+    ``warn("--baseline: %s", caveat)``; None without a baseline), then the gates evaluated once
+    (:func:`evaluate_gates`; None without gates): the report shows them and :func:`check_gates` reads them."""
+    comparable = None
+    if baseline is not None:
+        from fair_forge_beam.reports.compare import comparability
+
+        comparable = comparability(doc, baseline, info, baseline_info or None, current_dir=current_dir,
+                                   baseline_dir=baseline_dir, current_name=current_name)
+        for line in comparable["caveats"]:
+            warn("--baseline: %s", line)
+    return comparable, evaluate_gates(doc, gates, baseline, comparable) if gates else None
 
 
 def _with_read_slices(doc: dict, g: Gate, records: list) -> list:
