@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam.blank import is_blank
+from fair_forge_beam.components.embedder import check_texts
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
 
@@ -65,15 +66,6 @@ def _check_text(text: Any) -> str:
     return text
 
 
-def _check_texts(texts: Any) -> list[str]:
-    if isinstance(texts, (str, bytes)) or not isinstance(texts, (list, tuple)):
-        raise TypeError(f"texts must be a list of str, got {type(texts).__name__}")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-    return list(texts)
-
-
 class SentimentAnalyzer(ABC):
     """Scores the sentiment of texts.
 
@@ -95,7 +87,7 @@ class SentimentAnalyzer(ABC):
 
     def infer_batch(self, texts: Sequence[str]) -> list[SentimentScore]:
         """Sentiment of each text, in order (default: ``infer`` per text)."""
-        return [self.infer(t) for t in _check_texts(texts)]
+        return [self.infer(t) for t in check_texts(texts)]
 
 
 def _windowed_vader(base: type) -> type:
