@@ -50,6 +50,7 @@ __all__ = [
     "can_subtract",
     "CollectCombineFn",
     "RateCombineFn",
+    "CountVectorSum",
     "CategoryCountCombineFn",
     "WeightedMeanStats",
     "SessionWeightedMeanCombineFn",
@@ -590,7 +591,28 @@ def estimate_rate(k: int, n: int, mode: StatisticalMode) -> Estimate:
 
 
 # ------------------------------------------------------------------------------ categories
-class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
+class CountVectorSum(StoredAccumulator, beam.CombineFn):
+    """Base of the combiners whose accumulator is a list of non-negative ints of a fixed length,
+    summed element-wise (exact, order-free) and stored as ``list<int64>``: a subclass gives
+    ``create_accumulator`` (its zeros), ``add_input`` and ``extract_output``."""
+
+    def merge_accumulators(self, accumulators):
+        out = self.create_accumulator()
+        for a in accumulators:
+            for i, v in enumerate(a):
+                out[i] += v
+        return out
+
+    def _stored_type(self):
+        import pyarrow as pa
+
+        return pa.list_(pa.int64())
+
+    def from_plain(self, value):
+        return list(value)
+
+
+class CategoryCountCombineFn(CountVectorSum):
     """Count vector over a **declared** category set (zeros included).
 
     Input: a category name, a mapping category -> non-negative integer count, or a count
@@ -633,26 +655,11 @@ class CategoryCountCombineFn(StoredAccumulator, beam.CombineFn):
             acc[self._index_of(c)] += check_count(f"count for category {quoted(c)}", v)
         return acc
 
-    def merge_accumulators(self, accumulators):
-        out = [0] * len(self.categories)
-        for a in accumulators:
-            for i, v in enumerate(a):
-                out[i] += v
-        return out
-
     def extract_output(self, acc):
         return tuple(acc)
 
-    def _stored_type(self):
-        import pyarrow as pa
-
-        return pa.list_(pa.int64())
-
     def to_stored(self, acc):
         return list(acc)
-
-    def from_plain(self, value):
-        return list(value)
 
     def subtract(self, acc, other):
         return [a - b for a, b in zip(acc, other)]

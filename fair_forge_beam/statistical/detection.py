@@ -24,17 +24,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from fair_forge_beam._beam import beam
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.common import Estimate
 from fair_forge_beam.statistical.base import StatisticalMode
-from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_rate
+from fair_forge_beam.statistical.combiners import CountVectorSum, estimate_rate
 from fair_forge_beam.statistical.seeding import estimator_rng
 
 __all__ = ["CountVectorCombineFn", "f_beta", "confusion_draws", "f_beta_draws", "estimate_confusion"]
 
 
-class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
+class CountVectorCombineFn(CountVectorSum):
     """Element-wise sum of integer vectors of length ``size``.
 
     Input: a sequence of ``size`` non-negative ints. Accumulator and output: a list of Python
@@ -58,21 +57,6 @@ class CountVectorCombineFn(StoredAccumulator, beam.CombineFn):
                 raise ValueError(f"counts must be integers >= 0, got {quoted(v)}")
             acc[i] += int(v)
         return acc
-
-    def _stored_type(self):
-        import pyarrow as pa
-
-        return pa.list_(pa.int64())
-
-    def from_plain(self, value):
-        return list(value)
-
-    def merge_accumulators(self, accumulators):
-        out = [0] * self.size
-        for a in accumulators:
-            for i, v in enumerate(a):
-                out[i] += v
-        return out
 
     def extract_output(self, acc):
         return list(acc)
