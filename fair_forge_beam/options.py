@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
+__all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "stage_parser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
            "leftover_message", "option",
            "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "FROM_RANGE", "range_regex", "template_excluded_markdown", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
@@ -1716,6 +1716,14 @@ def add_arguments(parser: argparse.ArgumentParser, metrics: Sequence[str] = (), 
         target = groups.setdefault(g.title, parser.add_argument_group(g.title) if g.title else parser)
         for o in g.options:
             o.add_to(target, o.help_text(**fmt) if "{metrics}" in o.help else None)
+
+
+def stage_parser(module: str, command: str, description: str) -> argparse.ArgumentParser:
+    """The parser of a stage command, ``python -m <module>`` (``generate``, ``run``): the options of
+    ``command`` (:func:`add_arguments`), Beam's passed on, a usage error in one line."""
+    p = OneLineErrorParser(prog=f"python -m {module}", allow_abbrev=False, passes_on=beam_option, description=description)
+    add_arguments(p, command=command)
+    return p
 
 
 def validate(args: Any, command: str = "audit") -> None:

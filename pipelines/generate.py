@@ -20,14 +20,9 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.options import add_arguments
+    from fair_forge_beam.options import stage_parser
 
-    from fair_forge_beam.options import OneLineErrorParser, beam_option
-
-    p = OneLineErrorParser(prog="python -m pipelines.generate", allow_abbrev=False, passes_on=beam_option,
-                                description="Generate evaluation questions or conversations from Markdown with an LLM.")
-    add_arguments(p, command="generate")
-    return p
+    return stage_parser("pipelines.generate", "generate", "Generate evaluation questions or conversations from Markdown with an LLM.")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:

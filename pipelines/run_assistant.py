@@ -21,14 +21,9 @@ from typing import Optional, Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fair_forge_beam.options import add_arguments
+    from fair_forge_beam.options import stage_parser
 
-    from fair_forge_beam.options import OneLineErrorParser, beam_option
-
-    p = OneLineErrorParser(prog="python -m pipelines.run_assistant", allow_abbrev=False, passes_on=beam_option,
-                                description="Fill a dataset's answers by running it against an assistant endpoint.")
-    add_arguments(p, command="run")
-    return p
+    return stage_parser("pipelines.run_assistant", "run", "Fill a dataset's answers by running it against an assistant endpoint.")
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
