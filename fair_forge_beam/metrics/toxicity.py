@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-from fair_forge_beam.options import SEED
 from fair_forge_beam._beam import beam
 
+from fair_forge_beam.components.clustering import ClusterConfig
 from fair_forge_beam.components.toxicity_classifier import describe_scorer
 from fair_forge_beam.components.toxicity_lexicon import HurtLexLoader, ToxicityLoader, ToxicLexiconMatcher
 from fair_forge_beam.io.elements import InteractionWarning, QualityWarning, dead_letter
@@ -552,16 +552,16 @@ class Toxicity(MetricTransform):
         w_ASB: float = 1 / 3,
         w_DTO: float = 1 / 3,
         clustering: Optional[bool] = None,
-        toxicity_min_cluster_size: int = 5,
-        toxicity_cluster_selection_epsilon: float = 0.01,
-        toxicity_cluster_selection_method: str = "euclidean",
-        toxicity_cluster_use_latent_space: bool = True,
-        umap_n_components: int = 2,
-        umap_n_neighbors: int = 15,
-        umap_min_dist: float = 0.1,
-        umap_random_state: int = SEED,
-        umap_metric: str = "cosine",
-        cluster_cap: int = 50_000,
+        toxicity_min_cluster_size: int = ClusterConfig.min_cluster_size,
+        toxicity_cluster_selection_epsilon: float = ClusterConfig.cluster_selection_epsilon,
+        toxicity_cluster_selection_method: str = ClusterConfig.metric,
+        toxicity_cluster_use_latent_space: bool = ClusterConfig.use_latent_space,
+        umap_n_components: int = ClusterConfig.umap_n_components,
+        umap_n_neighbors: int = ClusterConfig.umap_n_neighbors,
+        umap_min_dist: float = ClusterConfig.umap_min_dist,
+        umap_random_state: int = ClusterConfig.umap_random_state,
+        umap_metric: str = ClusterConfig.umap_metric,
+        cluster_cap: int = ClusterConfig.cap,
         cluster_points_path: Optional[str] = None,
         slices: Sequence[str] = SLICE_DIMENSIONS,
         batch_size: int = SCORE_BATCH,
