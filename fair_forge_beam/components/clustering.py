@@ -14,7 +14,6 @@ imports (umap, numba, sklearn) happen inside the functions that need them.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
@@ -26,6 +25,7 @@ import numpy as np
 
 from fair_forge_beam.options import SEED
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.statistical.base import check_nonnegative
 from fair_forge_beam.statistical.seeding import stable_hash64
 
 __all__ = [
@@ -126,9 +126,7 @@ class ClusterConfig:
             pos_int("assign_neighbors", self.assign_neighbors, 1)
         pos_int("cap", self.cap, self.min_points)
         for name in ("cluster_selection_epsilon", "umap_min_dist"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {quoted(v)}")
+            check_nonnegative(name, getattr(self, name))
         for name in ("metric", "umap_metric"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v:

@@ -44,6 +44,7 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.plain import json_kind
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.statistical.base import check_nonnegative
 
 __all__ = [
     "COMPONENTS",
@@ -79,12 +80,7 @@ def normalise_tool_weights(weights: Optional[Mapping[str, float]]) -> dict[str, 
     unknown = sorted(set(weights) - set(COMPONENTS))
     if unknown:
         raise ValueError(f"unknown tool_weights components {unknown}; choose from {list(COMPONENTS)}")
-    out = {}
-    for c in COMPONENTS:
-        v = weights.get(c, 0.0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"tool_weights[{quoted(c)}] must be a finite number >= 0, got {quoted(v)}")
-        out[c] = float(v)
+    out = {c: check_nonnegative(f"tool_weights[{quoted(c)}]", weights.get(c, 0.0)) for c in COMPONENTS}
     total = math.fsum(out.values())
     if total <= 0:
         raise ValueError("tool_weights must not all be zero")

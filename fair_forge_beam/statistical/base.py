@@ -23,6 +23,7 @@ __all__ = [
     "StatisticalMode",
     "Summary",
     "check_counts",
+    "check_nonnegative",
     "check_count_map",
     "empty_summary",
 ]
@@ -60,6 +61,14 @@ def check_count(name: str, v: Any) -> int:
     if v < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {quoted(v)}")
     return int(v)
+
+
+def check_nonnegative(name: str, v: Any) -> float:
+    """``v`` as a float when it is a finite number >= 0 (a weight, a share, a distance), else a
+    ``ValueError`` naming ``name`` and the value; a bool is not a number here."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {quoted(v)}")
+    return float(v)
 
 
 def check_count_map(name: str, values: Mapping[str, Number]) -> None:

@@ -61,7 +61,7 @@ from fair_forge_beam.quoting import quoted
 import numpy as np
 
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.statistical.base import StatisticalMode, check_nonnegative
 from fair_forge_beam.statistical.combiners import StoredAccumulator, estimate_distribution, estimate_rate, merge_into_new, output_stats
 from fair_forge_beam.statistical.exact import exact_ratio, to_exact
 from fair_forge_beam.statistical.seeding import exponential_rows
@@ -111,12 +111,7 @@ def reference_distribution(groups: Sequence[str], reference: Optional[Mapping[st
         return {}
     if reference is None:
         return {g: 1.0 / len(groups) for g in groups}
-    vals = {}
-    for g in groups:
-        v = reference.get(g, 0.0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"group_reference_q[{quoted(g)}] must be a finite number >= 0, got {quoted(v)}")
-        vals[g] = float(v)
+    vals = {g: check_nonnegative(f"group_reference_q[{quoted(g)}]", reference.get(g, 0.0)) for g in groups}
     total = math.fsum(vals.values())
     if total <= 0:
         return {g: 1.0 / len(groups) for g in groups}
