@@ -44,8 +44,9 @@ What is normalised before comparing (``NORMALISED``; nothing else):
    ``<JOB_ENDPOINT>`` (both clusters use the same working folder, so the workers' command path
    is the same).
 
-6. ``stats/manifest.json``'s modification times of the files read (``input_files``: ``[path,
-   size, mtime]``; two checkouts' shipped files have their own) → ``<TIME>``;
+6. ``stats/manifest.json``'s and ``stats/run_ids.json``'s modification times of the files read
+   (``input_files``: ``[path, size, mtime, sha256, records hash]``, the content's hashes kept; two
+   checkouts' shipped files have times of their own) → ``<TIME>``;
 7. ``stats/manifest.json``'s size and sha256 of each file it lists (``files``) → ``<HASH>``: a
    shard whose records came in another order (8., below) has other bytes, and every listed file is
    compared itself (the file names stay);
@@ -117,7 +118,7 @@ NORMALISED = (
     "run_info.json: started_at, finished_at, seconds -> <TIME>",
     "report.html: the run's seconds in 'runner <name>, N s' of the run details -> <TIME>",
     "Flink: the job server's address in --job_endpoint=HOST:PORT -> <JOB_ENDPOINT> (one cluster per tree)",
-    "stats/manifest.json: the modification time in input_files' [path, size, mtime] -> <TIME>",
+    "stats/manifest.json, stats/run_ids.json: the modification time in input_files' [path, size, mtime, ...] -> <TIME>",
     "stats/manifest.json: the size and sha256 of each file in files -> <HASH> (each file is compared itself)",
     "shard folders (part-NNNNN-of-NNNNN.parquet|jsonl): the multiset of their records, in any order and sharding "
     "(PCollections are unordered; --strict-order: not normalised)",
@@ -370,8 +371,9 @@ class Normaliser:
 
     def json_doc(self, rel: str, doc: Any) -> Any:
         doc = self.value(doc)
-        if rel.endswith("stats/manifest.json") and isinstance(doc, dict) and isinstance(doc.get("input_files"), list):
-            doc = {**doc, "input_files": [[*f[:2], "<TIME>"] if isinstance(f, list) and len(f) == 3 else f
+        if rel.rsplit("/", 1)[-1] in ("manifest.json", "run_ids.json") and isinstance(doc, dict) \
+                and isinstance(doc.get("input_files"), list):
+            doc = {**doc, "input_files": [[*f[:2], "<TIME>", *f[3:]] if isinstance(f, list) and len(f) >= 3 else f
                                           for f in doc["input_files"]]}
         if rel.endswith("stats/manifest.json") and isinstance(doc, dict) and isinstance(doc.get("files"), dict):
             doc = {**doc, "files": {k: "<HASH>" for k in doc["files"]}}
