@@ -50,8 +50,27 @@ def build_parser() -> argparse.ArgumentParser:
 SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model", "endpoint_down_after")
 
 
+#: the folder each stage of the loop writes under the loop's --output
+STAGE_FOLDERS = {"generate": "generated", "run": "run"}
+
+
+def stop_if_empty(command: str, doc: dict, what: str, root: str, prog: str) -> None:
+    """After a stage (``"generate"``, ``"run"``) that gave the next one nothing to work on, stop
+    with that stage's own empty-run reason (:func:`~fair_forge_beam.loop_jobs.stage_empty_reason`),
+    the loop named and the stage's dead letters pointed at, exit 4: the audit would go on and only
+    say "no input record" (trial38 T3: every assistant call failed)."""
+    from fair_forge_beam.loop_jobs import stage_empty_reason
+
+    empty = stage_empty_reason(command, doc)
+    if empty:
+        from fair_forge_beam.reports.empty_run import fail_empty_run
+
+        fail_empty_run(f"{what}: {empty} (see {os.path.join(root, STAGE_FOLDERS[command], 'dead_letter.jsonl')})",
+                       os.path.join(root, "audit"), prog=prog, allow_empty=False)
+
+
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate, stage_empty_reason
+    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
     from fair_forge_beam.reports.output_folder import check_no_other_run
     from fair_forge_beam.options import validate
     from pipelines import audit
@@ -82,14 +101,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
         # the generator defaults to the audit's judge: its endpoint, model and API-key variable
         stage_args = {**vars(audit_args), **vars(args)}
         gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)
-        empty = stage_empty_reason("generate", gen)
-        if empty:  # the generator's failure, named: the audit would only say "no input record"
-            from fair_forge_beam.reports.empty_run import fail_empty_run
-
-            fail_empty_run(f"the generator made no question: {empty} (see {os.path.join(root, 'generated', 'dead_letter.jsonl')})",
-                           os.path.join(root, "audit"), prog=parser.prog, allow_empty=False)
+        stop_if_empty("generate", gen, "the generator made no question", root, parser.prog)
         ran = run_assistant(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "run")}), stage_beam_args,
                             inputs=[os.path.join(root, "generated", "dataset.jsonl")])
+        stop_if_empty("run", ran, "the assistant answered no question", root, parser.prog)
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
     from fair_forge_beam.options import OPTIONS

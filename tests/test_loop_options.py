@@ -235,3 +235,36 @@ def test_an_assistant_id_the_reader_would_reject_is_refused_before_any_call(flag
     assert said in err[0] and "cannot label the generated sessions" in err[0], err
     assert ("give --assistant-id NAME" in err[0]) == ("--assistant-model" in said), err
     assert len(err[0]) < 600 and not calls and not (tmp_path / "out").exists()
+
+
+def test_a_loop_whose_assistant_answered_nothing_stops_after_its_run_stage(tmp_path, capsys):
+    """trial38 T3: the assistant failed every call (HTTP 500 here, a non-UTF-8 body there); the loop
+    went on to the audit, which said "fair-forge-beam: empty run: no input record (the inputs hold no
+    interaction)", blaming the inputs. It stops after its run stage with the run stage's own reason
+    (as ``run_assistant`` alone prints it), the loop named and ``run/dead_letter.jsonl`` pointed at:
+    exit 4, no audit folder."""
+    import json
+
+    from fair_forge_beam.reports.empty_run import EmptyRun
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+    from pipelines import loop
+
+    def generator(req):
+        return {"queries": [{"query": "How many bags can a gold member check?"}], "chunk_summary": "baggage"}
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(generator) as gen, \
+            ScriptedOpenAIServer("fine", faults=[Fault("server_error", retry_after=None)]) as bot:
+        with pytest.raises(EmptyRun):
+            loop.run(["--corpus", "airline", "--num-samples", "2", "--chunks-per-sample", "1", "--num-queries", "1",
+                      "--seed", "3", "--generator-base-url", gen.base_url, "--generator-model", "gen",
+                      "--generator-cache", str(tmp_path / "gen.sqlite3"), "--assistant-url", bot.base_url,
+                      "--assistant-model", "bot", "--assistant-retries", "0", "--metrics", "humanity",
+                      "--output", str(out)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    dead = (out / "run" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()
+    assert dead and all(json.loads(d)["stage"] == "runner" for d in dead)
+    assert err[-1].startswith("python -m pipelines.loop: empty run: the assistant answered no question: "
+                              "no turn was answered ("), err[-1:]
+    assert "HTTP 500" in err[-1] and str(out / "run" / "dead_letter.jsonl") in err[-1], err[-1:]
+    assert "no input record" not in err[-1] and not (out / "audit").exists()
