@@ -220,3 +220,36 @@ def test_gates_on_two_metrics_import_those_metrics_only():
                            "fair_forge_beam.metrics.registry", "fair_forge_beam.metrics.toxicity"]), modules
     assert f"unknown metric 'toxicty' (gateable: {', '.join(sorted(gate_fields()))})" in error, error
     assert sorted(gate_fields()) == sorted(n for n in METRICS if metric_info(n).gate_fields()), sorted(gate_fields())
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_no_session_histogram_draws_a_rate_s_posterior_mean(name):
+    """trial38 T4: Toxicity's histogram of session toxic rates drew ``toxic_rate.mean``, in a Bayesian
+    run Beta(1, 1)'s posterior mean (0 of 2: 0.25), so the main job's 736 sessions with no toxic
+    answer sat at 0.2-0.33 under a 6 % rate. A session histogram of an estimate declared with counts
+    (a rate) draws the observed share of those counts (``share_of``), never the estimate's value."""
+    info = metric_info(name)
+    for h in info.session_histograms:
+        if h.path is None:
+            assert h.share_of is not None
+            continue
+        est, _ = info.find(h.path[:-len(".mean")] if h.path.endswith(".mean") else h.path)
+        assert est is None or est.counts is None, (
+            f"{name}: the session histogram {h.label!r} draws {h.path}, a rate's estimate (counts {est.counts}): "
+            "draw its counts' share (share_of)")
+
+
+@pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
+def test_session_toxic_shares_are_drawn_as_observed(mode):
+    """The histogram's values are each session's k/n in both modes: 0 of 2 falls in the first bin
+    (a Bayesian record's toxic_rate.mean is 0.25), 1 of 4 at 0.25, 3 of 3 at 1."""
+    from fair_forge_beam.reports.plots import session_distributions
+
+    bayes = mode == "bayesian"
+    recs = [{"session_id": f"s{i}", "n_toxic": k, "n_interactions": n,
+             "toxic_rate": {"mean": (k + 1) / (n + 2) if bayes else k / n, "n": n}}
+            for i, (k, n) in enumerate([(0, 2), (0, 1), (1, 4), (3, 3)])]
+    (v,) = session_distributions("toxicity", recs)["values"].values()
+    counts = list(v["counts"])
+    assert v["n"] == 4 and (v["lo"], v["hi"]) == (0.0, 1.0)
+    assert counts[0] == 2 and counts[5] == 1 and counts[-1] == 1 and sum(counts) == 4, counts

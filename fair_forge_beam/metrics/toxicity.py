@@ -460,7 +460,8 @@ TOXICITY_INFO = MetricInfo(
     parquet=(ParquetColumns("fair_forge_beam.schemas.toxicity:ToxicityMetric",
                             ("total_words", "toxic_words", "toxic_ratio", "is_toxic", "matched", "groups", "sentiment"),
                             "toxicity_"),),
-    session_histograms=(SessionHistogram("toxic rate", "toxic_rate.mean"),),
+    # the observed share k/n in both modes: toxic_rate.mean is Bayesian's posterior mean (0 of 2: 0.25)
+    session_histograms=(SessionHistogram("toxic share (k/n)", share_of=("n_toxic", "n_interactions")),),
     plot="plot_toxicity",
 )
 

@@ -224,13 +224,25 @@ def grouped_intervals(ax, categories: Sequence[str], series: Sequence[tuple[str,
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
+def session_value(rec: dict, spec) -> Optional[float]:
+    """The value a :class:`~fair_forge_beam.schemas.metric_info.SessionHistogram` draws of one
+    session record: the value at its ``path``, or the observed share of its ``share_of`` counts
+    (``None`` without trials); ``None`` when absent or not a number."""
+    if spec.share_of is None:
+        v = dotted_get(rec, spec.path)
+    else:
+        k, n = (dotted_get(rec, p) for p in spec.share_of)
+        v = k / n if all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in (k, n)) and n else None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def _session_specs(metric: str) -> list:
     """Session values the report draws for ``metric`` (its info's ``session_histograms``):
-    ``[(label, dotted path, (lo, hi), bins)]``."""
+    ``[(label, SessionHistogram, (lo, hi), bins)]``."""
     from fair_forge_beam.reports.estimates import info_of
 
     info = info_of(metric)
-    return [(v.label, v.path, v.value_range, v.bins) for v in (info.session_histograms if info else ())]
+    return [(v.label, v, v.value_range, v.bins) for v in (info.session_histograms if info else ())]
 
 
 def session_distributions(metric: str, sessions) -> dict:
@@ -264,9 +276,9 @@ def session_distributions(metric: str, sessions) -> dict:
 
     for rec in sessions:
         n_sessions += 1
-        for label, path, _, _ in specs:
-            v = dotted_get(rec, path)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+        for label, spec, _, _ in specs:
+            v = session_value(rec, spec)
+            if v is not None:
                 buf[label].append(v)
         if n_sessions % 65536 == 0:
             flush()

@@ -312,12 +312,23 @@ class ParquetColumns:
 @dataclass(frozen=True)
 class SessionHistogram:
     """A session value the report draws as a histogram: ``label``, dotted ``path`` in a session
-    record, natural ``value_range`` and number of ``bins``."""
+    record, natural ``value_range`` and number of ``bins``.
+
+    ``share_of``: ``(successes, trials)``, dotted paths of a session record's counts; the value
+    drawn is then the session's observed share ``successes / trials`` (``path`` unused). A rate's
+    Bayesian session estimate is a posterior mean pulled towards the prior (Beta(1, 1): 0 of 2 is
+    0.25), so a histogram of it shows sessions with no event at 0.2–0.33 (trial38 T4): a rate is
+    drawn from its counts, the same in both modes."""
 
     label: str
-    path: str
+    path: Optional[str] = None
     value_range: tuple[float, float] = (0, 1)
     bins: int = 20
+    share_of: Optional[tuple[str, str]] = None
+
+    def __post_init__(self):
+        if (self.path is None) == (self.share_of is None):
+            raise ValueError(f"session histogram {self.label!r}: give a path or share_of, one of them")
 
 
 @dataclass(frozen=True)
