@@ -100,10 +100,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
             yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", raw, source=f"{args.input}:{no}"))
 
-    from fair_forge_beam.reports.output_folder import MARKER, check_output_folder, staged_output
+    from fair_forge_beam.reports.output_folder import MARKER, check_no_other_run, check_output_folder, staged_output
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
         check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []))
+        check_no_other_run(args.output, "explain")  # another command's run there: the files would mix
     except ValueError as exc:
         parser.error(str(exc))
     from fair_forge_beam.io.edge import open_input

@@ -53,11 +53,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             seed_prompt = read_side_text(args.seed_prompt_file, "--seed-prompt-file").strip()
         except (OSError, ValueError) as exc:
             parser.error(side_file_error("--seed-prompt-file", args.seed_prompt_file, exc))
-    from fair_forge_beam.reports.output_folder import check_output_folder
+    from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
         check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []),
                             staged=False)
+        check_no_other_run(args.output, "optimize")  # another command's run there: the files would mix
     except ValueError as exc:
         parser.error(str(exc))
     from fair_forge_beam.io.read import InputFiles, file_identity, warn_repeated_inputs

@@ -153,7 +153,7 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
     reads the one table of what marks each command's run (output_folder.RUN_MARKS)."""
     from fair_forge_beam.console import DEFAULT_OUTPUTS
     from fair_forge_beam.reports.output_folder import RUN_MARKS
-    from pipelines import audit, generate, loop, run_assistant
+    from pipelines import audit, explain, generate, loop, optimize, run_assistant, trend
 
     assert len(set(DEFAULT_OUTPUTS.values())) == len(DEFAULT_OUTPUTS), DEFAULT_OUTPUTS
     data = tmp_path / "in.jsonl"
@@ -168,6 +168,11 @@ def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
                                               "bot", "--output", out]),
         "loop": lambda out: loop.run(["--assistant-url", *endpoint, "--assistant-model", "bot", "--judge-base-url",
                                       *endpoint, "--judge-model", "judge", "--output", out]),
+        # trial38 T7: the trend wrote trend.html / trend.json into an audit's folder, exit 0
+        "trend": lambda out: trend.main([str(tmp_path / "no-such-run"), "--output", out]),
+        "explain": lambda out: explain.main(["--input", str(data), "--model", "tiny-random", "--output", out]),
+        "optimize": lambda out: optimize.main(["--input", str(data), "--model", "m", "--seed-prompt", "be kind",
+                                               "--output", out]),
     }
     assert sorted(commands) == sorted(RUN_MARKS)  # every command that has a run of its own checks
     for command, start in commands.items():
@@ -268,3 +273,22 @@ def test_a_loop_whose_assistant_answered_nothing_stops_after_its_run_stage(tmp_p
                               "no turn was answered ("), err[-1:]
     assert "HTTP 500" in err[-1] and str(out / "run" / "dead_letter.jsonl") in err[-1], err[-1:]
     assert "no input record" not in err[-1] and not (out / "audit").exists()
+
+
+def test_compare_json_refuses_a_folder_holding_a_run(tmp_path, capsys):
+    """trial38 T7: ``compare --json`` wrote its file into any folder, a third run's too (an audit's
+    comparison.json replaced, or a file beside generate's dataset.jsonl). It refuses a folder holding
+    any command's run, through the same table (RUN_MARKS) and check, in one line (exit 2)."""
+    from fair_forge_beam.reports import compare
+    from fair_forge_beam.reports.output_folder import RUN_MARKS
+
+    for other, names in RUN_MARKS.items():
+        out = tmp_path / f"json-in-{other}"
+        out.mkdir()
+        (out / names[0]).write_text("{}", encoding="utf-8")
+        with pytest.raises(SystemExit) as exit_:
+            compare.main([str(tmp_path / "a"), str(tmp_path / "b"), "--json", str(out / "cmp.json")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and len(err) == 1, err
+        assert f"--json: {out} holds a run of {other} ({names[0]}), not of compare" in err[0], err
+        assert sorted(p.name for p in out.iterdir()) == [names[0]]

@@ -650,8 +650,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.json:  # never one of the runs, inside one, or a file of one (B9: it replaced the run's results.json)
         from fair_forge_beam.io.paths import check_output_file
 
+        from fair_forge_beam.reports.output_folder import check_no_other_run
+
         try:
             check_output_file(args.json, _run_paths([args.current, args.baseline]), "--json")
+            # nor into a third run's folder (an audit's comparison.json replaced, its files mixed: trial38 T7)
+            check_no_other_run(os.path.dirname(args.json.rstrip("/")) or ".", "compare", option="--json")
         except ValueError as exc:
             p.error(str(exc))
     docs, infos = [], []

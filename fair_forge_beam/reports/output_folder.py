@@ -69,9 +69,11 @@ TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
 #: which command's run a folder holds: the files each command's run leaves at the top of its output
 #: folder, by which the folder is known to hold that run (the main job's: a batch audit's or a roll-up's
 #: ``results.json``, a windowed audit's ``windowed_results.json``; the release loop's stages: their
-#: summaries). The one table every command's :func:`check_no_other_run` reads
+#: summaries; the trend's ``trend.json``, explain's attribution shards, the optimizer's ``result.json``;
+#: a name with ``*`` is a pattern). The one table every command's :func:`check_no_other_run` reads
 RUN_MARKS = {"audit": ("results.json", "windowed_results.json"), "generate": ("generation_summary.json",),
-             "run": ("run_summary.json",), "loop": ("loop_summary.json",)}
+             "run": ("run_summary.json",), "loop": ("loop_summary.json",), "trend": ("trend.json",),
+             "explain": ("attributions-*-of-*.jsonl",), "optimize": ("result.json",)}
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
 
@@ -86,8 +88,10 @@ _PREVIOUS = ".previous-"
 
 def check_no_other_run(out: str, command: str, option: str = "--output", shown: Optional[str] = None) -> None:
     """Refuse output folder ``out`` of ``command`` (a :data:`RUN_MARKS` name: ``audit``, ``generate``,
-    ``run`` or ``loop``; a roll-up writes the audit's layout: ``audit``, ``shown`` ``rollup``) when it
-    holds another command's run (one of that command's marks at the top level). Each command replaces only the files of its own layout and keeps the rest as the user's
+    ``run``, ``loop``, ``trend``, ``explain``, ``optimize``; a roll-up writes the audit's layout: ``audit``,
+    ``shown`` ``rollup``; a command with no run of its own, ``compare`` writing its ``--json`` file into
+    ``out``, is refused every run) when it holds another command's run (one of that command's marks at
+    the top level). Each command replaces only the files of its own layout and keeps the rest as the user's
     own (docs/data.md), so the two runs' files would mix and the folder would no longer say which run
     it holds (trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; fix38a:
     the audit wrote beside a generate run's ``dataset.jsonl``, and the stages beside a windowed audit).
@@ -98,7 +102,9 @@ def check_no_other_run(out: str, command: str, option: str = "--output", shown: 
     fs = _fs()
     for other, names in RUN_MARKS.items():
         for name in names if other != command else ():
-            if fs.exists(fs.join(out, name)):
+            found = (fs.match([fs.join(out, name)])[0].metadata_list if "*" in name
+                     else fs.exists(fs.join(out, name)))
+            if found:
                 raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {shown or command}: the two runs' "
                                  f"files would mix; give another {option} or remove that run")
 

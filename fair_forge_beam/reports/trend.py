@@ -877,9 +877,13 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
 
     say = log or (lambda line: None)
     t0 = time.monotonic()
-    paths = find_runs(patterns, exclude=output)
-    from fair_forge_beam.reports.output_folder import check_output_folder
+    from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
+    try:  # a folder holding another command's run (an audit's): trend.html beside its report.html (trial38 T7)
+        check_no_other_run(output, "trend")
+    except ValueError as exc:
+        raise TrendUsageError(plain_reason(exc)) from None
+    paths = find_runs(patterns, exclude=output)
     try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here
         output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
     except ValueError as exc:
