@@ -359,6 +359,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
                                                  baseline_info, gates, gate_baseline, beam_args, gate_baseline_info)
     if earlier is not None:
         _say_replaced(out, doc, earlier)
+    _say_absent_slice_fields(out, doc)
     if summary is not None:
         say(summary)  # the paths the outputs have, now published
     if gate_failure is not None:
@@ -469,6 +470,28 @@ def _say_replaced(out: str, doc: dict, earlier: tuple) -> None:
         return
     if line:
         log.warning("%s", _printable(line))
+
+
+def _say_absent_slice_fields(out: str, doc: dict) -> None:
+    """One warning line on stderr per ``--slices`` field no session carries (a mistyped name: every
+    session in ``FIELD=(missing)``), with the data-quality warning's own words: it was a line in
+    ``data_quality/`` only, the run exit 0 (trial38 T11). ``--quiet`` silences it as every warning.
+    Reads ``data_quality/`` only when results.json counts such warnings, and stops at the last one."""
+    from fair_forge_beam.reports.load import iter_quality_warnings
+
+    kind = "slice_field_absent"
+    left = int(((doc or {}).get("summary") or {}).get("data_quality_by_kind", {}).get(kind) or 0)
+    if not left:
+        return
+    try:
+        for w in iter_quality_warnings(out):
+            if w.get("kind") == kind:
+                log.warning("--slices %s: %s (data_quality/)", _printable(str(w.get("key"))), _printable(str(w.get("message"))))
+                left -= 1
+                if not left:
+                    return
+    except (OSError, ValueError):  # the line is a courtesy: never a reason to fail a published run
+        return
 
 
 def _local_run(options, runner) -> bool:

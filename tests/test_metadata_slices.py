@@ -475,3 +475,29 @@ def test_python_api_fields_are_matched_by_name_not_position(tmp_path, test_pipel
                     label="quality")
     with pytest.raises(ValueError, match="sequence of names"):
         Humanity(slices="region")
+
+
+def test_a_slice_field_no_session_carries_is_one_warning_line(tmp_path, caplog):
+    """trial38 T11: ``--slices nonexistent_field`` exited 0 with a ``nonexistent_field=(missing)`` row
+    and the reason only in data_quality/. The run now also says it in one warning line on stderr (as
+    the "replaced the earlier run" line), naming the field, unless --quiet; a field present says nothing."""
+    import logging
+
+    from pipelines import audit
+
+    rows = [{"session_id": f"s{i}", "assistant_id": "a", "region": "eu",
+             "conversation": [{"qa_id": "q", "query": "hi", "assistant": "happy to help"}]} for i in range(2)]
+    data = tmp_path / "in.jsonl"
+    _write(data, rows)
+    common = ["--input", str(data), "--metrics", "humanity", "--no-report", f"--runner={FNAPI}"]
+
+    def said(*flags):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            audit.run([*common, *flags, "--output", str(tmp_path / f"out{len(flags)}")])
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("--slices ")]
+
+    [line] = said("--slices", "overall,regoin")
+    assert line.startswith("--slices regoin: no session carries the metadata field 'regoin'") and "\n" not in line, line
+    assert said("--slices", "overall,regoin", "--quiet") == []
+    assert said("--slices", "overall,region") == []
