@@ -993,3 +993,24 @@ def test_plots_of_cjk_slice_values_warn_nothing():
         warnings.simplefilter("always")
         warnings.warn("Glyph 1 missing from font(s) X.", UserWarning)
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize("scorer, rule", [
+    ({"name": "profanity-check", "kind": "classifier", "threshold": 0.5}, "(toxic: profanity-check probability ≥ 0.5)"),
+    ({"name": "hurtlex-inclusive", "kind": "lexicon", "threshold": 0.0}, "(toxic: hurtlex-inclusive: toxic-word ratio > 0)"),
+    (None, "(toxic: toxic-word ratio > 0)"),  # an older run: no scorer recorded, the lexicon's threshold
+])
+def test_the_group_figure_names_the_rule_the_run_used(scorer, rule):
+    """trial38 T9: under the classifier the group figure was titled "toxicity threshold 0.0", the
+    lexicon's ratio threshold, which the run did not use (K_i/N_i follow the classifier at 0.5)."""
+    from fair_forge_beam.reports.plots import plot_toxicity
+
+    est = {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}
+    overall = {"slice": "overall", "n_interactions": 20, "n_sessions": 5, "toxic_rate": est, "lexicon": "HurtLex 1.2",
+               "group_profiling": {"groups": ["women", "men"], "toxicity_threshold": 0.0, "N_i": {"women": 10, "men": 8},
+                                   "K_i": {"women": 2, "men": 1},
+                                   "group_estimates": {"women": {"T": est}, "men": {"T": est}}}}
+    metric = {"slices": [overall], "lexicon": "HurtLex 1.2", **({"scorer": scorer} if scorer else {})}
+    titles = [t for t, _ in plot_toxicity(metric, {})]
+    groups = [t for t in titles if t.startswith("Groups, overall slice")]
+    assert groups == [f"Groups, overall slice {rule}"], titles

@@ -457,7 +457,10 @@ def plot_toxicity(metric: dict, config: dict) -> list:
             interval_panel(axes[0][1], [""] * len(groups), [(ge.get(g) or {}).get("T") for g in groups],
                            title="T_i: toxic share of those answers", color="C3", xlim=(0, 1))
             fit(fig, max(len(_short(g)) for g in labels))
-            out.append((f"Groups, overall slice (toxicity threshold {gp.get('toxicity_threshold')})", fig))
+            from fair_forge_beam.reports.scorecard import toxic_rule
+
+            rule = toxic_rule(metric)  # the run's rule: the classifier's, not the lexicon's threshold (trial38 T9)
+            out.append(("Groups, overall slice" + (f" (toxic: {rule})" if rule else ""), fig))
     if slices:
         fig, note = _slice_panels(slices, ["toxic_rate"], ["toxic-answer rate"], {"toxic_rate": (0, 1)},
                                   metric="toxicity")

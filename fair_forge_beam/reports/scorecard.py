@@ -65,7 +65,7 @@ from fair_forge_beam.statistical.compare import normal_quantile
 from fair_forge_beam.statistical.slices import MIN_COMPARE_SESSIONS
 
 __all__ = ["reference_line", "MIN_SESSIONS", "MAX_DIFFERENCES", "estimate_label", "slice_label", "definition",
-           "inconclusive", "scorecard", "credible_differences", "toxicity_measure", "findings_headline",
+           "inconclusive", "scorecard", "credible_differences", "toxicity_measure", "toxic_rule", "findings_headline",
            "gate_failed_assistants"]
 
 #: fewest sessions of an assistant's slice for the scorecard to judge it
@@ -327,6 +327,27 @@ def toxicity_measure(metric: dict, run_info: Optional[dict] = None) -> Optional[
     else:
         rule = "an answer counts as toxic when at least one of its words is in the lexicon"
     return f"word lexicon {lex}: {rule}"
+
+
+def toxic_rule(metric: dict, run_info: Optional[dict] = None) -> Optional[str]:
+    """The rule that made an answer toxic in this run, in a few words, read from its outputs as
+    :func:`toxicity_measure` reads them: the classifier's (``profanity-check probability ≥ 0.5``)
+    when the metric records a classifier scorer, else the lexicon's (``hurtlex-inclusive: toxic-word
+    ratio > 0``; the group profile's ``toxicity_threshold`` when no scorer is recorded). ``None`` when
+    the outputs name none. The group profile's ``toxicity_threshold`` is the lexicon's, whatever
+    the scorer: a figure titled by it under the classifier named a rule the run did not use (trial38 T9)."""
+    first = (metric.get("slices") or [{}])[0]
+    for src in (metric, first, run_info or {}):
+        v = src.get("scorer") or src.get("toxicity_scorer")
+        if isinstance(v, dict) and isinstance(v.get("threshold"), (int, float)):
+            name = v.get("name") or v.get("kind") or "scorer"
+            if v.get("kind") == "classifier":
+                return f"{name} probability ≥ {v['threshold']:g}"
+            return f"{name}: toxic-word ratio > {v['threshold']:g}"
+    th = (first.get("group_profiling") or {}).get("toxicity_threshold")
+    if (metric.get("lexicon") or first.get("lexicon")) and isinstance(th, (int, float)):
+        return f"toxic-word ratio > {th:g}"
+    return None
 
 
 def _judged(metric: str, rec: dict, heads: Sequence[str], width: float, level: Optional[float],
