@@ -812,14 +812,16 @@ def test_disparity_panels_tick_labels_do_not_overlap(shipped_bayes):
 @pytest.mark.slow
 def test_undrawn_slices_are_the_least_relevant(shipped_bayes):
     """With more slices than a panel draws, the ones left out are those closest to ``overall``,
-    never the most extreme (the 0.80 toxic-rate assistants were hidden as "smaller slices")."""
-    from fair_forge_beam.reports.plots import MAX_SLICES, plot_toxicity
+    never the most extreme (the 0.80 toxic-rate assistants were hidden as "smaller slices"), among
+    the slices too small to judge (one session, as those assistants), which the judged ones come
+    before (trial38 T10: test_plots_choose_judged_slices_before_one_session_ones)."""
+    from fair_forge_beam.reports.plots import MAX_SLICES, plot_toxicity, too_small_to_judge
 
     _, doc = shipped_bayes
     m = _tox_metric(doc)
     overall = m["slices"][0]["toxic_rate"]["mean"]
-    # add near-overall slices of every size until the panel must leave some out
-    extra = [{**m["slices"][0], "slice": f"assistant_id=near-{i:02d}", "n_interactions": 5000 + i,
+    # add near-overall one-session slices of every size until the panel must leave some out
+    extra = [{**m["slices"][0], "slice": f"assistant_id=near-{i:02d}", "n_interactions": 5000 + i, "n_sessions": 1,
               "toxic_rate": {"mean": overall + 0.001 * (i + 1), "ci_low": None, "ci_high": None, "n": 5000}}
              for i in range(MAX_SLICES)]
     slices = m["slices"] + extra
@@ -829,12 +831,15 @@ def test_undrawn_slices_are_the_least_relevant(shipped_bayes):
     assert len(drawn) == MAX_SLICES
     assert "assistant_beta" in drawn and "callcenter_agent" in drawn  # toxic rate 0.80 over 3 answers
     n_left = len(slices) - MAX_SLICES
-    dist = sorted(slices[1:], key=lambda s: abs(s["toxic_rate"]["mean"] - overall))
+    small = [s for s in slices[1:] if too_small_to_judge(s, "toxicity")]
+    assert n_left < len(small)  # every judged slice is drawn, and some of the small ones
+    dist = sorted(small, key=lambda s: abs(s["toxic_rate"]["mean"] - overall))
     from fair_forge_beam.reports.scorecard import slice_label
 
     left_out = {slice_label(s["slice"]) for s in dist[:n_left]}
     assert not left_out & set(drawn)
-    assert "not drawn, closest to the overall value" in caption
+    assert {slice_label(s["slice"]) for s in slices if not too_small_to_judge(s, "toxicity")} <= set(drawn)
+    assert "not drawn, too small to judge (under 2 sessions): " in caption
 
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
@@ -1014,3 +1019,34 @@ def test_the_group_figure_names_the_rule_the_run_used(scorer, rule):
     titles = [t for t, _ in plot_toxicity(metric, {})]
     groups = [t for t in titles if t.startswith("Groups, overall slice")]
     assert groups == [f"Groups, overall slice {rule}"], titles
+
+
+@pytest.mark.parametrize("metric, path, sessions_field", [
+    ("humanity", "emotion_distribution.joy", "n_sessions"), ("toxicity", "toxic_rate", "n_sessions"),
+    ("bias", "rates.gender", "n_sessions"), ("conversational", "memory", "n_sessions"),
+    ("bestof", "win_rate", "n_blocks")])
+def test_plots_choose_judged_slices_before_one_session_ones(metric, path, sessions_field):
+    """trial38 T10: the emotion plot drew agent_response_1/2/3, callcenter_agent and my_assistant (one
+    session each, far from overall by chance) and left out hh-chosen and hh-rejected (400 sessions each),
+    the two judged assistants. Every metric's plot (pick_slices) chooses the judged slices first; the
+    caption says why the others are not drawn."""
+    from fair_forge_beam.reports.plots import _left_note, pick_slices
+
+    def rec(name, mean, sessions):
+        return {"slice": name, "n_interactions": 3 * sessions, sessions_field: sessions,
+                **_nested(path, {"mean": mean, "ci_low": None, "ci_high": None, "n": sessions})}
+
+    slices = ([rec("overall", 0.3, 805), rec("assistant_id=hh-chosen", 0.29, 400), rec("assistant_id=hh-rejected", 0.31, 400)]
+              + [rec(f"assistant_id=one-{i}", 0.9, 1) for i in range(5)])
+    chosen, left = pick_slices(slices, 6, [path], metric)
+    names = [s["slice"] for s in chosen]
+    assert names[:3] == ["overall", "assistant_id=hh-chosen", "assistant_id=hh-rejected"] and left == 2, names
+    note = _left_note(slices, chosen, metric)
+    assert "too small to judge (under 2 sessions): one-" in note.replace("assistant_id=", "") and "closest" not in note, note
+
+
+def _nested(path, value):
+    out = value
+    for part in reversed(path.split(".")):
+        out = {part: out}
+    return out

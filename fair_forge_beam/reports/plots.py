@@ -130,17 +130,30 @@ def _relevance(s: dict, ref: Optional[dict], paths: Sequence[str], metric: str) 
     return best
 
 
+def too_small_to_judge(s: dict, metric: str = "") -> bool:
+    """Whether slice record ``s`` rests on fewer sessions (BestOf: blocks) than the scorecard judges
+    (:data:`~.scorecard.MIN_SESSIONS`: one session has no interval), the scorecard's first rule."""
+    from fair_forge_beam.reports.estimates import sessions_of
+    from fair_forge_beam.reports.scorecard import MIN_SESSIONS
+
+    n = sessions_of(metric, s)
+    return n is not None and n < MIN_SESSIONS
+
+
 def pick_slices(slices: Sequence[dict], limit: int = MAX_SLICES, paths: Sequence[str] = (),
                 metric: str = "") -> tuple[list[dict], int]:
-    """``overall`` first, then the other slices by relevance: the slices whose estimates on
-    ``paths`` lie farthest from ``overall``'s (:func:`_relevance`; the most extreme values, e.g.
-    the highest toxic rates, are never the ones left out), then by ``n_interactions`` and name;
-    at most ``limit``. Without ``paths``: by ``n_interactions``. The chosen slices keep the
-    results' order (``overall`` first). Returns ``(chosen, number left out)``."""
+    """``overall`` first, then the slices large enough to judge (:func:`too_small_to_judge`: a
+    one-session slice, far from ``overall`` by chance, never takes the place of a judged one;
+    trial38 T10: the emotion plot drew five one-session assistants and left out the two judged
+    ones), each group by relevance: the slices whose estimates on ``paths`` lie farthest from
+    ``overall``'s (:func:`_relevance`; the most extreme values, e.g. the highest toxic rates, are
+    never the ones left out), then by ``n_interactions`` and name; at most ``limit``. Without
+    ``paths``: by ``n_interactions``. The chosen slices keep the results' order (``overall``
+    first). Returns ``(chosen, number left out)``."""
     ref = next((s for s in slices if s.get("slice") == "overall"), None)
     rel = {id(s): (_relevance(s, ref, paths, metric) if paths else 0.0) for s in slices}
-    ranked = sorted(slices, key=lambda s: (s.get("slice") != "overall", -rel[id(s)], -(s.get("n_interactions") or 0),
-                                           str(s.get("slice"))))
+    ranked = sorted(slices, key=lambda s: (s.get("slice") != "overall", too_small_to_judge(s, metric), -rel[id(s)],
+                                           -(s.get("n_interactions") or 0), str(s.get("slice"))))
     keep = {id(s) for s in ranked[:limit]}
     chosen = [s for s in slices if id(s) in keep]
     chosen.sort(key=lambda s: s.get("slice") != "overall")
@@ -390,16 +403,27 @@ def _slice_panels(slices, paths: Sequence[str], titles: Optional[Sequence[str]] 
     fit(fig, max(len(_short(lbl)) for lbl in labels))
     missing = [named[p] for p in paths if p not in valued]
     gone = f" (not drawn, no slice has a value of it: {', '.join(repr(m) for m in missing)})" if missing else ""
-    return fig, gone + _left_note(slices, chosen)
+    return fig, gone + _left_note(slices, chosen, metric)
 
 
-def _left_note(slices: Sequence[dict], chosen: Sequence[dict]) -> str:
-    """Caption note naming the slices not drawn (the least relevant: closest to ``overall``)."""
-    names = left_out(slices, chosen)
-    if not names:
+def _left_note(slices: Sequence[dict], chosen: Sequence[dict], metric: str = "") -> str:
+    """Caption note naming the slices not drawn, by why (:func:`pick_slices`): too small to judge,
+    then the least relevant (closest to ``overall``)."""
+    from fair_forge_beam.reports.scorecard import MIN_SESSIONS
+
+    ids = {id(s) for s in chosen}
+    left = [s for s in slices if id(s) not in ids]
+    if not left:
         return ""
-    shown = ", ".join(_short(n, 24) for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-    return f" (not drawn, closest to the overall value: {shown}; all slices are in the table)"
+    small = {id(s) for s in left if too_small_to_judge(s, metric)}
+    parts = []
+    for why, group in ((f"too small to judge (under {MIN_SESSIONS} sessions)", [s for s in left if id(s) in small]),
+                       ("closest to the overall value", [s for s in left if id(s) not in small])):
+        names = left_out(group, [])
+        if names:
+            parts.append(f"{why}: " + ", ".join(_short(n, 24) for n in names[:6])
+                         + (f" and {len(names) - 6} more" if len(names) > 6 else ""))
+    return f" (not drawn, {'; '.join(parts)}; all slices are in the table)"
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -427,7 +451,7 @@ def plot_humanity(metric: dict, config: dict) -> list:
             grouped_intervals(ax[0][0], emotions, [(slice_label(s["slice"]), [(s.get("emotion_distribution") or {}).get(e) for e in emotions]) for s in chosen],
                               xlabel="share of emotion words")
             fit(fig, max(len(e) for e in emotions), legend=True)
-            out.append(("Emotion distribution per slice" + _left_note(slices, chosen), fig))
+            out.append(("Emotion distribution per slice" + _left_note(slices, chosen, "humanity"), fig))
         fig, note = _slice_panels(slices, ["mean_entropy", "mean_spearman"],
                                   ["emotional entropy (bits)", "Spearman ρ vs reference"], metric="humanity")
         out.append(("Entropy and reference agreement per slice" + note, fig))
@@ -512,7 +536,7 @@ def plot_bias(metric: dict, config: dict) -> list:
     grouped_intervals(ax[0][0], attrs, [(s["slice"], [(s.get("rates") or {}).get(a) for a in attrs]) for s in chosen],
                       xlabel="share of interactions flagged", xlim=(0, 1))
     fit(fig, max(len(_short(a)) for a in attrs), legend=True)
-    return [("Bias rate per protected attribute" + _left_note(slices, chosen), fig)]
+    return [("Bias rate per protected attribute" + _left_note(slices, chosen, "bias"), fig)]
 
 
 def plot_context(metric: dict, config: dict) -> list:
@@ -538,7 +562,7 @@ def plot_conversational(metric: dict, config: dict) -> list:
         grouped_intervals(ax[0][0], [d.replace("conversational_", "") for d in dims],
                           [(s["slice"], [s.get(d) for d in dims]) for s in chosen], xlabel="judge score (0–10)", xlim=(0, 10))
         fit(fig, 15, legend=True)
-        out.append(("Conversational dimensions per slice" + _left_note(slices, chosen), fig))
+        out.append(("Conversational dimensions per slice" + _left_note(slices, chosen, "conversational"), fig))
     dist = _distributions("conversational", metric)
     if dist and dist["n_sessions"] and dims:
         fig, ax = _new(height=2.8)
@@ -584,7 +608,7 @@ def _curve_figure(slices: Sequence[dict], at: str, pow_: str):
         ax.grid(alpha=0.3)
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fit(fig, 4, legend=True, wspace=0.35)
-    return fig, _left_note(with_values, chosen)
+    return fig, _left_note(with_values, chosen, "agentic")
 
 
 def plot_agentic(metric: dict, config: dict) -> list:
@@ -618,7 +642,7 @@ def plot_bestof(metric: dict, config: dict) -> list:
     (win rate where no strength exists)."""
     out = []
     ranked = [s for s in metric.get("slices") or [] if s.get("ranking")]
-    chosen, left = pick_slices(ranked, 3)  # by size: a ranking has no single value to compare
+    chosen, left = pick_slices(ranked, 3, (), "bestof")  # by size: a ranking has no single value to compare
     for s in chosen:
         ranking = sorted(s["ranking"], key=lambda r: r.get("rank", 0))
         labels = [f"{r.get('rank')}. {r.get('assistant_id')}" for r in ranking]
