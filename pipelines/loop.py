@@ -21,6 +21,7 @@ if __name__ == "__main__":  # the command is the process: an interrupt while it 
     starting("fair-forge-beam loop")
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -70,9 +71,6 @@ def stop_if_empty(command: str, doc: dict, what: str, root: str, prog: str) -> N
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
-    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
-    from fair_forge_beam.reports.output_folder import check_no_other_run
-    from fair_forge_beam.options import validate
     from pipelines import audit
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -86,11 +84,37 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     # named as the loop in every usage error (the audit's parser said "fair-forge-beam: error")
     audit_parser = audit.build_parser(prog=parser.prog)
     audit_args, beam_args, config_gates = audit.parse_args(rest, audit_parser)
-    stage_beam_args = [a for a in beam_args if a.startswith("--runner") or a.startswith("--direct_")]
     root = args.output
     for d in SHARED_WITH_AUDIT:
         setattr(audit_args, d, getattr(args, d))
     audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
+    with _removed_if_left_empty(root):
+        return _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv)
+
+
+@contextlib.contextmanager
+def _removed_if_left_empty(root: str):
+    """``root``, the loop's output folder, removed when the loop made it and ends (a failure, Ctrl-C, an
+    empty run) leaving it empty (trial38 T13: Ctrl-C during generation said "nothing was written" and left
+    an empty folder). Only an empty folder is removed (``os.rmdir``); one that existed before is kept."""
+    existed = os.path.lexists(root)
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+        raise
+
+
+def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv) -> dict:
+    """The loop's three stages (generate, run, audit) into ``root``, then its ``loop_summary.json``."""
+    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
+    from fair_forge_beam.options import validate
+    from fair_forge_beam.reports.output_folder import check_no_other_run
+    from pipelines import audit
+
+    stage_beam_args = [a for a in beam_args if a.startswith("--runner") or a.startswith("--direct_")]
     try:
         validate(args, "loop")
         validate(audit_args)  # the audit's options too (--judge-api-key-env feeds the generator), before any stage

@@ -292,3 +292,30 @@ def test_compare_json_refuses_a_folder_holding_a_run(tmp_path, capsys):
         assert exit_.value.code == 2 and len(err) == 1, err
         assert f"--json: {out} holds a run of {other} ({names[0]}), not of compare" in err[0], err
         assert sorted(p.name for p in out.iterdir()) == [names[0]]
+
+
+def test_an_interrupted_loop_leaves_no_empty_folder_it_made(monkeypatch, tmp_path):
+    """trial38 T13: Ctrl-C during generation said "nothing was written (…/generated was not created)"
+    and left the empty output folder the loop had made for its stages. The loop removes the folder it
+    made when it ends with it empty; a folder that existed before, or holds anything, is kept. Fails
+    before (the folder stayed)."""
+    from fair_forge_beam import loop_jobs
+    from pipelines import loop
+
+    def interrupted(args, beam_args):
+        (tmp_path / "made" / ".generated.stage").mkdir(parents=True)  # what the stage makes, then removes
+        (tmp_path / "made" / ".generated.stage").rmdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop_jobs, "run_generate", interrupted)
+    monkeypatch.setattr(loop_jobs, "build_assistant_handler", lambda args: None)
+    flags = ["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "bot", "--judge-base-url",
+             "http://127.0.0.1:9/v1", "--judge-model", "judge", "--metrics", "humanity"]
+    with pytest.raises(KeyboardInterrupt):
+        loop.run([*flags, "--output", str(tmp_path / "made")])
+    assert not (tmp_path / "made").exists()
+    (tmp_path / "mine").mkdir()  # the user's own (empty) folder: kept
+    monkeypatch.setattr(loop_jobs, "run_generate", lambda a, b: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        loop.run([*flags, "--output", str(tmp_path / "mine")])
+    assert (tmp_path / "mine").is_dir()
