@@ -590,7 +590,7 @@ def test_report_opens_with_findings_and_run_details_last(runs, shipped_bayes, mo
     out, doc = shipped_bayes if mode == "bayesian" else runs["frequentist"]
     html = (out / "report.html").read_text(encoding="utf-8")
     order = [html.index(x) for x in ('<section id="summary">', 'id="metric-humanity"', 'id="metric-toxicity"',
-                                     'id="dead-letter"', 'id="run"', "Lexicons and licences")]
+                                     'id="dead-letter"', 'id="run"', "Lexicons, models and licences")]
     assert order == sorted(order)
     summary = html[html.index('<section id="summary">'):html.index("</section>")]
     # the worst judged assistant and its worst metric, from the shipped data's numbers: hh-rejected's toxic rate
@@ -1050,3 +1050,22 @@ def _nested(path, value):
     for part in reversed(path.split(".")):
         out = {part: out}
     return out
+
+
+def test_the_licence_table_names_the_toxicity_classifier_the_run_used():
+    """trial38 T9: under the default classifier scorer the report's licence table listed only HurtLex;
+    the classifier that decided (profanity-check, its package and licence) is listed too. Fails before."""
+    from fair_forge_beam.reports.html import _licences
+
+    scorer = {"name": "profanity-check", "kind": "classifier", "threshold": 0.5, "package": "alt-profanity-check",
+              "version": "1.9.1", "licence": "MIT"}
+    doc = {"metrics": {"toxicity": {"lexicon": "HurtLex 1.2", "lexicon_licence": "CC BY-NC-SA 4.0", "scorer": scorer},
+                       "humanity": {"lexicon": "NRC", "lexicon_licence": "research", "scorer": None}}}
+    rows = _licences(doc)
+    assert {"metric": "toxicity", "lexicon": "profanity-check 1.9.1 (classifier, package alt-profanity-check)",
+            "licence": "MIT"} in rows
+    assert [r["lexicon"] for r in rows] == ["HurtLex 1.2", "profanity-check 1.9.1 (classifier, package alt-profanity-check)",
+                                            "NRC"]
+    lexicon_scored = {"metrics": {"toxicity": {"lexicon": "HurtLex 1.2", "lexicon_licence": "x",
+                                               "scorer": {"name": "hurtlex-inclusive", "kind": "lexicon"}}}}
+    assert len(_licences(lexicon_scored)) == 1  # the lexicon is the scorer: listed once

@@ -335,6 +335,13 @@ def _licences(doc: dict) -> list[dict]:
         if lex and (lex, lic) not in seen:
             seen.add((lex, lic))
             out.append({"metric": name, "lexicon": lex, "licence": lic})
+        scorer = m.get("scorer")  # a scorer that is not the lexicon (Toxicity's classifier: trial38 T9)
+        if isinstance(scorer, dict) and scorer.get("kind") != "lexicon" and scorer.get("name"):
+            what = " ".join(str(scorer[k]) for k in ("name", "version") if scorer.get(k))
+            what += f" ({scorer['kind']}, package {scorer['package']})" if scorer.get("package") else ""
+            if (what, scorer.get("licence")) not in seen:
+                seen.add((what, scorer.get("licence")))
+                out.append({"metric": name, "lexicon": what, "licence": scorer.get("licence")})
     return out
 
 
