@@ -857,6 +857,24 @@ def _one(score):
     return (score,)
 
 
+def _exception_words(exc: BaseException) -> str:
+    """``raised <class>: <message>`` of a failure of a metric's own code, as a dead letter's reason
+    says it: the message in plain words, on one line (:func:`~fair_forge_beam.plain.plain_reason`),
+    secret-shaped strings masked (:func:`~fair_forge_beam.urls.mask_shapes`; the writers mask the
+    run's keys), non-printable characters escaped and cut to :data:`~fair_forge_beam.quoting.QUOTE_LIMIT`
+    characters (:func:`~fair_forge_beam.quoting.shown`): the text comes from the data."""
+    from fair_forge_beam.plain import plain_reason
+    from fair_forge_beam.quoting import shown
+    from fair_forge_beam.urls import mask_shapes
+
+    return f"raised {shown(type(exc).__name__)}: {shown(mask_shapes(plain_reason(exc)))}"
+
+
+def _raised(what: str, exc: BaseException) -> str:
+    """The problem of a score whose spec function ``what`` (``session_value``, ...) raised ``exc``."""
+    return f"the spec's {what} {_exception_words(exc)}"
+
+
 #: interactions counted per progress update of a scorer (one locked update per step, not per element)
 _PROGRESS_STEP = 256
 
@@ -897,8 +915,8 @@ class _ScoreAndRoute(beam.DoFn):
             scorer.setup()
         elif isinstance(scorer, beam.PTransform):  # its scores arrive here already scored
             self._score = _one  # as session parts, not interactions: _ReduceSessions counts its progress
-        else:  # a plain function: one interaction -> its score, or None (no score)
-            self._score = lambda x, fn=scorer: () if (out := fn(x)) is None else (out,)
+        else:  # a plain function: one interaction -> its score; None (no score) is a dead letter (_no_score)
+            self._score = lambda x, fn=scorer, none=self._no_score: (none(x),) if (out := fn(x)) is None else (out,)
         self._pending = self._pending_scored = 0
         self._counting = not isinstance(scorer, beam.PTransform)
         from fair_forge_beam.score_check import ScoreCheck
@@ -906,6 +924,9 @@ class _ScoreAndRoute(beam.DoFn):
         # every score is checked here, for every metric (fair_forge_beam/score_check.py): a non-finite,
         # Decimal, str or bool value where a number is declared is a dead letter of the metric
         self._check = ScoreCheck(self.spec, [name for name, _ in SCORE_IDS])
+        # the interactions a call's scores must name (None: a PTransform's scores arrive without them)
+        self._own_ids = None if isinstance(scorer, beam.PTransform) else self._check.ids_problem
+        self._gave = "returned" if not isinstance(scorer, (beam.DoFn, beam.PTransform)) else "yielded"
         self._invalid = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.spec.name}", "invalid_scores")
 
     def teardown(self):
@@ -942,21 +963,44 @@ class _ScoreAndRoute(beam.DoFn):
             dims_of = {_session_key(x): metadata_values(x, self.dims)
                        for x in (element if isinstance(element, list) else (element,))}
             sent = set()
-        for out in self._score(element) or ():
+        try:  # the scorer is the metric's code: what it raises is a dead letter of its interactions
+            outs = self._score(element)
+            if outs is not None and type(outs) is not tuple and type(outs) is not list:
+                outs = list(outs)  # a DoFn's generator runs here, inside the guard
+        except Exception as e:  # noqa: BLE001 - any failure of the metric's own code (docs/engine.md)
+            outs = self._failed(element, e)
+        own_ids, check = self._own_ids, self._check
+        for out in outs or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 if type(out.value) is InteractionWarning:
                     yield self._finding(out.value)
                     continue
                 yield out
                 continue
-            sv = None if session_value is None else session_value(out)
-            cv = None if cell_value is None else cell_value(out)
-            problem = self._check.problem(out, sv, cv)
+            problem = check.not_a_score(out, self._gave)
+            if problem is None and own_ids is not None:
+                problem = own_ids(out, element)
+            if problem is None:  # the spec's own functions: a failure is the score's dead letter
+                try:
+                    sv = None if session_value is None else session_value(out)
+                except Exception as e:  # noqa: BLE001
+                    problem = _raised("session_value", e)
+                else:
+                    try:
+                        cv = None if cell_value is None else cell_value(out)
+                    except Exception as e:  # noqa: BLE001
+                        problem = _raised("cell_value", e)
+                    else:
+                        problem = check.problem(out, sv, cv)
+            if problem is None:
+                try:
+                    rec = None if record is None else headed(spec.name, "interaction", record(out), out)
+                except Exception as e:  # noqa: BLE001
+                    problem = _raised("interaction_record", e)
             if problem is not None:
                 yield self._invalid_score(element, out, problem)
                 continue
             self._pending_scored += counting
-            rec = None if record is None else headed(spec.name, "interaction", record(out), out)
             if rec is not None:  # a score may have no record of its own (e.g. a failed query)
                 yield rec
             if dims_of is not None:
@@ -968,6 +1012,43 @@ class _ScoreAndRoute(beam.DoFn):
                 yield tagged("sessions", (_session_key(out), (slot, sv)))
             if cell_value is not None:
                 yield tagged("sessions", (_session_key(out), (self.cell_slot, cv)))
+        if type(element) is list:
+            check.forget()
+
+    def _failed(self, element, exc: BaseException) -> list:
+        """The outputs of a scorer call that raised ``exc``: a call of one interaction gives its dead
+        letter; a batch (``batch_size``) is scored again one interaction at a time, so only the
+        interactions that fail alone are dead letters and the others are scored (**decision**: one
+        odd record does not cost its batch; a scorer that fails on every record pays one more call
+        per record, on the failure path only)."""
+        if isinstance(element, list) and len(element) > 1 and isinstance(self.spec.scorer, beam.DoFn):
+            outs: list = []
+            for x in element:
+                try:
+                    outs.extend(self._score([x]) or ())
+                except Exception as e:  # noqa: BLE001 - as in process
+                    outs.append(self._scorer_raised(x, e))
+            return outs
+        return [self._scorer_raised(x, exc) for x in (element if isinstance(element, list) else (element,))]
+
+    def _scorer_raised(self, x, exc: BaseException):
+        """The dead letter of the interaction ``x`` whose scorer call raised ``exc``."""
+        from fair_forge_beam.io.elements import dead_letter
+
+        self._invalid.inc()
+        return beam.pvalue.TaggedOutput(DEAD, dead_letter(
+            self.spec.name, f"{self.spec.name}: the scorer {_exception_words(exc)} (docs/engine.md: what a score may hold)",
+            x, getattr(x, "element_id", None)))
+
+    def _no_score(self, x):
+        """The dead letter of the interaction ``x`` a function scorer returned ``None`` for: every
+        interaction read and not scored is counted with its reason (DESIGN §8; trial38 T8)."""
+        from fair_forge_beam.io.elements import dead_letter
+
+        self._invalid.inc()
+        return beam.pvalue.TaggedOutput(DEAD, dead_letter(
+            self.spec.name, f"{self.spec.name}: the scorer returned None, no score (docs/engine.md: what a score may hold)",
+            x, getattr(x, "element_id", None)))
 
     def _invalid_score(self, element, out, problem: str):
         """The dead letter of a score that fails the engine's check: the metric, the field and
@@ -977,13 +1058,16 @@ class _ScoreAndRoute(beam.DoFn):
         self._invalid.inc()
         eid = getattr(out, "element_id", None)
         raw = out
-        for x in (element if isinstance(element, list) else (element,)):
+        if not isinstance(element, list) and hasattr(element, "as_record"):  # one interaction: the score's
+            raw, eid = element, element.element_id
+        for x in (element if isinstance(element, list) else ()):
             if getattr(x, "element_id", None) == eid and hasattr(x, "as_record"):
                 raw = x
                 break
         # the reason names the metric, the field and the value, not the record (element_id and raw
         # do): the console groups a metric's dead letters by reason
-        reason = f"{self.spec.name}: the scorer's {type(out).__name__} {problem} (docs/engine.md: what a score may hold)"
+        reason = (f"{self.spec.name}: {problem}" if problem.startswith("the ") else
+                  f"{self.spec.name}: the scorer's {type(out).__name__} {problem}") + " (docs/engine.md: what a score may hold)"
         return beam.pvalue.TaggedOutput(DEAD, dead_letter(self.spec.name, reason, raw, eid))
 
     def _finding(self, w):

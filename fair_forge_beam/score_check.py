@@ -43,11 +43,16 @@ import collections.abc as abc
 import dataclasses
 import math
 import numbers
+import operator
 import threading
 import types
 import typing
 from typing import Any, Optional
 
+#: the ids a score names its interaction by (engine.SCORE_IDS' names; the engine checks they are its
+#: interaction's), and those of its session, which every score carries (the engine keys it by them)
+ID_FIELDS = ("element_id", "session_id", "assistant_id", "language", "turn_index", "qa_id")
+SCORE_SESSION_IDS = ("session_id", "assistant_id", "language")
 #: a declared float / a declared int (any other declaration of a scalar is _ANY)
 _FLOAT, _INT = "float", "int"
 #: the largest magnitude a float score may have: the statistics sum squares of scores (variances,
@@ -254,6 +259,18 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _type_name(t: type) -> str:
+    from fair_forge_beam.quoting import shown
+
+    return shown(t.__name__, 60)
+
+
+def _quoted(v: Any) -> str:
+    from fair_forge_beam.quoting import quoted
+
+    return quoted(v, 80)
+
+
 def _join(head: str, found: tuple) -> tuple:
     path = found[0]
     return (head + ("" if not path else path if path.startswith("[") else "." + path), found[1])
@@ -329,8 +346,70 @@ class ScoreCheck:
         # ids: the names of the score's id fields (the engine's SCORE_IDS), read by the engine, not checked
         self.spec, self.ids = spec, frozenset(ids)
         self._score_kinds: dict = {}
+        self._shapes: dict = {}  # type -> "" (a score) or why it is none
+        self._getters: dict = {}  # score type -> (its id field names, their attrgetter)
+        self._index = self._indexed = None  # element_id -> interaction of the last batch asked about
         self._session_kind = _kind(getattr(spec, "session_value_type", None))
         self._cell_kind = _kind(getattr(spec, "cell_value_type", None))
+
+    def not_a_score(self, out: Any, gave: str = "returned") -> Optional[str]:
+        """Why ``out``, what the scorer ``gave`` (``returned``/``yielded``), is not a score at all
+        (``None``: it is one): a score carries its session's ids (:data:`SCORE_IDS`' ``session_id``,
+        ``assistant_id``, ``language``), which the engine keys it by — a float, a plain tuple, a list
+        of scores, a dict carry none (trial38 T1: ``'float' object has no attribute 'value'``)."""
+        t = type(out)
+        found = self._shapes.get(t)
+        if found is None:
+            found = "" if all(hasattr(out, f) for f in SCORE_SESSION_IDS) else (
+                f"the scorer {gave} a {_type_name(t)}, not a score (a score carries its interaction's ids: "
+                f"Scored.of(interaction, value), or a NamedTuple starting with engine.SCORE_IDS)")
+            if not found or isinstance(out, (float, int, str, bytes, tuple, list, dict, set, type(None))):
+                self._shapes[t] = found  # a class of fixed shape (an instance's own attributes are asked each time)
+        return found or None
+
+    def ids_problem(self, score: Any, element: Any) -> Optional[str]:
+        """Why ``score`` is not a score of the interaction it was made for (``None``: it is): the
+        scorer was called with ``element`` (an interaction, or a list of them with ``batch_size``),
+        and a score names the interaction by its ids (``element_id``, ``session_id``, ``assistant_id``,
+        ``language``, ``turn_index``, ``qa_id``: those it has) — a score keyed ``session_id="ghost"``
+        pooled 16 sessions into one (trial38 T8). A score without ``element_id`` (a
+        :class:`~fair_forge_beam.engine.SessionPart`) names the session of one of them."""
+        t = type(score)
+        get = self._getters.get(t)
+        if get is None:
+            names = tuple(f for f in ID_FIELDS if hasattr(score, f))
+            if "element_id" not in names:
+                names = tuple(f for f in names if f in SCORE_SESSION_IDS)
+            get = self._getters[t] = (names, operator.attrgetter(*names))
+        names, getter = get
+        if type(element) is list:
+            index = self._index if self._indexed is element else None
+            if index is None:  # built once per call (a batch), on its first score
+                index = self._index = {}
+                self._indexed = element
+            by = "element_id" if "element_id" in names else "session"
+            if by not in index:
+                index[by] = ({x.element_id: x for x in element} if by == "element_id" else
+                             {(x.session_id, x.assistant_id, x.language): x for x in element})
+            x = index[by].get(score.element_id if by == "element_id" else getter(score))
+            if x is None:
+                return (f"the scorer's {_type_name(t)} names no interaction it was given "
+                        f"({names[0]} {_quoted(getter(score)[0] if len(names) > 1 else getter(score))}): a score carries "
+                        f"the ids of the interaction it scores (Scored.of(interaction, value))")
+            element = x
+        mine, theirs = getter(score), getter(element)
+        if mine == theirs:
+            return None
+        if len(names) == 1:
+            mine, theirs = (mine,), (theirs,)
+        field, a, b = next((f, m, o) for f, m, o in zip(names, mine, theirs) if m != o)
+        return (f"the scorer's {_type_name(t)} names another interaction ({field} {_quoted(a)}, not "
+                f"{_quoted(b)}, the interaction's): a score carries the ids of the interaction it scores "
+                f"(Scored.of(interaction, value))")
+
+    def forget(self) -> None:
+        """Let go of the last batch's index (:meth:`ids_problem`), at the end of its call."""
+        self._index = self._indexed = None
 
     def problem(self, score: Any, session_value: Any = None, cell_value: Any = None) -> Optional[str]:
         """Why ``score`` (with the session and cell values it adds) is not a valid score, naming

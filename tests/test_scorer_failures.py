@@ -1,0 +1,171 @@
+"""trial38 T1, T8: a metric's own code that fails, or gives something that is not a score of its
+interaction, at the engine's scorer boundary (engine._ScoreAndRoute, score_check.ScoreCheck).
+
+Before: a scorer that raised, or returned a float / a plain tuple / a list, stopped the whole audit
+with a traceback (``AttributeError: 'float' object has no attribute 'value'`` in the spec's own
+session_value); ``None`` was "not scored" with no reason anywhere; a score re-keyed to another
+session (``session_id="ghost"``) pooled every session into one without a word. Now each is a dead
+letter of the metric with its reason, and the rest is scored.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fair_forge_beam._beam import beam
+from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
+from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means
+
+#: a secret-shaped text an exception quotes (masked in the reason) and a control character (escaped)
+KEY = "sk-proj-" + "A1b2C3d4E5" * 4
+
+
+def _score(x):
+    """docs/engine.md's worked example, going wrong as the answer says."""
+    a = x.assistant
+    if a == "raise":
+        raise ValueError(f"boom with {KEY}\x1b[31m red\nsecond line " + "z" * 500)
+    if a == "float":
+        return 3.0
+    if a == "tuple":
+        return (x.element_id, 3)
+    if a == "list":
+        return [Scored.of(x, 1), Scored.of(x, 2)]
+    if a == "none":
+        return None
+    if a == "ghost":
+        return Scored.of(x, 2)._replace(session_id="ghost")
+    if a == "otherturn":
+        return Scored.of(x, 2)._replace(turn_index=99)
+    if a == "svraise":
+        return Scored.of(x, "not a number")
+    return Scored.of(x, len(a.split()))
+
+
+def _session_value(s):
+    if s.value == "not a number":
+        raise TypeError("the session value needs a number")
+    return s.value
+
+
+class _SessionWords(SessionReducer):
+    def reduce(self, key, values):
+        n, mean = len(values), sum(values) / len(values)
+        return {"session_id": key[0], "n_interactions": n, "mean_words": mean}, ("/".join(key), n, (mean,), n), []
+
+
+class _SliceWords(SliceEstimator):
+    def __init__(self, mode):
+        self.mode = mode
+
+    def estimate(self, key, accs, window, aux):
+        (mean,) = estimate_bootstrap_means(accs[1], self.mode, "words|sessions")
+        return [{"slice": key, "n_interactions": accs[1].n_items, "n_sessions": accs.n_sessions,
+                 "mean_words": mean.model_dump()}]
+
+
+class Words(MetricTransform):
+    name = "words"
+    info = MetricInfo(name="words", estimates=(EstimateInfo(
+        "mean_words", "words per answer", "mean number of words per answer", unit="words", value_range=(0, 200),
+        direction=0, gate="mean_words", headline=True),), parquet=(ParquetColumns(columns=(("words", "float64"),)),))
+
+    def scorer(self):
+        return _score
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=_SliceWords(self.mode), session_reducer=_SessionWords(),
+                          slices=self.slices, scorer=self.scorer(), interaction_record=lambda s: {"words": s.value},
+                          session_value=_session_value, session_value_type=float,
+                          session_slice_combine=BootstrapMeanCombineFn(1), batch_size=self.batch_size())
+
+    def batch_size(self):
+        return None
+
+
+class _BatchScore(beam.DoFn):
+    """A batch scorer whose call fails as a whole when one answer of the batch says ``raise``."""
+
+    def process(self, batch):
+        if any(x.assistant == "raise" for x in batch):
+            raise RuntimeError("one answer of the batch is odd")
+        for x in batch:
+            yield Scored.of(x, len(x.assistant.split()))
+
+
+class BatchWords(Words):
+    def scorer(self):
+        return _BatchScore()
+
+    def batch_size(self):
+        return 64
+
+
+def _jsonl(path, sessions) -> str:
+    path.write_text("\n".join(json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [
+        {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]}) for s, a, turns in sessions))
+    return str(path)
+
+
+def _audit(tmp_path, monkeypatch, cls, sessions):
+    from fair_forge_beam.metrics import registry
+    from pipelines import audit
+
+    monkeypatch.setitem(registry.METRICS, "words", registry.Registered(lambda mode, options: cls(statistical_mode=mode), cls))
+    data = _jsonl(tmp_path / "in.jsonl", sessions)
+    out = tmp_path / "out"
+    try:
+        rc = audit.main(["--input", data, "--metrics", "words", "--output", str(out)])
+    except SystemExit as exc:
+        rc = exc.code
+    assert rc == 0
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    dead = [json.loads(line) for f in sorted((out / "dead_letter").iterdir()) for line in f.read_text().splitlines()]
+    return doc, {json.loads(d["raw"])["assistant"]: d for d in dead}
+
+
+ODD = ["raise", "float", "tuple", "list", "none", "ghost", "otherturn", "svraise"]
+
+
+@pytest.mark.slow
+def test_every_failure_of_a_function_scorer_is_a_dead_letter_and_the_rest_is_scored(tmp_path, monkeypatch, capsys):
+    doc, dead = _audit(tmp_path, monkeypatch, Words, [
+        ("s1", "a", ["one two", "three"]), ("s2", "a", ["four five six", "x"]), ("s3", "b", ["a b", "c"]),
+        ("odd", "b", [*ODD, "fine answer"])])
+    ms = doc["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["interactions_not_scored"], ms["dead_letters"]) == (7, len(ODD), len(ODD)), ms
+    assert sorted(dead) == sorted(ODD)
+    for a, d in dead.items():
+        raw = json.loads(d["raw"])
+        assert d["stage"] == "words" and d["reason"].startswith("words: the ") and d["element_id"] == raw["element_id"], d
+        assert raw["session_id"] == "odd" and raw["assistant"] == a
+    why = {a: d["reason"] for a, d in dead.items()}
+    raised = why["raise"]
+    assert raised.startswith("words: the scorer raised ValueError: boom with ***\\x1b[31m red"), raised
+    assert KEY not in raised and "\n" not in raised and "second line" not in raised and len(raised) < 330, raised
+    for a, t in (("float", "float"), ("tuple", "tuple"), ("list", "list")):
+        assert why[a].startswith(f"words: the scorer returned a {t}, not a score"), why[a]
+    assert why["none"].startswith("words: the scorer returned None, no score"), why["none"]
+    assert why["ghost"].startswith("words: the scorer's Scored names another interaction (session_id 'ghost', not "
+                                   "'odd', the interaction's)"), why["ghost"]
+    assert "(turn_index 99, not 6, the interaction's)" in why["otherturn"], why["otherturn"]
+    assert why["svraise"].startswith("words: the spec's session_value raised TypeError: the session value needs a "
+                                     "number"), why["svraise"]
+    sessions = {r["slice"]: r["n_sessions"] for r in doc["metrics"]["words"]["slices"]}
+    assert sessions["overall"] == 4  # no session "ghost" pooled in
+    printed = capsys.readouterr().out
+    assert f"{len(ODD)} not scored" in printed and "the scorer returned None, no score" in printed
+
+
+@pytest.mark.slow
+def test_a_batch_call_that_raises_is_scored_again_one_by_one(tmp_path, monkeypatch):
+    """Decision (engine._ScoreAndRoute._failed): a batch whose call raises is scored again one
+    interaction at a time; only the interaction that fails alone is a dead letter."""
+    doc, dead = _audit(tmp_path, monkeypatch, BatchWords, [
+        ("s1", "a", ["one two", "three"]), ("s2", "a", ["four five six", "raise"]), ("s3", "b", ["a b", "c"])])
+    ms = doc["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["dead_letters"]) == (5, 1), ms
+    assert dead["raise"]["reason"].startswith("words: the scorer raised RuntimeError: one answer of the batch is odd")
