@@ -529,3 +529,49 @@ def test_a_reversed_interval_is_not_called_zero_width():
 
     why = too_small_to_compare([{"ci_low": 0.9, "ci_high": 0.2}, {"ci_low": 0.1, "ci_high": 0.3}], [5, 5])
     assert "reversed" in why and "zero width" not in why, why
+
+
+# ------------------------------------------------------------------ trial38 T2: an emotion cell is 0 or 1
+_HEAD = "english;Anger;Joy;Trust\n"
+
+
+@pytest.mark.parametrize("row, says", [
+    ("happy;0;TRUE;0", "line 2, column 'Joy': 'TRUE' is not 0 or 1"),
+    ("happy;0;x;0", "line 2, column 'Joy': 'x' is not 0 or 1"),
+    ("happy;5;1;0", "line 2, column 'Anger': '5' is not 0 or 1"),
+    ("happy;0;1;NaN", "line 2, column 'Trust': 'NaN' is not 0 or 1"),
+    ("happy;-3;1;0", "line 2, column 'Anger': '-3' is not 0 or 1"),
+    ("happy;0;;1", "line 2, column 'Joy': an empty cell is not 0 or 1"),
+    ("happy;0;1", "line 2, column 'Trust': no cell (the line has fewer cells than its header names) is not 0 or 1"),
+    ("happy;0;1;0;1", "line 2 has 5 cells, more than the 4 columns its header names"),
+], ids=["TRUE", "x", "5", "NaN", "-3", "empty", "short", "long"])
+def test_an_emotion_cell_other_than_0_or_1_is_a_usage_error_naming_line_column_and_value(tmp_path, capsys, row, says):
+    """trial38 T2: any cell but exactly "1" silently meant "no emotion" (a lexicon of 1.0 cells scored
+    no emotion at all, exit 0)."""
+    from fair_forge_beam.components.emotion_lexicon import NRCCsvLexicon
+    from pipelines import audit
+
+    lexicon = tmp_path / "lex.csv"
+    lexicon.write_text(_HEAD + "sad;0;0;0\n".replace("sad", "glum") + row + "\n", encoding="utf-8")
+    says = says.replace("line 2", "line 3")
+    with pytest.raises(ValueError) as exc:
+        NRCCsvLexicon(str(lexicon)).load()
+    assert says in str(exc.value), exc.value
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english",
+                                "conversation": [{"qa_id": "q", "query": "hi", "assistant": "happy"}]}) + "\n")
+    err = _usage_error(audit.run, ["--quiet", "--no-report", "--metrics", "humanity", "--input", str(data),
+                                   "--output", str(tmp_path / "out"), "--emotion-lexicon-csv", str(lexicon)], capsys)
+    assert f"--emotion-lexicon-csv: cannot read {lexicon}: {says}" in err, err
+
+
+def test_emotion_cells_written_as_floats_are_read_as_0_and_1(tmp_path):
+    """Decision (docs/data.md): 1.0 and 0.0, as a spreadsheet or pandas writes a 0/1 column, are 1 and 0."""
+    from fair_forge_beam.components.emotion_lexicon import EMOTIONS, NRCCsvLexicon
+
+    ints, floats = tmp_path / "i.csv", tmp_path / "f.csv"
+    ints.write_text(_HEAD + "happy;0;1;1\nangry;1;0;0\n", encoding="utf-8")
+    floats.write_text(_HEAD + "happy;0.0;1.0; 1.0 \nangry;1.0;0.0;0.0\n", encoding="utf-8")
+    want = {"english": {"happy": (EMOTIONS.index("joy"), EMOTIONS.index("trust")), "angry": (EMOTIONS.index("anger"),)}}
+    assert NRCCsvLexicon(str(ints)).load() == want
+    assert NRCCsvLexicon(str(floats)).load() == want

@@ -177,7 +177,7 @@ class NRCCsvLexicon(EmotionLexicon):
                 lang_cols = [c for c in reader.fieldnames if c not in emo_cols and c.strip().lower() not in NRC_SENTIMENTS]
                 tables: dict[str, dict[str, tuple[int, ...]]] = {normalize_language(c): {} for c in lang_cols}
                 for row in reader:
-                    idx = _indices([emo for col, emo in emo_cols.items() if str(row.get(col, "")).strip() == "1"])
+                    idx = _indices([emo for col, emo in emo_cols.items() if _flagged(row, col, reader.line_num)])
                     for col in lang_cols:
                         word = str(row.get(col) or "").strip().lower()
                         if word:
@@ -187,6 +187,30 @@ class NRCCsvLexicon(EmotionLexicon):
 
                 raise ValueError(f"not a ';'-separated CSV text: {plain_reason(exc)} (after line {reader.line_num})") from None
         return tables
+
+
+#: an emotion cell's texts (stripped): flagged, not flagged. **Decision** (trial38 T2): ``1.0`` and
+#: ``0.0`` are 1 and 0 (a spreadsheet or pandas writes a 0/1 column as floats); any other text is refused
+#: with the line, the column and the value — ``TRUE``, ``x``, ``5``, ``NaN`` or an empty cell read as "no
+#: emotion" silently, and a lexicon of ``1.0`` cells scored no emotion at all (entropy 0.0000)
+_CELL = {"1": True, "1.0": True, "0": False, "0.0": False}
+
+
+def _flagged(row: dict, col: str, line: int) -> bool:
+    """Whether the emotion column ``col`` of the CSV ``row`` (on ``line``) flags its emotion; raises
+    ``ValueError`` naming the line, the column and the value unless the cell is one of :data:`_CELL`,
+    or when the line has more cells than the header names."""
+    if None in row:  # csv.DictReader's key of the cells past the header's
+        raise ValueError(f"line {line} has {len(row) - 1 + len(row[None])} cells, more than the "
+                         f"{len(row) - 1} columns its header names")
+    v = row.get(col)
+    flag = _CELL.get(v.strip()) if isinstance(v, str) else None
+    if flag is None:
+        what = "no cell (the line has fewer cells than its header names)" if v is None else (
+            "an empty cell" if not v.strip() else quoted(v))
+        raise ValueError(f"line {line}, column {quoted(col.strip())}: {what} is not 0 or 1 (an emotion cell is 1 when "
+                         "the word has the emotion, else 0; 1.0 and 0.0 are read as 1 and 0)")
+    return flag
 
 
 def _check_header(columns: list) -> None:
