@@ -389,13 +389,16 @@ def _numeric_id_warnings(raw_header: Any, meta, where: str, n: int = 1):
     session); the session's one warning of the kind counts them."""
     if not isinstance(raw_header, dict):
         return
-    numeric = [f"{k} {quoted(raw_header[k])}" for k in ("session_id", "assistant_id")
-               if isinstance(raw_header.get(k), int) and not isinstance(raw_header.get(k), bool)]
+    numeric = [k for k in ("session_id", "assistant_id")
+               if isinstance(raw_header.get(k), (int, float)) and not isinstance(raw_header.get(k), bool)]
     if numeric:
+        from fair_forge_beam.schemas.common import id_text
+
         yield _finding(
             meta, "numeric_id", n,
-            f"{' and '.join(numeric)} at {where} {'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
-            f"({', '.join(repr(str(raw_header[k.split()[0]])) for k in numeric)}): a record giving the same id as text "
+            f"{' and '.join(f'{k} {quoted(raw_header[k])}' for k in numeric)} at {where} "
+            f"{'is a number' if len(numeric) == 1 else 'are numbers'}, read as text "
+            f"({', '.join(repr(id_text(raw_header[k])) for k in numeric)}): a record giving the same id as text "
             "joins the same session")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "JudgedSessionMetric",
     "JudgedSliceMetric",
     "Estimate",
+    "id_text",
 ]
 
 
@@ -70,10 +71,8 @@ class Batch(BaseModel):
     @field_validator("qa_id", mode="before")
     @classmethod
     def _qa_id_to_str(cls, v: Any) -> Any:
-        # Upstream files sometimes carry integer ids; keep them as strings.
-        if isinstance(v, (int,)) and not isinstance(v, bool):
-            return str(v)
-        return v
+        # Upstream files sometimes carry integer ids, pandas / Parquet exports whole floats: text (id_text)
+        return id_text(v)
 
     @field_validator("weight", mode="before")
     @classmethod
@@ -92,6 +91,40 @@ class Batch(BaseModel):
         if v < 0:
             raise ValueError(f"weight must be >= 0, got {quoted(v)}")
         return v
+
+
+#: the largest magnitude up to which every integer is a float: a whole float id at most this is the int's text
+EXACT_INT = 2 ** 53
+
+
+def id_text(v: Any) -> Any:
+    """An id (``session_id``, ``assistant_id``, ``qa_id``) as the reader keeps it, as text: a string
+    as it is; an int as its decimal digits (``3`` → ``"3"``); a float that is a whole number at most
+    2**53 in magnitude as the int it equals (``3.0`` → ``"3"``, ``-0.0`` → ``"0"``: a pandas or
+    Parquet integer column with a missing value is float64, and its ids are the same ids as the
+    ints, as metadata slices read them, docs/data.md). Any other float raises ``ValueError`` saying
+    how to fix the record (a NaN: the column's missing value; ``2.5``: not a whole number; beyond
+    2**53: a float holds no exact integer there); any other value is returned for the schema to
+    name its type (trial38 T12)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        if math.isfinite(v) and v.is_integer() and abs(v) <= EXACT_INT:
+            return str(int(v))
+        if math.isnan(v):
+            raise ValueError("is NaN, not an id: the missing value of a float column (pandas writes an integer column "
+                             "with a missing value as float64): give every record its id, or write the column as "
+                             "text or as a nullable integer (pandas: .astype('Int64'))")
+        if not math.isfinite(v):
+            raise ValueError(f"is {v!r}, not an id: write the id as text")
+        if not v.is_integer():
+            raise ValueError(f"is the number {v!r}, not a whole number: a number is read as an id only when whole "
+                             f"(3 or 3.0 is '3'); write this id as text ({str(v)!r})")
+        raise ValueError(f"is the float {v!r}, beyond 2**53, where a float holds no exact integer: write the id as "
+                         "text or as an integer")
+    return v
 
 
 #: the validation context key of the record-id masker (:func:`fair_forge_beam.io.secrets.id_masker`):
@@ -113,9 +146,7 @@ class _SessionHeader(BaseModel):
     @field_validator("session_id", "assistant_id", mode="before")
     @classmethod
     def _id_to_str(cls, v: Any) -> Any:
-        if isinstance(v, int) and not isinstance(v, bool):
-            return str(v)
-        return v
+        return id_text(v)
 
     @field_validator("session_id", "assistant_id")
     @classmethod
