@@ -575,3 +575,25 @@ def test_emotion_cells_written_as_floats_are_read_as_0_and_1(tmp_path):
     want = {"english": {"happy": (EMOTIONS.index("joy"), EMOTIONS.index("trust")), "angry": (EMOTIONS.index("anger"),)}}
     assert NRCCsvLexicon(str(ints)).load() == want
     assert NRCCsvLexicon(str(floats)).load() == want
+
+
+_DOMAIN = {"classes": ["EMAIL"], "criticality_weights": {"EMAIL": 1}, "fn_severity_weights": {"EMAIL": 1.0}}
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"criticality_weights": {"EMAIL": "1"}}, "criticality_weights.EMAIL"),
+    ({"fn_severity_weights": {"EMAIL": True}}, "fn_severity_weights.EMAIL"),
+    ({"iou_threshold": "0.5"}, "iou_threshold"),
+    ({"domain_fit": "0.5"}, "domain_fit should be a number in [0, 1], not text"),
+    ({"regulatory_fit": True}, "regulatory_fit should be a number in [0, 1], not true or false"),
+], ids=["weight-text", "weight-bool", "iou-text", "fit-text", "fit-bool"])
+def test_a_privacy_domain_number_written_as_text_or_boolean_is_a_usage_error(tmp_path, capsys, change, says):
+    """trial38 T2's class, every file a user passes parses strictly: "0.5" and true were read as numbers."""
+    from pipelines import audit
+
+    domain = tmp_path / "domain.json"
+    domain.write_text(json.dumps({**_DOMAIN, **change}), encoding="utf-8")
+    err = _usage_error(audit.run, ["--quiet", "--no-report", "--metrics", "privacy", "--privacy-domain", str(domain),
+                                   "--output", str(tmp_path / "out")], capsys)
+    assert "--privacy-domain" in err and says in err, err
+    assert not (tmp_path / "out").exists()

@@ -38,7 +38,7 @@ import math
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, model_validator
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.pii import PIIDetector, PatternDetector
@@ -76,15 +76,17 @@ class PrivacyDomain(BaseModel):
     ``classes``: PII classes evaluated; ``criticality_weights`` (weights of the per-class F2 in
     the detection score) and ``fn_severity_weights`` (weights of the per-class miss rates in
     ``critical_fn``): keys exactly ``classes``, values in [0, 1], each summing to 1 (±1e-9);
-    ``iou_threshold`` ∈ (0, 1]. Raises ``pydantic.ValidationError`` otherwise.
+    ``iou_threshold`` ∈ (0, 1]. Numbers are JSON numbers (ints or floats): a text (``"0.5"``) or a
+    boolean is refused. Raises ``pydantic.ValidationError`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     classes: tuple[str, ...] = Field(min_length=1)
-    criticality_weights: dict[str, float]
-    fn_severity_weights: dict[str, float]
-    iou_threshold: float = Field(default=0.5, gt=0.0, le=1.0)
+    # numbers as numbers (trial38 T2's class): pydantic's lax mode read "0.5" and true as 0.5 and 1.0
+    criticality_weights: dict[str, StrictFloat]
+    fn_severity_weights: dict[str, StrictFloat]
+    iou_threshold: float = Field(default=0.5, gt=0.0, le=1.0, strict=True)
     regulatory_framework: Optional[str] = None
 
     @model_validator(mode="after")

@@ -284,6 +284,11 @@ def _privacy(mode: StatisticalMode, options: dict):
         if not isinstance(domain, dict):
             raise ValueError(f"--privacy-domain: {path} must hold a JSON object")
         fits = {k: domain.pop(k) for k in ("domain_fit", "regulatory_fit") if k in domain}
+        for k, v in fits.items():  # a number as a number: the detector's float() read "0.5" and true (trial38 T2's class)
+            if type(v) not in (int, float):
+                from fair_forge_beam.plain import json_kind
+
+                raise ValueError(f"--privacy-domain: {path}: {k} should be a number in [0, 1], not {json_kind(v)}")
     try:
         detector = build_detector(value(options, "privacy_detector") or "patterns", **fits)
     except ImportError as exc:  # presidio chosen but not installed: a configuration error, before any pipeline
