@@ -190,7 +190,8 @@ class MetricSpec:
     Attributes:
         name: metric name (``"humanity"``); tags and labels of its part of the graph.
         scorer: ``DoFn`` producing score tuples (see the module docstring), a plain function
-            from one interaction to its score tuple (or ``None``: no score), or a ``PTransform``
+            from one interaction to its score tuple (``None``: no score, a dead letter of the
+            interaction, docs/engine.md), or a ``PTransform``
             (``RunInference`` with a model handler and its parsing) from interactions to a dict
             ``{"scores": PCollection, "dead_letter": PCollection[, "quality": PCollection][, "aux":
             PCollection]}`` (``"aux"``: records handed to the estimator, like ``aux``'s).
