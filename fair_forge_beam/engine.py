@@ -928,6 +928,8 @@ class _ScoreAndRoute(beam.DoFn):
         # the interactions a call's scores must name (None: a PTransform's scores arrive without them)
         self._own_ids = None if isinstance(scorer, beam.PTransform) else self._check.ids_problem
         self._gave = "returned" if not isinstance(scorer, (beam.DoFn, beam.PTransform)) else "yielded"
+        # a DoFn scorer answers every interaction it is given: a score or a dead letter (_unanswered)
+        self._covering = isinstance(scorer, beam.DoFn)
         self._invalid = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.spec.name}", "invalid_scores")
 
     def teardown(self):
@@ -971,6 +973,10 @@ class _ScoreAndRoute(beam.DoFn):
         except Exception as e:  # noqa: BLE001 - any failure of the metric's own code (docs/engine.md)
             outs = self._failed(element, e)
         own_ids, check = self._own_ids, self._check
+        if self._covering and outs:
+            outs = [*outs, *self._unanswered(element, outs)]
+        elif self._covering:
+            outs = self._unanswered(element, ())
         for out in outs or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 if type(out.value) is InteractionWarning:
@@ -1015,6 +1021,33 @@ class _ScoreAndRoute(beam.DoFn):
                 yield tagged("sessions", (_session_key(out), (self.cell_slot, cv)))
         if type(element) is list:
             check.forget()
+
+    def _unanswered(self, element, outs) -> list:
+        """The dead letters of the interactions of the call ``element`` a ``DoFn`` scorer gave neither
+        a score nor a dead letter (``outs``: what it gave): every interaction read and not scored is
+        counted with a reason (trial38 T8). An interaction is answered by a score or dead letter
+        naming its ``element_id``, or by a score without one (a ``SessionPart``) of its session."""
+        xs = element if isinstance(element, list) else (element,)
+        done: set = set()
+        for out in outs:
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                if out.tag == DEAD:
+                    done.add(getattr(out.value, "element_id", None))
+                continue
+            eid = getattr(out, "element_id", None)
+            done.add(eid if eid is not None else ("session", getattr(out, "session_id", None),
+                                                  getattr(out, "assistant_id", None), getattr(out, "language", None)))
+        if len(done) >= len(xs) and all(x.element_id in done for x in xs):
+            return []
+        from fair_forge_beam.io.elements import dead_letter
+
+        missing = [x for x in xs if x.element_id not in done and ("session", *_session_key(x)) not in done]
+        if missing:
+            self._invalid.inc(len(missing))
+        return [beam.pvalue.TaggedOutput(DEAD, dead_letter(
+            self.spec.name, f"{self.spec.name}: the scorer gave no score and no dead letter for this interaction (a DoFn "
+            "scorer yields a score or TaggedOutput('dead_letter', …) for each interaction; docs/engine.md: what a score "
+            "may hold)", x, x.element_id)) for x in missing]
 
     def _failed(self, element, exc: BaseException) -> list:
         """The outputs of a scorer call that raised ``exc``: a call of one interaction gives its dead

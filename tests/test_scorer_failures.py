@@ -96,6 +96,23 @@ class _BatchScore(beam.DoFn):
             yield Scored.of(x, len(x.assistant.split()))
 
 
+class _SkippingScore(beam.DoFn):
+    """A batch scorer that yields nothing at all for an answer saying ``skip``."""
+
+    def process(self, batch):
+        for x in batch:
+            if x.assistant != "skip":
+                yield Scored.of(x, len(x.assistant.split()))
+
+
+class SkippingWords(Words):
+    def scorer(self):
+        return _SkippingScore()
+
+    def batch_size(self):
+        return 64
+
+
 class BatchWords(Words):
     def scorer(self):
         return _BatchScore()
@@ -169,3 +186,15 @@ def test_a_batch_call_that_raises_is_scored_again_one_by_one(tmp_path, monkeypat
     ms = doc["summary"]["metrics"]["words"]
     assert (ms["interactions_scored"], ms["dead_letters"]) == (5, 1), ms
     assert dead["raise"]["reason"].startswith("words: the scorer raised RuntimeError: one answer of the batch is odd")
+
+
+@pytest.mark.slow
+def test_an_interaction_a_dofn_scorer_gives_nothing_for_is_a_dead_letter(tmp_path, monkeypatch):
+    """trial38 T8: an interaction the scorer neither scored nor dead-lettered was "not scored" with no
+    reason anywhere."""
+    doc, dead = _audit(tmp_path, monkeypatch, SkippingWords, [
+        ("s1", "a", ["one two", "skip"]), ("s2", "a", ["four five six", "x"]), ("s3", "b", ["skip", "c"])])
+    ms = doc["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["interactions_not_scored"], ms["dead_letters"]) == (4, 2, 2), ms
+    assert list(dead) == ["skip"] and sorted(ms["dead_letter_reasons"].values()) == [2], ms
+    assert dead["skip"]["reason"].startswith("words: the scorer gave no score and no dead letter for this interaction")
