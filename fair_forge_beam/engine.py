@@ -1031,8 +1031,9 @@ class _ScoreAndRoute(beam.DoFn):
         done: set = set()
         for out in outs:
             if isinstance(out, beam.pvalue.TaggedOutput):
-                if out.tag == DEAD:
-                    done.add(getattr(out.value, "element_id", None))
+                if out.tag == DEAD:  # a DeadLetter, or a dict a metric of one's own yields
+                    v = out.value
+                    done.add(v.get("element_id") if isinstance(v, dict) else getattr(v, "element_id", None))
                 continue
             eid = getattr(out, "element_id", None)
             done.add(eid if eid is not None else ("session", getattr(out, "session_id", None),
