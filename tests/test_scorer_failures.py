@@ -14,10 +14,9 @@ import json
 import pytest
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
-from fair_forge_beam.metrics.base import MetricTransform
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
-from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn, estimate_bootstrap_means
+from fair_forge_beam.engine import MetricSpec, Scored
+from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn
+from test_score_boundary import OddWords, _jsonl, _SessionWords, _SliceWords
 
 #: a secret-shaped text an exception quotes (masked in the reason) and a control character (escaped)
 KEY = "sk-proj-" + "A1b2C3d4E5" * 4
@@ -51,27 +50,8 @@ def _session_value(s):
     return s.value
 
 
-class _SessionWords(SessionReducer):
-    def reduce(self, key, values):
-        n, mean = len(values), sum(values) / len(values)
-        return {"session_id": key[0], "n_interactions": n, "mean_words": mean}, ("/".join(key), n, (mean,), n), []
-
-
-class _SliceWords(SliceEstimator):
-    def __init__(self, mode):
-        self.mode = mode
-
-    def estimate(self, key, accs, window, aux):
-        (mean,) = estimate_bootstrap_means(accs[1], self.mode, "words|sessions")
-        return [{"slice": key, "n_interactions": accs[1].n_items, "n_sessions": accs.n_sessions,
-                 "mean_words": mean.model_dump()}]
-
-
-class Words(MetricTransform):
-    name = "words"
-    info = MetricInfo(name="words", estimates=(EstimateInfo(
-        "mean_words", "words per answer", "mean number of words per answer", unit="words", value_range=(0, 200),
-        direction=0, gate="mean_words", headline=True),), parquet=(ParquetColumns(columns=(("words", "float64"),)),))
+class Words(OddWords):
+    """test_score_boundary's metric (docs/engine.md's worked example), its scorer as the test says."""
 
     def scorer(self):
         return _score
@@ -119,12 +99,6 @@ class BatchWords(Words):
 
     def batch_size(self):
         return 64
-
-
-def _jsonl(path, sessions) -> str:
-    path.write_text("\n".join(json.dumps({"session_id": s, "assistant_id": a, "language": "english", "conversation": [
-        {"qa_id": f"{s}-{i}", "query": "q", "assistant": t} for i, t in enumerate(turns)]}) for s, a, turns in sessions))
-    return str(path)
 
 
 def _audit(tmp_path, monkeypatch, cls, sessions):
