@@ -49,7 +49,8 @@ BAD = [(("b1", "a", float("nan")), "qa_id: is NaN, not an id: the missing value 
        (("b2", "a", 2.5), "qa_id: is the number 2.5, not a whole number: a number is read as an id only when whole "
                           "(3 or 3.0 is '3'); write this id as text ('2.5')"),
        (("b3", 1e17, "q"), "assistant_id: is the float 1e+17, beyond 2**53"),
-       (("b4", "a", float("inf")), "qa_id: is inf, not an id: write the id as text")]
+       (("b4", "a", float("inf")), "qa_id: is inf, not an id: write the id as text"),
+       (("b5", "a", None), "qa_id: is null, not an id: give every record its id")]
 
 
 def _check(inter, dead):
@@ -96,13 +97,21 @@ def test_whole_float_ids_are_the_ints_ids_in_parquet(tmp_path):
     assert any(r.startswith("qa_id: is NaN, not an id") for r in reasons), reasons
     assert any(r.startswith("qa_id: is the number 2.5, not a whole number") for r in reasons), reasons
     assert any(r.startswith("session_id: is NaN, not an id") for r in reasons), reasons
+    # pandas' own export: NaN written as null
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"session_id": ["s1", "s2"], "assistant_id": ["a", "a"],
+                             "qa_id": pa.array([1.0, None], pa.float64()), "query": ["q"] * 2, "assistant": ["a"] * 2}),
+                   str(nulls))
+    inter, dead, _ = _read([str(nulls)], tmp_path / "n")
+    assert [x["qa_id"] for x in inter] == ["1"], inter
+    assert [d["reason"] for d in dead] == ["qa_id: is required but missing"], dead  # a Parquet null is no value
 
 
 def test_id_text():
     from fair_forge_beam.schemas.common import id_text
 
     assert [id_text(v) for v in ("x", 3, 3.0, -0.0, -7.0, 2.0 ** 53)] == ["x", "3", "3", "0", "-7", "9007199254740992"]
-    assert id_text(None) is None and id_text(True) is True  # the schema names these
-    for v in (float("nan"), float("-inf"), 0.5, 2.0 ** 53 + 2):
+    assert id_text(True) is True  # the schema names its type
+    for v in (None, float("nan"), float("-inf"), 0.5, 2.0 ** 53 + 2):
         with pytest.raises(ValueError):
             id_text(v)

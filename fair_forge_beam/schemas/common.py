@@ -105,11 +105,14 @@ def id_text(v: Any) -> Any:
     ints, as metadata slices read them, docs/data.md). Any other float raises ``ValueError`` saying
     how to fix the record (a NaN: the column's missing value; ``2.5``: not a whole number; beyond
     2**53: a float holds no exact integer there); any other value is returned for the schema to
-    name its type (trial38 T12)."""
+    name its type (trial38 T12). ``None`` (null) raises too, saying the record needs its id."""
     if isinstance(v, str):
         return v
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
+    if v is None:  # a Parquet / pandas column's missing value is null more often than NaN
+        raise ValueError("is null, not an id: give every record its id (a missing value of its column: fill it, "
+                         "or drop the record)")
     if isinstance(v, float):
         if math.isfinite(v) and v.is_integer() and abs(v) <= EXACT_INT:
             return str(int(v))
