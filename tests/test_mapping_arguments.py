@@ -66,7 +66,7 @@ GUARDIAN = [
     ("definitions", [SECRET], "'definitions' expects a mapping of strings to strings or None, got a list"),
     ("definitions", {"gender": 3}, "'definitions' expects a mapping of strings to strings or None, got a dict"),
     ("definitions", {"gender": " " * 3, "x": SECRET}, "definitions must map attribute names to non-empty text"),
-    ("config", {"model": "m", "temperature": SECRET}, "config: temperature:"),
+    ("config", {"model": "m", "temperature": SECRET}, "config: 'temperature' expects a finite number, got a str"),
     ("config", SECRET, "'config' expects a GuardianLLMConfig or a mapping or None, got a str"),
 ]
 

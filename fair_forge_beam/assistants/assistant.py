@@ -539,8 +539,13 @@ class AssistantHandler(RemoteModelHandler):
                  client_retries: int = 3, num_retries: int = 2, throttle_delay_secs: int = 5, rate_limiter=None,
                  headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE,
                  max_reply_bytes: int = MAX_REPLY_BYTES, endpoint_down_after: int = ENDPOINT_DOWN_AFTER):
+        from fair_forge_beam.components.judge.arguments import check_arguments
+
+        check_arguments("AssistantHandler", AssistantHandler.__init__, locals())  # a value of the wrong type, never shown
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {quoted(kind)}")
+            from fair_forge_beam.quoting import did_you_mean
+
+            raise ValueError(f"kind must be one of {KINDS}{did_you_mean(kind, KINDS)}")  # the value is not shown: it may be a secret
         if kind == "openai" and not model:
             raise ValueError("an OpenAI-compatible assistant needs a model name")
         if kind == "http":

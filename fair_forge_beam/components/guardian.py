@@ -275,7 +275,7 @@ class GuardianLLMConfig(BaseModel):
     itself is never stored). ``logprobs``: ask the server for log-probabilities (certainty).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # a value may be a secret (trial38b B2)
 
     model: str
     url: Optional[str] = None
@@ -291,7 +291,7 @@ def _guardian_config(config: Any) -> GuardianLLMConfig:
     key that is not one of its fields and the nearest that is (never a value: a key may hold a secret)."""
     from pydantic import ValidationError
 
-    from fair_forge_beam.components.judge.arguments import key_hint
+    from fair_forge_beam.components.judge.arguments import check_values, key_hint, masked_key
     from fair_forge_beam.plain import validation_words
 
     if not isinstance(config, Mapping):
@@ -299,8 +299,11 @@ def _guardian_config(config: Any) -> GuardianLLMConfig:
     fields = list(GuardianLLMConfig.model_fields)
     for key in config:
         if key not in fields:
-            raise ValueError(f"config: {quoted(key)} is not a field of GuardianLLMConfig" + key_hint(key, fields)
+            raise ValueError(f"config: {masked_key(key)} is not a field of GuardianLLMConfig" + key_hint(key, fields)
                              + f" (its fields: {', '.join(fields)})")
+    # each value against its field's type first, strictly and never shown (trial38b B2: pydantic's own message
+    # quoted a secret given as the temperature: "should be a number, not the text 'sk-…'")
+    check_values("config", config, {k: f.annotation for k, f in GuardianLLMConfig.model_fields.items()})
     try:
         return GuardianLLMConfig(**config)
     except ValidationError as exc:
@@ -363,6 +366,8 @@ class LLMGuardian(Transient, Guardian):
         config: Optional[Union[GuardianLLMConfig, Mapping[str, Any]]] = None,
         **handler_kwargs: Any,
     ):
+        from fair_forge_beam.components.judge.arguments import a_type, check_arguments
+
         if config is not None:
             if model is not None:
                 raise ValueError("give either config or model, not both")
@@ -371,7 +376,8 @@ class LLMGuardian(Transient, Guardian):
             temperature, max_tokens, logprobs, cache_path = cfg.temperature, cfg.max_tokens, cfg.logprobs, cfg.cache_path
         if not isinstance(model, str) or is_blank(model):  # trial37b B5: 123, ['a', 'b'] and '   ' were sent as the model
             raise ValueError(f"{type(self).__name__} needs a model name (model=... or config=GuardianLLMConfig(model=...))"
-                             + ("" if model is None else f", got {quoted(model)}"))
+                             + ("" if model is None else f", got {a_type(model)}"))
+        check_arguments(type(self).__name__, LLMGuardian.__init__, locals())  # never Python's float('sk-…') error (trial38b B2)
         if int(max_tokens) < 1:
             raise ValueError("max_tokens must be >= 1")
         if not 0 <= int(top_logprobs) <= 20:
@@ -592,10 +598,11 @@ def make_guardian(kind: str, model: str, base_url: Optional[str] = None, **kwarg
     """Build an LLM guardian by kind (``"llama_guard"`` or ``"granite_guardian"``).
 
     Raises ``ValueError`` for an unknown kind or a missing model."""
-    try:
-        cls = GUARDIAN_KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}") from None
+    from fair_forge_beam.quoting import did_you_mean
+
+    if not isinstance(kind, str) or kind not in GUARDIAN_KINDS:  # the value is not shown: it may be a secret
+        raise ValueError(f"unknown guardian kind; choose from {sorted(GUARDIAN_KINDS)}{did_you_mean(kind, GUARDIAN_KINDS)}")
+    cls = GUARDIAN_KINDS[kind]
     return cls(model, base_url, **kwargs)
 
 
@@ -613,23 +620,24 @@ def guardian_from_mapping(args: Mapping[str, Any]) -> LLMGuardian:
     missing or blank model — never showing a value: it may be a secret (trial37b B5: raw TypeErrors
     naming OpenAIJudgeHandler, and ``config`` refused; fix38a: Python's own conversion errors, which
     quoted the value)."""
-    from fair_forge_beam.components.judge.arguments import check_keys, check_values, construct
+    from fair_forge_beam.components.judge.arguments import a_type, check_keys, check_values, construct
     from fair_forge_beam.quoting import did_you_mean
 
     if not isinstance(args, Mapping):
         raise ValueError(f"a guardian mapping must be a mapping of LLMGuardian's arguments, got a {type(args).__name__}")
     kwargs = dict(args)
     kind = kwargs.pop("kind", "llama_guard")
-    if not isinstance(kind, str) or kind not in GUARDIAN_KINDS:
-        raise ValueError(f"guardian mapping: unknown guardian kind {quoted(kind)}; choose from {sorted(GUARDIAN_KINDS)}"
-                         + (did_you_mean(kind, GUARDIAN_KINDS) if isinstance(kind, str) else ""))
+    if not isinstance(kind, str) or kind not in GUARDIAN_KINDS:  # the value is never shown (trial38b B3)
+        raise ValueError(f"guardian mapping: 'kind' is not a guardian kind ({a_type(kind)}, its value not shown: it may be "
+                         f"a secret); choose from {sorted(GUARDIAN_KINDS)}" + did_you_mean(kind, GUARDIAN_KINDS))
     cls = GUARDIAN_KINDS[kind]
     takes = guardian_arguments(cls)
     check_keys("guardian mapping", kwargs, takes, cls.__name__, also=("kind",))
     if "config" not in kwargs and (not isinstance(kwargs.get("model"), str) or is_blank(kwargs.get("model"))):
         raise ValueError(f"a guardian mapping needs a model name (or a config), e.g. {{'kind': {kind!r}, 'model': "
                          "'llama-guard3', 'base_url': 'http://localhost:8000/v1'}"
-                         + ("" if kwargs.get("model") is None else f"; got {quoted(kwargs['model'])}"))
+                         + ("" if kwargs.get("model") is None else f"; got {a_type(kwargs['model'])} (its value is not "
+                                                                            "shown: it may be a secret)"))
     check_values("guardian mapping", kwargs, takes)
     return construct(cls, kwargs.pop("model", None), kwargs.pop("base_url", None), **kwargs)
 

@@ -18,7 +18,8 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
-__all__ = ["SECRET_KEYS", "key_hint", "keyword_annotations", "expects", "fits", "check_keys", "check_values", "construct"]
+__all__ = ["SECRET_KEYS", "key_hint", "keyword_annotations", "expects", "fits", "check_keys", "check_values", "check_arguments",
+           "masked_key", "a_type", "construct"]
 
 #: mapping keys that would hold a secret: refused, the key's value never shown (it is read from the
 #: environment variable ``api_key_env`` names)
@@ -122,13 +123,65 @@ def check_keys(what: str, kwargs: Mapping, takes: Mapping[str, Any], owner: str,
     Raises:
         ValueError: one line naming the key and the nearest that ``owner`` takes (never its value).
     """
-    from fair_forge_beam.quoting import quoted
-
     for key in kwargs:
         if key not in takes:
-            shown = quoted(key) if isinstance(key, str) else f"a key of type {type(key).__name__}"
+            shown = masked_key(key)
             raise ValueError(f"{what}: {shown} is not an argument of {owner}{key_hint(key, takes)} (it takes "
                              f"{', '.join([*also, *sorted(takes)])})")
+
+
+#: most characters of a key a message shows (after masking: :func:`masked_key`)
+KEY_LIMIT = 40
+
+
+def masked_key(key: Any) -> str:
+    """A mapping's key as a message shows it: a text through the package's masking of what is shown to a
+    person (:func:`fair_forge_beam.urls.mask_line`: secret-shaped strings and URL credentials become
+    ``***``), then cut to :data:`KEY_LIMIT` characters (:func:`~fair_forge_beam.quoting.quoted`: a key
+    may be a secret put where a key goes, trial38b B13); any other key by its type only. Never raises."""
+    from fair_forge_beam.quoting import quoted
+    from fair_forge_beam.urls import mask_line
+
+    if not isinstance(key, str):
+        return f"a key of type {type(key).__name__}"
+    return quoted(mask_line(key), KEY_LIMIT)
+
+
+def check_arguments(owner: str, function: Callable, given: Mapping[str, Any]) -> None:
+    """A constructor's check of its own arguments, called first in its body as
+    ``check_arguments("LlamaGuard", LLMGuardian.__init__, locals())``: every value of ``given`` (its
+    ``locals()``: the parameters) that is not the parameter's default object must fit the parameter's
+    annotation (:func:`check_values`), so that a keyword argument (``LlamaGuard("m", url,
+    temperature="sk-…")``) is one ``ValueError`` naming the key and what it expects, as the mapping
+    forms are — never Python's own ``could not convert string to float: 'sk-…'`` (trial38b B2).
+    ``self``, ``*args`` and ``**kwargs`` are not checked (the class they go to checks them)."""
+    takes = _annotations(function)
+    defaults = _defaults(function)
+    values = {k: v for k, v in given.items() if k in takes and not (k in defaults and v is defaults[k])}
+    check_values(owner, values, takes)
+
+
+def _annotations(function: Callable) -> dict:
+    try:
+        return _ANNOTATIONS[function]
+    except KeyError:
+        return _ANNOTATIONS.setdefault(function, keyword_annotations(function))
+    except TypeError:  # not hashable: not kept
+        return keyword_annotations(function)
+
+
+def _defaults(function: Callable) -> dict:
+    return {name: p.default for name, p in inspect.signature(function).parameters.items() if p.default is not p.empty}
+
+
+_ANNOTATIONS: dict = {}
+
+
+def a_type(value: Any) -> str:
+    """``"a str"``, ``"an int"``, ``"a blank str"``: what a message says of a value it does not show."""
+    name = type(value).__name__
+    blank = "blank " if isinstance(value, str) and not value.strip() else ""
+    return f"{'an' if (blank or name)[:1] in 'aeiou' else 'a'} {blank}{name}"
 
 
 def check_values(what: str, kwargs: Mapping, takes: Mapping[str, Any]) -> None:
@@ -139,8 +192,7 @@ def check_values(what: str, kwargs: Mapping, takes: Mapping[str, Any]) -> None:
     """
     for key, value in kwargs.items():
         if key in takes and not fits(value, takes[key]):
-            name = type(value).__name__
-            raise ValueError(f"{what}: {key!r} expects {expects(takes[key])}, got {'an' if name[:1] in 'aeiou' else 'a'} {name} "
+            raise ValueError(f"{what}: {masked_key(key)} expects {expects(takes[key])}, got {a_type(value)} "
                              f"(its value is not shown: it may be a secret)")
 
 

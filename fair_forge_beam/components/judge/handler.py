@@ -727,10 +727,15 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         max_tokens_setting: str = _Config.max_tokens_setting,
         endpoint_down_after: int = ENDPOINT_DOWN_AFTER,
     ):
+        from fair_forge_beam.components.judge.arguments import check_arguments
+        from fair_forge_beam.quoting import did_you_mean
+
+        check_arguments("OpenAIJudgeHandler", OpenAIJudgeHandler.__init__, locals())  # a value of the wrong type, never shown
         if not model:
             raise ValueError("model is required")
-        if structured_output not in ("auto",) + STRUCTURED_MODES:
-            raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}, got {quoted(structured_output)}")
+        if structured_output not in ("auto",) + STRUCTURED_MODES:  # the value is not shown: it may be a secret in the wrong key
+            raise ValueError(f"structured_output must be 'auto' or one of {STRUCTURED_MODES}"
+                             + did_you_mean(structured_output, ("auto",) + STRUCTURED_MODES))
         params = dict(params or {})
         _check_params(params)
         check_call_limits(request_timeout, max_concurrency, requests_per_minute,

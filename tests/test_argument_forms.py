@@ -1,0 +1,104 @@
+"""trial38b B2, B3, B13: a secret given in the wrong place is never printed, whatever the form of the arguments.
+
+The mapping forms (``judge={...}``, ``guardian={...}``) were checked (fix38a), but the other forms the docs show
+were not: the class with its config (``Bias(guardian=LlamaGuard, config={"model": "m", "temperature": S})``: pydantic's
+"should be a number, not the text 'S'"), keyword arguments (``LlamaGuard("m", url, temperature=S)``: Python's "could not
+convert string to float: 'S'"; ``max_tokens=S``, ``top_logprobs=S``, ``OpenAIJudgeHandler(..., max_concurrency=S)``:
+"invalid literal for int()"). The classes now check their own arguments against their annotations
+(:func:`fair_forge_beam.components.judge.arguments.check_arguments`). The guardian mapping quoted a bad ``model``
+(bytes, a list, an object whose ``__repr__`` raised, which escaped) and a bad ``kind``; an unknown key was quoted whole.
+"""
+from __future__ import annotations
+
+import pytest
+
+from fair_forge_beam.assistants.assistant import AssistantHandler
+from fair_forge_beam.components.guardian import GraniteGuardian, GuardianLLMConfig, LlamaGuard, guardian_from_mapping
+from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
+from fair_forge_beam.generators.generate import generator_handler
+from fair_forge_beam.metrics.bias import Bias
+
+#: a secret that has no known shape: only not showing it keeps it out of a message
+SECRET = "hunter2pass-NOT-SHOWN-0123456789"
+URL = "http://127.0.0.1:9/v1"
+
+
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("a repr that raises")
+
+
+def _refused(build, said: str) -> str:
+    with pytest.raises(ValueError) as err:
+        build()
+    text = str(err.value)
+    assert type(err.value) is ValueError and "\n" not in text, text
+    assert said in text, text
+    assert "NOT-SHOWN" not in text and "hunter2" not in text and "sk-live" not in text, text
+    return text
+
+
+FORMS = [
+    (lambda: Bias(guardian=LlamaGuard, config={"model": "m", "temperature": SECRET}),
+     "config: 'temperature' expects a finite number, got a str"),
+    (lambda: LlamaGuard(config={"model": "m", "max_tokens": SECRET}), "config: 'max_tokens' expects a whole number"),
+    (lambda: LlamaGuard("m", URL, temperature=SECRET), "LlamaGuard: 'temperature' expects a finite number, got a str"),
+    (lambda: GraniteGuardian("m", URL, temperature=SECRET), "GraniteGuardian: 'temperature' expects a finite number"),
+    (lambda: LlamaGuard("m", URL, max_tokens=SECRET), "LlamaGuard: 'max_tokens' expects a whole number, got a str"),
+    (lambda: LlamaGuard("m", URL, top_logprobs=SECRET), "LlamaGuard: 'top_logprobs' expects a whole number, got a str"),
+    (lambda: LlamaGuard("m", URL, request_timeout=SECRET), "'request_timeout' expects a finite number, got a str"),
+    (lambda: OpenAIJudgeHandler("m", URL, max_concurrency=SECRET),
+     "OpenAIJudgeHandler: 'max_concurrency' expects a whole number, got a str"),
+    (lambda: OpenAIJudgeHandler("m", URL, request_timeout=SECRET), "'request_timeout' expects a finite number, got a str"),
+    (lambda: OpenAIJudgeHandler("m", URL, structured_output=SECRET), "structured_output must be 'auto' or one of"),
+    (lambda: generator_handler("m", URL, client_retries=SECRET), "'client_retries' expects a whole number, got a str"),
+    (lambda: AssistantHandler(model="m", base_url=URL, max_concurrency=SECRET),
+     "AssistantHandler: 'max_concurrency' expects a whole number, got a str"),
+    (lambda: AssistantHandler(SECRET, model="m"), "kind must be one of"),
+    (lambda: LlamaGuard(b"sk-live-" + SECRET.encode(), URL), "LlamaGuard needs a model name (model=... or config=GuardianLLMConfig(model=...)), got a bytes"),
+]
+
+
+@pytest.mark.parametrize("build, said", FORMS, ids=[str(i) for i in range(len(FORMS))])
+def test_every_form_of_arguments_refuses_a_value_of_the_wrong_type_naming_the_key_never_the_value(build, said):
+    _refused(build, said)
+
+
+def test_a_guardian_config_built_directly_never_shows_the_value():
+    with pytest.raises(Exception) as err:
+        GuardianLLMConfig(model="m", temperature=SECRET)
+    assert SECRET not in str(err.value) and "temperature" in str(err.value)
+
+
+@pytest.mark.parametrize("model", [b"sk-live-" + SECRET.encode(), [SECRET], {"k": SECRET}, _BadRepr()],
+                         ids=["bytes", "list", "dict", "bad-repr"])
+def test_the_guardian_mapping_never_quotes_a_bad_model(model):
+    _refused(lambda: guardian_from_mapping({"kind": "llama_guard", "model": model}), "a guardian mapping needs a model name")
+
+
+def test_the_guardian_mapping_never_quotes_a_bad_kind():
+    text = _refused(lambda: guardian_from_mapping({"kind": SECRET, "model": "m"}), "'kind' is not a guardian kind")
+    assert "llama_guard" in text
+    assert "did you mean 'llama_guard'" in _refused(lambda: guardian_from_mapping({"kind": "llama_gurd", "model": "m"}),
+                                                     "'kind' is not a guardian kind")
+    _refused(lambda: guardian_from_mapping({"kind": _BadRepr(), "model": "m"}), "'kind' is not a guardian kind")
+
+
+def test_an_unknown_key_is_shown_masked_and_cut():
+    shaped = "sk-live-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+    text = _refused(lambda: guardian_from_mapping({"model": "m", shaped: 1}), "is not an argument of LlamaGuard")
+    assert "'***'" in text and "A1b2" not in text
+    long = "x" * 500
+    text = _refused(lambda: guardian_from_mapping({"model": "m", long: 1}), "is not an argument of LlamaGuard")
+    assert "x" * 41 not in text and "(500 characters)" in text
+    text = _refused(lambda: LlamaGuard(config={"model": "m", shaped: 1}), "is not a field of GuardianLLMConfig")
+    assert "A1b2" not in text
+
+
+def test_good_keyword_arguments_still_build():
+    g = LlamaGuard("m", URL, temperature=0, max_tokens=8, logprobs=True, top_logprobs=3, request_timeout=5,
+                   max_concurrency=2, cache_path=None)
+    assert g.handler._cfg.request_timeout == 5.0 and g.handler._cfg.max_concurrency == 2
+    assert LlamaGuard(config={"model": "m", "temperature": 1, "cache_path": None}).model == "m"
+    h = OpenAIJudgeHandler("m", URL, request_timeout=2.5, max_concurrency=3, cache_path=None, params={"temperature": 0.0})
+    assert h._cfg.max_concurrency == 3
