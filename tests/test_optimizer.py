@@ -339,3 +339,32 @@ def test_cli_run_that_scored_nothing_is_an_empty_run_exit_4(tmp_path, monkeypatc
     assert "optimize: empty run: no example was scored (8 dead letters); the outputs are written (exit code 4)" in said.err
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "no score (no example was scored)" in page and len((out / "dead_letter.jsonl").read_text().splitlines()) == 8
+
+
+def test_the_optimizer_leaves_no_temporary_folder_on_success_or_failure(tmp_path, monkeypatch):
+    """trial38b B10: ``GEPAOptimizer(...)`` without a workdir made an ``ffb_optimizer_*`` folder at construction that
+    nothing removed, and evaluate_prompts / run_structured removed theirs on success only. Every temporary folder
+    is now made per pipeline and removed when it ends, whatever the end."""
+    import tempfile
+
+    import fair_forge_beam.beam_pipeline as beam_pipeline
+    from fair_forge_beam.optimizer.evaluation import evaluate_prompts, load_examples as examples_of, run_structured
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    data = _load(GEPA_DATA)
+    with ScriptedOpenAIServer(scripted(proposals=("SAME prompt", "WORSE prompt"))) as srv:
+        made = GEPAOptimizer(data, handler(srv, tmp_path), "SEED prompt")
+        assert made.workdir is None and list(scratch.iterdir()) == [], "a folder made at construction"
+
+        def broken(*a, **k):
+            raise RuntimeError("the pipeline failed")
+
+        monkeypatch.setattr(beam_pipeline, "run_pipeline", broken)
+        examples, _ = examples_of(data)
+        with pytest.raises(RuntimeError):
+            evaluate_prompts(["SEED prompt"], examples, made.executor, made.evaluator, "")
+        with pytest.raises(RuntimeError):
+            run_structured(made.model, (("user", "x"),), dict, "k")
+    assert list(scratch.iterdir()) == [], "a folder left after a failed pipeline"

@@ -14,12 +14,14 @@ call failed are not in the mean and are counted in ``n_dead``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -167,6 +169,23 @@ def _candidate_of(key: str) -> int:
     return int(str(key).split(_SEP)[0])
 
 
+@contextlib.contextmanager
+def work_folder(workdir: Optional[str] = None) -> Iterator[str]:
+    """The folder a pipeline of the optimizer writes in: ``workdir`` (made if missing, kept), or with None a
+    temporary ``ffb_optimizer_*`` folder, removed when the block ends — on success, on an error and on
+    Ctrl-C alike (trial38b B10: it was removed on success only, and the optimizers made one at
+    construction that nothing removed)."""
+    if workdir is not None:
+        os.makedirs(workdir, exist_ok=True)
+        yield workdir
+        return
+    folder = tempfile.mkdtemp(prefix="ffb_optimizer_")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def evaluate_prompts(
     prompts: Sequence[str],
     examples: Sequence[Example],
@@ -196,18 +215,22 @@ def evaluate_prompts(
     prompts are scored once (equal ``CandidateScore``; their dead letters name the first one's
     index), so the number of calls never depends on which of them ran first.
     """
-    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
-    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
-    from fair_forge_beam.io.write import write_jsonl
-
     asked, examples = list(prompts), list(examples)
     if not asked:
         return [], []
     # identical candidates are scored once (the same requests would share cache keys and race)
     prompts = list(dict.fromkeys(asked))
-    own = workdir is None
-    workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
-    os.makedirs(workdir, exist_ok=True)
+    with work_folder(workdir) as folder:
+        return _evaluate_prompts(asked, prompts, examples, executor, evaluator, objective, failure_threshold, folder, label,
+                                 pipeline_args)
+
+
+def _evaluate_prompts(asked, prompts, examples, executor, evaluator, objective, failure_threshold, workdir, label, pipeline_args):
+    """:func:`evaluate_prompts` in the folder ``workdir`` (made)."""
+    from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, restage
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+    from fair_forge_beam.io.write import write_jsonl
+
     summary_prefix = os.path.join(workdir, f"{label}-summary")
     dead_prefix = os.path.join(workdir, f"{label}-dead_letter")
     by_index = {e.index: e for e in examples}
@@ -254,23 +277,22 @@ def evaluate_prompts(
     for prompt in asked:
         r = rows.get(unique_index[prompt], {"score": None, "n_scored": 0, "n_dead": 0, "n_failing": 0, "failing": []})
         out.append(CandidateScore(prompt, r["score"], r["n_scored"], r["n_dead"], r["n_failing"], r["failing"]))
-    if own:
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
     return out, dead_rows
 
 
 def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Optional[str] = None,
                    pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
     """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
+    with work_folder(workdir) as folder:
+        return _run_structured(handler, messages, schema, key, folder, pipeline_args)
+
+
+def _run_structured(handler, messages: tuple, schema: type, key: str, workdir: str, pipeline_args) -> tuple:
+    """:func:`run_structured` in the folder ``workdir`` (made)."""
     from fair_forge_beam.components.judge.handler import JudgeRequest, RunJudge, judge_request, restage
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.io.write import write_jsonl
 
-    own = workdir is None
-    workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
-    os.makedirs(workdir, exist_ok=True)
     safe = "".join(c if c.isalnum() else "_" for c in key)
     res_prefix, dead_prefix = os.path.join(workdir, f"{safe}-result"), os.path.join(workdir, f"{safe}-dead_letter")
     req = judge_request(key, messages, schema=schema, element_id=key)
@@ -288,8 +310,4 @@ def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Op
         elif fn.startswith(os.path.basename(dead_prefix)):
             with open(path, encoding="utf-8") as fh:
                 dead.extend(json.loads(line) for line in fh)
-    if own:
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
     return parsed, dead

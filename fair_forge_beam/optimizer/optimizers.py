@@ -8,7 +8,6 @@ the evaluator's score is strict structured output, failed calls are dead letters
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -128,7 +127,9 @@ class _Base:
         self.objective = objective or ""
         self.seed_prompt = seed_prompt
         self.examples, self.dead_letters = load_examples(datasets)
-        self.workdir = workdir or tempfile.mkdtemp(prefix="ffb_optimizer_")
+        #: the pipelines' folder; None: each pipeline writes in a temporary folder of its own, removed when it ends
+        #: (:func:`~fair_forge_beam.optimizer.evaluation.work_folder`; one made here was never removed, trial38b B10)
+        self.workdir = workdir
         self.pipeline_args = list(pipeline_args or [])
         self._round = 0
         self.evaluations: list[dict] = []
