@@ -319,3 +319,34 @@ def test_an_interrupted_loop_leaves_no_empty_folder_it_made(monkeypatch, tmp_pat
     with pytest.raises(KeyboardInterrupt):
         loop.run([*flags, "--output", str(tmp_path / "mine")])
     assert (tmp_path / "mine").is_dir()
+
+
+def test_a_mark_that_is_not_a_file_and_a_path_through_a_mark_are_refused(tmp_path):
+    """trial38b B14: a folder named run_summary.json was read as a run of run_assistant, a dangling symlink of a
+    mark's name was ignored, and ``--output o1/results.json/..`` (o1 holding an audit) passed: the path is now
+    looked at where it leads, and a mark's name that is not a regular file is refused as content no run wrote."""
+    import os
+
+    from fair_forge_beam.reports.output_folder import check_no_other_run
+
+    folder = tmp_path / "o1"
+    (folder / "run_summary.json").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"holds 'run_summary.json', a folder, where run's run keeps a file"):
+        check_no_other_run(str(folder), "audit")
+    dangling = tmp_path / "o2"
+    dangling.mkdir()
+    os.symlink(tmp_path / "nowhere", dangling / "loop_summary.json")
+    with pytest.raises(ValueError, match=r"holds 'loop_summary.json', a link to nothing"):
+        check_no_other_run(str(dangling), "audit")
+    audit = tmp_path / "o3"
+    audit.mkdir()
+    (audit / "results.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"holds a run of audit \(results.json\), not of generate"):
+        check_no_other_run(str(audit / "results.json" / ".."), "generate")
+    linked = tmp_path / "o4"
+    linked.mkdir()
+    os.symlink(audit / "results.json", linked / "results.json")  # a link to a file is a mark
+    with pytest.raises(ValueError, match=r"holds a run of audit"):
+        check_no_other_run(str(linked), "run")
+    check_no_other_run(str(folder), "run")  # a command's own mark is its own to replace
+    check_no_other_run(str(audit), "audit")

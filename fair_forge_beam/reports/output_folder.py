@@ -96,17 +96,49 @@ def check_no_other_run(out: str, command: str, option: str = "--output", shown: 
     it holds (trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; fix38a:
     the audit wrote beside a generate run's ``dataset.jsonl``, and the stages beside a windowed audit).
 
+    A local ``out`` is looked at where it leads (its real path: ``o1/results.json/..`` is ``o1``, trial38b B14), and a
+    mark counts only as a regular file (or a link to one). **Decision** (docs/data.md): a name of another
+    command's mark that is not a regular file — a folder, a link to nothing, a link to a folder — is refused too,
+    as content no run of ours wrote (it was read as that run, or, a dangling link, ignored).
+
     Raises:
         ValueError: one line naming the folder, the run it holds and what to do (a usage error, exit 2).
     """
     fs = _fs()
+    local = _is_local(out)
+    where = _target(out) if local else out
     for other, names in RUN_MARKS.items():
         for name in names if other != command else ():
-            found = (fs.match([fs.join(out, name)])[0].metadata_list if "*" in name
-                     else fs.exists(fs.join(out, name)))
+            if local:
+                found, odd = _local_mark(where, name)
+            else:
+                found = (fs.match([fs.join(out, name)])[0].metadata_list if "*" in name
+                         else fs.exists(fs.join(out, name)))
+                odd = None
+            if odd:
+                raise ValueError(f"{option}: {out} holds {quoted(odd[0], 80)}, {odd[1]}, where {other}'s run keeps a file "
+                                 f"({name}): no run writes that; give another {option} or remove it")
             if found:
                 raise ValueError(f"{option}: {out} holds a run of {other} ({name}), not of {shown or command}: the two runs' "
                                  f"files would mix; give another {option} or remove that run")
+
+
+def _local_mark(folder: str, name: str) -> tuple:
+    """``(found, odd)`` for mark ``name`` (a pattern with ``*``) in local ``folder``: ``found`` when a regular file
+    (or a link to one) has that name; ``odd``: ``(entry name, what it is)`` of an entry of that name that is
+    not one (``a folder``, ``a link to nothing``), else None."""
+    import glob
+
+    paths = glob.glob(os.path.join(glob.escape(folder), name)) if "*" in name else [os.path.join(folder, name)]
+    found = False
+    for path in paths:
+        if os.path.isfile(path):
+            found = True
+        elif os.path.lexists(path):
+            what = ("a link to nothing" if not os.path.exists(path) else
+                    "a folder" if os.path.isdir(path) else "not a regular file")
+            return found, (os.path.basename(path), what)
+    return found, None
 
 
 def is_stage_path(path: str) -> bool:
