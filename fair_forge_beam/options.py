@@ -42,7 +42,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
            "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
-from fair_forge_beam.quoting import quoted  # how a usage error quotes a user's value
+from fair_forge_beam.quoting import number_text, quoted  # how a usage error quotes a user's value
 from fair_forge_beam.urls import has_userinfo, mask_url_secrets
 
 # Defaults that code outside this table also needs (a library default, a run's config without
@@ -349,7 +349,7 @@ def exact_float(text: str) -> float:
     if text.strip().lstrip("+-") in ("inf", "nan"):
         return float(text)
     if not re.fullmatch(NUMBER_PATTERN, text, flags=re.ASCII):
-        raise ValueError(f"{quoted(text)} is not a number written with the digits 0-9 ({NUMBER_RULE}; a decimal point "
+        raise ValueError(f"{number_text(text)} is not a number written with the digits 0-9 ({NUMBER_RULE}; a decimal point "
                          "and an exponent may follow: 0.95, -1, 2e-3)")
     value = float(text)
     if not math.isfinite(value):
@@ -366,7 +366,7 @@ def strict_int(text: str) -> int:
     must be positive says so in its own check. Raises ``argparse.ArgumentTypeError`` (argparse's
     one-line usage error)."""
     if not re.fullmatch(r"[-+]?[0-9]+", text, flags=re.ASCII):
-        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number written with the digits 0-9 ({NUMBER_RULE})")
+        raise argparse.ArgumentTypeError(f"{number_text(text)} is not a whole number written with the digits 0-9 ({NUMBER_RULE})")
     return int(text)
 
 
@@ -2237,16 +2237,32 @@ def config_value_problem(option: Option, value: Any) -> Optional[str]:
     option is refused (it would not mean the default a key left out means). Values (ranges,
     choices, paths) are the parser's to check, as on the command line."""
     expects = config_expects(option)
+    # a text given for a flag or a number (alone or in a list or table) is shown as number_text decides (trial38b B12)
+    hidden = option.type in (bool, int, float) and _holds_text(value)
     if isinstance(value, list) and (option.repeatable or option.listed):
         if not value and option.repeatable:
             return "an empty list; give at least one value, or leave the key out"
         for item in value:
             if not _config_item_fits(option, item):
-                return f"expected {expects}, got a list {quoted(value)} holding {_toml_kind(item)}"
+                return f"expected {expects}, got a list {'(not shown) ' if hidden else quoted(value) + ' '}holding {_toml_kind(item)}"
         return None
     if not _config_item_fits(option, value):
+        if hidden:
+            shown = (f"{number_text(value)} ({_toml_kind(value)})" if isinstance(value, str)
+                     else f"{'a list' if isinstance(value, list) else 'a table'} holding text (not shown)")
+            return f"expected {expects}, got {shown}"
         return f"expected {expects}, got {toml_shown(value)}"
     return None
+
+
+def _holds_text(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is or holds (in lists and tables, a few levels deep) a text."""
+    if isinstance(value, str):
+        return True
+    if depth >= 6:
+        return False
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(_holds_text(v, depth + 1) for v in items)
 
 
 def template_metadata(metrics: Sequence[str] = (), command: str = "audit") -> dict:

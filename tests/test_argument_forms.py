@@ -102,3 +102,47 @@ def test_good_keyword_arguments_still_build():
     assert LlamaGuard(config={"model": "m", "temperature": 1, "cache_path": None}).model == "m"
     h = OpenAIJudgeHandler("m", URL, request_timeout=2.5, max_concurrency=3, cache_path=None, params={"temperature": 0.0})
     assert h._cfg.max_concurrency == 3
+
+
+@pytest.mark.parametrize("build, said", [
+    (lambda: OpenAIJudgeHandler("m", URL, params={"temperature": SECRET}), "params: 'temperature' expects a finite number"),
+    (lambda: OpenAIJudgeHandler("m", URL, params={"seed": SECRET}), "params: 'seed' expects a whole number, got a str"),
+    (lambda: Bias(guardian=LlamaGuard("m", URL, cache_path=None), inference_args={"top_p": SECRET}),
+     "inference_args: 'top_p' expects a finite number, got a str"),
+    (lambda: Bias(guardian=LlamaGuard("m", URL, cache_path=None), inference_args=SECRET),
+     "inference_args must be a mapping of sampling parameters, got a str"),
+    (lambda: AssistantHandler(model="m", base_url=URL, params={"max_tokens": SECRET}),
+     "params: 'max_tokens' expects a whole number, got a str"),
+], ids=["judge-temperature", "judge-seed", "bias-top_p", "bias-text", "assistant-max_tokens"])
+def test_sampling_parameters_of_the_wrong_type_are_refused_before_they_are_sent(build, said):
+    """trial38b B12: ``params`` and ``inference_args`` took ``{"temperature": secret}``; each call then got an HTTP 400
+    whose body (servers echo the input) went into the dead letter."""
+    _refused(build, said)
+
+
+def test_a_numeric_option_never_echoes_a_word_given_for_it(tmp_path):
+    """trial38b B12: ``--judge-timeout hunter2pass`` and a config's ``judge_timeout = "hunter2pass-…"`` were echoed (only
+    sk-/ghp_ shapes were masked). A numeric option shows a value that fails to parse only when it is made of a number's
+    characters (a mistyped number), after masking; any other text by its length."""
+    import argparse
+
+    from fair_forge_beam.audit_config import ConfigError, config_to_argv
+    from fair_forge_beam.options import exact_float, strict_float, strict_int
+    from pipelines.audit import build_parser
+
+    for parse in (strict_int, strict_float):
+        for word in (SECRET, "Bearer abcdefgh12345678"):
+            with pytest.raises(argparse.ArgumentTypeError) as err:
+                parse(word)
+            assert word not in str(err.value) and "hunter2" not in str(err.value)
+            assert f"a text of {len(word)} characters (not shown" in str(err.value)
+        with pytest.raises(argparse.ArgumentTypeError, match=r"'1,5' is not a"):
+            parse("1,5")
+    with pytest.raises(ValueError, match="a text of 32 characters"):
+        exact_float(SECRET)
+    parser = build_parser()
+    for config in ({"options": {"judge_timeout": SECRET}}, {"options": {"judge-max-concurrency": [SECRET]}},
+                   {"seed": {"k": SECRET}}, {"options": {"quiet": SECRET}}):
+        with pytest.raises(ConfigError) as err:
+            config_to_argv(parser, config, str(tmp_path / "a.toml"))
+        assert "NOT-SHOWN" not in str(err.value) and "expected" in str(err.value), err.value

@@ -561,6 +561,9 @@ class AssistantHandler(RemoteModelHandler):
             if any(not step.strip() for step in str(response_path).split(".")):  # '.', 'a..b', 'a.': no reply has it
                 raise ValueError(f"response path {quoted(response_path)} has an empty step; give dot-separated keys and "
                                  f"list indices, e.g. 'choices.0.message.content'")
+        from fair_forge_beam.components.judge.arguments import check_sampling
+
+        check_sampling("params", params)  # a known parameter of the wrong type, never shown (trial38b B12)
         params = dict(params or {})
         bad = sorted(set(params) & {"model", "messages", "stream", "n"})
         if bad:

@@ -53,6 +53,7 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.tool_correctness import (
     ToolTraceError,
@@ -473,7 +474,7 @@ class Agentic(MetricTransform):
         self.label_field, self.task_field = label_field, task_field or None
         self.threshold, self.tool_threshold = float(threshold), float(tool_threshold)
         self.tool_weights = normalise_tool_weights(tool_weights)
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the scorer (a

@@ -62,6 +62,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.components.judge.prompts_bestof import bestof_messages, render_contestant
 from fair_forge_beam.engine import (
     DEAD, QUALITY, GroupPerSession, MetricSpec, SessionPart, SessionReducer, SliceEstimator, session_key_text,
@@ -606,7 +607,7 @@ class BestOf(MetricTransform):
         self.bestof_mode, self.block, self.criteria = mode, block, criteria
         self.contestant_order = tuple(contestant_order or ())
         self.prior_sd = float(prior_sd)
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the scorer

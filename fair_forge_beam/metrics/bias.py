@@ -28,6 +28,7 @@ import json
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 
 from fair_forge_beam.components.guardian import (PROTECTED_ATTRIBUTES, Guardian, GuardianParseError, LLMGuardian,
                                                  guardian_from_mapping)
@@ -393,7 +394,7 @@ class Bias(MetricTransform):
         self.guardian = guardian
         self.attributes = attrs
         self.headline_columns = BIAS_INFO.headline_columns(keys=attrs)
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         """This metric's declaration for :class:`~fair_forge_beam.engine.Engine`: the guardian as

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.io.elements import DeadLetter, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
     DEAD, QUALITY, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, repeated_turns, session_key_text,
@@ -371,7 +372,7 @@ class JudgedMetric(MetricTransform):
         if int(max_units) < 1:
             raise ValueError("max_units must be >= 1")
         self.max_units = int(max_units)
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     # -- subclass hooks ------------------------------------------------------------------------
     def make_requests(self, interactions):  # pragma: no cover - abstract

@@ -38,6 +38,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.components.contradiction import ChunkCheck, ContradictionChecker, regulatory_messages
 from fair_forge_beam.components.corpus import (
     ChunkerConfig,
@@ -661,7 +662,7 @@ class Regulatory(MetricTransform):
         if not getattr(embedder, "normalize_embeddings", False):
             raise ValueError("the Regulatory embedder must L2-normalise its vectors (normalize_embeddings=True): similarity is a dot product")
         self.embedder = embedder
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     @property
     def checker_name(self) -> str:

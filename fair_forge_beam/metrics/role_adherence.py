@@ -32,6 +32,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.components.judge.prompts_quality import render_history
@@ -376,7 +377,7 @@ class RoleAdherence(MetricTransform):
         if int(max_units) < 1:
             raise ValueError("max_units must be >= 1")
         self.threshold, self.strict_mode, self.max_units = float(threshold), bool(strict_mode), int(max_units)
-        self.inference_args = dict(inference_args) if inference_args else None
+        self.inference_args = inference_arguments(inference_args)  # checked: a secret in the wrong key is never sent
 
     def spec(self, windowed: bool = False) -> MetricSpec:
         return MetricSpec(

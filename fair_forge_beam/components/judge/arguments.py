@@ -19,7 +19,8 @@ import typing
 from typing import Any, Callable, Mapping
 
 __all__ = ["SECRET_KEYS", "key_hint", "keyword_annotations", "expects", "fits", "check_keys", "check_values", "check_arguments",
-           "masked_key", "a_type", "construct"]
+           "masked_key", "a_type", "SAMPLING_PARAMETERS", "check_sampling",
+           "inference_arguments", "construct"]
 
 #: mapping keys that would hold a secret: refused, the key's value never shown (it is read from the
 #: environment variable ``api_key_env`` names)
@@ -182,6 +183,40 @@ def a_type(value: Any) -> str:
     name = type(value).__name__
     blank = "blank " if isinstance(value, str) and not value.strip() else ""
     return f"{'an' if (blank or name)[:1] in 'aeiou' else 'a'} {blank}{name}"
+
+
+#: the OpenAI chat-completions sampling parameters whose type is known: a judge's ``params``, an assistant's
+#: ``params`` and a metric's ``inference_args`` give each as declared here (any other key is the server's to judge)
+SAMPLING_PARAMETERS: dict = {
+    "temperature": float, "top_p": float, "max_tokens": int, "max_completion_tokens": int, "seed": int,
+    "presence_penalty": float, "frequency_penalty": float, "logprobs": bool, "top_logprobs": int,
+    "stop": typing.Union[str, list[str], None], "logit_bias": typing.Optional[typing.Mapping[str, float]],
+    "extra_body": typing.Optional[typing.Mapping[str, Any]], "user": str, "reasoning_effort": str,
+}
+
+
+def check_sampling(what: str, params: Any) -> None:
+    """Refuse sampling parameters ``params`` (None or a mapping) whose known keys (:data:`SAMPLING_PARAMETERS`)
+    hold a value of the wrong type — ``{"temperature": "sk-…"}`` was sent, and the server's HTTP 400, which
+    may echo the value, went into the dead letter (trial38b B12) — naming the key, never the value.
+
+    Raises:
+        ValueError: ``params`` is no mapping, or a key of it is not a text, or a value does not fit.
+    """
+    if params is None:
+        return
+    if not isinstance(params, abc.Mapping):
+        raise ValueError(f"{what} must be a mapping of sampling parameters, got {a_type(params)}")
+    for key in params:
+        if not isinstance(key, str):
+            raise ValueError(f"{what}: {masked_key(key)} is not a parameter name (a text)")
+    check_values(what, params, SAMPLING_PARAMETERS)
+
+
+def inference_arguments(inference_args: Any) -> Any:
+    """A metric's ``inference_args`` as it keeps them: checked (:func:`check_sampling`), a dict, or None for none."""
+    check_sampling("inference_args", inference_args)
+    return dict(inference_args) if inference_args else None
 
 
 def check_values(what: str, kwargs: Mapping, takes: Mapping[str, Any]) -> None:

@@ -934,6 +934,9 @@ def judge_counters(pipeline_result, namespace: str = "fair_forge_beam.judge") ->
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
+    from fair_forge_beam.components.judge.arguments import check_sampling
+
+    check_sampling("params", params)  # a known parameter of the wrong type, never shown (trial38b B12)
     bad = sorted(set(params) & _FORBIDDEN_PARAMS)
     if bad:
         raise ValueError(f"parameters {bad} are set by the judge itself and cannot be passed")
@@ -1015,7 +1018,10 @@ class RunJudge(beam.PTransform):
     """
 
     def __init__(self, handler: OpenAIJudgeHandler, inference_args: Optional[Mapping[str, Any]] = None, label_prefix: str = "Judge"):
+        from fair_forge_beam.components.judge.arguments import check_sampling
+
         super().__init__()
+        check_sampling("inference_args", inference_args)  # a known parameter of the wrong type, never shown
         self._handler = handler
         self._inference_args = dict(inference_args) if inference_args else None
         self._prefix = label_prefix
