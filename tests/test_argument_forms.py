@@ -38,6 +38,12 @@ def _refused(build, said: str) -> str:
     return text
 
 
+def _optimizer(name: str, **settings):
+    import fair_forge_beam.optimizer as optimizer
+
+    return getattr(optimizer, name)([], OpenAIJudgeHandler("m", URL, cache_path=None), "be kind", **settings)
+
+
 FORMS = [
     (lambda: Bias(guardian=LlamaGuard, config={"model": "m", "temperature": SECRET}),
      "config: 'temperature' expects a finite number, got a str"),
@@ -55,6 +61,8 @@ FORMS = [
     (lambda: AssistantHandler(model="m", base_url=URL, max_concurrency=SECRET),
      "AssistantHandler: 'max_concurrency' expects a whole number, got a str"),
     (lambda: AssistantHandler(SECRET, model="m"), "kind must be one of"),
+    (lambda: _optimizer("GEPAOptimizer", failure_threshold=SECRET), "GEPAOptimizer: 'failure_threshold' expects a finite number"),
+    (lambda: _optimizer("MIPROv2Optimizer", num_trials=SECRET), "MIPROv2Optimizer: 'num_trials' expects a whole number"),
     (lambda: LlamaGuard(b"sk-live-" + SECRET.encode(), URL), "LlamaGuard needs a model name (model=... or config=GuardianLLMConfig(model=...)), got a bytes"),
 ]
 
