@@ -998,10 +998,15 @@ class _ScoreAndRoute(beam.DoFn):
                     except Exception as e:  # noqa: BLE001
                         problem = _raised("cell_value", e)
                     else:
-                        problem = check.problem(out, sv, cv)
+                        try:  # the record too: its values are checked against the declared Parquet columns
+                            fields = None if record is None else record(out)
+                        except Exception as e:  # noqa: BLE001
+                            problem = _raised("interaction_record", e)
+                        else:
+                            problem = check.problem(out, sv, cv, fields)
             if problem is None:
                 try:
-                    rec = None if record is None else headed(spec.name, "interaction", record(out), out)
+                    rec = None if record is None else headed(spec.name, "interaction", fields, out)
                 except Exception as e:  # noqa: BLE001
                     problem = _raised("interaction_record", e)
             if problem is not None:

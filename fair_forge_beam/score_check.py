@@ -39,6 +39,7 @@ before they are scores).
 """
 from __future__ import annotations
 
+import collections
 import collections.abc as abc
 import dataclasses
 import math
@@ -64,10 +65,11 @@ INT64 = (-2**63, 2**63 - 1)
 #: the largest int float64 holds exactly: an int beyond it where a float is declared is refused
 FLOAT_EXACT_INT = 2**53
 _ANY = None  # no declaration: only what no output holds is a problem
+#: a declaration the check does not know: the rules of any value, in every container the value holds
+_DEEP = "deep"
+#: a Parquet column's type (MetricInfo.parquet): bool and string columns take nothing else
+_BOOL, _STR = "bool", "str"
 _UNIONS = (typing.Union, types.UnionType)
-_SEQUENCES = (list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet,
-              abc.Collection, abc.Iterable)
-_MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
 #: the kind of each class that has fields (NamedTuple, pydantic model, dataclass), built once
 _CLASS_KINDS: dict = {}
 _BUILDING: set = set()
@@ -103,21 +105,77 @@ def _kind(declared: Any) -> Any:
             return _ANY
         kinds = [_kind(a) for a in args]
         return ("fixed", kinds) if any(k is not _ANY for k in kinds) else _ANY
-    if origin in _SEQUENCES and len(args) == 1:
-        return _container("each", _kind(args[0]))
-    if origin in _MAPPINGS and len(args) == 2:
-        return _container("map", _kind(args[1]))
-    if origin is not None:  # Literal, ClassVar, Callable, type[...]: no number declared
-        return _ANY
+    if origin is not None:
+        return _generic_kind(origin, args)
     if isinstance(declared, typing.NewType):
         return _kind(declared.__supertype__)
     if not isinstance(declared, type) or issubclass(declared, bool):
         return _ANY  # a str (unresolved annotation), a TypeVar; bool is not a number here
     if issubclass(declared, numbers.Integral):
-        return _INT
+        return _numpy_range(declared) or _INT
     if issubclass(declared, numbers.Real):
-        return _FLOAT
+        return _numpy_range(declared) or _FLOAT
+    if typing.is_typeddict(declared):  # a TypedDict: its values, key by key (trial38b B6)
+        return _typed_dict_kind(declared)
     return _class_kind(declared) or _ANY
+
+
+#: origins whose arguments declare no value: the rules of any value (a Literal's values are given)
+_NO_VALUE_ORIGINS = (typing.Literal, typing.ClassVar, typing.Final, type)
+
+
+def _generic_kind(origin: Any, args: tuple) -> Any:
+    """The kind of a generic declaration ``origin[args]`` other than a union, ``Annotated`` or a
+    tuple: by its origin's abstract kind (trial38b B6: ``DefaultDict``, ``OrderedDict``, ``deque``,
+    ``ChainMap``, ``NDArray`` switched the check off) — a ``collections.abc.Mapping`` (its values; a
+    ``Counter``'s are ints), a ``Collection`` or ``Iterable`` of one argument (its items), a numpy
+    ``ndarray`` (its items, by the dtype's range). **Decision**: a generic the check does not know
+    (``Callable``, a user's generic class) is checked as :data:`_DEEP` — the rules of any value, in
+    every container it holds — never switched off."""
+    if origin in _NO_VALUE_ORIGINS:
+        return _ANY
+    if isinstance(origin, type):
+        if origin.__module__ == "numpy" and origin.__name__ == "ndarray":
+            dtype = args[1] if len(args) == 2 else None
+            inner = typing.get_args(dtype)
+            return _container("each", _kind(inner[0])) if inner else _DEEP
+        if issubclass(origin, abc.Mapping):
+            if len(args) == 2:
+                return _container("map", _kind(args[1]))
+            if issubclass(origin, collections.Counter):
+                return ("map", _INT)
+            return _DEEP
+        if issubclass(origin, (abc.Collection, abc.Iterable)) and not issubclass(origin, (str, bytes, bytearray)):
+            return _container("each", _kind(args[0])) if len(args) == 1 else _DEEP
+    return _DEEP
+
+
+def _numpy_range(cls: type) -> Any:
+    """A numpy number type narrower than int64 / float64 (``uint8``, ``int32``, ``float32``, ...):
+    ``("bounded", base, low, high, name)``; ``None`` for any other type (trial38b B6: ``numpy.uint8``
+    declared took 300)."""
+    if getattr(cls, "__module__", "") != "numpy":
+        return None
+    import numpy as np
+
+    try:
+        dtype = np.dtype(cls)
+    except TypeError:
+        return None
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        low, high = int(info.min), int(info.max)
+        return None if (low, high) == INT64 else ("bounded", _INT, low, high, dtype.name)
+    if dtype.kind == "f" and dtype.itemsize < 8:
+        high = float(np.finfo(dtype).max)
+        return ("bounded", _FLOAT, -high, high, dtype.name)
+    return None
+
+
+def _typed_dict_kind(cls: type) -> Any:
+    hints = _hints(cls)
+    fields = [(name, _kind(hint)) for name, hint in hints.items()]
+    return ("model", fields) if any(k is not _ANY for _, k in fields) else _ANY
 
 
 def _container(tag: str, inner: Any) -> Any:
@@ -277,12 +335,41 @@ def _join(head: str, found: tuple) -> tuple:
 
 
 def _items(v: Any):
-    """The items of a container value (``None``: not a container the check looks into)."""
+    """The items of a container value (``None``: not a container the check looks into): a
+    ``collections.abc`` sequence or set (a ``deque`` too) but a text, or a numpy array."""
     if isinstance(v, (list, tuple, set, frozenset)):
         return v
     if type(v).__module__ == "numpy" and type(v).__name__ == "ndarray":
         return v.reshape(-1).tolist() if v.dtype.kind in "biufc" else list(v.reshape(-1))
+    if isinstance(v, (abc.Sequence, abc.Set)) and not isinstance(v, (str, bytes, bytearray, memoryview)):
+        return list(v)
     return None
+
+
+def _scalar(v: Any) -> bool:
+    """Whether ``v`` is a number, a bool or a text (a numpy scalar too): no container or model."""
+    return isinstance(v, (str, bytes, numbers.Number)) or (type(v).__module__ == "numpy" and type(v).__name__ != "ndarray")
+
+
+_SHAPES = {"each": "a collection", "fixed": "a tuple", "map": "a mapping"}
+
+
+def _scalar_problem(v: Any, kind: Any) -> Optional[str]:
+    """Why the value ``v`` (no container) cannot be a value of the scalar ``kind``."""
+    if type(kind) is tuple:  # ("bounded", base, low, high, name): a numpy type or a narrow column
+        _, base, low, high, name = kind
+        reason = _number_problem(v, base)
+        if reason is None and v is not None and not isinstance(v, (bool, str)) and isinstance(v, numbers.Real):
+            if not low <= v <= high:
+                return f"{_short(v)}, outside {name} ({_short(low)} to {_short(high)})"
+        return reason
+    if kind is _BOOL:
+        if type(v) is bool or type(v).__name__ in ("bool", "bool_") and type(v).__module__ == "numpy":
+            return None
+        return f"a {type(v).__name__} ({_short(v)}) where the column is bool"
+    if kind is _STR:
+        return None if isinstance(v, str) else f"a {type(v).__name__} ({_short(v)}) where the column is string"
+    return _number_problem(v, _ANY if kind is _DEEP else kind)
 
 
 def _problem(v: Any, kind: Any) -> Optional[tuple]:
@@ -291,14 +378,17 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
         return None
     if type(kind) is tuple:
         tag = kind[0]
-        if tag == "union":  # the value fits one of them, or the first one's reason
-            first = None
+        if tag == "union":  # the value fits one of them, or the reason of the first one of its shape
+            first = fitting = None
+            scalar = _scalar(v)
             for inner in kind[1]:
                 found = _problem(v, inner)
                 if found is None:
                     return None
                 first = first or found
-            return first
+                if fitting is None and (type(inner) is tuple and inner[0] != "bounded") != scalar:
+                    fitting = found  # an arm of the value's shape (a container's, a scalar's) says why
+            return fitting or first
         if tag == "tuple":
             if not isinstance(v, tuple):
                 return ("", f"a {type(v).__name__} ({_short(v)}) where a tuple is declared")
@@ -309,6 +399,8 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
                         return _join(name, found)
             return None
         if tag == "model":
+            if _scalar(v):
+                return ("", f"a {type(v).__name__} ({_short(v)}) where a model is declared")
             mapping = isinstance(v, abc.Mapping)
             for name, inner in kind[1]:
                 item = v.get(name) if mapping else getattr(v, name, None)
@@ -322,6 +414,9 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
                 if found is not None:
                     return _join(f"[{_short(key)}]", found)
             return None
+        if tag == "bounded":
+            reason = _scalar_problem(v, kind)
+            return None if reason is None else ("", reason)
         items = _items(v) if tag in ("each", "fixed") else None
         if items is not None:
             inners = [kind[1]] * len(items) if tag == "each" else [*kind[1], *[_ANY] * (len(items) - len(kind[1]))]
@@ -330,13 +425,61 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
                 if found is not None:
                     return _join(f"[{i}]", found)
             return None
-        kind = _ANY  # a value of another shape than declared: the rules of any value
-    if kind is _ANY and not isinstance(v, (str, bytes, float, int)):
+        if _scalar(v) or isinstance(v, abc.Mapping) != (tag == "map"):
+            # a scalar (or a container of the other shape) where a container is declared: no arm of a
+            # union takes it as "any" (trial38b B5: Optional[list[int]] took 2.5, then the Parquet writer failed)
+            return ("", f"a {type(v).__name__} ({_short(v)}) where {_SHAPES[tag]} is declared")
+        kind = _DEEP  # a value of another shape than declared: the rules of any value, looked into
+    if kind is _DEEP:
+        if isinstance(v, abc.Mapping):
+            for key, item in v.items():
+                found = _problem(item, _DEEP)
+                if found is not None:
+                    return _join(f"[{_short(key)}]", found)
+            return None
+        items = _items(v) if not isinstance(v, tuple) or not hasattr(v, "_fields") else None
+        if items is not None:
+            for i, item in enumerate(items):
+                found = _problem(item, _DEEP)
+                if found is not None:
+                    return _join(f"[{i}]", found)
+            return None
+    if kind in (_ANY, _DEEP) and not isinstance(v, (str, bytes, float, int)):
         own = _class_kind(type(v))  # an undeclared NamedTuple, model or dataclass: its own annotations
         if own is not None:
             return _problem(v, own)
-    reason = _number_problem(v, kind)
+    reason = _scalar_problem(v, kind)
     return None if reason is None else ("", reason)
+
+
+def _column_kind(t: Any) -> Any:
+    """What a Parquet column of the pyarrow type ``t`` takes (trial38b B4: the declared column type was
+    never consulted, and an int64 column truncated 2.5 to 2): an int64 / float64 column as a declared
+    ``int`` / ``float``, a narrower one by its range, a bool or string column nothing else, a list
+    column its items; a struct (a result model's fields) as any value, looked into."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        import numpy as np
+
+        return _numpy_range(np.dtype(t.to_pandas_dtype()).type) or (_INT if pa.types.is_integer(t) else _FLOAT)
+    if pa.types.is_boolean(t):
+        return _BOOL
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _STR
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return ("each", _column_kind(t.value_type))
+    return _DEEP
+
+
+def _column_kinds(spec: Any) -> dict:
+    """``{column: (kind, type name)}`` of the per-interaction Parquet columns ``spec.info`` declares
+    (:meth:`~fair_forge_beam.schemas.metric_info.MetricInfo.parquet_fields`); none without an info."""
+    info = getattr(spec, "info", None)
+    fields = getattr(info, "parquet_fields", None)
+    if fields is None or getattr(spec, "interaction_record", None) is None:
+        return {}
+    return {f.name: (_column_kind(f.type), str(f.type)) for f in fields()}
 
 
 class ScoreCheck:
@@ -351,6 +494,7 @@ class ScoreCheck:
         self._index = self._indexed = None  # element_id -> interaction of the last batch asked about
         self._session_kind = _kind(getattr(spec, "session_value_type", None))
         self._cell_kind = _kind(getattr(spec, "cell_value_type", None))
+        self._columns = _column_kinds(spec)
 
     def not_a_score(self, out: Any, gave: str = "returned") -> Optional[str]:
         """Why ``out``, what the scorer ``gave`` (``returned``/``yielded``), is not a score at all
@@ -411,9 +555,11 @@ class ScoreCheck:
         """Let go of the last batch's index (:meth:`ids_problem`), at the end of its call."""
         self._index = self._indexed = None
 
-    def problem(self, score: Any, session_value: Any = None, cell_value: Any = None) -> Optional[str]:
-        """Why ``score`` (with the session and cell values it adds) is not a valid score, naming
-        the field and the value (``None``: valid)."""
+    def problem(self, score: Any, session_value: Any = None, cell_value: Any = None,
+                record: Optional[dict] = None) -> Optional[str]:
+        """Why ``score`` (with the session and cell values it adds, and its per-interaction ``record``,
+        checked against the Parquet column types the metric's info declares) is not a valid score,
+        naming the field or column and the value (``None``: valid)."""
         t = type(score)
         kinds = self._score_kinds.get(t)
         if kinds is None:
@@ -429,4 +575,10 @@ class ScoreCheck:
             found = _problem(cell_value, self._cell_kind)
             if found is not None:
                 return f"{_join('cell value', found)[0]} is {found[1]}"
+        if record and self._columns and isinstance(record, abc.Mapping):
+            for column, (kind, typ) in self._columns.items():
+                found = _problem(record.get(column), kind)
+                if found is not None:
+                    return (f"record column {_join(column, found)[0]!r} is {found[1]} "
+                            f"(the metric's info declares the Parquet column {column!r} {typ})")
         return None

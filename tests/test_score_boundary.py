@@ -14,9 +14,12 @@ import math
 import re
 from decimal import Decimal
 from dataclasses import dataclass
-from typing import Annotated, NamedTuple, Optional, Union
+import collections
+import typing
+from typing import Annotated, NamedTuple, Optional, TypedDict, Union
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from pydantic import BaseModel
 
@@ -234,6 +237,52 @@ FORMS = [
 ]
 
 
+class _TD(TypedDict):
+    v: float
+
+
+#: trial38b B5/B6: forms that checked as "any" before fix38e — a union's container arm took a scalar,
+#: and mappings, deques, numpy arrays and TypedDicts of other origins switched the check off
+FORMS_38B = [
+    (Union[int, list[int]], 2.5, "'x' is 2.5, not a whole number"),
+    (Union[int, list[int]], "abc", "'x' is a str ('abc') where the metric declares a number"),
+    (Union[int, list[int]], [1, 2.5], "'x[1]' is 2.5, not a whole number"),
+    (Optional[list[int]], 2.5, "'x' is a float (2.5) where a collection is declared"),
+    (Optional[list[int]], 2, "'x' is a int (2) where a collection is declared"),
+    (Union[int, tuple[int, ...]], 2.5, "'x' is 2.5, not a whole number"),
+    (Optional[dict[str, float]], [1.0], "'x' is a list ([1.0]) where a mapping is declared"),
+    (Optional[_TD], 2.5, "'x' is a float (2.5) where a model is declared"),
+    (typing.DefaultDict[str, float], collections.defaultdict(float, a=NAN), "\"x['a']\" is nan"),
+    (typing.OrderedDict[str, float], collections.OrderedDict(a=INF), "\"x['a']\" is inf"),
+    (collections.defaultdict[str, int], {"a": 2.5}, "\"x['a']\" is 2.5, not a whole number"),
+    (collections.ChainMap[str, float], collections.ChainMap({"a": NAN}), "\"x['a']\" is nan"),
+    (typing.Counter[str], {"a": 2.5}, "\"x['a']\" is 2.5, not a whole number"),
+    (collections.deque[float], collections.deque([1.0, NAN]), "'x[1]' is nan"),
+    (typing.Deque[int], collections.deque([2.5]), "'x[0]' is 2.5, not a whole number"),
+    (npt.NDArray[np.int64], np.array([1.0, 2.5]), "'x[1]' is 2.5, not a whole number"),
+    (npt.NDArray[np.float64], np.array([1.0, INF]), "'x[1]' is inf"),
+    (_TD, {"v": NAN}, "'x.v' is nan"),
+    (np.uint8, 300, "'x' is 300, outside uint8 (0 to 255)"),
+    (np.int32, -2**31 - 1, "'x' is -2147483649, outside int32"),
+    (list[np.uint8], [1, -1], "'x[1]' is -1, outside uint8"),
+    (np.float32, 1e39, "'x' is 1e+39, outside float32"),
+    # decision: a generic the check does not know is checked as any value, in every container it holds
+    (typing.Callable[[int], float], [1.0, NAN], "'x[1]' is nan"),
+    # accepted
+    (Optional[list[int]], [1, 2], None), (Union[int, list[int]], 3, None), (np.uint8, 255, None),
+    (typing.DefaultDict[str, float], collections.defaultdict(float, a=0.5), None), (_TD, {"v": 0.5}, None),
+    (collections.deque[float], collections.deque([0.5]), None), (npt.NDArray[np.int64], np.array([1, 2]), None),
+    (typing.Literal["a", "b"], "a", None),
+]
+
+
+@pytest.mark.parametrize("declared, value, said", FORMS_38B, ids=[f"{i}" for i in range(len(FORMS_38B))])
+def test_the_check_follows_unions_with_containers_and_every_mapping_and_sequence_kind(declared, value, said):
+    """trial38b B5/B6, as the test above: every arm of a union, every Mapping / Sequence / ndarray
+    origin by its abstract kind, numpy types by their range."""
+    test_the_check_follows_every_form_of_the_declaration(declared, value, said)
+
+
 @pytest.mark.parametrize("declared, value, said", FORMS, ids=[f"{i}" for i in range(len(FORMS))])
 def test_the_check_follows_every_form_of_the_declaration(declared, value, said):
     """trial37b B10/B11: the check follows the declared type through Optional / Union / ``X | Y``,
@@ -323,6 +372,37 @@ def test_a_fraction_where_an_int_is_declared_is_a_dead_letter_and_a_whole_float_
                        f"int (return int(...) of a whole number) (docs/engine.md: what a score may hold)"
                        for v in ("0.5", "2.5")], reasons
     assert sorted(json.loads(d["raw"])["assistant"] for d in dead) == ["0.5", "2.5"]
+
+
+class Int64Words(OddWords):
+    """OddWords whose Parquet column ``words`` is declared int64, its session value a float."""
+
+    import dataclasses as _dc
+
+    info = _dc.replace(OddWords.info, parquet=(ParquetColumns(columns=(("words", "int64"),)),))
+
+
+@pytest.mark.slow
+def test_a_value_that_its_declared_parquet_column_cannot_hold_is_a_dead_letter(tmp_path, monkeypatch):
+    """trial38b B4: the declared Parquet column type was never consulted: with ``words`` int64 and a
+    float session value, 2.5 and 0.5 were written truncated (2, 0). Now each is a dead letter naming the
+    metric, the column and the value; 3.0 is the int it equals."""
+    import pyarrow.parquet as pq
+
+    _register(monkeypatch, "words", Int64Words)
+    data = _jsonl(tmp_path / "in.jsonl", [("s1", "a", ["2", "3.0"]), ("s2", "a", ["2.5", "4"]), ("s3", "b", ["0.5", "5"])])
+    out = tmp_path / "out"
+    assert _main(["--input", data, "--metrics", "words", "--no-report", "--output", str(out)]) == 0
+    ms = json.loads((out / "results.json").read_text(encoding="utf-8"))["summary"]["metrics"]["words"]
+    assert (ms["interactions_scored"], ms["interactions_not_scored"]) == (4, 2), ms
+    dead = [json.loads(line) for f in sorted((out / "dead_letter").iterdir()) for line in f.read_text().splitlines()]
+    assert sorted(d["reason"] for d in dead) == [
+        f"words: the scorer's Scored record column 'words' is {v}, not a whole number, where the metric declares an "
+        f"int (return int(...) of a whole number) (the metric's info declares the Parquet column 'words' int64) "
+        f"(docs/engine.md: what a score may hold)" for v in ("0.5", "2.5")], dead
+    assert sorted(json.loads(d["raw"])["assistant"] for d in dead) == ["0.5", "2.5"]
+    words = pq.read_table(out / "results.parquet").column("words").to_pylist()
+    assert sorted(words) == [2, 3, 4, 5], words
 
 
 # ----------------------------------------------------------------------------- extreme finite estimates
