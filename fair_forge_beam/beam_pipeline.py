@@ -220,22 +220,72 @@ _HEAD = re.compile(r"(?:^\s*|: \s*)(?:\+ )?(?:Exception Group )?Traceback \(most
 _GROUP_LINE = re.compile(r"\(\d+ sub-exceptions?\)$")
 #: a Python traceback's last line: the exception's (qualified) class name, then its message or nothing
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")
-#: a terminal's colour codes (Python 3.13 colours a traceback under FORCE_COLOR / PYTHON_COLORS)
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: a terminal's control codes: colours and other CSI sequences (private modes too, ``\x1b[?25l``), OSC
+#: sequences (a hyperlink, ``\x1b]8;;url\x1b\\``) and two-byte escapes (Python 3.13 colours a
+#: traceback under FORCE_COLOR / PYTHON_COLORS; trial38b B9: OSC and private modes hid the traceback)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 #: what a runner says when an SDK worker process ended (Flink's and Prism's words)
 _WORKER_DIED = re.compile(r"Process died with exit code|SDK harness|worker (process )?(died|exited|failed)", re.I)
+#: the line before a traceback Python prints and goes on (an exception in ``__del__``, a thread's
+#: or an ``atexit`` function's at shutdown): not what ended a process (trial38b B7)
+_IGNORED = re.compile(r"^(?:Exception ignored (?:in|on|while)\b|Error in atexit\._run_exitfuncs:|Error in sys\.excepthook:)")
+#: the lines that join a traceback to the one before it in a chain
+_CHAINED = ("The above exception was the direct cause of the following exception:",
+            "During handling of the above exception, another exception occurred:")
+#: where Python cut a group nested deeper than its ``max_group_depth`` (10)
+_DEPTH_CUT = re.compile(r"^\.\.\. \(max_group_depth is \d+\)$")
+#: how much of a text :func:`last_words` reads: a job error's first and a worker's stderr's last
+#: characters (the job's first traceback, the process's last words; trial38b B8: 256 KB of headers cost 10.8 s)
+TEXT_READ = 64 * 1024
 
 
-def _exception_at(lines: Sequence[str]) -> tuple:
-    """``(index, words)`` of the exception line of a traceback whose frames are ``lines`` (after its
-    header): its first unindented line; a message starting with a line break (``ValueError("\\nwhy")``)
-    keeps its next line. ``(None, None)`` when there is none."""
-    for i, line in enumerate(lines):
-        if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
-            if line.rstrip().endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
-                return i, f"{line.strip()} {lines[i + 1].strip()}"
-            return i, line.strip()
-    return None, None
+def _is_exception_line(line: str) -> bool:
+    return bool(line) and not line[0].isspace() and _EXCEPTION_LINE.match(line) is not None
+
+
+def _exception_at(lines: Sequence[str], start: int = 0, nxt: Optional[Sequence[int]] = None) -> tuple:
+    """``(index, words)`` of the exception line of a traceback whose frames are ``lines[start:]`` (after
+    its header): its first unindented line (``nxt``: the index of the first exception line at or after
+    each index, :func:`_next_exception_lines`); a message starting with a line break
+    (``ValueError("\\nwhy")``) keeps its next line. ``(None, None)`` when there is none."""
+    if nxt is not None:
+        i = nxt[start] if start < len(nxt) else None
+    else:
+        i = next((j for j in range(start, len(lines)) if _is_exception_line(lines[j])), None)
+    if i is None:
+        return None, None
+    line = lines[i]
+    if line.rstrip().endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
+        return i, f"{line.strip()} {lines[i + 1].strip()}"
+    return i, line.strip()
+
+
+def _next_exception_lines(lines: Sequence[str]) -> list:
+    """For each index, the index of the first exception line at or after it (``None``: none): one
+    pass from the end, so naming the exception of every header costs one pass, not one per header."""
+    nxt: list = [None] * len(lines)
+    found = None
+    for j in range(len(lines) - 1, -1, -1):
+        if _is_exception_line(lines[j]):
+            found = j
+        nxt[j] = found
+    return nxt
+
+
+def _group_words(lines: Sequence[str], at: int, words: str) -> tuple:
+    """``(words, end)``: the exception line at ``at`` with the lines of its message up to the group's
+    first separator, when they end as a group's does (``ExceptionGroup: line1`` / ``line2 (2
+    sub-exceptions)``; trial38b B9: a group message with a line break named no sub-exception), and the
+    index after it; else ``words`` unchanged."""
+    if _GROUP_LINE.search(words):
+        return words, at + 1
+    j = at + 1
+    while j < len(lines) and not lines[j].startswith("+-") and j - at <= 50:
+        j += 1
+    if j < len(lines) and j > at + 1 and _GROUP_LINE.search(lines[j - 1].rstrip()):
+        joiner = " " if j == at + 2 else " … "
+        return f"{words}{joiner}{lines[j - 1].strip()}", j
+    return words, at + 1
 
 
 def _unmargined(line: str) -> str:
@@ -247,16 +297,24 @@ def _unmargined(line: str) -> str:
 
 def _group_leaf(lines: Sequence[str], first: bool) -> Optional[str]:
     """The first sub-exception of the exception group whose exception line came just before ``lines``
-    (unmargined): the exception of the first part between the separators that is not a group itself,
-    its chain's ``first`` traceback as in :func:`_raised`."""
+    (unmargined): the exception of the first part between the separators that is not a group itself
+    (its last line ends ``(N sub-exceptions)``), its chain's ``first`` traceback as in :func:`_raised`.
+    A part Python cut at its ``max_group_depth`` is named so: the first sub-exception is not in the
+    text (trial38b B9: the sibling after the cut was named)."""
     part: list = []
     for line in [*lines, "+-"]:
         if not line.startswith("+-"):
             part.append(line)
             continue
+        said = [ln for ln in part if ln.strip()]
+        if said and _DEPTH_CUT.match(said[0].strip()):
+            return f"not shown: {said[0].strip()[5:-1]}, nested deeper than Python prints"
+        if said and _GROUP_LINE.search(said[-1].rstrip()):
+            part = []
+            continue  # a nested group: its parts follow
         heads = [i for i, ln in enumerate(part) if ln.strip() == _HEADER]
-        found = _exception_at(part[heads[0 if first else -1] + 1:] if heads else part)[1]
-        if found and not _GROUP_LINE.search(found):
+        found = _exception_at(part, heads[0 if first else -1] + 1 if heads else 0)[1]
+        if found:
             return found
         part = []
     return None
@@ -265,22 +323,46 @@ def _group_leaf(lines: Sequence[str], first: bool) -> Optional[str]:
 def _raised(text: str, first: bool) -> Optional[str]:
     """The exception of a Python traceback in ``text``: the ``first`` one (a runner's error: the text
     after it, an exception's message, cannot put another in its place; trial37b B2), else the last
-    whose header a frame follows (a worker's stderr, where earlier tracebacks were logged, not fatal);
-    None when ``text`` holds none. An exception group's (``ExceptionGroup: why (2 sub-exceptions)``)
+    fatal one whose header a frame follows (a worker's stderr, where earlier tracebacks were logged, not
+    fatal); None when ``text`` holds none. An exception group's (``ExceptionGroup: why (2 sub-exceptions)``)
     names its first sub-exception too, nested groups looked into (trial37b B2: the group's traceback,
-    every line behind a margin, was not found at all)."""
+    every line behind a margin, was not found at all).
+
+    **Rule** (a worker's stderr, trial38b B7): a traceback Python prints and goes on — after ``Exception
+    ignored in: …`` (an error in ``__del__``, a thread or at shutdown) or ``Error in atexit._run_exitfuncs:``,
+    with the tracebacks chained to it — is not fatal, and is named only when the text holds no other.
+    An uncaught exception is printed once, when the process ends; after it Python prints only such
+    ignored ones, so the last other traceback is the one that ended the worker. A traceback a message
+    plants after it (text of the exception's own message) cannot be told from a real one by the text:
+    it wins; the boot binary's last line (:func:`last_words`) is not a Python exception's, and is read
+    only when no traceback is found.
+
+    One pass over the lines (trial38b B8: each header re-read the rest of the text, 10.8 s at 256 KB)."""
     lines = _ANSI.sub("", text).splitlines()
     inside = set()  # lines within a group, behind its margin: its parts, read by _group_leaf
     if any(ln.rstrip().endswith(_GROUP_HEADER) for ln in lines):
         inside = {i for i, ln in enumerate(lines) if ln.lstrip().startswith(("|", "+-"))}
         lines = [_unmargined(ln) for ln in lines]
     heads = [i for i, ln in enumerate(lines) if i not in inside and _HEAD.search(ln)]
+    nxt = _next_exception_lines(lines)
     if not first:
-        heads = [i for i in reversed(heads) if i + 1 < len(lines) and lines[i + 1].lstrip().startswith('File "')]
+        ignored, last = set(), False
+        for i in heads:
+            p = i - 1
+            while p >= 0 and not lines[p].strip():
+                p -= 1
+            before = lines[p].strip() if p >= 0 else ""
+            last = bool(_IGNORED.match(before)) or (before in _CHAINED and last)
+            if last:
+                ignored.add(i)
+        framed = [i for i in reversed(heads) if i + 1 < len(lines) and lines[i + 1].lstrip().startswith('File "')]
+        heads = [i for i in framed if i not in ignored] + [i for i in framed if i in ignored]
     for i in heads:
-        at, found = _exception_at(lines[i + 1:])
+        at, found = _exception_at(lines, i + 1, nxt)
+        if found:
+            found, end = _group_words(lines, at, found)
         if found and _GROUP_LINE.search(found):
-            leaf = _group_leaf(lines[i + 2 + at:], first)
+            leaf = _group_leaf(lines[end:], first)
             return f"{found}; the first: {leaf}" if leaf else found
         if found:
             return found
@@ -297,9 +379,12 @@ def last_words(job_error: str, stderr_texts: Sequence[str]) -> tuple:
     :func:`~fair_forge_beam.process_workers.worker_stderr_texts` reads them: a worker that died at start,
     whatever its traceback's length, trial37b B1); when the runner says a worker process ended, the
     last line the workers wrote (the boot binary's reason); else the runner's own first line (a
-    failure of the runner, e.g. a Java exception, is not the workers': ``workers`` False)."""
+    failure of the runner, e.g. a Java exception, is not the workers': ``workers`` False). Only the
+    first :data:`TEXT_READ` characters of ``job_error`` and the last of each stderr text are read."""
     from fair_forge_beam.quoting import shown
 
+    job_error = job_error[:TEXT_READ]  # its first traceback; a worker's last words (TEXT_READ)
+    stderr_texts = [t[-TEXT_READ:] for t in stderr_texts]
     words = _raised(job_error, first=True) or next(filter(None, (_raised(t, first=False) for t in stderr_texts)), None)
     if words:
         return shown(words), True

@@ -259,6 +259,91 @@ def test_a_worker_traceback_longer_than_the_shown_lines_is_still_named(tmp_path,
     assert len(err) == 1 and "an SDK worker process failed: ModuleNotFoundError: No module named oddnum" in err[0], err
 
 
+def _stderr_of(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stderr
+
+
+def test_a_worker_traceback_followed_by_shutdown_noise_is_named():
+    """trial38b B7: a worker's fatal traceback followed by what Python prints at shutdown and goes on
+    ("Exception ignored in …", an atexit function's error) named the noise. Rule (beam_pipeline._raised):
+    a traceback Python printed as ignored is named only when the text holds no other."""
+    from fair_forge_beam.beam_pipeline import last_words
+
+    err = _stderr_of("import atexit\n"
+                     "class P:\n def __del__(self): raise AttributeError(\"'NoneType' object has no attribute 'Empty'\")\n"
+                     "p = P()\n"
+                     "def bye():\n try: raise KeyError('inner')\n except KeyError as e: raise RuntimeError('atexit noise') from e\n"
+                     "atexit.register(bye)\nimport oddnum\n")
+    assert "Exception ignored in" in err and "atexit noise" in err and err.rstrip().endswith("'Empty'"), err
+    assert last_words("", [err]) == ("ModuleNotFoundError: No module named 'oddnum'", True)
+    atexit = ("Error in atexit._run_exitfuncs:\nTraceback (most recent call last):\n  File \"q.py\", line 2\n"
+              "queue.Empty: gone\n")
+    assert last_words("", [err.split("Exception ignored")[0] + atexit]) == \
+        ("ModuleNotFoundError: No module named 'oddnum'", True)
+    # nothing but noise: it is named (better than nothing)
+    assert last_words("", [atexit]) == ("queue.Empty: gone", True)
+
+
+def _headers(size: int) -> str:
+    unit = 'Traceback (most recent call last):\n  File "a"\n'
+    return unit * (size // len(unit))
+
+
+def test_naming_the_exception_reads_the_text_once_and_a_bounded_part_of_it(monkeypatch):
+    """trial38b B8: headers without an exception line made each header re-read the rest of the text
+    (1.6 s at 64 KB, 10.8 s at 256 KB of job error). Counted: the lines matched against the exception
+    pattern grow as the text (4x the text: at most 4.5x the matches; were 16x), and last_words reads
+    at most TEXT_READ characters of each text."""
+    from fair_forge_beam import beam_pipeline
+
+    pattern = beam_pipeline._EXCEPTION_LINE
+    count = [0]
+
+    class Counting:
+        def match(self, line):
+            count[0] += 1
+            return pattern.match(line)
+
+    monkeypatch.setattr(beam_pipeline, "_EXCEPTION_LINE", Counting())
+
+    def matches(text, first):
+        count[0] = 0
+        assert beam_pipeline._raised(text, first) is None
+        return count[0]
+
+    for first in (True, False):
+        small, large = matches(_headers(16 * 1024), first), matches(_headers(64 * 1024), first)
+        assert 0 < large <= 4.5 * small, (first, small, large)
+    count[0] = 0
+    beam_pipeline.last_words(_headers(4 * 1024 * 1024) + "x", [_headers(4 * 1024 * 1024)])
+    assert count[0] <= 2 * beam_pipeline.TEXT_READ // 40, count[0]
+
+
+def test_deep_groups_messages_with_line_breaks_and_terminal_codes_are_read():
+    """trial38b B9: a group nested past Python's depth cut named a sibling of the hidden first
+    sub-exception; a chain of 11 groups or a group message with a line break named none; OSC and
+    private-mode terminal codes hid the traceback."""
+    from fair_forge_beam.beam_pipeline import last_words
+
+    cut = "not shown: max_group_depth is 10, nested deeper than Python prints"
+    siblings = _stderr_of("e = ValueError('true first')\n"
+                          "for i in range(11): e = ExceptionGroup(f'g{i}', [e, TypeError(f't{i}')])\nraise e\n")
+    assert "max_group_depth is 10" in siblings
+    assert last_words("", [siblings]) == (f"ExceptionGroup: g10 (2 sub-exceptions); the first: {cut}", True)
+    chain = _stderr_of("e = ValueError('leaf')\nfor i in range(11): e = ExceptionGroup(f'g{i}', [e])\nraise e\n")
+    assert last_words("", [chain]) == (f"ExceptionGroup: g10 (1 sub-exception); the first: {cut}", True)
+    assert last_words("Error received from SDK harness for instruction 3: " + chain, [])[0].endswith(cut)
+    broken = _stderr_of("raise ExceptionGroup('line1\\nline2', [ValueError('first\\nsecond'), TypeError('t')])\n")
+    assert "line2 (2 sub-exceptions)" in broken
+    assert last_words("", [broken]) == ("ExceptionGroup: line1 line2 (2 sub-exceptions); the first: ValueError: first",
+                                        True)
+    nested = _stderr_of("raise ExceptionGroup('outer', [ExceptionGroup('in\\nner', [KeyError('k')]), TypeError('t')])\n")
+    assert last_words("", [nested]) == ("ExceptionGroup: outer (2 sub-exceptions); the first: KeyError: 'k'", True)
+    coded = ('\x1b[?25lTraceback (most recent call last):\n  File "m.py"\n'
+             '\x1b]8;;file:///m.py\x1b\\\x1b[1;35mValueError\x1b[0m\x1b]8;;\x07: bad\x1b[?25h\n')
+    assert last_words("", [coded]) == ("ValueError: bad", True)
+
+
 def test_local_runners_skip_the_launchers_pip_freeze():
     """Beam's stager runs ``pip freeze`` in the launcher at each portable job's submission, for a
     comparison with the workers' packages; Prism's own workers and this package's PROCESS workers run
