@@ -27,9 +27,14 @@ pandas give floats for ints often; :func:`_float_value_problem` says why). ``Non
 metric's own "no value", such as Humanity's Spearman without a reference).
 
 The declaration is followed in every form: ``Optional[X]``, ``Union[X, Y]`` and ``X | Y`` (a value
-passes if it fits one of them), ``Annotated[X, ...]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
-``list[X]``, ``set[X]``, ``Sequence[X]``, ``dict[K, V]`` (its values), nested ``NamedTuple``\\ s,
-pydantic models and dataclasses (field by field). The declarations: a score tuple's field
+passes if it fits one of them; a scalar fits no container arm), ``Annotated[X, ...]``, ``tuple[X, ...]``,
+``tuple[X, Y]``, ``list[X]``, ``set[X]``, ``Sequence[X]``, ``dict[K, V]`` (its values), nested
+``NamedTuple``\\ s, pydantic models, dataclasses and ``TypedDict``\\ s (field by field); any other generic
+by its origin's abstract kind (a ``collections.abc.Mapping``, ``Collection``, numpy ``ndarray``), a
+numpy type narrower than int64 / float64 by its range, and a generic of no known kind with the rules
+of any value in every container it holds (:func:`_generic_kind`). The Parquet columns the metric's
+info declares (``MetricInfo.parquet``) are a declaration too: each value of the interaction record
+that goes to one is checked against its type (:func:`_column_kind`). The declarations: a score tuple's field
 annotations (``NamedTuple("MyScore", [..., ("x", float)])``; :class:`~fair_forge_beam.engine.Scored`'s
 ``value`` is ``Any``), ``session_value_type`` for the session value and ``cell_value_type`` for
 the cell value. An undeclared value (``Any``, ``str``, ``bool``, a bare ``list``) has the rules of
