@@ -405,6 +405,31 @@ def test_a_value_that_its_declared_parquet_column_cannot_hold_is_a_dead_letter(t
     assert sorted(words) == [2, 3, 4, 5], words
 
 
+class UnionWords(OddWords):
+    """OddWords whose session value is declared ``Union[int, list[int]]``."""
+
+    def spec(self, windowed=False):
+        import dataclasses
+
+        return dataclasses.replace(super().spec(windowed), session_value_type=Union[int, list[int]])
+
+
+@pytest.mark.slow
+def test_a_union_with_a_container_is_checked_and_the_audit_runs(tmp_path, monkeypatch):
+    """trial38b B5: ``Union[int, list[int]]`` ended the audit at build in a raw TypeError (no stored
+    column type); now its statistics are not stored (the manifest says so) and 2.5 is a dead letter."""
+    _register(monkeypatch, "words", UnionWords)
+    data = _jsonl(tmp_path / "in.jsonl", [("s1", "a", ["2", "3"]), ("s2", "a", ["2.5", "4"])])
+    out = tmp_path / "out"
+    assert _main(["--input", data, "--metrics", "words", "--no-report", "--output", str(out)]) == 0
+    dead = [json.loads(line) for f in sorted((out / "dead_letter").iterdir()) for line in f.read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["words: the scorer's Scored session value is 2.5, not a whole number, where "
+                                           "the metric declares an int (return int(...) of a whole number) "
+                                           "(docs/engine.md: what a score may hold)"]
+    manifest = json.loads((out / "stats" / "manifest.json").read_text(encoding="utf-8"))
+    assert "its session values declare no stored type" in json.dumps(manifest)
+
+
 # ----------------------------------------------------------------------------- extreme finite estimates
 #: finite floats at the edges: the largest, the smallest subnormal, the most negative
 EXTREMES = {"huge": (1e308, -1e308, 1.7976931348623157e308), "tiny": (5e-324, 0.0, 1e-300),
