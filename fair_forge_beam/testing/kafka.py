@@ -224,7 +224,8 @@ class KafkaBroker(_JavaProcesses):
         # A cluster id is 16 bytes in URL-safe base64 without padding; derived from the folder.
         cid = base64.urlsafe_b64encode(hashlib.blake2b(str(self.workdir).encode(), digest_size=16).digest()).decode().rstrip("=")
         base = [java, f"-Xmx{self.heap}", "-cp", f"{lib}/*"]
-        fmt = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cid, "-c", str(props)],
+        # given as --cluster-id=ID: an id that starts with '-' (a fifth of them) is read as an option after "-t"
+        fmt = subprocess.run([*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cid}", "-c", str(props)],
                              capture_output=True, text=True, timeout=self.timeout, stdin=subprocess.DEVNULL)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka storage format failed ({fmt.returncode}):\n{fmt.stdout[-2000:]}{fmt.stderr[-2000:]}")
