@@ -275,10 +275,12 @@ def test_a_loop_whose_assistant_answered_nothing_stops_after_its_run_stage(tmp_p
     assert "no input record" not in err[-1] and not (out / "audit").exists()
 
 
-def test_compare_json_refuses_a_folder_holding_a_run(tmp_path, capsys):
+def test_compare_json_refuses_a_file_a_third_run_owns(tmp_path, capsys):
     """trial38 T7: ``compare --json`` wrote its file into any folder, a third run's too (an audit's
-    comparison.json replaced, or a file beside generate's dataset.jsonl). It refuses a folder holding
-    any command's run, through the same table (RUN_MARKS) and check, in one line (exit 2)."""
+    comparison.json replaced). A name a run of ours writes (the main job's outputs, a command's mark) in a
+    folder holding any command's run is refused, through the same table (RUN_MARKS) and check, in one line
+    (exit 2); a file of another name there is the user's own, kept by every command, and is written (a
+    comparison saved beside the results.json files it compares: test_cli's)."""
     from fair_forge_beam.reports import compare
     from fair_forge_beam.reports.output_folder import RUN_MARKS
 
@@ -286,12 +288,15 @@ def test_compare_json_refuses_a_folder_holding_a_run(tmp_path, capsys):
         out = tmp_path / f"json-in-{other}"
         out.mkdir()
         (out / names[0]).write_text("{}", encoding="utf-8")
-        with pytest.raises(SystemExit) as exit_:
-            compare.main([str(tmp_path / "a"), str(tmp_path / "b"), "--json", str(out / "cmp.json")])
-        err = capsys.readouterr().err.strip().splitlines()
-        assert exit_.value.code == 2 and len(err) == 1, err
-        assert f"--json: {out} holds a run of {other} ({names[0]}), not of compare" in err[0], err
-        assert sorted(p.name for p in out.iterdir()) == [names[0]]
+        for owned in ("comparison.json", "run_info.json", "generation_summary.json", "result.json"):
+            if owned == names[0]:
+                continue
+            with pytest.raises(SystemExit) as exit_:
+                compare.main([str(tmp_path / "a"), str(tmp_path / "b"), "--json", str(out / owned)])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert exit_.value.code == 2 and len(err) == 1, err
+            assert f"--json: {out} holds a run of {other} ({names[0]}), not of compare" in err[0], err
+            assert sorted(p.name for p in out.iterdir()) == [names[0]]
 
 
 def test_an_interrupted_loop_leaves_no_empty_folder_it_made(monkeypatch, tmp_path):

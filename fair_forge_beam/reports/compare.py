@@ -650,12 +650,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.json:  # never one of the runs, inside one, or a file of one (B9: it replaced the run's results.json)
         from fair_forge_beam.io.paths import check_output_file
 
-        from fair_forge_beam.reports.output_folder import check_no_other_run
+        from fair_forge_beam.reports.output_folder import check_no_other_run, is_owned_name
 
         try:
             check_output_file(args.json, _run_paths([args.current, args.baseline]), "--json")
-            # nor into a third run's folder (an audit's comparison.json replaced, its files mixed: trial38 T7)
-            check_no_other_run(os.path.dirname(args.json.rstrip("/")) or ".", "compare", option="--json")
+            # nor a file a third run's folder owns (an audit's comparison.json replaced: trial38 T7); a file of
+            # another name beside a run is the user's own, as every command keeps it (docs/data.md)
+            if is_owned_name(os.path.basename(args.json.rstrip("/"))):
+                check_no_other_run(os.path.dirname(args.json.rstrip("/")) or ".", "compare", option="--json")
         except ValueError as exc:
             p.error(str(exc))
     docs, infos = [], []

@@ -46,7 +46,7 @@ from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run",
+__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
            "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
            "finished_run_problem"]
@@ -86,11 +86,21 @@ _STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
 
 
+def is_owned_name(name: str) -> bool:
+    """Whether a file called ``name`` at the top of an output folder is one a run of ours writes there: the
+    main job's (:data:`OWNED_OUTPUTS`) or a command's mark (:data:`RUN_MARKS`, patterns included). Any
+    other name there is the user's own, kept by every command."""
+    import fnmatch
+
+    owned = {n.rstrip("/") for n in OWNED_OUTPUTS}
+    return name in owned or any(fnmatch.fnmatchcase(name, m) for marks in RUN_MARKS.values() for m in marks)
+
+
 def check_no_other_run(out: str, command: str, option: str = "--output", shown: Optional[str] = None) -> None:
     """Refuse output folder ``out`` of ``command`` (a :data:`RUN_MARKS` name: ``audit``, ``generate``,
     ``run``, ``loop``, ``trend``, ``explain``, ``optimize``; a roll-up writes the audit's layout: ``audit``,
     ``shown`` ``rollup``; a command with no run of its own, ``compare`` writing its ``--json`` file into
-    ``out``, is refused every run) when it holds another command's run (one of that command's marks at
+    ``out`` under a name a run owns (:func:`is_owned_name`), is refused every run) when it holds another command's run (one of that command's marks at
     the top level). Each command replaces only the files of its own layout and keeps the rest as the user's
     own (docs/data.md), so the two runs' files would mix and the folder would no longer say which run
     it holds (trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; fix38a:
