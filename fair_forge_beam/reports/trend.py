@@ -879,12 +879,19 @@ def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str
     t0 = time.monotonic()
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
-    paths = find_runs(patterns, exclude=output)
-    try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here (the more
-        # telling refusal first: a run it reads is also a folder holding an audit's run)
-        output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
-        # a folder holding another command's run (an audit's): trend.html beside its report.html (trial38 T7)
+    try:  # a folder holding another command's run (an audit's): trend.html beside its report.html (trial38 T7)
         check_no_other_run(output, "trend")
+    except ValueError as exc:
+        try:  # unless it is (or lies inside) a run it reads: that refusal is the more telling one
+            check_output_folder(output, reads=find_runs(patterns, exclude=output), staged=False, may_hold_reads=True)
+        except TrendUsageError:  # no run matched: the folder's own refusal stands
+            pass
+        except ValueError as reads:
+            raise TrendUsageError(plain_reason(reads)) from None
+        raise TrendUsageError(plain_reason(exc)) from None
+    paths = find_runs(patterns, exclude=output)
+    try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here
+        output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
     except ValueError as exc:
         raise TrendUsageError(plain_reason(exc)) from None
     # said once the runs are read: a run that cannot be read is a usage error of one line, no progress line before it
