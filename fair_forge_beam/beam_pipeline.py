@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam.blank import is_blank
 from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, PortableOptions, StandardOptions
 
 __all__ = ["pipeline_options", "ViewsOnceOptions", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
@@ -349,7 +350,7 @@ def _raised(text: str, first: bool) -> Optional[str]:
         ignored, last = set(), False
         for i in heads:
             p = i - 1
-            while p >= 0 and not lines[p].strip():
+            while p >= 0 and is_blank(lines[p]):
                 p -= 1
             before = lines[p].strip() if p >= 0 else ""
             last = bool(_IGNORED.match(before)) or (before in _CHAINED and last)

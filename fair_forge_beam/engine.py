@@ -1032,7 +1032,10 @@ class _ScoreAndRoute(beam.DoFn):
         a score nor a dead letter (``outs``: what it gave): every interaction read and not scored is
         counted with a reason (trial38 T8). An interaction is answered by a score or dead letter
         naming its ``element_id``, or by a score without one (a ``SessionPart``) of its session."""
-        xs = element if isinstance(element, list) else (element,)
+        # an element without an element_id (not a StreamedBatch: a test's value) cannot be told answered
+        xs = [x for x in (element if isinstance(element, list) else (element,)) if getattr(x, "element_id", None) is not None]
+        if not xs:
+            return []
         done: set = set()
         for out in outs:
             if isinstance(out, beam.pvalue.TaggedOutput):

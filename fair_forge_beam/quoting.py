@@ -43,6 +43,10 @@ def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
 _NUMBER_CHARS = frozenset("+-.,_eE/% \t")
 
 
+#: a text this short given for a number is shown whatever it holds (:func:`number_text`)
+SHORT_SHOWN = 4
+
+
 def number_text(text: str) -> str:
     """A value given for a numeric option (the command line's, a ``--config`` file's, a gate's threshold) that
     is no number, as a usage error shows it. **Decision** (trial38b B12: ``--judge-timeout hunter2pass`` was
@@ -50,10 +54,11 @@ def number_text(text: str) -> str:
     underscores, slashes, ``%``, ``e`` and spaces only — a mistyped number, ``1,5``, ``1_000``, ``1/2``, ``١.٥`` — is quoted
     (:func:`quoted`) after the package's secret masking (:func:`fair_forge_beam.urls.mask_line`); any other text
     is never shown, only its length: a word in a number's place is more likely a value pasted in the wrong
-    place, which may be a secret. Never raises."""
+    place, which may be a secret. A text of at most :data:`SHORT_SHOWN` characters is quoted whatever it holds
+    (``'0x1'``, ``'many'``: no key or password is that short, and the user sees the typo). Never raises."""
     from fair_forge_beam.urls import mask_line
 
-    if isinstance(text, str) and text and all(c.isdigit() or c in _NUMBER_CHARS for c in text):
+    if isinstance(text, str) and text and (len(text) <= SHORT_SHOWN or all(c.isdigit() or c in _NUMBER_CHARS for c in text)):
         return quoted(mask_line(text))
     size = len(text) if isinstance(text, str) else 0
     return f"a text of {size:,} character{'' if size == 1 else 's'} (not shown: it may be a secret given in the wrong place)"

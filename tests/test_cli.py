@@ -20,8 +20,10 @@ HINT = " (every option: fair-forge-beam --help)"
     (["--mode", "bayes"], "fair-forge-beam: error: argument --mode: invalid choice: 'bayes'"),
     (["--mod", "bayesian"], "fair-forge-beam: error: unrecognised option(s) --mod: not an option of this job"),
     (["--metrics", "humanity,nope"], "fair-forge-beam: error: unknown metric 'nope'; available:"),
-    (["--mc-samples", "many"], "fair-forge-beam: error: argument --mc-samples: a text of 4 characters (not shown: it may be "
-                               "a secret given in the wrong place) is not a whole number written with the digits 0-9"),
+    (["--mc-samples", "many"], "fair-forge-beam: error: argument --mc-samples: 'many' is not a whole number written with "
+                               "the digits 0-9"),  # short: shown (quoting.SHORT_SHOWN)
+    (["--mc-samples", "hunter2pass"], "fair-forge-beam: error: argument --mc-samples: a text of 11 characters (not shown: it "
+                                      "may be a secret given in the wrong place) is not a whole number written with the digits 0-9"),
     (["--mc-samples", "1,000"], "fair-forge-beam: error: argument --mc-samples: '1,000' is not a whole number written with "
                                 "the digits 0-9"),
     (["--metrics", "toxicity", "--cluster-points", "/tmp/p.parquet"],  # the default keyword extractor: no clusters

@@ -304,8 +304,9 @@ direct_num_workers = 2
 
 @pytest.mark.parametrize("body, message", [
     ('mode = "bayes"', "invalid choice: 'bayes'"),
-    ('seed = "abc"', "seed: expected a whole number (TOML, unquoted), got a text of 3 characters (not shown: it may be a "
-                     "secret given in the wrong place) (a TOML string)"),
+    ('seed = "abc"', "seed: expected a whole number (TOML, unquoted), got 'abc'"),  # short: shown (quoting.SHORT_SHOWN)
+    ('seed = "hunter2pass"', "seed: expected a whole number (TOML, unquoted), got a text of 11 characters (not shown: it "
+                             "may be a secret given in the wrong place) (a TOML string)"),
     ('seed = "42"', "seed: expected a whole number (TOML, unquoted), got '42' (a TOML string)"),
     ('seed = [1]', "seed: expected a whole number (TOML, unquoted), got a list [1]"),  # was "got '1'" (trial 28)
     ("[options]\nmc-samples = [100, 200]", "mc-samples: expected a whole number (TOML, unquoted), got a list [100, 200]"),

@@ -55,9 +55,9 @@ def test_progress_counts_what_the_summary_counts_and_its_last_line_is_the_final_
     from fair_forge_beam import progress as P
     from fair_forge_beam.engine import _ScoreAndRoute
 
-    class Scorer:  # a DoFn-like scorer: odd elements are dead letters
-        def process(self, x):
-            yield TaggedOutput("dead_letter", x) if x % 2 else x
+    class Scorer:  # a DoFn-like scorer: odd elements are dead letters; a score is the interaction itself
+        def process(self, x):  # (it carries the ids a score must: engine.SCORE_IDS, trial38 T1)
+            yield TaggedOutput("dead_letter", x) if x.i % 2 else x
 
     import apache_beam as beam
 
@@ -75,7 +75,8 @@ def test_progress_counts_what_the_summary_counts_and_its_last_line_is_the_final_
         fn.start_bundle()
         P.ProgressCounter("read", beam_counter=_Null()).inc(10)
         for x in range(10):
-            list(fn.process(x))
+            list(fn.process(types.SimpleNamespace(i=x, element_id=f"s{x}/a/0", session_id=f"s{x}", assistant_id="a",
+                                                  language="english", turn_index=0, qa_id="q")))
         rep.tick()  # a line mid-run (nothing flushed yet: counted in steps)
         fn.finish_bundle()
     lines = out.getvalue().splitlines()

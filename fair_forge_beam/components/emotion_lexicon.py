@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from typing import Mapping, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key, file_key
+from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.text import normalize_text, tokenize
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
@@ -207,7 +208,7 @@ def _flagged(row: dict, col: str, line: int) -> bool:
     flag = _CELL.get(v.strip()) if isinstance(v, str) else None
     if flag is None:
         what = "no cell (the line has fewer cells than its header names)" if v is None else (
-            "an empty cell" if not v.strip() else quoted(v))
+            "an empty cell" if is_blank(v) else quoted(v))
         raise ValueError(f"line {line}, column {quoted(col.strip())}: {what} is not 0 or 1 (an emotion cell is 1 when "
                          "the word has the emotion, else 0; 1.0 and 0.0 are read as 1 and 0)")
     return flag

@@ -90,8 +90,6 @@ def is_owned_name(name: str) -> bool:
     """Whether a file called ``name`` at the top of an output folder is one a run of ours writes there: the
     main job's (:data:`OWNED_OUTPUTS`) or a command's mark (:data:`RUN_MARKS`, patterns included). Any
     other name there is the user's own, kept by every command."""
-    import fnmatch
-
     owned = {n.rstrip("/") for n in OWNED_OUTPUTS}
     return name in owned or any(fnmatch.fnmatchcase(name, m) for marks in RUN_MARKS.values() for m in marks)
 

@@ -18,6 +18,8 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
+from fair_forge_beam.blank import is_blank
+
 __all__ = ["SECRET_KEYS", "key_hint", "keyword_annotations", "expects", "fits", "check_keys", "check_values", "check_arguments",
            "masked_key", "a_type", "SAMPLING_PARAMETERS", "check_sampling",
            "inference_arguments", "construct"]
@@ -181,7 +183,7 @@ _ANNOTATIONS: dict = {}
 def a_type(value: Any) -> str:
     """``"a str"``, ``"an int"``, ``"a blank str"``: what a message says of a value it does not show."""
     name = type(value).__name__
-    blank = "blank " if isinstance(value, str) and not value.strip() else ""
+    blank = "blank " if isinstance(value, str) and is_blank(value) else ""
     return f"{'an' if (blank or name)[:1] in 'aeiou' else 'a'} {blank}{name}"
 
 
@@ -240,8 +242,6 @@ def construct(factory: Callable, *args: Any, **kwargs: Any) -> Any:
     try:
         return factory(*args, **kwargs)
     except (ValueError, TypeError) as exc:
-        from fair_forge_beam.blank import is_blank
-
         message = str(exc)
         texts = sorted({t for t in _texts([args, list(kwargs.values())]) if not is_blank(t)}, key=len, reverse=True)
         for text in texts:
