@@ -988,22 +988,17 @@ class _ScoreAndRoute(beam.DoFn):
             if problem is None and own_ids is not None:
                 problem = own_ids(out, element)
             if problem is None:  # the spec's own functions: a failure is the score's dead letter
+                step = "session_value"
                 try:
                     sv = None if session_value is None else session_value(out)
+                    step = "cell_value"
+                    cv = None if cell_value is None else cell_value(out)
+                    step = "interaction_record"  # its values are checked against the declared Parquet columns
+                    fields = None if record is None else record(out)
                 except Exception as e:  # noqa: BLE001
-                    problem = _raised("session_value", e)
+                    problem = _raised(step, e)
                 else:
-                    try:
-                        cv = None if cell_value is None else cell_value(out)
-                    except Exception as e:  # noqa: BLE001
-                        problem = _raised("cell_value", e)
-                    else:
-                        try:  # the record too: its values are checked against the declared Parquet columns
-                            fields = None if record is None else record(out)
-                        except Exception as e:  # noqa: BLE001
-                            problem = _raised("interaction_record", e)
-                        else:
-                            problem = check.problem(out, sv, cv, fields)
+                    problem = check.problem(out, sv, cv, fields)
             if problem is None:
                 try:
                     rec = None if record is None else headed(spec.name, "interaction", fields, out)
@@ -1048,15 +1043,9 @@ class _ScoreAndRoute(beam.DoFn):
                                                   getattr(out, "assistant_id", None), getattr(out, "language", None)))
         if len(done) >= len(xs) and all(x.element_id in done for x in xs):
             return []
-        from fair_forge_beam.io.elements import dead_letter
-
         missing = [x for x in xs if x.element_id not in done and ("session", *_session_key(x)) not in done]
-        if missing:
-            self._invalid.inc(len(missing))
-        return [beam.pvalue.TaggedOutput(DEAD, dead_letter(
-            self.spec.name, f"{self.spec.name}: the scorer gave no score and no dead letter for this interaction (a DoFn "
-            "scorer yields a score or TaggedOutput('dead_letter', …) for each interaction; docs/engine.md: what a score "
-            "may hold)", x, x.element_id)) for x in missing]
+        return [self._dead(x, "the scorer gave no score and no dead letter for this interaction (a DoFn scorer yields a "
+                              "score or TaggedOutput('dead_letter', …) for each interaction)") for x in missing]
 
     def _failed(self, element, exc: BaseException) -> list:
         """The outputs of a scorer call that raised ``exc``: a call of one interaction gives its dead
@@ -1076,21 +1065,21 @@ class _ScoreAndRoute(beam.DoFn):
 
     def _scorer_raised(self, x, exc: BaseException):
         """The dead letter of the interaction ``x`` whose scorer call raised ``exc``."""
-        from fair_forge_beam.io.elements import dead_letter
-
-        self._invalid.inc()
-        return beam.pvalue.TaggedOutput(DEAD, dead_letter(
-            self.spec.name, f"{self.spec.name}: the scorer {_exception_words(exc)} (docs/engine.md: what a score may hold)",
-            x, getattr(x, "element_id", None)))
+        return self._dead(x, f"the scorer {_exception_words(exc)}")
 
     def _no_score(self, x):
         """The dead letter of the interaction ``x`` a function scorer returned ``None`` for: every
         interaction read and not scored is counted with its reason (DESIGN §8; trial38 T8)."""
+        return self._dead(x, "the scorer returned None, no score")
+
+    def _dead(self, x, why: str):
+        """The dead letter of interaction ``x`` that its scorer did not score, with reason ``<metric>: <why>
+        (docs/engine.md: what a score may hold)``, counted in the metric's ``invalid_scores``."""
         from fair_forge_beam.io.elements import dead_letter
 
         self._invalid.inc()
         return beam.pvalue.TaggedOutput(DEAD, dead_letter(
-            self.spec.name, f"{self.spec.name}: the scorer returned None, no score (docs/engine.md: what a score may hold)",
+            self.spec.name, f"{self.spec.name}: {why} (docs/engine.md: what a score may hold)",
             x, getattr(x, "element_id", None)))
 
     def _invalid_score(self, element, out, problem: str):
