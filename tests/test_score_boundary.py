@@ -311,6 +311,101 @@ def test_the_check_follows_every_form_of_the_declaration(declared, value, said):
             assert where + said.split(" is ", 1)[0].strip("'\"").removeprefix("x") + " is " in problem, problem
 
 
+class _Pair(NamedTuple):
+    weight: float
+    n: int
+
+
+@dataclass
+class _DC:
+    a: float
+    b: Optional[list[int]] = None
+
+
+class _PM(BaseModel):
+    a: float
+    b: dict[str, int] = {}
+
+
+#: declarations the quick test (score_check._passes) is built for, and the forms it leaves to the full walk
+QUICK_DECLARED = [None, float, int, str, bool, Optional[float], Union[int, str], list[int], list[float],
+                  tuple[int, ...], tuple[float, int], dict[str, float], Optional[list[int]], Union[int, list[int]],
+                  list[tuple[str, int]], tuple[tuple[str, bool, tuple[int, ...], Optional[float]], tuple[int, int]],
+                  _Pair, list[_Pair], _DC, _PM, _TD, np.uint8, list[np.float32], typing.Counter[str],
+                  typing.Callable[[int], float], typing.Any, *(d for d, _, _ in FORMS + FORMS_38B)]
+
+
+def _values():
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(
+        st.none(), st.booleans(), st.text(max_size=3), st.binary(max_size=2),
+        st.floats(allow_nan=True, allow_infinity=True), st.floats(min_value=-1e160, max_value=1e160),
+        st.sampled_from([0.0, -0.0, 2.5, 3.0, 2.0**53, 2.0**53 + 2, 1e150, 1.5e150, NAN, INF]),
+        st.integers(min_value=-2**70, max_value=2**70),
+        st.sampled_from([2**53, 2**53 + 1, 2**63 - 1, 2**63, -2**63, 255, 256, -1, True, False]),
+        st.sampled_from([np.float64(NAN), np.int64(7), np.uint8(3), np.float32(1.5), Decimal("1.5")]))
+    return st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3),
+        st.builds(_Pair, inner, inner), st.builds(lambda a, b: {"a": a, "b": b}, inner, inner),
+        st.builds(_DC, inner, inner)), max_leaves=8)
+
+
+def test_the_quick_test_passes_only_what_the_full_check_passes():
+    """issue 26: ``score_check._passes`` (the quick test every score goes through first) never passes
+    a value that the full walk (``_problem``) refuses, for every declaration form above and generated
+    values of every shape (NaN, inf, beyond 2**53 / int64 / 1e150, bools, numpy and Decimal values,
+    nested lists, tuples, dicts, NamedTuples, dataclasses); and the values the full walk takes
+    mostly pass it (the quick path is the one taken)."""
+    from hypothesis import given, settings
+
+    from fair_forge_beam.score_check import _kind, _passes, _problem
+
+    kinds = [(d, _kind(d)) for d in QUICK_DECLARED]
+    tests = [_passes(k) for _, k in kinds]
+    seen = {"quick": 0, "full": 0}
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(_values())
+    def check(v):
+        for (declared, kind), ok in zip(kinds, tests):
+            if ok(v):
+                assert _problem(v, kind) is None, (declared, v, _problem(v, kind))
+                seen["quick"] += 1
+            elif _problem(v, kind) is None:
+                seen["full"] += 1
+
+    check()
+    # and every edge value, alone and as the one odd item of each container shape a score has
+    edges = [None, True, "x", b"x", 0.0, -0.0, 0.5, 2.5, 3.0, 2.0**53, 2.0**53 + 2, 1e150, -1e150, 1.5e150, NAN, INF,
+             -INF, 0, 1, -1, 255, 256, 2**53, 2**53 + 1, -2**53 - 1, 2**63 - 1, 2**63, -2**63, -2**63 - 1,
+             np.float64(NAN), np.int64(7), np.uint8(3), np.float32(1.5), Decimal("1.5")]
+    for e in edges:
+        for v in (e, [e], [1, e], [0.5, e], (e,), (0.5, e), {"k": e}, {"a": e, "b": e}, _Pair(e, e), [_Pair(0.5, e)],
+                  (("e", False, (1, e), 0.5), (2, e, (("c", e),))), _DC(e, [e])):
+            check.hypothesis.inner_test(v)
+    assert seen["quick"] > 2 * seen["full"], seen
+
+
+def test_a_main_job_score_takes_the_quick_path():
+    """issue 26: the main job's scores (Humanity's and Toxicity's shapes) pass the quick test; a NaN
+    or a fraction where an int is declared anywhere in them does not."""
+    from fair_forge_beam.score_check import _kind, _passes
+
+    cell = tuple[tuple[str, bool, tuple[int, ...], Optional[float]], tuple[int, int, tuple[tuple[str, int], ...]]]
+    ok = _passes(_kind(cell))
+    assert ok((("e", False, (1, 2), 0.5), (2, 55, (("cds", 1), ("dmc", 1)))))
+    assert ok((("e", True, (), None), (0, 0, ())))
+    for bad in ((("e", False, (1, 2), NAN), (2, 55, ())), (("e", False, (1, 2.5), 0.5), (2, 55, ())),
+                (("e", False, (1, 2), 0.5), (2, 55, (("cds", 1.5),))), (("e", False, (1, 2**64), 0.5), (2, 5, ()))):
+        assert not ok(bad), bad
+    counts = _passes(_kind(list[int]))
+    assert counts([0, 3, 1]) and not counts([0, 3, 2**63]) and not counts([1, True]) and not counts([1, 2.5])
+    rates = _passes(_kind(list[float]))
+    assert rates([0.5, 1.0]) and not rates([0.5, NAN]) and not rates([INF, 0.5]) and not rates([1e151])
+
+
 # ----------------------------------------------------------------------------- the whole audit
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
