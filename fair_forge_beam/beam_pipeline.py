@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
@@ -131,6 +132,8 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
 
     from apache_beam.runners.portability import local_job_service
 
+    from fair_forge_beam.worker_watch import worker_ended, worker_started
+
     if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
         return
 
@@ -140,12 +143,28 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
             # the command alone. Not a preexec_fn: Python code between fork and exec can deadlock in a
             # process with threads, and Beam starts workers from threads
             kwargs.setdefault("process_group", 0)
+            if args and kwargs.get("shell") and args[0] == _MULTI_PROCESS_WORKER:
+                # Beam's own command, run without a shell: the worker is the process Beam waits for, so
+                # its death is told by its own status (-9), not a shell's 137 and 'Killed' line
+                args, kwargs["shell"] = ([sys.executable, "-m", _WORKER_MODULE],) + tuple(args[1:]), False
+            self.through_shell = bool(kwargs.get("shell"))
             super().__init__(*args, **kwargs)
+            worker_started(self)  # a worker that dies ends the run (fair_forge_beam.worker_watch)
+
+        def wait(self, timeout=None):
+            code = super().wait(timeout)
+            worker_ended(self, code)
+            return code
 
     shim = types.ModuleType("subprocess")
     shim.__dict__.update({k: v for k, v in vars(subprocess).items() if not k.startswith("__")})
     shim.Popen, shim.ctrl_c_left_to_the_command = Popen, True
     local_job_service.subprocess = shim
+
+
+#: the module Beam's multi-process SDK workers run, and the shell command Beam runs it by (fn_runner.py)
+_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
+_MULTI_PROCESS_WORKER = f"{sys.executable} -m {_WORKER_MODULE}"
 
 
 class WorkerProcessError(RuntimeError):
@@ -188,28 +207,46 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times
     probe_ipython_only_when_imported()  # and imports IPython to learn that it runs outside IPython
     _workers_leave_ctrl_c_to_the_command()
+    from fair_forge_beam.worker_watch import settle, watching
+
     started = time.time()
     pipeline = beam.Pipeline(options=options)
-    try:
-        with pipeline as p:
-            yield p
-    except Exception as exc:
-        from fair_forge_beam.process_workers import worker_stderr
+    with watching() as watch:  # a multi-process worker that dies ends the job (trial38b B11)
+        try:
+            with pipeline as p:
+                yield p
+        except Exception as exc:
+            death = settle(watch)
+            if death is not None:
+                raise WorkerProcessError(f"{death}, so the job cannot finish ({type(exc).__name__}: {exc})",
+                                         death, _OWN_STDERR) from exc
+            error = _with_worker_stderr(options, started, exc)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            from apache_beam.utils.interactive_utils import is_in_ipython
 
-        detail = worker_stderr(options, started)
-        if not detail:
-            raise
-        from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of, worker_stderr_texts
+            if not is_in_ipython():  # as run() does: under IPython, interactive Beam removes it
+                shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)  # run() removed it, unless the block raised
 
-        command = worker_command_of(options)
-        where = str(command.parent / STDERR_DIR) if command is not None else ""
-        words, workers = last_words(str(exc), worker_stderr_texts(options, started))
-        raise WorkerProcessError(f"{exc}\n{detail}", words, where, workers) from exc
-    finally:
-        from apache_beam.utils.interactive_utils import is_in_ipython
 
-        if not is_in_ipython():  # as run() does: under IPython, interactive Beam removes it
-            shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)  # run() removed it, unless the block raised
+#: where a multi-process run's workers wrote: they inherit the command's stderr
+_OWN_STDERR = "this process's stderr"
+
+
+def _with_worker_stderr(options: PipelineOptions, started: float, exc: Exception) -> Optional[WorkerProcessError]:
+    """The failed job's error ``exc`` with what the SDK worker processes of ``options``' worker command
+    wrote to stderr since ``started``; ``None`` when they wrote nothing (or it is not one of ours)."""
+    from fair_forge_beam.process_workers import STDERR_DIR, worker_command_of, worker_stderr, worker_stderr_texts
+
+    detail = worker_stderr(options, started)
+    if not detail:
+        return None
+    command = worker_command_of(options)
+    where = str(command.parent / STDERR_DIR) if command is not None else ""
+    words, workers = last_words(str(exc), worker_stderr_texts(options, started))
+    return WorkerProcessError(f"{exc}\n{detail}", words, where, workers)
 
 
 _HEADER = "Traceback (most recent call last):"
