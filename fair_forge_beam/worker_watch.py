@@ -4,19 +4,25 @@ Beam's ``--direct_running_mode=multi_processing`` starts each SDK worker as ``sh
 apache_beam.runners.worker.sdk_worker_main"`` from a thread of its own
 (``local_job_service.SubprocessSdkWorker``), and only raises, in that thread, "Worker subprocess
 exited with return code 137" when one dies (the kernel's OOM killer, a ``kill -9``): the job itself
-never learns of it. A bundle the dead worker held, or was handed after its death, waits for its
-output forever (measured: 3 of 3 runs with a worker killed 3 s into scoring still waiting after 90 s;
-trial38b: 880 s until Ctrl-C), or, when the worker's data stream closes in the middle of a bundle,
-the job fails later with Beam's bare "RuntimeError: Channel closed prematurely.".
+never learns of it. A bundle handed to the dead worker's connection after its death waits for its
+output for ever (the main job with a worker SIGKILLed 3-9 s into scoring: 2 of 6 runs still waiting
+60-90 s later; trial38b: 880 s until Ctrl-C); when the worker's data stream closes in the middle of a
+bundle, the job fails with Beam's bare 268-line "RuntimeError: Channel closed prematurely." (4 of 6).
 
 :func:`watching` watches the workers from outside, through the ``Popen`` the package already gives
 Beam (:func:`fair_forge_beam.beam_pipeline._workers_leave_ctrl_c_to_the_command`): when one ends
-with a non-zero code while the job runs, the other workers are ended (they cannot finish the job,
-and would go on calling a judge), and the thread that waits for the job is woken — a ``SIGCHLD``
-sent to it, whose handler, installed for the run, raises :class:`WorkerDied` there — so that the
-run fails within a second or two as any failed job does: the stage of its output removed, the
-output folder as it was, one line on the console (:class:`fair_forge_beam.beam_pipeline.WorkerProcessError`).
-Beam's own thread traceback of the same death is not printed again.
+with a non-zero code or by a signal while the job runs, the other workers are ended (they cannot
+finish the job, and would go on calling a judge), and the main thread, which waits for the job, is
+woken — a ``SIGCHLD`` sent to it, whose handler, installed for the run, raises :class:`WorkerDied`
+there — so that the run fails within a second as any failed job does (6 of 6: 0.2-0.5 s): the stage
+of its output removed, the output folder as it was, one line on the console
+(:class:`fair_forge_beam.beam_pipeline.WorkerProcessError`). Beam's own thread tracebacks and log
+records of the same death are not printed.
+
+Limits: a job waited for in another thread than the main one cannot be woken so (Python runs signal
+handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
+that ends with code 0 before the job's end is not told from one told to stop. Workers started by
+another process (a Flink TaskManager, Prism, a worker pool) are that runner's to watch.
 """
 from __future__ import annotations
 
@@ -201,12 +207,13 @@ def watching() -> Iterator[_Watch]:
                 signal.signal(signal.SIGCHLD, previous_handler if previous_handler is not None else signal.SIG_DFL)
             except (ValueError, OSError):
                 pass
-        for logger, f in filters:
-            logger.removeFilter(f)
-        if threading.excepthook is hook:
-            threading.excepthook = previous_hook
-        else:  # another hook was installed over ours meanwhile: ours stays, passing everything on once the run is over
-            watch.death = None
+        # after a death the broken streams of the dead and the ended workers are reported by Beam's threads
+        # for a while longer: the filters stay (they drop only those reports); else they go
+        if watch.death is None:
+            for logger, f in filters:
+                logger.removeFilter(f)
+            if threading.excepthook is hook:  # else another hook was installed over ours: ours stays, passing all on
+                threading.excepthook = previous_hook
 
 
 def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
@@ -216,7 +223,7 @@ def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
     while watch.death is None and time.monotonic() < deadline:
         with watch.lock:
             workers = list(watch.workers)
-        if all(p.returncode is None and pid_alive(p.pid) for p in workers):
-            return None  # none has ended: the job failed for another reason
+        if not any(p.returncode or p.returncode is None and not pid_alive(p.pid) for p in workers):
+            return None  # no worker ended unreported (or none but with 0): the job failed for another reason
         time.sleep(0.05)
     return watch.death
