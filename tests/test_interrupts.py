@@ -32,6 +32,20 @@ def _env(**extra) -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
+#: Beam options of the FnApiRunner with two worker processes
+MULTI_PROCESS = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
+
+
+def context_audit(tmp_path: Path, srv, out: Path, *beam_args: str, **popen) -> subprocess.Popen:
+    """The Context audit of ``FF`` into ``out`` on the FnApiRunner (and ``beam_args``), started as a
+    subprocess whose judge is ``srv`` (a ScriptedOpenAIServer), its output and errors piped as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
+         "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
+         "--output", str(out), f"--runner={FNAPI}", *beam_args],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
 def _leftovers(folder: Path, out: Path) -> list:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(out.name + "."))
 
@@ -53,12 +67,7 @@ def test_an_interrupt_while_the_judge_hangs_ends_the_run_in_seconds(tmp_path, si
     out.mkdir()
     (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
-             "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
-             "--output", str(out), f"--runner={FNAPI}"],
-            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        proc = context_audit(tmp_path, srv, out, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
         deadline = time.time() + 180
         while time.time() < deadline and not srv.count():  # the judge has its first call: it hangs
             time.sleep(0.2)
@@ -428,13 +437,8 @@ def test_an_interrupt_of_a_multi_process_run_is_one_line_and_ends_its_workers(tm
 
     out = tmp_path / "out"
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
-             "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
-             "--output", str(out), f"--runner={FNAPI}", "--direct_num_workers=2",
-             "--direct_running_mode=multi_processing"],
-            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True)  # its own process group, as a terminal's foreground job
+        proc = context_audit(tmp_path, srv, out, *MULTI_PROCESS,
+                             start_new_session=True)  # its own process group, as a terminal's foreground job
         run = []
         try:
             deadline = time.time() + 180

@@ -14,13 +14,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from helpers import FNAPI
-from test_interrupts import FF, _env, _leftovers, _no_process_left, _one_line, _tree
+from test_interrupts import MULTI_PROCESS, _leftovers, _no_process_left, _one_line, _tree, context_audit
 
 #: how long after a worker's death the run must have ended (the brief's bound: 30 s)
 BOUND = 30
@@ -60,12 +59,7 @@ def test_a_killed_worker_ends_the_audit_with_one_line(tmp_path):
     out.mkdir()
     (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.audit", "--input", str(FF), "--metrics", "context",
-             "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-cache", str(tmp_path / "c.sqlite"),
-             "--output", str(out), f"--runner={FNAPI}", "--direct_num_workers=2",
-             "--direct_running_mode=multi_processing"],
-            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = context_audit(tmp_path, srv, out, *MULTI_PROCESS)
         run = []
         try:
             deadline = time.time() + 180
@@ -130,7 +124,7 @@ def test_run_pipeline_raises_the_workers_end(how, words, monkeypatch):
 
     from fair_forge_beam.beam_pipeline import WorkerProcessError, pipeline_options, run_pipeline
 
-    opts = pipeline_options([f"--runner={FNAPI}", "--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+    opts = pipeline_options([f"--runner={FNAPI}", *MULTI_PROCESS])
     limit = BOUND + 20  # the workers' start-up (6 s) included
 
     def too_long(signum, frame):  # the old code waited for the dead worker for ever
