@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted", "number_text", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
+__all__ = ["QUOTE_LIMIT", "quoted", "number_text", "choice_text", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
            "fixed_estimate"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
@@ -62,6 +62,20 @@ def number_text(text: str) -> str:
         return quoted(mask_line(text))
     size = len(text) if isinstance(text, str) else 0
     return f"a text of {size:,} character{'' if size == 1 else 's'} (not shown: it may be a secret given in the wrong place)"
+
+
+def choice_text(value: Any, choices) -> str:
+    """A value given for an option with a closed set of values (argparse's ``choices=``) that is none of them, as
+    a usage error shows it. **Decision** (fix39a, trial38: ``invalid choice: 'sk-live-…'`` echoed what a numeric
+    option hides): a text close to one of ``choices`` (:func:`closest`: a typo, ``'bayesain'``) is quoted after the
+    package's secret masking; any other text follows :func:`number_text` (shown when at most :data:`SHORT_SHOWN`
+    characters, else only its length); a value that is no text (already converted by the option's type) is
+    quoted. Never raises."""
+    from fair_forge_beam.urls import mask_line
+
+    if not isinstance(value, str):
+        return quoted(value)
+    return quoted(mask_line(value)) if closest(value, choices) is not None else number_text(value)
 
 
 def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
