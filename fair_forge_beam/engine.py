@@ -57,6 +57,7 @@ knows a session's metadata. Without metadata dimensions the graph is the one abo
 """
 from __future__ import annotations
 
+import collections.abc as abc
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
@@ -881,6 +882,21 @@ _PROGRESS_STEP = 256
 
 
 @beam.typehints.with_output_types(Any)
+def _function_scores(fn: Callable, x, no_score: Callable):
+    """What a function scorer gives for ``x``: for one interaction its score (``None``: the dead letter
+    ``no_score(x)``); for a batch (a list, ``MetricSpec.batch_size``) the scores it returns for it — a list
+    or another iterable that is not a tuple (a tuple, a score among them, is one value: the engine's check
+    says what it is), ``None`` for none (each interaction then a dead letter: ``_unanswered``)."""
+    out = fn(x)
+    if type(x) is not list:
+        return (no_score(x),) if out is None else (out,)
+    if out is None:
+        return ()
+    if isinstance(out, list) or (isinstance(out, abc.Iterable) and not isinstance(out, (tuple, str, bytes, abc.Mapping))):
+        return list(out)
+    return (out,)
+
+
 class _ScoreAndRoute(beam.DoFn):
     """The metric's scorer, with each score routed in the same step: its interaction record
     (main), its session value and its cell value (``"sessions"``: ``(session key, (slot,
@@ -916,8 +932,9 @@ class _ScoreAndRoute(beam.DoFn):
             scorer.setup()
         elif isinstance(scorer, beam.PTransform):  # its scores arrive here already scored
             self._score = _one  # as session parts, not interactions: _ReduceSessions counts its progress
-        else:  # a plain function: one interaction -> its score; None (no score) is a dead letter (_no_score)
-            self._score = lambda x, fn=scorer, none=self._no_score: (none(x),) if (out := fn(x)) is None else (out,)
+        else:  # a plain function: one interaction -> its score; None (no score) is a dead letter (_no_score);
+            # a batch (spec.batch_size) -> its scores, as a DoFn's call gives them
+            self._score = lambda x, fn=scorer: _function_scores(fn, x, self._no_score)
         self._pending = self._pending_scored = 0
         self._counting = not isinstance(scorer, beam.PTransform)
         from fair_forge_beam.score_check import ScoreCheck
@@ -928,8 +945,9 @@ class _ScoreAndRoute(beam.DoFn):
         # the interactions a call's scores must name (None: a PTransform's scores arrive without them)
         self._own_ids = None if isinstance(scorer, beam.PTransform) else self._check.ids_problem
         self._gave = "returned" if not isinstance(scorer, (beam.DoFn, beam.PTransform)) else "yielded"
-        # a DoFn scorer answers every interaction it is given: a score or a dead letter (_unanswered)
-        self._covering = isinstance(scorer, beam.DoFn)
+        # a DoFn scorer, or a function given a batch, answers every interaction it is given: a score or a
+        # dead letter (_unanswered)
+        self._covering = isinstance(scorer, beam.DoFn) or (not isinstance(scorer, beam.PTransform) and bool(self.spec.batch_size))
         self._invalid = beam.metrics.Metrics.counter(f"fair_forge_beam.{self.spec.name}", "invalid_scores")
 
     def teardown(self):
@@ -1052,8 +1070,9 @@ class _ScoreAndRoute(beam.DoFn):
         letter; a batch (``batch_size``) is scored again one interaction at a time, so only the
         interactions that fail alone are dead letters and the others are scored (**decision**: one
         odd record does not cost its batch; a scorer that fails on every record pays one more call
-        per record, on the failure path only)."""
-        if isinstance(element, list) and len(element) > 1 and isinstance(self.spec.scorer, beam.DoFn):
+        per record, on the failure path only), whether the scorer is a ``DoFn`` or a function (fix39a: a
+        function's batch that raised was dead letters whole)."""
+        if isinstance(element, list) and len(element) > 1:
             outs: list = []
             for x in element:
                 try:

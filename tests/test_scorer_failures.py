@@ -172,3 +172,40 @@ def test_an_interaction_a_dofn_scorer_gives_nothing_for_is_a_dead_letter(tmp_pat
     assert (ms["interactions_scored"], ms["interactions_not_scored"], ms["dead_letters"]) == (4, 2, 2), ms
     assert list(dead) == ["skip"] and sorted(ms["dead_letter_reasons"].values()) == [2], ms
     assert dead["skip"]["reason"].startswith("words: the scorer gave no score and no dead letter for this interaction")
+
+
+def _batch_function(xs):
+    """A function scorer given a batch (``batch_size``): its scores as a list; the whole call fails when one
+    answer says ``raise``, and it leaves out an answer saying ``skip``."""
+    if any(x.assistant == "raise" for x in xs):
+        raise RuntimeError("one answer of the batch is odd")
+    return [Scored.of(x, len(x.assistant.split())) for x in xs if x.assistant != "skip"]
+
+
+class BatchFunctionWords(Words):
+    def scorer(self):
+        return _batch_function
+
+    def batch_size(self):
+        return 64
+
+
+def test_a_function_scorers_batch_that_raises_is_scored_again_one_by_one():
+    """fix39a: engine._ScoreAndRoute._failed scored a DoFn's failed batch again one interaction at a time, but a
+    function scorer's batch that raised was dead letters whole (and a function's list of scores for a batch was
+    refused as "returned a list"). The same rule for both: one odd record does not cost its batch."""
+    from helpers import fnapi_pipeline, ix
+
+    from apache_beam.testing.util import assert_that, equal_to
+    from fair_forge_beam.statistical import FrequentistMode
+
+    answers = {("s1", 0): "one two", ("s1", 1): "three", ("s2", 0): "raise", ("s2", 1): "four five six",
+               ("s3", 0): "skip", ("s3", 1): "a b"}
+    with fnapi_pipeline() as p:
+        out = (p | beam.Create([ix(s, "a", t, a) for (s, t), a in answers.items()])
+               | BatchFunctionWords(statistical_mode=FrequentistMode()))
+        assert_that(out["interactions"] | beam.Map(lambda r: (r["session_id"], r["turn_index"], r["words"])),
+                    equal_to([("s1", 0, 2), ("s1", 1, 1), ("s2", 1, 3), ("s3", 1, 2)]), label="scored")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.element_id, d.reason.split(" (")[0])), equal_to([
+            ("s2/a/0", "words: the scorer raised RuntimeError: one answer of the batch is odd"),
+            ("s3/a/0", "words: the scorer gave no score and no dead letter for this interaction")]), label="dead")
