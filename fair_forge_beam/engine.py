@@ -1013,6 +1013,10 @@ class _ScoreAndRoute(beam.DoFn):
                     cv = None if cell_value is None else cell_value(out)
                     step = "interaction_record"  # its values are checked against the declared Parquet columns
                     fields = None if record is None else record(out)
+                    if type(fields) is not dict and hasattr(fields, "model_dump"):
+                        # a pydantic model (the score itself, often) is checked as it is written: its dump,
+                        # against the declared Parquet columns (fix39a: 2.5 went into an int64 column)
+                        fields = fields.model_dump()
                 except Exception as e:  # noqa: BLE001
                     problem = _raised(step, e)
                 else:

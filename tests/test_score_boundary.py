@@ -21,7 +21,7 @@ from typing import Annotated, NamedTuple, Optional, TypedDict, Union
 import numpy as np
 import numpy.typing as npt
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
 from fair_forge_beam.metrics.base import MetricTransform
@@ -628,3 +628,43 @@ def test_an_estimate_outside_the_declared_range_is_a_data_quality_warning(tmp_pa
     assert set(ranged) == {"words/assistant_id=b/mean_words"}, found
     assert ranged["words/assistant_id=b/mean_words"].startswith(
         "words mean_words in slice assistant_id=b: mean -1.5000 outside the range the metric declares, 0 to 200 (words)")
+
+
+#: a score that is a pydantic model, written as the metric's interaction record as it is: the score ids and words
+_WordsModel = create_model("_WordsModel", **{f: (int if f == "turn_index" else str, ...) for f in IDS}, words=(float, ...))
+
+
+def _model_score(x):
+    return _WordsModel(element_id=x.element_id, session_id=x.session_id, assistant_id=x.assistant_id,
+                       language=x.language, turn_index=x.turn_index, qa_id=x.qa_id, words=float(x.assistant))
+
+
+class ModelWords(Int64Words):
+    """Int64Words (the Parquet column ``words`` declared int64) whose score and record is a pydantic model."""
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=_SliceWords(self.mode), session_reducer=_SessionWords(),
+                          slices=self.slices, scorer=_model_score, interaction_record=lambda s: s,
+                          session_value=lambda s: s.words, session_value_type=float,
+                          session_slice_combine=BootstrapMeanCombineFn(1))
+
+
+def test_a_pydantic_model_score_is_checked_against_the_declared_parquet_columns():
+    """fix39a: the declared Parquet column types were followed for a record that is a dict, but a record that is a
+    pydantic model (a score written as it is) was not checked: 2.5 went to the int64 column ``words``. Now the
+    model is checked as it is written (its dump), as a dict is."""
+    from apache_beam.testing.util import assert_that, equal_to
+    from helpers import fnapi_pipeline, ix
+
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.statistical import FrequentistMode
+
+    with fnapi_pipeline() as p:
+        out = p | beam.Create([ix("s1", "a", 0, "2"), ix("s1", "a", 1, "2.5"), ix("s2", "a", 0, "4")]) | ModelWords(
+            statistical_mode=FrequentistMode())
+        assert_that(out["interactions"] | beam.Map(lambda r: (r["element_id"], r["words"])),
+                    equal_to([("s1/a/0", 2.0), ("s2/a/0", 4.0)]), label="scored")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.element_id, d.reason)), equal_to([(
+            "s1/a/1", "words: the scorer's _WordsModel record column 'words' is 2.5, not a whole number, where the metric "
+                      "declares an int (return int(...) of a whole number) (the metric's info declares the Parquet column "
+                      "'words' int64) (docs/engine.md: what a score may hold)")]), label="dead")
