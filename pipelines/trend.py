@@ -1,6 +1,6 @@
 """``fair-forge-beam trend PATTERN [PATTERN ...] [--output DIR]``: the trend report over many runs.
 
-Writes ``DIR/trend.html`` and ``DIR/trend.json`` (default ``DIR``: the current folder) from the
+Writes ``DIR/trend.html`` and ``DIR/trend.json`` (default ``DIR``: ``trend``, a folder in the current one) from the
 run folders the patterns name (audits or roll-ups: folders holding ``results.json``). The logic is
 in :mod:`fair_forge_beam.reports.trend`; docs/report.md describes the report and ``trend.json``.
 Usage errors (no run matched, a match that is not a run folder, an unreadable results.json) are one
@@ -25,7 +25,7 @@ PROG = "fair-forge-beam trend"
 
 def build_parser():
     from fair_forge_beam.options import OneLineErrorParser, user_path
-    from fair_forge_beam.reports.trend import DEFAULT_SLICES
+    from fair_forge_beam.reports.trend import DEFAULT_OUTPUT, DEFAULT_SLICES
 
     p = OneLineErrorParser(
         prog=PROG, allow_abbrev=False,
@@ -35,9 +35,9 @@ def build_parser():
     p.add_argument("patterns", nargs="+", metavar="PATTERN", type=user_path,
                    help="run folders (audits or roll-ups: folders holding results.json), their results.json, or "
                         "glob patterns of either; quote globs ('audits/*') or let the shell expand them")
-    p.add_argument("--output", default=".", metavar="DIR", type=user_path,
-                   help="folder for trend.html and trend.json, created when missing (default: the current folder); "
-                        "skipped when a pattern matches it")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="DIR", type=user_path,
+                   help=f"folder for trend.html and trend.json, created when missing (default: {DEFAULT_OUTPUT}, a folder "
+                        "in the current one); skipped when a pattern matches it")
     p.add_argument("--slices", default=",".join(DEFAULT_SLICES), metavar="DIMS",
                    help="slice dimensions followed, comma-separated: overall, assistant_id, language or a metadata "
                         f"field of the runs (default: {','.join(DEFAULT_SLICES)})")

@@ -443,6 +443,20 @@ def test_output_inside_the_pattern_is_skipped_and_runs_are_found_once(tmp_path, 
         find_runs([str(out)], exclude=str(out))
 
 
+def test_the_default_output_is_a_trend_folder_so_a_run_in_the_current_folder_is_left_alone(tmp_path, capsys, monkeypatch):
+    """fix39a (trial38): the default ``--output`` was the current folder, refused whenever it held a run (a user in
+    a run folder, or where ``--output .`` put one, running ``trend 'runs/*'``). The default is now ``trend``, a folder
+    in the current one: the run's files and the trend's never mix."""
+    here = _write_run(tmp_path / "here", doc("bayesian", [tox("overall", 1, 10, 3)]))  # the current folder: a run
+    _write_run(here / "runs" / "a", doc("bayesian", [tox("overall", 1, 10, 3)]), {"started_at": "2025-01-01T00:00:00Z"})
+    _write_run(here / "runs" / "b", doc("bayesian", [tox("overall", 2, 10, 3)]), {"started_at": "2025-01-02T00:00:00Z"})
+    monkeypatch.chdir(here)
+    assert audit.main(["trend", "runs/*", "--no-plots", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert sorted(p.name for p in (here / "trend").iterdir()) == ["trend.html", "trend.json"]
+    assert sorted(p.name for p in here.iterdir()) == ["results.json", "runs", "trend"]  # the run's folder as it was
+
+
 def test_stages_of_runs_being_written_or_killed_are_not_runs(tmp_path):
     """A glob over nightly folders also matches a run's stage (``OUT.staging-…``, with its lock;
     left behind by a SIGKILLed run until the next run into ``OUT``): skipped, whether it already

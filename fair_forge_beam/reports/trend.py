@@ -65,13 +65,18 @@ from fair_forge_beam.quoting import fixed, quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
 
-__all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DRAWS", "TrendUsageError", "headline_estimates", "covered_day",
+__all__ = ["TREND_SCHEMA_VERSION", "DEFAULT_SLICES", "DEFAULT_OUTPUT", "DRAWS", "TrendUsageError", "headline_estimates", "covered_day",
            "find_runs", "iter_runs", "build_trend", "render_trend", "write_trend", "trend_json"]
 
 #: version of the ``trend.json`` structure (docs/report.md)
 TREND_SCHEMA_VERSION = 1
 #: slice dimensions followed by default: all interactions and each assistant
 DEFAULT_SLICES = ("overall", "assistant_id")
+
+#: where trend.html and trend.json go when no output folder is given: a ``trend`` folder in the current one.
+#: **Decision** (fix39a, trial38): it was the current folder itself, refused when that folder holds a run (a
+#: user in a run folder, or where ``--output .`` put one): the trend's files beside a run's would mix them
+DEFAULT_OUTPUT = "trend"
 #: Monte-Carlo draws per posterior of a Beta difference (as ``--compare``)
 DRAWS = 20000
 #: verdicts that claim a change (reports.compare's)
@@ -857,7 +862,7 @@ def empty_trend_reason(trend: dict) -> Optional[str]:
             f"read; {idle})")
 
 
-def write_trend(patterns: Sequence[str], output: str = ".", slices: Sequence[str] = DEFAULT_SLICES,
+def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: Sequence[str] = DEFAULT_SLICES,
                 with_plots: bool = True, log: Optional[Callable[[str], None]] = None,
                 prog: str = "fair-forge-beam trend") -> tuple[str, str]:
     """Find the runs, build the trend and write ``<output>/trend.json`` and ``<output>/trend.html``;
