@@ -377,14 +377,16 @@ def _on_signal(signum, frame) -> None:  # runs in the main thread, between two b
         raise KeyboardInterrupt
 
 
-def starting(prog: str = "fair-forge-beam") -> None:
+def starting(prog: str = "fair-forge-beam", command: Optional[str] = None) -> None:
     """Take SIGINT / SIGTERM from the process's first line on (the console script and each
     ``python -m pipelines.<command>`` call this before importing anything heavy): an interrupt
     while the command still imports (Beam, pyarrow, pydantic: about a second) ends the process with
     one line and exit code 130 / 143, never a ``KeyboardInterrupt`` traceback from inside an import
     or a death by the signal with no line (issue 28). :func:`guarded` takes the signals over once
     the command runs. Raises the collector's threshold first (:func:`fair_forge_beam._gc.tune_gc`).
-    Main thread only; otherwise a no-op."""
+    Main thread only; otherwise a no-op. ``prog``: the command as its usage errors name it (a stage command,
+    ``python -m pipelines.loop``: its parser's prog, one name in every line); ``command``: which one it is, when
+    ``prog`` is not ``fair-forge-beam <command>``."""
     if threading.current_thread() is not threading.main_thread():
         return
     from fair_forge_beam import _gc, _malloc
@@ -392,7 +394,8 @@ def starting(prog: str = "fair-forge-beam") -> None:
     _gc.tune_gc()  # the command is the process: its imports allocate fast too (README's job: 0.15 CPU s less)
     _malloc.tune_malloc()
     argv = sys.argv[1:]
-    command = prog.split(" ", 1)[1] if " " in prog else argv[0] if argv and argv[0] in _NAMED_COMMANDS else "audit"
+    if command is None:
+        command = prog.split(" ", 1)[1] if " " in prog else argv[0] if argv and argv[0] in _NAMED_COMMANDS else "audit"
     output = command_output({"run_assistant": "run"}.get(command, command), argv)
     state = early_state(output, output is not None and ("://" in output or os.path.lexists(output)))
 

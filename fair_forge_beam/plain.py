@@ -237,7 +237,8 @@ def _validation_msg(e: Mapping) -> str:
 
 
 def validation_words(exc: BaseException, limit: Optional[int] = 5,
-                     loc: Optional[Callable[[tuple], tuple]] = None, root: str = "record") -> str:
+                     loc: Optional[Callable[[tuple], tuple]] = None, root: str = "record",
+                     missing_first: bool = False) -> str:
     """A pydantic validation error in words, the one renderer of every validation error a person
     reads (a ``--config`` gate, a record rejected at read, a judge's answer, any other reason built
     from one): ``field.sub: what is wrong`` per error, ``; `` between them, the first ``limit``
@@ -245,10 +246,15 @@ def validation_words(exc: BaseException, limit: Optional[int] = 5,
     table of keys and values), not a number`` where pydantic says ``Input should be a valid
     dictionary or instance of Gate``. A location names fields only (validators, union members and
     model classes left out); ``loc`` rewrites it first; ``root`` names an error of the whole value.
-    Errors that read the same are said once. Never raises."""
+    Errors that read the same are said once. ``missing_first``: a missing field is said first, an unknown key
+    last (an LLM's reply in another shape: ``queries: is required but missing`` before ``score: is not a field``,
+    which a cut line would show alone). Never raises."""
     try:
         seen: list = []
-        for e in exc.errors():
+        errors = exc.errors()
+        if missing_first:
+            errors = sorted(errors, key=lambda e: {"missing": 0, "extra_forbidden": 2}.get(e.get("type"), 1))
+        for e in errors:
             at = tuple(e.get("loc", ()))
             if loc is not None:
                 at = tuple(loc(at))

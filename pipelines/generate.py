@@ -12,7 +12,7 @@ from __future__ import annotations
 if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
     from fair_forge_beam.console import starting
 
-    starting("fair-forge-beam generate")
+    starting("python -m pipelines.generate", "generate")  # named as its usage errors name it
 
 import argparse
 import sys
@@ -40,4 +40,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 if __name__ == "__main__":
     from fair_forge_beam.console import entry_point
 
-    sys.exit(entry_point(main, "generate"))
+    sys.exit(entry_point(main, "generate", prog="python -m pipelines.generate"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
     from fair_forge_beam.console import starting
 
-    starting("fair-forge-beam loop")
+    starting("python -m pipelines.loop", "loop")  # named as its usage errors name it
 
 import argparse
 import contextlib
@@ -158,4 +158,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 if __name__ == "__main__":
     from fair_forge_beam.console import entry_point
 
-    sys.exit(entry_point(main, "loop"))
+    sys.exit(entry_point(main, "loop", prog="python -m pipelines.loop"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 if __name__ == "__main__":  # the command is the process: an interrupt while it still imports is one line
     from fair_forge_beam.console import starting
 
-    starting("fair-forge-beam run_assistant")
+    starting("python -m pipelines.run_assistant", "run_assistant")  # named as its usage errors name it
 
 import argparse
 import sys
@@ -42,4 +42,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 if __name__ == "__main__":
     from fair_forge_beam.console import entry_point
 
-    sys.exit(entry_point(main, "run"))
+    sys.exit(entry_point(main, "run", prog="python -m pipelines.run_assistant"))

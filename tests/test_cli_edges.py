@@ -58,7 +58,7 @@ def test_a_loop_whose_generator_fails_every_call_names_the_generator(tmp_path, c
                       "--generator-cache", str(tmp_path / "g.sqlite3"), "--assistant-url", "http://127.0.0.1:9/v1",
                       "--assistant-model", "bot", "--metrics", "humanity", "--output", str(out), f"--runner={FNAPI}"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert exc.value.code == 4 and "generator" in err and "does not match the verdict schema" in err and "no input record" not in err, err
+    assert exc.value.code == 4 and "generator" in err and "the generator's reply: queries: is required but missing" in err and "no input record" not in err, err
     assert not (out / "audit").exists()
 
 

@@ -398,3 +398,23 @@ def test_a_generation_that_generated_nothing_exits_as_an_empty_run(tmp_path, cap
                               "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EMPTY_RUN_EXIT_CODE and err[-1].startswith("generate: empty run: no interaction was generated ("), err[-1:]
+
+
+def test_a_generators_reply_of_another_shape_is_named_as_its_reply_missing_field_first(tmp_path, capsys):
+    """trial38 T13: a generator whose server answered a judge's ``{"score": …}`` was said to give an "answer [that]
+    does not match the verdict schema", its dead letter's source ``judge:…``, and the reason began with the unknown
+    key (``score: is not a field …``), so a cut line hid ``queries: is required but missing``."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import generate
+
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "1", "--chunks-per-sample", "1",
+            "--seed", "7", "--num-queries", "1", "--assistant-id", "bot", "--generator-model", "gen-model",
+            "--generator-retries", "0"]
+    with ScriptedOpenAIServer(lambda req: {"score": 0.9, "reasoning": "fine"}) as srv:
+        generate.main([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
+                       "--output", str(tmp_path / "out")])
+    capsys.readouterr()
+    dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(dead) == 1 and dead[0]["stage"] == "generator" and dead[0]["source"].startswith("generator:"), dead
+    assert dead[0]["reason"].startswith("invalid answer after 2 attempt(s): the generator's reply: queries: is required "
+                                        "but missing; chunk_summary: is required but missing; score: is not a field"), dead[0]["reason"]

@@ -52,7 +52,7 @@ def _leftovers(folder: Path, out: Path) -> list:
 
 def _one_line(err: str) -> list:
     """The lines of stderr that are not logging or progress."""
-    return [line for line in err.splitlines() if line.startswith("fair-forge-beam")]
+    return [line for line in err.splitlines() if line.startswith(("fair-forge-beam", "python -m pipelines."))]
 
 
 @pytest.mark.slow
@@ -292,6 +292,43 @@ def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how,
     assert _one_line(err) == [f"fair-forge-beam: interrupted ({how_said}): stopped while starting; {state}"], err[-2000:]
 
 
+def _python_m_commands() -> list:
+    """The ``pipelines`` modules whose parser names them ``python -m pipelines.<module>`` (the stage commands)."""
+    import importlib
+    import pkgutil
+
+    import pipelines
+
+    found = []
+    for m in pkgutil.iter_modules(pipelines.__path__):
+        build = getattr(importlib.import_module(f"pipelines.{m.name}"), "build_parser", None)
+        if build is not None and build().prog.startswith("python -m "):
+            found.append(m.name)
+    return found
+
+
+@pytest.mark.parametrize("module", _python_m_commands())
+def test_a_python_m_command_names_itself_one_way_in_its_interrupt_line(tmp_path, module):
+    """trial38 T13: the loop's usage errors said ``python -m pipelines.loop:`` and its interrupt lines ``fair-forge-beam
+    loop:`` (no such command: the console script runs the audit, rollup, trend and compare); generate and run_assistant
+    the same. Each names itself as its parser does, in every line."""
+    import importlib
+
+    assert {"generate", "run_assistant", "loop"} <= set(_python_m_commands())
+    prog = importlib.import_module(f"pipelines.{module}").build_parser().prog
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", _SLOW_IMPORTS + f"sys.argv[1:] = ['--output', {str(out)!r}]; import runpy; "
+            f"runpy.run_module('pipelines.{module}', run_name='__main__', alter_sys=True)"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "importing"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    lines = _one_line(err)  # stopped while it imports, or once it runs (console.guarded): the same name
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: interrupted (SIGTERM): "), err[-2000:]
+    assert lines[0].endswith(f"nothing was written ({out} was not created)"), lines
+
+
 @pytest.mark.parametrize("existed", [True, False])
 @pytest.mark.parametrize("given", ["--output", "--output=", "--config", "rollup"])
 def test_an_interrupt_before_the_stage_says_the_existing_output_folder_is_untouched(tmp_path, given, existed):
@@ -510,7 +547,7 @@ def test_an_interrupt_of_the_loop_during_its_audit_names_the_folder_it_was_writi
     assert left == [] and proc.returncode == CODES[sig], err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     how = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
-    assert _one_line(err) == [f"fair-forge-beam loop: interrupted ({how}): the loop stopped; nothing was written "
+    assert _one_line(err) == [f"python -m pipelines.loop: interrupted ({how}): the loop stopped; nothing was written "
                               f"({out / 'audit'} was not created); complete before it: {out / 'generated'}, "
                               f"{out / 'run'}"], err[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["generated", "run"]  # no stage, no lock, no loop_summary.json

@@ -267,6 +267,33 @@ def test_inconclusive_frequentist_rate_uses_wald():
     assert inconclusive("toxicity", "toxic_rate", est, {}, 0.2, 0.95, {"toxic_rate": (50, 100)}) is None
 
 
+def test_a_bayesian_rate_without_an_interval_is_judged_by_its_own_posteriors_width():
+    """trial38 T13: in a Bayesian run the inconclusive table named a rate without an interval "Wald width at
+    p̃=(k+1)/(n+2)", which the legend gives for frequentist rates. A Bayesian row is judged by, and names, the width
+    of its own Beta(a+k, b+n−k) posterior's credible interval (the run's level and prior); a frequentist row keeps
+    the Wald width."""
+    est = {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 10}
+    flag = inconclusive("toxicity", "toxic_rate", est, {"n_interactions": 10}, 0.2, 0.9, {"toxic_rate": (5, 10)},
+                        prior=(1.0, 1.0))
+    lo, hi = stats.beta.ppf([0.05, 0.95], 6, 6)
+    assert flag["method"] == "credible width of its posterior Beta(6, 6)", flag
+    assert flag["width"] == pytest.approx(hi - lo, abs=1e-12)
+    assert flag["n_needed"] == math.ceil((2 * stats.norm.ppf(0.95)) ** 2 * 0.25 / 0.04)
+    flag = inconclusive("toxicity", "toxic_rate", est, {"n_interactions": 10}, 0.2, 0.9, {"toxic_rate": (5, 10)},
+                        prior=(0.5, 2.0))
+    assert flag["method"] == "credible width of its posterior Beta(5.5, 7)", flag
+    slices = [{"slice": s, "n_interactions": 10, "n_sessions": 4, "n_toxic": 5,
+               "toxic_rate": dict(est), "estimates": {"DIDT": {"mean": 0.05, "ci_low": 0.04, "ci_high": 0.06, "n": 10}}}
+              for s in ("overall", "assistant_id=hh-chosen")]
+    for mode, said in (("bayesian", "credible width of its posterior Beta(6, 6)"), ("frequentist", "Wald width at p̃=(k+1)/(n+2)")):
+        doc = {"config": {"mode": mode, "ci_level": 0.95, "seed": 1},
+               "summary": {"metrics": {"toxicity": {"scored": 10, "not_scored": 0}}},
+               "metrics": {"toxicity": {"headline_columns": ["toxic_rate"], "slices": slices}}}
+        html = render_report(doc, with_plots=False)
+        assert f"<td>{said}</td>" in html, mode
+        assert ("Wald width at" in html) == (mode == "frequentist"), mode
+
+
 # ------------------------------------------------------------------ load_results, dead letter
 @pytest.mark.slow
 def test_load_results_one_frame_per_metric_one_row_per_slice(runs):

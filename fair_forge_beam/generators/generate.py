@@ -281,7 +281,14 @@ class _BuildDataset(beam.DoFn):
 
 
 def _as_generator_stage(d):
-    return d._replace(stage="generator") if d.stage == "judge" else d
+    """A dead letter of the generator's calls, named as the generator's (stage and source; its ``source`` said
+    ``judge:<key>``, trial38 T13)."""
+    if d.stage != "judge":
+        return d
+    source = d.source
+    if isinstance(source, str) and source.startswith("judge:"):
+        source = "generator:" + source[len("judge:"):]
+    return d._replace(stage="generator", source=source)
 
 
 class GenerateDataset(beam.PTransform):

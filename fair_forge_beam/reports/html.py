@@ -166,10 +166,10 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
                     gates: Sequence[Any] = ()) -> dict:
     from fair_forge_beam.reports.plots import metric_figures
     from fair_forge_beam.reports.estimates import is_undefined
-    from fair_forge_beam.reports.scorecard import estimate_label, inconclusive, slice_label, too_small
+    from fair_forge_beam.reports.scorecard import bayes_prior, estimate_label, inconclusive, slice_label, too_small
 
     heads = list(m.get("headline_columns") or [])
-    level = run_config(config).ci_level
+    level, prior = run_config(config).ci_level, bayes_prior(config)
     table, small, all_rows, flags = [], [], [], []
     n_estimate_rows = n_flags = n_small_flags = 0
     for rec in m.get("slices", []):
@@ -179,7 +179,7 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         for path, est in iter_estimates(name, rec, heads):
             # the scorecard's decider, with the run's gates: the same label on every surface
             flag = None if is_undefined(name, path, est) else inconclusive(name, path, est, rec, width, level, counts,
-                                                                           gates)
+                                                                           gates, prior=prior)
             text = _text(name, path, est)
             if path in heads:
                 head_cells[path] = {"text": text, "n": est.get("n"), "flag": flag,

@@ -129,7 +129,8 @@ def _slice_label(key: Optional[str]) -> str:
 
 
 def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
-                 counts: Optional[dict] = None, gates: Sequence[Any] = (), cell: Optional[dict] = None) -> Optional[dict]:
+                 counts: Optional[dict] = None, gates: Sequence[Any] = (), cell: Optional[dict] = None,
+                 prior: Optional[tuple] = None) -> Optional[dict]:
     """The inconclusive flag of one estimate, or ``None`` when it is conclusive or cannot be judged.
 
     The one decider of the label: the scorecard, each metric's tables, the list of inconclusive
@@ -157,6 +158,9 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
         ci_level: the run's interval level (frequentist Wald check;
             :func:`~fair_forge_beam.reports.load.run_config`'s ``ci_level``).
         counts: ``{path: (k, n)}`` of the record (:func:`counts_for`).
+        prior: a Bayesian run's Beta prior ``(a, b)`` (:func:`~fair_forge_beam.reports.load.run_config`'s
+            ``beta_prior``), ``None`` for a frequentist run: a rate with counts and no interval is judged by the
+            width of its own posterior's credible interval, not the frequentist Wald width (trial38 T13).
 
     Returns:
         ``{"width", "relative_width", "n", "n_needed", "interactions_needed", "method"}``.
@@ -172,7 +176,7 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     if (est.get("ci_low") is None or est.get("ci_high") is None) and record_is_distribution(record) \
             and behind(record.get("n_sessions"), est.get("n")) == 1:
         return None  # the one-session rule: no interval, labelled so ("1 session" / "1 observation")
-    flag = _width_flag(metric, path, est, record, width, ci_level, counts)
+    flag = _width_flag(metric, path, est, record, width, ci_level, counts, prior)
     if flag is None:
         return None
     if cell is None:  # judged only for a flag it may lift (a report of 3,000 assistants judges ~80,000 estimates)
@@ -182,8 +186,16 @@ def inconclusive(metric: str, path: str, est: dict, record: dict, width: float, 
     return flag
 
 
+def bayes_prior(config: Optional[dict]) -> Optional[tuple]:
+    """The Beta prior ``(a, b)`` of a Bayesian run's ``config`` (what :func:`inconclusive` takes), ``None`` for another."""
+    from fair_forge_beam.reports.load import run_config
+
+    cfg = run_config(config)
+    return cfg.beta_prior if cfg.mode == "bayesian" else None
+
+
 def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, ci_level: Optional[float],
-                counts: Optional[dict]) -> Optional[dict]:
+                counts: Optional[dict], prior: Optional[tuple] = None) -> Optional[dict]:
     """:func:`inconclusive`'s width rule alone (its flag, or ``None``)."""
     n = est.get("n") or 0
     n_int = record.get("n_interactions") or n
@@ -199,15 +211,25 @@ def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, c
     kn = (counts or {}).get(path)
     if kn and kn[1] > 0:
         k, m = kn
-        p, mt = (k + 1) / (m + 2), m + 2
         z = normal_quantile(ci_level)
-        w = 2 * z * math.sqrt(p * (1 - p) / mt)
+        if prior is None:  # frequentist: the Wald width at the Agresti-Coull-style centre
+            p, mt = (k + 1) / (m + 2), m + 2
+            w = 2 * z * math.sqrt(p * (1 - p) / mt)
+            method = "Wald width at p̃=(k+1)/(n+2)"
+        else:  # Bayesian: its own posterior's central credible interval, at the run's level and prior
+            from scipy.stats import beta as beta_dist
+
+            a, b = prior
+            tail = (1 - (ci_level or 0.95)) / 2
+            lo, hi = beta_dist.ppf([tail, 1 - tail], a + k, b + m - k)
+            w, p = float(hi - lo), (a + k) / (a + b + m)
+            method = f"credible width of its posterior Beta({a + k:g}, {b + m - k:g})"
         if w <= width:
             return None
         needed = _ceil((2 * z) ** 2 * p * (1 - p) / width ** 2)
         return {"width": w, "relative_width": w, "n": m, "n_needed": needed,
                 "interactions_needed": _ceil(n_int * needed / m) if n_int and needed is not None else None,
-                "method": "Wald width at p̃=(k+1)/(n+2)"}
+                "method": method}
     return None
 
 
@@ -390,6 +412,7 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
     cells beyond their threshold but inconclusive}``; rows sorted worst first (largest
     excess, then slice order). ``width`` is the inconclusive width (0–1 scale)."""
     level = doc.get("config", {}).get("ci_level")
+    prior = bayes_prior(doc.get("config"))
     columns, by_slice = [], {}
     for name, m in doc.get("metrics", {}).items():
         for h in [*(m.get("headline_columns") or []), *_gated_paths(name, m, gates)]:
@@ -412,7 +435,7 @@ def scorecard(doc: dict, width: float, gates: Sequence[Any] = ()) -> dict:
             est = dotted_get(rec, col["path"])
             j = judge_cell(col["metric"], col["path"], est, key, gates)
             flag = None if j["status"] == "na" else inconclusive(col["metric"], col["path"], est, rec, width, level,
-                                                                 counts_for(col["metric"], rec), cell=j)
+                                                                 counts_for(col["metric"], rec), cell=j, prior=prior)
             judged_any |= j["status"] != "na" and flag is None
             cells.append({"text": "n/a" if j["status"] == "na" else fmt_est(est, 3), **j, "inconclusive": flag})
         n_int = max((s[0] or 0 for s in sizes), default=0)

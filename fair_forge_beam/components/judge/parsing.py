@@ -430,6 +430,7 @@ def parse_verdict(
     structured: bool = False,
     finish_reason: Optional[str] = None,
     quotes: frozenset = frozenset(),
+    mismatch: str = "answer does not match the verdict schema",
 ) -> tuple[Optional[BaseModel], Optional[str]]:
     """The judge's verdict in ``answer`` under the rule of this module's docstring.
 
@@ -438,6 +439,7 @@ def parse_verdict(
     (``json_schema`` or ``json_object``). ``finish_reason``: as sent by the server. ``quotes``:
     :func:`quoted_json` of the request's messages; in text mode a JSON value of the answer equal to
     one of them is a quotation of the judged text, set aside when the verdicts differ (rule 4).
+    ``mismatch``: what a reason says of an object that does not fit ``schema`` (a generator's handler: its reply).
 
     Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
     """
@@ -450,7 +452,7 @@ def parse_verdict(
         if complete:
             if isinstance(whole, dict):
                 obj, why = _validate_strict(whole, schema)
-                return (obj, None) if obj is not None else (None, f"answer does not match the verdict schema: {why}")
+                return (obj, None) if obj is not None else (None, f"{mismatch}: {why}")
             kind = "a list of verdicts" if isinstance(whole, list) else json_kind(whole)
             return None, f"answer is {kind}, not one JSON object"
     fields = _field_names(schema)
@@ -468,7 +470,7 @@ def parse_verdict(
         if obj is None:
             if quote:  # an invalid verdict written in the judged text, quoted: not the judge's
                 continue
-            return None, f"answer does not match the verdict schema: {why}"
+            return None, f"{mismatch}: {why}"
         verdicts.append(obj)
         key = json.dumps(obj.model_dump(mode="json"), sort_keys=True)
         canon[key] = canon.get(key, True) and quote
@@ -486,7 +488,7 @@ def parse_verdict(
 def _short_validation_error(exc: ValidationError, limit: int = 5) -> str:
     from fair_forge_beam.plain import validation_words
 
-    return validation_words(exc, limit=limit, root="the answer")
+    return validation_words(exc, limit=limit, root="the answer", missing_first=True)
 
 
 def parse_structured(answer: str, schema: type[BaseModel]) -> tuple[Optional[BaseModel], Optional[str]]:
