@@ -63,7 +63,8 @@ FORMS = [
     (lambda: AssistantHandler(SECRET, model="m"), "kind must be one of"),
     (lambda: _optimizer("GEPAOptimizer", failure_threshold=SECRET), "GEPAOptimizer: 'failure_threshold' expects a finite number"),
     (lambda: _optimizer("MIPROv2Optimizer", num_trials=SECRET), "MIPROv2Optimizer: 'num_trials' expects a whole number"),
-    (lambda: LlamaGuard(b"sk-live-" + SECRET.encode(), URL), "LlamaGuard needs a model name (model=... or config=GuardianLLMConfig(model=...)), got a bytes"),
+    # fix39a: a secret-shaped text of the wrong type never reaches the constructor (checks_arguments)
+    (lambda: LlamaGuard(b"sk-live-" + SECRET.encode(), URL), "LlamaGuard: 'model' expects a string or None, got a bytes"),
 ]
 
 
@@ -118,7 +119,7 @@ def test_good_keyword_arguments_still_build():
     (lambda: Bias(guardian=LlamaGuard("m", URL, cache_path=None), inference_args={"top_p": SECRET}),
      "inference_args: 'top_p' expects a finite number, got a str"),
     (lambda: Bias(guardian=LlamaGuard("m", URL, cache_path=None), inference_args=SECRET),
-     "inference_args must be a mapping of sampling parameters, got a str"),
+     "Bias: 'inference_args' expects a dict or None, got a str"),  # fix39a: checks_arguments, before the constructor
     (lambda: AssistantHandler(model="m", base_url=URL, params={"max_tokens": SECRET}),
      "params: 'max_tokens' expects a whole number, got a str"),
 ], ids=["judge-temperature", "judge-seed", "bias-top_p", "bias-text", "assistant-max_tokens"])

@@ -75,6 +75,7 @@ from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import ENDPOINT_DOWN_AFTER, MAX_REPLY_BYTES
 from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["AssistantHandler", "RunAssistant", "WriteRunOutputs", "render_request", "response_field", "RUNNER_NAMESPACE", "assistant_counters", "sessions_from_interactions",
            "COUNTER_NAMES", "KINDS"]
@@ -532,6 +533,7 @@ class AssistantHandler(RemoteModelHandler):
     Raises ``ValueError`` on an invalid configuration.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, kind: str = "openai", *, model: str = "", base_url: Optional[str] = None, url: Optional[str] = None,
                  request_template: Optional[str] = None, response_path: str = "answer", api_key_env: str = "ASSISTANT_API_KEY",
                  params: Optional[Mapping[str, Any]] = None, send_context: bool = False, cache_path: Optional[str] = None,
@@ -539,9 +541,6 @@ class AssistantHandler(RemoteModelHandler):
                  client_retries: int = 3, num_retries: int = 2, throttle_delay_secs: int = 5, rate_limiter=None,
                  headers: Optional[Mapping[str, str]] = None, namespace: str = RUNNER_NAMESPACE,
                  max_reply_bytes: int = MAX_REPLY_BYTES, endpoint_down_after: int = ENDPOINT_DOWN_AFTER):
-        from fair_forge_beam.components.judge.arguments import check_arguments
-
-        check_arguments("AssistantHandler", AssistantHandler.__init__, locals())  # a value of the wrong type, never shown
         if kind not in KINDS:
             from fair_forge_beam.quoting import did_you_mean
 
@@ -732,6 +731,7 @@ class RunAssistant(beam.PTransform):
     dicts of :data:`COUNTER_NAMES` values}``. The Beam counters in the handler's namespace are
     incremented from these counts."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler: AssistantHandler, assistant_id: Optional[str] = None):
         super().__init__()
         self._handler, self._assistant_id = handler, assistant_id
@@ -788,6 +788,7 @@ class WriteRunOutputs(beam.PTransform):
     ``session_summaries.jsonl``, ``dead_letter.jsonl`` and ``run_summary.json``. ``extra_dead``:
     more dead-letter PCollections (e.g. the reader's)."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, out: str, extra_dead: Sequence = (), counts: Optional[dict] = None):
         super().__init__()
         self._out, self._extra, self._counts = out, tuple(extra_dead), dict(counts or {})

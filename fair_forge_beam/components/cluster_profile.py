@@ -140,6 +140,7 @@ from fair_forge_beam.components.clustering import (  # the numerical part (no Be
     sample_key,
 )
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["ClusterProfile", "SmallestKeysCombineFn", "points_schema"]
 
@@ -415,6 +416,7 @@ class ClusterProfile(beam.PTransform):
             know (when the transform is applied).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         min_cluster_size: int = ClusterConfig.min_cluster_size,

@@ -27,6 +27,7 @@ from fair_forge_beam.options import SEED
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.statistical.base import check_nonnegative
 from fair_forge_beam.statistical.seeding import stable_hash64
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "ClusterInput",
@@ -442,6 +443,7 @@ class AssignModel:
     and thread-safe (UMAP's search index keeps per-call workspaces, so transforms are serialised).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, points: np.ndarray, labels: np.ndarray, space: str, metric: str, k: int, umap_model: Any, dim: int, need_latent: bool):
         self.points = np.ascontiguousarray(points, dtype=np.float32)  # (n_fit, 2) latent or (n_fit, d) raw
         self.labels = np.asarray(labels, dtype=np.int64)

@@ -17,6 +17,7 @@ import re
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Constraint", "JsonConstraint", "WordCountConstraint", "KeywordConstraint", "RegexConstraint",
            "check_constraints", "compliance"]
@@ -50,6 +51,7 @@ class WordCountConstraint:
         ValueError: ``max_words`` is not an integer ≥ 0.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, max_words: int):
         if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
             raise ValueError(f"max_words must be an integer >= 0, got {quoted(max_words)}")
@@ -68,6 +70,7 @@ class KeywordConstraint:
         ValueError: empty ``keyword``.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, keyword: str, case_sensitive: bool = False):
         if not isinstance(keyword, str) or not keyword:
             raise ValueError("keyword must be a non-empty string")
@@ -87,6 +90,7 @@ class RegexConstraint:
         re.error: the pattern does not compile (at construction, before any pipeline).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, pattern: str):
         self.pattern = pattern
         self._re = re.compile(pattern)

@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional, Sequence
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.regulatory import RegulatoryJudgeOutput
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "ChunkCheck",
@@ -106,6 +107,7 @@ class RerankerContradictionChecker(ContradictionChecker):
             number of scores or a score outside [0, 1].
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, reranker: Reranker, contradiction_threshold: float = 0.6,
                  relevance_reranker: Optional[Reranker] = None, relevance_threshold: float = 0.5):
         for n, v in (("contradiction_threshold", contradiction_threshold), ("relevance_threshold", relevance_threshold)):

@@ -33,6 +33,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.io.edge import read_side_text
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "RegulatoryDocument",
@@ -88,6 +89,7 @@ class ListCorpusConnector(CorpusConnector):
         ValueError: an item that is not a ``(str, str)`` pair, or a repeated ``source``.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, documents: Sequence[Union[RegulatoryDocument, tuple]]):
         docs = []
         for i, d in enumerate(documents):
@@ -135,6 +137,7 @@ class LocalCorpusConnector(CorpusConnector):
     dead-letters every interaction with the reason "empty corpus", never crashes).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, path: Union[str, os.PathLike], suffixes: Sequence[str] = CORPUS_SUFFIXES, recursive: bool = False):
         self.path = Path(path)
         if not self.path.exists():

@@ -82,6 +82,7 @@ import numpy as np
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "Embedder",
@@ -319,6 +320,7 @@ class SentenceTransformerEmbedder(Embedder):
 
     _transient = ("_model",)
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         model_name_or_path: Optional[str] = None,
@@ -640,6 +642,7 @@ class HashingEmbedder(Embedder):
         ValueError: ``dim`` < 1.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, dim: int = 64, normalize_embeddings: bool = True):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {quoted(dim)}")

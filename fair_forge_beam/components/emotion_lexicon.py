@@ -25,6 +25,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.text import normalize_text, tokenize
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["EMOTIONS", "tokenize", "EmotionLexicon", "NRCLexPackageLexicon", "NRCCsvLexicon", "DictEmotionLexicon"]
 
@@ -153,6 +154,7 @@ class NRCCsvLexicon(EmotionLexicon):
 
     licence = NRC_LICENCE
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, path: str):
         super().__init__()
         self.path = path
@@ -236,6 +238,7 @@ def _check_header(columns: list) -> None:
 class DictEmotionLexicon(EmotionLexicon):
     """A lexicon from a Python mapping ``{language: {word: [emotions]}}`` (tests, small custom lists)."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, entries: Mapping[str, Mapping[str, list[str]]], name: str = "dict", licence: str = "user-supplied"):
         super().__init__()
         self.entries, self.name, self.licence = {k: dict(v) for k, v in entries.items()}, name, licence

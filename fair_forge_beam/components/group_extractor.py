@@ -53,6 +53,7 @@ from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
 from fair_forge_beam.components.text import ascii_words
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "GroupDetection",
@@ -236,6 +237,7 @@ class EmbeddingGroupExtractor(Transient, GroupExtractor):
     name = "embedding"
     needs_embeddings = True
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         embedder: Embedder,
@@ -419,6 +421,7 @@ class KeywordGroupExtractor(GroupExtractor):
     needs_embeddings = False
     embedder = None
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, group_keywords: Mapping[str, Sequence[str]], plurals: bool = True):
         self.group_keywords = _check_group_lists(group_keywords, "group_keywords")
         self._groups = tuple(self.group_keywords)

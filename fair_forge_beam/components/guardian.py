@@ -51,6 +51,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.schemas.bias import GuardianBias
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "ProtectedAttribute",
@@ -350,6 +351,7 @@ class LLMGuardian(Transient, Guardian):
     kind: ClassVar[str] = "llm"
     template: ClassVar[str] = ""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         model: Optional[str] = None,

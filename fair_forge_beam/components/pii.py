@@ -36,6 +36,7 @@ from typing import NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["PIISpan", "PIIDetector", "PatternDetector", "PresidioDetector", "PATTERN_CLASSES", "luhn_valid",
            "iban_valid", "build_detector"]
@@ -65,6 +66,7 @@ class PIIDetector(ABC):
 
     name = "detector"
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, domain_fit: float = 1.0, regulatory_fit: float = 1.0):
         for n, v in (("domain_fit", domain_fit), ("regulatory_fit", regulatory_fit)):
             if not 0.0 <= float(v) <= 1.0:
@@ -259,6 +261,7 @@ class PresidioDetector(Transient, PIIDetector):
 
     name = "presidio"
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, language: str = "en", domain_fit: float = 1.0, regulatory_fit: float = 1.0):
         super().__init__(domain_fit, regulatory_fit)
         import importlib.util

@@ -42,6 +42,7 @@ from fair_forge_beam.io.secrets import scrub as scrub_secrets
 from fair_forge_beam.options import ENDPOINT_DOWN_AFTER
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "chat_completion_body", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
@@ -656,6 +657,7 @@ NO_KEY = "not-needed"
 class Pacer:
     """Spaces HTTP requests at least ``60 / per_minute`` seconds apart (per worker process)."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, per_minute: float):
         self.interval = 60.0 / float(per_minute)
         self._next = 0.0
@@ -686,6 +688,7 @@ class FailedQuestions:
     question was before this memory — a run with more distinct failing questions than the bound
     can again send more requests than ``attempts x questions``, never a different answer. Thread-safe."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, max_entries: int = FAILED_QUESTIONS_MAX, max_chars: int = FAILED_QUESTIONS_MAX_CHARS):
         self.max_entries, self.max_chars = int(max_entries), int(max_chars)
         self._items: OrderedDict = OrderedDict()  # key -> (outcome, chars)
@@ -766,6 +769,7 @@ class EndpointHealth:
     random draw would make which requests fail depend on chance. This count is deterministic for a
     given order of batches. Thread-safe."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, down_after: int = ENDPOINT_DOWN_AFTER, role: str = "endpoint"):
         self.down_after = int(down_after)
         self.role = role
@@ -818,6 +822,7 @@ class Question:
 
     __slots__ = ("key", "known", "_flight", "_memory")
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, key: str, known: Any, flight: Optional[_Flight], memory: FailedQuestions):
         self.key, self.known, self._flight, self._memory = key, known, flight, memory
 
@@ -839,6 +844,7 @@ class EndpointClient:
     ``max_concurrency`` threads; the answer cache of ``cache_path``. ``self.client`` (closed by
     :meth:`close`) is set by the subclass, an ``openai`` one by :meth:`openai_client`."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, cfg: Any, api_key: str, thread_name_prefix: str):
         from concurrent.futures import ThreadPoolExecutor
 

@@ -27,6 +27,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.embedder import check_texts
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "SentimentScore",
@@ -153,6 +154,7 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
 
     name = "vader"
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, threshold: float = VADER_THRESHOLD):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (0.0 <= threshold < 1.0):
             raise ValueError(f"threshold must be a number in [0, 1), got {quoted(threshold)}")

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from fair_forge_beam.components.embedder import Embedder, check_texts
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["SimilarityScorer", "EmbeddingSimilarityScorer", "cosine_matrix", "threshold_clusters", "COSINE_DECIMALS"]
 
@@ -66,6 +67,7 @@ class EmbeddingSimilarityScorer(SimilarityScorer):
     does not depend on the other pairs of its batch.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, embedder: Optional[Embedder] = None):
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(f"embedder must be an Embedder, got {type(embedder).__name__}")

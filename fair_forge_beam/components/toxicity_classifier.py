@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["ToxicityClassifier", "ProfanityCheckClassifier", "CLASSIFIERS", "make_classifier", "describe_scorer"]
 
@@ -100,6 +101,7 @@ class ProfanityCheckClassifier(Transient, ToxicityClassifier):
     measures = ("offensive or abusive language (insults, profanity, slurs, hateful statements), as judged by a "
                 "classifier trained on labelled comments; not a lexicon match")
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, threshold: float = 0.5):
         super().__init__(threshold)
         import importlib.util

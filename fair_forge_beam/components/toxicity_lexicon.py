@@ -87,6 +87,7 @@ from fair_forge_beam.components.shared_resources import SharedDict, Transient, a
 from fair_forge_beam.components.text import tokenize as _shared_tokenize
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "HURTLEX_LICENCE",
@@ -275,6 +276,7 @@ class HurtLexLoader(ToxicityLoader):
 
     licence = HURTLEX_LICENCE
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, level: str = "inclusive", exclude_neutral_group_terms: bool = True,
                  languages: Optional[Iterable[str]] = None):
         super().__init__()
@@ -331,6 +333,7 @@ class HurtLexLoader(ToxicityLoader):
 class DictToxicityLoader(ToxicityLoader):
     """A lexicon from ``{language: {lemma: category}}`` or ``{language: [lemma, ...]}`` (category "")."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, entries: Mapping[str, Mapping[str, str] | Iterable[str]], name: str = "dict",
                  licence: str = "user-supplied"):
         super().__init__()
@@ -407,6 +410,7 @@ class ToxicLexiconMatcher(Transient):
     threads always use one index per language.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, loader: Optional[ToxicityLoader] = None):
         self.loader = loader if loader is not None else HurtLexLoader()
         self._indexes: Optional[dict[str, Optional[_Index]]] = None

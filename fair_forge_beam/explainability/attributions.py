@@ -22,6 +22,7 @@ from fair_forge_beam.explainability.schemas import (AttributionBatchResult, Attr
                                                     TokenAttribution)
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["AttributionExplainer", "ModelFailure", "blank_text_reason", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
            "ExplainAttributions", "require_interpreto", "item_seed"]
@@ -171,6 +172,7 @@ class AttributionExplainer:
       batch_size: interpreto's batch size for perturbations / gradient samples.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, model, tokenizer, default_method: Union[str, AttributionMethod] = AttributionMethod.LIME,
                  default_granularity: Union[str, Granularity] = Granularity.WORD, result_parser=None, seed: int = 0,
                  batch_size: int = 4, verbose: bool = False):
@@ -398,6 +400,7 @@ class ExplainAttributions(beam.PTransform):
     letters with stage ``"explain"``; a missing interpreto fails the pipeline with the extra's name.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, loader: Callable[[], tuple], method=AttributionMethod.LIME, granularity=Granularity.WORD, seed: int = 0,
                  max_length: int = 512):
         super().__init__()

@@ -46,6 +46,7 @@ from fair_forge_beam.generators.schemas import (
 )
 from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy, SequentialStrategy, chunk_digest
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
            "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
@@ -296,6 +297,7 @@ class GenerateDataset(beam.PTransform):
     PCollection[DeadLetter]}`` (stage ``"generator"``): asks ``plan.requests`` through
     ``RunJudge(handler)`` and assembles one session per group."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler, plan: GenerationPlan):
         super().__init__()
         self._handler, self._plan = handler, plan
@@ -405,6 +407,7 @@ class WriteGenerated(beam.PTransform):
     a record has none). With ``requested_per_chunk`` (the plan's ``num``) the
     summary holds ``shortfall`` (:func:`generation_shortfall`)."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None, requested_per_chunk: Optional[int] = None):
         super().__init__()
         self._out, self._parquet, self._counts = out, bool(parquet), dict(counts or {})
@@ -431,6 +434,7 @@ class Generator:
     otherwise); failures raise ``ValueError`` with the dead letter's reason (spec: "failures
     propagate")."""
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler=None, *, model: Optional[str] = None, base_url: Optional[str] = None,
                  use_structured_output: bool = True, pipeline_args: Sequence[str] = (), **handler_kwargs):
         if handler is None:

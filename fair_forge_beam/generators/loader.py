@@ -36,6 +36,7 @@ from fair_forge_beam.blank import is_blank
 from fair_forge_beam.generators.schemas import Chunk
 from fair_forge_beam.io.edge import read_side_text
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["BaseContextLoader", "LocalMarkdownLoader", "create_markdown_loader", "create_context_loader",
            "packaged_corpus_path", "CORPORA", "slug"]
@@ -86,6 +87,7 @@ class LocalMarkdownLoader(BaseContextLoader):
     Raises ``ValueError`` on invalid sizes or levels.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, max_chunk_size: int = 2000, min_chunk_size: int = 200, overlap: int = 100,
                  header_levels: Iterable[int] = (1, 2, 3)):
         for name, v in (("max_chunk_size", max_chunk_size), ("min_chunk_size", min_chunk_size), ("overlap", overlap)):

@@ -19,6 +19,7 @@ import numpy as np
 
 from fair_forge_beam.generators.schemas import Chunk
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["BaseChunkSelectionStrategy", "SequentialStrategy", "RandomSamplingStrategy", "chunk_digest"]
 
@@ -77,6 +78,7 @@ class RandomSamplingStrategy(BaseChunkSelectionStrategy):
     Raises ``ValueError`` when a count is not an integer ≥ 1 or the seed not an integer ≥ 0.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, num_samples: int = 5, chunks_per_sample: int = 3, seed: Optional[int] = None,
                  with_replacement: bool = False):
         self.num_samples = _count("num_samples", num_samples)

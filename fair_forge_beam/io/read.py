@@ -77,6 +77,7 @@ from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.plain import first_path_name_problem, json_kind
 from fair_forge_beam.options import option as declared_option
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords", "distinct_inputs", "file_identity", "InputFiles", "warn_repeated_inputs", "long_id_reason",
            "utf8_reader"]
@@ -1888,6 +1889,7 @@ class ReadInteractions(beam.PTransform):
             sources given, a pattern that matches no file, an unknown format.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         file_patterns: Union[str, Sequence[str], None] = None,

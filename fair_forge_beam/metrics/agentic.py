@@ -83,6 +83,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import WithFailedCount
 from fair_forge_beam.statistical.passk import PassCountsCombineFn, check_k, pass_k_curve, pass_k_estimates, pass_k_note, task_histogram
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Agentic", "read_path", "SOURCES"]
 
@@ -439,6 +440,7 @@ class Agentic(MetricTransform):
     session_schema = AgenticMetric
     slice_schema = AgenticSliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         k: int = None,

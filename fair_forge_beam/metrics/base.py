@@ -12,6 +12,7 @@ from fair_forge_beam.schemas.metric_info import MetricInfo, check_metric_name
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.slices import SLICE_DIMENSIONS, metadata_dimensions, slice_name_problems
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["MetricTransform", "MetricResults", "nest_session_interactions", "run_keyword_hints"]
 
@@ -124,6 +125,7 @@ class MetricTransform(beam.PTransform):
                              f"({parent}.info, {quoted(info.name)}): declare its own, e.g. info = "
                              f"dataclasses.replace({parent}.info, name={quoted(cls.name)}), or keep the name")
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__()
         check_metric_name(type(self).name, f"{type(self).__name__}.name:")

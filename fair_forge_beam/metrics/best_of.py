@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import json
 import typing
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -89,6 +89,7 @@ from fair_forge_beam.statistical.bradley_terry import (
     estimate_bradley_terry,
 )
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["BestOf", "Block", "BlockScore", "Contestant", "SliceStatsCombineFn", "BESTOF_MODES", "BLOCKS"]
 
@@ -579,12 +580,13 @@ class BestOf(MetricTransform):
     session_schema = BestOfMetric
     slice_schema = BestOfSliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         judge: Any = None,
         statistical_mode: Optional[StatisticalMode] = None,
         mode: str = "king",
-        contestant_order: Optional[Sequence[str]] = None,
+        contestant_order: Union[str, Sequence[str], None] = None,
         block: str = "session",
         criteria: Optional[str] = None,
         slices: Sequence[str] = ("overall", "language"),

@@ -53,6 +53,7 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import RateCombineFn, SumCombineFn, estimate_rate
 from fair_forge_beam.statistical.slices import slice_rate
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Bias"]
 
@@ -355,6 +356,7 @@ class Bias(MetricTransform):
     session_schema = BiasMetric
     slice_schema = BiasSliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         guardian: Union[Guardian, type, None] = None,

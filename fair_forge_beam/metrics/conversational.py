@@ -48,6 +48,7 @@ from fair_forge_beam.schemas.conversational import (
     ConversationalSliceMetric,
 )
 from fair_forge_beam.statistical.base import StatisticalMode
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Conversational", "session_requests", "iter_session_requests"]
 
@@ -213,6 +214,7 @@ class Conversational(JudgedMetric):
     judge_schema = ConversationalJudgeOutput
     score_fields = DIMENSIONS
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         judge: Any = None,

@@ -61,6 +61,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_distribution,
     session_mean_and_point_estimates_many,
 )
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Humanity", "has_reference", "tokenize", "emotion_counts", "emotion_distribution", "emotional_entropy", "spearman_alignment"]
 
@@ -414,6 +415,7 @@ class Humanity(MetricTransform):
     session_schema = HumanitySessionMetric
     slice_schema = HumanitySliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         statistical_mode: Optional[StatisticalMode] = None,

@@ -38,6 +38,7 @@ from fair_forge_beam.statistical.slices import bootstrap_resampling, slice_boots
 from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, CollectCombineFn, WithFailedCount,
                                                    session_mean_and_point_estimates)
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "require_text", "META", "QUALITY"]
 
@@ -129,6 +130,7 @@ class JudgeScorer(beam.PTransform):
         label: the label prefix of the judge's steps.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler, build, verdict, stage: str, failed=None, inference_args=None, label: str = "Judge",
                  reason_prefix: str = "judge: "):
         super().__init__()
@@ -359,6 +361,7 @@ class JudgedMetric(MetricTransform):
     #: naming the field, never sent to the judge (:func:`require_text`)
     requires: ClassVar[tuple] = ()
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         judge: Any = None,

@@ -52,6 +52,7 @@ from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, Parque
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.detection import CountVectorCombineFn, estimate_confusion
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Privacy", "PrivacyDomain", "match_spans", "span_iou", "interpretation_for", "TEXT_FIELDS"]
 
@@ -446,6 +447,7 @@ class Privacy(MetricTransform):
                                          ("privacy_fn", "int64"))),),
     )
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, statistical_mode: Optional[StatisticalMode] = None, detector: Optional[PIIDetector] = None,
                  domain=None, text_field: str = "assistant", slices: Sequence[str] = SLICE_DIMENSIONS):
         super().__init__(statistical_mode, slices)

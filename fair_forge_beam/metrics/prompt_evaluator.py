@@ -81,6 +81,7 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_estimates,
 )
 from fair_forge_beam.statistical.consistency import cluster_sizes, csr_estimate, normalized_semantic_entropy
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["PromptEvaluator", "OptionalCombineFn", "generation_messages", "jq_messages", "check_k", "check_tau"]
 
@@ -534,6 +535,7 @@ class PromptEvaluator(MetricTransform):
     session_schema = PromptEvaluatorMetric
     slice_schema = PromptEvaluatorSliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         model: Any = None,

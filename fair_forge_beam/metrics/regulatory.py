@@ -75,6 +75,7 @@ from fair_forge_beam.statistical.combiners import (
 )
 from fair_forge_beam.statistical.slices import slice_rate
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Regulatory", "ChunkIndex", "Retrieved", "compute_verdict", "retrieve", "EMPTY_CORPUS_REASON", "SLICE_COUNTS"]
 
@@ -118,6 +119,7 @@ class ChunkIndex:
     empty corpus). ``n_documents``: documents that produced at least one chunk.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, chunks: Sequence[CorpusChunk], matrix: np.ndarray):
         self.chunks = list(chunks)
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
@@ -611,6 +613,7 @@ class Regulatory(MetricTransform):
     session_schema = RegulatoryMetric
     slice_schema = RegulatorySliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         corpus: Any = None,

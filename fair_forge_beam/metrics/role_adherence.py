@@ -57,6 +57,7 @@ from fair_forge_beam.statistical.combiners import (
     estimate_rate,
 )
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["RoleAdherence", "RoleAdherenceJudgeOutput", "RoleScoringStrategy", "StructuredJudgeStrategy", "ROLE_RUBRIC", "ROLE_CASE"]
 
@@ -365,6 +366,7 @@ class RoleAdherence(MetricTransform):
                                          ("role_reason", "string"))),),
     )
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, judge: Any = None, statistical_mode: Optional[StatisticalMode] = None,
                  scoring_strategy: Optional[RoleScoringStrategy] = None, threshold: float = 0.5, strict_mode: bool = False,
                  slices: Sequence[str] = SLICE_DIMENSIONS, max_units: int = 1024,

@@ -65,6 +65,7 @@ from fair_forge_beam.statistical.group_fairness import (
     reference_distribution,
 )
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Toxicity", "ToxicityScore"]
 
@@ -535,6 +536,7 @@ class Toxicity(MetricTransform):
     session_schema = ToxicitySessionMetric
     slice_schema = ToxicitySliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         statistical_mode: Optional[StatisticalMode] = None,

@@ -60,6 +60,7 @@ from fair_forge_beam.statistical.combiners import (
     session_mean_estimates,
 )
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["Vision", "VisionSimilarity", "VisionHallucination", "similarity_summary", "hallucination_summary"]
 
@@ -274,6 +275,7 @@ class Vision(MetricTransform):
     session_schema = VisionSessionMetric
     slice_schema = VisionSliceMetric
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         scorer: Optional[SimilarityScorer] = None,

@@ -14,9 +14,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.components.judge.arguments import check_arguments
 from fair_forge_beam.options import SEED
 from fair_forge_beam.optimizer.evaluation import Example, evaluate_prompts, load_examples, run_structured
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["GEPAOptimizer", "MIPROv2Optimizer", "OptimizationResult", "IterationResult", "MIPROv2Result",
            "ProposedPrompts", "DEFAULT_TIPS", "keyed_rng", "sample_demo_sets", "build_prompt"]
@@ -172,10 +172,9 @@ class GEPAOptimizer(_Base):
     Raises ``ValueError`` on out-of-range parameters.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, datasets, model, seed_prompt: str, objective: str = "", executor=None, evaluator=None, *,
                  iterations: int = 5, candidates_per_iteration: int = 3, failure_threshold: float = 0.6, **kw):
-        check_arguments("GEPAOptimizer", GEPAOptimizer.__init__, {"iterations": iterations, "failure_threshold": failure_threshold,
-                                                                  "candidates_per_iteration": candidates_per_iteration})
         if int(iterations) < 1 or int(candidates_per_iteration) < 1:
             raise ValueError("iterations and candidates_per_iteration must be >= 1")
         if not 0.0 <= float(failure_threshold) <= 1.0:
@@ -264,12 +263,10 @@ class MIPROv2Optimizer(_Base):
     Raises ``ImportError`` naming ``optuna`` when it is missing; ``ValueError`` on bad parameters.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, datasets, model, seed_prompt: str, objective: str = "", executor=None, evaluator=None, *,
                  num_candidates: int = 10, num_trials: int = 20, minibatch_size: int = 25, max_demos_per_set: int = 3,
                  num_demo_sets: int = 5, random_seed: int = SEED, tips: Optional[Sequence[str]] = None, **kw):
-        check_arguments("MIPROv2Optimizer", MIPROv2Optimizer.__init__, {
-            "num_candidates": num_candidates, "num_trials": num_trials, "minibatch_size": minibatch_size,
-            "max_demos_per_set": max_demos_per_set, "num_demo_sets": num_demo_sets, "random_seed": random_seed})
         for name, v in (("num_candidates", num_candidates), ("num_trials", num_trials), ("minibatch_size", minibatch_size),
                         ("num_demo_sets", num_demo_sets)):
             if int(v) < 1:

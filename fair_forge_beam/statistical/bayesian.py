@@ -28,6 +28,7 @@ from fair_forge_beam.statistical.base import (
     empty_summary,
 )
 from fair_forge_beam.statistical.seeding import estimator_rng
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["BayesianMode"]
 
@@ -48,6 +49,7 @@ class BayesianMode(StatisticalMode):
         ValueError: a parameter out of range.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         mc_samples: int = MC_SAMPLES,

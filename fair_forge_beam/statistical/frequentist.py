@@ -8,6 +8,7 @@ import numpy as np
 from fair_forge_beam.options import CI_LEVEL
 from fair_forge_beam.statistical.base import StatisticalMode, check_count_map, check_counts
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["FrequentistMode"]
 
@@ -26,6 +27,7 @@ class FrequentistMode(StatisticalMode):
     (nothing is drawn).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, ci_level: float = CI_LEVEL) -> None:
         if isinstance(ci_level, bool) or not isinstance(ci_level, (int, float)) or not 0.0 < ci_level < 1.0:
             raise ValueError(f"ci_level must be in (0, 1), got {quoted(ci_level)}")

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 from typing import Any, Mapping, Optional, Sequence
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["SQLiteJudgeCache", "cache_key", "endpoint_identity", "default_cache_path", "storage_failure", "DEFAULT_CACHE",
            "CACHE_ENV"]
@@ -115,6 +116,7 @@ class SQLiteJudgeCache:
     finds nothing, ``put`` stores nothing.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, path: str, timeout_s: float = 30.0):
         self.path = str(path)
         self.timeout_s = float(timeout_s)

@@ -93,6 +93,7 @@ from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
 from fair_forge_beam.quoting import quoted, shown
 from fair_forge_beam.plain import plain_reason, repr_reason
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = [
     "JudgeRequest",
@@ -696,6 +697,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         ≥ 0, 0: never; default :data:`~fair_forge_beam.components.replies.ENDPOINT_DOWN_AFTER`).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(
         self,
         model: str,
@@ -727,10 +729,8 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         max_tokens_setting: str = _Config.max_tokens_setting,
         endpoint_down_after: int = ENDPOINT_DOWN_AFTER,
     ):
-        from fair_forge_beam.components.judge.arguments import check_arguments
         from fair_forge_beam.quoting import did_you_mean
 
-        check_arguments("OpenAIJudgeHandler", OpenAIJudgeHandler.__init__, locals())  # a value of the wrong type, never shown
         if not model:
             raise ValueError("model is required")
         if structured_output not in ("auto",) + STRUCTURED_MODES:  # the value is not shown: it may be a secret in the wrong key
@@ -1024,6 +1024,7 @@ class RunJudge(beam.PTransform):
     sampling parameters for every call (part of the cache key).
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler: OpenAIJudgeHandler, inference_args: Optional[Mapping[str, Any]] = None, label_prefix: str = "Judge"):
         from fair_forge_beam.components.judge.arguments import check_sampling
 

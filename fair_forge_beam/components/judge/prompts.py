@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["PromptTemplate", "chat_messages", "ROLES", "DATA_NOTE"]
 
@@ -66,6 +67,7 @@ class PromptTemplate:
     ``ValueError`` for a fenced slot that is not declared.
     """
 
+    @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, source: str, slots: Optional[Iterable[str]] = None, fenced: Iterable[str] = (), data_note: bool = True):
         from jinja2 import StrictUndefined, meta
         from jinja2.sandbox import SandboxedEnvironment

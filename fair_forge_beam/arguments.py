@@ -1,0 +1,323 @@
+"""A constructor's check of its arguments, and the words it says: every value given for a parameter must fit the
+parameter's annotation (:func:`fits`), else one ``ValueError`` naming the owner, the parameter and what it expects,
+never the value (it may be a secret given in the wrong place). The one mechanism behind the judge's and guardian's
+mapping forms (:mod:`fair_forge_beam.components.judge.arguments`) and every public constructor
+(:func:`checks_arguments`, fix39a: ``VaderSentimentAnalyzer(threshold="sk-…")`` and forty other public classes raised
+Python's or a library's own error quoting the value, or took it).
+
+What a parameter expects is read from the function's own signature (its annotations), so a new argument is checked
+without a table to keep.
+"""
+from __future__ import annotations
+
+import collections.abc as abc
+import functools
+import inspect
+import re
+import types
+import typing
+from typing import Any, Callable, Mapping
+
+from fair_forge_beam.blank import is_blank
+
+__all__ = ["keyword_annotations", "expects", "fits", "check_values", "check_arguments", "checks_arguments",
+           "data_annotations", "is_data_annotation", "masked_key", "a_type", "KEY_LIMIT"]
+
+
+_UNIONS = (typing.Union, types.UnionType)
+
+
+_MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+
+
+def keyword_annotations(*functions: Callable, leave_out: tuple = ()) -> dict:
+    """``{keyword: annotation}`` of the named parameters of ``functions`` (the first that names one
+    wins; ``*args`` / ``**kwargs``, ``self`` and ``leave_out`` left out; no annotation: ``Any``)."""
+    takes: dict = {}
+    for fn in functions:
+        hints = _hints(fn)
+        for name, p in inspect.signature(fn).parameters.items():
+            if name == "self" or name in leave_out or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            takes.setdefault(name, hints.get(name, Any))
+    return takes
+
+
+def _hints(fn: Callable) -> dict:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: taken as Any
+        return {}
+
+
+def fits(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` is what ``annotation`` declares, by pydantic's strict validation (no
+    conversion: a bool is not a number, ``"5"`` not an int, a float not an int; a float must be
+    finite; ``Optional`` / ``Union`` / ``Mapping[K, V]`` followed; ``Any`` takes anything). An
+    annotation pydantic cannot build a validator for takes anything, as the class will judge it."""
+    import pydantic
+
+    check = _validator(annotation)
+    if check is None:
+        return True
+    try:
+        check.validate_python(value, strict=True)
+    except pydantic.ValidationError:
+        return False
+    return True
+
+
+def _validator(annotation: Any):
+    """pydantic's ``TypeAdapter`` of ``annotation`` (NaN and infinities refused), or None; built once per
+    annotation (a constructor's check runs on every construction)."""
+    try:
+        return _cached_validator(annotation)
+    except TypeError:  # an annotation that is not hashable
+        return _built_validator(annotation)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_validator(annotation: Any):
+    return _built_validator(annotation)
+
+
+def _built_validator(annotation: Any):
+    import pydantic
+
+    try:
+        return pydantic.TypeAdapter(annotation, config=pydantic.ConfigDict(allow_inf_nan=False,
+                                                                           arbitrary_types_allowed=True))
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        return None
+
+
+def expects(annotation: Any) -> str:
+    """What ``annotation`` asks for, in words: ``a number``, ``a whole number or None``, ..."""
+    if annotation is type(None) or annotation is None:
+        return "None"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return expects(args[0])
+    if origin in _UNIONS:
+        words = [expects(a) for a in args if a is not type(None)]
+        return " or ".join(dict.fromkeys(words + (["None"] if type(None) in args else [])))
+    if origin in _MAPPINGS:
+        if len(args) == 2 and args[1] is not Any:
+            return f"a mapping of {_plural(args[0])} to {_plural(args[1])}"
+        return "a mapping"
+    if origin is type or annotation is type:
+        return "a class"
+    return {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}.get(
+        annotation, f"a {getattr(annotation, '__name__', 'value of its type')}")
+
+
+def _plural(annotation: Any) -> str:
+    return {str: "strings", int: "whole numbers", float: "numbers", bool: "true or false"}.get(annotation, "values")
+
+
+#: most characters of a key a message shows (after masking: :func:`masked_key`)
+KEY_LIMIT = 40
+
+
+def masked_key(key: Any) -> str:
+    """A mapping's key as a message shows it: a text through the package's masking of what is shown to a
+    person (:func:`fair_forge_beam.urls.mask_line`: secret-shaped strings and URL credentials become
+    ``***``), then cut to :data:`KEY_LIMIT` characters (:func:`~fair_forge_beam.quoting.quoted`: a key
+    may be a secret put where a key goes, trial38b B13); any other key by its type only. Never raises."""
+    from fair_forge_beam.quoting import quoted
+    from fair_forge_beam.urls import mask_line
+
+    if not isinstance(key, str):
+        return f"a key of type {type(key).__name__}"
+    return quoted(mask_line(key), KEY_LIMIT)
+
+
+def check_arguments(owner: str, function: Callable, given: Mapping[str, Any]) -> None:
+    """A constructor's check of its own arguments, called first in its body as
+    ``check_arguments("LlamaGuard", LLMGuardian.__init__, locals())``: every value of ``given`` (its
+    ``locals()``: the parameters) that is not the parameter's default object must fit the parameter's
+    annotation (:func:`check_values`), so that a keyword argument (``LlamaGuard("m", url,
+    temperature="sk-…")``) is one ``ValueError`` naming the key and what it expects, as the mapping
+    forms are — never Python's own ``could not convert string to float: 'sk-…'`` (trial38b B2).
+    ``self``, ``*args`` and ``**kwargs`` are not checked (the class they go to checks them)."""
+    takes = _annotations(function)
+    defaults = _defaults(function)
+    values = {k: v for k, v in given.items() if k in takes and not (k in defaults and v is defaults[k])}
+    check_values(owner, values, takes)
+
+
+def checks_arguments(init: Callable) -> Callable:
+    """Decorator of a public class's ``__init__``: every argument given for a parameter declared as data
+    (:func:`is_data_annotation`: numbers, texts, flags, paths, choices and their containers) must fit its
+    annotation (:func:`fits`), else one ``ValueError`` (``TypeError`` for a component) naming the class, the
+    parameter and what it expects, never the value (fix39a: ``VaderSentimentAnalyzer(threshold="sk-…")`` and forty
+    other constructors raised Python's or a library's own error quoting it, or took it). When every value fits, the
+    constructor runs as it is. A text of :data:`SHOWN_PREFIX` characters or more of the wrong type is refused
+    before the constructor sees it. Another wrong value (a number, a short text, a container) lets the constructor's
+    own refusal speak if it names that parameter and shows no text given (``k must be a positive integer``); any
+    other outcome (a refusal quoting a value, an error about something else, such as a required argument left
+    out, or taking it) is this check's line. A parameter declared as a
+    component (an embedder, a mode, a handler, a callable) is checked only when given a text, bytes or a number
+    (``statistical_mode="sk-…"``): any other object is the class's to judge (duck-typed stand-ins are welcome). A
+    path-like value is checked as its text and a numpy scalar as the Python number it holds."""
+    known: list = []  # (signature, data annotations, defaults): read at the first call, once the module is whole
+
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        if not known:
+            data = data_annotations(init)
+            parts = {k: _lenient(a) for k, a in keyword_annotations(init).items() if a is not Any and k not in data}
+            known.append((inspect.signature(init), data, parts, _defaults(init)))
+        signature, data, parts, defaults = known[0]
+        if not (data or parts):
+            return init(self, *args, **kwargs)
+        try:
+            bound = signature.bind_partial(self, *args, **kwargs).arguments
+        except TypeError:  # Python's own error of the call (an unknown keyword, too many arguments) follows
+            bound = {}
+        takes = {**data, **parts}
+        given = {k: _plain_value(v) for k, v in bound.items()
+                 if (k in data or k in parts and isinstance(v, _SCALARS)) and not (k in defaults and v is defaults[k])}
+        wrong = next((k for k, v in given.items() if not fits(v, takes[k])), None)
+        if wrong is None:  # every value of its declared type: the constructor as it is
+            return init(self, *args, **kwargs)
+        value = given[wrong]
+        # a component's wrong value is a TypeError (Python's word for an object of the wrong kind), data's a ValueError
+        error = ValueError if wrong in data else TypeError
+        refusal = (f"{type(self).__name__}: {masked_key(wrong)} expects {expects(takes[wrong])}, got {a_type(value)} "
+                   f"(its value is not shown: it may be a secret)")
+        if isinstance(value, (str, bytes, bytearray)) and len(value) >= SHOWN_PREFIX:
+            raise error(refusal)  # secret-shaped: the constructor never sees it (it named a file after it)
+        # a number, a short text or a container of the wrong type: the constructor's own refusal speaks when it names
+        # that parameter and shows no text given (``k must be a positive integer``); anything else (a refusal quoting
+        # a value, another error, or taking it) is this check's one line
+        try:
+            init(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - judged below; re-raised as it is when it may speak
+            said = str(exc)
+            if re.search(rf"(?<![\w]){re.escape(wrong)}(?![\w])", said) and not _shows(said, bound.values()):
+                raise
+        raise error(refusal) from None
+
+    checked.__checks_arguments__ = True
+    return checked
+
+
+#: a text given that a message holds this many of its first characters of is shown there (:func:`_shows`)
+SHOWN_PREFIX = 8
+
+
+def _shows(message: str, values) -> bool:
+    """Whether ``message`` shows a text given among ``values`` (its first :data:`SHOWN_PREFIX` characters; a
+    mapping's or a sequence's texts too, a level deep; bytes as their text)."""
+    for v in values:
+        items = v.values() if isinstance(v, abc.Mapping) else v if isinstance(v, (list, tuple, set, frozenset)) else (v,)
+        for t in items:
+            if isinstance(t, (bytes, bytearray)):
+                t = t.decode("utf-8", "replace")
+            if isinstance(t, str) and len(t) >= SHOWN_PREFIX and t[:SHOWN_PREFIX] in message:
+                return True
+    return False
+
+
+def _plain_value(value: Any) -> Any:
+    """``value`` as :func:`checks_arguments` checks it: a path-like as its text, a numpy scalar as its Python value."""
+    import os
+
+    if isinstance(value, os.PathLike):
+        try:
+            return os.fspath(value)
+        except TypeError:
+            return value
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
+#: values that are data wherever they are given: checked against a component's annotation too (:func:`checks_arguments`)
+_SCALARS = (str, bytes, bytearray, bool, int, float)
+
+#: the annotations of data (what a person types in a config or a call): checked by :func:`checks_arguments`
+_DATA = (bool, int, float, str, bytes, type(None))
+
+
+def is_data_annotation(annotation: Any) -> bool:
+    """Whether ``annotation`` declares data — ``bool``, ``int``, ``float``, ``str``, a ``Literal``, an ``Enum``,
+    a path, or an ``Optional`` / ``Union`` / sequence / set / mapping / ``Annotated`` of only these — rather than a
+    component (a class of the package, a callable, ``Any``)."""
+    import enum
+    import pathlib
+
+    if annotation in _DATA or annotation is None:
+        return True
+    if isinstance(annotation, type):  # a bare container (``dict``, ``list``) holds data too
+        return issubclass(annotation, (enum.Enum, pathlib.PurePath, list, tuple, set, frozenset, dict)) or annotation in (
+            abc.Sequence, abc.Mapping, abc.MutableMapping, abc.Set, abc.Collection, abc.Iterable)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return True
+    if origin is typing.Annotated:
+        return is_data_annotation(args[0])
+    if origin in _UNIONS or origin in (list, tuple, set, frozenset, dict, abc.Sequence, abc.Set, abc.Mapping,
+                                       abc.MutableMapping, abc.Collection, abc.Iterable):
+        return bool(args) and all(a is Ellipsis or is_data_annotation(a) for a in args)
+    return False
+
+
+def data_annotations(function: Callable) -> dict:
+    """``{parameter: annotation}`` of the parameters of ``function`` declared as data (:func:`is_data_annotation`),
+    each as :func:`checks_arguments` checks it (:func:`_lenient`)."""
+    return {k: _lenient(a) for k, a in keyword_annotations(function).items() if is_data_annotation(a)}
+
+
+def _lenient(annotation: Any) -> Any:
+    """``annotation`` as a constructor's check reads it: a path also as its text (``str`` where a ``Path`` is
+    declared), a ``list[X]`` / ``Sequence[X]`` / ``tuple[X, ...]`` as any sequence or set of X."""
+    import pathlib
+
+    if isinstance(annotation, type) and issubclass(annotation, pathlib.PurePath):
+        return typing.Union[str, annotation]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _lenient(args[0])
+    if origin in _UNIONS:
+        return typing.Union[tuple(_lenient(a) for a in args)]
+    if origin in (list, abc.Sequence) and len(args) == 1 or origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        inner = _lenient(args[0])
+        return typing.Union[abc.Sequence[inner], abc.Set[inner]]  # a tuple or a set where a list is declared
+    return annotation
+
+
+def _annotations(function: Callable) -> dict:
+    try:
+        return _ANNOTATIONS[function]
+    except KeyError:
+        return _ANNOTATIONS.setdefault(function, keyword_annotations(function))
+    except TypeError:  # not hashable: not kept
+        return keyword_annotations(function)
+
+
+def _defaults(function: Callable) -> dict:
+    return {name: p.default for name, p in inspect.signature(function).parameters.items() if p.default is not p.empty}
+
+
+_ANNOTATIONS: dict = {}
+
+
+def a_type(value: Any) -> str:
+    """``"a str"``, ``"an int"``, ``"a blank str"``: what a message says of a value it does not show."""
+    name = type(value).__name__
+    blank = "blank " if isinstance(value, str) and is_blank(value) else ""
+    return f"{'an' if (blank or name)[:1] in 'aeiou' else 'a'} {blank}{name}"
+
+
+def check_values(what: str, kwargs: Mapping, takes: Mapping[str, Any]) -> None:
+    """Refuse a value of ``kwargs`` that does not fit its key's annotation in ``takes`` (:func:`fits`).
+
+    Raises:
+        ValueError: one line naming the key and what it expects (:func:`expects`), never the value.
+    """
+    for key, value in kwargs.items():
+        if key in takes and not fits(value, takes[key]):
+            raise ValueError(f"{what}: {masked_key(key)} expects {expects(takes[key])}, got {a_type(value)} "
+                             f"(its value is not shown: it may be a secret)")
