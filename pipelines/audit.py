@@ -40,8 +40,8 @@ from typing import Optional, Sequence
 from fair_forge_beam._gc import unscanned_imports
 
 with unscanned_imports():  # pydantic and the schemas: never collected, never walked (docs/performance.md)
-    from fair_forge_beam.reports.output_folder import (check_cache_file, check_no_other_run, check_output_folder, run_id_of,
-                                                       staged_output)
+    from fair_forge_beam.reports.output_folder import (check_cache_file, check_no_other_run, check_output_folder,
+                                                       output_option, run_id_of, staged_output)
     from fair_forge_beam.console import guarded, safe_streams, say
     from fair_forge_beam.reports.summary import console_summary, printable as _printable
     from fair_forge_beam.options import OPTIONS, reject_unknown_arguments
@@ -292,8 +292,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
     except (ValueError, MissingExtraError) as exc:  # MissingExtraError: e.g. MiniLM on the core install
         parser.error(str(exc))
     try:  # an unwritable or unusable --output is a usage error before any pipeline runs
-        out = check_output_folder(args.output, reads=inputs)  # never over (or around) an --input
-        check_no_other_run(out, "audit")  # a generate / run_assistant / loop run there: the two runs' files would mix
+        # "the default --output" when none was given (trial39b B10: the line named an option never typed)
+        option = output_option(args.output != OPTIONS["output"].default)
+        out = check_output_folder(args.output, reads=inputs, option=option)  # never over (or around) an --input
+        check_no_other_run(out, "audit", option)  # a generate / run_assistant / loop run there: the two runs' files would mix
         if streaming_run:  # written in place as windows fire: never over a finished run's outputs
             from fair_forge_beam.reports.output_folder import finished_run_problem
 

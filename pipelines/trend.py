@@ -53,14 +53,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not slices:
         parser.error("--slices is empty: name at least one dimension, e.g. overall,assistant_id")
     from fair_forge_beam.reports.summary import printable
-    from fair_forge_beam.reports.trend import TrendUsageError, write_trend
+    from fair_forge_beam.reports.output_folder import output_option
+    from fair_forge_beam.reports.trend import DEFAULT_OUTPUT, TrendUsageError, write_trend
 
     def note(line: str) -> None:
         if not args.quiet:
             say(f"trend: {printable(line)}", file=sys.stderr)
 
     try:
-        json_path, html_path = write_trend(args.patterns, args.output, slices, with_plots=not args.no_plots, log=note)
+        json_path, html_path = write_trend(args.patterns, args.output, slices, with_plots=not args.no_plots, log=note,
+                                           option=output_option(args.output != DEFAULT_OUTPUT))
     except TrendUsageError as exc:
         parser.error(printable(str(exc)))
     if not args.quiet:

@@ -251,3 +251,17 @@ def test_a_narrow_pattern_beside_the_output_runs_twice(runs):
                     runs)
         assert proc.returncode == 0, proc.stderr
         assert (data / "out" / "_SUCCESS").is_file()
+
+
+def test_the_audits_default_output_is_named_as_the_default(tmp_path, capsys, monkeypatch):
+    """trial39b B10: with no ``--output``, a refusal named "--output fair_forge_output", an option never typed:
+    it says "the default --output"."""
+    from pipelines import audit
+
+    shutil.copy(REPO / "fair_forge_beam" / "data" / "examples" / "fair_forge_examples.json", tmp_path / "in.json")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--input", "*", "--metrics", "humanity", "--quiet"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: the default --output fair_forge_output: the pattern" in err, err

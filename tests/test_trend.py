@@ -830,3 +830,20 @@ def test_a_trend_without_plots_imports_no_matplotlib(tmp_path, plots):
                           env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["0", str(plots)], proc.stdout
+
+
+def test_a_usage_error_names_the_output_option_as_the_user_gave_it(tmp_path, capsys, monkeypatch):
+    """trial39b B10: ``trend '../r*'`` run inside a run folder, with no ``--output``, was told "--output trend is
+    inside ../r1": the line named an option never typed. It names the default as such; a given one as given."""
+    r1 = _write_run(tmp_path / "r1", doc("bayesian", [tox("overall", 1, 10, 3)]))
+    _write_run(tmp_path / "r2", doc("bayesian", [tox("overall", 2, 10, 3)]))
+    monkeypatch.chdir(r1)
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["trend", "../r*", "--no-plots", "--quiet"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "the default --output trend is inside ../r1" in err, err
+    with pytest.raises(SystemExit):
+        audit.main(["trend", "../r*", "--no-plots", "--quiet", "--output", "t2"])
+    err = capsys.readouterr().err
+    assert "--output t2 is inside ../r1" in err and "default" not in err, err

@@ -47,7 +47,7 @@ from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
-           "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "empty_output_problem", "staged_output", "new_stage_path",
+           "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "output_option", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
            "finished_run_problem"]
 
@@ -92,6 +92,13 @@ def is_owned_name(name: str) -> bool:
     other name there is the user's own, kept by every command."""
     owned = {n.rstrip("/") for n in OWNED_OUTPUTS}
     return name in owned or any(fnmatch.fnmatchcase(name, m) for marks in RUN_MARKS.values() for m in marks)
+
+
+def output_option(given: bool) -> str:
+    """How a usage error names the output folder's option: ``--output`` when the user gave it, else
+    ``the default --output`` (trial39b B10: ``trend '../r*'`` run inside a run folder was told
+    "--output trend is inside ../r1" although no ``--output`` was given)."""
+    return "--output" if given else "the default --output"
 
 
 def check_no_other_run(out: str, command: str, option: str = "--output", shown: Optional[str] = None) -> None:

@@ -864,7 +864,7 @@ def empty_trend_reason(trend: dict) -> Optional[str]:
 
 def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: Sequence[str] = DEFAULT_SLICES,
                 with_plots: bool = True, log: Optional[Callable[[str], None]] = None,
-                prog: str = "fair-forge-beam trend") -> tuple[str, str]:
+                prog: str = "fair-forge-beam trend", option: str = "--output") -> tuple[str, str]:
     """Find the runs, build the trend and write ``<output>/trend.json`` and ``<output>/trend.html``;
     returns their paths. ``output`` is created when missing (any Beam filesystem).
 
@@ -874,7 +874,8 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
             nothing written, ``output`` left as it was.
         TrendUsageError: as :func:`find_runs` / :func:`iter_runs`; an ``output`` that is a file, cannot
             be written, or lies inside a run it reads
-            (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`).
+            (:func:`~fair_forge_beam.reports.output_folder.check_output_folder`; its line names it as
+            ``option``: :func:`~fair_forge_beam.reports.output_folder.output_option`).
     """
     from fair_forge_beam._beam import beam  # noqa: F401
 
@@ -885,10 +886,11 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
     try:  # a folder holding another command's run (an audit's): trend.html beside its report.html (trial38 T7)
-        check_no_other_run(output, "trend")
+        check_no_other_run(output, "trend", option)
     except ValueError as exc:
         try:  # unless it is (or lies inside) a run it reads: that refusal is the more telling one
-            check_output_folder(output, reads=find_runs(patterns, exclude=output), staged=False, may_hold_reads=True)
+            check_output_folder(output, reads=find_runs(patterns, exclude=output), staged=False, may_hold_reads=True,
+                                option=option)
         except TrendUsageError:  # no run matched: the folder's own refusal stands
             pass
         except ValueError as reads:
@@ -896,7 +898,7 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
         raise TrendUsageError(plain_reason(exc)) from None
     paths = find_runs(patterns, exclude=output)
     try:  # before any run is read: a file, an unwritable folder, or a folder inside a run read here
-        output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True)
+        output = check_output_folder(output, reads=paths, staged=False, may_hold_reads=True, option=option)
     except ValueError as exc:
         raise TrendUsageError(plain_reason(exc)) from None
     # said once the runs are read: a run that cannot be read is a usage error of one line, no progress line before it
