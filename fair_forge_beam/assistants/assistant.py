@@ -67,7 +67,7 @@ from fair_forge_beam._beam import beam
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
-from fair_forge_beam.io.secrets import register_secret_env
+from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys
 from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
                                                 chat_completion_body, check_call_limits, declared_length, http_client,
                                                 read_bounded, read_chat_reply, redirect_reason)
@@ -218,6 +218,7 @@ class _Config:
     max_reply_bytes: int = MAX_REPLY_BYTES
     endpoint_down_after: int = ENDPOINT_DOWN_AFTER  # dead batches in a row after which the run stops asking (0: never)
     role: str = "assistant"
+    launch_keys: tuple = ()  # key variables set where the runner was built (names only): a worker must have them
 
     @property
     def identity(self) -> str:
@@ -577,7 +578,8 @@ class AssistantHandler(RemoteModelHandler):
                          rate_limiter=rate_limiter)
         self._cfg = _Config(kind, model, base_url, url, request_template, response_path, api_key_env, params, bool(send_context),
                             cache_path, float(request_timeout), int(max_concurrency), requests_per_minute, int(client_retries),
-                            dict(headers or {}), int(max_reply_bytes), int(endpoint_down_after))
+                            dict(headers or {}), int(max_reply_bytes), int(endpoint_down_after),
+                            launch_keys=keys_set_here((api_key_env,)) if api_key_env else ())
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(max_concurrency), "max_batch_size": 4 * int(max_concurrency)}
 
@@ -590,6 +592,7 @@ class AssistantHandler(RemoteModelHandler):
         import os
 
         cfg = self._cfg
+        require_keys(getattr(cfg, "launch_keys", ()), cfg.role)  # one line when the launcher had the key and this worker has not
         api_key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
         if cfg.cache_path == DEFAULT_CACHE:
             cfg = dataclasses.replace(cfg, cache_path=default_cache_path())

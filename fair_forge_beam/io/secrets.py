@@ -36,7 +36,7 @@ from fair_forge_beam.blank import is_invisible_char
 from fair_forge_beam.urls import SECRET_SHAPES, install_log_masking, mask_line, mask_shapes, mask_url_secrets  # noqa: F401 - mask_line, install_log_masking, SECRET_SHAPES: here too
 
 __all__ = ["scrub", "scrub_known", "scrub_known_text", "scrub_tokens", "masked_tokens", "name_texts", "gate_texts", "known_secrets",
-           "register_secret_env", "secret_envs", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
+           "register_secret_env", "secret_envs", "keys_set_here", "require_keys", "MissingKeyError", "is_own_text", "MASK", "MIN_SECRET_LEN", "LOOSE_SECRET_LEN", "NAMES_ENV",
            "NAME_FIELDS", "USER_FIELDS", "ARGV_FIELDS", "slice_parts", "id_masker", "mask_id", "ID_TAG_SEP",
            "mask_line", "install_log_masking", "known_needles", "masks_nothing", "VALUE_KEYED_FIELDS", "SECRET_SHAPES", "mask_shapes", "scrub_shown"]
 
@@ -658,6 +658,31 @@ def register_secret_env(name: str) -> None:
             _ENVS_SNAPSHOT = frozenset(_ENVS)
             names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) | _ENVS
             os.environ[NAMES_ENV] = ",".join(sorted(names))
+
+
+def keys_set_here(names: Iterable[str]) -> tuple:
+    """The names among ``names`` whose variable holds a value in this process's environment (the
+    names only, sorted, never a value): what a launcher hands to the steps that send or mask a key, so
+    that a worker can tell a key it lacks from one the run never had (:func:`require_keys`)."""
+    return tuple(sorted({str(n) for n in names if n and os.environ.get(str(n))}))
+
+
+class MissingKeyError(RuntimeError):
+    """A worker lacks an API-key variable that was set where the run was launched (trial39 T1)."""
+
+
+def require_keys(names: Iterable[str], role: str = "endpoint") -> None:
+    """On a worker, at set-up: register every name of ``names`` (those :func:`keys_set_here` gave the
+    launcher), so this process's writers mask their values too, and raise :class:`MissingKeyError`, one
+    line naming the variable and the fix, when one of them is not set here. Before, the SDK workers of a
+    Flink cluster started before the export sent ``Bearer not-needed`` and wrote an echoed key in clear."""
+    names = tuple(names or ())
+    for n in names:
+        register_secret_env(n)
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        raise MissingKeyError(f"the {role}'s API key variable {missing[0]} is set where the run was launched but not in this "
+                              f"worker's environment: export it before starting the cluster (docs/runners.md)")
 
 
 def secret_envs() -> frozenset:

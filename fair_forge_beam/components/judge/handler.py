@@ -86,7 +86,7 @@ from fair_forge_beam.components.judge.parsing import (
     split_reasoning,
 )
 from fair_forge_beam.components.shared_resources import Transient
-from fair_forge_beam.io.secrets import register_secret_env, scrub as scrub_secrets, scrub_body, scrub_logprobs, scrub_reply
+from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys, scrub as scrub_secrets, scrub_body, scrub_logprobs, scrub_reply
 from fair_forge_beam.components.replies import (NO_KEY, ENDPOINT_DOWN_AFTER, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
                                                 chat_completion_body, read_chat_reply, unfinished_reply, usage_count, limit_setting)
 from fair_forge_beam.io.elements import dead_letter
@@ -328,6 +328,7 @@ class _Config:
     batch_attempts: int = 1  # 1 + Beam's num_retries: the asks a question that fails transiently gets in a run
     endpoint_down_after: int = ENDPOINT_DOWN_AFTER  # dead batches in a row after which the run stops asking (0: never)
     role: str = "judge"  # what the endpoint is to the handler, in messages
+    launch_keys: tuple = ()  # key variables set where the handler was built (names only): a worker must have them
 
 
 def _failed(out: "_Outcome") -> bool:
@@ -786,6 +787,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             batch_attempts=1 + int(num_retries),
             endpoint_down_after=int(endpoint_down_after),
             role=self.role,
+            launch_keys=keys_set_here((api_key_env,)),
         )
         self._namespace = namespace
         self._batch_kwargs = {"min_batch_size": int(min_batch_size), "max_batch_size": max_batch_size}
@@ -820,6 +822,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
         import os
 
         cfg = self._cfg
+        require_keys(getattr(cfg, "launch_keys", ()), cfg.role)  # one line when the launcher had the key and this worker has not
         api_key = os.environ.get(cfg.api_key_env, "")
         if not api_key:
             if cfg.base_url is None:
