@@ -100,7 +100,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 
-    from fair_forge_beam.options import value
+    from fair_forge_beam.options import absolute_paths, value
 
     # each --generator-* defaults to its --judge-* (the loop's; pipelines.generate has none, so the
     # declared defaults: no endpoint, no model, OPENAI_API_KEY)
@@ -132,7 +132,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
 
         raise ValueError(f"--system-prompt-file {args.system_prompt_file}: {plain_reason(exc)}") from None
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
-                                api_key_env=key_env, cache_path=args.generator_cache or DEFAULT_CACHE,
+                                api_key_env=key_env, cache_path=absolute_paths(args).generator_cache or DEFAULT_CACHE,
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
                                 # and the batch's retries: --generator-retries 0 is one attempt (it made 4)
                                 num_retries=min(args.generator_retries, 3),
@@ -214,7 +214,9 @@ def build_assistant_handler(args: Any):
     from fair_forge_beam.reports.output_folder import check_cache_file
 
     check_cache_file(args.assistant_cache, "--assistant-cache")
-    common = dict(api_key_env=args.assistant_api_key_env, cache_path=args.assistant_cache, request_timeout=args.assistant_timeout,
+    from fair_forge_beam.options import absolute_paths
+
+    common = dict(api_key_env=args.assistant_api_key_env, cache_path=absolute_paths(args).assistant_cache, request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
                   requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes,
                   endpoint_down_after=args.endpoint_down_after)

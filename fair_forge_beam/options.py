@@ -274,6 +274,45 @@ def user_path(text: str) -> str:
     return expanded
 
 
+def absolute_path(value: Any) -> Any:
+    """A local path (or glob) made absolute against this process's folder (``os.path.abspath``); a URL
+    (``gs://…``), ``None`` and an empty value as they are; a list, each of its items."""
+    import os
+
+    if isinstance(value, (list, tuple)):
+        return type(value)(absolute_path(v) for v in value)
+    if not isinstance(value, str) or not value or "://" in value:
+        return value
+    return os.path.abspath(value)
+
+
+def path_dests(parser: Optional[argparse.ArgumentParser] = None) -> frozenset:
+    """The options (by ``dest``) that name a local file, folder or glob: every :class:`Option` of the
+    table with ``path`` or ``file``, and the arguments of ``parser`` parsed by :func:`user_path`
+    (a command's own path arguments: rollup's ``--from``)."""
+    own = {a.dest for a in (parser._actions if parser is not None else ()) if a.type is user_path}
+    return frozenset({d for d, o in TABLE.items() if o.path or o.file} | own)
+
+
+def absolute_paths(args: argparse.Namespace, parser: Optional[argparse.ArgumentParser] = None) -> argparse.Namespace:
+    """A copy of ``args`` whose every local path (:func:`path_dests`) is absolute, but a value its
+    option declares a name (:attr:`Option.names`). THE one place a launcher makes paths absolute
+    before they reach a worker, whose folder is not the launcher's (trial39 T2: a Flink worker read
+    rollup's ``--from audits/…`` in the cluster's folder and wrote ``--judge-cache jcache/c.sqlite``
+    there). ``args`` itself keeps the values as typed, for the messages."""
+    out = argparse.Namespace(**vars(args))
+    for dest in path_dests(parser):
+        if not hasattr(out, dest):  # an option of another command
+            continue
+        value = getattr(out, dest)
+        keep = TABLE[dest].names if dest in TABLE else ()
+        if isinstance(value, (list, tuple)):
+            setattr(out, dest, type(value)(v if v in keep else absolute_path(v) for v in value))
+        elif value not in keep:
+            setattr(out, dest, absolute_path(value))
+    return out
+
+
 #: Python parameters of the library that its errors name, which no option is called, and what each
 #: command line offers instead: ``{parameter: {command's prog or "*": an option, or the clause that
 #: replaces "pass <parameter>" when the command has none}}``. Parameters an option feeds
@@ -532,6 +571,9 @@ class Option:
     listed: bool = False
     read_by_metrics: tuple[str, ...] = ()
     read_in_modes: tuple[str, ...] = ()
+    #: values of a ``path`` / ``file`` option that name something other than a file (a shipped corpus,
+    #: ``none``): kept as given by :func:`absolute_paths`
+    names: tuple[str, ...] = ()
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -1258,7 +1300,7 @@ GROUPS: tuple[Group, ...] = (
                help="environment variable holding the judge's API key (never logged or written); given, it must be set and "
                     "not empty (a usage error otherwise); not given, OPENAI_API_KEY when set, else no key (a local judge)",
                template=Template("TEXT", "^[A-Za-z_][A-Za-z0-9_]*$", "OPENAI_API_KEY", label="Judge API key variable")),
-        Option("judge-cache", read_by_metrics=_JUDGED_OR_GUARDED, path=True,
+        Option("judge-cache", read_by_metrics=_JUDGED_OR_GUARDED, path=True, names=("none",),
                help="SQLite cache of judge/guardian answers; a re-run makes no repeated calls",
                default_note="$FAIR_FORGE_JUDGE_CACHE or the user cache folder",
                per_command={"optimize": {"help": "SQLite cache of every call (a path, or 'none': no cache)"}},
@@ -1315,6 +1357,7 @@ GROUPS: tuple[Group, ...] = (
     )),
     Group("Regulatory (uses the --judge-* options)", (
         Option("regulatory-corpus", read_by_metrics=("regulatory",), file=True, metavar="PATH", default="airline",
+               names=("airline", "callcenter"),
                help="policy corpus: a folder of .md/.txt files, one file, or a shipped corpus name ('airline' = the "
                     "tau-bench airline policy; 'callcenter')",
                template=Template("TEXT", _WORD, "airline")),
@@ -1524,7 +1567,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("assistant-id", help="assistant_id of the sessions (generate: the label written; run: replaces the input's)",
            default_note="generate: 'assistant'; the loop: --assistant-model's name, else 'assistant'; run: keep the input's",
            template=Template("TEXT", _NAME, "my-bot-v2")),
-    Option("corpus", default="airline", path=True,
+    Option("corpus", default="airline", path=True, names=("airline", "callcenter"),
            help="shipped corpus (airline, callcenter) or a Markdown file, folder or glob",
            template=Template("TEXT", "^[^\\n\\r]+$", "airline")),
     Option("language", default="english", help="language label of the generated sessions (not sent to the LLM)", template=_ADV),

@@ -998,7 +998,7 @@ def recheck_runs(runs: Sequence[str], manifests: Sequence[dict]) -> None:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the roll-up; returns its ``results.json`` content. Raises ``SystemExit(2)`` on a usage
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
-    from fair_forge_beam.options import reject_unknown_arguments
+    from fair_forge_beam.options import absolute_paths, reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.reports.load import read_baseline, read_run_info
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
@@ -1020,7 +1020,7 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             parser.error(f"--inconclusive-width: not read by {RUN_KIND_TEXT['no-report']}: "
                          f"{IGNORED_BY_RUN['no-report']['inconclusive_width']}; drop --inconclusive-width")
         try:
-            runs = resolve_runs(args.runs)
+            runs = resolve_runs(absolute_paths(args, parser).runs)  # read by workers, in their own folder
             check_output_folder(args.output, reads=runs)  # never one of the runs, inside one or around one
             check_no_other_run(args.output, "audit", shown="rollup")  # the audit's layout: never over generate's run
             manifests = load_manifests(runs)

@@ -70,8 +70,10 @@ def build_source(args, inputs, fields_read=None):
             files that match nothing.
     """
     from fair_forge_beam.audit_config import parse_slices
+    from fair_forge_beam.options import absolute_paths
     from fair_forge_beam.slices import metadata_dimensions
 
+    args = absolute_paths(args)  # --watch is matched by a worker, in its own folder
     source = _streaming_source(args)
     if source is None and getattr(args, "early_firing", None):
         # files are read whole: each window fires once, on time (and the in-memory runner has no

@@ -237,8 +237,10 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
         if gate_baseline is not None and not uses_baseline(gates):
             raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "
                              "'coverage assistants_of_baseline'; no such gate is given: add one, or drop --baseline")
-        metric_options = {  # every option by its dest; the registry takes what each metric needs
-            **vars(args),
+        from fair_forge_beam.options import absolute_paths, path_dests
+
+        metric_options = {  # every option by its dest (local paths absolute: a worker's folder is not ours)
+            **vars(absolute_paths(args)),
             "clustering": False if (args.no_clustering or args.group_extractor == "keyword" or windowed) else None,
             "slices": slice_dims,
         }
@@ -331,7 +333,9 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
     def build(p, folder: str) -> list:
         """The job graph, writing into ``folder``; returns every sink's result (for publish_after)."""
         # the engine's per-session accumulators, stored for roll-ups (stats/: fair_forge_beam.io.session_stats)
-        stats = WriteSessionStats(folder, audit_manifest(config, metric_options, static, run_id_of(folder),
+        # (the manifest records the paths as given, as before: a roll-up compares the runs' settings)
+        typed = {**metric_options, **{d: getattr(args, d) for d in path_dests() if d in metric_options}}
+        stats = WriteSessionStats(folder, audit_manifest(config, typed, static, run_id_of(folder),
                                                          input_files=input_files))
         read = p | "Read" >> reader
         # engine metrics share their shuffles
