@@ -180,6 +180,40 @@ class WorkerProcessError(RuntimeError):
         self.last_words, self.where, self.workers = last_words, where, workers
 
 
+#: seconds a launcher waits for its ``--job_endpoint`` to answer before it submits and waits on the job
+#: (trial39 T6: a dead endpoint took 303 s with Beam's default --job_server_timeout, and the local Flink
+#: cluster's 86400 would wait a day)
+JOB_ENDPOINT_WAIT = 5.0
+
+
+class JobEndpointUnanswered(RuntimeError):
+    """Nobody answers at the ``--job_endpoint`` (:func:`check_job_endpoint`); one line, a runner that
+    could not start (:func:`fair_forge_beam.console.runner_start_failure`)."""
+
+    runner_start = True
+
+
+def check_job_endpoint(options: PipelineOptions, wait: Optional[float] = None) -> None:
+    """Raise :class:`JobEndpointUnanswered` when the options' ``--job_endpoint`` (not ``embed``) does not
+    accept a gRPC connection within ``wait`` seconds (default :data:`JOB_ENDPOINT_WAIT`); the long
+    ``--job_server_timeout`` stays the job's own deadline."""
+    endpoint = options.view_as(PortableOptions).job_endpoint
+    if not endpoint or endpoint == "embed":
+        return
+    import grpc
+
+    wait = JOB_ENDPOINT_WAIT if wait is None else float(wait)
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=wait)
+    except grpc.FutureTimeoutError:
+        raise JobEndpointUnanswered(
+            f"no answer from the job service in time (--job_endpoint {endpoint}, {wait:g} s): is the cluster up? (a "
+            "local Flink cluster: python -m fair_forge_beam.testing.flink_cluster args --dir DIR says)") from None
+    finally:
+        channel.close()
+
+
 @contextmanager
 def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     """``with run_pipeline(options) as p:`` builds ``p = beam.Pipeline(options=options)`` and, on
@@ -207,6 +241,7 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times
     probe_ipython_only_when_imported()  # and imports IPython to learn that it runs outside IPython
     _workers_leave_ctrl_c_to_the_command()
+    check_job_endpoint(options)  # a dead cluster in seconds, not after --job_server_timeout (a day on ours)
     from fair_forge_beam.worker_watch import settle, watching
 
     started = time.time()

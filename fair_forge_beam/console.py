@@ -490,6 +490,8 @@ def runner_start_failure(exc: BaseException) -> Optional[str]:
     import traceback
 
     for e in _chain(exc):
+        if getattr(type(e), "runner_start", False):  # our own check of the runner (beam_pipeline.check_job_endpoint)
+            return str(e).strip().splitlines()[0]
         for frame, _ in traceback.walk_tb(e.__traceback__):
             name = frame.f_code.co_filename.replace(os.sep, "/")
             if name.endswith(_RUNNER_START_FILES) or any(

@@ -1994,6 +1994,12 @@ _BEAM_MISSING = ((re.compile(r"^Missing required option: (\w+)\.?$"), r"--\1 is 
                  (re.compile(r"^Missing GCS path option: (\w+)\.?$"), r"--\1 is missing (a gs://bucket/folder path)"))
 
 
+#: the ``--job_endpoint`` value ``flink_cluster args`` prints when it finds no live cluster (trial39 T10: it
+#: printed nothing, so ``fair-forge-beam … $(… args)`` ran in memory and exited 0): every command refuses
+#: it in one line (:func:`beam_options_problem`)
+NO_CLUSTER_ENDPOINT = "no-live-flink-cluster"
+
+
 def beam_options_problem(beam_args: Sequence[str]) -> Optional[str]:
     """Why the pipeline options in ``beam_args`` would not make a pipeline (one line), or ``None``:
     checked before any work starts, by every command that passes options to Beam
@@ -2012,6 +2018,11 @@ def beam_options_problem(beam_args: Sequence[str]) -> Optional[str]:
     from fair_forge_beam.beam_pipeline import pipeline_options
     import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions, TestOptions
+
+    if any(a == f"--job_endpoint={NO_CLUSTER_ENDPOINT}" for a in beam_args):
+        return (f"--job_endpoint={NO_CLUSTER_ENDPOINT}: the flink_cluster args command found no live cluster (its "
+                "message on stderr names the folder): start one (python -m fair_forge_beam.testing.flink_cluster start "
+                "--dir DIR) and run again (docs/runners.md)")
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
     from apache_beam.runners.runner import create_runner
 

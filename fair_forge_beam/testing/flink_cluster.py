@@ -88,6 +88,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from fair_forge_beam.options import NO_CLUSTER_ENDPOINT
 from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, pid_alive, write_worker_command
 
 __all__ = ["FlinkCluster", "free_port", "main"]
@@ -427,13 +428,25 @@ class FlinkCluster:
             "stage_jars": self.stage_jars}), encoding="utf-8")
 
     @classmethod
-    def attach(cls, workdir: os.PathLike) -> "FlinkCluster":
-        """The cluster recorded in ``workdir`` by a :meth:`start` of another process."""
+    def attach(cls, workdir: os.PathLike, live: bool = True) -> "FlinkCluster":
+        """The cluster recorded in ``workdir`` by a :meth:`start` of another process.
+
+        Raises:
+            FileNotFoundError: no cluster is recorded there.
+            ClusterGone: (``live``) one of its recorded processes has ended — killed by the OOM killer or a
+                restart without ``stop`` (trial39 T6: its options were handed out, and an audit waited on
+                the dead job port for up to ``--job_server_timeout``, a day). ``stop`` attaches with
+                ``live=False``, to clean up."""
         state = json.loads((Path(workdir) / _STATE).read_text(encoding="utf-8"))
         c = cls(task_managers=state["task_managers"], workdir=workdir, parallelism=state.get("parallelism"),
                 share_classpath=state.get("share_classpath", True), stage_jars=state.get("stage_jars", True))
         c.pids, c.rest_port = state["pids"], state["rest_port"]
         c.job_port, c.artifact_port = state["job_port"], state["artifact_port"]
+        dead = [pid for pid in c.pids if not _alive(pid, [])]
+        if live and dead:
+            raise ClusterGone(f"no live cluster in {workdir}: {len(dead)} of its {len(c.pids)} processes have ended "
+                              f"(pid {dead[0]}; killed, or the machine restarted): stop it and start it again "
+                              f"(python -m fair_forge_beam.testing.flink_cluster stop --dir {workdir}, then start)")
         return c
 
     # ---- stop
@@ -484,6 +497,10 @@ class FlinkCluster:
         self.stop()
 
 
+class ClusterGone(RuntimeError):
+    """The cluster recorded in a folder has a process that ended (:meth:`FlinkCluster.attach`)."""
+
+
 def _alive(pid: int, procs: list[subprocess.Popen]) -> bool:
     for p in procs:
         if p.pid == pid:
@@ -514,9 +531,11 @@ def main(argv=None) -> int:
         print("pipeline options: " + " ".join(c.runner_args()))
         return 0
     try:
-        c = FlinkCluster.attach(a.dir)
-    except FileNotFoundError:
-        print(f"no cluster recorded in {a.dir}", file=sys.stderr)
+        c = FlinkCluster.attach(a.dir, live=a.action == "args")
+    except (FileNotFoundError, ClusterGone) as e:
+        print(str(e) if isinstance(e, ClusterGone) else f"no cluster recorded in {a.dir}", file=sys.stderr)
+        if a.action == "args":  # an option every command refuses in one line: $(… args) never runs in memory
+            print(f"--job_endpoint={NO_CLUSTER_ENDPOINT}")
         return 1
     if a.action == "args":
         print(" ".join(c.runner_args()))
