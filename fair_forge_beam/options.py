@@ -1912,10 +1912,21 @@ BEAM_RANGES: dict[str, Range] = {
 }
 
 
+#: values of Beam's own options that Beam takes and this package refuses, with the reason: ``{dest: {value:
+#: why}}`` (trial39 T9: ``--direct_running_mode=multi_threading`` ran without a word)
+BEAM_REFUSED: dict[str, dict[str, str]] = {
+    "direct_running_mode": {
+        "multi_threading": "lost 0.3-1.1% of elements in 9 of 19 runs of a Create -> ParDo -> CombinePerKey -> "
+                           "CombineGlobally pipeline (DESIGN.md section 9); use --direct_running_mode=multi_processing "
+                           "(or in_memory, the default)",
+    },
+}
+
+
 def beam_value_problem(args: Sequence[str]) -> Optional[str]:
     """Why Beam would refuse or break on a value of its numeric options in ``args`` (one line:
     ``--direct_num_workers: invalid int value: 'two'``, ``--direct_num_workers must be between 0
-    and 1024, got -3``), or ``None``. Every numeric Beam option must have a range in
+    and 1024, got -3``), or why this package refuses a value Beam takes (:data:`BEAM_REFUSED`), or ``None``. Every numeric Beam option must have a range in
     :data:`BEAM_RANGES` (a test checks Beam's parser against it)."""
     parser = _beam_parser()
     try:
@@ -1924,6 +1935,9 @@ def beam_value_problem(args: Sequence[str]) -> Optional[str]:
         return re.sub(r"^argument ([^:]*): ", lambda m: m.group(1).split("/")[0] + ": ", str(exc))
     for a in parser._actions:
         v = getattr(known, a.dest, None)
+        why = BEAM_REFUSED.get(a.dest, {}).get(v) if isinstance(v, str) else None
+        if why:
+            return f"--{a.dest}={v} is refused: it {why}"
         valid = BEAM_RANGES.get(a.dest)
         if valid is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and v != a.default:
             msg = valid.problem(v)
