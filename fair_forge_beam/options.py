@@ -274,6 +274,12 @@ def user_path(text: str) -> str:
     return expanded
 
 
+#: the packages every run imports whose versions can change its results (run_info.json's ``versions``
+#: records these and every package of an :attr:`Option.imports`)
+CORE_RESULT_PACKAGES = ("fair_forge_beam", "apache-beam", "numpy", "scipy", "pyarrow", "pydantic")
+#: what the MiniLM embedder loads (the distributions; extras.MINILM_MODULES are their modules)
+_MINILM_PACKAGES = ("torch", "transformers", "sentence-transformers")
+
 def absolute_path(value: Any) -> Any:
     """A local path (or glob) made absolute against this process's folder (``os.path.abspath``); a URL
     (``gs://…``), ``None`` and an empty value as they are; a list, each of its items."""
@@ -574,6 +580,9 @@ class Option:
     #: values of a ``path`` / ``file`` option that name something other than a file (a shipped corpus,
     #: ``none``): kept as given by :func:`absolute_paths`
     names: tuple[str, ...] = ()
+    #: the packages a value of this option makes a run import, whose versions can change its results
+    #: (``{value: (distribution, …)}``, ``None``: the option not given): :func:`packages_read`
+    imports: Mapping[Optional[str], tuple[str, ...]] = field(default_factory=dict)
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -1244,10 +1253,11 @@ GROUPS: tuple[Group, ...] = (
                help="Bayesian slice intervals: sessions pooled in hash buckets (fast) or per-session Gamma(1) weights "
                     "(mc_samples draws per session)",
                template=Template("ENUM", "^(buckets|gamma)$", "buckets", label="Slice resampling")),
-        Option("emotion-lexicon-csv", read_by_metrics=("humanity",), path=True,
+        Option("emotion-lexicon-csv", read_by_metrics=("humanity",), path=True, imports={None: ("nrclex",)},
                help="NRC-format multi-language CSV for Humanity", default_note="the nrclex copy",
                template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/lexicons/nrc.csv", label="Emotion lexicon CSV")),
         Option("group-extractor", read_by_metrics=("toxicity",), default="keyword", choices=("keyword", "embedding"),
+               imports={"embedding": _MINILM_PACKAGES},
                help="Toxicity group detection: keyword lists (no embedder; no clustering), or MiniLM embeddings vs the "
                     "shipped group prototypes (with cluster profiling); measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(keyword|embedding)$", "keyword", label="Toxicity group extractor")),
@@ -1374,6 +1384,7 @@ GROUPS: tuple[Group, ...] = (
                help="minimum cosine similarity of a retrieved chunk",
                template=Template("NUMBER", FROM_RANGE, "0.3")),
         Option("regulatory-embedder", read_by_metrics=("regulatory",), default="minilm", choices=("minilm", "hashing"),
+               imports={"minilm": _MINILM_PACKAGES},
                help="chunk/query embedder: all-MiniLM-L6-v2 (minilm) or the model-free hashing embedder",
                template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
     )),
@@ -1393,6 +1404,7 @@ GROUPS: tuple[Group, ...] = (
     )),
     Group("Vision and PromptEvaluator", (
         Option("similarity-embedder", read_by_metrics=("vision", "prompt_evaluator"), default="minilm", choices=("minilm", "hashing"),
+               imports={"minilm": _MINILM_PACKAGES},
                help="embedder of vision and prompt_evaluator: all-MiniLM-L6-v2 (minilm) or hashed tokens (no model)",
                template=Template("ENUM", "^(minilm|hashing)$", "minilm")),
         Option("vision-threshold", read_by_metrics=("vision",), valid=_CLOSED_UNIT, type=float, default=0.75, feeds=(f"{_V}.threshold",),
@@ -1921,6 +1933,54 @@ BEAM_REFUSED: dict[str, dict[str, str]] = {
                            "(or in_memory, the default)",
     },
 }
+
+
+#: Beam's own options that can change a run's results, THE list a comparison (and a gate's baseline caveat)
+#: compares (trial39 T8: every Flink run "differed in Beam options" from the last, by its new
+#: --job_endpoint port; runs are identical on every runner, worker count and bundle size, so where and how
+#: a run ran is no difference): a streaming pipeline's panes and triggers, and the workers' own software,
+#: which run_info.json's versions (the launcher's) do not show
+RESULT_BEAM_OPTIONS = frozenset({"streaming", "allow_unsafe_triggers", "sdk_container_image", "requirements_file",
+                                 "extra_packages"})
+
+
+def result_beam_options(beam_args: Sequence[str]) -> list[str]:
+    """The options of ``beam_args`` (as given: ``--x=v`` or ``--x v``) that can change results
+    (:data:`RESULT_BEAM_OPTIONS`), each as ``--dest=value``, sorted; an option at Beam's default is left out."""
+    parser = _beam_parser()
+    try:
+        known, _ = parser.parse_known_args([str(a) for a in beam_args])
+    except _BeamValueError:
+        return sorted(str(a) for a in beam_args if str(a).lstrip("-").split("=", 1)[0] in RESULT_BEAM_OPTIONS)
+    out = []
+    for a in parser._actions:
+        if a.dest in RESULT_BEAM_OPTIONS and getattr(known, a.dest, None) not in (None, a.default, [], False):
+            v = getattr(known, a.dest)
+            out.append(f"--{a.dest}" if v is True else f"--{a.dest}={','.join(map(str, v)) if isinstance(v, list) else v}")
+    return sorted(out)
+
+
+def recorded_packages() -> tuple[str, ...]:
+    """Every package whose version run_info.json records: :data:`CORE_RESULT_PACKAGES`, then each
+    package an option's value imports (:attr:`Option.imports`), in the table's order."""
+    extra = [p for o in OPTIONS.values() for ps in o.imports.values() for p in ps]
+    return tuple(dict.fromkeys(CORE_RESULT_PACKAGES + tuple(extra)))
+
+
+def packages_read(metrics: Any, mode: Optional[str], settings: Optional[Mapping]) -> frozenset[str]:
+    """The packages a run of ``metrics`` in ``mode`` with option values ``settings`` (by dest; declared
+    defaults fill what is missing, :func:`value`) imports, whose versions can change its results: the core
+    ones and, for each option the run reads (:func:`options_unread`), the packages of its value
+    (:attr:`Option.imports`). A comparison compares these versions only (trial39 T8: a keyword run
+    "differed" from its baseline in torch, transformers and sentence-transformers, which it never imports)."""
+    unread = options_unread(metrics, mode)
+    settings = dict(settings or {})
+    out = set(CORE_RESULT_PACKAGES)
+    for dest, o in OPTIONS.items():
+        if o.imports and dest not in unread:
+            v = value(settings, dest)
+            out.update(o.imports.get(None if v in (None, "") else v, ()))
+    return frozenset(out)
 
 
 def beam_value_problem(args: Sequence[str]) -> Optional[str]:

@@ -91,7 +91,7 @@ def test_run_differences_names_each_difference():
 
 
 def test_run_differences_reads_settings_and_versions_from_run_info():
-    info_c = {"argv": ["--group-extractor", "embedding", "--output", "o1", "--quiet", "--direct_num_workers=2"],
+    info_c = {"argv": ["--group-extractor", "embedding", "--output", "o1", "--quiet", "--direct_num_workers=2", "--streaming"],
               "versions": {"numpy": "2.4.6", "nrclex": "4.1.0"}}
     info_b = {"argv": ["--toxicity-level", "conservative", "--output", "o2", "--no-report"],
               "versions": {"numpy": "2.4.5", "nrclex": "4.1.0"}}
@@ -99,7 +99,7 @@ def test_run_differences_reads_settings_and_versions_from_run_info():
     msgs = [d["message"] for d in run_differences(_doc(metrics=tox), _doc(metrics=tox), info_c, info_b)]
     assert msgs == ["--group-extractor: current embedding, baseline keyword",  # declared default fills the gap
                     "--toxicity-level: current inclusive, baseline conservative",
-                    "Beam options: current [--direct_num_workers=2], baseline []",
+                    "Beam options: current [--streaming], baseline []",  # where and how it ran is no difference (T8)
                     "version of numpy: current 2.4.6, baseline 2.4.5"]
     # output folder, --quiet, --no-report change no result: never a difference
     assert run_differences(_doc(), _doc(), {"argv": ["--output", "a", "--quiet"]}, {"argv": ["--output", "b"]}) == []

@@ -298,13 +298,12 @@ def _settings(info: Optional[dict]) -> Optional[dict]:
     ``None`` when the run left neither. Declared defaults fill what was not given; unknown flags
     (Beam's) are kept as given under ``beam``."""
     argv = (info or {}).get("argv")
-    from fair_forge_beam.options import OPTIONS, add_arguments
+    from fair_forge_beam.options import OPTIONS, add_arguments, result_beam_options
 
     typed = (info or {}).get("options")
     if isinstance(typed, dict):
         out = {d: typed.get(d, o.default) for d, o in OPTIONS.items() if d not in _NOT_SETTINGS}
-        beam = (info or {}).get("beam_args") or []
-        out["beam"] = sorted(str(a) for a in beam if str(a).startswith("--") and not str(a).startswith("--runner"))
+        out["beam"] = result_beam_options((info or {}).get("beam_args") or [])  # only those that can change results
         return out
     if not isinstance(argv, list):
         return None
@@ -320,7 +319,7 @@ def _settings(info: Optional[dict]) -> Optional[dict]:
     except (argparse.ArgumentError, ValueError):
         return None  # an argv this version cannot read: no settings comparison
     out = {d: getattr(args, d, None) for d in OPTIONS if d not in _NOT_SETTINGS}
-    out["beam"] = sorted(a for a in rest if a.startswith("--") and not a.startswith("--runner"))
+    out["beam"] = result_beam_options(rest)  # only those that can change results
     return out
 
 
@@ -390,6 +389,11 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
     if isinstance(ver_c, dict) and isinstance(ver_b, dict):
         # the two files list other packages: from results.json's on one side, the packages both name
         pkgs = set(ver_c) | set(ver_b) if bool(info_c) == bool(info_b) else set(ver_c) & set(ver_b)
+        from fair_forge_beam.options import packages_read
+
+        # only the packages either run imports (trial39 T8: torch "differed" for two keyword runs)
+        pkgs &= (packages_read(cfg_c.get("metrics"), cfg_c.get("mode"), set_c)
+                 | packages_read(cfg_b.get("metrics"), cfg_b.get("mode"), set_b))
         for pkg in sorted(pkgs):
             if ver_c.get(pkg) != ver_b.get(pkg):
                 add(f"version of {pkg}", ver_c.get(pkg), ver_b.get(pkg))

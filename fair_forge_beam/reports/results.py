@@ -881,10 +881,11 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
 
 # ----------------------------------------------------------------------------- driver side
 def _versions() -> dict:
+    from fair_forge_beam.options import recorded_packages
+
     out = {}
-    # torch, transformers and sentence-transformers decide the embedding and classifier scores (None: not installed)
-    for pkg in ("fair_forge_beam", "apache-beam", "numpy", "scipy", "pyarrow", "pydantic", "nrclex", "torch", "transformers",
-                "sentence-transformers"):
+    # the packages that can change results, declared in one place (None: not installed)
+    for pkg in recorded_packages():
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
