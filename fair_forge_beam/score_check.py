@@ -27,7 +27,8 @@ pandas give floats for ints often; :func:`_float_value_problem` says why). ``Non
 metric's own "no value", such as Humanity's Spearman without a reference).
 
 The declaration is followed in every form: ``Optional[X]``, ``Union[X, Y]`` and ``X | Y`` (a value
-passes if it fits one of them; a scalar fits no container arm), ``Annotated[X, ...]``, ``tuple[X, ...]``,
+passes if it fits one of them; a scalar fits no container arm, and a container no scalar arm: ``str``,
+``bool``), ``Annotated[X, ...]``, ``tuple[X, ...]``,
 ``tuple[X, Y]``, ``list[X]``, ``set[X]``, ``Sequence[X]``, ``dict[K, V]`` (its values), nested
 ``NamedTuple``\\ s, pydantic models, dataclasses and ``TypedDict``\\ s (field by field); any other generic
 by its origin's abstract kind (a ``collections.abc.Mapping``, ``Collection``, numpy ``ndarray``), a
@@ -70,6 +71,8 @@ INT64 = (-2**63, 2**63 - 1)
 #: the largest int float64 holds exactly: an int beyond it where a float is declared is refused
 FLOAT_EXACT_INT = 2**53
 _ANY = None  # no declaration: only what no output holds is a problem
+#: a union's arm that is a scalar type (``str``, ``bool``): the rules of any value, but no container
+_SCALAR = "scalar"
 #: a declaration the check does not know: the rules of any value, in every container the value holds
 _DEEP = "deep"
 #: a Parquet column's type (MetricInfo.parquet): bool and string columns take nothing else
@@ -97,9 +100,11 @@ def _kind(declared: Any) -> Any:
         kinds = []
         for a in args:
             k = _kind(a) if a is not type(None) else "none"
+            if k is _ANY and _scalar_declared(a):
+                k = _SCALAR  # a str / bool arm: no container fits it (trial39b B1: it took [nan] unchecked)
             if k != "none" and k not in kinds:
                 kinds.append(k)
-        if _ANY in kinds and all(k in (_ANY, _FLOAT, _INT) for k in kinds):
+        if (_ANY in kinds or _SCALAR in kinds) and all(k in (_ANY, _SCALAR, _FLOAT, _INT) for k in kinds):
             # a scalar may also be a str (or bool, ...): the rules of any value, a number's range kept
             return _ANY
         return _ANY if not kinds else kinds[0] if len(kinds) == 1 else ("union", kinds)
@@ -123,6 +128,20 @@ def _kind(declared: Any) -> Any:
     if typing.is_typeddict(declared):  # a TypedDict: its values, key by key (trial38b B6)
         return _typed_dict_kind(declared)
     return _class_kind(declared) or _ANY
+
+
+def _scalar_declared(declared: Any) -> bool:
+    """Whether ``declared`` (an arm of a union that asks nothing of a value) is a scalar type: a text,
+    bool or number, a ``Literal`` of such values, or any class that is no container; a container value
+    never fits it."""
+    while typing.get_origin(declared) is typing.Annotated:
+        declared = typing.get_args(declared)[0]
+    while isinstance(declared, typing.NewType):
+        declared = declared.__supertype__
+    if typing.get_origin(declared) is typing.Literal:
+        return all(a is None or isinstance(a, (str, bytes, bool, int, float)) for a in typing.get_args(declared))
+    return isinstance(declared, type) and (issubclass(declared, (str, bytes)) or not issubclass(
+        declared, (abc.Iterable, abc.Mapping)))
 
 
 #: origins whose arguments declare no value: the rules of any value (a Literal's values are given)
@@ -381,6 +400,10 @@ def _problem(v: Any, kind: Any) -> Optional[tuple]:
     """``(path, reason)`` of the first problem of ``v`` as ``kind`` asks (``None``: none)."""
     if v is None:
         return None
+    if kind is _SCALAR:
+        if isinstance(v, abc.Mapping) or (not isinstance(v, (str, bytes, bytearray, memoryview)) and _items(v) is not None):
+            return ("", f"a {type(v).__name__} ({_short(v)}) where a scalar (a text, bool or number) is declared")
+        kind = _ANY
     if type(kind) is tuple:
         tag = kind[0]
         if tag == "union":  # the value fits one of them, or the reason of the first one of its shape
@@ -491,6 +514,9 @@ def _passes(kind: Any) -> Any:
                 return True
             return all(map(ok, v.values() if t is dict else v))
         return ok
+    if kind is _SCALAR:  # any value's test, but no container
+        any_value = _passes(_ANY)
+        return lambda v: type(v) not in _PLAIN_CONTAINERS and any_value(v)
     if kind is _FLOAT or kind is _INT:
         whole = kind is _INT
 

@@ -668,3 +668,25 @@ def test_a_pydantic_model_score_is_checked_against_the_declared_parquet_columns(
             "s1/a/1", "words: the scorer's _WordsModel record column 'words' is 2.5, not a whole number, where the metric "
                       "declares an int (return int(...) of a whole number) (the metric's info declares the Parquet column "
                       "'words' int64) (docs/engine.md: what a score may hold)")]), label="dead")
+
+
+#: trial39b B1: a union with a str / bool arm and a container arm — the scalar arm took any container unchecked
+#: ([nan] passed, and the session combine crashed on it); a container never fits a scalar arm
+FORMS_39B = [
+    (Union[str, list[float]], [NAN], "'x[0]' is nan"),
+    (Union[bool, list[int]], [2**64], "'x[0]' is 18446744073709551616, outside int64"),
+    (Optional[Union[str, dict[str, float]]], {"a": INF}, "\"x['a']\" is inf"),
+    (Union[typing.Literal["a", "b"], list[int]], [2.5], "'x[0]' is 2.5, not a whole number"),
+    (Union[str, list[float]], (1.0, NAN), "'x[1]' is nan"),
+    # accepted
+    (Union[str, list[float]], "text", None), (Union[str, list[float]], [0.5], None), (Union[bool, list[int]], True, None),
+    (Optional[Union[str, dict[str, float]]], {"a": 1.0}, None),
+]
+QUICK_DECLARED += [d for d, _, _ in FORMS_39B]
+
+
+@pytest.mark.parametrize("declared, value, said", FORMS_39B, ids=[f"{i}" for i in range(len(FORMS_39B))])
+def test_a_container_never_fits_a_scalar_arm_of_a_union(declared, value, said):
+    """trial39b B1, as the test above: ``Union[str, list[float]]`` took ``[nan]`` by its str arm."""
+    test_the_check_follows_every_form_of_the_declaration(declared, value, said)
+
