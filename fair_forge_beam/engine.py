@@ -64,7 +64,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import DEAD, QUALITY, FindingsFn, InteractionWarning
-from fair_forge_beam.quoting import quoted
+from fair_forge_beam.quoting import quoted, shown
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS, cell_fields, metadata_dimensions, metadata_values
 from fair_forge_beam.statistical.combiners import StoredAccumulator, StoredParts, SumCombineFn, WrappedCombineFn, merge_into
 
@@ -810,20 +810,34 @@ def interaction_ids(metric: str, s: Any) -> dict:
 SESSION_IDS = ("session_id", "assistant_id", "language")
 
 
+def record_fields(rec: Any) -> Any:
+    """A metric's record as the dict the writers take: a dict as it is; any other mapping
+    (``OrderedDict``, ``defaultdict``, a ``Mapping``) as a dict of its items; a pydantic model by its
+    ``model_dump()`` (trial39b B2: an ``OrderedDict`` went out without the header, every id column
+    null). Anything else (``None``: no record) as it is."""
+    if rec is None or type(rec) is dict:
+        return rec
+    if isinstance(rec, abc.Mapping):
+        return dict(rec)
+    if hasattr(rec, "model_dump"):
+        return rec.model_dump()
+    return rec
+
+
 def headed(metric: str, level: str, rec: Any, score: Any = None, key: Optional[tuple] = None) -> Optional[dict]:
     """A metric's record with the engine's header (what every record of every metric starts
-    with). ``rec``: a dict or a pydantic model (dumped); anything else (``None``: no record) passes
+    with). ``rec``: a mapping or a pydantic model (as :func:`record_fields` reads it); anything else
+    (``None``: no record) passes
     unchanged, and so does a dict that already names its ``metric``. Otherwise ``metric`` and
     ``level`` go in front, and for an interaction record with its ``score`` the score's ids
     (:func:`interaction_ids`), for a session record with its session ``key`` the ids of the key
     the record does not give itself (:data:`SESSION_IDS`: the sessions output and the stored
     statistics are keyed by them; a record of docs/engine.md's worked example names its
     ``session_id`` only)."""
+    rec = record_fields(rec)
     if type(rec) is not dict:
-        if not hasattr(rec, "model_dump"):
-            return rec  # None (no record), or a value of the metric's own kind
-        rec = rec.model_dump()
-    elif "metric" in rec:
+        return rec  # None (no record), or a value of the metric's own kind
+    if "metric" in rec:
         return rec
     if score is not None:
         return {**interaction_ids(metric, score), **rec}
@@ -866,7 +880,6 @@ def _exception_words(exc: BaseException) -> str:
     run's keys), non-printable characters escaped and cut to :data:`~fair_forge_beam.quoting.QUOTE_LIMIT`
     characters (:func:`~fair_forge_beam.quoting.shown`): the text comes from the data."""
     from fair_forge_beam.plain import plain_reason
-    from fair_forge_beam.quoting import shown
     from fair_forge_beam.urls import mask_shapes
 
     return f"raised {shown(type(exc).__name__)}: {shown(mask_shapes(plain_reason(exc)))}"
@@ -1012,11 +1025,10 @@ class _ScoreAndRoute(beam.DoFn):
                     step = "cell_value"
                     cv = None if cell_value is None else cell_value(out)
                     step = "interaction_record"  # its values are checked against the declared Parquet columns
-                    fields = None if record is None else record(out)
-                    if type(fields) is not dict and hasattr(fields, "model_dump"):
-                        # a pydantic model (the score itself, often) is checked as it is written: its dump,
-                        # against the declared Parquet columns (fix39a: 2.5 went into an int64 column)
-                        fields = fields.model_dump()
+                    # a mapping or pydantic model (the score itself, often) is checked as it is written: the
+                    # dict record_fields reads, against the declared Parquet columns (fix39a: 2.5 went into an
+                    # int64 column; trial39b B2)
+                    fields = None if record is None else record_fields(record(out))
                 except Exception as e:  # noqa: BLE001
                     problem = _raised(step, e)
                 else:

@@ -9,6 +9,8 @@ letter of the metric with its reason, and the rest is scored.
 """
 from __future__ import annotations
 
+import collections
+import collections.abc as abc
 import json
 
 import pytest
@@ -209,3 +211,33 @@ def test_a_function_scorers_batch_that_raises_is_scored_again_one_by_one():
         assert_that(out["dead_letter"] | beam.Map(lambda d: (d.element_id, d.reason.split(" (")[0])), equal_to([
             ("s2/a/0", "words: the scorer raised RuntimeError: one answer of the batch is odd"),
             ("s3/a/0", "words: the scorer gave no score and no dead letter for this interaction")]), label="dead")
+
+
+class _Columns(abc.Mapping):
+    """A mapping that is no dict subclass."""
+
+    def __init__(self, **kw):
+        self._d = kw
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+
+@pytest.mark.parametrize("rec", [collections.OrderedDict(words=2), collections.defaultdict(int, words=2),
+                                 _Columns(words=2)], ids=["OrderedDict", "defaultdict", "Mapping"])
+def test_any_mapping_record_gets_the_header_a_dict_gets(rec):
+    """trial39b B2: a record that was an OrderedDict / defaultdict passed headed() without the header:
+    every id column of results.parquet null, exit 0."""
+    from helpers import ix
+
+    from fair_forge_beam.engine import headed
+
+    score = Scored.of(ix("s1", "a", 0, "one two"), 2)
+    assert headed("words", "interaction", rec, score) == headed("words", "interaction", {"words": 2}, score)
+    assert type(headed("words", "interaction", rec, score)) is dict
